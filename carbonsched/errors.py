@@ -1,0 +1,123 @@
+"""The one exception tree of carbonsched.
+
+Every error raised on purpose by carbonsched derives from :class:`CarbonschedError`
+and from the built-in that fits it, so callers can catch either::
+
+    CarbonschedError
+    ├── InputError (ValueError)            bad input: the message says what, where, how to fix
+    │   ├── DataFormatError                a file that cannot be read (file, row, reason)
+    │   ├── TimeAxisError                  naive timestamps, bad frequency, duplicates, gaps
+    │   ├── CatalogError                   a site catalog that breaks its schema
+    │   ├── UnknownSiteError               a site id that no catalog defines
+    │   └── WorkloadError                  a jobs file that breaks its format
+    ├── ForecastError (RuntimeError)
+    │   └── NotFittedError                 predict() before fit()
+    ├── PlanningError (RuntimeError)
+    │   ├── InfeasiblePlanError            no plan satisfies a constraint family
+    │   └── SolverUnavailableError         the requested MILP solver cannot run on this host
+    └── BackendError (RuntimeError)
+        └── BackendUnavailableError        a scheduler backend (Slurm, Kubernetes) cannot be reached
+
+Each class carries its context as attributes so that the CLI and the API can show it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class CarbonschedError(Exception):
+    """Base class of every error carbonsched raises on purpose."""
+
+
+class InputError(CarbonschedError, ValueError):
+    """Input that carbonsched cannot use; the message says how to fix it."""
+
+
+class DataFormatError(InputError):
+    """A data file that cannot be read.
+
+    Parameters
+    ----------
+    path
+        The file that failed.
+    reason
+        What is wrong, in words a person can act on.
+    row
+        1-based line number in the file (header is line 1), when known.
+    """
+
+    def __init__(self, path: str | Path, reason: str, row: int | None = None) -> None:
+        self.path = str(path)
+        self.row = row
+        self.reason = reason
+        where = f"{self.path}" + (f", line {row}" if row is not None else "")
+        super().__init__(f"{where}: {reason}")
+
+
+class TimeAxisError(InputError):
+    """A time axis that is naive, irregular, duplicated or misaligned."""
+
+
+class CatalogError(InputError):
+    """A site catalog that breaks the schema in ``regions/schema.md``."""
+
+
+class UnknownSiteError(InputError):
+    """A site id that the catalog does not define."""
+
+    def __init__(self, site: str, known: list[str] | tuple[str, ...] = ()) -> None:
+        self.site = site
+        self.known = tuple(known)
+        hint = f"; known sites: {', '.join(sorted(self.known))}" if self.known else ""
+        super().__init__(f"unknown site {site!r}{hint}")
+
+
+class WorkloadError(InputError):
+    """A jobs or inference-demand file that breaks its documented format."""
+
+
+class ForecastError(CarbonschedError, RuntimeError):
+    """A forecaster that could not fit or predict."""
+
+
+class NotFittedError(ForecastError):
+    """``predict()`` called before ``fit()``."""
+
+
+class PlanningError(CarbonschedError, RuntimeError):
+    """The planner could not produce a plan."""
+
+
+class InfeasiblePlanError(PlanningError):
+    """No plan satisfies the constraints.
+
+    Parameters
+    ----------
+    family
+        The constraint family that makes the model infeasible (for example
+        ``"inference_slo"`` or ``"gpu_capacity"``).
+    detail
+        What was found, for a person.
+    """
+
+    def __init__(self, family: str, detail: str) -> None:
+        self.family = family
+        self.detail = detail
+        super().__init__(f"infeasible ({family}): {detail}")
+
+
+class SolverUnavailableError(PlanningError):
+    """The requested MILP solver is not installed or cannot run on this host."""
+
+    def __init__(self, solver: str, detail: str) -> None:
+        self.solver = solver
+        super().__init__(f"solver {solver!r} is unavailable: {detail}")
+
+
+class BackendError(CarbonschedError, RuntimeError):
+    """A scheduler backend (Slurm, Kubernetes) rejected or failed a call."""
+
+
+class BackendUnavailableError(BackendError):
+    """A scheduler backend cannot be reached."""
