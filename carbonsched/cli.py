@@ -1,18 +1,219 @@
-"""Command-line interface (placeholder; built out in the pipeline slice)."""
+"""The ``carbonsched`` command line (Typer + Rich).
+
+Every command prints errors as one line ``error: <what, where, how to fix>`` and exits 2 on bad
+input, 3 when a backend (database, solver, scheduler) is unavailable, 1 on anything else.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
-app = typer.Typer(help="carbonsched: carbon- and power-aware geo-distributed scheduler.")
+from carbonsched.errors import (
+    BackendUnavailableError,
+    CarbonschedError,
+    SolverUnavailableError,
+)
+
+app = typer.Typer(
+    help="carbonsched: carbon- and power-aware geo-distributed scheduling for AI compute.\n\n"
+    "Forecasts each site's grid carbon intensity, green-power surplus and PUE day-ahead, "
+    "places batch/training jobs and inference with a MILP, and records the plan.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+workload_app = typer.Typer(help="Build and inspect workload (jobs + inference demand) files.",
+                           no_args_is_help=True)
+bench_app = typer.Typer(help="Benchmarks (not run by the test suite).", no_args_is_help=True)
+catalog_app = typer.Typer(help="Site catalogs.", no_args_is_help=True)
+app.add_typer(workload_app, name="workload")
+app.add_typer(bench_app, name="bench")
+app.add_typer(catalog_app, name="catalog")
+
+out = Console()
+err = Console(stderr=True)
+
+DataDir = Annotated[Path | None, typer.Option(
+    "--data-dir", envvar="CARBONSCHED_DATA_DIR",
+    help="Folder of the real public data (../shared/data layout). [env: CARBONSCHED_DATA_DIR]")]
+
+
+def _tomorrow() -> str:
+    return (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%d")
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    try:
+        yield
+    except (SolverUnavailableError, BackendUnavailableError) as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(3) from exc
+    except CarbonschedError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from exc
+    except FileNotFoundError as exc:
+        err.print(f"[bold red]error:[/] file not found: {exc.filename}", highlight=False)
+        raise typer.Exit(2) from exc
+
+
+@contextmanager
+def _progress(label: str) -> Iterator[Callable[[str], None]]:
+    """A Rich status line on stderr that long steps update."""
+    with err.status(label) as status:
+        def update(msg: str) -> None:
+            status.update(f"{label}: {msg}")
+            if not err.is_terminal:
+                err.print(f"[dim]{label}: {msg}[/]", highlight=False)
+        yield update
+
+
+def _write_json(path: Path, doc: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2) + "\n")
 
 
 @app.command()
-def version() -> None:
-    """Print the version."""
-    from importlib.metadata import version as v
+def plan(
+    date: Annotated[str, typer.Option(help="Day to plan, YYYY-MM-DD (UTC). Default: tomorrow.")]
+    = "",
+    catalog: Annotated[str, typer.Option(
+        help="Catalog name (see `carbonsched catalog list`) or TOML path.")]
+    = "china-eastdata-westcompute",
+    jobs: Annotated[Path | None, typer.Option(
+        help="Workload file (JSON or CSV, docs/workload.md). Default: the catalog's demo day.")]
+    = None,
+    data_dir: DataDir = None,
+    solver: Annotated[str, typer.Option(help="MILP solver: highs (default) or cbc.")] = "highs",
+    time_limit: Annotated[float, typer.Option(help="Solver time limit. [s]")] = 60.0,
+    hours: Annotated[int, typer.Option(help="Planning horizon. [h]")] = 24,
+    out_file: Annotated[Path | None, typer.Option("--out", help="Write the plan JSON here.")]
+    = None,
+    store: Annotated[bool, typer.Option(
+        help="Record forecasts and the plan in the store (CARBONSCHED_DATABASE_URL).")] = True,
+) -> None:
+    """Forecast, plan and record one day: the daily planning run."""
+    from carbonsched.pipeline import run_daily_plan
+    from carbonsched.settings import get_settings
+    from carbonsched.workload import read_workload
 
-    typer.echo(v("carbonsched"))
+    with _errors():
+        if solver not in ("highs", "cbc"):
+            raise typer.BadParameter(f"unknown solver {solver!r}; use highs or cbc")
+        day = date or _tomorrow()
+        settings = get_settings()
+        ddir = data_dir or settings.data_dir
+        wl = read_workload(jobs) if jobs else None
+        with _progress("plan") as progress:
+            daily = run_daily_plan(day, catalog, wl, ddir, solver, time_limit, hours, progress)
+            if store:
+                from carbonsched.store import Store
+
+                progress("recording the plan")
+                Store(settings.resolved_database_url()).save_plan(daily.document,
+                                                                  daily.forecasts)
+        _print_plan(daily.document, daily.summary)
+        if out_file:
+            _write_json(out_file, daily.document)
+            err.print(f"plan written to {out_file}")
+
+
+def _print_plan(doc: dict[str, Any], summary: list[dict[str, Any]]) -> None:
+    s = doc["solver"]
+    gap = "-" if s["mip_gap"] is None else f"{100 * s['mip_gap']:.2f}%"
+    out.print(f"[bold]Plan {doc['plan_id'][:12]}[/] for {doc['date']} · catalog "
+              f"[cyan]{doc['catalog']}[/] · signals [yellow]{doc['signal_quality']}[/]")
+    out.print(f"solver {s['name']}: [bold]{s['status']}[/], MIP gap {gap}, "
+              f"{s['seconds']:.1f} s")
+    t = Table(title="Per site (forecast)", title_justify="left")
+    for col, j in (("site", "left"), ("role", "left"), ("jobs", "right"),
+                   ("GPU-hours", "right"), ("energy kWh", "right"), ("emissions kg CO2e", "right")):
+        t.add_column(col, justify=j)  # type: ignore[arg-type]
+    for r in sorted(summary, key=lambda r: -r["energy_kwh"]):
+        t.add_row(r["site"], r["role"], str(r["jobs"]), f"{r['gpu_hours']:,.0f}",
+                  f"{r['energy_kwh']:,.0f}", f"{r['emissions_kg']:,.1f}")
+    out.print(t)
+    tot = doc["totals"]
+    base = tot["baseline_emissions_kg"]
+    saved = base - tot["emissions_kg"]
+    pct = 100 * saved / base if base else 0.0
+    out.print(f"placed {len(doc['placements'])} jobs, {len(doc['unplaced'])} unplaced · "
+              f"energy {tot['energy_kwh']:,.0f} kWh · emissions [bold]{tot['emissions_kg']:,.1f}"
+              f"[/] kg CO2e vs carbon-agnostic baseline {base:,.1f} kg "
+              f"([green]{saved:,.1f} kg, {pct:.1f}% less[/])")
+    if doc["unplaced"]:
+        reasons: dict[str, int] = {}
+        for u in doc["unplaced"]:
+            reasons[u["reason"]] = reasons.get(u["reason"], 0) + 1
+        out.print("unplaced by reason: " + ", ".join(f"{k} {v}" for k, v in reasons.items()))
+    for note in doc.get("notes", []):
+        out.print(f"[dim]note: {note}[/]", highlight=False)
+
+
+@workload_app.command("from-traces")
+def workload_from_traces_cmd(
+    date: Annotated[str, typer.Option(help="Day, YYYY-MM-DD (UTC).")],
+    out_file: Annotated[Path, typer.Option("--out", help="Output file: .json or .csv.")],
+    data_dir: DataDir = None,
+    catalog: Annotated[str, typer.Option(help="Catalog the jobs are for.")] = "global",
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+) -> None:
+    """Build one day's jobs and inference demand from the real job traces (by path)."""
+    from carbonsched.catalog import load_catalog
+    from carbonsched.settings import get_settings
+    from carbonsched.workload import workload_from_traces, write_workload
+
+    with _errors():
+        ddir = data_dir or get_settings().data_dir
+        wl = workload_from_traces(ddir, date, load_catalog(catalog), seed=seed)
+        write_workload(wl, out_file)
+        gpu_h = sum(j.gpus * j.duration_hours for j in wl.jobs)
+        out.print(f"{len(wl.jobs)} jobs ({gpu_h:,} GPU-hours) and {len(wl.inference)} "
+                  f"inference demands written to {out_file}")
+
+
+@catalog_app.command("list")
+def catalog_list() -> None:
+    """List the shipped catalogs."""
+    from carbonsched.catalog import list_catalogs, load_catalog
+
+    t = Table("catalog", "sites", "signals", "description")
+    for name in list_catalogs():
+        c = load_catalog(name)
+        t.add_row(name, str(len(c.sites)), str(c.signal_quality), c.description)
+    out.print(t)
+
+
+@catalog_app.command("show")
+def catalog_show(name: Annotated[str, typer.Argument(help="Catalog name or TOML path.")]) -> None:
+    """Show a catalog's sites."""
+    from carbonsched.catalog import load_catalog
+
+    with _errors():
+        c = load_catalog(name)
+        t = Table("site", "role", "zone", "GPUs", "IT cap kW", "backend", title=c.name)
+        for s in c.sites:
+            gpus = ", ".join(f"{p.count}×{k}" for k, p in s.gpus.items())
+            be = s.backend.cluster or f"{s.backend.context}/{s.backend.namespace}"
+            t.add_row(s.id, str(s.role), s.zone, gpus, f"{s.it_power_cap_kw:,.0f}",
+                      f"{s.backend.kind}:{be}")
+        out.print(t)
 
 
 def main() -> None:
     """Entry point of the ``carbonsched`` console script."""
-    app()
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)

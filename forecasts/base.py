@@ -1,4 +1,6 @@
-"""The forecaster contract (after sktime): public ``fit``/``predict`` validate, ``_fit``/``_predict`` compute.
+"""The forecaster contract (after sktime).
+
+Public ``fit``/``predict`` validate; ``_fit``/``_predict`` compute.
 
 Every forecaster in carbonsched
 
@@ -55,7 +57,7 @@ class Forecaster(abc.ABC):
 
     # --- public, validating -------------------------------------------------------------
     def fit(self, y: pd.Series, X: pd.DataFrame | None = None) -> Self:
-        """Fit on history ``y`` (hourly UTC, shape ``(n,)``) and optional exogenous ``X`` ``(n, k)``.
+        """Fit on history ``y`` (hourly UTC, ``(n,)``) and optional exogenous ``X`` ``(n, k)``.
 
         Raises
         ------

@@ -1,0 +1,386 @@
+"""One planning day: ingest -> forecast -> plan -> store.
+
+:func:`forecast_site` turns a site's signal history into day-ahead forecasts of carbon intensity,
+green surplus and PUE; :func:`build_problem` assembles the planner's input; :func:`run_daily_plan`
+runs the whole day and returns the plan document that ``carbonsched plan --out`` writes.
+
+Issue-time rule: a plan for day D is issued at D 00:00 UTC and uses only observations before it.
+Weather for the PUE forecast is *persistence* (the last observed 24 hours repeated) for measured
+sources — there is no archived day-ahead weather forecast for these zones — and the model's own
+values for modelled sources (their weather is climatological by construction, so it is known ahead).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from carbonsched.adapters.signals import load_site_signals
+from carbonsched.catalog import Catalog, load_catalog
+from carbonsched.domain import SignalQuality, Site, Workload, jsonable
+from carbonsched.errors import ForecastError, InputError
+from carbonsched.forecasts.base import Forecaster, fit_with_fallback
+from carbonsched.forecasts.baselines import SeasonalNaive
+from carbonsched.forecasts.carbon_intensity import default_ci_forecaster
+from carbonsched.forecasts.green_surplus import GreenSurplusForecaster, green_surplus_index
+from carbonsched.forecasts.pue import pue_from_weather
+from carbonsched.plan import (
+    PlanningProblem,
+    PlanResult,
+    agnostic_plan,
+    score_plan,
+    solve_plan,
+)
+from carbonsched.timeaxis import HOUR, day_start_utc, hourly_slots, require_aware
+
+Progress = Callable[[str], None]
+
+HISTORY_DAYS = 28
+"""Days of signal history each daily forecast conditions on. [d]"""
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+@dataclass
+class SiteForecast:
+    """Day-ahead forecasts for one site.
+
+    Attributes
+    ----------
+    site
+        Site id.
+    signals
+        Frame on the horizon slots (index ``slot``, UTC) with ``carbon_intensity_g_per_kwh``,
+        ``pue`` and ``green_surplus_kw``.
+    long
+        Long frame for the store: site, signal, model, issued_at, ts, mean, lo_80, hi_80, lo_95,
+        hi_95.
+    signal_quality
+        ``measured`` or ``modelled``.
+    notes
+        Fallbacks and data gaps, for the plan.
+    """
+
+    site: str
+    signals: pd.DataFrame
+    long: pd.DataFrame
+    signal_quality: str
+    notes: list[str] = field(default_factory=list)
+
+
+def _long(site: str, signal: str, fc: pd.DataFrame, issued_at: pd.Timestamp) -> pd.DataFrame:
+    out = fc.reset_index().rename(columns={"index": "ts"})
+    out.insert(0, "issued_at", issued_at)
+    out.insert(0, "model", fc.attrs.get("model", "unknown"))
+    out.insert(0, "signal", signal)
+    out.insert(0, "site", site)
+    return out
+
+
+def forecast_site(
+    site: Site,
+    history: pd.DataFrame,
+    issued_at: pd.Timestamp,
+    horizon_hours: int = 24,
+    meta: dict[str, Any] | None = None,
+    future_modelled: pd.DataFrame | None = None,
+    ci_model: Forecaster | None = None,
+) -> SiteForecast:
+    """Forecast carbon intensity, green surplus and PUE for one site.
+
+    Parameters
+    ----------
+    site
+        The site (its PUE model and green-surplus contract are used).
+    history
+        Signal frame (docs/signals.md) up to ``issued_at``; rows at or after it are ignored.
+    issued_at
+        Issue time, tz-aware UTC on the hour.
+    horizon_hours
+        Number of hourly slots. [h]
+    meta
+        The signal source's meta (``signal_quality``).
+    future_modelled
+        For modelled sources only: the model's own weather over the horizon (climatological,
+        known ahead); ``None`` for measured sources, which use weather persistence.
+    ci_model
+        Carbon-intensity forecaster (default :func:`default_ci_forecaster`); on a failed fit the
+        seasonal-naive baseline is used and a note says so.
+
+    Raises
+    ------
+    ForecastError
+        The history has no carbon-intensity observation.
+    """
+    issued_at = require_aware(issued_at, "issued_at")
+    meta = meta or {}
+    quality = meta.get("signal_quality", SignalQuality.MEASURED)
+    hist = history[history.index < issued_at]
+    slots = hourly_slots(issued_at, horizon_hours)
+    notes: list[str] = []
+    ci = hist["carbon_intensity_g_per_kwh"]
+    if ci.notna().sum() < 48:
+        raise ForecastError(
+            f"site {site.id}: fewer than 48 hours of carbon-intensity history before "
+            f"{issued_at.isoformat()} in zone {site.zone} ({meta.get('source', '?')}); "
+            "choose a date the data covers")
+    last_obs = ci.last_valid_index()
+    if last_obs is not None and issued_at - last_obs > pd.Timedelta(hours=48):
+        raise ForecastError(
+            f"site {site.id}: newest carbon-intensity observation is {last_obs.isoformat()}, "
+            f"more than 48 h before the issue time {issued_at.isoformat()}")
+    model, note = fit_with_fallback(ci_model or default_ci_forecaster(), SeasonalNaive(), ci)
+    if note:
+        notes.append(f"{site.id}: carbon intensity: {note}")
+    ci_fc = model.predict(issued_at, horizon_hours)
+
+    # green surplus index in [0, 1] -> absorbable kW via the site's contract
+    if "green_surplus_index" in hist and hist["green_surplus_index"].notna().any():
+        gsi = hist["green_surplus_index"]
+    else:
+        gsi = green_surplus_index(hist)
+    try:
+        gs_model, note = fit_with_fallback(GreenSurplusForecaster(), SeasonalNaive(), gsi)
+        if note:
+            notes.append(f"{site.id}: green surplus: {note}")
+        gs_fc = gs_model.predict(issued_at, horizon_hours).clip(lower=0.0, upper=1.0)
+    except ForecastError as exc:
+        notes.append(f"{site.id}: green surplus not forecast ({exc}); assumed 0")
+        gs_fc = pd.DataFrame(0.0, index=slots.rename("ts"),
+                             columns=["mean", "lo_80", "hi_80", "lo_95", "hi_95"])
+        gs_fc.attrs["model"] = "none"
+
+    # PUE from the weather expected over the horizon
+    if future_modelled is not None:
+        weather = future_modelled.reindex(slots)[["temperature_c", "relative_humidity_pct"]]
+        weather_note = "modelled climatological weather"
+    else:
+        last = hist[["temperature_c", "relative_humidity_pct"]].dropna().tail(24)
+        if len(last) == 24:
+            weather = pd.DataFrame(last.to_numpy(), index=slots, columns=last.columns)
+            weather_note = "weather persistence (last 24 h)"
+        else:
+            weather = None
+            weather_note = "no weather: PUE at the model's free-cooling floor"
+    if weather is None or weather.isna().any().any():
+        pue = pd.Series(site.pue.pue_min, index=slots)
+        notes.append(f"{site.id}: PUE: {weather_note}")
+    else:
+        pue = pue_from_weather(weather["temperature_c"], weather["relative_humidity_pct"],
+                               site.pue)
+        pue.index = slots
+    pue_fc = pd.DataFrame({c: pue.to_numpy() for c in
+                           ("mean", "lo_80", "hi_80", "lo_95", "hi_95")},
+                          index=slots.rename("ts"))
+    pue_fc.attrs["model"] = f"pue_from_weather ({weather_note})"
+
+    signals = pd.DataFrame({
+        "carbon_intensity_g_per_kwh": ci_fc["mean"].clip(lower=0.0).to_numpy(),
+        "pue": pue.to_numpy(float),
+        "green_surplus_kw": gs_fc["mean"].to_numpy() * site.green_surplus_max_kw,
+        "green_surplus_index": gs_fc["mean"].to_numpy(),
+    }, index=slots)
+    long = pd.concat([_long(site.id, "carbon_intensity_g_per_kwh", ci_fc, issued_at),
+                      _long(site.id, "green_surplus_index", gs_fc, issued_at),
+                      _long(site.id, "pue", pue_fc, issued_at)], ignore_index=True)
+    return SiteForecast(site.id, signals, long, str(quality), notes)
+
+
+def build_problem(sites: list[Site], workload: Workload, forecasts: dict[str, SiteForecast],
+                  slots: pd.DatetimeIndex) -> PlanningProblem:
+    """Assemble the planner's input from the sites that have forecasts.
+
+    Returns
+    -------
+    PlanningProblem
+        ``signals`` indexed by (site, slot) with carbon_intensity_g_per_kwh, pue,
+        green_surplus_kw.
+    """
+    use = [s for s in sites if s.id in forecasts]
+    frames = []
+    for s in use:
+        f = forecasts[s.id].signals[["carbon_intensity_g_per_kwh", "pue", "green_surplus_kw"]]
+        f = f.copy()
+        f.index = pd.MultiIndex.from_product([[s.id], f.index], names=["site", "slot"])
+        frames.append(f)
+    if not frames:
+        raise InputError("no site has signals for this date; nothing can be planned")
+    return PlanningProblem(sites=use, jobs=list(workload.jobs),
+                           inference=list(workload.inference), slots=slots,
+                           signals=pd.concat(frames))
+
+
+def result_rows(result: PlanResult) -> dict[str, list[dict[str, Any]]]:
+    """Placements, inference and unplaced rows of a result as JSON-ready dicts."""
+    return {
+        "placements": [jsonable(p) for p in result.placements],
+        "inference": [jsonable(i) for i in result.inference],
+        "unplaced": [jsonable(u) for u in result.unplaced],
+    }
+
+
+def site_summary(problem: PlanningProblem, result: PlanResult) -> list[dict[str, Any]]:
+    """Per site: GPU-hours, facility energy [kWh] and forecast emissions [kg CO2e]."""
+    rows = {s.id: {"site": s.id, "role": str(s.role), "gpu_hours": 0.0, "energy_kwh": 0.0,
+                   "emissions_kg": 0.0, "jobs": 0} for s in problem.sites}
+    for p in result.placements:
+        r = rows[p.site]
+        r["gpu_hours"] += p.gpus * (p.end - p.start) / HOUR
+        r["energy_kwh"] += p.energy_kwh
+        r["emissions_kg"] += p.emissions_kg
+        r["jobs"] += 1
+    for i in result.inference:
+        r = rows[i.site]
+        r["gpu_hours"] += i.gpus
+        r["energy_kwh"] += i.energy_kwh
+        r["emissions_kg"] += i.emissions_kg
+    return list(rows.values())
+
+
+@dataclass
+class DailyPlan:
+    """Everything one planning day produced."""
+
+    document: dict[str, Any]
+    problem: PlanningProblem
+    result: PlanResult
+    baseline: PlanResult
+    forecasts: pd.DataFrame
+    summary: list[dict[str, Any]]
+
+
+def gather_forecasts(catalog: Catalog, data_dir: Path | None, issued_at: pd.Timestamp,
+                     horizon_hours: int, progress: Progress = _quiet,
+                     ) -> tuple[dict[str, SiteForecast], list[str], set[str]]:
+    """Load each site's history and forecast it; sites without usable data are left out.
+
+    Returns
+    -------
+    (dict, list, set)
+        Forecasts by site id, notes, and the signal qualities seen.
+    """
+    forecasts: dict[str, SiteForecast] = {}
+    notes: list[str] = []
+    qualities: set[str] = set()
+    start = issued_at - pd.Timedelta(days=HISTORY_DAYS)
+    end = issued_at + horizon_hours * HOUR
+    for site in catalog.sites:
+        progress(f"forecasting {site.id} ({site.zone})")
+        frame, meta = load_site_signals(site, data_dir, start, end)
+        modelled = meta.get("signal_quality") == SignalQuality.MODELLED
+        future = frame[frame.index >= issued_at] if modelled else None
+        try:
+            fc = forecast_site(site, frame, issued_at, horizon_hours, meta, future)
+        except ForecastError as exc:
+            notes.append(f"site {site.id} left out: {exc}")
+            continue
+        forecasts[site.id] = fc
+        notes.extend(fc.notes)
+        qualities.add(fc.signal_quality)
+    return forecasts, notes, qualities
+
+
+def run_daily_plan(
+    date: str,
+    catalog: str | Path = "china-eastdata-westcompute",
+    workload: Workload | None = None,
+    data_dir: Path | None = None,
+    solver: str = "highs",
+    time_limit_s: float = 60.0,
+    horizon_hours: int = 24,
+    progress: Progress = _quiet,
+) -> DailyPlan:
+    """Run one planning day and return the plan document and its parts.
+
+    Parameters
+    ----------
+    date
+        The day planned, ``YYYY-MM-DD``; issued at its 00:00 UTC.
+    catalog
+        Catalog name or TOML path.
+    workload
+        Jobs and inference demand; ``None`` uses the catalog's deterministic demo workload.
+    data_dir
+        Folder of the real public data (for measured catalogs).
+    solver
+        ``highs`` (default) or ``cbc``.
+    time_limit_s
+        Solver time limit. [s]
+    horizon_hours
+        Slots planned. [h]
+    progress
+        Callable receiving status lines.
+
+    Returns
+    -------
+    DailyPlan
+        ``document`` has the keys of the ``--out`` JSON (see README).
+
+    Raises
+    ------
+    InputError
+        Unknown catalog, no site with data for the date, malformed workload.
+    PlanningError
+        The solver is unavailable.
+    """
+    from carbonsched.workload import demo_workload
+
+    issued_at = day_start_utc(date)
+    cat = load_catalog(catalog)
+    if workload is None:
+        workload = demo_workload(cat, issued_at.strftime("%Y-%m-%d"))
+    slots = hourly_slots(issued_at, horizon_hours)
+    forecasts, notes, qualities = gather_forecasts(cat, data_dir, issued_at, horizon_hours,
+                                                   progress)
+    problem = build_problem(cat.sites, workload, forecasts, slots)
+    progress(f"solving: {len(problem.jobs)} jobs, {len(problem.inference)} inference demands, "
+             f"{len(problem.sites)} sites x {len(slots)} h with {solver}")
+    result = solve_plan(problem, solver=solver, time_limit_s=time_limit_s)
+    progress("scoring the carbon-agnostic baseline")
+    baseline = agnostic_plan(problem)
+    plan_score = score_plan(problem, result)
+    base_score = score_plan(problem, baseline)
+    quality = (SignalQuality.MODELLED if SignalQuality.MODELLED in qualities
+               else SignalQuality.MEASURED)
+    notes.extend(result.solver.note.split("\n") if getattr(result.solver, "note", "") else [])
+    doc: dict[str, Any] = {
+        "plan_id": uuid.uuid4().hex,
+        "date": issued_at.strftime("%Y-%m-%d"),
+        "catalog": cat.name,
+        "signal_quality": str(quality),
+        "issued_at": jsonable(issued_at),
+        "horizon_hours": horizon_hours,
+        "sites": [s.id for s in problem.sites],
+        "solver": {
+            "name": result.solver.name,
+            "status": str(result.status),
+            "mip_gap": None if result.solver.mip_gap is None or
+            not np.isfinite(result.solver.mip_gap) else float(result.solver.mip_gap),
+            "seconds": float(result.solver.seconds),
+            "objective": result.solver.objective,
+            "bound": result.solver.bound,
+            "method": getattr(result.solver, "method", None),
+            "infeasible_family": getattr(result.solver, "infeasible_family", None),
+        },
+        **result_rows(result),
+        "totals": {
+            "energy_kwh": float(plan_score.energy_kwh),
+            "emissions_kg": float(plan_score.emissions_kg),
+            "baseline_emissions_kg": float(base_score.emissions_kg),
+            "surplus_absorbed_kwh": float(plan_score.surplus_absorbed_kwh),
+            "baseline_energy_kwh": float(base_score.energy_kwh),
+        },
+        "notes": notes,
+    }
+    summary = site_summary(problem, result)
+    fc_long = (pd.concat([f.long for f in forecasts.values()], ignore_index=True)
+               if forecasts else pd.DataFrame())
+    return DailyPlan(jsonable(doc), problem, result, baseline, fc_long, summary)

@@ -1,0 +1,20 @@
+"""Alembic environment: runs migrations on the connection handed over by carbonsched.store."""
+
+from alembic import context
+
+from carbonsched.store.models import Base
+
+config = context.config
+target_metadata = Base.metadata
+
+
+def run_migrations_online() -> None:
+    """Run migrations on ``config.attributes['connection']``."""
+    connection = config.attributes["connection"]
+    context.configure(connection=connection, target_metadata=target_metadata,
+                      render_as_batch=connection.dialect.name == "sqlite")
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+run_migrations_online()

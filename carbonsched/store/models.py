@@ -1,0 +1,115 @@
+"""SQLAlchemy tables of the store: plans, job placements, inference placements, forecasts.
+
+Timestamps are stored as UTC (``timestamptz`` on PostgreSQL; naive-UTC on SQLite, converted back to
+tz-aware UTC on read by :class:`UTCDateTime`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import DateTime, Float, ForeignKey, Integer, String, Text, TypeDecorator
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A DateTime that refuses naive values and always returns tz-aware UTC."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):  # noqa: D102
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r} cannot be stored; give it in UTC")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value, dialect):  # noqa: D102
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of the store."""
+
+
+class PlanRow(Base):
+    """One daily plan (the JSON document is kept whole in ``plan_json``)."""
+
+    __tablename__ = "plans"
+
+    plan_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    date: Mapped[str] = mapped_column(String(10), index=True)
+    catalog: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    signal_quality: Mapped[str] = mapped_column(String(20))
+    solver_name: Mapped[str] = mapped_column(String(20))
+    solver_status: Mapped[str] = mapped_column(String(20))
+    mip_gap: Mapped[float | None] = mapped_column(Float, nullable=True)
+    solve_seconds: Mapped[float] = mapped_column(Float)
+    energy_kwh: Mapped[float] = mapped_column(Float)
+    emissions_kg: Mapped[float] = mapped_column(Float)
+    baseline_emissions_kg: Mapped[float] = mapped_column(Float)
+    plan_json: Mapped[str] = mapped_column(Text)
+
+
+class PlacementRow(Base):
+    """A job's state in a plan: placed (site, start, end) or pending with a reason code."""
+
+    __tablename__ = "placements"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    plan_id: Mapped[str] = mapped_column(ForeignKey("plans.plan_id", ondelete="CASCADE"),
+                                         index=True)
+    job_id: Mapped[str] = mapped_column(String(200), index=True)
+    state: Mapped[str] = mapped_column(String(20))
+    reason: Mapped[str] = mapped_column(String(40))
+    site: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    start: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    end: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    gpu_type: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    energy_kwh: Mapped[float | None] = mapped_column(Float, nullable=True)
+    emissions_kg: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class InferenceRow(Base):
+    """GPUs serving one user area's inference from one site in one hour."""
+
+    __tablename__ = "inference_placements"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    plan_id: Mapped[str] = mapped_column(ForeignKey("plans.plan_id", ondelete="CASCADE"),
+                                         index=True)
+    area: Mapped[str] = mapped_column(String(100))
+    hour: Mapped[datetime] = mapped_column(UTCDateTime())
+    site: Mapped[str] = mapped_column(String(100))
+    gpu_type: Mapped[str] = mapped_column(String(40))
+    gpus: Mapped[int] = mapped_column(Integer)
+    energy_kwh: Mapped[float] = mapped_column(Float)
+    emissions_kg: Mapped[float] = mapped_column(Float)
+
+
+class ForecastRow(Base):
+    """One hourly forecast value of one signal at one site, as used by a plan."""
+
+    __tablename__ = "forecasts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    plan_id: Mapped[str] = mapped_column(ForeignKey("plans.plan_id", ondelete="CASCADE"),
+                                         index=True)
+    site: Mapped[str] = mapped_column(String(100))
+    signal: Mapped[str] = mapped_column(String(60))
+    model: Mapped[str] = mapped_column(String(80))
+    issued_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    ts: Mapped[datetime] = mapped_column(UTCDateTime())
+    mean: Mapped[float] = mapped_column(Float)
+    lo_80: Mapped[float] = mapped_column(Float)
+    hi_80: Mapped[float] = mapped_column(Float)
+    lo_95: Mapped[float] = mapped_column(Float)
+    hi_95: Mapped[float] = mapped_column(Float)

@@ -1,0 +1,82 @@
+"""The store on SQLite and on the real PostgreSQL server that scripts/test starts."""
+
+import os
+
+import pandas as pd
+import pytest
+from sqlalchemy import create_engine, text
+
+from carbonsched.errors import BackendUnavailableError, InputError
+from carbonsched.store import Store
+
+
+def _plan(pid="p1"):
+    return {
+        "plan_id": pid, "date": "2023-07-15", "catalog": "global", "signal_quality": "measured",
+        "solver": {"name": "highs", "status": "optimal", "mip_gap": 0.0, "seconds": 1.5},
+        "placements": [{"job_id": "a b/c[1]", "site": "ca-on", "start": "2023-07-15T02:00:00Z",
+                        "end": "2023-07-15T05:00:00Z", "gpu_type": "A100", "gpus": 8,
+                        "energy_kwh": 14.4, "emissions_kg": 0.43}],
+        "inference": [{"area": "tokyo", "hour": "2023-07-15T00:00:00Z", "site": "jp-tk",
+                       "gpu_type": "T4", "gpus": 3, "energy_kwh": 0.4, "emissions_kg": 0.2}],
+        "unplaced": [{"job_id": "j9", "reason": "GangTooLarge"}],
+        "totals": {"energy_kwh": 14.8, "emissions_kg": 0.63, "baseline_emissions_kg": 2.0},
+    }
+
+
+def _forecasts():
+    ts = pd.date_range("2023-07-15", periods=2, freq="h", tz="UTC")
+    return pd.DataFrame({"site": "ca-on", "signal": "carbon_intensity_g_per_kwh",
+                         "model": "seasonal_naive", "issued_at": ts[0], "ts": ts,
+                         "mean": [30.0, 31.0], "lo_80": [25.0, 26.0], "hi_80": [35.0, 36.0],
+                         "lo_95": [20.0, 21.0], "hi_95": [40.0, 41.0]})
+
+
+def _roundtrip(store: Store):
+    store.save_plan(_plan(), _forecasts())
+    assert store.get_plan("p1")["placements"][0]["job_id"] == "a b/c[1]"
+    rows = store.placements("p1").set_index("job_id")
+    assert rows.loc["a b/c[1]", "state"] == "Planned"
+    assert rows.loc["a b/c[1]", "start"] == pd.Timestamp("2023-07-15T02:00:00Z")
+    assert rows.loc["j9", "state"] == "Pending" and rows.loc["j9", "reason"] == "GangTooLarge"
+    fc = store.forecasts("p1")
+    assert fc["mean"].tolist() == [30.0, 31.0]
+    assert fc["ts"].iloc[1] == pd.Timestamp("2023-07-15T01:00:00Z")
+    # saving the same plan again replaces it, it does not duplicate rows
+    store.save_plan(_plan(), _forecasts())
+    assert len(store.placements("p1")) == 2
+    assert [p["plan_id"] for p in store.list_plans("2023-07-15")] == ["p1"]
+    with pytest.raises(InputError, match="no plan 'nope'"):
+        store.get_plan("nope")
+
+
+def test_sqlite_roundtrip(tmp_path):
+    _roundtrip(Store(f"sqlite:///{tmp_path}/sub/dir/cs.db"))
+
+
+@pytest.mark.postgres
+def test_postgres_roundtrip():
+    url = os.environ.get("CARBONSCHED_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("CARBONSCHED_TEST_POSTGRES_URL not set (scripts/test starts PostgreSQL)")
+    eng = create_engine(url)
+    with eng.begin() as c:
+        c.execute(text("DROP TABLE IF EXISTS forecasts, inference_placements, placements, "
+                       "plans, alembic_version CASCADE"))
+    store = Store(url)
+    _roundtrip(store)
+    with eng.connect() as c:
+        kind = c.execute(text("SELECT data_type FROM information_schema.columns WHERE "
+                              "table_name='placements' AND column_name='start'")).scalar()
+    assert kind == "timestamp with time zone"
+
+
+def test_dead_database_names_the_url_and_fix():
+    with pytest.raises(BackendUnavailableError,
+                       match=r"127\.0\.0\.1:1/x is unreachable.*CARBONSCHED_DATABASE_URL"):
+        Store("postgresql+psycopg2://u:secret@127.0.0.1:1/x")
+
+
+def test_bad_url_is_input_error():
+    with pytest.raises(InputError, match="not usable"):
+        Store("nosuchdialect://x")
