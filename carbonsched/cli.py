@@ -182,6 +182,111 @@ def workload_from_traces_cmd(
                   f"inference demands written to {out_file}")
 
 
+@app.command()
+def backtest(
+    out_file: Annotated[Path, typer.Option("--out", help="Results JSON.")],
+    dataset: Annotated[str, typer.Option(help="Benchmark dataset (only 'dacf').")] = "dacf",
+    data_dir: Annotated[Path | None, typer.Option(
+        "--data-dir", help="Folder of the DACF files (../shared/data/dacf).")] = None,
+    regions: Annotated[str | None, typer.Option(
+        help="Comma-separated regions (default: CISO,PJM,ERCO,ISNE,SE,DE).")] = None,
+    models: Annotated[str | None, typer.Option(
+        help="Comma-separated model names (default: all).")] = None,
+    forecasts_out: Annotated[Path | None, typer.Option(
+        "--forecasts-out", help="Write every hourly forecast as CSV.")] = None,
+) -> None:
+    """Backtest day-ahead carbon-intensity forecasts under the DACF protocol."""
+    from carbonsched.errors import InputError
+    from carbonsched.forecasts.backtest import render_table, run_backtest
+    from carbonsched.settings import get_settings
+
+    with _errors():
+        if dataset != "dacf":
+            raise InputError(f"unknown dataset {dataset!r}; only 'dacf' is available")
+        ddir = data_dir or (get_settings().data_dir / "dacf")
+        regs = [r.strip() for r in regions.split(",")] if regions else None
+        mods = [m.strip() for m in models.split(",")] if models else None
+        with _progress("backtest") as progress:
+            res = run_backtest(ddir, regions=regs, models=mods, progress=progress)
+        res.to_json(out_file)
+        if forecasts_out:
+            res.to_csv(forecasts_out)
+        out.print(render_table(res.results))
+        err.print(f"results written to {out_file}")
+
+
+@app.command()
+def replay(
+    out_file: Annotated[Path, typer.Option("--out", help="Results JSON.")],
+    catalog: Annotated[str, typer.Option(help="Catalog with measured signals.")] = "global",
+    data_dir: DataDir = None,
+    start: Annotated[str, typer.Option(help="First day, YYYY-MM-DD.")] = "2023-01-01",
+    end: Annotated[str, typer.Option(help="Last day, YYYY-MM-DD (inclusive).")] = "2023-12-31",
+    policies: Annotated[str, typer.Option(
+        help="Comma-separated: agnostic,greedy,milp,oracle.")] = "agnostic,greedy,milp,oracle",
+    seed: Annotated[int, typer.Option(help="Workload seed.")] = 0,
+    time_limit: Annotated[float, typer.Option(help="Solver time limit per day. [s]")] = 30.0,
+    plot: Annotated[Path | None, typer.Option(help="Write a PNG of daily emissions.")] = None,
+) -> None:
+    """Replay a period: plan each day on forecasts, score every policy on the actual grid."""
+    from carbonsched.replay import plot_daily, run_replay
+    from carbonsched.settings import get_settings
+
+    with _errors():
+        ddir = data_dir or get_settings().data_dir
+        pols = tuple(p.strip() for p in policies.split(",") if p.strip())
+        with _progress("replay") as progress:
+            res = run_replay(catalog, ddir, start, end, pols, seed, time_limit, progress)
+        _write_json(out_file, res)
+        if plot:
+            plot_daily(res, plot)
+        t = Table("policy", "kg CO2e", "reduction %", "oracle share", "surplus MWh",
+                  "deadline misses", "SLO viol.", "capacity viol.", "seconds",
+                  title=f"Replay {res['start']} .. {res['end']} ({res['days']} days)")
+        for name, p in res["policies"].items():
+            t.add_row(name, f"{p['emissions_kg']:,.0f}", _fmt(p["reduction_pct"], 2),
+                      _fmt(p["oracle_share"], 3), f"{p['surplus_absorbed_mwh']:,.1f}",
+                      str(p["deadline_misses"]), str(p["slo_violations"]),
+                      str(p["capacity_violations"]), f"{p['seconds']:,.0f}")
+        out.print(t)
+        err.print(f"results written to {out_file}")
+
+
+def _fmt(v: float | None, nd: int) -> str:
+    return "-" if v is None else f"{v:.{nd}f}"
+
+
+@bench_app.command("plan")
+def bench_plan(
+    out_file: Annotated[Path, typer.Option("--out", help="Results JSON.")],
+    jobs: Annotated[int, typer.Option(help="Number of jobs.")] = 10_000,
+    sites: Annotated[int, typer.Option(help="Number of sites (<= 16 real zones).")] = 16,
+    hours: Annotated[int, typer.Option(help="Hourly slots.")] = 48,
+    load: Annotated[float, typer.Option(help="Share of the fleet's GPU-hours the work uses.")]
+    = 0.3,
+    reference: Annotated[bool, typer.Option(
+        help="Also solve the straightforward per-job-binary model, side by side.")] = False,
+    seed: Annotated[int, typer.Option(help="Instance seed.")] = 0,
+    time_limit: Annotated[float, typer.Option(help="Time limit per solve. [s]")] = 60.0,
+    data_dir: DataDir = None,
+) -> None:
+    """Planner scale benchmark on an instance built from the real traces."""
+    from carbonsched.plan.bench import run_plan_benchmark
+    from carbonsched.settings import get_settings
+
+    with _errors():
+        ddir = data_dir or get_settings().data_dir
+        with _progress("bench plan"):
+            res = run_plan_benchmark(jobs, sites, hours, load=load, reference=reference,
+                                     seed=seed, data_dir=ddir, time_limit_s=time_limit)
+        _write_json(out_file, res)
+        out.print_json(data={k: v for k, v in res.items() if not isinstance(v, (list, dict))})
+        if "reference" in res:
+            out.print("reference:")
+            out.print_json(data={k: v for k, v in res["reference"].items()
+                                 if not isinstance(v, (list, dict))})
+
+
 @catalog_app.command("list")
 def catalog_list() -> None:
     """List the shipped catalogs."""
