@@ -1,0 +1,465 @@
+"""Site catalogs: TOML files that list a fleet's sites and the user areas they serve.
+
+The schema, with the unit of every field, is ``regions/schema.md``. Shipped catalogs are package
+data of :mod:`carbonsched.regions` and are read with :mod:`importlib.resources`; any other TOML
+file can be given by path.
+
+Every validation failure raises :class:`~carbonsched.errors.CatalogError` whose message names the
+file, the site (id and position) and the field, and says how to fix it.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from carbonsched.domain import Backend, GpuPool, PueModel, SignalQuality, Site, SiteRole
+from carbonsched.errors import CatalogError, UnknownSiteError
+
+SIGNAL_SOURCES = ("electricitymaps", "eia930", "modelled-china")
+"""Values of ``signal_source`` (see ``docs/signals.md``)."""
+
+BACKEND_KINDS = ("slurm", "kubernetes")
+
+FIBRE_KM_PER_MS = 204.0
+"""Speed of light in silica fibre, c / 1.468 (group index of ITU-T G.652 single-mode fibre at
+1550 nm) ≈ 204 km/ms; the "1 ms of round trip per 100 km of fibre" rule of thumb. [km/ms]"""
+
+ROUTE_FACTOR = 1.5
+"""Fibre path length / great-circle distance (assumption; real routes follow roads, rails and
+landing stations and are longer than the geodesic). [-]"""
+
+FIXED_RTT_MS = 1.0
+"""Fixed round-trip overhead for switching and the metro access network (assumption; the 2023
+national target is 1 ms within a city, NDRC et al. 实施意见, hubs.md [S5]). [ms]"""
+
+EARTH_RADIUS_KM = 6371.0088
+"""Mean Earth radius (IUGG). [km]"""
+
+
+@dataclass(frozen=True)
+class UserArea:
+    """A metropolitan area whose users send latency-critical inference requests.
+
+    Attributes
+    ----------
+    id, name
+        Identifier used in the sites' ``latency_ms`` tables, and a display name.
+    latitude, longitude
+        Area centre. [°]
+    timezone
+        IANA time zone; the diurnal demand shape is written in this local time.
+    demand_weight
+        Share of the fleet's inference demand from this area, relative to the other areas. [-]
+    """
+
+    id: str
+    name: str
+    latitude: float
+    longitude: float
+    timezone: str
+    demand_weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """A site catalog.
+
+    Attributes
+    ----------
+    name, description
+        Catalog name (the file stem) and what it describes.
+    signal_quality
+        ``measured`` when every site has real hourly history, ``modelled`` otherwise.
+    areas
+        User areas by id.
+    sites
+        Sites in file order.
+    path
+        The file read (``None`` for catalogs built in code).
+    """
+
+    name: str
+    description: str
+    signal_quality: SignalQuality
+    areas: dict[str, UserArea]
+    sites: list[Site]
+    path: str | None = field(default=None, compare=False)
+
+    def site(self, site_id: str) -> Site:
+        """The site with id ``site_id``.
+
+        Raises
+        ------
+        UnknownSiteError
+            If the catalog has no such site; the message lists the known ids.
+        """
+        for s in self.sites:
+            if s.id == site_id:
+                return s
+        raise UnknownSiteError(site_id, [s.id for s in self.sites])
+
+    @property
+    def site_ids(self) -> list[str]:
+        """Site ids in file order."""
+        return [s.id for s in self.sites]
+
+    def gpu_types(self) -> list[str]:
+        """Sorted GPU types present at any site."""
+        return sorted({t for s in self.sites for t in s.gpus})
+
+    def sites_with_role(self, role: SiteRole | str) -> list[Site]:
+        """Sites of one role (``green-hub`` or ``edge``)."""
+        return [s for s in self.sites if s.role == SiteRole(role)]
+
+
+def great_circle_km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
+    """Great-circle distance between two points on a sphere (haversine formula). [km]
+
+    Sinnott, R. W. (1984), "Virtues of the Haversine", Sky and Telescope 68(2):159, with the
+    mean Earth radius 6371.0088 km.
+    """
+    p1, p2 = math.radians(lat1), math.radians(lat2)
+    dp, dl = p2 - p1, math.radians(lon2 - lon1)
+    a = math.sin(dp / 2) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(dl / 2) ** 2
+    return 2 * EARTH_RADIUS_KM * math.asin(min(1.0, math.sqrt(a)))
+
+
+def fibre_rtt_ms(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
+    """Assumed round-trip latency between two points. [ms]
+
+    ``RTT = 2 × d_gc × ROUTE_FACTOR / FIBRE_KM_PER_MS + FIXED_RTT_MS``, with ``d_gc`` the
+    great-circle distance [km]. This is the rule the shipped catalogs' latency tables were
+    computed with (rounded to 0.1 ms); see ``regions/schema.md``.
+    """
+    d = great_circle_km(lat1, lon1, lat2, lon2)
+    return 2.0 * d * ROUTE_FACTOR / FIBRE_KM_PER_MS + FIXED_RTT_MS
+
+
+# --- schema -----------------------------------------------------------------------------------
+
+_NUM = (int, float)
+
+# field -> (python types, required, description used in "how to fix")
+_SITE_FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
+    "id": ((str,), True, "a unique string such as 'cn-nx-zhongwei'"),
+    "name": ((str,), True, "a display name"),
+    "role": ((str,), True, "'green-hub' or 'edge'"),
+    "zone": ((str,), True, "the grid zone id, e.g. 'CA-ON' or 'CN-NX'"),
+    "signal_source": ((str,), True, "one of " + ", ".join(SIGNAL_SOURCES)),
+    "latitude": (_NUM, True, "degrees north, -90..90"),
+    "longitude": (_NUM, True, "degrees east, -180..180"),
+    "timezone": ((str,), True, "an IANA time zone such as 'Asia/Shanghai'"),
+    "gpus": ((dict,), True, "a table [sites.gpus.<TYPE>] with count and board_power_w"),
+    "it_power_cap_kw": (_NUM, True, "the IT power cap in kW, > 0"),
+    "pue": ((dict,), True, "a table [sites.pue] with the fields of PueModel"),
+    "latency_ms": ((dict,), True, "a table [sites.latency_ms] of <area> = round-trip ms"),
+    "backend": ((dict,), True, "a table [sites.backend] with kind and its fields"),
+    "green_surplus_max_kw": (_NUM, False, "kW of curtailable green power absorbable, >= 0"),
+    "province": ((str,), False, "a province code such as 'CN-NX'"),
+    "annual_emission_factor_g_per_kwh": (_NUM, False, "the official annual factor in g/kWh, > 0"),
+    "emission_factor_source": ((str,), False, "the citation of the emission factor"),
+    "weather_file": ((str,), False, "a path relative to the data dir"),
+    "residency_group": ((str,), False, "a jurisdiction label such as 'eu' or 'cn-northwest'"),
+    "notes": ((str,), False, "free text"),
+}
+_META_FIELDS = ("emission_factor_source", "weather_file", "residency_group", "notes")
+
+_AREA_FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
+    "name": ((str,), True, "a display name"),
+    "latitude": (_NUM, True, "degrees north, -90..90"),
+    "longitude": (_NUM, True, "degrees east, -180..180"),
+    "timezone": ((str,), True, "an IANA time zone"),
+    "demand_weight": (_NUM, False, "a relative weight >= 0"),
+}
+
+_TOP_FIELDS = ("name", "description", "signal_quality", "areas", "sites")
+
+
+class _Ctx:
+    """Builds error messages that name the file, the site and the field."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def fail(self, where: str, problem: str, fix: str) -> CatalogError:
+        return CatalogError(f"{self.path}: {where}: {problem}; {fix} (see regions/schema.md)")
+
+
+def _check_type(ctx: _Ctx, where: str, key: str, value: Any, types: tuple[type, ...],
+                hint: str) -> None:
+    ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+    if not ok:
+        raise ctx.fail(where, f"field {key!r} has type {type(value).__name__} ({value!r})",
+                       f"give {hint}")
+
+
+_Spec = Mapping[str, tuple[tuple[type, ...], bool, str]]
+
+
+def _check_fields(ctx: _Ctx, where: str, table: dict[str, Any], spec: _Spec) -> None:
+    for key, (types, required, hint) in spec.items():
+        if key not in table:
+            if required:
+                raise ctx.fail(where, f"missing field {key!r}", f"add {key} = {hint}")
+            continue
+        _check_type(ctx, where, key, table[key], types, hint)
+    unknown = sorted(set(table) - set(spec))
+    if unknown:
+        raise ctx.fail(where, f"unknown field(s) {', '.join(map(repr, unknown))}",
+                       f"remove or rename them; known fields: {', '.join(spec)}")
+
+
+def _check_timezone(ctx: _Ctx, where: str, tz: str) -> None:
+    try:
+        ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ctx.fail(where, f"field 'timezone' {tz!r} is not an IANA time zone",
+                       "give a name such as 'Asia/Shanghai' or 'Europe/Berlin'") from exc
+
+
+def _check_latlon(ctx: _Ctx, where: str, lat: float, lon: float) -> None:
+    if not -90.0 <= lat <= 90.0:
+        raise ctx.fail(where, f"field 'latitude' {lat} is outside -90..90", "give degrees north")
+    if not -180.0 <= lon <= 180.0:
+        raise ctx.fail(where, f"field 'longitude' {lon} is outside -180..180",
+                       "give degrees east")
+
+
+def _parse_area(ctx: _Ctx, area_id: str, raw: Any) -> UserArea:
+    where = f"area {area_id!r}"
+    if not isinstance(raw, dict):
+        raise ctx.fail(where, "is not a table", f"write it as [areas.{area_id}]")
+    _check_fields(ctx, where, raw, _AREA_FIELDS)
+    _check_latlon(ctx, where, raw["latitude"], raw["longitude"])
+    _check_timezone(ctx, where, raw["timezone"])
+    weight = float(raw.get("demand_weight", 1.0))
+    if weight < 0:
+        raise ctx.fail(where, f"field 'demand_weight' is negative ({weight})", "give a weight >= 0")
+    return UserArea(id=area_id, name=raw["name"], latitude=float(raw["latitude"]),
+                    longitude=float(raw["longitude"]), timezone=raw["timezone"],
+                    demand_weight=weight)
+
+
+def _parse_gpus(ctx: _Ctx, where: str, raw: dict[str, Any]) -> dict[str, GpuPool]:
+    if not raw:
+        raise ctx.fail(where, "field 'gpus' is empty",
+                       "add at least one [sites.gpus.<TYPE>] table with count and board_power_w")
+    pools = {}
+    for gpu_type, pool in raw.items():
+        w = f"{where}, field 'gpus.{gpu_type}'"
+        if not isinstance(pool, dict):
+            raise ctx.fail(w, "is not a table", "give count and board_power_w")
+        spec: _Spec = {"count": ((int,), True, "a whole number of GPUs >= 0"),
+                "board_power_w": (_NUM, True, "the board power per GPU in W, > 0")}
+        _check_fields(ctx, w, pool, spec)
+        if pool["count"] < 0:
+            raise ctx.fail(w, f"count is negative ({pool['count']})", "give a count >= 0")
+        if pool["board_power_w"] <= 0:
+            raise ctx.fail(w, f"board_power_w must be > 0, got {pool['board_power_w']}",
+                           "give the vendor's board power in W")
+        pools[gpu_type] = GpuPool(count=pool["count"], board_power_w=float(pool["board_power_w"]))
+    return pools
+
+
+def _parse_pue(ctx: _Ctx, where: str, raw: dict[str, Any]) -> PueModel:
+    spec: _Spec = {f.name: (_NUM, False, "a number") for f in fields(PueModel)}
+    _check_fields(ctx, f"{where}, field 'pue'", raw, spec)
+    pue = PueModel(**{k: float(v) for k, v in raw.items()})
+    w = f"{where}, field 'pue'"
+    if pue.pue_min < 1.0:
+        raise ctx.fail(w, f"pue_min {pue.pue_min} is below 1", "PUE is facility/IT power >= 1")
+    if pue.pue_max < pue.pue_min:
+        raise ctx.fail(w, f"pue_max {pue.pue_max} is below pue_min {pue.pue_min}",
+                       "give pue_max >= pue_min")
+    if pue.mechanical_slope_per_c < 0 or pue.humidity_slope < 0:
+        raise ctx.fail(w, "a slope is negative", "give slopes >= 0")
+    return pue
+
+
+def _parse_backend(ctx: _Ctx, where: str, raw: dict[str, Any]) -> Backend:
+    w = f"{where}, field 'backend'"
+    kind = raw.get("kind")
+    if kind not in BACKEND_KINDS:
+        raise ctx.fail(w, f"unknown backend kind {kind!r}",
+                       f"give kind = one of {', '.join(map(repr, BACKEND_KINDS))}")
+    spec: _Spec
+    if kind == "slurm":
+        spec = {"kind": ((str,), True, "'slurm'"),
+                "cluster": ((str,), True, "the Slurm cluster name (sacctmgr show cluster)"),
+                "partition": ((str,), False, "a Slurm partition name")}
+    else:
+        spec = {"kind": ((str,), True, "'kubernetes'"),
+                "context": ((str,), True, "the kubeconfig context name"),
+                "namespace": ((str,), True, "the Kubernetes namespace for the jobs")}
+    _check_fields(ctx, w, raw, spec)
+    return Backend(**raw)
+
+
+def _nonneg(ctx: _Ctx, where: str, key: str, value: float, strict: bool = False) -> None:
+    if value < 0 or (strict and value == 0):
+        op = "> 0" if strict else ">= 0"
+        raise ctx.fail(where, f"field {key!r} must be {op}, got {value}",
+                       f"give a non-negative {key}" if not strict else f"give {key} {op}")
+
+
+def _parse_site(ctx: _Ctx, i: int, raw: Any, areas: dict[str, UserArea]) -> Site:
+    if not isinstance(raw, dict):
+        raise ctx.fail(f"sites[{i}]", "is not a table", "write each site as [[sites]]")
+    sid = raw.get("id")
+    where = f"site {sid!r} (sites[{i}])" if isinstance(sid, str) else f"sites[{i}]"
+    _check_fields(ctx, where, raw, _SITE_FIELDS)
+    try:
+        role = SiteRole(raw["role"])
+    except ValueError as exc:
+        raise ctx.fail(where, f"unknown role {raw['role']!r}",
+                       "give role = 'green-hub' or 'edge'") from exc
+    if raw["signal_source"] not in SIGNAL_SOURCES:
+        raise ctx.fail(where, f"unknown signal_source {raw['signal_source']!r}",
+                       f"give one of {', '.join(map(repr, SIGNAL_SOURCES))}")
+    _check_latlon(ctx, where, raw["latitude"], raw["longitude"])
+    _check_timezone(ctx, where, raw["timezone"])
+    gpus = _parse_gpus(ctx, where, raw["gpus"])
+    _nonneg(ctx, where, "it_power_cap_kw", raw["it_power_cap_kw"], strict=True)
+    _nonneg(ctx, where, "green_surplus_max_kw", raw.get("green_surplus_max_kw", 0.0))
+    ef = raw.get("annual_emission_factor_g_per_kwh")
+    if ef is not None:
+        _nonneg(ctx, where, "annual_emission_factor_g_per_kwh", ef, strict=True)
+    if raw["signal_source"] == "modelled-china" and "province" not in raw:
+        raise ctx.fail(where, "signal_source 'modelled-china' needs field 'province'",
+                       "add province = a code such as 'CN-NX' (see data/china_grid_model.toml)")
+    latency = raw["latency_ms"]
+    if role == SiteRole.EDGE and not latency:
+        raise ctx.fail(where, "an edge site has no latency table",
+                       "add [sites.latency_ms] with the round-trip ms to the areas it serves")
+    lat_ms: dict[str, float] = {}
+    for area, ms in latency.items():
+        if area not in areas:
+            raise ctx.fail(where, f"field 'latency_ms' names unknown area {area!r}",
+                           f"define [areas.{area}] or use one of {', '.join(sorted(areas))}")
+        _check_type(ctx, where, f"latency_ms.{area}", ms, _NUM, "round-trip ms")
+        if ms < 0:
+            raise ctx.fail(where, f"field 'latency_ms.{area}' is negative ({ms})",
+                           "give the round-trip latency in ms, >= 0")
+        lat_ms[area] = float(ms)
+    return Site(
+        id=str(sid), name=raw["name"], role=role, zone=raw["zone"],
+        signal_source=raw["signal_source"], latitude=float(raw["latitude"]),
+        longitude=float(raw["longitude"]), timezone=raw["timezone"], gpus=gpus,
+        it_power_cap_kw=float(raw["it_power_cap_kw"]), pue=_parse_pue(ctx, where, raw["pue"]),
+        latency_ms=lat_ms, backend=_parse_backend(ctx, where, raw["backend"]),
+        green_surplus_max_kw=float(raw.get("green_surplus_max_kw", 0.0)),
+        province=raw.get("province"),
+        annual_emission_factor_g_per_kwh=None if ef is None else float(ef),
+        meta={k: raw[k] for k in _META_FIELDS if k in raw},
+    )
+
+
+def parse_catalog(data: dict[str, Any], path: str, name: str) -> Catalog:
+    """Validate a parsed catalog (the TOML document as a dict) and build a :class:`Catalog`.
+
+    Parameters
+    ----------
+    data
+        The TOML document.
+    path
+        File name used in error messages.
+    name
+        Catalog name (the file stem).
+
+    Raises
+    ------
+    CatalogError
+        On any schema violation; the message names the file, the site and the field.
+    """
+    ctx = _Ctx(path)
+    unknown = sorted(set(data) - set(_TOP_FIELDS))
+    if unknown:
+        raise ctx.fail("top level", f"unknown key(s) {', '.join(map(repr, unknown))}",
+                       f"known keys: {', '.join(_TOP_FIELDS)}")
+    hints = {"description": "add description = \"...\"",
+             "signal_quality": "add signal_quality = \"measured\" or \"modelled\"",
+             "areas": "add at least one [areas.<id>] table",
+             "sites": "add at least one [[sites]] table"}
+    for key, hint in hints.items():
+        if key not in data:
+            raise ctx.fail("top level", f"missing key {key!r}", hint)
+    try:
+        quality = SignalQuality(data["signal_quality"])
+    except ValueError as exc:
+        raise ctx.fail("top level", f"unknown signal_quality {data['signal_quality']!r}",
+                       "give 'measured' or 'modelled'") from exc
+    if not isinstance(data["areas"], dict) or not data["areas"]:
+        raise ctx.fail("top level", "no user areas", "add at least one [areas.<id>] table")
+    areas = {aid: _parse_area(ctx, aid, raw) for aid, raw in data["areas"].items()}
+    if not isinstance(data["sites"], list) or not data["sites"]:
+        raise ctx.fail("top level", "no sites", "add at least one [[sites]] table")
+    sites: list[Site] = []
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(data["sites"]):
+        site = _parse_site(ctx, i, raw, areas)
+        if site.id in seen:
+            raise ctx.fail(f"site {site.id!r} (sites[{i}])",
+                           f"duplicate site id (also sites[{seen[site.id]}])",
+                           "give every site a unique id")
+        seen[site.id] = i
+        sites.append(site)
+    measured_only = all(s.signal_source != "modelled-china" for s in sites)
+    if quality == SignalQuality.MEASURED and not measured_only:
+        raise ctx.fail("top level", "signal_quality is 'measured' but a site uses "
+                       "signal_source 'modelled-china'", "set signal_quality = 'modelled'")
+    return Catalog(name=data.get("name", name), description=data["description"],
+                   signal_quality=quality, areas=areas, sites=sites, path=path)
+
+
+def list_catalogs() -> list[str]:
+    """Names of the catalogs shipped in :mod:`carbonsched.regions` (sorted)."""
+    root = resources.files("carbonsched.regions")
+    return sorted(p.name.removesuffix(".toml") for p in root.iterdir()
+                  if p.name.endswith(".toml"))
+
+
+def load_catalog(name_or_path: str | Path) -> Catalog:
+    """Load and validate a site catalog.
+
+    Parameters
+    ----------
+    name_or_path
+        A shipped catalog name (see :func:`list_catalogs`, e.g. ``"china-eastdata-westcompute"``)
+        or the path of a TOML file.
+
+    Returns
+    -------
+    Catalog
+
+    Raises
+    ------
+    CatalogError
+        Unknown name, unreadable file, TOML syntax error, or any schema violation.
+    """
+    text_path = str(name_or_path)
+    p = Path(text_path)
+    if p.suffix == ".toml" or p.exists() or "/" in text_path:
+        if not p.is_file():
+            raise CatalogError(f"{p}: catalog file not found; give an existing TOML file or one "
+                               f"of the shipped catalogs: {', '.join(list_catalogs())}")
+        raw_bytes = p.read_bytes()
+        where, stem = str(p), p.stem
+    else:
+        res = resources.files("carbonsched.regions").joinpath(f"{text_path}.toml")
+        if not res.is_file():
+            raise CatalogError(f"unknown catalog {text_path!r}; shipped catalogs: "
+                               f"{', '.join(list_catalogs())}, or give a path to a TOML file")
+        raw_bytes = res.read_bytes()
+        where, stem = f"carbonsched/regions/{text_path}.toml", text_path
+    try:
+        data = tomllib.loads(raw_bytes.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise CatalogError(f"{where}: not valid TOML ({exc}); fix the syntax") from exc
+    return parse_catalog(data, where, stem)

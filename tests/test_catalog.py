@@ -1,0 +1,278 @@
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from carbonsched.catalog import (
+    Catalog,
+    fibre_rtt_ms,
+    great_circle_km,
+    list_catalogs,
+    load_catalog,
+)
+from carbonsched.domain import PueModel, SignalQuality, SiteRole
+from carbonsched.errors import CatalogError, UnknownSiteError
+
+CHINA = "china-eastdata-westcompute"
+CHINA_SITES = ["cn-nm-horinger", "cn-gz-guian", "cn-gs-qingyang", "cn-nx-zhongwei",
+               "cn-he-zhangjiakou", "cn-sh-qingpu", "cn-gd-shaoguan", "cn-sc-tianfu"]
+GLOBAL_SITES = ["ca-on-toronto", "br-sp-saopaulo", "gb-london", "us-ny-newyork",
+                "us-pjm-ashburn", "jp-tk-tokyo", "sg-singapore", "de-frankfurt"]
+
+
+@pytest.fixture()
+def minimal_text(fixtures_dir: Path) -> str:
+    return (fixtures_dir / "catalog" / "minimal.toml").read_text()
+
+
+def write(tmp_path: Path, text: str, name: str = "bad.toml") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+# --- the minimal fixture ---------------------------------------------------------------------
+
+def test_minimal_fixture_loads_with_defaults(fixtures_dir: Path) -> None:
+    cat = load_catalog(fixtures_dir / "catalog" / "minimal.toml")
+    assert isinstance(cat, Catalog)
+    assert cat.name == "minimal"
+    assert cat.signal_quality == SignalQuality.MEASURED
+    assert cat.site_ids == ["hub-a", "edge-b"]
+    assert list(cat.areas) == ["metro", "far"]
+    assert cat.areas["metro"].demand_weight == 2.0
+    assert cat.areas["far"].demand_weight == 1.0  # default
+    hub, edge = cat.sites
+    assert hub.role == SiteRole.GREEN_HUB and edge.role == SiteRole.EDGE
+    assert hub.pue == PueModel(pue_min=1.1)
+    assert edge.pue == PueModel()  # empty table: all defaults
+    assert edge.green_surplus_max_kw == 0.0
+    assert hub.backend.kind == "slurm" and hub.backend.cluster == "hub-a"
+    assert hub.backend.partition == "gpu"
+    assert edge.backend.context == "edge-b" and edge.backend.namespace == "carbonsched"
+    assert edge.gpu_count("T4") == 16 and hub.gpu_count("T4") == 0
+    assert hub.meta == {"residency_group": "north"}
+    assert edge.meta == {"weather_file": "sustain-cluster/weather/SG_2023.json"}
+    assert cat.gpu_types() == ["A100", "T4"]
+    assert [s.id for s in cat.sites_with_role("edge")] == ["edge-b"]
+
+
+def test_unknown_site_lists_known_ids(fixtures_dir: Path) -> None:
+    cat = load_catalog(fixtures_dir / "catalog" / "minimal.toml")
+    with pytest.raises(UnknownSiteError, match=r"unknown site 'nope'; known sites: edge-b, hub-a"):
+        cat.site("nope")
+
+
+# --- validation: each error names file, site, field and the fix --------------------------------
+
+BAD = [
+    # (description, old, new, expected message fragment)
+    ("missing field", 'zone = "SG"\n', "",
+     r"bad\.toml: site 'edge-b' \(sites\[1\]\): missing field 'zone'; add zone ="),
+    ("wrong type", "it_power_cap_kw = 10.0", 'it_power_cap_kw = "ten"',
+     r"site 'hub-a' \(sites\[0\]\): field 'it_power_cap_kw' has type str"),
+    ("bool is not a number", "latitude = 10.0", "latitude = true",
+     r"site 'hub-a' \(sites\[0\]\): field 'latitude' has type bool"),
+    ("unknown role", 'role = "edge"', 'role = "core"',
+     r"site 'edge-b' \(sites\[1\]\): unknown role 'core'; give role = 'green-hub' or 'edge'"),
+    ("unknown source", 'signal_source = "electricitymaps"\nlatitude = 10.0',
+     'signal_source = "watttime"\nlatitude = 10.0',
+     r"site 'hub-a' \(sites\[0\]\): unknown signal_source 'watttime'; give one of "
+     r"'electricitymaps', 'eia930', 'modelled-china'"),
+    ("unknown backend", 'kind = "kubernetes"', 'kind = "nomad"',
+     r"site 'edge-b' \(sites\[1\]\), field 'backend': unknown backend kind 'nomad'"),
+    ("slurm without cluster", 'cluster = "hub-a"\n', "",
+     r"site 'hub-a' \(sites\[0\]\), field 'backend': missing field 'cluster'"),
+    ("negative gpu count", "count = 8", "count = -8",
+     r"site 'hub-a' \(sites\[0\]\), field 'gpus.A100': count is negative \(-8\)"),
+    ("negative power cap", "it_power_cap_kw = 5.0", "it_power_cap_kw = -5.0",
+     r"site 'edge-b' \(sites\[1\]\): field 'it_power_cap_kw' must be > 0, got -5.0"),
+    ("negative surplus", "green_surplus_max_kw = 5.0", "green_surplus_max_kw = -1.0",
+     r"site 'hub-a' \(sites\[0\]\): field 'green_surplus_max_kw' must be >= 0"),
+    ("latency to unknown area", "far = 2.6", "moon = 2.6",
+     r"site 'edge-b' \(sites\[1\]\): field 'latency_ms' names unknown area 'moon'; define "
+     r"\[areas.moon\] or use one of far, metro"),
+    ("negative latency", "far = 2.6", "far = -2.6",
+     r"site 'edge-b' \(sites\[1\]\): field 'latency_ms.far' is negative"),
+    ("duplicate id", 'id = "edge-b"', 'id = "hub-a"',
+     r"site 'hub-a' \(sites\[1\]\): duplicate site id \(also sites\[0\]\); give every site a "
+     r"unique id"),
+    ("edge without latency", "metro = 1.0\nfar = 2.6\n", "",
+     r"site 'edge-b' \(sites\[1\]\): an edge site has no latency table; add \[sites.latency_ms\]"),
+    ("bad timezone", 'timezone = "Asia/Singapore"', 'timezone = "Asia/Atlantis"',
+     r"site 'edge-b' \(sites\[1\]\): field 'timezone' 'Asia/Atlantis' is not an IANA time zone"),
+    ("latitude out of range", "latitude = 10.0", "latitude = 100.0",
+     r"site 'hub-a' \(sites\[0\]\): field 'latitude' 100.0 is outside -90..90"),
+    ("unknown field (typo)", "it_power_cap_kw = 5.0", "it_power_cap_kw = 5.0\nit_power_kw = 5.0",
+     r"site 'edge-b' \(sites\[1\]\): unknown field\(s\) 'it_power_kw'; remove or rename them"),
+    ("pue below 1", "pue_min = 1.1", "pue_min = 0.9",
+     r"site 'hub-a' \(sites\[0\]\), field 'pue': pue_min 0.9 is below 1"),
+    ("unknown pue field", "pue_min = 1.1", "pue_minimum = 1.1",
+     r"site 'hub-a' \(sites\[0\]\), field 'pue': unknown field\(s\) 'pue_minimum'"),
+    ("modelled source without province", 'signal_source = "electricitymaps"\nlatitude = 10.0',
+     'signal_source = "modelled-china"\nlatitude = 10.0',
+     r"site 'hub-a' \(sites\[0\]\): signal_source 'modelled-china' needs field 'province'"),
+    ("area without timezone", 'timezone = "UTC"\n', "",
+     r"area 'metro': missing field 'timezone'"),
+    ("unknown signal quality", 'signal_quality = "measured"', 'signal_quality = "great"',
+     r"top level: unknown signal_quality 'great'; give 'measured' or 'modelled'"),
+]
+
+
+@pytest.mark.parametrize(("what", "old", "new", "message"), BAD, ids=[b[0] for b in BAD])
+def test_validation_errors(tmp_path: Path, minimal_text: str, what: str, old: str, new: str,
+                           message: str) -> None:
+    assert old in minimal_text, f"fixture lacks {old!r}"
+    path = write(tmp_path, minimal_text.replace(old, new, 1))
+    with pytest.raises(CatalogError, match=message) as info:
+        load_catalog(path)
+    assert str(path) in str(info.value)
+    assert "regions/schema.md" in str(info.value)
+
+
+def test_measured_catalog_with_modelled_site_is_refused(tmp_path: Path, minimal_text: str) -> None:
+    text = minimal_text.replace('signal_source = "electricitymaps"\nlatitude = 10.0',
+                                'signal_source = "modelled-china"\nprovince = "CN-NX"\n'
+                                'latitude = 10.0', 1)
+    with pytest.raises(CatalogError, match=r"signal_quality is 'measured' but a site uses "
+                                           r"signal_source 'modelled-china'; set signal_quality"):
+        load_catalog(write(tmp_path, text))
+    ok = load_catalog(write(tmp_path, text.replace('"measured"', '"modelled"'), "ok.toml"))
+    assert ok.site("hub-a").province == "CN-NX"
+
+
+def test_toml_syntax_error_names_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "name = \n")
+    with pytest.raises(CatalogError, match=r"bad\.toml: not valid TOML .*line 1"):
+        load_catalog(path)
+
+
+def test_missing_file_and_unknown_name() -> None:
+    with pytest.raises(CatalogError, match=r"nowhere\.toml: catalog file not found"):
+        load_catalog("nowhere.toml")
+    with pytest.raises(CatalogError, match=r"unknown catalog 'atlantis'; shipped catalogs: "
+                                           r"china-eastdata-westcompute, global"):
+        load_catalog("atlantis")
+
+
+def test_no_sites_refused(tmp_path: Path, minimal_text: str) -> None:
+    head = minimal_text.split("[[sites]]")[0]
+    with pytest.raises(CatalogError, match=r"top level: missing key 'sites'; add at least one "
+                                           r"\[\[sites\]\] table"):
+        load_catalog(write(tmp_path, head))
+    empty = head.replace('signal_quality = "measured"\n', 'signal_quality = "measured"\n'
+                         'sites = []\n')
+    with pytest.raises(CatalogError, match=r"top level: no sites; add at least one"):
+        load_catalog(write(tmp_path, empty, "empty.toml"))
+
+
+# --- the latency rule ------------------------------------------------------------------------
+
+def test_great_circle_and_rtt_hand_computed() -> None:
+    # 1 degree of longitude on the equator: R * pi / 180 = 111.1951 km
+    assert great_circle_km(0, 0, 0, 1) == pytest.approx(111.1951, abs=1e-3)
+    # RTT = 2 * 111.1951 * 1.5 / 204 + 1 = 2.6352 ms
+    assert fibre_rtt_ms(0, 0, 0, 1) == pytest.approx(2.6352, abs=1e-3)
+    assert fibre_rtt_ms(10, 20, 10, 20) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("name", [CHINA, "global", "us-2022"])
+def test_shipped_latencies_follow_the_rule(name: str) -> None:
+    cat = load_catalog(name)
+    for s in cat.sites:
+        assert set(s.latency_ms) == set(cat.areas), s.id
+        for aid, ms in s.latency_ms.items():
+            a = cat.areas[aid]
+            assert ms == pytest.approx(fibre_rtt_ms(s.latitude, s.longitude, a.latitude,
+                                                    a.longitude), abs=0.051), (s.id, aid)
+
+
+# --- shipped catalogs ------------------------------------------------------------------------
+
+def test_list_catalogs() -> None:
+    assert {CHINA, "global", "us-2022"} <= set(list_catalogs())
+
+
+def test_china_catalog_contents() -> None:
+    cat = load_catalog(CHINA)
+    assert cat.name == CHINA
+    assert cat.signal_quality == SignalQuality.MODELLED
+    assert cat.site_ids == CHINA_SITES
+    assert list(cat.areas) == ["beijing", "shanghai", "guangzhou", "chengdu"]
+    roles = {s.id: s.role for s in cat.sites}
+    assert [i for i, r in roles.items() if r == SiteRole.GREEN_HUB] == CHINA_SITES[:4]
+    for s in cat.sites:
+        assert s.signal_source == "modelled-china"
+        assert s.timezone == "Asia/Shanghai"
+        assert s.zone == s.province
+        if s.role == SiteRole.GREEN_HUB:
+            assert s.backend.kind == "slurm" and s.backend.cluster
+            assert s.green_surplus_max_kw > 0
+        else:
+            assert s.backend.kind == "kubernetes" and s.backend.namespace == "carbonsched"
+    assert cat.site("cn-sc-tianfu").annual_emission_factor_g_per_kwh == 156.4
+    assert cat.site("cn-nx-zhongwei").gpus["A100"].count == 12
+    assert cat.site("cn-he-zhangjiakou").latency_ms["beijing"] == 3.4
+
+
+@pytest.mark.shared_data
+def test_china_emission_factors_are_the_official_ones(shared_data: Path) -> None:
+    doc = json.loads((shared_data / "china" /
+                      "codecarbon-3.3.2_china_provincial_emissions_2023.json").read_text())
+    for s in load_catalog(CHINA).sites:
+        assert s.annual_emission_factor_g_per_kwh == doc["data"][s.province]["emission_factor"]
+        assert "2025 No. 47" in s.meta["emission_factor_source"]
+
+
+def test_global_catalog_contents() -> None:
+    cat = load_catalog("global")
+    assert cat.signal_quality == SignalQuality.MEASURED
+    assert cat.site_ids == GLOBAL_SITES
+    assert list(cat.areas) == ["new-york", "washington", "toronto", "london", "frankfurt",
+                               "tokyo", "singapore"]
+    assert {s.zone for s in cat.sites_with_role("green-hub")} == {"CA-ON", "BR-SP", "GB"}
+    assert all(s.signal_source == "electricitymaps" for s in cat.sites)
+
+
+@pytest.mark.shared_data
+def test_global_zones_have_2023_history_and_weather(shared_data: Path) -> None:
+    for s in load_catalog("global").sites:
+        ci = shared_data / "sustain-cluster" / "carbon_intensity" / f"{s.zone}_2023_hourly.csv"
+        assert ci.is_file(), s.id
+        assert (shared_data / s.meta["weather_file"]).is_file(), s.id
+
+
+@pytest.mark.parametrize("name", [CHINA, "global", "us-2022"])
+def test_every_area_has_an_inference_edge_within_slo(name: str) -> None:
+    cat = load_catalog(name)
+    for aid in cat.areas:
+        edges = [s for s in cat.sites_with_role("edge")
+                 if s.latency_ms.get(aid, math.inf) <= 20.0 and s.gpu_count("T4") > 0]
+        assert edges, aid
+
+
+@pytest.mark.parametrize("name", [CHINA, "global", "us-2022"])
+def test_power_caps_are_80pct_of_full_load(name: str) -> None:
+    per_gpu_kw = {"A100": 0.8125, "V100": 0.4375, "T4": 0.14}
+    for s in load_catalog(name).sites:
+        full = sum(p.count * per_gpu_kw[t] for t, p in s.gpus.items())
+        assert s.it_power_cap_kw == pytest.approx(0.8 * full, abs=0.05), s.id
+
+
+def test_us_2022_catalog_contents() -> None:
+    cat = load_catalog("us-2022")
+    assert cat.site_ids == ["us-bpat-seattle", "us-ciso-sanjose", "us-azps-phoenix",
+                            "us-erco-dallas"]
+    assert list(cat.areas) == ["san-francisco", "los-angeles", "phoenix", "dallas", "houston"]
+    assert all(s.signal_source == "eia930" for s in cat.sites)
+
+
+@pytest.mark.shared_data
+def test_us_2022_zones_have_2022_history_and_epw(shared_data: Path) -> None:
+    for s in load_catalog("us-2022").sites:
+        assert (shared_data / "eia930-sustaindc" / f"{s.zone}_NG_avgCI_2022.csv").is_file()
+        assert s.meta["weather_file"].endswith(".epw")
+        assert (shared_data / s.meta["weather_file"]).is_file(), s.id
