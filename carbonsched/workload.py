@@ -397,6 +397,20 @@ def _residency_sites(catalog: Catalog, area: UserArea, gpu_type: str) -> tuple[s
     return tuple(s.id for s in candidates if _group_of(s) == group)
 
 
+def home_first_sites(catalog: Catalog, area: UserArea, gpu_type: str,
+                     allowed: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Allowed sites with GPUs of ``gpu_type``, the tenant's *home* site first.
+
+    The home site is the one nearest (lowest latency) to the tenant's area: where the job would run
+    without carbonsched, so the carbon-agnostic baseline ("earliest start at the first allowed
+    site") runs it there. ``allowed=()`` means every site of the catalog.
+    """
+    ids = set(allowed) or set(catalog.site_ids)
+    candidates = [s for s in catalog.sites if s.id in ids and s.gpu_count(gpu_type) > 0]
+    candidates.sort(key=lambda s: (s.latency_ms.get(area.id, math.inf), s.id))
+    return tuple(s.id for s in candidates)
+
+
 def _max_pool(catalog: Catalog, gpu_type: str, sites: Iterable[str]) -> int:
     ids = set(sites) or set(catalog.site_ids)
     return max((s.gpu_count(gpu_type) for s in catalog.sites if s.id in ids), default=0)
@@ -467,7 +481,7 @@ def demo_workload(catalog: Catalog, day: date | str, seed: int = 0) -> Workload:
                         gpus=gang, duration_hours=duration,
                         power_per_gpu_kw=it_power_per_gpu_kw(gpu_type, catalog),
                         earliest_start=day0 + start_h * HOUR, deadline=day0 + end_h * HOUR,
-                        kind=kind))
+                        allowed_sites=home_first_sites(catalog, area, gpu_type), kind=kind))
     inf_type = _inference_type(catalog)
     fleet = sum(s.gpu_count(inf_type) for s in catalog.sites)
     inference = _inference_day(catalog, day0, p["inference_load"] * fleet, inf_type,
@@ -536,7 +550,9 @@ def workload_from_traces(data_dir: str | Path, day: date | str, catalog: Catalog
       the end of the UTC day.
     * **Residency**: a share ``residency_share`` (15 %) of jobs may run only at the sites of the
       residency group nearest (lowest latency) to their tenant area that has their GPU type.
-    * **Tenant**: a user area drawn by ``demand_weight``.
+    * **Tenant and home site**: a user area drawn by ``demand_weight``; ``allowed_sites`` lists
+      every permitted site with the GPU type, nearest to the tenant first (its *home* site, where
+      the carbon-agnostic baseline runs it; :func:`home_first_sites`).
     * **Inference**: mean total GPUs = (batch GPU-hours of the day / 24) × (Σ LS GPU-equivalents /
       Σ non-LS GPU-equivalents over the Alibaba pods, ``num_gpu × gpu_milli / 1000``), split over
       areas by ``demand_weight`` and shaped by :func:`diurnal_factor` in each area's local time;
@@ -612,6 +628,7 @@ def workload_from_traces(data_dir: str | Path, day: date | str, catalog: Catalog
         if rng.random() < pj["residency_share"]:
             allowed = _residency_sites(catalog, area, gpu_type)
         gang = max(1, min(int(gang_all[k]), _max_pool(catalog, gpu_type, allowed)))
+        allowed = home_first_sites(catalog, area, gpu_type, allowed)
         end_h = _deadline_hour(rng, start_h, duration)
         jobs.append(Job(
             id=f"{day0:%Y%m%d}-{n:04d}", tenant=area.id, gpu_type=gpu_type, gpus=gang,

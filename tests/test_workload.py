@@ -243,7 +243,8 @@ def test_traces_counts_and_sums(china_day: Workload) -> None:
     assert Counter(j.kind for j in jobs) == {WorkKind.BATCH: 254, WorkKind.TRAINING: 6}
     assert sum(j.gpus * j.duration_hours for j in jobs) == 821
     assert sum(j.energy_kwh for j in jobs) == pytest.approx(561.38, abs=0.01)
-    assert sum(1 for j in jobs if j.allowed_sites) == 39
+    n_typed = {t: sum(1 for s in CHINA.sites if s.gpu_count(t) > 0) for t in CHINA.gpu_types()}
+    assert sum(1 for j in jobs if len(j.allowed_sites) < n_typed[j.gpu_type]) == 39
     assert len(china_day.inference) == 4 * 24
     assert sum(d.gpus for d in china_day.inference) == 1430
     # 821 GPU-h / 24 x (3867.52 / 2219.28) = 59.6 GPUs mean
@@ -257,11 +258,24 @@ def test_traces_specific_jobs(china_day: Workload) -> None:
         ("20230715-0000", "beijing", "A100", 1, 1)
     assert first.earliest_start == DAY0
     assert first.deadline == pd.Timestamp("2023-07-15T04:00Z")
-    assert first.allowed_sites == ("cn-nm-horinger", "cn-he-zhangjiakou")  # cn-north group
+    # cn-north residency group, home (nearest to beijing) first
+    assert first.allowed_sites == ("cn-he-zhangjiakou", "cn-nm-horinger")
     assert first.power_per_gpu_kw == 0.8125
     big = [j for j in china_day.jobs if j.gpus == 8]
     assert [j.id for j in big] == ["20230715-0082", "20230715-0191"]
     assert all(j.kind == WorkKind.TRAINING and j.gpu_type == "A100" for j in big)
+
+
+@pytest.mark.shared_data
+def test_traces_home_site_first(china_day: Workload) -> None:
+    # the carbon-agnostic baseline runs a job at its first allowed site: the tenant's nearest
+    for j in china_day.jobs:
+        lat = [CHINA.site(s).latency_ms.get(j.tenant, float("inf")) for s in j.allowed_sites]
+        assert lat[0] == min(lat)
+        assert all(CHINA.site(s).gpu_count(j.gpu_type) > 0 for s in j.allowed_sites)
+    unrestricted = [j for j in china_day.jobs if len(j.allowed_sites) == sum(
+        1 for s in CHINA.sites if s.gpu_count(j.gpu_type) > 0)]
+    assert len(unrestricted) == 260 - 39
 
 
 @pytest.mark.shared_data
