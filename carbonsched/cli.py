@@ -40,8 +40,9 @@ app.add_typer(workload_app, name="workload")
 app.add_typer(bench_app, name="bench")
 app.add_typer(catalog_app, name="catalog")
 
-out = Console()
-err = Console(stderr=True)
+# wide tables when piped to a file or a log (Rich falls back to 80 columns there)
+out = Console(width=None if sys.stdout.isatty() else 150)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
 
 DataDir = Annotated[Path | None, typer.Option(
     "--data-dir", envvar="CARBONSCHED_DATA_DIR",
@@ -227,6 +228,7 @@ def replay(
     seed: Annotated[int, typer.Option(help="Workload seed.")] = 0,
     time_limit: Annotated[float, typer.Option(help="Solver time limit per day. [s]")] = 30.0,
     plot: Annotated[Path | None, typer.Option(help="Write a PNG of daily emissions.")] = None,
+    workers: Annotated[int, typer.Option(help="Parallel worker processes.")] = 2,
 ) -> None:
     """Replay a period: plan each day on forecasts, score every policy on the actual grid."""
     from carbonsched.replay import plot_daily, run_replay
@@ -236,7 +238,8 @@ def replay(
         ddir = data_dir or get_settings().data_dir
         pols = tuple(p.strip() for p in policies.split(",") if p.strip())
         with _progress("replay") as progress:
-            res = run_replay(catalog, ddir, start, end, pols, seed, time_limit, progress)
+            res = run_replay(catalog, ddir, start, end, pols, seed, time_limit, progress,
+                             workers=workers)
         _write_json(out_file, res)
         if plot:
             plot_daily(res, plot)

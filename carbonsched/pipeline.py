@@ -41,7 +41,7 @@ from carbonsched.timeaxis import HOUR, day_start_utc, hourly_slots, require_awar
 
 Progress = Callable[[str], None]
 
-HISTORY_DAYS = 28
+HISTORY_DAYS = 56
 """Days of signal history each daily forecast conditions on. [d]"""
 
 
@@ -93,6 +93,7 @@ def forecast_site(
     meta: dict[str, Any] | None = None,
     future_modelled: pd.DataFrame | None = None,
     ci_model: Forecaster | None = None,
+    models: dict[str, Forecaster] | None = None,
 ) -> SiteForecast:
     """Forecast carbon intensity, green surplus and PUE for one site.
 
@@ -114,6 +115,10 @@ def forecast_site(
     ci_model
         Carbon-intensity forecaster (default :func:`default_ci_forecaster`); on a failed fit the
         seasonal-naive baseline is used and a note says so.
+    models
+        Cache of fitted forecasters (keys ``"ci"``, ``"surplus"``): entries present are reused
+        (conditioned on ``history`` at predict time, never refitted); missing entries are
+        fitted and stored. A replay refits weekly by clearing it.
 
     Raises
     ------
@@ -137,10 +142,13 @@ def forecast_site(
         raise ForecastError(
             f"site {site.id}: newest carbon-intensity observation is {last_obs.isoformat()}, "
             f"more than 48 h before the issue time {issued_at.isoformat()}")
-    model, note = fit_with_fallback(ci_model or default_ci_forecaster(), SeasonalNaive(), ci)
-    if note:
-        notes.append(f"{site.id}: carbon intensity: {note}")
-    ci_fc = model.predict(issued_at, horizon_hours)
+    cache = models if models is not None else {}
+    if "ci" not in cache:
+        cache["ci"], note = fit_with_fallback(ci_model or default_ci_forecaster(),
+                                              SeasonalNaive(), ci)
+        if note:
+            notes.append(f"{site.id}: carbon intensity: {note}")
+    ci_fc = cache["ci"].predict(issued_at, horizon_hours, y=ci)
 
     # green surplus index in [0, 1] -> absorbable kW via the site's contract
     if "green_surplus_index" in hist and hist["green_surplus_index"].notna().any():
@@ -148,10 +156,13 @@ def forecast_site(
     else:
         gsi = green_surplus_index(hist)
     try:
-        gs_model, note = fit_with_fallback(GreenSurplusForecaster(), SeasonalNaive(), gsi)
-        if note:
-            notes.append(f"{site.id}: green surplus: {note}")
-        gs_fc = gs_model.predict(issued_at, horizon_hours).clip(lower=0.0, upper=1.0)
+        if "surplus" not in cache:
+            cache["surplus"], note = fit_with_fallback(GreenSurplusForecaster(), SeasonalNaive(),
+                                                       gsi)
+            if note:
+                notes.append(f"{site.id}: green surplus: {note}")
+        gs_fc = cache["surplus"].predict(issued_at, horizon_hours, y=gsi).clip(lower=0.0,
+                                                                              upper=1.0)
     except ForecastError as exc:
         notes.append(f"{site.id}: green surplus not forecast ({exc}); assumed 0")
         gs_fc = pd.DataFrame(0.0, index=slots.rename("ts"),

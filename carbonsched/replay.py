@@ -82,58 +82,24 @@ def _stack(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(out)
 
 
-def run_replay(
-    catalog: str | Path = "global",
-    data_dir: Path | None = None,
-    start: str = "2023-01-01",
-    end: str = "2023-12-31",
-    policies: tuple[str, ...] = POLICIES,
-    seed: int = 0,
-    time_limit_s: float = 30.0,
-    progress: Callable[[str], None] = _quiet,
-) -> dict[str, Any]:
-    """Replay ``[start, end]`` and score each policy on the actual grid.
+_COUNTS = ("deadline_misses", "slo_violations", "capacity_violations", "power_cap_violations",
+           "gang_violations")
 
-    Parameters
-    ----------
-    catalog
-        Catalog with measured signals (e.g. ``global``).
-    data_dir
-        Folder of the real public data.
-    start, end
-        First and last day, ``YYYY-MM-DD`` (inclusive).
-    policies
-        Subset of ``agnostic, greedy, milp, oracle``.
-    seed
-        Workload seed.
-    time_limit_s
-        Solver time limit per day and policy. [s]
-    progress
-        Callable receiving status lines.
 
-    Returns
-    -------
-    dict
-        ``policies`` {name: {emissions_kg, reduction_pct, oracle_share, surplus_absorbed_mwh,
-        deadline_misses, slo_violations, capacity_violations, power_cap_violations,
-        unplaced_gpu_hours, seconds}}, ``daily`` (per day and policy emissions), ``notes``.
+def _empty_totals(policies: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    return {p: {"emissions_kg": 0.0, "energy_kwh": 0.0, "surplus_absorbed_kwh": 0.0,
+                **{k: 0 for k in _COUNTS}, "unplaced_gpu_hours": 0.0, "seconds": 0.0,
+                "not_optimal_days": 0, "fallback_days": 0} for p in policies}
 
-    Raises
-    ------
-    InputError
-        Unknown policy, ``end`` before ``start``, a catalog without measured signals.
-    """
+
+def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], first_k: int,
+                  policies: tuple[str, ...], seed: int, time_limit_s: float,
+                  ) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]], list[str]]:
+    """Replay consecutive ``days`` (one worker's share); forecasters are fitted once per chunk."""
     from carbonsched.workload import workload_from_traces
 
-    unknown = [p for p in policies if p not in POLICIES]
-    if unknown:
-        raise InputError(f"unknown policies {unknown}; choose from {', '.join(POLICIES)}")
-    d0, d1 = day_start_utc(start), day_start_utc(end)
-    if d1 < d0:
-        raise InputError(f"--end {end} is before --start {start}")
     cat = load_catalog(catalog)
-    days = pd.date_range(d0, d1, freq="D")
-    progress(f"loading signals for {len(cat.sites)} sites")
+    d0, d1 = day_start_utc(days[0]), day_start_utc(days[-1])
     frames: dict[str, pd.DataFrame] = {}
     metas: dict[str, dict[str, Any]] = {}
     for s in cat.sites:
@@ -142,24 +108,23 @@ def run_replay(
         if metas[s.id].get("signal_quality") == SignalQuality.MODELLED:
             raise InputError(f"catalog {cat.name} has modelled signals (site {s.id}); a replay "
                              "scores plans on actual measurements — use a measured catalog")
-    totals = {p: {"emissions_kg": 0.0, "energy_kwh": 0.0, "surplus_absorbed_kwh": 0.0,
-                  "deadline_misses": 0, "slo_violations": 0, "capacity_violations": 0,
-                  "power_cap_violations": 0, "gang_violations": 0, "unplaced_gpu_hours": 0.0,
-                  "seconds": 0.0, "not_optimal_days": 0} for p in policies}
-    daily: list[dict[str, Any]] = []
+    models: dict[str, dict[str, Any]] = {s.id: {} for s in cat.sites}
+    totals = _empty_totals(policies)
+    rows: list[dict[str, Any]] = []
     notes: list[str] = []
-    for k, day in enumerate(days):
-        label = day.strftime("%Y-%m-%d")
-        progress(f"{label} ({k + 1}/{len(days)})")
+    for n, label in enumerate(days):
+        k = first_k + n
+        day = day_start_utc(label)
         slots = hourly_slots(day, 24)
         wl = workload_from_traces(data_dir, label, cat, seed=seed + k)
         forecasts = {}
         actual = {}
         for s in cat.sites:
-            hist = frames[s.id][frames[s.id].index < day]
-            hist = hist[hist.index >= day - pd.Timedelta(days=HISTORY_DAYS)]
+            hist = frames[s.id][(frames[s.id].index < day)
+                                & (frames[s.id].index >= day - pd.Timedelta(days=HISTORY_DAYS))]
             try:
-                forecasts[s.id] = forecast_site(s, hist, day, 24, metas[s.id])
+                forecasts[s.id] = forecast_site(s, hist, day, 24, metas[s.id],
+                                                models=models[s.id])
             except ForecastError as exc:
                 notes.append(f"{label}: site {s.id} left out: {exc}")
                 continue
@@ -179,22 +144,112 @@ def run_replay(
                 oracle_problem = PlanningProblem(problem.sites, problem.jobs, problem.inference,
                                                  slots, actual_sig)
                 res = solve_plan(oracle_problem, time_limit_s=time_limit_s)
+            if str(res.status) in ("infeasible", "no_solution"):
+                # a day the planner cannot plan still runs: fall back to greedy and count it
+                notes.append(f"{label}: {p} {res.status} "
+                             f"({res.solver.infeasible_family or res.solver.note}); "
+                             "scored the greedy plan instead")
+                totals[p]["fallback_days"] += 1
+                res = greedy_plan(problem)
             secs = time.perf_counter() - t0
             sc = score_plan(problem, res, signals=actual_sig)
             t = totals[p]
             t["emissions_kg"] += sc.emissions_kg
             t["energy_kwh"] += sc.energy_kwh
             t["surplus_absorbed_kwh"] += sc.surplus_absorbed_kwh
-            for key in ("deadline_misses", "slo_violations", "capacity_violations",
-                        "power_cap_violations", "gang_violations"):
+            for key in _COUNTS:
                 t[key] += int(getattr(sc, key))
             t["unplaced_gpu_hours"] += sc.unplaced_gpu_hours
             t["seconds"] += secs
-            if p in ("milp", "oracle") and str(res.status) != "optimal":
+            if p in ("milp", "oracle") and str(res.status) not in ("optimal", "heuristic"):
                 t["not_optimal_days"] += 1
                 notes.append(f"{label}: {p} {res.status} (gap {res.solver.mip_gap})")
             row[p] = round(sc.emissions_kg, 3)
-        daily.append(row)
+        rows.append(row)
+    return rows, totals, notes
+
+
+def run_replay(
+    catalog: str | Path = "global",
+    data_dir: Path | None = None,
+    start: str = "2023-01-01",
+    end: str = "2023-12-31",
+    policies: tuple[str, ...] = POLICIES,
+    seed: int = 0,
+    time_limit_s: float = 30.0,
+    progress: Callable[[str], None] = _quiet,
+    workers: int = 1,
+    chunk_days: int = 7,
+) -> dict[str, Any]:
+    """Replay ``[start, end]`` and score each policy on the actual grid.
+
+    Parameters
+    ----------
+    catalog
+        Catalog with measured signals (e.g. ``global``).
+    data_dir
+        Folder of the real public data.
+    start, end
+        First and last day, ``YYYY-MM-DD`` (inclusive).
+    policies
+        Subset of ``agnostic, greedy, milp, oracle``.
+    seed
+        Workload seed (day ``k`` of the period uses ``seed + k``).
+    time_limit_s
+        Solver time limit per day and policy. [s]
+    progress
+        Callable receiving status lines.
+    workers
+        Processes replaying chunks of days in parallel.
+    chunk_days
+        Days per chunk; the forecasters are refitted at the start of each chunk (on the
+        ``HISTORY_DAYS`` before it) and conditioned on the latest history every day.
+
+    Returns
+    -------
+    dict
+        ``policies`` {name: {emissions_kg, reduction_pct, oracle_share, surplus_absorbed_mwh,
+        deadline_misses, slo_violations, capacity_violations, power_cap_violations,
+        unplaced_gpu_hours, seconds}}, ``daily`` (per day and policy emissions), ``notes``.
+
+    Raises
+    ------
+    InputError
+        Unknown policy, ``end`` before ``start``, a catalog without measured signals.
+    """
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        raise InputError(f"unknown policies {unknown}; choose from {', '.join(POLICIES)}")
+    d0, d1 = day_start_utc(start), day_start_utc(end)
+    if d1 < d0:
+        raise InputError(f"--end {end} is before --start {start}")
+    cat = load_catalog(catalog)
+    days = [d.strftime("%Y-%m-%d") for d in pd.date_range(d0, d1, freq="D")]
+    chunks = [(days[i:i + chunk_days], i) for i in range(0, len(days), chunk_days)]
+    totals = _empty_totals(policies)
+    daily: list[dict[str, Any]] = []
+    notes: list[str] = []
+
+    def merge(part: tuple[list[dict[str, Any]], dict[str, dict[str, float]], list[str]]) -> None:
+        rows, tot, nts = part
+        daily.extend(rows)
+        notes.extend(nts)
+        for p, t in tot.items():
+            for key, v in t.items():
+                totals[p][key] += v
+        progress(f"{len(daily)}/{len(days)} days")
+
+    args = [(catalog, data_dir, c, k, policies, seed, time_limit_s) for c, k in chunks]
+    if workers <= 1:
+        for a in args:
+            merge(_replay_chunk(*a))
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            for part in pool.map(_replay_chunk, *zip(*args, strict=True)):
+                merge(part)
+    daily.sort(key=lambda r: r["date"])
     out_pol: dict[str, Any] = {}
     base = totals.get("agnostic", {}).get("emissions_kg")
     oracle = totals.get("oracle", {}).get("emissions_kg")
@@ -208,18 +263,15 @@ def run_replay(
             "oracle_share": None if share is None else round(share, 4),
             "surplus_absorbed_mwh": round(t["surplus_absorbed_kwh"] / 1000.0, 3),
             "energy_mwh": round(t["energy_kwh"] / 1000.0, 3),
-            "deadline_misses": t["deadline_misses"],
-            "slo_violations": t["slo_violations"],
-            "capacity_violations": t["capacity_violations"],
-            "power_cap_violations": t["power_cap_violations"],
-            "gang_violations": t["gang_violations"],
+            **{k: int(t[k]) for k in _COUNTS},
             "unplaced_gpu_hours": round(t["unplaced_gpu_hours"], 1),
-            "not_optimal_days": t["not_optimal_days"],
+            "not_optimal_days": int(t["not_optimal_days"]),
+            "fallback_days": int(t["fallback_days"]),
             "seconds": round(t["seconds"], 2),
         }
-    return {"catalog": cat.name, "start": d0.strftime("%Y-%m-%d"),
-            "end": d1.strftime("%Y-%m-%d"), "days": len(days), "seed": seed,
-            "time_limit_s": time_limit_s, "policies": out_pol, "daily": daily, "notes": notes}
+    return {"catalog": cat.name, "start": days[0], "end": days[-1], "days": len(days),
+            "seed": seed, "time_limit_s": time_limit_s, "chunk_days": chunk_days,
+            "policies": out_pol, "daily": daily, "notes": notes}
 
 
 def plot_daily(result: dict[str, Any], path: Path) -> None:

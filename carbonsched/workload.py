@@ -367,15 +367,54 @@ def _inference_day(catalog: Catalog, day0: pd.Timestamp, mean_total_gpus: float,
     areas = list(catalog.areas.values())
     total_w = sum(a.demand_weight for a in areas) or 1.0
     hours = pd.date_range(day0, periods=24, freq="h")
-    out: list[InferenceDemand] = []
-    for a in areas:
+    want = np.zeros((len(areas), len(hours)))
+    for n, a in enumerate(areas):
         local = hours.tz_convert(a.timezone)
         shape = diurnal_factor(local.hour + local.minute / 60.0, p["diurnal_amplitude"],
                                p["peak_hour_local"])
-        gpus = np.floor(mean_total_gpus * a.demand_weight / total_w * shape + 0.5).astype(int)
+        want[n] = mean_total_gpus * a.demand_weight / total_w * shape
+    want = _cap_to_edge_capacity(catalog, areas, want, gpu_type, float(p["slo_ms"]),
+                                 float(p["max_edge_utilisation"]))
+    out: list[InferenceDemand] = []
+    for n, a in enumerate(areas):
+        gpus = np.floor(want[n] + 0.5).astype(int)
         out.extend(InferenceDemand(area=a.id, hour=h, gpu_type=gpu_type, gpus=int(g),
                                    slo_ms=float(p["slo_ms"]), power_per_gpu_kw=power_kw)
                    for h, g in zip(hours, gpus, strict=True))
+    return out
+
+
+def _cap_to_edge_capacity(catalog: Catalog, areas: list[UserArea], want: np.ndarray,
+                          gpu_type: str, slo_ms: float, max_utilisation: float) -> np.ndarray:
+    """Scale demand down where it would not fit the GPUs within its SLO.
+
+    Each area's demand ``want`` (shape ``(areas, hours)``) is split over the sites within its SLO
+    in proportion to their ``gpu_type`` count; wherever a site would then use more than
+    ``max_utilisation`` of its GPUs, the demands of the areas it serves are scaled down by the
+    excess ratio (a few passes, until every site fits). The result is feasible by construction
+    (the proportional split itself fits) and leaves ``1 - max_utilisation`` for batch work of
+    the same type. An area with no site within its SLO gets no demand.
+    """
+    sites = [s for s in catalog.sites if s.gpu_count(gpu_type) > 0]
+    cap = np.array([s.gpu_count(gpu_type) for s in sites], dtype=float)
+    reach = np.array([[s.latency_ms.get(a.id, math.inf) <= slo_ms for s in sites]
+                      for a in areas], dtype=float) * cap          # (areas, sites)
+    share = np.divide(reach, reach.sum(axis=1, keepdims=True),
+                      out=np.zeros_like(reach), where=reach.sum(axis=1, keepdims=True) > 0)
+    out = want * (share.sum(axis=1, keepdims=True) > 0)
+    for _ in range(20):
+        load = share.T @ out                                       # (sites, hours)
+        ratio = np.where(load > max_utilisation * cap[:, None],
+                         max_utilisation * cap[:, None] / np.maximum(load, 1e-12), 1.0)
+        if (ratio >= 1.0).all():
+            break
+        # each area takes the tightest ratio among the sites it uses
+        area_ratio = np.ones_like(out)
+        for n in range(len(areas)):
+            used = share[n] > 0
+            if used.any():
+                area_ratio[n] = ratio[used].min(axis=0)
+        out = out * area_ratio
     return out
 
 
