@@ -172,7 +172,12 @@ class Forecaster(abc.ABC):
         for col in COLUMNS[1:]:
             if col not in out:
                 out[col] = out["mean"]
-        vals = np.sort(out[["lo_95", "lo_80", "mean", "hi_80", "hi_95"]].to_numpy(float), axis=1)
+        # Order the bounds without moving the point forecast: sorting all five columns
+        # together would relabel a quantile as the mean when every bound lies on one side.
+        mean = out[["mean"]].to_numpy(float)
+        lo = np.minimum(np.sort(out[["lo_95", "lo_80"]].to_numpy(float), axis=1), mean)
+        hi = np.maximum(np.sort(out[["hi_80", "hi_95"]].to_numpy(float), axis=1), mean)
+        vals = np.hstack([lo, mean, hi])
         res = pd.DataFrame(vals, index=horizon,
                            columns=["lo_95", "lo_80", "mean", "hi_80", "hi_95"])[list(COLUMNS)]
         res.index.name = "ts"
