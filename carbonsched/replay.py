@@ -94,6 +94,7 @@ def _empty_totals(policies: tuple[str, ...]) -> dict[str, dict[str, float]]:
 
 def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], first_k: int,
                   policies: tuple[str, ...], seed: int, time_limit_s: float,
+                  mip_gap: float = 0.001, workload_scale: float = 1.0,
                   ) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]], list[str]]:
     """Replay consecutive ``days`` (one worker's share); forecasters are fitted once per chunk."""
     from carbonsched.workload import workload_from_traces
@@ -116,7 +117,7 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
         k = first_k + n
         day = day_start_utc(label)
         slots = hourly_slots(day, 24)
-        wl = workload_from_traces(data_dir, label, cat, seed=seed + k)
+        wl = workload_from_traces(data_dir, label, cat, seed=seed + k, scale=workload_scale)
         forecasts = {}
         actual = {}
         for s in cat.sites:
@@ -139,11 +140,11 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
             elif p == "greedy":
                 res = greedy_plan(problem)
             elif p == "milp":
-                res = solve_plan(problem, time_limit_s=time_limit_s)
+                res = solve_plan(problem, time_limit_s=time_limit_s, mip_gap=mip_gap)
             else:
                 oracle_problem = PlanningProblem(problem.sites, problem.jobs, problem.inference,
                                                  slots, actual_sig)
-                res = solve_plan(oracle_problem, time_limit_s=time_limit_s)
+                res = solve_plan(oracle_problem, time_limit_s=time_limit_s, mip_gap=mip_gap)
             if str(res.status) in ("infeasible", "no_solution"):
                 # a day the planner cannot plan still runs: fall back to greedy and count it
                 notes.append(f"{label}: {p} {res.status} "
@@ -180,6 +181,8 @@ def run_replay(
     progress: Callable[[str], None] = _quiet,
     workers: int = 1,
     chunk_days: int = 7,
+    mip_gap: float = 0.001,
+    workload_scale: float = 1.0,
 ) -> dict[str, Any]:
     """Replay ``[start, end]`` and score each policy on the actual grid.
 
@@ -201,6 +204,11 @@ def run_replay(
         Callable receiving status lines.
     workers
         Processes replaying chunks of days in parallel.
+    mip_gap
+        Relative MIP gap at which ``milp`` and ``oracle`` stop (0.1 % by default, so the
+        oracle's bound is tight enough to compare policies against). [-]
+    workload_scale
+        Multiplier on each day's trace job count (``workload_from_traces(scale=...)``). [-]
     chunk_days
         Days per chunk; the forecasters are refitted at the start of each chunk (on the
         ``HISTORY_DAYS`` before it) and conditioned on the latest history every day.
@@ -239,7 +247,8 @@ def run_replay(
                 totals[p][key] += v
         progress(f"{len(daily)}/{len(days)} days")
 
-    args = [(catalog, data_dir, c, k, policies, seed, time_limit_s) for c, k in chunks]
+    args = [(catalog, data_dir, c, k, policies, seed, time_limit_s, mip_gap, workload_scale)
+            for c, k in chunks]
     if workers <= 1:
         for a in args:
             merge(_replay_chunk(*a))
@@ -270,7 +279,9 @@ def run_replay(
             "seconds": round(t["seconds"], 2),
         }
     return {"catalog": cat.name, "start": days[0], "end": days[-1], "days": len(days),
-            "seed": seed, "time_limit_s": time_limit_s, "chunk_days": chunk_days,
+            "seed": seed, "workload_scale": workload_scale,
+            "time_limit_s": time_limit_s, "mip_gap": mip_gap,
+            "chunk_days": chunk_days,
             "policies": out_pol, "daily": daily, "notes": notes}
 
 
