@@ -1,0 +1,83 @@
+"""One planning day's forecasting step, on synthetic histories with known answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from carbonsched.catalog import load_catalog
+from carbonsched.errors import ForecastError
+from carbonsched.forecasts.base import Forecaster
+from carbonsched.pipeline import forecast_site
+
+ISSUE = pd.Timestamp("2023-07-15", tz="UTC")
+SITE = load_catalog("global").site("ca-on-toronto")
+
+
+def _history(days=56, spike_after_issue=False):
+    idx = pd.date_range(ISSUE - pd.Timedelta(days=days), ISSUE + pd.Timedelta(hours=23),
+                        freq="h", tz="UTC")
+    hour = idx.hour.to_numpy()
+    ci = 100 + 20 * np.sin(2 * np.pi * hour / 24)
+    f = pd.DataFrame({"carbon_intensity_g_per_kwh": ci, "renewable_pct": 40.0,
+                      "price_usd_per_mwh": 30.0, "temperature_c": 10.0,
+                      "relative_humidity_pct": 50.0}, index=idx)
+    if spike_after_issue:
+        f.loc[f.index >= ISSUE, "carbon_intensity_g_per_kwh"] = 1e6
+        f.loc[f.index >= ISSUE, "temperature_c"] = 45.0
+    return f
+
+
+class _Broken(Forecaster):
+    name = "broken"
+
+    def _fit(self, y, X):
+        raise np.linalg.LinAlgError("singular matrix")
+
+    def _predict(self, history, horizon, X):  # pragma: no cover - never fitted
+        raise AssertionError
+
+
+def test_forecast_site_known_profile_and_columns():
+    fc = forecast_site(SITE, _history(), ISSUE)
+    s = fc.signals
+    assert list(s.index) == list(pd.date_range(ISSUE, periods=24, freq="h"))
+    # a perfectly periodic history is forecast to within 2 g/kWh (2 % of its level)
+    expected = 100 + 20 * np.sin(2 * np.pi * np.arange(24) / 24)
+    assert np.abs(s["carbon_intensity_g_per_kwh"].to_numpy() - expected).max() < 2.0
+    # 10 degC and 50 % RH are below the free-cooling limit: PUE at its floor
+    assert s["pue"].to_numpy() == pytest.approx(np.full(24, SITE.pue.pue_min))
+    assert (s["green_surplus_kw"] >= 0).all()
+    assert (s["green_surplus_kw"] <= SITE.green_surplus_max_kw + 1e-9).all()
+    assert set(fc.long["signal"]) == {"carbon_intensity_g_per_kwh", "green_surplus_index", "pue"}
+    assert fc.signal_quality == "measured"
+
+
+def test_future_rows_in_history_change_nothing():
+    clean = forecast_site(SITE, _history(), ISSUE).signals
+    spiked = forecast_site(SITE, _history(spike_after_issue=True), ISSUE).signals
+    pd.testing.assert_frame_equal(clean, spiked)
+
+
+def test_failed_fit_falls_back_to_baseline_and_says_so():
+    fc = forecast_site(SITE, _history(), ISSUE, ci_model=_Broken())
+    assert any("broken failed" in n and "seasonal-naive" in n for n in fc.notes), fc.notes
+    expected = 100 + 20 * np.sin(2 * np.pi * np.arange(24) / 24)
+    assert fc.signals["carbon_intensity_g_per_kwh"].to_numpy() == pytest.approx(expected)
+
+
+def test_stale_or_short_history_is_refused_with_the_site_named():
+    h = _history()
+    with pytest.raises(ForecastError, match="ca-on-toronto: newest carbon-intensity"):
+        forecast_site(SITE, h[h.index < ISSUE - pd.Timedelta(days=3)], ISSUE)
+    with pytest.raises(ForecastError, match="ca-on-toronto: fewer than 48 hours"):
+        forecast_site(SITE, h[h.index >= ISSUE - pd.Timedelta(hours=30)], ISSUE)
+
+
+def test_cached_models_are_reused_not_refitted():
+    cache: dict = {}
+    forecast_site(SITE, _history(), ISSUE, models=cache)
+    fitted = cache["ci"]
+    forecast_site(SITE, _history(), ISSUE + pd.Timedelta(days=1), models=cache)
+    assert cache["ci"] is fitted
