@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from carbonsched.errors import (
@@ -46,7 +47,7 @@ err = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
 
 DataDir = Annotated[Path | None, typer.Option(
     "--data-dir", envvar="CARBONSCHED_DATA_DIR",
-    help="Folder of the real public data (../shared/data layout). [env: CARBONSCHED_DATA_DIR]")]
+    help="Folder of the real public data (../shared/data layout).")]
 
 
 def _tomorrow() -> str:
@@ -58,13 +59,14 @@ def _errors() -> Iterator[None]:
     try:
         yield
     except (SolverUnavailableError, BackendUnavailableError) as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(3) from exc
     except CarbonschedError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(2) from exc
     except FileNotFoundError as exc:
-        err.print(f"[bold red]error:[/] file not found: {exc.filename}", highlight=False)
+        err.print(f"[bold red]error:[/] file not found: {escape(str(exc.filename))}",
+                  highlight=False)
         raise typer.Exit(2) from exc
 
 
@@ -96,8 +98,8 @@ def plan(
     = None,
     data_dir: DataDir = None,
     solver: Annotated[str, typer.Option(help="MILP solver: highs (default) or cbc.")] = "highs",
-    time_limit: Annotated[float, typer.Option(help="Solver time limit. [s]")] = 60.0,
-    hours: Annotated[int, typer.Option(help="Planning horizon. [h]")] = 24,
+    time_limit: Annotated[float, typer.Option(help="Solver time limit. \\[s]")] = 60.0,
+    hours: Annotated[int, typer.Option(help="Planning horizon. \\[h]")] = 24,
     out_file: Annotated[Path | None, typer.Option("--out", help="Write the plan JSON here.")]
     = None,
     store: Annotated[bool, typer.Option(
@@ -226,7 +228,7 @@ def replay(
     policies: Annotated[str, typer.Option(
         help="Comma-separated: agnostic,greedy,milp,oracle.")] = "agnostic,greedy,milp,oracle",
     seed: Annotated[int, typer.Option(help="Workload seed.")] = 0,
-    time_limit: Annotated[float, typer.Option(help="Solver time limit per day. [s]")] = 30.0,
+    time_limit: Annotated[float, typer.Option(help="Solver time limit per day. \\[s]")] = 30.0,
     plot: Annotated[Path | None, typer.Option(help="Write a PNG of daily emissions.")] = None,
     workers: Annotated[int, typer.Option(help="Parallel worker processes.")] = 2,
 ) -> None:
@@ -270,7 +272,7 @@ def bench_plan(
     reference: Annotated[bool, typer.Option(
         help="Also solve the straightforward per-job-binary model, side by side.")] = False,
     seed: Annotated[int, typer.Option(help="Instance seed.")] = 0,
-    time_limit: Annotated[float, typer.Option(help="Time limit per solve. [s]")] = 60.0,
+    time_limit: Annotated[float, typer.Option(help="Time limit per solve. \\[s]")] = 60.0,
     data_dir: DataDir = None,
 ) -> None:
     """Planner scale benchmark on an instance built from the real traces."""

@@ -5,7 +5,7 @@ green surplus and PUE; :func:`build_problem` assembles the planner's input; :fun
 runs the whole day and returns the plan document that ``carbonsched plan --out`` writes.
 
 Issue-time rule: a plan for day D is issued at D 00:00 UTC and uses only observations before it.
-Weather for the PUE forecast is *persistence* (the last observed 24 hours repeated) for measured
+Weather for the PUE forecast is *persistence* (each hour as on the latest earlier day) for measured
 sources — there is no archived day-ahead weather forecast for these zones — and the model's own
 values for modelled sources (their weather is climatological by construction, so it is known ahead).
 """
@@ -43,6 +43,9 @@ Progress = Callable[[str], None]
 
 HISTORY_DAYS = 56
 """Days of signal history each daily forecast conditions on. [d]"""
+
+MAX_HORIZON_HOURS = 168
+"""Longest planning horizon accepted (one week; the daily plan is day-ahead). [h]"""
 
 
 def _quiet(_: str) -> None:
@@ -83,6 +86,24 @@ def _long(site: str, signal: str, fc: pd.DataFrame, issued_at: pd.Timestamp) -> 
     out.insert(0, "signal", signal)
     out.insert(0, "site", site)
     return out
+
+
+PERSISTENCE_DAYS = 7
+"""Days back that weather persistence looks for the same hour of day. [d]"""
+
+
+def _persistence_weather(hist: pd.DataFrame, slots: pd.DatetimeIndex) -> pd.DataFrame:
+    """Weather on ``slots``: each slot takes the same UTC hour on the latest earlier day with data.
+
+    Aligned by timestamp (slot - k days, k = 1..:data:`PERSISTENCE_DAYS`), never by position, so
+    missing hours near the issue time cannot shift the diurnal cycle. NaN where no day has data.
+    """
+    cols = ["temperature_c", "relative_humidity_pct"]
+    weather = pd.DataFrame(np.nan, index=slots, columns=cols)
+    for k in range(1, PERSISTENCE_DAYS + 1):
+        lagged = hist[cols].reindex(slots - pd.Timedelta(days=k))
+        weather = weather.fillna(pd.DataFrame(lagged.to_numpy(), index=slots, columns=cols))
+    return weather
 
 
 def forecast_site(
@@ -151,11 +172,11 @@ def forecast_site(
     ci_fc = cache["ci"].predict(issued_at, horizon_hours, y=ci)
 
     # green surplus index in [0, 1] -> absorbable kW via the site's contract
-    if "green_surplus_index" in hist and hist["green_surplus_index"].notna().any():
-        gsi = hist["green_surplus_index"]
-    else:
-        gsi = green_surplus_index(hist)
     try:
+        if "green_surplus_index" in hist and hist["green_surplus_index"].notna().any():
+            gsi = hist["green_surplus_index"]
+        else:
+            gsi = green_surplus_index(hist)
         if "surplus" not in cache:
             cache["surplus"], note = fit_with_fallback(GreenSurplusForecaster(), SeasonalNaive(),
                                                        gsi)
@@ -163,7 +184,7 @@ def forecast_site(
                 notes.append(f"{site.id}: green surplus: {note}")
         gs_fc = cache["surplus"].predict(issued_at, horizon_hours, y=gsi).clip(lower=0.0,
                                                                               upper=1.0)
-    except ForecastError as exc:
+    except (ForecastError, InputError) as exc:
         notes.append(f"{site.id}: green surplus not forecast ({exc}); assumed 0")
         gs_fc = pd.DataFrame(0.0, index=slots.rename("ts"),
                              columns=["mean", "lo_80", "hi_80", "lo_95", "hi_95"])
@@ -174,11 +195,9 @@ def forecast_site(
         weather = future_modelled.reindex(slots)[["temperature_c", "relative_humidity_pct"]]
         weather_note = "modelled climatological weather"
     else:
-        last = hist[["temperature_c", "relative_humidity_pct"]].dropna().tail(24)
-        if len(last) == 24:
-            weather = pd.DataFrame(last.to_numpy(), index=slots, columns=last.columns)
-            weather_note = "weather persistence (last 24 h)"
-        else:
+        weather = _persistence_weather(hist, slots)
+        weather_note = "weather persistence (same hour, latest day)"
+        if weather.isna().any().any():
             weather = None
             weather_note = "no weather: PUE at the model's free-cooling floor"
     if weather is None or weather.isna().any().any():
@@ -320,7 +339,8 @@ def run_daily_plan(
     workload
         Jobs and inference demand; ``None`` uses the catalog's deterministic demo workload.
     data_dir
-        Folder of the real public data (for measured catalogs).
+        Folder of the real public data (for measured catalogs); ``None`` uses the settings
+        (``CARBONSCHED_DATA_DIR``, default ``../shared/data``).
     solver
         ``highs`` (default) or ``cbc``.
     time_limit_s
@@ -338,12 +358,24 @@ def run_daily_plan(
     Raises
     ------
     InputError
-        Unknown catalog, no site with data for the date, malformed workload.
+        Unknown catalog, no site with data for the date, malformed workload, a horizon outside
+        1..:data:`MAX_HORIZON_HOURS` or a time limit that is not > 0 (checked before any
+        forecasting).
     PlanningError
         The solver is unavailable.
     """
     from carbonsched.workload import demo_workload
 
+    if not 1 <= horizon_hours <= MAX_HORIZON_HOURS:
+        raise InputError(f"horizon of {horizon_hours} h is outside 1..{MAX_HORIZON_HOURS} h; "
+                         "the daily plan is day-ahead: use --hours 24 (the default)")
+    if not time_limit_s > 0:
+        raise InputError(f"solver time limit must be > 0 s, got {time_limit_s}; "
+                         "e.g. --time-limit 60")
+    if data_dir is None:
+        from carbonsched.settings import get_settings
+
+        data_dir = get_settings().data_dir
     issued_at = day_start_utc(date)
     cat = load_catalog(catalog)
     if workload is None:
@@ -351,6 +383,11 @@ def run_daily_plan(
     slots = hourly_slots(issued_at, horizon_hours)
     forecasts, notes, qualities = gather_forecasts(cat, data_dir, issued_at, horizon_hours,
                                                    progress)
+    if not forecasts:
+        why = notes[0] if notes else "no site was forecast"
+        more = f" (and {len(notes) - 1} more site(s) alike)" if len(notes) > 1 else ""
+        raise InputError(f"no site has signals for {issued_at:%Y-%m-%d}; nothing can be "
+                         f"planned: {why}{more}")
     problem = build_problem(cat.sites, workload, forecasts, slots)
     progress(f"solving: {len(problem.jobs)} jobs, {len(problem.inference)} inference demands, "
              f"{len(problem.sites)} sites x {len(slots)} h with {solver}")

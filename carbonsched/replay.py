@@ -52,10 +52,22 @@ def _quiet(_: str) -> None:
 def actual_signals(site: Any, frame: pd.DataFrame, slots: pd.DatetimeIndex) -> pd.DataFrame:
     """The realised signals of one site on ``slots`` (carbon intensity, PUE, green surplus kW).
 
-    Missing hours of carbon intensity are filled by time interpolation (then nearest), and the
-    fill is reported by the caller; PUE comes from the actual weather through the site's model.
+    Missing hours of carbon intensity are filled by linear interpolation (then nearest); their
+    number is in ``attrs["filled_hours"]`` so that the caller can report it, and a day without
+    any actual carbon intensity is refused. PUE comes from the actual weather through the site's
+    model.
+
+    Raises
+    ------
+    InputError
+        No hour of ``slots`` has an actual carbon intensity (the day cannot be scored).
     """
     f = frame.reindex(slots)
+    n_missing = int(f["carbon_intensity_g_per_kwh"].isna().sum())
+    if n_missing == len(slots):
+        raise InputError(f"site {site.id}: no actual carbon intensity on "
+                         f"{slots[0].isoformat()} .. {slots[-1].isoformat()}; the day cannot be "
+                         "scored for this site")
     ci = f["carbon_intensity_g_per_kwh"].interpolate(limit_direction="both")
     if "green_surplus_index" in f and f["green_surplus_index"].notna().any():
         gsi = f["green_surplus_index"].fillna(0.0)
@@ -67,10 +79,12 @@ def actual_signals(site: Any, frame: pd.DataFrame, slots: pd.DatetimeIndex) -> p
         pue.index = slots
     else:
         pue = pd.Series(site.pue.pue_min, index=slots)
-    return pd.DataFrame({"carbon_intensity_g_per_kwh": ci.to_numpy(float),
-                         "pue": pue.to_numpy(float),
-                         "green_surplus_kw": gsi.clip(0, 1).to_numpy(float)
-                         * site.green_surplus_max_kw}, index=slots)
+    out = pd.DataFrame({"carbon_intensity_g_per_kwh": ci.to_numpy(float),
+                        "pue": pue.to_numpy(float),
+                        "green_surplus_kw": gsi.clip(0, 1).to_numpy(float)
+                        * site.green_surplus_max_kw}, index=slots)
+    out.attrs["filled_hours"] = n_missing
+    return out
 
 
 def _stack(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -124,12 +138,15 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
             hist = frames[s.id][(frames[s.id].index < day)
                                 & (frames[s.id].index >= day - pd.Timedelta(days=HISTORY_DAYS))]
             try:
-                forecasts[s.id] = forecast_site(s, hist, day, 24, metas[s.id],
-                                                models=models[s.id])
-            except ForecastError as exc:
+                act = actual_signals(s, frames[s.id], slots)
+                fc = forecast_site(s, hist, day, 24, metas[s.id], models=models[s.id])
+            except (ForecastError, InputError) as exc:
                 notes.append(f"{label}: site {s.id} left out: {exc}")
                 continue
-            actual[s.id] = actual_signals(s, frames[s.id], slots)
+            if act.attrs["filled_hours"]:
+                notes.append(f"{label}: site {s.id}: {act.attrs['filled_hours']} hour(s) of "
+                             "actual carbon intensity missing, interpolated for scoring")
+            forecasts[s.id], actual[s.id] = fc, act
         problem = build_problem(cat.sites, wl, forecasts, slots)
         actual_sig = _stack({sid: actual[sid] for sid in forecasts})
         row: dict[str, Any] = {"date": label}
@@ -191,7 +208,7 @@ def run_replay(
     catalog
         Catalog with measured signals (e.g. ``global``).
     data_dir
-        Folder of the real public data.
+        Folder of the real public data; ``None`` uses the settings (``CARBONSCHED_DATA_DIR``).
     start, end
         First and last day, ``YYYY-MM-DD`` (inclusive).
     policies
@@ -228,6 +245,10 @@ def run_replay(
     unknown = [p for p in policies if p not in POLICIES]
     if unknown:
         raise InputError(f"unknown policies {unknown}; choose from {', '.join(POLICIES)}")
+    if data_dir is None:
+        from carbonsched.settings import get_settings
+
+        data_dir = get_settings().data_dir
     d0, d1 = day_start_utc(start), day_start_utc(end)
     if d1 < d0:
         raise InputError(f"--end {end} is before --start {start}")

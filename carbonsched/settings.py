@@ -4,7 +4,8 @@ Environment variables
 ---------------------
 CARBONSCHED_DATA_DIR
     Folder of the real public data (``../shared/data`` layout). Default: ``../shared/data``
-    relative to the current directory.
+    relative to the current directory. ``CARBONSCHED_SHARED_DATA`` (the name the tests, the
+    benchmarks and several error messages use) is accepted too; ``CARBONSCHED_DATA_DIR`` wins.
 CARBONSCHED_DATABASE_URL
     Any SQLAlchemy URL for the store. Default: a SQLite file in the user's data directory
     (``platformdirs.user_data_dir("carbonsched")``).
@@ -16,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import platformdirs
+from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -28,9 +30,12 @@ def default_database_url() -> str:
 class Settings(BaseSettings):
     """carbonsched's settings; each field reads ``CARBONSCHED_<NAME>``."""
 
-    model_config = SettingsConfigDict(env_prefix="CARBONSCHED_")
+    model_config = SettingsConfigDict(env_prefix="CARBONSCHED_", populate_by_name=True)
 
-    data_dir: Path = Path("../shared/data")
+    data_dir: Path = Field(
+        default=Path("../shared/data"),
+        validation_alias=AliasChoices("CARBONSCHED_DATA_DIR", "CARBONSCHED_SHARED_DATA"),
+    )
     database_url: str = ""
 
     def resolved_database_url(self) -> str:

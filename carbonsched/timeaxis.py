@@ -16,6 +16,7 @@ Rules (stated once, used everywhere):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import date, datetime
 from typing import Literal
@@ -25,6 +26,8 @@ import pandas as pd
 from carbonsched.errors import TimeAxisError
 
 HOUR = pd.Timedelta(hours=1)
+
+_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 DuplicateRule = Literal["refuse", "mean", "first"]
 
@@ -54,9 +57,21 @@ def require_aware(ts: pd.Timestamp | datetime | str, what: str = "timestamp") ->
 
 
 def day_start_utc(day: date | str) -> pd.Timestamp:
-    """00:00 UTC of a calendar day given as a date or ``YYYY-MM-DD``."""
+    """00:00 UTC of a calendar day given as a date or ``YYYY-MM-DD``.
+
+    Strings must be exactly ``YYYY-MM-DD`` (ISO 8601 calendar date): ``07/08/2023`` is
+    ambiguous (US or European order) and ``2023-07-15 13:00`` is not a day, so both are refused
+    rather than guessed.
+
+    Raises
+    ------
+    TimeAxisError
+        A string that is not ``YYYY-MM-DD`` or not a real calendar day.
+    """
+    if isinstance(day, str) and not _ISO_DAY.fullmatch(day.strip()):
+        raise TimeAxisError(f"date {day!r} is not YYYY-MM-DD; give e.g. 2023-07-15")
     try:
-        d = pd.Timestamp(day)
+        d = pd.Timestamp(day.strip() if isinstance(day, str) else day)
     except (ValueError, TypeError) as exc:
         raise TimeAxisError(f"date {day!r} is not YYYY-MM-DD") from exc
     if d.tzinfo is not None:

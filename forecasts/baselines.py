@@ -188,8 +188,10 @@ class Climatology(Forecaster):
         """Return a one-week and a four-week window."""
         return [{"days": 7}, {"days": 28}]
 
-    def _profile(self, history: pd.Series) -> pd.Series:
-        tail = history.iloc[-24 * self.days:]
+    def _profile(self, history: pd.Series, issued_at: pd.Timestamp) -> pd.Series:
+        # the window is the `days` days before the issue time by timestamp, not the last rows:
+        # a history that stops early must not reach further back
+        tail = history[history.index >= issued_at - pd.Timedelta(days=self.days)]
         prof = tail.groupby(tail.index.hour).mean()
         return prof.reindex(range(24))
 
@@ -204,7 +206,7 @@ class Climatology(Forecaster):
 
     def _predict(self, history: pd.Series, horizon: pd.DatetimeIndex,
                  X: pd.DataFrame | None) -> pd.DataFrame:
-        prof = self._profile(history)
+        prof = self._profile(history, horizon[0])
         if prof.isna().any():
             prof = prof.fillna(float(history.dropna().iloc[-self.days * 24:].mean()))
         mean = pd.Series(prof.to_numpy(float)[horizon.hour], index=horizon)

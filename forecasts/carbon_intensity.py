@@ -241,7 +241,11 @@ class LeadRegression(Forecaster):
     # --- predicting ---------------------------------------------------------------------
     def _point(self, history: pd.Series, horizon: pd.DatetimeIndex) -> pd.Series:
         assert self.coef_ is not None
-        hist = history.iloc[-self.history_hours:]
+        # Align by timestamp: the features read position len(hist) as the issue time, so the
+        # window must end at the hour before it even when ``history`` stops earlier.
+        end = horizon[0] - pd.Timedelta(hours=1)
+        window = pd.date_range(end=end, periods=self.history_hours, freq="h")
+        hist = history.reindex(window)
         filled = fill_for_features(hist).to_numpy(float)
         pos = np.array([len(filled)])
         mean = np.empty(len(horizon))

@@ -146,3 +146,38 @@ def test_plan_for_date_without_data_says_so(tmp_path, shared_data):
                             str(shared_data), "--date", "2030-01-01"])
     assert r.exit_code == 2
     assert "no site has signals" in r.output
+    # ... and says why, with the first site named (it used to say nothing more)
+    out = " ".join(r.output.split())
+    assert ("no site has signals for 2030-01-01; nothing can be planned: site ca-on-toronto "
+            "left out:") in out
+    assert "choose a date the data covers" in out
+
+
+def test_plan_help_shows_units():
+    # Rich markup used to swallow "[s]" and "[h]": the help showed no unit at all
+    r = runner.invoke(app, ["plan", "--help"], env={"COLUMNS": "200", "TERMINAL_WIDTH": "200"})
+    assert r.exit_code == 0
+    assert "Solver time limit. [s]" in r.output
+    assert "Planning horizon. [h]" in r.output
+
+
+@pytest.mark.parametrize("bad_date", ["2023-07-15[x]", "[/b]", "07/08/2023"])
+def test_plan_error_prints_the_input_verbatim(bad_date):
+    # user text in an error was read as Rich markup: "[x]" vanished, "[/b]" crashed the CLI,
+    # and "07/08/2023" was planned as 8 July without a word
+    r = runner.invoke(app, ["plan", "--no-store", "--date", bad_date])
+    assert r.exit_code == 2, r.output
+    assert f"error: date '{bad_date}' is not YYYY-MM-DD" in r.output
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--hours", "100000"], "horizon of 100000 h is outside 1..168 h"),
+    (["--hours", "0"], "horizon of 0 h is outside 1..168 h"),
+    (["--time-limit", "-1"], "solver time limit must be > 0 s, got -1.0"),
+])
+def test_plan_bad_horizon_or_time_limit_refused_before_forecasting(args, message):
+    # --hours 100000 used to run for minutes before anything was said
+    r = runner.invoke(app, ["plan", "--no-store", "--date", "2026-11-30", *args])
+    assert r.exit_code == 2, r.output
+    assert message in r.output
+    assert "forecasting" not in r.output

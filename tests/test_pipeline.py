@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from carbonsched.forecasts.base import Forecaster
 
 from carbonsched.catalog import load_catalog
 from carbonsched.errors import ForecastError
-from carbonsched.forecasts.base import Forecaster
 from carbonsched.pipeline import forecast_site
 
 ISSUE = pd.Timestamp("2023-07-15", tz="UTC")
@@ -81,3 +81,49 @@ def test_cached_models_are_reused_not_refitted():
     fitted = cache["ci"]
     forecast_site(SITE, _history(), ISSUE + pd.Timedelta(days=1), models=cache)
     assert cache["ci"] is fitted
+
+
+def test_weather_persistence_is_aligned_by_hour_despite_missing_recent_hours():
+    # hot afternoons: 25 degC + 10 sin, peak at 06 UTC; the 3 h before issue have no weather
+    h = _history()
+    hour = h.index.hour.to_numpy()
+    h["temperature_c"] = 25.0 + 10.0 * np.sin(2 * np.pi * hour / 24)
+    h.loc[(h.index >= ISSUE - pd.Timedelta(hours=3)), ["temperature_c",
+                                                      "relative_humidity_pct"]] = np.nan
+    fc = forecast_site(SITE, h, ISSUE)
+    # slot t takes the weather of t - 1 day (or t - 2 days where that hour is missing), so
+    # PUE at 06 UTC is that of 35 degC, at 18 UTC that of 15 degC (free cooling: the floor)
+    m = SITE.pue
+    expected_06 = min(m.pue_max, m.pue_min + m.mechanical_slope_per_c * (35.0 - 18.0))
+    assert fc.signals["pue"].iloc[6] == pytest.approx(expected_06, abs=1e-9)
+    assert fc.signals["pue"].iloc[18] == pytest.approx(m.pue_min)
+    assert fc.signals["pue"].idxmax() == ISSUE + pd.Timedelta(hours=6)
+
+
+def test_run_daily_plan_without_data_dir_uses_the_settings(monkeypatch, tmp_path):
+    # data_dir=None used to end in "TypeError: expected str, bytes or os.PathLike object"
+    from carbonsched.errors import DataFormatError
+    from carbonsched.pipeline import run_daily_plan
+    from carbonsched.settings import get_settings
+
+    monkeypatch.setenv("CARBONSCHED_DATA_DIR", str(tmp_path / "nowhere"))
+    get_settings.cache_clear()
+    try:
+        with pytest.raises(DataFormatError, match=r"nowhere: data folder for site "
+                                                  r"'ca-on-toronto' \(electricitymaps"):
+            run_daily_plan("2023-07-15", "global")
+    finally:
+        get_settings.cache_clear()
+
+
+def test_no_surplus_proxy_inputs_means_zero_surplus_and_a_note():
+    # no price and no renewable share: the index cannot be built; this used to raise an
+    # InputError out of forecast_site and abort the whole plan for one site's proxy
+    h = _history()
+    h["renewable_pct"] = np.nan
+    h["price_usd_per_mwh"] = np.nan
+    fc = forecast_site(SITE, h, ISSUE)
+    assert (fc.signals["green_surplus_kw"] == 0.0).all()
+    assert any(n.startswith("ca-on-toronto: green surplus not forecast (green_surplus_index: "
+                            "the frame has no values") for n in fc.notes), fc.notes
+    assert fc.signals["carbon_intensity_g_per_kwh"].notna().all()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import pytest
 
+from carbonsched.catalog import load_catalog
 from carbonsched.errors import InputError
-from carbonsched.replay import plot_daily, run_replay
+from carbonsched.replay import actual_signals, plot_daily, run_replay
+from carbonsched.timeaxis import hourly_slots
 
 
 @pytest.fixture(scope="module")
@@ -60,3 +64,21 @@ def test_replay_bad_input(kw, message, shared_data):
             "end": "2023-07-01"} | kw
     with pytest.raises(InputError, match=message):
         run_replay(**args)
+
+
+def test_actual_signals_fills_gaps_by_interpolation_and_counts_them():
+    site = load_catalog("global").site("ca-on-toronto")
+    slots = hourly_slots(pd.Timestamp("2023-07-15", tz="UTC"), 24)
+    ci = pd.Series(np.arange(24, dtype=float) * 10.0, index=slots)
+    ci.iloc[[5, 6, 23]] = np.nan
+    frame = pd.DataFrame({"carbon_intensity_g_per_kwh": ci, "renewable_pct": 40.0,
+                          "price_usd_per_mwh": 30.0, "temperature_c": 10.0,
+                          "relative_humidity_pct": 50.0}, index=slots)
+    out = actual_signals(site, frame, slots)
+    assert out.attrs["filled_hours"] == 3
+    # linear inside the day, nearest at its end
+    assert out["carbon_intensity_g_per_kwh"].iloc[[5, 6, 23]].tolist() == [50.0, 60.0, 220.0]
+    frame["carbon_intensity_g_per_kwh"] = np.nan
+    with pytest.raises(InputError, match="ca-on-toronto: no actual carbon intensity on "
+                                         "2023-07-15T00:00:00"):
+        actual_signals(site, frame, slots)

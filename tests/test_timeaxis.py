@@ -76,3 +76,12 @@ def test_slots_and_coverage():
         hourly_slots(pd.Timestamp("2023-07-15", tz="UTC"), 0)
     with pytest.raises(TimeAxisError, match="1 hour.*missing, first 2023-07-15T23:00"):
         check_covers(slots[:-1], slots, "weather")
+
+
+@pytest.mark.parametrize("bad", ["07/08/2023", "15/07/2023", "2023-07-15 13:00", "20230715",
+                                 "2023-7-5"])
+def test_day_start_refuses_anything_but_iso_day(bad):
+    # 07/08/2023 used to be read silently as 8 July (US order); a plan for the wrong day
+    with pytest.raises(TimeAxisError, match=r"is not YYYY-MM-DD; give e.g. 2023-07-15"):
+        day_start_utc(bad)
+    assert day_start_utc(" 2023-07-08 ") == pd.Timestamp("2023-07-08", tz="UTC")

@@ -390,7 +390,8 @@ def load_site_signals(
     CatalogError
         Unknown ``site.signal_source`` (known sources named), or a bad ``weather_file``.
     DataFormatError
-        A file that cannot be read, or a zone with no file at all.
+        A file that cannot be read, a zone with no file at all, or (measured sources) a
+        ``data_dir`` that does not exist.
     """
     t0 = require_aware(start, "start")
     t1 = require_aware(end, "end")
@@ -405,6 +406,12 @@ def load_site_signals(
         src = get_source(site.signal_source, registry)
     except CatalogError as exc:
         raise CatalogError(f"site {site.id!r}: {exc}") from None
+    if src.quality == SignalQuality.MEASURED and not Path(data_dir).is_dir():
+        raise DataFormatError(
+            Path(data_dir).absolute(),
+            f"data folder for site {site.id!r} ({src.name} signals) does not exist; pass "
+            "--data-dir or set CARBONSCHED_DATA_DIR to the folder laid out like ../shared/data",
+        )
     hours = pd.date_range(t0, t1, freq="h", inclusive="left", name="ts")
     raw, raw_meta = src.load(site, Path(data_dir), hours)
     frame = raw.reindex(hours)

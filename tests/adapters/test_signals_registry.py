@@ -245,3 +245,14 @@ def test_real_eia930_with_epw(shared_data: Path) -> None:
     assert frame["price_usd_per_mwh"].isna().all()
     assert frame["temperature_c"].notna().all()
     assert meta["source"] == "eia930" and meta["signal_quality"] == "measured"
+
+
+def test_missing_data_dir_is_named_with_the_fix(tmp_path: Path) -> None:
+    # it used to report "no Electricity Maps file for zone ...; zones with files: none"
+    missing = tmp_path / "nope"
+    with pytest.raises(DataFormatError) as err:
+        load_site_signals(make_site("TZ", "electricitymaps"), missing,
+                          "2023-01-01T00:00Z", "2023-01-02T00:00Z")
+    assert str(err.value) == (
+        f"{missing}: data folder for site 's1' (electricitymaps signals) does not exist; pass "
+        "--data-dir or set CARBONSCHED_DATA_DIR to the folder laid out like ../shared/data")

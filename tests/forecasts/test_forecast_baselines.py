@@ -113,3 +113,13 @@ def test_bad_parameters_and_states() -> None:
 def test_weekly_season_needs_enough_history() -> None:
     with pytest.raises(ForecastError, match="fit on at least 192 hours"):
         SeasonalNaive(168).fit(four_days())
+
+
+def test_climatology_window_is_by_time_when_the_history_stops_early() -> None:
+    # y ends 3 h before the issue time: the window is still the 2 days before the issue time
+    # (day 3 and day 4), not the last 48 rows (which reached back into day 2).
+    f = Climatology(days=2).fit(four_days())
+    out = f.predict(ISSUE, 24, y=four_days().iloc[:-3])
+    expected = PROFILE + 5.0
+    expected[21:] = PROFILE[21:] - 10.0  # hours 21..23 only on day 3 (offset -10)
+    np.testing.assert_allclose(out["mean"], expected)

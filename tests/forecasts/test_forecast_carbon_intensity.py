@@ -163,3 +163,19 @@ def test_too_short_history_is_a_forecast_error() -> None:
 
 def test_default_is_the_measured_winner() -> None:
     assert isinstance(default_ci_forecaster(), LeadRegression)
+
+
+def test_history_ending_before_the_issue_time_is_aligned_by_timestamp() -> None:
+    # the last 3 hours before issue are absent from y (not NaN rows: absent). Reading the
+    # history by position put the issue time 3 h early and shifted the whole profile by 3 h.
+    y = periodic()
+    issue = y.index[-1] + pd.Timedelta(hours=1)
+    m = LeadRegression().fit(y)
+    full = m.predict(issue, 24)
+    short = m.predict(issue, 24, y=y.iloc[:-3])
+    expected = y.iloc[-24:].to_numpy()
+    np.testing.assert_allclose(full["mean"], expected, atol=1e-6)
+    # the 3 missing hours are filled from the day before (same hour): still the exact profile
+    np.testing.assert_allclose(short["mean"], expected, atol=1e-6)
+    with pytest.raises(ForecastError, match="forecast has NaN"):
+        m.predict(issue + pd.Timedelta(days=30), 24, y=y)  # history a month stale
