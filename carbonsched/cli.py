@@ -119,16 +119,20 @@ def plan(
         wl = read_workload(jobs) if jobs else None
         with _progress("plan") as progress:
             daily = run_daily_plan(day, catalog, wl, ddir, solver, time_limit, hours, progress)
-            if store:
-                from carbonsched.store import Store
-
-                progress("recording the plan")
-                Store(settings.resolved_database_url()).save_plan(daily.document,
-                                                                  daily.forecasts)
-        _print_plan(daily.document, daily.summary)
+        # the plan reaches the file and the screen before the store, so a dead database
+        # loses nothing
         if out_file:
             _write_json(out_file, daily.document)
             err.print(f"plan written to {out_file}")
+        _print_plan(daily.document, daily.summary)
+        if store:
+            from carbonsched.store import Store
+
+            with _progress("plan") as progress:
+                progress("recording the plan")
+                Store(settings.resolved_database_url()).save_plan(daily.document,
+                                                                  daily.forecasts)
+            err.print(f"plan {daily.document['plan_id']} recorded in the store")
 
 
 def _print_plan(doc: dict[str, Any], summary: list[dict[str, Any]]) -> None:

@@ -29,6 +29,9 @@ class SignalQuality(StrEnum):
 
     MEASURED = "measured"
     """Real hourly history from a provider (Electricity Maps, EIA-930, ...)."""
+    ESTIMATED = "estimated"
+    """A provider's history in which most hours (> 50 %) are the provider's own estimates
+    (Electricity Maps' ``Data Estimated`` flag), e.g. JP-TK and IN-WE."""
     MODELLED = "modelled"
     """A documented deterministic model built from cited facts (no public hourly series)."""
 

@@ -44,6 +44,12 @@ Progress = Callable[[str], None]
 HISTORY_DAYS = 56
 """Days of signal history each daily forecast conditions on. [d]"""
 
+PERSISTENCE_TEMPERATURE_ERROR_C = 2.5
+"""Standard deviation of a same-hour-yesterday temperature forecast's error, pushed through the
+(monotone) PUE model for its 80 %/95 % intervals. [°C] Assumption: day-to-day changes of hourly
+mid-latitude temperature are typically 2-3 °C; a day-ahead NWP forecast (about 1.5 °C RMSE, see
+:class:`carbonsched.forecasts.pue.PueForecaster`) would halve it."""
+
 MAX_HORIZON_HOURS = 168
 """Longest planning horizon accepted (one week; the daily plan is day-ahead). [h]"""
 
@@ -149,9 +155,20 @@ def forecast_site(
     issued_at = require_aware(issued_at, "issued_at")
     meta = meta or {}
     quality = meta.get("signal_quality", SignalQuality.MEASURED)
+    if "carbon_intensity_estimated" in history and quality == SignalQuality.MEASURED:
+        flags = history.loc[history.index < issued_at, "carbon_intensity_estimated"]
+        share = float(flags.fillna(False).astype(bool).mean()) if len(flags) else 0.0
+        if share > 0.5:
+            quality = SignalQuality.ESTIMATED
+            notes_pre = [f"{site.id}: {100 * share:.0f} % of the carbon-intensity history is "
+                         f"the provider's estimate ({meta.get('source', '?')} {site.zone})"]
+        else:
+            notes_pre = []
+    else:
+        notes_pre = []
     hist = history[history.index < issued_at]
     slots = hourly_slots(issued_at, horizon_hours)
-    notes: list[str] = []
+    notes: list[str] = list(notes_pre)
     ci = hist["carbon_intensity_g_per_kwh"]
     if ci.notna().sum() < 48:
         raise ForecastError(
@@ -203,13 +220,21 @@ def forecast_site(
     if weather is None or weather.isna().any().any():
         pue = pd.Series(site.pue.pue_min, index=slots)
         notes.append(f"{site.id}: PUE: {weather_note}")
+        pue_fc = pd.DataFrame({c: pue.to_numpy() for c in
+                               ("mean", "lo_80", "hi_80", "lo_95", "hi_95")},
+                              index=slots.rename("ts"))
+        pue_fc["hi_80"] = pue_fc["hi_95"] = site.pue.pue_max
     else:
-        pue = pue_from_weather(weather["temperature_c"], weather["relative_humidity_pct"],
-                               site.pue)
+        sigma = 0.0 if future_modelled is not None else PERSISTENCE_TEMPERATURE_ERROR_C
+        t = pd.Series(weather["temperature_c"].to_numpy(float), index=slots)
+        rh = pd.Series(weather["relative_humidity_pct"].to_numpy(float), index=slots)
+        pue = pue_from_weather(t, rh, site.pue)
         pue.index = slots
-    pue_fc = pd.DataFrame({c: pue.to_numpy() for c in
-                           ("mean", "lo_80", "hi_80", "lo_95", "hi_95")},
-                          index=slots.rename("ts"))
+        cols = {"mean": pue.to_numpy(float)}
+        for col, z in (("lo_80", -1.2816), ("hi_80", 1.2816), ("lo_95", -1.96),
+                       ("hi_95", 1.96)):
+            cols[col] = pue_from_weather(t + z * sigma, rh, site.pue).to_numpy(float)
+        pue_fc = pd.DataFrame(cols, index=slots.rename("ts"))
     pue_fc.attrs["model"] = f"pue_from_weather ({weather_note})"
 
     signals = pd.DataFrame({
@@ -396,14 +421,16 @@ def run_daily_plan(
     baseline = agnostic_plan(problem)
     plan_score = score_plan(problem, result)
     base_score = score_plan(problem, baseline)
-    quality = (SignalQuality.MODELLED if SignalQuality.MODELLED in qualities
-               else SignalQuality.MEASURED)
+    # the plan is as good as its weakest site's signals: modelled < estimated < measured
+    quality = next((q for q in (SignalQuality.MODELLED, SignalQuality.ESTIMATED)
+                    if q in qualities), SignalQuality.MEASURED)
     notes.extend(result.solver.note.split("\n") if getattr(result.solver, "note", "") else [])
     doc: dict[str, Any] = {
         "plan_id": uuid.uuid4().hex,
         "date": issued_at.strftime("%Y-%m-%d"),
         "catalog": cat.name,
         "signal_quality": str(quality),
+        "site_signal_quality": {sid: f.signal_quality for sid, f in forecasts.items()},
         "issued_at": jsonable(issued_at),
         "horizon_hours": horizon_hours,
         "sites": [s.id for s in problem.sites],

@@ -77,7 +77,10 @@ def test_global_plan_from_traces_is_valid_and_beats_baseline(tmp_path, shared_da
                             "--date", "2023-07-15", "--jobs", str(jobs), "--out", str(out)])
     assert r.exit_code == 0, r.output
     plan = json.loads(out.read_text())
-    assert plan["signal_quality"] == "measured"
+    # JP-TK's Electricity Maps history is entirely the provider's estimate: the plan says so
+    assert plan["signal_quality"] == "estimated"
+    assert plan["site_signal_quality"]["jp-tk-tokyo"] == "estimated"
+    assert plan["site_signal_quality"]["ca-on-toronto"] == "measured"
     assert plan["solver"]["status"] in ("optimal", "feasible")
     assert plan["solver"]["name"] == "highs"
     _verify(plan, jobs, "global")
@@ -106,6 +109,17 @@ def test_default_catalog_plan_is_modelled_and_valid(tmp_path):
     jobs = tmp_path / "demo.json"
     write_workload(demo_workload(load_catalog("china-eastdata-westcompute"), "2026-11-30"), jobs)
     _verify(plan, jobs, "china-eastdata-westcompute")
+
+
+def test_dead_store_loses_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("CARBONSCHED_DATABASE_URL", "postgresql+psycopg2://u@127.0.0.1:1/x")
+    get_settings.cache_clear()
+    out = tmp_path / "plan.json"
+    r = runner.invoke(app, ["plan", "--date", "2026-11-30", "--out", str(out)])
+    assert r.exit_code == 3
+    assert "127.0.0.1:1/x is unreachable" in r.output
+    assert json.loads(out.read_text())["catalog"] == "china-eastdata-westcompute"
+    assert "Per site" in r.output
 
 
 def test_cbc_solver_option(tmp_path):

@@ -127,3 +127,15 @@ def test_no_surplus_proxy_inputs_means_zero_surplus_and_a_note():
     assert any(n.startswith("ca-on-toronto: green surplus not forecast (green_surplus_index: "
                             "the frame has no values") for n in fc.notes), fc.notes
     assert fc.signals["carbon_intensity_g_per_kwh"].notna().all()
+
+
+def test_pue_intervals_carry_the_temperature_forecast_error():
+    h = _history()
+    h["temperature_c"] = 28.0  # above the 18 degC free-cooling limit: chillers run
+    fc = forecast_site(SITE, h, ISSUE)
+    pue = fc.long[fc.long["signal"] == "pue"].iloc[0]
+    # mean: pue_min + slope x (28 - 18) = 1.12 + 0.012 x 10 (RH at its 50 % reference)
+    assert pue["mean"] == pytest.approx(1.12 + 0.012 * 10, abs=1e-9)
+    # 80 %: +-1.2816 x 2.5 degC through the linear chiller branch
+    assert pue["hi_80"] - pue["mean"] == pytest.approx(0.012 * 1.2816 * 2.5, abs=1e-6)
+    assert pue["lo_95"] < pue["lo_80"] < pue["mean"] < pue["hi_80"] < pue["hi_95"]

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from carbonsched.errors import BackendUnavailableError, InputError
+from carbonsched.errors import BackendError, BackendUnavailableError, InputError
 from carbonsched.store.models import ForecastRow, InferenceRow, PlacementRow, PlanRow
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
@@ -81,6 +81,19 @@ class Store:
             Long frame with columns site, signal, model, issued_at, ts, mean, lo_80, hi_80,
             lo_95, hi_95; optional.
         """
+        try:
+            self._save_plan(plan, forecasts)
+        except OperationalError as exc:
+            raise BackendUnavailableError(
+                f"database {self._safe_url()} failed while recording plan {plan['plan_id']}: "
+                f"{' '.join(str(exc.orig).split())}; the plan itself is intact (write it with "
+                "--out) — check that the server is running, then plan again") from exc
+        except SQLAlchemyError as exc:
+            raise BackendError(
+                f"database {self._safe_url()} refused plan {plan['plan_id']}: "
+                f"{' '.join(str(exc).split())[:300]}") from exc
+
+    def _save_plan(self, plan: dict[str, Any], forecasts: pd.DataFrame | None) -> None:
         pid = plan["plan_id"]
         with Session(self.engine) as s, s.begin():
             # children first: SQLite enforces no ON DELETE CASCADE without a PRAGMA

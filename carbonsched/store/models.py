@@ -105,7 +105,7 @@ class ForecastRow(Base):
                                          index=True)
     site: Mapped[str] = mapped_column(String(100))
     signal: Mapped[str] = mapped_column(String(60))
-    model: Mapped[str] = mapped_column(String(80))
+    model: Mapped[str] = mapped_column(String(200))
     issued_at: Mapped[datetime] = mapped_column(UTCDateTime())
     ts: Mapped[datetime] = mapped_column(UTCDateTime())
     mean: Mapped[float] = mapped_column(Float)

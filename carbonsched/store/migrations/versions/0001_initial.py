@@ -69,7 +69,7 @@ def upgrade() -> None:
                   sa.ForeignKey("plans.plan_id", ondelete="CASCADE"), index=True),
         sa.Column("site", sa.String(100)),
         sa.Column("signal", sa.String(60)),
-        sa.Column("model", sa.String(80)),
+        sa.Column("model", sa.String(200)),
         sa.Column("issued_at", UTCDateTime()),
         sa.Column("ts", UTCDateTime()),
         sa.Column("mean", sa.Float),
