@@ -49,13 +49,15 @@ def _quiet(_: str) -> None:
     return None
 
 
-def actual_signals(site: Any, frame: pd.DataFrame, slots: pd.DatetimeIndex) -> pd.DataFrame:
+def actual_signals(site: Any, frame: pd.DataFrame, slots: pd.DatetimeIndex,
+                   reference: pd.Series | None = None) -> pd.DataFrame:
     """The realised signals of one site on ``slots`` (carbon intensity, PUE, green surplus kW).
 
     Missing hours of carbon intensity are filled by linear interpolation (then nearest); their
     number is in ``attrs["filled_hours"]`` so that the caller can report it, and a day without
     any actual carbon intensity is refused. PUE comes from the actual weather through the site's
-    model.
+    model. ``reference`` is the renewable share the green-surplus index is scored against (the
+    history the forecast used), so forecast and actual share one scale.
 
     Raises
     ------
@@ -72,7 +74,9 @@ def actual_signals(site: Any, frame: pd.DataFrame, slots: pd.DatetimeIndex) -> p
     if "green_surplus_index" in f and f["green_surplus_index"].notna().any():
         gsi = f["green_surplus_index"].fillna(0.0)
     else:
-        gsi = green_surplus_index(frame).reindex(slots).fillna(0.0)
+        # scored against the same reference window as the forecast (the history before the
+        # day), so forecast and actual index share one scale
+        gsi = green_surplus_index(frame, reference=reference).reindex(slots).fillna(0.0)
     w = f[["temperature_c", "relative_humidity_pct"]]
     if w.notna().all().all():
         pue = pue_from_weather(w["temperature_c"], w["relative_humidity_pct"], site.pue)
@@ -138,7 +142,8 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
             hist = frames[s.id][(frames[s.id].index < day)
                                 & (frames[s.id].index >= day - pd.Timedelta(days=HISTORY_DAYS))]
             try:
-                act = actual_signals(s, frames[s.id], slots)
+                act = actual_signals(s, frames[s.id], slots,
+                                     hist["renewable_pct"] if "renewable_pct" in hist else None)
                 fc = forecast_site(s, hist, day, 24, metas[s.id], models=models[s.id])
             except (ForecastError, InputError) as exc:
                 notes.append(f"{label}: site {s.id} left out: {exc}")
