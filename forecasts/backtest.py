@@ -1,0 +1,526 @@
+"""The DACF day-ahead backtest: protocol, metrics, validation-based model selection, output.
+
+Protocol (Maji, Sitaraman & Shenoy, "DACF", ACM e-Energy 2022, doi:10.1145/3538637.3538849):
+
+* target: direct carbon intensity recomputed from the fuel mix with the paper's Table 1
+  factors (:func:`carbonsched.adapters.signals.dacf.direct_ci_from_mix`);
+* test: every day 2021-07-01 .. 2021-12-31 (184 days, 4416 h); at 00:00 UTC of each day a
+  forecast of its 24 hourly values is issued from data strictly before the issue time plus
+  day-ahead GFS weather and *published operator* forecasts for that day;
+* selection: every candidate is fitted on data before :data:`VALIDATION_START` and forecasts
+  the validation days 2021-01-01 .. 2021-06-30 under the same rules; ensembles of the best
+  two and three candidates (ranked by validation mean MAPE) join the candidates; the model
+  with the lowest validation mean MAPE is ``selected`` — test results are never looked at;
+* refit policy: each candidate is refitted once on everything before 2021-07-01 and **not**
+  refitted during the test; its intervals (:data:`INTERVAL_SETTINGS`: split conformal on a
+  90-day holdout, then a rolling 56-day window with adaptive conformal inference, gamma 0.05,
+  chosen on validation coverage) use only forecasts whose actual values were all known before
+  the issue time;
+* validation forecasts are computed with :meth:`DayAheadModel.backcast` (the same point
+  forecasts as day-by-day ``predict``, tested); test forecasts go through ``predict`` one day
+  at a time;
+* inputs per region: GFS weather (CISO, PJM, ERCO, ISNE, SE), CAISO OASIS solar/wind (CISO),
+  ENTSO-E wind (SE; every SE model is also run without it, suffix ``-noop``), ENTSO-E solar/
+  wind (DE; test period only: before it the models are trained on the *actual* solar and wind
+  generation in their place — "perfect prog" (Klein, Lewis & Enger, J. Meteorology 16, 1959,
+  doi:10.1175/1520-0469(1959)016<0672:OPOPFB>2.0.CO;2) — so DE's validation errors are
+  optimistic; every DE model is also run without them, suffix ``-noop``).
+
+Metrics (percentages 0..100; ``APE_t = |f_t - a_t| / |a_t| * 100`` over hours with a known,
+non-zero actual):
+
+* ``mape_mean``: mean of hourly APE over the test hours (the paper's "Mean");
+* ``mape_daily_median`` / ``_p90`` / ``_p95``: median / 90th / 95th percentile (numpy's linear
+  interpolation) over the test days of the daily MAPE (mean APE of the day's 24 hours) — the
+  paper's other columns;
+* ``mae``: mean absolute error [g/kWh];
+* ``coverage_80`` / ``coverage_95``: share of hours with ``lo <= actual <= hi``.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from carbonsched.adapters.signals.dacf import (
+    direct_ci_from_mix,
+    read_dacf_mix,
+    read_dacf_reference,
+    read_dacf_region,
+)
+from carbonsched.forecasts.base import Forecaster
+from carbonsched.forecasts.baselines import SeasonalNaive
+from carbonsched.forecasts.dacf_models import (
+    DayAheadEnsemble,
+    DayAheadModel,
+    HourlyOLS,
+    LightGBMDayAhead,
+    lagged_source_shares,
+)
+
+from carbonsched.errors import DataFormatError, ForecastError, InputError
+
+REGIONS: tuple[str, ...] = ("CISO", "PJM", "ERCO", "ISNE", "SE", "DE")
+VALIDATION_START = pd.Timestamp("2021-01-01", tz="UTC")
+TEST_START = pd.Timestamp("2021-07-01", tz="UTC")
+TEST_END = pd.Timestamp("2022-01-01", tz="UTC")
+#: Published mean MAPE [%] of DACF, Table 4 of the paper.
+DACF_PUBLISHED_MAPE: dict[str, float] = {"CISO": 7.41, "PJM": 3.30, "ERCO": 8.05, "ISNE": 4.44,
+                                         "SE": 6.47, "DE": 9.08}
+BASELINE = "seasonal_naive"
+PUBLISHED = "dacf_published"
+INTERVAL_SETTINGS: dict[str, Any] = {"calib_days": 90, "window_days": 56, "aci_gamma": 0.05}
+FORECAST_COLUMNS = ("region", "model", "issued_at", "ts", "actual", "mean", "lo_80", "hi_80",
+                    "lo_95", "hi_95")
+
+
+# --- metrics -----------------------------------------------------------------------------------
+def _ape(actual: np.ndarray | pd.Series, forecast: np.ndarray | pd.Series) -> np.ndarray:
+    a = np.asarray(actual, float)
+    f = np.asarray(forecast, float)
+    ok = np.isfinite(a) & np.isfinite(f) & (a != 0)
+    out = np.full(a.shape, np.nan)
+    out[ok] = np.abs(f[ok] - a[ok]) / np.abs(a[ok]) * 100.0
+    return out
+
+
+def mape_mean(actual: np.ndarray | pd.Series, forecast: np.ndarray | pd.Series) -> float:
+    """Mean absolute percentage error over hours, the DACF paper's "Mean" [%].
+
+    ``100 * mean_t |f_t - a_t| / |a_t|`` over hours with a finite, non-zero actual and a finite
+    forecast. Shapes ``(n,)``.
+    """
+    return float(np.nanmean(_ape(actual, forecast)))
+
+
+def daily_mapes(actual: pd.Series, forecast: pd.Series) -> pd.Series:
+    """MAPE of each UTC day [%]: mean hourly APE of the day's hours, indexed by day.
+
+    Parameters
+    ----------
+    actual, forecast
+        Hourly series on the same tz-aware UTC index, shape ``(n,)``. [g/kWh]
+    """
+    ape = pd.Series(_ape(actual, forecast.reindex(actual.index)), index=actual.index)
+    return ape.groupby(actual.index.floor("D")).mean().dropna()
+
+
+def coverage(actual: np.ndarray | pd.Series, lo: np.ndarray | pd.Series,
+             hi: np.ndarray | pd.Series) -> float:
+    """Share of hours with ``lo <= actual <= hi`` [%], over hours with a finite actual."""
+    a = np.asarray(actual, float)
+    ok = np.isfinite(a)
+    inside = (np.asarray(lo, float)[ok] <= a[ok]) & (a[ok] <= np.asarray(hi, float)[ok])
+    return float(inside.mean() * 100.0)
+
+
+def mae(actual: np.ndarray | pd.Series, forecast: np.ndarray | pd.Series) -> float:
+    """Mean absolute error [unit of the series] over hours where both are finite."""
+    d = np.abs(np.asarray(forecast, float) - np.asarray(actual, float))
+    return float(np.nanmean(d))
+
+
+def score(frame: pd.DataFrame) -> dict[str, float]:
+    """All metrics of one model's hourly forecasts (columns ``actual, mean, lo_*, hi_*``; ts index).
+
+    Returns
+    -------
+    dict
+        ``mape_mean, mape_daily_median, mape_daily_p90, mape_daily_p95, mae, coverage_80,
+        coverage_95`` (percentages 0..100, ``mae`` in g/kWh).
+    """
+    d = daily_mapes(frame["actual"], frame["mean"]).to_numpy()
+    return {
+        "mape_mean": mape_mean(frame["actual"], frame["mean"]),
+        "mape_daily_median": float(np.percentile(d, 50)),
+        "mape_daily_p90": float(np.percentile(d, 90)),
+        "mape_daily_p95": float(np.percentile(d, 95)),
+        "mae": mae(frame["actual"], frame["mean"]),
+        "coverage_80": coverage(frame["actual"], frame["lo_80"], frame["hi_80"]),
+        "coverage_95": coverage(frame["actual"], frame["lo_95"], frame["hi_95"]),
+    }
+
+
+# --- data --------------------------------------------------------------------------------------
+@dataclass
+class RegionData:
+    """One region's inputs: target ``y`` [g/kWh], exogenous ``X`` and the test reference."""
+
+    region: str
+    y: pd.Series
+    X: pd.DataFrame | None
+    weather: list[str]
+    operator: list[str]
+    reference: pd.DataFrame
+
+
+def load_region(data_dir: str | Path, region: str) -> RegionData:
+    """Read a region's DACF files into the target series, exogenous frame and reference.
+
+    Raises
+    ------
+    DataFormatError
+        A file is missing or malformed (file and line in the message).
+    """
+    d = Path(data_dir)
+    mix, _ = read_dacf_mix(d / f"{region}_2019_clean.csv")
+    y = direct_ci_from_mix(mix)
+    ref, _ = read_dacf_reference(d / f"{region}_carbon_from_src_prod_forecasts_direct.csv")
+    end = TEST_END + pd.Timedelta(hours=23)
+    if region == "DE":
+        test, _ = read_dacf_reference(d / "DE_src_prod_forecasts_test_period.csv")
+        ops = ["op_solar_mw", "op_wind_mw"]
+        stand_in = mix[["solar", "wind"]].rename(columns={"solar": "op_solar_mw",
+                                                          "wind": "op_wind_mw"})
+        X = pd.concat([stand_in[stand_in.index < TEST_START],
+                       test.loc[test.index >= TEST_START, ops]])
+        X = X.reindex(pd.date_range(y.index[0], end, freq="h", name="ts"))
+        X = X.join(lagged_source_shares(mix).reindex(X.index))
+        return RegionData(region, y, X, [], ops, ref)
+    reg, meta = read_dacf_region(d / f"{region}.csv")
+    cols = meta["weather_columns"] + meta["operator_columns"]
+    X = reg[cols].reindex(pd.date_range(y.index[0], end, freq="h", name="ts"))
+    X = X.join(lagged_source_shares(mix).reindex(X.index))
+    return RegionData(region, y, X, meta["weather_columns"], meta["operator_columns"], ref)
+
+
+# --- candidates --------------------------------------------------------------------------------
+SOURCE_LAG_PREFIX = "lag24_"
+
+CANDIDATES: dict[str, tuple[type[DayAheadModel], dict[str, Any], bool]] = {
+    "ols_level": (HourlyOLS, {"target": "level"}, False),
+    "ols_level_src": (HourlyOLS, {"target": "level"}, True),
+    "ols_ratio_src": (HourlyOLS, {"target": "ratio"}, True),
+    "lgbm_level": (LightGBMDayAhead, {"target": "level"}, False),
+    "lgbm_level_src": (LightGBMDayAhead, {"target": "level"}, True),
+    "lgbm_ratio_src": (LightGBMDayAhead, {"target": "ratio"}, True),
+}
+"""Base candidates: name -> (class, parameters, reads the 24 h-lagged fuel-mix shares
+(:func:`~carbonsched.forecasts.dacf_models.lagged_source_shares`)). Every candidate also reads
+the region's day-ahead weather and operator forecasts; in SE and DE a ``-noop`` variant reads
+no operator forecast. Ensembles ``ens_top2``/``ens_top3`` of the best validation candidates are
+added per region. Interval settings: :data:`INTERVAL_SETTINGS` for all."""
+
+
+def _variants(data: RegionData, names: Sequence[str]) -> dict[str, tuple[str, list[str]]]:
+    """Candidate key -> (base candidate, exogenous columns)."""
+    out: dict[str, tuple[str, list[str]]] = {}
+    src = [c for c in (data.X.columns if data.X is not None else [])
+           if c.startswith(SOURCE_LAG_PREFIX)]
+    for n in names:
+        extra = src if CANDIDATES[n][2] else []
+        out[n] = (n, data.weather + data.operator + extra)
+        if data.operator and data.region in ("SE", "DE"):
+            out[f"{n}-noop"] = (n, data.weather + extra)
+    return out
+
+
+def _make(key: str, cands: dict[str, tuple[str, list[str]]], **over: Any) -> DayAheadModel:
+    base, ex = cands[key]
+    cls, kw, _ = CANDIDATES[base]
+    m = cls(exog=ex, **kw, **{**INTERVAL_SETTINGS, **over})
+    m.name = key
+    return m
+
+
+def _replay(model: Forecaster, data: RegionData, start: pd.Timestamp, end: pd.Timestamp,
+            fit_end: pd.Timestamp, region: str, name: str) -> pd.DataFrame:
+    """Fit on data before ``fit_end`` and issue one 24 h forecast at 00:00 of each day."""
+    y_fit = data.y[data.y.index < fit_end]
+    exog = getattr(model, "exog", ())
+    X = data.X[list(exog)] if (exog and data.X is not None) else None
+    model.fit(y_fit, None if X is None else X[X.index < fit_end])
+    rows = []
+    for day in pd.date_range(start, end - pd.Timedelta(days=1), freq="D"):
+        fc = model.predict(day, 24, y=data.y[data.y.index < day],
+                           X=None if X is None else X[X.index < day + pd.Timedelta(days=1)])
+        fc = fc.reset_index()
+        fc.insert(0, "issued_at", day)
+        rows.append(fc)
+    out = pd.concat(rows, ignore_index=True)
+    out["actual"] = data.y.reindex(pd.DatetimeIndex(out["ts"])).to_numpy()
+    out.insert(0, "model", name)
+    out.insert(0, "region", region)
+    return out[list(FORECAST_COLUMNS)]
+
+
+def _metrics(fc: pd.DataFrame) -> dict[str, float]:
+    return score(fc.set_index("ts"))
+
+
+# --- result ------------------------------------------------------------------------------------
+@dataclass
+class BacktestResult:
+    """Outcome of :func:`run_backtest`.
+
+    Attributes
+    ----------
+    results
+        One dict per (region, model): ``region, model, mape_mean, mape_daily_median,
+        mape_daily_p90, mape_daily_p95, mae, coverage_80, coverage_95, selected`` plus
+        ``val_mape_mean`` (validation mean MAPE, the basis of selection) and ``inputs`` (what
+        the model reads).
+    forecasts
+        Long frame ``region, model, issued_at, ts, actual, mean, lo_80, hi_80, lo_95, hi_95``
+        (test period, every model and DACF's published forecast).
+    meta
+        Protocol, refit policy, selection per region, timings [s].
+    """
+
+    results: list[dict[str, Any]]
+    forecasts: pd.DataFrame
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self, path: str | Path) -> None:
+        """Write ``{"results": [...], "meta": {...}}`` as JSON."""
+        Path(path).write_text(json.dumps({"results": self.results, "meta": self.meta},
+                                         indent=2, default=str) + "\n")
+
+    def to_csv(self, path: str | Path) -> None:
+        """Write :attr:`forecasts` as CSV, timestamps in UTC ISO 8601."""
+        f = self.forecasts.copy()
+        for c in ("issued_at", "ts"):
+            f[c] = pd.DatetimeIndex(f[c]).strftime("%Y-%m-%dT%H:%M:%SZ")
+        f.to_csv(path, index=False, float_format="%.4f")
+
+
+def _validate(model: DayAheadModel, data: RegionData) -> pd.DataFrame:
+    """Fit before :data:`VALIDATION_START`, point-forecast every validation day (00:00 UTC)."""
+    ex = list(model.exog)
+    X = data.X[ex] if ex and data.X is not None else None
+    model.fit(data.y[data.y.index < VALIDATION_START],
+              None if X is None else X[X.index < VALIDATION_START])
+    issues = pd.date_range(VALIDATION_START, TEST_START - pd.Timedelta(days=1), freq="D")
+    return model.backcast(data.y[data.y.index < TEST_START], X, issues)
+
+
+def _run_region(data_dir: str | Path, region: str, names: Sequence[str],
+                say: Callable[[str], None]) -> tuple[list[dict[str, Any]], list[pd.DataFrame],
+                                                     dict[str, Any], float]:
+    t0 = time.perf_counter()
+    data = load_region(data_dir, region)
+    say(f"{region}: data loaded ({len(data.y)} h)")
+    cands = _variants(data, names)
+    val: dict[str, pd.DataFrame] = {}
+    for key in cands:
+        val[key] = _validate(_make(key, cands, calib_days=0), data)
+        say(f"{region}: validation {key}: MAPE "
+            f"{mape_mean(val[key]['actual'], val[key]['mean']):.2f}")
+    vmape = {k: mape_mean(v["actual"], v["mean"]) for k, v in val.items()}
+    ranked = sorted(vmape, key=lambda k: vmape[k])
+    ens = {f"ens_top{k}": ranked[:k] for k in (2, 3) if len(ranked) >= k}
+    noop_keys = [k for k in cands if k.endswith("-noop")]
+    if noop_keys:
+        r2 = [k for k in ranked if k in noop_keys]
+        ens.update({f"ens_top{k}-noop": r2[:k] for k in (2, 3) if len(r2) >= k})
+    for key, members in ens.items():
+        mean = np.mean([val[m]["mean"].to_numpy() for m in members], axis=0)
+        vmape[key] = mape_mean(val[members[0]]["actual"], mean)
+    selected = min(vmape, key=lambda k: vmape[k])
+    sel_meta: dict[str, Any] = {
+        "selected": selected,
+        "validation_mape_mean": {k: round(v, 3) for k, v in vmape.items()},
+        "ensembles": ens,
+    }
+    if noop_keys:
+        pool = noop_keys + [k for k in ens if k.endswith("-noop")]
+        sel_meta["selected_without_operator_forecast"] = min(pool, key=lambda k: vmape[k])
+    results: list[dict[str, Any]] = []
+    forecasts: list[pd.DataFrame] = []
+    # test: refit on everything before 2021-07-01, no refit during the test
+    fitted: dict[str, DayAheadModel] = {}
+    for key in list(cands) + list(ens):
+        if key in ens:  # members are the fitted candidates: their fits are reused
+            m = DayAheadEnsemble([fitted[k] for k in ens[key]], **INTERVAL_SETTINGS)
+        else:
+            m = fitted[key] = _make(key, cands)
+        m.name = key
+        fc = _replay(m, data, TEST_START, TEST_END, TEST_START, region, key)
+        forecasts.append(fc)
+        results.append({"region": region, "model": key, **_metrics(fc),
+                        "selected": key == selected, "val_mape_mean": vmape[key],
+                        "inputs": "+".join(_input_kinds(m.exog)) or "history"})
+        say(f"{region}: test {key}: MAPE {results[-1]['mape_mean']:.2f}")
+    sn = SeasonalNaive(season_hours=24)
+    sn.name = BASELINE
+    fc = _replay(sn, data, TEST_START, TEST_END, TEST_START, region, BASELINE)
+    forecasts.append(fc)
+    results.append({"region": region, "model": BASELINE, **_metrics(fc), "selected": False,
+                    "val_mape_mean": None, "inputs": "history"})
+    pub = _published(data, region)
+    forecasts.append(pub)
+    results.append({"region": region, "model": PUBLISHED, **_metrics(pub), "coverage_80": None,
+                    "coverage_95": None, "selected": False, "val_mape_mean": None,
+                    "inputs": "paper", "published_table4": DACF_PUBLISHED_MAPE[region]})
+    secs = time.perf_counter() - t0
+    say(f"{region}: done in {secs:.0f} s, selected {selected}")
+    return results, forecasts, sel_meta, secs
+
+
+def _run_region_quiet(args: tuple[str, str, list[str]]) -> tuple[Any, ...]:
+    return _run_region(args[0], args[1], args[2], lambda _m: None)
+
+
+def run_backtest(
+    data_dir: str | Path,
+    regions: Sequence[str] | None = None,
+    models: Sequence[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+    n_jobs: int | None = None,
+) -> BacktestResult:
+    """Run the DACF day-ahead backtest (see the module docstring for the protocol).
+
+    Parameters
+    ----------
+    data_dir
+        Directory with the DACF files (``$CARBONSCHED_SHARED_DATA/dacf``).
+    regions
+        Subset of :data:`REGIONS` (default all six).
+    models
+        Subset of the candidate names (:data:`CANDIDATES`; ``-noop`` variants follow their
+        base). Default all. The seasonal-naive baseline and DACF's published forecast are
+        always reported.
+    progress
+        Optional callable receiving status lines (per step with one worker, per region with
+        more).
+    n_jobs
+        Worker processes, one region each (default ``min(2, cpu count, regions)``); every
+        worker's numerical libraries run one thread.
+
+    Returns
+    -------
+    BacktestResult
+
+    Raises
+    ------
+    InputError
+        Unknown region or model name.
+    DataFormatError
+        A DACF file is missing or malformed.
+    """
+    say = progress or (lambda _msg: None)
+    regions = list(regions) if regions else list(REGIONS)
+    bad = [r for r in regions if r not in REGIONS]
+    if bad:
+        raise InputError(f"unknown region(s) {bad}; choose from {list(REGIONS)}")
+    names = list(models) if models else list(CANDIDATES)
+    bad = [m for m in names if m not in CANDIDATES]
+    if bad:
+        raise InputError(f"unknown model(s) {bad}; choose from {list(CANDIDATES)}")
+    if not Path(data_dir).is_dir():
+        raise DataFormatError(data_dir, "not a directory; give the DACF data directory, e.g. "
+                                        "../shared/data/dacf")
+    if n_jobs is None:
+        n_jobs = min(2, os.cpu_count() or 1, len(regions))
+    meta: dict[str, Any] = {
+        "protocol": "issue 00:00 UTC daily, 24 h; test 2021-07-01..2021-12-31; validation "
+                    "2021-01-01..2021-06-30 (fit before 2021-01-01); selection = lowest "
+                    "validation mean MAPE",
+        "refit_policy": "fit once on all data before 2021-07-01; no refit during the test; "
+                        "rolling, adaptive interval calibration on forecasts whose actuals are "
+                        "known before each issue time",
+        "interval_settings": INTERVAL_SETTINGS,
+        "n_jobs": n_jobs, "selection": {}, "seconds": {},
+    }
+    t_all = time.perf_counter()
+    if n_jobs > 1:
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        ctx = mp.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=n_jobs, mp_context=ctx) as pool:
+            futs = {r: pool.submit(_run_region_quiet, (str(data_dir), r, names))
+                    for r in regions}
+            outs = {}
+            for r in regions:
+                outs[r] = futs[r].result()
+                say(f"{r}: done in {outs[r][3]:.0f} s, selected {outs[r][2]['selected']}")
+    else:
+        outs = {r: _run_region(data_dir, r, names, say) for r in regions}
+    results: list[dict[str, Any]] = []
+    forecasts: list[pd.DataFrame] = []
+    for r in regions:
+        res, fcs, sel, secs = outs[r]
+        results += res
+        forecasts += fcs
+        meta["selection"][r] = sel
+        meta["seconds"][r] = round(secs, 1)
+    meta["seconds"]["total"] = round(time.perf_counter() - t_all, 1)
+    return BacktestResult(results, pd.concat(forecasts, ignore_index=True), meta)
+
+
+def _input_kinds(cols: Sequence[str]) -> list[str]:
+    kinds = []
+    if any(c.startswith("gfs_") for c in cols):
+        kinds.append("gfs")
+    if any(c.startswith("op_") for c in cols):
+        kinds.append("operator")
+    return kinds
+
+
+def _published(data: RegionData, region: str) -> pd.DataFrame:
+    ref = data.reference
+    ref = ref[(ref.index >= TEST_START) & (ref.index < TEST_END)]
+    if len(ref) != 24 * 184:
+        raise ForecastError(f"{region}: reference file has {len(ref)} test hours, expected 4416")
+    f = ref["dacf_forecast_g_per_kwh"].to_numpy(float)
+    out = pd.DataFrame({
+        "region": region, "model": PUBLISHED, "issued_at": ref.index.floor("D"), "ts": ref.index,
+        "actual": data.y.reindex(ref.index).to_numpy(), "mean": f,
+        "lo_80": np.nan, "hi_80": np.nan, "lo_95": np.nan, "hi_95": np.nan})
+    return out
+
+
+def render_table(results: Sequence[dict[str, Any]]) -> str:
+    """Markdown: a summary (selected model vs DACF per region) and one table per region.
+
+    Parameters
+    ----------
+    results
+        :attr:`BacktestResult.results` (or the ``results`` list of its JSON).
+
+    Returns
+    -------
+    str
+        Markdown text; ``*`` marks the selected model; percentages with two decimals.
+    """
+    regions = list(dict.fromkeys(r["region"] for r in results))
+    lines = ["| region | selected model | mean MAPE % | DACF mean MAPE % | beats DACF | "
+             "80% coverage % | 95% coverage % |", "|---|---|---:|---:|:---:|---:|---:|"]
+    for reg in regions:
+        rows = [r for r in results if r["region"] == reg]
+        sel = next((r for r in rows if r["selected"]), None)
+        pub = next((r for r in rows if r["model"] == PUBLISHED), None)
+        if sel is None or pub is None:
+            continue
+        beats = "yes" if sel["mape_mean"] <= pub["mape_mean"] else "no"
+        lines.append(f"| {reg} | {sel['model']} | {sel['mape_mean']:.2f} | "
+                     f"{pub['mape_mean']:.2f} | {beats} | {sel['coverage_80']:.1f} | "
+                     f"{sel['coverage_95']:.1f} |")
+    out = ["\n".join(lines)]
+
+    def fmt(v: Any, nd: int = 2) -> str:
+        return "–" if v is None or (isinstance(v, float) and not np.isfinite(v)) else f"{v:.{nd}f}"
+
+    for reg in regions:
+        rows = [r for r in results if r["region"] == reg]
+        t = [f"### {reg}", "",
+             "| model | inputs | mean MAPE % | daily median % | daily p90 % | daily p95 % | "
+             "MAE g/kWh | cov 80 % | cov 95 % | validation MAPE % |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in rows:
+            star = " *" if r["selected"] else ""
+            cov = (r["coverage_80"], r["coverage_95"]) if r["model"] != PUBLISHED else (None, None)
+            t.append(f"| {r['model']}{star} | {r.get('inputs', '')} | {fmt(r['mape_mean'])} | "
+                     f"{fmt(r['mape_daily_median'])} | {fmt(r['mape_daily_p90'])} | "
+                     f"{fmt(r['mape_daily_p95'])} | {fmt(r['mae'])} | {fmt(cov[0], 1)} | "
+                     f"{fmt(cov[1], 1)} | {fmt(r.get('val_mape_mean'))} |")
+        out.append("\n".join(t))
+    return "\n\n".join(out) + "\n"

@@ -1,0 +1,709 @@
+"""Day-ahead carbon-intensity forecasters for the DACF protocol (issue at 00:00 UTC, 24 h).
+
+Every model here is a :class:`~carbonsched.forecasts.base.Forecaster`: history is cut strictly
+before ``issued_at`` by the base class, and exogenous inputs (day-ahead GFS weather, published
+operator forecasts) are indexed by the hour they are *for*. The models share one feature
+construction, :func:`day_ahead_design`, and one interval method (split conformal by lead hour,
+optionally rolling), implemented in :class:`DayAheadModel`.
+
+Features of a forecast issued at ``T`` for hour ``t = T + lead`` (``0 <= lead < 24``), all known
+at ``T``:
+
+* ``lag_k = y[T - k h]`` for ``k = 1..24`` (the last 24 observed hours), their mean ``mean24``;
+* ``d1 = y[t - 24 h]``, ``d2 = y[t - 48 h]``, ``d7 = y[t - 168 h]`` (same hour 1, 2, 7 days
+  earlier; all strictly before ``T`` for ``lead < 24``);
+* calendar of ``t``: ``lead``, hour of day, day of week, first two annual harmonics;
+* exogenous columns at ``t``, their change since ``t - 24 h`` (``dx_<col>``), and for wind
+  speed its cube ``gfs_wind_speed_m_per_s_cubed`` [m3/s3] (wind power grows with the cube
+  of the wind speed below rated speed; Burton et al., *Wind Energy Handbook*, 2nd ed.,
+  Wiley 2011, §2.2, doi:10.1002/9781119992714).
+
+Gaps in ``y`` are filled for *features only* by the value 24 h earlier, then the last value
+(causal, never using later data); target hours that are missing are dropped from fitting.
+
+Targets: ``"level"`` (``y[t]``) or ``"ratio"`` (``log(y[t] / d1)``, a forecast of the ratio to
+the same hour yesterday, back-transformed as ``d1 * exp(pred)``).
+
+Intervals: at fit time the last ``calib_days`` days are held out, the point model is fitted on
+the rest and forecasts those days day-ahead; the relative residuals ``actual / mean - 1`` by
+lead hour (pooled over leads within ±2 h) give the 2.5/10/90/97.5 % quantiles
+(split conformal: Vovk, Gammerman & Shafer, *Algorithmic Learning in a Random World*, 2005,
+doi:10.1007/b106715), then the model is refitted on everything. With ``window_days`` set, the
+calibration set rolls: at each issue time it is the most recent ``window_days`` days of
+out-of-sample residuals available before ``issued_at`` (the days forecast since the fit, topped
+up with the latest held-out days). With ``aci_gamma`` set, the miscoverage levels themselves
+adapt day by day (adaptive conformal inference: ``alpha <- alpha + gamma (alpha* - miss)``,
+Gibbs & Candès, "Adaptive Conformal Inference Under Distribution Shift", NeurIPS 2021,
+arXiv:2106.00170), which keeps the long-run coverage at the target under distribution shift.
+Every residual used at an issue time comes from a forecast whose actual values were all
+observed before that issue time.
+
+Optional exogenous columns :func:`lagged_source_shares` (fuel-mix shares 24 h before the target
+hour) are known at issue time because horizons are limited to 24 h.
+
+Gap and error rules: a horizon above 24 h raises :class:`~carbonsched.errors.ForecastError`;
+missing exogenous columns raise it too; naive, duplicated or uncovered time axes raise
+:class:`~carbonsched.errors.TimeAxisError` in the base class.
+"""
+
+from __future__ import annotations
+
+import abc
+import warnings
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import lightgbm as lgb
+import numpy as np
+import pandas as pd
+import statsmodels.api as sm
+from carbonsched.forecasts.base import Forecaster
+
+from carbonsched.errors import ForecastError, TimeAxisError
+from carbonsched.timeaxis import ensure_hourly_utc, require_aware
+
+HOUR = pd.Timedelta(hours=1)
+DAY = pd.Timedelta(days=1)
+LEADS = 24
+_ALPHAS = np.array([0.20, 0.05])  # miscoverage of the 80 % and 95 % intervals
+
+
+def _fill_for_features(y: pd.Series) -> pd.Series:
+    """Causal gap filling for feature construction: value 24 h earlier, then last value."""
+    return y.fillna(y.shift(24)).ffill()
+
+
+def lagged_source_shares(mix: pd.DataFrame, lag_hours: int = 24) -> pd.DataFrame:
+    """Fuel-mix shares and total generation ``lag_hours`` before each hour, as exogenous columns.
+
+    ``lag24_share_<source>[t] = P_source[t - 24 h] / sum_s P_s[t - 24 h]`` and
+    ``lag24_total_mw[t] = sum_s P_s[t - 24 h]``: for a forecast issued at ``T`` for a horizon
+    of at most 24 h every value read comes from hours before ``T``, so these columns are known
+    at issue time (the models refuse horizons above 24 h). They let a CI model see *why*
+    yesterday's CI was what it was (wind or gas) next to today's weather forecast.
+
+    Parameters
+    ----------
+    mix
+        Hourly UTC fuel mix, shape ``(n, k)``. [MW]
+    lag_hours
+        Lag; must be at least the horizon. [h]
+
+    Returns
+    -------
+    DataFrame
+        Shape ``(n + lag_hours, k + 1)`` on the hours the values are *for*. [-] and [MW]
+    """
+    if lag_hours < 1:
+        raise ForecastError(f"lag_hours must be >= 1, got {lag_hours}")
+    total = mix.sum(axis=1, skipna=False)
+    out = mix.div(total.where(total > 0), axis=0).add_prefix(f"lag{lag_hours}_share_")
+    out[f"lag{lag_hours}_total_mw"] = total
+    idx = pd.date_range(mix.index[0], mix.index[-1] + lag_hours * HOUR, freq="h", name="ts")
+    out = out.reindex(idx).shift(lag_hours)
+    return out
+
+
+def day_ahead_design(
+    y: pd.Series,
+    X: pd.DataFrame | None,
+    issue_times: pd.DatetimeIndex,
+    exog: Sequence[str] = (),
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """Feature table of day-ahead forecasts issued at ``issue_times`` for leads 0..23.
+
+    Parameters
+    ----------
+    y
+        Hourly UTC history, shape ``(n,)``. Only values strictly before each issue time are
+        read for that issue's features. [g/kWh]
+    X
+        Exogenous inputs indexed by the hour they are for, shape ``(m, k)``; rows for every
+        target hour (and 24 h before it, for the ``dx_`` changes) are read.
+    issue_times
+        Issue times (tz-aware UTC, on the hour), shape ``(d,)``.
+    exog
+        Columns of ``X`` to use.
+
+    Returns
+    -------
+    features : DataFrame
+        Shape ``(d * 24, p)``, rows ordered issue by issue, lead 0..23; index ``ts`` (target
+        hours); the column ``issue`` holds each row's issue time.
+    target : ndarray
+        Shape ``(d * 24,)``: ``y`` at the target hours (NaN where unknown or after the data).
+    """
+    yf = _fill_for_features(y)
+    y0 = y.index[0]
+    n = len(y)
+    vals = yf.to_numpy(float)
+    raw = y.to_numpy(float)
+    issue_pos = ((issue_times - y0) // HOUR).to_numpy(np.int64)
+    lead = np.tile(np.arange(LEADS), len(issue_times))
+    ip = np.repeat(issue_pos, LEADS)
+    tp = ip + lead
+
+    def take(arr: np.ndarray, pos: np.ndarray) -> np.ndarray:
+        ok = (pos >= 0) & (pos < n)
+        out = np.full(pos.shape, np.nan)
+        out[ok] = arr[pos[ok]]
+        return out
+
+    feats: dict[str, np.ndarray] = {"lead": lead.astype(float)}
+    lags = np.column_stack([take(vals, ip - k) for k in range(1, 25)])
+    for k in range(1, 25):
+        feats[f"lag_{k}"] = lags[:, k - 1]
+    feats["mean24"] = lags.mean(axis=1)
+    feats["d1"] = take(vals, tp - 24)
+    feats["d2"] = take(vals, tp - 48)
+    feats["d7"] = take(vals, tp - 168)
+    ts = pd.DatetimeIndex(np.repeat(issue_times, LEADS)) + pd.to_timedelta(lead, unit="h")
+    ts.name = "ts"
+    feats["hour"] = ts.hour.to_numpy(float)
+    feats["dow"] = ts.day_of_week.to_numpy(float)
+    doy = 2 * np.pi * ts.day_of_year.to_numpy(float) / 365.25
+    for h in (1, 2):
+        feats[f"sin{h}"] = np.sin(h * doy)
+        feats[f"cos{h}"] = np.cos(h * doy)
+    if exog:
+        if X is None:
+            raise ForecastError(f"exogenous columns {list(exog)} requested but X is None")
+        miss = [c for c in exog if c not in X.columns]
+        if miss:
+            raise ForecastError(f"exogenous column(s) {miss} not in X (has {list(X.columns)})")
+        now = X[list(exog)].reindex(ts).to_numpy(float)
+        prev = X[list(exog)].reindex(ts - DAY).to_numpy(float)
+        for j, c in enumerate(exog):
+            feats[c] = now[:, j]
+            feats[f"dx_{c}"] = now[:, j] - prev[:, j]
+            if c.startswith("gfs_wind_speed"):
+                feats[f"{c}_cubed"] = now[:, j] ** 3
+                feats[f"dx_{c}_cubed"] = now[:, j] ** 3 - prev[:, j] ** 3
+    out = pd.DataFrame(feats, index=ts)
+    out["issue"] = np.repeat(issue_times, LEADS)
+    return out, take(raw, tp)
+
+
+class DayAheadModel(Forecaster):
+    """Base of the day-ahead models: shared features, target transform and conformal intervals.
+
+    Parameters
+    ----------
+    exog
+        Exogenous columns of ``X`` to use (day-ahead weather, operator forecasts). Default none.
+    target
+        ``"level"`` or ``"ratio"`` (log ratio to the same hour yesterday).
+    calib_days
+        Days held out at the end of the fitted history to calibrate the intervals [d]; ``0``
+        skips the calibration (point forecasts via :meth:`backcast` only).
+    window_days
+        Rolling calibration window [d]; ``None`` keeps the fit-time calibration (static).
+    aci_gamma
+        Step of adaptive conformal inference per day [-]; ``None`` keeps the nominal levels.
+    issue_hour
+        Hour of day (UTC) of the issue times used for fitting. [h]
+    """
+
+    requires_exog: ClassVar[bool] = False
+    max_horizon_hours: ClassVar[int] = LEADS
+
+    def __init__(self, exog: Sequence[str] = (), target: str = "level", calib_days: int = 90,
+                 window_days: int | None = None, aci_gamma: float | None = None,
+                 issue_hour: int = 0, **params: Any) -> None:
+        if target not in ("level", "ratio"):
+            raise ForecastError(f"{self.name}: target must be 'level' or 'ratio', got {target!r}")
+        super().__init__(exog=tuple(exog), target=target, calib_days=calib_days,
+                         window_days=window_days, aci_gamma=aci_gamma, issue_hour=issue_hour,
+                         **params)
+        self.exog = tuple(exog)
+        self.target = target
+        self.calib_days = int(calib_days)
+        self.window_days = window_days
+        self.aci_gamma = aci_gamma
+        self.issue_hour = int(issue_hour)
+        self._calib: pd.DataFrame | None = None
+        self._fit_end: pd.Timestamp | None = None
+        self._X_full: pd.DataFrame | None = None
+
+    # --- point model, implemented by subclasses -------------------------------------------------
+    @abc.abstractmethod
+    def _fit_point(self, feats: pd.DataFrame, z: np.ndarray) -> Any:
+        """Fit the point model on features ``(r, p)`` and transformed target ``(r,)``."""
+
+    @abc.abstractmethod
+    def _predict_point(self, state: Any, feats: pd.DataFrame) -> np.ndarray:
+        """Transformed-target prediction ``(r,)`` for features ``(r, p)``."""
+
+    # --- helpers ----------------------------------------------------------------------------------
+    def _issues(self, start: pd.Timestamp, end: pd.Timestamp) -> pd.DatetimeIndex:
+        """Issue times at ``issue_hour`` with the whole day inside ``[start, end)``."""
+        first = start.floor("D") + pd.Timedelta(hours=self.issue_hour)
+        if first < start:
+            first += DAY
+        days = pd.date_range(first, end - DAY, freq="D")
+        return days
+
+    def _z(self, feats: pd.DataFrame, y_t: np.ndarray) -> np.ndarray:
+        if self.target == "level":
+            return y_t
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log(y_t / feats["d1"].to_numpy(float))
+
+    def _back(self, feats: pd.DataFrame, z: np.ndarray) -> np.ndarray:
+        if self.target == "level":
+            return z
+        return feats["d1"].to_numpy(float) * np.exp(z)
+
+    def _train(self, y: pd.Series, X: pd.DataFrame | None, end: pd.Timestamp) -> Any:
+        """Fitted point-model state on data before ``end``, memoised by a hash of the inputs.
+
+        The memo lets an ensemble reuse members that were already fitted on the same data.
+        """
+        yv = y[y.index < end]
+        parts = [str(end).encode(), yv.index[0].isoformat().encode(), yv.to_numpy(float).tobytes()]
+        if self.exog and X is not None:
+            miss = [c for c in self.exog if c not in X.columns]
+            if miss:
+                raise ForecastError(f"exogenous column(s) {miss} not in X (has {list(X.columns)})")
+            xv = X[list(self.exog)]
+            parts.append(xv[xv.index < end].to_numpy(float).tobytes())
+        key = hash(b"|".join(parts))
+        memo = self.__dict__.setdefault("_train_memo", {})
+        if key not in memo:
+            while len(memo) >= 2:  # keep the calibration fit and the full fit
+                memo.pop(next(iter(memo)))
+            memo[key] = self._train_uncached(y, X, end)
+        return memo[key]
+
+    def _train_uncached(self, y: pd.Series, X: pd.DataFrame | None, end: pd.Timestamp) -> Any:
+        issues = self._issues(y.index[0] + 7 * DAY, end)
+        if len(issues) < 14:
+            raise ForecastError(f"{self.name}: need at least 3 weeks of history to fit, "
+                                f"got {len(issues) + 7} days")
+        feats, y_t = day_ahead_design(y[y.index < end], X, issues, self.exog)
+        z = self._z(feats, y_t)
+        ok = np.isfinite(z)
+        if self.exog:
+            ok &= np.isfinite(feats[list(self.exog)].to_numpy(float)).all(axis=1)
+        if ok.sum() < 14 * LEADS:
+            raise ForecastError(f"{self.name}: fewer than 14 complete days (target and "
+                                f"exogenous inputs) to fit on")
+        return self._fit_point(feats[ok].drop(columns="issue"), z[ok])
+
+    def _forecast(self, state: Any, y: pd.Series, X: pd.DataFrame | None,
+                  issues: pd.DatetimeIndex,
+                  design: tuple[pd.DataFrame, np.ndarray] | None = None,
+                  ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+        feats, y_t = design if design is not None else day_ahead_design(y, X, issues, self.exog)
+        z = self._predict_point(state, feats.drop(columns="issue"))
+        mean = self._back(feats, z)
+        bad = ~np.isfinite(mean)
+        if self.target == "ratio":
+            bad |= ~(feats["d1"].to_numpy(float) > 0)
+        if bad.any():  # d1 missing or 0 for a ratio model: fall back to yesterday's mean level
+            mean[bad] = feats["mean24"].to_numpy(float)[bad]
+        return feats, mean, y_t
+
+    @staticmethod
+    def _residual_frame(feats: pd.DataFrame, mean: np.ndarray, y_t: np.ndarray) -> pd.DataFrame:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel = np.where(mean > 0, y_t / mean - 1.0, np.nan)
+        return pd.DataFrame({"issue": feats["issue"].to_numpy(), "lead": feats["lead"].to_numpy(),
+                             "rel": rel}).dropna()
+
+    @staticmethod
+    def _quantiles(res: pd.DataFrame, alphas: np.ndarray = _ALPHAS) -> np.ndarray:
+        """Relative-residual quantiles by lead, shape ``(24, 4)`` (lo_95, lo_80, hi_80, hi_95).
+
+        ``alphas`` are the miscoverage levels of the 80 % and 95 % intervals (0.20, 0.05 unless
+        adapted); residuals of leads within ±2 h are pooled.
+        """
+        a80, a95 = float(alphas[0]), float(alphas[1])
+        levels = [a95 / 2, a80 / 2, 1 - a80 / 2, 1 - a95 / 2]
+        out = np.empty((LEADS, 4))
+        lead = res["lead"].to_numpy(int)
+        rel = res["rel"].to_numpy(float)
+        for h in range(LEADS):
+            r = rel[np.abs(lead - h) <= 2]
+            if len(r) < 20:
+                r = rel
+            out[h] = np.quantile(r, levels)
+        return out
+
+    def _window(self, past: list[tuple[pd.Timestamp, int, pd.DataFrame]],
+                t: pd.Timestamp) -> pd.DataFrame:
+        """Calibration residuals for an issue at ``t``.
+
+        The last ``window_days`` days of out-of-sample residuals before ``t``: days forecast
+        since the fit, topped up with the latest days of the fit-time holdout.
+        """
+        assert self._calib is not None
+        if not self.window_days:
+            return self._calib
+        start = t - self.window_days * DAY
+        frames = [fr for d, _, fr in past if start <= d < t]
+        n_more = self.window_days - len(frames)
+        if n_more > 0:
+            hold = self._calib
+            days = hold["issue"].drop_duplicates().sort_values().iloc[-n_more:]
+            frames.insert(0, hold[hold["issue"].isin(days)])
+        return pd.concat(frames)
+
+    def _past_residuals(self, y: pd.Series, X: pd.DataFrame | None, issues: pd.DatetimeIndex
+                        ) -> list[tuple[pd.Timestamp, int, pd.DataFrame]]:
+        """Residuals of the day-ahead forecasts the fitted model makes for past ``issues``.
+
+        Forecasts are cached by issue time with a fingerprint (hash) of every input they read
+        (``y`` from 169 h before the issue to its end, ``X`` from 24 h before), so a replay
+        computes each past day once and changed inputs are recomputed.
+        """
+        cache = self.__dict__.setdefault("_res_cache", {})
+        yv = y.to_numpy(float)
+        y0 = y.index[0]
+        xv, x0 = None, None
+        if self.exog and X is not None:
+            xv, x0 = X[list(self.exog)].to_numpy(float), X.index[0]
+        todo, fps = [], {}
+        for t in issues:
+            p = int((t - y0) // HOUR)
+            parts = [yv[max(p - 169, 0): p + 24].tobytes()]
+            if xv is not None:
+                q = int((t - x0) // HOUR)
+                parts.append(xv[max(q - 24, 0): q + 24].tobytes())
+            fp = hash(b"".join(parts))
+            hit = cache.get(t)
+            fps[t] = fp
+            if hit is None or hit[0] != fp:
+                todo.append(t)
+        if todo:
+            feats, mean, y_t = self._forecast(self._state, y, X, pd.DatetimeIndex(todo))
+            res = self._residual_frame(feats, mean, y_t)
+            for t, grp in res.groupby("issue"):
+                cache[t] = (fps[t], grp)
+            for t in todo:
+                if t not in cache or cache[t][0] != fps[t]:
+                    cache[t] = (fps[t], res.iloc[:0])
+        return [(t, cache[t][0], cache[t][1]) for t in issues]
+
+    def _aci_alphas(self, past: list[tuple[pd.Timestamp, int, pd.DataFrame]]) -> np.ndarray:
+        """Adaptive conformal levels after the days in ``past`` (Gibbs & Candès 2021, Eq. 2).
+
+        Day by day since the fit: ``alpha <- alpha + gamma * (target - miss)`` with ``miss``
+        the share of that day's hours outside the interval it was given (computed from
+        calibration residuals available before that day), separately for the 80 % and 95 %
+        intervals; clipped to [0.02, 0.6] and [0.005, 0.3]. Memoised per day and input.
+        """
+        cache = self.__dict__.setdefault("_aci_cache", {})
+        alphas = _ALPHAS.copy()
+        w = self.window_days or 0
+        for i, (t, _fp, fr) in enumerate(past):
+            key = (t, tuple(np.round(alphas, 12)),
+                   hash(tuple(p[1] for p in past[max(0, i - w): i + 1])))
+            hit = cache.get(key)
+            if hit is None:
+                q = self._quantiles(self._window(past[:i], t), alphas)
+                lead = fr["lead"].to_numpy(int)
+                rel = fr["rel"].to_numpy(float)
+                if len(rel):
+                    miss80 = np.mean((rel < q[lead, 1]) | (rel > q[lead, 2]))
+                    miss95 = np.mean((rel < q[lead, 0]) | (rel > q[lead, 3]))
+                    step = np.array([_ALPHAS[0] - miss80, _ALPHAS[1] - miss95])
+                    hit = np.clip(alphas + self.aci_gamma * step, [0.02, 0.005], [0.6, 0.3])
+                else:
+                    hit = alphas
+                cache[key] = hit
+            alphas = hit
+        return alphas
+
+    def backcast(self, y: pd.Series, X: pd.DataFrame | None,
+                 issues: pd.DatetimeIndex) -> pd.DataFrame:
+        """Point forecasts of the fitted model for many issue times at once (no intervals).
+
+        Each issue's features read only ``y`` strictly before that issue time (lags, causal
+        gap filling) and ``X`` at the target hours and 24 h before them, so the means equal
+        those of :meth:`predict` issued day by day (tested); used for validation-based model
+        selection, where only the point forecast matters.
+
+        Returns
+        -------
+        DataFrame
+            Columns ``issued_at, ts, actual, mean``; ``len(issues) * 24`` rows.
+        """
+        if not self._fitted:
+            raise ForecastError(f"{self.name}: call fit() before backcast()")
+        y = ensure_hourly_utc(y, name=f"{self.name}: y")
+        feats, mean, y_t = self._forecast(self._state, y, X, issues)
+        return pd.DataFrame({"issued_at": feats["issue"].to_numpy(), "ts": feats.index,
+                             "actual": y_t, "mean": mean})
+
+    # --- contract ---------------------------------------------------------------------------------
+    def _fit(self, y: pd.Series, X: pd.DataFrame | None) -> None:
+        end = y.index[-1] + HOUR
+        calib = pd.DataFrame(columns=["issue", "lead", "rel"])
+        if self.calib_days > 0:
+            cut = end - self.calib_days * DAY
+            state = self._train(y, X, cut)
+            issues = self._issues(cut, end)
+            if len(issues):
+                feats, mean, y_t = self._forecast(state, y, X, issues)
+                calib = self._residual_frame(feats, mean, y_t)
+        if self.calib_days > 0 and len(calib) < LEADS:
+            raise ForecastError(f"{self.name}: no held-out residuals to calibrate the intervals "
+                                f"on; fit on a longer history or raise calib_days")
+        self._state = self._train(y, X, end)
+        self.__dict__["_res_cache"] = {}
+        self.__dict__["_aci_cache"] = {}
+        self._calib = calib if self.calib_days > 0 else None
+        self._fit_end = end
+
+    def predict(self, issued_at: pd.Timestamp | str, horizon_hours: int = 24,
+                y: pd.Series | None = None, X: pd.DataFrame | None = None) -> pd.DataFrame:
+        """Forecast ``horizon_hours`` (at most 24) hours from ``issued_at``; see the base class.
+
+        ``X`` may also hold hours before ``issued_at`` (past day-ahead forecasts): the rolling
+        calibration re-forecasts past days with them. Nothing at or after ``issued_at`` in
+        ``y`` is read.
+
+        Raises
+        ------
+        ForecastError
+            ``horizon_hours`` above 24 (these are day-ahead models).
+        """
+        if horizon_hours > self.max_horizon_hours:
+            raise ForecastError(f"{self.name}: day-ahead model forecasts at most {LEADS} h, "
+                                f"asked for {horizon_hours}")
+        t0 = require_aware(issued_at, "issued_at")
+        if X is not None:
+            Xc = ensure_hourly_utc(X, name=f"{self.name}: X")
+            self._X_full = Xc[Xc.index < t0 + horizon_hours * HOUR]
+        else:
+            self._X_full = self._X
+        try:
+            return super().predict(issued_at, horizon_hours, y, X)
+        finally:
+            self._X_full = None
+
+    def _predict(self, history: pd.Series, horizon: pd.DatetimeIndex,
+                 X: pd.DataFrame | None) -> pd.DataFrame:
+        issue = horizon[0]
+        Xall = self._X_full if self._X_full is not None else X
+        y = history.reindex(pd.date_range(history.index[0], issue - HOUR, freq="h"))
+        feats, mean, _ = self._forecast(self._state, y, Xall, pd.DatetimeIndex([issue]))
+        mean = mean[: len(horizon)]
+        if self._calib is None:
+            raise ForecastError(f"{self.name}: fitted with calib_days=0, which gives point "
+                                "forecasts only (backcast); refit with calib_days > 0")
+        assert self._fit_end is not None
+        past: list[tuple[pd.Timestamp, int, pd.DataFrame]] = []
+        if self.window_days or self.aci_gamma:
+            days = self._issues(self._fit_end, issue)
+            if self.window_days and not self.aci_gamma:
+                days = days[days >= issue - self.window_days * DAY]
+            past = self._past_residuals(y, Xall, days) if len(days) else []
+        alphas = self._aci_alphas(past) if self.aci_gamma else _ALPHAS
+        q = self._quantiles(self._window(past, issue), alphas)[: len(horizon)]
+        out = pd.DataFrame({"mean": mean}, index=horizon)
+        for j, col in enumerate(("lo_95", "lo_80", "hi_80", "hi_95")):
+            out[col] = mean * (1.0 + q[:, j])
+        return out
+
+
+class HourlyOLS(DayAheadModel):
+    """One statsmodels OLS regression per lead hour (24 models).
+
+    Regressors: constant, ``d1``, ``d2``, ``d7``, ``lag_1``, ``mean24``, day-of-week dummies,
+    two annual harmonics, and the exogenous columns with their 24 h changes (wind speed also
+    cubed). Ordinary least squares, ``statsmodels.regression.linear_model.OLS``.
+
+    Parameters
+    ----------
+    ridge
+        L2 penalty on standardised regressors (``0`` = plain OLS, via ``fit``; otherwise
+        ``fit_regularized(L1_wt=0)``). [-]
+    **kw
+        See :class:`DayAheadModel`.
+    """
+
+    name = "ols_hourly"
+    _BASE = ("d1", "d2", "d7", "lag_1", "mean24", "sin1", "cos1", "sin2", "cos2")
+
+    def __init__(self, ridge: float = 0.0, **kw: Any) -> None:
+        super().__init__(ridge=ridge, **kw)
+        self.ridge = float(ridge)
+
+    @classmethod
+    def get_test_params(cls) -> list[dict[str, Any]]:
+        """Plain and ratio-target OLS with short calibration."""
+        return [{"calib_days": 14}, {"calib_days": 14, "target": "ratio", "window_days": 14}]
+
+    def _design(self, feats: pd.DataFrame) -> np.ndarray:
+        cols = list(self._BASE)
+        for e in self.exog:  # fixed order: the design may carry other models' columns too
+            cols += [c for c in (e, f"dx_{e}", f"{e}_cubed", f"dx_{e}_cubed") if c in feats]
+        base = feats[cols].to_numpy(float)
+        dow = feats["dow"].to_numpy(int)
+        dummies = np.column_stack([(dow == k).astype(float) for k in range(1, 7)])
+        return np.column_stack([np.ones(len(feats)), base, dummies])
+
+    def _fit_point(self, feats: pd.DataFrame, z: np.ndarray) -> Any:
+        A = self._design(feats)
+        lead = feats["lead"].to_numpy(int)
+        state = {}
+        for h in range(LEADS):
+            m = (lead == h) & np.isfinite(A).all(axis=1)
+            a, b = A[m], z[m]
+            mu = a.mean(axis=0)
+            sd = a.std(axis=0)
+            const = sd < 1e-12
+            sd[const] = 1.0
+            mu[0], sd[0] = 0.0, 1.0
+            an = (a - mu) / sd
+            keep = ~const
+            keep[0] = True  # constant regressors (e.g. night-time irradiance) are dropped
+            with warnings.catch_warnings():  # collinear regressors: pinv gives the min-norm fit
+                warnings.simplefilter("ignore")
+                if self.ridge > 0:
+                    res = sm.OLS(b, an[:, keep]).fit_regularized(alpha=self.ridge, L1_wt=0.0)
+                else:
+                    res = sm.OLS(b, an[:, keep]).fit()
+            beta = np.zeros(a.shape[1])
+            beta[keep] = np.asarray(res.params, float)
+            state[h] = (beta, mu, sd)
+        return state
+
+    def _predict_point(self, state: Any, feats: pd.DataFrame) -> np.ndarray:
+        A = self._design(feats)
+        A = np.where(np.isfinite(A), A, 0.0)
+        lead = feats["lead"].to_numpy(int)
+        out = np.empty(len(feats))
+        for h in np.unique(lead):
+            beta, mu, sd = state[int(h)]
+            m = lead == h
+            out[m] = ((A[m] - mu) / sd) @ beta
+        return out
+
+
+class LightGBMDayAhead(DayAheadModel):
+    """One LightGBM gradient-boosted tree model over all leads (lead is a feature).
+
+    LightGBM (Ke et al., NeurIPS 2017) with ``n_jobs=1`` and a fixed seed; features as in
+    :func:`day_ahead_design`.
+
+    Parameters
+    ----------
+    n_estimators, learning_rate, num_leaves, min_child_samples, subsample, colsample_bytree
+        LightGBM hyper-parameters (see the LightGBM docs).
+    **kw
+        See :class:`DayAheadModel`.
+    """
+
+    name = "lgbm"
+
+    def __init__(self, n_estimators: int = 400, learning_rate: float = 0.03,
+                 num_leaves: int = 31, min_child_samples: int = 20, subsample: float = 0.8,
+                 colsample_bytree: float = 0.8, **kw: Any) -> None:
+        super().__init__(n_estimators=n_estimators, learning_rate=learning_rate,
+                         num_leaves=num_leaves, min_child_samples=min_child_samples,
+                         subsample=subsample, colsample_bytree=colsample_bytree, **kw)
+        self.lgb_params = dict(n_estimators=n_estimators, learning_rate=learning_rate,
+                               num_leaves=num_leaves, min_child_samples=min_child_samples,
+                               subsample=subsample, subsample_freq=1,
+                               colsample_bytree=colsample_bytree, n_jobs=1, random_state=0,
+                               verbose=-1)
+
+    @classmethod
+    def get_test_params(cls) -> list[dict[str, Any]]:
+        """A small, fast model."""
+        return [{"n_estimators": 20, "calib_days": 14}]
+
+    def _fit_point(self, feats: pd.DataFrame, z: np.ndarray) -> Any:
+        model = lgb.LGBMRegressor(**self.lgb_params)
+        cols = list(feats.columns)
+        model.fit(feats.to_numpy(float), z)
+        return model, cols
+
+    def _predict_point(self, state: Any, feats: pd.DataFrame) -> np.ndarray:
+        model, cols = state
+        return np.asarray(model.predict(feats[cols].to_numpy(float)), float)
+
+
+class DayAheadEnsemble(DayAheadModel):
+    """Average of the member models' point forecasts, with its own conformal intervals.
+
+    Parameters
+    ----------
+    members
+        Day-ahead models (unfitted) whose back-transformed means are averaged with equal
+        weights. Their own interval settings are ignored.
+    **kw
+        See :class:`DayAheadModel` (``target`` is not used: members keep theirs).
+    """
+
+    name = "ensemble"
+
+    def __init__(self, members: Sequence[DayAheadModel], **kw: Any) -> None:
+        if not members:
+            raise ForecastError("DayAheadEnsemble: give at least one member")
+        exog = tuple(dict.fromkeys(e for m in members for e in m.exog))
+        kw.setdefault("exog", exog)
+        super().__init__(members=[m.name for m in members], **kw)
+        self.members = list(members)
+
+    @classmethod
+    def get_test_params(cls) -> list[dict[str, Any]]:
+        """Two small members."""
+        return [{"members": [HourlyOLS(calib_days=14),
+                             LightGBMDayAhead(n_estimators=20, calib_days=14)],
+                 "calib_days": 14}]
+
+    def _fit_point(self, feats: pd.DataFrame, z: np.ndarray) -> Any:  # pragma: no cover
+        raise NotImplementedError
+
+    def _predict_point(self, state: Any, feats: pd.DataFrame) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+    def _train(self, y: pd.Series, X: pd.DataFrame | None, end: pd.Timestamp) -> Any:
+        return [m._train(y, X, end) for m in self.members]
+
+    def _forecast(self, state: Any, y: pd.Series, X: pd.DataFrame | None,
+                  issues: pd.DatetimeIndex,
+                  design: tuple[pd.DataFrame, np.ndarray] | None = None,
+                  ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+        design = design if design is not None else day_ahead_design(y, X, issues, self.exog)
+        means = [m._forecast(s, y, X, issues, design)[1]
+                 for m, s in zip(self.members, state, strict=True)]
+        return design[0], np.mean(means, axis=0), design[1]
+
+
+class DacfSeasonalNaive(DayAheadModel):
+    """Yesterday's same hour (``mean[t] = y[t - 24 h]``), with the same conformal intervals.
+
+    The project's :class:`carbonsched.forecasts.baselines.SeasonalNaive` is the baseline
+    reported in the backtest; this variant exists to compare interval methods on equal terms.
+    """
+
+    name = "seasonal_naive_conformal"
+
+    @classmethod
+    def get_test_params(cls) -> list[dict[str, Any]]:
+        """Short calibration."""
+        return [{"calib_days": 14}]
+
+    def _fit_point(self, feats: pd.DataFrame, z: np.ndarray) -> Any:
+        return None
+
+    def _predict_point(self, state: Any, feats: pd.DataFrame) -> np.ndarray:
+        d1 = feats["d1"].to_numpy(float)
+        return d1 if self.target == "level" else np.zeros(len(d1))
+
+
+__all__ = [
+    "DacfSeasonalNaive",
+    "DayAheadEnsemble",
+    "DayAheadModel",
+    "HourlyOLS",
+    "LightGBMDayAhead",
+    "TimeAxisError",
+    "day_ahead_design",
+    "lagged_source_shares",
+]

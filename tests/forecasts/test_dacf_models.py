@@ -1,0 +1,269 @@
+"""DACF day-ahead models: issue-time rule, exogenous alignment, time axis, features, intervals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from carbonsched.forecasts.base import COLUMNS
+from carbonsched.forecasts.dacf_models import (
+    DacfSeasonalNaive,
+    DayAheadEnsemble,
+    HourlyOLS,
+    LightGBMDayAhead,
+    day_ahead_design,
+    lagged_source_shares,
+)
+
+from carbonsched.errors import ForecastError, TimeAxisError
+
+DAYS = 70
+ISSUE = pd.Timestamp("2021-03-01 00:00", tz="UTC")
+
+
+def synthetic(days: int = DAYS, seed: int = 0) -> tuple[pd.Series, pd.DataFrame]:
+    """CI that falls with a known 'wind forecast' plus a daily profile and noise."""
+    rng = np.random.default_rng(seed)
+    idx = pd.date_range(ISSUE - pd.Timedelta(days=days - 5), periods=days * 24, freq="h",
+                        tz="UTC", name="ts")
+    h = idx.hour.to_numpy()
+    wind = 5 + 3 * np.sin(np.arange(len(idx)) / 17.0) + rng.normal(0, 0.5, len(idx))
+    y = 400 + 60 * np.sin(2 * np.pi * h / 24) - 15 * wind + rng.normal(0, 5, len(idx))
+    X = pd.DataFrame({"gfs_wind_speed_m_per_s": wind}, index=idx)
+    return pd.Series(y, index=idx, name="ci"), X
+
+
+def fitted(cls, **kw):
+    y, X = synthetic()
+    m = cls(exog=("gfs_wind_speed_m_per_s",), calib_days=14, window_days=14, aci_gamma=0.05,
+            **kw)
+    m.fit(y[y.index < ISSUE], X[X.index < ISSUE])
+    return m, y, X
+
+
+MODELS = [(HourlyOLS, {}), (HourlyOLS, {"target": "ratio"}),
+          (LightGBMDayAhead, {"n_estimators": 30})]
+
+
+@pytest.mark.parametrize(("cls", "kw"), MODELS)
+def test_future_spike_cannot_reach_the_forecast(cls, kw):
+    m, y, X = fitted(cls, **kw)
+    day = ISSUE + pd.Timedelta(days=2)
+    base = m.predict(day, 24, y=y, X=X)
+    spiked = y.copy()
+    spiked[spiked.index >= day] = 1e6  # the future, including the issue hour itself
+    Xs = X.copy()
+    Xs[Xs.index >= day + pd.Timedelta(hours=24)] = 1e3  # exog after the horizon
+    again = m.predict(day, 24, y=spiked, X=Xs)
+    pd.testing.assert_frame_equal(base, again)
+    # ... while the past does matter: the same spike one hour earlier changes the forecast
+    spiked.loc[day - pd.Timedelta(hours=1)] = 1e6
+    assert not np.allclose(m.predict(day, 24, y=spiked, X=Xs)["mean"], base["mean"])
+
+
+def test_exog_inside_horizon_is_read_at_its_own_hour():
+    m, y, X = fitted(HourlyOLS)
+    day = ISSUE + pd.Timedelta(days=1)
+    base = m.predict(day, 24, y=y, X=X)
+    X2 = X.copy()
+    t = day + pd.Timedelta(hours=7)
+    X2.loc[t, "gfs_wind_speed_m_per_s"] += 5.0
+    out = m.predict(day, 24, y=y, X=X2)
+    changed = ~np.isclose(out["mean"], base["mean"])
+    assert list(out.index[changed]) == [t]  # lead 7 only (its dx feature tomorrow is past h 23)
+    assert out.loc[t, "mean"] < base.loc[t, "mean"]  # more wind, lower CI
+
+
+def test_exog_not_covering_horizon_is_caught():
+    m, y, X = fitted(HourlyOLS)
+    day = ISSUE + pd.Timedelta(days=1)
+    short = X[X.index < day + pd.Timedelta(hours=23)]
+    with pytest.raises(TimeAxisError, match=r"does not cover the horizon: 1 hour\(s\) missing, "
+                                            r"first 2021-03-02T23:00:00\+00:00"):
+        m.predict(day, 24, y=y, X=short)
+
+
+def test_exog_shifted_by_one_hour_is_caught():
+    """A weather file read one hour late no longer covers the fitted hours."""
+    y, X = synthetic()
+    late = X.copy()
+    late.index = late.index + pd.Timedelta(hours=1)
+    m = HourlyOLS(exog=("gfs_wind_speed_m_per_s",), calib_days=14)
+    with pytest.raises(TimeAxisError, match=r"exogenous X \(fit\) does not cover.*first "
+                                            r"2020-12-26T00:00:00\+00:00"):
+        m.fit(y[y.index < ISSUE], late[late.index < ISSUE + pd.Timedelta(hours=1)])
+    # and a half-hour shift is refused outright
+    half = X.copy()
+    half.index = half.index + pd.Timedelta(minutes=30)
+    with pytest.raises(TimeAxisError, match="not on the hour"):
+        m.fit(y[y.index < ISSUE], half)
+
+
+def test_missing_exog_column_and_long_horizon():
+    m, y, X = fitted(HourlyOLS)
+    with pytest.raises(ForecastError, match="at most 24 h"):
+        m.predict(ISSUE, 48, y=y, X=X)
+    bad = HourlyOLS(exog=("nope",), calib_days=14)
+    with pytest.raises(ForecastError, match=r"column\(s\) \['nope'\] not in X"):
+        bad.fit(y[y.index < ISSUE], X[X.index < ISSUE])
+
+
+def test_duplicated_hour_refused_gap_tolerated():
+    m, y, X = fitted(HourlyOLS)
+    dup = pd.concat([y.iloc[:100], y.iloc[99:100], y.iloc[100:]])
+    with pytest.raises(TimeAxisError, match=r"1 duplicated timestamp\(s\), first"):
+        m.predict(ISSUE, 24, y=dup, X=X)
+    gappy = y.drop(y.index[(y.index >= ISSUE - pd.Timedelta(hours=5)) & (y.index < ISSUE)])
+    out = m.predict(ISSUE, 24, y=gappy, X=X)
+    assert np.isfinite(out.to_numpy()).all()  # features fill the gap from 24 h earlier
+    naive = y.copy()
+    naive.index = naive.index.tz_localize(None)
+    with pytest.raises(TimeAxisError, match="naive"):
+        m.predict(ISSUE, 24, y=naive, X=X)
+
+
+def test_design_features_hand_checked():
+    idx = pd.date_range("2021-01-01", periods=24 * 9, freq="h", tz="UTC")
+    y = pd.Series(np.arange(len(idx), dtype=float), index=idx)
+    X = pd.DataFrame({"gfs_wind_speed_m_per_s": np.arange(len(idx), dtype=float) / 10},
+                     index=idx)
+    T = pd.Timestamp("2021-01-09 00:00", tz="UTC")  # position 192
+    f, target = day_ahead_design(y[y.index < T], X, pd.DatetimeIndex([T]),
+                                 ("gfs_wind_speed_m_per_s",))
+    r = f.iloc[5]  # t = T + 5 h, position 197
+    assert r["lag_1"] == 191 and r["lag_24"] == 168 and r["mean24"] == pytest.approx(179.5)
+    assert r["d1"] == 197 - 24 and r["d2"] == 197 - 48 and r["d7"] == 197 - 168
+    assert r["gfs_wind_speed_m_per_s"] == pytest.approx(19.7)
+    assert r["dx_gfs_wind_speed_m_per_s"] == pytest.approx(2.4)
+    assert r["gfs_wind_speed_m_per_s_cubed"] == pytest.approx(19.7 ** 3)
+    assert r["lead"] == 5 and r["hour"] == 5 and r["dow"] == T.day_of_week
+    assert np.isnan(target).all()  # history was cut at T: targets unknown
+
+
+@pytest.mark.parametrize(("cls", "kw"), MODELS)
+def test_output_contract_and_interval_order(cls, kw):
+    m, y, X = fitted(cls, **kw)
+    out = m.predict(ISSUE + pd.Timedelta(days=1), 24, y=y, X=X)
+    assert list(out.columns) == list(COLUMNS) and len(out) == 24
+    assert str(out.index.tz) == "UTC"
+    v = out[["lo_95", "lo_80", "mean", "hi_80", "hi_95"]].to_numpy()
+    assert (np.diff(v, axis=1) >= 0).all()
+    assert (out["hi_80"] > out["lo_80"]).all()
+
+
+def test_model_learns_exog_effect():
+    """OLS recovers the planted -15 g/kWh per m/s within a few percent of the level."""
+    m, y, X = fitted(HourlyOLS)
+    errs = []
+    for k in range(3):
+        day = ISSUE + pd.Timedelta(days=k)
+        out = m.predict(day, 24, y=y, X=X)
+        errs.append(np.abs(out["mean"] - y.reindex(out.index)) / y.reindex(out.index))
+    assert float(np.mean(errs)) < 0.03
+
+
+def test_ensemble_mean_is_member_average():
+    y, X = synthetic()
+    a = HourlyOLS(exog=("gfs_wind_speed_m_per_s",), calib_days=14)
+    b = LightGBMDayAhead(exog=("gfs_wind_speed_m_per_s",), n_estimators=30, calib_days=14)
+    e = DayAheadEnsemble([HourlyOLS(exog=("gfs_wind_speed_m_per_s",), calib_days=14),
+                          LightGBMDayAhead(exog=("gfs_wind_speed_m_per_s",), n_estimators=30,
+                                           calib_days=14)], calib_days=14)
+    for m in (a, b, e):
+        m.fit(y[y.index < ISSUE], X[X.index < ISSUE])
+    ma = a.predict(ISSUE, 24, y=y, X=X)["mean"]
+    mb = b.predict(ISSUE, 24, y=y, X=X)["mean"]
+    me = e.predict(ISSUE, 24, y=y, X=X)["mean"]
+    np.testing.assert_allclose(me, (ma + mb) / 2, rtol=1e-10)
+
+
+def test_conformal_intervals_cover_about_80_percent():
+    y, X = synthetic(days=150, seed=3)
+    issue0 = ISSUE - pd.Timedelta(days=40)
+    m = HourlyOLS(exog=("gfs_wind_speed_m_per_s",), calib_days=30, window_days=30,
+                  aci_gamma=0.05)
+    m.fit(y[y.index < issue0], X[X.index < issue0])
+    inside = []
+    for k in range(40):
+        out = m.predict(issue0 + pd.Timedelta(days=k), 24, y=y, X=X)
+        a = y.reindex(out.index)
+        inside.append(((out["lo_80"] <= a) & (a <= out["hi_80"])).mean())
+    assert 0.70 <= float(np.mean(inside)) <= 0.90
+
+
+def test_aci_widens_after_misses():
+    m, y, X = fitted(HourlyOLS)
+    miss = pd.DataFrame({"issue": ISSUE, "lead": np.arange(24), "rel": 10.0})
+    past = [(ISSUE + pd.Timedelta(days=k), k, miss.assign(issue=ISSUE + pd.Timedelta(days=k)))
+            for k in range(3)]
+    one = m._aci_alphas(past[:1])
+    # every hour missed: alpha <- alpha + 0.05 * (target - 1), 95 % clipped at 0.005
+    assert one[0] == pytest.approx(0.2 - 0.05 * 0.8)
+    assert one[1] == pytest.approx(0.005)
+    three = m._aci_alphas(past)
+    assert three[0] < one[0]  # still missing (the window now holds some misses): wider again
+
+
+@pytest.mark.parametrize("cls", [HourlyOLS, LightGBMDayAhead, DacfSeasonalNaive,
+                                 DayAheadEnsemble])
+def test_get_test_params_fit_and_predict(cls):
+    y, _ = synthetic()
+    for params in cls.get_test_params():
+        m = cls(**params)
+        m.fit(y[y.index < ISSUE])
+        out = m.predict(ISSUE, 24, y=y)
+        assert np.isfinite(out.to_numpy()).all()
+
+
+def test_seasonal_naive_conformal_is_yesterday():
+    y, _ = synthetic()
+    m = DacfSeasonalNaive(calib_days=14).fit(y[y.index < ISSUE])
+    out = m.predict(ISSUE, 24, y=y)
+    np.testing.assert_allclose(out["mean"], y.reindex(out.index - pd.Timedelta(hours=24)))
+
+
+@pytest.mark.parametrize(("cls", "kw"), MODELS)
+def test_backcast_equals_day_by_day_predict(cls, kw):
+    m, y, X = fitted(cls, **kw)
+    issues = pd.date_range(ISSUE, periods=3, freq="D")
+    bc = m.backcast(y, X, issues)
+    for k, day in enumerate(issues):
+        out = m.predict(day, 24, y=y, X=X)
+        np.testing.assert_allclose(bc["mean"].iloc[24 * k: 24 * (k + 1)], out["mean"],
+                                   rtol=1e-10)
+    np.testing.assert_allclose(bc["actual"], y.reindex(pd.DatetimeIndex(bc["ts"])))
+
+
+def test_lagged_source_shares_known_at_issue_time():
+    idx = pd.date_range("2021-01-01", periods=72, freq="h", tz="UTC")
+    mix = pd.DataFrame({"wind": 100.0, "nat_gas": 300.0}, index=idx)
+    lag = lagged_source_shares(mix)
+    t = pd.Timestamp("2021-01-02 05:00", tz="UTC")
+    assert lag.loc[t, "lag24_share_wind"] == pytest.approx(0.25)
+    assert lag.loc[t, "lag24_total_mw"] == pytest.approx(400.0)
+    assert lag.index[-1] == idx[-1] + pd.Timedelta(hours=24)
+    assert lag.iloc[:24].isna().all().all()
+    # a spike at or after an issue time reaches only hours >= issue + 24 h, past the horizon
+    T = pd.Timestamp("2021-01-02 00:00", tz="UTC")
+    spiked = mix.copy()
+    spiked.loc[spiked.index >= T, "wind"] = 1e6
+    lag2 = lagged_source_shares(spiked)
+    before = lag.index < T + pd.Timedelta(hours=24)
+    pd.testing.assert_frame_equal(lag[before], lag2[before])
+
+
+def test_ensemble_reuses_fitted_members(monkeypatch):
+    y, X = synthetic()
+    a = HourlyOLS(exog=("gfs_wind_speed_m_per_s",), calib_days=14)
+    b = HourlyOLS(exog=("gfs_wind_speed_m_per_s",), target="ratio", calib_days=14)
+    for m in (a, b):
+        m.fit(y[y.index < ISSUE], X[X.index < ISSUE])
+    calls = []
+    orig = HourlyOLS._train_uncached
+    monkeypatch.setattr(HourlyOLS, "_train_uncached",
+                        lambda self, *args: calls.append(self) or orig(self, *args))
+    e = DayAheadEnsemble([a, b], calib_days=14).fit(y[y.index < ISSUE], X[X.index < ISSUE])
+    assert calls == []  # calibration and full fits of both members came from their memo
+    a.fit(y[y.index < ISSUE - pd.Timedelta(days=1)], X[X.index < ISSUE])
+    assert len(calls) == 2  # other data: refitted (calibration + full)
+    assert np.isfinite(e.predict(ISSUE, 24, y=y, X=X).to_numpy()).all()
