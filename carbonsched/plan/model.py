@@ -1,0 +1,219 @@
+r"""The planning MILP in PuLP, built in stages: sets → variables → constraints → objective.
+
+Notation (positions, never user ids, name every variable and constraint):
+
+* :math:`o = (j, s, t_0)` a feasible option of job :math:`j` (gang of :math:`n_j` GPUs of type
+  :math:`g_j`, :math:`d_j` hours, IT power :math:`P_j` kW) at site :math:`s` starting in slot
+  :math:`t_0`; binary :math:`x_o`. It covers slots :math:`t_0 \ldots t_0 + d_j - 1`.
+* :math:`u_j \in \{0, 1\}` job :math:`j` unplaced.
+* :math:`y_{ds} \in \mathbb{Z}_{\ge 0}` GPUs serving inference demand :math:`d` from site
+  :math:`s` (only sites within the SLO that have the type).
+* :math:`a_{st} \in [0, \bar{a}_{st}]` green surplus absorbed [kW] (only where surplus > 0).
+
+Constraints (one ``define_<family>_constraints`` each):
+
+* assignment: :math:`\sum_{o \ni j} x_o + u_j = 1`;
+* inference: :math:`\sum_s y_{ds} = N_d`;
+* GPU capacity: :math:`\sum_{o \ni (s,t), g_j = g} n_j x_o + \sum_{d: t_d=t, g_d=g} y_{ds}
+  \le C_{sg}`;
+* power cap: :math:`\sum_{o \ni (s,t)} P_j x_o + \sum_{d: t_d = t} p_d y_{ds} \le \bar{P}_s`;
+* absorption: :math:`a_{st} \le \mathrm{PUE}_{st} \cdot \mathrm{IT}_{st}`.
+
+Objective [kg CO2e]: :math:`\sum_{s,t} \mathrm{CI}_{st} (\mathrm{PUE}_{st} \mathrm{IT}_{st} -
+a_{st}) / 1000 + \pi \sum_j n_j d_j u_j` with :math:`\pi` the unplaced penalty per GPU-hour
+(:data:`carbonsched.plan.sets.UNPLACED_PENALTY_FACTOR`). Emissions: GHG Protocol Scope 2
+Guidance (2015), location-based method.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pulp
+
+from carbonsched.plan.sets import PlanSets, option_costs
+
+ABSORB_EPS_KW = 1e-9
+
+
+@dataclass
+class CoverIndex:
+    """Which option covers which (site, slot): one row per (option, covered hour)."""
+
+    option: np.ndarray
+    site: np.ndarray
+    slot: np.ndarray
+    gtype: np.ndarray
+
+
+def cover_index(sets: PlanSets, options: np.ndarray) -> CoverIndex:
+    """Expand options into the (site, slot) cells they occupy (numpy, no Python loop)."""
+    dur = sets.job_dur[options[:, 0]]
+    rep = np.repeat(np.arange(len(options)), dur)
+    offs = np.arange(len(rep)) - np.repeat(np.cumsum(dur) - dur, dur)
+    return CoverIndex(option=rep, site=options[rep, 1], slot=options[rep, 2] + offs,
+                      gtype=sets.job_gtype[options[rep, 0]])
+
+
+@dataclass
+class PlanModel:
+    """A built PuLP model and the maps from its variables back to positions."""
+
+    lp: pulp.LpProblem
+    sets: PlanSets
+    options: np.ndarray
+    x: list[pulp.LpVariable]
+    u: dict[int, pulp.LpVariable]
+    y: dict[tuple[int, int], pulp.LpVariable]
+    a: dict[tuple[int, int], pulp.LpVariable]
+
+
+def define_variables(m: PlanModel) -> None:
+    """Binary options and unplaced flags, integer inference GPUs, continuous absorption."""
+    sets = m.sets
+    add = m.lp.add_variable
+    m.x = [add(f"x{i}", 0, 1, cat=pulp.LpBinary) for i in range(len(m.options))]
+    for j in np.unique(m.options[:, 0]) if len(m.options) else []:
+        m.u[int(j)] = add(f"u{int(j)}", 0, 1, cat=pulp.LpBinary)
+    for d, s in zip(*np.nonzero(sets.inf_sites), strict=True):
+        if sets.inf_gpus[d] > 0:
+            m.y[(int(d), int(s))] = add(f"y{d}_{s}", 0, int(sets.inf_gpus[d]),
+                                        cat=pulp.LpInteger)
+    for s, t in zip(*np.nonzero((sets.surplus_kw > ABSORB_EPS_KW) & (sets.ci_g_per_kwh > 0)),
+                    strict=True):
+        m.a[(int(s), int(t))] = add(f"a{s}_{t}", 0, float(sets.surplus_kw[s, t]))
+
+
+def define_assignment_constraints(m: PlanModel) -> None:
+    """Each placeable job starts once (one option) or is unplaced."""
+    jobs = m.options[:, 0]
+    order = np.argsort(jobs, kind="stable")
+    bounds = np.flatnonzero(np.diff(jobs[order])) + 1
+    for grp in np.split(order, bounds) if len(order) else []:
+        j = int(jobs[grp[0]])
+        expr = pulp.LpAffineExpression([(m.x[i], 1) for i in grp] + [(m.u[j], 1)])
+        m.lp.addConstraint(expr == 1, name=f"assign{j}")
+
+
+def define_inference_constraints(m: PlanModel) -> None:
+    """Each inference demand is served in full from sites within its SLO."""
+    by_d: dict[int, list] = {}
+    for (d, _s), var in m.y.items():
+        by_d.setdefault(d, []).append((var, 1))
+    for d, terms in by_d.items():
+        m.lp.addConstraint(pulp.LpAffineExpression(terms) == int(m.sets.inf_gpus[d]),
+                           name=f"serve{d}")
+
+
+def _cell_terms(m: PlanModel, weight_job: np.ndarray, weight_inf: np.ndarray, by_type: bool
+                ) -> dict[tuple, list]:
+    """Terms per (site, slot[, type]) cell: option weights and inference weights."""
+    sets = m.sets
+    cov = cover_index(sets, m.options)
+    cells: dict[tuple, list] = {}
+    keys = (zip(cov.site.tolist(), cov.slot.tolist(), cov.gtype.tolist(), strict=True) if by_type
+            else zip(cov.site.tolist(), cov.slot.tolist(), strict=True))
+    w = weight_job[m.options[cov.option, 0]]
+    for key, o, wo in zip(keys, cov.option.tolist(), w.tolist(), strict=True):
+        cells.setdefault(key, []).append((m.x[o], wo))
+    for (d, s), var in m.y.items():
+        key = (s, int(sets.inf_hour[d]), int(sets.inf_gtype[d])) if by_type else \
+            (s, int(sets.inf_hour[d]))
+        cells.setdefault(key, []).append((var, float(weight_inf[d])))
+    return cells
+
+
+def _max_load(terms: list) -> float:
+    """Largest value a cell's left-hand side can take (all variables at their upper bound)."""
+    return sum(w * (var.upBound if var.upBound is not None else 1) for var, w in terms)
+
+
+def define_capacity_constraints(m: PlanModel) -> None:
+    """GPUs used by jobs and inference per (site, slot, type) within the site's count.
+
+    Cells whose largest possible load fits are skipped (they can never bind).
+    """
+    sets = m.sets
+    cells = _cell_terms(m, sets.job_gpus.astype(float), np.ones(len(sets.inf_gpus)), True)
+    for (s, t, g), terms in sorted(cells.items()):
+        cap = int(sets.gpu_count[s, g])
+        if _max_load(terms) <= cap:
+            continue
+        m.lp.addConstraint(pulp.LpAffineExpression(terms) <= cap, name=f"cap{s}_{t}_{g}")
+
+
+def define_power_constraints(m: PlanModel) -> None:
+    """IT power of jobs and inference per (site, slot) within the site's cap [kW]."""
+    sets = m.sets
+    inf_w = sets.inf_kw_per_gpu  # per GPU; y counts GPUs
+    cells = _cell_terms(m, sets.job_kw, inf_w, False)
+    for (s, t), terms in sorted(cells.items()):
+        if _max_load(terms) <= sets.power_cap_kw[s] + 1e-9:
+            continue
+        m.lp.addConstraint(pulp.LpAffineExpression(terms) <= float(sets.power_cap_kw[s]),
+                           name=f"pow{s}_{t}")
+
+
+def define_absorption_constraints(m: PlanModel) -> None:
+    """Absorbed surplus at most the site-hour's facility power, PUE × IT [kW]."""
+    sets = m.sets
+    if not m.a:
+        return
+    cells = _cell_terms(m, sets.job_kw, sets.inf_kw_per_gpu, False)
+    for (s, t), var in m.a.items():
+        terms = [(v, -w * float(sets.pue[s, t])) for v, w in cells.get((s, t), [])]
+        m.lp.addConstraint(pulp.LpAffineExpression([(var, 1.0)] + terms) <= 0,
+                           name=f"absorb{s}_{t}")
+
+
+def define_objective(m: PlanModel) -> None:
+    """Emissions net of absorbed surplus plus the unplaced penalty. [kg CO2e]"""
+    sets = m.sets
+    cost = option_costs(sets, m.options)
+    terms = list(zip(m.x, cost.tolist(), strict=True))
+    pen = sets.penalty_per_gpu_hour
+    terms += [(v, pen * float(sets.job_gpus[j] * sets.job_dur[j])) for j, v in m.u.items()]
+    cpk = sets.cost_per_kwh
+    terms += [(v, float(sets.inf_kw_per_gpu[d] * cpk[s, sets.inf_hour[d]]))
+              for (d, s), v in m.y.items()]
+    terms += [(v, -float(sets.ci_g_per_kwh[s, t]) / 1000.0) for (s, t), v in m.a.items()]
+    m.lp.setObjective(pulp.LpAffineExpression(terms))
+
+
+def build_model(sets: PlanSets, options: np.ndarray | None = None) -> PlanModel:
+    """Build the PuLP model over ``options`` (default: every feasible option).
+
+    Parameters
+    ----------
+    sets
+        Compiled sets.
+    options
+        ``(O, 3)`` ``(job, site, start)`` positions to model; jobs without an option here are
+        not modelled (they stay unplaced).
+
+    Returns
+    -------
+    PlanModel
+    """
+    opts = sets.options if options is None else options
+    m = PlanModel(lp=pulp.LpProblem("carbonsched_plan", pulp.LpMinimize), sets=sets,
+                  options=opts, x=[], u={}, y={}, a={})
+    define_variables(m)
+    define_assignment_constraints(m)
+    define_inference_constraints(m)
+    define_capacity_constraints(m)
+    define_power_constraints(m)
+    define_absorption_constraints(m)
+    define_objective(m)
+    return m
+
+
+def read_solution(m: PlanModel) -> tuple[np.ndarray, np.ndarray]:
+    """Chosen options ``(P, 3)`` and inference allocation ``(D, S)`` from solved variables."""
+    vals = np.array([v.varValue if v.varValue is not None else 0.0 for v in m.x])
+    chosen = m.options[vals > 0.5] if len(vals) else np.zeros((0, 3), dtype=np.int64)
+    alloc = np.zeros(m.sets.inf_sites.shape, dtype=np.int64)
+    for (d, s), v in m.y.items():
+        alloc[d, s] = int(round(v.varValue or 0.0))
+    return chosen, alloc

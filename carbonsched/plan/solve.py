@@ -1,0 +1,384 @@
+"""Solving: solver detection, typed outcomes, method choice and the public ``solve_plan``.
+
+Raw PuLP and HiGHS status codes are read here and nowhere else; they leave this module only as
+:class:`~carbonsched.plan.result.PlanStatus`. PuLP 3 reports ``LpStatusOptimal`` for a
+time-limited incumbent (``sol_status`` ``LpSolutionIntegerFeasible``), so the status is decided
+from the solution status and the solver's own model status, and the gap is recomputed as
+(objective − bound) / |objective| from the solver's proven bound.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pulp
+
+from carbonsched.errors import InputError, SolverUnavailableError
+from carbonsched.plan.baselines import greedy_from_sets
+from carbonsched.plan.model import PlanModel, build_model, read_solution
+from carbonsched.plan.result import PlanResult, PlanStatus, SolverRecord, build_plan_result
+from carbonsched.plan.sets import PlanningProblem, PlanSets, compile_sets
+
+log = logging.getLogger(__name__)
+
+SOLVERS = ("highs", "cbc")
+METHODS = ("auto", "milp", "colgen")
+AUTO_MILP_MAX_OPTIONS = 20_000
+"""``method="auto"`` builds the direct MILP up to this many (job, site, start) options, and uses
+column generation above it (measured: PuLP construction and the MILP's LP both grow past a
+minute beyond ~10^5 options; see ``bench/results/plan_scale.md``)."""
+
+Progress = Callable[[str], None] | None
+
+
+def highs_available() -> bool:
+    """True if highspy imports and PuLP's HiGHS interface can run."""
+    try:
+        import highspy  # noqa: F401
+    except ImportError:
+        return False
+    return bool(pulp.HiGHS(msg=False).available())
+
+
+def _cbc(**kw) -> pulp.LpSolver:
+    """PuLP's bundled CBC. PuLP 3.3 deprecates ``PULP_CBC_CMD`` in favour of ``COIN_CMD`` with
+    a separately installed CBC (PuLP 4.0); the bundled binary is what this project ships with,
+    so the warning is silenced here and the migration is one line.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return pulp.PULP_CBC_CMD(**kw)
+
+
+def cbc_available() -> bool:
+    """True if PuLP's bundled (or configured) CBC binary can run."""
+    try:
+        return bool(_cbc(msg=False).available())
+    except pulp.PulpSolverError:
+        return False
+
+
+def resolve_solver(solver: str) -> tuple[str, str]:
+    """Pick the solver to run: the requested one, or CBC when HiGHS is unusable.
+
+    Returns
+    -------
+    name, note
+        Solver to use and a note when a fallback happened.
+
+    Raises
+    ------
+    InputError
+        Unknown solver name.
+    SolverUnavailableError
+        The requested solver (and, for HiGHS, the CBC fallback) cannot run.
+    """
+    if solver not in SOLVERS:
+        raise InputError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
+    if solver == "highs":
+        if highs_available():
+            return "highs", ""
+        if cbc_available():
+            return "cbc", "HiGHS (highspy) unavailable on this host; fell back to CBC"
+        raise SolverUnavailableError(
+            "highs", "highspy is not importable and the CBC fallback binary cannot run; "
+            "install highspy (pip install highspy) or a working CBC")
+    if cbc_available():
+        return "cbc", ""
+    raise SolverUnavailableError(
+        "cbc", "PuLP's CBC binary cannot run on this host; reinstall pulp or use --solver highs")
+
+
+@dataclass
+class SolveOutcome:
+    """What a MILP solve produced, before interpretation as a plan."""
+
+    has_solution: bool
+    proven: bool
+    """Solver finished (optimal within its gap tolerance), not stopped by a limit."""
+    infeasible: bool
+    objective: float | None
+    bound: float | None
+    seconds: float
+    raw: str
+    """Solver status text, for the note."""
+
+
+_CBC_FLOAT = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+
+
+def _parse_cbc_log(text: str) -> tuple[float | None, float | None]:
+    """Objective and lower bound from a CBC log (``Objective value:``, ``Lower bound:``)."""
+    obj = re.findall(r"Objective value:\s+" + _CBC_FLOAT, text)
+    low = re.findall(r"Lower bound:\s+" + _CBC_FLOAT, text)
+    return (float(obj[-1]) if obj else None, float(low[-1]) if low else None)
+
+
+def run_milp(model: pulp.LpProblem, solver: str, time_limit_s: float, mip_gap: float,
+             threads: int = 1) -> SolveOutcome:
+    """Solve a PuLP model with HiGHS or CBC under a time limit; read status and bound.
+
+    Parameters
+    ----------
+    model
+        The PuLP problem.
+    solver
+        ``"highs"`` or ``"cbc"`` (already resolved, see :func:`resolve_solver`).
+    time_limit_s
+        Wall-clock limit handed to the solver. [s]
+    mip_gap
+        Relative MIP gap at which the solver may stop. [-]
+    threads
+        Solver threads.
+    """
+    t = time.perf_counter()
+    if solver == "highs":
+        cmd = pulp.HiGHS(msg=False, timeLimit=max(time_limit_s, 0.01), gapRel=mip_gap,
+                         threads=threads)
+        try:
+            model.solve(cmd)
+        except pulp.PulpSolverError as exc:
+            raise SolverUnavailableError("highs", str(exc)) from exc
+        import highspy
+
+        h = model.solverModel
+        ms = h.getModelStatus()
+        info = h.getInfo()
+        has = info.primal_solution_status == 2  # kSolutionStatusFeasible
+        proven = ms == highspy.HighsModelStatus.kOptimal
+        infeasible = ms in (highspy.HighsModelStatus.kInfeasible,
+                            highspy.HighsModelStatus.kUnboundedOrInfeasible)
+        is_mip = any(v.cat == pulp.LpInteger for v in model.variables())
+        if is_mip:
+            bound = float(info.mip_dual_bound)
+        else:
+            bound = float(info.objective_function_value) if proven else None
+        if bound is not None and not np.isfinite(bound):
+            bound = None
+        obj = float(info.objective_function_value) if has else None
+        if proven and has and bound is None:
+            bound = obj        # solved in presolve: HiGHS reports no dual bound
+        return SolveOutcome(has, proven and has, infeasible, obj, bound,
+                            time.perf_counter() - t, h.modelStatusToString(ms))
+    with tempfile.TemporaryDirectory() as tmp:
+        logp = os.path.join(tmp, "cbc.log")
+        cmd = _cbc(msg=False, timeLimit=max(time_limit_s, 1.0), gapRel=mip_gap,
+                   threads=threads, logPath=logp)
+        try:
+            model.solve(cmd)
+        except pulp.PulpSolverError as exc:
+            raise SolverUnavailableError("cbc", str(exc)) from exc
+        text = open(logp).read() if os.path.exists(logp) else ""
+    st, sol = model.status, model.sol_status
+    has = sol in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
+    proven = sol == pulp.LpSolutionOptimal
+    infeasible = st == pulp.LpStatusInfeasible or sol == pulp.LpSolutionInfeasible
+    obj_log, bound = _parse_cbc_log(text)
+    obj = pulp.value(model.objective) if has else None
+    if proven and bound is None:
+        bound = obj
+    return SolveOutcome(has, proven, infeasible, float(obj) if obj is not None else None,
+                        bound, time.perf_counter() - t,
+                        f"{pulp.LpStatus[st]}/{pulp.LpSolution[sol]}")
+
+
+def relative_gap(objective: float | None, bound: float | None) -> float | None:
+    """(objective − bound) / |objective|, clipped at 0; None when either is unknown."""
+    if objective is None or bound is None:
+        return None
+    if objective - bound <= 1e-9:
+        return 0.0
+    if abs(objective) < 1e-12:
+        return None
+    return max(0.0, (objective - bound) / abs(objective))
+
+
+def diagnose_inference(sets: PlanSets, solver: str = "highs") -> tuple[str, str] | None:
+    """Check that all inference demand can be served; name the family that fails.
+
+    Returns ``None`` when it can, else ``(family, detail)`` with family ``"inference_slo"``
+    (no site within the SLO has the GPU type), ``"gpu_capacity"`` (not enough GPUs within the
+    SLO, alone or jointly) or ``"power_cap"`` (enough GPUs but not enough IT power).
+    """
+    prob = sets.problem
+    for d, dem in enumerate(prob.inference):
+        if dem.gpus > 0 and not sets.inf_sites[d].any():
+            return ("inference_slo",
+                    f"no site with {dem.gpu_type} is within {dem.slo_ms} ms of area "
+                    f"{dem.area!r} (demand at {dem.hour.isoformat()})")
+    for d, dem in enumerate(prob.inference):
+        cap = sets.gpu_count[sets.inf_sites[d], sets.inf_gtype[d]].sum()
+        if dem.gpus > cap:
+            return ("gpu_capacity",
+                    f"area {dem.area!r} at {dem.hour.isoformat()} needs {dem.gpus} "
+                    f"{dem.gpu_type} within {dem.slo_ms} ms; only {int(cap)} exist there")
+    active = np.flatnonzero(sets.inf_gpus > 0)
+    if len(active) == 0:
+        return None
+    for with_power in (False, True):
+        lp = pulp.LpProblem("inference_check", pulp.LpMinimize)
+        y = {(int(d), int(s)): lp.add_variable(f"y{d}_{s}", 0, int(sets.inf_gpus[d]),
+                                               cat=pulp.LpInteger)
+             for d in active for s in np.flatnonzero(sets.inf_sites[d])}
+        lp.setObjective(pulp.lpSum(y.values()))
+        cells: dict[tuple, list] = {}
+        pcells: dict[tuple, list] = {}
+        for (d, s), v in y.items():
+            cells.setdefault((s, int(sets.inf_hour[d]), int(sets.inf_gtype[d])), []).append(v)
+            pcells.setdefault((s, int(sets.inf_hour[d])), []).append(
+                (v, float(sets.inf_kw_per_gpu[d])))
+        by_d: dict[int, list] = {}
+        for (d, _s), v in y.items():
+            by_d.setdefault(d, []).append(v)
+        for d, vs in by_d.items():
+            lp.addConstraint(pulp.lpSum(vs) == int(sets.inf_gpus[d]), name=f"serve{d}")
+        for (s, t, g), vs in cells.items():
+            lp.addConstraint(pulp.lpSum(vs) <= int(sets.gpu_count[s, g]), name=f"cap{s}_{t}_{g}")
+        if with_power:
+            for (s, t), terms in pcells.items():
+                lp.addConstraint(pulp.LpAffineExpression(terms) <= float(sets.power_cap_kw[s]),
+                                 name=f"pow{s}_{t}")
+        out = run_milp(lp, solver, 30.0, 0.0)
+        if not out.has_solution:
+            if with_power:
+                return ("power_cap", "inference demand within its SLOs exceeds the sites' IT "
+                        "power caps in at least one hour")
+            return ("gpu_capacity", "inference demands competing for the same sites within "
+                    "their SLOs need more GPUs than those sites have in at least one hour")
+    return None
+
+
+def _finish(sets: PlanSets, chosen: np.ndarray, alloc: np.ndarray, rec: SolverRecord,
+            mip_gap: float, proven: bool, started: float) -> PlanResult:
+    res = build_plan_result(sets, chosen, alloc, PlanStatus.FEASIBLE, rec)
+    obj = res.totals["objective"]
+    rec.objective = obj
+    rec.mip_gap = relative_gap(obj, rec.bound)
+    within = rec.mip_gap is not None and rec.mip_gap <= mip_gap + 1e-9
+    status = PlanStatus.OPTIMAL if (proven and within) else PlanStatus.FEASIBLE
+    rec.status = res.status = status
+    rec.seconds = time.perf_counter() - started
+    return res
+
+
+def _fallback(sets: PlanSets, rec: SolverRecord, started: float, why: str) -> PlanResult:
+    res = greedy_from_sets(sets)
+    rec.status = res.status = PlanStatus.HEURISTIC
+    rec.objective = res.totals["objective"]
+    rec.mip_gap = relative_gap(rec.objective, rec.bound)
+    rec.note = "; ".join(x for x in (rec.note, why, "returned the greedy plan") if x)
+    rec.seconds = time.perf_counter() - started
+    res.solver = rec
+    return res
+
+
+def _infeasible(sets: PlanSets, rec: SolverRecord, family: str, detail: str,
+                started: float) -> PlanResult:
+    from carbonsched.domain import ReasonCode
+
+    rec.status = PlanStatus.INFEASIBLE
+    rec.infeasible_family = family
+    rec.note = "; ".join(x for x in (rec.note, detail) if x)
+    rec.seconds = time.perf_counter() - started
+    reasons = {k: (ReasonCode.SOLVER_NO_SOLUTION, f"plan infeasible ({family})")
+               for k in range(len(sets.problem.jobs))}
+    res = build_plan_result(sets, np.zeros((0, 3), dtype=np.int64),
+                            np.zeros(sets.inf_sites.shape, dtype=np.int64),
+                            PlanStatus.INFEASIBLE, rec, reasons)
+    return res
+
+
+def solve_milp(sets: PlanSets, solver: str, time_limit_s: float, mip_gap: float, threads: int,
+               rec: SolverRecord, started: float, progress: Progress = None) -> PlanResult:
+    """Direct MILP: one binary per feasible (job, site, start), built in PuLP and solved."""
+    tb = time.perf_counter()
+    if progress:
+        progress(f"building MILP over {len(sets.options)} options")
+    m: PlanModel = build_model(sets)
+    rec.build_seconds = time.perf_counter() - tb
+    remaining = max(time_limit_s - (time.perf_counter() - started), 0.01)
+    if progress:
+        progress(f"solving with {rec.name} (limit {remaining:.0f} s)")
+    out = run_milp(m.lp, rec.name, remaining, mip_gap, threads)
+    rec.solve_seconds = out.seconds
+    rec.bound = out.bound
+    rec.note = "; ".join(x for x in (rec.note, f"solver status {out.raw}") if x)
+    if out.infeasible:
+        fam = diagnose_inference(sets, rec.name) or ("unknown", "solver reported infeasible")
+        return _infeasible(sets, rec, fam[0], fam[1], started)
+    if not out.has_solution:
+        return _fallback(sets, rec, started, "no incumbent within the time limit")
+    chosen, alloc = read_solution(m)
+    return _finish(sets, chosen, alloc, rec, mip_gap, out.proven, started)
+
+
+def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: float = 60.0,
+               mip_gap: float = 0.01, method: str = "auto", threads: int = 1,
+               progress: Progress = None) -> PlanResult:
+    """Plan jobs and inference on sites and hours, minimising forecast emissions.
+
+    Parameters
+    ----------
+    problem
+        Sites, jobs, inference demand, slots and forecast signals.
+    solver
+        ``"highs"`` (default; falls back to CBC when highspy is unusable) or ``"cbc"``.
+    time_limit_s
+        Wall-clock budget of the whole solve (build + solve). [s]
+    mip_gap
+        Relative gap at which the solver may stop; a plan is called ``optimal`` only when its
+        proven gap is within it. [-]
+    method
+        ``"milp"`` (direct PuLP model), ``"colgen"`` (column generation with an exact LP bound,
+        then a repair MIP), or ``"auto"`` (MILP up to :data:`AUTO_MILP_MAX_OPTIONS` options).
+    threads
+        Solver threads.
+    progress
+        Optional callback receiving one-line progress messages.
+
+    Returns
+    -------
+    PlanResult
+        ``optimal`` only when optimality within ``mip_gap`` is proven — the solver finished
+        (not stopped by a limit) and (objective − bound) / |objective| ≤ ``mip_gap``, the bound
+        being the solver's (direct MILP) or the exact full LP (column generation);
+        ``feasible`` with its gap otherwise; ``heuristic`` when no incumbent was found (greedy
+        plan); ``infeasible`` with ``solver.infeasible_family`` when inference cannot be served.
+
+    Raises
+    ------
+    InputError
+        Unknown solver or method, bad signals or duplicate ids.
+    SolverUnavailableError
+        No usable solver.
+    """
+    started = time.perf_counter()
+    if method not in METHODS:
+        raise InputError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    if time_limit_s <= 0:
+        raise InputError(f"time_limit_s must be > 0, got {time_limit_s}")
+    name, note = resolve_solver(solver)
+    sets = compile_sets(problem)
+    if method == "auto":
+        method = "milp" if len(sets.options) <= AUTO_MILP_MAX_OPTIONS else "colgen"
+    if method == "colgen" and not highs_available():
+        note = "; ".join(x for x in (note, "column generation needs highspy; solved the direct "
+                                     "MILP with CBC instead") if x)
+        method = "milp"
+    rec = SolverRecord(name=name, status=PlanStatus.NO_SOLUTION, method=method, note=note)
+    fam = diagnose_inference(sets, name)
+    if fam is not None:
+        return _infeasible(sets, rec, fam[0], fam[1], started)
+    if method == "milp":
+        return solve_milp(sets, name, time_limit_s, mip_gap, threads, rec, started, progress)
+    from carbonsched.plan.colgen import solve_colgen
+
+    return solve_colgen(sets, time_limit_s, mip_gap, threads, rec, started, progress)

@@ -1,0 +1,133 @@
+"""Fluent builders for planner tests (after Kueue's ``pkg/util/testing`` wrappers).
+
+``SiteWrapper("a").gpus("H100", 8).cap_kw(10).latency("eu", 5).obj()`` builds a Site;
+``JobWrapper("j1").gpus(2).hours(3).window(0, 6).obj()`` a Job with slots counted from T0;
+``signals(sites, hours, ci={...}, pue={...}, surplus={...})`` the (site, slot) frame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from carbonsched.domain import (
+    Backend,
+    GpuPool,
+    InferenceDemand,
+    Job,
+    PueModel,
+    Site,
+    SiteRole,
+)
+from carbonsched.plan import PlanningProblem
+
+T0 = pd.Timestamp("2023-07-15T00:00:00Z")
+H = pd.Timedelta(hours=1)
+
+
+def at(hour: int) -> pd.Timestamp:
+    return T0 + hour * H
+
+
+class SiteWrapper:
+    def __init__(self, site_id: str) -> None:
+        self._id = site_id
+        self._gpus: dict[str, GpuPool] = {}
+        self._cap = 1e9
+        self._lat: dict[str, float] = {}
+        self._role = SiteRole.GREEN_HUB
+
+    def gpus(self, gpu_type: str, count: int, board_power_w: float = 700.0) -> SiteWrapper:
+        self._gpus[gpu_type] = GpuPool(count=count, board_power_w=board_power_w)
+        return self
+
+    def cap_kw(self, cap: float) -> SiteWrapper:
+        self._cap = cap
+        return self
+
+    def latency(self, area: str, ms: float) -> SiteWrapper:
+        self._lat[area] = ms
+        return self
+
+    def edge(self) -> SiteWrapper:
+        self._role = SiteRole.EDGE
+        return self
+
+    def obj(self) -> Site:
+        return Site(id=self._id, name=self._id, role=self._role, zone="ZZ", signal_source="test",
+                    latitude=0.0, longitude=0.0, timezone="UTC", gpus=dict(self._gpus),
+                    it_power_cap_kw=self._cap, pue=PueModel(), latency_ms=dict(self._lat),
+                    backend=Backend(kind="slurm", cluster=self._id))
+
+
+class JobWrapper:
+    def __init__(self, job_id: str) -> None:
+        self._id = job_id
+        self._type = "H100"
+        self._gpus = 1
+        self._hours = 1
+        self._kw = 1.0
+        self._es = 0
+        self._dl = 24
+        self._allowed: tuple[str, ...] = ()
+
+    def gpu_type(self, t: str) -> JobWrapper:
+        self._type = t
+        return self
+
+    def gpus(self, n: int) -> JobWrapper:
+        self._gpus = n
+        return self
+
+    def hours(self, h: int) -> JobWrapper:
+        self._hours = h
+        return self
+
+    def kw_per_gpu(self, kw: float) -> JobWrapper:
+        self._kw = kw
+        return self
+
+    def window(self, earliest: int, deadline: int) -> JobWrapper:
+        self._es, self._dl = earliest, deadline
+        return self
+
+    def sites(self, *site_ids: str) -> JobWrapper:
+        self._allowed = tuple(site_ids)
+        return self
+
+    def obj(self) -> Job:
+        return Job(id=self._id, tenant="t", gpu_type=self._type, gpus=self._gpus,
+                   duration_hours=self._hours, power_per_gpu_kw=self._kw,
+                   earliest_start=at(self._es), deadline=at(self._dl),
+                   allowed_sites=self._allowed)
+
+
+def demand(area: str, hour: int, gpus: int, slo_ms: float = 50.0, gpu_type: str = "H100",
+           kw: float = 1.0) -> InferenceDemand:
+    return InferenceDemand(area=area, hour=at(hour), gpu_type=gpu_type, gpus=gpus,
+                           slo_ms=slo_ms, power_per_gpu_kw=kw)
+
+
+def signals(sites: Sequence[Site], hours: int, ci: dict[str, Sequence[float]] | None = None,
+            pue: dict[str, Sequence[float] | float] | None = None,
+            surplus: dict[str, Sequence[float]] | None = None,
+            default_ci: float = 100.0) -> pd.DataFrame:
+    slots = pd.date_range(T0, periods=hours, freq="h", name="slot")
+    rows = []
+    for s in sites:
+        c = np.asarray((ci or {}).get(s.id, [default_ci] * hours), dtype=float)
+        p = (pue or {}).get(s.id, 1.0)
+        p = np.full(hours, float(p)) if np.isscalar(p) else np.asarray(p, dtype=float)
+        g = np.asarray((surplus or {}).get(s.id, [0.0] * hours), dtype=float)
+        rows.append(pd.DataFrame({"site": s.id, "slot": slots, "carbon_intensity_g_per_kwh": c,
+                                  "pue": p, "green_surplus_kw": g}))
+    return pd.concat(rows).set_index(["site", "slot"])
+
+
+def problem(sites: Sequence[Site], jobs: Sequence[Job], hours: int,
+            inference: Sequence[InferenceDemand] = (), **sig) -> PlanningProblem:
+    return PlanningProblem(sites=list(sites), jobs=list(jobs), inference=list(inference),
+                           slots=pd.date_range(T0, periods=hours, freq="h", name="slot"),
+                           signals=signals(sites, hours, **sig))

@@ -1,0 +1,45 @@
+"""Benchmark instances from the real traces, and the benchmark's JSON (tiny sizes)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from carbonsched.plan import compile_sets
+from carbonsched.plan.bench import KEYS, run_plan_benchmark
+from carbonsched.plan.instances import make_instance
+
+pytestmark = pytest.mark.shared_data
+
+
+def test_instance_uses_the_stated_share_of_gpu_hours(shared_data):
+    prob = make_instance(400, 4, 24, load=0.3, seed=1, data_dir=shared_data)
+    assert len(prob.jobs) == 400 and len(prob.sites) == 4 and len(prob.slots) == 24
+    work = sum(j.gpus * j.duration_hours for j in prob.jobs)
+    batch = sum(s.meta["batch_gpus"] for s in prob.sites)
+    # capacity is rounded up per site and type (and a pool holds at least the largest gang),
+    # so the work uses a little under the stated 0.3 of the batch GPU-hours
+    assert 0.25 < work / (batch * 24) <= 0.3 + 1e-9
+    sets = compile_sets(prob)
+    assert sets.ci_g_per_kwh.shape == (4, 24) and (sets.ci_g_per_kwh > 0).all()
+    # the first zone is CA-ON: low-carbon grid on 2023-07-15 (Electricity Maps export)
+    assert prob.sites[0].zone == "CA-ON"
+    assert 0 < sets.ci_g_per_kwh[0].mean() < 200
+    again = make_instance(400, 4, 24, load=0.3, seed=1, data_dir=shared_data)
+    assert [j.gpus for j in again.jobs] == [j.gpus for j in prob.jobs]
+    assert np.allclose(compile_sets(again).ci_g_per_kwh, sets.ci_g_per_kwh)
+
+
+def test_benchmark_json_has_every_key(shared_data):
+    out = run_plan_benchmark(60, 2, 24, load=0.3, reference=True, seed=0,
+                             data_dir=shared_data, time_limit_s=20)
+    for k in ("jobs", "sites", "hours", "load", *KEYS):
+        assert k in out and k in out["reference"]
+    assert (out["jobs"], out["sites"], out["hours"], out["load"]) == (60, 2, 24, 0.3)
+    assert out["status"] in ("optimal", "feasible")
+    assert out["reference"]["status"] == "optimal"
+    assert out["peak_memory_mb"] > 10
+    # both solve the same instance: the planner is within its gap of the reference optimum
+    ref = out["reference"]["objective"]
+    assert out["objective"] <= ref * (1 + 0.01) + 1e-9
+    assert out["bound"] <= ref + 1e-6

@@ -1,0 +1,104 @@
+"""Solver handling: fallback, unavailability, time limits, column generation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from carbonsched.errors import SolverUnavailableError
+from carbonsched.plan import PlanStatus, score_plan, solve_plan
+from carbonsched.plan import solve as solve_mod
+from carbonsched.plan.solve import _parse_cbc_log, relative_gap
+
+from .builders import JobWrapper, SiteWrapper, problem
+
+
+def small():
+    sites = [SiteWrapper("a").gpus("H100", 4).obj(), SiteWrapper("b").gpus("H100", 4).obj()]
+    jobs = [JobWrapper("j2").gpus(2).window(0, 1).obj(),
+            JobWrapper("j1").gpus(4).window(0, 3).obj()]
+    return problem(sites, jobs, 3, ci={"a": [10, 100, 100], "b": [50, 50, 50]})
+
+
+def mid_size(n_jobs: int = 60, n_sites: int = 3, hours: int = 16, seed: int = 3):
+    """A random instance with binding capacity (generated, no shared data needed)."""
+    rng = np.random.default_rng(seed)
+    sites = [SiteWrapper(f"s{i}").gpus("H100", 6).gpus("A100", 4).cap_kw(9).obj()
+             for i in range(n_sites)]
+    jobs = []
+    for k in range(n_jobs):
+        es = int(rng.integers(0, hours - 3))
+        dur = int(rng.integers(1, 4))
+        jobs.append(JobWrapper(f"j{k}").gpu_type(["H100", "A100"][k % 2])
+                    .gpus(int(rng.integers(1, 4))).hours(dur)
+                    .window(es, min(hours, es + dur + int(rng.integers(0, 12)))).obj())
+    ci = {s.id: list(rng.uniform(20, 600, hours)) for s in sites}
+    return problem(sites, jobs, hours, ci=ci)
+
+
+def test_cbc_is_the_fallback_when_highs_is_unusable(monkeypatch):
+    monkeypatch.setattr(solve_mod, "highs_available", lambda: False)
+    res = solve_plan(small())
+    assert res.solver.name == "cbc"
+    assert "fell back to CBC" in res.solver.note
+    assert res.status == PlanStatus.OPTIMAL
+    assert res.totals["emissions_kg"] == pytest.approx(0.14)
+
+
+def test_cbc_directly_gives_the_same_optimum():
+    res = solve_plan(small(), solver="cbc")
+    assert res.solver.name == "cbc" and res.solver.note.startswith("solver status Optimal")
+    assert res.totals["emissions_kg"] == pytest.approx(0.14)
+    assert res.solver.bound == pytest.approx(0.14, abs=1e-6)
+
+
+def test_no_usable_solver_is_named(monkeypatch):
+    monkeypatch.setattr(solve_mod, "highs_available", lambda: False)
+    monkeypatch.setattr(solve_mod, "cbc_available", lambda: False)
+    with pytest.raises(SolverUnavailableError, match="solver 'highs' is unavailable: highspy"):
+        solve_plan(small())
+    with pytest.raises(SolverUnavailableError, match="solver 'cbc' is unavailable") as exc:
+        solve_plan(small(), solver="cbc")
+    assert exc.value.solver == "cbc"
+
+
+def test_time_limited_run_is_never_called_optimal():
+    prob = mid_size()
+    res = solve_plan(prob, time_limit_s=0.02, mip_gap=0.0, method="milp")
+    assert res.status in (PlanStatus.FEASIBLE, PlanStatus.HEURISTIC)
+    assert res.status != PlanStatus.OPTIMAL
+    sc = score_plan(prob, res)
+    assert sc.capacity_violations == sc.power_cap_violations == sc.gang_violations == 0
+    if res.status == PlanStatus.HEURISTIC:
+        assert "greedy" in res.solver.note
+    full = solve_plan(prob, time_limit_s=60, mip_gap=0.01, method="milp")
+    assert full.status == PlanStatus.OPTIMAL and full.solver.mip_gap <= 0.01
+    assert full.totals["objective"] <= res.totals["objective"] + 1e-9
+
+
+def test_column_generation_on_mid_size_reports_a_valid_gap():
+    prob = mid_size()
+    exact = solve_plan(prob, time_limit_s=60, mip_gap=0.0, method="milp")
+    assert exact.status == PlanStatus.OPTIMAL
+    cg = solve_plan(prob, time_limit_s=30, mip_gap=0.01, method="colgen")
+    assert cg.solver.method == "colgen"
+    assert cg.solver.bound <= exact.totals["objective"] + 1e-6
+    assert cg.solver.mip_gap == pytest.approx(relative_gap(cg.totals["objective"],
+                                                           cg.solver.bound))
+    sc = score_plan(prob, cg)
+    assert sc.capacity_violations == sc.power_cap_violations == sc.gang_violations == 0
+    assert cg.totals["objective"] >= exact.totals["objective"] - 1e-6
+    assert cg.solver.mip_gap < 0.05
+
+
+def test_auto_picks_milp_for_small_instances():
+    assert solve_plan(small()).solver.method == "milp"
+
+
+def test_gap_and_cbc_log_parsing():
+    assert relative_gap(100.0, 99.0) == pytest.approx(0.01)
+    assert relative_gap(100.0, 101.0) == 0.0
+    assert relative_gap(None, 1.0) is None
+    log = ("Result - Stopped on time limit\n\nObjective value:                12.50000000\n"
+           "Lower bound:                    12.000\nGap:                            0.04\n")
+    assert _parse_cbc_log(log) == (12.5, 12.0)
