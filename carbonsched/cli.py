@@ -235,6 +235,10 @@ def replay(
     time_limit: Annotated[float, typer.Option(help="Solver time limit per day. \\[s]")] = 30.0,
     plot: Annotated[Path | None, typer.Option(help="Write a PNG of daily emissions.")] = None,
     workers: Annotated[int, typer.Option(help="Parallel worker processes.")] = 2,
+    workload_scale: Annotated[float, typer.Option(
+        help="Multiplier on each day's trace job count (<1 subsamples).")] = 1.0,
+    mip_gap: Annotated[float, typer.Option(
+        help="Relative MIP gap at which milp and oracle stop.")] = 0.001,
 ) -> None:
     """Replay a period: plan each day on forecasts, score every policy on the actual grid."""
     from carbonsched.replay import plot_daily, run_replay
@@ -245,7 +249,7 @@ def replay(
         pols = tuple(p.strip() for p in policies.split(",") if p.strip())
         with _progress("replay") as progress:
             res = run_replay(catalog, ddir, start, end, pols, seed, time_limit, progress,
-                             workers=workers)
+                             workers=workers, mip_gap=mip_gap, workload_scale=workload_scale)
         _write_json(out_file, res)
         if plot:
             plot_daily(res, plot)
