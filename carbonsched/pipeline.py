@@ -284,8 +284,9 @@ def result_rows(result: PlanResult) -> dict[str, list[dict[str, Any]]]:
 
 def site_summary(problem: PlanningProblem, result: PlanResult) -> list[dict[str, Any]]:
     """Per site: GPU-hours, facility energy [kWh] and forecast emissions [kg CO2e]."""
-    rows = {s.id: {"site": s.id, "role": str(s.role), "gpu_hours": 0.0, "energy_kwh": 0.0,
-                   "emissions_kg": 0.0, "jobs": 0} for s in problem.sites}
+    rows: dict[str, dict[str, Any]] = {
+        s.id: {"site": s.id, "role": str(s.role), "gpu_hours": 0.0, "energy_kwh": 0.0,
+               "emissions_kg": 0.0, "jobs": 0} for s in problem.sites}
     for p in result.placements:
         r = rows[p.site]
         r["gpu_hours"] += p.gpus * (p.end - p.start) / HOUR

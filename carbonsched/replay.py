@@ -40,6 +40,7 @@ from carbonsched.forecasts.green_surplus import green_surplus_index
 from carbonsched.forecasts.pue import pue_from_weather
 from carbonsched.pipeline import HISTORY_DAYS, build_problem, forecast_site
 from carbonsched.plan import PlanningProblem, agnostic_plan, greedy_plan, score_plan, solve_plan
+from carbonsched.settings import get_settings
 from carbonsched.timeaxis import day_start_utc, hourly_slots
 
 POLICIES = ("agnostic", "greedy", "milp", "oracle")
@@ -118,6 +119,7 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
     from carbonsched.workload import workload_from_traces
 
     cat = load_catalog(catalog)
+    ddir = data_dir if data_dir is not None else get_settings().data_dir
     d0, d1 = day_start_utc(days[0]), day_start_utc(days[-1])
     frames: dict[str, pd.DataFrame] = {}
     metas: dict[str, dict[str, Any]] = {}
@@ -135,7 +137,7 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
         k = first_k + n
         day = day_start_utc(label)
         slots = hourly_slots(day, 24)
-        wl = workload_from_traces(data_dir, label, cat, seed=seed + k, scale=workload_scale)
+        wl = workload_from_traces(ddir, label, cat, seed=seed + k, scale=workload_scale)
         forecasts = {}
         actual = {}
         for s in cat.sites:
@@ -251,8 +253,6 @@ def run_replay(
     if unknown:
         raise InputError(f"unknown policies {unknown}; choose from {', '.join(POLICIES)}")
     if data_dir is None:
-        from carbonsched.settings import get_settings
-
         data_dir = get_settings().data_dir
     d0, d1 = day_start_utc(start), day_start_utc(end)
     if d1 < d0:
