@@ -7,6 +7,7 @@ input, 3 when a backend (database, solver, scheduler) is unavailable, 1 on anyth
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -81,6 +82,25 @@ def _progress(label: str) -> Iterator[Callable[[str], None]]:
         yield update
 
 
+@contextmanager
+def _solver_chatter_to_stderr() -> Iterator[None]:
+    """Send what native solver code writes to file descriptor 1 to stderr meanwhile.
+
+    highspy prints its licence banner from C++ on the first call of every ``Highs`` instance,
+    even with ``output_flag`` off (ERGO-Code/HiGHS issues #1932, #2749); stdout must carry only
+    carbonsched's own output so that it can be piped.
+    """
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def _write_json(path: Path, doc: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2) + "\n")
@@ -117,7 +137,7 @@ def plan(
         settings = get_settings()
         ddir = data_dir or settings.data_dir
         wl = read_workload(jobs) if jobs else None
-        with _progress("plan") as progress:
+        with _progress("plan") as progress, _solver_chatter_to_stderr():
             daily = run_daily_plan(day, catalog, wl, ddir, solver, time_limit, hours, progress)
         # the plan reaches the file and the screen before the store, so a dead database
         # loses nothing
@@ -247,7 +267,7 @@ def replay(
     with _errors():
         ddir = data_dir or get_settings().data_dir
         pols = tuple(p.strip() for p in policies.split(",") if p.strip())
-        with _progress("replay") as progress:
+        with _progress("replay") as progress, _solver_chatter_to_stderr():
             res = run_replay(catalog, ddir, start, end, pols, seed, time_limit, progress,
                              workers=workers, mip_gap=mip_gap, workload_scale=workload_scale)
         _write_json(out_file, res)
@@ -289,7 +309,7 @@ def bench_plan(
 
     with _errors():
         ddir = data_dir or get_settings().data_dir
-        with _progress("bench plan"):
+        with _progress("bench plan"), _solver_chatter_to_stderr():
             res = run_plan_benchmark(jobs, sites, hours, load=load, reference=reference,
                                      seed=seed, data_dir=ddir, time_limit_s=time_limit)
         _write_json(out_file, res)
@@ -335,3 +355,7 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

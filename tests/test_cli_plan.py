@@ -195,3 +195,17 @@ def test_plan_bad_horizon_or_time_limit_refused_before_forecasting(args, message
     assert r.exit_code == 2, r.output
     assert message in r.output
     assert "forecasting" not in r.output
+
+
+def test_stdout_carries_only_the_plan(tmp_path):
+    """The native solver's banner goes to stderr, so stdout can be piped."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, CARBONSCHED_DATABASE_URL=f"sqlite:///{tmp_path}/s.db")
+    r = subprocess.run([sys.executable, "-m", "carbonsched.cli", "plan", "--date", "2026-11-30",
+                        "--no-store"], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("Plan ")
+    assert "HiGHS" not in r.stdout
