@@ -1,7 +1,8 @@
 """The ``carbonsched`` command line (Typer + Rich).
 
 Every command prints errors as one line ``error: <what, where, how to fix>`` and exits 2 on bad
-input, 3 when a backend (database, solver, scheduler) is unavailable, 1 on anything else.
+input, 3 when a backend (database, solver, scheduler) is unavailable, 4 when ``plan`` produced an
+infeasible plan or no solution (the plan is still written and printed), 1 on anything else.
 """
 
 from __future__ import annotations
@@ -150,9 +151,17 @@ def plan(
 
             with _progress("plan") as progress:
                 progress("recording the plan")
-                Store(settings.resolved_database_url()).save_plan(daily.document,
-                                                                  daily.forecasts)
-            err.print(f"plan {daily.document['plan_id']} recorded in the store")
+                db = Store(settings.resolved_database_url())
+                db.save_plan(daily.document, daily.forecasts)
+            err.print(f"plan {daily.document['plan_id']} recorded in "
+                      f"{db.engine.url.render_as_string(hide_password=True)}", highlight=False)
+        status = daily.document["solver"]["status"]
+        if status in ("infeasible", "no_solution"):
+            fam = daily.document["solver"].get("infeasible_family")
+            err.print(f"[bold red]error:[/] the plan is {status}"
+                      + (f" ({fam})" if fam else "") + "; see the plan's solver note and "
+                      "unplaced reasons", highlight=False)
+            raise typer.Exit(4)
 
 
 def _print_plan(doc: dict[str, Any], summary: list[dict[str, Any]]) -> None:
@@ -164,10 +173,12 @@ def _print_plan(doc: dict[str, Any], summary: list[dict[str, Any]]) -> None:
               f"{s['seconds']:.1f} s")
     t = Table(title="Per site (forecast)", title_justify="left")
     for col, j in (("site", "left"), ("role", "left"), ("jobs", "right"),
-                   ("GPU-hours", "right"), ("energy kWh", "right"), ("emissions kg CO2e", "right")):
+                   ("job GPU-h", "right"), ("inference GPU-h", "right"), ("energy kWh", "right"),
+                   ("emissions kg CO2e", "right")):
         t.add_column(col, justify=j)  # type: ignore[arg-type]
     for r in sorted(summary, key=lambda r: -r["energy_kwh"]):
-        t.add_row(r["site"], r["role"], str(r["jobs"]), f"{r['gpu_hours']:,.0f}",
+        t.add_row(r["site"], r["role"], str(r["jobs"]), f"{r['job_gpu_hours']:,.0f}",
+                  f"{r['inference_gpu_hours']:,.0f}",
                   f"{r['energy_kwh']:,.0f}", f"{r['emissions_kg']:,.1f}")
     out.print(t)
     tot = doc["totals"]

@@ -283,22 +283,52 @@ def result_rows(result: PlanResult) -> dict[str, list[dict[str, Any]]]:
 
 
 def site_summary(problem: PlanningProblem, result: PlanResult) -> list[dict[str, Any]]:
-    """Per site: GPU-hours, facility energy [kWh] and forecast emissions [kg CO2e]."""
+    """Per site: job and inference GPU-hours [GPU·h], facility energy [kWh], emissions [kg CO2e]."""
     rows: dict[str, dict[str, Any]] = {
-        s.id: {"site": s.id, "role": str(s.role), "gpu_hours": 0.0, "energy_kwh": 0.0,
-               "emissions_kg": 0.0, "jobs": 0} for s in problem.sites}
+        s.id: {"site": s.id, "role": str(s.role), "job_gpu_hours": 0.0,
+               "inference_gpu_hours": 0.0, "energy_kwh": 0.0, "emissions_kg": 0.0, "jobs": 0}
+        for s in problem.sites}
     for p in result.placements:
         r = rows[p.site]
-        r["gpu_hours"] += p.gpus * (p.end - p.start) / HOUR
+        r["job_gpu_hours"] += p.gpus * (p.end - p.start) / HOUR
         r["energy_kwh"] += p.energy_kwh
         r["emissions_kg"] += p.emissions_kg
         r["jobs"] += 1
     for i in result.inference:
         r = rows[i.site]
-        r["gpu_hours"] += i.gpus
+        r["inference_gpu_hours"] += i.gpus
         r["energy_kwh"] += i.energy_kwh
         r["emissions_kg"] += i.emissions_kg
     return list(rows.values())
+
+
+def check_workload_fits_catalog(workload: Workload, catalog: Catalog) -> None:
+    """Refuse work that names sites or user areas the catalog does not define.
+
+    A jobs file built for another catalog would otherwise plan "successfully" with every job
+    unplaced; this names the first offending job or demand and the catalog to use.
+
+    Raises
+    ------
+    InputError
+        A job's ``allowed_sites`` or an inference demand's ``area`` is not in ``catalog``.
+    """
+    known = set(catalog.site_ids)
+    bad_jobs = [j for j in workload.jobs if set(j.allowed_sites) - known]
+    if bad_jobs:
+        j = bad_jobs[0]
+        unknown = sorted(set(j.allowed_sites) - known)
+        raise InputError(
+            f"{len(bad_jobs)} job(s) name sites that catalog {catalog.name!r} does not define, "
+            f"first job {j.id!r}: {', '.join(unknown)}; plan them with the catalog the workload "
+            "was built for (--catalog), e.g. `carbonsched workload from-traces --catalog "
+            f"{catalog.name}` builds work for this one")
+    bad_areas = sorted({d.area for d in workload.inference} - set(catalog.areas))
+    if bad_areas:
+        raise InputError(
+            f"inference demand for user area(s) {', '.join(bad_areas)} that catalog "
+            f"{catalog.name!r} does not define (its areas: {', '.join(sorted(catalog.areas))}); "
+            "use the catalog the workload was built for (--catalog)")
 
 
 @dataclass
@@ -406,6 +436,7 @@ def run_daily_plan(
     cat = load_catalog(catalog)
     if workload is None:
         workload = demo_workload(cat, issued_at.strftime("%Y-%m-%d"))
+    check_workload_fits_catalog(workload, cat)
     slots = hourly_slots(issued_at, horizon_hours)
     forecasts, notes, qualities = gather_forecasts(cat, data_dir, issued_at, horizon_hours,
                                                    progress)
@@ -425,7 +456,6 @@ def run_daily_plan(
     # the plan is as good as its weakest site's signals: modelled < estimated < measured
     quality = next((q for q in (SignalQuality.MODELLED, SignalQuality.ESTIMATED)
                     if q in qualities), SignalQuality.MEASURED)
-    notes.extend(result.solver.note.split("\n") if getattr(result.solver, "note", "") else [])
     doc: dict[str, Any] = {
         "plan_id": uuid.uuid4().hex,
         "date": issued_at.strftime("%Y-%m-%d"),
@@ -445,6 +475,7 @@ def run_daily_plan(
             "bound": result.solver.bound,
             "method": getattr(result.solver, "method", None),
             "infeasible_family": getattr(result.solver, "infeasible_family", None),
+            "note": result.solver.note,
         },
         **result_rows(result),
         "totals": {

@@ -209,3 +209,29 @@ def test_stdout_carries_only_the_plan(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("Plan ")
     assert "HiGHS" not in r.stdout
+
+
+def test_jobs_built_for_another_catalog_are_refused(tmp_path, shared_data):
+    jobs = tmp_path / "jobs.json"
+    r = runner.invoke(app, ["workload", "from-traces", "--data-dir", str(shared_data),
+                            "--date", "2023-07-15", "--out", str(jobs)])  # catalog global
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["plan", "--no-store", "--date", "2023-07-15", "--jobs", str(jobs)])
+    assert r.exit_code == 2
+    assert "catalog 'china-eastdata-westcompute' does not define" in r.output
+    assert "--catalog" in r.output
+
+
+def test_infeasible_plan_is_written_and_exits_4(tmp_path):
+    bad = tmp_path / "jobs.json"
+    bad.write_text(json.dumps({"jobs": [], "inference": [
+        {"area": "beijing", "hour": "2026-11-30T12:00:00Z", "gpu_type": "T4", "gpus": 10000,
+         "slo_ms": 20, "power_per_gpu_kw": 0.1}]}))
+    out = tmp_path / "plan.json"
+    r = runner.invoke(app, ["plan", "--no-store", "--date", "2026-11-30", "--jobs", str(bad),
+                            "--out", str(out)])
+    assert r.exit_code == 4, r.output
+    plan = json.loads(out.read_text())
+    assert plan["solver"]["status"] == "infeasible"
+    assert plan["solver"]["infeasible_family"] in ("gpu_capacity", "inference_slo")
+    assert f"({plan['solver']['infeasible_family']})" in r.output
