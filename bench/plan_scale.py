@@ -35,6 +35,7 @@ def _fmt(v, nd=2):
 
 
 def write_markdown(rows: list[dict], path: Path) -> None:
+    rows = sorted(rows, key=lambda r: (r["jobs"], r["sites"], r["hours"], r["load"]))
     lines = [
         "# Planner scale benchmark",
         "",
@@ -44,7 +45,10 @@ def write_markdown(rows: list[dict], path: Path) -> None:
         "Electricity Maps 2023 hourly CI of the first S of 16 zones (see "
         "`carbonsched/plan/instances.py`). `gap` = (objective − bound) / objective with the "
         "bound proven by the solver (reference) or by the full LP / Lagrangian dual "
-        "(planner). `load` = machine 1-minute load average when the cell finished.",
+        "(planner). `machine load` = 1-minute load average when the cell finished (other "
+        "engineers shared the 2 cores). Cells were appended by separate invocations of "
+        "`python bench/plan_scale.py --jobs N --sites S --hours H --loads F [--reference] "
+        "--out bench/results/plan_scale.json`; time limit 60 s up to 10k jobs, 300 s at 50k.",
         "",
         "| jobs | sites | hours | work load | planner s | gap | status | peak MB | "
         "reference s | ref gap | ref status | ref peak MB | s ratio | mem ratio | "

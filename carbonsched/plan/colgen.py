@@ -42,7 +42,7 @@ import numpy as np
 from carbonsched.plan.baselines import greedy_from_sets, priced_greedy
 from carbonsched.plan.model import ABSORB_EPS_KW, cover_index
 from carbonsched.plan.result import PlanResult, PlanStatus, SolverRecord, build_plan_result
-from carbonsched.plan.sets import PlanSets, option_costs
+from carbonsched.plan.sets import PlanSets, enumerate_options, option_costs
 from carbonsched.timeaxis import HOUR
 
 INF = highspy.kHighsInf
@@ -67,11 +67,17 @@ INTEGRAL_TOL = 1e-4
 SIMPLEX_STRATEGY = int(os.environ.get("CARBONSCHED_CG_SIMPLEX", "4"))
 """HiGHS simplex strategy of the master (4 = primal: added columns keep the basis primal
 feasible, so each re-solve starts where the last one ended)."""
-WARMUP_SHARE = float(os.environ.get("CARBONSCHED_CG_WARMUP", "0.15"))
-"""Share of the time budget spent on the Lagrangian warm-up that seeds the master."""
+WARMUP_SHARE = float(os.environ.get("CARBONSCHED_CG_WARMUP", "0.10"))
+"""Largest share of the time budget spent on the Lagrangian warm-up that seeds the master."""
+WARMUP_MAX_ROUNDS = 200
+"""Warm-up rounds (a fixed count keeps runs reproducible; the time share is only a cap)."""
+WARMUP_BIG_CLASSES = 10_000
+WARMUP_SHARE_BIG, WARMUP_MAX_ROUNDS_BIG = 0.15, 600
+"""Above ``WARMUP_BIG_CLASSES`` classes (50k jobs) a longer warm-up: measured, with 200
+rounds the first interior-point masters of the 50k instance ended in status Unknown."""
 WARMUP_STALL = int(os.environ.get("CARBONSCHED_CG_STALL", "10"))
 """Warm-up rounds without improvement before the step factor is halved."""
-WARMUP_KEEP_ROUNDS = 100
+WARMUP_KEEP_ROUNDS = 30
 """The options chosen in the last this many warm-up rounds seed the master."""
 WARMUP_TOP_K = 2
 """Best options per class under the warm-up's best multipliers added to the master."""
@@ -79,7 +85,10 @@ REPAIR_SHARE = 0.15
 """Share of the budget kept for the repair MIP after the crossover."""
 REPAIR_TOP_K = 3
 """Options per repair class added by reduced cost under the final duals."""
-REPAIR_MAX_CLASSES = 600
+REPAIR_ALL_OPTIONS = 50_000
+"""When every class fits in the repair and the instance has at most this many options, the
+repair MIP gets all of them."""
+REPAIR_MAX_CLASSES = 500
 """Largest repair MIP, in classes (fractional classes plus freed neighbours); measured on the
 10k × 16 × 48 instance: 500 classes → 0.70 % in 9 s, 800 → 0.51 % in 29 s (loaded machine)."""
 
@@ -578,8 +587,10 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     warm_s = 0.0
     if WARMUP_SHARE > 0:
         tw = time.perf_counter()
+        big = len(reps) > WARMUP_BIG_CLASSES
         wu = lagrangian_warmup(sets, lay, greedy.totals["objective"],
-                               WARMUP_SHARE * time_limit_s)
+                               (WARMUP_SHARE_BIG if big else WARMUP_SHARE) * time_limit_s,
+                               max_iter=WARMUP_MAX_ROUNDS_BIG if big else WARMUP_MAX_ROUNDS)
         lag_lb = wu.bound
         warm_duals = wu.duals
         warm_s = time.perf_counter() - tw
@@ -729,6 +740,8 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         moved = np.unique([cls.of_job[o[0]] for o in start_opts.tolist()
                            if tuple(o) not in lp_set]).astype(np.int64)
         rep_c = np.union1d(np.union1d(frac, neigh), moved).astype(np.int64)
+        if len(reps) <= REPAIR_MAX_CLASSES:      # small instance: the MIP over every class
+            rep_c = np.arange(len(reps), dtype=np.int64)
         in_rep = np.zeros(len(reps), dtype=bool)
         in_rep[rep_c] = True
         outside = ~in_rep[cls.of_job[start_opts[:, 0]]]
@@ -737,6 +750,10 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
             candidate_options(sets, lay, duals, reps[rep_c], pool[xo > INTEGRAL_TOL],
                               REPAIR_TOP_K),
             start_opts[~outside]]), axis=0)
+        if len(rep_c) == len(reps) and count_options(sets) <= REPAIR_ALL_OPTIONS:
+            # small instance: every option of every class (the MIP is then the full model)
+            rep_opts = np.unique(np.concatenate([rep_opts, enumerate_options(sets, reps)]),
+                                 axis=0)
         out = repair(sets, lay, cls, fix_o.reshape(-1, 3), fix_n.astype(np.int64), rep_c,
                      lay.mult[rep_c], rep_opts, threads, max(left(), 0.5), mip_gap, say,
                      start=start_plan)

@@ -36,7 +36,46 @@ AUTO_MILP_MAX_OPTIONS = 20_000
 column generation above it (measured: PuLP construction and the MILP's LP both grow past a
 minute beyond ~10^5 options; see ``bench/results/plan_scale.md``)."""
 
+AUTO_FOLLOWUP_MAX_OPTIONS = 400_000
+"""``method="auto"``: after column generation, if the proven gap is above ``mip_gap``, the
+direct MILP gets the rest of the budget when the instance has at most this many options."""
+AUTO_FOLLOWUP_MIN_SECONDS = 5.0
+FINISH_MARGIN_S = 1.5
+TRANSFER_S_PER_OPTION = 3e-5
+"""Measured cost of PuLP's model hand-over to HiGHS and reading back, per option. [s]"""
+"""Seconds kept after the last solver call for reading the solution and building the plan."""
+
 Progress = Callable[[str], None] | None
+
+
+_BANNER_DONE = False
+
+
+def _consume_highs_banner() -> None:
+    """Create one HiGHS object with stdout sent to /dev/null.
+
+    highspy 1.16 prints its copyright banner on stdout when the first ``Highs()`` of a process
+    is constructed, before any option can silence it (ERGO-Code/HiGHS#1702, #2749); a command
+    that writes JSON to stdout would be corrupted. The banner is printed once per process, so
+    it is consumed here, once.
+    """
+    global _BANNER_DONE
+    if _BANNER_DONE:
+        return
+    import sys
+
+    import highspy
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        _BANNER_DONE = True
 
 
 def highs_available() -> bool:
@@ -45,13 +84,19 @@ def highs_available() -> bool:
         import highspy  # noqa: F401
     except ImportError:
         return False
+    try:
+        _consume_highs_banner()
+    except OSError:       # no usable file descriptor 1 (embedded interpreters): keep going
+        pass
     return bool(pulp.HiGHS(msg=False).available())
 
 
 def _cbc(**kw) -> pulp.LpSolver:
-    """PuLP's bundled CBC. PuLP 3.3 deprecates ``PULP_CBC_CMD`` in favour of ``COIN_CMD`` with
-    a separately installed CBC (PuLP 4.0); the bundled binary is what this project ships with,
-    so the warning is silenced here and the migration is one line.
+    """PuLP's bundled CBC.
+
+    PuLP 3.3 deprecates ``PULP_CBC_CMD`` in favour of ``COIN_CMD`` with a separately installed
+    CBC (PuLP 4.0); the bundled binary is what this project ships with, so the warning is
+    silenced here and the migration is one line.
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -304,7 +349,9 @@ def solve_milp(sets: PlanSets, solver: str, time_limit_s: float, mip_gap: float,
         progress(f"building MILP over {len(sets.options)} options")
     m: PlanModel = build_model(sets)
     rec.build_seconds = time.perf_counter() - tb
-    remaining = max(time_limit_s - (time.perf_counter() - started), 0.01)
+    # PuLP hands the model to HiGHS column by column inside solve(); keep time for that
+    transfer_s = TRANSFER_S_PER_OPTION * len(sets.options)
+    remaining = max(time_limit_s - (time.perf_counter() - started) - transfer_s, 0.01)
     if progress:
         progress(f"solving with {rec.name} (limit {remaining:.0f} s)")
     out = run_milp(m.lp, rec.name, remaining, mip_gap, threads)
@@ -338,7 +385,10 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
         proven gap is within it. [-]
     method
         ``"milp"`` (direct PuLP model), ``"colgen"`` (column generation with an exact LP bound,
-        then a repair MIP), or ``"auto"`` (MILP up to :data:`AUTO_MILP_MAX_OPTIONS` options).
+        then a repair MIP), or ``"auto"``: the MILP up to :data:`AUTO_MILP_MAX_OPTIONS`
+        options, else column generation, followed — when its proven gap is still above
+        ``mip_gap`` and the instance has at most :data:`AUTO_FOLLOWUP_MAX_OPTIONS` options — by
+        the direct MILP in the remaining time (better plan and better bound kept).
     threads
         Solver threads.
     progress
@@ -367,7 +417,8 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
         raise InputError(f"time_limit_s must be > 0, got {time_limit_s}")
     name, note = resolve_solver(solver)
     sets = compile_sets(problem)
-    if method == "auto":
+    auto = method == "auto"
+    if auto:
         method = "milp" if len(sets.options) <= AUTO_MILP_MAX_OPTIONS else "colgen"
     if method == "colgen" and not highs_available():
         note = "; ".join(x for x in (note, "column generation needs highspy; solved the direct "
@@ -381,4 +432,32 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
         return solve_milp(sets, name, time_limit_s, mip_gap, threads, rec, started, progress)
     from carbonsched.plan.colgen import solve_colgen
 
-    return solve_colgen(sets, time_limit_s, mip_gap, threads, rec, started, progress)
+    res = solve_colgen(sets, time_limit_s, mip_gap, threads, rec, started, progress)
+    left = time_limit_s - (time.perf_counter() - started)
+    if (auto and res.status != PlanStatus.OPTIMAL and left > AUTO_FOLLOWUP_MIN_SECONDS
+            and len(sets.options) <= AUTO_FOLLOWUP_MAX_OPTIONS):
+        # the LP bound can be weak on small instances (gangs, short windows): spend the rest
+        # of the budget on the direct MILP, keep the better plan and the better bound
+        if progress:
+            progress(f"gap {rec.mip_gap}: direct MILP with the remaining {left:.0f} s")
+        rec2 = SolverRecord(name=name, status=PlanStatus.NO_SOLUTION, method="milp")
+        alt = solve_milp(sets, name, time_limit_s - FINISH_MARGIN_S, mip_gap, threads, rec2,
+                         started, None)
+        bound = max(b for b in (rec.bound, rec2.bound, -np.inf) if b is not None)
+        best = alt if (alt.status in (PlanStatus.OPTIMAL, PlanStatus.FEASIBLE)
+                       and alt.totals["objective"] < res.totals["objective"]) else res
+        out = best.solver
+        out.bound = bound if np.isfinite(bound) else None
+        out.mip_gap = relative_gap(best.totals["objective"], out.bound)
+        out.method = "colgen+milp"
+        out.build_seconds = rec.build_seconds + rec2.build_seconds
+        out.solve_seconds = rec.solve_seconds + rec2.solve_seconds
+        out.note = f"{rec.note}; then direct MILP: {rec2.note}"
+        # optimal only if a solver finished its proof (never for a time-limited incumbent)
+        proven = (out.mip_gap is not None and out.mip_gap <= mip_gap + 1e-9
+                  and (alt.status == PlanStatus.OPTIMAL or res.status == PlanStatus.OPTIMAL))
+        if best.status != PlanStatus.HEURISTIC:
+            best.status = out.status = PlanStatus.OPTIMAL if proven else PlanStatus.FEASIBLE
+        out.seconds = time.perf_counter() - started
+        return best
+    return res

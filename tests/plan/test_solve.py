@@ -102,3 +102,23 @@ def test_gap_and_cbc_log_parsing():
     log = ("Result - Stopped on time limit\n\nObjective value:                12.50000000\n"
            "Lower bound:                    12.000\nGap:                            0.04\n")
     assert _parse_cbc_log(log) == (12.5, 12.0)
+
+
+def test_auto_runs_column_generation_then_the_milp_when_the_gap_is_open(monkeypatch):
+    prob = mid_size()
+    exact = solve_plan(prob, time_limit_s=60, mip_gap=0.0, method="milp")
+    monkeypatch.setattr(solve_mod, "AUTO_MILP_MAX_OPTIONS", 0)
+    res = solve_plan(prob, time_limit_s=60, mip_gap=0.01)
+    assert res.solver.method in ("colgen", "colgen+milp")
+    assert res.status == PlanStatus.OPTIMAL
+    assert res.solver.mip_gap <= 0.01
+    assert res.totals["objective"] <= exact.totals["objective"] * 1.01 + 1e-9
+    assert res.solver.bound <= exact.totals["objective"] + 1e-6
+
+
+def test_column_generation_without_highspy_uses_the_cbc_milp(monkeypatch):
+    monkeypatch.setattr(solve_mod, "highs_available", lambda: False)
+    res = solve_plan(small(), method="colgen")
+    assert (res.solver.name, res.solver.method) == ("cbc", "milp")
+    assert "column generation needs highspy" in res.solver.note
+    assert res.totals["emissions_kg"] == pytest.approx(0.14)
