@@ -1,4 +1,4 @@
-"""`carbonsched backtest` wiring: bad input, and one region with one cheap model on the real files."""
+"""`carbonsched backtest` wiring: bad input; one region, one cheap model, on the real files."""
 
 import json
 
