@@ -51,12 +51,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from carbonsched.adapters.signals.dacf import (
     direct_ci_from_mix,
     read_dacf_mix,
     read_dacf_reference,
     read_dacf_region,
 )
+from carbonsched.errors import DataFormatError, ForecastError, InputError
 from carbonsched.forecasts.base import Forecaster
 from carbonsched.forecasts.baselines import SeasonalNaive
 from carbonsched.forecasts.dacf_models import (
@@ -66,8 +68,6 @@ from carbonsched.forecasts.dacf_models import (
     LightGBMDayAhead,
     lagged_source_shares,
 )
-
-from carbonsched.errors import DataFormatError, ForecastError, InputError
 
 REGIONS: tuple[str, ...] = ("CISO", "PJM", "ERCO", "ISNE", "SE", "DE")
 VALIDATION_START = pd.Timestamp("2021-01-01", tz="UTC")

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from carbonsched.forecasts.base import Forecaster
 
 from carbonsched.errors import ForecastError
+from carbonsched.forecasts.base import Forecaster
 
 #: Lower/upper probabilities of the two central intervals, in the contract's column names.
 INTERVAL_PROBS: dict[str, float] = {"lo_95": 0.025, "lo_80": 0.10, "hi_80": 0.90, "hi_95": 0.975}

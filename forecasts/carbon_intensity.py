@@ -48,9 +48,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import statsmodels.api as sm
-from carbonsched.forecasts.base import EmpiricalIntervals, Forecaster
 
 from carbonsched.errors import ForecastError
+from carbonsched.forecasts.base import EmpiricalIntervals, Forecaster
 
 FEATURES = ("const", "last", "s24", "s168", "mean7", "mean24")
 

@@ -57,9 +57,9 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 import statsmodels.api as sm
-from carbonsched.forecasts.base import Forecaster
 
 from carbonsched.errors import ForecastError, TimeAxisError
+from carbonsched.forecasts.base import Forecaster
 from carbonsched.timeaxis import ensure_hourly_utc, require_aware
 
 HOUR = pd.Timedelta(hours=1)

@@ -47,10 +47,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from carbonsched.forecasts.baselines import SeasonalNaive
-from carbonsched.forecasts.carbon_intensity import LeadRegression
 
 from carbonsched.errors import InputError
+from carbonsched.forecasts.baselines import SeasonalNaive
+from carbonsched.forecasts.carbon_intensity import LeadRegression
 
 INDEX_COLUMN = "green_surplus_index"
 PRICE_COLUMN = "price_usd_per_mwh"

@@ -41,13 +41,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from carbonsched.forecasts.base import Forecaster
-from carbonsched.forecasts.baselines import INTERVAL_PROBS, empirical_quantiles
 from scipy.optimize import least_squares
 from scipy.stats import norm
 
 from carbonsched.domain import PueModel
 from carbonsched.errors import ForecastError, InputError
+from carbonsched.forecasts.base import Forecaster
+from carbonsched.forecasts.baselines import INTERVAL_PROBS, empirical_quantiles
 
 WEATHER_COLUMNS = ("temperature_c", "relative_humidity_pct")
 CALIBRATED = ("pue_min", "free_cooling_below_c", "mechanical_slope_per_c", "humidity_slope")

@@ -39,6 +39,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from carbonsched.domain import PueModel
+from carbonsched.errors import InputError
 from carbonsched.forecasts.base import Forecaster
 from carbonsched.forecasts.baselines import Climatology, SeasonalNaive
 from carbonsched.forecasts.carbon_intensity import LeadRegression
@@ -48,9 +51,6 @@ from carbonsched.forecasts.green_surplus import (
     green_surplus_index,
 )
 from carbonsched.forecasts.pue import free_cooling_hours, pue_from_weather
-
-from carbonsched.domain import PueModel
-from carbonsched.errors import InputError
 
 YEAR = 2023
 TEST_WEEKS = tuple(range(9, 50, 4))

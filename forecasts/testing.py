@@ -34,14 +34,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from carbonsched.domain import PueModel
+from carbonsched.errors import ForecastError, NotFittedError, TimeAxisError
 from carbonsched.forecasts.base import COLUMNS, Forecaster
 from carbonsched.forecasts.baselines import Climatology, SeasonalNaive
 from carbonsched.forecasts.carbon_intensity import LeadRegression
 from carbonsched.forecasts.green_surplus import GreenSurplusForecaster, SurplusSeasonalNaive
 from carbonsched.forecasts.pue import PueForecaster, pue_from_weather
-
-from carbonsched.domain import PueModel
-from carbonsched.errors import ForecastError, NotFittedError, TimeAxisError
 
 #: Every forecaster of this package, checked by ``tests/forecasts/test_conformance.py``.
 FORECASTERS: list[type[Forecaster]] = [

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from carbonsched.forecasts.base import Forecaster
 
 from carbonsched.catalog import load_catalog
 from carbonsched.errors import ForecastError
+from carbonsched.forecasts.base import Forecaster
 from carbonsched.pipeline import forecast_site
 
 ISSUE = pd.Timestamp("2023-07-15", tz="UTC")

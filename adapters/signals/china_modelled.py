@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from carbonsched.adapters.signals.registry import SIGNAL_COLUMNS
 from carbonsched.domain import SignalQuality, Site
 from carbonsched.errors import CatalogError, TimeAxisError
 from carbonsched.timeaxis import require_aware
@@ -58,17 +59,7 @@ from carbonsched.timeaxis import require_aware
 SOURCE = "modelled-china"
 PARAMS_RESOURCE = "china_grid_model.toml"
 
-COLUMNS = (
-    "carbon_intensity_g_per_kwh",
-    "carbon_intensity_lca_g_per_kwh",
-    "carbon_intensity_estimated",
-    "renewable_pct",
-    "low_carbon_pct",
-    "price_usd_per_mwh",
-    "temperature_c",
-    "relative_humidity_pct",
-    "green_surplus_index",
-)
+COLUMNS = (*SIGNAL_COLUMNS, "green_surplus_index")
 
 
 # --- parameters -----------------------------------------------------------------------------

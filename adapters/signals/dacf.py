@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from carbonsched.adapters.signals._common import (
     check_file,
     finalize,
@@ -61,7 +62,6 @@ from carbonsched.adapters.signals._common import (
     parse_timestamps,
     read_csv_cells,
 )
-
 from carbonsched.errors import DataFormatError
 
 #: Direct emission factors of the DACF paper, Table 1 [gCO2eq/kWh]; sources absent here

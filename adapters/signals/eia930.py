@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from carbonsched.adapters.signals._common import (
     check_file,
     finalize,

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from carbonsched.adapters.signals._common import (
     NA_TOKENS,
     check_file,
@@ -40,7 +41,6 @@ from carbonsched.adapters.signals._common import (
     read_csv_cells,
     rename_columns,
 )
-
 from carbonsched.errors import DataFormatError
 
 VARIABLE_MAP: dict[str, str] = {

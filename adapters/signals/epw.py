@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from carbonsched.adapters.signals._common import NA_TOKENS, check_file
 
+from carbonsched.adapters.signals._common import NA_TOKENS, check_file
 from carbonsched.errors import DataFormatError
 
 VARIABLE_MAP: dict[int, tuple[str, float]] = {

@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from carbonsched.adapters.signals._common import check_file, finalize
 
+from carbonsched.adapters.signals._common import check_file, finalize
 from carbonsched.errors import DataFormatError
 
 VARIABLE_MAP: dict[str, str] = {

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
 from carbonsched.adapters.signals._common import (
     check_file,
     finalize,

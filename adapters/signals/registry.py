@@ -40,12 +40,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from carbonsched.adapters.signals.eia930 import read_eia930
 from carbonsched.adapters.signals.electricitymaps import read_electricitymaps
 from carbonsched.adapters.signals.epw import read_epw
 from carbonsched.adapters.signals.openmeteo import read_open_meteo
 from carbonsched.adapters.signals.prices import read_prices
-
 from carbonsched.domain import SignalQuality, Site
 from carbonsched.errors import CatalogError, DataFormatError, InputError, TimeAxisError
 from carbonsched.timeaxis import ensure_hourly_utc, require_aware
@@ -196,6 +196,38 @@ def _empty(hours: pd.DatetimeIndex) -> pd.DataFrame:
 
 
 # ----------------------------------------------------------------------------- loaders
+_MIX_COLUMNS = ("carbon_intensity_g_per_kwh", "carbon_intensity_lca_g_per_kwh", "renewable_pct",
+                "low_carbon_pct")
+
+
+def _fill_from_yearly_files(
+    out: pd.DataFrame, hours: pd.DatetimeIndex, path_for_year: Any, reader: str, label: str,
+    files: list[str], notes: list[str], with_estimated_flag: bool = False,
+) -> bool:
+    """Copy the carbon-intensity and mix columns of each year's file into ``out`` on ``hours``.
+
+    A year without a file leaves its hours NaN and adds a note. Returns whether any file existed.
+    """
+    found = False
+    for y in _years(hours):
+        path = path_for_year(y)
+        if not path.is_file():
+            notes.append(f"no {label} file {path.name}: hours of {y} NaN")
+            continue
+        found = True
+        frame, meta = read_cached(reader, path)
+        sub = frame.reindex(hours)
+        inside = sub.index.isin(frame.index)
+        for c in _MIX_COLUMNS:
+            out.loc[inside, c] = sub.loc[inside, c]
+        if with_estimated_flag:
+            out.loc[inside, "carbon_intensity_estimated"] = (
+                sub.loc[inside, "carbon_intensity_estimated"].astype(bool))
+        files.append(str(path))
+        notes.extend(_notes_of(meta, path))
+    return found
+
+
 def _load_electricitymaps(
     site: Site, data_dir: Path, hours: pd.DatetimeIndex
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -205,24 +237,9 @@ def _load_electricitymaps(
     out = _empty(hours)
     files: list[str] = []
     notes: list[str] = []
-    found = False
-    for y in _years(hours):
-        path = ci_dir / f"{zone}_{y}_hourly.csv"
-        if not path.is_file():
-            notes.append(f"no carbon-intensity file {path.name}: hours of {y} NaN")
-            continue
-        found = True
-        frame, meta = read_cached("electricitymaps", path)
-        sub = frame.reindex(hours)
-        inside = sub.index.isin(frame.index)
-        for c in ("carbon_intensity_g_per_kwh", "carbon_intensity_lca_g_per_kwh",
-                  "renewable_pct", "low_carbon_pct"):
-            out.loc[inside, c] = sub.loc[inside, c]
-        out.loc[inside, "carbon_intensity_estimated"] = (
-            sub.loc[inside, "carbon_intensity_estimated"].astype(bool)
-        )
-        files.append(str(path))
-        notes.extend(_notes_of(meta, path))
+    found = _fill_from_yearly_files(
+        out, hours, lambda y: ci_dir / f"{zone}_{y}_hourly.csv", "electricitymaps",
+        "carbon-intensity", files, notes, with_estimated_flag=True)
     if not found:
         zones = sorted({p.name.rsplit("_", 2)[0] for p in ci_dir.glob("*_hourly.csv")})
         if not any(ci_dir.glob(f"{zone}_*_hourly.csv")):
@@ -258,21 +275,9 @@ def _load_eia930(
     out = _empty(hours)
     files: list[str] = []
     notes: list[str] = []
-    found = False
-    for y in _years(hours):
-        path = folder / f"{ba}_NG_avgCI_{y}.csv"
-        if not path.is_file():
-            notes.append(f"no EIA-930 file {path.name}: hours of {y} NaN")
-            continue
-        found = True
-        frame, meta = read_cached("eia930", path)
-        sub = frame.reindex(hours)
-        inside = sub.index.isin(frame.index)
-        for c in ("carbon_intensity_g_per_kwh", "carbon_intensity_lca_g_per_kwh",
-                  "renewable_pct", "low_carbon_pct"):
-            out.loc[inside, c] = sub.loc[inside, c]
-        files.append(str(path))
-        notes.extend(_notes_of(meta, path))
+    found = _fill_from_yearly_files(
+        out, hours, lambda y: folder / f"{ba}_NG_avgCI_{y}.csv", "eia930", "EIA-930",
+        files, notes)
     if not found and not any(folder.glob(f"{ba}_NG_avgCI_*.csv")):
         bas = sorted({p.name.split("_")[0] for p in folder.glob("*_NG_avgCI_*.csv")})
         raise DataFormatError(

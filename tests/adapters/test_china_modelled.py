@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from carbonsched.adapters.signals import china_modelled as cm
 
+from carbonsched.adapters.signals import china_modelled as cm
 from carbonsched.catalog import load_catalog
 from carbonsched.errors import CatalogError, TimeAxisError
 

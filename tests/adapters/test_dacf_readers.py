@@ -7,13 +7,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
 from carbonsched.adapters.signals.dacf import (
     direct_ci_from_mix,
     read_dacf_mix,
     read_dacf_reference,
     read_dacf_region,
 )
-
 from carbonsched.errors import DataFormatError
 
 REGIONS = ("CISO", "PJM", "ERCO", "ISNE", "SE", "DE")

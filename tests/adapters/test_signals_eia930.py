@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
 from carbonsched.adapters.signals import read_eia930
 from carbonsched.adapters.signals.eia930 import DIRECT_FACTORS_G_PER_KWH
-
 from carbonsched.errors import DataFormatError
 
 # row 00:00 of eia930_small.csv: WND 100 SUN 0 WAT 200 OIL 10 NG 500 COL 150 NUC 300 OTH 40

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from carbonsched.adapters.signals import read_electricitymaps
 
+from carbonsched.adapters.signals import read_electricitymaps
 from carbonsched.errors import DataFormatError
 
 HEADER = (

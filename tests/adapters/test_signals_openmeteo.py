@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from carbonsched.adapters.signals import read_open_meteo
 
+from carbonsched.adapters.signals import read_open_meteo
 from carbonsched.errors import DataFormatError
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
 from carbonsched.adapters.signals import (
     SIGNAL_COLUMNS,
     SOURCES,
@@ -21,7 +22,6 @@ from carbonsched.adapters.signals import (
     load_site_signals,
 )
 from carbonsched.adapters.signals import registry as reg
-
 from carbonsched.domain import Backend, PueModel, SignalQuality, Site, SiteRole
 from carbonsched.errors import CatalogError, DataFormatError, InputError, TimeAxisError
 

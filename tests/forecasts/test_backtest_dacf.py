@@ -7,6 +7,8 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+
+from carbonsched.errors import DataFormatError, InputError
 from carbonsched.forecasts.backtest import (
     BacktestResult,
     coverage,
@@ -17,8 +19,6 @@ from carbonsched.forecasts.backtest import (
     run_backtest,
     score,
 )
-
-from carbonsched.errors import DataFormatError, InputError
 
 
 def test_mape_mean_hand_computed():

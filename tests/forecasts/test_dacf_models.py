@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+
+from carbonsched.errors import ForecastError, TimeAxisError
 from carbonsched.forecasts.base import COLUMNS
 from carbonsched.forecasts.dacf_models import (
     DacfSeasonalNaive,
@@ -14,8 +16,6 @@ from carbonsched.forecasts.dacf_models import (
     day_ahead_design,
     lagged_source_shares,
 )
-
-from carbonsched.errors import ForecastError, TimeAxisError
 
 DAYS = 70
 ISSUE = pd.Timestamp("2021-03-01 00:00", tz="UTC")

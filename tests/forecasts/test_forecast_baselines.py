@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+
+from carbonsched.errors import ForecastError, NotFittedError, TimeAxisError
 from carbonsched.forecasts.baselines import (
     Climatology,
     SeasonalNaive,
     empirical_quantiles,
     seasonal_lookup,
 )
-
-from carbonsched.errors import ForecastError, NotFittedError, TimeAxisError
 
 T0 = pd.Timestamp("2023-05-01T00:00:00Z")
 PROFILE = 100.0 + 10.0 * np.arange(24)  # 100, 110, ..., 330

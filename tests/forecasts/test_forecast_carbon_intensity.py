@@ -7,6 +7,8 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+
+from carbonsched.errors import ForecastError
 from carbonsched.forecasts.base import fit_with_fallback
 from carbonsched.forecasts.baselines import SeasonalNaive
 from carbonsched.forecasts.carbon_intensity import (
@@ -17,8 +19,6 @@ from carbonsched.forecasts.carbon_intensity import (
     lead_features,
 )
 from carbonsched.forecasts.testing import synthetic_level
-
-from carbonsched.errors import ForecastError
 
 T0 = pd.Timestamp("2023-03-01T00:00:00Z")
 

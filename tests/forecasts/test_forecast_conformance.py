@@ -8,6 +8,8 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+
+from carbonsched.errors import ForecastError
 from carbonsched.forecasts.base import Forecaster
 from carbonsched.forecasts.baselines import SeasonalNaive
 from carbonsched.forecasts.testing import (
@@ -19,8 +21,6 @@ from carbonsched.forecasts.testing import (
     data_for,
     synthetic_level,
 )
-
-from carbonsched.errors import ForecastError
 
 
 @pytest.mark.parametrize("cls", all_forecasters(), ids=lambda c: c.__name__)

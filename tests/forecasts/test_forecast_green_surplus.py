@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+
+from carbonsched.errors import InputError
 from carbonsched.forecasts.green_surplus import (
     GreenSurplusForecaster,
     SurplusSeasonalNaive,
@@ -13,8 +15,6 @@ from carbonsched.forecasts.green_surplus import (
     renewable_score,
 )
 from carbonsched.forecasts.testing import synthetic_index
-
-from carbonsched.errors import InputError
 
 IDX = pd.date_range("2023-06-01T00:00Z", periods=6, freq="h")
 

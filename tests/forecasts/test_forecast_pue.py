@@ -5,6 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import norm
+
+from carbonsched.domain import PueModel
+from carbonsched.errors import ForecastError, InputError
 from carbonsched.forecasts.base import fit_with_fallback
 from carbonsched.forecasts.pue import (
     PueForecaster,
@@ -12,10 +16,6 @@ from carbonsched.forecasts.pue import (
     free_cooling_hours,
     pue_from_weather,
 )
-from scipy.stats import norm
-
-from carbonsched.domain import PueModel
-from carbonsched.errors import ForecastError, InputError
 
 IDX = pd.date_range("2023-07-01T00:00Z", periods=5, freq="h")
 

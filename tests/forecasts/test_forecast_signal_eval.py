@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
+from carbonsched.errors import InputError
 from carbonsched.forecasts.baselines import SeasonalNaive
 from carbonsched.forecasts.signal_eval import (
     available_zones,
@@ -19,8 +21,6 @@ from carbonsched.forecasts.signal_eval import (
     surplus_scores,
     zone_frame,
 )
-
-from carbonsched.errors import InputError
 
 
 def frame(mean, actual, lo80=None, hi80=None) -> pd.DataFrame:
