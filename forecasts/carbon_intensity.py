@@ -1,7 +1,8 @@
 """Day-ahead forecasts of hourly grid carbon intensity: a per-lead OLS on lagged values.
 
 :class:`LeadRegression` regresses the value ``k`` hours after the issue time on features known
-at issue time, with one ordinary-least-squares fit (statsmodels ``OLS``) per lead hour ``k``:
+at issue time, with one ordinary-least-squares fit (minimum-norm, ``numpy.linalg.lstsq``) per
+lead hour ``k``:
 
 =========  =========================================================================
 feature    definition (``T`` = issue time, ``t = T + k``, ``m_s = ceil((k+1)/s)``)
@@ -42,12 +43,10 @@ the residuals came from).
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import statsmodels.api as sm
 
 from carbonsched.errors import ForecastError
 from carbonsched.forecasts.base import EmpiricalIntervals, Forecaster
@@ -206,10 +205,12 @@ class LeadRegression(Forecaster):
             ok = np.isfinite(yk) & np.isfinite(Xk).all(axis=1)
             if ok.sum() < 4 * len(FEATURES):
                 continue
-            with warnings.catch_warnings():
-                # lead 23 has s24 == last (both are y[T-1]); pinv gives the minimum-norm fit.
-                warnings.simplefilter("ignore")
-                coef[k] = sm.OLS(yk[ok], Xk[ok]).fit(method="pinv").params
+            # Lead 23 has s24 == last (both are y[T-1]), so the design can be rank-deficient:
+            # numpy's SVD least squares gives the minimum-norm fit with the singular-value
+            # cutoff eps * max(M, N) (numpy.linalg.lstsq, rcond=None). statsmodels' own pinv
+            # cutoff changed in 0.15 and kept a near-zero singular value, which turned an exactly
+            # periodic series into a 1.3 % error (tests/forecasts/test_forecast_green_surplus.py).
+            coef[k] = np.linalg.lstsq(Xk[ok], yk[ok], rcond=None)[0]
         return coef
 
     def _fit(self, y: pd.Series, X: pd.DataFrame | None) -> None:
