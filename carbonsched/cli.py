@@ -24,6 +24,7 @@ from rich.table import Table
 from carbonsched.errors import (
     BackendUnavailableError,
     CarbonschedError,
+    InputError,
     SolverUnavailableError,
 )
 
@@ -270,17 +271,27 @@ def replay(
         help="Multiplier on each day's trace job count (<1 subsamples).")] = 1.0,
     mip_gap: Annotated[float, typer.Option(
         help="Relative MIP gap at which milp and oracle stop.")] = 0.001,
+    executor: Annotated[str, typer.Option(
+        help="Where the days run: local (processes here) or dask (a Dask cluster).")] = "local",
+    scheduler_address: Annotated[str | None, typer.Option(
+        help="Dask scheduler to use with --executor dask, e.g. tcp://10.0.0.5:8786; "
+             "without it a local Dask cluster of --workers processes is started.")] = None,
 ) -> None:
     """Replay a period: plan each day on forecasts, score every policy on the actual grid."""
+    from carbonsched.executor import parse_executor
     from carbonsched.replay import plot_daily, run_replay
     from carbonsched.settings import get_settings
 
     with _errors():
+        parse_executor(executor)  # refuse a bad name before the data load
+        if scheduler_address and executor.strip().lower() != "dask":
+            raise InputError("--scheduler-address needs --executor dask")
         ddir = data_dir or get_settings().data_dir
         pols = tuple(p.strip() for p in policies.split(",") if p.strip())
         with _progress("replay") as progress, _solver_chatter_to_stderr():
             res = run_replay(catalog, ddir, start, end, pols, seed, time_limit, progress,
-                             workers=workers, mip_gap=mip_gap, workload_scale=workload_scale)
+                             workers=workers, mip_gap=mip_gap, workload_scale=workload_scale,
+                             executor=executor, scheduler_address=scheduler_address)
         _write_json(out_file, res)
         if plot:
             plot_daily(res, plot)

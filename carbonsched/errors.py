@@ -16,7 +16,7 @@ and from the built-in that fits it, so callers can catch either::
     │   ├── InfeasiblePlanError            no plan satisfies a constraint family
     │   └── SolverUnavailableError         the requested MILP solver cannot run on this host
     └── BackendError (RuntimeError)
-        └── BackendUnavailableError        a scheduler backend (Slurm, Kubernetes) cannot be reached
+        └── BackendUnavailableError        a backend (Slurm, Kubernetes, Dask) cannot be reached
 
 Each class carries its context as attributes so that the CLI and the API can show it.
 """
