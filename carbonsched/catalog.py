@@ -158,6 +158,7 @@ _SITE_FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "timezone": ((str,), True, "an IANA time zone such as 'Asia/Shanghai'"),
     "gpus": ((dict,), True, "a table [sites.gpus.<TYPE>] with count and board_power_w"),
     "it_power_cap_kw": (_NUM, True, "the IT power cap in kW, > 0"),
+    "facility_power_cap_kw": (_NUM, False, "the grid-connection cap on facility power in kW, > 0"),
     "pue": ((dict,), True, "a table [sites.pue] with the fields of PueModel"),
     "latency_ms": ((dict,), True, "a table [sites.latency_ms] of <area> = round-trip ms"),
     "backend": ((dict,), True, "a table [sites.backend] with kind and its fields"),
@@ -328,6 +329,11 @@ def _parse_site(ctx: _Ctx, i: int, raw: Any, areas: dict[str, UserArea]) -> Site
     gpus = _parse_gpus(ctx, where, raw["gpus"])
     _nonneg(ctx, where, "it_power_cap_kw", raw["it_power_cap_kw"], strict=True)
     _nonneg(ctx, where, "green_surplus_max_kw", raw.get("green_surplus_max_kw", 0.0))
+    fac = raw.get("facility_power_cap_kw")
+    if fac is not None and not (math.isfinite(fac) and fac > 0):
+        raise ctx.fail(where, f"field 'facility_power_cap_kw' must be a finite number > 0 [kW], "
+                       f"got {fac}", "give the grid connection's limit on facility power in kW, "
+                       "or leave the field out")
     ef = raw.get("annual_emission_factor_g_per_kwh")
     if ef is not None:
         _nonneg(ctx, where, "annual_emission_factor_g_per_kwh", ef, strict=True)
@@ -352,7 +358,9 @@ def _parse_site(ctx: _Ctx, i: int, raw: Any, areas: dict[str, UserArea]) -> Site
         id=str(sid), name=raw["name"], role=role, zone=raw["zone"],
         signal_source=raw["signal_source"], latitude=float(raw["latitude"]),
         longitude=float(raw["longitude"]), timezone=raw["timezone"], gpus=gpus,
-        it_power_cap_kw=float(raw["it_power_cap_kw"]), pue=_parse_pue(ctx, where, raw["pue"]),
+        it_power_cap_kw=float(raw["it_power_cap_kw"]),
+        facility_power_cap_kw=None if fac is None else float(fac),
+        pue=_parse_pue(ctx, where, raw["pue"]),
         latency_ms=lat_ms, backend=_parse_backend(ctx, where, raw["backend"]),
         green_surplus_max_kw=float(raw.get("green_surplus_max_kw", 0.0)),
         province=raw.get("province"),

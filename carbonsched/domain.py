@@ -164,6 +164,10 @@ class Site:
     """Green power the site has contracted to absorb when the grid would curtail it (for
     example a direct-supply or curtailment-absorption agreement). The hourly absorbable power is
     ``green_surplus_index × green_surplus_max_kw``. [kW]"""
+    facility_power_cap_kw: float | None = None
+    """Grid-connection cap on facility power (IT × PUE); ``None`` where only the IT cap
+    (PDU/UPS) binds. The planner keeps IT power × the PUE forecast's upper 95 % bound within it
+    in every hour. [kW]"""
     province: str | None = None
     annual_emission_factor_g_per_kwh: float | None = None
     """Official annual average grid emission factor, where one is cited. [g/kWh]"""

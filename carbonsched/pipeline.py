@@ -35,6 +35,7 @@ from carbonsched.plan import (
     PlanResult,
     agnostic_plan,
     score_plan,
+    site_hour_power,
     solve_plan,
 )
 from carbonsched.timeaxis import HOUR, day_start_utc, hourly_slots, require_aware
@@ -68,7 +69,8 @@ class SiteForecast:
         Site id.
     signals
         Frame on the horizon slots (index ``slot``, UTC) with ``carbon_intensity_g_per_kwh``,
-        ``pue`` and ``green_surplus_kw``.
+        ``pue``, ``pue_hi_95`` (upper bound of the PUE's 95 % interval) and
+        ``green_surplus_kw``.
     long
         Long frame for the store: site, signal, model, issued_at, ts, mean, lo_80, hi_80, lo_95,
         hi_95.
@@ -240,6 +242,7 @@ def forecast_site(
     signals = pd.DataFrame({
         "carbon_intensity_g_per_kwh": ci_fc["mean"].clip(lower=0.0).to_numpy(),
         "pue": pue.to_numpy(float),
+        "pue_hi_95": np.maximum(pue_fc["hi_95"].to_numpy(float), pue.to_numpy(float)),
         "green_surplus_kw": gs_fc["mean"].to_numpy() * site.green_surplus_max_kw,
         "green_surplus_index": gs_fc["mean"].to_numpy(),
     }, index=slots)
@@ -257,12 +260,13 @@ def build_problem(sites: list[Site], workload: Workload, forecasts: dict[str, Si
     -------
     PlanningProblem
         ``signals`` indexed by (site, slot) with carbon_intensity_g_per_kwh, pue,
-        green_surplus_kw.
+        green_surplus_kw and pue_hi_95 (the PUE facility power caps are planned against).
     """
     use = [s for s in sites if s.id in forecasts]
     frames = []
     for s in use:
-        f = forecasts[s.id].signals[["carbon_intensity_g_per_kwh", "pue", "green_surplus_kw"]]
+        f = forecasts[s.id].signals[["carbon_intensity_g_per_kwh", "pue", "green_surplus_kw",
+                                     "pue_hi_95"]]
         f = f.copy()
         f.index = pd.MultiIndex.from_product([[s.id], f.index], names=["site", "slot"])
         frames.append(f)
@@ -485,6 +489,7 @@ def run_daily_plan(
             "surplus_absorbed_kwh": float(plan_score.surplus_absorbed_kwh),
             "baseline_energy_kwh": float(base_score.energy_kwh),
         },
+        "site_hours": site_hour_power(problem, result),
         "notes": notes,
     }
     summary = site_summary(problem, result)

@@ -103,7 +103,7 @@ def _stack(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 _COUNTS = ("deadline_misses", "slo_violations", "capacity_violations", "power_cap_violations",
-           "gang_violations")
+           "facility_cap_violations", "gang_violations")
 
 
 def _empty_totals(policies: tuple[str, ...]) -> dict[str, dict[str, float]]:
@@ -250,7 +250,8 @@ def run_replay(
     dict
         ``policies`` {name: {emissions_kg, reduction_pct, oracle_share, surplus_absorbed_mwh,
         deadline_misses, slo_violations, capacity_violations, power_cap_violations,
-        unplaced_gpu_hours, seconds}}, ``daily`` (per day and policy emissions), ``notes``.
+        facility_cap_violations, unplaced_gpu_hours, seconds}}, ``daily`` (per day and policy
+        emissions), ``notes``.
 
     Raises
     ------

@@ -276,3 +276,27 @@ def test_us_2022_zones_have_2022_history_and_epw(shared_data: Path) -> None:
         assert (shared_data / "eia930-sustaindc" / f"{s.zone}_NG_avgCI_2022.csv").is_file()
         assert s.meta["weather_file"].endswith(".epw")
         assert (shared_data / s.meta["weather_file"]).is_file(), s.id
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("nan", r"field 'facility_power_cap_kw' must be a finite number > 0 \[kW\], got nan"),
+    ("inf", r"field 'facility_power_cap_kw' must be a finite number > 0 \[kW\], got inf"),
+    ("0.0", r"field 'facility_power_cap_kw' must be a finite number > 0 \[kW\], got 0.0"),
+    ("-130.0", r"field 'facility_power_cap_kw' must be a finite number > 0 \[kW\], got -130.0"),
+    ('"130"', r"field 'facility_power_cap_kw' has type str"),
+])
+def test_facility_power_cap_is_validated(tmp_path: Path, minimal_text: str, value: str,
+                                         message: str) -> None:
+    text = minimal_text.replace("it_power_cap_kw = 10.0",
+                                f"it_power_cap_kw = 10.0\nfacility_power_cap_kw = {value}", 1)
+    with pytest.raises(CatalogError, match=r"site 'hub-a' \(sites\[0\]\): " + message):
+        load_catalog(write(tmp_path, text))
+
+
+def test_facility_power_cap_is_optional_and_read(tmp_path: Path, minimal_text: str) -> None:
+    # just above zero is accepted; a site without the field has none
+    text = minimal_text.replace("it_power_cap_kw = 10.0",
+                                "it_power_cap_kw = 10.0\nfacility_power_cap_kw = 0.001", 1)
+    cat = load_catalog(write(tmp_path, text))
+    assert cat.sites[0].facility_power_cap_kw == 0.001
+    assert cat.sites[1].facility_power_cap_kw is None

@@ -60,8 +60,15 @@ def _verify(plan: dict, jobs_path, catalog_name: str) -> None:
         assert served[key] == d.gpus, f"inference {key} not fully served"
     for (sid, _, t), n in gpus.items():
         assert n <= cat.site(sid).gpu_count(t)
-    for (sid, _), kw in it_kw.items():
+    pue_hi = {(r["site"], pd.Timestamp(r["hour"])): r["pue_hi_95"] for r in plan["site_hours"]}
+    for (sid, hour), kw in it_kw.items():
         assert kw <= cat.site(sid).it_power_cap_kw + 1e-6
+        facility_cap = cat.site(sid).facility_power_cap_kw
+        if facility_cap is not None:  # the grid connection, at the PUE's upper 95 % bound
+            assert kw * pue_hi[(sid, hour)] <= facility_cap + 1e-6
+    for r in plan["site_hours"]:  # the plan's own power report agrees with the recount
+        assert r["it_power_kw"] == pytest.approx(it_kw.get((r["site"], pd.Timestamp(r["hour"])),
+                                                           0.0), abs=1e-6)
     assert plan["totals"]["emissions_kg"] < plan["totals"]["baseline_emissions_kg"]
 
 
@@ -84,6 +91,7 @@ def test_global_plan_from_traces_is_valid_and_beats_baseline(tmp_path, shared_da
     assert plan["solver"]["status"] in ("optimal", "feasible")
     assert plan["solver"]["name"] == "highs"
     _verify(plan, jobs, "global")
+    assert len(plan["site_hours"]) == 24 * len(plan["sites"])
     # recorded in the store, with the forecasts it used
     store = Store(get_settings().resolved_database_url())
     assert store.get_plan(plan["plan_id"])["totals"] == plan["totals"]
@@ -235,3 +243,32 @@ def test_infeasible_plan_is_written_and_exits_4(tmp_path):
     assert plan["solver"]["status"] == "infeasible"
     assert plan["solver"]["infeasible_family"] in ("gpu_capacity", "inference_slo")
     assert f"({plan['solver']['infeasible_family']})" in r.output
+
+
+@pytest.mark.shared_data
+@pytest.mark.slow
+def test_global_plan_keeps_a_grid_connection_cap(tmp_path, shared_data):
+    # the global catalog with a grid connection at Toronto of 1.2 x its IT cap (11.8 kW): on a
+    # July day the PUE's upper bound passes 1.2 in some hours, and there the connection binds
+    from importlib import resources
+
+    text = (resources.files("carbonsched.regions") / "global.toml").read_text()
+    text = text.replace('id = "ca-on-toronto"',
+                        'id = "ca-on-toronto"\nfacility_power_cap_kw = 14.16', 1)
+    cat_file = tmp_path / "global-capped.toml"
+    cat_file.write_text(text)
+    jobs = tmp_path / "jobs.json"
+    r = runner.invoke(app, ["workload", "from-traces", "--data-dir", str(shared_data),
+                            "--date", "2023-07-15", "--out", str(jobs)])
+    assert r.exit_code == 0, r.output
+    out = tmp_path / "plan.json"
+    r = runner.invoke(app, ["plan", "--catalog", str(cat_file), "--data-dir", str(shared_data),
+                            "--date", "2023-07-15", "--jobs", str(jobs), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    plan = json.loads(out.read_text())
+    _verify(plan, jobs, str(cat_file))
+    toronto = [x for x in plan["site_hours"] if x["site"] == "ca-on-toronto"]
+    assert all(x["facility_power_cap_kw"] == 14.16 for x in toronto)
+    binding = [x for x in toronto if 14.16 / x["pue_hi_95"] < 11.8]
+    assert binding, "the cap never binds: raise the PUE bound or lower the cap in this test"
+    assert min(x["facility_headroom_kw"] for x in toronto) >= -1e-6

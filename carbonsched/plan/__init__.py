@@ -24,7 +24,14 @@ for a solver outcome with nothing to return.
 """
 
 from carbonsched.plan.baselines import agnostic_plan, greedy_plan
-from carbonsched.plan.result import PlanResult, PlanStatus, Score, SolverRecord, score_plan
+from carbonsched.plan.result import (
+    PlanResult,
+    PlanStatus,
+    Score,
+    SolverRecord,
+    score_plan,
+    site_hour_power,
+)
 from carbonsched.plan.sets import UNPLACED_PENALTY_FACTOR, PlanningProblem, compile_sets
 from carbonsched.plan.solve import resolve_solver, solve_plan
 
@@ -40,5 +47,6 @@ __all__ = [
     "greedy_plan",
     "resolve_solver",
     "score_plan",
+    "site_hour_power",
     "solve_plan",
 ]

@@ -24,7 +24,7 @@ class _Ledger:
         n_t = len(sets.slot)
         self.sets = sets
         self.gpus = np.repeat(sets.gpu_count[:, None, :], n_t, axis=1).astype(np.int64)
-        self.kw = np.repeat(sets.power_cap_kw[:, None], n_t, axis=1).astype(float)
+        self.kw = sets.power_cap_kw.astype(float).copy()
 
     def fits_windows(self, j: int) -> np.ndarray:
         """Boolean ``(S, T)``: start (s, t) has room for job ``j`` for its whole duration."""

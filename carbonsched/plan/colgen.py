@@ -172,7 +172,7 @@ def row_bounds(sets: PlanSets, lay: Layout, fixed_gpus: np.ndarray | None = None
     if fixed_gpus is not None:
         cap = cap - fixed_gpus
     hi[lay.cap_base: lay.pow_base] = cap.reshape(-1)
-    pw = np.repeat(sets.power_cap_kw[:, None], n_t, axis=1)
+    pw = sets.power_cap_kw.astype(float).copy()
     if fixed_kw is not None:
         pw = pw - fixed_kw
     hi[lay.pow_base: lay.pow_base + n_s * n_t] = pw.reshape(-1)
@@ -401,7 +401,7 @@ def lagrangian_warmup(sets: PlanSets, lay: Layout, upper: float, seconds: float,
     n_s, n_t = sets.pue.shape
     n_g = len(sets.gpu_type)
     cap = sets.gpu_count[:, None, :].astype(float) * np.ones((1, n_t, 1))
-    pcap = sets.power_cap_kw[:, None] * np.ones((1, n_t))
+    pcap = sets.power_cap_kw.astype(float).copy()
     has_abs = lay.absorb_row >= 0
     lam_c = np.zeros((n_s, n_t, n_g))
     lam_p = np.zeros((n_s, n_t))
@@ -490,7 +490,7 @@ def lagrangian(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarray
     reps, mult = lay.reps, lay.mult.astype(float)
     pen = sets.penalty_per_gpu_hour * (sets.job_gpus[reps] * sets.job_dur[reps]).astype(float)
     cap = sets.gpu_count[:, None, :].astype(float) * np.ones((1, n_t, 1))
-    pcap = sets.power_cap_kw[:, None] * np.ones((1, n_t))
+    pcap = sets.power_cap_kw.astype(float).copy()
     has_abs = lay.absorb_row >= 0
     ci_kg = sets.ci_g_per_kwh / 1000.0
     dem = lay.demands

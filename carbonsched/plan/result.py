@@ -110,7 +110,11 @@ class Score:
     capacity_violations
         (site, hour, GPU type) cells over their GPU count. [-]
     power_cap_violations
-        (site, hour) cells over the IT power cap. [-]
+        (site, hour) cells over the IT power cap (PDU/UPS). [-]
+    facility_cap_violations
+        (site, hour) cells whose facility power, IT × the PUE the cap is planned against
+        (``pue_hi_95`` when the signals carry it, else ``pue``: the actual PUE when scoring on
+        actual signals), is over the site's grid-connection cap ``facility_power_cap_kw``. [-]
     slo_violations
         Inference placements outside the SLO, at a site lacking the type, or demand left
         unserved (one per demand short of GPUs). [-]
@@ -133,6 +137,7 @@ class Score:
     surplus_absorbed_kwh: float
     capacity_violations: int
     power_cap_violations: int
+    facility_cap_violations: int
     slo_violations: int
     deadline_misses: int
     gang_violations: int
@@ -344,7 +349,8 @@ def score_plan(problem: Any, result: PlanResult, signals: pd.DataFrame | None = 
                 gpus[spos[ip.site], t, g] += ip.gpus
     slo += sum(1 for key, (need, _, _) in demand.items() if served.get(key, 0) < need)
     cap_viol = int((gpus > sets.gpu_count[:, None, :]).sum())
-    pow_viol = int((it_kw > sets.power_cap_kw[:, None] + 1e-6).sum())
+    pow_viol = int((it_kw > sets.it_power_cap_kw[:, None] + 1e-6).sum())
+    fac_viol = int((it_kw * sets.pue_cap > sets.facility_power_cap_kw[:, None] + 1e-6).sum())
     facility, absorbed, em = emissions_by_site_hour(it_kw, sets.pue, sets.ci_g_per_kwh,
                                                     sets.surplus_kw)
     placed_ids = {p.job_id for p in result.placements}
@@ -356,7 +362,68 @@ def score_plan(problem: Any, result: PlanResult, signals: pd.DataFrame | None = 
     return Score(
         emissions_kg=emissions, energy_kwh=float(facility.sum()),
         surplus_absorbed_kwh=float(absorbed.sum()), capacity_violations=cap_viol,
-        power_cap_violations=pow_viol, slo_violations=slo, deadline_misses=deadline_misses,
+        power_cap_violations=pow_viol, facility_cap_violations=fac_viol, slo_violations=slo,
+        deadline_misses=deadline_misses,
         gang_violations=gang, unplaced_gpu_hours=unplaced_gpu_h,
         objective=emissions + sets.penalty_per_gpu_hour * penalised_gpu_h,
     )
+
+
+def site_hour_power(problem: Any, result: PlanResult) -> list[dict[str, Any]]:
+    """IT and facility power of a plan per site-hour, with the headroom under each cap.
+
+    Computed from the placements and inference allocations alone (as :func:`score_plan`).
+
+    Parameters
+    ----------
+    problem
+        The :class:`~carbonsched.plan.sets.PlanningProblem` the plan was made for.
+    result
+        The plan.
+
+    Returns
+    -------
+    list of dict
+        One row per (site, slot), sites in problem order: ``site``, ``hour`` (UTC start),
+        ``it_power_kw``, ``it_power_cap_kw``, ``it_headroom_kw`` [kW]; ``pue`` and
+        ``pue_hi_95`` [-]; ``facility_power_kw`` (IT × PUE), ``facility_power_hi95_kw``
+        (IT × the PUE's upper 95 % bound, what the grid-connection cap is planned against),
+        ``facility_power_cap_kw`` and ``facility_headroom_kw`` (cap − facility_power_hi95_kw;
+        both ``None`` at a site without a facility cap) [kW]. A negative headroom is a
+        violation that :func:`score_plan` counts.
+    """
+    from carbonsched.plan.sets import compile_sets
+
+    sets = compile_sets(problem)
+    n_s, n_t = sets.pue.shape
+    spos = {s: i for i, s in enumerate(sets.site)}
+    t0 = sets.slot[0]
+    kw_of = {j.id: j.it_power_kw for j in problem.jobs}
+    it_kw = np.zeros((n_s, n_t))
+    for p in result.placements:
+        if p.job_id not in kw_of or p.site not in spos:
+            continue
+        a, b = int(round((p.start - t0) / HOUR)), int(round((p.end - t0) / HOUR))
+        it_kw[spos[p.site], max(a, 0):min(b, n_t)] += kw_of[p.job_id]
+    kw_per_gpu = {(d.area, d.hour, d.gpu_type): d.power_per_gpu_kw for d in problem.inference}
+    for ip in result.inference:
+        t = int(round((ip.hour - t0) / HOUR))
+        key = (ip.area, ip.hour, ip.gpu_type)
+        if ip.site in spos and 0 <= t < n_t and key in kw_per_gpu:
+            it_kw[spos[ip.site], t] += ip.gpus * kw_per_gpu[key]
+    rows = []
+    for s, site in enumerate(sets.site):
+        fac_cap = float(sets.facility_power_cap_kw[s])
+        has_fac = bool(np.isfinite(fac_cap))
+        for t, hour in enumerate(sets.slot):
+            it, pue, pue_hi = float(it_kw[s, t]), float(sets.pue[s, t]), float(sets.pue_cap[s, t])
+            rows.append({
+                "site": site, "hour": hour, "it_power_kw": it,
+                "it_power_cap_kw": float(sets.it_power_cap_kw[s]),
+                "it_headroom_kw": float(sets.it_power_cap_kw[s]) - it,
+                "pue": pue, "pue_hi_95": pue_hi,
+                "facility_power_kw": it * pue, "facility_power_hi95_kw": it * pue_hi,
+                "facility_power_cap_kw": fac_cap if has_fac else None,
+                "facility_headroom_kw": fac_cap - it * pue_hi if has_fac else None,
+            })
+    return rows

@@ -21,6 +21,10 @@ from carbonsched.errors import InputError, TimeAxisError
 from carbonsched.timeaxis import HOUR
 
 SIGNAL_COLUMNS = ("carbon_intensity_g_per_kwh", "pue", "green_surplus_kw")
+PUE_CAP_COLUMN = "pue_hi_95"
+"""Optional signal column: the PUE a site's facility (grid-connection) power cap is planned
+against, the upper bound of the PUE forecast's 95 % interval. [-] Without it the cap is planned
+against ``pue`` itself (as when scoring a plan on actual signals)."""
 
 
 @dataclass
@@ -39,7 +43,9 @@ class PlanningProblem:
         Hourly tz-aware UTC slot starts, named ``slot``, shape ``(T,)``.
     signals
         Frame on a ``(site, slot)`` MultiIndex with columns ``carbon_intensity_g_per_kwh``
-        [g/kWh], ``pue`` [-] and ``green_surplus_kw`` [kW] (absorbable green power).
+        [g/kWh], ``pue`` [-] and ``green_surplus_kw`` [kW] (absorbable green power), and
+        optionally ``pue_hi_95`` [-] (:data:`PUE_CAP_COLUMN`), the PUE a site's
+        ``facility_power_cap_kw`` is planned against.
     """
 
     sites: list[Site]
@@ -70,7 +76,16 @@ class PlanSets:
     gpu_count: np.ndarray
     """GPUs per site and type, shape ``(S, G)``. [-]"""
     power_cap_kw: np.ndarray
-    """IT power cap per site, shape ``(S,)``. [kW]"""
+    """IT power allowed per site-hour, shape ``(S, T)``: the lower of the IT cap (PDU/UPS)
+    and the facility (grid-connection) cap divided by the PUE it is planned against,
+    ``min(it_power_cap_kw, facility_power_cap_kw / pue_cap)``. [kW]"""
+    it_power_cap_kw: np.ndarray
+    """IT power cap per site (PDU/UPS), shape ``(S,)``. [kW]"""
+    facility_power_cap_kw: np.ndarray
+    """Facility power cap per site (grid connection), ``inf`` where none, shape ``(S,)``. [kW]"""
+    pue_cap: np.ndarray
+    """PUE the facility cap is planned against (the forecast's upper 95 % bound), shape
+    ``(S, T)``. [-]"""
     # jobs (all, including pre-check rejects)
     job_gpus: np.ndarray
     job_dur: np.ndarray
@@ -165,6 +180,35 @@ def signal_arrays(
     return out[0], out[1], out[2]
 
 
+def pue_cap_array(problem: PlanningProblem, signals: pd.DataFrame | None = None) -> np.ndarray:
+    """The PUE each site's facility cap is planned against, shape ``(S, T)``. [-]
+
+    ``pue_hi_95`` where the signals carry it (the upper bound of the PUE forecast's 95 %
+    interval, so that a warm hour does not break the grid connection), else ``pue``.
+
+    Raises
+    ------
+    InputError
+        ``pue_hi_95`` present but missing for a (site, slot), or below ``pue`` (an interval
+        whose upper bound is below its point forecast).
+    """
+    sig = problem.signals if signals is None else signals
+    _ci, pue, _sur = signal_arrays(problem, sig)
+    if PUE_CAP_COLUMN not in sig.columns:
+        return pue
+    site_ids = [s.id for s in problem.sites]
+    full = pd.MultiIndex.from_product([site_ids, problem.slots], names=["site", "slot"])
+    arr = sig[PUE_CAP_COLUMN].reindex(full).to_numpy(dtype=float).reshape(pue.shape)
+    bad = np.isnan(arr) | (arr < pue - 1e-9)
+    if bad.any():
+        i, t = np.argwhere(bad)[0]
+        raise InputError(
+            f"signals: {PUE_CAP_COLUMN} for site {site_ids[i]!r} at "
+            f"{problem.slots[t].isoformat()} is {arr[i, t]}, below the PUE {pue[i, t]} or "
+            "missing; give the upper bound of the PUE interval for every site and slot")
+    return arr
+
+
 def _check_slots(slots: pd.DatetimeIndex) -> None:
     if not isinstance(slots, pd.DatetimeIndex) or slots.tz is None:
         raise TimeAxisError("planning slots must be a tz-aware UTC DatetimeIndex")
@@ -215,7 +259,13 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None) 
     for i, s in enumerate(problem.sites):
         for g, pool in s.gpus.items():
             count[i, gpos[g]] = pool.count
-    cap = np.array([s.it_power_cap_kw for s in problem.sites], dtype=float)
+    it_cap = np.array([s.it_power_cap_kw for s in problem.sites], dtype=float)
+    fac_cap = np.array([np.inf if s.facility_power_cap_kw is None else s.facility_power_cap_kw
+                        for s in problem.sites], dtype=float)
+    pue_cap = pue_cap_array(problem, signals)
+    # a grid connection of F kW allows F / PUE kW of IT power in an hour (facility = IT × PUE)
+    cap_st = np.minimum(it_cap[:, None], fac_cap[:, None] / pue_cap)
+    cap = cap_st.max(axis=1) if n_t else it_cap  # the most a site allows in any hour
 
     n_j = len(problem.jobs)
     t0 = problem.slots[0]
@@ -258,9 +308,12 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None) 
             continue
         powered = [s for s in fits if cap[s] >= j_kw[k] - 1e-9]
         if not powered:
+            by_facility = any(cap[s] < it_cap[s] - 1e-9 for s in fits)
             reasons[k] = (ReasonCode.EXCEEDS_POWER_CAP,
                           f"job draws {j_kw[k]:.1f} kW IT power, above every allowed site's cap "
-                          f"(largest {cap[fits].max():.1f} kW)")
+                          f"(largest {cap[fits].max():.1f} kW"
+                          + (", with facility power caps at the PUE's upper bound)"
+                             if by_facility else ")"))
             continue
         if dl[k] <= 0:
             reasons[k] = (ReasonCode.DEADLINE_PASSED,
@@ -300,7 +353,8 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None) 
     sets = PlanSets(
         problem=problem, site=pd.Index(site_ids, name="site"), slot=problem.slots,
         gpu_type=pd.Index(gtypes, name="gpu_type"), ci_g_per_kwh=ci, pue=pue, surplus_kw=sur,
-        gpu_count=count, power_cap_kw=cap, job_gpus=j_gpus, job_dur=j_dur, job_kw=j_kw,
+        gpu_count=count, power_cap_kw=cap_st, it_power_cap_kw=it_cap,
+        facility_power_cap_kw=fac_cap, pue_cap=pue_cap, job_gpus=j_gpus, job_dur=j_dur, job_kw=j_kw,
         job_gtype=j_g, job_first=first, job_last=last, job_sites=allowed, reasons=reasons,
         inf_hour=inf_hour, inf_gtype=inf_g, inf_gpus=inf_gpus, inf_kw_per_gpu=inf_kw,
         inf_sites=inf_sites, penalty_per_gpu_hour=penalty,

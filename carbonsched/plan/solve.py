@@ -289,13 +289,13 @@ def diagnose_inference(sets: PlanSets, solver: str = "highs") -> tuple[str, str]
             lp.addConstraint(pulp.lpSum(vs) <= int(sets.gpu_count[s, g]), name=f"cap{s}_{t}_{g}")
         if with_power:
             for (s, t), terms in pcells.items():
-                lp.addConstraint(pulp.LpAffineExpression(terms) <= float(sets.power_cap_kw[s]),
+                lp.addConstraint(pulp.LpAffineExpression(terms) <= float(sets.power_cap_kw[s, t]),
                                  name=f"pow{s}_{t}")
         out = run_milp(lp, solver, 30.0, 0.0)
         if not out.has_solution:
             if with_power:
                 return ("power_cap", "inference demand within its SLOs exceeds the sites' IT "
-                        "power caps in at least one hour")
+                        "or facility power caps in at least one hour")
             return ("gpu_capacity", "inference demands competing for the same sites within "
                     "their SLOs need more GPUs than those sites have in at least one hour")
     return None

@@ -36,6 +36,7 @@ class SiteWrapper:
         self._id = site_id
         self._gpus: dict[str, GpuPool] = {}
         self._cap = 1e9
+        self._facility_cap: float | None = None
         self._lat: dict[str, float] = {}
         self._role = SiteRole.GREEN_HUB
 
@@ -45,6 +46,10 @@ class SiteWrapper:
 
     def cap_kw(self, cap: float) -> SiteWrapper:
         self._cap = cap
+        return self
+
+    def facility_cap_kw(self, cap: float) -> SiteWrapper:
+        self._facility_cap = cap
         return self
 
     def latency(self, area: str, ms: float) -> SiteWrapper:
@@ -58,7 +63,8 @@ class SiteWrapper:
     def obj(self) -> Site:
         return Site(id=self._id, name=self._id, role=self._role, zone="ZZ", signal_source="test",
                     latitude=0.0, longitude=0.0, timezone="UTC", gpus=dict(self._gpus),
-                    it_power_cap_kw=self._cap, pue=PueModel(), latency_ms=dict(self._lat),
+                    it_power_cap_kw=self._cap, facility_power_cap_kw=self._facility_cap,
+                    pue=PueModel(), latency_ms=dict(self._lat),
                     backend=Backend(kind="slurm", cluster=self._id))
 
 
@@ -113,7 +119,8 @@ def demand(area: str, hour: int, gpus: int, slo_ms: float = 50.0, gpu_type: str 
 def signals(sites: Sequence[Site], hours: int, ci: dict[str, Sequence[float]] | None = None,
             pue: dict[str, Sequence[float] | float] | None = None,
             surplus: dict[str, Sequence[float]] | None = None,
-            default_ci: float = 100.0) -> pd.DataFrame:
+            default_ci: float = 100.0,
+            pue_hi: dict[str, Sequence[float]] | None = None) -> pd.DataFrame:
     slots = pd.date_range(T0, periods=hours, freq="h", name="slot")
     rows = []
     for s in sites:
@@ -121,8 +128,11 @@ def signals(sites: Sequence[Site], hours: int, ci: dict[str, Sequence[float]] | 
         p = (pue or {}).get(s.id, 1.0)
         p = np.full(hours, float(p)) if np.isscalar(p) else np.asarray(p, dtype=float)
         g = np.asarray((surplus or {}).get(s.id, [0.0] * hours), dtype=float)
-        rows.append(pd.DataFrame({"site": s.id, "slot": slots, "carbon_intensity_g_per_kwh": c,
-                                  "pue": p, "green_surplus_kw": g}))
+        frame = pd.DataFrame({"site": s.id, "slot": slots, "carbon_intensity_g_per_kwh": c,
+                              "pue": p, "green_surplus_kw": g})
+        if pue_hi is not None:
+            frame["pue_hi_95"] = np.asarray(pue_hi.get(s.id, p), dtype=float)
+        rows.append(frame)
     return pd.concat(rows).set_index(["site", "slot"])
 
 
