@@ -33,6 +33,9 @@ def instances(draw):
             if draw(st.booleans()) or t == "H100":
                 w = w.gpus(t, draw(st.integers(1, 6)))
         w = w.cap_kw(draw(st.sampled_from([2.0, 4.0, 8.0, 1e6])))
+        facility = draw(st.sampled_from([None, None, 3.0, 6.0, 12.0]))
+        if facility is not None:
+            w = w.facility_cap_kw(facility)
         for a in AREAS:
             w = w.latency(a, draw(st.sampled_from([5.0, 20.0, 80.0])))
         sites.append(w.obj())
@@ -56,16 +59,21 @@ def instances(draw):
     ci = {s.id: draw(ci_lists) for s in sites}
     actual = {s.id: draw(ci_lists) for s in sites}
     pue = {s.id: draw(st.floats(1.0, 1.6)) for s in sites}
+    # the upper bound of the PUE interval, >= the point forecast, warmer in some hours
+    pue_hi = {s.id: [pue[s.id] + d for d in draw(st.lists(st.sampled_from([0.0, 0.05, 0.3]),
+                                                          min_size=hours, max_size=hours))]
+              for s in sites}
     surplus = {s.id: draw(st.lists(st.sampled_from([0.0, 0.0, 1.0, 3.0]), min_size=hours,
                                    max_size=hours)) for s in sites}
-    prob = problem(sites, jobs, hours, inference, ci=ci, pue=pue, surplus=surplus)
-    act = signals(sites, hours, ci=actual, pue=pue, surplus=surplus)
+    prob = problem(sites, jobs, hours, inference, ci=ci, pue=pue, surplus=surplus, pue_hi=pue_hi)
+    act = signals(sites, hours, ci=actual, pue=pue, surplus=surplus, pue_hi=pue_hi)
     return prob, act
 
 
 def clean(score) -> bool:
     return (score.capacity_violations == score.power_cap_violations == score.slo_violations
-            == score.deadline_misses == score.gang_violations == 0)
+            == score.deadline_misses == score.gang_violations == score.facility_cap_violations
+            == 0)
 
 
 @PROPS
@@ -79,6 +87,8 @@ def test_every_plan_respects_the_constraints(case):
         return
     assert res.status == PlanStatus.OPTIMAL
     assert clean(score_plan(prob, res))
+    # the reported bound never exceeds the objective
+    assert res.solver.bound <= res.totals["objective"] + 1e-6 * max(1.0, res.totals["objective"])
     placed = [p.job_id for p in res.placements]
     unplaced = [u.job_id for u in res.unplaced]
     assert len(placed) == len(set(placed))                      # at most once
@@ -87,6 +97,7 @@ def test_every_plan_respects_the_constraints(case):
     for plan in (agnostic_plan(prob), greedy_plan(prob)):
         sc = score_plan(prob, plan)
         assert sc.capacity_violations == sc.power_cap_violations == 0
+        assert sc.facility_cap_violations == 0
         assert sc.deadline_misses == sc.gang_violations == 0
 
 
