@@ -42,6 +42,9 @@ catalog_app = typer.Typer(help="Site catalogs.", no_args_is_help=True)
 app.add_typer(workload_app, name="workload")
 app.add_typer(bench_app, name="bench")
 app.add_typer(catalog_app, name="catalog")
+from carbonsched.cli_plans import plans_app  # noqa: E402
+
+app.add_typer(plans_app, name="plans")
 
 # wide tables when piped to a file or a log (Rich falls back to 80 columns there)
 out = Console(width=None if sys.stdout.isatty() else 150)
@@ -103,8 +106,41 @@ def _solver_chatter_to_stderr() -> Iterator[None]:
 
 
 def _write_json(path: Path, doc: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=2) + "\n")
+    """Write ``doc`` as JSON atomically (temporary file + rename, :mod:`carbonsched.fileio`)."""
+    from carbonsched.fileio import atomic_write_text
+
+    atomic_write_text(path, json.dumps(doc, indent=2) + "\n")
+
+
+MAX_HOURS = 168
+"""Longest ``--hours`` accepted (:data:`carbonsched.pipeline.MAX_HORIZON_HOURS`, repeated
+here so that a bad value is refused before the pipeline is imported). [h]"""
+
+
+def _check_plan_options(date: str, solver: str, time_limit: float, hours: int) -> None:
+    """Refuse bad ``plan`` options at once, before the heavy imports and the data load."""
+    from math import isfinite
+
+    from carbonsched.errors import InputError
+
+    if date:
+        try:
+            datetime.strptime(date.strip(), "%Y-%m-%d")
+            ok = len(date.strip()) == 10
+        except ValueError:
+            ok = False
+        if not ok:
+            raise InputError(f"--date {date!r} is not a calendar day YYYY-MM-DD; give e.g. "
+                             "--date 2023-07-15")
+    if solver not in ("highs", "cbc"):
+        raise InputError(f"--solver {solver!r} is unknown; use --solver highs (default) or "
+                         "--solver cbc")
+    if not (isfinite(time_limit) and time_limit > 0):
+        raise InputError(f"--time-limit {time_limit} s must be a finite number of seconds > 0; "
+                         "e.g. --time-limit 60")
+    if not 1 <= hours <= MAX_HOURS:
+        raise InputError(f"--hours {hours} h is outside 1..{MAX_HOURS} h; the daily plan is "
+                         "day-ahead: use --hours 24 (the default)")
 
 
 @app.command()
@@ -127,14 +163,13 @@ def plan(
         help="Record forecasts and the plan in the store (CARBONSCHED_DATABASE_URL).")] = True,
 ) -> None:
     """Forecast, plan and record one day: the daily planning run."""
-    from carbonsched.pipeline import run_daily_plan
-    from carbonsched.settings import get_settings
-    from carbonsched.workload import read_workload
-
     with _errors():
-        if solver not in ("highs", "cbc"):
-            raise typer.BadParameter(f"unknown solver {solver!r}; use highs or cbc")
-        day = date or _tomorrow()
+        _check_plan_options(date, solver, time_limit, hours)
+        from carbonsched.pipeline import run_daily_plan
+        from carbonsched.settings import get_settings
+        from carbonsched.workload import read_workload
+
+        day = date.strip() or _tomorrow()
         settings = get_settings()
         ddir = data_dir or settings.data_dir
         wl = read_workload(jobs) if jobs else None
@@ -144,8 +179,10 @@ def plan(
         # loses nothing
         if out_file:
             _write_json(out_file, daily.document)
-            err.print(f"plan written to {out_file}")
         _print_plan(daily.document, daily.summary)
+        pid = daily.document["plan_id"]
+        if out_file:
+            err.print(f"plan written to {out_file}", highlight=False)
         if store:
             from carbonsched.store import Store
 
@@ -153,10 +190,16 @@ def plan(
                 progress("recording the plan")
                 db = Store(settings.resolved_database_url())
                 db.save_plan(daily.document, daily.forecasts)
-            err.print(f"plan {daily.document['plan_id']} recorded in "
-                      f"{db.engine.url.render_as_string(hide_password=True)}", highlight=False)
+            err.print(f"plan {pid} recorded in "
+                      f"{db.engine.url.render_as_string(hide_password=True)}; get it as JSON "
+                      f"with `carbonsched plans show {pid} --json` (or `carbonsched plans show "
+                      "latest --json`), list plans with `carbonsched plans list`",
+                      highlight=False)
+        elif not out_file:
+            err.print(f"plan {pid} was neither recorded (--no-store) nor written; add "
+                      "--out plan.json to keep it as JSON", highlight=False)
         status = daily.document["solver"]["status"]
-        if status in ("infeasible", "no_solution"):
+        if status in ("infeasible", "no_solution", "error"):
             fam = daily.document["solver"].get("infeasible_family")
             err.print(f"[bold red]error:[/] the plan is {status}"
                       + (f" ({fam})" if fam else "") + "; see the plan's solver note and "
@@ -169,6 +212,10 @@ def _print_plan(doc: dict[str, Any], summary: list[dict[str, Any]]) -> None:
     gap = "-" if s["mip_gap"] is None else f"{100 * s['mip_gap']:.2f}%"
     out.print(f"[bold]Plan {doc['plan_id'][:12]}[/] for {doc['date']} · catalog "
               f"[cyan]{doc['catalog']}[/] · signals [yellow]{doc['signal_quality']}[/]")
+    wl = doc.get("workload") or {}
+    if wl.get("source") == "demo":
+        out.print("[bold magenta]workload: DEMO[/] — the catalog's generated demo day, not real "
+                  "jobs; give --jobs FILE to plan real work", highlight=False)
     out.print(f"solver {s['name']}: [bold]{s['status']}[/], MIP gap {gap}, "
               f"{s['seconds']:.1f} s")
     t = Table(title="Per site (forecast)", title_justify="left")

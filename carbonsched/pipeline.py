@@ -34,9 +34,11 @@ from carbonsched.plan import (
     PlanningProblem,
     PlanResult,
     agnostic_plan,
+    resolve_solver,
     score_plan,
     solve_plan,
 )
+from carbonsched.plan.baselines import BASELINE_DEFINITION
 from carbonsched.timeaxis import HOUR, day_start_utc, hourly_slots, require_aware
 
 Progress = Callable[[str], None]
@@ -434,10 +436,14 @@ def run_daily_plan(
         data_dir = get_settings().data_dir
     issued_at = day_start_utc(date)
     cat = load_catalog(catalog)
+    is_demo = workload is None
     if workload is None:
         workload = demo_workload(cat, issued_at.strftime("%Y-%m-%d"))
     check_workload_fits_catalog(workload, cat)
     slots = hourly_slots(issued_at, horizon_hours)
+    # a tiny real solve before any forecasting: a solver that cannot run is known at once
+    progress(f"probing the {solver} solver")
+    solver_used, solver_note = resolve_solver(solver)
     forecasts, notes, qualities = gather_forecasts(cat, data_dir, issued_at, horizon_hours,
                                                    progress)
     if not forecasts:
@@ -453,6 +459,16 @@ def run_daily_plan(
     baseline = agnostic_plan(problem)
     plan_score = score_plan(problem, result)
     base_score = score_plan(problem, baseline)
+    if solver_note:
+        notes.insert(0, f"solver: {solver_note}")
+    if is_demo:
+        notes.insert(0, "workload: the catalog's generated DEMO day, not real jobs (give "
+                     "--jobs FILE to plan real work)")
+    if result.solver.greedy_unplaced:
+        notes.append(f"solver: no incumbent within --time-limit {time_limit_s:g} s; the greedy "
+                     f"fallback left {result.solver.greedy_unplaced} job(s) unplaced that "
+                     "passed the pre-check (an exact solve with a longer --time-limit may "
+                     "place them)")
     # the plan is as good as its weakest site's signals: modelled < estimated < measured
     quality = next((q for q in (SignalQuality.MODELLED, SignalQuality.ESTIMATED)
                     if q in qualities), SignalQuality.MEASURED)
@@ -464,6 +480,8 @@ def run_daily_plan(
         "site_signal_quality": {sid: f.signal_quality for sid, f in forecasts.items()},
         "issued_at": jsonable(issued_at),
         "horizon_hours": horizon_hours,
+        "workload": {"source": "demo" if is_demo else "file", "jobs": len(workload.jobs),
+                     "inference": len(workload.inference)},
         "sites": [s.id for s in problem.sites],
         "solver": {
             "name": result.solver.name,
@@ -476,6 +494,9 @@ def run_daily_plan(
             "method": getattr(result.solver, "method", None),
             "infeasible_family": getattr(result.solver, "infeasible_family", None),
             "note": result.solver.note,
+            "violations": result.solver.violations,
+            "greedy_unplaced": result.solver.greedy_unplaced,
+            "requested": solver,
         },
         **result_rows(result),
         "totals": {
@@ -485,6 +506,12 @@ def run_daily_plan(
             "surplus_absorbed_kwh": float(plan_score.surplus_absorbed_kwh),
             "baseline_energy_kwh": float(base_score.energy_kwh),
         },
+        "baseline": {
+            "policy": "agnostic",
+            "definition": BASELINE_DEFINITION,
+            "placed": len(baseline.placements),
+        },
+        "baseline_unplaced": [jsonable(u) for u in baseline.unplaced],
         "notes": notes,
     }
     summary = site_summary(problem, result)
