@@ -112,37 +112,6 @@ def _write_json(path: Path, doc: Any) -> None:
     atomic_write_text(path, json.dumps(doc, indent=2) + "\n")
 
 
-MAX_HOURS = 168
-"""Longest ``--hours`` accepted (:data:`carbonsched.pipeline.MAX_HORIZON_HOURS`, repeated
-here so that a bad value is refused before the pipeline is imported). [h]"""
-
-
-def _check_plan_options(date: str, solver: str, time_limit: float, hours: int) -> None:
-    """Refuse bad ``plan`` options at once, before the heavy imports and the data load."""
-    from math import isfinite
-
-    from carbonsched.errors import InputError
-
-    if date:
-        try:
-            datetime.strptime(date.strip(), "%Y-%m-%d")
-            ok = len(date.strip()) == 10
-        except ValueError:
-            ok = False
-        if not ok:
-            raise InputError(f"--date {date!r} is not a calendar day YYYY-MM-DD; give e.g. "
-                             "--date 2023-07-15")
-    if solver not in ("highs", "cbc"):
-        raise InputError(f"--solver {solver!r} is unknown; use --solver highs (default) or "
-                         "--solver cbc")
-    if not (isfinite(time_limit) and time_limit > 0):
-        raise InputError(f"--time-limit {time_limit} s must be a finite number of seconds > 0; "
-                         "e.g. --time-limit 60")
-    if not 1 <= hours <= MAX_HOURS:
-        raise InputError(f"--hours {hours} h is outside 1..{MAX_HOURS} h; the daily plan is "
-                         "day-ahead: use --hours 24 (the default)")
-
-
 @app.command()
 def plan(
     date: Annotated[str, typer.Option(help="Day to plan, YYYY-MM-DD (UTC). Default: tomorrow.")]
@@ -164,7 +133,12 @@ def plan(
 ) -> None:
     """Forecast, plan and record one day: the daily planning run."""
     with _errors():
-        _check_plan_options(date, solver, time_limit, hours)
+        from carbonsched.cli_check import check_plan_options
+        from carbonsched.errors import InputError
+
+        bad = check_plan_options(date, solver, time_limit, hours)
+        if bad:
+            raise InputError(bad)
         from carbonsched.pipeline import run_daily_plan
         from carbonsched.settings import get_settings
         from carbonsched.workload import read_workload
@@ -407,7 +381,13 @@ def catalog_show(name: Annotated[str, typer.Argument(help="Catalog name or TOML 
 
 
 def main() -> None:
-    """Entry point of the ``carbonsched`` console script."""
+    """Run the CLI (the console script enters at :func:`carbonsched.cli_check.main`)."""
+    from carbonsched.cli_check import precheck
+
+    bad = precheck(sys.argv[1:])
+    if bad is not None:
+        err.print(f"[bold red]error:[/] {escape(bad)}", highlight=False)
+        sys.exit(2)
     try:
         app()
     except KeyboardInterrupt:

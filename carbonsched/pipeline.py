@@ -24,7 +24,7 @@ import pandas as pd
 from carbonsched.adapters.signals import load_site_signals
 from carbonsched.catalog import Catalog, load_catalog
 from carbonsched.domain import SignalQuality, Site, Workload, jsonable
-from carbonsched.errors import ForecastError, InputError
+from carbonsched.errors import ForecastError, InputError, TimeAxisError
 from carbonsched.forecasts.base import Forecaster, fit_with_fallback
 from carbonsched.forecasts.baselines import SeasonalNaive
 from carbonsched.forecasts.carbon_intensity import default_ci_forecaster
@@ -108,10 +108,45 @@ def _persistence_weather(hist: pd.DataFrame, slots: pd.DatetimeIndex) -> pd.Data
     """
     cols = ["temperature_c", "relative_humidity_pct"]
     weather = pd.DataFrame(np.nan, index=slots, columns=cols)
+    if not set(cols) <= set(hist.columns):   # a history with no weather (docs/signals.md)
+        return weather
     for k in range(1, PERSISTENCE_DAYS + 1):
         lagged = hist[cols].reindex(slots - pd.Timedelta(days=k))
         weather = weather.fillna(pd.DataFrame(lagged.to_numpy(), index=slots, columns=cols))
     return weather
+
+
+def check_history(site: Site, history: Any) -> None:
+    """Refuse a history :func:`forecast_site` cannot use, with a message that says why.
+
+    Only ``carbon_intensity_g_per_kwh`` is required (``docs/signals.md``); the other signal
+    columns are optional and their absence is noted where they are used.
+
+    Raises
+    ------
+    InputError
+        Not a DataFrame, no carbon-intensity column, or a non-numeric one.
+    TimeAxisError
+        The index is not a tz-aware DatetimeIndex.
+    """
+    if not isinstance(history, pd.DataFrame):
+        raise InputError(f"site {site.id}: the signal history must be a pandas DataFrame with "
+                         "a tz-aware hourly DatetimeIndex and a 'carbon_intensity_g_per_kwh' "
+                         f"column (docs/signals.md), got {type(history).__name__}")
+    if "carbon_intensity_g_per_kwh" not in history.columns:
+        raise InputError(f"site {site.id}: the signal history lacks the column "
+                         "'carbon_intensity_g_per_kwh' [g/kWh] (its columns: "
+                         f"{', '.join(map(str, history.columns)) or 'none'}); see "
+                         "docs/signals.md")
+    if not pd.api.types.is_numeric_dtype(history["carbon_intensity_g_per_kwh"]):
+        raise InputError(f"site {site.id}: column 'carbon_intensity_g_per_kwh' has dtype "
+                         f"{history['carbon_intensity_g_per_kwh'].dtype}, not numbers in g/kWh")
+    if not isinstance(history.index, pd.DatetimeIndex):
+        raise TimeAxisError(f"site {site.id}: the signal history's index is a "
+                            f"{type(history.index).__name__}, not a DatetimeIndex of UTC hours")
+    if history.index.tz is None:
+        raise TimeAxisError(f"site {site.id}: the signal history's index is naive (no time "
+                            "zone); localize it to UTC (docs/signals.md)")
 
 
 def forecast_site(
@@ -155,6 +190,7 @@ def forecast_site(
         The history has no carbon-intensity observation.
     """
     issued_at = require_aware(issued_at, "issued_at")
+    check_history(site, history)
     meta = meta or {}
     quality = meta.get("signal_quality", SignalQuality.MEASURED)
     if "carbon_intensity_estimated" in history and quality == SignalQuality.MEASURED:
