@@ -394,6 +394,7 @@ def _error(sets: PlanSets, rec: SolverRecord, violations: dict[str, int], detail
     """No plan: the solver's solution failed the recount (status ``error``)."""
     rec.status = PlanStatus.ERROR
     rec.violations = dict(violations)
+    rec.objective = rec.mip_gap = None
     rec.note = "; ".join(x for x in (rec.note, "the solver's solution failed the recount: "
                                      + detail + "; no plan was made from it") if x)
     rec.seconds = time.perf_counter() - started
