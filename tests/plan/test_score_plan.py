@@ -308,3 +308,144 @@ def test_build_plan_result_shares_absorbed_surplus_pro_rata():
     assert by["j"].energy_kwh == pytest.approx(3.0)
     assert res.totals["surplus_absorbed_kwh"] == pytest.approx(2.0)
     assert res.totals["jobs_placed"] == 2.0 and res.totals["jobs_unplaced"] == 0.0
+
+
+# --- several violations of one kind in one plan are all counted ---------------------------------
+
+def test_every_violation_is_counted_not_just_whether_there_is_one(sites):
+    prob = problem(sites, [JobWrapper("j1").gpus(2).hours(1).window(2, 4).obj(),
+                           JobWrapper("j2").gpus(2).hours(1).window(2, 4).obj(),
+                           JobWrapper("j3").gpus(1).hours(1).window(0, 6).obj()], 6,
+                   inference=[demand("eu", 1, 1, slo_ms=50), demand("eu", 2, 1, slo_ms=50)])
+    res = plan([place("ghost", "a", 0, 1),                      # unknown job: gang 1
+                place("j1", "a", 0, 1, gpus=1),                 # wrong gang, too early
+                place("j2", "a", 5, 1, gpus=1),                 # wrong gang, too late
+                place("j3", "a", 1, 1)],
+               [serve("eu", 1, "b", 1), serve("eu", 2, "b", 1),   # both outside the SLO
+                serve("eu", 4, "a", 1)])                        # no such demand
+    assert counts(prob, res) == {**ZERO, "gang_violations": 3, "deadline_misses": 2,
+                                 "slo_violations": 3}
+
+
+def test_inference_at_a_site_with_no_latency_to_the_area_is_outside_the_slo():
+    s = [SiteWrapper("a").gpus("H100", 4).latency("eu", 5).obj(),
+         SiteWrapper("far").gpus("H100", 4).obj()]                   # no latency entry for eu
+    prob = problem(s, [], 3, inference=[demand("eu", 0, 1, slo_ms=500)])
+    assert counts(prob, plan(inference=[serve("eu", 0, "far", 1)])) == only("slo_violations")
+
+
+def test_demands_with_the_same_key_are_summed():
+    s = [SiteWrapper("a").gpus("H100", 8).latency("eu", 5).obj()]
+    prob = problem(s, [], 3, inference=[demand("eu", 0, 2), demand("eu", 0, 3)])
+    assert counts(prob, plan(inference=[serve("eu", 0, "a", 5)])) == ZERO
+    assert counts(prob, plan(inference=[serve("eu", 0, "a", 4)])) == only("slo_violations")
+
+
+def test_load_of_a_placement_starting_before_the_horizon_counts_from_the_first_slot():
+    s = [SiteWrapper("a").gpus("H100", 4).obj()]
+    job = JobWrapper("early").gpus(3).hours(2).window(0, 6).obj()
+    job = type(job)(**{**job.__dict__, "earliest_start": at(-1)})
+    prob = problem(s, [job, JobWrapper("k").gpus(2).window(0, 6).obj()], 6)
+    # early runs [-1, 1): 3 GPUs in slot 0; k adds 2 in slot 0 -> one capacity cell over
+    res = plan([place("early", "a", -1, 2, gpus=3), place("k", "a", 0, 1, gpus=2)])
+    assert counts(prob, res) == {**ZERO, "deadline_misses": 1, "capacity_violations": 1}
+
+
+def test_power_within_the_tolerance_of_the_cap_is_not_counted():
+    s = [SiteWrapper("a").gpus("H100", 8).cap_kw(10.0).obj()]
+    # 10.000001 kW on a 10 kW cap is exactly at the 1e-6 kW tolerance: not counted
+    assert 10.0 + 1e-6 == 10.000001
+    prob = problem(s, [JobWrapper("j").gpus(1).kw_per_gpu(10.000001).window(0, 2).obj()], 2)
+    assert counts(prob, plan([place("j", "a", 0, 1, gpus=1)])) == ZERO
+    prob = problem(s, [JobWrapper("j").gpus(1).kw_per_gpu(10.0000011).window(0, 2).obj()], 2)
+    assert counts(prob, plan([place("j", "a", 0, 1, gpus=1)])) == only("power_cap_violations")
+
+
+def test_unplaced_gpu_hours_sum_every_unplaced_job():
+    s = [SiteWrapper("a").gpus("H100", 2).obj()]
+    jobs = [JobWrapper("u1").gpus(2).hours(3).window(0, 6).obj(),
+            JobWrapper("u2").gpus(1).hours(4).window(0, 6).obj(),
+            JobWrapper("big").gpus(8).hours(2).window(0, 6).obj()]    # pre-check reject
+    prob = problem(s, jobs, 6)
+    sc = score_plan(prob, plan())
+    assert sc.unplaced_gpu_hours == pytest.approx(6 + 4 + 16)
+    from carbonsched.plan import compile_sets
+
+    pen = compile_sets(prob).penalty_per_gpu_hour
+    assert sc.objective == pytest.approx(pen * (6 + 4))
+
+
+# --- build_plan_result: placements, inference and totals by hand -------------------------------
+
+def _built(unplaced_reason=None):
+    import numpy as np
+
+    from carbonsched.plan import compile_sets
+    from carbonsched.plan.result import build_plan_result
+
+    s = [SiteWrapper("a").gpus("H100", 8).latency("eu", 5).obj()]
+    jobs = [JobWrapper("j").gpus(1).hours(2).kw_per_gpu(0.5).window(0, 4).obj(),
+            JobWrapper("u1").gpus(2).hours(3).window(0, 4).obj(),
+            JobWrapper("u2").gpus(1).hours(2).window(0, 4).obj(),
+            JobWrapper("big").gpus(9).hours(1).window(0, 4).obj()]
+    prob = problem(s, jobs, 4, ci={"a": [100, 200, 300, 400]}, pue={"a": [1.0, 1.5, 2.0, 1.2]},
+                   inference=[demand("eu", 2, 1, kw=0.25)])
+    sets = compile_sets(prob)
+    rec = SolverRecord(name="t", status=PlanStatus.FEASIBLE)
+    res = build_plan_result(sets, [[0, 0, 1]], np.array([[1]]), PlanStatus.FEASIBLE, rec,
+                            unplaced_reason)
+    return sets, res
+
+
+def test_build_plan_result_by_hand():
+    sets, res = _built()
+    (p,) = res.placements
+    # j: 0.5 kW in hours 1 and 2 (PUE 1.5, 2.0; CI 200, 300)
+    assert (p.start, p.end, p.gpus) == (at(1), at(3), 1)
+    assert p.energy_kwh == pytest.approx(0.5 * (1.5 + 2.0))
+    # hour 2 is shared with 0.25 kW of inference: emissions per IT kWh is PUE x CI there
+    assert p.emissions_kg == pytest.approx(0.5 * (1.5 * 200 + 2.0 * 300) / 1000)
+    (i,) = res.inference
+    assert (i.site, i.gpus, i.hour) == ("a", 1, at(2))
+    assert i.energy_kwh == pytest.approx(0.25 * 2.0)
+    assert i.emissions_kg == pytest.approx(0.25 * 2.0 * 300 / 1000)
+    t = res.totals
+    assert t["it_energy_kwh"] == pytest.approx(0.5 * 2 + 0.25)
+    assert t["energy_kwh"] == pytest.approx(0.5 * 3.5 + 0.5)
+    assert t["emissions_kg"] == pytest.approx(p.emissions_kg + i.emissions_kg)
+    assert t["unplaced_gpu_hours"] == pytest.approx(6 + 2 + 9)
+    assert t["objective"] == pytest.approx(t["emissions_kg"] + sets.penalty_per_gpu_hour * 8)
+    assert (t["jobs_placed"], t["jobs_unplaced"]) == (1.0, 3.0)
+    reasons = {u.job_id: (str(u.reason), u.detail) for u in res.unplaced}
+    assert reasons["u1"] == ("InsufficientCapacity",
+                             "feasible alone, but the GPUs or power were needed by other work")
+    assert reasons["big"][0] == "GangTooLarge"
+
+
+def test_build_plan_result_uses_the_reasons_it_is_given():
+    from carbonsched.domain import ReasonCode
+
+    _, res = _built({1: (ReasonCode.SOLVER_NO_SOLUTION, "why"), 3: (ReasonCode.PLACED, "no")})
+    reasons = {u.job_id: (str(u.reason), u.detail) for u in res.unplaced}
+    assert reasons["u1"] == ("SolverNoSolution", "why")
+    assert reasons["u2"][0] == "InsufficientCapacity"
+    assert reasons["big"][0] == "GangTooLarge"          # the pre-check reason wins
+
+
+def test_raise_for_status_and_as_dict():
+    from carbonsched.errors import InfeasiblePlanError
+
+    res = plan()
+    assert res.raise_for_status() is res
+    res.status = PlanStatus.INFEASIBLE
+    res.solver.note = "area eu needs 9 H100"
+    with pytest.raises(InfeasiblePlanError) as info:
+        res.raise_for_status()
+    assert (info.value.family, info.value.detail) == ("unknown", "area eu needs 9 H100")
+    res.solver.infeasible_family = "gpu_capacity"
+    with pytest.raises(InfeasiblePlanError, match=r"infeasible \(gpu_capacity\)"):
+        res.raise_for_status()
+    sc = score_plan(problem([SiteWrapper("a").gpus("H100", 1).obj()], [], 1), plan())
+    assert sc.as_dict() == {"emissions_kg": 0.0, "energy_kwh": 0.0,
+                            "surplus_absorbed_kwh": 0.0, **ZERO, "unplaced_gpu_hours": 0.0,
+                            "objective": 0.0}
