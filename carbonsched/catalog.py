@@ -193,12 +193,46 @@ class _Ctx:
         return CatalogError(f"{self.path}: {where}: {problem}; {fix} (see regions/schema.md)")
 
 
+# numeric field -> (lowest, highest, unit): every number is checked to be finite and within
+# these bounds at load (issue 7); the lower bounds of most fields are checked, with their own
+# message, where the field is parsed (None here). The upper bounds are far above any real site
+# (10 GW of IT, a million GPUs of one type, 10 kW per board) and keep sums and products finite.
+_LIMITS: dict[str, tuple[float | None, float, str]] = {
+    "latitude": (None, math.inf, "°"),     # range checked by _check_latlon
+    "longitude": (None, math.inf, "°"),
+    "demand_weight": (None, 1e6, "-"),
+    "it_power_cap_kw": (None, 1e7, "kW"),
+    "facility_power_cap_kw": (None, 1e7, "kW"),
+    "green_surplus_max_kw": (None, 1e7, "kW"),
+    "annual_emission_factor_g_per_kwh": (None, 3000.0, "g/kWh"),
+    "count": (None, 1_000_000, "GPUs"),
+    "board_power_w": (None, 10_000.0, "W"),
+    "pue_min": (None, 5.0, "-"),
+    "pue_max": (None, 5.0, "-"),
+    "free_cooling_below_c": (-60.0, 60.0, "°C"),
+    "mechanical_slope_per_c": (None, 1.0, "1/°C"),
+    "humidity_slope": (None, 1.0, "1/%"),
+    "humidity_ref_pct": (0.0, 100.0, "%"),
+    "latency_ms": (None, 10_000.0, "ms"),
+}
+
+
 def _check_type(ctx: _Ctx, where: str, key: str, value: Any, types: tuple[type, ...],
                 hint: str) -> None:
     ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
     if not ok:
         raise ctx.fail(where, f"field {key!r} has type {type(value).__name__} ({value!r})",
                        f"give {hint}")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        lo, hi, unit = _LIMITS.get(key.split(".")[0], (None, math.inf, "-"))
+        if not math.isfinite(value):
+            raise ctx.fail(where, f"field {key!r} is {value} [{unit}], not a finite number",
+                           f"give {hint}")
+        if value > hi or (lo is not None and value < lo):
+            rng = (f"outside {lo:g}..{hi:g} {unit}" if lo is not None
+                   else f"above the largest accepted {hi:g} {unit}")
+            raise ctx.fail(where, f"field {key!r} = {value:g} [{unit}] is {rng}",
+                           f"give {hint}")
 
 
 _Spec = Mapping[str, tuple[tuple[type, ...], bool, str]]
@@ -270,7 +304,8 @@ def _parse_gpus(ctx: _Ctx, where: str, raw: dict[str, Any]) -> dict[str, GpuPool
 
 
 def _parse_pue(ctx: _Ctx, where: str, raw: dict[str, Any]) -> PueModel:
-    spec: _Spec = {f.name: (_NUM, False, "a number") for f in fields(PueModel)}
+    spec: _Spec = {f.name: (_NUM, False, f"a number in {_LIMITS[f.name][2]}")
+                   for f in fields(PueModel)}
     _check_fields(ctx, f"{where}, field 'pue'", raw, spec)
     pue = PueModel(**{k: float(v) for k, v in raw.items()})
     w = f"{where}, field 'pue'"
@@ -330,10 +365,8 @@ def _parse_site(ctx: _Ctx, i: int, raw: Any, areas: dict[str, UserArea]) -> Site
     _nonneg(ctx, where, "it_power_cap_kw", raw["it_power_cap_kw"], strict=True)
     _nonneg(ctx, where, "green_surplus_max_kw", raw.get("green_surplus_max_kw", 0.0))
     fac = raw.get("facility_power_cap_kw")
-    if fac is not None and not (math.isfinite(fac) and fac > 0):
-        raise ctx.fail(where, f"field 'facility_power_cap_kw' must be a finite number > 0 [kW], "
-                       f"got {fac}", "give the grid connection's limit on facility power in kW, "
-                       "or leave the field out")
+    if fac is not None:
+        _nonneg(ctx, where, "facility_power_cap_kw", fac, strict=True)
     ef = raw.get("annual_emission_factor_g_per_kwh")
     if ef is not None:
         _nonneg(ctx, where, "annual_emission_factor_g_per_kwh", ef, strict=True)

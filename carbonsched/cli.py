@@ -43,6 +43,9 @@ catalog_app = typer.Typer(help="Site catalogs.", no_args_is_help=True)
 app.add_typer(workload_app, name="workload")
 app.add_typer(bench_app, name="bench")
 app.add_typer(catalog_app, name="catalog")
+from carbonsched.cli_plans import plans_app  # noqa: E402
+
+app.add_typer(plans_app, name="plans")
 
 # wide tables when piped to a file or a log (Rich falls back to 80 columns there)
 out = Console(width=None if sys.stdout.isatty() else 150)
@@ -104,8 +107,10 @@ def _solver_chatter_to_stderr() -> Iterator[None]:
 
 
 def _write_json(path: Path, doc: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=2) + "\n")
+    """Write ``doc`` as JSON atomically (temporary file + rename, :mod:`carbonsched.fileio`)."""
+    from carbonsched.fileio import atomic_write_text
+
+    atomic_write_text(path, json.dumps(doc, indent=2) + "\n")
 
 
 @app.command()
@@ -128,14 +133,18 @@ def plan(
         help="Record forecasts and the plan in the store (CARBONSCHED_DATABASE_URL).")] = True,
 ) -> None:
     """Forecast, plan and record one day: the daily planning run."""
-    from carbonsched.pipeline import run_daily_plan
-    from carbonsched.settings import get_settings
-    from carbonsched.workload import read_workload
-
     with _errors():
-        if solver not in ("highs", "cbc"):
-            raise typer.BadParameter(f"unknown solver {solver!r}; use highs or cbc")
-        day = date or _tomorrow()
+        from carbonsched.cli_check import check_plan_options
+        from carbonsched.errors import InputError
+
+        bad = check_plan_options(date, solver, time_limit, hours)
+        if bad:
+            raise InputError(bad)
+        from carbonsched.pipeline import run_daily_plan
+        from carbonsched.settings import get_settings
+        from carbonsched.workload import read_workload
+
+        day = date.strip() or _tomorrow()
         settings = get_settings()
         ddir = data_dir or settings.data_dir
         wl = read_workload(jobs) if jobs else None
@@ -145,8 +154,10 @@ def plan(
         # loses nothing
         if out_file:
             _write_json(out_file, daily.document)
-            err.print(f"plan written to {out_file}")
         _print_plan(daily.document, daily.summary)
+        pid = daily.document["plan_id"]
+        if out_file:
+            err.print(f"plan written to {out_file}", highlight=False)
         if store:
             from carbonsched.store import Store
 
@@ -154,10 +165,16 @@ def plan(
                 progress("recording the plan")
                 db = Store(settings.resolved_database_url())
                 db.save_plan(daily.document, daily.forecasts)
-            err.print(f"plan {daily.document['plan_id']} recorded in "
-                      f"{db.engine.url.render_as_string(hide_password=True)}", highlight=False)
+            err.print(f"plan {pid} recorded in "
+                      f"{db.engine.url.render_as_string(hide_password=True)}; get it as JSON "
+                      f"with `carbonsched plans show {pid} --json` (or `carbonsched plans show "
+                      "latest --json`), list plans with `carbonsched plans list`",
+                      highlight=False)
+        elif not out_file:
+            err.print(f"plan {pid} was neither recorded (--no-store) nor written; add "
+                      "--out plan.json to keep it as JSON", highlight=False)
         status = daily.document["solver"]["status"]
-        if status in ("infeasible", "no_solution"):
+        if status in ("infeasible", "no_solution", "error"):
             fam = daily.document["solver"].get("infeasible_family")
             err.print(f"[bold red]error:[/] the plan is {status}"
                       + (f" ({fam})" if fam else "") + "; see the plan's solver note and "
@@ -170,6 +187,10 @@ def _print_plan(doc: dict[str, Any], summary: list[dict[str, Any]]) -> None:
     gap = "-" if s["mip_gap"] is None else f"{100 * s['mip_gap']:.2f}%"
     out.print(f"[bold]Plan {doc['plan_id'][:12]}[/] for {doc['date']} · catalog "
               f"[cyan]{doc['catalog']}[/] · signals [yellow]{doc['signal_quality']}[/]")
+    wl = doc.get("workload") or {}
+    if wl.get("source") == "demo":
+        out.print("[bold magenta]workload: DEMO[/] — the catalog's generated demo day, not real "
+                  "jobs; give --jobs FILE to plan real work", highlight=False)
     out.print(f"solver {s['name']}: [bold]{s['status']}[/], MIP gap {gap}, "
               f"{s['seconds']:.1f} s")
     t = Table(title="Per site (forecast)", title_justify="left")
@@ -371,7 +392,13 @@ def catalog_show(name: Annotated[str, typer.Argument(help="Catalog name or TOML 
 
 
 def main() -> None:
-    """Entry point of the ``carbonsched`` console script."""
+    """Run the CLI (the console script enters at :func:`carbonsched.cli_check.main`)."""
+    from carbonsched.cli_check import precheck
+
+    bad = precheck(sys.argv[1:])
+    if bad is not None:
+        err.print(f"[bold red]error:[/] {escape(bad)}", highlight=False)
+        sys.exit(2)
     try:
         app()
     except KeyboardInterrupt:

@@ -24,7 +24,7 @@ import pandas as pd
 from carbonsched.adapters.signals import load_site_signals
 from carbonsched.catalog import Catalog, load_catalog
 from carbonsched.domain import SignalQuality, Site, Workload, jsonable
-from carbonsched.errors import ForecastError, InputError
+from carbonsched.errors import ForecastError, InputError, TimeAxisError
 from carbonsched.forecasts.base import Forecaster, fit_with_fallback
 from carbonsched.forecasts.baselines import SeasonalNaive
 from carbonsched.forecasts.carbon_intensity import default_ci_forecaster
@@ -34,10 +34,12 @@ from carbonsched.plan import (
     PlanningProblem,
     PlanResult,
     agnostic_plan,
+    resolve_solver,
     score_plan,
     site_hour_power,
     solve_plan,
 )
+from carbonsched.plan.baselines import BASELINE_DEFINITION
 from carbonsched.timeaxis import HOUR, day_start_utc, hourly_slots, require_aware
 
 Progress = Callable[[str], None]
@@ -108,10 +110,45 @@ def _persistence_weather(hist: pd.DataFrame, slots: pd.DatetimeIndex) -> pd.Data
     """
     cols = ["temperature_c", "relative_humidity_pct"]
     weather = pd.DataFrame(np.nan, index=slots, columns=cols)
+    if not set(cols) <= set(hist.columns):   # a history with no weather (docs/signals.md)
+        return weather
     for k in range(1, PERSISTENCE_DAYS + 1):
         lagged = hist[cols].reindex(slots - pd.Timedelta(days=k))
         weather = weather.fillna(pd.DataFrame(lagged.to_numpy(), index=slots, columns=cols))
     return weather
+
+
+def check_history(site: Site, history: Any) -> None:
+    """Refuse a history :func:`forecast_site` cannot use, with a message that says why.
+
+    Only ``carbon_intensity_g_per_kwh`` is required (``docs/signals.md``); the other signal
+    columns are optional and their absence is noted where they are used.
+
+    Raises
+    ------
+    InputError
+        Not a DataFrame, no carbon-intensity column, or a non-numeric one.
+    TimeAxisError
+        The index is not a tz-aware DatetimeIndex.
+    """
+    if not isinstance(history, pd.DataFrame):
+        raise InputError(f"site {site.id}: the signal history must be a pandas DataFrame with "
+                         "a tz-aware hourly DatetimeIndex and a 'carbon_intensity_g_per_kwh' "
+                         f"column (docs/signals.md), got {type(history).__name__}")
+    if "carbon_intensity_g_per_kwh" not in history.columns:
+        raise InputError(f"site {site.id}: the signal history lacks the column "
+                         "'carbon_intensity_g_per_kwh' [g/kWh] (its columns: "
+                         f"{', '.join(map(str, history.columns)) or 'none'}); see "
+                         "docs/signals.md")
+    if not pd.api.types.is_numeric_dtype(history["carbon_intensity_g_per_kwh"]):
+        raise InputError(f"site {site.id}: column 'carbon_intensity_g_per_kwh' has dtype "
+                         f"{history['carbon_intensity_g_per_kwh'].dtype}, not numbers in g/kWh")
+    if not isinstance(history.index, pd.DatetimeIndex):
+        raise TimeAxisError(f"site {site.id}: the signal history's index is a "
+                            f"{type(history.index).__name__}, not a DatetimeIndex of UTC hours")
+    if history.index.tz is None:
+        raise TimeAxisError(f"site {site.id}: the signal history's index is naive (no time "
+                            "zone); localize it to UTC (docs/signals.md)")
 
 
 def forecast_site(
@@ -155,6 +192,7 @@ def forecast_site(
         The history has no carbon-intensity observation.
     """
     issued_at = require_aware(issued_at, "issued_at")
+    check_history(site, history)
     meta = meta or {}
     quality = meta.get("signal_quality", SignalQuality.MEASURED)
     if "carbon_intensity_estimated" in history and quality == SignalQuality.MEASURED:
@@ -438,10 +476,14 @@ def run_daily_plan(
         data_dir = get_settings().data_dir
     issued_at = day_start_utc(date)
     cat = load_catalog(catalog)
+    is_demo = workload is None
     if workload is None:
         workload = demo_workload(cat, issued_at.strftime("%Y-%m-%d"))
     check_workload_fits_catalog(workload, cat)
     slots = hourly_slots(issued_at, horizon_hours)
+    # a tiny real solve before any forecasting: a solver that cannot run is known at once
+    progress(f"probing the {solver} solver")
+    solver_used, solver_note = resolve_solver(solver)
     forecasts, notes, qualities = gather_forecasts(cat, data_dir, issued_at, horizon_hours,
                                                    progress)
     if not forecasts:
@@ -457,6 +499,16 @@ def run_daily_plan(
     baseline = agnostic_plan(problem)
     plan_score = score_plan(problem, result)
     base_score = score_plan(problem, baseline)
+    if solver_note:
+        notes.insert(0, f"solver: {solver_note}")
+    if is_demo:
+        notes.insert(0, "workload: the catalog's generated DEMO day, not real jobs (give "
+                     "--jobs FILE to plan real work)")
+    if result.solver.greedy_unplaced:
+        notes.append(f"solver: no incumbent within --time-limit {time_limit_s:g} s; the greedy "
+                     f"fallback left {result.solver.greedy_unplaced} job(s) unplaced that "
+                     "passed the pre-check (an exact solve with a longer --time-limit may "
+                     "place them)")
     # the plan is as good as its weakest site's signals: modelled < estimated < measured
     quality = next((q for q in (SignalQuality.MODELLED, SignalQuality.ESTIMATED)
                     if q in qualities), SignalQuality.MEASURED)
@@ -468,6 +520,8 @@ def run_daily_plan(
         "site_signal_quality": {sid: f.signal_quality for sid, f in forecasts.items()},
         "issued_at": jsonable(issued_at),
         "horizon_hours": horizon_hours,
+        "workload": {"source": "demo" if is_demo else "file", "jobs": len(workload.jobs),
+                     "inference": len(workload.inference)},
         "sites": [s.id for s in problem.sites],
         "solver": {
             "name": result.solver.name,
@@ -480,6 +534,9 @@ def run_daily_plan(
             "method": getattr(result.solver, "method", None),
             "infeasible_family": getattr(result.solver, "infeasible_family", None),
             "note": result.solver.note,
+            "violations": result.solver.violations,
+            "greedy_unplaced": result.solver.greedy_unplaced,
+            "requested": solver,
         },
         **result_rows(result),
         "totals": {
@@ -490,6 +547,12 @@ def run_daily_plan(
             "baseline_energy_kwh": float(base_score.energy_kwh),
         },
         "site_hours": site_hour_power(problem, result),
+        "baseline": {
+            "policy": "agnostic",
+            "definition": BASELINE_DEFINITION,
+            "placed": len(baseline.placements),
+        },
+        "baseline_unplaced": [jsonable(u) for u in baseline.unplaced],
         "notes": notes,
     }
     summary = site_summary(problem, result)

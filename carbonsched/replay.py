@@ -37,6 +37,7 @@ from carbonsched.catalog import load_catalog
 from carbonsched.domain import SignalQuality
 from carbonsched.errors import ForecastError, InputError
 from carbonsched.executor import map_in_order, parse_executor
+from carbonsched.fileio import atomic_path
 from carbonsched.forecasts.green_surplus import green_surplus_index
 from carbonsched.forecasts.pue import pue_from_weather
 from carbonsched.pipeline import HISTORY_DAYS, build_problem, forecast_site
@@ -336,7 +337,7 @@ def plot_daily(result: dict[str, Any], path: Path) -> None:
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format=Path(path).suffix.lstrip(".") or "png")
     plt.close(fig)
 

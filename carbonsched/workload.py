@@ -32,6 +32,7 @@ import pandas as pd
 from carbonsched.catalog import Catalog, UserArea
 from carbonsched.domain import InferenceDemand, Job, Site, WorkKind, Workload, jsonable
 from carbonsched.errors import CarbonschedError, WorkloadError
+from carbonsched.fileio import atomic_open, atomic_write_text
 from carbonsched.timeaxis import HOUR, day_start_utc
 
 JOB_FIELDS = ("id", "tenant", "kind", "gpu_type", "gpus", "duration_hours", "power_per_gpu_kw",
@@ -119,30 +120,49 @@ def _timestamp(w: _Where, field: str, value: Any) -> pd.Timestamp:
     return t
 
 
-def _int(w: _Where, field: str, value: Any, minimum: int) -> int:
+MAX_JOB_GPUS = 100_000
+"""Largest gang accepted (far above any real job; keeps GPU sums exact in int64). [GPUs]"""
+MAX_DURATION_HOURS = 24 * 366
+"""Longest job accepted (a year; the plan's horizon is at most a week). [h]"""
+MAX_POWER_PER_GPU_KW = 10.0
+"""Largest IT power per GPU accepted (board plus server share; an H100 SXM is about 1.2). [kW]"""
+MAX_SLO_MS = 100_000.0
+"""Largest inference SLO accepted (100 s). [ms]"""
+MAX_ID_CHARS = 200
+"""Longest job id: the store's ``placements.job_id`` column (``String(200)``). [characters]"""
+
+_UNITS = {"gpus": "GPUs", "duration_hours": "h", "power_per_gpu_kw": "kW", "slo_ms": "ms"}
+
+
+def _int(w: _Where, field: str, value: Any, minimum: int, maximum: int) -> int:
+    unit = _UNITS.get(field, "-")
     try:
         if isinstance(value, bool):
             raise ValueError
         f = float(value)
         if not f.is_integer():
             raise ValueError
-        i = int(f)
-    except (TypeError, ValueError) as exc:
-        raise w.err(field, f"expected a whole number, got {value!r}", "give an integer") from exc
-    if i < minimum:
-        raise w.err(field, f"must be >= {minimum}, got {i}", f"give a value >= {minimum}")
-    return i
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise w.err(field, f"expected a whole number [{unit}], got {value!r}",
+                    "give an integer") from exc
+    if not minimum <= f <= maximum:
+        raise w.err(field, f"must be {minimum}..{maximum} {unit}, got {value!r}",
+                    f"give a whole number of {unit} in {minimum}..{maximum}")
+    return int(f)
 
 
-def _float(w: _Where, field: str, value: Any, positive: bool = True) -> float:
+def _float(w: _Where, field: str, value: Any, maximum: float) -> float:
+    unit = _UNITS.get(field, "-")
     try:
         if isinstance(value, bool):
             raise ValueError
         f = float(value)
-    except (TypeError, ValueError) as exc:
-        raise w.err(field, f"expected a number, got {value!r}", "give a number") from exc
-    if not math.isfinite(f) or (positive and f <= 0):
-        raise w.err(field, f"must be a finite number > 0, got {value!r}", "give a value > 0")
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise w.err(field, f"expected a number [{unit}], got {value!r}",
+                    "give a number") from exc
+    if not math.isfinite(f) or f <= 0 or f > maximum:
+        raise w.err(field, f"must be a finite number > 0 and <= {maximum:g} {unit}, "
+                    f"got {value!r}", f"give a value in {unit} within (0, {maximum:g}]")
     return f
 
 
@@ -167,16 +187,21 @@ def _job_from(w: _Where, rec: dict[str, Any], kind_default: str = "batch") -> Jo
                     "give a JSON list of strings (CSV: ids separated by ';')")
     start = _timestamp(w, "earliest_start", rec["earliest_start"])
     deadline = _timestamp(w, "deadline", rec["deadline"])
-    duration = _int(w, "duration_hours", rec["duration_hours"], 1)
+    duration = _int(w, "duration_hours", rec["duration_hours"], 1, MAX_DURATION_HOURS)
     if deadline < start + duration * HOUR:
         raise w.err("deadline", f"deadline {deadline.isoformat()} is before earliest_start + "
                     f"duration ({(start + duration * HOUR).isoformat()})",
                     "give a deadline at least duration_hours after earliest_start")
+    job_id = _text(w, "id", str(rec["id"]))
+    if len(job_id) > MAX_ID_CHARS:
+        raise w.err("id", f"job id is {len(job_id)} characters long, the store keeps at most "
+                    f"{MAX_ID_CHARS}", f"shorten it to {MAX_ID_CHARS} characters or fewer")
     try:
-        return Job(id=_text(w, "id", str(rec["id"])), tenant=str(rec.get("tenant") or "default"),
+        return Job(id=job_id, tenant=str(rec.get("tenant") or "default"),
                    gpu_type=_text(w, "gpu_type", rec["gpu_type"]),
-                   gpus=_int(w, "gpus", rec["gpus"], 1), duration_hours=duration,
-                   power_per_gpu_kw=_float(w, "power_per_gpu_kw", rec["power_per_gpu_kw"]),
+                   gpus=_int(w, "gpus", rec["gpus"], 1, MAX_JOB_GPUS), duration_hours=duration,
+                   power_per_gpu_kw=_float(w, "power_per_gpu_kw", rec["power_per_gpu_kw"],
+                                           MAX_POWER_PER_GPU_KW),
                    earliest_start=start, deadline=deadline, allowed_sites=tuple(sites),
                    kind=WorkKind(kind))
     except CarbonschedError as exc:
@@ -190,10 +215,11 @@ def _inference_from(w: _Where, rec: dict[str, Any]) -> InferenceDemand:
     return InferenceDemand(area=_text(w, "area", rec["area"]),
                            hour=_timestamp(w, "hour", rec["hour"]),
                            gpu_type=_text(w, "gpu_type", rec["gpu_type"]),
-                           gpus=_int(w, "gpus", rec["gpus"], 0),
-                           slo_ms=_float(w, "slo_ms", rec["slo_ms"]),
+                           gpus=_int(w, "gpus", rec["gpus"], 0, MAX_JOB_GPUS),
+                           slo_ms=_float(w, "slo_ms", rec["slo_ms"], MAX_SLO_MS),
                            power_per_gpu_kw=_float(w, "power_per_gpu_kw",
-                                                   rec["power_per_gpu_kw"]))
+                                                   rec["power_per_gpu_kw"],
+                                                   MAX_POWER_PER_GPU_KW))
 
 
 def _check_unique(path: Path, workload: Workload, labels: list[str], inf_labels: list[str]
@@ -220,6 +246,12 @@ def _read_json(path: Path) -> Workload:
     except json.JSONDecodeError as exc:
         raise WorkloadError(f"{path}, line {exc.lineno}: not valid JSON ({exc.msg}); "
                             "fix the syntax") from exc
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"{path}: byte {exc.start} is not UTF-8 ({exc.reason}); save the "
+                            "file as UTF-8") from exc
+    except RecursionError as exc:
+        raise WorkloadError(f"{path}: JSON nested too deeply; give an object with lists "
+                            "'jobs' and 'inference'") from exc
     if not isinstance(doc, dict) or not set(doc) <= {"jobs", "inference"}:
         raise WorkloadError(f"{path}: expected an object with keys 'jobs' and 'inference'"
                             + (f", got keys {sorted(doc)}" if isinstance(doc, dict) else "")
@@ -304,10 +336,17 @@ def read_workload(path: str | Path) -> Workload:
     if not p.is_file():
         raise WorkloadError(f"{p}: workload file not found; give an existing .json or .csv file")
     suffix = p.suffix.lower()
-    if suffix == ".json":
-        return _read_json(p)
-    if suffix == ".csv":
-        return _read_csv(p)
+    try:
+        if suffix == ".json":
+            return _read_json(p)
+        if suffix == ".csv":
+            return _read_csv(p)
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"{p}: byte {exc.start} is not UTF-8 ({exc.reason}); save the "
+                            "file as UTF-8") from exc
+    except OSError as exc:
+        raise WorkloadError(f"{p}: cannot read the workload file ({exc.strerror or exc})"
+                            ) from exc
     raise WorkloadError(f"{p}: unknown workload format {p.suffix!r}; use .json or .csv")
 
 
@@ -330,11 +369,11 @@ def write_workload(workload: Workload, path: str | Path) -> Path:
     if suffix == ".json":
         doc = {"jobs": [jsonable(j) for j in workload.jobs],
                "inference": [jsonable(d) for d in workload.inference]}
-        p.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        atomic_write_text(p, json.dumps(doc, indent=1) + "\n")
         return p
     if suffix != ".csv":
         raise WorkloadError(f"{p}: unknown workload format {p.suffix!r}; use .json or .csv")
-    with p.open("w", newline="", encoding="utf-8") as fh:
+    with atomic_open(p, "w", newline="", encoding="utf-8") as fh:
         wr = csv.DictWriter(fh, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
         wr.writeheader()
         for j in workload.jobs:

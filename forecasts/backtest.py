@@ -59,6 +59,7 @@ from carbonsched.adapters.signals.dacf import (
     read_dacf_region,
 )
 from carbonsched.errors import DataFormatError, ForecastError, InputError
+from carbonsched.fileio import atomic_path, atomic_write_text
 from carbonsched.forecasts.base import Forecaster
 from carbonsched.forecasts.baselines import SeasonalNaive
 from carbonsched.forecasts.dacf_models import (
@@ -282,15 +283,16 @@ class BacktestResult:
 
     def to_json(self, path: str | Path) -> None:
         """Write ``{"results": [...], "meta": {...}}`` as JSON."""
-        Path(path).write_text(json.dumps({"results": self.results, "meta": self.meta},
-                                         indent=2, default=str) + "\n")
+        atomic_write_text(path, json.dumps({"results": self.results, "meta": self.meta},
+                                           indent=2, default=str) + "\n")
 
     def to_csv(self, path: str | Path) -> None:
         """Write :attr:`forecasts` as CSV, timestamps in UTC ISO 8601."""
         f = self.forecasts.copy()
         for c in ("issued_at", "ts"):
             f[c] = pd.DatetimeIndex(f[c]).strftime("%Y-%m-%dT%H:%M:%SZ")
-        f.to_csv(path, index=False, float_format="%.4f")
+        with atomic_path(path) as tmp:
+            f.to_csv(tmp, index=False, float_format="%.4f")
 
 
 def _validate(model: DayAheadModel, data: RegionData) -> pd.DataFrame:

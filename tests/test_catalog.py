@@ -279,10 +279,12 @@ def test_us_2022_zones_have_2022_history_and_epw(shared_data: Path) -> None:
 
 
 @pytest.mark.parametrize(("value", "message"), [
-    ("nan", r"field 'facility_power_cap_kw' must be a finite number > 0 \[kW\], got nan"),
-    ("inf", r"field 'facility_power_cap_kw' must be a finite number > 0 \[kW\], got inf"),
-    ("0.0", r"field 'facility_power_cap_kw' must be a finite number > 0 \[kW\], got 0.0"),
-    ("-130.0", r"field 'facility_power_cap_kw' must be a finite number > 0 \[kW\], got -130.0"),
+    ("nan", r"field 'facility_power_cap_kw' is nan \[kW\], not a finite number"),
+    ("inf", r"field 'facility_power_cap_kw' is inf \[kW\], not a finite number"),
+    ("1e8", r"field 'facility_power_cap_kw' = 1e\+08 \[kW\] is above the largest accepted "
+            r"1e\+07 kW"),
+    ("0.0", r"field 'facility_power_cap_kw' must be > 0, got 0.0"),
+    ("-130.0", r"field 'facility_power_cap_kw' must be > 0, got -130.0"),
     ('"130"', r"field 'facility_power_cap_kw' has type str"),
 ])
 def test_facility_power_cap_is_validated(tmp_path: Path, minimal_text: str, value: str,

@@ -16,6 +16,15 @@ from carbonsched.domain import ReasonCode
 from carbonsched.plan.result import PlanResult, PlanStatus, SolverRecord, build_plan_result
 from carbonsched.plan.sets import PlanningProblem, PlanSets, compile_sets
 
+BASELINE_DEFINITION = (
+    "carbon-agnostic first-fit: inference first, each demand from its lowest-latency sites "
+    "within the SLO; then jobs in order of earliest start (ties: order in the workload), each at "
+    "the earliest start time with GPUs and IT power left for its whole duration, ties broken by "
+    "the first allowed site (the job's allowed_sites order, else catalog order); a job with no "
+    "room in its window stays unplaced (baseline_unplaced); scored on the same forecast")
+"""The carbon-agnostic baseline in one sentence: the README, the plan document and
+:func:`agnostic_plan` all say this (a test checks that the README quotes it)."""
+
 
 class _Ledger:
     """Remaining GPUs per (site, slot, type) and IT power per (site, slot)."""
@@ -169,10 +178,13 @@ def _run(sets: PlanSets, name: str, carbon_aware: bool, started: float,
 def agnostic_plan(problem: PlanningProblem) -> PlanResult:
     """Carbon-unaware baseline: first come, first served, earliest start, first allowed site.
 
-    Jobs in order of earliest start each take the earliest start with room, ties broken by the
-    first allowed site (the job's ``allowed_sites`` order, else catalog order). When capacity
-    does not bind this is "each job at its earliest start at its first allowed site" (issue 2).
-    Inference is served from the lowest-latency sites within its SLO.
+    Exactly :data:`BASELINE_DEFINITION`. Jobs in order of earliest start each take the earliest
+    start with room, ties broken by the first allowed site (the job's ``allowed_sites`` order,
+    else catalog order). When capacity does not bind this is "each job at its earliest start at
+    its first allowed site"; when it binds, a job may start later than its earliest start, and a
+    job with no room left in its window is unplaced (``InsufficientCapacity``, listed as the
+    plan's ``baseline_unplaced``). Inference is served from the lowest-latency sites within its
+    SLO.
 
     Returns
     -------

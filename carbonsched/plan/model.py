@@ -213,6 +213,38 @@ def build_model(sets: PlanSets, options: np.ndarray | None = None) -> PlanModel:
     return m
 
 
+INTEGRALITY_TOL = 1e-5
+"""Largest distance of an integer variable's value from a whole number that is read as that
+number (HiGHS's ``mip_feasibility_tolerance`` is 1e-6, CBC's ``integerTolerance`` 1e-7; a
+little slack for the values PuLP reads back from CBC's text solution file). [-]"""
+
+
+def integrality_issues(m: PlanModel, tol: float = INTEGRALITY_TOL) -> list[str]:
+    """Integer variables whose solved value is not a whole number within ``tol``.
+
+    Returns
+    -------
+    list of str
+        One line per offending variable (at most 5, then a count), naming the job or demand;
+        empty when every option is 0 or 1 and every inference allocation whole and >= 0.
+    """
+    prob = m.sets.problem
+    out: list[str] = []
+    for i, v in enumerate(m.x):
+        val = v.varValue
+        if val is None or abs(val - round(val)) > tol or round(val) not in (0, 1):
+            j = int(m.options[i, 0])
+            out.append(f"option {i} of job {prob.jobs[j].id!r} = {val!r}, not 0 or 1")
+    for (d, s), v in m.y.items():
+        val = v.varValue
+        if val is None or abs(val - round(val)) > tol or val < -tol:
+            out.append(f"inference GPUs of demand {d} at site {m.sets.site[s]!r} = {val!r}, "
+                       "not a whole number >= 0")
+    if len(out) > 5:
+        out = out[:5] + [f"and {len(out) - 5} more"]
+    return out
+
+
 def read_solution(m: PlanModel) -> tuple[np.ndarray, np.ndarray]:
     """Chosen options ``(P, 3)`` and inference allocation ``(D, S)`` from solved variables."""
     vals = np.array([v.varValue if v.varValue is not None else 0.0 for v in m.x])

@@ -35,6 +35,10 @@ class PlanStatus(StrEnum):
     """The solver found nothing within the limit and no fallback was possible."""
     HEURISTIC = "heuristic"
     """A feasible plan from a heuristic (baseline, or fallback when the solver had none)."""
+    ERROR = "error"
+    """The solver returned a solution that fails the recount (a value that is not whole, a job
+    placed twice, a capacity, power or SLO row broken): no plan is made from it
+    (``SolverRecord.violations`` says what failed)."""
 
 
 @dataclass
@@ -74,6 +78,11 @@ class SolverRecord:
     method: str = ""
     infeasible_family: str | None = None
     note: str = ""
+    violations: dict[str, int] = field(default_factory=dict)
+    """What the recount of the solver's solution found, by family (empty when it passed)."""
+    greedy_unplaced: int | None = None
+    """With the greedy fallback: jobs it left unplaced that passed the pre-check (an exact
+    solve with a longer limit may place them). [-]"""
 
 
 @dataclass
@@ -266,6 +275,30 @@ def build_plan_result(
     }
     return PlanResult(status=status, solver=solver, placements=placements, inference=infs,
                       unplaced=unplaced, totals=totals)
+
+
+VIOLATION_FIELDS = ("gang_violations", "deadline_misses", "capacity_violations",
+                    "power_cap_violations", "facility_cap_violations", "slo_violations")
+"""The :class:`Score` counts that a trustworthy plan has at zero."""
+
+
+def recount_violations(problem: Any, result: PlanResult) -> dict[str, int]:
+    """Recount a plan against every hard constraint; the families it breaks, with counts.
+
+    Each job at most once and as specified (gang), inside its window and the horizon
+    (deadline), GPUs per (site, hour, type) (capacity), IT power per (site, hour) (power cap),
+    facility power per (site, hour) at the PUE's upper bound (grid-connection cap) and
+    inference served in full within its SLO (SLO) — all by :func:`score_plan`, from the
+    placements alone. Works on the problem's own slot index, whatever its length or first hour.
+
+    Returns
+    -------
+    dict
+        ``{field: count}`` for every :data:`VIOLATION_FIELDS` entry above zero; empty when the
+        plan keeps every constraint.
+    """
+    sc = score_plan(problem, result)
+    return {f: int(getattr(sc, f)) for f in VIOLATION_FIELDS if getattr(sc, f) > 0}
 
 
 def score_plan(problem: Any, result: PlanResult, signals: pd.DataFrame | None = None) -> Score:

@@ -21,10 +21,17 @@ from dataclasses import dataclass
 import numpy as np
 import pulp
 
+from carbonsched.domain import ReasonCode
 from carbonsched.errors import InputError, SolverUnavailableError
 from carbonsched.plan.baselines import greedy_from_sets
-from carbonsched.plan.model import PlanModel, build_model, read_solution
-from carbonsched.plan.result import PlanResult, PlanStatus, SolverRecord, build_plan_result
+from carbonsched.plan.model import PlanModel, build_model, integrality_issues, read_solution
+from carbonsched.plan.result import (
+    PlanResult,
+    PlanStatus,
+    SolverRecord,
+    build_plan_result,
+    recount_violations,
+)
 from carbonsched.plan.sets import PlanningProblem, PlanSets, compile_sets
 
 log = logging.getLogger(__name__)
@@ -78,37 +85,80 @@ def _consume_highs_banner() -> None:
         _BANNER_DONE = True
 
 
+CBC_PATH_ENV = "CARBONSCHED_CBC_PATH"
+"""Environment variable naming a CBC binary to use instead of PuLP's bundled one."""
+
+_PROBES: dict[tuple[str, str], str] = {}
+
+
+def _probe_model() -> pulp.LpProblem:
+    """Two binaries, one row: max x0 + 2 x1 s.t. x0 + x1 <= 1 (optimum x1 = 1, objective -2)."""
+    lp = pulp.LpProblem("carbonsched_probe", pulp.LpMinimize)
+    x0 = lp.add_variable("x0", 0, 1, cat=pulp.LpBinary)
+    x1 = lp.add_variable("x1", 0, 1, cat=pulp.LpBinary)
+    lp.setObjective(pulp.LpAffineExpression([(x0, -1.0), (x1, -2.0)]))
+    lp.addConstraint(pulp.LpAffineExpression([(x0, 1.0), (x1, 1.0)]) <= 1, name="c0")
+    return lp
+
+
+def probe_solver(name: str) -> str:
+    """Run a tiny real MILP with ``name``; return ``""`` if it solved right, else why not.
+
+    The result is cached per process (and per :data:`CBC_PATH_ENV` value): a probe costs about
+    10 ms with HiGHS and one short CBC process with CBC.
+    """
+    key = (name, os.environ.get(CBC_PATH_ENV, ""))
+    if key in _PROBES:
+        return _PROBES[key]
+    lp = _probe_model()
+    why = ""
+    try:
+        if name == "highs":
+            try:
+                import highspy  # noqa: F401
+            except ImportError as exc:
+                raise SolverUnavailableError("highs", f"highspy is not importable ({exc})") from exc
+            try:
+                _consume_highs_banner()
+            except OSError:       # no usable file descriptor 1 (embedded interpreters)
+                pass
+            if not pulp.HiGHS(msg=False).available():
+                raise SolverUnavailableError("highs", "PuLP's HiGHS interface is unavailable")
+        out = run_milp(lp, name, 10.0, 0.0)
+        if not (out.has_solution and out.objective is not None
+                and abs(out.objective + 2.0) < 1e-6):
+            why = f"the probe model gave status {out.raw}, objective {out.objective}"
+    except SolverUnavailableError as exc:
+        why = str(exc).split(": ", 1)[-1]
+    except (pulp.PulpSolverError, OSError, ValueError, RuntimeError) as exc:
+        why = f"{type(exc).__name__}: {exc}"
+    _PROBES[key] = " ".join(why.split())
+    return _PROBES[key]
+
+
 def highs_available() -> bool:
-    """True if highspy imports and PuLP's HiGHS interface can run."""
-    try:
-        import highspy  # noqa: F401
-    except ImportError:
-        return False
-    try:
-        _consume_highs_banner()
-    except OSError:       # no usable file descriptor 1 (embedded interpreters): keep going
-        pass
-    return bool(pulp.HiGHS(msg=False).available())
+    """True if HiGHS (highspy through PuLP) solves a tiny MILP right (:func:`probe_solver`)."""
+    return probe_solver("highs") == ""
 
 
 def _cbc(**kw) -> pulp.LpSolver:
-    """PuLP's bundled CBC.
+    """PuLP's bundled CBC, or the binary named by :data:`CBC_PATH_ENV`.
 
     PuLP 3.3 deprecates ``PULP_CBC_CMD`` in favour of ``COIN_CMD`` with a separately installed
     CBC (PuLP 4.0); the bundled binary is what this project ships with, so the warning is
     silenced here and the migration is one line.
     """
+    path = os.environ.get(CBC_PATH_ENV)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
+        if path:
+            return pulp.COIN_CMD(path=path, **kw)
         return pulp.PULP_CBC_CMD(**kw)
 
 
 def cbc_available() -> bool:
-    """True if PuLP's bundled (or configured) CBC binary can run."""
-    try:
-        return bool(_cbc(msg=False).available())
-    except pulp.PulpSolverError:
-        return False
+    """True if the CBC binary runs and solves a tiny MILP right (:func:`probe_solver`)."""
+    return probe_solver("cbc") == ""
 
 
 def resolve_solver(solver: str) -> tuple[str, str]:
@@ -132,14 +182,19 @@ def resolve_solver(solver: str) -> tuple[str, str]:
         if highs_available():
             return "highs", ""
         if cbc_available():
-            return "cbc", "HiGHS (highspy) unavailable on this host; fell back to CBC"
+            why = probe_solver("highs") or "unusable"
+            return "cbc", f"HiGHS (highspy) unavailable on this host ({why}); fell back to CBC"
         raise SolverUnavailableError(
             "highs", "highspy is not importable and the CBC fallback binary cannot run; "
             "install highspy (pip install highspy) or a working CBC")
     if cbc_available():
         return "cbc", ""
+    if highs_available():
+        why = probe_solver("cbc") or "unusable"
+        return "highs", f"CBC cannot run on this host ({why}); fell back to HiGHS"
     raise SolverUnavailableError(
-        "cbc", "PuLP's CBC binary cannot run on this host; reinstall pulp or use --solver highs")
+        "cbc", "the CBC binary cannot run on this host and HiGHS (highspy) is not usable "
+        f"either; reinstall pulp and highspy, or set {CBC_PATH_ENV} to a working CBC")
 
 
 @dataclass
@@ -317,12 +372,54 @@ def _finish(sets: PlanSets, chosen: np.ndarray, alloc: np.ndarray, rec: SolverRe
 def _fallback(sets: PlanSets, rec: SolverRecord, started: float, why: str) -> PlanResult:
     res = greedy_from_sets(sets)
     rec.status = res.status = PlanStatus.HEURISTIC
+    rec.method = "greedy"
     rec.objective = res.totals["objective"]
     rec.mip_gap = relative_gap(rec.objective, rec.bound)
-    rec.note = "; ".join(x for x in (rec.note, why, "returned the greedy plan") if x)
+    # jobs the greedy order found no room for, though the pre-check let them through: an
+    # exact solve with a longer limit may place them; the plan says how many
+    left = sum(1 for u in res.unplaced
+               if u.reason == ReasonCode.INSUFFICIENT_CAPACITY)
+    rec.greedy_unplaced = left
+    told = (f"the greedy plan leaves {left} job(s) unplaced that passed the pre-check; an "
+            "exact solve with a longer --time-limit may place them" if left else
+            "the greedy plan places every job that passed the pre-check")
+    rec.note = "; ".join(x for x in (rec.note, why, "returned the greedy plan", told) if x)
     rec.seconds = time.perf_counter() - started
     res.solver = rec
     return res
+
+
+def _error(sets: PlanSets, rec: SolverRecord, violations: dict[str, int], detail: str,
+           started: float) -> PlanResult:
+    """No plan: the solver's solution failed the recount (status ``error``)."""
+    rec.status = PlanStatus.ERROR
+    rec.violations = dict(violations)
+    rec.objective = rec.mip_gap = None
+    rec.note = "; ".join(x for x in (rec.note, "the solver's solution failed the recount: "
+                                     + detail + "; no plan was made from it") if x)
+    rec.seconds = time.perf_counter() - started
+    reasons = {k: (ReasonCode.SOLVER_NO_SOLUTION, "the solver's solution failed the recount")
+               for k in range(len(sets.problem.jobs))}
+    return build_plan_result(sets, np.zeros((0, 3), dtype=np.int64),
+                             np.zeros(sets.inf_sites.shape, dtype=np.int64),
+                             PlanStatus.ERROR, rec, reasons)
+
+
+def check_result(sets: PlanSets, res: PlanResult, started: float) -> PlanResult:
+    """Recount a plan before it is called a plan; a broken one becomes status ``error``.
+
+    Plans with status ``optimal``, ``feasible`` or ``heuristic`` are recounted by
+    :func:`~carbonsched.plan.result.recount_violations` (each job at most once, window and
+    horizon, GPU capacity, power cap, inference SLO); any violation turns the result into
+    :func:`_error`. Other statuses are returned as they are.
+    """
+    if res.status not in (PlanStatus.OPTIMAL, PlanStatus.FEASIBLE, PlanStatus.HEURISTIC):
+        return res
+    bad = recount_violations(sets.problem, res)
+    if not bad:
+        return res
+    what = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in bad.items())
+    return _error(sets, res.solver, bad, what, started)
 
 
 def _infeasible(sets: PlanSets, rec: SolverRecord, family: str, detail: str,
@@ -363,8 +460,16 @@ def solve_milp(sets: PlanSets, solver: str, time_limit_s: float, mip_gap: float,
         return _infeasible(sets, rec, fam[0], fam[1], started)
     if not out.has_solution:
         return _fallback(sets, rec, started, "no incumbent within the time limit")
+    issues = integrality_issues(m)
+    if issues:
+        return _error(sets, rec, {"integrality": len(issues)}, "; ".join(issues), started)
     chosen, alloc = read_solution(m)
     return _finish(sets, chosen, alloc, rec, mip_gap, out.proven, started)
+
+
+def _nothing_to_decide(sets: PlanSets) -> bool:
+    """No job has a feasible option and no inference demand needs a GPU."""
+    return len(sets.options) == 0 and not (sets.inf_gpus > 0).any()
 
 
 def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: float = 60.0,
@@ -425,11 +530,27 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
                                      "MILP with CBC instead") if x)
         method = "milp"
     rec = SolverRecord(name=name, status=PlanStatus.NO_SOLUTION, method=method, note=note)
+    if _nothing_to_decide(sets):
+        # an empty model: optimal by definition, on every solver (the solvers disagree on
+        # what an empty model's status is, so none is asked)
+        rec.method = "none"
+        rec.note = "; ".join(x for x in (note, "nothing to decide: no job has a feasible "
+                                         "option and no inference demand needs a GPU") if x)
+        res = build_plan_result(sets, np.zeros((0, 3), dtype=np.int64),
+                                np.zeros(sets.inf_sites.shape, dtype=np.int64),
+                                PlanStatus.OPTIMAL, rec)
+        rec.status = PlanStatus.OPTIMAL
+        rec.objective = res.totals["objective"]
+        rec.bound = rec.objective
+        rec.mip_gap = 0.0
+        rec.seconds = time.perf_counter() - started
+        return check_result(sets, res, started)
     fam = diagnose_inference(sets, name)
     if fam is not None:
         return _infeasible(sets, rec, fam[0], fam[1], started)
     if method == "milp":
-        return solve_milp(sets, name, time_limit_s, mip_gap, threads, rec, started, progress)
+        return check_result(sets, solve_milp(sets, name, time_limit_s, mip_gap, threads, rec,
+                                             started, progress), started)
     from carbonsched.plan.colgen import solve_colgen
 
     res = solve_colgen(sets, time_limit_s, mip_gap, threads, rec, started, progress)
@@ -459,5 +580,5 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
         if best.status != PlanStatus.HEURISTIC:
             best.status = out.status = PlanStatus.OPTIMAL if proven else PlanStatus.FEASIBLE
         out.seconds = time.perf_counter() - started
-        return best
-    return res
+        return check_result(sets, best, started)
+    return check_result(sets, res, started)

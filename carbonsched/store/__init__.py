@@ -6,15 +6,21 @@ The embedded default is a SQLite file in the user's data directory; ``CARBONSCHE
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
+import zlib
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import create_engine, delete, select
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, delete, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -23,6 +29,27 @@ from carbonsched.errors import BackendError, BackendUnavailableError, InputError
 from carbonsched.store.models import ForecastRow, InferenceRow, PlacementRow, PlanRow
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+SQLITE_BUSY_TIMEOUT_S = 10.0
+"""How long one SQLite statement waits for another process's write lock (``sqlite3``'s
+``timeout``). [s]"""
+LOCKED_RETRIES = 3
+"""Further attempts of a whole transaction that failed with "database is locked". [-]"""
+LOCKED_BACKOFF_S = 0.5
+"""Pause before the first retry, doubled before each further one. [s]"""
+MIGRATION_LOCK_KEY = zlib.crc32(b"carbonsched.store.migrate")
+"""PostgreSQL advisory-lock key that serialises schema migrations across processes."""
+
+_T = TypeVar("_T")
+
+
+class StoreLockedError(BackendUnavailableError):
+    """The store is busy: another process holds SQLite's write lock past every retry."""
+
+
+def _is_locked(exc: OperationalError) -> bool:
+    msg = str(exc.orig).lower()
+    return "database is locked" in msg or "database table is locked" in msg
 
 
 def _ts(value: str | None) -> datetime | None:
@@ -43,32 +70,117 @@ class Store:
         The database cannot be reached (the message names the URL without its password).
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, busy_timeout_s: float = SQLITE_BUSY_TIMEOUT_S,
+                 locked_retries: int = LOCKED_RETRIES,
+                 locked_backoff_s: float = LOCKED_BACKOFF_S) -> None:
         self.url = url
-        if url.startswith("sqlite:///"):
-            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        self.locked_retries = locked_retries
+        self.locked_backoff_s = locked_backoff_s
+        self._sqlite_file: Path | None = None
+        connect_args: dict[str, Any] = {}
+        if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+            self._sqlite_file = Path(url.removeprefix("sqlite:///").split("?")[0])
+            try:
+                self._sqlite_file.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise BackendUnavailableError(
+                    f"the store folder {self._sqlite_file.parent} cannot be created "
+                    f"({exc.strerror or exc}); set CARBONSCHED_DATABASE_URL to a writable place, "
+                    "e.g. sqlite:////tmp/carbonsched.db") from exc
+            connect_args["timeout"] = busy_timeout_s
         try:
-            self.engine: Engine = create_engine(url, future=True)
-        except (SQLAlchemyError, ImportError, ValueError) as exc:
+            self.engine: Engine = create_engine(url, future=True, connect_args=connect_args)
+        except (SQLAlchemyError, ImportError, ValueError, TypeError) as exc:
             raise InputError(f"database URL {url!r} is not usable: {exc}") from exc
         self.migrate()
 
     def _safe_url(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)
 
+    def _unreachable(self, exc: OperationalError) -> BackendUnavailableError:
+        if _is_locked(exc):
+            return self._locked(exc, "opening the store")
+        return BackendUnavailableError(
+            f"database {self._safe_url()} is unreachable: "
+            f"{' '.join(str(exc.orig).split())}; check "
+            "CARBONSCHED_DATABASE_URL and that the server is running")
+
+    def _locked(self, exc: OperationalError, doing: str) -> StoreLockedError:
+        return StoreLockedError(
+            f"database {self._safe_url()} is locked by another process ({doing} waited "
+            f"{self.locked_retries + 1} times, {' '.join(str(exc.orig).split())}); the plan "
+            "file is intact (write it with --out) — retry when the other carbonsched run "
+            "has finished")
+
+    def _retry_locked(self, fn: Callable[[], _T], doing: str) -> _T:
+        """Run ``fn``; on SQLite's "database is locked" wait and retry, bounded."""
+        pause = self.locked_backoff_s
+        for attempt in range(self.locked_retries + 1):
+            try:
+                return fn()
+            except OperationalError as exc:
+                if not _is_locked(exc):
+                    raise
+                if attempt == self.locked_retries:
+                    raise self._locked(exc, doing) from exc
+                time.sleep(pause)
+                pause *= 2
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @contextlib.contextmanager
+    def _migration_lock(self) -> Iterator[None]:
+        """Serialise migrations across processes: a file lock (SQLite) or an advisory lock."""
+        if self._sqlite_file is not None:
+            import fcntl
+
+            lock_path = self._sqlite_file.with_name(self._sqlite_file.name + ".migrate.lock")
+            with open(lock_path, "a") as fh:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+                try:
+                    yield
+                finally:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        else:
+            yield
+
+    def _at_head(self) -> bool:
+        head = ScriptDirectory(str(MIGRATIONS)).get_current_head()
+        with self.engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision() == head
+
     def migrate(self) -> None:
-        """Bring the schema to the newest Alembic revision."""
+        """Bring the schema to the newest Alembic revision, safely from many processes at once.
+
+        A store that is already at the head revision is left alone (no write, no lock).
+        Otherwise the migration runs under a lock that serialises it across processes — an
+        exclusive ``flock`` on ``<file>.migrate.lock`` next to a SQLite file, a transaction-level
+        advisory lock (``pg_advisory_xact_lock``) on PostgreSQL — and re-reads the revision
+        once it holds the lock, so the processes that waited find the schema at head.
+
+        Raises
+        ------
+        BackendUnavailableError
+            The database cannot be reached (a real connection failure).
+        StoreLockedError
+            A SQLite store stayed locked by another process through every retry.
+        """
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))
-        try:
-            with self.engine.begin() as conn:
+
+        def upgrade() -> None:
+            if self._at_head():
+                return
+            with self._migration_lock(), self.engine.begin() as conn:
+                if conn.dialect.name == "postgresql":
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"),
+                                 {"k": MIGRATION_LOCK_KEY})
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, "head")
+
+        try:
+            self._retry_locked(upgrade, "migrating the schema")
         except OperationalError as exc:
-            raise BackendUnavailableError(
-                f"database {self._safe_url()} is unreachable: "
-                f"{' '.join(str(exc.orig).split())}; check "
-                "CARBONSCHED_DATABASE_URL and that the server is running") from exc
+            raise self._unreachable(exc) from exc
 
     def save_plan(self, plan: dict[str, Any], forecasts: pd.DataFrame | None = None) -> None:
         """Store a plan document (the ``--out`` JSON) and the forecasts it used.
@@ -82,7 +194,8 @@ class Store:
             lo_95, hi_95; optional.
         """
         try:
-            self._save_plan(plan, forecasts)
+            self._retry_locked(lambda: self._save_plan(plan, forecasts),
+                               f"recording plan {plan['plan_id']}")
         except OperationalError as exc:
             raise BackendUnavailableError(
                 f"database {self._safe_url()} failed while recording plan {plan['plan_id']}: "
@@ -144,17 +257,35 @@ class Store:
                 raise InputError(f"no plan {plan_id!r} in {self._safe_url()}")
             return json.loads(row.plan_json)
 
-    def list_plans(self, date: str | None = None) -> list[dict[str, Any]]:
-        """Summaries of stored plans, newest first (optionally for one date)."""
-        q = select(PlanRow).order_by(PlanRow.created_at.desc())
+    def list_plans(self, date: str | None = None, limit: int | None = None
+                   ) -> list[dict[str, Any]]:
+        """Summaries of stored plans, newest first (optionally for one date, at most ``limit``)."""
+        q = select(PlanRow).order_by(PlanRow.created_at.desc(), PlanRow.plan_id)
         if date:
             q = q.where(PlanRow.date == date)
+        if limit is not None:
+            q = q.limit(limit)
         with Session(self.engine) as s:
             return [dict(plan_id=r.plan_id, date=r.date, catalog=r.catalog,
+                         signal_quality=r.signal_quality, solver_name=r.solver_name,
                          solver_status=r.solver_status, emissions_kg=r.emissions_kg,
                          baseline_emissions_kg=r.baseline_emissions_kg,
                          created_at=r.created_at.isoformat())
                     for r in s.scalars(q)]
+
+    def latest_plan_id(self) -> str:
+        """Id of the most recently recorded plan.
+
+        Raises
+        ------
+        InputError
+            The store holds no plan yet.
+        """
+        rows = self.list_plans(limit=1)
+        if not rows:
+            raise InputError(f"no plan recorded yet in {self._safe_url()}; run `carbonsched "
+                             "plan` first")
+        return str(rows[0]["plan_id"])
 
     def placements(self, plan_id: str) -> pd.DataFrame:
         """Job rows (state, reason, site, start, end, ...) of one plan."""

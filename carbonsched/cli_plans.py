@@ -1,0 +1,103 @@
+"""``carbonsched plans``: find recorded plans in the store and read them back.
+
+``plans list`` shows the newest plans; ``plans show ID|latest`` prints one, ``--json`` prints the
+plan document exactly as ``plan --out`` wrote it (only JSON on stdout, so it can be piped).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+plans_app = typer.Typer(help="Plans recorded in the store (CARBONSCHED_DATABASE_URL).",
+                        no_args_is_help=True)
+
+
+def _store():
+    from carbonsched.settings import get_settings
+    from carbonsched.store import Store
+
+    return Store(get_settings().resolved_database_url())
+
+
+@plans_app.command("list")
+def plans_list(
+    date: Annotated[str | None, typer.Option(help="Only plans for this day, YYYY-MM-DD.")]
+    = None,
+    limit: Annotated[int, typer.Option(help="At most this many plans, newest first.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+    = False,
+) -> None:
+    """List recorded plans, newest first."""
+    from carbonsched.cli import _errors, out
+
+    with _errors():
+        if limit < 1:
+            from carbonsched.errors import InputError
+
+            raise InputError(f"--limit {limit} must be >= 1")
+        rows = _store().list_plans(date, limit=limit)
+        if as_json:
+            typer.echo(json.dumps(rows, indent=2))
+            return
+        if not rows:
+            out.print("no plans recorded" + (f" for {date}" if date else "")
+                      + "; run `carbonsched plan` to make one")
+            return
+        t = Table("plan_id", "date", "catalog", "signals", "status", "kg CO2e",
+                  "baseline kg", "recorded (UTC)", title="Recorded plans (newest first)",
+                  title_justify="left")
+        for r in rows:
+            t.add_row(r["plan_id"], r["date"], r["catalog"], r["signal_quality"],
+                      r["solver_status"], f"{r['emissions_kg']:,.1f}",
+                      f"{r['baseline_emissions_kg']:,.1f}", r["created_at"][:19])
+        out.print(t)
+        out.print("show one with `carbonsched plans show ID` (or `latest`), add --json for "
+                  "the plan document", highlight=False)
+
+
+@plans_app.command("show")
+def plans_show(
+    plan_id: Annotated[str, typer.Argument(help="A plan id (see `plans list`) or 'latest'.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan document as JSON.")]
+    = False,
+) -> None:
+    """Show one recorded plan (``latest`` for the newest)."""
+    from carbonsched.cli import _errors, _print_plan, out
+
+    with _errors():
+        db = _store()
+        pid = db.latest_plan_id() if plan_id == "latest" else plan_id
+        doc = db.get_plan(pid)
+        if as_json:
+            typer.echo(json.dumps(doc, indent=2))
+            return
+        summary: dict[str, dict] = {}
+        for p in doc["placements"]:
+            r = summary.setdefault(p["site"], {"site": p["site"], "role": "", "jobs": 0,
+                                               "job_gpu_hours": 0.0, "inference_gpu_hours": 0.0,
+                                               "energy_kwh": 0.0, "emissions_kg": 0.0})
+            r["jobs"] += 1
+            hours = (_hours(p["end"]) - _hours(p["start"]))
+            r["job_gpu_hours"] += p["gpus"] * hours
+            r["energy_kwh"] += p["energy_kwh"]
+            r["emissions_kg"] += p["emissions_kg"]
+        for i in doc.get("inference", []):
+            r = summary.setdefault(i["site"], {"site": i["site"], "role": "", "jobs": 0,
+                                               "job_gpu_hours": 0.0, "inference_gpu_hours": 0.0,
+                                               "energy_kwh": 0.0, "emissions_kg": 0.0})
+            r["inference_gpu_hours"] += i["gpus"]
+            r["energy_kwh"] += i.get("energy_kwh", 0.0)
+            r["emissions_kg"] += i.get("emissions_kg", 0.0)
+        _print_plan(doc, list(summary.values()))
+        out.print(f"plan id {doc['plan_id']}; as JSON: `carbonsched plans show "
+                  f"{doc['plan_id']} --json`", highlight=False)
+
+
+def _hours(iso: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() / 3600.0
