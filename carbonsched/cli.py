@@ -359,6 +359,11 @@ def catalog_show(name: Annotated[str, typer.Argument(help="Catalog name or TOML 
         out.print(t)
 
 
+from carbonsched.cli_report import report as _report  # noqa: E402
+
+app.command("report")(_report)
+
+
 def main() -> None:
     """Entry point of the ``carbonsched`` console script."""
     try:
