@@ -145,7 +145,7 @@ def _bars(title: str, items: list[tuple[str, float]], unit: str, chart_id: str,
           colors: list[str] | None = None, note: str = "") -> str:
     """A horizontal bar chart as inline SVG."""
     w, row, left = 720, 26, 230
-    h = 40 + row * len(items)
+    h = 14 + row * len(items)
     vmax = max([v for _, v in items if v is not None and math.isfinite(v)] + [1e-9])
     out = [f'<figure id="{chart_id}" class="chart"><figcaption>{html.escape(title)}</figcaption>',
            f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
@@ -189,7 +189,9 @@ def _hourly(report: Report) -> str:
                f'viewBox="0 0 {w} {h}" class="site-hourly" data-site="{html.escape(site)}" '
                f'role="img" aria-label="hourly carbon intensity at {html.escape(site)}">',
                f'<text x="{left}" y="10" font-size="12" font-weight="bold">'
-               f'{html.escape(site)}</text>']
+               f'{html.escape(site)}' + ("" if gh.sum() > 0 else
+                                          " (no work in the inventory; counterfactual only)")
+               + "</text>"]
         for xi, g in zip(x, gh, strict=True):
             if g > 0:
                 bh = ih * g / gmax

@@ -18,6 +18,8 @@ def plan_doc(date: str, catalog: str,
 
     doc: dict[str, Any] = {
         "plan_id": uuid.uuid4().hex, "date": date, "catalog": catalog,
+        "signal_quality": "measured",
+        "solver": {"name": "highs", "status": "optimal", "mip_gap": 0.0, "seconds": 0.1},
         "placements": placements(jobs), "inference": [], "unplaced": [],
         "workload": {"jobs": [{"job_id": j, "tenant": t, "kind": "batch", "gpu_type": "A100",
                                "gpus": g, "duration_hours": 1, "power_per_gpu_kw": kw}
