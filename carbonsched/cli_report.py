@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
-from carbonsched.cli import DataDir, _errors, err
+DataDir = Annotated[Path | None, typer.Option(
+    "--data-dir", envvar="CARBONSCHED_DATA_DIR",
+    help="Folder of the real public data (../shared/data layout).")]
 
 
 def report(
@@ -25,6 +27,8 @@ def report(
         help="Power-telemetry export, CSV hour_utc,site,job_id,it_energy_kwh,source.")] = None,
 ) -> None:
     """Sustainability report: Scope 2 location- and market-based (both rules), SCI, savings."""
+    # imported here: carbonsched.cli imports this module to register the command
+    from carbonsched.cli import _errors, err
     from carbonsched.report import FORMATS, build_report, render
     from carbonsched.settings import get_settings
     from carbonsched.store import Store

@@ -14,7 +14,7 @@ from .chromium import artefact_dir, open_page
 pytestmark = pytest.mark.shared_data
 
 
-def test_html_in_chromium_shows_charts_and_totals(fixtures_dir, shared_data):
+def test_html_in_chromium_shows_charts_and_totals(fixtures_dir, shared_data, record_property):
     fx = fixtures_dir / "report"
     doc = plan_doc(
         "2023-07-03", "two-markets",
@@ -35,6 +35,7 @@ def test_html_in_chromium_shows_charts_and_totals(fixtures_dir, shared_data):
     png = out / "report.png"
     dom = open_page(page, png, height=2400)
     print(f"\nartefact: screenshot {png}\nartefact: page {page}")
+    record_property("artefact", f"screenshot {png}")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     for cid in ("chart-hourly-ci", "chart-site", "chart-tenant", "chart-scope2",
                 "chart-savings", "totals", "table-jobs", "notes"):

@@ -140,7 +140,7 @@ def test_location_based_total_matches_independent_recomputation(month, shared_da
     assert prov["grid_intensity_estimated_energy_share"] > 0  # JP-TK is all estimated
 
 
-def test_every_format_carries_the_same_numbers(month):
+def test_every_format_carries_the_same_numbers(month, record_property):
     _, _, report = month
     out = artefact_dir("report-month")
     t = report.totals
@@ -184,6 +184,7 @@ def test_every_format_carries_the_same_numbers(month):
     png = out / "report.png"
     dom = open_page(page, png, height=3600)
     print(f"\nartefact: screenshot {png}\nartefact: reports {out}")
+    record_property("artefact", f"screenshot {png}; json, csv, xlsx, html in {out}")
     for cid in ("chart-hourly-ci", "chart-site", "chart-tenant", "chart-scope2", "chart-savings",
                 "totals"):
         assert f'id="{cid}"' in dom, cid
