@@ -391,6 +391,11 @@ def catalog_show(name: Annotated[str, typer.Argument(help="Catalog name or TOML 
         out.print(t)
 
 
+from carbonsched.cli_report import report as _report  # noqa: E402
+
+app.command("report")(_report)
+
+
 def main() -> None:
     """Run the CLI (the console script enters at :func:`carbonsched.cli_check.main`)."""
     from carbonsched.cli_check import precheck

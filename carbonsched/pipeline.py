@@ -324,6 +324,24 @@ def result_rows(result: PlanResult) -> dict[str, list[dict[str, Any]]]:
     }
 
 
+def workload_rows(workload: Workload) -> dict[str, list[dict[str, Any]]]:
+    """The work a plan was built for, as JSON-ready rows (read by ``carbonsched.report``).
+
+    ``jobs``: job_id, tenant, kind, gpu_type, gpus, duration_hours, power_per_gpu_kw [kW];
+    ``inference_power``: one row per (area, gpu_type) with its power_per_gpu_kw [kW].
+    """
+    power: dict[tuple[str, str], float] = {}
+    for d in workload.inference:
+        power.setdefault((d.area, d.gpu_type), float(d.power_per_gpu_kw))
+    return {
+        "jobs": [{"job_id": j.id, "tenant": j.tenant, "kind": str(j.kind),
+                  "gpu_type": j.gpu_type, "gpus": j.gpus, "duration_hours": j.duration_hours,
+                  "power_per_gpu_kw": float(j.power_per_gpu_kw)} for j in workload.jobs],
+        "inference_power": [{"area": a, "gpu_type": g, "power_per_gpu_kw": kw}
+                            for (a, g), kw in power.items()],
+    }
+
+
 def site_summary(problem: PlanningProblem, result: PlanResult) -> list[dict[str, Any]]:
     """Per site: job and inference GPU-hours [GPU·h], facility energy [kWh], emissions [kg CO2e]."""
     rows: dict[str, dict[str, Any]] = {
@@ -539,6 +557,8 @@ def run_daily_plan(
             "requested": solver,
         },
         **result_rows(result),
+        "workload": workload_rows(workload),
+        "baseline": result_rows(baseline),
         "totals": {
             "energy_kwh": float(plan_score.energy_kwh),
             "emissions_kg": float(plan_score.emissions_kg),

@@ -13,8 +13,8 @@ _apt_install() {
   fi
   echo "services: installing $* from Debian's packages ..." >&2
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null
-  apt-get install -y -qq "$@" >/dev/null
+  apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$@" >/dev/null
 }
 
 _pg_bin() {
@@ -40,6 +40,19 @@ start_postgres() {
   export CARBONSCHED_TEST_POSTGRES_URL="postgresql+psycopg2://postgres@127.0.0.1:$port/carbonsched"
   _PG_STARTED="$bin/pg_ctl -D $dir/data"
   echo "services: PostgreSQL on 127.0.0.1:$port" >&2
+}
+
+# Debian's headless-capable browser for the HTML report test (tests/report/test_report_html.py).
+# Not a daemon: each test runs its own `chromium --headless` with a fresh --user-data-dir.
+start_chromium() {
+  local bin
+  bin=$(command -v chromium || true)
+  if [ -z "$bin" ]; then
+    _apt_install chromium || return 1
+    bin=$(command -v chromium)
+  fi
+  export CARBONSCHED_CHROMIUM="$bin"
+  echo "services: $("$bin" --version 2>/dev/null || echo chromium) at $bin" >&2
 }
 
 stop_services() {

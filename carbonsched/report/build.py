@@ -1,0 +1,643 @@
+"""Build the sustainability report: tidy frames per job, site, tenant and day, and totals.
+
+Every number comes from one hourly frame of *work rows* (a job or an inference area's GPUs at one
+site in one hour, with the fraction of the hour worked):
+
+* hours: the backend's actual start and end where dispatch knows them
+  (:func:`carbonsched.report.inputs.actual_runs`), else the plan's; labelled ``actual``/``planned``;
+* IT energy [kWh]: measured (power telemetry) where given and non-zero, else modelled as
+  ``gpus × power_per_gpu_kw × hours`` (the workload's IT power per GPU), labelled which;
+* facility energy = IT energy × PUE, the PUE from the *actual* weather through the site's PUE
+  model (:func:`carbonsched.forecasts.pue.pue_from_weather`; its free-cooling floor when weather
+  is missing, counted);
+* location-based emissions = facility energy × the hour's actual *direct* (combustion) grid
+  intensity (Electricity Maps ``Carbon Intensity gCO₂eq/kWh (direct)``); the life-cycle figure is
+  a separate column, never mixed in; an hour without actual data is a *gap* (NaN, with its energy
+  share reported), never zero (GHG Protocol Scope 2 Guidance 2015, ch. 6, location-based method);
+* market-based emissions under two rules (:mod:`carbonsched.report.scope2`);
+* SCI per job (ISO/IEC 21031:2024, Software Carbon Intensity): ``SCI = (E × I + M) / R`` with
+  ``E × I`` the job's location-based emissions, ``M`` its GPUs' embodied emissions amortised over
+  their lifetime for the hours reserved (``data/embodied_gpu.toml``) and ``R`` the functional unit,
+  one GPU-hour;
+* avoided emissions: the plan's carbon-agnostic counterfactual (stored with each plan) scored the
+  same way, minus the inventory — reported beside the inventory, never subtracted from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from carbonsched.adapters.signals import load_site_signals
+from carbonsched.catalog import Catalog, load_catalog
+from carbonsched.errors import InputError
+from carbonsched.forecasts.green_surplus import green_surplus_index
+from carbonsched.forecasts.pue import pue_from_weather
+from carbonsched.report.inputs import (
+    actual_runs,
+    load_embodied,
+    normalise_actual_runs,
+    read_telemetry,
+    stored_forecasts,
+    stored_plans,
+)
+from carbonsched.report.instruments import MarketConfig, load_market_config
+from carbonsched.report.scope2 import RULE_2015, RULE_HOURLY, market_based
+from carbonsched.timeaxis import HOUR, day_start_utc
+
+HISTORY_DAYS = 56
+"""Days before the period read as the green-surplus index's reference (as the plan did). [d]"""
+
+FUNCTIONAL_UNIT = "GPU-hour"
+
+UNITS = {
+    "_kwh": "kWh", "_mwh": "MWh", "_kg": "kg CO2e", "_g_per_kwh": "g CO2e/kWh",
+    "_g_per_unit": f"g CO2e per functional unit ({FUNCTIONAL_UNIT})", "_gpu_h": "GPU-hours",
+    "_share": "fraction 0..1", "_pct": "percent", "_ratio": "dimensionless", "_kw": "kW",
+    "_g_per_gpu_h": "g CO2e per GPU-hour",
+}
+"""Column-name suffix -> unit (the metadata block repeats it)."""
+
+
+@dataclass
+class Report:
+    """A built report: the frames every format renders, totals and metadata.
+
+    Attributes
+    ----------
+    frames
+        ``jobs``, ``sites``, ``tenants``, ``days``, ``site_hours``, ``instruments``: one tidy
+        frame per breakdown, column names with units (:data:`UNITS`).
+    totals
+        Inventory totals and the separately shown avoided emissions and forecast error.
+    metadata
+        Period, catalog, rules, provenance, notes.
+    """
+
+    frames: dict[str, pd.DataFrame]
+    totals: dict[str, Any]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def _software_version() -> str:
+    try:
+        return version("carbonsched")
+    except PackageNotFoundError:  # pragma: no cover - running from a tree without install
+        return "unknown"
+
+
+def _intervals(doc: dict[str, Any], part: dict[str, Any], catalog: Catalog,
+               counts: dict[str, int]) -> list[dict[str, Any]]:
+    """Work intervals (jobs and inference hours) of one plan part (the plan or its baseline)."""
+    from carbonsched.workload import it_power_per_gpu_kw
+
+    wl = doc.get("workload") or {}
+    jobs = {j["job_id"]: j for j in wl.get("jobs", [])}
+    inf_kw = {(r["area"], r["gpu_type"]): r["power_per_gpu_kw"]
+              for r in wl.get("inference_power", [])}
+    out = []
+    for p in part.get("placements", []):
+        j = jobs.get(p["job_id"])
+        if j is None:
+            counts["no_workload_record"] += 1
+            kw, tenant, kind = it_power_per_gpu_kw(p["gpu_type"], catalog), "unknown", "unknown"
+        else:
+            kw, tenant, kind = j["power_per_gpu_kw"], j["tenant"], j["kind"]
+        out.append(dict(plan_id=doc["plan_id"], date=doc["date"], job_id=p["job_id"],
+                        tenant=tenant, kind=kind, site=p["site"], gpu_type=p["gpu_type"],
+                        gpus=int(p["gpus"]), start=pd.Timestamp(p["start"]),
+                        end=pd.Timestamp(p["end"]), power_per_gpu_kw=float(kw)))
+    for i in part.get("inference", []):
+        if int(i["gpus"]) == 0:
+            continue
+        kw = inf_kw.get((i["area"], i.get("gpu_type", "")))
+        if kw is None:
+            counts["no_inference_power"] += 1
+            kw = it_power_per_gpu_kw(i.get("gpu_type", ""), catalog)
+        h = pd.Timestamp(i["hour"])
+        out.append(dict(plan_id=doc["plan_id"], date=doc["date"],
+                        job_id=f"inference:{i['area']}:{doc['date']}", tenant=i["area"],
+                        kind="inference", site=i["site"], gpu_type=i.get("gpu_type", ""),
+                        gpus=int(i["gpus"]), start=h, end=h + HOUR, power_per_gpu_kw=float(kw)))
+    return out
+
+
+def _expand(intervals: pd.DataFrame, t0: pd.Timestamp, t1: pd.Timestamp) -> pd.DataFrame:
+    """One row per interval and hour it overlaps inside ``[t0, t1)``, with ``hour_fraction``."""
+    rows = []
+    for k, r in enumerate(intervals.itertuples(index=False)):
+        s, e = max(r.start, t0), min(r.end, t1)
+        h = s.floor("h")
+        while h < e:
+            frac = (min(h + HOUR, e) - max(h, s)) / HOUR
+            if frac > 0:
+                rows.append((k, h, frac))
+            h += HOUR
+    if not rows:
+        return pd.DataFrame(columns=[*intervals.columns, "hour", "hour_fraction"])
+    idx, hours, frac = zip(*rows, strict=True)
+    out = intervals.iloc[list(idx)].reset_index(drop=True)
+    out["hour"] = pd.DatetimeIndex(hours)
+    out["hour_fraction"] = np.asarray(frac, float)
+    return out
+
+
+@dataclass
+class _SiteActual:
+    frame: pd.DataFrame          # hour -> ci, ci_lca, estimated, pue, surplus_kw
+    meta: dict[str, Any]
+    pue_floor_hours: int
+
+
+def _site_actuals(catalog: Catalog, data_dir: Path, t0: pd.Timestamp, t1: pd.Timestamp,
+                  sites: set[str]) -> dict[str, _SiteActual]:
+    out = {}
+    for site in catalog.sites:
+        if site.id not in sites:
+            continue
+        frame, meta = load_site_signals(site, data_dir, t0 - pd.Timedelta(days=HISTORY_DAYS), t1)
+        hours = pd.date_range(t0, t1, freq="h", inclusive="left")
+        f = frame.reindex(hours)
+        w = f[["temperature_c", "relative_humidity_pct"]]
+        ok = w.notna().all(axis=1)
+        pue = pd.Series(site.pue.pue_min, index=hours, dtype=float)
+        if ok.any():
+            pue[ok] = pue_from_weather(w.loc[ok, "temperature_c"],
+                                       w.loc[ok, "relative_humidity_pct"], site.pue).to_numpy()
+        reference = frame.loc[frame.index < t0, "renewable_pct"] if "renewable_pct" in frame \
+            else None
+        try:
+            gsi = green_surplus_index(frame, reference=reference).reindex(hours).fillna(0.0)
+        except InputError:
+            gsi = pd.Series(0.0, index=hours)
+        est = f["carbon_intensity_estimated"] if "carbon_intensity_estimated" in f else \
+            pd.Series(False, index=hours)
+        lca = f["carbon_intensity_lca_g_per_kwh"] if "carbon_intensity_lca_g_per_kwh" in f \
+            else pd.Series(np.nan, index=hours)
+        out[site.id] = _SiteActual(pd.DataFrame({
+            "ci": f["carbon_intensity_g_per_kwh"].astype(float),
+            "ci_lca": lca.astype(float),
+            "estimated": est.fillna(False).astype(bool),
+            "pue": pue,
+            "surplus_kw": gsi.clip(0, 1) * site.green_surplus_max_kw}, index=hours),
+            meta, int((~ok).sum()))
+    return out
+
+
+def _score(rows: pd.DataFrame, actuals: dict[str, _SiteActual]) -> pd.DataFrame:
+    """Attach the hour's actual PUE, intensities, and location-based emissions to work rows."""
+    rows = rows.copy()
+    for col in ("ci", "ci_lca", "estimated", "pue"):
+        vals = np.empty(len(rows), dtype=object if col == "estimated" else float)
+        for sid, a in actuals.items():
+            m = (rows["site"] == sid).to_numpy()
+            vals[m] = a.frame[col].reindex(pd.DatetimeIndex(rows.loc[m, "hour"])).to_numpy()
+        rows[col] = vals
+    rows["estimated"] = rows["estimated"].astype(bool)
+    rows["facility_energy_kwh"] = rows["it_energy_kwh"] * rows["pue"]
+    rows["location_based_kg"] = rows["facility_energy_kwh"] * rows["ci"] / 1000.0
+    rows["lifecycle_kg"] = rows["facility_energy_kwh"] * rows["ci_lca"] / 1000.0
+    return rows
+
+
+def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | None,
+                 date_from: str, date_to: str, *,
+                 instruments: str | Path | MarketConfig | None = None,
+                 telemetry: str | Path | pd.DataFrame | None = None,
+                 actual: pd.DataFrame | None = None,
+                 plans: list[dict[str, Any]] | None = None) -> Report:
+    """Build the report of the days ``date_from`` .. ``date_to`` (inclusive, UTC).
+
+    Parameters
+    ----------
+    store
+        The store holding the plans (:class:`carbonsched.store.Store`); also asked for actual
+        runs (:func:`carbonsched.report.inputs.actual_runs`) and each plan's forecasts.
+    catalog
+        Catalog name or TOML path; ``None`` takes the stored plans' catalog (one only).
+    data_dir
+        Folder of the real data (``../shared/data`` layout); ``None`` uses the settings.
+    date_from, date_to
+        First and last day, ``YYYY-MM-DD``.
+    instruments
+        Contractual instruments TOML (:mod:`carbonsched.report.instruments`) or a loaded config.
+    telemetry
+        Power-telemetry CSV (:mod:`carbonsched.report.inputs`) or its frame.
+    actual
+        Actual runs to use instead of asking the store (columns of
+        :data:`carbonsched.report.inputs.ACTUAL_RUN_COLUMNS`).
+    plans
+        Plan documents to use instead of the store's.
+
+    Returns
+    -------
+    Report
+
+    Raises
+    ------
+    InputError
+        Bad dates, a period with no plans, plans of several catalogs without ``catalog``,
+        bad instruments or telemetry (see their readers).
+    """
+    t0 = day_start_utc(date_from)
+    t1 = day_start_utc(date_to) + pd.Timedelta(days=1)
+    if t1 <= t0:
+        raise InputError(f"--to {date_to} is before --from {date_from}")
+    if data_dir is None:
+        from carbonsched.settings import get_settings
+
+        data_dir = get_settings().data_dir
+    data_dir = Path(data_dir)
+    dates = [d.strftime("%Y-%m-%d") for d in pd.date_range(t0, t1 - HOUR, freq="D")]
+    cat_name = None
+    if catalog is not None:
+        cat_name = load_catalog(catalog).name
+    docs = plans if plans is not None else stored_plans(store, dates, cat_name)
+    docs = [d for d in docs if d["date"] in dates and (cat_name is None or
+                                                       d["catalog"] == cat_name)]
+    where = getattr(store, "url", "the given plans")
+    if not docs:
+        raise InputError(
+            f"no plans between {date_from} and {date_to}"
+            + (f" for catalog {cat_name!r}" if cat_name else "")
+            + f" in {where}; plan those days first (carbonsched plan --date D"
+            + (f" --catalog {cat_name}" if cat_name else "") + ")")
+    cats = sorted({d["catalog"] for d in docs})
+    if len(cats) > 1:
+        raise InputError(f"the period has plans of several catalogs ({', '.join(cats)}); "
+                         "choose one with --catalog")
+    cat = load_catalog(catalog if catalog is not None else cats[0])
+    zones = {s.id: s.zone for s in cat.sites}
+    notes: list[str] = []
+    counts = {"no_workload_record": 0, "no_inference_power": 0}
+    missing_days = sorted(set(dates) - {d["date"] for d in docs})
+    if missing_days:
+        notes.append(f"{len(missing_days)} of {len(dates)} day(s) have no plan and are not in "
+                     f"the report: {', '.join(missing_days[:10])}"
+                     + (" ..." if len(missing_days) > 10 else ""))
+
+    # ---- work intervals: plan and counterfactual
+    plan_iv = pd.DataFrame([r for d in docs for r in _intervals(d, d, cat, counts)])
+    if plan_iv.empty:
+        raise InputError(f"the {len(docs)} plan(s) between {date_from} and {date_to} place no "
+                         "work; there is nothing to report")
+    base_docs = [d for d in docs if "baseline" in d]
+    base_iv = pd.DataFrame([r for d in base_docs for r in _intervals(d, d["baseline"], cat,
+                                                                     counts)])
+    # ---- actual hours from dispatch
+    act = normalise_actual_runs(actual) if actual is not None else actual_runs(store, t0, t1)
+    plan_iv["hours_basis"] = "planned"
+    plan_iv["planned_start"] = plan_iv["start"]
+    plan_iv["planned_end"] = plan_iv["end"]
+    if len(act):
+        a = act.drop_duplicates("job_id", keep="last").set_index("job_id")
+        m = plan_iv["job_id"].isin(a.index) & (plan_iv["kind"] != "inference")
+        ids = plan_iv.loc[m, "job_id"]
+        plan_iv.loc[m, "start"] = a.loc[ids, "actual_start"].to_numpy()
+        end = a.loc[ids, "actual_end"]
+        plan_iv.loc[m, "end"] = end.fillna(t1).to_numpy()
+        site = a.loc[ids, "site"]
+        plan_iv.loc[m, "site"] = np.where(site.notna(), site, plan_iv.loc[m, "site"])
+        plan_iv.loc[m, "hours_basis"] = "actual"
+        unknown = sorted(set(a.index) - set(plan_iv["job_id"]))
+        if unknown:
+            notes.append(f"{len(unknown)} actual run(s) for jobs not in the period's plans "
+                         f"ignored: {', '.join(unknown[:5])}")
+    rows = _expand(plan_iv, t0, t1)
+    rows["it_energy_modelled_kwh"] = rows["gpus"] * rows["power_per_gpu_kw"] * rows[
+        "hour_fraction"]
+    rows["it_energy_kwh"] = rows["it_energy_modelled_kwh"]
+    rows["it_energy_basis"] = "modelled"
+    rows["it_energy_source"] = "gpus x power_per_gpu_kw x hours (workload)"
+
+    # ---- measured IT energy
+    zero_counter_hours = 0
+    telemetry_unused = 0
+    if telemetry is not None:
+        tel = telemetry if isinstance(telemetry, pd.DataFrame) else read_telemetry(
+            telemetry, set(zones))
+        key = pd.MultiIndex.from_arrays([rows["job_id"], rows["hour"]])
+        tk = tel.set_index(["job_id", "hour_utc"])
+        hit = key.isin(tk.index)
+        telemetry_unused = int((~tk.index.isin(key)).sum())
+        meas = tk.reindex(key[hit])
+        zero = meas["it_energy_kwh"].to_numpy() == 0
+        zero_counter_hours = int(zero.sum())
+        use = np.flatnonzero(hit)[~zero]
+        rows.loc[use, "it_energy_kwh"] = meas["it_energy_kwh"].to_numpy()[~zero]
+        rows.loc[use, "it_energy_basis"] = "measured"
+        rows.loc[use, "it_energy_source"] = meas["source"].to_numpy()[~zero]
+        if zero_counter_hours:
+            notes.append(f"{zero_counter_hours} job-hour(s) had zero power counters (power "
+                         "source missing: unknown, not 0 W); their IT energy is modelled")
+        if telemetry_unused:
+            notes.append(f"{telemetry_unused} telemetry row(s) match no job-hour of the report "
+                         "and were ignored")
+
+    # ---- actual signals
+    used_sites = set(rows["site"]) | (set(base_iv["site"]) if len(base_iv) else set())
+    actuals = _site_actuals(cat, data_dir, t0, t1, used_sites)
+    rows = _score(rows, actuals)
+
+    # ---- market-based, both rules
+    cfg = instruments if isinstance(instruments, MarketConfig) else load_market_config(
+        instruments, set(zones))
+    mrows = rows[["site", "hour", "facility_energy_kwh"]].assign(
+        location_g_per_kwh=rows["ci"])
+    m15, use15 = market_based(mrows, cfg, zones, (t0, t1), hourly=False)
+    mh, useh = market_based(mrows, cfg, zones, (t0, t1), hourly=True)
+    rows["market_based_kg"] = m15["market_kg"]
+    rows["market_based_hourly_kg"] = mh["market_kg"]
+    rows["cfe_matched_kwh"] = mh["cfe_kwh"]
+    rows["unmatched_basis_2015"] = m15["unmatched_basis"]
+    rows["unmatched_basis_hourly"] = mh["unmatched_basis"]
+    rows["gpu_h"] = rows["gpus"] * rows["hour_fraction"]
+    rows["gap"] = rows["ci"].isna()
+    for name, use in (("2015", use15), ("hourly", useh)):
+        over = use[use["unused_mwh"] > 1e-9]
+        for r in over.itertuples():
+            notes.append(f"instrument {r.instrument} ({name} rule): {r.unused_mwh:.3f} MWh of "
+                         f"{r.volume_in_period_mwh:.3f} MWh met no consumption in its market and "
+                         "period; capped (not carried over)")
+
+    # ---- embodied and SCI
+    emb = load_embodied()
+    per_gpu_h = {g: emb.per_gpu_hour_g(g) for g in rows["gpu_type"].unique()}
+    rows["embodied_kg"] = rows["gpu_h"] * rows["gpu_type"].map(
+        lambda g: per_gpu_h[g][0]) / 1000.0
+
+    # ---- counterfactual
+    if len(base_iv):
+        brows = _expand(base_iv, t0, t1)
+        brows["it_energy_kwh"] = brows["gpus"] * brows["power_per_gpu_kw"] * brows[
+            "hour_fraction"]
+        brows = _score(brows, actuals)
+        counterfactual_kg = float(brows["location_based_kg"].sum())
+        counterfactual_basis = ("the plans' carbon-agnostic baseline placements, scored like the "
+                                "inventory (actual PUE and direct intensity, modelled IT energy)")
+    else:
+        counterfactual_kg = float("nan")
+        counterfactual_basis = "not available: the stored plans have no baseline placements"
+    if len(base_docs) < len(docs):
+        notes.append(f"{len(docs) - len(base_docs)} plan(s) without baseline placements: "
+                     "avoided emissions cover the other plans only")
+
+    # ---- green surplus: forecast absorbed vs occurred; the plan's own estimate
+    site_hour = rows.groupby(["site", "hour"]).agg(
+        facility_energy_kwh=("facility_energy_kwh", "sum"),
+        gpu_h=("gpu_h", "sum")).reset_index()
+    site_hour["surplus_kw"] = [actuals[s].frame.at[h, "surplus_kw"]
+                               for s, h in zip(site_hour["site"], site_hour["hour"], strict=True)]
+    site_hour["ci"] = [actuals[s].frame.at[h, "ci"]
+                       for s, h in zip(site_hour["site"], site_hour["hour"], strict=True)]
+    absorbed_actual = np.minimum(site_hour["surplus_kw"], site_hour["facility_energy_kwh"])
+    plan_rule_actual_kg = float(((site_hour["facility_energy_kwh"] - absorbed_actual)
+                                 * site_hour["ci"]).sum() / 1000.0)
+    plan_estimate_kg = float(sum(d["totals"]["emissions_kg"] for d in docs))
+    fc_absorbed, fc_occurred = _surplus_forecast(store, docs, plan_iv, rows, actuals, cat,
+                                                 t0, t1, notes)
+
+    # ---- frames
+    frames = _frames(rows, cat, cfg, zones, actuals, use15, useh, fc_absorbed, fc_occurred,
+                     per_gpu_h, site_hour)
+    loc_total = float(rows["location_based_kg"].sum())
+    energy = float(rows["facility_energy_kwh"].sum())
+    gap_kwh = float(rows.loc[rows["gap"], "facility_energy_kwh"].sum())
+    if gap_kwh > 0:
+        notes.append(f"{100 * gap_kwh / energy:.2f} % of the facility energy "
+                     f"({gap_kwh:.1f} kWh) fell in hours without an actual grid intensity: "
+                     "a gap, excluded from the location-based total (not counted as zero)")
+    fb15 = rows["unmatched_basis_2015"].astype(str).str.startswith("location factor")
+    if fb15.any():
+        sites_fb = sorted(rows.loc[fb15, "site"].unique())
+        notes.append(f"no residual mix configured for {', '.join(sites_fb)}: their uncovered "
+                     "energy uses the location factor (flagged in the sites sheet)")
+    for k, v in counts.items():
+        if v:
+            notes.append({"no_workload_record": f"{v} placement(s) without a workload record in "
+                          "their plan: tenant 'unknown', IT power from the GPU type's "
+                          "datasheet figure",
+                          "no_inference_power": f"{v} inference row(s) without a recorded IT "
+                          "power: the GPU type's datasheet figure is used"}[k])
+    pue_floor = {s: a.pue_floor_hours for s, a in actuals.items() if a.pue_floor_hours}
+    if pue_floor:
+        notes.append("hours without actual weather, PUE at the model's free-cooling floor: "
+                     + ", ".join(f"{s} {n} h" for s, n in sorted(pue_floor.items())))
+    cfe = float(rows["cfe_matched_kwh"].sum())
+    totals = {
+        "it_energy_kwh": float(rows["it_energy_kwh"].sum()),
+        "facility_energy_kwh": energy,
+        "location_based_kg": loc_total,
+        "lifecycle_kg": float(rows["lifecycle_kg"].sum()),
+        "market_based_kg": float(rows["market_based_kg"].sum()),
+        "market_based_hourly_kg": float(rows["market_based_hourly_kg"].sum()),
+        "cfe_hourly_share": cfe / energy if energy else 0.0,
+        "embodied_kg": float(rows["embodied_kg"].sum()),
+        "gpu_h": float(rows["gpu_h"].sum()),
+        "location_gap_energy_kwh": gap_kwh,
+        "location_gap_share": gap_kwh / energy if energy else 0.0,
+        "counterfactual_location_based_kg": counterfactual_kg,
+        "avoided_kg": counterfactual_kg - loc_total,
+        "surplus_absorbed_mwh": fc_absorbed["absorbed_kwh"].sum() / 1000.0
+        if len(fc_absorbed) else float("nan"),
+        "surplus_absorbed_occurred_mwh": fc_occurred / 1000.0,
+        "plan_estimate_kg": plan_estimate_kg,
+        "plan_rule_actual_kg": plan_rule_actual_kg,
+        "plan_estimate_error_kg": plan_estimate_kg - plan_rule_actual_kg,
+        "plan_estimate_error_pct": (100 * (plan_estimate_kg - plan_rule_actual_kg)
+                                    / plan_rule_actual_kg if plan_rule_actual_kg else np.nan),
+    }
+    est_kwh = float(rows.loc[rows["estimated"], "facility_energy_kwh"].sum())
+    meta = {
+        "title": "carbonsched sustainability report",
+        "period": {"from": t0.isoformat(), "to": t1.isoformat(), "to_exclusive": True},
+        "catalog": cat.name,
+        "plans": [d["plan_id"] for d in docs],
+        "days_with_plans": len(docs),
+        "units": UNITS,
+        "rules": {
+            "location_based": "GHG Protocol Scope 2 Guidance (2015): facility energy x the "
+                              "hour's actual direct grid intensity; life-cycle shown beside",
+            "market_based_kg": RULE_2015,
+            "market_based_hourly_kg": RULE_HOURLY,
+            "cfe_hourly_share": "consumption matched hour by hour by zero-emission instruments "
+                                "/ consumption",
+            "sci_g_per_unit": f"ISO/IEC 21031:2024 SCI = (E x I + M) / R, R = one "
+                              f"{FUNCTIONAL_UNIT}, I = actual direct grid intensity, M = "
+                              f"embodied per GPU amortised over {emb.lifetime_years:g} years",
+            "avoided_kg": "counterfactual location-based minus the inventory's; shown "
+                          "separately, never subtracted from the inventory",
+            "surplus_absorbed_mwh": "min(forecast green surplus, planned facility energy) per "
+                                    "site-hour; occurred: the part the actual surplus covered",
+            "plan_estimate_error": "the plans' own forecast emissions (net of absorbed surplus) "
+                                   "minus the same quantity on the actual signals",
+        },
+        "provenance": {
+            "software": f"carbonsched {_software_version()}",
+            "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "signals": {s: {"source": a.meta.get("source"), "zone": zones[s],
+                            "signal_quality": str(a.meta.get("signal_quality")),
+                            "files": [str(f) for f in a.meta.get("files", [])]}
+                        for s, a in actuals.items()},
+            "hours": {"planned_share": float((rows["hours_basis"] == "planned").mean()),
+                      "actual_share": float((rows["hours_basis"] == "actual").mean())},
+            "it_energy": {"modelled_share": float(
+                rows.loc[rows["it_energy_basis"] == "modelled", "it_energy_kwh"].sum()
+                / max(rows["it_energy_kwh"].sum(), 1e-12)),
+                "zero_counter_hours": zero_counter_hours,
+                "telemetry_rows_unused": telemetry_unused},
+            "pue": "modelled from the actual weather through each site's PUE model "
+                   "(carbonsched.forecasts.pue); free-cooling floor where weather is missing",
+            "grid_intensity_estimated_energy_share": est_kwh / energy if energy else 0.0,
+            "embodied": {g: {"g_per_gpu_h": v[0], "source": v[1]} for g, v in per_gpu_h.items()}
+            | {"lifetime_years": emb.lifetime_years, "lifetime_source": emb.lifetime_source},
+            "instruments_file": cfg.path or None,
+            "counterfactual": counterfactual_basis,
+        },
+        "notes": notes,
+    }
+    return Report(frames, totals, meta)
+
+
+def _surplus_forecast(store: Any, docs: list[dict[str, Any]], plan_iv: pd.DataFrame,
+                      rows: pd.DataFrame, actuals: dict[str, _SiteActual], cat: Catalog,
+                      t0: pd.Timestamp, t1: pd.Timestamp, notes: list[str]
+                      ) -> tuple[pd.DataFrame, float]:
+    """Forecast green surplus absorbed per site-hour by the *planned* work, and what occurred."""
+    max_kw = {s.id: s.green_surplus_max_kw for s in cat.sites}
+    planned = plan_iv.assign(start=plan_iv["planned_start"], end=plan_iv["planned_end"])
+    prow = _expand(planned, t0, t1)
+    prow["it_kwh"] = prow["gpus"] * prow["power_per_gpu_kw"] * prow["hour_fraction"]
+    parts = []
+    missing = 0
+    for d in docs:
+        fc = stored_forecasts(store, d["plan_id"]) if store is not None else pd.DataFrame()
+        mine = prow[prow["plan_id"] == d["plan_id"]]
+        if fc.empty:
+            missing += 1
+            continue
+        fc = fc[fc["signal"].isin(["green_surplus_index", "pue"])]
+        fc = fc.assign(ts=pd.to_datetime(fc["ts"], utc=True)).pivot_table(
+            index=["site", "ts"], columns="signal", values="mean")
+        g = mine.groupby(["site", "hour"])["it_kwh"].sum()
+        key = list(g.index)
+        fc = fc.reindex(pd.MultiIndex.from_tuples(key, names=["site", "ts"]))
+        fac = g.to_numpy() * fc["pue"].to_numpy()
+        sur = fc["green_surplus_index"].to_numpy() * np.array([max_kw[s] for s, _ in key])
+        parts.append(pd.DataFrame({"site": [s for s, _ in key], "hour": [h for _, h in key],
+                                   "absorbed_kwh": np.minimum(np.nan_to_num(sur),
+                                                              np.nan_to_num(fac))}))
+    if missing:
+        notes.append(f"{missing} plan(s) without stored forecasts: their forecast surplus "
+                     "absorption is not in the report")
+    if not parts:
+        return pd.DataFrame(columns=["site", "hour", "absorbed_kwh", "occurred_kwh"]), np.nan
+    out = pd.concat(parts).groupby(["site", "hour"], as_index=False)["absorbed_kwh"].sum()
+    act = np.array([actuals[s].frame.at[h, "surplus_kw"] if s in actuals else 0.0
+                    for s, h in zip(out["site"], out["hour"], strict=True)])
+    out["occurred_kwh"] = np.minimum(out["absorbed_kwh"].to_numpy(), act)
+    return out, float(out["occurred_kwh"].sum())
+
+
+def _frames(rows: pd.DataFrame, cat: Catalog, cfg: MarketConfig, zones: dict[str, str],
+            actuals: dict[str, _SiteActual], use15: pd.DataFrame, useh: pd.DataFrame,
+            fc_absorbed: pd.DataFrame, fc_occurred: float,
+            per_gpu_h: dict[str, tuple[float, str]], site_hour: pd.DataFrame
+            ) -> dict[str, pd.DataFrame]:
+    sums = {"gpu_h": "sum", "it_energy_kwh": "sum", "facility_energy_kwh": "sum",
+            "location_based_kg": "sum", "lifecycle_kg": "sum", "market_based_kg": "sum",
+            "market_based_hourly_kg": "sum", "cfe_matched_kwh": "sum", "embodied_kg": "sum"}
+    r = rows.assign(gap_kwh=np.where(rows["gap"], rows["facility_energy_kwh"], 0.0),
+                    est_kwh=np.where(rows["estimated"], rows["facility_energy_kwh"], 0.0),
+                    day=rows["hour"].dt.strftime("%Y-%m-%d"),
+                    pue_x_kwh=rows["pue"] * rows["it_energy_kwh"])
+    agg = {**sums, "gap_kwh": "sum", "est_kwh": "sum", "pue_x_kwh": "sum"}
+
+    def finish(df: pd.DataFrame) -> pd.DataFrame:
+        df["location_gap_share"] = np.where(df["facility_energy_kwh"] > 0,
+                                            df.pop("gap_kwh") / df["facility_energy_kwh"], 0.0)
+        df["grid_estimated_share"] = np.where(df["facility_energy_kwh"] > 0,
+                                              df.pop("est_kwh") / df["facility_energy_kwh"], 0.0)
+        df["pue_mean_ratio"] = df.pop("pue_x_kwh") / df["it_energy_kwh"]
+        df["cfe_hourly_share"] = df["cfe_matched_kwh"] / df["facility_energy_kwh"]
+        return df
+
+    g = r.groupby(["plan_id", "job_id"], sort=False)
+    jobs = g.agg(date=("date", "first"), tenant=("tenant", "first"), kind=("kind", "first"),
+                 site=("site", "first"), gpu_type=("gpu_type", "first"), gpus=("gpus", "max"),
+                 start=("start", "min"), end=("end", "max"),
+                 hours_basis=("hours_basis", "first"),
+                 it_energy_basis=("it_energy_basis",
+                                  lambda s: s.iloc[0] if s.nunique() == 1 else "mixed"),
+                 **{k: (k, v) for k, v in agg.items()}).reset_index()
+    jobs = finish(jobs)
+    m_g = jobs["embodied_kg"] * 1000.0
+    jobs["sci_g_per_unit"] = (jobs["location_based_kg"] * 1000.0 + m_g) / jobs["gpu_h"]
+    jobs.loc[jobs["location_gap_share"] > 0, "sci_g_per_unit"] = np.nan
+    jobs["embodied_source"] = jobs["gpu_type"].map(lambda t: per_gpu_h[t][1])
+    jobs["start"] = jobs["start"].map(lambda t: t.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    jobs["end"] = jobs["end"].map(lambda t: t.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    cols = ["job_id", "plan_id", "date", "tenant", "kind", "site", "gpu_type", "gpus", "start",
+            "end", "hours_basis", "gpu_h", "it_energy_kwh", "it_energy_basis", "pue_mean_ratio",
+            "facility_energy_kwh", "location_based_kg", "lifecycle_kg", "market_based_kg",
+            "market_based_hourly_kg", "cfe_matched_kwh", "cfe_hourly_share",
+            "location_gap_share", "grid_estimated_share", "embodied_kg", "sci_g_per_unit",
+            "embodied_source"]
+    jobs = jobs[cols]
+
+    sites = finish(r.groupby("site").agg(**{k: (k, v) for k, v in agg.items()}).reset_index())
+    sites.insert(1, "zone", sites["site"].map(zones))
+    sites.insert(2, "market", sites["site"].map(lambda s: cfg.site(s, zones[s]).market))
+    sites["residual_mix_g_per_kwh"] = sites["site"].map(
+        lambda s: cfg.site(s, zones[s]).residual_mix_g_per_kwh)
+    sites["residual_mix_source"] = sites["site"].map(
+        lambda s: cfg.site(s, zones[s]).residual_mix_source)
+
+    def _basis(col: str) -> pd.Series:
+        return r.groupby("site")[col].agg(
+            lambda s: "; ".join(sorted({x for x in s.astype(str) if x != "covered"})) or
+            "covered")
+
+    sites["unmatched_basis_2015"] = sites["site"].map(_basis("unmatched_basis_2015"))
+    sites["unmatched_basis_hourly"] = sites["site"].map(_basis("unmatched_basis_hourly"))
+    sites["location_factor_flag"] = sites["unmatched_basis_2015"].str.contains(
+        "location factor") | sites["unmatched_basis_hourly"].str.contains("location factor")
+    if len(fc_absorbed):
+        fs = fc_absorbed.groupby("site")[["absorbed_kwh", "occurred_kwh"]].sum() / 1000.0
+        sites["surplus_absorbed_mwh"] = sites["site"].map(fs["absorbed_kwh"]).fillna(0.0)
+        sites["surplus_absorbed_occurred_mwh"] = sites["site"].map(
+            fs["occurred_kwh"]).fillna(0.0)
+    else:
+        sites["surplus_absorbed_mwh"] = np.nan
+        sites["surplus_absorbed_occurred_mwh"] = np.nan
+    sites["signal_source"] = sites["site"].map(lambda s: actuals[s].meta.get("source"))
+    sites["pue_source"] = "modelled: actual weather x site PUE model"
+
+    tenants = finish(r.groupby("tenant").agg(**{k: (k, v) for k, v in agg.items()})
+                     .reset_index())
+    days = finish(r.groupby("day").agg(**{k: (k, v) for k, v in agg.items()}).reset_index())
+
+    # hourly intensity of every site used, with the GPU-hours placed there (the chart's data)
+    sh = []
+    for sid, a in actuals.items():
+        f = a.frame
+        placed = site_hour[site_hour["site"] == sid].set_index("hour")["gpu_h"]
+        sh.append(pd.DataFrame({
+            "site": sid, "hour": f.index.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "ci_direct_g_per_kwh": f["ci"].to_numpy(),
+            "ci_lifecycle_g_per_kwh": f["ci_lca"].to_numpy(),
+            "ci_estimated": f["estimated"].to_numpy(),
+            "gpu_h": placed.reindex(f.index).fillna(0.0).to_numpy()}))
+    site_hours = pd.concat(sh, ignore_index=True)
+    instruments = pd.concat([use15.assign(method="market_based_kg (2015)"),
+                             useh.assign(method="market_based_hourly_kg (hourly)")],
+                            ignore_index=True)
+    instruments = instruments.rename(columns={"rule": "rule_applied"})
+    return {"jobs": jobs, "sites": sites, "tenants": tenants, "days": days,
+            "site_hours": site_hours, "instruments": instruments}

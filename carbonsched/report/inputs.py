@@ -1,0 +1,191 @@
+"""Inputs of the sustainability report: stored plans, actual runs, power telemetry, GPU footprints.
+
+Power-telemetry export (``carbonsched report --telemetry FILE``), one CSV row per job and hour
+(for example Kepler or DCGM power samples, or Slurm's ``ConsumedEnergy``, integrated to the hour)::
+
+    hour_utc,site,job_id,it_energy_kwh,source
+    2023-07-03T10:00:00Z,gb-london,20230703-0001,6.41,dcgm
+
+``hour_utc`` is the start of the hour with an explicit UTC offset; ``it_energy_kwh`` is the IT
+energy of the job's share of the hardware in that hour [kWh]. A zero counter for an hour the job
+ran means the power source was missing (*unknown*, not 0 W): that hour is modelled instead and
+counted in the provenance. Rows for jobs or hours the report does not contain are counted and
+ignored.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from carbonsched.errors import DataFormatError, UnknownSiteError
+
+ACTUAL_RUN_COLUMNS = ["job_id", "plan_id", "site", "actual_start", "actual_end", "backend"]
+TELEMETRY_COLUMNS = ["hour_utc", "site", "job_id", "it_energy_kwh", "source"]
+
+
+def actual_runs(store: Any, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFrame:
+    """The backend's actual start and end of each dispatched job overlapping ``[start, end)``.
+
+    The contract the dispatch component fulfils: a store that records dispatch status exposes
+    ``store.actual_runs(start, end)`` returning a frame (or records) with columns
+    :data:`ACTUAL_RUN_COLUMNS` — ``job_id``, ``plan_id``, ``site``, ``actual_start`` and
+    ``actual_end`` (tz-aware UTC; ``actual_end`` NaT while running: the report then counts up to
+    ``end``) and ``backend`` (e.g. ``slurm:cluster``). Until that exists this returns an empty
+    frame and every job's hours are labelled ``planned``.
+
+    Parameters
+    ----------
+    store
+        The store (:class:`carbonsched.store.Store`) or ``None``.
+    start, end
+        Report period, tz-aware UTC.
+
+    Returns
+    -------
+    DataFrame
+        Columns :data:`ACTUAL_RUN_COLUMNS`; empty when nothing is known.
+    """
+    reader = getattr(store, "actual_runs", None)
+    if reader is None:
+        return pd.DataFrame(columns=ACTUAL_RUN_COLUMNS)
+    df = pd.DataFrame(reader(start, end))
+    if df.empty:
+        return pd.DataFrame(columns=ACTUAL_RUN_COLUMNS)
+    return normalise_actual_runs(df)
+
+
+def normalise_actual_runs(df: pd.DataFrame) -> pd.DataFrame:
+    """Check and convert an actual-runs frame (see :func:`actual_runs`).
+
+    Raises
+    ------
+    DataFormatError
+        Missing columns, naive times, or an end before its start.
+    """
+    missing = {"job_id", "actual_start", "actual_end"} - set(df.columns)
+    if missing:
+        raise DataFormatError("actual runs", f"missing column(s) {', '.join(sorted(missing))}")
+    out = df.copy()
+    for c in ("actual_start", "actual_end"):
+        t = pd.to_datetime(out[c])
+        if t.dt.tz is None:
+            raise DataFormatError("actual runs", f"{c} has naive times; give them in UTC")
+        out[c] = t.dt.tz_convert("UTC")
+    bad = out["actual_end"].notna() & (out["actual_end"] < out["actual_start"])
+    if bad.any():
+        raise DataFormatError("actual runs", f"job {out.loc[bad, 'job_id'].iloc[0]!r}: "
+                                             "actual_end before actual_start")
+    for c in ACTUAL_RUN_COLUMNS:
+        if c not in out:
+            out[c] = None
+    return out[ACTUAL_RUN_COLUMNS]
+
+
+def read_telemetry(path: str | Path, site_ids: set[str]) -> pd.DataFrame:
+    """Read a power-telemetry export (module docstring).
+
+    Returns
+    -------
+    DataFrame
+        Columns :data:`TELEMETRY_COLUMNS`; ``hour_utc`` tz-aware UTC.
+
+    Raises
+    ------
+    DataFormatError
+        Missing file or column, naive or off-the-hour time, negative or unreadable energy,
+        a job-hour given twice (file, line, reason).
+    UnknownSiteError
+        A site the catalog does not define.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise DataFormatError(p, "telemetry file not found")
+    df = pd.read_csv(p, dtype=str, keep_default_na=False)
+    missing = set(TELEMETRY_COLUMNS) - set(df.columns)
+    if missing:
+        raise DataFormatError(p, f"missing column(s) {', '.join(sorted(missing))}; the header "
+                                 f"is {','.join(TELEMETRY_COLUMNS)}")
+    hours = []
+    for i, v in enumerate(df["hour_utc"]):
+        try:
+            t = pd.Timestamp(v)
+        except ValueError:
+            raise DataFormatError(p, f"cannot read hour_utc {v!r}", row=i + 2) from None
+        if t.tzinfo is None:
+            raise DataFormatError(p, f"hour_utc {v!r} has no UTC offset; write "
+                                     "2023-07-03T10:00:00Z", row=i + 2)
+        t = t.tz_convert("UTC")
+        if t != t.floor("h"):
+            raise DataFormatError(p, f"hour_utc {v!r} is not on the hour", row=i + 2)
+        hours.append(t)
+    energy = pd.to_numeric(df["it_energy_kwh"], errors="coerce")
+    if energy.isna().any():
+        i = int(energy.isna().to_numpy().nonzero()[0][0])
+        raise DataFormatError(p, f"cannot read it_energy_kwh {df['it_energy_kwh'].iloc[i]!r}",
+                              row=i + 2)
+    if (energy < 0).any():
+        i = int((energy < 0).to_numpy().nonzero()[0][0])
+        raise DataFormatError(p, "negative it_energy_kwh", row=i + 2)
+    unknown = sorted(set(df["site"]) - site_ids)
+    if unknown:
+        raise UnknownSiteError(f"{p}: telemetry for site(s) {', '.join(unknown)}, which the "
+                               f"catalog does not define")
+    out = pd.DataFrame({"hour_utc": pd.DatetimeIndex(hours), "site": df["site"],
+                        "job_id": df["job_id"], "it_energy_kwh": energy.astype(float),
+                        "source": df["source"]})
+    dup = out.duplicated(["hour_utc", "job_id"])
+    if dup.any():
+        i = int(dup.to_numpy().nonzero()[0][0])
+        raise DataFormatError(p, f"job {out['job_id'].iloc[i]!r} hour "
+                                 f"{out['hour_utc'].iloc[i].isoformat()} given twice", row=i + 2)
+    return out
+
+
+@dataclass(frozen=True)
+class Embodied:
+    """Embodied emissions per GPU type and the lifetime they are amortised over."""
+
+    kg_per_gpu: dict[str, tuple[float, str]]
+    lifetime_years: float
+    lifetime_source: str
+
+    def per_gpu_hour_g(self, gpu_type: str) -> tuple[float, str]:
+        """Amortised embodied emissions per GPU-hour [g CO2e/GPU·h] and the source."""
+        kg, src = self.kg_per_gpu.get(gpu_type, self.kg_per_gpu["default"])
+        return kg * 1000.0 / (self.lifetime_years * 8760.0), src
+
+
+def load_embodied() -> Embodied:
+    """The shipped table ``data/embodied_gpu.toml``."""
+    raw = tomllib.loads(resources.files("carbonsched.data").joinpath(
+        "embodied_gpu.toml").read_text())
+    table = {k: (float(v["embodied_kg_co2e"]["value"]), v["embodied_kg_co2e"]["source"])
+             for k, v in raw["gpu_types"].items()}
+    table["default"] = (float(raw["default"]["embodied_kg_co2e"]["value"]),
+                        raw["default"]["embodied_kg_co2e"]["source"])
+    return Embodied(table, float(raw["lifetime_years"]["value"]),
+                    raw["lifetime_years"]["source"])
+
+
+def stored_plans(store: Any, dates: list[str], catalog: str | None) -> list[dict[str, Any]]:
+    """The newest stored plan of each date (optionally of one catalog), oldest date first."""
+    docs = []
+    for d in dates:
+        rows = [r for r in store.list_plans(d) if catalog is None or r["catalog"] == catalog]
+        if rows:
+            docs.append(store.get_plan(rows[0]["plan_id"]))
+    return docs
+
+
+def stored_forecasts(store: Any, plan_id: str) -> pd.DataFrame:
+    """A plan's stored forecasts (empty frame when the store has none)."""
+    try:
+        return store.forecasts(plan_id)
+    except AttributeError:
+        return pd.DataFrame()

@@ -1,0 +1,335 @@
+"""The market-based method under both rules, against a hand-worked example.
+
+Fleet (tests/fixtures/report/two_markets.toml): ``de-site`` in market DE, ``gb-site`` in market
+GB, PUE fixed at 1.25 (no weather file: the model's floor, pue_min = pue_max = 1.25).
+
+Work on 2023-07-03 (UTC):
+
+* J-DE at de-site: 4 GPUs x 0.5 kW = 2 kW IT, 10:00-14:00 -> IT 8 kWh, facility 10 kWh,
+  2.5 kWh in each of the hours 10, 11, 12, 13;
+* J-GB at gb-site: 2 GPUs x 1.0 kW = 2 kW IT, 10:00-12:00 -> IT 4 kWh, facility 5 kWh,
+  2.5 kWh in each of the hours 10, 11.
+
+Instruments (tests/fixtures/report/instruments.toml), all valid on 2023-07-03 only:
+
+* GO-DE: certificate, market DE, 2.4 kWh, no hourly granularity;
+* REGO-GB: certificate, market GB, 3 kWh, no hourly granularity;
+* PPA-DE: PPA, market DE, hourly generation 11:00 1.5 kWh, 12:00 4.0 kWh, 15:00 1.0 kWh (6.5 kWh;
+  it covers only part of the work: nothing at 10:00 and 13:00, and 15:00 has no work).
+
+Residual mix: DE 700 g/kWh, GB 400 g/kWh.
+
+2015 rule (annual matching in the instrument's market and period, instruments in file order):
+
+* DE: 10 kWh - GO-DE 2.4 - PPA-DE 6.5 = 1.1 kWh uncovered x 700 g = 0.77 kg;
+* GB: 5 kWh - REGO-GB 3 = 2 kWh x 400 g = 0.80 kg (REGO-GB cannot touch DE: other market);
+* total 1.57 kg.
+
+Hourly rule (October 2025 draft; a certificate without hourly granularity is spread evenly
+over its 24 validity hours):
+
+* DE: GO-DE gives 2.4 / 24 = 0.1 kWh per hour -> 2.4 kWh left in each work hour;
+  PPA-DE: 10:00 0 -> 2.4 left; 11:00 1.5 -> 0.9 left; 12:00 4.0 -> 0 left (1.6 kWh generation
+  unused); 13:00 0 -> 2.4 left; 15:00 1.0 meets no work (unused).
+  Unmatched 2.4 + 0.9 + 0 + 2.4 = 5.7 kWh x 700 g = 3.99 kg;
+  matched carbon-free 0.4 + 1.5 + 2.4 = 4.3 kWh -> CFE 0.43;
+* GB: REGO-GB gives 3 / 24 = 0.125 kWh per hour -> 0.25 kWh in the two work hours; unmatched
+  4.75 kWh x 400 g = 1.90 kg; CFE 0.05;
+* total 5.89 kg; hourly CFE score of the fleet (4.3 + 0.25) / 15 = 0.303333.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from carbonsched.errors import DataFormatError, InputError, UnknownSiteError
+from carbonsched.report import build_report, render
+from carbonsched.report.instruments import load_market_config
+
+from .builders import plan_doc
+
+pytestmark = pytest.mark.shared_data
+
+
+@pytest.fixture(scope="module")
+def fx(fixtures_dir):
+    return fixtures_dir / "report"
+
+
+@pytest.fixture(scope="module")
+def hand_report(fx, shared_data):
+    doc = plan_doc("2023-07-03", "two-markets", [
+        ("J-DE", "tenant-a", "de-site", "2023-07-03T10:00:00Z", "2023-07-03T14:00:00Z", 4, 0.5),
+        ("J-GB", "tenant-b", "gb-site", "2023-07-03T10:00:00Z", "2023-07-03T12:00:00Z", 2, 1.0),
+    ])
+    return build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03",
+                        instruments=fx / "instruments.toml", plans=[doc])
+
+
+def test_energy_is_it_times_pue(hand_report):
+    t = hand_report.totals
+    assert t["it_energy_kwh"] == pytest.approx(12.0)
+    assert t["facility_energy_kwh"] == pytest.approx(15.0)
+
+
+def test_market_based_2015_annual_matching(hand_report):
+    sites = hand_report.frames["sites"].set_index("site")
+    assert sites.loc["de-site", "market_based_kg"] == pytest.approx(0.77)
+    assert sites.loc["gb-site", "market_based_kg"] == pytest.approx(0.80)
+    assert hand_report.totals["market_based_kg"] == pytest.approx(1.57)
+
+
+def test_market_based_hourly_matching(hand_report):
+    sites = hand_report.frames["sites"].set_index("site")
+    assert sites.loc["de-site", "market_based_hourly_kg"] == pytest.approx(3.99)
+    assert sites.loc["gb-site", "market_based_hourly_kg"] == pytest.approx(1.90)
+    assert hand_report.totals["market_based_hourly_kg"] == pytest.approx(5.89)
+    assert sites.loc["de-site", "cfe_hourly_share"] == pytest.approx(0.43)
+    assert sites.loc["gb-site", "cfe_hourly_share"] == pytest.approx(0.05)
+    assert hand_report.totals["cfe_hourly_share"] == pytest.approx(4.55 / 15)
+
+
+def test_instrument_usage_and_caps_are_stated(hand_report):
+    use = hand_report.frames["instruments"].set_index(["method", "instrument"])
+    a = "market_based_kg (2015)"
+    h = "market_based_hourly_kg (hourly)"
+    assert use.loc[(a, "PPA-DE"), "used_mwh"] == pytest.approx(0.0065)
+    assert use.loc[(a, "REGO-GB"), "unused_mwh"] == pytest.approx(0.0)
+    # hourly: GO-DE used 4 h x 0.1 kWh; PPA-DE 1.5 + 2.4 used, 1.6 + 1.0 kWh unused
+    assert use.loc[(h, "GO-DE"), "used_mwh"] == pytest.approx(0.0004)
+    assert use.loc[(h, "PPA-DE"), "used_mwh"] == pytest.approx(0.0039)
+    assert use.loc[(h, "PPA-DE"), "unused_mwh"] == pytest.approx(0.0026)
+    assert "hourly profile" in use.loc[(h, "PPA-DE"), "volume_basis"]
+    assert any("PPA-DE (hourly rule): 0.003 MWh" in n for n in hand_report.metadata["notes"])
+
+
+def test_jobs_add_up_to_sites(hand_report):
+    jobs = hand_report.frames["jobs"].set_index("job_id")
+    assert jobs.loc["J-DE", "market_based_kg"] == pytest.approx(0.77)
+    assert jobs.loc["J-GB", "market_based_hourly_kg"] == pytest.approx(1.90)
+    assert jobs.loc["J-DE", "hours_basis"] == "planned"
+    assert jobs.loc["J-DE", "it_energy_basis"] == "modelled"
+
+
+def test_location_fallback_is_flagged(fx, shared_data, tmp_path):
+    cfg = tmp_path / "inst.toml"
+    cfg.write_text((fx / "instruments.toml").read_text().replace(
+        'residual_mix_g_per_kwh = 400.0\n', ''))
+    (tmp_path / "ppa_de.csv").write_text((fx / "ppa_de.csv").read_text())
+    doc = plan_doc("2023-07-03", "two-markets", [
+        ("J-GB", "t", "gb-site", "2023-07-03T10:00:00Z", "2023-07-03T12:00:00Z", 2, 1.0)])
+    rep = build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03",
+                       instruments=cfg, plans=[doc])
+    gb = rep.frames["sites"].set_index("site").loc["gb-site"]
+    assert gb["location_factor_flag"]
+    assert "location factor (no residual mix configured)" in gb["unmatched_basis_2015"]
+    assert any("no residual mix configured for gb-site" in n for n in rep.metadata["notes"])
+    # uncovered 2 kWh at the hours' own location factor: (5 - 3) / 5 of the location total
+    assert rep.totals["market_based_kg"] == pytest.approx(0.4 * rep.totals["location_based_kg"])
+
+
+def test_instrument_outside_its_period_or_market_counts_nothing(fx, shared_data, tmp_path):
+    text = (fx / "instruments.toml").read_text().replace(
+        'id = "REGO-GB"\nkind = "certificate"\nmarket = "GB"\nvalid_from = 2023-07-03',
+        'id = "REGO-GB"\nkind = "certificate"\nmarket = "GB"\nvalid_from = 2023-06-01'
+    ).replace("valid_to = 2023-07-04T00:00:00Z\nvolume_mwh = 0.003",
+              "valid_to = 2023-06-30T00:00:00Z\nvolume_mwh = 0.003")
+    (tmp_path / "i.toml").write_text(text)
+    (tmp_path / "ppa_de.csv").write_text((fx / "ppa_de.csv").read_text())
+    doc = plan_doc("2023-07-03", "two-markets", [
+        ("J-GB", "t", "gb-site", "2023-07-03T10:00:00Z", "2023-07-03T12:00:00Z", 2, 1.0)])
+    rep = build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03",
+                       instruments=tmp_path / "i.toml", plans=[doc])
+    # GB: nothing covers its 5 kWh (REGO-GB expired; the DE instruments are another market)
+    assert rep.totals["market_based_kg"] == pytest.approx(5 * 0.4)
+    assert rep.totals["market_based_hourly_kg"] == pytest.approx(5 * 0.4)
+
+
+def _write(tmp_path, body):
+    p = tmp_path / "i.toml"
+    p.write_text(body)
+    return p
+
+
+def test_bad_instruments(tmp_path):
+    sites = {"de-site", "gb-site"}
+    with pytest.raises(DataFormatError, match="listed twice"):
+        load_market_config(_write(tmp_path, """
+[[instruments]]
+id = "X"
+kind = "certificate"
+market = "DE"
+valid_from = 2023-07-01T00:00:00Z
+valid_to = 2023-08-01T00:00:00Z
+volume_mwh = 1
+[[instruments]]
+id = "X"
+kind = "certificate"
+market = "DE"
+valid_from = 2023-07-01T00:00:00Z
+valid_to = 2023-08-01T00:00:00Z
+volume_mwh = 1
+"""), sites)
+    with pytest.raises(DataFormatError, match="has no UTC offset"):
+        load_market_config(_write(tmp_path, """
+[[instruments]]
+id = "X"
+kind = "certificate"
+market = "DE"
+valid_from = 2023-07-01T00:00:00
+valid_to = 2023-08-01T00:00:00Z
+volume_mwh = 1
+"""), sites)
+    with pytest.raises(InputError, match="supplier factors 'S1' and 'S2' both apply"):
+        load_market_config(_write(tmp_path, """
+[[instruments]]
+id = "S1"
+kind = "supplier"
+market = "DE"
+sites = ["de-site"]
+factor_g_per_kwh = 300
+valid_from = 2023-01-01T00:00:00Z
+valid_to = 2023-08-01T00:00:00Z
+[[instruments]]
+id = "S2"
+kind = "supplier"
+market = "DE"
+sites = ["de-site"]
+factor_g_per_kwh = 200
+valid_from = 2023-07-01T00:00:00Z
+valid_to = 2024-01-01T00:00:00Z
+"""), sites)
+    with pytest.raises(DataFormatError, match="a PPA needs its hourly generation profile"):
+        load_market_config(_write(tmp_path, """
+[[instruments]]
+id = "P"
+kind = "ppa"
+market = "DE"
+valid_from = 2023-07-01T00:00:00Z
+valid_to = 2023-08-01T00:00:00Z
+"""), sites)
+    with pytest.raises(UnknownSiteError, match="site 'mars'"):
+        load_market_config(_write(tmp_path, '[sites.mars]\nmarket = "X"\n'), sites)
+    with pytest.raises(DataFormatError, match="kind 'rec' is not one of"):
+        load_market_config(_write(tmp_path, """
+[[instruments]]
+id = "R"
+kind = "rec"
+market = "DE"
+valid_from = 2023-07-01T00:00:00Z
+valid_to = 2023-08-01T00:00:00Z
+"""), sites)
+
+
+def test_supplier_factor_applies_after_volume_instruments(fx, shared_data, tmp_path):
+    # supplier listed FIRST still only takes what GO-DE and PPA-DE leave: 1.1 kWh x 300 g
+    text = (fx / "instruments.toml").read_text()
+    head, rest = text.split("[[instruments]]", 1)
+    body = head + """[[instruments]]
+id = "SUP-DE"
+kind = "supplier"
+market = "DE"
+sites = ["de-site"]
+factor_g_per_kwh = 300.0
+valid_from = 2023-07-01T00:00:00Z
+valid_to = 2023-08-01T00:00:00Z
+
+[[instruments]]""" + rest
+    (tmp_path / "i.toml").write_text(body)
+    (tmp_path / "ppa_de.csv").write_text((fx / "ppa_de.csv").read_text())
+    doc = plan_doc("2023-07-03", "two-markets", [
+        ("J-DE", "a", "de-site", "2023-07-03T10:00:00Z", "2023-07-03T14:00:00Z", 4, 0.5)])
+    rep = build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03",
+                       instruments=tmp_path / "i.toml", plans=[doc])
+    assert rep.totals["market_based_kg"] == pytest.approx(1.1 * 0.3)
+    assert rep.totals["market_based_hourly_kg"] == pytest.approx(5.7 * 0.3)
+
+
+def test_actual_hours_and_measured_energy(fx, shared_data, tmp_path):
+    doc = plan_doc("2023-07-03", "two-markets", [
+        ("J-DE", "a", "de-site", "2023-07-03T10:00:00Z", "2023-07-03T14:00:00Z", 4, 0.5),
+        ("J-GB", "b", "gb-site", "2023-07-03T10:00:00Z", "2023-07-03T12:00:00Z", 2, 1.0)])
+    # J-DE really ran 10:30-14:30 (4 h, five hours touched); J-GB as planned
+    actual = pd.DataFrame({"job_id": ["J-DE"], "plan_id": [doc["plan_id"]], "site": ["de-site"],
+                           "actual_start": [pd.Timestamp("2023-07-03T10:30Z")],
+                           "actual_end": [pd.Timestamp("2023-07-03T14:30Z")],
+                           "backend": ["slurm:de"]})
+    tel = tmp_path / "tel.csv"
+    tel.write_text("hour_utc,site,job_id,it_energy_kwh,source\n"
+                   "2023-07-03T10:00:00Z,gb-site,J-GB,1.5,dcgm\n"
+                   "2023-07-03T11:00:00Z,gb-site,J-GB,0,dcgm\n"
+                   "2023-07-03T20:00:00Z,gb-site,J-GB,1.0,dcgm\n")
+    rep = build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03",
+                       telemetry=tel, actual=actual, plans=[doc])
+    jobs = rep.frames["jobs"].set_index("job_id")
+    assert jobs.loc["J-DE", "hours_basis"] == "actual"
+    assert jobs.loc["J-DE", "start"] == "2023-07-03T10:30:00Z"
+    assert jobs.loc["J-DE", "it_energy_kwh"] == pytest.approx(8.0)
+    assert jobs.loc["J-GB", "hours_basis"] == "planned"
+    # 10:00 measured 1.5 kWh; 11:00 counter 0 = unknown -> modelled 2 kWh
+    assert jobs.loc["J-GB", "it_energy_kwh"] == pytest.approx(3.5)
+    assert jobs.loc["J-GB", "it_energy_basis"] == "mixed"
+    notes = " | ".join(rep.metadata["notes"])
+    assert "1 job-hour(s) had zero power counters" in notes
+    assert "1 telemetry row(s) match no job-hour" in notes
+    assert rep.metadata["provenance"]["hours"]["actual_share"] > 0
+
+
+def test_bad_telemetry(fx, shared_data, tmp_path):
+    doc = plan_doc("2023-07-03", "two-markets", [
+        ("J-GB", "b", "gb-site", "2023-07-03T10:00:00Z", "2023-07-03T12:00:00Z", 2, 1.0)])
+    tel = tmp_path / "tel.csv"
+    for body, msg in [
+        ("hour_utc,site,job_id,it_energy_kwh,source\n2023-07-03T10:00:00,gb-site,J,1,x\n",
+         "has no UTC offset"),
+        ("hour_utc,site,job_id,it_energy_kwh,source\n2023-07-03T10:00:00Z,gb-site,J,-1,x\n",
+         "line 2: negative it_energy_kwh"),
+        ("hour_utc,site,job_id,it_energy_kwh\n", "missing column"),
+        ("hour_utc,site,job_id,it_energy_kwh,source\n2023-07-03T10:00:00Z,moon,J,1,x\n",
+         "site\\(s\\) moon"),
+    ]:
+        tel.write_text(body)
+        with pytest.raises(InputError, match=msg):
+            build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03",
+                         "2023-07-03", telemetry=tel, plans=[doc])
+
+
+def test_period_without_plans(fx, shared_data):
+    with pytest.raises(InputError, match="no plans between 2023-08-01 and 2023-08-02"):
+        build_report(None, fx / "two_markets.toml", shared_data, "2023-08-01", "2023-08-02",
+                     plans=[])
+
+
+def test_gap_hours_are_a_gap_not_zero(fx, shared_data, tmp_path):
+    """Hours without an actual intensity: excluded with their share, never counted as 0."""
+    import shutil
+
+    data = tmp_path / "data"
+    ci = data / "sustain-cluster" / "carbon_intensity"
+    ci.mkdir(parents=True)
+    src = shared_data / "sustain-cluster" / "carbon_intensity"
+    shutil.copy(src / "DE-LU_2023_hourly.csv", ci / "DE-LU_2023_hourly.csv")
+    lines = (src / "GB_2023_hourly.csv").read_text().splitlines(keepends=True)
+    # drop GB's rows for 2023-07-03 10:00 (the first of J-GB's two hours)
+    kept = [ln for ln in lines if not ln.startswith("2023-07-03 10:00")]
+    assert len(kept) == len(lines) - 1
+    (ci / "GB_2023_hourly.csv").write_text("".join(kept))
+    doc = plan_doc("2023-07-03", "two-markets", [
+        ("J-GB", "b", "gb-site", "2023-07-03T10:00:00Z", "2023-07-03T12:00:00Z", 2, 1.0)])
+    rep = build_report(None, fx / "two_markets.toml", data, "2023-07-03", "2023-07-03",
+                       plans=[doc])
+    t = rep.totals
+    assert t["location_gap_share"] == pytest.approx(0.5)
+    assert t["location_gap_energy_kwh"] == pytest.approx(2.5)
+    hour11 = [ln for ln in lines if ln.startswith("2023-07-03 11:00")][0].split(",")
+    assert t["location_based_kg"] == pytest.approx(2.5 * float(hour11[4]) / 1000)
+    assert any("fell in hours without an actual grid intensity" in n
+               for n in rep.metadata["notes"])
+    js = render(rep, "json").decode()
+    assert '"sci_g_per_unit": null' in js
+
+
+def test_unknown_format(hand_report):
+    with pytest.raises(InputError, match="unknown report format 'pdf'"):
+        render(hand_report, "pdf")
