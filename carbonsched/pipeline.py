@@ -538,8 +538,8 @@ def run_daily_plan(
         "site_signal_quality": {sid: f.signal_quality for sid, f in forecasts.items()},
         "issued_at": jsonable(issued_at),
         "horizon_hours": horizon_hours,
-        "workload": {"source": "demo" if is_demo else "file", "jobs": len(workload.jobs),
-                     "inference": len(workload.inference)},
+        # source (demo or file), then the work itself: jobs and inference power per area
+        "workload": {"source": "demo" if is_demo else "file", **workload_rows(workload)},
         "sites": [s.id for s in problem.sites],
         "solver": {
             "name": result.solver.name,
@@ -557,8 +557,6 @@ def run_daily_plan(
             "requested": solver,
         },
         **result_rows(result),
-        "workload": workload_rows(workload),
-        "baseline": result_rows(baseline),
         "totals": {
             "energy_kwh": float(plan_score.energy_kwh),
             "emissions_kg": float(plan_score.emissions_kg),
@@ -571,6 +569,7 @@ def run_daily_plan(
             "policy": "agnostic",
             "definition": BASELINE_DEFINITION,
             "placed": len(baseline.placements),
+            **result_rows(baseline),  # placements, inference, unplaced (read by the report)
         },
         "baseline_unplaced": [jsonable(u) for u in baseline.unplaced],
         "notes": notes,
