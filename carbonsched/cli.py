@@ -245,24 +245,48 @@ def workload_from_traces_cmd(
 @app.command()
 def backtest(
     out_file: Annotated[Path, typer.Option("--out", help="Results JSON.")],
-    dataset: Annotated[str, typer.Option(help="Benchmark dataset (only 'dacf').")] = "dacf",
+    dataset: Annotated[str, typer.Option(
+        help="'dacf' (the DACF paper's protocol on its regions) or 'sites' (the daily plan's "
+             "forecasting path on every site of --catalog).")] = "dacf",
     data_dir: Annotated[Path | None, typer.Option(
-        "--data-dir", help="Folder of the DACF files (../shared/data/dacf).")] = None,
+        "--data-dir", help="dacf: folder of the DACF files (../shared/data/dacf); sites: the "
+             "shared data folder (../shared/data).")] = None,
     regions: Annotated[str | None, typer.Option(
         help="Comma-separated regions (default: CISO,PJM,ERCO,ISNE,SE,DE).")] = None,
     models: Annotated[str | None, typer.Option(
         help="Comma-separated model names (default: all).")] = None,
     forecasts_out: Annotated[Path | None, typer.Option(
         "--forecasts-out", help="Write every hourly forecast as CSV.")] = None,
+    catalog: Annotated[str, typer.Option(help="sites: catalog (measured signals).")] = "global",
+    date_from: Annotated[str | None, typer.Option(
+        "--from", help="sites: first issue day, YYYY-MM-DD.")] = None,
+    date_to: Annotated[str | None, typer.Option(
+        "--to", help="sites: last issue day, YYYY-MM-DD (inclusive).")] = None,
+    sites: Annotated[str | None, typer.Option(
+        help="sites: comma-separated site ids (default: all).")] = None,
+    executor: Annotated[str, typer.Option(help="sites: local or dask.")] = "local",
+    workers: Annotated[int, typer.Option(help="sites: parallel processes.")] = 1,
+    scheduler_address: Annotated[str | None, typer.Option(
+        help="sites: Dask scheduler address (with --executor dask).")] = None,
 ) -> None:
-    """Backtest day-ahead carbon-intensity forecasts under the DACF protocol."""
+    """Backtest day-ahead forecasts: the DACF protocol, or the daily path on a catalog's sites."""
     from carbonsched.errors import InputError
-    from carbonsched.forecasts.backtest import render_table, run_backtest
     from carbonsched.settings import get_settings
 
     with _errors():
+        if dataset == "sites":
+            from carbonsched.cli_backtest import site_backtest
+
+            if not date_from or not date_to:
+                raise InputError("--dataset sites needs --from and --to, e.g. --from 2023-01-01 "
+                                 "--to 2023-12-31")
+            site_backtest(out_file, catalog, data_dir or get_settings().data_dir, date_from,
+                          date_to, sites, forecasts_out, executor, workers, scheduler_address)
+            return
+        from carbonsched.forecasts.backtest import render_table, run_backtest
+
         if dataset != "dacf":
-            raise InputError(f"unknown dataset {dataset!r}; only 'dacf' is available")
+            raise InputError(f"unknown dataset {dataset!r}; choose 'dacf' or 'sites'")
         ddir = data_dir or (get_settings().data_dir / "dacf")
         regs = [r.strip() for r in regions.split(",")] if regions else None
         mods = [m.strip() for m in models.split(",")] if models else None

@@ -54,7 +54,7 @@ def _quiet(_: str) -> None:
 
 def actual_signals(site: Any, frame: pd.DataFrame, slots: pd.DatetimeIndex,
                    reference: pd.Series | None = None) -> pd.DataFrame:
-    """The realised signals of one site on ``slots`` (carbon intensity, PUE, green surplus kW).
+    """The realised signals of one site on ``slots`` (carbon intensity, PUE, green surplus).
 
     Missing hours of carbon intensity are filled by linear interpolation (then nearest); their
     number is in ``attrs["filled_hours"]`` so that the caller can report it, and a day without
@@ -89,7 +89,8 @@ def actual_signals(site: Any, frame: pd.DataFrame, slots: pd.DatetimeIndex,
     out = pd.DataFrame({"carbon_intensity_g_per_kwh": ci.to_numpy(float),
                         "pue": pue.to_numpy(float),
                         "green_surplus_kw": gsi.clip(0, 1).to_numpy(float)
-                        * site.green_surplus_max_kw}, index=slots)
+                        * site.green_surplus_max_kw,
+                        "green_surplus_index": gsi.clip(0, 1).to_numpy(float)}, index=slots)
     out.attrs["filled_hours"] = n_missing
     return out
 

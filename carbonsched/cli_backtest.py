@@ -1,0 +1,48 @@
+"""``carbonsched backtest --dataset sites``: the daily forecasting path scored per site."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.table import Table
+
+from carbonsched.cli import _progress, _write_json, err, out
+
+
+def _pct(v: float | None, nd: int = 2) -> str:
+    return "-" if v is None else f"{v:.{nd}f}"
+
+
+def site_backtest(out_file: Path, catalog: str, data_dir: Path, date_from: str, date_to: str,
+                  sites: str | None, forecasts_out: Path | None, executor: str, workers: int,
+                  scheduler_address: str | None) -> None:
+    """Run :func:`carbonsched.site_backtest.run_site_backtest` and print its table."""
+    from carbonsched.site_backtest import run_site_backtest, write_forecasts_csv
+
+    ids = [s.strip() for s in sites.split(",") if s.strip()] if sites else None
+    with _progress("site backtest") as progress:
+        res, forecasts = run_site_backtest(catalog, data_dir, date_from, date_to, sites=ids,
+                                           executor=executor, workers=workers,
+                                           scheduler_address=scheduler_address,
+                                           progress=progress)
+    _write_json(out_file, json.loads(json.dumps(res, default=str)))
+    if forecasts_out:
+        write_forecasts_csv(forecasts, forecasts_out)
+    t = Table("site", "signal", "MAPE %", "naive MAPE %", "MAE", "skill", "cov 80", "cov 95",
+              "model", title=f"Site backtest {res['from']} .. {res['to']} ({res['days']} days, "
+              f"issued 00:00 UTC, catalog {res['catalog']})", title_justify="left")
+    for sid, by_signal in res["sites"].items():
+        for signal, r in by_signal.items():
+            model = next(iter(r["models"]), "-")
+            t.add_row(sid, signal, _pct(r["mape_pct"]), _pct(r["naive_mape_pct"]),
+                      _pct(r["mae"], 3), _pct(r["skill"], 3) + (" (MAE)" if r["skill_basis"]
+                                                                  == "mae" else ""),
+                      _pct(r["coverage_80"], 3), _pct(r["coverage_95"], 3), model)
+    out.print(t)
+    skills = ", ".join(f"{k} {_pct(v, 3)}" for k, v in res["mean_skill"].items())
+    out.print(f"mean skill vs seasonal naive: {skills}")
+    if res["notes"]:
+        err.print(f"{len(res['notes'])} note(s) (fallbacks, days not scored) in {out_file}")
+    err.print(f"results written to {out_file}"
+              + (f"; hourly forecasts in {forecasts_out}" if forecasts_out else ""))

@@ -1,0 +1,153 @@
+"""Site backtest: the daily forecasting path scored on real files, with no look-ahead."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from carbonsched.cli import app
+from carbonsched.errors import InputError, UnknownSiteError
+from carbonsched.site_backtest import FORECAST_COLUMNS, run_site_backtest
+
+CI = "carbon_intensity_g_per_kwh"
+
+
+def _raw_ci(path: Path) -> pd.Series:
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    idx = pd.to_datetime([r["Datetime (UTC)"] for r in rows], utc=True)
+    return pd.Series([float(r["Carbon Intensity gCO₂eq/kWh (direct)"]) for r in rows], index=idx)
+
+
+def _poisoned_data_dir(src: Path, dst: Path, zone: str, from_ts: pd.Timestamp) -> Path:
+    """A data dir of symlinks to ``src`` in which ``zone``'s 2023 CI from ``from_ts`` is x10."""
+    sc = dst / "sustain-cluster"
+    sc.mkdir(parents=True)
+    for entry in (src / "sustain-cluster").iterdir():
+        if entry.name != "carbon_intensity":
+            (sc / entry.name).symlink_to(entry)
+    ci_dir = sc / "carbon_intensity"
+    ci_dir.mkdir()
+    for f in (src / "sustain-cluster" / "carbon_intensity").iterdir():
+        if f.name != f"{zone}_2023_hourly.csv":
+            (ci_dir / f.name).symlink_to(f)
+    with open(src / "sustain-cluster" / "carbon_intensity" / f"{zone}_2023_hourly.csv",
+              newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader)
+        rows = list(reader)
+    col = header.index("Carbon Intensity gCO₂eq/kWh (direct)")
+    for r in rows:
+        if pd.Timestamp(r[0], tz="UTC") >= from_ts:
+            r[col] = str(10 * float(r[col]))
+    with open(ci_dir / f"{zone}_2023_hourly.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        w.writerows(rows)
+    return dst
+
+
+@pytest.fixture(scope="module")
+def toronto(shared_data):
+    return run_site_backtest("global", shared_data, "2023-07-14", "2023-07-15",
+                             sites=["ca-on-toronto"])
+
+
+@pytest.mark.shared_data
+def test_scores_recomputed_from_the_raw_file(toronto, shared_data):
+    res, fc = toronto
+    assert (res["from"], res["to"], res["days"]) == ("2023-07-14", "2023-07-15", 2)
+    assert set(fc.columns) >= set(FORECAST_COLUMNS) | {"actual"}
+    chosen = fc[(fc["signal"] == CI) & fc["chosen"]]
+    assert len(chosen) == 48 and set(chosen["model"]) == {"ci-lead-ols"}
+    assert (pd.to_datetime(chosen["issued_at"], utc=True).dt.hour == 0).all()
+    # the actuals are the provider's file values, hour by hour (CA-ON has no gap in July 2023)
+    raw = _raw_ci(shared_data / "sustain-cluster" / "carbon_intensity" / "CA-ON_2023_hourly.csv")
+    ts = pd.to_datetime(chosen["ts"], utc=True)
+    np.testing.assert_allclose(chosen["actual"].to_numpy(), raw.reindex(ts).to_numpy())
+    mape = 100 * np.mean(np.abs(chosen["mean"].to_numpy() - raw.reindex(ts).to_numpy())
+                         / raw.reindex(ts).to_numpy())
+    naive = raw.reindex(ts - pd.Timedelta(days=1)).to_numpy()
+    naive_mape = 100 * np.mean(np.abs(naive - raw.reindex(ts).to_numpy())
+                               / raw.reindex(ts).to_numpy())
+    r = res["sites"]["ca-on-toronto"][CI]
+    assert r["hours"] == 48
+    assert r["mape_pct"] == pytest.approx(mape, rel=1e-9)
+    assert r["naive_mape_pct"] == pytest.approx(naive_mape, rel=1e-9)
+    assert r["skill"] == pytest.approx(1 - mape / naive_mape, rel=1e-9)
+    inside = ((chosen["actual"] >= chosen["lo_80"]) & (chosen["actual"] <= chosen["hi_80"]))
+    assert r["coverage_80"] == pytest.approx(inside.mean())
+    # intervals are monotone and contain the point forecast, for every signal
+    for f in (fc[fc["chosen"]],):
+        assert (f["lo_95"] <= f["lo_80"] + 1e-9).all() and (f["lo_80"] <= f["mean"] + 1e-9).all()
+        assert (f["mean"] <= f["hi_80"] + 1e-9).all() and (f["hi_80"] <= f["hi_95"] + 1e-9).all()
+    assert set(res["sites"]["ca-on-toronto"]) == {CI, "green_surplus_index", "pue"}
+
+
+@pytest.mark.shared_data
+def test_no_data_at_or_after_the_issue_time_is_used(shared_data, tmp_path):
+    # CA-ON's carbon intensity from 2023-07-15 00:00 UTC on multiplied by 10: the forecast
+    # issued then is unchanged (only the actuals it is scored on change); one hour earlier
+    # (2023-07-14 23:00) poisoned instead changes it.
+    # the same refit schedule for every run (models are fitted at the first day of a chunk)
+    day = pd.Timestamp("2023-07-15T00:00Z")
+    _, clean = run_site_backtest("global", shared_data, "2023-07-15", "2023-07-15",
+                                 sites=["ca-on-toronto"])
+    poisoned = _poisoned_data_dir(shared_data, tmp_path / "future", "CA-ON", day)
+    _, fc = run_site_backtest("global", poisoned, "2023-07-15", "2023-07-15",
+                              sites=["ca-on-toronto"])
+
+    def issued(f: pd.DataFrame) -> pd.DataFrame:
+        f = f[(f["signal"] == CI) & f["chosen"]]
+        return f[pd.to_datetime(f["issued_at"], utc=True) == day].reset_index(drop=True)
+
+    a, b = issued(clean), issued(fc)
+    np.testing.assert_allclose(b["mean"], a["mean"], rtol=1e-12)
+    np.testing.assert_allclose(b["hi_95"], a["hi_95"], rtol=1e-12)
+    np.testing.assert_allclose(b["actual"], 10 * a["actual"], rtol=1e-9)
+    past = _poisoned_data_dir(shared_data, tmp_path / "past", "CA-ON",
+                              day - pd.Timedelta(hours=1))
+    _, fc2 = run_site_backtest("global", past, "2023-07-15", "2023-07-15",
+                               sites=["ca-on-toronto"])
+    assert not np.allclose(issued(fc2)["mean"], a["mean"])
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize(("kw", "error", "message"), [
+    ({"start": "2023-07-02", "end": "2023-07-01"}, InputError,
+     r"--to 2023-07-01 is before --from 2023-07-02"),
+    ({"sites": ["xx-nowhere"]}, UnknownSiteError, r"xx-nowhere"),
+    ({"catalog": "china-eastdata-westcompute", "sites": None}, InputError,
+     r"catalog china-eastdata-westcompute has modelled signals"),
+    ({"executor": "spark"}, InputError, r"unknown executor 'spark'"),
+])
+def test_bad_input_is_refused(shared_data, kw, error, message):
+    args = {"catalog": "global", "data_dir": shared_data, "start": "2023-07-01",
+            "end": "2023-07-01", "sites": ["ca-on-toronto"], **kw}
+    with pytest.raises(error, match=message):
+        run_site_backtest(**args)
+
+
+@pytest.mark.shared_data
+def test_cli_writes_results_and_forecasts(shared_data, tmp_path):
+    out, csv_out = tmp_path / "r.json", tmp_path / "f.csv"
+    r = CliRunner().invoke(app, ["backtest", "--dataset", "sites", "--catalog", "global",
+                                 "--data-dir", str(shared_data), "--from", "2023-07-15",
+                                 "--to", "2023-07-15", "--sites", "gb-london",
+                                 "--out", str(out), "--forecasts-out", str(csv_out)])
+    assert r.exit_code == 0, r.output
+    res = json.loads(out.read_text())
+    assert list(res["sites"]) == ["gb-london"]
+    assert "gb-london" in r.output and "mean skill vs seasonal naive" in r.output
+    f = pd.read_csv(csv_out)
+    assert list(f.columns) == list(FORECAST_COLUMNS)
+    assert len(f[f["chosen"]]) == 3 * 24 and len(f[~f["chosen"]]) == 3 * 24
+    assert f["ts"].str.endswith("Z").all()
+    r = CliRunner().invoke(app, ["backtest", "--dataset", "sites", "--out", str(out)])
+    assert r.exit_code == 2 and "--dataset sites needs --from and --to" in r.output
