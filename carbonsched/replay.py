@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from carbonsched.adapters.signals import load_site_signals
@@ -111,7 +112,26 @@ _COUNTS = ("deadline_misses", "slo_violations", "capacity_violations", "power_ca
 def _empty_totals(policies: tuple[str, ...]) -> dict[str, dict[str, float]]:
     return {p: {"emissions_kg": 0.0, "energy_kwh": 0.0, "surplus_absorbed_kwh": 0.0,
                 **{k: 0 for k in _COUNTS}, "unplaced_gpu_hours": 0.0, "seconds": 0.0,
-                "not_optimal_days": 0, "fallback_days": 0} for p in policies}
+                "not_optimal_days": 0, "fallback_days": 0, "work_it_kwh": 0.0,
+                "unplaced_it_kwh": 0.0, "unplaced_priced_kg": 0.0} for p in policies}
+
+
+def dirtiest_kg_per_kwh(signals: pd.DataFrame) -> float:
+    """The dirtiest site-hour of a day: max of PUE × carbon intensity / 1000. [kg CO2e/kWh IT]
+
+    Unplaced work is priced at this rate, so that leaving work out never looks like a saving
+    (issue 13: policies compared on equal terms).
+    """
+    rate = signals["pue"] * signals["carbon_intensity_g_per_kwh"] / 1000.0
+    return float(rate.max()) if len(rate) else 0.0
+
+
+def work_split_kwh(problem: PlanningProblem, result: Any) -> tuple[float, float]:
+    """IT energy of the jobs a plan places and of those it leaves unplaced. [kWh]"""
+    placed = {pl.job_id for pl in result.placements}
+    done = sum(j.energy_kwh for j in problem.jobs if j.id in placed)
+    left = sum(j.energy_kwh for j in problem.jobs if j.id not in placed)
+    return float(done), float(left)
 
 
 def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], first_k: int,
@@ -188,11 +208,16 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
             for key in _COUNTS:
                 t[key] += int(getattr(sc, key))
             t["unplaced_gpu_hours"] += sc.unplaced_gpu_hours
+            done_kwh, left_kwh = work_split_kwh(problem, res)
+            t["work_it_kwh"] += done_kwh
+            t["unplaced_it_kwh"] += left_kwh
+            t["unplaced_priced_kg"] += left_kwh * dirtiest_kg_per_kwh(actual_sig)
             t["seconds"] += secs
             if p in ("milp", "oracle") and str(res.status) not in ("optimal", "heuristic"):
                 t["not_optimal_days"] += 1
                 notes.append(f"{label}: {p} {res.status} (gap {res.solver.mip_gap})")
             row[p] = round(sc.emissions_kg, 3)
+            row[f"{p}_work_mwh"] = round(done_kwh / 1000.0, 6)
         rows.append(row)
     return rows, totals, notes
 
@@ -252,8 +277,12 @@ def run_replay(
     dict
         ``policies`` {name: {emissions_kg, reduction_pct, oracle_share, surplus_absorbed_mwh,
         deadline_misses, slo_violations, capacity_violations, power_cap_violations,
-        facility_cap_violations, unplaced_gpu_hours, seconds}}, ``daily`` (per day and policy
-        emissions), ``notes``.
+        facility_cap_violations, unplaced_gpu_hours, seconds, and on equal terms:
+        work_it_mwh (IT energy of the work placed), unplaced_it_mwh, kg_per_mwh_work,
+        unplaced_priced_kg (unplaced IT energy at each day's dirtiest site-hour,
+        :func:`dirtiest_kg_per_kwh`), emissions_with_unplaced_kg, reduction_with_unplaced_pct,
+        oracle_share_with_unplaced}}, ``daily`` (per day and policy emissions [kg] and work
+        done ``<policy>_work_mwh``), ``margins`` (:func:`_margins_per_mwh`), ``notes``.
 
     Raises
     ------
@@ -297,10 +326,17 @@ def run_replay(
     out_pol: dict[str, Any] = {}
     base = totals.get("agnostic", {}).get("emissions_kg")
     oracle = totals.get("oracle", {}).get("emissions_kg")
+    # on equal terms: unplaced work priced at the day's dirtiest site-hour
+    adj = {p: t["emissions_kg"] + t["unplaced_priced_kg"] for p, t in totals.items()}
+    base_adj, oracle_adj = adj.get("agnostic"), adj.get("oracle")
     for p, t in totals.items():
         red = None if not base else 100.0 * (base - t["emissions_kg"]) / base
         share = (None if base is None or oracle is None or base == oracle
                  else (base - t["emissions_kg"]) / (base - oracle))
+        red_adj = None if not base_adj else 100.0 * (base_adj - adj[p]) / base_adj
+        share_adj = (None if base_adj is None or oracle_adj is None or base_adj == oracle_adj
+                     else (base_adj - adj[p]) / (base_adj - oracle_adj))
+        work_mwh = t["work_it_kwh"] / 1000.0
         out_pol[p] = {
             "emissions_kg": round(t["emissions_kg"], 3),
             "reduction_pct": None if red is None else round(red, 3),
@@ -311,13 +347,49 @@ def run_replay(
             "unplaced_gpu_hours": round(t["unplaced_gpu_hours"], 1),
             "not_optimal_days": int(t["not_optimal_days"]),
             "fallback_days": int(t["fallback_days"]),
+            "work_it_mwh": round(work_mwh, 3),
+            "unplaced_it_mwh": round(t["unplaced_it_kwh"] / 1000.0, 3),
+            "kg_per_mwh_work": None if work_mwh <= 0 else round(t["emissions_kg"] / work_mwh, 3),
+            "unplaced_priced_kg": round(t["unplaced_priced_kg"], 3),
+            "emissions_with_unplaced_kg": round(adj[p], 3),
+            "reduction_with_unplaced_pct": None if red_adj is None else round(red_adj, 3),
+            "oracle_share_with_unplaced": None if share_adj is None else round(share_adj, 4),
             "seconds": round(t["seconds"], 2),
         }
     return {"catalog": cat.name, "start": days[0], "end": days[-1], "days": len(days),
             "seed": seed, "workload_scale": workload_scale,
             "time_limit_s": time_limit_s, "mip_gap": mip_gap,
             "chunk_days": chunk_days, "executor": str(kind),
-            "policies": out_pol, "daily": daily, "notes": notes}
+            "policies": out_pol, "daily": daily,
+            "margins": _margins_per_mwh(daily, policies), "notes": notes}
+
+
+def _margins_per_mwh(daily: list[dict[str, Any]], policies: tuple[str, ...],
+                     ) -> dict[str, dict[str, float | int | None]]:
+    """Day-by-day margin of ``milp`` over ``greedy`` (and ``agnostic``) per MWh of work done.
+
+    For each day with work under both policies: ``kg/MWh(other) − kg/MWh(milp)``; the mean
+    with a normal-approximation 95 % confidence interval over days
+    (mean ± 1.96 · s / √n). [kg CO2e/MWh IT]
+    """
+    out: dict[str, dict[str, float | int | None]] = {}
+    if "milp" not in policies:
+        return out
+    for other in ("greedy", "agnostic"):
+        if other not in policies:
+            continue
+        diffs = [r[other] / r[f"{other}_work_mwh"] - r["milp"] / r["milp_work_mwh"]
+                 for r in daily if r.get(f"{other}_work_mwh") and r.get("milp_work_mwh")]
+        if not diffs:
+            continue
+        arr = np.asarray(diffs, dtype=float)
+        mean = float(arr.mean())
+        half = 1.96 * float(arr.std(ddof=1)) / np.sqrt(len(arr)) if len(arr) > 1 else None
+        out[f"milp_vs_{other}_kg_per_mwh"] = {
+            "mean": round(mean, 3),
+            "ci95_lo": None if half is None else round(mean - half, 3),
+            "ci95_hi": None if half is None else round(mean + half, 3), "days": int(len(arr))}
+    return out
 
 
 def plot_daily(result: dict[str, Any], path: Path) -> None:

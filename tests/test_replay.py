@@ -44,6 +44,25 @@ def test_replay_policies_are_valid_and_ordered(two_days):
     assert pol["milp"]["reduction_pct"] == pytest.approx(100 * (a - m) / a, abs=1e-2)
     daily_total = sum(d["milp"] for d in two_days["daily"])
     assert daily_total == pytest.approx(m, abs=0.01)
+    # on equal terms: work done, unplaced work priced at the dirtiest hour, margins per MWh
+    for name, p in pol.items():
+        assert p["work_it_mwh"] > 0
+        assert p["kg_per_mwh_work"] == pytest.approx(p["emissions_kg"] / p["work_it_mwh"],
+                                                     rel=1e-3)
+        assert p["emissions_with_unplaced_kg"] == pytest.approx(
+            p["emissions_kg"] + p["unplaced_priced_kg"], abs=2e-3)
+        assert (p["unplaced_it_mwh"] == 0) == (p["unplaced_priced_kg"] == 0), name
+        assert sum(d[f"{name}_work_mwh"] for d in two_days["daily"]) == pytest.approx(
+            p["work_it_mwh"], abs=1e-3)
+    # every policy faces the same work: placed + unplaced is the same total
+    totals = {n: p["work_it_mwh"] + p["unplaced_it_mwh"] for n, p in pol.items()}
+    assert max(totals.values()) - min(totals.values()) < 1e-3
+    margin = two_days["margins"]["milp_vs_agnostic_kg_per_mwh"]
+    assert margin["days"] == 2 and margin["ci95_lo"] <= margin["mean"] <= margin["ci95_hi"]
+    per_day = [d["agnostic"] / d["agnostic_work_mwh"] - d["milp"] / d["milp_work_mwh"]
+               for d in two_days["daily"]]
+    assert margin["mean"] == pytest.approx(sum(per_day) / 2, abs=2e-3)
+    assert margin["mean"] > 0
 
 
 @pytest.mark.shared_data
@@ -82,3 +101,21 @@ def test_actual_signals_fills_gaps_by_interpolation_and_counts_them():
     with pytest.raises(InputError, match="ca-on-toronto: no actual carbon intensity on "
                                          "2023-07-15T00:00:00"):
         actual_signals(site, frame, slots)
+
+
+def test_unplaced_work_is_priced_at_the_dirtiest_site_hour():
+    from carbonsched.plan import agnostic_plan
+    from carbonsched.replay import dirtiest_kg_per_kwh, work_split_kwh
+
+    from plan.builders import JobWrapper, SiteWrapper, problem
+
+    # site a: 2 GPUs. j1 (2 GPUs x 1 kW x 2 h = 4 kWh) fits, j2 (2 GPUs x 1 h, same window
+    # [0, 2)) does not: 2 kWh unplaced. Dirtiest site-hour: PUE 1.5 x 400 g = 0.6 kg/kWh.
+    sites = [SiteWrapper("a").gpus("H100", 2).obj()]
+    jobs = [JobWrapper("j1").gpus(2).hours(2).window(0, 2).obj(),
+            JobWrapper("j2").gpus(2).hours(1).window(0, 2).obj()]
+    prob = problem(sites, jobs, 3, ci={"a": [100.0, 400.0, 50.0]}, pue={"a": 1.5})
+    plan = agnostic_plan(prob)
+    assert [p.job_id for p in plan.placements] == ["j1"]
+    assert work_split_kwh(prob, plan) == (4.0, 2.0)
+    assert dirtiest_kg_per_kwh(prob.signals) == pytest.approx(0.6)
