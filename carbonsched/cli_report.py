@@ -29,6 +29,7 @@ def report(
     """Sustainability report: Scope 2 location- and market-based (both rules), SCI, savings."""
     # imported here: carbonsched.cli imports this module to register the command
     from carbonsched.cli import _errors, err
+    from carbonsched.fileio import atomic_path
     from carbonsched.report import FORMATS, build_report, render
     from carbonsched.settings import get_settings
     from carbonsched.store import Store
@@ -43,8 +44,8 @@ def report(
         rep = build_report(store, catalog, data_dir or settings.data_dir, date_from, date_to,
                            instruments=instruments, telemetry=telemetry)
         data = render(rep, fmt)
-        out_file.parent.mkdir(parents=True, exist_ok=True)
-        out_file.write_bytes(data)
+        with atomic_path(out_file) as tmp:
+            tmp.write_bytes(data)
         t = rep.totals
         err.print(f"report {date_from}..{date_to} written to {out_file} ({fmt}): "
                   f"location-based {t['location_based_kg']:,.1f} kg, market-based "

@@ -56,10 +56,19 @@ def _quiet(_: str) -> None:
 
 def _actual_frame(site: Any, frame: pd.DataFrame, slots: pd.DatetimeIndex,
                   reference: pd.Series | None) -> pd.DataFrame:
+    """The actual signals on ``slots``; hours without a real observation are NaN (not scored).
+
+    :func:`carbonsched.replay.actual_signals` interpolates missing carbon intensity and puts
+    PUE at the model's floor without weather (right for scoring a plan's emissions); a
+    forecast is scored only against hours that were really observed.
+    """
     act = actual_signals(site, frame, slots, reference)
-    return pd.DataFrame({"carbon_intensity_g_per_kwh": act["carbon_intensity_g_per_kwh"],
+    f = frame.reindex(slots)
+    ci = act["carbon_intensity_g_per_kwh"].where(f["carbon_intensity_g_per_kwh"].notna())
+    weather = f[["temperature_c", "relative_humidity_pct"]].notna().all(axis=1)
+    return pd.DataFrame({"carbon_intensity_g_per_kwh": ci,
                          "green_surplus_index": act["green_surplus_index"],
-                         "pue": act["pue"]}, index=slots)
+                         "pue": act["pue"].where(weather)}, index=slots)
 
 
 def _site_chunk(catalog: str | Path, data_dir: Path, site_id: str, days: list[str],
@@ -104,6 +113,11 @@ def _site_chunk(catalog: str | Path, data_dir: Path, site_id: str, days: list[st
 
 
 def _scores(g: pd.DataFrame, signal: str) -> dict[str, Any]:
+    # hours without a real actual (or a real naive value) are not scored, for either model
+    ok = g.groupby(["issued_at", "ts"])["actual"].transform("count") == 2
+    ok &= g.groupby(["issued_at", "ts"])["mean"].transform("count") == 2
+    unscored = int((~ok & g["chosen"]).sum())
+    g = g[ok]
     chosen, naive = g[g["chosen"]], g[~g["chosen"]]
 
     def mape(d: pd.DataFrame) -> float | None:
@@ -121,14 +135,15 @@ def _scores(g: pd.DataFrame, signal: str) -> dict[str, Any]:
         skill = None if an <= 0 else 1.0 - a / an
         basis = "mae"
     else:
-        skill = None if not m or not mn else 1.0 - m / mn
+        skill = None if m is None or not mn else 1.0 - m / mn
         basis = "mape"
     cov = {}
     for level in (80, 95):
         lo, hi = chosen[f"lo_{level}"], chosen[f"hi_{level}"]
         inside = (chosen["actual"] >= lo - 1e-9) & (chosen["actual"] <= hi + 1e-9)
         cov[f"coverage_{level}"] = float(inside.mean()) if len(chosen) else None
-    return {"hours": int(len(chosen)), "mape_pct": m, "mae": a, "naive_mape_pct": mn,
+    return {"hours": int(len(chosen)), "unscored_hours": unscored, "mape_pct": m, "mae": a,
+            "naive_mape_pct": mn,
             "naive_mae": an, "skill": skill, "skill_basis": basis, **cov,
             "models": dict(Counter(chosen["model"]).most_common())}
 

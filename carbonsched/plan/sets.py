@@ -306,12 +306,15 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None) 
                           f"gang of {job.gpus} {job.gpu_type} exceeds every allowed site "
                           f"(largest {int(count[typed, g].max())})")
             continue
-        powered = [s for s in fits if cap[s] >= j_kw[k] - 1e-9]
+        # the most IT power each site allows in any hour the job could occupy
+        lo, hi = max(int(first[k]), 0), min(int(last[k]) + int(j_dur[k]), n_t)
+        cap_win = cap_st[:, lo:hi].max(axis=1) if hi > lo else cap
+        powered = [s for s in fits if cap_win[s] >= j_kw[k] - 1e-9]
         if not powered:
-            by_facility = any(cap[s] < it_cap[s] - 1e-9 for s in fits)
+            by_facility = any(cap_win[s] < it_cap[s] - 1e-9 for s in fits)
             reasons[k] = (ReasonCode.EXCEEDS_POWER_CAP,
                           f"job draws {j_kw[k]:.1f} kW IT power, above every allowed site's cap "
-                          f"(largest {cap[fits].max():.1f} kW"
+                          f"in its window (largest {cap_win[fits].max():.1f} kW"
                           + (", with facility power caps at the PUE's upper bound)"
                              if by_facility else ")"))
             continue

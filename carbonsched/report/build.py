@@ -36,9 +36,10 @@ import pandas as pd
 
 from carbonsched.adapters.signals import load_site_signals
 from carbonsched.catalog import Catalog, load_catalog
-from carbonsched.errors import InputError
+from carbonsched.errors import InputError, UnknownSiteError
 from carbonsched.forecasts.green_surplus import green_surplus_index
 from carbonsched.forecasts.pue import pue_from_weather
+from carbonsched.pipeline import HISTORY_DAYS, MAX_HORIZON_HOURS
 from carbonsched.report.inputs import (
     actual_runs,
     load_embodied,
@@ -50,9 +51,6 @@ from carbonsched.report.inputs import (
 from carbonsched.report.instruments import MarketConfig, load_market_config
 from carbonsched.report.scope2 import RULE_2015, RULE_HOURLY, market_based
 from carbonsched.timeaxis import HOUR, day_start_utc
-
-HISTORY_DAYS = 56
-"""Days before the period read as the green-surplus index's reference (as the plan did). [d]"""
 
 FUNCTIONAL_UNIT = "GPU-hour"
 
@@ -255,12 +253,20 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
         data_dir = get_settings().data_dir
     data_dir = Path(data_dir)
     dates = [d.strftime("%Y-%m-%d") for d in pd.date_range(t0, t1 - HOUR, freq="D")]
+    # plans of the days before the period whose horizon reaches into it (work that crosses the
+    # period's start is counted for its hours inside the period, never dropped)
+    lookback = [d.strftime("%Y-%m-%d") for d in pd.date_range(
+        t0 - pd.Timedelta(hours=MAX_HORIZON_HOURS), t0 - HOUR, freq="D")]
     cat_name = None
     if catalog is not None:
         cat_name = load_catalog(catalog).name
-    docs = plans if plans is not None else stored_plans(store, dates, cat_name)
-    docs = [d for d in docs if d["date"] in dates and (cat_name is None or
-                                                       d["catalog"] == cat_name)]
+    skipped: list[str] = []
+    docs = plans if plans is not None else stored_plans(store, lookback + dates, cat_name,
+                                                        skipped)
+    docs = [d for d in docs if (d["date"] in dates or d["date"] in lookback)
+            and (cat_name is None or d["catalog"] == cat_name)]
+    earlier = [d for d in docs if d["date"] in lookback]
+    docs = [d for d in docs if d["date"] in dates]
     where = getattr(store, "url", "the given plans")
     if not docs:
         raise InputError(
@@ -275,6 +281,11 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
     cat = load_catalog(catalog if catalog is not None else cats[0])
     zones = {s.id: s.zone for s in cat.sites}
     notes: list[str] = []
+    if skipped:
+        notes.append(f"{len(skipped)} plan(s) without a usable solution (not optimal, feasible "
+                     f"or heuristic) passed over for an earlier plan of the day: "
+                     f"{', '.join(skipped[:5])}" + (" ..." if len(skipped) > 5 else ""))
+    _check_sites(docs + earlier, cat)
     counts = {"no_workload_record": 0, "no_inference_power": 0}
     missing_days = sorted(set(dates) - {d["date"] for d in docs})
     if missing_days:
@@ -283,13 +294,25 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
                      + (" ..." if len(missing_days) > 10 else ""))
 
     # ---- work intervals: plan and counterfactual
-    plan_iv = pd.DataFrame([r for d in docs for r in _intervals(d, d, cat, counts)])
+    plan_iv = pd.DataFrame([r for d in docs + earlier for r in _intervals(d, d, cat, counts)])
     if plan_iv.empty:
         raise InputError(f"the {len(docs)} plan(s) between {date_from} and {date_to} place no "
                          "work; there is nothing to report")
-    base_docs = [d for d in docs if "baseline" in d]
+    base_docs = [d for d in docs + earlier if "baseline" in d]
     base_iv = pd.DataFrame([r for d in base_docs for r in _intervals(d, d["baseline"], cat,
                                                                      counts)])
+    if len(base_iv):
+        # like for like: the counterfactual runs the work the plan ran (its placed jobs and all
+        # inference), never jobs the plan left unplaced (they would count as "avoided")
+        placed = {(d["plan_id"], p["job_id"]) for d in base_docs
+                  for p in d.get("placements", [])}
+        keep = (base_iv["kind"] == "inference") | pd.Series(
+            [(a, b) in placed for a, b in zip(base_iv["plan_id"], base_iv["job_id"],
+                                              strict=True)], index=base_iv.index)
+        if (~keep).any():
+            notes.append(f"{int((~keep).sum())} job(s) the carbon-agnostic baseline ran but the "
+                         "plan left unplaced are not in the counterfactual (like for like)")
+        base_iv = base_iv[keep]
     # ---- actual hours from dispatch
     act = normalise_actual_runs(actual) if actual is not None else actual_runs(store, t0, t1)
     plan_iv["hours_basis"] = "planned"
@@ -384,8 +407,9 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
     else:
         counterfactual_kg = float("nan")
         counterfactual_basis = "not available: the stored plans have no baseline placements"
-    if len(base_docs) < len(docs):
-        notes.append(f"{len(docs) - len(base_docs)} plan(s) without baseline placements: "
+    n_all = len(docs) + len(earlier)
+    if len(base_docs) < n_all:
+        notes.append(f"{n_all - len(base_docs)} plan(s) without baseline placements: "
                      "avoided emissions cover the other plans only")
 
     # ---- green surplus: forecast absorbed vs occurred; the plan's own estimate
@@ -399,7 +423,7 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
     absorbed_actual = np.minimum(site_hour["surplus_kw"], site_hour["facility_energy_kwh"])
     plan_rule_actual_kg = float(((site_hour["facility_energy_kwh"] - absorbed_actual)
                                  * site_hour["ci"]).sum() / 1000.0)
-    plan_estimate_kg = float(sum(d["totals"]["emissions_kg"] for d in docs))
+    plan_estimate_kg = float(sum(d["totals"]["emissions_kg"] for d in docs + earlier))
     fc_absorbed, fc_occurred = _surplus_forecast(store, docs, plan_iv, rows, actuals, cat,
                                                  t0, t1, notes)
 
@@ -407,6 +431,10 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
     frames = _frames(rows, cat, cfg, zones, actuals, use15, useh, fc_absorbed, fc_occurred,
                      per_gpu_h, site_hour)
     loc_total = float(rows["location_based_kg"].sum())
+    # avoided emissions compare the same plans on both sides
+    base_ids = {d["plan_id"] for d in base_docs}
+    loc_with_baseline = float(rows.loc[rows["plan_id"].isin(base_ids),
+                                       "location_based_kg"].sum())
     energy = float(rows["facility_energy_kwh"].sum())
     gap_kwh = float(rows.loc[rows["gap"], "facility_energy_kwh"].sum())
     if gap_kwh > 0:
@@ -443,7 +471,7 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
         "location_gap_energy_kwh": gap_kwh,
         "location_gap_share": gap_kwh / energy if energy else 0.0,
         "counterfactual_location_based_kg": counterfactual_kg,
-        "avoided_kg": counterfactual_kg - loc_total,
+        "avoided_kg": counterfactual_kg - loc_with_baseline,
         "surplus_absorbed_mwh": fc_absorbed["absorbed_kwh"].sum() / 1000.0
         if len(fc_absorbed) else float("nan"),
         "surplus_absorbed_occurred_mwh": fc_occurred / 1000.0,
@@ -503,6 +531,19 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
         "notes": notes,
     }
     return Report(frames, totals, meta)
+
+
+def _check_sites(docs: list[dict[str, Any]], catalog: Catalog) -> None:
+    """Refuse plans that name a site the catalog no longer has (e.g. edited after planning)."""
+    known = {s.id for s in catalog.sites}
+    for d in docs:
+        for part in (d, d.get("baseline") or {}):
+            for p in part.get("placements", []) + part.get("inference", []):
+                if p["site"] not in known:
+                    raise UnknownSiteError(
+                        f"plan {d['plan_id'][:12]} of {d['date']} places work at site "
+                        f"{p['site']!r}, which catalog {catalog.name!r} does not define; report "
+                        "with the catalog the plan was made with (--catalog PATH)")
 
 
 def _surplus_forecast(store: Any, docs: list[dict[str, Any]], plan_iv: pd.DataFrame,

@@ -73,10 +73,19 @@ def normalise_actual_runs(df: pd.DataFrame) -> pd.DataFrame:
         raise DataFormatError("actual runs", f"missing column(s) {', '.join(sorted(missing))}")
     out = df.copy()
     for c in ("actual_start", "actual_end"):
-        t = pd.to_datetime(out[c])
-        if t.dt.tz is None:
+        known = out[c][out[c].notna()]
+        t = pd.to_datetime(known)
+        if len(t) and t.dt.tz is None:
             raise DataFormatError("actual runs", f"{c} has naive times; give them in UTC")
-        out[c] = t.dt.tz_convert("UTC")
+        # an empty actual_end means still running; every time, when given, in UTC
+        out[c] = pd.Series(pd.NaT, index=out.index, dtype="datetime64[ns, UTC]")
+        if len(t):
+            out.loc[t.index, c] = t.dt.tz_convert("UTC")
+    no_start = out["actual_start"].isna()
+    if no_start.any():
+        raise DataFormatError("actual runs", f"job {out.loc[no_start, 'job_id'].iloc[0]!r}: no "
+                                             "actual_start; give the backend's start time (UTC) "
+                                             "or leave the job out to report its planned hours")
     bad = out["actual_end"].notna() & (out["actual_end"] < out["actual_start"])
     if bad.any():
         raise DataFormatError("actual runs", f"job {out.loc[bad, 'job_id'].iloc[0]!r}: "
@@ -173,13 +182,29 @@ def load_embodied() -> Embodied:
                     raw["lifetime_years"]["source"])
 
 
-def stored_plans(store: Any, dates: list[str], catalog: str | None) -> list[dict[str, Any]]:
-    """The newest stored plan of each date (optionally of one catalog), oldest date first."""
+USABLE_PLAN_STATUSES = ("optimal", "feasible", "heuristic")
+"""Solver statuses of a plan whose placements are work that was planned to run."""
+
+
+def stored_plans(store: Any, dates: list[str], catalog: str | None,
+                 skipped: list[str] | None = None) -> list[dict[str, Any]]:
+    """The newest usable stored plan of each date (optionally of one catalog), oldest first.
+
+    A plan whose solver status is not one of :data:`USABLE_PLAN_STATUSES` (``infeasible``,
+    ``no_solution``, ``error``: recorded before the command exited 4) places nothing: it is
+    passed over for the newest usable plan of its date, and named in ``skipped``.
+    """
     docs = []
     for d in dates:
         rows = [r for r in store.list_plans(d) if catalog is None or r["catalog"] == catalog]
-        if rows:
-            docs.append(store.get_plan(rows[0]["plan_id"]))
+        usable = [r for r in rows if r["solver_status"] in USABLE_PLAN_STATUSES]
+        if skipped is not None:
+            newest_usable = usable[0]["created_at"] if usable else None
+            skipped.extend(f"plan {r['plan_id'][:12]} of {d} ({r['solver_status']})"
+                           for r in rows if r["solver_status"] not in USABLE_PLAN_STATUSES
+                           and (newest_usable is None or r["created_at"] > newest_usable))
+        if usable:
+            docs.append(store.get_plan(usable[0]["plan_id"]))
     return docs
 
 

@@ -35,6 +35,7 @@ draft, October 2025):
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -144,6 +145,17 @@ class MarketConfig:
         return self.sites.get(site_id, SiteFactors(market=zone))
 
 
+
+def _num(value: Any, where: str, path: Any) -> float:
+    """``value`` as a finite float, or a :class:`DataFormatError` naming the file and field."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise DataFormatError(path, f"{where}: {value!r} is not a number") from None
+    if not math.isfinite(out):
+        raise DataFormatError(path, f"{where}: {value!r} is not a finite number")
+    return out
+
 def _ts(value: Any, where: str, path: Path) -> pd.Timestamp:
     if isinstance(value, datetime):
         t = pd.Timestamp(value)
@@ -171,11 +183,13 @@ def _profile(raw: dict[str, Any], iid: str, path: Path) -> pd.Series | None:
                                      f"{', '.join(sorted(missing))} (needs hour_utc, energy_mwh)")
         hours = [_ts(v, f"instrument {iid!r} profile line {i + 2}", p)
                  for i, v in enumerate(df["hour_utc"])]
-        s = pd.Series(pd.to_numeric(df["energy_mwh"], errors="raise").to_numpy(float),
-                      index=pd.DatetimeIndex(hours))
+        s = pd.Series([_num(v, f"instrument {iid!r} profile line {i + 2} energy_mwh", p)
+                       for i, v in enumerate(df["energy_mwh"])],
+                      index=pd.DatetimeIndex(hours), dtype=float)
     elif "profile" in raw:
         rows = raw["profile"]
-        s = pd.Series([float(r["mwh"]) for r in rows],
+        s = pd.Series([_num(r.get("mwh"), f"instrument {iid!r} profile mwh", path)
+                       for r in rows],
                       index=pd.DatetimeIndex([_ts(r["hour"], f"instrument {iid!r} profile", path)
                                               for r in rows]))
     else:
@@ -233,7 +247,7 @@ def load_market_config(path: str | Path | None, site_ids: set[str] | None = None
         if "market" not in cfg:
             raise DataFormatError(p, f"[sites.{sid}] needs a market (e.g. its grid zone)")
         for k in ("residual_mix_g_per_kwh", "fossil_g_per_kwh"):
-            if k in cfg and float(cfg[k]) < 0:
+            if k in cfg and _num(cfg[k], f"[sites.{sid}] {k}", p) < 0:
                 raise DataFormatError(p, f"[sites.{sid}] {k} must be >= 0")
         sites[sid] = SiteFactors(
             market=str(cfg["market"]),
@@ -284,10 +298,10 @@ def load_market_config(path: str | Path | None, site_ids: set[str] | None = None
             if bool(r.get("hourly", False)) and profile is None:
                 raise DataFormatError(p, f"{where}: hourly = true needs a profile")
             volume = (float(profile.sum()) if profile is not None
-                      else float(r.get("volume_mwh", -1)))
+                      else _num(r.get("volume_mwh", -1), f"{where}: volume_mwh", p))
             if volume < 0:
                 raise DataFormatError(p, f"{where}: volume_mwh must be given and >= 0")
-        factor = float(r.get("factor_g_per_kwh", 0.0))
+        factor = _num(r.get("factor_g_per_kwh", 0.0), f"{where}: factor_g_per_kwh", p)
         if factor < 0:
             raise DataFormatError(p, f"{where}: factor_g_per_kwh must be >= 0")
         instruments.append(Instrument(

@@ -118,7 +118,7 @@ def test_job_above_every_hours_facility_cap_is_refused_with_reason() -> None:
     res = solve_plan(prob)
     (u,) = res.unplaced
     assert u.reason == ReasonCode.EXCEEDS_POWER_CAP
-    assert "largest 104.0 kW, with facility power caps at the PUE's upper bound" in u.detail
+    assert "in its window (largest 104.0 kW, with facility power caps at the PUE's upper bound" in u.detail
 
 
 def test_upper_bound_below_the_point_forecast_is_refused() -> None:
@@ -127,3 +127,14 @@ def test_upper_bound_below_the_point_forecast_is_refused() -> None:
     with pytest.raises(InputError, match=r"pue_hi_95 for site 'a' at 2023-07-15T01:00:00\+00:00 "
                                          r"is 1.1, below the PUE 1.2"):
         compile_sets(prob)
+
+
+def test_power_precheck_looks_at_the_jobs_window_only() -> None:
+    # 95 kW job allowed only in hour 2 (the warm hour: 130 / 1.4 = 92.9 kW); other hours allow
+    # 100 kW but are outside its window -> refused as too big for the cap, not "needed by others"
+    prob = problem([site(130.0, it_cap=1000.0)],
+                   [JobWrapper("j").gpus(95).hours(1).window(2, 3).obj()], 4,
+                   ci=CI, pue=PUE, pue_hi=PUE_HI)
+    (u,) = solve_plan(prob).unplaced
+    assert u.reason == ReasonCode.EXCEEDS_POWER_CAP
+    assert "in its window (largest 92.9 kW, with facility power caps" in u.detail

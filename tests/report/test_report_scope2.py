@@ -211,6 +211,30 @@ valid_to = 2023-08-01T00:00:00Z
 """), sites)
     with pytest.raises(UnknownSiteError, match="site 'mars'"):
         load_market_config(_write(tmp_path, '[sites.mars]\nmarket = "X"\n'), sites)
+    with pytest.raises(DataFormatError, match=r"\[sites.de-site\] residual_mix_g_per_kwh: "
+                                               r"'seven hundred' is not a number"):
+        load_market_config(_write(tmp_path, '[sites.de-site]\nmarket = "DE"\n'
+                                  'residual_mix_g_per_kwh = "seven hundred"\n'), sites)
+    with pytest.raises(DataFormatError, match=r"instrument 'P' profile mwh: 'abc' is not a number"):
+        load_market_config(_write(tmp_path, """
+[[instruments]]
+id = "P"
+kind = "ppa"
+market = "DE"
+valid_from = 2023-07-01T00:00:00Z
+valid_to = 2023-08-01T00:00:00Z
+profile = [{hour = 2023-07-03T10:00:00Z, mwh = "abc"}]
+"""), sites)
+    with pytest.raises(DataFormatError, match=r"volume_mwh: nan is not a finite number"):
+        load_market_config(_write(tmp_path, """
+[[instruments]]
+id = "C"
+kind = "certificate"
+market = "DE"
+valid_from = 2023-07-01T00:00:00Z
+valid_to = 2023-08-01T00:00:00Z
+volume_mwh = nan
+"""), sites)
     with pytest.raises(DataFormatError, match="kind 'rec' is not one of"):
         load_market_config(_write(tmp_path, """
 [[instruments]]
@@ -333,3 +357,98 @@ def test_gap_hours_are_a_gap_not_zero(fx, shared_data, tmp_path):
 def test_unknown_format(hand_report):
     with pytest.raises(InputError, match="unknown report format 'pdf'"):
         render(hand_report, "pdf")
+
+
+# ---- review fixes: like-for-like avoided emissions, boundaries, statuses, bad input
+
+
+def _two_day_docs():
+    # day 1 has a baseline (the same job at its earliest start), day 2 has none
+    d1 = plan_doc("2023-07-03", "two-markets",
+                  [("J1", "a", "de-site", "2023-07-03T12:00:00Z", "2023-07-03T14:00:00Z", 4, 0.5)],
+                  baseline=[("J1", "a", "de-site", "2023-07-03T00:00:00Z",
+                             "2023-07-03T02:00:00Z", 4, 0.5)])
+    d2 = plan_doc("2023-07-04", "two-markets",
+                  [("J2", "a", "de-site", "2023-07-04T12:00:00Z", "2023-07-04T14:00:00Z", 4, 0.5)])
+    return d1, d2
+
+
+def test_avoided_emissions_compare_the_same_plans(fx, shared_data):
+    d1, d2 = _two_day_docs()
+    both = build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-04",
+                        plans=[d1, d2])
+    only1 = build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03",
+                         "2023-07-03", plans=[d1])
+    # day 2 (no baseline) changes the inventory but not the avoided emissions
+    assert both.totals["location_based_kg"] > only1.totals["location_based_kg"]
+    assert both.totals["avoided_kg"] == pytest.approx(only1.totals["avoided_kg"], rel=1e-9)
+    assert only1.totals["avoided_kg"] == pytest.approx(
+        only1.totals["counterfactual_location_based_kg"] - only1.totals["location_based_kg"])
+    assert "1 plan(s) without baseline placements" in " | ".join(both.metadata["notes"])
+
+
+def test_work_the_plan_left_unplaced_is_not_avoided(fx, shared_data):
+    d1, _ = _two_day_docs()
+    with_extra = plan_doc("2023-07-03", "two-markets", [
+        ("J1", "a", "de-site", "2023-07-03T12:00:00Z", "2023-07-03T14:00:00Z", 4, 0.5)],
+        baseline=[("J1", "a", "de-site", "2023-07-03T00:00:00Z", "2023-07-03T02:00:00Z", 4, 0.5),
+                  ("JX", "a", "gb-site", "2023-07-03T00:00:00Z", "2023-07-03T05:00:00Z", 8, 1.0)])
+    a = build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03",
+                     plans=[d1])
+    b = build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03",
+                     plans=[with_extra])
+    assert b.totals["avoided_kg"] == pytest.approx(a.totals["avoided_kg"], rel=1e-9)
+    assert ("1 job(s) the carbon-agnostic baseline ran but the plan left unplaced"
+            in " | ".join(b.metadata["notes"]))
+
+
+def test_work_crossing_the_period_start_is_counted_inside_it(fx, shared_data):
+    # a 48 h plan of 2023-07-02 runs a job 22:00 .. 02:00: July 3 reports its 2 hours there
+    doc = plan_doc("2023-07-02", "two-markets", [
+        ("JC", "a", "de-site", "2023-07-02T22:00:00Z", "2023-07-03T02:00:00Z", 4, 0.5)])
+    d1, _ = _two_day_docs()
+    rep = build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03",
+                       plans=[doc, d1])
+    jobs = rep.frames["jobs"].set_index("job_id")
+    assert jobs.loc["JC", "it_energy_kwh"] == pytest.approx(2 * 4 * 0.5)
+    assert jobs.loc["J1", "it_energy_kwh"] == pytest.approx(2 * 4 * 0.5)
+
+
+def test_a_failed_replan_does_not_erase_the_day(fx, shared_data, tmp_path):
+    from carbonsched.store import Store
+
+    store = Store(f"sqlite:///{tmp_path}/s.db")
+    d1, _ = _two_day_docs()
+    store.save_plan(d1)
+    bad = plan_doc("2023-07-03", "two-markets", [], baseline=[
+        ("J1", "a", "de-site", "2023-07-03T00:00:00Z", "2023-07-03T02:00:00Z", 4, 0.5)])
+    bad["solver"]["status"] = "infeasible"
+    store.save_plan(bad)
+    rep = build_report(store, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03")
+    assert rep.frames["jobs"]["job_id"].tolist() == ["J1"]
+    notes = " | ".join(rep.metadata["notes"])
+    assert f"plan {bad['plan_id'][:12]} of 2023-07-03 (infeasible)" in notes
+
+
+def test_actual_runs_still_running_and_without_start(fx, shared_data):
+    d1, _ = _two_day_docs()
+    running = pd.DataFrame({"job_id": ["J1"], "plan_id": [d1["plan_id"]], "site": ["de-site"],
+                            "actual_start": [pd.Timestamp("2023-07-03T12:30Z")],
+                            "actual_end": [None], "backend": ["slurm:de"]})
+    rep = build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03",
+                       actual=running, plans=[d1])
+    job = rep.frames["jobs"].set_index("job_id").loc["J1"]
+    assert job["hours_basis"] == "actual" and job["start"] == "2023-07-03T12:30:00Z"
+    no_start = running.assign(actual_start=[None])
+    with pytest.raises(DataFormatError, match=r"job 'J1': no actual_start"):
+        build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03",
+                     actual=no_start, plans=[d1])
+
+
+def test_plan_naming_a_site_the_catalog_lacks(fx, shared_data):
+    doc = plan_doc("2023-07-03", "two-markets", [
+        ("J1", "a", "mars-site", "2023-07-03T12:00:00Z", "2023-07-03T14:00:00Z", 4, 0.5)])
+    with pytest.raises(UnknownSiteError, match=r"places work at site 'mars-site', which "
+                                               r"catalog 'two-markets' does not define"):
+        build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03",
+                     plans=[doc])
