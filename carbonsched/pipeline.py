@@ -343,10 +343,21 @@ class DailyPlan:
     summary: list[dict[str, Any]]
 
 
+SignalLoader = Callable[..., tuple[pd.DataFrame, dict[str, Any]]]
+"""``loader(site, data_dir, start, end) -> (frame, meta)`` with the contract of
+:func:`carbonsched.adapters.signals.load_site_signals` (the default, reading files);
+:meth:`carbonsched.adapters.signals.live.LiveSignals.load_site_signals` reads providers."""
+
+
 def gather_forecasts(catalog: Catalog, data_dir: Path | None, issued_at: pd.Timestamp,
                      horizon_hours: int, progress: Progress = _quiet,
+                     loader: SignalLoader | None = None,
+                     degraded: list[dict[str, Any]] | None = None,
                      ) -> tuple[dict[str, SiteForecast], list[str], set[str]]:
     """Load each site's history and forecast it; sites without usable data are left out.
+
+    ``loader`` replaces the file-based :func:`load_site_signals` (the provider seam); the
+    ``meta["degraded"]`` entries it returns are appended to ``degraded`` with the planned hours.
 
     Returns
     -------
@@ -360,7 +371,9 @@ def gather_forecasts(catalog: Catalog, data_dir: Path | None, issued_at: pd.Time
     end = issued_at + horizon_hours * HOUR
     for site in catalog.sites:
         progress(f"forecasting {site.id} ({site.zone})")
-        frame, meta = load_site_signals(site, data_dir, start, end)
+        frame, meta = (loader or load_site_signals)(site, data_dir, start, end)
+        if degraded is not None and meta.get("degraded"):
+            degraded.extend(_degraded_rows(meta["degraded"], issued_at, horizon_hours))
         modelled = meta.get("signal_quality") == SignalQuality.MODELLED
         future = frame[frame.index >= issued_at] if modelled else None
         try:
@@ -374,6 +387,14 @@ def gather_forecasts(catalog: Catalog, data_dir: Path | None, issued_at: pd.Time
     return forecasts, notes, qualities
 
 
+def _degraded_rows(rows: list[dict[str, Any]], issued_at: pd.Timestamp,
+                   horizon_hours: int) -> list[dict[str, Any]]:
+    """A loader's degraded groups with the plan hours that rest on them."""
+    end = issued_at + horizon_hours * HOUR
+    return [{**r, "planned_from": issued_at.isoformat(), "planned_to": end.isoformat()}
+            for r in rows]
+
+
 def run_daily_plan(
     date: str,
     catalog: str | Path = "china-eastdata-westcompute",
@@ -383,6 +404,7 @@ def run_daily_plan(
     time_limit_s: float = 60.0,
     horizon_hours: int = 24,
     progress: Progress = _quiet,
+    signal_loader: SignalLoader | None = None,
 ) -> DailyPlan:
     """Run one planning day and return the plan document and its parts.
 
@@ -405,6 +427,9 @@ def run_daily_plan(
         Slots planned. [h]
     progress
         Callable receiving status lines.
+    signal_loader
+        Replaces the file readers (e.g. ``LiveSignals(...).load_site_signals``); the plan then
+        lists ``degraded`` sites, signals and hours (empty when every provider answered).
 
     Returns
     -------
@@ -438,8 +463,9 @@ def run_daily_plan(
         workload = demo_workload(cat, issued_at.strftime("%Y-%m-%d"))
     check_workload_fits_catalog(workload, cat)
     slots = hourly_slots(issued_at, horizon_hours)
+    degraded: list[dict[str, Any]] = []
     forecasts, notes, qualities = gather_forecasts(cat, data_dir, issued_at, horizon_hours,
-                                                   progress)
+                                                   progress, signal_loader, degraded)
     if not forecasts:
         why = notes[0] if notes else "no site was forecast"
         more = f" (and {len(notes) - 1} more site(s) alike)" if len(notes) > 1 else ""
@@ -487,6 +513,8 @@ def run_daily_plan(
         },
         "notes": notes,
     }
+    if signal_loader is not None:
+        doc["degraded"] = [{**d, "site_planned": d["site"] in forecasts} for d in degraded]
     summary = site_summary(problem, result)
     fc_long = (pd.concat([f.long for f in forecasts.values()], ignore_index=True)
                if forecasts else pd.DataFrame())
