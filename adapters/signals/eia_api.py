@@ -91,8 +91,8 @@ def read_eia_api(rows: list[dict[str, Any]], respondent: str | None = None,
     if extra:
         notes.append(f"fuel codes {', '.join(extra)} counted as OTH")
         df.loc[df["fueltype"].isin(extra), "fueltype"] = "OTH"
-    wide = df.pivot_table(index="ts", columns="fueltype", values="value", aggfunc="sum",
-                          dropna=False)
+    # a null value stays missing (sum with min_count=1): a mix with a hole has no intensity
+    wide = df.groupby(["ts", "fueltype"])["value"].sum(min_count=1).unstack("fueltype")
     gen = wide.reindex(columns=list(FUELS))
     absent = [f for f in FUELS if f not in wide.columns]
     gen[absent] = 0.0  # a BA without that fuel reports no row for it

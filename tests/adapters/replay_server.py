@@ -161,13 +161,13 @@ def build_app(state: ReplayState) -> FastAPI:
         col = "carbon_intensity_g_per_kwh" if eft == "direct" else \
             "carbon_intensity_lca_g_per_kwh"
         sub = frame[(frame.index >= start) & (frame.index < end)]
-        data = [{"zone": zone, "carbonIntensity": _num(row[col]), "datetime": _z(ts),
+        data = [{"zone": zone, "carbonIntensity": _num(v), "datetime": _z(ts),
                  "updatedAt": _z(ts + pd.Timedelta(hours=2)), "createdAt": _z(ts),
-                 "emissionFactorType": eft,
-                 "isEstimated": bool(row["carbon_intensity_estimated"]),
-                 "estimationMethod": ("TIME_SLICER_AVERAGE" if
-                                      row["carbon_intensity_estimated"] else None)}
-                for ts, row in sub.iterrows()]
+                 "emissionFactorType": eft, "isEstimated": bool(est),
+                 "estimationMethod": "TIME_SLICER_AVERAGE" if est else None}
+                for ts, v, est in zip(sub.index, sub[col].to_numpy(float),
+                                      sub["carbon_intensity_estimated"].to_numpy(bool),
+                                      strict=True)]
         return {"zone": zone, "data": data}
 
     @app.get("/v3/power-breakdown/past-range")
@@ -180,11 +180,12 @@ def build_app(state: ReplayState) -> FastAPI:
             return JSONResponse({"error": "range exceeds 10 days"}, status_code=400)
         frame = _em_frame(dd, zone)
         sub = frame[(frame.index >= start) & (frame.index < end)]
-        data = [{"zone": zone, "datetime": _z(ts),
-                 "renewablePercentage": _num(row["renewable_pct"]),
-                 "fossilFreePercentage": _num(row["low_carbon_pct"]),
-                 "isEstimated": bool(row["carbon_intensity_estimated"])}
-                for ts, row in sub.iterrows()]
+        data = [{"zone": zone, "datetime": _z(ts), "renewablePercentage": _num(r),
+                 "fossilFreePercentage": _num(lc), "isEstimated": bool(est)}
+                for ts, r, lc, est in zip(sub.index, sub["renewable_pct"].to_numpy(float),
+                                          sub["low_carbon_pct"].to_numpy(float),
+                                          sub["carbon_intensity_estimated"].to_numpy(bool),
+                                          strict=True)]
         return {"zone": zone, "data": data}
 
     @app.get("/v3/carbon-intensity/forecast")
@@ -287,10 +288,10 @@ def build_app(state: ReplayState) -> FastAPI:
         first = pd.Timestamp(q["start"] + ":00", tz="UTC")
         last = pd.Timestamp(q["end"] + ":00", tz="UTC")
         rows = []
-        for ts, row in frame.iterrows():
+        ending_all = frame.index + pd.Timedelta(hours=1)
+        sub = frame[(ending_all >= first) & (ending_all <= last)]
+        for ts, row in zip(sub.index, sub.to_dict("records"), strict=True):
             ending = ts + pd.Timedelta(hours=1)
-            if not first <= ending <= last:
-                continue
             for f in FUELS:
                 v = row[f"generation_{f.lower()}_mw"]
                 rows.append({"period": ending.strftime("%Y-%m-%dT%H"), "respondent": ba,
