@@ -374,6 +374,7 @@ def gather_forecasts(catalog: Catalog, data_dir: Path | None, issued_at: pd.Time
         frame, meta = (loader or load_site_signals)(site, data_dir, start, end)
         if degraded is not None and meta.get("degraded"):
             degraded.extend(_degraded_rows(meta["degraded"], issued_at, horizon_hours))
+            notes.extend(n for n in meta.get("notes", []) if n.startswith("DEGRADED "))
         modelled = meta.get("signal_quality") == SignalQuality.MODELLED
         future = frame[frame.index >= issued_at] if modelled else None
         try:

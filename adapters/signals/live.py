@@ -115,11 +115,16 @@ class LiveSignals:
     @property
     def requests(self) -> int:
         """HTTP requests sent to every provider so far (every attempt counts)."""
-        return sum(f.requests for f in self._fetchers.values())
+        return sum(self.requests_by_provider().values())
 
     def requests_by_provider(self) -> dict[str, int]:
-        """HTTP requests sent so far, by provider name."""
-        return {n: f.requests for n, f in self._fetchers.items()}
+        """HTTP requests sent so far, by provider name (entsoe-py's session counted too)."""
+        counts = {n: f.requests for n, f in self._fetchers.items()}
+        for n, client in self._sessions.items():
+            session = getattr(client, "session", None)
+            if session is not None and hasattr(session, "count"):
+                counts[n] = counts.get(n, 0) + session.count
+        return counts
 
     def close(self) -> None:
         """Close every client."""
@@ -137,7 +142,7 @@ class LiveSignals:
         """
         spec = self.config.providers[binding.provider]
         group = binding.group
-        fetcher = self.fetcher(spec.name)
+        fetcher = self.fetcher(spec.name) if spec.kind != "entsoe" else None
         if spec.kind == "electricitymaps":
             from carbonsched.adapters.signals import electricitymaps_api as em
 
@@ -175,11 +180,15 @@ class LiveSignals:
                 raise ProviderConfigError(spec.name, "weather needs a site's coordinates")
             return get_open_meteo(fetcher, site.latitude, site.longitude, start, end)
         if spec.kind == "entsoe":
-            from carbonsched.adapters.signals.entsoe_api import get_entsoe
+            from carbonsched.adapters.signals.entsoe_api import get_entsoe, make_entsoe_client
 
-            token = credentials(spec, self.env)["token"].get()
-            return get_entsoe(spec, token, zone, group, start, end,
-                              eur_to_usd=self.config.eur_to_usd)
+            if spec.name not in self._sessions:
+                token = credentials(spec, self.env)["token"].get()
+                self._sessions[spec.name] = make_entsoe_client(
+                    spec.base_url, token, spec.timeout_s, spec.max_attempts)
+            return get_entsoe(spec, "", zone, group, start, end,
+                              eur_to_usd=self.config.eur_to_usd,
+                              client=self._sessions[spec.name])
         if spec.kind == "http-feed":
             from carbonsched.adapters.signals.http_feed import FeedSpec, get_http_feed
 
@@ -214,18 +223,18 @@ class LiveSignals:
                                "newest_value_at": None}
         for a, b in gaps:
             now = self.clock()
-            before = self.fetcher(spec.name).requests
+            before = self.requests_by_provider().get(spec.name, 0)
             try:
                 frame, meta = self.fetch(binding, site, zone, a, b)
             except ProviderConfigError:
                 raise
             except (ProviderError, TimeAxisError) as exc:
-                sent = self.fetcher(spec.name).requests - before
+                sent = self.requests_by_provider().get(spec.name, 0) - before
                 out["requests"] += sent
                 out["error"] = str(exc)
                 self._log(spec, zone, binding.group, a, b, now, "failed", sent, 0, None, str(exc))
                 break
-            sent = self.fetcher(spec.name).requests - before
+            sent = self.requests_by_provider().get(spec.name, 0) - before
             out["requests"] += sent
             newest = meta.get("newest_value_at")
             newest_ts = None if newest is None else pd.Timestamp(newest)
@@ -298,11 +307,9 @@ class LiveSignals:
                     f"DEGRADED {site.id}: {spec.name} {group} for {zone} failed ({info['error']}); "
                     f"{len(missing)} hour(s) before {fetch_end.isoformat()} missing (NaN, never 0)"
                     f"; last good hour {newest.isoformat() if newest is not None else 'none'}")
-        if "price_usd_per_mwh" in out:
-            pass
         ci_newest = provenance.get("carbon_intensity", {}).get("newest_value_at")
         age = provenance.get("carbon_intensity", {}).get("age_hours")
-        meta = {"source": SOURCE_NAME, "zone": site.zone,
+        meta = {"origin": SOURCE_NAME, "zone": site.zone,
                 "signal_quality": str(SignalQuality.MEASURED), "files": [], "notes": notes,
                 "providers": provenance, "degraded": degraded,
                 "newest_value_at": ci_newest, "signal_age_hours": age,
@@ -322,7 +329,10 @@ class LiveSignals:
         requests, newest value and its age), ``degraded`` (see the module docstring),
         ``newest_value_at`` and ``signal_age_hours`` of the carbon intensity.
         """
-        src = SignalSource(site.signal_source, SignalQuality.MEASURED, self._load,
+        # meta["source"] names the provider of the carbon intensity (as the file sources do);
+        # meta["origin"] says it came through the provider clients
+        ci_provider = self.config.site(site.id)["carbon_intensity"].provider
+        src = SignalSource(ci_provider, SignalQuality.MEASURED, self._load,
                            "provider clients behind the signal cache")
         return load_site_signals(site, Path(data_dir or "."), start, end,
                                  registry={site.signal_source: src})

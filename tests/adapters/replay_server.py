@@ -66,6 +66,8 @@ class ReplayState:
     hits: Counter = field(default_factory=Counter)
     slow_s: float = 3.0
     now: pd.Timestamp | None = None
+    latest: pd.Timestamp | None = None
+    """Newest hour Electricity Maps has published (a late provider); ``None``: all of it."""
     tokens_issued: int = 0
     expire_next_token: bool = False
     valid_tokens: set[str] = field(default_factory=set)
@@ -161,6 +163,8 @@ def build_app(state: ReplayState) -> FastAPI:
         col = "carbon_intensity_g_per_kwh" if eft == "direct" else \
             "carbon_intensity_lca_g_per_kwh"
         sub = frame[(frame.index >= start) & (frame.index < end)]
+        if state.latest is not None:
+            sub = sub[sub.index <= state.latest]
         data = [{"zone": zone, "carbonIntensity": _num(v), "datetime": _z(ts),
                  "updatedAt": _z(ts + pd.Timedelta(hours=2)), "createdAt": _z(ts),
                  "emissionFactorType": eft, "isEstimated": bool(est),
@@ -180,6 +184,8 @@ def build_app(state: ReplayState) -> FastAPI:
             return JSONResponse({"error": "range exceeds 10 days"}, status_code=400)
         frame = _em_frame(dd, zone)
         sub = frame[(frame.index >= start) & (frame.index < end)]
+        if state.latest is not None:
+            sub = sub[sub.index <= state.latest]
         data = [{"zone": zone, "datetime": _z(ts), "renewablePercentage": _num(r),
                  "fossilFreePercentage": _num(lc), "isEstimated": bool(est)}
                 for ts, r, lc, est in zip(sub.index, sub["renewable_pct"].to_numpy(float),
