@@ -3,10 +3,14 @@
 Documents are written from the ENTSO-E Transparency Platform's IEC 62325 schemas
 (``GL_MarketDocument`` for A75/A69, ``Publication_MarketDocument`` for A44,
 ``Acknowledgement_MarketDocument`` for "No matching data found"), with only the elements
-entsoe-py reads. Generation is the DACF DE mix (2019-2021, real values), served as PT15M points
-alternating ±``JITTER`` MW around the hourly value (so each hour's mean is exact); prices are the
-DE-LU 2023 USD file converted back to EUR with ``EUR_TO_USD_2023``. ``offset`` > 0 answers
-"No matching data" (entsoe-py pages A44 in 100-document steps).
+entsoe-py reads. Values (real, read at test time):
+
+* A75: the DACF DE mix (2019-2021), as PT15M points alternating ±``JITTER`` MW around the hourly
+  value, so each hour's mean is exact;
+* A69: the DACF DE test period's ENTSO-E day-ahead solar and wind forecasts (2021 H2), PT60M;
+* A44: the DE-LU 2023 USD prices converted back to EUR with ``EUR_TO_USD_2023``.
+
+``offset`` > 0 answers "No matching data" (entsoe-py pages A44 in 100-document steps).
 """
 
 from __future__ import annotations
@@ -87,6 +91,34 @@ def _generation(data_dir: str, start: pd.Timestamp, end: pd.Timestamp) -> str | 
     return _xml("A75", series, start, end)
 
 
+@lru_cache(maxsize=2)
+def _wind_solar(data_dir: str) -> pd.DataFrame:
+    raw = pd.read_csv(Path(data_dir) / "dacf" / "DE_src_prod_forecasts_test_period.csv")
+    idx = pd.DatetimeIndex(pd.to_datetime(raw["UTC time"], utc=True))
+    return pd.DataFrame({"B16": raw["avg_solar_production_forecast"].to_numpy(float),
+                         "B19": raw["avg_wind_production_forecast"].to_numpy(float)}, index=idx)
+
+
+def _wind_solar_doc(data_dir: str, start: pd.Timestamp, end: pd.Timestamp) -> str | None:
+    frame = _wind_solar(data_dir)
+    sub = frame[(frame.index >= start) & (frame.index < end)]
+    if sub.empty:
+        return None
+    series = []
+    for psr in sub.columns:
+        pts = "".join(f"<Point><position>{i + 1}</position><quantity>{v:.3f}</quantity></Point>"
+                      for i, v in enumerate(sub[psr].to_numpy(float)))
+        series.append(
+            f"<TimeSeries><mRID>{psr}</mRID><businessType>A94</businessType>"
+            f'<inBiddingZone_Domain.mRID codingScheme="A01">{DE_LU}</inBiddingZone_Domain.mRID>'
+            "<quantity_Measure_Unit.name>MAW</quantity_Measure_Unit.name>"
+            f"<curveType>A01</curveType><MktPSRType><psrType>{psr}</psrType></MktPSRType>"
+            f"<Period><timeInterval><start>{_t(sub.index[0])}</start>"
+            f"<end>{_t(sub.index[-1] + pd.Timedelta(hours=1))}</end></timeInterval>"
+            f"<resolution>PT60M</resolution>{pts}</Period></TimeSeries>")
+    return _xml("A69", series, start, end)
+
+
 def _price_doc(data_dir: str, start: pd.Timestamp, end: pd.Timestamp) -> str | None:
     prices = _prices(data_dir)
     sub = prices[(prices.index >= start) & (prices.index < end)].dropna()
@@ -126,6 +158,8 @@ def add_entsoe_routes(app: FastAPI, state, fault) -> None:
         if int(q.get("offset", 0)) == 0:
             if doc_type == "A75":
                 body = _generation(str(state.data_dir), start, end)
+            elif doc_type == "A69":
+                body = _wind_solar_doc(str(state.data_dir), start, end)
             elif doc_type == "A44":
                 body = _price_doc(str(state.data_dir), start, end)
         # exactly "text/xml" (no charset): entsoe-py looks for "No matching data" only then

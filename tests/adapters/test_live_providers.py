@@ -34,7 +34,11 @@ from carbonsched.adapters.signals.dacf import direct_ci_from_mix, read_dacf_mix
 from carbonsched.adapters.signals.eia930 import read_eia930
 from carbonsched.adapters.signals.eia_api import get_eia_api, read_eia_api
 from carbonsched.adapters.signals.electricitymaps import read_electricitymaps
-from carbonsched.adapters.signals.entsoe_api import get_entsoe
+from carbonsched.adapters.signals.entsoe_api import (
+    get_entsoe,
+    get_entsoe_wind_solar_forecast,
+    make_entsoe_client,
+)
 from carbonsched.adapters.signals.http_feed import FeedSpec, get_http_feed, read_http_feed
 from carbonsched.adapters.signals.openmeteo import read_open_meteo
 from carbonsched.adapters.signals.openmeteo_api import get_open_meteo, read_open_meteo_api
@@ -325,6 +329,20 @@ def test_entsoe_prices_in_usd_with_negative_hours(replay, shared_data):
     ref = ref.loc[S23:E23 - pd.Timedelta(hours=1), "price_usd_per_mwh"]
     np.testing.assert_allclose(frame["price_usd_per_mwh"], ref, atol=0.006 * EUR_TO_USD_2023)
     assert meta["n_negative"] == int((ref < 0).sum()) > 0
+
+
+def test_entsoe_day_ahead_wind_and_solar(replay, shared_data):
+    client = make_entsoe_client(replay.url + "/api", ENTSOE_KEY, 10.0, 1)
+    a, b = pd.Timestamp("2021-08-01", tz=UTC), pd.Timestamp("2021-08-03", tz=UTC)
+    frame, meta = get_entsoe_wind_solar_forecast(client, "DE_LU", a, b)
+    raw = pd.read_csv(shared_data / "dacf" / "DE_src_prod_forecasts_test_period.csv")
+    raw.index = pd.to_datetime(raw["UTC time"], utc=True)
+    ref = raw.loc[a:b - pd.Timedelta(hours=1)]
+    assert len(frame) == 48 and frame.index[0] == a and meta["is_forecast"]
+    np.testing.assert_allclose(frame["solar_forecast_mw"], ref["avg_solar_production_forecast"],
+                               atol=1e-3)
+    np.testing.assert_allclose(frame["wind_onshore_forecast_mw"],
+                               ref["avg_wind_production_forecast"], atol=1e-3)
 
 
 def test_entsoe_errors(replay):
