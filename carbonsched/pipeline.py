@@ -352,12 +352,14 @@ SignalLoader = Callable[..., tuple[pd.DataFrame, dict[str, Any]]]
 def gather_forecasts(catalog: Catalog, data_dir: Path | None, issued_at: pd.Timestamp,
                      horizon_hours: int, progress: Progress = _quiet,
                      loader: SignalLoader | None = None,
-                     degraded: list[dict[str, Any]] | None = None,
+                     provenance: dict[str, Any] | None = None,
                      ) -> tuple[dict[str, SiteForecast], list[str], set[str]]:
     """Load each site's history and forecast it; sites without usable data are left out.
 
-    ``loader`` replaces the file-based :func:`load_site_signals` (the provider seam); the
-    ``meta["degraded"]`` entries it returns are appended to ``degraded`` with the planned hours.
+    ``loader`` replaces the file-based :func:`load_site_signals` (the provider seam); when
+    ``provenance`` is a dict, the loader's ``meta["degraded"]`` entries (with the planned hours)
+    are appended to ``provenance["degraded"]`` and each site's freshness (``origin``,
+    ``newest_value_at``, ``signal_age_hours``, ``providers``) goes to ``provenance["sites"]``.
 
     Returns
     -------
@@ -372,8 +374,12 @@ def gather_forecasts(catalog: Catalog, data_dir: Path | None, issued_at: pd.Time
     for site in catalog.sites:
         progress(f"forecasting {site.id} ({site.zone})")
         frame, meta = (loader or load_site_signals)(site, data_dir, start, end)
-        if degraded is not None and meta.get("degraded"):
-            degraded.extend(_degraded_rows(meta["degraded"], issued_at, horizon_hours))
+        if provenance is not None:
+            provenance.setdefault("degraded", []).extend(
+                _degraded_rows(meta.get("degraded", []), issued_at, horizon_hours))
+            provenance.setdefault("sites", {})[site.id] = {
+                k: meta.get(k) for k in ("origin", "newest_value_at", "signal_age_hours",
+                                         "providers")}
             notes.extend(n for n in meta.get("notes", []) if n.startswith("DEGRADED "))
         modelled = meta.get("signal_quality") == SignalQuality.MODELLED
         future = frame[frame.index >= issued_at] if modelled else None
@@ -430,7 +436,8 @@ def run_daily_plan(
         Callable receiving status lines.
     signal_loader
         Replaces the file readers (e.g. ``LiveSignals(...).load_site_signals``); the plan then
-        lists ``degraded`` sites, signals and hours (empty when every provider answered).
+        lists ``degraded`` sites, signals and hours (empty when every provider answered) and
+        ``provider_signals`` (per site: newest value, its age in hours, providers asked).
 
     Returns
     -------
@@ -464,9 +471,10 @@ def run_daily_plan(
         workload = demo_workload(cat, issued_at.strftime("%Y-%m-%d"))
     check_workload_fits_catalog(workload, cat)
     slots = hourly_slots(issued_at, horizon_hours)
-    degraded: list[dict[str, Any]] = []
-    forecasts, notes, qualities = gather_forecasts(cat, data_dir, issued_at, horizon_hours,
-                                                   progress, signal_loader, degraded)
+    provenance: dict[str, Any] = {"degraded": [], "sites": {}}
+    forecasts, notes, qualities = gather_forecasts(
+        cat, data_dir, issued_at, horizon_hours, progress, signal_loader,
+        provenance if signal_loader is not None else None)
     if not forecasts:
         why = notes[0] if notes else "no site was forecast"
         more = f" (and {len(notes) - 1} more site(s) alike)" if len(notes) > 1 else ""
@@ -514,8 +522,10 @@ def run_daily_plan(
         },
         "notes": notes,
     }
-    if signal_loader is not None:
-        doc["degraded"] = [{**d, "site_planned": d["site"] in forecasts} for d in degraded]
+    if signal_loader is not None:  # the provider seam (issue 10)
+        doc["degraded"] = [{**d, "site_planned": d["site"] in forecasts}
+                           for d in provenance["degraded"]]
+        doc["provider_signals"] = provenance["sites"]
     summary = site_summary(problem, result)
     fc_long = (pd.concat([f.long for f in forecasts.values()], ignore_index=True)
                if forecasts else pd.DataFrame())

@@ -142,7 +142,17 @@ class LiveSignals:
         """
         spec = self.config.providers[binding.provider]
         group = binding.group
-        fetcher = self.fetcher(spec.name) if spec.kind != "entsoe" else None
+        if spec.kind == "entsoe":
+            from carbonsched.adapters.signals.entsoe_api import get_entsoe, make_entsoe_client
+
+            if spec.name not in self._sessions:  # entsoe-py speaks requests, not httpx
+                token = credentials(spec, self.env)["token"].get()
+                self._sessions[spec.name] = make_entsoe_client(
+                    spec.base_url, token, spec.timeout_s, spec.max_attempts)
+            return get_entsoe(spec, "", zone, group, start, end,
+                              eur_to_usd=self.config.eur_to_usd,
+                              client=self._sessions[spec.name])
+        fetcher = self.fetcher(spec.name)
         if spec.kind == "electricitymaps":
             from carbonsched.adapters.signals import electricitymaps_api as em
 
@@ -179,16 +189,6 @@ class LiveSignals:
             if site is None:
                 raise ProviderConfigError(spec.name, "weather needs a site's coordinates")
             return get_open_meteo(fetcher, site.latitude, site.longitude, start, end)
-        if spec.kind == "entsoe":
-            from carbonsched.adapters.signals.entsoe_api import get_entsoe, make_entsoe_client
-
-            if spec.name not in self._sessions:
-                token = credentials(spec, self.env)["token"].get()
-                self._sessions[spec.name] = make_entsoe_client(
-                    spec.base_url, token, spec.timeout_s, spec.max_attempts)
-            return get_entsoe(spec, "", zone, group, start, end,
-                              eur_to_usd=self.config.eur_to_usd,
-                              client=self._sessions[spec.name])
         if spec.kind == "http-feed":
             from carbonsched.adapters.signals.http_feed import FeedSpec, get_http_feed
 

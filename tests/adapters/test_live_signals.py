@@ -104,7 +104,7 @@ def test_never_fetched_twice_and_backfill_fetches_only_the_gap(replay, tmp_path,
     assert meta["degraded"] == []
     assert meta["providers"]["carbon_intensity"]["emission_factor_type"] == "direct"
     # the newest hour (23:00-24:00) ended 10 minutes before "now"
-    assert meta["signal_age_hours"] == pytest.approx(10 / 60)
+    assert meta["signal_age_hours"] == pytest.approx(10 / 60, abs=1e-5)
     # same window again: everything from the cache
     frame2, _ = src.load_site_signals(site, None, a, b)
     assert src.requests == 3
@@ -255,6 +255,10 @@ def test_global_daily_plan_on_providers_then_again_then_degraded(replay, tmp_pat
     assert first == {"electricitymaps": 6 * 6 + 8 * 6, "watttime": 5, "open-meteo": 8,
                      "prices-feed": 6, "entsoe": 2}
     assert plan.document["degraded"] == [] and len(plan.document["sites"]) == 8
+    fresh = plan.document["provider_signals"]
+    assert fresh["gb-london"]["signal_age_hours"] == pytest.approx(10 / 60, abs=1e-5)
+    assert fresh["us-ny-newyork"]["providers"]["carbon_intensity"]["provider"] == "watttime"
+    assert fresh["us-ny-newyork"]["providers"]["carbon_intensity"]["ci_kind"] == "average"
     assert sum(replay.state.hits.values()) == sum(first.values())
     # same day again: nothing asked of any provider
     again = run_daily_plan("2023-07-15", "global", data_dir=shared_data,
@@ -290,6 +294,10 @@ def test_global_daily_plan_on_providers_then_again_then_degraded(replay, tmp_pat
     assert (d["planned_from"], d["planned_to"]) == ("2023-07-16T00:00:00+00:00",
                                                     "2023-07-17T00:00:00+00:00")
     assert d["last_good"] == "2023-07-14T23:00:00+00:00" and "HTTP 500" in d["reason"]
+    # the age of the newest value feeds the plan: a day and 10 minutes for the EM sites
+    age = {s: v["signal_age_hours"] for s, v in doc["provider_signals"].items()}
+    assert age["gb-london"] == pytest.approx(24 + 10 / 60, abs=1e-5)
+    assert age["us-ny-newyork"] == pytest.approx(10 / 60, abs=1e-5)
     w = degraded[("us-ny-newyork", "weather")]
     assert "timed out" in w["reason"] and w["missing_hours"] == 24
     assert ("us-ny-newyork", "carbon_intensity") not in degraded  # WattTime answered
