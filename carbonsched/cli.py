@@ -46,6 +46,10 @@ app.add_typer(catalog_app, name="catalog")
 from carbonsched.cli_plans import plans_app  # noqa: E402
 
 app.add_typer(plans_app, name="plans")
+from carbonsched.cli_signals import ingest as _ingest, signals_app  # noqa: E402, I001
+
+app.add_typer(signals_app, name="signals")
+app.command("ingest")(_ingest)
 
 # wide tables when piped to a file or a log (Rich falls back to 80 columns there)
 out = Console(width=None if sys.stdout.isatty() else 150)
@@ -131,6 +135,9 @@ def plan(
     = None,
     store: Annotated[bool, typer.Option(
         help="Record forecasts and the plan in the store (CARBONSCHED_DATABASE_URL).")] = True,
+    providers: Annotated[Path | None, typer.Option(
+        envvar="CARBONSCHED_PROVIDERS_FILE", help="Providers file: fetch the signal history "
+        "from provider APIs (cached in the store) instead of --data-dir files.")] = None,
 ) -> None:
     """Forecast, plan and record one day: the daily planning run."""
     with _errors():
@@ -148,8 +155,15 @@ def plan(
         settings = get_settings()
         ddir = data_dir or settings.data_dir
         wl = read_workload(jobs) if jobs else None
+        loader = None
+        if providers:
+            from carbonsched.cli_signals import live_signals
+
+            loader = live_signals(providers, os.environ.get("CARBONSCHED_PROVIDERS_BASE_URL"),
+                                  os.environ.get("CARBONSCHED_PROVIDERS_NOW")).load_site_signals
         with _progress("plan") as progress, _solver_chatter_to_stderr():
-            daily = run_daily_plan(day, catalog, wl, ddir, solver, time_limit, hours, progress)
+            daily = run_daily_plan(day, catalog, wl, ddir, solver, time_limit, hours, progress,
+                                   signal_loader=loader)
         # the plan reaches the file and the screen before the store, so a dead database
         # loses nothing
         if out_file:

@@ -16,7 +16,12 @@ and from the built-in that fits it, so callers can catch either::
     │   ├── InfeasiblePlanError            no plan satisfies a constraint family
     │   └── SolverUnavailableError         the requested MILP solver cannot run on this host
     └── BackendError (RuntimeError)
-        └── BackendUnavailableError        a backend (Slurm, Kubernetes, Dask) cannot be reached
+        ├── BackendUnavailableError        a backend (Slurm, Kubernetes, Dask) cannot be reached
+        └── ProviderError                  a signal provider answered with an error or bad payload
+            └── ProviderUnavailableError   a signal provider down, timing out or rate-limiting
+
+    InputError
+    └── ProviderConfigError                a provider configured wrongly (credentials, region)
 
 Each class carries its context as attributes so that the CLI and the API can show it.
 """
@@ -121,3 +126,48 @@ class BackendError(CarbonschedError, RuntimeError):
 
 class BackendUnavailableError(BackendError):
     """A scheduler backend cannot be reached."""
+
+
+# ----------------------------------------------------------------------- signal providers
+class ProviderConfigError(InputError):
+    """A signal provider configured wrongly.
+
+    Missing credentials, a zone or region outside the subscription, an unknown provider name,
+    average and marginal signals mixed in one plan.
+
+    Parameters
+    ----------
+    provider
+        The provider's configured name (``electricitymaps``, ``watttime``, ...).
+    detail
+        What is wrong and how to fix it.
+    """
+
+    def __init__(self, provider: str, detail: str) -> None:
+        self.provider = provider
+        self.detail = detail
+        super().__init__(f"signal provider {provider!r}: {detail}")
+
+
+class ProviderError(BackendError):
+    """A signal provider answered, but not with usable data (HTTP 4xx/5xx, a malformed payload).
+
+    Parameters
+    ----------
+    provider
+        The provider's configured name.
+    detail
+        What happened (status, URL without credentials, attempts).
+    status
+        The HTTP status, when there was one.
+    """
+
+    def __init__(self, provider: str, detail: str, status: int | None = None) -> None:
+        self.provider = provider
+        self.detail = detail
+        self.status = status
+        super().__init__(f"signal provider {provider!r}: {detail}")
+
+
+class ProviderUnavailableError(ProviderError):
+    """A signal provider that cannot be reached, times out, or keeps answering 5xx/429."""

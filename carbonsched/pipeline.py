@@ -403,10 +403,23 @@ class DailyPlan:
     summary: list[dict[str, Any]]
 
 
+SignalLoader = Callable[..., tuple[pd.DataFrame, dict[str, Any]]]
+"""``loader(site, data_dir, start, end) -> (frame, meta)`` with the contract of
+:func:`carbonsched.adapters.signals.load_site_signals` (the default, reading files);
+:meth:`carbonsched.adapters.signals.live.LiveSignals.load_site_signals` reads providers."""
+
+
 def gather_forecasts(catalog: Catalog, data_dir: Path | None, issued_at: pd.Timestamp,
                      horizon_hours: int, progress: Progress = _quiet,
+                     loader: SignalLoader | None = None,
+                     provenance: dict[str, Any] | None = None,
                      ) -> tuple[dict[str, SiteForecast], list[str], set[str]]:
     """Load each site's history and forecast it; sites without usable data are left out.
+
+    ``loader`` replaces the file-based :func:`load_site_signals` (the provider seam); when
+    ``provenance`` is a dict, the loader's ``meta["degraded"]`` entries (with the planned hours)
+    are appended to ``provenance["degraded"]`` and each site's freshness (``origin``,
+    ``newest_value_at``, ``signal_age_hours``, ``providers``) goes to ``provenance["sites"]``.
 
     Returns
     -------
@@ -420,7 +433,14 @@ def gather_forecasts(catalog: Catalog, data_dir: Path | None, issued_at: pd.Time
     end = issued_at + horizon_hours * HOUR
     for site in catalog.sites:
         progress(f"forecasting {site.id} ({site.zone})")
-        frame, meta = load_site_signals(site, data_dir, start, end)
+        frame, meta = (loader or load_site_signals)(site, data_dir, start, end)
+        if provenance is not None:
+            provenance.setdefault("degraded", []).extend(
+                _degraded_rows(meta.get("degraded", []), issued_at, horizon_hours))
+            provenance.setdefault("sites", {})[site.id] = {
+                k: meta.get(k) for k in ("origin", "newest_value_at", "signal_age_hours",
+                                         "providers")}
+            notes.extend(n for n in meta.get("notes", []) if n.startswith("DEGRADED "))
         modelled = meta.get("signal_quality") == SignalQuality.MODELLED
         future = frame[frame.index >= issued_at] if modelled else None
         try:
@@ -434,6 +454,14 @@ def gather_forecasts(catalog: Catalog, data_dir: Path | None, issued_at: pd.Time
     return forecasts, notes, qualities
 
 
+def _degraded_rows(rows: list[dict[str, Any]], issued_at: pd.Timestamp,
+                   horizon_hours: int) -> list[dict[str, Any]]:
+    """A loader's degraded groups with the plan hours that rest on them."""
+    end = issued_at + horizon_hours * HOUR
+    return [{**r, "planned_from": issued_at.isoformat(), "planned_to": end.isoformat()}
+            for r in rows]
+
+
 def run_daily_plan(
     date: str,
     catalog: str | Path = "china-eastdata-westcompute",
@@ -443,6 +471,7 @@ def run_daily_plan(
     time_limit_s: float = 60.0,
     horizon_hours: int = 24,
     progress: Progress = _quiet,
+    signal_loader: SignalLoader | None = None,
 ) -> DailyPlan:
     """Run one planning day and return the plan document and its parts.
 
@@ -465,6 +494,10 @@ def run_daily_plan(
         Slots planned. [h]
     progress
         Callable receiving status lines.
+    signal_loader
+        Replaces the file readers (e.g. ``LiveSignals(...).load_site_signals``); the plan then
+        lists ``degraded`` sites, signals and hours (empty when every provider answered) and
+        ``provider_signals`` (per site: newest value, its age in hours, providers asked).
 
     Returns
     -------
@@ -502,8 +535,10 @@ def run_daily_plan(
     # a tiny real solve before any forecasting: a solver that cannot run is known at once
     progress(f"probing the {solver} solver")
     solver_used, solver_note = resolve_solver(solver)
-    forecasts, notes, qualities = gather_forecasts(cat, data_dir, issued_at, horizon_hours,
-                                                   progress)
+    provenance: dict[str, Any] = {"degraded": [], "sites": {}}
+    forecasts, notes, qualities = gather_forecasts(
+        cat, data_dir, issued_at, horizon_hours, progress, signal_loader,
+        provenance if signal_loader is not None else None)
     if not forecasts:
         why = notes[0] if notes else "no site was forecast"
         more = f" (and {len(notes) - 1} more site(s) alike)" if len(notes) > 1 else ""
@@ -574,6 +609,10 @@ def run_daily_plan(
         "baseline_unplaced": [jsonable(u) for u in baseline.unplaced],
         "notes": notes,
     }
+    if signal_loader is not None:  # the provider seam (issue 10)
+        doc["degraded"] = [{**d, "site_planned": d["site"] in forecasts}
+                           for d in provenance["degraded"]]
+        doc["provider_signals"] = provenance["sites"]
     summary = site_summary(problem, result)
     fc_long = (pd.concat([f.long for f in forecasts.values()], ignore_index=True)
                if forecasts else pd.DataFrame())

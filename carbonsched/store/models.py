@@ -113,3 +113,10 @@ class ForecastRow(Base):
     hi_80: Mapped[float] = mapped_column(Float)
     lo_95: Mapped[float] = mapped_column(Float)
     hi_95: Mapped[float] = mapped_column(Float)
+
+
+# provider signal cache (issue 10); its own module keeps this file's merge small
+from carbonsched.store.signal_models import SignalCacheRow, SignalFetchRow  # noqa: E402
+
+__all__ = ["Base", "ForecastRow", "InferenceRow", "PlacementRow", "PlanRow", "SignalCacheRow",
+           "SignalFetchRow", "UTCDateTime"]

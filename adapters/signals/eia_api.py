@@ -1,0 +1,166 @@
+"""EIA API v2 client: EIA-930 hourly net generation by fuel for one balancing authority.
+
+Provider documentation: U.S. EIA Open Data API v2 (https://www.eia.gov/opendata/documentation.php),
+route ``GET /v2/electricity/rto/fuel-type-data/data/`` with ``api_key``, ``frequency=hourly``,
+``data[0]=value``, ``facets[respondent][]=<BA>``, ``start``/``end`` as ``YYYY-MM-DDTHH``,
+``sort[0][column]=period``, ``offset`` and ``length`` (at most 5,000 rows per answer). The answer is
+``{"response": {"total", "frequency", "dateFormat", "data": [{"period", "respondent",
+"fueltype", "type-name", "value", "value-units": "megawatthours"}]}}``; values may be strings or
+``null``.
+
+Time convention (tested): with ``frequency=hourly`` the ``period`` is **UTC** and labels the hour
+**ending** at it (EIA-930 reports hour-ending data; ``local-hourly`` would carry the BA's offset).
+:func:`read_eia_api` shifts every stamp back one hour to the hour start. Pagination: the client
+follows ``offset`` until ``total`` rows were read.
+
+Carbon intensity comes from the mix with the same documented factors as the file reader
+(:data:`carbonsched.adapters.signals.eia930.DIRECT_FACTORS_G_PER_KWH`, DACF Table 1; and
+:data:`~carbonsched.adapters.signals.eia930.LCA_FACTORS_G_PER_KWH`, IPCC AR5). Fuel codes outside
+the eight of EIA-930's original set (``BAT``, ``GEO``, ``PS``, ``SNB``, ...) are added to ``OTH``
+and named in the notes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from carbonsched.adapters.http import Fetcher
+from carbonsched.adapters.signals._live import HOUR, as_float, finish
+from carbonsched.adapters.signals.eia930 import (
+    DIRECT_FACTORS_G_PER_KWH,
+    FUELS,
+    LCA_FACTORS_G_PER_KWH,
+    LOW_CARBON,
+    RENEWABLE,
+    mix_intensity_g_per_kwh,
+)
+from carbonsched.errors import ProviderConfigError, ProviderError
+
+SOURCE = "eia"
+ROUTE = "/v2/electricity/rto/fuel-type-data/data/"
+PAGE_ROWS = 5000
+"""Rows per answer (the API's maximum)."""
+
+
+def read_eia_api(rows: list[dict[str, Any]], respondent: str | None = None,
+                 ) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Parse EIA-930 fuel-type rows (all pages joined) into an hour-start UTC frame.
+
+    Returns
+    -------
+    frame : DataFrame
+        ``generation_<fuel>_mw`` for the eight fuels, ``carbon_intensity_g_per_kwh`` (direct),
+        ``carbon_intensity_lca_g_per_kwh``, ``renewable_pct``, ``low_carbon_pct``,
+        ``is_estimated`` (False: EIA-930 has no flag).
+    meta : dict
+        Provenance.
+
+    Raises
+    ------
+    ProviderError
+        Rows of another respondent, a period that is not ``YYYY-MM-DDTHH``, units that are
+        not megawatthours.
+    """
+    notes: list[str] = []
+    if not rows:
+        empty = pd.DataFrame(columns=["carbon_intensity_g_per_kwh"],
+                             index=pd.DatetimeIndex([], tz="UTC", name="ts"))
+        return empty, {"source": SOURCE, "zone": respondent, "signal_type": "fuel_mix",
+                       "emission_factor_type": "direct", "newest_value_at": None,
+                       "notes": ["no rows"], "time_convention": "hour ending, UTC → hour start"}
+    df = pd.DataFrame(rows)
+    for col in ("period", "respondent", "fueltype", "value"):
+        if col not in df:
+            raise ProviderError(SOURCE, f"rows have no {col!r} field: {rows[0]}")
+    others = sorted(set(df["respondent"]) - {respondent}) if respondent else []
+    if others:
+        raise ProviderError(SOURCE, f"asked for {respondent!r}, rows for {others}")
+    units = set(df.get("value-units", pd.Series(["megawatthours"])).dropna())
+    if units - {"megawatthours"}:
+        raise ProviderError(SOURCE, f"value-units {sorted(units)}: expected megawatthours")
+    try:
+        ending = pd.to_datetime(df["period"], format="%Y-%m-%dT%H", utc=True)
+    except ValueError as exc:
+        raise ProviderError(SOURCE, f"period is not YYYY-MM-DDTHH (UTC, hourly): {exc}") from exc
+    df["ts"] = ending - HOUR
+    df["value"] = as_float(None if v in (None, "") else v for v in df["value"])
+    extra = sorted(set(df["fueltype"]) - set(FUELS))
+    if extra:
+        notes.append(f"fuel codes {', '.join(extra)} counted as OTH")
+        df.loc[df["fueltype"].isin(extra), "fueltype"] = "OTH"
+    # a null value stays missing (sum with min_count=1): a mix with a hole has no intensity
+    wide = df.groupby(["ts", "fueltype"])["value"].sum(min_count=1).unstack("fueltype")
+    gen = wide.reindex(columns=list(FUELS))
+    absent = [f for f in FUELS if f not in wide.columns]
+    gen[absent] = 0.0  # a BA without that fuel reports no row for it
+    gen = gen.clip(lower=0.0)
+    total = gen.sum(axis=1, min_count=len(FUELS))
+    frame = pd.DataFrame(index=gen.index)
+    for f in FUELS:
+        frame[f"generation_{f.lower()}_mw"] = gen[f]
+    frame["carbon_intensity_g_per_kwh"] = mix_intensity_g_per_kwh(gen, DIRECT_FACTORS_G_PER_KWH)
+    frame["carbon_intensity_lca_g_per_kwh"] = mix_intensity_g_per_kwh(gen, LCA_FACTORS_G_PER_KWH)
+    frame["renewable_pct"] = (gen[list(RENEWABLE)].sum(axis=1) / total * 100).where(total > 0)
+    frame["low_carbon_pct"] = (gen[list(LOW_CARBON)].sum(axis=1) / total * 100).where(total > 0)
+    frame["is_estimated"] = False
+    frame.index = pd.DatetimeIndex(frame.index, name="ts")
+    frame, newest = finish(frame, SOURCE, f"{respondent} fuel mix", ["carbon_intensity_g_per_kwh"])
+    n_nan = int(frame["carbon_intensity_g_per_kwh"].isna().sum())
+    if n_nan:
+        notes.append(f"{n_nan} hour(s) with a missing fuel value: carbon intensity NaN")
+    return frame, {"source": SOURCE, "zone": respondent, "signal_type": "fuel_mix",
+                   "emission_factor_type": "direct", "newest_value_at": newest, "notes": notes,
+                   "time_convention": "period = hour ENDING, UTC; shifted back 1 h to hour start"}
+
+
+def get_eia_api(fetcher: Fetcher, api_key: str, respondent: str, start: pd.Timestamp,
+                end: pd.Timestamp) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Hourly fuel mix and carbon intensity of ``respondent`` for hour starts in ``[start, end)``.
+
+    The hour starting at ``t`` is EIA's period ``t + 1 h`` (hour ending), so the request asks
+    ``start + 1 h`` .. ``end`` (both inclusive in the API) and follows ``offset`` pages.
+
+    Raises
+    ------
+    ProviderConfigError
+        403 (bad ``api_key``) or an unknown respondent (EIA answers 200 with no rows: checked
+        against ``total`` on the first page).
+    """
+    params: dict[str, Any] = {
+        "api_key": api_key, "frequency": "hourly", "data[0]": "value",
+        "facets[respondent][]": respondent,
+        "start": (start + HOUR).strftime("%Y-%m-%dT%H"), "end": end.strftime("%Y-%m-%dT%H"),
+        "sort[0][column]": "period", "sort[0][direction]": "asc", "length": PAGE_ROWS,
+    }
+    rows: list[dict[str, Any]] = []
+    offset, total, pages = 0, None, 0
+    while total is None or offset < total:
+        try:
+            answer = fetcher.get_json(ROUTE, params={**params, "offset": offset})
+        except ProviderError as exc:
+            if exc.status in (401, 403):
+                raise ProviderConfigError(
+                    SOURCE, f"api_key rejected (HTTP {exc.status}); set EIA_API_KEY") from exc
+            raise
+        pages += 1
+        resp = answer.get("response") if isinstance(answer, dict) else None
+        if not isinstance(resp, dict) or not isinstance(resp.get("data"), list):
+            raise ProviderError(SOURCE, f"answer has no response.data: {str(answer)[:200]}")
+        total = int(resp.get("total", len(resp["data"])))
+        page = resp["data"]
+        rows.extend(page)
+        if not page:
+            break
+        offset += len(page)
+    frame, meta = read_eia_api(rows, respondent)
+    meta["requests"] = pages
+    frame = frame[(frame.index >= start) & (frame.index < end)]
+    return frame, meta
+
+
+def has_rows(frame: pd.DataFrame) -> bool:
+    """Whether any hour has a carbon intensity."""
+    return bool(np.isfinite(frame.get("carbon_intensity_g_per_kwh", pd.Series([]))).any())

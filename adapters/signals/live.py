@@ -1,0 +1,338 @@
+"""Live site signals: provider clients behind the store's cache, with graceful degradation.
+
+:class:`LiveSignals` is the provider-backed history source the daily pipeline can use instead of
+files. Its :meth:`LiveSignals.load_site_signals` has exactly the signature and the return
+contract of :func:`carbonsched.adapters.signals.registry.load_site_signals` (``docs/signals.md``):
+it registers itself as the site's signal source in a one-entry registry and lets the registry
+normalise the frame, so the seam in the pipeline is a single ``loader=`` argument.
+
+For each signal group the site's providers file binds (:mod:`.providers`), a load
+
+1. asks the cache (:class:`carbonsched.store.signal_cache.SignalCache`) which hours of the window
+   before "now" (the injected clock) are not covered, and fetches only those gaps;
+2. stores what came back up to the provider's newest valued hour (later hours stay gaps and are
+   asked again next time: a *late* provider is retried, a *down* one is not waited for);
+3. logs the fetch with the age of the newest value; ``meta["signal_age_hours"]`` is the age of the
+   site's newest carbon-intensity hour at "now" (end of that hour to now) — what the plan reports
+   as the site's signal age;
+4. on a provider error (down, timing out, 5xx, 429 after retries) records the group as
+   **degraded** — ``meta["degraded"]`` lists provider, group, reason and the missing hours —
+   and carries on with what the cache holds (the last good data). Missing hours stay NaN: the
+   forecaster conditions on the last good data or falls back, the plan names the site and hours;
+   nothing is read as zero. A configuration error (credentials, region outside the subscription)
+   is not degradation: it is raised.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pandas as pd
+
+from carbonsched.adapters.http import Fetcher, RateLimiter, RetryPolicy, make_client
+from carbonsched.adapters.signals.providers import (
+    GROUPS,
+    Binding,
+    ProvidersConfig,
+    ProviderSpec,
+    ci_kind,
+    credentials,
+)
+from carbonsched.adapters.signals.registry import SignalSource, load_site_signals
+from carbonsched.domain import SignalQuality, Site
+from carbonsched.errors import ProviderConfigError, ProviderError, TimeAxisError
+
+HOUR = pd.Timedelta(hours=1)
+SOURCE_NAME = "providers"
+
+
+def utc_now() -> pd.Timestamp:
+    """The wall clock, tz-aware UTC (the default clock)."""
+    return pd.Timestamp(datetime.now(UTC))
+
+
+class LiveSignals:
+    """Provider-backed signal history with a cache in the store.
+
+    Parameters
+    ----------
+    config
+        The providers file (:func:`carbonsched.adapters.signals.providers.load_providers`).
+    cache
+        :class:`carbonsched.store.signal_cache.SignalCache`.
+    clock
+        Returns "now" (tz-aware); only hours that ended before it are fetched.
+    transport
+        Injected httpx transport for every client (tests), default the network.
+    sleep
+        Injected sleep for retries and rate limits.
+    env
+        Environment to read credentials from (default ``os.environ``).
+    """
+
+    def __init__(self, config: ProvidersConfig, cache: Any,
+                 clock: Callable[[], pd.Timestamp] = utc_now,
+                 transport: httpx.BaseTransport | None = None,
+                 sleep: Callable[[float], None] = time.sleep,
+                 env: dict[str, str] | None = None) -> None:
+        self.config = config
+        self.cache = cache
+        self.clock = clock
+        self.transport = transport
+        self.sleep = sleep
+        self.env = env
+        self._fetchers: dict[str, Fetcher] = {}
+        self._sessions: dict[str, Any] = {}
+        self.fetch_log: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------------ clients
+    def fetcher(self, name: str) -> Fetcher:
+        """The (cached) fetcher of provider ``name``."""
+        if name not in self._fetchers:
+            spec = self.config.providers[name]
+            headers = {}
+            if spec.kind == "electricitymaps":
+                headers["auth-token"] = credentials(spec, self.env)["token"].get()
+            limiter = None
+            if spec.kind == "watttime":
+                from carbonsched.adapters.signals.watttime import RATE_LIMIT
+
+                limiter = RateLimiter(*RATE_LIMIT, sleep=self.sleep)
+            client = make_client(spec.base_url, headers=headers, timeout_s=spec.timeout_s,
+                                 transport=self.transport)
+            self._fetchers[name] = Fetcher(
+                name, client, RetryPolicy(max_attempts=spec.max_attempts,
+                                          backoff_s=float(spec.options.get("backoff_s", 0.5))),
+                limiter, sleep=self.sleep)
+        return self._fetchers[name]
+
+    @property
+    def requests(self) -> int:
+        """HTTP requests sent to every provider so far (every attempt counts)."""
+        return sum(self.requests_by_provider().values())
+
+    def requests_by_provider(self) -> dict[str, int]:
+        """HTTP requests sent so far, by provider name (entsoe-py's session counted too)."""
+        counts = {n: f.requests for n, f in self._fetchers.items()}
+        for n, client in self._sessions.items():
+            session = getattr(client, "session", None)
+            if session is not None and hasattr(session, "count"):
+                counts[n] = counts.get(n, 0) + session.count
+        return counts
+
+    def close(self) -> None:
+        """Close every client."""
+        for f in self._fetchers.values():
+            f.close()
+        self._fetchers.clear()
+
+    # ------------------------------------------------------------------ fetching
+    def fetch(self, binding: Binding, site: Site | None, zone: str, start: pd.Timestamp,
+              end: pd.Timestamp) -> tuple[pd.DataFrame, dict[str, Any]]:
+        """One provider call for ``binding.group`` on ``[start, end)`` (no cache).
+
+        Returns the client's ``(frame, meta)`` with the group's columns
+        (:data:`.providers.GROUPS`), converted and hour-start UTC.
+        """
+        spec = self.config.providers[binding.provider]
+        group = binding.group
+        if spec.kind == "entsoe":
+            from carbonsched.adapters.signals.entsoe_api import get_entsoe, make_entsoe_client
+
+            if spec.name not in self._sessions:  # entsoe-py speaks requests, not httpx
+                token = credentials(spec, self.env)["token"].get()
+                self._sessions[spec.name] = make_entsoe_client(
+                    spec.base_url, token, spec.timeout_s, spec.max_attempts)
+            return get_entsoe(spec, "", zone, group, start, end,
+                              eur_to_usd=self.config.eur_to_usd,
+                              client=self._sessions[spec.name])
+        fetcher = self.fetcher(spec.name)
+        if spec.kind == "electricitymaps":
+            from carbonsched.adapters.signals import electricitymaps_api as em
+
+            if group == "mix":
+                return em.get_power_breakdown(fetcher, zone, start, end)
+            eft = "lifecycle" if group == "carbon_intensity_lca" else str(
+                spec.options.get("emission_factor_type", "direct"))
+            frame, meta = em.get_electricitymaps_api(fetcher, zone, start, end, eft)
+            if group == "carbon_intensity" and eft == "lifecycle":
+                frame = frame.rename(columns={"carbon_intensity_lca_g_per_kwh":
+                                              "carbon_intensity_g_per_kwh"})
+            return frame, meta
+        if spec.kind == "watttime":
+            from carbonsched.adapters.signals import watttime as wt
+
+            if spec.name not in self._sessions:
+                creds = credentials(spec, self.env)
+                self._sessions[spec.name] = wt.WattTimeSession(
+                    fetcher, creds["username"].get(), creds["password"].get())
+            st = str(spec.options.get("signal_type", "co2_moer"))
+            frame, meta = wt.get_watttime(self._sessions[spec.name], zone, start, end, st)
+            # the plan's carbon-intensity column carries the configured kind; the kind is in
+            # meta and check_plan_signal_kinds keeps one kind per plan
+            frame = frame.rename(columns={wt.SIGNAL_COLUMN[st]: "carbon_intensity_g_per_kwh"})
+            return frame, meta
+        if spec.kind == "eia":
+            from carbonsched.adapters.signals.eia_api import get_eia_api
+
+            token = credentials(spec, self.env)["token"].get()
+            return get_eia_api(fetcher, token, zone, start, end)
+        if spec.kind == "open-meteo":
+            from carbonsched.adapters.signals.openmeteo_api import get_open_meteo
+
+            if site is None:
+                raise ProviderConfigError(spec.name, "weather needs a site's coordinates")
+            return get_open_meteo(fetcher, site.latitude, site.longitude, start, end)
+        if spec.kind == "http-feed":
+            from carbonsched.adapters.signals.http_feed import FeedSpec, get_http_feed
+
+            o = spec.options
+            feed = FeedSpec(spec.name, str(o.get("path", "/")), str(o.get("format", "csv")),
+                            str(o.get("time_column", "time")), str(o.get("time_zone", "UTC")),
+                            str(o.get("time_label", "start")), dict(o.get("columns", {})),
+                            dict(o.get("scale", {})), str(o.get("records", "data")))
+            return get_http_feed(fetcher, feed, zone, start, end)
+        raise ProviderConfigError(spec.name, f"kind {spec.kind!r} has no client")
+
+    def ensure(self, binding: Binding, site: Site | None, zone: str, start: pd.Timestamp,
+               end: pd.Timestamp) -> dict[str, Any]:
+        """Fetch the uncovered hours of ``[start, end)`` for ``binding`` into the cache.
+
+        Returns
+        -------
+        dict
+            ``requests`` made, ``gaps`` fetched, ``error`` (a provider error's message, or
+            ``None``), ``newest_value_at``.
+
+        Raises
+        ------
+        ProviderConfigError
+            Credentials, region or configuration (never degraded silently).
+        """
+        spec = self.config.providers[binding.provider]
+        columns = GROUPS[binding.group]
+        primary = columns[0]
+        gaps = self.cache.gaps(spec.name, zone, primary, start, end)
+        out: dict[str, Any] = {"requests": 0, "gaps": gaps, "error": None,
+                               "newest_value_at": None}
+        for a, b in gaps:
+            now = self.clock()
+            before = self.requests_by_provider().get(spec.name, 0)
+            try:
+                frame, meta = self.fetch(binding, site, zone, a, b)
+            except ProviderConfigError:
+                raise
+            except (ProviderError, TimeAxisError) as exc:
+                sent = self.requests_by_provider().get(spec.name, 0) - before
+                out["requests"] += sent
+                out["error"] = str(exc)
+                self._log(spec, zone, binding.group, a, b, now, "failed", sent, 0, None, str(exc))
+                break
+            sent = self.requests_by_provider().get(spec.name, 0) - before
+            out["requests"] += sent
+            newest = meta.get("newest_value_at")
+            newest_ts = None if newest is None else pd.Timestamp(newest)
+            upto = b if newest_ts is None else min(b, newest_ts + HOUR)
+            if newest_ts is None:
+                upto = a  # nothing valued came back: leave the whole window a gap
+            n = self.cache.write(spec.name, zone, frame, columns, upto, now,
+                                 meta.get("emission_factor_type"), meta.get("signal_type"), a)
+            self._log(spec, zone, binding.group, a, b, now, "ok", sent, n, newest_ts,
+                      "; ".join(meta.get("notes", []))[:2000] or None)
+            out["newest_value_at"] = newest
+        return out
+
+    def _log(self, spec: ProviderSpec, zone: str, group: str, a: pd.Timestamp, b: pd.Timestamp,
+             now: pd.Timestamp, status: str, requests: int, stored: int,
+             newest: pd.Timestamp | None, detail: str | None) -> None:
+        age = None if newest is None else (now - (newest + HOUR)) / HOUR
+        row = dict(provider=spec.name, zone=zone, signal=group, start=a, end=b, fetched_at=now,
+                   status=status, requests=requests, hours_stored=stored, newest_value_at=newest,
+                   age_hours=age, detail=detail)
+        self.fetch_log.append(row)
+        self.cache.log_fetch(**row)
+
+    # ------------------------------------------------------------------ the source
+    def _load(self, site: Site, data_dir: Path, hours: pd.DatetimeIndex,
+              ) -> tuple[pd.DataFrame, dict[str, Any]]:
+        bindings = self.config.site(site.id)
+        now = pd.Timestamp(self.clock()).tz_convert("UTC")
+        fetch_end = min(hours[-1] + HOUR, now.floor("h"))
+        out = pd.DataFrame(index=hours)
+        notes: list[str] = []
+        degraded: list[dict[str, Any]] = []
+        provenance: dict[str, Any] = {}
+        for group, b in bindings.items():
+            spec = self.config.providers[b.provider]
+            zone = b.zone or site.zone
+            info = self.ensure(b, site, zone, hours[0], fetch_end)
+            for col in GROUPS[group]:
+                cached = self.cache.read(spec.name, zone, col, hours[0], hours[-1] + HOUR)
+                out[col] = cached["value"].reindex(hours)
+                if col == "carbon_intensity_g_per_kwh":
+                    out["carbon_intensity_estimated"] = (
+                        cached["is_estimated"].reindex(hours).astype("boolean").fillna(False)
+                        .astype(bool))
+            primary = GROUPS[group][0]
+            newest = self.cache.newest(spec.name, zone, primary)
+            eft = None
+            if group.startswith("carbon_intensity"):
+                rows = self.cache.read(spec.name, zone, primary, hours[0], hours[-1] + HOUR)
+                efts = sorted(set(rows["emission_factor_type"].dropna()))
+                eft = efts[0] if efts else None
+            provenance[group] = {
+                "provider": spec.name, "kind": spec.kind, "zone": zone,
+                "requests": info["requests"], "newest_value_at":
+                    None if newest is None else newest.isoformat(),
+                "age_hours": None if newest is None else float((now - (newest + HOUR)) / HOUR),
+                "emission_factor_type": eft,
+                **({"ci_kind": ci_kind(self.config, b)} if group == "carbon_intensity" else {})}
+            if info["error"] is not None:
+                window = out.loc[(out.index < fetch_end), primary]
+                missing = window.index[window.isna().to_numpy()]
+                degraded.append({
+                    "site": site.id, "provider": spec.name, "signal": group, "zone": zone,
+                    "reason": info["error"], "missing_hours": int(len(missing)),
+                    "missing_from": None if not len(missing) else missing[0].isoformat(),
+                    "missing_to": None if not len(missing) else
+                    (missing[-1] + HOUR).isoformat(),
+                    "last_good": None if newest is None else newest.isoformat()})
+                notes.append(
+                    f"DEGRADED {site.id}: {spec.name} {group} for {zone} failed ({info['error']}); "
+                    f"{len(missing)} hour(s) before {fetch_end.isoformat()} missing (NaN, never 0)"
+                    f"; last good hour {newest.isoformat() if newest is not None else 'none'}")
+        ci_newest = provenance.get("carbon_intensity", {}).get("newest_value_at")
+        age = provenance.get("carbon_intensity", {}).get("age_hours")
+        meta = {"origin": SOURCE_NAME, "zone": site.zone,
+                "signal_quality": str(SignalQuality.MEASURED), "files": [], "notes": notes,
+                "providers": provenance, "degraded": degraded,
+                "newest_value_at": ci_newest, "signal_age_hours": age,
+                "fetched_until": fetch_end.isoformat()}
+        for c in ("carbon_intensity_g_per_kwh",):
+            if c not in out:
+                out[c] = np.nan
+        return out, meta
+
+    def load_site_signals(self, site: Site, data_dir: str | Path | None,
+                          start: pd.Timestamp | str, end: pd.Timestamp | str,
+                          ) -> tuple[pd.DataFrame, dict[str, Any]]:
+        """Hourly signals of ``site`` on ``[start, end)`` from its providers (cache first).
+
+        Same contract as :func:`carbonsched.adapters.signals.registry.load_site_signals`
+        (``data_dir`` is unused); ``meta`` adds ``providers`` (per group: provider, zone,
+        requests, newest value and its age), ``degraded`` (see the module docstring),
+        ``newest_value_at`` and ``signal_age_hours`` of the carbon intensity.
+        """
+        # meta["source"] names the provider of the carbon intensity (as the file sources do);
+        # meta["origin"] says it came through the provider clients
+        ci_provider = self.config.site(site.id)["carbon_intensity"].provider
+        src = SignalSource(ci_provider, SignalQuality.MEASURED, self._load,
+                           "provider clients behind the signal cache")
+        return load_site_signals(site, Path(data_dir or "."), start, end,
+                                 registry={site.signal_source: src})
