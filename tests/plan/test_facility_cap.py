@@ -118,7 +118,8 @@ def test_job_above_every_hours_facility_cap_is_refused_with_reason() -> None:
     res = solve_plan(prob)
     (u,) = res.unplaced
     assert u.reason == ReasonCode.EXCEEDS_POWER_CAP
-    assert "in its window (largest 104.0 kW, with facility power caps at the PUE's upper bound" in u.detail
+    assert ("in its window (largest 104.0 kW, with facility power caps at the PUE's upper bound"
+            in u.detail)
 
 
 def test_upper_bound_below_the_point_forecast_is_refused() -> None:
