@@ -15,8 +15,11 @@ and from the built-in that fits it, so callers can catch either::
     ├── PlanningError (RuntimeError)
     │   ├── InfeasiblePlanError            no plan satisfies a constraint family
     │   └── SolverUnavailableError         the requested MILP solver cannot run on this host
-    └── BackendError (RuntimeError)
-        └── BackendUnavailableError        a scheduler backend (Slurm, Kubernetes) cannot be reached
+    ├── BackendError (RuntimeError)
+    │   ├── BackendUnavailableError        a scheduler backend (Slurm, Kubernetes) cannot be reached
+    │   └── BackendRejectedError           a backend refused a submission (site, key, reason)
+    └── AdapterContractError (TypeError)   a dispatch adapter missing a required method, a
+                                           duplicate or an unknown backend name in the registry
 
 Each class carries its context as attributes so that the CLI and the API can show it.
 """
@@ -121,3 +124,30 @@ class BackendError(CarbonschedError, RuntimeError):
 
 class BackendUnavailableError(BackendError):
     """A scheduler backend cannot be reached."""
+
+
+class BackendRejectedError(BackendError):
+    """A scheduler backend refused a submission (invalid request, name taken by a foreign object).
+
+    Parameters
+    ----------
+    backend
+        The backend's name (``slurm:ontario``, ``kubernetes:us-east-ny/carbonsched``).
+    key
+        The dispatch key (job id and piece) of the refused submission.
+    detail
+        What the backend said.
+    conflict
+        True when the refusal is a name held by a foreign object (never overwritten).
+    """
+
+    def __init__(self, backend: str, key: str, detail: str, conflict: bool = False) -> None:
+        self.backend = backend
+        self.key = key
+        self.detail = detail
+        self.conflict = conflict
+        super().__init__(f"{backend} refused {key}: {detail}")
+
+
+class AdapterContractError(CarbonschedError, TypeError):
+    """A dispatch adapter that breaks the contract, or a backend name the registry lacks."""
