@@ -359,6 +359,11 @@ def catalog_show(name: Annotated[str, typer.Argument(help="Catalog name or TOML 
         out.print(t)
 
 
+from carbonsched.cli_dispatch import register as _register_dispatch  # noqa: E402
+
+_register_dispatch(app)
+
+
 def main() -> None:
     """Entry point of the ``carbonsched`` console script."""
     try:

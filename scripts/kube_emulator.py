@@ -53,7 +53,7 @@ OUTCOME = "emulator.carbonsched.io/outcome"
 @lru_cache(maxsize=8)
 def _validator(kind: str, api_version: str) -> jsonschema.Validator:
     """A cached strict validator for ``kind`` (kubernetes-validate's schemas, loaded once)."""
-    base = "v%s-local-strict" % _schema_version(K8S_VERSION)
+    base = f"v{_schema_version(K8S_VERSION)}-local-strict"
     group = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
     schema = schema_contents(f"kubernetes-json-schema/{base}/{kind.lower()}-{group}.json",
                              K8S_VERSION)
@@ -177,7 +177,8 @@ class Cluster:
         st["ready"] = 0
         if fail:
             st["failed"] = 1
-            st["conditions"] = [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+            st["conditions"] = [{"type": "Failed", "status": "True",
+                                 "reason": "BackoffLimitExceeded",
                                  "message": "Job has reached the specified backoff limit",
                                  "lastProbeTime": _iso(done), "lastTransitionTime": _iso(done)}]
         else:

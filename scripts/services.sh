@@ -116,8 +116,36 @@ _stop_slurm() {
   _SLURM_DIR=""
 }
 
+# The project's Kubernetes API emulator (scripts/kube_emulator.py) on loopback, one kubeconfig
+# context per Kubernetes site of the catalog. Exports CARBONSCHED_KUBECONFIG (not KUBECONFIG:
+# that one selects a real cluster for the contract suite).
+start_kube_emulator() {
+  local catalog=${1:-global} port=$(( ${CARBONSCHED_PORT_BASE:-57300} + 50 )) dir t=0
+  dir="$CARBONSCHED_SERVICES_DIR/kube"
+  mkdir -p "$dir"
+  python3 "$(dirname "${BASH_SOURCE[0]}")/kube_emulator.py" --port "$port" --catalog "$catalog" \
+    --kubeconfig "$dir/kubeconfig" >"$dir/emulator.log" 2>&1 &
+  _KUBE_PID=$!
+  until [ -s "$dir/kubeconfig" ] && python3 -c "import urllib.request as u; \
+u.urlopen('http://127.0.0.1:$port/openapi.json', timeout=1)" 2>/dev/null; do
+    t=$((t + 1))
+    if [ $t -gt 120 ] || ! kill -0 "$_KUBE_PID" 2>/dev/null; then
+      echo "services: the Kubernetes emulator did not come up:" >&2
+      cat "$dir/emulator.log" >&2
+      return 1
+    fi
+    sleep 0.5
+  done
+  export CARBONSCHED_KUBECONFIG="$dir/kubeconfig"
+  echo "services: Kubernetes API emulator on 127.0.0.1:$port (kubeconfig $dir/kubeconfig)" >&2
+}
+
 stop_services() {
   _stop_slurm
+  if [ -n "${_KUBE_PID:-}" ]; then
+    kill "$_KUBE_PID" 2>/dev/null || true
+    _KUBE_PID=""
+  fi
   if [ -n "${_PG_STARTED:-}" ]; then
     runuser -u postgres -- $_PG_STARTED -m fast stop >/dev/null 2>&1 || true
     _PG_STARTED=""

@@ -64,12 +64,43 @@ JobCompLoc={dir}/jobcomp.txt
 JobAcctGatherType=jobacct_gather/none
 SlurmctldTimeout=30
 SlurmdTimeout=60
-MessageTimeout=20
+MessageTimeout={message_timeout_s}
 TmpFS={dir}/tmp
 NodeName={node} NodeHostname={host} NodeAddr=127.0.0.1 Port={slurmd_port} CPUs={cpus} \
 RealMemory={memory_mb} Gres={gres} State=UNKNOWN
 PartitionName={partition} Nodes={node} Default=YES MaxTime=INFINITE State=UP
 """
+
+
+def write_cluster(root: Path, cluster: str, site_id: str, catalog: str,
+                  gpus: dict[str, int], ctld_port: int, slurmd_port: int, munge_socket: str,
+                  partition: str = "gpu",
+                  message_timeout_s: int = 10) -> tuple[Path, str, list[str]]:
+    """Write ``<root>/<cluster>/{slurm.conf,gres.conf}`` and its folders.
+
+    Returns
+    -------
+    (dir, node, devices)
+        The cluster's folder, its node name and the device files to create with ``mknod``.
+    """
+    d = root / cluster
+    for sub in ("state", "spool", "tmp", "dev"):
+        (d / sub).mkdir(parents=True, exist_ok=True)
+    node = f"{cluster}-n1"
+    gres, lines, devices, k = [], ["AutoDetect=off"], [], 0
+    for gpu_type, count in gpus.items():
+        gres.append(f"gpu:{gpu_type}:{count}")
+        devices += [str(d / "dev" / f"gpu{k + j}") for j in range(count)]
+        lines.append(f"NodeName={node} Name=gpu Type={gpu_type} "
+                     f"File={d / 'dev'}/gpu[{k}-{k + count - 1}]")
+        k += count
+    (d / "slurm.conf").write_text(SLURM_CONF.format(
+        site=site_id, catalog=catalog, cluster=cluster, host=socket.gethostname(),
+        ctld_port=ctld_port, slurmd_port=slurmd_port, munge_socket=munge_socket, dir=d,
+        node=node, cpus=max(64, sum(gpus.values()) * 4), memory_mb=512000,
+        gres=",".join(gres), partition=partition, message_timeout_s=message_timeout_s))
+    (d / "gres.conf").write_text("\n".join(lines) + "\n")
+    return d, node, devices
 
 
 def main() -> None:
@@ -80,32 +111,16 @@ def main() -> None:
     ap.add_argument("--munge-socket", required=True)
     args = ap.parse_args()
     cat = load_catalog(args.catalog)
-    host = socket.gethostname()
     i = 0
     for site in cat.sites:
         if site.backend.kind != "slurm":
             continue
-        cluster = site.backend.cluster
-        d = args.root / cluster
-        for sub in ("state", "spool", "tmp", "dev"):
-            (d / sub).mkdir(parents=True, exist_ok=True)
-        node = f"{cluster}-n1"
-        gres, lines, devices, k = [], ["AutoDetect=off"], [], 0
-        for gpu_type, pool in site.gpus.items():
-            gres.append(f"gpu:{gpu_type}:{pool.count}")
-            files = [str(d / "dev" / f"gpu{k + j}") for j in range(pool.count)]
-            devices += files
-            lines.append(f"NodeName={node} Name=gpu Type={gpu_type} "
-                         f"File={d / 'dev'}/gpu[{k}-{k + pool.count - 1}]")
-            k += pool.count
+        cluster = site.backend.cluster or site.id
         ctld_port = args.port_base + 10 * i + 1
         slurmd_port = args.port_base + 10 * i + 2
-        (d / "slurm.conf").write_text(SLURM_CONF.format(
-            site=site.id, catalog=cat.name, cluster=cluster, host=host, ctld_port=ctld_port,
-            slurmd_port=slurmd_port, munge_socket=args.munge_socket, dir=d, node=node,
-            cpus=max(64, sum(p.count for p in site.gpus.values()) * 4), memory_mb=512000,
-            gres=",".join(gres), partition=site.backend.partition or "gpu"))
-        (d / "gres.conf").write_text("\n".join(lines) + "\n")
+        d, node, devices = write_cluster(
+            args.root, cluster, site.id, cat.name, {t: p.count for t, p in site.gpus.items()},
+            ctld_port, slurmd_port, args.munge_socket, site.backend.partition or "gpu")
         print(cluster, d, node, ctld_port, slurmd_port, *devices)
         i += 1
     os.sync()

@@ -60,8 +60,7 @@ def label_value(text: str) -> str:
 
 
 def job_name(job_id: str, piece: int) -> str:
-    """The Job's name: DNS-1123 (lower-case alphanumerics and ``-``), <= 63 characters, unique
-    per key through a hash suffix."""
+    """The Job's name: DNS-1123, <= 63 characters, unique per key through a hash suffix."""
     slug = re.sub(r"[^a-z0-9-]", "-", job_id.lower()).strip("-")[:40].strip("-")
     return f"cs-{slug}-{piece}-{short_hash(f'{job_id}#{piece}', 8)}".replace("--", "-")
 

@@ -1,5 +1,4 @@
-"""Slurm adapter: submit with ``sbatch --parsable``, read ``squeue --json`` and ``sacct``, cancel
-with ``scancel``.
+"""Slurm adapter: ``sbatch --parsable``, ``squeue --json``, ``sacct`` and ``scancel``.
 
 Each Slurm site names its cluster (``[sites.backend] cluster``). Two ways to reach it:
 
@@ -94,8 +93,10 @@ TERMINAL = {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}
 
 
 def host_timezone() -> tzinfo:
-    """The zone ``sbatch`` reads wall times in on this host: ``$TZ``, ``/etc/timezone``,
-    the ``/etc/localtime`` link, else UTC."""
+    """The zone ``sbatch`` reads wall times in: ``$TZ``, ``/etc/timezone``, ``/etc/localtime``.
+
+    UTC when none of them names an IANA zone.
+    """
     candidates = [os.environ.get("TZ", "").lstrip(":")]
     try:
         candidates.append(Path("/etc/timezone").read_text().strip())
@@ -117,8 +118,7 @@ def host_timezone() -> tzinfo:
 
 def begin_wall_time(ts: datetime, zone: tzinfo,
                     also: tuple[datetime, ...] = ()) -> tuple[str, list[str]]:
-    """Slurm wall time(s) for ``ts`` in ``zone`` and the ``TZ`` value that makes sbatch read
-    them exactly.
+    """Slurm wall time(s) for ``ts`` in ``zone`` and the ``TZ`` that makes sbatch read them exactly.
 
     Parameters
     ----------
@@ -384,9 +384,11 @@ class SlurmAdapter:
         return parse_squeue_json(doc, f"{self.name} squeue --json")
 
     def status(self, keys: Collection[str] | None = None) -> dict[str, BackendJob]:
-        """Our jobs on the cluster by key (one ``squeue --json`` call); refreshes the index
-        :meth:`submit` checks. Actual start and end of finished jobs come from :meth:`accounting`
-        when it knows them."""
+        """Our jobs on the cluster by key (one ``squeue --json`` call).
+
+        Refreshes the index :meth:`submit` checks. Final start and end of finished jobs come from
+        :meth:`accounting`.
+        """
         found: dict[str, BackendJob] = {}
         for j in self.squeue():
             if j["cluster"] and j["cluster"] != self.cluster:
