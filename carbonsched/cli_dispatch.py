@@ -120,7 +120,7 @@ def status(
     t = Table(title=f"dispatch status{' of plan ' + pid if pid else ''} (UTC)")
     for col in ("job", "site", "backend id", "state", "reason", "planned start", "actual start",
                 "actual end", "times from"):
-        t.add_column(col)
+        t.add_column(col, overflow="fold")
     for r in df.itertuples(index=False):
         t.add_row(escape(r.key), r.site, escape(r.backend_id or ""), r.state, r.reason,
                   _ts(r.planned_start), _ts(r.actual_start), _ts(r.actual_end),
