@@ -88,6 +88,7 @@ class DispatchSettings(BaseSettings):
     """Address clusters with ``--clusters`` (needs slurmdbd)."""
     slurm_accounting: str = "jobcomp"
     slurm_timezone: str | None = None
+    slurm_account: str | None = None
     kubeconfig: Path | None = None
     """Kubeconfig with one context per Kubernetes site (default: ``$KUBECONFIG``)."""
     k8s_image: str = "busybox:1.36"
@@ -104,7 +105,8 @@ class DispatchSettings(BaseSettings):
         return BackendConfig(slurm_conf_dir=self.slurm_conf_dir,
                              slurm_use_clusters=self.slurm_use_clusters,
                              slurm_accounting=self.slurm_accounting,
-                             slurm_timezone=self.slurm_timezone, kubeconfig=self.kubeconfig,
+                             slurm_timezone=self.slurm_timezone,
+                             slurm_account=self.slurm_account, kubeconfig=self.kubeconfig,
                              k8s_image=self.k8s_image)
 
 

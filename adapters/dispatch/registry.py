@@ -37,6 +37,8 @@ class BackendConfig:
         ``jobcomp``, ``slurmdbd`` or ``none`` (see :class:`SlurmAdapter`).
     slurm_timezone
         IANA zone sbatch's wall times are written in; None is the host's zone.
+    slurm_account
+        ``--account`` for every submission; None leaves the user's default account.
     kubeconfig
         The kubeconfig with one context per Kubernetes site; None is ``$KUBECONFIG``.
     k8s_image
@@ -49,6 +51,7 @@ class BackendConfig:
     slurm_use_clusters: bool = False
     slurm_accounting: str = "jobcomp"
     slurm_timezone: str | None = None
+    slurm_account: str | None = None
     kubeconfig: Path | None = None
     k8s_image: str = "busybox:1.36"
     extra: dict[str, Any] = field(default_factory=dict)
@@ -75,7 +78,7 @@ def _slurm(site: Site, cfg: BackendConfig) -> DispatchAdapter:
                              "zone (e.g. America/Toronto)") from exc
     return SlurmAdapter(cluster, partition=site.backend.partition, conf=conf,
                         use_clusters_flag=cfg.slurm_use_clusters, timezone=tz,
-                        accounting=cfg.slurm_accounting)
+                        accounting=cfg.slurm_accounting, account=cfg.slurm_account)
 
 
 def _kubernetes(site: Site, cfg: BackendConfig) -> DispatchAdapter:

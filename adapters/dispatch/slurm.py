@@ -272,6 +272,8 @@ class SlurmAdapter:
     output
         ``--output`` of each job (default ``/dev/null``; give a pattern such as
         ``/scratch/%x-%j.out`` in a real deployment).
+    account
+        ``--account`` to charge (the service user's Slurm account); None leaves the default.
     """
 
     kind = "slurm"
@@ -280,7 +282,8 @@ class SlurmAdapter:
     def __init__(self, cluster: str, *, partition: str | None = None,
                  conf: str | Path | None = None, use_clusters_flag: bool = False,
                  timezone: tzinfo | None = None, accounting: str = "jobcomp",
-                 timeout_s: float = 30.0, output: str = "/dev/null") -> None:
+                 timeout_s: float = 30.0, output: str = "/dev/null",
+                 account: str | None = None) -> None:
         if accounting not in ("jobcomp", "slurmdbd", "none"):
             raise ValueError(f"accounting must be jobcomp, slurmdbd or none, got {accounting!r}")
         self.cluster = cluster
@@ -292,6 +295,7 @@ class SlurmAdapter:
         self.accounting_source = accounting
         self.timeout_s = timeout_s
         self.output = output
+        self.account = account
         self._index: dict[str, BackendJob] | None = None
         self._lock = threading.Lock()
 
@@ -339,6 +343,8 @@ class SlurmAdapter:
                 f"--output={self.output}", "--chdir=/tmp"]
         if self.partition:
             argv.insert(3, f"--partition={self.partition}")
+        if self.account:
+            argv.insert(3, f"--account={self.account}")
         argv += ["--wrap", req.shell_command()]
         return tz, argv
 
