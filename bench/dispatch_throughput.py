@@ -100,7 +100,7 @@ def main() -> None:
     for name in sorted(by_backend):
         adapter = next(a for a in adapters.values() if a.name == name)
         found[name] = sum(1 for k in adapter.status() if k.startswith(f"bench-{run}-"))
-    slurm_version = subprocess.run(["sinfo", "--version"], capture_output=True,
+    slurm_version = subprocess.run(["slurmctld", "-V"], capture_output=True,
                                    text=True).stdout.strip()
     result = {
         "placements": args.placements,
