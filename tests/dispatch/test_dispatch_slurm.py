@@ -389,3 +389,35 @@ def test_status_records_actual_start_and_end_from_sacct_and_cancel(store, settin
     assert (later.state, later.reason) == ("Cancelled", "Cancelled")
     assert [j["states"][0] for j in _ours(slurm_dir, "ontario", f"{prefix}-later")] == \
         ["CANCELLED"]
+
+
+@pytest.mark.parametrize("zone", ["America/Toronto", "Asia/Kolkata"])
+def test_begin_is_exact_on_real_slurm_across_dst_with_the_host_zone_set(
+        store, settings, slurm_dir, monkeypatch, zone):
+    monkeypatch.setenv("TZ", zone)  # the host zone sbatch's wall times are written in
+    prefix = uuid.uuid4().hex[:8]
+    fmt = "%Y-%m-%dT%H:%M:%SZ"
+    instants = [datetime(2027, 11, 7, 5, 30, tzinfo=UTC),   # 01:30 EDT (Toronto)
+                datetime(2027, 11, 7, 6, 30, tzinfo=UTC),   # 01:30 EST: same wall time
+                datetime(2027, 3, 14, 6, 30, tzinfo=UTC),   # 01:30 EST
+                datetime(2027, 3, 14, 7, 30, tzinfo=UTC)]   # 03:30 EDT (02:30 does not exist)
+    doc = {"plan_id": uuid.uuid4().hex, "date": "2027-03-14", "catalog": "global",
+           "signal_quality": "measured", "solver": {"name": "t", "status": "optimal",
+                                                     "seconds": 0.0},
+           "totals": {"energy_kwh": 0.0, "emissions_kg": 0.0, "baseline_emissions_kg": 0.0},
+           "unplaced": [], "inference": [],
+           "placements": [{"job_id": f"{prefix}-{i}", "site": "ca-on-toronto",
+                           "start": t.strftime(fmt),
+                           "end": (t + timedelta(hours=1)).strftime(fmt), "gpu_type": "V100",
+                           "gpus": 1, "energy_kwh": 1.0, "emissions_kg": 0.1}
+                          for i, t in enumerate(instants)]}
+    store.save_plan(doc)
+    dry = dispatch_plan(store, doc["plan_id"], settings=settings, dry_run=True)
+    if zone == "America/Toronto":
+        walls = [o.rendered.split("--begin=")[1].split()[0] for o in dry.outcomes]
+        assert walls == ["2027-11-07T01:30:00", "2027-11-07T01:30:00", "2027-03-14T01:30:00",
+                         "2027-03-14T03:30:00"]
+    assert dispatch_plan(store, doc["plan_id"], settings=settings).counts == {"submitted": 4}
+    jobs = {j["key"]: j for j in _ours(slurm_dir, "ontario", prefix)}
+    for i, t in enumerate(instants):
+        assert jobs[f"{prefix}-{i}#0"]["begin"] == t
