@@ -3,7 +3,8 @@
 Start the services first (the same ones the tests use), then run the benchmark::
 
     source scripts/services.sh && start_slurm global && start_kube_emulator global
-    python bench/dispatch_throughput.py --placements 10000 --out bench/results/dispatch_throughput.json
+    python bench/dispatch_throughput.py --placements 10000 \
+        --out bench/results/dispatch_throughput.json
     stop_services
 
 It builds a synthetic plan over every site of the ``global`` catalog (GPU types and gang sizes from

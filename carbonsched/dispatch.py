@@ -57,6 +57,7 @@ from carbonsched.adapters.dispatch.registry import AdapterRegistry, BackendConfi
 from carbonsched.catalog import Catalog, load_catalog
 from carbonsched.domain import JobState, ReasonCode
 from carbonsched.errors import (
+    AdapterContractError,
     BackendRejectedError,
     BackendUnavailableError,
     InputError,
@@ -342,6 +343,10 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
     summary = DispatchSummary(plan_id=plan_id, dry_run=dry_run, commit_before=commit_before,
                               started_at=now)
     requests = plan_requests(plan, catalog, settings.dispatch_deadline_slack_s)
+    missing = sorted({r.site for r in requests} - set(adapters))
+    if missing:
+        raise AdapterContractError(f"no dispatch adapter for site(s) {', '.join(missing)} of "
+                                   f"plan {plan_id}; give one per site the plan uses")
 
     with Session(store.engine, expire_on_commit=False) as s:
         existing = {r.key: r for r in s.scalars(select(DispatchRow).where(
@@ -436,6 +441,15 @@ def _drive_pending(store: Store, adapters: Mapping[str, DispatchAdapter],
     summary.outcomes.extend(outcomes.values())
 
 
+def _late(row: DispatchRow, now: datetime) -> str:
+    """Why the intent can no longer end by its deadline ("" when it still can)."""
+    req = _request_from_row(row)
+    if now + timedelta(seconds=req.duration_s) <= req.deadline:
+        return ""
+    return (f"now {_iso(now)} + {req.duration_s} s is after the deadline {_iso(req.deadline)}; "
+            "not submitted")
+
+
 def _drive_backend(store: Store, adapter: DispatchAdapter, row_ids: Sequence[int],
                    clock: Clock, workers: int) -> list[DispatchOutcome]:
     """One backend's pass: find keys already there, submit the rest, record each result."""
@@ -448,10 +462,16 @@ def _drive_backend(store: Store, adapter: DispatchAdapter, row_ids: Sequence[int
         except BackendUnavailableError as exc:
             now = _now(clock)
             for r in rows.values():
-                r.reason, r.detail = str(ReasonCode.BACKEND_UNAVAILABLE), str(exc)
                 r.attempts += 1
                 r.updated_at = now
-                out.append(_outcome(r, "unavailable"))
+                late = _late(r, now)
+                if late:  # it can no longer run in time: stop retrying it
+                    r.state, r.reason, r.detail = (str(JobState.FAILED),
+                                                   str(ReasonCode.DEADLINE_PASSED), late)
+                    out.append(_outcome(r, "deadline_passed"))
+                else:
+                    r.reason, r.detail = str(ReasonCode.BACKEND_UNAVAILABLE), str(exc)
+                    out.append(_outcome(r, "unavailable"))
             s.commit()
             return out
         now = _now(clock)
@@ -463,9 +483,13 @@ def _drive_backend(store: Store, adapter: DispatchAdapter, row_ids: Sequence[int
         if not todo:
             return out
 
-        def submit(row: DispatchRow) -> tuple[DispatchRow, BackendJob | Exception]:
+        def submit(row: DispatchRow) -> tuple[DispatchRow, BackendJob | Exception | str]:
+            req = _request_from_row(row)
+            late = _late(row, _now(clock))
+            if late:
+                return row, late
             try:
-                return row, adapter.submit(_request_from_row(row))
+                return row, adapter.submit(req)
             except (BackendUnavailableError, BackendRejectedError) as exc:
                 return row, exc
 
@@ -475,7 +499,11 @@ def _drive_backend(store: Store, adapter: DispatchAdapter, row_ids: Sequence[int
                 row, res = fut.result()
                 now = _now(clock)
                 row.attempts += 1
-                if isinstance(res, BackendUnavailableError):
+                if isinstance(res, str):  # a retried intent whose deadline has passed
+                    row.state, row.reason = str(JobState.FAILED), str(ReasonCode.DEADLINE_PASSED)
+                    row.detail, row.updated_at = res, now
+                    out.append(_outcome(row, "deadline_passed"))
+                elif isinstance(res, BackendUnavailableError):
                     row.reason, row.detail, row.updated_at = (
                         str(ReasonCode.BACKEND_UNAVAILABLE), str(res), now)
                     out.append(_outcome(row, "unavailable"))

@@ -60,13 +60,27 @@ def _rows(store: Store) -> dict[str, DispatchRow]:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def any_store(request, tmp_path) -> Store:
+def any_store(request, tmp_path):
     if request.param == "sqlite":
-        return Store(f"sqlite:///{tmp_path / 'store.db'}")
+        yield Store(f"sqlite:///{tmp_path / 'store.db'}")
+        return
     url = os.environ.get("CARBONSCHED_TEST_POSTGRES_URL")
     if not url:
         pytest.skip("CARBONSCHED_TEST_POSTGRES_URL not set (scripts/test starts PostgreSQL)")
-    return Store(url)
+    # a database of its own: other tests drop and recreate the shared one's tables
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    name = f"dispatch_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f'CREATE DATABASE "{name}"'))
+    store = Store(make_url(url).set(database=name).render_as_string(hide_password=False))
+    yield store
+    store.engine.dispose()
+    with admin.connect() as c:
+        c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+    admin.dispose()
 
 
 def test_real_global_plan_lands_once_on_every_cluster_and_namespace(
@@ -421,3 +435,42 @@ def test_begin_is_exact_on_real_slurm_across_dst_with_the_host_zone_set(
     jobs = {j["key"]: j for j in _ours(slurm_dir, "ontario", prefix)}
     for i, t in enumerate(instants):
         assert jobs[f"{prefix}-{i}#0"]["begin"] == t
+
+
+def test_an_intent_left_pending_is_not_retried_past_its_deadline(store, slurm_dir, tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("slurm_conf", ROOT / "scripts/slurm_conf.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    base = int(os.environ.get("CARBONSCHED_PORT_BASE", 57300))
+    d, _, _ = mod.write_cluster(tmp_path, "nowhere", "ca-on-toronto", "global", {"A100": 16},
+                                base + 93, base + 94, str(slurm_dir / "munge" / "munge.socket"),
+                                message_timeout_s=2)  # no daemon ever listens there
+    prefix = uuid.uuid4().hex[:8]
+    start = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=2)
+    fmt = "%Y-%m-%dT%H:%M:%SZ"
+    doc = {"plan_id": uuid.uuid4().hex, "date": start.strftime("%Y-%m-%d"), "catalog": "global",
+           "signal_quality": "measured", "solver": {"name": "t", "status": "optimal",
+                                                     "seconds": 0.0},
+           "totals": {"energy_kwh": 0.0, "emissions_kg": 0.0, "baseline_emissions_kg": 0.0},
+           "unplaced": [], "inference": [],
+           "placements": [{"job_id": f"{prefix}-a", "site": "ca-on-toronto",
+                           "start": start.strftime(fmt),
+                           "end": (start + timedelta(hours=1)).strftime(fmt),
+                           "gpu_type": "A100", "gpus": 1, "energy_kwh": 1.0,
+                           "emissions_kg": 0.1}]}
+    store.save_plan(doc)
+    adapters = {"ca-on-toronto": SlurmAdapter("nowhere", conf=d / "slurm.conf", timeout_s=20)}
+    s1 = dispatch_plan(store, doc["plan_id"], adapters=adapters, sleep=lambda _: None,
+                       max_attempts=1)
+    assert s1.counts == {"unavailable": 1}
+    later = start + timedelta(hours=3)
+    s2 = reconcile(store, "global", adapters=adapters, clock=lambda: later,
+                   sleep=lambda _: None, max_attempts=1)
+    assert s2.counts == {"deadline_passed": 1}
+    r = next(iter(_rows(store).values()))
+    assert (r.state, r.reason, r.attempts) == ("Failed", "DeadlinePassed", 2)
+    assert "is after the deadline" in r.detail and "not submitted" in r.detail
+    with pytest.raises(Exception, match="no dispatch adapter for site"):
+        dispatch_plan(store, doc["plan_id"], adapters={}, dry_run=True)

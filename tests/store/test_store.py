@@ -62,7 +62,7 @@ def test_postgres_roundtrip():
     eng = create_engine(url)
     with eng.begin() as c:
         c.execute(text("DROP TABLE IF EXISTS forecasts, inference_placements, placements, "
-                       "plans, alembic_version CASCADE"))
+                       "plans, dispatch_intents, alembic_version CASCADE"))
     store = Store(url)
     _roundtrip(store)
     with eng.connect() as c:
