@@ -82,6 +82,9 @@ def dispatch(
         out.print(t)
         out.print(f"{summary.counts} · {summary.retries} backoff retries · "
                   f"{summary.seconds:.1f} s", highlight=False)
+    if not as_json:
+        for note in summary.notes:
+            out.print(f"note: {escape(note)}", highlight=False)
         for o in summary.outcomes:
             if o.action in ("rejected", "unavailable", "deadline_passed"):
                 err.print(f"[yellow]{o.action}[/] {escape(o.key)} at {o.site}: "

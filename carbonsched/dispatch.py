@@ -154,6 +154,8 @@ class DispatchSummary:
     retries: int = 0
     """Backoff rounds made because a backend was unavailable. [-]"""
     outcomes: list[DispatchOutcome] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """Fallbacks taken, counted (e.g. placements without a deadline of their own)."""
 
     @property
     def counts(self) -> dict[str, int]:
@@ -173,7 +175,7 @@ class DispatchSummary:
         return {"plan_id": self.plan_id, "dry_run": self.dry_run,
                 "commit_before": _iso(self.commit_before), "started_at": _iso(self.started_at),
                 "seconds": round(self.seconds, 3), "retries": self.retries,
-                "complete": self.complete, "counts": self.counts,
+                "complete": self.complete, "counts": self.counts, "notes": self.notes,
                 "outcomes": [asdict(o) for o in self.outcomes]}
 
 
@@ -343,6 +345,22 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
     summary = DispatchSummary(plan_id=plan_id, dry_run=dry_run, commit_before=commit_before,
                               started_at=now)
     requests = plan_requests(plan, catalog, settings.dispatch_deadline_slack_s)
+    no_deadline = sum(1 for p in plan.get("placements", []) if not p.get("deadline"))
+    if no_deadline:
+        summary.notes.append(
+            f"{no_deadline} of {len(requests)} placements carry no deadline: the backend's "
+            f"deadline is their planned end + {settings.dispatch_deadline_slack_s:g} s "
+            "(CARBONSCHED_DISPATCH_DEADLINE_SLACK_S)")
+    for name in sorted({adapters[r.site].name for r in requests}):
+        a = next(adapters[r.site] for r in requests if adapters[r.site].name == name)
+        if getattr(a, "timezone_source", "") == "fallback":
+            summary.notes.append(f"{name}: no host zone found (TZ, /etc/timezone, "
+                                 "/etc/localtime): --begin is written in UTC")
+    no_command = sum(1 for r in requests if not r.command)
+    if no_command:
+        summary.notes.append(
+            f"{no_command} of {len(requests)} placements carry no command: each runs the "
+            "placeholder 'sleep <planned seconds>'")
     missing = sorted({r.site for r in requests} - set(adapters))
     if missing:
         raise AdapterContractError(f"no dispatch adapter for site(s) {', '.join(missing)} of "

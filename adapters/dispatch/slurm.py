@@ -93,27 +93,32 @@ TERMINAL = {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}
 
 
 def host_timezone() -> tzinfo:
+    """See :func:`host_timezone_source` (the zone only)."""
+    return host_timezone_source()[0]
+
+
+def host_timezone_source() -> tuple[tzinfo, str]:
     """The zone ``sbatch`` reads wall times in: ``$TZ``, ``/etc/timezone``, ``/etc/localtime``.
 
     UTC when none of them names an IANA zone.
     """
-    candidates = [os.environ.get("TZ", "").lstrip(":")]
+    candidates = [("TZ", os.environ.get("TZ", "").lstrip(":"))]
     try:
-        candidates.append(Path("/etc/timezone").read_text().strip())
+        candidates.append(("/etc/timezone", Path("/etc/timezone").read_text().strip()))
     except OSError:
         pass
     try:
         link = os.readlink("/etc/localtime")
-        candidates.append(link.split("zoneinfo/", 1)[-1])
+        candidates.append(("/etc/localtime", link.split("zoneinfo/", 1)[-1]))
     except OSError:
         pass
-    for name in candidates:
+    for source, name in candidates:
         if name:
             try:
-                return ZoneInfo(name)
+                return ZoneInfo(name), source
             except (ZoneInfoNotFoundError, ValueError):
                 continue
-    return UTC
+    return UTC, "fallback"
 
 
 def begin_wall_time(ts: datetime, zone: tzinfo,
@@ -291,7 +296,8 @@ class SlurmAdapter:
         self.partition = partition
         self.conf = Path(conf) if conf else None
         self.use_clusters_flag = use_clusters_flag
-        self.timezone = timezone or host_timezone()
+        self.timezone, self.timezone_source = ((timezone, "configured") if timezone
+                                               else host_timezone_source())
         self.accounting_source = accounting
         self.timeout_s = timeout_s
         self.output = output

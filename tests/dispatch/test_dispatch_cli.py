@@ -94,6 +94,14 @@ def test_a_plan_for_another_catalog_or_site_is_refused(tmp_path, global_plan_doc
     store = Store(f"sqlite:///{tmp_path / 's.db'}")
     doc = future_plan(global_plan_doc)
     store.save_plan(doc)
+    dry = dispatch_plan(store, doc["plan_id"], dry_run=True)
+    n = len(doc["placements"])
+    assert dry.counts == {"dry_run": n}
+    assert dry.notes == [
+        f"{n} of {n} placements carry no deadline: the backend's deadline is their planned "
+        "end + 3600 s (CARBONSCHED_DISPATCH_DEADLINE_SLACK_S)",
+        f"{n} of {n} placements carry no command: each runs the placeholder "
+        "'sleep <planned seconds>'"]
     with pytest.raises(InputError, match="made for catalog 'global', not 'us-2022'"):
         dispatch_plan(store, doc["plan_id"], "us-2022", dry_run=True)
     doc = future_plan(global_plan_doc)

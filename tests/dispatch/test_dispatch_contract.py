@@ -183,3 +183,13 @@ def test_kubernetes_names_and_labels_are_valid_for_any_job_id(job_id):
     v = label_value(job_id)
     assert len(v) <= 63 and re.fullmatch(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]", v)
     assert job_name(job_id, 12) != job_name(job_id + "x", 12)
+
+
+def test_host_zone_comes_from_tz_first(monkeypatch):
+    from carbonsched.adapters.dispatch.slurm import host_timezone_source
+
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    assert host_timezone_source() == (ZoneInfo("Asia/Tokyo"), "TZ")
+    monkeypatch.setenv("TZ", "Not/AZone")
+    assert host_timezone_source()[1] != "TZ"
+    assert SlurmAdapter("x", timezone=UTC).timezone_source == "configured"
