@@ -345,6 +345,10 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
     summary = DispatchSummary(plan_id=plan_id, dry_run=dry_run, commit_before=commit_before,
                               started_at=now)
     requests = plan_requests(plan, catalog, settings.dispatch_deadline_slack_s)
+    missing = sorted({r.site for r in requests} - set(adapters))
+    if missing:
+        raise AdapterContractError(f"no dispatch adapter for site(s) {', '.join(missing)} of "
+                                   f"plan {plan_id}; give one per site the plan uses")
     no_deadline = sum(1 for p in plan.get("placements", []) if not p.get("deadline"))
     if no_deadline:
         summary.notes.append(
@@ -361,10 +365,6 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
         summary.notes.append(
             f"{no_command} of {len(requests)} placements carry no command: each runs the "
             "placeholder 'sleep <planned seconds>'")
-    missing = sorted({r.site for r in requests} - set(adapters))
-    if missing:
-        raise AdapterContractError(f"no dispatch adapter for site(s) {', '.join(missing)} of "
-                                   f"plan {plan_id}; give one per site the plan uses")
 
     with Session(store.engine, expire_on_commit=False) as s:
         existing = {r.key: r for r in s.scalars(select(DispatchRow).where(
