@@ -432,6 +432,9 @@ def catalog_show(name: Annotated[str, typer.Argument(help="Catalog name or TOML 
 from carbonsched.cli_report import report as _report  # noqa: E402
 
 app.command("report")(_report)
+from carbonsched.cli_dispatch import register as _register_dispatch  # noqa: E402
+
+_register_dispatch(app)
 
 
 def main() -> None:

@@ -66,6 +66,27 @@ class ReasonCode(StrEnum):
     DEADLINE_PASSED = "DeadlinePassed"
     SOLVER_NO_SOLUTION = "SolverNoSolution"
     BACKEND_UNAVAILABLE = "BackendUnavailable"
+    """The site's scheduler could not be reached; dispatch retries with backoff."""
+    # dispatch (carbonsched.dispatch, adapters/dispatch)
+    AWAITING_SUBMIT = "AwaitingSubmit"
+    """The dispatch intent is recorded (outbox) and not yet confirmed by the backend."""
+    SUBMITTED = "Submitted"
+    """The backend holds the job until its planned start (Slurm ``--begin``, a suspended Job)."""
+    ALREADY_DISPATCHED = "AlreadyDispatched"
+    """The same job (and piece) was dispatched from an earlier plan; never submitted again."""
+    NOT_COMMITTED = "NotCommitted"
+    """The placement starts at or after ``commit_before``; a later run (plan) decides it."""
+    REJECTED = "Rejected"
+    """The backend refused the submission (invalid request, unknown partition or GPU type)."""
+    NAME_CONFLICT = "NameConflict"
+    """A foreign object (not carrying our labels for this job) holds the Job name."""
+    STARTED = "Started"
+    COMPLETED = "Completed"
+    BACKEND_FAILED = "BackendFailed"
+    """The backend ran the job and it failed (non-zero exit, timeout, node failure)."""
+    CANCELLED = "Cancelled"
+    LOST = "Lost"
+    """The backend no longer knows a job it accepted (purged, or the cluster was rebuilt)."""
 
 
 class WorkKind(StrEnum):

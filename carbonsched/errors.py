@@ -15,10 +15,13 @@ and from the built-in that fits it, so callers can catch either::
     ├── PlanningError (RuntimeError)
     │   ├── InfeasiblePlanError            no plan satisfies a constraint family
     │   └── SolverUnavailableError         the requested MILP solver cannot run on this host
-    └── BackendError (RuntimeError)
-        ├── BackendUnavailableError        a backend (Slurm, Kubernetes, Dask) cannot be reached
-        └── ProviderError                  a signal provider answered with an error or bad payload
-            └── ProviderUnavailableError   a signal provider down, timing out or rate-limiting
+    ├── BackendError (RuntimeError)
+    │   ├── BackendUnavailableError        a backend (Slurm, Kubernetes, Dask) cannot be reached
+    │   ├── BackendRejectedError           a backend refused a submission (site, key, reason)
+    │   └── ProviderError                  a signal provider answered with an error or bad payload
+    │       └── ProviderUnavailableError   a signal provider down, timing out or rate-limiting
+    └── AdapterContractError (TypeError)   a dispatch adapter missing a required method, a
+                                           duplicate or an unknown backend name in the registry
 
     InputError
     └── ProviderConfigError                a provider configured wrongly (credentials, region)
@@ -171,3 +174,30 @@ class ProviderError(BackendError):
 
 class ProviderUnavailableError(ProviderError):
     """A signal provider that cannot be reached, times out, or keeps answering 5xx/429."""
+
+
+class BackendRejectedError(BackendError):
+    """A scheduler backend refused a submission (invalid request, name taken by a foreign object).
+
+    Parameters
+    ----------
+    backend
+        The backend's name (``slurm:ontario``, ``kubernetes:us-east-ny/carbonsched``).
+    key
+        The dispatch key (job id and piece) of the refused submission.
+    detail
+        What the backend said.
+    conflict
+        True when the refusal is a name held by a foreign object (never overwritten).
+    """
+
+    def __init__(self, backend: str, key: str, detail: str, conflict: bool = False) -> None:
+        self.backend = backend
+        self.key = key
+        self.detail = detail
+        self.conflict = conflict
+        super().__init__(f"{backend} refused {key}: {detail}")
+
+
+class AdapterContractError(CarbonschedError, TypeError):
+    """A dispatch adapter that breaks the contract, or a backend name the registry lacks."""

@@ -1,10 +1,13 @@
 # shellcheck shell=bash
 # Start and stop the real services the tests need, on loopback with private ports.
-# Source this file, then call start_postgres; stop_services stops what was started.
+# Source this file, then call start_postgres, start_slurm and start_kube_emulator; stop_services stops
+# what was started. Ports: PostgreSQL on CARBONSCHED_PG_PORT (55432); Slurm and the Kubernetes
+# emulator in CARBONSCHED_PORT_BASE .. +99 (57300 .. 57399): cluster i's slurmctld on base+10i+1,
+# its slurmd on base+10i+2, the Kubernetes emulator on base+50.
 # Installs the Debian packages it needs when they are missing (apt-get, as root).
 
 CARBONSCHED_SERVICES_DIR=${CARBONSCHED_SERVICES_DIR:-$(mktemp -d /tmp/carbonsched-services.XXXXXX)}
-chmod 755 "$CARBONSCHED_SERVICES_DIR"
+mkdir -p "$CARBONSCHED_SERVICES_DIR" && chmod 755 "$CARBONSCHED_SERVICES_DIR"
 
 _apt_install() {
   if [ "$(id -u)" != 0 ]; then
@@ -53,9 +56,107 @@ start_chromium() {
   fi
   export CARBONSCHED_CHROMIUM="$bin"
   echo "services: $("$bin" --version 2>/dev/null || echo chromium) at $bin" >&2
+_slurm_packages_missing() {
+  command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v sbatch >/dev/null \
+    && command -v munged >/dev/null && return 1
+  return 0
+}
+
+# One munged on a private socket, then one slurmctld and one slurmd per Slurm site of the catalog
+# (independent clusters: own ClusterName, ports, state directory, node; fake GPUs in gres.conf).
+# Exports CARBONSCHED_SLURM_CONF_DIR (<dir>/<cluster>/slurm.conf, how carbonsched reaches each
+# cluster without slurmdbd) and CARBONSCHED_SLURM_CLUSTERS (space-separated names).
+start_slurm() {
+  local catalog=${1:-global} base=${CARBONSCHED_PORT_BASE:-57300} dir line cluster cdir node
+  local ctld_port slurmd_port devs
+  if _slurm_packages_missing; then
+    _apt_install slurmctld slurmd slurm-client munge || return 1
+  fi
+  dir="$CARBONSCHED_SERVICES_DIR/slurm"
+  mkdir -p "$dir/munge" "$dir/munge-key" /run/munge
+  chown munge:munge "$dir/munge" "$dir/munge-key" /run/munge
+  chmod 755 "$dir/munge"
+  chmod 700 "$dir/munge-key"
+  # a private key and socket: never touches a system munged
+  runuser -u munge -- mungekey --create --keyfile="$dir/munge-key/munge.key" >/dev/null 2>&1 \
+    || return 1
+  runuser -u munge -- munged --socket="$dir/munge/munge.socket" \
+    --key-file="$dir/munge-key/munge.key" \
+    --pid-file="$dir/munge/munged.pid" --log-file="$dir/munge/munged.log" \
+    --seed-file="$dir/munge-key/munged.seed" || { cat "$dir/munge/munged.log" >&2; return 1; }
+  _SLURM_DIR="$dir"
+  CARBONSCHED_SLURM_CLUSTERS=""
+  python3 "$(dirname "${BASH_SOURCE[0]}")/slurm_conf.py" --catalog "$catalog" --root "$dir" \
+    --port-base "$base" --munge-socket "$dir/munge/munge.socket" >"$dir/clusters.txt" || return 1
+  while read -r cluster cdir node ctld_port slurmd_port devs; do
+    for dev in $devs; do [ -e "$dev" ] || mknod "$dev" c 1 3; done
+    SLURM_CONF="$cdir/slurm.conf" slurmctld -i -L "$cdir/slurmctld.log" \
+      || { cat "$cdir/slurmctld.log" >&2; return 1; }
+    SLURM_CONF="$cdir/slurm.conf" slurmd -N "$node" -L "$cdir/slurmd.log" \
+      || { cat "$cdir/slurmd.log" >&2; return 1; }
+    CARBONSCHED_SLURM_CLUSTERS="$CARBONSCHED_SLURM_CLUSTERS $cluster"
+  done <"$dir/clusters.txt"
+  # wait until every node is idle (the controller answers and the slurmd registered its GPUs)
+  local t=0
+  while read -r cluster cdir node _; do
+    until SLURM_CONF="$cdir/slurm.conf" sinfo -h -n "$node" -o %t 2>/dev/null | grep -q idle; do
+      t=$((t + 1))
+      if [ $t -gt 120 ]; then
+        echo "services: Slurm cluster $cluster did not come up; logs in $cdir" >&2
+        tail -n 20 "$cdir/slurmctld.log" "$cdir/slurmd.log" >&2
+        return 1
+      fi
+      sleep 0.5
+    done
+  done <"$dir/clusters.txt"
+  export CARBONSCHED_SLURM_CONF_DIR="$dir"
+  export CARBONSCHED_SLURM_CLUSTERS="${CARBONSCHED_SLURM_CLUSTERS# }"
+  echo "services: Slurm clusters $CARBONSCHED_SLURM_CLUSTERS (confs in $dir, ports from $base)" >&2
+}
+
+_stop_slurm() {
+  local cluster cdir pidf
+  [ -n "${_SLURM_DIR:-}" ] || return 0
+  while read -r cluster cdir _; do
+    for pidf in "$cdir/slurmd.pid" "$cdir/slurmctld.pid"; do
+      [ -s "$pidf" ] && kill "$(cat "$pidf")" 2>/dev/null
+    done
+  done <"$_SLURM_DIR/clusters.txt"
+  [ -s "$_SLURM_DIR/munge/munged.pid" ] && kill "$(cat "$_SLURM_DIR/munge/munged.pid")" 2>/dev/null
+  sleep 0.5
+  _SLURM_DIR=""
+}
+
+# The project's Kubernetes API emulator (scripts/kube_emulator.py) on loopback, one kubeconfig
+# context per Kubernetes site of the catalog. Exports CARBONSCHED_KUBECONFIG (not KUBECONFIG:
+# that one selects a real cluster for the contract suite).
+start_kube_emulator() {
+  local catalog=${1:-global} port=$(( ${CARBONSCHED_PORT_BASE:-57300} + 50 )) dir t=0
+  dir="$CARBONSCHED_SERVICES_DIR/kube"
+  mkdir -p "$dir"
+  python3 "$(dirname "${BASH_SOURCE[0]}")/kube_emulator.py" --port "$port" --catalog "$catalog" \
+    --kubeconfig "$dir/kubeconfig" >"$dir/emulator.log" 2>&1 &
+  _KUBE_PID=$!
+  until [ -s "$dir/kubeconfig" ] && python3 -c "import urllib.request as u; \
+u.urlopen('http://127.0.0.1:$port/openapi.json', timeout=1)" 2>/dev/null; do
+    t=$((t + 1))
+    if [ $t -gt 120 ] || ! kill -0 "$_KUBE_PID" 2>/dev/null; then
+      echo "services: the Kubernetes emulator did not come up:" >&2
+      cat "$dir/emulator.log" >&2
+      return 1
+    fi
+    sleep 0.5
+  done
+  export CARBONSCHED_KUBECONFIG="$dir/kubeconfig"
+  echo "services: Kubernetes API emulator on 127.0.0.1:$port (kubeconfig $dir/kubeconfig)" >&2
 }
 
 stop_services() {
+  _stop_slurm
+  if [ -n "${_KUBE_PID:-}" ]; then
+    kill "$_KUBE_PID" 2>/dev/null || true
+    _KUBE_PID=""
+  fi
   if [ -n "${_PG_STARTED:-}" ]; then
     runuser -u postgres -- $_PG_STARTED -m fast stop >/dev/null 2>&1 || true
     _PG_STARTED=""

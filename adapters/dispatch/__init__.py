@@ -1,1 +1,5 @@
-"""carbonsched package."""
+"""Dispatch adapters: contract, Slurm, Kubernetes and the registry (driven by carbonsched.dispatch).
+
+:mod:`.base` holds the contract, :mod:`.slurm` and :mod:`.kubernetes` the adapters, :mod:`.registry`
+the explicit registry by backend kind.
+"""

@@ -120,3 +120,36 @@ from carbonsched.store.signal_models import SignalCacheRow, SignalFetchRow  # no
 
 __all__ = ["Base", "ForecastRow", "InferenceRow", "PlacementRow", "PlanRow", "SignalCacheRow",
            "SignalFetchRow", "UTCDateTime"]
+class DispatchRow(Base):
+    """One dispatch unit (job id, piece): the outbox intent and what its backend reports.
+
+    Written before any submission (state ``Pending``, reason ``AwaitingSubmit``); the dispatcher
+    then records the backend's id and the lifecycle it reports. ``key`` (``<job_id>#<piece>``) is
+    unique: a job that appears in several successive plans is dispatched once, from the plan in
+    ``plan_id``. ``actual_start``/``actual_end`` are the backend's (``times_source``: ``sacct``,
+    ``squeue`` or ``job-status``), for the report export.
+    """
+
+    __tablename__ = "dispatch_intents"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    key: Mapped[str] = mapped_column(String(220), unique=True)
+    job_id: Mapped[str] = mapped_column(String(200), index=True)
+    piece: Mapped[int] = mapped_column(Integer)
+    plan_id: Mapped[str] = mapped_column(String(64), index=True)
+    site: Mapped[str] = mapped_column(String(100))
+    backend: Mapped[str] = mapped_column(String(200))
+    state: Mapped[str] = mapped_column(String(20), index=True)
+    reason: Mapped[str] = mapped_column(String(40))
+    detail: Mapped[str] = mapped_column(Text, default="")
+    backend_id: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    request_json: Mapped[str] = mapped_column(Text)
+    planned_start: Mapped[datetime] = mapped_column(UTCDateTime())
+    planned_end: Mapped[datetime] = mapped_column(UTCDateTime())
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    submitted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    actual_start: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    actual_end: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    times_source: Mapped[str | None] = mapped_column(String(40), nullable=True)

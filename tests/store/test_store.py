@@ -62,7 +62,8 @@ def test_postgres_roundtrip():
     eng = create_engine(url)
     with eng.begin() as c:
         c.execute(text("DROP TABLE IF EXISTS forecasts, inference_placements, placements, "
-                       "plans, signal_cache, signal_fetches, alembic_version CASCADE"))
+                       "plans, signal_cache, signal_fetches, dispatch_intents, alembic_version "
+                       "CASCADE"))
     store = Store(url)
     _roundtrip(store)
     with eng.connect() as c:

@@ -1,0 +1,341 @@
+"""Kubernetes adapter: one ``batch/v1`` Job per placement, with the official ``kubernetes`` client.
+
+Each Kubernetes site names a kubeconfig context and a namespace (``[sites.backend]``). A Job:
+
+- requests ``nvidia.com/gpu: <gpus>`` as a limit (the NVIDIA device plugin's resource) and selects
+  nodes of the GPU type with ``nodeSelector {nvidia.com/gpu.product: <type>}`` (the label NVIDIA's
+  GPU feature discovery sets; configurable);
+- carries labels ``app.kubernetes.io/managed-by=carbonsched``, ``carbonsched.io/key-hash`` (the
+  dispatch key hashed: label values allow 63 characters), ``carbonsched.io/job``,
+  ``carbonsched.io/piece`` and ``carbonsched.io/plan``; the exact ids are annotations
+  (``carbonsched.io/key``, ``carbonsched.io/job-id``, ``carbonsched.io/plan-id``);
+- is created with ``spec.suspend: true`` (held: no pod is made) and released at its planned start
+  by :meth:`KubernetesAdapter.release` (the service calls
+  :func:`carbonsched.dispatch.release_due` every minute). ``activeDeadlineSeconds`` bounds the run
+  from release to the placement's deadline.
+
+A create that answers 409 AlreadyExists (a retry after a lost response, a second dispatcher) is a
+success only when the object there carries our labels *and* our key for this job; otherwise it is a
+foreign object, reported as :class:`~carbonsched.errors.BackendRejectedError` with
+``conflict=True`` and never overwritten or deleted. Source: Kubernetes API conventions
+(https://github.com/kubernetes/community/blob/master/contributors/devel/sig-architecture/api-conventions.md),
+Job suspension (https://kubernetes.io/docs/concepts/workloads/controllers/job/#suspending-a-job).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Collection
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from carbonsched.adapters.dispatch.base import BackendJob, DispatchRequest, short_hash
+from carbonsched.domain import JobState, ReasonCode
+from carbonsched.errors import BackendError, BackendRejectedError, BackendUnavailableError
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+OWNER = "carbonsched"
+L_KEY_HASH = "carbonsched.io/key-hash"
+L_JOB = "carbonsched.io/job"
+L_PIECE = "carbonsched.io/piece"
+L_PLAN = "carbonsched.io/plan"
+A_KEY = "carbonsched.io/key"
+A_JOB = "carbonsched.io/job-id"
+A_PLAN = "carbonsched.io/plan-id"
+A_START = "carbonsched.io/planned-start"
+A_END = "carbonsched.io/planned-end"
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+
+
+def label_value(text: str) -> str:
+    """``text`` made a valid label value (<= 63 of ``[A-Za-z0-9._-]``, alphanumeric ends)."""
+    v = re.sub(r"[^A-Za-z0-9._-]", "-", text)
+    if len(v) > 63:
+        v = v[:52] + "-" + short_hash(text, 10)
+    return v.strip("-_.") or short_hash(text, 10)
+
+
+def job_name(job_id: str, piece: int) -> str:
+    """The Job's name: DNS-1123, <= 63 characters, unique per key through a hash suffix."""
+    slug = re.sub(r"[^a-z0-9-]", "-", job_id.lower()).strip("-")[:40].strip("-")
+    return f"cs-{slug}-{piece}-{short_hash(f'{job_id}#{piece}', 8)}".replace("--", "-")
+
+
+def _iso(ts: datetime) -> str:
+    return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_time(v: Any) -> datetime | None:
+    if v is None:
+        return None
+    if isinstance(v, datetime):
+        return v if v.tzinfo else v.replace(tzinfo=UTC)
+    return datetime.fromisoformat(str(v).replace("Z", "+00:00"))
+
+
+class KubernetesAdapter:
+    """Dispatch to one namespace of one Kubernetes cluster (a kubeconfig context).
+
+    Parameters
+    ----------
+    context, namespace
+        The kubeconfig context and the namespace of the site's Jobs.
+    kubeconfig
+        Path of the kubeconfig; None uses ``$KUBECONFIG`` or ``~/.kube/config``.
+    image
+        Container image of the placeholder command (the plan carries no images).
+    gpu_product_label
+        Node label whose value is the GPU type.
+    gpu_products
+        GPU type -> label value, when the catalog's names differ from the cluster's
+        (``{"A100": "NVIDIA-A100-SXM4-80GB"}``); identity otherwise.
+    timeout_s
+        Timeout of each API call. [s]
+    """
+
+    kind = "kubernetes"
+
+    def __init__(self, context: str, namespace: str, *, kubeconfig: str | Path | None = None,
+                 image: str = "busybox:1.36", gpu_product_label: str = GPU_PRODUCT_LABEL,
+                 gpu_products: dict[str, str] | None = None, timeout_s: float = 10.0) -> None:
+        self.context = context
+        self.namespace = namespace
+        self.kubeconfig = str(kubeconfig) if kubeconfig else None
+        self.name = f"kubernetes:{context}/{namespace}"
+        self.image = image
+        self.gpu_product_label = gpu_product_label
+        self.gpu_products = gpu_products or {}
+        self.timeout_s = timeout_s
+        self._api: Any = None
+        self._lock = threading.Lock()
+
+    # -- plumbing -------------------------------------------------------------------------------
+    def _batch(self) -> Any:
+        with self._lock:
+            if self._api is None:
+                from kubernetes import client, config
+                from kubernetes.config.config_exception import ConfigException
+
+                try:
+                    api_client = config.new_client_from_config(
+                        config_file=self.kubeconfig, context=self.context)
+                except (ConfigException, OSError, TypeError) as exc:
+                    raise BackendUnavailableError(
+                        f"{self.name}: no usable kubeconfig context {self.context!r} "
+                        f"({self.kubeconfig or '$KUBECONFIG or ~/.kube/config'}): {exc}") from exc
+                api_client.configuration.retries = 0
+                api_client.rest_client.pool_manager.connection_pool_kw["retries"] = 0
+                self._api = client.BatchV1Api(api_client)
+            return self._api
+
+    def _call(self, what: str, fn: Any, *args: Any, key: str = "", **kw: Any) -> Any:
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            return fn(*args, _request_timeout=self.timeout_s, **kw)
+        except ApiException as exc:
+            msg = _status_message(exc)
+            if exc.status in (None, 0) or exc.status >= 500 or exc.status == 429:
+                raise BackendUnavailableError(
+                    f"{self.name}: API server failed {what} ({exc.status}): {msg}") from exc
+            if exc.status in (401, 403):
+                raise BackendRejectedError(
+                    self.name, key, f"{what} forbidden ({exc.status}): {msg}; grant the service "
+                    "account the Role in the README (batch/jobs: create, get, list, patch, "
+                    "delete)") from exc
+            raise _Api(exc.status, msg) from exc
+        except (HTTPError, OSError) as exc:
+            raise BackendUnavailableError(
+                f"{self.name}: API server unreachable during {what}: "
+                f"{type(exc).__name__}: {str(exc)[:200]}") from exc
+
+    # -- contract -------------------------------------------------------------------------------
+    def manifest(self, req: DispatchRequest) -> dict[str, Any]:
+        """The ``batch/v1`` Job for ``req`` (a plain dict, as sent)."""
+        product = self.gpu_products.get(req.gpu_type, req.gpu_type)
+        active_deadline_s = max(int((req.deadline - req.start).total_seconds()), req.duration_s)
+        return {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": job_name(req.job_id, req.piece),
+                "namespace": self.namespace,
+                "labels": {MANAGED_BY: OWNER, L_KEY_HASH: short_hash(req.key, 16),
+                           L_JOB: label_value(req.job_id), L_PIECE: str(req.piece),
+                           L_PLAN: label_value(req.plan_id)},
+                "annotations": {A_KEY: req.key, A_JOB: req.job_id, A_PLAN: req.plan_id,
+                                A_START: _iso(req.start), A_END: _iso(req.end)},
+            },
+            "spec": {
+                "suspend": True,
+                "backoffLimit": 0,
+                "activeDeadlineSeconds": active_deadline_s,
+                "template": {
+                    "metadata": {"labels": {MANAGED_BY: OWNER,
+                                            L_KEY_HASH: short_hash(req.key, 16)}},
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "nodeSelector": {self.gpu_product_label: product},
+                        "containers": [{
+                            "name": "job",
+                            "image": self.image,
+                            "command": ["sh", "-c", req.shell_command()],
+                            "resources": {"limits": {GPU_RESOURCE: str(req.gpus)}},
+                        }],
+                    },
+                },
+            },
+        }
+
+    def render(self, req: DispatchRequest) -> str:
+        """The Job manifest as JSON (what :meth:`submit` creates)."""
+        return json.dumps(self.manifest(req), indent=2)
+
+    def submit(self, req: DispatchRequest) -> BackendJob:
+        """Create the Job (held); on 409 accept it only if it is ours for the same key."""
+        api = self._batch()
+        body = self.manifest(req)
+        name = body["metadata"]["name"]
+        try:
+            obj = self._call("create", api.create_namespaced_job, self.namespace, body,
+                             key=req.key)
+        except _Api as exc:
+            if exc.status == 409:
+                existing = self._read(name)
+                if existing is not None and _owner_key(existing) == req.key:
+                    return self._backend_job(existing)
+                raise BackendRejectedError(
+                    self.name, req.key, f"Job {self.namespace}/{name} exists and is not ours "
+                    "for this job (labels/annotation differ); it is left untouched",
+                    conflict=True) from exc
+            if exc.status == 404:
+                raise BackendRejectedError(
+                    self.name, req.key, f"namespace {self.namespace!r} does not exist in "
+                    f"context {self.context!r}: {exc.message}") from exc
+            raise BackendRejectedError(self.name, req.key,
+                                       f"create refused ({exc.status}): {exc.message}") from exc
+        return self._backend_job(_to_dict(api, obj))
+
+    def _read(self, name: str) -> dict[str, Any] | None:
+        api = self._batch()
+        try:
+            return _to_dict(api, self._call("read", api.read_namespaced_job, name,
+                                            self.namespace))
+        except _Api as exc:
+            if exc.status == 404:
+                return None
+            raise BackendError(f"{self.name}: read {name} failed ({exc.status}): "
+                               f"{exc.message}") from exc
+
+    def _list(self) -> list[dict[str, Any]]:
+        api = self._batch()
+        try:
+            res = self._call("list", api.list_namespaced_job, self.namespace,
+                             label_selector=f"{MANAGED_BY}={OWNER}")
+        except _Api as exc:
+            if exc.status == 404:
+                return []
+            raise BackendError(f"{self.name}: list failed ({exc.status}): {exc.message}") from exc
+        return [_to_dict(api, o) for o in (res.items or [])]
+
+    def status(self, keys: Collection[str] | None = None) -> dict[str, BackendJob]:
+        """Our Jobs in the namespace by key (one list call with our label selector)."""
+        want = set(keys) if keys is not None else None
+        out = {}
+        for obj in self._list():
+            key = _owner_key(obj)
+            if key is None or (want is not None and key not in want):
+                continue
+            out[key] = self._backend_job(obj)
+        return out
+
+    def cancel(self, key: str) -> bool:
+        """Delete our Job with this key (background propagation); False if there is none."""
+        job = self.status([key]).get(key)
+        if job is None:
+            return False
+        api = self._batch()
+        name = job.backend_id.rsplit("/", 1)[1]
+        try:
+            self._call("delete", api.delete_namespaced_job, name, self.namespace,
+                       propagation_policy="Background")
+        except _Api as exc:
+            if exc.status == 404:
+                return False
+            raise BackendError(f"{self.name}: delete {name} failed: {exc.message}") from exc
+        return True
+
+    def release(self, key: str) -> bool:
+        """Unsuspend our held Job with this key; False when it is not held or not ours."""
+        job = self.status([key]).get(key)
+        if job is None or job.raw_state != "suspended":
+            return False
+        api = self._batch()
+        name = job.backend_id.rsplit("/", 1)[1]
+        self._call("release", api.patch_namespaced_job, name, self.namespace,
+                   {"spec": {"suspend": False}}, key=key)
+        return True
+
+    def _backend_job(self, obj: dict[str, Any]) -> BackendJob:
+        meta, spec, st = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+        conds = {c["type"]: c for c in (st.get("conditions") or [])
+                 if str(c.get("status")) == "True"}
+        start = _parse_time(st.get("startTime"))
+        if "Complete" in conds:
+            state, reason, raw = JobState.SUCCEEDED, ReasonCode.COMPLETED, "complete"
+            end = _parse_time(st.get("completionTime")
+                              or conds["Complete"].get("lastTransitionTime"))
+        elif "Failed" in conds:
+            state, raw = JobState.FAILED, "failed"
+            reason = (ReasonCode.DEADLINE_PASSED if conds["Failed"].get("reason")
+                      == "DeadlineExceeded" else ReasonCode.BACKEND_FAILED)
+            end = _parse_time(conds["Failed"].get("lastTransitionTime"))
+        elif spec.get("suspend"):
+            state, reason, raw, end = JobState.DISPATCHED, ReasonCode.SUBMITTED, "suspended", None
+        elif (st.get("active") or 0) > 0 or start is not None:
+            state, reason, raw, end = JobState.RUNNING, ReasonCode.STARTED, "active", None
+        else:
+            state, reason, raw, end = JobState.DISPATCHED, ReasonCode.SUBMITTED, "pending", None
+        ann = meta.get("annotations") or {}
+        return BackendJob(
+            key=ann.get(A_KEY, ""), plan_id=ann.get(A_PLAN, ""),
+            backend_id=f"{self.context}/{self.namespace}/{meta['name']}", state=state,
+            reason=reason, raw_state=raw, actual_start=start, actual_end=end,
+            begin=_parse_time(ann.get(A_START)))
+
+
+class _Api(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        self.message = message
+        super().__init__(f"{status}: {message}")
+
+
+def _status_message(exc: Any) -> str:
+    try:
+        return str(json.loads(exc.body).get("message", exc.reason))[:400]
+    except (TypeError, ValueError, AttributeError):
+        return str(exc.reason or exc)[:400]
+
+
+def _to_dict(api: Any, obj: Any) -> dict[str, Any]:
+    if isinstance(obj, dict):
+        return obj
+    return api.api_client.sanitize_for_serialization(obj)
+
+
+def _owner_key(obj: dict[str, Any]) -> str | None:
+    """Our dispatch key when ``obj`` carries our labels and a matching key hash; else None."""
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    key = (meta.get("annotations") or {}).get(A_KEY)
+    if labels.get(MANAGED_BY) != OWNER or key is None:
+        return None
+    if labels.get(L_KEY_HASH) != short_hash(key, 16):
+        return None
+    return key

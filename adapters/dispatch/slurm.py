@@ -1,0 +1,477 @@
+"""Slurm adapter: ``sbatch --parsable``, ``squeue --json``, ``sacct`` and ``scancel``.
+
+Each Slurm site names its cluster (``[sites.backend] cluster``). Two ways to reach it:
+
+- ``SLURM_CONF`` per cluster (``conf``): the tools read that cluster's own ``slurm.conf``. This is
+  how the tests reach three independent clusters with no slurmdbd.
+- ``--clusters=<name>`` (``use_clusters_flag``): one ``slurm.conf`` and a slurmdbd that knows every
+  cluster (``sacctmgr add cluster``), the usual multi-cluster deployment. Without slurmdbd Slurm
+  answers ``'ontario' can't be reached now, or it is an invalid entry for --cluster``.
+
+Time: ``sbatch`` parses ``--begin`` and ``--deadline`` *itself*, as wall time in its own process's
+zone (``parse_time()`` in Slurm's ``src/common/parse_time.c``, with ``tm_isdst = -1``), and sends
+the controller an epoch. So a wall time in the fall-back hour of a DST zone is ambiguous and one in
+the spring-forward gap does not exist. :func:`begin_wall_time` converts the planned UTC start to the
+host zone's wall time and runs sbatch with ``TZ`` set to that zone's *fixed* offset at that
+instant (a POSIX ``<-0500>+05:00`` rule), so the wall time is the host's and Slurm reads it exactly,
+across DST. ``--deadline`` is written in the same fixed offset.
+
+The idempotency key and the plan id travel in ``--comment`` (``carbonsched key=<k> plan=<p>``,
+URL-quoted); job ids are unique per cluster only, so a job is known as ``<cluster>:<id>``.
+
+``squeue --json`` differs across Slurm generations (parsed by :func:`parse_squeue_json`):
+22.05 (OpenAPI v0.0.38) gives ``"job_state": "PENDING"`` and plain integers; 23.11 and later
+(v0.0.40+) give ``"job_state": ["PENDING"]`` (a base state plus flags) and numbers as
+``{"set": true, "infinite": false, "number": 1804987800}``. Sources: Slurm REST API reference
+(https://slurm.schedmd.com/rest_api.html), ``v0.0.38_job_response_properties`` and
+``v0.0.40_job_info``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import threading
+from collections.abc import Collection, Mapping
+from datetime import UTC, datetime, timedelta, tzinfo
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from carbonsched.adapters.dispatch.base import BackendJob, DispatchRequest
+from carbonsched.domain import JobState, ReasonCode
+from carbonsched.errors import (
+    BackendError,
+    BackendRejectedError,
+    BackendUnavailableError,
+    DataFormatError,
+)
+
+COMMENT_PREFIX = "carbonsched"
+
+#: stderr fragments that mean "the controller cannot be reached" (retry), not "refused"
+UNREACHABLE = (
+    "Unable to contact slurm controller",
+    "Socket timed out",
+    "Connection refused",
+    "Zero Bytes were transmitted",
+    "Slurm controller not responding",
+    "Communication connection failure",
+    "Munge",
+    "can't be reached now",
+)
+
+#: Slurm base job states -> lifecycle (squeue(1) "JOB STATE CODES")
+STATE_MAP: dict[str, tuple[JobState, ReasonCode]] = {
+    "PENDING": (JobState.DISPATCHED, ReasonCode.SUBMITTED),
+    "REQUEUED": (JobState.DISPATCHED, ReasonCode.SUBMITTED),
+    "REQUEUE_HOLD": (JobState.DISPATCHED, ReasonCode.SUBMITTED),
+    "REQUEUE_FED": (JobState.DISPATCHED, ReasonCode.SUBMITTED),
+    "RESV_DEL_HOLD": (JobState.DISPATCHED, ReasonCode.SUBMITTED),
+    "CONFIGURING": (JobState.RUNNING, ReasonCode.STARTED),
+    "RUNNING": (JobState.RUNNING, ReasonCode.STARTED),
+    "COMPLETING": (JobState.RUNNING, ReasonCode.STARTED),
+    "RESIZING": (JobState.RUNNING, ReasonCode.STARTED),
+    "SIGNALING": (JobState.RUNNING, ReasonCode.STARTED),
+    "STAGE_OUT": (JobState.RUNNING, ReasonCode.STARTED),
+    "SUSPENDED": (JobState.RUNNING, ReasonCode.STARTED),
+    "STOPPED": (JobState.RUNNING, ReasonCode.STARTED),
+    "COMPLETED": (JobState.SUCCEEDED, ReasonCode.COMPLETED),
+    "CANCELLED": (JobState.CANCELLED, ReasonCode.CANCELLED),
+    "DEADLINE": (JobState.FAILED, ReasonCode.DEADLINE_PASSED),
+    "FAILED": (JobState.FAILED, ReasonCode.BACKEND_FAILED),
+    "TIMEOUT": (JobState.FAILED, ReasonCode.BACKEND_FAILED),
+    "NODE_FAIL": (JobState.FAILED, ReasonCode.BACKEND_FAILED),
+    "OUT_OF_MEMORY": (JobState.FAILED, ReasonCode.BACKEND_FAILED),
+    "BOOT_FAIL": (JobState.FAILED, ReasonCode.BACKEND_FAILED),
+    "PREEMPTED": (JobState.FAILED, ReasonCode.BACKEND_FAILED),
+    "REVOKED": (JobState.CANCELLED, ReasonCode.CANCELLED),
+}
+TERMINAL = {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}
+
+
+def host_timezone() -> tzinfo:
+    """See :func:`host_timezone_source` (the zone only)."""
+    return host_timezone_source()[0]
+
+
+def host_timezone_source() -> tuple[tzinfo, str]:
+    """The zone ``sbatch`` reads wall times in: ``$TZ``, ``/etc/timezone``, ``/etc/localtime``.
+
+    UTC when none of them names an IANA zone.
+    """
+    candidates = [("TZ", os.environ.get("TZ", "").lstrip(":"))]
+    try:
+        candidates.append(("/etc/timezone", Path("/etc/timezone").read_text().strip()))
+    except OSError:
+        pass
+    try:
+        link = os.readlink("/etc/localtime")
+        candidates.append(("/etc/localtime", link.split("zoneinfo/", 1)[-1]))
+    except OSError:
+        pass
+    for source, name in candidates:
+        if name:
+            try:
+                return ZoneInfo(name), source
+            except (ZoneInfoNotFoundError, ValueError):
+                continue
+    return UTC, "fallback"
+
+
+def begin_wall_time(ts: datetime, zone: tzinfo,
+                    also: tuple[datetime, ...] = ()) -> tuple[str, list[str]]:
+    """Slurm wall time(s) for ``ts`` in ``zone`` and the ``TZ`` that makes sbatch read them exactly.
+
+    Parameters
+    ----------
+    ts
+        The instant (tz-aware), e.g. the planned start.
+    zone
+        The host's zone (see :func:`host_timezone`).
+    also
+        More instants (e.g. the deadline) written in the same fixed offset.
+
+    Returns
+    -------
+    (tz, [wall times])
+        ``tz`` is a POSIX fixed-offset rule such as ``<-0500>+05:00`` (POSIX offsets count west
+        of Greenwich); wall times are ``YYYY-MM-DDTHH:MM:SS``.
+    """
+    local = ts.astimezone(zone)
+    offset = local.utcoffset() or timedelta(0)
+    secs = int(offset.total_seconds())
+    hh, mm = divmod(abs(secs) // 60, 60)
+    name = f"<{'+' if secs >= 0 else '-'}{hh:02d}{mm:02d}>"
+    rule = f"{name}{'-' if secs >= 0 else '+'}{hh:02d}:{mm:02d}"
+    fixed = local.tzinfo if zone is UTC else _fixed(offset)
+    walls = [t.astimezone(fixed).strftime("%Y-%m-%dT%H:%M:%S") for t in (ts, *also)]
+    return rule, walls
+
+
+def _fixed(offset: timedelta) -> tzinfo:
+    from datetime import timezone
+
+    return timezone(offset)
+
+
+def make_comment(key: str, plan_id: str) -> str:
+    """The ``--comment`` carrying the idempotency key and the plan id."""
+    return f"{COMMENT_PREFIX} key={quote(key, safe='')} plan={quote(plan_id, safe='')}"
+
+
+def parse_comment(comment: str | None) -> tuple[str, str] | None:
+    """(key, plan id) from one of our comments; None for a foreign job."""
+    if not comment or not comment.startswith(COMMENT_PREFIX + " "):
+        return None
+    fields = dict(part.split("=", 1) for part in comment.split()[1:] if "=" in part)
+    if "key" not in fields:
+        return None
+    return unquote(fields["key"]), unquote(fields.get("plan", ""))
+
+
+def _number(value: Any) -> int | None:
+    """A Slurm number: 22.05 plain int (0 = unset), 23.11+ ``{set, infinite, number}``."""
+    if isinstance(value, dict):
+        if not value.get("set", False) or value.get("infinite", False):
+            return None
+        value = value.get("number")
+    if value is None or isinstance(value, bool):
+        return None
+    return int(value)
+
+
+def _epoch(value: Any) -> datetime | None:
+    n = _number(value)
+    return None if not n else datetime.fromtimestamp(n, UTC)
+
+
+def _states(value: Any) -> list[str]:
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return [str(value)] if value else []
+
+
+def parse_squeue_json(doc: Mapping[str, Any], source: str = "squeue --json") -> list[dict]:
+    """Normalise the jobs of a ``squeue --json`` document (22.05 or 23.11+ shape).
+
+    Returns
+    -------
+    list of dict
+        One per job: ``job_id`` (int), ``cluster``, ``states`` (base state first, then flags),
+        ``comment``, ``begin``, ``start``, ``end``, ``submit`` (tz-aware UTC or None),
+        ``state_reason``, ``gres`` (``gpu:A100:8`` or ""), ``time_limit_min``, ``name``.
+
+    Raises
+    ------
+    DataFormatError
+        The document has no ``jobs`` list or a job lacks ``job_id``/``job_state``.
+    """
+    jobs = doc.get("jobs")
+    if not isinstance(jobs, list):
+        raise DataFormatError(source, "no 'jobs' list: not a squeue --json document")
+    out = []
+    for i, j in enumerate(jobs):
+        if "job_id" not in j or "job_state" not in j:
+            raise DataFormatError(source, f"job #{i} lacks job_id or job_state")
+        gres = j.get("tres_per_node") or ""
+        out.append({
+            "job_id": int(_number(j["job_id"]) or 0),
+            "cluster": j.get("cluster", ""),
+            "states": _states(j["job_state"]),
+            "comment": j.get("comment") or "",
+            "begin": _epoch(j.get("eligible_time")),
+            "start": _epoch(j.get("start_time")),
+            "end": _epoch(j.get("end_time")),
+            "submit": _epoch(j.get("submit_time")),
+            "state_reason": j.get("state_reason", ""),
+            "gres": gres.removeprefix("gres:").replace("gres/", ""),
+            "time_limit_min": _number(j.get("time_limit")),
+            "name": j.get("name", ""),
+        })
+    return out
+
+
+def backend_job(cluster: str, job: Mapping[str, Any]) -> BackendJob | None:
+    """Our :class:`BackendJob` for one normalised squeue job; None for a foreign job."""
+    ours = parse_comment(job["comment"])
+    if ours is None:
+        return None
+    states = job["states"]
+    base = states[0] if states else "UNKNOWN"
+    state, reason = STATE_MAP.get(base, (JobState.DISPATCHED, ReasonCode.SUBMITTED))
+    started = state is not JobState.DISPATCHED and not (
+        state is JobState.CANCELLED and (job["start"] is None or job["start"] == job["end"]))
+    return BackendJob(
+        key=ours[0], plan_id=ours[1], backend_id=f"{cluster}:{job['job_id']}", state=state,
+        reason=reason, raw_state=",".join(states),
+        actual_start=job["start"] if started else None,
+        actual_end=job["end"] if state in TERMINAL and started else None,
+        begin=job["begin"], detail=job.get("state_reason", "") or "")
+
+
+class SlurmAdapter:
+    """Dispatch to one Slurm cluster with the standard client tools.
+
+    Parameters
+    ----------
+    cluster
+        The cluster's name (``ClusterName``).
+    partition
+        Partition for ``--partition``; None leaves the cluster's default.
+    conf
+        The cluster's ``slurm.conf`` (exported as ``SLURM_CONF`` to every tool), or None to use
+        the host's default configuration.
+    use_clusters_flag
+        Pass ``--clusters=<cluster>`` (needs slurmdbd; see the module docstring).
+    timezone
+        The zone sbatch's wall times are written in; default :func:`host_timezone`.
+    accounting
+        Where actual start and end come from once a job is over: ``"jobcomp"`` (``sacct -c``,
+        the job-completion file; Slurm <= 23.02), ``"slurmdbd"`` (``sacct`` against the
+        database) or ``"none"`` (squeue's times only, while the controller remembers the job).
+    timeout_s
+        Timeout of each tool call. [s]
+    output
+        ``--output`` of each job (default ``/dev/null``; give a pattern such as
+        ``/scratch/%x-%j.out`` in a real deployment).
+    account
+        ``--account`` to charge (the service user's Slurm account); None leaves the default.
+    """
+
+    kind = "slurm"
+    defers_start = True
+
+    def __init__(self, cluster: str, *, partition: str | None = None,
+                 conf: str | Path | None = None, use_clusters_flag: bool = False,
+                 timezone: tzinfo | None = None, accounting: str = "jobcomp",
+                 timeout_s: float = 30.0, output: str = "/dev/null",
+                 account: str | None = None) -> None:
+        if accounting not in ("jobcomp", "slurmdbd", "none"):
+            raise ValueError(f"accounting must be jobcomp, slurmdbd or none, got {accounting!r}")
+        self.cluster = cluster
+        self.name = f"slurm:{cluster}"
+        self.partition = partition
+        self.conf = Path(conf) if conf else None
+        self.use_clusters_flag = use_clusters_flag
+        self.timezone, self.timezone_source = ((timezone, "configured") if timezone
+                                               else host_timezone_source())
+        self.accounting_source = accounting
+        self.timeout_s = timeout_s
+        self.output = output
+        self.account = account
+        self._index: dict[str, BackendJob] | None = None
+        self._lock = threading.Lock()
+
+    # -- plumbing -------------------------------------------------------------------------------
+    def _env(self, tz: str | None = None) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.conf is not None:
+            env["SLURM_CONF"] = str(self.conf)
+        env["TZ"] = tz or "UTC"
+        return env
+
+    def _cluster_args(self) -> list[str]:
+        return [f"--clusters={self.cluster}"] if self.use_clusters_flag else []
+
+    def _run(self, argv: list[str], tz: str | None = None, key: str = "") -> str:
+        try:
+            proc = subprocess.run(argv, env=self._env(tz), capture_output=True, text=True,
+                                  timeout=self.timeout_s, check=False)
+        except FileNotFoundError as exc:
+            raise BackendUnavailableError(
+                f"{self.name}: {argv[0]} is not installed on this host "
+                "(apt-get install slurm-client)") from exc
+        except subprocess.TimeoutExpired as exc:
+            raise BackendUnavailableError(
+                f"{self.name}: {argv[0]} timed out after {self.timeout_s:g} s") from exc
+        if proc.returncode != 0:
+            msg = " ".join((proc.stderr or proc.stdout).split())[:400]
+            if any(s.lower() in msg.lower() for s in UNREACHABLE):
+                raise BackendUnavailableError(f"{self.name}: controller unreachable: {msg}")
+            if argv[0] == "sbatch":
+                raise BackendRejectedError(self.name, key, msg)
+            raise BackendError(f"{self.name}: {argv[0]} failed: {msg}")
+        return proc.stdout
+
+    # -- contract -------------------------------------------------------------------------------
+    def sbatch_argv(self, req: DispatchRequest) -> tuple[str, list[str]]:
+        """The TZ value and the exact sbatch command line for ``req``."""
+        tz, (begin, deadline) = begin_wall_time(req.start, self.timezone, (req.deadline,))
+        minutes = -(-req.duration_s // 60)
+        argv = ["sbatch", "--parsable", *self._cluster_args(),
+                f"--job-name=carbonsched-{req.job_id}-{req.piece}"[:200],
+                f"--begin={begin}", f"--deadline={deadline}", f"--time={minutes}",
+                f"--gres=gpu:{req.gpu_type}:{req.gpus}", "--nodes=1",
+                f"--comment={make_comment(req.key, req.plan_id)}",
+                f"--output={self.output}", "--chdir=/tmp"]
+        if self.partition:
+            argv.insert(3, f"--partition={self.partition}")
+        if self.account:
+            argv.insert(3, f"--account={self.account}")
+        argv += ["--wrap", req.shell_command()]
+        return tz, argv
+
+    def render(self, req: DispatchRequest) -> str:
+        """``TZ=... sbatch ...`` exactly as :meth:`submit` runs it (plus ``SLURM_CONF``)."""
+        tz, argv = self.sbatch_argv(req)
+        conf = f"SLURM_CONF={shlex.quote(str(self.conf))} " if self.conf else ""
+        return f"{conf}TZ={shlex.quote(tz)} {shlex.join(argv)}"
+
+    def submit(self, req: DispatchRequest) -> BackendJob:
+        """Submit unless a job with the same key exists on the cluster (then return it)."""
+        index = self._ensure_index()
+        with self._lock:
+            if req.key in index:
+                return index[req.key]
+        tz, argv = self.sbatch_argv(req)
+        out = self._run(argv, tz=tz, key=req.key).strip()
+        job_id = out.split(";")[0]
+        if not job_id.isdigit():
+            raise BackendError(f"{self.name}: sbatch --parsable printed {out!r}, not a job id")
+        job = BackendJob(key=req.key, plan_id=req.plan_id, backend_id=f"{self.cluster}:{job_id}",
+                         state=JobState.DISPATCHED, reason=ReasonCode.SUBMITTED,
+                         raw_state="PENDING", begin=req.start)
+        with self._lock:
+            index[req.key] = job
+        return job
+
+    def _ensure_index(self) -> dict[str, BackendJob]:
+        if self._index is None:
+            self.status()
+        assert self._index is not None
+        return self._index
+
+    def squeue(self) -> list[dict]:
+        """Every job the controller knows (all states), normalised by :func:`parse_squeue_json`."""
+        import json
+
+        out = self._run(["squeue", "--json", "--states=all", *self._cluster_args()])
+        try:
+            doc = json.loads(out)
+        except json.JSONDecodeError as exc:
+            raise DataFormatError(f"{self.name} squeue --json", f"not JSON: {exc}") from exc
+        return parse_squeue_json(doc, f"{self.name} squeue --json")
+
+    def status(self, keys: Collection[str] | None = None) -> dict[str, BackendJob]:
+        """Our jobs on the cluster by key (one ``squeue --json`` call).
+
+        Refreshes the index :meth:`submit` checks. Final start and end of finished jobs come from
+        :meth:`accounting`.
+        """
+        found: dict[str, BackendJob] = {}
+        for j in self.squeue():
+            if j["cluster"] and j["cluster"] != self.cluster:
+                continue
+            bj = backend_job(self.cluster, j)
+            if bj is None:
+                continue
+            prev = found.get(bj.key)
+            # a key twice on the backend (someone resubmitted by hand): keep the live/newest one
+            if prev is None or _rank(bj) >= _rank(prev):
+                found[bj.key] = bj
+        with self._lock:
+            self._index = dict(found)
+        if keys is not None:
+            found = {k: v for k, v in found.items() if k in set(keys)}
+        return found
+
+    def cancel(self, key: str) -> bool:
+        """``scancel`` our job with this key; False if the cluster has none or it is over."""
+        job = self.status([key]).get(key)
+        if job is None or job.state in TERMINAL:
+            return False
+        self._run(["scancel", *self._cluster_args(), job.backend_id.split(":", 1)[1]])
+        return True
+
+    def accounting(self, backend_ids: Collection[str]) -> dict[str, tuple[str, datetime | None,
+                                                                        datetime | None]]:
+        """Final state, actual start and end per ``<cluster>:<id>`` from ``sacct``.
+
+        Empty when ``accounting="none"``. Times are read with ``TZ=UTC``.
+        """
+        ids = [b.split(":", 1)[1] for b in backend_ids if b.startswith(self.cluster + ":")]
+        if not ids or self.accounting_source == "none":
+            return {}
+        src = ["-c"] if self.accounting_source == "jobcomp" else [f"--clusters={self.cluster}"]
+        out: dict[str, tuple[str, datetime | None, datetime | None]] = {}
+        for i in range(0, len(ids), 500):
+            text = self._run(["sacct", *src, "-n", "-P", "-X", "-o", "JobID,State,Start,End",
+                              "-j", ",".join(ids[i:i + 500])])
+            for line in text.splitlines():
+                parts = line.split("|")
+                if len(parts) != 4 or not parts[0].isdigit():
+                    continue
+                out[f"{self.cluster}:{parts[0]}"] = (parts[1].split()[0], _sacct_time(parts[2]),
+                                                     _sacct_time(parts[3]))
+        return out
+
+    def gpu_types(self) -> dict[str, int]:
+        """GPU type -> count over the cluster's nodes (``sinfo -o %G``)."""
+        out = self._run(["sinfo", "-h", "-N", *self._cluster_args(), "-o", "%N|%G"])
+        seen: dict[str, dict[str, int]] = {}
+        for line in out.splitlines():
+            node, _, gres = line.partition("|")
+            for item in gres.split(","):
+                parts = item.split("(")[0].split(":")
+                if len(parts) == 3 and parts[0] == "gpu":
+                    seen.setdefault(node, {})[parts[1]] = int(parts[2])
+        total: dict[str, int] = {}
+        for per in seen.values():
+            for t, n in per.items():
+                total[t] = total.get(t, 0) + n
+        return total
+
+
+def _rank(job: BackendJob) -> tuple[int, int]:
+    live = job.state not in TERMINAL
+    return (int(live), int(job.backend_id.rsplit(":", 1)[1]))
+
+
+def _sacct_time(text: str) -> datetime | None:
+    text = text.strip()
+    if not text or text in ("Unknown", "None"):
+        return None
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)

@@ -1,0 +1,139 @@
+"""``carbonsched dispatch`` and ``carbonsched status``: a stored plan onto the sites' schedulers.
+
+Exit codes as elsewhere: 2 bad input (or a placement the backend rejected), 3 a backend still
+unavailable after the retries (its placements stay pending; run the command again), 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated
+
+import pandas as pd
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from carbonsched.errors import TimeAxisError
+
+
+def _store():  # noqa: ANN202 - Store, imported lazily like the other commands
+    from carbonsched.settings import get_settings
+    from carbonsched.store import Store
+
+    return Store(get_settings().resolved_database_url())
+
+
+def _ts(value: object) -> str:
+    if value is None or (isinstance(value, float) and pd.isna(value)) or value is pd.NaT:
+        return ""
+    return pd.Timestamp(value).tz_convert("UTC").strftime("%Y-%m-%d %H:%M")
+
+
+def dispatch(
+    plan: Annotated[str, typer.Option("--plan", help="Stored plan id, or 'latest'.")] = "latest",
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the exact sbatch lines and Job manifests; submit nothing.")]
+        = False,
+    commit_before: Annotated[str | None, typer.Option(
+        "--commit-before", help="Commit only placements starting before this UTC instant "
+        "(ISO 8601 with offset, e.g. 2026-12-01T06:00Z); default: the whole plan.")] = None,
+    catalog: Annotated[str | None, typer.Option(
+        "--catalog", help="Catalog name or path (default: the one the plan names).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Dispatch a stored plan to each site's Slurm cluster or Kubernetes namespace, once."""
+    from carbonsched.cli import _errors, err, out
+    from carbonsched.dispatch import dispatch_plan
+
+    with _errors():
+        cb = None
+        if commit_before:
+            try:
+                cb = datetime.fromisoformat(commit_before.replace("Z", "+00:00"))
+            except ValueError as exc:
+                raise TimeAxisError(f"--commit-before {commit_before!r} is not ISO 8601; "
+                                    "e.g. 2026-12-01T06:00Z") from exc
+            if cb.tzinfo is None:
+                raise TimeAxisError(f"--commit-before {commit_before!r} has no offset; give UTC "
+                                    "with Z, e.g. 2026-12-01T06:00Z")
+        summary = dispatch_plan(_store(), plan, catalog, dry_run=dry_run, commit_before=cb)
+    if as_json:
+        out.print_json(json.dumps(summary.to_dict()))
+    elif dry_run:
+        for o in summary.outcomes:
+            if o.rendered:
+                out.print(f"# {o.site} · {o.backend} · {o.key}", highlight=False)
+                out.print(escape(o.rendered), highlight=False, soft_wrap=True)
+        others = {k: v for k, v in summary.counts.items() if k != "dry_run"}
+        out.print(f"dry run of plan {summary.plan_id}: {summary.counts.get('dry_run', 0)} "
+                  f"submissions rendered, nothing submitted; other placements: {others}")
+    else:
+        t = Table(title=f"dispatch of plan {summary.plan_id}")
+        for col in ("site", "backend", "action", "count"):
+            t.add_column(col, justify="right" if col == "count" else "left")
+        per: dict[tuple[str, str, str], int] = {}
+        for o in summary.outcomes:
+            k = (o.site, o.backend, o.action)
+            per[k] = per.get(k, 0) + 1
+        for (site, be, action), n in sorted(per.items()):
+            t.add_row(site, be, action, str(n))
+        out.print(t)
+        out.print(f"{summary.counts} · {summary.retries} backoff retries · "
+                  f"{summary.seconds:.1f} s", highlight=False)
+    if not as_json:
+        for note in summary.notes:
+            out.print(f"note: {escape(note)}", highlight=False)
+        for o in summary.outcomes:
+            if o.action in ("rejected", "unavailable", "deadline_passed"):
+                err.print(f"[yellow]{o.action}[/] {escape(o.key)} at {o.site}: "
+                          f"{escape(o.detail)}", highlight=False)
+    if not summary.complete:
+        raise typer.Exit(3)
+    if summary.counts.get("rejected"):
+        raise typer.Exit(2)
+
+
+def status(
+    plan: Annotated[str | None, typer.Option(
+        "--plan", help="A plan id or 'latest'; default every dispatched job.")] = None,
+    refresh: Annotated[bool, typer.Option(
+        "--refresh/--no-refresh", help="Ask the backends first (default) or show the store.")]
+        = True,
+    catalog: Annotated[str | None, typer.Option(
+        "--catalog", help="Catalog name or path (default: the plan's, else 'global').")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
+) -> None:
+    """Per dispatched job: site, backend id, state, reason, actual start and end."""
+    from carbonsched.cli import _errors, out
+    from carbonsched.dispatch import dispatch_records, refresh_status, resolve_plan_id
+
+    with _errors():
+        store = _store()
+        pid = resolve_plan_id(store, plan) if plan else None
+        cat = catalog or (store.get_plan(pid)["catalog"] if pid else "global")
+        df = (refresh_status(store, cat, plan_id=pid) if refresh
+              else dispatch_records(store, pid))
+    if as_json:
+        recs = df.assign(**{c: df[c].map(_ts) for c in ("planned_start", "planned_end",
+                                                         "actual_start", "actual_end")})
+        out.print_json(json.dumps(recs.to_dict(orient="records"), default=str))
+        return
+    t = Table(title=f"dispatch status{' of plan ' + pid if pid else ''} (UTC)")
+    for col in ("job", "site", "backend id", "state", "reason", "planned start", "actual start",
+                "actual end", "times from"):
+        t.add_column(col, overflow="fold")
+    for r in df.itertuples(index=False):
+        t.add_row(escape(r.key), r.site, escape(r.backend_id or ""), r.state, r.reason,
+                  _ts(r.planned_start), _ts(r.actual_start), _ts(r.actual_end),
+                  r.times_source or "")
+    out.print(t)
+    counts = df["state"].value_counts().to_dict() if len(df) else {}
+    out.print(f"{len(df)} jobs: {counts}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``dispatch`` and ``status`` to the main app."""
+    app.command()(dispatch)
+    app.command()(status)

@@ -1,0 +1,702 @@
+"""Dispatch a stored plan to each site's scheduler, exactly once, as a reconcile loop.
+
+The unit is a (job id, piece): its key ``<job_id>#<piece>`` is unique in the store's outbox
+(``dispatch_intents``) and is what each backend keeps (Slurm ``--comment``, a Kubernetes
+annotation plus a hashed label). :func:`dispatch_plan`:
+
+1. builds the adapters of every site of the catalog (an unknown backend kind or an unusable
+   configuration fails here, before anything is written or submitted);
+2. sorts the plan's placements: those starting at or after ``commit_before`` are left to a later
+   run (``NotCommitted``); a key already in the outbox from an *earlier plan* is never submitted
+   again (``AlreadyDispatched``); one whose deadline cannot be met any more is recorded
+   ``Failed/DeadlinePassed``;
+3. writes the remaining intents (``Pending/AwaitingSubmit``) in one transaction — the outbox —
+   before any side effect;
+4. reconciles every pending intent (this plan's and any left by an earlier crash) with what its
+   backend reports: a key already on the backend is recorded, not resubmitted; only the rest is
+   submitted (a few submissions in flight per backend), each result recorded as it arrives;
+5. retries a backend that cannot be reached with exponential backoff (the intents show
+   ``Pending/BackendUnavailable`` meanwhile); what is still unreachable after the last attempt is
+   left pending for the next run, which finishes it.
+
+A SIGKILL at any line leaves at worst an intent whose job exists on the backend but is not
+recorded; the next run finds the key on the backend and records it (tested against real Slurm).
+
+:func:`release_due` unsuspends held Kubernetes Jobs whose planned start has come (Slurm holds by
+``--begin`` itself); :func:`refresh_status` records each job's lifecycle and the actual start and
+end its backend reports (``sacct`` for Slurm, Job status for Kubernetes) for ``carbonsched status``
+and the report export (:func:`dispatch_records`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from carbonsched.adapters.dispatch.base import (
+    BackendJob,
+    DispatchAdapter,
+    DispatchRequest,
+    ReleasesHeld,
+    dispatch_key,
+)
+from carbonsched.adapters.dispatch.registry import AdapterRegistry, BackendConfig, default_registry
+from carbonsched.catalog import Catalog, load_catalog
+from carbonsched.domain import JobState, ReasonCode
+from carbonsched.errors import (
+    AdapterContractError,
+    BackendRejectedError,
+    BackendUnavailableError,
+    InputError,
+    TimeAxisError,
+    UnknownSiteError,
+)
+from carbonsched.store import Store
+from carbonsched.store.models import DispatchRow
+
+Clock = Callable[[], datetime]
+"""Returns "now" (tz-aware); injected so tests drive time."""
+
+TERMINAL = {JobState.SUCCEEDED.value, JobState.FAILED.value, JobState.CANCELLED.value}
+
+
+def system_clock() -> datetime:
+    """The wall clock in UTC."""
+    return datetime.now(UTC)
+
+
+class DispatchSettings(BaseSettings):
+    """Dispatch settings; each field reads ``CARBONSCHED_<NAME>``."""
+
+    model_config = SettingsConfigDict(env_prefix="CARBONSCHED_", populate_by_name=True)
+
+    slurm_conf_dir: Path | None = None
+    """Folder of ``<cluster>/slurm.conf`` (one SLURM_CONF per cluster, no slurmdbd)."""
+    slurm_use_clusters: bool = False
+    """Address clusters with ``--clusters`` (needs slurmdbd)."""
+    slurm_accounting: str = "jobcomp"
+    slurm_timezone: str | None = None
+    slurm_account: str | None = None
+    kubeconfig: Path | None = None
+    """Kubeconfig with one context per Kubernetes site (default: ``$KUBECONFIG``)."""
+    k8s_image: str = "busybox:1.36"
+    dispatch_deadline_slack_s: float = Field(default=3600.0, ge=0)
+    """Slack after the planned end before the backend drops a job that has not ended. [s]"""
+    dispatch_workers: int = Field(default=4, ge=1)
+    """Submissions in flight per backend. [-]"""
+    dispatch_max_attempts: int = Field(default=5, ge=1)
+    dispatch_backoff_s: float = Field(default=1.0, ge=0)
+    """First retry delay; doubles per attempt. [s]"""
+
+    def backend_config(self) -> BackendConfig:
+        """The adapters' view of these settings."""
+        return BackendConfig(slurm_conf_dir=self.slurm_conf_dir,
+                             slurm_use_clusters=self.slurm_use_clusters,
+                             slurm_accounting=self.slurm_accounting,
+                             slurm_timezone=self.slurm_timezone,
+                             slurm_account=self.slurm_account, kubeconfig=self.kubeconfig,
+                             k8s_image=self.k8s_image)
+
+
+@lru_cache
+def get_dispatch_settings() -> DispatchSettings:
+    """Process-wide dispatch settings (``get_dispatch_settings.cache_clear()`` in tests)."""
+    return DispatchSettings()
+
+
+@dataclass
+class DispatchOutcome:
+    """What one run did with one dispatch unit.
+
+    ``action``: ``submitted`` (created now), ``reconciled`` (found on the backend under its key,
+    recorded without submitting), ``recorded`` (already recorded by an earlier run of this plan),
+    ``already_dispatched`` (dispatched from an earlier plan), ``not_committed``,
+    ``deadline_passed``, ``rejected``, ``unavailable`` (left pending for the next run),
+    ``dry_run``.
+    """
+
+    key: str
+    job_id: str
+    piece: int
+    site: str
+    backend: str
+    action: str
+    state: str
+    reason: str
+    plan_id: str
+    backend_id: str | None = None
+    detail: str = ""
+    rendered: str = ""
+
+
+@dataclass
+class DispatchSummary:
+    """The result of :func:`dispatch_plan`."""
+
+    plan_id: str
+    dry_run: bool
+    commit_before: datetime | None
+    started_at: datetime
+    seconds: float = 0.0
+    retries: int = 0
+    """Backoff rounds made because a backend was unavailable. [-]"""
+    outcomes: list[DispatchOutcome] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """Fallbacks taken, counted (e.g. placements without a deadline of their own)."""
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Outcomes per action."""
+        out: dict[str, int] = {}
+        for o in self.outcomes:
+            out[o.action] = out.get(o.action, 0) + 1
+        return dict(sorted(out.items()))
+
+    @property
+    def complete(self) -> bool:
+        """True when nothing is left pending (no backend was unavailable at the end)."""
+        return not any(o.action == "unavailable" for o in self.outcomes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary."""
+        return {"plan_id": self.plan_id, "dry_run": self.dry_run,
+                "commit_before": _iso(self.commit_before), "started_at": _iso(self.started_at),
+                "seconds": round(self.seconds, 3), "retries": self.retries,
+                "complete": self.complete, "counts": self.counts, "notes": self.notes,
+                "outcomes": [asdict(o) for o in self.outcomes]}
+
+
+def _iso(ts: datetime | None) -> str | None:
+    return None if ts is None else ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _now(clock: Clock) -> datetime:
+    now = clock()
+    if now.tzinfo is None:
+        raise TimeAxisError(f"the dispatch clock returned naive {now!r}; it must be tz-aware")
+    return now.astimezone(UTC)
+
+
+def resolve_plan_id(store: Store, plan_id: str) -> str:
+    """``plan_id``, or the newest stored plan's id for ``"latest"``.
+
+    Raises
+    ------
+    InputError
+        ``latest`` with no stored plan.
+    """
+    if plan_id != "latest":
+        return plan_id
+    plans = store.list_plans()
+    if not plans:
+        raise InputError(f"no plan in {store._safe_url()}; run `carbonsched plan` first")
+    return str(plans[0]["plan_id"])
+
+
+def build_adapters(catalog: Catalog, *, registry: AdapterRegistry | None = None,
+                   settings: DispatchSettings | None = None) -> dict[str, DispatchAdapter]:
+    """Adapters for every site of ``catalog`` (start-up check of every backend)."""
+    settings = settings or get_dispatch_settings()
+    return (registry or default_registry()).build_for_sites(catalog.sites,
+                                                            settings.backend_config())
+
+
+def plan_requests(plan: Mapping[str, Any], catalog: Catalog,
+                  deadline_slack_s: float = 3600.0) -> list[DispatchRequest]:
+    """One :class:`DispatchRequest` per placement of a plan document.
+
+    The piece is the placement's ``piece`` (0 when the plan places jobs whole). The backend's
+    deadline is the placement's ``deadline`` when the plan gives one, else its end plus
+    ``deadline_slack_s``.
+
+    Raises
+    ------
+    UnknownSiteError
+        A placement names a site the catalog lacks.
+    """
+    known = [s.id for s in catalog.sites]
+    out = []
+    for p in plan.get("placements", []):
+        if p["site"] not in known:
+            raise UnknownSiteError(p["site"], known)
+        start = pd.Timestamp(p["start"]).to_pydatetime()
+        end = pd.Timestamp(p["end"]).to_pydatetime()
+        deadline = (pd.Timestamp(p["deadline"]).to_pydatetime() if p.get("deadline")
+                    else end + timedelta(seconds=deadline_slack_s))
+        out.append(DispatchRequest(
+            plan_id=str(plan["plan_id"]), job_id=str(p["job_id"]), piece=int(p.get("piece", 0)),
+            site=p["site"], start=start, end=end, deadline=deadline, gpu_type=p["gpu_type"],
+            gpus=int(p["gpus"]), command=str(p.get("command", ""))))
+    return out
+
+
+def _request_json(req: DispatchRequest) -> str:
+    return json.dumps({"plan_id": req.plan_id, "job_id": req.job_id, "piece": req.piece,
+                       "site": req.site, "start": _iso(req.start), "end": _iso(req.end),
+                       "deadline": _iso(req.deadline), "gpu_type": req.gpu_type,
+                       "gpus": req.gpus, "command": req.command})
+
+
+def _request_from_row(row: DispatchRow) -> DispatchRequest:
+    d = json.loads(row.request_json)
+    return DispatchRequest(plan_id=d["plan_id"], job_id=d["job_id"], piece=d["piece"],
+                           site=d["site"], start=pd.Timestamp(d["start"]).to_pydatetime(),
+                           end=pd.Timestamp(d["end"]).to_pydatetime(),
+                           deadline=pd.Timestamp(d["deadline"]).to_pydatetime(),
+                           gpu_type=d["gpu_type"], gpus=d["gpus"], command=d.get("command", ""))
+
+
+def _outcome(row: DispatchRow, action: str, detail: str = "") -> DispatchOutcome:
+    return DispatchOutcome(key=row.key, job_id=row.job_id, piece=row.piece, site=row.site,
+                           backend=row.backend, action=action, state=row.state,
+                           reason=row.reason, plan_id=row.plan_id, backend_id=row.backend_id,
+                           detail=detail or row.detail)
+
+
+def _apply(row: DispatchRow, job: BackendJob, now: datetime) -> None:
+    row.backend_id = job.backend_id
+    row.state = str(job.state)
+    row.reason = str(job.reason)
+    row.detail = job.detail or ""
+    row.submitted_at = row.submitted_at or now
+    if job.actual_start is not None:
+        row.actual_start = job.actual_start
+        row.times_source = row.times_source or "backend"
+    if job.actual_end is not None:
+        row.actual_end = job.actual_end
+    row.updated_at = now
+
+
+def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = None, *,
+                  dry_run: bool = False, commit_before: datetime | None = None,
+                  clock: Clock = system_clock,
+                  adapters: Mapping[str, DispatchAdapter] | None = None,
+                  settings: DispatchSettings | None = None,
+                  sleep: Callable[[float], None] = time.sleep,
+                  max_attempts: int | None = None) -> DispatchSummary:
+    """Dispatch a stored plan's placements to their sites' schedulers, exactly once.
+
+    Parameters
+    ----------
+    store
+        The store holding the plan and the outbox.
+    plan_id
+        A stored plan id, or ``"latest"``.
+    catalog
+        The plan's catalog (object, name or path); None loads the one the plan names. A catalog
+        other than the plan's is refused.
+    dry_run
+        Render the exact submissions (sbatch lines, Job manifests) and write nothing.
+    commit_before
+        Commit only placements starting before this instant (tz-aware): the next run, with the
+        next plan, decides the rest. None commits the whole plan.
+    clock
+        "Now" (deadline checks, timestamps).
+    adapters
+        Site id -> adapter; None builds them from the registry and the settings.
+    settings
+        Dispatch settings; None reads the environment.
+    sleep
+        Called with each backoff delay. [s]
+    max_attempts
+        Attempts per unreachable backend in this run; None uses the settings.
+
+    Returns
+    -------
+    DispatchSummary
+        One outcome per placement (and per pending intent reconciled from an earlier run).
+
+    Raises
+    ------
+    InputError
+        Unknown plan, catalog mismatch, a naive ``commit_before``, an unknown site.
+    AdapterContractError
+        A site's backend kind has no adapter.
+    """
+    t0 = time.perf_counter()
+    settings = settings or get_dispatch_settings()
+    attempts_max = max_attempts or settings.dispatch_max_attempts
+    if commit_before is not None and commit_before.tzinfo is None:
+        raise TimeAxisError(f"commit_before {commit_before.isoformat()} is naive; give it "
+                            "tz-aware (UTC)")
+    plan_id = resolve_plan_id(store, plan_id)
+    plan = store.get_plan(plan_id)
+    if catalog is None or isinstance(catalog, str | Path):
+        catalog = load_catalog(catalog or plan["catalog"])
+    if catalog.name != plan["catalog"]:
+        raise InputError(f"plan {plan_id} was made for catalog {plan['catalog']!r}, not "
+                         f"{catalog.name!r}; dispatch it with --catalog {plan['catalog']}")
+    if adapters is None:
+        adapters = build_adapters(catalog, settings=settings)
+    now = _now(clock)
+    summary = DispatchSummary(plan_id=plan_id, dry_run=dry_run, commit_before=commit_before,
+                              started_at=now)
+    requests = plan_requests(plan, catalog, settings.dispatch_deadline_slack_s)
+    missing = sorted({r.site for r in requests} - set(adapters))
+    if missing:
+        raise AdapterContractError(f"no dispatch adapter for site(s) {', '.join(missing)} of "
+                                   f"plan {plan_id}; give one per site the plan uses")
+    no_deadline = sum(1 for p in plan.get("placements", []) if not p.get("deadline"))
+    if no_deadline:
+        summary.notes.append(
+            f"{no_deadline} of {len(requests)} placements carry no deadline: the backend's "
+            f"deadline is their planned end + {settings.dispatch_deadline_slack_s:g} s "
+            "(CARBONSCHED_DISPATCH_DEADLINE_SLACK_S)")
+    for name in sorted({adapters[r.site].name for r in requests}):
+        a = next(adapters[r.site] for r in requests if adapters[r.site].name == name)
+        if getattr(a, "timezone_source", "") == "fallback":
+            summary.notes.append(f"{name}: no host zone found (TZ, /etc/timezone, "
+                                 "/etc/localtime): --begin is written in UTC")
+    no_command = sum(1 for r in requests if not r.command)
+    if no_command:
+        summary.notes.append(
+            f"{no_command} of {len(requests)} placements carry no command: each runs the "
+            "placeholder 'sleep <planned seconds>'")
+
+    with Session(store.engine, expire_on_commit=False) as s:
+        existing = {r.key: r for r in s.scalars(select(DispatchRow).where(
+            DispatchRow.key.in_([r.key for r in requests])))} if len(requests) < 30000 else {
+            r.key: r for r in s.scalars(select(DispatchRow))}
+        new_rows: list[DispatchRow] = []
+        for req in requests:
+            adapter = adapters[req.site]
+            row = existing.get(req.key)
+            if row is not None:
+                if row.plan_id != plan_id:
+                    summary.outcomes.append(_outcome(
+                        row, "already_dispatched", f"dispatched from plan {row.plan_id}; "
+                        "not submitted again"))
+                    summary.outcomes[-1].reason = str(ReasonCode.ALREADY_DISPATCHED)
+                elif row.state != JobState.PENDING.value:
+                    summary.outcomes.append(_outcome(row, "recorded"))
+                continue  # pending rows of this plan are reconciled below
+            if commit_before is not None and req.start >= commit_before:
+                summary.outcomes.append(DispatchOutcome(
+                    key=req.key, job_id=req.job_id, piece=req.piece, site=req.site,
+                    backend=adapter.name, action="not_committed",
+                    state=str(JobState.PLANNED), reason=str(ReasonCode.NOT_COMMITTED),
+                    plan_id=plan_id, detail=f"starts {_iso(req.start)}, at or after "
+                    f"commit_before {_iso(commit_before)}"))
+                continue
+            if dry_run:
+                summary.outcomes.append(DispatchOutcome(
+                    key=req.key, job_id=req.job_id, piece=req.piece, site=req.site,
+                    backend=adapter.name, action="dry_run", state=str(JobState.PLANNED),
+                    reason=str(ReasonCode.PLACED), plan_id=plan_id,
+                    rendered=adapter.render(req)))
+                continue
+            late = now + timedelta(seconds=req.duration_s) > req.deadline
+            row = DispatchRow(
+                key=req.key, job_id=req.job_id, piece=req.piece, plan_id=plan_id,
+                site=req.site, backend=adapter.name,
+                state=str(JobState.FAILED if late else JobState.PENDING),
+                reason=str(ReasonCode.DEADLINE_PASSED if late else ReasonCode.AWAITING_SUBMIT),
+                detail=(f"now {_iso(now)} + {req.duration_s} s is after the deadline "
+                        f"{_iso(req.deadline)}") if late else "",
+                request_json=_request_json(req), planned_start=req.start, planned_end=req.end,
+                attempts=0, created_at=now, updated_at=now)
+            new_rows.append(row)
+            if late:
+                summary.outcomes.append(_outcome(row, "deadline_passed"))
+        if dry_run:
+            summary.seconds = time.perf_counter() - t0
+            return summary
+        s.add_all(new_rows)
+        s.commit()  # the outbox: intents are durable before any submission
+
+    _drive_pending(store, adapters, summary, clock, settings, sleep, attempts_max)
+    summary.seconds = time.perf_counter() - t0
+    return summary
+
+
+def _pending_rows(s: Session, adapters: Mapping[str, DispatchAdapter]) -> list[DispatchRow]:
+    return list(s.scalars(select(DispatchRow).where(
+        DispatchRow.state == JobState.PENDING.value,
+        DispatchRow.site.in_(list(adapters))).order_by(DispatchRow.id)))
+
+
+def _drive_pending(store: Store, adapters: Mapping[str, DispatchAdapter],
+                   summary: DispatchSummary, clock: Clock, settings: DispatchSettings,
+                   sleep: Callable[[float], None], attempts_max: int) -> None:
+    """Reconcile and submit every pending intent, retrying unreachable backends with backoff."""
+    outcomes: dict[str, DispatchOutcome] = {}
+    for attempt in range(attempts_max):
+        with Session(store.engine, expire_on_commit=False) as s:
+            rows = _pending_rows(s, adapters)
+            if not rows:
+                break
+            if attempt > 0:
+                delay = settings.dispatch_backoff_s * 2 ** (attempt - 1)
+                summary.retries += 1
+                sleep(delay)
+            groups: dict[str, list[DispatchRow]] = {}
+            for r in rows:
+                groups.setdefault(adapters[r.site].name, []).append(r)
+            with ThreadPoolExecutor(max_workers=max(1, len(groups))) as pool:
+                futs = [pool.submit(_drive_backend, store,
+                                    adapters[g[0].site], [r.id for r in g], clock,
+                                    settings.dispatch_workers) for g in groups.values()]
+                for f in as_completed(futs):
+                    for o in f.result():
+                        outcomes[o.key] = o
+        if all(o.action != "unavailable" for o in outcomes.values()):
+            break
+    # an intent driven now replaces what the sorting step said about the same key
+    summary.outcomes = [o for o in summary.outcomes if o.key not in outcomes]
+    summary.outcomes.extend(outcomes.values())
+
+
+def _late(row: DispatchRow, now: datetime) -> str:
+    """Why the intent can no longer end by its deadline ("" when it still can)."""
+    req = _request_from_row(row)
+    if now + timedelta(seconds=req.duration_s) <= req.deadline:
+        return ""
+    return (f"now {_iso(now)} + {req.duration_s} s is after the deadline {_iso(req.deadline)}; "
+            "not submitted")
+
+
+def _drive_backend(store: Store, adapter: DispatchAdapter, row_ids: Sequence[int],
+                   clock: Clock, workers: int) -> list[DispatchOutcome]:
+    """One backend's pass: find keys already there, submit the rest, record each result."""
+    out: list[DispatchOutcome] = []
+    with Session(store.engine, expire_on_commit=False) as s:
+        rows = {r.key: r for r in s.scalars(select(DispatchRow).where(
+            DispatchRow.id.in_(list(row_ids))))}
+        try:
+            found = adapter.status(list(rows))
+        except BackendUnavailableError as exc:
+            now = _now(clock)
+            for r in rows.values():
+                r.attempts += 1
+                r.updated_at = now
+                late = _late(r, now)
+                if late:  # it can no longer run in time: stop retrying it
+                    r.state, r.reason, r.detail = (str(JobState.FAILED),
+                                                   str(ReasonCode.DEADLINE_PASSED), late)
+                    out.append(_outcome(r, "deadline_passed"))
+                else:
+                    r.reason, r.detail = str(ReasonCode.BACKEND_UNAVAILABLE), str(exc)
+                    out.append(_outcome(r, "unavailable"))
+            s.commit()
+            return out
+        now = _now(clock)
+        for key, job in found.items():
+            _apply(rows[key], job, now)
+            out.append(_outcome(rows[key], "reconciled"))
+        s.commit()
+        todo = [r for k, r in rows.items() if k not in found]
+        if not todo:
+            return out
+
+        def submit(row: DispatchRow) -> tuple[DispatchRow, BackendJob | Exception | str]:
+            req = _request_from_row(row)
+            late = _late(row, _now(clock))
+            if late:
+                return row, late
+            try:
+                return row, adapter.submit(req)
+            except (BackendUnavailableError, BackendRejectedError) as exc:
+                return row, exc
+
+        pending_commit = 0
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for fut in as_completed([pool.submit(submit, r) for r in todo]):
+                row, res = fut.result()
+                now = _now(clock)
+                row.attempts += 1
+                if isinstance(res, str):  # a retried intent whose deadline has passed
+                    row.state, row.reason = str(JobState.FAILED), str(ReasonCode.DEADLINE_PASSED)
+                    row.detail, row.updated_at = res, now
+                    out.append(_outcome(row, "deadline_passed"))
+                elif isinstance(res, BackendUnavailableError):
+                    row.reason, row.detail, row.updated_at = (
+                        str(ReasonCode.BACKEND_UNAVAILABLE), str(res), now)
+                    out.append(_outcome(row, "unavailable"))
+                elif isinstance(res, BackendRejectedError):
+                    row.state = str(JobState.FAILED)
+                    row.reason = str(ReasonCode.NAME_CONFLICT if res.conflict
+                                     else ReasonCode.REJECTED)
+                    row.detail, row.updated_at = res.detail, now
+                    out.append(_outcome(row, "rejected"))
+                else:
+                    _apply(row, res, now)
+                    out.append(_outcome(row, "submitted"))
+                pending_commit += 1
+                if pending_commit >= 200:
+                    s.commit()
+                    pending_commit = 0
+        s.commit()
+    return out
+
+
+def reconcile(store: Store, catalog: Catalog | str, *, clock: Clock = system_clock,
+              adapters: Mapping[str, DispatchAdapter] | None = None,
+              settings: DispatchSettings | None = None,
+              sleep: Callable[[float], None] = time.sleep,
+              max_attempts: int | None = None) -> DispatchSummary:
+    """Finish every pending intent of the catalog's sites (the service calls this at start-up)."""
+    settings = settings or get_dispatch_settings()
+    if isinstance(catalog, str | Path):
+        catalog = load_catalog(catalog)
+    adapters = adapters if adapters is not None else build_adapters(catalog, settings=settings)
+    summary = DispatchSummary(plan_id="", dry_run=False, commit_before=None,
+                              started_at=_now(clock))
+    t0 = time.perf_counter()
+    _drive_pending(store, adapters, summary, clock, settings, sleep,
+                   max_attempts or settings.dispatch_max_attempts)
+    summary.seconds = time.perf_counter() - t0
+    return summary
+
+
+def release_due(store: Store, catalog: Catalog | str, *, clock: Clock = system_clock,
+                adapters: Mapping[str, DispatchAdapter] | None = None) -> list[str]:
+    """Release held jobs (suspended Kubernetes Jobs) whose planned start has come.
+
+    Returns
+    -------
+    list of str
+        Keys released now.
+    """
+    if isinstance(catalog, str | Path):
+        catalog = load_catalog(catalog)
+    adapters = adapters if adapters is not None else build_adapters(catalog)
+    now = _now(clock)
+    released = []
+    with Session(store.engine) as s:
+        rows = s.scalars(select(DispatchRow).where(
+            DispatchRow.state == JobState.DISPATCHED.value, DispatchRow.planned_start <= now,
+            DispatchRow.site.in_(list(adapters)))).all()
+        for r in rows:
+            adapter = adapters[r.site]
+            if isinstance(adapter, ReleasesHeld) and adapter.release(r.key):
+                released.append(r.key)
+                r.detail = f"released at {_iso(now)}"
+                r.updated_at = now
+        s.commit()
+    return released
+
+
+def refresh_status(store: Store, catalog: Catalog | str, *, plan_id: str | None = None,
+                   clock: Clock = system_clock,
+                   adapters: Mapping[str, DispatchAdapter] | None = None) -> pd.DataFrame:
+    """Record what each backend reports for the intents not yet over, then return them.
+
+    Actual start and end: Slurm's ``sacct`` once a job is over (``times_source = "sacct"``),
+    ``squeue`` before (``"squeue"``); Kubernetes Job ``status.startTime`` and the ``Complete`` or
+    ``Failed`` condition (``"job-status"``). A backend that cannot be reached leaves its rows as
+    they were, with reason ``BackendUnavailable`` in the detail; one that no longer knows a job it
+    accepted marks it ``Lost``.
+    """
+    if isinstance(catalog, str | Path):
+        catalog = load_catalog(catalog)
+    adapters = adapters if adapters is not None else build_adapters(catalog)
+    now = _now(clock)
+    with Session(store.engine) as s:
+        q = select(DispatchRow).where(DispatchRow.site.in_(list(adapters)),
+                                      DispatchRow.backend_id.is_not(None),
+                                      DispatchRow.state.not_in(list(TERMINAL)))
+        if plan_id:
+            q = q.where(DispatchRow.plan_id == plan_id)
+        rows = list(s.scalars(q))
+        groups: dict[str, list[DispatchRow]] = {}
+        for r in rows:
+            groups.setdefault(adapters[r.site].name, []).append(r)
+        for group in groups.values():
+            adapter = adapters[group[0].site]
+            try:
+                found = adapter.status([r.key for r in group])
+            except BackendUnavailableError as exc:
+                for r in group:
+                    r.detail = f"{ReasonCode.BACKEND_UNAVAILABLE}: {exc}"
+                continue
+            source = "squeue" if adapter.name.startswith("slurm:") else "job-status"
+            acct_ids = [r.backend_id for r in group if r.key not in found
+                        or found[r.key].state.value in TERMINAL]
+            acct: dict[str, tuple[str, datetime | None, datetime | None]] = {}
+            if acct_ids and hasattr(adapter, "accounting"):
+                try:
+                    acct = adapter.accounting([b for b in acct_ids if b])
+                except (BackendUnavailableError, InputError):
+                    acct = {}
+            for r in group:
+                job = found.get(r.key)
+                if job is not None:
+                    _apply(r, job, now)
+                    if job.actual_start is not None:
+                        r.times_source = source
+                elif r.backend_id not in acct:
+                    r.state, r.reason = str(JobState.FAILED), str(ReasonCode.LOST)
+                    r.detail = f"{adapter.name} no longer reports {r.backend_id}"
+                    r.updated_at = now
+                if r.backend_id in acct:
+                    word, start, end = acct[r.backend_id]
+                    from carbonsched.adapters.dispatch.slurm import STATE_MAP
+
+                    st, why = STATE_MAP.get(word, (JobState(r.state), ReasonCode(r.reason)))
+                    r.state, r.reason = str(st), str(why)
+                    r.actual_start, r.actual_end = start, end
+                    r.times_source = "sacct"
+                    r.updated_at = now
+        s.commit()
+    return dispatch_records(store, plan_id)
+
+
+def dispatch_records(store: Store, plan_id: str | None = None) -> pd.DataFrame:
+    """The outbox as a frame (for ``carbonsched status`` and the report export).
+
+    Columns: key, job_id, piece, plan_id, site, backend, backend_id, state, reason, detail,
+    planned_start, planned_end, actual_start, actual_end (tz-aware UTC), times_source, attempts.
+    With ``plan_id``, the rows of that plan's jobs, including those dispatched from an earlier
+    plan (their ``plan_id`` says which).
+    """
+    cols = ["key", "job_id", "piece", "plan_id", "site", "backend", "backend_id", "state",
+            "reason", "detail", "planned_start", "planned_end", "actual_start", "actual_end",
+            "times_source", "attempts"]
+    with Session(store.engine) as s:
+        q = select(DispatchRow).order_by(DispatchRow.site, DispatchRow.planned_start,
+                                         DispatchRow.key)
+        if plan_id:
+            try:
+                jobs = [p["job_id"] for p in store.get_plan(plan_id).get("placements", [])]
+            except InputError:
+                jobs = []
+            q = q.where((DispatchRow.plan_id == plan_id) | DispatchRow.job_id.in_(jobs))
+        rows = list(s.scalars(q))
+    return pd.DataFrame([{c: getattr(r, c) for c in cols} for r in rows], columns=cols)
+
+
+def cancel_unit(store: Store, catalog: Catalog | str, job_id: str, piece: int = 0, *,
+                adapters: Mapping[str, DispatchAdapter] | None = None,
+                clock: Clock = system_clock) -> bool:
+    """Cancel one dispatched unit on its backend and record it ``Cancelled``."""
+    if isinstance(catalog, str | Path):
+        catalog = load_catalog(catalog)
+    adapters = adapters if adapters is not None else build_adapters(catalog)
+    key = dispatch_key(job_id, piece)
+    with Session(store.engine) as s:
+        row = s.scalars(select(DispatchRow).where(DispatchRow.key == key)).first()
+        if row is None:
+            raise InputError(f"job {job_id} piece {piece} was never dispatched")
+        done = adapters[row.site].cancel(key)
+        row.state, row.reason = str(JobState.CANCELLED), str(ReasonCode.CANCELLED)
+        row.updated_at = _now(clock)
+        s.commit()
+    return done
+
+
+def keys_of(outcomes: Collection[DispatchOutcome], action: str) -> set[str]:
+    """Keys of the outcomes with ``action``."""
+    return {o.key for o in outcomes if o.action == action}

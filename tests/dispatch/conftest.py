@@ -1,0 +1,61 @@
+"""Fixtures of the dispatch tests: the real Slurm clusters and the Kubernetes emulator started by
+``scripts/services.sh``, stores, and a real plan of the ``global`` catalog moved into the future."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from carbonsched.dispatch import DispatchSettings
+from carbonsched.store import Store
+
+PLAN_DAY = "2023-07-15"
+
+
+@pytest.fixture(scope="session")
+def slurm_dir() -> Path:
+    d = os.environ.get("CARBONSCHED_SLURM_CONF_DIR")
+    if not d:
+        pytest.skip("CARBONSCHED_SLURM_CONF_DIR not set (scripts/test starts the Slurm clusters)")
+    return Path(d)
+
+
+@pytest.fixture(scope="session")
+def emulator_kubeconfig() -> Path:
+    k = os.environ.get("CARBONSCHED_KUBECONFIG")
+    if not k:
+        pytest.skip("CARBONSCHED_KUBECONFIG not set (scripts/test starts the Kubernetes emulator)")
+    return Path(k)
+
+
+@pytest.fixture
+def settings(slurm_dir, emulator_kubeconfig) -> DispatchSettings:
+    return DispatchSettings(slurm_conf_dir=slurm_dir, kubeconfig=emulator_kubeconfig,
+                            dispatch_backoff_s=0.01)
+
+
+@pytest.fixture
+def store(tmp_path) -> Store:
+    return Store(f"sqlite:///{tmp_path / 'store.db'}")
+
+
+@pytest.fixture(scope="session")
+def global_plan_doc(tmp_path_factory) -> dict:
+    """A real plan of the global catalog for PLAN_DAY (planned once per test run)."""
+    cache = tmp_path_factory.getbasetemp().parent / "dispatch_global_plan.json"
+    with open(str(cache) + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not cache.exists():
+            from carbonsched.pipeline import run_daily_plan
+
+            data = Path(os.environ.get("CARBONSCHED_SHARED_DATA",
+                                       Path(__file__).resolve().parents[3] / "shared" / "data"))
+            if not (data / "README.md").exists():
+                pytest.skip(f"shared data not found at {data}")
+            doc = run_daily_plan(PLAN_DAY, "global", data_dir=data, time_limit_s=60).document
+            cache.write_text(json.dumps(doc))
+        return json.loads(cache.read_text())

@@ -1,0 +1,111 @@
+"""``carbonsched dispatch`` and ``carbonsched status`` end to end (real Slurm and emulator)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect
+
+from carbonsched.store import Store
+
+from .helpers import future_plan
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cli(*args: str, url: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "carbonsched.cli", *args],
+                          env={**os.environ, "CARBONSCHED_DATABASE_URL": url, **(env or {})},
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+
+def test_migration_creates_the_outbox_table(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    cols = {c["name"] for c in inspect(store.engine).get_columns("dispatch_intents")}
+    assert {"key", "job_id", "piece", "plan_id", "backend_id", "state", "reason",
+            "actual_start", "actual_end", "times_source"} <= cols
+    uniques = inspect(store.engine).get_unique_constraints("dispatch_intents")
+    indexes = inspect(store.engine).get_indexes("dispatch_intents")
+    assert any(u["column_names"] == ["key"] for u in uniques) or any(
+        i["column_names"] == ["key"] and i["unique"] for i in indexes)
+
+
+@pytest.mark.slurm
+def test_dispatch_dry_run_then_dispatch_then_status(global_plan_doc, tmp_path, slurm_dir,
+                                                    emulator_kubeconfig):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    doc = future_plan(global_plan_doc, prefix=uuid.uuid4().hex[:8])
+    Store(url).save_plan(doc)
+    env = {"CARBONSCHED_SLURM_CONF_DIR": str(slurm_dir),
+           "CARBONSCHED_KUBECONFIG": str(emulator_kubeconfig)}
+    n = len(doc["placements"])
+
+    dry = _cli("dispatch", "--plan", "latest", "--dry-run", url=url, env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.count(" sbatch --parsable ") + dry.stdout.count('"kind": "Job"') == n
+    first = next(p for p in doc["placements"] if p["site"] == "ca-on-toronto")
+    assert f"--gres=gpu:{first['gpu_type']}:{first['gpus']}" in dry.stdout
+    assert f"--begin={first['start'][:19]}" in dry.stdout  # the host zone here is UTC
+    assert '"nvidia.com/gpu":' in dry.stdout and '"suspend": true' in dry.stdout
+    assert f"{n} submissions rendered, nothing submitted" in dry.stdout
+    assert Store(url).list_plans()  # and nothing was written to the outbox:
+    st = _cli("status", "--no-refresh", "--json", url=url, env=env)
+    assert json.loads(st.stdout) == []
+
+    run = _cli("dispatch", "--plan", doc["plan_id"], "--json", url=url, env=env)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["counts"] == {"submitted": n}
+    again = _cli("dispatch", "--plan", doc["plan_id"], "--json", url=url, env=env)
+    assert json.loads(again.stdout)["counts"] == {"recorded": n}
+
+    st = _cli("status", "--plan", "latest", url=url, env=env)
+    assert st.returncode == 0, st.stderr
+    assert f"{n} jobs: {{'Dispatched': {n}}}" in st.stdout
+    rows = json.loads(_cli("status", "--plan", doc["plan_id"], "--json", url=url,
+                           env=env).stdout)
+    ids = {r["site"]: r["backend_id"] for r in rows}
+    assert ids["ca-on-toronto"].startswith("ontario:")
+    assert ids["de-frankfurt"].startswith("eu-frankfurt/carbonsched/cs-")
+
+
+def test_dispatch_refuses_bad_input_with_a_message(tmp_path):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    r = _cli("dispatch", "--plan", "latest", url=url)
+    assert r.returncode == 2 and "no plan in sqlite:///" in r.stderr
+    assert "run `carbonsched plan` first" in r.stderr
+    r = _cli("dispatch", "--plan", "nope", url=url)
+    assert r.returncode == 2 and "no plan 'nope'" in r.stderr
+    r = _cli("dispatch", "--plan", "x", "--commit-before", "2026-12-01T06:00", url=url)
+    assert r.returncode == 2 and "has no offset; give UTC with Z" in r.stderr
+    r = _cli("dispatch", "--plan", "x", "--commit-before", "tomorrow", url=url)
+    assert r.returncode == 2 and "'tomorrow' is not ISO 8601" in r.stderr
+
+
+def test_a_plan_for_another_catalog_or_site_is_refused(tmp_path, global_plan_doc):
+    from carbonsched.dispatch import dispatch_plan
+    from carbonsched.errors import InputError, UnknownSiteError
+
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    doc = future_plan(global_plan_doc)
+    store.save_plan(doc)
+    dry = dispatch_plan(store, doc["plan_id"], dry_run=True)
+    n = len(doc["placements"])
+    assert dry.counts == {"dry_run": n}
+    assert dry.notes == [
+        f"{n} of {n} placements carry no deadline: the backend's deadline is their planned "
+        "end + 3600 s (CARBONSCHED_DISPATCH_DEADLINE_SLACK_S)",
+        f"{n} of {n} placements carry no command: each runs the placeholder "
+        "'sleep <planned seconds>'"]
+    with pytest.raises(InputError, match="made for catalog 'global', not 'us-2022'"):
+        dispatch_plan(store, doc["plan_id"], "us-2022", dry_run=True)
+    doc = future_plan(global_plan_doc)
+    doc["placements"][0]["site"] = "mars-base"
+    store.save_plan(doc)
+    with pytest.raises(UnknownSiteError, match="unknown site 'mars-base'"):
+        dispatch_plan(store, doc["plan_id"], dry_run=True)
