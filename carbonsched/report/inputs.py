@@ -32,12 +32,13 @@ TELEMETRY_COLUMNS = ["hour_utc", "site", "job_id", "it_energy_kwh", "source"]
 def actual_runs(store: Any, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFrame:
     """The backend's actual start and end of each dispatched job overlapping ``[start, end)``.
 
-    The contract the dispatch component fulfils: a store that records dispatch status exposes
-    ``store.actual_runs(start, end)`` returning a frame (or records) with columns
+    Read from the dispatch outbox of a :class:`carbonsched.store.Store`
+    (:func:`carbonsched.dispatch.dispatch_records`: ``sacct`` for Slurm, Job conditions for
+    Kubernetes), or from ``store.actual_runs(start, end)`` where a store provides it, with columns
     :data:`ACTUAL_RUN_COLUMNS` — ``job_id``, ``plan_id``, ``site``, ``actual_start`` and
     ``actual_end`` (tz-aware UTC; ``actual_end`` NaT while running: the report then counts up to
-    ``end``) and ``backend`` (e.g. ``slurm:cluster``). Until that exists this returns an empty
-    frame and every job's hours are labelled ``planned``.
+    ``end``) and ``backend`` (e.g. ``slurm:cluster``). Jobs without an actual start (not
+    dispatched, or not started yet) keep their planned hours, labelled ``planned``.
 
     Parameters
     ----------
@@ -52,9 +53,20 @@ def actual_runs(store: Any, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFr
         Columns :data:`ACTUAL_RUN_COLUMNS`; empty when nothing is known.
     """
     reader = getattr(store, "actual_runs", None)
-    if reader is None:
+    if reader is not None:
+        df = pd.DataFrame(reader(start, end))
+    elif hasattr(store, "engine"):
+        # the dispatch outbox (carbonsched.dispatch): what each backend reported
+        from carbonsched.dispatch import dispatch_records
+
+        df = dispatch_records(store)
+        df = df[df["actual_start"].notna()]
+        if len(df):
+            a_start = pd.to_datetime(df["actual_start"], utc=True)
+            a_end = pd.to_datetime(df["actual_end"], utc=True)
+            df = df[(a_start < end) & (a_end.isna() | (a_end > start))]
+    else:
         return pd.DataFrame(columns=ACTUAL_RUN_COLUMNS)
-    df = pd.DataFrame(reader(start, end))
     if df.empty:
         return pd.DataFrame(columns=ACTUAL_RUN_COLUMNS)
     return normalise_actual_runs(df)

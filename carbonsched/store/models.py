@@ -118,8 +118,10 @@ class ForecastRow(Base):
 # provider signal cache (issue 10); its own module keeps this file's merge small
 from carbonsched.store.signal_models import SignalCacheRow, SignalFetchRow  # noqa: E402
 
-__all__ = ["Base", "ForecastRow", "InferenceRow", "PlacementRow", "PlanRow", "SignalCacheRow",
-           "SignalFetchRow", "UTCDateTime"]
+__all__ = ["Base", "DispatchRow", "ForecastRow", "InferenceRow", "PlacementRow", "PlanRow",
+           "SignalCacheRow", "SignalFetchRow", "UTCDateTime"]
+
+
 class DispatchRow(Base):
     """One dispatch unit (job id, piece): the outbox intent and what its backend reports.
 

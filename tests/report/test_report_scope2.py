@@ -452,3 +452,36 @@ def test_plan_naming_a_site_the_catalog_lacks(fx, shared_data):
                                                r"catalog 'two-markets' does not define"):
         build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03",
                      plans=[doc])
+
+
+def test_actual_hours_come_from_the_dispatch_outbox(fx, shared_data, tmp_path):
+    # dispatch recorded J1 (planned 12:00-14:00) as run 12:30-14:30 by its backend (sacct)
+    import json as _json
+    from datetime import UTC, datetime
+
+    from sqlalchemy.orm import Session
+
+    from carbonsched.store import Store
+    from carbonsched.store.models import DispatchRow
+
+    store = Store(f"sqlite:///{tmp_path}/s.db")
+    d1, _ = _two_day_docs()
+    store.save_plan(d1)
+    now = datetime(2023, 7, 3, 11, tzinfo=UTC)
+    with Session(store.engine) as s:
+        s.add(DispatchRow(key="J1#0", job_id="J1", piece=0, plan_id=d1["plan_id"],
+                          site="de-site", backend="slurm:de", state="Succeeded",
+                          reason="Completed", detail="", backend_id="de:42",
+                          request_json=_json.dumps({}),
+                          planned_start=datetime(2023, 7, 3, 12, tzinfo=UTC),
+                          planned_end=datetime(2023, 7, 3, 14, tzinfo=UTC), attempts=1,
+                          created_at=now, updated_at=now, submitted_at=now,
+                          actual_start=datetime(2023, 7, 3, 12, 30, tzinfo=UTC),
+                          actual_end=datetime(2023, 7, 3, 14, 30, tzinfo=UTC),
+                          times_source="sacct"))
+        s.commit()
+    rep = build_report(store, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03")
+    job = rep.frames["jobs"].set_index("job_id").loc["J1"]
+    assert job["hours_basis"] == "actual"
+    assert (job["start"], job["end"]) == ("2023-07-03T12:30:00Z", "2023-07-03T14:30:00Z")
+    assert job["it_energy_kwh"] == pytest.approx(2 * 4 * 0.5)
