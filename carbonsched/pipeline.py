@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from carbonsched.adapters.signals import load_site_signals
+from carbonsched.adapters.signals.quality import check_history, signal_age_hours
 from carbonsched.catalog import Catalog, load_catalog
 from carbonsched.domain import SignalQuality, Site, Workload, jsonable
 from carbonsched.errors import ForecastError, InputError
@@ -73,9 +74,14 @@ class SiteForecast:
         Long frame for the store: site, signal, model, issued_at, ts, mean, lo_80, hi_80, lo_95,
         hi_95.
     signal_quality
-        ``measured`` or ``modelled``.
+        ``measured``, ``estimated``, ``degraded`` or ``modelled``.
     notes
         Fallbacks and data gaps, for the plan.
+    signal_age_hours
+        Signal -> age of its newest observation at the issue time [h] (``None``: none);
+        see :func:`carbonsched.adapters.signals.quality.signal_age_hours`.
+    quality_reasons
+        Why the quality is ``degraded`` (empty otherwise).
     """
 
     site: str
@@ -83,6 +89,8 @@ class SiteForecast:
     long: pd.DataFrame
     signal_quality: str
     notes: list[str] = field(default_factory=list)
+    signal_age_hours: dict[str, float | None] = field(default_factory=dict)
+    quality_reasons: list[str] = field(default_factory=list)
 
 
 def _long(site: str, signal: str, fc: pd.DataFrame, issued_at: pd.Timestamp) -> pd.DataFrame:
@@ -155,20 +163,33 @@ def forecast_site(
     issued_at = require_aware(issued_at, "issued_at")
     meta = meta or {}
     quality = meta.get("signal_quality", SignalQuality.MEASURED)
-    if "carbon_intensity_estimated" in history and quality == SignalQuality.MEASURED:
-        flags = history.loc[history.index < issued_at, "carbon_intensity_estimated"]
+    measured = quality != SignalQuality.MODELLED
+    notes: list[str] = []
+    if measured:
+        # plausibility checks, ages and quarantine (adapters.signals.quality)
+        checked = check_history(history, issued_at, site.id,
+                                quarantined=meta.get("quarantined"))
+        history = checked.frame
+        ages, reasons = checked.age_hours, list(checked.degraded_reasons)
+        notes.extend(checked.notes)
+    else:
+        ages, reasons = signal_age_hours(history, issued_at), []
+    hist = history[history.index < issued_at]
+    if "carbon_intensity_estimated" in hist and quality == SignalQuality.MEASURED:
+        # the share is taken over the hours that exist: hours before a file starts (or inside a
+        # gap) carry no provider flag and must not count as "not estimated"
+        observed = hist["carbon_intensity_g_per_kwh"].notna()
+        flags = hist.loc[observed, "carbon_intensity_estimated"]
         share = float(flags.fillna(False).astype(bool).mean()) if len(flags) else 0.0
         if share > 0.5:
             quality = SignalQuality.ESTIMATED
-            notes_pre = [f"{site.id}: {100 * share:.0f} % of the carbon-intensity history is "
-                         f"the provider's estimate ({meta.get('source', '?')} {site.zone})"]
-        else:
-            notes_pre = []
-    else:
-        notes_pre = []
-    hist = history[history.index < issued_at]
+            notes.append(f"{site.id}: {100 * share:.0f} % of the {len(flags)} observed "
+                         "carbon-intensity hours of the history are the provider's estimate "
+                         f"({meta.get('source', '?')} {site.zone})")
+    if reasons:
+        quality = SignalQuality.DEGRADED
+        notes.append(f"{site.id}: signal quality degraded: {'; '.join(reasons)}")
     slots = hourly_slots(issued_at, horizon_hours)
-    notes: list[str] = list(notes_pre)
     ci = hist["carbon_intensity_g_per_kwh"]
     if ci.notna().sum() < 48:
         raise ForecastError(
@@ -246,7 +267,7 @@ def forecast_site(
     long = pd.concat([_long(site.id, "carbon_intensity_g_per_kwh", ci_fc, issued_at),
                       _long(site.id, "green_surplus_index", gs_fc, issued_at),
                       _long(site.id, "pue", pue_fc, issued_at)], ignore_index=True)
-    return SiteForecast(site.id, signals, long, str(quality), notes)
+    return SiteForecast(site.id, signals, long, str(quality), notes, ages, reasons)
 
 
 def build_problem(sites: list[Site], workload: Workload, forecasts: dict[str, SiteForecast],
@@ -361,6 +382,8 @@ def gather_forecasts(catalog: Catalog, data_dir: Path | None, issued_at: pd.Time
     for site in catalog.sites:
         progress(f"forecasting {site.id} ({site.zone})")
         frame, meta = load_site_signals(site, data_dir, start, end)
+        # what the readers noted (missing hours, invalid values, quarantined rows) reaches the plan
+        notes.extend(f"{site.id}: {n}" for n in meta.get("notes", []))
         modelled = meta.get("signal_quality") == SignalQuality.MODELLED
         future = frame[frame.index >= issued_at] if modelled else None
         try:
@@ -453,15 +476,18 @@ def run_daily_plan(
     baseline = agnostic_plan(problem)
     plan_score = score_plan(problem, result)
     base_score = score_plan(problem, baseline)
-    # the plan is as good as its weakest site's signals: modelled < estimated < measured
-    quality = next((q for q in (SignalQuality.MODELLED, SignalQuality.ESTIMATED)
-                    if q in qualities), SignalQuality.MEASURED)
+    # the plan is as good as its weakest site's signals:
+    # modelled < degraded < estimated < measured
+    quality = next((q for q in (SignalQuality.MODELLED, SignalQuality.DEGRADED,
+                                SignalQuality.ESTIMATED) if q in qualities),
+                   SignalQuality.MEASURED)
     doc: dict[str, Any] = {
         "plan_id": uuid.uuid4().hex,
         "date": issued_at.strftime("%Y-%m-%d"),
         "catalog": cat.name,
         "signal_quality": str(quality),
         "site_signal_quality": {sid: f.signal_quality for sid, f in forecasts.items()},
+        "site_signal_age_hours": {sid: f.signal_age_hours for sid, f in forecasts.items()},
         "issued_at": jsonable(issued_at),
         "horizon_hours": horizon_hours,
         "sites": [s.id for s in problem.sites],
