@@ -72,16 +72,16 @@ SUSTAINDC_HOUR_END_SHIFT: dict[str, tuple[tuple[str | None, int], ...]] = {
 START, per balancing area and period ``(first stamp of the period or None, hours)``. [h]
 
 Measured (``tests/adapters/test_eia930_alignment.py`` recomputes it): the generation-weighted
-centroid of solar generation (SUN, interval mid-points) against the NOAA solar noon at each BA's
-solar-fleet longitude, 2022, taking the stamps as hour starts: AZPS +1.57 h, BPAT +1.12, CISO +0.28
-until 2022-06-13 17:00 and +0.90 after (the row 2022-06-13 18:00 is empty where the convention
-changes: sunrise generation moves one row later from 2022-06-14), ERCO +1.07, MISO +0.96,
-PJM +0.01, SOCO +0.88, WAAT +1.96. So PJM and CISO's first half are hour-start, the others
+circular mean of solar generation (SUN, interval mid-points) against solar noon at each BA's
+solar-fleet longitude, 2022, taking the stamps as hour starts: AZPS +1.68 h, BPAT +1.07, CISO +0.26
+until 2022-06-13 17:00 and +0.89 after (the row 2022-06-13 18:00 is empty where the convention
+changes: sunrise generation moves one row later from 2022-06-14), ERCO +1.07, MISO +1.00,
+PJM +0.00, SOCO +0.88, WAAT +1.94. So PJM and CISO's first half are hour-start, the others
 hour-ending (1 h), WAAT two hours late. NYIS has no solar to measure and gets EIA's documented
-hour-ending convention. AZPS keeps +0.57 h after its shift: its solar includes Solana, a 280 MW
-trough plant with six hours of storage that generates into the evening, so the centroid of *its*
-generation sits after noon; the hour-ending reading (as the data README says) is the convention,
-the residual is physical (the alignment test states this exception and bounds it)."""
+hour-ending convention. AZPS keeps +0.68 h after its shift: its solar includes Solana, a 280 MW
+trough plant with six hours of storage that generates into the evening and night, so the centroid
+of *its* generation sits after noon; the hour-ending reading (as the data README says) is the
+convention, the residual is physical (the alignment test states this exception and bounds it)."""
 
 FUELS = ("WND", "SUN", "WAT", "OIL", "NG", "COL", "NUC", "OTH")
 """EIA-930 fuel codes: wind, solar, hydro, oil, natural gas, coal, nuclear, other."""
