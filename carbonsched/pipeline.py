@@ -191,16 +191,18 @@ def forecast_site(
         notes.append(f"{site.id}: signal quality degraded: {'; '.join(reasons)}")
     slots = hourly_slots(issued_at, horizon_hours)
     ci = hist["carbon_intensity_g_per_kwh"]
+    # the history checks' findings travel with a refusal, so a left-out site says why
+    found = "".join(f"; {n.removeprefix(site.id + ': ')}" for n in notes)
     if ci.notna().sum() < 48:
         raise ForecastError(
             f"site {site.id}: fewer than 48 hours of carbon-intensity history before "
             f"{issued_at.isoformat()} in zone {site.zone} ({meta.get('source', '?')}); "
-            "choose a date the data covers")
+            f"choose a date the data covers{found}")
     last_obs = ci.last_valid_index()
     if last_obs is not None and issued_at - last_obs > pd.Timedelta(hours=48):
         raise ForecastError(
             f"site {site.id}: newest carbon-intensity observation is {last_obs.isoformat()}, "
-            f"more than 48 h before the issue time {issued_at.isoformat()}")
+            f"more than 48 h before the issue time {issued_at.isoformat()}{found}")
     cache = models if models is not None else {}
     if "ci" not in cache:
         cache["ci"], note = fit_with_fallback(ci_model or default_ci_forecaster(),
