@@ -205,8 +205,10 @@ def forecast_site(
             f"more than 48 h before the issue time {issued_at.isoformat()}{found}")
     cache = models if models is not None else {}
     if "ci" not in cache:
-        cache["ci"], note = fit_with_fallback(ci_model or default_ci_forecaster(),
-                                              SeasonalNaive(), ci)
+        # carbon intensity follows the grid's load, which follows the site's clock: seasonal
+        # lags in local wall-clock hours (issue 7 item 5)
+        cache["ci"], note = fit_with_fallback(ci_model or default_ci_forecaster(site.timezone),
+                                              SeasonalNaive(tz=site.timezone), ci)
         if note:
             notes.append(f"{site.id}: carbon intensity: {note}")
     ci_fc = cache["ci"].predict(issued_at, horizon_hours, y=ci)
