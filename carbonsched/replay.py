@@ -132,7 +132,9 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
     models: dict[str, dict[str, Any]] = {s.id: {} for s in cat.sites}
     totals = _empty_totals(policies)
     rows: list[dict[str, Any]] = []
-    notes: list[str] = []
+    # what the readers noted for this chunk's window (missing files, hours, quarantined rows)
+    notes: list[str] = [f"{days[0]}..{days[-1]}: site {sid}: {n}"
+                        for sid, m in metas.items() for n in m.get("notes", [])]
     for n, label in enumerate(days):
         k = first_k + n
         day = day_start_utc(label)
@@ -140,6 +142,7 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
         wl = workload_from_traces(ddir, label, cat, seed=seed + k, scale=workload_scale)
         forecasts = {}
         actual = {}
+        fallbacks: dict[str, list[str]] = {}
         for s in cat.sites:
             hist = frames[s.id][(frames[s.id].index < day)
                                 & (frames[s.id].index >= day - pd.Timedelta(days=HISTORY_DAYS))]
@@ -149,14 +152,19 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
                 fc = forecast_site(s, hist, day, 24, metas[s.id], models=models[s.id])
             except (ForecastError, InputError) as exc:
                 notes.append(f"{label}: site {s.id} left out: {exc}")
+                fallbacks[s.id] = [f"left out: {exc}"]
                 continue
+            if fc.notes:
+                # every fallback the forecast took (model, weather, surplus, stale or damaged
+                # history), per day and site (issue 7 item 11)
+                fallbacks[s.id] = list(fc.notes)
             if act.attrs["filled_hours"]:
                 notes.append(f"{label}: site {s.id}: {act.attrs['filled_hours']} hour(s) of "
                              "actual carbon intensity missing, interpolated for scoring")
             forecasts[s.id], actual[s.id] = fc, act
         problem = build_problem(cat.sites, wl, forecasts, slots)
         actual_sig = _stack({sid: actual[sid] for sid in forecasts})
-        row: dict[str, Any] = {"date": label}
+        row: dict[str, Any] = {"date": label, "forecast_fallbacks": fallbacks}
         for p in policies:
             t0 = time.perf_counter()
             if p == "agnostic":
@@ -242,7 +250,9 @@ def run_replay(
     dict
         ``policies`` {name: {emissions_kg, reduction_pct, oracle_share, surplus_absorbed_mwh,
         deadline_misses, slo_violations, capacity_violations, power_cap_violations,
-        unplaced_gpu_hours, seconds}}, ``daily`` (per day and policy emissions), ``notes``.
+        unplaced_gpu_hours, seconds}}, ``daily`` (per day: policy emissions and
+        ``forecast_fallbacks`` {site: [every fallback note of that day's forecast]}),
+        ``forecast_fallback_site_days`` {site: days with at least one fallback}, ``notes``.
 
     Raises
     ------
@@ -308,7 +318,17 @@ def run_replay(
             "seed": seed, "workload_scale": workload_scale,
             "time_limit_s": time_limit_s, "mip_gap": mip_gap,
             "chunk_days": chunk_days,
-            "policies": out_pol, "daily": daily, "notes": notes}
+            "policies": out_pol, "daily": daily,
+            "forecast_fallback_site_days": _fallback_site_days(daily), "notes": notes}
+
+
+def _fallback_site_days(daily: list[dict[str, Any]]) -> dict[str, int]:
+    """Days on which each site's forecast took at least one fallback."""
+    counts: dict[str, int] = {}
+    for row in daily:
+        for site in row.get("forecast_fallbacks", {}):
+            counts[site] = counts.get(site, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def plot_daily(result: dict[str, Any], path: Path) -> None:
@@ -318,7 +338,8 @@ def plot_daily(result: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    df = pd.DataFrame(result["daily"]).set_index("date")
+    df = pd.DataFrame(result["daily"]).set_index("date").drop(
+        columns=["forecast_fallbacks"], errors="ignore")
     df.index = pd.to_datetime(df.index)
     fig, ax = plt.subplots(figsize=(11, 4.5), dpi=110)
     for col in df.columns:
