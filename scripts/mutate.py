@@ -20,6 +20,10 @@ Each mutant is one small change to the file's syntax tree, made the way mutation
 * ``x.reindex(idx)`` replaced by ``x.iloc[:len(idx)].set_axis(idx)`` (alignment by position
   instead of by timestamp).
 
+Run it in a throw-away copy of the checkout (``scripts/mutate-copy.sh`` builds one and runs both
+files), never in a work tree you are editing: the target file is rewritten in place while it runs
+(restored at the end, on an error and on SIGTERM).
+
 Docstrings and string constants are never mutated. For every mutant the file is rewritten from
 the mutated tree (``ast.unparse``), the tests run in a fresh ``python -m pytest -x -q -n 0``
 process, and the mutant is *killed* if they fail (or time out) and *survives* if they pass; the
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import signal
 import subprocess
 import sys
 import time
@@ -186,6 +191,12 @@ def main() -> int:
         return 2
     killed, survived = 0, []
     t0 = time.perf_counter()
+
+    def _restore(signum: int, _frame: object) -> None:
+        args.target.write_text(original, encoding="utf-8")
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _restore)
     try:
         for k, m in enumerate(chosen):
             args.target.write_text(mutated_source(original, m), encoding="utf-8")
