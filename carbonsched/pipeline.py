@@ -468,8 +468,9 @@ def run_daily_plan(
     forecasts, notes, qualities = gather_forecasts(cat, data_dir, issued_at, horizon_hours,
                                                    progress)
     if not forecasts:
-        why = notes[0] if notes else "no site was forecast"
-        more = f" (and {len(notes) - 1} more site(s) alike)" if len(notes) > 1 else ""
+        left = [n for n in notes if n.startswith("site ") and " left out: " in n] or notes
+        why = left[0] if left else "no site was forecast"
+        more = f" (and {len(left) - 1} more site(s) alike)" if len(left) > 1 else ""
         raise InputError(f"no site has signals for {issued_at:%Y-%m-%d}; nothing can be "
                          f"planned: {why}{more}")
     problem = build_problem(cat.sites, workload, forecasts, slots)

@@ -123,6 +123,7 @@ class Echo(Forecaster):
         self.n_fit = len(y)
 
     def _predict(self, history, horizon, X):
+        self.horizon_name = horizon.name
         mean = X["x"].to_numpy(float) if X is not None else np.full(len(horizon),
                                                                      history.dropna().iloc[-1])
         return pd.DataFrame({"mean": mean, "lo_80": mean - 1, "hi_80": mean + 1}, index=horizon)
@@ -279,3 +280,39 @@ def test_empirical_intervals_by_lead_relative_and_additive():
     with pytest.raises(NotFittedError):
         EmpiricalIntervals().apply(pd.Series([1.0]))
     assert Echo.get_test_params() == [{}] and Echo(a=1).params == {"a": 1}
+
+
+class Reversed(Echo):
+    """Returns its rows in reverse order plus one row before the horizon."""
+
+    name = "reversed"
+
+    def _predict(self, history, horizon, X):
+        idx = horizon[::-1].append(pd.DatetimeIndex([horizon[0] - HOUR]))
+        return pd.DataFrame({"mean": (idx - T0) / HOUR}, index=idx)
+
+
+def test_outputs_are_aligned_to_the_horizon_by_timestamp():
+    fc = Reversed().fit(_y(60)).predict(T0, 3)
+    assert fc["mean"].tolist() == [0.0, 1.0, 2.0]
+
+
+def test_default_horizon_and_the_horizon_handed_to_predict():
+    m = Echo().fit(_y(60))
+    fc = m.predict(T0)
+    assert len(fc) == 24 and fc.index[-1] == T0 + 23 * HOUR
+    assert m.horizon_name == "ts"
+
+
+def test_optional_exog_is_checked_when_given():
+    m = Echo().fit(_y(60))
+    with pytest.raises(TimeAxisError, match=r"echo: exogenous X \(predict\) does not cover"):
+        m.predict(T0, 4, X=_x(T0, 2))
+    assert m.predict(T0, 2, X=_x(T0 - HOUR, 3))["mean"].tolist() == [1001.0, 1002.0]
+
+
+def test_empirical_intervals_are_relative_by_default():
+    res = pd.DataFrame({"lead": [0] * 5, "residual": [-2.0, -1.0, 0.0, 1.0, 2.0]})
+    res["rel_residual"] = res["residual"] / 10.0
+    out = EmpiricalIntervals().fit(res).apply(pd.Series([200.0]))
+    assert out["lo_95"].iloc[0] == pytest.approx(200 * (1 - 0.19))

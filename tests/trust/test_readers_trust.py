@@ -183,3 +183,15 @@ def test_real_files_have_nothing_quarantined(shared_data):
         assert meta["n_quarantined"] == 0, name
     _, meta = read_eia930(shared_data / "eia930-sustaindc" / "WAAT_NG_avgCI_2022.csv")
     assert meta["n_quarantined"] == 0  # no line end after its last line, but every field there
+
+
+def test_every_file_reader_states_its_hour_convention(shared_data):
+    from carbonsched.adapters.signals import read_epw, read_open_meteo, read_prices
+
+    _, m = read_epw(shared_data / "eia930-sustaindc" / "USA_AZ_Phoenix-Sky.Harbor.epw", year=2022)
+    assert m["time_convention"] == "hour-end"  # EPW hour h is [h-1, h) local standard time
+    _, m = read_open_meteo(shared_data / "sustain-cluster" / "weather" / "GB_2023.json")
+    assert m["time_convention"] == "hour-start"
+    _, m = read_prices(shared_data / "sustain-cluster" / "electricity_prices_usd_utc"
+                       / "DE-LU_electricity_prices_2023.csv")
+    assert m["time_convention"] == "hour-start"
