@@ -316,3 +316,18 @@ def test_empirical_intervals_are_relative_by_default():
     res["rel_residual"] = res["residual"] / 10.0
     out = EmpiricalIntervals().fit(res).apply(pd.Series([200.0]))
     assert out["lo_95"].iloc[0] == pytest.approx(200 * (1 - 0.19))
+
+
+class TooShort(Echo):
+    name = "too-short"
+
+    def _fit(self, y, X):
+        raise ForecastError("too-short: needs a week")
+
+
+def test_forecast_errors_of_a_fit_pass_through_unwrapped():
+    m = TooShort()
+    with pytest.raises(ForecastError, match=r"^too-short: needs a week$"):
+        m.fit(_y(60))
+    with pytest.raises(NotFittedError):
+        m.predict(T0, 1)
