@@ -331,3 +331,14 @@ def test_forecast_errors_of_a_fit_pass_through_unwrapped():
         m.fit(_y(60))
     with pytest.raises(NotFittedError):
         m.predict(T0, 1)
+
+
+def test_empirical_intervals_ignore_missing_residuals_and_use_single_ones():
+    res = pd.DataFrame({"lead": [0, 1, 1, 1, 1, 1],
+                        "residual": [5.0, 1.0, 2.0, np.nan, 3.0, 4.0]})
+    out = EmpiricalIntervals(relative=False).fit(res).apply(pd.Series([100.0, 100.0, 100.0]))
+    assert out.iloc[0][["lo_95", "lo_80", "hi_80", "hi_95"]].tolist() == [105.0] * 4
+    assert out["lo_95"].iloc[1] == pytest.approx(100 + np.quantile([1, 2, 3, 4], 0.025))
+    pooled = [5.0, 1.0, 2.0, 3.0, 4.0]
+    assert out["hi_95"].iloc[2] == pytest.approx(100 + np.quantile(pooled, 0.975))
+    assert np.isfinite(out.to_numpy()).all()
