@@ -25,7 +25,8 @@ SOLAR_LONGITUDE_DEG = {"AZPS": -112.3, "BPAT": -120.5, "CISO": -119.0, "ERCO": -
                        "MISO": -91.0, "PJM": -78.5, "SOCO": -85.0, "WAAT": -108.5}
 AZPS_STORAGE_RESIDUAL_H = 0.68
 """AZPS after its 1 h shift: Solana (280 MW parabolic trough, 6 h storage) generates into the
-evening and night, so its generation centroid stays ~0.7 h after noon (see eia930.SUSTAINDC_HOUR_END_SHIFT)."""
+evening and night, so its generation centroid stays ~0.7 h after noon (see
+eia930.SUSTAINDC_HOUR_END_SHIFT)."""
 
 
 def solar_centroid_offset_hours(frame: pd.DataFrame, longitude_deg: float) -> float:
