@@ -363,6 +363,10 @@ def replay(
                       str(p["deadline_misses"]), str(p["slo_violations"]),
                       str(p["capacity_violations"]), f"{p['seconds']:,.0f}")
         out.print(t)
+        fb = res.get("forecast_fallback_site_days", {})
+        err.print(f"forecast fallbacks on {sum(fb.values())} site-day(s) "
+                  f"({', '.join(f'{k} {v}' for k, v in fb.items()) or 'none'}): "
+                  "see daily[].forecast_fallbacks")
         err.print(f"results written to {out_file}")
 
 

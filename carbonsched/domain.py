@@ -34,6 +34,11 @@ class SignalQuality(StrEnum):
     (Electricity Maps' ``Data Estimated`` flag), e.g. JP-TK and IN-WE."""
     MODELLED = "modelled"
     """A documented deterministic model built from cited facts (no public hourly series)."""
+    DEGRADED = "degraded"
+    """Measured or estimated history that is stale (newest carbon-intensity observation older
+    than :data:`carbonsched.adapters.signals.quality.SIGNAL_AGE_THRESHOLD_HOURS`) or damaged
+    (quarantined, missing or gap-filled hours near the issue time); the plan's ``notes`` say
+    why."""
 
 
 class JobState(StrEnum):

@@ -22,6 +22,8 @@ import numpy as np
 import pandas as pd
 
 from carbonsched.adapters.signals import load_site_signals
+from carbonsched.adapters.signals.quality import check_history as check_signal_history
+from carbonsched.adapters.signals.quality import signal_age_hours
 from carbonsched.catalog import Catalog, load_catalog
 from carbonsched.domain import SignalQuality, Site, Workload, jsonable
 from carbonsched.errors import ForecastError, InputError, TimeAxisError
@@ -77,9 +79,14 @@ class SiteForecast:
         Long frame for the store: site, signal, model, issued_at, ts, mean, lo_80, hi_80, lo_95,
         hi_95.
     signal_quality
-        ``measured`` or ``modelled``.
+        ``measured``, ``estimated``, ``degraded`` or ``modelled``.
     notes
         Fallbacks and data gaps, for the plan.
+    signal_age_hours
+        Signal -> age of its newest observation at the issue time [h] (``None``: none);
+        see :func:`carbonsched.adapters.signals.quality.signal_age_hours`.
+    quality_reasons
+        Why the quality is ``degraded`` (empty otherwise).
     """
 
     site: str
@@ -87,6 +94,8 @@ class SiteForecast:
     long: pd.DataFrame
     signal_quality: str
     notes: list[str] = field(default_factory=list)
+    signal_age_hours: dict[str, float | None] = field(default_factory=dict)
+    quality_reasons: list[str] = field(default_factory=list)
 
 
 def _long(site: str, signal: str, fc: pd.DataFrame, issued_at: pd.Timestamp) -> pd.DataFrame:
@@ -195,35 +204,52 @@ def forecast_site(
     check_history(site, history)
     meta = meta or {}
     quality = meta.get("signal_quality", SignalQuality.MEASURED)
-    if "carbon_intensity_estimated" in history and quality == SignalQuality.MEASURED:
-        flags = history.loc[history.index < issued_at, "carbon_intensity_estimated"]
+    measured = quality != SignalQuality.MODELLED
+    notes: list[str] = []
+    if measured:
+        # plausibility checks, ages and quarantine (adapters.signals.quality)
+        checked = check_signal_history(history, issued_at, site.id,
+                                       quarantined=meta.get("quarantined"))
+        history = checked.frame
+        ages, reasons = checked.age_hours, list(checked.degraded_reasons)
+        notes.extend(checked.notes)
+    else:
+        ages, reasons = signal_age_hours(history, issued_at), []
+    hist = history[history.index < issued_at]
+    if "carbon_intensity_estimated" in hist and quality == SignalQuality.MEASURED:
+        # the share is taken over the hours that exist: hours before a file starts (or inside a
+        # gap) carry no provider flag and must not count as "not estimated"
+        observed = hist["carbon_intensity_g_per_kwh"].notna()
+        flags = hist.loc[observed, "carbon_intensity_estimated"]
         share = float(flags.fillna(False).astype(bool).mean()) if len(flags) else 0.0
         if share > 0.5:
             quality = SignalQuality.ESTIMATED
-            notes_pre = [f"{site.id}: {100 * share:.0f} % of the carbon-intensity history is "
-                         f"the provider's estimate ({meta.get('source', '?')} {site.zone})"]
-        else:
-            notes_pre = []
-    else:
-        notes_pre = []
-    hist = history[history.index < issued_at]
+            notes.append(f"{site.id}: {100 * share:.0f} % of the {len(flags)} observed "
+                         "carbon-intensity hours of the history are the provider's estimate "
+                         f"({meta.get('source', '?')} {site.zone})")
+    if reasons:
+        quality = SignalQuality.DEGRADED
+        notes.append(f"{site.id}: signal quality degraded: {'; '.join(reasons)}")
     slots = hourly_slots(issued_at, horizon_hours)
-    notes: list[str] = list(notes_pre)
     ci = hist["carbon_intensity_g_per_kwh"]
+    # the history checks' findings travel with a refusal, so a left-out site says why
+    found = "".join(f"; {n.removeprefix(site.id + ': ')}" for n in notes)
     if ci.notna().sum() < 48:
         raise ForecastError(
             f"site {site.id}: fewer than 48 hours of carbon-intensity history before "
             f"{issued_at.isoformat()} in zone {site.zone} ({meta.get('source', '?')}); "
-            "choose a date the data covers")
+            f"choose a date the data covers{found}")
     last_obs = ci.last_valid_index()
     if last_obs is not None and issued_at - last_obs > pd.Timedelta(hours=48):
         raise ForecastError(
             f"site {site.id}: newest carbon-intensity observation is {last_obs.isoformat()}, "
-            f"more than 48 h before the issue time {issued_at.isoformat()}")
+            f"more than 48 h before the issue time {issued_at.isoformat()}{found}")
     cache = models if models is not None else {}
     if "ci" not in cache:
-        cache["ci"], note = fit_with_fallback(ci_model or default_ci_forecaster(),
-                                              SeasonalNaive(), ci)
+        # carbon intensity follows the grid's load, which follows the site's clock: seasonal
+        # lags in local wall-clock hours (issue 7 item 5)
+        cache["ci"], note = fit_with_fallback(ci_model or default_ci_forecaster(site.timezone),
+                                              SeasonalNaive(tz=site.timezone), ci)
         if note:
             notes.append(f"{site.id}: carbon intensity: {note}")
     ci_fc = cache["ci"].predict(issued_at, horizon_hours, y=ci)
@@ -287,7 +313,7 @@ def forecast_site(
     long = pd.concat([_long(site.id, "carbon_intensity_g_per_kwh", ci_fc, issued_at),
                       _long(site.id, "green_surplus_index", gs_fc, issued_at),
                       _long(site.id, "pue", pue_fc, issued_at)], ignore_index=True)
-    return SiteForecast(site.id, signals, long, str(quality), notes)
+    return SiteForecast(site.id, signals, long, str(quality), notes, ages, reasons)
 
 
 def build_problem(sites: list[Site], workload: Workload, forecasts: dict[str, SiteForecast],
@@ -441,6 +467,9 @@ def gather_forecasts(catalog: Catalog, data_dir: Path | None, issued_at: pd.Time
                 k: meta.get(k) for k in ("origin", "newest_value_at", "signal_age_hours",
                                          "providers")}
             notes.extend(n for n in meta.get("notes", []) if n.startswith("DEGRADED "))
+        # what the readers noted (missing hours, invalid values, quarantined rows) reaches the plan
+        notes.extend(f"{site.id}: {n}" for n in meta.get("notes", [])
+                     if not n.startswith("DEGRADED "))
         modelled = meta.get("signal_quality") == SignalQuality.MODELLED
         future = frame[frame.index >= issued_at] if modelled else None
         try:
@@ -540,8 +569,9 @@ def run_daily_plan(
         cat, data_dir, issued_at, horizon_hours, progress, signal_loader,
         provenance if signal_loader is not None else None)
     if not forecasts:
-        why = notes[0] if notes else "no site was forecast"
-        more = f" (and {len(notes) - 1} more site(s) alike)" if len(notes) > 1 else ""
+        left = [n for n in notes if n.startswith("site ") and " left out: " in n] or notes
+        why = left[0] if left else "no site was forecast"
+        more = f" (and {len(left) - 1} more site(s) alike)" if len(left) > 1 else ""
         raise InputError(f"no site has signals for {issued_at:%Y-%m-%d}; nothing can be "
                          f"planned: {why}{more}")
     problem = build_problem(cat.sites, workload, forecasts, slots)
@@ -562,15 +592,18 @@ def run_daily_plan(
                      f"fallback left {result.solver.greedy_unplaced} job(s) unplaced that "
                      "passed the pre-check (an exact solve with a longer --time-limit may "
                      "place them)")
-    # the plan is as good as its weakest site's signals: modelled < estimated < measured
-    quality = next((q for q in (SignalQuality.MODELLED, SignalQuality.ESTIMATED)
-                    if q in qualities), SignalQuality.MEASURED)
+    # the plan is as good as its weakest site's signals:
+    # modelled < degraded < estimated < measured
+    quality = next((q for q in (SignalQuality.MODELLED, SignalQuality.DEGRADED,
+                                SignalQuality.ESTIMATED) if q in qualities),
+                   SignalQuality.MEASURED)
     doc: dict[str, Any] = {
         "plan_id": uuid.uuid4().hex,
         "date": issued_at.strftime("%Y-%m-%d"),
         "catalog": cat.name,
         "signal_quality": str(quality),
         "site_signal_quality": {sid: f.signal_quality for sid, f in forecasts.items()},
+        "site_signal_age_hours": {sid: f.signal_age_hours for sid, f in forecasts.items()},
         "issued_at": jsonable(issued_at),
         "horizon_hours": horizon_hours,
         # source (demo or file), then the work itself: jobs and inference power per area

@@ -163,7 +163,9 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
     models: dict[str, dict[str, Any]] = {s.id: {} for s in cat.sites}
     totals = _empty_totals(policies)
     rows: list[dict[str, Any]] = []
-    notes: list[str] = []
+    # what the readers noted for this chunk's window (missing files, hours, quarantined rows)
+    notes: list[str] = [f"{days[0]}..{days[-1]}: site {sid}: {n}"
+                        for sid, m in metas.items() for n in m.get("notes", [])]
     for n, label in enumerate(days):
         k = first_k + n
         day = day_start_utc(label)
@@ -171,6 +173,7 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
         wl = workload_from_traces(ddir, label, cat, seed=seed + k, scale=workload_scale)
         forecasts = {}
         actual = {}
+        fallbacks: dict[str, list[str]] = {}
         for s in cat.sites:
             hist = frames[s.id][(frames[s.id].index < day)
                                 & (frames[s.id].index >= day - pd.Timedelta(days=HISTORY_DAYS))]
@@ -180,14 +183,19 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
                 fc = forecast_site(s, hist, day, 24, metas[s.id], models=models[s.id])
             except (ForecastError, InputError) as exc:
                 notes.append(f"{label}: site {s.id} left out: {exc}")
+                fallbacks[s.id] = [f"left out: {exc}"]
                 continue
+            if fc.notes:
+                # every fallback the forecast took (model, weather, surplus, stale or damaged
+                # history), per day and site (issue 7 item 11)
+                fallbacks[s.id] = list(fc.notes)
             if act.attrs["filled_hours"]:
                 notes.append(f"{label}: site {s.id}: {act.attrs['filled_hours']} hour(s) of "
                              "actual carbon intensity missing, interpolated for scoring")
             forecasts[s.id], actual[s.id] = fc, act
         problem = build_problem(cat.sites, wl, forecasts, slots)
         actual_sig = _stack({sid: actual[sid] for sid in forecasts})
-        row: dict[str, Any] = {"date": label}
+        row: dict[str, Any] = {"date": label, "forecast_fallbacks": fallbacks}
         for p in policies:
             t0 = time.perf_counter()
             if p == "agnostic":
@@ -289,8 +297,10 @@ def run_replay(
         work_it_mwh (IT energy of the work placed), unplaced_it_mwh, kg_per_mwh_work,
         unplaced_priced_kg (unplaced IT energy at each day's dirtiest site-hour,
         :func:`dirtiest_kg_per_kwh`), emissions_with_unplaced_kg, reduction_with_unplaced_pct,
-        oracle_share_with_unplaced}}, ``daily`` (per day and policy emissions [kg] and work
-        done ``<policy>_work_mwh``), ``margins`` (:func:`_margins_per_mwh`), ``notes``.
+        oracle_share_with_unplaced}}, ``daily`` (per day: policy emissions [kg], work done
+        ``<policy>_work_mwh`` and ``forecast_fallbacks`` {site: [every fallback note of that
+        day's forecast]}), ``forecast_fallback_site_days`` {site: days with at least one
+        fallback}, ``margins`` (:func:`_margins_per_mwh`), ``notes``.
 
     Raises
     ------
@@ -369,7 +379,8 @@ def run_replay(
             "time_limit_s": time_limit_s, "mip_gap": mip_gap,
             "chunk_days": chunk_days, "executor": str(kind),
             "policies": out_pol, "daily": daily,
-            "margins": _margins_per_mwh(daily, policies), "notes": notes}
+            "margins": _margins_per_mwh(daily, policies),
+            "forecast_fallback_site_days": _fallback_site_days(daily), "notes": notes}
 
 
 def _margins_per_mwh(daily: list[dict[str, Any]], policies: tuple[str, ...],
@@ -405,6 +416,15 @@ def _margins_per_mwh(daily: list[dict[str, Any]], policies: tuple[str, ...],
     return out
 
 
+def _fallback_site_days(daily: list[dict[str, Any]]) -> dict[str, int]:
+    """Days on which each site's forecast took at least one fallback."""
+    counts: dict[str, int] = {}
+    for row in daily:
+        for site in row.get("forecast_fallbacks", {}):
+            counts[site] = counts.get(site, 0) + 1
+    return dict(sorted(counts.items()))
+
+
 def plot_daily(result: dict[str, Any], path: Path) -> None:
     """Write a PNG of daily emissions by policy (matplotlib, Agg backend)."""
     import matplotlib
@@ -412,7 +432,8 @@ def plot_daily(result: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    df = pd.DataFrame(result["daily"]).set_index("date")
+    df = pd.DataFrame(result["daily"]).set_index("date").drop(
+        columns=["forecast_fallbacks"], errors="ignore")
     df.index = pd.to_datetime(df.index)
     fig, ax = plt.subplots(figsize=(11, 4.5), dpi=110)
     for col in df.columns:

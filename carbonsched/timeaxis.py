@@ -168,7 +168,10 @@ def to_local(ts: pd.Timestamp, tz: str) -> pd.Timestamp:
 
 
 def check_covers(index: pd.DatetimeIndex, needed: Iterable[pd.Timestamp], name: str) -> None:
-    """Raise :class:`TimeAxisError` unless ``index`` contains every timestamp in ``needed``."""
+    """Raise :class:`TimeAxisError` unless ``index`` contains every timestamp in ``needed``.
+
+    Both are compared as instants (an index in another zone is converted to UTC first).
+    """
     needed_idx = pd.DatetimeIndex(list(needed))
     missing = needed_idx.difference(index)
     if len(missing):

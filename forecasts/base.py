@@ -15,7 +15,10 @@ Every forecaster in carbonsched
 
 Exogenous inputs are aligned by timestamp, never by position: ``X`` must be hourly UTC and cover
 every fitted hour and every forecast hour, or :class:`~carbonsched.errors.TimeAxisError` names the
-first missing hour.
+first missing hour. Coverage is checked on the rows ``X`` really has, *before* any gap is filled:
+at predict time every forecast hour needs a row with a value in every column (a day-ahead weather
+or operator forecast with a hole is refused, never NaN-filled and shifted); at fit time every
+fitted hour needs a row (values may be NaN there: the model drops or fills those samples).
 
 Intervals: :class:`EmpiricalIntervals` calibrates them on held-out residuals by lead hour
 (split-conformal, Vovk et al., *Algorithmic Learning in a Random World*, 2005,
@@ -156,9 +159,13 @@ class Forecaster(abc.ABC):
             if self.requires_exog:
                 raise ForecastError(f"{self.name}: exogenous inputs X are required ({stage})")
             return None
-        X = ensure_hourly_utc(X, name=f"{self.name}: X")
-        check_covers(X.index, index, f"{self.name}: exogenous X ({stage})")
-        return X.reindex(index)
+        filled = ensure_hourly_utc(X, name=f"{self.name}: X")  # validates; inserts NaN rows
+        # coverage is judged on the rows X really has, before any gap filling
+        present = X.index  # instants: check_covers compares them in any zone
+        if stage == "predict":
+            present = present[X.notna().all(axis=1).to_numpy()]
+        check_covers(present, index, f"{self.name}: exogenous X ({stage})")
+        return filled.reindex(index)
 
     def _finish(
         self, out: pd.DataFrame, horizon: pd.DatetimeIndex, issued_at: pd.Timestamp

@@ -20,6 +20,7 @@ import pandas as pd
 
 from carbonsched.errors import ForecastError
 from carbonsched.forecasts.base import Forecaster
+from carbonsched.forecasts.localclock import local_wall_hours, to_local_clock
 
 #: Lower/upper probabilities of the two central intervals, in the contract's column names.
 INTERVAL_PROBS: dict[str, float] = {"lo_95": 0.025, "lo_80": 0.10, "hi_80": 0.90, "hi_95": 0.975}
@@ -53,7 +54,7 @@ def empirical_quantiles(errors: np.ndarray | pd.Series) -> dict[str, float]:
 
 
 def seasonal_lookup(history: pd.Series, horizon: pd.DatetimeIndex, season_hours: int,
-                    max_seasons: int = 7) -> pd.Series:
+                    max_seasons: int = 7, tz: str | None = None) -> pd.Series:
     """Value of the same position one (or more) seasons before each horizon hour.
 
     For horizon hour ``t`` at lead ``k`` (0-based hours after the first horizon hour, which is
@@ -71,6 +72,9 @@ def seasonal_lookup(history: pd.Series, horizon: pd.DatetimeIndex, season_hours:
         Season length. [h]
     max_seasons
         How many seasons back to look for a non-missing value.
+    tz
+        IANA zone: lags are taken in local wall-clock hours (the same local hour ``m`` seasons
+        before; :mod:`carbonsched.forecasts.localclock`). ``None``: UTC hours.
 
     Returns
     -------
@@ -79,14 +83,21 @@ def seasonal_lookup(history: pd.Series, horizon: pd.DatetimeIndex, season_hours:
     """
     s = pd.Timedelta(hours=season_hours)
     out = pd.Series(np.nan, index=horizon, dtype=float)
-    leads = np.arange(len(horizon))
+    if tz is not None:
+        source = to_local_clock(history, tz)
+        wall = local_wall_hours(horizon, tz)
+        leads = ((wall - wall[0]) / pd.Timedelta(hours=1)).to_numpy().astype(int)
+    else:
+        source = history
+        wall = horizon
+        leads = np.arange(len(horizon))
     m0 = np.ceil((leads + 1) / season_hours).astype(int)
     for extra in range(max_seasons):
         need = out.isna().to_numpy()
         if not need.any():
             break
-        src = horizon[need] - s * (m0[need] + extra)
-        out.iloc[np.flatnonzero(need)] = history.reindex(src).to_numpy(float)
+        src = wall[need] - s * (m0[need] + extra)
+        out.iloc[np.flatnonzero(need)] = source.reindex(src).to_numpy(float)
     if out.isna().any():
         last = history.dropna()
         out = out.fillna(float(last.iloc[-1]))
@@ -107,18 +118,24 @@ class SeasonalNaive(Forecaster):
         Season length [h]: 24 (daily profile) or 168 (weekly). Default 24.
     clip
         Optional ``(low, high)`` bounds for every output column (e.g. ``(0, 1)`` for an index).
+    tz
+        IANA zone whose clock the signal follows: seasons are counted in local wall-clock hours,
+        so across a DST change the forecast peak stays at the same local hour
+        (:mod:`carbonsched.forecasts.localclock`). ``None`` (default): UTC hours.
 
     Source: Hyndman & Athanasopoulos, FPP3 §5.2 (seasonal naive method).
     """
 
     name = "seasonal-naive"
 
-    def __init__(self, season_hours: int = 24, clip: tuple[float, float] | None = None) -> None:
+    def __init__(self, season_hours: int = 24, clip: tuple[float, float] | None = None,
+                 tz: str | None = None) -> None:
         if season_hours < 1:
             raise ForecastError(f"SeasonalNaive: season_hours must be >= 1, got {season_hours}")
-        super().__init__(season_hours=season_hours, clip=clip)
+        super().__init__(season_hours=season_hours, clip=clip, tz=tz)
         self.season_hours = int(season_hours)
         self.clip = clip
+        self.tz = tz
         self._q: dict[int, dict[str, float]] = {}
 
     @classmethod
@@ -128,6 +145,8 @@ class SeasonalNaive(Forecaster):
 
     def _fit(self, y: pd.Series, X: pd.DataFrame | None) -> None:
         self._q = {}
+        if self.tz is not None:
+            y = to_local_clock(y, self.tz)
         for m in (1, 2, 3, 4):
             lag = m * self.season_hours
             if lag >= len(y):
@@ -143,7 +162,7 @@ class SeasonalNaive(Forecaster):
 
     def _predict(self, history: pd.Series, horizon: pd.DatetimeIndex,
                  X: pd.DataFrame | None) -> pd.DataFrame:
-        mean = seasonal_lookup(history, horizon, self.season_hours)
+        mean = seasonal_lookup(history, horizon, self.season_hours, tz=self.tz)
         out = pd.DataFrame({"mean": mean})
         m = np.ceil((np.arange(len(horizon)) + 1) / self.season_hours).astype(int)
         mmax = max(self._q)

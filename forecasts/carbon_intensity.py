@@ -50,6 +50,7 @@ import pandas as pd
 
 from carbonsched.errors import ForecastError
 from carbonsched.forecasts.base import EmpiricalIntervals, Forecaster
+from carbonsched.forecasts.localclock import local_wall_hours, to_local_clock
 
 FEATURES = ("const", "last", "s24", "s168", "mean7", "mean24")
 
@@ -142,6 +143,11 @@ class LeadRegression(Forecaster):
         ``(low, high)`` bounds for every output column; default ``(0, inf)`` (non-negative).
     history_hours
         Hours of history read at predict time. [h] Default 24·8 + 168 (covers every lag).
+    tz
+        IANA zone whose clock the signal follows: the series is re-indexed by local wall-clock
+        hours before fitting and predicting, so ``s24``, ``s168`` and ``mean7`` are the same
+        *local* hour on earlier days and the daily peak keeps its local hour across a DST change
+        (:mod:`carbonsched.forecasts.localclock`). ``None`` (default): UTC hours.
     """
 
     name = "ci-lead-ols"
@@ -154,6 +160,7 @@ class LeadRegression(Forecaster):
         relative_intervals: bool = True,
         clip: tuple[float, float] = (0.0, float("inf")),
         history_hours: int = 24 * 8 + 168,
+        tz: str | None = None,
     ) -> None:
         if max_lead_hours < 1:
             raise ForecastError(f"{self.name}: max_lead_hours must be >= 1, got {max_lead_hours}")
@@ -162,7 +169,8 @@ class LeadRegression(Forecaster):
                 f"{self.name}: calib_fraction must be in (0, 1), got {calib_fraction}")
         super().__init__(max_lead_hours=max_lead_hours, train_days=train_days,
                          calib_fraction=calib_fraction, relative_intervals=relative_intervals,
-                         clip=clip, history_hours=history_hours)
+                         clip=clip, history_hours=history_hours, tz=tz)
+        self.tz = tz
         self.max_lead_hours = int(max_lead_hours)
         self.train_days = int(train_days)
         self.calib_fraction = float(calib_fraction)
@@ -215,6 +223,8 @@ class LeadRegression(Forecaster):
 
     def _fit(self, y: pd.Series, X: pd.DataFrame | None) -> None:
         y = y.iloc[-24 * self.train_days:]
+        if self.tz is not None:
+            y = to_local_clock(y, self.tz)
         F, Y, _ = self._design(y)
         n = F.shape[0]
         split = int(round(n * (1.0 - self.calib_fraction)))
@@ -244,15 +254,25 @@ class LeadRegression(Forecaster):
         assert self.coef_ is not None
         # Align by timestamp: the features read position len(hist) as the issue time, so the
         # window must end at the hour before it even when ``history`` stops earlier.
-        end = horizon[0] - pd.Timedelta(hours=1)
+        if self.tz is not None:
+            # positions are local wall-clock hours; each horizon hour's lead is its wall-clock
+            # distance from the issue hour (23 or 25 UTC hours back is "yesterday" across DST)
+            wall = local_wall_hours(horizon, self.tz)
+            source = to_local_clock(history, self.tz)
+            leads = ((wall - wall[0]) / pd.Timedelta(hours=1)).to_numpy().astype(int)
+            end = wall[0] - pd.Timedelta(hours=1)
+        else:
+            source = history
+            leads = np.arange(len(horizon))
+            end = horizon[0] - pd.Timedelta(hours=1)
         window = pd.date_range(end=end, periods=self.history_hours, freq="h")
-        hist = history.reindex(window)
+        hist = source.reindex(window)
         filled = fill_for_features(hist).to_numpy(float)
         pos = np.array([len(filled)])
         mean = np.empty(len(horizon))
-        for k in range(len(horizon)):
-            f = lead_features(filled, pos, k)[0]
-            mean[k] = f @ self.coef_[min(k, self.max_lead_hours - 1)]
+        for i, k in enumerate(leads):
+            f = lead_features(filled, pos, int(k))[0]
+            mean[i] = f @ self.coef_[min(int(k), self.max_lead_hours - 1)]
         return pd.Series(mean, index=horizon)
 
     def _predict(self, history: pd.Series, horizon: pd.DatetimeIndex,
@@ -267,7 +287,7 @@ class LeadRegression(Forecaster):
         return out
 
 
-def default_ci_forecaster() -> Forecaster:
+def default_ci_forecaster(tz: str | None = None) -> Forecaster:
     """The carbon-intensity forecaster the planner uses by default.
 
     :class:`LeadRegression` with its defaults (8 weeks of history). Chosen on the measurement
@@ -276,9 +296,15 @@ def default_ci_forecaster() -> Forecaster:
     12.3 % against 13.6 % for :class:`~carbonsched.forecasts.baselines.SeasonalNaive` (24 h),
     best in 13 of 16 zones (seasonal naive wins CA-ON and CL-SIC, climatology SG).
 
+    Parameters
+    ----------
+    tz
+        The site's IANA zone: lags in local wall-clock hours (a grid's load, hence much of its
+        carbon intensity, follows people's clocks). ``None``: UTC lags, as measured above.
+
     Returns
     -------
     Forecaster
         An unfitted forecaster.
     """
-    return LeadRegression()
+    return LeadRegression(tz=tz)

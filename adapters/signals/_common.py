@@ -16,8 +16,19 @@ and repeated in each reader's module docstring where they apply:
 * ``MM/DD/YYYY`` dates (US providers) are read as month/day/year when a file's first timestamp
   has that shape; every row must then have it (a day-first date fails with its line);
 * **duplicated timestamps**: exact duplicates (same stamp, same values) are dropped and counted
-  in the notes; duplicates with *conflicting* values raise ``DataFormatError`` naming both
-  lines (averaging would hide a provider error, and picking one would be arbitrary);
+  in the notes. Duplicates with *conflicting* values are single bad rows, quarantined with their
+  reason (:mod:`carbonsched.adapters.signals.quality`) rather than refusing the file:
+
+  - a **repeated local hour at a DST fall-back** (two adjacent lines with one stamp and the next
+    UTC hour absent: the exporter wrote the second 01:00 with the summer offset): the first line
+    is kept, the repeat is quarantined and its true hour stays missing (NaN, counted);
+  - otherwise a **revision** (the provider re-published the hour): the later line wins, the
+    earlier one is quarantined, both lines named;
+
+  a file whose quarantined share exceeds :data:`~carbonsched.adapters.signals.quality.
+  MAX_BAD_ROW_SHARE` is still refused;
+* a **cut last line** (no line end after it and fewer fields than the header, as a kill during
+  a write leaves it) is quarantined: ``63.25`` cut to ``6`` would read as a valid number;
 * timestamps off the hour raise ``DataFormatError`` naming the line.
 """
 
@@ -31,6 +42,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from carbonsched.adapters.signals.quality import Quarantine, refuse_if_too_many
 from carbonsched.errors import DataFormatError
 from carbonsched.timeaxis import ensure_hourly_utc
 
@@ -40,7 +52,7 @@ NA_TOKENS = frozenset({"", "NA", "NaN", "nan", "NAN", "null", "NULL", "None", "N
 _OFFSET_RE = re.compile(r"(?:Z|[+-]\d{2}:?\d{2})$")
 _MDY_RE = re.compile(r"^\d{1,2}/\d{1,2}/\d{4}")
 HALF_HOUR = pd.Timedelta(minutes=30)
-_MDY_FORMATS = ("%m/%d/%Y %H:%M:%S", "%m/%d/%Y %H:%M", "%m/%d/%Y")
+_MDY_FORMATS = ("%m/%d/%Y %H:%M:%S", "%m/%d/%Y %H:%M", "%m/%d/%Y %I:%M:%S %p", "%m/%d/%Y")
 
 
 def check_file(path: str | Path) -> Path:
@@ -54,8 +66,25 @@ def check_file(path: str | Path) -> Path:
     return p
 
 
-def read_csv_cells(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
+def _stamp_or_none(text: str) -> pd.Timestamp | None:
+    """Best-effort UTC reading of a stamp for a quarantine record (naive = UTC)."""
+    try:
+        t = pd.Timestamp(text)
+    except (ValueError, TypeError):
+        return None
+    if pd.isna(t):
+        return None
+    return t.tz_localize("UTC") if t.tzinfo is None else t.tz_convert("UTC")
+
+
+def read_csv_cells(
+    path: Path, quarantine: Quarantine | None = None
+) -> tuple[pd.DataFrame, np.ndarray]:
     """Read a CSV file as text cells.
+
+    A last line without a line end and with fewer fields than the header (a write cut short) is
+    left out and recorded in ``quarantine`` (when given; otherwise it is read as before, its
+    missing fields empty).
 
     Returns
     -------
@@ -71,12 +100,19 @@ def read_csv_cells(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
     """
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:
-            rows = list(csv.reader(fh))
+            text = fh.read()
+        rows = list(csv.reader(text.splitlines(keepends=True)))
     except UnicodeDecodeError as exc:
         raise DataFormatError(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     if not rows:
         raise DataFormatError(path, "empty file (no header)", row=1)
     header = [h.strip() for h in rows[0]]
+    if (quarantine is not None and len(rows) > 2 and not text.endswith(("\n", "\r"))
+            and 0 < len(rows[-1]) < len(header)):
+        cut = rows.pop()
+        quarantine.add(len(rows) + 1, _stamp_or_none(cut[0]),
+                       f"truncated last line: {len(cut)} of {len(header)} fields and no line "
+                       f"end (last field {cut[-1]!r} may be cut)")
     body, lines = [], []
     for i, row in enumerate(rows[1:], start=2):
         if not row or all(not c.strip() for c in row):
@@ -216,12 +252,14 @@ def finalize(
     path: Path,
     notes: list[str],
     half_hour: bool = False,
+    quarantine: Quarantine | None = None,
 ) -> pd.DataFrame:
     """Apply the duplicate, on-the-hour and gap rules; return an hourly UTC frame.
 
     ``frame`` is indexed by tz-aware UTC timestamps in file order; ``lines`` gives each row's
-    line. Exact duplicates are dropped, conflicting ones raise, gaps become NaN rows; each
-    action is counted in ``notes``.
+    line. Exact duplicates are dropped, conflicting ones are quarantined (DST repeat: the first
+    wins; revision: the later wins; see the module docstring) into ``quarantine`` (a fresh one
+    if ``None``), gaps become NaN rows; each action is counted in ``notes``.
 
     With ``half_hour=True`` (numeric frames only), a series whose every stamp is at ``:30``
     (hourly data of a half-hour time zone such as Asia/Kolkata, UTC+05:30) is moved onto the
@@ -236,7 +274,8 @@ def finalize(
     """
     idx = frame.index
     if half_hour and len(idx) and (idx.minute == 30).all() and (idx.second == 0).all():
-        out = finalize(frame.set_axis(idx + HALF_HOUR), lines, path, notes)
+        out = finalize(frame.set_axis(idx + HALF_HOUR), lines, path, notes,
+                       quarantine=quarantine)
         nxt = out.shift(-1, freq="h").reindex(out.index.union(out.index - pd.Timedelta("1h")))
         cur = out.reindex(nxt.index)
         avg = (cur + nxt) / 2.0
@@ -255,32 +294,50 @@ def finalize(
             f"timestamp {idx[i].isoformat()} is not on the hour; carbonsched reads hourly data",
             row=int(lines[i]),
         )
+    own = quarantine if quarantine is not None else Quarantine()
+    n_q0 = len(own)
     dup = idx.duplicated(keep=False)
     if dup.any():
         work = frame.assign(_line=lines)
         keep = np.ones(len(frame), dtype=bool)
+        pos_of_line = {int(ln): i for i, ln in enumerate(lines)}
+        present = set(idx)
         n_dropped = 0
-        for _ts, grp in work[dup].groupby(level=0, sort=False):
+        for ts, grp in work[dup].groupby(level=0, sort=False):
             vals = grp.drop(columns="_line")
-            first = vals.iloc[0]
+            glines = [int(x) for x in grp["_line"]]
+            kept = 0
             for j in range(1, len(vals)):
-                same = all(
-                    (pd.isna(a) and pd.isna(b)) or a == b
-                    for a, b in zip(first.to_numpy(), vals.iloc[j].to_numpy(), strict=True)
-                )
-                if not same:
-                    raise DataFormatError(
-                        path,
-                        f"timestamp {grp.index[0].isoformat()} appears on lines "
-                        f"{int(grp['_line'].iloc[0])} and {int(grp['_line'].iloc[j])} with "
-                        "different values; remove the wrong row (carbonsched drops only "
-                        "identical duplicates)",
-                        row=int(grp["_line"].iloc[j]),
-                    )
-                keep[np.flatnonzero(lines == int(grp["_line"].iloc[j]))[0]] = False
-                n_dropped += 1
+                a, b = vals.iloc[kept].to_numpy(), vals.iloc[j].to_numpy()
+                same = all((pd.isna(x) and pd.isna(y)) or x == y
+                           for x, y in zip(a, b, strict=True))
+                if same:
+                    keep[pos_of_line[glines[j]]] = False
+                    n_dropped += 1
+                    continue
+                adjacent = pos_of_line[glines[j]] == pos_of_line[glines[kept]] + 1
+                if adjacent and (ts + pd.Timedelta(hours=1)) not in present:
+                    keep[pos_of_line[glines[j]]] = False
+                    own.add(glines[j], ts,
+                            f"repeated local hour at a DST fall-back: {ts.isoformat()} on lines "
+                            f"{glines[kept]} and {glines[j]} with the next hour absent; the first "
+                            "is kept, the repeat's true hour stays missing")
+                else:
+                    keep[pos_of_line[glines[kept]]] = False
+                    own.add(glines[kept], ts,
+                            f"conflicting duplicate: {ts.isoformat()} on lines {glines[kept]} and "
+                            f"{glines[j]} with different values; the later revision (line "
+                            f"{glines[j]}) wins")
+                    kept = j
         frame = frame[keep]
-        notes.append(f"{n_dropped} identical duplicated row(s) dropped")
+        lines = lines[keep]
+        if n_dropped:
+            notes.append(f"{n_dropped} identical duplicated row(s) dropped")
+    if quarantine is None and len(own) > n_q0:
+        note = own.note()
+        if note:
+            notes.append(note)
+    refuse_if_too_many(path, len(frame) + len(own), own)
     n_before = len(frame)
     out = ensure_hourly_utc(frame, name=str(path), duplicates="refuse", fill_gaps=True)
     out.index.name = "ts"

@@ -18,9 +18,16 @@ Computed columns:
 
 Rules (tested in ``tests/adapters/test_eia930.py``):
 
-* **negative generation** (station load of solar at night, pumped storage) is clipped to 0
-  before shares and intensities are computed; the clipped cells are counted in
-  ``meta["notes"]``;
+* **negative generation** is invalid, not zero: an hour with any negative fuel value (e.g. hydro
+  −900 MW, a pumped-storage or sign error) has NaN intensity and shares (a mix with a negative
+  share has no defined intensity), counted with the fuels in ``meta["notes"]`` and
+  ``meta["n_invalid_negative"]``; the raw generation columns keep the value as filed;
+* **hour convention**: EIA-930 stamps mark the END of the hour (EIA, "About the EIA-930 data":
+  "UTC Time at End of Hour"). A file whose timestamp header says ``End of Hour`` is moved onto
+  hour starts here (stamp − 1 h; ``meta["time_convention"] = "hour-end"``); a file with a plain
+  ``timestamp`` column does not say which convention it follows and is returned as stamped
+  (``"unknown"``): the ``eia930-sustaindc`` files are aligned per balancing area and period by
+  :func:`align_sustaindc` (:data:`SUSTAINDC_HOUR_END_SHIFT`);
 * a row with any fuel missing (NaN), or with total generation <= 0, has NaN intensity and
   shares (a mix with a hole has no defined share) and is counted in the notes;
 * a row whose total generation is below ``min_total_fraction`` (default 5 %) of the file's
@@ -48,6 +55,33 @@ from carbonsched.adapters.signals._common import (
     read_csv_cells,
     rename_columns,
 )
+from carbonsched.adapters.signals.quality import Quarantine
+
+SUSTAINDC_HOUR_END_SHIFT: dict[str, tuple[tuple[str | None, int], ...]] = {
+    "AZPS": ((None, 1),),
+    "BPAT": ((None, 1),),
+    "CISO": ((None, 0), ("2022-06-13T18:00:00+00:00", 1)),
+    "ERCO": ((None, 1),),
+    "MISO": ((None, 1),),
+    "NYIS": ((None, 1),),
+    "PJM": ((None, 0),),
+    "SOCO": ((None, 1),),
+    "WAAT": ((None, 2),),
+}
+"""Hours to subtract from each ``eia930-sustaindc/<BA>_NG_avgCI_2022.csv`` stamp to reach the hour
+START, per balancing area and period ``(first stamp of the period or None, hours)``. [h]
+
+Measured (``tests/adapters/test_eia930_alignment.py`` recomputes it): the generation-weighted
+circular mean of solar generation (SUN, interval mid-points) against solar noon at each BA's
+solar-fleet longitude, 2022, taking the stamps as hour starts: AZPS +1.68 h, BPAT +1.07, CISO +0.26
+until 2022-06-13 17:00 and +0.89 after (the row 2022-06-13 18:00 is empty where the convention
+changes: sunrise generation moves one row later from 2022-06-14), ERCO +1.07, MISO +1.00,
+PJM +0.00, SOCO +0.88, WAAT +1.94. So PJM and CISO's first half are hour-start, the others
+hour-ending (1 h), WAAT two hours late. NYIS has no solar to measure and gets EIA's documented
+hour-ending convention. AZPS keeps +0.68 h after its shift: its solar includes Solana, a 280 MW
+trough plant with six hours of storage that generates into the evening and night, so the centroid
+of *its* generation sits after noon; the hour-ending reading (as the data README says) is the
+convention, the residual is physical (the alignment test states this exception and bounds it)."""
 
 FUELS = ("WND", "SUN", "WAT", "OIL", "NG", "COL", "NUC", "OTH")
 """EIA-930 fuel codes: wind, solar, hydro, oil, natural gas, coal, nuclear, other."""
@@ -76,6 +110,7 @@ VARIABLE_MAP: dict[str, str] = {
     "": "ts",
     "Unnamed: 0": "ts",
     "UTC time": "ts",
+    "UTC Time at End of Hour": "ts",
     **{f: f"generation_{f.lower()}_mw" for f in FUELS},
     "avg_CI": "file_avg_ci_lca_g_per_kwh",
 }
@@ -151,7 +186,8 @@ def read_eia930(
         ``generation_<fuel>_mw`` [MW] as in the file (negative values kept there).
     meta : dict
         ``source``, ``file``, ``balancing_area`` (from the file name), ``factors``,
-        ``lca_factors``, ``n_clipped_negative``, ``n_incomplete``,
+        ``lca_factors``, ``n_invalid_negative`` (hours with a negative fuel), ``n_incomplete``,
+        ``time_convention``, ``quarantined``, ``n_quarantined``,
         ``file_avg_ci_max_abs_diff_g_per_kwh`` (our LCA CI vs the file's ``avg_CI``), ``notes``.
 
     Raises
@@ -167,7 +203,8 @@ def read_eia930(
         missing = [f for f in FUELS if f not in table]
         if missing:
             raise KeyError(f"{name} lack fuel code(s) {missing}; give one per code in {FUELS}")
-    cells, lines = read_csv_cells(p)
+    quarantine = Quarantine()
+    cells, lines = read_csv_cells(p, quarantine)
     provider = {VARIABLE_MAP[k]: k for k in cells.columns if k in VARIABLE_MAP}
     if "ts" not in provider and len(cells.columns):
         # a file written from a pandas index may carry any label on its first column
@@ -179,6 +216,10 @@ def read_eia930(
     notes: list[str] = []
     ts_col = provider.get("ts", "timestamp")
     ts = parse_timestamps(cells["ts"], p, lines, ts_col, assume_utc="UTC" in ts_col.upper())
+    hour_end = "END OF HOUR" in ts_col.upper()
+    if hour_end:
+        ts = pd.DatetimeIndex(ts - pd.Timedelta(hours=1), name="ts")
+        notes.append(f"stamps are {ts_col!r}: moved one hour back onto hour starts")
     gen = pd.DataFrame(index=ts)
     for c in GEN_COLUMNS:
         gen[c] = parse_numeric(cells[c], p, lines, provider.get(c, c)).to_numpy()
@@ -186,18 +227,25 @@ def read_eia930(
         gen["file_avg_ci_lca_g_per_kwh"] = parse_numeric(
             cells["file_avg_ci_lca_g_per_kwh"], p, lines, "avg_CI"
         ).to_numpy()
-    gen = finalize(gen, np.asarray(lines), p, notes)
+    gen = finalize(gen, np.asarray(lines), p, notes, quarantine=quarantine)
+    if (note := quarantine.note()) is not None:
+        notes.append(note)
 
     raw = gen[list(GEN_COLUMNS)].set_axis(list(FUELS), axis=1)
     negative = raw < 0
-    n_neg = int(negative.sum().sum())
+    neg_hour = negative.any(axis=1)
+    n_neg = int(neg_hour.sum())
     if n_neg:
         by_fuel = {f: int(n) for f, n in negative.sum().items() if n}
-        notes.append(f"{n_neg} negative generation cell(s) clipped to 0 for CI and shares "
-                     f"({by_fuel})")
-    mix = raw.clip(lower=0)
+        first = neg_hour.idxmax()
+        worst = raw.loc[first][negative.loc[first]]
+        notes.append(
+            f"{n_neg} hour(s) with negative generation ({by_fuel}): mix invalid, CI and shares "
+            f"NaN (first {first.isoformat()}: "
+            + ", ".join(f"{f} {v:g} MW" for f, v in worst.items()) + ")")
+    mix = raw.where(~neg_hour, np.nan)
     total = mix.sum(axis=1, min_count=len(FUELS))
-    has_hole = raw.isna().any(axis=1) & raw.notna().any(axis=1)
+    has_hole = raw.isna().any(axis=1) & raw.notna().any(axis=1) & ~neg_hour
     if has_hole.any():
         notes.append(f"{int(has_hole.sum())} hour(s) with some fuels missing: CI and shares NaN")
     all_nan = raw.isna().all(axis=1)
@@ -237,7 +285,9 @@ def read_eia930(
         "balancing_area": p.name.split("_")[0],
         "factors": dict(factors),
         "lca_factors": dict(lca_factors),
-        "n_clipped_negative": n_neg,
+        "n_invalid_negative": n_neg,
+        "time_convention": "hour-end" if hour_end else "unknown",
+        **quarantine.as_meta(),
         "n_incomplete": int(incomplete.sum()),
         "file_avg_ci_max_abs_diff_g_per_kwh": diff,
         "units": {c: "MW" for c in GEN_COLUMNS}
@@ -247,3 +297,33 @@ def read_eia930(
         "notes": notes,
     }
     return out, meta
+
+
+def align_sustaindc(frame: pd.DataFrame, balancing_area: str) -> pd.DataFrame:
+    """Move an ``eia930-sustaindc`` frame onto hour starts with :data:`SUSTAINDC_HOUR_END_SHIFT`.
+
+    Each period's stamps are shifted back by its hours; where two periods meet, the earlier
+    period's hour wins and an hour no period covers is NaN. A BA not in the table is returned
+    unchanged (its convention is unknown: the caller notes it).
+
+    Returns
+    -------
+    DataFrame
+        Hourly UTC frame, index ``ts`` = hour start; ``attrs["alignment"]`` describes the shift.
+    """
+    periods = SUSTAINDC_HOUR_END_SHIFT.get(balancing_area)
+    if periods is None:
+        return frame
+    starts = [pd.Timestamp(s) if s else frame.index[0] for s, _ in periods]
+    ends = starts[1:] + [frame.index[-1] + pd.Timedelta(hours=1)]
+    out: pd.DataFrame | None = None
+    for (_, shift), a, b in zip(periods, starts, ends, strict=True):
+        part = frame[(frame.index >= a) & (frame.index < b)]
+        part = part.set_axis(part.index - pd.Timedelta(hours=shift))
+        out = part if out is None else out.combine_first(part)
+    assert out is not None
+    full = pd.date_range(out.index[0], out.index[-1], freq="h", tz="UTC", name="ts")
+    out = out.reindex(full)
+    out.attrs["alignment"] = ", ".join(
+        f"{'from ' + s if s else 'all'}: stamps - {h} h" for s, h in periods)
+    return out

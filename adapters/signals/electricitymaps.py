@@ -14,7 +14,10 @@ Rules (tested in ``tests/adapters/test_electricitymaps.py``):
   ``carbon_intensity_estimated = False`` (no provider flag) and counted in ``meta["notes"]``;
 * a negative carbon intensity, or a percentage outside 0–100, is set to NaN and counted in
   ``meta["notes"]`` (physically impossible for a grid mix; the hour is then *missing*);
-* identical duplicated rows are dropped; conflicting ones raise ``DataFormatError``;
+* stamps mark the START of the hour (``meta["time_convention"] = "hour-start"``);
+* identical duplicated rows are dropped; conflicting ones, a cut last line and an empty newest
+  hour are quarantined with their reason (``meta["quarantined"]``, rules in
+  :mod:`carbonsched.adapters.signals._common`);
 * a missing column, an unparsable number, date or flag raises ``DataFormatError`` with the
   file, line and reason; a missing file raises ``DataFormatError`` too.
 
@@ -41,6 +44,7 @@ from carbonsched.adapters.signals._common import (
     read_csv_cells,
     rename_columns,
 )
+from carbonsched.adapters.signals.quality import Quarantine
 from carbonsched.errors import DataFormatError
 
 VARIABLE_MAP: dict[str, str] = {
@@ -123,7 +127,8 @@ def read_electricitymaps(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any]
         conflicting duplicated hours or hours off the hour.
     """
     p = check_file(path)
-    cells, lines = read_csv_cells(p)
+    quarantine = Quarantine()
+    cells, lines = read_csv_cells(p, quarantine)
     provider = {VARIABLE_MAP[k]: k for k in cells.columns if k in VARIABLE_MAP}
     cells = rename_columns(cells, VARIABLE_MAP, REQUIRED, p)
     notes: list[str] = []
@@ -148,7 +153,14 @@ def read_electricitymaps(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any]
         data, ["carbon_intensity_g_per_kwh", "carbon_intensity_lca_g_per_kwh"], lines, notes
     )
     data = mask_out_of_range(data, ["renewable_pct", "low_carbon_pct"], lines, notes, 0, 100)
-    data = finalize(data, lines, p, notes)
+    data = finalize(data, lines, p, notes, quarantine=quarantine)
+    if len(data) > 1 and np.isnan(data["carbon_intensity_g_per_kwh"].iloc[-1]):
+        # the newest hour exported before its value was known: NaN (never filled here), and
+        # recorded so that a plan built on it says so (not counted in the bad-row share)
+        quarantine.add(int(lines[-1]), data.index[-1],
+                       "empty newest hour: the last row has no carbon intensity")
+    if (note := quarantine.note()) is not None:
+        notes.append(note)
     data["carbon_intensity_estimated"] = (
         data["carbon_intensity_estimated"].astype("boolean").fillna(False).astype(bool)
     )
@@ -181,6 +193,8 @@ def read_electricitymaps(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any]
             "renewable_pct": "%",
             "low_carbon_pct": "%",
         },
+        "time_convention": "hour-start",
+        **quarantine.as_meta(),
         "notes": notes,
     }
     return data, meta

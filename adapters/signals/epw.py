@@ -177,6 +177,7 @@ def read_epw(path: str | Path, year: int) -> tuple[pd.DataFrame, dict[str, Any]]
         "source": "epw", "file": str(p), **head, "year": int(year),
         "units": {"temperature_c": "°C", "dew_point_c": "°C",
                   "relative_humidity_pct": "%", "pressure_pa": "Pa"},
+        "time_convention": "hour-end",  # of the provider's stamps (frame: hour start)
         "notes": notes,
     }
     return data[list(OUTPUT_COLUMNS)], meta

@@ -249,6 +249,7 @@ def read_open_meteo(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
         "time_rule": rule,
         "units": {"temperature_c": "°C", "relative_humidity_pct": "%",
                   "cloud_cover_pct": "%", "wind_speed_m_per_s": "m/s"},
+        "time_convention": "hour-start",  # of the provider's stamps (frame: hour start)
         "notes": notes,
     }
     return data, meta

@@ -78,6 +78,7 @@ def read_prices(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
         "zone": p.name.split("_electricity_prices")[0],
         "n_negative": int((data["price_usd_per_mwh"] < 0).sum()),
         "units": {"price_usd_per_mwh": "USD/MWh"},
+        "time_convention": "hour-start",  # of the provider's stamps (frame: hour start)
         "notes": notes,
     }
     return data, meta

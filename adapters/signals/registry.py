@@ -41,7 +41,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from carbonsched.adapters.signals.eia930 import read_eia930
+from carbonsched.adapters.signals.eia930 import (
+    SUSTAINDC_HOUR_END_SHIFT,
+    align_sustaindc,
+    read_eia930,
+)
 from carbonsched.adapters.signals.electricitymaps import read_electricitymaps
 from carbonsched.adapters.signals.epw import read_epw
 from carbonsched.adapters.signals.openmeteo import read_open_meteo
@@ -203,10 +207,15 @@ _MIX_COLUMNS = ("carbon_intensity_g_per_kwh", "carbon_intensity_lca_g_per_kwh", 
 def _fill_from_yearly_files(
     out: pd.DataFrame, hours: pd.DatetimeIndex, path_for_year: Any, reader: str, label: str,
     files: list[str], notes: list[str], with_estimated_flag: bool = False,
+    quarantined: list[dict[str, Any]] | None = None,
+    transform: Callable[[pd.DataFrame, dict[str, Any]], pd.DataFrame] | None = None,
 ) -> bool:
     """Copy the carbon-intensity and mix columns of each year's file into ``out`` on ``hours``.
 
-    A year without a file leaves its hours NaN and adds a note. Returns whether any file existed.
+    A year without a file leaves its hours NaN and adds a note. The reader's quarantined rows
+    are appended to ``quarantined`` (each with its ``file``). ``transform(frame, meta)``, if
+    given, re-aligns a parsed file before use (EIA-930 hour conventions). Returns whether any
+    file existed.
     """
     found = False
     for y in _years(hours):
@@ -216,6 +225,10 @@ def _fill_from_yearly_files(
             continue
         found = True
         frame, meta = read_cached(reader, path)
+        if transform is not None:
+            frame = transform(frame, meta)
+        if quarantined is not None:
+            quarantined.extend({**q, "file": path.name} for q in meta.get("quarantined", []))
         sub = frame.reindex(hours)
         inside = sub.index.isin(frame.index)
         for c in _MIX_COLUMNS:
@@ -237,9 +250,10 @@ def _load_electricitymaps(
     out = _empty(hours)
     files: list[str] = []
     notes: list[str] = []
+    quarantined: list[dict[str, Any]] = []
     found = _fill_from_yearly_files(
         out, hours, lambda y: ci_dir / f"{zone}_{y}_hourly.csv", "electricitymaps",
-        "carbon-intensity", files, notes, with_estimated_flag=True)
+        "carbon-intensity", files, notes, with_estimated_flag=True, quarantined=quarantined)
     if not found:
         zones = sorted({p.name.rsplit("_", 2)[0] for p in ci_dir.glob("*_hourly.csv")})
         if not any(ci_dir.glob(f"{zone}_*_hourly.csv")):
@@ -264,7 +278,8 @@ def _load_electricitymaps(
     if weather is not None:
         out["temperature_c"] = weather["temperature_c"]
         out["relative_humidity_pct"] = weather["relative_humidity_pct"]
-    return out, {"files": files, "notes": notes}
+    return out, {"files": files, "notes": notes, "quarantined": quarantined,
+                 "time_convention": "hour-start"}
 
 
 def _load_eia930(
@@ -275,9 +290,23 @@ def _load_eia930(
     out = _empty(hours)
     files: list[str] = []
     notes: list[str] = []
+    quarantined: list[dict[str, Any]] = []
+
+    def align(frame: pd.DataFrame, meta: dict[str, Any]) -> pd.DataFrame:
+        if meta.get("time_convention") == "hour-end":
+            return frame  # the reader already moved the stamps
+        return align_sustaindc(frame, ba)
+
     found = _fill_from_yearly_files(
         out, hours, lambda y: folder / f"{ba}_NG_avgCI_{y}.csv", "eia930", "EIA-930",
-        files, notes)
+        files, notes, quarantined=quarantined, transform=align)
+    if ba in SUSTAINDC_HOUR_END_SHIFT:
+        shift = ", ".join(f"{'from ' + s if s else 'all'} -{h} h"
+                          for s, h in SUSTAINDC_HOUR_END_SHIFT[ba])
+        notes.append(f"EIA-930 {ba} stamps aligned to hour starts ({shift}; measured against "
+                     "solar noon, see eia930.SUSTAINDC_HOUR_END_SHIFT)")
+    else:
+        notes.append(f"EIA-930 {ba}: hour convention not measured; stamps used as hour starts")
     if not found and not any(folder.glob(f"{ba}_NG_avgCI_*.csv")):
         bas = sorted({p.name.split("_")[0] for p in folder.glob("*_NG_avgCI_*.csv")})
         raise DataFormatError(
@@ -293,7 +322,8 @@ def _load_eia930(
             out["relative_humidity_pct"] = weather["relative_humidity_pct"]
     else:
         notes.append("no weather_file in site.meta: temperature and humidity NaN")
-    return out, {"files": files, "notes": notes}
+    return out, {"files": files, "notes": notes, "quarantined": quarantined,
+                 "time_convention": "aligned per BA"}
 
 
 def _load_modelled_china(

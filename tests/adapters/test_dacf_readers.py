@@ -105,11 +105,13 @@ def _write(tmp_path: Path, body: str, name: str = "ZZ_2019_clean.csv",
     return p
 
 
-def test_conflicting_duplicate_names_both_lines(tmp_path):
+def test_conflicting_duplicate_in_a_tiny_file_is_refused_by_the_bad_row_share(tmp_path):
+    # one bad row of three is over the 2 % share: refused, both lines named (issue 7 item 3)
     p = _write(tmp_path, "0,01/01/2019 00:00:00,x,1,1,1,1\n"
                          "1,01/01/2019 01:00:00,x,1,1,1,1\n"
                          "2,01/01/2019 01:00:00,x,1,5,1,1\n")
-    with pytest.raises(DataFormatError, match=r"lines 3 and 4 with different values") as e:
+    with pytest.raises(DataFormatError, match=r"1 of 3 rows \(33.3%\) are bad, more than the "
+                       r"2% .*on lines 3 and 4") as e:
         read_dacf_mix(p)
     assert e.value.row == 4 and str(p) in str(e.value)
 

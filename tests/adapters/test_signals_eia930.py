@@ -29,11 +29,12 @@ def test_small_fixture(fixtures_dir: Path) -> None:
     assert r0["low_carbon_pct"] == pytest.approx(600 / 13)
     assert r0["generation_total_mw"] == TOTAL
     assert not r0["carbon_intensity_estimated"]
-    # 01:00: SUN -20 clipped to 0 -> same mix as 00:00; the raw column keeps -20
+    # 01:00: SUN -20 is invalid, not zero: the hour's mix is NaN; the raw column keeps -20
     r1 = data.iloc[1]
-    assert r1["carbon_intensity_g_per_kwh"] == pytest.approx(DIRECT)
+    assert math.isnan(r1["carbon_intensity_g_per_kwh"])
+    assert math.isnan(r1["renewable_pct"]) and math.isnan(r1["generation_total_mw"])
     assert r1["generation_sun_mw"] == -20.0
-    assert meta["n_clipped_negative"] == 1
+    assert meta["n_invalid_negative"] == 1
     # 02:00 empty row, 03:00 hydro missing, 04:00 absent hour: all NaN, never 0
     for i in (2, 3, 4):
         assert math.isnan(data["carbon_intensity_g_per_kwh"].iloc[i])
@@ -47,9 +48,10 @@ def test_small_fixture(fixtures_dir: Path) -> None:
     assert r6["carbon_intensity_lca_g_per_kwh"] == 24.0
     assert r6["renewable_pct"] == 100.0 and r6["low_carbon_pct"] == 100.0
     notes = " | ".join(meta["notes"])
-    assert "1 negative generation cell(s) clipped to 0 for CI and shares ({'SUN': 1})" in notes
+    assert ("1 hour(s) with negative generation ({'SUN': 1}): mix invalid, CI and shares NaN "
+            "(first 2022-06-01T01:00:00+00:00: SUN -20 MW)") in notes
     assert "1 hour(s) with some fuels missing: CI and shares NaN" in notes
-    assert "below 5% of the median (1150 MW)" in notes
+    assert "below 5% of the median (1000 MW)" in notes  # the invalid hour is not counted
     assert "1 missing hour(s) inserted as NaN, first 2022-06-01T04:00:00+00:00" in notes
 
 

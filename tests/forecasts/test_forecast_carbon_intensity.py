@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -116,13 +114,6 @@ def test_intervals_cover_about_nominal_on_stationary_noise() -> None:
         n += 24
     assert 0.72 <= hits80 / n <= 0.88
     assert 0.90 <= hits95 / n <= 0.99
-
-
-def test_fit_is_fast_on_eight_weeks() -> None:
-    y, _ = synthetic_level(0, n=24 * 56)
-    t = time.perf_counter()
-    LeadRegression().fit(y)
-    assert time.perf_counter() - t < 1.5  # ~0.1 s alone; generous on a shared 2-core host
 
 
 def test_train_days_limits_the_history_used() -> None:

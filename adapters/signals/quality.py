@@ -1,0 +1,336 @@
+"""Provenance and quality records shared by every signal reader and the daily forecast.
+
+A reader (file or live client) returns ``(frame, meta)``; besides ``notes`` its ``meta`` carries
+three provenance keys built with this module, so that what a reader set aside reaches the plan:
+
+``time_convention``
+    ``"hour-start"`` or ``"hour-end"``: what the provider's stamps mark, *before* the reader moved
+    them onto hour starts (the frame itself is always hour-start UTC).
+``quarantined``
+    A list of :class:`QuarantinedRow` dicts ``{"line", "ts", "reason"}`` (``line`` 1-based, header
+    = line 1, ``None`` for a live payload; ``ts`` ISO 8601 UTC or ``None``): single bad rows kept
+    out of the frame instead of refusing the file. :func:`refuse_if_too_many` refuses a file whose
+    share of quarantined rows exceeds :data:`MAX_BAD_ROW_SHARE`.
+``n_quarantined``
+    ``len(quarantined)``.
+
+The daily forecast then calls :func:`check_history` on a site's signal frame at its issue time:
+it measures the age of the newest observation of every signal (``site_signal_age_hours`` of the
+plan), runs plausibility checks on carbon intensity (flat lines, implausible jumps, gaps, missing
+newest hours) and returns a :class:`HistoryCheck` whose ``notes`` go into the plan's ``notes``
+and whose ``degraded_reasons`` degrade the site's ``site_signal_quality`` to ``degraded``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from carbonsched.errors import DataFormatError
+
+MAX_BAD_ROW_SHARE = 0.02
+"""Largest share of a file's data rows that may be quarantined before the whole file is refused.
+[-] Two per cent is about a week of a year's hourly file: a single revision, a DST repeat or a cut
+last line is far below it, a file with a systematic fault (a wrong offset on every row of a season,
+a column shifted by one) is far above it."""
+
+SIGNAL_AGE_THRESHOLD_HOURS: dict[str, float] = {"carbon_intensity_g_per_kwh": 6.0}
+"""Age past which a signal's newest observation degrades the site's signal quality. [h]
+
+Ages count from the *start* of the newest observed hour to the issue time, so an up-to-date hourly
+series has age 1 h. Carbon intensity drives the plan; its first forecast leads lean on the latest
+observations (the ``last`` and ``mean24`` features of
+:class:`carbonsched.forecasts.carbon_intensity.LeadRegression`), and real-time providers publish
+within one to two hours (Electricity Maps' API, EIA-930's hourly grid monitor), so 6 h is three
+times a normal delay. Other signals' ages are recorded and, past
+:data:`NOTE_AGE_THRESHOLD_HOURS`, noted: weather and price feed PUE and green-surplus fallbacks
+that already say so in the notes."""
+
+NOTE_AGE_THRESHOLD_HOURS = 24.0
+"""Age past which any other signal's newest observation is noted in the plan. [h]"""
+
+AGE_COLUMNS: tuple[str, ...] = (
+    "carbon_intensity_g_per_kwh",
+    "renewable_pct",
+    "price_usd_per_mwh",
+    "temperature_c",
+    "relative_humidity_pct",
+)
+"""Signals whose age :func:`signal_age_hours` reports (those present in the frame)."""
+
+FLAT_LINE_HOURS = 24
+"""Consecutive identical carbon-intensity values that make a flat line (a stuck meter or a
+zero-filled export). [h] Measured on the 32 Electricity Maps files of 2022–2023: the longest run
+of identical values is 14 h (BR-SP 2022), 5 h elsewhere."""
+
+JUMP_LOW_FACTOR = 8.0
+"""A carbon-intensity value below the trailing week's 1st percentile divided by this factor is an
+implausible drop (e.g. ``63.25`` cut to ``6``). [-] Applied only where that percentile is at least
+:data:`JUMP_MIN_P01_G_PER_KWH` (zones that really reach ~0, such as CA-ON, are not checked).
+Jumps are *flagged* (noted), not quarantined: on the 41 real hourly files of 2022-2023 this rule
+flags 3 hours, all in GB, whose hour-to-hour ratios of up to 21 occur in the provider's data, so a
+jump alone does not prove a fault. A cut last line is quarantined by the reader instead
+(:func:`carbonsched.adapters.signals._common.read_csv_cells`)."""
+
+JUMP_HIGH_FACTOR = 4.0
+"""A value above the trailing week's 99th percentile times this factor is a jump (flagged). [-]"""
+
+JUMP_MIN_P01_G_PER_KWH = 20.0
+"""Smallest trailing 1st percentile at which the low-jump check applies. [gCO2eq/kWh]"""
+
+GAP_NOTE_HOURS = 24
+"""A run of missing carbon-intensity hours at least this long inside the history is a gap that
+degrades the site. [h]"""
+
+RECENT_HOURS = 24
+"""Window before the issue time in which any missing or quarantined hour degrades the site. [h]"""
+
+
+@dataclass(frozen=True)
+class QuarantinedRow:
+    """One row a reader kept out of its frame.
+
+    Attributes
+    ----------
+    line
+        1-based line in the file (header = line 1); ``None`` for a live payload.
+    ts
+        The row's timestamp, ISO 8601 UTC, or ``None`` when it could not be read.
+    reason
+        Why, in words a person can act on.
+    """
+
+    line: int | None
+    ts: str | None
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready ``{"line", "ts", "reason"}``."""
+        return {"line": self.line, "ts": self.ts, "reason": self.reason}
+
+
+@dataclass
+class Quarantine:
+    """The rows a reader sets aside, with their reasons (see the module docstring)."""
+
+    rows: list[QuarantinedRow] = field(default_factory=list)
+
+    def add(self, line: int | None, ts: pd.Timestamp | str | None, reason: str) -> None:
+        """Record one quarantined row."""
+        stamp = None if ts is None else (ts if isinstance(ts, str) else ts.isoformat())
+        self.rows.append(QuarantinedRow(line, stamp, reason))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def note(self) -> str | None:
+        """One sentence for ``meta["notes"]`` (counts by reason, first line); ``None`` if empty."""
+        if not self.rows:
+            return None
+        kinds = Counter(r.reason.split(":")[0] for r in self.rows)
+        first = self.rows[0]
+        where = f"line {first.line}" if first.line is not None else first.ts
+        return (f"{len(self.rows)} row(s) quarantined ("
+                + "; ".join(f"{n} {k}" for k, n in kinds.items()) + f"), first {where}")
+
+    def as_meta(self) -> dict[str, Any]:
+        """``{"quarantined": [...], "n_quarantined": n}`` for a reader's meta."""
+        return {"quarantined": [r.as_dict() for r in self.rows], "n_quarantined": len(self.rows)}
+
+
+def refuse_if_too_many(path: str | Path, n_rows: int, quarantine: Quarantine,
+                       max_share: float = MAX_BAD_ROW_SHARE) -> None:
+    """Refuse a file whose quarantined share of ``n_rows`` data rows exceeds ``max_share``.
+
+    Raises
+    ------
+    DataFormatError
+        With the count, the share, the threshold and the first quarantined row's reason.
+    """
+    if n_rows <= 0 or len(quarantine) / n_rows <= max_share:
+        return
+    first = quarantine.rows[0]
+    raise DataFormatError(
+        Path(path),
+        f"{len(quarantine)} of {n_rows} rows ({len(quarantine) / n_rows:.1%}) are bad, more than "
+        f"the {max_share:.0%} carbonsched quarantines (first: {first.reason}); the file looks "
+        "systematically wrong, fix or re-export it",
+        row=first.line,
+    )
+
+
+def signal_age_hours(frame: pd.DataFrame, issued_at: pd.Timestamp,
+                     columns: tuple[str, ...] = AGE_COLUMNS) -> dict[str, float | None]:
+    """Age of the newest observation before ``issued_at`` of each signal in ``columns``. [h]
+
+    The age runs from the start of the newest observed (non-NaN) hour to ``issued_at``; ``None``
+    where the signal has no observation before it. Columns absent from ``frame`` are skipped.
+    """
+    hist = frame[frame.index < issued_at]
+    out: dict[str, float | None] = {}
+    for c in columns:
+        if c not in hist:
+            continue
+        last = hist[c].last_valid_index()
+        out[c] = None if last is None else float((issued_at - last) / pd.Timedelta(hours=1))
+    return out
+
+
+@dataclass
+class HistoryCheck:
+    """What :func:`check_history` found in one site's history.
+
+    Attributes
+    ----------
+    frame
+        The history with quarantined carbon-intensity hours set to NaN.
+    age_hours
+        Signal -> age of its newest observation [h] (``None``: no observation).
+    notes
+        Sentences for the plan's ``notes`` (each prefixed with the site id).
+    degraded_reasons
+        Short reasons that degrade the site's signal quality (empty: not degraded).
+    n_quarantined
+        Carbon-intensity hours set to NaN by the plausibility checks.
+    """
+
+    frame: pd.DataFrame
+    age_hours: dict[str, float | None]
+    notes: list[str] = field(default_factory=list)
+    degraded_reasons: list[str] = field(default_factory=list)
+    n_quarantined: int = 0
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """``(start, length)`` of each run of True in ``mask``."""
+    out, start = [], None
+    for i, m in enumerate(mask):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            out.append((start, i - start))
+            start = None
+    if start is not None:
+        out.append((start, len(mask) - start))
+    return out
+
+
+def check_history(frame: pd.DataFrame, issued_at: pd.Timestamp, site_id: str,
+                  column: str = "carbon_intensity_g_per_kwh",
+                  quarantined: list[dict[str, Any]] | None = None) -> HistoryCheck:
+    """Plausibility checks and signal ages of a site's history at ``issued_at``.
+
+    Checks on ``column`` (rows before ``issued_at`` only), each counted in a note:
+
+    * **flat line**: :data:`FLAT_LINE_HOURS` or more identical consecutive values (an all-zero
+      series included) are quarantined (NaN);
+    * **jump**: a value below the trailing 168 h's 1st percentile / :data:`JUMP_LOW_FACTOR` (where
+      that percentile is >= :data:`JUMP_MIN_P01_G_PER_KWH`) or above its 99th percentile ×
+      :data:`JUMP_HIGH_FACTOR` is flagged in a note (kept);
+    * **gap**: a run of >= :data:`GAP_NOTE_HOURS` missing hours inside the history (filled for the
+      forecaster's features from earlier days) is noted and degrades the site;
+    * **recent holes**: a missing or quarantined hour among the last :data:`RECENT_HOURS` before
+      the newest observation degrades the site (the forecaster fills it from the same hour a day
+      earlier); hours after the newest observation are noted (and judged by the age rule);
+    * **reader quarantine**: rows the reader quarantined (``quarantined``, the reader meta's list)
+      whose stamps fall inside the frame's window before ``issued_at`` degrade the site;
+    * **age**: the newest observation older than :data:`SIGNAL_AGE_THRESHOLD_HOURS` degrades the
+      site; other signals older than :data:`NOTE_AGE_THRESHOLD_HOURS` are noted.
+
+    Returns
+    -------
+    HistoryCheck
+    """
+    out = frame.copy()
+    past = out.index < issued_at
+    notes: list[str] = []
+    degraded: list[str] = []
+    n_q = 0
+    if column in out and past.any():
+        y = out.loc[past, column].astype(float)
+        vals = y.to_numpy()
+        bad = np.zeros(len(vals), dtype=bool)
+        # flat lines
+        same = np.zeros(len(vals), dtype=bool)
+        same[1:] = np.isfinite(vals[1:]) & (vals[1:] == vals[:-1])
+        flat_runs = [(s - 1, n + 1) for s, n in _runs(same) if n + 1 >= FLAT_LINE_HOURS]
+        for s, n in flat_runs:
+            bad[s:s + n] = True
+        if flat_runs:
+            s, n = flat_runs[0]
+            notes.append(
+                f"{site_id}: {column}: {sum(n for _, n in flat_runs)} hour(s) in "
+                f"{len(flat_runs)} flat line(s) of >= {FLAT_LINE_HOURS} identical values "
+                f"quarantined (first {y.index[s].isoformat()}, value {vals[s]:g})")
+        # jumps against the trailing week
+        clean = y.where(~bad)
+        p01 = clean.rolling(168, min_periods=48).quantile(0.01).shift(1).to_numpy()
+        p99 = clean.rolling(168, min_periods=48).quantile(0.99).shift(1).to_numpy()
+        with np.errstate(invalid="ignore"):
+            low = (p01 >= JUMP_MIN_P01_G_PER_KWH) & (vals < p01 / JUMP_LOW_FACTOR)
+            high = vals > p99 * JUMP_HIGH_FACTOR
+        jump = (low | high) & ~bad & np.isfinite(vals)
+        if jump.any():
+            i = int(np.flatnonzero(jump)[0])
+            notes.append(
+                f"{site_id}: {column}: {int(jump.sum())} implausible jump(s) against the "
+                f"trailing week flagged, values kept (first {y.index[i].isoformat()}: "
+                f"{vals[i]:g}, week 1st-99th percentile {p01[i]:.4g}-{p99[i]:.4g})")
+        n_q = int(bad.sum())
+        if n_q:
+            y = y.where(~bad)
+            out.loc[past, column] = y.to_numpy()
+            degraded.append(f"{n_q} carbon-intensity hour(s) quarantined")
+        # gaps inside the history (between the first and the last observation)
+        first, last = y.first_valid_index(), y.last_valid_index()
+        if first is not None and last is not None:
+            inner = y.loc[first:last]
+            gaps = [(s, n) for s, n in _runs(inner.isna().to_numpy()) if n >= GAP_NOTE_HOURS]
+            if gaps:
+                s, n = max(gaps, key=lambda g: g[1])
+                notes.append(
+                    f"{site_id}: {column}: {len(gaps)} gap(s) of >= {GAP_NOTE_HOURS} h in the "
+                    f"history, longest {n} h from {inner.index[s].isoformat()}; the forecaster "
+                    "fills them from the same hour 1-7 days earlier")
+                degraded.append(f"a {n} h gap in the carbon-intensity history")
+            recent = y[y.index >= issued_at - pd.Timedelta(hours=RECENT_HOURS)]
+            inner_recent = recent[recent.index <= last]
+            n_inner = int(inner_recent.isna().sum())
+            if n_inner:
+                notes.append(
+                    f"{site_id}: {column}: {n_inner} of the last {RECENT_HOURS} hour(s) before "
+                    f"the issue time missing or quarantined (first "
+                    f"{inner_recent.index[inner_recent.isna().to_numpy()][0].isoformat()}); "
+                    "filled for the forecast from the same hour on earlier days")
+                degraded.append(f"{n_inner} recent carbon-intensity hour(s) filled")
+            n_trailing = int((recent.index > last).sum())
+            if n_trailing:
+                notes.append(
+                    f"{site_id}: {column}: the {n_trailing} newest hour(s) before the issue time "
+                    f"have no value (newest observation {last.isoformat()}); filled for the "
+                    "forecast from the same hour on earlier days")
+    window = [q for q in quarantined or []
+              if q.get("ts") and out.index[0] <= pd.Timestamp(q["ts"]) < issued_at]
+    if window:
+        notes.append(f"{site_id}: {len(window)} row(s) of the history quarantined by the reader "
+                     f"(first {window[0]['ts']}: {window[0]['reason']})")
+        degraded.append(f"{len(window)} row(s) quarantined by the reader")
+    ages = signal_age_hours(out, issued_at)
+    for col, age in ages.items():
+        limit = SIGNAL_AGE_THRESHOLD_HOURS.get(col)
+        if age is None:
+            continue
+        if limit is not None and age > limit:
+            notes.append(f"{site_id}: newest {col} observation is {age:g} h old at the issue time "
+                         f"{issued_at.isoformat()} (threshold {limit:g} h): signal quality "
+                         "degraded")
+            degraded.append(f"{col} {age:g} h old")
+        elif limit is None and age > NOTE_AGE_THRESHOLD_HOURS:
+            notes.append(f"{site_id}: newest {col} observation is {age:g} h old at the issue time "
+                         f"(over {NOTE_AGE_THRESHOLD_HOURS:g} h)")
+    return HistoryCheck(out, ages, notes, degraded, n_q)
