@@ -125,6 +125,10 @@ def plan(
     = None,
     store: Annotated[bool, typer.Option(
         help="Record forecasts and the plan in the store (CARBONSCHED_DATABASE_URL).")] = True,
+    dispatch: Annotated[bool, typer.Option(
+        "--dispatch", help="Run the service's plan -> dispatch pipeline once (idempotent by "
+        "date), as `carbonsched serve`'s cron does; for system cron or a Kubernetes "
+        "CronJob.")] = False,
 ) -> None:
     """Forecast, plan and record one day: the daily planning run."""
     from carbonsched.pipeline import run_daily_plan
@@ -132,6 +136,11 @@ def plan(
     from carbonsched.workload import read_workload
 
     with _errors():
+        if dispatch:
+            from carbonsched.cli_service import plan_and_dispatch
+
+            raise typer.Exit(plan_and_dispatch(date or _tomorrow(), catalog, jobs, data_dir,
+                                               solver, time_limit, hours, out_file))
         if solver not in ("highs", "cbc"):
             raise typer.BadParameter(f"unknown solver {solver!r}; use highs or cbc")
         day = date or _tomorrow()
@@ -357,6 +366,11 @@ def catalog_show(name: Annotated[str, typer.Argument(help="Catalog name or TOML 
             t.add_row(s.id, str(s.role), s.zone, gpus, f"{s.it_power_cap_kw:,.0f}",
                       f"{s.backend.kind}:{be}")
         out.print(t)
+
+
+from carbonsched.cli_service import register as _register_service  # noqa: E402
+
+_register_service(app)
 
 
 def main() -> None:

@@ -113,3 +113,7 @@ class ForecastRow(Base):
     hi_80: Mapped[float] = mapped_column(Float)
     lo_95: Mapped[float] = mapped_column(Float)
     hi_95: Mapped[float] = mapped_column(Float)
+
+
+# the service's tables (migration 0003_service)
+from carbonsched.store import service_models as _service_models  # noqa: E402,F401
