@@ -65,21 +65,31 @@ class BodyLimit:
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             return await self._reject(send)
+        if declared is not None:
+            return await self.app(scope, receive, send)
+        # no Content-Length (chunked): buffer up to the limit, then replay to the app
+        chunks: list[bytes] = []
         seen = 0
-
-        async def limited() -> dict:
-            nonlocal seen
+        more = True
+        while more:
             msg = await receive()
-            if msg["type"] == "http.request":
-                seen += len(msg.get("body", b""))
-                if seen > self.max_bytes:
-                    raise _TooLarge
-            return msg
+            if msg["type"] != "http.request":
+                break
+            chunks.append(msg.get("body", b""))
+            seen += len(chunks[-1])
+            if seen > self.max_bytes:
+                return await self._reject(send)
+            more = msg.get("more_body", False)
+        replayed = False
 
-        try:
-            await self.app(scope, limited, send)
-        except _TooLarge:
-            await self._reject(send)
+        async def replay() -> dict:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
 
     async def _reject(self, send: Callable) -> None:
         body = (b'{"detail":"request body larger than ' + str(self.max_bytes).encode()
@@ -88,10 +98,6 @@ class BodyLimit:
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
-
-
-class _TooLarge(Exception):
-    pass
 
 
 class Timing:
