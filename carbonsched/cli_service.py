@@ -79,6 +79,7 @@ def serve(
         dispatch = load_dispatch_step(os.environ.get("CARBONSCHED_DISPATCHER", ""))
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)
         logging.getLogger("carbonsched").info("settings: %s", s.public_dict())
         app = create_app(s, clock, dispatch)
     uvicorn.run(app, host=s.host, port=s.port, log_level="info", access_log=False)

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 import pandas as pd
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     ConfigDict,
@@ -22,6 +23,18 @@ from pydantic import (
 )
 
 from carbonsched.domain import Job, WorkKind
+
+LATEST_YEAR = 2200
+
+
+def _in_range(v: datetime) -> datetime:
+    if not 1970 <= v.year <= LATEST_YEAR:
+        raise ValueError(f"{v.isoformat()} is outside the supported years 1970..{LATEST_YEAR}")
+    return v
+
+
+Time = Annotated[AwareDatetime, AfterValidator(_in_range)]
+"""A tz-aware datetime in the years carbonsched handles (pandas' range is 1677-2262)."""
 
 Id = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$")]
 Name = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[^\x00-\x1f]+$")]
@@ -54,8 +67,8 @@ class JobCreate(BaseModel):
     gpus: int = Field(ge=1, le=100_000, description="Gang size. [-]")
     duration_hours: int = Field(ge=1, le=168, description="Run time. [h]")
     power_per_gpu_kw: float = Field(gt=0, le=10, description="IT power per GPU. [kW]")
-    earliest_start: AwareDatetime
-    deadline: AwareDatetime
+    earliest_start: Time
+    deadline: Time
     allowed_sites: list[Name] = Field(default_factory=list, max_length=200,
                                       description="Sites the job may run at; empty: any.")
     kind: Literal["training", "batch"] = "batch"
@@ -104,7 +117,7 @@ class InferencePlacementQuery(BaseModel):
     power_per_gpu_kw: float | None = Field(None, gt=0, le=10,
                                            description="IT power per GPU [kW]; default the "
                                            "GPU type's from the parameter table.")
-    start: AwareDatetime
+    start: Time
     duration_hours: int = Field(1, ge=1, le=168)
     alternatives: int = Field(3, ge=0, le=20)
 

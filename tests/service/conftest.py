@@ -79,7 +79,7 @@ class Server:
             [sys.executable, "-m", "carbonsched.cli", "serve", "--port", str(self.port), *args],
             stdout=self._log, stderr=subprocess.STDOUT, env=full_env)
 
-    def wait_ready(self, timeout: float = 60.0, path: str = "/healthz") -> None:
+    def wait_ready(self, timeout: float = 180.0, path: str = "/healthz") -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -93,7 +93,8 @@ class Server:
         raise RuntimeError(f"serve not ready after {timeout} s:\n{self.logs()}")
 
     def logs(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text()
 
     def stop(self) -> None:
@@ -141,7 +142,7 @@ def start_server(tmp_path: Path) -> Iterator:
     servers: list[Server] = []
 
     def start(db_url: str, *args: str, env: dict[str, str] | None = None,
-              ready_path: str = "/healthz", timeout: float = 60.0) -> Server:
+              ready_path: str = "/healthz", timeout: float = 180.0) -> Server:
         srv = Server(db_url, list(args), env or {}, tmp_path / f"serve-{len(servers)}.log")
         servers.append(srv)
         srv.wait_ready(timeout, ready_path)

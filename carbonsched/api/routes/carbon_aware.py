@@ -17,11 +17,15 @@ from typing import Annotated
 import numpy as np
 import pandas as pd
 from fastapi import APIRouter, HTTPException, Query
-from pydantic import AwareDatetime
 
 from carbonsched.api.deps import ReadRole, State
 from carbonsched.api.routes import ERRORS, NO_PLAN, NOT_FOUND, require_book
-from carbonsched.api.schemas import EmissionsData, EmissionsDataDTO, EmissionsForecastDTO
+from carbonsched.api.schemas import (
+    EmissionsData,
+    EmissionsDataDTO,
+    EmissionsForecastDTO,
+    Time,
+)
 from carbonsched.errors import InputError, UnknownSiteError
 from carbonsched.placement import PlacementBook
 
@@ -62,8 +66,8 @@ def _range(start: datetime | None, end: datetime | None) -> tuple[pd.Timestamp |
 @router.get("/bylocations/best", operation_id="getBestEmissionsDataForLocationsByTime",
             response_model=list[EmissionsData])
 def best_by_locations(state: State, role: ReadRole, location: Locations,
-                      time: AwareDatetime | None = None,
-                      toTime: AwareDatetime | None = None,  # noqa: N803 - the SDK's name
+                      time: Time | None = None,
+                      toTime: Time | None = None,  # noqa: N803 - the SDK's name
                       duration: Annotated[int | None, Query(ge=1, le=10080)] = None,
                       ) -> list[EmissionsData]:
     """The lowest-carbon (location, time) among ``location`` in [``time``, ``toTime``].
@@ -94,8 +98,8 @@ def best_by_locations(state: State, role: ReadRole, location: Locations,
 @router.get("/forecasts/current", operation_id="getCurrentForecastData",
             response_model=list[EmissionsForecastDTO])
 def current_forecast(state: State, role: ReadRole, location: Locations,
-                     dataStartAt: AwareDatetime | None = None,  # noqa: N803
-                     dataEndAt: AwareDatetime | None = None,  # noqa: N803
+                     dataStartAt: Time | None = None,  # noqa: N803
+                     dataEndAt: Time | None = None,  # noqa: N803
                      windowSize: Annotated[int | None, Query(ge=1, le=10080)] = None,  # noqa: N803
                      ) -> list[EmissionsForecastDTO]:
     """The latest forecast per location and its optimal window of ``windowSize`` minutes.
