@@ -325,17 +325,28 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
 def _with_submitted_jobs(wl: Workload, service_store: Any, issued_at: pd.Timestamp,
                          horizon_hours: int) -> tuple[Workload, set[str]]:
     """Add the API's pending and planned jobs whose window overlaps the horizon."""
-    from carbonsched.api.schemas import job_from_spec
-
     end = issued_at + pd.Timedelta(hours=horizon_hours)
     have = {j.id for j in wl.jobs}
     extra: list[Job] = []
     for row in service_store.jobs(states=("Pending", "Planned")):
-        job = job_from_spec(row["spec"])
+        job = _job_from_spec(row["spec"])
         if job.id in have or job.deadline <= issued_at or job.earliest_start >= end:
             continue
         extra.append(job)
     return Workload(jobs=list(wl.jobs) + extra, inference=wl.inference), {j.id for j in extra}
+
+
+def _job_from_spec(spec: dict[str, Any]) -> Job:
+    """A stored API job (the workload file's job fields, validated at submission)."""
+    from carbonsched.domain import WorkKind
+
+    return Job(id=spec["id"], tenant=spec["tenant"], gpu_type=spec["gpu_type"],
+               gpus=int(spec["gpus"]), duration_hours=int(spec["duration_hours"]),
+               power_per_gpu_kw=float(spec["power_per_gpu_kw"]),
+               earliest_start=pd.Timestamp(spec["earliest_start"]).tz_convert("UTC"),
+               deadline=pd.Timestamp(spec["deadline"]).tz_convert("UTC"),
+               allowed_sites=tuple(spec.get("allowed_sites", ())),
+               kind=WorkKind(spec.get("kind", "batch")))
 
 
 def _update_submitted(service_store: Any, doc: dict[str, Any], api_ids: set[str],

@@ -195,3 +195,45 @@ def test_apscheduler_wiring_runs_once_with_a_pinned_clock(db):
     finally:
         cron.shutdown()
     assert [(p, tr) for p, _, tr in rec.calls] == [("2023-06-02", "startup")]
+
+
+def test_submitted_jobs_join_the_next_plan_and_take_its_outcome(db):
+    import json
+
+    import pandas as pd
+
+    from carbonsched.cron import _update_submitted, _with_submitted_jobs
+    from carbonsched.domain import Workload
+
+    now = datetime(2023, 7, 15, 23, tzinfo=UTC)
+
+    def spec(jid, es, dl):
+        return {"id": jid, "tenant": "t", "gpu_type": "A100", "gpus": 2, "duration_hours": 2,
+                "power_per_gpu_kw": 0.5, "earliest_start": es, "deadline": dl,
+                "allowed_sites": [], "kind": "batch"}
+
+    rows = [("in", "2023-07-16T02:00:00+08:00", "2023-07-16T12:00:00Z", "Pending"),
+            ("gone", "2023-07-14T00:00:00Z", "2023-07-15T00:00:00Z", "Pending"),
+            ("later", "2023-07-18T00:00:00Z", "2023-07-18T12:00:00Z", "Pending"),
+            ("done", "2023-07-16T00:00:00Z", "2023-07-16T12:00:00Z", "Succeeded")]
+    db.add_jobs([{"job_id": j, "tenant": "t", "spec_json": json.dumps(spec(j, es, dl)),
+                  "state": st, "reason": "AwaitingPlan", "detail": "", "submitted_at": now,
+                  "updated_at": now, "reserved": False} for j, es, dl, st in rows])
+    wl, ids = _with_submitted_jobs(Workload([], []), db,
+                                   pd.Timestamp("2023-07-16T00:00:00Z"), 24)
+    assert ids == {"in"} and [j.id for j in wl.jobs] == ["in"]
+    assert wl.jobs[0].earliest_start == pd.Timestamp("2023-07-15T18:00:00Z")
+    doc = {"plan_id": "p2", "placements": [{"job_id": "in", "site": "s1",
+                                            "start": "2023-07-16T03:00:00Z",
+                                            "end": "2023-07-16T05:00:00Z",
+                                            "energy_kwh": 2.4, "emissions_kg": 0.3}],
+           "unplaced": []}
+    _update_submitted(db, doc, ids, now)
+    j = db.get_job("in")
+    assert (j["state"], j["plan_id"], j["site"], j["emissions_kg"]) == ("Planned", "p2", "s1",
+                                                                        0.3)
+    doc2 = {"plan_id": "p3", "placements": [],
+            "unplaced": [{"job_id": "in", "reason": "InsufficientCapacity", "detail": "full"}]}
+    _update_submitted(db, doc2, ids, now)
+    j = db.get_job("in")
+    assert (j["state"], j["reason"], j["site"]) == ("Pending", "InsufficientCapacity", None)
