@@ -18,7 +18,7 @@ queueing: no coordinated omission). Results: p50/p90/p99/max latency [ms], achie
 from __future__ import annotations
 
 import argparse
-import asyncio
+import itertools
 import json
 import os
 import platform
@@ -26,6 +26,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -144,37 +145,49 @@ def bodies(setup: dict, n: int = 2000, seed: int = 1) -> list[dict]:
 
 
 # --- the load process ----------
-async def _load(url: str, token: str, rate: float, duration: float, body_file: str) -> dict:
+def _load(url: str, token: str, rate: float, duration: float, body_file: str,
+          workers: int = 64) -> dict:
+    """Open-loop load: request i is due at start + i / rate; ``workers`` threads, each with
+    its own keep-alive connection, send each request when due (or as soon as one is free)."""
     import httpx
 
     payloads = [json.dumps(b).encode() for b in json.loads(Path(body_file).read_text())]
     n = int(rate * duration)
     lat = np.full(n, np.nan)
     status = np.zeros(n, dtype=int)
-    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+    counter = itertools.count()
     headers = {"Authorization": f"Bearer {token}", "content-type": "application/json"}
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30,
-                                 headers=headers) as client:
-        start = time.perf_counter() + 0.2
+    start = time.perf_counter() + 0.5
 
-        async def one(i: int) -> None:
-            due = start + i / rate
-            delay = due - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            try:
-                r = await client.post("/v1/placements", content=payloads[i % len(payloads)])
-                status[i] = r.status_code
-            except httpx.HTTPError:
-                status[i] = -1
-            lat[i] = time.perf_counter() - due
+    def worker() -> None:
+        with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
+            while True:
+                i = next(counter)
+                if i >= n:
+                    return
+                due = start + i / rate
+                delay = due - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                try:
+                    r = client.post("/v1/placements", content=payloads[i % len(payloads)])
+                    status[i] = r.status_code
+                except httpx.HTTPError:
+                    status[i] = -1
+                lat[i] = time.perf_counter() - due
 
-        await asyncio.gather(*(one(i) for i in range(n)))
-        wall = time.perf_counter() - start
+    threads = [threading.Thread(target=worker) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - start
     ok = status == 200
     ms = lat[ok] * 1000
     return {"rate_target": rate, "duration_s": duration, "requests": n,
             "ok": int(ok.sum()), "errors": int((~ok).sum()),
+            "statuses": dict(zip(*(a.tolist() for a in np.unique(status, return_counts=True)),
+                                 strict=True)),
             "throughput_rps": round(float(ok.sum() / wall), 1),
             "p50_ms": round(float(np.percentile(ms, 50)), 2) if len(ms) else None,
             "p90_ms": round(float(np.percentile(ms, 90)), 2) if len(ms) else None,
@@ -183,7 +196,7 @@ async def _load(url: str, token: str, rate: float, duration: float, body_file: s
 
 
 def load_main(args: argparse.Namespace) -> None:
-    res = asyncio.run(_load(args.url, args.token, args.rate, args.duration, args.bodies))
+    res = _load(args.url, args.token, args.rate, args.duration, args.bodies)
     print(json.dumps(res))
 
 

@@ -352,23 +352,21 @@ class PlacementBook:
             rate = self._rate(kw)
             cost = self._window(rate, dur)[keep[:, 1], keep[:, 2]]
             order = np.lexsort((keep[:, 2], cost))
-            bs, bt = int(keep[order[0], 1]), int(keep[order[0], 2])
+            # the best option of each site, cheapest site first
+            _, first = np.unique(keep[order, 1], return_index=True)
+            per_site = order[np.sort(first)]
+            bs, bt = int(keep[per_site[0], 1]), int(keep[per_site[0], 2])
             best = self._option(bs, bt, dur, kw, rate)
-            site_rank = {self.spos[s]: i for i, s in enumerate(job.allowed_sites)}
-            rank = np.array([site_rank.get(int(s), len(site_rank) + int(s))
-                             for s in keep[:, 1]])
-            a = np.lexsort((rank, keep[:, 2]))[0]
+            # carbon-agnostic: earliest start, then the job's own site order
+            n_s = len(self.sites)
+            site_rank = np.arange(n_s) + n_s
+            for i, sid in enumerate(job.allowed_sites):
+                if sid in self.spos:
+                    site_rank[self.spos[sid]] = i
+            a = np.lexsort((site_rank[keep[:, 1]], keep[:, 2]))[0]
             agn = self._option(int(keep[a, 1]), int(keep[a, 2]), dur, kw, rate)
-            alts = []
-            seen = {bs}
-            for k in order[1:]:
-                s = int(keep[k, 1])
-                if s in seen:
-                    continue
-                seen.add(s)
-                alts.append(self._option(s, int(keep[k, 2]), dur, kw, rate))
-                if len(alts) >= alternatives:
-                    break
+            alts = [self._option(int(keep[k, 1]), int(keep[k, 2]), dur, kw, rate)
+                    for k in per_site[1:1 + alternatives]]
             if reserve:
                 b = Booking(bs, bt, bt + dur, g, job.gpus, kw)
                 self.reservations[job.id] = b
