@@ -40,8 +40,7 @@ class ServiceSettings(BaseSettings):
     catalog: str = "china-eastdata-westcompute"
     data_dir: Path = Field(
         default=Path("../shared/data"),
-        validation_alias=AliasChoices("data_dir", "CARBONSCHED_DATA_DIR",
-                                      "CARBONSCHED_SHARED_DATA"))
+        validation_alias=AliasChoices("CARBONSCHED_DATA_DIR", "CARBONSCHED_SHARED_DATA"))
     database_url: SecretStr = SecretStr("")
     workload_file: Path | None = None
     """Jobs file the daily run plans (docs/workload.md); default the catalog's demo day."""
