@@ -387,8 +387,10 @@ class PlacementBook:
 
     def place_inference(self, area: str, start: pd.Timestamp, hours: int, gpu_type: str,
                         gpus: int, slo_ms: float, power_per_gpu_kw: float,
-                        alternatives: int = 3) -> dict[str, Any]:
+                        alternatives: int = 3, now: datetime | None = None) -> dict[str, Any]:
         """Recommend the site that serves an area's inference within its SLO, lowest emissions.
+
+        ``start`` is floored to its hour; hours before ``now``'s hour are refused.
 
         Raises
         ------
@@ -397,6 +399,11 @@ class PlacementBook:
         """
         if area not in self.catalog.areas:
             raise UnknownSiteError(area, list(self.catalog.areas))
+        start = start.floor("h")
+        if now is not None and start < pd.Timestamp(now).floor("h"):
+            return self._unplaced(ReasonCode.DEADLINE_PASSED,
+                                  f"start {jsonable(start)} is before the service's now "
+                                  f"({jsonable(pd.Timestamp(now))})")
         if start not in self.tpos or start + (hours - 1) * HOUR not in self.tpos:
             return self._unplaced(ReasonCode.NO_FEASIBLE_SLOT,
                                   f"hours {jsonable(start)} + {hours} h are outside the current "

@@ -86,6 +86,10 @@ class Server:
                 raise RuntimeError(f"serve exited {self.proc.returncode}:\n{self.logs()}")
             try:
                 if httpx.get(self.url + path, timeout=2).status_code == 200:
+                    time.sleep(0.3)
+                    if self.proc.poll() is not None:  # another process holds the port
+                        raise RuntimeError(f"serve exited {self.proc.returncode}:\n"
+                                           f"{self.logs()}")
                     return
             except httpx.HTTPError:
                 pass

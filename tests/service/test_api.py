@@ -191,6 +191,10 @@ def test_inference_placement_within_the_slo(api):
         o["latency_ms"] for o in [a["recommended"], a["carbon_agnostic"], *a["alternatives"]])
     assert a["recommended"]["site"] in sites
     assert a["recommended"]["emissions_kg"] <= a["carbon_agnostic"]["emissions_kg"] + 1e-9
+    past = api.post("/v1/placements", q | {"start": "2023-07-14T08:00:00Z"}).json()
+    assert past["reason"] == "DeadlinePassed" and "before the service's now" in past["detail"]
+    odd = api.post("/v1/placements", q | {"start": "2023-07-15T08:20:00Z"}).json()
+    assert odd["recommended"]["start"] == "2023-07-15T08:00:00Z"
     tight = api.post("/v1/placements", q | {"slo_ms": 0.5}).json()
     assert not tight["placed"] and "within 0.5 ms of shanghai" in tight["detail"]
 

@@ -47,7 +47,7 @@ def create_placement(query: Annotated[PlacementQuery, Body()], state: State,
                                  "give power_per_gpu_kw") from exc
         ans = book.place_inference(query.area, pd.Timestamp(query.start).tz_convert("UTC"),
                                    query.duration_hours, query.gpu_type, query.gpus,
-                                   query.slo_ms, kw, query.alternatives)
+                                   query.slo_ms, kw, query.alternatives, now)
         state.metrics.placements.labels(outcome="placed" if ans["placed"] else
                                         "unplaced").inc()
         return PlacementPublic(**ans, area=query.area)
