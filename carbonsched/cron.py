@@ -52,6 +52,9 @@ DispatchStep = Callable[..., Any]
 
 DISPATCH_NOT_CONFIGURED = "dispatch: not configured"
 
+STARTUP_DELAY_S = 2.0
+"""Delay of the start-up run check after the scheduler starts. [s]"""
+
 
 def load_dispatch_step(spec: str) -> DispatchStep | None:
     """Import a dispatch step named ``module:function``; ``""`` means none.
@@ -236,11 +239,14 @@ class DailyCron:
                       coalesce=True, max_instances=1, misfire_grace_time=3600)
         sched.add_job(self.tick, safety, id="safety-net", kwargs={"trigger": "check"},
                       coalesce=True, max_instances=1, misfire_grace_time=None)
+        if startup_tick:
+            # a moment after start-up, so that a process that fails to bind its port (and
+            # shuts down at once) claims nothing
+            sched.add_job(self.tick, "date", id="startup", kwargs={"trigger": "startup"},
+                          run_date=datetime.now(self.zone) + timedelta(
+                              seconds=STARTUP_DELAY_S), misfire_grace_time=None)
         sched.start()
         self._scheduler = sched
-        if startup_tick:
-            threading.Thread(target=self.tick, kwargs={"trigger": "startup"},
-                             name="cron-startup", daemon=True).start()
 
     def shutdown(self) -> None:
         """Stop the scheduler and give up the lead."""

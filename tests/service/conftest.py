@@ -66,9 +66,15 @@ def mint(db_url: str, role: str) -> str:
 
 
 class Server:
-    """A `carbonsched serve` process on loopback."""
+    """A `carbonsched serve` process on loopback (uvicorn binds after the app's start-up, so
+    a port another process takes meanwhile makes :meth:`wait_ready` start again elsewhere)."""
 
     def __init__(self, db_url: str, args: list[str], env: dict[str, str], log: Path) -> None:
+        self._spec = (db_url, args, env, log)
+        self._launch()
+
+    def _launch(self) -> None:
+        db_url, args, env, log = self._spec
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log
@@ -79,7 +85,17 @@ class Server:
             [sys.executable, "-m", "carbonsched.cli", "serve", "--port", str(self.port), *args],
             stdout=self._log, stderr=subprocess.STDOUT, env=full_env)
 
-    def wait_ready(self, timeout: float = 180.0, path: str = "/healthz") -> None:
+    def wait_ready(self, timeout: float = 180.0, path: str = "/healthz", tries: int = 3) -> None:
+        try:
+            self._wait_ready(timeout, path)
+        except RuntimeError:
+            if tries > 1 and "address already in use" in self.logs():
+                self._log.close()
+                self._launch()
+                return self.wait_ready(timeout, path, tries - 1)
+            raise
+
+    def _wait_ready(self, timeout: float, path: str) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -194,7 +194,9 @@ def test_apscheduler_wiring_runs_once_with_a_pinned_clock(db):
         _time.sleep(1.0)   # several safety-net ticks later
     finally:
         cron.shutdown()
-    assert [(p, tr) for p, _, tr in rec.calls] == [("2023-06-02", "startup")]
+    # exactly one run, by the start-up job or the first safety-net check, whichever came first
+    assert [p for p, _, _ in rec.calls] == ["2023-06-02"]
+    assert rec.calls[0][2] in ("startup", "check")
 
 
 def test_submitted_jobs_join_the_next_plan_and_take_its_outcome(db):
