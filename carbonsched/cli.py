@@ -138,6 +138,10 @@ def plan(
     providers: Annotated[Path | None, typer.Option(
         envvar="CARBONSCHED_PROVIDERS_FILE", help="Providers file: fetch the signal history "
         "from provider APIs (cached in the store) instead of --data-dir files.")] = None,
+    dispatch: Annotated[bool, typer.Option(
+        "--dispatch", help="Run the service's plan -> dispatch pipeline once (idempotent by "
+        "date), as `carbonsched serve`'s cron does; for system cron or a Kubernetes "
+        "CronJob.")] = False,
 ) -> None:
     """Forecast, plan and record one day: the daily planning run."""
     with _errors():
@@ -147,6 +151,11 @@ def plan(
         bad = check_plan_options(date, solver, time_limit, hours)
         if bad:
             raise InputError(bad)
+        if dispatch:
+            from carbonsched.cli_service import plan_and_dispatch
+
+            raise typer.Exit(plan_and_dispatch(date.strip() or _tomorrow(), catalog, jobs,
+                                               data_dir, solver, time_limit, hours, out_file))
         from carbonsched.pipeline import run_daily_plan
         from carbonsched.settings import get_settings
         from carbonsched.workload import read_workload
@@ -439,6 +448,9 @@ app.command("report")(_report)
 from carbonsched.cli_dispatch import register as _register_dispatch  # noqa: E402
 
 _register_dispatch(app)
+from carbonsched.cli_service import register as _register_service  # noqa: E402
+
+_register_service(app)
 
 
 def main() -> None:

@@ -92,6 +92,10 @@ class Store:
             self.engine: Engine = create_engine(url, future=True, connect_args=connect_args)
         except (SQLAlchemyError, ImportError, ValueError, TypeError) as exc:
             raise InputError(f"database URL {url!r} is not usable: {exc}") from exc
+        if self.engine.dialect.name == "sqlite":
+            from carbonsched.store.service import enable_sqlite_wal
+
+            enable_sqlite_wal(self.engine)
         self.migrate()
 
     def _safe_url(self) -> str:

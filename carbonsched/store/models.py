@@ -155,3 +155,7 @@ class DispatchRow(Base):
     actual_start: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     actual_end: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     times_source: Mapped[str | None] = mapped_column(String(40), nullable=True)
+
+
+# the service's tables (migration 0003_service)
+from carbonsched.store import service_models as _service_models  # noqa: E402,F401

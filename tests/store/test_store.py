@@ -61,9 +61,9 @@ def test_postgres_roundtrip():
         pytest.skip("CARBONSCHED_TEST_POSTGRES_URL not set (scripts/test starts PostgreSQL)")
     eng = create_engine(url)
     with eng.begin() as c:
-        c.execute(text("DROP TABLE IF EXISTS forecasts, inference_placements, placements, "
-                       "plans, signal_cache, signal_fetches, dispatch_intents, alembic_version "
-                       "CASCADE"))
+        # every table of every migration, whoever added it: start from an empty schema
+        c.execute(text("DROP SCHEMA IF EXISTS public CASCADE"))
+        c.execute(text("CREATE SCHEMA public"))
     store = Store(url)
     _roundtrip(store)
     with eng.connect() as c:

@@ -10,7 +10,7 @@ from alembic import op
 from carbonsched.store.models import UTCDateTime
 
 revision = "0004_signal_cache"
-down_revision = "0002_dispatch"
+down_revision = "0003_service"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,195 @@
+"""The FastAPI application of ``carbonsched serve``.
+
+:func:`create_app` builds the app around a :class:`~carbonsched.api.state.ServiceState`: routers
+per resource under ``/v1``, the Carbon Aware SDK-compatible ``/emissions`` routes, ``/healthz``,
+``/readyz`` and ``/metrics``; error handlers that turn the typed errors of
+:mod:`carbonsched.errors` into 404/409/422 with the error's message; a request-size limit and
+request-latency metrics as pure ASGI middleware.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from carbonsched.api.routes import (
+    carbon_aware,
+    forecasts,
+    health,
+    jobs,
+    placements,
+    plans,
+    runs,
+    sites,
+)
+from carbonsched.api.state import ServiceState
+from carbonsched.clock import Clock, SystemClock
+from carbonsched.errors import InputError, UnknownSiteError
+from carbonsched.service_settings import ServiceSettings
+from carbonsched.store.service import DuplicateJobError
+
+log = logging.getLogger("carbonsched.api")
+
+API_VERSION = "1.0.0"
+
+
+def _validation_payload(errors: list[dict[str, Any]]) -> dict[str, Any]:
+    parts = []
+    clean = []
+    for e in errors:
+        loc = ".".join(str(p) for p in e.get("loc", ()))
+        parts.append(f"{loc}: {e.get('msg')}")
+        clean.append({"loc": list(e.get("loc", ())), "msg": str(e.get("msg")),
+                      "type": str(e.get("type", "value_error"))})
+    return {"detail": clean, "message": "; ".join(parts)}
+
+
+class BodyLimit:
+    """Refuse request bodies above ``max_bytes`` with 413 (declared or streamed)."""
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        """ASGI entry point."""
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            return await self._reject(send)
+        if declared is not None:
+            return await self.app(scope, receive, send)
+        # no Content-Length (chunked): buffer up to the limit, then replay to the app
+        chunks: list[bytes] = []
+        seen = 0
+        more = True
+        while more:
+            msg = await receive()
+            if msg["type"] != "http.request":
+                break
+            chunks.append(msg.get("body", b""))
+            seen += len(chunks[-1])
+            if seen > self.max_bytes:
+                return await self._reject(send)
+            more = msg.get("more_body", False)
+        replayed = False
+
+        async def replay() -> dict:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _reject(self, send: Callable) -> None:
+        body = (b'{"detail":"request body larger than ' + str(self.max_bytes).encode()
+                + b' bytes (CARBONSCHED_MAX_REQUEST_BYTES); split the request"}')
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+class Timing:
+    """Observe each request's latency by method, route template and status."""
+
+    def __init__(self, app: Any, metrics_of: Callable[[], Any]) -> None:
+        self.app = app
+        self.metrics_of = metrics_of
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        """ASGI entry point."""
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        t0 = time.perf_counter()
+        status = {"code": 500}
+
+        async def capture(msg: dict) -> None:
+            if msg["type"] == "http.response.start":
+                status["code"] = msg["status"]
+            await send(msg)
+
+        try:
+            await self.app(scope, receive, capture)
+        finally:
+            route = scope.get("route")
+            path = getattr(route, "path", None) or "unmatched"
+            m = self.metrics_of()
+            if m is not None:
+                m.request_seconds.labels(method=scope["method"], route=path,
+                                         status=str(status["code"])).observe(
+                    time.perf_counter() - t0)
+
+
+def create_app(settings: ServiceSettings, clock: Clock | None = None,
+               dispatch: Callable[..., Any] | None = None) -> FastAPI:
+    """Build the service.
+
+    Parameters
+    ----------
+    settings
+        Service settings.
+    clock
+        The one clock (default the system clock; ``--as-of`` pins it).
+    dispatch
+        The pipeline's dispatch step (``dispatch_plan(store, plan_id, catalog, *, clock)``);
+        ``None``: the run records say "dispatch: not configured".
+    """
+    clock = clock or SystemClock()
+    holder: dict[str, ServiceState] = {}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state = ServiceState(settings, clock, dispatch)
+        app.state.svc = state
+        holder["state"] = state
+        state.start()
+        log.info("carbonsched serve: catalog %s, store %s, clock %r, cron %s",
+                 state.catalog.name, state.db.safe_url(), clock,
+                 "on" if state.cron else "off")
+        try:
+            yield
+        finally:
+            state.stop()
+
+    app = FastAPI(
+        title="carbonsched", version=API_VERSION, lifespan=lifespan,
+        description="Carbon- and power-aware placement of AI compute: placement queries "
+        "against the current plan, submitted jobs, plans, sites and forecasts (`/v1`), "
+        "Carbon Aware SDK-compatible reads (`/emissions`), health and metrics. Every `/v1` and "
+        "`/emissions` route needs `Authorization: Bearer <token>` (`carbonsched token "
+        "create --role read|submit|admin`). Times are tz-aware; answers are UTC.")
+    for r in (placements, jobs, plans, sites, forecasts, runs, carbon_aware, health):
+        app.include_router(r.router)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(_validation_payload(list(exc.errors())), status_code=422)
+
+    @app.exception_handler(UnknownSiteError)
+    async def _unknown(_: Request, exc: UnknownSiteError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(DuplicateJobError)
+    async def _dup(_: Request, exc: DuplicateJobError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=409)
+
+    @app.exception_handler(InputError)
+    async def _input(_: Request, exc: InputError) -> JSONResponse:
+        return JSONResponse(_validation_payload([{"loc": ["request"], "msg": str(exc),
+                                                  "type": "value_error"}]), status_code=422)
+
+    app.add_middleware(Timing, metrics_of=lambda: getattr(holder.get("state"), "metrics",
+                                                          None))
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    return app

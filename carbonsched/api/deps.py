@@ -1,0 +1,53 @@
+"""Dependencies of the routes: the service state and bearer-token roles.
+
+Roles include each other: ``admin`` ⊇ ``submit`` ⊇ ``read``. No token or an unknown one is 401
+(with ``WWW-Authenticate: Bearer``, RFC 6750); a token whose role is too weak is 403.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from carbonsched.api.state import ServiceState
+
+bearer = HTTPBearer(auto_error=False, description="A token from `carbonsched token create`.")
+
+
+def get_state(request: Request) -> ServiceState:
+    """The running service's state."""
+    return request.app.state.svc
+
+
+State = Annotated[ServiceState, Depends(get_state)]
+
+
+def require_role(need: str):  # noqa: ANN201
+    """A dependency that returns the caller's role if it includes ``need``."""
+
+    def check(state: State, creds: Annotated[HTTPAuthorizationCredentials | None,
+                                             Depends(bearer)] = None) -> str:
+        if creds is None or not creds.credentials:
+            raise HTTPException(status.HTTP_401_UNAUTHORIZED,
+                                "missing bearer token; send 'Authorization: Bearer <token>' "
+                                "(mint one with `carbonsched token create --role "
+                                f"{need}`)", headers={"WWW-Authenticate": "Bearer"})
+        role = state.role_of(creds.credentials)
+        if role is None:
+            raise HTTPException(status.HTTP_401_UNAUTHORIZED,
+                                "invalid or revoked bearer token",
+                                headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
+        if not state.allows(role, need):
+            raise HTTPException(status.HTTP_403_FORBIDDEN,
+                                f"this token's role {role!r} lacks {need!r}; use a token made "
+                                f"with `carbonsched token create --role {need}`")
+        return role
+
+    return check
+
+
+ReadRole = Annotated[str, Depends(require_role("read"))]
+SubmitRole = Annotated[str, Depends(require_role("submit"))]
+AdminRole = Annotated[str, Depends(require_role("admin"))]

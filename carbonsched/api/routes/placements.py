@@ -1,0 +1,74 @@
+"""``POST /v1/placements``: where and when should this job (or inference) run?"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import pandas as pd
+from fastapi import APIRouter, Body, HTTPException
+
+from carbonsched.api.deps import ReadRole, State
+from carbonsched.api.routes import ERRORS, NO_PLAN, NOT_FOUND, require_book
+from carbonsched.api.routes.jobs import persist_job
+from carbonsched.api.schemas import (
+    ErrorPublic,
+    InferencePlacementQuery,
+    PlacementPublic,
+    PlacementQuery,
+)
+from carbonsched.errors import InputError
+
+router = APIRouter(prefix="/v1", tags=["placements"],
+                   responses=ERRORS | NOT_FOUND | NO_PLAN | {
+                       409: {"model": ErrorPublic, "description": "Job id already reserved."}})
+
+
+@router.post("/placements", operation_id="createPlacement", response_model=PlacementPublic)
+def create_placement(query: Annotated[PlacementQuery, Body()], state: State,
+                     role: ReadRole) -> PlacementPublic:
+    """Recommend a site and start in the capacity the current plan leaves free.
+
+    A job (the workload file's fields) gets the lowest-emission start with room for its whole
+    run, the carbon-agnostic choice and the saving, and the next best site. ``reserve: true``
+    (role ``submit``) books it into the plan. ``kind: inference`` with a user area and SLO gets
+    the lowest-emission site within the SLO.
+    """
+    book = require_book(state)
+    now = state.clock.now()
+    if isinstance(query, InferencePlacementQuery):
+        from carbonsched.workload import it_power_per_gpu_kw
+
+        kw = query.power_per_gpu_kw
+        if kw is None:
+            try:
+                kw = it_power_per_gpu_kw(query.gpu_type, state.catalog)
+            except (InputError, KeyError) as exc:
+                raise InputError(f"no default power for GPU type {query.gpu_type!r} ({exc}); "
+                                 "give power_per_gpu_kw") from exc
+        ans = book.place_inference(query.area, pd.Timestamp(query.start).tz_convert("UTC"),
+                                   query.duration_hours, query.gpu_type, query.gpus,
+                                   query.slo_ms, kw, query.alternatives, now)
+        state.metrics.placements.labels(outcome="placed" if ans["placed"] else
+                                        "unplaced").inc()
+        return PlacementPublic(**ans, area=query.area)
+    job = query.to_job()
+    if query.reserve:
+        if not state.allows(role, "submit"):
+            raise HTTPException(403, f"reserve: true needs role 'submit'; this token's role is "
+                                f"{role!r}")
+        if state.db.get_job(job.id) is not None:
+            raise HTTPException(409, f"job {job.id!r} already exists; reserve it under a new "
+                                "id or read it with GET /v1/jobs/{id}")
+    ans = book.place_job(job, now, query.alternatives, reserve=query.reserve)
+    reserved = False
+    if query.reserve and ans["placed"]:
+        spec = query.model_dump(mode="json", exclude={"reserve", "alternatives"})
+        try:
+            persist_job(state, spec, ans, reserved=True)
+        except Exception:
+            book.release(job.id)
+            raise
+        reserved = True
+    state.metrics.placements.labels(
+        outcome=("reserved" if reserved else "placed") if ans["placed"] else "unplaced").inc()
+    return PlacementPublic(**ans, reserved=reserved, job_id=job.id)

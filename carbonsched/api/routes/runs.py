@@ -1,0 +1,46 @@
+"""``GET /v1/runs`` and ``POST /v1/runs``: the daily pipeline's run records."""
+
+from __future__ import annotations
+
+import threading
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query
+
+from carbonsched.api.deps import AdminRole, ReadRole, State
+from carbonsched.api.routes import ERRORS
+from carbonsched.api.schemas import ErrorPublic, RunPublic, RunsPublic, RunTriggered
+
+router = APIRouter(prefix="/v1", tags=["runs"], responses=ERRORS)
+
+
+@router.get("/runs", operation_id="listRuns", response_model=RunsPublic)
+def list_runs(state: State, role: ReadRole,
+              limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> RunsPublic:
+    """Run records (one per planning date), newest first, and this replica's cron state."""
+    runs = [RunPublic(**r) for r in state.db.runs(limit)]
+    cron = state.cron
+    info: dict = {"enabled": cron is not None}
+    if cron is not None:
+        info |= {"leader": bool(cron.leader is None or cron.leader.held),
+                 "timezone": cron.zone_name, "at": cron.at.isoformat(),
+                 "next_due_planning_date": cron.due()[1].isoformat()}
+    return RunsPublic(data=runs, count=len(runs), cron=info)
+
+
+@router.post("/runs", operation_id="triggerRun", status_code=202, response_model=RunTriggered,
+             responses={409: {"model": ErrorPublic, "description": "The cron is disabled."}})
+def trigger_run(state: State, role: AdminRole) -> RunTriggered:
+    """Run the due day's pipeline now if it has not run (idempotent by planning date)."""
+    cron = state.cron
+    if cron is None:
+        raise HTTPException(409, "the cron is disabled on this replica (--no-cron); run "
+                            "`carbonsched plan --dispatch` instead")
+    pdate = cron.due()[1].isoformat()
+    existing = state.db.get_run(pdate)
+    if existing is not None:
+        return RunTriggered(planning_date=pdate, started=False,
+                            detail=f"the run for {pdate} exists ({existing['status']})")
+    threading.Thread(target=cron.tick, kwargs={"trigger": "manual"}, daemon=True).start()
+    return RunTriggered(planning_date=pdate, started=True,
+                        detail="run started; poll GET /v1/runs")

@@ -1,0 +1,406 @@
+"""Request and response schemas of the REST API (pydantic v2), with an example on each.
+
+Families follow the FastAPI full-stack template: ``JobCreate`` (what a client sends),
+``JobPublic`` / ``JobsPublic`` (what the service returns). Datetimes must carry a time zone
+(``AwareDatetime``); the service answers in UTC ISO 8601.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import pandas as pd
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    model_validator,
+)
+
+from carbonsched.domain import Job, WorkKind
+
+LATEST_YEAR = 2200
+
+
+def _in_range(v: datetime) -> datetime:
+    if not 1970 <= v.year <= LATEST_YEAR:
+        raise ValueError(f"{v.isoformat()} is outside the supported years 1970..{LATEST_YEAR}")
+    return v
+
+
+Time = Annotated[AwareDatetime, AfterValidator(_in_range)]
+"""A tz-aware datetime in the years carbonsched handles (pandas' range is 1677-2262)."""
+
+Id = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$")]
+Name = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[^\x00-\x1f]+$")]
+
+_JOB_EXAMPLE = {
+    "id": "train-llm-042", "tenant": "research", "gpu_type": "H800", "gpus": 8,
+    "duration_hours": 3, "power_per_gpu_kw": 0.7,
+    "earliest_start": "2023-07-15T00:00:00Z", "deadline": "2023-07-15T20:00:00Z",
+    "allowed_sites": [], "kind": "training"}
+
+
+def _example(*examples: dict[str, Any]) -> ConfigDict:
+    return ConfigDict(json_schema_extra={"examples": list(examples)})
+
+
+class ErrorPublic(BaseModel):
+    """An error: what is wrong and how to fix it."""
+
+    model_config = _example({"detail": "unknown site 'xx'; known sites: a, b"})
+    detail: str
+
+
+class JobCreate(BaseModel):
+    """A batch or training job: the fields of a job in the workload file (docs/workload.md)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [_JOB_EXAMPLE]})
+    id: Id
+    tenant: Name
+    gpu_type: Name
+    gpus: int = Field(ge=1, le=100_000, description="Gang size. [-]")
+    duration_hours: int = Field(ge=1, le=168, description="Run time. [h]")
+    power_per_gpu_kw: float = Field(gt=0, le=10, description="IT power per GPU. [kW]")
+    earliest_start: Time
+    deadline: Time
+    allowed_sites: list[Name] = Field(default_factory=list, max_length=200,
+                                      description="Sites the job may run at; empty: any.")
+    kind: Literal["training", "batch"] = "batch"
+
+    @model_validator(mode="after")
+    def _window(self) -> JobCreate:
+        if self.deadline < self.earliest_start:
+            raise ValueError(f"deadline {self.deadline.isoformat()} is before earliest_start "
+                             f"{self.earliest_start.isoformat()}")
+        return self
+
+    def to_job(self) -> Job:
+        """The domain :class:`~carbonsched.domain.Job`."""
+        return Job(id=self.id, tenant=self.tenant, gpu_type=self.gpu_type, gpus=self.gpus,
+                   duration_hours=self.duration_hours, power_per_gpu_kw=self.power_per_gpu_kw,
+                   earliest_start=pd.Timestamp(self.earliest_start).tz_convert("UTC"),
+                   deadline=pd.Timestamp(self.deadline).tz_convert("UTC"),
+                   allowed_sites=tuple(self.allowed_sites), kind=WorkKind(self.kind))
+
+
+def job_from_spec(spec: dict[str, Any]) -> Job:
+    """A stored :class:`JobCreate` JSON back to a domain job."""
+    return JobCreate.model_validate(spec).to_job()
+
+
+class JobPlacementQuery(JobCreate):
+    """Where and when should this job run? ``reserve: true`` books the answer."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        _JOB_EXAMPLE | {"reserve": False, "alternatives": 3}]})
+    reserve: bool = False
+    alternatives: int = Field(3, ge=0, le=20)
+
+
+class InferencePlacementQuery(BaseModel):
+    """Which site should serve a user area's inference within its latency SLO?"""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "kind": "inference", "area": "shanghai", "slo_ms": 20, "gpu_type": "L20", "gpus": 4,
+        "start": "2023-07-15T08:00:00Z", "duration_hours": 2}]})
+    kind: Literal["inference"]
+    area: Name
+    slo_ms: float = Field(gt=0, le=10_000, description="Round-trip latency SLO. [ms]")
+    gpu_type: Name
+    gpus: int = Field(ge=1, le=100_000)
+    power_per_gpu_kw: float | None = Field(None, gt=0, le=10,
+                                           description="IT power per GPU [kW]; default the "
+                                           "GPU type's from the parameter table.")
+    start: Time
+    duration_hours: int = Field(1, ge=1, le=168)
+    alternatives: int = Field(3, ge=0, le=20)
+
+
+def _query_kind(v: Any) -> str:
+    kind = v.get("kind") if isinstance(v, dict) else getattr(v, "kind", None)
+    return "inference" if kind == "inference" else "job"
+
+
+PlacementQuery = Annotated[
+    Annotated[JobPlacementQuery, Tag("job")] | Annotated[InferencePlacementQuery,
+                                                          Tag("inference")],
+    Discriminator(_query_kind)]
+
+
+class PlacementOption(BaseModel):
+    """One site and start with its forecast energy and emissions."""
+
+    model_config = _example({"site": "cn-gs-qingyang", "start": "2023-07-15T05:00:00Z",
+                             "end": "2023-07-15T08:00:00Z", "emissions_kg": 2.02,
+                             "energy_kwh": 19.55, "carbon_intensity_g_per_kwh": 221.0})
+    site: str
+    start: datetime
+    end: datetime
+    emissions_kg: float = Field(description="Forecast emissions, green surplus absorbed "
+                                "first. [kg CO2e]")
+    energy_kwh: float = Field(description="Facility energy (IT × PUE). [kWh]")
+    carbon_intensity_g_per_kwh: float = Field(description="Mean forecast grid carbon "
+                                              "intensity over the run. [gCO2eq/kWh]")
+    latency_ms: float | None = None
+
+
+class PlacementPublic(BaseModel):
+    """The answer to a placement query."""
+
+    model_config = _example({
+        "plan_id": "fb45e1630aff49f6a70f2eaedca274d2", "placed": True, "reason": "Placed",
+        "detail": "", "recommended": PlacementOption.model_config["json_schema_extra"][
+            "examples"][0],
+        "carbon_agnostic": {"site": "cn-nm-horinger", "start": "2023-07-15T00:00:00Z",
+                            "end": "2023-07-15T03:00:00Z", "emissions_kg": 12.19,
+                            "energy_kwh": 19.35, "carbon_intensity_g_per_kwh": 631.9},
+        "saving_kg": 10.17, "saving_pct": 83.4, "alternatives": [], "reserved": False,
+        "signal_quality": "modelled", "job_id": "train-llm-042", "area": None})
+    plan_id: str
+    placed: bool
+    reason: str
+    detail: str
+    recommended: PlacementOption | None
+    carbon_agnostic: PlacementOption | None = Field(
+        description="The carbon-agnostic choice: earliest start with room at the first "
+        "allowed site (jobs) or the lowest-latency site (inference).")
+    saving_kg: float | None
+    saving_pct: float | None
+    alternatives: list[PlacementOption]
+    reserved: bool = False
+    signal_quality: str | None
+    job_id: str | None = None
+    area: str | None = None
+
+
+class JobsCreate(BaseModel):
+    """Jobs to submit (each planned again by the next daily run)."""
+
+    model_config = ConfigDict(extra="forbid",
+                              json_schema_extra={"examples": [{"jobs": [_JOB_EXAMPLE]}]})
+    jobs: list[JobCreate] = Field(min_length=1)
+
+
+class JobPublic(BaseModel):
+    """A job's state and reason (Kueue-style conditions) and, when planned, where and when."""
+
+    model_config = _example({
+        "id": "train-llm-042", "state": "Planned", "reason": "Placed", "detail": "",
+        "source": "api", "plan_id": "fb45e1630aff49f6a70f2eaedca274d2",
+        "site": "cn-gs-qingyang", "start": "2023-07-15T05:00:00Z",
+        "end": "2023-07-15T08:00:00Z", "emissions_kg": 2.02, "energy_kwh": 19.55,
+        "submitted_at": "2023-07-14T23:00:00Z"})
+    id: str
+    state: str
+    reason: str
+    detail: str = ""
+    source: Literal["api", "plan"]
+    plan_id: str | None = None
+    site: str | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    emissions_kg: float | None = None
+    energy_kwh: float | None = None
+    submitted_at: datetime | None = None
+
+
+class JobsPublic(BaseModel):
+    """Submitted jobs."""
+
+    model_config = _example({"data": [JobPublic.model_config["json_schema_extra"][
+        "examples"][0]], "count": 1})
+    data: list[JobPublic]
+    count: int
+
+
+class PlanPublic(BaseModel):
+    """The plan document that ``carbonsched plan --out`` writes (README, "The plan JSON")."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [{
+        "plan_id": "fb45e1630aff49f6a70f2eaedca274d2", "date": "2023-07-15",
+        "catalog": "china-eastdata-westcompute", "signal_quality": "modelled",
+        "solver": {"name": "highs", "status": "optimal", "mip_gap": 0.0, "seconds": 1.2},
+        "placements": [], "inference": [], "unplaced": [],
+        "totals": {"energy_kwh": 269.0, "emissions_kg": 74.8,
+                   "baseline_emissions_kg": 123.6}, "notes": []}]})
+    plan_id: str
+    date: str
+    catalog: str
+    signal_quality: str
+    solver: dict[str, Any]
+    placements: list[dict[str, Any]]
+    inference: list[dict[str, Any]]
+    unplaced: list[dict[str, Any]]
+    totals: dict[str, Any]
+    notes: list[str] = Field(default_factory=list)
+
+
+class SitePublic(BaseModel):
+    """A site of the served catalog."""
+
+    model_config = _example({
+        "id": "cn-gs-qingyang", "name": "Gansu hub, Qingyang cluster", "role": "green-hub",
+        "zone": "CN-GS", "timezone": "Asia/Shanghai", "latitude": 35.7, "longitude": 107.6,
+        "gpus": {"H800": 256}, "it_power_cap_kw": 400.0, "green_surplus_max_kw": 100.0,
+        "backend": "slurm", "signal_quality": "modelled"})
+    id: str
+    name: str
+    role: str
+    zone: str
+    timezone: str
+    latitude: float
+    longitude: float
+    gpus: dict[str, int]
+    it_power_cap_kw: float
+    green_surplus_max_kw: float
+    backend: str
+    signal_quality: str | None
+
+
+class SitesPublic(BaseModel):
+    """The served catalog's sites."""
+
+    model_config = _example({"catalog": "china-eastdata-westcompute",
+                             "data": [SitePublic.model_config["json_schema_extra"][
+                                 "examples"][0]], "count": 1})
+    catalog: str
+    data: list[SitePublic]
+    count: int
+
+
+class ForecastPoint(BaseModel):
+    """One hourly forecast value with its 80 % and 95 % intervals."""
+
+    model_config = _example({"ts": "2023-07-15T05:00:00Z", "mean": 221.0, "lo_80": 190.0,
+                             "hi_80": 250.0, "lo_95": 175.0, "hi_95": 268.0})
+    ts: datetime
+    mean: float
+    lo_80: float
+    hi_80: float
+    lo_95: float
+    hi_95: float
+
+
+class ForecastPublic(BaseModel):
+    """A site's forecast of one signal, as the latest plan used it."""
+
+    model_config = _example({
+        "site": "cn-gs-qingyang", "signal": "carbon_intensity",
+        "stored_signal": "carbon_intensity_g_per_kwh", "unit": "gCO2eq/kWh",
+        "model": "lightgbm", "issued_at": "2023-07-15T00:00:00Z",
+        "signal_quality": "modelled", "plan_id": "fb45e1630aff49f6a70f2eaedca274d2",
+        "points": [ForecastPoint.model_config["json_schema_extra"]["examples"][0]]})
+    site: str
+    signal: str
+    stored_signal: str
+    unit: str
+    model: str
+    issued_at: datetime | None
+    signal_quality: str | None
+    plan_id: str
+    points: list[ForecastPoint]
+
+
+class RunPublic(BaseModel):
+    """A run of the plan -> dispatch pipeline (one per planning date)."""
+
+    model_config = _example({
+        "planning_date": "2023-07-15", "local_day": "2023-07-14",
+        "issued_at": "2023-07-15T00:00:00Z", "trigger": "scheduled", "replica": "host-1",
+        "status": "succeeded", "started_at": "2023-07-14T22:00:00Z",
+        "finished_at": "2023-07-14T22:00:31Z", "plan_id": "fb45e1630aff49f6a70f2eaedca274d2",
+        "solver_status": "optimal", "dispatch": "dispatch: not configured", "error": "",
+        "attempts": 1})
+    planning_date: str
+    local_day: str
+    issued_at: datetime
+    trigger: str
+    replica: str
+    status: str
+    started_at: datetime
+    finished_at: datetime | None
+    plan_id: str | None
+    solver_status: str | None
+    dispatch: str
+    error: str
+    attempts: int
+
+
+class RunsPublic(BaseModel):
+    """Run records, newest first, and the cron's state on this replica."""
+
+    model_config = _example({"data": [RunPublic.model_config["json_schema_extra"][
+        "examples"][0]], "count": 1, "cron": {"enabled": True, "leader": True,
+                                              "timezone": "Asia/Shanghai", "at": "06:00:00",
+                                              "next_due_planning_date": "2023-07-16"}})
+    data: list[RunPublic]
+    count: int
+    cron: dict[str, Any]
+
+
+class RunTriggered(BaseModel):
+    """A run request: started in the background, or already recorded."""
+
+    model_config = _example({"planning_date": "2023-07-15", "started": True,
+                             "detail": "run started; poll GET /v1/runs"})
+    planning_date: str
+    started: bool
+    detail: str
+
+
+class HealthPublic(BaseModel):
+    """Liveness or readiness."""
+
+    model_config = _example({"status": "ok", "checks": {"store": "ok",
+                                                         "plan": "fb45e1630aff49f6"}})
+    status: str
+    checks: dict[str, Any] = Field(default_factory=dict)
+
+
+# --- Carbon Aware SDK (Green Software Foundation) WebAPI shapes ---------------------------------
+class EmissionsData(BaseModel):
+    """The SDK's ``EmissionsData``: location, time, rating [g/kWh] and duration."""
+
+    model_config = _example({"location": "cn-gs-qingyang", "time": "2023-07-15T05:00:00Z",
+                             "rating": 221.0, "duration": "01:00:00"})
+    location: str
+    time: datetime
+    rating: float
+    duration: str
+
+
+class EmissionsDataDTO(BaseModel):
+    """The SDK's ``EmissionsDataDTO`` in forecasts: location, timestamp, duration [min], value."""
+
+    model_config = _example({"location": "cn-gs-qingyang", "timestamp": "2023-07-15T05:00:00Z",
+                             "duration": 60, "value": 221.0})
+    location: str
+    timestamp: datetime
+    duration: int
+    value: float
+
+
+class EmissionsForecastDTO(BaseModel):
+    """The SDK's ``EmissionsForecastDTO`` (``/emissions/forecasts/current``)."""
+
+    model_config = _example({
+        "requestedAt": "2023-07-14T23:00:00Z", "generatedAt": "2023-07-15T00:00:00Z",
+        "location": "cn-gs-qingyang", "dataStartAt": "2023-07-15T00:00:00Z",
+        "dataEndAt": "2023-07-16T00:00:00Z", "windowSize": 60,
+        "optimalDataPoints": [EmissionsDataDTO.model_config["json_schema_extra"][
+            "examples"][0]],
+        "forecastData": [EmissionsDataDTO.model_config["json_schema_extra"]["examples"][0]]})
+    requestedAt: datetime
+    generatedAt: datetime
+    location: str
+    dataStartAt: datetime
+    dataEndAt: datetime
+    windowSize: int
+    optimalDataPoints: list[EmissionsDataDTO]
+    forecastData: list[EmissionsDataDTO]

@@ -1,0 +1,135 @@
+"""What one running service holds: settings, the clock, the store, the book, the cron, metrics."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from carbonsched.catalog import Catalog, load_catalog
+from carbonsched.clock import Clock
+from carbonsched.metrics import ServiceMetrics
+from carbonsched.placement import PlacementBook
+from carbonsched.service_settings import ServiceSettings
+from carbonsched.store import Store
+from carbonsched.store.service import ServiceStore, hash_token, role_allows
+
+log = logging.getLogger("carbonsched.api")
+
+TOKEN_CACHE_S = 30.0
+"""How long a verified token's role is cached in memory (revocation takes effect after). [s]"""
+
+
+class ServiceState:
+    """The service's parts, built once at start-up (see :func:`carbonsched.api.app.create_app`).
+
+    Parameters
+    ----------
+    settings
+        The service settings.
+    clock
+        The one clock.
+    dispatch
+        The pipeline's dispatch step, or ``None`` (run records say "not configured").
+    """
+
+    def __init__(self, settings: ServiceSettings, clock: Clock,
+                 dispatch: Callable[..., Any] | None = None) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.dispatch = dispatch
+        self.catalog: Catalog = load_catalog(settings.catalog)
+        self.store = Store(settings.resolved_database_url())
+        self.db = ServiceStore(self.store)
+        self.metrics = ServiceMetrics()
+        self.replica = settings.replica_name or f"{socket.gethostname()}:{os.getpid()}"
+        self.book: PlacementBook | None = None
+        self.book_error: str = ""
+        self._book_lock = threading.Lock()
+        self._tokens: dict[str, tuple[str | None, float]] = {}
+        self._boot_hash = (hash_token(settings.bootstrap_admin_token.get_secret_value())
+                           if settings.bootstrap_admin_token else None)
+        self.cron: Any = None
+        self._stop = threading.Event()
+        self._refresher: threading.Thread | None = None
+
+    # --- tokens -----------------------------------------------------------------------------
+    def role_of(self, token: str) -> str | None:
+        """The role of a bearer token (cached for :data:`TOKEN_CACHE_S`), or ``None``."""
+        h = hash_token(token)
+        if self._boot_hash is not None and h == self._boot_hash:
+            return "admin"
+        hit = self._tokens.get(h)
+        now = time.monotonic()
+        if hit is not None and now - hit[1] < TOKEN_CACHE_S:
+            return hit[0]
+        role = self.db.role_for_token(token)
+        self._tokens[h] = (role, now)
+        return role
+
+    @staticmethod
+    def allows(have: str, need: str) -> bool:
+        """Whether role ``have`` includes ``need``."""
+        return role_allows(have, need)
+
+    # --- the book ---------------------------------------------------------------------------
+    def refresh_book(self, force: bool = False) -> PlacementBook | None:
+        """Load the newest plan (if it changed) and re-apply reservations."""
+        with self._book_lock:
+            try:
+                pid = self.db.latest_plan_id(self.catalog.name)
+                if pid is None:
+                    self.book = None
+                    self.book_error = (f"no plan yet for catalog {self.catalog.name!r}; the "
+                                       "daily run makes one (GET /v1/runs)")
+                    return None
+                book = self.book
+                if book is None or book.plan_id != pid or force:
+                    book = PlacementBook(self.catalog, self.store.get_plan(pid),
+                                         self.store.forecasts(pid))
+                book.set_reservations([r for r in self.db.jobs(plan_id=pid)
+                                       if r["reserved"]])
+                self.book = book
+                self.book_error = ""
+                return book
+            except Exception as exc:  # keep answering from the last good book
+                self.book_error = f"plan could not be loaded: {exc}"
+                log.warning("book refresh failed: %s", exc)
+                return self.book
+
+    def _refresh_loop(self) -> None:
+        while not self._stop.wait(self.settings.book_refresh_s):
+            self.refresh_book()
+
+    def start(self) -> None:
+        """Load the book, start the refresher and (if enabled) the cron."""
+        self.refresh_book()
+        self._refresher = threading.Thread(target=self._refresh_loop, name="book-refresh",
+                                           daemon=True)
+        self._refresher.start()
+        if self.settings.cron_enabled:
+            from carbonsched.cron import DailyCron, catalog_timezone, planning_pipeline
+            from carbonsched.store.service import LeaderLock
+
+            pipeline = planning_pipeline(self.settings, self.db, self.clock, self.dispatch,
+                                         self.metrics,
+                                         on_plan=lambda _pid: self.refresh_book())
+            self.cron = DailyCron(
+                self.db, pipeline, self.clock,
+                self.settings.cron_timezone or catalog_timezone(self.catalog),
+                self.settings.cron_time, self.settings.cron_plan_offset_days,
+                LeaderLock(self.store.engine), self.replica,
+                self.settings.cron_check_interval_s, self.settings.cron_stale_after_s,
+                self.metrics)
+            self.cron.start()
+
+    def stop(self) -> None:
+        """Stop the cron and the refresher."""
+        self._stop.set()
+        if self.cron is not None:
+            self.cron.shutdown()
+        self.store.engine.dispose()

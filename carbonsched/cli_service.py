@@ -1,0 +1,168 @@
+"""``carbonsched serve``, ``carbonsched token create`` and ``carbonsched plan --dispatch``.
+
+``serve`` runs the REST API on uvicorn with the daily cron (APScheduler) in the same process;
+``plan --dispatch`` runs the cron's pipeline once from a system cron or a Kubernetes CronJob,
+idempotent by planning date like the cron itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from carbonsched.errors import InputError
+
+token_app = typer.Typer(help="API bearer tokens.", no_args_is_help=True)
+
+
+def _settings(**overrides: Any):  # noqa: ANN202
+    from pydantic import ValidationError
+
+    from carbonsched.service_settings import ServiceSettings
+
+    try:
+        return ServiceSettings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        msgs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise InputError(f"invalid service settings: {msgs}") from exc
+
+
+def _cli():  # noqa: ANN202
+    from carbonsched import cli
+
+    return cli
+
+
+def serve(
+    host: Annotated[str | None, typer.Option(help="Interface to listen on.")] = None,
+    port: Annotated[int | None, typer.Option(help="TCP port.")] = None,
+    catalog: Annotated[str | None, typer.Option(help="Catalog name or TOML path.")] = None,
+    data_dir: Annotated[Path | None, typer.Option(
+        "--data-dir", help="Folder of the real public data.")] = None,
+    no_cron: Annotated[bool, typer.Option("--no-cron", help="Serve only; no daily run.")]
+    = False,
+    as_of: Annotated[str | None, typer.Option(
+        "--as-of", help="Pin the service's clock, ISO 8601 with zone (e.g. "
+        "2023-07-15T06:00:00Z).")] = None,
+    config: Annotated[Path | None, typer.Option(
+        help="TOML config file (keys as the CARBONSCHED_* settings, lower case).")] = None,
+    workload: Annotated[Path | None, typer.Option(
+        "--jobs", help="Workload file the daily run plans (default: demo day).")] = None,
+) -> None:
+    """Run the REST API and the daily plan -> dispatch cron (FastAPI on uvicorn)."""
+    import uvicorn
+
+    from carbonsched.api.app import create_app
+    from carbonsched.clock import FixedClock, SystemClock, parse_as_of
+    from carbonsched.cron import load_dispatch_step
+
+    cli = _cli()
+    with cli._errors():
+        if config is not None:
+            if not config.is_file():
+                raise InputError(f"config file {config} not found")
+            os.environ["CARBONSCHED_CONFIG"] = str(config)
+        clock_at = parse_as_of(as_of) if as_of else None
+        s = _settings(host=host, port=port, catalog=catalog, data_dir=data_dir,
+                      cron_enabled=False if no_cron else None, as_of=clock_at,
+                      workload_file=workload)
+        clock = FixedClock(s.as_of) if s.as_of else SystemClock()
+        from carbonsched.catalog import load_catalog
+
+        load_catalog(s.catalog)  # fail before binding the port
+        dispatch = load_dispatch_step(os.environ.get("CARBONSCHED_DISPATCHER", ""))
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)
+        logging.getLogger("carbonsched").info("settings: %s", s.public_dict())
+        app = create_app(s, clock, dispatch)
+    uvicorn.run(app, host=s.host, port=s.port, log_level="info", access_log=False)
+
+
+@token_app.command("create")
+def token_create(
+    role: Annotated[str, typer.Option(help="read, submit or admin.")],
+    name: Annotated[str, typer.Option(help="A label for the token.")] = "",
+) -> None:
+    """Mint a bearer token; only its hash is stored. The token is the last line printed."""
+    from carbonsched.clock import SystemClock
+    from carbonsched.store import Store
+    from carbonsched.store.service import ServiceStore
+
+    cli = _cli()
+    with cli._errors():
+        s = _settings()
+        db = ServiceStore(Store(s.resolved_database_url()))
+        token_id, token = db.create_token(role, SystemClock().now(), name)
+        cli.err.print(f"token {token_id} with role {role} stored (hashed) in {db.safe_url()}; "
+                      "it is shown once:", highlight=False)
+        print(token)
+
+
+def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path | None,
+                      solver: str, time_limit: float, hours: int, out_file: Path | None) -> int:
+    """Run the cron's pipeline once for ``date`` (``carbonsched plan --dispatch``).
+
+    Idempotent by planning date: a date that has a run record is not planned again (exit 0,
+    the record is printed).
+
+    Returns
+    -------
+    int
+        Exit code: 0 done or already done, 4 infeasible plan, 1 failed run.
+    """
+    import json
+
+    from carbonsched.clock import SystemClock
+    from carbonsched.cron import load_dispatch_step, planning_pipeline
+    from carbonsched.store import Store
+    from carbonsched.store.service import ServiceStore
+    from carbonsched.timeaxis import day_start_utc
+
+    cli = _cli()
+    s = _settings(catalog=catalog, data_dir=data_dir, workload_file=jobs, solver=solver,
+                  time_limit_s=time_limit, horizon_hours=hours)
+    clock = SystemClock()
+    db = ServiceStore(Store(s.resolved_database_url()))
+    issued = day_start_utc(date).to_pydatetime()
+    pdate = issued.strftime("%Y-%m-%d")
+    replica = f"cli@{socket.gethostname()}:{os.getpid()}"
+    from datetime import timedelta
+
+    if not db.claim_run(pdate, pdate, issued, "cli", replica, clock.now(),
+                        timedelta(seconds=s.cron_stale_after_s)):
+        rec = db.get_run(pdate)
+        cli.err.print(f"planning date {pdate} already has a run ({rec['status']}, "
+                      f"{rec['trigger']} on {rec['replica']}); nothing to do", highlight=False)
+        print(json.dumps(rec, default=str))
+        return 0
+    pipeline = planning_pipeline(s, db, clock, load_dispatch_step(
+        os.environ.get("CARBONSCHED_DISPATCHER", "")))
+    try:
+        with cli._solver_chatter_to_stderr():
+            out = pipeline(pdate, issued, "cli")
+    except Exception as exc:
+        db.finish_run(pdate, clock.now(), "failed", error=f"{type(exc).__name__}: {exc}")
+        raise
+    db.finish_run(pdate, clock.now(), out.status, plan_id=out.plan_id,
+                  solver_status=out.solver_status, dispatch=out.dispatch)
+    if out_file and out.plan_id:
+        cli._write_json(out_file, db.store.get_plan(out.plan_id))
+        cli.err.print(f"plan written to {out_file}")
+    rec = db.get_run(pdate)
+    cli.err.print(f"run for {pdate}: {rec['status']}, plan {rec['plan_id']}; {rec['dispatch']}",
+                  highlight=False)
+    print(json.dumps(rec, default=str))
+    return 4 if out.status == "infeasible" else 0
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve`` and ``token`` to the main CLI."""
+    app.command()(serve)
+    app.add_typer(token_app, name="token")

@@ -1,0 +1,308 @@
+"""The service's use of the store: hashed tokens, submitted jobs, run records, the cron leader.
+
+:class:`ServiceStore` wraps a :class:`~carbonsched.store.Store` (same engine, same migrations).
+Run records are keyed by planning date: claiming a date is an ``INSERT`` that the primary key
+lets succeed once, whichever replica or process tries, so the pipeline is idempotent by
+planning date on SQLite and PostgreSQL alike. :class:`LeaderLock` elects the one replica that
+runs the cron (a session-level PostgreSQL advisory lock; SQLite is single-node and always
+leads).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import event, select, text, update
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from carbonsched.errors import InputError
+from carbonsched.store import Store
+from carbonsched.store.models import PlacementRow, PlanRow
+from carbonsched.store.service_models import RunRow, ServiceJobRow, TokenRow
+
+ROLES = ("read", "submit", "admin")
+"""Token roles, each including the ones before it (admin can submit, submit can read)."""
+
+TOKEN_PREFIX = "cst_"
+
+SQLITE_BUSY_TIMEOUT_MS = 10_000
+"""How long a SQLite writer waits for another's lock before failing. [ms]"""
+
+LEADER_LOCK_KEY = 0x63617262_6F6E
+"""PostgreSQL advisory lock key of the cron leader ("carbon" in ASCII hex)."""
+
+
+def enable_sqlite_wal(engine: Engine) -> None:
+    """Open every SQLite connection in WAL mode with a busy timeout.
+
+    WAL lets readers (the API) proceed while the cron writes a plan; ``synchronous=NORMAL`` is
+    the setting SQLite documents as safe with WAL (https://sqlite.org/wal.html,
+    https://sqlite.org/pragma.html#pragma_synchronous).
+    """
+
+    @event.listens_for(engine, "connect")
+    def _pragmas(dbapi_conn, _record):  # noqa: ANN001
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+
+def hash_token(token: str) -> str:
+    """SHA-256 hex digest of a token (tokens carry 256 random bits, so no salt or KDF is needed)."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def role_allows(have: str, need: str) -> bool:
+    """Whether role ``have`` includes role ``need`` (``read`` < ``submit`` < ``admin``)."""
+    return ROLES.index(have) >= ROLES.index(need)
+
+
+class DuplicateJobError(InputError):
+    """A job id that is already known to the service."""
+
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+        super().__init__(f"job {job_id!r} already exists; job ids must be unique")
+
+
+class ServiceStore:
+    """Tokens, submitted jobs, run records and plan look-ups for the service.
+
+    Parameters
+    ----------
+    store
+        The migrated store.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.engine = store.engine
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql`` (or another SQLAlchemy dialect name)."""
+        return self.engine.dialect.name
+
+    def safe_url(self) -> str:
+        """The database URL without its password."""
+        return self.engine.url.render_as_string(hide_password=True)
+
+    def ping(self) -> None:
+        """Run ``SELECT 1`` (raises SQLAlchemy's error when the database is down)."""
+        with self.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+
+    # --- tokens ---------------------------------------------------------------------------
+    def create_token(self, role: str, now: datetime, name: str = "") -> tuple[str, str]:
+        """Mint a token; only its hash is stored.
+
+        Returns
+        -------
+        (token_id, token)
+            The token is shown once and never stored.
+
+        Raises
+        ------
+        InputError
+            Unknown role.
+        """
+        if role not in ROLES:
+            raise InputError(f"unknown role {role!r}; use one of {', '.join(ROLES)}")
+        token_id = secrets.token_hex(8)
+        token = f"{TOKEN_PREFIX}{secrets.token_urlsafe(32)}"
+        with Session(self.engine) as s, s.begin():
+            s.add(TokenRow(token_id=token_id, token_sha256=hash_token(token), role=role,
+                           name=name, created_at=now))
+        return token_id, token
+
+    def role_for_token(self, token: str) -> str | None:
+        """The role of an unrevoked token, or ``None``."""
+        with Session(self.engine) as s:
+            row = s.scalars(select(TokenRow).where(
+                TokenRow.token_sha256 == hash_token(token))).first()
+            if row is None or row.revoked_at is not None:
+                return None
+            return row.role
+
+    # --- plans ----------------------------------------------------------------------------
+    def latest_plan_id(self, catalog: str) -> str | None:
+        """Id of the newest plan of ``catalog``."""
+        with Session(self.engine) as s:
+            return s.scalars(select(PlanRow.plan_id).where(PlanRow.catalog == catalog)
+                             .order_by(PlanRow.created_at.desc()).limit(1)).first()
+
+    def plan_for_date(self, catalog: str, date: str) -> dict[str, Any] | None:
+        """The newest plan document of ``catalog`` for ``date`` (``YYYY-MM-DD``)."""
+        with Session(self.engine) as s:
+            row = s.scalars(select(PlanRow).where(PlanRow.catalog == catalog,
+                                                  PlanRow.date == date)
+                            .order_by(PlanRow.created_at.desc()).limit(1)).first()
+            return None if row is None else json.loads(row.plan_json)
+
+    def plan_job(self, plan_id: str, job_id: str) -> dict[str, Any] | None:
+        """A job's row in a plan (state, reason, site, start, end), or ``None``."""
+        with Session(self.engine) as s:
+            r = s.scalars(select(PlacementRow).where(PlacementRow.plan_id == plan_id,
+                                                     PlacementRow.job_id == job_id)).first()
+            if r is None:
+                return None
+            return {c: getattr(r, c) for c in ("job_id", "state", "reason", "site", "start",
+                                                "end", "gpu_type", "gpus", "energy_kwh",
+                                                "emissions_kg", "plan_id")}
+
+    # --- submitted jobs ---------------------------------------------------------------------
+    def add_jobs(self, rows: list[dict[str, Any]]) -> None:
+        """Insert submitted jobs (all or none).
+
+        Raises
+        ------
+        DuplicateJobError
+            A job id exists already.
+        """
+        ids = [r["job_id"] for r in rows]
+        with Session(self.engine) as s, s.begin():
+            known = s.scalars(select(ServiceJobRow.job_id).where(
+                ServiceJobRow.job_id.in_(ids))).first()
+            if known is not None:
+                raise DuplicateJobError(known)
+            s.add_all(ServiceJobRow(**r) for r in rows)
+            try:
+                s.flush()
+            except IntegrityError as exc:
+                raise DuplicateJobError(ids[0]) from exc
+
+    def get_job(self, job_id: str) -> dict[str, Any] | None:
+        """A submitted job as a dict, or ``None``."""
+        with Session(self.engine) as s:
+            r = s.get(ServiceJobRow, job_id)
+            return None if r is None else _job_dict(r)
+
+    def jobs(self, states: tuple[str, ...] | None = None,
+             plan_id: str | None = None) -> list[dict[str, Any]]:
+        """Submitted jobs, optionally in ``states`` or booked into ``plan_id``."""
+        q = select(ServiceJobRow)
+        if states:
+            q = q.where(ServiceJobRow.state.in_(states))
+        if plan_id:
+            q = q.where(ServiceJobRow.plan_id == plan_id)
+        with Session(self.engine) as s:
+            return [_job_dict(r) for r in s.scalars(q.order_by(ServiceJobRow.submitted_at))]
+
+    def update_job(self, job_id: str, **values: Any) -> None:
+        """Set columns of a submitted job."""
+        with Session(self.engine) as s, s.begin():
+            s.execute(update(ServiceJobRow).where(ServiceJobRow.job_id == job_id)
+                      .values(**values))
+
+    # --- run records --------------------------------------------------------------------------
+    def claim_run(self, planning_date: str, local_day: str, issued_at: datetime, trigger: str,
+                  replica: str, now: datetime, stale_after: timedelta) -> bool:
+        """Claim the run of ``planning_date``; ``False`` when it exists already.
+
+        A run still ``running`` after ``stale_after`` (its process died) is reclaimed once.
+        """
+        try:
+            with Session(self.engine) as s, s.begin():
+                s.add(RunRow(planning_date=planning_date, local_day=local_day,
+                             issued_at=issued_at, trigger=trigger, replica=replica,
+                             status="running", started_at=now, dispatch="", error=""))
+            return True
+        except IntegrityError:
+            pass
+        with Session(self.engine) as s, s.begin():
+            res = s.execute(update(RunRow).where(
+                RunRow.planning_date == planning_date, RunRow.status == "running",
+                RunRow.started_at < now - stale_after,
+            ).values(status="running", replica=replica, trigger=trigger, started_at=now,
+                     attempts=RunRow.attempts + 1,
+                     error="reclaimed: the previous attempt did not finish"))
+            return bool(res.rowcount)
+
+    def finish_run(self, planning_date: str, now: datetime, status: str, **values: Any) -> None:
+        """Record the outcome of a claimed run."""
+        with Session(self.engine) as s, s.begin():
+            s.execute(update(RunRow).where(RunRow.planning_date == planning_date)
+                      .values(status=status, finished_at=now, **values))
+
+    def get_run(self, planning_date: str) -> dict[str, Any] | None:
+        """The run record of ``planning_date``, or ``None``."""
+        with Session(self.engine) as s:
+            r = s.get(RunRow, planning_date)
+            return None if r is None else _run_dict(r)
+
+    def runs(self, limit: int = 100) -> list[dict[str, Any]]:
+        """Run records, newest planning date first."""
+        with Session(self.engine) as s:
+            return [_run_dict(r) for r in s.scalars(
+                select(RunRow).order_by(RunRow.planning_date.desc()).limit(limit))]
+
+
+def _job_dict(r: ServiceJobRow) -> dict[str, Any]:
+    return {c: getattr(r, c) for c in (
+        "job_id", "tenant", "state", "reason", "detail", "plan_id", "site", "start", "end",
+        "energy_kwh", "emissions_kg", "reserved", "submitted_at", "updated_at")} | {
+        "spec": json.loads(r.spec_json)}
+
+
+def _run_dict(r: RunRow) -> dict[str, Any]:
+    return {c: getattr(r, c) for c in (
+        "planning_date", "local_day", "issued_at", "trigger", "replica", "status", "started_at",
+        "finished_at", "plan_id", "solver_status", "dispatch", "error", "attempts")}
+
+
+class LeaderLock:
+    """Leadership among replicas that share one database.
+
+    PostgreSQL: a session-level advisory lock (``pg_try_advisory_lock``) held on a dedicated
+    connection for as long as this replica leads; it is released when the connection closes,
+    so a dead replica's leadership passes to the next one that tries
+    (https://www.postgresql.org/docs/current/explicit-locking.html#ADVISORY-LOCKS).
+    SQLite: one node, so it always leads.
+    """
+
+    def __init__(self, engine: Engine, key: int = LEADER_LOCK_KEY) -> None:
+        self.engine = engine
+        self.key = key
+        self._conn: Connection | None = None
+        self.single_node = engine.dialect.name != "postgresql"
+
+    @property
+    def held(self) -> bool:
+        """Whether this replica leads now."""
+        return self.single_node or self._conn is not None
+
+    def try_acquire(self) -> bool:
+        """Take the lead if nobody holds it; ``True`` while this replica leads."""
+        if self.held:
+            return True
+        conn = self.engine.connect()
+        try:
+            got = bool(conn.execute(text("SELECT pg_try_advisory_lock(:k)"),
+                                    {"k": self.key}).scalar())
+            conn.commit()
+        except Exception:
+            conn.close()
+            raise
+        if got:
+            self._conn = conn
+        else:
+            conn.close()
+        return got
+
+    def release(self) -> None:
+        """Give up the lead (closing the session releases the lock)."""
+        if self._conn is not None:
+            try:
+                self._conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": self.key})
+                self._conn.commit()
+            finally:
+                self._conn.close()
+                self._conn = None

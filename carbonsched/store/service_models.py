@@ -1,0 +1,69 @@
+"""Tables the service adds to the store: API tokens, submitted jobs and cron run records.
+
+Imported at the end of :mod:`carbonsched.store.models` so that one ``Base.metadata`` knows every
+table; created by migration ``0003_service``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Boolean, Float, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from carbonsched.store.models import Base, UTCDateTime
+
+
+class TokenRow(Base):
+    """A bearer token: only its SHA-256 digest is stored, never the token."""
+
+    __tablename__ = "api_tokens"
+
+    token_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True, index=True)
+    role: Mapped[str] = mapped_column(String(20))
+    name: Mapped[str] = mapped_column(String(200), default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+class ServiceJobRow(Base):
+    """A job submitted through the API (``POST /v1/jobs`` or a reserved placement)."""
+
+    __tablename__ = "service_jobs"
+
+    job_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(200))
+    spec_json: Mapped[str] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(String(20))
+    reason: Mapped[str] = mapped_column(String(40))
+    detail: Mapped[str] = mapped_column(Text, default="")
+    plan_id: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    site: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    start: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    end: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    energy_kwh: Mapped[float | None] = mapped_column(Float, nullable=True)
+    emissions_kg: Mapped[float | None] = mapped_column(Float, nullable=True)
+    reserved: Mapped[bool] = mapped_column(Boolean, default=False)
+    submitted_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class RunRow(Base):
+    """One run of the plan -> dispatch pipeline, keyed by planning date (one per date)."""
+
+    __tablename__ = "pipeline_runs"
+
+    planning_date: Mapped[str] = mapped_column(String(10), primary_key=True)
+    local_day: Mapped[str] = mapped_column(String(10))
+    issued_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    trigger: Mapped[str] = mapped_column(String(20))
+    replica: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(20))
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    plan_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    solver_status: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    dispatch: Mapped[str] = mapped_column(Text, default="")
+    error: Mapped[str] = mapped_column(Text, default="")
+    attempts: Mapped[int] = mapped_column(Integer, default=1)

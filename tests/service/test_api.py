@@ -1,0 +1,393 @@
+"""Every route of a real `carbonsched serve` process over HTTP (uvicorn on loopback, httpx)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import httpx
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.service.conftest import AS_OF, CATALOG, PLAN_DATE, Server, copy_db, mint
+
+pytestmark = pytest.mark.shared_data
+
+SECRET = "bootstrap-secret-token-do-not-log-7f3a"
+MAX_JOBS = 5
+MAX_BYTES = 20_000
+
+
+class Api:
+    def __init__(self, server: Server, tokens: dict[str, str]) -> None:
+        self.server = server
+        self.url = server.url
+        self.tokens = tokens
+        self.client = httpx.Client(base_url=server.url, timeout=30)
+
+    def h(self, role: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.tokens[role]}"}
+
+    def get(self, path: str, role: str | None = "read", **kw) -> httpx.Response:
+        return self.client.get(path, headers=self.h(role) if role else {}, **kw)
+
+    def post(self, path: str, body, role: str | None = "read", **kw) -> httpx.Response:
+        return self.client.post(path, json=body, headers=self.h(role) if role else {}, **kw)
+
+
+@pytest.fixture(scope="module")
+def api(plan_db, tmp_path_factory) -> Api:
+    d = tmp_path_factory.mktemp("api")
+    url = copy_db(plan_db, d)
+    tokens = {r: mint(url, r) for r in ("read", "submit", "admin")}
+    srv = Server(url, ["--no-cron", "--as-of", AS_OF, "--catalog", CATALOG],
+                 {"CARBONSCHED_MAX_JOBS_PER_REQUEST": str(MAX_JOBS),
+                  "CARBONSCHED_MAX_REQUEST_BYTES": str(MAX_BYTES),
+                  "CARBONSCHED_BOOTSTRAP_ADMIN_TOKEN": SECRET}, d / "serve.log")
+    try:
+        srv.wait_ready(90, "/readyz")
+        yield Api(srv, tokens)
+    finally:
+        srv.stop()
+
+
+def job(jid: str, **kw) -> dict:
+    base = {"id": jid, "tenant": "t1", "gpu_type": "A100", "gpus": 4, "duration_hours": 3,
+            "power_per_gpu_kw": 0.7, "earliest_start": "2023-07-15T00:00:00Z",
+            "deadline": "2023-07-15T20:00:00Z"}
+    return base | kw
+
+
+def forecast(api: Api, site: str, signal: str) -> pd.Series:
+    r = api.get(f"/v1/forecasts/{site}", params={"signal": signal})
+    assert r.status_code == 200, r.text
+    pts = r.json()["points"]
+    return pd.Series([p["mean"] for p in pts],
+                     index=pd.to_datetime([p["ts"] for p in pts], utc=True))
+
+
+# --- health, readiness, metrics ----------
+def test_health_ready_and_metrics(api):
+    assert api.get("/healthz", role=None).json() == {"status": "ok", "checks": {}}
+    ready = api.get("/readyz", role=None).json()
+    assert ready["status"] == "ok" and ready["checks"]["store"] == "ok"
+    assert ready["checks"]["cron"] == "disabled"
+    plan_id = api.get("/v1/plans/latest").json()["plan_id"]
+    assert ready["checks"]["plan"] == plan_id
+    api.get("/v1/sites")
+    m = api.get("/metrics", role=None)
+    assert m.status_code == 200 and m.headers["content-type"].startswith("text/plain")
+    text = m.text
+    for name in ("carbonsched_plan_runs_total", "carbonsched_solver_seconds",
+                 "carbonsched_dispatch_outcomes_total",
+                 "carbonsched_http_request_duration_seconds_bucket"):
+        assert name in text
+    line = next(x for x in text.splitlines() if x.startswith(
+        "carbonsched_http_request_duration_seconds_count") and 'route="/v1/sites"' in x)
+    assert float(line.split()[-1]) >= 1
+
+
+def test_secret_never_logged_and_bootstrap_token_is_admin(api):
+    assert SECRET not in api.server.logs()
+    assert "**********" in api.server.logs()
+    r = api.client.get("/v1/runs", headers={"Authorization": f"Bearer {SECRET}"})
+    assert r.status_code == 200
+
+
+# --- security ----------
+def test_401_without_or_with_a_bad_token(api):
+    r = api.get("/v1/sites", role=None)
+    assert r.status_code == 401
+    assert r.headers["www-authenticate"].startswith("Bearer")
+    assert "missing bearer token" in r.json()["detail"]
+    r = api.client.get("/v1/sites", headers={"Authorization": "Bearer cst_nope"})
+    assert r.status_code == 401 and "invalid or revoked" in r.json()["detail"]
+    r = api.get("/emissions/forecasts/current", role=None, params={"location": "cn-gs-qingyang"})
+    assert r.status_code == 401
+
+
+def test_403_for_a_missing_role(api):
+    r = api.post("/v1/jobs", {"jobs": [job("forbidden-1")]}, role="read")
+    assert r.status_code == 403
+    assert "role 'read' lacks 'submit'" in r.json()["detail"]
+    r = api.post("/v1/placements", job("forbidden-2", reserve=True), role="read")
+    assert r.status_code == 403 and "reserve: true needs role 'submit'" in r.json()["detail"]
+    r = api.post("/v1/runs", None, role="submit")
+    assert r.status_code == 403 and "lacks 'admin'" in r.json()["detail"]
+    r = api.post("/v1/runs", None, role="admin")
+    assert r.status_code == 409 and "--no-cron" in r.json()["detail"]
+
+
+# --- placements ----------
+def test_placement_is_the_cheapest_option_priced_on_the_plans_forecast(api):
+    r = api.post("/v1/placements", job("q-1", alternatives=5))
+    assert r.status_code == 200, r.text
+    a = r.json()
+    assert a["placed"] and a["reason"] == "Placed" and not a["reserved"]
+    best, agn = a["recommended"], a["carbon_agnostic"]
+    assert a["plan_id"] == api.get("/v1/plans/latest").json()["plan_id"]
+    # never in the past of the pinned clock
+    assert pd.Timestamp(best["start"]) >= pd.Timestamp(AS_OF).ceil("h")
+    assert pd.Timestamp(best["end"]) - pd.Timestamp(best["start"]) == pd.Timedelta(hours=3)
+    # next best options are dearer and at other sites
+    assert len(a["alternatives"]) >= 1
+    for alt in a["alternatives"]:
+        assert alt["emissions_kg"] >= best["emissions_kg"] - 1e-9
+        assert alt["site"] != best["site"]
+    assert best["emissions_kg"] <= agn["emissions_kg"] + 1e-9
+    assert a["saving_kg"] == pytest.approx(agn["emissions_kg"] - best["emissions_kg"], abs=1e-5)
+    # the carbon-agnostic choice: the earliest start with room (2023-07-15 00:00)
+    assert agn["start"] == "2023-07-15T00:00:00Z"
+    # numbers recomputed from the forecasts the service exposes
+    hours = pd.date_range(best["start"], periods=3, freq="h")
+    ci = forecast(api, best["site"], "carbon_intensity").reindex(hours)
+    pue = forecast(api, best["site"], "pue").reindex(hours)
+    assert best["carbon_intensity_g_per_kwh"] == pytest.approx(ci.mean(), abs=1e-3)
+    assert best["energy_kwh"] == pytest.approx(4 * 0.7 * pue.sum(), rel=1e-5)
+    # surplus is absorbed first, so emissions never exceed the grid-only figure
+    assert best["emissions_kg"] <= float((4 * 0.7 * pue * ci).sum() / 1000) + 1e-6
+
+
+def test_reserve_books_capacity_into_the_plan(api):
+    site = "cn-gz-guian"
+    window = {"allowed_sites": [site], "earliest_start": "2023-07-15T10:00:00Z",
+              "deadline": "2023-07-15T12:00:00Z", "duration_hours": 2}
+    pool = next(s for s in api.get("/v1/sites").json()["data"] if s["id"] == site)["gpus"]["A100"]
+
+    def placed(gpus: int, jid: str = "probe") -> bool:
+        r = api.post("/v1/placements", job(jid, gpus=gpus, **window))
+        assert r.status_code == 200, r.text
+        return r.json()["placed"]
+
+    assert placed(1)
+    lo, hi = 1, pool          # the largest gang that fits in the window (binary search)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if placed(mid) else (lo, mid - 1)
+    r = api.post("/v1/placements", job("reserved-max", gpus=lo, reserve=True, **window),
+                 role="submit")
+    assert r.status_code == 200 and r.json()["reserved"], r.text
+    # the window is now full: not even one GPU fits
+    r = api.post("/v1/placements", job("probe-after", gpus=1, **window)).json()
+    assert not r["placed"] and r["reason"] == "InsufficientCapacity"
+    assert r["recommended"] is None
+    # the reservation is a job in state Planned
+    j = api.get("/v1/jobs/reserved-max").json()
+    assert (j["state"], j["reason"], j["site"], j["source"]) == ("Planned", "Placed", site, "api")
+    assert j["start"] == "2023-07-15T10:00:00Z"
+    # the same id cannot be reserved twice
+    r = api.post("/v1/placements", job("reserved-max", gpus=1, reserve=True), role="submit")
+    assert r.status_code == 409 and "already exists" in r.json()["detail"]
+
+
+def test_inference_placement_within_the_slo(api):
+    q = {"kind": "inference", "area": "shanghai", "slo_ms": 30, "gpu_type": "A100", "gpus": 2,
+         "start": "2023-07-15T08:00:00Z", "duration_hours": 2}
+    a = api.post("/v1/placements", q).json()
+    assert a["placed"] and a["area"] == "shanghai"
+    sites = {s["id"]: s for s in api.get("/v1/sites").json()["data"]}
+    assert a["recommended"]["latency_ms"] <= 30
+    assert a["carbon_agnostic"]["latency_ms"] == min(
+        o["latency_ms"] for o in [a["recommended"], a["carbon_agnostic"], *a["alternatives"]])
+    assert a["recommended"]["site"] in sites
+    assert a["recommended"]["emissions_kg"] <= a["carbon_agnostic"]["emissions_kg"] + 1e-9
+    past = api.post("/v1/placements", q | {"start": "2023-07-14T08:00:00Z"}).json()
+    assert past["reason"] == "DeadlinePassed" and "before the service's now" in past["detail"]
+    odd = api.post("/v1/placements", q | {"start": "2023-07-15T08:20:00Z"}).json()
+    assert odd["recommended"]["start"] == "2023-07-15T08:00:00Z"
+    tight = api.post("/v1/placements", q | {"slo_ms": 0.5}).json()
+    assert not tight["placed"] and "within 0.5 ms of shanghai" in tight["detail"]
+
+
+def test_unplaceable_jobs_say_why(api):
+    r = api.post("/v1/placements", job("too-big", gpus=100_000)).json()
+    assert (r["placed"], r["reason"]) == (False, "GangTooLarge")
+    r = api.post("/v1/placements", job("gpu-x", gpu_type="TPUv9")).json()
+    assert r["reason"] == "UnknownGpuType" and "TPUv9" in r["detail"]
+    r = api.post("/v1/placements", job("late", earliest_start="2023-07-20T00:00:00Z",
+                                       deadline="2023-07-20T10:00:00Z")).json()
+    assert r["reason"] == "NoFeasibleSlot" and "current plan [2023-07-15T00:00:00Z" in r["detail"]
+    r = api.post("/v1/placements", job("past", earliest_start="2023-07-14T00:00:00Z",
+                                       deadline="2023-07-14T10:00:00Z")).json()
+    assert r["reason"] == "DeadlinePassed"
+
+
+# --- 404 and 422 ----------
+@pytest.mark.parametrize("body, fragment", [
+    (job("n1", earliest_start="2023-07-15T00:00:00"), "Input should have timezone info"),
+    (job("n2", deadline="2023-07-14T00:00:00Z"), "deadline 2023-07-14T00:00:00+00:00 is before"),
+    (job("n3", gpus=0), "gpus: Input should be greater than or equal to 1"),
+    (job("n4", colour="red"), "colour: Extra inputs are not permitted"),
+    (job("n5", kind="gaming"), "kind: Input should be 'training' or 'batch'"),
+    ({"kind": "inference", "area": "shanghai"}, "slo_ms: Field required"),
+])
+def test_422_names_the_field_and_the_problem(api, body, fragment):
+    r = api.post("/v1/placements", body)
+    assert r.status_code == 422
+    assert fragment in r.json()["message"], r.json()["message"]
+    assert isinstance(r.json()["detail"], list)
+
+
+def test_404_unknown_site_area_job_plan(api):
+    r = api.get("/v1/forecasts/nowhere")
+    assert r.status_code == 404 and "unknown site 'nowhere'; known sites:" in r.json()["detail"]
+    r = api.post("/v1/placements", job("x404", allowed_sites=["nowhere"]))
+    assert r.status_code == 404 and "unknown site 'nowhere'" in r.json()["detail"]
+    r = api.post("/v1/placements", {"kind": "inference", "area": "atlantis", "slo_ms": 20,
+                                    "gpu_type": "A100", "gpus": 1,
+                                    "start": "2023-07-15T08:00:00Z"})
+    assert r.status_code == 404 and "'atlantis'" in r.json()["detail"]
+    r = api.get("/v1/jobs/never-submitted")
+    assert r.status_code == 404 and "no job 'never-submitted'" in r.json()["detail"]
+    r = api.get("/v1/plans/2020-01-01")
+    assert r.status_code == 404 and "no plan for 2020-01-01" in r.json()["detail"]
+    r = api.get("/emissions/bylocations/best", params={"location": "nowhere"})
+    assert r.status_code == 404
+
+
+def test_request_limits(api):
+    r = api.post("/v1/jobs", {"jobs": [job(f"lim-{i}") for i in range(MAX_JOBS + 1)]},
+                 role="submit")
+    assert r.status_code == 422 and f"at most {MAX_JOBS} are accepted" in r.json()["message"]
+    big = {"jobs": [job(f"big-{i}", tenant="x" * 90) for i in range(200)]}
+    r = api.post("/v1/jobs", big, role="submit")
+    assert r.status_code == 413 and f"larger than {MAX_BYTES} bytes" in r.json()["detail"]
+    # streamed without a Content-Length (chunked): counted as it arrives
+    r = api.client.post("/v1/placements", content=iter([b"{" * 8000] * 4),
+                        headers=api.h("read") | {"content-type": "application/json"})
+    assert r.status_code == 413
+
+
+# --- jobs ----------
+def test_submit_and_read_jobs(api):
+    body = {"jobs": [job("sub-1", earliest_start="2023-07-15T08:00:00+08:00"),
+                     job("sub-2", gpus=100_000)]}
+    r = api.post("/v1/jobs", body, role="submit")
+    assert r.status_code == 201, r.text
+    out = {j["id"]: j for j in r.json()["data"]}
+    assert out["sub-1"]["state"] == "Planned" and out["sub-1"]["site"]
+    assert out["sub-2"]["state"] == "Pending" and out["sub-2"]["reason"] == "GangTooLarge"
+    assert api.get("/v1/jobs/sub-2").json()["reason"] == "GangTooLarge"
+    got = api.get("/v1/jobs/sub-1").json()
+    assert got == out["sub-1"]
+    # +08:00 earliest start honoured in UTC
+    assert pd.Timestamp(got["start"]) >= pd.Timestamp("2023-07-15T00:00:00Z")
+    r = api.post("/v1/jobs", {"jobs": [job("sub-1")]}, role="submit")
+    assert r.status_code == 409 and "'sub-1' already exists" in r.json()["detail"]
+    r = api.post("/v1/jobs", {"jobs": [job("dup"), job("dup")]}, role="submit")
+    assert r.status_code == 422 and "appears twice" in r.json()["message"]
+    # a job of the plan itself
+    plan = api.get("/v1/plans/latest").json()
+    p = plan["placements"][0]
+    j = api.get(f"/v1/jobs/{p['job_id']}").json()
+    assert (j["source"], j["state"], j["site"]) == ("plan", "Planned", p["site"])
+
+
+# --- plans, sites, forecasts ----------
+def test_plans(api):
+    latest = api.get("/v1/plans/latest").json()
+    assert latest["date"] == PLAN_DATE and latest["catalog"] == CATALOG
+    assert api.get(f"/v1/plans/{PLAN_DATE}").json() == latest
+    r = api.get("/v1/plans/2023-13-45")
+    assert r.status_code == 422 and "not a calendar date" in r.json()["message"]
+    r = api.get("/v1/plans/15-07-2023")
+    assert r.status_code == 422
+
+
+def test_sites(api):
+    s = api.get("/v1/sites").json()
+    assert s["catalog"] == CATALOG and s["count"] == len(s["data"]) == 8
+    hub = next(x for x in s["data"] if x["id"] == "cn-gs-qingyang")
+    assert hub["role"] == "green-hub" and hub["signal_quality"] == "modelled"
+
+
+@pytest.mark.parametrize("signal", ["carbon_intensity", "green_surplus", "pue"])
+def test_forecasts_with_intervals(api, signal):
+    f = api.get("/v1/forecasts/cn-gs-qingyang", params={"signal": signal}).json()
+    assert f["signal"] == signal and len(f["points"]) == 24
+    assert f["issued_at"] == "2023-07-15T00:00:00Z" and f["signal_quality"] == "modelled"
+    assert f["model"]
+    for p in f["points"]:
+        assert p["lo_95"] <= p["lo_80"] + 1e-9 <= p["mean"] + 2e-9 <= p["hi_80"] + 3e-9
+        assert p["hi_80"] <= p["hi_95"] + 1e-9
+    r = api.get("/v1/forecasts/cn-gs-qingyang", params={"signal": "wind"})
+    assert r.status_code == 422 and "signal" in r.json()["message"]
+
+
+# --- Carbon Aware SDK ----------
+# The SDK's documented shapes (carbon-aware-sdk, casdk-docs/docs/tutorial-basics/
+# carbon-aware-webapi.md and its EmissionsForecastDTO / EmissionsDataDTO models)
+SDK_EMISSIONS_DATA = {"location", "time", "rating", "duration"}
+SDK_FORECAST = {"requestedAt", "generatedAt", "location", "dataStartAt", "dataEndAt",
+                "windowSize", "optimalDataPoints", "forecastData"}
+SDK_DATA_POINT = {"location", "timestamp", "duration", "value"}
+
+
+def _iso(v: str) -> datetime:
+    return datetime.fromisoformat(v.replace("Z", "+00:00"))
+
+
+def test_sdk_bylocations_best(api):
+    locs = ["cn-gs-qingyang", "cn-nm-horinger", "cn-sh-qingpu"]
+    r = api.get("/emissions/bylocations/best",
+                params={"location": locs, "time": "2023-07-15T00:00:00Z",
+                        "toTime": "2023-07-15T12:00:00Z"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert isinstance(body, list) and len(body) == 1
+    assert set(body[0]) == SDK_EMISSIONS_DATA
+    _iso(body[0]["time"])
+    series = {loc: forecast(api, loc, "carbon_intensity")[
+        "2023-07-15T00:00:00Z":"2023-07-15T11:00:00Z"] for loc in locs}
+    best_loc = min(series, key=lambda k: series[k].min())
+    assert body[0]["location"] == best_loc
+    assert body[0]["rating"] == pytest.approx(series[best_loc].min(), abs=1e-3)
+    assert body[0]["duration"] == "01:00:00"
+
+
+def test_sdk_forecasts_current(api):
+    r = api.get("/emissions/forecasts/current",
+                params={"location": ["cn-gs-qingyang", "cn-nx-zhongwei"], "windowSize": 120,
+                        "dataStartAt": "2023-07-15T02:00:00Z",
+                        "dataEndAt": "2023-07-15T10:00:00Z"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert [f["location"] for f in body] == ["cn-gs-qingyang", "cn-nx-zhongwei"]
+    for f in body:
+        assert set(f) == SDK_FORECAST
+        assert f["windowSize"] == 120
+        for k in ("requestedAt", "generatedAt", "dataStartAt", "dataEndAt"):
+            _iso(f[k])
+        assert _iso(f["requestedAt"]) == _iso(AS_OF)
+        for p in f["forecastData"] + f["optimalDataPoints"]:
+            assert set(p) == SDK_DATA_POINT and p["duration"] == 120
+        ci = forecast(api, f["location"], "carbon_intensity")
+        rolling = ci.rolling(2).mean().shift(-1)["2023-07-15T02:00:00Z":"2023-07-15T08:00:00Z"]
+        assert [p["value"] for p in f["forecastData"]] == pytest.approx(rolling.to_list(),
+                                                                         abs=1e-3)
+        assert f["optimalDataPoints"][0]["value"] == pytest.approx(rolling.min(), abs=1e-3)
+        assert _iso(f["optimalDataPoints"][0]["timestamp"]) == rolling.idxmin()
+    r = api.get("/emissions/forecasts/current",
+                params={"location": "cn-gs-qingyang", "dataStartAt": "2023-07-15T10:00:00"})
+    assert r.status_code == 422 and "timezone" in r.json()["message"]
+    r = api.get("/emissions/forecasts/current",
+                params={"location": "cn-gs-qingyang", "dataStartAt": "2023-07-18T00:00:00Z"})
+    assert r.status_code == 404 and "the current plan covers" in r.json()["detail"]
+
+
+# --- OpenAPI ----------
+OPERATION_IDS = {
+    "createPlacement", "submitJobs", "getJob", "getLatestPlan", "getPlanByDate", "listSites",
+    "getSiteForecast", "listRuns", "triggerRun", "getBestEmissionsDataForLocationsByTime",
+    "getCurrentForecastData", "health", "ready", "metrics"}
+
+
+def test_openapi_operation_ids_and_examples(api):
+    doc = api.client.get("/openapi.json").json()
+    ops = {op["operationId"] for path in doc["paths"].values() for op in path.values()}
+    assert ops == OPERATION_IDS
+    missing = [name for name, s in doc["components"]["schemas"].items()
+               if "examples" not in s and name not in ("HTTPValidationError", "ValidationError")
+               and not name.startswith(("Annotated", "Body_"))]
+    assert not missing, missing
+    assert np.all([doc["paths"][p] for p in ("/v1/placements", "/emissions/bylocations/best")])

@@ -1,0 +1,241 @@
+"""The daily cron driven by one controllable clock: DST in the catalog's zone, downtime, failure.
+
+The clock moves in the safety-net steps (5 min) and stops at every fire time of the real
+APScheduler ``CronTrigger`` in between, calling ``tick`` as the scheduler would; the pipeline is
+a recorder, so the test counts runs per local calendar day.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from collections import Counter
+from datetime import UTC, date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from carbonsched.catalog import load_catalog
+from carbonsched.clock import FixedClock, ManualClock
+from carbonsched.cron import DailyCron, RunOutcome, catalog_timezone, due_day
+from carbonsched.store import Store
+from carbonsched.store.service import LeaderLock, ServiceStore
+
+ZONE_NAME = catalog_timezone(load_catalog("global"))
+ZONE = ZoneInfo(ZONE_NAME)
+STEP = timedelta(minutes=5)
+
+
+class Recorder:
+    def __init__(self, clock, fail_on: set[str] = frozenset()) -> None:
+        self.clock = clock
+        self.calls: list[tuple[str, datetime, str]] = []
+        self.fail_on = fail_on
+
+    def __call__(self, pdate: str, issued_at: datetime, trigger: str) -> RunOutcome:
+        self.calls.append((pdate, self.clock.now(), trigger))
+        if pdate in self.fail_on:
+            raise RuntimeError("solver exploded")
+        return RunOutcome("succeeded", f"plan-{pdate}", "optimal", "dispatch: not configured")
+
+
+@pytest.fixture
+def db(tmp_path) -> ServiceStore:
+    return ServiceStore(Store(f"sqlite:///{tmp_path / 'cron.sqlite'}"))
+
+
+def make(db, clock, at=time(2, 30), rec=None, **kw) -> tuple[DailyCron, Recorder]:
+    rec = rec or Recorder(clock)
+    cron = DailyCron(db, rec, clock, ZONE_NAME, at, offset_days=1,
+                     leader=LeaderLock(db.engine), replica="test", **kw)
+    return cron, rec
+
+
+def drive(cron: DailyCron, clock: ManualClock, until: datetime) -> None:
+    """Move the clock to ``until`` in safety-net steps, firing the real CronTrigger too."""
+    daily = cron.triggers()[0]
+    prev = None
+    while clock.now() < until:
+        now = clock.now()
+        fire = daily.get_next_fire_time(prev, now)
+        nxt = min(now + STEP, until)
+        if fire is not None and fire <= nxt:
+            clock.set(fire)
+            prev = fire
+            cron.tick("scheduled")
+            if fire == nxt:
+                continue
+        clock.set(nxt)
+        cron.tick("check")
+
+
+def local_days(calls) -> Counter:
+    return Counter(t.astimezone(ZONE).date() if t.astimezone(ZONE).time() >= time(2, 30)
+                   else t.astimezone(ZONE).date() - timedelta(days=1) for _, t, _ in calls)
+
+
+def test_the_catalog_zone_has_dst():
+    assert ZONE_NAME == "America/New_York"
+    assert ZONE.utcoffset(datetime(2023, 1, 1)) != ZONE.utcoffset(datetime(2023, 7, 1))
+
+
+@pytest.mark.parametrize("start, change", [
+    # spring forward: 2023-03-12 02:00 -> 03:00, so 02:30 does not exist that day
+    (datetime(2023, 3, 10, 12, tzinfo=ZONE), date(2023, 3, 12)),
+    # fall back: 2023-11-05 02:00 -> 01:00, so 01:00-02:00 happens twice
+    (datetime(2023, 11, 3, 12, tzinfo=ZONE), date(2023, 11, 5)),
+])
+@pytest.mark.parametrize("at", [time(2, 30), time(1, 30)])
+def test_one_run_per_local_day_across_dst(db, start, change, at):
+    clock = ManualClock(start)
+    cron, rec = make(db, clock, at=at)
+    cron.tick("startup")   # the day before start (12:00 > run time): runs once now
+    drive(cron, clock, start + timedelta(days=4))
+    planning = Counter(p for p, _, _ in rec.calls)
+    assert all(v == 1 for v in planning.values()), planning
+    # local days run: the start day (its run time has passed) .. start + 4 days, each once,
+    # each planning the next day
+    first = start.date()
+    want = {(first + timedelta(days=k + 1)).isoformat() for k in range(5)}
+    assert set(planning) == want
+    assert len(rec.calls) == 5
+    by_pdate = {p: t for p, t, _ in rec.calls}
+    run_on_change = by_pdate[(change + timedelta(days=1)).isoformat()].astimezone(ZONE)
+    assert run_on_change.date() == change
+    wall = run_on_change.time().replace(tzinfo=None, fold=0)
+    if change.month == 3 and at == time(2, 30):
+        # the skipped wall time: runs at the first moment after it, 03:00 EDT
+        assert wall == time(3, 0)
+    else:
+        assert wall == at
+    # the record says which local day and planning date
+    rec_row = db.get_run((change + timedelta(days=1)).isoformat())
+    assert rec_row["local_day"] == change.isoformat() and rec_row["status"] == "succeeded"
+    assert rec_row["dispatch"] == "dispatch: not configured"
+
+
+def test_fall_back_repeated_hour_does_not_run_twice(db):
+    # 01:30 happens at 05:30Z (EDT) and again at 06:30Z (EST) on 2023-11-05
+    clock = ManualClock(datetime(2023, 11, 5, 5, 0, tzinfo=UTC))
+    cron, rec = make(db, clock, at=time(1, 30))
+    db.claim_run("2023-11-05", "2023-11-04", datetime(2023, 11, 5, tzinfo=UTC), "seed", "x",
+                 clock.now(), timedelta(hours=3))
+    db.finish_run("2023-11-05", clock.now(), "succeeded")
+    for minute in range(0, 180, 5):
+        clock.set(datetime(2023, 11, 5, 5, 0, tzinfo=UTC) + timedelta(minutes=minute))
+        cron.tick()
+    assert [(p, t.isoformat()) for p, t, _ in rec.calls] == [
+        ("2023-11-06", "2023-11-05T05:30:00+00:00")]
+
+
+def test_restart_after_downtime_runs_the_missed_day_once(db):
+    start = datetime(2023, 6, 1, 12, tzinfo=ZONE)
+    clock = ManualClock(start)
+    cron, rec = make(db, clock)
+    drive(cron, clock, start + timedelta(days=1))
+    # the first check runs 06-01's due run; 06-02 02:30 runs the next
+    assert [(p, tr) for p, _, tr in rec.calls] == [("2023-06-02", "check"),
+                                                   ("2023-06-03", "scheduled")]
+    cron.shutdown()
+    # down for three and a half days; a new process starts with the same store
+    clock.set(start + timedelta(days=4, hours=6))
+    cron2, rec2 = make(db, clock)
+    cron2.tick("startup")
+    assert [(p, tr) for p, _, tr in rec2.calls] == [("2023-06-06", "startup")]
+    drive(cron2, clock, start + timedelta(days=5, hours=6))
+    assert [p for p, _, _ in rec2.calls] == ["2023-06-06", "2023-06-07"]
+    # nothing in between was made up: 06-04 and 06-05 were missed while down
+    assert db.get_run("2023-06-04") is None and db.get_run("2023-06-05") is None
+    assert local_days(rec.calls + rec2.calls) == Counter(
+        {date(2023, 6, 1): 1, date(2023, 6, 2): 1, date(2023, 6, 5): 1, date(2023, 6, 6): 1})
+
+
+def test_a_failed_run_is_recorded_with_its_error_and_not_repeated(db):
+    clock = ManualClock(datetime(2023, 6, 1, 12, tzinfo=ZONE))
+    rec = Recorder(clock, fail_on={"2023-06-02"})
+    cron, _ = make(db, clock, rec=rec)
+    cron.tick("startup")
+    cron.tick("check")
+    row = db.get_run("2023-06-02")
+    assert row["status"] == "failed" and "RuntimeError: solver exploded" in row["error"]
+    assert len(rec.calls) == 1
+
+
+def test_a_stale_running_record_is_taken_over_once(db):
+    clock = ManualClock(datetime(2023, 6, 1, 12, tzinfo=ZONE))
+    issued = datetime(2023, 6, 2, tzinfo=UTC)
+    assert db.claim_run("2023-06-02", "2023-06-01", issued, "scheduled", "dead-replica",
+                        clock.now(), timedelta(hours=3))
+    cron, rec = make(db, clock, stale_after_s=3600)
+    cron.tick()
+    assert rec.calls == []   # still within the stale limit: someone may be running it
+    clock.advance(timedelta(hours=2))
+    cron.tick()
+    assert len(rec.calls) == 1
+    row = db.get_run("2023-06-02")
+    assert row["attempts"] == 2 and row["status"] == "succeeded" and row["replica"] == "test"
+
+
+def test_due_day_rule():
+    at = time(6, 0)
+    z = ZoneInfo("Asia/Shanghai")
+    # 22:00Z is 06:00 the next day in Shanghai (UTC+8)
+    assert due_day(datetime(2023, 7, 14, 22, 0, tzinfo=UTC), z, at) == date(2023, 7, 15)
+    assert due_day(datetime(2023, 7, 14, 21, 59, tzinfo=UTC), z, at) == date(2023, 7, 14)
+
+
+def test_apscheduler_wiring_runs_once_with_a_pinned_clock(db):
+    clock = FixedClock(datetime(2023, 6, 1, 12, tzinfo=ZONE))
+    cron, rec = make(db, clock, check_interval_s=0.2)
+    cron.start()
+    try:
+        deadline = _time.monotonic() + 10
+        while not rec.calls and _time.monotonic() < deadline:
+            _time.sleep(0.05)
+        _time.sleep(1.0)   # several safety-net ticks later
+    finally:
+        cron.shutdown()
+    # exactly one run, by the start-up job or the first safety-net check, whichever came first
+    assert [p for p, _, _ in rec.calls] == ["2023-06-02"]
+    assert rec.calls[0][2] in ("startup", "check")
+
+
+def test_submitted_jobs_join_the_next_plan_and_take_its_outcome(db):
+    import json
+
+    import pandas as pd
+
+    from carbonsched.cron import _update_submitted, _with_submitted_jobs
+    from carbonsched.domain import Workload
+
+    now = datetime(2023, 7, 15, 23, tzinfo=UTC)
+
+    def spec(jid, es, dl):
+        return {"id": jid, "tenant": "t", "gpu_type": "A100", "gpus": 2, "duration_hours": 2,
+                "power_per_gpu_kw": 0.5, "earliest_start": es, "deadline": dl,
+                "allowed_sites": [], "kind": "batch"}
+
+    rows = [("in", "2023-07-16T02:00:00+08:00", "2023-07-16T12:00:00Z", "Pending"),
+            ("gone", "2023-07-14T00:00:00Z", "2023-07-15T00:00:00Z", "Pending"),
+            ("later", "2023-07-18T00:00:00Z", "2023-07-18T12:00:00Z", "Pending"),
+            ("done", "2023-07-16T00:00:00Z", "2023-07-16T12:00:00Z", "Succeeded")]
+    db.add_jobs([{"job_id": j, "tenant": "t", "spec_json": json.dumps(spec(j, es, dl)),
+                  "state": st, "reason": "AwaitingPlan", "detail": "", "submitted_at": now,
+                  "updated_at": now, "reserved": False} for j, es, dl, st in rows])
+    wl, ids = _with_submitted_jobs(Workload([], []), db,
+                                   pd.Timestamp("2023-07-16T00:00:00Z"), 24)
+    assert ids == {"in"} and [j.id for j in wl.jobs] == ["in"]
+    assert wl.jobs[0].earliest_start == pd.Timestamp("2023-07-15T18:00:00Z")
+    doc = {"plan_id": "p2", "placements": [{"job_id": "in", "site": "s1",
+                                            "start": "2023-07-16T03:00:00Z",
+                                            "end": "2023-07-16T05:00:00Z",
+                                            "energy_kwh": 2.4, "emissions_kg": 0.3}],
+           "unplaced": []}
+    _update_submitted(db, doc, ids, now)
+    j = db.get_job("in")
+    assert (j["state"], j["plan_id"], j["site"], j["emissions_kg"]) == ("Planned", "p2", "s1",
+                                                                        0.3)
+    doc2 = {"plan_id": "p3", "placements": [],
+            "unplaced": [{"job_id": "in", "reason": "InsufficientCapacity", "detail": "full"}]}
+    _update_submitted(db, doc2, ids, now)
+    j = db.get_job("in")
+    assert (j["state"], j["reason"], j["site"]) == ("Pending", "InsufficientCapacity", None)

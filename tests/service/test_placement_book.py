@@ -1,0 +1,106 @@
+"""The placement book agrees with the planner's own sets, and books capacity exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from carbonsched.catalog import load_catalog
+from carbonsched.domain import Job
+from carbonsched.placement import PlacementBook
+from carbonsched.plan import PlanningProblem, compile_sets
+
+CAT = load_catalog("china-eastdata-westcompute")
+T0 = pd.Timestamp("2023-07-15T00:00:00Z")
+HOURS = 24
+
+
+def _book(placements=()) -> PlacementBook:
+    slots = pd.date_range(T0, periods=HOURS, freq="h")
+    rows = []
+    for i, s in enumerate(CAT.sites):
+        for sig, base in (("carbon_intensity_g_per_kwh", 100.0 + 50 * i),
+                          ("pue", 1.2), ("green_surplus_index", 0.0)):
+            v = base + (10 * np.sin(np.arange(HOURS) / 3) if sig.startswith("carbon") else 0)
+            rows.append(pd.DataFrame({"site": s.id, "signal": sig, "model": "test",
+                                      "issued_at": T0, "ts": slots, "mean": v, "lo_80": v,
+                                      "hi_80": v, "lo_95": v, "hi_95": v}))
+    doc = {"plan_id": "p", "date": "2023-07-15", "issued_at": "2023-07-15T00:00:00Z",
+           "horizon_hours": HOURS, "sites": CAT.site_ids, "signal_quality": "modelled",
+           "placements": list(placements), "inference": []}
+    return PlacementBook(CAT, doc, pd.concat(rows, ignore_index=True))
+
+
+BOOK = _book()
+GPU_TYPES = CAT.gpu_types() + ["TPUv9"]
+
+
+@st.composite
+def jobs(draw):
+    es = draw(st.integers(-30, 30))
+    dur = draw(st.integers(1, 30))
+    dl = es + draw(st.integers(0, 40))
+    allowed = draw(st.lists(st.sampled_from(CAT.site_ids), max_size=3, unique=True))
+    return Job(id="j", tenant="t", gpu_type=draw(st.sampled_from(GPU_TYPES)),
+               gpus=draw(st.integers(1, 40)), duration_hours=dur,
+               power_per_gpu_kw=draw(st.sampled_from([0.3, 0.7, 3.0])),
+               earliest_start=T0 + pd.Timedelta(hours=es),
+               deadline=T0 + pd.Timedelta(hours=max(dl, es)), allowed_sites=tuple(allowed))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(job=jobs())
+def test_job_options_match_the_planners_compiled_sets(job):
+    reason, opts = BOOK.job_options(job)
+    sets = compile_sets(PlanningProblem(sites=BOOK.sites, jobs=[job], inference=[],
+                                        slots=BOOK.slots, signals=BOOK.signals))
+    if 0 in sets.reasons:
+        assert reason == sets.reasons[0]
+        assert len(opts) == 0
+    else:
+        assert reason is None
+        assert sorted(map(tuple, opts.tolist())) == sorted(map(tuple, sets.options.tolist()))
+
+
+def test_plan_placements_and_reservations_take_capacity():
+    site = CAT.site("cn-gz-guian")
+    pool = site.gpus["A100"].count
+    # the plan holds all but 2 A100s at 10:00-12:00
+    p = {"job_id": "p1", "site": site.id, "start": "2023-07-15T10:00:00Z",
+         "end": "2023-07-15T12:00:00Z", "gpu_type": "A100", "gpus": pool - 2,
+         "energy_kwh": (pool - 2) * 0.01 * 1.2 * 2, "emissions_kg": 0.0}
+    book = _book([p])
+    s = book.spos[site.id]
+    g = book.gpos["A100"]
+    assert book.free_gpus[s, 10, g] == 2 and book.free_gpus[s, 9, g] == pool
+    assert book.it_kw[s, 10] == pytest.approx((pool - 2) * 0.01)
+    j = Job(id="r", tenant="t", gpu_type="A100", gpus=2, duration_hours=2,
+            power_per_gpu_kw=0.01, earliest_start=T0 + pd.Timedelta(hours=10),
+            deadline=T0 + pd.Timedelta(hours=12), allowed_sites=(site.id,))
+    a = book.place_job(j, T0.to_pydatetime(), reserve=True)
+    assert a["placed"] and a["recommended"]["start"] == "2023-07-15T10:00:00Z"
+    assert book.free_gpus[s, 10, g] == 0
+    again = book.place_job(Job(**{**j.__dict__, "id": "r2", "gpus": 1}), T0.to_pydatetime())
+    assert again["reason"] == "InsufficientCapacity"
+    book.release("r")
+    assert book.free_gpus[s, 10, g] == 2
+
+
+def test_emissions_are_the_plans_accounting():
+    j = Job(id="e", tenant="t", gpu_type="A100", gpus=2, duration_hours=3,
+            power_per_gpu_kw=0.5, earliest_start=T0, deadline=T0 + pd.Timedelta(hours=24))
+    a = BOOK.place_job(j, T0.to_pydatetime())
+    best = a["recommended"]
+    s = BOOK.spos[best["site"]]
+    t = BOOK.tpos[pd.Timestamp(best["start"])]
+    # no surplus: kW x PUE x CI / 1000 over the three hours
+    want = float((1.0 * BOOK.pue[s, t:t + 3] * BOOK.ci[s, t:t + 3]).sum() / 1000)
+    assert best["emissions_kg"] == pytest.approx(want, rel=1e-6)
+    # the cheapest over every site and start
+    costs = [(1.0 * BOOK.pue[k, u:u + 3] * BOOK.ci[k, u:u + 3]).sum() / 1000
+             for k in range(len(BOOK.sites)) if BOOK.count[k, BOOK.gpos["A100"]] >= 2
+             for u in range(HOURS - 2)]
+    assert best["emissions_kg"] == pytest.approx(min(costs), rel=1e-6)
