@@ -61,9 +61,10 @@ def test_postgres_roundtrip():
         pytest.skip("CARBONSCHED_TEST_POSTGRES_URL not set (scripts/test starts PostgreSQL)")
     eng = create_engine(url)
     with eng.begin() as c:
-        # every table of every migration, whoever added it: start from an empty schema
-        c.execute(text("DROP SCHEMA IF EXISTS public CASCADE"))
-        c.execute(text("CREATE SCHEMA public"))
+        # every table of every migration (a new migration's tables go here too)
+        c.execute(text("DROP TABLE IF EXISTS forecasts, inference_placements, placements, plans, "
+                       "dispatch_intents, api_tokens, service_jobs, pipeline_runs, signal_cache, "
+                       "signal_fetches, alembic_version CASCADE"))
     store = Store(url)
     _roundtrip(store)
     with eng.connect() as c:
