@@ -1,6 +1,7 @@
 """The store on SQLite and on the real PostgreSQL server that scripts/test starts."""
 
 import os
+import uuid
 
 import pandas as pd
 import pytest
@@ -59,17 +60,27 @@ def test_postgres_roundtrip():
     url = os.environ.get("CARBONSCHED_TEST_POSTGRES_URL")
     if not url:
         pytest.skip("CARBONSCHED_TEST_POSTGRES_URL not set (scripts/test starts PostgreSQL)")
+    # a fresh database of its own: other tests use the shared one at the same time
+    name = f"cs_store_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f"CREATE DATABASE {name}"))
+    url = url.rsplit("/", 1)[0] + f"/{name}"
     eng = create_engine(url)
-    with eng.begin() as c:
-        # every table of every migration (a new migration's tables go here too)
-        c.execute(text("DROP TABLE IF EXISTS forecasts, inference_placements, placements, plans, "
-                       "dispatch_intents, api_tokens, service_jobs, pipeline_runs, signal_cache, "
-                       "signal_fetches, alembic_version CASCADE"))
     store = Store(url)
     _roundtrip(store)
     with eng.connect() as c:
         kind = c.execute(text("SELECT data_type FROM information_schema.columns WHERE "
                               "table_name='placements' AND column_name='start'")).scalar()
+        tables = set(c.execute(text("SELECT tablename FROM pg_tables WHERE "
+                                    "schemaname='public'")).scalars())
+    store.engine.dispose()
+    eng.dispose()
+    with admin.connect() as c:
+        c.execute(text(f"DROP DATABASE {name}"))
+    # every migration ran: the tables of dispatch, the service and the signal cache exist
+    assert {"plans", "dispatch_intents", "api_tokens", "pipeline_runs",
+            "signal_cache"} <= tables
     assert kind == "timestamp with time zone"
 
 
