@@ -449,3 +449,20 @@ def test_raise_for_status_and_as_dict():
     assert sc.as_dict() == {"emissions_kg": 0.0, "energy_kwh": 0.0,
                             "surplus_absorbed_kwh": 0.0, **ZERO, "unplaced_gpu_hours": 0.0,
                             "objective": 0.0}
+
+
+def test_order_of_bad_entries_does_not_change_the_counts(sites):
+    prob = problem(sites, [JobWrapper("j1").gpus(2).hours(2).window(0, 30).obj(),
+                           JobWrapper("j2").gpus(2).hours(2).window(0, 30).obj()], 24,
+                   inference=[demand("eu", 1, 1, slo_ms=50), demand("eu", 2, 1, slo_ms=50)])
+    # two runs past the horizon, then an unknown job; an unknown demand first, then two
+    # outside the SLO
+    res = plan([place("j1", "a", 23, 2, gpus=2), place("j2", "b", 23, 2, gpus=2),
+                place("ghost", "a", 0, 1)],
+               [serve("eu", 5, "a", 1), serve("eu", 1, "b", 1), serve("eu", 2, "b", 1)])
+    assert counts(prob, res) == {**ZERO, "deadline_misses": 2, "gang_violations": 1,
+                                 "slo_violations": 3}
+    res.placements.reverse()
+    res.inference.reverse()
+    assert counts(prob, res) == {**ZERO, "deadline_misses": 2, "gang_violations": 1,
+                                 "slo_violations": 3}

@@ -17,14 +17,13 @@ import uuid
 
 import pytest
 from sqlalchemy import create_engine, text
+from test_store import _forecasts, _plan  # tests/store is on sys.path (rootdir import)
 from typer.testing import CliRunner
 
 from carbonsched.cli import app
 from carbonsched.errors import BackendUnavailableError
 from carbonsched.settings import get_settings
 from carbonsched.store import Store, StoreLockedError
-
-from test_store import _forecasts, _plan  # tests/store is on sys.path (rootdir import)
 
 N_PROCESSES = 15
 
