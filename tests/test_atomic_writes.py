@@ -13,7 +13,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,18 +21,32 @@ from carbonsched.errors import InputError
 from carbonsched.fileio import atomic_open, atomic_path, atomic_write_text
 
 WRITER = r"""
-import sys
+import os, signal, sys, threading
 from pathlib import Path
 from carbonsched.cli import _write_json
 path = Path(sys.argv[1])
-# large documents that are cheap to encode: most of each loop is spent writing the file
+# two large documents of the same length, cheap to encode: most of the time goes to writing
 docs = [{"plan_id": f"p{k}", "notes": [chr(ord("a") + k) * 20_000_000]} for k in range(2)]
 _write_json(path, docs[0])
+full = path.stat().st_size
 print("ready", flush=True)
-k = 1
+
+def writer():
+    k = 1
+    while True:
+        _write_json(path, docs[k % 2])
+        k += 1
+
+threading.Thread(target=writer, daemon=True).start()
+# kill -9 at the worst moment: as soon as the plan file is seen incomplete (a writer that
+# truncates and rewrites in place shows this within a few loops; an atomic one never does)
 while True:
-    _write_json(path, docs[k % 2])
-    k += 1
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        size = -1
+    if size != full:
+        os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
@@ -41,13 +54,15 @@ def test_kill_9_mid_write_leaves_a_complete_plan(tmp_path):
     path = tmp_path / "plan.json"
     rng = random.Random(7)
     seen = []
-    for _ in range(8):
+    for _ in range(4):
         proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)],
                                 stdout=subprocess.PIPE, text=True)
         assert proc.stdout.readline().strip() == "ready"
-        time.sleep(rng.uniform(0.0, 0.4))
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+        try:                       # killed by itself if it ever saw the file incomplete
+            proc.wait(timeout=rng.uniform(2.0, 4.0))
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
         text = path.read_text()
         assert len(text) > 20_000_000, f"{len(text)} bytes left by the kill"
         doc = json.loads(text)                       # never truncated, never empty

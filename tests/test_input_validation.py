@@ -131,6 +131,7 @@ def test_huge_and_non_finite_job_values_are_exit_2(tmp_path, text, message):
     with pytest.raises(WorkloadError) as info:
         read_workload(p)
     assert message in str(info.value)
+    assert str(info.value).count(f"{p}") == 1            # said once, not wrapped twice
     r = _plan("--jobs", str(p))
     assert r.exit_code == 2, r.output
     assert message in _one_line(r.output)
