@@ -27,6 +27,11 @@ SIGNAL_SOURCES = ("electricitymaps", "eia930", "modelled-china")
 
 BACKEND_KINDS = ("slurm", "kubernetes")
 
+MAX_NAME_CHARS = 100
+"""Longest site or area id: the store's ``site`` and ``area`` columns (``String(100)``)."""
+MAX_GPU_TYPE_CHARS = 40
+"""Longest GPU type name: the store's ``gpu_type`` columns (``String(40)``)."""
+
 FIBRE_KM_PER_MS = 204.0
 """Speed of light in silica fibre, c / 1.468 (group index of ITU-T G.652 single-mode fibre at
 1550 nm) ≈ 204 km/ms; the "1 ms of round trip per 100 km of fibre" rule of thumb. [km/ms]"""
@@ -269,6 +274,9 @@ def _check_latlon(ctx: _Ctx, where: str, lat: float, lon: float) -> None:
 
 def _parse_area(ctx: _Ctx, area_id: str, raw: Any) -> UserArea:
     where = f"area {area_id!r}"
+    if len(area_id) > MAX_NAME_CHARS:
+        raise ctx.fail(where, f"the area id is {len(area_id)} characters long",
+                       f"give at most {MAX_NAME_CHARS} (the store's area column)")
     if not isinstance(raw, dict):
         raise ctx.fail(where, "is not a table", f"write it as [areas.{area_id}]")
     _check_fields(ctx, where, raw, _AREA_FIELDS)
@@ -289,6 +297,9 @@ def _parse_gpus(ctx: _Ctx, where: str, raw: dict[str, Any]) -> dict[str, GpuPool
     pools = {}
     for gpu_type, pool in raw.items():
         w = f"{where}, field 'gpus.{gpu_type}'"
+        if len(gpu_type) > MAX_GPU_TYPE_CHARS:
+            raise ctx.fail(w, f"the GPU type name is {len(gpu_type)} characters long",
+                           f"give at most {MAX_GPU_TYPE_CHARS} (the store's gpu_type column)")
         if not isinstance(pool, dict):
             raise ctx.fail(w, "is not a table", "give count and board_power_w")
         spec: _Spec = {"count": ((int,), True, "a whole number of GPUs >= 0"),
@@ -351,6 +362,9 @@ def _parse_site(ctx: _Ctx, i: int, raw: Any, areas: dict[str, UserArea]) -> Site
     sid = raw.get("id")
     where = f"site {sid!r} (sites[{i}])" if isinstance(sid, str) else f"sites[{i}]"
     _check_fields(ctx, where, raw, _SITE_FIELDS)
+    if len(sid) > MAX_NAME_CHARS:
+        raise ctx.fail(where, f"field 'id' is {len(sid)} characters long",
+                       f"give at most {MAX_NAME_CHARS} (the store's site column)")
     try:
         role = SiteRole(raw["role"])
     except ValueError as exc:

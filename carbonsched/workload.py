@@ -131,6 +131,9 @@ MAX_SLO_MS = 100_000.0
 MAX_ID_CHARS = 200
 """Longest job id: the store's ``placements.job_id`` column (``String(200)``). [characters]"""
 
+MAX_GPU_TYPE_CHARS = 40
+"""Longest GPU type name: the store's ``gpu_type`` columns (``String(40)``). [characters]"""
+
 _UNITS = {"gpus": "GPUs", "duration_hours": "h", "power_per_gpu_kw": "kW", "slo_ms": "ms"}
 
 
@@ -196,12 +199,16 @@ def _job_from(w: _Where, rec: dict[str, Any], kind_default: str = "batch") -> Jo
     if len(job_id) > MAX_ID_CHARS:
         raise w.err("id", f"job id is {len(job_id)} characters long, the store keeps at most "
                     f"{MAX_ID_CHARS}", f"shorten it to {MAX_ID_CHARS} characters or fewer")
+    if len(str(rec["gpu_type"])) > MAX_GPU_TYPE_CHARS:
+        raise w.err("gpu_type", f"GPU type is {len(str(rec['gpu_type']))} characters long, the "
+                    f"store keeps at most {MAX_GPU_TYPE_CHARS}", "use the catalog's GPU type name")
+    gpu_type = _text(w, "gpu_type", rec["gpu_type"])
+    gpus = _int(w, "gpus", rec["gpus"], 1, MAX_JOB_GPUS)
+    power_kw = _float(w, "power_per_gpu_kw", rec["power_per_gpu_kw"], MAX_POWER_PER_GPU_KW)
     try:
         return Job(id=job_id, tenant=str(rec.get("tenant") or "default"),
-                   gpu_type=_text(w, "gpu_type", rec["gpu_type"]),
-                   gpus=_int(w, "gpus", rec["gpus"], 1, MAX_JOB_GPUS), duration_hours=duration,
-                   power_per_gpu_kw=_float(w, "power_per_gpu_kw", rec["power_per_gpu_kw"],
-                                           MAX_POWER_PER_GPU_KW),
+                   gpu_type=gpu_type, gpus=gpus, duration_hours=duration,
+                   power_per_gpu_kw=power_kw,
                    earliest_start=start, deadline=deadline, allowed_sites=tuple(sites),
                    kind=WorkKind(kind))
     except CarbonschedError as exc:

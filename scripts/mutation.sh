@@ -21,7 +21,8 @@ python3 - "$MODULE" "${TESTS[@]}" <<'PY'
 import sys
 module, tests = sys.argv[1], sys.argv[2:]
 lines = ["[mutmut]", "source_paths=carbonsched", f"only_mutate={module}",
-         "also_copy=", "    forecasts", "    adapters", "    regions", "    data",
+         "also_copy=", "    forecasts", "    adapters", "    regions", "    data", "    README.md",
+         "    docs",
          "pytest_add_cli_args=", "    -p", "    no:cacheprovider", "    -q", "    -x",
          "pytest_add_cli_args_test_selection="] + [f"    {t}" for t in tests]
 open("setup.cfg", "w").write("\n".join(lines) + "\n")

@@ -92,6 +92,14 @@ def test_global_plan_from_traces_is_valid_and_beats_baseline(tmp_path, shared_da
     assert plan["solver"]["name"] == "highs"
     _verify(plan, jobs, "global")
     assert len(plan["site_hours"]) == 24 * len(plan["sites"])
+    # the carbon-agnostic baseline could not place 3 one-GPU A100 jobs; the plan lists them
+    # (they used to be dropped silently) and places every job
+    wl = {j.id: j for j in read_workload(jobs).jobs}
+    assert len(plan["baseline_unplaced"]) == 3
+    assert {(wl[u["job_id"]].gpu_type, wl[u["job_id"]].gpus) for u in plan["baseline_unplaced"]} \
+        == {("A100", 1)}
+    assert {u["reason"] for u in plan["baseline_unplaced"]} == {"InsufficientCapacity"}
+    assert plan["baseline"]["placed"] == len(wl) - 3 and plan["unplaced"] == []
     # recorded in the store, with the forecasts it used
     store = Store(get_settings().resolved_database_url())
     assert store.get_plan(plan["plan_id"])["totals"] == plan["totals"]

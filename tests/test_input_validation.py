@@ -131,6 +131,7 @@ def test_huge_and_non_finite_job_values_are_exit_2(tmp_path, text, message):
     with pytest.raises(WorkloadError) as info:
         read_workload(p)
     assert message in str(info.value)
+    assert str(info.value).count(f"{p}") == 1            # said once, not wrapped twice
     r = _plan("--jobs", str(p))
     assert r.exit_code == 2, r.output
     assert message in _one_line(r.output)
@@ -255,3 +256,24 @@ def test_empty_workload_lists_are_a_valid_empty_day(tmp_path, monkeypatch):
     p = _write_jobs(tmp_path, '{"jobs": [], "inference": []}')
     wl = read_workload(p)
     assert wl.jobs == [] and wl.inference == []
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ('id = "hub-a"', 'id = "' + "h" * 101 + '"', "field 'id' is 101 characters long; give at "
+     "most 100 (the store's site column)"),
+    ("[sites.gpus.A100]\ncount = 8", "[sites.gpus." + "G" * 41 + "]\ncount = 8",
+     "the GPU type name is 41 characters long"),
+])
+def test_catalog_names_longer_than_the_store_columns_are_refused(tmp_path, old, new, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(MINIMAL.replace(old, new, 1))
+    with pytest.raises(CatalogError, match=re.escape(message)):
+        load_catalog(path)
+
+
+def test_job_gpu_type_longer_than_the_store_column_is_refused(tmp_path):
+    p = _write_jobs(tmp_path, json.dumps({"jobs": [_job(gpu_type="A" * 41)]}))
+    r = _plan("--jobs", str(p))
+    assert r.exit_code == 2
+    assert "field 'gpu_type': GPU type is 41 characters long, the store keeps at most 40" in \
+        _one_line(r.output)

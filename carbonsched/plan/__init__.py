@@ -19,7 +19,9 @@ generation over job classes for fleet-scale instances, built directly in HiGHS),
 Status semantics: ``optimal`` = optimality within ``mip_gap`` proven by a bound (never a
 time-limited incumbent whose gap is above it); ``feasible`` = a plan with its proven gap;
 ``heuristic`` = a baseline or the greedy fallback; ``infeasible`` = inference demand that no
-plan can serve (``solver.infeasible_family`` says which family); ``no_solution`` is reserved
+plan can serve (``solver.infeasible_family`` says which family); ``error`` = the solver's
+solution failed the recount (a value that is not whole, a job twice, a capacity, power or SLO
+row broken; ``solver.violations``), so no plan was made from it; ``no_solution`` is reserved
 for a solver outcome with nothing to return.
 """
 

@@ -266,3 +266,23 @@ def test_bad_inputs_have_clear_messages(two_sites):
     dup = problem(two_sites, [JobWrapper("j").obj(), JobWrapper("j").obj()], 2)
     with pytest.raises(InputError, match="duplicate job id 'j'"):
         solve_plan(dup)
+
+
+def test_readme_states_the_baseline_exactly_as_the_code_defines_it():
+    from pathlib import Path
+
+    from carbonsched.plan.baselines import BASELINE_DEFINITION
+
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    assert BASELINE_DEFINITION in readme
+    assert "earliest start at its first allowed site and is scored" not in readme
+
+
+def test_baseline_lists_what_it_could_not_place(two_sites):
+    # 3 jobs of 4 GPUs in the only hour of two 4-GPU sites: the third cannot be placed
+    jobs = [JobWrapper(f"j{k}").gpus(4).window(0, 1).obj() for k in range(3)]
+    prob = problem(two_sites, jobs, 1)
+    base = agnostic_plan(prob)
+    assert where(base) == {"j0": ("a", 0), "j1": ("b", 0)}
+    assert [(u.job_id, str(u.reason)) for u in base.unplaced] == [("j2", "InsufficientCapacity")]
+    assert base.unplaced[0].detail == "agnostic: no allowed site-start with room left"

@@ -449,3 +449,45 @@ def test_raise_for_status_and_as_dict():
     assert sc.as_dict() == {"emissions_kg": 0.0, "energy_kwh": 0.0,
                             "surplus_absorbed_kwh": 0.0, **ZERO, "unplaced_gpu_hours": 0.0,
                             "objective": 0.0}
+
+
+def test_order_of_bad_entries_does_not_change_the_counts(sites):
+    prob = problem(sites, [JobWrapper("j1").gpus(2).hours(2).window(0, 30).obj(),
+                           JobWrapper("j2").gpus(2).hours(2).window(0, 30).obj()], 24,
+                   inference=[demand("eu", 1, 1, slo_ms=50), demand("eu", 2, 1, slo_ms=50)])
+    # two runs past the horizon, then an unknown job; an unknown demand first, then two
+    # outside the SLO
+    res = plan([place("j1", "a", 23, 2, gpus=2), place("j2", "b", 23, 2, gpus=2),
+                place("ghost", "a", 0, 1)],
+               [serve("eu", 5, "a", 1), serve("eu", 1, "b", 1), serve("eu", 2, "b", 1)])
+    assert counts(prob, res) == {**ZERO, "deadline_misses": 2, "gang_violations": 1,
+                                 "slo_violations": 3}
+    res.placements.reverse()
+    res.inference.reverse()
+    assert counts(prob, res) == {**ZERO, "deadline_misses": 2, "gang_violations": 1,
+                                 "slo_violations": 3}
+
+
+def test_an_unknown_entry_does_not_stop_the_count(sites):
+    prob = problem(sites, [JobWrapper("j").gpus(2).window(0, 6).obj()], 6,
+                   inference=[demand("eu", 1, 1, slo_ms=50)])
+    # a wrong gang first, then an unknown job: two gang violations
+    res = plan([place("j", "a", 0, 1, gpus=1), place("ghost", "a", 0, 1)])
+    assert counts(prob, res)["gang_violations"] == 2
+    # an unknown demand first, then the real one served right: only the unknown one counts
+    res = plan(inference=[serve("eu", 5, "a", 1), serve("eu", 1, "a", 1)])
+    assert counts(prob, res) == only("slo_violations")
+
+
+def test_placement_energy_covers_its_own_hours():
+    import numpy as np
+
+    from carbonsched.plan import compile_sets
+    from carbonsched.plan.result import build_plan_result
+
+    s = [SiteWrapper("a").gpus("H100", 8).obj()]
+    prob = problem(s, [JobWrapper("j").gpus(2).hours(2).kw_per_gpu(1.0).window(0, 4).obj()], 4,
+                   pue={"a": [1.1, 1.2, 1.3, 1.4]})
+    res = build_plan_result(compile_sets(prob), [[0, 0, 2]], np.zeros((0, 1), dtype=np.int64),
+                            PlanStatus.FEASIBLE, SolverRecord(name="t", status=PlanStatus.FEASIBLE))
+    assert res.placements[0].energy_kwh == pytest.approx(2.0 * (1.3 + 1.4))

@@ -1,0 +1,194 @@
+"""A newcomer finds the result (issue 7, item 10): where the plan went, `plans list/show`, the
+demo label, fast refusal of bad options, and a forecast from a carbon-intensity-only history."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from carbonsched.catalog import load_catalog
+from carbonsched.cli import app
+from carbonsched.cli_check import precheck
+from carbonsched.errors import InputError, TimeAxisError
+from carbonsched.pipeline import forecast_site
+from carbonsched.settings import get_settings
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _private_store(tmp_path, monkeypatch):
+    monkeypatch.setenv("CARBONSCHED_DATABASE_URL", f"sqlite:///{tmp_path}/store.db")
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
+    out = tmp_path / "plan.json"
+    r = runner.invoke(app, ["plan", "--date", "2026-11-30", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    pid = doc["plan_id"]
+    text = _flat(r.output)
+    assert f"plan written to {out}" in text
+    assert (f"plan {pid} recorded in sqlite:///{tmp_path}/store.db; get it as JSON with "
+            f"`carbonsched plans show {pid} --json`") in text
+    # the demo workload is labelled, on screen and in the document
+    assert "workload: DEMO" in text
+    assert doc["workload"]["source"] == "demo" and doc["workload"]["jobs"] == 30
+    assert doc["workload"]["inference"] > 0
+    assert doc["notes"][0].startswith("workload: the catalog's generated DEMO day")
+    # a second plan, then list and show
+    r = runner.invoke(app, ["plan", "--date", "2026-12-01", "--no-store", "--out",
+                            str(tmp_path / "p2.json")])
+    assert r.exit_code == 0
+    assert "recorded" not in r.output                                # --no-store
+    r = runner.invoke(app, ["plans", "list", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    assert [x["plan_id"] for x in rows] == [pid]
+    assert rows[0]["date"] == "2026-11-30" and rows[0]["solver_status"] == "optimal"
+    r = runner.invoke(app, ["plans", "show", "latest", "--json"])
+    assert r.exit_code == 0
+    assert json.loads(r.stdout) == doc
+    r = runner.invoke(app, ["plans", "show", pid, "--json"])
+    assert json.loads(r.stdout) == doc
+    r = runner.invoke(app, ["plans", "show", pid])
+    assert r.exit_code == 0 and f"Plan {pid[:12]} for 2026-11-30" in r.output
+    assert "workload: DEMO" in r.output
+    r = runner.invoke(app, ["plans", "list"])
+    assert pid in r.output and "2026-11-30" in r.output
+
+
+def test_plans_show_unknown_or_empty_store_is_exit_2():
+    r = runner.invoke(app, ["plans", "show", "latest"])
+    assert r.exit_code == 2 and "no plan recorded yet" in _flat(r.output)
+    r = runner.invoke(app, ["plans", "show", "nope"])
+    assert r.exit_code == 2 and "no plan 'nope'" in r.output
+    r = runner.invoke(app, ["plans", "list"])
+    assert r.exit_code == 0 and "no plans recorded" in r.output
+    r = runner.invoke(app, ["plans", "list", "--limit", "0"])
+    assert r.exit_code == 2 and "--limit 0 must be >= 1" in r.output
+
+
+def test_plan_without_store_or_out_says_the_plan_is_not_kept():
+    r = runner.invoke(app, ["plan", "--date", "2026-11-30", "--no-store"])
+    assert r.exit_code == 0
+    assert "was neither recorded (--no-store) nor written; add --out plan.json" in \
+        _flat(r.output)
+
+
+def test_a_jobs_file_is_not_labelled_demo(tmp_path, fixtures_dir):
+    out = tmp_path / "plan.json"
+    r = runner.invoke(app, ["plan", "--date", "2023-07-15", "--no-store", "--jobs",
+                            str(fixtures_dir / "workload" / "day.json"), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    assert doc["workload"]["source"] == "file" and doc["workload"]["jobs"] == 2
+    assert "DEMO" not in r.output and not any("DEMO" in n for n in doc["notes"])
+
+
+BAD_OPTIONS = [
+    (["--date", "2023-02-30"], "date '2023-02-30' is not YYYY-MM-DD (a calendar day)"),
+    (["--date=2023-7-1"], "date '2023-7-1' is not YYYY-MM-DD"),
+    (["--solver", "gurobi"], "unknown solver 'gurobi'; use --solver highs (default)"),
+    (["--time-limit", "nan"], "solver time limit must be > 0 s, got nan"),
+    (["--time-limit", "inf"], "solver time limit must be > 0 s, got inf"),
+    (["--time-limit", "abc"], "--time-limit 'abc' is not a number of seconds"),
+    (["--hours", "0"], "horizon of 0 h is outside 1..168 h"),
+    (["--hours", "1.5"], "--hours '1.5' is not a whole number of hours"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_OPTIONS)
+def test_bad_option_is_refused_in_under_a_second_before_heavy_imports(args, message):
+    # the console script's own entry point, in a fresh interpreter: measured wall time and the
+    # modules it loaded (pandas, pulp, sqlalchemy, typer's pydantic must not be among them)
+    code = ("import sys, time; t = time.perf_counter()\n"
+            "from carbonsched.cli_check import main\n"
+            f"sys.argv = ['carbonsched', 'plan', *{args!r}]\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
+            "heavy = [m for m in ('pandas', 'pulp', 'sqlalchemy', 'pydantic', 'typer', 'numpy')"
+            " if m in sys.modules]\n"
+            "print(code, round(time.perf_counter() - t, 3), heavy)\n")
+    best = None
+    for _ in range(3):
+        t = time.perf_counter()
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=60, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+        wall = time.perf_counter() - t
+        best = wall if best is None else min(best, wall)
+    code_, inner, heavy = r.stdout.split(" ", 2)
+    assert code_ == "2" and heavy.strip() == "[]", r.stdout
+    assert f"error: {message}" in r.stderr
+    assert best < 1.0, f"refusal took {best:.2f} s (interpreter start included)"
+    # and the same check runs inside the Typer command (in-process callers, CliRunner)
+    assert message in (precheck(["plan", *args]) or "")
+
+
+def test_precheck_lets_good_command_lines_through():
+    assert precheck(["plan", "--date", "2023-07-15", "--solver", "cbc", "--time-limit", "5",
+                     "--hours", "48"]) is None
+    assert precheck(["plan", "--help"]) is None
+    assert precheck(["replay", "--date", "nonsense"]) is None
+    assert precheck([]) is None
+
+
+def test_typer_path_refuses_the_same_values():
+    r = runner.invoke(app, ["plan", "--no-store", "--time-limit", "inf"])
+    assert r.exit_code == 2 and "solver time limit must be > 0 s, got inf" in r.output
+
+
+# --- forecast_site with only the carbon-intensity column -------------------------------------
+
+def _ci_only(days: int = 10) -> pd.DataFrame:
+    idx = pd.date_range("2023-07-05", periods=24 * days, freq="h", tz="UTC")
+    ci = 300 + 100 * np.sin(np.arange(len(idx)) * 2 * np.pi / 24)
+    return pd.DataFrame({"carbon_intensity_g_per_kwh": ci}, index=idx)
+
+
+def test_forecast_site_accepts_a_carbon_intensity_only_frame():
+    # docs/signals.md: only carbon_intensity_g_per_kwh is required; this used to be a KeyError
+    site = load_catalog("global").sites[0]
+    fc = forecast_site(site, _ci_only(), pd.Timestamp("2023-07-15", tz="UTC"))
+    assert len(fc.signals) == 24
+    assert (fc.signals["pue"] == site.pue.pue_min).all()
+    assert (fc.signals["green_surplus_kw"] == 0.0).all()
+    assert any("PUE: no weather" in n for n in fc.notes)
+    assert any("green surplus not forecast" in n for n in fc.notes)
+    # the daily shape survives: peak near 06:00 UTC, trough near 18:00 UTC
+    ci = fc.signals["carbon_intensity_g_per_kwh"]
+    assert abs(int(ci.idxmax().hour) - 6) <= 1 and abs(int(ci.idxmin().hour) - 18) <= 1
+    assert ci.max() == pytest.approx(400, abs=15) and ci.min() == pytest.approx(200, abs=15)
+
+
+@pytest.mark.parametrize(("bad", "error", "message"), [
+    (lambda f: f["carbon_intensity_g_per_kwh"], InputError,
+     "must be a pandas DataFrame with a tz-aware hourly DatetimeIndex and a "
+     "'carbon_intensity_g_per_kwh' column (docs/signals.md), got Series"),
+    (lambda f: f.to_numpy(), InputError, "got ndarray"),
+    (lambda f: f.rename(columns={"carbon_intensity_g_per_kwh": "ci"}), InputError,
+     "lacks the column 'carbon_intensity_g_per_kwh' [g/kWh] (its columns: ci)"),
+    (lambda f: f.astype(str), InputError, "column 'carbon_intensity_g_per_kwh' has dtype"),
+    (lambda f: f.reset_index(drop=True), TimeAxisError, "index is a RangeIndex, not a "
+     "DatetimeIndex"),
+    (lambda f: f.tz_localize(None), TimeAxisError, "index is naive (no time zone)"),
+])
+def test_forecast_site_wrong_type_is_a_clear_error(bad, error, message):
+    site = load_catalog("global").sites[0]
+    with pytest.raises(error) as info:
+        forecast_site(site, bad(_ci_only()), pd.Timestamp("2023-07-15", tz="UTC"))
+    assert f"site {site.id}: " in str(info.value) and message in str(info.value)
