@@ -56,6 +56,8 @@ start_chromium() {
   fi
   export CARBONSCHED_CHROMIUM="$bin"
   echo "services: $("$bin" --version 2>/dev/null || echo chromium) at $bin" >&2
+}
+
 _slurm_packages_missing() {
   command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v sbatch >/dev/null \
     && command -v munged >/dev/null && return 1
