@@ -473,11 +473,19 @@ def parse_catalog(data: dict[str, Any], path: str, name: str) -> Catalog:
                    signal_quality=quality, areas=areas, sites=sites, path=path)
 
 
+PROVIDERS_PREFIX = "providers-"
+"""File-name prefix of the providers files shipped beside the catalogs."""
+
+
 def list_catalogs() -> list[str]:
-    """Names of the catalogs shipped in :mod:`carbonsched.regions` (sorted)."""
+    """Names of the catalogs shipped in :mod:`carbonsched.regions` (sorted).
+
+    ``providers-<catalog>.toml`` files beside them are providers files (which API feeds which
+    signal of a catalog's sites, ``regions/schema.md``), not catalogs, and are not listed.
+    """
     root = resources.files("carbonsched.regions")
     return sorted(p.name.removesuffix(".toml") for p in root.iterdir()
-                  if p.name.endswith(".toml"))
+                  if p.name.endswith(".toml") and not p.name.startswith(PROVIDERS_PREFIX))
 
 
 def load_catalog(name_or_path: str | Path) -> Catalog:

@@ -646,6 +646,11 @@ def run_daily_plan(
         doc["degraded"] = [{**d, "site_planned": d["site"] in forecasts}
                            for d in provenance["degraded"]]
         doc["provider_signals"] = provenance["sites"]
+    # each placement carries its job's own deadline, for the backend (Slurm --deadline,
+    # Kubernetes activeDeadlineSeconds); dispatch falls back to the planned end + slack without it
+    deadlines = {j.id: jsonable(j.deadline) for j in workload.jobs}
+    for p in doc["placements"]:
+        p["deadline"] = deadlines.get(p["job_id"])
     summary = site_summary(problem, result)
     fc_long = (pd.concat([f.long for f in forecasts.values()], ignore_index=True)
                if forecasts else pd.DataFrame())

@@ -193,7 +193,20 @@ def test_shipped_latencies_follow_the_rule(name: str) -> None:
 # --- shipped catalogs ------------------------------------------------------------------------
 
 def test_list_catalogs() -> None:
-    assert {CHINA, "global", "us-2022"} <= set(list_catalogs())
+    # exactly the catalogs: the providers files beside them are not catalogs
+    assert list_catalogs() == [CHINA, "global", "us-2022"]
+    for name in list_catalogs():
+        load_catalog(name)
+
+
+def test_catalog_list_command_shows_every_catalog() -> None:
+    from typer.testing import CliRunner
+
+    from carbonsched.cli import app
+
+    r = CliRunner().invoke(app, ["catalog", "list"])
+    assert r.exit_code == 0, r.output
+    assert "global" in r.output and "us-2022" in r.output and "providers" not in r.output
 
 
 def test_china_catalog_contents() -> None:

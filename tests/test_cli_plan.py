@@ -43,6 +43,7 @@ def _verify(plan: dict, jobs_path, catalog_name: str) -> None:
         assert start >= j.earliest_start and end <= j.deadline
         assert (end - start) == pd.Timedelta(hours=j.duration_hours)
         assert p["gpus"] == j.gpus and p["gpu_type"] == j.gpu_type
+        assert pd.Timestamp(p["deadline"]) == j.deadline  # for the backend's own deadline
         assert not j.allowed_sites or p["site"] in j.allowed_sites
         for h in pd.date_range(start, end, freq="h", inclusive="left"):
             gpus[(p["site"], h, j.gpu_type)] += j.gpus
