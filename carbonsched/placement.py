@@ -288,7 +288,7 @@ class PlacementBook:
         if not powered:
             return (ReasonCode.EXCEEDS_POWER_CAP,
                     f"job draws {kw:.1f} kW IT power, above every allowed site's cap "
-                    f"(largest {self.cap_kw[fits].max():.1f} kW)"), none
+                    f"in its window (largest {self.cap_kw[fits].max():.1f} kW)"), none
         if dl <= 0:
             return (ReasonCode.DEADLINE_PASSED,
                     f"deadline {job.deadline.isoformat()} is before the horizon starts"), none

@@ -95,7 +95,8 @@ class Store:
         if self.engine.dialect.name == "sqlite":
             from carbonsched.store.service import enable_sqlite_wal
 
-            enable_sqlite_wal(self.engine)
+            # the store's own busy timeout (its bounded "locked" retries build on it)
+            enable_sqlite_wal(self.engine, busy_timeout_s)
         self.migrate()
 
     def _safe_url(self) -> str:

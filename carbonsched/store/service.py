@@ -38,8 +38,9 @@ LEADER_LOCK_KEY = 0x63617262_6F6E
 """PostgreSQL advisory lock key of the cron leader ("carbon" in ASCII hex)."""
 
 
-def enable_sqlite_wal(engine: Engine) -> None:
-    """Open every SQLite connection in WAL mode with a busy timeout.
+def enable_sqlite_wal(engine: Engine,
+                      busy_timeout_s: float = SQLITE_BUSY_TIMEOUT_MS / 1000) -> None:
+    """Open every SQLite connection in WAL mode with the store's busy timeout.
 
     WAL lets readers (the API) proceed while the cron writes a plan; ``synchronous=NORMAL`` is
     the setting SQLite documents as safe with WAL (https://sqlite.org/wal.html,
@@ -50,7 +51,7 @@ def enable_sqlite_wal(engine: Engine) -> None:
     def _pragmas(dbapi_conn, _record):  # noqa: ANN001
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.close()
 

@@ -75,7 +75,9 @@ def _raw_ci(shared_data: Path, zone: str) -> dict[str, float]:
 
 def _raw_pue(shared_data: Path, site) -> dict[str, float]:
     """PUE by UTC hour from the raw Open-Meteo file (UTC = local standard time - offset)."""
-    raw = json.loads((shared_data / site.meta["weather_file"]).read_text())
+    # the zone's 2023 Open-Meteo file (catalogs name zones; the readers find each year's file)
+    raw = json.loads((shared_data / "sustain-cluster" / "weather" / f"{site.zone}_2023.json")
+                     .read_text())
     off = pd.Timedelta(seconds=raw["utc_offset_seconds"])
     t = pd.to_datetime(raw["hourly"]["time"]) - off
     pue = pue_from_weather(pd.Series(raw["hourly"]["temperature_2m"], index=t, dtype=float),
