@@ -20,8 +20,9 @@ def future_plan(doc: dict, days_ahead: int = 2, prefix: str | None = None) -> di
     prefix = prefix or uuid.uuid4().hex[:8]
     for p in doc["placements"]:
         p["job_id"] = f"{prefix}-{p['job_id']}"
-        for k in ("start", "end"):
-            p[k] = (pd.Timestamp(p[k]) + shift).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for k in ("start", "end", "deadline"):
+            if p.get(k):
+                p[k] = (pd.Timestamp(p[k]) + shift).strftime("%Y-%m-%dT%H:%M:%SZ")
     doc["plan_id"] = uuid.uuid4().hex
     doc["date"] = target.strftime("%Y-%m-%d")
     return doc

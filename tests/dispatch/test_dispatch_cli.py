@@ -97,11 +97,19 @@ def test_a_plan_for_another_catalog_or_site_is_refused(tmp_path, global_plan_doc
     dry = dispatch_plan(store, doc["plan_id"], dry_run=True)
     n = len(doc["placements"])
     assert dry.counts == {"dry_run": n}
+    # the plan's placements carry their jobs' deadlines: only the placeholder command is a
+    # fallback; a placement without one falls back to its planned end + the slack
     assert dry.notes == [
-        f"{n} of {n} placements carry no deadline: the backend's deadline is their planned "
-        "end + 3600 s (CARBONSCHED_DISPATCH_DEADLINE_SLACK_S)",
         f"{n} of {n} placements carry no command: each runs the placeholder "
         "'sleep <planned seconds>'"]
+    no_deadline = json.loads(json.dumps(doc))
+    no_deadline["plan_id"] = "no-deadline"
+    for p in no_deadline["placements"]:
+        p.pop("deadline", None)
+    store.save_plan(no_deadline)
+    assert dispatch_plan(store, "no-deadline", dry_run=True).notes[0] == (
+        f"{n} of {n} placements carry no deadline: the backend's deadline is their planned "
+        "end + 3600 s (CARBONSCHED_DISPATCH_DEADLINE_SLACK_S)")
     with pytest.raises(InputError, match="made for catalog 'global', not 'us-2022'"):
         dispatch_plan(store, doc["plan_id"], "us-2022", dry_run=True)
     doc = future_plan(global_plan_doc)
