@@ -64,23 +64,10 @@ def any_store(request, tmp_path):
     if request.param == "sqlite":
         yield Store(f"sqlite:///{tmp_path / 'store.db'}")
         return
-    url = os.environ.get("CARBONSCHED_TEST_POSTGRES_URL")
-    if not url:
-        pytest.skip("CARBONSCHED_TEST_POSTGRES_URL not set (scripts/test starts PostgreSQL)")
-    # a database of its own: other tests drop and recreate the shared one's tables
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    name = f"dispatch_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text(f'CREATE DATABASE "{name}"'))
-    store = Store(make_url(url).set(database=name).render_as_string(hide_password=False))
+    # a database of its own (tests/conftest.py pg_db)
+    store = Store(request.getfixturevalue("pg_db"))
     yield store
     store.engine.dispose()
-    with admin.connect() as c:
-        c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-    admin.dispose()
 
 
 def test_real_global_plan_lands_once_on_every_cluster_and_namespace(

@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -179,21 +178,3 @@ def postgres_url() -> str | None:
     return os.environ.get("CARBONSCHED_TEST_POSTGRES_URL")
 
 
-@pytest.fixture
-def pg_db() -> Iterator[str]:
-    """A fresh PostgreSQL database on the server scripts/test started; dropped afterwards."""
-    base = postgres_url()
-    if not base:
-        pytest.skip("CARBONSCHED_TEST_POSTGRES_URL not set (scripts/test starts PostgreSQL)")
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    name = f"svc_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text(f'CREATE DATABASE "{name}"'))
-    url = make_url(base).set(database=name).render_as_string(hide_password=False)
-    yield url
-    with admin.connect() as c:
-        c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()

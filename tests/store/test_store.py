@@ -1,7 +1,5 @@
 """The store on SQLite and on the real PostgreSQL server that scripts/test starts."""
 
-import os
-import uuid
 
 import pandas as pd
 import pytest
@@ -56,16 +54,8 @@ def test_sqlite_roundtrip(tmp_path):
 
 
 @pytest.mark.postgres
-def test_postgres_roundtrip():
-    url = os.environ.get("CARBONSCHED_TEST_POSTGRES_URL")
-    if not url:
-        pytest.skip("CARBONSCHED_TEST_POSTGRES_URL not set (scripts/test starts PostgreSQL)")
-    # a fresh database of its own: other tests use the shared one at the same time
-    name = f"cs_store_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text(f"CREATE DATABASE {name}"))
-    url = url.rsplit("/", 1)[0] + f"/{name}"
+def test_postgres_roundtrip(pg_db):
+    url = pg_db  # a fresh database of its own (tests/conftest.py)
     eng = create_engine(url)
     store = Store(url)
     _roundtrip(store)
@@ -76,8 +66,6 @@ def test_postgres_roundtrip():
                                     "schemaname='public'")).scalars())
     store.engine.dispose()
     eng.dispose()
-    with admin.connect() as c:
-        c.execute(text(f"DROP DATABASE {name}"))
     # every migration ran: the tables of dispatch, the service and the signal cache exist
     assert {"plans", "dispatch_intents", "api_tokens", "pipeline_runs",
             "signal_cache"} <= tables

@@ -16,7 +16,6 @@ import time
 import uuid
 
 import pytest
-from sqlalchemy import create_engine, text
 from test_store import _forecasts, _plan  # tests/store is on sys.path (rootdir import)
 from typer.testing import CliRunner
 
@@ -63,26 +62,14 @@ def test_fifteen_processes_open_a_fresh_sqlite_store_at_once(tmp_path):
 
 
 @pytest.mark.postgres
-def test_fifteen_processes_open_a_fresh_postgres_store_at_once():
-    base = os.environ.get("CARBONSCHED_TEST_POSTGRES_URL")
-    if not base:
-        pytest.skip("CARBONSCHED_TEST_POSTGRES_URL not set (scripts/test starts PostgreSQL)")
-    name = f"cs_conc_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text(f"CREATE DATABASE {name}"))
-    url = base.rsplit("/", 1)[0] + f"/{name}"
-    try:
-        results = _open_all_at_once(url)
-        assert results == [("ok", "")] * N_PROCESSES
-        store = Store(url)
-        store.save_plan(_plan("after"), _forecasts())
-        assert store.get_plan("after")["plan_id"] == "after"
-        store.engine.dispose()
-    finally:
-        with admin.connect() as c:
-            c.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        admin.dispose()
+def test_fifteen_processes_open_a_fresh_postgres_store_at_once(pg_db):
+    url = pg_db
+    results = _open_all_at_once(url)
+    assert results == [("ok", "")] * N_PROCESSES
+    store = Store(url)
+    store.save_plan(_plan("after"), _forecasts())
+    assert store.get_plan("after")["plan_id"] == "after"
+    store.engine.dispose()
 
 
 def test_a_dead_server_is_still_unreachable_exit_3(tmp_path, monkeypatch):
