@@ -218,9 +218,11 @@ def plan_requests(plan: Mapping[str, Any], catalog: Catalog,
                   deadline_slack_s: float = 3600.0) -> list[DispatchRequest]:
     """One :class:`DispatchRequest` per placement of a plan document.
 
-    The piece is the placement's ``piece`` (0 when the plan places jobs whole). The backend's
-    deadline is the placement's ``deadline`` when the plan gives one, else its end plus
-    ``deadline_slack_s``.
+    The piece is the placement's ``piece`` (0 when the plan places jobs whole); the job's number
+    of pieces is the placement's ``pieces`` when given, else how many placements the plan has
+    for the job; a resumed piece's checkpoint overhead is its ``overhead_minutes`` (0 if absent).
+    The backend's deadline is the placement's ``deadline`` when the plan gives one, else its end
+    plus ``deadline_slack_s``.
 
     Raises
     ------
@@ -229,6 +231,9 @@ def plan_requests(plan: Mapping[str, Any], catalog: Catalog,
     """
     known = [s.id for s in catalog.sites]
     out = []
+    per_job: dict[str, int] = {}
+    for p in plan.get("placements", []):
+        per_job[str(p["job_id"])] = per_job.get(str(p["job_id"]), 0) + 1
     for p in plan.get("placements", []):
         if p["site"] not in known:
             raise UnknownSiteError(p["site"], known)
@@ -239,7 +244,9 @@ def plan_requests(plan: Mapping[str, Any], catalog: Catalog,
         out.append(DispatchRequest(
             plan_id=str(plan["plan_id"]), job_id=str(p["job_id"]), piece=int(p.get("piece", 0)),
             site=p["site"], start=start, end=end, deadline=deadline, gpu_type=p["gpu_type"],
-            gpus=int(p["gpus"]), command=str(p.get("command", ""))))
+            gpus=int(p["gpus"]), command=str(p.get("command", "")),
+            pieces=int(p.get("pieces") or per_job[str(p["job_id"])]),
+            checkpoint_overhead_s=round(60 * float(p.get("overhead_minutes") or 0))))
     return out
 
 
@@ -247,7 +254,8 @@ def _request_json(req: DispatchRequest) -> str:
     return json.dumps({"plan_id": req.plan_id, "job_id": req.job_id, "piece": req.piece,
                        "site": req.site, "start": _iso(req.start), "end": _iso(req.end),
                        "deadline": _iso(req.deadline), "gpu_type": req.gpu_type,
-                       "gpus": req.gpus, "command": req.command})
+                       "gpus": req.gpus, "command": req.command, "pieces": req.pieces,
+                       "checkpoint_overhead_s": req.checkpoint_overhead_s})
 
 
 def _request_from_row(row: DispatchRow) -> DispatchRequest:
@@ -256,7 +264,9 @@ def _request_from_row(row: DispatchRow) -> DispatchRequest:
                            site=d["site"], start=pd.Timestamp(d["start"]).to_pydatetime(),
                            end=pd.Timestamp(d["end"]).to_pydatetime(),
                            deadline=pd.Timestamp(d["deadline"]).to_pydatetime(),
-                           gpu_type=d["gpu_type"], gpus=d["gpus"], command=d.get("command", ""))
+                           gpu_type=d["gpu_type"], gpus=d["gpus"], command=d.get("command", ""),
+                           pieces=d.get("pieces", 0),
+                           checkpoint_overhead_s=d.get("checkpoint_overhead_s", 0))
 
 
 def _outcome(row: DispatchRow, action: str, detail: str = "") -> DispatchOutcome:
@@ -264,6 +274,42 @@ def _outcome(row: DispatchRow, action: str, detail: str = "") -> DispatchOutcome
                            backend=row.backend, action=action, state=row.state,
                            reason=row.reason, plan_id=row.plan_id, backend_id=row.backend_id,
                            detail=detail or row.detail)
+
+
+PAUSE_ENDINGS = frozenset({"TIMEOUT", "DeadlineExceeded"})
+"""How a backend reports a piece stopped at its planned end: Slurm's ``TIMEOUT`` state (the
+``--time`` limit; not ``DEADLINE``, a job that could not run before ``--deadline``) and a
+Kubernetes Job whose ``Failed`` condition has reason ``DeadlineExceeded``
+(``activeDeadlineSeconds``)."""
+
+
+def _ending(job: BackendJob) -> str:
+    """The backend's word for how ``job`` ended, in :data:`PAUSE_ENDINGS` terms."""
+    if "TIMEOUT" in (job.raw_state or "").split(","):
+        return "TIMEOUT"
+    if job.raw_state == "failed" and job.reason == ReasonCode.DEADLINE_PASSED:
+        return "DeadlineExceeded"
+    return job.raw_state or ""
+
+
+def mark_paused(row: DispatchRow, ending: str) -> bool:
+    """Record a pausing piece stopped at its planned end as ``Succeeded``/``Paused``.
+
+    A piece before a preemptible job's last is meant to end at its time limit (after writing
+    its checkpoint); the backend calls that a failure. ``ending`` is the backend's word for how
+    the job ended (Slurm state or reason code). Returns True when the row was re-labelled.
+    """
+    if row.state != str(JobState.FAILED) or ending not in PAUSE_ENDINGS:
+        return False
+    req = json.loads(row.request_json)
+    piece = int(req.get("piece", row.piece))
+    pieces = int(req.get("pieces") or piece + 1)
+    if piece >= pieces - 1:
+        return False
+    row.state, row.reason = str(JobState.SUCCEEDED), str(ReasonCode.PAUSED)
+    row.detail = (f"piece {piece + 1} of {pieces} stopped at its planned end ({ending}); "
+                  f"piece {piece + 2} resumes from the checkpoint")
+    return True
 
 
 def _apply(row: DispatchRow, job: BackendJob, now: datetime) -> None:
@@ -277,6 +323,7 @@ def _apply(row: DispatchRow, job: BackendJob, now: datetime) -> None:
         row.times_source = row.times_source or "backend"
     if job.actual_end is not None:
         row.actual_end = job.actual_end
+    mark_paused(row, _ending(job))
     row.updated_at = now
 
 
@@ -512,8 +559,12 @@ def _drive_backend(store: Store, adapter: DispatchAdapter, row_ids: Sequence[int
                 return row, exc
 
         pending_commit = 0
+        # in waves by piece: a resumed piece is submitted after its predecessor, so the backend
+        # can chain it (Slurm --dependency) to the job it already holds
+        waves = [[r for r in todo if r.piece == k] for k in sorted({r.piece for r in todo})]
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            for fut in as_completed([pool.submit(submit, r) for r in todo]):
+            for fut in (f for wave in waves
+                        for f in as_completed([pool.submit(submit, r) for r in wave])):
                 row, res = fut.result()
                 now = _now(clock)
                 row.attempts += 1
@@ -647,6 +698,7 @@ def refresh_status(store: Store, catalog: Catalog | str, *, plan_id: str | None 
 
                     st, why = STATE_MAP.get(word, (JobState(r.state), ReasonCode(r.reason)))
                     r.state, r.reason = str(st), str(why)
+                    mark_paused(r, word)
                     r.actual_start, r.actual_end = start, end
                     r.times_source = "sacct"
                     r.updated_at = now

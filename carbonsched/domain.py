@@ -92,6 +92,9 @@ class ReasonCode(StrEnum):
     CANCELLED = "Cancelled"
     LOST = "Lost"
     """The backend no longer knows a job it accepted (purged, or the cluster was rebuilt)."""
+    PAUSED = "Paused"
+    """A piece of a preemptible job stopped at its planned end (time limit); the next piece
+    resumes it from its checkpoint."""
 
 
 class WorkKind(StrEnum):

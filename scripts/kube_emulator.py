@@ -14,7 +14,8 @@ cannot express (DNS-1123 names, label syntax, ``restartPolicy``), answers 404 fo
 namespace, 409 AlreadyExists, 422 Invalid, fills ``uid``, ``resourceVersion``, ``generation`` and
 ``creationTimestamp``, and moves a released Job through ``active`` to ``succeeded`` (condition
 ``Complete``) or ``failed`` (``Failed``) — after ``--run-seconds`` (default 2 s), or failed when
-the Job carries the annotation ``emulator.carbonsched.io/outcome: Failed``. A suspended Job
+the Job carries the annotation ``emulator.carbonsched.io/outcome: Failed``, or failed with reason
+``DeadlineExceeded`` at ``spec.activeDeadlineSeconds`` when that is shorter than the run. A suspended Job
 never starts. Errors are ``Status`` objects, as the official clients expect.
 
 Run: ``python scripts/kube_emulator.py --port 57350 --catalog global --kubeconfig kc.yaml``
@@ -168,14 +169,24 @@ class Cluster:
         started = self.released.setdefault(key, _now())
         st.setdefault("startTime", _iso(started))
         now = _now()
-        if now - started < timedelta(seconds=self.run_seconds):
+        # activeDeadlineSeconds: a Job still running when it expires fails with DeadlineExceeded
+        # (Kubernetes Job docs, "Job termination and cleanup")
+        limit = (job.get("spec") or {}).get("activeDeadlineSeconds")
+        run_s = self.run_seconds if limit is None else min(self.run_seconds, float(limit))
+        if now - started < timedelta(seconds=run_s):
             st["active"] = 1
             return job
         fail = (job["metadata"].get("annotations") or {}).get(OUTCOME) == "Failed"
-        done = started + timedelta(seconds=self.run_seconds)
+        done = started + timedelta(seconds=run_s)
         st["active"] = 0
         st["ready"] = 0
-        if fail:
+        if limit is not None and float(limit) < self.run_seconds:
+            st["failed"] = 1
+            st["conditions"] = [{"type": "Failed", "status": "True",
+                                 "reason": "DeadlineExceeded",
+                                 "message": "Job was active longer than specified deadline",
+                                 "lastProbeTime": _iso(done), "lastTransitionTime": _iso(done)}]
+        elif fail:
             st["failed"] = 1
             st["conditions"] = [{"type": "Failed", "status": "True",
                                  "reason": "BackoffLimitExceeded",

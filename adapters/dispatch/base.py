@@ -15,6 +15,16 @@ The dispatch unit is a (job id, piece): its key, :func:`dispatch_key`, is what t
 (Slurm ``--comment``, a Kubernetes label), so a crash between a submit and its record is repaired
 by finding the key on the backend. The plan id travels with it but is not part of the key: a job
 that appears in several successive plans (the rolling horizon) is dispatched once.
+
+Suspend and resume: a preemptible job the plan splits into pieces is dispatched as one unit per
+piece, each a backend job of its own that starts at the piece's planned start, is stopped at its
+planned end, and (for pieces after the first) restores the checkpoint the previous piece wrote.
+Every piece gets the same environment (:meth:`DispatchRequest.job_env`), so one job script
+handles all: Slurm sends ``SIGUSR1`` to the batch shell before a pausing piece's time limit
+(``--signal=B:USR1@…``) and runs a resumed piece only after the previous one ended
+(``--dependency=afterany:…``); Kubernetes holds each piece's Job with ``spec.suspend`` until its
+start and stops a pausing piece with ``activeDeadlineSeconds`` (SIGTERM, then the pod's grace
+period to checkpoint).
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
 from carbonsched.domain import JobState, ReasonCode
@@ -35,6 +45,13 @@ REQUIRED_METHODS = ("submit", "status", "cancel", "render")
 def dispatch_key(job_id: str, piece: int) -> str:
     """The idempotency key of one dispatch unit: ``<job_id>#<piece>``."""
     return f"{job_id}#{piece}"
+
+
+CHECKPOINT_SIGNAL_LEAD_S = 120
+"""How long before a pausing piece must stop it is told to write its checkpoint: Slurm's
+``--signal=B:USR1@<this>`` (Slurm may signal up to 60 s earlier than asked, sbatch(1)) and the
+pod's ``terminationGracePeriodSeconds`` on Kubernetes. [s] A project choice (two minutes for a GPU
+job to flush its state), not a cited constant."""
 
 
 def short_hash(text: str, n: int = 10) -> str:
@@ -69,6 +86,12 @@ class DispatchRequest:
     command
         What the job runs (``sh -c`` text). The plan carries no commands: the default is a
         placeholder that sleeps for the planned duration.
+    pieces
+        How many pieces the job runs in: 1 for a job placed whole; more for a preemptible job the
+        plan suspends in dirty hours and resumes from its checkpoint in clean ones. [-] 0 (the
+        default) means not given: the piece is taken as the job's last (``piece + 1``).
+    checkpoint_overhead_s
+        Time a resumed piece spends restoring its checkpoint, inside ``[start, end)``. [s]
     """
 
     plan_id: str
@@ -81,8 +104,18 @@ class DispatchRequest:
     gpu_type: str
     gpus: int
     command: str = ""
+    pieces: int = 0
+    checkpoint_overhead_s: int = 0
 
     def __post_init__(self) -> None:
+        if self.pieces == 0 and self.piece >= 0:
+            object.__setattr__(self, "pieces", self.piece + 1)
+        if not 0 <= self.piece < self.pieces:
+            raise ValueError(f"job {self.job_id}: piece {self.piece} is outside "
+                             f"0..{self.pieces - 1} (the job runs in {self.pieces} piece(s))")
+        if self.checkpoint_overhead_s < 0:
+            raise ValueError(f"job {self.job_id}: checkpoint_overhead_s must be >= 0, got "
+                             f"{self.checkpoint_overhead_s}")
         for name in ("start", "end", "deadline"):
             _aware(getattr(self, name), f"job {self.job_id} {name}")
         if self.end <= self.start:
@@ -100,6 +133,34 @@ class DispatchRequest:
     def duration_s(self) -> int:
         """Planned run time. [s]"""
         return int((self.end - self.start).total_seconds())
+
+    @property
+    def resumes(self) -> bool:
+        """True for a piece after the first: it restores the job's checkpoint."""
+        return self.piece > 0
+
+    @property
+    def pauses(self) -> bool:
+        """True for a piece before the last.
+
+        It is stopped at its planned end (after being told to checkpoint) and a later piece
+        resumes it.
+        """
+        return self.piece < self.pieces - 1
+
+    def job_env(self) -> dict[str, str]:
+        """Environment variables the job's command reads to checkpoint and resume.
+
+        ``CARBONSCHED_JOB_ID``, ``CARBONSCHED_PLAN_ID``, ``CARBONSCHED_PIECE`` (0-based),
+        ``CARBONSCHED_PIECES``, ``CARBONSCHED_RESUME`` (``1`` when the piece must restore the
+        checkpoint the previous piece wrote, else ``0``) and ``CARBONSCHED_PIECE_END`` (UTC,
+        ISO 8601: when the piece must have written its checkpoint and exited; later it is
+        stopped). Same names on every backend.
+        """
+        return {"CARBONSCHED_JOB_ID": self.job_id, "CARBONSCHED_PLAN_ID": self.plan_id,
+                "CARBONSCHED_PIECE": str(self.piece), "CARBONSCHED_PIECES": str(self.pieces),
+                "CARBONSCHED_RESUME": "1" if self.resumes else "0",
+                "CARBONSCHED_PIECE_END": self.end.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
     def shell_command(self) -> str:
         """The command, or the placeholder ``sleep <planned seconds>``."""

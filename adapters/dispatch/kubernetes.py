@@ -32,7 +32,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from carbonsched.adapters.dispatch.base import BackendJob, DispatchRequest, short_hash
+from carbonsched.adapters.dispatch.base import (
+    CHECKPOINT_SIGNAL_LEAD_S,
+    BackendJob,
+    DispatchRequest,
+    short_hash,
+)
 from carbonsched.domain import JobState, ReasonCode
 from carbonsched.errors import BackendError, BackendRejectedError, BackendUnavailableError
 
@@ -158,7 +163,24 @@ class KubernetesAdapter:
     def manifest(self, req: DispatchRequest) -> dict[str, Any]:
         """The ``batch/v1`` Job for ``req`` (a plain dict, as sent)."""
         product = self.gpu_products.get(req.gpu_type, req.gpu_type)
-        active_deadline_s = max(int((req.deadline - req.start).total_seconds()), req.duration_s)
+        # a pausing piece is stopped at its planned end (SIGTERM, then the grace period to write
+        # its checkpoint); the timer restarts when the held Job is released (Kubernetes Job docs,
+        # "Suspending a Job": startTime is reset on resume)
+        active_deadline_s = (req.duration_s if req.pauses else
+                             max(int((req.deadline - req.start).total_seconds()), req.duration_s))
+        pod_spec: dict[str, Any] = {
+            "restartPolicy": "Never",
+            "nodeSelector": {self.gpu_product_label: product},
+            "containers": [{
+                "name": "job",
+                "image": self.image,
+                "command": ["sh", "-c", req.shell_command()],
+                "env": [{"name": k, "value": v} for k, v in req.job_env().items()],
+                "resources": {"limits": {GPU_RESOURCE: str(req.gpus)}},
+            }],
+        }
+        if req.pauses:
+            pod_spec["terminationGracePeriodSeconds"] = CHECKPOINT_SIGNAL_LEAD_S
         return {
             "apiVersion": "batch/v1",
             "kind": "Job",
@@ -178,16 +200,7 @@ class KubernetesAdapter:
                 "template": {
                     "metadata": {"labels": {MANAGED_BY: OWNER,
                                             L_KEY_HASH: short_hash(req.key, 16)}},
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "nodeSelector": {self.gpu_product_label: product},
-                        "containers": [{
-                            "name": "job",
-                            "image": self.image,
-                            "command": ["sh", "-c", req.shell_command()],
-                            "resources": {"limits": {GPU_RESOURCE: str(req.gpus)}},
-                        }],
-                    },
+                    "spec": pod_spec,
                 },
             },
         }

@@ -40,7 +40,12 @@ from typing import Any
 from urllib.parse import quote, unquote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from carbonsched.adapters.dispatch.base import BackendJob, DispatchRequest
+from carbonsched.adapters.dispatch.base import (
+    CHECKPOINT_SIGNAL_LEAD_S,
+    BackendJob,
+    DispatchRequest,
+    dispatch_key,
+)
 from carbonsched.domain import JobState, ReasonCode
 from carbonsched.errors import (
     BackendError,
@@ -306,8 +311,9 @@ class SlurmAdapter:
         self._lock = threading.Lock()
 
     # -- plumbing -------------------------------------------------------------------------------
-    def _env(self, tz: str | None = None) -> dict[str, str]:
+    def _env(self, tz: str | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = dict(os.environ)
+        env.update(extra or {})
         if self.conf is not None:
             env["SLURM_CONF"] = str(self.conf)
         env["TZ"] = tz or "UTC"
@@ -316,10 +322,11 @@ class SlurmAdapter:
     def _cluster_args(self) -> list[str]:
         return [f"--clusters={self.cluster}"] if self.use_clusters_flag else []
 
-    def _run(self, argv: list[str], tz: str | None = None, key: str = "") -> str:
+    def _run(self, argv: list[str], tz: str | None = None, key: str = "",
+             extra_env: dict[str, str] | None = None) -> str:
         try:
-            proc = subprocess.run(argv, env=self._env(tz), capture_output=True, text=True,
-                                  timeout=self.timeout_s, check=False)
+            proc = subprocess.run(argv, env=self._env(tz, extra_env), capture_output=True,
+                                  text=True, timeout=self.timeout_s, check=False)
         except FileNotFoundError as exc:
             raise BackendUnavailableError(
                 f"{self.name}: {argv[0]} is not installed on this host "
@@ -338,7 +345,14 @@ class SlurmAdapter:
 
     # -- contract -------------------------------------------------------------------------------
     def sbatch_argv(self, req: DispatchRequest) -> tuple[str, list[str]]:
-        """The TZ value and the exact sbatch command line for ``req``."""
+        """The TZ value and the exact sbatch command line for ``req``.
+
+        A piece of a preemptible job that pauses gets ``--signal=B:USR1@<lead>`` (Slurm signals
+        the batch shell :data:`CHECKPOINT_SIGNAL_LEAD_S` seconds before the time limit so the job
+        writes its checkpoint); a resumed piece whose predecessor this cluster holds gets
+        ``--dependency=afterany:<id>`` so it never overlaps it. The piece's environment
+        (:meth:`DispatchRequest.job_env`) is exported by sbatch's default ``--export=ALL``.
+        """
         tz, (begin, deadline) = begin_wall_time(req.start, self.timezone, (req.deadline,))
         minutes = -(-req.duration_s // 60)
         argv = ["sbatch", "--parsable", *self._cluster_args(),
@@ -347,6 +361,12 @@ class SlurmAdapter:
                 f"--gres=gpu:{req.gpu_type}:{req.gpus}", "--nodes=1",
                 f"--comment={make_comment(req.key, req.plan_id)}",
                 f"--output={self.output}", "--chdir=/tmp"]
+        if req.pauses:
+            argv.append(f"--signal=B:USR1@{CHECKPOINT_SIGNAL_LEAD_S}")
+        if req.resumes:
+            prev = (self._index or {}).get(dispatch_key(req.job_id, req.piece - 1))
+            if prev is not None and prev.backend_id.startswith(f"{self.cluster}:"):
+                argv.append(f"--dependency=afterany:{prev.backend_id.split(':', 1)[1]}")
         if self.partition:
             argv.insert(3, f"--partition={self.partition}")
         if self.account:
@@ -355,10 +375,14 @@ class SlurmAdapter:
         return tz, argv
 
     def render(self, req: DispatchRequest) -> str:
-        """``TZ=... sbatch ...`` exactly as :meth:`submit` runs it (plus ``SLURM_CONF``)."""
+        """``TZ=... sbatch ...`` exactly as :meth:`submit` runs it.
+
+        Prefixed by ``SLURM_CONF`` and the piece's ``CARBONSCHED_*`` environment.
+        """
         tz, argv = self.sbatch_argv(req)
         conf = f"SLURM_CONF={shlex.quote(str(self.conf))} " if self.conf else ""
-        return f"{conf}TZ={shlex.quote(tz)} {shlex.join(argv)}"
+        env = "".join(f"{k}={shlex.quote(v)} " for k, v in req.job_env().items())
+        return f"{conf}TZ={shlex.quote(tz)} {env}{shlex.join(argv)}"
 
     def submit(self, req: DispatchRequest) -> BackendJob:
         """Submit unless a job with the same key exists on the cluster (then return it)."""
@@ -367,7 +391,7 @@ class SlurmAdapter:
             if req.key in index:
                 return index[req.key]
         tz, argv = self.sbatch_argv(req)
-        out = self._run(argv, tz=tz, key=req.key).strip()
+        out = self._run(argv, tz=tz, key=req.key, extra_env=req.job_env()).strip()
         job_id = out.split(";")[0]
         if not job_id.isdigit():
             raise BackendError(f"{self.name}: sbatch --parsable printed {out!r}, not a job id")

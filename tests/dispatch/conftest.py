@@ -46,7 +46,11 @@ def store(tmp_path) -> Store:
 @pytest.fixture(scope="session")
 def global_plan_doc(tmp_path_factory) -> dict:
     """A real plan of the global catalog for PLAN_DAY (planned once per test run)."""
-    cache = tmp_path_factory.getbasetemp().parent / "dispatch_global_plan.json"
+    # shared by the xdist workers of this run (their basetemps share a parent), never across
+    # runs: without xdist the parent is pytest-of-<user>, where a plan from older code would stay
+    base = tmp_path_factory.getbasetemp()
+    cache = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / (
+        "dispatch_global_plan.json")
     with open(str(cache) + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not cache.exists():

@@ -1,0 +1,212 @@
+"""Suspend and resume: a preemptible job's pieces on real Slurm and on the Kubernetes emulator.
+
+Each piece is its own backend job; every piece gets the same ``CARBONSCHED_*`` environment so one
+job script checkpoints and resumes; Slurm signals a pausing piece before its time limit and runs
+a resumed piece only after its predecessor; a piece stopped at its planned end is ``Paused``,
+not ``Failed``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from carbonsched.adapters.dispatch.base import DispatchRequest
+from carbonsched.adapters.dispatch.kubernetes import KubernetesAdapter
+from carbonsched.adapters.dispatch.slurm import SlurmAdapter
+from carbonsched.catalog import load_catalog
+from carbonsched.dispatch import (
+    DispatchSettings,
+    build_adapters,
+    dispatch_plan,
+    mark_paused,
+    plan_requests,
+    refresh_status,
+    release_due,
+)
+from carbonsched.store.models import DispatchRow
+
+FMT = "%Y-%m-%dT%H:%M:%SZ"
+CATALOG = load_catalog("global")
+
+
+def _doc(placements: list[dict]) -> dict:
+    start = min(p["start"] for p in placements)
+    return {"plan_id": uuid.uuid4().hex, "date": start[:10], "catalog": "global",
+            "signal_quality": "measured",
+            "solver": {"name": "t", "status": "optimal", "seconds": 0.0},
+            "totals": {"energy_kwh": 0.0, "emissions_kg": 0.0, "baseline_emissions_kg": 0.0},
+            "unplaced": [], "inference": [], "placements": placements}
+
+
+def _piece(job_id: str, piece: int, site: str, gpu: str, start: datetime, end: datetime,
+           **kw) -> dict:
+    return {"job_id": job_id, "piece": piece, "site": site, "start": start.strftime(FMT),
+            "end": end.strftime(FMT), "gpu_type": gpu, "gpus": 1, "energy_kwh": 1.0,
+            "emissions_kg": 0.1, **kw}
+
+
+def _req(piece: int, pieces: int, **kw) -> DispatchRequest:
+    t0 = datetime(2030, 1, 2, 3, 0, tzinfo=UTC)
+    base = dict(plan_id="p1", job_id="train-7", piece=piece, site="ca-on-toronto",
+                start=t0 + timedelta(hours=3 * piece), end=t0 + timedelta(hours=3 * piece + 2),
+                deadline=t0 + timedelta(days=2), gpu_type="A100", gpus=1, pieces=pieces)
+    base.update(kw)
+    return DispatchRequest(**base)
+
+
+# -- the request and the command lines (no backend) ---------------------------------------------
+
+def test_a_piece_outside_its_jobs_piece_count_is_refused_with_the_range():
+    with pytest.raises(ValueError, match=r"piece 2 is outside 0\.\.1 \(the job runs in 2"):
+        _req(2, 2)
+    with pytest.raises(ValueError, match="checkpoint_overhead_s must be >= 0, got -60"):
+        _req(0, 2, checkpoint_overhead_s=-60)
+    assert _req(1, 2).resumes and not _req(1, 2).pauses  # the last piece: just inside the range
+    # a request that does not say how many pieces treats its piece as the last
+    assert _req(3, 0).pieces == 4 and not _req(3, 0).pauses
+
+
+def test_every_piece_gets_the_same_environment_naming_its_place_in_the_job():
+    first, last = _req(0, 3), _req(2, 3)
+    assert first.job_env() == {
+        "CARBONSCHED_JOB_ID": "train-7", "CARBONSCHED_PLAN_ID": "p1", "CARBONSCHED_PIECE": "0",
+        "CARBONSCHED_PIECES": "3", "CARBONSCHED_RESUME": "0",
+        "CARBONSCHED_PIECE_END": "2030-01-02T05:00:00Z"}
+    assert last.job_env()["CARBONSCHED_RESUME"] == "1"
+    assert last.job_env()["CARBONSCHED_PIECE_END"] == "2030-01-02T11:00:00Z"
+
+
+def test_plan_requests_count_pieces_per_job_and_read_the_resume_overhead():
+    t0 = datetime(2030, 1, 2, tzinfo=UTC)
+    doc = _doc([
+        _piece("a", 0, "gb-london", "A100", t0, t0 + timedelta(hours=2)),
+        _piece("a", 1, "gb-london", "A100", t0 + timedelta(hours=5), t0 + timedelta(hours=6),
+               overhead_minutes=10),
+        _piece("b", 0, "gb-london", "A100", t0, t0 + timedelta(hours=1))])
+    reqs = {r.key: r for r in plan_requests(doc, CATALOG)}
+    assert (reqs["a#0"].pieces, reqs["a#1"].pieces, reqs["b#0"].pieces) == (2, 2, 1)
+    assert (reqs["a#0"].checkpoint_overhead_s, reqs["a#1"].checkpoint_overhead_s) == (0, 600)
+    assert reqs["a#0"].pauses and reqs["a#1"].resumes and not reqs["b#0"].pauses
+
+
+def test_slurm_signals_only_pausing_pieces_and_exports_the_environment(tmp_path):
+    a = SlurmAdapter("ontario", conf=tmp_path / "slurm.conf", timezone=UTC)
+    _tz, argv0 = a.sbatch_argv(_req(0, 2))
+    _tz, argv1 = a.sbatch_argv(_req(1, 2))
+    _tz, whole = a.sbatch_argv(_req(0, 1))
+    assert "--signal=B:USR1@120" in argv0
+    assert not any(x.startswith("--signal") for x in argv1 + whole)
+    assert "--time=120" in argv0
+    rendered = a.render(_req(1, 2))
+    assert "CARBONSCHED_RESUME=1" in rendered and "CARBONSCHED_PIECES=2" in rendered
+
+
+def test_kubernetes_stops_a_pausing_piece_at_its_planned_end_with_a_grace_to_checkpoint():
+    a = KubernetesAdapter("ctx", "ns", kubeconfig="/nonexistent")
+    m0, m1 = a.manifest(_req(0, 2)), a.manifest(_req(1, 2))
+    assert m0["spec"]["activeDeadlineSeconds"] == 2 * 3600  # the piece's own length
+    assert m0["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 120
+    # the last piece may run to the job's deadline, like a job placed whole
+    assert m1["spec"]["activeDeadlineSeconds"] == int(
+        (_req(1, 2).deadline - _req(1, 2).start).total_seconds())
+    assert "terminationGracePeriodSeconds" not in m1["spec"]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in m1["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["CARBONSCHED_RESUME"] == "1" and env["CARBONSCHED_PIECE"] == "1"
+
+
+@pytest.mark.parametrize(("piece", "pieces", "ending", "relabelled"), [
+    (0, 2, "TIMEOUT", True),            # a pausing piece at its time limit
+    (0, 2, "DeadlineExceeded", True),   # the same on Kubernetes
+    (1, 2, "TIMEOUT", False),           # the last piece timing out is a real failure
+    (0, 1, "TIMEOUT", False),           # so is a job placed whole
+    (0, 2, "DEADLINE", False),          # Slurm could not start it before --deadline
+    (0, 2, "FAILED", False),            # a non-zero exit
+])
+def test_only_a_pausing_piece_stopped_at_its_end_is_paused(piece, pieces, ending, relabelled):
+    req = _req(piece, pieces)
+    row = DispatchRow(key=req.key, job_id=req.job_id, piece=piece, state="Failed",
+                      reason="BackendFailed", request_json=json.dumps(
+                          {"piece": piece, "pieces": pieces}))
+    assert mark_paused(row, ending) is relabelled
+    assert (row.state, row.reason) == (("Succeeded", "Paused") if relabelled
+                                       else ("Failed", "BackendFailed"))
+    if relabelled:
+        assert row.detail.startswith(f"piece {piece + 1} of {pieces} stopped at its planned end")
+
+
+# -- real Slurm and the Kubernetes emulator -------------------------------------------------------
+
+@pytest.mark.slurm
+def test_pieces_on_real_slurm_run_with_the_environment_and_resume_after_their_predecessor(
+        store, settings, slurm_dir, tmp_path):
+    prefix = uuid.uuid4().hex[:8]
+    out = tmp_path / "env"
+    out.mkdir()
+    os.chmod(out, 0o777)
+    now = datetime.now(UTC).replace(microsecond=0)
+    later = now + timedelta(days=2)
+    doc = _doc([
+        _piece(f"{prefix}-t", 0, "ca-on-toronto", "A100", now, now + timedelta(hours=1),
+               command=f"env | grep ^CARBONSCHED_ | sort > {out}/piece0.env; sleep 30"),
+        _piece(f"{prefix}-t", 1, "ca-on-toronto", "A100", later, later + timedelta(hours=1),
+               overhead_minutes=10, command="true")])
+    store.save_plan(doc)
+    assert dispatch_plan(store, doc["plan_id"], settings=settings).counts == {"submitted": 2}
+    conf = slurm_dir / "ontario" / "slurm.conf"
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    listed = json.loads(subprocess.run(["squeue", "--json", "--states=all"], env=env,
+                                       capture_output=True, text=True, check=True).stdout)
+    ours = {j["name"]: j for j in listed["jobs"] if j["name"].startswith(f"carbonsched-{prefix}")}
+    first, second = ours[f"carbonsched-{prefix}-t-0"], ours[f"carbonsched-{prefix}-t-1"]
+    assert f"afterany:{first['job_id']}" in second["dependency"]
+    for _ in range(240):
+        if (out / "piece0.env").exists() and (out / "piece0.env").read_text():
+            break
+        time.sleep(0.25)
+    got = dict(line.split("=", 1) for line in (out / "piece0.env").read_text().splitlines())
+    assert got["CARBONSCHED_PIECE"] == "0" and got["CARBONSCHED_PIECES"] == "2"
+    assert got["CARBONSCHED_RESUME"] == "0" and got["CARBONSCHED_JOB_ID"] == f"{prefix}-t"
+    assert got["CARBONSCHED_PIECE_END"] == (now + timedelta(hours=1)).strftime(FMT)
+    with Session(store.engine) as s:
+        row = s.scalars(select(DispatchRow).where(DispatchRow.key == f"{prefix}-t#1")).one()
+        assert json.loads(row.request_json)["checkpoint_overhead_s"] == 600
+
+
+def test_a_kubernetes_piece_stopped_at_its_end_is_paused_and_a_whole_job_is_not(
+        store, slurm_dir, emulator_kubeconfig):
+    prefix = uuid.uuid4().hex[:8]
+    now = datetime.now(UTC).replace(microsecond=0)
+    one_s = now + timedelta(seconds=1)  # shorter than the emulator's 2 s run: stopped at its end
+    later = now + timedelta(days=2)
+    doc = _doc([
+        _piece(f"{prefix}-p", 0, "de-frankfurt", "T4", now, one_s),
+        _piece(f"{prefix}-p", 1, "de-frankfurt", "T4", later, later + timedelta(hours=1)),
+        _piece(f"{prefix}-w", 0, "de-frankfurt", "T4", now, one_s,
+               deadline=one_s.strftime(FMT))])
+    store.save_plan(doc)
+    settings = DispatchSettings(slurm_conf_dir=slurm_dir, kubeconfig=emulator_kubeconfig)
+    assert dispatch_plan(store, doc["plan_id"], settings=settings,
+                         clock=lambda: now).counts == {"submitted": 3}
+    adapters = build_adapters(CATALOG, settings=settings)
+    released = release_due(store, "global", adapters=adapters, clock=lambda: now)
+    assert sorted(released) == [f"{prefix}-p#0", f"{prefix}-w#0"]
+    time.sleep(2.5)
+    recs = refresh_status(store, "global", plan_id=doc["plan_id"],
+                          adapters=adapters).set_index("key")
+    paused = recs.loc[f"{prefix}-p#0"]
+    assert (paused.state, paused.reason) == ("Succeeded", "Paused")
+    assert paused.detail.startswith("piece 1 of 2 stopped at its planned end (DeadlineExceeded)")
+    whole = recs.loc[f"{prefix}-w#0"]
+    assert (whole.state, whole.reason) == ("Failed", "DeadlinePassed")
+    assert (recs.loc[f"{prefix}-p#1"].state, recs.loc[f"{prefix}-p#1"].reason) == (
+        "Dispatched", "Submitted")
+
