@@ -412,6 +412,7 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
         summary.notes.append(
             f"{no_command} of {len(requests)} placements carry no command: each runs the "
             "placeholder 'sleep <planned seconds>'")
+    summary.notes += _late_plan_notes(plan, requests, now, commit_before)
 
     with Session(store.engine, expire_on_commit=False) as s:
         existing = {r.key: r for r in s.scalars(select(DispatchRow).where(
@@ -504,6 +505,33 @@ def _drive_pending(store: Store, adapters: Mapping[str, DispatchAdapter],
     # an intent driven now replaces what the sorting step said about the same key
     summary.outcomes = [o for o in summary.outcomes if o.key not in outcomes]
     summary.outcomes.extend(outcomes.values())
+
+
+def _late_plan_notes(plan: Mapping[str, Any], requests: Sequence[DispatchRequest], now: datetime,
+                     commit_before: datetime | None) -> list[str]:
+    """Notes for a plan dispatched after its time.
+
+    Placements that can no longer meet their deadline (recorded ``DeadlinePassed``, never
+    submitted) and placements whose planned start has passed (the backend starts them at once,
+    so they run in other hours than planned).
+    """
+    todo = [r for r in requests if commit_before is None or r.start < commit_before]
+    if not todo:
+        return []
+    hopeless = sum(1 for r in todo if now + timedelta(seconds=r.duration_s) > r.deadline)
+    late = sum(1 for r in todo if r.start < now
+               and now + timedelta(seconds=r.duration_s) <= r.deadline)
+    notes = []
+    when = f"(now {_iso(now)}; the plan is for {plan.get('date', '?')})"
+    if hopeless:
+        notes.append(f"{hopeless} of {len(todo)} placements can no longer end by their deadline "
+                     f"{when}: they are recorded DeadlinePassed and not submitted; plan again "
+                     "for the current day")
+    if late:
+        notes.append(f"{late} of {len(todo)} placements were planned to start before now "
+                     f"{when}: the backend starts them at once, in other hours than the plan "
+                     "priced")
+    return notes
 
 
 def _late(row: DispatchRow, now: datetime) -> str:

@@ -210,3 +210,35 @@ def test_a_kubernetes_piece_stopped_at_its_end_is_paused_and_a_whole_job_is_not(
     assert (recs.loc[f"{prefix}-p#1"].state, recs.loc[f"{prefix}-p#1"].reason) == (
         "Dispatched", "Submitted")
 
+
+
+def test_a_dry_run_of_a_past_plan_says_which_placements_are_late_or_hopeless(
+        store, slurm_dir, emulator_kubeconfig):
+    now = datetime(2030, 6, 1, 12, 0, tzinfo=UTC)
+    h = timedelta(hours=1)
+    doc = _doc([
+        # started 2 h ago, deadline still 1 h after a 1 h run from now: late, still runs
+        _piece("late", 0, "gb-london", "A100", now - 2 * h, now - h,
+               deadline=(now + 2 * h).strftime(FMT)),
+        # a 1 h run from now ends exactly at its deadline: just in time, not hopeless
+        _piece("edge", 0, "gb-london", "A100", now - h, now,
+               deadline=(now + h).strftime(FMT)),
+        # cannot end by its deadline any more
+        _piece("gone", 0, "gb-london", "A100", now - 3 * h, now - 2 * h,
+               deadline=(now - h).strftime(FMT)),
+        _piece("fine", 0, "gb-london", "A100", now + h, now + 2 * h,
+               deadline=(now + 3 * h).strftime(FMT))])
+    store.save_plan(doc)
+    settings = DispatchSettings(slurm_conf_dir=slurm_dir, kubeconfig=emulator_kubeconfig)
+    dry = dispatch_plan(store, doc["plan_id"], settings=settings, dry_run=True,
+                        clock=lambda: now)
+    when = "(now 2030-06-01T12:00:00Z; the plan is for 2030-06-01)"
+    assert dry.notes[-2:] == [
+        f"1 of 4 placements can no longer end by their deadline {when}: they are recorded "
+        "DeadlinePassed and not submitted; plan again for the current day",
+        f"2 of 4 placements were planned to start before now {when}: the backend starts them "
+        "at once, in other hours than the plan priced"]
+    # a plan on time carries neither note
+    on_time = dispatch_plan(store, doc["plan_id"], settings=settings, dry_run=True,
+                            clock=lambda: now - 4 * h)
+    assert not [n for n in on_time.notes if "before now" in n or "deadline" in n]
