@@ -4,8 +4,11 @@ Notation (positions, never user ids, name every variable and constraint):
 
 * :math:`o = (j, s, t_0)` a feasible option of job :math:`j` (gang of :math:`n_j` GPUs of type
   :math:`g_j`, :math:`d_j` hours, IT power :math:`P_j` kW) at site :math:`s` starting in slot
-  :math:`t_0`; binary :math:`x_o`. It covers slots :math:`t_0 \ldots t_0 + d_j - 1`.
-* :math:`u_j \in \{0, 1\}` job :math:`j` unplaced.
+  :math:`t_0`; binary :math:`x_o`. It covers slots :math:`t_0 \ldots t_0 + d_j - 1`
+  (:math:`d_j = \lceil m_j / 60 \rceil` for a run of :math:`m_j` minutes; slots may lie past
+  the horizon, on continued signals), with energy weight :math:`w_{ot} = 1` but in its last
+  slot, :math:`w = (m_j - 60 (d_j - 1)) / 60`.
+* :math:`u_j \in \{0, 1\}` job :math:`j` unplaced, or deferred past the horizon.
 * :math:`y_{ds} \in \mathbb{Z}_{\ge 0}` GPUs serving inference demand :math:`d` from site
   :math:`s` (only sites within the SLO that have the type).
 * :math:`a_{st} \in [0, \bar{a}_{st}]` green surplus absorbed [kW] (only where surplus > 0).
@@ -17,12 +20,16 @@ Constraints (one ``define_<family>_constraints`` each):
 * GPU capacity: :math:`\sum_{o \ni (s,t), g_j = g} n_j x_o + \sum_{d: t_d=t, g_d=g} y_{ds}
   \le C_{sg}`;
 * power cap: :math:`\sum_{o \ni (s,t)} P_j x_o + \sum_{d: t_d = t} p_d y_{ds} \le \bar{P}_s`;
-* absorption: :math:`a_{st} \le \mathrm{PUE}_{st} \cdot \mathrm{IT}_{st}`.
+* absorption: :math:`a_{st} \le \mathrm{PUE}_{st} \cdot E_{st}`.
 
-Objective [kg CO2e]: :math:`\sum_{s,t} \mathrm{CI}_{st} (\mathrm{PUE}_{st} \mathrm{IT}_{st} -
-a_{st}) / 1000 + \pi \sum_j n_j d_j u_j` with :math:`\pi` the unplaced penalty per GPU-hour
-(:data:`carbonsched.plan.sets.UNPLACED_PENALTY_FACTOR`). Emissions: GHG Protocol Scope 2
-Guidance (2015), location-based method.
+Objective [kg CO2e]: :math:`\sum_{s,t} \mathrm{CI}_{st} (\mathrm{PUE}_{st} E_{st} -
+a_{st}) / 1000 + \sum_j c_j u_j` with :math:`E_{st} = \sum_{o \ni (s,t)} P_j w_{ot} x_o` the
+IT energy and :math:`c_j` the unplaced penalty per GPU-hour
+(:data:`carbonsched.plan.sets.UNPLACED_PENALTY_FACTOR`) × the job's GPU-hours, or, for a job
+whose deadline lies beyond the horizon, its terminal value
+(:data:`carbonsched.plan.sets.TERMINAL_VALUE_RULE`). Capacity rows use
+:math:`C_{stg}` = GPUs less running work, power rows the cap less running work.
+Emissions: GHG Protocol Scope 2 Guidance (2015), location-based method.
 """
 
 from __future__ import annotations
@@ -39,12 +46,18 @@ ABSORB_EPS_KW = 1e-9
 
 @dataclass
 class CoverIndex:
-    """Which option covers which (site, slot): one row per (option, covered hour)."""
+    """Which option covers which (site, slot): one row per (option, covered hour).
+
+    ``energy`` is the share of the slot the job runs in it (1, or its fraction in the last
+    slot): capacity and power rows see the whole gang in every covered slot, energy,
+    emissions and absorption only ``energy`` of it.
+    """
 
     option: np.ndarray
     site: np.ndarray
     slot: np.ndarray
     gtype: np.ndarray
+    energy: np.ndarray | None = None
 
 
 def cover_index(sets: PlanSets, options: np.ndarray) -> CoverIndex:
@@ -52,8 +65,12 @@ def cover_index(sets: PlanSets, options: np.ndarray) -> CoverIndex:
     dur = sets.job_dur[options[:, 0]]
     rep = np.repeat(np.arange(len(options)), dur)
     offs = np.arange(len(rep)) - np.repeat(np.cumsum(dur) - dur, dur)
+    energy = np.ones(len(rep))
+    if len(rep):
+        last = np.cumsum(dur) - 1
+        energy[last] = sets.job_last_frac[options[:, 0]]
     return CoverIndex(option=rep, site=options[rep, 1], slot=options[rep, 2] + offs,
-                      gtype=sets.job_gtype[options[rep, 0]])
+                      gtype=sets.job_gtype[options[rep, 0]], energy=energy)
 
 
 @dataclass
@@ -106,15 +123,20 @@ def define_inference_constraints(m: PlanModel) -> None:
                            name=f"serve{d}")
 
 
-def _cell_terms(m: PlanModel, weight_job: np.ndarray, weight_inf: np.ndarray, by_type: bool
-                ) -> dict[tuple, list]:
-    """Terms per (site, slot[, type]) cell: option weights and inference weights."""
+def _cell_terms(m: PlanModel, weight_job: np.ndarray, weight_inf: np.ndarray, by_type: bool,
+                energy: bool = False) -> dict[tuple, list]:
+    """Terms per (site, slot[, type]) cell: option weights and inference weights.
+
+    With ``energy`` the option weight is scaled by the share of the slot the job runs.
+    """
     sets = m.sets
     cov = cover_index(sets, m.options)
     cells: dict[tuple, list] = {}
     keys = (zip(cov.site.tolist(), cov.slot.tolist(), cov.gtype.tolist(), strict=True) if by_type
             else zip(cov.site.tolist(), cov.slot.tolist(), strict=True))
     w = weight_job[m.options[cov.option, 0]]
+    if energy:
+        w = w * cov.energy
     for key, o, wo in zip(keys, cov.option.tolist(), w.tolist(), strict=True):
         cells.setdefault(key, []).append((m.x[o], wo))
     for (d, s), var in m.y.items():
@@ -137,7 +159,7 @@ def define_capacity_constraints(m: PlanModel) -> None:
     sets = m.sets
     cells = _cell_terms(m, sets.job_gpus.astype(float), np.ones(len(sets.inf_gpus)), True)
     for (s, t, g), terms in sorted(cells.items()):
-        cap = int(sets.gpu_count[s, g])
+        cap = int(sets.gpu_cap[s, t, g])
         if _max_load(terms) <= cap:
             continue
         m.lp.addConstraint(pulp.LpAffineExpression(terms) <= cap, name=f"cap{s}_{t}_{g}")
@@ -164,7 +186,7 @@ def define_absorption_constraints(m: PlanModel) -> None:
     sets = m.sets
     if not m.a:
         return
-    cells = _cell_terms(m, sets.job_kw, sets.inf_kw_per_gpu, False)
+    cells = _cell_terms(m, sets.job_kw, sets.inf_kw_per_gpu, False, energy=True)
     for (s, t), var in m.a.items():
         terms = [(v, -w * float(sets.pue[s, t])) for v, w in cells.get((s, t), [])]
         m.lp.addConstraint(pulp.LpAffineExpression([(var, 1.0)] + terms) <= 0,
@@ -176,8 +198,8 @@ def define_objective(m: PlanModel) -> None:
     sets = m.sets
     cost = option_costs(sets, m.options)
     terms = list(zip(m.x, cost.tolist(), strict=True))
-    pen = sets.penalty_per_gpu_hour
-    terms += [(v, pen * float(sets.job_gpus[j] * sets.job_dur[j])) for j, v in m.u.items()]
+    # unplaced penalty, or the terminal value of a job deferred past the horizon
+    terms += [(v, float(sets.unplaced_cost[j])) for j, v in m.u.items()]
     cpk = sets.cost_per_kwh
     terms += [(v, float(sets.inf_kw_per_gpu[d] * cpk[s, sets.inf_hour[d]]))
               for (d, s), v in m.y.items()]
