@@ -8,6 +8,10 @@ Notation (positions, never user ids, name every variable and constraint):
   (:math:`d_j = \lceil m_j / 60 \rceil` for a run of :math:`m_j` minutes; slots may lie past
   the horizon, on continued signals), with energy weight :math:`w_{ot} = 1` but in its last
   slot, :math:`w = (m_j - 60 (d_j - 1)) / 60`.
+* :math:`z_p` binary, a piece pattern of a preemptible job (several runs at one site, each
+  resumption paying the checkpoint overhead; :func:`carbonsched.plan.sets.enumerate_patterns`),
+  in the job's assignment row and in the capacity, power and absorption rows of every slot it
+  covers, like an option.
 * :math:`u_j \in \{0, 1\}` job :math:`j` unplaced, or deferred past the horizon.
 * :math:`y_{ds} \in \mathbb{Z}_{\ge 0}` GPUs serving inference demand :math:`d` from site
   :math:`s` (only sites within the SLO that have the type).
@@ -15,7 +19,7 @@ Notation (positions, never user ids, name every variable and constraint):
 
 Constraints (one ``define_<family>_constraints`` each):
 
-* assignment: :math:`\sum_{o \ni j} x_o + u_j = 1`;
+* assignment: :math:`\sum_{o \ni j} x_o + \sum_{p \ni j} z_p + u_j = 1`;
 * inference: :math:`\sum_s y_{ds} = N_d`;
 * GPU capacity: :math:`\sum_{o \ni (s,t), g_j = g} n_j x_o + \sum_{d: t_d=t, g_d=g} y_{ds}
   \le C_{sg}`;
@@ -34,7 +38,7 @@ Emissions: GHG Protocol Scope 2 Guidance (2015), location-based method.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pulp
@@ -84,6 +88,8 @@ class PlanModel:
     u: dict[int, pulp.LpVariable]
     y: dict[tuple[int, int], pulp.LpVariable]
     a: dict[tuple[int, int], pulp.LpVariable]
+    z: list[pulp.LpVariable] = field(default_factory=list)
+    """Binary per piece pattern of a preemptible job (:attr:`PlanSets.patterns`)."""
 
 
 def define_variables(m: PlanModel) -> None:
@@ -91,7 +97,10 @@ def define_variables(m: PlanModel) -> None:
     sets = m.sets
     add = m.lp.add_variable
     m.x = [add(f"x{i}", 0, 1, cat=pulp.LpBinary) for i in range(len(m.options))]
-    for j in np.unique(m.options[:, 0]) if len(m.options) else []:
+    pats = _patterns(m)
+    m.z = [add(f"z{i}", 0, 1, cat=pulp.LpBinary) for i in range(len(pats.job))]
+    modelled = np.union1d(m.options[:, 0], pats.job) if len(m.options) else pats.job
+    for j in np.unique(modelled):
         m.u[int(j)] = add(f"u{int(j)}", 0, 1, cat=pulp.LpBinary)
     for d, s in zip(*np.nonzero(sets.inf_sites), strict=True):
         if sets.inf_gpus[d] > 0:
@@ -102,14 +111,27 @@ def define_variables(m: PlanModel) -> None:
         m.a[(int(s), int(t))] = add(f"a{s}_{t}", 0, float(sets.surplus_kw[s, t]))
 
 
+def _patterns(m: PlanModel):
+    """The piece patterns the model holds: those of jobs with an option in it."""
+    from carbonsched.plan.sets import PiecePatterns, _empty_patterns
+
+    pats = m.sets.patterns
+    if pats is None or len(pats) == 0:
+        return _empty_patterns()
+    keep = np.flatnonzero(np.isin(pats.job, m.options[:, 0]))
+    return PiecePatterns(pats.job[keep], pats.site[keep], pats.cost_kg[keep],
+                         [pats.pieces[i] for i in keep]) if len(keep) < len(pats) else pats
+
+
 def define_assignment_constraints(m: PlanModel) -> None:
-    """Each placeable job starts once (one option) or is unplaced."""
-    jobs = m.options[:, 0]
-    order = np.argsort(jobs, kind="stable")
-    bounds = np.flatnonzero(np.diff(jobs[order])) + 1
-    for grp in np.split(order, bounds) if len(order) else []:
-        j = int(jobs[grp[0]])
-        expr = pulp.LpAffineExpression([(m.x[i], 1) for i in grp] + [(m.u[j], 1)])
+    """Each placeable job starts once (one option or one piece pattern) or is unplaced."""
+    terms: dict[int, list] = {}
+    for i, j in enumerate(m.options[:, 0].tolist()):
+        terms.setdefault(j, []).append((m.x[i], 1))
+    for i, j in enumerate(_patterns(m).job.tolist()):
+        terms.setdefault(j, []).append((m.z[i], 1))
+    for j in sorted(terms):
+        expr = pulp.LpAffineExpression(terms[j] + [(m.u[j], 1)])
         m.lp.addConstraint(expr == 1, name=f"assign{j}")
 
 
@@ -139,6 +161,16 @@ def _cell_terms(m: PlanModel, weight_job: np.ndarray, weight_inf: np.ndarray, by
         w = w * cov.energy
     for key, o, wo in zip(keys, cov.option.tolist(), w.tolist(), strict=True):
         cells.setdefault(key, []).append((m.x[o], wo))
+    pats = _patterns(m)
+    if len(pats):
+        # piece patterns: the whole gang in every covered slot, energy its share
+        pp, ps, pt, pg, pe = pats.cover(sets)
+        wp = weight_job[pats.job[pp]] * (pe if energy else 1.0)
+        pkeys = (zip(ps.tolist(), pt.tolist(), pg.tolist(), strict=True) if by_type
+                 else zip(ps.tolist(), pt.tolist(), strict=True))
+        for key, p, wo in zip(pkeys, pp.tolist(), np.broadcast_to(wp, pp.shape).tolist(),
+                              strict=True):
+            cells.setdefault(key, []).append((m.z[p], wo))
     for (d, s), var in m.y.items():
         key = (s, int(sets.inf_hour[d]), int(sets.inf_gtype[d])) if by_type else \
             (s, int(sets.inf_hour[d]))
@@ -198,6 +230,7 @@ def define_objective(m: PlanModel) -> None:
     sets = m.sets
     cost = option_costs(sets, m.options)
     terms = list(zip(m.x, cost.tolist(), strict=True))
+    terms += list(zip(m.z, _patterns(m).cost_kg.tolist(), strict=True))
     # unplaced penalty, or the terminal value of a job deferred past the horizon
     terms += [(v, float(sets.unplaced_cost[j])) for j, v in m.u.items()]
     cpk = sets.cost_per_kwh
@@ -224,7 +257,7 @@ def build_model(sets: PlanSets, options: np.ndarray | None = None) -> PlanModel:
     """
     opts = sets.options if options is None else options
     m = PlanModel(lp=pulp.LpProblem("carbonsched_plan", pulp.LpMinimize), sets=sets,
-                  options=opts, x=[], u={}, y={}, a={})
+                  options=opts, x=[], u={}, y={}, a={}, z=[])
     define_variables(m)
     define_assignment_constraints(m)
     define_inference_constraints(m)
@@ -257,6 +290,12 @@ def integrality_issues(m: PlanModel, tol: float = INTEGRALITY_TOL) -> list[str]:
         if val is None or abs(val - round(val)) > tol or round(val) not in (0, 1):
             j = int(m.options[i, 0])
             out.append(f"option {i} of job {prob.jobs[j].id!r} = {val!r}, not 0 or 1")
+    pats = _patterns(m)
+    for i, v in enumerate(m.z):
+        val = v.varValue
+        if val is None or abs(val - round(val)) > tol or round(val) not in (0, 1):
+            j = int(pats.job[i])
+            out.append(f"piece pattern {i} of job {prob.jobs[j].id!r} = {val!r}, not 0 or 1")
     for (d, s), v in m.y.items():
         val = v.varValue
         if val is None or abs(val - round(val)) > tol or val < -tol:
@@ -265,6 +304,20 @@ def integrality_issues(m: PlanModel, tol: float = INTEGRALITY_TOL) -> list[str]:
     if len(out) > 5:
         out = out[:5] + [f"and {len(out) - 5} more"]
     return out
+
+
+def read_patterns(m: PlanModel) -> np.ndarray:
+    """Positions (in :attr:`PlanSets.patterns`) of the chosen piece patterns."""
+    pats = m.sets.patterns
+    held = _patterns(m)
+    if not m.z:
+        return np.zeros(0, dtype=np.int64)
+    vals = np.array([v.varValue if v.varValue is not None else 0.0 for v in m.z])
+    chosen = np.flatnonzero(vals > 0.5)
+    if held is pats:
+        return chosen.astype(np.int64)
+    keep = np.flatnonzero(np.isin(pats.job, m.options[:, 0]))
+    return keep[chosen].astype(np.int64)
 
 
 def read_solution(m: PlanModel) -> tuple[np.ndarray, np.ndarray]:

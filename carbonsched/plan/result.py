@@ -250,7 +250,10 @@ def plan_runs(sets: Any, chosen: np.ndarray, chosen_patterns: Any = None) -> lis
     runs = [Run(int(j), int(s), int(t), int(sets.job_minutes[j])) for j, s, t in chosen]
     pats = getattr(sets, "patterns", None)
     for p in ([] if chosen_patterns is None else chosen_patterns):
-        runs.extend(pats.runs(int(p)))
+        pieces = pats.pieces[int(p)]
+        j, site = int(pats.job[int(p)]), int(pats.site[int(p)])
+        runs.extend(Run(j, site, t, m, i, len(pieces), o)
+                    for i, (t, m, o) in enumerate(pieces))
     return runs
 
 
@@ -373,9 +376,15 @@ def build_plan_result(
         "jobs_past_horizon": float(len(past)),
         "overhead_kwh": float(sum(p.overhead_kwh for p in placements)),
     }
+    notes = plan_notes(sets, len(past), n_deferred)
+    split = {p.job_id: p.pieces for p in placements if p.pieces > 1}
+    if split:
+        notes.append(f"pieces: {len(split)} preemptible job(s) run in {sum(split.values())} "
+                     f"pieces; the checkpoint overhead of their resumptions, "
+                     f"{totals['overhead_kwh']:.4g} kWh, is counted in their energy and "
+                     "emissions (overhead_kwh per piece)")
     return PlanResult(status=status, solver=solver, placements=placements, inference=infs,
-                      unplaced=unplaced, totals=totals,
-                      notes=plan_notes(sets, len(past), n_deferred))
+                      unplaced=unplaced, totals=totals, notes=notes)
 
 
 def plan_notes(sets: Any, n_past: int, n_deferred: int) -> list[str]:

@@ -192,6 +192,8 @@ class PlanSets:
     """GPUs held by running work, shape ``(S, T, G)``. [-]"""
     notes: list[str] = field(default_factory=list)
     """What the compilation assumed or dropped, for the plan's notes."""
+    patterns: PiecePatterns | None = None
+    """Piece patterns of preemptible jobs (:func:`enumerate_patterns`), beside ``options``."""
 
     @property
     def n_ext(self) -> int:
@@ -585,6 +587,7 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None) 
         sets.notes.append("running work already exceeds a site's GPUs or power cap in some "
                           "hour; no new work is planned there")
     sets.options = enumerate_options(sets)
+    sets.patterns = enumerate_patterns(sets)
     return sets
 
 
@@ -670,3 +673,193 @@ def option_costs(sets: PlanSets, options: np.ndarray) -> np.ndarray:
     d = sets.job_dur[j]
     last = t + d - 1
     return sets.job_kw[j] * (cum[s, last] - cum[s, t] + sets.job_last_frac[j] * rate[s, last])
+
+
+@dataclass
+class PiecePatterns:
+    """Columns that run a preemptible job in several pieces at one site.
+
+    Pattern ``p`` runs job ``job[p]`` at site ``site[p]`` in ``len(pieces[p])`` pieces, each
+    ``(start slot, minutes, overhead minutes)`` in time order; every piece but the first
+    begins with the job's ``checkpoint_overhead_minutes`` (restore), at full power.
+    """
+
+    job: np.ndarray
+    site: np.ndarray
+    cost_kg: np.ndarray
+    """Grid emissions of the pattern, overhead included (no surplus), as option_costs. [kg]"""
+    pieces: list[list[tuple[int, int, int]]]
+
+    def __len__(self) -> int:
+        return len(self.job)
+
+    def cover(self, sets: PlanSets) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                             np.ndarray]:
+        """Covered cells: pattern, site, slot, GPU type and energy share, one row per cell."""
+        pat, site, slot, energy = [], [], [], []
+        for p, runs in enumerate(self.pieces):
+            for t, minutes, _over in runs:
+                n = -(-minutes // SLOT_MINUTES)
+                w = np.ones(n)
+                w[-1] = (minutes - SLOT_MINUTES * (n - 1)) / SLOT_MINUTES
+                pat.extend([p] * n)
+                site.extend([int(self.site[p])] * n)
+                slot.extend(range(t, t + n))
+                energy.extend(w.tolist())
+        pat_a = np.asarray(pat, dtype=np.int64)
+        return (pat_a, np.asarray(site, dtype=np.int64), np.asarray(slot, dtype=np.int64),
+                sets.job_gtype[self.job[pat_a]] if len(pat_a) else np.zeros(0, np.int64),
+                np.asarray(energy, dtype=float))
+
+
+def _empty_patterns() -> PiecePatterns:
+    return PiecePatterns(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), [])
+
+
+def best_piece_pattern(rate: np.ndarray, first: int, n_decide: int, last_slot: np.ndarray,
+                       n_slots: int, frac: float, k: int
+                       ) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Cheapest choice of ``n_slots`` slots in exactly ``k`` runs, per site (dynamic programme).
+
+    Parameters
+    ----------
+    rate
+        Cost of running in each slot, shape ``(S, T)`` (``inf`` where not allowed). [kg]
+    first
+        First slot a run may use. [-]
+    n_decide
+        Runs must start before this slot (the horizon); they may continue past it. [-]
+    last_slot
+        Latest slot the final (``n_slots``-th) slot may be, per site, shape ``(S,)``. [-]
+    n_slots, frac
+        Slots to take and the share of the last one charged. [-]
+    k
+        Runs (pieces); consecutive runs are separated by at least one free slot. [-]
+
+    Returns
+    -------
+    cost, taken
+        Cost per site ``(S,)`` (``inf`` if impossible) and, per site, the taken slot
+        positions in time order.
+    """
+    n_s, n_t = rate.shape
+    inf = np.inf
+    n = n_slots
+    # IN[s, r, m]: slot t taken, r runs started, m slots taken; OUT: slot t free
+    cur_in = np.full((n_s, k + 1, n + 1), inf)
+    cur_out = np.full((n_s, k + 1, n + 1), inf)
+    cur_out[:, 0, 0] = 0.0
+    best = np.full(n_s, inf)
+    best_t = np.full(n_s, -1, dtype=np.int64)
+    hist_in, hist_out = [], []      # per t: True = "continued" / "came from IN"
+    top = int(min(n_t, max(last_slot.max(initial=-1) + 1, 0)))
+    for t in range(first, top):
+        w = np.ones(n + 1)
+        w[n] = frac
+        c = rate[:, t][:, None, None] * w[None, None, 1:]            # cost of the m-th slot
+        cont = cur_in[:, :, :-1] + c                                   # (S, k+1, n)
+        new = np.full_like(cont, inf)
+        if t < n_decide:
+            new[:, 1:, :] = cur_out[:, :-1, :-1] + c[:, :, :]
+        nxt_in = np.full_like(cur_in, inf)
+        took_cont = cont <= new
+        nxt_in[:, :, 1:] = np.where(took_cont, cont, new)
+        # the final slot must be early enough to end by the deadline
+        late = t > last_slot
+        nxt_in[late, :, n] = inf
+        from_in = cur_in < cur_out
+        nxt_out = np.where(from_in, cur_in, cur_out)
+        hist_in.append(took_cont)
+        hist_out.append(from_in)
+        done = nxt_in[:, k, n]
+        better = done < best
+        best = np.where(better, done, best)
+        best_t = np.where(better, t, best_t)
+        cur_in, cur_out = nxt_in, nxt_out
+    taken: list[np.ndarray] = []
+    for s in range(n_s):
+        if not np.isfinite(best[s]):
+            taken.append(np.zeros(0, dtype=np.int64))
+            continue
+        t, r, m, state_in = int(best_t[s]), k, n, True
+        slots = []
+        while m > 0:
+            i = t - first
+            if state_in:
+                slots.append(t)
+                if hist_in[i][s, r, m - 1]:
+                    m -= 1
+                else:
+                    r, m, state_in = r - 1, m - 1, False
+            else:
+                state_in = bool(hist_out[i][s, r, m])
+            t -= 1
+        taken.append(np.array(slots[::-1], dtype=np.int64))
+    return best, taken
+
+
+def enumerate_patterns(sets: PlanSets) -> PiecePatterns:
+    """Piece patterns of every preemptible job, beside its one-piece options.
+
+    For each placeable job with ``max_pieces >= 2`` and each allowed site, and for each piece
+    count ``k = 2 .. max_pieces``, the cheapest way to run it in exactly ``k`` pieces
+    (:func:`best_piece_pattern` on the slot costs ``kW × PUE × CI / 1000``): ``k`` runs of
+    whole slots separated by at least one free slot, every run starting inside the horizon,
+    the first at or after the earliest start, the last ending by the deadline. Each resumed
+    piece adds ``checkpoint_overhead_minutes`` of run time at full power, so ``k`` pieces
+    take ``ceil((duration + (k - 1) × overhead) / 60)`` slots, the last charged its fraction.
+    A pattern is kept only when it is cheaper than the job's best one-piece option at that
+    site (it can only be chosen to save emissions or to fit around other work), and only
+    when every resumed piece does some work (run time above its overhead).
+
+    Returns
+    -------
+    PiecePatterns
+    """
+    jobs = [int(j) for j in sets.placeable if sets.problem.jobs[j].max_pieces >= 2]
+    if not jobs:
+        return _empty_patterns()
+    t0 = sets.slot[0]
+    n_s, n_t = sets.pue.shape
+    cost = sets.cost_per_kwh
+    one = {}
+    if len(sets.options):
+        c1 = option_costs(sets, sets.options)
+        for (j, s, _t), c in zip(sets.options.tolist(), c1.tolist(), strict=True):
+            one[(j, s)] = min(one.get((j, s), np.inf), c)
+    out_j, out_s, out_c, out_p = [], [], [], []
+    for j in jobs:
+        job = sets.problem.jobs[j]
+        o = job.checkpoint_overhead_minutes
+        kw = float(sets.job_kw[j])
+        rate = np.where(sets.job_sites[j][:, None], kw * cost, np.inf)
+        dl_slots = (job.deadline - t0) / SLOT
+        for k in range(2, job.max_pieces + 1):
+            minutes = job.duration_minutes + (k - 1) * o
+            n = -(-minutes // SLOT_MINUTES)
+            frac = (minutes - SLOT_MINUTES * (n - 1)) / SLOT_MINUTES
+            last_slot = int(math.floor(dl_slots - frac + 1e-9))
+            if last_slot - int(sets.job_first[j]) + 1 < n + k - 1:
+                break            # not enough room for k pieces and their gaps
+            best, taken = best_piece_pattern(
+                rate, int(sets.job_first[j]), sets.n_horizon,
+                np.full(n_s, min(last_slot, n_t - 1)), n, frac, k)
+            for s in np.flatnonzero(np.isfinite(best)):
+                if best[s] >= one.get((j, int(s)), np.inf) - 1e-12:
+                    continue
+                runs = np.split(taken[s], np.flatnonzero(np.diff(taken[s]) > 1) + 1)
+                pieces = []
+                for i, r in enumerate(runs):
+                    run_min = SLOT_MINUTES * len(r) if i < len(runs) - 1 else \
+                        SLOT_MINUTES * (len(r) - 1) + int(round(frac * SLOT_MINUTES))
+                    pieces.append((int(r[0]), int(run_min), o if i else 0))
+                if len(pieces) != k or any(m <= ov for _t, m, ov in pieces):
+                    continue
+                out_j.append(j)
+                out_s.append(int(s))
+                out_c.append(float(best[s]))
+                out_p.append(pieces)
+    if not out_j:
+        return _empty_patterns()
+    return PiecePatterns(np.array(out_j, dtype=np.int64), np.array(out_s, dtype=np.int64),
+                         np.array(out_c), out_p)
