@@ -108,9 +108,11 @@ def _intervals(doc: dict[str, Any], part: dict[str, Any], catalog: Catalog,
         else:
             kw, tenant, kind = j["power_per_gpu_kw"], j["tenant"], j["kind"]
         out.append(dict(plan_id=doc["plan_id"], date=doc["date"], job_id=p["job_id"],
-                        tenant=tenant, kind=kind, site=p["site"], gpu_type=p["gpu_type"],
-                        gpus=int(p["gpus"]), start=pd.Timestamp(p["start"]),
-                        end=pd.Timestamp(p["end"]), power_per_gpu_kw=float(kw)))
+                        piece=int(p.get("piece", 0)), tenant=tenant, kind=kind, site=p["site"],
+                        gpu_type=p["gpu_type"], gpus=int(p["gpus"]),
+                        start=pd.Timestamp(p["start"]), end=pd.Timestamp(p["end"]),
+                        power_per_gpu_kw=float(kw),
+                        overhead_minutes=float(p.get("overhead_minutes") or 0.0)))
     for i in part.get("inference", []):
         if int(i["gpus"]) == 0:
             continue
@@ -120,9 +122,10 @@ def _intervals(doc: dict[str, Any], part: dict[str, Any], catalog: Catalog,
             kw = it_power_per_gpu_kw(i.get("gpu_type", ""), catalog)
         h = pd.Timestamp(i["hour"])
         out.append(dict(plan_id=doc["plan_id"], date=doc["date"],
-                        job_id=f"inference:{i['area']}:{doc['date']}", tenant=i["area"],
-                        kind="inference", site=i["site"], gpu_type=i.get("gpu_type", ""),
-                        gpus=int(i["gpus"]), start=h, end=h + HOUR, power_per_gpu_kw=float(kw)))
+                        job_id=f"inference:{i['area']}:{doc['date']}", piece=0,
+                        tenant=i["area"], kind="inference", site=i["site"],
+                        gpu_type=i.get("gpu_type", ""), gpus=int(i["gpus"]), start=h,
+                        end=h + HOUR, power_per_gpu_kw=float(kw), overhead_minutes=0.0))
     return out
 
 
@@ -319,16 +322,18 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
     plan_iv["planned_start"] = plan_iv["start"]
     plan_iv["planned_end"] = plan_iv["end"]
     if len(act):
-        a = act.drop_duplicates("job_id", keep="last").set_index("job_id")
-        m = plan_iv["job_id"].isin(a.index) & (plan_iv["kind"] != "inference")
-        ids = plan_iv.loc[m, "job_id"]
+        # a run is one dispatch unit: (job, piece); a preemptible job's pieces run apart
+        a = act.drop_duplicates(["job_id", "piece"], keep="last").set_index(["job_id", "piece"])
+        unit = pd.MultiIndex.from_arrays([plan_iv["job_id"], plan_iv["piece"]])
+        m = pd.Series(unit.isin(a.index), index=plan_iv.index) & (plan_iv["kind"] != "inference")
+        ids = unit[m.to_numpy()]
         plan_iv.loc[m, "start"] = a.loc[ids, "actual_start"].to_numpy()
         end = a.loc[ids, "actual_end"]
         plan_iv.loc[m, "end"] = end.fillna(t1).to_numpy()
         site = a.loc[ids, "site"]
         plan_iv.loc[m, "site"] = np.where(site.notna(), site, plan_iv.loc[m, "site"])
         plan_iv.loc[m, "hours_basis"] = "actual"
-        unknown = sorted(set(a.index) - set(plan_iv["job_id"]))
+        unknown = sorted({j for j, _ in set(a.index) - set(unit)})
         if unknown:
             notes.append(f"{len(unknown)} actual run(s) for jobs not in the period's plans "
                          f"ignored: {', '.join(unknown[:5])}")
@@ -457,8 +462,18 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
     if pue_floor:
         notes.append("hours without actual weather, PUE at the model's free-cooling floor: "
                      + ", ".join(f"{s} {n} h" for s, n in sorted(pue_floor.items())))
+    # resumed pieces of preemptible jobs restore a checkpoint first: energy the work needs only
+    # because it was paused (planned overhead minutes x gpus x IT power per GPU)
+    resumed = plan_iv[plan_iv["overhead_minutes"] > 0]
+    overhead_kwh = float((resumed["gpus"] * resumed["power_per_gpu_kw"]
+                          * resumed["overhead_minutes"] / 60.0).sum())
+    if len(resumed):
+        notes.append(f"{len(resumed)} resumed piece(s) of preemptible jobs spent "
+                     f"{overhead_kwh:.1f} kWh of IT energy restoring checkpoints (the plans' "
+                     "overhead minutes x GPUs x IT power per GPU); included in the totals")
     cfe = float(rows["cfe_matched_kwh"].sum())
     totals = {
+        "checkpoint_overhead_it_kwh": overhead_kwh,
         "it_energy_kwh": float(rows["it_energy_kwh"].sum()),
         "facility_energy_kwh": energy,
         "location_based_kg": loc_total,
@@ -612,7 +627,7 @@ def _frames(rows: pd.DataFrame, cat: Catalog, cfg: MarketConfig, zones: dict[str
     g = r.groupby(["plan_id", "job_id"], sort=False)
     jobs = g.agg(date=("date", "first"), tenant=("tenant", "first"), kind=("kind", "first"),
                  site=("site", "first"), gpu_type=("gpu_type", "first"), gpus=("gpus", "max"),
-                 start=("start", "min"), end=("end", "max"),
+                 start=("start", "min"), end=("end", "max"), pieces=("piece", "nunique"),
                  hours_basis=("hours_basis", "first"),
                  it_energy_basis=("it_energy_basis",
                                   lambda s: s.iloc[0] if s.nunique() == 1 else "mixed"),
@@ -625,8 +640,8 @@ def _frames(rows: pd.DataFrame, cat: Catalog, cfg: MarketConfig, zones: dict[str
     jobs["start"] = jobs["start"].map(lambda t: t.strftime("%Y-%m-%dT%H:%M:%SZ"))
     jobs["end"] = jobs["end"].map(lambda t: t.strftime("%Y-%m-%dT%H:%M:%SZ"))
     cols = ["job_id", "plan_id", "date", "tenant", "kind", "site", "gpu_type", "gpus", "start",
-            "end", "hours_basis", "gpu_h", "it_energy_kwh", "it_energy_basis", "pue_mean_ratio",
-            "facility_energy_kwh", "location_based_kg", "lifecycle_kg", "market_based_kg",
+            "end", "pieces", "hours_basis", "gpu_h", "it_energy_kwh", "it_energy_basis",
+            "pue_mean_ratio", "facility_energy_kwh", "location_based_kg", "lifecycle_kg", "market_based_kg",
             "market_based_hourly_kg", "cfe_matched_kwh", "cfe_hourly_share",
             "location_gap_share", "grid_estimated_share", "embodied_kg", "sci_g_per_unit",
             "embodied_source"]

@@ -25,7 +25,8 @@ import pandas as pd
 
 from carbonsched.errors import DataFormatError, UnknownSiteError
 
-ACTUAL_RUN_COLUMNS = ["job_id", "plan_id", "site", "actual_start", "actual_end", "backend"]
+ACTUAL_RUN_COLUMNS = ["job_id", "piece", "plan_id", "site", "actual_start", "actual_end",
+                      "backend"]
 TELEMETRY_COLUMNS = ["hour_utc", "site", "job_id", "it_energy_kwh", "source"]
 
 
@@ -35,7 +36,8 @@ def actual_runs(store: Any, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFr
     Read from the dispatch outbox of a :class:`carbonsched.store.Store`
     (:func:`carbonsched.dispatch.dispatch_records`: ``sacct`` for Slurm, Job conditions for
     Kubernetes), or from ``store.actual_runs(start, end)`` where a store provides it, with columns
-    :data:`ACTUAL_RUN_COLUMNS` — ``job_id``, ``plan_id``, ``site``, ``actual_start`` and
+    :data:`ACTUAL_RUN_COLUMNS` — ``job_id``, ``piece`` (0 for a job run whole; a preemptible
+    job's pieces each have their own run), ``plan_id``, ``site``, ``actual_start`` and
     ``actual_end`` (tz-aware UTC; ``actual_end`` NaT while running: the report then counts up to
     ``end``) and ``backend`` (e.g. ``slurm:cluster``). Jobs without an actual start (not
     dispatched, or not started yet) keep their planned hours, labelled ``planned``.
@@ -105,6 +107,13 @@ def normalise_actual_runs(df: pd.DataFrame) -> pd.DataFrame:
     for c in ACTUAL_RUN_COLUMNS:
         if c not in out:
             out[c] = None
+    piece = pd.to_numeric(out["piece"], errors="coerce")
+    bad = out["piece"].notna() & (piece.isna() | (piece < 0) | (piece % 1 != 0))
+    if bad.any():
+        raise DataFormatError("actual runs", f"job {out.loc[bad, 'job_id'].iloc[0]!r}: piece "
+                                             f"{out.loc[bad, 'piece'].iloc[0]} is not a "
+                                             "whole number >= 0 (0 for a job run whole)")
+    out["piece"] = piece.fillna(0).astype(int)
     return out[ACTUAL_RUN_COLUMNS]
 
 

@@ -485,3 +485,38 @@ def test_actual_hours_come_from_the_dispatch_outbox(fx, shared_data, tmp_path):
     assert job["hours_basis"] == "actual"
     assert (job["start"], job["end"]) == ("2023-07-03T12:30:00Z", "2023-07-03T14:30:00Z")
     assert job["it_energy_kwh"] == pytest.approx(2 * 4 * 0.5)
+
+
+def test_a_preemptible_jobs_pieces_keep_their_own_actual_hours_and_count_the_overhead(
+        fx, shared_data):
+    # J1 runs in two pieces (09:00-11:00, resumed 14:00-15:30 with 30 min restoring the
+    # checkpoint); the backend ran piece 1 an hour late. J2 is whole.
+    doc = plan_doc("2023-07-03", "two-markets", [
+        ("J1", "a", "de-site", "2023-07-03T09:00:00Z", "2023-07-03T11:00:00Z", 4, 0.5),
+        ("J1", "a", "de-site", "2023-07-03T14:00:00Z", "2023-07-03T15:30:00Z", 4, 0.5),
+        ("J2", "b", "de-site", "2023-07-03T12:00:00Z", "2023-07-03T13:00:00Z", 2, 0.5)])
+    doc["workload"]["jobs"] = doc["workload"]["jobs"][1:]  # one record per job
+    doc["placements"][0].update(piece=0, pieces=2)
+    doc["placements"][1].update(piece=1, pieces=2, overhead_minutes=30)
+    runs = pd.DataFrame({
+        "job_id": ["J1", "J1"], "piece": [0, 1], "plan_id": [doc["plan_id"]] * 2,
+        "site": ["de-site"] * 2,
+        "actual_start": pd.to_datetime(["2023-07-03T09:00Z", "2023-07-03T15:00Z"], utc=True),
+        "actual_end": pd.to_datetime(["2023-07-03T11:00Z", "2023-07-03T16:30Z"], utc=True),
+        "backend": ["slurm:de"] * 2})
+    rep = build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03",
+                       actual=runs, plans=[doc])
+    j1 = rep.frames["jobs"].set_index("job_id").loc["J1"]
+    # 2 h + 1.5 h at 4 GPUs: piece 0 keeps its hours, piece 1 its own (not piece 0's)
+    assert j1["pieces"] == 2 and j1["gpu_h"] == pytest.approx(4 * 3.5)
+    assert (j1["start"], j1["end"]) == ("2023-07-03T09:00:00Z", "2023-07-03T16:30:00Z")
+    assert j1["it_energy_kwh"] == pytest.approx(4 * 0.5 * 3.5)
+    # the overhead: 30 min x 4 GPUs x 0.5 kW = 1 kWh, named in the notes
+    assert rep.totals["checkpoint_overhead_it_kwh"] == pytest.approx(1.0)
+    assert ("1 resumed piece(s) of preemptible jobs spent 1.0 kWh of IT energy restoring "
+            "checkpoints") in " | ".join(rep.metadata["notes"])
+    assert rep.frames["jobs"].set_index("job_id").loc["J2", "pieces"] == 1
+    # a piece that is not a whole number is refused, naming the job
+    with pytest.raises(DataFormatError, match=r"job 'J1': piece 0.5 is not a whole number"):
+        build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03",
+                     actual=runs.assign(piece=[0, 0.5]), plans=[doc])
