@@ -641,8 +641,8 @@ def _frames(rows: pd.DataFrame, cat: Catalog, cfg: MarketConfig, zones: dict[str
     jobs["end"] = jobs["end"].map(lambda t: t.strftime("%Y-%m-%dT%H:%M:%SZ"))
     cols = ["job_id", "plan_id", "date", "tenant", "kind", "site", "gpu_type", "gpus", "start",
             "end", "pieces", "hours_basis", "gpu_h", "it_energy_kwh", "it_energy_basis",
-            "pue_mean_ratio", "facility_energy_kwh", "location_based_kg", "lifecycle_kg", "market_based_kg",
-            "market_based_hourly_kg", "cfe_matched_kwh", "cfe_hourly_share",
+            "pue_mean_ratio", "facility_energy_kwh", "location_based_kg", "lifecycle_kg",
+            "market_based_kg", "market_based_hourly_kg", "cfe_matched_kwh", "cfe_hourly_share",
             "location_gap_share", "grid_estimated_share", "embodied_kg", "sci_g_per_unit",
             "embodied_source"]
     jobs = jobs[cols]
