@@ -29,7 +29,7 @@ from carbonsched.domain import SignalQuality, Site, Workload, jsonable
 from carbonsched.errors import ForecastError, InputError, TimeAxisError
 from carbonsched.forecasts.base import Forecaster, fit_with_fallback
 from carbonsched.forecasts.baselines import SeasonalNaive
-from carbonsched.forecasts.carbon_intensity import default_ci_forecaster
+from carbonsched.forecasts.carbon_intensity import LeadRegression, default_ci_forecaster
 from carbonsched.forecasts.green_surplus import GreenSurplusForecaster, green_surplus_index
 from carbonsched.forecasts.pue import pue_from_weather
 from carbonsched.plan import (
@@ -54,6 +54,11 @@ PERSISTENCE_TEMPERATURE_ERROR_C = 2.5
 (monotone) PUE model for its 80 %/95 % intervals. [°C] Assumption: day-to-day changes of hourly
 mid-latitude temperature are typically 2-3 °C; a day-ahead NWP forecast (about 1.5 °C RMSE, see
 :class:`carbonsched.forecasts.pue.PueForecaster`) would halve it."""
+
+LONG_LEAD_HOURS = 48
+"""Leads the default carbon-intensity forecaster calibrates; a longer horizon gets a forecaster
+with one OLS and one interval per lead up to the horizon (leads past the calibrated ones would
+fall back to the pooled residual quantiles, narrower than the longest lead's). [h]"""
 
 MAX_HORIZON_HOURS = 168
 """Longest planning horizon accepted (one week; the daily plan is day-ahead). [h]"""
@@ -248,6 +253,10 @@ def forecast_site(
     if "ci" not in cache:
         # carbon intensity follows the grid's load, which follows the site's clock: seasonal
         # lags in local wall-clock hours (issue 7 item 5)
+        if ci_model is None and horizon_hours > LONG_LEAD_HOURS:
+            # a rolling horizon past two days: coefficients and intervals of their own for
+            # every lead, so the intervals keep widening with lead (issue 14)
+            ci_model = LeadRegression(tz=site.timezone, max_lead_hours=horizon_hours)
         cache["ci"], note = fit_with_fallback(ci_model or default_ci_forecaster(site.timezone),
                                               SeasonalNaive(tz=site.timezone), ci)
         if note:

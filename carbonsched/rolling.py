@@ -1,0 +1,452 @@
+"""The rolling-horizon runner: plan over ``H`` hours, commit only what starts before the next run.
+
+Each run is issued at ``t`` and plans every pending job over the horizon ``[t, t + H)`` (default
+``H`` = 72 h) on the signals handed to it (forecasts for every hour of the horizon, or the actual
+signals for the oracle). Decisions are **committed** only for placements that start before the
+next run at ``t + run_every`` (default 24 h); every later placement stays **pending** (its plan is
+kept as a tentative placement) and is planned again at the next run with fresher forecasts, so a
+carried-over job moves only while it has not started. Committed placements are never revisited:
+once started they hold their GPUs and power in every later run (:func:`pin_running`).
+
+A job's own deadline bounds when it may start, in any later run; it is never cut to a run's
+horizon: a job that the horizon cannot hold yet stays pending. A pending job whose latest start
+(``deadline − duration``) is before the issue time — or that the run could not place and whose
+latest start is before the next run — ends with ``DeadlinePassed`` and a reason. Jobs that can
+never run (unknown GPU type, a gang larger than any allowed site, no allowed site in the
+catalog) end at once with the planner's reason.
+
+End-of-horizon rule (until the planner defers past the horizon itself): a pending job whose
+window reaches past ``t + H`` is planned inside ``[t, t + H)``; since only starts before
+``t + run_every`` are committed, a tentative placement late in the horizon only keeps the job
+pending, so the cut can change *when* it starts only if the cheapest start lies past ``t + H``
+and the job's latest start is before ``t + run_every + H``. With ``H ≥ run_every + waiting
+limit + duration`` (72 h against 24 h runs, 24 h waits and jobs up to 24 h), no job's window
+ever reaches past a horizon that could still commit it.
+
+The core (:class:`RollingPlanner`) is in memory, so :mod:`carbonsched.replay` drives it run by run;
+:mod:`carbonsched.store.rolling` persists its state between the service's cron runs.
+
+Sources: the rolling-horizon (receding-horizon) scheme, Sethi & Sorger, "A theory of rolling
+horizon decision making", Annals of Operations Research 29 (1991), doi:10.1007/BF02283607.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from carbonsched.domain import (
+    InferenceDemand,
+    InferencePlacement,
+    Job,
+    JobState,
+    Placement,
+    ReasonCode,
+    Site,
+    Unplaced,
+)
+from carbonsched.errors import InputError
+from carbonsched.plan import PlanningProblem, PlanResult, greedy_plan, solve_plan
+from carbonsched.timeaxis import HOUR, hourly_slots, require_aware
+
+DEFAULT_HORIZON_HOURS = 72
+"""Hours each rolling run plans ahead. [h]"""
+DEFAULT_RUN_EVERY_HOURS = 24
+"""Hours between two rolling runs: placements starting before the next run are committed. [h]"""
+PIN_PREFIX = "__running__:"
+"""Id prefix of the stand-in jobs that pin a running job's remaining hours (see
+:func:`pin_running`); never shown to a user."""
+
+TERMINAL_REASONS = frozenset({ReasonCode.UNKNOWN_GPU_TYPE, ReasonCode.DATA_RESIDENCY,
+                              ReasonCode.GANG_TOO_LARGE})
+"""Planner reasons that no later run can change (the catalog, not the hour, forbids the job)."""
+
+Planner = Callable[[PlanningProblem], PlanResult]
+"""``planner(problem) -> PlanResult``, e.g. :func:`milp_planner`."""
+
+
+def milp_planner(time_limit_s: float = 60.0, mip_gap: float = 0.01,
+                 solver: str = "highs") -> Planner:
+    """The MILP planner (:func:`carbonsched.plan.solve_plan`) with fixed limits."""
+    def plan(problem: PlanningProblem) -> PlanResult:
+        return solve_plan(problem, solver=solver, time_limit_s=time_limit_s, mip_gap=mip_gap)
+    return plan
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """Where one job stands in the rolling plan.
+
+    Attributes
+    ----------
+    state
+        ``Pending`` (not committed; may carry a tentative ``placement``), ``Dispatched``
+        (committed, not yet started at ``as_of``), ``Running``, ``Succeeded`` (its committed run
+        ended) or ``Failed`` (never runs: ``reason`` says why).
+    reason, detail
+        Reason code and a sentence for a person.
+    placement
+        The committed placement, or the latest tentative one of a pending job.
+    """
+
+    job_id: str
+    state: JobState
+    reason: ReasonCode | None = None
+    detail: str = ""
+    placement: Placement | None = None
+
+
+@dataclass
+class RollingState:
+    """What carries from one run to the next.
+
+    Attributes
+    ----------
+    pending
+        Jobs not committed yet, by id (their own deadlines).
+    tentative
+        The latest run's placement of each pending job that it placed after the next run's
+        issue time (not committed; re-planned next run).
+    committed
+        Committed placements by job id (dispatched; running once their start has passed).
+    ended
+        Jobs that will never run, by id, with the reason (``DeadlinePassed`` or a planner
+        reason no later run can change).
+    last_issued_at
+        Issue time of the latest run (``None`` before the first).
+    """
+
+    pending: dict[str, Job] = field(default_factory=dict)
+    tentative: dict[str, Placement] = field(default_factory=dict)
+    committed: dict[str, Placement] = field(default_factory=dict)
+    ended: dict[str, Unplaced] = field(default_factory=dict)
+    last_issued_at: pd.Timestamp | None = None
+
+    def record(self, job_id: str, as_of: pd.Timestamp) -> JobRecord:
+        """The state of ``job_id`` at ``as_of`` (tz-aware).
+
+        Raises
+        ------
+        InputError
+            The job was never submitted.
+        """
+        as_of = require_aware(as_of, "as_of")
+        if job_id in self.committed:
+            p = self.committed[job_id]
+            if p.end <= as_of:
+                return JobRecord(job_id, JobState.SUCCEEDED, ReasonCode.COMPLETED, "", p)
+            if p.start <= as_of:
+                return JobRecord(job_id, JobState.RUNNING, ReasonCode.STARTED, "", p)
+            return JobRecord(job_id, JobState.DISPATCHED, ReasonCode.PLACED,
+                             f"committed to start at {p.start.isoformat()}", p)
+        if job_id in self.ended:
+            u = self.ended[job_id]
+            return JobRecord(job_id, JobState.FAILED, u.reason, u.detail)
+        if job_id in self.pending:
+            p = self.tentative.get(job_id)
+            detail = ("not committed: planned to start at "
+                      f"{p.start.isoformat()}, re-planned by the next run" if p else
+                      "waiting for a run that can place it")
+            return JobRecord(job_id, JobState.PENDING, ReasonCode.NOT_COMMITTED, detail, p)
+        raise InputError(f"job {job_id!r} was never submitted to the rolling plan")
+
+    def counts(self, as_of: pd.Timestamp) -> dict[str, int]:
+        """Jobs per state at ``as_of``."""
+        out: dict[str, int] = {}
+        for jid in [*self.pending, *self.committed, *self.ended]:
+            s = str(self.record(jid, as_of).state)
+            out[s] = out.get(s, 0) + 1
+        return dict(sorted(out.items()))
+
+
+@dataclass
+class RunResult:
+    """What one rolling run decided.
+
+    Attributes
+    ----------
+    issued_at, commit_before
+        The run's issue time and the next run's (placements before it are committed).
+    slots
+        The horizon's hourly slots.
+    problem, result
+        The planning problem (including pinned running work) and the planner's result.
+    committed
+        Placements committed by this run.
+    deferred
+        Tentative placements starting at or after ``commit_before`` (jobs stay pending).
+    ended
+        Jobs that ended in this run without running (``DeadlinePassed`` or a terminal reason).
+    still_pending
+        Jobs the run could not place that a later run still may.
+    inference
+        Inference placements in ``[issued_at, commit_before)`` (committed).
+    notes
+        Fallbacks and limits of this run, for a person (greedy fallback, time-limited solve).
+    """
+
+    issued_at: pd.Timestamp
+    commit_before: pd.Timestamp
+    slots: pd.DatetimeIndex
+    problem: PlanningProblem
+    result: PlanResult
+    committed: list[Placement] = field(default_factory=list)
+    deferred: list[Placement] = field(default_factory=list)
+    ended: list[Unplaced] = field(default_factory=list)
+    still_pending: list[Unplaced] = field(default_factory=list)
+    inference: list[InferencePlacement] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    fell_back: bool = False
+    time_limited: bool = False
+
+
+def latest_start(job: Job) -> pd.Timestamp:
+    """The latest start that still ends by the deadline: ``deadline − duration``."""
+    return job.deadline - job.duration_hours * HOUR
+
+
+def pin_running(placements: Iterable[Placement], jobs: dict[str, Job],
+                slots: pd.DatetimeIndex) -> list[Job]:
+    """Stand-in jobs that hold the GPUs and power of committed work inside ``slots``.
+
+    A committed placement that overlaps the horizon becomes a job of its remaining whole hours
+    (clipped to the horizon) whose window admits one start only, at the later of its own start
+    and the horizon's first slot, at its own site. The planner therefore keeps its capacity in
+    every hour it occupies (the MILP's unplaced penalty makes leaving it out never pay while
+    the capacity it held is there).
+    """
+    t0, t_end = slots[0], slots[-1] + HOUR
+    out = []
+    for p in placements:
+        if p.end <= t0 or p.start >= t_end:
+            continue
+        start = max(p.start, t0)
+        end = min(p.end, t_end)
+        hours = int(round((end - start) / HOUR))
+        if hours < 1:
+            continue
+        job = jobs.get(p.job_id)
+        out.append(Job(id=f"{PIN_PREFIX}{p.job_id}", tenant=job.tenant if job else "pinned",
+                       gpu_type=p.gpu_type, gpus=p.gpus, duration_hours=hours,
+                       power_per_gpu_kw=(job.power_per_gpu_kw if job else 1e-3),
+                       earliest_start=start, deadline=start + hours * HOUR,
+                       allowed_sites=(p.site,)))
+    return out
+
+
+class RollingPlanner:
+    """Plans run after run over a rolling horizon; keeps the state between runs in memory.
+
+    Parameters
+    ----------
+    sites
+        The catalog's sites (a run plans on the sites its signals cover).
+    planner
+        ``planner(problem) -> PlanResult``; default :func:`milp_planner`.
+    horizon_hours
+        Hours each run plans ahead, ``H``. [h]
+    run_every_hours
+        Hours to the next run; placements starting before it are committed. [h]
+    state
+        State to resume from (e.g. loaded from the store); default a fresh one.
+
+    Raises
+    ------
+    InputError
+        A horizon shorter than the run interval, or a non-positive interval.
+    """
+
+    def __init__(self, sites: list[Site], planner: Planner | None = None,
+                 horizon_hours: int = DEFAULT_HORIZON_HOURS,
+                 run_every_hours: int = DEFAULT_RUN_EVERY_HOURS,
+                 state: RollingState | None = None) -> None:
+        if run_every_hours < 1:
+            raise InputError(f"run interval must be >= 1 h, got {run_every_hours} h; "
+                             "e.g. --run-every-hours 24")
+        if horizon_hours < run_every_hours:
+            raise InputError(f"horizon of {horizon_hours} h is shorter than the run interval "
+                             f"of {run_every_hours} h: work starting between the horizon's end "
+                             "and the next run could never be planned; give --horizon-hours "
+                             ">= --run-every-hours")
+        self.sites = list(sites)
+        self.planner = planner or milp_planner()
+        self.horizon_hours = int(horizon_hours)
+        self.run_every_hours = int(run_every_hours)
+        self.state = state or RollingState()
+        self.jobs: dict[str, Job] = dict(self.state.pending)
+
+    # --- submissions ------------------------------------------------------------------------
+    def submit(self, jobs: Iterable[Job]) -> int:
+        """Add new jobs as pending work; ids already known are ignored. Returns how many."""
+        n = 0
+        for j in jobs:
+            if (j.id in self.jobs or j.id in self.state.committed
+                    or j.id in self.state.ended):
+                continue
+            self.jobs[j.id] = j
+            self.state.pending[j.id] = j
+            n += 1
+        return n
+
+    # --- one run ----------------------------------------------------------------------------
+    def step(self, issued_at: pd.Timestamp, signals: pd.DataFrame,
+             inference: Iterable[InferenceDemand] = (),
+             horizon_hours: int | None = None) -> RunResult:
+        """Plan the pending jobs from ``issued_at`` and commit what starts before the next run.
+
+        Parameters
+        ----------
+        issued_at
+            The run's issue time, tz-aware UTC on the hour.
+        signals
+            Frame on a ``(site, slot)`` MultiIndex covering every hour of the horizon for each
+            site planned (see :class:`~carbonsched.plan.PlanningProblem`); sites absent from
+            it are not planned in this run.
+        inference
+            Inference demand; the demands inside the horizon are planned, those before the
+            next run committed.
+        horizon_hours
+            This run's horizon (default the planner's ``H``), e.g. longer for an oracle that
+            sees every job's whole window.
+
+        Returns
+        -------
+        RunResult
+
+        Raises
+        ------
+        InputError
+            ``issued_at`` not after the previous run's, or no site has signals.
+        TimeAxisError
+            ``issued_at`` naive or not on the hour.
+        """
+        t = require_aware(issued_at, "issued_at")
+        st = self.state
+        if st.last_issued_at is not None and t <= st.last_issued_at:
+            raise InputError(f"run issued at {t.isoformat()} is not after the previous run "
+                             f"({st.last_issued_at.isoformat()}); runs move forward in time")
+        h = int(horizon_hours or self.horizon_hours)
+        nxt = t + self.run_every_hours * HOUR
+        slots = hourly_slots(t, h)
+        have = set(signals.index.get_level_values(0)) if len(signals) else set()
+        sites = [s for s in self.sites if s.id in have]
+        if not sites:
+            raise InputError(f"run at {t.isoformat()}: no site has signals; nothing can be "
+                             "planned")
+        notes: list[str] = []
+        ended: list[Unplaced] = []
+        # 1. pending jobs whose latest start has passed can no longer meet their deadline
+        for jid, job in list(st.pending.items()):
+            if latest_start(job) < t:
+                u = Unplaced(jid, ReasonCode.DEADLINE_PASSED,
+                             f"deadline {job.deadline.isoformat()} passed: the latest start "
+                             f"{latest_start(job).isoformat()} is before the run at "
+                             f"{t.isoformat()}")
+                ended.append(u)
+                self._end(u)
+        # 2. committed work overlapping the horizon holds its capacity
+        pins = pin_running(st.committed.values(), self.jobs, slots)
+        jobs = [st.pending[j] for j in st.pending]
+        inf = [d for d in inference if t <= d.hour < slots[-1] + HOUR]
+        problem = PlanningProblem(sites=sites, jobs=pins + jobs, inference=inf, slots=slots,
+                                  signals=signals)
+        result = self.planner(problem)
+        fell_back = False
+        if str(result.status) in ("infeasible", "no_solution", "error"):
+            notes.append(f"run {t.isoformat()}: planner {result.status} "
+                         f"({result.solver.infeasible_family or result.solver.note}); "
+                         "the greedy plan was used instead")
+            result = greedy_plan(problem)
+            fell_back = True
+        time_limited = str(result.status) == "feasible"
+        if time_limited:
+            notes.append(f"run {t.isoformat()}: solve stopped at its time limit "
+                         f"(proven gap {result.solver.mip_gap})")
+        if result.solver.greedy_unplaced:
+            notes.append(f"run {t.isoformat()}: no incumbent within the time limit; the greedy "
+                         f"fallback left {result.solver.greedy_unplaced} job(s) unplaced")
+        lost_pins = [u.job_id for u in result.unplaced if u.job_id.startswith(PIN_PREFIX)]
+        if lost_pins:
+            notes.append(f"run {t.isoformat()}: {len(lost_pins)} running job(s) could not be "
+                         "held in the plan (capacity shrank below running work)")
+        # 3. commit what starts before the next run; keep the rest pending
+        out = RunResult(t, nxt, slots, problem, result, notes=notes, fell_back=fell_back,
+                        time_limited=time_limited)
+        out.ended = ended
+        for p in result.placements:
+            if p.job_id.startswith(PIN_PREFIX):
+                continue
+            if p.start < nxt:
+                st.committed[p.job_id] = p
+                st.pending.pop(p.job_id, None)
+                st.tentative.pop(p.job_id, None)
+                out.committed.append(p)
+            else:
+                st.tentative[p.job_id] = p
+                out.deferred.append(p)
+        for u in result.unplaced:
+            if u.job_id.startswith(PIN_PREFIX) or u.job_id not in st.pending:
+                continue
+            job = st.pending[u.job_id]
+            st.tentative.pop(u.job_id, None)
+            if u.reason in TERMINAL_REASONS:
+                out.ended.append(u)
+                self._end(u)
+            elif latest_start(job) < nxt:
+                e = Unplaced(u.job_id, ReasonCode.DEADLINE_PASSED,
+                             f"not placed by the run at {t.isoformat()} ({u.reason}: {u.detail})"
+                             f" and its latest start {latest_start(job).isoformat()} is before "
+                             f"the next run at {nxt.isoformat()}")
+                out.ended.append(e)
+                self._end(e)
+            else:
+                out.still_pending.append(u)
+        out.inference = [ip for ip in result.inference if ip.hour < nxt]
+        st.last_issued_at = t
+        return out
+
+    def _end(self, u: Unplaced) -> None:
+        self.state.pending.pop(u.job_id, None)
+        self.state.tentative.pop(u.job_id, None)
+        self.state.ended[u.job_id] = u
+
+    def committed_plan(self) -> PlanResult:
+        """Every committed placement so far as one plan (for scoring), status ``heuristic``."""
+        from carbonsched.plan import PlanStatus, SolverRecord
+
+        return PlanResult(status=PlanStatus.HEURISTIC,
+                          solver=SolverRecord("rolling", PlanStatus.HEURISTIC),
+                          placements=sorted(self.state.committed.values(),
+                                            key=lambda p: (p.start, p.job_id)),
+                          unplaced=list(self.state.ended.values())
+                          + [Unplaced(j, ReasonCode.NOT_COMMITTED, "still pending")
+                             for j in self.state.pending])
+
+
+def known_by(jobs: Iterable[Job], before: pd.Timestamp) -> list[Job]:
+    """Jobs that arrive before ``before`` (earliest start earlier than it).
+
+    The replay's information rule: a run learns of the jobs that arrive before the next run,
+    as the daily plan knows its day's jobs at its issue time (work is submitted ahead).
+    """
+    return [j for j in jobs if j.earliest_start < before]
+
+
+def run_times(first: pd.Timestamp, last: pd.Timestamp, run_every_hours: int
+              ) -> pd.DatetimeIndex:
+    """Issue times ``first, first + run_every, ...`` up to the run whose interval holds ``last``."""
+    first = require_aware(first, "first").floor("h")
+    n = int(np.floor((last - first) / (run_every_hours * HOUR))) + 1
+    return pd.DatetimeIndex([first + k * run_every_hours * HOUR for k in range(max(n, 1))])
+
+
+def jobs_summary(state: RollingState, as_of: pd.Timestamp) -> dict[str, Any]:
+    """Counts by state and the ended jobs' reasons (for a run record or a report)."""
+    reasons: dict[str, int] = {}
+    for u in state.ended.values():
+        reasons[str(u.reason)] = reasons.get(str(u.reason), 0) + 1
+    return {"states": state.counts(as_of), "ended_reasons": dict(sorted(reasons.items()))}
