@@ -142,6 +142,10 @@ def plan(
         "--dispatch", help="Run the service's plan -> dispatch pipeline once (idempotent by "
         "date), as `carbonsched serve`'s cron does; for system cron or a Kubernetes "
         "CronJob.")] = False,
+    rolling: Annotated[bool, typer.Option(
+        "--rolling", help="With --dispatch: a rolling step (plan --hours from the date's 00:00 "
+        "UTC, dispatch what starts before the next day, carry the rest in the store).")]
+    = False,
 ) -> None:
     """Forecast, plan and record one day: the daily planning run."""
     with _errors():
@@ -155,7 +159,11 @@ def plan(
             from carbonsched.cli_service import plan_and_dispatch
 
             raise typer.Exit(plan_and_dispatch(date.strip() or _tomorrow(), catalog, jobs,
-                                               data_dir, solver, time_limit, hours, out_file))
+                                               data_dir, solver, time_limit, hours, out_file,
+                                               rolling=rolling or None))
+        if rolling:
+            raise InputError("--rolling needs --dispatch (the rolling step carries work in "
+                             "the store between runs)")
         from carbonsched.pipeline import run_daily_plan
         from carbonsched.settings import get_settings
         from carbonsched.workload import read_workload

@@ -118,6 +118,8 @@ class RollingState:
         reason no later run can change).
     last_issued_at
         Issue time of the latest run (``None`` before the first).
+    jobs
+        Every job known (pending, committed or ended), by id.
     """
 
     pending: dict[str, Job] = field(default_factory=dict)
@@ -125,6 +127,7 @@ class RollingState:
     committed: dict[str, Placement] = field(default_factory=dict)
     ended: dict[str, Unplaced] = field(default_factory=dict)
     last_issued_at: pd.Timestamp | None = None
+    jobs: dict[str, Job] = field(default_factory=dict)
 
     def record(self, job_id: str, as_of: pd.Timestamp) -> JobRecord:
         """The state of ``job_id`` at ``as_of`` (tz-aware).
@@ -277,7 +280,8 @@ class RollingPlanner:
         self.horizon_hours = int(horizon_hours)
         self.run_every_hours = int(run_every_hours)
         self.state = state or RollingState()
-        self.jobs: dict[str, Job] = dict(self.state.pending)
+        self.state.jobs.update(self.state.pending)
+        self.jobs = self.state.jobs
 
     # --- submissions ------------------------------------------------------------------------
     def submit(self, jobs: Iterable[Job]) -> int:
@@ -325,21 +329,53 @@ class RollingPlanner:
             ``issued_at`` naive or not on the hour.
         """
         t = require_aware(issued_at, "issued_at")
-        st = self.state
-        if st.last_issued_at is not None and t <= st.last_issued_at:
-            raise InputError(f"run issued at {t.isoformat()} is not after the previous run "
-                             f"({st.last_issued_at.isoformat()}); runs move forward in time")
         h = int(horizon_hours or self.horizon_hours)
-        nxt = t + self.run_every_hours * HOUR
         slots = hourly_slots(t, h)
         have = set(signals.index.get_level_values(0)) if len(signals) else set()
         sites = [s for s in self.sites if s.id in have]
         if not sites:
             raise InputError(f"run at {t.isoformat()}: no site has signals; nothing can be "
                              "planned")
+        jobs, ended = self.prepare(t, slots)
+        inf = [d for d in inference if t <= d.hour < slots[-1] + HOUR]
+        problem = PlanningProblem(sites=sites, jobs=jobs, inference=inf, slots=slots,
+                                  signals=signals)
+        result = self.planner(problem)
         notes: list[str] = []
+        fell_back = False
+        if str(result.status) in ("infeasible", "no_solution", "error"):
+            notes.append(f"run {t.isoformat()}: planner {result.status} "
+                         f"({result.solver.infeasible_family or result.solver.note}); "
+                         "the greedy plan was used instead")
+            result = greedy_plan(problem)
+            fell_back = True
+        out = self.apply(t, problem, result, ended)
+        out.notes[:0] = notes
+        out.fell_back = fell_back
+        return out
+
+    def prepare(self, issued_at: pd.Timestamp, slots: pd.DatetimeIndex
+                ) -> tuple[list[Job], list[Unplaced]]:
+        """First half of a run: end the jobs past their deadline; the jobs to plan.
+
+        Returns
+        -------
+        (list of Job, list of Unplaced)
+            Stand-ins pinning committed work (:func:`pin_running`) followed by the pending jobs;
+            and the jobs ended with ``DeadlinePassed`` now.
+
+        Raises
+        ------
+        InputError
+            ``issued_at`` not after the previous run's.
+        """
+        t = require_aware(issued_at, "issued_at")
+        st = self.state
+        if st.last_issued_at is not None and t <= st.last_issued_at:
+            raise InputError(f"run issued at {t.isoformat()} is not after the previous run "
+                             f"({st.last_issued_at.isoformat()}); runs move forward in time")
         ended: list[Unplaced] = []
-        # 1. pending jobs whose latest start has passed can no longer meet their deadline
+        # pending jobs whose latest start has passed can no longer meet their deadline
         for jid, job in list(st.pending.items()):
             if latest_start(job) < t:
                 u = Unplaced(jid, ReasonCode.DEADLINE_PASSED,
@@ -348,20 +384,27 @@ class RollingPlanner:
                              f"{t.isoformat()}")
                 ended.append(u)
                 self._end(u)
-        # 2. committed work overlapping the horizon holds its capacity
+        # committed work overlapping the horizon holds its capacity
         pins = pin_running(st.committed.values(), self.jobs, slots)
-        jobs = [st.pending[j] for j in st.pending]
-        inf = [d for d in inference if t <= d.hour < slots[-1] + HOUR]
-        problem = PlanningProblem(sites=sites, jobs=pins + jobs, inference=inf, slots=slots,
-                                  signals=signals)
-        result = self.planner(problem)
-        fell_back = False
-        if str(result.status) in ("infeasible", "no_solution", "error"):
-            notes.append(f"run {t.isoformat()}: planner {result.status} "
-                         f"({result.solver.infeasible_family or result.solver.note}); "
-                         "the greedy plan was used instead")
-            result = greedy_plan(problem)
-            fell_back = True
+        return pins + list(st.pending.values()), ended
+
+    def apply(self, issued_at: pd.Timestamp, problem: PlanningProblem, result: PlanResult,
+              ended: list[Unplaced] | None = None) -> RunResult:
+        """Second half of a run: commit what starts before the next run, keep the rest pending.
+
+        Parameters
+        ----------
+        issued_at
+            The run's issue time (as given to :meth:`prepare`).
+        problem, result
+            The problem planned (jobs from :meth:`prepare`) and the plan made for it.
+        ended
+            The jobs :meth:`prepare` ended.
+        """
+        t = require_aware(issued_at, "issued_at")
+        st = self.state
+        nxt = t + self.run_every_hours * HOUR
+        notes: list[str] = []
         time_limited = str(result.status) == "feasible"
         if time_limited:
             notes.append(f"run {t.isoformat()}: solve stopped at its time limit "
@@ -373,12 +416,11 @@ class RollingPlanner:
         if lost_pins:
             notes.append(f"run {t.isoformat()}: {len(lost_pins)} running job(s) could not be "
                          "held in the plan (capacity shrank below running work)")
-        # 3. commit what starts before the next run; keep the rest pending
-        out = RunResult(t, nxt, slots, problem, result, notes=notes, fell_back=fell_back,
+        out = RunResult(t, nxt, problem.slots, problem, result, notes=notes,
                         time_limited=time_limited)
-        out.ended = ended
+        out.ended = list(ended or [])
         for p in result.placements:
-            if p.job_id.startswith(PIN_PREFIX):
+            if p.job_id.startswith(PIN_PREFIX) or p.job_id not in st.pending:
                 continue
             if p.start < nxt:
                 st.committed[p.job_id] = p
