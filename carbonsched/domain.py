@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from carbonsched.errors import WorkloadError
@@ -69,6 +70,11 @@ class ReasonCode(StrEnum):
     DATA_RESIDENCY = "DataResidency"
     """No allowed site (data residency) exists in the catalog."""
     DEADLINE_PASSED = "DeadlinePassed"
+    """The deadline lies before the horizon starts (or before the job could end)."""
+    DEFERRED_PAST_HORIZON = "DeferredPastHorizon"
+    """State Pending: the job's deadline lies beyond the horizon and starting it after the
+    horizon (its terminal value) is cheaper than any start inside it, or the horizon had no
+    room; a later run plans it."""
     SOLVER_NO_SOLUTION = "SolverNoSolution"
     BACKEND_UNAVAILABLE = "BackendUnavailable"
     """The site's scheduler could not be reached; dispatch retries with backoff."""
@@ -205,9 +211,35 @@ class Site:
         return pool.count if pool else 0
 
 
-@dataclass(frozen=True)
+MAX_PIECES = 24
+"""Most pieces a preemptible job may be split into (``Job.max_pieces``). [-]"""
+MAX_CHECKPOINT_OVERHEAD_MINUTES = 24 * 60
+"""Longest checkpoint/resume overhead accepted (a day). [min]"""
+
+
+def minutes_from_hours(hours: float, what: str = "duration_hours") -> int:
+    """Whole minutes of a duration given in (possibly fractional) hours.
+
+    Raises
+    ------
+    WorkloadError
+        ``hours`` is not a finite number or not a whole number of minutes (within 1e-6 min).
+    """
+    try:
+        if isinstance(hours, bool):
+            raise TypeError
+        minutes = float(hours) * 60.0
+    except (TypeError, ValueError) as exc:
+        raise WorkloadError(f"{what} must be a number of hours, got {hours!r}") from exc
+    if not np.isfinite(minutes) or abs(minutes - round(minutes)) > 1e-6:
+        raise WorkloadError(f"{what} = {hours!r} h is not a whole number of minutes; give "
+                            "duration_minutes instead (e.g. 1.5 h = 90 min)")
+    return int(round(minutes))
+
+
+@dataclass(frozen=True, init=False)
 class Job:
-    """A latency-tolerant batch or training job: a gang of GPUs for a number of hours.
+    """A latency-tolerant batch or training job: a gang of GPUs for a number of minutes.
 
     Attributes
     ----------
@@ -217,29 +249,73 @@ class Job:
         GPU model the job needs, as in the site inventories.
     gpus
         Gang size: all GPUs at one site at once, or none. [-]
-    duration_hours
-        Run time. [h] (whole hours)
+    duration_minutes
+        Run time, authoritative. [min] The constructor also takes ``duration_hours`` (hours,
+        fractions allowed when they make whole minutes: 1.5 h = 90 min); read it back as the
+        float property :attr:`duration_hours`.
     power_per_gpu_kw
         IT power per GPU while running, including host share. [kW]
     earliest_start, deadline
-        Window (tz-aware UTC): the job starts at or after ``earliest_start`` and ends by
-        ``deadline``.
+        Window (tz-aware UTC, any instant): the job starts at or after ``earliest_start`` and
+        ends by ``deadline``.
     allowed_sites
         Sites the job may run at (data residency); empty means any site.
     kind
         ``training`` or ``batch``.
+    preemptible
+        The job can be suspended and resumed from a checkpoint (run in pieces at one site).
+    checkpoint_overhead_minutes
+        Time each resumption (piece after the first) spends restoring its checkpoint before
+        doing work, at the job's full power. [min]
+    max_pieces
+        Most pieces the job may run in (1 = never split; > 1 needs ``preemptible``). [-]
     """
 
     id: str
     tenant: str
     gpu_type: str
     gpus: int
-    duration_hours: int
+    duration_minutes: int
     power_per_gpu_kw: float
     earliest_start: pd.Timestamp
     deadline: pd.Timestamp
     allowed_sites: tuple[str, ...] = ()
     kind: WorkKind = WorkKind.BATCH
+    preemptible: bool = False
+    checkpoint_overhead_minutes: int = 0
+    max_pieces: int = 1
+
+    def __init__(self, id: str, tenant: str, gpu_type: str, gpus: int,
+                 duration_hours: float | None = None, power_per_gpu_kw: float | None = None,
+                 earliest_start: pd.Timestamp | None = None,
+                 deadline: pd.Timestamp | None = None, allowed_sites: tuple[str, ...] = (),
+                 kind: WorkKind = WorkKind.BATCH, *, duration_minutes: int | None = None,
+                 preemptible: bool = False, checkpoint_overhead_minutes: int = 0,
+                 max_pieces: int | None = None) -> None:
+        if duration_minutes is None and duration_hours is None:
+            raise WorkloadError(f"job {id}: give duration_minutes or duration_hours")
+        if duration_minutes is not None and duration_hours is not None:
+            if abs(duration_minutes - float(duration_hours) * 60.0) > 1e-6:
+                raise WorkloadError(
+                    f"job {id}: duration_minutes {duration_minutes} and duration_hours "
+                    f"{duration_hours} disagree; give one of them")
+        if duration_minutes is None:
+            duration_minutes = minutes_from_hours(duration_hours, f"job {id}: duration_hours")
+        if power_per_gpu_kw is None or earliest_start is None or deadline is None:
+            raise WorkloadError(
+                f"job {id}: power_per_gpu_kw, earliest_start and deadline are required")
+        if max_pieces is None:
+            max_pieces = 1
+        for name, value in (("id", id), ("tenant", tenant), ("gpu_type", gpu_type),
+                            ("gpus", gpus), ("duration_minutes", duration_minutes),
+                            ("power_per_gpu_kw", power_per_gpu_kw),
+                            ("earliest_start", earliest_start), ("deadline", deadline),
+                            ("allowed_sites", tuple(allowed_sites)), ("kind", kind),
+                            ("preemptible", bool(preemptible)),
+                            ("checkpoint_overhead_minutes", checkpoint_overhead_minutes),
+                            ("max_pieces", max_pieces)):
+            object.__setattr__(self, name, value)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "earliest_start", require_aware(self.earliest_start,
@@ -248,14 +324,38 @@ class Job:
                                                            f"job {self.id} deadline"))
         if self.gpus < 1:
             raise WorkloadError(f"job {self.id}: gpus must be >= 1, got {self.gpus}")
-        if self.duration_hours < 1:
+        if isinstance(self.duration_minutes, bool) or int(self.duration_minutes) != \
+                self.duration_minutes or self.duration_minutes < 1:
             raise WorkloadError(
-                f"job {self.id}: duration_hours must be >= 1, got {self.duration_hours}")
+                f"job {self.id}: duration_minutes must be a whole number >= 1, got "
+                f"{self.duration_minutes}")
+        object.__setattr__(self, "duration_minutes", int(self.duration_minutes))
         if self.power_per_gpu_kw <= 0:
             raise WorkloadError(
                 f"job {self.id}: power_per_gpu_kw must be > 0, got {self.power_per_gpu_kw}")
         if self.deadline < self.earliest_start:
             raise WorkloadError(f"job {self.id}: deadline is before earliest_start")
+        o = self.checkpoint_overhead_minutes
+        if isinstance(o, bool) or int(o) != o or not 0 <= o <= MAX_CHECKPOINT_OVERHEAD_MINUTES:
+            raise WorkloadError(
+                f"job {self.id}: checkpoint_overhead_minutes must be a whole number in "
+                f"0..{MAX_CHECKPOINT_OVERHEAD_MINUTES}, got {o!r}")
+        k = self.max_pieces
+        if isinstance(k, bool) or int(k) != k or not 1 <= k <= MAX_PIECES:
+            raise WorkloadError(
+                f"job {self.id}: max_pieces must be a whole number in 1..{MAX_PIECES}, "
+                f"got {k!r}")
+        if k > 1 and not self.preemptible:
+            raise WorkloadError(
+                f"job {self.id}: max_pieces {k} > 1 needs preemptible = true (a job that "
+                "cannot checkpoint runs in one piece)")
+        object.__setattr__(self, "checkpoint_overhead_minutes", int(o))
+        object.__setattr__(self, "max_pieces", int(k))
+
+    @property
+    def duration_hours(self) -> float:
+        """Run time in hours (``duration_minutes / 60``, may be fractional). [h]"""
+        return self.duration_minutes / 60.0
 
     @property
     def it_power_kw(self) -> float:
@@ -264,7 +364,7 @@ class Job:
 
     @property
     def energy_kwh(self) -> float:
-        """IT energy of the whole run. [kWh]"""
+        """IT energy of the whole run (one piece, no checkpoint overhead). [kWh]"""
         return self.it_power_kw * self.duration_hours
 
 
@@ -313,6 +413,61 @@ class Placement:
     """Facility energy (IT × PUE). [kWh]"""
     emissions_kg: float
     """Forecast emissions net of absorbed green surplus. [kg CO2eq]"""
+    piece: int = 0
+    """Index of this piece of a preemptible job, 0..pieces-1 in time order (0 for a job
+    placed whole); dispatch keys its unit ``<job_id>#<piece>``."""
+    pieces: int = 1
+    """How many pieces the job runs in under this plan. [-]"""
+    overhead_minutes: int = 0
+    """Checkpoint-restore time at the start of this piece (0 for piece 0). [min]"""
+    overhead_kwh: float = 0.0
+    """Facility energy of that overhead, included in ``energy_kwh``. [kWh]"""
+
+
+@dataclass(frozen=True)
+class RunningWork:
+    """Work already running (or committed to start) that holds GPUs and power until ``end``.
+
+    The planner subtracts it from GPU capacity and the power caps in every slot it still
+    occupies (from the horizon start up to ``end``, rounded up to the slot grid); its own
+    emissions are not part of the plan's.
+
+    Attributes
+    ----------
+    site
+        Site id (must be in the problem's sites).
+    gpu_type
+        GPU type it uses.
+    gpus
+        GPUs it holds. [-]
+    it_power_kw
+        IT power it draws while running. [kW]
+    end
+        When it releases them (tz-aware). [UTC]
+    job_id
+        Optional id, for messages.
+    start
+        Optional start (tz-aware); slots before it are not held. Default: held from the
+        horizon start.
+    """
+
+    site: str
+    gpu_type: str
+    gpus: int
+    it_power_kw: float
+    end: pd.Timestamp
+    job_id: str = ""
+    start: pd.Timestamp | None = None
+
+    def __post_init__(self) -> None:
+        what = f"running work {self.job_id or self.site!r}"
+        object.__setattr__(self, "end", require_aware(self.end, f"{what} end"))
+        if self.start is not None:
+            object.__setattr__(self, "start", require_aware(self.start, f"{what} start"))
+        if self.gpus < 0:
+            raise WorkloadError(f"{what}: gpus must be >= 0, got {self.gpus}")
+        if not self.it_power_kw >= 0:
+            raise WorkloadError(f"{what}: it_power_kw must be >= 0, got {self.it_power_kw}")
 
 
 @dataclass(frozen=True)

@@ -356,6 +356,8 @@ def result_rows(result: PlanResult) -> dict[str, list[dict[str, Any]]]:
         "placements": [jsonable(p) for p in result.placements],
         "inference": [jsonable(i) for i in result.inference],
         "unplaced": [jsonable(u) for u in result.unplaced],
+        # jobs left Pending for a later run (also in "unplaced", reason DeferredPastHorizon)
+        "deferred": [jsonable(u) for u in result.deferred],
     }
 
 
@@ -371,6 +373,7 @@ def workload_rows(workload: Workload) -> dict[str, list[dict[str, Any]]]:
     return {
         "jobs": [{"job_id": j.id, "tenant": j.tenant, "kind": str(j.kind),
                   "gpu_type": j.gpu_type, "gpus": j.gpus, "duration_hours": j.duration_hours,
+                  "duration_minutes": j.duration_minutes,
                   "power_per_gpu_kw": float(j.power_per_gpu_kw)} for j in workload.jobs],
         "inference_power": [{"area": a, "gpu_type": g, "power_per_gpu_kw": kw}
                             for (a, g), kw in power.items()],
@@ -596,6 +599,7 @@ def run_daily_plan(
     if is_demo:
         notes.insert(0, "workload: the catalog's generated DEMO day, not real jobs (give "
                      "--jobs FILE to plan real work)")
+    notes.extend(result.notes)  # horizon end: continued signals, deferrals, running work
     if result.solver.greedy_unplaced:
         notes.append(f"solver: no incumbent within --time-limit {time_limit_s:g} s; the greedy "
                      f"fallback left {result.solver.greedy_unplaced} job(s) unplaced that "

@@ -261,10 +261,15 @@ class PlacementBook:
             return (ReasonCode.UNKNOWN_GPU_TYPE,
                     f"no site in the catalog has GPU type {job.gpu_type!r}"), none
         n_t = len(self.slots)
-        es = (job.earliest_start - self.slots[0]) / HOUR
-        dl = (job.deadline - self.slots[0]) / HOUR
+        t0 = self.slots[0]
+        es = (job.earliest_start - t0) / HOUR
+        dl = (job.deadline - t0) / HOUR
         first = max(int(np.ceil(es - 1e-9)), 0)
-        last = int(min(np.floor(dl + 1e-9), n_t)) - job.duration_hours
+        # the planner's rule (carbonsched.plan.sets): the latest start that still ends by the
+        # deadline, never cut to the horizon; starts are decided inside the horizon only
+        end_by = (job.deadline - t0 - pd.Timedelta(minutes=job.duration_minutes)) / HOUR
+        last_any = int(np.floor(end_by + 1e-9))
+        last = min(last_any, n_t - 1)
         if job.allowed_sites:
             cand = [self.spos[s] for s in job.allowed_sites if s in self.spos]
             if not cand:
@@ -292,10 +297,20 @@ class PlacementBook:
         if dl <= 0:
             return (ReasonCode.DEADLINE_PASSED,
                     f"deadline {job.deadline.isoformat()} is before the horizon starts"), none
-        if last < first:
+        if last_any < first:
+            if job.earliest_start < t0:
+                return (ReasonCode.DEADLINE_PASSED,
+                        f"started at the horizon start {t0.isoformat()}, its "
+                        f"{job.duration_minutes} min would end after its deadline "
+                        f"{job.deadline.isoformat()}"), none
             return (ReasonCode.NO_FEASIBLE_SLOT,
-                    f"no start in [{job.earliest_start.isoformat()}, deadline - "
-                    f"{job.duration_hours} h] inside the horizon"), none
+                    f"no start in [{job.earliest_start.isoformat()} rounded up to "
+                    f"the hour, deadline - {job.duration_minutes} min]"), none
+        if last < first:
+            horizon_end = t0 + n_t * HOUR
+            return (ReasonCode.DEFERRED_PAST_HORIZON,
+                    f"earliest start {job.earliest_start.isoformat()} is at or after "
+                    f"the horizon end {horizon_end.isoformat()}; a later run plans it"), none
         ss, tt = np.meshgrid(np.array(sorted(powered), dtype=np.int64),
                              np.arange(first, last + 1, dtype=np.int64), indexing="ij")
         return None, np.stack([np.zeros(ss.size, dtype=np.int64), ss.ravel(), tt.ravel()],
@@ -341,7 +356,7 @@ class PlacementBook:
             return self._unplaced(code, detail)
         g = self.gpos[job.gpu_type]
         kw = job.it_power_kw
-        dur = job.duration_hours
+        dur = -(-job.duration_minutes // 60)   # whole slots the run occupies
         with self._lock:
             fits = self._fits(g, job.gpus, kw, dur)
             keep = opts[fits[opts[:, 1], opts[:, 2]]]

@@ -30,18 +30,29 @@ import numpy as np
 import pandas as pd
 
 from carbonsched.catalog import Catalog, UserArea
-from carbonsched.domain import InferenceDemand, Job, Site, WorkKind, Workload, jsonable
+from carbonsched.domain import (
+    MAX_CHECKPOINT_OVERHEAD_MINUTES,
+    MAX_PIECES,
+    InferenceDemand,
+    Job,
+    Site,
+    WorkKind,
+    Workload,
+    jsonable,
+)
 from carbonsched.errors import CarbonschedError, WorkloadError
 from carbonsched.fileio import atomic_open, atomic_write_text
 from carbonsched.timeaxis import HOUR, day_start_utc
 
 JOB_FIELDS = ("id", "tenant", "kind", "gpu_type", "gpus", "duration_hours", "power_per_gpu_kw",
-              "earliest_start", "deadline", "allowed_sites")
-JOB_REQUIRED = ("id", "gpu_type", "gpus", "duration_hours", "power_per_gpu_kw",
-                "earliest_start", "deadline")
+              "earliest_start", "deadline", "allowed_sites", "duration_minutes", "preemptible",
+              "checkpoint_overhead_minutes", "max_pieces")
+JOB_REQUIRED = ("id", "gpu_type", "gpus", "power_per_gpu_kw", "earliest_start", "deadline")
+"""Required job fields; besides these, one of ``duration_minutes`` or ``duration_hours``."""
 INFERENCE_FIELDS = ("area", "hour", "gpu_type", "gpus", "slo_ms", "power_per_gpu_kw")
 CSV_COLUMNS = ("kind", "id", "tenant", "gpu_type", "gpus", "duration_hours", "power_per_gpu_kw",
-               "earliest_start", "deadline", "allowed_sites", "area", "hour", "slo_ms")
+               "earliest_start", "deadline", "allowed_sites", "area", "hour", "slo_ms",
+               "duration_minutes", "preemptible", "checkpoint_overhead_minutes", "max_pieces")
 """Columns of the CSV format, in the order :func:`write_workload` writes them."""
 CSV_KINDS = ("training", "batch", "inference")
 SITE_SEPARATOR = ";"
@@ -101,7 +112,7 @@ class _Where:
                              "(see docs/workload.md)")
 
 
-def _timestamp(w: _Where, field: str, value: Any) -> pd.Timestamp:
+def _timestamp(w: _Where, field: str, value: Any, on_hour: bool = True) -> pd.Timestamp:
     if not isinstance(value, str) or not value.strip():
         raise w.err(field, f"expected an ISO 8601 timestamp, got {value!r}",
                     "write e.g. '2023-07-15T08:00:00Z'")
@@ -114,7 +125,7 @@ def _timestamp(w: _Where, field: str, value: Any) -> pd.Timestamp:
         raise w.err(field, f"timestamp {value!r} is naive (no UTC offset)",
                     "add 'Z' for UTC or an offset such as '+08:00'")
     t = t.tz_convert("UTC")
-    if t != t.floor("h"):
+    if on_hour and t != t.floor("h"):
         raise w.err(field, f"timestamp {value!r} is not on the hour",
                     "plans use hourly slots; round it to the hour")
     return t
@@ -124,6 +135,8 @@ MAX_JOB_GPUS = 100_000
 """Largest gang accepted (far above any real job; keeps GPU sums exact in int64). [GPUs]"""
 MAX_DURATION_HOURS = 24 * 366
 """Longest job accepted (a year; the plan's horizon is at most a week). [h]"""
+MAX_DURATION_MINUTES = 60 * MAX_DURATION_HOURS
+"""The same limit in minutes. [min]"""
 MAX_POWER_PER_GPU_KW = 10.0
 """Largest IT power per GPU accepted (board plus server share; an H100 SXM is about 1.2). [kW]"""
 MAX_SLO_MS = 100_000.0
@@ -134,7 +147,10 @@ MAX_ID_CHARS = 200
 MAX_GPU_TYPE_CHARS = 40
 """Longest GPU type name: the store's ``gpu_type`` columns (``String(40)``). [characters]"""
 
-_UNITS = {"gpus": "GPUs", "duration_hours": "h", "power_per_gpu_kw": "kW", "slo_ms": "ms"}
+_UNITS = {"gpus": "GPUs", "duration_hours": "h", "power_per_gpu_kw": "kW", "slo_ms": "ms",
+          "duration_minutes": "min", "checkpoint_overhead_minutes": "min", "max_pieces": "-"}
+_TRUE = {"true", "1", "yes"}
+_FALSE = {"false", "0", "no", ""}
 
 
 def _int(w: _Where, field: str, value: Any, minimum: int, maximum: int) -> int:
@@ -169,6 +185,38 @@ def _float(w: _Where, field: str, value: Any, maximum: float) -> float:
     return f
 
 
+def _bool(w: _Where, field: str, value: Any) -> bool:
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise w.err(field, f"expected true or false, got {value!r}",
+                "give true or false (CSV: true/false, 1/0 or empty)")
+
+
+def _duration_minutes(w: _Where, rec: dict[str, Any]) -> int:
+    """``duration_minutes`` (whole) or ``duration_hours`` (fractions allowed), in minutes."""
+    has_m = rec.get("duration_minutes") not in (None, "")
+    has_h = rec.get("duration_hours") not in (None, "")
+    if not has_m and not has_h:
+        raise w.err("duration_minutes", "is missing",
+                    "give duration_minutes (or duration_hours) for every job")
+    if has_m:
+        minutes = _int(w, "duration_minutes", rec["duration_minutes"], 1, MAX_DURATION_MINUTES)
+        if has_h:
+            hours = _float(w, "duration_hours", rec["duration_hours"], MAX_DURATION_HOURS)
+            if abs(hours * 60.0 - minutes) > 1e-6:
+                raise w.err("duration_hours", f"{hours:g} h disagrees with duration_minutes "
+                            f"{minutes}", "give one of duration_minutes or duration_hours")
+        return minutes
+    hours = _float(w, "duration_hours", rec["duration_hours"], MAX_DURATION_HOURS)
+    minutes_f = hours * 60.0
+    if abs(minutes_f - round(minutes_f)) > 1e-6:
+        raise w.err("duration_hours", f"{rec['duration_hours']!r} h is not a whole number of "
+                    "minutes", "give duration_minutes, e.g. 1.5 h = 90")
+    return int(round(minutes_f))
+
+
 def _text(w: _Where, field: str, value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise w.err(field, f"expected a non-empty string, got {value!r}", "give a text value")
@@ -188,13 +236,24 @@ def _job_from(w: _Where, rec: dict[str, Any], kind_default: str = "batch") -> Jo
     if not isinstance(sites, list) or not all(isinstance(s, str) for s in sites):
         raise w.err("allowed_sites", f"expected a list of site ids, got {sites!r}",
                     "give a JSON list of strings (CSV: ids separated by ';')")
-    start = _timestamp(w, "earliest_start", rec["earliest_start"])
-    deadline = _timestamp(w, "deadline", rec["deadline"])
-    duration = _int(w, "duration_hours", rec["duration_hours"], 1, MAX_DURATION_HOURS)
-    if deadline < start + duration * HOUR:
+    start = _timestamp(w, "earliest_start", rec["earliest_start"], on_hour=False)
+    deadline = _timestamp(w, "deadline", rec["deadline"], on_hour=False)
+    minutes = _duration_minutes(w, rec)
+    if deadline < start + pd.Timedelta(minutes=minutes):
         raise w.err("deadline", f"deadline {deadline.isoformat()} is before earliest_start + "
-                    f"duration ({(start + duration * HOUR).isoformat()})",
-                    "give a deadline at least duration_hours after earliest_start")
+                    f"duration ({(start + pd.Timedelta(minutes=minutes)).isoformat()})",
+                    "give a deadline at least the job's duration after earliest_start")
+    preemptible = _bool(w, "preemptible", rec.get("preemptible"))
+    overhead = 0
+    if rec.get("checkpoint_overhead_minutes") not in (None, ""):
+        overhead = _int(w, "checkpoint_overhead_minutes", rec["checkpoint_overhead_minutes"],
+                        0, MAX_CHECKPOINT_OVERHEAD_MINUTES)
+    pieces = 1
+    if rec.get("max_pieces") not in (None, ""):
+        pieces = _int(w, "max_pieces", rec["max_pieces"], 1, MAX_PIECES)
+        if pieces > 1 and not preemptible:
+            raise w.err("max_pieces", f"max_pieces {pieces} > 1 on a job that is not "
+                        "preemptible", "set preemptible to true, or max_pieces to 1")
     job_id = _text(w, "id", str(rec["id"]))
     if len(job_id) > MAX_ID_CHARS:
         raise w.err("id", f"job id is {len(job_id)} characters long, the store keeps at most "
@@ -207,10 +266,11 @@ def _job_from(w: _Where, rec: dict[str, Any], kind_default: str = "batch") -> Jo
     power_kw = _float(w, "power_per_gpu_kw", rec["power_per_gpu_kw"], MAX_POWER_PER_GPU_KW)
     try:
         return Job(id=job_id, tenant=str(rec.get("tenant") or "default"),
-                   gpu_type=gpu_type, gpus=gpus, duration_hours=duration,
+                   gpu_type=gpu_type, gpus=gpus, duration_minutes=minutes,
                    power_per_gpu_kw=power_kw,
                    earliest_start=start, deadline=deadline, allowed_sites=tuple(sites),
-                   kind=WorkKind(kind))
+                   kind=WorkKind(kind), preemptible=preemptible,
+                   checkpoint_overhead_minutes=overhead, max_pieces=pieces)
     except CarbonschedError as exc:
         raise w.err(None, str(exc), "fix the entry") from exc
 
@@ -386,7 +446,10 @@ def write_workload(workload: Workload, path: str | Path) -> Path:
         for j in workload.jobs:
             wr.writerow({"kind": str(j.kind), "id": j.id, "tenant": j.tenant,
                          "gpu_type": j.gpu_type, "gpus": j.gpus,
-                         "duration_hours": j.duration_hours,
+                         "duration_minutes": j.duration_minutes,
+                         "preemptible": "true" if j.preemptible else "false",
+                         "checkpoint_overhead_minutes": j.checkpoint_overhead_minutes,
+                         "max_pieces": j.max_pieces,
                          "power_per_gpu_kw": repr(j.power_per_gpu_kw),
                          "earliest_start": _fmt_ts(j.earliest_start),
                          "deadline": _fmt_ts(j.deadline),

@@ -22,7 +22,11 @@ def test_job_energy_and_power():
 
 @pytest.mark.parametrize(("field", "value", "message"), [
     ("gpus", 0, "gpus must be >= 1"),
-    ("duration_hours", 0, "duration_hours must be >= 1"),
+    ("duration_hours", 0, "duration_minutes must be a whole number >= 1"),
+    ("duration_hours", 1.0 / 7, "not a whole number of minutes"),
+    ("max_pieces", 3, "max_pieces 3 > 1 needs preemptible"),
+    ("max_pieces", 0, "max_pieces must be a whole number in 1..24"),
+    ("checkpoint_overhead_minutes", -5, "checkpoint_overhead_minutes must be a whole number"),
     ("power_per_gpu_kw", 0.0, "power_per_gpu_kw must be > 0"),
     ("deadline", T0 - pd.Timedelta(hours=1), "deadline is before earliest_start"),
 ])
@@ -30,6 +34,22 @@ def test_job_rejects_bad_fields(field, value, message):
     with pytest.raises(WorkloadError, match=message) as info:
         _job(**{field: value})
     assert isinstance(info.value, ValueError) and isinstance(info.value, CarbonschedError)
+
+
+def test_job_minutes_are_authoritative_and_hours_stay_readable():
+    j = _job(duration_hours=1.5)
+    assert j.duration_minutes == 90 and j.duration_hours == 1.5
+    assert j.energy_kwh == pytest.approx(4.0 * 1.5)
+    m = Job(id="m", tenant="t", gpu_type="A100", gpus=1, duration_minutes=95,
+            power_per_gpu_kw=1.0, earliest_start=T0, deadline=T0 + pd.Timedelta(hours=3))
+    assert m.duration_hours == pytest.approx(95 / 60)
+    # dataclass round trip (dispatch and tests rebuild jobs from their fields)
+    assert Job(**{**m.__dict__, "id": "m2"}).duration_minutes == 95
+    assert "duration_minutes" in jsonable(m) and "duration_hours" not in jsonable(m)
+    with pytest.raises(WorkloadError, match="disagree"):
+        _job(duration_minutes=100)
+    p = _job(preemptible=True, max_pieces=3, checkpoint_overhead_minutes=10)
+    assert (p.preemptible, p.max_pieces, p.checkpoint_overhead_minutes) == (True, 3, 10)
 
 
 def test_job_refuses_naive_times():

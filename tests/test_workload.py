@@ -73,12 +73,14 @@ JSON_BAD = [
     ("naive", ("jobs", 1, "earliest_start", "2023-07-15T00:00:00"),
      r"jobs\[1\] \(id 'batch-2'\), field 'earliest_start': timestamp '2023-07-15T00:00:00' is "
      r"naive \(no UTC offset\); add 'Z' for UTC"),
-    ("off the hour", ("jobs", 0, "deadline", "2023-07-15T20:30:00Z"),
-     r"jobs\[0\] \(id 'train-1'\), field 'deadline': timestamp .* is not on the hour"),
+    # job times may be any instant (issue 14); inference demand stays per hour
+    ("off the hour", ("inference", 0, "hour", "2023-07-15T20:30:00Z"),
+     r"inference\[0\], field 'hour': timestamp .* is not on the hour"),
     ("zero gpus", ("jobs", 0, "gpus", 0),
      r"jobs\[0\] \(id 'train-1'\), field 'gpus': must be 1..100000 GPUs, got 0"),
-    ("fractional hours", ("jobs", 0, "duration_hours", 1.5),
-     r"field 'duration_hours': expected a whole number \[h\], got 1.5"),
+    ("fractional minutes", ("jobs", 0, "duration_hours", 0.01),
+     r"field 'duration_hours': 0.01 h is not a whole number of minutes; give "
+     r"duration_minutes"),
     ("bad power", ("jobs", 1, "power_per_gpu_kw", "lots"),
      r"jobs\[1\] \(id 'batch-2'\), field 'power_per_gpu_kw': expected a number \[kW\], "
      r"got 'lots'"),

@@ -14,7 +14,7 @@ import pandas as pd
 
 from carbonsched.domain import ReasonCode
 from carbonsched.plan.result import PlanResult, PlanStatus, SolverRecord, build_plan_result
-from carbonsched.plan.sets import PlanningProblem, PlanSets, compile_sets
+from carbonsched.plan.sets import PlanningProblem, PlanSets, compile_sets, window_cost
 
 BASELINE_DEFINITION = (
     "carbon-agnostic first-fit: inference first, each demand from its lowest-latency sites "
@@ -32,7 +32,9 @@ class _Ledger:
     def __init__(self, sets: PlanSets) -> None:
         n_t = len(sets.slot)
         self.sets = sets
-        self.gpus = np.repeat(sets.gpu_count[:, None, :], n_t, axis=1).astype(np.int64)
+        # GPUs left after running work (the planner's capacity, every slot of the axis)
+        self.gpus = sets.gpu_cap.astype(np.int64).copy() if sets.gpu_cap.size else \
+            np.repeat(sets.gpu_count[:, None, :], n_t, axis=1).astype(np.int64)
         self.kw = sets.power_cap_kw.astype(float).copy()
 
     def fits_windows(self, j: int) -> np.ndarray:
@@ -155,9 +157,13 @@ def _run(sets: PlanSets, name: str, carbon_aware: bool, started: float,
         ss, tt = np.nonzero(ok)
         if carbon_aware:
             g = int(sets.job_gtype[j])
-            if (d, g) not in wcost:
-                wcost[(d, g)] = (_window_sum(rank_kw, d), _window_sum(rank_gpu[:, :, g], d))
-            wk, wg = wcost[(d, g)]
+            f = float(sets.job_last_frac[j])
+            if (d, f, g) not in wcost:
+                # energy is charged for the minutes run (last slot its fraction); the GPU
+                # price for the whole gang in every occupied slot
+                wcost[(d, f, g)] = (window_cost(rank_kw, d, f),
+                                    _window_sum(rank_gpu[:, :, g], d))
+            wk, wg = wcost[(d, f, g)]
             cost = sets.job_kw[j] * wk[ss, tt] + sets.job_gpus[j] * wg[ss, tt]
             key = np.lexsort((site_rank[j, ss], tt, cost))
         else:

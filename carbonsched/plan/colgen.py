@@ -104,7 +104,7 @@ class Classes:
 
 
 def job_classes(sets: PlanSets) -> Classes:
-    """Group placeable jobs by (type, gang, duration, power, window, allowed sites)."""
+    """Group placeable jobs by (type, gang, minutes, power, window, sites, unplaced cost)."""
     jobs = sets.placeable
     of_job = np.full(len(sets.job_gpus), -1, dtype=np.int64)
     if len(jobs) == 0:
@@ -113,8 +113,11 @@ def job_classes(sets: PlanSets) -> Classes:
                                         ) if sets.job_sites.shape[1] <= 62 else \
         np.unique(sets.job_sites[jobs], axis=0, return_inverse=True)[1]
     kw_key = np.round(sets.job_kw[jobs] * 1e6).astype(np.int64)
-    key = np.stack([sets.job_gtype[jobs], sets.job_gpus[jobs], sets.job_dur[jobs], kw_key,
-                    sets.job_first[jobs], sets.job_last[jobs], np.asarray(site_bits)], axis=1)
+    key = np.stack([sets.job_gtype[jobs], sets.job_gpus[jobs], sets.job_minutes[jobs], kw_key,
+                    sets.job_first[jobs], sets.job_last[jobs], np.asarray(site_bits),
+                    # jobs deferrable to different deadlines have different terminal values
+                    np.unique(sets.unplaced_cost[jobs], return_inverse=True)[1].reshape(-1)],
+                   axis=1)
     _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
     inv = inv.reshape(-1)
     of_job[jobs] = inv
@@ -168,7 +171,7 @@ def row_bounds(sets: PlanSets, lay: Layout, fixed_gpus: np.ndarray | None = None
     lo[:n_c] = hi[:n_c] = lay.mult
     r = lay.serve_row[lay.demands]
     lo[r] = hi[r] = sets.inf_gpus[lay.demands]
-    cap = np.repeat(sets.gpu_count[:, None, :], n_t, axis=1).astype(float)   # (S, T, G)
+    cap = sets.gpu_cap.astype(float)                     # (S, T, G), less running work
     if fixed_gpus is not None:
         cap = cap - fixed_gpus
     hi[lay.cap_base: lay.pow_base] = cap.reshape(-1)
@@ -196,7 +199,7 @@ def option_block(sets: PlanSets, lay: Layout, opts: np.ndarray
     cols = np.concatenate([np.arange(len(opts)), cov.option, cov.option, cov.option[has]])
     rows = np.concatenate([lay.assign_row[opts[:, 0]], cap_rows, pow_rows, abs_rows[has]])
     vals = np.concatenate([np.ones(len(opts)), sets.job_gpus[j_of].astype(float), kw,
-                           -(sets.pue[cov.site, cov.slot] * kw)[has]])
+                           -(sets.pue[cov.site, cov.slot] * kw * cov.energy)[has]])
     order = np.argsort(cols, kind="stable")
     starts = np.searchsorted(cols[order], np.arange(len(opts)))
     return (option_costs(sets, opts), starts.astype(np.int32), rows[order].astype(np.int32),
@@ -217,7 +220,7 @@ def fixed_columns(sets: PlanSets, lay: Layout, classes: np.ndarray, integer: boo
     n_s, n_t = sets.pue.shape
     n_g = len(sets.gpu_type)
     reps = lay.reps[classes]
-    pen = sets.penalty_per_gpu_hour * (sets.job_gpus[reps] * sets.job_dur[reps]).astype(float)
+    pen = sets.unplaced_cost[reps].astype(float)    # penalty, or terminal value (deferral)
     n_u = len(classes)
     costs = [pen]
     lower = [np.zeros(n_u)]
@@ -305,6 +308,7 @@ def price(sets: PlanSets, lay: Layout, duals: np.ndarray, reps: np.ndarray, k: i
     m = lay.absorb_row >= 0
     rho[m] = duals[lay.absorb_row[m]]
     per_kw = sets.cost_per_kwh - nu + sets.pue * rho                     # (S, T)
+    per_kwh = sets.cost_per_kwh + sets.pue * rho    # the energy part: last slot × its fraction
     cum_kw = np.concatenate([np.zeros((n_s, 1)), np.cumsum(per_kw, axis=1)], axis=1)
     cum_mu = np.concatenate([np.zeros((n_s, 1, n_g)), np.cumsum(mu, axis=1)], axis=1)
     pi = duals[lay.assign_row[reps]]
@@ -317,6 +321,8 @@ def price(sets: PlanSets, lay: Layout, duals: np.ndarray, reps: np.ndarray, k: i
     for d in np.unique(dur):
         wk = np.full((n_s, n_t), np.inf)
         wk[:, : n_t - d + 1] = cum_kw[:, d:] - cum_kw[:, : n_t - d + 1]
+        el = np.zeros((n_s, n_t))
+        el[:, : n_t - d + 1] = per_kwh[:, d - 1:]
         wm = np.zeros((n_s, n_t, n_g))
         wm[:, : n_t - d + 1] = cum_mu[:, d:] - cum_mu[:, : n_t - d + 1]
         for g in np.unique(gt[dur == d]):
@@ -324,7 +330,8 @@ def price(sets: PlanSets, lay: Layout, duals: np.ndarray, reps: np.ndarray, k: i
             for c0 in range(0, len(sel_all), PRICE_CHUNK):
                 sel = sel_all[c0: c0 + PRICE_CHUNK]
                 j = reps[sel]
-                rc = (sets.job_kw[j][:, None, None] * wk[None]
+                unused = (1.0 - sets.job_last_frac[j])[:, None, None]
+                rc = (sets.job_kw[j][:, None, None] * (wk[None] - unused * el[None])
                       - sets.job_gpus[j][:, None, None] * wm[None, :, :, g]
                       - pi[sel][:, None, None])                            # (n, S, T)
                 ok = (sets.job_sites[j][:, :, None]
@@ -400,7 +407,7 @@ def lagrangian_warmup(sets: PlanSets, lay: Layout, upper: float, seconds: float,
     t_end = time.perf_counter() + seconds
     n_s, n_t = sets.pue.shape
     n_g = len(sets.gpu_type)
-    cap = sets.gpu_count[:, None, :].astype(float) * np.ones((1, n_t, 1))
+    cap = sets.gpu_cap.astype(float)
     pcap = sets.power_cap_kw.astype(float).copy()
     has_abs = lay.absorb_row >= 0
     lam_c = np.zeros((n_s, n_t, n_g))
@@ -488,8 +495,8 @@ def lagrangian(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarray
     n_s, n_t = sets.pue.shape
     n_g = len(sets.gpu_type)
     reps, mult = lay.reps, lay.mult.astype(float)
-    pen = sets.penalty_per_gpu_hour * (sets.job_gpus[reps] * sets.job_dur[reps]).astype(float)
-    cap = sets.gpu_count[:, None, :].astype(float) * np.ones((1, n_t, 1))
+    pen = sets.unplaced_cost[reps].astype(float)    # penalty, or terminal value (deferral)
+    cap = sets.gpu_cap.astype(float)
     pcap = sets.power_cap_kw.astype(float).copy()
     has_abs = lay.absorb_row >= 0
     ci_kg = sets.ci_g_per_kwh / 1000.0

@@ -4,30 +4,41 @@ Notation (positions, never user ids, name every variable and constraint):
 
 * :math:`o = (j, s, t_0)` a feasible option of job :math:`j` (gang of :math:`n_j` GPUs of type
   :math:`g_j`, :math:`d_j` hours, IT power :math:`P_j` kW) at site :math:`s` starting in slot
-  :math:`t_0`; binary :math:`x_o`. It covers slots :math:`t_0 \ldots t_0 + d_j - 1`.
-* :math:`u_j \in \{0, 1\}` job :math:`j` unplaced.
+  :math:`t_0`; binary :math:`x_o`. It covers slots :math:`t_0 \ldots t_0 + d_j - 1`
+  (:math:`d_j = \lceil m_j / 60 \rceil` for a run of :math:`m_j` minutes; slots may lie past
+  the horizon, on continued signals), with energy weight :math:`w_{ot} = 1` but in its last
+  slot, :math:`w = (m_j - 60 (d_j - 1)) / 60`.
+* :math:`z_p` binary, a piece pattern of a preemptible job (several runs at one site, each
+  resumption paying the checkpoint overhead; :func:`carbonsched.plan.sets.enumerate_patterns`),
+  in the job's assignment row and in the capacity, power and absorption rows of every slot it
+  covers, like an option.
+* :math:`u_j \in \{0, 1\}` job :math:`j` unplaced, or deferred past the horizon.
 * :math:`y_{ds} \in \mathbb{Z}_{\ge 0}` GPUs serving inference demand :math:`d` from site
   :math:`s` (only sites within the SLO that have the type).
 * :math:`a_{st} \in [0, \bar{a}_{st}]` green surplus absorbed [kW] (only where surplus > 0).
 
 Constraints (one ``define_<family>_constraints`` each):
 
-* assignment: :math:`\sum_{o \ni j} x_o + u_j = 1`;
+* assignment: :math:`\sum_{o \ni j} x_o + \sum_{p \ni j} z_p + u_j = 1`;
 * inference: :math:`\sum_s y_{ds} = N_d`;
 * GPU capacity: :math:`\sum_{o \ni (s,t), g_j = g} n_j x_o + \sum_{d: t_d=t, g_d=g} y_{ds}
   \le C_{sg}`;
 * power cap: :math:`\sum_{o \ni (s,t)} P_j x_o + \sum_{d: t_d = t} p_d y_{ds} \le \bar{P}_s`;
-* absorption: :math:`a_{st} \le \mathrm{PUE}_{st} \cdot \mathrm{IT}_{st}`.
+* absorption: :math:`a_{st} \le \mathrm{PUE}_{st} \cdot E_{st}`.
 
-Objective [kg CO2e]: :math:`\sum_{s,t} \mathrm{CI}_{st} (\mathrm{PUE}_{st} \mathrm{IT}_{st} -
-a_{st}) / 1000 + \pi \sum_j n_j d_j u_j` with :math:`\pi` the unplaced penalty per GPU-hour
-(:data:`carbonsched.plan.sets.UNPLACED_PENALTY_FACTOR`). Emissions: GHG Protocol Scope 2
-Guidance (2015), location-based method.
+Objective [kg CO2e]: :math:`\sum_{s,t} \mathrm{CI}_{st} (\mathrm{PUE}_{st} E_{st} -
+a_{st}) / 1000 + \sum_j c_j u_j` with :math:`E_{st} = \sum_{o \ni (s,t)} P_j w_{ot} x_o` the
+IT energy and :math:`c_j` the unplaced penalty per GPU-hour
+(:data:`carbonsched.plan.sets.UNPLACED_PENALTY_FACTOR`) × the job's GPU-hours, or, for a job
+whose deadline lies beyond the horizon, its terminal value
+(:data:`carbonsched.plan.sets.TERMINAL_VALUE_RULE`). Capacity rows use
+:math:`C_{stg}` = GPUs less running work, power rows the cap less running work.
+Emissions: GHG Protocol Scope 2 Guidance (2015), location-based method.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pulp
@@ -39,12 +50,18 @@ ABSORB_EPS_KW = 1e-9
 
 @dataclass
 class CoverIndex:
-    """Which option covers which (site, slot): one row per (option, covered hour)."""
+    """Which option covers which (site, slot): one row per (option, covered hour).
+
+    ``energy`` is the share of the slot the job runs in it (1, or its fraction in the last
+    slot): capacity and power rows see the whole gang in every covered slot, energy,
+    emissions and absorption only ``energy`` of it.
+    """
 
     option: np.ndarray
     site: np.ndarray
     slot: np.ndarray
     gtype: np.ndarray
+    energy: np.ndarray | None = None
 
 
 def cover_index(sets: PlanSets, options: np.ndarray) -> CoverIndex:
@@ -52,8 +69,12 @@ def cover_index(sets: PlanSets, options: np.ndarray) -> CoverIndex:
     dur = sets.job_dur[options[:, 0]]
     rep = np.repeat(np.arange(len(options)), dur)
     offs = np.arange(len(rep)) - np.repeat(np.cumsum(dur) - dur, dur)
+    energy = np.ones(len(rep))
+    if len(rep):
+        last = np.cumsum(dur) - 1
+        energy[last] = sets.job_last_frac[options[:, 0]]
     return CoverIndex(option=rep, site=options[rep, 1], slot=options[rep, 2] + offs,
-                      gtype=sets.job_gtype[options[rep, 0]])
+                      gtype=sets.job_gtype[options[rep, 0]], energy=energy)
 
 
 @dataclass
@@ -67,6 +88,8 @@ class PlanModel:
     u: dict[int, pulp.LpVariable]
     y: dict[tuple[int, int], pulp.LpVariable]
     a: dict[tuple[int, int], pulp.LpVariable]
+    z: list[pulp.LpVariable] = field(default_factory=list)
+    """Binary per piece pattern of a preemptible job (:attr:`PlanSets.patterns`)."""
 
 
 def define_variables(m: PlanModel) -> None:
@@ -74,7 +97,10 @@ def define_variables(m: PlanModel) -> None:
     sets = m.sets
     add = m.lp.add_variable
     m.x = [add(f"x{i}", 0, 1, cat=pulp.LpBinary) for i in range(len(m.options))]
-    for j in np.unique(m.options[:, 0]) if len(m.options) else []:
+    pats = _patterns(m)
+    m.z = [add(f"z{i}", 0, 1, cat=pulp.LpBinary) for i in range(len(pats.job))]
+    modelled = np.union1d(m.options[:, 0], pats.job) if len(m.options) else pats.job
+    for j in np.unique(modelled):
         m.u[int(j)] = add(f"u{int(j)}", 0, 1, cat=pulp.LpBinary)
     for d, s in zip(*np.nonzero(sets.inf_sites), strict=True):
         if sets.inf_gpus[d] > 0:
@@ -85,14 +111,27 @@ def define_variables(m: PlanModel) -> None:
         m.a[(int(s), int(t))] = add(f"a{s}_{t}", 0, float(sets.surplus_kw[s, t]))
 
 
+def _patterns(m: PlanModel):
+    """The piece patterns the model holds: those of jobs with an option in it."""
+    from carbonsched.plan.sets import PiecePatterns, _empty_patterns
+
+    pats = m.sets.patterns
+    if pats is None or len(pats) == 0:
+        return _empty_patterns()
+    keep = np.flatnonzero(np.isin(pats.job, m.options[:, 0]))
+    return PiecePatterns(pats.job[keep], pats.site[keep], pats.cost_kg[keep],
+                         [pats.pieces[i] for i in keep]) if len(keep) < len(pats) else pats
+
+
 def define_assignment_constraints(m: PlanModel) -> None:
-    """Each placeable job starts once (one option) or is unplaced."""
-    jobs = m.options[:, 0]
-    order = np.argsort(jobs, kind="stable")
-    bounds = np.flatnonzero(np.diff(jobs[order])) + 1
-    for grp in np.split(order, bounds) if len(order) else []:
-        j = int(jobs[grp[0]])
-        expr = pulp.LpAffineExpression([(m.x[i], 1) for i in grp] + [(m.u[j], 1)])
+    """Each placeable job starts once (one option or one piece pattern) or is unplaced."""
+    terms: dict[int, list] = {}
+    for i, j in enumerate(m.options[:, 0].tolist()):
+        terms.setdefault(j, []).append((m.x[i], 1))
+    for i, j in enumerate(_patterns(m).job.tolist()):
+        terms.setdefault(j, []).append((m.z[i], 1))
+    for j in sorted(terms):
+        expr = pulp.LpAffineExpression(terms[j] + [(m.u[j], 1)])
         m.lp.addConstraint(expr == 1, name=f"assign{j}")
 
 
@@ -106,17 +145,32 @@ def define_inference_constraints(m: PlanModel) -> None:
                            name=f"serve{d}")
 
 
-def _cell_terms(m: PlanModel, weight_job: np.ndarray, weight_inf: np.ndarray, by_type: bool
-                ) -> dict[tuple, list]:
-    """Terms per (site, slot[, type]) cell: option weights and inference weights."""
+def _cell_terms(m: PlanModel, weight_job: np.ndarray, weight_inf: np.ndarray, by_type: bool,
+                energy: bool = False) -> dict[tuple, list]:
+    """Terms per (site, slot[, type]) cell: option weights and inference weights.
+
+    With ``energy`` the option weight is scaled by the share of the slot the job runs.
+    """
     sets = m.sets
     cov = cover_index(sets, m.options)
     cells: dict[tuple, list] = {}
     keys = (zip(cov.site.tolist(), cov.slot.tolist(), cov.gtype.tolist(), strict=True) if by_type
             else zip(cov.site.tolist(), cov.slot.tolist(), strict=True))
     w = weight_job[m.options[cov.option, 0]]
+    if energy:
+        w = w * cov.energy
     for key, o, wo in zip(keys, cov.option.tolist(), w.tolist(), strict=True):
         cells.setdefault(key, []).append((m.x[o], wo))
+    pats = _patterns(m)
+    if len(pats):
+        # piece patterns: the whole gang in every covered slot, energy its share
+        pp, ps, pt, pg, pe = pats.cover(sets)
+        wp = weight_job[pats.job[pp]] * (pe if energy else 1.0)
+        pkeys = (zip(ps.tolist(), pt.tolist(), pg.tolist(), strict=True) if by_type
+                 else zip(ps.tolist(), pt.tolist(), strict=True))
+        for key, p, wo in zip(pkeys, pp.tolist(), np.broadcast_to(wp, pp.shape).tolist(),
+                              strict=True):
+            cells.setdefault(key, []).append((m.z[p], wo))
     for (d, s), var in m.y.items():
         key = (s, int(sets.inf_hour[d]), int(sets.inf_gtype[d])) if by_type else \
             (s, int(sets.inf_hour[d]))
@@ -137,7 +191,7 @@ def define_capacity_constraints(m: PlanModel) -> None:
     sets = m.sets
     cells = _cell_terms(m, sets.job_gpus.astype(float), np.ones(len(sets.inf_gpus)), True)
     for (s, t, g), terms in sorted(cells.items()):
-        cap = int(sets.gpu_count[s, g])
+        cap = int(sets.gpu_cap[s, t, g])
         if _max_load(terms) <= cap:
             continue
         m.lp.addConstraint(pulp.LpAffineExpression(terms) <= cap, name=f"cap{s}_{t}_{g}")
@@ -164,7 +218,7 @@ def define_absorption_constraints(m: PlanModel) -> None:
     sets = m.sets
     if not m.a:
         return
-    cells = _cell_terms(m, sets.job_kw, sets.inf_kw_per_gpu, False)
+    cells = _cell_terms(m, sets.job_kw, sets.inf_kw_per_gpu, False, energy=True)
     for (s, t), var in m.a.items():
         terms = [(v, -w * float(sets.pue[s, t])) for v, w in cells.get((s, t), [])]
         m.lp.addConstraint(pulp.LpAffineExpression([(var, 1.0)] + terms) <= 0,
@@ -176,8 +230,9 @@ def define_objective(m: PlanModel) -> None:
     sets = m.sets
     cost = option_costs(sets, m.options)
     terms = list(zip(m.x, cost.tolist(), strict=True))
-    pen = sets.penalty_per_gpu_hour
-    terms += [(v, pen * float(sets.job_gpus[j] * sets.job_dur[j])) for j, v in m.u.items()]
+    terms += list(zip(m.z, _patterns(m).cost_kg.tolist(), strict=True))
+    # unplaced penalty, or the terminal value of a job deferred past the horizon
+    terms += [(v, float(sets.unplaced_cost[j])) for j, v in m.u.items()]
     cpk = sets.cost_per_kwh
     terms += [(v, float(sets.inf_kw_per_gpu[d] * cpk[s, sets.inf_hour[d]]))
               for (d, s), v in m.y.items()]
@@ -202,7 +257,7 @@ def build_model(sets: PlanSets, options: np.ndarray | None = None) -> PlanModel:
     """
     opts = sets.options if options is None else options
     m = PlanModel(lp=pulp.LpProblem("carbonsched_plan", pulp.LpMinimize), sets=sets,
-                  options=opts, x=[], u={}, y={}, a={})
+                  options=opts, x=[], u={}, y={}, a={}, z=[])
     define_variables(m)
     define_assignment_constraints(m)
     define_inference_constraints(m)
@@ -235,6 +290,12 @@ def integrality_issues(m: PlanModel, tol: float = INTEGRALITY_TOL) -> list[str]:
         if val is None or abs(val - round(val)) > tol or round(val) not in (0, 1):
             j = int(m.options[i, 0])
             out.append(f"option {i} of job {prob.jobs[j].id!r} = {val!r}, not 0 or 1")
+    pats = _patterns(m)
+    for i, v in enumerate(m.z):
+        val = v.varValue
+        if val is None or abs(val - round(val)) > tol or round(val) not in (0, 1):
+            j = int(pats.job[i])
+            out.append(f"piece pattern {i} of job {prob.jobs[j].id!r} = {val!r}, not 0 or 1")
     for (d, s), v in m.y.items():
         val = v.varValue
         if val is None or abs(val - round(val)) > tol or val < -tol:
@@ -243,6 +304,20 @@ def integrality_issues(m: PlanModel, tol: float = INTEGRALITY_TOL) -> list[str]:
     if len(out) > 5:
         out = out[:5] + [f"and {len(out) - 5} more"]
     return out
+
+
+def read_patterns(m: PlanModel) -> np.ndarray:
+    """Positions (in :attr:`PlanSets.patterns`) of the chosen piece patterns."""
+    pats = m.sets.patterns
+    held = _patterns(m)
+    if not m.z:
+        return np.zeros(0, dtype=np.int64)
+    vals = np.array([v.varValue if v.varValue is not None else 0.0 for v in m.z])
+    chosen = np.flatnonzero(vals > 0.5)
+    if held is pats:
+        return chosen.astype(np.int64)
+    keep = np.flatnonzero(np.isin(pats.job, m.options[:, 0]))
+    return keep[chosen].astype(np.int64)
 
 
 def read_solution(m: PlanModel) -> tuple[np.ndarray, np.ndarray]:

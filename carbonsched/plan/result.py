@@ -6,10 +6,17 @@ marginal carbon; emissions [kg] = (facility energy − absorbed) [kWh] × CI [g/
 (GHG Protocol Scope 2 Guidance, 2015, location-based: activity data × emission factor).
 A job's or inference placement's share of a site-hour's emissions is proportional to its
 facility energy in that hour.
+
+Minutes: a run from a slot-aligned start for ``m`` minutes occupies ``ceil(m / 60)`` slots;
+capacity and power caps see its whole gang in each (conservative), energy and emissions count
+the minutes it runs in each slot (the last slot its fraction). Slots past the horizon (a run
+that starts inside it and ends after it) are costed on the continued signals
+(:data:`carbonsched.plan.sets.CONTINUATION_RULE`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -17,9 +24,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from carbonsched.domain import InferencePlacement, Placement, Unplaced
+from carbonsched.domain import InferencePlacement, Placement, ReasonCode, Unplaced
 from carbonsched.errors import InfeasiblePlanError
 from carbonsched.timeaxis import HOUR
+
+MINUTE = pd.Timedelta(minutes=1)
 
 
 class PlanStatus(StrEnum):
@@ -95,6 +104,14 @@ class PlanResult:
     inference: list[InferencePlacement] = field(default_factory=list)
     unplaced: list[Unplaced] = field(default_factory=list)
     totals: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    """What a person must know about the plan's assumptions: work running past the horizon
+    on continued signals, jobs deferred past the horizon (terminal value rule)."""
+
+    @property
+    def deferred(self) -> list[Unplaced]:
+        """Jobs left ``Pending`` for a later run (reason ``DeferredPastHorizon``)."""
+        return [u for u in self.unplaced if u.reason == ReasonCode.DEFERRED_PAST_HORIZON]
 
     def raise_for_status(self) -> PlanResult:
         """Return self, or raise :class:`InfeasiblePlanError` if the plan is infeasible."""
@@ -128,11 +145,13 @@ class Score:
         Inference placements outside the SLO, at a site lacking the type, or demand left
         unserved (one per demand short of GPUs). [-]
     deadline_misses
-        Placements starting before the earliest start or ending after the deadline, or
-        running outside the horizon. [-]
+        Placements starting before the earliest start, off the slot grid or outside the
+        horizon, or ending after the deadline (a run may continue past the horizon's end). [-]
     gang_violations
-        Jobs placed more than once, split, with the wrong GPU count or type, or for the
-        wrong duration, or at a site not allowed. [-]
+        Jobs placed more than once or split when not preemptible, preemptible jobs whose
+        pieces break their terms (more than ``max_pieces``, several sites, overlapping,
+        overhead or work minutes wrong), a wrong GPU count or type or duration, or a site not
+        allowed. [-]
     unplaced_gpu_hours
         GPU-hours of jobs the plan does not place. [GPU·h]
     objective
@@ -186,6 +205,58 @@ def emissions_by_site_hour(
     return facility, absorbed, (facility - absorbed) * ci / 1000.0
 
 
+def run_weights(minutes: int, offset_minutes: int = 0, upto_minutes: int | None = None
+                ) -> np.ndarray:
+    """Share of each occupied slot a run uses, from a slot-aligned start. [-]
+
+    Parameters
+    ----------
+    minutes
+        Length of the run. [min]
+    offset_minutes, upto_minutes
+        Count only the part of the run in ``[offset, upto)`` minutes from its start (e.g. the
+        checkpoint overhead at the start of a resumed piece). [min]
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(ceil(minutes / 60),)``, each in [0, 1].
+    """
+    n = -(-int(minutes) // 60)
+    lo = np.arange(n) * 60
+    hi = np.minimum(lo + 60, minutes)
+    a = max(int(offset_minutes), 0)
+    b = int(minutes) if upto_minutes is None else min(int(upto_minutes), int(minutes))
+    return np.clip(np.minimum(hi, b) - np.maximum(lo, a), 0, None) / 60.0
+
+
+@dataclass
+class Run:
+    """One contiguous run of a job (a whole job, or one piece of a preemptible one)."""
+
+    job: int
+    site: int
+    start: int
+    """Start slot position on the extended axis."""
+    minutes: int
+    """Wall time of the run, overhead included. [min]"""
+    piece: int = 0
+    pieces: int = 1
+    overhead_minutes: int = 0
+
+
+def plan_runs(sets: Any, chosen: np.ndarray, chosen_patterns: Any = None) -> list[Run]:
+    """Runs of chosen one-piece options ``(job, site, start)`` and chosen piece patterns."""
+    runs = [Run(int(j), int(s), int(t), int(sets.job_minutes[j])) for j, s, t in chosen]
+    pats = getattr(sets, "patterns", None)
+    for p in ([] if chosen_patterns is None else chosen_patterns):
+        pieces = pats.pieces[int(p)]
+        j, site = int(pats.job[int(p)]), int(pats.site[int(p)])
+        runs.extend(Run(j, site, t, m, i, len(pieces), o)
+                    for i, (t, m, o) in enumerate(pieces))
+    return runs
+
+
 def build_plan_result(
     sets: Any,
     chosen: np.ndarray,
@@ -193,6 +264,7 @@ def build_plan_result(
     status: PlanStatus,
     solver: SolverRecord,
     unplaced_reason: dict[int, tuple[Any, str]] | None = None,
+    chosen_patterns: Any = None,
 ) -> PlanResult:
     """Turn chosen options and an inference allocation into a :class:`PlanResult`.
 
@@ -206,16 +278,22 @@ def build_plan_result(
         ``(D, S)`` integer GPUs serving each demand from each site.
     unplaced_reason
         Reason per job position for jobs not placed and not rejected by the pre-check
-        (default ``InsufficientCapacity``).
+        (default ``InsufficientCapacity``; ``DeferredPastHorizon`` for a job whose deadline
+        lies beyond the horizon).
+    chosen_patterns
+        Positions of chosen piece patterns (:attr:`PlanSets.patterns`) of preemptible jobs.
     """
-    from carbonsched.domain import ReasonCode
-
     prob = sets.problem
     n_s, n_t = sets.pue.shape
-    it_kw = np.zeros((n_s, n_t))
+    n_h = getattr(sets, "n_horizon", n_t) or n_t
+    it_kw = np.zeros((n_s, n_t))      # IT energy per site-slot (1-h slots: kWh = mean kW)
     chosen = np.asarray(chosen, dtype=np.int64).reshape(-1, 3)
-    for j, s, t in chosen:
-        it_kw[s, t:t + sets.job_dur[j]] += sets.job_kw[j]
+    runs = plan_runs(sets, chosen, chosen_patterns)
+    weights = []
+    for r in runs:
+        w = run_weights(r.minutes)
+        weights.append(w)
+        it_kw[r.site, r.start:r.start + len(w)] += sets.job_kw[r.job] * w
     inf_kw = inf_alloc * sets.inf_kw_per_gpu[:, None] if len(inf_alloc) else np.zeros((0, n_s))
     for d in range(len(inf_alloc)):
         it_kw[:, sets.inf_hour[d]] += inf_kw[d]
@@ -225,16 +303,24 @@ def build_plan_result(
         em_per_it_kwh = np.where(it_kw > 0, em / np.where(it_kw > 0, it_kw, 1.0), 0.0)
     placements = []
     placed = set()
-    for j, s, t in chosen:
-        job = prob.jobs[j]
-        d = int(sets.job_dur[j])
-        placed.add(int(j))
-        start = sets.slot[t]
+    past = set()
+    for r, w in zip(runs, weights, strict=True):
+        job = prob.jobs[r.job]
+        placed.add(r.job)
+        a, b = r.start, r.start + len(w)
+        if b > n_h:
+            past.add(r.job)
+        kw = sets.job_kw[r.job]
+        start = sets.slot[r.start]
+        ow = run_weights(r.minutes, 0, r.overhead_minutes) if r.overhead_minutes else None
         placements.append(Placement(
-            job_id=job.id, site=sets.site[s], start=start, end=start + d * HOUR,
+            job_id=job.id, site=sets.site[r.site], start=start, end=start + r.minutes * MINUTE,
             gpu_type=job.gpu_type, gpus=job.gpus,
-            energy_kwh=float(sets.job_kw[j] * sets.pue[s, t:t + d].sum()),
-            emissions_kg=float(sets.job_kw[j] * em_per_it_kwh[s, t:t + d].sum()),
+            energy_kwh=float(kw * (w * sets.pue[r.site, a:b]).sum()),
+            emissions_kg=float(kw * (w * em_per_it_kwh[r.site, a:b]).sum()),
+            piece=r.piece, pieces=r.pieces, overhead_minutes=r.overhead_minutes,
+            overhead_kwh=float(kw * (ow * sets.pue[r.site, a:b]).sum()) if ow is not None
+            else 0.0,
         ))
     infs = []
     for d, s in zip(*np.nonzero(inf_alloc > 0), strict=True):
@@ -247,20 +333,34 @@ def build_plan_result(
         ))
     unplaced = []
     unplaced_gpu_h = 0.0
-    penalised_gpu_h = 0.0
+    penalty_kg = 0.0
+    deferrable = getattr(sets, "deferrable", np.zeros(len(prob.jobs), dtype=bool))
+    horizon_end = sets.slot[0] + n_h * HOUR
+    n_deferred = 0
     for k, job in enumerate(prob.jobs):
         if k in placed:
             continue
         unplaced_gpu_h += job.gpus * job.duration_hours
         if k not in sets.reasons:
-            penalised_gpu_h += job.gpus * job.duration_hours
+            penalty_kg += float(sets.unplaced_cost[k])
+        given = (unplaced_reason or {}).get(k)
         if k in sets.reasons:
             code, detail = sets.reasons[k]
-        elif unplaced_reason and k in unplaced_reason:
-            code, detail = unplaced_reason[k]
+        elif given is not None and given[0] == ReasonCode.SOLVER_NO_SOLUTION:
+            code, detail = given
+        elif len(deferrable) and deferrable[k]:
+            code, detail = (ReasonCode.DEFERRED_PAST_HORIZON,
+                            f"deadline {job.deadline.isoformat()} is after the horizon end "
+                            f"{horizon_end.isoformat()}; a start after the horizon (terminal "
+                            f"value {float(sets.unplaced_cost[k]):.4g} kg) beats every start "
+                            "with room inside it, so a later run plans it")
+        elif given is not None:
+            code, detail = given
         else:
             code, detail = (ReasonCode.INSUFFICIENT_CAPACITY,
                             "feasible alone, but the GPUs or power were needed by other work")
+        if code == ReasonCode.DEFERRED_PAST_HORIZON:
+            n_deferred += 1
         unplaced.append(Unplaced(job_id=job.id, reason=code, detail=detail))
     emissions = float(em.sum())
     totals = {
@@ -269,12 +369,41 @@ def build_plan_result(
         "emissions_kg": emissions,
         "surplus_absorbed_kwh": float(absorbed.sum()),
         "unplaced_gpu_hours": unplaced_gpu_h,
-        "objective": emissions + sets.penalty_per_gpu_hour * penalised_gpu_h,
-        "jobs_placed": float(len(placements)),
+        "objective": emissions + penalty_kg,
+        "jobs_placed": float(len(placed)),
         "jobs_unplaced": float(len(unplaced)),
+        "jobs_deferred": float(n_deferred),
+        "jobs_past_horizon": float(len(past)),
+        "overhead_kwh": float(sum(p.overhead_kwh for p in placements)),
     }
+    notes = plan_notes(sets, len(past), n_deferred)
+    split = {p.job_id: p.pieces for p in placements if p.pieces > 1}
+    if split:
+        notes.append(f"pieces: {len(split)} preemptible job(s) run in {sum(split.values())} "
+                     f"pieces; the checkpoint overhead of their resumptions, "
+                     f"{totals['overhead_kwh']:.4g} kWh, is counted in their energy and "
+                     "emissions (overhead_kwh per piece)")
     return PlanResult(status=status, solver=solver, placements=placements, inference=infs,
-                      unplaced=unplaced, totals=totals)
+                      unplaced=unplaced, totals=totals, notes=notes)
+
+
+def plan_notes(sets: Any, n_past: int, n_deferred: int) -> list[str]:
+    """The plan's notes on the horizon's end: continued signals, deferrals, running work."""
+    from carbonsched.plan.sets import CONTINUATION_RULE, TERMINAL_VALUE_RULE
+
+    out = list(getattr(sets, "notes", []))
+    if n_past:
+        out.append(f"horizon: {n_past} job(s) start inside the horizon and run past its end; "
+                   f"their hours after it are costed on continued signals ({CONTINUATION_RULE})")
+    if n_deferred:
+        out.append(f"horizon: {n_deferred} job(s) deferred past the horizon "
+                   f"(Pending, DeferredPastHorizon): {TERMINAL_VALUE_RULE}; terminal values "
+                   f"use continued signals ({CONTINUATION_RULE})")
+    running = getattr(sets.problem, "running", None)
+    if running:
+        out.append(f"running work: {len(running)} running job(s) hold their GPUs and power "
+                   "in the slots they still occupy")
+    return out
 
 
 VIOLATION_FIELDS = ("gang_violations", "deadline_misses", "capacity_violations",
@@ -285,11 +414,14 @@ VIOLATION_FIELDS = ("gang_violations", "deadline_misses", "capacity_violations",
 def recount_violations(problem: Any, result: PlanResult) -> dict[str, int]:
     """Recount a plan against every hard constraint; the families it breaks, with counts.
 
-    Each job at most once and as specified (gang), inside its window and the horizon
-    (deadline), GPUs per (site, hour, type) (capacity), IT power per (site, hour) (power cap),
-    facility power per (site, hour) at the PUE's upper bound (grid-connection cap) and
-    inference served in full within its SLO (SLO) — all by :func:`score_plan`, from the
-    placements alone. Works on the problem's own slot index, whatever its length or first hour.
+    Each job at most once and as specified, or in at most ``max_pieces`` non-overlapping
+    pieces at one site when preemptible (gang), starting inside the horizon on the slot grid
+    and inside its window, ending by its deadline (deadline), GPUs per (site, hour, type)
+    (capacity), IT power per (site, hour) (power cap), facility power per (site, hour) at the
+    PUE's upper bound (grid-connection cap) and inference served in full within its SLO (SLO)
+    — all by :func:`score_plan`, from the placements alone, over every hour a placement
+    occupies (tail hours past the horizon included) with the problem's running work added.
+    Works on the problem's own slot index, whatever its length or first hour.
 
     Returns
     -------
@@ -299,6 +431,99 @@ def recount_violations(problem: Any, result: PlanResult) -> dict[str, int]:
     """
     sc = score_plan(problem, result)
     return {f: int(getattr(sc, f)) for f in VIOLATION_FIELDS if getattr(sc, f) > 0}
+
+
+def _load_from_placements(sets: Any, problem: Any, result: PlanResult
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+    """Peak IT kW ``(S, T)``, IT energy kWh ``(S, T)`` and GPUs ``(S, T, G)`` of a plan.
+
+    Also counts deadline misses (start off the grid, outside the horizon or the window, end
+    after the deadline, or a run past the extended axis) and gang violations (wrong gang,
+    type, site, length, duplicates, or pieces that break the job's preemption terms).
+    """
+    n_s, n_t = sets.pue.shape
+    n_h = sets.n_horizon or n_t
+    n_g = len(sets.gpu_type)
+    spos = {s: i for i, s in enumerate(sets.site)}
+    gpos = {g: i for i, g in enumerate(sets.gpu_type)}
+    jobs = {j.id: (k, j) for k, j in enumerate(problem.jobs)}
+    sites = {s.id: s for s in problem.sites}
+    peak = np.zeros((n_s, n_t))
+    energy = np.zeros((n_s, n_t))
+    gpus = np.zeros((n_s, n_t, n_g), dtype=np.int64)
+    t0 = sets.slot[0]
+    deadline_misses = 0
+    gang = 0
+    by_job: dict[str, list[Any]] = {}
+    for p in result.placements:
+        if p.job_id not in jobs or p.site not in spos:
+            gang += 1
+            continue
+        by_job.setdefault(p.job_id, []).append(p)
+        k, job = jobs[p.job_id]
+        s = spos[p.site]
+        if (p.gpus != job.gpus or p.gpu_type != job.gpu_type
+                or (job.allowed_sites and p.site not in job.allowed_sites)
+                or sites[p.site].gpu_count(job.gpu_type) == 0):
+            gang += 1
+        minutes = int(round((p.end - p.start) / MINUTE))
+        if job.max_pieces == 1 and minutes != job.duration_minutes:
+            gang += 1                    # a whole job for the wrong length
+        a_f = (p.start - t0) / HOUR
+        a = int(round(a_f))
+        miss = (abs(a_f - a) > 1e-9 or a < 0 or a >= n_h or p.start < job.earliest_start
+                or p.end > job.deadline or minutes < 1)
+        # load: a whole job for its own length from its start; a piece for the piece's
+        w = run_weights(job.duration_minutes if job.max_pieces == 1 else max(minutes, 1))
+        b = a + len(w)
+        if a < 0 or b > n_t:
+            miss = True
+            lo, hi = max(a, 0), min(b, n_t)
+            w = w[lo - a: lo - a + max(hi - lo, 0)]
+            a, b = lo, max(hi, lo)
+        deadline_misses += int(miss)
+        peak[s, a:b] += job.it_power_kw
+        energy[s, a:b] += job.it_power_kw * w
+        g = gpos.get(job.gpu_type)
+        if g is not None:
+            gpus[s, a:b, g] += job.gpus
+    for job_id, ps in by_job.items():
+        _k, job = jobs[job_id]
+        if job.max_pieces == 1:
+            gang += len(ps) - 1          # placed more than once
+            continue
+        gang += _piece_violations(job, ps)
+    return peak, energy, gpus, deadline_misses, gang
+
+
+def _piece_violations(job: Any, ps: list[Any]) -> int:
+    """1 when the pieces of a preemptible job break its terms, else 0.
+
+    At most ``max_pieces`` pieces, all at one site, numbered ``0..k-1`` in time order, each
+    knowing ``pieces = k``, not overlapping (a piece starts no earlier than the hour after the
+    previous one ends), every piece after the first paying ``checkpoint_overhead_minutes``,
+    and the work done (run time less overhead) summing to ``duration_minutes``.
+    """
+    ps = sorted(ps, key=lambda p: p.start)
+    k = len(ps)
+    if k > job.max_pieces or len({p.site for p in ps}) != 1:
+        return 1
+    if [p.piece for p in ps] != list(range(k)) or any(p.pieces != k for p in ps):
+        return 1
+    work = 0
+    for i, p in enumerate(ps):
+        minutes = int(round((p.end - p.start) / MINUTE))
+        over = p.overhead_minutes
+        if over != (job.checkpoint_overhead_minutes if i > 0 else 0) or minutes <= over:
+            return 1
+        work += minutes - over
+        if i > 0:
+            prev_end = ps[i - 1].end
+            busy_until = ps[i - 1].start + math.ceil(
+                (prev_end - ps[i - 1].start) / HOUR - 1e-9) * HOUR
+            if p.start < busy_until:
+                return 1
+    return 0 if work == job.duration_minutes else 1
 
 
 def score_plan(problem: Any, result: PlanResult, signals: pd.DataFrame | None = None) -> Score:
@@ -316,47 +541,19 @@ def score_plan(problem: Any, result: PlanResult, signals: pd.DataFrame | None = 
     Returns
     -------
     Score
-        Emissions, energy, absorbed surplus and counts of every kind of violation.
+        Emissions, energy, absorbed surplus and counts of every kind of violation. Emissions
+        and energy count the minutes each placement runs (tail hours on continued signals);
+        capacity and caps see the whole gang in every hour it occupies, plus running work.
     """
     from carbonsched.plan.sets import compile_sets
 
     sets = compile_sets(problem, signals)
     n_s, n_t = sets.pue.shape
-    n_g = len(sets.gpu_type)
     spos = {s: i for i, s in enumerate(sets.site)}
     gpos = {g: i for i, g in enumerate(sets.gpu_type)}
-    jobs = {j.id: (k, j) for k, j in enumerate(problem.jobs)}
     sites = {s.id: s for s in problem.sites}
-    it_kw = np.zeros((n_s, n_t))
-    gpus = np.zeros((n_s, n_t, n_g), dtype=np.int64)
+    it_kw, it_kwh, gpus, deadline_misses, gang = _load_from_placements(sets, problem, result)
     t0 = sets.slot[0]
-    deadline_misses = 0
-    gang = 0
-    seen: dict[str, int] = {}
-    for p in result.placements:
-        seen[p.job_id] = seen.get(p.job_id, 0) + 1
-        if p.job_id not in jobs or p.site not in spos:
-            gang += 1
-            continue
-        k, job = jobs[p.job_id]
-        s = spos[p.site]
-        dur = int(round((p.end - p.start) / HOUR))
-        if (p.gpus != job.gpus or p.gpu_type != job.gpu_type or dur != job.duration_hours
-                or (job.allowed_sites and p.site not in job.allowed_sites)
-                or sites[p.site].gpu_count(job.gpu_type) == 0):
-            gang += 1
-        if p.start < job.earliest_start or p.end > job.deadline:
-            deadline_misses += 1
-        a = int(round((p.start - t0) / HOUR))
-        b = a + job.duration_hours
-        if a < 0 or b > n_t:
-            deadline_misses += 1
-            a, b = max(a, 0), min(b, n_t)
-        it_kw[s, a:b] += job.it_power_kw
-        g = gpos.get(job.gpu_type)
-        if g is not None:
-            gpus[s, a:b, g] += job.gpus
-    gang += sum(c - 1 for c in seen.values() if c > 1)
     slo = 0
     served: dict[tuple[str, pd.Timestamp, str], int] = {}
     demand = {}
@@ -377,20 +574,23 @@ def score_plan(problem: Any, result: PlanResult, signals: pd.DataFrame | None = 
         t = int(round((ip.hour - t0) / HOUR))
         if 0 <= t < n_t:
             it_kw[spos[ip.site], t] += ip.gpus * kw
+            it_kwh[spos[ip.site], t] += ip.gpus * kw
             g = gpos.get(ip.gpu_type)
             if g is not None:
                 gpus[spos[ip.site], t, g] += ip.gpus
     slo += sum(1 for key, (need, _, _) in demand.items() if served.get(key, 0) < need)
-    cap_viol = int((gpus > sets.gpu_count[:, None, :]).sum())
-    pow_viol = int((it_kw > sets.it_power_cap_kw[:, None] + 1e-6).sum())
-    fac_viol = int((it_kw * sets.pue_cap > sets.facility_power_cap_kw[:, None] + 1e-6).sum())
-    facility, absorbed, em = emissions_by_site_hour(it_kw, sets.pue, sets.ci_g_per_kwh,
+    # running work holds GPUs and power too (it is not this plan's emissions)
+    all_kw = it_kw + sets.running_kw
+    cap_viol = int((gpus + sets.running_gpus > sets.gpu_count[:, None, :]).sum())
+    pow_viol = int((all_kw > sets.it_power_cap_kw[:, None] + 1e-6).sum())
+    fac_viol = int((all_kw * sets.pue_cap > sets.facility_power_cap_kw[:, None] + 1e-6).sum())
+    facility, absorbed, em = emissions_by_site_hour(it_kwh, sets.pue, sets.ci_g_per_kwh,
                                                     sets.surplus_kw)
     placed_ids = {p.job_id for p in result.placements}
     unplaced_gpu_h = float(sum(j.gpus * j.duration_hours for j in problem.jobs
                                if j.id not in placed_ids))
-    penalised_gpu_h = float(sum(j.gpus * j.duration_hours for k, j in enumerate(problem.jobs)
-                                if j.id not in placed_ids and k not in sets.reasons))
+    penalty_kg = float(sum(sets.unplaced_cost[k] for k, j in enumerate(problem.jobs)
+                           if j.id not in placed_ids and k not in sets.reasons))
     emissions = float(em.sum())
     return Score(
         emissions_kg=emissions, energy_kwh=float(facility.sum()),
@@ -398,7 +598,7 @@ def score_plan(problem: Any, result: PlanResult, signals: pd.DataFrame | None = 
         power_cap_violations=pow_viol, facility_cap_violations=fac_viol, slo_violations=slo,
         deadline_misses=deadline_misses,
         gang_violations=gang, unplaced_gpu_hours=unplaced_gpu_h,
-        objective=emissions + sets.penalty_per_gpu_hour * penalised_gpu_h,
+        objective=emissions + penalty_kg,
     )
 
 
@@ -417,46 +617,54 @@ def site_hour_power(problem: Any, result: PlanResult) -> list[dict[str, Any]]:
     Returns
     -------
     list of dict
-        One row per (site, slot), sites in problem order: ``site``, ``hour`` (UTC start),
-        ``it_power_kw``, ``it_power_cap_kw``, ``it_headroom_kw`` [kW]; ``pue`` and
-        ``pue_hi_95`` [-]; ``facility_power_kw`` (IT × PUE), ``facility_power_hi95_kw``
-        (IT × the PUE's upper 95 % bound, what the grid-connection cap is planned against),
-        ``facility_power_cap_kw`` and ``facility_headroom_kw`` (cap − facility_power_hi95_kw;
-        both ``None`` at a site without a facility cap) [kW]. A negative headroom is a
-        violation that :func:`score_plan` counts.
+        One row per (site, slot) of the horizon, sites in problem order — and per tail slot
+        past the horizon when a placement runs into it (``in_horizon`` false): ``site``,
+        ``hour`` (UTC start), ``in_horizon``, ``it_power_kw`` (the gangs that occupy the hour,
+        whole, plus running work: what the caps see), ``running_it_power_kw``,
+        ``it_power_cap_kw``, ``it_headroom_kw`` [kW]; ``it_energy_kwh`` (the minutes actually
+        run, this plan's work) [kWh]; ``pue`` and ``pue_hi_95`` [-]; ``facility_power_kw``
+        (IT × PUE), ``facility_power_hi95_kw`` (IT × the PUE's upper 95 % bound, what the
+        grid-connection cap is planned against), ``facility_power_cap_kw`` and
+        ``facility_headroom_kw`` (cap − facility_power_hi95_kw; both ``None`` at a site
+        without a facility cap) [kW]; ``facility_energy_kwh`` (IT energy × PUE) [kWh]. A
+        negative headroom is a violation that :func:`score_plan` counts.
     """
     from carbonsched.plan.sets import compile_sets
 
     sets = compile_sets(problem)
     n_s, n_t = sets.pue.shape
+    n_h = sets.n_horizon or n_t
     spos = {s: i for i, s in enumerate(sets.site)}
     t0 = sets.slot[0]
-    kw_of = {j.id: j.it_power_kw for j in problem.jobs}
-    it_kw = np.zeros((n_s, n_t))
-    for p in result.placements:
-        if p.job_id not in kw_of or p.site not in spos:
-            continue
-        a, b = int(round((p.start - t0) / HOUR)), int(round((p.end - t0) / HOUR))
-        it_kw[spos[p.site], max(a, 0):min(b, n_t)] += kw_of[p.job_id]
+    it_kw, it_kwh, _g, _d, _gang = _load_from_placements(sets, problem, result)
     kw_per_gpu = {(d.area, d.hour, d.gpu_type): d.power_per_gpu_kw for d in problem.inference}
     for ip in result.inference:
         t = int(round((ip.hour - t0) / HOUR))
         key = (ip.area, ip.hour, ip.gpu_type)
         if ip.site in spos and 0 <= t < n_t and key in kw_per_gpu:
             it_kw[spos[ip.site], t] += ip.gpus * kw_per_gpu[key]
+            it_kwh[spos[ip.site], t] += ip.gpus * kw_per_gpu[key]
+    used = (it_kw > 0).any(axis=0)
+    last = max(n_h, int(np.flatnonzero(used).max()) + 1 if used.any() else 0)
     rows = []
     for s, site in enumerate(sets.site):
         fac_cap = float(sets.facility_power_cap_kw[s])
         has_fac = bool(np.isfinite(fac_cap))
-        for t, hour in enumerate(sets.slot):
-            it, pue, pue_hi = float(it_kw[s, t]), float(sets.pue[s, t]), float(sets.pue_cap[s, t])
+        for t in range(last):
+            hour = sets.slot[t]
+            run = float(sets.running_kw[s, t])
+            it = float(it_kw[s, t]) + run
+            pue, pue_hi = float(sets.pue[s, t]), float(sets.pue_cap[s, t])
             rows.append({
-                "site": site, "hour": hour, "it_power_kw": it,
+                "site": site, "hour": hour, "in_horizon": t < n_h, "it_power_kw": it,
+                "running_it_power_kw": run,
                 "it_power_cap_kw": float(sets.it_power_cap_kw[s]),
                 "it_headroom_kw": float(sets.it_power_cap_kw[s]) - it,
+                "it_energy_kwh": float(it_kwh[s, t]),
                 "pue": pue, "pue_hi_95": pue_hi,
                 "facility_power_kw": it * pue, "facility_power_hi95_kw": it * pue_hi,
                 "facility_power_cap_kw": fac_cap if has_fac else None,
                 "facility_headroom_kw": fac_cap - it * pue_hi if has_fac else None,
+                "facility_energy_kwh": float(it_kwh[s, t]) * pue,
             })
     return rows

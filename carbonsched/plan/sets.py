@@ -7,17 +7,49 @@ every job that cannot run at all, and the feasible ``(job, site, start)`` option
 ``mask``: variables exist only where they can be non-zero).
 
 Nothing downstream uses a user id as a solver name; ids only map positions back to the domain.
+
+Time axis. Decisions (starts) are made only in the problem's slots, the *horizon*
+``[slots[0], slots[-1] + 1 h)``, on a 1-hour grid (:data:`SLOT_MINUTES`). Jobs are in minutes:
+a job starts at a slot boundary (its ``earliest_start`` rounded *up* to the grid), occupies
+``ceil(duration_minutes / 60)`` slots in which GPU capacity and the power caps see its whole
+gang (conservative), and is charged energy and emissions only for the minutes it runs (the
+last slot is charged its fraction). It must *end* (``start + duration_minutes``) by its
+deadline; a deadline is never cut to the horizon.
+
+Past the horizon. A job may start inside the horizon and run past its end (a 5-day training
+run in one piece over a 72-hour horizon). The compiled arrays therefore cover an *extended*
+axis ``slot`` of ``T_ext >= T`` hours: the horizon plus the tail the latest-ending option
+needs. Signals exist only over the horizon; past it they follow the **continuation rule**
+(:data:`CONTINUATION_RULE`): each site's last forecast day (its last 24 slots, or every slot
+when the horizon is shorter) repeats, for carbon intensity, PUE (and its upper bound) and green
+surplus alike. Capacity and power rows cover the tail slots too.
+
+Terminal value (deferral). A job whose deadline allows a start at or after the horizon end
+may be *deferred*: not started in this run, left ``Pending`` with reason
+``DeferredPastHorizon`` for a later run. Deferring costs the job's **terminal value**
+(:data:`TERMINAL_VALUE_RULE`): the emissions of its best start at or after the horizon end that
+still ends by its deadline, on the continuation signals, with capacity ignored (a later run
+re-plans it on fresher forecasts), times ``1 + DEFER_MARGIN`` (deferring is a bet on
+continued signals, not on a forecast: it must save more than that margin to win). A
+deferrable job is therefore never "unplaced for capacity": with no room in the horizon it is
+deferred. A job whose deadline is before the horizon start (or that cannot
+end by it from the horizon start) is ``DeadlinePassed``.
+
+Running work. :attr:`PlanningProblem.running` lists work already running (pinned by the
+rolling runner): its GPUs and IT power are taken off the capacity and power caps of every
+slot it still occupies, and its facility power off the absorbable green surplus.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from carbonsched.domain import InferenceDemand, Job, ReasonCode, Site
-from carbonsched.errors import InputError, TimeAxisError
+from carbonsched.domain import InferenceDemand, Job, ReasonCode, RunningWork, Site
+from carbonsched.errors import InputError, TimeAxisError, UnknownSiteError
 from carbonsched.timeaxis import HOUR
 
 SIGNAL_COLUMNS = ("carbon_intensity_g_per_kwh", "pue", "green_surplus_kw")
@@ -25,6 +57,26 @@ PUE_CAP_COLUMN = "pue_hi_95"
 """Optional signal column: the PUE a site's facility (grid-connection) power cap is planned
 against, the upper bound of the PUE forecast's 95 % interval. [-] Without it the cap is planned
 against ``pue`` itself (as when scoring a plan on actual signals)."""
+SLOT_MINUTES = 60
+"""Length of a planning slot. [min] (The grid is hourly; minutes live inside the jobs.)"""
+SLOT = pd.Timedelta(minutes=SLOT_MINUTES)
+CONTINUATION_PERIOD_SLOTS = 24
+"""Slots of the profile repeated past the horizon (the last forecast day). [-]"""
+CONTINUATION_RULE = (
+    "past the horizon end, each site's signals repeat its last forecast day (the last 24 "
+    "hourly slots of the horizon, or all of them when the horizon is shorter)")
+"""The continuation rule in one sentence (plan notes, README)."""
+TERMINAL_VALUE_RULE = (
+    "a job whose deadline lies beyond the horizon may be deferred (not started in this run); "
+    "deferring costs its best start at or after the horizon end that still ends by its "
+    "deadline, on the continuation signals, capacity ignored, times 1.05 (deferring must save "
+    "more than 5 % over the best start with room inside the horizon)")
+"""The end-of-horizon (terminal value) rule in one sentence (plan notes, README)."""
+DEFER_MARGIN = 0.05
+"""Relative premium on the terminal value: deferring past the horizon is a bet on continued
+signals (a repeated day, not a forecast), so it must save more than this share; it also keeps
+an equally clean start now ahead of deferral within the solver's gap tolerance. A design
+choice of this project, not a cited constant. [-]"""
 
 
 @dataclass
@@ -40,12 +92,16 @@ class PlanningProblem:
     inference
         Inference demand per user area and hour; every demand must be served.
     slots
-        Hourly tz-aware UTC slot starts, named ``slot``, shape ``(T,)``.
+        Hourly tz-aware UTC slot starts, named ``slot``, shape ``(T,)``: the horizon, where
+        starts are decided (jobs may run past its end, see the module docstring).
     signals
         Frame on a ``(site, slot)`` MultiIndex with columns ``carbon_intensity_g_per_kwh``
         [g/kWh], ``pue`` [-] and ``green_surplus_kw`` [kW] (absorbable green power), and
         optionally ``pue_hi_95`` [-] (:data:`PUE_CAP_COLUMN`), the PUE a site's
         ``facility_power_cap_kw`` is planned against.
+    running
+        Work already running that holds GPUs and IT power in the slots it still occupies
+        (:class:`~carbonsched.domain.RunningWork`: site, gpu_type, gpus, it_power_kw, end).
     """
 
     sites: list[Site]
@@ -53,6 +109,7 @@ class PlanningProblem:
     inference: list[InferenceDemand]
     slots: pd.DatetimeIndex
     signals: pd.DataFrame
+    running: list[RunningWork] = field(default_factory=list)
 
 
 @dataclass
@@ -66,6 +123,9 @@ class PlanSets:
     problem: PlanningProblem
     site: pd.Index
     slot: pd.DatetimeIndex
+    """The extended time axis, shape ``(T_ext,)``: the horizon's ``T`` slots, then the tail
+    slots options may run into (signals there follow :data:`CONTINUATION_RULE`). Every
+    ``(S, T)`` array below is over this axis."""
     gpu_type: pd.Index
     ci_g_per_kwh: np.ndarray
     """Carbon intensity, shape ``(S, T)``. [g/kWh]"""
@@ -89,6 +149,7 @@ class PlanSets:
     # jobs (all, including pre-check rejects)
     job_gpus: np.ndarray
     job_dur: np.ndarray
+    """Slots occupied by a one-piece run, ``ceil(duration_minutes / 60)``, shape ``(J,)``."""
     job_kw: np.ndarray
     """IT power of the whole gang, shape ``(J,)``. [kW]"""
     job_gtype: np.ndarray
@@ -112,6 +173,32 @@ class PlanSets:
     """Objective cost of one unplaced GPU-hour. [kg CO2e-equivalent]"""
     options: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), dtype=np.int64))
     """Feasible ``(job, site, start)`` positions, shape ``(O, 3)``."""
+    n_horizon: int = 0
+    """Slots of the horizon ``T`` (starts are decided in ``slot[:T]``). [-]"""
+    job_minutes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Run time, shape ``(J,)``. [min]"""
+    job_last_frac: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """Share of its last occupied slot a one-piece run uses (energy), in (0, 1], ``(J,)``."""
+    unplaced_cost: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """Objective cost of leaving each job out of this run, shape ``(J,)``: the unplaced
+    penalty × GPU-hours, or the terminal value where the job is deferrable. [kg]"""
+    deferrable: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    """Jobs whose deadline allows a start at or after the horizon end, shape ``(J,)``."""
+    gpu_cap: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0), dtype=np.int64))
+    """GPUs free per site, slot and type after running work, shape ``(S, T, G)``. [-]"""
+    running_kw: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    """IT power of running work per site-slot, shape ``(S, T)``. [kW]"""
+    running_gpus: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0), dtype=np.int64))
+    """GPUs held by running work, shape ``(S, T, G)``. [-]"""
+    notes: list[str] = field(default_factory=list)
+    """What the compilation assumed or dropped, for the plan's notes."""
+    patterns: PiecePatterns | None = None
+    """Piece patterns of preemptible jobs (:func:`enumerate_patterns`), beside ``options``."""
+
+    @property
+    def n_ext(self) -> int:
+        """Slots of the extended axis ``T_ext`` (horizon plus tail). [-]"""
+        return len(self.slot)
 
     @property
     def placeable(self) -> np.ndarray:
@@ -220,6 +307,100 @@ def _check_slots(slots: pd.DatetimeIndex) -> None:
         raise TimeAxisError("planning slots must start on the hour")
 
 
+def continue_signal(arr: np.ndarray, n_ext: int) -> np.ndarray:
+    """Extend ``(S, T)`` horizon values to ``(S, n_ext)`` by :data:`CONTINUATION_RULE`.
+
+    Slot ``T + k`` takes the value of slot ``T - P + (k mod P)``, ``P = min(24, T)``: each
+    site's last forecast day repeats (a persistence forecast of the daily profile; a design
+    choice of this project for the hours no forecast covers, named in the plan's notes).
+    """
+    n_t = arr.shape[1]
+    if n_ext <= n_t:
+        return arr[:, :n_ext]
+    period = min(CONTINUATION_PERIOD_SLOTS, n_t)
+    idx = np.arange(n_ext)
+    src = np.where(idx < n_t, idx, n_t - period + (idx - n_t) % period)
+    return arr[:, src]
+
+
+def slot_fraction(minutes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Slots occupied and the used share of the last one for runs of ``minutes``.
+
+    Returns
+    -------
+    n_slots, last_frac
+        ``ceil(minutes / 60)`` [-] and ``(minutes - 60 (n - 1)) / 60`` in (0, 1] [-].
+    """
+    minutes = np.asarray(minutes, dtype=np.int64)
+    n = -(-minutes // SLOT_MINUTES)
+    frac = (minutes - SLOT_MINUTES * (n - 1)) / SLOT_MINUTES
+    return n.astype(np.int64), frac.astype(float)
+
+
+def window_cost(rate: np.ndarray, n: int, frac: float) -> np.ndarray:
+    """Cost of a run of ``n`` slots from each start: Σ rate, the last slot × ``frac``.
+
+    The shared cost function of the planner: option costs, the greedy baselines and the
+    terminal value all use it (column generation prices with the same weights).
+
+    Parameters
+    ----------
+    rate
+        Cost per slot of running, shape ``(S, T)`` (e.g. kg per kWh of IT energy).
+    n, frac
+        Slots occupied and the used share of the last one.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(S, T)``; ``inf`` for starts whose run would pass the axis end.
+    """
+    n_s, n_t = rate.shape
+    out = np.full((n_s, n_t), np.inf)
+    if n > n_t or n < 1:
+        return out
+    cum = np.concatenate([np.zeros((n_s, 1)), np.cumsum(rate, axis=1)], axis=1)
+    m = n_t - n + 1
+    out[:, :m] = cum[:, n - 1: n - 1 + m] - cum[:, :m] + frac * rate[:, n - 1: n - 1 + m]
+    return out
+
+
+def _running_usage(problem: PlanningProblem, site_ids: list[str], gpos: dict[str, int],
+                   slot_axis: pd.DatetimeIndex, n_g: int) -> tuple[np.ndarray, np.ndarray]:
+    """GPUs ``(S, T, G)`` and IT kW ``(S, T)`` held by :attr:`PlanningProblem.running`.
+
+    Raises
+    ------
+    UnknownSiteError
+        Running work at a site the problem lacks.
+    InputError
+        Running work of a GPU type its site lacks, or not a RunningWork.
+    """
+    n_s, n_t = len(site_ids), len(slot_axis)
+    gpus = np.zeros((n_s, n_t, max(n_g, 0)), dtype=np.int64)
+    kw = np.zeros((n_s, n_t))
+    spos = {s: i for i, s in enumerate(site_ids)}
+    t0 = slot_axis[0]
+    for r in problem.running:
+        if not isinstance(r, RunningWork):
+            raise InputError(f"running work must be RunningWork entries, got {type(r).__name__}")
+        if r.site not in spos:
+            raise UnknownSiteError(r.site, site_ids)
+        site = problem.sites[spos[r.site]]
+        if r.gpus > 0 and site.gpu_count(r.gpu_type) == 0:
+            raise InputError(f"running work {r.job_id or ''!r} at site {r.site!r} uses GPU type "
+                             f"{r.gpu_type!r}, which the site does not have")
+        a = 0 if r.start is None else max(int(math.floor((r.start - t0) / SLOT)), 0)
+        b = min(int(math.ceil((r.end - t0) / SLOT - 1e-9)), n_t)
+        if b <= a:
+            continue
+        s = spos[r.site]
+        if r.gpus > 0:
+            gpus[s, a:b, gpos[r.gpu_type]] += r.gpus
+        kw[s, a:b] += r.it_power_kw
+    return gpus, kw
+
+
 def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None) -> PlanSets:
     """Compile a problem into integer-indexed sets, pre-check reasons and feasible options.
 
@@ -233,11 +414,14 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None) 
     Returns
     -------
     PlanSets
+        Over the extended time axis (horizon plus the tail options may run into).
 
     Raises
     ------
     InputError
         Duplicate site or job ids, or incomplete signals.
+    UnknownSiteError
+        Running work at a site the problem lacks.
     TimeAxisError
         Slots that are not consecutive tz-aware hours.
     """
@@ -249,7 +433,8 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None) 
     if len(set(job_ids)) != len(job_ids):
         dup = pd.Index(job_ids)[pd.Index(job_ids).duplicated()][0]
         raise InputError(f"duplicate job id {dup!r}; every job needs a unique id")
-    ci, pue, sur = signal_arrays(problem, signals)
+    ci_h, pue_h, sur_h = signal_arrays(problem, signals)
+    pue_cap_h = pue_cap_array(problem, signals)
     gtypes = sorted({g for s in problem.sites for g in s.gpus} |
                     {d.gpu_type for d in problem.inference})
     gpos = {g: i for i, g in enumerate(gtypes)}
@@ -262,24 +447,43 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None) 
     it_cap = np.array([s.it_power_cap_kw for s in problem.sites], dtype=float)
     fac_cap = np.array([np.inf if s.facility_power_cap_kw is None else s.facility_power_cap_kw
                         for s in problem.sites], dtype=float)
-    pue_cap = pue_cap_array(problem, signals)
-    # a grid connection of F kW allows F / PUE kW of IT power in an hour (facility = IT × PUE)
-    cap_st = np.minimum(it_cap[:, None], fac_cap[:, None] / pue_cap)
-    cap = cap_st.max(axis=1) if n_t else it_cap  # the most a site allows in any hour
 
     n_j = len(problem.jobs)
     t0 = problem.slots[0]
     j_gpus = np.array([j.gpus for j in problem.jobs], dtype=np.int64)
-    j_dur = np.array([j.duration_hours for j in problem.jobs], dtype=np.int64)
+    j_min = np.array([j.duration_minutes for j in problem.jobs], dtype=np.int64)
+    j_dur, j_frac = slot_fraction(j_min)
     j_kw = np.array([j.it_power_kw for j in problem.jobs], dtype=float)
     j_g = np.array([gpos.get(j.gpu_type, -1) for j in problem.jobs], dtype=np.int64)
-    es = np.array([(j.earliest_start - t0) / HOUR for j in problem.jobs], dtype=float)
-    dl = np.array([(j.deadline - t0) / HOUR for j in problem.jobs], dtype=float)
-    first = np.maximum(np.ceil(es - 1e-9), 0).astype(np.int64) if n_j else es.astype(np.int64)
-    last = (np.minimum(np.floor(dl + 1e-9), n_t) - j_dur).astype(np.int64) if n_j else first
+    es = np.array([(j.earliest_start - t0) / SLOT for j in problem.jobs], dtype=float)
+    # latest start (in slots) that still ends by the deadline: never cut to the horizon
+    end_by = np.array([(j.deadline - t0 - pd.Timedelta(minutes=int(j.duration_minutes)))
+                       / SLOT for j in problem.jobs], dtype=float)
+    dl = np.array([(j.deadline - t0) / SLOT for j in problem.jobs], dtype=float)
+    first = np.maximum(np.ceil(es - 1e-9), 0).astype(np.int64) if n_j else \
+        np.zeros(0, np.int64)
+    last_any = np.floor(end_by + 1e-9).astype(np.int64) if n_j else np.zeros(0, np.int64)
+    last = np.minimum(last_any, n_t - 1)
+    deferrable = last_any >= np.maximum(first, n_t)
+    # the extended axis: as far as the latest-ending in-horizon start needs
+    ends = np.where(last >= first, last + j_dur, 0)
+    ends = np.append(ends[j_g >= 0], n_t)
+    extra = _pattern_reach(problem, first, last, n_t) if n_j else 0
+    n_ext = int(max(ends.max(), extra, n_t))
+    ext = pd.date_range(t0, periods=n_ext, freq="h", name="slot")
+    ci, pue, sur, pue_cap = (continue_signal(a, n_ext) for a in (ci_h, pue_h, sur_h, pue_cap_h))
+    run_gpus, run_kw = _running_usage(problem, site_ids, gpos, ext, n_g)
+    # a grid connection of F kW allows F / PUE kW of IT power in an hour (facility = IT × PUE)
+    cap_phys = np.minimum(it_cap[:, None], fac_cap[:, None] / pue_cap)
+    cap_st = np.maximum(cap_phys - run_kw, 0.0)
+    sur = np.maximum(sur - run_kw * pue, 0.0)
+    gpu_cap = np.maximum(count[:, None, :] - run_gpus, 0)
+    cap = cap_phys.max(axis=1)  # the most a site allows in any hour
+
     allowed = np.zeros((n_j, n_s), dtype=bool)
     reasons: dict[int, tuple[ReasonCode, str]] = {}
     known_types = {g for s in problem.sites for g in s.gpus}
+    horizon_end = t0 + n_t * SLOT
     for k, job in enumerate(problem.jobs):
         if job.gpu_type not in known_types:
             reasons[k] = (ReasonCode.UNKNOWN_GPU_TYPE,
@@ -307,8 +511,8 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None) 
                           f"(largest {int(count[typed, g].max())})")
             continue
         # the most IT power each site allows in any hour the job could occupy
-        lo, hi = max(int(first[k]), 0), min(int(last[k]) + int(j_dur[k]), n_t)
-        cap_win = cap_st[:, lo:hi].max(axis=1) if hi > lo else cap
+        lo, hi = max(int(first[k]), 0), min(int(last[k]) + int(j_dur[k]), n_ext)
+        cap_win = cap_phys[:, lo:hi].max(axis=1) if hi > lo else cap
         powered = [s for s in fits if cap_win[s] >= j_kw[k] - 1e-9]
         if not powered:
             by_facility = any(cap_win[s] < it_cap[s] - 1e-9 for s in fits)
@@ -322,10 +526,22 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None) 
             reasons[k] = (ReasonCode.DEADLINE_PASSED,
                           f"deadline {job.deadline.isoformat()} is before the horizon starts")
             continue
+        if last_any[k] < first[k]:
+            if job.earliest_start < t0:
+                reasons[k] = (ReasonCode.DEADLINE_PASSED,
+                              f"started at the horizon start {t0.isoformat()}, its "
+                              f"{job.duration_minutes} min would end after its deadline "
+                              f"{job.deadline.isoformat()}")
+            else:
+                reasons[k] = (ReasonCode.NO_FEASIBLE_SLOT,
+                              f"no start in [{job.earliest_start.isoformat()} rounded up to "
+                              f"the hour, deadline - {job.duration_minutes} min]")
+            continue
         if last[k] < first[k]:
-            reasons[k] = (ReasonCode.NO_FEASIBLE_SLOT,
-                          f"no start in [{job.earliest_start.isoformat()}, deadline - "
-                          f"{job.duration_hours} h] inside the horizon")
+            # no start inside the horizon, but one after it: pending for a later run
+            reasons[k] = (ReasonCode.DEFERRED_PAST_HORIZON,
+                          f"earliest start {job.earliest_start.isoformat()} is at or after "
+                          f"the horizon end {horizon_end.isoformat()}; a later run plans it")
             continue
         allowed[k, powered] = True
 
@@ -353,17 +569,71 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None) 
     cost = pue * ci / 1000.0
     kw_per_gpu = max([j.power_per_gpu_kw for j in problem.jobs] + [1e-3])
     penalty = UNPLACED_PENALTY_FACTOR * max(float(cost.max(initial=0.0)), 1e-3) * kw_per_gpu
+    unplaced_cost = penalty * j_gpus * j_min / 60.0
     sets = PlanSets(
-        problem=problem, site=pd.Index(site_ids, name="site"), slot=problem.slots,
+        problem=problem, site=pd.Index(site_ids, name="site"), slot=ext,
         gpu_type=pd.Index(gtypes, name="gpu_type"), ci_g_per_kwh=ci, pue=pue, surplus_kw=sur,
         gpu_count=count, power_cap_kw=cap_st, it_power_cap_kw=it_cap,
-        facility_power_cap_kw=fac_cap, pue_cap=pue_cap, job_gpus=j_gpus, job_dur=j_dur, job_kw=j_kw,
-        job_gtype=j_g, job_first=first, job_last=last, job_sites=allowed, reasons=reasons,
-        inf_hour=inf_hour, inf_gtype=inf_g, inf_gpus=inf_gpus, inf_kw_per_gpu=inf_kw,
-        inf_sites=inf_sites, penalty_per_gpu_hour=penalty,
+        facility_power_cap_kw=fac_cap, pue_cap=pue_cap, job_gpus=j_gpus, job_dur=j_dur,
+        job_kw=j_kw, job_gtype=j_g, job_first=first, job_last=last, job_sites=allowed,
+        reasons=reasons, inf_hour=inf_hour, inf_gtype=inf_g, inf_gpus=inf_gpus,
+        inf_kw_per_gpu=inf_kw, inf_sites=inf_sites, penalty_per_gpu_hour=penalty,
+        n_horizon=n_t, job_minutes=j_min, job_last_frac=j_frac, unplaced_cost=unplaced_cost,
+        deferrable=deferrable & allowed.any(axis=1), gpu_cap=gpu_cap, running_kw=run_kw,
+        running_gpus=run_gpus,
     )
+    sets.unplaced_cost = terminal_values(sets, last_any, unplaced_cost)
+    if (run_gpus > count[:, None, :]).any() or (run_kw > cap_phys + 1e-9).any():
+        sets.notes.append("running work already exceeds a site's GPUs or power cap in some "
+                          "hour; no new work is planned there")
     sets.options = enumerate_options(sets)
+    sets.patterns = enumerate_patterns(sets)
     return sets
+
+
+def _pattern_reach(problem: PlanningProblem, first: np.ndarray, last: np.ndarray,
+                   n_t: int) -> int:
+    """Extended-axis length that piece patterns of preemptible jobs may need (0 if none)."""
+    reach = 0
+    t0 = problem.slots[0]
+    for k, job in enumerate(problem.jobs):
+        if job.max_pieces < 2 or last[k] < first[k]:
+            continue
+        minutes = job.duration_minutes + (job.max_pieces - 1) * job.checkpoint_overhead_minutes
+        n_max = -(-minutes // SLOT_MINUTES)
+        dl_slot = int(math.ceil((job.deadline - t0) / SLOT - 1e-9))
+        reach = max(reach, min(dl_slot, n_t - 1 + int(n_max)))
+    return reach
+
+
+def terminal_values(sets: PlanSets, last_any: np.ndarray, unplaced_cost: np.ndarray
+                    ) -> np.ndarray:
+    """Cost of leaving each job out of this run: the terminal value where deferrable.
+
+    For a deferrable job (:attr:`PlanSets.deferrable`), the grid emissions of its best start
+    at or after the horizon end that ends by its deadline, at the cheapest allowed site, on
+    the continuation signals (:data:`TERMINAL_VALUE_RULE`), × ``1 + DEFER_MARGIN``; the
+    unplaced penalty for every other job. [kg]
+    """
+    out = unplaced_cost.copy()
+    idx = np.flatnonzero(sets.deferrable)
+    if len(idx) == 0:
+        return out
+    n_t = sets.n_horizon
+    period = min(CONTINUATION_PERIOD_SLOTS, n_t)
+    rate_h = sets.pue[:, :n_t] * sets.ci_g_per_kwh[:, :n_t] / 1000.0
+    cache: dict[tuple[int, float], np.ndarray] = {}
+    for k in idx:
+        n, f = int(sets.job_dur[k]), float(sets.job_last_frac[k])
+        if (n, f) not in cache:
+            # starts T .. T + P - 1 cover every continuation start (the profile is periodic)
+            rate = continue_signal(rate_h, n_t + period + n)
+            cache[(n, f)] = window_cost(rate, n, f)[:, n_t: n_t + period]
+        starts_ok = np.arange(period) <= (last_any[k] - n_t)
+        w = cache[(n, f)][sets.job_sites[k]][:, starts_ok]
+        if w.size:
+            out[k] = sets.job_kw[k] * float(w.min()) * (1.0 + DEFER_MARGIN)
+    return out
 
 
 def enumerate_options(sets: PlanSets, jobs: np.ndarray | None = None) -> np.ndarray:
@@ -387,15 +657,209 @@ def enumerate_options(sets: PlanSets, jobs: np.ndarray | None = None) -> np.ndar
 
 
 def option_costs(sets: PlanSets, options: np.ndarray) -> np.ndarray:
-    """Grid-only emissions of each option (no surplus), Σ_t kW × PUE × CI / 1000. [kg]
+    """Grid-only emissions of each option (no surplus), Σ_t w_t kW × PUE × CI / 1000. [kg]
+
+    ``w_t`` is 1 in every occupied slot but the last, which is charged the share of it the
+    job runs (:attr:`PlanSets.job_last_frac`): a 90-minute job pays 1.5 slot-hours.
 
     Parameters
     ----------
     options
         ``(O, 3)`` positions from :func:`enumerate_options`.
     """
-    cum = np.concatenate([np.zeros((len(sets.site), 1)), np.cumsum(sets.cost_per_kwh, axis=1)],
-                         axis=1)
+    rate = sets.cost_per_kwh
+    cum = np.concatenate([np.zeros((len(sets.site), 1)), np.cumsum(rate, axis=1)], axis=1)
     j, s, t = options[:, 0], options[:, 1], options[:, 2]
     d = sets.job_dur[j]
-    return sets.job_kw[j] * (cum[s, t + d] - cum[s, t])
+    last = t + d - 1
+    return sets.job_kw[j] * (cum[s, last] - cum[s, t] + sets.job_last_frac[j] * rate[s, last])
+
+
+@dataclass
+class PiecePatterns:
+    """Columns that run a preemptible job in several pieces at one site.
+
+    Pattern ``p`` runs job ``job[p]`` at site ``site[p]`` in ``len(pieces[p])`` pieces, each
+    ``(start slot, minutes, overhead minutes)`` in time order; every piece but the first
+    begins with the job's ``checkpoint_overhead_minutes`` (restore), at full power.
+    """
+
+    job: np.ndarray
+    site: np.ndarray
+    cost_kg: np.ndarray
+    """Grid emissions of the pattern, overhead included (no surplus), as option_costs. [kg]"""
+    pieces: list[list[tuple[int, int, int]]]
+
+    def __len__(self) -> int:
+        return len(self.job)
+
+    def cover(self, sets: PlanSets) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                             np.ndarray]:
+        """Covered cells: pattern, site, slot, GPU type and energy share, one row per cell."""
+        pat, site, slot, energy = [], [], [], []
+        for p, runs in enumerate(self.pieces):
+            for t, minutes, _over in runs:
+                n = -(-minutes // SLOT_MINUTES)
+                w = np.ones(n)
+                w[-1] = (minutes - SLOT_MINUTES * (n - 1)) / SLOT_MINUTES
+                pat.extend([p] * n)
+                site.extend([int(self.site[p])] * n)
+                slot.extend(range(t, t + n))
+                energy.extend(w.tolist())
+        pat_a = np.asarray(pat, dtype=np.int64)
+        return (pat_a, np.asarray(site, dtype=np.int64), np.asarray(slot, dtype=np.int64),
+                sets.job_gtype[self.job[pat_a]] if len(pat_a) else np.zeros(0, np.int64),
+                np.asarray(energy, dtype=float))
+
+
+def _empty_patterns() -> PiecePatterns:
+    return PiecePatterns(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), [])
+
+
+def best_piece_pattern(rate: np.ndarray, first: int, n_decide: int, last_slot: np.ndarray,
+                       n_slots: int, frac: float, k: int
+                       ) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Cheapest choice of ``n_slots`` slots in exactly ``k`` runs, per site (dynamic programme).
+
+    Parameters
+    ----------
+    rate
+        Cost of running in each slot, shape ``(S, T)`` (``inf`` where not allowed). [kg]
+    first
+        First slot a run may use. [-]
+    n_decide
+        Runs must start before this slot (the horizon); they may continue past it. [-]
+    last_slot
+        Latest slot the final (``n_slots``-th) slot may be, per site, shape ``(S,)``. [-]
+    n_slots, frac
+        Slots to take and the share of the last one charged. [-]
+    k
+        Runs (pieces); consecutive runs are separated by at least one free slot. [-]
+
+    Returns
+    -------
+    cost, taken
+        Cost per site ``(S,)`` (``inf`` if impossible) and, per site, the taken slot
+        positions in time order.
+    """
+    n_s, n_t = rate.shape
+    inf = np.inf
+    n = n_slots
+    # IN[s, r, m]: slot t taken, r runs started, m slots taken; OUT: slot t free
+    cur_in = np.full((n_s, k + 1, n + 1), inf)
+    cur_out = np.full((n_s, k + 1, n + 1), inf)
+    cur_out[:, 0, 0] = 0.0
+    best = np.full(n_s, inf)
+    best_t = np.full(n_s, -1, dtype=np.int64)
+    hist_in, hist_out = [], []      # per t: True = "continued" / "came from IN"
+    top = int(min(n_t, max(last_slot.max(initial=-1) + 1, 0)))
+    for t in range(first, top):
+        w = np.ones(n + 1)
+        w[n] = frac
+        c = rate[:, t][:, None, None] * w[None, None, 1:]            # cost of the m-th slot
+        cont = cur_in[:, :, :-1] + c                                   # (S, k+1, n)
+        new = np.full_like(cont, inf)
+        if t < n_decide:
+            new[:, 1:, :] = cur_out[:, :-1, :-1] + c[:, :, :]
+        nxt_in = np.full_like(cur_in, inf)
+        took_cont = cont <= new
+        nxt_in[:, :, 1:] = np.where(took_cont, cont, new)
+        # the final slot must be early enough to end by the deadline
+        late = t > last_slot
+        nxt_in[late, :, n] = inf
+        from_in = cur_in < cur_out
+        nxt_out = np.where(from_in, cur_in, cur_out)
+        hist_in.append(took_cont)
+        hist_out.append(from_in)
+        done = nxt_in[:, k, n]
+        better = done < best
+        best = np.where(better, done, best)
+        best_t = np.where(better, t, best_t)
+        cur_in, cur_out = nxt_in, nxt_out
+    taken: list[np.ndarray] = []
+    for s in range(n_s):
+        if not np.isfinite(best[s]):
+            taken.append(np.zeros(0, dtype=np.int64))
+            continue
+        t, r, m, state_in = int(best_t[s]), k, n, True
+        slots = []
+        while m > 0:
+            i = t - first
+            if state_in:
+                slots.append(t)
+                if hist_in[i][s, r, m - 1]:
+                    m -= 1
+                else:
+                    r, m, state_in = r - 1, m - 1, False
+            else:
+                state_in = bool(hist_out[i][s, r, m])
+            t -= 1
+        taken.append(np.array(slots[::-1], dtype=np.int64))
+    return best, taken
+
+
+def enumerate_patterns(sets: PlanSets) -> PiecePatterns:
+    """Piece patterns of every preemptible job, beside its one-piece options.
+
+    For each placeable job with ``max_pieces >= 2`` and each allowed site, and for each piece
+    count ``k = 2 .. max_pieces``, the cheapest way to run it in exactly ``k`` pieces
+    (:func:`best_piece_pattern` on the slot costs ``kW × PUE × CI / 1000``): ``k`` runs of
+    whole slots separated by at least one free slot, every run starting inside the horizon,
+    the first at or after the earliest start, the last ending by the deadline. Each resumed
+    piece adds ``checkpoint_overhead_minutes`` of run time at full power, so ``k`` pieces
+    take ``ceil((duration + (k - 1) × overhead) / 60)`` slots, the last charged its fraction.
+    A pattern is kept only when it is cheaper than the job's best one-piece option at that
+    site (it can only be chosen to save emissions or to fit around other work), and only
+    when every resumed piece does some work (run time above its overhead).
+
+    Returns
+    -------
+    PiecePatterns
+    """
+    jobs = [int(j) for j in sets.placeable if sets.problem.jobs[j].max_pieces >= 2]
+    if not jobs:
+        return _empty_patterns()
+    t0 = sets.slot[0]
+    n_s, n_t = sets.pue.shape
+    cost = sets.cost_per_kwh
+    one = {}
+    if len(sets.options):
+        c1 = option_costs(sets, sets.options)
+        for (j, s, _t), c in zip(sets.options.tolist(), c1.tolist(), strict=True):
+            one[(j, s)] = min(one.get((j, s), np.inf), c)
+    out_j, out_s, out_c, out_p = [], [], [], []
+    for j in jobs:
+        job = sets.problem.jobs[j]
+        o = job.checkpoint_overhead_minutes
+        kw = float(sets.job_kw[j])
+        rate = np.where(sets.job_sites[j][:, None], kw * cost, np.inf)
+        dl_slots = (job.deadline - t0) / SLOT
+        for k in range(2, job.max_pieces + 1):
+            minutes = job.duration_minutes + (k - 1) * o
+            n = -(-minutes // SLOT_MINUTES)
+            frac = (minutes - SLOT_MINUTES * (n - 1)) / SLOT_MINUTES
+            last_slot = int(math.floor(dl_slots - frac + 1e-9))
+            if last_slot - int(sets.job_first[j]) + 1 < n + k - 1:
+                break            # not enough room for k pieces and their gaps
+            best, taken = best_piece_pattern(
+                rate, int(sets.job_first[j]), sets.n_horizon,
+                np.full(n_s, min(last_slot, n_t - 1)), n, frac, k)
+            for s in np.flatnonzero(np.isfinite(best)):
+                if best[s] >= one.get((j, int(s)), np.inf) - 1e-12:
+                    continue
+                runs = np.split(taken[s], np.flatnonzero(np.diff(taken[s]) > 1) + 1)
+                pieces = []
+                for i, r in enumerate(runs):
+                    run_min = SLOT_MINUTES * len(r) if i < len(runs) - 1 else \
+                        SLOT_MINUTES * (len(r) - 1) + int(round(frac * SLOT_MINUTES))
+                    pieces.append((int(r[0]), int(run_min), o if i else 0))
+                if len(pieces) != k or any(m <= ov for _t, m, ov in pieces):
+                    continue
+                out_j.append(j)
+                out_s.append(int(s))
+                out_c.append(float(best[s]))
+                out_p.append(pieces)
+    if not out_j:
+        return _empty_patterns()
+    return PiecePatterns(np.array(out_j, dtype=np.int64), np.array(out_s, dtype=np.int64),
+                         np.array(out_c), out_p)

@@ -24,7 +24,13 @@ import pulp
 from carbonsched.domain import ReasonCode
 from carbonsched.errors import InputError, SolverUnavailableError
 from carbonsched.plan.baselines import greedy_from_sets
-from carbonsched.plan.model import PlanModel, build_model, integrality_issues, read_solution
+from carbonsched.plan.model import (
+    PlanModel,
+    build_model,
+    integrality_issues,
+    read_patterns,
+    read_solution,
+)
 from carbonsched.plan.result import (
     PlanResult,
     PlanStatus,
@@ -357,8 +363,10 @@ def diagnose_inference(sets: PlanSets, solver: str = "highs") -> tuple[str, str]
 
 
 def _finish(sets: PlanSets, chosen: np.ndarray, alloc: np.ndarray, rec: SolverRecord,
-            mip_gap: float, proven: bool, started: float) -> PlanResult:
-    res = build_plan_result(sets, chosen, alloc, PlanStatus.FEASIBLE, rec)
+            mip_gap: float, proven: bool, started: float,
+            patterns: np.ndarray | None = None) -> PlanResult:
+    res = build_plan_result(sets, chosen, alloc, PlanStatus.FEASIBLE, rec,
+                            chosen_patterns=patterns)
     obj = res.totals["objective"]
     rec.objective = obj
     rec.mip_gap = relative_gap(obj, rec.bound)
@@ -464,7 +472,7 @@ def solve_milp(sets: PlanSets, solver: str, time_limit_s: float, mip_gap: float,
     if issues:
         return _error(sets, rec, {"integrality": len(issues)}, "; ".join(issues), started)
     chosen, alloc = read_solution(m)
-    return _finish(sets, chosen, alloc, rec, mip_gap, out.proven, started)
+    return _finish(sets, chosen, alloc, rec, mip_gap, out.proven, started, read_patterns(m))
 
 
 def _nothing_to_decide(sets: PlanSets) -> bool:
@@ -529,6 +537,12 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
         note = "; ".join(x for x in (note, "column generation needs highspy; solved the direct "
                                      "MILP with CBC instead") if x)
         method = "milp"
+    if method == "colgen" and sets.patterns is not None and len(sets.patterns):
+        # hook for issue 14: column generation prices one-piece options only
+        n_pre = len(np.unique(sets.patterns.job))
+        note = "; ".join(x for x in (note, f"column generation plans {n_pre} preemptible "
+                                     "job(s) in one piece (piece patterns are modelled by "
+                                     "the direct MILP only)") if x)
     rec = SolverRecord(name=name, status=PlanStatus.NO_SOLUTION, method=method, note=note)
     if _nothing_to_decide(sets):
         # an empty model: optimal by definition, on every solver (the solvers disagree on

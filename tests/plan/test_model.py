@@ -194,7 +194,8 @@ def test_precheck_reason_codes():
         JobWrapper("gang").gpus(5).obj(),
         JobWrapper("power").gpus(4).obj(),          # 4 kW: a has the GPUs but a 3 kW cap
         JobWrapper("window").hours(3).window(1, 3).obj(),
-        JobWrapper("late").hours(2).window(3, 30).obj(),   # horizon is 4 h
+        # horizon is 4 h: the deadline is never cut, so it starts at 3 and runs past the end
+        JobWrapper("late").hours(2).window(3, 30).obj(),
         JobWrapper("no-type-at-allowed").gpu_type("A100").sites("a").obj(),
         JobWrapper("ok").obj(),
     ]
@@ -206,10 +207,11 @@ def test_precheck_reason_codes():
         "gang": ReasonCode.GANG_TOO_LARGE,
         "power": ReasonCode.EXCEEDS_POWER_CAP,
         "window": ReasonCode.NO_FEASIBLE_SLOT,
-        "late": ReasonCode.NO_FEASIBLE_SLOT,
         "no-type-at-allowed": ReasonCode.NO_FEASIBLE_SLOT,
     }
-    assert [p.job_id for p in res.placements] == ["ok"]
+    assert sorted(p.job_id for p in res.placements) == ["late", "ok"]
+    late = next(p for p in res.placements if p.job_id == "late")
+    assert late.start == at(3) and late.end == at(5)     # past the 4-hour horizon
     detail = {u.job_id: u.detail for u in res.unplaced}
     assert "largest 4" in detail["gang"] and "4.0 kW" in detail["power"]
 

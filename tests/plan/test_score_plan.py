@@ -119,10 +119,16 @@ def test_end_after_deadline_is_counted(sites):
     assert counts(prob, plan([place("j", "a", 3, 2)])) == only("deadline_misses")
 
 
-def test_running_past_the_horizon_is_counted(sites):
-    # window to hour 30, horizon 24 h: ending at 25 is inside the window but not the horizon
+def test_running_past_the_horizon_is_allowed_starting_after_it_is_counted(sites):
+    # window to hour 30, horizon 24 h: starting at 23 and ending at 25 is inside the window;
+    # a start is decided inside the horizon, the run may continue past its end (issue 14)
     prob = problem(sites, [JobWrapper("j").hours(2).window(0, 30).obj()], 24)
-    assert counts(prob, plan([place("j", "a", 23, 2)])) == only("deadline_misses")
+    assert counts(prob, plan([place("j", "a", 23, 2)])) == ZERO
+    # a start at or after the horizon end is not this plan's decision
+    assert counts(prob, plan([place("j", "a", 24, 2)])) == only("deadline_misses")
+    # past the deadline still counts, inside the horizon or not
+    tight = problem(sites, [JobWrapper("j").hours(2).window(0, 24).obj()], 24)
+    assert counts(tight, plan([place("j", "a", 23, 2)])) == only("deadline_misses")
 
 
 def test_starting_before_the_horizon_is_counted(sites):
@@ -455,9 +461,9 @@ def test_order_of_bad_entries_does_not_change_the_counts(sites):
     prob = problem(sites, [JobWrapper("j1").gpus(2).hours(2).window(0, 30).obj(),
                            JobWrapper("j2").gpus(2).hours(2).window(0, 30).obj()], 24,
                    inference=[demand("eu", 1, 1, slo_ms=50), demand("eu", 2, 1, slo_ms=50)])
-    # two runs past the horizon, then an unknown job; an unknown demand first, then two
+    # two starts after the horizon, then an unknown job; an unknown demand first, then two
     # outside the SLO
-    res = plan([place("j1", "a", 23, 2, gpus=2), place("j2", "b", 23, 2, gpus=2),
+    res = plan([place("j1", "a", 24, 2, gpus=2), place("j2", "b", 24, 2, gpus=2),
                 place("ghost", "a", 0, 1)],
                [serve("eu", 5, "a", 1), serve("eu", 1, "b", 1), serve("eu", 2, "b", 1)])
     assert counts(prob, res) == {**ZERO, "deadline_misses": 2, "gang_violations": 1,
