@@ -326,7 +326,7 @@ def forecast_site(
 
 
 def build_problem(sites: list[Site], workload: Workload, forecasts: dict[str, SiteForecast],
-                  slots: pd.DatetimeIndex) -> PlanningProblem:
+                  slots: pd.DatetimeIndex, running: list[Any] | None = None) -> PlanningProblem:
     """Assemble the planner's input from the sites that have forecasts.
 
     Returns
@@ -345,9 +345,11 @@ def build_problem(sites: list[Site], workload: Workload, forecasts: dict[str, Si
         frames.append(f)
     if not frames:
         raise InputError("no site has signals for this date; nothing can be planned")
+    have = {s.id for s in use}
     return PlanningProblem(sites=use, jobs=list(workload.jobs),
                            inference=list(workload.inference), slots=slots,
-                           signals=pd.concat(frames))
+                           signals=pd.concat(frames),
+                           running=[r for r in running or [] if r.site in have])
 
 
 def result_rows(result: PlanResult) -> dict[str, list[dict[str, Any]]]:
@@ -513,6 +515,7 @@ def run_daily_plan(
     horizon_hours: int = 24,
     progress: Progress = _quiet,
     signal_loader: SignalLoader | None = None,
+    running: list[Any] | None = None,
 ) -> DailyPlan:
     """Run one planning day and return the plan document and its parts.
 
@@ -539,6 +542,9 @@ def run_daily_plan(
         Replaces the file readers (e.g. ``LiveSignals(...).load_site_signals``); the plan then
         lists ``degraded`` sites, signals and hours (empty when every provider answered) and
         ``provider_signals`` (per site: newest value, its age in hours, providers asked).
+    running
+        Work already running or committed (:class:`~carbonsched.domain.RunningWork`) that holds
+        GPUs and power in the horizon (the rolling runner's committed pieces).
 
     Returns
     -------
@@ -586,7 +592,7 @@ def run_daily_plan(
         more = f" (and {len(left) - 1} more site(s) alike)" if len(left) > 1 else ""
         raise InputError(f"no site has signals for {issued_at:%Y-%m-%d}; nothing can be "
                          f"planned: {why}{more}")
-    problem = build_problem(cat.sites, workload, forecasts, slots)
+    problem = build_problem(cat.sites, workload, forecasts, slots, running)
     progress(f"solving: {len(problem.jobs)} jobs, {len(problem.inference)} inference demands, "
              f"{len(problem.sites)} sites x {len(slots)} h with {solver}")
     result = solve_plan(problem, solver=solver, time_limit_s=time_limit_s)

@@ -6,7 +6,9 @@ signals for the oracle). Decisions are **committed** only for placements that st
 next run at ``t + run_every`` (default 24 h); every later placement stays **pending** (its plan is
 kept as a tentative placement) and is planned again at the next run with fresher forecasts, so a
 carried-over job moves only while it has not started. Committed placements are never revisited:
-once started they hold their GPUs and power in every later run (:func:`pin_running`).
+they hold their GPUs and power in every later run (:func:`running_work`, the planner's
+``PlanningProblem.running``). A preemptible job planned in pieces is committed whole (every
+piece) when its first piece starts before the next run.
 
 A job's own deadline bounds when it may start, in any later run; it is never cut to a run's
 horizon: a job that the horizon cannot hold yet stays pending. A pending job whose latest start
@@ -15,13 +17,10 @@ latest start is before the next run — ends with ``DeadlinePassed`` and a reaso
 never run (unknown GPU type, a gang larger than any allowed site, no allowed site in the
 catalog) end at once with the planner's reason.
 
-End-of-horizon rule (until the planner defers past the horizon itself): a pending job whose
-window reaches past ``t + H`` is planned inside ``[t, t + H)``; since only starts before
-``t + run_every`` are committed, a tentative placement late in the horizon only keeps the job
-pending, so the cut can change *when* it starts only if the cheapest start lies past ``t + H``
-and the job's latest start is before ``t + run_every + H``. With ``H ≥ run_every + waiting
-limit + duration`` (72 h against 24 h runs, 24 h waits and jobs up to 24 h), no job's window
-ever reaches past a horizon that could still commit it.
+End-of-horizon rule: the planner's own (``carbonsched.plan.sets``): a job whose deadline lies
+beyond the horizon may run past its end on continued signals, or be deferred
+(``DeferredPastHorizon``) when its terminal value — its best start after the horizon — is
+cheaper; a deferred job simply stays pending for a later run.
 
 The core (:class:`RollingPlanner`) is in memory, so :mod:`carbonsched.replay` drives it run by run;
 :mod:`carbonsched.store.rolling` persists its state between the service's cron runs.
@@ -46,6 +45,7 @@ from carbonsched.domain import (
     JobState,
     Placement,
     ReasonCode,
+    RunningWork,
     Site,
     Unplaced,
 )
@@ -57,9 +57,6 @@ DEFAULT_HORIZON_HOURS = 72
 """Hours each rolling run plans ahead. [h]"""
 DEFAULT_RUN_EVERY_HOURS = 24
 """Hours between two rolling runs: placements starting before the next run are committed. [h]"""
-PIN_PREFIX = "__running__:"
-"""Id prefix of the stand-in jobs that pin a running job's remaining hours (see
-:func:`pin_running`); never shown to a user."""
 
 TERMINAL_REASONS = frozenset({ReasonCode.UNKNOWN_GPU_TYPE, ReasonCode.DATA_RESIDENCY,
                               ReasonCode.GANG_TOO_LARGE})
@@ -89,15 +86,15 @@ class JobRecord:
         ended) or ``Failed`` (never runs: ``reason`` says why).
     reason, detail
         Reason code and a sentence for a person.
-    placement
-        The committed placement, or the latest tentative one of a pending job.
+    placements
+        The committed placement (one per piece), or the latest tentative one of a pending job.
     """
 
     job_id: str
     state: JobState
     reason: ReasonCode | None = None
     detail: str = ""
-    placement: Placement | None = None
+    placements: tuple[Placement, ...] = ()
 
 
 @dataclass
@@ -123,8 +120,8 @@ class RollingState:
     """
 
     pending: dict[str, Job] = field(default_factory=dict)
-    tentative: dict[str, Placement] = field(default_factory=dict)
-    committed: dict[str, Placement] = field(default_factory=dict)
+    tentative: dict[str, list[Placement]] = field(default_factory=dict)
+    committed: dict[str, list[Placement]] = field(default_factory=dict)
     ended: dict[str, Unplaced] = field(default_factory=dict)
     last_issued_at: pd.Timestamp | None = None
     jobs: dict[str, Job] = field(default_factory=dict)
@@ -139,22 +136,23 @@ class RollingState:
         """
         as_of = require_aware(as_of, "as_of")
         if job_id in self.committed:
-            p = self.committed[job_id]
-            if p.end <= as_of:
-                return JobRecord(job_id, JobState.SUCCEEDED, ReasonCode.COMPLETED, "", p)
-            if p.start <= as_of:
-                return JobRecord(job_id, JobState.RUNNING, ReasonCode.STARTED, "", p)
+            ps = tuple(self.committed[job_id])
+            start, end = ps[0].start, ps[-1].end
+            if end <= as_of:
+                return JobRecord(job_id, JobState.SUCCEEDED, ReasonCode.COMPLETED, "", ps)
+            if start <= as_of:
+                return JobRecord(job_id, JobState.RUNNING, ReasonCode.STARTED, "", ps)
             return JobRecord(job_id, JobState.DISPATCHED, ReasonCode.PLACED,
-                             f"committed to start at {p.start.isoformat()}", p)
+                             f"committed to start at {start.isoformat()}", ps)
         if job_id in self.ended:
             u = self.ended[job_id]
             return JobRecord(job_id, JobState.FAILED, u.reason, u.detail)
         if job_id in self.pending:
-            p = self.tentative.get(job_id)
+            ps = tuple(self.tentative.get(job_id, ()))
             detail = ("not committed: planned to start at "
-                      f"{p.start.isoformat()}, re-planned by the next run" if p else
+                      f"{ps[0].start.isoformat()}, re-planned by the next run" if ps else
                       "waiting for a run that can place it")
-            return JobRecord(job_id, JobState.PENDING, ReasonCode.NOT_COMMITTED, detail, p)
+            return JobRecord(job_id, JobState.PENDING, ReasonCode.NOT_COMMITTED, detail, ps)
         raise InputError(f"job {job_id!r} was never submitted to the rolling plan")
 
     def counts(self, as_of: pd.Timestamp) -> dict[str, int]:
@@ -209,35 +207,28 @@ class RunResult:
 
 def latest_start(job: Job) -> pd.Timestamp:
     """The latest start that still ends by the deadline: ``deadline − duration``."""
-    return job.deadline - job.duration_hours * HOUR
+    return job.deadline - pd.Timedelta(minutes=job.duration_minutes)
 
 
-def pin_running(placements: Iterable[Placement], jobs: dict[str, Job],
-                slots: pd.DatetimeIndex) -> list[Job]:
-    """Stand-in jobs that hold the GPUs and power of committed work inside ``slots``.
+def running_work(committed: dict[str, list[Placement]], jobs: dict[str, Job],
+                 slots: pd.DatetimeIndex) -> list[RunningWork]:
+    """Committed pieces that still occupy the horizon, as the planner's running work.
 
-    A committed placement that overlaps the horizon becomes a job of its remaining whole hours
-    (clipped to the horizon) whose window admits one start only, at the later of its own start
-    and the horizon's first slot, at its own site. The planner therefore keeps its capacity in
-    every hour it occupies (the MILP's unplaced penalty makes leaving it out never pay while
-    the capacity it held is there).
+    Every committed piece that ends after the horizon's first slot holds its GPUs and the
+    job's IT power from its start (or the horizon start) to its end
+    (:class:`~carbonsched.domain.RunningWork`; the planner rounds up to its slot grid).
     """
-    t0, t_end = slots[0], slots[-1] + HOUR
+    t0 = slots[0]
     out = []
-    for p in placements:
-        if p.end <= t0 or p.start >= t_end:
-            continue
-        start = max(p.start, t0)
-        end = min(p.end, t_end)
-        hours = int(round((end - start) / HOUR))
-        if hours < 1:
-            continue
-        job = jobs.get(p.job_id)
-        out.append(Job(id=f"{PIN_PREFIX}{p.job_id}", tenant=job.tenant if job else "pinned",
-                       gpu_type=p.gpu_type, gpus=p.gpus, duration_hours=hours,
-                       power_per_gpu_kw=(job.power_per_gpu_kw if job else 1e-3),
-                       earliest_start=start, deadline=start + hours * HOUR,
-                       allowed_sites=(p.site,)))
+    for jid, pieces in committed.items():
+        job = jobs.get(jid)
+        for p in pieces:
+            if p.end <= t0:
+                continue
+            kw = job.it_power_kw if job else 0.0
+            out.append(RunningWork(site=p.site, gpu_type=p.gpu_type, gpus=p.gpus,
+                                   it_power_kw=kw, end=p.end, job_id=jid,
+                                   start=max(p.start, t0)))
     return out
 
 
@@ -336,10 +327,10 @@ class RollingPlanner:
         if not sites:
             raise InputError(f"run at {t.isoformat()}: no site has signals; nothing can be "
                              "planned")
-        jobs, ended = self.prepare(t, slots)
+        jobs, running, ended = self.prepare(t, slots)
         inf = [d for d in inference if t <= d.hour < slots[-1] + HOUR]
         problem = PlanningProblem(sites=sites, jobs=jobs, inference=inf, slots=slots,
-                                  signals=signals)
+                                  signals=signals, running=running)
         result = self.planner(problem)
         notes: list[str] = []
         fell_back = False
@@ -355,14 +346,14 @@ class RollingPlanner:
         return out
 
     def prepare(self, issued_at: pd.Timestamp, slots: pd.DatetimeIndex
-                ) -> tuple[list[Job], list[Unplaced]]:
-        """First half of a run: end the jobs past their deadline; the jobs to plan.
+                ) -> tuple[list[Job], list[RunningWork], list[Unplaced]]:
+        """First half of a run: end the jobs past their deadline; the work to plan.
 
         Returns
         -------
-        (list of Job, list of Unplaced)
-            Stand-ins pinning committed work (:func:`pin_running`) followed by the pending jobs;
-            and the jobs ended with ``DeadlinePassed`` now.
+        (list of Job, list of RunningWork, list of Unplaced)
+            The pending jobs; the committed pieces that hold capacity in the horizon
+            (:func:`running_work`); the jobs ended with ``DeadlinePassed`` now.
 
         Raises
         ------
@@ -384,9 +375,8 @@ class RollingPlanner:
                              f"{t.isoformat()}")
                 ended.append(u)
                 self._end(u)
-        # committed work overlapping the horizon holds its capacity
-        pins = pin_running(st.committed.values(), self.jobs, slots)
-        return pins + list(st.pending.values()), ended
+        return (list(st.pending.values()), running_work(st.committed, self.jobs, slots),
+                ended)
 
     def apply(self, issued_at: pd.Timestamp, problem: PlanningProblem, result: PlanResult,
               ended: list[Unplaced] | None = None) -> RunResult:
@@ -397,7 +387,7 @@ class RollingPlanner:
         issued_at
             The run's issue time (as given to :meth:`prepare`).
         problem, result
-            The problem planned (jobs from :meth:`prepare`) and the plan made for it.
+            The problem planned (work from :meth:`prepare`) and the plan made for it.
         ended
             The jobs :meth:`prepare` ended.
         """
@@ -412,26 +402,27 @@ class RollingPlanner:
         if result.solver.greedy_unplaced:
             notes.append(f"run {t.isoformat()}: no incumbent within the time limit; the greedy "
                          f"fallback left {result.solver.greedy_unplaced} job(s) unplaced")
-        lost_pins = [u.job_id for u in result.unplaced if u.job_id.startswith(PIN_PREFIX)]
-        if lost_pins:
-            notes.append(f"run {t.isoformat()}: {len(lost_pins)} running job(s) could not be "
-                         "held in the plan (capacity shrank below running work)")
         out = RunResult(t, nxt, problem.slots, problem, result, notes=notes,
                         time_limited=time_limited)
         out.ended = list(ended or [])
+        by_job: dict[str, list[Placement]] = {}
         for p in result.placements:
-            if p.job_id.startswith(PIN_PREFIX) or p.job_id not in st.pending:
-                continue
-            if p.start < nxt:
-                st.committed[p.job_id] = p
-                st.pending.pop(p.job_id, None)
-                st.tentative.pop(p.job_id, None)
-                out.committed.append(p)
+            if p.job_id in st.pending:
+                by_job.setdefault(p.job_id, []).append(p)
+        for jid, pieces in by_job.items():
+            pieces.sort(key=lambda p: p.start)
+            if pieces[0].start < nxt:
+                # a job in pieces is committed whole once its first piece starts before the
+                # next run: its later pieces hold their capacity like running work
+                st.committed[jid] = pieces
+                st.pending.pop(jid, None)
+                st.tentative.pop(jid, None)
+                out.committed.extend(pieces)
             else:
-                st.tentative[p.job_id] = p
-                out.deferred.append(p)
+                st.tentative[jid] = pieces
+                out.deferred.extend(pieces)
         for u in result.unplaced:
-            if u.job_id.startswith(PIN_PREFIX) or u.job_id not in st.pending:
+            if u.job_id not in st.pending:
                 continue
             job = st.pending[u.job_id]
             st.tentative.pop(u.job_id, None)
@@ -462,8 +453,8 @@ class RollingPlanner:
 
         return PlanResult(status=PlanStatus.HEURISTIC,
                           solver=SolverRecord("rolling", PlanStatus.HEURISTIC),
-                          placements=sorted(self.state.committed.values(),
-                                            key=lambda p: (p.start, p.job_id)),
+                          placements=sorted((p for ps in self.state.committed.values()
+                                             for p in ps), key=lambda p: (p.start, p.job_id)),
                           unplaced=list(self.state.ended.values())
                           + [Unplaced(j, ReasonCode.NOT_COMMITTED, "still pending")
                              for j in self.state.pending])

@@ -6,8 +6,9 @@ and ``carbonsched plan --dispatch --rolling`` call :func:`rolling_step` once per
 1. load the carried state from the store (:class:`~carbonsched.store.rolling_state.RollingStore`)
    and add the new work: the configured workload and the jobs submitted through the API
    (``POST /v1/jobs``) that are not committed yet;
-2. end the pending jobs whose deadline has passed (``DeadlinePassed``) and pin committed work
-   that overlaps the horizon (:meth:`carbonsched.rolling.RollingPlanner.prepare`);
+2. end the pending jobs whose deadline has passed (``DeadlinePassed``); committed work that
+   overlaps the horizon holds its GPUs and power as the planner's running work
+   (:meth:`carbonsched.rolling.RollingPlanner.prepare`);
 3. forecast and plan the horizon ``[issued_at, issued_at + H)`` with the daily plan's own code
    (:func:`carbonsched.pipeline.run_daily_plan` with ``horizon_hours = H``), so the plan
    document, its notes and fallbacks, the stored forecasts and the dispatch path are the ones
@@ -30,7 +31,7 @@ import pandas as pd
 from carbonsched.catalog import Catalog
 from carbonsched.domain import Job, Workload, jsonable
 from carbonsched.pipeline import DailyPlan, run_daily_plan
-from carbonsched.rolling import PIN_PREFIX, RollingPlanner, RunResult
+from carbonsched.rolling import RollingPlanner, RunResult
 from carbonsched.store.rolling_state import RollingStore
 from carbonsched.timeaxis import hourly_slots
 
@@ -43,10 +44,6 @@ class RollingStep:
     run: RunResult
     planner: RollingPlanner
     rolling_store: RollingStore
-
-
-def _strip_pins(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for r in rows if not str(r.get("job_id", r.get("id", ""))).startswith(PIN_PREFIX)]
 
 
 def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
@@ -82,19 +79,14 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
                         run_every_hours=run_every_hours, state=rs.load())
     rp.submit(new_jobs)
     t = pd.Timestamp(issued_at).tz_convert("UTC")
-    jobs, ended = rp.prepare(t, hourly_slots(t, horizon_hours))
+    jobs, running, ended = rp.prepare(t, hourly_slots(t, horizon_hours))
     inf = [d for d in workload.inference
            if t <= d.hour < t + pd.Timedelta(hours=horizon_hours)]
     daily = run_daily_plan(pdate, catalog_ref, Workload(jobs=jobs, inference=inf), data_dir,
-                           solver, time_limit_s, horizon_hours)
+                           solver, time_limit_s, horizon_hours, running=running)
     run = rp.apply(t, daily.problem, daily.result, ended)
     doc = daily.document
-    pinned = sorted(j.id.removeprefix(PIN_PREFIX) for j in jobs if j.id.startswith(PIN_PREFIX))
-    for key in ("placements", "unplaced", "baseline_unplaced"):
-        doc[key] = _strip_pins(doc.get(key, []))
-    doc["baseline"]["placements"] = _strip_pins(doc["baseline"].get("placements", []))
-    doc["baseline"]["unplaced"] = _strip_pins(doc["baseline"].get("unplaced", []))
-    doc["workload"]["jobs"] = _strip_pins(doc["workload"].get("jobs", []))
+    held = sorted({r.job_id for r in daily.problem.running})
     doc["notes"] = list(doc.get("notes", [])) + run.notes
     doc["rolling"] = {
         "horizon_hours": horizon_hours, "run_every_hours": run_every_hours,
@@ -103,7 +95,7 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
         "deferred": [{"job_id": p.job_id, "start": jsonable(p.start)} for p in run.deferred],
         "ended": [jsonable(u) for u in run.ended],
         "still_pending": [jsonable(u) for u in run.still_pending],
-        "pinned_running": pinned,
+        "running_held": held,
         "rule": "placements starting before commit_before are committed (dispatched); later "
                 "ones stay pending and are planned again by the next run",
     }
@@ -127,10 +119,11 @@ def run_rolling(settings: Any, service_store: Any, catalog: Catalog, workload: W
     """
     import json
 
-    from carbonsched.cron import DISPATCH_NOT_CONFIGURED, RunOutcome, _job_from_spec
+    from carbonsched.cron import DISPATCH_NOT_CONFIGURED, RunOutcome
+    from carbonsched.store.rolling_state import job_from_spec
 
     t = pd.Timestamp(issued_at).tz_convert("UTC")
-    api = [_job_from_spec(r["spec"]) for r in service_store.jobs(states=("Pending", "Planned"))]
+    api = [job_from_spec(r["spec"]) for r in service_store.jobs(states=("Pending", "Planned"))]
     api_ids = {j.id for j in api}
     step = rolling_step(service_store.store, catalog, settings.catalog, pdate, t,
                         list(workload.jobs) + api, workload, settings.data_dir,

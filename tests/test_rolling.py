@@ -9,13 +9,12 @@ import pytest
 from carbonsched.domain import JobState, ReasonCode
 from carbonsched.errors import InputError, TimeAxisError
 from carbonsched.rolling import (
-    PIN_PREFIX,
     RollingPlanner,
     jobs_summary,
     known_by,
     milp_planner,
-    pin_running,
     run_times,
+    running_work,
 )
 from carbonsched.timeaxis import hourly_slots
 from tests.plan.builders import JobWrapper, SiteWrapper, at
@@ -97,9 +96,10 @@ def test_carried_over_job_moves_only_if_not_started():
 
     run2 = rp.step(at(6), frame([site], 6, 48, fresher))
     # the started job keeps its hours (and holds the only GPU until 08:00) ...
-    assert rp.state.committed["started"].start == at(2)
+    assert rp.state.committed["started"][0].start == at(2)
     assert rp.state.record("started", at(6)).state == JobState.RUNNING
-    assert any(j.id == f"{PIN_PREFIX}started" for j in run2.problem.jobs)
+    assert [(r.job_id, r.start, r.end, r.gpus) for r in run2.problem.running] == [
+        ("started", at(6), at(8), 1)]
     # ... the waiting one moves to the fresher forecast's cleanest free hour (not 06:00 or
     # 07:00: the running job holds the GPU), still pending as 14:00 is after the next run
     assert [(p.job_id, p.start) for p in run2.deferred] == [("waiting", at(14))]
@@ -139,7 +139,8 @@ def test_deadline_beyond_horizon_is_not_cut():
     rp = planner([site], horizon_hours=24, run_every_hours=24)
     rp.submit([job])
     run1 = rp.step(at(0), frame([site], 0, 24, lambda s, h: 100.0))
-    assert [u.job_id for u in run1.still_pending] == ["long-wait"] and not run1.ended
+    assert [(u.job_id, u.reason) for u in run1.still_pending] == [
+        ("long-wait", ReasonCode.DEFERRED_PAST_HORIZON)] and not run1.ended
     assert rp.state.record("long-wait", at(1)).state == JobState.PENDING
     run2 = rp.step(at(24), frame([site], 24, 24, lambda s, h: 10.0 if h in (40, 41) else 100.0))
     assert [(p.job_id, p.start) for p in run2.committed] == [("long-wait", at(40))]
@@ -153,14 +154,15 @@ def test_terminal_reason_ends_job_at_once():
     assert [(u.job_id, u.reason) for u in run.ended] == [("big", ReasonCode.GANG_TOO_LARGE)]
 
 
-def test_pins_clip_to_horizon():
+def test_running_work_holds_from_horizon_start():
     from carbonsched.domain import Placement
 
     p = Placement("j", "a", at(-2), at(5), "H100", 2, 1.0, 1.0)
-    pins = pin_running([p], {}, hourly_slots(at(0), 3))
-    assert [(j.id, j.earliest_start, j.duration_hours, j.allowed_sites) for j in pins] == [
-        (f"{PIN_PREFIX}j", at(0), 3, ("a",))]
-    assert pin_running([p], {}, hourly_slots(at(5), 3)) == []
+    job = JobWrapper("j").gpus(2).hours(7).kw_per_gpu(0.5).window(-2, 10).obj()
+    run = running_work({"j": [p]}, {"j": job}, hourly_slots(at(0), 3))
+    assert [(r.job_id, r.site, r.start, r.end, r.gpus, r.it_power_kw) for r in run] == [
+        ("j", "a", at(0), at(5), 2, 1.0)]
+    assert running_work({"j": [p]}, {"j": job}, hourly_slots(at(5), 3)) == []
 
 
 def test_bad_inputs_are_refused():
@@ -204,3 +206,29 @@ def test_forecast_at_72_hours_widens_with_lead(shared_data):
     day1, day2, day3 = width[:24].mean(), width[24:48].mean(), width[48:].mean()
     assert day1 < day2 < day3
     assert day1 == pytest.approx(0.987, abs=0.01) and day3 == pytest.approx(2.30, abs=0.02)
+
+
+def test_preemptible_job_is_committed_whole_and_its_later_piece_holds_capacity():
+    from carbonsched.domain import Job
+
+    site = SiteWrapper("a").gpus("H100", 1).obj()
+    job = Job("pre", "t", "H100", 1, power_per_gpu_kw=1.0, earliest_start=at(0),
+              deadline=at(40), duration_minutes=180, preemptible=True,
+              checkpoint_overhead_minutes=10, max_pieces=3)
+    rp = planner([site], horizon_hours=48, run_every_hours=6)
+    rp.submit([job])
+
+    def ci(_s, h):   # clean at 02:00 and 30:00-32:00, dirty elsewhere: two pieces win
+        return 10.0 if h in (2, 30, 31) else 800.0
+
+    run1 = rp.step(at(0), frame([site], 0, 48, ci))
+    pieces = [(p.start, p.piece, p.pieces, p.overhead_minutes) for p in run1.committed]
+    assert pieces[0] == (at(2), 0, 2, 0) and pieces[1][0] == at(30) and pieces[1][3] == 10
+    assert not run1.deferred
+    # the next run pins both pieces' hours: the later piece holds the only GPU at 30:00
+    rp.submit([JobWrapper("other").hours(1).window(29, 34).obj()])
+    run2 = rp.step(at(6), frame([site], 6, 48, ci))
+    assert {(r.job_id, r.start) for r in run2.problem.running} == {("pre", at(30))}
+    other = [p for p in run2.deferred + run2.committed if p.job_id == "other"]
+    assert len(other) == 1 and not (at(30) <= other[0].start < pieces[1][0] + pd.Timedelta(
+        hours=2, minutes=10))

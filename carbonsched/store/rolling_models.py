@@ -36,6 +36,9 @@ class RollingJobRow(Base):
     end: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     energy_kwh: Mapped[float | None] = mapped_column(Float, nullable=True)
     emissions_kg: Mapped[float | None] = mapped_column(Float, nullable=True)
+    pieces_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    """The placement's pieces (one for a job placed whole), as JSON; ``start``/``end`` are the
+    first piece's start and the last piece's end."""
     plan_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     issued_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     """Issue time of the run that last changed the row. [UTC]"""

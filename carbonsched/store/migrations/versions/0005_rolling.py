@@ -31,6 +31,7 @@ def upgrade() -> None:
         sa.Column("end", UTCDateTime(), nullable=True),
         sa.Column("energy_kwh", sa.Float, nullable=True),
         sa.Column("emissions_kg", sa.Float, nullable=True),
+        sa.Column("pieces_json", sa.Text, nullable=True),
         sa.Column("plan_id", sa.String(64), nullable=True),
         sa.Column("issued_at", UTCDateTime(), nullable=True),
         sa.Column("updated_at", UTCDateTime(), nullable=False),
