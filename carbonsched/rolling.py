@@ -342,7 +342,7 @@ class RollingPlanner:
             fell_back = True
         out = self.apply(t, problem, result, ended)
         out.notes[:0] = notes
-        out.fell_back = fell_back
+        out.fell_back = out.fell_back or fell_back
         return out
 
     def prepare(self, issued_at: pd.Timestamp, slots: pd.DatetimeIndex
@@ -399,11 +399,16 @@ class RollingPlanner:
         if time_limited:
             notes.append(f"run {t.isoformat()}: solve stopped at its time limit "
                          f"(proven gap {result.solver.mip_gap})")
+        solver_fallback = (str(result.status) == "heuristic"
+                           and result.solver.method == "greedy")
+        if solver_fallback:
+            notes.append(f"run {t.isoformat()}: the planner returned the greedy plan "
+                         f"({result.solver.note or 'no solver incumbent'})")
         if result.solver.greedy_unplaced:
             notes.append(f"run {t.isoformat()}: no incumbent within the time limit; the greedy "
                          f"fallback left {result.solver.greedy_unplaced} job(s) unplaced")
         out = RunResult(t, nxt, problem.slots, problem, result, notes=notes,
-                        time_limited=time_limited)
+                        time_limited=time_limited, fell_back=solver_fallback)
         out.ended = list(ended or [])
         by_job: dict[str, list[Placement]] = {}
         for p in result.placements:

@@ -147,3 +147,30 @@ def test_unknown_site_refused(tmp_path, fixtures_dir):
     with pytest.raises(InputError, match="mars-1"):
         run_jobs_replay(tmp_path, "global")
 
+
+
+@pytest.mark.shared_data
+def test_filled_signal_hours_are_named(shared_data, fixtures_dir, tmp_path):
+    # a copy of the DE-LU files with three hours of carbon intensity removed on 07-11
+    src = shared_data / "sustain-cluster"
+    (tmp_path / "sustain-cluster" / "carbon_intensity").mkdir(parents=True)
+    (tmp_path / "sustain-cluster" / "weather").mkdir(parents=True)
+    lines = (src / "carbon_intensity" / "DE-LU_2023_hourly.csv").read_text().splitlines()
+    gone = ("2023-07-11 03:00:00", "2023-07-11 04:00:00", "2023-07-11 05:00:00")
+    kept = [ln for ln in lines if not ln.startswith(gone)]
+    assert len(kept) == len(lines) - 3
+    (tmp_path / "sustain-cluster" / "carbon_intensity" / "DE-LU_2023_hourly.csv").write_text(
+        "\n".join(kept) + "\n")
+    (tmp_path / "sustain-cluster" / "weather" / "DE-LU_2023.json").write_bytes(
+        (src / "weather" / "DE-LU_2023.json").read_bytes())
+    res = run_jobs_replay(fixtures_dir / "rolling_jobs" / "evening.json", "global", tmp_path,
+                          policies=("agnostic", "oracle"))
+    assert res["filled_signal_hours"] == {"de-frankfurt": 3}
+    assert any("3 hour(s) of actual carbon intensity missing in the scoring period, "
+               "interpolated for scoring" in n for n in res["notes"])
+    r = CliRunner().invoke(app, ["replay", "--jobs", str(fixtures_dir / "rolling_jobs" /
+                                                         "evening.json"),
+                                 "--out", str(tmp_path / "r.json"), "--data-dir", str(tmp_path),
+                                 "--policies", "agnostic,oracle"])
+    assert r.exit_code == 0, r.output
+    assert "actual signal hours interpolated for scoring: de-frankfurt 3" in r.stderr

@@ -232,3 +232,15 @@ def test_preemptible_job_is_committed_whole_and_its_later_piece_holds_capacity()
     other = [p for p in run2.deferred + run2.committed if p.job_id == "other"]
     assert len(other) == 1 and not (at(30) <= other[0].start < pieces[1][0] + pd.Timedelta(
         hours=2, minutes=10))
+
+
+def test_greedy_fallback_is_named():
+    from carbonsched.plan import greedy_plan
+
+    site = SiteWrapper("a").gpus("H100", 1).obj()
+    rp = RollingPlanner([site], greedy_plan, horizon_hours=24, run_every_hours=24)
+    rp.submit([JobWrapper("j").hours(1).window(0, 10).obj()])
+    run = rp.step(at(0), frame([site], 0, 24, lambda s, h: 100.0))
+    assert run.fell_back and not run.time_limited
+    assert run.notes[0].startswith("run 2023-07-15T00:00:00+00:00: the planner returned the "
+                                   "greedy plan (")
