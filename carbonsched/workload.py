@@ -199,7 +199,8 @@ def _duration_minutes(w: _Where, rec: dict[str, Any]) -> int:
     has_m = rec.get("duration_minutes") not in (None, "")
     has_h = rec.get("duration_hours") not in (None, "")
     if not has_m and not has_h:
-        raise w.err("duration_minutes", "is missing",
+        named = "duration_hours" if "duration_hours" in rec else "duration_minutes"
+        raise w.err(named, "is missing",
                     "give duration_minutes (or duration_hours) for every job")
     if has_m:
         minutes = _int(w, "duration_minutes", rec["duration_minutes"], 1, MAX_DURATION_MINUTES)

@@ -2,7 +2,8 @@
 
 Public API::
 
-    PlanningProblem(sites, jobs, inference, slots, signals)
+    PlanningProblem(sites, jobs, inference, slots, signals, running=[])
+        # running: carbonsched.domain.RunningWork(site, gpu_type, gpus, it_power_kw, end)
     solve_plan(problem, solver="highs", time_limit_s=60.0, mip_gap=0.01, method="auto",
                threads=1, progress=None) -> PlanResult
     agnostic_plan(problem) -> PlanResult            # carbon-unaware baseline
@@ -15,6 +16,14 @@ family), ``solve`` (solver detection, typed outcomes, method choice), ``colgen``
 generation over job classes for fleet-scale instances, built directly in HiGHS), ``baselines``
 (agnostic, greedy, priced greedy), ``result`` (PlanResult, Score, emissions accounting),
 ``instances`` and ``bench`` (the scale benchmark on the real traces).
+
+Time (issue 14): jobs are in minutes (``Job.duration_minutes``) on an hourly grid, charged
+for the minutes they run; starts are decided inside the horizon (``slots``) and may run past
+it on continued signals (``sets.CONTINUATION_RULE``); a job whose deadline lies beyond the
+horizon may be deferred (``ReasonCode.DEFERRED_PAST_HORIZON``, ``PlanResult.deferred``) at its
+terminal value (``sets.TERMINAL_VALUE_RULE``); a preemptible job may run in pieces
+(``Placement.piece``, ``pieces``, ``overhead_minutes``, ``overhead_kwh``). ``PlanResult.notes``
+names what a plan assumed about the horizon's end.
 
 Status semantics: ``optimal`` = optimality within ``mip_gap`` proven by a bound (never a
 time-limited incumbent whose gap is above it); ``feasible`` = a plan with its proven gap;
@@ -34,10 +43,18 @@ from carbonsched.plan.result import (
     score_plan,
     site_hour_power,
 )
-from carbonsched.plan.sets import UNPLACED_PENALTY_FACTOR, PlanningProblem, compile_sets
+from carbonsched.plan.sets import (
+    CONTINUATION_RULE,
+    TERMINAL_VALUE_RULE,
+    UNPLACED_PENALTY_FACTOR,
+    PlanningProblem,
+    compile_sets,
+)
 from carbonsched.plan.solve import resolve_solver, solve_plan
 
 __all__ = [
+    "CONTINUATION_RULE",
+    "TERMINAL_VALUE_RULE",
     "UNPLACED_PENALTY_FACTOR",
     "PlanResult",
     "PlanStatus",

@@ -455,11 +455,14 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None) 
     j_dur, j_frac = slot_fraction(j_min)
     j_kw = np.array([j.it_power_kw for j in problem.jobs], dtype=float)
     j_g = np.array([gpos.get(j.gpu_type, -1) for j in problem.jobs], dtype=np.int64)
-    es = np.array([(j.earliest_start - t0) / SLOT for j in problem.jobs], dtype=float)
+    # UTC nanoseconds → slots from the horizon start (integer arithmetic until the division)
+    slot_ns = SLOT.value
+    es = (np.array([j.earliest_start.value for j in problem.jobs], dtype=np.int64)
+          - t0.value) / slot_ns
+    dl_ns = np.array([j.deadline.value for j in problem.jobs], dtype=np.int64) - t0.value
+    dl = dl_ns / slot_ns
     # latest start (in slots) that still ends by the deadline: never cut to the horizon
-    end_by = np.array([(j.deadline - t0 - pd.Timedelta(minutes=int(j.duration_minutes)))
-                       / SLOT for j in problem.jobs], dtype=float)
-    dl = np.array([(j.deadline - t0) / SLOT for j in problem.jobs], dtype=float)
+    end_by = (dl_ns - j_min * 60_000_000_000) / slot_ns
     first = np.maximum(np.ceil(es - 1e-9), 0).astype(np.int64) if n_j else \
         np.zeros(0, np.int64)
     last_any = np.floor(end_by + 1e-9).astype(np.int64) if n_j else np.zeros(0, np.int64)

@@ -167,3 +167,23 @@ def test_column_generation_plans_preemptible_jobs_whole_and_says_so():
     (p,) = res.placements
     assert p.pieces == 1 and recount_violations(prob, res) == {}
     assert "column generation plans 1 preemptible job(s) in one piece" in res.solver.note
+
+
+def test_dispatch_keys_each_piece_of_the_plan_document():
+    from carbonsched.catalog import load_catalog
+    from carbonsched.dispatch import plan_requests
+
+    cat = load_catalog("global")
+    sid = cat.site_ids[0]
+    gtype = next(iter(cat.sites[0].gpus))
+    site = SiteWrapper(sid).gpus(gtype, 4).obj()
+    job = Job(id="p", tenant="t", gpu_type=gtype, gpus=1, duration_minutes=180,
+              power_per_gpu_kw=1.0, earliest_start=at(0), deadline=at(8), preemptible=True,
+              checkpoint_overhead_minutes=10, max_pieces=2)
+    res = solve_plan(problem([site], [job], 8,
+                             ci={sid: [100.0, 100.0, 900.0, 900.0, 100.0, 100.0, 900.0, 900.0]}))
+    doc = {"plan_id": "x", "placements": [jsonable(p) for p in res.placements]}
+    reqs = plan_requests(doc, cat)
+    assert [(r.key, r.start, r.end) for r in reqs] == [
+        ("p#0", at(0).to_pydatetime(), at(2).to_pydatetime()),
+        ("p#1", at(4).to_pydatetime(), (at(5) + 10 * M).to_pydatetime())]
