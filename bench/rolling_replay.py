@@ -127,7 +127,8 @@ def main() -> None:
             out[part].pop("runs", None)
     pol = out["rolling"]["policies"]
     summary = {name: {k: p[k] for k in ("emissions_kg", "reduction_pct", "oracle_share",
-                                         "jobs_placed", "time_limited_runs", "seconds")}
+                                         "jobs_placed", "jobs_split", "pieces", "overhead_kwh",
+                                         "time_limited_runs", "seconds")}
                for name, p in pol.items()}
     if "day_bounded" in out:
         summary.update({f"{n} (H=24)": {k: p[k] for k in ("emissions_kg", "reduction_pct",

@@ -168,7 +168,9 @@ def run_jobs_replay(
         ``policies`` {name: emissions_kg, reduction_pct, oracle_share, work_it_mwh,
         unplaced_it_mwh, unplaced_priced_kg, emissions_with_unplaced_kg,
         reduction_with_unplaced_pct, deadline_misses, capacity_violations, jobs_placed,
-        jobs_deadline_passed, fallback_runs, time_limited_runs, seconds}, ``runs`` (per run:
+        unplaced_reasons, jobs_split, pieces, overhead_kwh (checkpoint overhead of resumed
+        pieces, facility energy, included in the emissions), fallback_runs, time_limited_runs,
+        seconds}, ``runs`` (per run:
         issue time, and per rolling policy committed / deferred / ended counts),
         ``forecast_fallbacks`` (per run and site), ``filled_signal_hours`` (per site),
         ``notes``.
@@ -344,6 +346,12 @@ def run_jobs_replay(
                       "capacity_violations": int(sc.capacity_violations),
                       "power_cap_violations": int(sc.power_cap_violations),
                       "jobs_placed": len(placed), "unplaced_reasons": reasons,
+                      # preemptible jobs run in pieces: how many, and their checkpoint overhead
+                      "jobs_split": len({pl.job_id for pl in res.placements
+                                         if getattr(pl, "pieces", 1) > 1}),
+                      "pieces": len(res.placements),
+                      "overhead_kwh": round(sum(getattr(pl, "overhead_kwh", 0.0)
+                                                for pl in res.placements), 3),
                       **stats[p]}
     base = out_pol.get("agnostic")
     orc = out_pol.get("oracle")
