@@ -142,6 +142,10 @@ def plan(
         "--dispatch", help="Run the service's plan -> dispatch pipeline once (idempotent by "
         "date), as `carbonsched serve`'s cron does; for system cron or a Kubernetes "
         "CronJob.")] = False,
+    rolling: Annotated[bool, typer.Option(
+        "--rolling", help="With --dispatch: a rolling step (plan --hours from the date's 00:00 "
+        "UTC, dispatch what starts before the next day, carry the rest in the store).")]
+    = False,
 ) -> None:
     """Forecast, plan and record one day: the daily planning run."""
     with _errors():
@@ -155,7 +159,11 @@ def plan(
             from carbonsched.cli_service import plan_and_dispatch
 
             raise typer.Exit(plan_and_dispatch(date.strip() or _tomorrow(), catalog, jobs,
-                                               data_dir, solver, time_limit, hours, out_file))
+                                               data_dir, solver, time_limit, hours, out_file,
+                                               rolling=rolling or None))
+        if rolling:
+            raise InputError("--rolling needs --dispatch (the rolling step carries work in "
+                             "the store between runs)")
         from carbonsched.pipeline import run_daily_plan
         from carbonsched.settings import get_settings
         from carbonsched.workload import read_workload
@@ -322,6 +330,9 @@ def backtest(
         err.print(f"results written to {out_file}")
 
 
+_TRACE_POLICIES = "agnostic,greedy,milp,oracle"
+
+
 @app.command()
 def replay(
     out_file: Annotated[Path, typer.Option("--out", help="Results JSON.")],
@@ -330,7 +341,8 @@ def replay(
     start: Annotated[str, typer.Option(help="First day, YYYY-MM-DD.")] = "2023-01-01",
     end: Annotated[str, typer.Option(help="Last day, YYYY-MM-DD (inclusive).")] = "2023-12-31",
     policies: Annotated[str, typer.Option(
-        help="Comma-separated: agnostic,greedy,milp,oracle.")] = "agnostic,greedy,milp,oracle",
+        help="Comma-separated: agnostic,greedy,milp,oracle (with --jobs: agnostic,milp,"
+             "oracle,best-fixed).")] = "agnostic,greedy,milp,oracle",
     seed: Annotated[int, typer.Option(help="Workload seed.")] = 0,
     time_limit: Annotated[float, typer.Option(help="Solver time limit per day. \\[s]")] = 30.0,
     plot: Annotated[Path | None, typer.Option(help="Write a PNG of daily emissions.")] = None,
@@ -344,12 +356,27 @@ def replay(
     scheduler_address: Annotated[str | None, typer.Option(
         help="Dask scheduler to use with --executor dask, e.g. tcp://10.0.0.5:8786; "
              "without it a local Dask cluster of --workers processes is started.")] = None,
+    jobs: Annotated[Path | None, typer.Option(
+        help="Replay this jobs file or folder with the rolling horizon (policies agnostic,"
+             "milp,oracle,best-fixed) instead of trace-built days.")] = None,
+    horizon_hours: Annotated[int, typer.Option(help="Rolling horizon with --jobs. \\[h]")] = 72,
+    run_every_hours: Annotated[int, typer.Option(
+        help="Hours between rolling runs with --jobs. \\[h]")] = 24,
 ) -> None:
     """Replay a period: plan each day on forecasts, score every policy on the actual grid."""
     from carbonsched.executor import parse_executor
     from carbonsched.replay import plot_daily, run_replay
     from carbonsched.settings import get_settings
 
+    if jobs is not None:
+        from carbonsched.cli_replay_jobs import run_and_print
+
+        with _errors(), _progress("replay") as progress, _solver_chatter_to_stderr():
+            pols = tuple(p.strip() for p in policies.split(",") if p.strip())
+            run_and_print(jobs, out_file, catalog, data_dir, None if policies == _TRACE_POLICIES
+                          else pols, horizon_hours, run_every_hours, time_limit, mip_gap,
+                          progress, out, err, _write_json)
+        return
     with _errors():
         parse_executor(executor)  # refuse a bad name before the data load
         if scheduler_address and executor.strip().lower() != "dask":

@@ -106,7 +106,8 @@ def token_create(
 
 
 def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path | None,
-                      solver: str, time_limit: float, hours: int, out_file: Path | None) -> int:
+                      solver: str, time_limit: float, hours: int, out_file: Path | None,
+                      rolling: bool | None = None) -> int:
     """Run the cron's pipeline once for ``date`` (``carbonsched plan --dispatch``).
 
     Idempotent by planning date: a date that has a run record is not planned again (exit 0,
@@ -127,7 +128,7 @@ def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path
 
     cli = _cli()
     s = _settings(catalog=catalog, data_dir=data_dir, workload_file=jobs, solver=solver,
-                  time_limit_s=time_limit, horizon_hours=hours)
+                  time_limit_s=time_limit, horizon_hours=hours, rolling=rolling)
     clock = SystemClock()
     db = ServiceStore(Store(s.resolved_database_url()))
     issued = day_start_utc(date).to_pydatetime()

@@ -291,6 +291,11 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
         t0 = _time.perf_counter()
         wl = (read_workload(settings.workload_file) if settings.workload_file
               else demo_workload(catalog, pdate))
+        if settings.rolling:
+            from carbonsched.rolling_service import run_rolling
+
+            return run_rolling(settings, service_store, catalog, wl, pdate, issued_at,
+                               trigger, clock, dispatch, metrics, on_plan)
         wl, api_ids = _with_submitted_jobs(wl, service_store, pd.Timestamp(issued_at),
                                            settings.horizon_hours)
         daily = run_daily_plan(pdate, settings.catalog, wl, settings.data_dir, settings.solver,
@@ -312,7 +317,9 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
             outcome = "not_configured"
         else:
             try:
-                res = dispatch(service_store.store, doc["plan_id"], catalog, clock=clock)
+                # dispatch_plan's clock is a callable returning "now" (the service's clock.now)
+                res = dispatch(service_store.store, doc["plan_id"], catalog, clock=clock.now)
+                res = res.to_dict() if hasattr(res, "to_dict") else res
                 disp = "dispatch: " + json.dumps(res, default=str)[:4000]
                 outcome = "ok"
             except Exception as exc:

@@ -29,7 +29,7 @@ from carbonsched.domain import SignalQuality, Site, Workload, jsonable
 from carbonsched.errors import ForecastError, InputError, TimeAxisError
 from carbonsched.forecasts.base import Forecaster, fit_with_fallback
 from carbonsched.forecasts.baselines import SeasonalNaive
-from carbonsched.forecasts.carbon_intensity import default_ci_forecaster
+from carbonsched.forecasts.carbon_intensity import LeadRegression, default_ci_forecaster
 from carbonsched.forecasts.green_surplus import GreenSurplusForecaster, green_surplus_index
 from carbonsched.forecasts.pue import pue_from_weather
 from carbonsched.plan import (
@@ -54,6 +54,11 @@ PERSISTENCE_TEMPERATURE_ERROR_C = 2.5
 (monotone) PUE model for its 80 %/95 % intervals. [°C] Assumption: day-to-day changes of hourly
 mid-latitude temperature are typically 2-3 °C; a day-ahead NWP forecast (about 1.5 °C RMSE, see
 :class:`carbonsched.forecasts.pue.PueForecaster`) would halve it."""
+
+LONG_LEAD_HOURS = 48
+"""Leads the default carbon-intensity forecaster calibrates; a longer horizon gets a forecaster
+with one OLS and one interval per lead up to the horizon (leads past the calibrated ones would
+fall back to the pooled residual quantiles, narrower than the longest lead's). [h]"""
 
 MAX_HORIZON_HOURS = 168
 """Longest planning horizon accepted (one week; the daily plan is day-ahead). [h]"""
@@ -248,6 +253,10 @@ def forecast_site(
     if "ci" not in cache:
         # carbon intensity follows the grid's load, which follows the site's clock: seasonal
         # lags in local wall-clock hours (issue 7 item 5)
+        if ci_model is None and horizon_hours > LONG_LEAD_HOURS:
+            # a rolling horizon past two days: coefficients and intervals of their own for
+            # every lead, so the intervals keep widening with lead (issue 14)
+            ci_model = LeadRegression(tz=site.timezone, max_lead_hours=horizon_hours)
         cache["ci"], note = fit_with_fallback(ci_model or default_ci_forecaster(site.timezone),
                                               SeasonalNaive(tz=site.timezone), ci)
         if note:
@@ -317,7 +326,7 @@ def forecast_site(
 
 
 def build_problem(sites: list[Site], workload: Workload, forecasts: dict[str, SiteForecast],
-                  slots: pd.DatetimeIndex) -> PlanningProblem:
+                  slots: pd.DatetimeIndex, running: list[Any] | None = None) -> PlanningProblem:
     """Assemble the planner's input from the sites that have forecasts.
 
     Returns
@@ -336,9 +345,11 @@ def build_problem(sites: list[Site], workload: Workload, forecasts: dict[str, Si
         frames.append(f)
     if not frames:
         raise InputError("no site has signals for this date; nothing can be planned")
+    have = {s.id for s in use}
     return PlanningProblem(sites=use, jobs=list(workload.jobs),
                            inference=list(workload.inference), slots=slots,
-                           signals=pd.concat(frames))
+                           signals=pd.concat(frames),
+                           running=[r for r in running or [] if r.site in have])
 
 
 def result_rows(result: PlanResult) -> dict[str, list[dict[str, Any]]]:
@@ -504,6 +515,7 @@ def run_daily_plan(
     horizon_hours: int = 24,
     progress: Progress = _quiet,
     signal_loader: SignalLoader | None = None,
+    running: list[Any] | None = None,
 ) -> DailyPlan:
     """Run one planning day and return the plan document and its parts.
 
@@ -530,6 +542,9 @@ def run_daily_plan(
         Replaces the file readers (e.g. ``LiveSignals(...).load_site_signals``); the plan then
         lists ``degraded`` sites, signals and hours (empty when every provider answered) and
         ``provider_signals`` (per site: newest value, its age in hours, providers asked).
+    running
+        Work already running or committed (:class:`~carbonsched.domain.RunningWork`) that holds
+        GPUs and power in the horizon (the rolling runner's committed pieces).
 
     Returns
     -------
@@ -577,7 +592,7 @@ def run_daily_plan(
         more = f" (and {len(left) - 1} more site(s) alike)" if len(left) > 1 else ""
         raise InputError(f"no site has signals for {issued_at:%Y-%m-%d}; nothing can be "
                          f"planned: {why}{more}")
-    problem = build_problem(cat.sites, workload, forecasts, slots)
+    problem = build_problem(cat.sites, workload, forecasts, slots, running)
     progress(f"solving: {len(problem.jobs)} jobs, {len(problem.inference)} inference demands, "
              f"{len(problem.sites)} sites x {len(slots)} h with {solver}")
     result = solve_plan(problem, solver=solver, time_limit_s=time_limit_s)

@@ -47,6 +47,12 @@ class ServiceSettings(BaseSettings):
     solver: str = "highs"
     time_limit_s: float = Field(60.0, gt=0)
     horizon_hours: int = Field(24, ge=1, le=168)
+    rolling: bool = False
+    """Rolling horizon (issue 14): each run plans ``horizon_hours`` (e.g. 72) from its issue
+    time, commits only placements starting before the next run and carries the rest in the
+    store (:mod:`carbonsched.rolling_service`)."""
+    rolling_run_every_hours: int = Field(24, ge=1, le=24)
+    """Hours from one rolling run to the next (the cron runs daily: 24). [h]"""
     as_of: datetime | None = None
     """Pin the service's clock at this instant (tz-aware)."""
     cron_enabled: bool = True

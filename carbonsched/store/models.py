@@ -158,4 +158,7 @@ class DispatchRow(Base):
 
 
 # the service's tables (migration 0003_service)
-from carbonsched.store import service_models as _service_models  # noqa: E402,F401
+from carbonsched.store import service_models as _service_models  # noqa: E402,F401,I001
+
+# the rolling plan's carried work (migration 0005_rolling)
+from carbonsched.store import rolling_models as _rolling_models  # noqa: E402,F401,I001

@@ -33,11 +33,11 @@ def db(request, tmp_path) -> ServiceStore:
 
 def test_migration_creates_the_service_tables(db):
     names = set(inspect(db.engine).get_table_names())
-    assert {"api_tokens", "service_jobs", "pipeline_runs", "plans"} <= names
+    assert {"api_tokens", "service_jobs", "pipeline_runs", "plans", "rolling_jobs"} <= names
     with db.engine.connect() as c:
         # the newest migration (the service's tables come with 0003_service, before it)
         assert c.execute(text("SELECT version_num FROM alembic_version")).scalar() == \
-            "0004_signal_cache"
+            "0005_rolling"
 
 
 def test_sqlite_runs_in_wal_mode(tmp_path):

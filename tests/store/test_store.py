@@ -68,7 +68,7 @@ def test_postgres_roundtrip(pg_db):
     eng.dispose()
     # every migration ran: the tables of dispatch, the service and the signal cache exist
     assert {"plans", "dispatch_intents", "api_tokens", "pipeline_runs",
-            "signal_cache"} <= tables
+            "signal_cache", "rolling_jobs"} <= tables
     assert kind == "timestamp with time zone"
 
 

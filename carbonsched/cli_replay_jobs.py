@@ -1,0 +1,51 @@
+"""``carbonsched replay --jobs FILE|DIR``: a user's workload with the rolling horizon."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def run_and_print(jobs: Path, out_file: Path, catalog: str, data_dir: Path | None,
+                  policies: tuple[str, ...] | None, horizon_hours: int, run_every_hours: int,
+                  time_limit_s: float, mip_gap: float, progress: Callable[[str], None],
+                  out: Console, err: Console, write_json: Callable[[Path, Any], None]) -> None:
+    """Replay ``jobs`` (:func:`carbonsched.replay_jobs.run_jobs_replay`), write and print it."""
+    from carbonsched.replay_jobs import JOB_POLICIES, run_jobs_replay
+
+    res = run_jobs_replay(jobs, catalog, data_dir, policies or JOB_POLICIES, horizon_hours,
+                          run_every_hours, time_limit_s, mip_gap, progress)
+    write_json(out_file, res)
+    t = Table("policy", "kg CO2e", "reduction %", "oracle share", "jobs placed",
+              "unplaced MWh", "with unplaced %", "deadline misses", "capacity viol.",
+              "time-limited runs", "fallback runs", "seconds",
+              title=f"Rolling replay of {res['jobs']} jobs, {res['first_run']} .. "
+                    f"{res['last_run']} (H = {res['horizon_hours']} h, a run every "
+                    f"{res['run_every_hours']} h)")
+
+    def fmt(v: float | None, nd: int) -> str:
+        return "-" if v is None else f"{v:.{nd}f}"
+
+    for name, p in res["policies"].items():
+        t.add_row(name, f"{p['emissions_kg']:,.1f}", fmt(p["reduction_pct"], 2),
+                  fmt(p["oracle_share"], 3), str(p["jobs_placed"]),
+                  f"{p['unplaced_it_mwh']:.3f}", fmt(p["reduction_with_unplaced_pct"], 2),
+                  str(p["deadline_misses"]), str(p["capacity_violations"]),
+                  str(p["time_limited_runs"]), str(p["fallback_runs"]),
+                  f"{p['seconds']:,.1f}")
+    out.print(t)
+    filled = {k: v for k, v in res["filled_signal_hours"].items() if v}
+    err.print(f"actual signal hours interpolated for scoring: "
+              f"{', '.join(f'{k} {v}' for k, v in filled.items()) or 'none'}")
+    sites = sorted({f['site'] for f in res["forecast_fallbacks"]})
+    err.print(f"forecast fallbacks in {len(res['forecast_fallbacks'])} run-site(s) "
+              f"({', '.join(sites) or 'none'}): see forecast_fallbacks")
+    for p in res["policies"].values():
+        if p["time_limited_runs"] or p["fallback_runs"]:
+            err.print("some runs stopped at the time limit or fell back to greedy: see notes")
+            break
+    err.print(f"results written to {out_file}")

@@ -1,0 +1,189 @@
+"""One rolling step of the service: plan over ``H`` from the issue time, commit, carry the rest.
+
+The service's cron (:func:`carbonsched.cron.planning_pipeline` with ``CARBONSCHED_ROLLING=true``)
+and ``carbonsched plan --dispatch --rolling`` call :func:`rolling_step` once per run:
+
+1. load the carried state from the store (:class:`~carbonsched.store.rolling_state.RollingStore`)
+   and add the new work: the configured workload and the jobs submitted through the API
+   (``POST /v1/jobs``) that are not committed yet;
+2. end the pending jobs whose deadline has passed (``DeadlinePassed``); committed work that
+   overlaps the horizon holds its GPUs and power as the planner's running work
+   (:meth:`carbonsched.rolling.RollingPlanner.prepare`);
+3. forecast and plan the horizon ``[issued_at, issued_at + H)`` with the daily plan's own code
+   (:func:`carbonsched.pipeline.run_daily_plan` with ``horizon_hours = H``), so the plan
+   document, its notes and fallbacks, the stored forecasts and the dispatch path are the ones
+   of every plan;
+4. commit the placements that start before the next run (``issued_at + run_every``) and keep
+   the others pending (:meth:`~carbonsched.rolling.RollingPlanner.apply`); the document gets a
+   ``rolling`` section (committed, deferred, ended with reasons, pinned running work) and the
+   pinned stand-ins are removed from it, so that dispatch never sees them;
+5. the caller stores the plan, writes the state back and dispatches with
+   ``commit_before = issued_at + run_every`` (:func:`carbonsched.dispatch.dispatch_plan`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from carbonsched.catalog import Catalog
+from carbonsched.domain import Job, Workload, jsonable
+from carbonsched.pipeline import DailyPlan, run_daily_plan
+from carbonsched.rolling import RollingPlanner, RunResult
+from carbonsched.store.rolling_state import RollingStore
+from carbonsched.timeaxis import hourly_slots
+
+
+@dataclass
+class RollingStep:
+    """What one rolling step produced (before it is stored)."""
+
+    daily: DailyPlan
+    run: RunResult
+    planner: RollingPlanner
+    rolling_store: RollingStore
+
+
+def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
+                 issued_at: pd.Timestamp, new_jobs: list[Job], workload: Workload,
+                 data_dir: Any, solver: str, time_limit_s: float, horizon_hours: int,
+                 run_every_hours: int = 24) -> RollingStep:
+    """Plan one rolling step (see the module docstring); nothing is written yet.
+
+    Parameters
+    ----------
+    store
+        The :class:`~carbonsched.store.Store` holding ``rolling_jobs``.
+    catalog, catalog_ref
+        The catalog and the name or path ``run_daily_plan`` loads.
+    pdate
+        Planning date, ``YYYY-MM-DD``; the step is issued at ``issued_at`` (its 00:00 UTC).
+    new_jobs
+        Work to add as pending (ids already known are ignored).
+    workload
+        Its inference demand is planned in the horizon.
+    data_dir, solver, time_limit_s
+        As for :func:`carbonsched.pipeline.run_daily_plan`.
+    horizon_hours, run_every_hours
+        ``H`` and the hours to the next run. [h]
+
+    Raises
+    ------
+    InputError
+        As :func:`~carbonsched.pipeline.run_daily_plan`; a horizon shorter than the interval.
+    """
+    rs = RollingStore(store)
+    rp = RollingPlanner(catalog.sites, horizon_hours=horizon_hours,
+                        run_every_hours=run_every_hours, state=rs.load())
+    rp.submit(new_jobs)
+    t = pd.Timestamp(issued_at).tz_convert("UTC")
+    jobs, running, ended = rp.prepare(t, hourly_slots(t, horizon_hours))
+    inf = [d for d in workload.inference
+           if t <= d.hour < t + pd.Timedelta(hours=horizon_hours)]
+    daily = run_daily_plan(pdate, catalog_ref, Workload(jobs=jobs, inference=inf), data_dir,
+                           solver, time_limit_s, horizon_hours, running=running)
+    run = rp.apply(t, daily.problem, daily.result, ended)
+    doc = daily.document
+    held = sorted({r.job_id for r in daily.problem.running})
+    doc["notes"] = list(doc.get("notes", [])) + run.notes
+    doc["rolling"] = {
+        "horizon_hours": horizon_hours, "run_every_hours": run_every_hours,
+        "commit_before": jsonable(run.commit_before),
+        "committed": sorted(p.job_id for p in run.committed),
+        "deferred": [{"job_id": p.job_id, "start": jsonable(p.start)} for p in run.deferred],
+        "ended": [jsonable(u) for u in run.ended],
+        "still_pending": [jsonable(u) for u in run.still_pending],
+        "running_held": held,
+        "rule": "placements starting before commit_before are committed (dispatched); later "
+                "ones stay pending and are planned again by the next run",
+    }
+    return RollingStep(daily, run, rp, rs)
+
+
+def run_rolling(settings: Any, service_store: Any, catalog: Catalog, workload: Workload,
+                pdate: str, issued_at: Any, trigger: str, clock: Any, dispatch: Any = None,
+                metrics: Any = None, on_plan: Any = None) -> Any:
+    """The cron's pipeline in rolling mode: :func:`rolling_step`, store, dispatch.
+
+    New work is the configured ``workload`` plus every API job still ``Pending`` or
+    ``Planned`` (not committed). The plan is stored, the rolling state written back, the API
+    jobs' states updated (committed → ``Planned``; deferred → ``Pending`` with reason
+    ``NotCommitted``; ended → ``Failed`` with the reason), then dispatched with
+    ``commit_before`` = the next run.
+
+    Returns
+    -------
+    carbonsched.cron.RunOutcome
+    """
+    import json
+
+    from carbonsched.cron import DISPATCH_NOT_CONFIGURED, RunOutcome
+    from carbonsched.store.rolling_state import job_from_spec
+
+    t = pd.Timestamp(issued_at).tz_convert("UTC")
+    api = [job_from_spec(r["spec"]) for r in service_store.jobs(states=("Pending", "Planned"))]
+    api_ids = {j.id for j in api}
+    step = rolling_step(service_store.store, catalog, settings.catalog, pdate, t,
+                        list(workload.jobs) + api, workload, settings.data_dir,
+                        settings.solver, settings.time_limit_s, settings.horizon_hours,
+                        settings.rolling_run_every_hours)
+    doc = step.daily.document
+    doc["run"] = {"planning_date": pdate, "issued_at": t.isoformat(), "trigger": trigger,
+                  "api_jobs": len(api_ids)}
+    service_store.store.save_plan(doc, step.daily.forecasts)
+    now = clock.now()
+    step.rolling_store.save(step.planner.state, step.run, doc["plan_id"], now)
+    _update_api_jobs(service_store, step.run, api_ids, doc["plan_id"], now)
+    if on_plan is not None:
+        on_plan(doc["plan_id"])
+    status = doc["solver"]["status"]
+    if metrics is not None:
+        metrics.solver_seconds.observe(doc["solver"]["seconds"])
+        metrics.solver_status.labels(status=status).inc()
+    run_status = "infeasible" if status in ("infeasible", "no_solution") else "succeeded"
+    if dispatch is None:
+        disp, outcome = DISPATCH_NOT_CONFIGURED, "not_configured"
+    else:
+        try:
+            # dispatch_plan's clock is a callable returning "now" (the service's clock.now)
+            res = dispatch(service_store.store, doc["plan_id"], catalog, clock=clock.now,
+                           commit_before=step.run.commit_before.to_pydatetime())
+            res = res.to_dict() if hasattr(res, "to_dict") else res
+            disp, outcome = "dispatch: " + json.dumps(res, default=str)[:4000], "ok"
+        except Exception as exc:
+            disp = f"dispatch failed: {type(exc).__name__}: {exc}"
+            outcome, run_status = "failed", "dispatch_failed"
+    if metrics is not None:
+        metrics.dispatch_outcomes.labels(outcome=outcome).inc()
+    return RunOutcome(run_status, doc["plan_id"], status, disp)
+
+
+def _update_api_jobs(service_store: Any, run: RunResult, api_ids: set[str], plan_id: str,
+                     now: Any) -> None:
+    for p in run.committed:
+        if p.job_id in api_ids:
+            service_store.update_job(
+                p.job_id, state="Planned", reason="Placed", detail="", plan_id=plan_id,
+                site=p.site, start=p.start.to_pydatetime(), end=p.end.to_pydatetime(),
+                energy_kwh=p.energy_kwh, emissions_kg=p.emissions_kg, reserved=False,
+                updated_at=now)
+    for p in run.deferred:
+        if p.job_id in api_ids:
+            service_store.update_job(
+                p.job_id, state="Pending", reason="NotCommitted",
+                detail=f"planned to start at {p.start.isoformat()}; the next run "
+                       f"({run.commit_before.isoformat()}) plans it again",
+                plan_id=plan_id, site=p.site, start=p.start.to_pydatetime(),
+                end=p.end.to_pydatetime(), reserved=False, updated_at=now)
+    for u in run.ended:
+        if u.job_id in api_ids:
+            service_store.update_job(u.job_id, state="Failed", reason=str(u.reason),
+                                     detail=u.detail, plan_id=plan_id, site=None, start=None,
+                                     end=None, reserved=False, updated_at=now)
+    for u in run.still_pending:
+        if u.job_id in api_ids:
+            service_store.update_job(u.job_id, state="Pending", reason=str(u.reason),
+                                     detail=u.detail, plan_id=plan_id, site=None, start=None,
+                                     end=None, reserved=False, updated_at=now)

@@ -1,0 +1,153 @@
+"""The rolling runner's state in the store: pending work carried between the service's runs.
+
+:class:`RollingStore` loads a :class:`~carbonsched.rolling.RollingState` from the
+``rolling_jobs`` table (:class:`~carbonsched.store.rolling_models.RollingJobRow`) before a run
+and writes back what the run changed, so the cron carries jobs (with their own deadlines) from
+one run to the next and committed work holds its capacity in later runs.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from carbonsched.domain import Job, JobState, Placement, ReasonCode, Unplaced, WorkKind, jsonable
+from carbonsched.rolling import RollingState, RunResult
+from carbonsched.store.rolling_models import RollingJobRow
+
+
+def job_spec(job: Job) -> dict[str, Any]:
+    """A job as the workload file's fields (JSON-ready)."""
+    return {"id": job.id, "tenant": job.tenant, "kind": str(job.kind), "gpu_type": job.gpu_type,
+            "gpus": job.gpus, "duration_minutes": job.duration_minutes,
+            "power_per_gpu_kw": job.power_per_gpu_kw,
+            "earliest_start": jsonable(job.earliest_start), "deadline": jsonable(job.deadline),
+            "allowed_sites": list(job.allowed_sites), "preemptible": job.preemptible,
+            "checkpoint_overhead_minutes": job.checkpoint_overhead_minutes,
+            "max_pieces": job.max_pieces}
+
+
+def job_from_spec(spec: dict[str, Any]) -> Job:
+    """The job of :func:`job_spec`, or of an API submission (hours or minutes)."""
+    minutes = spec.get("duration_minutes")
+    return Job(id=spec["id"], tenant=spec.get("tenant") or "default",
+               gpu_type=spec["gpu_type"], gpus=int(spec["gpus"]),
+               duration_hours=None if minutes is not None else float(spec["duration_hours"]),
+               duration_minutes=None if minutes is None else int(minutes),
+               power_per_gpu_kw=float(spec["power_per_gpu_kw"]),
+               earliest_start=pd.Timestamp(spec["earliest_start"]).tz_convert("UTC"),
+               deadline=pd.Timestamp(spec["deadline"]).tz_convert("UTC"),
+               allowed_sites=tuple(spec.get("allowed_sites") or ()),
+               kind=WorkKind(spec.get("kind") or "batch"),
+               preemptible=bool(spec.get("preemptible", False)),
+               checkpoint_overhead_minutes=int(spec.get("checkpoint_overhead_minutes") or 0),
+               max_pieces=int(spec.get("max_pieces") or 1))
+
+
+def _ts(v: datetime | None) -> pd.Timestamp | None:
+    return None if v is None else pd.Timestamp(v).tz_convert("UTC")
+
+
+class RollingStore:
+    """Reads and writes the rolling state (``rolling_jobs``) of a :class:`~carbonsched.store.Store`.
+
+    Parameters
+    ----------
+    store
+        The store (migrated to ``0005_rolling`` or later).
+    """
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.engine = store.engine
+
+    def load(self) -> RollingState:
+        """The state as the last run left it (pending, committed and ended jobs)."""
+        st = RollingState()
+        with Session(self.engine) as s:
+            for r in s.scalars(select(RollingJobRow)):
+                job = job_from_spec(json.loads(r.spec_json))
+                st.jobs[r.job_id] = job
+                if r.state == JobState.PENDING:
+                    st.pending[r.job_id] = job
+                    if r.pieces_json:
+                        st.tentative[r.job_id] = self._pieces(r)
+                elif r.state == JobState.DISPATCHED:
+                    st.committed[r.job_id] = self._pieces(r)
+                else:
+                    st.ended[r.job_id] = Unplaced(r.job_id, ReasonCode(r.reason), r.detail)
+            last = s.scalar(select(func.max(RollingJobRow.issued_at)))
+        st.last_issued_at = _ts(last)
+        return st
+
+    @staticmethod
+    def _pieces(r: RollingJobRow) -> list[Placement]:
+        out = []
+        for d in json.loads(r.pieces_json or "[]"):
+            d = dict(d)
+            d["start"], d["end"] = _ts(d["start"]), _ts(d["end"])
+            out.append(Placement(**d))
+        return out
+
+    def save(self, state: RollingState, run: RunResult, plan_id: str | None,
+             now: datetime) -> None:
+        """Write every pending job and what ``run`` committed or ended (one transaction).
+
+        Parameters
+        ----------
+        state
+            The state after the run.
+        run
+            The run's result.
+        plan_id
+            The stored plan the run made.
+        now
+            Time of the write (tz-aware).
+        """
+        t = run.issued_at.to_pydatetime()
+        rows: list[RollingJobRow] = []
+
+        def row(jid: str, state_: str, reason: str, detail: str,
+                ps: list[Placement] | None) -> RollingJobRow:
+            job = state.jobs[jid]
+            ps = sorted(ps or [], key=lambda p: p.start)
+            return RollingJobRow(
+                job_id=jid, spec_json=json.dumps(job_spec(job)), state=state_, reason=reason,
+                detail=detail, site=ps[0].site if ps else None, gpu_type=job.gpu_type,
+                gpus=job.gpus, start=ps[0].start.to_pydatetime() if ps else None,
+                end=ps[-1].end.to_pydatetime() if ps else None,
+                energy_kwh=sum(p.energy_kwh for p in ps) if ps else None,
+                emissions_kg=sum(p.emissions_kg for p in ps) if ps else None,
+                pieces_json=json.dumps([jsonable(p) for p in ps]) if ps else None,
+                plan_id=plan_id, issued_at=t, updated_at=now)
+
+        for jid in state.pending:
+            rec = state.record(jid, run.issued_at)
+            rows.append(row(jid, str(JobState.PENDING), str(rec.reason), rec.detail,
+                            state.tentative.get(jid)))
+        for jid in sorted({p.job_id for p in run.committed}):
+            rows.append(row(jid, str(JobState.DISPATCHED), str(ReasonCode.PLACED),
+                            f"committed by the run issued at {run.issued_at.isoformat()}",
+                            state.committed[jid]))
+        for u in run.ended:
+            rows.append(row(u.job_id, str(JobState.FAILED), str(u.reason), u.detail, None))
+        with Session(self.engine) as s, s.begin():
+            for r in rows:
+                s.merge(r)
+
+    def rows(self, states: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+        """The ``rolling_jobs`` rows as dicts, optionally in ``states``, by job id."""
+        q = select(RollingJobRow)
+        if states:
+            q = q.where(RollingJobRow.state.in_(states))
+        cols = ("job_id", "state", "reason", "detail", "site", "start", "end", "plan_id",
+                "issued_at")
+        with Session(self.engine) as s:
+            return [{c: getattr(r, c) for c in cols}
+                    | {"pieces": len(json.loads(r.pieces_json or "[]"))}
+                    for r in s.scalars(q.order_by(RollingJobRow.job_id))]

@@ -1,0 +1,176 @@
+"""``replay --jobs``: a user's workload replayed with the rolling horizon on real DE-LU data."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from carbonsched.adapters.signals import load_site_signals
+from carbonsched.catalog import load_catalog
+from carbonsched.cli import app
+from carbonsched.domain import Workload
+from carbonsched.errors import InputError, WorkloadError
+from carbonsched.replay import actual_signals
+from carbonsched.replay_jobs import read_jobs, run_jobs_replay
+
+
+@pytest.fixture(scope="module")
+def result(shared_data, fixtures_dir):
+    return run_jobs_replay(fixtures_dir / "rolling_jobs", "global", shared_data,
+                           time_limit_s=30.0, mip_gap=0.0)
+
+
+@pytest.mark.shared_data
+def test_fixture_folder_reads_both_files(fixtures_dir):
+    wl = read_jobs(fixtures_dir / "rolling_jobs")
+    assert sorted(j.id for j in wl.jobs) == ["evening-18", "morning-train", "next-day-3",
+                                            "night-1", "tight-2"]
+
+
+@pytest.mark.shared_data
+def test_rolling_replay_scores_every_policy(result, shared_data):
+    pol = result["policies"]
+    assert set(pol) == {"agnostic", "milp", "oracle", "best-fixed"}
+    assert result["jobs"] == 5 and result["horizon_hours"] == 72
+    # runs every 24 h from 2023-07-10 00:00 until the last latest start (07-12 15:00)
+    assert [r["issued_at"] for r in result["runs"]] == [
+        "2023-07-10T00:00:00+00:00", "2023-07-11T00:00:00+00:00", "2023-07-12T00:00:00+00:00"]
+    for name, p in pol.items():
+        assert p["jobs_placed"] == 5, name
+        assert p["deadline_misses"] == 0, name
+        # best-fixed ignores capacity (a bound): here its cleanest hours overbook 6 A100s
+        assert p["capacity_violations"] == (1 if name == "best-fixed" else 0), name
+        assert p["unplaced_it_mwh"] == 0.0
+    # energy: 1×2 + 4×6 + 1×1 + 2×3 + 1×4 = 37 GPU-hours at 0.8125 kW
+    assert pol["milp"]["work_it_mwh"] == pytest.approx(37 * 0.8125 / 1000, abs=1e-6)
+    # the oracle sees every waiting window on actuals: it bounds milp; the capacity-free best
+    # fixed start bounds it
+    assert pol["best-fixed"]["emissions_kg"] <= pol["oracle"]["emissions_kg"] + 1e-9
+    assert pol["oracle"]["emissions_kg"] <= pol["milp"]["emissions_kg"] + 1e-9
+    assert pol["milp"]["emissions_kg"] < pol["agnostic"]["emissions_kg"]
+    assert pol["agnostic"]["reduction_pct"] == 0.0 and pol["oracle"]["oracle_share"] == 1.0
+    # named fallbacks (none needed on this week of complete DE-LU data)
+    assert result["filled_signal_hours"] == {"de-frankfurt": 0}
+    assert pol["milp"]["time_limited_runs"] == 0 and pol["milp"]["fallback_runs"] == 0
+
+
+@pytest.mark.shared_data
+def test_evening_job_waits_for_tomorrows_cleanest_hours(result, shared_data, fixtures_dir):
+    # evening-18 arrives 2023-07-10 18:00, runs 2 h, may start until 07-11 18:00
+    site = load_catalog("global").site("de-frankfurt")
+    frame, _ = load_site_signals(site, shared_data, pd.Timestamp("2023-05-01T00:00Z"),
+                                 pd.Timestamp("2023-07-13T00:00Z"))
+    slots = pd.date_range("2023-07-10T18:00Z", "2023-07-11T19:00Z", freq="h", name="slot")
+    act = actual_signals(site, frame, slots)
+    rate = (act["pue"] * act["carbon_intensity_g_per_kwh"]).to_numpy()
+    two_hours = rate[:-1] + rate[1:]                       # start at slots[k], k = 0..24
+    best = slots[int(np.argmin(two_hours))]
+    assert best.day == 11                                  # the cleanest window is tomorrow's
+    # alone (no other job competing for the GPUs), the oracle and the best fixed start both
+    # start it there
+    wl = read_jobs(fixtures_dir / "rolling_jobs" / "evening.json")
+    alone = run_jobs_replay(Workload([j for j in wl.jobs if j.id == "evening-18"], []),
+                            "global", shared_data, mip_gap=0.0)
+    for p in ("oracle", "best-fixed"):
+        assert [pd.Timestamp(x["start"]) for x in alone["placements"][p]] == [best], p
+    # milp on forecasts also carries it over into a committed start, not unplaced
+    for res in (alone, result):
+        milp = {p["job_id"]: p for p in res["placements"]["milp"]}
+        assert pd.Timestamp("2023-07-10T18:00Z") <= pd.Timestamp(milp["evening-18"]["start"]) \
+            <= pd.Timestamp("2023-07-11T18:00Z")
+    assert alone["runs"][0]["milp"] == {"committed": 0, "deferred": 1, "ended": 0,
+                                        "pending": 1, "status": "optimal"}
+
+
+@pytest.mark.shared_data
+def test_cli_replay_jobs(shared_data, fixtures_dir, tmp_path):
+    out = tmp_path / "r.json"
+    r = CliRunner().invoke(app, ["replay", "--jobs", str(fixtures_dir / "rolling_jobs" /
+                                                         "evening.json"),
+                                 "--out", str(out), "--data-dir", str(shared_data),
+                                 "--policies", "agnostic,oracle", "--horizon-hours", "48",
+                                 "--run-every-hours", "12"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    assert doc["horizon_hours"] == 48 and doc["run_every_hours"] == 12
+    assert set(doc["policies"]) == {"agnostic", "oracle"}
+    assert "Rolling replay of 2 jobs" in r.stdout
+    assert "actual signal hours interpolated for scoring: none" in r.stderr
+    assert "forecast fallbacks in 0 run-site(s)" in r.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--policies", "agnostic,greedy"], "unknown policies.*greedy"),
+    (["--horizon-hours", "500"], "outside 1..168 h"),
+    (["--horizon-hours", "12"], "shorter than the run interval"),
+])
+def test_cli_replay_jobs_refuses(shared_data, fixtures_dir, tmp_path, args, message):
+    r = CliRunner().invoke(app, ["replay", "--jobs", str(fixtures_dir / "rolling_jobs"),
+                                 "--out", str(tmp_path / "r.json"),
+                                 "--data-dir", str(shared_data), *args])
+    assert r.exit_code == 2
+    assert pytest.importorskip("re").search(message, " ".join(r.stderr.split()))
+
+
+def test_bad_jobs_paths(tmp_path):
+    with pytest.raises(WorkloadError, match="no such jobs file or folder"):
+        read_jobs(tmp_path / "missing")
+    with pytest.raises(WorkloadError, match="no .json or .csv jobs file"):
+        read_jobs(tmp_path)
+    (tmp_path / "a.json").write_text('{"jobs": [{"id": "x"}]}')
+    with pytest.raises(WorkloadError, match="a.json, jobs\\[0\\].*gpu_type"):
+        read_jobs(tmp_path)
+
+
+def test_duplicate_id_across_files(tmp_path, fixtures_dir):
+    src = fixtures_dir / "rolling_jobs" / "evening.json"
+    (tmp_path / "a.json").write_text(src.read_text())
+    (tmp_path / "b.json").write_text(src.read_text())
+    with pytest.raises(WorkloadError, match="b.json: job id 'evening-18' is also in"):
+        read_jobs(tmp_path)
+
+
+def test_empty_workload_refused(tmp_path):
+    (tmp_path / "a.json").write_text('{"jobs": []}')
+    with pytest.raises(InputError, match="no jobs"):
+        run_jobs_replay(tmp_path, "global")
+
+
+def test_unknown_site_refused(tmp_path, fixtures_dir):
+    doc = json.loads((fixtures_dir / "rolling_jobs" / "evening.json").read_text())
+    doc["jobs"][0]["allowed_sites"] = ["mars-1"]
+    (tmp_path / "a.json").write_text(json.dumps(doc))
+    with pytest.raises(InputError, match="mars-1"):
+        run_jobs_replay(tmp_path, "global")
+
+
+
+@pytest.mark.shared_data
+def test_filled_signal_hours_are_named(shared_data, fixtures_dir, tmp_path):
+    # a copy of the DE-LU files with three hours of carbon intensity removed on 07-11
+    src = shared_data / "sustain-cluster"
+    (tmp_path / "sustain-cluster" / "carbon_intensity").mkdir(parents=True)
+    (tmp_path / "sustain-cluster" / "weather").mkdir(parents=True)
+    lines = (src / "carbon_intensity" / "DE-LU_2023_hourly.csv").read_text().splitlines()
+    gone = ("2023-07-11 03:00:00", "2023-07-11 04:00:00", "2023-07-11 05:00:00")
+    kept = [ln for ln in lines if not ln.startswith(gone)]
+    assert len(kept) == len(lines) - 3
+    (tmp_path / "sustain-cluster" / "carbon_intensity" / "DE-LU_2023_hourly.csv").write_text(
+        "\n".join(kept) + "\n")
+    (tmp_path / "sustain-cluster" / "weather" / "DE-LU_2023.json").write_bytes(
+        (src / "weather" / "DE-LU_2023.json").read_bytes())
+    res = run_jobs_replay(fixtures_dir / "rolling_jobs" / "evening.json", "global", tmp_path,
+                          policies=("agnostic", "oracle"))
+    assert res["filled_signal_hours"] == {"de-frankfurt": 3}
+    assert any("3 hour(s) of actual carbon intensity missing in the scoring period, "
+               "interpolated for scoring" in n for n in res["notes"])
+    r = CliRunner().invoke(app, ["replay", "--jobs", str(fixtures_dir / "rolling_jobs" /
+                                                         "evening.json"),
+                                 "--out", str(tmp_path / "r.json"), "--data-dir", str(tmp_path),
+                                 "--policies", "agnostic,oracle"])
+    assert r.exit_code == 0, r.output
+    assert "actual signal hours interpolated for scoring: de-frankfurt 3" in r.stderr
