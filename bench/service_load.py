@@ -249,6 +249,18 @@ def _cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _runqueue_wait_s(pid: int) -> float | None:
+    """Time the process's threads spent runnable but waiting for a CPU (Linux schedstat). [s]
+
+    A shared machine shows up here: latency the server did not cause.
+    """
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        return sum(int((t / "schedstat").read_text().split()[1]) for t in tasks) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _wait(url: str, proc: subprocess.Popen, timeout: float = 300) -> None:
     import httpx
 
@@ -311,12 +323,17 @@ def main() -> None:
         for rate in [float(r) for r in args.rates.split(",")]:
             load_before = os.getloadavg()
             cpu_before = _cpu_seconds(proc.pid)
+            rq_before = _runqueue_wait_s(proc.pid)
             out = subprocess.run([sys.executable, __file__, "load", "--url", url, "--token",
                                   setup["token"], "--rate", str(rate), "--duration",
                                   str(args.duration), "--bodies", str(body_file)],
                                  check=True, capture_output=True, text=True)
             res = json.loads(out.stdout.strip().splitlines()[-1])
             cpu_after = _cpu_seconds(proc.pid)
+            rq_after = _runqueue_wait_s(proc.pid)
+            res["server_runqueue_wait_s"] = (round(rq_after - rq_before, 3)
+                                             if rq_before is not None and rq_after is not None
+                                             else None)
             res["server_cpu_ms_per_request"] = (
                 round((cpu_after - cpu_before) / res["requests"] * 1000, 3)
                 if cpu_before is not None and cpu_after is not None else None)
@@ -339,12 +356,14 @@ def main() -> None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
     print("| rate req/s | ok | errors | throughput req/s | p50 ms | p90 ms | p99 ms | max ms "
-          "| server CPU ms/req | client CPU ms/req | send lag p99 ms | load avg before/after |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| server CPU ms/req | server run-queue wait s | client CPU ms/req | send lag p99 ms "
+          "| load avg before/after |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['rate_target']:.0f} | {r['ok']} | {r['errors']} | {r['throughput_rps']} "
               f"| {r['p50_ms']} | {r['p90_ms']} | {r['p99_ms']} | {r['max_ms']} "
-              f"| {r['server_cpu_ms_per_request']} | {r['client_cpu_ms_per_request']} "
+              f"| {r['server_cpu_ms_per_request']} | {r['server_runqueue_wait_s']} "
+              f"| {r['client_cpu_ms_per_request']} "
               f"| {r['send_lag_p99_ms']} | {r['loadavg_1m_before']} / {r['loadavg_1m_after']} |")
 
 
