@@ -18,7 +18,6 @@ queueing: no coordinated omission). Results: p50/p90/p99/max latency [ms], achie
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import platform
@@ -26,7 +25,6 @@ import random
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -146,61 +144,123 @@ def bodies(setup: dict, n: int = 2000, seed: int = 1) -> list[dict]:
 
 # --- the load process ----------
 def _load(url: str, token: str, rate: float, duration: float, body_file: str,
-          workers: int = 64) -> dict:
-    """Open-loop load: request i is due at start + i / rate; ``workers`` threads, each with
-    its own keep-alive connection, send each request when due (or as soon as one is free)."""
-    import httpx
+          connections: int = 64, dump: str | None = None) -> dict:
+    """Open-loop load: request i is due at ``start + i / rate``.
+
+    One asyncio event loop (uvloop when installed) with an aiohttp session of up to
+    ``connections`` keep-alive connections, opened before the clock starts. Each request is
+    issued at its due time whatever the earlier ones are doing (a request that finds every
+    connection busy waits for one, and that wait counts), and its latency runs from the due
+    time, not from when it was sent: no coordinated omission. The generator's own cyclic
+    garbage collector is off during the run (its pauses would be charged to the server), and
+    its CPU time and how late it issued requests (``send_lag``) are reported, so its share of
+    a small machine is visible.
+    """
+    import asyncio
+    import gc
+
+    import aiohttp
 
     payloads = [json.dumps(b).encode() for b in json.loads(Path(body_file).read_text())]
     n = int(rate * duration)
     lat = np.full(n, np.nan)
+    lag = np.full(n, np.nan)
     status = np.zeros(n, dtype=int)
-    counter = itertools.count()
     headers = {"Authorization": f"Bearer {token}", "content-type": "application/json"}
-    start = time.perf_counter() + 0.5
 
-    def worker() -> None:
-        with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
-            while True:
-                i = next(counter)
-                if i >= n:
-                    return
-                due = start + i / rate
-                delay = due - time.perf_counter()
-                if delay > 0:
-                    time.sleep(delay)
+    async def run() -> tuple[float, float]:
+        conn = aiohttp.TCPConnector(limit=connections)
+        timeout = aiohttp.ClientTimeout(total=60)
+        async with aiohttp.ClientSession(url, headers=headers, connector=conn,
+                                         timeout=timeout) as session:
+
+            async def warm() -> None:
+                async with session.get("/healthz") as r:
+                    await r.read()
+
+            await asyncio.gather(*(warm() for _ in range(connections)))
+
+            async def one(i: int, due: float) -> None:
                 try:
-                    r = client.post("/v1/placements", content=payloads[i % len(payloads)])
-                    status[i] = r.status_code
-                except httpx.HTTPError:
+                    async with session.post("/v1/placements",
+                                            data=payloads[i % len(payloads)]) as r:
+                        await r.read()
+                        status[i] = r.status
+                except (TimeoutError, aiohttp.ClientError):
                     status[i] = -1
                 lat[i] = time.perf_counter() - due
 
-    threads = [threading.Thread(target=worker) for _ in range(workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - start
+            gc.collect()
+            gc.disable()
+            cpu0 = time.process_time()
+            # perf_counter, not loop.time(): uvloop's clock has a 1 ms resolution
+            start = time.perf_counter() + 0.2
+            tasks = []
+            for i in range(n):
+                due = start + i / rate
+                wait = due - time.perf_counter()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                lag[i] = time.perf_counter() - due
+                tasks.append(asyncio.ensure_future(one(i, due)))
+            await asyncio.gather(*tasks)
+            wall = time.perf_counter() - start
+            cpu = time.process_time() - cpu0
+            gc.enable()
+            return wall, cpu
+
+    try:
+        import uvloop
+
+        wall, cpu = uvloop.run(run())
+    except ImportError:
+        wall, cpu = asyncio.run(run())
+    if dump:  # per-request due offset, send lag and latency, for a timeline [s]
+        np.savez(dump, due=np.arange(n) / rate, lag=lag, lat=lat, status=status)
     ok = status == 200
     ms = lat[ok] * 1000
+
+    def pct(a: np.ndarray, q: float) -> float | None:
+        return round(float(np.percentile(a, q)), 2) if len(a) else None
+
     return {"rate_target": rate, "duration_s": duration, "requests": n,
             "ok": int(ok.sum()), "errors": int((~ok).sum()),
             "statuses": dict(zip(*(a.tolist() for a in np.unique(status, return_counts=True)),
                                  strict=True)),
             "throughput_rps": round(float(ok.sum() / wall), 1),
-            "p50_ms": round(float(np.percentile(ms, 50)), 2) if len(ms) else None,
-            "p90_ms": round(float(np.percentile(ms, 90)), 2) if len(ms) else None,
-            "p99_ms": round(float(np.percentile(ms, 99)), 2) if len(ms) else None,
-            "max_ms": round(float(ms.max()), 2) if len(ms) else None}
+            "p50_ms": pct(ms, 50), "p90_ms": pct(ms, 90), "p99_ms": pct(ms, 99),
+            "max_ms": round(float(ms.max()), 2) if len(ms) else None,
+            "send_lag_p99_ms": pct(lag * 1000, 99),
+            "client_cpu_ms_per_request": round(cpu / n * 1000, 3)}
 
 
 def load_main(args: argparse.Namespace) -> None:
-    res = _load(args.url, args.token, args.rate, args.duration, args.bodies)
+    res = _load(args.url, args.token, args.rate, args.duration, args.bodies, dump=args.dump)
     print(json.dumps(res))
 
 
 # --- driver ----------
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process (Linux ``/proc``), or ``None``. [s]"""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _runqueue_wait_s(pid: int) -> float | None:
+    """Time the process's threads spent runnable but waiting for a CPU (Linux schedstat). [s]
+
+    A shared machine shows up here: latency the server did not cause.
+    """
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        return sum(int((t / "schedstat").read_text().split()[1]) for t in tasks) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _wait(url: str, proc: subprocess.Popen, timeout: float = 300) -> None:
     import httpx
 
@@ -226,6 +286,7 @@ def main() -> None:
     lp.add_argument("--rate", type=float, required=True)
     lp.add_argument("--duration", type=float, required=True)
     lp.add_argument("--bodies", required=True)
+    lp.add_argument("--dump", default=None, help="Write per-request timings (.npz).")
     ap.add_argument("--rates", default="50,200,500")
     ap.add_argument("--duration", type=float, default=30.0)
     ap.add_argument("--jobs", type=int, default=10_000)
@@ -260,11 +321,24 @@ def main() -> None:
                         setup["token"], "--rate", "50", "--duration", "2", "--bodies",
                         str(body_file)], check=True, capture_output=True)
         for rate in [float(r) for r in args.rates.split(",")]:
+            load_before = os.getloadavg()
+            cpu_before = _cpu_seconds(proc.pid)
+            rq_before = _runqueue_wait_s(proc.pid)
             out = subprocess.run([sys.executable, __file__, "load", "--url", url, "--token",
                                   setup["token"], "--rate", str(rate), "--duration",
                                   str(args.duration), "--bodies", str(body_file)],
                                  check=True, capture_output=True, text=True)
             res = json.loads(out.stdout.strip().splitlines()[-1])
+            cpu_after = _cpu_seconds(proc.pid)
+            rq_after = _runqueue_wait_s(proc.pid)
+            res["server_runqueue_wait_s"] = (round(rq_after - rq_before, 3)
+                                             if rq_before is not None and rq_after is not None
+                                             else None)
+            res["server_cpu_ms_per_request"] = (
+                round((cpu_after - cpu_before) / res["requests"] * 1000, 3)
+                if cpu_before is not None and cpu_after is not None else None)
+            res["loadavg_1m_before"] = round(load_before[0], 2)
+            res["loadavg_1m_after"] = round(os.getloadavg()[0], 2)
             results.append(res)
             print(json.dumps(res), file=sys.stderr)
     finally:
@@ -281,11 +355,16 @@ def main() -> None:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
-    print("| rate req/s | ok | errors | throughput req/s | p50 ms | p90 ms | p99 ms | max ms |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| rate req/s | ok | errors | throughput req/s | p50 ms | p90 ms | p99 ms | max ms "
+          "| server CPU ms/req | server run-queue wait s | client CPU ms/req | send lag p99 ms "
+          "| load avg before/after |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['rate_target']:.0f} | {r['ok']} | {r['errors']} | {r['throughput_rps']} "
-              f"| {r['p50_ms']} | {r['p90_ms']} | {r['p99_ms']} | {r['max_ms']} |")
+              f"| {r['p50_ms']} | {r['p90_ms']} | {r['p99_ms']} | {r['max_ms']} "
+              f"| {r['server_cpu_ms_per_request']} | {r['server_runqueue_wait_s']} "
+              f"| {r['client_cpu_ms_per_request']} "
+              f"| {r['send_lag_p99_ms']} | {r['loadavg_1m_before']} / {r['loadavg_1m_after']} |")
 
 
 if __name__ == "__main__":

@@ -82,6 +82,8 @@ class PlacementBook:
         self.spos = {s.id: i for i, s in enumerate(self.sites)}
         issued = pd.Timestamp(plan.get("issued_at") or f"{plan['date']}T00:00:00Z")
         self.slots = hourly_slots(issued, int(plan.get("horizon_hours", 24)))
+        self._t0_ns = int(self.slots[0].value)
+        """Start of the horizon in ns since the epoch (per-query arithmetic stays off pandas)."""
         self.tpos = {ts: i for i, ts in enumerate(self.slots)}
         self.slot_iso = [jsonable(t) for t in self.slots] + [jsonable(self.slots[-1] + HOUR)]
         self.gtypes = sorted({g for s in self.sites for g in s.gpus})
@@ -214,21 +216,31 @@ class PlacementBook:
         return out
 
     @staticmethod
-    def _window(a: np.ndarray, dur: int) -> np.ndarray:
+    def _window(a: np.ndarray, dur: int, frac: float = 1.0) -> np.ndarray:
+        """Σ of ``a`` over a run of ``dur`` slots from each start, the last slot × ``frac``.
+
+        ``frac`` is the share of the last slot the run uses: jobs are charged the minutes they
+        run, as in :func:`carbonsched.plan.sets.window_cost`.
+        """
         cum = np.concatenate([np.zeros((a.shape[0], 1)), np.cumsum(a, axis=1)], axis=1)
         n_t = a.shape[1]
         out = np.full(a.shape, np.inf)
-        if dur <= n_t:
-            out[:, :n_t - dur + 1] = cum[:, dur:] - cum[:, :n_t - dur + 1]
+        if 1 <= dur <= n_t:
+            m = n_t - dur + 1
+            last = a[:, dur - 1:dur - 1 + m]
+            out[:, :m] = cum[:, dur - 1:dur - 1 + m] - cum[:, :m] + frac * last
         return out
 
     def _option(self, s: int, t: int, dur: int, kw: float, rate: np.ndarray,
-                latency_ms: float | None = None) -> dict[str, Any]:
-        out = {"site": self.sites[s].id, "start": self.slot_iso[t],
-               "end": self.slot_iso[t + dur],
-               "emissions_kg": round(float(rate[s, t:t + dur].sum()), 6),
-               "energy_kwh": round(float(kw * self.pue[s, t:t + dur].sum()), 6),
-               "carbon_intensity_g_per_kwh": round(float(self.ci[s, t:t + dur].mean()), 3)}
+                latency_ms: float | None = None, frac: float = 1.0) -> dict[str, Any]:
+        w = np.ones(dur)
+        w[-1] = frac
+        end = (self.slot_iso[t + dur] if frac >= 1.0 else
+               jsonable(self.slots[t] + (dur - 1 + frac) * HOUR))
+        out = {"site": self.sites[s].id, "start": self.slot_iso[t], "end": end,
+               "emissions_kg": round(float((rate[s, t:t + dur] * w).sum()), 6),
+               "energy_kwh": round(float(kw * (self.pue[s, t:t + dur] * w).sum()), 6),
+               "carbon_intensity_g_per_kwh": round(float(self.ci[s, t:t + dur].sum()) / dur, 3)}
         if latency_ms is not None:
             out["latency_ms"] = latency_ms
         return out
@@ -243,6 +255,79 @@ class PlacementBook:
         """The plan's horizon as ``[start, end)`` in UTC."""
         return f"[{jsonable(self.slots[0])}, {jsonable(self.slots[-1] + HOUR)})"
 
+    def _hours_from_start(self, ts: pd.Timestamp | datetime) -> float:
+        """Hours from the horizon start to ``ts`` (tz-aware). [h]"""
+        return (pd.Timestamp(ts).value - self._t0_ns) / 3.6e12
+
+    def _candidates(self, job: Job) -> tuple[tuple[ReasonCode, str] | None, np.ndarray, int,
+                                             int]:
+        """The planner's pre-check for one job, as candidate sites and a start range.
+
+        Returns
+        -------
+        (reason, sites, first, last)
+            ``reason`` is ``(code, detail)`` when the job can never run, else ``None``;
+            ``sites`` the allowed, typed, large and powered enough site positions (ascending)
+            and ``first .. last`` the start slots inside the job's window and the horizon.
+        """
+        none = np.zeros(0, dtype=np.int64)
+        if job.gpu_type not in self.gpos:
+            return (ReasonCode.UNKNOWN_GPU_TYPE,
+                    f"no site in the catalog has GPU type {job.gpu_type!r}"), none, 0, -1
+        n_t = len(self.slots)
+        es = self._hours_from_start(job.earliest_start)
+        dl = self._hours_from_start(job.deadline)
+        first = max(int(np.ceil(es - 1e-9)), 0)
+        # the planner's rule (carbonsched.plan.sets): the latest start that still ends by the
+        # deadline, never cut to the horizon; starts are decided inside the horizon only
+        end_by = self._hours_from_start(job.deadline - pd.Timedelta(minutes=job.duration_minutes))
+        last_any = int(np.floor(end_by + 1e-9))
+        last = min(last_any, n_t - 1)
+        if job.allowed_sites:
+            cand = [self.spos[s] for s in job.allowed_sites if s in self.spos]
+            if not cand:
+                return (ReasonCode.DATA_RESIDENCY,
+                        f"none of the allowed sites {list(job.allowed_sites)} is in the "
+                        "catalog"), none, 0, -1
+        else:
+            cand = list(range(len(self.sites)))
+        g = self.gpos[job.gpu_type]
+        typed = [s for s in cand if self.count[s, g] > 0]
+        if not typed:
+            return (ReasonCode.NO_FEASIBLE_SLOT,
+                    f"no allowed site has GPU type {job.gpu_type!r}"), none, 0, -1
+        fits = [s for s in typed if self.count[s, g] >= job.gpus]
+        if not fits:
+            return (ReasonCode.GANG_TOO_LARGE,
+                    f"gang of {job.gpus} {job.gpu_type} exceeds every allowed site "
+                    f"(largest {int(self.count[typed, g].max())})"), none, 0, -1
+        kw = job.it_power_kw
+        powered = [s for s in fits if self.cap_kw[s] >= kw - 1e-9]
+        if not powered:
+            return (ReasonCode.EXCEEDS_POWER_CAP,
+                    f"job draws {kw:.1f} kW IT power, above every allowed site's cap "
+                    f"in its window (largest {self.cap_kw[fits].max():.1f} kW)"), none, 0, -1
+        if dl <= 0:
+            return (ReasonCode.DEADLINE_PASSED,
+                    f"deadline {job.deadline.isoformat()} is before the horizon starts"), \
+                none, 0, -1
+        if last_any < first:
+            if job.earliest_start < self.slots[0]:
+                return (ReasonCode.DEADLINE_PASSED,
+                        f"started at the horizon start {self.slots[0].isoformat()}, its "
+                        f"{job.duration_minutes} min would end after its deadline "
+                        f"{job.deadline.isoformat()}"), none, 0, -1
+            return (ReasonCode.NO_FEASIBLE_SLOT,
+                    f"no start in [{job.earliest_start.isoformat()} rounded up to "
+                    f"the hour, deadline - {job.duration_minutes} min]"), none, 0, -1
+        if last < first:
+            horizon_end = self.slots[0] + n_t * HOUR
+            return (ReasonCode.DEFERRED_PAST_HORIZON,
+                    f"earliest start {job.earliest_start.isoformat()} is at or after "
+                    f"the horizon end {horizon_end.isoformat()}; a later run plans it"), \
+                none, 0, -1
+        return None, np.array(sorted(set(powered)), dtype=np.int64), first, last
+
     def job_options(self, job: Job) -> tuple[tuple[ReasonCode, str] | None, np.ndarray]:
         """The planner's pre-check and feasible ``(job, site, start)`` options for one job.
 
@@ -256,65 +341,13 @@ class PlacementBook:
             ``reason`` is ``(code, detail)`` when the job can never run, else ``None``;
             ``options`` has shape ``(O, 3)`` (job position 0, site, start).
         """
-        none = np.zeros((0, 3), dtype=np.int64)
-        if job.gpu_type not in self.gpos:
-            return (ReasonCode.UNKNOWN_GPU_TYPE,
-                    f"no site in the catalog has GPU type {job.gpu_type!r}"), none
-        n_t = len(self.slots)
-        t0 = self.slots[0]
-        es = (job.earliest_start - t0) / HOUR
-        dl = (job.deadline - t0) / HOUR
-        first = max(int(np.ceil(es - 1e-9)), 0)
-        # the planner's rule (carbonsched.plan.sets): the latest start that still ends by the
-        # deadline, never cut to the horizon; starts are decided inside the horizon only
-        end_by = (job.deadline - t0 - pd.Timedelta(minutes=job.duration_minutes)) / HOUR
-        last_any = int(np.floor(end_by + 1e-9))
-        last = min(last_any, n_t - 1)
-        if job.allowed_sites:
-            cand = [self.spos[s] for s in job.allowed_sites if s in self.spos]
-            if not cand:
-                return (ReasonCode.DATA_RESIDENCY,
-                        f"none of the allowed sites {list(job.allowed_sites)} is in the "
-                        "catalog"), none
-        else:
-            cand = list(range(len(self.sites)))
-        g = self.gpos[job.gpu_type]
-        typed = [s for s in cand if self.count[s, g] > 0]
-        if not typed:
-            return (ReasonCode.NO_FEASIBLE_SLOT,
-                    f"no allowed site has GPU type {job.gpu_type!r}"), none
-        fits = [s for s in typed if self.count[s, g] >= job.gpus]
-        if not fits:
-            return (ReasonCode.GANG_TOO_LARGE,
-                    f"gang of {job.gpus} {job.gpu_type} exceeds every allowed site "
-                    f"(largest {int(self.count[typed, g].max())})"), none
-        kw = job.it_power_kw
-        powered = [s for s in fits if self.cap_kw[s] >= kw - 1e-9]
-        if not powered:
-            return (ReasonCode.EXCEEDS_POWER_CAP,
-                    f"job draws {kw:.1f} kW IT power, above every allowed site's cap "
-                    f"in its window (largest {self.cap_kw[fits].max():.1f} kW)"), none
-        if dl <= 0:
-            return (ReasonCode.DEADLINE_PASSED,
-                    f"deadline {job.deadline.isoformat()} is before the horizon starts"), none
-        if last_any < first:
-            if job.earliest_start < t0:
-                return (ReasonCode.DEADLINE_PASSED,
-                        f"started at the horizon start {t0.isoformat()}, its "
-                        f"{job.duration_minutes} min would end after its deadline "
-                        f"{job.deadline.isoformat()}"), none
-            return (ReasonCode.NO_FEASIBLE_SLOT,
-                    f"no start in [{job.earliest_start.isoformat()} rounded up to "
-                    f"the hour, deadline - {job.duration_minutes} min]"), none
-        if last < first:
-            horizon_end = t0 + n_t * HOUR
-            return (ReasonCode.DEFERRED_PAST_HORIZON,
-                    f"earliest start {job.earliest_start.isoformat()} is at or after "
-                    f"the horizon end {horizon_end.isoformat()}; a later run plans it"), none
-        ss, tt = np.meshgrid(np.array(sorted(powered), dtype=np.int64),
-                             np.arange(first, last + 1, dtype=np.int64), indexing="ij")
-        return None, np.stack([np.zeros(ss.size, dtype=np.int64), ss.ravel(), tt.ravel()],
-                              axis=1)
+        reason, sites, first, last = self._candidates(job)
+        if reason is not None:
+            return reason, np.zeros((0, 3), dtype=np.int64)
+        n_w = last - first + 1
+        ss = np.repeat(sites, n_w)
+        tt = np.tile(np.arange(first, last + 1, dtype=np.int64), len(sites))
+        return None, np.stack([np.zeros(ss.size, dtype=np.int64), ss, tt], axis=1)
 
     def place_job(self, job: Job, now: datetime, alternatives: int = 3,
                   reserve: bool = False) -> dict[str, Any]:
@@ -340,7 +373,8 @@ class PlacementBook:
         for sid in job.allowed_sites:
             if sid not in set(self.catalog.site_ids):
                 raise UnknownSiteError(sid, self.catalog.site_ids)
-        first = pd.Timestamp(now).ceil("h")
+        now_ns = pd.Timestamp(now).value
+        first = pd.Timestamp(-(-now_ns // 3_600_000_000_000) * 3_600_000_000_000, tz="UTC")
         if job.earliest_start < first:
             if job.deadline <= first:
                 return self._unplaced(ReasonCode.DEADLINE_PASSED,
@@ -348,7 +382,7 @@ class PlacementBook:
                                       f"service's now ({jsonable(first)}, rounded up to the "
                                       "hour)")
             job = replace(job, earliest_start=first)
-        reason, opts = self.job_options(job)
+        reason, sites, first_t, last_t = self._candidates(job)
         if reason is not None:
             code, detail = reason
             if code == ReasonCode.NO_FEASIBLE_SLOT and "horizon" in detail:
@@ -359,30 +393,35 @@ class PlacementBook:
         g = self.gpos[job.gpu_type]
         kw = job.it_power_kw
         dur = -(-job.duration_minutes // 60)   # whole slots the run occupies
+        frac = (job.duration_minutes - 60 * (dur - 1)) / 60.0  # share of the last one it uses
+        cols = slice(first_t, last_t + 1)
         with self._lock:
-            fits = self._fits(g, job.gpus, kw, dur)
-            keep = opts[fits[opts[:, 1], opts[:, 2]]]
-            if not len(keep):
+            # (candidate site, start) grids: O(sites x hours), never O(jobs in the plan)
+            room = self._fits(g, job.gpus, kw, dur)[sites, cols]
+            if not room.any():
                 return self._unplaced(ReasonCode.INSUFFICIENT_CAPACITY,
                                       "every feasible start is taken by the current plan and "
                                       "its reservations")
             rate = self._rate(kw)
-            cost = self._window(rate, dur)[keep[:, 1], keep[:, 2]]
-            order = np.lexsort((keep[:, 2], cost))
-            # the best option of each site, cheapest site first
-            _, first = np.unique(keep[order, 1], return_index=True)
-            per_site = order[np.sort(first)]
-            bs, bt = int(keep[per_site[0], 1]), int(keep[per_site[0], 2])
-            best = self._option(bs, bt, dur, kw, rate)
+            cost = np.where(room, self._window(rate, dur, frac)[sites, cols], np.inf)
+            # each site's cheapest start (ties: the earliest), sites cheapest first
+            best_t = cost.argmin(axis=1)
+            best_c = cost[np.arange(len(sites)), best_t]
+            open_ = np.flatnonzero(np.isfinite(best_c))
+            per_site = open_[np.lexsort((open_, best_t[open_], best_c[open_]))]
+            bs, bt = int(sites[per_site[0]]), int(best_t[per_site[0]]) + first_t
+            best = self._option(bs, bt, dur, kw, rate, frac=frac)
             # carbon-agnostic: earliest start, then the job's own site order
             n_s = len(self.sites)
             site_rank = np.arange(n_s) + n_s
             for i, sid in enumerate(job.allowed_sites):
                 if sid in self.spos:
                     site_rank[self.spos[sid]] = i
-            a = np.lexsort((site_rank[keep[:, 1]], keep[:, 2]))[0]
-            agn = self._option(int(keep[a, 1]), int(keep[a, 2]), dur, kw, rate)
-            alts = [self._option(int(keep[k, 1]), int(keep[k, 2]), dur, kw, rate)
+            early = room.argmax(axis=1)
+            a = open_[np.lexsort((open_, site_rank[sites[open_]], early[open_]))[0]]
+            agn = self._option(int(sites[a]), int(early[a]) + first_t, dur, kw, rate, frac=frac)
+            alts = [self._option(int(sites[k]), int(best_t[k]) + first_t, dur, kw, rate,
+                                 frac=frac)
                     for k in per_site[1:1 + alternatives]]
             if reserve:
                 b = Booking(bs, bt, bt + dur, g, job.gpus, kw)

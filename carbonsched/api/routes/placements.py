@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import pandas as pd
-from fastapi import APIRouter, Body, HTTPException
+from fastapi import APIRouter, Body, HTTPException, Request
+from starlette.concurrency import run_in_threadpool
 
-from carbonsched.api.deps import ReadRole, State
+from carbonsched.api.deps import ReadRole, state_of
 from carbonsched.api.routes import ERRORS, NO_PLAN, NOT_FOUND, require_book
 from carbonsched.api.routes.jobs import persist_job
 from carbonsched.api.schemas import (
@@ -24,8 +25,8 @@ router = APIRouter(prefix="/v1", tags=["placements"],
 
 
 @router.post("/placements", operation_id="createPlacement", response_model=PlacementPublic)
-def create_placement(query: Annotated[PlacementQuery, Body()], state: State,
-                     role: ReadRole) -> PlacementPublic:
+async def create_placement(query: Annotated[PlacementQuery, Body()], request: Request,
+                           role: ReadRole) -> PlacementPublic:
     """Recommend a site and start in the capacity the current plan leaves free.
 
     A job (the workload file's fields) gets the lowest-emission start with room for its whole
@@ -33,6 +34,12 @@ def create_placement(query: Annotated[PlacementQuery, Body()], state: State,
     (role ``submit``) books it into the plan. ``kind: inference`` with a user area and SLO gets
     the lowest-emission site within the SLO.
     """
+    # The hot route (BENCHMARKS.md section 6): ``async``, because a job query is ~0.5 ms of
+    # numpy on arrays held in memory, cheaper on the event loop than a hop to the thread pool
+    # and back; store calls (reserve) and the inference query (it compiles the planner's sets
+    # with pandas) run in the thread pool. The state is read from the request rather than
+    # through the ``State`` dependency: each dependency costs FastAPI's resolver per request.
+    state = state_of(request)
     book = require_book(state)
     now = state.clock.now()
     if isinstance(query, InferencePlacementQuery):
@@ -45,9 +52,10 @@ def create_placement(query: Annotated[PlacementQuery, Body()], state: State,
             except (InputError, KeyError) as exc:
                 raise InputError(f"no default power for GPU type {query.gpu_type!r} ({exc}); "
                                  "give power_per_gpu_kw") from exc
-        ans = book.place_inference(query.area, pd.Timestamp(query.start).tz_convert("UTC"),
-                                   query.duration_hours, query.gpu_type, query.gpus,
-                                   query.slo_ms, kw, query.alternatives, now)
+        ans = await run_in_threadpool(
+            book.place_inference, query.area, pd.Timestamp(query.start).tz_convert("UTC"),
+            query.duration_hours, query.gpu_type, query.gpus, query.slo_ms, kw,
+            query.alternatives, now)
         state.metrics.placements.labels(outcome="placed" if ans["placed"] else
                                         "unplaced").inc()
         return PlacementPublic(**ans, area=query.area)
@@ -56,7 +64,7 @@ def create_placement(query: Annotated[PlacementQuery, Body()], state: State,
         if not state.allows(role, "submit"):
             raise HTTPException(403, f"reserve: true needs role 'submit'; this token's role is "
                                 f"{role!r}")
-        if state.db.get_job(job.id) is not None:
+        if await run_in_threadpool(state.db.get_job, job.id) is not None:
             raise HTTPException(409, f"job {job.id!r} already exists; reserve it under a new "
                                 "id or read it with GET /v1/jobs/{id}")
     ans = book.place_job(job, now, query.alternatives, reserve=query.reserve)
@@ -64,7 +72,7 @@ def create_placement(query: Annotated[PlacementQuery, Body()], state: State,
     if query.reserve and ans["placed"]:
         spec = query.model_dump(mode="json", exclude={"reserve", "alternatives"})
         try:
-            persist_job(state, spec, ans, reserved=True)
+            await run_in_threadpool(persist_job, state, spec, ans, True)
         except Exception:
             book.release(job.id)
             raise
