@@ -11,7 +11,7 @@ import pytest
 
 from carbonsched.clock import ManualClock
 from carbonsched.cron import DailyCron, planning_pipeline
-from carbonsched.dispatch import dispatch_plan
+from carbonsched.dispatch import DispatchSettings, dispatch_plan
 from carbonsched.service_settings import ServiceSettings
 from carbonsched.store import Store
 from carbonsched.store.rolling_state import RollingStore
@@ -57,8 +57,10 @@ def run_two_days(tmp_path, shared_data, url: str):
 
     def dry_dispatch(store, plan_id, catalog, *, clock, commit_before):
         assert callable(clock)  # dispatch_plan calls it for "now"
+        # the fixture catalog's own cluster: never the clusters scripts/test may have started
         out = dispatch_plan(store, plan_id, catalog, dry_run=True, clock=clock,
-                            commit_before=commit_before)
+                            commit_before=commit_before,
+                            settings=DispatchSettings(slurm_conf_dir=None, kubeconfig=None))
         summaries.append(out)
         return out.to_dict()
 
