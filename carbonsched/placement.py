@@ -353,6 +353,8 @@ class PlacementBook:
             code, detail = reason
             if code == ReasonCode.NO_FEASIBLE_SLOT and "horizon" in detail:
                 detail += f" of the current plan {self.horizon_text()}"
+            elif code == ReasonCode.DEFERRED_PAST_HORIZON:
+                detail += f" (the current plan covers {self.horizon_text()})"
             return self._unplaced(code, detail)
         g = self.gpos[job.gpu_type]
         kw = job.it_power_kw

@@ -198,7 +198,8 @@ def agnostic_plan(problem: PlanningProblem) -> PlanResult:
         Status ``heuristic``, method ``agnostic``.
     """
     t = time.perf_counter()
-    return _run(compile_sets(problem), "agnostic", carbon_aware=False, started=t)
+    return _run(compile_sets(problem, columns=False), "agnostic", carbon_aware=False,
+                started=t)
 
 
 def greedy_plan(problem: PlanningProblem, signals: pd.DataFrame | None = None) -> PlanResult:
@@ -225,7 +226,8 @@ def greedy_plan(problem: PlanningProblem, signals: pd.DataFrame | None = None) -
         Status ``heuristic``, method ``greedy``; totals use the signals decided on.
     """
     t = time.perf_counter()
-    return _run(compile_sets(problem, signals), "greedy", carbon_aware=True, started=t)
+    return _run(compile_sets(problem, signals, columns=False), "greedy", carbon_aware=True,
+                started=t)
 
 
 def greedy_from_sets(sets: PlanSets) -> PlanResult:

@@ -547,7 +547,7 @@ def score_plan(problem: Any, result: PlanResult, signals: pd.DataFrame | None = 
     """
     from carbonsched.plan.sets import compile_sets
 
-    sets = compile_sets(problem, signals)
+    sets = compile_sets(problem, signals, columns=False)
     n_s, n_t = sets.pue.shape
     spos = {s: i for i, s in enumerate(sets.site)}
     gpos = {g: i for i, g in enumerate(sets.gpu_type)}
@@ -631,7 +631,7 @@ def site_hour_power(problem: Any, result: PlanResult) -> list[dict[str, Any]]:
     """
     from carbonsched.plan.sets import compile_sets
 
-    sets = compile_sets(problem)
+    sets = compile_sets(problem, columns=False)
     n_s, n_t = sets.pue.shape
     n_h = sets.n_horizon or n_t
     spos = {s: i for i, s in enumerate(sets.site)}

@@ -401,7 +401,8 @@ def _running_usage(problem: PlanningProblem, site_ids: list[str], gpos: dict[str
     return gpus, kw
 
 
-def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None) -> PlanSets:
+def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, *,
+                 columns: bool = True) -> PlanSets:
     """Compile a problem into integer-indexed sets, pre-check reasons and feasible options.
 
     Parameters
@@ -410,6 +411,9 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None) 
         The planning problem.
     signals
         Signals to use instead of ``problem.signals`` (same layout), e.g. actuals for scoring.
+    columns
+        Enumerate the model's columns (one-piece options and piece patterns); ``False`` for
+        callers that only read the arrays (scoring, the power report).
 
     Returns
     -------
@@ -589,8 +593,9 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None) 
     if (run_gpus > count[:, None, :]).any() or (run_kw > cap_phys + 1e-9).any():
         sets.notes.append("running work already exceeds a site's GPUs or power cap in some "
                           "hour; no new work is planned there")
-    sets.options = enumerate_options(sets)
-    sets.patterns = enumerate_patterns(sets)
+    if columns:
+        sets.options = enumerate_options(sets)
+        sets.patterns = enumerate_patterns(sets)
     return sets
 
 
@@ -823,19 +828,22 @@ def enumerate_patterns(sets: PlanSets) -> PiecePatterns:
     if not jobs:
         return _empty_patterns()
     t0 = sets.slot[0]
-    n_s, n_t = sets.pue.shape
+    n_t = sets.pue.shape[1]
     cost = sets.cost_per_kwh
-    one = {}
-    if len(sets.options):
-        c1 = option_costs(sets, sets.options)
-        for (j, s, _t), c in zip(sets.options.tolist(), c1.tolist(), strict=True):
+    one: dict[tuple[int, int], float] = {}
+    mine = sets.options[np.isin(sets.options[:, 0], jobs)] if len(sets.options) else \
+        sets.options
+    if len(mine):
+        c1 = option_costs(sets, mine)
+        for (j, s, _t), c in zip(mine.tolist(), c1.tolist(), strict=True):
             one[(j, s)] = min(one.get((j, s), np.inf), c)
     out_j, out_s, out_c, out_p = [], [], [], []
     for j in jobs:
         job = sets.problem.jobs[j]
         o = job.checkpoint_overhead_minutes
         kw = float(sets.job_kw[j])
-        rate = np.where(sets.job_sites[j][:, None], kw * cost, np.inf)
+        where = np.flatnonzero(sets.job_sites[j])          # the DP runs on allowed sites only
+        rate = kw * cost[where]
         dl_slots = (job.deadline - t0) / SLOT
         for k in range(2, job.max_pieces + 1):
             minutes = job.duration_minutes + (k - 1) * o
@@ -846,21 +854,22 @@ def enumerate_patterns(sets: PlanSets) -> PiecePatterns:
                 break            # not enough room for k pieces and their gaps
             best, taken = best_piece_pattern(
                 rate, int(sets.job_first[j]), sets.n_horizon,
-                np.full(n_s, min(last_slot, n_t - 1)), n, frac, k)
-            for s in np.flatnonzero(np.isfinite(best)):
-                if best[s] >= one.get((j, int(s)), np.inf) - 1e-12:
+                np.full(len(where), min(last_slot, n_t - 1)), n, frac, k)
+            for i in np.flatnonzero(np.isfinite(best)):
+                s = int(where[i])
+                if best[i] >= one.get((j, s), np.inf) - 1e-12:
                     continue
-                runs = np.split(taken[s], np.flatnonzero(np.diff(taken[s]) > 1) + 1)
+                runs = np.split(taken[i], np.flatnonzero(np.diff(taken[i]) > 1) + 1)
                 pieces = []
-                for i, r in enumerate(runs):
-                    run_min = SLOT_MINUTES * len(r) if i < len(runs) - 1 else \
+                for q, r in enumerate(runs):
+                    run_min = SLOT_MINUTES * len(r) if q < len(runs) - 1 else \
                         SLOT_MINUTES * (len(r) - 1) + int(round(frac * SLOT_MINUTES))
-                    pieces.append((int(r[0]), int(run_min), o if i else 0))
+                    pieces.append((int(r[0]), int(run_min), o if q else 0))
                 if len(pieces) != k or any(m <= ov for _t, m, ov in pieces):
                     continue
                 out_j.append(j)
-                out_s.append(int(s))
-                out_c.append(float(best[s]))
+                out_s.append(s)
+                out_c.append(float(best[i]))
                 out_p.append(pieces)
     if not out_j:
         return _empty_patterns()

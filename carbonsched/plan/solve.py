@@ -568,6 +568,13 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
     from carbonsched.plan.colgen import solve_colgen
 
     res = solve_colgen(sets, time_limit_s, mip_gap, threads, rec, started, progress)
+    if sets.patterns is not None and len(sets.patterns):
+        # the LP bound covers one-piece plans only: no proof for the model with pieces
+        if res.status == PlanStatus.OPTIMAL:
+            res.status = rec.status = PlanStatus.FEASIBLE
+        rec.bound = rec.mip_gap = None
+        rec.note = "; ".join(x for x in (rec.note, "no bound reported: the column-generation "
+                                         "bound does not cover piece patterns") if x)
     left = time_limit_s - (time.perf_counter() - started)
     if (auto and res.status != PlanStatus.OPTIMAL and left > AUTO_FOLLOWUP_MIN_SECONDS
             and len(sets.options) <= AUTO_FOLLOWUP_MAX_OPTIONS):

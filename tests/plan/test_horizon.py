@@ -282,3 +282,19 @@ def test_daily_plan_signals_frame_unchanged_by_the_tail():
     sets = compile_sets(prob)
     assert len(prob.signals) == 6 and sets.n_horizon == 6 and sets.n_ext == 8
     assert sets.slot[0] == T0 and len(signals([site], 6)) == 6
+
+
+@pytest.mark.parametrize("suffix", [".json", ".csv"])
+def test_minutes_and_preemption_fields_round_trip(tmp_path, suffix):
+    from carbonsched.domain import Workload
+    from carbonsched.workload import write_workload
+
+    jobs = [minutes_job("a", 95, at(0) + 20 * M, at(6) + 5 * M),
+            minutes_job("b", 240, at(1), at(30), preemptible=True,
+                        checkpoint_overhead_minutes=15, max_pieces=4)]
+    path = write_workload(Workload(jobs=jobs, inference=[]), tmp_path / f"w{suffix}")
+    back = read_workload(path).jobs
+    assert [(j.id, j.duration_minutes, j.earliest_start, j.deadline, j.preemptible,
+             j.checkpoint_overhead_minutes, j.max_pieces) for j in back] == \
+        [(j.id, j.duration_minutes, j.earliest_start, j.deadline, j.preemptible,
+          j.checkpoint_overhead_minutes, j.max_pieces) for j in jobs]

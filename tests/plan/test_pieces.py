@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from carbonsched.domain import Job, Placement, jsonable
-from carbonsched.plan import compile_sets, score_plan, solve_plan
+from carbonsched.plan import PlanStatus, compile_sets, score_plan, solve_plan
 from carbonsched.plan.result import recount_violations
 from carbonsched.plan.sets import best_piece_pattern
 
@@ -167,6 +167,11 @@ def test_column_generation_plans_preemptible_jobs_whole_and_says_so():
     (p,) = res.placements
     assert p.pieces == 1 and recount_violations(prob, res) == {}
     assert "column generation plans 1 preemptible job(s) in one piece" in res.solver.note
+    # its bound covers one-piece plans only: no optimality claimed for the model with pieces
+    assert res.status == PlanStatus.FEASIBLE and res.solver.bound is None
+    assert "does not cover piece patterns" in res.solver.note
+    # auto on a small instance solves the direct MILP, which models the pieces
+    assert len(solve_plan(prob, method="auto").placements) == 2
 
 
 def test_dispatch_keys_each_piece_of_the_plan_document():

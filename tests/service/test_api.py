@@ -206,7 +206,9 @@ def test_unplaceable_jobs_say_why(api):
     assert r["reason"] == "UnknownGpuType" and "TPUv9" in r["detail"]
     r = api.post("/v1/placements", job("late", earliest_start="2023-07-20T00:00:00Z",
                                        deadline="2023-07-20T10:00:00Z")).json()
-    assert r["reason"] == "NoFeasibleSlot" and "current plan [2023-07-15T00:00:00Z" in r["detail"]
+    # after the plan's horizon: pending for a later plan (issue 14), not "no slot"
+    assert r["reason"] == "DeferredPastHorizon"
+    assert "current plan covers [2023-07-15T00:00:00Z" in r["detail"]
     r = api.post("/v1/placements", job("past", earliest_start="2023-07-14T00:00:00Z",
                                        deadline="2023-07-14T10:00:00Z")).json()
     assert r["reason"] == "DeadlinePassed"
