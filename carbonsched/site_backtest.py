@@ -76,7 +76,7 @@ def _actual_frame(site: Any, frame: pd.DataFrame, slots: pd.DatetimeIndex,
 
 def _site_chunk(catalog: str | Path, data_dir: Path, site_id: str, days: list[str],
                 ) -> tuple[pd.DataFrame, list[str]]:
-    """Forecast and score one site over consecutive ``days``; models fitted once per chunk."""
+    """Forecast and score one site on ``days``; models chosen once per refit period (cached)."""
     cat = load_catalog(catalog)
     site = cat.site(site_id)
     d0, d1 = day_start_utc(days[0]), day_start_utc(days[-1])
@@ -210,10 +210,12 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
                          "on actual measurements — use a measured catalog such as 'global'")
     days = [d.strftime("%Y-%m-%d") for d in pd.date_range(d0, d1, freq="D")]
     days = days[::every_days]
-    # chunks never straddle a refit period: a period's models are fitted once per site
+    # every day: chunks never straddle a refit period (a period's models are fitted once per
+    # site, in one process); a sample: chunk_days sampled days per chunk (one load of the data)
     chunks: list[list[str]] = []
-    for _, grp in itertools.groupby(
-            days, key=lambda d: DEFAULT_SCHEDULE.period_start(day_start_utc(d))):
+    key = ((lambda d: DEFAULT_SCHEDULE.period_start(day_start_utc(d))) if every_days == 1
+           else (lambda d: 0))
+    for _, grp in itertools.groupby(days, key=key):
         g = list(grp)
         chunks += [g[i:i + chunk_days] for i in range(0, len(g), chunk_days)]
     args = [(catalog, data_dir, sid, c) for sid in site_ids for c in chunks]

@@ -31,10 +31,15 @@ Schedule (:class:`ModelSchedule`, the defaults are what the daily plan uses)
 
 Intervals: split conformal (Vovk, Gammerman & Shafer, *Algorithmic Learning in a Random
 World*, 2005, doi:10.1007/b106715) on the chosen model's validation residuals, pooled in lead
-buckets (:data:`LEAD_BUCKETS`): relative residuals ``actual / forecast - 1`` for carbon
+buckets. The residuals are made as stale as in service: the chosen model is refitted every
+``refit_days`` inside the window (rolling origin) and each week of the window is forecast by
+the fit made at its start (one fit for the whole window, 0-27 days stale, gave 80 % intervals
+that covered 88-94 % in July 2023 on three global sites). Lead buckets (:data:`LEAD_BUCKETS`): relative residuals ``actual / forecast - 1`` for carbon
 intensity (errors grow with the level), additive ones for the index and PUE. The quantile
-levels get the finite-sample correction ``ceil((n + 1) p) / n``; the bounds are made
-non-decreasing in width from bucket to bucket, so intervals widen with the lead.
+levels get the finite-sample correction ``ceil((n + 1) p) / n``; beyond the first day each
+bucket is at least as wide as every earlier one, so intervals widen with the lead (within the
+first day the lead is also the hour of the day, whose errors differ, so those buckets keep
+their own width: forcing them to widen made July 2023's 80 % intervals cover 89-94 %).
 """
 
 from __future__ import annotations
@@ -323,8 +328,10 @@ def conformal_bounds(residuals: np.ndarray, leads: np.ndarray) -> np.ndarray:
     ndarray
         Shape ``(len(LEAD_BUCKETS), 4)``: the ``lo_95, lo_80, hi_80, hi_95`` residual bounds
         per bucket (finite-sample level ``ceil((n + 1) p) / n`` for the upper bounds and its
-        mirror for the lower ones), each lower bound the running minimum and each upper bound
-        the running maximum over the buckets so far (intervals never narrow with the lead).
+        mirror for the lower ones). Within the first 24 h the buckets follow their own
+        residuals (there the lead is also the hour of the day, whose errors differ); from 24 h
+        on each bucket is at least as wide as every earlier one (intervals never narrow from
+        one day of lead to the next).
         A bucket with fewer than 24 residuals takes the previous bucket's (or all residuals').
 
     Raises
@@ -355,9 +362,9 @@ def conformal_bounds(residuals: np.ndarray, leads: np.ndarray) -> np.ndarray:
     for b, (a, e) in enumerate(LEAD_BUCKETS):
         m = (l_all >= a) & (l_all < e)
         cur = q(r_all[m]) if m.sum() >= 24 else prev
-        if b > 0:
-            cur = np.array([min(cur[0], table[b - 1, 0]), min(cur[1], table[b - 1, 1]),
-                            max(cur[2], table[b - 1, 2]), max(cur[3], table[b - 1, 3])])
+        if a >= 24:  # beyond the first day: never narrower than any earlier lead's bucket
+            cur = np.array([min(cur[0], table[:b, 0].min()), min(cur[1], table[:b, 1].min()),
+                            max(cur[2], table[:b, 2].max()), max(cur[3], table[:b, 3].max())])
         table[b] = cur
         prev = cur
     return table
@@ -392,7 +399,7 @@ class SelectedForecaster(Forecaster):
     horizon_hours
         Horizon validated at fit time [h] (1..168); longer predictions reuse the last
         bucket's intervals.
-    validation_days, history_days
+    validation_days, history_days, refit_days
         See :class:`ModelSchedule`. [d]
     candidates
         Names of the registry's candidates to consider (default all but :data:`OPT_IN`);
@@ -405,7 +412,8 @@ class SelectedForecaster(Forecaster):
                  clip: tuple[float, float] | None = None, horizon_hours: int = 24,
                  validation_days: int = DEFAULT_SCHEDULE.validation_days,
                  history_days: int = DEFAULT_SCHEDULE.history_days,
-                 candidates: tuple[str, ...] | None = None) -> None:
+                 candidates: tuple[str, ...] | None = None,
+                 refit_days: int = DEFAULT_SCHEDULE.refit_days) -> None:
         if signal not in SIGNAL_SETTINGS:
             raise ForecastError(f"SelectedForecaster: unknown signal {signal!r}; known: "
                                 f"{', '.join(SIGNALS)}")
@@ -414,7 +422,7 @@ class SelectedForecaster(Forecaster):
                                 f"{horizon_hours}")
         super().__init__(signal=signal, tz=tz, clip=clip, horizon_hours=horizon_hours,
                          validation_days=validation_days, history_days=history_days,
-                         candidates=candidates)
+                         candidates=candidates, refit_days=refit_days)
         self.signal = signal
         self.tz = tz
         s = SIGNAL_SETTINGS[signal]
@@ -424,6 +432,7 @@ class SelectedForecaster(Forecaster):
         self.horizon_hours = int(horizon_hours)
         self.validation_days = int(validation_days)
         self.history_days = int(history_days)
+        self.refit_days = max(1, int(refit_days))
         allowed = set(candidates) | {NAIVE} if candidates else None
         self.candidates = [c for c in registry(signal)
                            if (c.name in allowed if allowed is not None else c.name not in OPT_IN)]
@@ -517,7 +526,25 @@ class SelectedForecaster(Forecaster):
             ext = fitted[best]
             if short < H:
                 pred[:, short:] = preds[best][:, short:]
-        # conformal calibration on the chosen model's validation residuals
+        # conformal calibration on residuals as stale as in service: the chosen model(s) are
+        # refitted every refit_days inside the window (rolling origin), each fold forecast
+        # only by the fit made at its start
+        used = [(c, f, short) for c, f in members]
+        if ext is not None and short < H:
+            used.append((ext[0], ext[1], H))
+        for f0 in range(self.refit_days, len(issues), self.refit_days):
+            fold = issues[f0:f0 + self.refit_days]
+            cut = y[y.index < fold[0]]
+            parts = []
+            for c, _, h in used:
+                m = c.make(self.tz, self.clip).fit(cut)
+                hh = min(h, c.max_horizon_hours or h)
+                parts.append(np.clip(_point_forecasts(m, y, fold, hh), *self.clip))
+            k = len(members)
+            pm = np.mean([p_[:, :short] for p_ in parts[:k]], axis=0)
+            pred[f0:f0 + len(fold), :min(short, H)] = pm[:, :H]
+            if k < len(parts):
+                pred[f0:f0 + len(fold), short:] = parts[k][:, short:H]
         leads = np.broadcast_to(np.arange(H), pred.shape)
         with np.errstate(divide="ignore", invalid="ignore"):
             if self.relative:
@@ -554,10 +581,11 @@ class SelectedForecaster(Forecaster):
                           *self.clip)
             mean = np.where(np.isnan(mean), ext, mean)
         q = self.bounds_[bucket_of(np.arange(H))]
-        out = pd.DataFrame({"mean": mean}, index=horizon)
+        cols = {"mean": mean}
         for j, col in enumerate(("lo_95", "lo_80", "hi_80", "hi_95")):
-            out[col] = mean * (1.0 + q[:, j]) if self.relative else mean + q[:, j]
-        return out.clip(*self.clip)
+            cols[col] = np.clip(mean * (1.0 + q[:, j]) if self.relative else mean + q[:, j],
+                                *self.clip)
+        return pd.DataFrame(cols, index=horizon)
 
     def _finish(self, out: pd.DataFrame, horizon: pd.DatetimeIndex,
                 issued_at: pd.Timestamp) -> pd.DataFrame:
