@@ -34,8 +34,9 @@ World*, 2005, doi:10.1007/b106715) on the chosen model's validation residuals, p
 buckets. The residuals are made as stale as in service: the chosen model is refitted every
 ``refit_days`` inside the window (rolling origin) and each week of the window is forecast by
 the fit made at its start (one fit for the whole window, 0-27 days stale, gave 80 % intervals
-that covered 88-94 % in July 2023 on three global sites). Lead buckets (:data:`LEAD_BUCKETS`): relative residuals ``actual / forecast - 1`` for carbon
-intensity (errors grow with the level), additive ones for the index and PUE. The quantile
+that covered 88-94 % in July 2023 on three global sites). Lead buckets
+(:data:`LEAD_BUCKETS`): relative residuals ``actual / forecast - 1`` for carbon intensity
+(errors grow with the level), additive ones for the index and PUE. The quantile
 levels get the finite-sample correction ``ceil((n + 1) p) / n``; beyond the first day each
 bucket is at least as wide as every earlier one, so intervals widen with the lead (within the
 first day the lead is also the hour of the day, whose errors differ, so those buckets keep
