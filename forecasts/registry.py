@@ -518,7 +518,7 @@ class SelectedForecaster(Forecaster):
         if len(ranked) >= 2:
             a, b = ranked[:2]
             ens = (preds[a] + preds[b]) / 2.0
-            name = f"ens({a}+{b})"
+            name = f"ens({'+'.join(sorted((a, b)))})"
             preds[name] = ens
             err[name] = _error(ens[:, day], actual[:, day], self.metric)
         choice = min(err, key=lambda k: (np.nan_to_num(err[k], nan=np.inf),
