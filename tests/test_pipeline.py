@@ -189,3 +189,18 @@ def test_poisoned_future_gives_the_same_forecast_and_model_choice(shared_data):
     # never worse than seasonal naive on validation
     assert ci["validation_error"] <= ci["naive_validation_error"]
     assert set(clean.models) == {"carbon_intensity_g_per_kwh", "green_surplus_index", "pue"}
+
+
+def test_a_72_h_horizon_is_forecast_with_intervals_widening_after_the_first_day():
+    # the rolling planner's horizon: leads beyond 24 h come from a model able to reach them
+    h = _history(days=70)
+    rng = np.random.default_rng(1)
+    h["carbon_intensity_g_per_kwh"] *= 1.0 + rng.normal(0.0, 0.05, len(h))
+    fc = forecast_site(SITE, h, ISSUE, horizon_hours=72, models={})
+    assert len(fc.signals) == 72 and fc.signals.notna().all().all()
+    ci = fc.long[fc.long["signal"] == "carbon_intensity_g_per_kwh"].reset_index(drop=True)
+    v = ci[["lo_95", "lo_80", "mean", "hi_80", "hi_95"]].to_numpy()
+    assert (np.diff(v, axis=1) >= -1e-9).all()
+    rel = ((ci["hi_95"] - ci["lo_95"]) / ci["mean"]).to_numpy()
+    assert rel[24:].min() >= rel[:24].max() - 1e-9
+    assert fc.models["carbon_intensity_g_per_kwh"]["validation_issues"] == 28
