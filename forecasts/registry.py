@@ -473,6 +473,8 @@ class SelectedForecaster(Forecaster):
     def _fit(self, y: pd.Series, X: pd.DataFrame | None) -> None:
         end = y.index[-1] + HOUR
         y = y[y.index >= end - self.history_days * DAY]
+        first_obs = y.first_valid_index()  # a frame may start with empty rows before its data
+        y = y[y.index >= first_obs] if first_obs is not None else y
         days = int((end - y.index[0]) // DAY)
         val_days = min(self.validation_days, days - MIN_FIT_DAYS)
         if val_days < MIN_VALIDATION_DAYS:

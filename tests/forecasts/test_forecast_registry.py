@@ -62,6 +62,16 @@ def test_too_short_a_history_says_how_much_is_needed() -> None:
         SelectedForecaster().fit(_level(10))
 
 
+def test_empty_rows_before_the_data_start_shrink_the_validation_window() -> None:
+    # a data set starting 23 days before the fit end, loaded with a year of empty rows before
+    # it (a new zone): validated on the 9 days after the 14 it needs to fit
+    y = _level(23)
+    padded = y.reindex(pd.date_range(y.index[0] - pd.Timedelta(days=300), y.index[-1],
+                                     freq="h"))
+    d = SelectedForecaster(candidates=("ci-lead-ols",)).fit(padded).describe()
+    assert d["validation_issues"] == 9
+
+
 @pytest.mark.parametrize("make,tz", [
     (lambda tz: SeasonalNaive(24, tz=tz), "Europe/Berlin"),
     (lambda tz: SeasonalNaive(168, tz=tz), "America/New_York"),
