@@ -5,9 +5,12 @@ green surplus and PUE; :func:`build_problem` assembles the planner's input; :fun
 runs the whole day and returns the plan document that ``carbonsched plan --out`` writes.
 
 Issue-time rule: a plan for day D is issued at D 00:00 UTC and uses only observations before it.
-Weather for the PUE forecast is *persistence* (each hour as on the latest earlier day) for measured
-sources — there is no archived day-ahead weather forecast for these zones — and the model's own
-values for modelled sources (their weather is climatological by construction, so it is known ahead).
+Each signal is forecast by the model chosen for its site on rolling validation
+(:mod:`carbonsched.forecasts.registry`, :func:`select_forecast`; the plan's ``forecast_models``
+names it). PUE for measured sources: the site's PUE model applied to the past weather gives a PUE
+history, forecast like the other signals (there is no archived day-ahead weather forecast for
+these zones; weather persistence is the fallback when no choice can be made); modelled sources use
+the model's own weather (climatological by construction, so known ahead).
 """
 
 from __future__ import annotations
