@@ -273,14 +273,16 @@ def forecast_site(
         The signal source's meta (``signal_quality``).
     future_modelled
         For modelled sources only: the model's own weather over the horizon (climatological,
-        known ahead); ``None`` for measured sources, which use weather persistence.
+        known ahead); ``None`` for measured sources (PUE history from the past weather).
     ci_model
-        Carbon-intensity forecaster (default :func:`default_ci_forecaster`); on a failed fit the
-        seasonal-naive baseline is used and a note says so.
+        An explicit carbon-intensity forecaster instead of the model choice (tests,
+        experiments; cached under ``"ci"``); on a failed fit the seasonal-naive baseline is
+        used and a note says so. Default: the model chosen on rolling validation.
     models
-        Cache of fitted forecasters (keys ``"ci"``, ``"surplus"``): entries present are reused
-        (conditioned on ``history`` at predict time, never refitted); missing entries are
-        fitted and stored. A replay refits weekly by clearing it.
+        Cache of fitted model choices, keyed by site, signal, refit-period start, horizon and a
+        hash of the history they were fitted on (:func:`select_forecast`); entries present are
+        reused (conditioned on ``history`` at predict time, never refitted). Default: the
+        process-wide cache shared by the plan, the service and the backtest.
 
     Raises
     ------
