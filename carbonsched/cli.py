@@ -299,6 +299,8 @@ def backtest(
     workers: Annotated[int, typer.Option(help="sites: parallel processes.")] = 1,
     scheduler_address: Annotated[str | None, typer.Option(
         help="sites: Dask scheduler address (with --executor dask).")] = None,
+    every: Annotated[int, typer.Option(
+        help="sites: score every N-th day from --from (a stratified sample).")] = 1,
 ) -> None:
     """Backtest day-ahead forecasts: the DACF protocol, or the daily path on a catalog's sites."""
     from carbonsched.errors import InputError
@@ -312,7 +314,8 @@ def backtest(
                 raise InputError("--dataset sites needs --from and --to, e.g. --from 2023-01-01 "
                                  "--to 2023-12-31")
             site_backtest(out_file, catalog, data_dir or get_settings().data_dir, date_from,
-                          date_to, sites, forecasts_out, executor, workers, scheduler_address)
+                          date_to, sites, forecasts_out, executor, workers, scheduler_address,
+                          every)
             return
         from carbonsched.forecasts.backtest import render_table, run_backtest
 

@@ -16,7 +16,7 @@ def _pct(v: float | None, nd: int = 2) -> str:
 
 def site_backtest(out_file: Path, catalog: str, data_dir: Path, date_from: str, date_to: str,
                   sites: str | None, forecasts_out: Path | None, executor: str, workers: int,
-                  scheduler_address: str | None) -> None:
+                  scheduler_address: str | None, every_days: int = 1) -> None:
     """Run :func:`carbonsched.site_backtest.run_site_backtest` and print its table."""
     from carbonsched.site_backtest import run_site_backtest, write_forecasts_csv
 
@@ -25,13 +25,14 @@ def site_backtest(out_file: Path, catalog: str, data_dir: Path, date_from: str, 
         res, forecasts = run_site_backtest(catalog, data_dir, date_from, date_to, sites=ids,
                                            executor=executor, workers=workers,
                                            scheduler_address=scheduler_address,
-                                           progress=progress)
+                                           every_days=every_days, progress=progress)
     _write_json(out_file, json.loads(json.dumps(res, default=str)))
     if forecasts_out:
         write_forecasts_csv(forecasts, forecasts_out)
     t = Table("site", "signal", "MAPE %", "naive MAPE %", "MAE", "skill", "cov 80", "cov 95",
               "model", title=f"Site backtest {res['from']} .. {res['to']} ({res['days']} days, "
-              f"issued 00:00 UTC, catalog {res['catalog']})", title_justify="left")
+              f"issued 00:00 UTC, every {res['every_days']} day(s), catalog "
+              f"{res['catalog']})", title_justify="left")
     for sid, by_signal in res["sites"].items():
         for signal, r in by_signal.items():
             model = next(iter(r["models"]), "-")

@@ -5,14 +5,18 @@ green surplus and PUE; :func:`build_problem` assembles the planner's input; :fun
 runs the whole day and returns the plan document that ``carbonsched plan --out`` writes.
 
 Issue-time rule: a plan for day D is issued at D 00:00 UTC and uses only observations before it.
-Weather for the PUE forecast is *persistence* (each hour as on the latest earlier day) for measured
-sources — there is no archived day-ahead weather forecast for these zones — and the model's own
-values for modelled sources (their weather is climatological by construction, so it is known ahead).
+Each signal is forecast by the model chosen for its site on rolling validation
+(:mod:`carbonsched.forecasts.registry`, :func:`select_forecast`; the plan's ``forecast_models``
+names it). PUE for measured sources: the site's PUE model applied to the past weather gives a PUE
+history, forecast like the other signals (there is no archived day-ahead weather forecast for
+these zones; weather persistence is the fallback when no choice can be made); modelled sources use
+the model's own weather (climatological by construction, so known ahead).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,9 +33,9 @@ from carbonsched.domain import SignalQuality, Site, Workload, jsonable
 from carbonsched.errors import ForecastError, InputError, TimeAxisError
 from carbonsched.forecasts.base import Forecaster, fit_with_fallback
 from carbonsched.forecasts.baselines import SeasonalNaive
-from carbonsched.forecasts.carbon_intensity import LeadRegression, default_ci_forecaster
-from carbonsched.forecasts.green_surplus import GreenSurplusForecaster, green_surplus_index
+from carbonsched.forecasts.green_surplus import green_surplus_index
 from carbonsched.forecasts.pue import pue_from_weather
+from carbonsched.forecasts.registry import DEFAULT_SCHEDULE, SelectedForecaster
 from carbonsched.plan import (
     PlanningProblem,
     PlanResult,
@@ -47,18 +51,25 @@ from carbonsched.timeaxis import HOUR, day_start_utc, hourly_slots, require_awar
 Progress = Callable[[str], None]
 
 HISTORY_DAYS = 56
-"""Days of signal history each daily forecast conditions on. [d]"""
+"""Days of signal history the per-lead OLS default is fitted on (its ``train_days``). [d]"""
+
+FORECAST_HISTORY_DAYS = DEFAULT_SCHEDULE.load_days
+"""Days of signal history loaded before an issue time: the model choice uses up to a year
+before its refit period's start (:mod:`carbonsched.forecasts.registry`). [d]"""
+
+MODEL_CACHE_SIZE = 256
+"""Fitted model choices kept in the process (site x signal x refit period x horizon)."""
+
+_MODEL_CACHE: OrderedDict[Any, Any] = OrderedDict()
+"""Process-wide cache of fitted :class:`SelectedForecaster` s, shared by the daily plan, the
+service and the site backtest; keyed by site, signal, refit-period start, horizon and a hash of
+the history the choice was fitted on, so changed data is never served a stale model."""
 
 PERSISTENCE_TEMPERATURE_ERROR_C = 2.5
 """Standard deviation of a same-hour-yesterday temperature forecast's error, pushed through the
 (monotone) PUE model for its 80 %/95 % intervals. [°C] Assumption: day-to-day changes of hourly
 mid-latitude temperature are typically 2-3 °C; a day-ahead NWP forecast (about 1.5 °C RMSE, see
 :class:`carbonsched.forecasts.pue.PueForecaster`) would halve it."""
-
-LONG_LEAD_HOURS = 48
-"""Leads the default carbon-intensity forecaster calibrates; a longer horizon gets a forecaster
-with one OLS and one interval per lead up to the horizon (leads past the calibrated ones would
-fall back to the pooled residual quantiles, narrower than the longest lead's). [h]"""
 
 MAX_HORIZON_HOURS = 168
 """Longest planning horizon accepted (one week; the daily plan is day-ahead). [h]"""
@@ -92,6 +103,9 @@ class SiteForecast:
         see :func:`carbonsched.adapters.signals.quality.signal_age_hours`.
     quality_reasons
         Why the quality is ``degraded`` (empty otherwise).
+    models
+        Signal -> the model choice (:meth:`SelectedForecaster.describe`, plus ``refit_from``
+        and ``fallback``), for the plan's ``forecast_models`` block.
     """
 
     site: str
@@ -101,6 +115,74 @@ class SiteForecast:
     notes: list[str] = field(default_factory=list)
     signal_age_hours: dict[str, float | None] = field(default_factory=dict)
     quality_reasons: list[str] = field(default_factory=list)
+    models: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def surplus_reference(hist: pd.DataFrame, issued_at: pd.Timestamp) -> pd.Series | None:
+    """Reference ``renewable_pct`` of the green-surplus index at ``issued_at``.
+
+    The year before the refit period's start (:meth:`ModelSchedule.period_start`), so the index
+    a period's models are fitted on does not move inside the period; ``None`` when the frame has
+    no renewable share there (the index then judges the share against the frame itself).
+    """
+    if "renewable_pct" not in hist:
+        return None
+    start = DEFAULT_SCHEDULE.period_start(issued_at)
+    r = hist["renewable_pct"]
+    r = r[(r.index < start) & (r.index >= start - pd.Timedelta(days=365))]
+    return r if r.notna().any() else None
+
+
+def _history_key(y: pd.Series) -> int:
+    return hash((str(y.index[0]) if len(y) else "", len(y), y.to_numpy(float).tobytes()))
+
+
+def select_forecast(site: Site, signal: str, y: pd.Series, issued_at: pd.Timestamp,
+                    horizon_hours: int, cache: Any, clip: tuple[float, float] | None = None,
+                    ) -> tuple[pd.DataFrame, dict[str, Any], str | None]:
+    """Forecast ``signal`` with the model chosen for ``issued_at``'s refit period.
+
+    The choice (:class:`carbonsched.forecasts.registry.SelectedForecaster`) is fitted on the
+    history strictly before the refit period's start and reused for every issue of the period
+    (``cache``); the forecast conditions on ``y`` strictly before ``issued_at``. When no choice
+    can be fitted (too little history before the period start), seasonal naive is fitted on the
+    history before the issue time and the returned note says so.
+
+    Returns
+    -------
+    (DataFrame, dict, str or None)
+        The forecast (contract columns), the choice's description, and a fallback note.
+    """
+    period = DEFAULT_SCHEDULE.period_start(issued_at)
+    y_fit = y[(y.index < period)
+              & (y.index >= period - pd.Timedelta(days=DEFAULT_SCHEDULE.history_days))]
+    key = (site.id, signal, period, horizon_hours, _history_key(y_fit))
+    model = cache.get(key)
+    note = None
+    if model is None:
+        try:
+            model = SelectedForecaster(signal, tz=site.timezone, clip=clip,
+                                       horizon_hours=horizon_hours).fit(y_fit)
+        except ForecastError as exc:
+            y_now = y[y.index < issued_at]
+            model = SeasonalNaive(tz=site.timezone if signal.startswith("carbon") else None,
+                                  clip=clip).fit(y_now)
+            note = (f"model choice failed ({exc}); used seasonal naive (24 h) fitted on the "
+                    "history before the issue time")
+            key = (*key, issued_at)  # a fallback is fitted per issue, not per period
+        cache[key] = model
+        if isinstance(cache, OrderedDict):
+            cache.move_to_end(key)
+            while len(cache) > MODEL_CACHE_SIZE:
+                cache.popitem(last=False)
+    fc = model.predict(issued_at, horizon_hours, y=y)
+    if isinstance(model, SelectedForecaster):
+        info = {**model.describe(), "refit_from": period.isoformat(), "fallback": None}
+    else:
+        info = {"model": "seasonal-naive-24h", "metric": None, "validation_error": None,
+                "refit_from": None, "fallback": note}
+        fc.attrs["model"] = "seasonal-naive-24h"
+    return fc, info, note
 
 
 def _long(site: str, signal: str, fc: pd.DataFrame, issued_at: pd.Timestamp) -> pd.DataFrame:
@@ -191,14 +273,16 @@ def forecast_site(
         The signal source's meta (``signal_quality``).
     future_modelled
         For modelled sources only: the model's own weather over the horizon (climatological,
-        known ahead); ``None`` for measured sources, which use weather persistence.
+        known ahead); ``None`` for measured sources (PUE history from the past weather).
     ci_model
-        Carbon-intensity forecaster (default :func:`default_ci_forecaster`); on a failed fit the
-        seasonal-naive baseline is used and a note says so.
+        An explicit carbon-intensity forecaster instead of the model choice (tests,
+        experiments; cached under ``"ci"``); on a failed fit the seasonal-naive baseline is
+        used and a note says so. Default: the model chosen on rolling validation.
     models
-        Cache of fitted forecasters (keys ``"ci"``, ``"surplus"``): entries present are reused
-        (conditioned on ``history`` at predict time, never refitted); missing entries are
-        fitted and stored. A replay refits weekly by clearing it.
+        Cache of fitted model choices, keyed by site, signal, refit-period start, horizon and a
+        hash of the history they were fitted on (:func:`select_forecast`); entries present are
+        reused (conditioned on ``history`` at predict time, never refitted). Default: the
+        process-wide cache shared by the plan, the service and the backtest.
 
     Raises
     ------
@@ -249,41 +333,70 @@ def forecast_site(
         raise ForecastError(
             f"site {site.id}: newest carbon-intensity observation is {last_obs.isoformat()}, "
             f"more than 48 h before the issue time {issued_at.isoformat()}{found}")
-    cache = models if models is not None else {}
-    if "ci" not in cache:
+    cache = models if models is not None else _MODEL_CACHE
+    chosen: dict[str, dict[str, Any]] = {}
+    if ci_model is not None:  # an explicit model: no choice (kept for tests and experiments)
+        if "ci" not in cache:
+            cache["ci"], note = fit_with_fallback(ci_model, SeasonalNaive(tz=site.timezone), ci)
+            if note:
+                notes.append(f"{site.id}: carbon intensity: {note}")
+        ci_fc = cache["ci"].predict(issued_at, horizon_hours, y=ci)
+        chosen["carbon_intensity_g_per_kwh"] = {"model": ci_fc.attrs.get("model"),
+                                                "metric": None, "validation_error": None,
+                                                "fallback": "explicit ci_model"}
+    else:
         # carbon intensity follows the grid's load, which follows the site's clock: seasonal
-        # lags in local wall-clock hours (issue 7 item 5)
-        if ci_model is None and horizon_hours > LONG_LEAD_HOURS:
-            # a rolling horizon past two days: coefficients and intervals of their own for
-            # every lead, so the intervals keep widening with lead (issue 14)
-            ci_model = LeadRegression(tz=site.timezone, max_lead_hours=horizon_hours)
-        cache["ci"], note = fit_with_fallback(ci_model or default_ci_forecaster(site.timezone),
-                                              SeasonalNaive(tz=site.timezone), ci)
+        # lags in local wall-clock hours (issue 7 item 5); the model is chosen per period
+        ci_fc, chosen["carbon_intensity_g_per_kwh"], note = select_forecast(
+            site, "carbon_intensity_g_per_kwh", ci, issued_at, horizon_hours, cache)
         if note:
             notes.append(f"{site.id}: carbon intensity: {note}")
-    ci_fc = cache["ci"].predict(issued_at, horizon_hours, y=ci)
 
     # green surplus index in [0, 1] -> absorbable kW via the site's contract
     try:
         if "green_surplus_index" in hist and hist["green_surplus_index"].notna().any():
             gsi = hist["green_surplus_index"]
         else:
-            gsi = green_surplus_index(hist)
-        if "surplus" not in cache:
-            cache["surplus"], note = fit_with_fallback(GreenSurplusForecaster(), SeasonalNaive(),
-                                                       gsi)
-            if note:
-                notes.append(f"{site.id}: green surplus: {note}")
-        gs_fc = cache["surplus"].predict(issued_at, horizon_hours, y=gsi).clip(lower=0.0,
-                                                                              upper=1.0)
+            gsi = green_surplus_index(hist, reference=surplus_reference(hist, issued_at))
+        if gsi.notna().sum() < 48:
+            raise ForecastError(f"{int(gsi.notna().sum())} hours of green-surplus index "
+                                "history (48 needed)")
+        gs_fc, chosen["green_surplus_index"], note = select_forecast(
+            site, "green_surplus_index", gsi, issued_at, horizon_hours, cache, (0.0, 1.0))
+        gs_fc = gs_fc.clip(lower=0.0, upper=1.0)
+        if note:
+            notes.append(f"{site.id}: green surplus: {note}")
     except (ForecastError, InputError) as exc:
         notes.append(f"{site.id}: green surplus not forecast ({exc}); assumed 0")
         gs_fc = pd.DataFrame(0.0, index=slots.rename("ts"),
                              columns=["mean", "lo_80", "hi_80", "lo_95", "hi_95"])
         gs_fc.attrs["model"] = "none"
+        chosen["green_surplus_index"] = {"model": "none", "metric": None,
+                                         "validation_error": None, "fallback": str(exc)}
 
-    # PUE from the weather expected over the horizon
-    if future_modelled is not None:
+    # PUE: measured sources forecast the PUE series of the site's model on the past weather
+    # with the chosen model; modelled sources use the model's own (climatological) weather
+    pue_done = False
+    if future_modelled is None and {"temperature_c", "relative_humidity_pct"} <= set(hist):
+        w = hist[["temperature_c", "relative_humidity_pct"]]
+        pue_hist = pue_from_weather(w["temperature_c"], w["relative_humidity_pct"], site.pue)
+        newest = pue_hist.last_valid_index()
+        if (pue_hist.notna().sum() >= 48 and newest is not None
+                and newest >= issued_at - 48 * HOUR):
+            try:
+                pue_fc, chosen["pue"], note = select_forecast(
+                    site, "pue", pue_hist, issued_at, horizon_hours, cache,
+                    (site.pue.pue_min, site.pue.pue_max))
+                if note:
+                    notes.append(f"{site.id}: PUE: {note}")
+                pue = pd.Series(pue_fc["mean"].to_numpy(float), index=slots)
+                pue_done = True
+            except ForecastError as exc:
+                notes.append(f"{site.id}: PUE model choice failed ({exc}); used weather "
+                             "persistence")
+    if pue_done:
+        weather = None
+    elif future_modelled is not None:
         weather = future_modelled.reindex(slots)[["temperature_c", "relative_humidity_pct"]]
         weather_note = "modelled climatological weather"
     else:
@@ -292,7 +405,9 @@ def forecast_site(
         if weather.isna().any().any():
             weather = None
             weather_note = "no weather: PUE at the model's free-cooling floor"
-    if weather is None or weather.isna().any().any():
+    if pue_done:
+        pass
+    elif weather is None or weather.isna().any().any():
         pue = pd.Series(site.pue.pue_min, index=slots)
         notes.append(f"{site.id}: PUE: {weather_note}")
         pue_fc = pd.DataFrame({c: pue.to_numpy() for c in
@@ -310,7 +425,10 @@ def forecast_site(
                        ("hi_95", 1.96)):
             cols[col] = pue_from_weather(t + z * sigma, rh, site.pue).to_numpy(float)
         pue_fc = pd.DataFrame(cols, index=slots.rename("ts"))
-    pue_fc.attrs["model"] = f"pue_from_weather ({weather_note})"
+    if not pue_done:
+        pue_fc.attrs["model"] = f"pue_from_weather ({weather_note})"
+        chosen["pue"] = {"model": pue_fc.attrs["model"], "metric": None,
+                         "validation_error": None, "fallback": weather_note}
 
     signals = pd.DataFrame({
         "carbon_intensity_g_per_kwh": ci_fc["mean"].clip(lower=0.0).to_numpy(),
@@ -322,7 +440,7 @@ def forecast_site(
     long = pd.concat([_long(site.id, "carbon_intensity_g_per_kwh", ci_fc, issued_at),
                       _long(site.id, "green_surplus_index", gs_fc, issued_at),
                       _long(site.id, "pue", pue_fc, issued_at)], ignore_index=True)
-    return SiteForecast(site.id, signals, long, str(quality), notes, ages, reasons)
+    return SiteForecast(site.id, signals, long, str(quality), notes, ages, reasons, chosen)
 
 
 def build_problem(sites: list[Site], workload: Workload, forecasts: dict[str, SiteForecast],
@@ -469,7 +587,7 @@ def gather_forecasts(catalog: Catalog, data_dir: Path | None, issued_at: pd.Time
     forecasts: dict[str, SiteForecast] = {}
     notes: list[str] = []
     qualities: set[str] = set()
-    start = issued_at - pd.Timedelta(days=HISTORY_DAYS)
+    start = issued_at - pd.Timedelta(days=FORECAST_HISTORY_DAYS)
     end = issued_at + horizon_hours * HOUR
     for site in catalog.sites:
         progress(f"forecasting {site.id} ({site.zone})")
@@ -660,6 +778,8 @@ def run_daily_plan(
         },
         "baseline_unplaced": [jsonable(u) for u in baseline.unplaced],
         "notes": notes,
+        # per site and signal: the model chosen on rolling validation and its error
+        "forecast_models": {sid: f.models for sid, f in forecasts.items()},
     }
     if signal_loader is not None:  # the provider seam (issue 10)
         doc["degraded"] = [{**d, "site_planned": d["site"] in forecasts}

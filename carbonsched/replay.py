@@ -41,7 +41,12 @@ from carbonsched.executor import map_in_order, parse_executor
 from carbonsched.fileio import atomic_path
 from carbonsched.forecasts.green_surplus import green_surplus_index
 from carbonsched.forecasts.pue import pue_from_weather
-from carbonsched.pipeline import HISTORY_DAYS, build_problem, forecast_site
+from carbonsched.pipeline import (
+    FORECAST_HISTORY_DAYS,
+    build_problem,
+    forecast_site,
+    surplus_reference,
+)
 from carbonsched.plan import PlanningProblem, agnostic_plan, greedy_plan, score_plan, solve_plan
 from carbonsched.settings import get_settings
 from carbonsched.timeaxis import day_start_utc, hourly_slots
@@ -156,7 +161,8 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
     metas: dict[str, dict[str, Any]] = {}
     for s in cat.sites:
         frames[s.id], metas[s.id] = load_site_signals(
-            s, data_dir, d0 - pd.Timedelta(days=HISTORY_DAYS), d1 + pd.Timedelta(days=1))
+            s, data_dir, d0 - pd.Timedelta(days=FORECAST_HISTORY_DAYS),
+            d1 + pd.Timedelta(days=1))
         if metas[s.id].get("signal_quality") == SignalQuality.MODELLED:
             raise InputError(f"catalog {cat.name} has modelled signals (site {s.id}); a replay "
                              "scores plans on actual measurements — use a measured catalog")
@@ -176,10 +182,10 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
         fallbacks: dict[str, list[str]] = {}
         for s in cat.sites:
             hist = frames[s.id][(frames[s.id].index < day)
-                                & (frames[s.id].index >= day - pd.Timedelta(days=HISTORY_DAYS))]
+                                & (frames[s.id].index
+                                   >= day - pd.Timedelta(days=FORECAST_HISTORY_DAYS))]
             try:
-                act = actual_signals(s, frames[s.id], slots,
-                                     hist["renewable_pct"] if "renewable_pct" in hist else None)
+                act = actual_signals(s, frames[s.id], slots, surplus_reference(hist, day))
                 fc = forecast_site(s, hist, day, 24, metas[s.id], models=models[s.id])
             except (ForecastError, InputError) as exc:
                 notes.append(f"{label}: site {s.id} left out: {exc}")
@@ -285,8 +291,9 @@ def run_replay(
     workload_scale
         Multiplier on each day's trace job count (``workload_from_traces(scale=...)``). [-]
     chunk_days
-        Days per chunk; the forecasters are refitted at the start of each chunk (on the
-        ``HISTORY_DAYS`` before it) and conditioned on the latest history every day.
+        Days per chunk of work. The forecasters are chosen and refitted once per refit period
+        (:class:`carbonsched.forecasts.registry.ModelSchedule`, on up to a year before its
+        start; cached) and conditioned on the latest history every day.
 
     Returns
     -------

@@ -2,8 +2,8 @@
 
 For each day of a period and each site, the forecasts are issued at 00:00 UTC from the data
 strictly before it, exactly as :func:`carbonsched.pipeline.forecast_site` issues them for a
-daily plan (fitted models are cached per chunk of days and refitted at each chunk's start, as
-in :mod:`carbonsched.replay`). Each hour is then compared with what happened:
+daily plan (the model of each site and signal is chosen and fitted once per refit period,
+:mod:`carbonsched.forecasts.registry`, and cached). Each hour is then compared with what happened:
 
 ``carbon_intensity_g_per_kwh``
     the provider's actual hourly carbon intensity [g/kWh];
@@ -22,9 +22,11 @@ The days run through :func:`carbonsched.executor.map_in_order`, locally or on Da
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +38,8 @@ from carbonsched.catalog import load_catalog
 from carbonsched.domain import SignalQuality
 from carbonsched.errors import ForecastError, InputError
 from carbonsched.executor import map_in_order, parse_executor
-from carbonsched.pipeline import HISTORY_DAYS, forecast_site
+from carbonsched.forecasts.registry import DEFAULT_SCHEDULE
+from carbonsched.pipeline import FORECAST_HISTORY_DAYS, forecast_site, surplus_reference
 from carbonsched.replay import actual_signals
 from carbonsched.timeaxis import HOUR, day_start_utc, hourly_slots
 
@@ -73,22 +76,23 @@ def _actual_frame(site: Any, frame: pd.DataFrame, slots: pd.DatetimeIndex,
 
 def _site_chunk(catalog: str | Path, data_dir: Path, site_id: str, days: list[str],
                 ) -> tuple[pd.DataFrame, list[str]]:
-    """Forecast and score one site over consecutive ``days``; models fitted once per chunk."""
+    """Forecast and score one site on ``days``; models chosen once per refit period (cached)."""
     cat = load_catalog(catalog)
     site = cat.site(site_id)
     d0, d1 = day_start_utc(days[0]), day_start_utc(days[-1])
-    frame, meta = load_site_signals(site, data_dir, d0 - pd.Timedelta(days=HISTORY_DAYS + 1),
+    frame, meta = load_site_signals(site, data_dir,
+                                    d0 - pd.Timedelta(days=FORECAST_HISTORY_DAYS + 1),
                                     d1 + pd.Timedelta(days=1))
-    models: dict[str, Any] = {}
     rows: list[pd.DataFrame] = []
     notes: list[str] = []
     for label in days:
         day = day_start_utc(label)
         slots = hourly_slots(day, 24)
-        hist = frame[(frame.index < day) & (frame.index >= day - pd.Timedelta(days=HISTORY_DAYS))]
-        ref = hist["renewable_pct"] if "renewable_pct" in hist else None
+        hist = frame[(frame.index < day)
+                     & (frame.index >= day - pd.Timedelta(days=FORECAST_HISTORY_DAYS))]
+        ref = surplus_reference(hist, day)
         try:
-            fc = forecast_site(site, hist, day, 24, meta, models=models)
+            fc = forecast_site(site, hist, day, 24, meta)
             act = _actual_frame(site, frame, slots, ref)
             naive = _actual_frame(site, frame, slots - pd.Timedelta(days=1), ref)
         except (ForecastError, InputError) as exc:
@@ -150,6 +154,7 @@ def _scores(g: pd.DataFrame, signal: str) -> dict[str, Any]:
 
 def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str, *,
                       sites: list[str] | None = None, chunk_days: int = 7,
+                      every_days: int = 1,
                       executor: str = "local", workers: int = 1,
                       scheduler_address: str | None = None,
                       progress: Callable[[str], None] = _quiet,
@@ -167,7 +172,11 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
     sites
         Site ids to score (default: every site of the catalog).
     chunk_days
-        Days per chunk: models are refitted at each chunk's start. [d]
+        Most days per chunk of work; chunks are also cut at the refit periods' starts
+        (:class:`carbonsched.forecasts.registry.ModelSchedule`), where models are refitted. [d]
+    every_days
+        Score every ``every_days``-th day from ``start`` (a stratified sample; 1 = every
+        day). [d]
     executor, workers, scheduler_address
         Where the chunks run (:func:`carbonsched.executor.map_in_order`).
     progress
@@ -187,6 +196,8 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
     kind = parse_executor(executor)
     if chunk_days < 1:
         raise InputError(f"chunk_days must be >= 1, got {chunk_days}")
+    if every_days < 1:
+        raise InputError(f"--every must be >= 1 day, got {every_days}")
     d0, d1 = day_start_utc(start), day_start_utc(end)
     if d1 < d0:
         raise InputError(f"--to {end} is before --from {start}")
@@ -198,7 +209,15 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
         raise InputError(f"catalog {cat.name} has modelled signals; a backtest scores forecasts "
                          "on actual measurements — use a measured catalog such as 'global'")
     days = [d.strftime("%Y-%m-%d") for d in pd.date_range(d0, d1, freq="D")]
-    chunks = [days[i:i + chunk_days] for i in range(0, len(days), chunk_days)]
+    days = days[::every_days]
+    # every day: chunks never straddle a refit period (a period's models are fitted once per
+    # site, in one process); a sample: chunk_days sampled days per chunk (one load of the data)
+    chunks: list[list[str]] = []
+    key = ((lambda d: DEFAULT_SCHEDULE.period_start(day_start_utc(d))) if every_days == 1
+           else (lambda d: 0))
+    for _, grp in itertools.groupby(days, key=key):
+        g = list(grp)
+        chunks += [g[i:i + chunk_days] for i in range(0, len(g), chunk_days)]
     args = [(catalog, data_dir, sid, c) for sid in site_ids for c in chunks]
     t0 = time.perf_counter()
     parts: list[pd.DataFrame] = []
@@ -219,7 +238,9 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
                 if signal in r and r[signal]["skill"] is not None]
         mean_skill[signal] = float(np.mean(vals)) if vals else None
     out = {"catalog": cat.name, "from": days[0], "to": days[-1], "days": len(days),
-           "issue_time_utc": "00:00", "chunk_days": chunk_days, "executor": str(kind),
+           "issue_time_utc": "00:00", "chunk_days": chunk_days,
+           "every_days": every_days, "days_scored": len(days),
+           "schedule": asdict(DEFAULT_SCHEDULE), "executor": str(kind),
            "sites": results, "mean_skill": mean_skill, "notes": notes,
            "seconds": round(time.perf_counter() - t0, 1)}
     return out, forecasts

@@ -42,6 +42,7 @@ from carbonsched.forecasts.baselines import Climatology, SeasonalNaive
 from carbonsched.forecasts.carbon_intensity import LeadRegression
 from carbonsched.forecasts.green_surplus import GreenSurplusForecaster, SurplusSeasonalNaive
 from carbonsched.forecasts.pue import PueForecaster, pue_from_weather
+from carbonsched.forecasts.registry import SelectedForecaster
 
 #: Every forecaster of this package, checked by ``tests/forecasts/test_conformance.py``.
 FORECASTERS: list[type[Forecaster]] = [
@@ -51,6 +52,7 @@ FORECASTERS: list[type[Forecaster]] = [
     GreenSurplusForecaster,
     SurplusSeasonalNaive,
     PueForecaster,
+    SelectedForecaster,
 ]
 
 #: Modules whose forecasters are checked too once they exist (written by other engineers).

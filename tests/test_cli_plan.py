@@ -93,6 +93,13 @@ def test_global_plan_from_traces_is_valid_and_beats_baseline(tmp_path, shared_da
     assert plan["solver"]["name"] == "highs"
     _verify(plan, jobs, "global")
     assert len(plan["site_hours"]) == 24 * len(plan["sites"])
+    # each site's chosen models, with their validation error, are named in the plan
+    assert set(plan["forecast_models"]) == set(plan["sites"])
+    for sid, by_signal in plan["forecast_models"].items():
+        ci = by_signal["carbon_intensity_g_per_kwh"]
+        assert ci["model"] and ci["metric"] == "mape", (sid, ci)
+        assert ci["validation_error"] <= ci["naive_validation_error"], (sid, ci)
+        assert set(by_signal) == {"carbon_intensity_g_per_kwh", "green_surplus_index", "pue"}
     # the carbon-agnostic baseline could not place 3 one-GPU A100 jobs; the plan lists them
     # (they used to be dropped silently) and places every job
     wl = {j.id: j for j in read_workload(jobs).jobs}

@@ -75,12 +75,21 @@ def test_stale_or_short_history_is_refused_with_the_site_named():
         forecast_site(SITE, h[h.index >= ISSUE - pd.Timedelta(hours=30)], ISSUE)
 
 
-def test_cached_models_are_reused_not_refitted():
+def test_cached_models_are_reused_within_a_refit_period_not_refitted():
+    # 2023-07-15 (Saturday) and 07-16 (Sunday) share the refit period starting Monday 07-10;
+    # Monday 07-17 starts the next one, whose models are fitted anew
     cache: dict = {}
-    forecast_site(SITE, _history(), ISSUE, models=cache)
-    fitted = cache["ci"]
-    forecast_site(SITE, _history(), ISSUE + pd.Timedelta(days=1), models=cache)
-    assert cache["ci"] is fitted
+    forecast_site(SITE, _history(days=70), ISSUE, models=cache)
+    fitted = dict(cache)
+    assert {k[:3] for k in fitted} == {
+        (SITE.id, s, pd.Timestamp("2023-07-10", tz="UTC"))
+        for s in ("carbon_intensity_g_per_kwh", "green_surplus_index", "pue")}
+    forecast_site(SITE, _history(days=70), ISSUE + pd.Timedelta(days=1), models=cache)
+    assert len(cache) == 3 and all(cache[k] is v for k, v in fitted.items())
+    monday = ISSUE + pd.Timedelta(days=2)
+    forecast_site(SITE, _history(days=72), monday, models=cache)
+    assert len(cache) == 6
+    assert {k[2] for k in cache} == {pd.Timestamp("2023-07-10", tz="UTC"), monday}
 
 
 def test_weather_persistence_is_aligned_by_hour_despite_missing_recent_hours():
@@ -129,13 +138,69 @@ def test_no_surplus_proxy_inputs_means_zero_surplus_and_a_note():
     assert fc.signals["carbon_intensity_g_per_kwh"].notna().all()
 
 
-def test_pue_intervals_carry_the_temperature_forecast_error():
+def test_pue_is_forecast_by_the_chosen_model_with_conformal_intervals():
     h = _history()
     h["temperature_c"] = 28.0  # above the 18 degC free-cooling limit: chillers run
     fc = forecast_site(SITE, h, ISSUE)
     pue = fc.long[fc.long["signal"] == "pue"].iloc[0]
-    # mean: pue_min + slope x (28 - 18) = 1.12 + 0.012 x 10 (RH at its 50 % reference)
+    # a constant past PUE: pue_min + slope x (28 - 18) = 1.12 + 0.012 x 10, every model exact,
+    # every validation residual 0: zero-width intervals, and the tie goes to seasonal naive
     assert pue["mean"] == pytest.approx(1.12 + 0.012 * 10, abs=1e-9)
-    # 80 %: +-1.2816 x 2.5 degC through the linear chiller branch
-    assert pue["hi_80"] - pue["mean"] == pytest.approx(0.012 * 1.2816 * 2.5, abs=1e-6)
-    assert pue["lo_95"] < pue["lo_80"] < pue["mean"] < pue["hi_80"] < pue["hi_95"]
+    assert pue["hi_95"] == pytest.approx(pue["mean"]) and pue["lo_95"] == pytest.approx(
+        pue["mean"])
+    assert fc.models["pue"]["model"] == "seasonal-naive-24h"
+    assert fc.models["pue"]["validation_error"] == 0.0
+    # noisy weather: the validation residuals give the intervals their width
+    rng = np.random.default_rng(0)
+    h["temperature_c"] = 28.0 + rng.normal(0.0, 2.0, len(h))
+    fc = forecast_site(SITE, h, ISSUE)
+    p = fc.long[fc.long["signal"] == "pue"]
+    assert ((p["hi_80"] - p["lo_80"]) > 0.01).all()
+    assert ((p["hi_95"] - p["lo_95"]) >= (p["hi_80"] - p["lo_80"]) - 1e-12).all()
+    assert fc.models["pue"]["metric"] == "mape"
+
+
+def test_poisoned_future_gives_the_same_forecast_and_model_choice(shared_data):
+    # real DE-LU data; everything at/after the issue time replaced by garbage (huge, negative,
+    # missing) must change neither the forecasts nor the models chosen on validation
+    from carbonsched.adapters.signals import load_site_signals
+    from carbonsched.pipeline import FORECAST_HISTORY_DAYS
+
+    site = load_catalog("global").site("de-frankfurt")
+    issue = pd.Timestamp("2023-07-13", tz="UTC")  # a Thursday: period from Monday 07-10
+    frame, meta = load_site_signals(site, shared_data,
+                                    issue - pd.Timedelta(days=FORECAST_HISTORY_DAYS),
+                                    issue + pd.Timedelta(days=2))
+    poisoned = frame.copy()
+    future = poisoned.index >= issue
+    rng = np.random.default_rng(0)
+    for col in poisoned.columns:
+        if pd.api.types.is_numeric_dtype(poisoned[col]) and poisoned[col].dtype != bool:
+            poisoned.loc[future, col] = rng.choice([1e6, -50.0, np.nan], future.sum())
+    clean = forecast_site(site, frame, issue, 24, meta, models={})
+    dirty = forecast_site(site, poisoned, issue, 24, meta, models={})
+    pd.testing.assert_frame_equal(clean.signals, dirty.signals)
+    pd.testing.assert_frame_equal(clean.long, dirty.long)
+    assert clean.models == dirty.models
+    ci = clean.models["carbon_intensity_g_per_kwh"]
+    assert ci["refit_from"] == "2023-07-10T00:00:00+00:00"
+    assert ci["validation_to"] == "2023-07-10T00:00:00+00:00"
+    assert ci["validation_issues"] == 28
+    # never worse than seasonal naive on validation
+    assert ci["validation_error"] <= ci["naive_validation_error"]
+    assert set(clean.models) == {"carbon_intensity_g_per_kwh", "green_surplus_index", "pue"}
+
+
+def test_a_72_h_horizon_is_forecast_with_intervals_widening_after_the_first_day():
+    # the rolling planner's horizon: leads beyond 24 h come from a model able to reach them
+    h = _history(days=70)
+    rng = np.random.default_rng(1)
+    h["carbon_intensity_g_per_kwh"] *= 1.0 + rng.normal(0.0, 0.05, len(h))
+    fc = forecast_site(SITE, h, ISSUE, horizon_hours=72, models={})
+    assert len(fc.signals) == 72 and fc.signals.notna().all().all()
+    ci = fc.long[fc.long["signal"] == "carbon_intensity_g_per_kwh"].reset_index(drop=True)
+    v = ci[["lo_95", "lo_80", "mean", "hi_80", "hi_95"]].to_numpy()
+    assert (np.diff(v, axis=1) >= -1e-9).all()
+    rel = ((ci["hi_95"] - ci["lo_95"]) / ci["mean"]).to_numpy()
+    assert rel[24:].min() >= rel[:24].max() - 1e-9
+    assert fc.models["carbon_intensity_g_per_kwh"]["validation_issues"] == 28

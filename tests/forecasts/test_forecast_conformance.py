@@ -35,7 +35,7 @@ def test_conformance(cls: type[Forecaster]) -> None:
 def test_list_holds_every_own_forecaster() -> None:
     names = {c.__name__ for c in FORECASTERS}
     assert names == {"SeasonalNaive", "Climatology", "LeadRegression", "GreenSurplusForecaster",
-                     "SurplusSeasonalNaive", "PueForecaster"}
+                     "SurplusSeasonalNaive", "PueForecaster", "SelectedForecaster"}
     assert all_forecasters()[: len(FORECASTERS)] == FORECASTERS
 
 
