@@ -192,20 +192,24 @@ def test_run_times():
 def test_forecast_at_72_hours_widens_with_lead(shared_data):
     from carbonsched.adapters.signals import load_site_signals
     from carbonsched.catalog import load_catalog
-    from carbonsched.pipeline import forecast_site
+    from carbonsched.pipeline import FORECAST_HISTORY_DAYS, forecast_site
 
     site = load_catalog("global").site("de-frankfurt")
     t = pd.Timestamp("2023-07-10T00:00Z")
-    frame, meta = load_site_signals(site, shared_data, t - pd.Timedelta(days=56), t)
+    frame, meta = load_site_signals(site, shared_data,
+                                    t - pd.Timedelta(days=FORECAST_HISTORY_DAYS), t)
     fc = forecast_site(site, frame[frame.index < t], t, 72, meta)
     assert len(fc.signals) == 72 and not fc.signals.isna().any().any()
     assert fc.signals.index[-1] == t + pd.Timedelta(hours=71)
     ci = fc.long[fc.long["signal"] == "carbon_intensity_g_per_kwh"].reset_index(drop=True)
-    assert ci["model"].iloc[0] == "ci-lead-ols"
+    chosen = fc.models["carbon_intensity_g_per_kwh"]
+    # the registry's choice on validation; the day-ahead models are extended past 24 h
+    assert ci["model"].iloc[0] == chosen["model"] == "ens(ols_hourly+ols_hourly_ratio)"
+    assert chosen["extended_by"] == "ci-lead-ols"
     width = ((ci["hi_95"] - ci["lo_95"]) / ci["mean"]).to_numpy()   # relative 95 % width
     day1, day2, day3 = width[:24].mean(), width[24:48].mean(), width[48:].mean()
     assert day1 < day2 < day3
-    assert day1 == pytest.approx(0.987, abs=0.01) and day3 == pytest.approx(2.30, abs=0.02)
+    assert day1 == pytest.approx(0.990, abs=0.01) and day3 == pytest.approx(1.373, abs=0.02)
 
 
 def test_preemptible_job_is_committed_whole_and_its_later_piece_holds_capacity():
