@@ -58,6 +58,11 @@ than simplex re-solves on the 10k instance, and its central duals stabilise the 
 one crossover at the end), ``"simplex"`` (warm-started primal simplex) or ``"auto"`` (IPM above
 :data:`IPM_MIN_CLASSES` classes)."""
 IPM_MIN_CLASSES = 2000
+IPM_TOL = float(os.environ.get("CARBONSCHED_CG_IPM_TOL", "1e-5"))
+"""Optimality tolerance of the master's interior-point solves. [-]"""
+FLOW = os.environ.get("CARBONSCHED_CG_FLOW", "1") != "0"
+"""Master and repair in the start/end (flow) form: an option enters the balance rows of
+its first and one-past-last hour instead of every hour it covers (see :func:`make_layout`)."""
 CG_REL_TOL = 1e-4
 CROSSOVER_AT = 5e-3
 """Once (LP − bound) / LP is below this, master solves end with a crossover to a vertex."""
@@ -89,6 +94,8 @@ REPAIR_ALL_OPTIONS = 50_000
 """When every class fits in the repair and the instance has at most this many options, the
 repair MIP gets all of them."""
 REPAIR_MAX_CLASSES = 500
+REPAIR_ALL_CLASSES = 1000
+"""Up to this many classes the repair MIP frees every class (starting from the best plan)."""
 """Largest repair MIP, in classes (fractional classes plus freed neighbours); measured on the
 10k × 16 × 48 instance: 500 classes → 0.70 % in 9 s, 800 → 0.51 % in 29 s (loaded machine)."""
 
@@ -136,11 +143,30 @@ class Layout:
     cap_base: int              # cap row of (s, t, g) = cap_base + (s*T + t)*G + g
     pow_base: int              # power row of (s, t) = pow_base + s*T + t
     absorb_row: np.ndarray     # (S, T) row or -1
-    n_rows: int
+    n_rows: int                # all rows (cell rows, then the flow form's balance rows)
+    n_cell_rows: int = -1      # rows of the covering form: assignment .. absorption
+    bal_g_base: int = -1       # GPU balance row of (s, t, g) = bal_g_base + (s*T + t)*G + g
+    bal_k_base: int = -1       # IT-power balance row of (s, t) = bal_k_base + s*T + t
+
+    @property
+    def flow(self) -> bool:
+        """Options enter balance rows at their start and end (flow form), not every hour."""
+        return self.bal_g_base >= 0
 
 
-def make_layout(sets: PlanSets, cls: Classes) -> Layout:
-    """Number the master's rows."""
+def make_layout(sets: PlanSets, cls: Classes, flow: bool | None = None) -> Layout:
+    r"""Number the master's rows.
+
+    In the flow form (``flow``, default :data:`FLOW`) the GPUs and IT power running in
+    each site-hour are variables :math:`R_{stg}`, :math:`K_{st}` with balance rows
+    :math:`R_{stg} = R_{s,t-1,g} + \sum_{o \text{ starts at } t} n_o -
+    \sum_{o \text{ ended at } t} n_o` (the same for kW), and the capacity, power and
+    absorption rows hold :math:`R`, :math:`K` and inference only. The LP is the same (a
+    linear substitution), but an option column has four entries besides its assignment row
+    instead of three per covered hour, which measured several times faster in the master's
+    interior-point solves (the classical time-indexed "on/off" reformulation; Pochet &
+    Wolsey, *Production Planning by Mixed Integer Programming*, Springer 2006, §4).
+    """
     n_c = len(cls.rep)
     assign_row = np.full(len(sets.job_gpus), -1, dtype=np.int64)
     assign_row[cls.rep] = np.arange(n_c)
@@ -154,8 +180,14 @@ def make_layout(sets: PlanSets, cls: Classes) -> Layout:
     has_abs = (sets.surplus_kw > ABSORB_EPS_KW) & (sets.ci_g_per_kwh > 0)
     absorb_row = np.full((n_s, n_t), -1, dtype=np.int64)
     absorb_row[has_abs] = pow_base + n_s * n_t + np.arange(int(has_abs.sum()))
+    n_cell = pow_base + n_s * n_t + int(has_abs.sum())
+    flow = FLOW if flow is None else flow
+    if not flow:
+        return Layout(cls.rep, cls.mult, assign_row, demands, serve_row, cap_base, pow_base,
+                      absorb_row, n_cell, n_cell)
     return Layout(cls.rep, cls.mult, assign_row, demands, serve_row, cap_base, pow_base,
-                  absorb_row, pow_base + n_s * n_t + int(has_abs.sum()))
+                  absorb_row, n_cell + n_s * n_t * (n_g + 1), n_cell, n_cell,
+                  n_cell + n_s * n_t * n_g)
 
 
 def row_bounds(sets: PlanSets, lay: Layout, fixed_gpus: np.ndarray | None = None,
@@ -178,6 +210,8 @@ def row_bounds(sets: PlanSets, lay: Layout, fixed_gpus: np.ndarray | None = None
     hi[lay.pow_base: lay.pow_base + n_s * n_t] = pw.reshape(-1)
     m = lay.absorb_row >= 0
     hi[lay.absorb_row[m]] = 0.0 if fixed_kw is None else (sets.pue * fixed_kw)[m]
+    if lay.flow:
+        lo[lay.n_cell_rows:] = hi[lay.n_cell_rows:] = 0.0
     return lo, hi
 
 
@@ -189,18 +223,65 @@ def option_block(sets: PlanSets, lay: Layout, opts: np.ndarray
     cov = cover_index(sets, opts)
     j_of = opts[cov.option, 0]
     kw = sets.job_kw[j_of]
-    cap_rows = lay.cap_base + (cov.site * n_t + cov.slot) * n_g + cov.gtype
-    pow_rows = lay.pow_base + cov.site * n_t + cov.slot
-    abs_rows = lay.absorb_row[cov.site, cov.slot]
-    has = abs_rows >= 0
-    cols = np.concatenate([np.arange(len(opts)), cov.option, cov.option, cov.option[has]])
-    rows = np.concatenate([lay.assign_row[opts[:, 0]], cap_rows, pow_rows, abs_rows[has]])
-    vals = np.concatenate([np.ones(len(opts)), sets.job_gpus[j_of].astype(float), kw,
-                           -(sets.pue[cov.site, cov.slot] * kw)[has]])
+    gp = sets.job_gpus[j_of].astype(float)
+    if lay.flow:
+        # a run of covered hours enters its first hour's balance rows with +n (+kW) and the
+        # hour after its last with -n (-kW); a run ending at the horizon needs no end entry
+        same_prev = np.zeros(len(cov.option), dtype=bool)
+        same_prev[1:] = ((cov.option[1:] == cov.option[:-1]) & (cov.site[1:] == cov.site[:-1])
+                         & (cov.slot[1:] == cov.slot[:-1] + 1))
+        same_next = np.zeros(len(cov.option), dtype=bool)
+        same_next[:-1] = same_prev[1:]
+        st = ~same_prev
+        en = ~same_next & (cov.slot + 1 < n_t)
+        cell_s = cov.site[st] * n_t + cov.slot[st]
+        cell_e = cov.site[en] * n_t + cov.slot[en] + 1
+        cols = np.concatenate([np.arange(len(opts)), cov.option[st], cov.option[st],
+                               cov.option[en], cov.option[en]])
+        rows = np.concatenate([lay.assign_row[opts[:, 0]],
+                               lay.bal_g_base + cell_s * n_g + cov.gtype[st],
+                               lay.bal_k_base + cell_s,
+                               lay.bal_g_base + cell_e * n_g + cov.gtype[en],
+                               lay.bal_k_base + cell_e])
+        vals = np.concatenate([np.ones(len(opts)), gp[st], kw[st], -gp[en], -kw[en]])
+    else:
+        cap_rows = lay.cap_base + (cov.site * n_t + cov.slot) * n_g + cov.gtype
+        pow_rows = lay.pow_base + cov.site * n_t + cov.slot
+        abs_rows = lay.absorb_row[cov.site, cov.slot]
+        has = abs_rows >= 0
+        cols = np.concatenate([np.arange(len(opts)), cov.option, cov.option, cov.option[has]])
+        rows = np.concatenate([lay.assign_row[opts[:, 0]], cap_rows, pow_rows, abs_rows[has]])
+        vals = np.concatenate([np.ones(len(opts)), gp, kw,
+                               -(sets.pue[cov.site, cov.slot] * kw)[has]])
     order = np.argsort(cols, kind="stable")
     starts = np.searchsorted(cols[order], np.arange(len(opts)))
     return (option_costs(sets, opts), starts.astype(np.int32), rows[order].astype(np.int32),
             vals[order])
+
+
+def pricing_duals(sets: PlanSets, lay: Layout, raw: np.ndarray) -> np.ndarray:
+    r"""Master row duals in the covering form's layout, for :func:`price`.
+
+    In the flow form an option's reduced cost involves the balance rows' duals
+    :math:`\beta` (GPUs) and :math:`\gamma` (kW) at its start and end; with
+    :math:`\mu_t = \beta_t - \beta_{t+1}` and :math:`\nu_t = \gamma_t - \gamma_{t+1}`
+    (:math:`\beta_T = \gamma_T = 0`) it is exactly the covering form's
+    :math:`P\sum_t (k_t - \nu_t) - n\sum_t \mu_t - \pi` (absorption acts through
+    :math:`K`, so its term is 0). In the covering form ``raw`` is returned unchanged.
+    """
+    if not lay.flow:
+        return raw
+    n_s, n_t = sets.pue.shape
+    n_g = len(sets.gpu_type)
+    beta = np.zeros((n_s, n_t + 1, n_g))
+    beta[:, :n_t] = raw[lay.bal_g_base: lay.bal_k_base].reshape(n_s, n_t, n_g)
+    gamma = np.zeros((n_s, n_t + 1))
+    gamma[:, :n_t] = raw[lay.bal_k_base: lay.bal_k_base + n_s * n_t].reshape(n_s, n_t)
+    out = np.zeros(lay.n_rows)
+    out[: lay.cap_base] = raw[: lay.cap_base]
+    out[lay.cap_base: lay.pow_base] = (beta[:, :-1] - beta[:, 1:]).reshape(-1)
+    out[lay.pow_base: lay.pow_base + n_s * n_t] = (gamma[:, :-1] - gamma[:, 1:]).reshape(-1)
+    return out
 
 
 def fixed_columns(sets: PlanSets, lay: Layout, classes: np.ndarray, integer: bool
@@ -254,6 +335,43 @@ def fixed_columns(sets: PlanSets, lay: Layout, classes: np.ndarray, integer: boo
     vals.append(np.ones(len(sa)))
     col_nnz.append(np.ones(len(sa), dtype=np.int64))
     kinds.append(np.full(len(sa), 2, dtype=np.int64))
+    if lay.flow:
+        # R_stg (GPUs running) and K_st (IT kW running): -1 in their hour's balance row, +1
+        # in the next hour's, +1 in the capacity (power) row; K also -PUE in absorption
+        n_stg = n_s * n_t * n_g
+        cell = np.arange(n_stg)
+        s_of, t_of = cell // (n_t * n_g), (cell // n_g) % n_t
+        nxt = t_of + 1 < n_t
+        r3 = np.stack([lay.bal_g_base + cell, lay.bal_g_base + cell + n_g,
+                       lay.cap_base + cell], axis=1)
+        v3 = np.tile([-1.0, 1.0, 1.0], (n_stg, 1))
+        keep = np.ones((n_stg, 3), dtype=bool)
+        keep[:, 1] = nxt
+        rows.append(r3[keep])
+        vals.append(v3[keep])
+        col_nnz.append(keep.sum(axis=1))
+        costs.append(np.zeros(n_stg))
+        lower.append(np.zeros(n_stg))
+        upper.append(np.full(n_stg, INF))
+        kinds.append(np.full(n_stg, 4, dtype=np.int64))
+        del s_of
+        n_st = n_s * n_t
+        cell = np.arange(n_st)
+        si, ti = cell // n_t, cell % n_t
+        ab = lay.absorb_row[si, ti]
+        r4 = np.stack([lay.bal_k_base + cell, lay.bal_k_base + cell + 1,
+                       lay.pow_base + cell, ab], axis=1)
+        v4 = np.stack([np.full(n_st, -1.0), np.ones(n_st), np.ones(n_st), -sets.pue[si, ti]],
+                      axis=1)
+        keep = np.stack([np.ones(n_st, bool), ti + 1 < n_t, np.ones(n_st, bool), ab >= 0],
+                        axis=1)
+        rows.append(r4[keep])
+        vals.append(v4[keep])
+        col_nnz.append(keep.sum(axis=1))
+        costs.append(np.zeros(n_st))
+        lower.append(np.zeros(n_st))
+        upper.append(np.full(n_st, INF))
+        kinds.append(np.full(n_st, 5, dtype=np.int64))
     nz = np.concatenate(col_nnz)
     starts = np.concatenate([[0], np.cumsum(nz)[:-1]]).astype(np.int32)
     return {"costs": np.concatenate(costs), "lower": np.concatenate(lower),
@@ -521,6 +639,193 @@ def lagrangian(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarray
     return value, opts, g_used, kw_used, a_val
 
 
+SPLIT_SHARE = float(os.environ.get("CARBONSCHED_CG_SPLIT", "0.25"))
+"""Share of the budget for the type-split bound (:func:`split_bound`); 0 turns it off."""
+SPLIT_ENUM_MAX = 400_000
+"""GPU types with more feasible options than this keep their Lagrangian term in the split
+bound (enumerating them costs more than it can prove in the budget)."""
+SPLIT_MIN_DELTA = 0.1
+"""A type's MIP is skipped when the option cap forces its reduced-cost threshold below this
+share of the gap (it could then raise the bound by little more than the threshold)."""
+SPLIT_MIP_MAX = 40_000
+"""Most options in one GPU type's subproblem MIP; the reduced-cost threshold is lowered
+to keep it there (the bound stays valid: see :func:`split_bound`)."""
+
+
+@dataclass
+class SplitBound:
+    """Outcome of :func:`split_bound`."""
+
+    bound: float
+    lagrangian: float
+    per_type: dict
+    """By GPU type: ``(lagrangian term, proven term, options in the MIP, MIP status)``."""
+    options: np.ndarray
+    """``(O, 3)`` ``(representative, site, start)`` of the subproblem MIPs' solutions."""
+    counts: np.ndarray
+
+
+def split_bound(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarray,
+                lam_a: np.ndarray, upper: float, seconds: float, threads: int,
+                say=None) -> SplitBound:
+    r"""Lagrangian bound with power and absorption relaxed and GPU capacity kept.
+
+    With multipliers :math:`\lambda^P, \lambda^A \ge 0` on the power and absorption rows the
+    problem separates by GPU type :math:`g` (capacity rows are per type, inference uses one
+    type): :math:`z \ge \sum_g V_g(\lambda) + \kappa(\lambda)`, where :math:`V_g` is the
+    type's own scheduling MIP (assignment, inference, capacity) with per-kW prices
+    :math:`k_{st} + \lambda^P_{st} - \mathrm{PUE}_{st}\lambda^A_{st}` and :math:`\kappa` the
+    absorption and :math:`-\lambda^P \bar P` terms. Each :math:`V_g` is bounded below by
+    its capacity-relaxed Lagrangian :math:`L_g(\lambda^C)` (the classic bound, summing to
+    :func:`lagrangian`); and since every solution of the type's problem has value at least
+    :math:`L_g + \sum_o \bar c_o x_o` with non-negative reduced costs :math:`\bar c_o`, a
+    solution below :math:`L_g + \Delta` uses only options with :math:`\bar c_o < \Delta`.
+    Hence :math:`V_g \ge \min(L_g + \Delta, B_g)`, :math:`B_g` the dual bound of the MIP
+    over those options — valid for any :math:`\Delta`, which is lowered until the MIP has at
+    most :data:`SPLIT_MIP_MAX` options (reduced-cost fixing; Nemhauser & Wolsey, *Integer
+    and Combinatorial Optimization*, Wiley 1988, §II.5; for the decomposition by resource,
+    Guignard, "Lagrangean relaxation", TOP 11, 2003, doi:10.1007/BF02579036).
+
+    The capacity rows are where few-GPU types lose integrality (a gang of 4 cannot use three
+    free GPUs), which the LP and :func:`lagrangian` cannot see.
+
+    Parameters
+    ----------
+    lam_c, lam_p, lam_a
+        Non-negative multipliers of the capacity ``(S, T, G)``, power and absorption
+        ``(S, T)`` rows (any values give a valid bound).
+    upper
+        Objective of the best plan known; no threshold above ``upper − L`` is needed. [kg]
+    seconds
+        Time for all subproblem MIPs. [s]
+    """
+    t_end = time.perf_counter() + seconds
+    n_s, n_t = sets.pue.shape
+    n_g = len(sets.gpu_type)
+    reps, mult = lay.reps, lay.mult
+    value, _, _, _, a_val = lagrangian(sets, lay, lam_c, lam_p, lam_a)
+    # per-class and per-demand terms of the Lagrangian, to split it by type
+    pen = sets.penalty_per_gpu_hour * (sets.job_gpus[reps] * sets.job_dur[reps]).astype(float)
+    rc1 = price(sets, lay, _duals_from(lay, lam_c, lam_p, lam_a), reps, k=1)[0][:, 0]
+    class_term = mult * np.minimum(rc1, pen)
+    kprice = sets.cost_per_kwh + lam_p - sets.pue * lam_a                   # (S, T) [kg/kWh]
+    dem = lay.demands
+    cap = sets.gpu_count[:, None, :].astype(float) * np.ones((1, n_t, 1))
+    dem_term = np.zeros(len(dem))
+    if len(dem):
+        t_d, g_d = sets.inf_hour[dem], sets.inf_gtype[dem]
+        per_gpu = (sets.inf_kw_per_gpu[dem][:, None] * kprice[:, t_d].T
+                   + lam_c[:, t_d, g_d].T)
+        per_gpu = np.where(sets.inf_sites[dem], per_gpu, np.inf)
+        dem_term = sets.inf_gpus[dem] * per_gpu.min(axis=1)
+    g_of_c = sets.job_gtype[reps]
+    g_of_d = sets.inf_gtype[dem] if len(dem) else np.zeros(0, np.int64)
+    lag_g = np.array([class_term[g_of_c == g].sum() + dem_term[g_of_d == g].sum()
+                      - (lam_c[:, :, g] * cap[:, :, g]).sum() for g in range(n_g)])
+    const = value - lag_g.sum()
+    delta_max = max(upper - value, 0.0) * (1 + 1e-9) + 1e-9
+    n_win = np.clip(sets.job_last[reps] - sets.job_first[reps] + 1, 0, n_t)
+    n_opt = sets.job_sites[reps].sum(axis=1) * n_win
+    per_type: dict = {}
+    proven_g = lag_g.copy()
+    sol_o, sol_n = [np.zeros((0, 3), np.int64)], [np.zeros(0, np.int64)]
+    order = np.argsort([n_opt[g_of_c == g].sum() for g in range(n_g)], kind="stable")
+    for g in order:
+        cg = np.flatnonzero(g_of_c == g)
+        dg = np.flatnonzero(g_of_d == g)
+        name = str(sets.gpu_type[g])
+        left = t_end - time.perf_counter()
+        if len(cg) == 0 or n_opt[cg].sum() > SPLIT_ENUM_MAX or left < 0.2:
+            per_type[name] = (float(lag_g[g]), float(lag_g[g]), 0, "not enumerated")
+            continue
+        opts = enumerate_options(sets, reps[cg])
+        cov = cover_index(sets, opts)
+        j = opts[cov.option, 0]
+        c_tilde = option_costs(sets, opts) + np.bincount(
+            cov.option, weights=sets.job_kw[j] * (lam_p - sets.pue * lam_a)[cov.site, cov.slot],
+            minlength=len(opts))
+        rc = c_tilde + np.bincount(cov.option, weights=sets.job_gpus[j]
+                                   * lam_c[cov.site, cov.slot, cov.gtype], minlength=len(opts))
+        loc = np.full(len(sets.job_gpus), -1, dtype=np.int64)
+        loc[reps[cg]] = np.arange(len(cg))
+        oc = loc[opts[:, 0]]
+        pi = np.minimum(np.full(len(cg), np.inf), pen[cg])
+        np.minimum.at(pi, oc, rc)
+        rc = rc - pi[oc]
+        delta = delta_max
+        if (rc < delta).sum() > SPLIT_MIP_MAX:
+            delta = float(np.partition(rc, SPLIT_MIP_MAX)[SPLIT_MIP_MAX])
+        if delta < SPLIT_MIN_DELTA * delta_max:
+            per_type[name] = (float(lag_g[g]), float(lag_g[g]), 0,
+                              f"skipped: threshold {delta:.3g} below {SPLIT_MIN_DELTA} of gap")
+            continue
+        keep = rc < delta
+        opts, c_tilde, oc = opts[keep], c_tilde[keep], oc[keep]
+        # the type's MIP: assignment, inference and capacity rows (covering form)
+        cells = np.flatnonzero(sets.gpu_count[:, g] > 0)
+        cell_row = np.full((n_s, n_t), -1, dtype=np.int64)
+        n_cap = len(cells) * n_t
+        cell_row[cells] = (len(cg) + len(dg) + np.arange(n_cap)).reshape(len(cells), n_t)
+        h = _new_highs(threads, max(left, 0.1))
+        h.setOptionValue("mip_rel_gap", 1e-4)
+        lo = np.concatenate([mult[cg].astype(float), sets.inf_gpus[dem[dg]].astype(float),
+                             np.full(n_cap, -INF)])
+        hi = np.concatenate([mult[cg].astype(float), sets.inf_gpus[dem[dg]].astype(float),
+                             np.repeat(sets.gpu_count[cells, g].astype(float), n_t)])
+        h.addRows(len(lo), lo, hi, 0, np.zeros(0, np.int32), np.zeros(0, np.int32),
+                  np.zeros(0))
+        # unplaced columns
+        h.addCols(len(cg), pen[cg], np.zeros(len(cg)), mult[cg].astype(float), len(cg),
+                  np.arange(len(cg), dtype=np.int32), np.arange(len(cg), dtype=np.int32),
+                  np.ones(len(cg)))
+        n_y = 0
+        ys = np.zeros((0, 2), np.int64)
+        if len(dg):
+            dd, ss = np.nonzero(sets.inf_sites[dem[dg]])
+            d_pos = dem[dg][dd]
+            t_y = sets.inf_hour[d_pos]
+            ys = np.stack([d_pos, ss], axis=1)
+            n_y = len(dd)
+            rows = np.stack([len(cg) + dd, cell_row[ss, t_y]], axis=1).reshape(-1)
+            h.addCols(n_y, sets.inf_kw_per_gpu[d_pos] * kprice[ss, t_y], np.zeros(n_y),
+                      sets.inf_gpus[d_pos].astype(float), 2 * n_y,
+                      np.arange(0, 2 * n_y, 2, dtype=np.int32), rows.astype(np.int32),
+                      np.ones(2 * n_y))
+        cov = cover_index(sets, opts)
+        cols = np.concatenate([np.arange(len(opts)), cov.option])
+        rows = np.concatenate([oc, cell_row[cov.site, cov.slot]])
+        vals = np.concatenate([np.ones(len(opts)),
+                               sets.job_gpus[opts[cov.option, 0]].astype(float)])
+        srt = np.argsort(cols, kind="stable")
+        starts = np.searchsorted(cols[srt], np.arange(len(opts))).astype(np.int32)
+        h.addCols(len(opts), c_tilde, np.zeros(len(opts)), mult[cg][oc].astype(float),
+                  len(srt), starts, rows[srt].astype(np.int32), vals[srt])
+        n_col = len(cg) + n_y + len(opts)
+        h.changeColsIntegrality(n_col, np.arange(n_col, dtype=np.int32),
+                                np.ones(n_col, dtype=np.uint8))
+        h.run()
+        info = h.getInfo()
+        db = float(info.mip_dual_bound)
+        ms = h.getModelStatus()
+        if ms == highspy.HighsModelStatus.kInfeasible:
+            db = np.inf              # no solution of the type's problem below the threshold
+        if np.isfinite(db) or db == np.inf:
+            proven_g[g] = max(lag_g[g], min(lag_g[g] + delta, db))
+        if info.primal_solution_status == 2:
+            x = np.round(np.asarray(h.getSolution().col_value)[len(cg) + n_y:]).astype(np.int64)
+            sol_o.append(opts[x > 0])
+            sol_n.append(x[x > 0])
+        per_type[name] = (float(lag_g[g]), float(proven_g[g]), int(len(opts)),
+                          h.modelStatusToString(ms))
+        if say:
+            say(f"split bound, type {name}: Lagrangian {lag_g[g]:.3f} -> {proven_g[g]:.3f} "
+                f"({len(opts)} options, threshold {delta:.3g}, {h.modelStatusToString(ms)})")
+        del ys
+    return SplitBound(bound=float(proven_g.sum() + const), lagrangian=float(value),
+                      per_type=per_type, options=np.concatenate(sol_o),
+                      counts=np.concatenate(sol_n))
+
+
 def _note(rec: SolverRecord, text: str) -> None:
     rec.note = "; ".join(x for x in (rec.note, text) if x)
 
@@ -584,6 +889,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     seeds = [g_opts, _stack(reps, rc0, s0, st0, np.isfinite(rc0))]
     lag_lb = -np.inf
     warm_duals = np.zeros(lay.n_rows)
+    best_lam = multipliers(sets, lay, warm_duals)   # multipliers of the best bound so far
     warm_s = 0.0
     if WARMUP_SHARE > 0:
         tw = time.perf_counter()
@@ -593,6 +899,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
                                max_iter=WARMUP_MAX_ROUNDS_BIG if big else WARMUP_MAX_ROUNDS)
         lag_lb = wu.bound
         warm_duals = wu.duals
+        best_lam = multipliers(sets, lay, wu.duals)
         warm_s = time.perf_counter() - tw
         seeds.append(wu.pool)
         rcw, sw, tw = price(sets, lay, np.where(np.arange(lay.n_rows) < len(reps), 0.0, wu.duals),
@@ -608,6 +915,10 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     if use_ipm:
         h.setOptionValue("solver", "ipm")
         h.setOptionValue("run_crossover", "off")
+        # the bound is the Lagrangian of whatever duals come out (valid for any), so the
+        # interior point need not polish them: measured 59 iterations to 1e-5 where the
+        # default 1e-8 had not finished after 90 s on the 10k × 16 × 48 master at load 0.6
+        h.setOptionValue("ipm_optimality_tolerance", IPM_TOL)
     else:
         h.setOptionValue("simplex_strategy", SIMPLEX_STRATEGY)
     h.addRows(lay.n_rows, lo, hi, 0, np.zeros(0, np.int32), np.zeros(0, np.int32),
@@ -632,6 +943,8 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         it += 1
         _limit(h, left() - (1 - cg_share) * time_limit_s)
         tr = time.perf_counter()
+        if it == 1 and os.environ.get("CARBONSCHED_CG_WRITE"):   # debugging aid
+            h.writeModel(os.environ["CARBONSCHED_CG_WRITE"])
         h.run()
         t_lp = time.perf_counter() - tr
         ms = h.getModelStatus()
@@ -640,12 +953,16 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
             break
         z = h.getInfo().objective_function_value
         sol = h.getSolution()
-        duals = np.asarray(sol.row_dual)
-        good = (np.asarray(sol.col_value)[n_fixed: n_fixed + len(pool)], duals, len(pool),
-                bool(vertex))
+        raw = np.asarray(sol.row_dual)
+        duals = pricing_duals(sets, lay, raw)
+        good = (np.asarray(sol.col_value)[n_fixed: n_fixed + len(pool)], duals, raw,
+                len(pool), bool(vertex))
         tr = time.perf_counter()
-        lag = lagrangian(sets, lay, *multipliers(sets, lay, duals))[0]
-        lb = max(lb, lag)
+        for cand in (raw, duals) if lay.flow else (raw,):
+            lam = multipliers(sets, lay, cand)
+            v = lagrangian(sets, lay, *lam)[0]
+            if v > lb:
+                lb, best_lam = v, lam
         rc, bs, bt = price(sets, lay, duals, reps, k=COLUMNS_PER_ROUND)
         t_pr = time.perf_counter() - tr
         neg = rc < -RC_TOL * scale
@@ -667,7 +984,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
                   "Lagrangian bound reached")
             break
     rec.bound = lb if np.isfinite(lb) else None
-    if (use_ipm and good is not None and not good[3]
+    if (use_ipm and good is not None and not good[4]
             and left() > (REPAIR_SHARE + 0.1) * time_limit_s):
         # a vertex (basic) solution has few fractional values; interior ones have many
         tr = time.perf_counter()
@@ -680,11 +997,12 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
             f"{h.modelStatusToString(h.getModelStatus())}")
         if ok:
             sol = h.getSolution()
+            raw = np.asarray(sol.row_dual)
             good = (np.asarray(sol.col_value)[n_fixed: n_fixed + len(pool)],
-                    np.asarray(sol.row_dual), len(pool), True)
+                    pricing_duals(sets, lay, raw), raw, len(pool), True)
     if good is None:   # no master LP solved in time: price with the warm-up's multipliers
-        good = (np.zeros(len(pool)), warm_duals, len(pool), False)
-    xo, duals, n_pool, _ = good
+        good = (np.zeros(len(pool)), warm_duals, warm_duals, len(pool), False)
+    xo, duals, row_duals, n_pool, _ = good
     pool = pool[:n_pool]
     lam_c, lam_p, lam_a = multipliers(sets, lay, duals)
     rank_kw = sets.cost_per_kwh + lam_p - sets.pue * lam_a
@@ -706,6 +1024,21 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
                                    prefilled=part)
         if "short" not in completion.solver.note:
             cands.append((f"{label} + priced greedy", completion))
+    split_opts = np.zeros((0, 3), dtype=np.int64)
+    if SPLIT_SHARE > 0 and left() > 1.0:
+        upper = min(r.totals["objective"] for _, r in cands)
+        tr = time.perf_counter()
+        sb = split_bound(sets, lay, *best_lam, upper,
+                         min(SPLIT_SHARE * time_limit_s, 0.5 * left()), threads, say)
+        say(f"type-split bound {sb.bound:.3f} (Lagrangian {sb.lagrangian:.3f}, best bound "
+            f"{lb:.3f}) in {time.perf_counter() - tr:.1f} s")
+        split_opts = sb.options
+        if sb.bound > lb:
+            lb = sb.bound
+            rec.bound = lb
+            _note(rec, "bound from the GPU-type split (capacity kept, power relaxed): "
+                  + ", ".join(f"{k} {v[0]:.1f}->{v[1]:.1f}" for k, v in sb.per_type.items()
+                              if v[1] > v[0] + 1e-9))
     say(f"LP {'converged' if converged else 'stopped'} after {it} rounds "
         f"({time.perf_counter() - ts:.1f} s): {int(residual.sum())} jobs of "
         f"{int((residual > 0).sum())} classes left by the LP's integral part")
@@ -721,18 +1054,19 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     # binding cell with them, started from the best plan so far
     rep_proven = False
     frac = np.flatnonzero(residual > 0)
-    if 0 < len(frac) <= REPAIR_MAX_CLASSES and left() > 1.0:
+    every = len(reps) <= REPAIR_ALL_CLASSES
+    if (0 < len(frac) <= REPAIR_MAX_CLASSES or (every and len(frac))) and left() > 1.0:
         lp_pos = pool[xo > INTEGRAL_TOL]
         in_f = np.zeros(len(reps), dtype=bool)
         in_f[frac] = True
         # neighbours: fixed classes in the binding cells where the LP put the residual work
-        neigh = neighbours(sets, lay, duals, lp_pos[in_f[cls.of_job[lp_pos[:, 0]]]],
+        neigh = neighbours(sets, lay, row_duals, lp_pos[in_f[cls.of_job[lp_pos[:, 0]]]],
                            fixed_opts, cls, max(REPAIR_MAX_CLASSES - len(frac), 0))
         # large-neighbourhood search around the best plan so far: every other class keeps
         # its placements from that plan, so the plan itself is a feasible start; classes the
         # plan placed off their LP options are freed too
         lp_based = [c for c in cands if c[0] == "LP floor + priced greedy"]
-        start_plan = (lp_based or cands)[0][1] if lp_based else \
+        start_plan = (lp_based or cands)[0][1] if lp_based and not every else \
             min(cands, key=lambda c: c[1].totals["objective"])[1]
         say(f"repair MIP starts from {start_plan.totals['objective']:.3f}")
         start_opts = _plan_options(sets, cls, start_plan)
@@ -740,7 +1074,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         moved = np.unique([cls.of_job[o[0]] for o in start_opts.tolist()
                            if tuple(o) not in lp_set]).astype(np.int64)
         rep_c = np.union1d(np.union1d(frac, neigh), moved).astype(np.int64)
-        if len(reps) <= REPAIR_MAX_CLASSES:      # small instance: the MIP over every class
+        if every:                                # small instance: the MIP over every class
             rep_c = np.arange(len(reps), dtype=np.int64)
         in_rep = np.zeros(len(reps), dtype=bool)
         in_rep[rep_c] = True
@@ -749,7 +1083,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         rep_opts = np.unique(np.concatenate([
             candidate_options(sets, lay, duals, reps[rep_c], pool[xo > INTEGRAL_TOL],
                               REPAIR_TOP_K),
-            start_opts[~outside]]), axis=0)
+            start_opts[~outside], split_opts[in_rep[cls.of_job[split_opts[:, 0]]]]]), axis=0)
         if len(rep_c) == len(reps) and count_options(sets) <= REPAIR_ALL_OPTIONS:
             # small instance: every option of every class (the MIP is then the full model)
             rep_opts = np.unique(np.concatenate([rep_opts, enumerate_options(sets, reps)]),
@@ -865,7 +1199,7 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
     ub = left_of[cls.of_job[opts[:, 0]]].astype(float)
     h.addCols(len(opts), c, np.zeros(len(opts)), ub, len(ri), st, ri, va)
     kinds = np.concatenate([fx["kinds"], np.full(len(opts), 3)])
-    int_cols = np.flatnonzero(kinds != 2).astype(np.int32)
+    int_cols = np.flatnonzero((kinds != 2) & (kinds != 4) & (kinds != 5)).astype(np.int32)
     h.changeColsIntegrality(len(int_cols), int_cols, np.full(len(int_cols), 1, dtype=np.uint8))
     if start is not None:
         x0 = _start_vector(sets, lay, cls, start, rep_c, fx, opts, kw_fixed)
@@ -940,12 +1274,13 @@ def _start_vector(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult,
         taken[k] = taken.get(k, 0) + v
         x_y.append(v)
     del spos
-    _, kw_rep = _usage(sets, po, np.ones(len(po), dtype=np.int64))
+    g_rep, kw_rep = _usage(sets, po, np.ones(len(po), dtype=np.int64))
+    x_run = [g_rep.reshape(-1), kw_rep.reshape(-1).copy()] if lay.flow else []
     for (d, s), v in zip(fx["ys"].tolist(), x_y, strict=True):
         kw_rep[s, sets.inf_hour[d]] += v * sets.inf_kw_per_gpu[d]
     sa, ta = np.nonzero(lay.absorb_row >= 0)
     x_a = np.minimum(sets.surplus_kw[sa, ta], sets.pue[sa, ta] * (kw_fixed + kw_rep)[sa, ta])
-    return np.concatenate([x_u, np.array(x_y, dtype=float), x_a, x_opt])
+    return np.concatenate([x_u, np.array(x_y, dtype=float), x_a, *x_run, x_opt])
 
 
 def round_lp(cls: Classes, pool: np.ndarray, xo: np.ndarray) -> np.ndarray:
