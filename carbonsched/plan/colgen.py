@@ -58,12 +58,20 @@ than simplex re-solves on the 10k instance, and its central duals stabilise the 
 one crossover at the end), ``"simplex"`` (warm-started primal simplex) or ``"auto"`` (IPM above
 :data:`IPM_MIN_CLASSES` classes)."""
 IPM_MIN_CLASSES = 2000
+CG_SHARE = float(os.environ.get("CARBONSCHED_CG_SHARE", "0.65"))
+"""Share of the budget column generation may use; the rest is for the fix-and-optimise
+pass, the split bound and the repair MIP (measured on 10k × 16 × 48 at load 0.6: the master
+reaches within 0.2 % of the LP in two rounds, and the few-GPU types' gangs left out by the
+roundings cost more than the rest of the gap)."""
 IPM_TOL = float(os.environ.get("CARBONSCHED_CG_IPM_TOL", "1e-5"))
 """Optimality tolerance of the master's interior-point solves. [-]"""
 FLOW = os.environ.get("CARBONSCHED_CG_FLOW", "1") != "0"
 """Master and repair in the start/end (flow) form: an option enters the balance rows of
 its first and one-past-last hour instead of every hour it covers (see :func:`make_layout`)."""
 CG_REL_TOL = 1e-4
+CG_GAP_SHARE = 0.2
+"""Column generation also stops once (LP − bound) / LP is below this share of the requested
+MIP gap: the rest of the budget goes to the plan, not to the last 0.1 % of the bound."""
 CROSSOVER_AT = 5e-3
 """Once (LP − bound) / LP is below this, master solves end with a crossover to a vertex."""
 """Column generation stops when (LP − Lagrangian bound) / LP is below this. [-]"""
@@ -87,8 +95,13 @@ WARMUP_KEEP_ROUNDS = 30
 WARMUP_TOP_K = 2
 """Best options per class under the warm-up's best multipliers added to the master."""
 REPAIR_SHARE = 0.15
+CROSSOVER_MIN_LEFT = 0.5
+"""The final crossover of an interior master runs only with this share of the budget left
+(measured: 12 s on the 10k × 16 × 48 master, as long as an interior solve)."""
 """Share of the budget kept for the repair MIP after the crossover."""
 REPAIR_TOP_K = 3
+REPAIR_HEURISTIC_EFFORT = float(os.environ.get("CARBONSCHED_CG_HEUR", "0.05"))
+"""HiGHS ``mip_heuristic_effort`` of the repair MIPs (HiGHS's default 0.05)."""
 """Options per repair class added by reduced cost under the final duals."""
 REPAIR_ALL_OPTIONS = 50_000
 """When every class fits in the repair and the instance has at most this many options, the
@@ -641,6 +654,10 @@ def lagrangian(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarray
 
 SPLIT_SHARE = float(os.environ.get("CARBONSCHED_CG_SPLIT", "0.25"))
 """Share of the budget for the type-split bound (:func:`split_bound`); 0 turns it off."""
+SITE_SHARE = float(os.environ.get("CARBONSCHED_CG_SITE", "0"))
+"""Share of the budget for the site-split bound (:func:`site_bound`); 0 (default) turns it
+off: measured on 1k × 16 × 48 at load 0.6 it raised the bound by 0.3 kg (229.74 → 230.02)
+against 13.3 kg for the GPU-type split, with the master's duals as multipliers."""
 SPLIT_ENUM_MAX = 400_000
 """GPU types with more feasible options than this keep their Lagrangian term in the split
 bound (enumerating them costs more than it can prove in the budget)."""
@@ -663,6 +680,8 @@ class SplitBound:
     options: np.ndarray
     """``(O, 3)`` ``(representative, site, start)`` of the subproblem MIPs' solutions."""
     counts: np.ndarray
+    columns: np.ndarray | None = None
+    """Every option the subproblem MIPs had (reduced cost below their thresholds)."""
 
 
 def split_bound(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarray,
@@ -729,6 +748,7 @@ def split_bound(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarra
     per_type: dict = {}
     proven_g = lag_g.copy()
     sol_o, sol_n = [np.zeros((0, 3), np.int64)], [np.zeros(0, np.int64)]
+    seen = [np.zeros((0, 3), np.int64)]
     order = np.argsort([n_opt[g_of_c == g].sum() for g in range(n_g)], kind="stable")
     for g in order:
         cg = np.flatnonzero(g_of_c == g)
@@ -761,6 +781,7 @@ def split_bound(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarra
             continue
         keep = rc < delta
         opts, c_tilde, oc = opts[keep], c_tilde[keep], oc[keep]
+        seen.append(opts)
         # the type's MIP: assignment, inference and capacity rows (covering form)
         cells = np.flatnonzero(sets.gpu_count[:, g] > 0)
         cell_row = np.full((n_s, n_t), -1, dtype=np.int64)
@@ -823,7 +844,187 @@ def split_bound(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarra
         del ys
     return SplitBound(bound=float(proven_g.sum() + const), lagrangian=float(value),
                       per_type=per_type, options=np.concatenate(sol_o),
-                      counts=np.concatenate(sol_n))
+                      counts=np.concatenate(sol_n), columns=np.concatenate(seen))
+
+
+SITE_ENUM_MAX = 2_500_000
+"""The site split enumerates every option; above this many it is not tried."""
+SITE_MIP_MAX = 25_000
+"""Most options in one site's MIP (the reduced-cost threshold is lowered to keep it)."""
+
+
+def site_bound(sets: PlanSets, lay: Layout, raw: np.ndarray, upper: float, seconds: float,
+               threads: int, say=None) -> SplitBound:
+    r"""Lagrangian bound with the assignment and inference rows relaxed: one MIP per site.
+
+    With the master's duals :math:`\pi_c` (assignment) and :math:`\sigma_d` (inference) as
+    multipliers, the problem separates by site (GPU capacity, power and absorption rows are
+    per site):
+
+    .. math:: z \ge \sum_c m_c \pi_c + \sum_d N_d \sigma_d
+              + \sum_c m_c \min(0, p_c - \pi_c) + \sum_s V_s(\pi, \sigma),
+
+    :math:`V_s` the site's own MIP: options at the site with costs :math:`c_o - \pi_c`
+    (at most :math:`m_c` of a class), inference with :math:`e_{ds} - \sigma_d`, absorption,
+    and the site's capacity, power and absorption rows, integer — the gangs that do not fit
+    a site's few GPUs or its power cap, which no LP sees. Each :math:`V_s` is bounded below by
+    its own Lagrangian :math:`L_s` (capacity, power and absorption relaxed with the master's
+    duals; :math:`\sum_s L_s` plus the first terms is the LP value at the LP's optimal
+    duals), and as in :func:`split_bound` by :math:`\min(L_s + \Delta, B_s)` with
+    :math:`B_s` the dual bound of the MIP over the options of reduced cost below
+    :math:`\Delta` (a Lagrangian decomposition by site; Guignard, TOP 11, 2003,
+    doi:10.1007/BF02579036; reduced-cost fixing, Nemhauser & Wolsey 1988, §II.5).
+
+    Parameters
+    ----------
+    raw
+        Master row duals (HiGHS signs) in the covering layout's first rows; any values
+        give a valid bound.
+    upper
+        Objective of the best plan known. [kg]
+    seconds
+        Time for all site MIPs. [s]
+    """
+    t_end = time.perf_counter() + seconds
+    n_s, n_t = sets.pue.shape
+    n_g = len(sets.gpu_type)
+    reps, mult = lay.reps, lay.mult
+    pi = raw[lay.assign_row[reps]]
+    dem = lay.demands
+    sigma = raw[lay.serve_row[dem]] if len(dem) else np.zeros(0)
+    lam_c, lam_p, lam_a = multipliers(sets, lay, raw)
+    pen = sets.penalty_per_gpu_hour * (sets.job_gpus[reps] * sets.job_dur[reps]).astype(float)
+    ci_kg = sets.ci_g_per_kwh / 1000.0
+    const = float((mult * pi).sum() + (sets.inf_gpus[dem] * sigma).sum()
+                  + (mult * np.minimum(0.0, pen - pi)).sum())
+    opts = enumerate_options(sets, reps)
+    cov = cover_index(sets, opts)
+    j = opts[cov.option, 0]
+    loc = np.full(len(sets.job_gpus), -1, dtype=np.int64)
+    loc[reps] = np.arange(len(reps))
+    oc = loc[opts[:, 0]]
+    cost = option_costs(sets, opts) - pi[oc]                    # relaxed-assignment cost
+    r = cost + np.bincount(cov.option, weights=sets.job_gpus[j] * lam_c[cov.site, cov.slot,
+                                                                          cov.gtype]
+                           + sets.job_kw[j] * (lam_p - sets.pue * lam_a)[cov.site, cov.slot],
+                           minlength=len(opts))
+    del cov, j
+    # inference columns y_ds and their reduced costs
+    dd, ys = np.nonzero(sets.inf_sites[dem]) if len(dem) else (np.zeros(0, int),) * 2
+    d_pos = dem[dd] if len(dem) else np.zeros(0, np.int64)
+    t_y, g_y = sets.inf_hour[d_pos], sets.inf_gtype[d_pos]
+    kw_y = sets.inf_kw_per_gpu[d_pos]
+    cost_y = kw_y * sets.cost_per_kwh[ys, t_y] - sigma[dd]
+    r_y = cost_y + lam_c[ys, t_y, g_y] + kw_y * (lam_p - sets.pue * lam_a)[ys, t_y]
+    n_y = sets.inf_gpus[d_pos].astype(float)
+    has_abs = lay.absorb_row >= 0
+    cap = sets.gpu_count.astype(float)
+    pcap = sets.power_cap_kw
+    delta_max = float("inf")
+    per_site: dict = {}
+    total = const
+    sol_o, sol_n = [np.zeros((0, 3), np.int64)], [np.zeros(0, np.int64)]
+    site_of = opts[:, 1]
+    for s in range(n_s):
+        on = np.flatnonzero(site_of == s)
+        # the site's Lagrangian: each class all on its best option here if that is negative
+        beta = np.zeros(len(reps))
+        np.minimum.at(beta, oc[on], r[on])
+        on_y = np.flatnonzero(ys == s)
+        abs_t = np.flatnonzero(has_abs[s] & (lam_a[s] < ci_kg[s]))
+        l_s = float((mult * beta).sum() + (n_y[on_y] * np.minimum(0.0, r_y[on_y])).sum()
+                    + ((lam_a[s, abs_t] - ci_kg[s, abs_t]) * sets.surplus_kw[s, abs_t]).sum()
+                    - (lam_c[s] * cap[s][None, :]).sum() - (lam_p[s] * pcap[s]).sum())
+        total += l_s
+        per_site[str(sets.site[s])] = (l_s, l_s, 0, "not run")
+    lag_total = total
+    if not np.isfinite(upper):
+        return SplitBound(lag_total, lag_total, per_site, sol_o[0], sol_n[0])
+    delta_max = max(upper - lag_total, 0.0) * (1 + 1e-9) + 1e-9
+    for s in range(n_s):
+        left = (t_end - time.perf_counter()) / (n_s - s)
+        name = str(sets.site[s])
+        l_s = per_site[name][0]
+        if left < 0.1:
+            continue
+        on = np.flatnonzero(site_of == s)
+        beta = np.zeros(len(reps))
+        np.minimum.at(beta, oc[on], r[on])
+        rc = r[on] - beta[oc[on]]
+        delta = delta_max
+        if (rc < delta).sum() > SITE_MIP_MAX:
+            delta = float(np.partition(rc, SITE_MIP_MAX)[SITE_MIP_MAX])
+        if delta < SPLIT_MIN_DELTA * delta_max:
+            per_site[name] = (l_s, l_s, 0, f"skipped: threshold {delta:.3g}")
+            continue
+        sel = on[rc < delta]
+        o_s = opts[sel]
+        cls_here = np.unique(oc[sel])
+        crow = np.full(len(reps), -1, dtype=np.int64)
+        crow[cls_here] = np.arange(len(cls_here))
+        n_c = len(cls_here)
+        cap_base, pow_base = n_c, n_c + n_t * n_g
+        abs_row = np.full(n_t, -1, dtype=np.int64)
+        ab_t = np.flatnonzero(has_abs[s])
+        abs_row[ab_t] = pow_base + n_t + np.arange(len(ab_t))
+        n_rows = pow_base + n_t + len(ab_t)
+        lo = np.full(n_rows, -INF)
+        hi = np.concatenate([mult[cls_here].astype(float), np.repeat(cap[s][None, :], n_t, 0
+                                                                     ).reshape(-1),
+                             pcap[s], np.zeros(len(ab_t))])
+        h = _new_highs(threads, left)
+        h.setOptionValue("mip_rel_gap", 1e-4)
+        h.addRows(n_rows, lo, hi, 0, np.zeros(0, np.int32), np.zeros(0, np.int32),
+                  np.zeros(0))
+        c2 = cover_index(sets, o_s)
+        jj = o_s[c2.option, 0]
+        kwc = sets.job_kw[jj]
+        ar = abs_row[c2.slot]
+        hv = ar >= 0
+        cols = np.concatenate([np.arange(len(o_s)), c2.option, c2.option, c2.option[hv]])
+        rows = np.concatenate([crow[oc[sel]], cap_base + c2.slot * n_g + c2.gtype,
+                               pow_base + c2.slot, ar[hv]])
+        vals = np.concatenate([np.ones(len(o_s)), sets.job_gpus[jj].astype(float), kwc,
+                               -(sets.pue[s, c2.slot] * kwc)[hv]])
+        srt = np.argsort(cols, kind="stable")
+        starts = np.searchsorted(cols[srt], np.arange(len(o_s))).astype(np.int32)
+        h.addCols(len(o_s), cost[sel], np.zeros(len(o_s)), mult[oc[sel]].astype(float),
+                  len(srt), starts, rows[srt].astype(np.int32), vals[srt])
+        n_int = len(o_s)
+        if len(on_y := np.flatnonzero(ys == s)):
+            ty = t_y[on_y]
+            ar_y = abs_row[ty]
+            nnz = np.where(ar_y >= 0, 3, 2)
+            r3 = np.stack([cap_base + ty * n_g + g_y[on_y], pow_base + ty, ar_y], axis=1)
+            v3 = np.stack([np.ones(len(on_y)), kw_y[on_y], -kw_y[on_y] * sets.pue[s, ty]], 1)
+            keep = np.arange(3)[None, :] < nnz[:, None]
+            st_y = np.concatenate([[0], np.cumsum(nnz)[:-1]]).astype(np.int32)
+            h.addCols(len(on_y), cost_y[on_y], np.zeros(len(on_y)), n_y[on_y],
+                      int(nnz.sum()), st_y, r3[keep].astype(np.int32), v3[keep])
+            n_int += len(on_y)
+        if len(ab_t):
+            h.addCols(len(ab_t), -ci_kg[s, ab_t], np.zeros(len(ab_t)),
+                      sets.surplus_kw[s, ab_t], len(ab_t),
+                      np.arange(len(ab_t), dtype=np.int32), abs_row[ab_t].astype(np.int32),
+                      np.ones(len(ab_t)))
+        h.changeColsIntegrality(n_int, np.arange(n_int, dtype=np.int32),
+                                np.ones(n_int, dtype=np.uint8))
+        h.run()
+        info = h.getInfo()
+        db = float(info.mip_dual_bound)
+        ms = h.getModelStatus()
+        proven = max(l_s, min(l_s + delta, db)) if not np.isnan(db) else l_s
+        total += proven - l_s
+        if info.primal_solution_status == 2:
+            x = np.round(np.asarray(h.getSolution().col_value)[: len(o_s)]).astype(np.int64)
+            sol_o.append(o_s[x > 0])
+            sol_n.append(x[x > 0])
+        per_site[name] = (l_s, proven, int(len(o_s)), h.modelStatusToString(ms))
+        if say:
+            say(f"site bound, {name}: Lagrangian {l_s:.3f} -> {proven:.3f} ({len(o_s)} "
+                f"options, threshold {delta:.3g}, {h.modelStatusToString(ms)})")
+    return SplitBound(bound=float(total), lagrangian=float(lag_total), per_type=per_site,
+                      options=np.concatenate(sol_o), counts=np.concatenate(sol_n))
 
 
 def _note(rec: SolverRecord, text: str) -> None:
@@ -832,7 +1033,7 @@ def _note(rec: SolverRecord, text: str) -> None:
 
 def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: int,
                  rec: SolverRecord, started: float, progress=None,
-                 cg_share: float = 0.8) -> PlanResult:
+                 cg_share: float = CG_SHARE) -> PlanResult:
     """Column generation to the exact LP bound, then a repair MIP (module docstring).
 
     Parameters
@@ -968,7 +1169,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         neg = rc < -RC_TOL * scale
         say(f"round {it}: LP {z:.3f}, bound {lb:.3f}, {int(neg.sum())} new columns, "
             f"pool {len(pool)} (LP {t_lp:.1f} s, pricing {t_pr:.1f} s)")
-        if not neg.any() or z - lb <= CG_REL_TOL * abs(z):
+        if not neg.any() or z - lb <= max(CG_REL_TOL, CG_GAP_SHARE * mip_gap) * abs(z):
             converged = True
             break
         if use_ipm and not vertex and z - lb <= CROSSOVER_AT * abs(z):
@@ -985,7 +1186,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
             break
     rec.bound = lb if np.isfinite(lb) else None
     if (use_ipm and good is not None and not good[4]
-            and left() > (REPAIR_SHARE + 0.1) * time_limit_s):
+            and left() > CROSSOVER_MIN_LEFT * time_limit_s):
         # a vertex (basic) solution has few fractional values; interior ones have many
         tr = time.perf_counter()
         h.setOptionValue("run_crossover", "on")
@@ -1025,20 +1226,41 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         if "short" not in completion.solver.note:
             cands.append((f"{label} + priced greedy", completion))
     split_opts = np.zeros((0, 3), dtype=np.int64)
+    # incumbent 3: fix-and-optimise by GPU type, few-GPU types first
+    if TYPE_PASS_SHARE > 0 and left() > 2.0:
+        best_name, best_plan = min(cands, key=lambda c: c[1].totals["objective"])
+        improved = type_pass(sets, lay, cls, duals, pool[xo > INTEGRAL_TOL], split_opts,
+                             best_plan, threads, min(TYPE_PASS_SHARE * time_limit_s,
+                                                     0.6 * left()), mip_gap, say, rec)
+        if improved is not None:
+            cands.append(("fix-and-optimise by GPU type", improved))
     if SPLIT_SHARE > 0 and left() > 1.0:
         upper = min(r.totals["objective"] for _, r in cands)
         tr = time.perf_counter()
         sb = split_bound(sets, lay, *best_lam, upper,
-                         min(SPLIT_SHARE * time_limit_s, 0.5 * left()), threads, say)
+                         min(SPLIT_SHARE * time_limit_s, 0.4 * left()), threads, say)
         say(f"type-split bound {sb.bound:.3f} (Lagrangian {sb.lagrangian:.3f}, best bound "
             f"{lb:.3f}) in {time.perf_counter() - tr:.1f} s")
-        split_opts = sb.options
+        split_opts = np.concatenate([sb.options, sb.columns])
         if sb.bound > lb:
             lb = sb.bound
             rec.bound = lb
             _note(rec, "bound from the GPU-type split (capacity kept, power relaxed): "
                   + ", ".join(f"{k} {v[0]:.1f}->{v[1]:.1f}" for k, v in sb.per_type.items()
                               if v[1] > v[0] + 1e-9))
+    if SITE_SHARE > 0 and left() > 1.0 and count_options(sets) <= SITE_ENUM_MAX:
+        upper = min(r.totals["objective"] for _, r in cands)
+        tr = time.perf_counter()
+        sbs = site_bound(sets, lay, row_duals, upper,
+                         min(SITE_SHARE * time_limit_s, 0.5 * left()), threads, say)
+        say(f"site-split bound {sbs.bound:.3f} (its Lagrangian {sbs.lagrangian:.3f}, best "
+            f"bound {lb:.3f}) in {time.perf_counter() - tr:.1f} s")
+        split_opts = np.concatenate([split_opts, sbs.options])
+        if sbs.bound > lb:
+            lb = sbs.bound
+            rec.bound = lb
+            _note(rec, f"bound from the site split (assignment relaxed, one MIP per site): "
+                  f"{sbs.bound:.3f}")
     say(f"LP {'converged' if converged else 'stopped'} after {it} rounds "
         f"({time.perf_counter() - ts:.1f} s): {int(residual.sum())} jobs of "
         f"{int((residual > 0).sum())} classes left by the LP's integral part")
@@ -1050,7 +1272,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
                          "fixed_opts": fixed_opts, "fixed_counts": fixed_counts,
                          "cands": [(n, r.totals["objective"]) for n, r in cands],
                          "bound": rec.bound}, fh)
-    # incumbent 3: repair MIP over the residual classes and the fixed classes that share a
+    # incumbent 4: repair MIP over the residual classes and the fixed classes that share a
     # binding cell with them, started from the best plan so far
     rep_proven = False
     frac = np.flatnonzero(residual > 0)
@@ -1113,6 +1335,70 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
           + ", ".join(f"{n} {r.totals['objective']:.3f}" for n, r in cands) + ")")
     rec.seconds = time.perf_counter() - started
     return res
+
+
+TYPE_PASS_SHARE = float(os.environ.get("CARBONSCHED_CG_TYPE_PASS", "0.3"))
+"""Share of the budget for :func:`type_pass`; 0 turns it off."""
+TYPE_PASS_MAX_OPTIONS = 60_000
+"""A GPU type with more options than this gets the generated and best-priced ones only."""
+
+
+def type_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
+              lp_opts: np.ndarray, extra_opts: np.ndarray, plan: PlanResult, threads: int,
+              seconds: float, mip_gap: float, say, rec: SolverRecord) -> PlanResult | None:
+    """Fix-and-optimise by GPU type: re-plan one type's classes with the rest fixed.
+
+    Types with the fewest options go first; each MIP (:func:`repair`) frees every class of
+    the type with all its options (or, above :data:`TYPE_PASS_MAX_OPTIONS`, the generated,
+    split-bound and best-priced ones), keeps every other class where ``plan`` put it, and
+    starts from ``plan``, so a pass never worsens the plan. The few-GPU types are where
+    priced greedy and LP rounding leave gangs out (Helber & Sahling, "A fix-and-optimize
+    approach for the multi-level capacitated lot sizing problem", Int. J. Production
+    Economics 123, 2010, doi:10.1016/j.ijpe.2009.08.022).
+
+    Returns
+    -------
+    PlanResult or None
+        The improved plan, or None if no pass improved ``plan``.
+    """
+    t_end = time.perf_counter() + seconds
+    reps = cls.rep
+    g_of_c = sets.job_gtype[reps]
+    n_t = len(sets.slot)
+    n_win = np.clip(sets.job_last[reps] - sets.job_first[reps] + 1, 0, n_t)
+    n_opt = sets.job_sites[reps].sum(axis=1) * n_win
+    types = np.unique(g_of_c)
+    types = types[np.argsort([n_opt[g_of_c == g].sum() for g in types], kind="stable")]
+    best = plan
+    start_obj = plan.totals["objective"]
+    for k, g in enumerate(types):
+        left = t_end - time.perf_counter()
+        if left < 0.5:
+            break
+        rep_c = np.flatnonzero(g_of_c == g).astype(np.int64)
+        po = _plan_options(sets, cls, best)
+        in_rep = np.zeros(len(reps), dtype=bool)
+        in_rep[rep_c] = True
+        outside = ~in_rep[cls.of_job[po[:, 0]]] if len(po) else np.zeros(0, dtype=bool)
+        fix_o, fix_n = np.unique(po[outside], axis=0, return_counts=True)
+        if n_opt[rep_c].sum() <= TYPE_PASS_MAX_OPTIONS:
+            opts = enumerate_options(sets, reps[rep_c])
+        else:
+            opts = candidate_options(sets, lay, duals, reps[rep_c], lp_opts, REPAIR_TOP_K)
+            if len(extra_opts):
+                opts = np.concatenate([opts, extra_opts[in_rep[cls.of_job[extra_opts[:, 0]]]]])
+        opts = np.unique(np.concatenate([opts, po[~outside]]), axis=0)
+        share = left / (len(types) - k) if k < len(types) - 1 else left
+        out = repair(sets, lay, cls, fix_o.reshape(-1, 3), fix_n.astype(np.int64), rep_c,
+                     lay.mult[rep_c], opts, threads, share, mip_gap, say, start=best)
+        if out is None:
+            continue
+        cand = build_plan_result(sets, out[0], out[1], PlanStatus.FEASIBLE, rec)
+        if cand.totals["objective"] < best.totals["objective"] - 1e-9:
+            say(f"type {sets.gpu_type[g]}: {best.totals['objective']:.3f} -> "
+                f"{cand.totals['objective']:.3f}")
+            best = cand
+    return best if best.totals["objective"] < start_obj - 1e-9 else None
 
 
 def count_options(sets: PlanSets) -> int:
@@ -1189,6 +1475,11 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
     left_of[rep_c] = rhs
     h = _new_highs(threads, time_limit_s)
     h.setOptionValue("mip_rel_gap", float(mip_gap) / 4)
+    h.setOptionValue("mip_heuristic_effort", REPAIR_HEURISTIC_EFFORT)
+    if os.environ.get("CARBONSCHED_CG_REPAIR_LOG"):   # debugging aid
+        h.setOptionValue("output_flag", True)
+        h.setOptionValue("log_file", os.environ["CARBONSCHED_CG_REPAIR_LOG"])
+        h.setOptionValue("log_to_console", False)
     h.addRows(lay.n_rows, lo, hi, 0, np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))
     fx = fixed_columns(sets, lay, rep_c, integer=True)
     fx["upper"][: len(rep_c)] = rhs
