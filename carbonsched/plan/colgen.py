@@ -27,7 +27,22 @@ in column generation", in *Column Generation*, Springer 2005, doi:10.1007/0-387-
    power cell with a fractional class; a repair MIP over the generated and best-priced options
    of the rest (plus all inference GPUs and absorption) completes the plan.
 
-The reported gap is (objective − LP bound) / |objective| with the bound of step 3.
+Issue 13 (loads 0.6 and 0.8, where capacity binds) added, measured on 1k and 10k × 16 × 48:
+
+* the master in the flow (start/end) form (:func:`make_layout`) and interior-point
+  tolerance 1e-5 — the master LP dominates the budget at 10k (two rounds of 10–12 s each at
+  machine load 1.7; over 60 s each with 8–20 other processes on the 2 cores);
+* the gap at load 0.6 is mostly *unplaced work of the few-GPU types* (31 V100s at 10k, 3–4 at
+  1k; an unplaced GPU-hour costs 10 × the dirtiest GPU-hour): the LP places it fractionally,
+  the roundings leave whole gangs out. :func:`split_bound` keeps the capacity rows and
+  relaxes power, so each GPU type is its own small scheduling MIP, with reduced-cost fixing
+  to bound its size — on 1k at 0.6 it raised the bound from 229.74 (LP) to 243.08 in 1 s,
+  where the full model's HiGHS run had 243.81 after 900 s; :func:`site_bound` (assignment
+  relaxed, one MIP per site) is valid too but gained 0.3 kg there and is off by default;
+* :func:`type_pass`, fix-and-optimise by GPU type (few-GPU types first), before the repair.
+
+The reported gap is (objective − bound) / |objective| with the best of the bounds of step 3
+and the split bounds, each valid for any multipliers (tests/plan/test_colgen_bound.py).
 """
 
 from __future__ import annotations
