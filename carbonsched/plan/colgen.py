@@ -99,9 +99,12 @@ INTEGRAL_TOL = 1e-4
 SIMPLEX_STRATEGY = int(os.environ.get("CARBONSCHED_CG_SIMPLEX", "4"))
 """HiGHS simplex strategy of the master (4 = primal: added columns keep the basis primal
 feasible, so each re-solve starts where the last one ended)."""
-WARMUP_SHARE = float(os.environ.get("CARBONSCHED_CG_WARMUP", "0.10"))
-"""Largest share of the time budget spent on the Lagrangian warm-up that seeds the master."""
-WARMUP_MAX_ROUNDS = 200
+WARMUP_SHARE = float(os.environ.get("CARBONSCHED_CG_WARMUP", "0.20"))
+"""Largest share of the time budget spent on the Lagrangian warm-up that seeds the master
+(measured on 10k × 16 × 48 at load 0.6: after 117–162 rounds the first master solved in
+10–20 s; when a busy machine cut the warm-up at 39 rounds, the first master had not
+finished after 39 s — so the cap is generous and the round count decides)."""
+WARMUP_MAX_ROUNDS = 150
 """Warm-up rounds (a fixed count keeps runs reproducible; the time share is only a cap)."""
 WARMUP_BIG_CLASSES = 10_000
 WARMUP_SHARE_BIG, WARMUP_MAX_ROUNDS_BIG = 0.15, 600
@@ -114,6 +117,9 @@ WARMUP_KEEP_ROUNDS = 30
 WARMUP_TOP_K = 2
 """Best options per class under the warm-up's best multipliers added to the master."""
 REPAIR_SHARE = 0.15
+FINISH_S = 2.0
+"""Seconds kept for building the plan after the last MIP (HiGHS overruns its limit by up to
+a second on the larger repair MIPs, measured at 10k)."""
 CROSSOVER_MIN_LEFT = 0.5
 """The final crossover of an interior master runs only with this share of the budget left
 (measured: 12 s on the 10k × 16 × 48 master, as long as an interior solve)."""
@@ -1260,7 +1266,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         # without a repair to follow (too many fractional classes) the pass takes most of
         # what is left, the split bound the rest
         tp_s = min(TYPE_PASS_SHARE * time_limit_s, 0.6 * left()) if will_repair else \
-            0.8 * left()
+            0.8 * (left() - FINISH_S)
         improved = type_pass(sets, lay, cls, duals, pool[xo > INTEGRAL_TOL], split_opts,
                              best_plan, threads, tp_s, mip_gap, say, rec)
         if improved is not None:
@@ -1269,7 +1275,8 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         upper = min(r.totals["objective"] for _, r in cands)
         tr = time.perf_counter()
         sb = split_bound(sets, lay, *best_lam, upper,
-                         min(SPLIT_SHARE * time_limit_s, 0.4 * left()), threads, say)
+                         min(SPLIT_SHARE * time_limit_s, 0.4 * (left() - FINISH_S)), threads,
+                         say)
         say(f"type-split bound {sb.bound:.3f} (Lagrangian {sb.lagrangian:.3f}, best bound "
             f"{lb:.3f}) in {time.perf_counter() - tr:.1f} s")
         split_opts = np.concatenate([sb.options, sb.columns])
@@ -1342,8 +1349,8 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
             rep_opts = np.unique(np.concatenate([rep_opts, enumerate_options(sets, reps)]),
                                  axis=0)
         out = repair(sets, lay, cls, fix_o.reshape(-1, 3), fix_n.astype(np.int64), rep_c,
-                     lay.mult[rep_c], rep_opts, threads, max(left(), 0.5), mip_gap, say,
-                     start=start_plan)
+                     lay.mult[rep_c], rep_opts, threads, max(left() - FINISH_S, 0.5), mip_gap,
+                     say, start=start_plan)
         if out is not None:
             chosen, alloc, rep_proven = out
             cands.append(("LP + repair MIP", build_plan_result(
@@ -1373,6 +1380,8 @@ TYPE_PASS_SHARE = float(os.environ.get("CARBONSCHED_CG_TYPE_PASS", "0.3"))
 TYPE_PASS_FIRST_SHARE = 0.7
 """Share of :func:`type_pass`'s time for the types the plan leaves work of."""
 TYPE_PASS_MAX_OPTIONS = 60_000
+TYPE_PASS_NEIGHBOURS = 250
+"""Most classes of other types freed with a type whose work the plan leaves out."""
 """A GPU type with more options than this gets the generated and best-priced ones only."""
 
 
@@ -1406,10 +1415,12 @@ def type_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
     # most of the time; then the others
     jpos = {jb.id: k for k, jb in enumerate(sets.problem.jobs)}
     out_g = np.zeros(len(sets.gpu_type))
+    out_jobs: dict[int, list[int]] = {}
     for u in plan.unplaced:
         k = jpos[u.job_id]
         if cls.of_job[k] >= 0:
             out_g[sets.job_gtype[k]] += sets.job_gpus[k] * sets.job_dur[k]
+            out_jobs.setdefault(int(sets.job_gtype[k]), []).append(k)
     first = [g for g in types if out_g[g] > 0]
     first.sort(key=lambda g: -out_g[g])
     types = np.array(first + [g for g in types if out_g[g] == 0], dtype=np.int64)
@@ -1425,18 +1436,37 @@ def type_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
             share = left / (len(types) - k) if k < len(types) - 1 else left
         if share < 0.5:
             continue
-        rep_c = np.flatnonzero(g_of_c == g).astype(np.int64)
+        own = np.flatnonzero(g_of_c == g).astype(np.int64)
+        rep_c = own
         po = _plan_options(sets, cls, best)
+        if k < len(first) and len(po):
+            # the type's work is left out: free, too, the classes the plan runs on the sites
+            # that have the type in the hours the left-out jobs could run (their power is
+            # what keeps the gangs out), most overlapping first
+            hot = np.zeros((len(sets.site), n_t), dtype=bool)
+            for j in out_jobs[g]:
+                hot[:, sets.job_first[j]: sets.job_last[j] + sets.job_dur[j]] = True
+            hot &= (sets.gpu_count[:, g] > 0)[:, None]
+            cv = cover_index(sets, po)
+            c_hit = cls.of_job[po[cv.option[hot[cv.site, cv.slot]], 0]]
+            score = np.bincount(c_hit, minlength=len(reps))
+            score[own] = 0
+            near = np.flatnonzero(score > 0)
+            near = near[np.argsort(-score[near], kind="stable")][:TYPE_PASS_NEIGHBOURS]
+            rep_c = np.union1d(own, near).astype(np.int64)
         in_rep = np.zeros(len(reps), dtype=bool)
         in_rep[rep_c] = True
         outside = ~in_rep[cls.of_job[po[:, 0]]] if len(po) else np.zeros(0, dtype=bool)
         fix_o, fix_n = np.unique(po[outside], axis=0, return_counts=True)
-        if n_opt[rep_c].sum() <= TYPE_PASS_MAX_OPTIONS:
-            opts = enumerate_options(sets, reps[rep_c])
+        if n_opt[own].sum() <= TYPE_PASS_MAX_OPTIONS:
+            opts = enumerate_options(sets, reps[own])
         else:
-            opts = candidate_options(sets, lay, duals, reps[rep_c], lp_opts, REPAIR_TOP_K)
-            if len(extra_opts):
-                opts = np.concatenate([opts, extra_opts[in_rep[cls.of_job[extra_opts[:, 0]]]]])
+            opts = candidate_options(sets, lay, duals, reps[own], lp_opts, REPAIR_TOP_K)
+        if len(rep_c) > len(own):
+            opts = np.concatenate([opts, candidate_options(
+                sets, lay, duals, reps[np.setdiff1d(rep_c, own)], lp_opts, REPAIR_TOP_K)])
+        if len(extra_opts):
+            opts = np.concatenate([opts, extra_opts[in_rep[cls.of_job[extra_opts[:, 0]]]]])
         opts = np.unique(np.concatenate([opts, po[~outside]]), axis=0)
         out = repair(sets, lay, cls, fix_o.reshape(-1, 3), fix_n.astype(np.int64), rep_c,
                      lay.mult[rep_c], opts, threads, share, mip_gap, say, start=best)
