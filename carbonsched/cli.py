@@ -425,6 +425,7 @@ def bench_plan(
         help="Also solve the straightforward per-job-binary model, side by side.")] = False,
     seed: Annotated[int, typer.Option(help="Instance seed.")] = 0,
     time_limit: Annotated[float, typer.Option(help="Time limit per solve. \\[s]")] = 60.0,
+    mip_gap: Annotated[float, typer.Option(help="Gap at which a solve may stop. \\[-]")] = 0.01,
     data_dir: DataDir = None,
 ) -> None:
     """Planner scale benchmark on an instance built from the real traces."""
@@ -435,7 +436,8 @@ def bench_plan(
         ddir = data_dir or get_settings().data_dir
         with _progress("bench plan"), _solver_chatter_to_stderr():
             res = run_plan_benchmark(jobs, sites, hours, load=load, reference=reference,
-                                     seed=seed, data_dir=ddir, time_limit_s=time_limit)
+                                     seed=seed, data_dir=ddir, time_limit_s=time_limit,
+                                     mip_gap=mip_gap)
         _write_json(out_file, res)
         out.print_json(data={k: v for k, v in res.items() if not isinstance(v, (list, dict))})
         if "reference" in res:

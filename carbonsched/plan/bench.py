@@ -36,7 +36,8 @@ def _peak_mb() -> float:
 
 
 def _child(kind: str, jobs: int, sites: int, hours: int, load: float, seed: int,
-           data_dir: str | None, time_limit_s: float, threads: int) -> dict[str, Any]:
+           data_dir: str | None, time_limit_s: float, threads: int,
+           mip_gap: float = 0.01) -> dict[str, Any]:
     """Run one solve in this process and return its measurements."""
     from carbonsched.plan.instances import make_instance
     from carbonsched.plan.result import PlanStatus
@@ -48,7 +49,7 @@ def _child(kind: str, jobs: int, sites: int, hours: int, load: float, seed: int,
     out: dict[str, Any] = {"instance_seconds": round(instance_s, 3)}
     if kind == "planner":
         t = time.perf_counter()
-        res = solve_plan(prob, time_limit_s=time_limit_s, threads=threads)
+        res = solve_plan(prob, time_limit_s=time_limit_s, threads=threads, mip_gap=mip_gap)
         rec = res.solver
         out.update(build_seconds=rec.build_seconds, solve_seconds=rec.solve_seconds,
                    seconds=time.perf_counter() - t, status=str(res.status),
@@ -64,7 +65,7 @@ def _child(kind: str, jobs: int, sites: int, hours: int, load: float, seed: int,
         sets = compile_sets(prob)
         m = build_model(sets)
         build_s = time.perf_counter() - t
-        o = run_milp(m.lp, "highs", time_limit_s, 0.01, threads)
+        o = run_milp(m.lp, "highs", time_limit_s, mip_gap, threads)
         status, obj = PlanStatus.NO_SOLUTION, None
         if o.infeasible:
             status = PlanStatus.INFEASIBLE
@@ -73,7 +74,7 @@ def _child(kind: str, jobs: int, sites: int, hours: int, load: float, seed: int,
             obj = build_plan_result(sets, chosen, alloc, PlanStatus.FEASIBLE,
                                     _dummy_record()).totals["objective"]
             gap = relative_gap(obj, o.bound)
-            status = (PlanStatus.OPTIMAL if o.proven and gap is not None and gap <= 0.01
+            status = (PlanStatus.OPTIMAL if o.proven and gap is not None and gap <= mip_gap
                       else PlanStatus.FEASIBLE)
         out.update(build_seconds=build_s, solve_seconds=o.seconds,
                    seconds=time.perf_counter() - t, status=str(status),
@@ -122,7 +123,7 @@ def _run_sub(kind: str, args: dict[str, Any], wall_s: float, mem_gb: float | Non
 def run_plan_benchmark(jobs: int, sites: int, hours: int, load: float = 0.3,
                        reference: bool = False, seed: int = 0,
                        data_dir: str | Path | None = None, time_limit_s: float = 60.0,
-                       threads: int = 1) -> dict[str, Any]:
+                       threads: int = 1, mip_gap: float = 0.01) -> dict[str, Any]:
     """Plan one real-trace instance and report time, memory, status and proven gap.
 
     Parameters
@@ -142,6 +143,8 @@ def run_plan_benchmark(jobs: int, sites: int, hours: int, load: float = 0.3,
         Planner budget (build + solve) and the reference's solver limit. [s]
     threads
         Solver threads.
+    mip_gap
+        Relative gap at which the planner (and the reference) may stop. [-]
 
     Returns
     -------
@@ -153,9 +156,11 @@ def run_plan_benchmark(jobs: int, sites: int, hours: int, load: float = 0.3,
     """
     args = {"jobs": jobs, "sites": sites, "hours": hours, "load": load, "seed": seed,
             "data_dir": None if data_dir is None else str(data_dir),
-            "time_limit_s": time_limit_s, "threads": threads}
+            "time_limit_s": time_limit_s, "threads": threads, "mip_gap": mip_gap}
     out: dict[str, Any] = {"jobs": jobs, "sites": sites, "hours": hours, "load": load,
-                           "seed": seed, "time_limit_s": time_limit_s, "threads": threads}
+                           "seed": seed, "time_limit_s": time_limit_s, "threads": threads,
+                           "mip_gap_target": mip_gap}
+    load_before = [round(x, 2) for x in os.getloadavg()]
     mine = _run_sub("planner", args, wall_s=time_limit_s * 3 + 120, mem_gb=None)
     out.update(mine)
     if reference:
@@ -169,6 +174,8 @@ def run_plan_benchmark(jobs: int, sites: int, hours: int, load: float = 0.3,
         out["ratios"] = ratios
     out["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count(),
                       "load_average_1m": round(os.getloadavg()[0], 2),
+                      "load_average_before": load_before,
+                      "load_average_after": [round(x, 2) for x in os.getloadavg()],
                       "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     return out
 
@@ -176,5 +183,6 @@ def run_plan_benchmark(jobs: int, sites: int, hours: int, load: float = 0.3,
 if __name__ == "__main__":  # the subprocess entry point
     kind, raw = sys.argv[1], json.loads(sys.argv[2])
     result = _child(kind, raw["jobs"], raw["sites"], raw["hours"], raw["load"], raw["seed"],
-                    raw["data_dir"], raw["time_limit_s"], raw["threads"])
+                    raw["data_dir"], raw["time_limit_s"], raw["threads"],
+                    raw.get("mip_gap", 0.01))
     print(json.dumps(result, default=float))

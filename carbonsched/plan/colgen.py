@@ -27,7 +27,22 @@ in column generation", in *Column Generation*, Springer 2005, doi:10.1007/0-387-
    power cell with a fractional class; a repair MIP over the generated and best-priced options
    of the rest (plus all inference GPUs and absorption) completes the plan.
 
-The reported gap is (objective − LP bound) / |objective| with the bound of step 3.
+Issue 13 (loads 0.6 and 0.8, where capacity binds) added, measured on 1k and 10k × 16 × 48:
+
+* the master in the flow (start/end) form (:func:`make_layout`) and interior-point
+  tolerance 1e-5 — the master LP dominates the budget at 10k (two rounds of 10–12 s each at
+  machine load 1.7; over 60 s each with 8–20 other processes on the 2 cores);
+* the gap at load 0.6 is mostly *unplaced work of the few-GPU types* (31 V100s at 10k, 3–4 at
+  1k; an unplaced GPU-hour costs 10 × the dirtiest GPU-hour): the LP places it fractionally,
+  the roundings leave whole gangs out. :func:`split_bound` keeps the capacity rows and
+  relaxes power, so each GPU type is its own small scheduling MIP, with reduced-cost fixing
+  to bound its size — on 1k at 0.6 it raised the bound from 229.74 (LP) to 243.08 in 1 s,
+  where the full model's HiGHS run had 243.81 after 900 s; :func:`site_bound` (assignment
+  relaxed, one MIP per site) is valid too but gained 0.3 kg there and is off by default;
+* :func:`type_pass`, fix-and-optimise by GPU type (few-GPU types first), before the repair.
+
+The reported gap is (objective − bound) / |objective| with the best of the bounds of step 3
+and the split bounds, each valid for any multipliers (tests/plan/test_colgen_bound.py).
 """
 
 from __future__ import annotations
@@ -58,7 +73,24 @@ than simplex re-solves on the 10k instance, and its central duals stabilise the 
 one crossover at the end), ``"simplex"`` (warm-started primal simplex) or ``"auto"`` (IPM above
 :data:`IPM_MIN_CLASSES` classes)."""
 IPM_MIN_CLASSES = 2000
+CG_SHARE = float(os.environ.get("CARBONSCHED_CG_SHARE", "0.65"))
+"""Share of the budget column generation may use; the rest is for the fix-and-optimise
+pass, the split bound and the repair MIP (measured on 10k × 16 × 48 at load 0.6: the master
+reaches within 0.2 % of the LP in two rounds, and the few-GPU types' gangs left out by the
+roundings cost more than the rest of the gap)."""
+IPM_TOL = float(os.environ.get("CARBONSCHED_CG_IPM_TOL", "1e-5"))
+"""Optimality tolerance of the master's interior-point solves. [-]"""
+FLOW = os.environ.get("CARBONSCHED_CG_FLOW", "1") != "0"
+"""Master and repair in the start/end (flow) form: an option enters the balance rows of
+its first and one-past-last hour instead of every hour it covers (see :func:`make_layout`)."""
 CG_REL_TOL = 1e-4
+CG_GAP_SHARE = 0.2
+CG_EXTEND_GAP, CG_EXTEND_SHARE = 0.02, 0.85
+"""While (LP − bound) / LP is above ``CG_EXTEND_GAP`` column generation may use up to
+``CG_EXTEND_SHARE`` of the budget (measured on 10k × 16 × 48 at load 0.6: the bound after
+one round was 3 % below the LP, once 32 %, and 0.1–0.2 % after two)."""
+"""Column generation also stops once (LP − bound) / LP is below this share of the requested
+MIP gap: the rest of the budget goes to the plan, not to the last 0.1 % of the bound."""
 CROSSOVER_AT = 5e-3
 """Once (LP − bound) / LP is below this, master solves end with a crossover to a vertex."""
 """Column generation stops when (LP − Lagrangian bound) / LP is below this. [-]"""
@@ -67,9 +99,12 @@ INTEGRAL_TOL = 1e-4
 SIMPLEX_STRATEGY = int(os.environ.get("CARBONSCHED_CG_SIMPLEX", "4"))
 """HiGHS simplex strategy of the master (4 = primal: added columns keep the basis primal
 feasible, so each re-solve starts where the last one ended)."""
-WARMUP_SHARE = float(os.environ.get("CARBONSCHED_CG_WARMUP", "0.10"))
-"""Largest share of the time budget spent on the Lagrangian warm-up that seeds the master."""
-WARMUP_MAX_ROUNDS = 200
+WARMUP_SHARE = float(os.environ.get("CARBONSCHED_CG_WARMUP", "0.20"))
+"""Largest share of the time budget spent on the Lagrangian warm-up that seeds the master
+(measured on 10k × 16 × 48 at load 0.6: after 117–162 rounds the first master solved in
+10–20 s; when a busy machine cut the warm-up at 39 rounds, the first master had not
+finished after 39 s — so the cap is generous and the round count decides)."""
+WARMUP_MAX_ROUNDS = 150
 """Warm-up rounds (a fixed count keeps runs reproducible; the time share is only a cap)."""
 WARMUP_BIG_CLASSES = 10_000
 WARMUP_SHARE_BIG, WARMUP_MAX_ROUNDS_BIG = 0.15, 600
@@ -82,13 +117,23 @@ WARMUP_KEEP_ROUNDS = 30
 WARMUP_TOP_K = 2
 """Best options per class under the warm-up's best multipliers added to the master."""
 REPAIR_SHARE = 0.15
+FINISH_S = 2.0
+"""Seconds kept for building the plan after the last MIP (HiGHS overruns its limit by up to
+a second on the larger repair MIPs, measured at 10k)."""
+CROSSOVER_MIN_LEFT = 0.5
+"""The final crossover of an interior master runs only with this share of the budget left
+(measured: 12 s on the 10k × 16 × 48 master, as long as an interior solve)."""
 """Share of the budget kept for the repair MIP after the crossover."""
 REPAIR_TOP_K = 3
+REPAIR_HEURISTIC_EFFORT = float(os.environ.get("CARBONSCHED_CG_HEUR", "0.05"))
+"""HiGHS ``mip_heuristic_effort`` of the repair MIPs (HiGHS's default 0.05)."""
 """Options per repair class added by reduced cost under the final duals."""
 REPAIR_ALL_OPTIONS = 50_000
 """When every class fits in the repair and the instance has at most this many options, the
 repair MIP gets all of them."""
 REPAIR_MAX_CLASSES = 500
+REPAIR_ALL_CLASSES = 1000
+"""Up to this many classes the repair MIP frees every class (starting from the best plan)."""
 """Largest repair MIP, in classes (fractional classes plus freed neighbours); measured on the
 10k × 16 × 48 instance: 500 classes → 0.70 % in 9 s, 800 → 0.51 % in 29 s (loaded machine)."""
 
@@ -139,11 +184,30 @@ class Layout:
     cap_base: int              # cap row of (s, t, g) = cap_base + (s*T + t)*G + g
     pow_base: int              # power row of (s, t) = pow_base + s*T + t
     absorb_row: np.ndarray     # (S, T) row or -1
-    n_rows: int
+    n_rows: int                # all rows (cell rows, then the flow form's balance rows)
+    n_cell_rows: int = -1      # rows of the covering form: assignment .. absorption
+    bal_g_base: int = -1       # GPU balance row of (s, t, g) = bal_g_base + (s*T + t)*G + g
+    bal_k_base: int = -1       # IT-power balance row of (s, t) = bal_k_base + s*T + t
+
+    @property
+    def flow(self) -> bool:
+        """Options enter balance rows at their start and end (flow form), not every hour."""
+        return self.bal_g_base >= 0
 
 
-def make_layout(sets: PlanSets, cls: Classes) -> Layout:
-    """Number the master's rows."""
+def make_layout(sets: PlanSets, cls: Classes, flow: bool | None = None) -> Layout:
+    r"""Number the master's rows.
+
+    In the flow form (``flow``, default :data:`FLOW`) the GPUs and IT power running in
+    each site-hour are variables :math:`R_{stg}`, :math:`K_{st}` with balance rows
+    :math:`R_{stg} = R_{s,t-1,g} + \sum_{o \text{ starts at } t} n_o -
+    \sum_{o \text{ ended at } t} n_o` (the same for kW), and the capacity, power and
+    absorption rows hold :math:`R`, :math:`K` and inference only. The LP is the same (a
+    linear substitution), but an option column has four entries besides its assignment row
+    instead of three per covered hour, which measured several times faster in the master's
+    interior-point solves (the classical time-indexed "on/off" reformulation; Pochet &
+    Wolsey, *Production Planning by Mixed Integer Programming*, Springer 2006, §4).
+    """
     n_c = len(cls.rep)
     assign_row = np.full(len(sets.job_gpus), -1, dtype=np.int64)
     assign_row[cls.rep] = np.arange(n_c)
@@ -157,8 +221,14 @@ def make_layout(sets: PlanSets, cls: Classes) -> Layout:
     has_abs = (sets.surplus_kw > ABSORB_EPS_KW) & (sets.ci_g_per_kwh > 0)
     absorb_row = np.full((n_s, n_t), -1, dtype=np.int64)
     absorb_row[has_abs] = pow_base + n_s * n_t + np.arange(int(has_abs.sum()))
+    n_cell = pow_base + n_s * n_t + int(has_abs.sum())
+    flow = FLOW if flow is None else flow
+    if not flow:
+        return Layout(cls.rep, cls.mult, assign_row, demands, serve_row, cap_base, pow_base,
+                      absorb_row, n_cell, n_cell)
     return Layout(cls.rep, cls.mult, assign_row, demands, serve_row, cap_base, pow_base,
-                  absorb_row, pow_base + n_s * n_t + int(has_abs.sum()))
+                  absorb_row, n_cell + n_s * n_t * (n_g + 1), n_cell, n_cell,
+                  n_cell + n_s * n_t * n_g)
 
 
 def row_bounds(sets: PlanSets, lay: Layout, fixed_gpus: np.ndarray | None = None,
@@ -181,6 +251,8 @@ def row_bounds(sets: PlanSets, lay: Layout, fixed_gpus: np.ndarray | None = None
     hi[lay.pow_base: lay.pow_base + n_s * n_t] = pw.reshape(-1)
     m = lay.absorb_row >= 0
     hi[lay.absorb_row[m]] = 0.0 if fixed_kw is None else (sets.pue * fixed_kw)[m]
+    if lay.flow:
+        lo[lay.n_cell_rows:] = hi[lay.n_cell_rows:] = 0.0
     return lo, hi
 
 
@@ -192,18 +264,65 @@ def option_block(sets: PlanSets, lay: Layout, opts: np.ndarray
     cov = cover_index(sets, opts)
     j_of = opts[cov.option, 0]
     kw = sets.job_kw[j_of]
-    cap_rows = lay.cap_base + (cov.site * n_t + cov.slot) * n_g + cov.gtype
-    pow_rows = lay.pow_base + cov.site * n_t + cov.slot
-    abs_rows = lay.absorb_row[cov.site, cov.slot]
-    has = abs_rows >= 0
-    cols = np.concatenate([np.arange(len(opts)), cov.option, cov.option, cov.option[has]])
-    rows = np.concatenate([lay.assign_row[opts[:, 0]], cap_rows, pow_rows, abs_rows[has]])
-    vals = np.concatenate([np.ones(len(opts)), sets.job_gpus[j_of].astype(float), kw,
-                           -(sets.pue[cov.site, cov.slot] * kw * cov.energy)[has]])
+    gp = sets.job_gpus[j_of].astype(float)
+    if lay.flow:
+        # a run of covered hours enters its first hour's balance rows with +n (+kW) and the
+        # hour after its last with -n (-kW); a run ending at the horizon needs no end entry
+        same_prev = np.zeros(len(cov.option), dtype=bool)
+        same_prev[1:] = ((cov.option[1:] == cov.option[:-1]) & (cov.site[1:] == cov.site[:-1])
+                         & (cov.slot[1:] == cov.slot[:-1] + 1))
+        same_next = np.zeros(len(cov.option), dtype=bool)
+        same_next[:-1] = same_prev[1:]
+        st = ~same_prev
+        en = ~same_next & (cov.slot + 1 < n_t)
+        cell_s = cov.site[st] * n_t + cov.slot[st]
+        cell_e = cov.site[en] * n_t + cov.slot[en] + 1
+        cols = np.concatenate([np.arange(len(opts)), cov.option[st], cov.option[st],
+                               cov.option[en], cov.option[en]])
+        rows = np.concatenate([lay.assign_row[opts[:, 0]],
+                               lay.bal_g_base + cell_s * n_g + cov.gtype[st],
+                               lay.bal_k_base + cell_s,
+                               lay.bal_g_base + cell_e * n_g + cov.gtype[en],
+                               lay.bal_k_base + cell_e])
+        vals = np.concatenate([np.ones(len(opts)), gp[st], kw[st], -gp[en], -kw[en]])
+    else:
+        cap_rows = lay.cap_base + (cov.site * n_t + cov.slot) * n_g + cov.gtype
+        pow_rows = lay.pow_base + cov.site * n_t + cov.slot
+        abs_rows = lay.absorb_row[cov.site, cov.slot]
+        has = abs_rows >= 0
+        cols = np.concatenate([np.arange(len(opts)), cov.option, cov.option, cov.option[has]])
+        rows = np.concatenate([lay.assign_row[opts[:, 0]], cap_rows, pow_rows, abs_rows[has]])
+        vals = np.concatenate([np.ones(len(opts)), gp, kw,
+                               -(sets.pue[cov.site, cov.slot] * kw * cov.energy)[has]])
     order = np.argsort(cols, kind="stable")
     starts = np.searchsorted(cols[order], np.arange(len(opts)))
     return (option_costs(sets, opts), starts.astype(np.int32), rows[order].astype(np.int32),
             vals[order])
+
+
+def pricing_duals(sets: PlanSets, lay: Layout, raw: np.ndarray) -> np.ndarray:
+    r"""Master row duals in the covering form's layout, for :func:`price`.
+
+    In the flow form an option's reduced cost involves the balance rows' duals
+    :math:`\beta` (GPUs) and :math:`\gamma` (kW) at its start and end; with
+    :math:`\mu_t = \beta_t - \beta_{t+1}` and :math:`\nu_t = \gamma_t - \gamma_{t+1}`
+    (:math:`\beta_T = \gamma_T = 0`) it is exactly the covering form's
+    :math:`P\sum_t (k_t - \nu_t) - n\sum_t \mu_t - \pi` (absorption acts through
+    :math:`K`, so its term is 0). In the covering form ``raw`` is returned unchanged.
+    """
+    if not lay.flow:
+        return raw
+    n_s, n_t = sets.pue.shape
+    n_g = len(sets.gpu_type)
+    beta = np.zeros((n_s, n_t + 1, n_g))
+    beta[:, :n_t] = raw[lay.bal_g_base: lay.bal_k_base].reshape(n_s, n_t, n_g)
+    gamma = np.zeros((n_s, n_t + 1))
+    gamma[:, :n_t] = raw[lay.bal_k_base: lay.bal_k_base + n_s * n_t].reshape(n_s, n_t)
+    out = np.zeros(lay.n_rows)
+    out[: lay.cap_base] = raw[: lay.cap_base]
+    out[lay.cap_base: lay.pow_base] = (beta[:, :-1] - beta[:, 1:]).reshape(-1)
+    out[lay.pow_base: lay.pow_base + n_s * n_t] = (gamma[:, :-1] - gamma[:, 1:]).reshape(-1)
+    return out
 
 
 def fixed_columns(sets: PlanSets, lay: Layout, classes: np.ndarray, integer: bool
@@ -257,6 +376,43 @@ def fixed_columns(sets: PlanSets, lay: Layout, classes: np.ndarray, integer: boo
     vals.append(np.ones(len(sa)))
     col_nnz.append(np.ones(len(sa), dtype=np.int64))
     kinds.append(np.full(len(sa), 2, dtype=np.int64))
+    if lay.flow:
+        # R_stg (GPUs running) and K_st (IT kW running): -1 in their hour's balance row, +1
+        # in the next hour's, +1 in the capacity (power) row; K also -PUE in absorption
+        n_stg = n_s * n_t * n_g
+        cell = np.arange(n_stg)
+        s_of, t_of = cell // (n_t * n_g), (cell // n_g) % n_t
+        nxt = t_of + 1 < n_t
+        r3 = np.stack([lay.bal_g_base + cell, lay.bal_g_base + cell + n_g,
+                       lay.cap_base + cell], axis=1)
+        v3 = np.tile([-1.0, 1.0, 1.0], (n_stg, 1))
+        keep = np.ones((n_stg, 3), dtype=bool)
+        keep[:, 1] = nxt
+        rows.append(r3[keep])
+        vals.append(v3[keep])
+        col_nnz.append(keep.sum(axis=1))
+        costs.append(np.zeros(n_stg))
+        lower.append(np.zeros(n_stg))
+        upper.append(np.full(n_stg, INF))
+        kinds.append(np.full(n_stg, 4, dtype=np.int64))
+        del s_of
+        n_st = n_s * n_t
+        cell = np.arange(n_st)
+        si, ti = cell // n_t, cell % n_t
+        ab = lay.absorb_row[si, ti]
+        r4 = np.stack([lay.bal_k_base + cell, lay.bal_k_base + cell + 1,
+                       lay.pow_base + cell, ab], axis=1)
+        v4 = np.stack([np.full(n_st, -1.0), np.ones(n_st), np.ones(n_st), -sets.pue[si, ti]],
+                      axis=1)
+        keep = np.stack([np.ones(n_st, bool), ti + 1 < n_t, np.ones(n_st, bool), ab >= 0],
+                        axis=1)
+        rows.append(r4[keep])
+        vals.append(v4[keep])
+        col_nnz.append(keep.sum(axis=1))
+        costs.append(np.zeros(n_st))
+        lower.append(np.zeros(n_st))
+        upper.append(np.full(n_st, INF))
+        kinds.append(np.full(n_st, 5, dtype=np.int64))
     nz = np.concatenate(col_nnz)
     starts = np.concatenate([[0], np.cumsum(nz)[:-1]]).astype(np.int32)
     return {"costs": np.concatenate(costs), "lower": np.concatenate(lower),
@@ -528,13 +684,388 @@ def lagrangian(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarray
     return value, opts, g_used, kw_used, a_val
 
 
+SPLIT_SHARE = float(os.environ.get("CARBONSCHED_CG_SPLIT", "0.25"))
+"""Share of the budget for the type-split bound (:func:`split_bound`); 0 turns it off."""
+SITE_SHARE = float(os.environ.get("CARBONSCHED_CG_SITE", "0"))
+"""Share of the budget for the site-split bound (:func:`site_bound`); 0 (default) turns it
+off: measured on 1k × 16 × 48 at load 0.6 it raised the bound by 0.3 kg (229.74 → 230.02)
+against 13.3 kg for the GPU-type split, with the master's duals as multipliers."""
+SPLIT_ENUM_MAX = 400_000
+"""GPU types with more feasible options than this keep their Lagrangian term in the split
+bound (enumerating them costs more than it can prove in the budget)."""
+SPLIT_MIN_DELTA = 0.1
+"""A type's MIP is skipped when the option cap forces its reduced-cost threshold below this
+share of the gap (it could then raise the bound by little more than the threshold)."""
+SPLIT_MIP_MAX = 40_000
+"""Most options in one GPU type's subproblem MIP; the reduced-cost threshold is lowered
+to keep it there (the bound stays valid: see :func:`split_bound`)."""
+
+
+@dataclass
+class SplitBound:
+    """Outcome of :func:`split_bound`."""
+
+    bound: float
+    lagrangian: float
+    per_type: dict
+    """By GPU type: ``(lagrangian term, proven term, options in the MIP, MIP status)``."""
+    options: np.ndarray
+    """``(O, 3)`` ``(representative, site, start)`` of the subproblem MIPs' solutions."""
+    counts: np.ndarray
+    columns: np.ndarray | None = None
+    """Every option the subproblem MIPs had (reduced cost below their thresholds)."""
+
+
+def split_bound(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarray,
+                lam_a: np.ndarray, upper: float, seconds: float, threads: int,
+                say=None) -> SplitBound:
+    r"""Lagrangian bound with power and absorption relaxed and GPU capacity kept.
+
+    With multipliers :math:`\lambda^P, \lambda^A \ge 0` on the power and absorption rows the
+    problem separates by GPU type :math:`g` (capacity rows are per type, inference uses one
+    type): :math:`z \ge \sum_g V_g(\lambda) + \kappa(\lambda)`, where :math:`V_g` is the
+    type's own scheduling MIP (assignment, inference, capacity) with per-kW prices
+    :math:`k_{st} + \lambda^P_{st} - \mathrm{PUE}_{st}\lambda^A_{st}` and :math:`\kappa` the
+    absorption and :math:`-\lambda^P \bar P` terms. Each :math:`V_g` is bounded below by
+    its capacity-relaxed Lagrangian :math:`L_g(\lambda^C)` (the classic bound, summing to
+    :func:`lagrangian`); and since every solution of the type's problem has value at least
+    :math:`L_g + \sum_o \bar c_o x_o` with non-negative reduced costs :math:`\bar c_o`, a
+    solution below :math:`L_g + \Delta` uses only options with :math:`\bar c_o < \Delta`.
+    Hence :math:`V_g \ge \min(L_g + \Delta, B_g)`, :math:`B_g` the dual bound of the MIP
+    over those options — valid for any :math:`\Delta`, which is lowered until the MIP has at
+    most :data:`SPLIT_MIP_MAX` options (reduced-cost fixing; Nemhauser & Wolsey, *Integer
+    and Combinatorial Optimization*, Wiley 1988, §II.5; for the decomposition by resource,
+    Guignard, "Lagrangean relaxation", TOP 11, 2003, doi:10.1007/BF02579036).
+
+    The capacity rows are where few-GPU types lose integrality (a gang of 4 cannot use three
+    free GPUs), which the LP and :func:`lagrangian` cannot see.
+
+    Parameters
+    ----------
+    lam_c, lam_p, lam_a
+        Non-negative multipliers of the capacity ``(S, T, G)``, power and absorption
+        ``(S, T)`` rows (any values give a valid bound).
+    upper
+        Objective of the best plan known; no threshold above ``upper − L`` is needed. [kg]
+    seconds
+        Time for all subproblem MIPs. [s]
+    """
+    t_end = time.perf_counter() + seconds
+    n_s, n_t = sets.pue.shape
+    n_g = len(sets.gpu_type)
+    reps, mult = lay.reps, lay.mult
+    value, _, _, _, a_val = lagrangian(sets, lay, lam_c, lam_p, lam_a)
+    # per-class and per-demand terms of the Lagrangian, to split it by type
+    pen = sets.penalty_per_gpu_hour * (sets.job_gpus[reps] * sets.job_dur[reps]).astype(float)
+    rc1 = price(sets, lay, _duals_from(lay, lam_c, lam_p, lam_a), reps, k=1)[0][:, 0]
+    class_term = mult * np.minimum(rc1, pen)
+    kprice = sets.cost_per_kwh + lam_p - sets.pue * lam_a                   # (S, T) [kg/kWh]
+    dem = lay.demands
+    cap = sets.gpu_count[:, None, :].astype(float) * np.ones((1, n_t, 1))
+    dem_term = np.zeros(len(dem))
+    if len(dem):
+        t_d, g_d = sets.inf_hour[dem], sets.inf_gtype[dem]
+        per_gpu = (sets.inf_kw_per_gpu[dem][:, None] * kprice[:, t_d].T
+                   + lam_c[:, t_d, g_d].T)
+        per_gpu = np.where(sets.inf_sites[dem], per_gpu, np.inf)
+        dem_term = sets.inf_gpus[dem] * per_gpu.min(axis=1)
+    g_of_c = sets.job_gtype[reps]
+    g_of_d = sets.inf_gtype[dem] if len(dem) else np.zeros(0, np.int64)
+    lag_g = np.array([class_term[g_of_c == g].sum() + dem_term[g_of_d == g].sum()
+                      - (lam_c[:, :, g] * cap[:, :, g]).sum() for g in range(n_g)])
+    const = value - lag_g.sum()
+    delta_max = max(upper - value, 0.0) * (1 + 1e-9) + 1e-9
+    n_win = np.clip(sets.job_last[reps] - sets.job_first[reps] + 1, 0, n_t)
+    n_opt = sets.job_sites[reps].sum(axis=1) * n_win
+    per_type: dict = {}
+    proven_g = lag_g.copy()
+    sol_o, sol_n = [np.zeros((0, 3), np.int64)], [np.zeros(0, np.int64)]
+    seen = [np.zeros((0, 3), np.int64)]
+    order = np.argsort([n_opt[g_of_c == g].sum() for g in range(n_g)], kind="stable")
+    for g in order:
+        cg = np.flatnonzero(g_of_c == g)
+        dg = np.flatnonzero(g_of_d == g)
+        name = str(sets.gpu_type[g])
+        left = t_end - time.perf_counter()
+        if len(cg) == 0 or n_opt[cg].sum() > SPLIT_ENUM_MAX or left < 0.2:
+            per_type[name] = (float(lag_g[g]), float(lag_g[g]), 0, "not enumerated")
+            continue
+        opts = enumerate_options(sets, reps[cg])
+        cov = cover_index(sets, opts)
+        j = opts[cov.option, 0]
+        c_tilde = option_costs(sets, opts) + np.bincount(
+            cov.option, weights=sets.job_kw[j] * (lam_p - sets.pue * lam_a)[cov.site, cov.slot],
+            minlength=len(opts))
+        rc = c_tilde + np.bincount(cov.option, weights=sets.job_gpus[j]
+                                   * lam_c[cov.site, cov.slot, cov.gtype], minlength=len(opts))
+        loc = np.full(len(sets.job_gpus), -1, dtype=np.int64)
+        loc[reps[cg]] = np.arange(len(cg))
+        oc = loc[opts[:, 0]]
+        pi = np.minimum(np.full(len(cg), np.inf), pen[cg])
+        np.minimum.at(pi, oc, rc)
+        rc = rc - pi[oc]
+        delta = delta_max
+        if (rc < delta).sum() > SPLIT_MIP_MAX:
+            delta = float(np.partition(rc, SPLIT_MIP_MAX)[SPLIT_MIP_MAX])
+        if delta < SPLIT_MIN_DELTA * delta_max:
+            per_type[name] = (float(lag_g[g]), float(lag_g[g]), 0,
+                              f"skipped: threshold {delta:.3g} below {SPLIT_MIN_DELTA} of gap")
+            continue
+        keep = rc < delta
+        opts, c_tilde, oc = opts[keep], c_tilde[keep], oc[keep]
+        seen.append(opts)
+        # the type's MIP: assignment, inference and capacity rows (covering form)
+        cells = np.flatnonzero(sets.gpu_count[:, g] > 0)
+        cell_row = np.full((n_s, n_t), -1, dtype=np.int64)
+        n_cap = len(cells) * n_t
+        cell_row[cells] = (len(cg) + len(dg) + np.arange(n_cap)).reshape(len(cells), n_t)
+        h = _new_highs(threads, max(left, 0.1))
+        h.setOptionValue("mip_rel_gap", 1e-4)
+        lo = np.concatenate([mult[cg].astype(float), sets.inf_gpus[dem[dg]].astype(float),
+                             np.full(n_cap, -INF)])
+        hi = np.concatenate([mult[cg].astype(float), sets.inf_gpus[dem[dg]].astype(float),
+                             np.repeat(sets.gpu_count[cells, g].astype(float), n_t)])
+        h.addRows(len(lo), lo, hi, 0, np.zeros(0, np.int32), np.zeros(0, np.int32),
+                  np.zeros(0))
+        # unplaced columns
+        h.addCols(len(cg), pen[cg], np.zeros(len(cg)), mult[cg].astype(float), len(cg),
+                  np.arange(len(cg), dtype=np.int32), np.arange(len(cg), dtype=np.int32),
+                  np.ones(len(cg)))
+        n_y = 0
+        ys = np.zeros((0, 2), np.int64)
+        if len(dg):
+            dd, ss = np.nonzero(sets.inf_sites[dem[dg]])
+            d_pos = dem[dg][dd]
+            t_y = sets.inf_hour[d_pos]
+            ys = np.stack([d_pos, ss], axis=1)
+            n_y = len(dd)
+            rows = np.stack([len(cg) + dd, cell_row[ss, t_y]], axis=1).reshape(-1)
+            h.addCols(n_y, sets.inf_kw_per_gpu[d_pos] * kprice[ss, t_y], np.zeros(n_y),
+                      sets.inf_gpus[d_pos].astype(float), 2 * n_y,
+                      np.arange(0, 2 * n_y, 2, dtype=np.int32), rows.astype(np.int32),
+                      np.ones(2 * n_y))
+        cov = cover_index(sets, opts)
+        cols = np.concatenate([np.arange(len(opts)), cov.option])
+        rows = np.concatenate([oc, cell_row[cov.site, cov.slot]])
+        vals = np.concatenate([np.ones(len(opts)),
+                               sets.job_gpus[opts[cov.option, 0]].astype(float)])
+        srt = np.argsort(cols, kind="stable")
+        starts = np.searchsorted(cols[srt], np.arange(len(opts))).astype(np.int32)
+        h.addCols(len(opts), c_tilde, np.zeros(len(opts)), mult[cg][oc].astype(float),
+                  len(srt), starts, rows[srt].astype(np.int32), vals[srt])
+        n_col = len(cg) + n_y + len(opts)
+        h.changeColsIntegrality(n_col, np.arange(n_col, dtype=np.int32),
+                                np.ones(n_col, dtype=np.uint8))
+        h.run()
+        info = h.getInfo()
+        db = float(info.mip_dual_bound)
+        ms = h.getModelStatus()
+        if ms == highspy.HighsModelStatus.kInfeasible:
+            db = np.inf              # no solution of the type's problem below the threshold
+        if np.isfinite(db) or db == np.inf:
+            proven_g[g] = max(lag_g[g], min(lag_g[g] + delta, db))
+        if info.primal_solution_status == 2:
+            x = np.round(np.asarray(h.getSolution().col_value)[len(cg) + n_y:]).astype(np.int64)
+            sol_o.append(opts[x > 0])
+            sol_n.append(x[x > 0])
+        per_type[name] = (float(lag_g[g]), float(proven_g[g]), int(len(opts)),
+                          h.modelStatusToString(ms))
+        if say:
+            say(f"split bound, type {name}: Lagrangian {lag_g[g]:.3f} -> {proven_g[g]:.3f} "
+                f"({len(opts)} options, threshold {delta:.3g}, {h.modelStatusToString(ms)})")
+        del ys
+    return SplitBound(bound=float(proven_g.sum() + const), lagrangian=float(value),
+                      per_type=per_type, options=np.concatenate(sol_o),
+                      counts=np.concatenate(sol_n), columns=np.concatenate(seen))
+
+
+SITE_ENUM_MAX = 2_500_000
+"""The site split enumerates every option; above this many it is not tried."""
+SITE_MIP_MAX = 25_000
+"""Most options in one site's MIP (the reduced-cost threshold is lowered to keep it)."""
+
+
+def site_bound(sets: PlanSets, lay: Layout, raw: np.ndarray, upper: float, seconds: float,
+               threads: int, say=None) -> SplitBound:
+    r"""Lagrangian bound with the assignment and inference rows relaxed: one MIP per site.
+
+    With the master's duals :math:`\pi_c` (assignment) and :math:`\sigma_d` (inference) as
+    multipliers, the problem separates by site (GPU capacity, power and absorption rows are
+    per site):
+
+    .. math:: z \ge \sum_c m_c \pi_c + \sum_d N_d \sigma_d
+              + \sum_c m_c \min(0, p_c - \pi_c) + \sum_s V_s(\pi, \sigma),
+
+    :math:`V_s` the site's own MIP: options at the site with costs :math:`c_o - \pi_c`
+    (at most :math:`m_c` of a class), inference with :math:`e_{ds} - \sigma_d`, absorption,
+    and the site's capacity, power and absorption rows, integer — the gangs that do not fit
+    a site's few GPUs or its power cap, which no LP sees. Each :math:`V_s` is bounded below by
+    its own Lagrangian :math:`L_s` (capacity, power and absorption relaxed with the master's
+    duals; :math:`\sum_s L_s` plus the first terms is the LP value at the LP's optimal
+    duals), and as in :func:`split_bound` by :math:`\min(L_s + \Delta, B_s)` with
+    :math:`B_s` the dual bound of the MIP over the options of reduced cost below
+    :math:`\Delta` (a Lagrangian decomposition by site; Guignard, TOP 11, 2003,
+    doi:10.1007/BF02579036; reduced-cost fixing, Nemhauser & Wolsey 1988, §II.5).
+
+    Parameters
+    ----------
+    raw
+        Master row duals (HiGHS signs) in the covering layout's first rows; any values
+        give a valid bound.
+    upper
+        Objective of the best plan known. [kg]
+    seconds
+        Time for all site MIPs. [s]
+    """
+    t_end = time.perf_counter() + seconds
+    n_s, n_t = sets.pue.shape
+    n_g = len(sets.gpu_type)
+    reps, mult = lay.reps, lay.mult
+    pi = raw[lay.assign_row[reps]]
+    dem = lay.demands
+    sigma = raw[lay.serve_row[dem]] if len(dem) else np.zeros(0)
+    lam_c, lam_p, lam_a = multipliers(sets, lay, raw)
+    pen = sets.penalty_per_gpu_hour * (sets.job_gpus[reps] * sets.job_dur[reps]).astype(float)
+    ci_kg = sets.ci_g_per_kwh / 1000.0
+    const = float((mult * pi).sum() + (sets.inf_gpus[dem] * sigma).sum()
+                  + (mult * np.minimum(0.0, pen - pi)).sum())
+    opts = enumerate_options(sets, reps)
+    cov = cover_index(sets, opts)
+    j = opts[cov.option, 0]
+    loc = np.full(len(sets.job_gpus), -1, dtype=np.int64)
+    loc[reps] = np.arange(len(reps))
+    oc = loc[opts[:, 0]]
+    cost = option_costs(sets, opts) - pi[oc]                    # relaxed-assignment cost
+    r = cost + np.bincount(cov.option, weights=sets.job_gpus[j] * lam_c[cov.site, cov.slot,
+                                                                          cov.gtype]
+                           + sets.job_kw[j] * (lam_p - sets.pue * lam_a)[cov.site, cov.slot],
+                           minlength=len(opts))
+    del cov, j
+    # inference columns y_ds and their reduced costs
+    dd, ys = np.nonzero(sets.inf_sites[dem]) if len(dem) else (np.zeros(0, int),) * 2
+    d_pos = dem[dd] if len(dem) else np.zeros(0, np.int64)
+    t_y, g_y = sets.inf_hour[d_pos], sets.inf_gtype[d_pos]
+    kw_y = sets.inf_kw_per_gpu[d_pos]
+    cost_y = kw_y * sets.cost_per_kwh[ys, t_y] - sigma[dd]
+    r_y = cost_y + lam_c[ys, t_y, g_y] + kw_y * (lam_p - sets.pue * lam_a)[ys, t_y]
+    n_y = sets.inf_gpus[d_pos].astype(float)
+    has_abs = lay.absorb_row >= 0
+    cap = sets.gpu_count.astype(float)
+    pcap = sets.power_cap_kw
+    delta_max = float("inf")
+    per_site: dict = {}
+    total = const
+    sol_o, sol_n = [np.zeros((0, 3), np.int64)], [np.zeros(0, np.int64)]
+    site_of = opts[:, 1]
+    for s in range(n_s):
+        on = np.flatnonzero(site_of == s)
+        # the site's Lagrangian: each class all on its best option here if that is negative
+        beta = np.zeros(len(reps))
+        np.minimum.at(beta, oc[on], r[on])
+        on_y = np.flatnonzero(ys == s)
+        abs_t = np.flatnonzero(has_abs[s] & (lam_a[s] < ci_kg[s]))
+        l_s = float((mult * beta).sum() + (n_y[on_y] * np.minimum(0.0, r_y[on_y])).sum()
+                    + ((lam_a[s, abs_t] - ci_kg[s, abs_t]) * sets.surplus_kw[s, abs_t]).sum()
+                    - (lam_c[s] * cap[s][None, :]).sum() - (lam_p[s] * pcap[s]).sum())
+        total += l_s
+        per_site[str(sets.site[s])] = (l_s, l_s, 0, "not run")
+    lag_total = total
+    if not np.isfinite(upper):
+        return SplitBound(lag_total, lag_total, per_site, sol_o[0], sol_n[0])
+    delta_max = max(upper - lag_total, 0.0) * (1 + 1e-9) + 1e-9
+    for s in range(n_s):
+        left = (t_end - time.perf_counter()) / (n_s - s)
+        name = str(sets.site[s])
+        l_s = per_site[name][0]
+        if left < 0.1:
+            continue
+        on = np.flatnonzero(site_of == s)
+        beta = np.zeros(len(reps))
+        np.minimum.at(beta, oc[on], r[on])
+        rc = r[on] - beta[oc[on]]
+        delta = delta_max
+        if (rc < delta).sum() > SITE_MIP_MAX:
+            delta = float(np.partition(rc, SITE_MIP_MAX)[SITE_MIP_MAX])
+        if delta < SPLIT_MIN_DELTA * delta_max:
+            per_site[name] = (l_s, l_s, 0, f"skipped: threshold {delta:.3g}")
+            continue
+        sel = on[rc < delta]
+        o_s = opts[sel]
+        cls_here = np.unique(oc[sel])
+        crow = np.full(len(reps), -1, dtype=np.int64)
+        crow[cls_here] = np.arange(len(cls_here))
+        n_c = len(cls_here)
+        cap_base, pow_base = n_c, n_c + n_t * n_g
+        abs_row = np.full(n_t, -1, dtype=np.int64)
+        ab_t = np.flatnonzero(has_abs[s])
+        abs_row[ab_t] = pow_base + n_t + np.arange(len(ab_t))
+        n_rows = pow_base + n_t + len(ab_t)
+        lo = np.full(n_rows, -INF)
+        hi = np.concatenate([mult[cls_here].astype(float), np.repeat(cap[s][None, :], n_t, 0
+                                                                     ).reshape(-1),
+                             pcap[s], np.zeros(len(ab_t))])
+        h = _new_highs(threads, left)
+        h.setOptionValue("mip_rel_gap", 1e-4)
+        h.addRows(n_rows, lo, hi, 0, np.zeros(0, np.int32), np.zeros(0, np.int32),
+                  np.zeros(0))
+        c2 = cover_index(sets, o_s)
+        jj = o_s[c2.option, 0]
+        kwc = sets.job_kw[jj]
+        ar = abs_row[c2.slot]
+        hv = ar >= 0
+        cols = np.concatenate([np.arange(len(o_s)), c2.option, c2.option, c2.option[hv]])
+        rows = np.concatenate([crow[oc[sel]], cap_base + c2.slot * n_g + c2.gtype,
+                               pow_base + c2.slot, ar[hv]])
+        vals = np.concatenate([np.ones(len(o_s)), sets.job_gpus[jj].astype(float), kwc,
+                               -(sets.pue[s, c2.slot] * kwc)[hv]])
+        srt = np.argsort(cols, kind="stable")
+        starts = np.searchsorted(cols[srt], np.arange(len(o_s))).astype(np.int32)
+        h.addCols(len(o_s), cost[sel], np.zeros(len(o_s)), mult[oc[sel]].astype(float),
+                  len(srt), starts, rows[srt].astype(np.int32), vals[srt])
+        n_int = len(o_s)
+        if len(on_y := np.flatnonzero(ys == s)):
+            ty = t_y[on_y]
+            ar_y = abs_row[ty]
+            nnz = np.where(ar_y >= 0, 3, 2)
+            r3 = np.stack([cap_base + ty * n_g + g_y[on_y], pow_base + ty, ar_y], axis=1)
+            v3 = np.stack([np.ones(len(on_y)), kw_y[on_y], -kw_y[on_y] * sets.pue[s, ty]], 1)
+            keep = np.arange(3)[None, :] < nnz[:, None]
+            st_y = np.concatenate([[0], np.cumsum(nnz)[:-1]]).astype(np.int32)
+            h.addCols(len(on_y), cost_y[on_y], np.zeros(len(on_y)), n_y[on_y],
+                      int(nnz.sum()), st_y, r3[keep].astype(np.int32), v3[keep])
+            n_int += len(on_y)
+        if len(ab_t):
+            h.addCols(len(ab_t), -ci_kg[s, ab_t], np.zeros(len(ab_t)),
+                      sets.surplus_kw[s, ab_t], len(ab_t),
+                      np.arange(len(ab_t), dtype=np.int32), abs_row[ab_t].astype(np.int32),
+                      np.ones(len(ab_t)))
+        h.changeColsIntegrality(n_int, np.arange(n_int, dtype=np.int32),
+                                np.ones(n_int, dtype=np.uint8))
+        h.run()
+        info = h.getInfo()
+        db = float(info.mip_dual_bound)
+        ms = h.getModelStatus()
+        proven = max(l_s, min(l_s + delta, db)) if not np.isnan(db) else l_s
+        total += proven - l_s
+        if info.primal_solution_status == 2:
+            x = np.round(np.asarray(h.getSolution().col_value)[: len(o_s)]).astype(np.int64)
+            sol_o.append(o_s[x > 0])
+            sol_n.append(x[x > 0])
+        per_site[name] = (l_s, proven, int(len(o_s)), h.modelStatusToString(ms))
+        if say:
+            say(f"site bound, {name}: Lagrangian {l_s:.3f} -> {proven:.3f} ({len(o_s)} "
+                f"options, threshold {delta:.3g}, {h.modelStatusToString(ms)})")
+    return SplitBound(bound=float(total), lagrangian=float(lag_total), per_type=per_site,
+                      options=np.concatenate(sol_o), counts=np.concatenate(sol_n))
+
+
 def _note(rec: SolverRecord, text: str) -> None:
     rec.note = "; ".join(x for x in (rec.note, text) if x)
 
 
 def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: int,
                  rec: SolverRecord, started: float, progress=None,
-                 cg_share: float = 0.8) -> PlanResult:
+                 cg_share: float = CG_SHARE) -> PlanResult:
     """Column generation to the exact LP bound, then a repair MIP (module docstring).
 
     Parameters
@@ -591,6 +1122,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     seeds = [g_opts, _stack(reps, rc0, s0, st0, np.isfinite(rc0))]
     lag_lb = -np.inf
     warm_duals = np.zeros(lay.n_rows)
+    best_lam = multipliers(sets, lay, warm_duals)   # multipliers of the best bound so far
     warm_s = 0.0
     if WARMUP_SHARE > 0:
         tw = time.perf_counter()
@@ -600,6 +1132,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
                                max_iter=WARMUP_MAX_ROUNDS_BIG if big else WARMUP_MAX_ROUNDS)
         lag_lb = wu.bound
         warm_duals = wu.duals
+        best_lam = multipliers(sets, lay, wu.duals)
         warm_s = time.perf_counter() - tw
         seeds.append(wu.pool)
         rcw, sw, tw = price(sets, lay, np.where(np.arange(lay.n_rows) < len(reps), 0.0, wu.duals),
@@ -615,6 +1148,10 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     if use_ipm:
         h.setOptionValue("solver", "ipm")
         h.setOptionValue("run_crossover", "off")
+        # the bound is the Lagrangian of whatever duals come out (valid for any), so the
+        # interior point need not polish them: measured 59 iterations to 1e-5 where the
+        # default 1e-8 had not finished after 90 s on the 10k × 16 × 48 master at load 0.6
+        h.setOptionValue("ipm_optimality_tolerance", IPM_TOL)
     else:
         h.setOptionValue("simplex_strategy", SIMPLEX_STRATEGY)
     h.addRows(lay.n_rows, lo, hi, 0, np.zeros(0, np.int32), np.zeros(0, np.int32),
@@ -631,14 +1168,20 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     scale = max(float(np.abs(c).max(initial=1.0)), 1e-9)
     lb = lag_lb
     it = 0
+    z_last = np.inf
     converged = False
     vertex = False
     good = None   # (option values, duals, pool size, at a vertex) of the last solved master
     ts = time.perf_counter()
     while True:
         it += 1
-        _limit(h, left() - (1 - cg_share) * time_limit_s)
+        # a bound still far from the LP is worth more master time than the plan gets
+        share = cg_share if it == 1 or z_last - lb <= CG_EXTEND_GAP * abs(z_last) else \
+            max(cg_share, CG_EXTEND_SHARE)
+        _limit(h, left() - (1 - share) * time_limit_s)
         tr = time.perf_counter()
+        if it == 1 and os.environ.get("CARBONSCHED_CG_WRITE"):   # debugging aid
+            h.writeModel(os.environ["CARBONSCHED_CG_WRITE"])
         h.run()
         t_lp = time.perf_counter() - tr
         ms = h.getModelStatus()
@@ -647,18 +1190,22 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
             break
         z = h.getInfo().objective_function_value
         sol = h.getSolution()
-        duals = np.asarray(sol.row_dual)
-        good = (np.asarray(sol.col_value)[n_fixed: n_fixed + len(pool)], duals, len(pool),
-                bool(vertex))
+        raw = np.asarray(sol.row_dual)
+        duals = pricing_duals(sets, lay, raw)
+        good = (np.asarray(sol.col_value)[n_fixed: n_fixed + len(pool)], duals, raw,
+                len(pool), bool(vertex))
         tr = time.perf_counter()
-        lag = lagrangian(sets, lay, *multipliers(sets, lay, duals))[0]
-        lb = max(lb, lag)
+        for cand in (raw, duals) if lay.flow else (raw,):
+            lam = multipliers(sets, lay, cand)
+            v = lagrangian(sets, lay, *lam)[0]
+            if v > lb:
+                lb, best_lam = v, lam
         rc, bs, bt = price(sets, lay, duals, reps, k=COLUMNS_PER_ROUND)
         t_pr = time.perf_counter() - tr
         neg = rc < -RC_TOL * scale
         say(f"round {it}: LP {z:.3f}, bound {lb:.3f}, {int(neg.sum())} new columns, "
             f"pool {len(pool)} (LP {t_lp:.1f} s, pricing {t_pr:.1f} s)")
-        if not neg.any() or z - lb <= CG_REL_TOL * abs(z):
+        if not neg.any() or z - lb <= max(CG_REL_TOL, CG_GAP_SHARE * mip_gap) * abs(z):
             converged = True
             break
         if use_ipm and not vertex and z - lb <= CROSSOVER_AT * abs(z):
@@ -669,13 +1216,15 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         c, st, ri, va = option_block(sets, lay, new)
         h.addCols(len(new), c, np.zeros(len(new)), np.full(len(new), INF), len(ri), st, ri, va)
         pool = np.concatenate([pool, new])
-        if left() <= (1 - cg_share) * time_limit_s:
+        z_last = z
+        share = cg_share if z - lb <= CG_EXTEND_GAP * abs(z) else max(cg_share, CG_EXTEND_SHARE)
+        if left() <= (1 - share) * time_limit_s:
             _note(rec, "column generation stopped by the time budget; the bound is the best "
                   "Lagrangian bound reached")
             break
     rec.bound = lb if np.isfinite(lb) else None
-    if (use_ipm and good is not None and not good[3]
-            and left() > (REPAIR_SHARE + 0.1) * time_limit_s):
+    if (use_ipm and good is not None and not good[4]
+            and left() > CROSSOVER_MIN_LEFT * time_limit_s):
         # a vertex (basic) solution has few fractional values; interior ones have many
         tr = time.perf_counter()
         h.setOptionValue("run_crossover", "on")
@@ -687,11 +1236,12 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
             f"{h.modelStatusToString(h.getModelStatus())}")
         if ok:
             sol = h.getSolution()
+            raw = np.asarray(sol.row_dual)
             good = (np.asarray(sol.col_value)[n_fixed: n_fixed + len(pool)],
-                    np.asarray(sol.row_dual), len(pool), True)
+                    pricing_duals(sets, lay, raw), raw, len(pool), True)
     if good is None:   # no master LP solved in time: price with the warm-up's multipliers
-        good = (np.zeros(len(pool)), warm_duals, len(pool), False)
-    xo, duals, n_pool, _ = good
+        good = (np.zeros(len(pool)), warm_duals, warm_duals, len(pool), False)
+    xo, duals, row_duals, n_pool, _ = good
     pool = pool[:n_pool]
     lam_c, lam_p, lam_a = multipliers(sets, lay, duals)
     rank_kw = sets.cost_per_kwh + lam_p - sets.pue * lam_a
@@ -713,6 +1263,49 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
                                    prefilled=part)
         if "short" not in completion.solver.note:
             cands.append((f"{label} + priced greedy", completion))
+    split_opts = np.zeros((0, 3), dtype=np.int64)
+    # incumbent 3: fix-and-optimise by GPU type, few-GPU types first
+    n_frac = int((residual > 0).sum())
+    will_repair = 0 < n_frac <= REPAIR_MAX_CLASSES or (len(reps) <= REPAIR_ALL_CLASSES
+                                                        and n_frac > 0)
+    if TYPE_PASS_SHARE > 0 and left() > 2.0:
+        best_name, best_plan = min(cands, key=lambda c: c[1].totals["objective"])
+        # without a repair to follow (too many fractional classes) the pass takes most of
+        # what is left, the split bound the rest
+        tp_s = min(TYPE_PASS_SHARE * time_limit_s, 0.6 * left()) if will_repair else \
+            0.8 * (left() - FINISH_S)
+        improved = type_pass(sets, lay, cls, duals, pool[xo > INTEGRAL_TOL], split_opts,
+                             best_plan, threads, tp_s, mip_gap, say, rec)
+        if improved is not None:
+            cands.append(("fix-and-optimise by GPU type", improved))
+    if SPLIT_SHARE > 0 and left() > 1.0:
+        upper = min(r.totals["objective"] for _, r in cands)
+        tr = time.perf_counter()
+        sb = split_bound(sets, lay, *best_lam, upper,
+                         min(SPLIT_SHARE * time_limit_s, 0.4 * (left() - FINISH_S)), threads,
+                         say)
+        say(f"type-split bound {sb.bound:.3f} (Lagrangian {sb.lagrangian:.3f}, best bound "
+            f"{lb:.3f}) in {time.perf_counter() - tr:.1f} s")
+        split_opts = np.concatenate([sb.options, sb.columns])
+        if sb.bound > lb:
+            lb = sb.bound
+            rec.bound = lb
+            _note(rec, "bound from the GPU-type split (capacity kept, power relaxed): "
+                  + ", ".join(f"{k} {v[0]:.1f}->{v[1]:.1f}" for k, v in sb.per_type.items()
+                              if v[1] > v[0] + 1e-9))
+    if SITE_SHARE > 0 and left() > 1.0 and count_options(sets) <= SITE_ENUM_MAX:
+        upper = min(r.totals["objective"] for _, r in cands)
+        tr = time.perf_counter()
+        sbs = site_bound(sets, lay, row_duals, upper,
+                         min(SITE_SHARE * time_limit_s, 0.5 * left()), threads, say)
+        say(f"site-split bound {sbs.bound:.3f} (its Lagrangian {sbs.lagrangian:.3f}, best "
+            f"bound {lb:.3f}) in {time.perf_counter() - tr:.1f} s")
+        split_opts = np.concatenate([split_opts, sbs.options])
+        if sbs.bound > lb:
+            lb = sbs.bound
+            rec.bound = lb
+            _note(rec, f"bound from the site split (assignment relaxed, one MIP per site): "
+                  f"{sbs.bound:.3f}")
     say(f"LP {'converged' if converged else 'stopped'} after {it} rounds "
         f"({time.perf_counter() - ts:.1f} s): {int(residual.sum())} jobs of "
         f"{int((residual > 0).sum())} classes left by the LP's integral part")
@@ -724,22 +1317,23 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
                          "fixed_opts": fixed_opts, "fixed_counts": fixed_counts,
                          "cands": [(n, r.totals["objective"]) for n, r in cands],
                          "bound": rec.bound}, fh)
-    # incumbent 3: repair MIP over the residual classes and the fixed classes that share a
+    # incumbent 4: repair MIP over the residual classes and the fixed classes that share a
     # binding cell with them, started from the best plan so far
     rep_proven = False
     frac = np.flatnonzero(residual > 0)
-    if 0 < len(frac) <= REPAIR_MAX_CLASSES and left() > 1.0:
+    every = len(reps) <= REPAIR_ALL_CLASSES
+    if (0 < len(frac) <= REPAIR_MAX_CLASSES or (every and len(frac))) and left() > 1.0:
         lp_pos = pool[xo > INTEGRAL_TOL]
         in_f = np.zeros(len(reps), dtype=bool)
         in_f[frac] = True
         # neighbours: fixed classes in the binding cells where the LP put the residual work
-        neigh = neighbours(sets, lay, duals, lp_pos[in_f[cls.of_job[lp_pos[:, 0]]]],
+        neigh = neighbours(sets, lay, row_duals, lp_pos[in_f[cls.of_job[lp_pos[:, 0]]]],
                            fixed_opts, cls, max(REPAIR_MAX_CLASSES - len(frac), 0))
         # large-neighbourhood search around the best plan so far: every other class keeps
         # its placements from that plan, so the plan itself is a feasible start; classes the
         # plan placed off their LP options are freed too
         lp_based = [c for c in cands if c[0] == "LP floor + priced greedy"]
-        start_plan = (lp_based or cands)[0][1] if lp_based else \
+        start_plan = (lp_based or cands)[0][1] if lp_based and not every else \
             min(cands, key=lambda c: c[1].totals["objective"])[1]
         say(f"repair MIP starts from {start_plan.totals['objective']:.3f}")
         start_opts = _plan_options(sets, cls, start_plan)
@@ -747,7 +1341,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         moved = np.unique([cls.of_job[o[0]] for o in start_opts.tolist()
                            if tuple(o) not in lp_set]).astype(np.int64)
         rep_c = np.union1d(np.union1d(frac, neigh), moved).astype(np.int64)
-        if len(reps) <= REPAIR_MAX_CLASSES:      # small instance: the MIP over every class
+        if every:                                # small instance: the MIP over every class
             rep_c = np.arange(len(reps), dtype=np.int64)
         in_rep = np.zeros(len(reps), dtype=bool)
         in_rep[rep_c] = True
@@ -756,14 +1350,14 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         rep_opts = np.unique(np.concatenate([
             candidate_options(sets, lay, duals, reps[rep_c], pool[xo > INTEGRAL_TOL],
                               REPAIR_TOP_K),
-            start_opts[~outside]]), axis=0)
+            start_opts[~outside], split_opts[in_rep[cls.of_job[split_opts[:, 0]]]]]), axis=0)
         if len(rep_c) == len(reps) and count_options(sets) <= REPAIR_ALL_OPTIONS:
             # small instance: every option of every class (the MIP is then the full model)
             rep_opts = np.unique(np.concatenate([rep_opts, enumerate_options(sets, reps)]),
                                  axis=0)
         out = repair(sets, lay, cls, fix_o.reshape(-1, 3), fix_n.astype(np.int64), rep_c,
-                     lay.mult[rep_c], rep_opts, threads, max(left(), 0.5), mip_gap, say,
-                     start=start_plan)
+                     lay.mult[rep_c], rep_opts, threads, max(left() - FINISH_S, 0.5), mip_gap,
+                     say, start=start_plan)
         if out is not None:
             chosen, alloc, rep_proven = out
             cands.append(("LP + repair MIP", build_plan_result(
@@ -786,6 +1380,111 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
           + ", ".join(f"{n} {r.totals['objective']:.3f}" for n, r in cands) + ")")
     rec.seconds = time.perf_counter() - started
     return res
+
+
+TYPE_PASS_SHARE = float(os.environ.get("CARBONSCHED_CG_TYPE_PASS", "0.3"))
+"""Share of the budget for :func:`type_pass`; 0 turns it off."""
+TYPE_PASS_FIRST_SHARE = 0.7
+"""Share of :func:`type_pass`'s time for the types the plan leaves work of."""
+TYPE_PASS_MAX_OPTIONS = 60_000
+TYPE_PASS_NEIGHBOURS = 250
+"""Most classes of other types freed with a type whose work the plan leaves out."""
+"""A GPU type with more options than this gets the generated and best-priced ones only."""
+
+
+def type_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
+              lp_opts: np.ndarray, extra_opts: np.ndarray, plan: PlanResult, threads: int,
+              seconds: float, mip_gap: float, say, rec: SolverRecord) -> PlanResult | None:
+    """Fix-and-optimise by GPU type: re-plan one type's classes with the rest fixed.
+
+    Types with the fewest options go first; each MIP (:func:`repair`) frees every class of
+    the type with all its options (or, above :data:`TYPE_PASS_MAX_OPTIONS`, the generated,
+    split-bound and best-priced ones), keeps every other class where ``plan`` put it, and
+    starts from ``plan``, so a pass never worsens the plan. The few-GPU types are where
+    priced greedy and LP rounding leave gangs out (Helber & Sahling, "A fix-and-optimize
+    approach for the multi-level capacitated lot sizing problem", Int. J. Production
+    Economics 123, 2010, doi:10.1016/j.ijpe.2009.08.022).
+
+    Returns
+    -------
+    PlanResult or None
+        The improved plan, or None if no pass improved ``plan``.
+    """
+    t_end = time.perf_counter() + seconds
+    reps = cls.rep
+    g_of_c = sets.job_gtype[reps]
+    n_t = len(sets.slot)
+    n_win = np.clip(sets.job_last[reps] - sets.job_first[reps] + 1, 0, n_t)
+    n_opt = sets.job_sites[reps].sum(axis=1) * n_win
+    types = np.unique(g_of_c)
+    types = types[np.argsort([n_opt[g_of_c == g].sum() for g in types], kind="stable")]
+    # types with work left out first (an unplaced GPU-hour costs ten dirtiest ones), with
+    # most of the time; then the others
+    jpos = {jb.id: k for k, jb in enumerate(sets.problem.jobs)}
+    out_g = np.zeros(len(sets.gpu_type))
+    out_jobs: dict[int, list[int]] = {}
+    for u in plan.unplaced:
+        k = jpos[u.job_id]
+        if cls.of_job[k] >= 0:
+            out_g[sets.job_gtype[k]] += sets.job_gpus[k] * sets.job_dur[k]
+            out_jobs.setdefault(int(sets.job_gtype[k]), []).append(k)
+    first = [g for g in types if out_g[g] > 0]
+    first.sort(key=lambda g: -out_g[g])
+    types = np.array(first + [g for g in types if out_g[g] == 0], dtype=np.int64)
+    t_first = time.perf_counter() + TYPE_PASS_FIRST_SHARE * seconds if first else 0.0
+    best = plan
+    start_obj = plan.totals["objective"]
+    for k, g in enumerate(types):
+        left = t_end - time.perf_counter()
+        if k < len(first):
+            left = t_first - time.perf_counter()
+            share = left / (len(first) - k)
+        else:
+            share = left / (len(types) - k) if k < len(types) - 1 else left
+        if share < 0.5:
+            continue
+        own = np.flatnonzero(g_of_c == g).astype(np.int64)
+        rep_c = own
+        po = _plan_options(sets, cls, best)
+        if k < len(first) and len(po):
+            # the type's work is left out: free, too, the classes the plan runs on the sites
+            # that have the type in the hours the left-out jobs could run (their power is
+            # what keeps the gangs out), most overlapping first
+            hot = np.zeros((len(sets.site), n_t), dtype=bool)
+            for j in out_jobs[g]:
+                hot[:, sets.job_first[j]: sets.job_last[j] + sets.job_dur[j]] = True
+            hot &= (sets.gpu_count[:, g] > 0)[:, None]
+            cv = cover_index(sets, po)
+            c_hit = cls.of_job[po[cv.option[hot[cv.site, cv.slot]], 0]]
+            score = np.bincount(c_hit, minlength=len(reps))
+            score[own] = 0
+            near = np.flatnonzero(score > 0)
+            near = near[np.argsort(-score[near], kind="stable")][:TYPE_PASS_NEIGHBOURS]
+            rep_c = np.union1d(own, near).astype(np.int64)
+        in_rep = np.zeros(len(reps), dtype=bool)
+        in_rep[rep_c] = True
+        outside = ~in_rep[cls.of_job[po[:, 0]]] if len(po) else np.zeros(0, dtype=bool)
+        fix_o, fix_n = np.unique(po[outside], axis=0, return_counts=True)
+        if n_opt[own].sum() <= TYPE_PASS_MAX_OPTIONS:
+            opts = enumerate_options(sets, reps[own])
+        else:
+            opts = candidate_options(sets, lay, duals, reps[own], lp_opts, REPAIR_TOP_K)
+        if len(rep_c) > len(own):
+            opts = np.concatenate([opts, candidate_options(
+                sets, lay, duals, reps[np.setdiff1d(rep_c, own)], lp_opts, REPAIR_TOP_K)])
+        if len(extra_opts):
+            opts = np.concatenate([opts, extra_opts[in_rep[cls.of_job[extra_opts[:, 0]]]]])
+        opts = np.unique(np.concatenate([opts, po[~outside]]), axis=0)
+        out = repair(sets, lay, cls, fix_o.reshape(-1, 3), fix_n.astype(np.int64), rep_c,
+                     lay.mult[rep_c], opts, threads, share, mip_gap, say, start=best)
+        if out is None:
+            continue
+        cand = build_plan_result(sets, out[0], out[1], PlanStatus.FEASIBLE, rec)
+        if cand.totals["objective"] < best.totals["objective"] - 1e-9:
+            say(f"type {sets.gpu_type[g]}: {best.totals['objective']:.3f} -> "
+                f"{cand.totals['objective']:.3f}")
+            best = cand
+    return best if best.totals["objective"] < start_obj - 1e-9 else None
 
 
 def count_options(sets: PlanSets) -> int:
@@ -862,6 +1561,11 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
     left_of[rep_c] = rhs
     h = _new_highs(threads, time_limit_s)
     h.setOptionValue("mip_rel_gap", float(mip_gap) / 4)
+    h.setOptionValue("mip_heuristic_effort", REPAIR_HEURISTIC_EFFORT)
+    if os.environ.get("CARBONSCHED_CG_REPAIR_LOG"):   # debugging aid
+        h.setOptionValue("output_flag", True)
+        h.setOptionValue("log_file", os.environ["CARBONSCHED_CG_REPAIR_LOG"])
+        h.setOptionValue("log_to_console", False)
     h.addRows(lay.n_rows, lo, hi, 0, np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))
     fx = fixed_columns(sets, lay, rep_c, integer=True)
     fx["upper"][: len(rep_c)] = rhs
@@ -872,7 +1576,7 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
     ub = left_of[cls.of_job[opts[:, 0]]].astype(float)
     h.addCols(len(opts), c, np.zeros(len(opts)), ub, len(ri), st, ri, va)
     kinds = np.concatenate([fx["kinds"], np.full(len(opts), 3)])
-    int_cols = np.flatnonzero(kinds != 2).astype(np.int32)
+    int_cols = np.flatnonzero((kinds != 2) & (kinds != 4) & (kinds != 5)).astype(np.int32)
     h.changeColsIntegrality(len(int_cols), int_cols, np.full(len(int_cols), 1, dtype=np.uint8))
     if start is not None:
         x0 = _start_vector(sets, lay, cls, start, rep_c, fx, opts, kw_fixed)
@@ -947,12 +1651,13 @@ def _start_vector(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult,
         taken[k] = taken.get(k, 0) + v
         x_y.append(v)
     del spos
-    _, kw_rep = _usage(sets, po, np.ones(len(po), dtype=np.int64))
+    g_rep, kw_rep = _usage(sets, po, np.ones(len(po), dtype=np.int64))
+    x_run = [g_rep.reshape(-1), kw_rep.reshape(-1).copy()] if lay.flow else []
     for (d, s), v in zip(fx["ys"].tolist(), x_y, strict=True):
         kw_rep[s, sets.inf_hour[d]] += v * sets.inf_kw_per_gpu[d]
     sa, ta = np.nonzero(lay.absorb_row >= 0)
     x_a = np.minimum(sets.surplus_kw[sa, ta], sets.pue[sa, ta] * (kw_fixed + kw_rep)[sa, ta])
-    return np.concatenate([x_u, np.array(x_y, dtype=float), x_a, x_opt])
+    return np.concatenate([x_u, np.array(x_y, dtype=float), x_a, *x_run, x_opt])
 
 
 def round_lp(cls: Classes, pool: np.ndarray, xo: np.ndarray) -> np.ndarray:

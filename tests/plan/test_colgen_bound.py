@@ -1,0 +1,97 @@
+"""Column generation's proven bound (issue 13): never above the optimum, and stronger than
+the LP where gangs do not fit a few GPUs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from carbonsched.plan import PlanStatus, score_plan, solve_plan
+from carbonsched.plan.colgen import (
+    job_classes,
+    lagrangian,
+    make_layout,
+    site_bound,
+    split_bound,
+)
+from carbonsched.plan.sets import compile_sets
+
+from .builders import JobWrapper, SiteWrapper, problem
+from .test_properties import clean, instances
+
+PROPS = settings(max_examples=25, deadline=None,
+                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def two_gangs_three_gpus():
+    """Two 2-GPU jobs that must both run in hours 0-1 on a site with 3 GPUs.
+
+    CI 100 g/kWh, PUE 1, 1 kW per GPU: a placed job emits 2 kW × 2 h × 0.1 = 0.4 kg; the
+    unplaced penalty is 10 × 0.1 kg/kWh × 1 kW = 1 kg per GPU-hour, 4 kg per job. Only one
+    fits: optimum 0.4 + 4 = 4.4 kg. The LP places 1.5 jobs: 0.6 + 0.5 × 4 = 2.6 kg.
+    """
+    site = SiteWrapper("a").gpus("V", 3).obj()
+    jobs = [JobWrapper(f"j{k}").gpu_type("V").gpus(2).hours(2).window(0, 2).kw_per_gpu(1.0)
+            .obj() for k in range(2)]
+    return problem([site], jobs, 2, ci={"a": [100.0, 100.0]})
+
+
+def test_type_split_bound_proves_the_gang_that_does_not_fit():
+    prob = two_gangs_three_gpus()
+    exact = solve_plan(prob, method="milp", mip_gap=0.0)
+    assert exact.totals["objective"] == pytest.approx(4.4)
+    res = solve_plan(prob, method="colgen", mip_gap=0.0, time_limit_s=60)
+    assert res.totals["objective"] == pytest.approx(4.4)
+    assert res.solver.bound == pytest.approx(4.4)          # the LP's bound is 2.6
+    assert res.status == PlanStatus.OPTIMAL
+    assert "GPU-type split" in res.solver.note
+
+
+def test_split_bound_by_hand():
+    sets = compile_sets(two_gangs_three_gpus())
+    lay = make_layout(sets, job_classes(sets))
+    zero = np.zeros((1, 2, 1)), np.zeros((1, 2)), np.zeros((1, 2))
+    # without multipliers the Lagrangian places both jobs: 0.8 kg
+    assert lagrangian(sets, lay, *zero)[0] == pytest.approx(0.8)
+    sb = split_bound(sets, lay, *zero, upper=4.4, seconds=30, threads=1)
+    assert sb.lagrangian == pytest.approx(0.8)
+    assert sb.bound == pytest.approx(4.4)
+    # with the LP's capacity price (1 kg per GPU-hour... any λ ≥ 0 is valid) still exact
+    lam_c = np.full((1, 2, 1), 1.0)
+    sb = split_bound(sets, lay, lam_c, zero[1], zero[2], upper=4.4, seconds=30, threads=1)
+    assert sb.bound == pytest.approx(4.4)
+
+
+@PROPS
+@given(instances(), st.integers(0, 2**31 - 1))
+def test_bounds_never_exceed_the_optimum(case, seed):
+    prob, _ = case
+    exact = solve_plan(prob, method="milp", mip_gap=0.0)
+    if exact.status != PlanStatus.OPTIMAL:
+        return
+    opt = exact.totals["objective"]
+    tol = 1e-6 * max(1.0, abs(opt))
+    res = solve_plan(prob, method="colgen", mip_gap=0.0, time_limit_s=60)
+    assert res.status in (PlanStatus.OPTIMAL, PlanStatus.FEASIBLE, PlanStatus.HEURISTIC)
+    # no capacity, power (IT and facility), deadline, gang or SLO is broken
+    assert clean(score_plan(prob, res))
+    assert res.totals["objective"] >= opt - tol
+    assert res.solver.bound is None or res.solver.bound <= opt + tol
+    assert res.solver.bound is None or res.solver.bound <= res.totals["objective"] + tol
+    # both split bounds are valid for any multipliers, not only the master's duals
+    sets = compile_sets(prob)
+    if len(sets.placeable) == 0:
+        return
+    lay = make_layout(sets, job_classes(sets))
+    rng = np.random.default_rng(seed)
+    n_s, n_t = sets.pue.shape
+    lam = (rng.exponential(0.2, (n_s, n_t, len(sets.gpu_type))) * rng.integers(0, 2),
+           rng.exponential(0.2, (n_s, n_t)) * rng.integers(0, 2),
+           rng.exponential(0.2, (n_s, n_t)) * rng.integers(0, 2))
+    sb = split_bound(sets, lay, *lam, upper=opt, seconds=20, threads=1)
+    assert sb.bound <= opt + tol
+    assert sb.lagrangian <= sb.bound + tol
+    raw = rng.normal(0.0, 1.0, lay.n_rows)
+    assert site_bound(sets, lay, raw, upper=opt, seconds=20, threads=1).bound <= opt + tol

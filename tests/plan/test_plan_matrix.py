@@ -1,0 +1,47 @@
+"""bench/plan_matrix.py's per-cell summary: median and worst over seeds, target on the worst."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_matrix():
+    spec = importlib.util.spec_from_file_location("plan_matrix", ROOT / "bench" / "plan_matrix.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run(seed, seconds, gap, load=0.6, jobs=10000):
+    return {"jobs": jobs, "load": load, "seed": seed, "seconds": seconds, "mip_gap": gap,
+            "machine": {"load_average_1m": 1.0}}
+
+
+def test_summary_takes_median_and_worst_and_judges_the_worst():
+    pm = load_matrix()
+    runs = [run(0, 50.0, 0.004), run(1, 58.0, 0.009), run(2, 40.0, 0.002)]
+    (cell,) = pm.summarise(runs)
+    assert cell["seconds_median"] == 50.0 and cell["seconds_worst"] == 58.0
+    assert cell["gap_median"] == pytest.approx(0.004)
+    assert cell["gap_worst"] == pytest.approx(0.009)
+    assert cell["target_met"]
+    # one seed above 1 % fails the cell, as does a run without a gap (no bound)
+    (cell,) = pm.summarise(runs + [run(3, 30.0, 0.011)])
+    assert not cell["target_met"] and cell["gap_worst"] == pytest.approx(0.011)
+    (cell,) = pm.summarise(runs + [run(4, 30.0, None)])
+    assert not cell["target_met"] and cell["gap_worst"] == float("inf")
+    # and one seed over the time limit (5 % grace for the process start)
+    (cell,) = pm.summarise(runs + [run(5, 70.0, 0.001)])
+    assert not cell["target_met"]
+
+
+def test_load_03_cell_has_the_tighter_targets():
+    pm = load_matrix()
+    (cell,) = pm.summarise([run(0, 19.0, 0.006, load=0.3)])
+    assert (cell["time_limit_s"], cell["gap_target"]) == (20.0, 0.005)
+    assert not cell["target_met"]
