@@ -181,6 +181,19 @@ def test_inference_outside_its_slo_is_counted(sites):
     assert counts(prob, plan(inference=[serve("eu", 1, "a", 2)])) == ZERO
 
 
+def test_inference_tiers_of_one_area_hour_are_checked_as_an_assignment(sites):
+    # two demands of eu in hour 1: a loose one (100 ms) and a strict one (50 ms); a is 20 ms
+    # away, b 80 ms. The placements merge them per site, so the recount must ask whether some
+    # assignment meets both SLOs, not hold every site to one demand's SLO.
+    prob = problem(sites, [], 6, inference=[demand("eu", 1, 1, slo_ms=100),
+                                            demand("eu", 1, 1, slo_ms=50)])
+    assert counts(prob, plan(inference=[serve("eu", 1, "a", 1), serve("eu", 1, "b", 1)])) \
+        == ZERO                                   # strict from a, loose from b
+    assert counts(prob, plan(inference=[serve("eu", 1, "a", 2)])) == ZERO
+    # both from b: the strict demand has no GPU within 50 ms
+    assert counts(prob, plan(inference=[serve("eu", 1, "b", 2)])) == only("slo_violations")
+
+
 def test_inference_short_or_unserved_is_counted(sites):
     prob = problem(sites, [], 6, inference=[demand("eu", 1, 3, slo_ms=50),
                                             demand("eu", 2, 1, slo_ms=50)])
