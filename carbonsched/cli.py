@@ -365,6 +365,11 @@ def replay(
     horizon_hours: Annotated[int, typer.Option(help="Rolling horizon with --jobs. \\[h]")] = 72,
     run_every_hours: Annotated[int, typer.Option(
         help="Hours between rolling runs with --jobs. \\[h]")] = 24,
+    target_load: Annotated[float | None, typer.Option(
+        help="Scale each day's work to this share of the fleet's GPU-hours (0, 1.5].")] = None,
+    oracle_time_limit: Annotated[float | None, typer.Option(
+        help="The oracle's own time limit per day (default --time-limit). \\[s]")] = None,
+    every_days: Annotated[int, typer.Option(help="Replay every N-th day (a sample).")] = 1,
 ) -> None:
     """Replay a period: plan each day on forecasts, score every policy on the actual grid."""
     from carbonsched.executor import parse_executor
@@ -389,7 +394,9 @@ def replay(
         with _progress("replay") as progress, _solver_chatter_to_stderr():
             res = run_replay(catalog, ddir, start, end, pols, seed, time_limit, progress,
                              workers=workers, mip_gap=mip_gap, workload_scale=workload_scale,
-                             executor=executor, scheduler_address=scheduler_address)
+                             executor=executor, scheduler_address=scheduler_address,
+                             target_load=target_load, oracle_time_limit_s=oracle_time_limit,
+                             every_days=every_days)
         _write_json(out_file, res)
         if plot:
             plot_daily(res, plot)
@@ -402,6 +409,13 @@ def replay(
                       str(p["deadline_misses"]), str(p["slo_violations"]),
                       str(p["capacity_violations"]), f"{p['seconds']:,.0f}")
         out.print(t)
+        if "oracle_unproven_days" in res:
+            un, less = res["oracle_unproven_days"], res["oracle_less_work_days"]
+            out.print(f"oracle not proven within 0.1 % on {len(un)} day(s): "
+                      f"{', '.join(un) or 'none'}; oracle placed less work than milp on "
+                      f"{len(less)} day(s): {', '.join(less) or 'none'}; milp share of the "
+                      f"oracle's reduction over the other {res.get('proven_days', 0)} day(s): "
+                      f"{_fmt(res.get('milp_oracle_share_proven'), 4)}")
         fb = res.get("forecast_fallback_site_days", {})
         err.print(f"forecast fallbacks on {sum(fb.values())} site-day(s) "
                   f"({', '.join(f'{k} {v}' for k, v in fb.items()) or 'none'}): "

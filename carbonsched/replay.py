@@ -52,6 +52,27 @@ from carbonsched.settings import get_settings
 from carbonsched.timeaxis import day_start_utc, hourly_slots
 
 POLICIES = ("agnostic", "greedy", "milp", "oracle")
+#: The oracle counts as a bound on a day only when its plan is proven within this gap. [-]
+ORACLE_PROOF_GAP = 0.001
+#: Highest ``target_load`` accepted (a fleet asked for 1.5× its GPU-hours is far past binding). [-]
+MAX_TARGET_LOAD = 1.5
+
+
+def total_fleet_load(workload: Any, catalog: Any) -> float:
+    """Share of the fleet's GPU-hours over the day that the workload asks for. [-]
+
+    ``(Σ job gpus × duration + Σ inference gpus) / (Σ sites' GPUs × 24)`` over all GPU types
+    together — the GPU-hour-weighted aggregate of :func:`carbonsched.workload.fleet_load`.
+    """
+    from carbonsched.workload import fleet_load
+
+    per_type = fleet_load(workload, catalog)
+    num = den = 0.0
+    for t, share in per_type.items():
+        cap = sum(s.gpu_count(t) for s in catalog.sites) * 24
+        num += share * cap
+        den += cap
+    return num / den if den else 0.0
 
 
 def _quiet(_: str) -> None:
@@ -150,6 +171,7 @@ def work_split_kwh(problem: PlanningProblem, result: Any) -> tuple[float, float]
 def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], first_k: int,
                   policies: tuple[str, ...], seed: int, time_limit_s: float,
                   mip_gap: float = 0.001, workload_scale: float = 1.0,
+                  target_load: float | None = None, oracle_time_limit_s: float | None = None,
                   ) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]], list[str]]:
     """Replay consecutive ``days`` (one worker's share); forecasters are fitted once per chunk."""
     from carbonsched.workload import workload_from_traces
@@ -177,6 +199,10 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
         day = day_start_utc(label)
         slots = hourly_slots(day, 24)
         wl = workload_from_traces(ddir, label, cat, seed=seed + k, scale=workload_scale)
+        load0 = total_fleet_load(wl, cat)
+        if target_load is not None and load0 > 0:
+            wl = workload_from_traces(ddir, label, cat, seed=seed + k,
+                                      scale=workload_scale * target_load / load0)
         forecasts = {}
         actual = {}
         fallbacks: dict[str, list[str]] = {}
@@ -201,7 +227,8 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
             forecasts[s.id], actual[s.id] = fc, act
         problem = build_problem(cat.sites, wl, forecasts, slots)
         actual_sig = _stack({sid: actual[sid] for sid in forecasts})
-        row: dict[str, Any] = {"date": label, "forecast_fallbacks": fallbacks}
+        row: dict[str, Any] = {"date": label, "forecast_fallbacks": fallbacks,
+                               "fleet_load": round(total_fleet_load(wl, cat), 4)}
         for p in policies:
             t0 = time.perf_counter()
             if p == "agnostic":
@@ -213,7 +240,12 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
             else:
                 oracle_problem = PlanningProblem(problem.sites, problem.jobs, problem.inference,
                                                  slots, actual_sig)
-                res = solve_plan(oracle_problem, time_limit_s=time_limit_s, mip_gap=mip_gap)
+                res = solve_plan(oracle_problem, time_limit_s=(
+                    time_limit_s if oracle_time_limit_s is None else oracle_time_limit_s),
+                    mip_gap=mip_gap)
+                gap = res.solver.mip_gap
+                row["oracle_gap"] = None if gap is None else round(float(gap), 6)
+                row["oracle_proven"] = bool(gap is not None and gap <= ORACLE_PROOF_GAP + 1e-12)
             if str(res.status) in ("infeasible", "no_solution", "error"):
                 # a day the planner cannot plan still runs: fall back to greedy and count it
                 notes.append(f"{label}: {p} {res.status} "
@@ -240,6 +272,7 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
                 notes.append(f"{label}: {p} {res.status} (gap {res.solver.mip_gap})")
             row[p] = round(sc.emissions_kg, 3)
             row[f"{p}_work_mwh"] = round(done_kwh / 1000.0, 6)
+            row[f"{p}_unplaced_priced_kg"] = round(left_kwh * dirtiest_kg_per_kwh(actual_sig), 3)
         rows.append(row)
     return rows, totals, notes
 
@@ -259,6 +292,9 @@ def run_replay(
     workload_scale: float = 1.0,
     executor: str = "local",
     scheduler_address: str | None = None,
+    target_load: float | None = None,
+    oracle_time_limit_s: float | None = None,
+    every_days: int = 1,
 ) -> dict[str, Any]:
     """Replay ``[start, end]`` and score each policy on the actual grid.
 
@@ -290,6 +326,17 @@ def run_replay(
         oracle's bound is tight enough to compare policies against). [-]
     workload_scale
         Multiplier on each day's trace job count (``workload_from_traces(scale=...)``). [-]
+    target_load
+        Scale each day's trace workload (after ``workload_scale``) so that its GPU-hours are
+        this share of the fleet's GPU-hours (:func:`total_fleet_load`); the day's realised
+        load is in ``daily[].fleet_load`` (job counts are whole, so it is near, not exact).
+        ``None`` keeps ``workload_scale`` alone. (0, ``MAX_TARGET_LOAD``]. [-]
+    oracle_time_limit_s
+        The oracle's own time limit per day (``None``: ``time_limit_s``); give it enough to
+        prove ``ORACLE_PROOF_GAP``. Days where its proven gap is larger (or unknown) are named
+        in ``oracle_unproven_days``. [s]
+    every_days
+        Replay every ``every_days``-th day of ``[start, end]`` (a sample). [-]
     chunk_days
         Days per chunk of work. The forecasters are chosen and refitted once per refit period
         (:class:`carbonsched.forecasts.registry.ModelSchedule`, on up to a year before its
@@ -326,8 +373,13 @@ def run_replay(
     d0, d1 = day_start_utc(start), day_start_utc(end)
     if d1 < d0:
         raise InputError(f"--end {end} is before --start {start}")
+    if target_load is not None and not 0.0 < target_load <= MAX_TARGET_LOAD:
+        raise InputError(f"--target-load {target_load} is outside (0, {MAX_TARGET_LOAD}]: it is "
+                         "the share of the fleet's GPU-hours the day's work asks for")
+    if every_days < 1:
+        raise InputError(f"--every-days {every_days} must be at least 1")
     cat = load_catalog(catalog)
-    days = [d.strftime("%Y-%m-%d") for d in pd.date_range(d0, d1, freq="D")]
+    days = [d.strftime("%Y-%m-%d") for d in pd.date_range(d0, d1, freq="D")][::every_days]
     chunks = [(days[i:i + chunk_days], i) for i in range(0, len(days), chunk_days)]
     totals = _empty_totals(policies)
     daily: list[dict[str, Any]] = []
@@ -342,8 +394,8 @@ def run_replay(
                 totals[p][key] += v
         progress(f"{len(daily)}/{len(days)} days")
 
-    args = [(catalog, data_dir, c, k, policies, seed, time_limit_s, mip_gap, workload_scale)
-            for c, k in chunks]
+    args = [(catalog, data_dir, c, k, policies, seed, time_limit_s, mip_gap, workload_scale,
+             target_load, oracle_time_limit_s) for c, k in chunks]
     for part in map_in_order(_replay_chunk, args, executor=kind, workers=workers,
                              scheduler_address=scheduler_address):
         merge(part)
@@ -382,7 +434,11 @@ def run_replay(
             "seconds": round(t["seconds"], 2),
         }
     return {"catalog": cat.name, "start": days[0], "end": days[-1], "days": len(days),
-            "seed": seed, "workload_scale": workload_scale,
+            "seed": seed, "workload_scale": workload_scale, "target_load": target_load,
+            "oracle_time_limit_s": oracle_time_limit_s, "every_days": every_days,
+            "fleet_load_mean": (None if not daily else
+                                round(float(np.mean([r["fleet_load"] for r in daily])), 4)),
+            **_oracle_accounting(daily, policies),
             "time_limit_s": time_limit_s, "mip_gap": mip_gap,
             "chunk_days": chunk_days, "executor": str(kind),
             "policies": out_pol, "daily": daily,
@@ -420,6 +476,42 @@ def _margins_per_mwh(daily: list[dict[str, Any]], policies: tuple[str, ...],
             "ci95_lo": None if half is None else round(mean - half, 3),
             "ci95_hi": None if half is None else round(mean + half, 3), "days": int(len(arr)),
             "interval": "Student's t over days"}
+    return out
+
+
+def _oracle_accounting(daily: list[dict[str, Any]], policies: tuple[str, ...],
+                       ) -> dict[str, Any]:
+    """Days the oracle is not a bound, and the MILP's share over the days where it is.
+
+    ``oracle_unproven_days``: dates where the oracle's proven gap is above
+    ``ORACLE_PROOF_GAP`` or unknown (a time-limited incumbent). ``oracle_less_work_days``:
+    dates where the oracle placed less work than the MILP (its emissions are then not
+    comparable). ``milp_oracle_share_proven`` is ``(agnostic − milp) / (agnostic − oracle)``
+    with unplaced work priced at the day's dirtiest hour, summed over the days in neither
+    list only (``proven_days`` of them) — no such day counts silently.
+    """
+    if "oracle" not in policies:
+        return {}
+    unproven = [r["date"] for r in daily if not r.get("oracle_proven")]
+    less = [r["date"] for r in daily if "milp" in policies
+            and r["oracle_work_mwh"] < r["milp_work_mwh"] - 1e-6]
+    out: dict[str, Any] = {"oracle_unproven_days": unproven, "oracle_less_work_days": less}
+    if "milp" in policies and "agnostic" in policies:
+        keep = [r for r in daily if r["date"] not in set(unproven) | set(less)]
+
+        def adj(r: dict[str, Any], p: str) -> float:
+            return r[p] + r[f"{p}_unplaced_priced_kg"]
+
+        base = sum(adj(r, "agnostic") for r in keep)
+        orc = sum(adj(r, "oracle") for r in keep)
+        mlp = sum(adj(r, "milp") for r in keep)
+        out["proven_days"] = len(keep)
+        out["milp_oracle_share_proven"] = (None if not keep or base == orc
+                                           else round((base - mlp) / (base - orc), 4))
+        if "greedy" in policies:
+            grd = sum(adj(r, "greedy") for r in keep)
+            out["greedy_oracle_share_proven"] = (None if not keep or base == orc
+                                                 else round((base - grd) / (base - orc), 4))
     return out
 
 

@@ -1,0 +1,50 @@
+"""Replay where capacity binds (issue 13 item 3): target fleet load and the oracle's proof."""
+
+from __future__ import annotations
+
+import pytest
+
+from carbonsched.catalog import load_catalog
+from carbonsched.errors import InputError
+from carbonsched.replay import run_replay, total_fleet_load
+from carbonsched.workload import fleet_load, workload_from_traces
+
+
+@pytest.mark.shared_data
+def test_target_load_scales_the_day_to_the_requested_share_of_fleet_gpu_hours(shared_data):
+    res = run_replay("global", shared_data, "2023-07-02", "2023-07-02",
+                     policies=("agnostic",), target_load=0.6)
+    day = res["daily"][0]
+    # job counts are whole: the realised load is near the target, not exact
+    assert day["fleet_load"] == pytest.approx(0.6, abs=0.03)
+    # the recorded load is fleet_load's per-type shares weighted by each type's GPU-hours
+    cat = load_catalog("global")
+    wl = workload_from_traces(shared_data, "2023-07-02", cat, seed=0, scale=1.0)
+    per_type = fleet_load(wl, cat)
+    caps = {t: sum(s.gpu_count(t) for s in cat.sites) * 24 for t in per_type}
+    expect = sum(per_type[t] * caps[t] for t in caps) / sum(caps.values())
+    assert total_fleet_load(wl, cat) == pytest.approx(expect)
+    assert res["target_load"] == 0.6 and res["fleet_load_mean"] == day["fleet_load"]
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.2, 1.6])
+def test_bad_target_load_is_refused(bad, shared_data):
+    with pytest.raises(InputError, match=r"--target-load .* outside \(0, 1.5\]"):
+        run_replay("global", shared_data, "2023-07-01", "2023-07-01", target_load=bad)
+
+
+def test_bad_every_days_is_refused(shared_data):
+    with pytest.raises(InputError, match="--every-days 0 must be at least 1"):
+        run_replay("global", shared_data, "2023-07-01", "2023-07-01", every_days=0)
+
+
+@pytest.mark.shared_data
+@pytest.mark.slow
+def test_an_oracle_stopped_by_its_time_limit_is_named_and_left_out(shared_data):
+    res = run_replay("global", shared_data, "2023-07-02", "2023-07-02",
+                     policies=("agnostic", "milp", "oracle"), time_limit_s=10.0,
+                     oracle_time_limit_s=0.01, target_load=0.6)
+    assert res["daily"][0]["oracle_proven"] is False
+    assert res["oracle_unproven_days"] == ["2023-07-02"]
+    # the only day is not a bound: no share is claimed over proven days
+    assert res["proven_days"] == 0 and res["milp_oracle_share_proven"] is None
