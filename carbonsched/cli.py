@@ -416,6 +416,12 @@ def replay(
                       f"{len(less)} day(s): {', '.join(less) or 'none'}; milp share of the "
                       f"oracle's reduction over the other {res.get('proven_days', 0)} day(s): "
                       f"{_fmt(res.get('milp_oracle_share_proven'), 4)}")
+        if res.get("forecast_error"):
+            from carbonsched.cli_replay_jobs import forecast_error_table
+
+            out.print(forecast_error_table(
+                res["forecast_error"], "Carbon-intensity forecast error milp acted on "
+                "(24 hourly leads a day)"))
         fb = res.get("forecast_fallback_site_days", {})
         err.print(f"forecast fallbacks on {sum(fb.values())} site-day(s) "
                   f"({', '.join(f'{k} {v}' for k, v in fb.items()) or 'none'}): "

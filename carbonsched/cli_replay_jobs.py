@@ -21,7 +21,7 @@ def run_and_print(jobs: Path, out_file: Path, catalog: str, data_dir: Path | Non
                           run_every_hours, time_limit_s, mip_gap, progress)
     write_json(out_file, res)
     t = Table("policy", "kg CO2e", "reduction %", "oracle share", "jobs placed",
-              "unplaced MWh", "with unplaced %", "deadline misses", "capacity viol.",
+              "unplaced MWh", "with unplaced %", "deadline misses", "capacity viol.", "SLO viol.",
               "time-limited runs", "fallback runs", "seconds",
               title=f"Rolling replay of {res['jobs']} jobs, {res['first_run']} .. "
                     f"{res['last_run']} (H = {res['horizon_hours']} h, a run every "
@@ -35,9 +35,14 @@ def run_and_print(jobs: Path, out_file: Path, catalog: str, data_dir: Path | Non
                   fmt(p["oracle_share"], 3), str(p["jobs_placed"]),
                   f"{p['unplaced_it_mwh']:.3f}", fmt(p["reduction_with_unplaced_pct"], 2),
                   str(p["deadline_misses"]), str(p["capacity_violations"]),
+                  str(p["slo_violations"]),
                   str(p["time_limited_runs"]), str(p["fallback_runs"]),
                   f"{p['seconds']:,.1f}")
     out.print(t)
+    if res["forecast_error"]["committed"]:
+        out.print(forecast_error_table(
+            res["forecast_error"]["committed"],
+            "Carbon-intensity forecast error milp acted on (hours before each next run)"))
     filled = {k: v for k, v in res["filled_signal_hours"].items() if v}
     err.print(f"actual signal hours interpolated for scoring: "
               f"{', '.join(f'{k} {v}' for k, v in filled.items()) or 'none'}")
@@ -49,3 +54,16 @@ def run_and_print(jobs: Path, out_file: Path, catalog: str, data_dir: Path | Non
             err.print("some runs stopped at the time limit or fell back to greedy: see notes")
             break
     err.print(f"results written to {out_file}")
+
+
+def forecast_error_table(summary: dict[str, dict[str, Any]], title: str) -> Table:
+    """A table of :func:`carbonsched.replay.forecast_error_summary`.
+
+    Per site: MAPE [%], MAE [g/kWh], hours scored and the models used (hours each).
+    """
+    t = Table("site", "MAPE %", "MAE g/kWh", "hours", "models (hours)", title=title)
+    for sid, e in summary.items():
+        t.add_row(sid, "-" if e["ci_mape_pct"] is None else f"{e['ci_mape_pct']:.2f}",
+                  "-" if e["ci_mae_g_per_kwh"] is None else f"{e['ci_mae_g_per_kwh']:.1f}",
+                  str(e["hours"]), ", ".join(f"{m} {h}" for m, h in e["models"].items()))
+    return t

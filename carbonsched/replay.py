@@ -206,6 +206,7 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
         forecasts = {}
         actual = {}
         fallbacks: dict[str, list[str]] = {}
+        fc_error: dict[str, dict[str, Any]] = {}
         for s in cat.sites:
             hist = frames[s.id][(frames[s.id].index < day)
                                 & (frames[s.id].index
@@ -225,9 +226,13 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
                 notes.append(f"{label}: site {s.id}: {act.attrs['filled_hours']} hour(s) of "
                              "actual carbon intensity missing, interpolated for scoring")
             forecasts[s.id], actual[s.id] = fc, act
+            tally_forecast_error(fc_error, s.id, fc.signals["carbon_intensity_g_per_kwh"],
+                                 act["carbon_intensity_g_per_kwh"],
+                                 fc.models.get("carbon_intensity_g_per_kwh", {}).get("model"))
         problem = build_problem(cat.sites, wl, forecasts, slots)
         actual_sig = _stack({sid: actual[sid] for sid in forecasts})
         row: dict[str, Any] = {"date": label, "forecast_fallbacks": fallbacks,
+                               "forecast_error": fc_error,
                                "fleet_load": round(total_fleet_load(wl, cat), 4)}
         for p in policies:
             t0 = time.perf_counter()
@@ -354,7 +359,10 @@ def run_replay(
         oracle_share_with_unplaced}}, ``daily`` (per day: policy emissions [kg], work done
         ``<policy>_work_mwh`` and ``forecast_fallbacks`` {site: [every fallback note of that
         day's forecast]}), ``forecast_fallback_site_days`` {site: days with at least one
-        fallback}, ``margins`` (:func:`_margins_per_mwh`), ``notes``.
+        fallback}, ``margins`` (:func:`_margins_per_mwh`), ``forecast_error`` (per site:
+        the carbon-intensity forecast error the ``milp`` plans acted on, MAPE [%] and MAE
+        [g/kWh] over the days' 24 hourly leads, and the models that made them;
+        :func:`forecast_error_summary`), ``notes``.
 
     Raises
     ------
@@ -443,7 +451,19 @@ def run_replay(
             "chunk_days": chunk_days, "executor": str(kind),
             "policies": out_pol, "daily": daily,
             "margins": _margins_per_mwh(daily, policies),
-            "forecast_fallback_site_days": _fallback_site_days(daily), "notes": notes}
+            "forecast_fallback_site_days": _fallback_site_days(daily),
+            "forecast_error": _daily_forecast_error(daily), "notes": notes}
+
+
+def _daily_forecast_error(daily: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The carbon-intensity forecast error the plans acted on, per site, over the days.
+
+    :func:`forecast_error_summary` of the days' tallies.
+    """
+    acc: dict[str, dict[str, Any]] = {}
+    for r in daily:
+        merge_forecast_error(acc, r.get("forecast_error", {}))
+    return forecast_error_summary(acc)
 
 
 def _margins_per_mwh(daily: list[dict[str, Any]], policies: tuple[str, ...],
@@ -515,6 +535,65 @@ def _oracle_accounting(daily: list[dict[str, Any]], policies: tuple[str, ...],
     return out
 
 
+def tally_forecast_error(acc: dict[str, dict[str, Any]], site_id: str, forecast: pd.Series,
+                         actual: pd.Series, model: str | None) -> None:
+    """Add one issue's carbon-intensity forecast error at a site to ``acc`` (in place).
+
+    The forecast the plan acted on against the realised values, hour by hour on the forecast's
+    index (hours without a finite actual are skipped). ``acc[site_id]`` holds sums, so tallies of
+    days, runs or worker chunks merge by addition (:func:`merge_forecast_error`):
+    ``hours``, ``abs_err_sum`` [g/kWh·h], ``ape_hours`` and ``ape_sum`` [%·h] over hours with a
+    non-zero actual (the MAPE of the DACF paper and of the site backtest), and ``models``
+    (model name -> hours it forecast).
+
+    Parameters
+    ----------
+    forecast, actual
+        Hourly series, tz-aware UTC index. [g CO2e/kWh]
+    """
+    a = actual.reindex(forecast.index).to_numpy(float)
+    f = forecast.to_numpy(float)
+    ok = np.isfinite(a) & np.isfinite(f)
+    nz = ok & (a != 0)
+    t = acc.setdefault(site_id, {"hours": 0, "abs_err_sum": 0.0, "ape_hours": 0,
+                                 "ape_sum": 0.0, "models": {}})
+    t["hours"] += int(ok.sum())
+    t["abs_err_sum"] += float(np.abs(f[ok] - a[ok]).sum())
+    t["ape_hours"] += int(nz.sum())
+    t["ape_sum"] += float((100.0 * np.abs(f[nz] - a[nz]) / np.abs(a[nz])).sum())
+    name = model or "unknown"
+    t["models"][name] = t["models"].get(name, 0) + int(ok.sum())
+
+
+def merge_forecast_error(into: dict[str, dict[str, Any]], other: dict[str, dict[str, Any]]
+                         ) -> None:
+    """Add the tallies of ``other`` to ``into`` (in place); see :func:`tally_forecast_error`."""
+    for sid, t in other.items():
+        d = into.setdefault(sid, {"hours": 0, "abs_err_sum": 0.0, "ape_hours": 0,
+                                  "ape_sum": 0.0, "models": {}})
+        for key in ("hours", "abs_err_sum", "ape_hours", "ape_sum"):
+            d[key] += t[key]
+        for m, h in t["models"].items():
+            d["models"][m] = d["models"].get(m, 0) + h
+
+
+def forecast_error_summary(acc: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The tallies of :func:`tally_forecast_error` as errors, per site.
+
+    ``ci_mape_pct`` [%], ``ci_mae_g_per_kwh`` [g/kWh], ``hours`` scored, and the models that
+    made the forecasts (name -> hours, most used first); ``None`` where no hour could be scored.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for sid in sorted(acc):
+        t = acc[sid]
+        out[sid] = {
+            "ci_mape_pct": round(t["ape_sum"] / t["ape_hours"], 3) if t["ape_hours"] else None,
+            "ci_mae_g_per_kwh": round(t["abs_err_sum"] / t["hours"], 3) if t["hours"] else None,
+            "hours": int(t["hours"]),
+            "models": dict(sorted(t["models"].items(), key=lambda kv: (-kv[1], kv[0])))}
+    return out
+
+
 def _fallback_site_days(daily: list[dict[str, Any]]) -> dict[str, int]:
     """Days on which each site's forecast took at least one fallback."""
     counts: dict[str, int] = {}
@@ -531,11 +610,10 @@ def plot_daily(result: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    df = pd.DataFrame(result["daily"]).set_index("date").drop(
-        columns=["forecast_fallbacks"], errors="ignore")
+    df = pd.DataFrame(result["daily"]).set_index("date")
     df.index = pd.to_datetime(df.index)
     fig, ax = plt.subplots(figsize=(11, 4.5), dpi=110)
-    for col in df.columns:
+    for col in (p for p in POLICIES if p in df.columns):   # the policies' emissions only
         ax.plot(df.index, df[col] / 1000.0, label=col, linewidth=1.1)
     ax.set_ylabel("emissions [t CO2e / day], actual grid")
     ax.set_title(f"Daily emissions by policy — catalog {result['catalog']}, "

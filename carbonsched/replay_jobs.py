@@ -40,12 +40,17 @@ from carbonsched.adapters.signals import load_site_signals
 from carbonsched.catalog import Catalog, load_catalog
 from carbonsched.domain import Job, SignalQuality, Workload
 from carbonsched.errors import ForecastError, InputError, WorkloadError
-from carbonsched.pipeline import HISTORY_DAYS, MAX_HORIZON_HOURS, forecast_site
+from carbonsched.pipeline import FORECAST_HISTORY_DAYS, MAX_HORIZON_HOURS, forecast_site
 from carbonsched.plan import PlanningProblem, PlanResult, PlanStatus, SolverRecord, score_plan
 from carbonsched.plan.baselines import agnostic_plan
 from carbonsched.plan.result import build_plan_result
 from carbonsched.plan.sets import compile_sets, option_costs
-from carbonsched.replay import _stack, actual_signals
+from carbonsched.replay import (
+    _stack,
+    actual_signals,
+    forecast_error_summary,
+    tally_forecast_error,
+)
 from carbonsched.rolling import (
     DEFAULT_HORIZON_HOURS,
     DEFAULT_RUN_EVERY_HOURS,
@@ -167,12 +172,16 @@ def run_jobs_replay(
     dict
         ``policies`` {name: emissions_kg, reduction_pct, oracle_share, work_it_mwh,
         unplaced_it_mwh, unplaced_priced_kg, emissions_with_unplaced_kg,
-        reduction_with_unplaced_pct, deadline_misses, capacity_violations, jobs_placed,
+        reduction_with_unplaced_pct, deadline_misses, capacity_violations, slo_violations
+        (inference demand not served within its SLO, per area-hour), jobs_placed,
         unplaced_reasons, jobs_split, pieces, overhead_kwh (checkpoint overhead of resumed
         pieces, facility energy, included in the emissions), fallback_runs, time_limited_runs,
         seconds}, ``runs`` (per run:
         issue time, and per rolling policy committed / deferred / ended counts),
         ``forecast_fallbacks`` (per run and site), ``filled_signal_hours`` (per site),
+        ``forecast_error`` (the carbon-intensity forecast error ``milp`` acted on, per site:
+        ``committed`` over each run's hours before the next run, ``horizon`` over all its
+        leads; :func:`carbonsched.replay.forecast_error_summary`),
         ``notes``.
 
     Raises
@@ -207,6 +216,11 @@ def run_jobs_replay(
     first = min(j.earliest_start for j in all_jobs).floor("D")
     last_start = max(latest_start(j) for j in all_jobs)
     end = max(j.deadline for j in all_jobs).ceil("h")
+    if wl.inference:
+        # the runs and the scoring cover every hour of inference demand too
+        last_hour = max(d.hour for d in wl.inference)
+        last_start = max(last_start, last_hour)
+        end = max(end, last_hour + HOUR)
     times = run_times(first, max(last_start, first), run_every_hours)
     oracle_reach = min(MAX_ORACLE_HORIZON_HOURS,
                        int(np.ceil((end - first) / HOUR)) + run_every_hours)
@@ -217,7 +231,7 @@ def run_jobs_replay(
     notes: list[str] = []
     for s in cat.sites:
         frames[s.id], metas[s.id] = load_site_signals(
-            s, ddir, first - pd.Timedelta(days=HISTORY_DAYS), load_end)
+            s, ddir, first - pd.Timedelta(days=FORECAST_HISTORY_DAYS), load_end)
         if metas[s.id].get("signal_quality") == SignalQuality.MODELLED:
             raise InputError(f"catalog {cat.name} has modelled signals (site {s.id}); a replay "
                              "scores plans on actual measurements — use a measured catalog")
@@ -269,6 +283,7 @@ def run_jobs_replay(
                                   horizon_hours, run_every_hours) for p in rolling}
     runs: list[dict[str, Any]] = []
     fc_fallbacks: list[dict[str, Any]] = []
+    fc_err: dict[str, dict[str, dict[str, Any]]] = {"committed": {}, "horizon": {}}
     models: dict[str, dict[str, Any]] = {s.id: {} for s in sites}
     for n, t in enumerate(times):
         nxt = t + run_every_hours * HOUR
@@ -279,8 +294,8 @@ def run_jobs_replay(
                 models = {s.id: {} for s in sites}
             fcs = {}
             for s in sites:
-                hist = frames[s.id][(frames[s.id].index < t)
-                                    & (frames[s.id].index >= t - pd.Timedelta(days=HISTORY_DAYS))]
+                since = t - pd.Timedelta(days=FORECAST_HISTORY_DAYS)
+                hist = frames[s.id][(frames[s.id].index < t) & (frames[s.id].index >= since)]
                 try:
                     fc = forecast_site(s, hist, t, horizon_hours, metas[s.id], models=models[s.id])
                 except (ForecastError, InputError) as exc:
@@ -290,6 +305,12 @@ def run_jobs_replay(
                 if fc.notes:
                     fc_fallbacks.append({"issued_at": t.isoformat(), "site": s.id,
                                          "notes": list(fc.notes)})
+                ci_fc = fc.signals["carbon_intensity_g_per_kwh"]
+                ci_model = fc.models.get("carbon_intensity_g_per_kwh", {}).get("model")
+                ci_act = actual_all["carbon_intensity_g_per_kwh"].xs(s.id, level=0)
+                tally_forecast_error(fc_err["committed"], s.id, ci_fc[ci_fc.index < nxt],
+                                     ci_act, ci_model)
+                tally_forecast_error(fc_err["horizon"], s.id, ci_fc, ci_act, ci_model)
                 fcs[s.id] = fc.signals[["carbon_intensity_g_per_kwh", "pue", "green_surplus_kw",
                                         "pue_hi_95"]]
             signal_for = {"milp": _stack(fcs) if fcs else None}
@@ -344,6 +365,7 @@ def run_jobs_replay(
                       "emissions_with_unplaced_kg": sc.emissions_kg + priced,
                       "deadline_misses": int(sc.deadline_misses),
                       "capacity_violations": int(sc.capacity_violations),
+                      "slo_violations": int(sc.slo_violations),
                       "power_cap_violations": int(sc.power_cap_violations),
                       "jobs_placed": len(placed), "unplaced_reasons": reasons,
                       # preemptible jobs run in pieces: how many, and their checkpoint overhead
@@ -375,4 +397,5 @@ def run_jobs_replay(
             "horizon_hours": horizon_hours, "run_every_hours": run_every_hours,
             "time_limit_s": time_limit_s, "mip_gap": mip_gap,
             "policies": out_pol, "runs": runs, "forecast_fallbacks": fc_fallbacks,
+            "forecast_error": {k: forecast_error_summary(v) for k, v in fc_err.items()},
             "filled_signal_hours": filled, "placements": placements, "notes": notes}

@@ -117,6 +117,9 @@ class RollingState:
         Issue time of the latest run (``None`` before the first).
     jobs
         Every job known (pending, committed or ended), by id.
+    inference
+        Inference GPUs committed per area, site and hour (each run commits the hours before
+        the next run), for :meth:`RollingPlanner.committed_plan`.
     """
 
     pending: dict[str, Job] = field(default_factory=dict)
@@ -125,6 +128,7 @@ class RollingState:
     ended: dict[str, Unplaced] = field(default_factory=dict)
     last_issued_at: pd.Timestamp | None = None
     jobs: dict[str, Job] = field(default_factory=dict)
+    inference: list[InferencePlacement] = field(default_factory=list)
 
     def record(self, job_id: str, as_of: pd.Timestamp) -> JobRecord:
         """The state of ``job_id`` at ``as_of`` (tz-aware).
@@ -444,6 +448,7 @@ class RollingPlanner:
             else:
                 out.still_pending.append(u)
         out.inference = [ip for ip in result.inference if ip.hour < nxt]
+        st.inference.extend(out.inference)
         st.last_issued_at = t
         return out
 
@@ -453,13 +458,18 @@ class RollingPlanner:
         self.state.ended[u.job_id] = u
 
     def committed_plan(self) -> PlanResult:
-        """Every committed placement so far as one plan (for scoring), status ``heuristic``."""
+        """Every committed placement and inference hour so far as one plan, for scoring.
+
+        Status ``heuristic``; pending jobs are unplaced with ``NotCommitted``.
+        """
         from carbonsched.plan import PlanStatus, SolverRecord
 
         return PlanResult(status=PlanStatus.HEURISTIC,
                           solver=SolverRecord("rolling", PlanStatus.HEURISTIC),
                           placements=sorted((p for ps in self.state.committed.values()
                                              for p in ps), key=lambda p: (p.start, p.job_id)),
+                          inference=sorted(self.state.inference,
+                                           key=lambda ip: (ip.hour, ip.area, ip.site)),
                           unplaced=list(self.state.ended.values())
                           + [Unplaced(j, ReasonCode.NOT_COMMITTED, "still pending")
                              for j in self.state.pending])

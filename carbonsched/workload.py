@@ -565,11 +565,13 @@ def _max_pool(catalog: Catalog, gpu_type: str, sites: Iterable[str]) -> int:
     return max((s.gpu_count(gpu_type) for s in catalog.sites if s.id in ids), default=0)
 
 
-def _deadline_hour(rng: np.random.Generator, start_h: int, duration: int) -> int:
+def _deadline_hour(rng: np.random.Generator, start_h: int, duration: int,
+                   clip_to_day: bool = True) -> int:
     p = load_parameters()["jobs"]
     factor = rng.uniform(p["slack_factor_min"], p["slack_factor_max"])
     slack = max(int(p["min_slack_hours"]), math.ceil(factor * duration))
-    return min(start_h + duration + slack, 24)
+    end = start_h + duration + slack
+    return min(end, 24) if clip_to_day else end
 
 
 def _inference_type(catalog: Catalog) -> str:
@@ -679,14 +681,17 @@ def trace_gpu_mix(data_dir: str | Path, catalog: Catalog) -> pd.Series:
 
 
 def workload_from_traces(data_dir: str | Path, day: date | str, catalog: Catalog,
-                         seed: int = 0, scale: float = 1.0) -> Workload:
+                         seed: int = 0, scale: float = 1.0, clip_to_day: bool = True
+                         ) -> Workload:
     """One day of jobs and inference demand built from the real traces (see docs/workload.md).
 
     * **Arrivals and durations**: the GAIA PAI jobs (``gaia_pai-100k.csv``; ``arrival_time`` and
       ``length`` in hours from the start of the trace year) whose arrival falls on trace day
       ``(day-of-year − 1) mod 365``; arrival hour = ``floor(arrival_time) mod 24`` read as UTC.
       ``duration_hours = min(max(1, ceil(length)), 24)``. A job that would overrun the UTC day
-      starts earlier: ``earliest_start = min(arrival hour, 24 − duration)`` (its energy is kept).
+      starts earlier: ``earliest_start = min(arrival hour, 24 − duration)`` (its energy is kept);
+      with ``clip_to_day=False`` (the rolling horizon's workload, issue 14) it starts at its
+      arrival hour.
       ``scale`` multiplies the day's job count: ``< 1`` keeps a seeded subsample, ``> 1`` repeats
       the day's jobs (each copy draws its own pod and GPU type).
     * **Gangs and kind**: each job draws an Alibaba v2023 pod with ``num_gpu >= 1`` from the
@@ -696,7 +701,8 @@ def workload_from_traces(data_dir: str | Path, day: date | str, catalog: Catalog
     * **GPU type**: drawn from the node-list GPU mix (:func:`trace_gpu_mix`).
     * **Power**: ``it_power_per_gpu_kw`` of the type (DGX datasheets; data/workload_traces.toml).
     * **Deadline**: ``earliest + duration + max(2, ceil(U(0.5, 3) × duration))`` hours, clipped to
-      the end of the UTC day.
+      the end of the UTC day (not clipped with ``clip_to_day=False``; the random draws are the
+      same, so the two workloads differ only in the day boundary).
     * **Residency**: a share ``residency_share`` (15 %) of jobs may run only at the sites of the
       residency group nearest (lowest latency) to their tenant area that has their GPU type.
     * **Tenant and home site**: a user area drawn by ``demand_weight``; ``allowed_sites`` lists
@@ -719,6 +725,9 @@ def workload_from_traces(data_dir: str | Path, day: date | str, catalog: Catalog
         Random seed; same inputs, same workload.
     scale
         Multiplier on the day's job count (> 0). [-]
+    clip_to_day
+        Keep every job inside the UTC day (the day-bounded plan's workload); ``False`` keeps
+        each job's arrival hour and unclipped deadline, for the rolling horizon.
 
     Returns
     -------
@@ -769,7 +778,7 @@ def workload_from_traces(data_dir: str | Path, day: date | str, catalog: Catalog
         length = float(sel.loc[i, "length"])
         duration = min(max(1, math.ceil(length)), int(pj["max_duration_hours"]))
         arrival_h = int(math.floor(arrival)) - 24 * trace_day
-        start_h = min(arrival_h, 24 - duration)
+        start_h = min(arrival_h, 24 - duration) if clip_to_day else arrival_h
         k = int(rng.integers(len(pool)))
         gpu_type = str(rng.choice(mix.index.to_numpy(), p=mix.to_numpy()))
         area = areas[int(rng.choice(len(areas), p=weights))]
@@ -778,7 +787,7 @@ def workload_from_traces(data_dir: str | Path, day: date | str, catalog: Catalog
             allowed = _residency_sites(catalog, area, gpu_type)
         gang = max(1, min(int(gang_all[k]), _max_pool(catalog, gpu_type, allowed)))
         allowed = home_first_sites(catalog, area, gpu_type, allowed)
-        end_h = _deadline_hour(rng, start_h, duration)
+        end_h = _deadline_hour(rng, start_h, duration, clip_to_day)
         jobs.append(Job(
             id=f"{day0:%Y%m%d}-{n:04d}", tenant=area.id, gpu_type=gpu_type, gpus=gang,
             duration_hours=duration, power_per_gpu_kw=it_power_per_gpu_kw(gpu_type, catalog),

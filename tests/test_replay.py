@@ -63,6 +63,12 @@ def test_replay_policies_are_valid_and_ordered(two_days):
                for d in two_days["daily"]]
     assert margin["mean"] == pytest.approx(sum(per_day) / 2, abs=2e-3)
     assert margin["mean"] > 0
+    # the forecast error the plans acted on, per site (issue 12 item 5)
+    fe = two_days["forecast_error"]
+    assert len(fe) == 8
+    for sid, e in fe.items():
+        assert e["hours"] == 48 and sum(e["models"].values()) == 48, sid
+        assert 0 < e["ci_mape_pct"] < 100 and e["ci_mae_g_per_kwh"] > 0, sid
 
 
 @pytest.mark.shared_data
@@ -119,3 +125,30 @@ def test_unplaced_work_is_priced_at_the_dirtiest_site_hour():
     assert [p.job_id for p in plan.placements] == ["j1"]
     assert work_split_kwh(prob, plan) == (4.0, 2.0)
     assert dirtiest_kg_per_kwh(prob.signals) == pytest.approx(0.6)
+
+
+def test_forecast_error_tally_by_hand():
+    from carbonsched.replay import (
+        forecast_error_summary,
+        merge_forecast_error,
+        tally_forecast_error,
+    )
+
+    idx = pd.date_range("2023-07-01T00:00Z", periods=4, freq="h")
+    fc = pd.Series([110.0, 90.0, 5.0, 50.0], index=idx)
+    # hour 2 has a zero actual (in the MAE, not the MAPE); hour 3 none at all (skipped)
+    act = pd.Series([100.0, 100.0, 0.0], index=idx[:3])
+    a: dict = {}
+    tally_forecast_error(a, "x", fc, act, "ols_hourly")
+    b: dict = {}
+    tally_forecast_error(b, "x", fc.iloc[:1], act, "seasonal-naive-24h")
+    merge_forecast_error(a, b)
+    s = forecast_error_summary(a)["x"]
+    # APE 10 %, 10 %, 10 %  over 3 hours; |err| 10, 10, 5, 10 over 4 hours
+    assert s["ci_mape_pct"] == pytest.approx(10.0)
+    assert s["ci_mae_g_per_kwh"] == pytest.approx(35 / 4)
+    assert s["hours"] == 4
+    assert s["models"] == {"ols_hourly": 3, "seasonal-naive-24h": 1}
+    assert forecast_error_summary({"y": {"hours": 0, "abs_err_sum": 0.0, "ape_hours": 0,
+                                         "ape_sum": 0.0, "models": {}}})["y"]["ci_mape_pct"] \
+        is None

@@ -87,6 +87,39 @@ def test_evening_job_waits_for_tomorrows_cleanest_hours(result, shared_data, fix
 
 
 @pytest.mark.shared_data
+def test_rolling_plans_serve_inference_and_score_it(shared_data, fixtures_dir):
+    # a workload with inference demand: every rolling run commits the inference hours before
+    # the next run, so the rolling policies' scored plans serve it as agnostic's does (before
+    # the fix their plans held the jobs only: every demand hour an SLO violation, and its
+    # energy and emissions missing — a reduction that was never made)
+    from dataclasses import replace
+
+    from carbonsched.domain import InferenceDemand
+
+    cat = load_catalog("global")
+    one = replace(cat, sites=[cat.site("de-frankfurt")])
+    wl = read_jobs(fixtures_dir / "rolling_jobs" / "evening.json")
+    hours = pd.date_range("2023-07-10T00:00Z", periods=48, freq="h")
+    demand = [InferenceDemand("frankfurt", h, "A100", 2, 20.0, 0.8125) for h in hours]
+    res = run_jobs_replay(Workload([j for j in wl.jobs if j.id == "evening-18"], demand),
+                          one, shared_data, policies=("agnostic", "milp", "oracle"),
+                          mip_gap=0.0)
+    inference_it_mwh = 48 * 2 * 0.8125 / 1000
+    job_it_mwh = res["policies"]["agnostic"]["work_it_mwh"]
+    for name, p in res["policies"].items():
+        assert p["slo_violations"] == 0, name
+        # facility energy = IT × PUE (PUE in [1, 1.6] at this site): inference included
+        assert p["energy_mwh"] > inference_it_mwh + job_it_mwh - 1e-9, name
+        assert p["energy_mwh"] < 1.6 * (inference_it_mwh + job_it_mwh), name
+    # the forecast error the milp acted on is reported per site
+    err = res["forecast_error"]
+    assert set(err) == {"committed", "horizon"}
+    e = err["committed"]["de-frankfurt"]
+    assert e["hours"] == 48 and e["ci_mape_pct"] > 0 and sum(e["models"].values()) == 48
+    assert err["horizon"]["de-frankfurt"]["hours"] == 2 * 72
+
+
+@pytest.mark.shared_data
 def test_cli_replay_jobs(shared_data, fixtures_dir, tmp_path):
     out = tmp_path / "r.json"
     r = CliRunner().invoke(app, ["replay", "--jobs", str(fixtures_dir / "rolling_jobs" /

@@ -255,6 +255,29 @@ def test_traces_counts_and_sums(china_day: Workload) -> None:
 
 
 @pytest.mark.shared_data
+def test_traces_without_the_day_boundary(shared_data: Path, china_day: Workload) -> None:
+    # the rolling horizon's workload: the same draws, each job at its arrival hour with its
+    # unclipped deadline (issue 14: no deadline cut to midnight)
+    free = workload_from_traces(shared_data, "2023-07-15", CHINA, seed=0, clip_to_day=False)
+    assert [(j.id, j.gpu_type, j.gpus, j.duration_hours, j.allowed_sites, j.kind)
+            for j in free.jobs] == [(j.id, j.gpu_type, j.gpus, j.duration_hours,
+                                     j.allowed_sites, j.kind) for j in china_day.jobs]
+    assert free.inference == china_day.inference
+    moved = [(a, b) for a, b in zip(china_day.jobs, free.jobs, strict=True)
+             if a.earliest_start != b.earliest_start]
+    past_midnight = [b for b in free.jobs if b.deadline > DAY0 + pd.Timedelta(days=1)]
+    # day-bounded: a job that would overrun the day starts earlier; here it keeps its arrival
+    assert moved and all(b.earliest_start > a.earliest_start for a, b in moved)
+    assert len(past_midnight) > 0
+    for a, b in zip(china_day.jobs, free.jobs, strict=True):
+        assert b.deadline >= a.deadline
+        # slack unchanged where the day boundary did not bind
+        if a.deadline < DAY0 + pd.Timedelta(days=1) and a.earliest_start == b.earliest_start:
+            assert b.deadline == a.deadline
+        assert b.earliest_start + b.duration_hours * pd.Timedelta(hours=1) <= b.deadline
+
+
+@pytest.mark.shared_data
 def test_traces_specific_jobs(china_day: Workload) -> None:
     first = china_day.jobs[0]
     assert (first.id, first.tenant, first.gpu_type, first.gpus, first.duration_hours) == \
