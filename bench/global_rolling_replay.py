@@ -15,13 +15,18 @@ site.
 
 ``milp`` and ``oracle`` are sequential in time but independent of each other, so they run in two
 processes (each also runs ``agnostic``, deterministic, for its reduction); the results are merged
-and the oracle share recomputed.
+and the oracle share recomputed on the sums over windows.
 
-Run (repository root; about an hour on 2 cores)::
+``--window-days N`` replays the first N days of each month as independent windows (each a
+rolling replay of its own; the whole year as one rolling replay takes about 3 hours on 2 cores,
+being sequential run after run). The day-bounded replay (:func:`carbonsched.replay.run_replay`,
+BENCHMARKS.md section 4's protocol) runs on the same days in the same invocation, side by side.
+
+Run (repository root; about 40 minutes on 2 cores for 12 windows of 7 days)::
 
     export CARBONSCHED_SHARED_DATA=../shared/data
     flock /work/bench.lock python bench/global_rolling_replay.py --start 2023-01-01 \\
-        --end 2023-12-31 --out bench/results/replay-2023-rolling.json
+        --end 2023-12-31 --window-days 7 --out bench/results/replay-2023-rolling.json
 """
 
 from __future__ import annotations
@@ -29,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -57,26 +61,105 @@ def year_workload(data_dir: Path, start: str, end: str, seed: int, scale: float,
     return Workload(jobs=jobs, inference=inference)
 
 
-def _run(args: argparse.Namespace, policies: tuple[str, ...]) -> dict[str, Any]:
+def _rolling(args: argparse.Namespace, start: str, end: str, policies: tuple[str, ...]
+             ) -> dict[str, Any]:
     data_dir = Path(args.data_dir)
-    wl = year_workload(data_dir, args.start, args.end, args.seed, args.workload_scale)
+    wl = year_workload(data_dir, start, end, args.seed + _day_index(args.start, start),
+                       args.workload_scale)
     t0 = time.time()
 
     def progress(msg: str) -> None:
-        print(f"[{'+'.join(policies)}] {msg} ({time.time() - t0:,.0f} s)", file=sys.stderr,
-              flush=True)
+        print(f"[{start} {'+'.join(policies)}] {msg} ({time.time() - t0:,.0f} s)",
+              file=sys.stderr, flush=True)
 
     res = run_jobs_replay(wl, "global", data_dir, policies, args.horizon_hours,
                           args.run_every_hours, args.time_limit, args.mip_gap, progress)
     res["wall_s"] = round(time.time() - t0, 1)
-    res["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    res.pop("placements", None)
     return res
+
+
+def _day_bounded(args: argparse.Namespace, start: str, end: str) -> dict[str, Any]:
+    from carbonsched.replay import run_replay
+
+    t0 = time.time()
+    res = run_replay("global", Path(args.data_dir), start, end,
+                     ("agnostic", "greedy", "milp", "oracle"),
+                     seed=args.seed + _day_index(args.start, start),
+                     time_limit_s=args.time_limit, workers=1, chunk_days=7,
+                     mip_gap=args.mip_gap, workload_scale=args.workload_scale)
+    print(f"[{start} day-bounded] done ({time.time() - t0:,.0f} s)", file=sys.stderr,
+          flush=True)
+    res["wall_s"] = round(time.time() - t0, 1)
+    return res
+
+
+def _day_index(first: str, day: str) -> int:
+    return int((pd.Timestamp(day) - pd.Timestamp(first)) / pd.Timedelta(days=1))
+
+
+def windows(start: str, end: str, days: int | None) -> list[tuple[str, str]]:
+    """``[(start, end)]``: the whole period, or the first ``days`` days of each month in it."""
+    if not days:
+        return [(start, end)]
+    out = []
+    for m in pd.date_range(pd.Timestamp(start).replace(day=1), end, freq="MS"):
+        a = max(m, pd.Timestamp(start))
+        b = min(m + pd.Timedelta(days=days - 1), pd.Timestamp(end))
+        if a <= b:
+            out.append((a.strftime("%Y-%m-%d"), b.strftime("%Y-%m-%d")))
+    return out
+
+
+def _sum_policies(parts: list[dict[str, Any]], key: str = "policies") -> dict[str, Any]:
+    tot: dict[str, dict[str, float]] = {}
+    for r in parts:
+        for p, v in r[key].items():
+            t = tot.setdefault(p, {})
+            for k in ("emissions_kg", "emissions_with_unplaced_kg", "unplaced_priced_kg",
+                      "work_it_mwh", "unplaced_it_mwh", "energy_mwh", "deadline_misses",
+                      "capacity_violations", "slo_violations", "power_cap_violations",
+                      "time_limited_runs", "fallback_runs", "not_optimal_days",
+                      "fallback_days", "seconds", "jobs_placed"):
+                if k in v and v[k] is not None:
+                    t[k] = t.get(k, 0) + v[k]
+    base, orc = tot["agnostic"], tot.get("oracle")
+    for v in tot.values():
+        for k, sfx in (("emissions_kg", ""), ("emissions_with_unplaced_kg", "_with_unplaced")):
+            v[f"reduction{sfx}_pct"] = round(100 * (base[k] - v[k]) / base[k], 3)
+            v[f"oracle_share{sfx}"] = (None if orc is None or base[k] == orc[k] else
+                                       round((base[k] - v[k]) / (base[k] - orc[k]), 4))
+        v["kg_per_mwh_work"] = round(v["emissions_kg"] / v["work_it_mwh"], 3)
+        for k in list(v):
+            if isinstance(v[k], float):
+                v[k] = round(v[k], 3)
+    return tot
+
+
+def _merge_errors(parts: list[dict[str, Any]], scope: str | None) -> dict[str, Any]:
+    """Per-site MAPE/MAE over windows, weighted by the hours scored."""
+    acc: dict[str, dict[str, float]] = {}
+    for r in parts:
+        fe = r["forecast_error"][scope] if scope else r["forecast_error"]
+        for sid, e in fe.items():
+            if e["ci_mape_pct"] is None:
+                continue
+            a = acc.setdefault(sid, {"hours": 0, "ape": 0.0, "ae": 0.0})
+            a["hours"] += e["hours"]
+            a["ape"] += e["ci_mape_pct"] * e["hours"]
+            a["ae"] += e["ci_mae_g_per_kwh"] * e["hours"]
+    return {sid: {"ci_mape_pct": round(a["ape"] / a["hours"], 3),
+                  "ci_mae_g_per_kwh": round(a["ae"] / a["hours"], 3), "hours": int(a["hours"])}
+            for sid, a in sorted(acc.items())}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--start", default="2023-01-01")
     ap.add_argument("--end", default="2023-12-31")
+    ap.add_argument("--window-days", type=int, default=0,
+                    help="Replay only the first N days of each month, each window on its own "
+                         "(0: the whole period as one rolling replay).")
     ap.add_argument("--data-dir", default=os.environ.get("CARBONSCHED_SHARED_DATA",
                                                          "../shared/data"))
     ap.add_argument("--seed", type=int, default=0)
@@ -85,43 +168,53 @@ def main() -> None:
     ap.add_argument("--run-every-hours", type=int, default=24)
     ap.add_argument("--time-limit", type=float, default=20.0)
     ap.add_argument("--mip-gap", type=float, default=0.002)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--no-day-bounded", action="store_true",
+                    help="Skip the day-bounded replay of the same days.")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     t0 = time.time()
-    with ProcessPoolExecutor(2) as pool:
-        fm = pool.submit(_run, args, ("agnostic", "milp"))
-        fo = pool.submit(_run, args, ("agnostic", "oracle"))
-        rm, ro = fm.result(), fo.result()
-    pol = {**rm["policies"], "oracle": ro["policies"]["oracle"]}
-    a_m, a_o = rm["policies"]["agnostic"], ro["policies"]["agnostic"]
-    same_base = abs(a_m["emissions_kg"] - a_o["emissions_kg"]) < 1e-6
-    base, orc = a_m["emissions_kg"], pol["oracle"]["emissions_kg"]
-    base_u, orc_u = a_m["emissions_with_unplaced_kg"], pol["oracle"]["emissions_with_unplaced_kg"]
-    for v in pol.values():
-        v["oracle_share"] = None if base == orc else round(
-            (base - v["emissions_kg"]) / (base - orc), 4)
-        v["oracle_share_with_unplaced"] = None if base_u == orc_u else round(
-            (base_u - v["emissions_with_unplaced_kg"]) / (base_u - orc_u), 4)
+    wins = windows(args.start, args.end, args.window_days)
+    with ProcessPoolExecutor(args.workers) as pool:
+        fm = [pool.submit(_rolling, args, a, b, ("agnostic", "milp")) for a, b in wins]
+        fo = [pool.submit(_rolling, args, a, b, ("agnostic", "oracle")) for a, b in wins]
+        fd = [] if args.no_day_bounded else [pool.submit(_day_bounded, args, a, b)
+                                             for a, b in wins]
+        rm, ro, rd = ([f.result() for f in fm], [f.result() for f in fo],
+                      [f.result() for f in fd])
+    for m, o in zip(rm, ro, strict=True):
+        m["policies"]["oracle"] = o["policies"]["oracle"]
+        m["oracle_runs"], m["oracle_notes"] = o["runs"], o["notes"]
+        m["agnostic_identical"] = abs(m["policies"]["agnostic"]["emissions_kg"]
+                                      - o["policies"]["agnostic"]["emissions_kg"]) < 1e-6
     out = {"command": " ".join(sys.argv), "date_utc": pd.Timestamp.now("UTC").isoformat(),
-           "machine": f"{os.cpu_count()} cores, load average {os.getloadavg()}",
-           "start": args.start, "end": args.end, "workload_scale": args.workload_scale,
-           "seed": args.seed, "jobs": rm["jobs"], "horizon_hours": args.horizon_hours,
+           "machine": f"{os.cpu_count()} cores, load average at the end {os.getloadavg()}",
+           "windows": wins, "days": sum(_day_index(a, b) + 1 for a, b in wins),
+           "workload_scale": args.workload_scale, "seed": args.seed,
+           "jobs": sum(r["jobs"] for r in rm), "horizon_hours": args.horizon_hours,
            "run_every_hours": args.run_every_hours, "time_limit_s": args.time_limit,
            "mip_gap": args.mip_gap, "wall_s": round(time.time() - t0, 1),
-           "process_wall_s": {"milp": rm["wall_s"], "oracle": ro["wall_s"]},
-           "peak_rss_mb": {"milp": rm["peak_rss_mb"], "oracle": ro["peak_rss_mb"]},
-           "agnostic_identical_in_both_processes": same_base, "policies": pol,
-           "forecast_error": rm["forecast_error"],
-           "forecast_fallbacks": rm["forecast_fallbacks"],
-           "filled_signal_hours": rm["filled_signal_hours"],
-           "runs": {"milp": rm["runs"], "oracle": ro["runs"]},
-           "notes": {"milp": rm["notes"], "oracle": ro["notes"]}}
+           "rolling": _sum_policies(rm),
+           "day_bounded": _sum_policies(rd) if rd else None,
+           "forecast_error_rolling_committed": _merge_errors(rm, "committed"),
+           "forecast_error_rolling_horizon": _merge_errors(rm, "horizon"),
+           "forecast_error_day_bounded": _merge_errors(rd, None) if rd else None,
+           "per_window": [{"window": w, "rolling": m["policies"],
+                           "day_bounded": d["policies"] if d else None,
+                           "agnostic_identical": m["agnostic_identical"],
+                           "milp_notes": m["notes"], "oracle_notes": m["oracle_notes"],
+                           "forecast_fallbacks": m["forecast_fallbacks"],
+                           "filled_signal_hours": m["filled_signal_hours"],
+                           "day_bounded_oracle_unproven": (d or {}).get("oracle_unproven_days")}
+                          for w, m, d in zip(wins, rm, rd or [None] * len(wins), strict=True)]}
     Path(args.out).write_text(json.dumps(out, indent=1, default=str))
-    print(json.dumps({k: {kk: v[kk] for kk in ("emissions_kg", "reduction_pct", "oracle_share",
-                                               "reduction_with_unplaced_pct", "jobs_placed",
-                                               "deadline_misses", "capacity_violations",
-                                               "time_limited_runs", "fallback_runs", "seconds")}
-                      for k, v in pol.items()}, indent=1))
+    keys = ("emissions_kg", "reduction_pct", "oracle_share", "reduction_with_unplaced_pct",
+            "oracle_share_with_unplaced", "kg_per_mwh_work", "work_it_mwh", "unplaced_it_mwh",
+            "deadline_misses", "capacity_violations", "slo_violations")
+    for name in ("rolling", "day_bounded"):
+        if out[name]:
+            print(name, json.dumps({p: {k: v.get(k) for k in keys} for p, v in
+                                    out[name].items()}, indent=1))
 
 
 if __name__ == "__main__":
