@@ -307,32 +307,58 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
         _update_submitted(service_store, doc, api_ids, clock.now())
         if on_plan is not None:
             on_plan(doc["plan_id"])
-        status = doc["solver"]["status"]
-        if metrics is not None:
-            metrics.solver_seconds.observe(doc["solver"]["seconds"])
-            metrics.solver_status.labels(status=status).inc()
-        run_status = "infeasible" if status in ("infeasible", "no_solution") else "succeeded"
-        if dispatch is None:
-            disp = DISPATCH_NOT_CONFIGURED
-            outcome = "not_configured"
-        else:
-            try:
-                # dispatch_plan's clock is a callable returning "now" (the service's clock.now)
-                res = dispatch(service_store.store, doc["plan_id"], catalog, clock=clock.now)
-                res = res.to_dict() if hasattr(res, "to_dict") else res
-                disp = "dispatch: " + json.dumps(res, default=str)[:4000]
-                outcome = "ok"
-            except Exception as exc:
-                disp = f"dispatch failed: {type(exc).__name__}: {exc}"
-                outcome = "failed"
-                run_status = "dispatch_failed"
-        if metrics is not None:
-            metrics.dispatch_outcomes.labels(outcome=outcome).inc()
+        run_status, status, disp = finish_run(doc, service_store, catalog, clock, dispatch,
+                                              metrics)
         log.info("pipeline: plan %s for %s (%s) in %.1f s; %s", doc["plan_id"], pdate, status,
                  _time.perf_counter() - t0, disp)
         return RunOutcome(run_status, doc["plan_id"], status, disp)
 
     return run
+
+
+def finish_run(doc: dict[str, Any], service_store: Any, catalog: Catalog, clock: Clock,
+               dispatch: Callable[..., Any] | None, metrics: Any,
+               **dispatch_kw: Any) -> tuple[str, str, str]:
+    """The end of a planning run, daily or rolling: solver metrics, then dispatch.
+
+    A dispatch that raises does not lose the plan (it is stored already): the run is
+    ``dispatch_failed`` and the error is in the run record.
+
+    Parameters
+    ----------
+    doc
+        The stored plan document.
+    dispatch
+        :func:`carbonsched.dispatch.dispatch_plan` or ``None`` (not configured).
+    dispatch_kw
+        Passed to ``dispatch`` (e.g. ``commit_before`` for a rolling run).
+
+    Returns
+    -------
+    (str, str, str)
+        Run status (``succeeded``, ``infeasible`` or ``dispatch_failed``), solver status, and
+        the dispatch summary for the run record.
+    """
+    status = doc["solver"]["status"]
+    if metrics is not None:
+        metrics.solver_seconds.observe(doc["solver"]["seconds"])
+        metrics.solver_status.labels(status=status).inc()
+    run_status = "infeasible" if status in ("infeasible", "no_solution") else "succeeded"
+    if dispatch is None:
+        disp, outcome = DISPATCH_NOT_CONFIGURED, "not_configured"
+    else:
+        try:
+            # dispatch_plan's clock is a callable returning "now" (the service's clock.now)
+            res = dispatch(service_store.store, doc["plan_id"], catalog, clock=clock.now,
+                           **dispatch_kw)
+            res = res.to_dict() if hasattr(res, "to_dict") else res
+            disp, outcome = "dispatch: " + json.dumps(res, default=str)[:4000], "ok"
+        except Exception as exc:
+            disp = f"dispatch failed: {type(exc).__name__}: {exc}"
+            outcome, run_status = "failed", "dispatch_failed"
+    if metrics is not None:
+        metrics.dispatch_outcomes.labels(outcome=outcome).inc()
+    return run_status, status, disp
 
 
 def _with_submitted_jobs(wl: Workload, service_store: Any, issued_at: pd.Timestamp,

@@ -117,9 +117,7 @@ def run_rolling(settings: Any, service_store: Any, catalog: Catalog, workload: W
     -------
     carbonsched.cron.RunOutcome
     """
-    import json
-
-    from carbonsched.cron import DISPATCH_NOT_CONFIGURED, RunOutcome
+    from carbonsched.cron import RunOutcome, finish_run
     from carbonsched.store.rolling_state import job_from_spec
 
     t = pd.Timestamp(issued_at).tz_convert("UTC")
@@ -138,25 +136,9 @@ def run_rolling(settings: Any, service_store: Any, catalog: Catalog, workload: W
     _update_api_jobs(service_store, step.run, api_ids, doc["plan_id"], now)
     if on_plan is not None:
         on_plan(doc["plan_id"])
-    status = doc["solver"]["status"]
-    if metrics is not None:
-        metrics.solver_seconds.observe(doc["solver"]["seconds"])
-        metrics.solver_status.labels(status=status).inc()
-    run_status = "infeasible" if status in ("infeasible", "no_solution") else "succeeded"
-    if dispatch is None:
-        disp, outcome = DISPATCH_NOT_CONFIGURED, "not_configured"
-    else:
-        try:
-            # dispatch_plan's clock is a callable returning "now" (the service's clock.now)
-            res = dispatch(service_store.store, doc["plan_id"], catalog, clock=clock.now,
-                           commit_before=step.run.commit_before.to_pydatetime())
-            res = res.to_dict() if hasattr(res, "to_dict") else res
-            disp, outcome = "dispatch: " + json.dumps(res, default=str)[:4000], "ok"
-        except Exception as exc:
-            disp = f"dispatch failed: {type(exc).__name__}: {exc}"
-            outcome, run_status = "failed", "dispatch_failed"
-    if metrics is not None:
-        metrics.dispatch_outcomes.labels(outcome=outcome).inc()
+    run_status, status, disp = finish_run(
+        doc, service_store, catalog, clock, dispatch, metrics,
+        commit_before=step.run.commit_before.to_pydatetime())
     return RunOutcome(run_status, doc["plan_id"], status, disp)
 
 
