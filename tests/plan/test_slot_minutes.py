@@ -303,3 +303,14 @@ def test_work_past_the_horizon_repeats_the_last_day_in_quarter_hours():
     (p,) = res.placements
     assert p.emissions_kg == pytest.approx(1.5 * 120 / 1000)
     assert recount_violations(prob, res) == {}
+
+
+def test_the_placement_book_refuses_a_sub_hour_plan():
+    from carbonsched.catalog import load_catalog
+    from carbonsched.placement import PlacementBook
+
+    doc = {"plan_id": "p15", "date": "2023-07-15", "issued_at": "2023-07-15T00:00:00Z",
+           "horizon_hours": 24, "slot_minutes": 15, "placements": [], "inference": []}
+    with pytest.raises(InputError, match="plan p15 is on a 15-minute slot grid; placement "
+                                         "queries need an hourly plan"):
+        PlacementBook(load_catalog("china-eastdata-westcompute"), doc, pd.DataFrame())
