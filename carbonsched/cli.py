@@ -131,6 +131,10 @@ def plan(
     solver: Annotated[str, typer.Option(help="MILP solver: highs (default) or cbc.")] = "highs",
     time_limit: Annotated[float, typer.Option(help="Solver time limit. \\[s]")] = 60.0,
     hours: Annotated[int, typer.Option(help="Planning horizon. \\[h]")] = 24,
+    slot_minutes: Annotated[int, typer.Option(
+        help="Slot grid of the planner: 60 (default), 30 or 15; starts are decided on it, "
+        "each slot takes its hour's forecast, and energy and emissions count the minutes "
+        "run on any grid. \\[min]")] = 60,
     out_file: Annotated[Path | None, typer.Option("--out", help="Write the plan JSON here.")]
     = None,
     store: Annotated[bool, typer.Option(
@@ -155,6 +159,12 @@ def plan(
         bad = check_plan_options(date, solver, time_limit, hours)
         if bad:
             raise InputError(bad)
+        from carbonsched.plan.sets import check_slot_minutes
+
+        check_slot_minutes(slot_minutes)
+        if dispatch and slot_minutes != 60:
+            raise InputError(f"--slot-minutes {slot_minutes} is for plan-only runs; --dispatch "
+                             "plans on the hourly grid (drop --slot-minutes or --dispatch)")
         if dispatch:
             from carbonsched.cli_service import plan_and_dispatch
 
@@ -180,7 +190,7 @@ def plan(
                                   os.environ.get("CARBONSCHED_PROVIDERS_NOW")).load_site_signals
         with _progress("plan") as progress, _solver_chatter_to_stderr():
             daily = run_daily_plan(day, catalog, wl, ddir, solver, time_limit, hours, progress,
-                                   signal_loader=loader)
+                                   signal_loader=loader, slot_minutes=slot_minutes)
         # the plan reaches the file and the screen before the store, so a dead database
         # loses nothing
         if out_file:

@@ -46,6 +46,7 @@ from carbonsched.plan import (
     solve_plan,
 )
 from carbonsched.plan.baselines import BASELINE_DEFINITION
+from carbonsched.plan.sets import check_slot_minutes
 from carbonsched.timeaxis import HOUR, day_start_utc, hourly_slots, require_aware
 
 Progress = Callable[[str], None]
@@ -444,8 +445,12 @@ def forecast_site(
 
 
 def build_problem(sites: list[Site], workload: Workload, forecasts: dict[str, SiteForecast],
-                  slots: pd.DatetimeIndex, running: list[Any] | None = None) -> PlanningProblem:
+                  slots: pd.DatetimeIndex, running: list[Any] | None = None,
+                  slot_minutes: int = 60) -> PlanningProblem:
     """Assemble the planner's input from the sites that have forecasts.
+
+    ``slots`` are ``slot_minutes`` apart (60 by default; 30 or 15); the hourly forecasts hold
+    in every slot of their hour.
 
     Returns
     -------
@@ -467,7 +472,8 @@ def build_problem(sites: list[Site], workload: Workload, forecasts: dict[str, Si
     return PlanningProblem(sites=use, jobs=list(workload.jobs),
                            inference=list(workload.inference), slots=slots,
                            signals=pd.concat(frames),
-                           running=[r for r in running or [] if r.site in have])
+                           running=[r for r in running or [] if r.site in have],
+                           slot_minutes=slot_minutes)
 
 
 def result_rows(result: PlanResult) -> dict[str, list[dict[str, Any]]]:
@@ -634,6 +640,7 @@ def run_daily_plan(
     progress: Progress = _quiet,
     signal_loader: SignalLoader | None = None,
     running: list[Any] | None = None,
+    slot_minutes: int = 60,
 ) -> DailyPlan:
     """Run one planning day and return the plan document and its parts.
 
@@ -663,6 +670,10 @@ def run_daily_plan(
     running
         Work already running or committed (:class:`~carbonsched.domain.RunningWork`) that holds
         GPUs and power in the horizon (the rolling runner's committed pieces).
+    slot_minutes
+        The planner's slot grid: 60 (default), 30 or 15 minutes
+        (:attr:`~carbonsched.plan.sets.PlanningProblem.slot_minutes`); the document records
+        it as ``slot_minutes``.
 
     Returns
     -------
@@ -673,8 +684,8 @@ def run_daily_plan(
     ------
     InputError
         Unknown catalog, no site with data for the date, malformed workload, a horizon outside
-        1..:data:`MAX_HORIZON_HOURS` or a time limit that is not > 0 (checked before any
-        forecasting).
+        1..:data:`MAX_HORIZON_HOURS`, a time limit that is not > 0 or a slot length other than
+        60, 30 or 15 minutes (checked before any forecasting).
     PlanningError
         The solver is unavailable.
     """
@@ -686,6 +697,7 @@ def run_daily_plan(
     if not time_limit_s > 0:
         raise InputError(f"solver time limit must be > 0 s, got {time_limit_s}; "
                          "e.g. --time-limit 60")
+    slot_minutes = check_slot_minutes(slot_minutes)
     if data_dir is None:
         from carbonsched.settings import get_settings
 
@@ -696,7 +708,9 @@ def run_daily_plan(
     if workload is None:
         workload = demo_workload(cat, issued_at.strftime("%Y-%m-%d"))
     check_workload_fits_catalog(workload, cat)
-    slots = hourly_slots(issued_at, horizon_hours)
+    slots = hourly_slots(issued_at, horizon_hours) if slot_minutes == 60 else pd.date_range(
+        issued_at, periods=horizon_hours * 60 // slot_minutes, freq=f"{slot_minutes}min",
+        name="slot")
     # a tiny real solve before any forecasting: a solver that cannot run is known at once
     progress(f"probing the {solver} solver")
     solver_used, solver_note = resolve_solver(solver)
@@ -710,9 +724,11 @@ def run_daily_plan(
         more = f" (and {len(left) - 1} more site(s) alike)" if len(left) > 1 else ""
         raise InputError(f"no site has signals for {issued_at:%Y-%m-%d}; nothing can be "
                          f"planned: {why}{more}")
-    problem = build_problem(cat.sites, workload, forecasts, slots, running)
+    problem = build_problem(cat.sites, workload, forecasts, slots, running, slot_minutes)
+    grid = f"{len(slots)} h" if slot_minutes == 60 else \
+        f"{len(slots)} slots of {slot_minutes} min"
     progress(f"solving: {len(problem.jobs)} jobs, {len(problem.inference)} inference demands, "
-             f"{len(problem.sites)} sites x {len(slots)} h with {solver}")
+             f"{len(problem.sites)} sites x {grid} with {solver}")
     result = solve_plan(problem, solver=solver, time_limit_s=time_limit_s)
     progress("scoring the carbon-agnostic baseline")
     baseline = agnostic_plan(problem)
@@ -723,6 +739,10 @@ def run_daily_plan(
     if is_demo:
         notes.insert(0, "workload: the catalog's generated DEMO day, not real jobs (give "
                      "--jobs FILE to plan real work)")
+    if slot_minutes != 60:
+        notes.append(f"slots: a {slot_minutes}-minute grid; starts are decided on it, each "
+                     "slot takes its hour's forecast (carbon intensity, PUE, surplus) and "
+                     "hourly inference demand holds in every slot of its hour")
     notes.extend(result.notes)  # horizon end: continued signals, deferrals, running work
     if result.solver.greedy_unplaced:
         notes.append(f"solver: no incumbent within --time-limit {time_limit_s:g} s; the greedy "
@@ -743,6 +763,7 @@ def run_daily_plan(
         "site_signal_age_hours": {sid: f.signal_age_hours for sid, f in forecasts.items()},
         "issued_at": jsonable(issued_at),
         "horizon_hours": horizon_hours,
+        "slot_minutes": slot_minutes,
         # source (demo or file), then the work itself: jobs and inference power per area
         "workload": {"source": "demo" if is_demo else "file", **workload_rows(workload)},
         "sites": [s.id for s in problem.sites],

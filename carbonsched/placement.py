@@ -70,13 +70,19 @@ class PlacementBook:
     Raises
     ------
     InputError
-        The forecasts do not cover a site and hour of the plan.
+        The forecasts do not cover a site and hour of the plan, or the plan is not on the
+        hourly slot grid (``slot_minutes`` other than 60).
     """
 
     def __init__(self, catalog: Catalog, plan: dict[str, Any], forecasts: pd.DataFrame) -> None:
         self.catalog = catalog
         self.plan = plan
         self.plan_id: str = plan["plan_id"]
+        if int(plan.get("slot_minutes", 60)) != 60:
+            # the book keeps hourly ledgers: a sub-hour plan would be booked wrong, not refused
+            raise InputError(f"plan {self.plan_id} is on a {plan['slot_minutes']}-minute slot "
+                             "grid; placement queries need an hourly plan (plan without "
+                             "--slot-minutes)")
         known = set(catalog.site_ids)
         self.sites = [catalog.site(s) for s in plan.get("sites", catalog.site_ids) if s in known]
         self.spos = {s.id: i for i, s in enumerate(self.sites)}

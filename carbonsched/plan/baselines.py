@@ -69,11 +69,14 @@ class _Ledger:
         t, g, kw = int(s.inf_hour[d]), int(s.inf_gtype[d]), float(s.inf_kw_per_gpu[d])
         need = int(s.inf_gpus[d])
         out = np.zeros(len(s.site), dtype=np.int64)
+        if s.slots_per_hour > 1:
+            # a sub-hour grid: the demand holds in every slot of its hour
+            t = slice(t, t + s.slots_per_hour)
         for site in site_order:
             if need == 0:
                 break
-            by_power = int(np.floor(self.kw[site, t] / kw + 1e-9)) if kw > 0 else need
-            take = min(need, int(self.gpus[site, t, g]), by_power)
+            by_power = int(np.floor(np.min(self.kw[site, t]) / kw + 1e-9)) if kw > 0 else need
+            take = min(need, int(np.min(self.gpus[site, t, g])), by_power)
             if take > 0:
                 out[site] = take
                 need -= take

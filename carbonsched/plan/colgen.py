@@ -54,6 +54,7 @@ from dataclasses import dataclass
 import highspy
 import numpy as np
 
+from carbonsched.errors import InputError
 from carbonsched.plan.baselines import greedy_from_sets, priced_greedy
 from carbonsched.plan.model import ABSORB_EPS_KW, cover_index
 from carbonsched.plan.result import PlanResult, PlanStatus, SolverRecord, build_plan_result
@@ -1095,6 +1096,12 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         the repair found nothing.
     """
     from carbonsched.plan.solve import relative_gap
+
+    if getattr(sets, "slot_minutes", 60) != 60:
+        raise InputError(
+            f"column generation supports the hourly slot grid only, not {sets.slot_minutes}-"
+            "minute slots; use method 'milp' (solve_plan's 'auto' and 'colgen' do so with a "
+            "plan note)")
 
     def left() -> float:
         return time_limit_s - (time.perf_counter() - started)

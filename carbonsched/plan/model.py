@@ -3,11 +3,13 @@ r"""The planning MILP in PuLP, built in stages: sets → variables → constrain
 Notation (positions, never user ids, name every variable and constraint):
 
 * :math:`o = (j, s, t_0)` a feasible option of job :math:`j` (gang of :math:`n_j` GPUs of type
-  :math:`g_j`, :math:`d_j` hours, IT power :math:`P_j` kW) at site :math:`s` starting in slot
+  :math:`g_j`, :math:`d_j` slots, IT power :math:`P_j` kW) at site :math:`s` starting in slot
   :math:`t_0`; binary :math:`x_o`. It covers slots :math:`t_0 \ldots t_0 + d_j - 1`
-  (:math:`d_j = \lceil m_j / 60 \rceil` for a run of :math:`m_j` minutes; slots may lie past
-  the horizon, on continued signals), with energy weight :math:`w_{ot} = 1` but in its last
-  slot, :math:`w = (m_j - 60 (d_j - 1)) / 60`.
+  (:math:`d_j = \lceil m_j / L \rceil` for a run of :math:`m_j` minutes on slots of
+  :math:`L` minutes, 60 by default, 30 or 15 allowed; slots may lie past the horizon, on
+  continued signals), with energy weight :math:`w_{ot} = 1` but in its last slot,
+  :math:`w = (m_j - L (d_j - 1)) / L`; a slot's energy is :math:`P_j w_{ot} L / 60` kWh.
+  Hourly signals and hourly inference demand hold in every slot of their hour.
 * :math:`z_p` binary, a piece pattern of a preemptible job (several runs at one site, each
   resumption paying the checkpoint overhead; :func:`carbonsched.plan.sets.enumerate_patterns`),
   in the job's assignment row and in the capacity, power and absorption rows of every slot it
@@ -27,8 +29,9 @@ Constraints (one ``define_<family>_constraints`` each):
 * absorption: :math:`a_{st} \le \mathrm{PUE}_{st} \cdot E_{st}`.
 
 Objective [kg CO2e]: :math:`\sum_{s,t} \mathrm{CI}_{st} (\mathrm{PUE}_{st} E_{st} -
-a_{st}) / 1000 + \sum_j c_j u_j` with :math:`E_{st} = \sum_{o \ni (s,t)} P_j w_{ot} x_o` the
-IT energy and :math:`c_j` the unplaced penalty per GPU-hour
+a_{st}) h / 1000 + \sum_j c_j u_j` with :math:`E_{st} = \sum_{o \ni (s,t)} P_j w_{ot} x_o` the
+mean IT power of the slot, :math:`h = L / 60` its length in hours (so :math:`E_{st} h` is the
+IT energy) and :math:`c_j` the unplaced penalty per GPU-hour
 (:data:`carbonsched.plan.sets.UNPLACED_PENALTY_FACTOR`) × the job's GPU-hours, or, for a job
 whose deadline lies beyond the horizon, its terminal value
 (:data:`carbonsched.plan.sets.TERMINAL_VALUE_RULE`). Capacity rows use
@@ -172,9 +175,9 @@ def _cell_terms(m: PlanModel, weight_job: np.ndarray, weight_inf: np.ndarray, by
                               strict=True):
             cells.setdefault(key, []).append((m.z[p], wo))
     for (d, s), var in m.y.items():
-        key = (s, int(sets.inf_hour[d]), int(sets.inf_gtype[d])) if by_type else \
-            (s, int(sets.inf_hour[d]))
-        cells.setdefault(key, []).append((var, float(weight_inf[d])))
+        for t in sets.inf_slots(d):           # every slot of the demand's hour
+            key = (s, t, int(sets.inf_gtype[d])) if by_type else (s, t)
+            cells.setdefault(key, []).append((var, float(weight_inf[d])))
     return cells
 
 
@@ -234,9 +237,19 @@ def define_objective(m: PlanModel) -> None:
     # unplaced penalty, or the terminal value of a job deferred past the horizon
     terms += [(v, float(sets.unplaced_cost[j])) for j, v in m.u.items()]
     cpk = sets.cost_per_kwh
-    terms += [(v, float(sets.inf_kw_per_gpu[d] * cpk[s, sets.inf_hour[d]]))
-              for (d, s), v in m.y.items()]
-    terms += [(v, -float(sets.ci_g_per_kwh[s, t]) / 1000.0) for (s, t), v in m.a.items()]
+    if sets.slots_per_hour == 1:
+        terms += [(v, float(sets.inf_kw_per_gpu[d] * cpk[s, sets.inf_hour[d]]))
+                  for (d, s), v in m.y.items()]
+        terms += [(v, -float(sets.ci_g_per_kwh[s, t]) / 1000.0) for (s, t), v in m.a.items()]
+    else:
+        # sub-hour slots: a demand's GPUs run in every slot of its hour, each slot_hours long;
+        # absorbed surplus a [kW] over a slot is a × slot_hours kWh
+        h = sets.slot_hours
+        terms += [(v, float(sets.inf_kw_per_gpu[d] * h * sum(cpk[s, t]
+                                                              for t in sets.inf_slots(d))))
+                  for (d, s), v in m.y.items()]
+        terms += [(v, -float(sets.ci_g_per_kwh[s, t]) * h / 1000.0)
+                  for (s, t), v in m.a.items()]
     m.lp.setObjective(pulp.LpAffineExpression(terms))
 
 

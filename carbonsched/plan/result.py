@@ -7,9 +7,11 @@ marginal carbon; emissions [kg] = (facility energy − absorbed) [kWh] × CI [g/
 A job's or inference placement's share of a site-hour's emissions is proportional to its
 facility energy in that hour.
 
-Minutes: a run from a slot-aligned start for ``m`` minutes occupies ``ceil(m / 60)`` slots;
-capacity and power caps see its whole gang in each (conservative), energy and emissions count
-the minutes it runs in each slot (the last slot its fraction). Slots past the horizon (a run
+Minutes: a run from a slot-aligned start for ``m`` minutes occupies ``ceil(m / L)`` slots of
+``L`` minutes (the problem's ``slot_minutes``: 60 by default, 30 or 15); capacity and power caps
+see its whole gang in each (conservative), energy and emissions count the minutes it runs in
+each slot (the last slot its fraction; a slot's energy is mean kW × ``L / 60`` h). Hourly
+signals and hourly inference demand hold in every slot of their hour. Slots past the horizon (a run
 that starts inside it and ends after it) are costed on the continued signals
 (:data:`carbonsched.plan.sets.CONTINUATION_RULE`).
 """
@@ -186,27 +188,35 @@ class SiteHourLoad:
 
 
 def emissions_by_site_hour(
-    it_kw: np.ndarray, pue: np.ndarray, ci: np.ndarray, surplus_kw: np.ndarray
+    it_kw: np.ndarray, pue: np.ndarray, ci: np.ndarray, surplus_kw: np.ndarray,
+    slot_hours: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Facility energy, absorbed surplus and emissions per site-hour (1-hour slots).
+    """Facility energy, absorbed surplus and emissions per site-slot (1-hour slots default).
 
     Parameters
     ----------
     it_kw, pue, ci, surplus_kw
-        Arrays of shape ``(S, T)``: IT power [kW], PUE [-], CI [g/kWh], surplus [kW].
+        Arrays of shape ``(S, T)``: mean IT power over the slot [kW], PUE [-], CI [g/kWh],
+        surplus [kW].
+    slot_hours
+        Length of a slot. [h]
 
     Returns
     -------
     facility_kwh, absorbed_kwh, emissions_kg
         Arrays of shape ``(S, T)``. [kWh], [kWh], [kg]
     """
-    facility = it_kw * pue
-    absorbed = np.minimum(facility, surplus_kw)
+    if slot_hours == 1.0:
+        facility = it_kw * pue
+        absorbed = np.minimum(facility, surplus_kw)
+    else:
+        facility = it_kw * pue * slot_hours
+        absorbed = np.minimum(facility, surplus_kw * slot_hours)
     return facility, absorbed, (facility - absorbed) * ci / 1000.0
 
 
-def run_weights(minutes: int, offset_minutes: int = 0, upto_minutes: int | None = None
-                ) -> np.ndarray:
+def run_weights(minutes: int, offset_minutes: int = 0, upto_minutes: int | None = None,
+                slot_minutes: int = 60) -> np.ndarray:
     """Share of each occupied slot a run uses, from a slot-aligned start. [-]
 
     Parameters
@@ -216,18 +226,21 @@ def run_weights(minutes: int, offset_minutes: int = 0, upto_minutes: int | None 
     offset_minutes, upto_minutes
         Count only the part of the run in ``[offset, upto)`` minutes from its start (e.g. the
         checkpoint overhead at the start of a resumed piece). [min]
+    slot_minutes
+        Slot length ``L``. [min]
 
     Returns
     -------
     numpy.ndarray
-        Shape ``(ceil(minutes / 60),)``, each in [0, 1].
+        Shape ``(ceil(minutes / L),)``, each in [0, 1].
     """
-    n = -(-int(minutes) // 60)
-    lo = np.arange(n) * 60
-    hi = np.minimum(lo + 60, minutes)
+    L = int(slot_minutes)
+    n = -(-int(minutes) // L)
+    lo = np.arange(n) * L
+    hi = np.minimum(lo + L, minutes)
     a = max(int(offset_minutes), 0)
     b = int(minutes) if upto_minutes is None else min(int(upto_minutes), int(minutes))
-    return np.clip(np.minimum(hi, b) - np.maximum(lo, a), 0, None) / 60.0
+    return np.clip(np.minimum(hi, b) - np.maximum(lo, a), 0, None) / float(L)
 
 
 @dataclass
@@ -286,19 +299,23 @@ def build_plan_result(
     prob = sets.problem
     n_s, n_t = sets.pue.shape
     n_h = getattr(sets, "n_horizon", n_t) or n_t
-    it_kw = np.zeros((n_s, n_t))      # IT energy per site-slot (1-h slots: kWh = mean kW)
+    sm = int(getattr(sets, "slot_minutes", 60))
+    sh = sm / 60.0                    # slot length [h]
+    it_kw = np.zeros((n_s, n_t))      # mean IT power per site-slot (kWh = mean kW × sh)
     chosen = np.asarray(chosen, dtype=np.int64).reshape(-1, 3)
     runs = plan_runs(sets, chosen, chosen_patterns)
     weights = []
     for r in runs:
-        w = run_weights(r.minutes)
+        w = run_weights(r.minutes, slot_minutes=sm)
         weights.append(w)
         it_kw[r.site, r.start:r.start + len(w)] += sets.job_kw[r.job] * w
     inf_kw = inf_alloc * sets.inf_kw_per_gpu[:, None] if len(inf_alloc) else np.zeros((0, n_s))
+    sph = 60 // sm
     for d in range(len(inf_alloc)):
-        it_kw[:, sets.inf_hour[d]] += inf_kw[d]
+        for t in range(int(sets.inf_hour[d]), int(sets.inf_hour[d]) + sph):
+            it_kw[:, t] += inf_kw[d]
     facility, absorbed, em = emissions_by_site_hour(it_kw, sets.pue, sets.ci_g_per_kwh,
-                                                    sets.surplus_kw)
+                                                    sets.surplus_kw, sh)
     with np.errstate(divide="ignore", invalid="ignore"):
         em_per_it_kwh = np.where(it_kw > 0, em / np.where(it_kw > 0, it_kw, 1.0), 0.0)
     placements = []
@@ -312,30 +329,35 @@ def build_plan_result(
             past.add(r.job)
         kw = sets.job_kw[r.job]
         start = sets.slot[r.start]
-        ow = run_weights(r.minutes, 0, r.overhead_minutes) if r.overhead_minutes else None
+        ow = run_weights(r.minutes, 0, r.overhead_minutes, sm) if r.overhead_minutes else None
         placements.append(Placement(
             job_id=job.id, site=sets.site[r.site], start=start, end=start + r.minutes * MINUTE,
             gpu_type=job.gpu_type, gpus=job.gpus,
-            energy_kwh=float(kw * (w * sets.pue[r.site, a:b]).sum()),
+            energy_kwh=float(kw * (w * sets.pue[r.site, a:b]).sum() * sh),
             emissions_kg=float(kw * (w * em_per_it_kwh[r.site, a:b]).sum()),
             piece=r.piece, pieces=r.pieces, overhead_minutes=r.overhead_minutes,
-            overhead_kwh=float(kw * (ow * sets.pue[r.site, a:b]).sum()) if ow is not None
+            overhead_kwh=float(kw * (ow * sets.pue[r.site, a:b]).sum() * sh) if ow is not None
             else 0.0,
         ))
     infs = []
     for d, s in zip(*np.nonzero(inf_alloc > 0), strict=True):
         dem = prob.inference[d]
         t = sets.inf_hour[d]
+        if sph == 1:
+            e_kwh = float(inf_kw[d, s] * sets.pue[s, t])
+            e_kg = float(inf_kw[d, s] * em_per_it_kwh[s, t])
+        else:   # every slot of the demand's hour
+            e_kwh = float(inf_kw[d, s] * sets.pue[s, t:t + sph].sum() * sh)
+            e_kg = float(inf_kw[d, s] * em_per_it_kwh[s, t:t + sph].sum())
         infs.append(InferencePlacement(
             area=dem.area, hour=dem.hour, site=sets.site[s], gpu_type=dem.gpu_type,
-            gpus=int(inf_alloc[d, s]), energy_kwh=float(inf_kw[d, s] * sets.pue[s, t]),
-            emissions_kg=float(inf_kw[d, s] * em_per_it_kwh[s, t]),
+            gpus=int(inf_alloc[d, s]), energy_kwh=e_kwh, emissions_kg=e_kg,
         ))
     unplaced = []
     unplaced_gpu_h = 0.0
     penalty_kg = 0.0
     deferrable = getattr(sets, "deferrable", np.zeros(len(prob.jobs), dtype=bool))
-    horizon_end = sets.slot[0] + n_h * HOUR
+    horizon_end = sets.slot[0] + n_h * pd.Timedelta(minutes=sm)
     n_deferred = 0
     for k, job in enumerate(prob.jobs):
         if k in placed:
@@ -365,7 +387,7 @@ def build_plan_result(
     emissions = float(em.sum())
     totals = {
         "energy_kwh": float(facility.sum()),
-        "it_energy_kwh": float(it_kw.sum()),
+        "it_energy_kwh": float(it_kw.sum() * sh),
         "emissions_kg": emissions,
         "surplus_absorbed_kwh": float(absorbed.sum()),
         "unplaced_gpu_hours": unplaced_gpu_h,
@@ -452,6 +474,8 @@ def _load_from_placements(sets: Any, problem: Any, result: PlanResult
     energy = np.zeros((n_s, n_t))
     gpus = np.zeros((n_s, n_t, n_g), dtype=np.int64)
     t0 = sets.slot[0]
+    sm = int(getattr(sets, "slot_minutes", 60))
+    slot = pd.Timedelta(minutes=sm)
     deadline_misses = 0
     gang = 0
     by_job: dict[str, list[Any]] = {}
@@ -469,12 +493,13 @@ def _load_from_placements(sets: Any, problem: Any, result: PlanResult
         minutes = int(round((p.end - p.start) / MINUTE))
         if job.max_pieces == 1 and minutes != job.duration_minutes:
             gang += 1                    # a whole job for the wrong length
-        a_f = (p.start - t0) / HOUR
+        a_f = (p.start - t0) / slot
         a = int(round(a_f))
         miss = (abs(a_f - a) > 1e-9 or a < 0 or a >= n_h or p.start < job.earliest_start
                 or p.end > job.deadline or minutes < 1)
         # load: a whole job for its own length from its start; a piece for the piece's
-        w = run_weights(job.duration_minutes if job.max_pieces == 1 else max(minutes, 1))
+        w = run_weights(job.duration_minutes if job.max_pieces == 1 else max(minutes, 1),
+                        slot_minutes=sm)
         b = a + len(w)
         if a < 0 or b > n_t:
             miss = True
@@ -492,15 +517,15 @@ def _load_from_placements(sets: Any, problem: Any, result: PlanResult
         if job.max_pieces == 1:
             gang += len(ps) - 1          # placed more than once
             continue
-        gang += _piece_violations(job, ps)
+        gang += _piece_violations(job, ps, slot)
     return peak, energy, gpus, deadline_misses, gang
 
 
-def _piece_violations(job: Any, ps: list[Any]) -> int:
+def _piece_violations(job: Any, ps: list[Any], slot: pd.Timedelta = HOUR) -> int:
     """1 when the pieces of a preemptible job break its terms, else 0.
 
     At most ``max_pieces`` pieces, all at one site, numbered ``0..k-1`` in time order, each
-    knowing ``pieces = k``, not overlapping (a piece starts no earlier than the hour after the
+    knowing ``pieces = k``, not overlapping (a piece starts no earlier than the slot after the
     previous one ends), every piece after the first paying ``checkpoint_overhead_minutes``,
     and the work done (run time less overhead) summing to ``duration_minutes``.
     """
@@ -520,7 +545,7 @@ def _piece_violations(job: Any, ps: list[Any]) -> int:
         if i > 0:
             prev_end = ps[i - 1].end
             busy_until = ps[i - 1].start + math.ceil(
-                (prev_end - ps[i - 1].start) / HOUR - 1e-9) * HOUR
+                (prev_end - ps[i - 1].start) / slot - 1e-9) * slot
             if p.start < busy_until:
                 return 1
     return 0 if work == job.duration_minutes else 1
@@ -554,6 +579,8 @@ def score_plan(problem: Any, result: PlanResult, signals: pd.DataFrame | None = 
     sites = {s.id: s for s in problem.sites}
     it_kw, it_kwh, gpus, deadline_misses, gang = _load_from_placements(sets, problem, result)
     t0 = sets.slot[0]
+    slot = pd.Timedelta(minutes=sets.slot_minutes)
+    sph = sets.slots_per_hour
     slo = 0
     # demands of one (area, hour, GPU type) may carry different SLOs (tiers): the placements
     # merge them per site, so the recount checks that an assignment exists (Hall's condition on
@@ -576,13 +603,14 @@ def score_plan(problem: Any, result: PlanResult, signals: pd.DataFrame | None = 
         if lat > loosest or site.gpu_count(ip.gpu_type) == 0:
             slo += 1      # counted here once; its GPUs still count as served below
         served.setdefault(key, []).append((min(lat, loosest), ip.gpus))
-        t = int(round((ip.hour - t0) / HOUR))
-        if 0 <= t < n_t:
-            it_kw[spos[ip.site], t] += ip.gpus * kw
-            it_kwh[spos[ip.site], t] += ip.gpus * kw
-            g = gpos.get(ip.gpu_type)
-            if g is not None:
-                gpus[spos[ip.site], t, g] += ip.gpus
+        t_h = int(round((ip.hour - t0) / slot))
+        for t in range(t_h, t_h + sph):       # every slot of its hour
+            if 0 <= t < n_t:
+                it_kw[spos[ip.site], t] += ip.gpus * kw
+                it_kwh[spos[ip.site], t] += ip.gpus * kw
+                g = gpos.get(ip.gpu_type)
+                if g is not None:
+                    gpus[spos[ip.site], t, g] += ip.gpus
     for key, dems in demand.items():
         got = served.get(key, [])
         for level in sorted({d[0] for d in dems}):
@@ -596,7 +624,7 @@ def score_plan(problem: Any, result: PlanResult, signals: pd.DataFrame | None = 
     pow_viol = int((all_kw > sets.it_power_cap_kw[:, None] + 1e-6).sum())
     fac_viol = int((all_kw * sets.pue_cap > sets.facility_power_cap_kw[:, None] + 1e-6).sum())
     facility, absorbed, em = emissions_by_site_hour(it_kwh, sets.pue, sets.ci_g_per_kwh,
-                                                    sets.surplus_kw)
+                                                    sets.surplus_kw, sets.slot_hours)
     placed_ids = {p.job_id for p in result.placements}
     unplaced_gpu_h = float(sum(j.gpus * j.duration_hours for j in problem.jobs
                                if j.id not in placed_ids))
@@ -649,12 +677,15 @@ def site_hour_power(problem: Any, result: PlanResult) -> list[dict[str, Any]]:
     t0 = sets.slot[0]
     it_kw, it_kwh, _g, _d, _gang = _load_from_placements(sets, problem, result)
     kw_per_gpu = {(d.area, d.hour, d.gpu_type): d.power_per_gpu_kw for d in problem.inference}
+    slot = pd.Timedelta(minutes=sets.slot_minutes)
     for ip in result.inference:
-        t = int(round((ip.hour - t0) / HOUR))
+        t_h = int(round((ip.hour - t0) / slot))
         key = (ip.area, ip.hour, ip.gpu_type)
-        if ip.site in spos and 0 <= t < n_t and key in kw_per_gpu:
-            it_kw[spos[ip.site], t] += ip.gpus * kw_per_gpu[key]
-            it_kwh[spos[ip.site], t] += ip.gpus * kw_per_gpu[key]
+        for t in range(t_h, t_h + sets.slots_per_hour):
+            if ip.site in spos and 0 <= t < n_t and key in kw_per_gpu:
+                it_kw[spos[ip.site], t] += ip.gpus * kw_per_gpu[key]
+                it_kwh[spos[ip.site], t] += ip.gpus * kw_per_gpu[key]
+    it_kwh = it_kwh * sets.slot_hours   # mean kW over a slot -> kWh
     used = (it_kw > 0).any(axis=0)
     last = max(n_h, int(np.flatnonzero(used).max()) + 1 if used.any() else 0)
     rows = []

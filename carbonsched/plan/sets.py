@@ -9,12 +9,17 @@ every job that cannot run at all, and the feasible ``(job, site, start)`` option
 Nothing downstream uses a user id as a solver name; ids only map positions back to the domain.
 
 Time axis. Decisions (starts) are made only in the problem's slots, the *horizon*
-``[slots[0], slots[-1] + 1 h)``, on a 1-hour grid (:data:`SLOT_MINUTES`). Jobs are in minutes:
-a job starts at a slot boundary (its ``earliest_start`` rounded *up* to the grid), occupies
-``ceil(duration_minutes / 60)`` slots in which GPU capacity and the power caps see its whole
-gang (conservative), and is charged energy and emissions only for the minutes it runs (the
-last slot is charged its fraction). It must *end* (``start + duration_minutes``) by its
-deadline; a deadline is never cut to the horizon.
+``[slots[0], slots[-1] + L)``, on a grid of ``L`` = :attr:`PlanningProblem.slot_minutes`
+(1 hour by default, :data:`SLOT_MINUTES`; 30 or 15 minutes allowed,
+:data:`ALLOWED_SLOT_MINUTES`). Jobs are in minutes: a job starts at a slot boundary (its
+``earliest_start`` rounded *up* to the grid), occupies ``ceil(duration_minutes / L)`` slots in
+which GPU capacity and the power caps see its whole gang (conservative), and is charged energy
+and emissions only for the minutes it runs (the last slot is charged its fraction; a slot's
+energy is kW × ``L / 60`` h). It must *end* (``start + duration_minutes``) by its deadline; a
+deadline is never cut to the horizon. Signals are hourly: on a sub-hour grid every slot takes
+its hour's carbon intensity, PUE and surplus (forward fill), and an inference demand (given per
+hour) holds in every slot of its hour. Piece patterns of preemptible jobs are built on the
+hourly grid only (a sub-hour grid plans them in one piece, with a plan note).
 
 Past the horizon. A job may start inside the horizon and run past its end (a 5-day training
 run in one piece over a 72-hour horizon). The compiled arrays therefore cover an *extended*
@@ -58,8 +63,11 @@ PUE_CAP_COLUMN = "pue_hi_95"
 against, the upper bound of the PUE forecast's 95 % interval. [-] Without it the cap is planned
 against ``pue`` itself (as when scoring a plan on actual signals)."""
 SLOT_MINUTES = 60
-"""Length of a planning slot. [min] (The grid is hourly; minutes live inside the jobs.)"""
+"""Default length of a planning slot. [min] (Minutes live inside the jobs.)"""
 SLOT = pd.Timedelta(minutes=SLOT_MINUTES)
+ALLOWED_SLOT_MINUTES = (60, 30, 15)
+"""Slot lengths the planner accepts (:attr:`PlanningProblem.slot_minutes`): divisors of an
+hour, so that every hourly signal covers whole slots. [min]"""
 CONTINUATION_PERIOD_SLOTS = 24
 """Slots of the profile repeated past the horizon (the last forecast day). [-]"""
 CONTINUATION_RULE = (
@@ -79,9 +87,26 @@ an equally clean start now ahead of deferral within the solver's gap tolerance. 
 choice of this project, not a cited constant. [-]"""
 
 
+def check_slot_minutes(slot_minutes: object) -> int:
+    """Return ``slot_minutes`` as an int, or raise if it is not an allowed slot length.
+
+    Raises
+    ------
+    InputError
+        Not one of :data:`ALLOWED_SLOT_MINUTES` (60, 30, 15).
+    """
+    ok = (not isinstance(slot_minutes, bool) and isinstance(slot_minutes, (int, np.integer))
+          and int(slot_minutes) in ALLOWED_SLOT_MINUTES)
+    if not ok:
+        allowed = ", ".join(str(m) for m in ALLOWED_SLOT_MINUTES)
+        raise InputError(f"slot length {slot_minutes!r} min is not allowed; choose one of "
+                         f"{allowed} minutes (a slot must divide the hour)")
+    return int(slot_minutes)
+
+
 @dataclass
 class PlanningProblem:
-    """One planning run: sites, work, the hourly slots and each site's forecast signals.
+    """One planning run: sites, work, the slot grid and each site's forecast signals.
 
     Attributes
     ----------
@@ -92,13 +117,15 @@ class PlanningProblem:
     inference
         Inference demand per user area and hour; every demand must be served.
     slots
-        Hourly tz-aware UTC slot starts, named ``slot``, shape ``(T,)``: the horizon, where
-        starts are decided (jobs may run past its end, see the module docstring).
+        Tz-aware UTC slot starts, named ``slot``, shape ``(T,)``, ``slot_minutes`` apart: the
+        horizon, where starts are decided (jobs may run past its end, see the module
+        docstring).
     signals
         Frame on a ``(site, slot)`` MultiIndex with columns ``carbon_intensity_g_per_kwh``
         [g/kWh], ``pue`` [-] and ``green_surplus_kw`` [kW] (absorbable green power), and
         optionally ``pue_hi_95`` [-] (:data:`PUE_CAP_COLUMN`), the PUE a site's
-        ``facility_power_cap_kw`` is planned against.
+        ``facility_power_cap_kw`` is planned against. Signals are hourly (``slot`` on the
+        hour); on a sub-hour grid each slot takes the value of its hour (forward fill).
     running
         Work already running that holds GPUs and IT power in the slots it still occupies
         (:class:`~carbonsched.domain.RunningWork`: site, gpu_type, gpus, it_power_kw, end).
@@ -110,6 +137,19 @@ class PlanningProblem:
     slots: pd.DatetimeIndex
     signals: pd.DataFrame
     running: list[RunningWork] = field(default_factory=list)
+    slot_minutes: int = SLOT_MINUTES
+    """Length of a slot, one of :data:`ALLOWED_SLOT_MINUTES` (60 default, 30, 15). [min]
+    Starts are decided on this grid; GPU capacity and the power caps hold in every slot;
+    energy and emissions count the minutes run. Hourly signals (carbon intensity, PUE,
+    surplus) and hourly inference demand hold in every slot of their hour."""
+
+    def __post_init__(self) -> None:
+        self.slot_minutes = check_slot_minutes(self.slot_minutes)
+
+    @property
+    def slot_length(self) -> pd.Timedelta:
+        """Length of a slot as a timedelta."""
+        return pd.Timedelta(minutes=self.slot_minutes)
 
 
 @dataclass
@@ -149,7 +189,8 @@ class PlanSets:
     # jobs (all, including pre-check rejects)
     job_gpus: np.ndarray
     job_dur: np.ndarray
-    """Slots occupied by a one-piece run, ``ceil(duration_minutes / 60)``, shape ``(J,)``."""
+    """Slots occupied by a one-piece run, ``ceil(duration_minutes / slot_minutes)``, shape
+    ``(J,)``."""
     job_kw: np.ndarray
     """IT power of the whole gang, shape ``(J,)``. [kW]"""
     job_gtype: np.ndarray
@@ -164,6 +205,7 @@ class PlanSets:
     """Pre-check reason by job position, for jobs that can never run."""
     # inference
     inf_hour: np.ndarray
+    """First slot of each demand's hour, shape ``(D,)`` (it holds in :meth:`inf_slots`)."""
     inf_gtype: np.ndarray
     inf_gpus: np.ndarray
     inf_kw_per_gpu: np.ndarray
@@ -194,6 +236,23 @@ class PlanSets:
     """What the compilation assumed or dropped, for the plan's notes."""
     patterns: PiecePatterns | None = None
     """Piece patterns of preemptible jobs (:func:`enumerate_patterns`), beside ``options``."""
+    slot_minutes: int = SLOT_MINUTES
+    """Length of a slot (:attr:`PlanningProblem.slot_minutes`). [min]"""
+
+    @property
+    def slot_hours(self) -> float:
+        """Length of a slot in hours: kWh per kW of a whole slot. [h]"""
+        return self.slot_minutes / 60.0
+
+    @property
+    def slots_per_hour(self) -> int:
+        """Slots in an hour (1, 2 or 4); an inference demand covers this many. [-]"""
+        return 60 // self.slot_minutes
+
+    def inf_slots(self, d: int) -> range:
+        """Slot positions inference demand ``d`` covers: every slot of its hour."""
+        t = int(self.inf_hour[d])
+        return range(t, t + self.slots_per_hour)
 
     @property
     def n_ext(self) -> int:
@@ -246,7 +305,8 @@ def signal_arrays(
     slot_level = sig.index.levels[1]
     if isinstance(slot_level, pd.DatetimeIndex) and slot_level.tz is None:
         raise TimeAxisError("signals slot level is naive; localize it to UTC")
-    full = pd.MultiIndex.from_product([site_ids, problem.slots], names=["site", "slot"])
+    full = pd.MultiIndex.from_product([site_ids, _signal_keys(problem, slot_level)],
+                                      names=["site", "slot"])
     aligned = sig.reindex(full)
     out = []
     for col in SIGNAL_COLUMNS:
@@ -267,6 +327,30 @@ def signal_arrays(
     return out[0], out[1], out[2]
 
 
+def _signal_keys(problem: PlanningProblem, slot_level: pd.Index) -> pd.DatetimeIndex:
+    """The signal timestamps each slot reads: the slot itself, or on a sub-hour grid its hour.
+
+    Signals are hourly; on a 30- or 15-minute grid every slot takes its hour's value (forward
+    fill). A signal frame with timestamps off the hour is refused there: it would be read at
+    its hours only, silently dropping the rest.
+
+    Raises
+    ------
+    InputError
+        A sub-hour grid with signals not on the hour.
+    """
+    if getattr(problem, "slot_minutes", SLOT_MINUTES) == SLOT_MINUTES:
+        return problem.slots
+    if isinstance(slot_level, pd.DatetimeIndex) and len(slot_level):
+        off = slot_level[slot_level != slot_level.floor("h")]
+        if len(off):
+            raise InputError(
+                f"signals: timestamp {off[0].isoformat()} is not on the hour; on a "
+                f"{problem.slot_minutes}-minute slot grid signals are hourly and each slot "
+                "takes its hour's value")
+    return problem.slots.floor("h")
+
+
 def pue_cap_array(problem: PlanningProblem, signals: pd.DataFrame | None = None) -> np.ndarray:
     """The PUE each site's facility cap is planned against, shape ``(S, T)``. [-]
 
@@ -284,7 +368,8 @@ def pue_cap_array(problem: PlanningProblem, signals: pd.DataFrame | None = None)
     if PUE_CAP_COLUMN not in sig.columns:
         return pue
     site_ids = [s.id for s in problem.sites]
-    full = pd.MultiIndex.from_product([site_ids, problem.slots], names=["site", "slot"])
+    full = pd.MultiIndex.from_product([site_ids, _signal_keys(problem, sig.index.levels[1])],
+                                      names=["site", "slot"])
     arr = sig[PUE_CAP_COLUMN].reindex(full).to_numpy(dtype=float).reshape(pue.shape)
     bad = np.isnan(arr) | (arr < pue - 1e-9)
     if bad.any():
@@ -296,44 +381,64 @@ def pue_cap_array(problem: PlanningProblem, signals: pd.DataFrame | None = None)
     return arr
 
 
-def _check_slots(slots: pd.DatetimeIndex) -> None:
+def _check_slots(slots: pd.DatetimeIndex, slot_minutes: int = SLOT_MINUTES) -> None:
+    slot_minutes = check_slot_minutes(slot_minutes)
     if not isinstance(slots, pd.DatetimeIndex) or slots.tz is None:
         raise TimeAxisError("planning slots must be a tz-aware UTC DatetimeIndex")
     if len(slots) == 0:
         raise TimeAxisError("planning slots are empty; give at least one hour")
-    if len(slots) > 1 and not ((slots[1:] - slots[:-1]) == HOUR).all():
-        raise TimeAxisError("planning slots must be consecutive hours")
-    if (slots != slots.floor("h")).any():
-        raise TimeAxisError("planning slots must start on the hour")
+    if slot_minutes == SLOT_MINUTES:
+        if len(slots) > 1 and not ((slots[1:] - slots[:-1]) == HOUR).all():
+            raise TimeAxisError("planning slots must be consecutive hours")
+        if (slots != slots.floor("h")).any():
+            raise TimeAxisError("planning slots must start on the hour")
+        return
+    step = pd.Timedelta(minutes=slot_minutes)
+    if len(slots) > 1:
+        gaps = slots[1:] - slots[:-1]
+        bad = np.flatnonzero(gaps != step)
+        if len(bad):
+            raise TimeAxisError(
+                f"planning slots must be consecutive {slot_minutes}-minute steps (the "
+                f"problem's slot_minutes); {slots[bad[0]].isoformat()} to "
+                f"{slots[bad[0] + 1].isoformat()} is {gaps[bad[0]]}")
+    grid = f"{slot_minutes}min"
+    if (slots != slots.floor(grid)).any():
+        off = slots[slots != slots.floor(grid)][0]
+        raise TimeAxisError(f"planning slot {off.isoformat()} is not on the "
+                            f"{slot_minutes}-minute grid (minute a multiple of {slot_minutes})")
 
 
-def continue_signal(arr: np.ndarray, n_ext: int) -> np.ndarray:
+def continue_signal(arr: np.ndarray, n_ext: int, slots_per_hour: int = 1) -> np.ndarray:
     """Extend ``(S, T)`` horizon values to ``(S, n_ext)`` by :data:`CONTINUATION_RULE`.
 
-    Slot ``T + k`` takes the value of slot ``T - P + (k mod P)``, ``P = min(24, T)``: each
-    site's last forecast day repeats (a persistence forecast of the daily profile; a design
-    choice of this project for the hours no forecast covers, named in the plan's notes).
+    Slot ``T + k`` takes the value of slot ``T - P + (k mod P)``, ``P = min(24 h, T)`` in
+    slots (24 × ``slots_per_hour``): each site's last forecast day repeats (a persistence
+    forecast of the daily profile; a design choice of this project for the hours no forecast
+    covers, named in the plan's notes).
     """
     n_t = arr.shape[1]
     if n_ext <= n_t:
         return arr[:, :n_ext]
-    period = min(CONTINUATION_PERIOD_SLOTS, n_t)
+    period = min(CONTINUATION_PERIOD_SLOTS * slots_per_hour, n_t)
     idx = np.arange(n_ext)
     src = np.where(idx < n_t, idx, n_t - period + (idx - n_t) % period)
     return arr[:, src]
 
 
-def slot_fraction(minutes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def slot_fraction(minutes: np.ndarray, slot_minutes: int = SLOT_MINUTES
+                  ) -> tuple[np.ndarray, np.ndarray]:
     """Slots occupied and the used share of the last one for runs of ``minutes``.
 
     Returns
     -------
     n_slots, last_frac
-        ``ceil(minutes / 60)`` [-] and ``(minutes - 60 (n - 1)) / 60`` in (0, 1] [-].
+        ``ceil(minutes / L)`` [-] and ``(minutes - L (n - 1)) / L`` in (0, 1] [-], ``L`` the
+        slot length ``slot_minutes`` (60 by default).
     """
     minutes = np.asarray(minutes, dtype=np.int64)
-    n = -(-minutes // SLOT_MINUTES)
-    frac = (minutes - SLOT_MINUTES * (n - 1)) / SLOT_MINUTES
+    n = -(-minutes // slot_minutes)
+    frac = (minutes - slot_minutes * (n - 1)) / slot_minutes
     return n.astype(np.int64), frac.astype(float)
 
 
@@ -366,7 +471,8 @@ def window_cost(rate: np.ndarray, n: int, frac: float) -> np.ndarray:
 
 
 def _running_usage(problem: PlanningProblem, site_ids: list[str], gpos: dict[str, int],
-                   slot_axis: pd.DatetimeIndex, n_g: int) -> tuple[np.ndarray, np.ndarray]:
+                   slot_axis: pd.DatetimeIndex, n_g: int, slot: pd.Timedelta = SLOT
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """GPUs ``(S, T, G)`` and IT kW ``(S, T)`` held by :attr:`PlanningProblem.running`.
 
     Raises
@@ -390,8 +496,8 @@ def _running_usage(problem: PlanningProblem, site_ids: list[str], gpos: dict[str
         if r.gpus > 0 and site.gpu_count(r.gpu_type) == 0:
             raise InputError(f"running work {r.job_id or ''!r} at site {r.site!r} uses GPU type "
                              f"{r.gpu_type!r}, which the site does not have")
-        a = 0 if r.start is None else max(int(math.floor((r.start - t0) / SLOT)), 0)
-        b = min(int(math.ceil((r.end - t0) / SLOT - 1e-9)), n_t)
+        a = 0 if r.start is None else max(int(math.floor((r.start - t0) / slot)), 0)
+        b = min(int(math.ceil((r.end - t0) / slot - 1e-9)), n_t)
         if b <= a:
             continue
         s = spos[r.site]
@@ -429,7 +535,10 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
     TimeAxisError
         Slots that are not consecutive tz-aware hours.
     """
-    _check_slots(problem.slots)
+    sm = check_slot_minutes(getattr(problem, "slot_minutes", SLOT_MINUTES))
+    _check_slots(problem.slots, sm)
+    slot = pd.Timedelta(minutes=sm)
+    sph = 60 // sm                      # slots per hour
     site_ids = [s.id for s in problem.sites]
     if len(set(site_ids)) != len(site_ids):
         raise InputError("duplicate site ids in the planning problem; ids must be unique")
@@ -456,11 +565,11 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
     t0 = problem.slots[0]
     j_gpus = np.array([j.gpus for j in problem.jobs], dtype=np.int64)
     j_min = np.array([j.duration_minutes for j in problem.jobs], dtype=np.int64)
-    j_dur, j_frac = slot_fraction(j_min)
+    j_dur, j_frac = slot_fraction(j_min, sm)
     j_kw = np.array([j.it_power_kw for j in problem.jobs], dtype=float)
     j_g = np.array([gpos.get(j.gpu_type, -1) for j in problem.jobs], dtype=np.int64)
     # UTC nanoseconds → slots from the horizon start (integer arithmetic until the division)
-    slot_ns = SLOT.value
+    slot_ns = slot.value
     es = (np.array([j.earliest_start.value for j in problem.jobs], dtype=np.int64)
           - t0.value) / slot_ns
     dl_ns = np.array([j.deadline.value for j in problem.jobs], dtype=np.int64) - t0.value
@@ -475,11 +584,14 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
     # the extended axis: as far as the latest-ending in-horizon start needs
     ends = np.where(last >= first, last + j_dur, 0)
     ends = np.append(ends[j_g >= 0], n_t)
-    extra = _pattern_reach(problem, first, last, n_t) if n_j else 0
+    # piece patterns are built on the hourly grid only (see enumerate_patterns)
+    extra = _pattern_reach(problem, first, last, n_t) if n_j and sm == SLOT_MINUTES else 0
     n_ext = int(max(ends.max(), extra, n_t))
-    ext = pd.date_range(t0, periods=n_ext, freq="h", name="slot")
-    ci, pue, sur, pue_cap = (continue_signal(a, n_ext) for a in (ci_h, pue_h, sur_h, pue_cap_h))
-    run_gpus, run_kw = _running_usage(problem, site_ids, gpos, ext, n_g)
+    ext = pd.date_range(t0, periods=n_ext, freq="h" if sm == SLOT_MINUTES else f"{sm}min",
+                        name="slot")
+    ci, pue, sur, pue_cap = (continue_signal(a, n_ext, sph)
+                             for a in (ci_h, pue_h, sur_h, pue_cap_h))
+    run_gpus, run_kw = _running_usage(problem, site_ids, gpos, ext, n_g, slot)
     # a grid connection of F kW allows F / PUE kW of IT power in an hour (facility = IT × PUE)
     cap_phys = np.minimum(it_cap[:, None], fac_cap[:, None] / pue_cap)
     cap_st = np.maximum(cap_phys - run_kw, 0.0)
@@ -490,7 +602,8 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
     allowed = np.zeros((n_j, n_s), dtype=bool)
     reasons: dict[int, tuple[ReasonCode, str]] = {}
     known_types = {g for s in problem.sites for g in s.gpus}
-    horizon_end = t0 + n_t * SLOT
+    horizon_end = t0 + n_t * slot
+    grid_word = "the hour" if sm == SLOT_MINUTES else f"the {sm}-minute grid"
     for k, job in enumerate(problem.jobs):
         if job.gpu_type not in known_types:
             reasons[k] = (ReasonCode.UNKNOWN_GPU_TYPE,
@@ -542,7 +655,7 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
             else:
                 reasons[k] = (ReasonCode.NO_FEASIBLE_SLOT,
                               f"no start in [{job.earliest_start.isoformat()} rounded up to "
-                              f"the hour, deadline - {job.duration_minutes} min]")
+                              f"{grid_word}, deadline - {job.duration_minutes} min]")
             continue
         if last[k] < first[k]:
             # no start inside the horizon, but one after it: pending for a later run
@@ -565,6 +678,11 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
                 f"inference demand of area {dem.area!r} at {dem.hour.isoformat()} is outside "
                 "the planning slots; drop it or widen the horizon")
         inf_hour[d] = slot_pos[dem.hour]
+        if inf_hour[d] + sph > n_t:
+            raise InputError(
+                f"inference demand of area {dem.area!r} at {dem.hour.isoformat()} holds for "
+                f"its whole hour, but the horizon ends at {horizon_end.isoformat()}; drop it "
+                "or end the horizon on the hour")
         inf_g[d] = gpos[dem.gpu_type]
         inf_gpus[d] = dem.gpus
         inf_kw[d] = dem.power_per_gpu_kw
@@ -587,7 +705,7 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
         inf_kw_per_gpu=inf_kw, inf_sites=inf_sites, penalty_per_gpu_hour=penalty,
         n_horizon=n_t, job_minutes=j_min, job_last_frac=j_frac, unplaced_cost=unplaced_cost,
         deferrable=deferrable & allowed.any(axis=1), gpu_cap=gpu_cap, running_kw=run_kw,
-        running_gpus=run_gpus,
+        running_gpus=run_gpus, slot_minutes=sm,
     )
     sets.unplaced_cost = terminal_values(sets, last_any, unplaced_cost)
     if (run_gpus > count[:, None, :]).any() or (run_kw > cap_phys + 1e-9).any():
@@ -596,6 +714,12 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
     if columns:
         sets.options = enumerate_options(sets)
         sets.patterns = enumerate_patterns(sets)
+        if sm != SLOT_MINUTES:
+            n_pre = sum(1 for k in sets.placeable if problem.jobs[k].max_pieces >= 2)
+            if n_pre:
+                sets.notes.append(
+                    f"slots: {n_pre} preemptible job(s) planned in one piece: piece patterns "
+                    f"are built on the hourly grid only, not on this {sm}-minute grid")
     return sets
 
 
@@ -628,19 +752,20 @@ def terminal_values(sets: PlanSets, last_any: np.ndarray, unplaced_cost: np.ndar
     if len(idx) == 0:
         return out
     n_t = sets.n_horizon
-    period = min(CONTINUATION_PERIOD_SLOTS, n_t)
+    sph = sets.slots_per_hour
+    period = min(CONTINUATION_PERIOD_SLOTS * sph, n_t)
     rate_h = sets.pue[:, :n_t] * sets.ci_g_per_kwh[:, :n_t] / 1000.0
     cache: dict[tuple[int, float], np.ndarray] = {}
     for k in idx:
         n, f = int(sets.job_dur[k]), float(sets.job_last_frac[k])
         if (n, f) not in cache:
             # starts T .. T + P - 1 cover every continuation start (the profile is periodic)
-            rate = continue_signal(rate_h, n_t + period + n)
+            rate = continue_signal(rate_h, n_t + period + n, sph)
             cache[(n, f)] = window_cost(rate, n, f)[:, n_t: n_t + period]
         starts_ok = np.arange(period) <= (last_any[k] - n_t)
         w = cache[(n, f)][sets.job_sites[k]][:, starts_ok]
         if w.size:
-            out[k] = sets.job_kw[k] * float(w.min()) * (1.0 + DEFER_MARGIN)
+            out[k] = sets.job_kw[k] * float(w.min()) * sets.slot_hours * (1.0 + DEFER_MARGIN)
     return out
 
 
@@ -665,10 +790,11 @@ def enumerate_options(sets: PlanSets, jobs: np.ndarray | None = None) -> np.ndar
 
 
 def option_costs(sets: PlanSets, options: np.ndarray) -> np.ndarray:
-    """Grid-only emissions of each option (no surplus), Σ_t w_t kW × PUE × CI / 1000. [kg]
+    """Grid-only emissions of each option (no surplus), Σ_t w_t h kW × PUE × CI / 1000. [kg]
 
     ``w_t`` is 1 in every occupied slot but the last, which is charged the share of it the
-    job runs (:attr:`PlanSets.job_last_frac`): a 90-minute job pays 1.5 slot-hours.
+    job runs (:attr:`PlanSets.job_last_frac`), and ``h`` the slot length in hours
+    (:attr:`PlanSets.slot_hours`): a 90-minute job pays 1.5 hours of energy on any grid.
 
     Parameters
     ----------
@@ -680,7 +806,8 @@ def option_costs(sets: PlanSets, options: np.ndarray) -> np.ndarray:
     j, s, t = options[:, 0], options[:, 1], options[:, 2]
     d = sets.job_dur[j]
     last = t + d - 1
-    return sets.job_kw[j] * (cum[s, last] - cum[s, t] + sets.job_last_frac[j] * rate[s, last])
+    return sets.job_kw[j] * (cum[s, last] - cum[s, t] + sets.job_last_frac[j] * rate[s, last]
+                             ) * sets.slot_hours
 
 
 @dataclass
@@ -825,7 +952,8 @@ def enumerate_patterns(sets: PlanSets) -> PiecePatterns:
     PiecePatterns
     """
     jobs = [int(j) for j in sets.placeable if sets.problem.jobs[j].max_pieces >= 2]
-    if not jobs:
+    if not jobs or sets.slot_minutes != SLOT_MINUTES:
+        # hourly grid only: a sub-hour grid plans preemptible jobs in one piece (a plan note)
         return _empty_patterns()
     t0 = sets.slot[0]
     n_t = sets.pue.shape[1]

@@ -339,8 +339,8 @@ def diagnose_inference(sets: PlanSets, solver: str = "highs") -> tuple[str, str]
         pcells: dict[tuple, list] = {}
         for (d, s), v in y.items():
             cells.setdefault((s, int(sets.inf_hour[d]), int(sets.inf_gtype[d])), []).append(v)
-            pcells.setdefault((s, int(sets.inf_hour[d])), []).append(
-                (v, float(sets.inf_kw_per_gpu[d])))
+            for t in sets.inf_slots(d):       # every slot of its hour (power after running work)
+                pcells.setdefault((s, t), []).append((v, float(sets.inf_kw_per_gpu[d])))
         by_d: dict[int, list] = {}
         for (d, _s), v in y.items():
             by_d.setdefault(d, []).append(v)
@@ -533,6 +533,12 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
     auto = method == "auto"
     if auto:
         method = "milp" if len(sets.options) <= AUTO_MILP_MAX_OPTIONS else "colgen"
+    if method == "colgen" and sets.slot_minutes != 60:
+        # column generation prices hourly slots only: never run it on a sub-hour grid
+        note = "; ".join(x for x in (note, f"column generation supports the hourly grid only; "
+                                     f"solved the direct MILP over {len(sets.options)} options "
+                                     f"on this {sets.slot_minutes}-minute grid instead") if x)
+        method = "milp"
     if method == "colgen" and not highs_available():
         note = "; ".join(x for x in (note, "column generation needs highspy; solved the direct "
                                      "MILP with CBC instead") if x)
