@@ -160,15 +160,20 @@ class PlacementBook:
         s = self.spos.get(site)
         if s is None or gpu_type not in self.gpos:
             return None
-        t0 = max(0, int((start - self.slots[0]) / HOUR))
-        t1 = min(len(self.slots), int((end - self.slots[0]) / HOUR))
+        # every hour the work runs in, partial first and last hours included (minutes)
+        a_h = (start - self.slots[0]) / HOUR
+        b_h = (end - self.slots[0]) / HOUR
+        t0 = max(0, int(np.floor(a_h)))
+        t1 = min(len(self.slots), int(np.ceil(b_h - 1e-9)))
         if t1 <= t0:
             return None
         if kw is None:
-            # the plan keeps facility energy (IT × PUE); its IT power is energy / ΣPUE
-            full0 = int((start - self.slots[0]) / HOUR)
-            full1 = int((end - self.slots[0]) / HOUR)
-            pue_sum = float(self.pue[s, max(0, full0):min(len(self.slots), full1)].sum())
+            # the plan keeps facility energy (IT × PUE); its IT power is energy / Σ(hours run
+            # in each slot × PUE), partial hours weighted by their fraction
+            k = np.arange(int(np.floor(a_h)), int(np.ceil(b_h - 1e-9)))
+            frac = np.clip(np.minimum(k + 1, b_h) - np.maximum(k, a_h), 0.0, 1.0)
+            inside = (k >= 0) & (k < len(self.slots))
+            pue_sum = float((frac[inside] * self.pue[s, k[inside]]).sum())
             kw = float(energy_kwh or 0.0) / pue_sum if pue_sum > 0 else 0.0
         return Booking(s, t0, t1, self.gpos[gpu_type], gpus, kw)
 

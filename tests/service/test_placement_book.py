@@ -89,6 +89,29 @@ def test_plan_placements_and_reservations_take_capacity():
     assert book.free_gpus[s, 10, g] == 2
 
 
+def test_a_minute_placement_books_its_partial_hours():
+    # a 150-minute placement 02:00-04:30 holds its GPUs and power in hour 4 too (before the
+    # fix the end was rounded down: hour 4 looked free), and its IT power is the plan's
+    # facility energy over 2.5 hours at PUE 1.2
+    site = CAT.site("cn-gz-guian")
+    pool = site.gpus["A100"].count
+    kw = (pool - 1) * 0.01
+    p = {"job_id": "m1", "site": site.id, "start": "2023-07-15T02:00:00Z",
+         "end": "2023-07-15T04:30:00Z", "gpu_type": "A100", "gpus": pool - 1,
+         "energy_kwh": kw * 1.2 * 2.5, "emissions_kg": 0.0}
+    book = _book([p])
+    s, g = book.spos[site.id], book.gpos["A100"]
+    assert [int(book.free_gpus[s, t, g]) for t in (1, 2, 3, 4, 5)] == [pool, 1, 1, 1, pool]
+    assert [book.it_kw[s, t] for t in (1, 2, 3, 4, 5)] == pytest.approx([0, kw, kw, kw, 0])
+    # a start inside an hour (02:45-03:15) holds both hours it touches, at its own power
+    q = {**p, "job_id": "m2", "start": "2023-07-15T02:45:00Z", "end": "2023-07-15T03:15:00Z",
+         "gpus": 1, "energy_kwh": 0.01 * 1.2 * 0.5}
+    book2 = _book([q])
+    assert [int(book2.free_gpus[s, t, g]) for t in (1, 2, 3, 4)] == [pool, pool - 1,
+                                                                      pool - 1, pool]
+    assert book2.it_kw[s, 2] == pytest.approx(0.01)
+
+
 def test_emissions_are_the_plans_accounting():
     j = Job(id="e", tenant="t", gpu_type="A100", gpus=2, duration_hours=3,
             power_per_gpu_kw=0.5, earliest_start=T0, deadline=T0 + pd.Timedelta(hours=24))
