@@ -14,6 +14,8 @@ import highspy
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from carbonsched.domain import Job
 from carbonsched.plan import PlanStatus, solve_plan
@@ -29,6 +31,7 @@ from carbonsched.plan.colgen import (
 from carbonsched.plan.sets import compile_sets, enumerate_options
 
 from .builders import SiteWrapper, at, problem
+from .test_properties_horizon import instances
 
 M = pd.Timedelta(minutes=1)
 OPTIMUM_KG = 2 * 0.0025 + 0.5 * (1 / 60) * 0.001
@@ -132,3 +135,34 @@ def test_site_bound_charges_the_unplaced_cost_and_the_minutes_absorbed():
     raw[lay.assign_row[lay.reps]] = sets.unplaced_cost[lay.reps]
     sb = site_bound(sets, lay, raw, upper=1.0, seconds=30, threads=1)
     assert sb.bound == pytest.approx(OPTIMUM_KG, rel=1e-6)
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(instances(preemptible=False), st.integers(0, 2**31 - 1))
+def test_every_bound_is_valid_with_minutes_tails_and_surplus(prob, seed):
+    """Flow and covering masters agree, and both split bounds stay below the MILP's optimum
+    for any multipliers, on instances with partial last slots, tails, deferral and surplus."""
+    exact = solve_plan(prob, mip_gap=0.0, method="milp")
+    assert exact.status == PlanStatus.OPTIMAL
+    opt = exact.totals["objective"]
+    tol = 1e-6 * max(1.0, abs(opt))
+    sets = compile_sets(prob)
+    if len(sets.placeable) == 0:
+        return
+    lp_cover, lp_flow = master_lp(sets, flow=False), master_lp(sets, flow=True)
+    assert lp_flow == pytest.approx(lp_cover, rel=1e-6, abs=1e-9)
+    assert lp_cover <= opt + tol
+    lay = make_layout(sets, job_classes(sets))
+    rng = np.random.default_rng(seed)
+    n_s, n_t = sets.pue.shape
+    lam = (rng.exponential(0.002, (n_s, n_t, len(sets.gpu_type))) * rng.integers(0, 2),
+           rng.exponential(0.002, (n_s, n_t)) * rng.integers(0, 2),
+           np.where(rng.random((n_s, n_t)) < 0.5, sets.ci_g_per_kwh / 1000.0,
+                    rng.exponential(0.002, (n_s, n_t))))
+    assert split_bound(sets, lay, *lam, upper=10 * abs(opt) + 1.0, seconds=20,
+                       threads=1).bound <= opt + tol
+    raw = np.zeros(lay.n_rows)
+    raw[lay.assign_row[lay.reps]] = sets.unplaced_cost[lay.reps] * rng.uniform(0.5, 1.0)
+    assert site_bound(sets, lay, raw, upper=10 * abs(opt) + 1.0, seconds=20,
+                      threads=1).bound <= opt + tol
