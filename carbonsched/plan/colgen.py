@@ -233,8 +233,14 @@ def make_layout(sets: PlanSets, cls: Classes, flow: bool | None = None) -> Layou
 
 
 def row_bounds(sets: PlanSets, lay: Layout, fixed_gpus: np.ndarray | None = None,
-               fixed_kw: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Lower and upper row bounds, less the usage of work fixed outside the model."""
+               fixed_kw: np.ndarray | None = None, fixed_energy_kw: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Lower and upper row bounds, less the usage of work fixed outside the model.
+
+    ``fixed_kw`` is the fixed work's IT power (the whole gang in every slot it occupies, for
+    the power rows); ``fixed_energy_kw`` the same weighted by the share of each slot it runs
+    (its partial last slot: for the absorption rows, as in the MILP); default ``fixed_kw``.
+    """
     n_s, n_t = sets.pue.shape
     n_c = len(lay.reps)
     lo = np.full(lay.n_rows, -INF)
@@ -251,7 +257,9 @@ def row_bounds(sets: PlanSets, lay: Layout, fixed_gpus: np.ndarray | None = None
         pw = pw - fixed_kw
     hi[lay.pow_base: lay.pow_base + n_s * n_t] = pw.reshape(-1)
     m = lay.absorb_row >= 0
-    hi[lay.absorb_row[m]] = 0.0 if fixed_kw is None else (sets.pue * fixed_kw)[m]
+    if fixed_energy_kw is None:
+        fixed_energy_kw = fixed_kw
+    hi[lay.absorb_row[m]] = 0.0 if fixed_energy_kw is None else (sets.pue * fixed_energy_kw)[m]
     if lay.flow:
         lo[lay.n_cell_rows:] = hi[lay.n_cell_rows:] = 0.0
     return lo, hi
@@ -278,14 +286,20 @@ def option_block(sets: PlanSets, lay: Layout, opts: np.ndarray
         en = ~same_next & (cov.slot + 1 < n_t)
         cell_s = cov.site[st] * n_t + cov.slot[st]
         cell_e = cov.site[en] * n_t + cov.slot[en] + 1
+        # K counts the whole gang's kW in a partial last slot, the absorption row only the
+        # share of the slot it runs (as the MILP and the covering form): the option gives
+        # back PUE × kW × (1 − share) there
+        ab = lay.absorb_row[cov.site, cov.slot]
+        part = (cov.energy < 1.0) & (ab >= 0)
         cols = np.concatenate([np.arange(len(opts)), cov.option[st], cov.option[st],
-                               cov.option[en], cov.option[en]])
+                               cov.option[en], cov.option[en], cov.option[part]])
         rows = np.concatenate([lay.assign_row[opts[:, 0]],
                                lay.bal_g_base + cell_s * n_g + cov.gtype[st],
                                lay.bal_k_base + cell_s,
                                lay.bal_g_base + cell_e * n_g + cov.gtype[en],
-                               lay.bal_k_base + cell_e])
-        vals = np.concatenate([np.ones(len(opts)), gp[st], kw[st], -gp[en], -kw[en]])
+                               lay.bal_k_base + cell_e, ab[part]])
+        vals = np.concatenate([np.ones(len(opts)), gp[st], kw[st], -gp[en], -kw[en],
+                               (sets.pue[cov.site, cov.slot] * kw * (1.0 - cov.energy))[part]])
     else:
         cap_rows = lay.cap_base + (cov.site * n_t + cov.slot) * n_g + cov.gtype
         pow_rows = lay.pow_base + cov.site * n_t + cov.slot
@@ -308,8 +322,12 @@ def pricing_duals(sets: PlanSets, lay: Layout, raw: np.ndarray) -> np.ndarray:
     :math:`\beta` (GPUs) and :math:`\gamma` (kW) at its start and end; with
     :math:`\mu_t = \beta_t - \beta_{t+1}` and :math:`\nu_t = \gamma_t - \gamma_{t+1}`
     (:math:`\beta_T = \gamma_T = 0`) it is exactly the covering form's
-    :math:`P\sum_t (k_t - \nu_t) - n\sum_t \mu_t - \pi` (absorption acts through
-    :math:`K`, so its term is 0). In the covering form ``raw`` is returned unchanged.
+    :math:`P\sum_t (k_t - \nu_t) - n\sum_t \mu_t - \pi` for whole slots (absorption acts
+    through :math:`K`). A partial last slot also enters its absorption row with
+    :math:`\mathrm{PUE}\,P\,(1 - w)` (:func:`option_block`), which :func:`price` charges as
+    the covering form's :math:`-(1 - w)\,\mathrm{PUE}\,\rho`: the returned power duals are
+    :math:`\nu_t + \mathrm{PUE}_t \rho_t` and the absorption duals :math:`\rho_t`, so the
+    :math:`\rho` of whole slots cancels. In the covering form ``raw`` is returned unchanged.
     """
     if not lay.flow:
         return raw
@@ -322,7 +340,12 @@ def pricing_duals(sets: PlanSets, lay: Layout, raw: np.ndarray) -> np.ndarray:
     out = np.zeros(lay.n_rows)
     out[: lay.cap_base] = raw[: lay.cap_base]
     out[lay.cap_base: lay.pow_base] = (beta[:, :-1] - beta[:, 1:]).reshape(-1)
-    out[lay.pow_base: lay.pow_base + n_s * n_t] = (gamma[:, :-1] - gamma[:, 1:]).reshape(-1)
+    rho = np.zeros((n_s, n_t))
+    m = lay.absorb_row >= 0
+    rho[m] = raw[lay.absorb_row[m]]
+    out[lay.absorb_row[m]] = rho[m]
+    out[lay.pow_base: lay.pow_base + n_s * n_t] = (gamma[:, :-1] - gamma[:, 1:]
+                                                   + sets.pue * rho).reshape(-1)
     return out
 
 
@@ -509,9 +532,13 @@ def price(sets: PlanSets, lay: Layout, duals: np.ndarray, reps: np.ndarray, k: i
     return out_rc, out_s, out_t
 
 
-def _usage(sets: PlanSets, opts: np.ndarray, counts: np.ndarray
+def _usage(sets: PlanSets, opts: np.ndarray, counts: np.ndarray, energy: bool = False
            ) -> tuple[np.ndarray, np.ndarray]:
-    """GPUs ``(S, T, G)`` and IT kW ``(S, T)`` used by ``counts`` jobs on each option."""
+    """GPUs ``(S, T, G)`` and IT kW ``(S, T)`` used by ``counts`` jobs on each option.
+
+    With ``energy`` the kW are weighted by the share of each slot the job runs (its partial
+    last slot), as the absorption rows count them.
+    """
     n_s, n_t = sets.pue.shape
     n_g = len(sets.gpu_type)
     if len(opts) == 0:
@@ -522,7 +549,8 @@ def _usage(sets: PlanSets, opts: np.ndarray, counts: np.ndarray
     cell = cov.site * n_t + cov.slot
     gpus = np.bincount(cell * n_g + cov.gtype, weights=sets.job_gpus[j] * w,
                        minlength=n_s * n_t * n_g).reshape(n_s, n_t, n_g)
-    kw = np.bincount(cell, weights=sets.job_kw[j] * w, minlength=n_s * n_t).reshape(n_s, n_t)
+    kw_w = sets.job_kw[j] * w * (cov.energy if energy else 1.0)
+    kw = np.bincount(cell, weights=kw_w, minlength=n_s * n_t).reshape(n_s, n_t)
     return gpus, kw
 
 
@@ -757,7 +785,7 @@ def split_bound(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarra
     reps, mult = lay.reps, lay.mult
     value, _, _, _, a_val = lagrangian(sets, lay, lam_c, lam_p, lam_a)
     # per-class and per-demand terms of the Lagrangian, to split it by type
-    pen = sets.penalty_per_gpu_hour * (sets.job_gpus[reps] * sets.job_dur[reps]).astype(float)
+    pen = sets.unplaced_cost[reps].astype(float)    # penalty, or terminal value (deferral)
     rc1 = price(sets, lay, _duals_from(lay, lam_c, lam_p, lam_a), reps, k=1)[0][:, 0]
     class_term = mult * np.minimum(rc1, pen)
     kprice = sets.cost_per_kwh + lam_p - sets.pue * lam_a                   # (S, T) [kg/kWh]
@@ -794,8 +822,10 @@ def split_bound(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarra
         opts = enumerate_options(sets, reps[cg])
         cov = cover_index(sets, opts)
         j = opts[cov.option, 0]
+        # power sees the whole gang in every slot, absorption the share of the slot it runs
         c_tilde = option_costs(sets, opts) + np.bincount(
-            cov.option, weights=sets.job_kw[j] * (lam_p - sets.pue * lam_a)[cov.site, cov.slot],
+            cov.option, weights=sets.job_kw[j] * (lam_p[cov.site, cov.slot] - cov.energy
+                                                  * (sets.pue * lam_a)[cov.site, cov.slot]),
             minlength=len(opts))
         rc = c_tilde + np.bincount(cov.option, weights=sets.job_gpus[j]
                                    * lam_c[cov.site, cov.slot, cov.gtype], minlength=len(opts))
@@ -926,7 +956,7 @@ def site_bound(sets: PlanSets, lay: Layout, raw: np.ndarray, upper: float, secon
     dem = lay.demands
     sigma = raw[lay.serve_row[dem]] if len(dem) else np.zeros(0)
     lam_c, lam_p, lam_a = multipliers(sets, lay, raw)
-    pen = sets.penalty_per_gpu_hour * (sets.job_gpus[reps] * sets.job_dur[reps]).astype(float)
+    pen = sets.unplaced_cost[reps].astype(float)    # penalty, or terminal value (deferral)
     ci_kg = sets.ci_g_per_kwh / 1000.0
     const = float((mult * pi).sum() + (sets.inf_gpus[dem] * sigma).sum()
                   + (mult * np.minimum(0.0, pen - pi)).sum())
@@ -939,7 +969,8 @@ def site_bound(sets: PlanSets, lay: Layout, raw: np.ndarray, upper: float, secon
     cost = option_costs(sets, opts) - pi[oc]                    # relaxed-assignment cost
     r = cost + np.bincount(cov.option, weights=sets.job_gpus[j] * lam_c[cov.site, cov.slot,
                                                                           cov.gtype]
-                           + sets.job_kw[j] * (lam_p - sets.pue * lam_a)[cov.site, cov.slot],
+                           + sets.job_kw[j] * (lam_p[cov.site, cov.slot] - cov.energy
+                                               * (sets.pue * lam_a)[cov.site, cov.slot]),
                            minlength=len(opts))
     del cov, j
     # inference columns y_ds and their reduced costs
@@ -1018,7 +1049,7 @@ def site_bound(sets: PlanSets, lay: Layout, raw: np.ndarray, upper: float, secon
         rows = np.concatenate([crow[oc[sel]], cap_base + c2.slot * n_g + c2.gtype,
                                pow_base + c2.slot, ar[hv]])
         vals = np.concatenate([np.ones(len(o_s)), sets.job_gpus[jj].astype(float), kwc,
-                               -(sets.pue[s, c2.slot] * kwc)[hv]])
+                               -(sets.pue[s, c2.slot] * kwc * c2.energy)[hv]])
         srt = np.argsort(cols, kind="stable")
         starts = np.searchsorted(cols[srt], np.arange(len(o_s))).astype(np.int32)
         h.addCols(len(o_s), cost[sel], np.zeros(len(o_s)), mult[oc[sel]].astype(float),
@@ -1558,7 +1589,8 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
         found no solution in the limit.
     """
     gpus_fixed, kw_fixed = _usage(sets, fixed_opts, fixed_counts)
-    lo, hi = row_bounds(sets, lay, gpus_fixed, kw_fixed)
+    e_fixed = _usage(sets, fixed_opts, fixed_counts, energy=True)[1]
+    lo, hi = row_bounds(sets, lay, gpus_fixed, kw_fixed, e_fixed)
     free = np.ones(len(lay.reps), dtype=bool)
     free[rep_c] = False
     lo[: len(lay.reps)][free] = -INF
@@ -1586,7 +1618,7 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
     int_cols = np.flatnonzero((kinds != 2) & (kinds != 4) & (kinds != 5)).astype(np.int32)
     h.changeColsIntegrality(len(int_cols), int_cols, np.full(len(int_cols), 1, dtype=np.uint8))
     if start is not None:
-        x0 = _start_vector(sets, lay, cls, start, rep_c, fx, opts, kw_fixed)
+        x0 = _start_vector(sets, lay, cls, start, rep_c, fx, opts, e_fixed)
         if x0 is not None:
             h.setSolution(_highs_solution(x0))
     say(f"repair MIP: {len(rep_c)} classes, {len(opts)} options, limit {time_limit_s:.0f} s")
@@ -1622,9 +1654,12 @@ def _highs_solution(x0: np.ndarray) -> highspy.HighsSolution:
 
 
 def _start_vector(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult,
-                  rep_c: np.ndarray, fx: dict, opts: np.ndarray, kw_fixed: np.ndarray
+                  rep_c: np.ndarray, fx: dict, opts: np.ndarray, e_fixed: np.ndarray
                   ) -> np.ndarray | None:
-    """Column values of the repair MIP that reproduce ``plan`` on the repair classes."""
+    """Column values of the repair MIP that reproduce ``plan`` on the repair classes.
+
+    ``e_fixed`` is the fixed work's IT kW weighted by the share of each slot it runs.
+    """
     po = _plan_options(sets, cls, plan)
     in_rep = np.zeros(len(lay.reps), dtype=bool)
     in_rep[rep_c] = True
@@ -1660,10 +1695,12 @@ def _start_vector(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult,
     del spos
     g_rep, kw_rep = _usage(sets, po, np.ones(len(po), dtype=np.int64))
     x_run = [g_rep.reshape(-1), kw_rep.reshape(-1).copy()] if lay.flow else []
+    e_rep = _usage(sets, po, np.ones(len(po), dtype=np.int64), energy=True)[1]
     for (d, s), v in zip(fx["ys"].tolist(), x_y, strict=True):
-        kw_rep[s, sets.inf_hour[d]] += v * sets.inf_kw_per_gpu[d]
+        e_rep[s, sets.inf_hour[d]] += v * sets.inf_kw_per_gpu[d]
     sa, ta = np.nonzero(lay.absorb_row >= 0)
-    x_a = np.minimum(sets.surplus_kw[sa, ta], sets.pue[sa, ta] * (kw_fixed + kw_rep)[sa, ta])
+    # absorption counts the minutes run (partial last slots), as the absorption rows do
+    x_a = np.minimum(sets.surplus_kw[sa, ta], sets.pue[sa, ta] * (e_fixed + e_rep)[sa, ta])
     return np.concatenate([x_u, np.array(x_y, dtype=float), x_a, *x_run, x_opt])
 
 
