@@ -42,6 +42,35 @@ levels get the finite-sample correction ``ceil((n + 1) p) / n``; beyond the firs
 bucket is at least as wide as every earlier one, so intervals widen with the lead (within the
 first day the lead is also the hour of the day, whose errors differ, so those buckets keep
 their own width: forcing them to widen made July 2023's 80 % intervals cover 89-94 %).
+
+Adaptive levels (issue 12 item 2; ``aci_gamma``, default :data:`ACI_GAMMA`): the validation
+window's split-conformal bounds under-covered the following week on sites whose errors drift
+(hydro, wind; 2023's 80 % intervals covered 75.8 % in São Paulo), so the miscoverage levels of
+the 80 % and 95 % intervals adapt by adaptive conformal inference (Gibbs & Candès, "Adaptive
+Conformal Inference Under Distribution Shift", NeurIPS 2021, arXiv:2106.00170; the step is
+:func:`carbonsched.forecasts.aci.aci_step`, shared with the DACF models). The state is *not
+stored*: it is recomputed at every issue time from the residuals known then, so the daily plan
+(one issue a day, a fresh process) and the site backtest (sequential issues, cached models) get
+the same intervals from the same history:
+
+1. at fit time, the daily issues of the validation window are replayed in order
+   (:func:`aci_replay`): each issue's intervals are rebuilt from the residuals of the
+   ``validation_days`` days before it whose target hours precede it, at the current levels;
+   the share of its first 24 leads outside them updates the levels by one ACI step
+   (:attr:`SelectedForecaster.alphas_fit_`, from the 8th day on);
+2. at an issue time ``t`` inside the refit period, the period's earlier daily issues (same time
+   of day) are re-forecast by the deployed model from the history before each of them, their
+   residuals against the history before ``t`` appended (target hours at or after ``t`` are
+   unknown and never read), and the replay continues over them
+   (:attr:`SelectedForecaster.alphas_`);
+3. the bounds at ``t`` are the conformal quantiles, at the adapted levels, of the residuals of
+   the ``validation_days`` days before ``t`` (rolling: the period's realised residuals replace
+   the oldest validation days).
+
+The replay costs at most ``refit_days - 1`` batched re-forecasts per issue. Levels are
+clipped to [0.02, 0.6] (80 %) and [0.005, 0.3] (95 %), the 95 % level at most the 80 % one, so
+the intervals stay nested; the contract's ``_finish`` keeps them around the point forecast.
+``aci_gamma=None`` gives the unadapted validation-window bounds.
 """
 
 from __future__ import annotations
@@ -690,6 +719,7 @@ class SelectedForecaster(Forecaster):
         self.alphas_fit_ = (aci_replay(res, issues, ALPHA_TARGET, self.aci_gamma,
                                        self.validation_days)
                             if self.aci_gamma else ALPHA_TARGET.copy())
+        self.alphas_ = self.alphas_fit_.copy()
         # deployment: refit the chosen model(s) on all the history
         self.members_ = [(c, c.make(self.tz, self.clip).fit(y)) for c, _ in members]
         self.extension_ = (ext[0], ext[0].make(self.tz, self.clip).fit(y)) if ext else None
@@ -781,7 +811,9 @@ class SelectedForecaster(Forecaster):
             ``model`` (chosen), ``metric`` (``mape`` [%] or ``mae``), ``validation_error``,
             ``naive_validation_error``, ``candidates`` (name -> validation error),
             ``skipped`` (name -> why), ``validation_from``/``validation_to`` (UTC),
-            ``validation_issues``, ``extended_by`` (model of the leads beyond 24 h, if any).
+            ``validation_issues``, ``extended_by`` (model of the leads beyond 24 h, if any),
+            ``interval_alphas`` (the miscoverage levels of the 80 % and 95 % intervals of the
+            last prediction, adapted unless ``aci_gamma`` is ``None``).
         """
         if self.window_ is None:
             raise ForecastError(f"{self.name}: call fit() before describe()")
@@ -792,7 +824,8 @@ class SelectedForecaster(Forecaster):
                 "candidates": dict(self.validation_), "skipped": dict(self.skipped_),
                 "validation_from": v0.isoformat(), "validation_to": v1.isoformat(),
                 "validation_issues": n,
-                "extended_by": self.extension_[0].name if self.extension_ else None}
+                "extended_by": self.extension_[0].name if self.extension_ else None,
+                "interval_alphas": [round(float(a), 4) for a in self.alphas_]}
 
 
 __all__ = ["ACI_GAMMA", "DEFAULT_SCHEDULE", "LEAD_BUCKETS", "Candidate", "ModelSchedule",
