@@ -137,3 +137,18 @@ def test_replay_with_no_known_residuals_keeps_the_levels() -> None:
     res = np.full((10, 24), np.nan)
     np.testing.assert_array_equal(aci_replay(res, issues, ALPHA_TARGET, 0.05, 28),
                                   ALPHA_TARGET)
+
+
+def test_sequential_issues_and_a_fresh_daily_plan_get_the_same_intervals() -> None:
+    # the backtest predicts every day of a period with one cached model; a daily plan fits a
+    # fresh one and predicts once, from a history loaded for that day only
+    y = _daily(70, 10.0, 25.0)
+    period = DEFAULT_SCHEDULE.period_start(y.index[24 * 63])
+    seq = SelectedForecaster(candidates=CHEAP).fit(y[y.index < period])
+    for k in range(5):
+        t = period + pd.Timedelta(days=k)
+        out_seq = seq.predict(t, 24, y=y[y.index < t])
+    fresh = SelectedForecaster(candidates=CHEAP).fit(y[y.index < period])
+    hist = y[(y.index < t) & (y.index >= t - pd.Timedelta(days=40))]
+    pd.testing.assert_frame_equal(out_seq, fresh.predict(t, 24, y=hist))
+    np.testing.assert_array_equal(seq.alphas_, fresh.alphas_)
