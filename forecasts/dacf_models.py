@@ -59,13 +59,14 @@ import pandas as pd
 import statsmodels.api as sm
 
 from carbonsched.errors import ForecastError, TimeAxisError
+from carbonsched.forecasts.aci import ALPHA_TARGET, aci_step
 from carbonsched.forecasts.base import Forecaster
 from carbonsched.timeaxis import ensure_hourly_utc, require_aware
 
 HOUR = pd.Timedelta(hours=1)
 DAY = pd.Timedelta(days=1)
 LEADS = 24
-_ALPHAS = np.array([0.20, 0.05])  # miscoverage of the 80 % and 95 % intervals
+_ALPHAS = ALPHA_TARGET  # miscoverage of the 80 % and 95 % intervals
 
 
 def _fill_for_features(y: pd.Series) -> pd.Series:
@@ -391,7 +392,8 @@ class DayAheadModel(Forecaster):
         Day by day since the fit: ``alpha <- alpha + gamma * (target - miss)`` with ``miss``
         the share of that day's hours outside the interval it was given (computed from
         calibration residuals available before that day), separately for the 80 % and 95 %
-        intervals; clipped to [0.02, 0.6] and [0.005, 0.3]. Memoised per day and input.
+        intervals (:func:`carbonsched.forecasts.aci.aci_step`: clipped to [0.02, 0.6] and
+        [0.005, 0.3], the 95 % level at most the 80 % one). Memoised per day and input.
         """
         cache = self.__dict__.setdefault("_aci_cache", {})
         alphas = _ALPHAS.copy()
@@ -407,8 +409,7 @@ class DayAheadModel(Forecaster):
                 if len(rel):
                     miss80 = np.mean((rel < q[lead, 1]) | (rel > q[lead, 2]))
                     miss95 = np.mean((rel < q[lead, 0]) | (rel > q[lead, 3]))
-                    step = np.array([_ALPHAS[0] - miss80, _ALPHAS[1] - miss95])
-                    hit = np.clip(alphas + self.aci_gamma * step, [0.02, 0.005], [0.6, 0.3])
+                    hit = aci_step(alphas, np.array([miss80, miss95]), self.aci_gamma)
                 else:
                     hit = alphas
                 cache[key] = hit

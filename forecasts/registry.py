@@ -42,6 +42,36 @@ levels get the finite-sample correction ``ceil((n + 1) p) / n``; beyond the firs
 bucket is at least as wide as every earlier one, so intervals widen with the lead (within the
 first day the lead is also the hour of the day, whose errors differ, so those buckets keep
 their own width: forcing them to widen made July 2023's 80 % intervals cover 89-94 %).
+
+Adaptive levels (issue 12 item 2; ``aci_gamma``, default :data:`ACI_GAMMA`): the validation
+window's split-conformal bounds under-covered the following week on sites whose errors drift
+(hydro, wind; 2023's 80 % intervals covered 75.8 % in São Paulo), so the miscoverage levels of
+the 80 % and 95 % intervals adapt by adaptive conformal inference (Gibbs & Candès, "Adaptive
+Conformal Inference Under Distribution Shift", NeurIPS 2021, arXiv:2106.00170; the step is
+:func:`carbonsched.forecasts.aci.aci_step`, shared with the DACF models). The state is *not
+stored*: it is recomputed at every issue time from the residuals known then, so the daily plan
+(one issue a day, a fresh process) and the site backtest (sequential issues, cached models) get
+the same intervals from the same history:
+
+1. at fit time, the daily issues of the validation window are replayed in order
+   (:func:`aci_replay`): each issue's intervals are rebuilt from the residuals of the
+   ``validation_days`` days before it whose target hours precede it, at the current levels;
+   the share of its first 24 leads outside them updates the levels by one ACI step
+   (:attr:`SelectedForecaster.alphas_fit_`, from the 8th day on);
+2. at an issue time ``t`` inside the refit period, the period's earlier daily issues (same time
+   of day) are re-forecast by the deployed model from the history before each of them, their
+   residuals against the history before ``t`` appended (target hours at or after ``t`` are
+   unknown and never read), and the replay continues over them
+   (:attr:`SelectedForecaster.alphas_`);
+3. the bounds at ``t`` are the conformal quantiles, at the adapted levels, of the residuals of
+   the ``validation_days`` days before ``t`` (rolling: the period's realised residuals replace
+   the oldest validation days).
+
+The replay costs at most ``refit_days - 1`` re-forecasts per issue (memoised per earlier
+issue on the exact history before it, so sequential issues of a period pay one each). Levels are
+clipped to [0.02, 0.6] (80 %) and [0.005, 0.3] (95 %), the 95 % level at most the 80 % one, so
+the intervals stay nested; the contract's ``_finish`` keeps them around the point forecast.
+``aci_gamma=None`` gives the unadapted validation-window bounds.
 """
 
 from __future__ import annotations
@@ -55,6 +85,7 @@ import numpy as np
 import pandas as pd
 
 from carbonsched.errors import ForecastError, TimeAxisError
+from carbonsched.forecasts.aci import ALPHA_TARGET, aci_step
 from carbonsched.forecasts.base import Forecaster
 from carbonsched.forecasts.baselines import Climatology, SeasonalNaive
 from carbonsched.forecasts.carbon_intensity import (
@@ -80,6 +111,12 @@ MIN_FIT_DAYS = 14
 #: Hours of history handed to a generic candidate's predict during validation (every lag of
 #: the registry's models lies within it). [h]
 PREDICT_HISTORY_HOURS = 24 * 60
+#: Step of adaptive conformal inference per replayed issue day (:mod:`carbonsched.forecasts.aci`;
+#: the DACF backtest's value). [-]
+ACI_GAMMA = 0.05
+#: Fewest days of realised residuals before a replayed issue for its coverage to update the
+#: levels. [d]
+ACI_MIN_DAYS = 7
 #: Levels of the interval bounds, in the contract's column names.
 INTERVAL_LEVELS = {"lo_95": 0.025, "lo_80": 0.10, "hi_80": 0.90, "hi_95": 0.975}
 
@@ -317,7 +354,8 @@ def _error(pred: np.ndarray, actual: np.ndarray, metric: str) -> float:
     return float(np.mean(np.abs(pred[ok] - actual[ok])))
 
 
-def conformal_bounds(residuals: np.ndarray, leads: np.ndarray) -> np.ndarray:
+def conformal_bounds(residuals: np.ndarray, leads: np.ndarray,
+                     alphas: np.ndarray = ALPHA_TARGET) -> np.ndarray:
     """Conformal residual quantiles per lead bucket, widening with the lead.
 
     Parameters
@@ -326,6 +364,10 @@ def conformal_bounds(residuals: np.ndarray, leads: np.ndarray) -> np.ndarray:
         Out-of-sample residuals (relative or additive), shape ``(n,)``.
     leads
         Their leads [h], shape ``(n,)``.
+    alphas
+        Miscoverage ``(alpha_80, alpha_95)`` of the two intervals [-] (the bounds are the
+        ``alpha / 2`` and ``1 - alpha / 2`` quantiles); nominal ``(0.20, 0.05)`` unless adapted
+        (:mod:`carbonsched.forecasts.aci`).
 
     Returns
     -------
@@ -347,13 +389,13 @@ def conformal_bounds(residuals: np.ndarray, leads: np.ndarray) -> np.ndarray:
     r_all, l_all = residuals[ok], leads[ok]
     if r_all.size == 0:
         raise ForecastError("no finite validation residuals to calibrate the intervals on")
-    names = ("lo_95", "lo_80", "hi_80", "hi_95")
+    a80, a95 = float(alphas[0]), float(alphas[1])
+    levels = (a95 / 2, a80 / 2, 1 - a80 / 2, 1 - a95 / 2)
 
     def q(r: np.ndarray) -> np.ndarray:
         n = r.size
         out = []
-        for name in names:
-            p = INTERVAL_LEVELS[name]
+        for p in levels:
             if p > 0.5:
                 lvl = min(1.0, math.ceil((n + 1) * p) / n)
             else:
@@ -378,6 +420,100 @@ def bucket_of(leads: np.ndarray) -> np.ndarray:
     """Index into :data:`LEAD_BUCKETS` of each lead [h] (the last bucket beyond 168 h)."""
     ends = np.array([e for _, e in LEAD_BUCKETS])
     return np.minimum(np.searchsorted(ends, leads, side="right"), len(LEAD_BUCKETS) - 1)
+
+
+def window_bounds(res: np.ndarray, issues: pd.DatetimeIndex, t: pd.Timestamp,
+                  window_days: int, alphas: np.ndarray) -> np.ndarray | None:
+    """:func:`conformal_bounds` at ``alphas`` on the residuals known at ``t``.
+
+    Parameters
+    ----------
+    res
+        Residuals ``(len(issues), H)``; row ``i``, column ``h`` is the residual of the forecast
+        issued at ``issues[i]`` for the hour ``issues[i] + h``.
+    issues
+        Their issue times (UTC).
+    t
+        The time the bounds are made at: only issues in ``[t - window_days, t)`` and target
+        hours before ``t`` are used.
+    window_days
+        Length of the calibration window. [d]
+    alphas
+        Miscoverage levels ``(alpha_80, alpha_95)``.
+
+    Returns
+    -------
+    ndarray or None
+        Bounds as :func:`conformal_bounds`; ``None`` if fewer than 24 residuals are known.
+    """
+    H = res.shape[1]
+    iss = pd.DatetimeIndex(issues).as_unit("ns").asi8
+    t_ns = pd.Timestamp(t).as_unit("ns").value
+    ts = iss[:, None] + np.arange(H)[None, :] * HOUR.value
+    known = ((iss >= t_ns - window_days * DAY.value) & (iss < t_ns))[:, None] & (ts < t_ns)
+    known &= np.isfinite(res)
+    if known.sum() < 24:
+        return None
+    leads = np.broadcast_to(np.arange(H), res.shape)
+    return conformal_bounds(res[known], leads[known], alphas)
+
+
+def aci_replay(res: np.ndarray, issues: pd.DatetimeIndex, alphas: np.ndarray,
+               gamma: float, window_days: int, first: int = 0) -> np.ndarray:
+    """Adaptive conformal levels after replaying the issues ``issues[first:]`` in order.
+
+    At each replayed issue ``t_i`` the 80 % and 95 % intervals are rebuilt as in service
+    (:func:`window_bounds`: the residuals of the ``window_days`` days before ``t_i`` whose
+    target hours are before ``t_i``, at the current levels, containing the point forecast);
+    the share of that issue's first 24 leads outside them is its miss, and one ACI step
+    (:func:`carbonsched.forecasts.aci.aci_step`) updates the levels. An issue with fewer than
+    :data:`ACI_MIN_DAYS` days of known residuals before it, or without a realised lead, leaves
+    the levels unchanged. Every value read for issue ``i`` is a residual of an issue at or
+    before ``t_i`` whose target hour was observed; the caller passes only residuals whose
+    target hours are before the issue time being forecast.
+
+    Parameters
+    ----------
+    res, issues
+        As :func:`window_bounds`.
+    alphas
+        Levels before ``issues[first]``.
+    gamma
+        ACI step [-]; ``0`` returns ``alphas`` unchanged.
+    window_days
+        Calibration window. [d]
+    first
+        First replayed row.
+
+    Returns
+    -------
+    ndarray
+        ``(alpha_80, alpha_95)`` after the last replayed issue.
+    """
+    a = np.asarray(alphas, float).copy()
+    if gamma <= 0:
+        return a
+    n = min(res.shape[1], 24)
+    b = bucket_of(np.arange(n))
+    for i in range(first, len(issues)):
+        t = issues[i]
+        if t - issues[0] < ACI_MIN_DAYS * DAY:
+            continue
+        r = res[i, :n]
+        ok = np.isfinite(r)
+        if not ok.any():
+            continue
+        q = window_bounds(res, issues, t, window_days, a)
+        if q is None:
+            continue
+        q = q[b]
+        lo80, hi80 = np.minimum(q[:, 1], 0.0), np.maximum(q[:, 2], 0.0)
+        lo95, hi95 = np.minimum(q[:, 0], 0.0), np.maximum(q[:, 3], 0.0)
+        r, tol = r[ok], 1e-12
+        miss80 = float(np.mean((r < lo80[ok] - tol) | (r > hi80[ok] + tol)))
+        miss95 = float(np.mean((r < lo95[ok] - tol) | (r > hi95[ok] + tol)))
+        a = aci_step(a, np.array([miss80, miss95]), gamma)
+    return a
 
 
 SIGNAL_SETTINGS: dict[str, dict[str, Any]] = {
@@ -415,6 +551,9 @@ class SelectedForecaster(Forecaster):
     candidates
         Names of the registry's candidates to consider (default all but :data:`OPT_IN`);
         seasonal naive is always added.
+    aci_gamma
+        Step of the adaptive correction of the interval levels (:meth:`_adapted_bounds`);
+        ``None``: the split-conformal bounds of the validation window, unadapted.
     """
 
     name = "selected"
@@ -424,7 +563,8 @@ class SelectedForecaster(Forecaster):
                  validation_days: int = DEFAULT_SCHEDULE.validation_days,
                  history_days: int = DEFAULT_SCHEDULE.history_days,
                  candidates: tuple[str, ...] | None = None,
-                 refit_days: int = DEFAULT_SCHEDULE.refit_days) -> None:
+                 refit_days: int = DEFAULT_SCHEDULE.refit_days,
+                 aci_gamma: float | None = ACI_GAMMA) -> None:
         if signal not in SIGNAL_SETTINGS:
             raise ForecastError(f"SelectedForecaster: unknown signal {signal!r}; known: "
                                 f"{', '.join(SIGNALS)}")
@@ -433,7 +573,11 @@ class SelectedForecaster(Forecaster):
                                 f"{horizon_hours}")
         super().__init__(signal=signal, tz=tz, clip=clip, horizon_hours=horizon_hours,
                          validation_days=validation_days, history_days=history_days,
-                         candidates=candidates, refit_days=refit_days)
+                         candidates=candidates, refit_days=refit_days, aci_gamma=aci_gamma)
+        if aci_gamma is not None and not (math.isfinite(aci_gamma) and aci_gamma > 0):
+            raise ForecastError(f"SelectedForecaster: aci_gamma must be a positive number or "
+                                f"None (no adaptation), got {aci_gamma}")
+        self.aci_gamma = aci_gamma
         self.signal = signal
         self.tz = tz
         s = SIGNAL_SETTINGS[signal]
@@ -454,6 +598,10 @@ class SelectedForecaster(Forecaster):
         self.validation_: dict[str, float] = {}
         self.skipped_: dict[str, str] = {}
         self.window_: tuple[pd.Timestamp, pd.Timestamp, int] | None = None
+        self.res_: np.ndarray | None = None
+        self.res_issues_: pd.DatetimeIndex | None = None
+        self.alphas_fit_: np.ndarray = ALPHA_TARGET.copy()
+        self.alphas_: np.ndarray = ALPHA_TARGET.copy()
 
     @classmethod
     def get_test_params(cls) -> list[dict[str, Any]]:
@@ -568,6 +716,12 @@ class SelectedForecaster(Forecaster):
             else:
                 res = actual - pred
         self.bounds_ = conformal_bounds(res.ravel(), leads.ravel())
+        self.res_, self.res_issues_ = res, issues
+        self.alphas_fit_ = (aci_replay(res, issues, ALPHA_TARGET, self.aci_gamma,
+                                       self.validation_days)
+                            if self.aci_gamma else ALPHA_TARGET.copy())
+        self.alphas_ = self.alphas_fit_.copy()
+        self.__dict__["_issue_cache"] = {}
         # deployment: refit the chosen model(s) on all the history
         self.members_ = [(c, c.make(self.tz, self.clip).fit(y)) for c, _ in members]
         self.extension_ = (ext[0], ext[0].make(self.tz, self.clip).fit(y)) if ext else None
@@ -576,27 +730,91 @@ class SelectedForecaster(Forecaster):
         self.window_ = (issues[0], end, len(issues))
 
     # --- predicting -------------------------------------------------------------------------
-    def _predict(self, history: pd.Series, horizon: pd.DatetimeIndex,
-                 X: pd.DataFrame | None) -> pd.DataFrame:
-        assert self.bounds_ is not None
-        H = len(horizon)
-        t = horizon[0]
+    def _means(self, history: pd.Series, issues: pd.DatetimeIndex, H: int) -> np.ndarray:
+        """Point forecasts ``(len(issues), H)`` of the chosen model(s) (module doc).
+
+        Each issue reads ``history`` strictly before it; the extension model serves the leads
+        beyond the chosen model's horizon.
+        """
         means = []
         for c, m in self.members_:
             h = min(H, c.max_horizon_hours or H)
-            p = np.full(H, np.nan)
-            p[:h] = _point_forecasts(m, history, pd.DatetimeIndex([t]), h)[0]
+            p = np.full((len(issues), H), np.nan)
+            p[:, :h] = _point_forecasts(m, history, issues, h)
             means.append(p)
         mean = np.clip(np.mean(means, axis=0), *self.clip)
         if np.isnan(mean).any():
             if self.extension_ is None:
                 raise ForecastError(f"{self.name}: {self.chosen_} forecasts at most "
-                                    f"{np.isfinite(mean).sum()} h; no longer model was fitted")
-            c, m = self.extension_
-            ext = np.clip(_point_forecasts(m, history, pd.DatetimeIndex([t]), H)[0],
-                          *self.clip)
+                                    f"{int(np.isfinite(mean[0]).sum())} h; no longer model "
+                                    "was fitted")
+            _, m = self.extension_
+            ext = np.clip(_point_forecasts(m, history, issues, H), *self.clip)
             mean = np.where(np.isnan(mean), ext, mean)
-        q = self.bounds_[bucket_of(np.arange(H))]
+        return mean
+
+    def _issue_means(self, history: pd.Series, d: pd.Timestamp, H: int) -> np.ndarray:
+        """:meth:`_means` of one earlier issue ``d``, memoised on the history it reads.
+
+        The forecast reads the :data:`PREDICT_HISTORY_HOURS` before ``d``; the key is ``d``
+        with a hash of every value (and the first time) of that window, so the daily plan
+        (history loaded per issue) and the backtest get the same means, and the next issues
+        of a period reuse them.
+        """
+        h = history[(history.index < d) & (history.index >= d - PREDICT_HISTORY_HOURS * HOUR)]
+        key = (d, H, str(h.index[0]) if len(h) else "", len(h),
+               hash(h.to_numpy(float).tobytes()))
+        cache = self.__dict__.setdefault("_issue_cache", {})
+        hit = cache.get(key)
+        if hit is None:
+            try:
+                hit = self._means(h, pd.DatetimeIndex([d]), H)[0]
+            except (ForecastError, ValueError, IndexError):  # no usable history: not scored
+                hit = np.full(H, np.nan)
+            if len(cache) >= 64:
+                cache.pop(next(iter(cache)))
+            cache[key] = hit
+        return hit
+
+    def _adapted_bounds(self, history: pd.Series, t: pd.Timestamp) -> np.ndarray:
+        """Residual bounds per lead bucket at issue time ``t``, adapted to realised coverage.
+
+        The residual record is the validation window's (rolling-origin, out of sample) plus
+        the realised residuals of this refit period's earlier daily issues at ``t``'s time of
+        day (the deployed model's forecasts from ``history`` before each of them, against
+        ``history`` before ``t``: only target hours before ``t`` count). ACI
+        (:func:`aci_replay`) continues from the levels the validation window ended on
+        (:attr:`alphas_fit_`) over those issues; the bounds are the conformal quantiles, at
+        the adapted levels, of the residuals of the ``validation_days`` days before ``t``.
+        """
+        assert self.res_ is not None and self.res_issues_ is not None
+        end = self.window_[1] if self.window_ is not None else t
+        n_in = int((t - end) // DAY)
+        res, issues = self.res_, self.res_issues_
+        Hr = res.shape[1]
+        if n_in > 0:
+            inper = pd.DatetimeIndex([t - k * DAY for k in range(n_in, 0, -1)])
+            pred = np.vstack([self._issue_means(history, d, Hr) for d in inper])
+            ts = inper.repeat(Hr) + pd.to_timedelta(np.tile(np.arange(Hr), n_in), unit="h")
+            actual = history.reindex(ts).to_numpy(float).reshape(n_in, Hr)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r_in = (np.where(pred > 1e-9, actual / pred - 1.0, np.nan) if self.relative
+                        else actual - pred)
+            res = np.vstack([res, r_in])
+            issues = issues.append(inper)
+        self.alphas_ = aci_replay(res, issues, self.alphas_fit_, self.aci_gamma or 0.0,
+                                  self.validation_days, first=len(self.res_))
+        q = window_bounds(res, issues, t, self.validation_days, self.alphas_)
+        return q if q is not None else self.bounds_
+
+    def _predict(self, history: pd.Series, horizon: pd.DatetimeIndex,
+                 X: pd.DataFrame | None) -> pd.DataFrame:
+        assert self.bounds_ is not None
+        H = len(horizon)
+        t = horizon[0]
+        mean = self._means(history, pd.DatetimeIndex([t]), H)[0]
+        bounds = self._adapted_bounds(history, t) if self.aci_gamma else self.bounds_
+        q = bounds[bucket_of(np.arange(H))]
         cols = {"mean": mean}
         for j, col in enumerate(("lo_95", "lo_80", "hi_80", "hi_95")):
             cols[col] = np.clip(mean * (1.0 + q[:, j]) if self.relative else mean + q[:, j],
@@ -618,7 +836,9 @@ class SelectedForecaster(Forecaster):
             ``model`` (chosen), ``metric`` (``mape`` [%] or ``mae``), ``validation_error``,
             ``naive_validation_error``, ``candidates`` (name -> validation error),
             ``skipped`` (name -> why), ``validation_from``/``validation_to`` (UTC),
-            ``validation_issues``, ``extended_by`` (model of the leads beyond 24 h, if any).
+            ``validation_issues``, ``extended_by`` (model of the leads beyond 24 h, if any),
+            ``interval_alphas`` (the miscoverage levels of the 80 % and 95 % intervals of the
+            last prediction, adapted unless ``aci_gamma`` is ``None``).
         """
         if self.window_ is None:
             raise ForecastError(f"{self.name}: call fit() before describe()")
@@ -629,8 +849,9 @@ class SelectedForecaster(Forecaster):
                 "candidates": dict(self.validation_), "skipped": dict(self.skipped_),
                 "validation_from": v0.isoformat(), "validation_to": v1.isoformat(),
                 "validation_issues": n,
-                "extended_by": self.extension_[0].name if self.extension_ else None}
+                "extended_by": self.extension_[0].name if self.extension_ else None,
+                "interval_alphas": [round(float(a), 4) for a in self.alphas_]}
 
 
-__all__ = ["DEFAULT_SCHEDULE", "LEAD_BUCKETS", "Candidate", "ModelSchedule",
-           "SelectedForecaster", "conformal_bounds", "registry"]
+__all__ = ["ACI_GAMMA", "DEFAULT_SCHEDULE", "LEAD_BUCKETS", "Candidate", "ModelSchedule",
+           "SelectedForecaster", "aci_replay", "conformal_bounds", "registry", "window_bounds"]

@@ -209,7 +209,9 @@ def test_forecast_at_72_hours_widens_with_lead(shared_data):
     width = ((ci["hi_95"] - ci["lo_95"]) / ci["mean"]).to_numpy()   # relative 95 % width
     day1, day2, day3 = width[:24].mean(), width[24:48].mean(), width[48:].mean()
     assert day1 < day2 < day3
-    assert day1 == pytest.approx(0.990, abs=0.01) and day3 == pytest.approx(1.373, abs=0.02)
+    # levels adapted on the validation window's realised coverage (ACI): 84.4 % and 96.4 %
+    assert chosen["interval_alphas"] == [0.1558, 0.0358]
+    assert day1 == pytest.approx(1.043, abs=0.01) and day3 == pytest.approx(1.420, abs=0.02)
 
 
 def test_preemptible_job_is_committed_whole_and_its_later_piece_holds_capacity():
