@@ -15,8 +15,8 @@ namespace, 409 AlreadyExists, 422 Invalid, fills ``uid``, ``resourceVersion``, `
 ``creationTimestamp``, and moves a released Job through ``active`` to ``succeeded`` (condition
 ``Complete``) or ``failed`` (``Failed``) — after ``--run-seconds`` (default 2 s), or failed when
 the Job carries the annotation ``emulator.carbonsched.io/outcome: Failed``, or failed with reason
-``DeadlineExceeded`` at ``spec.activeDeadlineSeconds`` when that is shorter than the run. A suspended Job
-never starts. Errors are ``Status`` objects, as the official clients expect.
+``DeadlineExceeded`` at ``spec.activeDeadlineSeconds`` when that is shorter than the run. A
+suspended Job never starts. Errors are ``Status`` objects, as the official clients expect.
 
 Run: ``python scripts/kube_emulator.py --port 57350 --catalog global --kubeconfig kc.yaml``
 writes a kubeconfig with one context per Kubernetes site of the catalog (its namespace created)
