@@ -81,9 +81,12 @@ reaches within 0.2 % of the LP in two rounds, and the few-GPU types' gangs left 
 roundings cost more than the rest of the gap)."""
 IPM_TOL = float(os.environ.get("CARBONSCHED_CG_IPM_TOL", "1e-5"))
 """Optimality tolerance of the master's interior-point solves. [-]"""
-FLOW = os.environ.get("CARBONSCHED_CG_FLOW", "1") != "0"
-"""Master and repair in the start/end (flow) form: an option enters the balance rows of
-its first and one-past-last hour instead of every hour it covers (see :func:`make_layout`)."""
+FLOW = os.environ.get("CARBONSCHED_CG_FLOW", "0") == "1"
+"""Master and repair in the start/end (flow) form (``CARBONSCHED_CG_FLOW=1``): an option enters
+the balance rows of its first and one-past-last hour instead of every hour it covers (see
+:func:`make_layout`). Off by default since the partial-last-slot absorption fix: on 10k × 16 × 48
+the covering form proved 2.6 % and 3.4 % (load 0.3, seeds 0 and 1) and 5.5 % (load 0.6) against
+the flow form's 5.9 %, 6.1 % and 6.4 %, same bound, a better repair (BENCHMARKS.md section 3.1)."""
 CG_REL_TOL = 1e-4
 CG_GAP_SHARE = 0.2
 CG_EXTEND_GAP, CG_EXTEND_SHARE = 0.02, 0.85
