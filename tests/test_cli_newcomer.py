@@ -19,17 +19,13 @@ from carbonsched.cli import app
 from carbonsched.cli_check import precheck
 from carbonsched.errors import InputError, TimeAxisError
 from carbonsched.pipeline import forecast_site
-from carbonsched.settings import get_settings
 
 runner = CliRunner()
 
 
 @pytest.fixture(autouse=True)
-def _private_store(tmp_path, monkeypatch):
-    monkeypatch.setenv("CARBONSCHED_DATABASE_URL", f"sqlite:///{tmp_path}/store.db")
-    get_settings.cache_clear()
-    yield
-    get_settings.cache_clear()
+def _private_store(private_store):
+    """Every test here on a store of its own (``tests/conftest.py``)."""
 
 
 def _flat(text: str) -> str:

@@ -19,11 +19,8 @@ runner = CliRunner()
 
 
 @pytest.fixture(autouse=True)
-def _private_store(tmp_path, monkeypatch):
-    monkeypatch.setenv("CARBONSCHED_DATABASE_URL", f"sqlite:///{tmp_path}/store.db")
-    get_settings.cache_clear()
-    yield
-    get_settings.cache_clear()
+def _private_store(private_store):
+    """Every test here on a store of its own (``tests/conftest.py``)."""
 
 
 def _verify(plan: dict, jobs_path, catalog_name: str) -> None:

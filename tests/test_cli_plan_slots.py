@@ -11,7 +11,6 @@ from typer.testing import CliRunner
 
 from carbonsched.catalog import load_catalog
 from carbonsched.cli import app
-from carbonsched.settings import get_settings
 from carbonsched.workload import demo_workload
 
 runner = CliRunner()
@@ -19,11 +18,8 @@ Q = pd.Timedelta(minutes=15)
 
 
 @pytest.fixture(autouse=True)
-def _private_store(tmp_path, monkeypatch):
-    monkeypatch.setenv("CARBONSCHED_DATABASE_URL", f"sqlite:///{tmp_path}/store.db")
-    get_settings.cache_clear()
-    yield
-    get_settings.cache_clear()
+def _private_store(private_store):
+    """Every test here on a store of its own (``tests/conftest.py``)."""
 
 
 def test_plan_on_a_15_minute_grid_counts_minutes_and_capacity_per_slot(tmp_path):

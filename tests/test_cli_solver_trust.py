@@ -12,17 +12,13 @@ from typer.testing import CliRunner
 from carbonsched import pipeline
 from carbonsched.cli import app
 from carbonsched.plan import solve as solve_mod
-from carbonsched.settings import get_settings
 
 runner = CliRunner()
 
 
 @pytest.fixture(autouse=True)
-def _private_store(tmp_path, monkeypatch):
-    monkeypatch.setenv("CARBONSCHED_DATABASE_URL", f"sqlite:///{tmp_path}/store.db")
-    get_settings.cache_clear()
-    yield
-    get_settings.cache_clear()
+def _private_store(private_store):
+    """Every test here on a store of its own (``tests/conftest.py``)."""
 
 
 def _broken_cbc(tmp_path) -> str:

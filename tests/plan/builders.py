@@ -141,3 +141,11 @@ def problem(sites: Sequence[Site], jobs: Sequence[Job], hours: int,
     return PlanningProblem(sites=list(sites), jobs=list(jobs), inference=list(inference),
                            slots=pd.date_range(T0, periods=hours, freq="h", name="slot"),
                            signals=signals(sites, hours, **sig))
+
+
+def minutes_job(job_id: str, minutes: int, earliest: pd.Timestamp, deadline: pd.Timestamp,
+                gpus: int = 1, kw: float = 1.0, **extra) -> Job:
+    """An H100 job of ``minutes`` (``Job.duration_minutes``) on ``gpus`` GPUs of ``kw`` each."""
+    return Job(id=job_id, tenant="t", gpu_type="H100", gpus=gpus, duration_minutes=minutes,
+               power_per_gpu_kw=kw, earliest_start=earliest, deadline=deadline, **extra)
+

@@ -27,15 +27,15 @@ from carbonsched.plan.result import recount_violations
 from carbonsched.plan.sets import CONTINUATION_RULE, continue_signal, option_costs
 from carbonsched.workload import read_workload
 
+from . import builders
 from .builders import T0, JobWrapper, SiteWrapper, at, problem, signals
 
 M = pd.Timedelta(minutes=1)
 
 
 def minutes_job(job_id: str, minutes: int, earliest: pd.Timestamp, deadline: pd.Timestamp,
-                gpus: int = 2, kw: float = 1.0, **kw_args) -> Job:
-    return Job(id=job_id, tenant="t", gpu_type="H100", gpus=gpus, duration_minutes=minutes,
-               power_per_gpu_kw=kw, earliest_start=earliest, deadline=deadline, **kw_args)
+                gpus: int = 2, **extra) -> Job:
+    return builders.minutes_job(job_id, minutes, earliest, deadline, gpus=gpus, **extra)
 
 
 # --- 1. minutes, not hours ---------------------------------------------------------------------

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from carbonsched.domain import Job, Placement, ReasonCode
+from carbonsched.domain import Placement, ReasonCode
 from carbonsched.errors import InputError, TimeAxisError
 from carbonsched.plan import (
     PlanningProblem,
@@ -25,15 +25,12 @@ from carbonsched.plan import (
 from carbonsched.plan.result import PlanResult, PlanStatus, SolverRecord, recount_violations
 from carbonsched.plan.sets import option_costs, slot_fraction
 
-from .builders import T0, SiteWrapper, at, demand, signals
+from .builders import T0, SiteWrapper, at, demand, minutes_job, signals
 
 M = pd.Timedelta(minutes=1)
 
 
-def job(job_id: str, minutes: int, earliest: pd.Timestamp, deadline: pd.Timestamp,
-        gpus: int = 1, kw: float = 1.0, **extra) -> Job:
-    return Job(id=job_id, tenant="t", gpu_type="H100", gpus=gpus, duration_minutes=minutes,
-               power_per_gpu_kw=kw, earliest_start=earliest, deadline=deadline, **extra)
+job = minutes_job
 
 
 def grid_problem(sites, jobs, hours: int, slot_minutes: int = 15, inference=(),

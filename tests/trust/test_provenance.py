@@ -14,7 +14,6 @@ from carbonsched.adapters.signals.quality import SIGNAL_AGE_THRESHOLD_HOURS
 from carbonsched.catalog import load_catalog
 from carbonsched.cli import app
 from carbonsched.pipeline import HISTORY_DAYS, forecast_site, gather_forecasts
-from carbonsched.settings import get_settings
 from tests.trust.datadir import keep_until, mirror
 
 runner = CliRunner()
@@ -23,11 +22,8 @@ ISSUE = pd.Timestamp("2023-07-15", tz="UTC")
 
 
 @pytest.fixture(autouse=True)
-def _private_store(tmp_path, monkeypatch):
-    monkeypatch.setenv("CARBONSCHED_DATABASE_URL", f"sqlite:///{tmp_path}/store.db")
-    get_settings.cache_clear()
-    yield
-    get_settings.cache_clear()
+def _private_store(private_store):
+    """Every test here on a store of its own (``tests/conftest.py``)."""
 
 
 def _plan(args: list[str], out) -> dict:
