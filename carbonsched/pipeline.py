@@ -186,6 +186,37 @@ def select_forecast(site: Site, signal: str, y: pd.Series, issued_at: pd.Timesta
     return fc, info, note
 
 
+def prune_model_cache(cache: dict[Any, Any], issued_at: pd.Timestamp) -> int:
+    """Drop the model choices of refit periods that ended before ``issued_at``'s period.
+
+    A sequential replay passes its own ``models`` dict to :func:`forecast_site` run after
+    run; the choices are keyed by refit-period start (:func:`select_forecast`), so entries of
+    earlier periods are never read again. Pruning by period (instead of emptying the dict every
+    so many days) keeps one fit per period: emptying it on a schedule that is not aligned with
+    the Monday-anchored periods refitted a period twice.
+
+    Parameters
+    ----------
+    cache
+        The ``models`` dict given to :func:`forecast_site`; keys other than its model-choice
+        tuples (an explicit model's ``"ci"``) are kept.
+    issued_at
+        The next issue time (tz-aware).
+
+    Returns
+    -------
+    int
+        Entries dropped.
+    """
+    period = DEFAULT_SCHEDULE.period_start(issued_at)
+    old = [k for k in cache
+           if isinstance(k, tuple) and len(k) >= 3 and isinstance(k[2], pd.Timestamp)
+           and k[2] < period]
+    for k in old:
+        del cache[k]
+    return len(old)
+
+
 def _long(site: str, signal: str, fc: pd.DataFrame, issued_at: pd.Timestamp) -> pd.DataFrame:
     out = fc.reset_index().rename(columns={"index": "ts"})
     out.insert(0, "issued_at", issued_at)

@@ -45,6 +45,7 @@ from carbonsched.pipeline import (
     FORECAST_HISTORY_DAYS,
     build_problem,
     forecast_site,
+    prune_model_cache,
     surplus_reference,
 )
 from carbonsched.plan import PlanningProblem, agnostic_plan, greedy_plan, score_plan, solve_plan
@@ -198,6 +199,8 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
         k = first_k + n
         day = day_start_utc(label)
         slots = hourly_slots(day, 24)
+        for cache in models.values():
+            prune_model_cache(cache, day)
         wl = workload_from_traces(ddir, label, cat, seed=seed + k, scale=workload_scale)
         load0 = total_fleet_load(wl, cat)
         if target_load is not None and load0 > 0:

@@ -40,7 +40,12 @@ from carbonsched.adapters.signals import load_site_signals
 from carbonsched.catalog import Catalog, load_catalog
 from carbonsched.domain import Job, SignalQuality, Workload
 from carbonsched.errors import ForecastError, InputError, WorkloadError
-from carbonsched.pipeline import FORECAST_HISTORY_DAYS, MAX_HORIZON_HOURS, forecast_site
+from carbonsched.pipeline import (
+    FORECAST_HISTORY_DAYS,
+    MAX_HORIZON_HOURS,
+    forecast_site,
+    prune_model_cache,
+)
 from carbonsched.plan import PlanningProblem, PlanResult, PlanStatus, SolverRecord, score_plan
 from carbonsched.plan.baselines import agnostic_plan
 from carbonsched.plan.result import build_plan_result
@@ -64,8 +69,6 @@ from carbonsched.rolling import (
 from carbonsched.timeaxis import HOUR, hourly_slots
 
 JOB_POLICIES = ("agnostic", "milp", "oracle", "best-fixed")
-REFIT_DAYS = 7
-"""Days between refits of the forecasters (conditioned on the latest history at every run). [d]"""
 MAX_ORACLE_HORIZON_HOURS = 24 * 31
 """Longest horizon the oracle stretches to (a month). [h]"""
 
@@ -293,8 +296,8 @@ def run_jobs_replay(
         row: dict[str, Any] = {"issued_at": t.isoformat()}
         new = [j for j in known_by(all_jobs, nxt)]
         if "milp" in planners:
-            if (t - first) % pd.Timedelta(days=REFIT_DAYS) < run_every_hours * HOUR:
-                models = {s.id: {} for s in sites}
+            for cache in models.values():
+                prune_model_cache(cache, t)
             fcs = {}
             for s in sites:
                 since = t - pd.Timedelta(days=FORECAST_HISTORY_DAYS)

@@ -9,7 +9,7 @@ import pytest
 from carbonsched.catalog import load_catalog
 from carbonsched.errors import ForecastError
 from carbonsched.forecasts.base import Forecaster
-from carbonsched.pipeline import forecast_site
+from carbonsched.pipeline import forecast_site, prune_model_cache
 
 ISSUE = pd.Timestamp("2023-07-15", tz="UTC")
 SITE = load_catalog("global").site("ca-on-toronto")
@@ -90,6 +90,23 @@ def test_cached_models_are_reused_within_a_refit_period_not_refitted():
     forecast_site(SITE, _history(days=72), monday, models=cache)
     assert len(cache) == 6
     assert {k[2] for k in cache} == {pd.Timestamp("2023-07-10", tz="UTC"), monday}
+
+
+def test_prune_model_cache_keeps_one_fit_per_period():
+    # a replay prunes before each run: the earlier period's choices go, the current period's
+    # (fitted on a Saturday, reused on the Sunday) stay the same objects, the explicit "ci" stays
+    cache: dict = {"ci": "explicit model"}
+    forecast_site(SITE, _history(days=70), ISSUE, models=cache)
+    fitted = {k: v for k, v in cache.items() if k != "ci"}
+    sunday = ISSUE + pd.Timedelta(days=1)
+    assert prune_model_cache(cache, sunday) == 0
+    assert all(cache[k] is v for k, v in fitted.items())
+    monday = ISSUE + pd.Timedelta(days=2)
+    assert prune_model_cache(cache, monday) == 3
+    assert cache == {"ci": "explicit model"}
+    # just before the period boundary nothing is dropped
+    forecast_site(SITE, _history(days=70), ISSUE, models=cache)
+    assert prune_model_cache(cache, monday - pd.Timedelta(minutes=1)) == 0 and len(cache) == 4
 
 
 def test_weather_persistence_is_aligned_by_hour_despite_missing_recent_hours():

@@ -210,3 +210,34 @@ def test_filled_signal_hours_are_named(shared_data, fixtures_dir, tmp_path):
                                  "--policies", "agnostic,oracle"])
     assert r.exit_code == 0, r.output
     assert "actual signal hours interpolated for scoring: de-frankfurt 3" in r.stderr
+
+
+@pytest.mark.shared_data
+def test_each_refit_period_is_fitted_once(shared_data, monkeypatch):
+    # runs from Saturday 2023-07-08 to Sunday 07-16: two refit periods (Mondays 07-03 and
+    # 07-10). Emptying the model dict every 7 days from the first run (07-15) refitted the
+    # 07-10 period a second time.
+    from carbonsched.domain import Job
+    from carbonsched.forecasts.registry import DEFAULT_SCHEDULE, SelectedForecaster
+
+    fits: list[tuple[str, pd.Timestamp]] = []
+    original = SelectedForecaster._fit
+
+    def spy(self, y, X):
+        period = DEFAULT_SCHEDULE.period_start(y.index[-1] + pd.Timedelta(hours=1))
+        fits.append((self.signal, period))
+        return original(self, y, X)
+
+    monkeypatch.setattr(SelectedForecaster, "_fit", spy)
+    t0 = pd.Timestamp("2023-07-08", tz="UTC")
+    job = Job(id="long-wait", tenant="frankfurt", gpu_type="A100", gpus=1, duration_hours=2,
+              power_per_gpu_kw=0.8125, earliest_start=t0,
+              deadline=t0 + pd.Timedelta(days=8, hours=20),
+              allowed_sites=["de-frankfurt"])
+    res = run_jobs_replay(Workload([job], []), "global", shared_data, policies=("milp",),
+                          time_limit_s=10.0)
+    assert len(res["runs"]) == 9
+    assert res["policies"]["milp"]["jobs_placed"] == 1
+    periods = [pd.Timestamp("2023-07-03", tz="UTC"), pd.Timestamp("2023-07-10", tz="UTC")]
+    for signal in ("carbon_intensity_g_per_kwh", "green_surplus_index", "pue"):
+        assert [p for s, p in fits if s == signal] == periods, signal
