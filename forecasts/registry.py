@@ -93,6 +93,7 @@ from carbonsched.forecasts.carbon_intensity import (
     fill_for_features,
     lead_features,
 )
+from carbonsched.forecasts.decision import start_regret
 from carbonsched.forecasts.green_surplus import GreenSurplusForecaster, SurplusSeasonalNaive
 from carbonsched.forecasts.localclock import local_wall_hours, to_local_clock
 
@@ -518,17 +519,63 @@ def aci_replay(res: np.ndarray, issues: pd.DatetimeIndex, alphas: np.ndarray,
 
 SIGNAL_SETTINGS: dict[str, dict[str, Any]] = {
     "carbon_intensity_g_per_kwh": {"metric": "mape", "relative": True,
-                                   "clip": (0.0, float("inf")), "margin": 0.0},
+                                   "clip": (0.0, float("inf")), "margin": 0.0,
+                                   "combination": ("climatology-28d", "ci-lead-ols",
+                                                   "ols_hourly_ratio")},
     "green_surplus_index": {"metric": "mae", "relative": False, "clip": (0.0, 1.0),
                             "margin": 0.05},
     "pue": {"metric": "mape", "relative": False, "clip": (1.0, float("inf")), "margin": 0.05},
 }
-"""Per signal: validation metric, relative or additive intervals, output bounds, and the
-``margin`` by which a model must beat seasonal naive on validation to replace it. The index and
-PUE get 5 %: their naive is hard to beat (PUE is a function of the weather, which history alone
-forecasts little better than persistence) and a 28-day window's ranking is noisy; without the
-margin, a 19-day sample of 2023 scored the index's choice 17-21 % worse than naive (MAE) in GB
-and New York, where naive itself won most periods."""
+"""Per signal: validation metric, relative or additive intervals, output bounds, the
+``margin`` by which a model must beat seasonal naive on validation to replace it, and the
+``combination`` that replaces the choice by validation error (:data:`COMBINATION_NOTE`).
+The index and PUE get 5 %: their naive is hard to beat (PUE is a function of the weather,
+which history alone forecasts little better than persistence) and a 28-day window's ranking is
+noisy; without the margin, a 19-day sample of 2023 scored the index's choice 17-21 % worse than
+naive (MAE) in GB and New York, where naive itself won most periods."""
+
+COMBINATION_NOTE = """Carbon intensity is forecast by an equal-weight combination of three model
+families instead of the one with the lowest validation MAPE: the 28-day hour-of-day climatology,
+the per-lead OLS on lagged values (``ci-lead-ols``) and the per-hour OLS on the ratio to the
+previous day (``ols_hourly_ratio``, day-ahead only: the leads beyond 24 h average the other
+two). The plan acts on the *order* of the hours inside each job's waiting window, not on their
+level: the start regret (the emissions of the start a forecast picks inside a 24-hour waiting
+window, over the best start on the actual values; 1- and 3-hour jobs arriving at each hour of
+the day, issues at 00:00 UTC, 72 leads) of the MAPE-chosen model was on average 20 % above the
+combination's over 20 site-months of 2023 (8 sites; BENCHMARKS.md section 7), and the
+combination was never worse than the per-lead OLS alone. Equal weights rather than weights fitted
+on the 28-day window: choosing per site by the regret itself on the window was worse than the
+fixed combination (the forecast-combination puzzle: Clemen, "Combining forecasts: a review and
+annotated bibliography", *Int. J. Forecasting* 5(4), 1989, doi:10.1016/0169-2070(89)90012-5;
+Smith & Wallis, *Oxford Bull. Econ. Stat.* 71(3), 2009, doi:10.1111/j.1468-0084.2008.00541.x).
+Members that could not be fitted, or whose starts are worse than seasonal naive's on the validation
+window (start regret over the first 24 leads, :func:`carbonsched.forecasts.decision.start_regret`),
+are left out (at least two must remain, else the choice by error applies), and the combination
+itself must beat seasonal naive on the validation MAPE (the fallback of every choice).
+``combine=False`` restores the choice by error."""
+
+
+def _pad(p: np.ndarray, H: int) -> np.ndarray:
+    """``p`` of shape ``(n, h)`` widened to ``(n, H)`` with NaN (leads a model does not reach)."""
+    out = np.full((p.shape[0], H), np.nan)
+    out[:, :min(H, p.shape[1])] = p[:, :H]
+    return out
+
+
+def _lead_mean(parts: list[np.ndarray], all_members: bool = False) -> np.ndarray:
+    """Equal-weight mean of member forecasts of one shape, lead by lead.
+
+    ``all_members``: NaN wherever any member is NaN (a top-two ensemble, extended beyond its
+    shortest member by another model); otherwise the mean of the members that reach each lead
+    (a combination), NaN only where none does.
+    """
+    stack = np.stack(parts)
+    if all_members:
+        return stack.mean(axis=0)
+    ok = np.isfinite(stack)
+    n = ok.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, np.where(ok, stack, 0.0).sum(axis=0) / n, np.nan)
 
 
 class SelectedForecaster(Forecaster):
@@ -554,6 +601,10 @@ class SelectedForecaster(Forecaster):
     aci_gamma
         Step of the adaptive correction of the interval levels (:meth:`_adapted_bounds`);
         ``None``: the split-conformal bounds of the validation window, unadapted.
+    combine
+        Use the signal's fixed combination where it has one (carbon intensity,
+        :data:`COMBINATION_NOTE`); ``False``: the candidate or top-two ensemble with the lowest
+        validation error.
     """
 
     name = "selected"
@@ -564,7 +615,7 @@ class SelectedForecaster(Forecaster):
                  history_days: int = DEFAULT_SCHEDULE.history_days,
                  candidates: tuple[str, ...] | None = None,
                  refit_days: int = DEFAULT_SCHEDULE.refit_days,
-                 aci_gamma: float | None = ACI_GAMMA) -> None:
+                 aci_gamma: float | None = ACI_GAMMA, combine: bool = True) -> None:
         if signal not in SIGNAL_SETTINGS:
             raise ForecastError(f"SelectedForecaster: unknown signal {signal!r}; known: "
                                 f"{', '.join(SIGNALS)}")
@@ -573,11 +624,13 @@ class SelectedForecaster(Forecaster):
                                 f"{horizon_hours}")
         super().__init__(signal=signal, tz=tz, clip=clip, horizon_hours=horizon_hours,
                          validation_days=validation_days, history_days=history_days,
-                         candidates=candidates, refit_days=refit_days, aci_gamma=aci_gamma)
+                         candidates=candidates, refit_days=refit_days, aci_gamma=aci_gamma,
+                         combine=combine)
         if aci_gamma is not None and not (math.isfinite(aci_gamma) and aci_gamma > 0):
             raise ForecastError(f"SelectedForecaster: aci_gamma must be a positive number or "
                                 f"None (no adaptation), got {aci_gamma}")
         self.aci_gamma = aci_gamma
+        self.combine = bool(combine)
         self.signal = signal
         self.tz = tz
         s = SIGNAL_SETTINGS[signal]
@@ -592,6 +645,8 @@ class SelectedForecaster(Forecaster):
         self.candidates = [c for c in registry(signal)
                            if (c.name in allowed if allowed is not None else c.name not in OPT_IN)]
         self.chosen_: str | None = None
+        self.combined_ = False
+        self.regret_: dict[str, float] = {}
         self.members_: list[tuple[Candidate, Forecaster]] = []
         self.extension_: tuple[Candidate, Forecaster] | None = None
         self.bounds_: np.ndarray | None = None
@@ -673,14 +728,30 @@ class SelectedForecaster(Forecaster):
             err[name] = _error(ens[:, day], actual[:, day], self.metric)
         choice = min(err, key=lambda k: (np.nan_to_num(err[k], nan=np.inf),
                                          list(preds).index(k)))
+        pool = [n for n in SIGNAL_SETTINGS[self.signal].get("combination") or ()
+                if n in fitted] if self.combine else []
+        self.regret_ = {}
+        if len(pool) >= 2:  # members that pick starts no worse than naive on validation
+            for n in (*pool, NAIVE):
+                excess, ideal = start_regret(preds[n][:, day], actual[:, day],
+                                             arrivals=range(day.stop - 2))
+                self.regret_[n] = round(100.0 * excess / ideal, 6) if ideal > 0 else 0.0
+        combo = [n for n in pool if n in self.regret_ and self.regret_[n] <= self.regret_[NAIVE]]
+        self.combined_ = len(combo) >= 2
+        if self.combined_:
+            choice = f"ens({'+'.join(combo)})"
+            preds[choice] = _lead_mean([preds[n] for n in combo])
+            err[choice] = _error(preds[choice][:, day], actual[:, day], self.metric)
         margin = SIGNAL_SETTINGS[self.signal]["margin"]
         if choice != NAIVE and not err[choice] < (1.0 - margin) * err[NAIVE]:
             choice = NAIVE
+            self.combined_ = False
         member_names = choice[4:-1].split("+") if choice.startswith("ens(") else [choice]
         members = [fitted[n] for n in member_names]
         pred = preds[choice].copy()
         ext: tuple[Candidate, Forecaster] | None = None
-        short = min(c.max_horizon_hours or 168 for c, _ in members)
+        # leads no member reaches (a combination: no member; else: any member does not)
+        short = (max if self.combined_ else min)(c.max_horizon_hours or 168 for c, _ in members)
         if short < 168:  # a day-ahead-only choice: the best long model serves later leads
             longs = [k for k in err if k in fitted and fitted[k][0].max_horizon_hours is None]
             best = min(longs, key=lambda k: (_error(preds[k], actual, self.metric)
@@ -693,7 +764,7 @@ class SelectedForecaster(Forecaster):
         # conformal calibration on residuals as stale as in service: the chosen model(s) are
         # refitted every refit_days inside the window (rolling origin), each fold forecast
         # only by the fit made at its start
-        used = [(c, f, short) for c, f in members]
+        used = [(c, f, min(short, H)) for c, f in members]
         if ext is not None and short < H:
             used.append((ext[0], ext[1], H))
         for f0 in range(self.refit_days, len(issues), self.refit_days):
@@ -705,8 +776,8 @@ class SelectedForecaster(Forecaster):
                 hh = min(h, c.max_horizon_hours or h)
                 parts.append(np.clip(_point_forecasts(m, y, fold, hh), *self.clip))
             k = len(members)
-            pm = np.mean([p_[:, :short] for p_ in parts[:k]], axis=0)
-            pred[f0:f0 + len(fold), :min(short, H)] = pm[:, :H]
+            pm = _lead_mean([_pad(p_, H) for p_ in parts[:k]], all_members=not self.combined_)
+            pred[f0:f0 + len(fold), :min(short, H)] = pm[:, :min(short, H)]
             if k < len(parts):
                 pred[f0:f0 + len(fold), short:] = parts[k][:, short:H]
         leads = np.broadcast_to(np.arange(H), pred.shape)
@@ -742,7 +813,7 @@ class SelectedForecaster(Forecaster):
             p = np.full((len(issues), H), np.nan)
             p[:, :h] = _point_forecasts(m, history, issues, h)
             means.append(p)
-        mean = np.clip(np.mean(means, axis=0), *self.clip)
+        mean = np.clip(_lead_mean(means, all_members=not self.combined_), *self.clip)
         if np.isnan(mean).any():
             if self.extension_ is None:
                 raise ForecastError(f"{self.name}: {self.chosen_} forecasts at most "
@@ -838,7 +909,10 @@ class SelectedForecaster(Forecaster):
             ``skipped`` (name -> why), ``validation_from``/``validation_to`` (UTC),
             ``validation_issues``, ``extended_by`` (model of the leads beyond 24 h, if any),
             ``interval_alphas`` (the miscoverage levels of the 80 % and 95 % intervals of the
-            last prediction, adapted unless ``aci_gamma`` is ``None``).
+            last prediction, adapted unless ``aci_gamma`` is ``None``), ``combination``
+            (``True`` when the model is the signal's fixed combination), ``validation_regret``
+            (the combination's candidate members and naive -> start regret [%] on the
+            validation window; empty when the signal has no combination).
         """
         if self.window_ is None:
             raise ForecastError(f"{self.name}: call fit() before describe()")
@@ -850,7 +924,8 @@ class SelectedForecaster(Forecaster):
                 "validation_from": v0.isoformat(), "validation_to": v1.isoformat(),
                 "validation_issues": n,
                 "extended_by": self.extension_[0].name if self.extension_ else None,
-                "interval_alphas": [round(float(a), 4) for a in self.alphas_]}
+                "interval_alphas": [round(float(a), 4) for a in self.alphas_],
+                "combination": self.combined_, "validation_regret": dict(self.regret_)}
 
 
 __all__ = ["ACI_GAMMA", "DEFAULT_SCHEDULE", "LEAD_BUCKETS", "Candidate", "ModelSchedule",

@@ -203,15 +203,20 @@ def test_forecast_at_72_hours_widens_with_lead(shared_data):
     assert fc.signals.index[-1] == t + pd.Timedelta(hours=71)
     ci = fc.long[fc.long["signal"] == "carbon_intensity_g_per_kwh"].reset_index(drop=True)
     chosen = fc.models["carbon_intensity_g_per_kwh"]
-    # the registry's choice on validation; the day-ahead models are extended past 24 h
-    assert ci["model"].iloc[0] == chosen["model"] == "ens(ols_hourly+ols_hourly_ratio)"
-    assert chosen["extended_by"] == "ci-lead-ols"
+    # carbon intensity: the fixed combination; past 24 h the two members that reach there
+    assert ci["model"].iloc[0] == chosen["model"] == (
+        "ens(climatology-28d+ci-lead-ols+ols_hourly_ratio)")
+    assert chosen["combination"] is True and chosen["extended_by"] is None
+    # every member picked starts better than naive on the validation window [%]
+    assert chosen["validation_regret"] == pytest.approx(
+        {"climatology-28d": 1.2455, "ci-lead-ols": 1.7696, "ols_hourly_ratio": 2.3329,
+         "seasonal-naive-24h": 2.8170}, abs=1e-3)
     width = ((ci["hi_95"] - ci["lo_95"]) / ci["mean"]).to_numpy()   # relative 95 % width
     day1, day2, day3 = width[:24].mean(), width[24:48].mean(), width[48:].mean()
     assert day1 < day2 < day3
-    # levels adapted on the validation window's realised coverage (ACI): 84.4 % and 96.4 %
-    assert chosen["interval_alphas"] == [0.1558, 0.0358]
-    assert day1 == pytest.approx(1.043, abs=0.01) and day3 == pytest.approx(1.420, abs=0.02)
+    # levels adapted on the validation window's realised coverage (ACI)
+    assert chosen["interval_alphas"] == [0.1746, 0.025]
+    assert day1 == pytest.approx(1.085, abs=0.01) and day3 == pytest.approx(1.475, abs=0.02)
 
 
 def test_preemptible_job_is_committed_whole_and_its_later_piece_holds_capacity():

@@ -188,3 +188,58 @@ def test_a_day_ahead_choice_is_extended_to_a_week_by_a_longer_model() -> None:
         assert d["extended_by"] == "seasonal-naive-24h"
     out = sel.predict(issue, 72, y=y)
     assert out.notna().all().all() and len(out) == 72
+
+
+COMBO = "ens(climatology-28d+ci-lead-ols+ols_hourly_ratio)"
+
+
+def test_carbon_intensity_is_the_equal_weight_combination_lead_by_lead() -> None:
+    # each member refitted here on the same history: leads 0-23 are the mean of the three,
+    # leads 24-71 (beyond the day-ahead member) the mean of the other two
+    from carbonsched.forecasts.dacf_models import HourlyOLS
+
+    y = _level(200)
+    issue = y.index[24 * 190]
+    hist = y[y.index < issue]
+    sel = SelectedForecaster(horizon_hours=72, tz="Europe/Berlin").fit(hist)
+    d = sel.describe()
+    assert d["model"] == COMBO and d["combination"] is True and d["extended_by"] is None
+    assert d["validation_error"] < d["naive_validation_error"]
+    clim = Climatology(28).fit(hist).predict(issue, 72, y=y)["mean"].to_numpy()
+    lead = LeadRegression(tz="Europe/Berlin").fit(hist).predict(issue, 72, y=y)["mean"].to_numpy()
+    ratio = _point_forecasts(HourlyOLS(calib_days=0, target="ratio").fit(hist), y,
+                             pd.DatetimeIndex([issue]), 24)[0]
+    out = sel.predict(issue, 72, y=y)["mean"].to_numpy()
+    np.testing.assert_allclose(out[:24], (clim[:24] + lead[:24] + ratio) / 3, rtol=1e-9)
+    np.testing.assert_allclose(out[24:], (clim[24:] + lead[24:]) / 2, rtol=1e-9)
+    # combine=False: the choice by validation MAPE, never the fixed combination
+    plain = SelectedForecaster(horizon_hours=72, tz="Europe/Berlin", combine=False).fit(hist)
+    assert plain.describe()["model"] != COMBO and plain.describe()["combination"] is False
+    assert plain.describe()["validation_error"] == min(plain.describe()["candidates"].values())
+
+
+def test_the_combination_needs_two_members_and_must_beat_naive() -> None:
+    # 90 days: the per-hour OLS on the ratio (annual harmonics on 62 days) is far off on
+    # validation (MAPE 504 % against naive's 8.0 %) and picks worse starts than naive: left
+    # out, the other two combine
+    y = _level(90)
+    d = SelectedForecaster(horizon_hours=72).fit(y[y.index < y.index[24 * 80]]).describe()
+    assert d["candidates"]["ols_hourly_ratio"] > 50 * d["candidates"]["seasonal-naive-24h"]
+    r = d["validation_regret"]
+    assert r["ols_hourly_ratio"] > r["seasonal-naive-24h"]
+    assert max(r["climatology-28d"], r["ci-lead-ols"]) <= r["seasonal-naive-24h"]
+    assert d["model"] == "ens(climatology-28d+ci-lead-ols)" and d["combination"] is True
+    y = _level(70)
+    # only one member among the candidates: the choice by error applies
+    one = SelectedForecaster(candidates=("ci-lead-ols", "ols_hourly")).fit(y)
+    assert one.describe()["combination"] is False
+    two = SelectedForecaster(candidates=("ci-lead-ols", "climatology-28d")).fit(y)
+    assert two.describe()["model"] == "ens(climatology-28d+ci-lead-ols)"
+    # an exactly repeating day: naive is exact (validation MAPE 0), the combination is not
+    # better, so naive stays (the tie goes to naive too)
+    idx = pd.date_range(T0, periods=24 * 60, freq="h")
+    daily = pd.Series(300.0 + 50.0 * np.sin(2 * np.pi * idx.hour / 24), index=idx)
+    s = SelectedForecaster().fit(daily)
+    assert s.describe()["model"] == "seasonal-naive-24h"
+    assert s.describe()["combination"] is False
+    assert s.describe()["naive_validation_error"] == pytest.approx(0.0, abs=1e-9)
