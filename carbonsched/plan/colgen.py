@@ -793,7 +793,10 @@ def split_bound(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarra
     class_term = mult * np.minimum(rc1, pen)
     kprice = sets.cost_per_kwh + lam_p - sets.pue * lam_a                   # (S, T) [kg/kWh]
     dem = lay.demands
-    cap = sets.gpu_count[:, None, :].astype(float) * np.ones((1, n_t, 1))
+    # the GPUs free in each hour (less the work already running), as :func:`lagrangian`'s
+    # capacity term: with the installed count here the bound once exceeded the optimum
+    # (a GPU busy in hour 0 counted free by the type's MIP, and its price counted twice)
+    cap = sets.gpu_cap.astype(float)                                       # (S, T, G)
     dem_term = np.zeros(len(dem))
     if len(dem):
         t_d, g_d = sets.inf_hour[dem], sets.inf_gtype[dem]
@@ -858,7 +861,7 @@ def split_bound(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarra
         lo = np.concatenate([mult[cg].astype(float), sets.inf_gpus[dem[dg]].astype(float),
                              np.full(n_cap, -INF)])
         hi = np.concatenate([mult[cg].astype(float), sets.inf_gpus[dem[dg]].astype(float),
-                             np.repeat(sets.gpu_count[cells, g].astype(float), n_t)])
+                             cap[cells, :, g].reshape(-1)])
         h.addRows(len(lo), lo, hi, 0, np.zeros(0, np.int32), np.zeros(0, np.int32),
                   np.zeros(0))
         # unplaced columns
