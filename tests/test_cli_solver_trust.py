@@ -75,14 +75,14 @@ def test_greedy_fallback_says_how_many_jobs_it_left_unplaced(tmp_path, shared_da
     doc = json.loads(out.read_text())
     if doc["solver"]["status"] != "heuristic":
         pytest.skip("this machine found an incumbent within 1 s")
-    # before: method "milp", jobs unplaced and not a word about them. (5 since jobs are planned
-    # in minutes and forecasts come from the registry's chosen models; 6 before that.)
+    # before: method "milp", jobs unplaced and not a word about them. (9 since carbon intensity
+    # is the fixed combination; 5 with the MAPE-chosen models; 6 before that.)
     assert doc["solver"]["method"] == "greedy"
-    assert doc["solver"]["greedy_unplaced"] == 5
-    assert len(doc["unplaced"]) == 5
-    assert any("the greedy fallback left 5 job(s) unplaced that passed the pre-check" in n
+    assert doc["solver"]["greedy_unplaced"] == 9
+    assert len(doc["unplaced"]) == 9
+    assert any("the greedy fallback left 9 job(s) unplaced that passed the pre-check" in n
                for n in doc["notes"])
-    assert "left 5 job(s) unplaced" in " ".join(r.output.split())
+    assert "left 9 job(s) unplaced" in " ".join(r.output.split())
     # the MILP with the default limit places all of them (test_cli_plan's global plan has
     # "unplaced": []); the recount found nothing wrong with the greedy plan
     assert doc["solver"]["violations"] == {}
