@@ -1,0 +1,44 @@
+"""Polyak refinement of the master's multipliers (issue 13): valid, and as the hand count."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from carbonsched.plan.colgen import job_classes, lagrangian, lagrangian_warmup, make_layout
+from carbonsched.plan.sets import compile_sets
+
+from .test_colgen_bound import two_gangs_three_gpus
+
+
+def _sets():
+    sets = compile_sets(two_gangs_three_gpus())
+    return sets, make_layout(sets, job_classes(sets))
+
+
+def test_one_polyak_step_reaches_the_lp_value_by_hand():
+    """Two 2-GPU, 2-hour jobs on 3 GPUs (0.4 kg placed, 4 kg left out; LP 2.6 kg).
+
+    At λ = 0 both jobs are placed: L = 0.8, subgradient 4 − 3 = 1 GPU in each hour, norm 2.
+    Polyak's step towards 2.6: (2.6 − 0.8) / 2 = 0.9 kg per GPU-hour. At λ = 0.9 a job costs
+    0.4 + 2 GPUs × 2 h × 0.9 = 4.0 placed (= left out), so L = 2 × 4.0 − 0.9 × 3 × 2 = 2.6.
+    """
+    sets, lay = _sets()
+    zero = np.zeros((1, 2, 1)), np.zeros((1, 2)), np.zeros((1, 2))
+    one = lagrangian_warmup(sets, lay, 2.6, seconds=10, max_iter=1, start=zero)
+    assert one.bound == pytest.approx(0.8)
+    two = lagrangian_warmup(sets, lay, 2.6, seconds=10, max_iter=2, start=zero)
+    assert two.bound == pytest.approx(2.6)
+    # the best multipliers are returned as row duals (HiGHS sign: −λ on the capacity rows)
+    assert -two.duals[lay.cap_base: lay.pow_base] == pytest.approx([0.9, 0.9])
+
+
+def test_refinement_starts_from_the_given_multipliers():
+    sets, lay = _sets()
+    at = np.full((1, 2, 1), 0.9), np.zeros((1, 2)), np.zeros((1, 2))
+    assert lagrangian(sets, lay, *at)[0] == pytest.approx(2.6)
+    ref = lagrangian_warmup(sets, lay, 2.6, seconds=10, max_iter=1, start=at)
+    assert ref.bound == pytest.approx(2.6)
+    # a target above the dual optimum overshoots; the best bound seen is kept, never above it
+    far = lagrangian_warmup(sets, lay, 10.0, seconds=10, max_iter=20, start=at)
+    assert 2.6 - 1e-9 <= far.bound <= 2.6 + 1e-9
