@@ -40,14 +40,15 @@ Issue 13 (loads 0.6 and 0.8, where capacity binds) added, measured on 1k and 10k
   where the full model's HiGHS run had 243.81 after 900 s; :func:`site_bound` (assignment
   relaxed, one MIP per site) is valid too but gained 0.3 kg there and is off by default;
 * :func:`type_pass`, fix-and-optimise by GPU type (few-GPU types first), before the repair;
-* after a master that has not converged, :data:`REFINE_ROUNDS` subgradient steps from its
-  multipliers with Polyak's step towards its LP value :math:`z_{RMP}` (an upper bound on the
-  dual optimum, so the step is never too short; Polyak, "Minimization of unsmooth
-  functionals", USSR Comput. Math. Math. Phys. 9, 1969, doi:10.1016/0041-5553(69)90061-5):
-  the interior point's approximate duals give a weak Lagrangian bound (3305.6 against the
-  LP's 3408.9 on 10k × 16 × 48 at load 0.6, seed 0) which 60 steps lift to 3396.6 in 3–4 s,
-  where the second interior-point master takes 20 s; and no master is started that the
-  time left cannot finish (a cut interior-point master yields no duals).
+* when column generation stops before converging, :data:`REFINE_ROUNDS` subgradient steps
+  from the best multipliers with Polyak's step towards the last master's LP value
+  :math:`z_{RMP}` (an upper bound on the dual optimum, so the step is never too short;
+  Polyak, "Minimization of unsmooth functionals", USSR Comput. Math. Math. Phys. 9, 1969,
+  doi:10.1016/0041-5553(69)90061-5): the interior point's approximate duals give a weak
+  Lagrangian bound (3305.6 against the LP's 3408.9 on 10k × 16 × 48 at load 0.6, seed 0)
+  which 60 steps lift to 3396.6 in 3–4 s, where a second interior-point master takes 20 s;
+  no master is started that the time left cannot finish (a cut interior-point master
+  yields no duals), and a stopped one's last iterate is priced for a bound.
 
 The reported gap is (objective − bound) / |objective| with the best of the bounds of step 3
 and the split bounds, each valid for any multipliers (tests/plan/test_colgen_bound.py).
@@ -96,11 +97,11 @@ the balance rows of its first and one-past-last hour instead of every hour it co
 the covering form proved 2.6 % and 3.4 % (load 0.3, seeds 0 and 1) and 5.5 % (load 0.6) against
 the flow form's 5.9 %, 6.1 % and 6.4 %, same bound, a better repair (BENCHMARKS.md section 3.1)."""
 REFINE_ROUNDS = int(os.environ.get("CARBONSCHED_CG_REFINE", "60"))
-"""Subgradient (Polyak) steps from the multipliers of each master that has not converged,
-towards its LP value (0: none); see :func:`solve_colgen`."""
-REFINE_SHARE = 0.1
-"""Most of the budget one refinement may take."""
-ROUND_GROWTH = 1.1
+"""Subgradient (Polyak) steps from the best multipliers when column generation stops before
+converging, towards the last master's LP value (0: none); see the module docstring."""
+REFINE_SHARE, REFINE_KEEP_SHARE = 0.1, 0.08
+"""Most of the budget the refinement may take, and the least it leaves to the plan."""
+ROUND_GROWTH = 1.0
 """A master round is not started unless ``ROUND_GROWTH`` × the last one's time is left
 before the plan's least share of the budget (a cut interior-point round yields no duals)."""
 CG_REL_TOL = 1e-4
@@ -1239,6 +1240,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     converged = False
     vertex = False
     good = None   # (option values, duals, pool size, at a vertex) of the last solved master
+    z_good = np.inf
     ts = time.perf_counter()
     while True:
         it += 1
@@ -1271,6 +1273,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         duals = pricing_duals(sets, lay, raw)
         good = (np.asarray(sol.col_value)[n_fixed: n_fixed + len(pool)], duals, raw,
                 len(pool), bool(vertex))
+        z_good = z
         tr = time.perf_counter()
         for cand in (raw, duals) if lay.flow else (raw,):
             lam = multipliers(sets, lay, cand)
@@ -1280,20 +1283,6 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         rc, bs, bt = price(sets, lay, duals, reps, k=COLUMNS_PER_ROUND)
         t_pr = time.perf_counter() - tr
         neg = rc < -RC_TOL * scale
-        if (REFINE_ROUNDS > 0 and neg.any()
-                and z - lb > max(CG_REL_TOL, CG_GAP_SHARE * mip_gap) * abs(z)):
-            # Polyak steps from the master's multipliers towards its LP value (an upper
-            # bound on the dual optimum): measured on 10k x 16 x 48 at load 0.6 they lift
-            # the bound from 3305.6 to 3396.6 kg (LP 3408.9) in 60 rounds, 3.7 s, where a
-            # second interior-point master takes 20 s
-            tr = time.perf_counter()
-            ref = lagrangian_warmup(sets, lay, z, min(REFINE_SHARE * time_limit_s,
-                                                      max(left() - FINISH_S, 0.0)),
-                                    max_iter=REFINE_ROUNDS, start=best_lam)
-            if ref.bound > lb:
-                lb, best_lam = ref.bound, multipliers(sets, lay, ref.duals)
-            say(f"round {it}: refined bound {lb:.3f} by {ref.iterations} subgradient steps "
-                f"({time.perf_counter() - tr:.1f} s)")
         say(f"round {it}: LP {z:.3f}, bound {lb:.3f}, {int(neg.sum())} new columns, "
             f"pool {len(pool)} (LP {t_lp:.1f} s, pricing {t_pr:.1f} s)")
         if not neg.any() or z - lb <= max(CG_REL_TOL, CG_GAP_SHARE * mip_gap) * abs(z):
@@ -1315,6 +1304,21 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
             _note(rec, "column generation stopped by the time budget; the bound is the best "
                   "Lagrangian bound reached")
             break
+    if (not converged and good is not None and REFINE_ROUNDS > 0
+            and z_good - lb > max(CG_REL_TOL, CG_GAP_SHARE * mip_gap) * abs(z_good)):
+        # Polyak steps from the best multipliers towards the last master's LP value (an
+        # upper bound on the dual optimum): measured on 10k x 16 x 48 at load 0.6 they lift
+        # the bound from 3305.6 to 3396.6 kg (LP 3408.9) in 60 steps, 3-4 s, where another
+        # interior-point master takes 20 s
+        tr = time.perf_counter()
+        ref = lagrangian_warmup(sets, lay, z_good,
+                                min(REFINE_SHARE * time_limit_s,
+                                    left() - REFINE_KEEP_SHARE * time_limit_s),
+                                max_iter=REFINE_ROUNDS, start=best_lam)
+        if ref.bound > lb:
+            lb, best_lam = ref.bound, multipliers(sets, lay, ref.duals)
+        say(f"bound refined to {lb:.3f} by {ref.iterations} subgradient steps "
+            f"({time.perf_counter() - tr:.1f} s)")
     rec.bound = lb if np.isfinite(lb) else None
     if (use_ipm and good is not None and not good[4]
             and left() > CROSSOVER_MIN_LEFT * time_limit_s):
