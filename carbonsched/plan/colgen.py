@@ -1316,6 +1316,8 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
                                     left() - REFINE_KEEP_SHARE * time_limit_s),
                                 max_iter=REFINE_ROUNDS, start=best_lam)
         if ref.bound > lb:
+            _note(rec, f"bound refined from {lb:.3f} to {ref.bound:.3f} by {ref.iterations} "
+                  f"subgradient steps (column generation had not converged)")
             lb, best_lam = ref.bound, multipliers(sets, lay, ref.duals)
         say(f"bound refined to {lb:.3f} by {ref.iterations} subgradient steps "
             f"({time.perf_counter() - tr:.1f} s)")

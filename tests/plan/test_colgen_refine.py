@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from carbonsched.plan import PlanStatus, solve_plan
 from carbonsched.plan.colgen import job_classes, lagrangian, lagrangian_warmup, make_layout
 from carbonsched.plan.sets import compile_sets
 
+from .builders import JobWrapper, SiteWrapper, problem
 from .test_colgen_bound import two_gangs_three_gpus
 
 
@@ -42,3 +44,31 @@ def test_refinement_starts_from_the_given_multipliers():
     # a target above the dual optimum overshoots; the best bound seen is kept, never above it
     far = lagrangian_warmup(sets, lay, 10.0, seconds=10, max_iter=20, start=at)
     assert 2.6 - 1e-9 <= far.bound <= 2.6 + 1e-9
+
+
+def _crowded():
+    """Twelve jobs of 1-4 GPUs on two 4-GPU sites, 6 h, power-capped, CI rising and falling."""
+    sites = [SiteWrapper(s).gpus("V", 4).cap_kw(2.5).obj() for s in ("a", "b")]
+    rng = np.random.default_rng(3)
+    jobs = [JobWrapper(f"j{k}").gpu_type("V").gpus(int(rng.integers(1, 5)))
+            .hours(int(rng.integers(1, 4))).window(0, 6).kw_per_gpu(0.5).obj()
+            for k in range(12)]
+    return problem(sites, jobs, 6, ci={"a": [100, 80, 60, 60, 80, 100],
+                                       "b": [50, 70, 90, 90, 70, 50]})
+
+
+def test_refinement_when_column_generation_stops_early(monkeypatch):
+    """Column generation stopped after its first master (no time for another, forced here):
+    the bound is refined, named in the note, and stays below the proven optimum."""
+    from carbonsched.plan import colgen
+
+    prob = _crowded()
+    exact = solve_plan(prob, method="milp", mip_gap=0.0)
+    assert exact.status == PlanStatus.OPTIMAL
+    monkeypatch.setattr(colgen, "ROUND_GROWTH", 1e9)      # never time for a second master
+    monkeypatch.setattr(colgen, "SPLIT_SHARE", 0.0)       # the bound is the refined one
+    monkeypatch.setattr(colgen, "WARMUP_SHARE", 0.0)      # a first master far from the LP
+    res = solve_plan(prob, method="colgen", mip_gap=0.0, time_limit_s=60)
+    assert "bound refined from" in res.solver.note
+    assert res.solver.bound <= exact.totals["objective"] + 1e-6
+    assert res.totals["objective"] >= exact.totals["objective"] - 1e-6
