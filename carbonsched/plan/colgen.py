@@ -84,10 +84,10 @@ one crossover at the end), ``"simplex"`` (warm-started primal simplex) or ``"aut
 :data:`IPM_MIN_CLASSES` classes)."""
 IPM_MIN_CLASSES = 2000
 CG_SHARE = float(os.environ.get("CARBONSCHED_CG_SHARE", "0.65"))
-"""Share of the budget column generation may use; the rest is for the fix-and-optimise
-pass, the split bound and the repair MIP (measured on 10k × 16 × 48 at load 0.6: the master
-reaches within 0.2 % of the LP in two rounds, and the few-GPU types' gangs left out by the
-roundings cost more than the rest of the gap)."""
+"""Least share of the budget column generation may use (it may use up to
+``max(CG_SHARE, CG_EXTEND_SHARE)``, one master at a time, each started only if the time its
+predecessor took is left); the rest is for the fix-and-optimise pass, the split bound and
+the repair MIP."""
 IPM_TOL = float(os.environ.get("CARBONSCHED_CG_IPM_TOL", "1e-5"))
 """Optimality tolerance of the master's interior-point solves. [-]"""
 FLOW = os.environ.get("CARBONSCHED_CG_FLOW", "0") == "1"
@@ -107,7 +107,7 @@ before the plan's least share of the budget (a cut interior-point round yields n
 CG_REL_TOL = 1e-4
 CG_GAP_SHARE = 0.2
 CG_EXTEND_SHARE = 0.85
-"""After the first round, column generation may use up to this share of the budget, one
+"""Column generation (the first master included) may use up to this share of the budget, one
 master at a time, each started only if the time its predecessor took is left
 (:data:`ROUND_GROWTH`): the plan is rounded from the last master solved."""
 """Column generation also stops once (LP − bound) / LP is below this share of the requested
@@ -612,7 +612,8 @@ def lagrangian_warmup(sets: PlanSets, lay: Layout, upper: float, seconds: float,
     seconds
         Time budget. [s]
     start
-        Multipliers ``(lam_c, lam_p, lam_a)`` to start from (default zero).
+        Multipliers ``(lam_c, lam_p, lam_a)`` to start from (default zero), projected to
+        :math:`\ge 0`.
     """
     t_end = time.perf_counter() + seconds
     n_s, n_t = sets.pue.shape
@@ -625,7 +626,7 @@ def lagrangian_warmup(sets: PlanSets, lay: Layout, upper: float, seconds: float,
         lam_p = np.zeros((n_s, n_t))
         lam_a = np.zeros((n_s, n_t))
     else:
-        lam_c, lam_p, lam_a = (np.array(x, dtype=float) for x in start)
+        lam_c, lam_p, lam_a = (np.maximum(0.0, np.asarray(x, dtype=float)) for x in start)
     best = (-np.inf, None)
     visited = []
     theta, stall = 1.0, 0
@@ -1258,14 +1259,18 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
             _note(rec, f"master LP stopped: {h.modelStatusToString(ms)}")
             # the interrupted interior point's last iterate still gives multipliers (the
             # Lagrangian bound is valid for any non-negative ones)
+            # (HiGHS flags them not valid; after an earlier master they may be its duals)
             cut = np.asarray(h.getSolution().row_dual)
             if len(cut) == lay.n_rows and np.isfinite(cut).all() and np.abs(cut).any():
                 lam = multipliers(sets, lay, pricing_duals(sets, lay, cut))
                 v = lagrangian(sets, lay, *lam)[0]
-                say(f"round {it}: bound {v:.3f} from the stopped master's last iterate")
+                say(f"round {it}: bound {v:.3f} from the row duals HiGHS returned for the "
+                    "stopped master")
                 if v > lb:
                     lb, best_lam = v, lam
-                    _note(rec, f"bound {v:.3f} from the stopped master's last iterate")
+                    _note(rec, f"bound {v:.3f} from the row duals HiGHS returned for the "
+                          "stopped master (flagged not valid; any non-negative multipliers "
+                          "give a valid bound)")
             break
         z = h.getInfo().objective_function_value
         sol = h.getSolution()
@@ -1304,17 +1309,16 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
             _note(rec, "column generation stopped by the time budget; the bound is the best "
                   "Lagrangian bound reached")
             break
-    if (not converged and good is not None and REFINE_ROUNDS > 0
+    refine_s = min(REFINE_SHARE * time_limit_s, left() - REFINE_KEEP_SHARE * time_limit_s)
+    if (not converged and good is not None and REFINE_ROUNDS > 0 and refine_s > 0
             and z_good - lb > max(CG_REL_TOL, CG_GAP_SHARE * mip_gap) * abs(z_good)):
         # Polyak steps from the best multipliers towards the last master's LP value (an
         # upper bound on the dual optimum): measured on 10k x 16 x 48 at load 0.6 they lift
         # the bound from 3305.6 to 3396.6 kg (LP 3408.9) in 60 steps, 3-4 s, where another
         # interior-point master takes 20 s
         tr = time.perf_counter()
-        ref = lagrangian_warmup(sets, lay, z_good,
-                                min(REFINE_SHARE * time_limit_s,
-                                    left() - REFINE_KEEP_SHARE * time_limit_s),
-                                max_iter=REFINE_ROUNDS, start=best_lam)
+        ref = lagrangian_warmup(sets, lay, z_good, refine_s, max_iter=REFINE_ROUNDS,
+                                start=best_lam)
         if ref.bound > lb:
             _note(rec, f"bound refined from {lb:.3f} to {ref.bound:.3f} by {ref.iterations} "
                   f"subgradient steps (column generation had not converged)")
@@ -1583,9 +1587,8 @@ def type_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
             elif repair_follows:
                 share = (t_first - time.perf_counter()) / (len(first) - k)
             else:
-                share = type_end - time.perf_counter()
-                if share < 1.0 + OWN_PASS_OVERHEAD_S or not _left_out(sets, cls, best, g,
-                                                                      jpos):
+                share = type_end - time.perf_counter() - OWN_PASS_OVERHEAD_S
+                if share < 1.0 or not _left_out(sets, cls, best, g, jpos):
                     continue
         elif repair_follows:
             share = left / (len(types) - k) if k < len(types) - 1 else left

@@ -41,6 +41,10 @@ def test_refinement_starts_from_the_given_multipliers():
     assert lagrangian(sets, lay, *at)[0] == pytest.approx(2.6)
     ref = lagrangian_warmup(sets, lay, 2.6, seconds=10, max_iter=1, start=at)
     assert ref.bound == pytest.approx(2.6)
+    # negative multipliers are not valid ones: projected to zero, where L = 0.8
+    neg = np.full((1, 2, 1), -5.0), np.full((1, 2), -1.0), np.zeros((1, 2))
+    assert lagrangian_warmup(sets, lay, 2.6, seconds=10, max_iter=1,
+                             start=neg).bound == pytest.approx(0.8)
     # a target above the dual optimum overshoots; the best bound seen is kept, never above it
     far = lagrangian_warmup(sets, lay, 10.0, seconds=10, max_iter=20, start=at)
     assert 2.6 - 1e-9 <= far.bound <= 2.6 + 1e-9
