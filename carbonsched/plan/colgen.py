@@ -1243,11 +1243,12 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     good = None   # (option values, duals, pool size, at a vertex) of the last solved master
     z_good = np.inf
     ts = time.perf_counter()
+    # the masters' share of the budget, the first one's too: cut, it leaves the warm-up's
+    # bound (10k x 16 x 48 at load 0.6, seed 0, two solves sharing the 2 cores: 2754.9
+    # against 3396.9 when it ends)
+    share = max(cg_share, CG_EXTEND_SHARE)
     while True:
         it += 1
-        # the first master too: cut, it leaves the warm-up's bound (10k x 16 x 48 at load
-        # 0.6, seed 0, two solves sharing the 2 cores: 2754.9 against 3396.9 when it ends)
-        share = max(cg_share, CG_EXTEND_SHARE)
         _limit(h, left() - (1 - share) * time_limit_s)
         tr = time.perf_counter()
         if it == 1 and os.environ.get("CARBONSCHED_CG_WRITE"):   # debugging aid
@@ -1305,7 +1306,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         # last one solved: a further master is started only if the time its predecessor took
         # is left before the plan's least share of the budget (measured on 10k x 16 x 48 at
         # load 0.3, seed 2: the second master improved the plan from 2212.2 to 2114.3)
-        if left() - ROUND_GROWTH * t_lp <= (1 - max(cg_share, CG_EXTEND_SHARE)) * time_limit_s:
+        if left() - ROUND_GROWTH * t_lp <= (1 - share) * time_limit_s:
             _note(rec, "column generation stopped by the time budget; the bound is the best "
                   "Lagrangian bound reached")
             break
@@ -1546,13 +1547,10 @@ def type_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
     # types with work left out first (an unplaced GPU-hour costs ten dirtiest ones), with
     # most of the time; then the others
     jpos = {jb.id: k for k, jb in enumerate(sets.problem.jobs)}
+    out_jobs = _left_out(sets, cls, plan, jpos)
     out_g = np.zeros(len(sets.gpu_type))
-    out_jobs: dict[int, list[int]] = {}
-    for u in plan.unplaced:
-        k = jpos[u.job_id]
-        if cls.of_job[k] >= 0:
-            out_g[sets.job_gtype[k]] += sets.job_gpus[k] * sets.job_dur[k]
-            out_jobs.setdefault(int(sets.job_gtype[k]), []).append(k)
+    for g, ks in out_jobs.items():
+        out_g[g] = float((sets.job_gpus[ks] * sets.job_dur[ks]).sum())
     first = [g for g in types if out_g[g] > 0]
     first.sort(key=lambda g: -out_g[g])
     rest = [g for g in types if out_g[g] == 0]
@@ -1579,7 +1577,6 @@ def type_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
             if own_only:
                 # an even split of the types' time, but when that is too short for a MIP
                 # the types that leave out the most work take it
-                left = t_end - time.perf_counter()
                 type_end = time.perf_counter() + max(
                     (t_first - time.perf_counter()) / (len(first) - k),
                     min(left, 1.0 + OWN_PASS_OVERHEAD_S))
@@ -1588,7 +1585,7 @@ def type_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
                 share = (t_first - time.perf_counter()) / (len(first) - k)
             else:
                 share = type_end - time.perf_counter() - OWN_PASS_OVERHEAD_S
-                if share < 1.0 or not _left_out(sets, cls, best, g, jpos):
+                if share < 1.0 or g not in _left_out(sets, cls, best, jpos):
                     continue
         elif repair_follows:
             share = left / (len(types) - k) if k < len(types) - 1 else left
@@ -1646,14 +1643,15 @@ def type_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
     return best if best.totals["objective"] < start_obj - 1e-9 else None
 
 
-def _left_out(sets: PlanSets, cls: Classes, plan: PlanResult, g: int,
-              jpos: dict[str, int]) -> bool:
-    """Whether ``plan`` leaves out a placeable job of GPU type ``g``."""
+def _left_out(sets: PlanSets, cls: Classes, plan: PlanResult,
+              jpos: dict[str, int]) -> dict[int, list[int]]:
+    """The placeable jobs ``plan`` leaves out (positions), by GPU type."""
+    out: dict[int, list[int]] = {}
     for u in plan.unplaced:
         k = jpos[u.job_id]
-        if cls.of_job[k] >= 0 and sets.job_gtype[k] == g:
-            return True
-    return False
+        if cls.of_job[k] >= 0:
+            out.setdefault(int(sets.job_gtype[k]), []).append(k)
+    return out
 
 
 def count_options(sets: PlanSets) -> int:
