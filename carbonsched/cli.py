@@ -210,7 +210,7 @@ def plan(
                       f"{db.engine.url.render_as_string(hide_password=True)}; get it as JSON "
                       f"with `carbonsched plans show {pid} --json` (or `carbonsched plans show "
                       "latest --json`), list plans with `carbonsched plans list`",
-                      highlight=False)
+                      highlight=False, soft_wrap=True)  # a wrapped command breaks copy-paste
         elif not out_file:
             err.print(f"plan {pid} was neither recorded (--no-store) nor written; add "
                       "--out plan.json to keep it as JSON", highlight=False)
@@ -257,8 +257,47 @@ def _print_plan(doc: dict[str, Any], summary: list[dict[str, Any]]) -> None:
         for u in doc["unplaced"]:
             reasons[u["reason"]] = reasons.get(u["reason"], 0) + 1
         out.print("unplaced by reason: " + ", ".join(f"{k} {v}" for k, v in reasons.items()))
-    for note in doc.get("notes", []):
+    for note in grouped_site_notes(doc.get("notes", []), doc.get("sites", [])):
         out.print(f"[dim]note: {note}[/]", highlight=False)
+
+
+def grouped_site_notes(notes: list[str], site_ids: list[str]) -> list[str]:
+    """The plan's notes for the screen: one line for a note that several sites share.
+
+    A note ``"<site>: <text>"`` whose text other sites' notes repeat word for word (e.g. eight
+    modelled Chinese sites without a price) is shown once, at its first place, as
+    ``"<text> (sites a, b, c)"``; every other note is kept as it is, in order. The plan
+    document keeps the per-site notes.
+
+    Parameters
+    ----------
+    notes : list of str
+        The plan's notes, in order.
+    site_ids : list of str
+        The plan's site ids; only these prefixes are grouped.
+
+    Returns
+    -------
+    list of str
+        At most ``len(notes)`` notes.
+    """
+    known = set(site_ids)
+    by_text: dict[str, list[str]] = {}
+    for n in notes:
+        site, sep, text = n.partition(": ")
+        if sep and site in known:
+            by_text.setdefault(text, []).append(site)
+    shown: list[str] = []
+    done: set[str] = set()
+    for n in notes:
+        site, sep, text = n.partition(": ")
+        sites = list(dict.fromkeys(by_text.get(text, []))) if sep and site in known else []
+        if len(sites) < 2:
+            shown.append(n)
+        elif text not in done:
+            done.add(text)
+            shown.append(f"{text} (sites {', '.join(sites)})")
+    return shown
 
 
 @workload_app.command("from-traces")

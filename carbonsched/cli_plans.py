@@ -45,7 +45,7 @@ def plans_list(
             return
         if not rows:
             out.print("no plans recorded" + (f" for {date}" if date else "")
-                      + "; run `carbonsched plan` to make one")
+                      + "; run `carbonsched plan` to make one", soft_wrap=True)
             return
         t = Table("plan_id", "date", "catalog", "signals", "status", "kg CO2e",
                   "baseline kg", "recorded (UTC)", title="Recorded plans (newest first)",
@@ -56,7 +56,7 @@ def plans_list(
                       f"{r['baseline_emissions_kg']:,.1f}", r["created_at"][:19])
         out.print(t)
         out.print("show one with `carbonsched plans show ID` (or `latest`), add --json for "
-                  "the plan document", highlight=False)
+                  "the plan document", highlight=False, soft_wrap=True)
 
 
 @plans_app.command("show")
@@ -94,7 +94,7 @@ def plans_show(
             r["emissions_kg"] += i.get("emissions_kg", 0.0)
         _print_plan(doc, list(summary.values()))
         out.print(f"plan id {doc['plan_id']}; as JSON: `carbonsched plans show "
-                  f"{doc['plan_id']} --json`", highlight=False)
+                  f"{doc['plan_id']} --json`", highlight=False, soft_wrap=True)
 
 
 def _hours(iso: str) -> float:

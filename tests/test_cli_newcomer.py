@@ -42,6 +42,15 @@ def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
     assert f"plan written to {out}" in text
     assert (f"plan {pid} recorded in sqlite:///{tmp_path}/store.db; get it as JSON with "
             f"`carbonsched plans show {pid} --json`") in text
+    # ... on one line as printed: a command broken over two lines cannot be copied
+    assert f"`carbonsched plans show {pid} --json`" in r.output
+    assert (f"recorded in sqlite:///{tmp_path}/store.db; get it as JSON with `carbonsched plans "
+            "show") in r.output
+    # a note eight modelled sites share is one line on screen, per site in the document
+    per_site = [n for n in doc["notes"] if "without price" in n]
+    assert len(per_site) == len(doc["sites"]) == 8
+    assert r.output.count("without price (NaN)") == 1
+    assert ("without price (NaN) (sites " + ", ".join(doc["sites"]) + ")") in text
     # the demo workload is labelled, on screen and in the document
     assert "workload: DEMO" in text
     assert doc["workload"]["source"] == "demo" and len(doc["workload"]["jobs"]) == 30
@@ -188,3 +197,20 @@ def test_forecast_site_wrong_type_is_a_clear_error(bad, error, message):
     with pytest.raises(error) as info:
         forecast_site(site, bad(_ci_only()), pd.Timestamp("2023-07-15", tz="UTC"))
     assert f"site {site.id}: " in str(info.value) and message in str(info.value)
+
+
+def test_grouped_site_notes_keeps_order_and_groups_only_shared_site_notes():
+    from carbonsched.cli import grouped_site_notes
+
+    notes = ["workload: DEMO day",                      # not a site: kept as is
+             "a: no price", "a: calibrated 0.4", "b: no price",
+             "c: calibrated 0.4x",                      # differs by one character: kept
+             "zz: no price",                            # unknown site: kept, not grouped
+             "b: no price",                             # the same site twice: named once
+             "c: no price: since 2023"]                 # ": " inside the text
+    assert grouped_site_notes(notes, ["a", "b", "c"]) == [
+        "workload: DEMO day", "no price (sites a, b)", "a: calibrated 0.4",
+        "c: calibrated 0.4x", "zz: no price", "c: no price: since 2023"]
+    # one site only (the limit): nothing grouped
+    assert grouped_site_notes(["a: x", "a: x"], ["a"]) == ["a: x", "a: x"]
+    assert grouped_site_notes([], ["a"]) == []

@@ -95,6 +95,29 @@ def test_calibrated_curtailment_matches_gansu_wind_utilisation() -> None:
     # target = (5.0% x 0.238 + 2.0% x 0.132) / 0.370 = 3.93 % (NEA: Gansu wind 95.0 %)
     note = next(n for n in meta["notes"] if n.startswith("2023:"))
     assert "modelled curtailment 3.93% of wind+solar (target 3.93%)" in note
+    assert "NOT met" not in note
+
+
+def test_unreachable_curtailment_target_is_named_not_met() -> None:
+    # Sichuan: hydro alone exceeds 1 - floor in the wet season, the floor stays at its lower
+    # bound and the modelled curtailment (hydro spill) is far above the 2.42 % target
+    _, meta = cm.load_signals(CATALOG.site("cn-sc-tianfu"), pd.Timestamp("2023-01-01", tz=UTC),
+                              pd.Timestamp("2023-01-02", tz=UTC))
+    note = next(n for n in meta["notes"] if n.startswith("2023:"))
+    assert "fossil must-run floor 0.080" in note and "(target 2.42%; target NOT met: the floor " \
+        "sits at its lower bound (fossil_floor_min in data/china_grid_model.toml), the excess " \
+        "is hydro/nuclear spill)" in note
+
+
+def test_curtailment_miss_threshold_at_its_limit() -> None:
+    # just inside the tolerance: not named; at it (either side): named, with the bound hit
+    tol = cm.CURTAILMENT_TARGET_TOLERANCE
+    assert cm._target_missed(0.0393 + 0.99 * tol, 0.0393, 0.2, 0.08) == ""
+    assert cm._target_missed(0.0393 - 0.99 * tol, 0.0393, 0.2, 0.08) == ""
+    assert "its upper bound (fossil_floor_max" in cm._target_missed(0.0393 - 1.01 * tol, 0.0393,
+                                                                      0.6, 0.08)
+    assert "its lower bound (fossil_floor_min" in cm._target_missed(0.0393 + 1.01 * tol, 0.0393,
+                                                                      0.08, 0.08)
 
 
 def test_weather_means_are_the_cited_annual_means() -> None:
