@@ -53,10 +53,21 @@ AUTO_FOLLOWUP_MAX_OPTIONS = 400_000
 """``method="auto"``: after column generation, if the proven gap is above ``mip_gap``, the
 direct MILP gets the rest of the budget when the instance has at most this many options."""
 AUTO_FOLLOWUP_MIN_SECONDS = 5.0
+"""The follow-up direct MILP runs only if, after its expected build and hand-over, this much
+solver time is left. [s]"""
 FINISH_MARGIN_S = 1.5
-TRANSFER_S_PER_OPTION = 3e-5
-"""Measured cost of PuLP's model hand-over to HiGHS and reading back, per option. [s]"""
 """Seconds kept after the last solver call for reading the solution and building the plan."""
+TRANSFER_S_PER_OPTION = 3e-5
+"""Measured cost of PuLP's model hand-over to HiGHS and reading back, per option, on an idle
+machine. [s]"""
+BUILD_S_PER_OPTION = 3e-5
+"""Measured cost of building the PuLP model, per option, on an idle machine (1k x 16 x 48:
+133,738 options in 3.4-4.1 s). [s]"""
+TRANSFER_PER_BUILD = 0.9
+"""The hand-over measured against the build of the same model in the same process (1k x 16 x
+48 on a loaded machine: build 6.4 s, hand-over and read-back 4.9 s): the build's measured time
+scales the hand-over's estimate when the machine is slower than :data:`TRANSFER_S_PER_OPTION`
+assumes. [-]"""
 
 Progress = Callable[[str], None] | None
 
@@ -262,7 +273,8 @@ def run_milp(model: pulp.LpProblem, solver: str, time_limit_s: float, mip_gap: f
         proven = ms == highspy.HighsModelStatus.kOptimal
         infeasible = ms in (highspy.HighsModelStatus.kInfeasible,
                             highspy.HighsModelStatus.kUnboundedOrInfeasible)
-        is_mip = any(v.cat == pulp.LpInteger for v in model.variables())
+        # the solver's copy (0.05 s at 135k columns; model.variables() sorts: 0.5 s)
+        is_mip = any(t == highspy.HighsVarType.kInteger for t in h.getLp().integrality_)
         if is_mip:
             bound = float(info.mip_dual_bound)
         else:
@@ -447,16 +459,32 @@ def _infeasible(sets: PlanSets, rec: SolverRecord, family: str, detail: str,
 
 
 def solve_milp(sets: PlanSets, solver: str, time_limit_s: float, mip_gap: float, threads: int,
-               rec: SolverRecord, started: float, progress: Progress = None) -> PlanResult:
-    """Direct MILP: one binary per feasible (job, site, start), built in PuLP and solved."""
+               rec: SolverRecord, started: float, progress: Progress = None,
+               min_solve_s: float = 0.0) -> PlanResult | None:
+    """Direct MILP: one binary per feasible (job, site, start), built in PuLP and solved.
+
+    The solver gets what is left of ``time_limit_s`` (counted from ``started``) after the
+    build and the expected hand-over to the solver (the larger of
+    :data:`TRANSFER_S_PER_OPTION` per option and :data:`TRANSFER_PER_BUILD` x the measured
+    build). Returns None, without solving, when that is less than ``min_solve_s`` [s] (the
+    reason is in ``rec.note``); with ``min_solve_s = 0`` it always solves (at least 0.01 s).
+    """
     tb = time.perf_counter()
     if progress:
         progress(f"building MILP over {len(sets.options)} options")
     m: PlanModel = build_model(sets)
     rec.build_seconds = time.perf_counter() - tb
     # PuLP hands the model to HiGHS column by column inside solve(); keep time for that
-    transfer_s = TRANSFER_S_PER_OPTION * len(sets.options)
-    remaining = max(time_limit_s - (time.perf_counter() - started) - transfer_s, 0.01)
+    transfer_s = max(TRANSFER_S_PER_OPTION * len(sets.options),
+                     TRANSFER_PER_BUILD * rec.build_seconds)
+    remaining = time_limit_s - (time.perf_counter() - started) - transfer_s
+    if min_solve_s > 0 and remaining < min_solve_s:
+        rec.note = "; ".join(x for x in (rec.note, (
+            f"not solved: after the build ({rec.build_seconds:.1f} s) and the expected "
+            f"hand-over ({transfer_s:.1f} s) {max(remaining, 0):.1f} s were left, less than "
+            f"{min_solve_s:.0f} s")) if x)
+        return None
+    remaining = max(remaining, 0.01)
     if progress:
         progress(f"solving with {rec.name} (limit {remaining:.0f} s)")
     out = run_milp(m.lp, rec.name, remaining, mip_gap, threads)
@@ -569,8 +597,9 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
     if fam is not None:
         return _infeasible(sets, rec, fam[0], fam[1], started)
     if method == "milp":
-        return check_result(sets, solve_milp(sets, name, time_limit_s, mip_gap, threads, rec,
-                                             started, progress), started)
+        direct = solve_milp(sets, name, time_limit_s, mip_gap, threads, rec, started, progress)
+        assert direct is not None               # min_solve_s = 0: always solved
+        return check_result(sets, direct, started)
     from carbonsched.plan.colgen import solve_colgen
 
     res = solve_colgen(sets, time_limit_s, mip_gap, threads, rec, started, progress)
@@ -582,7 +611,15 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
         rec.note = "; ".join(x for x in (rec.note, "no bound reported: the column-generation "
                                          "bound does not cover piece patterns") if x)
     left = time_limit_s - (time.perf_counter() - started)
-    if (auto and res.status != PlanStatus.OPTIMAL and left > AUTO_FOLLOWUP_MIN_SECONDS
+    expected_s = (BUILD_S_PER_OPTION + TRANSFER_S_PER_OPTION) * len(sets.options)
+    if (auto and res.status != PlanStatus.OPTIMAL
+            and len(sets.options) <= AUTO_FOLLOWUP_MAX_OPTIONS
+            and left - FINISH_MARGIN_S - expected_s <= AUTO_FOLLOWUP_MIN_SECONDS):
+        rec.note = "; ".join(x for x in (rec.note, (
+            f"no direct MILP after column generation: {max(left, 0):.1f} s left, its build and "
+            f"hand-over need about {expected_s:.1f} s and the solver at least "
+            f"{AUTO_FOLLOWUP_MIN_SECONDS:.0f} s")) if x)
+    elif (auto and res.status != PlanStatus.OPTIMAL
             and len(sets.options) <= AUTO_FOLLOWUP_MAX_OPTIONS):
         # the LP bound can be weak on small instances (gangs, short windows): spend the rest
         # of the budget on the direct MILP, keep the better plan and the better bound
@@ -590,7 +627,11 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
             progress(f"gap {rec.mip_gap}: direct MILP with the remaining {left:.0f} s")
         rec2 = SolverRecord(name=name, status=PlanStatus.NO_SOLUTION, method="milp")
         alt = solve_milp(sets, name, time_limit_s - FINISH_MARGIN_S, mip_gap, threads, rec2,
-                         started, None)
+                         started, None, min_solve_s=AUTO_FOLLOWUP_MIN_SECONDS)
+        if alt is None:                          # slower build than expected: not solved
+            rec.note = f"{rec.note}; then direct MILP: {rec2.note}"
+            res.solver.seconds = time.perf_counter() - started
+            return check_result(sets, res, started)
         bound = max(b for b in (rec.bound, rec2.bound, -np.inf) if b is not None)
         best = alt if (alt.status in (PlanStatus.OPTIMAL, PlanStatus.FEASIBLE)
                        and alt.totals["objective"] < res.totals["objective"]) else res

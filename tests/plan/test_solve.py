@@ -124,3 +124,45 @@ def test_column_generation_without_highspy_uses_the_cbc_milp(monkeypatch):
     assert (res.solver.name, res.solver.method) == ("cbc", "milp")
     assert "column generation needs highspy" in res.solver.note
     assert res.totals["emissions_kg"] == pytest.approx(0.14)
+
+
+def _unproven_colgen(monkeypatch):
+    """The real column generation, its plan reported unproven (as when its time runs out)."""
+    from carbonsched.plan import colgen
+
+    real = colgen.solve_colgen
+
+    def solve(*a, **k):
+        res = real(*a, **k)
+        res.status = res.solver.status = PlanStatus.FEASIBLE
+        return res
+
+    monkeypatch.setattr(colgen, "solve_colgen", solve)
+    monkeypatch.setattr(solve_mod, "AUTO_MILP_MAX_OPTIONS", 0)
+
+
+def test_no_follow_up_milp_without_time_for_its_build_and_a_solve(monkeypatch):
+    _unproven_colgen(monkeypatch)
+    monkeypatch.setattr(solve_mod, "AUTO_FOLLOWUP_MIN_SECONDS", 1e4)
+    built = []
+    monkeypatch.setattr(solve_mod, "build_model", lambda *a: built.append(a))
+    res = solve_plan(mid_size(), time_limit_s=600, mip_gap=0.01)
+    assert built == []                                    # not even built
+    assert res.solver.method == "colgen" and res.status == PlanStatus.FEASIBLE
+    assert "no direct MILP after column generation: " in res.solver.note
+    assert "and the solver at least 10000 s" in res.solver.note
+
+
+def test_follow_up_milp_not_solved_when_its_build_was_slower_than_expected(monkeypatch):
+    # the build measured (x 1e6 for the hand-over) leaves no solver time: the column-generation
+    # plan is kept and the note says why, instead of overrunning the limit
+    _unproven_colgen(monkeypatch)
+    monkeypatch.setattr(solve_mod, "TRANSFER_PER_BUILD", 1e6)
+    ran = []
+    monkeypatch.setattr(solve_mod, "run_milp", lambda *a, **k: ran.append(a))
+    res = solve_plan(mid_size(), time_limit_s=600, mip_gap=0.01)
+    assert ran == []
+    assert res.solver.method == "colgen"
+    assert "; then direct MILP: not solved: after the build (" in res.solver.note
+    assert "were left, less than 5 s" in res.solver.note
+    assert res.solver.seconds < 600
