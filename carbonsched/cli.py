@@ -258,7 +258,7 @@ def _print_plan(doc: dict[str, Any], summary: list[dict[str, Any]]) -> None:
             reasons[u["reason"]] = reasons.get(u["reason"], 0) + 1
         out.print("unplaced by reason: " + ", ".join(f"{k} {v}" for k, v in reasons.items()))
     for note in grouped_site_notes(doc.get("notes", []), doc.get("sites", [])):
-        out.print(f"[dim]note: {note}[/]", highlight=False)
+        out.print(f"[dim]note: {escape(note)}[/]", highlight=False)
 
 
 def grouped_site_notes(notes: list[str], site_ids: list[str]) -> list[str]:
@@ -266,7 +266,7 @@ def grouped_site_notes(notes: list[str], site_ids: list[str]) -> list[str]:
 
     A note ``"<site>: <text>"`` whose text other sites' notes repeat word for word (e.g. eight
     modelled Chinese sites without a price) is shown once, at its first place, as
-    ``"<text> (sites a, b, c)"``; every other note is kept as it is, in order. The plan
+    ``"sites a, b, c: <text>"``; every other note is kept as it is, in order. The plan
     document keeps the per-site notes.
 
     Parameters
@@ -296,7 +296,7 @@ def grouped_site_notes(notes: list[str], site_ids: list[str]) -> list[str]:
             shown.append(n)
         elif text not in done:
             done.add(text)
-            shown.append(f"{text} (sites {', '.join(sites)})")
+            shown.append(f"sites {', '.join(sites)}: {text}")
     return shown
 
 

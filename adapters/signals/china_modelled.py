@@ -146,20 +146,31 @@ def _ar1(rng: np.random.Generator, n: int, phi: float) -> np.ndarray:
     return x
 
 
-#: Modelled curtailment further than this from its target (as a share of wind + solar energy,
-#: half the note's 0.01 % rounding step x 10) is named "target NOT met" in the note: the
-#: bisection meets an interior target to ~1e-15, so a miss means the floor hit a bound.
+#: Modelled curtailment further than this from its target, 0.05 percentage points (a share of
+#: the year's wind + solar energy) [-], is named "target NOT met" in the note: the bisection
+#: meets a target inside the floor's bounds to ~1e-15, so a miss means the floor hit a bound.
 CURTAILMENT_TARGET_TOLERANCE = 0.0005
 
 
-def _target_missed(curtailed: float, target: float, floor: float, floor_min: float) -> str:
-    """The note's words when the calibrated curtailment misses its target, else ``""``."""
+def _target_missed(curtailed: float, target: float, floor: float, floor_min: float,
+                   floor_max: float) -> str:
+    """The note's words when the calibrated curtailment misses its target, else ``""``.
+
+    ``curtailed`` and ``target`` are shares of the year's wind + solar energy, ``floor`` the
+    calibrated fossil must-run floor and ``floor_min``/``floor_max`` its bounds, shares of
+    demand [-].
+    """
     if abs(curtailed - target) < CURTAILMENT_TARGET_TOLERANCE:
         return ""
-    bound = "lower" if floor <= floor_min else "upper"
-    return (f"; target NOT met: the floor sits at its {bound} bound (fossil_floor_"
-            f"{'min' if bound == 'lower' else 'max'} in data/china_grid_model.toml)"
-            + (", the excess is hydro/nuclear spill" if bound == "lower" else ""))
+    if floor <= floor_min:
+        why = ("its lower bound (fossil_floor_min in data/china_grid_model.toml); the surplus "
+               "includes hydro/nuclear spill")
+    elif floor >= floor_max:
+        why = ("its upper bound (fossil_floor_max in data/china_grid_model.toml); too little "
+               "wind + solar surplus to curtail that much")
+    else:                                       # not reached by _calibrate_floor's bisection
+        why = "a value inside its bounds the bisection did not converge from"
+    return f"; target NOT met: the floor sits at {why}"
 
 
 def _calibrate_floor(r: np.ndarray, variable: np.ndarray, target: float,
@@ -266,7 +277,8 @@ def _model_year(province: str, year: int, latitude: float, longitude: float,
         "green_surplus_index": gsi,
     }, index=idx)
     curtailed = excess.sum() / max((r_wind + r_solar).sum(), 1e-12)
-    missed = _target_missed(curtailed, target, floor, m["fossil_floor_min"])
+    missed = _target_missed(curtailed, target, floor, m["fossil_floor_min"],
+                            m["fossil_floor_max"])
     notes = (
         f"{year}: fossil must-run floor {floor:.3f}, implied thermal intensity K = {k:.0f} g/kWh, "
         f"modelled curtailment {100 * curtailed:.2f}% of wind+solar (target {100 * target:.2f}%"

@@ -53,21 +53,23 @@ AUTO_FOLLOWUP_MAX_OPTIONS = 400_000
 """``method="auto"``: after column generation, if the proven gap is above ``mip_gap``, the
 direct MILP gets the rest of the budget when the instance has at most this many options."""
 AUTO_FOLLOWUP_MIN_SECONDS = 5.0
-"""The follow-up direct MILP runs only if, after its expected build and hand-over, this much
-solver time is left. [s]"""
+"""The follow-up direct MILP runs only if, after its expected build and hand-over and
+:data:`FINISH_MARGIN_S`, this much solver time is left. [s]"""
 FINISH_MARGIN_S = 1.5
 """Seconds kept after the last solver call for reading the solution and building the plan."""
 TRANSFER_S_PER_OPTION = 3e-5
 """Measured cost of PuLP's model hand-over to HiGHS and reading back, per option, on an idle
 machine. [s]"""
-BUILD_S_PER_OPTION = 3e-5
-"""Measured cost of building the PuLP model, per option, on an idle machine (1k x 16 x 48:
-133,738 options in 3.4-4.1 s). [s]"""
+BUILD_S_PER_OPTION = 5e-5
+"""Cost of building the PuLP model, per option, used to decide whether the follow-up MILP has
+time to run. Measured on the 2-core machine with both cores busy (load average 2.5-2.9):
+1k x 16 x 48 at load 0.6, seed 3, 133,738 options built in 6.4-6.7 s
+(``build_model``; 2026-12-01, BENCHMARKS.md section 3.5). [s]"""
 TRANSFER_PER_BUILD = 0.9
-"""The hand-over measured against the build of the same model in the same process (1k x 16 x
-48 on a loaded machine: build 6.4 s, hand-over and read-back 4.9 s): the build's measured time
-scales the hand-over's estimate when the machine is slower than :data:`TRANSFER_S_PER_OPTION`
-assumes. [-]"""
+"""The hand-over (PuLP to HiGHS and back) against the build of the same model in the same
+process: measured 4.9 s against a 6.4 s build (0.77, same run as :data:`BUILD_S_PER_OPTION`),
+0.9 with a margin. The measured build scales the hand-over's estimate when the machine is
+slower than :data:`TRANSFER_S_PER_OPTION` assumes. [-]"""
 
 Progress = Callable[[str], None] | None
 
@@ -274,7 +276,7 @@ def run_milp(model: pulp.LpProblem, solver: str, time_limit_s: float, mip_gap: f
         infeasible = ms in (highspy.HighsModelStatus.kInfeasible,
                             highspy.HighsModelStatus.kUnboundedOrInfeasible)
         # the solver's copy (0.05 s at 135k columns; model.variables() sorts: 0.5 s)
-        is_mip = any(t == highspy.HighsVarType.kInteger for t in h.getLp().integrality_)
+        is_mip = any(kind == highspy.HighsVarType.kInteger for kind in h.getLp().integrality_)
         if is_mip:
             bound = float(info.mip_dual_bound)
         else:
@@ -463,11 +465,35 @@ def solve_milp(sets: PlanSets, solver: str, time_limit_s: float, mip_gap: float,
                min_solve_s: float = 0.0) -> PlanResult | None:
     """Direct MILP: one binary per feasible (job, site, start), built in PuLP and solved.
 
-    The solver gets what is left of ``time_limit_s`` (counted from ``started``) after the
-    build and the expected hand-over to the solver (the larger of
-    :data:`TRANSFER_S_PER_OPTION` per option and :data:`TRANSFER_PER_BUILD` x the measured
-    build). Returns None, without solving, when that is less than ``min_solve_s`` [s] (the
-    reason is in ``rec.note``); with ``min_solve_s = 0`` it always solves (at least 0.01 s).
+    Parameters
+    ----------
+    sets
+        The compiled planning sets.
+    solver
+        ``"highs"`` or ``"cbc"`` (resolved, see :func:`resolve_solver`).
+    time_limit_s
+        Wall-clock budget counted from ``started``; the solver gets what is left after the
+        build and the expected hand-over to it (the larger of :data:`TRANSFER_S_PER_OPTION`
+        per option and :data:`TRANSFER_PER_BUILD` x the measured build). [s]
+    mip_gap
+        Relative MIP gap at which the solver may stop. [-]
+    threads
+        Solver threads.
+    rec
+        The solver record filled in (times, bound, note).
+    started
+        ``time.perf_counter()`` value the budget counts from. [s]
+    progress
+        Optional callback for one-line progress messages.
+    min_solve_s
+        Least solver time worth starting; with less left the model is built but not solved.
+        0 (the default) always solves, for at least 0.01 s. [s]
+
+    Returns
+    -------
+    PlanResult or None
+        The plan; None when the solve was skipped for ``min_solve_s`` (the reason is appended
+        to ``rec.note``).
     """
     tb = time.perf_counter()
     if progress:
@@ -480,9 +506,11 @@ def solve_milp(sets: PlanSets, solver: str, time_limit_s: float, mip_gap: float,
     remaining = time_limit_s - (time.perf_counter() - started) - transfer_s
     if min_solve_s > 0 and remaining < min_solve_s:
         rec.note = "; ".join(x for x in (rec.note, (
-            f"not solved: after the build ({rec.build_seconds:.1f} s) and the expected "
-            f"hand-over ({transfer_s:.1f} s) {max(remaining, 0):.1f} s were left, less than "
-            f"{min_solve_s:.0f} s")) if x)
+            f"built in {rec.build_seconds:.1f} s but not solved: with {transfer_s:.1f} s "
+            f"expected for the hand-over to the solver, {max(remaining, 0):.1f} s of the limit "
+            f"were left, under the {min_solve_s:g} s minimum")) if x)
+        if progress:
+            progress(f"direct MILP built but not solved: {max(remaining, 0):.1f} s left")
         return None
     remaining = max(remaining, 0.01)
     if progress:
@@ -529,7 +557,9 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
         then a repair MIP), or ``"auto"``: the MILP up to :data:`AUTO_MILP_MAX_OPTIONS`
         options, else column generation, followed — when its proven gap is still above
         ``mip_gap`` and the instance has at most :data:`AUTO_FOLLOWUP_MAX_OPTIONS` options — by
-        the direct MILP in the remaining time (better plan and better bound kept).
+        the direct MILP in the remaining time (better plan and better bound kept); the
+        follow-up is skipped, with a note, when its expected build and hand-over would leave
+        the solver less than :data:`AUTO_FOLLOWUP_MIN_SECONDS`.
     threads
         Solver threads.
     progress
@@ -597,8 +627,10 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
     if fam is not None:
         return _infeasible(sets, rec, fam[0], fam[1], started)
     if method == "milp":
-        direct = solve_milp(sets, name, time_limit_s, mip_gap, threads, rec, started, progress)
-        assert direct is not None               # min_solve_s = 0: always solved
+        direct = solve_milp(sets, name, time_limit_s - FINISH_MARGIN_S, mip_gap, threads, rec,
+                            started, progress)
+        if direct is None:
+            raise RuntimeError("solve_milp skipped a solve with min_solve_s = 0")
         return check_result(sets, direct, started)
     from carbonsched.plan.colgen import solve_colgen
 
@@ -614,23 +646,30 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
     expected_s = (BUILD_S_PER_OPTION + TRANSFER_S_PER_OPTION) * len(sets.options)
     if (auto and res.status != PlanStatus.OPTIMAL
             and len(sets.options) <= AUTO_FOLLOWUP_MAX_OPTIONS
-            and left - FINISH_MARGIN_S - expected_s <= AUTO_FOLLOWUP_MIN_SECONDS):
+            and left - FINISH_MARGIN_S - expected_s < AUTO_FOLLOWUP_MIN_SECONDS):
         rec.note = "; ".join(x for x in (rec.note, (
-            f"no direct MILP after column generation: {max(left, 0):.1f} s left, its build and "
-            f"hand-over need about {expected_s:.1f} s and the solver at least "
-            f"{AUTO_FOLLOWUP_MIN_SECONDS:.0f} s")) if x)
+            f"no direct MILP after column generation: {max(left, 0):.1f} s of the "
+            f"{time_limit_s:g} s limit left; its build and hand-over need about "
+            f"{expected_s:.1f} s, the solver at least {AUTO_FOLLOWUP_MIN_SECONDS:g} s and "
+            f"reading the plan {FINISH_MARGIN_S:g} s; the column-generation plan is kept"))
+            if x)
+        if progress:
+            progress(f"no direct MILP after column generation: {max(left, 0):.1f} s left")
     elif (auto and res.status != PlanStatus.OPTIMAL
             and len(sets.options) <= AUTO_FOLLOWUP_MAX_OPTIONS):
         # the LP bound can be weak on small instances (gangs, short windows): spend the rest
         # of the budget on the direct MILP, keep the better plan and the better bound
         if progress:
-            progress(f"gap {rec.mip_gap}: direct MILP with the remaining {left:.0f} s")
+            gap = "no bound" if rec.mip_gap is None else f"gap {100 * rec.mip_gap:.2f} %"
+            progress(f"column generation: {gap}; direct MILP with the remaining {left:.0f} s")
         rec2 = SolverRecord(name=name, status=PlanStatus.NO_SOLUTION, method="milp")
         alt = solve_milp(sets, name, time_limit_s - FINISH_MARGIN_S, mip_gap, threads, rec2,
                          started, None, min_solve_s=AUTO_FOLLOWUP_MIN_SECONDS)
         if alt is None:                          # slower build than expected: not solved
-            rec.note = f"{rec.note}; then direct MILP: {rec2.note}"
-            res.solver.seconds = time.perf_counter() - started
+            rec.note = (f"{rec.note}; then direct MILP: {rec2.note}; the column-generation plan "
+                        "is kept")
+            rec.build_seconds += rec2.build_seconds
+            rec.seconds = time.perf_counter() - started
             return check_result(sets, res, started)
         bound = max(b for b in (rec.bound, rec2.bound, -np.inf) if b is not None)
         best = alt if (alt.status in (PlanStatus.OPTIMAL, PlanStatus.FEASIBLE)

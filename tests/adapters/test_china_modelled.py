@@ -105,19 +105,21 @@ def test_unreachable_curtailment_target_is_named_not_met() -> None:
                               pd.Timestamp("2023-01-02", tz=UTC))
     note = next(n for n in meta["notes"] if n.startswith("2023:"))
     assert "fossil must-run floor 0.080" in note and "(target 2.42%; target NOT met: the floor " \
-        "sits at its lower bound (fossil_floor_min in data/china_grid_model.toml), the excess " \
-        "is hydro/nuclear spill)" in note
+        "sits at its lower bound (fossil_floor_min in data/china_grid_model.toml); the surplus " \
+        "includes hydro/nuclear spill)" in note
 
 
 def test_curtailment_miss_threshold_at_its_limit() -> None:
-    # just inside the tolerance: not named; at it (either side): named, with the bound hit
+    # just inside the tolerance (either side): not named; just beyond it: named, with the
+    # bound the floor sits at
     tol = cm.CURTAILMENT_TARGET_TOLERANCE
-    assert cm._target_missed(0.0393 + 0.99 * tol, 0.0393, 0.2, 0.08) == ""
-    assert cm._target_missed(0.0393 - 0.99 * tol, 0.0393, 0.2, 0.08) == ""
+    assert cm._target_missed(0.0393 + 0.99 * tol, 0.0393, 0.2, 0.08, 0.6) == ""
+    assert cm._target_missed(0.0393 - 0.99 * tol, 0.0393, 0.2, 0.08, 0.6) == ""
     assert "its upper bound (fossil_floor_max" in cm._target_missed(0.0393 - 1.01 * tol, 0.0393,
-                                                                      0.6, 0.08)
+                                                                      0.6, 0.08, 0.6)
     assert "its lower bound (fossil_floor_min" in cm._target_missed(0.0393 + 1.01 * tol, 0.0393,
-                                                                      0.08, 0.08)
+                                                                      0.08, 0.08, 0.6)
+    assert "inside its bounds" in cm._target_missed(0.0393 + 1.01 * tol, 0.0393, 0.2, 0.08, 0.6)
 
 
 def test_weather_means_are_the_cited_annual_means() -> None:

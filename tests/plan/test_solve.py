@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
+import pulp
 import pytest
 
 from carbonsched.errors import SolverUnavailableError
@@ -141,16 +144,20 @@ def _unproven_colgen(monkeypatch):
     monkeypatch.setattr(solve_mod, "AUTO_MILP_MAX_OPTIONS", 0)
 
 
-def test_no_follow_up_milp_without_time_for_its_build_and_a_solve(monkeypatch):
+def test_no_follow_up_milp_when_its_expected_build_leaves_no_solver_time(monkeypatch):
+    # 1 s per option expected for the build: far more than the 600 s limit, so the follow-up is
+    # neither built nor solved (AUTO_FOLLOWUP_MIN_SECONDS keeps its 5 s)
     _unproven_colgen(monkeypatch)
-    monkeypatch.setattr(solve_mod, "AUTO_FOLLOWUP_MIN_SECONDS", 1e4)
+    monkeypatch.setattr(solve_mod, "BUILD_S_PER_OPTION", 1.0)
     built = []
     monkeypatch.setattr(solve_mod, "build_model", lambda *a: built.append(a))
     res = solve_plan(mid_size(), time_limit_s=600, mip_gap=0.01)
-    assert built == []                                    # not even built
+    assert built == []
     assert res.solver.method == "colgen" and res.status == PlanStatus.FEASIBLE
     assert "no direct MILP after column generation: " in res.solver.note
-    assert "and the solver at least 10000 s" in res.solver.note
+    assert "of the 600 s limit left; its build and hand-over need about " in res.solver.note
+    assert "the solver at least 5 s and reading the plan 1.5 s; the column-generation plan is " \
+        "kept" in res.solver.note
 
 
 def test_follow_up_milp_not_solved_when_its_build_was_slower_than_expected(monkeypatch):
@@ -162,7 +169,50 @@ def test_follow_up_milp_not_solved_when_its_build_was_slower_than_expected(monke
     monkeypatch.setattr(solve_mod, "run_milp", lambda *a, **k: ran.append(a))
     res = solve_plan(mid_size(), time_limit_s=600, mip_gap=0.01)
     assert ran == []
-    assert res.solver.method == "colgen"
-    assert "; then direct MILP: not solved: after the build (" in res.solver.note
-    assert "were left, less than 5 s" in res.solver.note
-    assert res.solver.seconds < 600
+    assert res.solver.method == "colgen" and res.status == PlanStatus.FEASIBLE
+    assert "; then direct MILP: built in " in res.solver.note
+    assert "s but not solved: with " in res.solver.note
+    assert "were left, under the 5 s minimum; the column-generation plan is kept" in \
+        res.solver.note
+    assert res.solver.build_seconds > 0
+
+
+def test_follow_up_milp_gets_the_limit_less_its_hand_over_and_the_finish_margin(monkeypatch):
+    _unproven_colgen(monkeypatch)
+    seen = {}
+    real = solve_mod.run_milp
+
+    def run(model, solver, time_limit_s, *a, **k):
+        seen["limit"], seen["at"] = time_limit_s, time.perf_counter()
+        return real(model, solver, time_limit_s, *a, **k)
+
+    monkeypatch.setattr(solve_mod, "run_milp", run)
+    prob = mid_size()
+    t0 = time.perf_counter()
+    res = solve_plan(prob, time_limit_s=600, mip_gap=0.01)
+    assert res.solver.method == "colgen+milp"
+    n_opts = len(solve_mod.compile_sets(prob).options)
+    # build_seconds adds column generation's build to the MILP's: an upper estimate of the
+    # hand-over the solver's limit was cut by
+    handover = max(solve_mod.TRANSFER_S_PER_OPTION * n_opts,
+                   solve_mod.TRANSFER_PER_BUILD * res.solver.build_seconds)
+    # elapsed + hand-over + solver limit + finish margin fit in the 600 s (the limit is read
+    # a few microseconds before "at": 0.01 s of slack)
+    left = 600 - (seen["at"] - t0) - solve_mod.FINISH_MARGIN_S
+    assert left - handover - 0.01 <= seen["limit"] <= left - \
+        solve_mod.TRANSFER_S_PER_OPTION * n_opts + 0.01
+
+
+def test_run_milp_reports_lp_and_presolved_mip_bounds():
+    lp = pulp.LpProblem("lp", pulp.LpMinimize)
+    x = lp.add_variable("x", 0, 4)
+    lp += x
+    lp += x >= 1.5
+    out = solve_mod.run_milp(lp, "highs", 10.0, 0.0)
+    assert out.proven and out.bound == pytest.approx(1.5) and out.objective == pytest.approx(1.5)
+    mip = pulp.LpProblem("mip", pulp.LpMinimize)
+    y = mip.add_variable("y", 0, 4, cat=pulp.LpInteger)
+    mip += y
+    mip += y >= 1.5                       # presolve rounds the bound up: solved there
+    out = solve_mod.run_milp(mip, "highs", 10.0, 0.0)
+    assert out.proven and out.objective == pytest.approx(2.0) and out.bound == pytest.approx(2.0)
