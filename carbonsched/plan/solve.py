@@ -644,9 +644,10 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
                                          "bound does not cover piece patterns") if x)
     left = time_limit_s - (time.perf_counter() - started)
     expected_s = (BUILD_S_PER_OPTION + TRANSFER_S_PER_OPTION) * len(sets.options)
-    if (auto and res.status != PlanStatus.OPTIMAL
-            and len(sets.options) <= AUTO_FOLLOWUP_MAX_OPTIONS
-            and left - FINISH_MARGIN_S - expected_s < AUTO_FOLLOWUP_MIN_SECONDS):
+    if not (auto and res.status != PlanStatus.OPTIMAL
+            and len(sets.options) <= AUTO_FOLLOWUP_MAX_OPTIONS):
+        return check_result(sets, res, started)
+    if left - FINISH_MARGIN_S - expected_s < AUTO_FOLLOWUP_MIN_SECONDS:
         rec.note = "; ".join(x for x in (rec.note, (
             f"no direct MILP after column generation: {max(left, 0):.1f} s of the "
             f"{time_limit_s:g} s limit left; its build and hand-over need about "
@@ -655,37 +656,35 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
             if x)
         if progress:
             progress(f"no direct MILP after column generation: {max(left, 0):.1f} s left")
-    elif (auto and res.status != PlanStatus.OPTIMAL
-            and len(sets.options) <= AUTO_FOLLOWUP_MAX_OPTIONS):
-        # the LP bound can be weak on small instances (gangs, short windows): spend the rest
-        # of the budget on the direct MILP, keep the better plan and the better bound
-        if progress:
-            gap = "no bound" if rec.mip_gap is None else f"gap {100 * rec.mip_gap:.2f} %"
-            progress(f"column generation: {gap}; direct MILP with the remaining {left:.0f} s")
-        rec2 = SolverRecord(name=name, status=PlanStatus.NO_SOLUTION, method="milp")
-        alt = solve_milp(sets, name, time_limit_s - FINISH_MARGIN_S, mip_gap, threads, rec2,
-                         started, None, min_solve_s=AUTO_FOLLOWUP_MIN_SECONDS)
-        if alt is None:                          # slower build than expected: not solved
-            rec.note = (f"{rec.note}; then direct MILP: {rec2.note}; the column-generation plan "
-                        "is kept")
-            rec.build_seconds += rec2.build_seconds
-            rec.seconds = time.perf_counter() - started
-            return check_result(sets, res, started)
-        bound = max(b for b in (rec.bound, rec2.bound, -np.inf) if b is not None)
-        best = alt if (alt.status in (PlanStatus.OPTIMAL, PlanStatus.FEASIBLE)
-                       and alt.totals["objective"] < res.totals["objective"]) else res
-        out = best.solver
-        out.bound = bound if np.isfinite(bound) else None
-        out.mip_gap = relative_gap(best.totals["objective"], out.bound)
-        out.method = "colgen+milp"
-        out.build_seconds = rec.build_seconds + rec2.build_seconds
-        out.solve_seconds = rec.solve_seconds + rec2.solve_seconds
-        out.note = f"{rec.note}; then direct MILP: {rec2.note}"
-        # optimal only if a solver finished its proof (never for a time-limited incumbent)
-        proven = (out.mip_gap is not None and out.mip_gap <= mip_gap + 1e-9
-                  and (alt.status == PlanStatus.OPTIMAL or res.status == PlanStatus.OPTIMAL))
-        if best.status != PlanStatus.HEURISTIC:
-            best.status = out.status = PlanStatus.OPTIMAL if proven else PlanStatus.FEASIBLE
-        out.seconds = time.perf_counter() - started
-        return check_result(sets, best, started)
-    return check_result(sets, res, started)
+        return check_result(sets, res, started)
+    # the LP bound can be weak on small instances (gangs, short windows): spend the rest
+    # of the budget on the direct MILP, keep the better plan and the better bound
+    if progress:
+        gap = "no bound" if rec.mip_gap is None else f"gap {100 * rec.mip_gap:.2f} %"
+        progress(f"column generation: {gap}; direct MILP with the remaining {left:.0f} s")
+    rec2 = SolverRecord(name=name, status=PlanStatus.NO_SOLUTION, method="milp")
+    alt = solve_milp(sets, name, time_limit_s - FINISH_MARGIN_S, mip_gap, threads, rec2,
+                     started, None, min_solve_s=AUTO_FOLLOWUP_MIN_SECONDS)
+    if alt is None:                          # slower build than expected: not solved
+        rec.note = (f"{rec.note}; then direct MILP: {rec2.note}; the column-generation plan "
+                    "is kept")
+        rec.build_seconds += rec2.build_seconds
+        rec.seconds = time.perf_counter() - started
+        return check_result(sets, res, started)
+    bound = max(b for b in (rec.bound, rec2.bound, -np.inf) if b is not None)
+    best = alt if (alt.status in (PlanStatus.OPTIMAL, PlanStatus.FEASIBLE)
+                   and alt.totals["objective"] < res.totals["objective"]) else res
+    out = best.solver
+    out.bound = bound if np.isfinite(bound) else None
+    out.mip_gap = relative_gap(best.totals["objective"], out.bound)
+    out.method = "colgen+milp"
+    out.build_seconds = rec.build_seconds + rec2.build_seconds
+    out.solve_seconds = rec.solve_seconds + rec2.solve_seconds
+    out.note = f"{rec.note}; then direct MILP: {rec2.note}"
+    # optimal only if a solver finished its proof (never for a time-limited incumbent)
+    proven = (out.mip_gap is not None and out.mip_gap <= mip_gap + 1e-9
+              and (alt.status == PlanStatus.OPTIMAL or res.status == PlanStatus.OPTIMAL))
+    if best.status != PlanStatus.HEURISTIC:
+        best.status = out.status = PlanStatus.OPTIMAL if proven else PlanStatus.FEASIBLE
+    out.seconds = time.perf_counter() - started
+    return check_result(sets, best, started)
