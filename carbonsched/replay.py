@@ -526,8 +526,9 @@ def _oracle_accounting(daily: list[dict[str, Any]], policies: tuple[str, ...],
     day with one (``oracle_bound_days``; the others are named in ``oracle_no_bound_days``):
     ``(agnostic − milp) / (agnostic − (oracle − gap))`` summed over those days, ``gap`` the
     oracle's objective less its proven bound [kg] (``oracle_gap_kg``, at most 0.1 % of the
-    objective on a proven day). It is the share if the oracle could still have saved its whole gap, so it never
-    exceeds the share against the oracle's plan, and it needs no day to be left out. (The
+    objective on a proven day). It is the share if the oracle could still have saved its
+    whole gap, so it never exceeds the share against the oracle's plan, and it needs no day
+    to be left out. (The
     planner prices unplaced work at ten times the dirtiest hour, the scoring at one: the gap
     is in the planner's objective.)
     """

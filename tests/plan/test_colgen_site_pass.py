@@ -1,0 +1,132 @@
+"""Large-neighbourhood search by site (issue 13 item 1): site power couples the GPU types, so
+a plan no type can improve alone is improved by re-planning everything one site runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from carbonsched.plan import score_plan
+from carbonsched.plan.colgen import job_classes, make_layout, site_pass, type_pass
+from carbonsched.plan.result import PlanStatus, SolverRecord, build_plan_result
+from carbonsched.plan.sets import compile_sets
+
+from .builders import JobWrapper, SiteWrapper, at, problem
+from .test_properties import clean
+
+NONE = np.zeros((0, 3), dtype=np.int64)
+
+
+def power_shared_by_two_types():
+    """Site a: one V and one H GPU under a 2 kW IT cap, 2 hours, CI 10 then 100 g/kWh, PUE 1.
+
+    ``v`` (1 V GPU at 2 kW, 1 h) and ``h`` (1 H GPU at 1 kW, 1 h) both fit either hour, but
+    not the same hour (3 kW > 2 kW). ``v`` first, ``h`` second: 2 kWh × 0.01 + 1 kWh × 0.1 =
+    0.12 kg; the other way round: 1 × 0.01 + 2 × 0.1 = 0.21 kg. From the 0.21 plan neither
+    type can move alone (hour 0 has 1 kW left for ``v``'s 2, hour 1 has none for ``h``).
+    Site b (one H GPU, CI 500 g/kWh) only gives the site pass a second site to try.
+    """
+    a = SiteWrapper("a").gpus("V", 1).gpus("H", 1).cap_kw(2.0).obj()
+    b = SiteWrapper("b").gpus("H", 1).obj()
+    jobs = [JobWrapper("v").gpu_type("V").gpus(1).hours(1).window(0, 2).sites("a")
+            .kw_per_gpu(2.0).obj(),
+            JobWrapper("h").gpu_type("H").gpus(1).hours(1).window(0, 2).sites("a")
+            .kw_per_gpu(1.0).obj()]
+    return problem([a, b], jobs, 2, ci={"a": [10.0, 100.0], "b": [500.0, 500.0]})
+
+
+def _plan(sets, rec, placed):
+    """A plan from ``{job id: (site index, start slot)}``."""
+    ids = [j.id for j in sets.problem.jobs]
+    chosen = np.array([(ids.index(j), s, t) for j, (s, t) in placed.items()],
+                      dtype=np.int64).reshape(-1, 3)
+    return build_plan_result(sets, chosen, np.zeros(sets.inf_sites.shape, dtype=np.int64),
+                             PlanStatus.FEASIBLE, rec)
+
+
+def _setup(prob):
+    sets = compile_sets(prob)
+    cls = job_classes(sets)
+    return sets, cls, make_layout(sets, cls)
+
+
+def test_the_site_pass_moves_two_types_no_type_pass_can_move_alone():
+    prob = power_shared_by_two_types()
+    sets, cls, lay = _setup(prob)
+    rec = SolverRecord(name="highs", status=PlanStatus.FEASIBLE)
+    bad = _plan(sets, rec, {"v": (0, 1), "h": (0, 0)})
+    assert bad.totals["objective"] == pytest.approx(0.21)
+    assert type_pass(sets, lay, cls, np.zeros(lay.n_rows), NONE, NONE, bad, 1, 30.0, 0.0,
+                     lambda _m: None, rec) is None
+    said: list[str] = []
+    out = site_pass(sets, lay, cls, np.zeros(lay.n_rows), NONE, np.zeros(len(sets.site)), bad,
+                    1, 30.0, 0.0, said.append, rec)
+    assert out is not None and out.totals["objective"] == pytest.approx(0.12)
+    starts = {p.job_id: (p.site, p.start) for p in out.placements}
+    assert starts == {"v": ("a", at(0)), "h": ("a", at(1))}
+    assert "re-planned site by site" in rec.note and "0.210 -> 0.120" in rec.note
+    assert "site a: 0.210 -> 0.120" in said
+    # its MIP proved the neighbourhood optimal: site a is not tried again after its own step
+    assert sum(m.startswith("repair MIP") for m in said) == 1
+    assert clean(score_plan(prob, out))       # capacity, both power caps, deadlines recounted
+
+
+def test_an_optimal_plan_is_tried_once_per_site_and_left_alone():
+    prob = power_shared_by_two_types()
+    sets, cls, lay = _setup(prob)
+    rec = SolverRecord(name="highs", status=PlanStatus.FEASIBLE)
+    best = _plan(sets, rec, {"v": (0, 0), "h": (0, 1)})
+    said: list[str] = []
+    # a long budget: every site's MIP proves its neighbourhood, so each is tried once
+    assert site_pass(sets, lay, cls, np.zeros(lay.n_rows), NONE, np.zeros(len(sets.site)),
+                     best, 1, 60.0, 0.0, said.append, rec) is None
+    assert sum(m.startswith("repair MIP") for m in said) == 1   # site b runs nothing: no MIP
+    assert "site by site" not in rec.note
+
+
+def test_work_left_out_joins_every_site_neighbourhood():
+    """A job that only fits site b is left out; site a, with the larger excess, goes first and
+    its neighbourhood carries the left-out job: it is placed at b in that first step."""
+    a = SiteWrapper("a").gpus("H", 1).obj()
+    b = SiteWrapper("b").gpus("H", 1).obj()
+    jobs = [JobWrapper("x").gpu_type("H").gpus(1).hours(1).window(0, 2).sites("b")
+            .kw_per_gpu(1.0).obj(),
+            JobWrapper("y").gpu_type("H").gpus(1).hours(1).window(0, 2).sites("a")
+            .kw_per_gpu(1.0).obj()]
+    prob = problem([a, b], jobs, 2, ci={"a": [100.0, 10.0], "b": [50.0, 50.0]})
+    sets, cls, lay = _setup(prob)
+    rec = SolverRecord(name="highs", status=PlanStatus.FEASIBLE)
+    start = _plan(sets, rec, {"y": (0, 0)})                  # y at its dirty hour, x left out
+    assert [u.job_id for u in start.unplaced] == ["x"]
+    said: list[str] = []
+    out = site_pass(sets, lay, cls, np.zeros(lay.n_rows), NONE, np.zeros(len(sets.site)), start,
+                    1, 30.0, 0.0, said.append, rec)
+    # optimum: y at a's clean hour (0.01 kg), x at b (0.05 kg), found by site a's MIP
+    assert out is not None and out.unplaced == []
+    assert out.totals["objective"] == pytest.approx(0.06)
+    steps = [m for m in said if m.startswith("site ")]
+    assert steps[0].startswith("site a:") and steps[0].endswith("-> 0.060")
+    assert clean(score_plan(prob, out))
+
+
+def test_solve_colgen_runs_the_site_pass_when_no_repair_mip_follows(monkeypatch):
+    """The large-instance path (too many fractional classes for a repair MIP), forced on the
+    small instance: the plan is the optimum, recounted clean."""
+    import carbonsched.plan.colgen as colgen
+    from carbonsched.plan.solve import solve_plan
+
+    monkeypatch.setattr(colgen, "REPAIR_MAX_CLASSES", 0)
+    monkeypatch.setattr(colgen, "REPAIR_ALL_CLASSES", 0)
+    calls: list[float] = []
+    real = colgen.site_pass
+
+    def spy(*args, **kw):
+        calls.append(args[8])                    # the seconds given to the pass
+        return real(*args, **kw)
+
+    monkeypatch.setattr(colgen, "site_pass", spy)
+    prob = power_shared_by_two_types()
+    res = solve_plan(prob, method="colgen", time_limit_s=20.0, mip_gap=0.0)
+    assert len(calls) == 1 and 0 < calls[0] <= colgen.SITE_PASS_SHARE * 0.8 * 20.0
+    assert res.totals["objective"] == pytest.approx(0.12)
+    assert clean(score_plan(prob, res))
