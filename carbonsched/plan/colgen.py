@@ -1657,6 +1657,9 @@ def type_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
 SITE_PASS_SHARE = float(os.environ.get("CARBONSCHED_CG_SITE_PASS", "0.8"))
 """Share of the plan phase's time for :func:`site_pass` when no repair MIP follows (the type
 pass gets the rest); 0 turns it off."""
+SITE_PASS_MAX_LEFT_OUT = 300
+"""Most classes with left-out work added to one site's neighbourhood (a loaded fleet leaves
+many out; those that may run at the site first, then the costliest to leave out)."""
 SITE_PASS_MAX_S = 5.0
 """Most seconds for one site's MIP (measured on 10k × 16 × 48 at load 0.6, the machine
 shared by three solves: the neighbourhoods that improved the plan proved optimal in
@@ -1673,9 +1676,9 @@ def site_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
     type at a site: a type re-planned alone (:func:`type_pass`) cannot move the other
     types' work out of the way, and measured from the same start it stalled 1.7 % above the
     LP (3,466.8 kg after 45 s against the LP's 3,408.9). Here a neighbourhood is every class
-    with a placement at one site, plus every class with work left out (only those that may
-    run at the site: 3,560.6 kg instead of 3,452.4 on seed 0, the left-out V100 gangs then
-    stay out);
+    with a placement at one site, plus every class with work left out (up to
+    :data:`SITE_PASS_MAX_LEFT_OUT`; only those that may run at the site: 3,560.6 kg instead
+    of 3,452.4 on seed 0, the left-out V100 gangs then stay out);
     its MIP (:func:`repair`) gets those classes' generated and best-priced options, keeps
     every other class where ``plan`` put it and starts from ``plan``, so a step never
     worsens the plan. Sites go in decreasing order of their excess over the LP, the plan's
@@ -1724,8 +1727,13 @@ def site_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
         site = int(open_[np.argmax(excess[open_])])
         tried[site] = changes
         placed = np.bincount(cls.of_job[po[:, 0]], minlength=len(reps))
-        rep_c = np.union1d(cls.of_job[po[po[:, 1] == site, 0]],
-                           np.flatnonzero(placed < lay.mult)).astype(np.int64)
+        short = np.flatnonzero(placed < lay.mult)
+        if len(short) > SITE_PASS_MAX_LEFT_OUT:
+            # those that may run at the site first, then the most expensive to leave out
+            key = np.lexsort((-sets.unplaced_cost[reps[short]] * (lay.mult - placed)[short],
+                              ~sets.job_sites[reps[short], site]))
+            short = short[key[:SITE_PASS_MAX_LEFT_OUT]]
+        rep_c = np.union1d(cls.of_job[po[po[:, 1] == site, 0]], short).astype(np.int64)
         if len(rep_c) == 0:
             settled[site] = changes
             continue

@@ -130,3 +130,32 @@ def test_solve_colgen_runs_the_site_pass_when_no_repair_mip_follows(monkeypatch)
     assert len(calls) == 1 and 0 < calls[0] <= colgen.SITE_PASS_SHARE * 0.8 * 20.0
     assert res.totals["objective"] == pytest.approx(0.12)
     assert clean(score_plan(prob, res))
+
+
+@pytest.mark.parametrize("cap, first_step", [(2, "-> 0.160"), (1, "-> 1.110")])
+def test_left_out_classes_past_the_cap_wait_those_that_may_run_at_the_site_first(
+        monkeypatch, cap, first_step):
+    """Site a (one H GPU, CI 100 then 10 g/kWh) runs ``y`` at its dirty hour; ``z`` (site a
+    only) and ``x`` (site b only, CI 50) are left out, at 10 × the dirtiest GPU-hour, 1 kg each.
+    Site a goes first. With room for both left-out classes its MIP places all three: y and z
+    at a (0.1 + 0.01 kg), x at b (0.05 kg), 0.16 kg. At a cap of one, ``z`` (it may run at a)
+    is taken before ``x``: 0.11 kg + x's 1 kg, and site b's step then places ``x``."""
+    import carbonsched.plan.colgen as colgen
+
+    monkeypatch.setattr(colgen, "SITE_PASS_MAX_LEFT_OUT", cap)
+    a = SiteWrapper("a").gpus("H", 1).obj()
+    b = SiteWrapper("b").gpus("H", 1).obj()
+    jobs = [JobWrapper(j).gpu_type("H").gpus(1).hours(1).window(0, 2).sites(s)
+            .kw_per_gpu(1.0).obj() for j, s in (("x", "b"), ("y", "a"), ("z", "a"))]
+    prob = problem([a, b], jobs, 2, ci={"a": [100.0, 10.0], "b": [50.0, 50.0]})
+    sets, cls, lay = _setup(prob)
+    rec = SolverRecord(name="highs", status=PlanStatus.FEASIBLE)
+    start = _plan(sets, rec, {"y": (0, 0)})
+    assert start.totals["objective"] == pytest.approx(2.1)
+    said: list[str] = []
+    out = site_pass(sets, lay, cls, np.zeros(lay.n_rows), NONE, np.zeros(len(sets.site)), start,
+                    1, 30.0, 0.0, said.append, rec)
+    steps = [m for m in said if m.startswith("site ")]
+    assert steps[0].startswith("site a:") and steps[0].endswith(first_step)
+    assert out is not None and out.unplaced == []
+    assert out.totals["objective"] == pytest.approx(0.16)
