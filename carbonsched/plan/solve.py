@@ -310,11 +310,20 @@ def run_milp(model: pulp.LpProblem, solver: str, time_limit_s: float, mip_gap: f
                         f"{pulp.LpStatus[st]}/{pulp.LpSolution[sol]}")
 
 
+ABS_GAP_KG = 1e-6
+"""An absolute gap this small counts as closed (HiGHS's default ``mip_abs_gap``, 1e-6, with
+which it reports a plan of objective 0 and bound -5e-7 optimal). [kg]"""
+
+
 def relative_gap(objective: float | None, bound: float | None) -> float | None:
-    """(objective − bound) / |objective|, clipped at 0; None when either is unknown."""
+    """(objective − bound) / |objective|, clipped at 0; None when either is unknown.
+
+    0 when the absolute gap is within :data:`ABS_GAP_KG` (a plan of objective 0 has no
+    relative gap otherwise); None when the objective is 0 and the gap larger.
+    """
     if objective is None or bound is None:
         return None
-    if objective - bound <= 1e-9:
+    if objective - bound <= ABS_GAP_KG:
         return 0.0
     if abs(objective) < 1e-12:
         return None

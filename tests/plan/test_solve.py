@@ -102,6 +102,11 @@ def test_gap_and_cbc_log_parsing():
     assert relative_gap(100.0, 99.0) == pytest.approx(0.01)
     assert relative_gap(100.0, 101.0) == 0.0
     assert relative_gap(None, 1.0) is None
+    # a plan of objective 0 (all on surplus) has no relative gap: an absolute one within the
+    # solver's 1e-6 kg counts as closed, just past it stays unknown
+    assert relative_gap(0.0, -1e-6) == 0.0
+    assert relative_gap(0.0, -1.1e-6) is None
+    assert relative_gap(0.0, -0.5) is None
     log = ("Result - Stopped on time limit\n\nObjective value:                12.50000000\n"
            "Lower bound:                    12.000\nGap:                            0.04\n")
     assert _parse_cbc_log(log) == (12.5, 12.0)
