@@ -40,6 +40,10 @@ Issue 13 (loads 0.6 and 0.8, where capacity binds) added, measured on 1k and 10k
   where the full model's HiGHS run had 243.81 after 900 s; :func:`site_bound` (assignment
   relaxed, one MIP per site) is valid too but gained 0.3 kg there and is off by default;
 * :func:`type_pass`, fix-and-optimise by GPU type (few-GPU types first), before the repair;
+* on large instances (no repair MIP to follow), :func:`site_pass` first: a large-neighbourhood
+  search that re-plans everything one site runs (every GPU type, plus the work left out) with
+  the other sites fixed — site power binds in most site-hours of a loaded fleet and couples
+  the types, which a type re-planned alone cannot untangle;
 * when column generation stops before converging, :data:`REFINE_ROUNDS` subgradient steps
   from the best multipliers with Polyak's step towards the last master's LP value
   :math:`z_{RMP}` (an upper bound on the dual optimum, so the step is never too short;
