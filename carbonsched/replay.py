@@ -281,11 +281,14 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
                 t["not_optimal_days"] += 1
                 notes.append(f"{label}: {p} {res.status} (gap {res.solver.mip_gap})")
             if p == "oracle":
-                # the oracle's proven gap in kg (objective − bound), to score against its
-                # bound where it is not proven; none for a day scored on the greedy fallback
-                ob, bd = res.solver.objective, res.solver.bound
-                row["oracle_gap_kg"] = (None if fell_back or ob is None
-                                        or bd is None else round(max(ob - bd, 0.0), 3))
+                # the oracle's proven lower bound on the planner's objective on the actual
+                # signals, to score every policy against; none for a day scored on the
+                # greedy fallback
+                bd = res.solver.bound
+                row["oracle_bound_kg"] = None if fell_back or bd is None else round(bd, 3)
+            # the planner's objective on the actual signals: emissions plus unplaced work at
+            # its penalty (ten times the job's dirtiest GPU-hour), the oracle's own objective
+            row[f"{p}_objective_kg"] = round(sc.objective, 3)
             row[p] = round(sc.emissions_kg, 3)
             row[f"{p}_work_mwh"] = round(done_kwh / 1000.0, 6)
             row[f"{p}_unplaced_priced_kg"] = round(left_kwh * dirtiest_kg_per_kwh(actual_sig), 3)
@@ -368,9 +371,11 @@ def run_replay(
         unplaced_priced_kg (unplaced IT energy at each day's dirtiest site-hour,
         :func:`dirtiest_kg_per_kwh`), emissions_with_unplaced_kg, reduction_with_unplaced_pct,
         oracle_share_with_unplaced}}, ``daily`` (per day: policy emissions [kg], work done
-        ``<policy>_work_mwh`` and ``forecast_fallbacks`` {site: [every fallback note of that
-        day's forecast]}), ``forecast_fallback_site_days`` {site: days with at least one
-        fallback}, ``margins`` (:func:`_margins_per_mwh`), ``forecast_error`` (per site:
+        ``<policy>_work_mwh``, the planner's objective on the actual signals
+        ``<policy>_objective_kg``, the oracle's proven bound on it ``oracle_bound_kg`` and
+        ``forecast_fallbacks`` {site: [every fallback note of that day's forecast]}),
+        ``forecast_fallback_site_days`` {site: days with at least one fallback},
+        ``margins`` (:func:`_margins_per_mwh`), ``forecast_error`` (per site:
         the carbon-intensity forecast error the ``milp`` plans acted on, MAPE [%] and MAE
         [g/kWh] over the days' 24 hourly leads, and the models that made them;
         :func:`forecast_error_summary`), ``notes``; with the oracle, the day lists and shares
@@ -523,14 +528,13 @@ def _oracle_accounting(daily: list[dict[str, Any]], policies: tuple[str, ...],
     list only (``proven_days`` of them) — no such day counts silently.
 
     ``milp_share_of_oracle_bound`` scores against the oracle's proven bound instead, over every
-    day with one (``oracle_bound_days``; the others are named in ``oracle_no_bound_days``):
-    ``(agnostic − milp) / (agnostic − (oracle − gap))`` summed over those days, ``gap`` the
-    oracle's objective less its proven bound [kg] (``oracle_gap_kg``, at most 0.1 % of the
-    objective on a proven day). It is the share if the oracle could still have saved its
-    whole gap, so it never exceeds the share against the oracle's plan, and it needs no day
-    to be left out. (The
-    planner prices unplaced work at ten times the dirtiest hour, the scoring at one: the gap
-    is in the planner's objective.)
+    day with one (``oracle_bound_days``; the others are named in ``oracle_no_bound_days``), in
+    the oracle's own terms: the planner's objective on the actual signals (emissions plus
+    unplaced work at ten times the job's dirtiest GPU-hour, ``<policy>_objective_kg``), as
+    ``Σ (agnostic − milp) / Σ (agnostic − bound)``. The bound (``oracle_bound_kg``) is a lower
+    bound on that objective for every plan of the day, so the denominator is at least the
+    best reduction any plan could reach and the share is a proven lower bound on the MILP's
+    share of it, with no day left out; ``greedy_share_of_oracle_bound`` likewise.
     """
     if "oracle" not in policies:
         return {}
@@ -554,15 +558,15 @@ def _oracle_accounting(daily: list[dict[str, Any]], policies: tuple[str, ...],
             grd = sum(adj(r, "greedy") for r in keep)
             out["greedy_oracle_share_proven"] = (None if not keep or base == orc
                                                  else round((base - grd) / (base - orc), 4))
-        with_b = [r for r in daily if r.get("oracle_gap_kg") is not None]
+        with_b = [r for r in daily if r.get("oracle_bound_kg") is not None]
         out["oracle_no_bound_days"] = [r["date"] for r in daily
-                                       if r.get("oracle_gap_kg") is None]
+                                       if r.get("oracle_bound_kg") is None]
         out["oracle_bound_days"] = len(with_b)
-        base = sum(adj(r, "agnostic") for r in with_b)
-        low = sum(adj(r, "oracle") - r["oracle_gap_kg"] for r in with_b)
+        base = sum(r["agnostic_objective_kg"] for r in with_b)
+        low = sum(r["oracle_bound_kg"] for r in with_b)
         for p in ("milp", "greedy"):
             if p in policies:
-                got = sum(adj(r, p) for r in with_b)
+                got = sum(r[f"{p}_objective_kg"] for r in with_b)
                 out[f"{p}_share_of_oracle_bound"] = (None if not with_b or base <= low
                                                      else round((base - got) / (base - low), 4))
     return out

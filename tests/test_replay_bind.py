@@ -49,38 +49,50 @@ def test_an_oracle_stopped_by_its_time_limit_is_named_and_left_out(shared_data):
     # the only day is not a bound: no share is claimed over proven days
     assert res["proven_days"] == 0 and res["milp_oracle_share_proven"] is None
     # stopped before any bound (the greedy start only): no bound to score against either
-    assert res["daily"][0]["oracle_gap_kg"] is None
+    assert res["daily"][0]["oracle_bound_kg"] is None
     assert res["oracle_no_bound_days"] == ["2023-07-02"] and res["oracle_bound_days"] == 0
     assert res["milp_share_of_oracle_bound"] is None
 
 
-def _day(date, agn, grd, mlp, orc, gap_kg, proven):
-    row = {"date": date, "oracle_proven": proven, "oracle_gap_kg": gap_kg}
+def _day(date, agn, grd, mlp, orc, bound, proven):
+    """One replay day: emissions [kg] per policy, 1 kg of unplaced work priced in the scoring,
+    the planner's objective = emissions + 2 kg (its penalty), and the oracle's bound."""
+    row = {"date": date, "oracle_proven": proven, "oracle_bound_kg": bound}
     for p, v in (("agnostic", agn), ("greedy", grd), ("milp", mlp), ("oracle", orc)):
         row[p], row[f"{p}_unplaced_priced_kg"], row[f"{p}_work_mwh"] = v, 1.0, 1.0
+        row[f"{p}_objective_kg"] = v + 2.0
     return row
 
 
 def test_share_against_the_oracles_bound_is_hand_checked():
     from carbonsched.replay import _oracle_accounting
 
-    daily = [_day("2023-01-01", 100.0, 80.0, 70.0, 69.0, 0.0, True),
-             _day("2023-01-08", 200.0, 150.0, 120.0, 118.0, 8.0, False),
+    daily = [_day("2023-01-01", 100.0, 80.0, 70.0, 69.0, 70.9, True),
+             _day("2023-01-08", 200.0, 150.0, 120.0, 118.0, 110.0, False),
              _day("2023-01-15", 50.0, 45.0, 40.0, 40.0, None, False)]
     out = _oracle_accounting(daily, ("agnostic", "greedy", "milp", "oracle"))
-    # scored against the bound over the two days with one (the unplaced 1 kg each cancels):
-    # agnostic 302, milp 192, oracle less its gap 69 + 1 + 118 + 1 − 8 = 181
+    # over the two days with a bound, in planner objective: agnostic 102 + 202 = 304,
+    # milp 72 + 122 = 194, bound 70.9 + 110 = 180.9: (304 - 194) / (304 - 180.9)
     assert out["oracle_bound_days"] == 2
     assert out["oracle_no_bound_days"] == ["2023-01-15"]
-    assert out["milp_share_of_oracle_bound"] == pytest.approx(round(110 / 121, 4))
-    assert out["greedy_share_of_oracle_bound"] == pytest.approx(round(70 / 121, 4))
-    # against the plan, over the one proven day: (101 − 71) / (101 − 70)
+    assert out["milp_share_of_oracle_bound"] == pytest.approx(round(110 / 123.1, 4))
+    # greedy 82 + 152 = 234
+    assert out["greedy_share_of_oracle_bound"] == pytest.approx(round(70 / 123.1, 4))
+    # against the plan, over the one proven day, priced at one: (101 - 71) / (101 - 70)
     assert out["milp_oracle_share_proven"] == pytest.approx(round(30 / 31, 4))
-    # at the limit: with no gap left the bound share is the share against the oracle's plan
+    # at the limit: a bound equal to the agnostic objective leaves no reduction to share
     for r in daily[:2]:
-        r["oracle_gap_kg"] = 0.0
+        r["oracle_bound_kg"] = r["agnostic_objective_kg"]
     out = _oracle_accounting(daily, ("agnostic", "greedy", "milp", "oracle"))
-    assert out["milp_share_of_oracle_bound"] == pytest.approx(round(110 / 113, 4))
+    assert out["milp_share_of_oracle_bound"] is None
+
+
+def test_a_milp_worse_than_agnostic_gets_a_negative_share():
+    from carbonsched.replay import _oracle_accounting
+
+    out = _oracle_accounting([_day("2023-01-01", 100.0, 90.0, 110.0, 60.0, 61.0, True)],
+                             ("agnostic", "milp", "oracle"))
+    assert out["milp_share_of_oracle_bound"] == pytest.approx(round(-10 / 41, 4))
 
 
 def test_no_day_with_a_bound_claims_no_share():
@@ -90,3 +102,21 @@ def test_no_day_with_a_bound_claims_no_share():
                              ("agnostic", "milp", "oracle"))
     assert out["oracle_bound_days"] == 0 and out["milp_share_of_oracle_bound"] is None
     assert "greedy_share_of_oracle_bound" not in out
+
+
+@pytest.mark.shared_data
+@pytest.mark.slow
+def test_a_solved_oracle_bounds_every_policys_objective_on_the_actual_signals(shared_data):
+    res = run_replay("global", shared_data, "2023-07-02", "2023-07-02",
+                     policies=("agnostic", "greedy", "milp", "oracle"), time_limit_s=30.0,
+                     oracle_time_limit_s=60.0, target_load=0.2)
+    day = res["daily"][0]
+    bound = day["oracle_bound_kg"]
+    assert bound is not None and res["oracle_no_bound_days"] == []
+    # the bound is on the oracle's own objective, which every policy is scored in too
+    for p in ("agnostic", "greedy", "milp", "oracle"):
+        assert day[f"{p}_objective_kg"] >= bound - 1e-3
+    share = ((day["agnostic_objective_kg"] - day["milp_objective_kg"])
+             / (day["agnostic_objective_kg"] - bound))
+    assert res["milp_share_of_oracle_bound"] == pytest.approx(round(share, 4))
+    assert 0 < share <= 1

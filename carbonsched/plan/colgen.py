@@ -41,8 +41,8 @@ Issue 13 (loads 0.6 and 0.8, where capacity binds) added, measured on 1k and 10k
   relaxed, one MIP per site) is valid too but gained 0.3 kg there and is off by default;
 * :func:`type_pass`, fix-and-optimise by GPU type (few-GPU types first), before the repair;
 * on large instances (no repair MIP to follow), :func:`site_pass` first: a large-neighbourhood
-  search that re-plans everything one site runs (every GPU type, plus the work left out) with
-  the other sites fixed — site power binds in most site-hours of a loaded fleet and couples
+  search that re-plans every class one site runs (every GPU type, plus the work left out)
+  with every other class fixed — site power binds in most site-hours of a loaded fleet and couples
   the types, which a type re-planned alone cannot untangle;
 * when column generation stops before converging, :data:`REFINE_ROUNDS` subgradient steps
   from the best multipliers with Polyak's step towards the last master's LP value
@@ -1659,8 +1659,8 @@ def type_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
 
 
 SITE_PASS_SHARE = float(os.environ.get("CARBONSCHED_CG_SITE_PASS", "0.8"))
-"""Share of the plan phase's time for :func:`site_pass` when no repair MIP follows (the type
-pass gets the rest); 0 turns it off."""
+"""When no repair MIP follows, :func:`site_pass` gets this share of 0.8 × (time left −
+:data:`FINISH_S`) and the type pass 0.8 × what is left after it; 0 turns the site pass off."""
 SITE_PASS_MAX_LEFT_OUT = 300
 """Most classes with left-out work added to one site's neighbourhood (a loaded fleet leaves
 many out; those that may run at the site first, then the costliest to leave out)."""
@@ -1680,16 +1680,17 @@ def site_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
     type at a site: a type re-planned alone (:func:`type_pass`) cannot move the other
     types' work out of the way, and measured from the same start it stalled 1.7 % above the
     LP (3,466.8 kg after 45 s against the LP's 3,408.9). Here a neighbourhood is every class
-    with a placement at one site, plus every class with work left out (up to
-    :data:`SITE_PASS_MAX_LEFT_OUT`; only those that may run at the site: 3,560.6 kg instead
-    of 3,452.4 on seed 0, the left-out V100 gangs then stay out);
-    its MIP (:func:`repair`) gets those classes' generated and best-priced options, keeps
-    every other class where ``plan`` put it and starts from ``plan``, so a step never
-    worsens the plan. Sites go in decreasing order of their excess over the LP, the plan's
-    grid emissions there less the LP solution's (``lp_site_kg``); a site whose MIP proved
-    its neighbourhood optimal is not tried again until another site's step changes the
-    plan. Measured from the same start in 15 s: 3,452.4 kg (seed 0) and 3,471.8 kg (seed
-    4) against the type pass's 3,484.6 and 3,502.7 (fix-and-optimise by neighbourhoods of
+    with a placement at one site (freed with all its jobs, wherever the plan put them), plus
+    every class with work left out, up to :data:`SITE_PASS_MAX_LEFT_OUT` (restricting those
+    to the ones that may run at the site gave 3,560.6 kg against 3,452.4 on seed 0: the
+    left-out V100 gangs stayed out); its MIP (:func:`repair`) gets those classes' generated
+    and best-priced options, keeps every other class where ``plan`` put it and starts from
+    ``plan``, so a step never worsens the plan. Sites go in decreasing order of their excess
+    over the LP, the plan's grid emissions there less the LP solution's (``lp_site_kg``); a
+    site whose MIP proved its neighbourhood optimal is not tried again until another site's
+    step changes the plan. Measured from the same start in 15 s: 3,452.4 kg (seed 0) and
+    3,477.4 kg (seed 4) against the type pass's 3,484.6 and 3,502.7 (fix-and-optimise by
+    neighbourhoods of
     one resource: Shaw, "Using constraint programming and local search methods to solve
     vehicle routing problems", CP 1998, doi:10.1007/3-540-49481-2_30; Pisinger & Ropke,
     "Large neighborhood search", Handbook of Metaheuristics, 2010,
@@ -1697,12 +1698,31 @@ def site_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
 
     Parameters
     ----------
+    sets, lay, cls
+        Compiled sets, the master's row layout and the job classes.
+    duals
+        ``(R,)`` master row duals in the covering form (:func:`pricing_duals`), to price each
+        class's best options. [kg per row unit]
     lp_opts
-        ``(O, 3)`` options of the LP solution's support (candidate options of every class).
+        ``(O, 3)`` ``(representative, site, start)`` positions of the LP solution's support
+        (candidate options of every class).
     lp_site_kg
-        ``(S,)`` grid emissions of the LP solution per site. [kg]
+        ``(S,)`` grid emissions of the LP solution per site, surplus not counted
+        (:func:`~carbonsched.plan.sets.option_costs` × LP values). [kg]
+    plan
+        The plan to improve (every step starts from the best so far).
+    threads
+        HiGHS threads.
     seconds
-        Time for all the site MIPs; each gets at most :data:`SITE_PASS_MAX_S`. [s]
+        Time for the whole pass; each site MIP gets at most :data:`SITE_PASS_MAX_S`, less
+        the largest overrun a step has shown (model build, HiGHS past its limit, the plan's
+        build), at least :data:`OWN_PASS_OVERHEAD_S`. [s]
+    mip_gap
+        Relative gap at which a site MIP may stop. [-]
+    say
+        Callable taking a one-line progress message.
+    rec
+        Solver record; a note names the pass when it improves the plan.
 
     Returns
     -------
@@ -1718,9 +1738,9 @@ def site_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
     settled = np.full(n_s, -1)        # the change count at which a site's MIP was proven
     tried = np.full(n_s, -1)          # the change count at which a site was last tried
     steps = 0
+    reserve = OWN_PASS_OVERHEAD_S     # a step's time beyond its MIP's limit, largest seen
     while True:
-        left = t_end - time.perf_counter()
-        if left < 1.0:
+        if t_end - time.perf_counter() < 1.0:
             break
         po = _plan_options(sets, cls, best)
         excess = np.bincount(po[:, 1], weights=option_costs(sets, po), minlength=n_s) \
@@ -1748,15 +1768,18 @@ def site_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
         opts = np.unique(np.concatenate([
             candidate_options(sets, lay, duals, reps[rep_c], lp_opts, REPAIR_TOP_K),
             po[~outside]]), axis=0)
-        limit = min(SITE_PASS_MAX_S, left - OWN_PASS_OVERHEAD_S)
+        limit = min(SITE_PASS_MAX_S, t_end - time.perf_counter() - reserve)
         if limit < 0.5:
             break
+        ts = time.perf_counter()
         out = repair(sets, lay, cls, fix_o.reshape(-1, 3), fix_n.astype(np.int64), rep_c,
                      lay.mult[rep_c], opts, threads, limit, mip_gap, say, start=best)
         steps += 1
         if out is None:
+            reserve = max(reserve, time.perf_counter() - ts - limit)
             continue
         cand = build_plan_result(sets, out[0], out[1], PlanStatus.FEASIBLE, rec)
+        reserve = max(reserve, time.perf_counter() - ts - limit)
         if cand.totals["objective"] < best.totals["objective"] - 1e-9:
             say(f"site {sets.site[site]}: {best.totals['objective']:.3f} -> "
                 f"{cand.totals['objective']:.3f}")
@@ -1765,8 +1788,9 @@ def site_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
         if out[2]:
             settled[site] = changes
     if best.totals["objective"] < start_obj - 1e-9:
-        _note(rec, f"re-planned site by site ({steps} site MIPs, every other site's work "
-              f"fixed): {start_obj:.3f} -> {best.totals['objective']:.3f}")
+        _note(rec, f"re-planned site by site ({steps} site MIPs, each freeing the classes a "
+              f"site runs and the left-out work): {start_obj:.3f} -> "
+              f"{best.totals['objective']:.3f}")
         return best
     return None
 

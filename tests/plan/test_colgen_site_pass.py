@@ -64,7 +64,7 @@ def test_the_site_pass_moves_two_types_no_type_pass_can_move_alone():
     assert out is not None and out.totals["objective"] == pytest.approx(0.12)
     starts = {p.job_id: (p.site, p.start) for p in out.placements}
     assert starts == {"v": ("a", at(0)), "h": ("a", at(1))}
-    assert "re-planned site by site" in rec.note and "0.210 -> 0.120" in rec.note
+    assert "re-planned site by site (1 site MIPs" in rec.note and "0.210 -> 0.120" in rec.note
     assert "site a: 0.210 -> 0.120" in said
     # its MIP proved the neighbourhood optimal: site a is not tried again after its own step
     assert sum(m.startswith("repair MIP") for m in said) == 1
@@ -159,3 +159,19 @@ def test_left_out_classes_past_the_cap_wait_those_that_may_run_at_the_site_first
     assert steps[0].startswith("site a:") and steps[0].endswith(first_step)
     assert out is not None and out.unplaced == []
     assert out.totals["objective"] == pytest.approx(0.16)
+
+
+def test_too_little_time_for_a_site_mip_starts_none():
+    """1.6 s leaves less than a 0.5 s MIP after the 1.2 s kept for building and overrun."""
+    prob = power_shared_by_two_types()
+    sets, cls, lay = _setup(prob)
+    rec = SolverRecord(name="highs", status=PlanStatus.FEASIBLE)
+    bad = _plan(sets, rec, {"v": (0, 1), "h": (0, 0)})
+    said: list[str] = []
+    assert site_pass(sets, lay, cls, np.zeros(lay.n_rows), NONE, np.zeros(len(sets.site)), bad,
+                     1, 1.6, 0.0, said.append, rec) is None
+    assert not any(m.startswith("repair MIP") for m in said)
+    # with 1.8 s the same step runs (0.6 s MIP) and finds the optimum
+    out = site_pass(sets, lay, cls, np.zeros(lay.n_rows), NONE, np.zeros(len(sets.site)), bad,
+                    1, 1.8, 0.0, said.append, rec)
+    assert out is not None and out.totals["objective"] == pytest.approx(0.12)
