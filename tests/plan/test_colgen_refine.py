@@ -76,3 +76,40 @@ def test_refinement_when_column_generation_stops_early(monkeypatch):
     assert "bound refined from" in res.solver.note
     assert res.solver.bound <= exact.totals["objective"] + 1e-6
     assert res.totals["objective"] >= exact.totals["objective"] - 1e-6
+
+
+def test_no_master_in_the_budget_plans_priced_greedy_without_rounding(monkeypatch):
+    """A master cut before it solves leaves no LP to round: the rounding (priced greedy
+    again, seconds at 10k jobs) is skipped and named; the plan stays valid, above the bound."""
+    from carbonsched.plan import colgen, score_plan
+
+    from .test_properties import clean
+
+    import highspy
+
+    class CutMaster(highspy.Highs):
+        """The master as HiGHS leaves it when its time limit strikes first."""
+
+        def getModelStatus(self):
+            return highspy.HighsModelStatus.kTimeLimit
+
+    real = colgen._new_highs
+    made: list[object] = []
+
+    def first_is_cut(threads, time_limit_s):
+        if made:                                  # repair and split-bound MIPs: real ones
+            return real(threads, time_limit_s)
+        h = CutMaster()
+        h.setOptionValue("output_flag", False)
+        made.append(h)
+        return h
+
+    monkeypatch.setattr(colgen, "_new_highs", first_is_cut)
+    prob = two_gangs_three_gpus()
+    res = solve_plan(prob, method="colgen", mip_gap=0.0, time_limit_s=60)
+    note = res.solver.note
+    assert "master LP stopped" in note and "no master LP solved in the budget" in note
+    assert "LP rounding" not in note and "LP floor" not in note
+    assert res.totals["objective"] == pytest.approx(4.4)      # one gang placed, one left out
+    assert res.solver.bound <= 4.4 + 1e-9
+    assert clean(score_plan(prob, res))
