@@ -1391,8 +1391,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     n_frac = int((residual > 0).sum())
     will_repair = 0 < n_frac <= REPAIR_MAX_CLASSES or (len(reps) <= REPAIR_ALL_CLASSES
                                                         and n_frac > 0)
-    if (SITE_PASS_SHARE > 0 and not will_repair and len(reps) <= SITE_PASS_MAX_CLASSES
-            and left() > 2.0):
+    if SITE_PASS_SHARE > 0 and not will_repair and left() > 2.0:
         # without a repair MIP to follow, most of what is left goes to the site-by-site
         # search (power binds per site, across GPU types), the type pass gets the rest
         best_name, best_plan = min(cands, key=lambda c: c[1].totals["objective"])
@@ -1670,12 +1669,6 @@ def type_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
 SITE_PASS_SHARE = float(os.environ.get("CARBONSCHED_CG_SITE_PASS", "0.8"))
 """When no repair MIP follows, :func:`site_pass` gets this share of 0.8 × (time left −
 :data:`FINISH_S`) and the type pass 0.8 × what is left after it; 0 turns the site pass off."""
-SITE_PASS_MAX_CLASSES = 8000
-"""The site pass runs on instances of at most this many classes. Measured side by side
-(section 3.6 of BENCHMARKS.md): 10k × 16 × 48 (4,600 classes, 30–900 per site neighbourhood)
-at load 0.6 median gap 3.33 % → 1.61 %; 50k × 16 × 48 at 0.3 (12,456 classes), seed 0,
-1.08 % → 1.55 %: its site MIPs are too large for their seconds, which the type pass uses
-better."""
 SITE_PASS_MAX_LEFT_OUT = 300
 """Most classes with left-out work added to one site's neighbourhood (a loaded fleet leaves
 many out; those that may run at the site first, then the costliest to leave out)."""

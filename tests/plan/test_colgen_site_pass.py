@@ -175,21 +175,3 @@ def test_too_little_time_for_a_site_mip_starts_none():
     out = site_pass(sets, lay, cls, np.zeros(lay.n_rows), NONE, np.zeros(len(sets.site)), bad,
                     1, 1.8, 0.0, said.append, rec)
     assert out is not None and out.totals["objective"] == pytest.approx(0.12)
-
-
-@pytest.mark.parametrize("max_classes, runs", [(2, 1), (1, 0)])
-def test_the_site_pass_runs_up_to_its_class_limit(monkeypatch, max_classes, runs):
-    """The instance has two classes: at a limit of two the pass runs, at one it does not."""
-    import carbonsched.plan.colgen as colgen
-    from carbonsched.plan.solve import solve_plan
-
-    monkeypatch.setattr(colgen, "REPAIR_MAX_CLASSES", 0)
-    monkeypatch.setattr(colgen, "REPAIR_ALL_CLASSES", 0)
-    monkeypatch.setattr(colgen, "SITE_PASS_MAX_CLASSES", max_classes)
-    calls: list[int] = []
-    real = colgen.site_pass
-    monkeypatch.setattr(colgen, "site_pass", lambda *a, **k: calls.append(1) or real(*a, **k))
-    res = solve_plan(power_shared_by_two_types(), method="colgen", time_limit_s=20.0,
-                     mip_gap=0.0)
-    assert len(calls) == runs
-    assert res.totals["objective"] == pytest.approx(0.12)
