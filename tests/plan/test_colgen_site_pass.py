@@ -175,3 +175,13 @@ def test_too_little_time_for_a_site_mip_starts_none():
     out = site_pass(sets, lay, cls, np.zeros(lay.n_rows), NONE, np.zeros(len(sets.site)), bad,
                     1, 1.8, 0.0, said.append, rec)
     assert out is not None and out.totals["objective"] == pytest.approx(0.12)
+
+
+@pytest.mark.parametrize("jobs, seconds", [(100, 1.2), (10_000, 1.2), (10_001, 1.20012),
+                                           (50_000, 6.0)])
+def test_the_time_kept_after_a_pass_mip_grows_with_the_jobs_past_10k(jobs, seconds):
+    from types import SimpleNamespace
+
+    from carbonsched.plan.colgen import plan_overhead_s
+
+    assert plan_overhead_s(SimpleNamespace(placeable=np.arange(jobs))) == pytest.approx(seconds)
