@@ -44,6 +44,12 @@ def _plan(sets, rec, placed):
                              PlanStatus.FEASIBLE, rec)
 
 
+def _site_pass(sets, lay, cls, plan, seconds, said, rec):
+    """The pass with zero duals, no LP support and no LP emissions (excess = the plan's)."""
+    return site_pass(sets, lay, cls, np.zeros(lay.n_rows), NONE, np.zeros(len(sets.site)), plan,
+                     1, seconds, 0.0, said.append, rec)
+
+
 def _setup(prob):
     sets = compile_sets(prob)
     cls = job_classes(sets)
@@ -59,8 +65,7 @@ def test_the_site_pass_moves_two_types_no_type_pass_can_move_alone():
     assert type_pass(sets, lay, cls, np.zeros(lay.n_rows), NONE, NONE, bad, 1, 30.0, 0.0,
                      lambda _m: None, rec) is None
     said: list[str] = []
-    out = site_pass(sets, lay, cls, np.zeros(lay.n_rows), NONE, np.zeros(len(sets.site)), bad,
-                    1, 30.0, 0.0, said.append, rec)
+    out = _site_pass(sets, lay, cls, bad, 30.0, said, rec)
     assert out is not None and out.totals["objective"] == pytest.approx(0.12)
     starts = {p.job_id: (p.site, p.start) for p in out.placements}
     assert starts == {"v": ("a", at(0)), "h": ("a", at(1))}
@@ -78,8 +83,7 @@ def test_an_optimal_plan_is_tried_once_per_site_and_left_alone():
     best = _plan(sets, rec, {"v": (0, 0), "h": (0, 1)})
     said: list[str] = []
     # a long budget: every site's MIP proves its neighbourhood, so each is tried once
-    assert site_pass(sets, lay, cls, np.zeros(lay.n_rows), NONE, np.zeros(len(sets.site)),
-                     best, 1, 60.0, 0.0, said.append, rec) is None
+    assert _site_pass(sets, lay, cls, best, 60.0, said, rec) is None
     assert sum(m.startswith("repair MIP") for m in said) == 1   # site b runs nothing: no MIP
     assert "site by site" not in rec.note
 
@@ -99,8 +103,7 @@ def test_work_left_out_joins_every_site_neighbourhood():
     start = _plan(sets, rec, {"y": (0, 0)})                  # y at its dirty hour, x left out
     assert [u.job_id for u in start.unplaced] == ["x"]
     said: list[str] = []
-    out = site_pass(sets, lay, cls, np.zeros(lay.n_rows), NONE, np.zeros(len(sets.site)), start,
-                    1, 30.0, 0.0, said.append, rec)
+    out = _site_pass(sets, lay, cls, start, 30.0, said, rec)
     # optimum: y at a's clean hour (0.01 kg), x at b (0.05 kg), found by site a's MIP
     assert out is not None and out.unplaced == []
     assert out.totals["objective"] == pytest.approx(0.06)
@@ -153,8 +156,7 @@ def test_left_out_classes_past_the_cap_wait_those_that_may_run_at_the_site_first
     start = _plan(sets, rec, {"y": (0, 0)})
     assert start.totals["objective"] == pytest.approx(2.1)
     said: list[str] = []
-    out = site_pass(sets, lay, cls, np.zeros(lay.n_rows), NONE, np.zeros(len(sets.site)), start,
-                    1, 30.0, 0.0, said.append, rec)
+    out = _site_pass(sets, lay, cls, start, 30.0, said, rec)
     steps = [m for m in said if m.startswith("site ")]
     assert steps[0].startswith("site a:") and steps[0].endswith(first_step)
     assert out is not None and out.unplaced == []
@@ -168,12 +170,10 @@ def test_too_little_time_for_a_site_mip_starts_none():
     rec = SolverRecord(name="highs", status=PlanStatus.FEASIBLE)
     bad = _plan(sets, rec, {"v": (0, 1), "h": (0, 0)})
     said: list[str] = []
-    assert site_pass(sets, lay, cls, np.zeros(lay.n_rows), NONE, np.zeros(len(sets.site)), bad,
-                     1, 1.6, 0.0, said.append, rec) is None
+    assert _site_pass(sets, lay, cls, bad, 1.6, said, rec) is None
     assert not any(m.startswith("repair MIP") for m in said)
     # with 1.8 s the same step runs (0.6 s MIP) and finds the optimum
-    out = site_pass(sets, lay, cls, np.zeros(lay.n_rows), NONE, np.zeros(len(sets.site)), bad,
-                    1, 1.8, 0.0, said.append, rec)
+    out = _site_pass(sets, lay, cls, bad, 1.8, said, rec)
     assert out is not None and out.totals["objective"] == pytest.approx(0.12)
 
 
