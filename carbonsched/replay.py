@@ -533,8 +533,9 @@ def _oracle_accounting(daily: list[dict[str, Any]], policies: tuple[str, ...],
     unplaced work at ten times the job's dirtiest GPU-hour, ``<policy>_objective_kg``), as
     ``Σ (agnostic − milp) / Σ (agnostic − bound)``. The bound (``oracle_bound_kg``) is a lower
     bound on that objective for every plan of the day, so the denominator is at least the
-    best reduction any plan could reach and the share is a proven lower bound on the MILP's
-    share of it, with no day left out; ``greedy_share_of_oracle_bound`` likewise.
+    best reduction any plan could reach and, where the MILP reduces at all, the share is a
+    proven lower bound on the MILP's share of it, with no day left out;
+    ``greedy_share_of_oracle_bound`` likewise.
     """
     if "oracle" not in policies:
         return {}
