@@ -81,11 +81,11 @@ def test_refinement_when_column_generation_stops_early(monkeypatch):
 def test_no_master_in_the_budget_plans_priced_greedy_without_rounding(monkeypatch):
     """A master cut before it solves leaves no LP to round: the rounding (priced greedy
     again, seconds at 10k jobs) is skipped and named; the plan stays valid, above the bound."""
+    import highspy
+
     from carbonsched.plan import colgen, score_plan
 
     from .test_properties import clean
-
-    import highspy
 
     class CutMaster(highspy.Highs):
         """The master as HiGHS leaves it when its time limit strikes first."""
