@@ -1364,12 +1364,11 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     used = np.bincount(cls.of_job[pool[:, 0]], weights=floor, minlength=len(reps))
     residual = lay.mult - used.astype(np.int64)
     fixed_opts, fixed_counts = pool[floor > 0], floor[floor > 0]
-    roundings = [("LP rounding", round_lp(cls, pool, xo))]
+    roundings = [] if no_master else [("LP rounding", round_lp(cls, pool, xo))]
     if no_master:
         # nothing to round: its completion would be priced greedy again, 1.5-2.5 s at 10k
         # jobs that a 20 s budget does not have (10k x 16 x 48 at load 0.3, two solves
         # sharing the 2 cores: 21-23.5 s with it, the same plan as priced greedy)
-        roundings = []
         _note(rec, "no master LP solved in the budget: the plan is priced greedy on the "
               "warm-up's multipliers (no LP to round)")
     elif 2 * int(fixed_counts.sum()) >= len(placeable):

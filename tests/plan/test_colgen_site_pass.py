@@ -50,6 +50,14 @@ def _site_pass(sets, lay, cls, plan, seconds, said, rec):
                      1, seconds, 0.0, said.append, rec)
 
 
+def _power_case(placed):
+    """The two-type case with a plan from ``placed``: (prob, sets, cls, lay, rec, plan, said)."""
+    prob = power_shared_by_two_types()
+    sets, cls, lay = _setup(prob)
+    rec = SolverRecord(name="highs", status=PlanStatus.FEASIBLE)
+    return prob, sets, cls, lay, rec, _plan(sets, rec, placed), []
+
+
 def _setup(prob):
     sets = compile_sets(prob)
     cls = job_classes(sets)
@@ -57,14 +65,10 @@ def _setup(prob):
 
 
 def test_the_site_pass_moves_two_types_no_type_pass_can_move_alone():
-    prob = power_shared_by_two_types()
-    sets, cls, lay = _setup(prob)
-    rec = SolverRecord(name="highs", status=PlanStatus.FEASIBLE)
-    bad = _plan(sets, rec, {"v": (0, 1), "h": (0, 0)})
+    prob, sets, cls, lay, rec, bad, said = _power_case({"v": (0, 1), "h": (0, 0)})
     assert bad.totals["objective"] == pytest.approx(0.21)
     assert type_pass(sets, lay, cls, np.zeros(lay.n_rows), NONE, NONE, bad, 1, 30.0, 0.0,
                      lambda _m: None, rec) is None
-    said: list[str] = []
     out = _site_pass(sets, lay, cls, bad, 30.0, said, rec)
     assert out is not None and out.totals["objective"] == pytest.approx(0.12)
     starts = {p.job_id: (p.site, p.start) for p in out.placements}
@@ -77,11 +81,7 @@ def test_the_site_pass_moves_two_types_no_type_pass_can_move_alone():
 
 
 def test_an_optimal_plan_is_tried_once_per_site_and_left_alone():
-    prob = power_shared_by_two_types()
-    sets, cls, lay = _setup(prob)
-    rec = SolverRecord(name="highs", status=PlanStatus.FEASIBLE)
-    best = _plan(sets, rec, {"v": (0, 0), "h": (0, 1)})
-    said: list[str] = []
+    prob, sets, cls, lay, rec, best, said = _power_case({"v": (0, 0), "h": (0, 1)})
     # a long budget: every site's MIP proves its neighbourhood, so each is tried once
     assert _site_pass(sets, lay, cls, best, 60.0, said, rec) is None
     assert sum(m.startswith("repair MIP") for m in said) == 1   # site b runs nothing: no MIP
@@ -165,11 +165,7 @@ def test_left_out_classes_past_the_cap_wait_those_that_may_run_at_the_site_first
 
 def test_too_little_time_for_a_site_mip_starts_none():
     """1.6 s leaves less than a 0.5 s MIP after the 1.2 s kept for building and overrun."""
-    prob = power_shared_by_two_types()
-    sets, cls, lay = _setup(prob)
-    rec = SolverRecord(name="highs", status=PlanStatus.FEASIBLE)
-    bad = _plan(sets, rec, {"v": (0, 1), "h": (0, 0)})
-    said: list[str] = []
+    prob, sets, cls, lay, rec, bad, said = _power_case({"v": (0, 1), "h": (0, 0)})
     assert _site_pass(sets, lay, cls, bad, 1.6, said, rec) is None
     assert not any(m.startswith("repair MIP") for m in said)
     # with 1.8 s the same step runs (0.6 s MIP) and finds the optimum
