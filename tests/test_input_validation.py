@@ -183,10 +183,36 @@ CATALOG_NUMBERS = [
 def _catalog_case(line: str, zero_ok: bool, value: str) -> str | None:
     if value == "0.0" and zero_ok:
         return None
-    if value in ("-1.0", "-7") and line.startswith(("longitude",)):
-        return None           # a negative longitude is valid
+    if value in ("-1.0", "-7") and line.startswith(("longitude", "latitude")):
+        return None           # a negative latitude or longitude is valid (south, west)
     key = line.split(" = ")[0]
     return MINIMAL.replace(line, f"{key} = {value}", 1)
+
+
+@pytest.mark.parametrize(("line", "value", "ok"), [
+    ("latitude = 10.0", "-7", True), ("latitude = 10.0", "-90.0", True),
+    ("latitude = 10.0", "90.0", True), ("latitude = 10.0", "-90.001", False),
+    ("latitude = 10.0", "90.001", False), ("longitude = 1.0", "-180.0", True),
+    ("longitude = 1.0", "180.0", True), ("longitude = 1.0", "180.001", False),
+    ("longitude = 1.0", "-180.001", False),
+])
+def test_latitude_and_longitude_at_and_past_their_limits(tmp_path, line, value, ok):
+    """Found by Hypothesis: the property fed latitude -1.0 as bad input, but a southern
+    latitude is valid and planning rightly went on to forecast. The range itself is checked
+    here at its edges: -90..90 degrees north and -180..180 degrees east are accepted."""
+    path = tmp_path / "edge.toml"
+    key = line.split(" = ")[0]
+    path.write_text(MINIMAL.replace(line, f"{key} = {value}", 1))
+    if ok:
+        cat = load_catalog(path)
+        where = cat.areas if line.startswith("longitude") else cat.sites
+        assert float(value) in [getattr(x, key) for x in
+                                (where.values() if isinstance(where, dict) else where)]
+    else:
+        r = _plan("--catalog", str(path))
+        assert r.exit_code == 2, r.output
+        span = "-90..90" if key == "latitude" else "-180..180"
+        assert f"field '{key}' {float(value)} is outside {span}" in _one_line(r.output)
 
 
 @settings(max_examples=60, deadline=None,
