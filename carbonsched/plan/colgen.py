@@ -1162,7 +1162,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         bound is within ``mip_gap``; ``feasible`` otherwise; ``heuristic`` (greedy plan) if
         the repair found nothing.
     """
-    from carbonsched.plan.solve import relative_gap
+    from carbonsched.plan.solve import ABS_GAP_KG, relative_gap
 
     if getattr(sets, "slot_minutes", 60) != 60:
         raise InputError(
@@ -1485,7 +1485,9 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
             candidate_options(sets, lay, duals, reps[rep_c], pool[xo > INTEGRAL_TOL],
                               REPAIR_TOP_K),
             start_opts[~outside], split_opts[in_rep[cls.of_job[split_opts[:, 0]]]]]), axis=0)
-        if len(rep_c) == len(reps) and count_options(sets) <= REPAIR_ALL_OPTIONS:
+        whole = (len(rep_c) == len(reps) and len(fix_o) == 0
+                 and count_options(sets) <= REPAIR_ALL_OPTIONS)
+        if whole:
             # small instance: every option of every class (the MIP is then the full model)
             rep_opts = np.unique(np.concatenate([rep_opts, enumerate_options(sets, reps)]),
                                  axis=0)
@@ -1493,9 +1495,18 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
                      lay.mult[rep_c], rep_opts, threads, max(left() - FINISH_S, 0.5), mip_gap,
                      say, start=start_plan)
         if out is not None:
-            chosen, alloc, rep_proven = out
+            chosen, alloc, rep_proven, rep_bound = out
             cands.append(("LP + repair MIP", build_plan_result(
                 sets, chosen, alloc, PlanStatus.FEASIBLE, rec)))
+            if whole and rep_bound is not None and rep_bound > lb + ABS_GAP_KG:
+                # the MIP over the whole (class-aggregated) model: its dual bound bounds
+                # the problem, and holds the gangs the LP relaxes
+                say(f"bound from the repair MIP over the whole model {rep_bound:.3f} "
+                    f"(was {lb:.3f})")
+                _note(rec, f"bound from the MIP over every class and option: {lb:.3f} -> "
+                      f"{rep_bound:.3f}")
+                lb = rep_bound
+                rec.bound = lb
     name, res = min(cands, key=lambda c: c[1].totals["objective"])
     rec.solve_seconds = time.perf_counter() - ts + warm_s   # warm-up, master LPs, repair
     res.solver = rec
@@ -1874,17 +1885,20 @@ def neighbours(sets: PlanSets, lay: Layout, duals: np.ndarray, cand: np.ndarray,
 def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
            fixed_counts: np.ndarray, rep_c: np.ndarray, rhs: np.ndarray, opts: np.ndarray,
            threads: int, time_limit_s: float, mip_gap: float, say,
-           start: PlanResult | None = None) -> tuple[np.ndarray, np.ndarray, bool] | None:
+           start: PlanResult | None = None
+           ) -> tuple[np.ndarray, np.ndarray, bool, float | None] | None:
     """MIP over the repair classes' candidate options, all inference and absorption.
 
     Capacity, power and absorption rows are reduced by the fixed classes' usage.
 
     Returns
     -------
-    (chosen, alloc, proven) or None
+    (chosen, alloc, proven, bound) or None
         Per-job ``(job, site, start)`` of every placed job, the inference allocation
-        ``(D, S)``, and whether the MIP proved optimality within its gap; None if the MIP
-        found no solution in the limit.
+        ``(D, S)``, whether the MIP proved optimality within its gap, and HiGHS's dual bound
+        on this MIP [kg] (None if not finite) — a bound on the whole problem only when the
+        MIP frees every class over every option with nothing fixed; None if the MIP found
+        no solution in the limit.
     """
     gpus_fixed, kw_fixed = _usage(sets, fixed_opts, fixed_counts)
     e_fixed = _usage(sets, fixed_opts, fixed_counts, energy=True)[1]
@@ -1924,6 +1938,9 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
     if h.getInfo().primal_solution_status != 2:
         return None
     proven = h.getModelStatus() == highspy.HighsModelStatus.kOptimal
+    bound = float(h.getInfo().mip_dual_bound)
+    if os.environ.get("CARBONSCHED_CG_REPAIR_CHECK"):   # debugging aid
+        say(f"repair MIP objective {h.getInfo().objective_function_value:.6f}, bound {bound:.6f}")
     x = np.round(np.asarray(h.getSolution().col_value)).astype(np.int64)
     alloc = np.zeros(sets.inf_sites.shape, dtype=np.int64)
     ys = fx["ys"]
@@ -1931,7 +1948,8 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
         alloc[ys[:, 0], ys[:, 1]] = x[np.flatnonzero(fx["kinds"] == 1)]
     all_opts = np.concatenate([fixed_opts, opts])
     all_counts = np.concatenate([fixed_counts, x[nf:]])
-    return expand(cls, all_opts, all_counts), alloc, proven
+    return (expand(cls, all_opts, all_counts), alloc, proven,
+            bound if np.isfinite(bound) else None)
 
 
 def _plan_options(sets: PlanSets, cls: Classes, plan: PlanResult) -> np.ndarray:

@@ -49,6 +49,16 @@ AUTO_MILP_MAX_OPTIONS = 20_000
 column generation above it (measured: PuLP construction and the MILP's LP both grow past a
 minute beyond ~10^5 options; see ``bench/results/plan_scale.md``)."""
 
+AUTO_SEED_MIN_OPTIONS = 2_000
+"""``method="auto"`` between this many options and :data:`AUTO_MILP_MAX_OPTIONS`: column
+generation first, for :data:`AUTO_SEED_SHARE` of the limit, then the direct MILP started from
+its plan (a MIP start) for the rest. At a binding load HiGHS alone can end such a day-sized
+instance (~500 jobs, 12k options) with most of the limit spent and a 60-70 % gap, leaving work
+out that column generation's plan places; started from that plan it closes to ~1 %
+(BENCHMARKS.md section 9)."""
+AUTO_SEED_SHARE = 0.2
+"""Share of the time limit column generation gets before the seeded direct MILP. [-]"""
+
 AUTO_FOLLOWUP_MAX_OPTIONS = 400_000
 """``method="auto"``: after column generation, if the proven gap is above ``mip_gap``, the
 direct MILP gets the rest of the budget when the instance has at most this many options."""
@@ -241,8 +251,28 @@ def _parse_cbc_log(text: str) -> tuple[float | None, float | None]:
     return (float(obj[-1]) if obj else None, float(low[-1]) if low else None)
 
 
+def _highs_with_start(start: dict[pulp.LpVariable, float], **kw) -> pulp.LpSolver:
+    """PuLP's HiGHS interface, handing HiGHS a MIP start before it runs.
+
+    ``start`` gives values of (some) integer variables; HiGHS completes a partial start by
+    solving the sub-MIP with those values fixed (``setSolution`` with index/value arrays,
+    HiGHS >= 1.7; https://ergo-code.github.io/HiGHS/stable/guide/further/#mip-start). A start
+    HiGHS cannot complete is ignored by it: the solve goes on as without one.
+    """
+    class _WithStart(pulp.HiGHS):
+        def callSolver(self, lp):
+            # PuLP numbered the columns (var.index) when it built the HiGHS model
+            idx = np.array([v.index for v in start], dtype=np.int32)
+            val = np.array(list(start.values()), dtype=np.float64)
+            lp.solverModel.setSolution(len(idx), idx, val)
+            lp.solverModel.run()
+
+    return _WithStart(**kw)
+
+
 def run_milp(model: pulp.LpProblem, solver: str, time_limit_s: float, mip_gap: float,
-             threads: int = 1) -> SolveOutcome:
+             threads: int = 1, start: dict[pulp.LpVariable, float] | None = None
+             ) -> SolveOutcome:
     """Solve a PuLP model with HiGHS or CBC under a time limit; read status and bound.
 
     Parameters
@@ -257,11 +287,14 @@ def run_milp(model: pulp.LpProblem, solver: str, time_limit_s: float, mip_gap: f
         Relative MIP gap at which the solver may stop. [-]
     threads
         Solver threads.
+    start
+        Optional MIP start: values of integer variables (HiGHS only; CBC ignores it).
     """
     t = time.perf_counter()
     if solver == "highs":
-        cmd = pulp.HiGHS(msg=False, timeLimit=max(time_limit_s, 0.01), gapRel=mip_gap,
-                         threads=threads)
+        kw = dict(msg=False, timeLimit=max(time_limit_s, 0.01), gapRel=mip_gap,
+                  threads=threads)
+        cmd = _highs_with_start(start, **kw) if start else pulp.HiGHS(**kw)
         try:
             model.solve(cmd)
         except pulp.PulpSolverError as exc:
@@ -469,9 +502,48 @@ def _infeasible(sets: PlanSets, rec: SolverRecord, family: str, detail: str,
     return res
 
 
+def start_values(m: PlanModel, plan: PlanResult) -> dict[pulp.LpVariable, float]:
+    """A MIP start for ``m`` from a plan's one-piece placements.
+
+    Every job of the model gets its option binaries (1 for the plan's placement, 0 else) and
+    its unplaced flag; jobs the plan runs in pieces, and inference and absorption variables,
+    are left for the solver to complete.
+
+    Returns
+    -------
+    dict
+        Variable -> value; empty when no placement of the plan is an option of ``m``.
+    """
+    sets = m.sets
+    jpos = {jb.id: k for k, jb in enumerate(sets.problem.jobs)}
+    spos = {name: i for i, name in enumerate(sets.site)}
+    tpos = {t: i for i, t in enumerate(sets.slot)}
+    pos = {(int(j), int(s_), int(t)): i for i, (j, s_, t) in enumerate(m.options.tolist())}
+    placed: dict[int, int | None] = {}
+    for pl in plan.placements:
+        j = jpos.get(pl.job_id)
+        if j is None:
+            continue
+        i = pos.get((j, spos.get(pl.site, -1), tpos.get(pl.start, -1)))
+        placed[j] = None if (pl.pieces > 1 or i is None or j in placed) else i
+    out: dict[pulp.LpVariable, float] = {}
+    by_job: dict[int, list[int]] = {}
+    for i, j in enumerate(m.options[:, 0].tolist()):
+        by_job.setdefault(int(j), []).append(i)
+    for j, u in m.u.items():
+        if j in placed and placed[j] is None:
+            continue                          # pieces or an unknown placement: not given
+        i_on = placed.get(j)
+        for i in by_job.get(j, []):
+            out[m.x[i]] = 1.0 if i == i_on else 0.0
+        out[u] = 0.0 if i_on is not None else 1.0
+    return out if any(i is not None for i in placed.values()) else {}
+
+
 def solve_milp(sets: PlanSets, solver: str, time_limit_s: float, mip_gap: float, threads: int,
                rec: SolverRecord, started: float, progress: Progress = None,
-               min_solve_s: float = 0.0) -> PlanResult | None:
+               min_solve_s: float = 0.0, start: PlanResult | None = None
+               ) -> PlanResult | None:
     """Direct MILP: one binary per feasible (job, site, start), built in PuLP and solved.
 
     Parameters
@@ -497,6 +569,9 @@ def solve_milp(sets: PlanSets, solver: str, time_limit_s: float, mip_gap: float,
     min_solve_s
         Least solver time worth starting; with less left the model is built but not solved.
         0 (the default) always solves, for at least 0.01 s. [s]
+    start
+        Optional plan handed to HiGHS as a MIP start (:func:`start_values`); the solve then
+        ends with a plan at least as good as it.
 
     Returns
     -------
@@ -524,10 +599,12 @@ def solve_milp(sets: PlanSets, solver: str, time_limit_s: float, mip_gap: float,
     remaining = max(remaining, 0.01)
     if progress:
         progress(f"solving with {rec.name} (limit {remaining:.0f} s)")
-    out = run_milp(m.lp, rec.name, remaining, mip_gap, threads)
+    x0 = start_values(m, start) if start is not None and rec.name == "highs" else None
+    out = run_milp(m.lp, rec.name, remaining, mip_gap, threads, start=x0)
     rec.solve_seconds = out.seconds
     rec.bound = out.bound
-    rec.note = "; ".join(x for x in (rec.note, f"solver status {out.raw}") if x)
+    seed = (f"started from a plan of {start.totals['objective']:.3f} kg" if x0 else None)
+    rec.note = "; ".join(x for x in (rec.note, seed, f"solver status {out.raw}") if x)
     if out.infeasible:
         fam = diagnose_inference(sets, rec.name) or ("unknown", "solver reported infeasible")
         return _infeasible(sets, rec, fam[0], fam[1], started)
@@ -563,12 +640,15 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
         proven gap is within it. [-]
     method
         ``"milp"`` (direct PuLP model), ``"colgen"`` (column generation with an exact LP bound,
-        then a repair MIP), or ``"auto"``: the MILP up to :data:`AUTO_MILP_MAX_OPTIONS`
-        options, else column generation, followed — when its proven gap is still above
+        then a repair MIP), or ``"auto"``: the MILP up to :data:`AUTO_SEED_MIN_OPTIONS`
+        options; up to :data:`AUTO_MILP_MAX_OPTIONS` (hourly grid, HiGHS, no piece patterns)
+        column generation for :data:`AUTO_SEED_SHARE` of the limit; above, column generation
+        for the whole limit. Either is followed — when its proven gap is still above
         ``mip_gap`` and the instance has at most :data:`AUTO_FOLLOWUP_MAX_OPTIONS` options — by
-        the direct MILP in the remaining time (better plan and better bound kept); the
-        follow-up is skipped, with a note, when its expected build and hand-over would leave
-        the solver less than :data:`AUTO_FOLLOWUP_MIN_SECONDS`.
+        the direct MILP in the remaining time, started from column generation's plan (a MIP
+        start, :func:`start_values`; better plan and better bound kept); the follow-up is
+        skipped, with a note, when its expected build and hand-over would leave the solver
+        less than :data:`AUTO_FOLLOWUP_MIN_SECONDS`.
     threads
         Solver threads.
     progress
@@ -598,8 +678,13 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
     name, note = resolve_solver(solver)
     sets = compile_sets(problem)
     auto = method == "auto"
+    seeded = False
     if auto:
         method = "milp" if len(sets.options) <= AUTO_MILP_MAX_OPTIONS else "colgen"
+        if (method == "milp" and len(sets.options) > AUTO_SEED_MIN_OPTIONS
+                and sets.slot_minutes == 60 and highs_available()
+                and (sets.patterns is None or not len(sets.patterns))):
+            method, seeded = "colgen", True
     if method == "colgen" and sets.slot_minutes != 60:
         # column generation prices hourly slots only: never run it on a sub-hour grid
         note = "; ".join(x for x in (note, f"column generation supports the hourly grid only; "
@@ -643,7 +728,14 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
         return check_result(sets, direct, started)
     from carbonsched.plan.colgen import solve_colgen
 
-    res = solve_colgen(sets, time_limit_s, mip_gap, threads, rec, started, progress)
+    if seeded:
+        # the seeded MILP must have its build, hand-over and minimum solve after column
+        # generation's share; with a shorter limit column generation keeps all of it
+        expected_s = (BUILD_S_PER_OPTION + TRANSFER_S_PER_OPTION) * len(sets.options)
+        seeded = ((1.0 - AUTO_SEED_SHARE) * time_limit_s - FINISH_MARGIN_S - expected_s
+                  >= AUTO_FOLLOWUP_MIN_SECONDS)
+    res = solve_colgen(sets, AUTO_SEED_SHARE * time_limit_s if seeded else time_limit_s,
+                       mip_gap, threads, rec, started, progress)
     if sets.patterns is not None and len(sets.patterns):
         # the LP bound covers one-piece plans only: no proof for the model with pieces
         if res.status == PlanStatus.OPTIMAL:
@@ -673,7 +765,7 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
         progress(f"column generation: {gap}; direct MILP with the remaining {left:.0f} s")
     rec2 = SolverRecord(name=name, status=PlanStatus.NO_SOLUTION, method="milp")
     alt = solve_milp(sets, name, time_limit_s - FINISH_MARGIN_S, mip_gap, threads, rec2,
-                     started, None, min_solve_s=AUTO_FOLLOWUP_MIN_SECONDS)
+                     started, None, min_solve_s=AUTO_FOLLOWUP_MIN_SECONDS, start=res)
     if alt is None:                          # slower build than expected: not solved
         rec.note = (f"{rec.note}; then direct MILP: {rec2.note}; the column-generation plan "
                     "is kept")

@@ -95,3 +95,40 @@ def test_bounds_never_exceed_the_optimum(case, seed):
     assert sb.lagrangian <= sb.bound + tol
     raw = rng.normal(0.0, 1.0, lay.n_rows)
     assert site_bound(sets, lay, raw, upper=opt, seconds=20, threads=1).bound <= opt + tol
+
+
+def two_types_one_power_cap():
+    """A 2-GPU V job and a 2-GPU W job, both in hours 0-1, on a site whose 3 kW IT cap fits one.
+
+    1 kW per GPU, CI 100 g/kWh, PUE 1: a placed job emits 0.4 kg, an unplaced one costs 4 kg
+    (as above): optimum 4.4 kg. The LP runs half of one: 2.6 kg; the GPU-type split relaxes
+    power, so both fit there: 0.8 kg. Only a MIP that keeps power and both types proves 4.4.
+    """
+    site = SiteWrapper("a").gpus("V", 2).gpus("W", 2).cap_kw(3.0).obj()
+    jobs = [JobWrapper(f"j{t}").gpu_type(t).gpus(2).hours(2).window(0, 2).kw_per_gpu(1.0).obj()
+            for t in ("V", "W")]
+    return problem([site], jobs, 2, ci={"a": [100.0, 100.0]})
+
+
+def test_repair_mip_over_the_whole_model_proves_the_power_coupled_optimum():
+    prob = two_types_one_power_cap()
+    exact = solve_plan(prob, method="milp", mip_gap=0.0)
+    assert exact.totals["objective"] == pytest.approx(4.4)
+    res = solve_plan(prob, method="colgen", mip_gap=0.0, time_limit_s=60)
+    assert res.totals["objective"] == pytest.approx(4.4)
+    assert res.solver.bound == pytest.approx(4.4)          # LP 2.6, type split <= 2.6
+    assert res.status == PlanStatus.OPTIMAL
+    assert "bound from the MIP over every class and option: 2.600 -> 4.400" in res.solver.note
+
+
+def test_repair_bound_is_not_taken_when_the_mip_fixes_work(monkeypatch):
+    # over every class but not every option (the instance past REPAIR_ALL_OPTIONS) the
+    # repair MIP is a restriction: its dual bound bounds nothing and is not reported
+    from carbonsched.plan import colgen
+
+    monkeypatch.setattr(colgen, "REPAIR_ALL_OPTIONS", 0)
+    res = solve_plan(two_types_one_power_cap(), method="colgen", mip_gap=0.0, time_limit_s=60)
+    assert res.totals["objective"] == pytest.approx(4.4)
+    assert res.solver.bound == pytest.approx(2.6)
+    assert "MIP over every class" not in res.solver.note
+    assert res.status != PlanStatus.OPTIMAL              # unproven: 4.4 against 2.6

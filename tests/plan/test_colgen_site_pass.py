@@ -181,3 +181,30 @@ def test_the_time_kept_after_a_pass_mip_grows_with_the_jobs_past_10k(jobs, secon
     from carbonsched.plan.colgen import plan_overhead_s
 
     assert plan_overhead_s(SimpleNamespace(placeable=np.arange(jobs))) == pytest.approx(seconds)
+
+
+def test_left_out_classes_past_the_cap_go_costliest_first(monkeypatch):
+    """Site a (two H GPUs, CI 100 then 10 g/kWh) runs ``y`` (1 GPU, hour 0 only); ``cheap``
+    (1 GPU, 1 h: 1 kg to leave out) and ``dear`` (2 GPUs, 1 h: 2 kg) may both run only there,
+    in either hour, and are left out. At a cap of one, ``dear`` joins the first neighbourhood:
+    it runs alone in the clean hour, 0.1 + 0.02 + ``cheap``'s 1 kg = 1.12 kg (``cheap`` first
+    would give 0.1 + 0.01 + ``dear``'s 2 kg = 2.11). The step proved its neighbourhood
+    optimal and no other site changes the plan, so site a is not tried again."""
+    import carbonsched.plan.colgen as colgen
+
+    monkeypatch.setattr(colgen, "SITE_PASS_MAX_LEFT_OUT", 1)
+    a = SiteWrapper("a").gpus("H", 2).obj()
+    jobs = [JobWrapper(j).gpu_type("H").gpus(g).hours(1).window(0, end).sites("a")
+            .kw_per_gpu(1.0).obj() for j, g, end in (("cheap", 1, 2), ("dear", 2, 2),
+                                                     ("y", 1, 1))]
+    prob = problem([a], jobs, 2, ci={"a": [100.0, 10.0]})
+    sets, cls, lay = _setup(prob)
+    rec = SolverRecord(name="highs", status=PlanStatus.FEASIBLE)
+    start = _plan(sets, rec, {"y": (0, 0)})
+    assert start.totals["objective"] == pytest.approx(3.1)
+    said: list[str] = []
+    out = _site_pass(sets, lay, cls, start, 30.0, said, rec)
+    steps = [m for m in said if m.startswith("site ")]
+    assert steps == ["site a: 3.100 -> 1.120"], said
+    assert out is not None and [u.job_id for u in out.unplaced] == ["cheap"]
+    assert out.totals["objective"] == pytest.approx(1.12)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import time
 
 import numpy as np
+import pandas as pd
 import pulp
 import pytest
 
@@ -221,3 +224,116 @@ def test_run_milp_reports_lp_and_presolved_mip_bounds():
     mip += y >= 1.5                       # presolve rounds the bound up: solved there
     out = solve_mod.run_milp(mip, "highs", 10.0, 0.0)
     assert out.proven and out.objective == pytest.approx(2.0) and out.bound == pytest.approx(2.0)
+
+
+# --- MIP start (the direct MILP seeded with a plan) ------------------------------------------
+
+def _start_in_highs(sets, plan, tmp_path):
+    """Hand ``plan`` to HiGHS as a MIP start on the full model; return HiGHS's log."""
+    from carbonsched.plan.model import build_model
+
+    m = build_model(sets)
+    x0 = solve_mod.start_values(m, plan)
+    log = tmp_path / "highs.log"
+    # stop at the first solution HiGHS finds itself: the log then holds its verdict on the start
+    # threads=1 as every solve here: HiGHS keeps one thread pool per process
+    cmd = solve_mod._highs_with_start(x0, msg=False, threads=1, output_flag=True,
+                                      log_to_console=False,
+                                      log_file=str(log), mip_max_improving_sols=1)
+    cmd.createAndConfigureSolver(m.lp)
+    cmd.buildSolverModel(m.lp)
+    cmd.callSolver(m.lp)
+    return m, x0, log.read_text()
+
+
+def test_mip_start_is_the_plan_in_the_solvers_own_objective(tmp_path):
+    from carbonsched.plan.baselines import greedy_from_sets
+
+    sets = solve_mod.compile_sets(mid_size())
+    plan = greedy_from_sets(sets)
+    assert 0 < len(plan.placements) < len(sets.problem.jobs)     # some work left out too
+    m, x0, text = _start_in_highs(sets, plan, tmp_path)
+    got = re.search(r"MIP start solution is feasible: objective value is ([-+0-9.eE]+)", text)
+    assert got, text[-2000:]
+    # the same plan, priced by the solver: every placement and unplaced flag mapped right
+    assert float(got.group(1)) == pytest.approx(plan.totals["objective"], rel=1e-7)
+    assert sum(v for k, v in x0.items() if k.name.startswith("x")) == len(plan.placements)
+    assert sum(v for k, v in x0.items() if k.name.startswith("u")) == \
+        len(sets.problem.jobs) - len(plan.placements)
+
+
+def test_mip_start_leaves_out_jobs_it_cannot_map_and_is_empty_without_placements():
+    from carbonsched.plan.baselines import greedy_from_sets
+    from carbonsched.plan.model import build_model
+
+    sets = solve_mod.compile_sets(mid_size())
+    plan = greedy_from_sets(sets)
+    m = build_model(sets)
+    moved = plan.placements[0]
+    plan.placements[0] = dataclasses.replace(moved, start=moved.start + pd.Timedelta(days=30))
+    x0 = solve_mod.start_values(m, plan)
+    j = [jb.id for jb in sets.problem.jobs].index(moved.job_id)
+    assert m.u[j] not in x0                       # an option the model does not have: not given
+    assert len([k for k in x0 if k.name.startswith("u")]) == len(sets.problem.jobs) - 1
+    plan.placements = []
+    assert solve_mod.start_values(m, plan) == {}
+
+
+def test_auto_seeds_the_direct_milp_with_the_column_generation_plan(monkeypatch):
+    # generous limits (see above): both solves stop at their gap, never at the limit
+    prob = mid_size()
+    exact = solve_plan(prob, time_limit_s=600, mip_gap=0.0, method="milp")
+    _unproven_colgen(monkeypatch)
+    monkeypatch.setattr(solve_mod, "AUTO_MILP_MAX_OPTIONS", 10**9)
+    monkeypatch.setattr(solve_mod, "AUTO_SEED_MIN_OPTIONS", 0)
+    starts = []
+    real = solve_mod.run_milp
+
+    def run(*a, **k):
+        starts.append(k.get("start"))
+        return real(*a, **k)
+
+    monkeypatch.setattr(solve_mod, "run_milp", run)
+    res = solve_plan(prob, time_limit_s=600, mip_gap=1e-4)
+    assert res.solver.method == "colgen+milp", res.solver.note
+    assert len(starts) == 1 and starts[0]                       # the MILP got a start
+    assert re.search(r"then direct MILP: started from a plan of [0-9.]+ kg; solver status",
+                     res.solver.note)
+    assert res.status == PlanStatus.OPTIMAL
+    assert res.totals["objective"] == pytest.approx(exact.totals["objective"], rel=1e-4)
+
+
+def test_auto_keeps_the_plain_milp_below_the_seed_size_and_off_the_hourly_grid(monkeypatch):
+    monkeypatch.setattr(solve_mod, "AUTO_SEED_MIN_OPTIONS", 0)
+    monkeypatch.setattr(solve_mod, "highs_available", lambda: False)
+    res = solve_plan(small())                     # CBC: no column generation, no start
+    assert res.solver.method == "milp" and "column generation" not in res.solver.note
+    monkeypatch.undo()
+    monkeypatch.setattr(solve_mod, "AUTO_SEED_MIN_OPTIONS", 10**9)
+    assert solve_plan(mid_size()).solver.method == "milp"
+
+
+@pytest.mark.parametrize("above", [True, False])
+def test_seeded_column_generation_keeps_the_whole_limit_when_the_milp_would_not_fit(
+        monkeypatch, above):
+    # the seeded MILP needs its build and hand-over, 5 s of solver and the 1.5 s finish margin
+    # after column generation's 20 %: at T = (6.5 + expected) / 0.8 exactly it fits
+    from carbonsched.plan import colgen
+
+    prob = mid_size()
+    n = len(solve_mod.compile_sets(prob).options)
+    expected = (solve_mod.BUILD_S_PER_OPTION + solve_mod.TRANSFER_S_PER_OPTION) * n
+    at_limit = (solve_mod.AUTO_FOLLOWUP_MIN_SECONDS + solve_mod.FINISH_MARGIN_S + expected) \
+        / (1 - solve_mod.AUTO_SEED_SHARE)
+    limit = at_limit + (1e-6 if above else -1e-6)
+    monkeypatch.setattr(solve_mod, "AUTO_SEED_MIN_OPTIONS", 0)
+    given = []
+    real = colgen.solve_colgen
+
+    def spy(sets, time_limit_s, *a, **k):
+        given.append(time_limit_s)
+        return real(sets, time_limit_s, *a, **k)
+
+    monkeypatch.setattr(colgen, "solve_colgen", spy)
+    solve_plan(prob, time_limit_s=limit, mip_gap=0.01)
+    assert given == [pytest.approx(solve_mod.AUTO_SEED_SHARE * limit if above else limit)]

@@ -40,8 +40,8 @@ def tamper(monkeypatch, change):
         built["m"] = real_build(sets, options)
         return built["m"]
 
-    def run(lp, solver, time_limit_s, mip_gap, threads=1):
-        out = real_run(lp, solver, time_limit_s, mip_gap, threads)
+    def run(lp, solver, time_limit_s, mip_gap, threads=1, start=None):
+        out = real_run(lp, solver, time_limit_s, mip_gap, threads, start=start)
         if "m" in built and lp is built["m"].lp:
             change(built["m"])
         return out
@@ -173,8 +173,8 @@ def test_no_incumbent_says_greedy_and_how_many_it_left_unplaced(monkeypatch):
     # returns nothing (HiGHS at 0.01 s may or may not find one on a loaded machine)
     real_run = solve_mod.run_milp
 
-    def no_incumbent(lp, solver, time_limit_s, mip_gap, threads=1):
-        out = real_run(lp, solver, 0.01, mip_gap, threads)
+    def no_incumbent(lp, solver, time_limit_s, mip_gap, threads=1, start=None):
+        out = real_run(lp, solver, 0.01, mip_gap, threads, start=start)
         out.has_solution, out.proven, out.objective = False, False, None
         return out
 
