@@ -38,12 +38,17 @@ def two_gangs_three_gpus():
     return problem([site], jobs, 2, ci={"a": [100.0, 100.0]})
 
 
-def test_type_split_bound_proves_the_gang_that_does_not_fit():
-    prob = two_gangs_three_gpus()
+def _colgen_reaching(prob, optimum):
+    """Column generation's plan, checked to reach ``optimum`` as the direct MILP proves it."""
     exact = solve_plan(prob, method="milp", mip_gap=0.0)
-    assert exact.totals["objective"] == pytest.approx(4.4)
+    assert exact.totals["objective"] == pytest.approx(optimum)
     res = solve_plan(prob, method="colgen", mip_gap=0.0, time_limit_s=60)
-    assert res.totals["objective"] == pytest.approx(4.4)
+    assert res.totals["objective"] == pytest.approx(optimum)
+    return res
+
+
+def test_type_split_bound_proves_the_gang_that_does_not_fit():
+    res = _colgen_reaching(two_gangs_three_gpus(), 4.4)
     assert res.solver.bound == pytest.approx(4.4)          # the LP's bound is 2.6
     assert res.status == PlanStatus.OPTIMAL
     assert "GPU-type split" in res.solver.note
@@ -111,11 +116,7 @@ def two_types_one_power_cap():
 
 
 def test_repair_mip_over_the_whole_model_proves_the_power_coupled_optimum():
-    prob = two_types_one_power_cap()
-    exact = solve_plan(prob, method="milp", mip_gap=0.0)
-    assert exact.totals["objective"] == pytest.approx(4.4)
-    res = solve_plan(prob, method="colgen", mip_gap=0.0, time_limit_s=60)
-    assert res.totals["objective"] == pytest.approx(4.4)
+    res = _colgen_reaching(two_types_one_power_cap(), 4.4)
     assert res.solver.bound == pytest.approx(4.4)          # LP 2.6, type split <= 2.6
     assert res.status == PlanStatus.OPTIMAL
     assert "bound from the MIP over every class and option: 2.600 -> 4.400" in res.solver.note

@@ -135,6 +135,23 @@ def test_solve_colgen_runs_the_site_pass_when_no_repair_mip_follows(monkeypatch)
     assert clean(score_plan(prob, res))
 
 
+def _left_out_run(monkeypatch, cap, prob, start_kg):
+    """The pass from a plan running only ``y`` at (site 0, hour 0), the left-out cap at ``cap``.
+
+    Returns the pass's plan and its ``site ...`` step messages.
+    """
+    import carbonsched.plan.colgen as colgen
+
+    monkeypatch.setattr(colgen, "SITE_PASS_MAX_LEFT_OUT", cap)
+    sets, cls, lay = _setup(prob)
+    rec = SolverRecord(name="highs", status=PlanStatus.FEASIBLE)
+    start = _plan(sets, rec, {"y": (0, 0)})
+    assert start.totals["objective"] == pytest.approx(start_kg)
+    said: list[str] = []
+    out = _site_pass(sets, lay, cls, start, 30.0, said, rec)
+    return out, [m for m in said if m.startswith("site ")]
+
+
 @pytest.mark.parametrize("cap, first_step", [(2, "-> 0.160"), (1, "-> 1.110")])
 def test_left_out_classes_past_the_cap_wait_those_that_may_run_at_the_site_first(
         monkeypatch, cap, first_step):
@@ -143,21 +160,12 @@ def test_left_out_classes_past_the_cap_wait_those_that_may_run_at_the_site_first
     Site a goes first. With room for both left-out classes its MIP places all three: y and z
     at a (0.1 + 0.01 kg), x at b (0.05 kg), 0.16 kg. At a cap of one, ``z`` (it may run at a)
     is taken before ``x``: 0.11 kg + x's 1 kg, and site b's step then places ``x``."""
-    import carbonsched.plan.colgen as colgen
-
-    monkeypatch.setattr(colgen, "SITE_PASS_MAX_LEFT_OUT", cap)
     a = SiteWrapper("a").gpus("H", 1).obj()
     b = SiteWrapper("b").gpus("H", 1).obj()
     jobs = [JobWrapper(j).gpu_type("H").gpus(1).hours(1).window(0, 2).sites(s)
             .kw_per_gpu(1.0).obj() for j, s in (("x", "b"), ("y", "a"), ("z", "a"))]
     prob = problem([a, b], jobs, 2, ci={"a": [100.0, 10.0], "b": [50.0, 50.0]})
-    sets, cls, lay = _setup(prob)
-    rec = SolverRecord(name="highs", status=PlanStatus.FEASIBLE)
-    start = _plan(sets, rec, {"y": (0, 0)})
-    assert start.totals["objective"] == pytest.approx(2.1)
-    said: list[str] = []
-    out = _site_pass(sets, lay, cls, start, 30.0, said, rec)
-    steps = [m for m in said if m.startswith("site ")]
+    out, steps = _left_out_run(monkeypatch, cap, prob, 2.1)
     assert steps[0].startswith("site a:") and steps[0].endswith(first_step)
     assert out is not None and out.unplaced == []
     assert out.totals["objective"] == pytest.approx(0.16)
@@ -190,21 +198,12 @@ def test_left_out_classes_past_the_cap_go_costliest_first(monkeypatch):
     it runs alone in the clean hour, 0.1 + 0.02 + ``cheap``'s 1 kg = 1.12 kg (``cheap`` first
     would give 0.1 + 0.01 + ``dear``'s 2 kg = 2.11). The step proved its neighbourhood
     optimal and no other site changes the plan, so site a is not tried again."""
-    import carbonsched.plan.colgen as colgen
-
-    monkeypatch.setattr(colgen, "SITE_PASS_MAX_LEFT_OUT", 1)
     a = SiteWrapper("a").gpus("H", 2).obj()
     jobs = [JobWrapper(j).gpu_type("H").gpus(g).hours(1).window(0, end).sites("a")
             .kw_per_gpu(1.0).obj() for j, g, end in (("cheap", 1, 2), ("dear", 2, 2),
                                                      ("y", 1, 1))]
     prob = problem([a], jobs, 2, ci={"a": [100.0, 10.0]})
-    sets, cls, lay = _setup(prob)
-    rec = SolverRecord(name="highs", status=PlanStatus.FEASIBLE)
-    start = _plan(sets, rec, {"y": (0, 0)})
-    assert start.totals["objective"] == pytest.approx(3.1)
-    said: list[str] = []
-    out = _site_pass(sets, lay, cls, start, 30.0, said, rec)
-    steps = [m for m in said if m.startswith("site ")]
-    assert steps == ["site a: 3.100 -> 1.120"], said
+    out, steps = _left_out_run(monkeypatch, 1, prob, 3.1)
+    assert steps == ["site a: 3.100 -> 1.120"], steps
     assert out is not None and [u.job_id for u in out.unplaced] == ["cheap"]
     assert out.totals["objective"] == pytest.approx(1.12)
