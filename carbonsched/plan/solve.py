@@ -53,9 +53,10 @@ AUTO_SEED_MIN_OPTIONS = 2_000
 """``method="auto"`` between this many options and :data:`AUTO_MILP_MAX_OPTIONS`: column
 generation first, for :data:`AUTO_SEED_SHARE` of the limit, then the direct MILP started from
 its plan (a MIP start) for the rest. At a binding load HiGHS alone can end such a day-sized
-instance (~500 jobs, 12k options) with most of the limit spent and a 60-70 % gap, leaving work
-out that column generation's plan places; started from that plan it closes to ~1 %
-(BENCHMARKS.md section 9)."""
+instance (~500 jobs, 12k options) with a 60-70 % gap, leaving work out that column
+generation's plan places; started from that plan it ended at 2-25 % on such days and the
+binding-load replay's share of the oracle's bound rose from 0.774 to 0.956 (BENCHMARKS.md
+section 9.1)."""
 AUTO_SEED_SHARE = 0.2
 """Share of the time limit column generation gets before the seeded direct MILP. [-]"""
 
@@ -239,6 +240,8 @@ class SolveOutcome:
     seconds: float
     raw: str
     """Solver status text, for the note."""
+    start_accepted: bool | None = None
+    """With a MIP start: whether HiGHS took its values (None: no start given)."""
 
 
 _CBC_FLOAT = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
@@ -256,15 +259,22 @@ def _highs_with_start(start: dict[pulp.LpVariable, float], **kw) -> pulp.LpSolve
 
     ``start`` gives values of (some) integer variables; HiGHS completes a partial start by
     solving the sub-MIP with those values fixed (``setSolution`` with index/value arrays,
-    HiGHS >= 1.7; https://ergo-code.github.io/HiGHS/stable/guide/further/#mip-start). A start
-    HiGHS cannot complete is ignored by it: the solve goes on as without one.
+    highspy >= 1.8, the floor in ``pyproject.toml``;
+    https://ergo-code.github.io/HiGHS/stable/guide/further/#mip-start). A start HiGHS cannot
+    complete is ignored by it: the solve goes on as without one. The returned solver's
+    ``start_accepted`` is False when ``setSolution`` refused the values outright.
     """
+    import highspy
+
     class _WithStart(pulp.HiGHS):
+        start_accepted: bool | None = None
+
         def callSolver(self, lp):
             # PuLP numbered the columns (var.index) when it built the HiGHS model
             idx = np.array([v.index for v in start], dtype=np.int32)
             val = np.array(list(start.values()), dtype=np.float64)
-            lp.solverModel.setSolution(len(idx), idx, val)
+            st = lp.solverModel.setSolution(len(idx), idx, val)
+            self.start_accepted = st != highspy.HighsStatus.kError
             lp.solverModel.run()
 
     return _WithStart(**kw)
@@ -320,7 +330,8 @@ def run_milp(model: pulp.LpProblem, solver: str, time_limit_s: float, mip_gap: f
         if proven and has and bound is None:
             bound = obj        # solved in presolve: HiGHS reports no dual bound
         return SolveOutcome(has, proven and has, infeasible, obj, bound,
-                            time.perf_counter() - t, h.modelStatusToString(ms))
+                            time.perf_counter() - t, h.modelStatusToString(ms),
+                            getattr(cmd, "start_accepted", None))
     with tempfile.TemporaryDirectory() as tmp:
         logp = os.path.join(tmp, "cbc.log")
         cmd = _cbc(msg=False, timeLimit=max(time_limit_s, 1.0), gapRel=mip_gap,
@@ -506,8 +517,16 @@ def start_values(m: PlanModel, plan: PlanResult) -> dict[pulp.LpVariable, float]
     """A MIP start for ``m`` from a plan's one-piece placements.
 
     Every job of the model gets its option binaries (1 for the plan's placement, 0 else) and
-    its unplaced flag; jobs the plan runs in pieces, and inference and absorption variables,
-    are left for the solver to complete.
+    its unplaced flag; jobs the plan runs in pieces, places twice or at a (site, start) that
+    is not an option of ``m``, and inference and absorption variables, are left for the
+    solver to complete.
+
+    Parameters
+    ----------
+    m
+        The built model (:func:`~carbonsched.plan.model.build_model`).
+    plan
+        A plan of the same problem (job ids, site names and slot starts are matched).
 
     Returns
     -------
@@ -570,8 +589,9 @@ def solve_milp(sets: PlanSets, solver: str, time_limit_s: float, mip_gap: float,
         Least solver time worth starting; with less left the model is built but not solved.
         0 (the default) always solves, for at least 0.01 s. [s]
     start
-        Optional plan handed to HiGHS as a MIP start (:func:`start_values`); the solve then
-        ends with a plan at least as good as it.
+        Optional plan handed to HiGHS as a MIP start (:func:`start_values`); the note says
+        whether HiGHS took it. HiGHS may still end below it only when it cannot complete a
+        partial start; :func:`solve_plan` keeps the better of the two plans.
 
     Returns
     -------
@@ -603,7 +623,12 @@ def solve_milp(sets: PlanSets, solver: str, time_limit_s: float, mip_gap: float,
     out = run_milp(m.lp, rec.name, remaining, mip_gap, threads, start=x0)
     rec.solve_seconds = out.seconds
     rec.bound = out.bound
-    seed = (f"started from a plan of {start.totals['objective']:.3f} kg" if x0 else None)
+    seed = None
+    if x0:
+        seed = (f"started from a plan of {start.totals['objective']:.3f} kg"
+                if out.start_accepted else
+                f"the MIP start (a plan of {start.totals['objective']:.3f} kg) was refused by "
+                "HiGHS; solved without it")
     rec.note = "; ".join(x for x in (rec.note, seed, f"solver status {out.raw}") if x)
     if out.infeasible:
         fam = diagnose_inference(sets, rec.name) or ("unknown", "solver reported infeasible")
@@ -659,7 +684,8 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
     PlanResult
         ``optimal`` only when optimality within ``mip_gap`` is proven — the solver finished
         (not stopped by a limit) and (objective − bound) / |objective| ≤ ``mip_gap``, the bound
-        being the solver's (direct MILP) or the exact full LP (column generation);
+        being the solver's (direct MILP) or column generation's (see
+        :func:`~carbonsched.plan.colgen.solve_colgen`), the larger when both ran;
         ``feasible`` with its gap otherwise; ``heuristic`` when no incumbent was found (greedy
         plan); ``infeasible`` with ``solver.infeasible_family`` when inference cannot be served.
 
@@ -682,7 +708,7 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
     if auto:
         method = "milp" if len(sets.options) <= AUTO_MILP_MAX_OPTIONS else "colgen"
         if (method == "milp" and len(sets.options) > AUTO_SEED_MIN_OPTIONS
-                and sets.slot_minutes == 60 and highs_available()
+                and sets.slot_minutes == 60 and name == "highs"
                 and (sets.patterns is None or not len(sets.patterns))):
             method, seeded = "colgen", True
     if method == "colgen" and sets.slot_minutes != 60:

@@ -306,9 +306,20 @@ def test_auto_seeds_the_direct_milp_with_the_column_generation_plan(monkeypatch)
 
 
 def test_auto_keeps_the_plain_milp_below_the_seed_size_and_off_the_hourly_grid(monkeypatch):
+    from .builders import T0, minutes_job
+    from .test_slot_minutes import grid_problem
+
     monkeypatch.setattr(solve_mod, "AUTO_SEED_MIN_OPTIONS", 0)
-    monkeypatch.setattr(solve_mod, "highs_available", lambda: False)
-    res = solve_plan(small())                     # CBC: no column generation, no start
+    for kw in ({"solver": "cbc"}, {}):            # asked for, and as HiGHS's fallback
+        if not kw:
+            monkeypatch.setattr(solve_mod, "highs_available", lambda: False)
+        res = solve_plan(small(), **kw)           # CBC: no column generation, no start
+        assert res.solver.name == "cbc"
+        assert res.solver.method == "milp" and "column generation" not in res.solver.note
+    monkeypatch.undo()
+    monkeypatch.setattr(solve_mod, "AUTO_SEED_MIN_OPTIONS", 0)
+    job = minutes_job("q", 45, T0, T0 + pd.Timedelta(hours=3))
+    res = solve_plan(grid_problem([SiteWrapper("a").gpus("H100", 1).obj()], [job], 3))
     assert res.solver.method == "milp" and "column generation" not in res.solver.note
     monkeypatch.undo()
     monkeypatch.setattr(solve_mod, "AUTO_SEED_MIN_OPTIONS", 10**9)
@@ -364,3 +375,21 @@ def test_property_a_greedy_plan_is_a_mip_start_priced_at_its_own_objective(
     if got:                                   # not printed when presolve empties the model
         assert float(got.group(1)) == pytest.approx(plan.totals["objective"], rel=1e-7,
                                                      abs=1e-9)
+
+
+def test_a_refused_mip_start_is_said_in_the_note(monkeypatch):
+    import highspy
+
+    from carbonsched.plan.baselines import greedy_from_sets
+    from carbonsched.plan.result import SolverRecord
+
+    monkeypatch.setattr(highspy.Highs, "setSolution",
+                        lambda self, *a: highspy.HighsStatus.kError)
+    sets = solve_mod.compile_sets(mid_size())
+    plan = greedy_from_sets(sets)
+    rec = SolverRecord(name="highs", status=PlanStatus.NO_SOLUTION, method="milp")
+    res = solve_mod.solve_milp(sets, "highs", 600, 0.01, 1, rec, time.perf_counter(),
+                               start=plan)
+    assert (f"the MIP start (a plan of {plan.totals['objective']:.3f} kg) was refused by HiGHS;"
+            " solved without it; solver status Optimal") in res.solver.note
+    assert "started from" not in res.solver.note
