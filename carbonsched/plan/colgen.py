@@ -1158,11 +1158,10 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     Returns
     -------
     PlanResult
-        ``optimal`` only if the gap to the best proven bound (the LP's, the GPU-type
-        split's, or the dual bound of a repair MIP over the whole model) is within ``mip_gap``
-        and either the LP converged and the repair MIP finished, or that whole-model MIP
-        finished its proof; ``feasible`` otherwise; ``heuristic`` (greedy plan) if the repair
-        found nothing.
+        ``optimal`` only if the LP converged, the repair MIP finished and the gap to the best
+        proven bound (the LP's, the GPU-type split's, or the dual bound of a repair MIP over
+        the whole model) is within ``mip_gap``; ``feasible`` otherwise; ``heuristic`` (greedy
+        plan) if the repair found nothing.
     """
     from carbonsched.plan.solve import ABS_GAP_KG, relative_gap
 
@@ -1455,7 +1454,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
                          "bound": rec.bound}, fh)
     # incumbent 4: repair MIP over the residual classes and the fixed classes that share a
     # binding cell with them, started from the best plan so far
-    rep_proven = whole = False
+    rep_proven = False
     frac = np.flatnonzero(residual > 0)
     every = len(reps) <= REPAIR_ALL_CLASSES
     if (0 < len(frac) <= REPAIR_MAX_CLASSES or (every and len(frac))) and left() > 1.0:
@@ -1518,11 +1517,9 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     if name == "greedy" and not proven:
         status = PlanStatus.HEURISTIC
     else:
-        # proven by the LP bound (converged) with a finished repair, or by the repair MIP
-        # over the whole model finishing its own proof
-        status = PlanStatus.OPTIMAL if proven and (
-            (converged and (rep_proven or rec.mip_gap == 0.0))
-            or (whole and rep_proven)) else PlanStatus.FEASIBLE
+        status = PlanStatus.OPTIMAL if (proven and converged and
+                                        (rep_proven or rec.mip_gap == 0.0)) \
+            else PlanStatus.FEASIBLE
     rec.status = res.status = status
     _note(rec, f"column generation: {it} rounds, {len(pool)} columns of "
           f"{count_options(sets)} options, {len(reps)} classes; plan from {name} ("
