@@ -54,7 +54,7 @@ AUTO_SEED_MIN_OPTIONS = 2_000
 generation first, for :data:`AUTO_SEED_SHARE` of the limit, then the direct MILP started from
 its plan (a MIP start) for the rest. At a binding load HiGHS alone can end such a day-sized
 instance (~500 jobs, 12k options) with a 60-70 % gap, leaving work out that column
-generation's plan places; started from that plan it ended at 2-25 % on such days and the
+generation's plan places; started from that plan it ended at 2-44 % on such days and the
 binding-load replay's share of the oracle's bound rose from 0.774 to 0.956 (BENCHMARKS.md
 section 9.1)."""
 AUTO_SEED_SHARE = 0.2
