@@ -63,11 +63,11 @@ def test_unexecutable_cbc_falls_back_to_highs_with_a_note_in_the_plan(tmp_path, 
 
 @pytest.mark.slow
 def test_greedy_fallback_says_how_many_jobs_it_left_unplaced(tmp_path, shared_data, monkeypatch):
-    # the direct MILP alone (auto seeds it with column generation's plan above 2,000 options,
+    # the direct MILP alone (auto runs column generation above 2,000 options,
     # which at 1 s places every job: the fallback is then not reached)
     from carbonsched.plan import solve as solve_mod
 
-    monkeypatch.setattr(solve_mod, "AUTO_SEED_MIN_OPTIONS", 10**9)
+    monkeypatch.setattr(solve_mod, "AUTO_COLGEN_MIN_OPTIONS", 10**9)
     jobs = tmp_path / "jobs.json"
     r = runner.invoke(app, ["workload", "from-traces", "--data-dir", str(shared_data),
                             "--date", "2023-07-15", "--out", str(jobs)])

@@ -41,11 +41,11 @@ def test_bad_every_days_is_refused(shared_data):
 @pytest.mark.shared_data
 @pytest.mark.slow
 def test_an_oracle_stopped_by_its_time_limit_is_named_and_left_out(shared_data, monkeypatch):
-    # the direct MILP alone: column generation (auto's first step above 2,000 options) has a
+    # the direct MILP alone: column generation (auto's route above 2,000 options) has a
     # Lagrangian bound even at 0.01 s
     from carbonsched.plan import solve as solve_mod
 
-    monkeypatch.setattr(solve_mod, "AUTO_SEED_MIN_OPTIONS", 10**9)
+    monkeypatch.setattr(solve_mod, "AUTO_COLGEN_MIN_OPTIONS", 10**9)
     res = run_replay("global", shared_data, "2023-07-02", "2023-07-02",
                      policies=("agnostic", "milp", "oracle"), time_limit_s=10.0,
                      oracle_time_limit_s=0.01, target_load=0.6)

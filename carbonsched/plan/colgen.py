@@ -52,7 +52,13 @@ Issue 13 (loads 0.6 and 0.8, where capacity binds) added, measured on 1k and 10k
   Lagrangian bound (3305.6 against the LP's 3408.9 on 10k × 16 × 48 at load 0.6, seed 0)
   which 60 steps lift to 3396.6 in 3–4 s, where a second interior-point master takes 20 s;
   no master is started that the time left cannot finish (a cut interior-point master
-  yields no duals), and a stopped one's last iterate is priced for a bound.
+  yields no duals), and a stopped one's last iterate is priced for a bound;
+* the priced greedy (the Lagrangian heuristic every pass starts from) places jobs in
+  :func:`least_flexible_first` order, most GPU-hours per feasible option first: on a loaded
+  fleet, largest-first let flexible jobs take the power and GPUs that short-window jobs
+  needed (10k × 16 × 48 at load 0.8: 374 against 326 GPU-hours left out from the same duals);
+  up to :data:`BOTH_ORDERS_MAX_JOBS` jobs the largest-first order runs too and the better
+  plan is kept.
 
 The reported gap is (objective − bound) / |objective| with the best of the bounds of step 3
 and the split bounds, each valid for any multipliers (tests/plan/test_colgen_bound.py).
@@ -1356,10 +1362,15 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     lam_c, lam_p, lam_a = multipliers(sets, lay, duals)
     rank_kw = sets.cost_per_kwh + lam_p - sets.pue * lam_a
     placeable = sets.placeable
-    big_first = placeable[np.argsort(-(sets.job_gpus * sets.job_dur)[placeable], kind="stable")]
+    lff = least_flexible_first(sets)
     # incumbent 1: Lagrangian heuristic (greedy on carbon + shadow prices)
     cands = [("greedy", greedy),
-             ("priced greedy", priced_greedy(sets, rank_kw, lam_c, order=big_first))]
+             ("priced greedy", priced_greedy(sets, rank_kw, lam_c, order=lff))]
+    if len(placeable) <= BOTH_ORDERS_MAX_JOBS:
+        big_first = placeable[np.argsort(-(sets.job_gpus * sets.job_dur)[placeable],
+                                         kind="stable")]
+        cands.append(("largest-first priced greedy",
+                      priced_greedy(sets, rank_kw, lam_c, order=big_first)))
     # incumbent 2: the LP rounded (largest values first) and completed by priced greedy
     floor = np.floor(xo + INTEGRAL_TOL).astype(np.int64)
     used = np.bincount(cls.of_job[pool[:, 0]], weights=floor, minlength=len(reps))
@@ -1382,7 +1393,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     for label, part in roundings:
         placed = np.zeros(len(sets.job_gpus), dtype=bool)
         placed[part[:, 0]] = True
-        completion = priced_greedy(sets, rank_kw, lam_c, order=big_first[~placed[big_first]],
+        completion = priced_greedy(sets, rank_kw, lam_c, order=lff[~placed[lff]],
                                    prefilled=part)
         if "short" not in completion.solver.note:
             cands.append((f"{label} + priced greedy", completion))
@@ -1822,6 +1833,43 @@ def plan_overhead_s(sets: PlanSets) -> float:
     limit with the fixed 1.2 s (two solves sharing the cores).
     """
     return OWN_PASS_OVERHEAD_S * max(1.0, len(sets.placeable) / 10_000)
+
+
+BOTH_ORDERS_MAX_JOBS = 2_000
+"""Up to this many placeable jobs the priced greedy also runs largest first (GPU-hours) and
+the better plan is kept: on 1k × 16 × 48 at load 0.6 neither order wins every seed (seed 2:
+405.1 kg least flexible first, 333.4 largest first; seed 0: 268.3 and 303.1), and a run
+there takes ~0.1 s. At 10k jobs least flexible first gave the better plan from the same
+duals in all four off-line comparisons (loads 0.6 and 0.8, BENCHMARKS.md section 3.7), and a
+second run would cost 1.3-2.5 s (idle to loaded machine) of the ~10 s the plan has after two
+master LPs."""
+
+
+def least_flexible_first(sets: PlanSets) -> np.ndarray:
+    """Placeable jobs, most GPU-hours per feasible option first: the priced greedy's order.
+
+    A job's options are its allowed sites × its start window, so the key is the work it
+    brings divided by the room it has to go: large jobs with short windows on few sites
+    first, small flexible ones last, to fill what is left. This is the least-flexible-job
+    -first rule for machines with eligibility constraints (Pinedo, *Scheduling: Theory,
+    Algorithms, and Systems*, 5th ed., Springer 2016, ch. 5, doi:10.1007/978-3-319-26580-3)
+    weighted by the job's GPU-hours. Measured from the same LP duals (10k × 16 × 48 at load
+    0.6, seeds 0 and 4; 0.8, seeds 0 and 1; 1k × 16 × 48 at 0.6, seed 1), the priced greedy
+    gave 3,452.3 / 3,483.2 / 5,777.0 / 7,903.9 / 303.3 kg in this order against 3,650.6 /
+    3,555.7 / 5,949.3 / 8,465.7 / 388.7 largest-first (GPU-hours alone), which left 10-1,148
+    GPU-hours out where this order leaves 0-990.
+
+    Returns
+    -------
+    numpy.ndarray
+        Job positions, shape ``(J',)`` (``J'`` = :attr:`PlanSets.placeable`); ties keep
+        ``placeable`` order.
+    """
+    pl = sets.placeable
+    window = np.clip(sets.job_last[pl] - sets.job_first[pl] + 1, 1, None)
+    n_opt = np.maximum(window * sets.job_sites[pl].sum(axis=1), 1)
+    work = (sets.job_gpus * sets.job_dur)[pl].astype(float)
+    return pl[np.argsort(-work / n_opt, kind="stable")]
 
 
 def _left_out(sets: PlanSets, cls: Classes, plan: PlanResult,

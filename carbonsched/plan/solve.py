@@ -45,20 +45,21 @@ log = logging.getLogger(__name__)
 SOLVERS = ("highs", "cbc")
 METHODS = ("auto", "milp", "colgen")
 AUTO_MILP_MAX_OPTIONS = 20_000
-"""``method="auto"`` builds the direct MILP up to this many (job, site, start) options, and uses
-column generation above it (measured: PuLP construction and the MILP's LP both grow past a
-minute beyond ~10^5 options; see ``bench/results/plan_scale.md``)."""
+"""For sub-hour grids, piece patterns or CBC, ``method="auto"`` builds the direct MILP up to
+this many (job, site, start) options (on the hourly grid with HiGHS, up to
+:data:`AUTO_COLGEN_MIN_OPTIONS`), and uses column generation above it (measured: PuLP
+construction and the MILP's LP both grow past a minute beyond ~10^5 options; see
+``bench/results/plan_scale.md``)."""
 
-AUTO_SEED_MIN_OPTIONS = 2_000
-"""``method="auto"`` between this many options and :data:`AUTO_MILP_MAX_OPTIONS`: column
-generation first, for :data:`AUTO_SEED_SHARE` of the limit, then the direct MILP started from
-its plan (a MIP start) for the rest. At a binding load HiGHS alone can end such a day-sized
-instance (~500 jobs, 12k options) with a 60-70 % gap, leaving work out that column
-generation's plan places; started from that plan it ended at 2-44 % on such days and the
-binding-load replay's share of the oracle's bound rose from 0.774 to 0.956 (BENCHMARKS.md
-section 9.1)."""
-AUTO_SEED_SHARE = 0.2
-"""Share of the time limit column generation gets before the seeded direct MILP. [-]"""
+AUTO_COLGEN_MIN_OPTIONS = 2_000
+"""``method="auto"`` on the hourly grid with HiGHS and no piece patterns: column generation
+for the whole limit above this many options (the direct MILP up to it; elsewhere the direct
+MILP up to :data:`AUTO_MILP_MAX_OPTIONS`). A day-sized instance at a binding load (~500 jobs,
+12k options) is where the direct MILP is weakest: HiGHS alone ended such days at a 60-70 % gap
+with work left out, and started from a 20 %-of-the-limit column-generation plan still at
+18-33 % on five of the six hardest, where column generation for the whole limit — its last
+repair MIP is the class-aggregated model over every option, symmetric jobs merged — ended at
+0.5-17 % with 1,670 kg against 1,949 over the six (BENCHMARKS.md section 9.2)."""
 
 AUTO_FOLLOWUP_MAX_OPTIONS = 400_000
 """``method="auto"``: after column generation, if the proven gap is above ``mip_gap``, the
@@ -665,10 +666,10 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
         proven gap is within it. [-]
     method
         ``"milp"`` (direct PuLP model), ``"colgen"`` (column generation with an exact LP bound,
-        then a repair MIP), or ``"auto"``: the MILP up to :data:`AUTO_SEED_MIN_OPTIONS`
-        options; up to :data:`AUTO_MILP_MAX_OPTIONS` (hourly grid, HiGHS, no piece patterns)
-        column generation for :data:`AUTO_SEED_SHARE` of the limit; above, column generation
-        for the whole limit. Either is followed — when its proven gap is still above
+        then a repair MIP), or ``"auto"``: the MILP up to :data:`AUTO_COLGEN_MIN_OPTIONS`
+        options on the hourly grid with HiGHS and no piece patterns (otherwise up to
+        :data:`AUTO_MILP_MAX_OPTIONS`), column generation for the whole limit above. It is
+        followed — when its proven gap is still above
         ``mip_gap`` and the instance has at most :data:`AUTO_FOLLOWUP_MAX_OPTIONS` options — by
         the direct MILP in the remaining time, started from column generation's plan (a MIP
         start, :func:`start_values`; better plan and better bound kept); the follow-up is
@@ -704,13 +705,12 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
     name, note = resolve_solver(solver)
     sets = compile_sets(problem)
     auto = method == "auto"
-    seeded = False
     if auto:
         method = "milp" if len(sets.options) <= AUTO_MILP_MAX_OPTIONS else "colgen"
-        if (method == "milp" and len(sets.options) > AUTO_SEED_MIN_OPTIONS
+        if (method == "milp" and len(sets.options) > AUTO_COLGEN_MIN_OPTIONS
                 and sets.slot_minutes == 60 and name == "highs"
                 and (sets.patterns is None or not len(sets.patterns))):
-            method, seeded = "colgen", True
+            method = "colgen"
     if method == "colgen" and sets.slot_minutes != 60:
         # column generation prices hourly slots only: never run it on a sub-hour grid
         note = "; ".join(x for x in (note, f"column generation supports the hourly grid only; "
@@ -754,14 +754,7 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
         return check_result(sets, direct, started)
     from carbonsched.plan.colgen import solve_colgen
 
-    if seeded:
-        # the seeded MILP must have its build, hand-over and minimum solve after column
-        # generation's share; with a shorter limit column generation keeps all of it
-        expected_s = (BUILD_S_PER_OPTION + TRANSFER_S_PER_OPTION) * len(sets.options)
-        seeded = ((1.0 - AUTO_SEED_SHARE) * time_limit_s - FINISH_MARGIN_S - expected_s
-                  >= AUTO_FOLLOWUP_MIN_SECONDS)
-    res = solve_colgen(sets, AUTO_SEED_SHARE * time_limit_s if seeded else time_limit_s,
-                       mip_gap, threads, rec, started, progress)
+    res = solve_colgen(sets, time_limit_s, mip_gap, threads, rec, started, progress)
     if sets.patterns is not None and len(sets.patterns):
         # the LP bound covers one-piece plans only: no proof for the model with pieces
         if res.status == PlanStatus.OPTIMAL:

@@ -281,13 +281,14 @@ def test_mip_start_leaves_out_jobs_it_cannot_map_and_is_empty_without_placements
     assert solve_mod.start_values(m, plan) == {}
 
 
-def test_auto_seeds_the_direct_milp_with_the_column_generation_plan(monkeypatch):
+def test_auto_starts_the_follow_up_milp_from_the_column_generation_plan(monkeypatch):
     # generous limits (see above): both solves stop at their gap, never at the limit
     prob = mid_size()
     exact = solve_plan(prob, time_limit_s=600, mip_gap=0.0, method="milp")
     _unproven_colgen(monkeypatch)
+    # the day-sized route (2,000 < options <= AUTO_MILP_MAX_OPTIONS), not the one above it
     monkeypatch.setattr(solve_mod, "AUTO_MILP_MAX_OPTIONS", 10**9)
-    monkeypatch.setattr(solve_mod, "AUTO_SEED_MIN_OPTIONS", 0)
+    monkeypatch.setattr(solve_mod, "AUTO_COLGEN_MIN_OPTIONS", 0)
     starts = []
     real = solve_mod.run_milp
 
@@ -305,11 +306,11 @@ def test_auto_seeds_the_direct_milp_with_the_column_generation_plan(monkeypatch)
     assert res.totals["objective"] == pytest.approx(exact.totals["objective"], rel=1e-4)
 
 
-def test_auto_keeps_the_plain_milp_below_the_seed_size_and_off_the_hourly_grid(monkeypatch):
+def test_auto_keeps_the_plain_milp_below_the_colgen_size_and_off_the_hourly_grid(monkeypatch):
     from .builders import T0, minutes_job
     from .test_slot_minutes import grid_problem
 
-    monkeypatch.setattr(solve_mod, "AUTO_SEED_MIN_OPTIONS", 0)
+    monkeypatch.setattr(solve_mod, "AUTO_COLGEN_MIN_OPTIONS", 0)
     for kw in ({"solver": "cbc"}, {}):            # asked for, and as HiGHS's fallback
         if not kw:
             monkeypatch.setattr(solve_mod, "highs_available", lambda: False)
@@ -317,29 +318,26 @@ def test_auto_keeps_the_plain_milp_below_the_seed_size_and_off_the_hourly_grid(m
         assert res.solver.name == "cbc"
         assert res.solver.method == "milp" and "column generation" not in res.solver.note
     monkeypatch.undo()
-    monkeypatch.setattr(solve_mod, "AUTO_SEED_MIN_OPTIONS", 0)
+    monkeypatch.setattr(solve_mod, "AUTO_COLGEN_MIN_OPTIONS", 0)
     job = minutes_job("q", 45, T0, T0 + pd.Timedelta(hours=3))
     res = solve_plan(grid_problem([SiteWrapper("a").gpus("H100", 1).obj()], [job], 3))
     assert res.solver.method == "milp" and "column generation" not in res.solver.note
     monkeypatch.undo()
-    monkeypatch.setattr(solve_mod, "AUTO_SEED_MIN_OPTIONS", 10**9)
+    monkeypatch.setattr(solve_mod, "AUTO_COLGEN_MIN_OPTIONS", 10**9)
     assert solve_plan(mid_size()).solver.method == "milp"
 
 
 @pytest.mark.parametrize("above", [True, False])
-def test_seeded_column_generation_keeps_the_whole_limit_when_the_milp_would_not_fit(
-        monkeypatch, above):
-    # the seeded MILP needs its build and hand-over, 5 s of solver and the 1.5 s finish margin
-    # after column generation's 20 %: at T = (6.5 + expected) / 0.8 exactly it fits
+def test_auto_gives_column_generation_the_whole_limit_above_its_size(monkeypatch, above):
+    # a day-sized instance between AUTO_COLGEN_MIN_OPTIONS and AUTO_MILP_MAX_OPTIONS: column
+    # generation for the whole limit (no share kept for a direct MILP); at the size exactly,
+    # the direct MILP
     from carbonsched.plan import colgen
 
     prob = mid_size()
     n = len(solve_mod.compile_sets(prob).options)
-    expected = (solve_mod.BUILD_S_PER_OPTION + solve_mod.TRANSFER_S_PER_OPTION) * n
-    at_limit = (solve_mod.AUTO_FOLLOWUP_MIN_SECONDS + solve_mod.FINISH_MARGIN_S + expected) \
-        / (1 - solve_mod.AUTO_SEED_SHARE)
-    limit = at_limit + (1e-6 if above else -1e-6)
-    monkeypatch.setattr(solve_mod, "AUTO_SEED_MIN_OPTIONS", 0)
+    assert n <= solve_mod.AUTO_MILP_MAX_OPTIONS
+    monkeypatch.setattr(solve_mod, "AUTO_COLGEN_MIN_OPTIONS", n - 1 if above else n)
     given = []
     real = colgen.solve_colgen
 
@@ -348,8 +346,9 @@ def test_seeded_column_generation_keeps_the_whole_limit_when_the_milp_would_not_
         return real(sets, time_limit_s, *a, **k)
 
     monkeypatch.setattr(colgen, "solve_colgen", spy)
-    solve_plan(prob, time_limit_s=limit, mip_gap=0.01)
-    assert given == [pytest.approx(solve_mod.AUTO_SEED_SHARE * limit if above else limit)]
+    res = solve_plan(prob, time_limit_s=45.0, mip_gap=0.01)
+    assert given == ([45.0] if above else [])
+    assert res.solver.method.startswith("colgen" if above else "milp")
 
 
 @settings(max_examples=30, deadline=None,
