@@ -52,7 +52,8 @@ Issue 13 (loads 0.6 and 0.8, where capacity binds) added, measured on 1k and 10k
   Lagrangian bound (3305.6 against the LP's 3408.9 on 10k × 16 × 48 at load 0.6, seed 0)
   which 60 steps lift to 3396.6 in 3–4 s, where a second interior-point master takes 20 s;
   no master is started that the time left cannot finish (a cut interior-point master
-  yields no duals), and a stopped one's last iterate is priced for a bound;
+  yields no duals), and a stopped one's last iterate is priced for a bound; the refined
+  multipliers also price a greedy plan, one more candidate;
 * the priced greedy (the Lagrangian heuristic every pass starts from) places jobs in
   :func:`least_flexible_first` order, most GPU-hours per feasible option first: on a loaded
   fleet, largest-first let flexible jobs take the power and GPUs that short-window jobs
@@ -115,16 +116,16 @@ ROUND_GROWTH = 1.0
 """A master round is not started unless ``ROUND_GROWTH`` × the last one's time is left
 before the plan's least share of the budget (a cut interior-point round yields no duals)."""
 CG_REL_TOL = 1e-4
+"""Column generation stops when (LP − Lagrangian bound) / LP is below this. [-]"""
 CG_GAP_SHARE = 0.2
+"""Column generation also stops once (LP − bound) / LP is below this share of the requested
+MIP gap: the rest of the budget goes to the plan, not to the last 0.1 % of the bound."""
 CG_EXTEND_SHARE = 0.85
 """Column generation (the first master included) may use up to this share of the budget, one
 master at a time, each started only if the time its predecessor took is left
 (:data:`ROUND_GROWTH`): the plan is rounded from the last master solved."""
-"""Column generation also stops once (LP − bound) / LP is below this share of the requested
-MIP gap: the rest of the budget goes to the plan, not to the last 0.1 % of the bound."""
 CROSSOVER_AT = 5e-3
 """Once (LP − bound) / LP is below this, master solves end with a crossover to a vertex."""
-"""Column generation stops when (LP − Lagrangian bound) / LP is below this. [-]"""
 INTEGRAL_TOL = 1e-4
 """An LP count within this of an integer counts as integral (interior-point solutions). [-]"""
 SIMPLEX_STRATEGY = int(os.environ.get("CARBONSCHED_CG_SIMPLEX", "4"))
@@ -148,25 +149,25 @@ WARMUP_KEEP_ROUNDS = 30
 WARMUP_TOP_K = 2
 """Best options per class under the warm-up's best multipliers added to the master."""
 REPAIR_SHARE = 0.15
+"""Share of the budget kept for the repair MIP after the crossover."""
 FINISH_S = 2.0
 """Seconds kept for building the plan after the last MIP (HiGHS overruns its limit by up to
 a second on the larger repair MIPs, measured at 10k)."""
 CROSSOVER_MIN_LEFT = 0.5
 """The final crossover of an interior master runs only with this share of the budget left
 (measured: 12 s on the 10k × 16 × 48 master, as long as an interior solve)."""
-"""Share of the budget kept for the repair MIP after the crossover."""
 REPAIR_TOP_K = 3
+"""Options per repair class added by reduced cost under the final duals."""
 REPAIR_HEURISTIC_EFFORT = float(os.environ.get("CARBONSCHED_CG_HEUR", "0.05"))
 """HiGHS ``mip_heuristic_effort`` of the repair MIPs (HiGHS's default 0.05)."""
-"""Options per repair class added by reduced cost under the final duals."""
 REPAIR_ALL_OPTIONS = 50_000
 """When every class fits in the repair and the instance has at most this many options, the
 repair MIP gets all of them."""
 REPAIR_MAX_CLASSES = 500
-REPAIR_ALL_CLASSES = 1000
-"""Up to this many classes the repair MIP frees every class (starting from the best plan)."""
 """Largest repair MIP, in classes (fractional classes plus freed neighbours); measured on the
 10k × 16 × 48 instance: 500 classes → 0.70 % in 9 s, 800 → 0.51 % in 29 s (loaded machine)."""
+REPAIR_ALL_CLASSES = 1000
+"""Up to this many classes the repair MIP frees every class (starting from the best plan)."""
 
 
 @dataclass
@@ -1322,6 +1323,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
                   "Lagrangian bound reached")
             break
     refine_s = min(REFINE_SHARE * time_limit_s, left() - REFINE_KEEP_SHARE * time_limit_s)
+    refined_lam = None   # the refinement's multipliers, when it lifted the bound
     if (not converged and good is not None and REFINE_ROUNDS > 0 and refine_s > 0
             and z_good - lb > max(CG_REL_TOL, CG_GAP_SHARE * mip_gap) * abs(z_good)):
         # Polyak steps from the best multipliers towards the last master's LP value (an
@@ -1335,6 +1337,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
             _note(rec, f"bound refined from {lb:.3f} to {ref.bound:.3f} by {ref.iterations} "
                   f"subgradient steps (column generation had not converged)")
             lb, best_lam = ref.bound, multipliers(sets, lay, ref.duals)
+            refined_lam = best_lam
         say(f"bound refined to {lb:.3f} by {ref.iterations} subgradient steps "
             f"({time.perf_counter() - tr:.1f} s)")
     rec.bound = lb if np.isfinite(lb) else None
@@ -1366,6 +1369,14 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     # incumbent 1: Lagrangian heuristic (greedy on carbon + shadow prices)
     cands = [("greedy", greedy),
              ("priced greedy", priced_greedy(sets, rank_kw, lam_c, order=lff))]
+    if refined_lam is not None:
+        # the refined multipliers price the cells the last master LP left under-priced: on
+        # 10k x 16 x 48 at load 0.6, seed 4 (one master in the budget) priced greedy on them
+        # gave 3,587.9 kg against 3,636.8 on the master's duals
+        r_c, r_p, r_a = refined_lam
+        cands.append(("priced greedy on the refined multipliers",
+                      priced_greedy(sets, sets.cost_per_kwh + r_p - sets.pue * r_a, r_c,
+                                    order=lff)))
     if len(placeable) <= BOTH_ORDERS_MAX_JOBS:
         big_first = placeable[np.argsort(-(sets.job_gpus * sets.job_dur)[placeable],
                                          kind="stable")]
@@ -1544,9 +1555,9 @@ TYPE_PASS_SHARE = float(os.environ.get("CARBONSCHED_CG_TYPE_PASS", "0.3"))
 TYPE_PASS_FIRST_SHARE = 0.7
 """Share of :func:`type_pass`'s time for the types the plan leaves work of."""
 TYPE_PASS_MAX_OPTIONS = 60_000
+"""A GPU type with more options than this gets the generated and best-priced ones only."""
 TYPE_PASS_NEIGHBOURS = 250
 """Most classes of other types freed with a type whose work the plan leaves out."""
-"""A GPU type with more options than this gets the generated and best-priced ones only."""
 OWN_PASS_OVERHEAD_S = 1.2
 """Seconds of a type's share kept for building the plan of its own-classes MIP (measured on
 10k × 16 × 48: 1.2 s for the plan of 10,000 jobs, and HiGHS overruns a 2 s limit by 0.9 s in

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -76,6 +78,16 @@ def test_refinement_when_column_generation_stops_early(monkeypatch):
     assert "bound refined from" in res.solver.note
     assert res.solver.bound <= exact.totals["objective"] + 1e-6
     assert res.totals["objective"] >= exact.totals["objective"] - 1e-6
+    # the refined multipliers also price a greedy plan: a candidate, named with its value,
+    # feasible, so never below the optimum
+    m = re.search(r"priced greedy on the refined multipliers (-?[0-9.]+)", res.solver.note)
+    assert m, res.solver.note
+    assert float(m.group(1)) >= exact.totals["objective"] - 1e-3
+    # without the refinement there are no refined multipliers and no such candidate
+    monkeypatch.setattr(colgen, "REFINE_ROUNDS", 0)
+    plain = solve_plan(prob, method="colgen", mip_gap=0.0, time_limit_s=60)
+    assert "bound refined from" not in plain.solver.note
+    assert "refined multipliers" not in plain.solver.note
 
 
 def test_no_master_in_the_budget_plans_priced_greedy_without_rounding(monkeypatch):
