@@ -485,6 +485,51 @@ def _limit(h: highspy.Highs, seconds: float) -> None:
     h.setOptionValue("time_limit", float(h.getRunTime()) + max(float(seconds), 0.05))
 
 
+_BOUND_STATUSES = frozenset({
+    highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kTimeLimit,
+    highspy.HighsModelStatus.kIterationLimit, highspy.HighsModelStatus.kSolutionLimit,
+    highspy.HighsModelStatus.kInterrupt, highspy.HighsModelStatus.kObjectiveBound,
+    highspy.HighsModelStatus.kObjectiveTarget})
+"""Model statuses after which a MIP's ``mip_dual_bound`` is one HiGHS proved."""
+
+
+def mip_dual_bound(h: highspy.Highs) -> float:
+    """The dual bound of the MIP HiGHS last ran, or ``-inf`` when it proved none. [objective]
+
+    ``+inf`` when the MIP was proven infeasible. After a run that ended in an error or never
+    started (status ``Not Set``, ``Solve error``, ``Load error`` ...) HiGHS leaves
+    ``mip_dual_bound`` at its initial 0.0, which for a MIP with a negative optimum (the
+    site and type subproblems of :func:`site_bound` and :func:`split_bound`) would read as a
+    proof; such a value is refused. HiGHS statuses: highspy ``HighsModelStatus``.
+    """
+    ms = h.getModelStatus()
+    if ms == highspy.HighsModelStatus.kInfeasible:
+        return float("inf")
+    if ms not in _BOUND_STATUSES:
+        return float("-inf")
+    db = float(h.getInfo().mip_dual_bound)
+    return db if np.isfinite(db) else float("-inf")
+
+
+def run_highs(h: highspy.Highs) -> highspy.HighsStatus:
+    """``h.run()``, once more after resetting HiGHS's thread scheduler if the run was refused.
+
+    HiGHS sets up one thread scheduler per process with the thread count of the first run;
+    a later model asking for another count is refused: ``run()`` returns ``kError`` and the
+    model status stays ``Not Set`` (highspy 1.16.0, measured: a default-threads run, then
+    ``threads=1``). Within carbonsched every solve uses the same count, but a library caller
+    mixing counts (``solve_plan(threads=2)`` after a one-thread solve) would get master LPs
+    and MIPs that never ran. The scheduler is reset
+    (``Highs.resetGlobalScheduler(True)``, HiGHS's documented remedy) and the model run again.
+    """
+    status = h.run()
+    if (status == highspy.HighsStatus.kError
+            and h.getModelStatus() == highspy.HighsModelStatus.kNotset):
+        highspy.Highs.resetGlobalScheduler(True)
+        status = h.run()
+    return status
+
+
 def _new_highs(threads: int, time_limit_s: float) -> highspy.Highs:
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
@@ -930,12 +975,11 @@ def split_bound(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarra
         n_col = len(cg) + n_y + len(opts)
         h.changeColsIntegrality(n_col, np.arange(n_col, dtype=np.int32),
                                 np.ones(n_col, dtype=np.uint8))
-        h.run()
+        run_highs(h)
         info = h.getInfo()
-        db = float(info.mip_dual_bound)
+        # +inf when infeasible: no solution of the type's problem below the threshold
+        db = mip_dual_bound(h)
         ms = h.getModelStatus()
-        if ms == highspy.HighsModelStatus.kInfeasible:
-            db = np.inf              # no solution of the type's problem below the threshold
         if np.isfinite(db) or db == np.inf:
             proven_g[g] = max(lag_g[g], min(lag_g[g] + delta, db))
         if info.primal_solution_status == 2:
@@ -1116,11 +1160,11 @@ def site_bound(sets: PlanSets, lay: Layout, raw: np.ndarray, upper: float, secon
                       np.ones(len(ab_t)))
         h.changeColsIntegrality(n_int, np.arange(n_int, dtype=np.int32),
                                 np.ones(n_int, dtype=np.uint8))
-        h.run()
+        run_highs(h)
         info = h.getInfo()
-        db = float(info.mip_dual_bound)
+        db = mip_dual_bound(h)
         ms = h.getModelStatus()
-        proven = max(l_s, min(l_s + delta, db)) if not np.isnan(db) else l_s
+        proven = max(l_s, min(l_s + delta, db))
         total += proven - l_s
         if info.primal_solution_status == 2:
             x = np.round(np.asarray(h.getSolution().col_value)[: len(o_s)]).astype(np.int64)
@@ -1265,7 +1309,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         tr = time.perf_counter()
         if it == 1 and os.environ.get("CARBONSCHED_CG_WRITE"):   # debugging aid
             h.writeModel(os.environ["CARBONSCHED_CG_WRITE"])
-        h.run()
+        run_highs(h)
         t_lp = time.perf_counter() - tr
         ms = h.getModelStatus()
         if ms != highspy.HighsModelStatus.kOptimal:
@@ -1347,7 +1391,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         tr = time.perf_counter()
         h.setOptionValue("run_crossover", "on")
         _limit(h, left() - REPAIR_SHARE * time_limit_s)
-        h.run()
+        run_highs(h)
         ok = (h.getModelStatus() == highspy.HighsModelStatus.kOptimal
               and h.getInfo().basis_validity == 1)
         say(f"crossover to a vertex: {time.perf_counter() - tr:.1f} s, "
@@ -1994,11 +2038,11 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
         if x0 is not None:
             h.setSolution(_highs_solution(x0))
     say(f"repair MIP: {len(rep_c)} classes, {len(opts)} options, limit {time_limit_s:.0f} s")
-    h.run()
+    run_highs(h)
     if h.getInfo().primal_solution_status != 2:
         return None
     proven = h.getModelStatus() == highspy.HighsModelStatus.kOptimal
-    bound = float(h.getInfo().mip_dual_bound)
+    bound = mip_dual_bound(h)
     x = np.round(np.asarray(h.getSolution().col_value)).astype(np.int64)
     alloc = np.zeros(sets.inf_sites.shape, dtype=np.int64)
     ys = fx["ys"]

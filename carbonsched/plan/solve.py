@@ -306,12 +306,20 @@ def run_milp(model: pulp.LpProblem, solver: str, time_limit_s: float, mip_gap: f
         kw = dict(msg=False, timeLimit=max(time_limit_s, 0.01), gapRel=mip_gap,
                   threads=threads)
         cmd = _highs_with_start(start, **kw) if start else pulp.HiGHS(**kw)
-        try:
-            model.solve(cmd)
-        except pulp.PulpSolverError as exc:
-            raise SolverUnavailableError("highs", str(exc)) from exc
         import highspy
 
+        for attempt in (1, 2):
+            try:
+                model.solve(cmd)
+            except pulp.PulpSolverError as exc:
+                raise SolverUnavailableError("highs", str(exc)) from exc
+            if (attempt == 1 and model.solverModel.getModelStatus()
+                    == highspy.HighsModelStatus.kNotset):
+                # refused by the thread scheduler an earlier run set up with another thread
+                # count (see carbonsched.plan.colgen.run_highs): reset it and solve again
+                highspy.Highs.resetGlobalScheduler(True)
+                continue
+            break
         h = model.solverModel
         ms = h.getModelStatus()
         info = h.getInfo()
@@ -322,7 +330,9 @@ def run_milp(model: pulp.LpProblem, solver: str, time_limit_s: float, mip_gap: f
         # the solver's copy (0.05 s at 135k columns; model.variables() sorts: 0.5 s)
         is_mip = any(kind == highspy.HighsVarType.kInteger for kind in h.getLp().integrality_)
         if is_mip:
-            bound = float(info.mip_dual_bound)
+            from carbonsched.plan.colgen import mip_dual_bound
+
+            bound = mip_dual_bound(h)       # -inf when the run proved none
         else:
             bound = float(info.objective_function_value) if proven else None
         if bound is not None and not np.isfinite(bound):

@@ -3,6 +3,7 @@ the LP where gangs do not fit a few GPUs."""
 
 from __future__ import annotations
 
+import highspy
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -133,3 +134,61 @@ def test_repair_bound_is_not_taken_when_the_mip_fixes_work(monkeypatch):
     assert res.solver.bound == pytest.approx(2.6)
     assert "MIP over every class" not in res.solver.note
     assert res.status != PlanStatus.OPTIMAL              # unproven: 4.4 against 2.6
+
+
+def _int_model(lo: float, hi: float) -> highspy.Highs:
+    """min −x over the integers lo ≤ x ≤ hi (x ≤ 5 via a row, so presolve has work)."""
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.addCols(1, np.array([-1.0]), np.array([lo]), np.array([hi]), 0, np.zeros(0, np.int32),
+              np.zeros(0, np.int32), np.zeros(0))
+    h.addRows(1, np.array([-highspy.kHighsInf]), np.array([5.0]), 1,
+              np.array([0], np.int32), np.array([0], np.int32), np.array([1.0]))
+    h.changeColsIntegrality(1, np.array([0], np.int32), np.array([1], np.uint8))
+    return h
+
+
+def test_mip_dual_bound_only_after_a_run_that_proved_one():
+    """HiGHS leaves ``mip_dual_bound`` at 0.0 when a MIP never ran (or its run failed): for
+    a MIP whose optimum is −5 that would read as a proof of 0.0 — refused."""
+    from carbonsched.plan.colgen import mip_dual_bound
+
+    solved = _int_model(0.0, 10.0)
+    solved.run()
+    assert mip_dual_bound(solved) == pytest.approx(-5.0)
+    never = _int_model(0.0, 10.0)
+    assert float(never.getInfo().mip_dual_bound) == 0.0      # the trap: above the optimum
+    assert mip_dual_bound(never) == -np.inf
+    infeasible = _int_model(6.0, 10.0)                        # x ≥ 6 against x ≤ 5
+    infeasible.run()
+    assert mip_dual_bound(infeasible) == np.inf
+
+
+def test_a_site_mip_that_did_not_run_proves_nothing(monkeypatch):
+    """Site MIPs whose run did nothing (status Not Set, dual bound left at 0.0) leave each
+    site at its Lagrangian. An assignment dual of 5 kg per job makes the site MIP's value
+    negative (an option costs 0.4 − 5 kg): constant 2 × 5 + 2 × min(0, 4 − 5) = 8, site
+    Lagrangian 2 × (−4.6) = −9.2, so the bound is −1.2 kg; taking the 0.0 as a proof gave
+    8 + 0 = 8.0 kg, above the optimum (4.4 kg)."""
+    from carbonsched.plan import colgen
+
+    class NoRun(highspy.Highs):
+        def run(self):
+            return highspy.HighsStatus.kOk
+
+    def fake(threads, time_limit_s):
+        h = NoRun()
+        h.setOptionValue("output_flag", False)
+        return h
+
+    sets = compile_sets(two_gangs_three_gpus())
+    lay = make_layout(sets, job_classes(sets))
+    raw = np.zeros(lay.n_rows)
+    raw[lay.assign_row[lay.reps]] = 5.0
+    real = site_bound(sets, lay, raw, upper=100.0, seconds=30, threads=1)
+    assert real.lagrangian == pytest.approx(-1.2)
+    assert real.bound == pytest.approx(3.4)        # one job fits: 8 − 4.6
+    monkeypatch.setattr(colgen, "_new_highs", fake)
+    sb = site_bound(sets, lay, raw, upper=100.0, seconds=30, threads=1)
+    assert sb.lagrangian == pytest.approx(-1.2)
+    assert sb.bound == pytest.approx(-1.2)
