@@ -76,6 +76,7 @@ import numpy as np
 
 from carbonsched.errors import InputError
 from carbonsched.plan.baselines import greedy_from_sets, priced_greedy
+from carbonsched.plan.highs import mip_dual_bound, run_highs
 from carbonsched.plan.model import ABSORB_EPS_KW, cover_index
 from carbonsched.plan.result import PlanResult, PlanStatus, SolverRecord, build_plan_result
 from carbonsched.plan.sets import PlanSets, enumerate_options, option_costs
@@ -483,51 +484,6 @@ def _limit(h: highspy.Highs, seconds: float) -> None:
     #1477), so the limit is set past the run time so far.
     """
     h.setOptionValue("time_limit", float(h.getRunTime()) + max(float(seconds), 0.05))
-
-
-_BOUND_STATUSES = frozenset({
-    highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kTimeLimit,
-    highspy.HighsModelStatus.kIterationLimit, highspy.HighsModelStatus.kSolutionLimit,
-    highspy.HighsModelStatus.kInterrupt, highspy.HighsModelStatus.kObjectiveBound,
-    highspy.HighsModelStatus.kObjectiveTarget})
-"""Model statuses after which a MIP's ``mip_dual_bound`` is one HiGHS proved."""
-
-
-def mip_dual_bound(h: highspy.Highs) -> float:
-    """The dual bound of the MIP HiGHS last ran, or ``-inf`` when it proved none. [objective]
-
-    ``+inf`` when the MIP was proven infeasible. After a run that ended in an error or never
-    started (status ``Not Set``, ``Solve error``, ``Load error`` ...) HiGHS leaves
-    ``mip_dual_bound`` at its initial 0.0, which for a MIP with a negative optimum (the
-    site and type subproblems of :func:`site_bound` and :func:`split_bound`) would read as a
-    proof; such a value is refused. HiGHS statuses: highspy ``HighsModelStatus``.
-    """
-    ms = h.getModelStatus()
-    if ms == highspy.HighsModelStatus.kInfeasible:
-        return float("inf")
-    if ms not in _BOUND_STATUSES:
-        return float("-inf")
-    db = float(h.getInfo().mip_dual_bound)
-    return db if np.isfinite(db) else float("-inf")
-
-
-def run_highs(h: highspy.Highs) -> highspy.HighsStatus:
-    """``h.run()``, once more after resetting HiGHS's thread scheduler if the run was refused.
-
-    HiGHS sets up one thread scheduler per process with the thread count of the first run;
-    a later model asking for another count is refused: ``run()`` returns ``kError`` and the
-    model status stays ``Not Set`` (highspy 1.16.0, measured: a default-threads run, then
-    ``threads=1``). Within carbonsched every solve uses the same count, but a library caller
-    mixing counts (``solve_plan(threads=2)`` after a one-thread solve) would get master LPs
-    and MIPs that never ran. The scheduler is reset
-    (``Highs.resetGlobalScheduler(True)``, HiGHS's documented remedy) and the model run again.
-    """
-    status = h.run()
-    if (status == highspy.HighsStatus.kError
-            and h.getModelStatus() == highspy.HighsModelStatus.kNotset):
-        highspy.Highs.resetGlobalScheduler(True)
-        status = h.run()
-    return status
 
 
 def _new_highs(threads: int, time_limit_s: float) -> highspy.Highs:
@@ -1163,6 +1119,8 @@ def site_bound(sets: PlanSets, lay: Layout, raw: np.ndarray, upper: float, secon
         run_highs(h)
         info = h.getInfo()
         db = mip_dual_bound(h)
+        if db == np.inf:   # all zeros is a solution: "infeasible" is numerical trouble
+            db = -np.inf
         ms = h.getModelStatus()
         proven = max(l_s, min(l_s + delta, db))
         total += proven - l_s
@@ -1415,8 +1373,8 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
              ("priced greedy", priced_greedy(sets, rank_kw, lam_c, order=lff))]
     if refined_lam is not None:
         # the refined multipliers price the cells the last master LP left under-priced: on
-        # 10k x 16 x 48 at load 0.6, seed 4 (one master in the budget) priced greedy on them
-        # gave 3,587.9 kg against 3,636.8 on the master's duals
+        # 10k x 16 x 48 at load 0.6, seed 2 (one master in the budget) priced greedy on them
+        # gave 3,551.1 kg against 3,556.3 on the master's duals (BENCHMARKS.md section 3.8)
         r_c, r_p, r_a = refined_lam
         cands.append(("priced greedy on the refined multipliers",
                       priced_greedy(sets, sets.cost_per_kwh + r_p - sets.pue * r_a, r_c,

@@ -308,6 +308,8 @@ def run_milp(model: pulp.LpProblem, solver: str, time_limit_s: float, mip_gap: f
         cmd = _highs_with_start(start, **kw) if start else pulp.HiGHS(**kw)
         import highspy
 
+        from carbonsched.plan.highs import mip_dual_bound, reset_scheduler
+
         for attempt in (1, 2):
             try:
                 model.solve(cmd)
@@ -315,9 +317,9 @@ def run_milp(model: pulp.LpProblem, solver: str, time_limit_s: float, mip_gap: f
                 raise SolverUnavailableError("highs", str(exc)) from exc
             if (attempt == 1 and model.solverModel.getModelStatus()
                     == highspy.HighsModelStatus.kNotset):
-                # refused by the thread scheduler an earlier run set up with another thread
-                # count (see carbonsched.plan.colgen.run_highs): reset it and solve again
-                highspy.Highs.resetGlobalScheduler(True)
+                # refused by the thread's scheduler, set up by an earlier run with another
+                # thread count (carbonsched.plan.highs): reset it and solve again
+                reset_scheduler()
                 continue
             break
         h = model.solverModel
@@ -330,8 +332,6 @@ def run_milp(model: pulp.LpProblem, solver: str, time_limit_s: float, mip_gap: f
         # the solver's copy (0.05 s at 135k columns; model.variables() sorts: 0.5 s)
         is_mip = any(kind == highspy.HighsVarType.kInteger for kind in h.getLp().integrality_)
         if is_mip:
-            from carbonsched.plan.colgen import mip_dual_bound
-
             bound = mip_dual_bound(h)       # -inf when the run proved none
         else:
             bound = float(info.objective_function_value) if proven else None

@@ -151,7 +151,7 @@ def _int_model(lo: float, hi: float) -> highspy.Highs:
 def test_mip_dual_bound_only_after_a_run_that_proved_one():
     """HiGHS leaves ``mip_dual_bound`` at 0.0 when a MIP never ran (or its run failed): for
     a MIP whose optimum is −5 that would read as a proof of 0.0 — refused."""
-    from carbonsched.plan.colgen import mip_dual_bound
+    from carbonsched.plan.highs import mip_dual_bound
 
     solved = _int_model(0.0, 10.0)
     solved.run()
@@ -162,6 +162,18 @@ def test_mip_dual_bound_only_after_a_run_that_proved_one():
     infeasible = _int_model(6.0, 10.0)                        # x ≥ 6 against x ≤ 5
     infeasible.run()
     assert mip_dual_bound(infeasible) == np.inf
+    # no integer column: HiGHS leaves the MIP dual bound at 0.0 though the optimum is −5
+    lp = _int_model(0.0, 10.0)
+    lp.changeColsIntegrality(1, np.array([0], np.int32), np.array([0], np.uint8))
+    lp.run()
+    assert mip_dual_bound(lp) == pytest.approx(-5.0)
+    # nothing to decide (status Empty): the objective offset is exact
+    empty = highspy.Highs()
+    empty.setOptionValue("output_flag", False)
+    empty.changeObjectiveOffset(-2.5)
+    empty.run()
+    assert empty.getModelStatus() == highspy.HighsModelStatus.kModelEmpty
+    assert mip_dual_bound(empty) == pytest.approx(-2.5)
 
 
 def test_a_site_mip_that_did_not_run_proves_nothing(monkeypatch):

@@ -83,6 +83,9 @@ def test_refinement_when_column_generation_stops_early(monkeypatch):
     m = re.search(r"priced greedy on the refined multipliers (-?[0-9.]+)", res.solver.note)
     assert m, res.solver.note
     assert float(m.group(1)) >= exact.totals["objective"] - 1e-3
+    # its own value (the master duals' priced greedy gives 5.640 kg here): the refined
+    # multipliers, not the master's, priced it
+    assert float(m.group(1)) == pytest.approx(5.655, abs=1e-3)
     # without the refinement there are no refined multipliers and no such candidate
     monkeypatch.setattr(colgen, "REFINE_ROUNDS", 0)
     plain = solve_plan(prob, method="colgen", mip_gap=0.0, time_limit_s=60)

@@ -1,0 +1,102 @@
+"""Reading HiGHS (highspy) safely: dual bounds only when proven, runs not refused.
+
+Two traps of highspy 1.16.0, measured here (tests/plan/test_highs_threads.py,
+tests/plan/test_colgen_bound.py):
+
+* after a run that failed or never started (model status ``Not Set``, ``Solve error`` ...)
+  ``getInfo().mip_dual_bound`` keeps its initial 0.0 — for a MIP with a negative optimum (the
+  site and type subproblems of :mod:`carbonsched.plan.colgen`) that reads as a proof; a
+  model without integer columns keeps it at 0.0 even when solved, and an empty one reports
+  0.0 whatever its objective offset;
+* each thread that runs HiGHS sets up a task scheduler with the first run's thread count; a
+  later model on the same thread asking for another count is refused (``run()`` returns
+  ``kError``, status ``Not Set``; HiGHS's log names ``Highs::resetThreadScheduler()`` as the
+  remedy, ERGO-Code/HiGHS#2291).
+
+Model statuses: HiGHS documentation, "HighsModelStatus"
+(https://ergo-code.github.io/HiGHS/stable/structures/enums/#HighsModelStatus).
+"""
+
+from __future__ import annotations
+
+import math
+
+import highspy
+
+_BOUND_STATUSES = frozenset({
+    highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kTimeLimit,
+    highspy.HighsModelStatus.kIterationLimit, highspy.HighsModelStatus.kSolutionLimit,
+    highspy.HighsModelStatus.kInterrupt, highspy.HighsModelStatus.kObjectiveBound,
+    highspy.HighsModelStatus.kObjectiveTarget})
+"""Model statuses after which a MIP's ``mip_dual_bound`` is one HiGHS proved."""
+
+
+def _has_integers(h: highspy.Highs) -> bool:
+    return any(kind != highspy.HighsVarType.kContinuous for kind in h.getLp().integrality_)
+
+
+def mip_dual_bound(h: highspy.Highs) -> float:
+    """The lower bound HiGHS proved for the (minimising) model it last ran.
+
+    Parameters
+    ----------
+    h
+        A model after ``run()``.
+
+    Returns
+    -------
+    float
+        The dual bound, in the model's objective units; ``+inf`` when the model was proven
+        infeasible; the objective when the model has no integer columns and was solved to
+        optimality, or is empty (status ``Empty``: the objective offset); ``-inf`` when the
+        run proved nothing (any status outside ``Optimal``, ``Time limit``, ``Iteration
+        limit``, ``Solution limit``, ``Interrupt``, ``Objective bound``, ``Objective
+        target``, or a non-finite value).
+    """
+    ms = h.getModelStatus()
+    if ms == highspy.HighsModelStatus.kInfeasible:
+        return math.inf
+    if ms == highspy.HighsModelStatus.kModelEmpty:
+        # no column: the optimum is the objective offset (HiGHS reports 0.0 whatever it is)
+        return float(h.getLp().offset_)
+    if not _has_integers(h):
+        v = float(h.getInfo().objective_function_value)
+        return v if ms == highspy.HighsModelStatus.kOptimal and math.isfinite(v) else -math.inf
+    if ms not in _BOUND_STATUSES:
+        return -math.inf
+    db = float(h.getInfo().mip_dual_bound)
+    return db if math.isfinite(db) else -math.inf
+
+
+def reset_scheduler() -> None:
+    """Reset the calling thread's HiGHS task scheduler (the next run sets it up anew)."""
+    reset = getattr(highspy.Highs, "resetThreadScheduler", None)
+    if reset is None:                       # highspy before the per-thread scheduler
+        highspy.Highs.resetGlobalScheduler(True)
+    else:
+        reset(True)
+
+
+def run_highs(h: highspy.Highs) -> highspy.HighsStatus:
+    """``h.run()``, and once more after :func:`reset_scheduler` if the run was refused.
+
+    Within carbonsched every solve uses one thread, but a caller mixing thread counts on one
+    thread (``solve_plan(threads=2)`` after a one-thread solve) would otherwise get master
+    LPs and MIPs that never ran.
+
+    Parameters
+    ----------
+    h
+        A built model.
+
+    Returns
+    -------
+    highspy.HighsStatus
+        The status of the last run.
+    """
+    status = h.run()
+    if (status == highspy.HighsStatus.kError
+            and h.getModelStatus() == highspy.HighsModelStatus.kNotset):
+        reset_scheduler()
+        status = h.run()
+    return status
