@@ -202,13 +202,18 @@ def private_cluster(slurm_dir, tmp_path):
 
     def start(fresh: bool = False) -> None:
         subprocess.run(["slurmctld", *(["-i"] if fresh else [])], env=env, check=True)
-        for _ in range(120):
+        # after a restart the node is idle again once slurmd re-registers, on the controller's
+        # next ping (SlurmdTimeout 60 s / 3): up to ~20 s, measured once at > 30 s in CI
+        states = ""
+        for _ in range(480):
             out = subprocess.run(["sinfo", "-h", "-o", "%t"], env=env, capture_output=True,
                                  text=True)
+            states = out.stdout.strip() or out.stderr.strip()
             if out.returncode == 0 and "idle" in out.stdout:
                 return
             time.sleep(0.25)
-        raise RuntimeError(f"private cluster did not come up: {(d / 'slurmctld.log').read_text()}")
+        raise RuntimeError(f"private cluster did not come up in 120 s (sinfo: {states!r}): "
+                           f"{(d / 'slurmctld.log').read_text()}")
 
     def stop() -> None:
         pid = int((d / "slurmctld.pid").read_text())
