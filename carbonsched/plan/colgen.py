@@ -934,7 +934,7 @@ def split_bound(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarra
         run_highs(h)
         info = h.getInfo()
         # +inf when infeasible: no solution of the type's problem below the threshold
-        db = mip_dual_bound(h)
+        db = mip_dual_bound(h, has_integers=n_col > 0)
         ms = h.getModelStatus()
         if np.isfinite(db) or db == np.inf:
             proven_g[g] = max(lag_g[g], min(lag_g[g] + delta, db))
@@ -1118,7 +1118,7 @@ def site_bound(sets: PlanSets, lay: Layout, raw: np.ndarray, upper: float, secon
                                 np.ones(n_int, dtype=np.uint8))
         run_highs(h)
         info = h.getInfo()
-        db = mip_dual_bound(h)
+        db = mip_dual_bound(h, has_integers=n_int > 0)
         if db == np.inf:   # all zeros is a solution: "infeasible" is numerical trouble
             db = -np.inf
         ms = h.getModelStatus()
@@ -2000,7 +2000,7 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
     if h.getInfo().primal_solution_status != 2:
         return None
     proven = h.getModelStatus() == highspy.HighsModelStatus.kOptimal
-    bound = mip_dual_bound(h)
+    bound = mip_dual_bound(h, has_integers=len(int_cols) > 0)
     x = np.round(np.asarray(h.getSolution().col_value)).astype(np.int64)
     alloc = np.zeros(sets.inf_sites.shape, dtype=np.int64)
     ys = fx["ys"]

@@ -35,13 +35,16 @@ def _has_integers(h: highspy.Highs) -> bool:
     return any(kind != highspy.HighsVarType.kContinuous for kind in h.getLp().integrality_)
 
 
-def mip_dual_bound(h: highspy.Highs) -> float:
+def mip_dual_bound(h: highspy.Highs, has_integers: bool | None = None) -> float:
     """The lower bound HiGHS proved for the (minimising) model it last ran.
 
     Parameters
     ----------
     h
         A model after ``run()``.
+    has_integers
+        Whether the model has integer columns, when the caller knows (``None``: read from
+        the model, a copy of its LP: 0.05 s at 135k columns).
 
     Returns
     -------
@@ -59,7 +62,7 @@ def mip_dual_bound(h: highspy.Highs) -> float:
     if ms == highspy.HighsModelStatus.kModelEmpty:
         # no column: the optimum is the objective offset (HiGHS reports 0.0 whatever it is)
         return float(h.getLp().offset_)
-    if not _has_integers(h):
+    if not (_has_integers(h) if has_integers is None else has_integers):
         v = float(h.getInfo().objective_function_value)
         return v if ms == highspy.HighsModelStatus.kOptimal and math.isfinite(v) else -math.inf
     if ms not in _BOUND_STATUSES:
