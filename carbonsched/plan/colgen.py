@@ -284,7 +284,7 @@ def row_bounds(sets: PlanSets, lay: Layout, fixed_gpus: np.ndarray | None = None
     if fixed_gpus is not None:
         cap = cap - fixed_gpus
     hi[lay.cap_base: lay.pow_base] = cap.reshape(-1)
-    pw = sets.power_cap_kw.astype(float).copy()
+    pw = sets.power_rhs_kw.astype(float).copy()
     if fixed_kw is not None:
         pw = pw - fixed_kw
     hi[lay.pow_base: lay.pow_base + n_s * n_t] = pw.reshape(-1)
@@ -631,7 +631,7 @@ def lagrangian_warmup(sets: PlanSets, lay: Layout, upper: float, seconds: float,
     n_s, n_t = sets.pue.shape
     n_g = len(sets.gpu_type)
     cap = sets.gpu_cap.astype(float)
-    pcap = sets.power_cap_kw.astype(float).copy()
+    pcap = sets.power_rhs_kw.astype(float).copy()
     has_abs = lay.absorb_row >= 0
     if start is None:
         lam_c = np.zeros((n_s, n_t, n_g))
@@ -723,7 +723,7 @@ def lagrangian(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarray
     reps, mult = lay.reps, lay.mult.astype(float)
     pen = sets.unplaced_cost[reps].astype(float)    # penalty, or terminal value (deferral)
     cap = sets.gpu_cap.astype(float)
-    pcap = sets.power_cap_kw.astype(float).copy()
+    pcap = sets.power_rhs_kw.astype(float).copy()
     has_abs = lay.absorb_row >= 0
     ci_kg = sets.ci_g_per_kwh / 1000.0
     dem = lay.demands
@@ -1026,7 +1026,7 @@ def site_bound(sets: PlanSets, lay: Layout, raw: np.ndarray, upper: float, secon
     n_y = sets.inf_gpus[d_pos].astype(float)
     has_abs = lay.absorb_row >= 0
     cap = sets.gpu_count.astype(float)
-    pcap = sets.power_cap_kw
+    pcap = sets.power_rhs_kw
     delta_max = float("inf")
     per_site: dict = {}
     total = const

@@ -204,15 +204,17 @@ def define_power_constraints(m: PlanModel) -> None:
     """IT power of jobs and inference per (site, slot) within the site-hour's cap [kW].
 
     The cap is :attr:`PlanSets.power_cap_kw`: the IT cap, or the facility (grid-connection)
-    cap divided by the PUE's upper 95 % bound where that is lower (facility = IT × PUE).
+    cap divided by the PUE's upper 95 % bound where that is lower (facility = IT × PUE),
+    rounded down to the site's power unit (:attr:`PlanSets.power_rhs_kw`).
     """
     sets = m.sets
     inf_w = sets.inf_kw_per_gpu  # per GPU; y counts GPUs
     cells = _cell_terms(m, sets.job_kw, inf_w, False)
+    rhs = sets.power_rhs_kw
     for (s, t), terms in sorted(cells.items()):
-        if _max_load(terms) <= sets.power_cap_kw[s, t] + 1e-9:
+        if _max_load(terms) <= rhs[s, t] + 1e-9:
             continue
-        m.lp.addConstraint(pulp.LpAffineExpression(terms) <= float(sets.power_cap_kw[s, t]),
+        m.lp.addConstraint(pulp.LpAffineExpression(terms) <= float(rhs[s, t]),
                            name=f"pow{s}_{t}")
 
 

@@ -427,8 +427,9 @@ def diagnose_inference(sets: PlanSets, solver: str = "highs") -> tuple[str, str]
         for (s, t, g), vs in cells.items():
             lp.addConstraint(pulp.lpSum(vs) <= int(sets.gpu_count[s, g]), name=f"cap{s}_{t}_{g}")
         if with_power:
+            rhs = sets.power_rhs_kw
             for (s, t), terms in pcells.items():
-                lp.addConstraint(pulp.LpAffineExpression(terms) <= float(sets.power_cap_kw[s, t]),
+                lp.addConstraint(pulp.LpAffineExpression(terms) <= float(rhs[s, t]),
                                  name=f"pow{s}_{t}")
         out = run_milp(lp, solver, 30.0, 0.0)
         if not out.has_solution:

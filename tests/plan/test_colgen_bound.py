@@ -104,23 +104,53 @@ def test_bounds_never_exceed_the_optimum(case, seed):
 
 
 def two_types_one_power_cap():
-    """A 2-GPU V job and a 2-GPU W job, both in hours 0-1, on a site whose 3 kW IT cap fits one.
+    """A 2-GPU V job and a 3-GPU W job, both in hours 0-1, on a site whose 4 kW IT cap fits one.
 
-    1 kW per GPU, CI 100 g/kWh, PUE 1: a placed job emits 0.4 kg, an unplaced one costs 4 kg
-    (as above): optimum 4.4 kg. The LP runs half of one: 2.6 kg; the GPU-type split relaxes
-    power, so both fit there: 0.8 kg. Only a MIP that keeps power and both types proves 4.4.
+    1 kW per GPU, CI 100 g/kWh, PUE 1: V emits 0.4 kg and W 0.6 kg placed; unplaced they cost
+    4 and 6 kg: optimum 4.6 kg (W runs). The LP runs W and half of V: 2.8 kg; the GPU-type
+    split relaxes power, so both fit there: 1.0 kg. The cap is a whole number of the site's
+    1 kW power unit, so rounding it (:attr:`PlanSets.power_rhs_kw`) proves nothing either: only
+    a MIP that keeps power and both types proves 4.6.
     """
-    site = SiteWrapper("a").gpus("V", 2).gpus("W", 2).cap_kw(3.0).obj()
-    jobs = [JobWrapper(f"j{t}").gpu_type(t).gpus(2).hours(2).window(0, 2).kw_per_gpu(1.0).obj()
-            for t in ("V", "W")]
+    site = SiteWrapper("a").gpus("V", 2).gpus("W", 3).cap_kw(4.0).obj()
+    jobs = [JobWrapper(f"j{t}").gpu_type(t).gpus(n).hours(2).window(0, 2).kw_per_gpu(1.0).obj()
+            for t, n in (("V", 2), ("W", 3))]
     return problem([site], jobs, 2, ci={"a": [100.0, 100.0]})
 
 
+def two_gangs_over_a_fractional_power_cap():
+    """Two 2-GPU jobs of 1 kW per GPU in hours 0-1 on a site with a 3 kW IT cap.
+
+    One job fits (2 kW), not both (4 kW): optimum 4.4 kg (one placed, 0.4; one left out, 4).
+    Every draw there is a multiple of 2 kW, so the power row's right-hand side is 2 kW, not 3,
+    and the LP cannot run a job and a half: its bound is the optimum.
+    """
+    site = SiteWrapper("a").gpus("V", 4).cap_kw(3.0).obj()
+    jobs = [JobWrapper(f"j{k}").gpu_type("V").gpus(2).hours(2).window(0, 2).kw_per_gpu(1.0)
+            .obj() for k in range(2)]
+    return problem([site], jobs, 2, ci={"a": [100.0, 100.0]})
+
+
+def test_power_cap_rounded_to_the_site_power_unit_gives_the_lp_the_optimum(monkeypatch):
+    from carbonsched.plan import colgen
+
+    prob = two_gangs_over_a_fractional_power_cap()
+    sets = compile_sets(prob)
+    assert sets.power_cap_kw[0].tolist() == [3.0, 3.0]     # the cap itself is unchanged
+    assert sets.power_rhs_kw[0].tolist() == [2.0, 2.0]
+    # neither the type split nor the repair MIP may lift it: the LP alone proves 4.4
+    monkeypatch.setattr(colgen, "SPLIT_SHARE", 0.0)
+    monkeypatch.setattr(colgen, "REPAIR_ALL_OPTIONS", 0)
+    res = _colgen_reaching(prob, 4.4)
+    assert res.solver.bound == pytest.approx(4.4)
+    assert "MIP over every class" not in res.solver.note
+
+
 def test_repair_mip_over_the_whole_model_proves_the_power_coupled_optimum():
-    res = _colgen_reaching(two_types_one_power_cap(), 4.4)
-    assert res.solver.bound == pytest.approx(4.4)          # LP 2.6, type split <= 2.6
+    res = _colgen_reaching(two_types_one_power_cap(), 4.6)
+    assert res.solver.bound == pytest.approx(4.6)          # LP 2.8, type split <= 2.8
     assert res.status == PlanStatus.OPTIMAL
-    assert "bound from the MIP over every class and option: 2.600 -> 4.400" in res.solver.note
+    assert "bound from the MIP over every class and option: 2.800 -> 4.600" in res.solver.note
 
 
 def test_repair_bound_is_not_taken_when_the_mip_fixes_work(monkeypatch):
@@ -130,8 +160,8 @@ def test_repair_bound_is_not_taken_when_the_mip_fixes_work(monkeypatch):
 
     monkeypatch.setattr(colgen, "REPAIR_ALL_OPTIONS", 0)
     res = solve_plan(two_types_one_power_cap(), method="colgen", mip_gap=0.0, time_limit_s=60)
-    assert res.totals["objective"] == pytest.approx(4.4)
-    assert res.solver.bound == pytest.approx(2.6)
+    assert res.totals["objective"] == pytest.approx(4.6)
+    assert res.solver.bound == pytest.approx(2.8)
     assert "MIP over every class" not in res.solver.note
     assert res.status != PlanStatus.OPTIMAL              # unproven: 4.4 against 2.6
 

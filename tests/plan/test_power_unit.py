@@ -1,0 +1,81 @@
+"""The power rows' right-hand side rounded down to the site's power unit (PlanSets.power_rhs_kw).
+
+Hand-checked: every draw that may land at a site is a whole number of the unit, so the rounded
+cap loses no plan; a draw that is not a whole number of watts keeps the cap as it is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from carbonsched.domain import RunningWork
+from carbonsched.plan import solve_plan
+from carbonsched.plan.sets import compile_sets
+
+from .builders import JobWrapper, SiteWrapper, demand, problem
+
+
+def _job(name: str, gpus: int, kw: float, *sites: str):
+    w = JobWrapper(name).gpu_type("V").gpus(gpus).hours(1).window(0, 2).kw_per_gpu(kw)
+    return (w.sites(*sites) if sites else w).obj()
+
+
+def test_cap_rounded_down_to_the_gcd_of_the_draws():
+    # draws 0.8 and 1.2 kW: unit 0.4 kW; 4.76 kW allows 11 units (4.4 kW), not 11.9
+    site = SiteWrapper("a").gpus("V", 20).cap_kw(4.76).obj()
+    sets = compile_sets(problem([site], [_job("j1", 2, 0.4), _job("j2", 3, 0.4)], 2))
+    assert sets.power_rhs_kw[0] == pytest.approx([4.4, 4.4])
+    assert sets.power_cap_kw[0] == pytest.approx([4.76, 4.76])
+
+
+def test_cap_just_at_a_multiple_is_kept():
+    site = SiteWrapper("a").gpus("V", 20).cap_kw(4.4).obj()
+    sets = compile_sets(problem([site], [_job("j1", 1, 0.4)], 2))
+    assert sets.power_rhs_kw[0] == pytest.approx([4.4, 4.4])       # 11 × 0.4 in floating point
+
+
+def test_draw_not_a_whole_number_of_watts_keeps_the_cap():
+    site = SiteWrapper("a").gpus("V", 20).cap_kw(4.76).obj()
+    sets = compile_sets(problem([site], [_job("j1", 1, 0.4), _job("j2", 1, 0.1234567)], 2))
+    assert sets.power_rhs_kw[0] == pytest.approx([4.76, 4.76])
+
+
+def test_inference_draw_counts_in_the_unit():
+    # a 2-GPU job of 1 kW per GPU alone: unit 2 kW, cap 3 -> 2; an inference GPU of 1 kW at
+    # the site brings the unit to 1 kW, so 3 kW stays
+    site = SiteWrapper("a").gpus("V", 4).cap_kw(3.0).latency("eu", 5).obj()
+    job = _job("j1", 2, 1.0)
+    assert compile_sets(problem([site], [job], 2)).power_rhs_kw[0].tolist() == [2.0, 2.0]
+    inf = demand("eu", 0, 1, gpu_type="V", kw=1.0)
+    assert compile_sets(problem([site], [job], 2, [inf])).power_rhs_kw[0].tolist() == [3.0, 3.0]
+
+
+def test_unit_is_per_site_and_counts_only_jobs_allowed_there():
+    a = SiteWrapper("a").gpus("V", 4).cap_kw(3.0).obj()
+    b = SiteWrapper("b").gpus("V", 4).cap_kw(3.0).obj()
+    jobs = [_job("j1", 2, 1.0), _job("j2", 1, 1.0, "b")]
+    rhs = compile_sets(problem([a, b], jobs, 2)).power_rhs_kw
+    assert rhs[:, 0].tolist() == [2.0, 3.0]
+
+
+def test_running_work_is_subtracted_before_rounding():
+    # 5 kW cap, 0.5 kW running in hour 0: 4.5 kW left -> 4 kW in 2 kW units; hour 1: 5 -> 4
+    site = SiteWrapper("a").gpus("V", 8).cap_kw(5.0).obj()
+    prob = problem([site], [_job("j1", 2, 1.0)], 2)
+    prob.running = [RunningWork(site="a", gpu_type="V", gpus=1, it_power_kw=0.5,
+                                end=prob.slots[1])]
+    sets = compile_sets(prob)
+    assert sets.power_cap_kw[0].tolist() == [4.5, 5.0]
+    assert sets.power_rhs_kw[0].tolist() == [4.0, 4.0]
+
+
+def test_rounded_cap_loses_no_plan():
+    # two 2 kW jobs fill a 4.1 kW cap in hour 0 (rounded to 4): both still run together
+    site = SiteWrapper("a").gpus("V", 4).cap_kw(4.1).obj()
+    jobs = [JobWrapper(f"j{k}").gpu_type("V").gpus(2).hours(1).window(0, 1).kw_per_gpu(1.0)
+            .obj() for k in range(2)]
+    for method in ("milp", "colgen"):
+        res = solve_plan(problem([site], jobs, 2), method=method, mip_gap=0.0)
+        assert len(res.placements) == 2, method
+        assert np.isclose(res.solver.bound, res.totals["objective"]), method
