@@ -286,6 +286,8 @@ def row_bounds(sets: PlanSets, lay: Layout, fixed_gpus: np.ndarray | None = None
     hi[lay.cap_base: lay.pow_base] = cap.reshape(-1)
     pw = sets.power_rhs_kw.astype(float).copy()
     if fixed_kw is not None:
+        # fixed work is whole gangs of jobs allowed at the site: a multiple of the power unit,
+        # so the rounded right-hand side less it is still a valid one
         pw = pw - fixed_kw
     hi[lay.pow_base: lay.pow_base + n_s * n_t] = pw.reshape(-1)
     m = lay.absorb_row >= 0

@@ -35,7 +35,8 @@ IT energy) and :math:`c_j` the unplaced penalty per GPU-hour
 (:data:`carbonsched.plan.sets.UNPLACED_PENALTY_FACTOR`) × the job's GPU-hours, or, for a job
 whose deadline lies beyond the horizon, its terminal value
 (:data:`carbonsched.plan.sets.TERMINAL_VALUE_RULE`). Capacity rows use
-:math:`C_{stg}` = GPUs less running work, power rows the cap less running work.
+:math:`C_{stg}` = GPUs less running work, power rows the cap less running work, rounded
+down to the site's power unit (:attr:`carbonsched.plan.sets.PlanSets.power_rhs_kw`).
 Emissions: GHG Protocol Scope 2 Guidance (2015), location-based method.
 """
 

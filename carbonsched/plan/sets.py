@@ -47,6 +47,7 @@ slot it still occupies, and its facility power off the absorbable green surplus.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -259,21 +260,26 @@ class PlanSets:
         """Slots of the extended axis ``T_ext`` (horizon plus tail). [-]"""
         return len(self.slot)
 
-    @property
+    @functools.cached_property
     def power_rhs_kw(self) -> np.ndarray:
         """Right-hand side of the planner's power rows, shape ``(S, T)``. [kW]
 
         :attr:`power_cap_kw` rounded down to a multiple of the site's *power unit*: the
-        largest power, in whole watts, that divides the IT draw of every job gang and of one
-        inference GPU that may run at the site. Whatever is placed there draws a multiple of
-        the unit, so no plan is lost, while the LP relaxation no longer fills the fraction of
-        a gang that the cap leaves over: with 0.4 kW per GPU and a 4.76 kW cap, 11 GPUs and
-        not 11.9 (measured: the LP bound of 1k jobs × 16 sites × 48 h at load 0.6 rises
-        from 185.1 to 190.2 kg, the optimum 190.2; BENCHMARKS.md section 3.11). Where a draw
-        is not a whole number of watts the cap is kept as it is. The rounding is the
-        GCD-based tightening of a row with integer variables (Achterberg, Bixby, Gu,
-        Rothberg & Weninger, "Presolve reductions in mixed integer programming", INFORMS
-        J. Comput. 32(2), 2020, doi:10.1287/ijoc.2018.0857, section 3).
+        largest power, in whole milliwatts, that divides the IT draw of every job gang and of
+        one inference GPU that may run at the site in any hour. Placements are whole gangs
+        and whole GPUs, so whatever runs there draws a multiple of the unit and no plan is
+        lost, while the LP relaxation no longer fills the fraction of a gang that the cap
+        leaves over: with 0.4 kW per GPU and a 4.76 kW cap, 11 GPUs and not 11.9 (measured:
+        the LP bound of 1k jobs × 16 sites × 48 h at load 0.6, seed 3, rises from 185.1 to
+        190.1 kg against an optimum of 190.2; BENCHMARKS.md section 3.11). The cap is kept as
+        it is at a site where a draw is negative or not a whole number of milliwatts. The
+        rounding is the GCD-based tightening of a row over integer variables (Achterberg,
+        Bixby, Gu, Rothberg & Weninger, "Presolve reductions in mixed integer programming",
+        INFORMS J. Comput. 32(2), 2020, doi:10.1287/ijoc.2018.0857).
+
+        Computed once: the sets are not changed after :func:`compile_sets`. A multiple within
+        a millionth of a unit above the cap (floating point: 0.3 / 0.1 = 2.9999999999999996)
+        counts as fitting, never by more than 1e-9 kW.
         """
         cap = np.asarray(self.power_cap_kw, dtype=float)
         if cap.size == 0:
@@ -283,17 +289,19 @@ class PlanSets:
         for s in range(cap.shape[0]):
             kw = np.concatenate([self.job_kw[j[self.job_sites[j, s]]],
                                  self.inf_kw_per_gpu[self.inf_sites[:, s]]])
-            kw = kw[kw > 0]
-            if len(kw) == 0:
+            if len(kw) == 0 or (kw < 0).any():
                 continue
-            watts = kw * 1000.0
-            whole = np.round(watts)
-            if np.abs(watts - whole).max() > 1e-6 or whole.max() > 2 ** 53:
+            milliwatts = kw[kw > 0] * 1e6
+            whole = np.round(milliwatts)
+            if len(whole) == 0 or np.abs(milliwatts - whole).max() > 1e-6 \
+                    or whole.max() > 2 ** 53:
                 continue
-            unit_kw = float(np.gcd.reduce(whole.astype(np.int64))) / 1000.0
+            unit_kw = float(np.gcd.reduce(whole.astype(np.int64))) / 1e6
             row = cap[s]
             fin = np.isfinite(row)
-            out[s, fin] = unit_kw * np.floor(row[fin] / unit_kw + 1e-6)
+            k = np.floor(row[fin] / unit_kw + 1e-6)
+            k = np.where(k * unit_kw <= row[fin] + 1e-9, k, k - 1)
+            out[s, fin] = np.maximum(k, 0.0) * unit_kw
         return out
 
     @property

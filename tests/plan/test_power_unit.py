@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
 
 from carbonsched.domain import RunningWork
 from carbonsched.plan import solve_plan
-from carbonsched.plan.sets import compile_sets
+from carbonsched.plan.sets import PlanSets, compile_sets
 
 from .builders import JobWrapper, SiteWrapper, demand, problem
+from .test_properties import PROPS, instances
 
 
 def _job(name: str, gpus: int, kw: float, *sites: str):
@@ -30,15 +32,41 @@ def test_cap_rounded_down_to_the_gcd_of_the_draws():
 
 
 def test_cap_just_at_a_multiple_is_kept():
-    site = SiteWrapper("a").gpus("V", 20).cap_kw(4.4).obj()
-    sets = compile_sets(problem([site], [_job("j1", 1, 0.4)], 2))
-    assert sets.power_rhs_kw[0] == pytest.approx([4.4, 4.4])       # 11 × 0.4 in floating point
+    # 0.3 / 0.1 is 2.9999999999999996 in floating point: still three units
+    site = SiteWrapper("a").gpus("V", 20).cap_kw(0.3).obj()
+    sets = compile_sets(problem([site], [_job("j1", 1, 0.1)], 2))
+    assert sets.power_rhs_kw[0] == pytest.approx([0.3, 0.3])
 
 
-def test_draw_not_a_whole_number_of_watts_keeps_the_cap():
+def test_cap_just_below_a_multiple_is_not_rounded_up():
+    # a 10.2 kW gang (8 GPUs of 1.275 kW): 30.599995 kW holds two, not three (30.6)
+    site = SiteWrapper("a").gpus("V", 24).cap_kw(30.599995).obj()
+    sets = compile_sets(problem([site], [_job("j1", 8, 1.275)], 2))
+    assert sets.power_rhs_kw[0] == pytest.approx([20.4, 20.4])
+
+
+def test_draw_not_a_whole_number_of_milliwatts_keeps_the_cap():
+    # 0.4000005 kW: 11 of them (4.4000055 kW) fit under 4.76, so a 0.4 kW unit would be wrong
     site = SiteWrapper("a").gpus("V", 20).cap_kw(4.76).obj()
-    sets = compile_sets(problem([site], [_job("j1", 1, 0.4), _job("j2", 1, 0.1234567)], 2))
+    sets = compile_sets(problem([site], [_job("j1", 1, 0.4), _job("j2", 1, 0.4000005)], 2))
     assert sets.power_rhs_kw[0] == pytest.approx([4.76, 4.76])
+
+
+def test_milliwatt_unit():
+    # A100 and V100 of the workload table: 0.8125 and 0.4375 kW per GPU, unit 62.5 W
+    site = SiteWrapper("a").gpus("V", 20).cap_kw(4.0).obj()
+    sets = compile_sets(problem([site], [_job("j1", 1, 0.8125), _job("j2", 1, 0.4375)], 2))
+    assert sets.power_rhs_kw[0] == pytest.approx([4.0, 4.0])           # 64 units exactly
+    site = SiteWrapper("a").gpus("V", 20).cap_kw(4.05).obj()
+    sets = compile_sets(problem([site], [_job("j1", 1, 0.8125), _job("j2", 1, 0.4375)], 2))
+    assert sets.power_rhs_kw[0] == pytest.approx([4.0, 4.0])
+
+
+def test_negative_draw_keeps_the_cap():
+    site = SiteWrapper("a").gpus("V", 4).cap_kw(3.0).latency("eu", 5).obj()
+    inf = demand("eu", 0, 1, gpu_type="V", kw=-1.0)
+    sets = compile_sets(problem([site], [_job("j1", 2, 1.0)], 2, [inf]))
+    assert sets.power_rhs_kw[0].tolist() == [3.0, 3.0]
 
 
 def test_inference_draw_counts_in_the_unit():
@@ -70,12 +98,31 @@ def test_running_work_is_subtracted_before_rounding():
     assert sets.power_rhs_kw[0].tolist() == [4.0, 4.0]
 
 
-def test_rounded_cap_loses_no_plan():
-    # two 2 kW jobs fill a 4.1 kW cap in hour 0 (rounded to 4): both still run together
-    site = SiteWrapper("a").gpus("V", 4).cap_kw(4.1).obj()
-    jobs = [JobWrapper(f"j{k}").gpu_type("V").gpus(2).hours(1).window(0, 1).kw_per_gpu(1.0)
-            .obj() for k in range(2)]
+def test_rounded_cap_loses_no_plan_at_the_limit():
+    # a 3.3 kW grid connection at PUE 1.1 allows 3.3 / 1.1 = 2.9999999999999996 kW of IT
+    # power: three 1 kW jobs still run together in hour 0
+    site = SiteWrapper("a").gpus("V", 3).cap_kw(10.0).facility_cap_kw(3.3).obj()
+    jobs = [JobWrapper(f"j{k}").gpu_type("V").gpus(1).hours(1).window(0, 1).kw_per_gpu(1.0)
+            .obj() for k in range(3)]
+    prob = problem([site], jobs, 2, pue={"a": 1.1})
+    assert compile_sets(prob).power_rhs_kw[0] == pytest.approx([3.0, 3.0])
     for method in ("milp", "colgen"):
-        res = solve_plan(problem([site], jobs, 2), method=method, mip_gap=0.0)
-        assert len(res.placements) == 2, method
+        res = solve_plan(prob, method=method, mip_gap=0.0)
+        assert len(res.placements) == 3, method
         assert np.isclose(res.solver.bound, res.totals["objective"]), method
+
+
+@PROPS
+@given(instances())
+def test_rounding_never_changes_the_optimum(case):
+    """The exact MILP's optimum is the same with the physical caps as the power rows."""
+    prob, _ = case
+    rounded = solve_plan(prob, method="milp", mip_gap=0.0)
+    descriptor = PlanSets.__dict__["power_rhs_kw"]
+    try:
+        PlanSets.power_rhs_kw = property(lambda self: np.asarray(self.power_cap_kw, float))
+        physical = solve_plan(prob, method="milp", mip_gap=0.0)
+    finally:
+        PlanSets.power_rhs_kw = descriptor
+    assert rounded.totals["objective"] == pytest.approx(physical.totals["objective"],
+                                                        rel=1e-6, abs=1e-6)
