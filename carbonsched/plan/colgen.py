@@ -1371,9 +1371,22 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     placeable = sets.placeable
     lff = least_flexible_first(sets)
     # incumbent 1: Lagrangian heuristic (greedy on carbon + shadow prices)
+    t_pg = time.perf_counter()
     cands = [("greedy", greedy),
              ("priced greedy", priced_greedy(sets, rank_kw, lam_c, order=lff))]
-    if refined_lam is not None:
+    t_pg = time.perf_counter() - t_pg
+    skipped: list[str] = []
+
+    def room(label: str) -> bool:
+        """Whether one more priced greedy (as long as the first) fits before the finish."""
+        # a master stopped by the limit leaves little: on 10k x 16 x 48 at load 0.8 three more
+        # candidates (2-3 s each) once ended the solve at 62.7 s of 60 (BENCHMARKS.md 3.11)
+        if left() >= t_pg + FINISH_S:
+            return True
+        skipped.append(label)
+        return False
+
+    if refined_lam is not None and room("priced greedy on the refined multipliers"):
         # the refined multipliers price the cells the last master LP left under-priced: on
         # 10k x 16 x 48 at load 0.6, seed 2 (one master in the budget) priced greedy on them
         # gave 3,551.1 kg against 3,556.3 on the master's duals (BENCHMARKS.md section 3.8)
@@ -1381,7 +1394,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         cands.append(("priced greedy on the refined multipliers",
                       priced_greedy(sets, sets.cost_per_kwh + r_p - sets.pue * r_a, r_c,
                                     order=lff)))
-    if len(placeable) <= BOTH_ORDERS_MAX_JOBS:
+    if len(placeable) <= BOTH_ORDERS_MAX_JOBS and room("largest-first priced greedy"):
         big_first = placeable[np.argsort(-(sets.job_gpus * sets.job_dur)[placeable],
                                          kind="stable")]
         cands.append(("largest-first priced greedy",
@@ -1406,12 +1419,17 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         _note(rec, f"LP floor + priced greedy skipped (the LP's integral part holds "
               f"{int(fixed_counts.sum())} of {len(placeable)} jobs)")
     for label, part in roundings:
+        if not room(f"{label} + priced greedy"):
+            continue
         placed = np.zeros(len(sets.job_gpus), dtype=bool)
         placed[part[:, 0]] = True
         completion = priced_greedy(sets, rank_kw, lam_c, order=lff[~placed[lff]],
                                    prefilled=part)
         if "short" not in completion.solver.note:
             cands.append((f"{label} + priced greedy", completion))
+    if skipped:
+        _note(rec, f"skipped for time ({max(left(), 0.0):.1f} s of the limit left, a priced "
+              f"greedy plan took {t_pg:.1f} s): " + ", ".join(skipped))
     split_opts = np.zeros((0, 3), dtype=np.int64)
     # incumbent 3: fix-and-optimise by GPU type, few-GPU types first
     n_frac = int((residual > 0).sum())
