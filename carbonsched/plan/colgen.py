@@ -1379,8 +1379,8 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
 
     def room(label: str) -> bool:
         """Whether one more priced greedy (as long as the first) fits before the finish."""
-        # a master stopped by the limit leaves little: on 10k x 16 x 48 at load 0.8 three more
-        # candidates (2-3 s each) once ended the solve at 62.7 s of 60 (BENCHMARKS.md 3.11)
+        # a master stopped by the limit leaves little: on 10k x 16 x 48 at load 0.8 two more
+        # candidates once ended the solve at 62.7 s of 60 (BENCHMARKS.md 3.11)
         if left() >= t_pg + FINISH_S:
             return True
         skipped.append(label)
@@ -1457,7 +1457,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
                              repair_follows=will_repair)
         if improved is not None:
             cands.append(("fix-and-optimise by GPU type", improved))
-    if SPLIT_SHARE > 0 and left() > 1.0:
+    if SPLIT_SHARE > 0 and left() > FINISH_S + 0.5:
         upper = min(r.totals["objective"] for _, r in cands)
         tr = time.perf_counter()
         sb = split_bound(sets, lay, *best_lam, upper,
@@ -1472,7 +1472,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
             _note(rec, "bound from the GPU-type split (capacity kept, power relaxed): "
                   + ", ".join(f"{k} {v[0]:.1f}->{v[1]:.1f}" for k, v in sb.per_type.items()
                               if v[1] > v[0] + 1e-9))
-    if SITE_SHARE > 0 and left() > 1.0 and count_options(sets) <= SITE_ENUM_MAX:
+    if SITE_SHARE > 0 and left() > FINISH_S + 0.5 and count_options(sets) <= SITE_ENUM_MAX:
         upper = min(r.totals["objective"] for _, r in cands)
         tr = time.perf_counter()
         sbs = site_bound(sets, lay, row_duals, upper,
@@ -1501,7 +1501,10 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     rep_proven = False
     frac = np.flatnonzero(residual > 0)
     every = len(reps) <= REPAIR_ALL_CLASSES
-    if (0 < len(frac) <= REPAIR_MAX_CLASSES or (every and len(frac))) and left() > 1.0:
+    # the split bound and the repair build their models over every class before any solver
+    # limit applies, so they start only with FINISH_S and half a second to spare
+    if ((0 < len(frac) <= REPAIR_MAX_CLASSES or (every and len(frac)))
+            and left() > FINISH_S + 0.5):
         lp_pos = pool[xo > INTEGRAL_TOL]
         in_f = np.zeros(len(reps), dtype=bool)
         in_f[frac] = True

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from carbonsched.domain import Job, ReasonCode, RunningWork
 from carbonsched.plan import PlanStatus, agnostic_plan, greedy_plan, score_plan, solve_plan
+from carbonsched.plan.solve import ABS_GAP_KG
 
 from .builders import SiteWrapper, at, problem
 
@@ -110,5 +111,7 @@ def test_column_generation_agrees_with_the_milp_on_minutes_and_tails(prob):
     assert cg.solver.bound <= milp.totals["objective"] + tol
     assert milp.totals["objective"] <= cg.totals["objective"] + tol
     if cg.status == PlanStatus.OPTIMAL:
+        # both are optimal only to the absolute gap HiGHS closes (mip_abs_gap 1e-6 kg):
+        # Hypothesis found 0.00500006 kg against the MILP's 0.00500013
         assert np.isclose(cg.totals["objective"], milp.totals["objective"], rtol=1e-6,
-                          atol=1e-9)
+                          atol=ABS_GAP_KG)
