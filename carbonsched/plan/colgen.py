@@ -154,6 +154,9 @@ REPAIR_SHARE = 0.15
 FINISH_S = 2.0
 """Seconds kept for building the plan after the last MIP (HiGHS overruns its limit by up to
 a second on the larger repair MIPs, measured at 10k)."""
+STEP_MIN_LEFT_S = FINISH_S + 0.5
+"""The split bound, the site bound and the repair MIP start only with this much of the limit
+left: they build their models over every class before any solver limit applies. [s]"""
 CROSSOVER_MIN_LEFT = 0.5
 """The final crossover of an interior master runs only with this share of the budget left
 (measured: 12 s on the 10k × 16 × 48 master, as long as an interior solve)."""
@@ -1457,7 +1460,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
                              repair_follows=will_repair)
         if improved is not None:
             cands.append(("fix-and-optimise by GPU type", improved))
-    if SPLIT_SHARE > 0 and left() > FINISH_S + 0.5:
+    if SPLIT_SHARE > 0 and left() > STEP_MIN_LEFT_S:
         upper = min(r.totals["objective"] for _, r in cands)
         tr = time.perf_counter()
         sb = split_bound(sets, lay, *best_lam, upper,
@@ -1472,7 +1475,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
             _note(rec, "bound from the GPU-type split (capacity kept, power relaxed): "
                   + ", ".join(f"{k} {v[0]:.1f}->{v[1]:.1f}" for k, v in sb.per_type.items()
                               if v[1] > v[0] + 1e-9))
-    if SITE_SHARE > 0 and left() > FINISH_S + 0.5 and count_options(sets) <= SITE_ENUM_MAX:
+    if SITE_SHARE > 0 and left() > STEP_MIN_LEFT_S and count_options(sets) <= SITE_ENUM_MAX:
         upper = min(r.totals["objective"] for _, r in cands)
         tr = time.perf_counter()
         sbs = site_bound(sets, lay, row_duals, upper,
@@ -1501,10 +1504,8 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     rep_proven = False
     frac = np.flatnonzero(residual > 0)
     every = len(reps) <= REPAIR_ALL_CLASSES
-    # the split bound and the repair build their models over every class before any solver
-    # limit applies, so they start only with FINISH_S and half a second to spare
     if ((0 < len(frac) <= REPAIR_MAX_CLASSES or (every and len(frac)))
-            and left() > FINISH_S + 0.5):
+            and left() > STEP_MIN_LEFT_S):
         lp_pos = pool[xo > INTEGRAL_TOL]
         in_f = np.zeros(len(reps), dtype=bool)
         in_f[frac] = True

@@ -31,7 +31,8 @@ _BOUND_STATUSES = frozenset({
 """Model statuses after which a MIP's ``mip_dual_bound`` is one HiGHS proved."""
 
 
-def _has_integers(h: highspy.Highs) -> bool:
+def model_has_integers(h: highspy.Highs) -> bool:
+    """Whether the model has integer columns (reads a copy of its LP: 0.05 s at 135k)."""
     return any(kind != highspy.HighsVarType.kContinuous for kind in h.getLp().integrality_)
 
 
@@ -62,7 +63,7 @@ def mip_dual_bound(h: highspy.Highs, has_integers: bool | None = None) -> float:
     if ms == highspy.HighsModelStatus.kModelEmpty:
         # no column: the optimum is the objective offset (HiGHS reports 0.0 whatever it is)
         return float(h.getLp().offset_)
-    if not (_has_integers(h) if has_integers is None else has_integers):
+    if not (model_has_integers(h) if has_integers is None else has_integers):
         v = float(h.getInfo().objective_function_value)
         return v if ms == highspy.HighsModelStatus.kOptimal and math.isfinite(v) else -math.inf
     if ms not in _BOUND_STATUSES:
