@@ -305,8 +305,11 @@ def build_plan_result(
     chosen = np.asarray(chosen, dtype=np.int64).reshape(-1, 3)
     runs = plan_runs(sets, chosen, chosen_patterns)
     weights = []
+    by_minutes: dict[int, np.ndarray] = {}   # runs of one length share their weights (read-only)
     for r in runs:
-        w = run_weights(r.minutes, slot_minutes=sm)
+        w = by_minutes.get(r.minutes)
+        if w is None:
+            w = by_minutes[r.minutes] = run_weights(r.minutes, slot_minutes=sm)
         weights.append(w)
         it_kw[r.site, r.start:r.start + len(w)] += sets.job_kw[r.job] * w
     inf_kw = inf_alloc * sets.inf_kw_per_gpu[:, None] if len(inf_alloc) else np.zeros((0, n_s))
@@ -321,6 +324,7 @@ def build_plan_result(
     placements = []
     placed = set()
     past = set()
+    slot_starts = list(sets.slot)   # indexing the DatetimeIndex per run took 0.4 s at 10k jobs
     for r, w in zip(runs, weights, strict=True):
         job = prob.jobs[r.job]
         placed.add(r.job)
@@ -328,7 +332,7 @@ def build_plan_result(
         if b > n_h:
             past.add(r.job)
         kw = sets.job_kw[r.job]
-        start = sets.slot[r.start]
+        start = slot_starts[r.start]
         ow = run_weights(r.minutes, 0, r.overhead_minutes, sm) if r.overhead_minutes else None
         placements.append(Placement(
             job_id=job.id, site=sets.site[r.site], start=start, end=start + r.minutes * MINUTE,
