@@ -1145,6 +1145,8 @@ def site_bound(sets: PlanSets, lay: Layout, raw: np.ndarray, upper: float, secon
 MOVES_SHARE = float(os.environ.get("CARBONSCHED_CG_MOVES", "0.1"))
 """Most of the budget kept back from the passes for :func:`carbonsched.plan.local.improve`
 on the final plan (it gets whatever is left then); 0 turns the moves off. [-]"""
+MOVES_FIRST_MAX_JOBS = 2_000
+"""Up to this many placeable jobs the moves also run on the best plan before the passes. [-]"""
 MOVES_S_PER_JOB = 8e-4
 """Time kept back per placeable job when that is less: a pass of moves over 10,000 jobs took
 about 2 s (10k x 16 x 48, idle machine), the blocker check of the ejections 1.5 s more and
@@ -1465,6 +1467,12 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         per_job = MOVES_S_PER_JOB * len(placeable)
         hold = min(MOVES_SHARE * time_limit_s, per_job)
         held[0] = hold if hold >= 0.5 * per_job else 0.0
+        if (len(placeable) <= MOVES_FIRST_MAX_JOBS and held[0] > 0
+                and left() > held[0] + STEP_MIN_LEFT_S):
+            # small instance: the passes and the repair start from the moved plan too (1k x
+            # 16 x 48 at load 0.6, seed 2: 0.55 % against 0.86 % with the final moves alone;
+            # at 10k, load 0.8, seed 2, the site pass gained less from the moved plan)
+            _add_moves(sets, cands, held[0] + FINISH_S, rec, say)
     split_opts = np.zeros((0, 3), dtype=np.int64)
     # incumbent 3: fix-and-optimise by GPU type, few-GPU types first
     n_frac = int((residual > 0).sum())
