@@ -59,7 +59,12 @@ Issue 13 (loads 0.6 and 0.8, where capacity binds) added, measured on 1k and 10k
   fleet, largest-first let flexible jobs take the power and GPUs that short-window jobs
   needed (10k × 16 × 48 at load 0.8: 374 against 326 GPU-hours left out from the same duals);
   up to :data:`BOTH_ORDERS_MAX_JOBS` jobs the largest-first order runs too and the better
-  plan is kept.
+  plan is kept;
+* last, one-job moves, insertions and ejections on the exact objective
+  (:mod:`carbonsched.plan.local`) on the best plan, with :data:`MOVES_SHARE` of the budget
+  kept back from the passes for them (and, up to :data:`MOVES_FIRST_MAX_JOBS` jobs, on the
+  best candidate before the passes too): the priced greedy steers jobs by LP prices the
+  finished plan does not need, and every pass re-plans one neighbourhood at a time.
 
 The reported gap is (objective − bound) / |objective| with the best of the bounds of step 3
 and the split bounds, each valid for any multipliers (tests/plan/test_colgen_bound.py).
@@ -1144,13 +1149,26 @@ def site_bound(sets: PlanSets, lay: Layout, raw: np.ndarray, upper: float, secon
 
 MOVES_SHARE = float(os.environ.get("CARBONSCHED_CG_MOVES", "0.1"))
 """Most of the budget kept back from the passes for :func:`carbonsched.plan.local.improve`
-on the final plan (it gets whatever is left then); 0 turns the moves off. [-]"""
+on the final plan (:func:`moves_hold_s`; it gets whatever is left then); 0 turns the moves
+off. [-]"""
 MOVES_FIRST_MAX_JOBS = 2_000
 """Up to this many placeable jobs the moves also run on the best plan before the passes. [-]"""
 MOVES_S_PER_JOB = 8e-4
 """Time kept back per placeable job when that is less: a pass of moves over 10,000 jobs took
-about 2 s (10k x 16 x 48, idle machine), the blocker check of the ejections 1.5 s more and
-the rebuild of the plan 1 s; two passes and a shared machine. [s]"""
+about 2 s (10k x 16 x 48, idle machine), the blocker check of the ejections about 1 s more
+and the rebuild of the plan 0.5 s; room for two passes. [s]"""
+
+
+def moves_hold_s(time_limit_s: float, n_jobs: int) -> float:
+    """Time kept back from the passes for the final moves [s].
+
+    ``min(MOVES_SHARE × limit, MOVES_S_PER_JOB × jobs)``, or 0 when that is under half the
+    per-job time: what is left after the rebuild would be less than a pass (10k jobs in a
+    20 s limit: 2 s against 8 s).
+    """
+    per_job = MOVES_S_PER_JOB * n_jobs
+    hold = min(MOVES_SHARE * time_limit_s, per_job)
+    return hold if hold >= 0.5 * per_job else 0.0
 
 
 def _add_moves(sets: PlanSets, cands: list, seconds: float, rec: SolverRecord, say) -> None:
@@ -1462,17 +1480,15 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         _note(rec, f"skipped for time ({max(left(), 0.0):.1f} s of the limit left, a priced "
               f"greedy plan took {t_pg:.1f} s): " + ", ".join(skipped))
     if MOVES_SHARE > 0:
-        # kept back from the passes for the moves on the final plan, unless the share is
-        # under half the per-job time: the rebuild and less than one pass (10k jobs in 20 s)
-        per_job = MOVES_S_PER_JOB * len(placeable)
-        hold = min(MOVES_SHARE * time_limit_s, per_job)
-        held[0] = hold if hold >= 0.5 * per_job else 0.0
+        # kept back from the passes for the moves on the final plan
+        held[0] = moves_hold_s(time_limit_s, len(placeable))
         if (len(placeable) <= MOVES_FIRST_MAX_JOBS and held[0] > 0
                 and left() > held[0] + STEP_MIN_LEFT_S):
             # small instance: the passes and the repair start from the moved plan too (1k x
             # 16 x 48 at load 0.6, seed 2: 0.55 % against 0.86 % with the final moves alone;
-            # at 10k, load 0.8, seed 2, the site pass gained less from the moved plan)
-            _add_moves(sets, cands, held[0] + FINISH_S, rec, say)
+            # at 10k, load 0.8, seed 2, the site pass gained less from the moved plan); at
+            # most as long as the hold, taken from the passes
+            _add_moves(sets, cands, held[0], rec, say)
     split_opts = np.zeros((0, 3), dtype=np.int64)
     # incumbent 3: fix-and-optimise by GPU type, few-GPU types first
     n_frac = int((residual > 0).sum())
@@ -1555,9 +1571,9 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         # large-neighbourhood search around the best plan so far: every other class keeps
         # its placements from that plan, so the plan itself is a feasible start; classes the
         # plan placed off their LP options are freed too
-        lp_based = [c for c in cands if c[0] == "LP floor + priced greedy"]
-        start_plan = (lp_based or cands)[0][1] if lp_based and not every else \
-            min(cands, key=lambda c: c[1].totals["objective"])[1]
+        lp_based = [c for c in cands if c[0].startswith("LP floor + priced greedy")]
+        start_plan = min(lp_based, key=lambda c: c[1].totals["objective"])[1] \
+            if lp_based and not every else min(cands, key=lambda c: c[1].totals["objective"])[1]
         say(f"repair MIP starts from {start_plan.totals['objective']:.3f}")
         start_opts = _plan_options(sets, cls, start_plan)
         lp_set = {tuple(o) for o in pool[xo > INTEGRAL_TOL].tolist()}
@@ -1597,7 +1613,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
                 lb = rep_bound
                 rec.bound = lb
     held[0] = 0.0
-    if MOVES_SHARE > 0 and left() > STEP_MIN_LEFT_S:
+    if MOVES_SHARE > 0 and left() > FINISH_S:
         # one-job moves, insertions and ejections on the exact objective (carbonsched.plan.
         # local): the priced greedy steers jobs by LP prices the finished plan does not need,
         # and the passes and the repair re-plan one neighbourhood at a time
@@ -1608,7 +1624,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     rec.objective = res.totals["objective"]
     rec.mip_gap = relative_gap(rec.objective, rec.bound)
     proven = rec.mip_gap is not None and rec.mip_gap <= mip_gap + 1e-9
-    if name == "greedy" and not proven:
+    if name in ("greedy", "greedy + moves") and not proven:
         status = PlanStatus.HEURISTIC
     else:
         status = PlanStatus.OPTIMAL if (proven and converged and

@@ -21,9 +21,15 @@ the job runs) at the loads the rest of the plan leaves. Room is the same ledger 
 plans use (GPUs per site, slot and type; IT power per site-slot within the physical caps), so
 a move never breaks a cap, window, residency rule or gang.
 
-Measured on 10k × 16 × 48 (converged LP duals, the priced greedy in least-flexible-first
-order): at load 0.8, seed 2, 5,925.6 → 5,873.6 kg (569 moves in the first round, 1 s); at
-0.6, seed 4, 3,483.2 → 3,463.6 kg (562 moves); a second round moves about 30 jobs more.
+Measured on the priced greedy plan of converged LP duals (10k × 16 × 48): at load 0.8,
+seed 2, 5,925.6 → 5,820.9 kg (851 moves, 16 insertions after the first pass, 3 s); at 0.6,
+seed 4, 3,483.2 → 3,464.8 kg (645 moves). In column generation, on the final plan
+(BENCHMARKS.md section 3.12): 10k at 0.8 seed 2, 5,687.5 → 5,644.9 kg after the site-by-site
+search (372 moves, 3 left-out jobs placed where they fit, 5 by an ejection); 1k at 0.6 seed
+2, 330.31 → 327.05 kg on the repair MIP's plan, whose options are the generated and
+best-priced ones only.
+Tried, not kept: a second job moved out of the way of a placed one (a chain of two moves,
+tried for the jobs farthest from their cheapest start): one found in 15 s at 10k.
 """
 
 from __future__ import annotations
@@ -44,9 +50,9 @@ MOVE_TOL_KG = 1e-9
 CHECK_EVERY = 256
 """Jobs between two reads of the clock."""
 
-REBUILD_S_PER_PLACEMENT = 2e-4
+REBUILD_S_PER_PLACEMENT = 1e-4
 """Time :func:`improve` keeps per placement to rebuild the plan: building a 9,578-placement
-plan took 0.96 s (10k × 16 × 48, idle machine), doubled for a shared one. [s]"""
+plan took 0.5 s (10k × 16 × 48, two processes on the 2 cores), doubled. [s]"""
 
 EJECT_TRIES = 8
 """Blocker moves tried exactly per left-out job (at its cheapest starts first)."""
@@ -67,8 +73,11 @@ class Moves:
     gain_kg: float
     """Objective decrease predicted by the moves (equal to the recount's). [kg]"""
     rounds: int
-    """Passes over the placed jobs (the last one without a move, unless time ran out). [-]"""
+    """Rounds started (moves, insertions, ejections); they stop at one that changes nothing,
+    at ``max_rounds`` or when time runs out. [-]"""
     stopped_by_time: bool
+    """Whether the time budget ended the search (a pass, the blocker check or the ejections
+    cut short)."""
 
 
 def plan_arrays(sets: PlanSets, plan: PlanResult) -> tuple[np.ndarray, np.ndarray]:
@@ -164,7 +173,7 @@ def descend(sets: PlanSets, chosen: np.ndarray, alloc: np.ndarray, seconds: floa
             load[:, t] += alloc[d] * kw
     fac_rate = sets.pue * sh                       # facility kWh per kW of IT load
     sur_kwh = sets.surplus_kw * sh
-    ci = sets.ci_g_per_kwh / 1000.0
+    kg_per_kwh = sets.ci_g_per_kwh / 1000.0
     at: dict[int, tuple[int, int]] = {}
 
     def put(j: int, s: int, t: int, sign: int) -> None:
@@ -183,8 +192,13 @@ def descend(sets: PlanSets, chosen: np.ndarray, alloc: np.ndarray, seconds: floa
         at[j] = (s, t)
     starts = np.arange(n_t)
 
+    def allowed(j: int) -> np.ndarray:
+        """Boolean ``(S, T)``: the job's allowed sites × its start window."""
+        return (sets.job_sites[j][:, None] & (starts >= sets.job_first[j])
+                & (starts <= sets.job_last[j]))
+
     def em(x: np.ndarray) -> np.ndarray:
-        return np.maximum(x * fac_rate - sur_kwh, 0.0) * ci
+        return np.maximum(x * fac_rate - sur_kwh, 0.0) * kg_per_kwh
 
     def cost(j: int, room: bool = True) -> np.ndarray:
         """Objective increase of job ``j`` at each (site, start) given ``load`` [kg].
@@ -201,8 +215,7 @@ def descend(sets: PlanSets, chosen: np.ndarray, alloc: np.ndarray, seconds: floa
         if m > 0:
             cum = np.concatenate([np.zeros((n_s, 1)), np.cumsum(full, axis=1)], axis=1)
             out[:, :m] = cum[:, d - 1:d - 1 + m] - cum[:, :m] + last[:, d - 1:d - 1 + m]
-        ok = (sets.job_sites[j][:, None] & (starts >= sets.job_first[j])
-              & (starts <= sets.job_last[j]))
+        ok = allowed(j)
         if room:
             ok &= ledger.fits_windows(j)
         return np.where(ok, out, np.inf)
@@ -210,15 +223,15 @@ def descend(sets: PlanSets, chosen: np.ndarray, alloc: np.ndarray, seconds: floa
     def eject_for(u: int, snap: dict, value: float) -> float:
         """Place job ``u`` by moving one placed job out of its way; the gain [kg].
 
-        ``u`` is out of the plan; ``value`` is what it costs there now [kg] (its unplaced
-        penalty, or its cost where it was lifted from), and only starts cheaper than that
-        are tried.
+        ``u`` is out of the plan; ``value`` is what leaving it out costs [kg] (its unplaced
+        penalty or terminal value), and only starts cheaper than that are tried.
 
         Candidates are the placed jobs at an allowed site of ``u`` that cover every slot
         where ``u`` lacks GPUs (same type) or power at a start, with enough of both, and had
-        another start with room when the pass began; the
-        :data:`EJECT_TRIES` at ``u``'s cheapest starts are tried exactly (lift the blocker
-        out, place ``u``, put the blocker at its cheapest start with room).
+        another allowed start with room (with themselves lifted out) when the ejections
+        began; the :data:`EJECT_TRIES` at ``u``'s cheapest starts are tried exactly (lift the
+        blocker out, place ``u``, put the blocker at its cheapest start with room, which
+        must not be where it was: that would be an insertion).
         """
         du, gu = int(sets.job_dur[u]), int(sets.job_gtype[u])
         ku, nu = float(sets.job_kw[u]), int(sets.job_gpus[u])
@@ -254,8 +267,6 @@ def descend(sets: PlanSets, chosen: np.ndarray, alloc: np.ndarray, seconds: floa
         best = None
         cand.sort()
         for _, s, t, j in cand[:EJECT_TRIES]:
-            if j not in at:
-                continue
             sj, tj = at[j]
             put(j, sj, tj, -1)
             here_j = cost(j, room=False)[sj, tj]
@@ -263,6 +274,7 @@ def descend(sets: PlanSets, chosen: np.ndarray, alloc: np.ndarray, seconds: floa
             if np.isfinite(cu):
                 put(u, s, t, +1)
                 cj = cost(j)
+                cj[sj, tj] = np.inf           # staying put is an insertion, not an ejection
                 k = int(np.argmin(cj))
                 if np.isfinite(cj.flat[k]):
                     delta = float(value - cu - (cj.flat[k] - here_j))
@@ -287,13 +299,16 @@ def descend(sets: PlanSets, chosen: np.ndarray, alloc: np.ndarray, seconds: floa
     moved = inserted = ejected = rounds = 0
     gain = 0.0
     stopped = False
-    penalised = np.array([j for j in sets.placeable.tolist() if j not in sets.reasons],
-                         dtype=np.int64)
+    # placeable excludes the pre-check's rejects (sets.reasons): every one pays its penalty
+    penalised = np.asarray(sets.placeable, dtype=np.int64)
+
+    def out_of_time(n: int, every: int) -> bool:
+        return n % every == 0 and time.perf_counter() - t_start > seconds
     for _ in range(max_rounds):
         rounds += 1
         changed = 0
         for n, j in enumerate(sorted(at)):
-            if n % CHECK_EVERY == 0 and time.perf_counter() - t_start > seconds:
+            if out_of_time(n, CHECK_EVERY):
                 stopped = True
                 break
             s0, t0 = at[j]
@@ -312,7 +327,11 @@ def descend(sets: PlanSets, chosen: np.ndarray, alloc: np.ndarray, seconds: floa
             at[j] = (s, t)
         # the moves may have made room for work left out
         left = penalised[[j not in at for j in penalised.tolist()]]
-        for j in left[np.argsort(-sets.unplaced_cost[left], kind="stable")].tolist():
+        for n, j in enumerate(left[np.argsort(-sets.unplaced_cost[left],
+                                              kind="stable")].tolist()):
+            if stopped or out_of_time(n, 16):
+                stopped = True
+                break
             c = cost(j)
             k = int(np.argmin(c))
             if c.flat[k] < sets.unplaced_cost[j] - MOVE_TOL_KG:
@@ -327,16 +346,24 @@ def descend(sets: PlanSets, chosen: np.ndarray, alloc: np.ndarray, seconds: floa
         if len(left) and not stopped:
             pj = np.array(sorted(at), dtype=np.int64)
             pos = np.array([at[j] for j in pj.tolist()], dtype=np.int64).reshape(-1, 2)
+            # whether each placed job has another allowed start with room, itself lifted out
+            can_move = np.zeros(len(pj), dtype=bool)
+            for i, (j, (s0, t0)) in enumerate(zip(pj.tolist(), pos.tolist(), strict=True)):
+                if out_of_time(i, CHECK_EVERY):
+                    stopped = True
+                    break
+                put(j, s0, t0, -1)
+                room = ledger.fits_windows(j) & allowed(j)
+                room[s0, t0] = False
+                can_move[i] = room.any()
+                put(j, s0, t0, +1)
             snap = {"j": pj, "s": pos[:, 0].copy(), "t": pos[:, 1].copy(),
                     "d": sets.job_dur[pj], "kw": sets.job_kw[pj], "g": sets.job_gpus[pj],
                     "ty": sets.job_gtype[pj], "pos": {j: i for i, j in enumerate(pj.tolist())},
-                    # whether the job has another start with room (before any ejection)
-                    "move": np.array([bool((np.isfinite(cost(j, room=False))
-                                            & ledger.fits_windows(j)).any())
-                                      for j in pj.tolist()])}
-            for n, u in enumerate(left[np.argsort(-sets.unplaced_cost[left],
-                                                  kind="stable")].tolist()):
-                if n % 16 == 0 and time.perf_counter() - t_start > seconds:
+                    "move": can_move}
+            for n, u in enumerate([] if stopped else left[np.argsort(
+                    -sets.unplaced_cost[left], kind="stable")].tolist()):
+                if out_of_time(n, 16):
                     stopped = True
                     break
                 g = eject_for(u, snap, float(sets.unplaced_cost[u]))

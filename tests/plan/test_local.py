@@ -13,24 +13,28 @@ import time
 import numpy as np
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from carbonsched.plan import score_plan
 from carbonsched.plan.baselines import greedy_from_sets
-from carbonsched.plan.colgen import solve_colgen
+from carbonsched.plan.colgen import MOVES_FIRST_MAX_JOBS, moves_hold_s, solve_colgen
 from carbonsched.plan.local import descend, improve, movable, plan_arrays
 from carbonsched.plan.result import PlanStatus, SolverRecord, build_plan_result, recount_violations
 from carbonsched.plan.sets import compile_sets
 
-from .builders import JobWrapper, SiteWrapper, demand, problem
+from .builders import JobWrapper, SiteWrapper, at, demand, minutes_job, problem
 from .test_properties import PROPS, clean, instances
+from .test_properties_horizon import instances as horizon_instances
+from .test_properties_slots import on_grid
 
 
 def _rec() -> SolverRecord:
     return SolverRecord(name="highs", status=PlanStatus.FEASIBLE)
 
 
-def _job(name: str, first: int, deadline: int, gpus: int = 1, kw: float = 1.0):
-    return (JobWrapper(name).gpu_type("H100").gpus(gpus).hours(1).window(first, deadline)
+def _job(name: str, first: int, deadline: int, gpus: int = 1, kw: float = 1.0,
+         hours: int = 1):
+    return (JobWrapper(name).gpu_type("H100").gpus(gpus).hours(hours).window(first, deadline)
             .kw_per_gpu(kw).obj())
 
 
@@ -194,6 +198,97 @@ def test_pieces_are_not_movable():
     assert improve(sets, plan, 10.0, _rec()) is None
 
 
+@pytest.mark.parametrize(("ci_hour_1", "moves"), [
+    (100.0, False),              # a tie: no move
+    (100.0 - 2e-6, True),        # 2e-9 kg cheaper: more than MOVE_TOL_KG (1e-9)
+    (100.0 - 5e-7, False),       # 5e-10 kg cheaper: within it
+])
+def test_a_move_must_gain_more_than_the_tolerance(ci_hour_1, moves):
+    site = SiteWrapper("a").gpus("H100", 1).obj()
+    sets = compile_sets(problem([site], [_job("j", 0, 2)], 2, ci={"a": [100.0, ci_hour_1]}))
+    mv = descend(sets, _chosen(sets, {"j": (0, 0)}), _no_inference(sets), 10.0)
+    assert mv.moved == int(moves)
+    assert _positions(sets, mv.chosen) == {"j": (0, 1) if moves else (0, 0)}
+
+
+@pytest.mark.parametrize(("over_kg", "inserted"), [(0.0, False), (2e-9, True)])
+def test_an_insertion_must_cost_less_than_leaving_the_job_out(over_kg, inserted):
+    # the job's only room costs 0.1 kg; its unplaced cost set to exactly that (a terminal
+    # value, as for a job deferrable past the horizon) keeps it out, 2e-9 kg more places it
+    site = SiteWrapper("a").gpus("H100", 1).obj()
+    sets = compile_sets(problem([site], [_job("j", 1, 2)], 2, ci={"a": [500.0, 100.0]}))
+    sets.unplaced_cost[0] = 0.1 + over_kg
+    mv = descend(sets, _chosen(sets, {}), _no_inference(sets), 10.0)
+    assert mv.inserted == int(inserted)
+    assert _positions(sets, mv.chosen) == ({"j": (0, 1)} if inserted else {})
+
+
+def test_a_blocker_may_move_to_a_start_overlapping_its_own():
+    # 1 GPU, CI 100/100/100/200: u (1 h) only at hour 1, where j (2 h, starts 1 or 2) sits;
+    # j's only other start overlaps its current hours, so it can move only once lifted out
+    site = SiteWrapper("a").gpus("H100", 1).obj()
+    sets = compile_sets(problem([site], [_job("u", 1, 2), _job("j", 1, 4, hours=2)], 4,
+                                ci={"a": [100.0, 100.0, 100.0, 200.0]}))
+    mv = descend(sets, _chosen(sets, {"j": (0, 1)}), _no_inference(sets), 10.0)
+    assert _positions(sets, mv.chosen) == {"u": (0, 1), "j": (0, 2)}
+    assert mv.ejected == 1
+    assert _objective(sets, mv.chosen) == pytest.approx(0.1 + 0.3)
+
+
+@pytest.mark.parametrize(("tries", "ejected"), [(1, 0), (2, 1)])
+def test_ejections_try_the_cheapest_starts_first(monkeypatch, tries, ejected):
+    # 1 GPU, CI 100/100/100/150/150; u (2 h, starts 1-3) is out; j (1 h) at hour 1 may also
+    # start at 2, j3 (1 h) at hour 3 may also start at 4. u's cheapest start (1, blocker j)
+    # fails: j has nowhere to go once u holds hours 1-2; the next (2, blocker j3) works: j3
+    # to hour 4. So one try finds nothing, two find it.
+    import carbonsched.plan.local as local
+
+    monkeypatch.setattr(local, "EJECT_TRIES", tries)
+    site = SiteWrapper("a").gpus("H100", 1).obj()
+    sets = compile_sets(problem([site], [_job("u", 1, 5, hours=2), _job("j", 1, 3),
+                                         _job("j3", 3, 5)], 5,
+                                ci={"a": [100.0, 100.0, 100.0, 150.0, 150.0]}))
+    mv = descend(sets, _chosen(sets, {"j": (0, 1), "j3": (0, 3)}), _no_inference(sets), 10.0)
+    assert mv.ejected == ejected
+    if ejected:
+        assert _positions(sets, mv.chosen) == {"j": (0, 1), "u": (0, 2), "j3": (0, 4)}
+        assert _objective(sets, mv.chosen) == pytest.approx(0.1 + 0.25 + 0.15)
+
+
+def test_a_part_hour_last_slot_is_charged_its_share():
+    # a 90-minute job on hourly slots, CI 100/300/100: from hour 1 it pays 0.3 + 0.5 x 0.1 =
+    # 0.35 kg, from hour 0 0.1 + 0.5 x 0.3 = 0.25 kg
+    site = SiteWrapper("a").gpus("H100", 1).obj()
+    job = minutes_job("j", 90, at(0), at(3))
+    sets = compile_sets(problem([site], [job], 3, ci={"a": [100.0, 300.0, 100.0]}))
+    mv = descend(sets, _chosen(sets, {"j": (0, 1)}), _no_inference(sets), 10.0)
+    assert _positions(sets, mv.chosen) == {"j": (0, 0)}
+    assert mv.gain_kg == pytest.approx(0.1)
+    assert _objective(sets, mv.chosen) == pytest.approx(0.25)
+
+
+def test_out_of_time_places_nothing():
+    # no time: neither the pass, nor the insertion of the left-out job, nor an ejection
+    sets = _blocked(flexible=True)
+    mv = descend(sets, _chosen(sets, {"j": (0, 1)}), _no_inference(sets), 0.0)
+    assert mv.stopped_by_time
+    assert (mv.moved, mv.inserted, mv.ejected) == (0, 0, 0)
+    assert _positions(sets, mv.chosen) == {"j": (0, 1)}
+    site = SiteWrapper("a").gpus("H100", 1).obj()       # a left-out job with room
+    sets = compile_sets(problem([site], [_job("j", 0, 2)], 2))
+    mv = descend(sets, _chosen(sets, {}), _no_inference(sets), 0.0)
+    assert mv.stopped_by_time and mv.inserted == 0 and len(mv.chosen) == 0
+
+
+@pytest.mark.parametrize(("limit_s", "held_s"), [
+    (40.0, 4.0),                 # 10% of 40 s is exactly half the 8 s per-job time: kept
+    (39.99, 0.0),                # just under half: nothing kept back
+    (100.0, 8.0),                # the per-job time caps it
+])
+def test_moves_hold(limit_s, held_s):
+    assert moves_hold_s(limit_s, 10_000) == pytest.approx(held_s)
+
+
 @PROPS
 @given(instances())
 def test_moves_never_worsen_and_keep_every_constraint(case):
@@ -215,7 +310,24 @@ def test_moves_never_worsen_and_keep_every_constraint(case):
     assert placed_before <= {p.job_id for p in better.placements}
 
 
-def test_column_generation_names_the_moves_in_the_plan_note(monkeypatch):
+@PROPS
+@given(horizon_instances(preemptible=False), st.sampled_from([15, 30, 60]))
+def test_moves_are_exact_on_sub_hour_grids_with_tails_deferral_and_running_work(prob, minutes):
+    q = on_grid(prob, minutes)
+    sets = compile_sets(q)
+    plan = greedy_from_sets(sets)
+    out = improve(sets, plan, 10.0, _rec())
+    if out is None:
+        return
+    better, mv = out
+    assert better.totals["objective"] == pytest.approx(plan.totals["objective"] - mv.gain_kg,
+                                                       abs=1e-6)
+    assert mv.gain_kg > 0
+    assert recount_violations(q, better) == recount_violations(q, plan)
+
+
+@pytest.mark.parametrize("first_max_jobs", [0, MOVES_FIRST_MAX_JOBS])
+def test_column_generation_names_the_moves_in_the_plan_note(monkeypatch, first_max_jobs):
     # every pass and the repair off, and the priced greedy replaced by the carbon greedy
     # (earliest start first: j takes hour 1, u is left out, 2.1 kg): the moves give 0.25
     import carbonsched.plan.colgen as cg
@@ -225,6 +337,7 @@ def test_column_generation_names_the_moves_in_the_plan_note(monkeypatch):
     monkeypatch.setattr(cg, "REPAIR_ALL_CLASSES", 0)
     monkeypatch.setattr(cg, "REPAIR_MAX_CLASSES", 0)
     monkeypatch.setattr(cg, "priced_greedy", lambda sets, *a, **k: greedy_from_sets(sets))
+    monkeypatch.setattr(cg, "MOVES_FIRST_MAX_JOBS", first_max_jobs)   # 0: the final moves
     sets = _blocked(flexible=True)
     rec = _rec()
     said: list[str] = []
