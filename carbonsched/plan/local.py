@@ -50,9 +50,11 @@ MOVE_TOL_KG = 1e-9
 CHECK_EVERY = 256
 """Jobs between two reads of the clock."""
 
-REBUILD_S_PER_PLACEMENT = 1e-4
-"""Time :func:`improve` keeps per placement to rebuild the plan: building a 9,578-placement
-plan took 0.5 s (10k × 16 × 48, two processes on the 2 cores), doubled. [s]"""
+REBUILD_S_PER_PLACEMENT = 2e-4
+"""Time :func:`improve` keeps per placement to rebuild the plan and leave the solve its finish:
+building a 9,578-placement plan took 0.5 s (10k × 16 × 48, two processes on the 2 cores);
+with half that kept, 50k × 16 × 48 at load 0.3 ended 1.2 s past its 300 s limit
+(BENCHMARKS.md section 3.12). [s]"""
 
 EJECT_TRIES = 8
 """Blocker moves tried exactly per left-out job (at its cheapest starts first)."""
@@ -386,7 +388,15 @@ def improve(sets: PlanSets, plan: PlanResult, seconds: float, rec: SolverRecord
     The improved plan is rebuilt and scored by :func:`build_plan_result` from its positions
     (so its totals are the recount's, not the moves' sum) with status ``feasible`` and the
     given solver record. ``seconds`` [s] covers the rebuild too: the moves get it less
-    :data:`REBUILD_S_PER_PLACEMENT` per placement.
+    :data:`REBUILD_S_PER_PLACEMENT` per placement. Jobs still left out get the rebuild's
+    reasons (``InsufficientCapacity``, or ``DeferredPastHorizon`` for a deferrable job), not
+    the wording of the plan they came from.
+
+    Returns
+    -------
+    tuple or None
+        ``(plan, moves)``, or ``None`` when the plan has pieces (:func:`movable`), the budget
+        does not cover the rebuild, or nothing moved.
     """
     if not movable(sets, plan):
         return None
