@@ -1172,7 +1172,11 @@ def moves_hold_s(time_limit_s: float, n_jobs: int) -> float:
 
 
 def _add_moves(sets: PlanSets, cands: list, seconds: float, rec: SolverRecord, say) -> None:
-    """Append the best candidate improved by one-job moves and insertions, if any moved."""
+    """Append the best candidate improved by moves, if anything moved.
+
+    :func:`carbonsched.plan.local.improve` (moves, insertions, ejections) within ``seconds``
+    [s]; the new candidate is named ``"<its name> + moves"``.
+    """
     name, best = min(cands, key=lambda c: c[1].totals["objective"])
     tr = time.perf_counter()
     out = improve(sets, best, seconds, rec)
