@@ -1233,10 +1233,10 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
             "minute slots; use method 'milp' (solve_plan's 'auto' and 'colgen' do so with a "
             "plan note)")
 
-    held = [0.0]   # time kept back for the last step (the moves)
+    held = 0.0   # time kept back for the last step (the moves), read by left()
 
     def left() -> float:
-        return time_limit_s - (time.perf_counter() - started) - held[0]
+        return time_limit_s - (time.perf_counter() - started) - held
 
     def say(msg: str) -> None:
         if progress:
@@ -1485,14 +1485,14 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
               f"greedy plan took {t_pg:.1f} s): " + ", ".join(skipped))
     if MOVES_SHARE > 0:
         # kept back from the passes for the moves on the final plan
-        held[0] = moves_hold_s(time_limit_s, len(placeable))
-        if (len(placeable) <= MOVES_FIRST_MAX_JOBS and held[0] > 0
-                and left() > held[0] + STEP_MIN_LEFT_S):
+        held = moves_hold_s(time_limit_s, len(placeable))
+        if (len(placeable) <= MOVES_FIRST_MAX_JOBS and held > 0
+                and left() > held + STEP_MIN_LEFT_S):
             # small instance: the passes and the repair start from the moved plan too (1k x
             # 16 x 48 at load 0.6, seed 2: 0.55 % against 0.86 % with the final moves alone;
             # at 10k, load 0.8, seed 2, the site pass gained less from the moved plan); at
             # most as long as the hold, taken from the passes
-            _add_moves(sets, cands, held[0], rec, say)
+            _add_moves(sets, cands, held, rec, say)
     split_opts = np.zeros((0, 3), dtype=np.int64)
     # incumbent 3: fix-and-optimise by GPU type, few-GPU types first
     n_frac = int((residual > 0).sum())
@@ -1616,7 +1616,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
                       f"{rep_bound:.3f}")
                 lb = rep_bound
                 rec.bound = lb
-    held[0] = 0.0
+    held = 0.0
     if MOVES_SHARE > 0 and left() > FINISH_S:
         # one-job moves, insertions and ejections on the exact objective (carbonsched.plan.
         # local): the priced greedy steers jobs by LP prices the finished plan does not need,
