@@ -171,6 +171,8 @@ BINDING_DUAL_REL = 1e-6
 exceeds this share of the largest option cost (:func:`binding_cells`; measured on 10k × 16
 × 48 at load 0.8, seed 4: 695 rows above it at the interior point, 689 binding at the vertex
 crossover reached)."""
+IMPRECISE_PRIMAL_TOL = 1e-6
+"""Largest row violation (GPUs, kW) of an imprecise interior master kept as its solution."""
 REPAIR_TOP_K = 3
 """Options per repair class added by reduced cost under the final duals."""
 REPAIR_HEURISTIC_EFFORT = float(os.environ.get("CARBONSCHED_CG_HEUR", "0.05"))
@@ -1194,6 +1196,20 @@ def _add_moves(sets: PlanSets, cands: list, seconds: float, rec: SolverRecord, s
     cands.append((f"{name} + moves", plan))
 
 
+def usable_interior(h: highspy.Highs) -> bool:
+    """Whether an interior-point master that ended imprecise still gives a usable solution.
+
+    IPX stops with HiGHS status ``Unknown`` when it cannot reach its tolerance (seen once on
+    the 50k × 16 × 48 master at load 0.3, which left the whole solve without a master). Its
+    last iterate is kept when HiGHS flags primal and dual values valid and the primal rows
+    hold within :data:`IMPRECISE_PRIMAL_TOL`: any non-negative multipliers give a valid
+    Lagrangian bound, and the rounding re-checks every capacity.
+    """
+    sol = h.getSolution()
+    return bool(sol.value_valid and sol.dual_valid
+                and h.getInfo().max_primal_infeasibility <= IMPRECISE_PRIMAL_TOL)
+
+
 def binding_cells(lay: Layout, duals: np.ndarray, scale: float) -> int:
     """Capacity, power and absorption rows with a dual above ``BINDING_DUAL_REL × scale``.
 
@@ -1340,6 +1356,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     # bound (10k x 16 x 48 at load 0.6, seed 0, two solves sharing the 2 cores: 2754.9
     # against 3396.9 when it ends)
     share = max(cg_share, CG_EXTEND_SHARE)
+    n_imprecise = 0   # masters whose interior point ended imprecise, used all the same
     while True:
         it += 1
         _limit(h, left() - (1 - share) * time_limit_s)
@@ -1349,7 +1366,13 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         run_highs(h)
         t_lp = time.perf_counter() - tr
         ms = h.getModelStatus()
-        if ms != highspy.HighsModelStatus.kOptimal:
+        imprecise = ms == highspy.HighsModelStatus.kUnknown and usable_interior(h)
+        if imprecise:
+            n_imprecise += 1
+            say(f"round {it}: the interior point ended imprecise (HiGHS status Unknown, "
+                f"primal infeasibility {h.getInfo().max_primal_infeasibility:.2g}); used as "
+                "the master's solution")
+        if ms != highspy.HighsModelStatus.kOptimal and not imprecise:
             _note(rec, f"master LP stopped: {h.modelStatusToString(ms)}")
             # the interrupted interior point's last iterate still gives multipliers (the
             # Lagrangian bound is valid for any non-negative ones)
@@ -1404,6 +1427,11 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
             _note(rec, "column generation stopped by the time budget; the bound is the best "
                   "Lagrangian bound reached")
             break
+    if n_imprecise:
+        _note(rec, f"{n_imprecise} master LP(s) ended imprecise (HiGHS status Unknown: the "
+              "interior point stopped short of its tolerance) and were used as solved: the "
+              "bound is the Lagrangian of their duals (valid for any), their values guide "
+              "the rounding")
     refine_s = min(REFINE_SHARE * time_limit_s, left() - REFINE_KEEP_SHARE * time_limit_s)
     refined_lam = None   # the refinement's multipliers, when it lifted the bound
     if (not converged and good is not None and REFINE_ROUNDS > 0 and refine_s > 0
