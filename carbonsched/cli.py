@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -150,6 +151,10 @@ def plan(
         "--rolling", help="With --dispatch: a rolling step (plan --hours from the date's 00:00 "
         "UTC, dispatch what starts before the next day, carry the rest in the store).")]
     = False,
+    all_notes: Annotated[bool, typer.Option(
+        "--all-notes", help="Print every note of the plan as recorded; by default notes "
+        "several sites share (e.g. the modelled grid's calibration) are one line each.")]
+    = False,
 ) -> None:
     """Forecast, plan and record one day: the daily planning run."""
     with _errors():
@@ -195,7 +200,7 @@ def plan(
         # loses nothing
         if out_file:
             _write_json(out_file, daily.document)
-        _print_plan(daily.document, daily.summary)
+        _print_plan(daily.document, daily.summary, all_notes)
         pid = daily.document["plan_id"]
         if out_file:
             err.print(f"plan written to {out_file}", highlight=False)
@@ -223,7 +228,8 @@ def plan(
             raise typer.Exit(4)
 
 
-def _print_plan(doc: dict[str, Any], summary: list[dict[str, Any]]) -> None:
+def _print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
+                all_notes: bool = False) -> None:
     s = doc["solver"]
     gap = "-" if s["mip_gap"] is None else f"{100 * s['mip_gap']:.2f}%"
     out.print(f"[bold]Plan {doc['plan_id'][:12]}[/] for {doc['date']} · catalog "
@@ -257,8 +263,14 @@ def _print_plan(doc: dict[str, Any], summary: list[dict[str, Any]]) -> None:
         for u in doc["unplaced"]:
             reasons[u["reason"]] = reasons.get(u["reason"], 0) + 1
         out.print("unplaced by reason: " + ", ".join(f"{k} {v}" for k, v in reasons.items()))
-    for note in grouped_site_notes(doc.get("notes", []), doc.get("sites", [])):
+    notes = doc.get("notes", [])
+    shown = notes if all_notes else grouped_site_notes(notes, doc.get("sites", []))
+    for note in shown:
         out.print(f"[dim]note: {escape(note)}[/]", highlight=False)
+    if len(shown) < len(notes):
+        out.print(f"[dim]note: {len(notes)} notes shown as {len(shown)}: notes several sites "
+                  "share are one line, with … for the numbers that differ; --all-notes "
+                  "prints each as the plan records it[/]", highlight=False)
 
 
 def grouped_site_notes(notes: list[str], site_ids: list[str]) -> list[str]:
@@ -282,22 +294,47 @@ def grouped_site_notes(notes: list[str], site_ids: list[str]) -> list[str]:
         At most ``len(notes)`` notes.
     """
     known = set(site_ids)
-    by_text: dict[str, list[str]] = {}
-    for n in notes:
-        site, sep, text = n.partition(": ")
-        if sep and site in known:
-            by_text.setdefault(text, []).append(site)
-    shown: list[str] = []
-    done: set[str] = set()
-    for n in notes:
-        site, sep, text = n.partition(": ")
-        sites = list(dict.fromkeys(by_text.get(text, []))) if sep and site in known else []
-        if len(sites) < 2:
-            shown.append(n)
-        elif text not in done:
-            done.add(text)
-            shown.append(f"sites {', '.join(sites)}: {text}")
-    return shown
+
+    def group(items: list[str], key) -> list[str]:
+        by_key: dict[str, list[tuple[str, str]]] = {}
+        for n in items:
+            site, sep, text = n.partition(": ")
+            if sep and site in known:
+                by_key.setdefault(key(text), []).append((site, text))
+        shown: list[str] = []
+        done: set[str] = set()
+        for n in items:
+            site, sep, text = n.partition(": ")
+            k = key(text) if sep and site in known else None
+            members = by_key.get(k, []) if k is not None else []
+            sites = list(dict.fromkeys(m[0] for m in members))
+            if len(sites) < 2:
+                shown.append(n)
+            elif k not in done:
+                done.add(k)
+                shown.append(f"sites {', '.join(sites)}: {_merged(m[1] for m in members)}")
+        return shown
+
+    # the same text first; then the same text but for its numbers (e.g. each modelled site's
+    # calibration), the numbers that differ shown as "…"
+    return group(group(notes, lambda t: t), lambda t: _NUMBER.sub("#", t))
+
+
+def _merged(texts) -> str:
+    """Texts equal but for their numbers, as one: a number that differs becomes ``…``."""
+    texts = list(texts)
+    numbers = [_NUMBER.findall(t) for t in texts]
+    parts = _NUMBER.split(texts[0])
+    out = [parts[0]]
+    for i, rest in enumerate(parts[1:]):
+        values = {n[i] for n in numbers}
+        out.append(numbers[0][i] if len(values) == 1 else "…")
+        out.append(rest)
+    return "".join(out)
+
+
+_NUMBER = re.compile(r"(?<![\w.#])[-+]?\d+(?:\.\d+)*(?![\w#]|\.\d)")
+"""A number standing alone in a note (not part of a word such as ``CO2`` or ``s05``)."""
 
 
 @workload_app.command("from-traces")

@@ -47,9 +47,15 @@ def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
     assert hint.endswith("list plans with `carbonsched plans list`")
     assert f"`carbonsched plans show {pid} --json`" in hint
     # a note every modelled site shares is one line on screen, per site in the document
-    per_site = [n for n in doc["notes"] if "without price" in n]
+    per_site = [n for n in doc["notes"] if "no price in this source" in n]
     assert len(per_site) == len(doc["sites"]) >= 2
-    assert r.output.count("without price (NaN)") == 1
+    assert text.count("no price in this source (") == 1
+    assert "without price" not in r.output                  # read like a fault on a model
+    # each modelled site's calibration notes are one line on screen, --all-notes prints all
+    shown = [ln for ln in r.output.splitlines() if ln.startswith("note: ")]
+    assert len(shown) <= 8 < len(doc["notes"])
+    assert (f"{len(doc['notes'])} notes shown as {len(shown) - 1}: notes several sites share "
+            "are one line") in text
     assert ("note: sites " + ", ".join(doc["sites"]) + ": ") in text
     # the demo workload is labelled, on screen and in the document
     assert "workload: DEMO" in text
@@ -214,6 +220,25 @@ def test_grouped_site_notes_keeps_order_and_groups_only_shared_site_notes():
     # one site only (the limit): nothing grouped
     assert grouped_site_notes(["a: x", "a: x"], ["a"]) == ["a: x", "a: x"]
     assert grouped_site_notes([], ["a"]) == []
+
+
+def test_grouped_site_notes_merges_notes_equal_but_for_their_numbers():
+    from carbonsched.cli import grouped_site_notes
+
+    notes = ["a: EF 647.9 g/kWh (MEE 2023, CO2 only)", "a: 2025: floor 0.664, K = 834",
+             "a: 2026: floor 0.633, K = 834",
+             "b: EF 568.3 g/kWh (MEE 2023, CO2 only)", "b: 2025: floor 0.401, K = 944",
+             "c: 2025: floor 0.08, K = 703 (target NOT met)",     # its own text: kept
+             "c: s05 at 12 h", "c: s05 at 13 h",                  # one site (the limit)
+             "a: v1.5 build 0.4x", "b: v1.5 build 0.5x"]          # numbers inside words
+    assert grouped_site_notes(notes, ["a", "b", "c"]) == [
+        # a number all the notes share is kept, one that differs is "…"
+        "sites a, b: EF … g/kWh (MEE 2023, CO2 only)",
+        "sites a, b: …: floor …, K = …",
+        "c: 2025: floor 0.08, K = 703 (target NOT met)", "c: s05 at 12 h", "c: s05 at 13 h",
+        "a: v1.5 build 0.4x", "b: v1.5 build 0.5x"]
+    # the same numbers everywhere: the exact-text grouping, numbers kept
+    assert grouped_site_notes(["a: K = 834", "b: K = 834"], ["a", "b"]) == ["sites a, b: K = 834"]
 
 
 def test_plan_notes_are_printed_as_text_not_markup(monkeypatch):

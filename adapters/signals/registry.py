@@ -69,6 +69,19 @@ SIGNAL_COLUMNS: tuple[str, ...] = (
 OPTIONAL_COLUMNS: tuple[str, ...] = ("green_surplus_index",)
 """Columns only some sources provide (kept when present)."""
 
+def _absent_note(frame: pd.DataFrame, col: str, what: str) -> str:
+    """The note for a signal the source never gives (every hour NaN), saying what it means.
+
+    Price only feeds the green-surplus index (:mod:`forecasts.green_surplus`); a source that
+    models the index itself (the modelled Chinese grid) does not need it.
+    """
+    if (col == "price_usd_per_mwh" and "green_surplus_index" in frame
+            and frame["green_surplus_index"].notna().all()):
+        return (f"no price in this source ({len(frame)} hours): not needed, the source gives "
+                "the green-surplus index itself")
+    return f"no {what} in this source: all {len(frame)} hour(s) NaN"
+
+
 Loader = Callable[[Site, Path, pd.DatetimeIndex], tuple[pd.DataFrame, dict[str, Any]]]
 
 
@@ -466,8 +479,10 @@ def load_site_signals(
     for col, what in (("carbon_intensity_g_per_kwh", "carbon intensity"),
                       ("price_usd_per_mwh", "price"), ("temperature_c", "temperature")):
         n_missing = int(frame[col].isna().sum())
-        if 0 < n_missing:
+        if 0 < n_missing < len(frame):
             notes.append(f"{n_missing} of {len(frame)} hour(s) without {what} (NaN)")
+        elif n_missing:
+            notes.append(_absent_note(frame, col, what))
     meta: dict[str, Any] = {
         **{k: v for k, v in raw_meta.items() if k not in ("files", "notes")},
         "source": src.name,
