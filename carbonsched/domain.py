@@ -5,6 +5,7 @@ All timestamps are tz-aware UTC and label the start of their hour. Units are in 
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -333,9 +334,9 @@ class Job:
                 f"job {self.id}: duration_minutes must be a whole number >= 1, got "
                 f"{self.duration_minutes}")
         object.__setattr__(self, "duration_minutes", int(self.duration_minutes))
-        if self.power_per_gpu_kw <= 0:
-            raise WorkloadError(
-                f"job {self.id}: power_per_gpu_kw must be > 0, got {self.power_per_gpu_kw}")
+        if not _positive(self.power_per_gpu_kw):
+            raise WorkloadError(f"job {self.id}: power_per_gpu_kw must be a finite number > 0 "
+                                f"[kW], got {self.power_per_gpu_kw!r}")
         if self.deadline < self.earliest_start:
             raise WorkloadError(f"job {self.id}: deadline is before earliest_start")
         o = self.checkpoint_overhead_minutes
@@ -400,6 +401,18 @@ class InferenceDemand:
         object.__setattr__(self, "hour", require_aware(self.hour, f"inference {self.area} hour"))
         if self.gpus < 0:
             raise WorkloadError(f"inference {self.area}: gpus must be >= 0")
+        for name, unit in (("power_per_gpu_kw", "kW"), ("slo_ms", "ms")):
+            if not _positive(getattr(self, name)):
+                raise WorkloadError(f"inference {self.area} at {self.hour.isoformat()}: {name} "
+                                    f"must be a finite number > 0 [{unit}], got "
+                                    f"{getattr(self, name)!r}")
+
+
+def _positive(value: object) -> bool:
+    """Whether ``value`` is a finite real number > 0 (NaN, ±inf, text and booleans are not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return False
+    return math.isfinite(float(value)) and float(value) > 0
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from carbonsched.domain import Job, ReasonCode, jsonable
+from carbonsched.domain import InferenceDemand, Job, ReasonCode, jsonable
 from carbonsched.errors import CarbonschedError, TimeAxisError, WorkloadError
 
 T0 = pd.Timestamp("2023-07-15", tz="UTC")
@@ -27,7 +27,10 @@ def test_job_energy_and_power():
     ("max_pieces", 3, "max_pieces 3 > 1 needs preemptible"),
     ("max_pieces", 0, "max_pieces must be a whole number in 1..24"),
     ("checkpoint_overhead_minutes", -5, "checkpoint_overhead_minutes must be a whole number"),
-    ("power_per_gpu_kw", 0.0, "power_per_gpu_kw must be > 0"),
+    ("power_per_gpu_kw", 0.0, r"power_per_gpu_kw must be a finite number > 0 \[kW\], got 0.0"),
+    ("power_per_gpu_kw", float("nan"), "power_per_gpu_kw must be a finite number > 0"),
+    ("power_per_gpu_kw", float("inf"), "power_per_gpu_kw must be a finite number > 0"),
+    ("power_per_gpu_kw", True, "power_per_gpu_kw must be a finite number > 0"),
     ("deadline", T0 - pd.Timedelta(hours=1), "deadline is before earliest_start"),
 ])
 def test_job_rejects_bad_fields(field, value, message):
@@ -64,3 +67,23 @@ def test_jsonable_timestamps_enums_floats():
     assert doc["r"] == "NoFeasibleSlot"
     assert doc["x"] == 1.234568
     assert doc["j"]["earliest_start"] == "2023-07-15T00:00:00Z"
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("power_per_gpu_kw", 0.0, r"inference fra at 2023-07-15T00:00:00\+00:00: power_per_gpu_kw "
+     r"must be a finite number > 0 \[kW\], got 0.0"),
+    ("power_per_gpu_kw", -0.3, "power_per_gpu_kw must be a finite number > 0"),
+    ("power_per_gpu_kw", float("nan"), "power_per_gpu_kw must be a finite number > 0"),
+    ("power_per_gpu_kw", "0.3", "power_per_gpu_kw must be a finite number > 0"),
+    ("slo_ms", 0.0, r"slo_ms must be a finite number > 0 \[ms\], got 0.0"),
+    ("slo_ms", float("inf"), "slo_ms must be a finite number > 0"),
+    ("gpus", -1, "gpus must be >= 0"),
+])
+def test_inference_demand_rejects_bad_fields(field, value, message):
+    args = dict(area="fra", hour=T0, gpu_type="A100", gpus=2, slo_ms=20.0,
+                power_per_gpu_kw=0.3)
+    InferenceDemand(**args)                                   # the valid one builds
+    # just inside the limits: the smallest positive values and zero GPUs build too
+    InferenceDemand(**{**args, "power_per_gpu_kw": 5e-324, "slo_ms": 5e-324, "gpus": 0})
+    with pytest.raises(WorkloadError, match=message):
+        InferenceDemand(**{**args, field: value})
