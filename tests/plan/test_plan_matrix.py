@@ -35,9 +35,16 @@ def test_summary_takes_median_and_worst_and_judges_the_worst():
     assert not cell["target_met"] and cell["gap_worst"] == pytest.approx(0.011)
     (cell,) = pm.summarise(runs + [run(4, 30.0, None)])
     assert not cell["target_met"] and cell["gap_worst"] == float("inf")
-    # and one seed over the time limit (5 % grace for the process start)
-    (cell,) = pm.summarise(runs + [run(5, 70.0, 0.001)])
-    assert not cell["target_met"]
+    # and one seed over the time limit, by as little as 0.1 s (no grace); at it, met
+    (cell,) = pm.summarise(runs + [run(5, 60.1, 0.001)])
+    assert not cell["target_met"] and cell["gap_met"] and not cell["time_met"]
+    assert pm._met(cell) == "no (time)"
+    (cell,) = pm.summarise(runs + [run(5, 60.0, 0.001)])
+    assert cell["target_met"] and pm._met(cell) == "yes"
+    (cell,) = pm.summarise(runs + [run(5, 60.1, 0.02)])
+    assert pm._met(cell) == "no (gap, time)"
+    (cell,) = pm.summarise(runs + [run(5, None, 0.001)])     # a run without a time
+    assert not cell["time_met"] and not cell["target_met"]
 
 
 def test_load_03_cell_has_the_tighter_targets():
