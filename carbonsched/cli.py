@@ -264,22 +264,29 @@ def _print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
             reasons[u["reason"]] = reasons.get(u["reason"], 0) + 1
         out.print("unplaced by reason: " + ", ".join(f"{k} {v}" for k, v in reasons.items()))
     notes = doc.get("notes", [])
-    shown = notes if all_notes else grouped_site_notes(notes, doc.get("sites", []))
+    shown = notes
+    if not all_notes:
+        try:
+            shown = grouped_site_notes(notes, doc.get("sites", []))
+        except Exception:   # noqa: BLE001 - display only: the plan must still reach the store
+            shown = notes
     for note in shown:
         out.print(f"[dim]note: {escape(note)}[/]", highlight=False)
     if len(shown) < len(notes):
-        out.print(f"[dim]note: {len(notes)} notes shown as {len(shown)}: notes several sites "
-                  "share are one line, with … for the numbers that differ; --all-notes "
-                  "prints each as the plan records it[/]", highlight=False)
+        out.print(f"[dim]({len(notes)} notes shown as {len(shown)}: notes several sites share "
+                  "are one line, a number that differs as its range over those sites; "
+                  "--all-notes prints each as the plan records it)[/]", highlight=False)
 
 
 def grouped_site_notes(notes: list[str], site_ids: list[str]) -> list[str]:
     """The plan's notes for the screen: one line for a note that several sites share.
 
-    A note ``"<site>: <text>"`` whose text other sites' notes repeat word for word (e.g. eight
-    modelled Chinese sites without a price) is shown once, at its first place, as
-    ``"sites a, b, c: <text>"``; every other note is kept as it is, in order. The plan
-    document keeps the per-site notes.
+    Two passes over notes ``"<site>: <text>"`` of the plan's sites. First, a text other
+    sites' notes repeat word for word (e.g. eight modelled Chinese sites without a price) is
+    shown once, at its first place, as ``"sites a, b, c: <text>"``. Then texts equal but for
+    their numbers (each modelled site's calibration) are merged the same way, a number that
+    differs shown as its range over the group (``"0.08–0.66"``), so the worst value stays on
+    screen. Every other note is kept as it is, in order; the plan document keeps them all.
 
     Parameters
     ----------
@@ -315,26 +322,36 @@ def grouped_site_notes(notes: list[str], site_ids: list[str]) -> list[str]:
                 shown.append(f"sites {', '.join(sites)}: {_merged(m[1] for m in members)}")
         return shown
 
-    # the same text first; then the same text but for its numbers (e.g. each modelled site's
-    # calibration), the numbers that differ shown as "…"
-    return group(group(notes, lambda t: t), lambda t: _NUMBER.sub("#", t))
+    # the same text first; then the same text but for its numbers: the key is the text
+    # between the numbers, so a number never matches a literal character
+    return group(group(notes, lambda t: (t,)), lambda t: tuple(_NUMBER.split(t)[::2]))
 
 
 def _merged(texts) -> str:
-    """Texts equal but for their numbers, as one: a number that differs becomes ``…``."""
+    """Texts equal but for their numbers, as one: a number that differs becomes its range."""
     texts = list(texts)
-    numbers = [_NUMBER.findall(t) for t in texts]
-    parts = _NUMBER.split(texts[0])
-    out = [parts[0]]
-    for i, rest in enumerate(parts[1:]):
-        values = {n[i] for n in numbers}
-        out.append(numbers[0][i] if len(values) == 1 else "…")
-        out.append(rest)
+    if len(set(texts)) == 1:
+        return texts[0]
+    pieces = [_NUMBER.split(t) for t in texts]     # text, number, text, ..., text
+    out = []
+    for i, piece in enumerate(pieces[0]):
+        if i % 2 == 0:
+            out.append(piece)
+            continue
+        values = [p[i] for p in pieces]
+        lo = min(values, key=_number)
+        hi = max(values, key=_number)
+        out.append(lo if _number(lo) == _number(hi) else f"{lo}–{hi}")
     return "".join(out)
 
 
-_NUMBER = re.compile(r"(?<![\w.#])[-+]?\d+(?:\.\d+)*(?![\w#]|\.\d)")
-"""A number standing alone in a note (not part of a word such as ``CO2`` or ``s05``)."""
+def _number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+_NUMBER = re.compile(r"(?<![\w.:/-])([-+]?\d+(?:,\d{3})*(?:\.\d+)?)(?!\w|[.,:/-]\d)")
+"""A number standing alone in a note (not part of a word such as ``CO2`` or ``s05``, nor of a
+date or a dotted version such as ``2023-07-15`` or ``1.2.3``)."""
 
 
 @workload_app.command("from-traces")

@@ -64,6 +64,9 @@ def plans_show(
     plan_id: Annotated[str, typer.Argument(help="A plan id (see `plans list`) or 'latest'.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan document as JSON.")]
     = False,
+    all_notes: Annotated[bool, typer.Option(
+        "--all-notes", help="Print every note of the plan as recorded; by default notes "
+        "several sites share are one line each.")] = False,
 ) -> None:
     """Show one recorded plan (``latest`` for the newest)."""
     from carbonsched.cli import _errors, _print_plan, out
@@ -92,7 +95,7 @@ def plans_show(
             r["inference_gpu_hours"] += i["gpus"]
             r["energy_kwh"] += i.get("energy_kwh", 0.0)
             r["emissions_kg"] += i.get("emissions_kg", 0.0)
-        _print_plan(doc, list(summary.values()))
+        _print_plan(doc, list(summary.values()), all_notes)
         out.print(f"plan id {doc['plan_id']}; as JSON: `carbonsched plans show "
                   f"{doc['plan_id']} --json`", highlight=False, soft_wrap=True)
 

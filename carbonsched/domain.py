@@ -336,7 +336,7 @@ class Job:
         object.__setattr__(self, "duration_minutes", int(self.duration_minutes))
         if not _positive(self.power_per_gpu_kw):
             raise WorkloadError(f"job {self.id}: power_per_gpu_kw must be a finite number > 0 "
-                                f"[kW], got {self.power_per_gpu_kw!r}")
+                                f"[kW], got {_shown(self.power_per_gpu_kw)}")
         if self.deadline < self.earliest_start:
             raise WorkloadError(f"job {self.id}: deadline is before earliest_start")
         o = self.checkpoint_overhead_minutes
@@ -405,7 +405,14 @@ class InferenceDemand:
             if not _positive(getattr(self, name)):
                 raise WorkloadError(f"inference {self.area} at {self.hour.isoformat()}: {name} "
                                     f"must be a finite number > 0 [{unit}], got "
-                                    f"{getattr(self, name)!r}")
+                                    f"{_shown(getattr(self, name))}")
+
+
+def _shown(value: object) -> str:
+    """A value for a message: numbers plainly (``nan``, not ``np.float64(nan)``), else repr."""
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+        return f"{float(value):g}"
+    return repr(value)
 
 
 def _positive(value: object) -> bool:

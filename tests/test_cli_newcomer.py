@@ -47,15 +47,19 @@ def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
     assert hint.endswith("list plans with `carbonsched plans list`")
     assert f"`carbonsched plans show {pid} --json`" in hint
     # a note every modelled site shares is one line on screen, per site in the document
-    per_site = [n for n in doc["notes"] if "no price in this source" in n]
+    per_site = [n for n in doc["notes"] if "no price in any of the" in n]
     assert len(per_site) == len(doc["sites"]) >= 2
-    assert text.count("no price in this source (") == 1
+    assert text.count("no price in any of the") == 1
     assert "without price" not in r.output                  # read like a fault on a model
     # each modelled site's calibration notes are one line on screen, --all-notes prints all
     shown = [ln for ln in r.output.splitlines() if ln.startswith("note: ")]
     assert len(shown) <= 8 < len(doc["notes"])
-    assert (f"{len(doc['notes'])} notes shown as {len(shown) - 1}: notes several sites share "
+    assert (f"({len(doc['notes'])} notes shown as {len(shown)}: notes several sites share "
             "are one line") in text
+    r = runner.invoke(app, ["plans", "show", pid, "--all-notes"])
+    assert r.exit_code == 0, r.output
+    assert len([ln for ln in r.output.splitlines() if ln.startswith("note: ")]) == \
+        len(doc["notes"])
     assert ("note: sites " + ", ".join(doc["sites"]) + ": ") in text
     # the demo workload is labelled, on screen and in the document
     assert "workload: DEMO" in text
@@ -232,13 +236,38 @@ def test_grouped_site_notes_merges_notes_equal_but_for_their_numbers():
              "c: s05 at 12 h", "c: s05 at 13 h",                  # one site (the limit)
              "a: v1.5 build 0.4x", "b: v1.5 build 0.5x"]          # numbers inside words
     assert grouped_site_notes(notes, ["a", "b", "c"]) == [
-        # a number all the notes share is kept, one that differs is "…"
-        "sites a, b: EF … g/kWh (MEE 2023, CO2 only)",
-        "sites a, b: …: floor …, K = …",
+        # a number all the notes share is kept, one that differs is its range
+        "sites a, b: EF 568.3–647.9 g/kWh (MEE 2023, CO2 only)",
+        "sites a, b: 2025–2026: floor 0.401–0.664, K = 834–944",
         "c: 2025: floor 0.08, K = 703 (target NOT met)", "c: s05 at 12 h", "c: s05 at 13 h",
         "a: v1.5 build 0.4x", "b: v1.5 build 0.5x"]
     # the same numbers everywhere: the exact-text grouping, numbers kept
     assert grouped_site_notes(["a: K = 834", "b: K = 834"], ["a", "b"]) == ["sites a, b: K = 834"]
+
+
+@pytest.mark.parametrize("notes, shown", [
+    # how bad a warning is stays on screen: the worst value is the range's end
+    (["a: newest observation 30 h old", "b: newest observation 300 h old"],
+     ["sites a, b: newest observation 30–300 h old"]),
+    (["a: 1 of 24 hour(s) without CI", "b: 23 of 24 hour(s) without CI"],
+     ["sites a, b: 1–23 of 24 hour(s) without CI"]),
+    # signs and thousands separators are part of the number, ranges by value
+    (["a: net -3.5 kW of 1,200", "b: net +2 kW of 980"],
+     ["sites a, b: net -3.5–+2 kW of 980–1,200"]),
+    # a literal '#' is text, not a number: nothing merged, nothing lost, no crash
+    (["a: queue 5 slot", "b: queue # slot"], ["a: queue 5 slot", "b: queue # slot"]),
+    (["b: queue # slot", "a: queue 5 slot"], ["b: queue # slot", "a: queue 5 slot"]),
+    # dates, times, fractions, versions and ids with digits are text: they must match
+    (["a: since 2023-07-15T00:00", "b: since 2023-07-16T00:00"],
+     ["a: since 2023-07-15T00:00", "b: since 2023-07-16T00:00"]),
+    (["a: via cn-east-2, 5/7 up", "b: via cn-east-3, 5/7 up"],
+     ["a: via cn-east-2, 5/7 up", "b: via cn-east-3, 5/7 up"]),
+    (["a: v1.2.3", "b: v1.2.4"], ["a: v1.2.3", "b: v1.2.4"]),
+])
+def test_grouped_site_notes_number_cases(notes, shown):
+    from carbonsched.cli import grouped_site_notes
+
+    assert grouped_site_notes(notes, ["a", "b"]) == shown
 
 
 def test_plan_notes_are_printed_as_text_not_markup(monkeypatch):

@@ -70,16 +70,18 @@ OPTIONAL_COLUMNS: tuple[str, ...] = ("green_surplus_index",)
 """Columns only some sources provide (kept when present)."""
 
 def _absent_note(frame: pd.DataFrame, col: str, what: str) -> str:
-    """The note for a signal the source never gives (every hour NaN), saying what it means.
+    """The note for a signal NaN in every hour loaded, saying what it means.
 
     Price only feeds the green-surplus index (:mod:`forecasts.green_surplus`); a source that
     models the index itself (the modelled Chinese grid) does not need it.
     """
     if (col == "price_usd_per_mwh" and "green_surplus_index" in frame
             and frame["green_surplus_index"].notna().all()):
-        return (f"no price in this source ({len(frame)} hours): not needed, the source gives "
-                "the green-surplus index itself")
-    return f"no {what} in this source: all {len(frame)} hour(s) NaN"
+        return (f"no price in any of the {len(frame)} hour(s) loaded: not needed, the source "
+                "gives the green-surplus index itself")
+    # not "the source has none": a measured source planned past its export, or a missing
+    # yearly file, gives the same all-NaN column (its own note says which)
+    return f"no {what} in any of the {len(frame)} hour(s) loaded (all NaN)"
 
 
 Loader = Callable[[Site, Path, pd.DatetimeIndex], tuple[pd.DataFrame, dict[str, Any]]]

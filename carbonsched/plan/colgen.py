@@ -167,12 +167,13 @@ CROSSOVER_MIN_LEFT = 0.5
 """The final crossover of an interior master runs only with this share of the budget left
 (measured: 12 s on the 10k × 16 × 48 master, as long as an interior solve)."""
 BINDING_DUAL_REL = 1e-6
-"""A capacity, power or absorption row counts as binding at an interior LP point when its dual
-exceeds this share of the largest option cost (:func:`binding_cells`; measured on 10k × 16
-× 48 at load 0.8, seed 4: 695 rows above it at the interior point, 689 binding at the vertex
-crossover reached)."""
+"""A capacity, power or absorption row counts as binding at an interior LP point when its
+multiplier (−dual) exceeds this share of ``scale``, the largest cost of the master's initial
+columns (:func:`binding_cells`; measured on 10k × 16 × 48 at load 0.8, seed 4: 695 rows above
+it at the interior point, 689 binding at the vertex crossover reached). [-]"""
 IMPRECISE_PRIMAL_TOL = 1e-6
-"""Largest row violation (GPUs, kW) of an imprecise interior master kept as its solution."""
+"""Largest primal infeasibility (HiGHS ``max_primal_infeasibility``, absolute, over rows and
+column bounds: jobs, GPUs, kW) of an imprecise interior master kept as its solution."""
 REPAIR_TOP_K = 3
 """Options per repair class added by reduced cost under the final duals."""
 REPAIR_HEURISTIC_EFFORT = float(os.environ.get("CARBONSCHED_CG_HEUR", "0.05"))
@@ -1210,23 +1211,43 @@ def usable_interior(h: highspy.Highs) -> bool:
                 and h.getInfo().max_primal_infeasibility <= IMPRECISE_PRIMAL_TOL)
 
 
-def binding_cells(lay: Layout, duals: np.ndarray, scale: float) -> int:
-    """Capacity, power and absorption rows with a dual above ``BINDING_DUAL_REL × scale``.
+def binding_cells(lay: Layout, raw: np.ndarray, scale: float) -> int:
+    """Capacity, power and absorption rows whose multiplier exceeds ``BINDING_DUAL_REL × scale``.
 
-    At a vertex every class split over several options holds at least two basic columns, and
-    the basis has one column per row besides one per class, so the binding rows at the LP
-    optimum bound the fractional classes a crossover would leave, up to the classes split
-    between an option and staying unplaced (Bertsimas & Tsitsiklis, *Introduction to Linear
-    Optimization*, Athena 1997, §3.1). At an interior point the count is an estimate.
+    A basic solution has at most as many non-zero variables as the LP has rows (Bertsimas &
+    Tsitsiklis, *Introduction to Linear Optimization*, Athena 1997, §2.3): one per class row
+    plus one per binding capacity, power or absorption row, so a vertex splits at most about
+    that many classes over several options (or between an option and staying unplaced). At
+    an interior point the count estimates the fractional classes a crossover would leave.
 
     Parameters
     ----------
-    duals
-        Row duals in the covering form's layout (:func:`pricing_duals`), shape ``(rows,)``.
+    lay
+        The master's layout; rows ``lay.cap_base`` to ``lay.n_cell_rows`` are counted (the
+        real capacity, power and absorption rows, in the covering and the flow form).
+    raw
+        The master's row duals as HiGHS returns them, shape ``(lay.n_rows,)``; these rows
+        are ``<=`` rows of a minimisation, so a binding one has a negative dual. [kg per GPU,
+        kg per kW]
     scale
-        The largest option cost of the master. [kg]
+        The largest cost of the master's initial columns (at least 1). [kg]
+
+    Returns
+    -------
+    int
+        The number of rows whose ``-raw`` exceeds ``BINDING_DUAL_REL × scale``.
     """
-    return int((np.abs(duals[lay.cap_base:]) > BINDING_DUAL_REL * scale).sum())
+    return int((-raw[lay.cap_base: lay.n_cell_rows] > BINDING_DUAL_REL * scale).sum())
+
+
+def crossover_pays(lay: Layout, raw: np.ndarray, scale: float) -> tuple[bool, int]:
+    """Whether a vertex would leave no more fractional classes than the repair MIP takes.
+
+    True with at most :data:`REPAIR_ALL_CLASSES` classes (the repair then takes every class)
+    or at most :data:`REPAIR_MAX_CLASSES` binding rows (:func:`binding_cells`, returned too).
+    """
+    n_bind = binding_cells(lay, raw, scale)
+    return len(lay.reps) <= REPAIR_ALL_CLASSES or n_bind <= REPAIR_MAX_CLASSES, n_bind
 
 
 def _note(rec: SolverRecord, text: str) -> None:
@@ -1349,7 +1370,9 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     it = 0
     converged = False
     vertex = False
-    good = None   # (option values, duals, pool size, at a vertex) of the last solved master
+    # (option values, pricing duals, raw row duals, pool size, at a vertex) of the last
+    # solved master
+    good = None
     z_good = np.inf
     ts = time.perf_counter()
     # the masters' share of the budget, the first one's too: cut, it leaves the warm-up's
@@ -1366,7 +1389,8 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         run_highs(h)
         t_lp = time.perf_counter() - tr
         ms = h.getModelStatus()
-        imprecise = ms == highspy.HighsModelStatus.kUnknown and usable_interior(h)
+        imprecise = (use_ipm and ms == highspy.HighsModelStatus.kUnknown
+                     and usable_interior(h))
         if imprecise:
             n_imprecise += 1
             say(f"round {it}: the interior point ended imprecise (HiGHS status Unknown, "
@@ -1393,8 +1417,9 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         sol = h.getSolution()
         raw = np.asarray(sol.row_dual)
         duals = pricing_duals(sets, lay, raw)
+        # an imprecise end is no vertex even with the crossover asked for
         good = (np.asarray(sol.col_value)[n_fixed: n_fixed + len(pool)], duals, raw,
-                len(pool), bool(vertex))
+                len(pool), bool(vertex) and not imprecise)
         z_good = z
         tr = time.perf_counter()
         for cand in (raw, duals) if lay.flow else (raw,):
@@ -1411,7 +1436,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
             converged = True
             break
         if (use_ipm and not vertex and z - lb <= CROSSOVER_AT * abs(z)
-                and binding_cells(lay, duals, scale) <= REPAIR_MAX_CLASSES):
+                and crossover_pays(lay, raw, scale)[0]):
             # the next round is likely the last: let it end at a vertex
             h.setOptionValue("run_crossover", "on")
             vertex = True
@@ -1429,9 +1454,9 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
             break
     if n_imprecise:
         _note(rec, f"{n_imprecise} master LP(s) ended imprecise (HiGHS status Unknown: the "
-              "interior point stopped short of its tolerance) and were used as solved: the "
-              "bound is the Lagrangian of their duals (valid for any), their values guide "
-              "the rounding")
+              "interior point stopped short of its tolerance) and were used as solved: their "
+              "duals price the columns and give Lagrangian bounds (valid for any non-negative "
+              "multipliers), their values guide the rounding")
     refine_s = min(REFINE_SHARE * time_limit_s, left() - REFINE_KEEP_SHARE * time_limit_s)
     refined_lam = None   # the refinement's multipliers, when it lifted the bound
     if (not converged and good is not None and REFINE_ROUNDS > 0 and refine_s > 0
@@ -1451,20 +1476,20 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         say(f"bound refined to {lb:.3f} by {ref.iterations} subgradient steps "
             f"({time.perf_counter() - tr:.1f} s)")
     rec.bound = lb if np.isfinite(lb) else None
-    n_bind = binding_cells(lay, good[1], scale) if good is not None else 0
-    if (use_ipm and good is not None and not good[4]
-            and left() > CROSSOVER_MIN_LEFT * time_limit_s and n_bind > REPAIR_MAX_CLASSES):
+    final_x = (use_ipm and good is not None and not good[4]
+               and left() > CROSSOVER_MIN_LEFT * time_limit_s)
+    pays, n_bind = crossover_pays(lay, good[2], scale) if final_x else (True, 0)
+    if final_x and not pays:
         # a vertex would leave more fractional classes than the repair MIP takes, and the
         # crossover costs as long as a master or longer: on 10k x 16 x 48 at load 0.8, seed
         # 4, 22.7 s of 60 for 847 fractional classes, the plan 9.5 % above the bound where
         # the interior LP's rounding and the passes reached 2.2 %
         _note(rec, f"crossover to a vertex skipped: {n_bind} binding capacity, power and "
-              f"absorption rows at the LP optimum, more than the {REPAIR_MAX_CLASSES} "
-              "classes a repair MIP takes")
+              f"absorption rows at the last master's LP solution, more than the "
+              f"{REPAIR_MAX_CLASSES} classes a repair MIP takes")
         say(f"crossover skipped: {n_bind} binding rows (the repair takes "
             f"{REPAIR_MAX_CLASSES} classes)")
-    elif (use_ipm and good is not None and not good[4]
-            and left() > CROSSOVER_MIN_LEFT * time_limit_s):
+    elif final_x:
         # a vertex (basic) solution has few fractional values; interior ones have many
         tr = time.perf_counter()
         h.setOptionValue("run_crossover", "on")

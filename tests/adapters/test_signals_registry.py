@@ -261,17 +261,17 @@ def test_missing_data_dir_is_named_with_the_fix(tmp_path: Path) -> None:
 @pytest.mark.parametrize("price, gsi, note", [
     # never given, and the source models the green-surplus index: not a gap
     ([math.nan] * 3, [0.1, 0.2, 0.3],
-     "no price in this source (3 hours): not needed, the source gives the green-surplus "
-     "index itself"),
+     "no price in any of the 3 hour(s) loaded: not needed, the source gives the "
+     "green-surplus index itself"),
     # never given, and the index has a gap of its own: the plain note
-    ([math.nan] * 3, [0.1, math.nan, 0.3], "no price in this source: all 3 hour(s) NaN"),
-    ([math.nan] * 3, None, "no price in this source: all 3 hour(s) NaN"),
+    ([math.nan] * 3, [0.1, math.nan, 0.3], "no price in any of the 3 hour(s) loaded (all NaN)"),
+    ([math.nan] * 3, None, "no price in any of the 3 hour(s) loaded (all NaN)"),
 ])
-def test_a_signal_the_source_never_gives_says_so(price, gsi, note) -> None:
+def test_a_signal_nan_in_every_hour_says_what_it_means(price, gsi, note) -> None:
     frame = pd.DataFrame({"price_usd_per_mwh": price})
     if gsi is not None:
         frame["green_surplus_index"] = gsi
     assert reg._absent_note(frame, "price_usd_per_mwh", "price") == note
     frame["temperature_c"] = math.nan
     assert reg._absent_note(frame, "temperature_c", "temperature") == \
-        "no temperature in this source: all 3 hour(s) NaN"
+        "no temperature in any of the 3 hour(s) loaded (all NaN)"

@@ -15,61 +15,107 @@ import numpy as np
 import pytest
 
 from carbonsched.plan import colgen, solve_plan
-from carbonsched.plan.colgen import binding_cells, job_classes, make_layout
+from carbonsched.plan.colgen import binding_cells, crossover_pays, job_classes, make_layout
 from carbonsched.plan.sets import compile_sets
 
+from .builders import problem
 from .test_colgen_bound import two_gangs_three_gpus
 from .test_colgen_refine import _crowded
 
 
-def test_binding_cells_counts_cell_rows_above_the_threshold_only():
-    sets = compile_sets(two_gangs_three_gpus())
-    lay = make_layout(sets, job_classes(sets))
+def _surplus_sets(flow=False):
+    """Two gangs on one 3-GPU site with surplus in hour 0: absorption rows exist."""
+    prob = two_gangs_three_gpus()
+    prob = problem(prob.sites, prob.jobs, 2, ci={"a": [100.0, 100.0]},
+                   surplus={"a": [1.0, 0.0]})
+    sets = compile_sets(prob)
+    return sets, make_layout(sets, job_classes(sets), flow=flow)
+
+
+def test_binding_cells_counts_the_real_cell_rows_with_a_multiplier_above_the_threshold():
+    sets, lay = _surplus_sets()
+    absorb = lay.absorb_row[lay.absorb_row >= 0]
+    assert len(absorb) == 1 and lay.n_cell_rows == lay.n_rows
     scale = 50.0
     tol = colgen.BINDING_DUAL_REL * scale
-    duals = np.zeros(lay.n_rows)
-    duals[: lay.cap_base] = 7.0                       # assignment rows never count
-    assert binding_cells(lay, duals, scale) == 0
-    duals[lay.cap_base] = -tol                        # just at the threshold: not binding
-    assert binding_cells(lay, duals, scale) == 0
-    duals[lay.cap_base] = -tol * (1 + 1e-9)           # just above: binding
-    duals[lay.pow_base] = -2 * tol                    # a power row counts too
-    assert binding_cells(lay, duals, scale) == 2
+    raw = np.zeros(lay.n_rows)
+    raw[: lay.cap_base] = -7.0                        # assignment rows never count
+    assert binding_cells(lay, raw, scale) == 0
+    raw[lay.cap_base] = -tol                          # just at the threshold: not binding
+    raw[lay.pow_base] = +1.0                          # the wrong sign: not binding
+    assert binding_cells(lay, raw, scale) == 0
+    raw[lay.cap_base] = -tol * (1 + 1e-9)             # just above: binding
+    raw[absorb[0]] = -2 * tol                         # an absorption row counts too
+    assert binding_cells(lay, raw, scale) == 2
+    # the flow form's balance rows (after the cell rows) are not counted
+    _, flay = _surplus_sets(flow=True)
+    assert flay.n_rows > flay.n_cell_rows
+    raw = np.zeros(flay.n_rows)
+    raw[flay.n_cell_rows:] = -1.0
+    raw[flay.cap_base] = -1.0
+    assert binding_cells(flay, raw, scale) == 1
+
+
+def test_crossover_pays_on_small_instances_whatever_binds(monkeypatch):
+    sets, lay = _surplus_sets()
+    raw = np.zeros(lay.n_rows)
+    raw[lay.cap_base: lay.n_cell_rows] = -1.0
+    n = lay.n_cell_rows - lay.cap_base
+    monkeypatch.setattr(colgen, "REPAIR_MAX_CLASSES", n - 1)
+    assert crossover_pays(lay, raw, 1.0) == (True, n)    # 1 class <= REPAIR_ALL_CLASSES
+    monkeypatch.setattr(colgen, "REPAIR_ALL_CLASSES", len(lay.reps))     # at the limit
+    assert crossover_pays(lay, raw, 1.0) == (True, n)
+    monkeypatch.setattr(colgen, "REPAIR_ALL_CLASSES", len(lay.reps) - 1)
+    assert crossover_pays(lay, raw, 1.0) == (False, n)
+    monkeypatch.setattr(colgen, "REPAIR_MAX_CLASSES", n)                # at the limit
+    assert crossover_pays(lay, raw, 1.0) == (True, n)
 
 
 def _spy(monkeypatch):
-    """Record every HiGHS ``run_crossover`` setting of the solve."""
-    seen: list[str] = []
+    """The HiGHS ``run_crossover`` setting in force at every run of the master (the first
+    model the solve builds; the repair and split MIPs come later), in order."""
+    runs: list[str] = []
     real = colgen._new_highs
+    made: list[object] = []
 
     def new(threads, limit):
         h = real(threads, limit)
-        set_option = h.setOptionValue
+        made.append(h)
+        if len(made) > 1:
+            return h
+        state = {"x": "on"}                           # HiGHS's default
+        set_option, run = h.setOptionValue, h.run
 
         def record(name, value):
             if name == "run_crossover":
-                seen.append(value)
+                state["x"] = value
             return set_option(name, value)
 
-        h.setOptionValue = record
+        def counted_run():
+            runs.append(state["x"])
+            return run()
+
+        h.setOptionValue, h.run = record, counted_run
         return h
 
     monkeypatch.setattr(colgen, "_new_highs", new)
-    return seen
+    return runs
 
 
 def _interior(monkeypatch, repair_max, crossover_at=1e9, final=True):
-    """Colgen on :func:`_crowded` with interior masters; the HiGHS crossover settings, the
-    counts :func:`binding_cells` returned (in call order) and the progress lines."""
+    """Colgen on :func:`_crowded` with interior masters, as if it were a large instance
+    (REPAIR_ALL_CLASSES 0); the crossover setting of each HiGHS run, the counts
+    :func:`binding_cells` returned (in call order) and the progress lines."""
     monkeypatch.setattr(colgen, "MASTER_SOLVER", "ipm")     # interior masters at any size
+    monkeypatch.setattr(colgen, "REPAIR_ALL_CLASSES", 0)
     # time for the final crossover, or never
     monkeypatch.setattr(colgen, "CROSSOVER_MIN_LEFT", 0.0 if final else 2.0)
     monkeypatch.setattr(colgen, "REPAIR_MAX_CLASSES", repair_max)
-    # a first master far from the LP (no warm-up); 1e9 asks for the in-loop crossover at
-    # once, so the second master would end at a vertex; -1 never
+    # a first master far from the LP (no warm-up); 1e9 asks for the in-loop crossover after
+    # the first master, so the second would end at a vertex; -1 never
     monkeypatch.setattr(colgen, "WARMUP_SHARE", 0.0)
     monkeypatch.setattr(colgen, "CROSSOVER_AT", crossover_at)
-    seen = _spy(monkeypatch)
+    runs = _spy(monkeypatch)
     counts: list[int] = []
     real = colgen.binding_cells
     monkeypatch.setattr(colgen, "binding_cells",
@@ -77,32 +123,34 @@ def _interior(monkeypatch, repair_max, crossover_at=1e9, final=True):
     said: list[str] = []
     res = solve_plan(_crowded(), method="colgen", mip_gap=0.0, time_limit_s=60,
                      progress=said.append)
-    return res, seen, counts, said
+    return res, runs, counts, said
 
 
 def test_crossover_skipped_when_the_binding_rows_exceed_the_repair(monkeypatch):
-    res, seen, counts, said = _interior(monkeypatch, 0)
-    assert "on" not in seen                               # neither in the loop nor at the end
+    res, runs, counts, said = _interior(monkeypatch, 0)
+    assert len(runs) >= 2 and "on" not in runs            # neither in the loop nor at the end
     m = re.search(r"crossover to a vertex skipped: (\d+) binding capacity, power and "
-                  r"absorption rows at the LP optimum, more than the 0 classes", res.solver.note)
+                  r"absorption rows at the last master's LP solution, more than the 0 "
+                  r"classes", res.solver.note)
     assert m and int(m.group(1)) == counts[-1] > 0
     assert not any(s.startswith("crossover to a vertex:") for s in said)
 
 
-@pytest.mark.parametrize("slack, runs", [(0, True), (-1, False)])
-def test_final_crossover_at_the_limit(monkeypatch, slack, runs):
+@pytest.mark.parametrize("slack, runs_it", [(0, True), (-1, False)])
+def test_final_crossover_at_the_limit(monkeypatch, slack, runs_it):
     _, _, counts, _ = _interior(monkeypatch, 0, crossover_at=-1)
-    res, seen, _, said = _interior(monkeypatch, counts[-1] + slack, crossover_at=-1)
-    assert ("on" in seen) == runs
-    assert ("crossover to a vertex skipped" in res.solver.note) == (not runs)
-    assert any(s.startswith("crossover to a vertex:") for s in said) == runs
+    res, runs, _, said = _interior(monkeypatch, counts[-1] + slack, crossover_at=-1)
+    assert ("on" in runs) == runs_it
+    assert ("crossover to a vertex skipped" in res.solver.note) == (not runs_it)
+    assert any(s.startswith("crossover to a vertex:") for s in said) == runs_it
 
 
-@pytest.mark.parametrize("slack, runs", [(0, True), (-1, False)])
-def test_crossover_in_the_loop_at_the_limit(monkeypatch, slack, runs):
+@pytest.mark.parametrize("slack, runs_it", [(0, True), (-1, False)])
+def test_crossover_in_the_loop_at_the_limit(monkeypatch, slack, runs_it):
     _, _, counts, _ = _interior(monkeypatch, 0, final=False)
-    _, seen, _, _ = _interior(monkeypatch, counts[0] + slack, final=False)
-    assert ("on" in seen) == runs
+    _, runs, _, _ = _interior(monkeypatch, counts[0] + slack, final=False)
+    # the second master is the one the first round's decision sets up
+    assert runs[0] == "off" and (runs[1] == "on") == runs_it
 
 
 def _imprecise(monkeypatch, tol=None):

@@ -45,6 +45,7 @@ def test_summary_takes_median_and_worst_and_judges_the_worst():
     assert pm._met(cell) == "no (gap, time)"
     (cell,) = pm.summarise(runs + [run(5, None, 0.001)])     # a run without a time
     assert not cell["time_met"] and not cell["target_met"]
+    assert pm._met(cell) == "no (no time recorded)"
 
 
 def test_load_03_cell_has_the_tighter_targets():
