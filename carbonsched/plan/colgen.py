@@ -119,6 +119,9 @@ REFINE_ROUNDS = int(os.environ.get("CARBONSCHED_CG_REFINE", "60"))
 converging, towards the last master's LP value (0: none); see the module docstring."""
 REFINE_SHARE, REFINE_KEEP_SHARE = 0.1, 0.08
 """Most of the budget the refinement may take, and the least it leaves to the plan."""
+TAIL_S_PER_JOB = 5e-4
+"""Seconds per placeable job kept after the last master for what always follows it: pricing,
+the priced greedy plan, the plan's build and the independent recount (:func:`tail_s`). [s]"""
 ROUND_GROWTH = 1.0
 """A master round is not started unless ``ROUND_GROWTH`` × the last one's time is left
 before the plan's least share of the budget (a cut interior-point round yields no duals)."""
@@ -1379,10 +1382,11 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     # bound (10k x 16 x 48 at load 0.6, seed 0, two solves sharing the 2 cores: 2754.9
     # against 3396.9 when it ends)
     share = max(cg_share, CG_EXTEND_SHARE)
+    tail = max((1 - share) * time_limit_s, tail_s(sets))   # kept after the last master
     n_imprecise = 0   # masters whose interior point ended imprecise, used all the same
     while True:
         it += 1
-        _limit(h, left() - (1 - share) * time_limit_s)
+        _limit(h, left() - tail)
         tr = time.perf_counter()
         if it == 1 and os.environ.get("CARBONSCHED_CG_WRITE"):   # debugging aid
             h.writeModel(os.environ["CARBONSCHED_CG_WRITE"])
@@ -1448,7 +1452,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         # last one solved: a further master is started only if the time its predecessor took
         # is left before the plan's least share of the budget (measured on 10k x 16 x 48 at
         # load 0.3, seed 2: the second master improved the plan from 2212.2 to 2114.3)
-        if left() - ROUND_GROWTH * t_lp <= (1 - share) * time_limit_s:
+        if left() - ROUND_GROWTH * t_lp <= tail:
             _note(rec, "column generation stopped by the time budget; the bound is the best "
                   "Lagrangian bound reached")
             break
@@ -1457,7 +1461,8 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
               "interior point stopped short of its tolerance) and were used as solved: their "
               "duals price the columns and give Lagrangian bounds (valid for any non-negative "
               "multipliers), their values guide the rounding")
-    refine_s = min(REFINE_SHARE * time_limit_s, left() - REFINE_KEEP_SHARE * time_limit_s)
+    refine_s = min(REFINE_SHARE * time_limit_s,
+                   left() - max(REFINE_KEEP_SHARE * time_limit_s, tail_s(sets)))
     refined_lam = None   # the refinement's multipliers, when it lifted the bound
     if (not converged and good is not None and REFINE_ROUNDS > 0 and refine_s > 0
             and z_good - lb > max(CG_REL_TOL, CG_GAP_SHARE * mip_gap) * abs(z_good)):
@@ -2016,6 +2021,17 @@ def site_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
               f"{best.totals['objective']:.3f}")
         return best
     return None
+
+
+def tail_s(sets: PlanSets) -> float:
+    """Seconds kept after the last master for the steps that always follow it. [s]
+
+    :data:`TAIL_S_PER_JOB` per placeable job: on 10k × 16 × 48 at load 0.3 with a 20 s
+    limit the pricing, the priced greedy plan (1.7–2.5 s), its build (0.5 s) and the recount
+    (1.6 s) took about 4.5 s after a master that ended at 85 % of the limit, and the solve
+    ended at 21.5 s (BENCHMARKS.md section 3.13).
+    """
+    return TAIL_S_PER_JOB * len(sets.placeable)
 
 
 def plan_overhead_s(sets: PlanSets) -> float:
