@@ -266,16 +266,17 @@ def _print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
     notes = doc.get("notes", [])
     shown = notes
     if not all_notes:
+        if wl.get("source") == "demo":   # said above, in the DEMO line
+            shown = [n for n in notes if not n.startswith("workload: ")]
         try:
-            shown = grouped_site_notes(notes, doc.get("sites", []))
+            shown = grouped_site_notes(shown, doc.get("sites", []))
         except Exception:   # noqa: BLE001 - display only: the plan must still reach the store
             shown = notes
     for note in shown:
         out.print(f"[dim]note: {escape(note)}[/]", highlight=False)
     if len(shown) < len(notes):
-        out.print(f"[dim]({len(notes)} notes shown as {len(shown)}: notes several sites share "
-                  "are one line, a number that differs as its range over those sites; "
-                  "--all-notes prints each as the plan records it)[/]", highlight=False)
+        out.print(f"[dim]({len(notes)} notes condensed to {len(shown)}; --all-notes prints "
+                  "each)[/]", highlight=False)
 
 
 def grouped_site_notes(notes: list[str], site_ids: list[str]) -> list[str]:
@@ -283,7 +284,8 @@ def grouped_site_notes(notes: list[str], site_ids: list[str]) -> list[str]:
 
     Two passes over notes ``"<site>: <text>"`` of the plan's sites. First, a text other
     sites' notes repeat word for word (e.g. eight modelled Chinese sites without a price) is
-    shown once, at its first place, as ``"sites a, b, c: <text>"``. Then texts equal but for
+    shown once, at its first place, as ``"sites a, b: <text>"`` (``"all 8 sites: <text>"``,
+    ``"7 of 8 sites (all but c): <text>"`` when shorter). Then texts equal but for
     their numbers (each modelled site's calibration) are merged the same way, a number that
     differs shown as its range over the group (``"0.08–0.66"``), so the worst value stays on
     screen. Every other note is kept as it is, in order; the plan document keeps them all.
@@ -319,12 +321,24 @@ def grouped_site_notes(notes: list[str], site_ids: list[str]) -> list[str]:
                 shown.append(n)
             elif k not in done:
                 done.add(k)
-                shown.append(f"sites {', '.join(sites)}: {_merged(m[1] for m in members)}")
+                shown.append(f"{_sites_label(sites, site_ids)}: "
+                             f"{_merged(m[1] for m in members)}")
         return shown
 
     # the same text first; then the same text but for its numbers: the key is the text
     # between the numbers, so a number never matches a literal character
     return group(group(notes, lambda t: (t,)), lambda t: tuple(_NUMBER.split(t)[::2]))
+
+
+def _sites_label(sites: list[str], site_ids: list[str]) -> str:
+    """``"all 8 sites"``, ``"7 of 8 sites (all but c)"`` or ``"sites a, b"``, the shortest."""
+    missing = [x for x in dict.fromkeys(site_ids) if x not in set(sites)]
+    n = len(dict.fromkeys(site_ids))
+    if not missing and n >= 4:
+        return f"all {n} sites"
+    if len(sites) >= 4 and 2 * len(missing) < len(sites):
+        return f"{len(sites)} of {n} sites (all but {', '.join(missing)})"
+    return f"sites {', '.join(sites)}"
 
 
 def _merged(texts) -> str:

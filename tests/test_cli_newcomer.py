@@ -54,13 +54,15 @@ def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
     # each modelled site's calibration notes are one line on screen, --all-notes prints all
     shown = [ln for ln in r.output.splitlines() if ln.startswith("note: ")]
     assert len(shown) <= 8 < len(doc["notes"])
-    assert (f"({len(doc['notes'])} notes shown as {len(shown)}: notes several sites share "
-            "are one line") in text
+    assert (f"({len(doc['notes'])} notes condensed to {len(shown)}; --all-notes prints "
+            "each)") in text
+    # the DEMO workload note is the DEMO line above the table, not a note again
+    assert not any(ln.startswith("note: workload:") for ln in shown)
     r = runner.invoke(app, ["plans", "show", pid, "--all-notes"])
     assert r.exit_code == 0, r.output
     assert len([ln for ln in r.output.splitlines() if ln.startswith("note: ")]) == \
         len(doc["notes"])
-    assert ("note: sites " + ", ".join(doc["sites"]) + ": ") in text
+    assert f"note: all {len(doc['sites'])} sites: " in text
     # the demo workload is labelled, on screen and in the document
     assert "workload: DEMO" in text
     assert doc["workload"]["source"] == "demo" and len(doc["workload"]["jobs"]) == 30
@@ -288,3 +290,17 @@ def test_plan_notes_are_printed_as_text_not_markup(monkeypatch):
            "notes": ["a: energy [kg] closed [/x] here"]}
     cli._print_plan(doc, [])
     assert "note: a: energy [kg] closed [/x] here" in buf.getvalue()
+
+
+def test_sites_label_names_the_shortest_way():
+    from carbonsched.cli import _sites_label
+
+    eight = [f"s{k}" for k in range(8)]
+    assert _sites_label(eight, eight) == "all 8 sites"
+    assert _sites_label(eight[:7], eight) == "7 of 8 sites (all but s7)"
+    # at the limit: 5 of 8 (3 missing, 2 x 3 > 5) are named, 6 of 8 are not
+    assert _sites_label(eight[:5], eight) == "sites s0, s1, s2, s3, s4"
+    assert _sites_label(eight[:6], eight) == "6 of 8 sites (all but s6, s7)"
+    # a short list is named: "all 3 sites" says less than "sites a, b, c"
+    assert _sites_label(["a", "b", "c"], ["a", "b", "c"]) == "sites a, b, c"
+    assert _sites_label(["a", "b", "c", "d"], ["a", "b", "c", "d"]) == "all 4 sites"

@@ -69,6 +69,7 @@ SIGNAL_COLUMNS: tuple[str, ...] = (
 OPTIONAL_COLUMNS: tuple[str, ...] = ("green_surplus_index",)
 """Columns only some sources provide (kept when present)."""
 
+
 def _absent_note(frame: pd.DataFrame, col: str, what: str) -> str:
     """The note for a signal NaN in every hour loaded, saying what it means.
 
