@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 
 from carbonsched.domain import RunningWork
+from carbonsched.errors import WorkloadError
 from carbonsched.plan import solve_plan
 from carbonsched.plan.sets import PlanSets, compile_sets
 
@@ -63,8 +64,14 @@ def test_milliwatt_unit():
 
 
 def test_negative_draw_keeps_the_cap():
+    # a demand with a negative draw is refused where it is built ...
+    with pytest.raises(WorkloadError, match=r"power_per_gpu_kw must be a finite number > 0 "
+                                            r"\[kW\], got -1"):
+        demand("eu", 0, 1, gpu_type="V", kw=-1.0)
+    # ... and one that got past it (fields set by hand) still leaves the cap as it is
     site = SiteWrapper("a").gpus("V", 4).cap_kw(3.0).latency("eu", 5).obj()
-    inf = demand("eu", 0, 1, gpu_type="V", kw=-1.0)
+    inf = demand("eu", 0, 1, gpu_type="V", kw=1.0)
+    object.__setattr__(inf, "power_per_gpu_kw", -1.0)
     sets = compile_sets(problem([site], [_job("j1", 2, 1.0)], 2, [inf]))
     assert sets.power_rhs_kw[0].tolist() == [3.0, 3.0]
 
