@@ -273,10 +273,12 @@ def _print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
         except Exception:   # noqa: BLE001 - display only: the plan must still reach the store
             shown = notes
     for note in shown:
-        out.print(f"[dim]note: {escape(note)}[/]", highlight=False)
+        # one physical line per note (the terminal wraps it): cron and CronJob logs are read
+        # a note per line
+        out.print(f"[dim]note: {escape(note)}[/]", highlight=False, soft_wrap=True)
     if len(shown) < len(notes):
         out.print(f"[dim]({len(notes)} notes condensed to {len(shown)}; --all-notes prints "
-                  "each)[/]", highlight=False)
+                  "each)[/]", highlight=False, soft_wrap=True)
 
 
 def grouped_site_notes(notes: list[str], site_ids: list[str]) -> list[str]:

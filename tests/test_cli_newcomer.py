@@ -54,6 +54,11 @@ def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
     # each modelled site's calibration notes are one line on screen, --all-notes prints all
     shown = [ln for ln in r.output.splitlines() if ln.startswith("note: ")]
     assert len(shown) <= 8 < len(doc["notes"])
+    # each note one physical line, however long (not a terminal: a log is read per line)
+    from carbonsched.cli import grouped_site_notes
+
+    assert shown == ["note: " + n for n in grouped_site_notes(doc["notes"][1:], doc["sites"])]
+    assert max(len(ln) for ln in shown) > 150
     assert (f"({len(doc['notes'])} notes condensed to {len(shown)}; --all-notes prints "
             "each)") in text
     # the DEMO workload note is the DEMO line above the table, not a note again
