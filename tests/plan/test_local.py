@@ -336,6 +336,7 @@ def test_column_generation_names_the_moves_in_the_plan_note(monkeypatch, first_m
         monkeypatch.setattr(cg, name, 0.0)
     monkeypatch.setattr(cg, "REPAIR_ALL_CLASSES", 0)
     monkeypatch.setattr(cg, "REPAIR_MAX_CLASSES", 0)
+    monkeypatch.setattr(cg, "REPACK_MAX_OPTIONS", 0)    # it would place u as well (0.25 kg)
     monkeypatch.setattr(cg, "priced_greedy", lambda sets, *a, **k: greedy_from_sets(sets))
     monkeypatch.setattr(cg, "MOVES_FIRST_MAX_JOBS", first_max_jobs)   # 0: the final moves
     sets = _blocked(flexible=True)

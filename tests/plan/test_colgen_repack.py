@@ -1,0 +1,230 @@
+"""The one-GPU, one-slot jobs re-placed by an LP around the rest of a plan (colgen.unit_repack).
+
+Hand-checked cases with PUE 1, no surplus and CI 100 g/kWh everywhere, so a 1 kW job-hour
+costs 0.1 kg; a Hypothesis property over random instances (caps, facility caps, surplus,
+inference): the repacked plan breaks no cap, window, residency rule or gang, and is never
+worse than the plan it started from when the LP's vertex is integral.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given
+
+from carbonsched.plan import colgen
+from carbonsched.plan.baselines import greedy_from_sets
+from carbonsched.plan.colgen import job_classes, make_layout, unit_classes, unit_repack
+from carbonsched.plan.result import PlanStatus, SolverRecord, build_plan_result, recount_violations
+from carbonsched.plan.sets import compile_sets
+from carbonsched.plan.solve import diagnose_inference
+
+from .builders import JobWrapper, SiteWrapper, demand, problem
+from .test_properties import PROPS, instances
+
+
+def _rec() -> SolverRecord:
+    return SolverRecord(name="highs", status=PlanStatus.FEASIBLE)
+
+
+def _job(name: str, first: int, deadline: int, hours: int = 1, gpus: int = 1,
+         kw: float = 1.0):
+    return (JobWrapper(name).gpu_type("H100").gpus(gpus).hours(hours).window(first, deadline)
+            .kw_per_gpu(kw).obj())
+
+
+def _plan(sets, placed: dict[str, tuple[int, int]]):
+    ids = [j.id for j in sets.problem.jobs]
+    chosen = np.array([(ids.index(j), s, t) for j, (s, t) in placed.items()],
+                      dtype=np.int64).reshape(-1, 3)
+    alloc = np.zeros(sets.inf_sites.shape, dtype=np.int64)
+    return build_plan_result(sets, chosen, alloc, PlanStatus.FEASIBLE, _rec())
+
+
+def _repack(sets, plan, seconds: float = 30.0):
+    cls = job_classes(sets)
+    rec = _rec()
+    return unit_repack(sets, make_layout(sets, cls), cls, plan, 1, seconds, lambda m: None,
+                       rec), rec
+
+
+def _chain():
+    # two GPUs for 3 hours; "long" (2 h) holds one GPU at hours 0-1 and is not a one-slot job;
+    # the one free GPU fits c only at hour 0, a at 0 or 1, b at 1 or 2: all three run only
+    # as c@0, a@1, b@2 -- three jobs moved along a chain, which one-blocker ejection cannot do
+    site = SiteWrapper("a").gpus("H100", 2).obj()
+    jobs = [_job("long", 0, 3, hours=2), _job("a", 0, 2), _job("b", 1, 3), _job("c", 0, 1)]
+    return compile_sets(problem([site], jobs, 3))
+
+
+def test_left_out_one_slot_job_placed_along_a_chain_and_the_rest_kept():
+    sets = _chain()
+    start = _plan(sets, {"long": (0, 0), "a": (0, 0), "b": (0, 1)})
+    assert start.totals["jobs_unplaced"] == 1
+    new, rec = _repack(sets, start)
+    pos = {p.job_id: (p.site, p.start.hour) for p in new.placements}
+    assert pos == {"long": ("a", 0), "c": ("a", 0), "a": ("a", 1), "b": ("a", 2)}
+    # 5 job-hours of 1 kW at 0.1 kg each, nothing unplaced
+    assert new.totals["objective"] == pytest.approx(0.5)
+    assert new.totals["jobs_unplaced"] == 0
+    assert recount_violations(sets.problem, new) == {}
+    assert "3 one-GPU, one-slot jobs re-placed by an LP (3 classes" in rec.note
+    assert "rounded down" not in rec.note
+
+
+def test_the_fixed_rest_of_the_plan_stays_even_when_moving_it_would_pay():
+    # CI 100, 100, 500: "long" at hour 1 runs hours 1-2 for 0.6 kg and would cost 0.2 kg at
+    # hour 0, but it is not the repack's to move; the one-slot jobs fill around it: c@0, a@0,
+    # b@1 (b@2 would cost 0.5 kg)
+    site = SiteWrapper("a").gpus("H100", 2).obj()
+    jobs = [_job("long", 0, 3, hours=2), _job("a", 0, 2), _job("b", 1, 3), _job("c", 0, 1)]
+    sets = compile_sets(problem([site], jobs, 3, ci={"a": [100.0, 100.0, 500.0]}))
+    new, _ = _repack(sets, _plan(sets, {"long": (0, 1)}))
+    pos = {p.job_id: p.start.hour for p in new.placements}
+    assert pos == {"long": 1, "a": 0, "b": 1, "c": 0}
+    assert new.totals["objective"] == pytest.approx(0.9)
+
+
+def test_a_fractional_lp_is_rounded_down_and_says_so():
+    # 1 kW of power (a whole number of 0.2 kW power units) for two 0.6 kW one-slot jobs (one
+    # class) and one of 0.8 kW; an unplaced GPU-hour costs the same whatever its draw, so the
+    # LP fills the kW with 1/0.6 = 1.67 of the 0.6 kW jobs, and the plan gets one of them
+    site = SiteWrapper("a").gpus("H100", 4).cap_kw(1.0).obj()
+    jobs = [_job("j0", 0, 1, kw=0.6), _job("j1", 0, 1, kw=0.6), _job("k", 0, 1, kw=0.8)]
+    sets = compile_sets(problem([site], jobs, 1))
+    start = _plan(sets, {})
+    new, rec = _repack(sets, start)
+    assert [p.job_id for p in new.placements] == ["j0"]
+    assert recount_violations(sets.problem, new) == {}
+    assert "its fractional values were rounded down" in rec.note
+
+
+@pytest.mark.parametrize(("factor", "runs"), [(1.0, True), (1.001, False)])
+def test_the_repack_runs_only_when_its_expected_time_fits(monkeypatch, factor, runs):
+    sets = _chain()
+    cls = job_classes(sets)
+    n_opts = len(colgen.enumerate_options(sets, cls.rep[unit_classes(sets, cls)]))
+    assert n_opts == 2 + 2 + 1              # a: starts 0, 1; b: 1, 2; c: 0
+    monkeypatch.setattr(colgen, "REPACK_S_PER_OPTION", 0.5)
+    start = _plan(sets, {"long": (0, 0), "a": (0, 0), "b": (0, 1)})
+    new, rec = _repack(sets, start, seconds=0.5 * n_opts / factor)
+    assert (new is not None) == runs
+    if not runs:
+        assert ("the 3 one-GPU, one-slot jobs were not re-placed by an LP: 5 options (at most "
+                "2000000), about 2.5 s expected, 2.5 s available") in rec.note
+
+
+def test_too_many_options_skip_the_repack(monkeypatch):
+    monkeypatch.setattr(colgen, "REPACK_MAX_OPTIONS", 4)
+    sets = _chain()
+    new, rec = _repack(sets, _plan(sets, {"long": (0, 0)}))
+    assert new is None
+    assert "5 options (at most 4)" in rec.note
+
+
+def _crowded(n_jobs: int = 40):
+    # 3 sites x 6 hours, 2 GPUs each, CI rising from west to east and over the day: many
+    # one-slot jobs compete for the clean cells, some left out
+    sites = [SiteWrapper(f"s{i}").gpus("H100", 2).obj() for i in range(3)]
+    rng = np.random.default_rng(7)
+    jobs = []
+    for k in range(n_jobs):
+        first = int(rng.integers(0, 5))
+        jobs.append(_job(f"j{k}", first, int(rng.integers(first + 1, 7)),
+                         kw=float(rng.choice([0.5, 1.0]))))
+    jobs.append(_job("long", 0, 6, hours=3))
+    ci = {f"s{i}": [100.0 * (i + 1) + 40.0 * t for t in range(6)] for i in range(3)}
+    return compile_sets(problem(sites, jobs, 6, ci=ci))
+
+
+def test_pricing_reaches_the_lp_over_every_option(monkeypatch):
+    sets = _crowded()
+    start = greedy_from_sets(sets)
+    out = {}
+    for k in (0, 1):
+        monkeypatch.setattr(colgen, "REPACK_PRICE_K", k)
+        new, rec = _repack(sets, start)
+        assert "rounded down" not in rec.note
+        assert recount_violations(sets.problem, new) == {}
+        out[k] = new.totals["objective"]
+    assert out[1] == pytest.approx(out[0], rel=1e-9)
+    assert out[0] < start.totals["objective"] - 0.1
+
+
+def test_a_pricing_round_cut_short_keeps_the_last_lp_solved(monkeypatch):
+    sets = _crowded()
+    start = greedy_from_sets(sets)
+    monkeypatch.setattr(colgen, "REPACK_PRICE_K", 1)
+    runs = []
+    real = colgen.run_highs
+
+    def first_only(h):
+        runs.append(h.getNumCol())
+        if len(runs) > 1:                    # every later round hits its time limit at once
+            h.setOptionValue("time_limit", float(h.getRunTime()))
+        return real(h)
+
+    monkeypatch.setattr(colgen, "run_highs", first_only)
+    new, rec = _repack(sets, start)
+    assert len(runs) == 2                      # the pricing found columns, their LP stopped
+    assert recount_violations(sets.problem, new) == {}
+    # the first LP had only each class's cheapest option and the plan's own: its solution
+    # is no better than the full pricing's
+    monkeypatch.setattr(colgen, "run_highs", real)
+    full, _ = _repack(sets, start)
+    assert new.totals["objective"] >= full.totals["objective"] - 1e-9
+    assert "re-placed by an LP" in rec.note and "no solution" not in rec.note
+
+
+def test_no_lp_solved_in_time_is_noted(monkeypatch):
+    sets = _crowded()
+    real = colgen.run_highs
+
+    def stopped(h):
+        h.setOptionValue("time_limit", float(h.getRunTime()))
+        return real(h)
+
+    monkeypatch.setattr(colgen, "run_highs", stopped)
+    new, rec = _repack(sets, greedy_from_sets(sets), seconds=7.0)
+    assert new is None
+    assert re.search(r"re-placing the \d+ one-GPU, one-slot jobs by an LP gave no solution "
+                     r"\(HiGHS: Time limit reached, limit 7\.0 s\); not used", rec.note)
+
+
+def test_an_infeasible_lp_is_named_not_taken_for_a_time_out():
+    # inference in area "eu" within 10 ms, and no site that near: the start plan serves none
+    # of it, and the LP, which keeps the start's inference allocation, has no solution
+    site = SiteWrapper("a").gpus("H100", 2).latency("eu", 20.0).obj()
+    sets = compile_sets(problem([site], [_job("j", 0, 1)], 1,
+                                [demand("eu", 0, 1, slo_ms=10.0)]))
+    new, rec = _repack(sets, _plan(sets, {"j": (0, 0)}))
+    assert new is None
+    assert ("re-placing the 1 one-GPU, one-slot jobs by an LP gave no solution (HiGHS: "
+            "Infeasible, limit 30.0 s); not used") in rec.note
+
+
+def test_solve_colgen_uses_the_repack(monkeypatch):
+    sets = _crowded()
+    res = colgen.solve_colgen(sets, 30.0, 1e-4, 1, _rec(), __import__("time").perf_counter())
+    assert "one-GPU, one-slot jobs re-placed by an LP" in res.solver.note
+    assert recount_violations(sets.problem, res) == {}
+
+
+@PROPS
+@given(instances())
+def test_repack_never_breaks_a_rule_nor_worsens_an_integral_plan(inst):
+    prob, _ = inst
+    sets = compile_sets(prob)
+    if diagnose_inference(sets) is not None:   # solve_plan reports such a problem infeasible
+        return
+    start = greedy_from_sets(sets)
+    new, rec = _repack(sets, start)
+    if new is None:
+        assert not len(unit_classes(sets, job_classes(sets))), rec.note
+        return
+    assert recount_violations(sets.problem, new) == {}
+    assert new.totals["jobs_placed"] + new.totals["jobs_unplaced"] == len(prob.jobs)
+    if "rounded down" not in rec.note:
+        assert new.totals["objective"] <= start.totals["objective"] + 1e-6
