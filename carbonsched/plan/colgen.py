@@ -60,10 +60,11 @@ Issue 13 (loads 0.6 and 0.8, where capacity binds) added, measured on 1k and 10k
   needed (10k × 16 × 48 at load 0.8: 374 against 326 GPU-hours left out from the same duals);
   up to :data:`BOTH_ORDERS_MAX_JOBS` jobs the largest-first order runs too and the better
   plan is kept;
-* :func:`unit_repack`, before the passes: the one-GPU, one-slot jobs (59 % of the jobs and
-  93 % of the work left out at 10k × 16 × 48, load 0.8, seed 4) re-placed by an LP around
-  the rest of the best plan, with column generation over their options — a transportation
-  problem, integral at its vertex unless power binds across GPU types; at load 0.8 it took
+* :func:`unit_repack`, before the passes: the one-GPU, one-slot jobs (59 % of the jobs, and
+  930 of the 1,001 jobs the priced greedy left out at 10k × 16 × 48, load 0.8, seed 4)
+  re-placed by an LP around the rest of the best plan, with column generation over their
+  options — a transportation problem, integral at its vertex unless a power row or a
+  surplus limit binds (the rest rounded down); at load 0.8 it took
   the plan from 2.16 % to 0.35 % above the bound (seed 4) and from 3.69 % to 0.92 % (seed 2),
   where the moves' one-blocker ejections had found no chain to place left-out jobs along;
 * last, one-job moves, insertions and ejections on the exact objective
@@ -128,7 +129,7 @@ REFINE_SHARE, REFINE_KEEP_SHARE = 0.1, 0.08
 TAIL_S_PER_JOB = 5e-4
 """Seconds per placeable job kept after the last master for what always follows it: pricing,
 the priced greedy plan, the plan's build and the independent recount (:func:`tail_s`). [s]"""
-ROUND_GROWTH = float(os.environ.get("CARBONSCHED_CG_GROWTH", "1.0"))
+ROUND_GROWTH = 1.0
 """A master round is not started unless ``ROUND_GROWTH`` × the last one's time is left
 before the plan's least share of the budget (a cut interior-point round yields no duals)."""
 CG_REL_TOL = 1e-4
@@ -204,12 +205,13 @@ REPACK_SHARE = 0.9
 """Largest share of the time left (less the finish) the repack may take; it runs before the
 passes, which get the rest: on 10k x 16 x 48 at load 0.8, seed 2, with half it did not fit
 (3.8 s for 4.0 expected) and the plan ended 3.92 % above the bound, with 0.9 it took 4.0 s,
-5,925.6 -> 5,473.6 kg, and the plan ended at 0.92 %. [-]"""
+5,925.6 -> 5,473.6 kg, and the plan ended at 0.92 % (BENCHMARKS.md section 3.14). [-]"""
 
 REPACK_S_PER_OPTION = 1.5e-5
 """Time :func:`unit_repack` expects per option of those classes: 10k x 16 x 48 at load 0.8
 took 2.1-2.6 s for 258,230 (seed 4) and 3.4-4.8 s for 269,016 (seed 2) with the pricing
-(the LP over all of them at once: 6.0-7.6 s), on the 2 shared cores. [s]"""
+(the LP over all of them at once: 6.0-7.6 s), on the 2 shared cores (BENCHMARKS.md
+section 3.14). [s]"""
 
 REPACK_PRICE_K = int(os.environ.get("CARBONSCHED_CG_REPACK_K", "2"))
 """Options per class :func:`unit_repack` starts from and adds per pricing round (0: the LP
@@ -1612,7 +1614,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         _note(rec, f"skipped for time ({max(left(), 0.0):.1f} s of the limit left, a priced "
               f"greedy plan took {t_pg:.1f} s): " + ", ".join(skipped))
     if REPACK_MAX_OPTIONS > 0 and left() > STEP_MIN_LEFT_S:
-        # the one-GPU, one-slot jobs re-placed exactly around the rest of the best plan: they
+        # the one-GPU, one-slot jobs re-placed by an LP around the rest of the best plan: they
         # fill any hole, and are most of the work a full fleet leaves out; before the moves'
         # time is held back: on a loaded fleet it gains more than they do (10k x 16 x 48 at
         # load 0.8, seed 2: 5,925.6 -> 5,473.6 kg, the moves after it 0.6 kg more)
@@ -2187,7 +2189,7 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
            fixed_counts: np.ndarray, rep_c: np.ndarray, rhs: np.ndarray, opts: np.ndarray,
            threads: int, time_limit_s: float, mip_gap: float, say,
            start: PlanResult | None = None, relax: bool = False, price_k: int = 0,
-           status_out: list[str] | None = None
+           status_out: dict | None = None
            ) -> tuple[np.ndarray, np.ndarray, bool, float | None] | None:
     """MIP over the repair classes' candidate options, all inference and absorption.
 
@@ -2195,22 +2197,32 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
 
     With ``relax`` (which needs ``start``), the model is solved as an LP by the dual simplex
     with the inference allocation fixed at ``start``'s, and each option's count is rounded
-    down: a feasible plan whatever the LP's values, since every option uses capacity, power
-    and absorption rows with non-negative coefficients (:func:`unit_repack`). With
-    ``price_k`` > 0 as well, ``opts`` is only the start: after each LP the repair classes are
-    priced on its duals (:func:`price`, up to ``price_k`` options per class) and the options
-    of negative reduced cost added, until there are none (the LP over every option of the
-    repair classes is then solved) or the time is up. ``status_out``, if given, gets HiGHS's
-    model status of the last run appended.
+    down (a value within :data:`REPACK_ROUND_TOL` of an integer counts as that integer): a
+    feasible plan whatever the LP's values, since each cell's GPU count and IT power only grow
+    with the option counts and the plan's build recomputes absorption from the placements
+    (:func:`unit_repack`). With ``price_k`` > 0 as well, ``opts`` is only the start: after
+    each LP the repair classes are priced on its duals (:func:`price`, up to ``price_k`` new
+    options per class) and the options of negative reduced cost added, until there are none
+    (the LP over every option of the repair classes is then solved) or the time is up.
+    ``status_out``, if given, gets ``"status"`` (HiGHS's model status of the last run) and
+    ``"complete"`` (whether the pricing ended with no option left to add).
 
     Returns
     -------
     (chosen, alloc, proven, bound) or None
         Per-job ``(job, site, start)`` of every placed job, the inference allocation
-        ``(D, S)``, whether the MIP proved optimality within its gap, and HiGHS's dual bound
-        on this MIP [kg] (None if not finite) — a bound on the whole problem only when the
-        MIP frees every class over every option with nothing fixed; None if the MIP found
-        no solution in the limit.
+        ``(D, S)``, whether the MIP proved optimality within its gap (with ``relax``: whether
+        the LP's values were integral), and HiGHS's dual bound on this MIP [kg] (None if not
+        finite, and with ``relax``) — a bound on the whole problem only when the MIP frees
+        every class over every option with nothing fixed; None if the MIP found no solution
+        in the limit, or (``relax``) no LP was solved to optimality: stopped by the limit or
+        infeasible.
+
+    Raises
+    ------
+    ValueError
+        ``relax`` without a start plan whose placements of the repair classes are among
+        ``opts`` (a caller's error: :func:`unit_repack` always passes them).
     """
     gpus_fixed, kw_fixed = _usage(sets, fixed_opts, fixed_counts)
     e_fixed = _usage(sets, fixed_opts, fixed_counts, energy=True)[1]
@@ -2256,18 +2268,20 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
         if x0 is not None:
             h.setSolution(_highs_solution(x0))
     say(f"repair {'LP' if relax else 'MIP'}: {len(rep_c)} classes, {len(opts)} options, "
-        f"limit {time_limit_s:.0f} s")
+        f"limit {time_limit_s:.1f} s")
     t_run = time.perf_counter()
     run_highs(h)
     if relax:
-        val, opts = _priced_lp(sets, lay, cls, h, rep_c, left_of, opts, price_k,
-                               time_limit_s - (time.perf_counter() - t_run), say, t_run)
+        val, opts, complete = _priced_lp(sets, lay, cls, h, rep_c, left_of, opts, price_k,
+                                         time_limit_s - (time.perf_counter() - t_run), say,
+                                         t_run)
         if status_out is not None:
-            status_out.append(h.modelStatusToString(h.getModelStatus()))
+            status_out["status"] = h.modelStatusToString(h.getModelStatus())
+            status_out["complete"] = complete
         if val is None:
             return None
-        # rounded down (a value within the solver's tolerance of an integer is that integer):
-        # no row is used more than in the LP solution (non-negative coefficients)
+        # rounded down (within the tolerance): each cell's GPUs and IT kW only grow with the
+        # counts, so none is used more than in the LP solution
         x = np.floor(val + REPACK_ROUND_TOL).astype(np.int64)
         kinds = np.concatenate([fx["kinds"], np.full(len(opts), 3)])   # with the priced
         whole = (kinds != 2) & (kinds != 4) & (kinds != 5)
@@ -2291,32 +2305,39 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
 
 def _priced_lp(sets: PlanSets, lay: Layout, cls: Classes, h: highspy.Highs, rep_c: np.ndarray,
                left_of: np.ndarray, opts: np.ndarray, price_k: int, seconds: float, say,
-               t_run: float) -> tuple[np.ndarray | None, np.ndarray]:
+               t_run: float) -> tuple[np.ndarray | None, np.ndarray, bool]:
     """Pricing rounds on :func:`repair`'s relaxed model, solved once already.
 
     Returns
     -------
-    (values, options)
-        Column values of the last LP solved to optimality (None if none was) and the options
+    (values, options, complete)
+        Column values of the last LP solved to optimality (None if none was), the options
         its columns stand for (a round cut short by the time limit is dropped with its
-        columns).
+        columns), and whether the pricing ended with no option of negative reduced cost left
+        (the LP over every option then solved).
     """
     ok = highspy.HighsModelStatus.kOptimal
     if h.getModelStatus() != ok:
-        return None, opts
+        return None, opts, False
     val = np.asarray(h.getSolution().col_value).copy()
     n_val = len(opts)
+    complete = price_k <= 0    # every option given at once
     while price_k > 0:
         # column generation over the repair classes' options (the dual simplex restarts from
         # the last basis when columns are added)
         duals = pricing_duals(sets, lay, np.asarray(h.getSolution().row_dual))
-        rc, ss, tt = price(sets, lay, duals, cls.rep[rep_c], k=price_k)
+        # one more than asked: an option already in the LP may price out when it holds its
+        # whole class (at its upper bound), and at most one per class can
+        rc, ss, tt = price(sets, lay, duals, cls.rep[rep_c], k=price_k + 1)
         new = _stack(cls.rep[rep_c], rc, ss, tt, rc < -REPACK_RC_TOL)
         if len(new):
             have = {tuple(o) for o in opts.tolist()}
             new = new[[tuple(o) not in have for o in new.tolist()]]
+        if len(new) == 0:
+            complete = True
+            break
         rest = seconds - (time.perf_counter() - t_run)
-        if len(new) == 0 or rest < 0.1:
+        if rest < 0.1:
             break
         c, st, ri, va = option_block(sets, lay, new)
         ub = left_of[cls.of_job[new[:, 0]]].astype(float)
@@ -2330,7 +2351,7 @@ def _priced_lp(sets: PlanSets, lay: Layout, cls: Classes, h: highspy.Highs, rep_
         n_val = len(opts)
         say(f"repair LP: {len(new)} options priced in, {len(opts)} in all "
             f"({time.perf_counter() - t_run:.1f} s)")
-    return val, opts[:n_val]
+    return val, opts[:n_val], complete and n_val == len(opts)
 
 
 def unit_classes(sets: PlanSets, cls: Classes) -> np.ndarray:
@@ -2345,23 +2366,29 @@ def unit_repack(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult, thr
 
     With every other job's placement and the inference allocation fixed, these jobs form a
     transportation problem: each class sends its jobs to ``(site, slot)`` cells under the GPU
-    capacity of each ``(site, slot, GPU type)`` (the rest is the power and absorption rows).
-    A transportation matrix is totally unimodular, so the simplex's vertex is integral
-    wherever the power rows do not bind across GPU types (Hoffman and Kruskal, "Integral
-    boundary points of convex polyhedra", Annals of Mathematics Studies 38, 1956); any value
-    left fractional is rounded down (:func:`repair` with ``relax``), which keeps the plan
-    feasible, and counted in the plan note. These jobs are most of the work left out on a
-    full fleet (10k x 16 x 48 at load 0.8, seed 4: 930 of the priced greedy's 1,001 left-out
-    jobs), and a job of one slot fits any one-GPU hole: the objective of the one-slot part
-    went from 2,183.1 to 2,057.5 kg on the final plan of that instance (554 jobs left out),
-    an integral vertex, in 6.0-7.1 s.
+    capacity of each ``(site, slot, GPU type)``, plus the power and absorption rows. A
+    transportation matrix is totally unimodular (Hoffman and Kruskal, "Integral boundary
+    points of convex polyhedra", Annals of Mathematics Studies 38, 1956), so the simplex's
+    vertex is integral unless a power row (kW coefficients) or a surplus limit binds; any
+    value left fractional is rounded down (:func:`repair` with ``relax``), which keeps the
+    plan feasible, and the note says so. These jobs are most of the work left out on a full
+    fleet (10k x 16 x 48 at load 0.8, seed 4: 930 of the priced greedy's 1,001 left-out jobs),
+    and a job of one slot fits any one-GPU hole: the objective of the one-slot part went from
+    2,183.1 to 2,057.5 kg on the final plan of that instance (554 jobs left out), an integral
+    vertex, in 6.0-7.1 s over every option at once and 2.1-2.6 s priced (BENCHMARKS.md
+    section 3.14).
 
     Parameters
     ----------
+    sets, lay, cls
+        Compiled sets, the master's row layout and the job classes.
     plan
-        The plan to improve; its other placements stay as they are.
+        The plan to improve; its other placements and its inference allocation stay.
+    threads
+        HiGHS threads.
     seconds
-        Time limit of the LP. [s]
+        Time limit of the LP and its pricing rounds; setting up the model and building the
+        plan come on top (0.4-0.7 s at 10k jobs). [s]
     say
         Progress callback.
     rec
@@ -2370,9 +2397,10 @@ def unit_repack(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult, thr
     Returns
     -------
     PlanResult or None
-        The repacked plan, or None if there is nothing to re-place, the options are too many
-        for the time, or the LP has no solution (stopped by the limit, or infeasible: the
-        start plan does not serve all inference, whose allocation the LP keeps).
+        The repacked plan (a candidate: the caller keeps the best), or None if there is
+        nothing to re-place, the options are too many for the time, or the LP has no
+        solution (stopped by the limit, or infeasible: the start plan does not serve all
+        inference, whose allocation the LP keeps).
     """
     unit_c = unit_classes(sets, cls)
     if len(unit_c) == 0:
@@ -2385,11 +2413,12 @@ def unit_repack(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult, thr
     opts = enumerate_options(sets, cls.rep[unit_c])
     n_opts = len(opts)
     n_jobs = int(lay.mult[unit_c].sum())
+    what = f"{n_jobs} one-GPU, one-slot job{'s' if n_jobs != 1 else ''}"
     expected_s = REPACK_S_PER_OPTION * n_opts
     if n_opts > REPACK_MAX_OPTIONS or expected_s > seconds:
-        _note(rec, f"the {n_jobs} one-GPU, one-slot jobs were not re-placed by an LP: "
-              f"{n_opts} options (at most {REPACK_MAX_OPTIONS}), about {expected_s:.1f} s "
-              f"expected, {seconds:.1f} s available")
+        _note(rec, f"one-slot repack skipped: {what}, {n_opts} options (at most "
+              f"{REPACK_MAX_OPTIONS}), about {expected_s:.2f} s expected, {seconds:.2f} s "
+              "available")
         return None
     if REPACK_PRICE_K > 0:
         # start from the plan's own options and each class's cheapest ones; the pricing
@@ -2398,24 +2427,33 @@ def unit_repack(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult, thr
         opts = np.unique(np.concatenate([po[~outside], _stack(cls.rep[unit_c], rc, ss, tt,
                                                               np.isfinite(rc))]), axis=0)
     tr = time.perf_counter()
-    status: list[str] = []
+    status: dict = {}
     out = repair(sets, lay, cls, fix_o.reshape(-1, 3), fix_n.astype(np.int64), unit_c,
                  lay.mult[unit_c], opts, threads, seconds, 0.0, say, start=plan, relax=True,
                  price_k=REPACK_PRICE_K, status_out=status)
     took = time.perf_counter() - tr
     if out is None:
-        _note(rec, f"re-placing the {n_jobs} one-GPU, one-slot jobs by an LP gave no solution "
-              f"(HiGHS: {status[-1] if status else 'not run'}, limit {seconds:.1f} s); "
-              "not used")
+        why = status.get("status", "not run")
+        if why == "Infeasible":
+            why += ": the plan it starts from does not serve all inference, which it keeps"
+        _note(rec, f"one-slot repack gave no plan: the LP over {what} has no solution "
+              f"(HiGHS: {why}; limit {seconds:.1f} s)")
         return None
     chosen, alloc, integral, _ = out
     new = build_plan_result(sets, chosen, alloc, PlanStatus.FEASIBLE, rec)
     before, after = plan.totals["objective"], new.totals["objective"]
-    _note(rec, f"{n_jobs} one-GPU, one-slot jobs re-placed by an LP ({len(unit_c)} classes, "
-          f"{n_opts} options, {took:.1f} s): {before:.3f} -> {after:.3f}"
-          + ("" if integral else "; its fractional values were rounded down"))
-    say(f"one-slot repack: {before:.3f} -> {after:.3f} ({took:.1f} s"
-        + (")" if integral else ", rounded down)"))
+    caveats = []
+    if not status.get("complete", False):
+        caveats.append("pricing cut short by the limit, so not every option was offered")
+    if not integral:
+        caveats.append("its fractional values were rounded down")
+    if after >= before:
+        caveats.append("no better, not used")
+    _note(rec, f"one-slot repack: {what} re-placed by an LP ({len(unit_c)} classes, "
+          f"{n_opts} options, {took:.1f} s): {before:.3f} -> {after:.3f} kg"
+          + "".join(f"; {c}" for c in caveats))
+    say(f"one-slot repack: {before:.3f} -> {after:.3f} kg ({took:.1f} s"
+        + "".join(f"; {c}" for c in caveats) + ")")
     return new
 
 

@@ -9,6 +9,7 @@ worse than the plan it started from when the LP's vertex is integral.
 from __future__ import annotations
 
 import re
+import time
 
 import numpy as np
 import pytest
@@ -70,7 +71,10 @@ def test_left_out_one_slot_job_placed_along_a_chain_and_the_rest_kept():
     assert new.totals["objective"] == pytest.approx(0.5)
     assert new.totals["jobs_unplaced"] == 0
     assert recount_violations(sets.problem, new) == {}
-    assert "3 one-GPU, one-slot jobs re-placed by an LP (3 classes" in rec.note
+    assert ("one-slot repack: 3 one-GPU, one-slot jobs re-placed by an LP (3 classes, "
+            "5 options") in rec.note
+    # before: 4 job-hours (0.4 kg) and c's unplaced penalty (10 x the dirtiest kWh, 1.0 kg)
+    assert rec.note.endswith("s): 1.400 -> 0.500 kg")
     assert "rounded down" not in rec.note
 
 
@@ -112,16 +116,54 @@ def test_the_repack_runs_only_when_its_expected_time_fits(monkeypatch, factor, r
     new, rec = _repack(sets, start, seconds=0.5 * n_opts / factor)
     assert (new is not None) == runs
     if not runs:
-        assert ("the 3 one-GPU, one-slot jobs were not re-placed by an LP: 5 options (at most "
-                "2000000), about 2.5 s expected, 2.5 s available") in rec.note
+        assert ("one-slot repack skipped: 3 one-GPU, one-slot jobs, 5 options (at most "
+                "2000000), about 2.50 s expected, 2.50 s available") in rec.note
 
 
-def test_too_many_options_skip_the_repack(monkeypatch):
-    monkeypatch.setattr(colgen, "REPACK_MAX_OPTIONS", 4)
+@pytest.mark.parametrize(("most", "runs"), [(5, True), (4, False), (0, False)])
+def test_too_many_options_skip_the_repack(monkeypatch, most, runs):
+    monkeypatch.setattr(colgen, "REPACK_MAX_OPTIONS", most)
     sets = _chain()
     new, rec = _repack(sets, _plan(sets, {"long": (0, 0)}))
-    assert new is None
-    assert "5 options (at most 4)" in rec.note
+    assert (new is not None) == runs
+    assert (f"5 options (at most {most})" in rec.note) == (not runs)
+
+
+def test_solve_colgen_runs_no_repack_when_it_is_off(monkeypatch):
+    monkeypatch.setattr(colgen, "REPACK_MAX_OPTIONS", 0)
+    sets = _crowded()
+    res = colgen.solve_colgen(sets, 30.0, 1e-4, 1, _rec(), time.perf_counter())
+    assert "one-slot repack" not in res.solver.note
+
+
+def test_the_inference_allocation_stays_where_the_plan_put_it():
+    # inference of 1 GPU in area "eu" at hour 0 may run at "dirty" (CI 900) or "clean" (CI 50);
+    # the plan serves it at "dirty", where it would pay to move it; the repack keeps it there
+    sites = [SiteWrapper(n).gpus("H100", 2).latency("eu", 5.0).obj() for n in ("dirty", "clean")]
+    sets = compile_sets(problem(sites, [_job("j", 0, 1)], 1, [demand("eu", 0, 1, kw=1.0)],
+                                ci={"dirty": [900.0], "clean": [50.0]}))
+    alloc = np.zeros(sets.inf_sites.shape, dtype=np.int64)
+    alloc[0, 0] = 1
+    start = build_plan_result(sets, np.zeros((0, 3), dtype=np.int64), alloc,
+                              PlanStatus.FEASIBLE, _rec())
+    assert [(i.site, i.gpus) for i in start.inference] == [("dirty", 1)]
+    new, _ = _repack(sets, start)
+    assert [(i.site, i.gpus) for i in new.inference] == [("dirty", 1)]
+    assert {p.job_id: p.site for p in new.placements} == {"j": "clean"}
+    assert recount_violations(sets.problem, new) == {}
+
+
+@pytest.mark.parametrize("flow", [False, True])
+def test_both_master_layouts_give_the_same_repack(flow):
+    sets = _crowded()
+    cls = job_classes(sets)
+    rec = _rec()
+    new = unit_repack(sets, make_layout(sets, cls, flow=flow), cls, greedy_from_sets(sets), 1,
+                      30.0, lambda m: None, rec)
+    assert "rounded down" not in rec.note
+    assert recount_violations(sets.problem, new) == {}
+    cover, _ = _repack(sets, greedy_from_sets(sets))
+    assert new.totals["objective"] == pytest.approx(cover.totals["objective"], rel=1e-9)
 
 
 def _crowded(n_jobs: int = 40):
@@ -170,12 +212,16 @@ def test_a_pricing_round_cut_short_keeps_the_last_lp_solved(monkeypatch):
     new, rec = _repack(sets, start)
     assert len(runs) == 2                      # the pricing found columns, their LP stopped
     assert recount_violations(sets.problem, new) == {}
-    # the first LP had only each class's cheapest option and the plan's own: its solution
-    # is no better than the full pricing's
+    assert "pricing cut short by the limit" in rec.note and "no solution" not in rec.note
+    # the plan is the first LP's: the same as with no option ever priced in
     monkeypatch.setattr(colgen, "run_highs", real)
+    monkeypatch.setattr(colgen, "REPACK_RC_TOL", np.inf)
+    first, first_rec = _repack(sets, start)
+    assert new.totals["objective"] == pytest.approx(first.totals["objective"], rel=1e-12)
+    assert "pricing cut short" not in first_rec.note
+    monkeypatch.setattr(colgen, "REPACK_RC_TOL", 1e-6)
     full, _ = _repack(sets, start)
-    assert new.totals["objective"] >= full.totals["objective"] - 1e-9
-    assert "re-placed by an LP" in rec.note and "no solution" not in rec.note
+    assert full.totals["objective"] < new.totals["objective"] - 1e-6
 
 
 def test_no_lp_solved_in_time_is_noted(monkeypatch):
@@ -189,8 +235,8 @@ def test_no_lp_solved_in_time_is_noted(monkeypatch):
     monkeypatch.setattr(colgen, "run_highs", stopped)
     new, rec = _repack(sets, greedy_from_sets(sets), seconds=7.0)
     assert new is None
-    assert re.search(r"re-placing the \d+ one-GPU, one-slot jobs by an LP gave no solution "
-                     r"\(HiGHS: Time limit reached, limit 7\.0 s\); not used", rec.note)
+    assert re.search(r"one-slot repack gave no plan: the LP over \d+ one-GPU, one-slot jobs has "
+                     r"no solution \(HiGHS: Time limit reached; limit 7\.0 s\)", rec.note)
 
 
 def test_an_infeasible_lp_is_named_not_taken_for_a_time_out():
@@ -201,13 +247,14 @@ def test_an_infeasible_lp_is_named_not_taken_for_a_time_out():
                                 [demand("eu", 0, 1, slo_ms=10.0)]))
     new, rec = _repack(sets, _plan(sets, {"j": (0, 0)}))
     assert new is None
-    assert ("re-placing the 1 one-GPU, one-slot jobs by an LP gave no solution (HiGHS: "
-            "Infeasible, limit 30.0 s); not used") in rec.note
+    assert ("one-slot repack gave no plan: the LP over 1 one-GPU, one-slot job has no "
+            "solution (HiGHS: Infeasible: the plan it starts from does not serve all "
+            "inference, which it keeps; limit 30.0 s)") in rec.note
 
 
 def test_solve_colgen_uses_the_repack(monkeypatch):
     sets = _crowded()
-    res = colgen.solve_colgen(sets, 30.0, 1e-4, 1, _rec(), __import__("time").perf_counter())
+    res = colgen.solve_colgen(sets, 30.0, 1e-4, 1, _rec(), time.perf_counter())
     assert "one-GPU, one-slot jobs re-placed by an LP" in res.solver.note
     assert recount_violations(sets.problem, res) == {}
 
