@@ -18,22 +18,13 @@ from hypothesis import given
 from carbonsched.plan import colgen
 from carbonsched.plan.baselines import greedy_from_sets
 from carbonsched.plan.colgen import job_classes, make_layout, unit_classes, unit_repack
-from carbonsched.plan.result import PlanStatus, SolverRecord, build_plan_result, recount_violations
+from carbonsched.plan.result import PlanStatus, build_plan_result, recount_violations
 from carbonsched.plan.sets import compile_sets
 from carbonsched.plan.solve import diagnose_inference
 
-from .builders import JobWrapper, SiteWrapper, demand, problem
+from .builders import SiteWrapper, demand, problem
+from .test_local import _job, _rec
 from .test_properties import PROPS, instances
-
-
-def _rec() -> SolverRecord:
-    return SolverRecord(name="highs", status=PlanStatus.FEASIBLE)
-
-
-def _job(name: str, first: int, deadline: int, hours: int = 1, gpus: int = 1,
-         kw: float = 1.0):
-    return (JobWrapper(name).gpu_type("H100").gpus(gpus).hours(hours).window(first, deadline)
-            .kw_per_gpu(kw).obj())
 
 
 def _plan(sets, placed: dict[str, tuple[int, int]]):
