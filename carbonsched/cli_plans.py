@@ -78,20 +78,28 @@ def plans_show(
         if as_json:
             typer.echo(json.dumps(doc, indent=2))
             return
+        # every site of the plan, idle ones too, as `plan` printed them (plans recorded before
+        # site_roles was added show no role)
+        roles = doc.get("site_roles", {})
         summary: dict[str, dict] = {}
+
+        def row(site: str) -> dict:
+            return summary.setdefault(site, {"site": site, "role": roles.get(site, ""),
+                                             "jobs": 0, "job_gpu_hours": 0.0,
+                                             "inference_gpu_hours": 0.0, "energy_kwh": 0.0,
+                                             "emissions_kg": 0.0})
+
+        for site in doc.get("sites", []):
+            row(site)
         for p in doc["placements"]:
-            r = summary.setdefault(p["site"], {"site": p["site"], "role": "", "jobs": 0,
-                                               "job_gpu_hours": 0.0, "inference_gpu_hours": 0.0,
-                                               "energy_kwh": 0.0, "emissions_kg": 0.0})
+            r = row(p["site"])
             r["jobs"] += 1
             hours = (_hours(p["end"]) - _hours(p["start"]))
             r["job_gpu_hours"] += p["gpus"] * hours
             r["energy_kwh"] += p["energy_kwh"]
             r["emissions_kg"] += p["emissions_kg"]
         for i in doc.get("inference", []):
-            r = summary.setdefault(i["site"], {"site": i["site"], "role": "", "jobs": 0,
-                                               "job_gpu_hours": 0.0, "inference_gpu_hours": 0.0,
-                                               "energy_kwh": 0.0, "emissions_kg": 0.0})
+            r = row(i["site"])
             r["inference_gpu_hours"] += i["gpus"]
             r["energy_kwh"] += i.get("energy_kwh", 0.0)
             r["emissions_kg"] += i.get("emissions_kg", 0.0)

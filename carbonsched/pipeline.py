@@ -798,6 +798,7 @@ def run_daily_plan(
         # source (demo or file), then the work itself: jobs and inference power per area
         "workload": {"source": "demo" if is_demo else "file", **workload_rows(workload)},
         "sites": [s.id for s in problem.sites],
+        "site_roles": {s.id: str(s.role) for s in problem.sites},
         "solver": {
             "name": result.solver.name,
             "status": str(result.status),

@@ -58,6 +58,18 @@ def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
     from carbonsched.cli import grouped_site_notes
 
     assert shown == ["note: " + n for n in grouped_site_notes(doc["notes"][1:], doc["sites"])]
+    # read back, the per-site table is the one `plan` printed: every site, idle ones too, with
+    # its role
+    back = runner.invoke(app, ["plans", "show", pid])
+    assert back.exit_code == 0, back.output
+
+    def table(text: str) -> list[str]:
+        rows = [ln for ln in text.splitlines() if ln.startswith("│")]
+        return sorted(" ".join(ln.split()) for ln in rows)
+
+    assert table(back.output) == table(r.output)
+    assert len(table(r.output)) == len(doc["sites"])
+    assert set(doc["site_roles"]) == set(doc["sites"])
     assert max(len(ln) for ln in shown) > 150
     assert (f"({len(doc['notes'])} notes condensed to {len(shown)}; --all-notes prints "
             "each)") in text
