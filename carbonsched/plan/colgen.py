@@ -2283,7 +2283,7 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
         # rounded down (within the tolerance): each cell's GPUs and IT kW only grow with the
         # counts, so none is used more than in the LP solution
         x = np.floor(val + REPACK_ROUND_TOL).astype(np.int64)
-        kinds = np.concatenate([fx["kinds"], np.full(len(opts), 3)])   # with the priced
+        kinds = np.concatenate([fx["kinds"], np.full(len(opts), 3)])   # priced ones too
         whole = (kinds != 2) & (kinds != 4) & (kinds != 5)
         proven = bool(np.all(np.abs(val[whole] - x[whole]) <= REPACK_ROUND_TOL))
         bound = None
