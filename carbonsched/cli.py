@@ -334,8 +334,9 @@ def grouped_site_notes(notes: list[str], site_ids: list[str]) -> list[str]:
 
 def _sites_label(sites: list[str], site_ids: list[str]) -> str:
     """``"all 8 sites"``, ``"7 of 8 sites (all but c)"`` or ``"sites a, b"``, the shortest."""
-    missing = [x for x in dict.fromkeys(site_ids) if x not in set(sites)]
-    n = len(dict.fromkeys(site_ids))
+    every, named = list(dict.fromkeys(site_ids)), set(sites)
+    missing = [x for x in every if x not in named]
+    n = len(every)
     if not missing and n >= 4:
         return f"all {n} sites"
     if len(sites) >= 4 and 2 * len(missing) < len(sites):

@@ -2261,7 +2261,7 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
     ub = left_of[cls.of_job[opts[:, 0]]].astype(float)
     h.addCols(len(opts), c, np.zeros(len(opts)), ub, len(ri), st, ri, va)
     kinds = np.concatenate([fx["kinds"], np.full(len(opts), 3)])
-    int_cols = np.flatnonzero((kinds != 2) & (kinds != 4) & (kinds != 5)).astype(np.int32)
+    int_cols = np.flatnonzero(_integral(kinds)).astype(np.int32)
     if not relax:
         h.changeColsIntegrality(len(int_cols), int_cols,
                                 np.full(len(int_cols), 1, dtype=np.uint8))
@@ -2283,8 +2283,7 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
         # rounded down (within the tolerance): each cell's GPUs and IT kW only grow with the
         # counts, so none is used more than in the LP solution
         x = np.floor(val + REPACK_ROUND_TOL).astype(np.int64)
-        kinds = np.concatenate([fx["kinds"], np.full(len(opts), 3)])   # priced ones too
-        whole = (kinds != 2) & (kinds != 4) & (kinds != 5)
+        whole = _integral(np.concatenate([fx["kinds"], np.full(len(opts), 3)]))  # priced too
         proven = bool(np.all(np.abs(val[whole] - x[whole]) <= REPACK_ROUND_TOL))
         bound = None
     else:
@@ -2301,6 +2300,14 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
     all_counts = np.concatenate([fixed_counts, x[nf:]])
     return (expand(cls, all_opts, all_counts), alloc, proven,
             bound if bound is not None and np.isfinite(bound) else None)
+
+
+def _integral(kinds: np.ndarray) -> np.ndarray:
+    """Integer columns of :func:`repair`'s model, by kind, ``(N,)`` bool.
+
+    All but absorption (2) and the flow form's run columns (4, 5).
+    """
+    return (kinds != 2) & (kinds != 4) & (kinds != 5)
 
 
 def _priced_lp(sets: PlanSets, lay: Layout, cls: Classes, h: highspy.Highs, rep_c: np.ndarray,
@@ -2322,6 +2329,7 @@ def _priced_lp(sets: PlanSets, lay: Layout, cls: Classes, h: highspy.Highs, rep_
     val = np.asarray(h.getSolution().col_value).copy()
     n_val = len(opts)
     complete = price_k <= 0    # every option given at once
+    have = {tuple(o) for o in opts.tolist()} if price_k > 0 else set()
     while price_k > 0:
         # column generation over the repair classes' options (the dual simplex restarts from
         # the last basis when columns are added)
@@ -2331,7 +2339,6 @@ def _priced_lp(sets: PlanSets, lay: Layout, cls: Classes, h: highspy.Highs, rep_
         rc, ss, tt = price(sets, lay, duals, cls.rep[rep_c], k=price_k + 1)
         new = _stack(cls.rep[rep_c], rc, ss, tt, rc < -REPACK_RC_TOL)
         if len(new):
-            have = {tuple(o) for o in opts.tolist()}
             new = new[[tuple(o) not in have for o in new.tolist()]]
         if len(new) == 0:
             complete = True
@@ -2343,6 +2350,7 @@ def _priced_lp(sets: PlanSets, lay: Layout, cls: Classes, h: highspy.Highs, rep_
         ub = left_of[cls.of_job[new[:, 0]]].astype(float)
         h.addCols(len(new), c, np.zeros(len(new)), ub, len(ri), st, ri, va)
         opts = np.concatenate([opts, new])
+        have.update(tuple(o) for o in new.tolist())
         _limit(h, rest)
         run_highs(h)
         if h.getModelStatus() != ok:
