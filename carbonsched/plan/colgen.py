@@ -207,7 +207,7 @@ passes, which get the rest: on 10k x 16 x 48 at load 0.8, seed 2, with half it d
 (3.8 s for 4.0 expected) and the plan ended 3.92 % above the bound, with 0.9 it took 4.0 s,
 5,925.6 -> 5,473.6 kg, and the plan ended at 0.92 % (BENCHMARKS.md section 3.14). [-]"""
 
-REPACK_S_PER_OPTION = 1.5e-5
+REPACK_S_PER_OPTION = 1e-5
 """Time :func:`unit_repack` expects per option of those classes: 10k x 16 x 48 at load 0.8
 took 2.1-2.6 s for 258,230 (seed 4) and 3.4-4.8 s for 269,016 (seed 2) with the pricing
 (the LP over all of them at once: 6.0-7.6 s), on the 2 shared cores (BENCHMARKS.md
@@ -1016,6 +1016,21 @@ SITE_MIP_MAX = 25_000
 """Most options in one site's MIP (the reduced-cost threshold is lowered to keep it)."""
 
 
+SPLIT_NOTE_MIN_KG = 1e-3
+"""A type's split bound must rise by this over its Lagrangian share to count (and be named in
+the plan note): below it the total's rise is summation noise. [kg]"""
+
+
+def split_rises(per_type: dict) -> list[str]:
+    """``"type Lagrangian->proven"`` [kg] of the types whose split bound rose enough to count.
+
+    A type counts when its bound rose by at least :data:`SPLIT_NOTE_MIN_KG` (the plan note;
+    empty: the split bound is not adopted).
+    """
+    return [f"{k} {v[0]:.3f}->{v[1]:.3f}" for k, v in per_type.items()
+            if v[1] >= v[0] + SPLIT_NOTE_MIN_KG]
+
+
 def site_bound(sets: PlanSets, lay: Layout, raw: np.ndarray, upper: float, seconds: float,
                threads: int, say=None) -> SplitBound:
     r"""Lagrangian bound with the assignment and inference rows relaxed: one MIP per site.
@@ -1193,6 +1208,15 @@ def site_bound(sets: PlanSets, lay: Layout, raw: np.ndarray, upper: float, secon
                       options=np.concatenate(sol_o), counts=np.concatenate(sol_n))
 
 
+SMOOTH_S_PER_JOB = float(os.environ.get("CARBONSCHED_CG_SMOOTH", "3e-3"))
+"""Below this many seconds of budget per placeable job no master LP is solved: the bound comes
+from the smoothed Lagrangian dual (:mod:`carbonsched.plan.smoothed`) and the plan from its
+multipliers (10k × 16 × 48 in 20 s, load 0.3, seed 0: one interior-point master took 6 s and
+bounded 6.8 % below the LP; the smoothed dual reached 0.4 % below it in 8 s). [s]"""
+SMOOTH_MIN_JOB_COST_KG = 1e-6
+"""Least temperature scale of the smoothed dual (a plan of zero-carbon hours costs 0). [kg]"""
+SMOOTH_PLAN_SHARE = float(os.environ.get("CARBONSCHED_CG_SMOOTH_PLAN", "0.4"))
+"""Share of the budget the smoothed dual leaves to the plan. [-]"""
 MOVES_SHARE = float(os.environ.get("CARBONSCHED_CG_MOVES", "0.1"))
 """Most of the budget kept back from the passes for :func:`carbonsched.plan.local.improve`
 on the final plan (:func:`moves_hold_s`; it gets whatever is left then); 0 turns the moves
@@ -1378,6 +1402,26 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         seeds.append(_stack(reps, rcw, sw, tw, np.isfinite(rcw)))
         say(f"Lagrangian warm-up: {wu.iterations} rounds, bound {wu.bound:.3f}, "
             f"{len(wu.pool)} options visited")
+    # a budget too short for a master LP and a plan (10k x 16 x 48 in 20 s: one interior-point
+    # master took 6 s and its duals bounded worse than the warm-up): the smoothed dual instead
+    short = time_limit_s < SMOOTH_S_PER_JOB * max(len(sets.placeable), 1)
+    if short and left() > SMOOTH_PLAN_SHARE * time_limit_s:
+        from carbonsched.plan.smoothed import smoothed_ascent
+
+        job_cost = greedy.totals["objective"] / max(len(sets.placeable), 1)
+        sd = smoothed_ascent(sets, lay, left() - SMOOTH_PLAN_SHARE * time_limit_s,
+                             max(job_cost, SMOOTH_MIN_JOB_COST_KG), start=best_lam)
+        warm_s += sd.seconds
+        seeds.append(sd.pool)
+        say(f"smoothed dual: {sd.evaluations} evaluations, bound {sd.bound:.3f} "
+            f"({sd.seconds:.1f} s)")
+        _note(rec, f"short budget ({time_limit_s:.1f} s for {len(sets.placeable)} jobs, less "
+              f"than {SMOOTH_S_PER_JOB * 1000:.0f} ms per job): no master LP; the bound is the "
+              f"smoothed Lagrangian dual's, {lag_lb:.3f} -> {sd.bound:.3f} kg "
+              f"({sd.evaluations} L-BFGS-B evaluations, {sd.seconds:.1f} s)")
+        if sd.bound > lag_lb:
+            lag_lb, warm_duals = sd.bound, sd.duals
+            best_lam = multipliers(sets, lay, sd.duals)
     pool = np.unique(np.concatenate(seeds), axis=0)
     lo, hi = row_bounds(sets, lay)
     h = _new_highs(threads, max(left(), 0.1))
@@ -1419,7 +1463,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     share = max(cg_share, CG_EXTEND_SHARE)
     tail = max((1 - share) * time_limit_s, tail_s(sets))   # kept after the last master
     n_imprecise = 0   # masters whose interior point ended imprecise, used all the same
-    while True:
+    while not short:
         it += 1
         _limit(h, left() - tail)
         tr = time.perf_counter()
@@ -1593,7 +1637,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         # jobs that a 20 s budget does not have (10k x 16 x 48 at load 0.3, two solves
         # sharing the 2 cores: 21-23.5 s with it, the same plan as priced greedy)
         _note(rec, "no master LP solved in the budget: the plan is priced greedy on the "
-              "warm-up's multipliers (no LP to round)")
+              f"{'smoothed dual' if short else 'warm-up'}'s multipliers (no LP to round)")
     elif 2 * int(fixed_counts.sum()) >= len(placeable):
         roundings.insert(0, ("LP floor", expand(cls, fixed_opts, fixed_counts)))
     else:
@@ -1620,7 +1664,8 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         # load 0.8, seed 2: 5,925.6 -> 5,473.6 kg, the moves after it 0.6 kg more)
         best_name, best_plan = min(cands, key=lambda c: c[1].totals["objective"])
         repacked = unit_repack(sets, lay, cls, best_plan, threads,
-                               REPACK_SHARE * (left() - FINISH_S), say, rec)
+                               REPACK_SHARE * (left() - FINISH_S), say, rec,
+                               prices=(rank_kw, lam_c))
         if repacked is not None:
             cands.append((f"{best_name} + one-slot repack", repacked))
     if MOVES_SHARE > 0:
@@ -1669,12 +1714,12 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         say(f"type-split bound {sb.bound:.3f} (Lagrangian {sb.lagrangian:.3f}, best bound "
             f"{lb:.3f}) in {time.perf_counter() - tr:.1f} s")
         split_opts = np.concatenate([sb.options, sb.columns])
-        if sb.bound > lb:
+        risen = split_rises(sb.per_type)
+        if sb.bound > lb and risen:
             lb = sb.bound
             rec.bound = lb
             _note(rec, "bound from the GPU-type split (capacity kept, power relaxed): "
-                  + ", ".join(f"{k} {v[0]:.1f}->{v[1]:.1f}" for k, v in sb.per_type.items()
-                              if v[1] > v[0] + 1e-9))
+                  + ", ".join(risen))
     if SITE_SHARE > 0 and left() > STEP_MIN_LEFT_S and count_options(sets) <= SITE_ENUM_MAX:
         upper = min(r.totals["objective"] for _, r in cands)
         tr = time.perf_counter()
@@ -2369,7 +2414,8 @@ def unit_classes(sets: PlanSets, cls: Classes) -> np.ndarray:
 
 
 def unit_repack(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult, threads: int,
-                seconds: float, say, rec: SolverRecord) -> PlanResult | None:
+                seconds: float, say, rec: SolverRecord,
+                prices: tuple[np.ndarray, np.ndarray] | None = None) -> PlanResult | None:
     """Re-place every one-GPU, one-slot job of ``plan`` by an LP, the rest of the plan fixed.
 
     With every other job's placement and the inference allocation fixed, these jobs form a
@@ -2401,6 +2447,12 @@ def unit_repack(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult, thr
         Progress callback.
     rec
         Solver record whose note gets the repack's outcome.
+    prices
+        ``(rank_kw (S, T) [kg/kWh], rank_gpu (S, T, G) [kg/GPU·h])``: when the LP was
+        fractional, the jobs its rounding left out are offered to a priced greedy
+        (:func:`~carbonsched.plan.baselines.priced_greedy`) around the rounded plan, and the
+        better of the two plans is returned (10k x 16 x 48 at load 0.3, seed 1: the rounding
+        left the plan at 2,193.7 kg, from 2,134.9 before it). Default: no completion.
 
     Returns
     -------
@@ -2455,6 +2507,16 @@ def unit_repack(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult, thr
         caveats.append("pricing cut short by the limit, so not every option was offered")
     if not integral:
         caveats.append("its fractional values were rounded down")
+        if prices is not None:
+            done = complete_plan(sets, new, *prices)
+            if done is not None:
+                n_more = len(done.placements) - len(new.placements)
+                better = done.totals["objective"] < after
+                caveats.append(f"a priced greedy around it placed {n_more} more jobs "
+                               f"({after:.3f} -> {done.totals['objective']:.3f} kg"
+                               f"{'' if better else ', not used'})")
+                if better:
+                    new, after = done, done.totals["objective"]
     if after >= before:
         caveats.append("no better, not used")
     _note(rec, f"one-slot repack: {what} re-placed by an LP ({len(unit_c)} classes, "
@@ -2463,6 +2525,33 @@ def unit_repack(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult, thr
     say(f"one-slot repack: {before:.3f} -> {after:.3f} kg ({took:.1f} s"
         + "".join(f"; {c}" for c in caveats) + ")")
     return new
+
+
+def complete_plan(sets: PlanSets, plan: PlanResult, rank_kw: np.ndarray, rank_gpu: np.ndarray
+                  ) -> PlanResult | None:
+    """``plan`` with the placeable jobs it leaves out offered to a priced greedy around it.
+
+    Its placements are the greedy's prefill (those that no longer fit after the greedy's own
+    inference allocation go back to its queue first); the left-out jobs follow in
+    :func:`least_flexible_first` order. The result is a candidate: the caller compares.
+
+    Returns
+    -------
+    PlanResult or None
+        The completed plan, or None if ``plan`` leaves no placeable job out.
+    """
+    jpos = {jb.id: k for k, jb in enumerate(sets.problem.jobs)}
+    spos = {s: i for i, s in enumerate(sets.site)}
+    t0 = sets.slot[0]
+    part = np.array([(jpos[p.job_id], spos[p.site], int(round((p.start - t0) / HOUR)))
+                     for p in plan.placements], dtype=np.int64).reshape(-1, 3)
+    placed = np.zeros(len(sets.job_gpus), dtype=bool)
+    placed[part[:, 0]] = True
+    lff = least_flexible_first(sets)
+    rest = lff[~placed[lff]]
+    if len(rest) == 0:
+        return None
+    return priced_greedy(sets, rank_kw, rank_gpu, order=rest, prefilled=part)
 
 
 def _plan_options(sets: PlanSets, cls: Classes, plan: PlanResult) -> np.ndarray:

@@ -234,3 +234,14 @@ def test_a_site_mip_that_did_not_run_proves_nothing(monkeypatch):
     sb = site_bound(sets, lay, raw, upper=100.0, seconds=30, threads=1)
     assert sb.lagrangian == pytest.approx(-1.2)
     assert sb.bound == pytest.approx(-1.2)
+
+
+def test_split_bound_counts_only_types_that_rose_by_the_least_amount():
+    from carbonsched.plan.colgen import SPLIT_NOTE_MIN_KG, split_rises
+
+    lag = 118.607
+    per_type = {"V100M16": (lag, lag + SPLIT_NOTE_MIN_KG),          # at the limit: counts
+                "P100": (143.9, 143.9 + 0.999 * SPLIT_NOTE_MIN_KG),  # summation noise
+                "A100": (50.0, 50.0)}
+    assert split_rises(per_type) == [f"V100M16 {lag:.3f}->{lag + SPLIT_NOTE_MIN_KG:.3f}"]
+    assert split_rises({"P100": per_type["P100"]}) == []

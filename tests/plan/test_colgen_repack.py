@@ -266,3 +266,42 @@ def test_repack_never_breaks_a_rule_nor_worsens_an_integral_plan(inst):
     assert new.totals["jobs_placed"] + new.totals["jobs_unplaced"] == len(prob.jobs)
     if "rounded down" not in rec.note:
         assert new.totals["objective"] <= start.totals["objective"] + 1e-6
+
+
+def test_a_fractional_lp_rounded_down_is_completed_by_a_priced_greedy():
+    # 1 kW at hour 0: the LP fills it with 1/0.6 = 1.67 of the 0.6 kW one-slot jobs, the
+    # rounding keeps one (0.6 kW) and leaves 0.4 kW, where the two-slot 0.4 kW job "long"
+    # (not the repack's: it stays left out) fits; the completion places it
+    site = SiteWrapper("a").gpus("H100", 4).cap_kw(1.0).obj()
+    jobs = [_job("j0", 0, 1, kw=0.6), _job("j1", 0, 1, kw=0.6),
+            _job("long", 0, 2, kw=0.4, hours=2)]
+    sets = compile_sets(problem([site], jobs, 2))
+    cls = job_classes(sets)
+    lay = make_layout(sets, cls)
+    n_s, n_t = sets.pue.shape
+    prices = (sets.cost_per_kwh, np.zeros((n_s, n_t, len(sets.gpu_type))))
+    runs = {}
+    for label, p in (("plain", None), ("completed", prices)):
+        rec = _rec()
+        runs[label] = (unit_repack(sets, lay, cls, _plan(sets, {}), 1, 30.0, lambda m: None,
+                                   rec, prices=p), rec)
+    plain, _ = runs["plain"]
+    done, rec = runs["completed"]
+    assert sorted(p.job_id for p in plain.placements) == ["j0"]
+    assert sorted(p.job_id for p in done.placements) == ["j0", "long"]
+    assert recount_violations(sets.problem, done) == {}
+    # "long": 0.4 kW x 2 h x 0.1 kg/kWh placed instead of its unplaced penalty
+    pen_long = float(sets.unplaced_cost[2])
+    assert pen_long > 0.08
+    assert done.totals["objective"] == pytest.approx(plain.totals["objective"] - pen_long
+                                                     + 0.08)
+    assert (f"a priced greedy around it placed 1 more jobs ({plain.totals['objective']:.3f} "
+            f"-> {done.totals['objective']:.3f} kg)") in rec.note
+
+
+def test_completion_is_none_when_the_plan_leaves_nothing_out():
+    sets = _chain()
+    full = _plan(sets, {"long": (0, 0), "c": (0, 0), "a": (0, 1), "b": (0, 2)})
+    n_s, n_t = sets.pue.shape
+    assert colgen.complete_plan(sets, full, sets.cost_per_kwh,
+                                np.zeros((n_s, n_t, len(sets.gpu_type)))) is None

@@ -1,0 +1,155 @@
+"""The smoothed Lagrangian dual (carbonsched.plan.smoothed) and the short-budget path of
+column generation that uses it instead of a master LP (issue 13, 10k x 16 x 48 in 20 s).
+
+The exact value computed beside the smoothed one is the Lagrangian of colgen (a valid bound
+for any multipliers); the smoothed value lies between it and it less the entropy bias; the
+gradient matches finite differences; the ascent never passes the optimum.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from carbonsched.plan import PlanStatus, colgen, score_plan, solve_plan
+from carbonsched.plan import smoothed as sm
+from carbonsched.plan.colgen import job_classes, lagrangian, make_layout, multipliers
+from carbonsched.plan.result import recount_violations
+from carbonsched.plan.sets import compile_sets, enumerate_options
+
+from .test_colgen_bound import two_gangs_three_gpus
+from .test_properties import PROPS, clean, instances
+
+
+def _setup(prob):
+    sets = compile_sets(prob)
+    lay = make_layout(sets, job_classes(sets))
+    return sets, lay, sm._Evaluator(sets, lay)
+
+
+def _random_x(ev, seed: int, scale: float = 0.05) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.abs(rng.normal(size=ev.n)) * scale
+
+
+@PROPS
+@given(inst=instances(), seed=st.integers(0, 10_000))
+def test_exact_value_is_colgens_lagrangian_and_the_smoothed_one_within_its_bias(inst, seed):
+    prob, _ = inst
+    sets, lay, ev = _setup(prob)
+    # a demand no site may serve makes the problem infeasible (solve_plan refuses it first)
+    assume(bool(sets.inf_sites[lay.demands].any(axis=1).all()))
+    x = _random_x(ev, seed)            # absorption multipliers where no row is: ignored
+    mu = 0.01
+    v_s, v_e, _ = ev(x, mu)
+    lam_c, lam_p, lam_a = ev.split(x)
+    lam_a = np.where(lay.absorb_row >= 0, lam_a, 0.0)
+    assert v_e == pytest.approx(lagrangian(sets, lay, lam_c, lam_p, lam_a)[0], abs=1e-9)
+    # softmin_mu >= min - mu log(#choices): per class its options + unplaced, per demand its
+    # sites, per absorption variable its two bounds
+    n_opts = np.bincount(job_classes(sets).of_job[enumerate_options(sets, lay.reps)[:, 0]],
+                         minlength=len(lay.reps)) if len(lay.reps) else np.zeros(0)
+    bias = mu * float((lay.mult * np.log(n_opts + 1.0)).sum())
+    dem = lay.demands
+    if len(dem):
+        bias += mu * float((sets.inf_gpus[dem] * np.log(sets.inf_sites[dem].sum(1))).sum())
+    bias += mu * math.log(2.0) * int((lay.absorb_row >= 0).sum())
+    assert v_e - bias - 1e-9 <= v_s <= v_e + 1e-9
+
+
+def test_gradient_matches_central_differences():
+    sets, lay, ev = _setup(two_gangs_three_gpus())
+    x = _random_x(ev, 3, scale=0.2)
+    _, _, g = ev(x, 0.05)
+    for k in range(ev.n):
+        if k >= ev.n_c + ev.n_p and not (lay.absorb_row >= 0).ravel()[k - ev.n_c - ev.n_p]:
+            assert g[k] == 0.0          # no absorption row: no multiplier to move
+            continue
+        h = 1e-3                        # smooth: central differences err O(h^2); an uncapped
+        e = np.zeros(ev.n)              # power row's 1e9 kW rhs makes a small h cancel
+        e[k] = h
+        fd = (ev(x + e, 0.05)[0] - ev(x - e, 0.05)[0]) / (2 * h)
+        assert g[k] == pytest.approx(fd, rel=1e-4, abs=1e-7)
+
+
+def test_ascent_reaches_the_lp_value_and_its_bound_is_the_lagrangian_of_its_duals():
+    # two 2-GPU jobs, 3 GPUs (test_colgen_bound): the LP places 1.5 jobs, 2.6 kg
+    sets, lay, _ = _setup(two_gangs_three_gpus())
+    res = sm.smoothed_ascent(sets, lay, 3.0, job_cost_kg=0.4)
+    assert res.bound == pytest.approx(2.6, abs=2e-3)
+    assert res.bound <= 2.6 + 1e-9
+    assert lagrangian(sets, lay, *multipliers(sets, lay, res.duals))[0] == pytest.approx(
+        res.bound, abs=1e-12)
+    # the temperature came down as each one stalled
+    assert len(res.temperatures) >= 2
+    assert res.temperatures[1] == pytest.approx(res.temperatures[0] * sm.MU_FACTOR)
+    assert res.temperatures[0] == pytest.approx(sm.MU_START_REL * 0.4)
+
+
+@pytest.mark.parametrize("cost", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_temperature_scale_that_is_not_positive_is_refused(cost):
+    sets, lay, _ = _setup(two_gangs_three_gpus())
+    with pytest.raises(ValueError, match=f"job_cost_kg must be positive, got {cost}"):
+        sm.smoothed_ascent(sets, lay, 1.0, job_cost_kg=cost)
+
+
+@PROPS
+@given(inst=instances())
+def test_the_ascent_never_passes_the_optimum(inst):
+    prob, _ = inst
+    sets, lay, _ = _setup(prob)
+    exact = solve_plan(prob, method="milp", mip_gap=0.0)
+    if exact.status != PlanStatus.OPTIMAL:
+        return
+    res = sm.smoothed_ascent(sets, lay, 0.3, job_cost_kg=0.5)
+    assert res.bound <= exact.totals["objective"] + 1e-6 * max(1.0, abs(
+        exact.totals["objective"]))
+
+
+def _short_at(monkeypatch, per_job: float):
+    monkeypatch.setattr(colgen, "SMOOTH_S_PER_JOB", per_job)
+    prob = two_gangs_three_gpus()
+    return prob, solve_plan(prob, method="colgen", time_limit_s=60.0, mip_gap=0.0)
+
+
+def test_a_budget_under_the_per_job_limit_takes_the_smoothed_dual(monkeypatch):
+    # 2 jobs, 60 s: short above 30 s per job
+    prob, res = _short_at(monkeypatch, 30.001)
+    assert "short budget (60.0 s for 2 jobs, less than 30001 ms per job): no master LP" \
+        in res.solver.note
+    assert "priced greedy on the smoothed dual's multipliers" in res.solver.note
+    assert res.solver.bound <= res.totals["objective"] + 1e-9
+    # the smoothed dual reaches the LP's 2.6 kg; the GPU-type split then proves 4.4
+    assert res.solver.bound == pytest.approx(4.4)
+    assert res.totals["objective"] == pytest.approx(4.4)
+    assert recount_violations(prob, res) == {}
+
+
+def test_a_budget_at_the_per_job_limit_solves_the_master(monkeypatch):
+    _, res = _short_at(monkeypatch, 30.0)
+    assert "short budget" not in res.solver.note
+    assert "column generation: 0 rounds" not in res.solver.note
+
+
+@PROPS
+@given(inst=instances())
+def test_short_budget_plans_break_no_rule_and_bound_below_the_objective(inst):
+    prob, _ = inst
+    old = colgen.SMOOTH_S_PER_JOB
+    colgen.SMOOTH_S_PER_JOB = 1e6
+    try:
+        res = solve_plan(prob, method="colgen", time_limit_s=30.0, mip_gap=0.0)
+    finally:
+        colgen.SMOOTH_S_PER_JOB = old
+    if res.status == PlanStatus.INFEASIBLE or not prob.jobs:
+        return
+    assert clean(score_plan(prob, res))
+    placed = [p.job_id for p in res.placements]
+    assert sorted(placed + [u.job_id for u in res.unplaced]) == sorted(j.id for j in prob.jobs)
+    if res.solver.bound is not None:
+        assert res.solver.bound <= res.totals["objective"] + 1e-6 * max(
+            1.0, abs(res.totals["objective"]))
