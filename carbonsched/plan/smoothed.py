@@ -49,7 +49,7 @@ MU_FACTOR = 0.2
 MU_MIN_REL = 1e-5
 """No temperature below this share of the mean job cost (the smoothing is then negligible
 against the bound's precision). [-]"""
-STALL_EVALS, STALL_REL = 15, 1e-6
+STALL_EVALS, STALL_REL = 8, 1e-4
 """The temperature is lowered when the smoothed value rose by less than ``STALL_REL`` (relative)
 over the last ``STALL_EVALS`` evaluations (L-BFGS-B's own tests stop much later)."""
 LBFGS_MEMORY = 20
