@@ -53,7 +53,14 @@ Issue 13 (loads 0.6 and 0.8, where capacity binds) added, measured on 1k and 10k
   which 60 steps lift to 3396.6 in 3–4 s, where a second interior-point master takes 20 s;
   no master is started that the time left cannot finish (a cut interior-point master
   yields no duals), and a stopped one's last iterate is priced for a bound; the refined
-  multipliers also price a greedy plan, one more candidate;
+  multipliers also price a greedy plan, one more candidate. Since BENCHMARKS.md section
+  3.15 the refinement is by default the smoothed Lagrangian dual (:mod:`carbonsched.plan.
+  smoothed`, L-BFGS-B on the entropy-smoothed dual) from the last master's duals, which
+  lifted a one-master bound from 3,388.4 to 7,538.1 kg in 2.8 s (LP 7,786.1; 10k x 16 x 48
+  at load 0.8, seed 1) where the Polyak steps reached 3,901.0;
+* a budget under :data:`SMOOTH_S_PER_JOB` per job (10k jobs in 20 s) solves no master:
+  the smoothed dual, started from the warm-up's multipliers, gives the bound (0.2-0.4 %
+  below the LP in 7 s) and the multipliers the plan is priced with;
 * the priced greedy (the Lagrangian heuristic every pass starts from) places jobs in
   :func:`least_flexible_first` order, most GPU-hours per feasible option first: on a loaded
   fleet, largest-first let flexible jobs take the power and GPUs that short-window jobs
@@ -124,6 +131,10 @@ the flow form's 5.9 %, 6.1 % and 6.4 %, same bound, a better repair (BENCHMARKS.
 REFINE_ROUNDS = int(os.environ.get("CARBONSCHED_CG_REFINE", "60"))
 """Subgradient (Polyak) steps from the best multipliers when column generation stops before
 converging, towards the last master's LP value (0: none); see the module docstring."""
+REFINE_METHOD = os.environ.get("CARBONSCHED_CG_REFINE_METHOD", "smoothed")
+"""How the bound is refined when column generation stops before converging: ``"smoothed"``
+(:mod:`carbonsched.plan.smoothed`, from the last master's duals) or ``"subgradient"``
+(:data:`REFINE_ROUNDS` Polyak steps from the best multipliers)."""
 REFINE_SHARE, REFINE_KEEP_SHARE = 0.1, 0.08
 """Most of the budget the refinement may take, and the least it leaves to the plan."""
 TAIL_S_PER_JOB = 5e-4
@@ -1550,15 +1561,30 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         # the bound from 3305.6 to 3396.6 kg (LP 3408.9) in 60 steps, 3-4 s, where another
         # interior-point master takes 20 s
         tr = time.perf_counter()
-        ref = lagrangian_warmup(sets, lay, z_good, refine_s, max_iter=REFINE_ROUNDS,
-                                start=best_lam)
-        if ref.bound > lb:
-            _note(rec, f"bound refined from {lb:.3f} to {ref.bound:.3f} by {ref.iterations} "
-                  f"subgradient steps (column generation had not converged)")
-            lb, best_lam = ref.bound, multipliers(sets, lay, ref.duals)
+        if REFINE_METHOD == "smoothed":
+            # the smoothed dual from the last master's duals (10k x 16 x 48 at load 0.8,
+            # seed 1, one master in the budget: 3,388.4 -> 7,680.8 kg in 6 s, LP 7,786.1,
+            # where 60 Polyak steps reached 3,901.0)
+            from carbonsched.plan.smoothed import smoothed_ascent
+
+            sd = smoothed_ascent(sets, lay, refine_s,
+                                 max(z_good / max(len(sets.placeable), 1),
+                                     SMOOTH_MIN_JOB_COST_KG),
+                                 start=multipliers(sets, lay, good[1]))
+            ref_bound, ref_duals = sd.bound, sd.duals
+            how = f"the smoothed dual from the last master's duals ({sd.evaluations} L-BFGS-B " \
+                  "evaluations)"
+        else:
+            ref = lagrangian_warmup(sets, lay, z_good, refine_s, max_iter=REFINE_ROUNDS,
+                                    start=best_lam)
+            ref_bound, ref_duals = ref.bound, ref.duals
+            how = f"{ref.iterations} subgradient steps"
+        if ref_bound > lb:
+            _note(rec, f"bound refined from {lb:.3f} to {ref_bound:.3f} by {how} (column "
+                  "generation had not converged)")
+            lb, best_lam = ref_bound, multipliers(sets, lay, ref_duals)
             refined_lam = best_lam
-        say(f"bound refined to {lb:.3f} by {ref.iterations} subgradient steps "
-            f"({time.perf_counter() - tr:.1f} s)")
+        say(f"bound refined to {lb:.3f} by {how} ({time.perf_counter() - tr:.1f} s)")
     rec.bound = lb if np.isfinite(lb) else None
     final_x = (use_ipm and good is not None and not good[4]
                and left() > CROSSOVER_MIN_LEFT * time_limit_s)

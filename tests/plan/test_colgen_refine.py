@@ -63,11 +63,13 @@ def _crowded():
                                        "b": [50, 70, 90, 90, 70, 50]})
 
 
-def test_refinement_when_column_generation_stops_early(monkeypatch):
+@pytest.mark.parametrize("method", ["smoothed", "subgradient"])
+def test_refinement_when_column_generation_stops_early(monkeypatch, method):
     """Column generation stopped after its first master (no time for another, forced here):
     the bound is refined, named in the note, and stays below the proven optimum."""
     from carbonsched.plan import colgen
 
+    monkeypatch.setattr(colgen, "REFINE_METHOD", method)
     prob = _crowded()
     exact = solve_plan(prob, method="milp", mip_gap=0.0)
     assert exact.status == PlanStatus.OPTIMAL
@@ -84,8 +86,20 @@ def test_refinement_when_column_generation_stops_early(monkeypatch):
     assert m, res.solver.note
     assert float(m.group(1)) >= exact.totals["objective"] - 1e-3
     # its own value (the master duals' priced greedy gives 5.640 kg here): the refined
-    # multipliers, not the master's, priced it
-    assert float(m.group(1)) == pytest.approx(5.655, abs=1e-3)
+    # multipliers, not the master's, priced it; the smoothed dual reaches the optimum's
+    # 3.300 kg from the master's -7.640 (60 Polyak steps: 2.187), and its multipliers price
+    # the optimal plan
+    refined = re.search(r"bound refined from -7\.640 to (-?[0-9.]+) by (.*?) \(column",
+                        res.solver.note)
+    assert refined, res.solver.note
+    if method == "smoothed":
+        assert float(refined.group(1)) == pytest.approx(exact.totals["objective"], abs=1e-3)
+        assert refined.group(2).startswith("the smoothed dual from the last master's duals")
+        assert float(m.group(1)) == pytest.approx(exact.totals["objective"], abs=1e-3)
+    else:
+        assert float(refined.group(1)) == pytest.approx(2.187, abs=1e-3)
+        assert refined.group(2) == "60 subgradient steps"
+        assert float(m.group(1)) == pytest.approx(5.655, abs=1e-3)
     # without the refinement there are no refined multipliers and no such candidate
     monkeypatch.setattr(colgen, "REFINE_ROUNDS", 0)
     plain = solve_plan(prob, method="colgen", mip_gap=0.0, time_limit_s=60)
