@@ -130,7 +130,8 @@ the covering form proved 2.6 % and 3.4 % (load 0.3, seeds 0 and 1) and 5.5 % (lo
 the flow form's 5.9 %, 6.1 % and 6.4 %, same bound, a better repair (BENCHMARKS.md section 3.1)."""
 REFINE_ROUNDS = int(os.environ.get("CARBONSCHED_CG_REFINE", "60"))
 """Subgradient (Polyak) steps from the best multipliers when column generation stops before
-converging, towards the last master's LP value (0: none); see the module docstring."""
+converging, towards the last master's LP value, with :data:`REFINE_METHOD` ``"subgradient"``;
+0 turns the refinement off, whichever the method; see the module docstring."""
 REFINE_METHOD = os.environ.get("CARBONSCHED_CG_REFINE_METHOD", "smoothed")
 """How the bound is refined when column generation stops before converging: ``"smoothed"``
 (:mod:`carbonsched.plan.smoothed`, from the last master's duals) or ``"subgradient"``
@@ -222,7 +223,9 @@ REPACK_S_PER_OPTION = 1e-5
 """Time :func:`unit_repack` expects per option of those classes: 10k x 16 x 48 at load 0.8
 took 2.1-2.6 s for 258,230 (seed 4) and 3.4-4.8 s for 269,016 (seed 2) with the pricing
 (the LP over all of them at once: 6.0-7.6 s), on the 2 shared cores (BENCHMARKS.md
-section 3.14). [s]"""
+section 3.14); at load 0.3, 0.5-1.0 s for 320k-344k (seeds 0-4, section 3.15). 1.5e-5 (3.14)
+skipped it at 0.3 in 20 s, where it gains most; the LP has its own limit, so an estimate
+short of the worst case costs at most the time it was given. [s]"""
 
 REPACK_PRICE_K = int(os.environ.get("CARBONSCHED_CG_REPACK_K", "2"))
 """Options per class :func:`unit_repack` starts from and adds per pricing round (0: the LP
@@ -1224,8 +1227,18 @@ SMOOTH_S_PER_JOB = float(os.environ.get("CARBONSCHED_CG_SMOOTH", "3e-3"))
 from the smoothed Lagrangian dual (:mod:`carbonsched.plan.smoothed`) and the plan from its
 multipliers (10k × 16 × 48 in 20 s, load 0.3, seed 0: one interior-point master took 6 s and
 bounded 6.8 % below the LP; the smoothed dual reached 0.4 % below it in 8 s). [s]"""
-SMOOTH_MIN_JOB_COST_KG = 1e-6
-"""Least temperature scale of the smoothed dual (a plan of zero-carbon hours costs 0). [kg]"""
+def job_cost_scale(sets: PlanSets, objective_kg: float) -> float:
+    """Temperature scale of the smoothed dual: the mean cost of a placeable job. [kg]
+
+    ``objective_kg`` / placeable jobs (the greedy plan's, or the last master's LP value); an
+    objective net of absorbed surplus can be 0 or negative, and then a tenth of the mean
+    unplaced penalty (the penalty is 10 x the dirtiest hour's cost) stands in.
+    """
+    n = max(len(sets.placeable), 1)
+    if np.isfinite(objective_kg) and objective_kg / n > 0:
+        return float(objective_kg / n)
+    pen = np.abs(sets.unplaced_cost[sets.placeable]) if len(sets.placeable) else np.zeros(0)
+    return float(max(pen.mean() / 10.0 if len(pen) else 0.0, 1e-6))
 SMOOTH_PLAN_SHARE = float(os.environ.get("CARBONSCHED_CG_SMOOTH_PLAN", "0.4"))
 """Share of the budget the smoothed dual leaves to the plan. [-]"""
 MOVES_SHARE = float(os.environ.get("CARBONSCHED_CG_MOVES", "0.1"))
@@ -1416,23 +1429,34 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     # a budget too short for a master LP and a plan (10k x 16 x 48 in 20 s: one interior-point
     # master took 6 s and its duals bounded worse than the warm-up): the smoothed dual instead
     short = time_limit_s < SMOOTH_S_PER_JOB * max(len(sets.placeable), 1)
+    priced_by = "warm-up"   # whose multipliers price the plan when no master is solved
     if short and left() > SMOOTH_PLAN_SHARE * time_limit_s:
         from carbonsched.plan.smoothed import smoothed_ascent
 
-        job_cost = greedy.totals["objective"] / max(len(sets.placeable), 1)
         sd = smoothed_ascent(sets, lay, left() - SMOOTH_PLAN_SHARE * time_limit_s,
-                             max(job_cost, SMOOTH_MIN_JOB_COST_KG), start=best_lam)
+                             job_cost_scale(sets, greedy.totals["objective"]), start=best_lam)
         warm_s += sd.seconds
         seeds.append(sd.pool)
         say(f"smoothed dual: {sd.evaluations} evaluations, bound {sd.bound:.3f} "
             f"({sd.seconds:.1f} s)")
-        _note(rec, f"short budget ({time_limit_s:.1f} s for {len(sets.placeable)} jobs, less "
-              f"than {SMOOTH_S_PER_JOB * 1000:.0f} ms per job): no master LP; the bound is the "
-              f"smoothed Lagrangian dual's, {lag_lb:.3f} -> {sd.bound:.3f} kg "
-              f"({sd.evaluations} L-BFGS-B evaluations, {sd.seconds:.1f} s)")
+        head = (f"short budget ({time_limit_s:.1f} s for {len(sets.placeable)} jobs, less "
+                f"than {SMOOTH_S_PER_JOB * 1000:g} ms per job): no master LP; ")
         if sd.bound > lag_lb:
+            was = f"{lag_lb:.3f} (warm-up) -> " if np.isfinite(lag_lb) else ""
+            _note(rec, head + f"the bound is the smoothed Lagrangian dual's, {was}"
+                  f"{sd.bound:.3f} kg ({sd.evaluations} L-BFGS-B evaluations, "
+                  f"{sd.seconds:.1f} s)")
             lag_lb, warm_duals = sd.bound, sd.duals
             best_lam = multipliers(sets, lay, sd.duals)
+            priced_by = "smoothed dual"
+        else:
+            _note(rec, head + f"the smoothed Lagrangian dual reached {sd.bound:.3f} kg "
+                  f"({sd.evaluations} L-BFGS-B evaluations, {sd.seconds:.1f} s), not above "
+                  f"the warm-up's {lag_lb:.3f}, which is kept")
+    elif short:
+        _note(rec, f"short budget ({time_limit_s:.1f} s for {len(sets.placeable)} jobs): no "
+              f"master LP, and no time for the smoothed dual ({max(left(), 0.0):.1f} s left "
+              "after the warm-up); the bound is the warm-up's")
     pool = np.unique(np.concatenate(seeds), axis=0)
     lo, hi = row_bounds(sets, lay)
     h = _new_highs(threads, max(left(), 0.1))
@@ -1556,20 +1580,18 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     refined_lam = None   # the refinement's multipliers, when it lifted the bound
     if (not converged and good is not None and REFINE_ROUNDS > 0 and refine_s > 0
             and z_good - lb > max(CG_REL_TOL, CG_GAP_SHARE * mip_gap) * abs(z_good)):
-        # Polyak steps from the best multipliers towards the last master's LP value (an
-        # upper bound on the dual optimum): measured on 10k x 16 x 48 at load 0.6 they lift
-        # the bound from 3305.6 to 3396.6 kg (LP 3408.9) in 60 steps, 3-4 s, where another
-        # interior-point master takes 20 s
+        # (subgradient: Polyak steps from the best multipliers towards the last master's LP
+        # value, an upper bound on the dual optimum: measured on 10k x 16 x 48 at load 0.6
+        # they lift the bound from 3305.6 to 3396.6 kg (LP 3408.9) in 60 steps, 3-4 s, where
+        # another interior-point master takes 20 s)
         tr = time.perf_counter()
         if REFINE_METHOD == "smoothed":
             # the smoothed dual from the last master's duals (10k x 16 x 48 at load 0.8,
-            # seed 1, one master in the budget: 3,388.4 -> 7,680.8 kg in 6 s, LP 7,786.1,
-            # where 60 Polyak steps reached 3,901.0)
+            # seed 1, one master in a 24 s budget: 3,388.4 -> 7,538.1 kg in 2.8 s; off-line,
+            # 7,680.8 in 6 s; LP 7,786.1; 60 Polyak steps reached 3,901.0)
             from carbonsched.plan.smoothed import smoothed_ascent
 
-            sd = smoothed_ascent(sets, lay, refine_s,
-                                 max(z_good / max(len(sets.placeable), 1),
-                                     SMOOTH_MIN_JOB_COST_KG),
+            sd = smoothed_ascent(sets, lay, refine_s, job_cost_scale(sets, z_good),
                                  start=multipliers(sets, lay, good[1]))
             ref_bound, ref_duals = sd.bound, sd.duals
             how = f"the smoothed dual from the last master's duals ({sd.evaluations} L-BFGS-B " \
@@ -1663,7 +1685,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         # jobs that a 20 s budget does not have (10k x 16 x 48 at load 0.3, two solves
         # sharing the 2 cores: 21-23.5 s with it, the same plan as priced greedy)
         _note(rec, "no master LP solved in the budget: the plan is priced greedy on the "
-              f"{'smoothed dual' if short else 'warm-up'}'s multipliers (no LP to round)")
+              f"{priced_by}'s multipliers (no LP to round)")
     elif 2 * int(fixed_counts.sum()) >= len(placeable):
         roundings.insert(0, ("LP floor", expand(cls, fixed_opts, fixed_counts)))
     else:
@@ -1691,7 +1713,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         best_name, best_plan = min(cands, key=lambda c: c[1].totals["objective"])
         repacked = unit_repack(sets, lay, cls, best_plan, threads,
                                REPACK_SHARE * (left() - FINISH_S), say, rec,
-                               prices=(rank_kw, lam_c))
+                               prices=(rank_kw, lam_c), greedy_s=t_pg)
         if repacked is not None:
             cands.append((f"{best_name} + one-slot repack", repacked))
     if MOVES_SHARE > 0:
@@ -2441,7 +2463,8 @@ def unit_classes(sets: PlanSets, cls: Classes) -> np.ndarray:
 
 def unit_repack(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult, threads: int,
                 seconds: float, say, rec: SolverRecord,
-                prices: tuple[np.ndarray, np.ndarray] | None = None) -> PlanResult | None:
+                prices: tuple[np.ndarray, np.ndarray] | None = None, greedy_s: float = 0.0
+                ) -> PlanResult | None:
     """Re-place every one-GPU, one-slot job of ``plan`` by an LP, the rest of the plan fixed.
 
     With every other job's placement and the inference allocation fixed, these jobs form a
@@ -2463,7 +2486,8 @@ def unit_repack(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult, thr
     sets, lay, cls
         Compiled sets, the master's row layout and the job classes.
     plan
-        The plan to improve; its other placements and its inference allocation stay.
+        The plan to improve; its other placements and its inference allocation stay (but
+        for a completion, see ``prices``).
     threads
         HiGHS threads.
     seconds
@@ -2478,7 +2502,12 @@ def unit_repack(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult, thr
         fractional, the jobs its rounding left out are offered to a priced greedy
         (:func:`~carbonsched.plan.baselines.priced_greedy`) around the rounded plan, and the
         better of the two plans is returned (10k x 16 x 48 at load 0.3, seed 1: the rounding
-        left the plan at 2,193.7 kg, from 2,134.9 before it). Default: no completion.
+        left the plan at 2,193.7 kg, from 2,134.9 before it; completed, 2,086.4). The
+        completion allocates inference afresh (the LP's allocation stays otherwise); a
+        completion that leaves inference short is not used. Default: no completion.
+    greedy_s
+        Time a priced greedy took in this solve: the completion runs only if that much of
+        ``seconds`` is left after the LP. [s]
 
     Returns
     -------
@@ -2533,14 +2562,23 @@ def unit_repack(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult, thr
         caveats.append("pricing cut short by the limit, so not every option was offered")
     if not integral:
         caveats.append("its fractional values were rounded down")
-        if prices is not None:
+        if prices is not None and seconds - took < greedy_s:
+            caveats.append(f"no time to complete it ({max(seconds - took, 0.0):.1f} s left, a "
+                           f"priced greedy took {greedy_s:.1f} s)")
+        elif prices is not None:
             done = complete_plan(sets, new, *prices)
             if done is not None:
-                n_more = len(done.placements) - len(new.placements)
-                better = done.totals["objective"] < after
-                caveats.append(f"a priced greedy around it placed {n_more} more jobs "
-                               f"({after:.3f} -> {done.totals['objective']:.3f} kg"
-                               f"{'' if better else ', not used'})")
+                was = {p.job_id for p in new.placements}
+                now = {p.job_id for p in done.placements}
+                short = "short" in done.solver.note      # inference it could not serve
+                better = done.totals["objective"] < after and not short
+                caveats.append(
+                    f"a priced greedy around it placed {len(now - was)} left-out "
+                    f"job{'s' if len(now - was) != 1 else ''}"
+                    + (f" and dropped {len(was - now)}" if was - now else "")
+                    + f" ({after:.3f} -> {done.totals['objective']:.3f} kg"
+                    + (", inference short, not used" if short else
+                       "" if better else ", not used") + ")")
                 if better:
                     new, after = done, done.totals["objective"]
     if after >= before:
@@ -2557,6 +2595,18 @@ def complete_plan(sets: PlanSets, plan: PlanResult, rank_kw: np.ndarray, rank_gp
                   ) -> PlanResult | None:
     """``plan`` with the placeable jobs it leaves out offered to a priced greedy around it.
 
+    Parameters
+    ----------
+    sets
+        Compiled sets.
+    plan
+        The plan to complete (a rounded-down repack).
+    rank_kw, rank_gpu
+        The greedy's prices, ``(S, T)`` [kg/kWh] and ``(S, T, G)`` [kg/GPU·h]
+        (:func:`~carbonsched.plan.baselines.priced_greedy`).
+
+    Notes
+    -----
     Its placements are the greedy's prefill (those that no longer fit after the greedy's own
     inference allocation go back to its queue first); the left-out jobs follow in
     :func:`least_flexible_first` order. The result is a candidate: the caller compares.

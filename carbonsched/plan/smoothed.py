@@ -21,10 +21,12 @@ soft-max weights minus capacity" — the entropy-regularised LP's dual (Nesterov
 minimization of non-smooth functions", Math. Programming 103, 2005,
 doi:10.1007/s10107-004-0552-5). L-BFGS-B (Byrd, Lu, Nocedal & Zhu, SIAM J. Sci. Comput. 16,
 1995, doi:10.1137/0916069; SciPy's implementation) climbs it with the bounds
-:math:`\lambda \ge 0`, and :math:`\mu` is lowered when it converges. Every evaluation also
-computes the exact Lagrangian at the same multipliers — the bound reported is the best exact
-one, valid whatever the smoothing did. Measured on the instance above: 2,074.6 kg (0.29 %
-short) in 10 s from the warm-up's multipliers (BENCHMARKS.md section 3.15).
+:math:`\lambda \ge 0`, and :math:`\mu` is lowered when it converges or its value stalls
+(:data:`STALL_EVALS`, :data:`STALL_REL`). Every evaluation also computes the exact Lagrangian
+at the same multipliers — the bound reported is the best exact one, valid whatever the
+smoothing did. Measured on the instance above from the warm-up's multipliers: 2,076.9 kg
+(0.18 % short) in 7 s; at one temperature it plateaus near 2,075 (BENCHMARKS.md
+section 3.15).
 
 The usage of all the options of a class group (same duration and GPU type) is the soft-max
 weights summed over the classes, then spread over the covered hours by a box filter along
@@ -43,30 +45,53 @@ from carbonsched.plan.colgen import Layout, _duals_from
 from carbonsched.plan.sets import PlanSets
 
 MU_START_REL = 5e-3
-"""First temperature, relative to the mean cost of a placeable job in the greedy plan. [-]"""
+"""First temperature, relative to the mean cost of a placeable job (the scale passed in). On
+10k x 16 x 48 at load 0.3, seed 1, 7 s from the warm-up: 5e-3 reached 2,075.1 kg, 2e-3
+2,074.5 and 1e-3 2,067 at one temperature (BENCHMARKS.md section 3.15). [-]"""
 MU_FACTOR = 0.2
-"""The temperature is multiplied by this each time L-BFGS-B converges. [-]"""
+"""The temperature is multiplied by this each time L-BFGS-B converges or stalls: 0.2 reached
+2,080.6 kg where 0.1 reached 2,080.2 and 0.3 2,079.1 (same instance, 7 s). [-]"""
 MU_MIN_REL = 1e-5
-"""No temperature below this share of the mean job cost (the smoothing is then negligible
-against the bound's precision). [-]"""
+"""No temperature below this share of the mean job cost: the ascent ends there (the smoothing
+is then far below the bound's precision). [-]"""
 STALL_EVALS, STALL_REL = 8, 1e-4
 """The temperature is lowered when the smoothed value rose by less than ``STALL_REL`` (relative)
-over the last ``STALL_EVALS`` evaluations (L-BFGS-B's own tests stop much later)."""
+over the last ``STALL_EVALS`` evaluations; L-BFGS-B's own tests stop much later. Same instance,
+7 s: 8 and 1e-4 reached 2,080.6 kg, 5 and 1e-4 2,080.3, 8 and 3e-4 2,077.9, 8 and 1e-3
+2,073.8, 10 and 5e-5 2,079.4, 15 and 1e-6 (never lowered) 2,075.1 (BENCHMARKS.md 3.15)."""
 LBFGS_MEMORY = 20
-"""Correction pairs kept by L-BFGS-B (SciPy's ``maxcor``)."""
+"""Correction pairs kept by L-BFGS-B (SciPy's ``maxcor``; its default is 10), not tuned."""
 KEEP_POOL_EVERY = 10
-"""Every this many evaluations the exact Lagrangian's chosen options join the pool."""
+"""Every this many evaluations the exact Lagrangian's chosen options join the pool that
+seeds the master and the repair's options (as the warm-up's last rounds do), not tuned."""
 
 
 @dataclass
 class SmoothedDual:
-    """Result of :func:`smoothed_ascent`."""
+    """Result of :func:`smoothed_ascent`.
 
-    bound: float           # best exact Lagrangian value [kg]
-    duals: np.ndarray      # row duals (HiGHS signs) of the best multipliers, (rows,)
-    pool: np.ndarray       # options the exact Lagrangian chose along the way, (O, 3)
+    Attributes
+    ----------
+    bound
+        Best exact Lagrangian value seen (a valid lower bound on the LP and the MILP). [kg]
+    duals
+        Row duals (HiGHS signs, as the master's) of the multipliers that gave ``bound``,
+        shape ``(rows,)``.
+    pool
+        ``(O, 3)`` ``(representative, site, start)`` options the exact Lagrangian chose.
+    evaluations
+        Function and gradient evaluations.
+    temperatures
+        The temperatures used, in order. [kg]
+    seconds
+        Wall time. [s]
+    """
+
+    bound: float
+    duals: np.ndarray
+    pool: np.ndarray
     evaluations: int
-    temperatures: list     # the temperatures used, in order [kg]
+    temperatures: list
     seconds: float
 
 
@@ -110,7 +135,24 @@ class _Evaluator:
                                np.where(self.has_abs, lam_a, 0.0).ravel()])
 
     def __call__(self, x: np.ndarray, mu: float, want_opts: bool = False):
-        """Smoothed value, exact value [kg], gradient of the smoothed one, (chosen options)."""
+        """Evaluate at multipliers ``x`` and temperature ``mu``.
+
+        Parameters
+        ----------
+        x
+            ``(lam_c (S*T*G), lam_p (S*T), lam_a (S*T))`` concatenated, each ``>= 0``
+            [kg per GPU-hour, kg per kWh of IT energy, kg per kWh absorbed].
+        mu
+            Temperature. [kg]
+        want_opts
+            Also return the options the exact Lagrangian chooses.
+
+        Returns
+        -------
+        tuple
+            Smoothed value [kg], exact Lagrangian [kg], gradient of the smoothed value
+            (shape of ``x``) and, with ``want_opts``, the ``(O, 3)`` chosen options.
+        """
         # far-off options' weights underflow to 0 (their exponent to -inf): as intended
         with np.errstate(over="ignore", under="ignore"):
             return self._eval(x, mu, want_opts)

@@ -295,7 +295,7 @@ def test_a_fractional_lp_rounded_down_is_completed_by_a_priced_greedy():
     assert pen_long > 0.08
     assert done.totals["objective"] == pytest.approx(plain.totals["objective"] - pen_long
                                                      + 0.08)
-    assert (f"a priced greedy around it placed 1 more jobs ({plain.totals['objective']:.3f} "
+    assert (f"a priced greedy around it placed 1 left-out job ({plain.totals['objective']:.3f} "
             f"-> {done.totals['objective']:.3f} kg)") in rec.note
 
 
