@@ -1860,19 +1860,47 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     res.solver = rec
     rec.objective = res.totals["objective"]
     rec.mip_gap = relative_gap(rec.objective, rec.bound)
-    proven = rec.mip_gap is not None and rec.mip_gap <= mip_gap + 1e-9
-    if (name == "greedy" or name.startswith("greedy + ")) and not proven:
-        status = PlanStatus.HEURISTIC
-    else:
-        status = PlanStatus.OPTIMAL if (proven and converged and
-                                        (rep_proven or rec.mip_gap == 0.0)) \
-            else PlanStatus.FEASIBLE
+    status = plan_status(name, rec.mip_gap, mip_gap, converged, rep_proven)
     rec.status = res.status = status
     _note(rec, f"column generation: {it} rounds, {len(pool)} columns of "
           f"{count_options(sets)} options, {len(reps)} classes; plan from {name} ("
           + ", ".join(f"{n} {r.totals['objective']:.3f}" for n, r in cands) + ")")
     rec.seconds = time.perf_counter() - started
     return res
+
+
+def plan_status(name: str, gap: float | None, mip_gap: float, converged: bool,
+                rep_proven: bool) -> PlanStatus:
+    """Status of column generation's plan from the candidate that won and the proof.
+
+    Parameters
+    ----------
+    name
+        The winning candidate's name: ``"greedy"``, or ``"greedy + <step>"`` for a step run
+        on the plain greedy plan (the one-slot repack: an LP re-placed only its one-slot
+        jobs), is a heuristic plan unless the gap is proven.
+    gap
+        Relative gap to the best proven bound (None: no bound). [-]
+    mip_gap
+        Requested relative gap. [-]
+    converged
+        Whether column generation converged (the bound is the LP's or better).
+    rep_proven
+        Whether the last repair MIP finished its own proof.
+
+    Returns
+    -------
+    PlanStatus
+        ``optimal`` when the gap is within ``mip_gap``, the LP converged and the repair
+        proved (or the gap is 0); ``heuristic`` for an unproven greedy plan; else
+        ``feasible``.
+    """
+    proven = gap is not None and gap <= mip_gap + 1e-9
+    if (name == "greedy" or name.startswith("greedy + ")) and not proven:
+        return PlanStatus.HEURISTIC
+    if proven and converged and (rep_proven or gap == 0.0):
+        return PlanStatus.OPTIMAL
+    return PlanStatus.FEASIBLE
 
 
 TYPE_PASS_SHARE = float(os.environ.get("CARBONSCHED_CG_TYPE_PASS", "0.3"))

@@ -305,3 +305,20 @@ def test_completion_is_none_when_the_plan_leaves_nothing_out():
     n_s, n_t = sets.pue.shape
     assert colgen.complete_plan(sets, full, sets.cost_per_kwh,
                                 np.zeros((n_s, n_t, len(sets.gpu_type)))) is None
+
+
+@pytest.mark.parametrize(("name", "gap", "converged", "rep_proven", "status"), [
+    ("greedy", 0.02, True, True, PlanStatus.HEURISTIC),
+    ("greedy + one-slot repack", 0.02, True, True, PlanStatus.HEURISTIC),
+    ("greedy + one-slot repack", None, False, False, PlanStatus.HEURISTIC),
+    ("greedy + one-slot repack", 0.01, True, True, PlanStatus.OPTIMAL),    # at the limit
+    ("greedy + one-slot repack", 0.01, False, True, PlanStatus.FEASIBLE),
+    ("priced greedy + one-slot repack", 0.02, True, True, PlanStatus.FEASIBLE),
+    ("greedyish", 0.02, True, True, PlanStatus.FEASIBLE),
+    ("site by site", 0.01, True, False, PlanStatus.FEASIBLE),              # repair unproven
+    ("site by site", 0.0, True, False, PlanStatus.OPTIMAL),                # gap 0 proves it
+    ("site by site", 0.0100001, True, True, PlanStatus.FEASIBLE),          # just past it
+])
+def test_plan_status_marks_the_plain_greedy_lineage_heuristic(name, gap, converged,
+                                                              rep_proven, status):
+    assert colgen.plan_status(name, gap, 0.01, converged, rep_proven) == status
