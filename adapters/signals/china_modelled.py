@@ -147,7 +147,7 @@ def _ar1(rng: np.random.Generator, n: int, phi: float) -> np.ndarray:
 
 
 #: Modelled curtailment further than this from its target, 0.05 percentage points (a share of
-#: the year's wind + solar energy) [-], is named "target NOT met" in the note: the bisection
+#: the year's wind + solar energy) [-], is named "target out of reach" in the note: the bisection
 #: meets a target inside the floor's bounds to ~1e-15, so a miss means the floor hit a bound.
 CURTAILMENT_TARGET_TOLERANCE = 0.0005
 
@@ -170,7 +170,7 @@ def _target_missed(curtailed: float, target: float, floor: float, floor_min: flo
                "wind + solar surplus to curtail that much")
     else:                                       # not reached by _calibrate_floor's bisection
         why = "a value inside its bounds the bisection did not converge from"
-    return f"; target NOT met: the floor sits at {why}"
+    return f"; target out of reach of the model: the floor sits at {why}"
 
 
 def _calibrate_floor(r: np.ndarray, variable: np.ndarray, target: float,
@@ -280,7 +280,8 @@ def _model_year(province: str, year: int, latitude: float, longitude: float,
     missed = _target_missed(curtailed, target, floor, m["fossil_floor_min"],
                             m["fossil_floor_max"])
     notes = (
-        f"{year}: fossil must-run floor {floor:.3f}, implied thermal intensity K = {k:.0f} g/kWh, "
+        f"{year}: fossil must-run floor {100 * floor:.1f}% of demand, implied thermal intensity "
+        f"K = {k:.0f} g/kWh, "
         f"modelled curtailment {100 * curtailed:.2f}% of wind+solar (target {100 * target:.2f}%"
         f"{missed}), mean low-carbon share {100 * low_carbon.mean():.1f}%",
     )
