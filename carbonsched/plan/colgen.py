@@ -774,6 +774,22 @@ def multipliers(sets: PlanSets, lay: Layout, duals: np.ndarray
     return lam_c, lam_p, lam_a
 
 
+def inference_prices(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarray,
+                     lam_a: np.ndarray) -> np.ndarray:
+    """Lagrangian cost of one inference GPU of each active demand at each site, ``(D', S)``.
+
+    kW × (carbon cost + power multiplier − PUE × absorption multiplier) + the GPU capacity
+    multiplier of its hour and type [kg per GPU]; +inf at sites the demand may not use.
+    """
+    dem = lay.demands
+    t_d, g_d = sets.inf_hour[dem], sets.inf_gtype[dem]
+    kw_d = sets.inf_kw_per_gpu[dem]
+    per_gpu = (kw_d[:, None] * (sets.cost_per_kwh[:, t_d].T + lam_p[:, t_d].T
+                                - sets.pue[:, t_d].T * lam_a[:, t_d].T)
+               + lam_c[:, t_d, g_d].T)
+    return np.where(sets.inf_sites[dem], per_gpu, np.inf)
+
+
 def lagrangian(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarray,
                lam_a: np.ndarray):
     r"""Lagrangian function of the capacity, power and absorption rows at given multipliers.
@@ -807,10 +823,7 @@ def lagrangian(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarray
     if len(dem):
         t_d, g_d = sets.inf_hour[dem], sets.inf_gtype[dem]
         kw_d = sets.inf_kw_per_gpu[dem]
-        per_gpu = (kw_d[:, None] * (sets.cost_per_kwh[:, t_d].T + lam_p[:, t_d].T
-                                    - sets.pue[:, t_d].T * lam_a[:, t_d].T)
-                   + lam_c[:, t_d, g_d].T)                               # (D', S)
-        per_gpu = np.where(sets.inf_sites[dem], per_gpu, np.inf)
+        per_gpu = inference_prices(sets, lay, lam_c, lam_p, lam_a)
         site_d = np.argmin(per_gpu, axis=1)
         n_d = sets.inf_gpus[dem].astype(float)
         value += float((n_d * per_gpu[np.arange(len(dem)), site_d]).sum())

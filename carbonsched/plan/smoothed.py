@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from carbonsched.plan.colgen import Layout, _duals_from
+from carbonsched.plan.colgen import Layout, _duals_from, inference_prices
 from carbonsched.plan.sets import PlanSets
 
 MU_START_REL = 5e-3
@@ -218,10 +218,7 @@ class _Evaluator:
         if len(dem):
             t_d, g_d = sets.inf_hour[dem], sets.inf_gtype[dem]
             kw_d = sets.inf_kw_per_gpu[dem]
-            per_gpu = (kw_d[:, None] * (sets.cost_per_kwh[:, t_d].T + lam_p[:, t_d].T
-                                        - sets.pue[:, t_d].T * lam_a[:, t_d].T)
-                       + lam_c[:, t_d, g_d].T)                              # (D', S)
-            per_gpu = np.where(sets.inf_sites[dem], per_gpu, np.inf)
+            per_gpu = inference_prices(sets, lay, lam_c, lam_p, lam_a)     # (D', S)
             n_d = sets.inf_gpus[dem].astype(float)
             low = per_gpu.min(axis=1)
             v_e += float((n_d * low).sum())
