@@ -61,7 +61,9 @@ def plans_list(
 
 @plans_app.command("show")
 def plans_show(
-    plan_id: Annotated[str, typer.Argument(help="A plan id (see `plans list`) or 'latest'.")],
+    plan_id: Annotated[str, typer.Argument(
+        help="A plan id (see `plans list`), a unique start of one (at least 6 characters, as "
+        "`plan` prints 12), or 'latest'.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan document as JSON.")]
     = False,
     all_notes: Annotated[bool, typer.Option(
@@ -73,7 +75,7 @@ def plans_show(
 
     with _errors():
         db = _store()
-        pid = db.latest_plan_id() if plan_id == "latest" else plan_id
+        pid = db.latest_plan_id() if plan_id == "latest" else db.resolve_plan_id(plan_id)
         doc = db.get_plan(pid)
         if as_json:
             typer.echo(json.dumps(doc, indent=2))

@@ -100,6 +100,10 @@ def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
     assert json.loads(r.stdout) == doc
     r = runner.invoke(app, ["plans", "show", pid, "--json"])
     assert json.loads(r.stdout) == doc
+    # the id as the header prints it (its first 12 characters) names the plan too
+    r = runner.invoke(app, ["plans", "show", pid[:12], "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == doc
     r = runner.invoke(app, ["plans", "show", pid])
     assert r.exit_code == 0 and f"Plan {pid[:12]} for 2026-11-30" in r.output
     assert "workload: DEMO" in r.output
@@ -112,6 +116,8 @@ def test_plans_show_unknown_or_empty_store_is_exit_2():
     assert r.exit_code == 2 and "no plan recorded yet" in _flat(r.output)
     r = runner.invoke(app, ["plans", "show", "nope"])
     assert r.exit_code == 2 and "no plan 'nope'" in r.output
+    r = runner.invoke(app, ["plans", "show", "0c831765c6f9"])
+    assert r.exit_code == 2 and "no plan '0c831765c6f9'" in r.output
     r = runner.invoke(app, ["plans", "list"])
     assert r.exit_code == 0 and "no plans recorded" in r.output
     r = runner.invoke(app, ["plans", "list", "--limit", "0"])

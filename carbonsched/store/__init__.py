@@ -39,6 +39,8 @@ LOCKED_BACKOFF_S = 0.5
 """Pause before the first retry, doubled before each further one. [s]"""
 MIGRATION_LOCK_KEY = zlib.crc32(b"carbonsched.store.migrate")
 """PostgreSQL advisory-lock key that serialises schema migrations across processes."""
+PLAN_ID_MIN_PREFIX = 6
+"""Fewest characters of a plan id that name it (``plan`` prints 12; git's short ids: 4+)."""
 
 _T = TypeVar("_T")
 
@@ -277,6 +279,36 @@ class Store:
                          baseline_emissions_kg=r.baseline_emissions_kg,
                          created_at=r.created_at.isoformat())
                     for r in s.scalars(q)]
+
+    def resolve_plan_id(self, ref: str) -> str:
+        """The full id of the plan ``ref`` names: the id itself, or a unique prefix of it.
+
+        ``plan`` prints the first 12 characters of an id in its header; like a git commit,
+        any prefix of at least :data:`PLAN_ID_MIN_PREFIX` characters that matches one plan
+        names it.
+
+        Raises
+        ------
+        InputError
+            No plan has that id or prefix, the prefix is shorter than
+            :data:`PLAN_ID_MIN_PREFIX`, or several plans start with it (the message lists
+            them).
+        """
+        with Session(self.engine) as s:
+            if s.get(PlanRow, ref) is not None:
+                return ref
+            if len(ref) < PLAN_ID_MIN_PREFIX:
+                raise InputError(f"no plan {ref!r} in {self._safe_url()} (a shortened id needs "
+                                 f"at least {PLAN_ID_MIN_PREFIX} characters)")
+            like = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            ids = s.scalars(select(PlanRow.plan_id).where(PlanRow.plan_id.like(like, escape="\\"))
+                            .order_by(PlanRow.plan_id).limit(6)).all()
+        if not ids:
+            raise InputError(f"no plan {ref!r} in {self._safe_url()}")
+        if len(ids) > 1:
+            shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+            raise InputError(f"{ref!r} names several plans ({shown}); give more of the id")
+        return str(ids[0])
 
     def latest_plan_id(self) -> str:
         """Id of the most recently recorded plan.

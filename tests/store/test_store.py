@@ -81,3 +81,31 @@ def test_dead_database_names_the_url_and_fix():
 def test_bad_url_is_input_error():
     with pytest.raises(InputError, match="not usable"):
         Store("nosuchdialect://x")
+
+
+def _prefixes(store: Store):
+    for pid in ("0c831765c6f9aa11", "0c831765d000bb22", "ff00_%x"):
+        store.save_plan(_plan(pid), _forecasts())
+    assert store.resolve_plan_id("0c831765c6f9aa11") == "0c831765c6f9aa11"   # the id itself
+    assert store.resolve_plan_id("0c831765c6f9") == "0c831765c6f9aa11"       # as `plan` prints
+    assert store.resolve_plan_id("0c831765d") == "0c831765d000bb22"
+    # six characters at the least; five name nothing even when unique
+    assert store.resolve_plan_id("ff00_%") == "ff00_%x"                     # LIKE's wildcards
+    with pytest.raises(InputError, match="needs at least 6 characters"):  # literal, not patterns
+        store.resolve_plan_id("ff00_")
+    with pytest.raises(InputError, match="'0c8317' names several plans "
+                       r"\(0c831765c6f9aa11, 0c831765d000bb22\); give more of the id"):
+        store.resolve_plan_id("0c8317")
+    with pytest.raises(InputError, match="no plan 'ff00__%'"):
+        store.resolve_plan_id("ff00__%")        # '_' and '%' match only themselves
+    with pytest.raises(InputError, match="no plan '0c831765e'"):
+        store.resolve_plan_id("0c831765e")
+
+
+def test_sqlite_short_plan_ids(tmp_path):
+    _prefixes(Store(f"sqlite:///{tmp_path}/cs.db"))
+
+
+@pytest.mark.postgres
+def test_postgres_short_plan_ids(pg_db):
+    _prefixes(Store(pg_db))
