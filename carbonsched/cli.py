@@ -257,7 +257,8 @@ def _print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
     out.print(f"placed {len(doc['placements'])} jobs, {len(doc['unplaced'])} unplaced · "
               f"energy {tot['energy_kwh']:,.0f} kWh · emissions [bold]{tot['emissions_kg']:,.1f}"
               f"[/] kg CO2e vs carbon-agnostic baseline {base:,.1f} kg "
-              f"([green]{saved:,.1f} kg, {pct:.1f}% less[/])")
+              + (f"([green]{saved:,.1f} kg saved, {pct:.1f}% less[/])" if saved >= 0 else
+                 f"([red]{-saved:,.1f} kg more, {-pct:.1f}% more[/])"))
     if doc["unplaced"]:
         reasons: dict[str, int] = {}
         for u in doc["unplaced"]:

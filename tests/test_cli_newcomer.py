@@ -58,6 +58,12 @@ def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
     from carbonsched.cli import grouped_site_notes
 
     assert shown == ["note: " + n for n in grouped_site_notes(doc["notes"][1:], doc["sites"])]
+    # the saving against the baseline says what it is, with the document's numbers
+    tot = doc["totals"]
+    saved = tot["baseline_emissions_kg"] - tot["emissions_kg"]
+    assert saved > 0
+    assert (f"({saved:,.1f} kg saved, {100 * saved / tot['baseline_emissions_kg']:.1f}% less)"
+            in _flat(r.output))
     # read back, the per-site table is the one `plan` printed: every site, idle ones too, with
     # its role
     back = runner.invoke(app, ["plans", "show", pid])
@@ -327,3 +333,25 @@ def test_sites_label_names_the_shortest_way():
     # a short list is named: "all 3 sites" says less than "sites a, b, c"
     assert _sites_label(["a", "b", "c"], ["a", "b", "c"]) == "sites a, b, c"
     assert _sites_label(["a", "b", "c", "d"], ["a", "b", "c", "d"]) == "all 4 sites"
+
+
+@pytest.mark.parametrize(("emissions", "words"), [
+    (99.5, "(0.5 kg saved, 0.5% less)"),
+    (100.0, "(0.0 kg saved, 0.0% less)"),                       # at the limit
+    (100.5, "(0.5 kg more, 0.5% more)"),                        # a plan above its baseline
+])
+def test_the_saving_line_says_saved_or_more(tmp_path, monkeypatch, emissions, words):
+    import io
+
+    from rich.console import Console
+
+    from carbonsched import cli
+
+    r = runner.invoke(app, ["plan", "--no-store", "--out", str(tmp_path / "p.json")])
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "p.json").read_text())
+    doc["totals"] = dict(doc["totals"], emissions_kg=emissions, baseline_emissions_kg=100.0)
+    buf = io.StringIO()
+    monkeypatch.setattr(cli, "out", Console(file=buf, width=150))
+    cli._print_plan(doc, [])
+    assert words in _flat(buf.getvalue())
