@@ -59,8 +59,8 @@ Issue 13 (loads 0.6 and 0.8, where capacity binds) added, measured on 1k and 10k
   lifted a one-master bound from 3,388.4 to 7,538.1 kg in 2.8 s (LP 7,786.1; 10k x 16 x 48
   at load 0.8, seed 1) where the Polyak steps reached 3,901.0;
 * a budget under :data:`SMOOTH_S_PER_JOB` per job (10k jobs in 20 s) solves no master:
-  the smoothed dual, started from the warm-up's multipliers, gives the bound (0.2-0.4 %
-  below the LP in 7 s) and the multipliers the plan is priced with;
+  the smoothed dual, started from the warm-up's multipliers, gives the bound (seed 0 at load
+  0.3: 0.13 % below the LP in 7 s) and the multipliers the plan is priced with;
 * the priced greedy (the Lagrangian heuristic every pass starts from) places jobs in
   :func:`least_flexible_first` order, most GPU-hours per feasible option first: on a loaded
   fleet, largest-first let flexible jobs take the power and GPUs that short-window jobs
@@ -1239,7 +1239,8 @@ SMOOTH_S_PER_JOB = float(os.environ.get("CARBONSCHED_CG_SMOOTH", "3e-3"))
 """Below this many seconds of budget per placeable job no master LP is solved: the bound comes
 from the smoothed Lagrangian dual (:mod:`carbonsched.plan.smoothed`) and the plan from its
 multipliers (10k × 16 × 48 in 20 s, load 0.3, seed 0: one interior-point master took 6 s and
-bounded 6.8 % below the LP; the smoothed dual reached 0.4 % below it in 8 s). [s]"""
+bounded 6.8 % below the LP; the smoothed dual reached 0.13 % below it in 7 s, BENCHMARKS.md
+section 3.15). [s]"""
 def job_cost_scale(sets: PlanSets, objective_kg: float) -> float:
     """Temperature scale of the smoothed dual: the mean cost of a placeable job. [kg]
 
@@ -1253,7 +1254,10 @@ def job_cost_scale(sets: PlanSets, objective_kg: float) -> float:
     pen = np.abs(sets.unplaced_cost[sets.placeable]) if len(sets.placeable) else np.zeros(0)
     return float(max(pen.mean() / 10.0 if len(pen) else 0.0, 1e-6))
 SMOOTH_PLAN_SHARE = float(os.environ.get("CARBONSCHED_CG_SMOOTH_PLAN", "0.4"))
-"""Share of the budget the smoothed dual leaves to the plan. [-]"""
+"""Share of the budget the smoothed dual leaves to the plan: 8 s of 20 for the priced greedy,
+the repack and its completion and the site pass. With 0.3 the bound rose by at most 0.1 kg
+(one temperature then) and the plans of all five 10k seeds at load 0.3 were worse (1.3-2.2 %
+gaps against 0.5-0.8 %; BENCHMARKS.md section 3.15). [-]"""
 MOVES_SHARE = float(os.environ.get("CARBONSCHED_CG_MOVES", "0.1"))
 """Most of the budget kept back from the passes for :func:`carbonsched.plan.local.improve`
 on the final plan (:func:`moves_hold_s`; it gets whatever is left then); 0 turns the moves
