@@ -99,8 +99,12 @@ from carbonsched.plan.highs import mip_dual_bound, run_highs
 from carbonsched.plan.local import improve
 from carbonsched.plan.model import ABSORB_EPS_KW, cover_index
 from carbonsched.plan.result import PlanResult, PlanStatus, SolverRecord, build_plan_result
-from carbonsched.plan.sets import PlanSets, enumerate_options, option_costs
-from carbonsched.timeaxis import HOUR
+from carbonsched.plan.sets import (
+    PlanSets,
+    enumerate_options,
+    option_costs,
+    placement_positions,
+)
 
 INF = highspy.kHighsInf
 RC_TOL = 1e-7
@@ -565,6 +569,18 @@ def _new_highs(threads: int, time_limit_s: float) -> highspy.Highs:
     return h
 
 
+def allowed_starts(sets: PlanSets, jobs: np.ndarray) -> np.ndarray:
+    """``(n, S, T)``: the job may start at the site and slot (allowed site, inside its window).
+
+    The horizon's end is not checked here (:func:`price` prices a start that overruns it at
+    +inf).
+    """
+    starts = np.arange(sets.pue.shape[1])
+    return (sets.job_sites[jobs][:, :, None]
+            & (starts[None, None, :] >= sets.job_first[jobs][:, None, None])
+            & (starts[None, None, :] <= sets.job_last[jobs][:, None, None]))
+
+
 def price(sets: PlanSets, lay: Layout, duals: np.ndarray, reps: np.ndarray, k: int = 1
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ``k`` best options of each class under the duals: reduced cost, site, start.
@@ -598,7 +614,6 @@ def price(sets: PlanSets, lay: Layout, duals: np.ndarray, reps: np.ndarray, k: i
     out_rc = np.full((len(reps), k), np.inf)
     out_s = np.zeros((len(reps), k), dtype=np.int64)
     out_t = np.zeros((len(reps), k), dtype=np.int64)
-    starts = np.arange(n_t)
     dur = sets.job_dur[reps]
     gt = sets.job_gtype[reps]
     for d in np.unique(dur):
@@ -617,10 +632,7 @@ def price(sets: PlanSets, lay: Layout, duals: np.ndarray, reps: np.ndarray, k: i
                 rc = (sets.job_kw[j][:, None, None] * (wk[None] - unused * el[None])
                       - sets.job_gpus[j][:, None, None] * wm[None, :, :, g]
                       - pi[sel][:, None, None])                            # (n, S, T)
-                ok = (sets.job_sites[j][:, :, None]
-                      & (starts[None, None, :] >= sets.job_first[j][:, None, None])
-                      & (starts[None, None, :] <= sets.job_last[j][:, None, None]))
-                rc = np.where(ok, rc, np.inf).reshape(len(sel), -1)
+                rc = np.where(allowed_starts(sets, j), rc, np.inf).reshape(len(sel), -1)
                 kk = min(k, rc.shape[1])
                 if kk == 1:
                     best = np.argmin(rc, axis=1)[:, None]
@@ -1415,12 +1427,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     lay = make_layout(sets, cls)
     reps = cls.rep
     greedy = greedy_from_sets(sets)
-    jpos = {jb.id: k for k, jb in enumerate(sets.problem.jobs)}
-    spos = {s: i for i, s in enumerate(sets.site)}
-    t0 = sets.slot[0]
-    g_opts = np.array([(reps[cls.of_job[jpos[p.job_id]]], spos[p.site],
-                        int(round((p.start - t0) / HOUR))) for p in greedy.placements],
-                      dtype=np.int64).reshape(-1, 3)
+    g_opts = _plan_options(sets, cls, greedy)
     rc0, s0, st0 = price(sets, lay, np.zeros(lay.n_rows), reps, k=1)
     seeds = [g_opts, _stack(reps, rc0, s0, st0, np.isfinite(rc0))]
     lag_lb = -np.inf
@@ -2661,11 +2668,7 @@ def complete_plan(sets: PlanSets, plan: PlanResult, rank_kw: np.ndarray, rank_gp
     PlanResult or None
         The completed plan, or None if ``plan`` leaves no placeable job out.
     """
-    jpos = {jb.id: k for k, jb in enumerate(sets.problem.jobs)}
-    spos = {s: i for i, s in enumerate(sets.site)}
-    t0 = sets.slot[0]
-    part = np.array([(jpos[p.job_id], spos[p.site], int(round((p.start - t0) / HOUR)))
-                     for p in plan.placements], dtype=np.int64).reshape(-1, 3)
+    part = placement_positions(sets, plan.placements)
     placed = np.zeros(len(sets.job_gpus), dtype=bool)
     placed[part[:, 0]] = True
     lff = least_flexible_first(sets)
@@ -2677,12 +2680,9 @@ def complete_plan(sets: PlanSets, plan: PlanResult, rank_kw: np.ndarray, rank_gp
 
 def _plan_options(sets: PlanSets, cls: Classes, plan: PlanResult) -> np.ndarray:
     """``(P, 3)`` ``(representative, site, start)`` of every placement of a plan."""
-    jpos = {jb.id: k for k, jb in enumerate(sets.problem.jobs)}
-    spos = {s: i for i, s in enumerate(sets.site)}
-    t0 = sets.slot[0]
-    return np.array([(cls.rep[cls.of_job[jpos[p.job_id]]], spos[p.site],
-                      int(round((p.start - t0) / HOUR))) for p in plan.placements],
-                    dtype=np.int64).reshape(-1, 3)
+    pos = placement_positions(sets, plan.placements)
+    pos[:, 0] = cls.rep[cls.of_job[pos[:, 0]]]
+    return pos
 
 
 def _highs_solution(x0: np.ndarray) -> highspy.HighsSolution:

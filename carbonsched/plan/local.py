@@ -41,8 +41,7 @@ import numpy as np
 
 from carbonsched.plan.baselines import _Ledger
 from carbonsched.plan.result import PlanResult, PlanStatus, SolverRecord, build_plan_result
-from carbonsched.plan.sets import PlanSets
-from carbonsched.timeaxis import HOUR
+from carbonsched.plan.sets import PlanSets, placement_positions
 
 MOVE_TOL_KG = 1e-9
 """A move or insertion is made only if it lowers the objective by more than this. [kg]"""
@@ -94,16 +93,8 @@ def plan_arrays(sets: PlanSets, plan: PlanResult) -> tuple[np.ndarray, np.ndarra
         If the plan serves an inference (area, hour, GPU type) with more GPUs than its
         demands ask for, or names a job or site the sets do not know.
     """
-    jpos = {jb.id: k for k, jb in enumerate(sets.problem.jobs)}
+    chosen = placement_positions(sets, plan.placements)
     spos = {s: i for i, s in enumerate(sets.site)}
-    t0 = sets.slot[0]
-    step = HOUR * sets.slot_hours
-    try:
-        chosen = np.array([(jpos[p.job_id], spos[p.site], int(round((p.start - t0) / step)))
-                           for p in plan.placements], dtype=np.int64).reshape(-1, 3)
-    except KeyError as e:
-        raise ValueError(f"plan names {e.args[0]!r}, which the planning sets do not know"
-                         ) from None
     by_key: dict[tuple, list[int]] = {}
     for d, dem in enumerate(sets.problem.inference):
         by_key.setdefault((dem.area, dem.hour, dem.gpu_type), []).append(d)

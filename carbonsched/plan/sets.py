@@ -834,6 +834,33 @@ def enumerate_options(sets: PlanSets, jobs: np.ndarray | None = None) -> np.ndar
     return np.stack([jobs[jj], ss, tt], axis=1).astype(np.int64)
 
 
+def placement_positions(sets: PlanSets, placements) -> np.ndarray:
+    """``(P, 3)`` ``(job, site, start slot)`` positions of a plan's placements.
+
+    Parameters
+    ----------
+    sets
+        Compiled sets the plan was made on.
+    placements
+        The plan's placements (``job_id``, ``site``, ``start`` each).
+
+    Raises
+    ------
+    ValueError
+        A placement names a job or site the sets do not know.
+    """
+    jpos = {jb.id: k for k, jb in enumerate(sets.problem.jobs)}
+    spos = {s: i for i, s in enumerate(sets.site)}
+    t0 = sets.slot[0]
+    step = HOUR * sets.slot_hours
+    try:
+        return np.array([(jpos[p.job_id], spos[p.site], int(round((p.start - t0) / step)))
+                         for p in placements], dtype=np.int64).reshape(-1, 3)
+    except KeyError as e:
+        raise ValueError(f"plan names {e.args[0]!r}, which the planning sets do not know"
+                         ) from None
+
+
 def option_costs(sets: PlanSets, options: np.ndarray) -> np.ndarray:
     """Grid-only emissions of each option (no surplus), Σ_t w_t h kW × PUE × CI / 1000. [kg]
 

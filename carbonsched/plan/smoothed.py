@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from carbonsched.plan.colgen import Layout, _duals_from, inference_prices
+from carbonsched.plan.colgen import Layout, _duals_from, allowed_starts, inference_prices
 from carbonsched.plan.sets import PlanSets
 
 MU_START_REL = 5e-3
@@ -113,17 +113,14 @@ class _Evaluator:
         self.has_abs = lay.absorb_row >= 0
         self.surplus = np.where(self.has_abs, sets.surplus_kw, 0.0)
         self.ci_kg = sets.ci_g_per_kwh / 1000.0
-        starts = np.arange(n_t)
         dur, gt = sets.job_dur[reps], sets.job_gtype[reps]
         self.groups = []
         for d in np.unique(dur):
             for g in np.unique(gt[dur == d]):
                 sel = np.flatnonzero((dur == d) & (gt == g))
                 j = reps[sel]
-                ok = (sets.job_sites[j][:, :, None]
-                      & (starts[None, None, :] >= sets.job_first[j][:, None, None])
-                      & (starts[None, None, :] <= sets.job_last[j][:, None, None]))
-                ok[:, :, n_t - d + 1:] = False
+                ok = allowed_starts(sets, j)
+                ok[:, :, n_t - d + 1:] = False          # would overrun the horizon
                 kw, gp = sets.job_kw[j], sets.job_gpus[j].astype(float)
                 kw_unused = kw * (1.0 - sets.job_last_frac[j])
                 # reduced costs = coef @ (whole-slot energy, last slot's unused part, GPU-hours
