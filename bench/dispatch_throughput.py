@@ -11,12 +11,12 @@ It builds a synthetic plan over every site of the ``global`` catalog (GPU types 
 the sites' inventories, starts spread over the 24 hours of tomorrow, 1-4 h each), stores it in a
 fresh SQLite store and measures
 
-- ``dispatch_s``: :func:`carbonsched.dispatch.dispatch_plan` from the stored plan to every
+- ``dispatch_s``: :func:`carbonsched.dispatch.outbox.dispatch_plan` from the stored plan to every
   placement submitted and recorded (the outbox written, one status pass per backend, the
   submissions, each recorded);
 - ``reconciled_s``: a second ``dispatch_plan`` of the same plan (every unit found recorded) plus a
-  :func:`carbonsched.dispatch.refresh_status` pass asking every backend about every job: the time
-  to a complete, reconciled dispatch is ``dispatch_s + reconciled_s``;
+  :func:`carbonsched.dispatch.outbox.refresh_status` pass asking every backend about every job:
+  the time to a complete, reconciled dispatch is ``dispatch_s + reconciled_s``;
 - per-backend counts checked against ``squeue --json`` and the emulator's Job lists.
 
 The machine's load average is recorded before and after: the figures are only comparable between
@@ -38,7 +38,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from carbonsched.catalog import load_catalog
-from carbonsched.dispatch import DispatchSettings, build_adapters, dispatch_plan, refresh_status
+from carbonsched.dispatch.outbox import (
+    DispatchSettings,
+    build_adapters,
+    dispatch_plan,
+    refresh_status,
+)
 from carbonsched.store import Store
 
 

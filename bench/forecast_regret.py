@@ -2,9 +2,9 @@
 
 For each ``site:YYYY-MM`` of the ``global`` catalog (Electricity Maps 2023 hourly data), a
 forecast is issued at 00:00 UTC of every day of the month for ``--horizon-hours`` (72) leads,
-exactly as the daily path does (:func:`carbonsched.pipeline.select_forecast`: the model choice of
-the issue's weekly refit period, fitted on up to a year of history strictly before the period
-start, conditioned on the history before the issue). Four forecasts side by side:
+exactly as the daily path does (:func:`carbonsched.pipeline.daily.select_forecast`: the model
+choice of the issue's weekly refit period, fitted on up to a year of history strictly before the
+period start, conditioned on the history before the issue). Four forecasts side by side:
 
 * ``combination`` — :class:`~carbonsched.forecasts.registry.SelectedForecaster` as shipped
   (carbon intensity: the fixed equal-weight combination, ``COMBINATION_NOTE``);

@@ -1,7 +1,7 @@
 """Time the daily plan's forecasting stage: first run (models chosen and fitted) and cached.
 
-Runs :func:`carbonsched.pipeline.gather_forecasts` (load each site's signals, then
-:func:`~carbonsched.pipeline.forecast_site`) twice in one process for the same issue time;
+Runs :func:`carbonsched.pipeline.daily.gather_forecasts` (load each site's signals, then
+:func:`~carbonsched.pipeline.daily.forecast_site`) twice in one process for the same issue time;
 the second run reuses the fitted model choices of the refit period (the process cache), as
 the service and a second plan of the same week do. Loading is timed apart from forecasting.
 
@@ -23,7 +23,7 @@ import pandas as pd
 
 from carbonsched.adapters.signals import load_site_signals
 from carbonsched.catalog import load_catalog
-from carbonsched.pipeline import gather_forecasts
+from carbonsched.pipeline.daily import gather_forecasts
 from carbonsched.timeaxis import day_start_utc
 
 

@@ -1,17 +1,17 @@
 """The 2023 ``global`` replay with the rolling horizon (issue 14), beside the day-bounded one.
 
 Workload: each day's trace jobs exactly as the day-bounded replay of BENCHMARKS.md section 4
-builds them (:func:`carbonsched.workload.workload_from_traces`, seed ``seed + day index``,
+builds them (:func:`carbonsched.workload.files.workload_from_traces`, seed ``seed + day index``,
 ``--workload-scale``), with one difference: ``clip_to_day=False``, so a job keeps its arrival
 hour and its deadline (arrival + duration + slack) even when that is past midnight — the random
 draws are the same, so the jobs, gangs, GPU types, sites and energy are the same. Inference
 demand: the same per-hour demand. Jobs are replayed with
-:func:`carbonsched.replay_jobs.run_jobs_replay` (the code behind ``carbonsched replay --jobs``):
-a run every ``--run-every-hours`` with horizon ``--horizon-hours``; ``milp`` on forecasts from
-the daily path (:func:`carbonsched.pipeline.forecast_site`, models chosen per refit week on up
-to a year of history), ``oracle`` the same rolling planner on the actual signals with its
-horizon stretched to every known job's deadline, ``agnostic`` each job at arrival at its home
-site.
+:func:`carbonsched.evaluate.replay_jobs.run_jobs_replay` (the code behind ``carbonsched replay
+--jobs``): a run every ``--run-every-hours`` with horizon ``--horizon-hours``; ``milp`` on
+forecasts from the daily path (:func:`carbonsched.pipeline.daily.forecast_site`, models chosen per
+refit week on up to a year of history), ``oracle`` the same rolling planner on the actual signals
+with its horizon stretched to every known job's deadline, ``agnostic`` each job at arrival at its
+home site.
 
 ``milp`` and ``oracle`` are sequential in time but independent of each other, so they run in two
 processes (each also runs ``agnostic``, deterministic, for its reduction); the results are merged
@@ -19,8 +19,9 @@ and the oracle share recomputed on the sums over windows.
 
 ``--window-days N`` replays the first N days of each month as independent windows (each a
 rolling replay of its own; the whole year as one rolling replay takes about 3 hours on 2 cores,
-being sequential run after run). The day-bounded replay (:func:`carbonsched.replay.run_replay`,
-BENCHMARKS.md section 4's protocol) runs on the same days in the same invocation, side by side.
+being sequential run after run). The day-bounded replay
+(:func:`carbonsched.evaluate.replay.run_replay`, BENCHMARKS.md section 4's protocol) runs on the
+same days in the same invocation, side by side.
 
 Run (repository root; about 40 minutes on 2 cores for 12 windows of 7 days)::
 
@@ -44,8 +45,8 @@ import pandas as pd
 
 from carbonsched.catalog import load_catalog
 from carbonsched.domain import Workload
-from carbonsched.replay_jobs import run_jobs_replay
-from carbonsched.workload import workload_from_traces
+from carbonsched.evaluate.replay_jobs import run_jobs_replay
+from carbonsched.workload.files import workload_from_traces
 
 
 def year_workload(data_dir: Path, start: str, end: str, seed: int, scale: float,
@@ -80,7 +81,7 @@ def _rolling(args: argparse.Namespace, start: str, end: str, policies: tuple[str
 
 
 def _day_bounded(args: argparse.Namespace, start: str, end: str) -> dict[str, Any]:
-    from carbonsched.replay import run_replay
+    from carbonsched.evaluate.replay import run_replay
 
     t0 = time.time()
     res = run_replay("global", Path(args.data_dir), start, end,

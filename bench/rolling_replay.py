@@ -1,8 +1,8 @@
 """Rolling-horizon replay on one site (issue 14's targets): DE-LU, 1-GPU PAI trace jobs.
 
 Jobs: every GAIA PAI job (``job-traces/gaia_pai-100k.csv``) arriving in ``[start, end]`` (trace
-day = day of year − 1, as :func:`carbonsched.workload.workload_from_traces` reads it), one A100
-each at ``it_power_per_gpu_kw("A100")``; arrival = the start of its arrival hour (UTC),
+day = day of year − 1, as :func:`carbonsched.workload.files.workload_from_traces` reads it), one
+A100 each at ``it_power_per_gpu_kw("A100")``; arrival = the start of its arrival hour (UTC),
 duration = ``min(max(1, ceil(length)), 24)`` whole hours (the planner's grid), waiting limit
 ``--wait-hours`` (deadline = arrival + wait + duration). Site: the ``global`` catalog's
 ``de-frankfurt`` (zone DE-LU) with ample capacity (``--gpus`` A100, no power cap). Policies:
@@ -30,9 +30,9 @@ import pandas as pd
 
 from carbonsched.catalog import load_catalog
 from carbonsched.domain import GpuPool, Job, WorkKind, Workload
-from carbonsched.replay_jobs import run_jobs_replay
+from carbonsched.evaluate.replay_jobs import run_jobs_replay
 from carbonsched.timeaxis import HOUR, day_start_utc
-from carbonsched.workload import GAIA_FILE, it_power_per_gpu_kw
+from carbonsched.workload.files import GAIA_FILE, it_power_per_gpu_kw
 
 
 def trace_jobs(data_dir: Path, start: str, end: str, wait_hours: int, site: str,

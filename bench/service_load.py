@@ -74,7 +74,7 @@ def prepare(work: Path, jobs: int, sites: int, hours: int, data_dir: str | None)
     """Build the instance, its greedy plan, the catalog and the store; mint a token."""
     from carbonsched.catalog import load_catalog
     from carbonsched.domain import jsonable
-    from carbonsched.pipeline import result_rows
+    from carbonsched.pipeline.daily import result_rows
     from carbonsched.plan import greedy_plan, score_plan
     from carbonsched.plan.instances import make_instance
     from carbonsched.store import Store
@@ -310,7 +310,7 @@ def main() -> None:
     as_of = (pd.Timestamp(setup["issued"]) - pd.Timedelta(hours=1)).isoformat()
     env = {**os.environ, "CARBONSCHED_DATABASE_URL": setup["db_url"]}
     log = open(work / "serve.log", "w")  # noqa: SIM115
-    proc = subprocess.Popen([sys.executable, "-m", "carbonsched.cli", "serve", "--no-cron",
+    proc = subprocess.Popen([sys.executable, "-m", "carbonsched.cli.app", "serve", "--no-cron",
                              "--port", str(args.port), "--catalog", setup["catalog"],
                              "--as-of", as_of], env=env, stdout=log, stderr=subprocess.STDOUT)
     results = []

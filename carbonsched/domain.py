@@ -79,7 +79,7 @@ class ReasonCode(StrEnum):
     SOLVER_NO_SOLUTION = "SolverNoSolution"
     BACKEND_UNAVAILABLE = "BackendUnavailable"
     """The site's scheduler could not be reached; dispatch retries with backoff."""
-    # dispatch (carbonsched.dispatch, adapters/dispatch)
+    # dispatch (carbonsched.dispatch.outbox, adapters/dispatch)
     AWAITING_SUBMIT = "AwaitingSubmit"
     """The dispatch intent is recorded (outbox) and not yet confirmed by the backend."""
     SUBMITTED = "Submitted"

@@ -57,7 +57,7 @@ def pg_db() -> Iterator[str]:
 @pytest.fixture()
 def private_store(tmp_path, monkeypatch):
     """A store of the test's own (SQLite in ``tmp_path``), the settings re-read around it."""
-    from carbonsched.settings import get_settings
+    from carbonsched.config import get_settings
 
     monkeypatch.setenv("CARBONSCHED_DATABASE_URL", f"sqlite:///{tmp_path}/store.db")
     get_settings.cache_clear()

@@ -23,7 +23,7 @@ from carbonsched.fileio import atomic_open, atomic_path, atomic_write_text
 WRITER = r"""
 import os, signal, sys, threading
 from pathlib import Path
-from carbonsched.cli import _write_json
+from carbonsched.cli.app import _write_json
 path = Path(sys.argv[1])
 # two large documents of the same length, cheap to encode: most of the time goes to writing
 docs = [{"plan_id": f"p{k}", "notes": [chr(ord("a") + k) * 20_000_000]} for k in range(2)]
@@ -109,8 +109,8 @@ def test_unwritable_place_is_an_input_error(tmp_path):
 def test_cli_out_into_an_uncreatable_folder_is_exit_2(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    from carbonsched.cli import app
-    from carbonsched.settings import get_settings
+    from carbonsched.cli.app import app
+    from carbonsched.config import get_settings
 
     monkeypatch.setenv("CARBONSCHED_DATABASE_URL", f"sqlite:///{tmp_path}/s.db")
     get_settings.cache_clear()
@@ -126,7 +126,7 @@ def test_workload_and_backtest_writers_are_atomic(tmp_path, monkeypatch):
     """Every file carbonsched writes goes through carbonsched.fileio (checked by failing it)."""
     import carbonsched.fileio as fileio
     from carbonsched.domain import Workload
-    from carbonsched.workload import write_workload
+    from carbonsched.workload.files import write_workload
 
     for name in ("w.json", "w.csv"):
         p = tmp_path / name

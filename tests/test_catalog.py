@@ -202,7 +202,7 @@ def test_list_catalogs() -> None:
 def test_catalog_list_command_shows_every_catalog() -> None:
     from typer.testing import CliRunner
 
-    from carbonsched.cli import app
+    from carbonsched.cli.app import app
 
     r = CliRunner().invoke(app, ["catalog", "list"])
     assert r.exit_code == 0, r.output

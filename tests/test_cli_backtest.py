@@ -5,7 +5,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from carbonsched.cli import app
+from carbonsched.cli.app import app
 
 runner = CliRunner()
 

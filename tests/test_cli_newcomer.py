@@ -15,10 +15,10 @@ import pytest
 from typer.testing import CliRunner
 
 from carbonsched.catalog import load_catalog
-from carbonsched.cli import app
-from carbonsched.cli_check import precheck
+from carbonsched.cli.app import app
+from carbonsched.cli.check import precheck
 from carbonsched.errors import InputError, TimeAxisError
-from carbonsched.pipeline import forecast_site
+from carbonsched.pipeline.daily import forecast_site
 
 runner = CliRunner()
 
@@ -55,7 +55,7 @@ def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
     shown = [ln for ln in r.output.splitlines() if ln.startswith("note: ")]
     assert len(shown) <= 8 < len(doc["notes"])
     # each note one physical line, however long (not a terminal: a log is read per line)
-    from carbonsched.cli import grouped_site_notes
+    from carbonsched.cli.app import grouped_site_notes
 
     assert shown == ["note: " + n for n in grouped_site_notes(doc["notes"][1:], doc["sites"])]
     # the saving against the baseline says what it is, with the document's numbers
@@ -164,7 +164,7 @@ def test_bad_option_is_refused_in_under_a_second_before_heavy_imports(args, mess
     # the console script's own entry point, in a fresh interpreter: measured wall time and the
     # modules it loaded (pandas, pulp, sqlalchemy, typer's pydantic must not be among them)
     code = ("import sys, time; t = time.perf_counter()\n"
-            "from carbonsched.cli_check import main\n"
+            "from carbonsched.cli.check import main\n"
             f"sys.argv = ['carbonsched', 'plan', *{args!r}]\n"
             "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
             "heavy = [m for m in ('pandas', 'pulp', 'sqlalchemy', 'pydantic', 'typer', 'numpy')"
@@ -241,7 +241,7 @@ def test_forecast_site_wrong_type_is_a_clear_error(bad, error, message):
 
 
 def test_grouped_site_notes_keeps_order_and_groups_only_shared_site_notes():
-    from carbonsched.cli import grouped_site_notes
+    from carbonsched.cli.app import grouped_site_notes
 
     notes = ["workload: DEMO day",                      # not a site: kept as is
              "a: no price", "a: calibrated 0.4", "b: no price",
@@ -258,7 +258,7 @@ def test_grouped_site_notes_keeps_order_and_groups_only_shared_site_notes():
 
 
 def test_grouped_site_notes_merges_notes_equal_but_for_their_numbers():
-    from carbonsched.cli import grouped_site_notes
+    from carbonsched.cli.app import grouped_site_notes
 
     notes = ["a: EF 647.9 g/kWh (MEE 2023, CO2 only)", "a: 2025: floor 0.664, K = 834",
              "a: 2026: floor 0.633, K = 834",
@@ -296,7 +296,7 @@ def test_grouped_site_notes_merges_notes_equal_but_for_their_numbers():
     (["a: v1.2.3", "b: v1.2.4"], ["a: v1.2.3", "b: v1.2.4"]),
 ])
 def test_grouped_site_notes_number_cases(notes, shown):
-    from carbonsched.cli import grouped_site_notes
+    from carbonsched.cli.app import grouped_site_notes
 
     assert grouped_site_notes(notes, ["a", "b"]) == shown
 
@@ -308,7 +308,7 @@ def test_plan_notes_are_printed_as_text_not_markup(monkeypatch):
 
     from rich.console import Console
 
-    from carbonsched import cli
+    from carbonsched.cli import app as cli
 
     buf = io.StringIO()
     monkeypatch.setattr(cli, "out", Console(file=buf, width=200))
@@ -322,7 +322,7 @@ def test_plan_notes_are_printed_as_text_not_markup(monkeypatch):
 
 
 def test_sites_label_names_the_shortest_way():
-    from carbonsched.cli import _sites_label
+    from carbonsched.cli.app import _sites_label
 
     eight = [f"s{k}" for k in range(8)]
     assert _sites_label(eight, eight) == "all 8 sites"
@@ -345,7 +345,7 @@ def test_the_saving_line_says_saved_or_more(tmp_path, monkeypatch, emissions, wo
 
     from rich.console import Console
 
-    from carbonsched import cli
+    from carbonsched.cli import app as cli
 
     r = runner.invoke(app, ["plan", "--no-store", "--out", str(tmp_path / "p.json")])
     assert r.exit_code == 0, r.output

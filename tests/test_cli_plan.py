@@ -10,10 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from carbonsched.catalog import load_catalog
-from carbonsched.cli import app
-from carbonsched.settings import get_settings
+from carbonsched.cli.app import app
+from carbonsched.config import get_settings
 from carbonsched.store import Store
-from carbonsched.workload import read_workload
+from carbonsched.workload.files import read_workload
 
 runner = CliRunner()
 
@@ -125,7 +125,7 @@ def test_default_catalog_plan_is_modelled_and_valid(tmp_path):
         assert key in plan
     assert set(plan["solver"]) >= {"name", "status", "mip_gap", "seconds"}
     # the demo workload is rebuilt deterministically: check it like a jobs file
-    from carbonsched.workload import demo_workload, write_workload
+    from carbonsched.workload.files import demo_workload, write_workload
 
     jobs = tmp_path / "demo.json"
     write_workload(demo_workload(load_catalog("china-eastdata-westcompute"), "2026-11-30"), jobs)
@@ -225,7 +225,7 @@ def test_stdout_carries_only_the_plan(tmp_path):
     import sys
 
     env = dict(os.environ, CARBONSCHED_DATABASE_URL=f"sqlite:///{tmp_path}/s.db")
-    r = subprocess.run([sys.executable, "-m", "carbonsched.cli", "plan", "--date", "2026-11-30",
+    r = subprocess.run([sys.executable, "-m", "carbonsched.cli.app", "plan", "--date", "2026-11-30",
                         "--no-store"], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("Plan ")

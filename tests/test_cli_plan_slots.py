@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from carbonsched.catalog import load_catalog
-from carbonsched.cli import app
-from carbonsched.workload import demo_workload
+from carbonsched.cli.app import app
+from carbonsched.workload.files import demo_workload
 
 runner = CliRunner()
 Q = pd.Timedelta(minutes=15)

@@ -9,8 +9,8 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from carbonsched import pipeline
-from carbonsched.cli import app
+from carbonsched.cli.app import app
+from carbonsched.pipeline import daily as pipeline
 from carbonsched.plan import solve as solve_mod
 
 runner = CliRunner()

@@ -7,11 +7,11 @@ import socket
 import pytest
 from typer.testing import CliRunner
 
-import carbonsched.executor as executor_mod
-from carbonsched.cli import app
+import carbonsched.evaluate.executor as executor_mod
+from carbonsched.cli.app import app
 from carbonsched.errors import BackendUnavailableError, InputError
-from carbonsched.executor import ExecutorKind, map_in_order, parse_executor
-from carbonsched.replay import run_replay
+from carbonsched.evaluate.executor import ExecutorKind, map_in_order, parse_executor
+from carbonsched.evaluate.replay import run_replay
 
 
 def _power(base: int, exp: int) -> int:

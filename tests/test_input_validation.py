@@ -18,11 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from carbonsched import pipeline
 from carbonsched.catalog import load_catalog
-from carbonsched.cli import app
+from carbonsched.cli.app import app
 from carbonsched.errors import CatalogError, WorkloadError
-from carbonsched.workload import MAX_ID_CHARS, read_workload
+from carbonsched.pipeline import daily as pipeline
+from carbonsched.workload.files import MAX_ID_CHARS, read_workload
 
 runner = CliRunner()
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

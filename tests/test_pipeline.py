@@ -9,7 +9,7 @@ import pytest
 from carbonsched.catalog import load_catalog
 from carbonsched.errors import ForecastError
 from carbonsched.forecasts.base import Forecaster
-from carbonsched.pipeline import forecast_site, prune_model_cache
+from carbonsched.pipeline.daily import forecast_site, prune_model_cache
 
 ISSUE = pd.Timestamp("2023-07-15", tz="UTC")
 SITE = load_catalog("global").site("ca-on-toronto")
@@ -128,9 +128,9 @@ def test_weather_persistence_is_aligned_by_hour_despite_missing_recent_hours():
 
 def test_run_daily_plan_without_data_dir_uses_the_settings(monkeypatch, tmp_path):
     # data_dir=None used to end in "TypeError: expected str, bytes or os.PathLike object"
+    from carbonsched.config import get_settings
     from carbonsched.errors import DataFormatError
-    from carbonsched.pipeline import run_daily_plan
-    from carbonsched.settings import get_settings
+    from carbonsched.pipeline.daily import run_daily_plan
 
     monkeypatch.setenv("CARBONSCHED_DATA_DIR", str(tmp_path / "nowhere"))
     get_settings.cache_clear()
@@ -181,7 +181,7 @@ def test_poisoned_future_gives_the_same_forecast_and_model_choice(shared_data):
     # real DE-LU data; everything at/after the issue time replaced by garbage (huge, negative,
     # missing) must change neither the forecasts nor the models chosen on validation
     from carbonsched.adapters.signals import load_site_signals
-    from carbonsched.pipeline import FORECAST_HISTORY_DAYS
+    from carbonsched.pipeline.daily import FORECAST_HISTORY_DAYS
 
     site = load_catalog("global").site("de-frankfurt")
     issue = pd.Timestamp("2023-07-13", tz="UTC")  # a Thursday: period from Monday 07-10

@@ -8,7 +8,7 @@ import pytest
 
 from carbonsched.catalog import load_catalog
 from carbonsched.errors import InputError
-from carbonsched.replay import actual_signals, plot_daily, run_replay
+from carbonsched.evaluate.replay import actual_signals, plot_daily, run_replay
 from carbonsched.timeaxis import hourly_slots
 
 
@@ -112,8 +112,8 @@ def test_actual_signals_fills_gaps_by_interpolation_and_counts_them():
 def test_unplaced_work_is_priced_at_the_dirtiest_site_hour():
     from plan.builders import JobWrapper, SiteWrapper, problem
 
+    from carbonsched.evaluate.replay import dirtiest_kg_per_kwh, work_split_kwh
     from carbonsched.plan import agnostic_plan
-    from carbonsched.replay import dirtiest_kg_per_kwh, work_split_kwh
 
     # site a: 2 GPUs. j1 (2 GPUs x 1 kW x 2 h = 4 kWh) fits, j2 (2 GPUs x 1 h, same window
     # [0, 2)) does not: 2 kWh unplaced. Dirtiest site-hour: PUE 1.5 x 400 g = 0.6 kg/kWh.
@@ -128,7 +128,7 @@ def test_unplaced_work_is_priced_at_the_dirtiest_site_hour():
 
 
 def test_forecast_error_tally_by_hand():
-    from carbonsched.replay import (
+    from carbonsched.evaluate.replay import (
         forecast_error_summary,
         merge_forecast_error,
         tally_forecast_error,

@@ -6,8 +6,8 @@ import pytest
 
 from carbonsched.catalog import load_catalog
 from carbonsched.errors import InputError
-from carbonsched.replay import run_replay, total_fleet_load
-from carbonsched.workload import fleet_load, workload_from_traces
+from carbonsched.evaluate.replay import run_replay, total_fleet_load
+from carbonsched.workload.files import fleet_load, workload_from_traces
 
 
 @pytest.mark.shared_data
@@ -70,7 +70,7 @@ def _day(date, agn, grd, mlp, orc, bound, proven):
 
 
 def test_share_against_the_oracles_bound_is_hand_checked():
-    from carbonsched.replay import _oracle_accounting
+    from carbonsched.evaluate.replay import _oracle_accounting
 
     daily = [_day("2023-01-01", 100.0, 80.0, 70.0, 69.0, 70.9, True),
              _day("2023-01-08", 200.0, 150.0, 120.0, 118.0, 110.0, False),
@@ -93,7 +93,7 @@ def test_share_against_the_oracles_bound_is_hand_checked():
 
 
 def test_a_milp_worse_than_agnostic_gets_a_negative_share():
-    from carbonsched.replay import _oracle_accounting
+    from carbonsched.evaluate.replay import _oracle_accounting
 
     out = _oracle_accounting([_day("2023-01-01", 100.0, 90.0, 110.0, 60.0, 61.0, True)],
                              ("agnostic", "milp", "oracle"))
@@ -101,7 +101,7 @@ def test_a_milp_worse_than_agnostic_gets_a_negative_share():
 
 
 def test_no_day_with_a_bound_claims_no_share():
-    from carbonsched.replay import _oracle_accounting
+    from carbonsched.evaluate.replay import _oracle_accounting
 
     out = _oracle_accounting([_day("2023-01-15", 50.0, 45.0, 40.0, 40.0, None, False)],
                              ("agnostic", "milp", "oracle"))

@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 
 from carbonsched.adapters.signals import load_site_signals
 from carbonsched.catalog import load_catalog
-from carbonsched.cli import app
+from carbonsched.cli.app import app
 from carbonsched.domain import Workload
 from carbonsched.errors import InputError, WorkloadError
-from carbonsched.replay import actual_signals
-from carbonsched.replay_jobs import read_jobs, run_jobs_replay
+from carbonsched.evaluate.replay import actual_signals
+from carbonsched.evaluate.replay_jobs import read_jobs, run_jobs_replay
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pytest
 
 from carbonsched.domain import JobState, ReasonCode
 from carbonsched.errors import InputError, TimeAxisError
-from carbonsched.rolling import (
+from carbonsched.plan.rolling import (
     RollingPlanner,
     jobs_summary,
     known_by,
@@ -192,7 +192,7 @@ def test_run_times():
 def test_forecast_at_72_hours_widens_with_lead(shared_data):
     from carbonsched.adapters.signals import load_site_signals
     from carbonsched.catalog import load_catalog
-    from carbonsched.pipeline import FORECAST_HISTORY_DAYS, forecast_site
+    from carbonsched.pipeline.daily import FORECAST_HISTORY_DAYS, forecast_site
 
     site = load_catalog("global").site("de-frankfurt")
     t = pd.Timestamp("2023-07-10T00:00Z")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from carbonsched.settings import get_settings
+from carbonsched.config import get_settings
 
 
 @pytest.fixture(autouse=True)
@@ -38,6 +38,6 @@ def test_database_url_env_overrides_the_sqlite_default(monkeypatch):
 
 
 def test_settings_by_field_name_still_work():
-    from carbonsched.settings import Settings
+    from carbonsched.config import Settings
 
     assert Settings(data_dir="/x").data_dir == Path("/x")

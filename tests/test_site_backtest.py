@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from carbonsched.cli import app
+from carbonsched.cli.app import app
 from carbonsched.errors import InputError, UnknownSiteError
-from carbonsched.site_backtest import FORECAST_COLUMNS, run_site_backtest
+from carbonsched.evaluate.site_backtest import FORECAST_COLUMNS, run_site_backtest
 
 CI = "carbon_intensity_g_per_kwh"
 

@@ -10,7 +10,7 @@ import pytest
 from carbonsched.catalog import load_catalog
 from carbonsched.domain import WorkKind, Workload
 from carbonsched.errors import WorkloadError
-from carbonsched.workload import (
+from carbonsched.workload.files import (
     demo_workload,
     diurnal_factor,
     fleet_load,

@@ -1,4 +1,5 @@
-"""Dispatch adapters: contract, Slurm, Kubernetes and the registry (driven by carbonsched.dispatch).
+"""Dispatch adapters: contract, Slurm, Kubernetes and the registry (driven by
+carbonsched.dispatch.outbox).
 
 :mod:`.base` holds the contract, :mod:`.slurm` and :mod:`.kubernetes` the adapters, :mod:`.registry`
 the explicit registry by backend kind.

@@ -11,8 +11,8 @@ Each Kubernetes site names a kubeconfig context and a namespace (``[sites.backen
   (``carbonsched.io/key``, ``carbonsched.io/job-id``, ``carbonsched.io/plan-id``);
 - is created with ``spec.suspend: true`` (held: no pod is made) and released at its planned start
   by :meth:`KubernetesAdapter.release` (the service calls
-  :func:`carbonsched.dispatch.release_due` every minute). ``activeDeadlineSeconds`` bounds the run
-  from release to the placement's deadline.
+  :func:`carbonsched.dispatch.outbox.release_due` every minute). ``activeDeadlineSeconds`` bounds
+  the run from release to the placement's deadline.
 
 A create that answers 409 AlreadyExists (a retry after a lost response, a second dispatcher) is a
 success only when the object there carries our labels *and* our key for this job; otherwise it is a

@@ -31,8 +31,8 @@ from carbonsched.api.routes import (
 )
 from carbonsched.api.state import ServiceState
 from carbonsched.clock import Clock, SystemClock
+from carbonsched.config import ServiceSettings
 from carbonsched.errors import InputError, UnknownSiteError
-from carbonsched.service_settings import ServiceSettings
 from carbonsched.store.service import DuplicateJobError
 
 log = logging.getLogger("carbonsched.api")

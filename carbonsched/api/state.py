@@ -13,9 +13,9 @@ from typing import Any
 
 from carbonsched.catalog import Catalog, load_catalog
 from carbonsched.clock import Clock
-from carbonsched.metrics import ServiceMetrics
-from carbonsched.placement import PlacementBook
-from carbonsched.service_settings import ServiceSettings
+from carbonsched.config import ServiceSettings
+from carbonsched.service.metrics import ServiceMetrics
+from carbonsched.service.placement import PlacementBook
 from carbonsched.store import Store
 from carbonsched.store.service import ServiceStore, hash_token, role_allows
 
@@ -142,7 +142,7 @@ class ServiceState:
                                            daemon=True)
         self._refresher.start()
         if self.settings.cron_enabled:
-            from carbonsched.cron import DailyCron, catalog_timezone, planning_pipeline
+            from carbonsched.service.cron import DailyCron, catalog_timezone, planning_pipeline
             from carbonsched.store.service import LeaderLock
 
             pipeline = planning_pipeline(self.settings, self.db, self.clock, self.dispatch,

@@ -39,7 +39,7 @@ from carbonsched.catalog import Catalog, load_catalog
 from carbonsched.errors import InputError, UnknownSiteError
 from carbonsched.forecasts.green_surplus import green_surplus_index
 from carbonsched.forecasts.pue import pue_from_weather
-from carbonsched.pipeline import HISTORY_DAYS, MAX_HORIZON_HOURS
+from carbonsched.pipeline.daily import HISTORY_DAYS, MAX_HORIZON_HOURS
 from carbonsched.report.inputs import (
     actual_runs,
     load_embodied,
@@ -93,7 +93,7 @@ def _software_version() -> str:
 def _intervals(doc: dict[str, Any], part: dict[str, Any], catalog: Catalog,
                counts: dict[str, int]) -> list[dict[str, Any]]:
     """Work intervals (jobs and inference hours) of one plan part (the plan or its baseline)."""
-    from carbonsched.workload import it_power_per_gpu_kw
+    from carbonsched.workload.files import it_power_per_gpu_kw
 
     wl = doc.get("workload") or {}
     jobs = {j["job_id"]: j for j in wl.get("jobs", [])}
@@ -251,7 +251,7 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
     if t1 <= t0:
         raise InputError(f"--to {date_to} is before --from {date_from}")
     if data_dir is None:
-        from carbonsched.settings import get_settings
+        from carbonsched.config import get_settings
 
         data_dir = get_settings().data_dir
     data_dir = Path(data_dir)

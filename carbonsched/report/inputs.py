@@ -34,7 +34,7 @@ def actual_runs(store: Any, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFr
     """The backend's actual start and end of each dispatched job overlapping ``[start, end)``.
 
     Read from the dispatch outbox of a :class:`carbonsched.store.Store`
-    (:func:`carbonsched.dispatch.dispatch_records`: ``sacct`` for Slurm, Job conditions for
+    (:func:`carbonsched.dispatch.outbox.dispatch_records`: ``sacct`` for Slurm, Job conditions for
     Kubernetes), or from ``store.actual_runs(start, end)`` where a store provides it, with columns
     :data:`ACTUAL_RUN_COLUMNS` — ``job_id``, ``piece`` (0 for a job run whole; a preemptible
     job's pieces each have their own run), ``plan_id``, ``site``, ``actual_start`` and
@@ -58,8 +58,8 @@ def actual_runs(store: Any, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFr
     if reader is not None:
         df = pd.DataFrame(reader(start, end))
     elif hasattr(store, "engine"):
-        # the dispatch outbox (carbonsched.dispatch): what each backend reported
-        from carbonsched.dispatch import dispatch_records
+        # the dispatch outbox (carbonsched.dispatch.outbox): what each backend reported
+        from carbonsched.dispatch.outbox import dispatch_records
 
         df = dispatch_records(store)
         df = df[df["actual_start"].notna()]

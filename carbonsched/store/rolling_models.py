@@ -14,7 +14,7 @@ from carbonsched.store.models import Base, UTCDateTime
 
 
 class RollingJobRow(Base):
-    """A job carried between rolling runs (:mod:`carbonsched.rolling`).
+    """A job carried between rolling runs (:mod:`carbonsched.plan.rolling`).
 
     ``state``: ``Pending`` (not committed; ``site``/``start``/``end`` hold the latest tentative
     placement, if any), ``Dispatched`` (committed by the run issued at ``issued_at`` in plan

@@ -1,6 +1,6 @@
 """The rolling runner's state in the store: pending work carried between the service's runs.
 
-:class:`RollingStore` loads a :class:`~carbonsched.rolling.RollingState` from the
+:class:`RollingStore` loads a :class:`~carbonsched.plan.rolling.RollingState` from the
 ``rolling_jobs`` table (:class:`~carbonsched.store.rolling_models.RollingJobRow`) before a run
 and writes back what the run changed, so the cron carries jobs (with their own deadlines) from
 one run to the next and committed work holds its capacity in later runs.
@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from carbonsched.domain import Job, JobState, Placement, ReasonCode, Unplaced, WorkKind, jsonable
-from carbonsched.rolling import RollingState, RunResult
+from carbonsched.plan.rolling import RollingState, RunResult
 from carbonsched.store.rolling_models import RollingJobRow
 
 

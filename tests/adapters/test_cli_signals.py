@@ -10,9 +10,9 @@ from replay_server import EIA_KEY, TOKEN, WT_PASSWORD, WT_USER, ReplayServer, Re
 from typer.testing import CliRunner
 
 from carbonsched.catalog import load_catalog
-from carbonsched.cli import app
+from carbonsched.cli.app import app
+from carbonsched.config import get_settings
 from carbonsched.regions import __file__ as regions_init
-from carbonsched.settings import get_settings
 
 pytestmark = pytest.mark.shared_data
 runner = CliRunner()

@@ -33,7 +33,7 @@ from carbonsched.adapters.signals.providers import (
 )
 from carbonsched.catalog import load_catalog
 from carbonsched.errors import CatalogError, ProviderConfigError
-from carbonsched.pipeline import run_daily_plan
+from carbonsched.pipeline.daily import run_daily_plan
 from carbonsched.regions import __file__ as regions_init
 from carbonsched.store import Store
 from carbonsched.store.signal_cache import SignalCache
@@ -254,7 +254,7 @@ def test_global_daily_plan_on_providers_then_again_then_degraded(replay, tmp_pat
     # the forecasting path reads FORECAST_HISTORY_DAYS (372) of history (issue 12: models are
     # chosen on up to a year): 10-day chunks, 38 per zone and group (6 zones, 8 sites);
     # WattTime: login + 12 x 32-day chunks x 2 groups; ENTSO-E: 2 yearly chunks x 2 groups
-    from carbonsched.pipeline import FORECAST_HISTORY_DAYS
+    from carbonsched.pipeline.daily import FORECAST_HISTORY_DAYS
 
     chunks = -(-FORECAST_HISTORY_DAYS // 10)
     assert chunks == 38

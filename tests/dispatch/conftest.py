@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from carbonsched.dispatch import DispatchSettings
+from carbonsched.dispatch.outbox import DispatchSettings
 from carbonsched.store import Store
 
 PLAN_DAY = "2023-07-15"
@@ -54,7 +54,7 @@ def global_plan_doc(tmp_path_factory) -> dict:
     with open(str(cache) + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not cache.exists():
-            from carbonsched.pipeline import run_daily_plan
+            from carbonsched.pipeline.daily import run_daily_plan
 
             data = Path(os.environ.get("CARBONSCHED_SHARED_DATA",
                                        Path(__file__).resolve().parents[3] / "shared" / "data"))

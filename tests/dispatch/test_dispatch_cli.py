@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cli(*args: str, url: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "carbonsched.cli", *args],
+    return subprocess.run([sys.executable, "-m", "carbonsched.cli.app", *args],
                           env={**os.environ, "CARBONSCHED_DATABASE_URL": url, **(env or {})},
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
 
@@ -88,7 +88,7 @@ def test_dispatch_refuses_bad_input_with_a_message(tmp_path):
 
 
 def test_a_plan_for_another_catalog_or_site_is_refused(tmp_path, global_plan_doc):
-    from carbonsched.dispatch import dispatch_plan
+    from carbonsched.dispatch.outbox import dispatch_plan
     from carbonsched.errors import InputError, UnknownSiteError
 
     store = Store(f"sqlite:///{tmp_path / 's.db'}")

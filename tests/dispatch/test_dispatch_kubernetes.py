@@ -12,7 +12,7 @@ import pytest
 
 from carbonsched.adapters.dispatch.base import DispatchRequest
 from carbonsched.adapters.dispatch.kubernetes import KubernetesAdapter, job_name
-from carbonsched.dispatch import DispatchSettings, dispatch_plan, refresh_status, release_due
+from carbonsched.dispatch.outbox import DispatchSettings, dispatch_plan, refresh_status, release_due
 from carbonsched.domain import JobState, ReasonCode
 from carbonsched.errors import BackendRejectedError, BackendUnavailableError
 
@@ -202,7 +202,7 @@ def test_held_jobs_are_released_at_their_planned_start_and_times_recorded(
     settings = DispatchSettings(slurm_conf_dir=slurm_dir, kubeconfig=emulator_kubeconfig)
     assert dispatch_plan(store, doc["plan_id"], settings=settings).counts == {"submitted": 1}
     from carbonsched.catalog import load_catalog
-    from carbonsched.dispatch import build_adapters
+    from carbonsched.dispatch.outbox import build_adapters
 
     adapters = build_adapters(load_catalog("global"), settings=settings)
     key = f"{prefix}-fra#0"

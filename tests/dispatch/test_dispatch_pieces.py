@@ -23,7 +23,7 @@ from carbonsched.adapters.dispatch.base import DispatchRequest
 from carbonsched.adapters.dispatch.kubernetes import KubernetesAdapter
 from carbonsched.adapters.dispatch.slurm import SlurmAdapter
 from carbonsched.catalog import load_catalog
-from carbonsched.dispatch import (
+from carbonsched.dispatch.outbox import (
     DispatchSettings,
     build_adapters,
     dispatch_plan,

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from carbonsched.adapters.dispatch.slurm import SlurmAdapter, parse_comment
 from carbonsched.catalog import load_catalog
-from carbonsched.dispatch import (
+from carbonsched.dispatch.outbox import (
     DispatchSettings,
     cancel_unit,
     dispatch_plan,
@@ -144,7 +144,7 @@ def test_sigkill_between_submit_and_record_ends_with_the_job_once_and_recorded(
 import os, signal
 from pathlib import Path
 from carbonsched.adapters.dispatch import slurm
-from carbonsched.dispatch import DispatchSettings, dispatch_plan
+from carbonsched.dispatch.outbox import DispatchSettings, dispatch_plan
 from carbonsched.store import Store
 
 real_submit = slurm.SlurmAdapter.submit
@@ -265,7 +265,7 @@ def test_controller_down_retries_with_backoff_then_completes_once(
         assert (r.state, r.reason, r.attempts) == ("Pending", "BackendUnavailable", 3)
         assert "slurm:downtest: controller unreachable" in r.detail
         assert r.backend_id is None
-    cli = subprocess.run([sys.executable, "-m", "carbonsched.cli", "status", "--no-refresh",
+    cli = subprocess.run([sys.executable, "-m", "carbonsched.cli.app", "status", "--no-refresh",
                           "--json"], env={**os.environ, "CARBONSCHED_DATABASE_URL": store.url},
                          capture_output=True, text=True, cwd=ROOT)
     assert {r["reason"] for r in json.loads(cli.stdout)} == {"BackendUnavailable"}

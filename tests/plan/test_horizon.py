@@ -25,7 +25,7 @@ from carbonsched.plan import (
 )
 from carbonsched.plan.result import recount_violations
 from carbonsched.plan.sets import CONTINUATION_RULE, continue_signal, option_costs
-from carbonsched.workload import read_workload
+from carbonsched.workload.files import read_workload
 
 from . import builders
 from .builders import T0, JobWrapper, SiteWrapper, at, problem, signals
@@ -287,7 +287,7 @@ def test_daily_plan_signals_frame_unchanged_by_the_tail():
 @pytest.mark.parametrize("suffix", [".json", ".csv"])
 def test_minutes_and_preemption_fields_round_trip(tmp_path, suffix):
     from carbonsched.domain import Workload
-    from carbonsched.workload import write_workload
+    from carbonsched.workload.files import write_workload
 
     jobs = [minutes_job("a", 95, at(0) + 20 * M, at(6) + 5 * M),
             minutes_job("b", 240, at(1), at(30), preemptible=True,

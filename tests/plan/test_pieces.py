@@ -176,7 +176,7 @@ def test_column_generation_plans_preemptible_jobs_whole_and_says_so():
 
 def test_dispatch_keys_each_piece_of_the_plan_document():
     from carbonsched.catalog import load_catalog
-    from carbonsched.dispatch import plan_requests
+    from carbonsched.dispatch.outbox import plan_requests
 
     cat = load_catalog("global")
     sid = cat.site_ids[0]

@@ -304,7 +304,7 @@ def test_work_past_the_horizon_repeats_the_last_day_in_quarter_hours():
 
 def test_the_placement_book_refuses_a_sub_hour_plan():
     from carbonsched.catalog import load_catalog
-    from carbonsched.placement import PlacementBook
+    from carbonsched.service.placement import PlacementBook
 
     doc = {"plan_id": "p15", "date": "2023-07-15", "issued_at": "2023-07-15T00:00:00Z",
            "horizon_hours": 24, "slot_minutes": 15, "placements": [], "inference": []}

@@ -7,8 +7,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from carbonsched.cli import app
-from carbonsched.settings import get_settings
+from carbonsched.cli.app import app
+from carbonsched.config import get_settings
 from carbonsched.store import Store
 
 from .builders import plan_doc

@@ -1,6 +1,6 @@
 """A month of real plans on the ``global`` catalog, reported in every format.
 
-The plans are made by the real daily pipeline (:func:`carbonsched.pipeline.run_daily_plan`) on
+The plans are made by the real daily pipeline (:func:`carbonsched.pipeline.daily.run_daily_plan`) on
 the real 2023 Electricity Maps, weather and job-trace data, with 5 % of each day's trace jobs and
 a 5 s solver limit to keep the wall time down, and recorded in a real store (PostgreSQL when the
 test command started it, else SQLite). The location-based total is then recomputed here
@@ -24,10 +24,10 @@ import pytest
 
 from carbonsched.catalog import load_catalog
 from carbonsched.forecasts.pue import pue_from_weather
-from carbonsched.pipeline import run_daily_plan
+from carbonsched.pipeline.daily import run_daily_plan
 from carbonsched.report import build_report, read_csv_sections, render
 from carbonsched.store import Store
-from carbonsched.workload import workload_from_traces
+from carbonsched.workload.files import workload_from_traces
 
 from .chromium import artefact_dir, open_page
 

@@ -53,7 +53,7 @@ def free_port() -> int:
 def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300
         ) -> subprocess.CompletedProcess:
     """Run ``carbonsched ARGS`` in a subprocess."""
-    return subprocess.run([sys.executable, "-m", "carbonsched.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "carbonsched.cli.app", *args], capture_output=True,
                           text=True, env={**os.environ, **(env or {})}, timeout=timeout)
 
 
@@ -81,7 +81,7 @@ class Server:
         full_env = {**os.environ, "CARBONSCHED_DATABASE_URL": db_url,
                     "CARBONSCHED_DATA_DIR": str(shared_data_dir()), **env}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "carbonsched.cli", "serve", "--port", str(self.port), *args],
+            [sys.executable, "-m", "carbonsched.cli.app", "serve", "--port", str(self.port), *args],
             stdout=self._log, stderr=subprocess.STDOUT, env=full_env)
 
     def wait_ready(self, timeout: float = 180.0, path: str = "/healthz", tries: int = 3) -> None:
@@ -136,7 +136,7 @@ class Server:
 @pytest.fixture(scope="session")
 def plan_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A SQLite store holding one real plan (China catalog, 2023-07-15, demo workload)."""
-    from carbonsched.pipeline import run_daily_plan
+    from carbonsched.pipeline.daily import run_daily_plan
     from carbonsched.store import Store
 
     path = tmp_path_factory.mktemp("plan") / "plan.sqlite"

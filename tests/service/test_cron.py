@@ -16,7 +16,7 @@ import pytest
 
 from carbonsched.catalog import load_catalog
 from carbonsched.clock import FixedClock, ManualClock
-from carbonsched.cron import DailyCron, RunOutcome, catalog_timezone, due_day
+from carbonsched.service.cron import DailyCron, RunOutcome, catalog_timezone, due_day
 from carbonsched.store import Store
 from carbonsched.store.service import LeaderLock, ServiceStore
 
@@ -204,8 +204,8 @@ def test_submitted_jobs_join_the_next_plan_and_take_its_outcome(db):
 
     import pandas as pd
 
-    from carbonsched.cron import _update_submitted, _with_submitted_jobs
     from carbonsched.domain import Workload
+    from carbonsched.service.cron import _update_submitted, _with_submitted_jobs
 
     now = datetime(2023, 7, 15, 23, tzinfo=UTC)
 

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from carbonsched.catalog import load_catalog
 from carbonsched.domain import Job
-from carbonsched.placement import PlacementBook
 from carbonsched.plan import PlanningProblem, compile_sets
+from carbonsched.service.placement import PlacementBook
 
 CAT = load_catalog("china-eastdata-westcompute")
 T0 = pd.Timestamp("2023-07-15T00:00:00Z")

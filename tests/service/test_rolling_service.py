@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from carbonsched.clock import ManualClock
-from carbonsched.cron import DailyCron, planning_pipeline
-from carbonsched.dispatch import DispatchSettings, dispatch_plan
-from carbonsched.service_settings import ServiceSettings
+from carbonsched.config import ServiceSettings
+from carbonsched.dispatch.outbox import DispatchSettings, dispatch_plan
+from carbonsched.service.cron import DailyCron, planning_pipeline
 from carbonsched.store import Store
 from carbonsched.store.rolling_state import RollingStore
 from carbonsched.store.service import ServiceStore
@@ -158,7 +158,7 @@ def test_rolling_needs_a_horizon_at_least_the_interval(tmp_path, shared_data):
     from carbonsched.catalog import load_catalog
     from carbonsched.domain import Workload
     from carbonsched.errors import InputError
-    from carbonsched.rolling_service import rolling_step
+    from carbonsched.service.rolling import rolling_step
 
     store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
     with pytest.raises(InputError, match="shorter than the run interval"):
@@ -170,7 +170,7 @@ def test_rolling_needs_a_horizon_at_least_the_interval(tmp_path, shared_data):
 def test_cli_plan_dispatch_rolling(tmp_path, shared_data, monkeypatch):
     from typer.testing import CliRunner
 
-    from carbonsched.cli import app
+    from carbonsched.cli.app import app
 
     url = f"sqlite:///{tmp_path / 'cli.sqlite'}"
     monkeypatch.setenv("CARBONSCHED_DATABASE_URL", url)
@@ -194,7 +194,7 @@ def test_cli_plan_dispatch_rolling(tmp_path, shared_data, monkeypatch):
 def test_cli_rolling_needs_dispatch(tmp_path, shared_data):
     from typer.testing import CliRunner
 
-    from carbonsched.cli import app
+    from carbonsched.cli.app import app
 
     r = CliRunner().invoke(app, ["plan", "--rolling", "--catalog", CATALOG, "--date",
                                  "2023-07-10", "--data-dir", str(shared_data)])

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from carbonsched.service_settings import ServiceSettings
+from carbonsched.config import ServiceSettings
 
 
 def test_sources_and_their_order(tmp_path, monkeypatch):

@@ -19,9 +19,9 @@ import pytest
 from test_store import _forecasts, _plan  # tests/store is on sys.path (rootdir import)
 from typer.testing import CliRunner
 
-from carbonsched.cli import app
+from carbonsched.cli.app import app
+from carbonsched.config import get_settings
 from carbonsched.errors import BackendUnavailableError
-from carbonsched.settings import get_settings
 from carbonsched.store import Store, StoreLockedError
 
 N_PROCESSES = 15
@@ -190,7 +190,7 @@ def test_store_folder_that_cannot_be_created_is_exit_3_with_a_message(tmp_path, 
 
 @pytest.mark.postgres
 def test_longest_job_id_fits_the_store_on_postgres_and_sqlite(tmp_path):
-    from carbonsched.workload import MAX_ID_CHARS
+    from carbonsched.workload.files import MAX_ID_CHARS
 
     urls = [f"sqlite:///{tmp_path}/cs.db"]
     if os.environ.get("CARBONSCHED_TEST_POSTGRES_URL"):

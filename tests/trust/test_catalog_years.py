@@ -13,8 +13,8 @@ from carbonsched.adapters.signals import load_site_signals
 from carbonsched.adapters.signals.coverage import END, START, coverage, coverage_markdown
 from carbonsched.adapters.signals.registry import clear_cache
 from carbonsched.catalog import load_catalog
-from carbonsched.pipeline import forecast_site
-from carbonsched.replay import run_replay
+from carbonsched.evaluate.replay import run_replay
+from carbonsched.pipeline.daily import forecast_site
 from tests.conftest import ROOT
 from tests.trust.datadir import mirror
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from carbonsched.catalog import load_catalog
-from carbonsched.pipeline import gather_forecasts
+from carbonsched.pipeline.daily import gather_forecasts
 from tests.trust.datadir import mirror
 
 ISSUE = pd.Timestamp("2023-07-15", tz="UTC")

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from carbonsched.adapters.signals import load_site_signals
 from carbonsched.adapters.signals.quality import SIGNAL_AGE_THRESHOLD_HOURS
 from carbonsched.catalog import load_catalog
-from carbonsched.cli import app
-from carbonsched.pipeline import HISTORY_DAYS, forecast_site, gather_forecasts
+from carbonsched.cli.app import app
+from carbonsched.pipeline.daily import HISTORY_DAYS, forecast_site, gather_forecasts
 from tests.trust.datadir import keep_until, mirror
 
 runner = CliRunner()

@@ -8,7 +8,7 @@ from fastapi import HTTPException
 
 from carbonsched.api.schemas import ErrorPublic
 from carbonsched.api.state import ServiceState
-from carbonsched.placement import PlacementBook
+from carbonsched.service.placement import PlacementBook
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorPublic, "description": "No bearer token, or an invalid one."},

@@ -27,7 +27,7 @@ from carbonsched.api.schemas import (
     Time,
 )
 from carbonsched.errors import InputError, UnknownSiteError
-from carbonsched.placement import PlacementBook
+from carbonsched.service.placement import PlacementBook
 
 router = APIRouter(prefix="/emissions", tags=["carbon-aware-sdk"],
                    responses=ERRORS | NOT_FOUND | NO_PLAN)

@@ -11,7 +11,7 @@ from carbonsched.api.deps import ReadRole, State
 from carbonsched.api.routes import ERRORS, NO_PLAN, NOT_FOUND, require_book
 from carbonsched.api.schemas import ForecastPoint, ForecastPublic
 from carbonsched.errors import UnknownSiteError
-from carbonsched.placement import SIGNALS
+from carbonsched.service.placement import SIGNALS
 
 router = APIRouter(prefix="/v1", tags=["forecasts"], responses=ERRORS | NOT_FOUND | NO_PLAN)
 

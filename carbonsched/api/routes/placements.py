@@ -43,7 +43,7 @@ async def create_placement(query: Annotated[PlacementQuery, Body()], request: Re
     book = require_book(state)
     now = state.clock.now()
     if isinstance(query, InferencePlacementQuery):
-        from carbonsched.workload import it_power_per_gpu_kw
+        from carbonsched.workload.files import it_power_per_gpu_kw
 
         kw = query.power_per_gpu_kw
         if kw is None:

@@ -55,7 +55,7 @@ def live_signals(providers: Path, base_url: str | None = None, now: str | None =
     """A :class:`~carbonsched.adapters.signals.live.LiveSignals` on the configured store."""
     from carbonsched.adapters.signals.live import LiveSignals
     from carbonsched.adapters.signals.providers import load_providers
-    from carbonsched.settings import get_settings
+    from carbonsched.config import get_settings
     from carbonsched.store import Store
     from carbonsched.store.signal_cache import SignalCache
 
@@ -78,9 +78,9 @@ def check(
 ) -> None:
     """Verify every configured provider: reachable, authorised, zone known; print a table."""
     from carbonsched.catalog import load_catalog
-    from carbonsched.cli import _errors, out
+    from carbonsched.cli.common import errors, out
 
-    with _errors():
+    with errors():
         live = live_signals(providers, base_url, now)
         cat = load_catalog(catalog)
         t_now = live.clock().floor("h")
@@ -138,10 +138,10 @@ def ingest(
     """Backfill the signal cache for sites and days, fetching only the hours it lacks."""
     from carbonsched.adapters.signals.providers import GROUPS
     from carbonsched.catalog import load_catalog
-    from carbonsched.cli import _errors, out
+    from carbonsched.cli.common import errors, out
     from carbonsched.timeaxis import day_start_utc
 
-    with _errors():
+    with errors():
         cat = load_catalog(catalog)
         chosen = [cat.site(s) for s in site]
         start = day_start_utc(date_from)

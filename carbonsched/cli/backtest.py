@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from carbonsched.cli import _progress, _write_json, err, out
+from carbonsched.cli.common import err, out, status_line, write_json
 
 
 def _pct(v: float | None, nd: int = 2) -> str:
@@ -17,16 +17,16 @@ def _pct(v: float | None, nd: int = 2) -> str:
 def site_backtest(out_file: Path, catalog: str, data_dir: Path, date_from: str, date_to: str,
                   sites: str | None, forecasts_out: Path | None, executor: str, workers: int,
                   scheduler_address: str | None, every_days: int = 1) -> None:
-    """Run :func:`carbonsched.site_backtest.run_site_backtest` and print its table."""
-    from carbonsched.site_backtest import run_site_backtest, write_forecasts_csv
+    """Run :func:`carbonsched.evaluate.site_backtest.run_site_backtest` and print its table."""
+    from carbonsched.evaluate.site_backtest import run_site_backtest, write_forecasts_csv
 
     ids = [s.strip() for s in sites.split(",") if s.strip()] if sites else None
-    with _progress("site backtest") as progress:
+    with status_line("site backtest") as progress:
         res, forecasts = run_site_backtest(catalog, data_dir, date_from, date_to, sites=ids,
                                            executor=executor, workers=workers,
                                            scheduler_address=scheduler_address,
                                            every_days=every_days, progress=progress)
-    _write_json(out_file, json.loads(json.dumps(res, default=str)))
+    write_json(out_file, json.loads(json.dumps(res, default=str)))
     if forecasts_out:
         write_forecasts_csv(forecasts, forecasts_out)
     t = Table("site", "signal", "MAPE %", "naive MAPE %", "MAE", "skill", "cov 80", "cov 95",

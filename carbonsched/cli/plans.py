@@ -17,7 +17,7 @@ plans_app = typer.Typer(help="Plans recorded in the store (CARBONSCHED_DATABASE_
 
 
 def _store():
-    from carbonsched.settings import get_settings
+    from carbonsched.config import get_settings
     from carbonsched.store import Store
 
     return Store(get_settings().resolved_database_url())
@@ -32,9 +32,9 @@ def plans_list(
     = False,
 ) -> None:
     """List recorded plans, newest first."""
-    from carbonsched.cli import _errors, out
+    from carbonsched.cli.common import errors, out
 
-    with _errors():
+    with errors():
         if limit < 1:
             from carbonsched.errors import InputError
 
@@ -71,9 +71,10 @@ def plans_show(
         "several sites share are one line each.")] = False,
 ) -> None:
     """Show one recorded plan (``latest`` for the newest)."""
-    from carbonsched.cli import _errors, _print_plan, out
+    from carbonsched.cli.common import errors, out
+    from carbonsched.cli.plan_view import print_plan
 
-    with _errors():
+    with errors():
         db = _store()
         pid = db.latest_plan_id() if plan_id == "latest" else db.resolve_plan_id(plan_id)
         doc = db.get_plan(pid)
@@ -105,7 +106,7 @@ def plans_show(
             r["inference_gpu_hours"] += i["gpus"]
             r["energy_kwh"] += i.get("energy_kwh", 0.0)
             r["emissions_kg"] += i.get("emissions_kg", 0.0)
-        _print_plan(doc, list(summary.values()), all_notes)
+        print_plan(doc, list(summary.values()), all_notes)
         out.print(f"plan id {doc['plan_id']}; as JSON: `carbonsched plans show "
                   f"{doc['plan_id']} --json`", highlight=False, soft_wrap=True)
 

@@ -5,17 +5,17 @@ command line with the standard library only and refuses a bad ``--date``, ``--so
 ``--time-limit`` or ``--hours`` at once (exit 2, one ``error:`` line), before Typer (which imports
 pydantic to coerce values), pandas, the solvers or any data are loaded. Measured on the shared
 2-core machine: about 0.3 s for a bad value, against about 2 s through Typer alone (its value
-coercion imports pydantic). Valid command lines go on to :func:`carbonsched.cli.main`.
+coercion imports pydantic). The console script (:func:`carbonsched.cli.entry.main`) runs it before
+importing the CLI.
 """
 
 from __future__ import annotations
 
 import math
-import sys
 from datetime import datetime
 
 MAX_HOURS = 168
-"""Longest ``--hours`` accepted (:data:`carbonsched.pipeline.MAX_HORIZON_HOURS`). [h]"""
+"""Longest ``--hours`` accepted (:data:`carbonsched.pipeline.daily.MAX_HORIZON_HOURS`). [h]"""
 
 SOLVER_NAMES = ("highs", "cbc")
 
@@ -78,14 +78,3 @@ def precheck(argv: list[str]) -> str | None:
         return f"--hours {opts['--hours']!r} is not a whole number of hours; give e.g. --hours 24"
     return check_plan_options(opts.get("--date", ""), opts.get("--solver", "highs"),
                               time_limit, hours)
-
-
-def main() -> None:
-    """Entry point of the ``carbonsched`` console script."""
-    msg = precheck(sys.argv[1:])
-    if msg is not None:
-        sys.stderr.write(f"error: {msg}\n")
-        sys.exit(2)
-    from carbonsched.cli import main as cli_main
-
-    cli_main()

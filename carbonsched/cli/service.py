@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
+from carbonsched.cli.common import err, errors, solver_chatter_to_stderr, write_json
 from carbonsched.errors import InputError
 
 token_app = typer.Typer(help="API bearer tokens.", no_args_is_help=True)
@@ -24,19 +25,13 @@ token_app = typer.Typer(help="API bearer tokens.", no_args_is_help=True)
 def _settings(**overrides: Any):  # noqa: ANN202
     from pydantic import ValidationError
 
-    from carbonsched.service_settings import ServiceSettings
+    from carbonsched.config import ServiceSettings
 
     try:
         return ServiceSettings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         msgs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise InputError(f"invalid service settings: {msgs}") from exc
-
-
-def _cli():  # noqa: ANN202
-    from carbonsched import cli
-
-    return cli
 
 
 def serve(
@@ -60,10 +55,9 @@ def serve(
 
     from carbonsched.api.app import create_app
     from carbonsched.clock import FixedClock, SystemClock, parse_as_of
-    from carbonsched.cron import load_dispatch_step
+    from carbonsched.service.cron import load_dispatch_step
 
-    cli = _cli()
-    with cli._errors():
+    with errors():
         if config is not None:
             if not config.is_file():
                 raise InputError(f"config file {config} not found")
@@ -95,12 +89,11 @@ def token_create(
     from carbonsched.store import Store
     from carbonsched.store.service import ServiceStore
 
-    cli = _cli()
-    with cli._errors():
+    with errors():
         s = _settings()
         db = ServiceStore(Store(s.resolved_database_url()))
         token_id, token = db.create_token(role, SystemClock().now(), name)
-        cli.err.print(f"token {token_id} with role {role} stored (hashed) in {db.safe_url()}; "
+        err.print(f"token {token_id} with role {role} stored (hashed) in {db.safe_url()}; "
                       "it is shown once:", highlight=False)
         print(token)
 
@@ -121,12 +114,11 @@ def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path
     import json
 
     from carbonsched.clock import SystemClock
-    from carbonsched.cron import load_dispatch_step, planning_pipeline
+    from carbonsched.service.cron import load_dispatch_step, planning_pipeline
     from carbonsched.store import Store
     from carbonsched.store.service import ServiceStore
     from carbonsched.timeaxis import day_start_utc
 
-    cli = _cli()
     s = _settings(catalog=catalog, data_dir=data_dir, workload_file=jobs, solver=solver,
                   time_limit_s=time_limit, horizon_hours=hours, rolling=rolling)
     clock = SystemClock()
@@ -139,14 +131,14 @@ def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path
     if not db.claim_run(pdate, pdate, issued, "cli", replica, clock.now(),
                         timedelta(seconds=s.cron_stale_after_s)):
         rec = db.get_run(pdate)
-        cli.err.print(f"planning date {pdate} already has a run ({rec['status']}, "
+        err.print(f"planning date {pdate} already has a run ({rec['status']}, "
                       f"{rec['trigger']} on {rec['replica']}); nothing to do", highlight=False)
         print(json.dumps(rec, default=str))
         return 0
     pipeline = planning_pipeline(s, db, clock, load_dispatch_step(
         os.environ.get("CARBONSCHED_DISPATCHER", "")))
     try:
-        with cli._solver_chatter_to_stderr():
+        with solver_chatter_to_stderr():
             out = pipeline(pdate, issued, "cli")
     except Exception as exc:
         db.finish_run(pdate, clock.now(), "failed", error=f"{type(exc).__name__}: {exc}")
@@ -154,10 +146,10 @@ def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path
     db.finish_run(pdate, clock.now(), out.status, plan_id=out.plan_id,
                   solver_status=out.solver_status, dispatch=out.dispatch)
     if out_file and out.plan_id:
-        cli._write_json(out_file, db.store.get_plan(out.plan_id))
-        cli.err.print(f"plan written to {out_file}")
+        write_json(out_file, db.store.get_plan(out.plan_id))
+        err.print(f"plan written to {out_file}")
     rec = db.get_run(pdate)
-    cli.err.print(f"run for {pdate}: {rec['status']}, plan {rec['plan_id']}; {rec['dispatch']}",
+    err.print(f"run for {pdate}: {rec['status']}, plan {rec['plan_id']}; {rec['dispatch']}",
                   highlight=False)
     print(json.dumps(rec, default=str))
     return 4 if out.status == "infeasible" else 0

@@ -22,7 +22,8 @@ beyond the horizon may run past its end on continued signals, or be deferred
 (``DeferredPastHorizon``) when its terminal value — its best start after the horizon — is
 cheaper; a deferred job simply stays pending for a later run.
 
-The core (:class:`RollingPlanner`) is in memory, so :mod:`carbonsched.replay` drives it run by run;
+The core (:class:`RollingPlanner`) is in memory, so :mod:`carbonsched.evaluate.replay` drives it
+run by run;
 :mod:`carbonsched.store.rolling` persists its state between the service's cron runs.
 
 Sources: the rolling-horizon (receding-horizon) scheme, Sethi & Sorger, "A theory of rolling

@@ -3,10 +3,10 @@
 For each day D of ``[start, end]``:
 
 1. the day's work is built from the real job traces
-   (:func:`carbonsched.workload.workload_from_traces`, seeded
+   (:func:`carbonsched.workload.files.workload_from_traces`, seeded
    with ``seed`` and the day's ordinal, so every policy sees the same jobs and capacities);
 2. each site's carbon intensity, green surplus and PUE are forecast from data before D 00:00 UTC
-   (:func:`carbonsched.pipeline.forecast_site`, the same code as the daily plan);
+   (:func:`carbonsched.pipeline.daily.forecast_site`, the same code as the daily plan);
 3. the policies plan the day:
 
    * ``agnostic`` — each job at its earliest start at its first allowed site (carbon-unaware);
@@ -35,13 +35,14 @@ import pandas as pd
 
 from carbonsched.adapters.signals import load_site_signals
 from carbonsched.catalog import load_catalog
+from carbonsched.config import get_settings
 from carbonsched.domain import SignalQuality
 from carbonsched.errors import ForecastError, InputError
-from carbonsched.executor import map_in_order, parse_executor
+from carbonsched.evaluate.executor import map_in_order, parse_executor
 from carbonsched.fileio import atomic_path
 from carbonsched.forecasts.green_surplus import green_surplus_index
 from carbonsched.forecasts.pue import pue_from_weather
-from carbonsched.pipeline import (
+from carbonsched.pipeline.daily import (
     FORECAST_HISTORY_DAYS,
     build_problem,
     forecast_site,
@@ -49,7 +50,6 @@ from carbonsched.pipeline import (
     surplus_reference,
 )
 from carbonsched.plan import PlanningProblem, agnostic_plan, greedy_plan, score_plan, solve_plan
-from carbonsched.settings import get_settings
 from carbonsched.timeaxis import day_start_utc, hourly_slots
 
 POLICIES = ("agnostic", "greedy", "milp", "oracle")
@@ -63,9 +63,9 @@ def total_fleet_load(workload: Any, catalog: Any) -> float:
     """Share of the fleet's GPU-hours over the day that the workload asks for. [-]
 
     ``(Σ job gpus × duration + Σ inference gpus) / (Σ sites' GPUs × 24)`` over all GPU types
-    together — the GPU-hour-weighted aggregate of :func:`carbonsched.workload.fleet_load`.
+    together — the GPU-hour-weighted aggregate of :func:`carbonsched.workload.files.fleet_load`.
     """
-    from carbonsched.workload import fleet_load
+    from carbonsched.workload.files import fleet_load
 
     per_type = fleet_load(workload, catalog)
     num = den = 0.0
@@ -175,7 +175,7 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
                   target_load: float | None = None, oracle_time_limit_s: float | None = None,
                   ) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]], list[str]]:
     """Replay consecutive ``days`` (one worker's share); forecasters are fitted once per chunk."""
-    from carbonsched.workload import workload_from_traces
+    from carbonsched.workload.files import workload_from_traces
 
     cat = load_catalog(catalog)
     ddir = data_dir if data_dir is not None else get_settings().data_dir
@@ -337,7 +337,7 @@ def run_replay(
         Processes replaying chunks of days in parallel (``local``, or a local Dask cluster).
     executor
         ``local`` (processes on this machine) or ``dask`` (a Dask cluster); see
-        :mod:`carbonsched.executor`. The results are the same day by day.
+        :mod:`carbonsched.evaluate.executor`. The results are the same day by day.
     scheduler_address
         Address of a running Dask scheduler (``executor="dask"``); ``None`` starts a local one.
     mip_gap

@@ -14,8 +14,8 @@ def run_and_print(jobs: Path, out_file: Path, catalog: str, data_dir: Path | Non
                   policies: tuple[str, ...] | None, horizon_hours: int, run_every_hours: int,
                   time_limit_s: float, mip_gap: float, progress: Callable[[str], None],
                   out: Console, err: Console, write_json: Callable[[Path, Any], None]) -> None:
-    """Replay ``jobs`` (:func:`carbonsched.replay_jobs.run_jobs_replay`), write and print it."""
-    from carbonsched.replay_jobs import JOB_POLICIES, run_jobs_replay
+    """Replay ``jobs`` (:func:`~carbonsched.evaluate.replay_jobs.run_jobs_replay`), write, print."""
+    from carbonsched.evaluate.replay_jobs import JOB_POLICIES, run_jobs_replay
 
     res = run_jobs_replay(jobs, catalog, data_dir, policies or JOB_POLICIES, horizon_hours,
                           run_every_hours, time_limit_s, mip_gap, progress)
@@ -57,7 +57,7 @@ def run_and_print(jobs: Path, out_file: Path, catalog: str, data_dir: Path | Non
 
 
 def forecast_error_table(summary: dict[str, dict[str, Any]], title: str) -> Table:
-    """A table of :func:`carbonsched.replay.forecast_error_summary`.
+    """A table of :func:`carbonsched.evaluate.replay.forecast_error_summary`.
 
     Per site: MAPE [%], MAE [g/kWh], hours scored and the models used (hours each).
     """

@@ -1,24 +1,25 @@
 """One rolling step of the service: plan over ``H`` from the issue time, commit, carry the rest.
 
-The service's cron (:func:`carbonsched.cron.planning_pipeline` with ``CARBONSCHED_ROLLING=true``)
-and ``carbonsched plan --dispatch --rolling`` call :func:`rolling_step` once per run:
+The service's cron (:func:`carbonsched.service.cron.planning_pipeline` with
+``CARBONSCHED_ROLLING=true``) and ``carbonsched plan --dispatch --rolling`` call
+:func:`rolling_step` once per run:
 
 1. load the carried state from the store (:class:`~carbonsched.store.rolling_state.RollingStore`)
    and add the new work: the configured workload and the jobs submitted through the API
    (``POST /v1/jobs``) that are not committed yet;
 2. end the pending jobs whose deadline has passed (``DeadlinePassed``); committed work that
    overlaps the horizon holds its GPUs and power as the planner's running work
-   (:meth:`carbonsched.rolling.RollingPlanner.prepare`);
+   (:meth:`carbonsched.plan.rolling.RollingPlanner.prepare`);
 3. forecast and plan the horizon ``[issued_at, issued_at + H)`` with the daily plan's own code
-   (:func:`carbonsched.pipeline.run_daily_plan` with ``horizon_hours = H``), so the plan
+   (:func:`carbonsched.pipeline.daily.run_daily_plan` with ``horizon_hours = H``), so the plan
    document, its notes and fallbacks, the stored forecasts and the dispatch path are the ones
    of every plan;
 4. commit the placements that start before the next run (``issued_at + run_every``) and keep
-   the others pending (:meth:`~carbonsched.rolling.RollingPlanner.apply`); the document gets a
+   the others pending (:meth:`~carbonsched.plan.rolling.RollingPlanner.apply`); the document gets a
    ``rolling`` section (committed, deferred, ended with reasons, pinned running work) and the
    pinned stand-ins are removed from it, so that dispatch never sees them;
 5. the caller stores the plan, writes the state back and dispatches with
-   ``commit_before = issued_at + run_every`` (:func:`carbonsched.dispatch.dispatch_plan`).
+   ``commit_before = issued_at + run_every`` (:func:`carbonsched.dispatch.outbox.dispatch_plan`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ import pandas as pd
 
 from carbonsched.catalog import Catalog
 from carbonsched.domain import Job, Workload, jsonable
-from carbonsched.pipeline import DailyPlan, run_daily_plan
-from carbonsched.rolling import RollingPlanner, RunResult
+from carbonsched.pipeline.daily import DailyPlan, run_daily_plan
+from carbonsched.plan.rolling import RollingPlanner, RunResult
 from carbonsched.store.rolling_state import RollingStore
 from carbonsched.timeaxis import hourly_slots
 
@@ -65,14 +66,14 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
     workload
         Its inference demand is planned in the horizon.
     data_dir, solver, time_limit_s
-        As for :func:`carbonsched.pipeline.run_daily_plan`.
+        As for :func:`carbonsched.pipeline.daily.run_daily_plan`.
     horizon_hours, run_every_hours
         ``H`` and the hours to the next run. [h]
 
     Raises
     ------
     InputError
-        As :func:`~carbonsched.pipeline.run_daily_plan`; a horizon shorter than the interval.
+        As :func:`~carbonsched.pipeline.daily.run_daily_plan`; a horizon shorter than the interval.
     """
     rs = RollingStore(store)
     rp = RollingPlanner(catalog.sites, horizon_hours=horizon_hours,
@@ -115,9 +116,9 @@ def run_rolling(settings: Any, service_store: Any, catalog: Catalog, workload: W
 
     Returns
     -------
-    carbonsched.cron.RunOutcome
+    carbonsched.service.cron.RunOutcome
     """
-    from carbonsched.cron import RunOutcome, finish_run
+    from carbonsched.service.cron import RunOutcome, finish_run
     from carbonsched.store.rolling_state import job_from_spec
 
     t = pd.Timestamp(issued_at).tz_convert("UTC")

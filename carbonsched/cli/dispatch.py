@@ -19,7 +19,7 @@ from carbonsched.errors import TimeAxisError
 
 
 def _store():  # noqa: ANN202 - Store, imported lazily like the other commands
-    from carbonsched.settings import get_settings
+    from carbonsched.config import get_settings
     from carbonsched.store import Store
 
     return Store(get_settings().resolved_database_url())
@@ -44,10 +44,10 @@ def dispatch(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Dispatch a stored plan to each site's Slurm cluster or Kubernetes namespace, once."""
-    from carbonsched.cli import _errors, err, out
-    from carbonsched.dispatch import dispatch_plan
+    from carbonsched.cli.common import err, errors, out
+    from carbonsched.dispatch.outbox import dispatch_plan
 
-    with _errors():
+    with errors():
         cb = None
         if commit_before:
             try:
@@ -106,10 +106,10 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
 ) -> None:
     """Per dispatched job: site, backend id, state, reason, actual start and end."""
-    from carbonsched.cli import _errors, out
-    from carbonsched.dispatch import dispatch_records, refresh_status, resolve_plan_id
+    from carbonsched.cli.common import errors, out
+    from carbonsched.dispatch.outbox import dispatch_records, refresh_status, resolve_plan_id
 
-    with _errors():
+    with errors():
         store = _store()
         pid = resolve_plan_id(store, plan) if plan else None
         cat = catalog or (store.get_plan(pid)["catalog"] if pid else "global")

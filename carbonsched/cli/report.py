@@ -27,14 +27,14 @@ def report(
         help="Power-telemetry export, CSV hour_utc,site,job_id,it_energy_kwh,source.")] = None,
 ) -> None:
     """Sustainability report: Scope 2 location- and market-based (both rules), SCI, savings."""
-    # imported here: carbonsched.cli imports this module to register the command
-    from carbonsched.cli import _errors, err
+    # imported here: carbonsched.cli.app imports this module to register the command
+    from carbonsched.cli.common import err, errors
+    from carbonsched.config import get_settings
     from carbonsched.fileio import atomic_path
     from carbonsched.report import FORMATS, build_report, render
-    from carbonsched.settings import get_settings
     from carbonsched.store import Store
 
-    with _errors():
+    with errors():
         if fmt not in FORMATS:
             from carbonsched.errors import InputError
 

@@ -4,25 +4,26 @@ Each job arrives at its ``earliest_start``, runs ``duration`` and may wait until
 ``deadline`` (its waiting limit). Runs are issued every ``run_every_hours`` from 00:00 UTC of
 the first arrival's day; each run learns of the jobs arriving before the next run (work is
 submitted ahead, as the daily plan knows its day's jobs at its issue time,
-:func:`carbonsched.rolling.known_by`) and plans them over ``horizon_hours``
-(:class:`carbonsched.rolling.RollingPlanner`). Policies:
+:func:`carbonsched.plan.rolling.known_by`) and plans them over ``horizon_hours``
+(:class:`carbonsched.plan.rolling.RollingPlanner`). Policies:
 
 * ``agnostic`` — each job starts on arrival, at its first allowed site (first-fit when the GPUs
   are taken: :func:`carbonsched.plan.agnostic_plan` over the whole period);
 * ``milp`` — the rolling planner on forecasts issued at each run
-  (:func:`carbonsched.pipeline.forecast_site`, intervals widening with lead);
+  (:func:`carbonsched.pipeline.daily.forecast_site`, intervals widening with lead);
 * ``oracle`` — the same rolling planner on the *actual* signals, its horizon stretched at each
   run to the latest deadline of the work it knows, so that it sees every job's whole waiting
   window: a true bound for ``milp`` under the same information about arrivals;
 * ``best-fixed`` — each job at the start (and allowed site) of least actual emissions in its
   window, ignoring capacity: the ideal for non-preemptive jobs when capacity is ample.
 
-Every plan is scored as :mod:`carbonsched.replay` scores a day: emissions on the actual signals
-(:func:`carbonsched.plan.score_plan`, which recounts violations from the placements alone), the
-IT energy of the work done, and unplaced work priced at the dirtiest site-hour of its own window
-(:func:`carbonsched.replay.dirtiest_kg_per_kwh`), so leaving work out never looks like a saving.
-Fallbacks are named: hours of actual signal interpolated for scoring, forecast fallbacks per run
-and site, runs whose solve stopped at its time limit, runs that fell back to the greedy plan.
+Every plan is scored as :mod:`carbonsched.evaluate.replay` scores a day: emissions on the actual
+signals (:func:`carbonsched.plan.score_plan`, which recounts violations from the placements
+alone), the IT energy of the work done, and unplaced work priced at the dirtiest site-hour of its
+own window (:func:`carbonsched.evaluate.replay.dirtiest_kg_per_kwh`), so leaving work out never
+looks like a saving. Fallbacks are named: hours of actual signal interpolated for scoring,
+forecast fallbacks per run and site, runs whose solve stopped at its time limit, runs that fell
+back to the greedy plan.
 """
 
 from __future__ import annotations
@@ -40,7 +41,14 @@ from carbonsched.adapters.signals import load_site_signals
 from carbonsched.catalog import Catalog, load_catalog
 from carbonsched.domain import Job, SignalQuality, Workload
 from carbonsched.errors import ForecastError, InputError, WorkloadError
-from carbonsched.pipeline import (
+from carbonsched.evaluate.replay import (
+    _stack,
+    actual_signals,
+    forecast_error_summary,
+    tally_forecast_error,
+    work_split_kwh,
+)
+from carbonsched.pipeline.daily import (
     FORECAST_HISTORY_DAYS,
     MAX_HORIZON_HOURS,
     forecast_site,
@@ -49,15 +57,7 @@ from carbonsched.pipeline import (
 from carbonsched.plan import PlanningProblem, PlanResult, PlanStatus, SolverRecord, score_plan
 from carbonsched.plan.baselines import agnostic_plan
 from carbonsched.plan.result import build_plan_result
-from carbonsched.plan.sets import compile_sets, option_costs
-from carbonsched.replay import (
-    _stack,
-    actual_signals,
-    forecast_error_summary,
-    tally_forecast_error,
-    work_split_kwh,
-)
-from carbonsched.rolling import (
+from carbonsched.plan.rolling import (
     DEFAULT_HORIZON_HOURS,
     DEFAULT_RUN_EVERY_HOURS,
     RollingPlanner,
@@ -66,6 +66,7 @@ from carbonsched.rolling import (
     milp_planner,
     run_times,
 )
+from carbonsched.plan.sets import compile_sets, option_costs
 from carbonsched.timeaxis import HOUR, hourly_slots
 
 JOB_POLICIES = ("agnostic", "milp", "oracle", "best-fixed")
@@ -86,7 +87,7 @@ def read_jobs(path: str | Path) -> Workload:
         A missing path, a folder without jobs files, a malformed file (the message names it),
         or one job id in two files.
     """
-    from carbonsched.workload import read_workload
+    from carbonsched.workload.files import read_workload
 
     p = Path(path)
     if p.is_dir():
@@ -176,7 +177,7 @@ def run_jobs_replay(
     dict
         ``policies`` {name: emissions_kg, reduction_pct, oracle_share, work_it_mwh (IT
         energy of the jobs placed and the inference served,
-        :func:`carbonsched.replay.work_split_kwh`),
+        :func:`carbonsched.evaluate.replay.work_split_kwh`),
         unplaced_it_mwh, unplaced_priced_kg, emissions_with_unplaced_kg,
         reduction_with_unplaced_pct, deadline_misses, capacity_violations, slo_violations
         (inference demand not served within its SLO, per area-hour), jobs_placed,
@@ -187,7 +188,7 @@ def run_jobs_replay(
         ``forecast_fallbacks`` (per run and site), ``filled_signal_hours`` (per site),
         ``forecast_error`` (the carbon-intensity forecast error ``milp`` acted on, per site:
         ``committed`` over each run's hours before the next run, ``horizon`` over all its
-        leads; :func:`carbonsched.replay.forecast_error_summary`),
+        leads; :func:`carbonsched.evaluate.replay.forecast_error_summary`),
         ``notes``.
 
     Raises
@@ -198,8 +199,8 @@ def run_jobs_replay(
     WorkloadError
         A malformed jobs file.
     """
-    from carbonsched.pipeline import check_workload_fits_catalog
-    from carbonsched.settings import get_settings
+    from carbonsched.config import get_settings
+    from carbonsched.pipeline.daily import check_workload_fits_catalog
 
     unknown = [p for p in policies if p not in JOB_POLICIES]
     if unknown:

@@ -720,7 +720,7 @@ def run_daily_plan(
     PlanningError
         The solver is unavailable.
     """
-    from carbonsched.workload import demo_workload
+    from carbonsched.workload.files import demo_workload
 
     if not 1 <= horizon_hours <= MAX_HORIZON_HOURS:
         raise InputError(f"horizon of {horizon_hours} h is outside 1..{MAX_HORIZON_HOURS} h; "
@@ -730,7 +730,7 @@ def run_daily_plan(
                          "e.g. --time-limit 60")
     slot_minutes = check_slot_minutes(slot_minutes)
     if data_dir is None:
-        from carbonsched.settings import get_settings
+        from carbonsched.config import get_settings
 
         data_dir = get_settings().data_dir
     issued_at = day_start_utc(date)

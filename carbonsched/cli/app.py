@@ -7,26 +7,27 @@ infeasible plan or no solution (the plan is still written and printed), 1 on any
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from carbonsched.cli.common import (
+    err,
+    errors,
+    out,
+    solver_chatter_to_stderr,
+    status_line,
+    tomorrow,
+    write_json,
+)
+from carbonsched.cli.plan_view import print_plan
 from carbonsched.errors import (
-    BackendUnavailableError,
-    CarbonschedError,
     InputError,
-    SolverUnavailableError,
 )
 
 app = typer.Typer(
@@ -44,79 +45,17 @@ catalog_app = typer.Typer(help="Site catalogs.", no_args_is_help=True)
 app.add_typer(workload_app, name="workload")
 app.add_typer(bench_app, name="bench")
 app.add_typer(catalog_app, name="catalog")
-from carbonsched.cli_plans import plans_app  # noqa: E402
+from carbonsched.cli.plans import plans_app  # noqa: E402
 
 app.add_typer(plans_app, name="plans")
-from carbonsched.cli_signals import ingest as _ingest, signals_app  # noqa: E402, I001
+from carbonsched.cli.signals import ingest as _ingest, signals_app  # noqa: E402, I001
 
 app.add_typer(signals_app, name="signals")
 app.command("ingest")(_ingest)
 
-# wide tables when piped to a file or a log (Rich falls back to 80 columns there)
-out = Console(width=None if sys.stdout.isatty() else 150)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
-
 DataDir = Annotated[Path | None, typer.Option(
     "--data-dir", envvar="CARBONSCHED_DATA_DIR",
     help="Folder of the real public data (../shared/data layout).")]
-
-
-def _tomorrow() -> str:
-    return (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%d")
-
-
-@contextmanager
-def _errors() -> Iterator[None]:
-    try:
-        yield
-    except (SolverUnavailableError, BackendUnavailableError) as exc:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(3) from exc
-    except CarbonschedError as exc:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(2) from exc
-    except FileNotFoundError as exc:
-        err.print(f"[bold red]error:[/] file not found: {escape(str(exc.filename))}",
-                  highlight=False)
-        raise typer.Exit(2) from exc
-
-
-@contextmanager
-def _progress(label: str) -> Iterator[Callable[[str], None]]:
-    """A Rich status line on stderr that long steps update."""
-    with err.status(label) as status:
-        def update(msg: str) -> None:
-            status.update(f"{label}: {msg}")
-            if not err.is_terminal:
-                err.print(f"[dim]{label}: {msg}[/]", highlight=False)
-        yield update
-
-
-@contextmanager
-def _solver_chatter_to_stderr() -> Iterator[None]:
-    """Send what native solver code writes to file descriptor 1 to stderr meanwhile.
-
-    highspy prints its licence banner from C++ on the first call of every ``Highs`` instance,
-    even with ``output_flag`` off (ERGO-Code/HiGHS issues #1932, #2749); stdout must carry only
-    carbonsched's own output so that it can be piped.
-    """
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
-def _write_json(path: Path, doc: Any) -> None:
-    """Write ``doc`` as JSON atomically (temporary file + rename, :mod:`carbonsched.fileio`)."""
-    from carbonsched.fileio import atomic_write_text
-
-    atomic_write_text(path, json.dumps(doc, indent=2) + "\n")
-
 
 @app.command()
 def plan(
@@ -157,8 +96,8 @@ def plan(
     = False,
 ) -> None:
     """Forecast, plan and record one day: the daily planning run."""
-    with _errors():
-        from carbonsched.cli_check import check_plan_options
+    with errors():
+        from carbonsched.cli.check import check_plan_options
         from carbonsched.errors import InputError
 
         bad = check_plan_options(date, solver, time_limit, hours)
@@ -171,44 +110,44 @@ def plan(
             raise InputError(f"--slot-minutes {slot_minutes} is for plan-only runs; --dispatch "
                              "plans on the hourly grid (drop --slot-minutes or --dispatch)")
         if dispatch:
-            from carbonsched.cli_service import plan_and_dispatch
+            from carbonsched.cli.service import plan_and_dispatch
 
-            raise typer.Exit(plan_and_dispatch(date.strip() or _tomorrow(), catalog, jobs,
+            raise typer.Exit(plan_and_dispatch(date.strip() or tomorrow(), catalog, jobs,
                                                data_dir, solver, time_limit, hours, out_file,
                                                rolling=rolling or None))
         if rolling:
             raise InputError("--rolling needs --dispatch (the rolling step carries work in "
                              "the store between runs)")
-        from carbonsched.pipeline import run_daily_plan
-        from carbonsched.settings import get_settings
-        from carbonsched.workload import read_workload
+        from carbonsched.config import get_settings
+        from carbonsched.pipeline.daily import run_daily_plan
+        from carbonsched.workload.files import read_workload
 
-        day = date.strip() or _tomorrow()
+        day = date.strip() or tomorrow()
         settings = get_settings()
         ddir = data_dir or settings.data_dir
         wl = read_workload(jobs) if jobs else None
         loader = None
         if providers:
-            from carbonsched.cli_signals import live_signals
+            from carbonsched.cli.signals import live_signals
 
             loader = live_signals(providers, os.environ.get("CARBONSCHED_PROVIDERS_BASE_URL"),
                                   os.environ.get("CARBONSCHED_PROVIDERS_NOW")).load_site_signals
-        with _progress("plan") as progress, _solver_chatter_to_stderr():
+        with status_line("plan") as progress, solver_chatter_to_stderr():
             daily = run_daily_plan(day, catalog, wl, ddir, solver, time_limit, hours, progress,
                                    signal_loader=loader, slot_minutes=slot_minutes)
         # the plan reaches the file and the screen before the store, so a dead database
         # loses nothing
         if out_file:
-            _write_json(out_file, daily.document)
-        _print_plan(daily.document, daily.summary, all_notes)
+            write_json(out_file, daily.document)
+        print_plan(daily.document, daily.summary, all_notes)
         pid = daily.document["plan_id"]
         if out_file:
             err.print(f"plan written to {out_file}", highlight=False)
         if store:
             from carbonsched.store import Store
 
-            with _progress("plan") as progress:
-                progress("recording the plan")
+            with status_line("plan") as progress:
+                status_line("recording the plan")
                 db = Store(settings.resolved_database_url())
                 db.save_plan(daily.document, daily.forecasts)
             err.print(f"plan {pid} recorded in "
@@ -228,150 +167,6 @@ def plan(
             raise typer.Exit(4)
 
 
-def _print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
-                all_notes: bool = False) -> None:
-    s = doc["solver"]
-    gap = "-" if s["mip_gap"] is None else f"{100 * s['mip_gap']:.2f}%"
-    out.print(f"[bold]Plan {doc['plan_id'][:12]}[/] for {doc['date']} · catalog "
-              f"[cyan]{doc['catalog']}[/] · signals [yellow]{doc['signal_quality']}[/]")
-    wl = doc.get("workload") or {}
-    if wl.get("source") == "demo":
-        out.print("[bold magenta]workload: DEMO[/] — the catalog's generated demo day, not real "
-                  "jobs; give --jobs FILE to plan real work", highlight=False)
-    out.print(f"solver {s['name']}: [bold]{s['status']}[/], MIP gap {gap}, "
-              f"{s['seconds']:.1f} s")
-    t = Table(title="Per site (forecast)", title_justify="left")
-    for col, j in (("site", "left"), ("role", "left"), ("jobs", "right"),
-                   ("job GPU-h", "right"), ("inference GPU-h", "right"), ("energy kWh", "right"),
-                   ("emissions kg CO2e", "right")):
-        t.add_column(col, justify=j)  # type: ignore[arg-type]
-    for r in sorted(summary, key=lambda r: -r["energy_kwh"]):
-        t.add_row(r["site"], r["role"], str(r["jobs"]), f"{r['job_gpu_hours']:,.0f}",
-                  f"{r['inference_gpu_hours']:,.0f}",
-                  f"{r['energy_kwh']:,.0f}", f"{r['emissions_kg']:,.1f}")
-    out.print(t)
-    tot = doc["totals"]
-    base = tot["baseline_emissions_kg"]
-    saved = base - tot["emissions_kg"]
-    pct = 100 * saved / base if base else 0.0
-    out.print(f"placed {len(doc['placements'])} jobs, {len(doc['unplaced'])} unplaced · "
-              f"energy {tot['energy_kwh']:,.0f} kWh · emissions [bold]{tot['emissions_kg']:,.1f}"
-              f"[/] kg CO2e vs carbon-agnostic baseline {base:,.1f} kg "
-              + (f"([green]{saved:,.1f} kg saved, {pct:.1f}% less[/])" if saved >= 0 else
-                 f"([red]{-saved:,.1f} kg more, {-pct:.1f}% more[/])"))
-    if doc["unplaced"]:
-        reasons: dict[str, int] = {}
-        for u in doc["unplaced"]:
-            reasons[u["reason"]] = reasons.get(u["reason"], 0) + 1
-        out.print("unplaced by reason: " + ", ".join(f"{k} {v}" for k, v in reasons.items()))
-    notes = doc.get("notes", [])
-    shown = notes
-    if not all_notes:
-        if wl.get("source") == "demo":   # said above, in the DEMO line
-            shown = [n for n in notes if not n.startswith("workload: ")]
-        try:
-            shown = grouped_site_notes(shown, doc.get("sites", []))
-        except Exception:   # noqa: BLE001 - display only: the plan must still reach the store
-            shown = notes
-    for note in shown:
-        # one physical line per note (the terminal wraps it): cron and CronJob logs are read
-        # a note per line
-        out.print(f"[dim]note: {escape(note)}[/]", highlight=False, soft_wrap=True)
-    if len(shown) < len(notes):
-        out.print(f"[dim]({len(notes)} notes condensed to {len(shown)}; --all-notes prints "
-                  "each)[/]", highlight=False, soft_wrap=True)
-
-
-def grouped_site_notes(notes: list[str], site_ids: list[str]) -> list[str]:
-    """The plan's notes for the screen: one line for a note that several sites share.
-
-    Two passes over notes ``"<site>: <text>"`` of the plan's sites. First, a text other
-    sites' notes repeat word for word (e.g. eight modelled Chinese sites without a price) is
-    shown once, at its first place, as ``"sites a, b: <text>"`` (``"all 8 sites: <text>"``,
-    ``"7 of 8 sites (all but c): <text>"`` when shorter). Then texts equal but for
-    their numbers (each modelled site's calibration) are merged the same way, a number that
-    differs shown as its range over the group (``"0.08–0.66"``), so the worst value stays on
-    screen. Every other note is kept as it is, in order; the plan document keeps them all.
-
-    Parameters
-    ----------
-    notes : list of str
-        The plan's notes, in order.
-    site_ids : list of str
-        The plan's site ids; only these prefixes are grouped.
-
-    Returns
-    -------
-    list of str
-        At most ``len(notes)`` notes.
-    """
-    known = set(site_ids)
-
-    def group(items: list[str], key) -> list[str]:
-        by_key: dict[str, list[tuple[str, str]]] = {}
-        for n in items:
-            site, sep, text = n.partition(": ")
-            if sep and site in known:
-                by_key.setdefault(key(text), []).append((site, text))
-        shown: list[str] = []
-        done: set[str] = set()
-        for n in items:
-            site, sep, text = n.partition(": ")
-            k = key(text) if sep and site in known else None
-            members = by_key.get(k, []) if k is not None else []
-            sites = list(dict.fromkeys(m[0] for m in members))
-            if len(sites) < 2:
-                shown.append(n)
-            elif k not in done:
-                done.add(k)
-                shown.append(f"{_sites_label(sites, site_ids)}: "
-                             f"{_merged(m[1] for m in members)}")
-        return shown
-
-    # the same text first; then the same text but for its numbers: the key is the text
-    # between the numbers, so a number never matches a literal character
-    return group(group(notes, lambda t: (t,)), lambda t: tuple(_NUMBER.split(t)[::2]))
-
-
-def _sites_label(sites: list[str], site_ids: list[str]) -> str:
-    """``"all 8 sites"``, ``"7 of 8 sites (all but c)"`` or ``"sites a, b"``, the shortest."""
-    every, named = list(dict.fromkeys(site_ids)), set(sites)
-    missing = [x for x in every if x not in named]
-    n = len(every)
-    if not missing and n >= 4:
-        return f"all {n} sites"
-    if len(sites) >= 4 and 2 * len(missing) < len(sites):
-        return f"{len(sites)} of {n} sites (all but {', '.join(missing)})"
-    return f"sites {', '.join(sites)}"
-
-
-def _merged(texts) -> str:
-    """Texts equal but for their numbers, as one: a number that differs becomes its range."""
-    texts = list(texts)
-    if len(set(texts)) == 1:
-        return texts[0]
-    pieces = [_NUMBER.split(t) for t in texts]     # text, number, text, ..., text
-    out = []
-    for i, piece in enumerate(pieces[0]):
-        if i % 2 == 0:
-            out.append(piece)
-            continue
-        values = [p[i] for p in pieces]
-        lo = min(values, key=_number)
-        hi = max(values, key=_number)
-        out.append(lo if _number(lo) == _number(hi) else f"{lo}–{hi}")
-    return "".join(out)
-
-
-def _number(text: str) -> float:
-    return float(text.replace(",", ""))
-
-
-_NUMBER = re.compile(r"(?<![\w.:/-])([-+]?\d+(?:,\d{3})*(?:\.\d+)?)(?!\w|[.,:/-]\d)")
-"""A number standing alone in a note (not part of a word such as ``CO2`` or ``s05``, nor of a
-date or a dotted version such as ``2023-07-15`` or ``1.2.3``)."""
-
-
 @workload_app.command("from-traces")
 def workload_from_traces_cmd(
     date: Annotated[str, typer.Option(help="Day, YYYY-MM-DD (UTC).")],
@@ -382,10 +177,10 @@ def workload_from_traces_cmd(
 ) -> None:
     """Build one day's jobs and inference demand from the real job traces (by path)."""
     from carbonsched.catalog import load_catalog
-    from carbonsched.settings import get_settings
-    from carbonsched.workload import workload_from_traces, write_workload
+    from carbonsched.config import get_settings
+    from carbonsched.workload.files import workload_from_traces, write_workload
 
-    with _errors():
+    with errors():
         ddir = data_dir or get_settings().data_dir
         wl = workload_from_traces(ddir, date, load_catalog(catalog), seed=seed)
         write_workload(wl, out_file)
@@ -424,12 +219,12 @@ def backtest(
         help="sites: score every N-th day from --from (a stratified sample).")] = 1,
 ) -> None:
     """Backtest day-ahead forecasts: the DACF protocol, or the daily path on a catalog's sites."""
+    from carbonsched.config import get_settings
     from carbonsched.errors import InputError
-    from carbonsched.settings import get_settings
 
-    with _errors():
+    with errors():
         if dataset == "sites":
-            from carbonsched.cli_backtest import site_backtest
+            from carbonsched.cli.backtest import site_backtest
 
             if not date_from or not date_to:
                 raise InputError("--dataset sites needs --from and --to, e.g. --from 2023-01-01 "
@@ -445,7 +240,7 @@ def backtest(
         ddir = data_dir or (get_settings().data_dir / "dacf")
         regs = [r.strip() for r in regions.split(",")] if regions else None
         mods = [m.strip() for m in models.split(",")] if models else None
-        with _progress("backtest") as progress:
+        with status_line("backtest") as progress:
             res = run_backtest(ddir, regions=regs, models=mods, progress=progress)
         res.to_json(out_file)
         if forecasts_out:
@@ -493,32 +288,32 @@ def replay(
     every_days: Annotated[int, typer.Option(help="Replay every N-th day (a sample).")] = 1,
 ) -> None:
     """Replay a period: plan each day on forecasts, score every policy on the actual grid."""
-    from carbonsched.executor import parse_executor
-    from carbonsched.replay import plot_daily, run_replay
-    from carbonsched.settings import get_settings
+    from carbonsched.config import get_settings
+    from carbonsched.evaluate.executor import parse_executor
+    from carbonsched.evaluate.replay import plot_daily, run_replay
 
     if jobs is not None:
-        from carbonsched.cli_replay_jobs import run_and_print
+        from carbonsched.cli.replay import run_and_print
 
-        with _errors(), _progress("replay") as progress, _solver_chatter_to_stderr():
+        with errors(), status_line("replay") as progress, solver_chatter_to_stderr():
             pols = tuple(p.strip() for p in policies.split(",") if p.strip())
             run_and_print(jobs, out_file, catalog, data_dir, None if policies == _TRACE_POLICIES
                           else pols, horizon_hours, run_every_hours, time_limit, mip_gap,
-                          progress, out, err, _write_json)
+                          progress, out, err, write_json)
         return
-    with _errors():
+    with errors():
         parse_executor(executor)  # refuse a bad name before the data load
         if scheduler_address and executor.strip().lower() != "dask":
             raise InputError("--scheduler-address needs --executor dask")
         ddir = data_dir or get_settings().data_dir
         pols = tuple(p.strip() for p in policies.split(",") if p.strip())
-        with _progress("replay") as progress, _solver_chatter_to_stderr():
+        with status_line("replay") as progress, solver_chatter_to_stderr():
             res = run_replay(catalog, ddir, start, end, pols, seed, time_limit, progress,
                              workers=workers, mip_gap=mip_gap, workload_scale=workload_scale,
                              executor=executor, scheduler_address=scheduler_address,
                              target_load=target_load, oracle_time_limit_s=oracle_time_limit,
                              every_days=every_days)
-        _write_json(out_file, res)
+        write_json(out_file, res)
         if plot:
             plot_daily(res, plot)
         t = Table("policy", "kg CO2e", "reduction %", "oracle share", "surplus MWh",
@@ -545,7 +340,7 @@ def replay(
                           f"{_fmt(res.get('greedy_share_of_oracle_bound'), 4)}"
                           + (f"; no bound on {len(nb)} day(s): {', '.join(nb)}" if nb else ""))
         if res.get("forecast_error"):
-            from carbonsched.cli_replay_jobs import forecast_error_table
+            from carbonsched.cli.replay import forecast_error_table
 
             out.print(forecast_error_table(
                 res["forecast_error"], "Carbon-intensity forecast error milp acted on "
@@ -577,16 +372,16 @@ def bench_plan(
     data_dir: DataDir = None,
 ) -> None:
     """Planner scale benchmark on an instance built from the real traces."""
+    from carbonsched.config import get_settings
     from carbonsched.plan.bench import run_plan_benchmark
-    from carbonsched.settings import get_settings
 
-    with _errors():
+    with errors():
         ddir = data_dir or get_settings().data_dir
-        with _progress("bench plan"), _solver_chatter_to_stderr():
+        with status_line("bench plan"), solver_chatter_to_stderr():
             res = run_plan_benchmark(jobs, sites, hours, load=load, reference=reference,
                                      seed=seed, data_dir=ddir, time_limit_s=time_limit,
                                      mip_gap=mip_gap)
-        _write_json(out_file, res)
+        write_json(out_file, res)
         out.print_json(data={k: v for k, v in res.items() if not isinstance(v, (list, dict))})
         if "reference" in res:
             out.print("reference:")
@@ -611,7 +406,7 @@ def catalog_show(name: Annotated[str, typer.Argument(help="Catalog name or TOML 
     """Show a catalog's sites."""
     from carbonsched.catalog import load_catalog
 
-    with _errors():
+    with errors():
         c = load_catalog(name)
         t = Table("site", "role", "zone", "GPUs", "IT cap kW", "backend", title=c.name)
         for s in c.sites:
@@ -622,20 +417,20 @@ def catalog_show(name: Annotated[str, typer.Argument(help="Catalog name or TOML 
         out.print(t)
 
 
-from carbonsched.cli_report import report as _report  # noqa: E402
+from carbonsched.cli.report import report as _report  # noqa: E402
 
 app.command("report")(_report)
-from carbonsched.cli_dispatch import register as _register_dispatch  # noqa: E402
+from carbonsched.cli.dispatch import register as _register_dispatch  # noqa: E402
 
 _register_dispatch(app)
-from carbonsched.cli_service import register as _register_service  # noqa: E402
+from carbonsched.cli.service import register as _register_service  # noqa: E402
 
 _register_service(app)
 
 
 def main() -> None:
-    """Run the CLI (the console script enters at :func:`carbonsched.cli_check.main`)."""
-    from carbonsched.cli_check import precheck
+    """Run the CLI (the console script enters at :func:`carbonsched.cli.entry.main`)."""
+    from carbonsched.cli.check import precheck
 
     bad = precheck(sys.argv[1:])
     if bad is not None:

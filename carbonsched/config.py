@@ -1,8 +1,23 @@
-"""Settings of ``carbonsched serve`` and the daily cron (pydantic-settings).
+"""carbonsched's configuration (pydantic-settings), behind cached getters.
 
-Sources, strongest first: command-line options (passed as keyword arguments), environment
-variables ``CARBONSCHED_<NAME>``, the TOML config file named by ``CARBONSCHED_CONFIG`` (or
-``carbonsched serve --config``), then the defaults below. Secrets (the bootstrap admin token, a
+Two classes read the same ``CARBONSCHED_<NAME>`` environment variables:
+:class:`Settings` (what every command needs: the data folder and the store) behind
+:func:`get_settings`, and :class:`ServiceSettings` (what ``carbonsched serve`` and the daily cron
+read, also from the TOML file named by ``CARBONSCHED_CONFIG``).
+
+Environment variables
+---------------------
+CARBONSCHED_DATA_DIR
+    Folder of the real public data (``../shared/data`` layout). Default: ``../shared/data``
+    relative to the current directory. ``CARBONSCHED_SHARED_DATA`` (the name the tests, the
+    benchmarks and several error messages use) is accepted too; ``CARBONSCHED_DATA_DIR`` wins.
+CARBONSCHED_DATABASE_URL
+    Any SQLAlchemy URL for the store. Default: a SQLite file in the user's data directory
+    (``platformdirs.user_data_dir("carbonsched")``).
+
+Service settings: sources, strongest first: command-line options (passed as keyword arguments),
+environment variables ``CARBONSCHED_<NAME>``, the TOML config file named by ``CARBONSCHED_CONFIG``
+(or ``carbonsched serve --config``), then the defaults. Secrets (the bootstrap admin token, a
 password inside the database URL) are ``SecretStr`` or rendered without the password by
 :meth:`ServiceSettings.public_dict`, which is all the service ever logs.
 """
@@ -15,6 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import platformdirs
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
@@ -23,7 +39,34 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from carbonsched.settings import default_database_url
+
+def default_database_url() -> str:
+    """SQLite file in the user's data directory (created on first use)."""
+    d = Path(platformdirs.user_data_dir("carbonsched"))
+    return f"sqlite:///{d / 'carbonsched.db'}"
+
+
+class Settings(BaseSettings):
+    """carbonsched's settings; each field reads ``CARBONSCHED_<NAME>``."""
+
+    model_config = SettingsConfigDict(env_prefix="CARBONSCHED_", populate_by_name=True)
+
+    data_dir: Path = Field(
+        default=Path("../shared/data"),
+        validation_alias=AliasChoices("CARBONSCHED_DATA_DIR", "CARBONSCHED_SHARED_DATA"),
+    )
+    database_url: str = ""
+
+    def resolved_database_url(self) -> str:
+        """The configured database URL, or the default SQLite file."""
+        return self.database_url or default_database_url()
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process-wide settings (cached; call ``get_settings.cache_clear()`` in tests)."""
+    return Settings()
+
 
 CONFIG_ENV = "CARBONSCHED_CONFIG"
 """Environment variable naming the TOML config file."""
@@ -50,7 +93,7 @@ class ServiceSettings(BaseSettings):
     rolling: bool = False
     """Rolling horizon (issue 14): each run plans ``horizon_hours`` (e.g. 72) from its issue
     time, commits only placements starting before the next run and carries the rest in the
-    store (:mod:`carbonsched.rolling_service`)."""
+    store (:mod:`carbonsched.service.rolling`)."""
     rolling_run_every_hours: int = Field(24, ge=1, le=24)
     """Hours from one rolling run to the next (the cron runs daily: 24). [h]"""
     as_of: datetime | None = None

@@ -44,11 +44,11 @@ from carbonsched.domain import Job, Workload
 from carbonsched.errors import InputError
 from carbonsched.timeaxis import day_start_utc
 
-log = logging.getLogger("carbonsched.cron")
+log = logging.getLogger("carbonsched.service.cron")
 
 DispatchStep = Callable[..., Any]
 """``dispatch(store, plan_id, catalog, *, clock=...) -> outcome`` — the signature of
-``carbonsched.dispatch.dispatch_plan``; the outcome is recorded (JSON) in the run record."""
+``carbonsched.dispatch.outbox.dispatch_plan``; the outcome is recorded (JSON) in the run record."""
 
 DISPATCH_NOT_CONFIGURED = "dispatch: not configured"
 
@@ -71,7 +71,7 @@ def load_dispatch_step(spec: str) -> DispatchStep | None:
         return getattr(importlib.import_module(mod), fn or "dispatch_plan")
     except (ImportError, AttributeError) as exc:
         raise InputError(f"dispatcher {spec!r} cannot be imported ({exc}); give "
-                         "module:function, e.g. carbonsched.dispatch:dispatch_plan") from exc
+                         "module:function, e.g. carbonsched.dispatch.outbox:dispatch_plan") from exc
 
 
 def catalog_timezone(catalog: Catalog) -> str:
@@ -139,7 +139,7 @@ class DailyCron:
     check_interval_s, stale_after_s
         Safety-net tick period and stale-run takeover age. [s]
     metrics
-        :class:`~carbonsched.metrics.ServiceMetrics` or ``None``.
+        :class:`~carbonsched.service.metrics.ServiceMetrics` or ``None``.
     """
 
     def __init__(self, store: Any, pipeline: Pipeline, clock: Clock, zone: str, at: time,
@@ -262,7 +262,7 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
                       on_plan: Callable[[str], None] | None = None) -> Pipeline:
     """The plan -> dispatch pipeline the cron and ``carbonsched plan --dispatch`` run.
 
-    Forecast and plan the date (:func:`carbonsched.pipeline.run_daily_plan`) with the
+    Forecast and plan the date (:func:`carbonsched.pipeline.daily.run_daily_plan`) with the
     configured workload plus the jobs submitted through the API, record plan and forecasts in
     the store, update the submitted jobs' states, then dispatch (or record that dispatch is not
     configured).
@@ -270,7 +270,7 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
     Parameters
     ----------
     settings
-        :class:`~carbonsched.service_settings.ServiceSettings`.
+        :class:`~carbonsched.config.ServiceSettings`.
     service_store
         :class:`~carbonsched.store.service.ServiceStore`.
     clock
@@ -278,12 +278,12 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
     dispatch
         ``dispatch(store, plan_id, catalog, *, clock=...)`` or ``None``.
     metrics
-        :class:`~carbonsched.metrics.ServiceMetrics` or ``None``.
+        :class:`~carbonsched.service.metrics.ServiceMetrics` or ``None``.
     on_plan
         Called with the new plan id once it is stored (the API reloads its book).
     """
-    from carbonsched.pipeline import run_daily_plan
-    from carbonsched.workload import demo_workload, read_workload
+    from carbonsched.pipeline.daily import run_daily_plan
+    from carbonsched.workload.files import demo_workload, read_workload
 
     catalog = load_catalog(settings.catalog)
 
@@ -292,7 +292,7 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
         wl = (read_workload(settings.workload_file) if settings.workload_file
               else demo_workload(catalog, pdate))
         if settings.rolling:
-            from carbonsched.rolling_service import run_rolling
+            from carbonsched.service.rolling import run_rolling
 
             return run_rolling(settings, service_store, catalog, wl, pdate, issued_at,
                                trigger, clock, dispatch, metrics, on_plan)
@@ -329,7 +329,7 @@ def finish_run(doc: dict[str, Any], service_store: Any, catalog: Catalog, clock:
     doc
         The stored plan document.
     dispatch
-        :func:`carbonsched.dispatch.dispatch_plan` or ``None`` (not configured).
+        :func:`carbonsched.dispatch.outbox.dispatch_plan` or ``None`` (not configured).
     dispatch_kw
         Passed to ``dispatch`` (e.g. ``commit_before`` for a rolling run).
 

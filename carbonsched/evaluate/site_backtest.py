@@ -1,7 +1,7 @@
 """Site backtest: the daily plan's own forecasting path, scored on every site of a catalog.
 
 For each day of a period and each site, the forecasts are issued at 00:00 UTC from the data
-strictly before it, exactly as :func:`carbonsched.pipeline.forecast_site` issues them for a
+strictly before it, exactly as :func:`carbonsched.pipeline.daily.forecast_site` issues them for a
 daily plan (the model of each site and signal is chosen and fitted once per refit period,
 :mod:`carbonsched.forecasts.registry`, and cached). Each hour is then compared with what happened:
 
@@ -17,7 +17,7 @@ naive forecast (the same hour the day before issue; Hyndman & Athanasopoulos, FP
 ``1 − MAPE/MAPE_naive`` (for the green-surplus index, whose actual is often 0 and whose MAPE is
 undefined, ``1 − MAE/MAE_naive``), and the empirical coverage of the 80 % and 95 % intervals.
 
-The days run through :func:`carbonsched.executor.map_in_order`, locally or on Dask.
+The days run through :func:`carbonsched.evaluate.executor.map_in_order`, locally or on Dask.
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ from carbonsched.adapters.signals import load_site_signals
 from carbonsched.catalog import load_catalog
 from carbonsched.domain import SignalQuality
 from carbonsched.errors import ForecastError, InputError
-from carbonsched.executor import map_in_order, parse_executor
+from carbonsched.evaluate.executor import map_in_order, parse_executor
+from carbonsched.evaluate.replay import actual_signals
 from carbonsched.forecasts.registry import DEFAULT_SCHEDULE
-from carbonsched.pipeline import FORECAST_HISTORY_DAYS, forecast_site, surplus_reference
-from carbonsched.replay import actual_signals
+from carbonsched.pipeline.daily import FORECAST_HISTORY_DAYS, forecast_site, surplus_reference
 from carbonsched.timeaxis import HOUR, day_start_utc, hourly_slots
 
 SIGNALS = ("carbon_intensity_g_per_kwh", "green_surplus_index", "pue")
@@ -61,8 +61,8 @@ def _actual_frame(site: Any, frame: pd.DataFrame, slots: pd.DatetimeIndex,
                   reference: pd.Series | None) -> pd.DataFrame:
     """The actual signals on ``slots``; hours without a real observation are NaN (not scored).
 
-    :func:`carbonsched.replay.actual_signals` interpolates missing carbon intensity and puts
-    PUE at the model's floor without weather (right for scoring a plan's emissions); a
+    :func:`carbonsched.evaluate.replay.actual_signals` interpolates missing carbon intensity and
+    puts PUE at the model's floor without weather (right for scoring a plan's emissions); a
     forecast is scored only against hours that were really observed.
     """
     act = actual_signals(site, frame, slots, reference)
@@ -178,7 +178,7 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
         Score every ``every_days``-th day from ``start`` (a stratified sample; 1 = every
         day). [d]
     executor, workers, scheduler_address
-        Where the chunks run (:func:`carbonsched.executor.map_in_order`).
+        Where the chunks run (:func:`carbonsched.evaluate.executor.map_in_order`).
     progress
         Callable receiving status lines.
 

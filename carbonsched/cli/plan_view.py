@@ -1,0 +1,158 @@
+"""The plan on screen: the header, the per-site table and the notes, grouped by kind."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from carbonsched.cli.common import out
+
+
+def print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
+                all_notes: bool = False) -> None:
+    """Print a plan document: its header, per-site table and notes (grouped unless asked)."""
+    s = doc["solver"]
+    gap = "-" if s["mip_gap"] is None else f"{100 * s['mip_gap']:.2f}%"
+    out.print(f"[bold]Plan {doc['plan_id'][:12]}[/] for {doc['date']} · catalog "
+              f"[cyan]{doc['catalog']}[/] · signals [yellow]{doc['signal_quality']}[/]")
+    wl = doc.get("workload") or {}
+    if wl.get("source") == "demo":
+        out.print("[bold magenta]workload: DEMO[/] — the catalog's generated demo day, not real "
+                  "jobs; give --jobs FILE to plan real work", highlight=False)
+    out.print(f"solver {s['name']}: [bold]{s['status']}[/], MIP gap {gap}, "
+              f"{s['seconds']:.1f} s")
+    t = Table(title="Per site (forecast)", title_justify="left")
+    for col, j in (("site", "left"), ("role", "left"), ("jobs", "right"),
+                   ("job GPU-h", "right"), ("inference GPU-h", "right"), ("energy kWh", "right"),
+                   ("emissions kg CO2e", "right")):
+        t.add_column(col, justify=j)  # type: ignore[arg-type]
+    for r in sorted(summary, key=lambda r: -r["energy_kwh"]):
+        t.add_row(r["site"], r["role"], str(r["jobs"]), f"{r['job_gpu_hours']:,.0f}",
+                  f"{r['inference_gpu_hours']:,.0f}",
+                  f"{r['energy_kwh']:,.0f}", f"{r['emissions_kg']:,.1f}")
+    out.print(t)
+    tot = doc["totals"]
+    base = tot["baseline_emissions_kg"]
+    saved = base - tot["emissions_kg"]
+    pct = 100 * saved / base if base else 0.0
+    out.print(f"placed {len(doc['placements'])} jobs, {len(doc['unplaced'])} unplaced · "
+              f"energy {tot['energy_kwh']:,.0f} kWh · emissions [bold]{tot['emissions_kg']:,.1f}"
+              f"[/] kg CO2e vs carbon-agnostic baseline {base:,.1f} kg "
+              + (f"([green]{saved:,.1f} kg saved, {pct:.1f}% less[/])" if saved >= 0 else
+                 f"([red]{-saved:,.1f} kg more, {-pct:.1f}% more[/])"))
+    if doc["unplaced"]:
+        reasons: dict[str, int] = {}
+        for u in doc["unplaced"]:
+            reasons[u["reason"]] = reasons.get(u["reason"], 0) + 1
+        out.print("unplaced by reason: " + ", ".join(f"{k} {v}" for k, v in reasons.items()))
+    notes = doc.get("notes", [])
+    shown = notes
+    if not all_notes:
+        if wl.get("source") == "demo":   # said above, in the DEMO line
+            shown = [n for n in notes if not n.startswith("workload: ")]
+        try:
+            shown = grouped_site_notes(shown, doc.get("sites", []))
+        except Exception:   # noqa: BLE001 - display only: the plan must still reach the store
+            shown = notes
+    for note in shown:
+        # one physical line per note (the terminal wraps it): cron and CronJob logs are read
+        # a note per line
+        out.print(f"[dim]note: {escape(note)}[/]", highlight=False, soft_wrap=True)
+    if len(shown) < len(notes):
+        out.print(f"[dim]({len(notes)} notes condensed to {len(shown)}; --all-notes prints "
+                  "each)[/]", highlight=False, soft_wrap=True)
+
+
+def grouped_site_notes(notes: list[str], site_ids: list[str]) -> list[str]:
+    """The plan's notes for the screen: one line for a note that several sites share.
+
+    Two passes over notes ``"<site>: <text>"`` of the plan's sites. First, a text other
+    sites' notes repeat word for word (e.g. eight modelled Chinese sites without a price) is
+    shown once, at its first place, as ``"sites a, b: <text>"`` (``"all 8 sites: <text>"``,
+    ``"7 of 8 sites (all but c): <text>"`` when shorter). Then texts equal but for
+    their numbers (each modelled site's calibration) are merged the same way, a number that
+    differs shown as its range over the group (``"0.08–0.66"``), so the worst value stays on
+    screen. Every other note is kept as it is, in order; the plan document keeps them all.
+
+    Parameters
+    ----------
+    notes : list of str
+        The plan's notes, in order.
+    site_ids : list of str
+        The plan's site ids; only these prefixes are grouped.
+
+    Returns
+    -------
+    list of str
+        At most ``len(notes)`` notes.
+    """
+    known = set(site_ids)
+
+    def group(items: list[str], key) -> list[str]:
+        by_key: dict[str, list[tuple[str, str]]] = {}
+        for n in items:
+            site, sep, text = n.partition(": ")
+            if sep and site in known:
+                by_key.setdefault(key(text), []).append((site, text))
+        shown: list[str] = []
+        done: set[str] = set()
+        for n in items:
+            site, sep, text = n.partition(": ")
+            k = key(text) if sep and site in known else None
+            members = by_key.get(k, []) if k is not None else []
+            sites = list(dict.fromkeys(m[0] for m in members))
+            if len(sites) < 2:
+                shown.append(n)
+            elif k not in done:
+                done.add(k)
+                shown.append(f"{_sites_label(sites, site_ids)}: "
+                             f"{_merged(m[1] for m in members)}")
+        return shown
+
+    # the same text first; then the same text but for its numbers: the key is the text
+    # between the numbers, so a number never matches a literal character
+    return group(group(notes, lambda t: (t,)), lambda t: tuple(_NUMBER.split(t)[::2]))
+
+
+def _sites_label(sites: list[str], site_ids: list[str]) -> str:
+    """``"all 8 sites"``, ``"7 of 8 sites (all but c)"`` or ``"sites a, b"``, the shortest."""
+    every, named = list(dict.fromkeys(site_ids)), set(sites)
+    missing = [x for x in every if x not in named]
+    n = len(every)
+    if not missing and n >= 4:
+        return f"all {n} sites"
+    if len(sites) >= 4 and 2 * len(missing) < len(sites):
+        return f"{len(sites)} of {n} sites (all but {', '.join(missing)})"
+    return f"sites {', '.join(sites)}"
+
+
+def _merged(texts) -> str:
+    """Texts equal but for their numbers, as one: a number that differs becomes its range."""
+    texts = list(texts)
+    if len(set(texts)) == 1:
+        return texts[0]
+    pieces = [_NUMBER.split(t) for t in texts]     # text, number, text, ..., text
+    out = []
+    for i, piece in enumerate(pieces[0]):
+        if i % 2 == 0:
+            out.append(piece)
+            continue
+        values = [p[i] for p in pieces]
+        lo = min(values, key=_number)
+        hi = max(values, key=_number)
+        out.append(lo if _number(lo) == _number(hi) else f"{lo}–{hi}")
+    return "".join(out)
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+_NUMBER = re.compile(r"(?<![\w.:/-])([-+]?\d+(?:,\d{3})*(?:\.\d+)?)(?!\w|[.,:/-]\d)")
+"""A number standing alone in a note (not part of a word such as ``CO2`` or ``s05``, nor of a
+date or a dotted version such as ``2023-07-15`` or ``1.2.3``)."""
+
+

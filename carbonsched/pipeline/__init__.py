@@ -1,0 +1,1 @@
+"""The daily pipeline: signals -> forecasts -> planning problem -> plan document."""

@@ -1,0 +1,1 @@
+"""Workloads: job files, demo days built from real traces, and the job schema."""
