@@ -96,6 +96,7 @@ from carbonsched.forecasts.carbon_intensity import (
 from carbonsched.forecasts.decision import start_regret
 from carbonsched.forecasts.green_surplus import GreenSurplusForecaster, SurplusSeasonalNaive
 from carbonsched.forecasts.localclock import local_wall_hours, to_local_clock
+from carbonsched.forecasts.synthetic import synthetic_index
 
 HOUR = pd.Timedelta(hours=1)
 DAY = pd.Timedelta(days=1)
@@ -668,8 +669,6 @@ class SelectedForecaster(Forecaster):
     @classmethod
     def get_test_data(cls, seed: int = 0) -> tuple[pd.Series, pd.DataFrame | None]:
         """Carbon-intensity-like data (in [0, 1] values are fine for either signal)."""
-        from carbonsched.forecasts.testing import synthetic_index
-
         y, _ = synthetic_index(seed)
         return (0.2 + y).rename("y"), None
 

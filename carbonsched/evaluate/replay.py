@@ -123,7 +123,8 @@ def actual_signals(site: Any, frame: pd.DataFrame, slots: pd.DatetimeIndex,
     return out
 
 
-def _stack(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+def stack_site_frames(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One frame of per-site hourly frames, indexed by ``(site, slot)``."""
     out = []
     for sid, f in frames.items():
         g = f.copy()
@@ -233,7 +234,7 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
                                  act["carbon_intensity_g_per_kwh"],
                                  fc.models.get("carbon_intensity_g_per_kwh", {}).get("model"))
         problem = build_problem(cat.sites, wl, forecasts, slots)
-        actual_sig = _stack({sid: actual[sid] for sid in forecasts})
+        actual_sig = stack_site_frames({sid: actual[sid] for sid in forecasts})
         row: dict[str, Any] = {"date": label, "forecast_fallbacks": fallbacks,
                                "forecast_error": fc_error,
                                "fleet_load": round(total_fleet_load(wl, cat), 4)}

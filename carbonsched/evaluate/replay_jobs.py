@@ -42,9 +42,9 @@ from carbonsched.catalog import Catalog, load_catalog
 from carbonsched.domain import Job, SignalQuality, Workload
 from carbonsched.errors import ForecastError, InputError, WorkloadError
 from carbonsched.evaluate.replay import (
-    _stack,
     actual_signals,
     forecast_error_summary,
+    stack_site_frames,
     tally_forecast_error,
     work_split_kwh,
 )
@@ -266,7 +266,7 @@ def run_jobs_replay(
         raise InputError("no site has actual signals for the workload's period; nothing can "
                          "be replayed")
     sites = [s for s in cat.sites if s.id in actual]
-    actual_all = _stack(actual)
+    actual_all = stack_site_frames(actual)
     score_slots = hourly_slots(first, int(np.ceil((end - first) / HOUR)))
     whole = PlanningProblem(sites=sites, jobs=all_jobs, inference=list(wl.inference),
                             slots=score_slots,
@@ -320,7 +320,7 @@ def run_jobs_replay(
                 tally_forecast_error(fc_err["horizon"], s.id, ci_fc, ci_act, ci_model)
                 fcs[s.id] = fc.signals[["carbon_intensity_g_per_kwh", "pue", "green_surplus_kw",
                                         "pue_hi_95"]]
-            signal_for = {"milp": _stack(fcs) if fcs else None}
+            signal_for = {"milp": stack_site_frames(fcs) if fcs else None}
         else:
             signal_for = {}
         for p, rp in planners.items():

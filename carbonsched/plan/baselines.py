@@ -26,7 +26,7 @@ BASELINE_DEFINITION = (
 :func:`agnostic_plan` all say this (a test checks that the README quotes it)."""
 
 
-class _Ledger:
+class Ledger:
     """Remaining GPUs per (site, slot, type) and IT power per (site, slot)."""
 
     def __init__(self, sets: PlanSets) -> None:
@@ -58,6 +58,7 @@ class _Ledger:
                     and (self.kw[site, start:start + d] >= s.job_kw[j] - 1e-9).all())
 
     def take_job(self, j: int, site: int, start: int) -> None:
+        """Book job ``j``'s GPUs and IT power at ``site`` for its hours from slot ``start``."""
         s = self.sets
         d = int(s.job_dur[j])
         self.gpus[site, start:start + d, s.job_gtype[j]] -= s.job_gpus[j]
@@ -99,7 +100,7 @@ def _run(sets: PlanSets, name: str, carbon_aware: bool, started: float,
          rank_kw: np.ndarray | None = None, rank_gpu: np.ndarray | None = None,
          order: np.ndarray | None = None, prefilled: np.ndarray | None = None) -> PlanResult:
     n_s, n_t = sets.pue.shape
-    ledger = _Ledger(sets)
+    ledger = Ledger(sets)
     note = []
     rank_kw = sets.cost_per_kwh if rank_kw is None else rank_kw            # (S, T)
     rank_gpu = (np.zeros(ledger.gpus.shape) if rank_gpu is None else rank_gpu)  # (S, T, G)

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from carbonsched.plan.baselines import _Ledger
+from carbonsched.plan.baselines import Ledger
 from carbonsched.plan.result import PlanResult, PlanStatus, SolverRecord, build_plan_result
 from carbonsched.plan.sets import PlanSets, placement_positions
 
@@ -154,7 +154,7 @@ def descend(sets: PlanSets, chosen: np.ndarray, alloc: np.ndarray, seconds: floa
     t_start = time.perf_counter()
     n_s, n_t = sets.pue.shape
     sh = sets.slot_hours
-    ledger = _Ledger(sets)
+    ledger = Ledger(sets)
     load = np.zeros((n_s, n_t))        # IT load per site-slot for the objective [kW]
     for d in range(len(alloc)):
         if not alloc[d].any():

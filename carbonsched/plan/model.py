@@ -117,11 +117,11 @@ def define_variables(m: PlanModel) -> None:
 
 def _patterns(m: PlanModel):
     """The piece patterns the model holds: those of jobs with an option in it."""
-    from carbonsched.plan.sets import PiecePatterns, _empty_patterns
+    from carbonsched.plan.sets import PiecePatterns, empty_patterns
 
     pats = m.sets.patterns
     if pats is None or len(pats) == 0:
-        return _empty_patterns()
+        return empty_patterns()
     keep = np.flatnonzero(np.isin(pats.job, m.options[:, 0]))
     return PiecePatterns(pats.job[keep], pats.site[keep], pats.cost_kg[keep],
                          [pats.pieces[i] for i in keep]) if len(keep) < len(pats) else pats

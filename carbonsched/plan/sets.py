@@ -919,7 +919,8 @@ class PiecePatterns:
                 np.asarray(energy, dtype=float))
 
 
-def _empty_patterns() -> PiecePatterns:
+def empty_patterns() -> PiecePatterns:
+    """Piece patterns of a plan with no preemptible job (every array empty)."""
     return PiecePatterns(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), [])
 
 
@@ -1026,7 +1027,7 @@ def enumerate_patterns(sets: PlanSets) -> PiecePatterns:
     jobs = [int(j) for j in sets.placeable if sets.problem.jobs[j].max_pieces >= 2]
     if not jobs or sets.slot_minutes != SLOT_MINUTES:
         # hourly grid only: a sub-hour grid plans preemptible jobs in one piece (a plan note)
-        return _empty_patterns()
+        return empty_patterns()
     t0 = sets.slot[0]
     n_t = sets.pue.shape[1]
     cost = sets.cost_per_kwh
@@ -1072,6 +1073,6 @@ def enumerate_patterns(sets: PlanSets) -> PiecePatterns:
                 out_c.append(float(best[i]))
                 out_p.append(pieces)
     if not out_j:
-        return _empty_patterns()
+        return empty_patterns()
     return PiecePatterns(np.array(out_j, dtype=np.int64), np.array(out_s, dtype=np.int64),
                          np.array(out_c), out_p)

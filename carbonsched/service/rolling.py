@@ -116,9 +116,9 @@ def run_rolling(settings: Any, service_store: Any, catalog: Catalog, workload: W
 
     Returns
     -------
-    carbonsched.service.cron.RunOutcome
+    carbonsched.service.runs.RunOutcome
     """
-    from carbonsched.service.cron import RunOutcome, finish_run
+    from carbonsched.service.runs import RunOutcome, finish_run
     from carbonsched.store.rolling_state import job_from_spec
 
     t = pd.Timestamp(issued_at).tz_convert("UTC")

@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 
 from carbonsched.errors import BackendError, BackendUnavailableError, InputError
 from carbonsched.store.models import ForecastRow, InferenceRow, PlacementRow, PlanRow
+from carbonsched.store.sqlite import enable_sqlite_wal
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
@@ -95,8 +96,6 @@ class Store:
         except (SQLAlchemyError, ImportError, ValueError, TypeError) as exc:
             raise InputError(f"database URL {url!r} is not usable: {exc}") from exc
         if self.engine.dialect.name == "sqlite":
-            from carbonsched.store.service import enable_sqlite_wal
-
             # the store's own busy timeout (its bounded "locked" retries build on it)
             enable_sqlite_wal(self.engine, busy_timeout_s)
         self.migrate()

@@ -10,7 +10,7 @@ from datetime import datetime
 from sqlalchemy import Float, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from carbonsched.store.models import Base, UTCDateTime
+from carbonsched.store.base import Base, UTCDateTime
 
 
 class RollingJobRow(Base):

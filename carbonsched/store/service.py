@@ -16,7 +16,7 @@ import secrets
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import event, select, text, update
+from sqlalchemy import select, text, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -31,29 +31,8 @@ ROLES = ("read", "submit", "admin")
 
 TOKEN_PREFIX = "cst_"
 
-SQLITE_BUSY_TIMEOUT_MS = 10_000
-"""How long a SQLite writer waits for another's lock before failing. [ms]"""
-
 LEADER_LOCK_KEY = 0x63617262_6F6E
 """PostgreSQL advisory lock key of the cron leader ("carbon" in ASCII hex)."""
-
-
-def enable_sqlite_wal(engine: Engine,
-                      busy_timeout_s: float = SQLITE_BUSY_TIMEOUT_MS / 1000) -> None:
-    """Open every SQLite connection in WAL mode with the store's busy timeout.
-
-    WAL lets readers (the API) proceed while the cron writes a plan; ``synchronous=NORMAL`` is
-    the setting SQLite documents as safe with WAL (https://sqlite.org/wal.html,
-    https://sqlite.org/pragma.html#pragma_synchronous).
-    """
-
-    @event.listens_for(engine, "connect")
-    def _pragmas(dbapi_conn, _record):  # noqa: ANN001
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
-        cur.execute("PRAGMA synchronous=NORMAL")
-        cur.close()
 
 
 def hash_token(token: str) -> str:

@@ -11,7 +11,7 @@ from datetime import datetime
 from sqlalchemy import Boolean, Float, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from carbonsched.store.models import Base, UTCDateTime
+from carbonsched.store.base import Base, UTCDateTime
 
 
 class TokenRow(Base):

@@ -14,7 +14,7 @@ from datetime import datetime
 from sqlalchemy import Boolean, Float, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from carbonsched.store.models import Base, UTCDateTime
+from carbonsched.store.base import Base, UTCDateTime
 
 
 class SignalCacheRow(Base):

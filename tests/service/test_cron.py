@@ -16,7 +16,8 @@ import pytest
 
 from carbonsched.catalog import load_catalog
 from carbonsched.clock import FixedClock, ManualClock
-from carbonsched.service.cron import DailyCron, RunOutcome, catalog_timezone, due_day
+from carbonsched.service.cron import DailyCron, catalog_timezone, due_day
+from carbonsched.service.runs import RunOutcome
 from carbonsched.store import Store
 from carbonsched.store.service import LeaderLock, ServiceStore
 
@@ -205,7 +206,7 @@ def test_submitted_jobs_join_the_next_plan_and_take_its_outcome(db):
     import pandas as pd
 
     from carbonsched.domain import Workload
-    from carbonsched.service.cron import _update_submitted, _with_submitted_jobs
+    from carbonsched.service.runs import update_submitted, with_submitted_jobs
 
     now = datetime(2023, 7, 15, 23, tzinfo=UTC)
 
@@ -221,7 +222,7 @@ def test_submitted_jobs_join_the_next_plan_and_take_its_outcome(db):
     db.add_jobs([{"job_id": j, "tenant": "t", "spec_json": json.dumps(spec(j, es, dl)),
                   "state": st, "reason": "AwaitingPlan", "detail": "", "submitted_at": now,
                   "updated_at": now, "reserved": False} for j, es, dl, st in rows])
-    wl, ids = _with_submitted_jobs(Workload([], []), db,
+    wl, ids = with_submitted_jobs(Workload([], []), db,
                                    pd.Timestamp("2023-07-16T00:00:00Z"), 24)
     assert ids == {"in"} and [j.id for j in wl.jobs] == ["in"]
     assert wl.jobs[0].earliest_start == pd.Timestamp("2023-07-15T18:00:00Z")
@@ -230,12 +231,12 @@ def test_submitted_jobs_join_the_next_plan_and_take_its_outcome(db):
                                             "end": "2023-07-16T05:00:00Z",
                                             "energy_kwh": 2.4, "emissions_kg": 0.3}],
            "unplaced": []}
-    _update_submitted(db, doc, ids, now)
+    update_submitted(db, doc, ids, now)
     j = db.get_job("in")
     assert (j["state"], j["plan_id"], j["site"], j["emissions_kg"]) == ("Planned", "p2", "s1",
                                                                         0.3)
     doc2 = {"plan_id": "p3", "placements": [],
             "unplaced": [{"job_id": "in", "reason": "InsufficientCapacity", "detail": "full"}]}
-    _update_submitted(db, doc2, ids, now)
+    update_submitted(db, doc2, ids, now)
     j = db.get_job("in")
     assert (j["state"], j["reason"], j["site"]) == ("Pending", "InsufficientCapacity", None)
