@@ -153,9 +153,3 @@ class ServiceSettings(BaseSettings):
             hide_password=True)
         out["bootstrap_admin_token"] = "**********" if self.bootstrap_admin_token else None
         return out
-
-
-@lru_cache
-def get_service_settings() -> ServiceSettings:
-    """The process-wide service settings (cached)."""
-    return ServiceSettings()

@@ -26,8 +26,6 @@ latency_ms
 from __future__ import annotations
 
 G_PER_KG = 1000.0
-KW_PER_MW = 1000.0
-W_PER_KW = 1000.0
 
 
 def emissions_kg(energy_kwh: float, carbon_intensity_g_per_kwh: float) -> float:
@@ -36,13 +34,3 @@ def emissions_kg(energy_kwh: float, carbon_intensity_g_per_kwh: float) -> float:
     GHG Protocol Scope 2 Guidance (2015), location-based method: activity data × emission factor.
     """
     return energy_kwh * carbon_intensity_g_per_kwh / G_PER_KG
-
-
-def kelvin_to_celsius(t_k: float) -> float:
-    """Temperature [°C] from [K]."""
-    return t_k - 273.15
-
-
-def kmh_to_ms(v_kmh: float) -> float:
-    """Speed [m/s] from [km/h]."""
-    return v_kmh / 3.6

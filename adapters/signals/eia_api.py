@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from carbonsched.adapters.http import Fetcher
@@ -159,8 +158,3 @@ def get_eia_api(fetcher: Fetcher, api_key: str, respondent: str, start: pd.Times
     meta["requests"] = pages
     frame = frame[(frame.index >= start) & (frame.index < end)]
     return frame, meta
-
-
-def has_rows(frame: pd.DataFrame) -> bool:
-    """Whether any hour has a carbon intensity."""
-    return bool(np.isfinite(frame.get("carbon_intensity_g_per_kwh", pd.Series([]))).any())

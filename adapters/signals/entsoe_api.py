@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import requests
 
@@ -262,8 +261,3 @@ def get_entsoe_wind_solar_forecast(client: Any, zone: str, start: pd.Timestamp,
                    "emission_factor_type": None, "newest_value_at": newest, "notes": notes,
                    "is_forecast": True,
                    "time_convention": "ENTSO-E periods UTC; averaged to hour start"}
-
-
-def has_values(frame: pd.DataFrame, column: str) -> bool:
-    """Whether ``column`` has any finite value."""
-    return bool(column in frame and np.isfinite(frame[column]).any())

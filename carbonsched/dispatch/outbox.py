@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -775,8 +775,3 @@ def cancel_unit(store: Store, catalog: Catalog | str, job_id: str, piece: int = 
         row.updated_at = _now(clock)
         s.commit()
     return done
-
-
-def keys_of(outcomes: Collection[DispatchOutcome], action: str) -> set[str]:
-    """Keys of the outcomes with ``action``."""
-    return {o.key for o in outcomes if o.action == action}

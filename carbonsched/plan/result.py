@@ -179,14 +179,6 @@ class Score:
         return dict(self.__dict__)
 
 
-@dataclass
-class SiteHourLoad:
-    """Per site-hour IT power and per site-hour-type GPUs of a plan."""
-
-    it_kw: np.ndarray          # (S, T)
-    gpus: np.ndarray           # (S, T, G)
-
-
 def emissions_by_site_hour(
     it_kw: np.ndarray, pue: np.ndarray, ci: np.ndarray, surplus_kw: np.ndarray,
     slot_hours: float = 1.0,
