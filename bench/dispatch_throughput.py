@@ -38,8 +38,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from carbonsched.catalog import load_catalog
+from carbonsched.config import Settings
 from carbonsched.dispatch.outbox import (
-    DispatchSettings,
     build_adapters,
     dispatch_plan,
     refresh_status,
@@ -79,7 +79,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=4, help="submissions in flight per backend")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    settings = DispatchSettings(dispatch_workers=args.workers)
+    settings = Settings(dispatch_workers=args.workers)
     if settings.slurm_conf_dir is None or settings.kubeconfig is None:
         raise SystemExit("start the services first: source scripts/services.sh && "
                          "start_slurm global && start_kube_emulator global")

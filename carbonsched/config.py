@@ -1,25 +1,10 @@
-"""carbonsched's configuration (pydantic-settings), behind cached getters.
+"""carbonsched's configuration: one pydantic-settings class, :class:`Settings`.
 
-Two classes read the same ``CARBONSCHED_<NAME>`` environment variables:
-:class:`Settings` (what every command needs: the data folder and the store) behind
-:func:`get_settings`, and :class:`ServiceSettings` (what ``carbonsched serve`` and the daily cron
-read, also from the TOML file named by ``CARBONSCHED_CONFIG``).
-
-Environment variables
----------------------
-CARBONSCHED_DATA_DIR
-    Folder of the real public data (``../shared/data`` layout). Default: ``../shared/data``
-    relative to the current directory. ``CARBONSCHED_SHARED_DATA`` (the name the tests, the
-    benchmarks and several error messages use) is accepted too; ``CARBONSCHED_DATA_DIR`` wins.
-CARBONSCHED_DATABASE_URL
-    Any SQLAlchemy URL for the store. Default: a SQLite file in the user's data directory
-    (``platformdirs.user_data_dir("carbonsched")``).
-
-Service settings: sources, strongest first: command-line options (passed as keyword arguments),
-environment variables ``CARBONSCHED_<NAME>``, the TOML config file named by ``CARBONSCHED_CONFIG``
-(or ``carbonsched serve --config``), then the defaults. Secrets (the bootstrap admin token, a
-password inside the database URL) are ``SecretStr`` or rendered without the password by
-:meth:`ServiceSettings.public_dict`, which is all the service ever logs.
+Every command, the service, the cron and dispatch read the same settings, each field from
+``CARBONSCHED_<NAME>`` or from the TOML file named by ``CARBONSCHED_CONFIG`` (``carbonsched serve
+--config``); ``docs/configuration.md`` lists them all with their defaults. Secrets (the bootstrap
+admin token, a password inside the database URL) are ``SecretStr`` or rendered without the
+password by :meth:`Settings.public_dict`, which is all the service ever logs.
 """
 
 from __future__ import annotations
@@ -46,52 +31,46 @@ def default_database_url() -> str:
     return f"sqlite:///{d / 'carbonsched.db'}"
 
 
-class Settings(BaseSettings):
-    """carbonsched's settings; each field reads ``CARBONSCHED_<NAME>``."""
-
-    model_config = SettingsConfigDict(env_prefix="CARBONSCHED_", populate_by_name=True)
-
-    data_dir: Path = Field(
-        default=Path("../shared/data"),
-        validation_alias=AliasChoices("CARBONSCHED_DATA_DIR", "CARBONSCHED_SHARED_DATA"),
-    )
-    database_url: str = ""
-
-    def resolved_database_url(self) -> str:
-        """The configured database URL, or the default SQLite file."""
-        return self.database_url or default_database_url()
-
-
-@lru_cache
-def get_settings() -> Settings:
-    """The process-wide settings (cached; call ``get_settings.cache_clear()`` in tests)."""
-    return Settings()
-
-
 CONFIG_ENV = "CARBONSCHED_CONFIG"
 """Environment variable naming the TOML config file."""
 
 
-class ServiceSettings(BaseSettings):
-    """Everything ``carbonsched serve`` reads; each field is also ``CARBONSCHED_<NAME>``."""
+class Settings(BaseSettings):
+    """Every setting of carbonsched; each field reads ``CARBONSCHED_<NAME>``.
+
+    Sources, strongest first: keyword arguments (command-line options), environment variables
+    ``CARBONSCHED_<NAME>``, the TOML file named by ``CARBONSCHED_CONFIG`` (keys as the field
+    names), then the defaults. An unknown key in the file is refused. ``docs/configuration.md``
+    is generated from this class (``python3 scripts/configuration_md.py``).
+    """
 
     model_config = SettingsConfigDict(env_prefix="CARBONSCHED_", populate_by_name=True,
-                                      extra="forbid")
+                                      extra="forbid", use_attribute_docstrings=True)
 
     host: str = "127.0.0.1"
+    """Interface ``carbonsched serve`` listens on."""
     port: int = Field(8080, ge=0, le=65535)
+    """TCP port of ``carbonsched serve``."""
     catalog: str = "china-eastdata-westcompute"
+    """Catalog the service plans: a shipped name (``carbonsched catalog list``) or a TOML path."""
     data_dir: Path = Field(
         default=Path("../shared/data"),
         validation_alias=AliasChoices("CARBONSCHED_DATA_DIR", "CARBONSCHED_SHARED_DATA"))
+    """Folder of the real public data (``../shared/data`` layout), relative to the working
+    directory; ``CARBONSCHED_SHARED_DATA`` is read too, ``CARBONSCHED_DATA_DIR`` wins."""
     database_url: SecretStr = SecretStr("")
+    """SQLAlchemy URL of the store (SQLite or PostgreSQL); empty: a SQLite file in the user's
+    data directory. A password in it is never logged."""
     workload_file: Path | None = None
     """Jobs file the daily run plans (docs/workload.md); default the catalog's demo day."""
     solver: str = "highs"
+    """MILP solver of the service's runs: ``highs``, ``cbc`` or ``auto``."""
     time_limit_s: float = Field(60.0, gt=0)
+    """Solver time limit of one planning run. [s]"""
     horizon_hours: int = Field(24, ge=1, le=168)
+    """Hours one run plans, from its issue time. [h]"""
     rolling: bool = False
-    """Rolling horizon (issue 14): each run plans ``horizon_hours`` (e.g. 72) from its issue
+    """Rolling horizon: each run plans ``horizon_hours`` (e.g. 72) from its issue
     time, commits only placements starting before the next run and carries the rest in the
     store (:mod:`carbonsched.service.rolling`)."""
     rolling_run_every_hours: int = Field(24, ge=1, le=24)
@@ -99,6 +78,7 @@ class ServiceSettings(BaseSettings):
     as_of: datetime | None = None
     """Pin the service's clock at this instant (tz-aware)."""
     cron_enabled: bool = True
+    """Run the daily plan -> dispatch cron inside ``carbonsched serve``."""
     cron_time: time = time(6, 0)
     """Local wall-clock time of the daily run, in :attr:`cron_timezone`."""
     cron_timezone: str = ""
@@ -112,10 +92,39 @@ class ServiceSettings(BaseSettings):
     bootstrap_admin_token: SecretStr | None = None
     """An admin token accepted without the store (for first start-up); never logged."""
     max_request_bytes: int = Field(1_000_000, ge=1024)
+    """Largest request body the API reads; a larger one is answered 413. [bytes]"""
     max_jobs_per_request: int = Field(1000, ge=1)
+    """Most jobs one ``POST /v1/jobs`` may submit. [-]"""
     book_refresh_s: float = Field(2.0, gt=0)
     """How often each replica reloads the plan and reservations it answers from. [s]"""
     replica_name: str = ""
+    """Name of this replica in run records and logs; default the host name and process id."""
+    dispatcher: str = ""
+    """Dispatch step run after each plan of the service, ``module:function``
+    (``carbonsched.dispatch.outbox:dispatch_plan`` dispatches to the catalog's backends); empty:
+    plans are recorded, not dispatched."""
+    slurm_conf_dir: Path | None = None
+    """Folder of ``<cluster>/slurm.conf`` (one SLURM_CONF per cluster, no slurmdbd)."""
+    slurm_use_clusters: bool = False
+    """Address clusters with ``--clusters`` (needs slurmdbd)."""
+    slurm_accounting: str = "jobcomp"
+    """Where finished Slurm jobs are looked up: ``jobcomp``, ``slurmdbd`` or ``none``."""
+    slurm_timezone: str | None = None
+    """IANA zone sbatch's ``--begin`` wall times are written in; empty: the host's zone."""
+    slurm_account: str | None = None
+    """``--account`` of every Slurm submission; empty: the user's default account."""
+    kubeconfig: Path | None = None
+    """Kubeconfig with one context per Kubernetes site (default: ``$KUBECONFIG``)."""
+    k8s_image: str = "busybox:1.36"
+    """Image of the placeholder container of a Kubernetes Job that names no command."""
+    dispatch_deadline_slack_s: float = Field(default=3600.0, ge=0)
+    """Slack after the planned end before the backend drops a job that has not ended. [s]"""
+    dispatch_workers: int = Field(default=4, ge=1)
+    """Submissions in flight per backend. [-]"""
+    dispatch_max_attempts: int = Field(default=5, ge=1)
+    """Submissions of one unit before it is marked failed. [-]"""
+    dispatch_backoff_s: float = Field(default=1.0, ge=0)
+    """First retry delay; doubles per attempt. [s]"""
 
     @field_validator("as_of")
     @classmethod
@@ -146,10 +155,18 @@ class ServiceSettings(BaseSettings):
 
     def public_dict(self) -> dict[str, Any]:
         """The settings as they may be logged: secrets masked, the URL without its password."""
-        from sqlalchemy.engine import make_url
+        from sqlalchemy.engine import (
+            make_url,  # deferred: SQLAlchemy is not needed to read settings
+        )
 
         out = self.model_dump(mode="json")
         out["database_url"] = make_url(self.resolved_database_url()).render_as_string(
             hide_password=True)
         out["bootstrap_admin_token"] = "**********" if self.bootstrap_admin_token else None
         return out
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process-wide settings (cached; call ``get_settings.cache_clear()`` in tests)."""
+    return Settings()

@@ -31,7 +31,7 @@ from carbonsched.api.routes import (
 )
 from carbonsched.api.state import ServiceState
 from carbonsched.clock import Clock, SystemClock
-from carbonsched.config import ServiceSettings
+from carbonsched.config import Settings
 from carbonsched.errors import InputError, UnknownSiteError
 from carbonsched.store.service import DuplicateJobError
 
@@ -131,7 +131,7 @@ class Timing:
                     time.perf_counter() - t0)
 
 
-def create_app(settings: ServiceSettings, clock: Clock | None = None,
+def create_app(settings: Settings, clock: Clock | None = None,
                dispatch: Callable[..., Any] | None = None) -> FastAPI:
     """Build the service.
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from carbonsched.catalog import Catalog, load_catalog
 from carbonsched.clock import Clock
-from carbonsched.config import ServiceSettings
+from carbonsched.config import Settings
 from carbonsched.service.metrics import ServiceMetrics
 from carbonsched.service.placement import PlacementBook
 from carbonsched.store import Store
@@ -53,7 +53,7 @@ class ServiceState:
         The pipeline's dispatch step, or ``None`` (run records say "not configured").
     """
 
-    def __init__(self, settings: ServiceSettings, clock: Clock,
+    def __init__(self, settings: Settings, clock: Clock,
                  dispatch: Callable[..., Any] | None = None) -> None:
         self.settings = settings
         self.clock = clock

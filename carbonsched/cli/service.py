@@ -25,10 +25,10 @@ token_app = typer.Typer(help="API bearer tokens.", no_args_is_help=True)
 def _settings(**overrides: Any):  # noqa: ANN202
     from pydantic import ValidationError
 
-    from carbonsched.config import ServiceSettings
+    from carbonsched.config import Settings
 
     try:
-        return ServiceSettings(**{k: v for k, v in overrides.items() if v is not None})
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         msgs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise InputError(f"invalid service settings: {msgs}") from exc
@@ -70,7 +70,7 @@ def serve(
         from carbonsched.catalog import load_catalog
 
         load_catalog(s.catalog)  # fail before binding the port
-        dispatch = load_dispatch_step(os.environ.get("CARBONSCHED_DISPATCHER", ""))
+        dispatch = load_dispatch_step(s.dispatcher)
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
@@ -135,8 +135,7 @@ def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path
                       f"{rec['trigger']} on {rec['replica']}); nothing to do", highlight=False)
         print(json.dumps(rec, default=str))
         return 0
-    pipeline = planning_pipeline(s, db, clock, load_dispatch_step(
-        os.environ.get("CARBONSCHED_DISPATCHER", "")))
+    pipeline = planning_pipeline(s, db, clock, load_dispatch_step(s.dispatcher))
     try:
         with solver_chatter_to_stderr():
             out = pipeline(pdate, issued, "cli")

@@ -36,13 +36,10 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -55,6 +52,7 @@ from carbonsched.adapters.dispatch.base import (
 )
 from carbonsched.adapters.dispatch.registry import AdapterRegistry, BackendConfig, default_registry
 from carbonsched.catalog import Catalog, load_catalog
+from carbonsched.config import Settings, get_settings
 from carbonsched.domain import JobState, ReasonCode
 from carbonsched.errors import (
     AdapterContractError,
@@ -78,43 +76,14 @@ def system_clock() -> datetime:
     return datetime.now(UTC)
 
 
-class DispatchSettings(BaseSettings):
-    """Dispatch settings; each field reads ``CARBONSCHED_<NAME>``."""
-
-    model_config = SettingsConfigDict(env_prefix="CARBONSCHED_", populate_by_name=True)
-
-    slurm_conf_dir: Path | None = None
-    """Folder of ``<cluster>/slurm.conf`` (one SLURM_CONF per cluster, no slurmdbd)."""
-    slurm_use_clusters: bool = False
-    """Address clusters with ``--clusters`` (needs slurmdbd)."""
-    slurm_accounting: str = "jobcomp"
-    slurm_timezone: str | None = None
-    slurm_account: str | None = None
-    kubeconfig: Path | None = None
-    """Kubeconfig with one context per Kubernetes site (default: ``$KUBECONFIG``)."""
-    k8s_image: str = "busybox:1.36"
-    dispatch_deadline_slack_s: float = Field(default=3600.0, ge=0)
-    """Slack after the planned end before the backend drops a job that has not ended. [s]"""
-    dispatch_workers: int = Field(default=4, ge=1)
-    """Submissions in flight per backend. [-]"""
-    dispatch_max_attempts: int = Field(default=5, ge=1)
-    dispatch_backoff_s: float = Field(default=1.0, ge=0)
-    """First retry delay; doubles per attempt. [s]"""
-
-    def backend_config(self) -> BackendConfig:
-        """The adapters' view of these settings."""
-        return BackendConfig(slurm_conf_dir=self.slurm_conf_dir,
-                             slurm_use_clusters=self.slurm_use_clusters,
-                             slurm_accounting=self.slurm_accounting,
-                             slurm_timezone=self.slurm_timezone,
-                             slurm_account=self.slurm_account, kubeconfig=self.kubeconfig,
-                             k8s_image=self.k8s_image)
-
-
-@lru_cache
-def get_dispatch_settings() -> DispatchSettings:
-    """Process-wide dispatch settings (``get_dispatch_settings.cache_clear()`` in tests)."""
-    return DispatchSettings()
+def backend_config(settings: Settings) -> BackendConfig:
+    """The adapters' view of the dispatch settings."""
+    return BackendConfig(slurm_conf_dir=settings.slurm_conf_dir,
+                         slurm_use_clusters=settings.slurm_use_clusters,
+                         slurm_accounting=settings.slurm_accounting,
+                         slurm_timezone=settings.slurm_timezone,
+                         slurm_account=settings.slurm_account, kubeconfig=settings.kubeconfig,
+                         k8s_image=settings.k8s_image)
 
 
 @dataclass
@@ -207,11 +176,11 @@ def resolve_plan_id(store: Store, plan_id: str) -> str:
 
 
 def build_adapters(catalog: Catalog, *, registry: AdapterRegistry | None = None,
-                   settings: DispatchSettings | None = None) -> dict[str, DispatchAdapter]:
+                   settings: Settings | None = None) -> dict[str, DispatchAdapter]:
     """Adapters for every site of ``catalog`` (start-up check of every backend)."""
-    settings = settings or get_dispatch_settings()
+    settings = settings or get_settings()
     return (registry or default_registry()).build_for_sites(catalog.sites,
-                                                            settings.backend_config())
+                                                            backend_config(settings))
 
 
 def plan_requests(plan: Mapping[str, Any], catalog: Catalog,
@@ -331,7 +300,7 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
                   dry_run: bool = False, commit_before: datetime | None = None,
                   clock: Clock = system_clock,
                   adapters: Mapping[str, DispatchAdapter] | None = None,
-                  settings: DispatchSettings | None = None,
+                  settings: Settings | None = None,
                   sleep: Callable[[float], None] = time.sleep,
                   max_attempts: int | None = None) -> DispatchSummary:
     """Dispatch a stored plan's placements to their sites' schedulers, exactly once.
@@ -374,7 +343,7 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
         A site's backend kind has no adapter.
     """
     t0 = time.perf_counter()
-    settings = settings or get_dispatch_settings()
+    settings = settings or get_settings()
     attempts_max = max_attempts or settings.dispatch_max_attempts
     if commit_before is not None and commit_before.tzinfo is None:
         raise TimeAxisError(f"commit_before {commit_before.isoformat()} is naive; give it "
@@ -477,7 +446,7 @@ def _pending_rows(s: Session, adapters: Mapping[str, DispatchAdapter]) -> list[D
 
 
 def _drive_pending(store: Store, adapters: Mapping[str, DispatchAdapter],
-                   summary: DispatchSummary, clock: Clock, settings: DispatchSettings,
+                   summary: DispatchSummary, clock: Clock, settings: Settings,
                    sleep: Callable[[float], None], attempts_max: int) -> None:
     """Reconcile and submit every pending intent, retrying unreachable backends with backoff."""
     outcomes: dict[str, DispatchOutcome] = {}
@@ -623,11 +592,11 @@ def _drive_backend(store: Store, adapter: DispatchAdapter, row_ids: Sequence[int
 
 def reconcile(store: Store, catalog: Catalog | str, *, clock: Clock = system_clock,
               adapters: Mapping[str, DispatchAdapter] | None = None,
-              settings: DispatchSettings | None = None,
+              settings: Settings | None = None,
               sleep: Callable[[float], None] = time.sleep,
               max_attempts: int | None = None) -> DispatchSummary:
     """Finish every pending intent of the catalog's sites (the service calls this at start-up)."""
-    settings = settings or get_dispatch_settings()
+    settings = settings or get_settings()
     if isinstance(catalog, str | Path):
         catalog = load_catalog(catalog)
     adapters = adapters if adapters is not None else build_adapters(catalog, settings=settings)

@@ -256,7 +256,7 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
     Parameters
     ----------
     settings
-        :class:`~carbonsched.config.ServiceSettings`.
+        :class:`~carbonsched.config.Settings`.
     service_store
         :class:`~carbonsched.store.service.ServiceStore`.
     clock

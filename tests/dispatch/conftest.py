@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from carbonsched.dispatch.outbox import DispatchSettings
+from carbonsched.config import Settings
 from carbonsched.store import Store
 
 PLAN_DAY = "2023-07-15"
@@ -33,8 +33,8 @@ def emulator_kubeconfig() -> Path:
 
 
 @pytest.fixture
-def settings(slurm_dir, emulator_kubeconfig) -> DispatchSettings:
-    return DispatchSettings(slurm_conf_dir=slurm_dir, kubeconfig=emulator_kubeconfig,
+def settings(slurm_dir, emulator_kubeconfig) -> Settings:
+    return Settings(slurm_conf_dir=slurm_dir, kubeconfig=emulator_kubeconfig,
                             dispatch_backoff_s=0.01)
 
 

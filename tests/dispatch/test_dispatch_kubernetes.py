@@ -12,7 +12,8 @@ import pytest
 
 from carbonsched.adapters.dispatch.base import DispatchRequest
 from carbonsched.adapters.dispatch.kubernetes import KubernetesAdapter, job_name
-from carbonsched.dispatch.outbox import DispatchSettings, dispatch_plan, refresh_status, release_due
+from carbonsched.config import Settings
+from carbonsched.dispatch.outbox import dispatch_plan, refresh_status, release_due
 from carbonsched.domain import JobState, ReasonCode
 from carbonsched.errors import BackendRejectedError, BackendUnavailableError
 
@@ -199,7 +200,7 @@ def test_held_jobs_are_released_at_their_planned_start_and_times_recorded(
                            "gpu_type": "T4", "gpus": 3, "energy_kwh": 1.0,
                            "emissions_kg": 0.1}]}
     store.save_plan(doc)
-    settings = DispatchSettings(slurm_conf_dir=slurm_dir, kubeconfig=emulator_kubeconfig)
+    settings = Settings(slurm_conf_dir=slurm_dir, kubeconfig=emulator_kubeconfig)
     assert dispatch_plan(store, doc["plan_id"], settings=settings).counts == {"submitted": 1}
     from carbonsched.catalog import load_catalog
     from carbonsched.dispatch.outbox import build_adapters

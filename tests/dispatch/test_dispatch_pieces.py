@@ -23,8 +23,8 @@ from carbonsched.adapters.dispatch.base import DispatchRequest
 from carbonsched.adapters.dispatch.kubernetes import KubernetesAdapter
 from carbonsched.adapters.dispatch.slurm import SlurmAdapter
 from carbonsched.catalog import load_catalog
+from carbonsched.config import Settings
 from carbonsched.dispatch.outbox import (
-    DispatchSettings,
     build_adapters,
     dispatch_plan,
     mark_paused,
@@ -193,7 +193,7 @@ def test_a_kubernetes_piece_stopped_at_its_end_is_paused_and_a_whole_job_is_not(
         _piece(f"{prefix}-w", 0, "de-frankfurt", "T4", now, one_s,
                deadline=one_s.strftime(FMT))])
     store.save_plan(doc)
-    settings = DispatchSettings(slurm_conf_dir=slurm_dir, kubeconfig=emulator_kubeconfig)
+    settings = Settings(slurm_conf_dir=slurm_dir, kubeconfig=emulator_kubeconfig)
     assert dispatch_plan(store, doc["plan_id"], settings=settings,
                          clock=lambda: now).counts == {"submitted": 3}
     adapters = build_adapters(CATALOG, settings=settings)
@@ -229,7 +229,7 @@ def test_a_dry_run_of_a_past_plan_says_which_placements_are_late_or_hopeless(
         _piece("fine", 0, "gb-london", "A100", now + h, now + 2 * h,
                deadline=(now + 3 * h).strftime(FMT))])
     store.save_plan(doc)
-    settings = DispatchSettings(slurm_conf_dir=slurm_dir, kubeconfig=emulator_kubeconfig)
+    settings = Settings(slurm_conf_dir=slurm_dir, kubeconfig=emulator_kubeconfig)
     dry = dispatch_plan(store, doc["plan_id"], settings=settings, dry_run=True,
                         clock=lambda: now)
     when = "(now 2030-06-01T12:00:00Z; the plan is for 2030-06-01)"

@@ -20,8 +20,8 @@ from sqlalchemy.orm import Session
 
 from carbonsched.adapters.dispatch.slurm import SlurmAdapter, parse_comment
 from carbonsched.catalog import load_catalog
+from carbonsched.config import Settings
 from carbonsched.dispatch.outbox import (
-    DispatchSettings,
     cancel_unit,
     dispatch_plan,
     dispatch_records,
@@ -144,7 +144,7 @@ def test_sigkill_between_submit_and_record_ends_with_the_job_once_and_recorded(
 import os, signal
 from pathlib import Path
 from carbonsched.adapters.dispatch import slurm
-from carbonsched.dispatch.outbox import DispatchSettings, dispatch_plan
+from carbonsched.dispatch.outbox import dispatch_plan
 from carbonsched.store import Store
 
 real_submit = slurm.SlurmAdapter.submit
@@ -153,7 +153,7 @@ def submit_then_die(self, req):
     Path({str(tmp_path / 'submitted')!r}).write_text(req.key)
     os.kill(os.getpid(), signal.SIGKILL)  # ... and the process dies before recording it
 slurm.SlurmAdapter.submit = submit_then_die
-dispatch_plan(Store({url!r}), {doc['plan_id']!r}, settings=DispatchSettings(
+dispatch_plan(Store({url!r}), {doc['plan_id']!r}, settings=Settings(
     slurm_conf_dir={str(slurm_dir)!r}, dispatch_workers=1))
 """
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
@@ -252,7 +252,7 @@ def test_controller_down_retries_with_backoff_then_completes_once(
     store.save_plan(doc)
     adapters = {"ca-on-toronto": SlurmAdapter("downtest", partition="gpu", conf=conf,
                                               timeout_s=20)}
-    settings = DispatchSettings(dispatch_backoff_s=0.5)
+    settings = Settings(dispatch_backoff_s=0.5)
     stop()
 
     # the whole run with the controller down: retried with backoff, left pending

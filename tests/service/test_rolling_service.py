@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from carbonsched.clock import ManualClock
-from carbonsched.config import ServiceSettings
-from carbonsched.dispatch.outbox import DispatchSettings, dispatch_plan
+from carbonsched.config import Settings
+from carbonsched.dispatch.outbox import dispatch_plan
 from carbonsched.service.cron import DailyCron, planning_pipeline
 from carbonsched.store import Store
 from carbonsched.store.rolling_state import RollingStore
@@ -43,8 +43,8 @@ def workload(tmp_path) -> str:
     return str(path)
 
 
-def settings(tmp_path, shared_data, url: str) -> ServiceSettings:
-    return ServiceSettings(catalog=CATALOG, data_dir=shared_data, database_url=url,
+def settings(tmp_path, shared_data, url: str) -> Settings:
+    return Settings(catalog=CATALOG, data_dir=shared_data, database_url=url,
                            workload_file=workload(tmp_path), horizon_hours=72, rolling=True,
                            time_limit_s=30.0)
 
@@ -60,7 +60,7 @@ def run_two_days(tmp_path, shared_data, url: str):
         # the fixture catalog's own cluster: never the clusters scripts/test may have started
         out = dispatch_plan(store, plan_id, catalog, dry_run=True, clock=clock,
                             commit_before=commit_before,
-                            settings=DispatchSettings(slurm_conf_dir=None, kubeconfig=None))
+                            settings=Settings(slurm_conf_dir=None, kubeconfig=None))
         summaries.append(out)
         return out.to_dict()
 

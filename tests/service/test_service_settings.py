@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from carbonsched.config import ServiceSettings
+from carbonsched.config import Settings
 
 
 def test_sources_and_their_order(tmp_path, monkeypatch):
@@ -17,18 +17,18 @@ def test_sources_and_their_order(tmp_path, monkeypatch):
                    'max_jobs_per_request = 7\n')
     monkeypatch.setenv("CARBONSCHED_CONFIG", str(cfg))
     monkeypatch.setenv("CARBONSCHED_PORT", "9100")
-    s = ServiceSettings()
+    s = Settings()
     assert (s.catalog, s.port, s.cron_time, s.max_jobs_per_request) == (
         "global", 9100, time(5, 30), 7)
-    assert ServiceSettings(port=9200).port == 9200
-    assert ServiceSettings(data_dir=Path("x")).data_dir == Path("x")
+    assert Settings(port=9200).port == 9200
+    assert Settings(data_dir=Path("x")).data_dir == Path("x")
 
 
 def test_secrets_are_masked(monkeypatch):
     monkeypatch.setenv("CARBONSCHED_BOOTSTRAP_ADMIN_TOKEN", "tok-123-secret")
     monkeypatch.setenv("CARBONSCHED_DATABASE_URL",
                        "postgresql+psycopg2://svc:pa55word@db:5432/carbonsched")
-    s = ServiceSettings()
+    s = Settings()
     shown = repr(s) + str(s.public_dict())
     assert "tok-123-secret" not in shown and "pa55word" not in shown
     assert s.public_dict()["database_url"] == "postgresql+psycopg2://svc:***@db:5432/carbonsched"
@@ -37,9 +37,9 @@ def test_secrets_are_masked(monkeypatch):
 
 def test_bad_values_are_refused(tmp_path, monkeypatch):
     with pytest.raises(ValidationError, match="as_of needs a time zone"):
-        ServiceSettings(as_of="2023-07-15T06:00:00")
+        Settings(as_of="2023-07-15T06:00:00")
     cfg = tmp_path / "c.toml"
     cfg.write_text('catalgo = "typo"\n')
     monkeypatch.setenv("CARBONSCHED_CONFIG", str(cfg))
     with pytest.raises(ValidationError, match="catalgo"):
-        ServiceSettings()
+        Settings()
