@@ -39,6 +39,13 @@ OTHER_VARIABLES: dict[str, list[tuple[str, str]]] = {
         ("CARBONSCHED_BENCH_REF_GB", "Memory the planner benchmark's reference model may use "
          "before it is skipped. [GB]"),
     ],
+    "Provider credentials (read by the provider clients; see [Data providers](providers.md))": [
+        ("ELECTRICITYMAPS_TOKEN", "Electricity Maps API token."),
+        ("WATTTIME_USERNAME", "WattTime user name (with `WATTTIME_PASSWORD`)."),
+        ("WATTTIME_PASSWORD", "WattTime password."),
+        ("ENTSOE_API_KEY", "ENTSO-E Transparency Platform security token."),
+        ("EIA_API_KEY", "U.S. EIA Open Data API key."),
+    ],
     "Set by carbonsched in every dispatched job's environment": [
         ("CARBONSCHED_JOB_ID", "The job's id."),
         ("CARBONSCHED_PLAN_ID", "The plan that placed it."),
@@ -106,7 +113,9 @@ def render() -> str:
         "command-line option where the command has one, the environment variable "
         "`CARBONSCHED_<NAME>`, the TOML file named by "
         f"`{CONFIG_ENV}` (or `carbonsched serve --config FILE`; keys are the lower-case names "
-        "below, an unknown key is refused), then the default.",
+        "below, an unknown key is refused), then the default. Secrets (the bootstrap admin "
+        "token, a password in the database URL) are never logged. The colgen planner's tuning "
+        "variables (`CARBONSCHED_CG_*`) are listed last.",
         "",
         "```toml",
         "# carbonsched.toml",
