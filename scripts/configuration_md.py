@@ -23,10 +23,30 @@ from carbonsched.config import CONFIG_ENV, Settings
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "configuration.md"
 
+GROUPS: dict[str, tuple[str, ...]] = {
+    "Data and store": ("data_dir", "database_url"),
+    "Planning": ("catalog", "workload_file", "solver", "time_limit_s", "horizon_hours", "rolling",
+                 "rolling_run_every_hours"),
+    "The service and the cron": (
+        "host", "port", "as_of", "cron_enabled", "cron_time", "cron_timezone",
+        "cron_plan_offset_days", "cron_check_interval_s", "cron_stale_after_s",
+        "bootstrap_admin_token", "max_request_bytes", "max_jobs_per_request", "book_refresh_s",
+        "replica_name", "dispatcher"),
+    "Dispatch": ("slurm_conf_dir", "slurm_use_clusters", "slurm_accounting", "slurm_timezone",
+                 "slurm_account", "kubeconfig", "k8s_image", "dispatch_deadline_slack_s",
+                 "dispatch_workers", "dispatch_max_attempts", "dispatch_backoff_s"),
+}
+"""The settings' sections on the page, in order; every field of Settings is in one."""
+
 OTHER_VARIABLES: dict[str, list[tuple[str, str]]] = {
-    "Read by the commands": [
-        ("CARBONSCHED_CONFIG", "TOML file of settings (keys as in the table above); "
+    "Other variables read by the commands": [
+        ("CARBONSCHED_CONFIG", "TOML file of settings (keys as in the tables above); "
          "`carbonsched serve --config FILE` sets it."),
+        ("CARBONSCHED_CBC_PATH", "CBC binary to use instead of the one PuLP bundles."),
+        ("CARBONSCHED_BENCH_REF_GB", "Memory the planner benchmark's reference model may use "
+         "before it is skipped. [GB]"),
+    ],
+    "Data providers": [
         ("CARBONSCHED_PROVIDERS_FILE", "Providers file (`regions/schema.md`): `plan --live` and "
          "`signals` fetch signal history from the providers it names."),
         ("CARBONSCHED_PROVIDERS_BASE_URL", "Base URL replacing every provider's own (a mirror, "
@@ -35,11 +55,6 @@ OTHER_VARIABLES: dict[str, list[tuple[str, str]]] = {
          "for replaying a recorded fetch."),
         ("CARBONSCHED_SECRETS_FILE", "TOML file of provider tokens (`[<provider>] token = ...`), "
          "held in memory only."),
-        ("CARBONSCHED_CBC_PATH", "CBC binary to use instead of the one PuLP bundles."),
-        ("CARBONSCHED_BENCH_REF_GB", "Memory the planner benchmark's reference model may use "
-         "before it is skipped. [GB]"),
-    ],
-    "Provider credentials (read by the provider clients; see [Data providers](providers.md))": [
         ("ELECTRICITYMAPS_TOKEN", "Electricity Maps API token."),
         ("WATTTIME_USERNAME", "WattTime user name (with `WATTTIME_PASSWORD`)."),
         ("WATTTIME_PASSWORD", "WattTime password."),
@@ -117,6 +132,9 @@ def render() -> str:
         "token, a password in the database URL) are never logged. The colgen planner's tuning "
         "variables (`CARBONSCHED_CG_*`) are listed last.",
         "",
+        "See [Data providers](providers.md) for the providers file and "
+        "[the service](service.md) for the cron.",
+        "",
         "```toml",
         "# carbonsched.toml",
         'catalog = "global"',
@@ -125,15 +143,21 @@ def render() -> str:
         'cron_time = "06:00"',
         "```",
         "",
-        "## Settings",
-        "",
-        "| Variable | TOML key | Type | Default | Meaning |",
-        "|---|---|---|---|---|",
     ]
-    for name, field in Settings.model_fields.items():
-        names = " or ".join(f"`{n}`" for n in env_names(name, field))
-        lines.append(f"| {names} | `{name}` | {_type(field.annotation)} | {_default(field)} | "
-                     f"{_one_line(field.description)} |")
+    fields = Settings.model_fields
+    grouped = [n for names in GROUPS.values() for n in names]
+    if sorted(grouped) != sorted(fields):
+        missing, unknown = sorted(set(fields) - set(grouped)), sorted(set(grouped) - set(fields))
+        raise SystemExit(f"settings without a section in GROUPS: {missing}; "
+                         f"names in GROUPS that are no setting: {unknown}")
+    for heading, names in GROUPS.items():
+        lines += ["", f"## {heading}", "", "| Variable | TOML key | Type | Default | Meaning |",
+                  "|---|---|---|---|---|"]
+        for name in names:
+            field = fields[name]
+            env = " or ".join(f"`{n}`" for n in env_names(name, field))
+            lines.append(f"| {env} | `{name}` | {_type(field.annotation)} | {_default(field)} "
+                         f"| {_one_line(field.description)} |")
     for heading, rows in OTHER_VARIABLES.items():
         lines += ["", f"## {heading}", "", "| Variable | Meaning |", "|---|---|"]
         lines += [f"| `{n}` | {_one_line(text)} |" for n, text in rows]
