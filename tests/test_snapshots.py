@@ -433,6 +433,10 @@ def _settings_names(tree: ast.AST) -> set[str]:
     return names
 
 
+DOCUMENTERS = {"configuration_md.py"}
+"""Scripts that name every variable to document it (docs/configuration.md); they read none."""
+
+
 def scan_env_names() -> dict[str, set[str]]:
     """Each ``CARBONSCHED_*`` name found, with how: ``literal`` (a Python string literal),
     ``settings`` (a pydantic-settings field under ``env_prefix="CARBONSCHED_"``) or ``shell``
@@ -440,7 +444,7 @@ def scan_env_names() -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for folder in source_folders():
         for path in sorted(folder.rglob("*")):
-            if not path.is_file() or "__pycache__" in path.parts:
+            if not path.is_file() or "__pycache__" in path.parts or path.name in DOCUMENTERS:
                 continue
             if path.suffix == ".py":
                 tree = ast.parse(path.read_text(), filename=str(path))
