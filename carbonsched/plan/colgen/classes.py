@@ -21,7 +21,19 @@ class Classes:
 
 
 def job_classes(sets: PlanSets) -> Classes:
-    """Group placeable jobs by (type, gang, minutes, power, window, sites, unplaced cost)."""
+    """Group placeable jobs by (type, gang, minutes, power, window, sites, unplaced cost).
+
+    Parameters
+    ----------
+    sets
+        Compiled sets.
+
+    Returns
+    -------
+    Classes
+        Representative job, multiplicity and member jobs of every class, and each
+        placeable job's class (-1 for a job that cannot be placed).
+    """
     jobs = sets.placeable
     of_job = np.full(len(sets.job_gpus), -1, dtype=np.int64)
     if len(jobs) == 0:
@@ -45,20 +57,60 @@ def job_classes(sets: PlanSets) -> Classes:
 
 
 def unit_classes(sets: PlanSets, cls: Classes) -> np.ndarray:
-    """Positions of the classes whose jobs take one GPU for one slot, ``(K,)``."""
+    """Positions of the classes whose jobs take one GPU for one slot, ``(K,)``.
+
+    Parameters
+    ----------
+    sets
+        Compiled sets.
+    cls
+        The job classes (:func:`job_classes`).
+
+    Returns
+    -------
+    numpy.ndarray
+        Class positions, ``(K,)``.
+    """
     reps = cls.rep
     return np.flatnonzero((sets.job_gpus[reps] == 1) & (sets.job_dur[reps] == 1))
 
 
 def plan_options(sets: PlanSets, cls: Classes, plan: PlanResult) -> np.ndarray:
-    """``(P, 3)`` ``(representative, site, start)`` of every placement of a plan."""
+    """``(P, 3)`` ``(representative, site, start)`` of every placement of a plan.
+
+    Parameters
+    ----------
+    sets
+        Compiled sets.
+    cls
+        The job classes (:func:`job_classes`).
+    plan
+        A plan of ``sets``' problem.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(P, 3)`` int64, one row per placement, the job replaced by its class's
+        representative.
+    """
     pos = placement_positions(sets, plan.placements)
     pos[:, 0] = cls.rep[cls.of_job[pos[:, 0]]]
     return pos
 
 
 def count_options(sets: PlanSets) -> int:
-    """Number of feasible (job, site, start) options of the full model."""
+    """Number of feasible (job, site, start) options of the full model.
+
+    Parameters
+    ----------
+    sets
+        Compiled sets.
+
+    Returns
+    -------
+    int
+        Options of every placeable job: allowed sites × starts in its window.
+    """
     n_t = len(sets.slot)
     j = sets.placeable
     win = np.clip(sets.job_last[j] - sets.job_first[j] + 1, 0, n_t)
@@ -79,6 +131,11 @@ def least_flexible_first(sets: PlanSets) -> np.ndarray:
     3,555.7 / 5,949.3 / 8,465.7 / 388.7 largest-first (GPU-hours alone), which left 10-1,148
     GPU-hours out where this order leaves 0-990.
 
+    Parameters
+    ----------
+    sets
+        Compiled sets.
+
     Returns
     -------
     numpy.ndarray
@@ -97,6 +154,15 @@ def round_lp(cls: Classes, pool: np.ndarray, xo: np.ndarray) -> np.ndarray:
 
     Each option gets round(x) of its class's jobs (largest x first, never more jobs than the
     class has); what is left is for the completion heuristic.
+
+    Parameters
+    ----------
+    cls
+        The job classes (:func:`job_classes`).
+    pool
+        ``(O, 3)`` ``(representative, site, start)`` options of the LP's columns.
+    xo
+        ``(O,)`` LP values of those columns. [jobs]
 
     Returns
     -------
@@ -120,6 +186,15 @@ def round_lp(cls: Classes, pool: np.ndarray, xo: np.ndarray) -> np.ndarray:
 
 def expand(cls: Classes, opts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Hand each class's integer option counts to its member jobs, in option order.
+
+    Parameters
+    ----------
+    cls
+        The job classes (:func:`job_classes`).
+    opts
+        ``(O, 3)`` ``(representative, site, start)`` options.
+    counts
+        ``(O,)`` jobs of the option's class placed on each option. [jobs]
 
     Returns
     -------

@@ -152,6 +152,13 @@ def add_moves(st: ColgenState, seconds: float) -> None:
 
     :func:`carbonsched.plan.local.improve` (moves, insertions, ejections) within ``seconds``
     [s]; the new candidate is named ``"<its name> + moves"``.
+
+    Parameters
+    ----------
+    st
+        The solve's state; ``st.cands`` gets the new candidate.
+    seconds
+        Time for the moves. [s]
     """
     name, best = st.best()
     tr = time.perf_counter()

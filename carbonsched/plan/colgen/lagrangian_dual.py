@@ -106,7 +106,22 @@ def lagrangian_warmup(sets: PlanSets, lay: Layout, upper: float, seconds: float,
 
 def duals_from(lay: Layout, lam_c: np.ndarray, lam_p: np.ndarray, lam_a: np.ndarray
                 ) -> np.ndarray:
-    """Row duals (HiGHS signs, assignment rows 0) from non-negative multipliers."""
+    """Row duals (HiGHS signs, assignment rows 0) from non-negative multipliers.
+
+    Parameters
+    ----------
+    lay
+        The master's row layout (:func:`~carbonsched.plan.colgen.layout.make_layout`).
+    lam_c, lam_p, lam_a
+        Non-negative multipliers of the capacity ``(S, T, G)`` [kg per GPU-hour], power
+        ``(S, T)`` [kg per kWh of IT energy] and absorption ``(S, T)`` [kg per kWh] rows.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(R,)`` row duals: minus the multipliers on the capacity, power and
+        absorption rows, 0 elsewhere.
+    """
     n_s, n_t = lam_p.shape
     duals = np.zeros(lay.n_rows)
     duals[lay.cap_base: lay.pow_base] = -lam_c.reshape(-1)
@@ -118,7 +133,23 @@ def duals_from(lay: Layout, lam_c: np.ndarray, lam_p: np.ndarray, lam_a: np.ndar
 
 def multipliers(sets: PlanSets, lay: Layout, duals: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Non-negative multipliers (capacity, power, absorption) from master row duals."""
+    """Non-negative multipliers (capacity, power, absorption) from master row duals.
+
+    Parameters
+    ----------
+    sets
+        Compiled sets.
+    lay
+        The master's row layout (:func:`~carbonsched.plan.colgen.layout.make_layout`).
+    duals
+        ``(R,)`` row duals (HiGHS signs) in the covering form's layout.
+
+    Returns
+    -------
+    lam_c, lam_p, lam_a
+        ``max(0, -dual)`` of the capacity ``(S, T, G)``, power and absorption ``(S, T)``
+        rows (0 where a site-hour has no absorption row).
+    """
     n_s, n_t = sets.pue.shape
     n_g = len(sets.gpu_type)
     lam_c = np.maximum(0.0, -duals[lay.cap_base: lay.pow_base]).reshape(n_s, n_t, n_g)
@@ -135,6 +166,21 @@ def inference_prices(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.n
 
     kW × (carbon cost + power multiplier − PUE × absorption multiplier) + the GPU capacity
     multiplier of its hour and type [kg per GPU]; +inf at sites the demand may not use.
+
+    Parameters
+    ----------
+    sets
+        Compiled sets.
+    lay
+        The master's row layout (:func:`~carbonsched.plan.colgen.layout.make_layout`).
+    lam_c, lam_p, lam_a
+        Non-negative multipliers of the capacity ``(S, T, G)`` [kg per GPU-hour], power
+        ``(S, T)`` [kg per kWh of IT energy] and absorption ``(S, T)`` [kg per kWh] rows.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(D', S)`` [kg per GPU] over the active demands.
     """
     dem = lay.demands
     t_d, g_d = sets.inf_hour[dem], sets.inf_gtype[dem]
@@ -210,6 +256,13 @@ def job_cost_scale(sets: PlanSets, objective_kg: float) -> float:
     ``objective_kg`` / placeable jobs (the greedy plan's, or the last master's LP value); an
     objective net of absorbed surplus can be 0 or negative, and then a tenth of the mean
     unplaced penalty (the penalty is 10 x the dirtiest hour's cost) stands in.
+
+    Parameters
+    ----------
+    sets
+        Compiled sets.
+    objective_kg
+        A plan's objective or an LP value. [kg]
     """
     n = max(len(sets.placeable), 1)
     if np.isfinite(objective_kg) and objective_kg / n > 0:

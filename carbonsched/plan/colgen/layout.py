@@ -50,6 +50,21 @@ def make_layout(sets: PlanSets, cls: Classes, flow: bool = ColgenOptions.flow) -
     instead of three per covered hour, which measured several times faster in the master's
     interior-point solves (the classical time-indexed "on/off" reformulation; Pochet &
     Wolsey, *Production Planning by Mixed Integer Programming*, Springer 2006, §4).
+
+    Parameters
+    ----------
+    sets
+        Compiled sets.
+    cls
+        The job classes.
+    flow
+        Number the flow form's balance rows too.
+
+    Returns
+    -------
+    Layout
+        Row positions: assignment, inference, capacity, power, absorption (and
+        balance rows in the flow form).
     """
     n_c = len(cls.rep)
     assign_row = np.full(len(sets.job_gpus), -1, dtype=np.int64)
@@ -81,6 +96,25 @@ def row_bounds(sets: PlanSets, lay: Layout, fixed_gpus: np.ndarray | None = None
     ``fixed_kw`` is the fixed work's IT power (the whole gang in every slot it occupies, for
     the power rows); ``fixed_energy_kw`` the same weighted by the share of each slot it runs
     (its partial last slot: for the absorption rows, as in the MILP); default ``fixed_kw``.
+
+    Parameters
+    ----------
+    sets
+        Compiled sets.
+    lay
+        The master's row layout (:func:`~carbonsched.plan.colgen.layout.make_layout`).
+    fixed_gpus
+        ``(S, T, G)`` GPUs of work fixed outside the model, or None. [GPUs]
+    fixed_kw
+        ``(S, T)`` IT power of that work, whole gangs, or None. [kW]
+    fixed_energy_kw
+        ``(S, T)`` its power weighted by the share of each slot it runs, or
+        None (then ``fixed_kw``). [kW]
+
+    Returns
+    -------
+    lo, hi
+        ``(R,)`` lower and upper row bounds.
     """
     n_s, n_t = sets.pue.shape
     n_c = len(lay.reps)
@@ -110,7 +144,23 @@ def row_bounds(sets: PlanSets, lay: Layout, fixed_gpus: np.ndarray | None = None
 
 def option_block(sets: PlanSets, lay: Layout, opts: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """CSC block of option columns ``(rep, site, start)``: costs, starts, rows, values."""
+    """CSC block of option columns ``(rep, site, start)``: costs, starts, rows, values.
+
+    Parameters
+    ----------
+    sets
+        Compiled sets.
+    lay
+        The master's row layout (:func:`~carbonsched.plan.colgen.layout.make_layout`).
+    opts
+        ``(O, 3)`` ``(representative, site, start)`` options.
+
+    Returns
+    -------
+    costs, starts, rows, values
+        ``(O,)`` costs [kg], ``(O,)`` column starts, and the row indices and
+        coefficients of the block, in HiGHS's column-wise (CSC) form.
+    """
     n_s, n_t = sets.pue.shape
     n_g = len(sets.gpu_type)
     cov = cover_index(sets, opts)
@@ -171,6 +221,21 @@ def pricing_duals(sets: PlanSets, lay: Layout, raw: np.ndarray) -> np.ndarray:
     the covering form's :math:`-(1 - w)\,\mathrm{PUE}\,\rho`: the returned power duals are
     :math:`\nu_t + \mathrm{PUE}_t \rho_t` and the absorption duals :math:`\rho_t`, so the
     :math:`\rho` of whole slots cancels. In the covering form ``raw`` is returned unchanged.
+
+    Parameters
+    ----------
+    sets
+        Compiled sets.
+    lay
+        The master's row layout (:func:`~carbonsched.plan.colgen.layout.make_layout`).
+    raw
+        ``(R,)`` master row duals as HiGHS returns them.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(R,)`` duals whose assignment, capacity, power and absorption entries price
+        an option as in the covering form.
     """
     if not lay.flow:
         return raw
@@ -293,6 +358,18 @@ def allowed_starts(sets: PlanSets, jobs: np.ndarray) -> np.ndarray:
 
     The horizon's end is not checked here (:func:`price` prices a start that overruns it at
     +inf).
+
+    Parameters
+    ----------
+    sets
+        Compiled sets.
+    jobs
+        Job positions, ``(n,)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Boolean ``(n, S, T)``.
     """
     starts = np.arange(sets.pue.shape[1])
     return (sets.job_sites[jobs][:, :, None]
@@ -306,6 +383,22 @@ def usage(sets: PlanSets, opts: np.ndarray, counts: np.ndarray, energy: bool = F
 
     With ``energy`` the kW are weighted by the share of each slot the job runs (its partial
     last slot), as the absorption rows count them.
+
+    Parameters
+    ----------
+    sets
+        Compiled sets.
+    opts
+        ``(O, 3)`` ``(job, site, start)`` options.
+    counts
+        ``(O,)`` jobs on each option.
+    energy
+        Weight the kW by the share of each slot run.
+
+    Returns
+    -------
+    gpus, kw
+        ``(S, T, G)`` GPUs and ``(S, T)`` IT power. [GPUs, kW]
     """
     n_s, n_t = sets.pue.shape
     n_g = len(sets.gpu_type)

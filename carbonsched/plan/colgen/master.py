@@ -47,6 +47,18 @@ def usable_interior(h: highspy.Highs,
     hold within ``primal_tol`` (:attr:`ColgenOptions.imprecise_primal_tol`; absolute, jobs,
     GPUs, kW): any non-negative multipliers give a valid Lagrangian bound, and the rounding
     re-checks every capacity.
+
+    Parameters
+    ----------
+    h
+        The master's HiGHS object after a run that ended ``Unknown``.
+    primal_tol
+        Largest primal infeasibility accepted. [jobs, GPUs, kW]
+
+    Returns
+    -------
+    bool
+        Whether its last iterate is kept as the master's solution.
     """
     sol = h.getSolution()
     return bool(sol.value_valid and sol.dual_valid
@@ -92,6 +104,22 @@ def crossover_pays(lay: Layout, raw: np.ndarray, scale: float,
     True with at most :attr:`ColgenOptions.repair_all_classes` classes (the repair then takes
     every class) or at most :attr:`ColgenOptions.repair_max_classes` binding rows
     (:func:`binding_cells`, returned too); ``options`` default when None.
+
+    Parameters
+    ----------
+    lay
+        The master's row layout (:func:`~carbonsched.plan.colgen.layout.make_layout`).
+    raw
+        ``(R,)`` the master's row duals as HiGHS returns them.
+    scale
+        The largest cost of the master's initial columns. [kg]
+    options
+        Tunables; defaults when None.
+
+    Returns
+    -------
+    (pays, binding)
+        Whether the crossover pays, and the binding rows counted.
     """
     opt = ColgenOptions() if options is None else options
     n_bind = binding_cells(lay, raw, scale, opt.binding_dual_rel)

@@ -82,7 +82,22 @@ def price(sets: PlanSets, lay: Layout, duals: np.ndarray, reps: np.ndarray, k: i
 
 def stack_options(reps: np.ndarray, rc: np.ndarray, ss: np.ndarray, tt: np.ndarray,
                   mask: np.ndarray) -> np.ndarray:
-    """``(O, 3)`` ``(representative, site, start)`` of :func:`price`'s output where ``mask``."""
+    """``(O, 3)`` ``(representative, site, start)`` of :func:`price`'s output where ``mask``.
+
+    Parameters
+    ----------
+    reps
+        ``(C,)`` representative jobs of the priced classes.
+    rc, ss, tt
+        ``(C, k)`` reduced costs [kg], sites and starts from :func:`price`.
+    mask
+        ``(C, k)`` entries to keep.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(O, 3)`` int64 options.
+    """
     jj = np.repeat(reps[:, None], rc.shape[1], axis=1)
     return np.stack([jj[mask], ss[mask], tt[mask]], axis=1).astype(np.int64)
 
@@ -93,6 +108,28 @@ def candidate_options(sets: PlanSets, lay: Layout, duals: np.ndarray, reps: np.n
     """The generated options of the classes of ``reps`` plus each one's ``k`` best-priced.
 
     ``chunk``: classes priced per numpy block (:attr:`ColgenOptions.price_chunk`).
+
+    Parameters
+    ----------
+    sets
+        Compiled sets.
+    lay
+        The master's row layout (:func:`~carbonsched.plan.colgen.layout.make_layout`).
+    duals
+        ``(R,)`` row duals (HiGHS signs) in the covering form's layout.
+    reps
+        Representative jobs of the classes.
+    pool
+        ``(O, 3)`` generated options.
+    k
+        Best-priced options per class.
+    chunk
+        Classes priced per numpy block.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(O', 3)`` unique options.
     """
     in_set = np.zeros(len(sets.job_gpus), dtype=bool)
     in_set[reps] = True

@@ -55,6 +55,24 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
     ended with no option left to add). ``options`` (defaults when None) gives the HiGHS heuristic
     effort, the pricing and rounding tolerances and the log file (:attr:`ColgenOptions.repair_log`).
 
+    Parameters
+    ----------
+    sets, lay, cls
+        Compiled sets, the master's row layout and the job classes.
+    fixed_opts, fixed_counts
+        ``(F, 3)`` options of the fixed work and its jobs on each.
+    rep_c, rhs
+        Positions of the repair classes and the jobs of each to place.
+    opts
+        ``(O, 3)`` candidate options of the repair classes.
+    threads, time_limit_s, mip_gap
+        HiGHS threads, time limit [s] and relative gap (a quarter of it is
+        HiGHS's ``mip_rel_gap``) [-].
+    say
+        Callable taking a one-line progress message.
+    start, relax, price_k, status_out, options
+        See above; ``options`` defaults when None.
+
     Returns
     -------
     (chosen, alloc, proven, bound) or None
@@ -272,6 +290,28 @@ def neighbours(sets: PlanSets, lay: Layout, duals: np.ndarray, cand: np.ndarray,
 
     Freeing them lets the repair MIP make room for the fractional classes instead of leaving
     work out. At most ``limit`` classes, those sharing the most such cells first.
+
+    Parameters
+    ----------
+    sets
+        Compiled sets.
+    lay
+        The master's row layout (:func:`~carbonsched.plan.colgen.layout.make_layout`).
+    duals
+        ``(R,)`` row duals (HiGHS signs) in the covering form's layout.
+    cand
+        ``(O, 3)`` options the residual classes could use.
+    fixed
+        ``(F, 3)`` options of the fixed classes.
+    cls
+        The job classes.
+    limit
+        Most classes returned.
+
+    Returns
+    -------
+    numpy.ndarray
+        Class positions, most shared binding cells first.
     """
     if len(cand) == 0 or len(fixed) == 0 or limit <= 0:
         return np.zeros(0, dtype=np.int64)

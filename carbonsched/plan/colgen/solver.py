@@ -11,6 +11,13 @@ def set_limit(h: highspy.Highs, seconds: float) -> None:
 
     HiGHS 1.x counts its time limit over all runs of one object (ERGO-Code/HiGHS#1331,
     #1477), so the limit is set past the run time so far.
+
+    Parameters
+    ----------
+    h
+        A HiGHS object.
+    seconds
+        Time for the next run. [s]
     """
     h.setOptionValue("time_limit", float(h.getRunTime()) + max(float(seconds), 0.05))
 
@@ -19,6 +26,18 @@ def new_highs(threads: int, time_limit_s: float) -> highspy.Highs:
     """A quiet HiGHS object with ``threads`` threads and a time limit of ``time_limit_s`` [s].
 
     The limit is at least 0.05 s (HiGHS refuses 0).
+
+    Parameters
+    ----------
+    threads
+        HiGHS threads.
+    time_limit_s
+        Time limit. [s]
+
+    Returns
+    -------
+    highspy.Highs
+        With output off.
     """
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)

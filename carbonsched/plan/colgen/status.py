@@ -40,5 +40,13 @@ def plan_status(name: str, gap: float | None, mip_gap: float, converged: bool,
 
 
 def add_note(rec: SolverRecord, text: str) -> None:
-    """Append ``text`` to the record's note, ``"; "``-separated."""
+    """Append ``text`` to the record's note, ``"; "``-separated.
+
+    Parameters
+    ----------
+    rec
+        The solver record.
+    text
+        One clause of the note.
+    """
     rec.note = "; ".join(x for x in (rec.note, text) if x)
