@@ -24,6 +24,8 @@ import pulp
 from carbonsched.domain import ReasonCode
 from carbonsched.errors import InputError, SolverUnavailableError
 from carbonsched.plan.baselines import greedy_from_sets
+from carbonsched.plan.colgen import ColgenOptions, solve_colgen
+from carbonsched.plan.gap import relative_gap
 from carbonsched.plan.model import (
     PlanModel,
     build_model,
@@ -365,26 +367,6 @@ def run_milp(model: pulp.LpProblem, solver: str, time_limit_s: float, mip_gap: f
                         f"{pulp.LpStatus[st]}/{pulp.LpSolution[sol]}")
 
 
-ABS_GAP_KG = 1e-6
-"""An absolute gap this small counts as closed (HiGHS's default ``mip_abs_gap``, 1e-6, with
-which it reports a plan of objective 0 and bound -5e-7 optimal). [kg]"""
-
-
-def relative_gap(objective: float | None, bound: float | None) -> float | None:
-    """(objective − bound) / |objective|, clipped at 0; None when either is unknown.
-
-    0 when the absolute gap is within :data:`ABS_GAP_KG` (a plan of objective 0 has no
-    relative gap otherwise); None when the objective is 0 and the gap larger.
-    """
-    if objective is None or bound is None:
-        return None
-    if objective - bound <= ABS_GAP_KG:
-        return 0.0
-    if abs(objective) < 1e-12:
-        return None
-    return max(0.0, (objective - bound) / abs(objective))
-
-
 def diagnose_inference(sets: PlanSets, solver: str = "highs") -> tuple[str, str] | None:
     """Check that all inference demand can be served; name the family that fails.
 
@@ -661,7 +643,8 @@ def _nothing_to_decide(sets: PlanSets) -> bool:
 
 def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: float = 60.0,
                mip_gap: float = 0.01, method: str = "auto", threads: int = 1,
-               progress: Progress = None) -> PlanResult:
+               progress: Progress = None,
+               colgen_options: ColgenOptions | None = None) -> PlanResult:
     """Plan jobs and inference on sites and hours, minimising forecast emissions.
 
     Parameters
@@ -690,6 +673,10 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
         Solver threads.
     progress
         Optional callback receiving one-line progress messages.
+    colgen_options
+        Tunables of column generation; default: read from the ``CARBONSCHED_CG_*``
+        environment variables (:meth:`~carbonsched.plan.colgen.ColgenOptions.from_env`) when
+        column generation runs.
 
     Returns
     -------
@@ -705,6 +692,9 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
     ------
     InputError
         Unknown solver or method, bad signals or duplicate ids.
+    ValueError
+        An unknown or invalid ``CARBONSCHED_CG_*`` variable, when column generation runs
+        without ``colgen_options``.
     SolverUnavailableError
         No usable solver.
     """
@@ -763,9 +753,10 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
         if direct is None:
             raise RuntimeError("solve_milp skipped a solve with min_solve_s = 0")
         return check_result(sets, direct, started)
-    from carbonsched.plan.colgen import solve_colgen
-
-    res = solve_colgen(sets, time_limit_s, mip_gap, threads, rec, started, progress)
+    if colgen_options is None:
+        colgen_options = ColgenOptions.from_env(os.environ)
+    res = solve_colgen(sets, time_limit_s, mip_gap, threads, rec, started, progress,
+                       options=colgen_options)
     if sets.patterns is not None and len(sets.patterns):
         # the LP bound covers one-piece plans only: no proof for the model with pieces
         if res.status == PlanStatus.OPTIMAL:

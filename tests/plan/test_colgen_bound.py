@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from carbonsched.plan import PlanStatus, score_plan, solve_plan
 from carbonsched.plan.colgen import (
+    ColgenOptions,
     job_classes,
     lagrangian,
     make_layout,
@@ -39,11 +40,12 @@ def two_gangs_three_gpus():
     return problem([site], jobs, 2, ci={"a": [100.0, 100.0]})
 
 
-def _colgen_reaching(prob, optimum):
+def _colgen_reaching(prob, optimum, options=None):
     """Column generation's plan, checked to reach ``optimum`` as the direct MILP proves it."""
     exact = solve_plan(prob, method="milp", mip_gap=0.0)
     assert exact.totals["objective"] == pytest.approx(optimum)
-    res = solve_plan(prob, method="colgen", mip_gap=0.0, time_limit_s=60)
+    res = solve_plan(prob, method="colgen", mip_gap=0.0, time_limit_s=60,
+                     colgen_options=options)
     assert res.totals["objective"] == pytest.approx(optimum)
     return res
 
@@ -131,17 +133,13 @@ def two_gangs_over_a_fractional_power_cap():
     return problem([site], jobs, 2, ci={"a": [100.0, 100.0]})
 
 
-def test_power_cap_rounded_to_the_site_power_unit_gives_the_lp_the_optimum(monkeypatch):
-    from carbonsched.plan import colgen
-
+def test_power_cap_rounded_to_the_site_power_unit_gives_the_lp_the_optimum():
     prob = two_gangs_over_a_fractional_power_cap()
     sets = compile_sets(prob)
     assert sets.power_cap_kw[0].tolist() == [3.0, 3.0]     # the cap itself is unchanged
     assert sets.power_rhs_kw[0].tolist() == [2.0, 2.0]
     # neither the type split nor the repair MIP may lift it: the LP alone proves 4.4
-    monkeypatch.setattr(colgen, "SPLIT_SHARE", 0.0)
-    monkeypatch.setattr(colgen, "REPAIR_ALL_OPTIONS", 0)
-    res = _colgen_reaching(prob, 4.4)
+    res = _colgen_reaching(prob, 4.4, ColgenOptions(split_share=0.0, repair_all_options=0))
     assert res.solver.bound == pytest.approx(4.4)
     assert "MIP over every class" not in res.solver.note
 
@@ -153,13 +151,11 @@ def test_repair_mip_over_the_whole_model_proves_the_power_coupled_optimum():
     assert "bound from the MIP over every class and option: 2.800 -> 4.600" in res.solver.note
 
 
-def test_repair_bound_is_not_taken_when_the_mip_fixes_work(monkeypatch):
-    # over every class but not every option (the instance past REPAIR_ALL_OPTIONS) the
+def test_repair_bound_is_not_taken_when_the_mip_fixes_work():
+    # over every class but not every option (the instance past repair_all_options) the
     # repair MIP is a restriction: its dual bound bounds nothing and is not reported
-    from carbonsched.plan import colgen
-
-    monkeypatch.setattr(colgen, "REPAIR_ALL_OPTIONS", 0)
-    res = solve_plan(two_types_one_power_cap(), method="colgen", mip_gap=0.0, time_limit_s=60)
+    res = solve_plan(two_types_one_power_cap(), method="colgen", mip_gap=0.0, time_limit_s=60,
+                     colgen_options=ColgenOptions(repair_all_options=0))
     assert res.totals["objective"] == pytest.approx(4.6)
     assert res.solver.bound == pytest.approx(2.8)
     assert "MIP over every class" not in res.solver.note
@@ -212,7 +208,7 @@ def test_a_site_mip_that_did_not_run_proves_nothing(monkeypatch):
     negative (an option costs 0.4 − 5 kg): constant 2 × 5 + 2 × min(0, 4 − 5) = 8, site
     Lagrangian 2 × (−4.6) = −9.2, so the bound is −1.2 kg; taking the 0.0 as a proof gave
     8 + 0 = 8.0 kg, above the optimum (4.4 kg)."""
-    from carbonsched.plan import colgen
+    from carbonsched.plan.colgen import bounds
 
     class NoRun(highspy.Highs):
         def run(self):
@@ -230,18 +226,20 @@ def test_a_site_mip_that_did_not_run_proves_nothing(monkeypatch):
     real = site_bound(sets, lay, raw, upper=100.0, seconds=30, threads=1)
     assert real.lagrangian == pytest.approx(-1.2)
     assert real.bound == pytest.approx(3.4)        # one job fits: 8 − 4.6
-    monkeypatch.setattr(colgen, "_new_highs", fake)
+    monkeypatch.setattr(bounds, "new_highs", fake)
     sb = site_bound(sets, lay, raw, upper=100.0, seconds=30, threads=1)
     assert sb.lagrangian == pytest.approx(-1.2)
     assert sb.bound == pytest.approx(-1.2)
 
 
 def test_split_bound_counts_only_types_that_rose_by_the_least_amount():
-    from carbonsched.plan.colgen import SPLIT_NOTE_MIN_KG, split_rises
+    from carbonsched.plan.colgen import split_rises
+
+    min_kg = ColgenOptions().split_note_min_kg
 
     lag = 118.607
-    per_type = {"V100M16": (lag, lag + SPLIT_NOTE_MIN_KG),          # at the limit: counts
-                "P100": (143.9, 143.9 + 0.999 * SPLIT_NOTE_MIN_KG),  # summation noise
+    per_type = {"V100M16": (lag, lag + min_kg),          # at the limit: counts
+                "P100": (143.9, 143.9 + 0.999 * min_kg),  # summation noise
                 "A100": (50.0, 50.0)}
-    assert split_rises(per_type) == [f"V100M16 {lag:.3f}->{lag + SPLIT_NOTE_MIN_KG:.3f}"]
+    assert split_rises(per_type) == [f"V100M16 {lag:.3f}->{lag + min_kg:.3f}"]
     assert split_rises({"P100": per_type["P100"]}) == []

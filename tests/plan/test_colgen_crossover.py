@@ -10,12 +10,20 @@ the first one did, and the solve was left without a master: 5.84 % against 0.51 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from carbonsched.plan import colgen, solve_plan
-from carbonsched.plan.colgen import binding_cells, crossover_pays, job_classes, make_layout
+from carbonsched.plan import solve_plan
+from carbonsched.plan.colgen import (
+    ColgenOptions,
+    binding_cells,
+    crossover_pays,
+    job_classes,
+    make_layout,
+    master,
+)
 from carbonsched.plan.sets import compile_sets
 
 from .builders import problem
@@ -37,7 +45,7 @@ def test_binding_cells_counts_the_real_cell_rows_with_a_multiplier_above_the_thr
     absorb = lay.absorb_row[lay.absorb_row >= 0]
     assert len(absorb) == 1 and lay.n_cell_rows == lay.n_rows
     scale = 50.0
-    tol = colgen.BINDING_DUAL_REL * scale
+    tol = ColgenOptions().binding_dual_rel * scale
     raw = np.zeros(lay.n_rows)
     raw[: lay.cap_base] = -7.0                        # assignment rows never count
     assert binding_cells(lay, raw, scale) == 0
@@ -56,26 +64,26 @@ def test_binding_cells_counts_the_real_cell_rows_with_a_multiplier_above_the_thr
     assert binding_cells(flay, raw, scale) == 1
 
 
-def test_crossover_pays_on_small_instances_whatever_binds(monkeypatch):
+def test_crossover_pays_on_small_instances_whatever_binds():
     sets, lay = _surplus_sets()
     raw = np.zeros(lay.n_rows)
     raw[lay.cap_base: lay.n_cell_rows] = -1.0
     n = lay.n_cell_rows - lay.cap_base
-    monkeypatch.setattr(colgen, "REPAIR_MAX_CLASSES", n - 1)
-    assert crossover_pays(lay, raw, 1.0) == (True, n)    # 1 class <= REPAIR_ALL_CLASSES
-    monkeypatch.setattr(colgen, "REPAIR_ALL_CLASSES", len(lay.reps))     # at the limit
-    assert crossover_pays(lay, raw, 1.0) == (True, n)
-    monkeypatch.setattr(colgen, "REPAIR_ALL_CLASSES", len(lay.reps) - 1)
-    assert crossover_pays(lay, raw, 1.0) == (False, n)
-    monkeypatch.setattr(colgen, "REPAIR_MAX_CLASSES", n)                # at the limit
-    assert crossover_pays(lay, raw, 1.0) == (True, n)
+    opts = ColgenOptions(repair_max_classes=n - 1)
+    assert crossover_pays(lay, raw, 1.0, opts) == (True, n)    # 1 class <= repair_all_classes
+    opts = replace(opts, repair_all_classes=len(lay.reps))      # at the limit
+    assert crossover_pays(lay, raw, 1.0, opts) == (True, n)
+    opts = replace(opts, repair_all_classes=len(lay.reps) - 1)
+    assert crossover_pays(lay, raw, 1.0, opts) == (False, n)
+    opts = replace(opts, repair_max_classes=n)                  # at the limit
+    assert crossover_pays(lay, raw, 1.0, opts) == (True, n)
 
 
 def _spy(monkeypatch):
     """The HiGHS ``run_crossover`` setting in force at every run of the master (the first
     model the solve builds; the repair and split MIPs come later), in order."""
     runs: list[str] = []
-    real = colgen._new_highs
+    real = master.new_highs
     made: list[object] = []
 
     def new(threads, limit):
@@ -98,31 +106,31 @@ def _spy(monkeypatch):
         h.setOptionValue, h.run = record, counted_run
         return h
 
-    monkeypatch.setattr(colgen, "_new_highs", new)
+    monkeypatch.setattr(master, "new_highs", new)
     return runs
 
 
 def _interior(monkeypatch, repair_max, crossover_at=1e9, final=True):
     """Colgen on :func:`_crowded` with interior masters, as if it were a large instance
-    (REPAIR_ALL_CLASSES 0); the crossover setting of each HiGHS run, the counts
+    (repair_all_classes 0); the crossover setting of each HiGHS run, the counts
     :func:`binding_cells` returned (in call order) and the progress lines."""
-    monkeypatch.setattr(colgen, "MASTER_SOLVER", "ipm")     # interior masters at any size
-    monkeypatch.setattr(colgen, "REPAIR_ALL_CLASSES", 0)
-    # time for the final crossover, or never
-    monkeypatch.setattr(colgen, "CROSSOVER_MIN_LEFT", 0.0 if final else 2.0)
-    monkeypatch.setattr(colgen, "REPAIR_MAX_CLASSES", repair_max)
-    # a first master far from the LP (no warm-up); 1e9 asks for the in-loop crossover after
-    # the first master, so the second would end at a vertex; -1 never
-    monkeypatch.setattr(colgen, "WARMUP_SHARE", 0.0)
-    monkeypatch.setattr(colgen, "CROSSOVER_AT", crossover_at)
+    opts = ColgenOptions(
+        master_solver="ipm",                       # interior masters at any size
+        repair_all_classes=0,
+        crossover_min_left=0.0 if final else 2.0,  # time for the final crossover, or never
+        repair_max_classes=repair_max,
+        # a first master far from the LP (no warm-up); 1e9 asks for the in-loop crossover
+        # after the first master, so the second would end at a vertex; -1 never
+        warmup_share=0.0,
+        crossover_at=crossover_at)
     runs = _spy(monkeypatch)
     counts: list[int] = []
-    real = colgen.binding_cells
-    monkeypatch.setattr(colgen, "binding_cells",
+    real = master.binding_cells
+    monkeypatch.setattr(master, "binding_cells",
                         lambda *a: counts.append(real(*a)) or counts[-1])
     said: list[str] = []
     res = solve_plan(_crowded(), method="colgen", mip_gap=0.0, time_limit_s=60,
-                     progress=said.append)
+                     progress=said.append, colgen_options=opts)
     return res, runs, counts, said
 
 
@@ -156,19 +164,19 @@ def test_crossover_in_the_loop_at_the_limit(monkeypatch, slack, runs_it):
 def _imprecise(monkeypatch, tol=None):
     """Colgen on :func:`_crowded` with an interior master told to stop at 1e-3, where IPX ends
     in HiGHS status Unknown; the primal infeasibilities :func:`usable_interior` saw."""
-    monkeypatch.setattr(colgen, "MASTER_SOLVER", "ipm")
-    monkeypatch.setattr(colgen, "IPM_TOL", 1e-3)
+    opts = ColgenOptions(master_solver="ipm", ipm_tol=1e-3)
     if tol is not None:
-        monkeypatch.setattr(colgen, "IMPRECISE_PRIMAL_TOL", tol)
+        opts = replace(opts, imprecise_primal_tol=tol)
     seen: list[float] = []
-    real = colgen.usable_interior
+    real = master.usable_interior
 
-    def spy(h):
+    def spy(h, *args):
         seen.append(h.getInfo().max_primal_infeasibility)
-        return real(h)
+        return real(h, *args)
 
-    monkeypatch.setattr(colgen, "usable_interior", spy)
-    return solve_plan(_crowded(), method="colgen", mip_gap=0.0, time_limit_s=60), seen
+    monkeypatch.setattr(master, "usable_interior", spy)
+    return solve_plan(_crowded(), method="colgen", mip_gap=0.0, time_limit_s=60,
+                      colgen_options=opts), seen
 
 
 def test_an_imprecise_interior_master_is_used_not_dropped(monkeypatch):

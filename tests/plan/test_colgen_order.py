@@ -90,19 +90,19 @@ def test_least_flexible_first_places_what_size_order_leaves_out():
 
 def _spy_orders(monkeypatch, max_jobs):
     """solve_colgen on one_gpu_two_hours(), recording the priced greedy's orders."""
-    from carbonsched.plan import colgen
+    from carbonsched.plan.colgen import ColgenOptions, incumbents
 
     seen: list[list[str]] = []
-    real = colgen.priced_greedy
+    real = incumbents.priced_greedy
 
     def spy(sets, rank_kw, rank_gpu, order=None, prefilled=None):
         if prefilled is None:
             seen.append(_ids(sets, order))
         return real(sets, rank_kw, rank_gpu, order=order, prefilled=prefilled)
 
-    monkeypatch.setattr(colgen, "priced_greedy", spy)
-    monkeypatch.setattr(colgen, "BOTH_ORDERS_MAX_JOBS", max_jobs)
-    res = solve_plan(one_gpu_two_hours(), method="colgen", mip_gap=0.0, time_limit_s=30)
+    monkeypatch.setattr(incumbents, "priced_greedy", spy)
+    res = solve_plan(one_gpu_two_hours(), method="colgen", mip_gap=0.0, time_limit_s=30,
+                     colgen_options=ColgenOptions(both_orders_max_jobs=max_jobs))
     assert res.unplaced == []
     assert abs(res.totals["objective"] - 0.3) < 1e-9
     return seen, res.solver.note

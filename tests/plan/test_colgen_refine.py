@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from carbonsched.plan import PlanStatus, solve_plan
-from carbonsched.plan.colgen import job_classes, lagrangian, lagrangian_warmup, make_layout
+from carbonsched.plan.colgen import (
+    ColgenOptions,
+    job_classes,
+    lagrangian,
+    lagrangian_warmup,
+    make_layout,
+)
 from carbonsched.plan.sets import compile_sets
 
 from .builders import JobWrapper, SiteWrapper, problem
@@ -64,19 +71,17 @@ def _crowded():
 
 
 @pytest.mark.parametrize("method", ["smoothed", "subgradient"])
-def test_refinement_when_column_generation_stops_early(monkeypatch, method):
+def test_refinement_when_column_generation_stops_early(method):
     """Column generation stopped after its first master (no time for another, forced here):
     the bound is refined, named in the note, and stays below the proven optimum."""
-    from carbonsched.plan import colgen
-
-    monkeypatch.setattr(colgen, "REFINE_METHOD", method)
     prob = _crowded()
     exact = solve_plan(prob, method="milp", mip_gap=0.0)
     assert exact.status == PlanStatus.OPTIMAL
-    monkeypatch.setattr(colgen, "ROUND_GROWTH", 1e9)      # never time for a second master
-    monkeypatch.setattr(colgen, "SPLIT_SHARE", 0.0)       # the bound is the refined one
-    monkeypatch.setattr(colgen, "WARMUP_SHARE", 0.0)      # a first master far from the LP
-    res = solve_plan(prob, method="colgen", mip_gap=0.0, time_limit_s=60)
+    opts = ColgenOptions(refine_method=method,
+                         round_growth=1e9,        # never time for a second master
+                         split_share=0.0,         # the bound is the refined one
+                         warmup_share=0.0)        # a first master far from the LP
+    res = solve_plan(prob, method="colgen", mip_gap=0.0, time_limit_s=60, colgen_options=opts)
     assert "bound refined from" in res.solver.note
     assert res.solver.bound <= exact.totals["objective"] + 1e-6
     assert res.totals["objective"] >= exact.totals["objective"] - 1e-6
@@ -100,8 +105,8 @@ def test_refinement_when_column_generation_stops_early(monkeypatch, method):
     else:
         assert refined.group(3) == "60 subgradient steps"
     # without the refinement there are no refined multipliers and no such candidate
-    monkeypatch.setattr(colgen, "REFINE_ROUNDS", 0)
-    plain = solve_plan(prob, method="colgen", mip_gap=0.0, time_limit_s=60)
+    plain = solve_plan(prob, method="colgen", mip_gap=0.0, time_limit_s=60,
+                       colgen_options=replace(opts, refine_rounds=0))
     assert "bound refined from" not in plain.solver.note
     assert "refined multipliers" not in plain.solver.note
 
@@ -111,7 +116,8 @@ def test_no_master_in_the_budget_plans_priced_greedy_without_rounding(monkeypatc
     again, seconds at 10k jobs) is skipped and named; the plan stays valid, above the bound."""
     import highspy
 
-    from carbonsched.plan import colgen, score_plan
+    from carbonsched.plan import score_plan
+    from carbonsched.plan.colgen import master
 
     from .test_properties import clean
 
@@ -121,18 +127,18 @@ def test_no_master_in_the_budget_plans_priced_greedy_without_rounding(monkeypatc
         def getModelStatus(self):
             return highspy.HighsModelStatus.kTimeLimit
 
-    real = colgen._new_highs
+    real = master.new_highs
     made: list[object] = []
 
     def first_is_cut(threads, time_limit_s):
-        if made:                                  # repair and split-bound MIPs: real ones
+        if made:                                  # only the master is cut
             return real(threads, time_limit_s)
         h = CutMaster()
         h.setOptionValue("output_flag", False)
         made.append(h)
         return h
 
-    monkeypatch.setattr(colgen, "_new_highs", first_is_cut)
+    monkeypatch.setattr(master, "new_highs", first_is_cut)
     prob = two_gangs_three_gpus()
     res = solve_plan(prob, method="colgen", mip_gap=0.0, time_limit_s=60)
     note = res.solver.note

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -17,9 +18,16 @@ from hypothesis import given
 
 from carbonsched.plan import colgen
 from carbonsched.plan.baselines import greedy_from_sets
-from carbonsched.plan.colgen import job_classes, make_layout, unit_classes, unit_repack
+from carbonsched.plan.colgen import (
+    ColgenOptions,
+    job_classes,
+    make_layout,
+    repair_mip,
+    unit_classes,
+    unit_repack,
+)
 from carbonsched.plan.result import PlanStatus, build_plan_result, recount_violations
-from carbonsched.plan.sets import compile_sets
+from carbonsched.plan.sets import compile_sets, enumerate_options
 from carbonsched.plan.solve import diagnose_inference
 
 from .builders import SiteWrapper, demand, problem
@@ -35,11 +43,11 @@ def _plan(sets, placed: dict[str, tuple[int, int]]):
     return build_plan_result(sets, chosen, alloc, PlanStatus.FEASIBLE, _rec())
 
 
-def _repack(sets, plan, seconds: float = 30.0):
+def _repack(sets, plan, seconds: float = 30.0, options=None):
     cls = job_classes(sets)
     rec = _rec()
     return unit_repack(sets, make_layout(sets, cls), cls, plan, 1, seconds, lambda m: None,
-                       rec), rec
+                       rec, options=options), rec
 
 
 def _chain():
@@ -97,14 +105,14 @@ def test_a_fractional_lp_is_rounded_down_and_says_so():
 
 
 @pytest.mark.parametrize(("factor", "runs"), [(1.0, True), (1.001, False)])
-def test_the_repack_runs_only_when_its_expected_time_fits(monkeypatch, factor, runs):
+def test_the_repack_runs_only_when_its_expected_time_fits(factor, runs):
     sets = _chain()
     cls = job_classes(sets)
-    n_opts = len(colgen.enumerate_options(sets, cls.rep[unit_classes(sets, cls)]))
+    n_opts = len(enumerate_options(sets, cls.rep[unit_classes(sets, cls)]))
     assert n_opts == 2 + 2 + 1              # a: starts 0, 1; b: 1, 2; c: 0
-    monkeypatch.setattr(colgen, "REPACK_S_PER_OPTION", 0.5)
     start = _plan(sets, {"long": (0, 0), "a": (0, 0), "b": (0, 1)})
-    new, rec = _repack(sets, start, seconds=0.5 * n_opts / factor)
+    new, rec = _repack(sets, start, seconds=0.5 * n_opts / factor,
+                       options=ColgenOptions(repack_s_per_option=0.5))
     assert (new is not None) == runs
     if not runs:
         assert ("one-slot repack skipped: 3 one-GPU, one-slot jobs, 5 options (at most "
@@ -112,18 +120,18 @@ def test_the_repack_runs_only_when_its_expected_time_fits(monkeypatch, factor, r
 
 
 @pytest.mark.parametrize(("most", "runs"), [(5, True), (4, False), (0, False)])
-def test_too_many_options_skip_the_repack(monkeypatch, most, runs):
-    monkeypatch.setattr(colgen, "REPACK_MAX_OPTIONS", most)
+def test_too_many_options_skip_the_repack(most, runs):
     sets = _chain()
-    new, rec = _repack(sets, _plan(sets, {"long": (0, 0)}))
+    new, rec = _repack(sets, _plan(sets, {"long": (0, 0)}),
+                       options=ColgenOptions(repack_max_options=most))
     assert (new is not None) == runs
     assert (f"5 options (at most {most})" in rec.note) == (not runs)
 
 
-def test_solve_colgen_runs_no_repack_when_it_is_off(monkeypatch):
-    monkeypatch.setattr(colgen, "REPACK_MAX_OPTIONS", 0)
+def test_solve_colgen_runs_no_repack_when_it_is_off():
     sets = _crowded()
-    res = colgen.solve_colgen(sets, 30.0, 1e-4, 1, _rec(), time.perf_counter())
+    res = colgen.solve_colgen(sets, 30.0, 1e-4, 1, _rec(), time.perf_counter(),
+                              options=ColgenOptions(repack_max_options=0))
     assert "one-slot repack" not in res.solver.note
 
 
@@ -172,13 +180,12 @@ def _crowded(n_jobs: int = 40):
     return compile_sets(problem(sites, jobs, 6, ci=ci))
 
 
-def test_pricing_reaches_the_lp_over_every_option(monkeypatch):
+def test_pricing_reaches_the_lp_over_every_option():
     sets = _crowded()
     start = greedy_from_sets(sets)
     out = {}
     for k in (0, 1):
-        monkeypatch.setattr(colgen, "REPACK_PRICE_K", k)
-        new, rec = _repack(sets, start)
+        new, rec = _repack(sets, start, options=ColgenOptions(repack_price_k=k))
         assert "rounded down" not in rec.note
         assert recount_violations(sets.problem, new) == {}
         out[k] = new.totals["objective"]
@@ -189,9 +196,9 @@ def test_pricing_reaches_the_lp_over_every_option(monkeypatch):
 def test_a_pricing_round_cut_short_keeps_the_last_lp_solved(monkeypatch):
     sets = _crowded()
     start = greedy_from_sets(sets)
-    monkeypatch.setattr(colgen, "REPACK_PRICE_K", 1)
+    opts = ColgenOptions(repack_price_k=1)
     runs = []
-    real = colgen.run_highs
+    real = repair_mip.run_highs
 
     def first_only(h):
         runs.append(h.getNumCol())
@@ -199,31 +206,29 @@ def test_a_pricing_round_cut_short_keeps_the_last_lp_solved(monkeypatch):
             h.setOptionValue("time_limit", float(h.getRunTime()))
         return real(h)
 
-    monkeypatch.setattr(colgen, "run_highs", first_only)
-    new, rec = _repack(sets, start)
+    monkeypatch.setattr(repair_mip, "run_highs", first_only)
+    new, rec = _repack(sets, start, options=opts)
     assert len(runs) == 2                      # the pricing found columns, their LP stopped
     assert recount_violations(sets.problem, new) == {}
     assert "pricing cut short by the limit" in rec.note and "no solution" not in rec.note
     # the plan is the first LP's: the same as with no option ever priced in
-    monkeypatch.setattr(colgen, "run_highs", real)
-    monkeypatch.setattr(colgen, "REPACK_RC_TOL", np.inf)
-    first, first_rec = _repack(sets, start)
+    monkeypatch.setattr(repair_mip, "run_highs", real)
+    first, first_rec = _repack(sets, start, options=replace(opts, repack_rc_tol=np.inf))
     assert new.totals["objective"] == pytest.approx(first.totals["objective"], rel=1e-12)
     assert "pricing cut short" not in first_rec.note
-    monkeypatch.setattr(colgen, "REPACK_RC_TOL", 1e-6)
-    full, _ = _repack(sets, start)
+    full, _ = _repack(sets, start, options=replace(opts, repack_rc_tol=1e-6))
     assert full.totals["objective"] < new.totals["objective"] - 1e-6
 
 
 def test_no_lp_solved_in_time_is_noted(monkeypatch):
     sets = _crowded()
-    real = colgen.run_highs
+    real = repair_mip.run_highs
 
     def stopped(h):
         h.setOptionValue("time_limit", float(h.getRunTime()))
         return real(h)
 
-    monkeypatch.setattr(colgen, "run_highs", stopped)
+    monkeypatch.setattr(repair_mip, "run_highs", stopped)
     new, rec = _repack(sets, greedy_from_sets(sets), seconds=7.0)
     assert new is None
     assert re.search(r"one-slot repack gave no plan: the LP over \d+ one-GPU, one-slot jobs has "

@@ -44,10 +44,10 @@ def _plan(sets, rec, placed):
                              PlanStatus.FEASIBLE, rec)
 
 
-def _site_pass(sets, lay, cls, plan, seconds, said, rec):
+def _site_pass(sets, lay, cls, plan, seconds, said, rec, options=None):
     """The pass with zero duals, no LP support and no LP emissions (excess = the plan's)."""
     return site_pass(sets, lay, cls, np.zeros(lay.n_rows), NONE, np.zeros(len(sets.site)), plan,
-                     1, seconds, 0.0, said.append, rec)
+                     1, seconds, 0.0, said.append, rec, options=options)
 
 
 def _power_case(placed):
@@ -115,46 +115,45 @@ def test_work_left_out_joins_every_site_neighbourhood():
 def test_solve_colgen_runs_the_site_pass_when_no_repair_mip_follows(monkeypatch):
     """The large-instance path (too many fractional classes for a repair MIP), forced on the
     small instance: the plan is the optimum, recounted clean."""
-    import carbonsched.plan.colgen as colgen
+    from carbonsched.plan.colgen import ColgenOptions, passes
     from carbonsched.plan.solve import solve_plan
 
-    monkeypatch.setattr(colgen, "REPAIR_MAX_CLASSES", 0)
-    monkeypatch.setattr(colgen, "REPAIR_ALL_CLASSES", 0)
+    opts = ColgenOptions(repair_max_classes=0, repair_all_classes=0)
     calls: list[float] = []
-    real = colgen.site_pass
+    real = passes.site_pass
 
     def spy(*args, **kw):
         calls.append(args[8])                    # the seconds given to the pass
         return real(*args, **kw)
 
-    monkeypatch.setattr(colgen, "site_pass", spy)
+    monkeypatch.setattr(passes, "site_pass", spy)
     prob = power_shared_by_two_types()
-    res = solve_plan(prob, method="colgen", time_limit_s=20.0, mip_gap=0.0)
-    assert len(calls) == 1 and 0 < calls[0] <= colgen.SITE_PASS_SHARE * 0.8 * 20.0
+    res = solve_plan(prob, method="colgen", time_limit_s=20.0, mip_gap=0.0, colgen_options=opts)
+    assert len(calls) == 1 and 0 < calls[0] <= opts.site_pass_share * 0.8 * 20.0
     assert res.totals["objective"] == pytest.approx(0.12)
     assert clean(score_plan(prob, res))
 
 
-def _left_out_run(monkeypatch, cap, prob, start_kg):
+def _left_out_run(cap, prob, start_kg):
     """The pass from a plan running only ``y`` at (site 0, hour 0), the left-out cap at ``cap``.
 
     Returns the pass's plan and its ``site ...`` step messages.
     """
-    import carbonsched.plan.colgen as colgen
+    from carbonsched.plan.colgen import ColgenOptions
 
-    monkeypatch.setattr(colgen, "SITE_PASS_MAX_LEFT_OUT", cap)
     sets, cls, lay = _setup(prob)
     rec = SolverRecord(name="highs", status=PlanStatus.FEASIBLE)
     start = _plan(sets, rec, {"y": (0, 0)})
     assert start.totals["objective"] == pytest.approx(start_kg)
     said: list[str] = []
-    out = _site_pass(sets, lay, cls, start, 30.0, said, rec)
+    out = _site_pass(sets, lay, cls, start, 30.0, said, rec,
+                     ColgenOptions(site_pass_max_left_out=cap))
     return out, [m for m in said if m.startswith("site ")]
 
 
 @pytest.mark.parametrize("cap, first_step", [(2, "-> 0.160"), (1, "-> 1.110")])
 def test_left_out_classes_past_the_cap_wait_those_that_may_run_at_the_site_first(
-        monkeypatch, cap, first_step):
+        cap, first_step):
     """Site a (one H GPU, CI 100 then 10 g/kWh) runs ``y`` at its dirty hour; ``z`` (site a
     only) and ``x`` (site b only, CI 50) are left out, at 10 × the dirtiest GPU-hour, 1 kg each.
     Site a goes first. With room for both left-out classes its MIP places all three: y and z
@@ -165,7 +164,7 @@ def test_left_out_classes_past_the_cap_wait_those_that_may_run_at_the_site_first
     jobs = [JobWrapper(j).gpu_type("H").gpus(1).hours(1).window(0, 2).sites(s)
             .kw_per_gpu(1.0).obj() for j, s in (("x", "b"), ("y", "a"), ("z", "a"))]
     prob = problem([a, b], jobs, 2, ci={"a": [100.0, 10.0], "b": [50.0, 50.0]})
-    out, steps = _left_out_run(monkeypatch, cap, prob, 2.1)
+    out, steps = _left_out_run(cap, prob, 2.1)
     assert steps[0].startswith("site a:") and steps[0].endswith(first_step)
     assert out is not None and out.unplaced == []
     assert out.totals["objective"] == pytest.approx(0.16)
@@ -191,7 +190,7 @@ def test_the_time_kept_after_a_pass_mip_grows_with_the_jobs_past_10k(jobs, secon
     assert plan_overhead_s(SimpleNamespace(placeable=np.arange(jobs))) == pytest.approx(seconds)
 
 
-def test_left_out_classes_past_the_cap_go_costliest_first(monkeypatch):
+def test_left_out_classes_past_the_cap_go_costliest_first():
     """Site a (two H GPUs, CI 100 then 10 g/kWh) runs ``y`` (1 GPU, hour 0 only); ``cheap``
     (1 GPU, 1 h: 1 kg to leave out) and ``dear`` (2 GPUs, 1 h: 2 kg) may both run only there,
     in either hour, and are left out. At a cap of one, ``dear`` joins the first neighbourhood:
@@ -203,7 +202,7 @@ def test_left_out_classes_past_the_cap_go_costliest_first(monkeypatch):
             .kw_per_gpu(1.0).obj() for j, g, end in (("cheap", 1, 2), ("dear", 2, 2),
                                                      ("y", 1, 1))]
     prob = problem([a], jobs, 2, ci={"a": [100.0, 10.0]})
-    out, steps = _left_out_run(monkeypatch, 1, prob, 3.1)
+    out, steps = _left_out_run(1, prob, 3.1)
     assert steps == ["site a: 3.100 -> 1.120"], steps
     assert out is not None and [u.job_id for u in out.unplaced] == ["cheap"]
     assert out.totals["objective"] == pytest.approx(1.12)

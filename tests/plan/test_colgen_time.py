@@ -30,9 +30,9 @@ def small_instance():
 
 @pytest.fixture
 def slow_priced_greedy(monkeypatch):
-    from carbonsched.plan import colgen
+    from carbonsched.plan.colgen import incumbents
 
-    real = colgen.priced_greedy
+    real = incumbents.priced_greedy
     calls = []
 
     def slow(*args, **kwargs):
@@ -40,7 +40,7 @@ def slow_priced_greedy(monkeypatch):
         time.sleep(SLOW_S)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(colgen, "priced_greedy", slow)
+    monkeypatch.setattr(incumbents, "priced_greedy", slow)
     return calls
 
 
@@ -66,15 +66,16 @@ def test_candidates_run_when_there_is_time(slow_priced_greedy):
 
 @pytest.mark.parametrize("per_job_s, tail_s", [(5.0, 30.0), (1e-6, 9.0)])
 def test_the_first_master_leaves_the_tail_for_what_follows_it(monkeypatch, per_job_s, tail_s):
-    """The master's limit keeps max(15 % of the limit, TAIL_S_PER_JOB × jobs) for the priced
+    """The master's limit keeps max(15 % of the limit, tail_s_per_job × jobs) for the priced
     greedy, the plan and the recount (10k × 16 × 48 at 0.3 in 20 s ended at 21.5 s)."""
-    from carbonsched.plan import colgen
+    from carbonsched.plan.colgen import ColgenOptions, master
 
-    monkeypatch.setattr(colgen, "TAIL_S_PER_JOB", per_job_s)     # 6 jobs: 30 s, or 15 %
+    opts = ColgenOptions(tail_s_per_job=per_job_s)     # 6 jobs: 30 s, or 15 %
     limits: list[float] = []
-    real = colgen._limit
-    monkeypatch.setattr(colgen, "_limit", lambda h, s: limits.append(s) or real(h, s))
+    real = master.set_limit
+    monkeypatch.setattr(master, "set_limit", lambda h, s: limits.append(s) or real(h, s))
     t0 = time.perf_counter()
-    solve_plan(small_instance(), method="colgen", time_limit_s=60.0, mip_gap=0.0)
+    solve_plan(small_instance(), method="colgen", time_limit_s=60.0, mip_gap=0.0,
+               colgen_options=opts)
     spent = time.perf_counter() - t0
     assert 60.0 - tail_s - spent <= limits[0] <= 60.0 - tail_s

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from carbonsched.plan import score_plan
 from carbonsched.plan.baselines import greedy_from_sets
-from carbonsched.plan.colgen import MOVES_FIRST_MAX_JOBS, moves_hold_s, solve_colgen
+from carbonsched.plan.colgen import ColgenOptions, moves_hold_s, solve_colgen
 from carbonsched.plan.local import descend, improve, movable, plan_arrays
 from carbonsched.plan.result import PlanStatus, SolverRecord, build_plan_result, recount_violations
 from carbonsched.plan.sets import compile_sets
@@ -326,29 +326,29 @@ def test_moves_are_exact_on_sub_hour_grids_with_tails_deferral_and_running_work(
     assert recount_violations(q, better) == recount_violations(q, plan)
 
 
-@pytest.mark.parametrize("first_max_jobs", [0, MOVES_FIRST_MAX_JOBS])
+@pytest.mark.parametrize("first_max_jobs", [0, ColgenOptions().moves_first_max_jobs])
 def test_column_generation_names_the_moves_in_the_plan_note(monkeypatch, first_max_jobs):
     # every pass and the repair off, and the priced greedy replaced by the carbon greedy
     # (earliest start first: j takes hour 1, u is left out, 2.1 kg): the moves give 0.25
-    import carbonsched.plan.colgen as cg
+    from carbonsched.plan.colgen import incumbents
 
-    for name in ("TYPE_PASS_SHARE", "SITE_PASS_SHARE", "SPLIT_SHARE"):
-        monkeypatch.setattr(cg, name, 0.0)
-    monkeypatch.setattr(cg, "REPAIR_ALL_CLASSES", 0)
-    monkeypatch.setattr(cg, "REPAIR_MAX_CLASSES", 0)
-    monkeypatch.setattr(cg, "REPACK_MAX_OPTIONS", 0)    # it would place u as well (0.25 kg)
-    monkeypatch.setattr(cg, "priced_greedy", lambda sets, *a, **k: greedy_from_sets(sets))
-    monkeypatch.setattr(cg, "MOVES_FIRST_MAX_JOBS", first_max_jobs)   # 0: the final moves
+    opts = ColgenOptions(type_pass_share=0.0, site_pass_share=0.0, split_share=0.0,
+                         repair_all_classes=0, repair_max_classes=0,
+                         repack_max_options=0,    # it would place u as well (0.25 kg)
+                         moves_first_max_jobs=first_max_jobs)   # 0: the final moves only
+    monkeypatch.setattr(incumbents, "priced_greedy",
+                        lambda sets, *a, **k: greedy_from_sets(sets))
     sets = _blocked(flexible=True)
     rec = _rec()
     said: list[str] = []
-    res = solve_colgen(sets, 20.0, 1e-4, 1, rec, time.perf_counter(), progress=said.append)
+    res = solve_colgen(sets, 20.0, 1e-4, 1, rec, time.perf_counter(), progress=said.append,
+                       options=opts)
     assert recount_violations(sets.problem, res) == {}
     assert res.totals["objective"] == pytest.approx(0.25)
     assert "plan from greedy + moves" in rec.note   # the first of the 2.1 kg plans
     assert any("1 by moving one job out of their way" in m for m in said)
-    monkeypatch.setattr(cg, "MOVES_SHARE", 0.0)
     rec = _rec()
-    res = solve_colgen(sets, 20.0, 1e-4, 1, rec, time.perf_counter())
+    res = solve_colgen(sets, 20.0, 1e-4, 1, rec, time.perf_counter(),
+                       options=dataclasses.replace(opts, moves_share=0.0))
     assert res.totals["objective"] == pytest.approx(2.1)
     assert "moves" not in rec.note

@@ -13,7 +13,7 @@ from carbonsched.plan import (
     score_plan,
     solve_plan,
 )
-from carbonsched.plan.solve import ABS_GAP_KG
+from carbonsched.plan.gap import ABS_GAP_KG
 
 from .builders import JobWrapper, SiteWrapper, demand, problem, signals
 

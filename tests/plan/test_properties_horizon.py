@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from carbonsched.domain import Job, ReasonCode, RunningWork
 from carbonsched.plan import PlanStatus, agnostic_plan, greedy_plan, score_plan, solve_plan
-from carbonsched.plan.solve import ABS_GAP_KG
+from carbonsched.plan.gap import ABS_GAP_KG
 
 from .builders import SiteWrapper, at, problem
 

@@ -1,4 +1,4 @@
-"""The smoothed Lagrangian dual (carbonsched.plan.smoothed) and the short-budget path of
+"""The smoothed Lagrangian dual (carbonsched.plan.colgen.smoothed) and the short-budget path of
 column generation that uses it instead of a master LP (issue 13, 10k x 16 x 48 in 20 s).
 
 The exact value computed beside the smoothed one is the Lagrangian of colgen (a valid bound
@@ -17,9 +17,9 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from carbonsched.plan import PlanStatus, colgen, score_plan, solve_plan
-from carbonsched.plan import smoothed as sm
-from carbonsched.plan.colgen import job_classes, lagrangian, make_layout, multipliers
+from carbonsched.plan import PlanStatus, score_plan, solve_plan
+from carbonsched.plan.colgen import ColgenOptions, job_classes, lagrangian, make_layout, multipliers
+from carbonsched.plan.colgen import smoothed as sm
 from carbonsched.plan.model import build_model
 from carbonsched.plan.result import recount_violations
 from carbonsched.plan.sets import compile_sets, enumerate_options
@@ -108,8 +108,9 @@ def test_ascent_reaches_the_lp_value_and_its_bound_is_the_lagrangian_of_its_dual
         res.bound, abs=1e-12)
     # the temperature came down as each one stalled
     assert len(res.temperatures) >= 2
-    assert res.temperatures[1] == pytest.approx(res.temperatures[0] * sm.MU_FACTOR)
-    assert res.temperatures[0] == pytest.approx(sm.MU_START_REL * 0.4)
+    default = ColgenOptions()
+    assert res.temperatures[1] == pytest.approx(res.temperatures[0] * default.smooth_mu_factor)
+    assert res.temperatures[0] == pytest.approx(default.smooth_mu_start_rel * 0.4)
 
 
 @pytest.mark.parametrize("cost", [0.0, -1.0, float("nan"), float("inf")])
@@ -151,17 +152,17 @@ def test_the_ascent_never_passes_the_lp_value(inst):
     assert res.bound <= lp + 1e-6 * max(1.0, abs(lp))
 
 
-def _short_at(monkeypatch, per_job: float):
-    monkeypatch.setattr(colgen, "SMOOTH_S_PER_JOB", per_job)
+def _short_at(per_job: float):
     # no warm-up: it reaches the LP's 2.6 kg itself on this instance
-    monkeypatch.setattr(colgen, "WARMUP_SHARE", 0.0)
+    opts = ColgenOptions(smooth_s_per_job=per_job, warmup_share=0.0)
     prob = two_gangs_three_gpus()
-    return prob, solve_plan(prob, method="colgen", time_limit_s=60.0, mip_gap=0.0)
+    return prob, solve_plan(prob, method="colgen", time_limit_s=60.0, mip_gap=0.0,
+                            colgen_options=opts)
 
 
-def test_a_budget_under_the_per_job_limit_takes_the_smoothed_dual(monkeypatch):
+def test_a_budget_under_the_per_job_limit_takes_the_smoothed_dual():
     # 2 jobs, 60 s: short above 30 s per job
-    prob, res = _short_at(monkeypatch, 30.001)
+    prob, res = _short_at(30.001)
     assert "short budget (60.0 s for 2 jobs, less than 30001 ms per job): no master LP" \
         in res.solver.note
     assert "priced greedy on the smoothed dual's multipliers" in res.solver.note
@@ -174,8 +175,8 @@ def test_a_budget_under_the_per_job_limit_takes_the_smoothed_dual(monkeypatch):
     assert recount_violations(prob, res) == {}
 
 
-def test_a_budget_at_the_per_job_limit_solves_the_master(monkeypatch):
-    _, res = _short_at(monkeypatch, 30.0)
+def test_a_budget_at_the_per_job_limit_solves_the_master():
+    _, res = _short_at(30.0)
     assert "short budget" not in res.solver.note
     assert "column generation: 0 rounds" not in res.solver.note
 
@@ -184,12 +185,8 @@ def test_a_budget_at_the_per_job_limit_solves_the_master(monkeypatch):
 @given(inst=instances())
 def test_short_budget_plans_break_no_rule_and_bound_below_the_objective(inst):
     prob, _ = inst
-    old = colgen.SMOOTH_S_PER_JOB
-    colgen.SMOOTH_S_PER_JOB = 1e6
-    try:
-        res = solve_plan(prob, method="colgen", time_limit_s=30.0, mip_gap=0.0)
-    finally:
-        colgen.SMOOTH_S_PER_JOB = old
+    res = solve_plan(prob, method="colgen", time_limit_s=30.0, mip_gap=0.0,
+                     colgen_options=ColgenOptions(smooth_s_per_job=1e6))
     if res.status == PlanStatus.INFEASIBLE or not prob.jobs:
         return
     if "nothing to decide" not in res.solver.note:

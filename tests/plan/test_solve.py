@@ -141,16 +141,14 @@ def test_column_generation_without_highspy_uses_the_cbc_milp(monkeypatch):
 
 def _unproven_colgen(monkeypatch):
     """The real column generation, its plan reported unproven (as when its time runs out)."""
-    from carbonsched.plan import colgen
-
-    real = colgen.solve_colgen
+    real = solve_mod.solve_colgen
 
     def solve(*a, **k):
         res = real(*a, **k)
         res.status = res.solver.status = PlanStatus.FEASIBLE
         return res
 
-    monkeypatch.setattr(colgen, "solve_colgen", solve)
+    monkeypatch.setattr(solve_mod, "solve_colgen", solve)
     monkeypatch.setattr(solve_mod, "AUTO_MILP_MAX_OPTIONS", 0)
 
 
@@ -332,20 +330,18 @@ def test_auto_gives_column_generation_the_whole_limit_above_its_size(monkeypatch
     # a day-sized instance between AUTO_COLGEN_MIN_OPTIONS and AUTO_MILP_MAX_OPTIONS: column
     # generation for the whole limit (no share kept for a direct MILP); at the size exactly,
     # the direct MILP
-    from carbonsched.plan import colgen
-
     prob = mid_size()
     n = len(solve_mod.compile_sets(prob).options)
     assert n <= solve_mod.AUTO_MILP_MAX_OPTIONS
     monkeypatch.setattr(solve_mod, "AUTO_COLGEN_MIN_OPTIONS", n - 1 if above else n)
     given = []
-    real = colgen.solve_colgen
+    real = solve_mod.solve_colgen
 
     def spy(sets, time_limit_s, *a, **k):
         given.append(time_limit_s)
         return real(sets, time_limit_s, *a, **k)
 
-    monkeypatch.setattr(colgen, "solve_colgen", spy)
+    monkeypatch.setattr(solve_mod, "solve_colgen", spy)
     res = solve_plan(prob, time_limit_s=45.0, mip_gap=0.01)
     assert given == ([45.0] if above else [])
     assert res.solver.method.startswith("colgen" if above else "milp")

@@ -1,10 +1,10 @@
 r"""The Lagrangian dual of the planning LP, smoothed and climbed by L-BFGS-B.
 
 The Lagrangian of the capacity, power and absorption rows (:func:`carbonsched.plan.colgen.
-lagrangian`) is a valid lower bound for any multipliers :math:`\lambda \ge 0`, and its maximum
-is the LP's value. It is piecewise linear: every class jumps between options, and the
-subgradient ascent of the warm-up (Polyak's steps) creeps towards the maximum — on 10k × 16 ×
-48 at load 0.3, seed 0, 150 steps reach 1,940.1 kg of an LP value of 2,080.6 (6.8 % short).
+lagrangian_dual.lagrangian`) is a valid lower bound for any multipliers :math:`\lambda \ge 0`, and
+its maximum is the LP's value. It is piecewise linear: every class jumps between options, and the
+subgradient ascent of the warm-up (Polyak's steps) creeps towards the maximum — on 10k × 16 × 48 at
+load 0.3, seed 0, 150 steps reach 1,940.1 kg of an LP value of 2,080.6 (6.8 % short).
 
 Here each class's minimum over its options (and staying unplaced) is replaced by the
 soft-minimum at temperature :math:`\mu`,
@@ -15,18 +15,17 @@ soft-minimum at temperature :math:`\mu`,
    \qquad \min_o \bar c_o - \mu \log |O| \le \operatorname{softmin}_\mu(\bar c)
    \le \min_o \bar c_o,
 
-(the same for each inference demand over its sites and each absorption variable over its
-two bounds), which makes the dual concave and smooth with gradient "expected usage under the
-soft-max weights minus capacity" — the entropy-regularised LP's dual (Nesterov, "Smooth
-minimization of non-smooth functions", Math. Programming 103, 2005,
-doi:10.1007/s10107-004-0552-5). L-BFGS-B (Byrd, Lu, Nocedal & Zhu, SIAM J. Sci. Comput. 16,
-1995, doi:10.1137/0916069; SciPy's implementation) climbs it with the bounds
-:math:`\lambda \ge 0`, and :math:`\mu` is lowered when it converges or its value stalls
-(:data:`STALL_EVALS`, :data:`STALL_REL`). Every evaluation also computes the exact Lagrangian
-at the same multipliers — the bound reported is the best exact one, valid whatever the
-smoothing did. Measured on the instance above from the warm-up's multipliers: 2,077.9 kg
-(0.13 % short) in 7 s; at one temperature it plateaus near 2,075 (BENCHMARKS.md
-section 3.15).
+(the same for each inference demand over its sites and each absorption variable over its two
+bounds), which makes the dual concave and smooth with gradient "expected usage under the soft-max
+weights minus capacity" — the entropy-regularised LP's dual (Nesterov, "Smooth minimization of
+non-smooth functions", Math. Programming 103, 2005, doi:10.1007/s10107-004-0552-5). L-BFGS-B (Byrd,
+Lu, Nocedal & Zhu, SIAM J. Sci. Comput. 16, 1995, doi:10.1137/0916069; SciPy's implementation)
+climbs it with the bounds :math:`\lambda \ge 0`, and :math:`\mu` is lowered when it converges or its
+value stalls (:attr:`ColgenOptions.smooth_stall_evals`, :attr:`ColgenOptions.smooth_stall_rel`).
+Every evaluation also computes the exact Lagrangian at the same multipliers — the bound reported is
+the best exact one, valid whatever the smoothing did. Measured on the instance above from the
+warm-up's multipliers: 2,077.9 kg (0.13 % short) in 7 s; at one temperature it plateaus near 2,075
+(BENCHMARKS.md section 3.15).
 
 The usage of all the options of a class group (same duration and GPU type) is the soft-max
 weights summed over the classes, then spread over the covered hours by a box filter along
@@ -43,29 +42,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from carbonsched.plan.colgen import Layout, _duals_from, allowed_starts, inference_prices
+from carbonsched.plan.colgen.lagrangian_dual import duals_from, inference_prices
+from carbonsched.plan.colgen.layout import Layout, allowed_starts
+from carbonsched.plan.colgen.options import ColgenOptions
 from carbonsched.plan.sets import PlanSets
-
-MU_START_REL = 5e-3
-"""First temperature, relative to the mean cost of a placeable job (the scale passed in). On
-10k x 16 x 48 at load 0.3, seed 1, 7 s from the warm-up: 5e-3 reached 2,075.1 kg, 2e-3
-2,074.5 and 1e-3 2,067 at one temperature (BENCHMARKS.md section 3.15). [-]"""
-MU_FACTOR = 0.2
-"""The temperature is multiplied by this each time L-BFGS-B converges or stalls: 0.2 reached
-2,080.6 kg where 0.1 reached 2,080.2 and 0.3 2,079.1 (same instance, 7 s). [-]"""
-MU_MIN_REL = 1e-5
-"""No temperature below this share of the mean job cost: the ascent ends there (the smoothing
-is then far below the bound's precision). [-]"""
-STALL_EVALS, STALL_REL = 8, 1e-4
-"""The temperature is lowered when the smoothed value rose by less than ``STALL_REL`` (relative)
-over the last ``STALL_EVALS`` evaluations; L-BFGS-B's own tests stop much later. Same instance,
-7 s: 8 and 1e-4 reached 2,080.6 kg, 5 and 1e-4 2,080.3, 8 and 3e-4 2,077.9, 8 and 1e-3
-2,073.8, 10 and 5e-5 2,079.4, 15 and 1e-6 (never lowered) 2,075.1 (BENCHMARKS.md 3.15)."""
-LBFGS_MEMORY = 20
-"""Correction pairs kept by L-BFGS-B (SciPy's ``maxcor``; its default is 10), not tuned."""
-KEEP_POOL_EVERY = 10
-"""Every this many evaluations the exact Lagrangian's chosen options join the pool that
-seeds the master and the repair's options (as the warm-up's last rounds do), not tuned."""
 
 
 @dataclass
@@ -250,8 +230,8 @@ class _Evaluator:
 
 
 def smoothed_ascent(sets: PlanSets, lay: Layout, seconds: float, job_cost_kg: float,
-                    start: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-                    ) -> SmoothedDual:
+                    start: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+                    options: ColgenOptions | None = None) -> SmoothedDual:
     """Maximise the smoothed Lagrangian dual for ``seconds`` (module docstring).
 
     Parameters
@@ -266,6 +246,9 @@ def smoothed_ascent(sets: PlanSets, lay: Layout, seconds: float, job_cost_kg: fl
     start
         Multipliers ``(lam_c (S, T, G), lam_p (S, T), lam_a (S, T))`` to start from (the
         warm-up's), projected to ``>= 0``; default zero.
+    options
+        The temperatures, stall test, L-BFGS-B memory and pool sampling
+        (``ColgenOptions.smooth_*``; defaults when None).
 
     Returns
     -------
@@ -280,6 +263,7 @@ def smoothed_ascent(sets: PlanSets, lay: Layout, seconds: float, job_cost_kg: fl
     """
     if not (np.isfinite(job_cost_kg) and job_cost_kg > 0):
         raise ValueError(f"smoothed_ascent: job_cost_kg must be positive, got {job_cost_kg}")
+    opt = ColgenOptions() if options is None else options
     t0 = time.perf_counter()
     t_end = t0 + seconds
     ev = _Evaluator(sets, lay)
@@ -288,7 +272,7 @@ def smoothed_ascent(sets: PlanSets, lay: Layout, seconds: float, job_cost_kg: fl
     kept: list[np.ndarray] = []
     count = [0]
     mus: list[float] = []
-    mu = MU_START_REL * job_cost_kg
+    mu = opt.smooth_mu_start_rel * job_cost_kg
 
     class _Stop(Exception):
         pass
@@ -303,7 +287,7 @@ def smoothed_ascent(sets: PlanSets, lay: Layout, seconds: float, job_cost_kg: fl
         if time.perf_counter() > t_end:
             raise _OutOfTime
         count[0] += 1
-        keep = count[0] % KEEP_POOL_EVERY == 1
+        keep = count[0] % opt.smooth_keep_pool_every == 1
         out = ev(x, mu, want_opts=keep)
         if keep:
             kept.append(out[3])
@@ -312,28 +296,29 @@ def smoothed_ascent(sets: PlanSets, lay: Layout, seconds: float, job_cost_kg: fl
         if out[0] > here["value"]:
             here["value"], here["x"] = out[0], x.copy()
         trail.append(here["value"])
-        if (len(trail) > STALL_EVALS and here["value"] - trail[-STALL_EVALS - 1]
-                <= STALL_REL * abs(here["value"])):
+        if (len(trail) > opt.smooth_stall_evals
+                and here["value"] - trail[-opt.smooth_stall_evals - 1]
+                <= opt.smooth_stall_rel * abs(here["value"])):
             raise _Stalled
         return -out[0], -out[2]
 
-    while mu >= MU_MIN_REL * job_cost_kg and time.perf_counter() < t_end:
+    while mu >= opt.smooth_mu_min_rel * job_cost_kg and time.perf_counter() < t_end:
         mus.append(mu)
         here = {"value": -np.inf, "x": x}     # best smoothed value at this temperature
         trail: list[float] = []
         try:
             r = minimize(fun, x, jac=True, method="L-BFGS-B", bounds=[(0.0, None)] * ev.n,
-                         options={"maxiter": 100_000, "maxcor": LBFGS_MEMORY,
+                         options={"maxiter": 100_000, "maxcor": opt.smooth_lbfgs_memory,
                                   "gtol": 1e-10, "ftol": 1e-13})
             x = r.x
         except _OutOfTime:
             break
         except _Stalled:
             x = here["x"]
-        mu *= MU_FACTOR
+        mu *= opt.smooth_mu_factor
     lam = ev.split(best["x"])
     pool = np.unique(np.concatenate(kept), axis=0) if kept else np.zeros((0, 3), np.int64)
-    return SmoothedDual(bound=float(best["value"]), duals=_duals_from(lay, *lam), pool=pool,
+    return SmoothedDual(bound=float(best["value"]), duals=duals_from(lay, *lam), pool=pool,
                         evaluations=count[0], temperatures=mus,
                         seconds=time.perf_counter() - t0)
 

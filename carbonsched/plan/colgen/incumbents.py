@@ -1,0 +1,173 @@
+"""Incumbent phases: priced greedy plans, LP roundings, the one-slot repack and the moves.
+
+Every phase appends ``(name, plan)`` candidates to the solve's state; the finish keeps the
+one of least objective.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from carbonsched.plan.baselines import priced_greedy
+from carbonsched.plan.colgen.budget import moves_hold_s
+from carbonsched.plan.colgen.classes import expand, least_flexible_first, round_lp
+from carbonsched.plan.colgen.repack import unit_repack
+from carbonsched.plan.colgen.state import ColgenState
+from carbonsched.plan.local import improve
+
+
+def _room(st: ColgenState, label: str) -> bool:
+    """Whether one more priced greedy (as long as the first) fits before the finish.
+
+    A master stopped by the limit leaves little: on 10k x 16 x 48 at load 0.8 two more
+    candidates once ended the solve at 62.7 s of 60 (BENCHMARKS.md 3.11). A candidate that
+    does not fit is named in ``st.skipped``.
+    """
+    if st.left() >= st.t_pg + st.opt.finish_s:
+        return True
+    st.skipped.append(label)
+    return False
+
+
+def incumbents(st: ColgenState) -> None:
+    """The greedy plans and the master's LP rounded and completed by priced greedy.
+
+    Candidates: the carbon greedy, priced greedy (carbon + shadow prices, least flexible
+    first), priced greedy on refined multipliers, largest-first priced greedy (up to
+    :attr:`ColgenOptions.both_orders_max_jobs` jobs), and the LP floor and LP rounding each
+    completed by priced greedy; a candidate that does not fit the time left is skipped and
+    named in the note. Sets ``lff``, ``t_pg``, ``residual``, ``fixed_opts`` and
+    ``fixed_counts``.
+    """
+    sets, lay, cls, opt = st.sets, st.lay, st.cls, st.opt
+    pool, xo, lam_c, rank_kw = st.pool, st.xo, st.lam_c, st.rank_kw
+    placeable = sets.placeable
+    st.lff = lff = least_flexible_first(sets)
+    # incumbent 1: Lagrangian heuristic (greedy on carbon + shadow prices)
+    t_pg = time.perf_counter()
+    st.cands = [("greedy", st.greedy),
+                ("priced greedy", priced_greedy(sets, rank_kw, lam_c, order=lff))]
+    st.t_pg = time.perf_counter() - t_pg
+    st.skipped = []
+    if st.refined_lam is not None and _room(st, "priced greedy on the refined multipliers"):
+        # the refined multipliers price the cells the last master LP left under-priced: on
+        # 10k x 16 x 48 at load 0.6, seed 2 (one master in the budget) priced greedy on them
+        # gave 3,551.1 kg against 3,556.3 on the master's duals (BENCHMARKS.md section 3.8)
+        r_c, r_p, r_a = st.refined_lam
+        st.cands.append(("priced greedy on the refined multipliers",
+                         priced_greedy(sets, sets.cost_per_kwh + r_p - sets.pue * r_a, r_c,
+                                       order=lff)))
+    if len(placeable) <= opt.both_orders_max_jobs and _room(st, "largest-first priced greedy"):
+        big_first = placeable[np.argsort(-(sets.job_gpus * sets.job_dur)[placeable],
+                                         kind="stable")]
+        st.cands.append(("largest-first priced greedy",
+                         priced_greedy(sets, rank_kw, lam_c, order=big_first)))
+    # incumbent 2: the LP rounded (largest values first) and completed by priced greedy
+    floor = np.floor(xo + opt.integral_tol).astype(np.int64)
+    used = np.bincount(cls.of_job[pool[:, 0]], weights=floor, minlength=len(lay.reps))
+    st.residual = lay.mult - used.astype(np.int64)
+    st.fixed_opts, st.fixed_counts = pool[floor > 0], floor[floor > 0]
+    roundings = [] if st.no_master else [("LP rounding", round_lp(cls, pool, xo))]
+    if st.no_master:
+        # nothing to round: its completion would be priced greedy again, 1.5-2.5 s at 10k
+        # jobs that a 20 s budget does not have (10k x 16 x 48 at load 0.3, two solves
+        # sharing the 2 cores: 21-23.5 s with it, the same plan as priced greedy)
+        st.note("no master LP solved in the budget: the plan is priced greedy on the "
+                f"{st.priced_by}'s multipliers (no LP to round)")
+    elif 2 * int(st.fixed_counts.sum()) >= len(placeable):
+        roundings.insert(0, ("LP floor", expand(cls, st.fixed_opts, st.fixed_counts)))
+    else:
+        # an interior LP point has few integral counts: its floor is mostly priced greedy
+        # again (2 s at 10k jobs, measured), time the type pass needs more
+        st.note(f"LP floor + priced greedy skipped (the LP's integral part holds "
+                f"{int(st.fixed_counts.sum())} of {len(placeable)} jobs)")
+    for label, part in roundings:
+        if not _room(st, f"{label} + priced greedy"):
+            continue
+        placed = np.zeros(len(sets.job_gpus), dtype=bool)
+        placed[part[:, 0]] = True
+        completion = priced_greedy(sets, rank_kw, lam_c, order=lff[~placed[lff]],
+                                   prefilled=part)
+        if "short" not in completion.solver.note:
+            st.cands.append((f"{label} + priced greedy", completion))
+    if st.skipped:
+        st.note(f"skipped for time ({max(st.left(), 0.0):.1f} s of the limit left, a priced "
+                f"greedy plan took {st.t_pg:.1f} s): " + ", ".join(st.skipped))
+
+
+def repack(st: ColgenState) -> None:
+    """The one-slot repack of the best plan so far, with a share of the time left.
+
+    :func:`~carbonsched.plan.colgen.repack.unit_repack` with
+    :attr:`ColgenOptions.repack_share` of the time left less :attr:`ColgenOptions.finish_s`.
+
+    The one-GPU, one-slot jobs re-placed by an LP around the rest of the best plan fill any
+    hole, and are most of the work a full fleet leaves out; it runs before the moves' time is
+    held back: on a loaded fleet it gains more than they do (10k x 16 x 48 at load 0.8, seed
+    2: 5,925.6 -> 5,473.6 kg, the moves after it 0.6 kg more).
+    """
+    opt = st.opt
+    if opt.repack_max_options > 0 and st.left() > opt.step_min_left_s:
+        best_name, best_plan = st.best()
+        repacked = unit_repack(st.sets, st.lay, st.cls, best_plan, st.threads,
+                               opt.repack_share * (st.left() - opt.finish_s), st.say, st.rec,
+                               prices=(st.rank_kw, st.lam_c), greedy_s=st.t_pg, options=opt)
+        if repacked is not None:
+            st.cands.append((f"{best_name} + one-slot repack", repacked))
+
+
+def early_moves(st: ColgenState) -> None:
+    """Hold back the final moves' time, and on small instances run moves now too.
+
+    ``held`` becomes :func:`~carbonsched.plan.colgen.budget.moves_hold_s`; up to
+    :attr:`ColgenOptions.moves_first_max_jobs` jobs the passes and the repair start from the
+    moved plan too (1k x 16 x 48 at load 0.6, seed 2: 0.55 % against 0.86 % with the final
+    moves alone; at 10k, load 0.8, seed 2, the site pass gained less from the moved plan), at
+    most as long as the hold, taken from the passes.
+    """
+    opt = st.opt
+    if opt.moves_share > 0:
+        st.held = moves_hold_s(st.time_limit_s, len(st.sets.placeable), opt)
+        if (len(st.sets.placeable) <= opt.moves_first_max_jobs and st.held > 0
+                and st.left() > st.held + opt.step_min_left_s):
+            add_moves(st, st.held)
+
+
+def final_moves(st: ColgenState) -> None:
+    """One-job moves, insertions and ejections on the best plan with the time left.
+
+    The priced greedy steers jobs by LP prices the finished plan does not need, and the
+    passes and the repair re-plan one neighbourhood at a time; the held time is released
+    first.
+    """
+    st.held = 0.0
+    if st.opt.moves_share > 0 and st.left() > st.opt.finish_s:
+        add_moves(st, st.left() - st.opt.finish_s)
+
+
+def add_moves(st: ColgenState, seconds: float) -> None:
+    """Append the best candidate improved by moves, if anything moved.
+
+    :func:`carbonsched.plan.local.improve` (moves, insertions, ejections) within ``seconds``
+    [s]; the new candidate is named ``"<its name> + moves"``.
+
+    Parameters
+    ----------
+    st
+        The solve's state; ``st.cands`` gets the new candidate.
+    seconds
+        Time for the moves. [s]
+    """
+    name, best = st.best()
+    tr = time.perf_counter()
+    out = improve(st.sets, best, seconds, st.rec)
+    if out is None:
+        return
+    plan, mv = out
+    st.say(f"moves on {name}: {best.totals['objective']:.3f} -> "
+           f"{plan.totals['objective']:.3f} ({mv.moved} jobs moved, {mv.inserted} left-out "
+           f"jobs placed where they fit, {mv.ejected} by moving one job out of their way; "
+           f"{time.perf_counter() - tr:.1f} s)")
+    st.cands.append((f"{name} + moves", plan))

@@ -1,0 +1,557 @@
+"""Every tunable of column generation in one frozen dataclass, read from the environment once.
+
+:class:`ColgenOptions` holds the budget shares, size limits, tolerances and solver settings
+of :func:`carbonsched.plan.colgen.solve_colgen`; its defaults are the measured ones (each
+field names the measurement, mostly sections of BENCHMARKS.md). :meth:`ColgenOptions.from_env`
+reads the ``CARBONSCHED_CG_*`` variables (:data:`ENV`) at the edge, in
+:func:`carbonsched.plan.solve.solve_plan`; nothing in the package reads the environment.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+MASTER_SOLVERS = ("auto", "ipm", "simplex")
+"""Accepted values of :attr:`ColgenOptions.master_solver`."""
+REFINE_METHODS = ("smoothed", "subgradient")
+"""Accepted values of :attr:`ColgenOptions.refine_method`."""
+
+
+@dataclass(frozen=True)
+class ColgenOptions:
+    r"""Tunables of column generation (budget shares, limits, tolerances, solver settings).
+
+    A share is of the whole solve's time limit unless said otherwise; "10k × 16 × 48" is
+    :func:`carbonsched.plan.instances.make_instance` with 10,000 jobs, 16 sites and 48 hourly
+    slots. Fields marked with an environment variable are read by :meth:`from_env`.
+
+    Attributes
+    ----------
+    rc_tol : float
+        Reduced-cost tolerance, relative to the largest option cost. [-] Default 1e-7.
+    price_chunk : int
+        Classes priced per numpy block (memory: chunk × S × T floats). [-] Default 4000.
+    columns_per_round : int
+        Negative-reduced-cost options added per class and round. [-] Default 2;
+        ``CARBONSCHED_CG_K`` (≥ 1).
+    master_solver : str
+        LP method of the master: ``"ipm"`` (interior point without crossover; measured 3–5×
+        faster than simplex re-solves on the 10k instance, and its central duals stabilise
+        the pricing, with one crossover at the end), ``"simplex"`` (warm-started primal
+        simplex) or ``"auto"`` (IPM above :attr:`ipm_min_classes` classes). Default
+        ``"auto"``; ``CARBONSCHED_CG_MASTER``.
+    ipm_min_classes : int
+        Above this many classes ``master_solver="auto"`` takes the interior point. [-]
+        Default 2000.
+    cg_share : float
+        Least share of the budget column generation may use (it may use up to
+        ``max(cg_share, cg_extend_share)``, one master at a time, each started only if the
+        time its predecessor took is left); the rest is for the fix-and-optimise pass, the
+        split bound and the repair MIP. [-] Default 0.65; ``CARBONSCHED_CG_SHARE`` (0..1).
+    ipm_tol : float
+        Optimality tolerance of the master's interior-point solves: measured 59 iterations
+        to 1e-5 where the default 1e-8 had not finished after 90 s on the 10k × 16 × 48
+        master at load 0.6 (the bound is the Lagrangian of whatever duals come out). [-]
+        Default 1e-5; ``CARBONSCHED_CG_IPM_TOL`` (> 0).
+    flow : bool
+        Master and repair in the start/end (flow) form: an option enters the balance rows
+        of its first and one-past-last hour instead of every hour it covers (see
+        :func:`~carbonsched.plan.colgen.layout.make_layout`). Off by default: with
+        partial last slots charged to the absorption rows, on 10k × 16 × 48 the covering form
+        proved 2.6 % and 3.4 % (load 0.3, seeds 0 and 1) and 5.5 % (load 0.6) against the
+        flow form's 5.9 %, 6.1 % and 6.4 %, same bound, a better repair (BENCHMARKS.md
+        section 3.1).
+        Default False; ``CARBONSCHED_CG_FLOW`` (``0`` or ``1``).
+    refine_rounds : int
+        Subgradient (Polyak) steps from the best multipliers when column generation stops
+        before converging, towards the last master's LP value, with :attr:`refine_method`
+        ``"subgradient"``; 0 turns the refinement off, whichever the method. [-] Default 60;
+        ``CARBONSCHED_CG_REFINE`` (≥ 0).
+    refine_method : str
+        How the bound is refined when column generation stops before converging:
+        ``"smoothed"`` (:mod:`carbonsched.plan.colgen.smoothed`, from the last master's
+        duals; 10k × 16 × 48 at load 0.8, seed 1, one master in a 24 s budget: 3,388.4 ->
+        7,538.1 kg in 2.8 s, LP 7,786.1, where 60 Polyak steps reached 3,901.0;
+        BENCHMARKS.md section 3.15) or ``"subgradient"`` (:attr:`refine_rounds` Polyak
+        steps from the best multipliers; on 10k × 16 × 48 at load 0.6 they lift the bound
+        from 3305.6 to 3396.6 kg, LP 3408.9, in 3–4 s). Default ``"smoothed"``;
+        ``CARBONSCHED_CG_REFINE_METHOD``.
+    refine_share : float
+        Most of the budget the refinement may take. [-] Default 0.1.
+    refine_keep_share : float
+        Least share of the budget the refinement leaves to the plan. [-] Default 0.08.
+    tail_s_per_job : float
+        Seconds per placeable job kept after the last master for what always follows it:
+        pricing, the priced greedy plan, the plan's build and the independent recount
+        (:func:`~carbonsched.plan.colgen.budget.tail_s`; on 10k × 16 × 48 at load 0.3 with a
+        20 s limit they took about 4.5 s after a master that ended at 85 % of the limit,
+        BENCHMARKS.md section 3.13). [s] Default 5e-4.
+    round_growth : float
+        A master round is not started unless ``round_growth`` × the last one's time is left
+        before the plan's least share of the budget (a cut interior-point round yields no
+        duals; on 10k × 16 × 48 at load 0.3, seed 2, the second master improved the plan
+        from 2212.2 to 2114.3). [-] Default 1.0.
+    cg_rel_tol : float
+        Column generation stops when (LP − Lagrangian bound) / LP is below this. [-]
+        Default 1e-4.
+    cg_gap_share : float
+        Column generation also stops once (LP − bound) / LP is below this share of the
+        requested MIP gap: the rest of the budget goes to the plan, not to the last 0.1 % of
+        the bound. [-] Default 0.2.
+    cg_extend_share : float
+        Column generation (the first master included) may use up to this share of the
+        budget, one master at a time, each started only if the time its predecessor took is
+        left (:attr:`round_growth`): the plan is rounded from the last master solved. A cut
+        first master leaves the warm-up's bound (10k × 16 × 48 at load 0.6, seed 0, two
+        solves sharing the 2 cores: 2754.9 against 3396.9 when it ends). [-] Default 0.85.
+    crossover_at : float
+        Once (LP − bound) / LP is below this, master solves end with a crossover to a
+        vertex. [-] Default 5e-3.
+    integral_tol : float
+        An LP count within this of an integer counts as integral (interior-point
+        solutions). [-] Default 1e-4.
+    simplex_strategy : int
+        HiGHS simplex strategy of the master (4 = primal: added columns keep the basis
+        primal feasible, so each re-solve starts where the last one ended). [-] Default 4;
+        ``CARBONSCHED_CG_SIMPLEX`` (0..4, HiGHS's range).
+    warmup_share : float
+        Largest share of the time budget spent on the Lagrangian warm-up that seeds the
+        master (measured on 10k × 16 × 48 at load 0.6: after 117–162 rounds the first master
+        solved in 10–20 s; when a busy machine cut the warm-up at 39 rounds, the first
+        master had not finished after 39 s — so the cap is generous and the round count
+        decides); 0 turns the warm-up off. [-] Default 0.20; ``CARBONSCHED_CG_WARMUP``
+        (0..1).
+    warmup_max_rounds : int
+        Warm-up rounds (a fixed count keeps runs reproducible; the time share is only a
+        cap). [-] Default 150.
+    warmup_big_classes : int
+        Above this many classes (50k jobs) the longer warm-up of
+        :attr:`warmup_share_big` and :attr:`warmup_max_rounds_big`. [-] Default 10,000.
+    warmup_share_big : float
+        Warm-up share above :attr:`warmup_big_classes` classes: measured, with 200 rounds
+        the first interior-point masters of the 50k instance ended in status Unknown. [-]
+        Default 0.15.
+    warmup_max_rounds_big : int
+        Warm-up rounds above :attr:`warmup_big_classes` classes (same measurement). [-]
+        Default 600.
+    warmup_stall : int
+        Warm-up rounds without improvement before the step factor is halved. [-] Default
+        10; ``CARBONSCHED_CG_STALL`` (≥ 1).
+    warmup_keep_rounds : int
+        The options chosen in the last this many warm-up rounds seed the master. [-]
+        Default 30.
+    warmup_top_k : int
+        Best options per class under the warm-up's best multipliers added to the master.
+        [-] Default 2.
+    repair_share : float
+        Share of the budget kept for the repair MIP after the crossover. [-] Default 0.15.
+    finish_s : float
+        Seconds kept for building the plan after the last MIP (HiGHS overruns its limit by
+        up to a second on the larger repair MIPs, measured at 10k). [s] Default 2.0.
+    step_margin_s : float
+        The split bound, the site bound and the repair MIP start only with
+        :attr:`step_min_left_s` = ``finish_s + step_margin_s`` of the limit left: they build
+        their models over every class before any solver limit applies. [s] Default 0.5.
+    crossover_min_left : float
+        The final crossover of an interior master runs only with this share of the budget
+        left (measured: 12 s on the 10k × 16 × 48 master, as long as an interior solve).
+        [-] Default 0.5.
+    binding_dual_rel : float
+        A capacity, power or absorption row counts as binding at an interior LP point when
+        its multiplier (−dual) exceeds this share of ``scale``, the largest cost of the
+        master's initial columns (:func:`~carbonsched.plan.colgen.master.binding_cells`;
+        measured on 10k × 16 × 48 at load 0.8, seed 4: 695 rows above it at the interior
+        point, 689 binding at the vertex crossover reached). [-] Default 1e-6.
+    imprecise_primal_tol : float
+        Largest primal infeasibility (HiGHS ``max_primal_infeasibility``, absolute, over
+        rows and column bounds: jobs, GPUs, kW) of an imprecise interior master kept as its
+        solution. Default 1e-6.
+    repair_top_k : int
+        Options per repair class added by reduced cost under the final duals. [-] Default 3.
+    repair_heuristic_effort : float
+        HiGHS ``mip_heuristic_effort`` of the repair MIPs (HiGHS's default 0.05). [-]
+        Default 0.05; ``CARBONSCHED_CG_HEUR`` (0..1, HiGHS's range).
+    repair_all_options : int
+        When every class fits in the repair and the instance has at most this many options,
+        the repair MIP gets all of them. [-] Default 50,000.
+    repair_max_classes : int
+        Largest repair MIP, in classes (fractional classes plus freed neighbours); measured
+        on the 10k × 16 × 48 instance: 500 classes → 0.70 % in 9 s, 800 → 0.51 % in 29 s
+        (loaded machine). [-] Default 500.
+    repair_all_classes : int
+        Up to this many classes the repair MIP frees every class (starting from the best
+        plan). [-] Default 1000.
+    repack_max_options : int
+        Most options (every start of every one-GPU, one-slot class)
+        :func:`~carbonsched.plan.colgen.repack.unit_repack` takes on; 0 turns it off. [-]
+        Default 2,000,000; ``CARBONSCHED_CG_REPACK`` (≥ 0).
+    repack_share : float
+        Largest share of the time left (less the finish) the repack may take; it runs before
+        the passes, which get the rest: on 10k × 16 × 48 at load 0.8, seed 2, with half it
+        did not fit (3.8 s for 4.0 expected) and the plan ended 3.92 % above the bound, with
+        0.9 it took 4.0 s, 5,925.6 -> 5,473.6 kg, and the plan ended at 0.92 %
+        (BENCHMARKS.md section 3.14). [-] Default 0.9.
+    repack_s_per_option : float
+        Time the repack expects per option of those classes: 10k × 16 × 48 at load 0.8 took
+        2.1-2.6 s for 258,230 (seed 4) and 3.4-4.8 s for 269,016 (seed 2) with the pricing
+        (the LP over all of them at once: 6.0-7.6 s), on the 2 shared cores (BENCHMARKS.md
+        section 3.14); at load 0.3, 0.5-1.0 s for 320k-344k (seeds 0-4, section 3.15).
+        1.5e-5 (3.14) skipped it at 0.3 in 20 s, where it gains most; the LP has its own
+        limit, so an estimate short of the worst case costs at most the time it was given.
+        [s] Default 1e-5.
+    repack_price_k : int
+        Options per class the repack starts from and adds per pricing round (0: the LP gets
+        every option at once): 2, 5, 10, 20 and every option at once reached the same
+        objective on seed 4 (2, 5 and every option on seed 2), 2 the fastest. [-] Default 2;
+        ``CARBONSCHED_CG_REPACK_K`` (≥ 0).
+    repack_rc_tol : float
+        Reduced cost below which the repair's pricing adds an option (the LP's own options
+        stay above -1e-7, HiGHS's dual feasibility tolerance). [kg] Default 1e-6.
+    repack_round_tol : float
+        An LP value this close to an integer counts as that integer when rounding down. [-]
+        Default 1e-6.
+    split_share : float
+        Share of the budget for the type-split bound
+        (:func:`~carbonsched.plan.colgen.bounds.split_bound`); 0 turns it off. [-] Default
+        0.25; ``CARBONSCHED_CG_SPLIT`` (0..1).
+    site_share : float
+        Share of the budget for the site-split bound
+        (:func:`~carbonsched.plan.colgen.bounds.site_bound`); 0 (default) turns it off:
+        measured on 1k × 16 × 48 at load 0.6 it raised the bound by 0.3 kg (229.74 → 230.02)
+        against 13.3 kg for the GPU-type split, with the master's duals as multipliers. [-]
+        Default 0; ``CARBONSCHED_CG_SITE`` (0..1).
+    split_enum_max : int
+        GPU types with more feasible options than this keep their Lagrangian term in the
+        split bound (enumerating them costs more than it can prove in the budget). [-]
+        Default 400,000.
+    split_min_delta : float
+        A type's (site's) MIP is skipped when the option cap forces its reduced-cost
+        threshold below this share of the gap (it could then raise the bound by little more
+        than the threshold). [-] Default 0.1.
+    split_mip_max : int
+        Most options in one GPU type's subproblem MIP; the reduced-cost threshold is lowered
+        to keep it there (the bound stays valid). [-] Default 40,000.
+    site_enum_max : int
+        The site split enumerates every option; above this many it is not tried. [-] Default
+        2,500,000.
+    site_mip_max : int
+        Most options in one site's MIP (the reduced-cost threshold is lowered to keep it).
+        [-] Default 25,000.
+    split_note_min_kg : float
+        A type's split bound must rise by this over its Lagrangian share to count (and be
+        named in the plan note): below it the total's rise is summation noise. [kg] Default
+        1e-3.
+    smooth_s_per_job : float
+        Below this many seconds of budget per placeable job no master LP is solved: the bound
+        comes from the smoothed Lagrangian dual (:mod:`carbonsched.plan.colgen.smoothed`) and
+        the plan from its multipliers (10k × 16 × 48 in 20 s, load 0.3, seed 0: one
+        interior-point master took 6 s and bounded 6.8 % below the LP; the smoothed dual
+        reached 0.13 % below it in 7 s, BENCHMARKS.md section 3.15). [s] Default 3e-3;
+        ``CARBONSCHED_CG_SMOOTH`` (≥ 0).
+    smooth_plan_share : float
+        Share of the budget the smoothed dual leaves to the plan: 8 s of 20 for the priced
+        greedy, the repack and its completion and the site pass. With 0.3 the bound rose by
+        at most 0.1 kg (one temperature then) and the plans of all five 10k seeds at load
+        0.3 were worse (1.3-2.2 % gaps against 0.5-0.8 %; BENCHMARKS.md section 3.15). [-]
+        Default 0.4; ``CARBONSCHED_CG_SMOOTH_PLAN`` (0..1).
+    moves_share : float
+        Most of the budget kept back from the passes for
+        :func:`carbonsched.plan.local.improve` on the final plan
+        (:func:`~carbonsched.plan.colgen.budget.moves_hold_s`; it gets whatever is left
+        then); 0 turns the moves off. [-] Default 0.1; ``CARBONSCHED_CG_MOVES`` (0..1).
+    moves_first_max_jobs : int
+        Up to this many placeable jobs the moves also run on the best plan before the passes
+        (1k × 16 × 48 at load 0.6, seed 2: 0.55 % against 0.86 % with the final moves
+        alone). [-] Default 2,000.
+    moves_s_per_job : float
+        Time kept back per placeable job when that is less: a pass of moves over 10,000 jobs
+        took about 2 s (10k × 16 × 48, idle machine), the blocker check of the ejections
+        about 1 s more and the rebuild of the plan 0.5 s; room for two passes. [s] Default
+        8e-4.
+    type_pass_share : float
+        Share of the budget for the fix-and-optimise pass by GPU type
+        (:func:`~carbonsched.plan.colgen.passes.type_pass`); 0 turns it off. [-] Default
+        0.3; ``CARBONSCHED_CG_TYPE_PASS`` (0..1).
+    type_pass_first_share : float
+        Share of the type pass's time for the types the plan leaves work of. [-] Default
+        0.7.
+    type_pass_max_options : int
+        A GPU type with more options than this gets the generated and best-priced ones only.
+        [-] Default 60,000.
+    type_pass_neighbours : int
+        Most classes of other types freed with a type whose work the plan leaves out. [-]
+        Default 250.
+    own_pass_overhead_s : float
+        Seconds of a type's share kept for building the plan of its own-classes MIP
+        (measured on 10k × 16 × 48: 1.2 s for the plan of 10,000 jobs, and HiGHS overruns a
+        2 s limit by 0.9 s in its cut loop), scaled with the jobs above 10,000
+        (:func:`~carbonsched.plan.colgen.budget.plan_overhead_s`). [s] Default 1.2.
+    site_pass_share : float
+        When no repair MIP follows, the site pass
+        (:func:`~carbonsched.plan.colgen.passes.site_pass`) gets this share of 0.8 × (time
+        left − :attr:`finish_s`) and the type pass 0.8 × what is left after it; 0 turns the
+        site pass off. [-] Default 0.8; ``CARBONSCHED_CG_SITE_PASS`` (0..1).
+    site_pass_max_left_out : int
+        Most classes with left-out work added to one site's neighbourhood (a loaded fleet
+        leaves many out; those that may run at the site first, then the costliest to leave
+        out). [-] Default 300.
+    site_pass_max_s : float
+        Most seconds for one site's MIP (measured on 10k × 16 × 48 at load 0.6, the machine
+        shared by three solves: the neighbourhoods that improved the plan proved optimal in
+        0.8–5.6 s). [s] Default 5.0.
+    both_orders_max_jobs : int
+        Up to this many placeable jobs the priced greedy also runs largest first (GPU-hours)
+        and the better plan is kept: on 1k × 16 × 48 at load 0.6 neither order wins every
+        seed (seed 2: 405.1 kg least flexible first, 333.4 largest first; seed 0: 268.3 and
+        303.1), and a run there takes ~0.1 s. At 10k jobs least flexible first gave the
+        better plan from the same duals in all four off-line comparisons (loads 0.6 and 0.8,
+        BENCHMARKS.md section 3.7), and a second run would cost 1.3-2.5 s (idle to loaded
+        machine) of the ~10 s the plan has after two master LPs. [-] Default 2,000.
+    smooth_mu_start_rel : float
+        First temperature of the smoothed dual, relative to the mean cost of a placeable
+        job. On 10k × 16 × 48 at load 0.3, seed 1, 7 s from the warm-up: 5e-3 reached
+        2,075.1 kg, 2e-3 2,074.5 and 1e-3 2,067 at one temperature (BENCHMARKS.md section
+        3.15). [-] Default 5e-3.
+    smooth_mu_factor : float
+        The temperature is multiplied by this each time L-BFGS-B converges or stalls: 0.2
+        reached 2,080.6 kg where 0.1 reached 2,080.2 and 0.3 2,079.1 (same instance, 7 s).
+        [-] Default 0.2.
+    smooth_mu_min_rel : float
+        No temperature below this share of the mean job cost: the ascent ends there (the
+        smoothing is then far below the bound's precision). [-] Default 1e-5.
+    smooth_stall_evals : int
+        The temperature is lowered when the smoothed value rose by less than
+        :attr:`smooth_stall_rel` (relative) over the last this many evaluations; L-BFGS-B's
+        own tests stop much later. Same instance, 7 s: 8 and 1e-4 reached 2,080.6 kg, 5 and
+        1e-4 2,080.3, 8 and 3e-4 2,077.9, 8 and 1e-3 2,073.8, 10 and 5e-5 2,079.4, 15 and
+        1e-6 (never lowered) 2,075.1 (BENCHMARKS.md 3.15). [-] Default 8.
+    smooth_stall_rel : float
+        See :attr:`smooth_stall_evals`. [-] Default 1e-4.
+    smooth_lbfgs_memory : int
+        Correction pairs kept by L-BFGS-B (SciPy's ``maxcor``; its default is 10), not
+        tuned. [-] Default 20.
+    smooth_keep_pool_every : int
+        Every this many evaluations the exact Lagrangian's chosen options join the pool that
+        seeds the master and the repair's options (as the warm-up's last rounds do), not
+        tuned. [-] Default 10.
+    write_master : str or None
+        Debugging aid: write the first master LP to this path (HiGHS ``writeModel``; the
+        format follows the suffix). Default None; ``CARBONSCHED_CG_WRITE``.
+    dump_state : str or None
+        Debugging aid: pickle the state before the repair MIP (pool, LP values, duals,
+        residual, fixed options, candidates, bound) to this path. Default None;
+        ``CARBONSCHED_CG_DUMP``.
+    repair_log : str or None
+        Debugging aid: HiGHS log file of the repair MIPs. Default None;
+        ``CARBONSCHED_CG_REPAIR_LOG``.
+
+    Raises
+    ------
+    ValueError
+        :attr:`master_solver` or :attr:`refine_method` is not one of the accepted values.
+    """
+
+    rc_tol: float = 1e-7
+    price_chunk: int = 4000
+    columns_per_round: int = 2
+    master_solver: str = "auto"
+    ipm_min_classes: int = 2000
+    cg_share: float = 0.65
+    ipm_tol: float = 1e-5
+    flow: bool = False
+    refine_rounds: int = 60
+    refine_method: str = "smoothed"
+    refine_share: float = 0.1
+    refine_keep_share: float = 0.08
+    tail_s_per_job: float = 5e-4
+    round_growth: float = 1.0
+    cg_rel_tol: float = 1e-4
+    cg_gap_share: float = 0.2
+    cg_extend_share: float = 0.85
+    crossover_at: float = 5e-3
+    integral_tol: float = 1e-4
+    simplex_strategy: int = 4
+    warmup_share: float = 0.20
+    warmup_max_rounds: int = 150
+    warmup_big_classes: int = 10_000
+    warmup_share_big: float = 0.15
+    warmup_max_rounds_big: int = 600
+    warmup_stall: int = 10
+    warmup_keep_rounds: int = 30
+    warmup_top_k: int = 2
+    repair_share: float = 0.15
+    finish_s: float = 2.0
+    step_margin_s: float = 0.5
+    crossover_min_left: float = 0.5
+    binding_dual_rel: float = 1e-6
+    imprecise_primal_tol: float = 1e-6
+    repair_top_k: int = 3
+    repair_heuristic_effort: float = 0.05
+    repair_all_options: int = 50_000
+    repair_max_classes: int = 500
+    repair_all_classes: int = 1000
+    repack_max_options: int = 2_000_000
+    repack_share: float = 0.9
+    repack_s_per_option: float = 1e-5
+    repack_price_k: int = 2
+    repack_rc_tol: float = 1e-6
+    repack_round_tol: float = 1e-6
+    split_share: float = 0.25
+    site_share: float = 0.0
+    split_enum_max: int = 400_000
+    split_min_delta: float = 0.1
+    split_mip_max: int = 40_000
+    site_enum_max: int = 2_500_000
+    site_mip_max: int = 25_000
+    split_note_min_kg: float = 1e-3
+    smooth_s_per_job: float = 3e-3
+    smooth_plan_share: float = 0.4
+    moves_share: float = 0.1
+    moves_first_max_jobs: int = 2_000
+    moves_s_per_job: float = 8e-4
+    type_pass_share: float = 0.3
+    type_pass_first_share: float = 0.7
+    type_pass_max_options: int = 60_000
+    type_pass_neighbours: int = 250
+    own_pass_overhead_s: float = 1.2
+    site_pass_share: float = 0.8
+    site_pass_max_left_out: int = 300
+    site_pass_max_s: float = 5.0
+    both_orders_max_jobs: int = 2_000
+    smooth_mu_start_rel: float = 5e-3
+    smooth_mu_factor: float = 0.2
+    smooth_mu_min_rel: float = 1e-5
+    smooth_stall_evals: int = 8
+    smooth_stall_rel: float = 1e-4
+    smooth_lbfgs_memory: int = 20
+    smooth_keep_pool_every: int = 10
+    write_master: str | None = None
+    dump_state: str | None = None
+    repair_log: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.master_solver not in MASTER_SOLVERS:
+            raise ValueError(f"master_solver must be one of {', '.join(MASTER_SOLVERS)}, "
+                             f"got {self.master_solver!r}")
+        if self.refine_method not in REFINE_METHODS:
+            raise ValueError(f"refine_method must be one of {', '.join(REFINE_METHODS)}, "
+                             f"got {self.refine_method!r}")
+
+    @property
+    def step_min_left_s(self) -> float:
+        """Time left below which the split bound, site bound and repair MIP do not start. [s]
+
+        :attr:`finish_s` + :attr:`step_margin_s` (2.5 s by default).
+        """
+        return self.finish_s + self.step_margin_s
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> ColgenOptions:
+        """Options from the ``CARBONSCHED_CG_*`` variables of ``environ``, defaults otherwise.
+
+        Parameters
+        ----------
+        environ
+            The environment (``os.environ`` at the caller's edge). Variables listed in
+            :data:`ENV` are parsed and range-checked; an empty value counts as unset.
+
+        Returns
+        -------
+        ColgenOptions
+            The defaults with every variable set in ``environ`` applied.
+
+        Raises
+        ------
+        ValueError
+            A ``CARBONSCHED_CG_*`` variable that is not in :data:`ENV`, or a value that does
+            not parse or is out of its range; the message names the variable.
+        """
+        changes: dict[str, object] = {}
+        for var in sorted(k for k in environ if k.startswith(ENV_PREFIX)):
+            if var not in ENV:
+                raise ValueError(f"{var}: unknown column-generation variable; known: "
+                                 + ", ".join(sorted(ENV)))
+            raw = environ[var]
+            if raw == "":
+                continue
+            name, parse = ENV[var]
+            try:
+                changes[name] = parse(raw)
+            except ValueError as exc:
+                raise ValueError(f"{var}={raw!r}: {exc}") from None
+        return cls(**changes)
+
+
+ENV_PREFIX = "CARBONSCHED_CG_"
+
+
+def _number(kind: type, lo: float | None = None, hi: float | None = None,
+            lo_open: bool = False) -> Callable[[str], float]:
+    """A parser of one number of ``kind`` in ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``)."""
+
+    def parse(text: str):
+        try:
+            value = kind(text.strip())
+        except ValueError:
+            raise ValueError(f"not {'an integer' if kind is int else 'a number'}") from None
+        if not math.isfinite(value):
+            raise ValueError("not finite")
+        if lo is not None and (value <= lo if lo_open else value < lo):
+            raise ValueError(f"must be {'>' if lo_open else '>='} {lo:g}")
+        if hi is not None and value > hi:
+            raise ValueError(f"must be <= {hi:g}")
+        return value
+
+    return parse
+
+
+def _choice(values: tuple[str, ...]) -> Callable[[str], str]:
+    """A parser accepting one of ``values``."""
+
+    def parse(text: str) -> str:
+        if text not in values:
+            raise ValueError(f"must be one of {', '.join(values)}")
+        return text
+
+    return parse
+
+
+def _flag(text: str) -> bool:
+    """``"1"`` → True, ``"0"`` → False."""
+    if text not in ("0", "1"):
+        raise ValueError("must be 0 or 1")
+    return text == "1"
+
+
+def _path(text: str) -> str:
+    return text
+
+
+ENV: dict[str, tuple[str, Callable[[str], object]]] = {
+    "CARBONSCHED_CG_K": ("columns_per_round", _number(int, 1)),
+    "CARBONSCHED_CG_MASTER": ("master_solver", _choice(MASTER_SOLVERS)),
+    "CARBONSCHED_CG_SHARE": ("cg_share", _number(float, 0.0, 1.0)),
+    "CARBONSCHED_CG_IPM_TOL": ("ipm_tol", _number(float, 0.0, lo_open=True)),
+    "CARBONSCHED_CG_FLOW": ("flow", _flag),
+    "CARBONSCHED_CG_REFINE": ("refine_rounds", _number(int, 0)),
+    "CARBONSCHED_CG_REFINE_METHOD": ("refine_method", _choice(REFINE_METHODS)),
+    "CARBONSCHED_CG_SIMPLEX": ("simplex_strategy", _number(int, 0, 4)),
+    "CARBONSCHED_CG_WARMUP": ("warmup_share", _number(float, 0.0, 1.0)),
+    "CARBONSCHED_CG_STALL": ("warmup_stall", _number(int, 1)),
+    "CARBONSCHED_CG_HEUR": ("repair_heuristic_effort", _number(float, 0.0, 1.0)),
+    "CARBONSCHED_CG_REPACK": ("repack_max_options", _number(int, 0)),
+    "CARBONSCHED_CG_REPACK_K": ("repack_price_k", _number(int, 0)),
+    "CARBONSCHED_CG_SPLIT": ("split_share", _number(float, 0.0, 1.0)),
+    "CARBONSCHED_CG_SITE": ("site_share", _number(float, 0.0, 1.0)),
+    "CARBONSCHED_CG_SMOOTH": ("smooth_s_per_job", _number(float, 0.0)),
+    "CARBONSCHED_CG_SMOOTH_PLAN": ("smooth_plan_share", _number(float, 0.0, 1.0)),
+    "CARBONSCHED_CG_MOVES": ("moves_share", _number(float, 0.0, 1.0)),
+    "CARBONSCHED_CG_TYPE_PASS": ("type_pass_share", _number(float, 0.0, 1.0)),
+    "CARBONSCHED_CG_SITE_PASS": ("site_pass_share", _number(float, 0.0, 1.0)),
+    "CARBONSCHED_CG_WRITE": ("write_master", _path),
+    "CARBONSCHED_CG_DUMP": ("dump_state", _path),
+    "CARBONSCHED_CG_REPAIR_LOG": ("repair_log", _path),
+}
+"""Environment variable → (:class:`ColgenOptions` field, parser raising ValueError)."""

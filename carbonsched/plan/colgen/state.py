@@ -1,0 +1,158 @@
+"""The state one column-generation solve hands from phase to phase."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import highspy
+import numpy as np
+
+from carbonsched.plan.colgen.classes import Classes
+from carbonsched.plan.colgen.layout import Layout
+from carbonsched.plan.colgen.options import ColgenOptions
+from carbonsched.plan.colgen.status import add_note
+from carbonsched.plan.result import PlanResult, SolverRecord
+from carbonsched.plan.sets import PlanSets
+
+Multipliers = tuple[np.ndarray, np.ndarray, np.ndarray]
+"""Non-negative multipliers of the capacity ``(S, T, G)``, power and absorption ``(S, T)``
+rows."""
+
+
+@dataclass
+class MasterSolution:
+    """The last master LP solved (or its crossover to a vertex).
+
+    Attributes
+    ----------
+    values
+        ``(P,)`` LP values of the pool's first ``n_pool`` option columns. [jobs]
+    duals
+        ``(R,)`` row duals in the covering form's layout (:func:`~carbonsched.plan.colgen.
+        layout.pricing_duals`).
+    raw
+        ``(R,)`` row duals as HiGHS returned them (HiGHS signs).
+    n_pool
+        Columns of the pool the master had when it was solved.
+    vertex
+        Whether the solution is a vertex (crossover ran and the end was not imprecise).
+    """
+
+    values: np.ndarray
+    duals: np.ndarray
+    raw: np.ndarray
+    n_pool: int
+    vertex: bool
+
+
+@dataclass
+class ColgenState:
+    """Inputs, budget and intermediate results of one solve, filled in phase by phase.
+
+    One :func:`~carbonsched.plan.colgen.driver.solve_colgen` call makes one state.
+
+    The phases, in order: warm-up (classes, layout, greedy plan, Lagrangian warm-up, and on a
+    short budget the smoothed dual), master rounds (column generation), refinement of the
+    bound, the final crossover, incumbent selection (priced greedy plans and LP roundings),
+    the one-slot repack and early moves, the passes (site, GPU type) and the split bounds,
+    the repair MIP and the finish (final moves, status, note).
+
+    Attributes
+    ----------
+    sets
+        Compiled sets.
+    time_limit_s
+        Budget of the whole solve, counted from ``started``. [s]
+    mip_gap
+        Requested relative gap. [-]
+    threads
+        HiGHS threads.
+    rec
+        Solver record being filled.
+    started
+        ``time.perf_counter()`` at the start of the solve. [s]
+    opt
+        The tunables.
+    cg_share
+        Least share of the budget column generation may use. [-]
+    progress
+        Optional callback for one-line progress messages.
+    held
+        Time kept back for the final moves, taken off :meth:`left`. [s]
+    lb
+        Best proven lower bound so far. [kg]
+    cands
+        ``(name, plan)`` incumbents so far.
+    """
+
+    sets: PlanSets
+    time_limit_s: float
+    mip_gap: float
+    threads: int
+    rec: SolverRecord
+    started: float
+    opt: ColgenOptions
+    cg_share: float
+    progress: Callable[[str], None] | None = None
+    held: float = 0.0
+    # warm-up
+    tb: float = 0.0                       # start of the build [perf_counter s]
+    cls: Classes | None = None
+    lay: Layout | None = None
+    greedy: PlanResult | None = None
+    seeds: list[np.ndarray] = field(default_factory=list)
+    lb: float = -np.inf
+    warm_duals: np.ndarray | None = None
+    best_lam: Multipliers | None = None   # multipliers of the best bound so far
+    warm_s: float = 0.0                   # warm-up and smoothed dual [s]
+    short: bool = False                   # no master LP: the budget is too short
+    priced_by: str = "warm-up"            # whose multipliers price the plan without a master
+    # master
+    pool: np.ndarray | None = None
+    h: highspy.Highs | None = None
+    use_ipm: bool = False
+    n_fixed: int = 0
+    scale: float = 1.0
+    ts: float = 0.0                       # start of the master rounds [perf_counter s]
+    tail: float = 0.0                     # kept after the last master [s]
+    it: int = 0
+    converged: bool = False
+    vertex: bool = False
+    good: MasterSolution | None = None
+    z_good: float = np.inf
+    refined_lam: Multipliers | None = None
+    # incumbents
+    no_master: bool = False
+    xo: np.ndarray | None = None
+    duals: np.ndarray | None = None
+    row_duals: np.ndarray | None = None
+    lam_c: np.ndarray | None = None
+    rank_kw: np.ndarray | None = None
+    lff: np.ndarray | None = None
+    cands: list[tuple[str, PlanResult]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    t_pg: float = 0.0                     # time of one priced greedy [s]
+    residual: np.ndarray | None = None
+    fixed_opts: np.ndarray | None = None
+    fixed_counts: np.ndarray | None = None
+    split_opts: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), dtype=np.int64))
+    rep_proven: bool = False
+
+    def left(self) -> float:
+        """Seconds of the limit left, less the time held back for the final moves. [s]"""
+        return self.time_limit_s - (time.perf_counter() - self.started) - self.held
+
+    def say(self, msg: str) -> None:
+        """Pass a one-line progress message to the callback, if any."""
+        if self.progress:
+            self.progress(msg)
+
+    def note(self, text: str) -> None:
+        """Append ``text`` to the plan note."""
+        add_note(self.rec, text)
+
+    def best(self) -> tuple[str, PlanResult]:
+        """The incumbent of least objective (the first of equals)."""
+        return min(self.cands, key=lambda c: c[1].totals["objective"])

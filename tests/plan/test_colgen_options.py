@@ -1,0 +1,124 @@
+"""ColgenOptions: the documented defaults, and the environment read once, checked, at the edge."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from carbonsched.plan import solve_plan
+from carbonsched.plan.colgen import ColgenOptions
+from carbonsched.plan.colgen.options import ENV
+
+from .test_colgen_bound import two_gangs_three_gpus
+
+
+def _documented() -> dict[str, str]:
+    """Field → its Attributes entry in the class docstring, on one line."""
+    doc = ColgenOptions.__doc__
+    section = doc.split("Attributes\n    ----------\n", 1)[1].split("\n    Raises", 1)[0]
+    out: dict[str, str] = {}
+    name = None
+    for line in section.splitlines():
+        m = re.match(r"^    (\w+) : ", line)
+        if m:
+            name = m.group(1)
+            out[name] = ""
+        elif name:
+            out[name] += " " + line.strip()
+    return out
+
+
+def _default_in(text: str) -> str:
+    m = re.search(r"Default\s+(.+?)(?:;|\.\s|\.$)", text)
+    assert m, text
+    return m.group(1).strip("`\"").replace(",", "")
+
+
+def test_every_field_is_documented_with_its_default():
+    docs = _documented()
+    fields = {f.name: f.default for f in dataclasses.fields(ColgenOptions)}
+    assert set(docs) == set(fields)
+    for name, default in fields.items():
+        said = _default_in(docs[name])
+        if isinstance(default, bool) or default is None or isinstance(default, str):
+            assert said == str(default), name
+        else:
+            assert float(said) == pytest.approx(float(default), rel=0, abs=0), name
+
+
+def test_every_variable_is_named_in_its_fields_documentation():
+    docs = _documented()
+    for var, (name, _) in ENV.items():
+        assert f"``{var}``" in docs[name], var
+
+
+def test_an_empty_environment_gives_the_defaults():
+    assert ColgenOptions.from_env({}) == ColgenOptions()
+    # other variables are not ours; an empty value counts as unset
+    assert ColgenOptions.from_env({"PATH": "/bin", "CARBONSCHED_CG_K": ""}) == ColgenOptions()
+    assert ColgenOptions().step_min_left_s == pytest.approx(2.5)
+
+
+def test_values_are_parsed_into_their_fields():
+    opts = ColgenOptions.from_env({"CARBONSCHED_CG_K": "3", "CARBONSCHED_CG_FLOW": "1",
+                                   "CARBONSCHED_CG_MASTER": "simplex",
+                                   "CARBONSCHED_CG_SHARE": "0.5",
+                                   "CARBONSCHED_CG_DUMP": "/tmp/x.pkl"})
+    assert (opts.columns_per_round, opts.flow, opts.master_solver, opts.cg_share,
+            opts.dump_state) == (3, True, "simplex", 0.5, "/tmp/x.pkl")
+    assert opts.repack_price_k == ColgenOptions().repack_price_k
+
+
+@pytest.mark.parametrize(("var", "value", "why"), [
+    ("CARBONSCHED_CG_K", "two", "not an integer"),
+    ("CARBONSCHED_CG_K", "2.5", "not an integer"),
+    ("CARBONSCHED_CG_K", "0", "must be >= 1"),
+    ("CARBONSCHED_CG_SHARE", "1.01", "must be <= 1"),
+    ("CARBONSCHED_CG_SHARE", "-0.1", "must be >= 0"),
+    ("CARBONSCHED_CG_SHARE", "nan", "not finite"),
+    ("CARBONSCHED_CG_IPM_TOL", "0", "must be > 0"),
+    ("CARBONSCHED_CG_SIMPLEX", "5", "must be <= 4"),
+    ("CARBONSCHED_CG_FLOW", "yes", "must be 0 or 1"),
+    ("CARBONSCHED_CG_MASTER", "barrier", "must be one of auto, ipm, simplex"),
+    ("CARBONSCHED_CG_REFINE_METHOD", "polyak", "must be one of smoothed, subgradient"),
+    ("CARBONSCHED_CG_REPACK", "-1", "must be >= 0"),
+    ("CARBONSCHED_CG_SPLITS", "0.2", "unknown column-generation variable"),
+])
+def test_a_bad_value_is_refused_with_the_variable_named(var, value, why):
+    with pytest.raises(ValueError, match=re.escape(var)) as err:
+        ColgenOptions.from_env({var: value})
+    assert why in str(err.value)
+
+
+@pytest.mark.parametrize(("var", "value", "field", "parsed"), [
+    ("CARBONSCHED_CG_SHARE", "1", "cg_share", 1.0),
+    ("CARBONSCHED_CG_SHARE", "0", "cg_share", 0.0),
+    ("CARBONSCHED_CG_K", "1", "columns_per_round", 1),
+    ("CARBONSCHED_CG_SIMPLEX", "4", "simplex_strategy", 4),
+    ("CARBONSCHED_CG_SIMPLEX", "0", "simplex_strategy", 0),
+    ("CARBONSCHED_CG_HEUR", "1.0", "repair_heuristic_effort", 1.0),
+    ("CARBONSCHED_CG_REPACK", "0", "repack_max_options", 0),
+    ("CARBONSCHED_CG_REFINE", "0", "refine_rounds", 0),
+    ("CARBONSCHED_CG_IPM_TOL", "1e-300", "ipm_tol", 1e-300),
+    ("CARBONSCHED_CG_SMOOTH", "0", "smooth_s_per_job", 0.0),
+])
+def test_a_value_at_the_limit_of_its_range_is_accepted(var, value, field, parsed):
+    assert getattr(ColgenOptions.from_env({var: value}), field) == parsed
+
+
+def test_invalid_choices_are_refused_when_built_directly():
+    with pytest.raises(ValueError, match="master_solver"):
+        ColgenOptions(master_solver="barrier")
+    with pytest.raises(ValueError, match="refine_method"):
+        ColgenOptions(refine_method="polyak")
+
+
+def test_solve_plan_reads_the_environment_only_without_options(monkeypatch):
+    monkeypatch.setenv("CARBONSCHED_CG_K", "0")
+    with pytest.raises(ValueError, match="CARBONSCHED_CG_K"):
+        solve_plan(two_gangs_three_gpus(), method="colgen", time_limit_s=30, mip_gap=0.0)
+    res = solve_plan(two_gangs_three_gpus(), method="colgen", time_limit_s=30, mip_gap=0.0,
+                     colgen_options=ColgenOptions())
+    assert res.totals["objective"] == pytest.approx(4.4)
