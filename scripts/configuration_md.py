@@ -19,6 +19,8 @@ from pydantic import SecretStr
 from pydantic_core import PydanticUndefined
 
 from carbonsched.config import CONFIG_ENV, Settings
+from carbonsched.plan.colgen.options import ENV as COLGEN_ENV
+from carbonsched.plan.colgen.options import ColgenOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "configuration.md"
@@ -115,6 +117,36 @@ def env_names(name: str, field) -> list[str]:  # noqa: ANN001
     return [f"CARBONSCHED_{name.upper()}"]
 
 
+def numpydoc_attributes(doc: str) -> dict[str, str]:
+    """``{name: description}`` from the ``Attributes`` section of a numpydoc docstring."""
+    lines = doc.splitlines()
+    out: dict[str, str] = {}
+    try:
+        start = next(i for i, ln in enumerate(lines) if ln.strip() == "Attributes") + 2
+    except StopIteration:
+        return out
+    name = None
+    for ln in lines[start:]:
+        if ln.strip() and not ln.startswith(" " * 8) and ln.startswith(" " * 4):
+            name = ln.strip().split(" : ")[0]
+            out[name] = ""
+        elif ln.strip() and name is not None:
+            out[name] += " " + ln.strip()
+        elif not ln.strip() and name is not None and out[name]:
+            continue
+    return out
+
+
+def colgen_rows() -> list[str]:
+    """One table row per ``CARBONSCHED_CG_*`` variable: its option, and the option's doc."""
+    described = numpydoc_attributes(ColgenOptions.__doc__ or "")
+    rows = []
+    for var, (field, _parse) in sorted(COLGEN_ENV.items()):
+        text = described.get(field, "")
+        rows.append(f"| `{var}` | `{field}` | {_one_line(text)} |")
+    return rows
+
+
 def render() -> str:
     """The whole page, as Markdown."""
     lines = [
@@ -161,6 +193,12 @@ def render() -> str:
     for heading, rows in OTHER_VARIABLES.items():
         lines += ["", f"## {heading}", "", "| Variable | Meaning |", "|---|---|"]
         lines += [f"| `{n}` | {_one_line(text)} |" for n, text in rows]
+    lines += ["", "## Column generation tuning", "",
+              "Read once per solve by `ColgenOptions.from_env` (`carbonsched.plan.colgen.options`) "
+              "when `--method auto` or `colgen` runs column generation; an unknown "
+              "`CARBONSCHED_CG_*` name or a value out of range is refused with the variable "
+              "named. The defaults are the measured ones; change them for experiments.",
+              "", "| Variable | Option | Meaning |", "|---|---|---|", *colgen_rows()]
     return "\n".join(lines) + "\n"
 
 

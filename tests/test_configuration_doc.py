@@ -37,7 +37,9 @@ def test_every_variable_the_code_names_is_documented():
     documented = set(re.findall(r"`(CARBONSCHED_[A-Z0-9_]+)`", page))
     found = variables_in_code()
     assert len(found) > 40  # the scan reads the code (it found the settings' names)
-    missing = sorted(found - documented - {"CARBONSCHED_NAME"})  # <NAME> in prose
+    # <NAME> in prose, and prefixes such as CARBONSCHED_CG_ (the code checks names against it)
+    missing = sorted(n for n in found - documented - {"CARBONSCHED_NAME"}
+                     if not any(d.startswith(n + "_") for d in documented))
     assert not missing, f"undocumented: {missing}; add them (scripts/configuration_md.py)"
 
 

@@ -24,9 +24,9 @@ a move never breaks a cap, window, residency rule or gang.
 Measured on the priced greedy plan of converged LP duals (10k × 16 × 48): at load 0.8,
 seed 2, 5,925.6 → 5,820.9 kg (851 moves, 16 insertions after the first pass, 3 s); at 0.6,
 seed 4, 3,483.2 → 3,464.8 kg (645 moves). In column generation, on the final plan
-(BENCHMARKS.md section 3.12): 10k at 0.8 seed 2, 5,687.5 → 5,644.9 kg after the site-by-site
-search (372 moves, 3 left-out jobs placed where they fit, 5 by an ejection); 1k at 0.6 seed
-2, 330.31 → 327.05 kg on the repair MIP's plan, whose options are the generated and
+(docs/benchmarks/planner-log.md#planner-3-12): 10k at 0.8 seed 2, 5,687.5 → 5,644.9 kg after the
+site-by-site search (372 moves, 3 left-out jobs placed where they fit, 5 by an ejection); 1k at
+0.6 seed 2, 330.31 → 327.05 kg on the repair MIP's plan, whose options are the generated and
 best-priced ones only.
 Tried, not kept: a second job moved out of the way of a placed one (a chain of two moves,
 tried for the jobs farthest from their cheapest start): one found in 15 s at 10k.
@@ -53,7 +53,7 @@ REBUILD_S_PER_PLACEMENT = 2e-4
 """Time :func:`improve` keeps per placement to rebuild the plan and leave the solve its finish:
 building a 9,578-placement plan took 0.5 s (10k × 16 × 48, two processes on the 2 cores);
 with half that kept, 50k × 16 × 48 at load 0.3 ended 1.2 s past its 300 s limit
-(BENCHMARKS.md section 3.12). [s]"""
+(docs/benchmarks/planner-log.md#planner-3-12). [s]"""
 
 EJECT_TRIES = 8
 """Blocker moves tried exactly per left-out job (at its cheapest starts first)."""

@@ -271,11 +271,11 @@ class PlanSets:
         lost, while the LP relaxation no longer fills the fraction of a gang that the cap
         leaves over: with 0.4 kW per GPU and a 4.76 kW cap, 11 GPUs and not 11.9 (measured:
         the LP bound of 1k jobs × 16 sites × 48 h at load 0.6, seed 3, rises from 185.1 to
-        190.1 kg against an optimum of 190.2; BENCHMARKS.md section 3.11). The cap is kept as
-        it is at a site where a draw is negative or not a whole number of milliwatts. The
-        rounding is the GCD-based tightening of a row over integer variables (Achterberg,
-        Bixby, Gu, Rothberg & Weninger, "Presolve reductions in mixed integer programming",
-        INFORMS J. Comput. 32(2), 2020, doi:10.1287/ijoc.2018.0857).
+        190.1 kg against an optimum of 190.2; docs/benchmarks/planner-log.md#planner-3-11). The
+        cap is kept as it is at a site where a draw is negative or not a whole number of
+        milliwatts. The rounding is the GCD-based tightening of a row over integer variables
+        (Achterberg, Bixby, Gu, Rothberg & Weninger, "Presolve reductions in mixed integer
+        programming", INFORMS J. Comput. 32(2), 2020, doi:10.1287/ijoc.2018.0857).
 
         Computed once: the sets are not changed after :func:`compile_sets`. A multiple within
         a millionth of a unit above the cap (floating point: 0.3 / 0.1 = 2.9999999999999996)

@@ -78,7 +78,7 @@ BUILD_S_PER_OPTION = 5e-5
 """Cost of building the PuLP model, per option, used to decide whether the follow-up MILP has
 time to run. Measured on the 2-core machine with both cores busy (load average 2.5-2.9):
 1k x 16 x 48 at load 0.6, seed 3, 133,738 options built in 6.4-6.7 s
-(``build_model``; 2026-12-01, BENCHMARKS.md section 3.5). [s]"""
+(``build_model``; 2026-12-01, docs/benchmarks/planner-log.md#planner-3-5). [s]"""
 TRANSFER_PER_BUILD = 0.9
 """The hand-over (PuLP to HiGHS and back) against the build of the same model in the same
 process: measured 4.9 s against a 6.4 s build (0.77, same run as :data:`BUILD_S_PER_OPTION`),

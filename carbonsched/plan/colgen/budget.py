@@ -12,7 +12,7 @@ def tail_s(sets: PlanSets, per_job_s: float = ColgenOptions.tail_s_per_job) -> f
     ``per_job_s`` (:attr:`ColgenOptions.tail_s_per_job`) per placeable job: on 10k × 16 × 48 at load
     0.3 with a 20 s limit the pricing, the priced greedy plan (1.7–2.5 s), its build (0.5 s) and the
     recount (1.6 s) took about 4.5 s after a master that ended at 85 % of the limit, and the solve
-    ended at 21.5 s (BENCHMARKS.md section 3.13).
+    ended at 21.5 s (docs/benchmarks/planner-log.md#planner-3-13).
 
     Parameters
     ----------

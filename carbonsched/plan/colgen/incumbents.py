@@ -22,8 +22,8 @@ def _room(st: ColgenState, label: str) -> bool:
     """Whether one more priced greedy (as long as the first) fits before the finish.
 
     A master stopped by the limit leaves little: on 10k x 16 x 48 at load 0.8 two more
-    candidates once ended the solve at 62.7 s of 60 (BENCHMARKS.md 3.11). A candidate that
-    does not fit is named in ``st.skipped``.
+    candidates once ended the solve at 62.7 s of 60 (docs/benchmarks/planner-log.md#planner-3-11).
+    A candidate that does not fit is named in ``st.skipped``.
     """
     if st.left() >= st.t_pg + st.opt.finish_s:
         return True
@@ -54,7 +54,8 @@ def incumbents(st: ColgenState) -> None:
     if st.refined_lam is not None and _room(st, "priced greedy on the refined multipliers"):
         # the refined multipliers price the cells the last master LP left under-priced: on
         # 10k x 16 x 48 at load 0.6, seed 2 (one master in the budget) priced greedy on them
-        # gave 3,551.1 kg against 3,556.3 on the master's duals (BENCHMARKS.md section 3.8)
+        # gave 3,551.1 kg against 3,556.3 on the master's duals
+        # (docs/benchmarks/planner-log.md#planner-3-8)
         r_c, r_p, r_a = st.refined_lam
         st.cands.append(("priced greedy on the refined multipliers",
                          priced_greedy(sets, sets.cost_per_kwh + r_p - sets.pue * r_a, r_c,

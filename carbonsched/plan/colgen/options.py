@@ -61,8 +61,8 @@ class ColgenOptions:
         :func:`~carbonsched.plan.colgen.layout.make_layout`). Off by default: with
         partial last slots charged to the absorption rows, on 10k × 16 × 48 the covering form
         proved 2.6 % and 3.4 % (load 0.3, seeds 0 and 1) and 5.5 % (load 0.6) against the
-        flow form's 5.9 %, 6.1 % and 6.4 %, same bound, a better repair (BENCHMARKS.md
-        section 3.1).
+        flow form's 5.9 %, 6.1 % and 6.4 %, same bound, a better repair
+        (docs/benchmarks/planner-log.md#planner-3-1).
         Default False; ``CARBONSCHED_CG_FLOW`` (``0`` or ``1``).
     refine_rounds : int
         Subgradient (Polyak) steps from the best multipliers when column generation stops
@@ -74,8 +74,8 @@ class ColgenOptions:
         ``"smoothed"`` (:mod:`carbonsched.plan.colgen.smoothed`, from the last master's
         duals; 10k × 16 × 48 at load 0.8, seed 1, one master in a 24 s budget: 3,388.4 ->
         7,538.1 kg in 2.8 s, LP 7,786.1, where 60 Polyak steps reached 3,901.0;
-        BENCHMARKS.md section 3.15) or ``"subgradient"`` (:attr:`refine_rounds` Polyak
-        steps from the best multipliers; on 10k × 16 × 48 at load 0.6 they lift the bound
+        docs/benchmarks/planner-log.md#planner-3-15) or ``"subgradient"`` (:attr:`refine_rounds`
+        Polyak steps from the best multipliers; on 10k × 16 × 48 at load 0.6 they lift the bound
         from 3305.6 to 3396.6 kg, LP 3408.9, in 3–4 s). Default ``"smoothed"``;
         ``CARBONSCHED_CG_REFINE_METHOD``.
     refine_share : float
@@ -87,7 +87,7 @@ class ColgenOptions:
         pricing, the priced greedy plan, the plan's build and the independent recount
         (:func:`~carbonsched.plan.colgen.budget.tail_s`; on 10k × 16 × 48 at load 0.3 with a
         20 s limit they took about 4.5 s after a master that ended at 85 % of the limit,
-        BENCHMARKS.md section 3.13). [s] Default 5e-4.
+        docs/benchmarks/planner-log.md#planner-3-13). [s] Default 5e-4.
     round_growth : float
         A master round is not started unless ``round_growth`` × the last one's time is left
         before the plan's least share of the budget (a cut interior-point round yields no
@@ -192,7 +192,7 @@ class ColgenOptions:
         the passes, which get the rest: on 10k × 16 × 48 at load 0.8, seed 2, with half it
         did not fit (3.8 s for 4.0 expected) and the plan ended 3.92 % above the bound, with
         0.9 it took 4.0 s, 5,925.6 -> 5,473.6 kg, and the plan ended at 0.92 %
-        (BENCHMARKS.md section 3.14). [-] Default 0.9.
+        (docs/benchmarks/planner-log.md#planner-3-14). [-] Default 0.9.
     repack_s_per_option : float
         Time the repack expects per option of those classes: 10k × 16 × 48 at load 0.8 took
         2.1-2.6 s for 258,230 (seed 4) and 3.4-4.8 s for 269,016 (seed 2) with the pricing
@@ -248,14 +248,15 @@ class ColgenOptions:
         comes from the smoothed Lagrangian dual (:mod:`carbonsched.plan.colgen.smoothed`) and
         the plan from its multipliers (10k × 16 × 48 in 20 s, load 0.3, seed 0: one
         interior-point master took 6 s and bounded 6.8 % below the LP; the smoothed dual
-        reached 0.13 % below it in 7 s, BENCHMARKS.md section 3.15). [s] Default 3e-3;
-        ``CARBONSCHED_CG_SMOOTH`` (≥ 0).
+        reached 0.13 % below it in 7 s, docs/benchmarks/planner-log.md#planner-3-15). [s] Default
+        3e-3; ``CARBONSCHED_CG_SMOOTH`` (≥ 0).
     smooth_plan_share : float
         Share of the budget the smoothed dual leaves to the plan: 8 s of 20 for the priced
         greedy, the repack and its completion and the site pass. With 0.3 the bound rose by
         at most 0.1 kg (one temperature then) and the plans of all five 10k seeds at load
-        0.3 were worse (1.3-2.2 % gaps against 0.5-0.8 %; BENCHMARKS.md section 3.15). [-]
-        Default 0.4; ``CARBONSCHED_CG_SMOOTH_PLAN`` (0..1).
+        0.3 were worse (1.3-2.2 % gaps against 0.5-0.8 %;
+        docs/benchmarks/planner-log.md#planner-3-15). [-] Default 0.4;
+        ``CARBONSCHED_CG_SMOOTH_PLAN`` (0..1).
     moves_share : float
         Most of the budget kept back from the passes for
         :func:`carbonsched.plan.local.improve` on the final plan
@@ -307,8 +308,8 @@ class ColgenOptions:
         seed (seed 2: 405.1 kg least flexible first, 333.4 largest first; seed 0: 268.3 and
         303.1), and a run there takes ~0.1 s. At 10k jobs least flexible first gave the
         better plan from the same duals in all four off-line comparisons (loads 0.6 and 0.8,
-        BENCHMARKS.md section 3.7), and a second run would cost 1.3-2.5 s (idle to loaded
-        machine) of the ~10 s the plan has after two master LPs. [-] Default 2,000.
+        docs/benchmarks/planner-log.md#planner-3-7), and a second run would cost 1.3-2.5 s (idle
+        to loaded machine) of the ~10 s the plan has after two master LPs. [-] Default 2,000.
     smooth_mu_start_rel : float
         First temperature of the smoothed dual, relative to the mean cost of a placeable
         job. On 10k × 16 × 48 at load 0.3, seed 1, 7 s from the warm-up: 5e-3 reached
@@ -326,7 +327,7 @@ class ColgenOptions:
         :attr:`smooth_stall_rel` (relative) over the last this many evaluations; L-BFGS-B's
         own tests stop much later. Same instance, 7 s: 8 and 1e-4 reached 2,080.6 kg, 5 and
         1e-4 2,080.3, 8 and 3e-4 2,077.9, 8 and 1e-3 2,073.8, 10 and 5e-5 2,079.4, 15 and
-        1e-6 (never lowered) 2,075.1 (BENCHMARKS.md 3.15). [-] Default 8.
+        1e-6 (never lowered) 2,075.1 (docs/benchmarks/planner-log.md#planner-3-15). [-] Default 8.
     smooth_stall_rel : float
         See :attr:`smooth_stall_evals`. [-] Default 1e-4.
     smooth_lbfgs_memory : int

@@ -25,7 +25,7 @@ value stalls (:attr:`ColgenOptions.smooth_stall_evals`, :attr:`ColgenOptions.smo
 Every evaluation also computes the exact Lagrangian at the same multipliers — the bound reported is
 the best exact one, valid whatever the smoothing did. Measured on the instance above from the
 warm-up's multipliers: 2,077.9 kg (0.13 % short) in 7 s; at one temperature it plateaus near 2,075
-(BENCHMARKS.md section 3.15).
+(docs/benchmarks/planner-log.md#planner-3-15).
 
 The usage of all the options of a class group (same duration and GPU type) is the soft-max
 weights summed over the classes, then spread over the covered hours by a box filter along
