@@ -196,8 +196,9 @@ class ColgenOptions:
     repack_s_per_option : float
         Time the repack expects per option of those classes: 10k × 16 × 48 at load 0.8 took
         2.1-2.6 s for 258,230 (seed 4) and 3.4-4.8 s for 269,016 (seed 2) with the pricing
-        (the LP over all of them at once: 6.0-7.6 s), on the 2 shared cores (BENCHMARKS.md
-        section 3.14); at load 0.3, 0.5-1.0 s for 320k-344k (seeds 0-4, section 3.15).
+        (the LP over all of them at once: 6.0-7.6 s), on the 2 shared cores
+        (docs/benchmarks/planner-log.md#planner-3-14); at load 0.3, 0.5-1.0 s for 320k-344k
+        (seeds 0-4, docs/benchmarks/planner-log.md#planner-3-15).
         1.5e-5 (3.14) skipped it at 0.3 in 20 s, where it gains most; the LP has its own
         limit, so an estimate short of the worst case costs at most the time it was given.
         [s] Default 1e-5.

@@ -39,8 +39,8 @@ def unit_repack(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult, thr
     fleet (10k x 16 x 48 at load 0.8, seed 4: 930 of the priced greedy's 1,001 left-out jobs),
     and a job of one slot fits any one-GPU hole: the objective of the one-slot part went from
     2,183.1 to 2,057.5 kg on the final plan of that instance (554 jobs left out), an integral
-    vertex, in 6.0-7.1 s over every option at once and 2.1-2.6 s priced (BENCHMARKS.md
-    section 3.14).
+    vertex, in 6.0-7.1 s over every option at once and 2.1-2.6 s priced
+    (docs/benchmarks/planner-log.md#planner-3-14).
 
     Parameters
     ----------
