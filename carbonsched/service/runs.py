@@ -1,12 +1,14 @@
 """The run path: plan a date, record it, dispatch it — one function for every caller.
 
-:func:`execute_run` is what the service's daily cron (:class:`carbonsched.service.cron.DailyCron`)
-and ``carbonsched plan --dispatch`` run: it claims the run record of the planning date
-(:func:`claim_and_run`), plans (daily, or one rolling step with ``CARBONSCHED_ROLLING``), writes
-the ``--out`` plan file, stores plan and forecasts, updates the jobs submitted through the API,
-dispatches (:func:`finish_run`) and finishes the run record with the :class:`RunOutcome`. A run
-that raises is recorded the same way whoever started it: status ``failed`` and
-:func:`failure_detail` (the message and, unless it is bad input, the end of the traceback).
+:func:`execute_run` is ``carbonsched plan --dispatch``'s run and the service cron's: it claims
+the run record of the planning date, plans (daily, or one rolling step with
+``CARBONSCHED_ROLLING``), writes the ``--out`` plan file, stores plan and forecasts, updates the
+jobs submitted through the API, dispatches (:func:`finish_run`) and finishes the run record with
+the :class:`RunOutcome`. It is :func:`planning_pipeline` (the work) under :func:`claim_and_run`
+(the record); the cron (:class:`carbonsched.service.cron.DailyCron`) builds the pipeline once and
+calls :func:`claim_and_run` with it on each due day. A run that raises is recorded the same way
+whoever started it: status ``failed`` and :func:`failure_detail` (the message and, unless it is
+bad input, the end of the traceback); then the exception is raised again.
 
 :func:`plan_once` is ``carbonsched plan`` without ``--dispatch``: plan, write the plan file,
 store it unless asked not to; no run record, no dispatch.
@@ -472,11 +474,6 @@ class PlanOnceResult:
     store_error: CarbonschedError | None = None
     """Why recording the plan failed (a dead database), or ``None``; the caller raises it
     once it has shown the plan (:meth:`raise_store_error`)."""
-
-    @property
-    def document(self) -> dict[str, Any]:
-        """The plan document."""
-        return self.daily.document
 
     def raise_store_error(self) -> None:
         """Raise :attr:`store_error` if recording the plan failed."""
