@@ -142,19 +142,14 @@ class ServiceState:
                                            daemon=True)
         self._refresher.start()
         if self.settings.cron_enabled:
-            from carbonsched.service.cron import DailyCron, catalog_timezone, planning_pipeline
+            from carbonsched.service.cron import DailyCron
             from carbonsched.store.service import LeaderLock
 
-            pipeline = planning_pipeline(self.settings, self.db, self.clock, self.dispatch,
-                                         self.metrics,
-                                         on_plan=lambda _pid: self.refresh_book())
-            self.cron = DailyCron(
-                self.db, pipeline, self.clock,
-                self.settings.cron_timezone or catalog_timezone(self.catalog),
-                self.settings.cron_time, self.settings.cron_plan_offset_days,
-                LeaderLock(self.store.engine), self.replica,
-                self.settings.cron_check_interval_s, self.settings.cron_stale_after_s,
-                self.metrics)
+            self.cron = DailyCron.from_settings(
+                self.settings, self.db, self.clock, catalog=self.catalog,
+                dispatch=self.dispatch, metrics=self.metrics,
+                on_plan=lambda _pid: self.refresh_book(),
+                leader=LeaderLock(self.store.engine), replica=self.replica)
             self.cron.start()
 
     def stop(self) -> None:

@@ -119,39 +119,31 @@ def plan(
             raise InputError("--rolling needs --dispatch (the rolling step carries work in "
                              "the store between runs)")
         from carbonsched.config import get_settings
-        from carbonsched.pipeline.daily import run_daily_plan
-        from carbonsched.workload.files import read_workload
+        from carbonsched.service.runs import plan_once
 
         day = date.strip() or tomorrow()
         settings = get_settings()
-        ddir = data_dir or settings.data_dir
-        wl = read_workload(jobs) if jobs else None
         loader = None
         if providers:
             from carbonsched.cli.signals import live_signals
 
             loader = live_signals(providers, os.environ.get("CARBONSCHED_PROVIDERS_BASE_URL"),
                                   os.environ.get("CARBONSCHED_PROVIDERS_NOW")).load_site_signals
+        # the plan reaches the file before the store, and the screen before the store's error,
+        # so a dead database loses nothing
         with status_line("plan") as progress, solver_chatter_to_stderr():
-            daily = run_daily_plan(day, catalog, wl, ddir, solver, time_limit, hours, progress,
-                                   signal_loader=loader, slot_minutes=slot_minutes)
-        # the plan reaches the file and the screen before the store, so a dead database
-        # loses nothing
-        if out_file:
-            write_json(out_file, daily.document)
+            res = plan_once(settings, day, catalog=catalog, workload_file=jobs,
+                            data_dir=data_dir, solver=solver, time_limit_s=time_limit,
+                            horizon_hours=hours, slot_minutes=slot_minutes, progress=progress,
+                            signal_loader=loader, out_file=out_file, store=store)
+        daily = res.daily
         print_plan(daily.document, daily.summary, all_notes)
         pid = daily.document["plan_id"]
         if out_file:
             err.print(f"plan written to {out_file}", highlight=False)
+        res.raise_store_error()
         if store:
-            from carbonsched.store import Store
-
-            with status_line("plan") as progress:
-                status_line("recording the plan")
-                db = Store(settings.resolved_database_url())
-                db.save_plan(daily.document, daily.forecasts)
-            err.print(f"plan {pid} recorded in "
-                      f"{db.engine.url.render_as_string(hide_password=True)}; get it as JSON "
+            err.print(f"plan {pid} recorded in {res.stored_in}; get it as JSON "
                       f"with `carbonsched plans show {pid} --json` (or `carbonsched plans show "
                       "latest --json`), list plans with `carbonsched plans list`",
                       highlight=False, soft_wrap=True)  # a wrapped command breaks copy-paste

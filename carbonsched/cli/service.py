@@ -1,8 +1,8 @@
 """``carbonsched serve``, ``carbonsched token create`` and ``carbonsched plan --dispatch``.
 
 ``serve`` runs the REST API on uvicorn with the daily cron (APScheduler) in the same process;
-``plan --dispatch`` runs the cron's pipeline once from a system cron or a Kubernetes CronJob,
-idempotent by planning date like the cron itself.
+``plan --dispatch`` runs the cron's run path (:func:`carbonsched.service.runs.execute_run`) once
+from a system cron or a Kubernetes CronJob, idempotent by planning date like the cron itself.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from carbonsched.cli.common import err, errors, solver_chatter_to_stderr, write_json
+from carbonsched.cli.common import err, errors, solver_chatter_to_stderr
 from carbonsched.errors import InputError
 
 token_app = typer.Typer(help="API bearer tokens.", no_args_is_help=True)
@@ -101,55 +101,46 @@ def token_create(
 def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path | None,
                       solver: str, time_limit: float, hours: int, out_file: Path | None,
                       rolling: bool | None = None) -> int:
-    """Run the cron's pipeline once for ``date`` (``carbonsched plan --dispatch``).
+    """Run the service's run path once for ``date`` (``carbonsched plan --dispatch``).
 
-    Idempotent by planning date: a date that has a run record is not planned again (exit 0,
-    the record is printed).
+    :func:`carbonsched.service.runs.execute_run`, as the cron runs it; idempotent by planning
+    date: a date that has a run record is not planned again (exit 0, the record is printed).
 
     Returns
     -------
     int
-        Exit code: 0 done or already done, 4 infeasible plan, 1 failed run.
+        Exit code: 0 done or already done, 4 infeasible plan. A failed run (recorded as
+        ``failed``) raises its error.
     """
     import json
 
     from carbonsched.clock import SystemClock
-    from carbonsched.service.cron import load_dispatch_step, planning_pipeline
+    from carbonsched.service.cron import load_dispatch_step
+    from carbonsched.service.runs import execute_run
     from carbonsched.store import Store
     from carbonsched.store.service import ServiceStore
     from carbonsched.timeaxis import day_start_utc
 
     s = _settings(catalog=catalog, data_dir=data_dir, workload_file=jobs, solver=solver,
                   time_limit_s=time_limit, horizon_hours=hours, rolling=rolling)
-    clock = SystemClock()
+    dispatch = load_dispatch_step(s.dispatcher)
     db = ServiceStore(Store(s.resolved_database_url()))
     issued = day_start_utc(date).to_pydatetime()
     pdate = issued.strftime("%Y-%m-%d")
     replica = f"cli@{socket.gethostname()}:{os.getpid()}"
-    from datetime import timedelta
-
-    if not db.claim_run(pdate, pdate, issued, "cli", replica, clock.now(),
-                        timedelta(seconds=s.cron_stale_after_s)):
-        rec = db.get_run(pdate)
+    with solver_chatter_to_stderr():
+        out = execute_run(s, db, SystemClock(), planning_date=pdate, issued_at=issued,
+                          trigger="cli", replica=replica, dispatch=dispatch, out_file=out_file)
+    rec = db.get_run(pdate)
+    if out is None:
         err.print(f"planning date {pdate} already has a run ({rec['status']}, "
-                      f"{rec['trigger']} on {rec['replica']}); nothing to do", highlight=False)
+                  f"{rec['trigger']} on {rec['replica']}); nothing to do", highlight=False)
         print(json.dumps(rec, default=str))
         return 0
-    pipeline = planning_pipeline(s, db, clock, load_dispatch_step(s.dispatcher))
-    try:
-        with solver_chatter_to_stderr():
-            out = pipeline(pdate, issued, "cli")
-    except Exception as exc:
-        db.finish_run(pdate, clock.now(), "failed", error=f"{type(exc).__name__}: {exc}")
-        raise
-    db.finish_run(pdate, clock.now(), out.status, plan_id=out.plan_id,
-                  solver_status=out.solver_status, dispatch=out.dispatch)
-    if out_file and out.plan_id:
-        write_json(out_file, db.store.get_plan(out.plan_id))
+    if out_file:
         err.print(f"plan written to {out_file}")
-    rec = db.get_run(pdate)
     err.print(f"run for {pdate}: {rec['status']}, plan {rec['plan_id']}; {rec['dispatch']}",
-                  highlight=False)
+              highlight=False)
     print(json.dumps(rec, default=str))
     return 4 if out.status == "infeasible" else 0
 

@@ -17,8 +17,12 @@ APScheduler fires :meth:`DailyCron.tick` at the configured local time (``CronTri
 zone) and every ``cron_check_interval_s`` as a safety net; ``tick`` decides from the injected
 clock alone (STYLE practice 15), so tests drive it through DST and downtime by moving the clock.
 
-The pipeline's dispatch step is injected (:data:`DispatchStep`); while none is configured the
-run record says ``dispatch: not configured``.
+Each due run goes through the one run path, :func:`carbonsched.service.runs.claim_and_run`
+(claim the planning date's record, run, finish the record; a failure recorded with its message
+and traceback exactly as ``carbonsched plan --dispatch`` records it); the pipeline is
+:func:`carbonsched.service.runs.planning_pipeline` (see :meth:`DailyCron.from_settings`). Its
+dispatch step is injected (:data:`~carbonsched.service.runs.DispatchStep`); while none is
+configured the run record says ``dispatch: not configured``.
 """
 
 from __future__ import annotations
@@ -26,26 +30,16 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
-import time as _time
-import traceback
 from collections import Counter as _Counter
 from collections.abc import Callable
 from datetime import date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import pandas as pd
-
 from carbonsched.catalog import Catalog, load_catalog
 from carbonsched.clock import Clock
 from carbonsched.errors import InputError
-from carbonsched.service.runs import (
-    DispatchStep,
-    RunOutcome,
-    finish_run,
-    update_submitted,
-    with_submitted_jobs,
-)
+from carbonsched.service.runs import DispatchStep, Pipeline, claim_and_run, planning_pipeline
 from carbonsched.timeaxis import day_start_utc
 
 log = logging.getLogger("carbonsched.service.cron")
@@ -97,10 +91,6 @@ def due_day(now: datetime, zone: ZoneInfo, at: time) -> date:
     return local.date() if wall >= at else local.date() - timedelta(days=1)
 
 
-Pipeline = Callable[[str, datetime, str], RunOutcome]
-"""``pipeline(planning_date, issued_at, trigger) -> RunOutcome``."""
-
-
 class DailyCron:
     """Runs the pipeline once per local calendar day (see the module docstring).
 
@@ -147,6 +137,36 @@ class DailyCron:
         self._busy = threading.Lock()
         self._scheduler: Any = None
 
+    @classmethod
+    def from_settings(cls, settings: Any, store: Any, clock: Clock, *,
+                      catalog: Catalog | None = None, dispatch: DispatchStep | None = None,
+                      metrics: Any = None, on_plan: Callable[[str], None] | None = None,
+                      leader: Any = None, replica: str = "replica") -> DailyCron:
+        """The service's cron: the run path's pipeline with the ``cron_*`` settings.
+
+        Parameters
+        ----------
+        settings
+            :class:`~carbonsched.config.Settings`.
+        store
+            :class:`~carbonsched.store.service.ServiceStore`.
+        clock
+            The one clock.
+        catalog
+            The loaded catalog (its time zone is the cron's unless ``cron_timezone`` is set);
+            default: loaded from ``settings.catalog``.
+        dispatch, metrics, on_plan
+            As for :func:`carbonsched.service.runs.planning_pipeline`.
+        leader, replica
+            As for the constructor.
+        """
+        pipeline = planning_pipeline(settings, store, clock, dispatch, metrics, on_plan)
+        zone = settings.cron_timezone or catalog_timezone(catalog or load_catalog(
+            settings.catalog))
+        return cls(store, pipeline, clock, zone, settings.cron_time,
+                   settings.cron_plan_offset_days, leader, replica,
+                   settings.cron_check_interval_s, settings.cron_stale_after_s, metrics)
+
     def due(self, now: datetime | None = None) -> tuple[date, date]:
         """``(local_day, planning_date)`` of the newest due run at ``now`` (default: clock)."""
         day = due_day(now or self.clock.now(), self.zone, self.at)
@@ -166,44 +186,29 @@ class DailyCron:
         return got
 
     def tick(self, trigger: str = "scheduled") -> dict[str, Any] | None:
-        """Run the due day's pipeline if it has not run; return its run record or ``None``."""
+        """Run the due day's pipeline if it has not run; return its run record or ``None``.
+
+        The run goes through :func:`~carbonsched.service.runs.claim_and_run`; a run that fails
+        is recorded there (``failed``, message and traceback) and its record returned here.
+        """
         if not self._busy.acquire(blocking=False):
             return None
         try:
             if not self.is_leader():
                 return None
-            now = self.clock.now()
-            local_day, planning = self.due(now)
+            local_day, planning = self.due(self.clock.now())
             pdate = planning.isoformat()
-            existing = self.store.get_run(pdate)
-            if existing is not None and existing["status"] != "running":
-                return None
-            issued_at = day_start_utc(pdate).to_pydatetime()
-            if not self.store.claim_run(pdate, local_day.isoformat(), issued_at, trigger,
-                                        self.replica, now, self.stale_after):
-                return None
-            log.info("cron: run for planning date %s (local day %s, %s) started", pdate,
-                     local_day, trigger)
-            return self._run(pdate, issued_at, trigger)
+            try:
+                out = claim_and_run(self.store, self.clock, self.pipeline, planning_date=pdate,
+                                    issued_at=day_start_utc(pdate).to_pydatetime(),
+                                    trigger=trigger, replica=self.replica,
+                                    stale_after=self.stale_after,
+                                    local_day=local_day.isoformat(), metrics=self.metrics)
+            except Exception:  # recorded and logged by claim_and_run; the cron carries on
+                return self.store.get_run(pdate)
+            return None if out is None else self.store.get_run(pdate)
         finally:
             self._busy.release()
-
-    def _run(self, pdate: str, issued_at: datetime, trigger: str) -> dict[str, Any]:
-        try:
-            out = self.pipeline(pdate, issued_at, trigger)
-            self.store.finish_run(pdate, self.clock.now(), out.status, plan_id=out.plan_id,
-                                  solver_status=out.solver_status, dispatch=out.dispatch)
-            status = out.status
-        except Exception as exc:
-            log.error("cron: run for %s failed: %s", pdate, exc)
-            detail = f"{type(exc).__name__}: {exc}"
-            if not isinstance(exc, InputError):
-                detail += "\n" + "".join(traceback.format_exception(exc)[-3:])
-            self.store.finish_run(pdate, self.clock.now(), "failed", error=detail[:4000])
-            status = "failed"
-        if self.metrics is not None:
-            self.metrics.plan_runs.labels(trigger=trigger, status=status).inc()
-        return self.store.get_run(pdate)
 
     # --- APScheduler wiring -------------------------------------------------------------------
     def triggers(self) -> list[Any]:
@@ -241,64 +246,3 @@ class DailyCron:
             self._scheduler = None
         if self.leader is not None:
             self.leader.release()
-
-
-def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
-                      dispatch: DispatchStep | None = None, metrics: Any = None,
-                      on_plan: Callable[[str], None] | None = None) -> Pipeline:
-    """The plan -> dispatch pipeline the cron and ``carbonsched plan --dispatch`` run.
-
-    Forecast and plan the date (:func:`carbonsched.pipeline.daily.run_daily_plan`) with the
-    configured workload plus the jobs submitted through the API, record plan and forecasts in
-    the store, update the submitted jobs' states, then dispatch (or record that dispatch is not
-    configured).
-
-    Parameters
-    ----------
-    settings
-        :class:`~carbonsched.config.Settings`.
-    service_store
-        :class:`~carbonsched.store.service.ServiceStore`.
-    clock
-        The one clock (handed to the dispatch step).
-    dispatch
-        ``dispatch(store, plan_id, catalog, *, clock=...)`` or ``None``.
-    metrics
-        :class:`~carbonsched.service.metrics.ServiceMetrics` or ``None``.
-    on_plan
-        Called with the new plan id once it is stored (the API reloads its book).
-    """
-    from carbonsched.pipeline.daily import run_daily_plan
-    from carbonsched.workload.files import demo_workload, read_workload
-
-    catalog = load_catalog(settings.catalog)
-
-    def run(pdate: str, issued_at: datetime, trigger: str) -> RunOutcome:
-        t0 = _time.perf_counter()
-        wl = (read_workload(settings.workload_file) if settings.workload_file
-              else demo_workload(catalog, pdate))
-        if settings.rolling:
-            from carbonsched.service.rolling import run_rolling
-
-            return run_rolling(settings, service_store, catalog, wl, pdate, issued_at,
-                               trigger, clock, dispatch, metrics, on_plan)
-        wl, api_ids = with_submitted_jobs(wl, service_store, pd.Timestamp(issued_at),
-                                           settings.horizon_hours)
-        daily = run_daily_plan(pdate, settings.catalog, wl, settings.data_dir, settings.solver,
-                               settings.time_limit_s, settings.horizon_hours)
-        doc = daily.document
-        doc["run"] = {"planning_date": pdate, "issued_at": issued_at.isoformat(),
-                      "trigger": trigger, "api_jobs": len(api_ids)}
-        service_store.store.save_plan(doc, daily.forecasts)
-        update_submitted(service_store, doc, api_ids, clock.now())
-        if on_plan is not None:
-            on_plan(doc["plan_id"])
-        run_status, status, disp = finish_run(doc, service_store, catalog, clock, dispatch,
-                                              metrics)
-        log.info("pipeline: plan %s for %s (%s) in %.1f s; %s", doc["plan_id"], pdate, status,
-                 _time.perf_counter() - t0, disp)
-        return RunOutcome(run_status, doc["plan_id"], status, disp)
-
-    return run
-
-

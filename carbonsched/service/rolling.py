@@ -1,7 +1,7 @@
 """One rolling step of the service: plan over ``H`` from the issue time, commit, carry the rest.
 
-The service's cron (:func:`carbonsched.service.cron.planning_pipeline` with
-``CARBONSCHED_ROLLING=true``) and ``carbonsched plan --dispatch --rolling`` call
+The service's run path (:func:`carbonsched.service.runs.execute_run` with
+``CARBONSCHED_ROLLING=true``: the cron and ``carbonsched plan --dispatch --rolling``) calls
 :func:`rolling_step` once per run:
 
 1. load the carried state from the store (:class:`~carbonsched.store.rolling_state.RollingStore`)
@@ -18,8 +18,9 @@ The service's cron (:func:`carbonsched.service.cron.planning_pipeline` with
    the others pending (:meth:`~carbonsched.plan.rolling.RollingPlanner.apply`); the document gets a
    ``rolling`` section (committed, deferred, ended with reasons, pinned running work) and the
    pinned stand-ins are removed from it, so that dispatch never sees them;
-5. the caller stores the plan, writes the state back and dispatches with
-   ``commit_before = issued_at + run_every`` (:func:`carbonsched.dispatch.outbox.dispatch_plan`).
+5. the run path stores the plan, writes the state back, updates the API jobs' states and
+   dispatches with ``commit_before = issued_at + run_every``
+   (:func:`carbonsched.dispatch.outbox.dispatch_plan`).
 """
 
 from __future__ import annotations
@@ -102,71 +103,3 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
     }
     return RollingStep(daily, run, rp, rs)
 
-
-def run_rolling(settings: Any, service_store: Any, catalog: Catalog, workload: Workload,
-                pdate: str, issued_at: Any, trigger: str, clock: Any, dispatch: Any = None,
-                metrics: Any = None, on_plan: Any = None) -> Any:
-    """The cron's pipeline in rolling mode: :func:`rolling_step`, store, dispatch.
-
-    New work is the configured ``workload`` plus every API job still ``Pending`` or
-    ``Planned`` (not committed). The plan is stored, the rolling state written back, the API
-    jobs' states updated (committed → ``Planned``; deferred → ``Pending`` with reason
-    ``NotCommitted``; ended → ``Failed`` with the reason), then dispatched with
-    ``commit_before`` = the next run.
-
-    Returns
-    -------
-    carbonsched.service.runs.RunOutcome
-    """
-    from carbonsched.service.runs import RunOutcome, finish_run
-    from carbonsched.store.rolling_state import job_from_spec
-
-    t = pd.Timestamp(issued_at).tz_convert("UTC")
-    api = [job_from_spec(r["spec"]) for r in service_store.jobs(states=("Pending", "Planned"))]
-    api_ids = {j.id for j in api}
-    step = rolling_step(service_store.store, catalog, settings.catalog, pdate, t,
-                        list(workload.jobs) + api, workload, settings.data_dir,
-                        settings.solver, settings.time_limit_s, settings.horizon_hours,
-                        settings.rolling_run_every_hours)
-    doc = step.daily.document
-    doc["run"] = {"planning_date": pdate, "issued_at": t.isoformat(), "trigger": trigger,
-                  "api_jobs": len(api_ids)}
-    service_store.store.save_plan(doc, step.daily.forecasts)
-    now = clock.now()
-    step.rolling_store.save(step.planner.state, step.run, doc["plan_id"], now)
-    _update_api_jobs(service_store, step.run, api_ids, doc["plan_id"], now)
-    if on_plan is not None:
-        on_plan(doc["plan_id"])
-    run_status, status, disp = finish_run(
-        doc, service_store, catalog, clock, dispatch, metrics,
-        commit_before=step.run.commit_before.to_pydatetime())
-    return RunOutcome(run_status, doc["plan_id"], status, disp)
-
-
-def _update_api_jobs(service_store: Any, run: RunResult, api_ids: set[str], plan_id: str,
-                     now: Any) -> None:
-    for p in run.committed:
-        if p.job_id in api_ids:
-            service_store.update_job(
-                p.job_id, state="Planned", reason="Placed", detail="", plan_id=plan_id,
-                site=p.site, start=p.start.to_pydatetime(), end=p.end.to_pydatetime(),
-                energy_kwh=p.energy_kwh, emissions_kg=p.emissions_kg, reserved=False,
-                updated_at=now)
-    for p in run.deferred:
-        if p.job_id in api_ids:
-            service_store.update_job(
-                p.job_id, state="Pending", reason="NotCommitted",
-                detail=f"planned to start at {p.start.isoformat()}; the next run "
-                       f"({run.commit_before.isoformat()}) plans it again",
-                plan_id=plan_id, site=p.site, start=p.start.to_pydatetime(),
-                end=p.end.to_pydatetime(), reserved=False, updated_at=now)
-    for u in run.ended:
-        if u.job_id in api_ids:
-            service_store.update_job(u.job_id, state="Failed", reason=str(u.reason),
-                                     detail=u.detail, plan_id=plan_id, site=None, start=None,
-                                     end=None, reserved=False, updated_at=now)
-    for u in run.still_pending:
-        if u.job_id in api_ids:
-            service_store.update_job(u.job_id, state="Pending", reason=str(u.reason),
-                                     detail=u.detail, plan_id=plan_id, site=None, start=None,
-                                     end=None, reserved=False, updated_at=now)

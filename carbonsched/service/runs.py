@@ -1,15 +1,31 @@
-"""The pieces every planning run shares, daily or rolling, from the cron or the CLI.
+"""The run path: plan a date, record it, dispatch it — one function for every caller.
 
-A run plans, records the plan in the store, updates the jobs submitted through the API, then
-dispatches (:func:`finish_run`); its outcome (:class:`RunOutcome`) goes to the run record.
+:func:`execute_run` is ``carbonsched plan --dispatch``'s run and the service cron's: it claims
+the run record of the planning date, plans (daily, or one rolling step with
+``CARBONSCHED_ROLLING``), writes the ``--out`` plan file, stores plan and forecasts, updates the
+jobs submitted through the API, dispatches (:func:`finish_run`) and finishes the run record with
+the :class:`RunOutcome`. It is :func:`planning_pipeline` (the work) under :func:`claim_and_run`
+(the record); the cron (:class:`carbonsched.service.cron.DailyCron`) builds the pipeline once and
+calls :func:`claim_and_run` with it on each due day. A run that raises is recorded the same way
+whoever started it: status ``failed`` and :func:`failure_detail` (the message and, unless it is
+bad input, the end of the traceback); then the exception is raised again.
+
+:func:`plan_once` is ``carbonsched plan`` without ``--dispatch``: plan, write the plan file,
+store it unless asked not to; no run record, no dispatch.
+
+In both, the plan file is written before anything is stored, so a dead database never loses it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import time as _time
+import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -17,6 +33,9 @@ import pandas as pd
 from carbonsched.catalog import Catalog
 from carbonsched.clock import Clock
 from carbonsched.domain import Job, Workload
+from carbonsched.errors import CarbonschedError, InputError
+
+log = logging.getLogger("carbonsched.service.runs")
 
 DispatchStep = Callable[..., Any]
 """``dispatch(store, plan_id, catalog, *, clock=...) -> outcome`` — the signature of
@@ -128,3 +147,395 @@ def update_submitted(service_store: Any, doc: dict[str, Any], api_ids: set[str],
                                      detail=u.get("detail", ""), plan_id=doc["plan_id"],
                                      site=None, start=None, end=None, reserved=False,
                                      updated_at=now)
+
+
+ERROR_MAX_CHARS = 4000
+"""Longest error text kept in a run record (the column is text; a traceback is cut). [chars]"""
+
+Pipeline = Callable[[str, datetime, str], RunOutcome]
+"""``pipeline(planning_date, issued_at, trigger) -> RunOutcome``: one run's work once its record
+is claimed (:func:`planning_pipeline`; the cron's tests inject a recorder)."""
+
+
+def failure_detail(exc: BaseException) -> str:
+    """What the run record keeps of a run that raised.
+
+    ``<ExceptionType>: <message>``; unless the error is bad input (:class:`InputError`, whose
+    message says what, where and how to fix), followed by the last two frames of the traceback
+    and the exception line. Cut to :data:`ERROR_MAX_CHARS`.
+    """
+    detail = f"{type(exc).__name__}: {exc}"
+    if not isinstance(exc, InputError):
+        detail += "\n" + "".join(traceback.format_exception(exc)[-3:])
+    return detail[:ERROR_MAX_CHARS]
+
+
+def write_plan_file(path: str | Path, doc: dict[str, Any]) -> None:
+    """Write a plan document as indented JSON, atomically (the ``--out`` file)."""
+    from carbonsched.fileio import atomic_write_text
+
+    atomic_write_text(path, json.dumps(doc, indent=2) + "\n")
+
+
+def claim_and_run(service_store: Any, clock: Clock, pipeline: Pipeline, *, planning_date: str,
+                  issued_at: datetime, trigger: str, replica: str, stale_after: timedelta,
+                  local_day: str | None = None, metrics: Any = None) -> RunOutcome | None:
+    """Run ``pipeline`` for ``planning_date`` once, under its run record.
+
+    The record is claimed first (:meth:`~carbonsched.store.service.ServiceStore.claim_run`:
+    one per planning date; a record still ``running`` after ``stale_after`` is taken over),
+    then the pipeline runs and the record is finished with its outcome. A pipeline that raises
+    is recorded as ``failed`` with :func:`failure_detail` and the exception is raised again.
+
+    Parameters
+    ----------
+    service_store
+        :class:`~carbonsched.store.service.ServiceStore` (run records).
+    clock
+        The one clock (``started_at`` and ``finished_at``).
+    pipeline
+        The run's work (:func:`planning_pipeline`).
+    planning_date
+        ``YYYY-MM-DD``, the record's key.
+    issued_at
+        The plan's issue time (the planning date's 00:00 UTC).
+    trigger, replica
+        Recorded with the run (``scheduled``, ``check``, ``startup``, ``manual``, ``cli``; the
+        process that ran it).
+    stale_after
+        Age after which a ``running`` record is taken over.
+    local_day
+        The cron's local day the run belongs to (default: the planning date).
+    metrics
+        :class:`~carbonsched.service.metrics.ServiceMetrics` or ``None`` (counts runs by
+        trigger and status).
+
+    Returns
+    -------
+    RunOutcome or None
+        ``None`` when the planning date has a run already (nothing was done).
+
+    Raises
+    ------
+    Exception
+        Whatever the pipeline raised, after it was recorded; the store's own errors while
+        claiming (a dead database) unrecorded.
+    """
+    existing = service_store.get_run(planning_date)
+    if existing is not None and existing["status"] != "running":
+        return None
+    local_day = local_day or planning_date
+    if not service_store.claim_run(planning_date, local_day, issued_at, trigger, replica,
+                                   clock.now(), stale_after):
+        return None
+    log.info("run for planning date %s (local day %s, %s on %s) started", planning_date,
+             local_day, trigger, replica)
+    try:
+        out = pipeline(planning_date, issued_at, trigger)
+    except Exception as exc:
+        log.error("run for %s failed: %s", planning_date, exc)
+        try:
+            service_store.finish_run(planning_date, clock.now(), "failed",
+                                     error=failure_detail(exc))
+        except Exception as rec_exc:  # the database died too: the takeover repairs it
+            log.error("run for %s: the failure could not be recorded (%s); the record stays "
+                      "'running' until a later run takes it over", planning_date, rec_exc)
+        _count(metrics, trigger, "failed")
+        raise
+    service_store.finish_run(planning_date, clock.now(), out.status, plan_id=out.plan_id,
+                             solver_status=out.solver_status, dispatch=out.dispatch)
+    _count(metrics, trigger, out.status)
+    return out
+
+
+def _count(metrics: Any, trigger: str, status: str) -> None:
+    if metrics is not None:
+        metrics.plan_runs.labels(trigger=trigger, status=status).inc()
+
+
+def execute_run(settings: Any, service_store: Any, clock: Clock, *, planning_date: str,
+                trigger: str, replica: str, issued_at: datetime | None = None,
+                local_day: str | None = None, dispatch: DispatchStep | None = None,
+                metrics: Any = None, on_plan: Callable[[str], None] | None = None,
+                out_file: str | Path | None = None) -> RunOutcome | None:
+    """The run path: claim the date's run record, plan, write, store, dispatch, record.
+
+    :func:`planning_pipeline` under :func:`claim_and_run`, with the stale-run takeover after
+    ``settings.cron_stale_after_s``. The catalog is loaded before the record is claimed, so a
+    catalog that cannot be read claims nothing.
+
+    Parameters
+    ----------
+    settings
+        :class:`~carbonsched.config.Settings`: catalog, workload file, data folder, solver,
+        time limit, horizon, rolling mode, stale-run age.
+    service_store
+        :class:`~carbonsched.store.service.ServiceStore`.
+    clock
+        The one clock.
+    planning_date
+        ``YYYY-MM-DD``.
+    trigger, replica
+        Recorded with the run.
+    issued_at
+        Default: the planning date's 00:00 UTC.
+    local_day
+        The cron's local day (default: the planning date).
+    dispatch, metrics, on_plan, out_file
+        As for :func:`planning_pipeline`.
+
+    Returns
+    -------
+    RunOutcome or None
+        ``None`` when the planning date has a run already.
+
+    Raises
+    ------
+    Exception
+        What the run raised, after the run record was finished as ``failed``.
+    """
+    from carbonsched.timeaxis import day_start_utc
+
+    pipeline = planning_pipeline(settings, service_store, clock, dispatch, metrics, on_plan,
+                                 out_file)
+    if issued_at is None:
+        issued_at = day_start_utc(planning_date).to_pydatetime()
+    return claim_and_run(service_store, clock, pipeline, planning_date=planning_date,
+                         issued_at=issued_at, trigger=trigger, replica=replica,
+                         stale_after=timedelta(seconds=settings.cron_stale_after_s),
+                         local_day=local_day, metrics=metrics)
+
+
+@dataclass
+class _Planned:
+    """One run's plan before it is stored, and how to record it."""
+
+    doc: dict[str, Any]
+    forecasts: pd.DataFrame
+    api_ids: set[str]
+    record: Callable[[Any, datetime], None]
+    """``record(service_store, now)``: rolling state and the API jobs' states."""
+    dispatch_kw: dict[str, Any] = field(default_factory=dict)
+
+
+def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
+                      dispatch: DispatchStep | None = None, metrics: Any = None,
+                      on_plan: Callable[[str], None] | None = None,
+                      out_file: str | Path | None = None) -> Pipeline:
+    """The work of one run, once its record is claimed (see :func:`execute_run`).
+
+    Each call reads the configured workload (``settings.workload_file``, or the catalog's demo
+    day), adds the jobs submitted through the API and plans the date: the daily plan
+    (:func:`carbonsched.pipeline.daily.run_daily_plan`), or with ``settings.rolling`` one
+    rolling step (:func:`carbonsched.service.rolling.rolling_step`). The document gets a
+    ``run`` section (planning date, issue time, trigger, API jobs), is written to ``out_file``,
+    then stored with its forecasts; the rolling state and the API jobs' states are recorded,
+    ``on_plan`` is told, and the plan is dispatched (:func:`finish_run`; a rolling step with
+    ``commit_before`` = the next run).
+
+    Parameters
+    ----------
+    settings
+        :class:`~carbonsched.config.Settings`.
+    service_store
+        :class:`~carbonsched.store.service.ServiceStore`.
+    clock
+        The one clock (handed to the dispatch step).
+    dispatch
+        ``dispatch(store, plan_id, catalog, *, clock=...)`` or ``None``.
+    metrics
+        :class:`~carbonsched.service.metrics.ServiceMetrics` or ``None``.
+    on_plan
+        Called with the new plan id once it is stored (the API reloads its book).
+    out_file
+        Also write the plan document here (JSON), before it is stored.
+
+    Raises
+    ------
+    InputError
+        The catalog cannot be loaded (when the pipeline is built, before any run).
+    """
+    from carbonsched.catalog import load_catalog
+    from carbonsched.workload.files import demo_workload, read_workload
+
+    catalog = load_catalog(settings.catalog)
+
+    def run(pdate: str, issued_at: datetime, trigger: str) -> RunOutcome:
+        t0 = _time.perf_counter()
+        wl = (read_workload(settings.workload_file) if settings.workload_file
+              else demo_workload(catalog, pdate))
+        t = pd.Timestamp(issued_at).tz_convert("UTC")
+        step = (_plan_rolling(settings, service_store, catalog, wl, pdate, t) if settings.rolling
+                else _plan_daily(settings, service_store, wl, pdate, t))
+        doc = step.doc
+        doc["run"] = {"planning_date": pdate, "issued_at": t.isoformat(), "trigger": trigger,
+                      "api_jobs": len(step.api_ids)}
+        if out_file:
+            write_plan_file(out_file, doc)
+        service_store.store.save_plan(doc, step.forecasts)
+        step.record(service_store, clock.now())
+        if on_plan is not None:
+            on_plan(doc["plan_id"])
+        run_status, status, disp = finish_run(doc, service_store, catalog, clock, dispatch,
+                                              metrics, **step.dispatch_kw)
+        log.info("pipeline: plan %s for %s (%s) in %.1f s; %s", doc["plan_id"], pdate, status,
+                 _time.perf_counter() - t0, disp)
+        return RunOutcome(run_status, doc["plan_id"], status, disp)
+
+    return run
+
+
+def _plan_daily(settings: Any, service_store: Any, wl: Workload, pdate: str,
+                t: pd.Timestamp) -> _Planned:
+    """The daily plan of ``pdate`` with the API jobs whose window overlaps the horizon."""
+    from carbonsched.pipeline.daily import run_daily_plan
+
+    wl, api_ids = with_submitted_jobs(wl, service_store, t, settings.horizon_hours)
+    daily = run_daily_plan(pdate, settings.catalog, wl, settings.data_dir, settings.solver,
+                           settings.time_limit_s, settings.horizon_hours)
+    doc = daily.document
+
+    def record(db: Any, now: datetime) -> None:
+        update_submitted(db, doc, api_ids, now)
+
+    return _Planned(doc, daily.forecasts, api_ids, record)
+
+
+def _plan_rolling(settings: Any, service_store: Any, catalog: Catalog, wl: Workload,
+                  pdate: str, t: pd.Timestamp) -> _Planned:
+    """One rolling step: new work is ``wl`` plus every API job not committed yet.
+
+    Recorded: the rolling state, then the API jobs (committed → ``Planned``; deferred →
+    ``Pending`` with reason ``NotCommitted``; ended → ``Failed`` with the reason).
+    """
+    from carbonsched.service.rolling import rolling_step
+    from carbonsched.store.rolling_state import job_from_spec as rolling_job_from_spec
+
+    api = [rolling_job_from_spec(r["spec"])
+           for r in service_store.jobs(states=("Pending", "Planned"))]
+    api_ids = {j.id for j in api}
+    step = rolling_step(service_store.store, catalog, settings.catalog, pdate, t,
+                        list(wl.jobs) + api, wl, settings.data_dir, settings.solver,
+                        settings.time_limit_s, settings.horizon_hours,
+                        settings.rolling_run_every_hours)
+    doc = step.daily.document
+
+    def record(db: Any, now: datetime) -> None:
+        step.rolling_store.save(step.planner.state, step.run, doc["plan_id"], now)
+        _update_rolling_jobs(db, step.run, api_ids, doc["plan_id"], now)
+
+    return _Planned(doc, step.daily.forecasts, api_ids, record,
+                    {"commit_before": step.run.commit_before.to_pydatetime()})
+
+
+def _update_rolling_jobs(service_store: Any, run: Any, api_ids: set[str], plan_id: str,
+                         now: datetime) -> None:
+    """Record in the service store what a rolling step did to each job submitted through the API.
+
+    ``run`` is the step's :class:`~carbonsched.plan.rolling.RunResult`.
+    """
+    for p in run.committed:
+        if p.job_id in api_ids:
+            service_store.update_job(
+                p.job_id, state="Planned", reason="Placed", detail="", plan_id=plan_id,
+                site=p.site, start=p.start.to_pydatetime(), end=p.end.to_pydatetime(),
+                energy_kwh=p.energy_kwh, emissions_kg=p.emissions_kg, reserved=False,
+                updated_at=now)
+    for p in run.deferred:
+        if p.job_id in api_ids:
+            service_store.update_job(
+                p.job_id, state="Pending", reason="NotCommitted",
+                detail=f"planned to start at {p.start.isoformat()}; the next run "
+                       f"({run.commit_before.isoformat()}) plans it again",
+                plan_id=plan_id, site=p.site, start=p.start.to_pydatetime(),
+                end=p.end.to_pydatetime(), reserved=False, updated_at=now)
+    for u in run.ended:
+        if u.job_id in api_ids:
+            service_store.update_job(u.job_id, state="Failed", reason=str(u.reason),
+                                     detail=u.detail, plan_id=plan_id, site=None, start=None,
+                                     end=None, reserved=False, updated_at=now)
+    for u in run.still_pending:
+        if u.job_id in api_ids:
+            service_store.update_job(u.job_id, state="Pending", reason=str(u.reason),
+                                     detail=u.detail, plan_id=plan_id, site=None, start=None,
+                                     end=None, reserved=False, updated_at=now)
+
+
+@dataclass
+class PlanOnceResult:
+    """What :func:`plan_once` produced."""
+
+    daily: Any
+    """The :class:`~carbonsched.pipeline.daily.DailyPlan` (document, summary, forecasts)."""
+    out_file: Path | None
+    """Where the plan document was written, or ``None``."""
+    stored_in: str | None
+    """The database (URL without its password) the plan was recorded in, or ``None``."""
+    store_error: CarbonschedError | None = None
+    """Why recording the plan failed (a dead database), or ``None``; the caller raises it
+    once it has shown the plan (:meth:`raise_store_error`)."""
+
+    def raise_store_error(self) -> None:
+        """Raise :attr:`store_error` if recording the plan failed."""
+        if self.store_error is not None:
+            raise self.store_error
+
+
+def plan_once(settings: Any, planning_date: str, *, catalog: str | Path,
+              workload_file: str | Path | None = None, data_dir: str | Path | None = None,
+              solver: str = "highs", time_limit_s: float = 60.0, horizon_hours: int = 24,
+              slot_minutes: int = 60, progress: Callable[[str], None] | None = None,
+              signal_loader: Any = None, out_file: str | Path | None = None,
+              store: bool = True) -> PlanOnceResult:
+    """Plan one date, write the plan file, record it unless ``store`` is false.
+
+    ``carbonsched plan`` without ``--dispatch``: no run record, no dispatch, no API jobs. The
+    plan file is written first; a store that fails does not raise here but comes back as
+    :attr:`PlanOnceResult.store_error`, so that the caller shows the plan before the error.
+
+    Parameters
+    ----------
+    settings
+        :class:`~carbonsched.config.Settings` (the database URL; the data folder by default).
+    planning_date
+        ``YYYY-MM-DD``; issued at its 00:00 UTC.
+    catalog
+        Catalog name or TOML path.
+    workload_file
+        Jobs file (``docs/workload.md``); ``None`` plans the catalog's demo day.
+    data_dir
+        Folder of the real public data; default ``settings.data_dir``.
+    solver, time_limit_s, horizon_hours, slot_minutes, progress, signal_loader
+        As for :func:`carbonsched.pipeline.daily.run_daily_plan`. [s], [h], [min]
+    out_file
+        Write the plan document here (JSON).
+    store
+        Record the plan and its forecasts in the store (``settings.database_url``).
+
+    Raises
+    ------
+    InputError
+        Bad input (an unreadable workload file, an unknown catalog, no data for the date).
+    """
+    from carbonsched.pipeline.daily import run_daily_plan
+    from carbonsched.workload.files import read_workload
+
+    wl = read_workload(workload_file) if workload_file else None
+    kw: dict[str, Any] = {} if progress is None else {"progress": progress}
+    daily = run_daily_plan(planning_date, catalog, wl, data_dir or settings.data_dir, solver,
+                           time_limit_s, horizon_hours, signal_loader=signal_loader,
+                           slot_minutes=slot_minutes, **kw)
+    if out_file:
+        write_plan_file(out_file, daily.document)
+    res = PlanOnceResult(daily, Path(out_file) if out_file else None, None)
+    if store:
+        from carbonsched.store import Store
+
+        try:
+            db = Store(settings.resolved_database_url())
+            db.save_plan(daily.document, daily.forecasts)
+        except CarbonschedError as exc:
+            res.store_error = exc
+        else:
+            res.stored_in = db.engine.url.render_as_string(hide_password=True)
+    return res

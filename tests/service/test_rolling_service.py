@@ -12,7 +12,8 @@ import pytest
 from carbonsched.clock import ManualClock
 from carbonsched.config import Settings
 from carbonsched.dispatch.outbox import dispatch_plan
-from carbonsched.service.cron import DailyCron, planning_pipeline
+from carbonsched.service.cron import DailyCron
+from carbonsched.service.runs import planning_pipeline
 from carbonsched.store import Store
 from carbonsched.store.rolling_state import RollingStore
 from carbonsched.store.service import ServiceStore
