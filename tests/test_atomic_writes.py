@@ -23,7 +23,7 @@ from carbonsched.fileio import atomic_open, atomic_path, atomic_write_text
 WRITER = r"""
 import os, signal, sys, threading
 from pathlib import Path
-from carbonsched.cli.app import _write_json
+from carbonsched.cli.common import write_json as _write_json
 path = Path(sys.argv[1])
 # two large documents of the same length, cheap to encode: most of the time goes to writing
 docs = [{"plan_id": f"p{k}", "notes": [chr(ord("a") + k) * 20_000_000]} for k in range(2)]

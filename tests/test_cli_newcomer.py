@@ -55,7 +55,7 @@ def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
     shown = [ln for ln in r.output.splitlines() if ln.startswith("note: ")]
     assert len(shown) <= 8 < len(doc["notes"])
     # each note one physical line, however long (not a terminal: a log is read per line)
-    from carbonsched.cli.app import grouped_site_notes
+    from carbonsched.cli.plan_view import grouped_site_notes
 
     assert shown == ["note: " + n for n in grouped_site_notes(doc["notes"][1:], doc["sites"])]
     # the saving against the baseline says what it is, with the document's numbers
@@ -241,7 +241,7 @@ def test_forecast_site_wrong_type_is_a_clear_error(bad, error, message):
 
 
 def test_grouped_site_notes_keeps_order_and_groups_only_shared_site_notes():
-    from carbonsched.cli.app import grouped_site_notes
+    from carbonsched.cli.plan_view import grouped_site_notes
 
     notes = ["workload: DEMO day",                      # not a site: kept as is
              "a: no price", "a: calibrated 0.4", "b: no price",
@@ -258,7 +258,7 @@ def test_grouped_site_notes_keeps_order_and_groups_only_shared_site_notes():
 
 
 def test_grouped_site_notes_merges_notes_equal_but_for_their_numbers():
-    from carbonsched.cli.app import grouped_site_notes
+    from carbonsched.cli.plan_view import grouped_site_notes
 
     notes = ["a: EF 647.9 g/kWh (MEE 2023, CO2 only)", "a: 2025: floor 0.664, K = 834",
              "a: 2026: floor 0.633, K = 834",
@@ -296,7 +296,7 @@ def test_grouped_site_notes_merges_notes_equal_but_for_their_numbers():
     (["a: v1.2.3", "b: v1.2.4"], ["a: v1.2.3", "b: v1.2.4"]),
 ])
 def test_grouped_site_notes_number_cases(notes, shown):
-    from carbonsched.cli.app import grouped_site_notes
+    from carbonsched.cli.plan_view import grouped_site_notes
 
     assert grouped_site_notes(notes, ["a", "b"]) == shown
 
@@ -308,7 +308,7 @@ def test_plan_notes_are_printed_as_text_not_markup(monkeypatch):
 
     from rich.console import Console
 
-    from carbonsched.cli import app as cli
+    from carbonsched.cli import plan_view as cli
 
     buf = io.StringIO()
     monkeypatch.setattr(cli, "out", Console(file=buf, width=200))
@@ -317,12 +317,12 @@ def test_plan_notes_are_printed_as_text_not_markup(monkeypatch):
            "placements": [], "unplaced": [], "sites": ["a"],
            "totals": {"emissions_kg": 1.0, "baseline_emissions_kg": 2.0, "energy_kwh": 3.0},
            "notes": ["a: energy [kg] closed [/x] here"]}
-    cli._print_plan(doc, [])
+    cli.print_plan(doc, [])
     assert "note: a: energy [kg] closed [/x] here" in buf.getvalue()
 
 
 def test_sites_label_names_the_shortest_way():
-    from carbonsched.cli.app import _sites_label
+    from carbonsched.cli.plan_view import _sites_label
 
     eight = [f"s{k}" for k in range(8)]
     assert _sites_label(eight, eight) == "all 8 sites"
@@ -345,7 +345,7 @@ def test_the_saving_line_says_saved_or_more(tmp_path, monkeypatch, emissions, wo
 
     from rich.console import Console
 
-    from carbonsched.cli import app as cli
+    from carbonsched.cli import plan_view as cli
 
     r = runner.invoke(app, ["plan", "--no-store", "--out", str(tmp_path / "p.json")])
     assert r.exit_code == 0, r.output
@@ -353,5 +353,5 @@ def test_the_saving_line_says_saved_or_more(tmp_path, monkeypatch, emissions, wo
     doc["totals"] = dict(doc["totals"], emissions_kg=emissions, baseline_emissions_kg=100.0)
     buf = io.StringIO()
     monkeypatch.setattr(cli, "out", Console(file=buf, width=150))
-    cli._print_plan(doc, [])
+    cli.print_plan(doc, [])
     assert words in _flat(buf.getvalue())
