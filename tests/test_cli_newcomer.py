@@ -164,7 +164,7 @@ def test_bad_option_is_refused_in_under_a_second_before_heavy_imports(args, mess
     # the console script's own entry point, in a fresh interpreter: measured wall time and the
     # modules it loaded (pandas, pulp, sqlalchemy, typer's pydantic must not be among them)
     code = ("import sys, time; t = time.perf_counter()\n"
-            "from carbonsched.cli.check import main\n"
+            "from carbonsched.cli.entry import main\n"
             f"sys.argv = ['carbonsched', 'plan', *{args!r}]\n"
             "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
             "heavy = [m for m in ('pandas', 'pulp', 'sqlalchemy', 'pydantic', 'typer', 'numpy')"
