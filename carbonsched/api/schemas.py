@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from carbonsched.domain import Job, WorkKind
+from carbonsched.pipeline.document import PlanDocument
 
 LATEST_YEAR = 2200
 
@@ -219,26 +220,16 @@ class JobsPublic(BaseModel):
     count: int
 
 
-class PlanPublic(BaseModel):
-    """The plan document that ``carbonsched plan --out`` writes (README, "The plan JSON")."""
+class PlanPublic(PlanDocument):
+    """The plan document that ``carbonsched plan --out`` writes (docs/plan-document.schema.json)."""
 
-    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [{
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
         "plan_id": "fb45e1630aff49f6a70f2eaedca274d2", "date": "2023-07-15",
         "catalog": "china-eastdata-westcompute", "signal_quality": "modelled",
         "solver": {"name": "highs", "status": "optimal", "mip_gap": 0.0, "seconds": 1.2},
         "placements": [], "inference": [], "unplaced": [],
         "totals": {"energy_kwh": 269.0, "emissions_kg": 74.8,
                    "baseline_emissions_kg": 123.6}, "notes": []}]})
-    plan_id: str
-    date: str
-    catalog: str
-    signal_quality: str
-    solver: dict[str, Any]
-    placements: list[dict[str, Any]]
-    inference: list[dict[str, Any]]
-    unplaced: list[dict[str, Any]]
-    totals: dict[str, Any]
-    notes: list[str] = Field(default_factory=list)
 
 
 class SitePublic(BaseModel):

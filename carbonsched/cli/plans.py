@@ -73,13 +73,15 @@ def plans_show(
     """Show one recorded plan (``latest`` for the newest)."""
     from carbonsched.cli.common import errors, out
     from carbonsched.cli.plan_view import print_plan
+    from carbonsched.pipeline.document import read_plan_document
 
     with errors():
         db = _store()
         pid = db.latest_plan_id() if plan_id == "latest" else db.resolve_plan_id(plan_id)
         doc = db.get_plan(pid)
+        typed = read_plan_document(doc, f"plan {pid}")
         if as_json:
-            typer.echo(json.dumps(doc, indent=2))
+            typer.echo(json.dumps(typed.model_dump(mode="json", exclude_unset=True), indent=2))
             return
         # every site of the plan, idle ones too, as `plan` printed them (plans recorded before
         # site_roles was added show no role)

@@ -36,6 +36,7 @@ from carbonsched.forecasts.baselines import SeasonalNaive
 from carbonsched.forecasts.green_surplus import green_surplus_index
 from carbonsched.forecasts.pue import pue_from_weather
 from carbonsched.forecasts.registry import DEFAULT_SCHEDULE, SelectedForecaster
+from carbonsched.pipeline.document import read_plan_document
 from carbonsched.plan import (
     PlanningProblem,
     PlanResult,
@@ -846,4 +847,6 @@ def run_daily_plan(
     summary = site_summary(problem, result)
     fc_long = (pd.concat([f.long for f in forecasts.values()], ignore_index=True)
                if forecasts else pd.DataFrame())
-    return DailyPlan(jsonable(doc), problem, result, baseline, fc_long, summary)
+    document = jsonable(doc)
+    read_plan_document(document, "the plan document built")  # the documented shape, always
+    return DailyPlan(document, problem, result, baseline, fc_long, summary)

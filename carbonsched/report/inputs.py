@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from carbonsched.errors import DataFormatError, UnknownSiteError
+from carbonsched.pipeline.document import read_plan_document
 
 ACTUAL_RUN_COLUMNS = ["job_id", "piece", "plan_id", "site", "actual_start", "actual_end",
                       "backend"]
@@ -225,7 +226,10 @@ def stored_plans(store: Any, dates: list[str], catalog: str | None,
                            for r in rows if r["solver_status"] not in USABLE_PLAN_STATUSES
                            and (newest_usable is None or r["created_at"] > newest_usable))
         if usable:
-            docs.append(store.get_plan(usable[0]["plan_id"]))
+            pid = usable[0]["plan_id"]
+            doc = store.get_plan(pid)
+            read_plan_document(doc, f"plan {pid}")  # the report reads the documented shape
+            docs.append(doc)
     return docs
 
 

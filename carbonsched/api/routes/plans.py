@@ -21,7 +21,7 @@ def latest_plan(state: State, role: ReadRole) -> PlanPublic:
     pid = state.db.latest_plan_id(state.catalog.name)
     if pid is None:
         raise HTTPException(404, f"no plan yet for catalog {state.catalog.name!r}")
-    return PlanPublic(**state.store.get_plan(pid))
+    return PlanPublic.model_validate(state.store.get_plan(pid))
 
 
 @router.get("/{date}", operation_id="getPlanByDate", response_model=PlanPublic)
@@ -36,4 +36,4 @@ def plan_by_date(date: Annotated[str, Path(pattern=r"^\d{4}-\d{2}-\d{2}$",
     doc = state.db.plan_for_date(state.catalog.name, date)
     if doc is None:
         raise HTTPException(404, f"no plan for {date} in catalog {state.catalog.name!r}")
-    return PlanPublic(**doc)
+    return PlanPublic.model_validate(doc)

@@ -1,0 +1,246 @@
+"""The plan document: the typed form of what ``carbonsched plan --out`` writes.
+
+The daily pipeline builds the document (:func:`carbonsched.pipeline.daily.run_daily_plan`) and
+checks it against :class:`PlanDocument` before returning it; the store keeps it whole; ``plans
+show --json``, the API's ``GET /v1/plans/{id}`` and the report read it back through the same
+model. Its JSON Schema is published as ``docs/plan-document.schema.json``
+(``python3 scripts/plan_schema.py`` writes it; the tests check it is current).
+
+Timestamps are UTC ISO 8601 strings (``2023-07-15T08:00:00Z``), each labelling the *start* of
+its interval; energies are in kWh, powers in kW, emissions in kg CO2e (location-based: facility
+energy × the site-hour's grid carbon intensity, GHG Protocol Scope 2 Guidance, 2015).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from carbonsched.errors import InputError
+
+UtcTime = str
+"""UTC instant as ISO 8601 text (``2023-07-15T08:00:00Z``)."""
+
+
+class _Row(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PlacementRow(_Row):
+    """Where and when one job (or one piece of a preemptible job) runs."""
+
+    job_id: str
+    site: str
+    start: UtcTime = Field(description="Planned start (UTC).")
+    end: UtcTime = Field(description="Planned end (UTC), exclusive.")
+    gpu_type: str
+    gpus: int = Field(description="GPUs of the gang. [-]")
+    energy_kwh: float = Field(description="Facility energy of the placement. [kWh]")
+    emissions_kg: float = Field(description="Location-based emissions. [kg CO2e]")
+    piece: int = Field(0, description="Piece number, 0-based. [-]")
+    pieces: int = Field(1, description="Pieces of the job. [-]")
+    overhead_minutes: int = Field(0, description="Checkpoint/restore overhead inside it. [min]")
+    overhead_kwh: float = Field(0.0, description="Energy of that overhead. [kWh]")
+    deadline: UtcTime | None = Field(None, description="The job's own deadline (UTC), for the "
+                                     "backend; absent in the baseline's rows.")
+
+
+class InferenceRow(_Row):
+    """GPUs serving one user area's inference in one hour at one site."""
+
+    area: str
+    hour: UtcTime
+    site: str
+    gpu_type: str
+    gpus: int = Field(description="GPUs allocated. [-]")
+    energy_kwh: float = Field(description="Facility energy. [kWh]")
+    emissions_kg: float = Field(description="Location-based emissions. [kg CO2e]")
+
+
+class UnplacedRow(_Row):
+    """A job the plan leaves out, with its reason code (e.g. ``NoFeasibleSlot``)."""
+
+    job_id: str
+    reason: str
+    detail: str = ""
+
+
+class SiteHourRow(_Row):
+    """IT and facility power of the plan at one site in one hour, with headroom under caps."""
+
+    site: str
+    hour: UtcTime
+    in_horizon: bool = Field(description="False for hours past the horizon (tails of work).")
+    it_power_kw: float = Field(description="IT power of the plan's work. [kW]")
+    running_it_power_kw: float = Field(description="IT power of work already running. [kW]")
+    it_power_cap_kw: float = Field(description="The site's IT power cap. [kW]")
+    it_headroom_kw: float = Field(description="Cap minus IT power. [kW]")
+    it_energy_kwh: float = Field(description="IT energy in the hour. [kWh]")
+    pue: float = Field(description="Forecast PUE (mean). [-]")
+    pue_hi_95: float = Field(description="Upper 95 % bound of the PUE forecast. [-]")
+    facility_power_kw: float = Field(description="IT power × PUE. [kW]")
+    facility_power_hi95_kw: float = Field(description="IT power × PUE's upper bound. [kW]")
+    facility_power_cap_kw: float | None = Field(description="The facility cap, if any. [kW]")
+    facility_headroom_kw: float | None = Field(description="Cap minus the upper bound. [kW]")
+    facility_energy_kwh: float = Field(description="Facility energy in the hour. [kWh]")
+
+
+class SolverInfo(_Row):
+    """How the plan was solved: solver, typed status, gap, bound and notes."""
+
+    name: str
+    status: str = Field(description="optimal, feasible, time_limit, infeasible, no_solution, "
+                        "heuristic, ...")
+    mip_gap: float | None = Field(description="Proven relative gap; None without a bound. [-]")
+    seconds: float = Field(description="Solve time. [s]")
+    objective: float | None = Field(None, description="Objective value. [kg CO2e]")
+    bound: float | None = Field(None, description="Proven lower bound. [kg CO2e]")
+    method: str | None = None
+    infeasible_family: str | None = None
+    note: str = ""
+    violations: dict[str, Any] = Field(default_factory=dict,
+                                       description="Recounted rule violations (empty: none).")
+    greedy_unplaced: int | None = None
+    requested: str | None = Field(None, description="The solver asked for (``auto`` picks).")
+
+
+class Totals(_Row):
+    """The plan's totals and its carbon-agnostic baseline's."""
+
+    energy_kwh: float = Field(description="Facility energy. [kWh]")
+    emissions_kg: float = Field(description="Location-based emissions. [kg CO2e]")
+    baseline_emissions_kg: float = Field(description="The baseline's emissions. [kg CO2e]")
+    surplus_absorbed_kwh: float = Field(0.0, description="Green surplus absorbed. [kWh]")
+    baseline_energy_kwh: float = Field(0.0, description="The baseline's energy. [kWh]")
+
+
+class WorkloadJobRow(_Row):
+    """A job the plan was built for (read by the report)."""
+
+    job_id: str
+    tenant: str
+    kind: str
+    gpu_type: str
+    gpus: int
+    duration_hours: float = Field(description="Run time. [h]")
+    duration_minutes: int = Field(description="Run time. [min]")
+    power_per_gpu_kw: float = Field(description="IT power per GPU. [kW]")
+
+
+class InferencePowerRow(_Row):
+    """IT power per GPU of one area's inference on one GPU type."""
+
+    area: str
+    gpu_type: str
+    power_per_gpu_kw: float = Field(description="[kW]")
+
+
+class WorkloadInfo(_Row):
+    """The work the plan was built for: ``source`` is ``demo`` or ``file``."""
+
+    source: str
+    jobs: list[WorkloadJobRow] = Field(default_factory=list)
+    inference_power: list[InferencePowerRow] = Field(default_factory=list)
+
+
+class Baseline(_Row):
+    """The carbon-agnostic baseline the plan's saving is measured against."""
+
+    policy: str
+    definition: str
+    placed: int
+    placements: list[PlacementRow] = Field(default_factory=list)
+    inference: list[InferenceRow] = Field(default_factory=list)
+    unplaced: list[UnplacedRow] = Field(default_factory=list)
+    deferred: list[UnplacedRow] = Field(default_factory=list)
+
+
+class RunInfo(_Row):
+    """The service run that made the plan (absent for ``carbonsched plan``)."""
+
+    planning_date: str
+    issued_at: UtcTime
+    trigger: str
+    api_jobs: int = Field(description="Jobs submitted through the API in the plan. [-]")
+
+
+class PlanDocument(BaseModel):
+    """A plan: placements, inference, what was left out, power per site-hour, and provenance.
+
+    Raises
+    ------
+    pydantic.ValidationError
+        On construction from a document of another shape (see :func:`read_plan_document` for
+        the error carbonsched raises).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    plan_id: str = Field(description="32 hexadecimal digits; commands accept a unique prefix.")
+    date: str = Field(description="Planning date, YYYY-MM-DD (UTC day of the issue time).")
+    catalog: str
+    signal_quality: str = Field(description="The weakest site's: measured > estimated > "
+                                "degraded > modelled.")
+    site_signal_quality: dict[str, str] = Field(default_factory=dict)
+    site_signal_age_hours: dict[str, dict[str, float | None]] = Field(
+        default_factory=dict, description="Per site and signal, hours since its newest value. [h]")
+    issued_at: UtcTime | None = None
+    horizon_hours: int | None = Field(None, description="Hours planned. [h]")
+    slot_minutes: int | None = Field(None, description="Planning slot length. [min]")
+    workload: WorkloadInfo | None = None
+    sites: list[str] = Field(default_factory=list)
+    site_roles: dict[str, str] = Field(default_factory=dict)
+    solver: SolverInfo
+    placements: list[PlacementRow]
+    inference: list[InferenceRow]
+    unplaced: list[UnplacedRow]
+    deferred: list[UnplacedRow] = Field(default_factory=list,
+                                        description="Jobs left for a later run (rolling).")
+    totals: Totals
+    site_hours: list[SiteHourRow] = Field(default_factory=list)
+    baseline: Baseline | None = None
+    baseline_unplaced: list[UnplacedRow] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    forecast_models: dict[str, dict[str, dict[str, Any]]] = Field(
+        default_factory=dict, description="Per site and signal: the model chosen on rolling "
+        "validation, its error and its candidates.")
+    degraded: list[dict[str, Any]] | None = Field(
+        None, description="Live provider signals that were degraded (plans on live signals).")
+    provider_signals: dict[str, Any] | None = Field(
+        None, description="Per site, which provider gave each signal (plans on live signals).")
+    rolling: dict[str, Any] | None = Field(
+        None, description="The rolling step: commit_before, committed, deferred, held work.")
+    run: RunInfo | None = None
+
+
+def read_plan_document(doc: dict[str, Any], where: str = "plan") -> PlanDocument:
+    """Check a plan document's shape and return it typed.
+
+    Parameters
+    ----------
+    doc
+        The document as JSON-decoded (from ``--out``, the store or the API).
+    where
+        Where it came from, for the message (a file path, ``plan <id>``).
+
+    Raises
+    ------
+    carbonsched.errors.InputError
+        The document does not have the plan document's shape; the message names the first
+        fields that differ.
+    """
+    try:
+        return PlanDocument.model_validate(doc)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                             for e in exc.errors()[:5])
+        raise InputError(f"{where} is not a carbonsched plan document ({problems}); see "
+                         "docs/plan-document.schema.json") from exc
+
+
+def plan_document_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of :class:`PlanDocument`."""
+    schema = PlanDocument.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return schema
