@@ -370,6 +370,7 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
         doc = step.doc
         doc["run"] = {"planning_date": pdate, "issued_at": t.isoformat(), "trigger": trigger,
                       "api_jobs": len(step.api_ids)}
+        read_plan_document(doc, "the run's plan document")  # with its run and rolling parts
         if out_file:
             write_plan_file(out_file, doc)
         service_store.store.save_plan(doc, step.forecasts)
