@@ -7,7 +7,9 @@ parameters, each with its source, live in ``data/workload_traces.toml``.
   "inference": [...]}``) or ``.csv`` (one table; a ``kind`` column says ``training``, ``batch``
   or ``inference``). Timestamps are ISO 8601 with an offset; naive ones are refused. Every bad
   entry raises :class:`~carbonsched.errors.WorkloadError` naming the file, the line (CSV) or
-  entry index (JSON) and the field.
+  entry index (JSON) and the field. A job row is read by the one job schema
+  (:class:`~carbonsched.workload.schema.JobSpec`, as the API's requests are), whose message
+  follows the field.
 * :func:`demo_workload` — a deterministic synthetic day for the Quick start (no shared data).
 * :func:`workload_from_traces` — one day from the Alibaba GPU v2023 pod and node lists and the
   GAIA PAI arrivals, seeded and deterministic.
