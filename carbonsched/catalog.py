@@ -21,16 +21,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from carbonsched.domain import Backend, GpuPool, PueModel, SignalQuality, Site, SiteRole
 from carbonsched.errors import CatalogError, UnknownSiteError
+from carbonsched.limits import MAX_GPU_TYPE_CHARS, MAX_NAME_CHARS
 
 SIGNAL_SOURCES = ("electricitymaps", "eia930", "modelled-china")
 """Values of ``signal_source`` (see ``docs/signals.md``)."""
 
 BACKEND_KINDS = ("slurm", "kubernetes")
 
-MAX_NAME_CHARS = 100
-"""Longest site or area id: the store's ``site`` and ``area`` columns (``String(100)``)."""
-MAX_GPU_TYPE_CHARS = 40
-"""Longest GPU type name: the store's ``gpu_type`` columns (``String(40)``)."""
 
 FIBRE_KM_PER_MS = 204.0
 """Speed of light in silica fibre, c / 1.468 (group index of ITU-T G.652 single-mode fibre at

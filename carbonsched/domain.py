@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from carbonsched.errors import WorkloadError
+from carbonsched.limits import MAX_CHECKPOINT_OVERHEAD_MINUTES, MAX_PIECES
 from carbonsched.timeaxis import require_aware
 
 
@@ -213,12 +214,6 @@ class Site:
         """GPUs of ``gpu_type`` at this site (0 if none). [-]"""
         pool = self.gpus.get(gpu_type)
         return pool.count if pool else 0
-
-
-MAX_PIECES = 24
-"""Most pieces a preemptible job may be split into (``Job.max_pieces``). [-]"""
-MAX_CHECKPOINT_OVERHEAD_MINUTES = 24 * 60
-"""Longest checkpoint/resume overhead accepted (a day). [min]"""
 
 
 def minutes_from_hours(hours: float, what: str = "duration_hours") -> int:

@@ -21,8 +21,9 @@ from typer.testing import CliRunner
 from carbonsched.catalog import load_catalog
 from carbonsched.cli.app import app
 from carbonsched.errors import CatalogError, WorkloadError
+from carbonsched.limits import MAX_ID_CHARS
 from carbonsched.pipeline import daily as pipeline
-from carbonsched.workload.files import MAX_ID_CHARS, read_workload
+from carbonsched.workload.files import read_workload
 
 runner = CliRunner()
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

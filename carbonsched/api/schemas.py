@@ -1,8 +1,9 @@
 """Request and response schemas of the REST API (pydantic v2), with an example on each.
 
 Families follow the FastAPI full-stack template: ``JobCreate`` (what a client sends),
-``JobPublic`` / ``JobsPublic`` (what the service returns). Datetimes must carry a time zone
-(``AwareDatetime``); the service answers in UTC ISO 8601.
+``JobPublic`` / ``JobsPublic`` (what the service returns). A job is the one job schema
+(:class:`carbonsched.workload.schema.JobSpec`: the workload file's fields, limits and messages).
+Datetimes must carry a time zone (``AwareDatetime``); the service answers in UTC ISO 8601.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-import pandas as pd
 from pydantic import (
     AfterValidator,
     AwareDatetime,
@@ -19,32 +19,37 @@ from pydantic import (
     Discriminator,
     Field,
     Tag,
-    model_validator,
 )
 
-from carbonsched.domain import Job, WorkKind
+from carbonsched.limits import EARLIEST_YEAR, LATEST_YEAR, MAX_NAME_CHARS
 from carbonsched.pipeline.document import PlanDocument
-
-LATEST_YEAR = 2200
+from carbonsched.workload.schema import JobSpec
 
 
 def _in_range(v: datetime) -> datetime:
-    if not 1970 <= v.year <= LATEST_YEAR:
-        raise ValueError(f"{v.isoformat()} is outside the supported years 1970..{LATEST_YEAR}")
+    if not EARLIEST_YEAR <= v.year <= LATEST_YEAR:
+        raise ValueError(f"{v.isoformat()} is outside the supported years "
+                         f"{EARLIEST_YEAR}..{LATEST_YEAR}")
     return v
 
 
 Time = Annotated[AwareDatetime, AfterValidator(_in_range)]
 """A tz-aware datetime in the years carbonsched handles (pandas' range is 1677-2262)."""
 
-Id = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f]+$")]
-Name = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[^\x00-\x1f]+$")]
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS,
+                            pattern=r"^[^\x00-\x1f]+$")]
+"""A site, area or GPU type name (the job's ids and names are checked by the job schema)."""
 
 _JOB_EXAMPLE = {
     "id": "train-llm-042", "tenant": "research", "gpu_type": "H800", "gpus": 8,
     "duration_hours": 3, "power_per_gpu_kw": 0.7,
     "earliest_start": "2023-07-15T00:00:00Z", "deadline": "2023-07-15T20:00:00Z",
     "allowed_sites": [], "kind": "training"}
+_PREEMPTIBLE_EXAMPLE = {
+    "id": "finetune-007", "tenant": "research", "gpu_type": "H800", "gpus": 4,
+    "duration_minutes": 150, "power_per_gpu_kw": 0.7,
+    "earliest_start": "2023-07-15T00:30:00Z", "deadline": "2023-07-15T20:00:00Z",
+    "preemptible": True, "checkpoint_overhead_minutes": 5, "max_pieces": 3, "kind": "training"}
 
 
 def _example(*examples: dict[str, Any]) -> ConfigDict:
@@ -58,41 +63,15 @@ class ErrorPublic(BaseModel):
     detail: str
 
 
-class JobCreate(BaseModel):
-    """A batch or training job: the fields of a job in the workload file (docs/workload.md)."""
+class JobCreate(JobSpec):
+    """A batch or training job: the fields of a job in the workload file (docs/workload.md).
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [_JOB_EXAMPLE]})
-    id: Id
-    tenant: Name
-    gpu_type: Name
-    gpus: int = Field(ge=1, le=100_000, description="Gang size. [-]")
-    duration_hours: int = Field(ge=1, le=168, description="Run time. [h]")
-    power_per_gpu_kw: float = Field(gt=0, le=10, description="IT power per GPU. [kW]")
-    earliest_start: Time
-    deadline: Time
-    allowed_sites: list[Name] = Field(default_factory=list, max_length=200,
-                                      description="Sites the job may run at; empty: any.")
-    kind: Literal["training", "batch"] = "batch"
+    The one job schema (:class:`~carbonsched.workload.schema.JobSpec`): the same fields, limits
+    and messages as a workload file; ``to_job()`` gives the domain job.
+    """
 
-    @model_validator(mode="after")
-    def _window(self) -> JobCreate:
-        if self.deadline < self.earliest_start:
-            raise ValueError(f"deadline {self.deadline.isoformat()} is before earliest_start "
-                             f"{self.earliest_start.isoformat()}")
-        return self
-
-    def to_job(self) -> Job:
-        """The domain :class:`~carbonsched.domain.Job`."""
-        return Job(id=self.id, tenant=self.tenant, gpu_type=self.gpu_type, gpus=self.gpus,
-                   duration_hours=self.duration_hours, power_per_gpu_kw=self.power_per_gpu_kw,
-                   earliest_start=pd.Timestamp(self.earliest_start).tz_convert("UTC"),
-                   deadline=pd.Timestamp(self.deadline).tz_convert("UTC"),
-                   allowed_sites=tuple(self.allowed_sites), kind=WorkKind(self.kind))
-
-
-def job_from_spec(spec: dict[str, Any]) -> Job:
-    """A stored :class:`JobCreate` JSON back to a domain job."""
-    return JobCreate.model_validate(spec).to_job()
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "examples": [_JOB_EXAMPLE, _PREEMPTIBLE_EXAMPLE]})
 
 
 class JobPlacementQuery(JobCreate):

@@ -34,6 +34,7 @@ from carbonsched.catalog import Catalog
 from carbonsched.clock import Clock
 from carbonsched.domain import Job, Workload
 from carbonsched.errors import CarbonschedError, InputError
+from carbonsched.pipeline.document import read_plan_document
 
 log = logging.getLogger("carbonsched.service.runs")
 
@@ -116,16 +117,16 @@ def with_submitted_jobs(wl: Workload, service_store: Any, issued_at: pd.Timestam
 
 
 def job_from_spec(spec: dict[str, Any]) -> Job:
-    """A stored API job (the workload file's job fields, validated at submission)."""
-    from carbonsched.domain import WorkKind
+    """A stored API job through the one job schema (minutes, pieces and preemptible kept).
 
-    return Job(id=spec["id"], tenant=spec["tenant"], gpu_type=spec["gpu_type"],
-               gpus=int(spec["gpus"]), duration_hours=int(spec["duration_hours"]),
-               power_per_gpu_kw=float(spec["power_per_gpu_kw"]),
-               earliest_start=pd.Timestamp(spec["earliest_start"]).tz_convert("UTC"),
-               deadline=pd.Timestamp(spec["deadline"]).tz_convert("UTC"),
-               allowed_sites=tuple(spec.get("allowed_sites", ())),
-               kind=WorkKind(spec.get("kind", "batch")))
+    Raises
+    ------
+    pydantic.ValidationError
+        The stored spec breaks the job schema.
+    """
+    from carbonsched.workload.schema import JobSpec
+
+    return JobSpec.model_validate(spec).to_job()
 
 
 def update_submitted(service_store: Any, doc: dict[str, Any], api_ids: set[str],

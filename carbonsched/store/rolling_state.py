@@ -16,37 +16,20 @@ import pandas as pd
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from carbonsched.domain import Job, JobState, Placement, ReasonCode, Unplaced, WorkKind, jsonable
+from carbonsched.domain import Job, JobState, Placement, ReasonCode, Unplaced, jsonable
 from carbonsched.plan.rolling import RollingState, RunResult
 from carbonsched.store.rolling_models import RollingJobRow
+from carbonsched.workload.schema import JobSpec
 
 
 def job_spec(job: Job) -> dict[str, Any]:
-    """A job as the workload file's fields (JSON-ready)."""
-    return {"id": job.id, "tenant": job.tenant, "kind": str(job.kind), "gpu_type": job.gpu_type,
-            "gpus": job.gpus, "duration_minutes": job.duration_minutes,
-            "power_per_gpu_kw": job.power_per_gpu_kw,
-            "earliest_start": jsonable(job.earliest_start), "deadline": jsonable(job.deadline),
-            "allowed_sites": list(job.allowed_sites), "preemptible": job.preemptible,
-            "checkpoint_overhead_minutes": job.checkpoint_overhead_minutes,
-            "max_pieces": job.max_pieces}
+    """A job as the job schema's fields (JSON-ready; :func:`job_from_spec` reads it back)."""
+    return JobSpec.from_job(job).model_dump(mode="json")
 
 
 def job_from_spec(spec: dict[str, Any]) -> Job:
-    """The job of :func:`job_spec`, or of an API submission (hours or minutes)."""
-    minutes = spec.get("duration_minutes")
-    return Job(id=spec["id"], tenant=spec.get("tenant") or "default",
-               gpu_type=spec["gpu_type"], gpus=int(spec["gpus"]),
-               duration_hours=None if minutes is not None else float(spec["duration_hours"]),
-               duration_minutes=None if minutes is None else int(minutes),
-               power_per_gpu_kw=float(spec["power_per_gpu_kw"]),
-               earliest_start=pd.Timestamp(spec["earliest_start"]).tz_convert("UTC"),
-               deadline=pd.Timestamp(spec["deadline"]).tz_convert("UTC"),
-               allowed_sites=tuple(spec.get("allowed_sites") or ()),
-               kind=WorkKind(spec.get("kind") or "batch"),
-               preemptible=bool(spec.get("preemptible", False)),
-               checkpoint_overhead_minutes=int(spec.get("checkpoint_overhead_minutes") or 0),
-               max_pieces=int(spec.get("max_pieces") or 1))
+    """The job of :func:`job_spec`, or of an API submission, through the one job schema."""
+    return JobSpec.model_validate(spec).to_job()
 
 
 def _ts(v: datetime | None) -> pd.Timestamp | None:

@@ -7,7 +7,9 @@ parameters, each with its source, live in ``data/workload_traces.toml``.
   "inference": [...]}``) or ``.csv`` (one table; a ``kind`` column says ``training``, ``batch``
   or ``inference``). Timestamps are ISO 8601 with an offset; naive ones are refused. Every bad
   entry raises :class:`~carbonsched.errors.WorkloadError` naming the file, the line (CSV) or
-  entry index (JSON) and the field.
+  entry index (JSON) and the field. A job row is read by the one job schema
+  (:class:`~carbonsched.workload.schema.JobSpec`, as the API's requests are), whose message
+  follows the field.
 * :func:`demo_workload` — a deterministic synthetic day for the Quick start (no shared data).
 * :func:`workload_from_traces` — one day from the Alibaba GPU v2023 pod and node lists and the
   GAIA PAI arrivals, seeded and deterministic.
@@ -19,7 +21,7 @@ import csv
 import json
 import math
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import date
 from functools import lru_cache
 from importlib import resources
@@ -28,11 +30,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pydantic import ValidationError
+from pydantic_core import PydanticCustomError
 
 from carbonsched.catalog import Catalog, UserArea
 from carbonsched.domain import (
-    MAX_CHECKPOINT_OVERHEAD_MINUTES,
-    MAX_PIECES,
     InferenceDemand,
     Job,
     Site,
@@ -42,21 +44,25 @@ from carbonsched.domain import (
 )
 from carbonsched.errors import CarbonschedError, WorkloadError
 from carbonsched.fileio import atomic_open, atomic_write_text
+from carbonsched.limits import MAX_JOB_GPUS, MAX_POWER_PER_GPU_KW
 from carbonsched.timeaxis import HOUR, day_start_utc
+from carbonsched.workload.schema import (
+    JOB_FIELDS,
+    SITE_SEPARATOR,
+    UNITS,
+    JobSpec,
+    absent,
+    positive_number,
+    timestamp,
+    whole_number,
+)
 
-JOB_FIELDS = ("id", "tenant", "kind", "gpu_type", "gpus", "duration_hours", "power_per_gpu_kw",
-              "earliest_start", "deadline", "allowed_sites", "duration_minutes", "preemptible",
-              "checkpoint_overhead_minutes", "max_pieces")
-JOB_REQUIRED = ("id", "gpu_type", "gpus", "power_per_gpu_kw", "earliest_start", "deadline")
-"""Required job fields; besides these, one of ``duration_minutes`` or ``duration_hours``."""
 INFERENCE_FIELDS = ("area", "hour", "gpu_type", "gpus", "slo_ms", "power_per_gpu_kw")
 CSV_COLUMNS = ("kind", "id", "tenant", "gpu_type", "gpus", "duration_hours", "power_per_gpu_kw",
                "earliest_start", "deadline", "allowed_sites", "area", "hour", "slo_ms",
                "duration_minutes", "preemptible", "checkpoint_overhead_minutes", "max_pieces")
 """Columns of the CSV format, in the order :func:`write_workload` writes them."""
 CSV_KINDS = ("training", "batch", "inference")
-SITE_SEPARATOR = ";"
-"""Separator of site ids in the CSV ``allowed_sites`` cell."""
 
 POD_FILE = "job-traces/alibaba_gpu_v2023_openb_pod_list_default.csv"
 NODE_FILE = "job-traces/alibaba_gpu_v2023_openb_node_list_gpu_node.csv"
@@ -107,115 +113,41 @@ class _Where:
         self.path, self.label = path, label
 
     def err(self, field: str | None, problem: str, fix: str) -> WorkloadError:
+        return self.said(field, f"{problem}; {fix}")
+
+    def said(self, field: str | None, message: str) -> WorkloadError:
+        """``message`` (``"<problem>; <fix>"``) at this entry and ``field``."""
         f = f", field {field!r}" if field else ""
-        return WorkloadError(f"{self.path}, {self.label}{f}: {problem}; {fix} "
-                             "(see docs/workload.md)")
+        return WorkloadError(f"{self.path}, {self.label}{f}: {message} (see docs/workload.md)")
+
+    def refused(self, exc: ValidationError) -> WorkloadError:
+        """The first error of the job schema (:class:`JobSpec`) at this entry."""
+        e = exc.errors()[0]
+        return self.said(str(e["loc"][0]) if e["loc"] else None, e["msg"])
+
+
+MAX_SLO_MS = 100_000.0
+"""Largest inference SLO accepted (100 s). [ms]"""
+
+
+def _checked(w: _Where, field: str, check: Callable[[], Any]) -> Any:
+    """``check()``; its refusal (the job schema's words) at ``field`` of ``w``."""
+    try:
+        return check()
+    except PydanticCustomError as exc:
+        raise w.said(field, exc.message()) from None
 
 
 def _timestamp(w: _Where, field: str, value: Any, on_hour: bool = True) -> pd.Timestamp:
-    if not isinstance(value, str) or not value.strip():
-        raise w.err(field, f"expected an ISO 8601 timestamp, got {value!r}",
-                    "write e.g. '2023-07-15T08:00:00Z'")
-    try:
-        t = pd.Timestamp(value.strip())
-    except (ValueError, TypeError) as exc:
-        raise w.err(field, f"cannot parse {value!r} as a timestamp",
-                    "write ISO 8601 such as '2023-07-15T08:00:00+08:00'") from exc
-    if t.tzinfo is None:
-        raise w.err(field, f"timestamp {value!r} is naive (no UTC offset)",
-                    "add 'Z' for UTC or an offset such as '+08:00'")
-    t = t.tz_convert("UTC")
-    if on_hour and t != t.floor("h"):
-        raise w.err(field, f"timestamp {value!r} is not on the hour",
-                    "plans use hourly slots; round it to the hour")
-    return t
-
-
-MAX_JOB_GPUS = 100_000
-"""Largest gang accepted (far above any real job; keeps GPU sums exact in int64). [GPUs]"""
-MAX_DURATION_HOURS = 24 * 366
-"""Longest job accepted (a year; the plan's horizon is at most a week). [h]"""
-MAX_DURATION_MINUTES = 60 * MAX_DURATION_HOURS
-"""The same limit in minutes. [min]"""
-MAX_POWER_PER_GPU_KW = 10.0
-"""Largest IT power per GPU accepted (board plus server share; an H100 SXM is about 1.2). [kW]"""
-MAX_SLO_MS = 100_000.0
-"""Largest inference SLO accepted (100 s). [ms]"""
-MAX_ID_CHARS = 200
-"""Longest job id: the store's ``placements.job_id`` column (``String(200)``). [characters]"""
-
-MAX_GPU_TYPE_CHARS = 40
-"""Longest GPU type name: the store's ``gpu_type`` columns (``String(40)``). [characters]"""
-
-_UNITS = {"gpus": "GPUs", "duration_hours": "h", "power_per_gpu_kw": "kW", "slo_ms": "ms",
-          "duration_minutes": "min", "checkpoint_overhead_minutes": "min", "max_pieces": "-"}
-_TRUE = {"true", "1", "yes"}
-_FALSE = {"false", "0", "no", ""}
+    return _checked(w, field, lambda: timestamp(value, on_hour=on_hour))
 
 
 def _int(w: _Where, field: str, value: Any, minimum: int, maximum: int) -> int:
-    unit = _UNITS.get(field, "-")
-    try:
-        if isinstance(value, bool):
-            raise ValueError
-        f = float(value)
-        if not f.is_integer():
-            raise ValueError
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise w.err(field, f"expected a whole number [{unit}], got {value!r}",
-                    "give an integer") from exc
-    if not minimum <= f <= maximum:
-        raise w.err(field, f"must be {minimum}..{maximum} {unit}, got {value!r}",
-                    f"give a whole number of {unit} in {minimum}..{maximum}")
-    return int(f)
+    return _checked(w, field, lambda: whole_number(value, UNITS[field], minimum, maximum))
 
 
 def _float(w: _Where, field: str, value: Any, maximum: float) -> float:
-    unit = _UNITS.get(field, "-")
-    try:
-        if isinstance(value, bool):
-            raise ValueError
-        f = float(value)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise w.err(field, f"expected a number [{unit}], got {value!r}",
-                    "give a number") from exc
-    if not math.isfinite(f) or f <= 0 or f > maximum:
-        raise w.err(field, f"must be a finite number > 0 and <= {maximum:g} {unit}, "
-                    f"got {value!r}", f"give a value in {unit} within (0, {maximum:g}]")
-    return f
-
-
-def _bool(w: _Where, field: str, value: Any) -> bool:
-    if value is None or isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-        return value.strip().lower() in _TRUE
-    raise w.err(field, f"expected true or false, got {value!r}",
-                "give true or false (CSV: true/false, 1/0 or empty)")
-
-
-def _duration_minutes(w: _Where, rec: dict[str, Any]) -> int:
-    """``duration_minutes`` (whole) or ``duration_hours`` (fractions allowed), in minutes."""
-    has_m = rec.get("duration_minutes") not in (None, "")
-    has_h = rec.get("duration_hours") not in (None, "")
-    if not has_m and not has_h:
-        named = "duration_hours" if "duration_hours" in rec else "duration_minutes"
-        raise w.err(named, "is missing",
-                    "give duration_minutes (or duration_hours) for every job")
-    if has_m:
-        minutes = _int(w, "duration_minutes", rec["duration_minutes"], 1, MAX_DURATION_MINUTES)
-        if has_h:
-            hours = _float(w, "duration_hours", rec["duration_hours"], MAX_DURATION_HOURS)
-            if abs(hours * 60.0 - minutes) > 1e-6:
-                raise w.err("duration_hours", f"{hours:g} h disagrees with duration_minutes "
-                            f"{minutes}", "give one of duration_minutes or duration_hours")
-        return minutes
-    hours = _float(w, "duration_hours", rec["duration_hours"], MAX_DURATION_HOURS)
-    minutes_f = hours * 60.0
-    if abs(minutes_f - round(minutes_f)) > 1e-6:
-        raise w.err("duration_hours", f"{rec['duration_hours']!r} h is not a whole number of "
-                    "minutes", "give duration_minutes, e.g. 1.5 h = 90")
-    return int(round(minutes_f))
+    return _checked(w, field, lambda: positive_number(value, UNITS[field], maximum))
 
 
 def _text(w: _Where, field: str, value: Any) -> str:
@@ -224,61 +156,21 @@ def _text(w: _Where, field: str, value: Any) -> str:
     return value.strip()
 
 
-def _job_from(w: _Where, rec: dict[str, Any], kind_default: str = "batch") -> Job:
-    for f in JOB_REQUIRED:
-        if rec.get(f) in (None, ""):
-            raise w.err(f, "is missing", f"give {f} for every job")
-    kind = rec.get("kind") or kind_default
-    if kind not in (WorkKind.TRAINING, WorkKind.BATCH):
-        raise w.err("kind", f"unknown job kind {kind!r}", "give 'training' or 'batch'")
-    sites = rec.get("allowed_sites") or []
-    if isinstance(sites, str):
-        sites = [s.strip() for s in sites.split(SITE_SEPARATOR) if s.strip()]
-    if not isinstance(sites, list) or not all(isinstance(s, str) for s in sites):
-        raise w.err("allowed_sites", f"expected a list of site ids, got {sites!r}",
-                    "give a JSON list of strings (CSV: ids separated by ';')")
-    start = _timestamp(w, "earliest_start", rec["earliest_start"], on_hour=False)
-    deadline = _timestamp(w, "deadline", rec["deadline"], on_hour=False)
-    minutes = _duration_minutes(w, rec)
-    if deadline < start + pd.Timedelta(minutes=minutes):
-        raise w.err("deadline", f"deadline {deadline.isoformat()} is before earliest_start + "
-                    f"duration ({(start + pd.Timedelta(minutes=minutes)).isoformat()})",
-                    "give a deadline at least the job's duration after earliest_start")
-    preemptible = _bool(w, "preemptible", rec.get("preemptible"))
-    overhead = 0
-    if rec.get("checkpoint_overhead_minutes") not in (None, ""):
-        overhead = _int(w, "checkpoint_overhead_minutes", rec["checkpoint_overhead_minutes"],
-                        0, MAX_CHECKPOINT_OVERHEAD_MINUTES)
-    pieces = 1
-    if rec.get("max_pieces") not in (None, ""):
-        pieces = _int(w, "max_pieces", rec["max_pieces"], 1, MAX_PIECES)
-        if pieces > 1 and not preemptible:
-            raise w.err("max_pieces", f"max_pieces {pieces} > 1 on a job that is not "
-                        "preemptible", "set preemptible to true, or max_pieces to 1")
-    job_id = _text(w, "id", str(rec["id"]))
-    if len(job_id) > MAX_ID_CHARS:
-        raise w.err("id", f"job id is {len(job_id)} characters long, the store keeps at most "
-                    f"{MAX_ID_CHARS}", f"shorten it to {MAX_ID_CHARS} characters or fewer")
-    if len(str(rec["gpu_type"])) > MAX_GPU_TYPE_CHARS:
-        raise w.err("gpu_type", f"GPU type is {len(str(rec['gpu_type']))} characters long, the "
-                    f"store keeps at most {MAX_GPU_TYPE_CHARS}", "use the catalog's GPU type name")
-    gpu_type = _text(w, "gpu_type", rec["gpu_type"])
-    gpus = _int(w, "gpus", rec["gpus"], 1, MAX_JOB_GPUS)
-    power_kw = _float(w, "power_per_gpu_kw", rec["power_per_gpu_kw"], MAX_POWER_PER_GPU_KW)
+def _job_from(w: _Where, rec: dict[str, Any]) -> Job:
+    """A job through the job schema; its first error at this entry."""
     try:
-        return Job(id=job_id, tenant=str(rec.get("tenant") or "default"),
-                   gpu_type=gpu_type, gpus=gpus, duration_minutes=minutes,
-                   power_per_gpu_kw=power_kw,
-                   earliest_start=start, deadline=deadline, allowed_sites=tuple(sites),
-                   kind=WorkKind(kind), preemptible=preemptible,
-                   checkpoint_overhead_minutes=overhead, max_pieces=pieces)
+        spec = JobSpec.model_validate(rec)
+    except ValidationError as exc:
+        raise w.refused(exc) from None
+    try:
+        return spec.to_job()
     except CarbonschedError as exc:
         raise w.err(None, str(exc), "fix the entry") from exc
 
 
 def _inference_from(w: _Where, rec: dict[str, Any]) -> InferenceDemand:
     for f in INFERENCE_FIELDS:
-        if rec.get(f) in (None, ""):
+        if absent(rec.get(f)):
             raise w.err(f, "is missing", f"give {f} for every inference demand")
     return InferenceDemand(area=_text(w, "area", rec["area"]),
                            hour=_timestamp(w, "hour", rec["hour"]),
@@ -325,7 +217,7 @@ def _read_json(path: Path) -> Workload:
                             + (f", got keys {sorted(doc)}" if isinstance(doc, dict) else "")
                             + " (see docs/workload.md)")
     jobs, labels, inf, inf_labels = [], [], [], []
-    for key, fields_ in (("jobs", JOB_FIELDS), ("inference", INFERENCE_FIELDS)):
+    for key in ("jobs", "inference"):
         entries = doc.get(key, [])
         if not isinstance(entries, list):
             raise WorkloadError(f"{path}: '{key}' must be a list")
@@ -334,14 +226,14 @@ def _read_json(path: Path) -> Workload:
             w = _Where(path, f"{key}[{i}]{ident}")
             if not isinstance(rec, dict):
                 raise w.err(None, "is not an object", "give an object per entry")
-            unknown = sorted(set(rec) - set(fields_))
-            if unknown:
-                raise w.err(unknown[0], "unknown field",
-                            f"remove it or use one of {', '.join(fields_)}")
-            if key == "jobs":
+            if key == "jobs":            # the job schema refuses unknown fields itself
                 jobs.append(_job_from(w, rec))
                 labels.append(w.label)
             else:
+                unknown = sorted(set(rec) - set(INFERENCE_FIELDS))
+                if unknown:
+                    raise w.err(unknown[0], "unknown field",
+                                f"remove it or use one of {', '.join(INFERENCE_FIELDS)}")
                 inf.append(_inference_from(w, rec))
                 inf_labels.append(w.label)
     out = Workload(jobs=jobs, inference=inf)
@@ -374,7 +266,7 @@ def _read_csv(path: Path) -> Workload:
                 inf.append(_inference_from(w, rec))
                 inf_labels.append(w.label)
             else:
-                jobs.append(_job_from(w, rec, kind))
+                jobs.append(_job_from(w, {k: v for k, v in rec.items() if k in JOB_FIELDS}))
                 labels.append(w.label)
     out = Workload(jobs=jobs, inference=inf)
     _check_unique(path, out, labels, inf_labels)

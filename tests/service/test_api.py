@@ -216,11 +216,13 @@ def test_unplaceable_jobs_say_why(api):
 
 # --- 404 and 422 ----------
 @pytest.mark.parametrize("body, fragment", [
-    (job("n1", earliest_start="2023-07-15T00:00:00"), "Input should have timezone info"),
+    # the job fields' messages are the job schema's, the same as a workload file's
+    (job("n1", earliest_start="2023-07-15T00:00:00"),
+     "earliest_start: timestamp '2023-07-15T00:00:00' is naive (no UTC offset)"),
     (job("n2", deadline="2023-07-14T00:00:00Z"), "deadline 2023-07-14T00:00:00+00:00 is before"),
-    (job("n3", gpus=0), "gpus: Input should be greater than or equal to 1"),
-    (job("n4", colour="red"), "colour: Extra inputs are not permitted"),
-    (job("n5", kind="gaming"), "kind: Input should be 'training' or 'batch'"),
+    (job("n3", gpus=0), "gpus: must be 1..100000 GPUs, got 0; give a whole number of GPUs"),
+    (job("n4", colour="red"), "colour: unknown field; remove it or use one of id, tenant"),
+    (job("n5", kind="gaming"), "kind: unknown job kind 'gaming'; give 'training' or 'batch'"),
     ({"kind": "inference", "area": "shanghai"}, "slo_ms: Field required"),
 ])
 def test_422_names_the_field_and_the_problem(api, body, fragment):

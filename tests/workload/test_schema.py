@@ -1,0 +1,315 @@
+"""One job schema (issue 31 step 4b): every entry point accepts and refuses a job alike.
+
+A job spec reaches carbonsched through the workload file (JSON, CSV), the API
+(``POST /v1/jobs``, ``POST /v1/placements``) and the service store's stored spec; all go through
+:class:`~carbonsched.workload.schema.JobSpec`. The same record must become the same
+:class:`~carbonsched.domain.Job` at each, and the same bad value must get the same message:
+the file's is ``"<path>, jobs[0] (id 'x'), field 'f': <message> (see docs/workload.md)"``, the
+API's 422 ``detail`` holds ``<message>`` at ``loc`` ``[..., 'f']``. The API is the real app
+(:func:`carbonsched.api.app.create_app`) behind FastAPI's TestClient, with a store of the test's
+own and no plan (submitted jobs wait for the next run).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+from typer.testing import CliRunner
+
+from carbonsched.domain import Job
+from carbonsched.errors import WorkloadError
+from carbonsched.limits import (
+    MAX_ALLOWED_SITES,
+    MAX_CHECKPOINT_OVERHEAD_MINUTES,
+    MAX_DURATION_HOURS,
+    MAX_DURATION_MINUTES,
+    MAX_GPU_TYPE_CHARS,
+    MAX_ID_CHARS,
+    MAX_JOB_GPUS,
+    MAX_NAME_CHARS,
+    MAX_PIECES,
+    MAX_POWER_PER_GPU_KW,
+)
+from carbonsched.service.runs import job_from_spec as run_job_from_spec
+from carbonsched.store.rolling_state import job_from_spec as rolling_job_from_spec
+from carbonsched.store.rolling_state import job_spec as rolling_job_spec
+from carbonsched.workload.files import read_workload
+from carbonsched.workload.schema import JOB_FIELDS, JobSpec
+
+TOKEN = "job-schema-test-admin-token-5b1e"
+
+RECORD = {"id": "ft-1", "tenant": "research", "kind": "training", "gpu_type": "A100",
+          "gpus": 8, "duration_minutes": 90, "power_per_gpu_kw": 0.8125,
+          "earliest_start": "2023-07-15T00:20:00+02:00", "deadline": "2023-07-15T20:00:00Z",
+          "allowed_sites": ["cn-nm-horinger", "cn-he-zhangjiakou"], "preemptible": True,
+          "checkpoint_overhead_minutes": 5, "max_pieces": 3}
+"""A job using every field: sub-hour start and duration, preemptible, in pieces."""
+
+
+def record(**over: object) -> dict:
+    """RECORD with fields replaced (``None`` drops a field)."""
+    out = RECORD | over
+    return {k: v for k, v in out.items() if v is not None}
+
+
+# --- the entry points -----------------------------------------------------------------------------
+
+def from_json(tmp_path: Path, rec: dict, name: str = "jobs.json") -> Job:
+    p = tmp_path / name
+    p.write_text(json.dumps({"jobs": [rec]}))
+    return read_workload(p).jobs[0]
+
+
+def cell(v: object) -> str:
+    """A value as a CSV cell, the way a person writes one."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return ";".join(v)
+    return "" if v is None else str(v)
+
+
+def csv_text(rec: dict) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    cols = ["kind", *(k for k in rec if k != "kind")]
+    w.writerow(cols)
+    w.writerow([cell(rec.get(c, "batch" if c == "kind" else None)) for c in cols])
+    return buf.getvalue()
+
+
+def from_csv(tmp_path: Path, rec: dict, name: str = "jobs.csv") -> Job:
+    p = tmp_path / name
+    p.write_text(csv_text(rec))
+    return read_workload(p).jobs[0]
+
+
+def file_error(tmp_path: Path, rec: dict, suffix: str) -> str:
+    p = tmp_path / f"bad{suffix}"
+    p.write_text(json.dumps({"jobs": [rec]}) if suffix == ".json" else csv_text(rec))
+    with pytest.raises(WorkloadError) as info:
+        read_workload(p)
+    return str(info.value)
+
+
+def schema_message(rec: dict) -> tuple[str, str]:
+    """The job schema's own first error for ``rec``: ``(field, message)``."""
+    with pytest.raises(ValidationError) as info:
+        JobSpec.model_validate(rec)
+    e = info.value.errors()[0]
+    return str(e["loc"][0]), e["msg"]
+
+
+class Api:
+    """The service app behind FastAPI's TestClient (admin token; no plan loaded)."""
+
+    def __init__(self, client, app) -> None:
+        self.client, self.app = client, app
+
+    def post(self, path: str, body: dict):
+        return self.client.post(path, json=body, headers={"Authorization": f"Bearer {TOKEN}"})
+
+    def stored_spec(self, job_id: str) -> dict:
+        """The spec the store holds for a submitted job, as its JSON text reads back."""
+        row = self.app.state.svc.db.get_job(job_id)
+        assert row is not None, job_id
+        return json.loads(json.dumps(row["spec"]))
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    from fastapi.testclient import TestClient
+
+    from carbonsched.api.app import create_app
+    from carbonsched.config import Settings
+
+    d = tmp_path_factory.mktemp("api")
+    settings = Settings(database_url=f"sqlite:///{d}/service.sqlite", cron_enabled=False,
+                        bootstrap_admin_token=TOKEN)
+    app = create_app(settings)
+    with TestClient(app) as client:
+        yield Api(client, app)
+
+
+# --- the same record, the same job --------------------------------------------------------------
+
+SAME = {
+    "every field": record(),
+    "fraction of an hour": record(id="ft-2", duration_minutes=None, duration_hours=1.5,
+                                  preemptible=None, checkpoint_overhead_minutes=None,
+                                  max_pieces=None),
+    "defaults only": {"id": "ft-3", "gpu_type": "T4", "gpus": 1, "duration_minutes": 45,
+                      "power_per_gpu_kw": 0.14, "earliest_start": "2023-07-15T00:00:00Z",
+                      "deadline": "2023-07-15T03:00:00Z"},
+}
+
+
+@pytest.mark.parametrize("rec", SAME.values(), ids=SAME.keys())
+def test_the_same_record_is_the_same_job_at_every_entry_point(tmp_path, api, rec):
+    want = JobSpec.model_validate(rec).to_job()
+    assert from_json(tmp_path, rec) == want
+    assert from_csv(tmp_path, rec) == want
+    r = api.post("/v1/jobs", {"jobs": [rec]})
+    assert r.status_code == 201, r.text
+    stored = api.stored_spec(rec["id"])
+    assert run_job_from_spec(stored) == want             # the daily run's reading
+    assert rolling_job_from_spec(stored) == want         # the rolling run's reading
+    # JobSpec -> stored JSON -> JobSpec -> Job
+    again = JobSpec.model_validate_json(JobSpec.model_validate(rec).model_dump_json())
+    assert again.to_job() == want
+    assert rolling_job_from_spec(json.loads(json.dumps(rolling_job_spec(want)))) == want
+
+
+def test_sub_hour_durations_and_pieces_are_accepted_by_the_api(api):
+    """The fault: the API refused minutes, preemptible and pieces that the file accepts."""
+    rec = record(id="pieces-1", duration_minutes=50)
+    r = api.post("/v1/jobs", {"jobs": [rec]})
+    assert r.status_code == 201, r.text
+    job = run_job_from_spec(api.stored_spec("pieces-1"))
+    assert (job.duration_minutes, job.preemptible, job.checkpoint_overhead_minutes,
+            job.max_pieces) == (50, True, 5, 3)
+    hours = record(id="pieces-2", duration_minutes=None, duration_hours=0.75)
+    assert api.post("/v1/jobs", {"jobs": [hours]}).status_code == 201
+    assert run_job_from_spec(api.stored_spec("pieces-2")).duration_minutes == 45
+
+
+def test_csv_text_is_read_as_values_and_a_wrong_flag_is_refused(tmp_path):
+    rec = {k: cell(v) for k, v in record(id="text-1").items()}
+    assert JobSpec.model_validate(rec).to_job() == from_json(tmp_path, record(id="text-1"))
+    for word, want in (("true", True), ("1", True), ("yes", True), ("", False),
+                       ("false", False), ("0", False), ("no", False)):
+        spec = JobSpec.model_validate(rec | {"preemptible": word, "max_pieces": "1"})
+        assert spec.preemptible is want, word
+    assert schema_message(rec | {"preemptible": "maybe"}) == (
+        "preemptible", "expected true or false, got 'maybe'; give true or false (CSV: "
+        "true/false, 1/0 or empty)")
+
+
+# --- every field: one bad value and one at the limit -------------------------------------------
+
+FAR = "2200-12-31T00:00:00Z"
+SITES = [f"site-{i}" for i in range(MAX_ALLOWED_SITES)]
+LIMITS = [
+    # field, known-bad record, record with the field at its limit
+    ("id", record(id="x" * (MAX_ID_CHARS + 1)), record(id="x" * MAX_ID_CHARS)),
+    ("tenant", record(tenant="t" * (MAX_NAME_CHARS + 1)), record(tenant="t" * MAX_NAME_CHARS)),
+    ("kind", record(kind="gaming"), record(kind="batch")),
+    ("gpu_type", record(gpu_type="G" * (MAX_GPU_TYPE_CHARS + 1)),
+     record(gpu_type="G" * MAX_GPU_TYPE_CHARS)),
+    ("gpus", record(gpus=0), record(gpus=MAX_JOB_GPUS)),
+    ("duration_minutes", record(duration_minutes=MAX_DURATION_MINUTES + 1, deadline=FAR),
+     record(duration_minutes=MAX_DURATION_MINUTES, deadline=FAR)),
+    ("duration_hours", record(duration_minutes=None, duration_hours=0.01),
+     record(duration_minutes=None, duration_hours=MAX_DURATION_HOURS, deadline=FAR)),
+    ("power_per_gpu_kw", record(power_per_gpu_kw=MAX_POWER_PER_GPU_KW + 0.5),
+     record(power_per_gpu_kw=MAX_POWER_PER_GPU_KW)),
+    ("earliest_start", record(earliest_start="2023-07-15T00:00:00"),
+     record(earliest_start="1970-01-01T00:00:00Z")),
+    ("deadline", record(deadline="9999-01-01T00:00:00Z"), record(deadline=FAR)),
+    ("allowed_sites", record(allowed_sites=[*SITES, "one-more"]), record(allowed_sites=SITES)),
+    ("preemptible", record(preemptible="maybe"), record(preemptible="yes")),
+    ("checkpoint_overhead_minutes",
+     record(checkpoint_overhead_minutes=MAX_CHECKPOINT_OVERHEAD_MINUTES + 1),
+     record(checkpoint_overhead_minutes=MAX_CHECKPOINT_OVERHEAD_MINUTES)),
+    ("max_pieces", record(max_pieces=MAX_PIECES + 1), record(max_pieces=MAX_PIECES)),
+]
+
+
+def test_every_field_has_a_case():
+    assert {f for f, _, _ in LIMITS} == set(JOB_FIELDS)
+
+
+@pytest.mark.parametrize(("field", "bad", "edge"), LIMITS, ids=[c[0] for c in LIMITS])
+def test_each_field_the_same_message_from_file_and_api(tmp_path, api, field, bad, edge):
+    where, message = schema_message(bad)
+    assert where == field
+    # the workload file (JSON): the schema's message behind the entry and field
+    path = tmp_path / "bad.json"
+    assert file_error(tmp_path, bad, ".json") == (
+        f"{path}, jobs[0] (id {bad['id']!r}), field {field!r}: {message} (see docs/workload.md)")
+    # the workload file (CSV): the same rule, on the cells' text
+    # (a CSV row's kind is checked first by the reader: the column also says 'inference')
+    if field != "kind":
+        text = {k: cell(v) for k, v in bad.items()}
+        csv_where, csv_message = schema_message(text)
+        assert file_error(tmp_path, bad, ".csv") == (
+            f"{tmp_path / 'bad.csv'}, line 2, field {csv_where!r}: {csv_message} "
+            "(see docs/workload.md)")
+        assert csv_where == field
+    # the API: 422 with the same message at the field, for a submission and a placement query
+    r = api.post("/v1/jobs", {"jobs": [bad]})
+    assert r.status_code == 422, r.text
+    assert {"loc": ["body", "jobs", 0, field], "msg": message} in [
+        {"loc": e["loc"], "msg": e["msg"]} for e in r.json()["detail"]]
+    assert f"body.jobs.0.{field}: {message}" in r.json()["message"]
+    r = api.post("/v1/placements", bad)
+    assert r.status_code == 422, r.text
+    assert message in [e["msg"] for e in r.json()["detail"]]
+    # at the limit: accepted by the file and the API alike
+    at = edge | {"id": edge["id"] if field == "id" else f"edge-{field}"}
+    want = JobSpec.model_validate(at).to_job()
+    assert from_json(tmp_path, at) == want
+    r = api.post("/v1/jobs", {"jobs": [at]})
+    assert r.status_code == 201, r.text
+    assert run_job_from_spec(api.stored_spec(at["id"])) == want
+
+
+@pytest.mark.parametrize(("over", "field", "message"), [
+    ({"gpus": 0}, "gpus",
+     "must be 1..100000 GPUs, got 0; give a whole number of GPUs in 1..100000"),
+    ({"deadline": "9999-01-01T00:00:00Z"}, "deadline",
+     "timestamp '9999-01-01T00:00:00Z' is outside the supported years 1970..2200; give a time "
+     "in the years 1970..2200"),
+    ({"gpus": None}, "gpus", "is missing; give gpus for every job"),
+    ({"duration_minutes": None}, "duration_minutes",
+     "is missing; give duration_minutes (or duration_hours) for every job"),
+    ({"max_pieces": 2, "preemptible": False}, "max_pieces",
+     "max_pieces 2 > 1 on a job that is not preemptible; set preemptible to true, or "
+     "max_pieces to 1"),
+    ({"deadline": "2023-07-14T23:30:00Z"}, "deadline",
+     "deadline 2023-07-14T23:30:00+00:00 is before earliest_start + duration "
+     "(2023-07-14T23:50:00+00:00); give a deadline at least the job's duration after "
+     "earliest_start"),
+    ({"id": "a\nb"}, "id", "'a\\nb' contains a control character (tab, newline, ...); remove it"),
+])
+def test_the_messages_read_as_documented(tmp_path, api, over, field, message):
+    bad = record(**over)                 # None: the field is left out
+    assert schema_message(bad) == (field, message)
+    assert f"field {field!r}: {message} (see docs/workload.md)" in \
+        file_error(tmp_path, bad, ".json")
+    r = api.post("/v1/jobs", {"jobs": [bad]})
+    assert r.status_code == 422 and r.json()["detail"][0]["msg"] == message
+
+
+def test_unknown_fields_are_named_first(tmp_path, api):
+    bad = record(gpu=8, gpus=None)      # a typo: 'gpu' for 'gpus'
+    fields = ", ".join(JOB_FIELDS)
+    message = f"unknown field; remove it or use one of {fields}"
+    assert schema_message(bad) == ("gpu", message)
+    assert f"field 'gpu': {message}" in file_error(tmp_path, bad, ".json")
+    r = api.post("/v1/jobs", {"jobs": [bad]})
+    assert r.json()["detail"][0] == {"loc": ["body", "jobs", 0, "gpu"], "msg": message,
+                                     "type": "extra_forbidden"}
+
+
+def test_year_9999_is_a_message_not_a_traceback(tmp_path, monkeypatch):
+    from carbonsched.cli.app import app
+    from carbonsched.pipeline import daily
+
+    def boom(*a, **k):
+        raise AssertionError("forecasting started before the input was refused")
+
+    monkeypatch.setattr(daily, "gather_forecasts", boom)
+    monkeypatch.setenv("CARBONSCHED_DATABASE_URL", f"sqlite:///{tmp_path}/store.db")
+    p = tmp_path / "far.json"
+    p.write_text(json.dumps({"jobs": [record(deadline="9999-01-01T00:00:00Z")]}))
+    r = CliRunner().invoke(app, ["plan", "--no-store", "--date", "2023-07-15", "--jobs", str(p)])
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output
+    assert "field 'deadline': timestamp '9999-01-01T00:00:00Z' is outside the supported years " \
+        "1970..2200" in " ".join(r.output.split())
