@@ -124,7 +124,7 @@ class WorkloadJobRow(_Row):
     gpu_type: str
     gpus: int
     duration_hours: float = Field(description="Run time. [h]")
-    duration_minutes: int = Field(description="Run time. [min]")
+    duration_minutes: int | None = Field(None, description="Run time. [min]")
     power_per_gpu_kw: float = Field(description="IT power per GPU. [kW]")
 
 
@@ -139,7 +139,7 @@ class InferencePowerRow(_Row):
 class WorkloadInfo(_Row):
     """The work the plan was built for: ``source`` is ``demo`` or ``file``."""
 
-    source: str
+    source: str | None = None
     jobs: list[WorkloadJobRow] = Field(default_factory=list)
     inference_power: list[InferencePowerRow] = Field(default_factory=list)
 
@@ -147,9 +147,9 @@ class WorkloadInfo(_Row):
 class Baseline(_Row):
     """The carbon-agnostic baseline the plan's saving is measured against."""
 
-    policy: str
-    definition: str
-    placed: int
+    policy: str | None = None
+    definition: str | None = None
+    placed: int | None = Field(None, description="Jobs the baseline placed. [-]")
     placements: list[PlacementRow] = Field(default_factory=list)
     inference: list[InferenceRow] = Field(default_factory=list)
     unplaced: list[UnplacedRow] = Field(default_factory=list)
