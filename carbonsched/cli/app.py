@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from carbonsched.cli.common import (
     err,
     errors,
     out,
+    print_error,
     solver_chatter_to_stderr,
     status_line,
     tomorrow,
@@ -153,9 +153,8 @@ def plan(
         status = daily.document["solver"]["status"]
         if status in ("infeasible", "no_solution", "error"):
             fam = daily.document["solver"].get("infeasible_family")
-            err.print(f"[bold red]error:[/] the plan is {status}"
-                      + (f" ({fam})" if fam else "") + "; see the plan's solver note and "
-                      "unplaced reasons", highlight=False)
+            print_error(f"the plan is {status}" + (f" ({fam})" if fam else "")
+                        + "; see the plan's solver note and unplaced reasons")
             raise typer.Exit(4)
 
 
@@ -426,7 +425,7 @@ def main() -> None:
 
     bad = precheck(sys.argv[1:])
     if bad is not None:
-        err.print(f"[bold red]error:[/] {escape(bad)}", highlight=False)
+        print_error(bad)
         sys.exit(2)
     try:
         app()

@@ -44,15 +44,23 @@ def errors() -> Iterator[None]:
     try:
         yield
     except (SolverUnavailableError, BackendUnavailableError) as exc:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        print_error(str(exc))
         raise typer.Exit(3) from exc
     except CarbonschedError as exc:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        print_error(str(exc))
         raise typer.Exit(2) from exc
     except FileNotFoundError as exc:
-        err.print(f"[bold red]error:[/] file not found: {escape(str(exc.filename))}",
-                  highlight=False)
+        print_error(f"file not found: {exc.filename}")
         raise typer.Exit(2) from exc
+
+
+def print_error(text: str) -> None:
+    """Print ``error: <text>`` on stderr: one physical line when stderr is not a terminal.
+
+    A log or a script reads an error per line; on a terminal Rich wraps it to the width.
+    """
+    err.print(f"[bold red]error:[/] {escape(text)}", highlight=False,
+              soft_wrap=not err.is_terminal)
 
 
 @contextmanager

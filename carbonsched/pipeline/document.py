@@ -30,6 +30,29 @@ class _Row(BaseModel):
 class PlacementRow(_Row):
     """Where and when one job (or one piece of a preemptible job) runs."""
 
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "job_id": "train-llm-042",
+                    "site": "cn-nm-horinger",
+                    "start": "2023-07-15T02:00:00Z",
+                    "end": "2023-07-15T05:00:00Z",
+                    "gpu_type": "H800",
+                    "gpus": 8,
+                    "energy_kwh": 18.5,
+                    "emissions_kg": 9.1,
+                    "piece": 0,
+                    "pieces": 1,
+                    "overhead_minutes": 0,
+                    "overhead_kwh": 0.0,
+                    "deadline": "2023-07-15T20:00:00Z",
+                }
+            ]
+        },
+    )
+
     job_id: str
     site: str
     start: UtcTime = Field(description="Planned start (UTC).")
@@ -42,12 +65,31 @@ class PlacementRow(_Row):
     pieces: int = Field(1, description="Pieces of the job. [-]")
     overhead_minutes: int = Field(0, description="Checkpoint/restore overhead inside it. [min]")
     overhead_kwh: float = Field(0.0, description="Energy of that overhead. [kWh]")
-    deadline: UtcTime | None = Field(None, description="The job's own deadline (UTC), for the "
-                                     "backend; absent in the baseline's rows.")
+    deadline: UtcTime | None = Field(
+        None,
+        description="The job's own deadline (UTC), for the backend; absent in the baseline's rows.",
+    )
 
 
 class InferenceRow(_Row):
     """GPUs serving one user area's inference in one hour at one site."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "area": "beijing",
+                    "hour": "2023-07-15T00:00:00Z",
+                    "site": "cn-he-zhangjiakou",
+                    "gpu_type": "T4",
+                    "gpus": 7,
+                    "energy_kwh": 1.1,
+                    "emissions_kg": 0.6,
+                }
+            ]
+        },
+    )
 
     area: str
     hour: UtcTime
@@ -61,6 +103,13 @@ class InferenceRow(_Row):
 class UnplacedRow(_Row):
     """A job the plan leaves out, with its reason code (e.g. ``NoFeasibleSlot``)."""
 
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"job_id": "batch-7", "reason": "NoFeasibleSlot", "detail": ""}]
+        },
+    )
+
     job_id: str
     reason: str
     detail: str = ""
@@ -68,6 +117,31 @@ class UnplacedRow(_Row):
 
 class SiteHourRow(_Row):
     """IT and facility power of the plan at one site in one hour, with headroom under caps."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "site": "cn-nm-horinger",
+                    "hour": "2023-07-15T00:00:00Z",
+                    "in_horizon": True,
+                    "it_power_kw": 5.6,
+                    "running_it_power_kw": 0.0,
+                    "it_power_cap_kw": 9.9,
+                    "it_headroom_kw": 4.3,
+                    "it_energy_kwh": 5.6,
+                    "pue": 1.1,
+                    "pue_hi_95": 1.12,
+                    "facility_power_kw": 6.16,
+                    "facility_power_hi95_kw": 6.27,
+                    "facility_power_cap_kw": None,
+                    "facility_headroom_kw": None,
+                    "facility_energy_kwh": 6.16,
+                }
+            ]
+        },
+    )
 
     site: str
     hour: UtcTime
@@ -89,9 +163,30 @@ class SiteHourRow(_Row):
 class SolverInfo(_Row):
     """How the plan was solved: solver, typed status, gap, bound and notes."""
 
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "highs",
+                    "status": "optimal",
+                    "mip_gap": 0.0009,
+                    "seconds": 0.55,
+                    "objective": 102.4,
+                    "bound": 102.3,
+                    "method": "milp",
+                    "note": "solver status Optimal",
+                    "violations": {},
+                    "requested": "highs",
+                }
+            ]
+        },
+    )
+
     name: str
-    status: str = Field(description="optimal, feasible, time_limit, infeasible, no_solution, "
-                        "heuristic, ...")
+    status: str = Field(
+        description="optimal, feasible, time_limit, infeasible, no_solution, heuristic, ..."
+    )
     mip_gap: float | None = Field(description="Proven relative gap; None without a bound. [-]")
     seconds: float = Field(description="Solve time. [s]")
     objective: float | None = Field(None, description="Objective value. [kg CO2e]")
@@ -99,14 +194,30 @@ class SolverInfo(_Row):
     method: str | None = None
     infeasible_family: str | None = None
     note: str = ""
-    violations: dict[str, Any] = Field(default_factory=dict,
-                                       description="Recounted rule violations (empty: none).")
+    violations: dict[str, Any] = Field(
+        default_factory=dict, description="Recounted rule violations (empty: none)."
+    )
     greedy_unplaced: int | None = None
     requested: str | None = Field(None, description="The solver asked for (``auto`` picks).")
 
 
 class Totals(_Row):
     """The plan's totals and its carbon-agnostic baseline's."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "energy_kwh": 245.7,
+                    "emissions_kg": 102.4,
+                    "baseline_emissions_kg": 133.5,
+                    "surplus_absorbed_kwh": 0.0,
+                    "baseline_energy_kwh": 245.7,
+                }
+            ]
+        },
+    )
 
     energy_kwh: float = Field(description="Facility energy. [kWh]")
     emissions_kg: float = Field(description="Location-based emissions. [kg CO2e]")
@@ -117,6 +228,24 @@ class Totals(_Row):
 
 class WorkloadJobRow(_Row):
     """A job the plan was built for (read by the report)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "job_id": "train-llm-042",
+                    "tenant": "research",
+                    "kind": "training",
+                    "gpu_type": "H800",
+                    "gpus": 8,
+                    "duration_hours": 3.0,
+                    "duration_minutes": 180,
+                    "power_per_gpu_kw": 0.7,
+                }
+            ]
+        },
+    )
 
     job_id: str
     tenant: str
@@ -131,6 +260,13 @@ class WorkloadJobRow(_Row):
 class InferencePowerRow(_Row):
     """IT power per GPU of one area's inference on one GPU type."""
 
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"area": "beijing", "gpu_type": "T4", "power_per_gpu_kw": 0.16}]
+        },
+    )
+
     area: str
     gpu_type: str
     power_per_gpu_kw: float = Field(description="[kW]")
@@ -139,6 +275,11 @@ class InferencePowerRow(_Row):
 class WorkloadInfo(_Row):
     """The work the plan was built for: ``source`` is ``demo`` or ``file``."""
 
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"source": "file", "jobs": [], "inference_power": []}]},
+    )
+
     source: str | None = None
     jobs: list[WorkloadJobRow] = Field(default_factory=list)
     inference_power: list[InferencePowerRow] = Field(default_factory=list)
@@ -146,6 +287,23 @@ class WorkloadInfo(_Row):
 
 class Baseline(_Row):
     """The carbon-agnostic baseline the plan's saving is measured against."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "policy": "agnostic",
+                    "definition": "carbon-agnostic first-fit",
+                    "placed": 30,
+                    "placements": [],
+                    "inference": [],
+                    "unplaced": [],
+                    "deferred": [],
+                }
+            ]
+        },
+    )
 
     policy: str | None = None
     definition: str | None = None
@@ -158,6 +316,20 @@ class Baseline(_Row):
 
 class RunInfo(_Row):
     """The service run that made the plan (absent for ``carbonsched plan``)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "planning_date": "2023-07-15",
+                    "issued_at": "2023-07-15T00:00:00+00:00",
+                    "trigger": "cron",
+                    "api_jobs": 2,
+                }
+            ]
+        },
+    )
 
     planning_date: str
     issued_at: UtcTime
@@ -180,11 +352,13 @@ class PlanDocument(BaseModel):
     plan_id: str = Field(description="32 hexadecimal digits; commands accept a unique prefix.")
     date: str = Field(description="Planning date, YYYY-MM-DD (UTC day of the issue time).")
     catalog: str
-    signal_quality: str = Field(description="The weakest site's: measured > estimated > "
-                                "degraded > modelled.")
+    signal_quality: str = Field(
+        description="The weakest site's: measured > estimated > degraded > modelled."
+    )
     site_signal_quality: dict[str, str] = Field(default_factory=dict)
     site_signal_age_hours: dict[str, dict[str, float | None]] = Field(
-        default_factory=dict, description="Per site and signal, hours since its newest value. [h]")
+        default_factory=dict, description="Per site and signal, hours since its newest value. [h]"
+    )
     issued_at: UtcTime | None = None
     horizon_hours: int | None = Field(None, description="Hours planned. [h]")
     slot_minutes: int | None = Field(None, description="Planning slot length. [min]")
@@ -195,22 +369,28 @@ class PlanDocument(BaseModel):
     placements: list[PlacementRow]
     inference: list[InferenceRow]
     unplaced: list[UnplacedRow]
-    deferred: list[UnplacedRow] = Field(default_factory=list,
-                                        description="Jobs left for a later run (rolling).")
+    deferred: list[UnplacedRow] = Field(
+        default_factory=list, description="Jobs left for a later run (rolling)."
+    )
     totals: Totals
     site_hours: list[SiteHourRow] = Field(default_factory=list)
     baseline: Baseline | None = None
     baseline_unplaced: list[UnplacedRow] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     forecast_models: dict[str, dict[str, dict[str, Any]]] = Field(
-        default_factory=dict, description="Per site and signal: the model chosen on rolling "
-        "validation, its error and its candidates.")
+        default_factory=dict,
+        description="Per site and signal: the model chosen on rolling "
+        "validation, its error and its candidates.",
+    )
     degraded: list[dict[str, Any]] | None = Field(
-        None, description="Live provider signals that were degraded (plans on live signals).")
+        None, description="Live provider signals that were degraded (plans on live signals)."
+    )
     provider_signals: dict[str, Any] | None = Field(
-        None, description="Per site, which provider gave each signal (plans on live signals).")
+        None, description="Per site, which provider gave each signal (plans on live signals)."
+    )
     rolling: dict[str, Any] | None = Field(
-        None, description="The rolling step: commit_before, committed, deferred, held work.")
+        None, description="The rolling step: commit_before, committed, deferred, held work."
+    )
     run: RunInfo | None = None
 
 
@@ -233,10 +413,13 @@ def read_plan_document(doc: dict[str, Any], where: str = "plan") -> PlanDocument
     try:
         return PlanDocument.model_validate(doc)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
-                             for e in exc.errors()[:5])
-        raise InputError(f"{where} is not a carbonsched plan document ({problems}); see "
-                         "docs/plan-document.schema.json") from exc
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise InputError(
+            f"{where} is not a carbonsched plan document ({problems}); see "
+            "docs/plan-document.schema.json"
+        ) from exc
 
 
 def plan_document_schema() -> dict[str, Any]:

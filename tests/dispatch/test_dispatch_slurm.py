@@ -144,6 +144,7 @@ def test_sigkill_between_submit_and_record_ends_with_the_job_once_and_recorded(
 import os, signal
 from pathlib import Path
 from carbonsched.adapters.dispatch import slurm
+from carbonsched.config import Settings
 from carbonsched.dispatch.outbox import dispatch_plan
 from carbonsched.store import Store
 
