@@ -23,6 +23,9 @@ from carbonsched.plan.colgen.options import ENV as COLGEN_ENV
 from carbonsched.plan.colgen.options import ColgenOptions
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from generated import write_or_check  # noqa: E402  (a sibling script)
+
 PAGE = ROOT / "docs" / "configuration.md"
 
 GROUPS: dict[str, tuple[str, ...]] = {
@@ -204,14 +207,7 @@ def render() -> str:
 
 def main(argv: list[str]) -> int:
     """Write the page, or with ``--check`` compare it; return the exit status."""
-    text = render()
-    if "--check" in argv:
-        if not PAGE.is_file() or PAGE.read_text() != text:
-            sys.stderr.write(f"{PAGE} is not up to date: run python3 scripts/configuration_md.py\n")
-            return 1
-        return 0
-    PAGE.write_text(text)
-    return 0
+    return write_or_check(PAGE, render(), argv, "python3 scripts/configuration_md.py")
 
 
 if __name__ == "__main__":

@@ -18,19 +18,16 @@ from pathlib import Path
 from carbonsched.pipeline.document import plan_document_schema
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from generated import write_or_check  # noqa: E402  (a sibling script)
+
 SCHEMA = ROOT / "docs" / "plan-document.schema.json"
 
 
 def main(argv: list[str]) -> int:
     """Write the schema, or with ``--check`` compare it; return the exit status."""
     text = json.dumps(plan_document_schema(), indent=2, sort_keys=True) + "\n"
-    if "--check" in argv:
-        if not SCHEMA.is_file() or SCHEMA.read_text() != text:
-            sys.stderr.write(f"{SCHEMA} is not up to date: run python3 scripts/plan_schema.py\n")
-            return 1
-        return 0
-    SCHEMA.write_text(text)
-    return 0
+    return write_or_check(SCHEMA, text, argv, "python3 scripts/plan_schema.py")
 
 
 if __name__ == "__main__":
