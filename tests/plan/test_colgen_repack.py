@@ -235,17 +235,34 @@ def test_no_lp_solved_in_time_is_noted(monkeypatch):
                      r"no solution \(HiGHS: Time limit reached; limit 7\.0 s\)", rec.note)
 
 
-def test_an_infeasible_lp_is_named_not_taken_for_a_time_out():
-    # inference in area "eu" within 10 ms, and no site that near: the start plan serves none
-    # of it, and the LP, which keeps the start's inference allocation, has no solution
+@pytest.mark.parametrize("slo_ms", [10.0, 30.0])
+def test_a_start_plan_short_on_inference_skips_the_repack_and_says_so(slo_ms):
+    # inference of 1 GPU in area "eu" at hour 0, the site 20 ms away: with a 30 ms SLO the
+    # start plan could serve it and does not; with 10 ms nobody can. Either way the LP, which
+    # keeps the start's inference allocation, would have no solution: it is not built
     site = SiteWrapper("a").gpus("H100", 2).latency("eu", 20.0).obj()
     sets = compile_sets(problem([site], [_job("j", 0, 1)], 1,
-                                [demand("eu", 0, 1, slo_ms=10.0)]))
+                                [demand("eu", 0, 1, slo_ms=slo_ms)]))
     new, rec = _repack(sets, _plan(sets, {"j": (0, 0)}))
     assert new is None
-    assert ("one-slot repack gave no plan: the LP over 1 one-GPU, one-slot job has no "
-            "solution (HiGHS: Infeasible: the plan it starts from does not serve all "
-            "inference, which it keeps; limit 30.0 s)") in rec.note
+    assert ("one-slot repack skipped: the plan it starts from serves 0 of 1 inference "
+            "GPU-hours, and the repack keeps its inference allocation") in rec.note
+    assert "no solution" not in rec.note
+
+
+def test_a_start_plan_serving_all_inference_is_repacked():
+    # the same site with the SLO met and the start serving the demand: the repack runs
+    site = SiteWrapper("a").gpus("H100", 2).latency("eu", 20.0).obj()
+    sets = compile_sets(problem([site], [_job("j", 0, 1)], 1,
+                                [demand("eu", 0, 1, slo_ms=30.0)]))
+    alloc = np.zeros(sets.inf_sites.shape, dtype=np.int64)
+    alloc[0, 0] = 1
+    start = build_plan_result(sets, np.zeros((0, 3), dtype=np.int64), alloc,
+                              PlanStatus.FEASIBLE, _rec())
+    new, rec = _repack(sets, start)
+    assert new is not None, rec.note
+    assert [p.job_id for p in new.placements] == ["j"]
+    assert [(i.site, i.gpus) for i in new.inference] == [("a", 1)]
 
 
 def test_solve_colgen_uses_the_repack(monkeypatch):
@@ -265,7 +282,10 @@ def test_repack_never_breaks_a_rule_nor_worsens_an_integral_plan(inst):
     start = greedy_from_sets(sets)
     new, rec = _repack(sets, start)
     if new is None:
-        assert not len(unit_classes(sets, job_classes(sets))), rec.note
+        # nothing to re-place, or a start short on inference, which the repack keeps
+        served = sum(i.gpus for i in start.inference)
+        assert (not len(unit_classes(sets, job_classes(sets)))
+                or served < int(sets.inf_gpus.sum())), rec.note
         return
     assert recount_violations(sets.problem, new) == {}
     assert new.totals["jobs_placed"] + new.totals["jobs_unplaced"] == len(prob.jobs)

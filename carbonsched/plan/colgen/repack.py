@@ -77,13 +77,20 @@ def unit_repack(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult, thr
     -------
     PlanResult or None
         The repacked plan (a candidate: the caller keeps the best), or None if there is
-        nothing to re-place, the options are too many for the time, or the LP has no
-        solution (stopped by the limit, or infeasible: the start plan does not serve all
-        inference, whose allocation the LP keeps).
+        nothing to re-place, the start plan serves less inference than demanded (the LP keeps
+        its inference allocation, so it would have no solution), the options are too many
+        for the time, or the LP has no solution (stopped by the limit, or infeasible). The
+        note of ``rec`` says which.
     """
     opt = ColgenOptions() if options is None else options
     unit_c = unit_classes(sets, cls)
     if len(unit_c) == 0:
+        return None
+    served = sum(ip.gpus for ip in plan.inference)
+    demand = int(sets.inf_gpus.sum())
+    if served < demand:
+        add_note(rec, f"one-slot repack skipped: the plan it starts from serves {served} of "
+                 f"{demand} inference GPU-hours, and the repack keeps its inference allocation")
         return None
     po = plan_options(sets, cls, plan)
     in_u = np.zeros(len(cls.rep), dtype=bool)
@@ -115,8 +122,6 @@ def unit_repack(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult, thr
     took = time.perf_counter() - tr
     if out is None:
         why = status.get("status", "not run")
-        if why == "Infeasible":
-            why += ": the plan it starts from does not serve all inference, which it keeps"
         add_note(rec, f"one-slot repack gave no plan: the LP over {what} has no solution "
               f"(HiGHS: {why}; limit {seconds:.1f} s)")
         return None
