@@ -87,8 +87,10 @@ class Settings(BaseSettings):
     """The run on local day D plans date D + this (1: day-ahead)."""
     cron_check_interval_s: float = Field(300.0, gt=0)
     """Safety-net check between the daily triggers (catches a trigger lost to DST). [s]"""
-    cron_stale_after_s: float = Field(3 * 3600.0, gt=0)
-    """A run still marked running after this long is taken over. [s]"""
+    lease_s: float = Field(45.0, gt=0, le=3600)
+    """Lease of the cron's leadership and of a running run record, renewed every third of it:
+    this long after a replica's last renewal (it died, hangs or lost the database) another
+    replica takes the lead, and a run record it left ``running`` is taken over. [s]"""
     bootstrap_admin_token: SecretStr | None = None
     """An admin token accepted without the store (for first start-up); never logged."""
     max_request_bytes: int = Field(1_000_000, ge=1024)
@@ -103,6 +105,17 @@ class Settings(BaseSettings):
     """Dispatch step run after each plan of the service, ``module:function``
     (``carbonsched.dispatch.outbox:dispatch_plan`` dispatches to the catalog's backends); empty:
     plans are recorded, not dispatched."""
+    dispatch_loops: bool | None = None
+    """Run the dispatch loops in ``carbonsched serve`` on the leader (start-up reconcile, release
+    of held work at its planned start, status refresh); empty: on when :attr:`dispatcher` is
+    set."""
+    release_interval_s: float = Field(60.0, gt=0)
+    """How often the leader releases held work whose planned start has come. [s]"""
+    status_refresh_s: float = Field(300.0, gt=0)
+    """How often the leader records what each backend reports for dispatched work. [s]"""
+    reconcile_interval_s: float = Field(600.0, gt=0)
+    """How often the leader reconciles outbox intents still pending (also at start-up and on
+    taking the lead). [s]"""
     slurm_conf_dir: Path | None = None
     """Folder of ``<cluster>/slurm.conf`` (one SLURM_CONF per cluster, no slurmdbd)."""
     slurm_use_clusters: bool = False

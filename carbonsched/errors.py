@@ -17,6 +17,7 @@ and from the built-in that fits it, so callers can catch either::
     │   └── SolverUnavailableError         the requested MILP solver cannot run on this host
     ├── BackendError (RuntimeError)
     │   ├── BackendUnavailableError        a backend (Slurm, Kubernetes, Dask) cannot be reached
+    │   │   └── StoreUnavailableError      the store's database cannot be reached (URL, no password)
     │   ├── BackendRejectedError           a backend refused a submission (site, key, reason)
     │   └── ProviderError                  a signal provider answered with an error or bad payload
     │       └── ProviderUnavailableError   a signal provider down, timing out or rate-limiting
@@ -129,6 +130,30 @@ class BackendError(CarbonschedError, RuntimeError):
 
 class BackendUnavailableError(BackendError):
     """A scheduler backend cannot be reached."""
+
+
+class StoreUnavailableError(BackendUnavailableError):
+    """The store's database cannot be reached, or lost its connection during a call.
+
+    Parameters
+    ----------
+    url
+        The database URL without its password.
+    doing
+        What the store was doing (``claiming the run of 2023-07-16``).
+    detail
+        The driver's message, on one line.
+    hint
+        How to retry (default: check that the server runs and retry).
+    """
+
+    def __init__(self, url: str, doing: str, detail: str, hint: str = "") -> None:
+        self.url = url
+        self.doing = doing
+        self.detail = detail
+        hint = hint or ("check CARBONSCHED_DATABASE_URL and that the server is running, "
+                        "then retry")
+        super().__init__(f"database {url} is unreachable ({doing}: {detail}); {hint}")
 
 
 # ----------------------------------------------------------------------- signal providers

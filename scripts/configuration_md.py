@@ -34,9 +34,10 @@ GROUPS: dict[str, tuple[str, ...]] = {
                  "rolling_run_every_hours"),
     "The service and the cron": (
         "host", "port", "as_of", "cron_enabled", "cron_time", "cron_timezone",
-        "cron_plan_offset_days", "cron_check_interval_s", "cron_stale_after_s",
+        "cron_plan_offset_days", "cron_check_interval_s", "lease_s",
         "bootstrap_admin_token", "max_request_bytes", "max_jobs_per_request", "book_refresh_s",
-        "replica_name", "dispatcher"),
+        "replica_name", "dispatcher", "dispatch_loops", "release_interval_s", "status_refresh_s",
+        "reconcile_interval_s"),
     "Dispatch": ("slurm_conf_dir", "slurm_use_clusters", "slurm_accounting", "slurm_timezone",
                  "slurm_account", "kubeconfig", "k8s_image", "dispatch_deadline_slack_s",
                  "dispatch_workers", "dispatch_max_attempts", "dispatch_backoff_s"),

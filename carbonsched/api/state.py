@@ -70,6 +70,8 @@ class ServiceState:
         self._boot_hash = (hash_token(settings.bootstrap_admin_token.get_secret_value())
                            if settings.bootstrap_admin_token else None)
         self.cron: Any = None
+        self.loops: Any = None
+        self.leader: Any = None
         self._stop = threading.Event()
         self._refresher: threading.Thread | None = None
 
@@ -136,25 +138,39 @@ class ServiceState:
             self.refresh_book()
 
     def start(self) -> None:
-        """Load the book, start the refresher and (if enabled) the cron."""
+        """Load the book, start the refresher, (if enabled) the cron, and the service loops.
+
+        The loops (:class:`~carbonsched.service.loops.ServiceLoops`) hold the leader's lease
+        the cron and the dispatch loops run under.
+        """
+        from carbonsched.service.loops import ServiceLoops
+        from carbonsched.store.service import LeaderLease
+
         self.refresh_book()
         self._refresher = threading.Thread(target=self._refresh_loop, name="book-refresh",
                                            daemon=True)
         self._refresher.start()
+        self.leader = LeaderLease(self.store.engine, self.replica, self.settings.lease_s)
         if self.settings.cron_enabled:
             from carbonsched.service.cron import DailyCron
-            from carbonsched.store.service import LeaderLock
 
             self.cron = DailyCron.from_settings(
                 self.settings, self.db, self.clock, catalog=self.catalog,
                 dispatch=self.dispatch, metrics=self.metrics,
-                on_plan=lambda _pid: self.refresh_book(),
-                leader=LeaderLock(self.store.engine), replica=self.replica)
+                on_plan=lambda _pid: self.refresh_book(), leader=self.leader,
+                replica=self.replica)
             self.cron.start()
+        self.loops = ServiceLoops(self.settings, self.db, self.catalog, self.clock,
+                                  self.metrics, self.leader, cron=self.cron)
+        self.loops.start()
 
     def stop(self) -> None:
-        """Stop the cron and the refresher."""
+        """Stop the loops, the cron and the refresher; give up the lead."""
         self._stop.set()
+        if self.loops is not None:
+            self.loops.stop()
         if self.cron is not None:
-            self.cron.shutdown()
+            self.cron.shutdown(release=False)
+        if self.leader is not None:
+            self.leader.release()
         self.store.engine.dispose()

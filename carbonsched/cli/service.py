@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from carbonsched.cli.common import err, errors, solver_chatter_to_stderr
-from carbonsched.errors import InputError
+from carbonsched.errors import InputError, StoreUnavailableError
 
 token_app = typer.Typer(help="API bearer tokens.", no_args_is_help=True)
 
@@ -111,6 +111,13 @@ def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path
     int
         Exit code: 0 done or already done, 4 infeasible plan. A failed run (recorded as
         ``failed``) raises its error.
+
+    Raises
+    ------
+    StoreUnavailableError
+        The database was lost during the run (exit 3): one message naming it (URL without the
+        password), whether the plan file was written, and when and how to run the date again
+        (the run record's lease runs out ``lease_s`` after the last heartbeat).
     """
     import json
 
@@ -128,10 +135,25 @@ def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path
     issued = day_start_utc(date).to_pydatetime()
     pdate = issued.strftime("%Y-%m-%d")
     replica = f"cli@{socket.gethostname()}:{os.getpid()}"
-    with solver_chatter_to_stderr():
-        out = execute_run(s, db, SystemClock(), planning_date=pdate, issued_at=issued,
-                          trigger="cli", replica=replica, dispatch=dispatch, out_file=out_file)
+    # the run's own log lines (the failure, the lost heartbeat) are in the one error line
+    logging.getLogger("carbonsched.service.runs").addHandler(logging.NullHandler())
+    before = _mtime(out_file)
+    try:
+        with solver_chatter_to_stderr():
+            out = execute_run(s, db, SystemClock(), planning_date=pdate, issued_at=issued,
+                              trigger="cli", replica=replica, dispatch=dispatch,
+                              out_file=out_file)
+    except StoreUnavailableError as exc:
+        written = out_file is not None and _mtime(out_file) not in (None, before)
+        raise lost_database(exc, pdate, out_file if written else None, s.lease_s) from exc
     rec = db.get_run(pdate)
+    if out is None and rec["status"] == "running":
+        err.print(f"planning date {pdate} is being run by {rec['replica']} (its lease runs "
+                  f"until {rec['lease_expires_at']}, last heartbeat {rec['heartbeat_at']}); "
+                  "nothing to do now: if that run died, run this again after its lease",
+                  highlight=False)
+        print(json.dumps(rec, default=str))
+        return 0
     if out is None:
         err.print(f"planning date {pdate} already has a run ({rec['status']}, "
                   f"{rec['trigger']} on {rec['replica']}); nothing to do", highlight=False)
@@ -143,6 +165,32 @@ def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path
               highlight=False)
     print(json.dumps(rec, default=str))
     return 4 if out.status == "infeasible" else 0
+
+
+def _mtime(path: Path | None) -> int | None:
+    """``path``'s modification time [ns], or ``None`` when there is no such file."""
+    try:
+        return None if path is None else path.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
+def lost_database(exc: StoreUnavailableError, pdate: str, out_file: Path | None,
+                  lease_s: float) -> StoreUnavailableError:
+    """The one message of a ``plan --dispatch`` run that lost its database.
+
+    Names the database (URL without its password) and what was being done, says whether the
+    plan file was written (``out_file``; ``None``: not written), and how to run the date
+    again: the run record, if it was claimed, is ``running`` or ``interrupted`` until its lease
+    runs out (``lease_s`` after the last heartbeat); then the same command (or any replica's
+    cron) takes it over.
+    """
+    wrote = (f"the plan is written to {out_file}" if out_file is not None
+             else "no plan file was written")
+    hint = (f"{wrote}; once the database is back, run `carbonsched plan --dispatch --date "
+            f"{pdate}` again (it takes the date's run record over {lease_s:g} s after this "
+            "run's last heartbeat)")
+    return StoreUnavailableError(exc.url, exc.doing, exc.detail, hint)
 
 
 def register(app: typer.Typer) -> None:

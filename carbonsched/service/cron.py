@@ -9,9 +9,13 @@ that date's 00:00 UTC. A run is keyed by its planning date and claimed with an `
   does not repeat) nor none (a wall-clock time that spring-forward skips is "past" at 03:00);
 * a restart after downtime runs the one due day once on start-up, never once per missed
   trigger (only the newest due day is looked at);
-* replicas that share one PostgreSQL run it once: only the holder of the advisory lock
-  (:class:`~carbonsched.store.service.LeaderLock`) schedules, and the key refuses a second claim
-  even if two processes tried.
+* replicas that share one database run it once: only the holder of the leader's lease
+  (:class:`~carbonsched.store.service.LeaderLease`) schedules, and the key refuses a second claim
+  even if two processes tried;
+* a replica that dies holding the day's run leaves a record whose lease runs out
+  ``lease_s`` after its last heartbeat; the leader then takes the record over (the service's
+  lease loop, :class:`carbonsched.service.loops.ServiceLoops`, asks for a tick at every renewal,
+  :meth:`DailyCron.kick`), so the day is run within about ``lease_s * 4 / 3``, not hours later.
 
 APScheduler fires :meth:`DailyCron.tick` at the configured local time (``CronTrigger`` in the
 zone) and every ``cron_check_interval_s`` as a safety net; ``tick`` decides from the injected
@@ -109,18 +113,20 @@ class DailyCron:
     offset_days
         The run of local day D plans D + ``offset_days``.
     leader
-        :class:`~carbonsched.store.service.LeaderLock`.
+        :class:`~carbonsched.store.service.LeaderLease`, or ``None`` (always leads).
     replica
         Name recorded with each run.
-    check_interval_s, stale_after_s
-        Safety-net tick period and stale-run takeover age. [s]
+    check_interval_s
+        Safety-net tick period. [s]
+    lease_s
+        The run records' lease (:meth:`~carbonsched.store.service.ServiceStore.claim_run`). [s]
     metrics
         :class:`~carbonsched.service.metrics.ServiceMetrics` or ``None``.
     """
 
     def __init__(self, store: Any, pipeline: Pipeline, clock: Clock, zone: str, at: time,
                  offset_days: int = 1, leader: Any = None, replica: str = "replica",
-                 check_interval_s: float = 300.0, stale_after_s: float = 3 * 3600.0,
+                 check_interval_s: float = 300.0, lease_s: float = 45.0,
                  metrics: Any = None) -> None:
         self.store = store
         self.pipeline = pipeline
@@ -132,7 +138,7 @@ class DailyCron:
         self.leader = leader
         self.replica = replica
         self.check_interval_s = check_interval_s
-        self.stale_after = timedelta(seconds=stale_after_s)
+        self.lease = timedelta(seconds=lease_s)
         self.metrics = metrics
         self._busy = threading.Lock()
         self._scheduler: Any = None
@@ -165,7 +171,7 @@ class DailyCron:
             settings.catalog))
         return cls(store, pipeline, clock, zone, settings.cron_time,
                    settings.cron_plan_offset_days, leader, replica,
-                   settings.cron_check_interval_s, settings.cron_stale_after_s, metrics)
+                   settings.cron_check_interval_s, settings.lease_s, metrics)
 
     def due(self, now: datetime | None = None) -> tuple[date, date]:
         """``(local_day, planning_date)`` of the newest due run at ``now`` (default: clock)."""
@@ -173,8 +179,10 @@ class DailyCron:
         return day, day + timedelta(days=self.offset_days)
 
     def is_leader(self) -> bool:
-        """Whether this replica runs the cron (tries to take the lead)."""
+        """Whether this replica runs the cron: it holds the lease, or takes or renews it now."""
         if self.leader is None:
+            return True
+        if self.leader.held:
             return True
         try:
             got = self.leader.try_acquire()
@@ -202,13 +210,30 @@ class DailyCron:
                 out = claim_and_run(self.store, self.clock, self.pipeline, planning_date=pdate,
                                     issued_at=day_start_utc(pdate).to_pydatetime(),
                                     trigger=trigger, replica=self.replica,
-                                    stale_after=self.stale_after,
+                                    lease=self.lease,
                                     local_day=local_day.isoformat(), metrics=self.metrics)
             except Exception:  # recorded and logged by claim_and_run; the cron carries on
                 return self.store.get_run(pdate)
             return None if out is None else self.store.get_run(pdate)
         finally:
             self._busy.release()
+
+    def kick(self, trigger: str = "lease") -> bool:
+        """Ask for a tick now, in the cron's own scheduler thread, unless one is running.
+
+        The service's lease loop calls this at each renewal of the lead, so that a new leader
+        runs (or takes over) the due day's run at once instead of at the next safety-net check.
+
+        Returns
+        -------
+        bool
+            Whether a tick was scheduled.
+        """
+        if self._scheduler is None or self._busy.locked():
+            return False
+        self._scheduler.add_job(self.tick, id="kick", kwargs={"trigger": trigger},
+                                replace_existing=True, misfire_grace_time=None)
+        return True
 
     # --- APScheduler wiring -------------------------------------------------------------------
     def triggers(self) -> list[Any]:
@@ -239,10 +264,10 @@ class DailyCron:
         sched.start()
         self._scheduler = sched
 
-    def shutdown(self) -> None:
-        """Stop the scheduler and give up the lead."""
+    def shutdown(self, release: bool = True) -> None:
+        """Stop the scheduler and (``release``) give up the lead."""
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=False)
             self._scheduler = None
-        if self.leader is not None:
+        if release and self.leader is not None:
             self.leader.release()

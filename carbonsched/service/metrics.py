@@ -40,4 +40,30 @@ class ServiceMetrics:
         self.placements = Counter("carbonsched_placement_queries_total",
                                   "Placement queries by outcome.", ["outcome"], registry=r)
         self.cron_leader = Gauge("carbonsched_cron_leader",
-                                 "1 when this replica runs the cron.", registry=r)
+                                 "1 when this replica holds the leader's lease (it runs the "
+                                 "cron and the dispatch loops).", registry=r)
+        # the dispatch loops (carbonsched.service.loops)
+        self.outbox_backlog = Gauge("carbonsched_outbox_backlog",
+                                    "Outbox intents written and not yet on their backend "
+                                    "(state Pending), as last observed. [-]", registry=r)
+        self.outbox_oldest_pending_age = Gauge(
+            "carbonsched_outbox_oldest_pending_age_seconds",
+            "Age of the oldest pending outbox intent by the service's clock (0: none). [s]",
+            registry=r)
+        self.outbox_observed = Gauge("carbonsched_outbox_observed_timestamp_seconds",
+                                     "When the two outbox gauges were last read from the store "
+                                     "(Unix time; 0: never). [s]", registry=r)
+        self.reconcile_last_success = Gauge(
+            "carbonsched_reconcile_last_success_timestamp_seconds",
+            "When this replica last finished a reconcile pass of the outbox (Unix time; 0: "
+            "never). [s]", registry=r)
+        self.loop_runs = Counter("carbonsched_dispatch_loop_runs_total",
+                                 "Passes of the dispatch loops by loop (reconcile, release, "
+                                 "refresh, lease) and outcome (ok, store_unavailable, "
+                                 "failed).", ["loop", "outcome"], registry=r)
+        self.released = Counter("carbonsched_released_total",
+                                "Held jobs released at their planned start.", registry=r)
+        self.loop_sites_unavailable = Gauge(
+            "carbonsched_dispatch_loop_sites_unavailable",
+            "Sites whose backend adapter could not be built for the dispatch loops (named in "
+            "the log and in /readyz). [-]", registry=r)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time as _time
 import traceback
 from collections.abc import Callable
@@ -33,7 +34,12 @@ import pandas as pd
 from carbonsched.catalog import Catalog
 from carbonsched.clock import Clock
 from carbonsched.domain import Job, Workload
-from carbonsched.errors import CarbonschedError, InputError
+from carbonsched.errors import (
+    BackendUnavailableError,
+    CarbonschedError,
+    InputError,
+    ProviderUnavailableError,
+)
 from carbonsched.pipeline.document import read_plan_document
 
 log = logging.getLogger("carbonsched.service.runs")
@@ -178,15 +184,72 @@ def write_plan_file(path: str | Path, doc: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(doc, indent=2) + "\n")
 
 
+class RunHeartbeat:
+    """Renew a claimed run record's lease every ``lease / 3`` while its run is in progress.
+
+    A daemon thread; a renewal that fails (the database is down) is logged and tried again at
+    the next beat, so a short outage loses nothing, and a process that dies stops renewing:
+    another replica takes the record over once the lease ran out
+    (:meth:`~carbonsched.store.service.ServiceStore.claim_run`).
+
+    Parameters
+    ----------
+    service_store
+        :class:`~carbonsched.store.service.ServiceStore`.
+    planning_date, owner
+        The claimed record and the claim's owner token.
+    lease
+        The lease length; renewed every third of it.
+    """
+
+    def __init__(self, service_store: Any, planning_date: str, owner: str,
+                 lease: timedelta) -> None:
+        self.store = service_store
+        self.planning_date = planning_date
+        self.owner = owner
+        self.lease = lease
+        self.lost = False
+        """True once a renewal found the record no longer this claim's."""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True,
+                                        name=f"run-heartbeat-{planning_date}")
+
+    def __enter__(self) -> RunHeartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+
+    def _beat(self) -> None:
+        every = self.lease.total_seconds() / 3
+        while not self._stop.wait(every):
+            try:
+                if not self.store.renew_run(self.planning_date, self.owner, self.lease):
+                    self.lost = True
+                    log.error("run for %s: the run record is no longer this run's (its lease "
+                              "ran out and another replica took it over)", self.planning_date)
+                    return
+            except CarbonschedError as exc:
+                log.warning("run for %s: lease not renewed (%s); trying again in %.0f s",
+                            self.planning_date, exc, every)
+
+
 def claim_and_run(service_store: Any, clock: Clock, pipeline: Pipeline, *, planning_date: str,
-                  issued_at: datetime, trigger: str, replica: str, stale_after: timedelta,
+                  issued_at: datetime, trigger: str, replica: str, lease: timedelta,
                   local_day: str | None = None, metrics: Any = None) -> RunOutcome | None:
     """Run ``pipeline`` for ``planning_date`` once, under its run record.
 
     The record is claimed first (:meth:`~carbonsched.store.service.ServiceStore.claim_run`:
-    one per planning date; a record still ``running`` after ``stale_after`` is taken over),
-    then the pipeline runs and the record is finished with its outcome. A pipeline that raises
-    is recorded as ``failed`` with :func:`failure_detail` and the exception is raised again.
+    one per planning date, under a lease that :class:`RunHeartbeat` renews while the pipeline
+    runs; a record whose lease ran out is taken over), then the pipeline runs and the record is
+    finished with its outcome. A pipeline that raises is recorded with :func:`failure_detail`
+    and the exception is raised again: ``interrupted`` when it is an outage (a backend, the
+    store or a signal provider unavailable; the date is claimed again ``lease`` later, by this
+    command or any replica's cron), else ``failed`` (final: the error needs a person). When
+    the database is down too, the record stays ``running`` with its lease, which runs out
+    ``lease`` later, so the date is run again then.
 
     Parameters
     ----------
@@ -201,10 +264,10 @@ def claim_and_run(service_store: Any, clock: Clock, pipeline: Pipeline, *, plann
     issued_at
         The plan's issue time (the planning date's 00:00 UTC).
     trigger, replica
-        Recorded with the run (``scheduled``, ``check``, ``startup``, ``manual``, ``cli``; the
+        Recorded with the run (``scheduled``, ``check``, ``startup``, ``lease``, ``cli``; the
         process that ran it).
-    stale_after
-        Age after which a ``running`` record is taken over.
+    lease
+        The run record's lease (``settings.lease_s``).
     local_day
         The cron's local day the run belongs to (default: the planning date).
     metrics
@@ -218,33 +281,44 @@ def claim_and_run(service_store: Any, clock: Clock, pipeline: Pipeline, *, plann
 
     Raises
     ------
+    StoreUnavailableError
+        The database cannot be reached while claiming or finishing the record.
     Exception
-        Whatever the pipeline raised, after it was recorded; the store's own errors while
-        claiming (a dead database) unrecorded.
+        Whatever the pipeline raised, after it was recorded.
     """
     existing = service_store.get_run(planning_date)
-    if existing is not None and existing["status"] != "running":
+    if existing is not None and existing["status"] not in ("running", "interrupted"):
         return None
     local_day = local_day or planning_date
-    if not service_store.claim_run(planning_date, local_day, issued_at, trigger, replica,
-                                   clock.now(), stale_after):
+    owner = service_store.claim_run(planning_date, local_day, issued_at, trigger, replica,
+                                    clock.now(), lease)
+    if not owner:
         return None
     log.info("run for planning date %s (local day %s, %s on %s) started", planning_date,
              local_day, trigger, replica)
-    try:
-        out = pipeline(planning_date, issued_at, trigger)
-    except Exception as exc:
-        log.error("run for %s failed: %s", planning_date, exc)
+    with RunHeartbeat(service_store, planning_date, owner, lease):
         try:
-            service_store.finish_run(planning_date, clock.now(), "failed",
-                                     error=failure_detail(exc))
-        except Exception as rec_exc:  # the database died too: the takeover repairs it
-            log.error("run for %s: the failure could not be recorded (%s); the record stays "
-                      "'running' until a later run takes it over", planning_date, rec_exc)
-        _count(metrics, trigger, "failed")
-        raise
-    service_store.finish_run(planning_date, clock.now(), out.status, plan_id=out.plan_id,
-                             solver_status=out.solver_status, dispatch=out.dispatch)
+            out = pipeline(planning_date, issued_at, trigger)
+        except Exception as exc:
+            outage = isinstance(exc, BackendUnavailableError | ProviderUnavailableError)
+            log.error("run for %s %s: %s", planning_date,
+                      "interrupted by an outage" if outage else "failed", exc)
+            try:
+                service_store.finish_run(
+                    planning_date, clock.now(), "interrupted" if outage else "failed",
+                    owner=owner, retry_after=lease if outage else None,
+                    error=failure_detail(exc))
+            except Exception as rec_exc:  # the database died too: the lease runs out
+                log.error("run for %s: the failure could not be recorded (%s); the record "
+                          "stays 'running' until its lease runs out (%.0f s)", planning_date,
+                          rec_exc, lease.total_seconds())
+            _count(metrics, trigger, "failed")
+            raise
+        if not service_store.finish_run(planning_date, clock.now(), out.status, owner=owner,
+                                        plan_id=out.plan_id, solver_status=out.solver_status,
+                                        dispatch=out.dispatch):
+            log.error("run for %s finished (%s) after another replica took its record over; "
+                      "the record keeps that replica's outcome", planning_date, out.status)
     _count(metrics, trigger, out.status)
     return out
 
@@ -261,15 +335,15 @@ def execute_run(settings: Any, service_store: Any, clock: Clock, *, planning_dat
                 out_file: str | Path | None = None) -> RunOutcome | None:
     """The run path: claim the date's run record, plan, write, store, dispatch, record.
 
-    :func:`planning_pipeline` under :func:`claim_and_run`, with the stale-run takeover after
-    ``settings.cron_stale_after_s``. The catalog is loaded before the record is claimed, so a
+    :func:`planning_pipeline` under :func:`claim_and_run`, with the run record's lease of
+    ``settings.lease_s``. The catalog is loaded before the record is claimed, so a
     catalog that cannot be read claims nothing.
 
     Parameters
     ----------
     settings
         :class:`~carbonsched.config.Settings`: catalog, workload file, data folder, solver,
-        time limit, horizon, rolling mode, stale-run age.
+        time limit, horizon, rolling mode, lease.
     service_store
         :class:`~carbonsched.store.service.ServiceStore`.
     clock
@@ -303,7 +377,7 @@ def execute_run(settings: Any, service_store: Any, clock: Clock, *, planning_dat
         issued_at = day_start_utc(planning_date).to_pydatetime()
     return claim_and_run(service_store, clock, pipeline, planning_date=planning_date,
                          issued_at=issued_at, trigger=trigger, replica=replica,
-                         stale_after=timedelta(seconds=settings.cron_stale_after_s),
+                         lease=timedelta(seconds=settings.lease_s),
                          local_day=local_day, metrics=metrics)
 
 

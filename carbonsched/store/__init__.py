@@ -25,7 +25,12 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from carbonsched.errors import BackendError, BackendUnavailableError, InputError
+from carbonsched.errors import (
+    BackendError,
+    BackendUnavailableError,
+    InputError,
+    StoreUnavailableError,
+)
 from carbonsched.store.models import ForecastRow, InferenceRow, PlacementRow, PlanRow
 from carbonsched.store.sqlite import enable_sqlite_wal
 
@@ -106,10 +111,8 @@ class Store:
     def _unreachable(self, exc: OperationalError) -> BackendUnavailableError:
         if _is_locked(exc):
             return self._locked(exc, "opening the store")
-        return BackendUnavailableError(
-            f"database {self._safe_url()} is unreachable: "
-            f"{' '.join(str(exc.orig).split())}; check "
-            "CARBONSCHED_DATABASE_URL and that the server is running")
+        return StoreUnavailableError(self._safe_url(), "opening the store",
+                                     " ".join(str(exc.orig).split()))
 
     def _locked(self, exc: OperationalError, doing: str) -> StoreLockedError:
         return StoreLockedError(
@@ -203,10 +206,10 @@ class Store:
             self._retry_locked(lambda: self._save_plan(plan, forecasts),
                                f"recording plan {plan['plan_id']}")
         except OperationalError as exc:
-            raise BackendUnavailableError(
-                f"database {self._safe_url()} failed while recording plan {plan['plan_id']}: "
-                f"{' '.join(str(exc.orig).split())}; the plan itself is intact (write it with "
-                "--out) — check that the server is running, then plan again") from exc
+            raise StoreUnavailableError(
+                self._safe_url(), f"recording plan {plan['plan_id']}",
+                " ".join(str(exc.orig).split()), "the plan itself is intact (write it with "
+                "--out); check that the server is running, then plan again") from exc
         except SQLAlchemyError as exc:
             raise BackendError(
                 f"database {self._safe_url()} refused plan {plan['plan_id']}: "

@@ -3,36 +3,123 @@
 :class:`ServiceStore` wraps a :class:`~carbonsched.store.Store` (same engine, same migrations).
 Run records are keyed by planning date: claiming a date is an ``INSERT`` that the primary key
 lets succeed once, whichever replica or process tries, so the pipeline is idempotent by
-planning date on SQLite and PostgreSQL alike. :class:`LeaderLock` elects the one replica that
-runs the cron (a session-level PostgreSQL advisory lock; SQLite is single-node and always
-leads).
+planning date on SQLite and PostgreSQL alike. A claimed record carries a lease (``owner``,
+``heartbeat_at``, ``lease_expires_at``) that its owner renews while it runs
+(:meth:`ServiceStore.renew_run`); a record still ``running`` whose lease expired (its process
+died) is taken over by the next claim. :class:`LeaderLease` elects the one replica that runs the
+cron and the dispatch loops, with a lease of the same kind in ``service_leases``.
+
+Lease times are the database server's clock (``now()`` on PostgreSQL; the host's clock on
+SQLite, which is one host), never the service's clock, which ``--as-of`` may pin; tests inject
+a clock instead (``lease_clock``).
+
+Every method maps a database that cannot be reached or that drops the connection to
+:class:`~carbonsched.errors.StoreUnavailableError`, which names the database (URL without its
+password) and what was being done; SQLAlchemy's own errors do not leave this module for that.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import json
+import logging
 import secrets
-from datetime import datetime, timedelta
-from typing import Any
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
 
-from sqlalchemy import select, text, update
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import delete, select, text, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
-from carbonsched.errors import InputError
+from carbonsched.errors import InputError, StoreUnavailableError
 from carbonsched.store import Store
 from carbonsched.store.models import PlacementRow, PlanRow
-from carbonsched.store.service_models import RunRow, ServiceJobRow, TokenRow
+from carbonsched.store.service_models import LeaseRow, RunRow, ServiceJobRow, TokenRow
+
+log = logging.getLogger("carbonsched.store.service")
+
+LeaseClock = Callable[[], datetime]
+"""Returns the lease time "now" (tz-aware); ``None`` in its place means the database's clock."""
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Whether a SQLAlchemy error means the database cannot be reached or dropped the connection.
+
+    ``OperationalError`` (connection refused, server closed the connection, SQLite cannot open
+    its file), ``InterfaceError`` (a closed connection used), or any DBAPI error SQLAlchemy
+    flagged ``connection_invalidated``
+    (https://docs.sqlalchemy.org/en/20/core/pooling.html#dealing-with-disconnects).
+    """
+    return isinstance(exc, OperationalError | InterfaceError) or (
+        isinstance(exc, DBAPIError) and bool(exc.connection_invalidated))
+
+
+def unavailable(engine: Engine, doing: str, exc: BaseException) -> StoreUnavailableError:
+    """The :class:`StoreUnavailableError` for ``exc`` raised while ``doing``."""
+    orig = getattr(exc, "orig", None) or exc
+    detail = " ".join(str(orig).split())[:300] or type(orig).__name__
+    return StoreUnavailableError(engine.url.render_as_string(hide_password=True), doing, detail)
+
+
+def store_call(doing: str) -> Callable[[_F], _F]:
+    """Decorate a method of an object with ``engine``: outages become the project's error.
+
+    A database outage (:func:`is_outage`) raised by the method becomes
+    :class:`StoreUnavailableError` saying ``doing``, formatted with the call's arguments.
+    """
+
+    def deco(fn: _F) -> _F:
+        sig = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(self, *args, **kwargs)
+            except DBAPIError as exc:
+                if not is_outage(exc):
+                    raise
+                bound = sig.bind(self, *args, **kwargs).arguments
+                raise unavailable(self.engine, doing.format(**bound), exc) from exc
+
+        return wrapper  # type: ignore[return-value]
+
+    return deco
+
+
+def database_now(session: Session, lease_clock: LeaseClock | None = None) -> datetime:
+    """The lease clock's "now": ``lease_clock()``, else the database server's time.
+
+    PostgreSQL: ``now()`` (the transaction's start, one clock for every replica); SQLite (one
+    host): the host's clock in UTC.
+    """
+    if lease_clock is not None:
+        now = lease_clock()
+    elif session.get_bind().dialect.name == "postgresql":
+        now = session.execute(text("SELECT now()")).scalar_one()
+    else:
+        now = datetime.now(UTC)
+    if now.tzinfo is None:
+        raise ValueError(f"the lease clock returned naive {now!r}; it must be tz-aware")
+    return now.astimezone(UTC)
+
 
 ROLES = ("read", "submit", "admin")
 """Token roles, each including the ones before it (admin can submit, submit can read)."""
 
 TOKEN_PREFIX = "cst_"
 
-LEADER_LOCK_KEY = 0x63617262_6F6E
-"""PostgreSQL advisory lock key of the cron leader ("carbon" in ASCII hex)."""
+RETRYABLE = ("running", "interrupted")
+"""Run statuses a claim can take over (once the lease or the retry time has run out)."""
+
+LEADER_LEASE = "cron-leader"
+"""Name of the lease the cron's leader holds in ``service_leases``."""
 
 
 def hash_token(token: str) -> str:
@@ -60,11 +147,15 @@ class ServiceStore:
     ----------
     store
         The migrated store.
+
+    lease_clock
+        The clock of the run records' leases (tests); ``None``: the database's clock.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, lease_clock: LeaseClock | None = None) -> None:
         self.store = store
         self.engine = store.engine
+        self.lease_clock = lease_clock
 
     @property
     def dialect(self) -> str:
@@ -75,12 +166,20 @@ class ServiceStore:
         """The database URL without its password."""
         return self.engine.url.render_as_string(hide_password=True)
 
+    @store_call("checking the connection")
     def ping(self) -> None:
-        """Run ``SELECT 1`` (raises SQLAlchemy's error when the database is down)."""
+        """Run ``SELECT 1``.
+
+        Raises
+        ------
+        StoreUnavailableError
+            The database cannot be reached.
+        """
         with self.engine.connect() as conn:
             conn.execute(text("SELECT 1"))
 
     # --- tokens ---------------------------------------------------------------------------
+    @store_call("storing a token")
     def create_token(self, role: str, now: datetime, name: str = "") -> tuple[str, str]:
         """Mint a token; only its hash is stored.
 
@@ -103,6 +202,7 @@ class ServiceStore:
                            name=name, created_at=now))
         return token_id, token
 
+    @store_call("looking up a token")
     def role_for_token(self, token: str) -> str | None:
         """The role of an unrevoked token, or ``None``."""
         with Session(self.engine) as s:
@@ -113,12 +213,14 @@ class ServiceStore:
             return row.role
 
     # --- plans ----------------------------------------------------------------------------
+    @store_call("looking up the newest plan of {catalog}")
     def latest_plan_id(self, catalog: str) -> str | None:
         """Id of the newest plan of ``catalog``."""
         with Session(self.engine) as s:
             return s.scalars(select(PlanRow.plan_id).where(PlanRow.catalog == catalog)
                              .order_by(PlanRow.created_at.desc()).limit(1)).first()
 
+    @store_call("reading the plan of {date}")
     def plan_for_date(self, catalog: str, date: str) -> dict[str, Any] | None:
         """The newest plan document of ``catalog`` for ``date`` (``YYYY-MM-DD``)."""
         with Session(self.engine) as s:
@@ -127,6 +229,7 @@ class ServiceStore:
                             .order_by(PlanRow.created_at.desc()).limit(1)).first()
             return None if row is None else json.loads(row.plan_json)
 
+    @store_call("reading job {job_id} of plan {plan_id}")
     def plan_job(self, plan_id: str, job_id: str) -> dict[str, Any] | None:
         """A job's row in a plan (state, reason, site, start, end), or ``None``."""
         with Session(self.engine) as s:
@@ -139,6 +242,7 @@ class ServiceStore:
                                                 "emissions_kg", "plan_id")}
 
     # --- submitted jobs ---------------------------------------------------------------------
+    @store_call("storing submitted jobs")
     def add_jobs(self, rows: list[dict[str, Any]]) -> None:
         """Insert submitted jobs (all or none).
 
@@ -159,12 +263,14 @@ class ServiceStore:
             except IntegrityError as exc:
                 raise DuplicateJobError(ids[0]) from exc
 
+    @store_call("reading job {job_id}")
     def get_job(self, job_id: str) -> dict[str, Any] | None:
         """A submitted job as a dict, or ``None``."""
         with Session(self.engine) as s:
             r = s.get(ServiceJobRow, job_id)
             return None if r is None else _job_dict(r)
 
+    @store_call("reading the submitted jobs")
     def jobs(self, states: tuple[str, ...] | None = None,
              plan_id: str | None = None) -> list[dict[str, Any]]:
         """Submitted jobs, optionally in ``states`` or booked into ``plan_id``."""
@@ -176,6 +282,7 @@ class ServiceStore:
         with Session(self.engine) as s:
             return [_job_dict(r) for r in s.scalars(q.order_by(ServiceJobRow.submitted_at))]
 
+    @store_call("updating job {job_id}")
     def update_job(self, job_id: str, **values: Any) -> None:
         """Set columns of a submitted job."""
         with Session(self.engine) as s, s.begin():
@@ -183,41 +290,143 @@ class ServiceStore:
                       .values(**values))
 
     # --- run records --------------------------------------------------------------------------
+    @store_call("claiming the run of {planning_date}")
     def claim_run(self, planning_date: str, local_day: str, issued_at: datetime, trigger: str,
-                  replica: str, now: datetime, stale_after: timedelta) -> bool:
-        """Claim the run of ``planning_date``; ``False`` when it exists already.
+                  replica: str, now: datetime, lease: timedelta) -> str | None:
+        """Claim the run of ``planning_date`` under a lease; ``None`` when it is taken.
 
-        A run still ``running`` after ``stale_after`` (its process died) is reclaimed once.
+        A new record is inserted ``running`` with ``lease_expires_at`` = lease time + ``lease``.
+        A record still ``running`` whose lease expired (its owner died or lost the database
+        longer than ``lease``), or ``interrupted`` by an outage whose retry time
+        (``lease_expires_at``) has come, is taken over once, its ``attempts`` counted; a
+        ``running`` record with no lease (written before migration ``0009_run_heartbeat``)
+        counts as expired. Any other status is final.
+
+        Parameters
+        ----------
+        planning_date, local_day
+            ``YYYY-MM-DD``: the record's key and the cron's local day.
+        issued_at
+            The plan's issue time (tz-aware).
+        trigger, replica
+            Recorded with the run.
+        now
+            The service's clock (``started_at``); the lease uses the lease clock.
+        lease
+            How long the claim holds without a renewal (:meth:`renew_run`).
+
+        Returns
+        -------
+        str or None
+            The claim's owner token (pass it to :meth:`renew_run` and :meth:`finish_run`), or
+            ``None`` when another live claim holds the record or the run is over.
+
+        Raises
+        ------
+        StoreUnavailableError
+            The database cannot be reached.
         """
+        owner = f"{replica}/{secrets.token_hex(4)}"
         try:
             with Session(self.engine) as s, s.begin():
+                t = database_now(s, self.lease_clock)
                 s.add(RunRow(planning_date=planning_date, local_day=local_day,
                              issued_at=issued_at, trigger=trigger, replica=replica,
-                             status="running", started_at=now, dispatch="", error=""))
-            return True
+                             status="running", started_at=now, dispatch="", error="",
+                             owner=owner, heartbeat_at=t, lease_expires_at=t + lease))
+            return owner
         except IntegrityError:
             pass
         with Session(self.engine) as s, s.begin():
+            t = database_now(s, self.lease_clock)
+            old = s.get(RunRow, planning_date)
+            if old is None or old.status not in RETRYABLE or (
+                    old.lease_expires_at is not None and old.lease_expires_at >= t):
+                return None
+            beat = old.heartbeat_at.isoformat() if old.heartbeat_at else "never"
+            why = (f"taken over: the previous attempt ({old.replica}) stopped renewing its "
+                   f"lease (last heartbeat {beat})" if old.status == "running" else
+                   f"retried: the previous attempt ({old.replica}) was interrupted: "
+                   f"{old.error}")
             res = s.execute(update(RunRow).where(
-                RunRow.planning_date == planning_date, RunRow.status == "running",
-                RunRow.started_at < now - stale_after,
+                RunRow.planning_date == planning_date, RunRow.status == old.status,
+                RunRow.attempts == old.attempts,
+                (RunRow.lease_expires_at < t) | RunRow.lease_expires_at.is_(None),
             ).values(status="running", replica=replica, trigger=trigger, started_at=now,
-                     attempts=RunRow.attempts + 1,
-                     error="reclaimed: the previous attempt did not finish"))
+                     finished_at=None, attempts=RunRow.attempts + 1, owner=owner,
+                     heartbeat_at=t, lease_expires_at=t + lease,
+                     error=why[:4000]))
+            return owner if res.rowcount else None
+
+    @store_call("renewing the lease of the run of {planning_date}")
+    def renew_run(self, planning_date: str, owner: str, lease: timedelta) -> bool:
+        """Extend the lease of a ``running`` record held by ``owner``.
+
+        Returns
+        -------
+        bool
+            ``False`` when the record is no longer ``owner``'s (finished, or taken over after
+            the lease expired).
+
+        Raises
+        ------
+        StoreUnavailableError
+            The database cannot be reached.
+        """
+        with Session(self.engine) as s, s.begin():
+            t = database_now(s, self.lease_clock)
+            res = s.execute(update(RunRow).where(
+                RunRow.planning_date == planning_date, RunRow.owner == owner,
+                RunRow.status == "running").values(heartbeat_at=t, lease_expires_at=t + lease))
             return bool(res.rowcount)
 
-    def finish_run(self, planning_date: str, now: datetime, status: str, **values: Any) -> None:
-        """Record the outcome of a claimed run."""
-        with Session(self.engine) as s, s.begin():
-            s.execute(update(RunRow).where(RunRow.planning_date == planning_date)
-                      .values(status=status, finished_at=now, **values))
+    @store_call("recording the outcome of the run of {planning_date}")
+    def finish_run(self, planning_date: str, now: datetime, status: str,
+                   owner: str | None = None, retry_after: timedelta | None = None,
+                   **values: Any) -> bool:
+        """Record the outcome of a claimed run and end its lease.
 
+        Parameters
+        ----------
+        status
+            ``succeeded``, ``infeasible``, ``dispatch_failed``, ``failed`` (final) or
+            ``interrupted`` (an outage: claimed again after ``retry_after``).
+        owner
+            The claim's owner token: the record is finished only while it is this claim's
+            (``None``: whoever holds it).
+        retry_after
+            With ``interrupted``: how long until the date may be claimed again.
+        values
+            Further columns (``plan_id``, ``solver_status``, ``dispatch``, ``error``).
+
+        Returns
+        -------
+        bool
+            ``False`` when the record was not ``owner``'s any more (taken over).
+
+        Raises
+        ------
+        StoreUnavailableError
+            The database cannot be reached.
+        """
+        q = update(RunRow).where(RunRow.planning_date == planning_date)
+        if owner is not None:
+            q = q.where(RunRow.owner == owner)
+        with Session(self.engine) as s, s.begin():
+            until = (None if retry_after is None
+                     else database_now(s, self.lease_clock) + retry_after)
+            res = s.execute(q.values(status=status, finished_at=now, lease_expires_at=until,
+                                     **values))
+            return bool(res.rowcount)
+
+    @store_call("reading the run record of {planning_date}")
     def get_run(self, planning_date: str) -> dict[str, Any] | None:
         """The run record of ``planning_date``, or ``None``."""
         with Session(self.engine) as s:
             r = s.get(RunRow, planning_date)
             return None if r is None else _run_dict(r)
 
+    @store_call("reading the run records")
     def runs(self, limit: int = 100) -> list[dict[str, Any]]:
         """Run records, newest planning date first."""
         with Session(self.engine) as s:
@@ -235,54 +444,96 @@ def _job_dict(r: ServiceJobRow) -> dict[str, Any]:
 def _run_dict(r: RunRow) -> dict[str, Any]:
     return {c: getattr(r, c) for c in (
         "planning_date", "local_day", "issued_at", "trigger", "replica", "status", "started_at",
-        "finished_at", "plan_id", "solver_status", "dispatch", "error", "attempts")}
+        "finished_at", "plan_id", "solver_status", "dispatch", "error", "attempts", "owner",
+        "heartbeat_at", "lease_expires_at")}
 
 
-class LeaderLock:
-    """Leadership among replicas that share one database.
+class LeaderLease:
+    """Leadership among replicas that share one database: a lease that expires.
 
-    PostgreSQL: a session-level advisory lock (``pg_try_advisory_lock``) held on a dedicated
-    connection for as long as this replica leads; it is released when the connection closes,
-    so a dead replica's leadership passes to the next one that tries
-    (https://www.postgresql.org/docs/current/explicit-locking.html#ADVISORY-LOCKS).
-    SQLite: one node, so it always leads.
+    The leader holds the row ``name`` of ``service_leases`` until ``expires_at`` and renews it
+    (:meth:`try_acquire`, every ``lease_s / 3`` in the service); any replica takes a lease that
+    expired, so a leader that died, hangs or lost the database loses the lead ``lease_s`` after
+    its last renewal, whatever became of its connections. Times are the database's
+    (:func:`database_now`). The same on SQLite (several processes on one host) and PostgreSQL.
+
+    Parameters
+    ----------
+    engine
+        The store's engine.
+    owner
+        This replica's name (a random suffix is added, so two replicas given one name differ).
+    lease_s
+        Lease length. [s]
+    name
+        The lease's name.
+    lease_clock
+        Tests' clock; ``None``: the database's.
     """
 
-    def __init__(self, engine: Engine, key: int = LEADER_LOCK_KEY) -> None:
+    def __init__(self, engine: Engine, owner: str, lease_s: float, name: str = LEADER_LEASE,
+                 lease_clock: LeaseClock | None = None) -> None:
         self.engine = engine
-        self.key = key
-        self._conn: Connection | None = None
-        self.single_node = engine.dialect.name != "postgresql"
+        self.owner = f"{owner}/{secrets.token_hex(4)}"
+        self.lease = timedelta(seconds=lease_s)
+        self.name = name
+        self.lease_clock = lease_clock
+        self._valid_until = 0.0  # time.monotonic() bound of the last renewal's lease
 
     @property
     def held(self) -> bool:
-        """Whether this replica leads now."""
-        return self.single_node or self._conn is not None
+        """Whether this replica leads now (its last renewal's lease has not run out)."""
+        return time.monotonic() < self._valid_until
 
+    @store_call("taking or renewing the cron leader's lease")
     def try_acquire(self) -> bool:
-        """Take the lead if nobody holds it; ``True`` while this replica leads."""
-        if self.held:
-            return True
-        conn = self.engine.connect()
-        try:
-            got = bool(conn.execute(text("SELECT pg_try_advisory_lock(:k)"),
-                                    {"k": self.key}).scalar())
-            conn.commit()
-        except Exception:
-            conn.close()
-            raise
+        """Take the lead if it is free or expired, or renew it; ``True`` while leading.
+
+        Raises
+        ------
+        StoreUnavailableError
+            The database cannot be reached (the lead is then lost when the lease runs out).
+        """
+        t0 = time.monotonic()
+        with Session(self.engine) as s, s.begin():
+            t = database_now(s, self.lease_clock)
+            res = s.execute(update(LeaseRow).where(
+                LeaseRow.name == self.name,
+                (LeaseRow.owner == self.owner) | (LeaseRow.expires_at < t),
+            ).values(owner=self.owner, renewed_at=t, expires_at=t + self.lease))
+            got = bool(res.rowcount)
+        if not got:
+            try:
+                with Session(self.engine) as s, s.begin():
+                    t = database_now(s, self.lease_clock)
+                    s.add(LeaseRow(name=self.name, owner=self.owner, acquired_at=t,
+                                   renewed_at=t, expires_at=t + self.lease))
+                got = True
+            except IntegrityError:
+                got = False
         if got:
-            self._conn = conn
+            if not self.held:
+                log.info("lease %s taken by %s", self.name, self.owner)
+            self._valid_until = t0 + self.lease.total_seconds()
         else:
-            conn.close()
+            self._valid_until = 0.0
         return got
 
+    def holder(self) -> dict[str, Any] | None:
+        """The lease row (owner, acquired_at, renewed_at, expires_at), or ``None``."""
+        with Session(self.engine) as s:
+            r = s.get(LeaseRow, self.name)
+            return None if r is None else {c: getattr(r, c) for c in (
+                "owner", "acquired_at", "renewed_at", "expires_at")}
+
     def release(self) -> None:
-        """Give up the lead (closing the session releases the lock)."""
-        if self._conn is not None:
-            try:
-                self._conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": self.key})
-                self._conn.commit()
-            finally:
-                self._conn.close()
-                self._conn = None
+        """Give up the lead (the lease row is deleted, so a standby takes it at once)."""
+        if self._valid_until == 0.0:
+            return
+        self._valid_until = 0.0
+        try:
+            with Session(self.engine) as s, s.begin():
+                s.execute(delete(LeaseRow).where(LeaseRow.name == self.name,
+                                                 LeaseRow.owner == self.owner))
+        except DBAPIError as exc:  # the lease then runs out by itself
+            log.warning("lease %s not released (%s); it expires by itself", self.name, exc)

@@ -1,7 +1,8 @@
-"""Tables the service adds to the store: API tokens, submitted jobs and cron run records.
+"""Tables the service adds to the store: API tokens, submitted jobs, run records, leases.
 
 Imported at the end of :mod:`carbonsched.store.models` so that one ``Base.metadata`` knows every
-table; created by migration ``0003_service``.
+table; created by migration ``0003_service`` (the run records' lease columns and the
+``service_leases`` table by ``0009_run_heartbeat``).
 """
 
 from __future__ import annotations
@@ -67,3 +68,21 @@ class RunRow(Base):
     dispatch: Mapped[str] = mapped_column(Text, default="")
     error: Mapped[str] = mapped_column(Text, default="")
     attempts: Mapped[int] = mapped_column(Integer, default=1)
+    owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    """The claim holding the record while it is ``running`` (replica and a random suffix)."""
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    """The owner's last renewal of its lease (database time)."""
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    """After this instant (database time) a ``running`` record is taken over."""
+
+
+class LeaseRow(Base):
+    """A named lease (``cron-leader``): who holds it and until when (database time)."""
+
+    __tablename__ = "service_leases"
+
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(200))
+    acquired_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    renewed_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from tests.conftest import shared_data_dir
+from tests.service.private_pg import private_pg  # noqa: F401  (a fixture of the service tests)
 
 AS_OF = "2023-07-14T23:00:00Z"
 """The pinned service clock of the API tests (the session plan is for 2023-07-15)."""

@@ -19,7 +19,7 @@ from carbonsched.clock import FixedClock, ManualClock
 from carbonsched.service.cron import DailyCron, catalog_timezone, due_day
 from carbonsched.service.runs import RunOutcome
 from carbonsched.store import Store
-from carbonsched.store.service import LeaderLock, ServiceStore
+from carbonsched.store.service import LeaderLease, ServiceStore
 
 ZONE_NAME = catalog_timezone(load_catalog("global"))
 ZONE = ZoneInfo(ZONE_NAME)
@@ -41,13 +41,28 @@ class Recorder:
 
 @pytest.fixture
 def db(tmp_path) -> ServiceStore:
-    return ServiceStore(Store(f"sqlite:///{tmp_path / 'cron.sqlite'}"))
+    """A store whose leases follow the test's clock (``db.lease_clock = clock.now``)."""
+    store = ServiceStore(Store(f"sqlite:///{tmp_path / 'cron.sqlite'}"))
+    store.lease_clock = LeaseClock()
+    return store
+
+
+class LeaseClock:
+    """The lease clock of :func:`db`: follows the clock given to ``make`` (set there)."""
+
+    def __init__(self) -> None:
+        self.clock = None
+
+    def __call__(self) -> datetime:
+        return self.clock.now() if self.clock is not None else datetime.now(UTC)
 
 
 def make(db, clock, at=time(2, 30), rec=None, **kw) -> tuple[DailyCron, Recorder]:
     rec = rec or Recorder(clock)
+    db.lease_clock.clock = clock
     cron = DailyCron(db, rec, clock, ZONE_NAME, at, offset_days=1,
-                     leader=LeaderLock(db.engine), replica="test", **kw)
+                     leader=LeaderLease(db.engine, "test", 45.0, lease_clock=db.lease_clock),
+                     replica="test", **kw)
     return cron, rec
 
 
@@ -161,19 +176,23 @@ def test_a_failed_run_is_recorded_with_its_error_and_not_repeated(db):
     assert len(rec.calls) == 1
 
 
-def test_a_stale_running_record_is_taken_over_once(db):
+def test_a_running_record_whose_lease_ran_out_is_taken_over_once(db):
     clock = ManualClock(datetime(2023, 6, 1, 12, tzinfo=ZONE))
     issued = datetime(2023, 6, 2, tzinfo=UTC)
+    cron, rec = make(db, clock, lease_s=45)
     assert db.claim_run("2023-06-02", "2023-06-01", issued, "scheduled", "dead-replica",
-                        clock.now(), timedelta(hours=3))
-    cron, rec = make(db, clock, stale_after_s=3600)
+                        clock.now(), timedelta(seconds=45))
+    clock.advance(timedelta(seconds=44))
     cron.tick()
-    assert rec.calls == []   # still within the stale limit: someone may be running it
-    clock.advance(timedelta(hours=2))
+    assert rec.calls == []   # within its lease: its owner may be running it
+    clock.advance(timedelta(seconds=2))
     cron.tick()
     assert len(rec.calls) == 1
     row = db.get_run("2023-06-02")
     assert row["attempts"] == 2 and row["status"] == "succeeded" and row["replica"] == "test"
+    assert row["error"].startswith("taken over: the previous attempt (dead-replica) stopped "
+                                   "renewing its lease (last heartbeat 2023-06-01T")
+    assert row["lease_expires_at"] is None      # finished: no lease left
 
 
 def test_due_day_rule():

@@ -8,6 +8,7 @@ database loses nothing; a planning date runs once.
 from __future__ import annotations
 
 import json
+import time as time_mod
 from datetime import UTC, datetime, time, timedelta
 
 import pytest
@@ -145,22 +146,60 @@ def test_a_second_call_for_the_same_date_does_nothing(tmp_path, monkeypatch):
     assert calls == [PDATE]
 
 
-def test_a_stale_running_record_is_taken_over_by_the_command(tmp_path, monkeypatch):
+def test_a_running_record_is_taken_over_by_the_command_when_its_lease_ran_out(tmp_path,
+                                                                             monkeypatch):
     url, db = _db(tmp_path, "s.sqlite")
     clock = ManualClock(datetime(2023, 7, 16, 12, tzinfo=UTC))
+    db.lease_clock = clock.now
     issued = datetime(2023, 7, 17, tzinfo=UTC)
-    assert db.claim_run(PDATE, PDATE, issued, "scheduled", "dead", clock.now(),
-                        timedelta(hours=3))
+    lease = timedelta(seconds=45)
+    assert db.claim_run(PDATE, PDATE, issued, "scheduled", "dead", clock.now(), lease)
 
     def ok(pdate, issued_at, trigger):
         return RunOutcome("succeeded", "p1", "optimal", "dispatch: not configured")
 
-    kw = dict(planning_date=PDATE, issued_at=issued, trigger="cli", replica="r2")
-    assert claim_and_run(db, clock, ok, stale_after=timedelta(hours=3), **kw) is None
-    clock.advance(timedelta(hours=4))
-    assert claim_and_run(db, clock, ok, stale_after=timedelta(hours=3), **kw).plan_id == "p1"
+    kw = dict(planning_date=PDATE, issued_at=issued, trigger="cli", replica="r2", lease=lease)
+    clock.advance(lease)
+    assert claim_and_run(db, clock, ok, **kw) is None     # at the limit: still the owner's
+    clock.advance(timedelta(seconds=1))
+    assert claim_and_run(db, clock, ok, **kw).plan_id == "p1"
     rec = db.get_run(PDATE)
     assert (rec["status"], rec["replica"], rec["attempts"]) == ("succeeded", "r2", 2)
+
+
+def test_the_heartbeat_keeps_a_long_run_its_own(tmp_path):
+    """A run longer than its lease keeps its record: the heartbeat renews it meanwhile."""
+    import threading
+
+    url, db = _db(tmp_path, "s.sqlite")
+    clock = ManualClock(datetime(2023, 7, 16, 12, tzinfo=UTC))
+    issued = datetime(2023, 7, 17, tzinfo=UTC)
+    lease = timedelta(seconds=0.6)
+    inside, release = threading.Event(), threading.Event()
+    beats: list = []
+
+    def slow(pdate, issued_at, trigger):
+        inside.set()
+        # three leases long, watching the heartbeat move the lease on
+        while not release.wait(0.05):
+            beats.append(db.get_run(PDATE)["lease_expires_at"])
+        return RunOutcome("succeeded", "p1", "optimal", "dispatch: not configured")
+
+    t = threading.Thread(target=lambda: claim_and_run(
+        db, clock, slow, planning_date=PDATE, issued_at=issued, trigger="cli", replica="r1",
+        lease=lease))
+    t.start()
+    assert inside.wait(60)
+    deadline = time_mod.monotonic() + 60
+    while len(set(beats)) < 4 and time_mod.monotonic() < deadline:
+        time_mod.sleep(0.05)
+    # another process finds a live lease every time it tries
+    assert db.claim_run(PDATE, PDATE, issued, "check", "r2", clock.now(), lease) is None
+    release.set()
+    t.join(60)
+    assert len(set(beats)) >= 4, beats                  # renewed again and again
+    rec = db.get_run(PDATE)
+    assert (rec["status"], rec["replica"], rec["attempts"]) == ("succeeded", "r1", 1)
 
 
 def test_a_catalog_that_cannot_be_loaded_claims_nothing(tmp_path, monkeypatch):
@@ -183,8 +222,9 @@ def test_a_failure_the_dead_store_cannot_record_is_still_raised(tmp_path, caplog
     with pytest.raises(RuntimeError, match="solver exploded"):
         claim_and_run(db, clock, crash, planning_date=PDATE,
                       issued_at=datetime(2023, 7, 17, tzinfo=UTC), trigger="cli",
-                      replica="r", stale_after=timedelta(hours=3))
-    assert "the failure could not be recorded (database gone)" in caplog.text
+                      replica="r", lease=timedelta(seconds=45))
+    assert ("the failure could not be recorded (database gone); the record stays 'running' "
+            "until its lease runs out (45 s)") in caplog.text
     assert ServiceStore(Store(url)).get_run(PDATE)["status"] == "running"   # taken over later
 
 
@@ -228,8 +268,13 @@ def test_plan_dispatch_out_is_written_before_the_store_fails(tmp_path, monkeypat
     doc = json.loads(out.read_text())
     assert doc["run"] == {"planning_date": PDATE, "issued_at": "2023-07-17T00:00:00+00:00",
                           "trigger": "cli", "api_jobs": 0}
-    assert _error(r.stderr).startswith(f"error: database sqlite:///{tmp_path / 'cli.sqlite'} "
-                                       f"failed while recording plan {doc['plan_id']}")
+    assert _error(r.stderr) == (
+        f"error: database sqlite:///{tmp_path / 'cli.sqlite'} is unreachable (recording plan "
+        f"{doc['plan_id']}: disk I/O error); the plan is written to {out}; once the database "
+        f"is back, run `carbonsched plan --dispatch --date {PDATE}` again (it takes the date's "
+        "run record over 45 s after this run's last heartbeat)")
     rec = db.get_run(PDATE)
-    assert rec["status"] == "failed" and rec["error"].startswith(
-        "BackendUnavailableError: database sqlite:///")
+    # an outage is not final: the date is claimed again once the retry time has come
+    assert rec["status"] == "interrupted" and rec["error"].startswith(
+        "StoreUnavailableError: database sqlite:///")
+    assert rec["lease_expires_at"] > rec["finished_at"]

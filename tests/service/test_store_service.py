@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,7 +12,7 @@ from carbonsched.errors import InputError
 from carbonsched.store import Store
 from carbonsched.store.service import (
     DuplicateJobError,
-    LeaderLock,
+    LeaderLease,
     ServiceStore,
     hash_token,
     role_allows,
@@ -33,11 +32,18 @@ def db(request, tmp_path) -> ServiceStore:
 
 def test_migration_creates_the_service_tables(db):
     names = set(inspect(db.engine).get_table_names())
-    assert {"api_tokens", "service_jobs", "pipeline_runs", "plans", "rolling_jobs"} <= names
+    assert {"api_tokens", "service_jobs", "pipeline_runs", "plans", "rolling_jobs",
+            "service_leases"} <= names
+    assert {"owner", "heartbeat_at", "lease_expires_at"} <= {
+        c["name"] for c in inspect(db.engine).get_columns("pipeline_runs")}
+    from alembic.script import ScriptDirectory
+
+    from carbonsched.store import MIGRATIONS
+
     with db.engine.connect() as c:
         # the newest migration (the service's tables come with 0003_service, before it)
         assert c.execute(text("SELECT version_num FROM alembic_version")).scalar() == \
-            "0005_rolling"
+            ScriptDirectory(str(MIGRATIONS)).get_current_head()
 
 
 def test_sqlite_runs_in_wal_mode(tmp_path):
@@ -111,41 +117,96 @@ def test_a_planning_date_is_claimed_once_under_contention(db):
                             NOW + timedelta(days=9), timedelta(hours=3))
 
 
-def test_leader_lock(db):
-    a = LeaderLock(db.engine)
+class StepClock:
+    def __init__(self, at: datetime) -> None:
+        self.at = at
+
+    def __call__(self) -> datetime:
+        return self.at
+
+
+def test_leader_lease_moves_only_when_it_runs_out(db):
+    clock = StepClock(NOW)
     other = create_engine(db.engine.url.render_as_string(hide_password=False))
-    b = LeaderLock(other)
+    a = LeaderLease(db.engine, "a", 45.0, lease_clock=clock)
+    b = LeaderLease(other, "b", 45.0, lease_clock=clock)
     try:
+        assert a.try_acquire() and a.held
+        assert not b.try_acquire() and not b.held
+        clock.at = NOW + timedelta(seconds=30)
+        assert a.try_acquire()                      # renewed: until NOW + 75 s
+        clock.at = NOW + timedelta(seconds=75)
+        assert not b.try_acquire()                  # just at the limit: still a's
+        clock.at = NOW + timedelta(seconds=75, microseconds=1)
+        assert b.try_acquire() and b.held           # a stopped renewing: b leads
+        assert not a.try_acquire() and not a.held   # and a knows it lost the lead
+        assert b.holder()["owner"].startswith("b/")
+        b.release()                                 # a clean stop hands over at once
         assert a.try_acquire()
-        if db.dialect == "postgresql":
-            assert not b.try_acquire() and not b.held
-            a.release()
-            assert b.try_acquire() and b.held
-        else:  # single node: always leads
-            assert b.try_acquire() and a.single_node
     finally:
         a.release()
         b.release()
         other.dispose()
 
 
-def test_leadership_passes_when_the_leader_connection_dies(pg_db):
-    e1, e2 = create_engine(pg_db), create_engine(pg_db)
-    ServiceStore(Store(pg_db))
-    a, b = LeaderLock(e1), LeaderLock(e2)
-    assert a.try_acquire() and not b.try_acquire()
-    a._conn.invalidate()   # the session ends as when a replica dies
-    a._conn = None
-    # the server frees the lock when it sees the socket close: not instantly on a loaded host
-    deadline = time.monotonic() + 10.0
-    acquired = b.try_acquire()
-    while not acquired and time.monotonic() < deadline:
-        time.sleep(0.1)
-        acquired = b.try_acquire()
-    assert acquired, "the standby never took the lock after the leader died"
-    b.release()
-    e1.dispose()
-    e2.dispose()
+def test_a_run_record_lease_is_renewed_by_its_owner_only(db):
+    clock = StepClock(NOW)
+    db.lease_clock = clock
+    lease = timedelta(seconds=45)
+    owner = db.claim_run("2023-07-16", "2023-07-15", NOW, "scheduled", "r1", NOW, lease)
+    assert owner and owner.startswith("r1/")
+    assert db.claim_run("2023-07-16", "2023-07-15", NOW, "scheduled", "r2", NOW, lease) is None
+    clock.at = NOW + timedelta(seconds=40)
+    assert db.renew_run("2023-07-16", owner, lease)             # until NOW + 85 s
+    assert not db.renew_run("2023-07-16", "r2/x", lease)
+    clock.at = NOW + timedelta(seconds=85)
+    assert db.claim_run("2023-07-16", "2023-07-15", NOW, "check", "r2", NOW, lease) is None
+    clock.at = NOW + timedelta(seconds=85, microseconds=1)
+    second = db.claim_run("2023-07-16", "2023-07-15", NOW, "check", "r2", NOW, lease)
+    assert second and second.startswith("r2/")
+    row = db.get_run("2023-07-16")
+    assert (row["replica"], row["attempts"], row["owner"]) == ("r2", 2, second)
+    assert row["heartbeat_at"] == NOW + timedelta(seconds=85, microseconds=1)
+    # the first owner comes back: it can neither renew nor finish the record now
+    assert not db.renew_run("2023-07-16", owner, lease)
+    assert not db.finish_run("2023-07-16", NOW, "succeeded", owner=owner)
+    assert db.finish_run("2023-07-16", NOW, "succeeded", owner=second)
+    assert db.get_run("2023-07-16")["status"] == "succeeded"
+
+
+def test_a_dead_database_is_the_projects_error_naming_it(private_pg):
+    from carbonsched.errors import StoreUnavailableError
+
+    db = ServiceStore(Store(private_pg.url))
+    owner = db.claim_run("2023-07-16", "2023-07-15", NOW, "cli", "r1", NOW,
+                         timedelta(seconds=45))
+    lease = LeaderLease(db.engine, "r1", 45.0)
+    assert lease.try_acquire()
+    private_pg.stop()
+    calls = {
+        "claim_run": lambda: db.claim_run("2023-07-17", "2023-07-16", NOW, "cli", "r1", NOW,
+                                          timedelta(seconds=45)),
+        "get_run": lambda: db.get_run("2023-07-16"),
+        "renew_run": lambda: db.renew_run("2023-07-16", owner, timedelta(seconds=45)),
+        "finish_run": lambda: db.finish_run("2023-07-16", NOW, "failed", owner=owner),
+        "runs": lambda: db.runs(),
+        "jobs": lambda: db.jobs(),
+        "role_for_token": lambda: db.role_for_token("cst_x"),
+        "ping": db.ping,
+        "lease": lease.try_acquire,
+    }
+    for name, call in calls.items():
+        with pytest.raises(StoreUnavailableError) as info:
+            call()
+        msg = str(info.value)
+        assert msg.startswith(f"database postgresql+psycopg2://postgres:***@127.0.0.1:"
+                              f"{private_pg.port}/carbonsched is unreachable ("), (name, msg)
+        assert "pw-not-shown" not in msg and "\n" not in msg, (name, msg)
+        assert msg.endswith("check CARBONSCHED_DATABASE_URL and that the server is running, "
+                            "then retry"), (name, msg)
+    assert "(reading the run record of 2023-07-16: " in str(
+        pytest.raises(StoreUnavailableError, db.get_run, "2023-07-16").value)
+    db.engine.dispose()
 
 
 def test_postgres_url_is_set_by_the_test_command():
