@@ -9,7 +9,9 @@ numbers are the JSON's). Formats:
   introduced by a ``# table: NAME`` line and separated by a blank line
   (:func:`read_csv_sections` splits it back into frames);
 * ``xlsx`` (openpyxl): a ``summary`` sheet (totals, rules, provenance, notes) and one sheet per
-  breakdown;
+  breakdown; every time (a job's start and end, a site hour, the generation time) is a real
+  Excel date-time in UTC under a header ending ``_utc`` (Excel has no time zones:
+  :func:`excel_times`);
 * ``html``: one page, inline SVG charts, no scripts and no network fetches.
 """
 
@@ -19,6 +21,8 @@ import html
 import io
 import json
 import math
+import re
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -110,21 +114,56 @@ def render(report: Report, fmt: str) -> bytes:
     raise InputError(f"unknown report format {fmt!r}; use one of {', '.join(FORMATS)}")
 
 
+UTC_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]00:?00)$")
+"""An ISO 8601 instant in UTC as the frames and the metadata write it (``...Z`` or ``+00:00``)."""
+
+EXCEL_DATETIME_FORMAT = "YYYY-MM-DD HH:MM:SS"
+"""Number format of the time cells (ISO 8601 order, read the same in every locale)."""
+
+
+def _is_utc_times(values: pd.Series) -> bool:
+    present = values.dropna()
+    return len(present) > 0 and all(isinstance(v, str) and UTC_TIME.match(v) for v in present)
+
+
+def excel_times(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with each column of UTC instants as naive UTC datetimes, renamed ``<name>_utc``.
+
+    Excel stores no time zone, so a time cell is a wall time in UTC and its header says so;
+    openpyxl reads the cells back as :class:`datetime.datetime`. A column is converted when
+    every value present is an ISO 8601 instant in UTC (:data:`UTC_TIME`); missing values stay
+    empty cells.
+    """
+    out = frame.copy()
+    renames = {}
+    for col in frame.columns:
+        if str(col).endswith("_utc") or not _is_utc_times(frame[col]):
+            continue
+        out[col] = pd.to_datetime(frame[col], utc=True).dt.tz_localize(None)
+        renames[col] = f"{col}_utc"
+    return out.rename(columns=renames)
+
+
 def _xlsx(report: Report) -> bytes:
     buf = io.BytesIO()
     summary = [("total", k, _clean(v)) for k, v in report.totals.items()]
     summary += [("rule", k, v) for k, v in report.metadata["rules"].items()]
     summary += [("unit", f"*{k}", v) for k, v in report.metadata["units"].items()]
     prov = report.metadata["provenance"]
-    summary += [("provenance", k, json.dumps(_clean(v)) if isinstance(v, dict) else v)
+    summary += [("provenance", f"{k}_utc", pd.Timestamp(v).tz_convert("UTC").tz_localize(None)
+                 .to_pydatetime()) if isinstance(v, str) and UTC_TIME.match(v) else
+                ("provenance", k, json.dumps(_clean(v)) if isinstance(v, dict) else v)
                 for k, v in prov.items()]
     summary += [("period", k, str(v)) for k, v in report.metadata["period"].items()]
     summary += [("note", str(i + 1), n) for i, n in enumerate(report.metadata["notes"])]
-    with pd.ExcelWriter(buf, engine="openpyxl") as xw:
+    with pd.ExcelWriter(buf, engine="openpyxl", datetime_format=EXCEL_DATETIME_FORMAT) as xw:
         pd.DataFrame(summary, columns=["section", "name", "value"]).to_excel(
             xw, sheet_name="summary", index=False)
         for name in TABLES:
-            report.frames[name].to_excel(xw, sheet_name=name, index=False)
+            excel_times(report.frames[name]).to_excel(xw, sheet_name=name, index=False)
+        for cell in (c for row in xw.book["summary"].iter_rows() for c in row):
+            if isinstance(cell.value, datetime):
+                cell.number_format = EXCEL_DATETIME_FORMAT
     return buf.getvalue()
 
 

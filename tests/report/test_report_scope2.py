@@ -520,3 +520,46 @@ def test_a_preemptible_jobs_pieces_keep_their_own_actual_hours_and_count_the_ove
     with pytest.raises(DataFormatError, match=r"job 'J1': piece 0.5 is not a whole number"):
         build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03",
                      actual=runs.assign(piece=[0, 0.5]), plans=[doc])
+
+
+def test_xlsx_times_are_excel_datetimes_under_utc_headers(hand_report):
+    """Times in the XLSX are date-time cells (openpyxl reads datetimes), headed ``*_utc``."""
+    import io
+    from datetime import datetime
+
+    import openpyxl
+
+    wb = openpyxl.load_workbook(io.BytesIO(render(hand_report, "xlsx")))
+    jobs = wb["jobs"]
+    head = [c.value for c in jobs[1]]
+    assert "start_utc" in head and "end_utc" in head and "start" not in head
+    rows = {r[head.index("job_id")]: r for r in jobs.iter_rows(min_row=2, values_only=True)}
+    assert rows["J-DE"][head.index("start_utc")] == datetime(2023, 7, 3, 10)
+    assert rows["J-DE"][head.index("end_utc")] == datetime(2023, 7, 3, 14)
+    assert jobs.cell(2, head.index("start_utc") + 1).number_format == "YYYY-MM-DD HH:MM:SS"
+    hours = wb["site_hours"]
+    hhead = [c.value for c in hours[1]]
+    first = next(hours.iter_rows(min_row=2, values_only=True))
+    assert hhead[1] == "hour_utc" and first[1] == datetime(2023, 7, 3, 0)
+    summary = {(r[0], r[1]): r[2] for r in wb["summary"].iter_rows(min_row=2, values_only=True)}
+    generated = summary[("provenance", "generated_at_utc")]
+    assert isinstance(generated, datetime) and generated.tzinfo is None
+    assert generated.strftime("%Y-%m-%dT%H:%M:%SZ") == (
+        hand_report.metadata["provenance"]["generated_at"][:19] + "Z")
+
+
+@pytest.mark.parametrize("values, converted", [
+    (["2023-07-03T10:00:00Z", None, "2023-07-03T11:30:00+00:00"], True),   # UTC, a gap kept
+    (["2023-07-03T10:00:00+02:00"], False),       # a local time is not written as UTC
+    (["2023-07-03T10:00:00Z", "soon"], False),    # one value that is no time: text stays text
+    (["2023-07-03"], False),                      # a day is not an instant
+    ([None, None], False),
+])
+def test_excel_times_converts_only_utc_instants(values, converted):
+    from carbonsched.report.render import excel_times
+
+    out = excel_times(pd.DataFrame({"start": values}))
+    assert list(out.columns) == (["start_utc"] if converted else ["start"])
+    if converted:
+        assert out["start_utc"].iloc[0] == pd.Timestamp("2023-07-03 10:00")
+        assert pd.isna(out["start_utc"].iloc[1]) and out["start_utc"].dt.tz is None
