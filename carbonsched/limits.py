@@ -35,3 +35,8 @@ EARLIEST_YEAR = 1970
 LATEST_YEAR = 2200
 """Last calendar year accepted: inside pandas' nanosecond range (1677-2262), with room for a
 job's duration and a plan's horizon after it. [year]"""
+TIME_PATTERN = (r"^(19[7-9][0-9]|2[01][0-9][0-9]|2200)-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+                r"T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?"
+                r"(Z|[+-](0[0-9]|1[0-3]):[0-5][0-9])$")
+"""An RFC 3339 date-time with an offset in the years EARLIEST_YEAR..LATEST_YEAR, as the OpenAPI
+document states it (``pattern`` beside ``format: date-time``) for every time the API reads."""

@@ -21,7 +21,7 @@ from pydantic import (
     Tag,
 )
 
-from carbonsched.limits import EARLIEST_YEAR, LATEST_YEAR, MAX_NAME_CHARS
+from carbonsched.limits import EARLIEST_YEAR, LATEST_YEAR, MAX_NAME_CHARS, TIME_PATTERN
 from carbonsched.pipeline.document import PlanDocument
 from carbonsched.workload.schema import JobSpec
 
@@ -33,7 +33,8 @@ def _in_range(v: datetime) -> datetime:
     return v
 
 
-Time = Annotated[AwareDatetime, AfterValidator(_in_range)]
+Time = Annotated[AwareDatetime, AfterValidator(_in_range),
+                 Field(json_schema_extra={"pattern": TIME_PATTERN})]
 """A tz-aware datetime in the years carbonsched handles (pandas' range is 1677-2262)."""
 
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS,
@@ -71,7 +72,8 @@ class JobCreate(JobSpec):
     """
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={
-        "examples": [_JOB_EXAMPLE, _PREEMPTIBLE_EXAMPLE]})
+        "examples": [_JOB_EXAMPLE, _PREEMPTIBLE_EXAMPLE],
+        "anyOf": JobSpec.model_config["json_schema_extra"]["anyOf"]})
 
 
 class JobPlacementQuery(JobCreate):

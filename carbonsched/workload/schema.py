@@ -54,6 +54,7 @@ from carbonsched.limits import (
     MAX_NAME_CHARS,
     MAX_PIECES,
     MAX_POWER_PER_GPU_KW,
+    TIME_PATTERN,
 )
 
 SITE_SEPARATOR = ";"
@@ -351,7 +352,9 @@ class JobSpec(BaseModel):
         ``"<problem>; <fix>"``; unknown fields are reported first.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        # the run time is required, in one of its two spellings
+        "anyOf": [{"required": ["duration_minutes"]}, {"required": ["duration_hours"]}]})
 
     id: Annotated[Text, Field(max_length=MAX_ID_CHARS, description="Job id, unique."),
                   _required(_job_id)]
@@ -373,9 +376,11 @@ class JobSpec(BaseModel):
     power_per_gpu_kw: Annotated[float, Field(
         gt=0, le=MAX_POWER_PER_GPU_KW, description="IT power per GPU incl. host share. [kW]"),
         _required(lambda v, f: positive_number(v, "kW", MAX_POWER_PER_GPU_KW))]
-    earliest_start: Annotated[AwareDatetime, Field(description="Start at or after (ISO 8601 "
+    earliest_start: Annotated[AwareDatetime, Field(json_schema_extra={"pattern": TIME_PATTERN},
+                                                   description="Start at or after (ISO 8601 "
                                                    "with an offset)."), _required(_time)]
-    deadline: Annotated[AwareDatetime, Field(description="End by (ISO 8601 with an offset)."),
+    deadline: Annotated[AwareDatetime, Field(json_schema_extra={"pattern": TIME_PATTERN},
+                                             description="End by (ISO 8601 with an offset)."),
                         _required(_time)]
     allowed_sites: Annotated[list[Annotated[Text, Field(max_length=MAX_NAME_CHARS)]], Field(
         max_length=MAX_ALLOWED_SITES, description="Sites the job may run at (data "

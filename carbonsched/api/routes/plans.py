@@ -26,6 +26,7 @@ def latest_plan(state: State, role: ReadRole) -> PlanPublic:
 
 @router.get("/{date}", operation_id="getPlanByDate", response_model=PlanPublic)
 def plan_by_date(date: Annotated[str, Path(pattern=r"^\d{4}-\d{2}-\d{2}$",
+                                           json_schema_extra={"format": "date"},
                                            examples=["2023-07-15"])],
                  state: State, role: ReadRole) -> PlanPublic:
     """The newest plan for a date (``YYYY-MM-DD``, the UTC day planned)."""
