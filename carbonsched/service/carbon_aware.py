@@ -217,6 +217,8 @@ def overlapping(points: pd.Series, start: pd.Timestamp, end: pd.Timestamp,
     Series
         The selected points, NaN values dropped.
     """
+    if points.empty:
+        return points
     t = points.index
     if end == start:
         keep = (t <= start) & (t + duration > start)
@@ -452,9 +454,9 @@ class CarbonAwareService:
     def locations(self) -> dict[str, dict[str, Any]]:
         """Every name a site answers to -> its latitude, longitude and site id (``name``)."""
         out = {}
-        for s in self.catalog.sites:
-            for n in (s.id, *s.aliases):
-                out[n] = {"latitude": s.latitude, "longitude": s.longitude, "name": s.id}
+        for n in self.catalog.names():  # ids first, then aliases
+            s = self.catalog.find_site(n)
+            out[n] = {"latitude": s.latitude, "longitude": s.longitude, "name": s.id}
         return out
 
     # --- emissions data (observed) --------------------------------------------------------
@@ -475,7 +477,7 @@ class CarbonAwareService:
         t0 = start.floor("h")
         t1 = min(max(end, start).floor("h"), now.floor("h")) + POINT
         if t1 <= t0:
-            return pd.Series(dtype=float)
+            return pd.Series(dtype=float, index=pd.DatetimeIndex([], tz="UTC"))
         try:
             frame, _ = self.loader(self.catalog.site(site.id), self.data_dir, t0, t1)
         except (InputError, OSError) as exc:
