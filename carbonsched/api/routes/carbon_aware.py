@@ -230,7 +230,7 @@ def average_carbon_intensity_batch(
 
 
 @router.get("/locations", operation_id="GetAllLocations", response_model=dict[str, Location],
-            responses=_EMPTY | _AUTH, tags=["carbon-aware-sdk"])
+            responses=_EMPTY | _AUTH)
 def all_locations(state: State, role: SdkRole) -> Any:
     """Every location name (site ids and aliases) with its position and site (`name`)."""
     locs = state.sdk.locations()
