@@ -70,7 +70,7 @@ carry: each forecast item may issue a forecast through the pipeline (about 1-3 s
 first use). [-]"""
 
 FORECAST_CACHE_SIZE = 512
-"""Issued forecasts (site x issue hour) kept in memory. [-]"""
+"""Issued forecasts (site x issue hour) kept in memory; the oldest computed go first. [-]"""
 
 RETRY_AFTER_S = 3600
 """Retry time sent with a forecast that could not be issued: the next hour's issue. [s]"""
@@ -373,14 +373,15 @@ class ForecastBook:
             read.
         """
         key = (site.id, issued_at)
-        with self._lock:  # one computation at a time: the machine's cores are few
-            hit = self._cache.get(key)
-            if hit is None:
-                hit = self._compute(site, issued_at)
-                self._cache[key] = hit
-                while len(self._cache) > FORECAST_CACHE_SIZE:
-                    self._cache.popitem(last=False)
-            self._cache.move_to_end(key)
+        hit = self._cache.get(key)  # a cached forecast never waits for a computation
+        if hit is None:
+            with self._lock:  # one computation at a time: the machine's cores are few
+                hit = self._cache.get(key)
+                if hit is None:
+                    hit = self._compute(site, issued_at)
+                    self._cache[key] = hit
+                    while len(self._cache) > FORECAST_CACHE_SIZE:
+                        self._cache.popitem(last=False)
         if isinstance(hit, str):
             raise SdkDataError(hit, RETRY_AFTER_S)
         return hit
