@@ -11,6 +11,7 @@ file, the site (id and position) and the field, and says how to fix it.
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -27,6 +28,10 @@ SIGNAL_SOURCES = ("electricitymaps", "eia930", "modelled-china")
 """Values of ``signal_source`` (see ``docs/signals.md``)."""
 
 BACKEND_KINDS = ("slurm", "kubernetes")
+
+ALIAS_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+"""What a site alias may be: a name such as a cloud region (``westus``, ``us-east-1``,
+``europe-west4``): letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit."""
 
 
 FIBRE_KM_PER_MS = 204.0
@@ -93,6 +98,34 @@ class Catalog:
     areas: dict[str, UserArea]
     sites: list[Site]
     path: str | None = field(default=None, compare=False)
+
+    def find_site(self, name: str) -> Site:
+        """The site named ``name``: its id, or one of its aliases, matched case-insensitively.
+
+        An exact id wins; otherwise ids and aliases are compared with :meth:`str.casefold`
+        (the Carbon Aware SDK matches location names case-insensitively). Aliases are unique
+        across the catalog, case-insensitively (checked at load), so a match is unambiguous
+        unless two site ids differ only in case.
+
+        Raises
+        ------
+        UnknownSiteError
+            No site has that id or alias, or the name matches two site ids that differ only in
+            case; the message lists the known names.
+        """
+        for s in self.sites:
+            if s.id == name:
+                return s
+        key = name.casefold()
+        hits = [s for s in self.sites
+                if s.id.casefold() == key or any(a.casefold() == key for a in s.aliases)]
+        if len(hits) == 1:
+            return hits[0]
+        raise UnknownSiteError(name, self.names())
+
+    def names(self) -> list[str]:
+        """Every name a site answers to: the site ids, then the aliases, in file order."""
+        return [s.id for s in self.sites] + [a for s in self.sites for a in s.aliases]
 
     def site(self, site_id: str) -> Site:
         """The site with id ``site_id``.
@@ -171,6 +204,7 @@ _SITE_FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "weather_file": ((str,), False, "a path relative to the data dir"),
     "residency_group": ((str,), False, "a jurisdiction label such as 'eu' or 'cn-northwest'"),
     "notes": ((str,), False, "free text"),
+    "aliases": ((list,), False, "a list of other names such as [\"westus\", \"us-west-1\"]"),
 }
 _META_FIELDS = ("emission_factor_source", "weather_file", "residency_group", "notes")
 
@@ -353,6 +387,41 @@ def _nonneg(ctx: _Ctx, where: str, key: str, value: float, strict: bool = False)
                        f"give a non-negative {key}" if not strict else f"give {key} {op}")
 
 
+def _parse_aliases(ctx: _Ctx, where: str, raw: list[Any]) -> tuple[str, ...]:
+    out: list[str] = []
+    for k, alias in enumerate(raw):
+        w = f"{where}, field 'aliases[{k}]'"
+        if not isinstance(alias, str):
+            raise ctx.fail(w, f"is a {type(alias).__name__} ({alias!r})",
+                           "give each alias as a string such as \"westus\"")
+        if len(alias) > MAX_NAME_CHARS:
+            raise ctx.fail(w, f"alias {alias[:20]!r}... is {len(alias)} characters long",
+                           f"give at most {MAX_NAME_CHARS}")
+        if not ALIAS_PATTERN.fullmatch(alias):
+            raise ctx.fail(w, f"alias {alias!r} is not a name",
+                           "use letters, digits, '.', '_' and '-', starting with a letter or "
+                           "digit (a cloud region name such as 'westus' or 'us-east-1')")
+        out.append(alias)
+    return tuple(out)
+
+
+def _check_alias_names(ctx: _Ctx, sites: list[Site]) -> None:
+    """Aliases are unique across the catalog and differ from every site id (case-insensitively)."""
+    owner: dict[str, str] = {}  # casefolded name -> "site id" or "alias of site"
+    for s in sites:
+        owner.setdefault(s.id.casefold(), f"the id of site {s.id!r}")
+    for i, s in enumerate(sites):
+        for a in s.aliases:
+            key = a.casefold()
+            if key in owner:
+                raise ctx.fail(f"site {s.id!r} (sites[{i}]), field 'aliases'",
+                               f"alias {a!r} is already {owner[key]} (names are compared "
+                               "case-insensitively)",
+                               "give every alias once in the catalog, different from every "
+                               "site id")
+            owner[key] = f"an alias of site {s.id!r}"
+
+
 def _parse_site(ctx: _Ctx, i: int, raw: Any, areas: dict[str, UserArea]) -> Site:
     if not isinstance(raw, dict):
         raise ctx.fail(f"sites[{i}]", "is not a table", "write each site as [[sites]]")
@@ -410,6 +479,7 @@ def _parse_site(ctx: _Ctx, i: int, raw: Any, areas: dict[str, UserArea]) -> Site
         province=raw.get("province"),
         annual_emission_factor_g_per_kwh=None if ef is None else float(ef),
         meta={k: raw[k] for k in _META_FIELDS if k in raw},
+        aliases=_parse_aliases(ctx, where, raw.get("aliases", [])),
     )
 
 
@@ -462,6 +532,7 @@ def parse_catalog(data: dict[str, Any], path: str, name: str) -> Catalog:
                            "give every site a unique id")
         seen[site.id] = i
         sites.append(site)
+    _check_alias_names(ctx, sites)
     measured_only = all(s.signal_source != "modelled-china" for s in sites)
     if quality == SignalQuality.MEASURED and not measured_only:
         raise ctx.fail("top level", "signal_quality is 'measured' but a site uses "

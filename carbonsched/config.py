@@ -97,6 +97,13 @@ class Settings(BaseSettings):
     """Largest request body the API reads; a larger one is answered 413. [bytes]"""
     max_jobs_per_request: int = Field(1000, ge=1)
     """Most jobs one ``POST /v1/jobs`` may submit. [-]"""
+    sdk_public: bool = False
+    """Serve the Carbon Aware SDK routes (``/emissions/...``, ``/locations``) without a bearer
+    token, as the SDK's own WebAPI does. Off: they need a ``read`` token, which SDK clients
+    send through a reverse proxy that adds the header (docs/service.md)."""
+    sdk_forecast_hours: int = Field(24, ge=1, le=168)
+    """Horizon of the forecast ``/emissions/forecasts/current`` issues at the current hour
+    (when no stored plan was issued at that hour) and of ``/emissions/forecasts/batch``. [h]"""
     book_refresh_s: float = Field(2.0, gt=0)
     """How often each replica reloads the plan and reservations it answers from. [s]"""
     replica_name: str = ""

@@ -209,6 +209,9 @@ class Site:
     annual_emission_factor_g_per_kwh: float | None = None
     """Official annual average grid emission factor, where one is cited. [g/kWh]"""
     meta: dict[str, Any] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
+    """Other names of the site, such as the cloud regions in its grid zone (``westus``,
+    ``uksouth``); the Carbon Aware SDK routes accept them, matched case-insensitively."""
 
     def gpu_count(self, gpu_type: str) -> int:
         """GPUs of ``gpu_type`` at this site (0 if none). [-]"""

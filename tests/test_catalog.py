@@ -316,3 +316,64 @@ def test_facility_power_cap_is_optional_and_read(tmp_path: Path, minimal_text: s
     cat = load_catalog(write(tmp_path, text))
     assert cat.sites[0].facility_power_cap_kw == 0.001
     assert cat.sites[1].facility_power_cap_kw is None
+
+
+# --- aliases (the Carbon Aware SDK's location names) ------------------------------------------
+
+def _with_aliases(minimal_text: str, hub: str, edge: str | None = None) -> str:
+    text = minimal_text.replace('id = "hub-a"', f'id = "hub-a"\naliases = {hub}', 1)
+    if edge is not None:
+        text = text.replace('id = "edge-b"', f'id = "edge-b"\naliases = {edge}', 1)
+    return text
+
+
+def test_aliases_are_read_and_found_case_insensitively(tmp_path: Path, minimal_text: str) -> None:
+    longest = "w" * 100  # just at the limit (MAX_NAME_CHARS)
+    cat = load_catalog(write(tmp_path, _with_aliases(
+        minimal_text, f'["westus", "us-west-1", "{longest}"]', '["UKSouth"]')))
+    assert cat.sites[0].aliases == ("westus", "us-west-1", longest)
+    assert cat.sites[1].aliases == ("UKSouth",)
+    assert cat.names() == ["hub-a", "edge-b", "westus", "us-west-1", longest, "UKSouth"]
+    for name, site in [("westus", "hub-a"), ("WestUS", "hub-a"), ("US-WEST-1", "hub-a"),
+                       ("uksouth", "edge-b"), ("UKSOUTH", "edge-b"), ("hub-a", "hub-a"),
+                       ("HUB-A", "hub-a"), (longest.upper(), "hub-a")]:
+        assert cat.find_site(name).id == site, name
+    with pytest.raises(UnknownSiteError, match=r"unknown site 'eastus'; known sites: .*westus"):
+        cat.find_site("eastus")
+    # a site without the field has none
+    assert load_catalog(write(tmp_path, minimal_text, "plain.toml")).sites[0].aliases == ()
+
+
+@pytest.mark.parametrize(("hub", "edge", "message"), [
+    # unique across sites, case-insensitively
+    ('["westus"]', '["WestUS"]', r"site 'edge-b' \(sites\[1\]\), field 'aliases': alias "
+                                 r"'WestUS' is already an alias of site 'hub-a' \(names are "
+                                 r"compared case-insensitively\); give every alias once"),
+    # twice on one site
+    ('["westus", "westus"]', None, r"alias 'westus' is already an alias of site 'hub-a'"),
+    # another site's id (or its own)
+    ('["Edge-B"]', None, r"alias 'Edge-B' is already the id of site 'edge-b'"),
+    ('["hub-a"]', None, r"alias 'hub-a' is already the id of site 'hub-a'"),
+    # not a name
+    ('["west us"]', None, r"field 'aliases\[0\]': alias 'west us' is not a name; use letters"),
+    ('[""]', None, r"field 'aliases\[0\]': alias '' is not a name"),
+    ('["-westus"]', None, r"alias '-westus' is not a name"),
+    ('[7]', None, r"field 'aliases\[0\]': is a int \(7\); give each alias as a string"),
+    ('"westus"', None, r"field 'aliases' has type str \('westus'\); give a list"),
+    # one character over the limit
+    ('["' + "w" * 101 + '"]', None, r"field 'aliases\[0\]': alias 'w{20}'\.\.\. is 101 "
+                                    r"characters long; give at most 100"),
+])
+def test_alias_validation(tmp_path: Path, minimal_text: str, hub: str, edge: str | None,
+                          message: str) -> None:
+    with pytest.raises(CatalogError, match=message) as err:
+        load_catalog(write(tmp_path, _with_aliases(minimal_text, hub, edge)))
+    assert str(err.value).startswith(str(tmp_path / "bad.toml"))
+    assert str(err.value).endswith("(see regions/schema.md)")
+
+
+@pytest.mark.parametrize(("name", "alias", "site"), [
+    ("us-2022", "westus", "us-ciso-sanjose"), ("global", "uksouth", "gb-london"),
+    ("global", "EastUS", "us-pjm-ashburn"), (CHINA, "chinaeast2", "cn-sh-qingpu")])
+def test_shipped_catalogs_carry_cloud_region_aliases(name: str, alias: str, site: str) -> None:
+    assert load_catalog(name).find_site(alias).id == site

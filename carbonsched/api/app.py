@@ -1,7 +1,8 @@
 """The FastAPI application of ``carbonsched serve``.
 
 :func:`create_app` builds the app around a :class:`~carbonsched.api.state.ServiceState`: routers
-per resource under ``/v1``, the Carbon Aware SDK-compatible ``/emissions`` routes, ``/healthz``,
+per resource under ``/v1``, the Carbon Aware SDK's WebAPI (``/emissions``, ``/locations``,
+``/health``; its errors are 400 problem details), ``/healthz``,
 ``/readyz`` and ``/metrics``; error handlers that turn the typed errors of
 :mod:`carbonsched.errors` into 404/409/422 with the error's message; a request-size limit and
 request-latency metrics as pure ASGI middleware.
@@ -33,11 +34,34 @@ from carbonsched.api.state import ServiceState
 from carbonsched.clock import Clock, SystemClock
 from carbonsched.config import Settings
 from carbonsched.errors import InputError, UnknownSiteError
+from carbonsched.service.carbon_aware import SdkDataError, SdkInputError
 from carbonsched.store.service import DuplicateJobError
 
 log = logging.getLogger("carbonsched.api")
 
 API_VERSION = "1.0.0"
+
+
+def _sdk_errors(errors: list[dict[str, Any]]) -> SdkInputError:
+    """Request-validation errors as the SDK's ``errors`` (keyed by its parameter names)."""
+    out: dict[str, list[str]] = {}
+    for e in errors:
+        loc = [p for p in e.get("loc", ()) if p not in ("query", "body")]
+        key = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+        key = key or "body"
+        kind, got = str(e.get("type", "")), e.get("input")
+        if kind == "missing":
+            msg = f"{key} is not set"
+        elif kind == "timezone_aware":
+            msg = (f"{key} {got!r} has no time zone; add 'Z' for UTC or an offset such as "
+                   "+08:00")
+        elif kind.startswith(("datetime_", "date_")):
+            msg = (f"{key} {got!r} is not a date-time; give ISO 8601 such as "
+                   "2022-03-01T15:30:00Z")
+        else:
+            msg = f"{key}: {e.get('msg')} (got {got!r})"
+        out.setdefault(key, []).append(msg)
+    return SdkInputError(out)
 
 
 def _validation_payload(errors: list[dict[str, Any]]) -> dict[str, Any]:
@@ -166,15 +190,27 @@ def create_app(settings: Settings, clock: Clock | None = None,
         title="carbonsched", version=API_VERSION, lifespan=lifespan,
         description="Carbon- and power-aware placement of AI compute: placement queries "
         "against the current plan, submitted jobs, plans, sites and forecasts (`/v1`), "
-        "Carbon Aware SDK-compatible reads (`/emissions`), health and metrics. Every `/v1` and "
-        "`/emissions` route needs `Authorization: Bearer <token>` (`carbonsched token "
-        "create --role read|submit|admin`). Times are tz-aware; answers are UTC.")
+        "the Carbon Aware SDK's WebAPI (`/emissions`, `/locations`, `/health`), health and "
+        "metrics. Every `/v1` route needs `Authorization: Bearer <token>` (`carbonsched token "
+        "create --role read|submit|admin`), and so do `/emissions` and `/locations` unless "
+        "CARBONSCHED_SDK_PUBLIC is on. Times are tz-aware; answers are UTC.")
     for r in (placements, jobs, plans, sites, forecasts, runs, carbon_aware, health):
         app.include_router(r.router)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        if carbon_aware.is_sdk_path(request.url.path):  # the SDK answers 400 problem details
+            return carbon_aware.problem(_sdk_errors(list(exc.errors())))
         return JSONResponse(_validation_payload(list(exc.errors())), status_code=422)
+
+    @app.exception_handler(SdkInputError)
+    async def _sdk_input(_: Request, exc: SdkInputError) -> JSONResponse:
+        return carbon_aware.problem(exc)
+
+    @app.exception_handler(SdkDataError)
+    async def _sdk_data(_: Request, exc: SdkDataError) -> JSONResponse:
+        log.warning("carbon aware SDK route: %s", exc)
+        return carbon_aware.problem(exc)
 
     @app.exception_handler(UnknownSiteError)
     async def _unknown(_: Request, exc: UnknownSiteError) -> JSONResponse:
@@ -189,6 +225,18 @@ def create_app(settings: Settings, clock: Clock | None = None,
         return JSONResponse(_validation_payload([{"loc": ["request"], "msg": str(exc),
                                                   "type": "value_error"}]), status_code=422)
 
+    base_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        """The document, without the 422 FastAPI lists: the SDK's routes answer 400 instead."""
+        if app.openapi_schema is None:
+            for path, ops in base_openapi()["paths"].items():
+                if carbon_aware.is_sdk_path(path):
+                    for op in ops.values():
+                        op["responses"].pop("422", None)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     app.add_middleware(Timing, metrics_of=lambda: getattr(holder.get("state"), "metrics",
                                                           None))
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)

@@ -62,5 +62,22 @@ def require_role(need: str):  # noqa: ANN201
 
 
 ReadRole = Annotated[str, Depends(require_role("read"))]
+
+_read = require_role("read")
+
+
+async def sdk_role(request: Request, creds: Annotated[HTTPAuthorizationCredentials | None,
+                                                      Depends(bearer)] = None) -> str:
+    """The Carbon Aware SDK routes' access check.
+
+    ``public`` with ``CARBONSCHED_SDK_PUBLIC``, else as :data:`ReadRole` (the SDK has no
+    authentication; a reverse proxy in front of its clients can add the token).
+    """
+    if state_of(request).settings.sdk_public:
+        return "public"
+    return await _read(request, creds)
+
+
+SdkRole = Annotated[str, Depends(sdk_role)]
 SubmitRole = Annotated[str, Depends(require_role("submit"))]
 AdminRole = Annotated[str, Depends(require_role("admin"))]

@@ -336,43 +336,108 @@ class HealthPublic(BaseModel):
 
 
 # --- Carbon Aware SDK (Green Software Foundation) WebAPI shapes ---------------------------------
-class EmissionsData(BaseModel):
-    """The SDK's ``EmissionsData``: location, time, rating [g/kWh] and duration."""
+# The SDK's WebAPI v1.5 components (its OpenAPI document), field for field; carbonsched/service/
+# carbon_aware.py computes what goes in them.
+_SDK_POINT = {"location": "westus", "timestamp": "2023-07-15T05:00:00Z", "duration": 60,
+              "value": 221.0}
 
-    model_config = _example({"location": "cn-gs-qingyang", "time": "2023-07-15T05:00:00Z",
+
+class EmissionsData(BaseModel):
+    """The SDK's ``EmissionsData``: location, time, rating [gCO2eq/kWh] and duration (hh:mm:ss)."""
+
+    model_config = _example({"location": "westus", "time": "2023-07-15T05:00:00Z",
                              "rating": 221.0, "duration": "01:00:00"})
-    location: str
+    location: str | None
     time: datetime
     rating: float
-    duration: str
+    duration: str = Field(json_schema_extra={"format": "time-span"})
 
 
 class EmissionsDataDTO(BaseModel):
     """The SDK's ``EmissionsDataDTO`` in forecasts: location, timestamp, duration [min], value."""
 
-    model_config = _example({"location": "cn-gs-qingyang", "timestamp": "2023-07-15T05:00:00Z",
-                             "duration": 60, "value": 221.0})
-    location: str
+    model_config = _example(_SDK_POINT)
+    location: str | None
     timestamp: datetime
     duration: int
     value: float
 
 
 class EmissionsForecastDTO(BaseModel):
-    """The SDK's ``EmissionsForecastDTO`` (``/emissions/forecasts/current``)."""
+    """The SDK's ``EmissionsForecastDTO`` (``/emissions/forecasts/current`` and ``batch``)."""
 
     model_config = _example({
-        "requestedAt": "2023-07-14T23:00:00Z", "generatedAt": "2023-07-15T00:00:00Z",
-        "location": "cn-gs-qingyang", "dataStartAt": "2023-07-15T00:00:00Z",
-        "dataEndAt": "2023-07-16T00:00:00Z", "windowSize": 60,
-        "optimalDataPoints": [EmissionsDataDTO.model_config["json_schema_extra"][
-            "examples"][0]],
-        "forecastData": [EmissionsDataDTO.model_config["json_schema_extra"]["examples"][0]]})
-    requestedAt: datetime
+        "generatedAt": "2023-07-14T23:00:00Z", "requestedAt": "2023-07-14T23:00:00Z",
+        "location": "westus", "dataStartAt": "2023-07-15T00:00:00Z",
+        "dataEndAt": "2023-07-15T06:00:00Z", "windowSize": 60,
+        "optimalDataPoints": [_SDK_POINT], "forecastData": [_SDK_POINT]})
     generatedAt: datetime
-    location: str
+    requestedAt: datetime
+    location: str | None
     dataStartAt: datetime
     dataEndAt: datetime
     windowSize: int
-    optimalDataPoints: list[EmissionsDataDTO]
-    forecastData: list[EmissionsDataDTO]
+    optimalDataPoints: list[EmissionsDataDTO] | None
+    forecastData: list[EmissionsDataDTO] | None
+
+
+class EmissionsForecastBatchParametersDTO(BaseModel):
+    """One item of ``POST /emissions/forecasts/batch``: the forecast issued at ``requestedAt``."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "requestedAt": "2023-07-14T12:00:00Z", "location": "westus",
+        "dataStartAt": "2023-07-14T14:00:00Z", "dataEndAt": "2023-07-14T18:00:00Z",
+        "windowSize": 30}]})
+    requestedAt: Time | None = None
+    location: str | None = Field(None, max_length=MAX_NAME_CHARS)
+    dataStartAt: Time | None = None
+    dataEndAt: Time | None = None
+    windowSize: int | None = Field(None, ge=0, le=2**31 - 1)
+
+
+class CarbonIntensityBatchParametersDTO(BaseModel):
+    """One item of ``POST /emissions/average-carbon-intensity/batch``."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "location": "westus", "startTime": "2023-07-14T14:00:00Z",
+        "endTime": "2023-07-14T18:00:00Z"}]})
+    location: str | None = Field(None, max_length=MAX_NAME_CHARS)
+    startTime: Time | None = None
+    endTime: Time | None = None
+
+
+class CarbonIntensityDTO(BaseModel):
+    """The SDK's ``CarbonIntensityDTO``: the mean carbon intensity of a period [gCO2eq/kWh]."""
+
+    model_config = _example({"location": "westus", "startTime": "2023-07-14T14:00:00Z",
+                             "endTime": "2023-07-14T18:00:00Z", "carbonIntensity": 345.434})
+    location: str | None
+    startTime: datetime | None
+    endTime: datetime | None
+    carbonIntensity: float
+
+
+class Location(BaseModel):
+    """The SDK's ``Location``: where a location name is, and the site it names (``name``)."""
+
+    model_config = _example({"latitude": 37.359, "longitude": -121.924,
+                             "name": "us-ciso-sanjose"})
+    latitude: float | None
+    longitude: float | None
+    name: str | None
+
+
+class ValidationProblemDetails(BaseModel):
+    """The SDK's error body (RFC 9457 problem details): ``errors`` maps parameters to messages."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [{
+        "type": "https://tools.ietf.org/html/rfc9110#section-15.5.1",
+        "title": "One or more validation errors occurred.", "status": 400,
+        "detail": "unknown location 'atlantis'; known locations ...",
+        "errors": {"location": ["unknown location 'atlantis'; known locations ..."]}}]})
+    type: str | None = None
+    title: str | None = None
+    status: int | None = None
+    detail: str | None = None
+    instance: str | None = None
+    errors: dict[str, list[str]] | None = None

@@ -14,6 +14,7 @@ from typing import Any
 from carbonsched.catalog import Catalog, load_catalog
 from carbonsched.clock import Clock
 from carbonsched.config import Settings
+from carbonsched.service.carbon_aware import CarbonAwareService
 from carbonsched.service.metrics import ServiceMetrics
 from carbonsched.service.placement import PlacementBook
 from carbonsched.store import Store
@@ -62,6 +63,7 @@ class ServiceState:
         self.store = Store(settings.resolved_database_url())
         self.db = ServiceStore(self.store)
         self.metrics = ServiceMetrics()
+        self.sdk = CarbonAwareService(self.catalog, settings.data_dir, settings.sdk_forecast_hours)
         self.replica = settings.replica_name or f"{socket.gethostname()}:{os.getpid()}"
         self.book: PlacementBook | None = None
         self.book_error: str = ""

@@ -39,6 +39,10 @@ class ServiceMetrics:
                                          buckets=LATENCY_BUCKETS_S, registry=r)
         self.placements = Counter("carbonsched_placement_queries_total",
                                   "Placement queries by outcome.", ["outcome"], registry=r)
+        self.sdk_forecasts = Counter("carbonsched_sdk_forecasts_total",
+                                     "Forecasts answered by /emissions/forecasts/current by "
+                                     "origin (issued_now, plan, plan_fallback).", ["origin"],
+                                     registry=r)
         self.cron_leader = Gauge("carbonsched_cron_leader",
                                  "1 when this replica holds the leader's lease (it runs the "
                                  "cron and the dispatch loops).", registry=r)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 import httpx
 import numpy as np
 import pandas as pd
@@ -245,8 +243,6 @@ def test_404_unknown_site_area_job_plan(api):
     assert r.status_code == 404 and "no job 'never-submitted'" in r.json()["detail"]
     r = api.get("/v1/plans/2020-01-01")
     assert r.status_code == 404 and "no plan for 2020-01-01" in r.json()["detail"]
-    r = api.get("/emissions/bylocations/best", params={"location": "nowhere"})
-    assert r.status_code == 404
 
 
 def test_request_limits(api):
@@ -318,72 +314,18 @@ def test_forecasts_with_intervals(api, signal):
     assert r.status_code == 422 and "signal" in r.json()["message"]
 
 
-# --- Carbon Aware SDK ----------
-# The SDK's documented shapes (carbon-aware-sdk, casdk-docs/docs/tutorial-basics/
-# carbon-aware-webapi.md and its EmissionsForecastDTO / EmissionsDataDTO models)
-SDK_EMISSIONS_DATA = {"location", "time", "rating", "duration"}
-SDK_FORECAST = {"requestedAt", "generatedAt", "location", "dataStartAt", "dataEndAt",
-                "windowSize", "optimalDataPoints", "forecastData"}
-SDK_DATA_POINT = {"location", "timestamp", "duration", "value"}
-
-
-def _iso(v: str) -> datetime:
-    return datetime.fromisoformat(v.replace("Z", "+00:00"))
-
-
-def test_sdk_bylocations_best(api):
-    locs = ["cn-gs-qingyang", "cn-nm-horinger", "cn-sh-qingpu"]
-    r = api.get("/emissions/bylocations/best",
-                params={"location": locs, "time": "2023-07-15T00:00:00Z",
-                        "toTime": "2023-07-15T12:00:00Z"})
-    assert r.status_code == 200, r.text
-    body = r.json()
-    assert isinstance(body, list) and len(body) == 1
-    assert set(body[0]) == SDK_EMISSIONS_DATA
-    _iso(body[0]["time"])
-    series = {loc: forecast(api, loc, "carbon_intensity")[
-        "2023-07-15T00:00:00Z":"2023-07-15T11:00:00Z"] for loc in locs}
-    best_loc = min(series, key=lambda k: series[k].min())
-    assert body[0]["location"] == best_loc
-    assert body[0]["rating"] == pytest.approx(series[best_loc].min(), abs=1e-3)
-    assert body[0]["duration"] == "01:00:00"
-
-
-def test_sdk_forecasts_current(api):
-    r = api.get("/emissions/forecasts/current",
-                params={"location": ["cn-gs-qingyang", "cn-nx-zhongwei"], "windowSize": 120,
-                        "dataStartAt": "2023-07-15T02:00:00Z",
-                        "dataEndAt": "2023-07-15T10:00:00Z"})
-    assert r.status_code == 200, r.text
-    body = r.json()
-    assert [f["location"] for f in body] == ["cn-gs-qingyang", "cn-nx-zhongwei"]
-    for f in body:
-        assert set(f) == SDK_FORECAST
-        assert f["windowSize"] == 120
-        for k in ("requestedAt", "generatedAt", "dataStartAt", "dataEndAt"):
-            _iso(f[k])
-        assert _iso(f["requestedAt"]) == _iso(AS_OF)
-        for p in f["forecastData"] + f["optimalDataPoints"]:
-            assert set(p) == SDK_DATA_POINT and p["duration"] == 120
-        ci = forecast(api, f["location"], "carbon_intensity")
-        rolling = ci.rolling(2).mean().shift(-1)["2023-07-15T02:00:00Z":"2023-07-15T08:00:00Z"]
-        assert [p["value"] for p in f["forecastData"]] == pytest.approx(rolling.to_list(),
-                                                                         abs=1e-3)
-        assert f["optimalDataPoints"][0]["value"] == pytest.approx(rolling.min(), abs=1e-3)
-        assert _iso(f["optimalDataPoints"][0]["timestamp"]) == rolling.idxmin()
-    r = api.get("/emissions/forecasts/current",
-                params={"location": "cn-gs-qingyang", "dataStartAt": "2023-07-15T10:00:00"})
-    assert r.status_code == 422 and "timezone" in r.json()["message"]
-    r = api.get("/emissions/forecasts/current",
-                params={"location": "cn-gs-qingyang", "dataStartAt": "2023-07-18T00:00:00Z"})
-    assert r.status_code == 404 and "the current plan covers" in r.json()["detail"]
+# --- Carbon Aware SDK: tests/service/test_carbon_aware_sdk.py ----------
 
 
 # --- OpenAPI ----------
 OPERATION_IDS = {
     "createPlacement", "submitJobs", "getJob", "getLatestPlan", "getPlanByDate", "listSites",
-    "getSiteForecast", "listRuns", "triggerRun", "getBestEmissionsDataForLocationsByTime",
-    "getCurrentForecastData", "health", "ready", "metrics"}
+    "getSiteForecast", "listRuns", "triggerRun", "health", "ready", "metrics",
+    # the Carbon Aware SDK's own operation ids (its OpenAPI document)
+    "GetBestEmissionsDataForLocationsByTime", "GetEmissionsDataForLocationsByTime",
+    "GetEmissionsDataForLocationByTime", "GetCurrentForecastData", "BatchForecastDataAsync",
+    "GetAverageCarbonIntensity", "GetAverageCarbonIntensityBatch", "GetAllLocations",
+    "CarbonAwareHealth"}
 
 
 def test_openapi_operation_ids_and_examples(api):

@@ -1,136 +1,245 @@
-"""Carbon Aware SDK-compatible read routes (Green Software Foundation WebAPI).
+"""The Carbon Aware SDK's WebAPI, drop-in (Green Software Foundation, WebAPI v1.5).
 
-Same paths, parameter names and response shapes as the SDK's WebAPI
-(``casdk-docs/docs/tutorial-basics/carbon-aware-webapi.md`` in
-Green-Software-Foundation/carbon-aware-sdk), so its generated clients work against
-carbonsched. A ``location`` is a site id of the served catalog. Both routes answer from the
-forecast the latest plan stored (the SDK's ``bylocations/best`` reads observed data; carbonsched
-holds forecasts, and says so in the route's description). Ratings are gCO2eq/kWh.
+Every route of the SDK's WebAPI with its paths, parameter names, operation ids, status codes
+(400 ``ValidationProblemDetails`` on bad input, 204 on an empty answer) and response shapes, so
+clients generated from the SDK's OpenAPI document work unchanged. A ``location`` is a site id or
+one of the site's aliases (catalog field ``aliases``: cloud regions such as ``westus``), matched
+case-insensitively. What each route answers from, and the window arithmetic, is
+:mod:`carbonsched.service.carbon_aware`; docs/service.md has the route-by-route compatibility
+table. The routes need a ``read`` token unless ``CARBONSCHED_SDK_PUBLIC`` is on (the SDK has no
+authentication); ``/health`` never does.
 """
 
 from __future__ import annotations
 
-import math
-from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
-import numpy as np
-import pandas as pd
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Body, Query, Response
+from fastapi.responses import JSONResponse, PlainTextResponse
 
-from carbonsched.api.deps import ReadRole, State
-from carbonsched.api.routes import ERRORS, NO_PLAN, NOT_FOUND, require_book
+from carbonsched.api.deps import SdkRole, State
+from carbonsched.api.routes import ERRORS
 from carbonsched.api.schemas import (
+    CarbonIntensityBatchParametersDTO,
+    CarbonIntensityDTO,
     EmissionsData,
     EmissionsDataDTO,
+    EmissionsForecastBatchParametersDTO,
     EmissionsForecastDTO,
+    Location,
     Time,
+    ValidationProblemDetails,
 )
-from carbonsched.errors import InputError, UnknownSiteError
-from carbonsched.service.placement import PlacementBook
+from carbonsched.limits import MAX_NAME_CHARS
+from carbonsched.service.carbon_aware import (
+    DataPoint,
+    ForecastAnswer,
+    SdkDataError,
+    SdkInputError,
+    minutes_of,
+    time_span,
+)
 
-router = APIRouter(prefix="/emissions", tags=["carbon-aware-sdk"],
-                   responses=ERRORS | NOT_FOUND | NO_PLAN)
+router = APIRouter(tags=["carbon-aware-sdk"])
 
-Locations = Annotated[list[Annotated[str, Query(min_length=1, max_length=100)]],
-                      Query(min_length=1, max_length=100,
-                            description="Site ids (repeat the parameter for several).")]
+SDK_PREFIXES = ("/emissions/", "/locations", "/health")
+"""Paths of the SDK's routes: their errors are the SDK's (400 problem details, not 422)."""
 
+_AUTH = {k: v for k, v in ERRORS.items() if k in (401, 403, 413)}
+_BAD: dict[int | str, dict[str, Any]] = {
+    400: {"model": ValidationProblemDetails,
+          "description": "Bad input: `errors` names each parameter and how to fix it."}}
+_EMPTY: dict[int | str, dict[str, Any]] = {204: {"description": "No data in the range."}}
+_DATA: dict[int | str, dict[str, Any]] = {
+    500: {"model": ValidationProblemDetails,
+          "description": "The signals could not be read or no forecast could be issued "
+          "(`detail` says why; `Retry-After` when a later try may succeed)."}}
 
-def _series(book: PlacementBook, site: str) -> pd.Series:
-    if site not in book.catalog.site_ids:
-        raise UnknownSiteError(site, book.catalog.site_ids)
-    if site not in book.spos:
-        raise HTTPException(404, f"site {site!r} was left out of plan {book.plan_id}")
-    return pd.Series(book.ci[book.spos[site]], index=book.slots)
-
-
-def _hours(minutes: int | None) -> int:
-    return max(1, math.ceil((minutes or 60) / 60))
-
-
-def _span(minutes: int) -> str:
-    h, m = divmod(minutes, 60)
-    return f"{h:02d}:{m:02d}:00"
-
-
-def _range(start: datetime | None, end: datetime | None) -> tuple[pd.Timestamp | None,
-                                                                  pd.Timestamp | None]:
-    s = pd.Timestamp(start).tz_convert("UTC") if start is not None else None
-    e = pd.Timestamp(end).tz_convert("UTC") if end is not None else None
-    if s is not None and e is not None and e < s:
-        raise InputError(f"the end {e.isoformat()} is before the start {s.isoformat()}")
-    return s, e
+Locations = Annotated[list[Annotated[str, Query(max_length=MAX_NAME_CHARS)]],
+                      Query(max_length=100, description="Location names (site ids or aliases, "
+                            "case-insensitive); repeat the parameter for several.")]
+OneLocation = Annotated[str, Query(max_length=MAX_NAME_CHARS,
+                                   description="A site id or alias (case-insensitive).")]
+WindowSize = Annotated[int | None, Query(ge=0, le=2**31 - 1, description="The workload's "
+                                         "duration in minutes; 0 or none: the hourly points.")]
 
 
-@router.get("/bylocations/best", operation_id="getBestEmissionsDataForLocationsByTime",
-            response_model=list[EmissionsData])
-def best_by_locations(state: State, role: ReadRole, location: Locations,
+def is_sdk_path(path: str) -> bool:
+    """Whether ``path`` is one of the SDK's routes."""
+    return path.startswith(SDK_PREFIXES)
+
+
+def problem(exc: SdkInputError | SdkDataError) -> JSONResponse:
+    """The SDK's ``ValidationProblemDetails`` for an error (400 bad input, 500 data)."""
+    if isinstance(exc, SdkInputError):
+        body = {"type": "https://tools.ietf.org/html/rfc9110#section-15.5.1",
+                "title": "One or more validation errors occurred.", "status": 400,
+                "detail": str(exc), "errors": exc.errors}
+        return JSONResponse(body, status_code=400)
+    body = {"type": "https://tools.ietf.org/html/rfc9110#section-15.6.1",
+            "title": "Carbon intensity data unavailable", "status": 500, "detail": str(exc),
+            "errors": {}}
+    headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s else None
+    return JSONResponse(body, status_code=500, headers=headers)
+
+
+def _data(points: list[DataPoint]) -> list[EmissionsData]:
+    return [EmissionsData(location=p.location, time=p.time, rating=p.rating,
+                          duration=time_span(p.duration)) for p in points]
+
+
+def _dto(p: DataPoint) -> EmissionsDataDTO:
+    return EmissionsDataDTO(location=p.location, timestamp=p.time, duration=minutes_of(p.duration),
+                            value=p.rating)
+
+
+def _forecast(a: ForecastAnswer) -> EmissionsForecastDTO:
+    return EmissionsForecastDTO(
+        generatedAt=a.generated_at, requestedAt=a.requested_at, location=a.location,
+        dataStartAt=a.data_start_at, dataEndAt=a.data_end_at, windowSize=a.window_minutes,
+        optimalDataPoints=[_dto(p) for p in a.optimal],
+        forecastData=[_dto(p) for p in a.forecast_data])
+
+
+def _points(state: Any, fn: str, *args: Any) -> list[EmissionsData] | Response:
+    pts = getattr(state.sdk, fn)(*args, state.clock.now())
+    return _data(pts) if pts else Response(status_code=204)
+
+
+@router.get("/emissions/bylocations/best", operation_id="GetBestEmissionsDataForLocationsByTime",
+            response_model=list[EmissionsData], responses=_EMPTY | _BAD | _DATA | _AUTH)
+def best_by_locations(state: State, role: SdkRole, location: Locations,
                       time: Time | None = None,
-                      toTime: Time | None = None,  # noqa: N803 - the SDK's name
-                      duration: Annotated[int | None, Query(ge=1, le=10080)] = None,
-                      ) -> list[EmissionsData]:
-    """The lowest-carbon (location, time) among ``location`` in [``time``, ``toTime``].
+                      toTime: Time | None = None,  # noqa: N803 - the SDK's names
+                      ) -> Any:
+    """The lowest observed carbon intensity among the locations in [time, toTime).
 
-    ``duration`` (minutes) rates a run of that length (mean over its hours). Answers from the
-    latest plan's forecast, not from observed data.
+    Hourly points [t, t+1h) that overlap the range; `time` defaults to now, `toTime` to `time`
+    (the point containing it). Ties return every lowest point; none observed: 204.
     """
-    book = require_book(state)
-    start, end = _range(time, toTime)
-    hours = _hours(duration)
-    best: tuple[float, str, pd.Timestamp] | None = None
-    for loc in location:
-        ci = _series(book, loc)
-        win = ci.rolling(hours).mean().shift(-(hours - 1)).dropna()
-        if start is not None:
-            win = win[win.index >= start.floor("h")]
-        if end is not None:
-            win = win[win.index + pd.Timedelta(hours=hours) <= end.ceil("h")]
-        if len(win) and (best is None or float(win.min()) < best[0]):
-            best = (float(win.min()), loc, win.idxmin())
-    if best is None:
-        raise HTTPException(404, f"no forecast hour in the requested range; the current plan "
-                            f"covers {book.horizon_text()}")
-    return [EmissionsData(location=best[1], time=best[2], rating=round(best[0], 3),
-                          duration=_span(duration or 60))]
+    return _points(state, "best", location, time, toTime)
 
 
-@router.get("/forecasts/current", operation_id="getCurrentForecastData",
-            response_model=list[EmissionsForecastDTO])
-def current_forecast(state: State, role: ReadRole, location: Locations,
+@router.get("/emissions/bylocations", operation_id="GetEmissionsDataForLocationsByTime",
+            response_model=list[EmissionsData], responses=_EMPTY | _BAD | _DATA | _AUTH)
+def by_locations(state: State, role: SdkRole, location: Locations,
+                 time: Time | None = None,
+                 toTime: Time | None = None,  # noqa: N803
+                 ) -> Any:
+    """Observed hourly carbon intensity of each location in [time, toTime).
+
+    Hours begun by the service's now, from each site's signal source; none: 204.
+    """
+    return _points(state, "emissions", location, time, toTime)
+
+
+@router.get("/emissions/bylocation", operation_id="GetEmissionsDataForLocationByTime",
+            response_model=list[EmissionsData], responses=_EMPTY | _BAD | _DATA | _AUTH)
+def by_location(state: State, role: SdkRole, location: OneLocation,
+                time: Time | None = None,
+                toTime: Time | None = None,  # noqa: N803
+                ) -> Any:
+    """Observed hourly carbon intensity of one location in [time, toTime); none: 204."""
+    return _points(state, "emissions", [location], time, toTime)
+
+
+def _forecast_headers(response: Response, state: Any, answers: list[ForecastAnswer]) -> None:
+    notes = [a.note for a in answers if a.note]
+    for a in answers:
+        state.metrics.sdk_forecasts.labels(origin=a.origin).inc()
+    if notes:
+        response.headers["X-Carbonsched-Fallback"] = " | ".join(notes)[:4000]
+
+
+@router.get("/emissions/forecasts/current", operation_id="GetCurrentForecastData",
+            response_model=list[EmissionsForecastDTO], responses=_BAD | _DATA | _AUTH)
+def current_forecast(state: State, role: SdkRole, location: Locations, response: Response,
                      dataStartAt: Time | None = None,  # noqa: N803
                      dataEndAt: Time | None = None,  # noqa: N803
-                     windowSize: Annotated[int | None, Query(ge=1, le=10080)] = None,  # noqa: N803
+                     windowSize: WindowSize = None,  # noqa: N803
                      ) -> list[EmissionsForecastDTO]:
-    """The latest forecast per location and its optimal window of ``windowSize`` minutes.
+    """The freshest forecast per location, averaged over windows of `windowSize` minutes.
 
-    ``forecastData`` holds the mean carbon intensity of each window of ``windowSize`` minutes
-    (hourly steps) starting in [``dataStartAt``, ``dataEndAt``]; ``optimalDataPoints`` the
-    lowest one(s).
+    Issued at the current hour (the stored plan's when it was issued then, else the daily
+    pipeline's forecasting, run once per site and hour). Windows start at `dataStartAt` exactly
+    and step by one hour; `optimalDataPoints` are the lowest. A fallback to the stored plan's
+    forecast is named in the `X-Carbonsched-Fallback` header.
     """
-    book = require_book(state)
-    start, end = _range(dataStartAt, dataEndAt)
-    hours = _hours(windowSize)
-    size = windowSize or 60
-    out = []
-    for loc in location:
-        ci = _series(book, loc)
-        win = ci.rolling(hours).mean().shift(-(hours - 1)).dropna()
-        if start is not None:
-            win = win[win.index >= start.floor("h")]
-        if end is not None:
-            win = win[win.index + pd.Timedelta(hours=hours) <= end.ceil("h")]
-        if not len(win):
-            raise HTTPException(404, f"no {size}-minute window of {loc}'s forecast lies in the "
-                                f"requested range; the current plan covers "
-                                f"{book.horizon_text()}")
-        data = [EmissionsDataDTO(location=loc, timestamp=t, duration=size, value=round(v, 3))
-                for t, v in win.items()]
-        vmin = float(win.min())
-        opt = [d for d, v in zip(data, win.to_numpy(), strict=True) if np.isclose(v, vmin)]
-        out.append(EmissionsForecastDTO(
-            requestedAt=state.clock.now(), generatedAt=book.slots[0], location=loc,
-            dataStartAt=start or book.slots[0],
-            dataEndAt=end or book.slots[-1] + pd.Timedelta(hours=1), windowSize=size,
-            optimalDataPoints=opt, forecastData=data))
-    return out
+    answers = state.sdk.current(location, dataStartAt, dataEndAt, windowSize,
+                                state.clock.now(), state.book)
+    _forecast_headers(response, state, answers)
+    return [_forecast(a) for a in answers]
+
+
+@router.post("/emissions/forecasts/batch", operation_id="BatchForecastDataAsync",
+             response_model=list[EmissionsForecastDTO], responses=_BAD | _DATA | _AUTH)
+def batch_forecast(state: State, role: SdkRole,
+                   body: Annotated[list[EmissionsForecastBatchParametersDTO], Body()],
+                   ) -> list[EmissionsForecastDTO]:
+    """Historical forecasts: each item's forecast as issued at its `requestedAt` hour.
+
+    Issued by the daily pipeline's forecasting from the observations before then (cached),
+    scoped and windowed as `/emissions/forecasts/current`.
+    """
+    state.sdk.check_batch(body)
+    now = state.clock.now()
+    return [_forecast(state.sdk.historical(item.model_dump(), k, now))
+            for k, item in enumerate(body)]
+
+
+@router.get("/emissions/average-carbon-intensity", operation_id="GetAverageCarbonIntensity",
+            response_model=CarbonIntensityDTO, responses=_BAD | _DATA | _AUTH)
+def average_carbon_intensity(state: State, role: SdkRole, location: OneLocation,
+                             startTime: Time,  # noqa: N803
+                             endTime: Time,  # noqa: N803
+                             ) -> CarbonIntensityDTO:
+    """Time-weighted mean observed carbon intensity of [startTime, endTime) at a location.
+
+    Partial hours count by the share of the period they cover; a period the observed hours do
+    not cover is 400.
+    """
+    value = state.sdk.average(location, startTime, endTime, state.clock.now())
+    return CarbonIntensityDTO(location=location, startTime=startTime, endTime=endTime,
+                              carbonIntensity=value)
+
+
+@router.post("/emissions/average-carbon-intensity/batch",
+             operation_id="GetAverageCarbonIntensityBatch",
+             response_model=list[CarbonIntensityDTO], responses=_BAD | _DATA | _AUTH)
+def average_carbon_intensity_batch(
+        state: State, role: SdkRole,
+        body: Annotated[list[CarbonIntensityBatchParametersDTO], Body()],
+) -> list[CarbonIntensityDTO]:
+    """The mean observed carbon intensity of each item's period, for one location.
+
+    As the SDK, a batch covers a single location (names that resolve to one site); items of
+    several locations are 400.
+    """
+    state.sdk.check_batch(body)
+    now = state.clock.now()
+    named = [(k, i.location) for k, i in enumerate(body) if i.location]
+    sites = {state.sdk.resolve([n], f"[{k}].location")[0].id for k, n in named}
+    if len(sites) > 1:
+        raise SdkInputError({"location": [
+            f"a batch covers one location; this one names {len(sites)} sites "
+            f"({', '.join(sorted(sites))}); send one batch per location"]})
+    return [CarbonIntensityDTO(location=i.location, startTime=i.startTime, endTime=i.endTime,
+                               carbonIntensity=state.sdk.average(i.location, i.startTime,
+                                                                 i.endTime, now, f"[{k}]."))
+            for k, i in enumerate(body)]
+
+
+@router.get("/locations", operation_id="GetAllLocations", response_model=dict[str, Location],
+            responses=_EMPTY | _AUTH)
+def all_locations(state: State, role: SdkRole) -> Any:
+    """Every location name (site ids and aliases) with its position and site (`name`)."""
+    locs = state.sdk.locations()
+    return locs if locs else Response(status_code=204)
+
+
+@router.get("/health", operation_id="CarbonAwareHealth", response_class=PlainTextResponse,
+            responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                             "description": "`Healthy` (the SDK's health check)."}})
+def health() -> PlainTextResponse:
+    """The SDK's liveness probe: `Healthy` while the process answers (no token needed)."""
+    return PlainTextResponse("Healthy")
