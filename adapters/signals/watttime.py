@@ -26,13 +26,14 @@ Rules (tested in ``tests/adapters/test_live_providers.py``):
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import pandas as pd
 
-from carbonsched.adapters.http import Fetcher
+from carbonsched.adapters.http import Fetcher, register_secret
 from carbonsched.adapters.signals._live import (
     as_float,
     chunks,
@@ -131,6 +132,10 @@ class WattTimeSession:
     token: str | None = field(default=None, repr=False)
     logins: int = 0
 
+    def __post_init__(self) -> None:
+        register_secret(self.password)  # never in a log line, nor its basic-auth encoding
+        register_secret(base64.b64encode(f"{self.username}:{self.password}".encode()).decode())
+
     def login(self) -> str:
         """``GET /login`` with basic credentials; store and return the token.
 
@@ -153,6 +158,7 @@ class WattTimeSession:
         if not token:
             raise ProviderError(SOURCE, "login answered without a token")
         self.token = str(token)
+        register_secret(self.token)
         self.logins += 1
         return self.token
 
