@@ -396,7 +396,8 @@ def retry_after_s(response: httpx.Response | Mapping[str, str] | Any,
     Both forms of RFC 9110 §10.2.3 are read: delta-seconds (``120``; a decimal such as ``1.5`` is
     accepted too) and an HTTP-date in each format of RFC 9110 §5.6.7 (IMF-fixdate
     ``Sun, 06 Nov 1994 08:49:37 GMT``, obsolete RFC 850 ``Sunday, 06-Nov-94 08:49:37 GMT`` and
-    asctime ``Sun Nov  6 08:49:37 1994``). A date in the past gives 0.
+    asctime ``Sun Nov  6 08:49:37 1994``, all read by :func:`email.utils.parsedate_to_datetime`).
+    A date in the past gives 0.
 
     Parameters
     ----------
@@ -423,13 +424,6 @@ def _http_date(value: str) -> datetime | None:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         when = None
-    if when is None:
-        for fmt in ("%A, %d-%b-%y %H:%M:%S GMT", "%a %b %d %H:%M:%S %Y"):
-            try:
-                when = datetime.strptime(" ".join(value.split()), fmt.replace("  ", " "))
-                break
-            except ValueError:
-                continue
     if when is None:
         return None
     return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
