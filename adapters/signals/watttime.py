@@ -40,6 +40,7 @@ from carbonsched.adapters.signals._live import (
     finish,
     hourly_mean,
     iso_z,
+    mask_implausible_ci,
     utc_stamps,
 )
 from carbonsched.errors import ProviderConfigError, ProviderError
@@ -101,6 +102,7 @@ def read_watttime(payload: dict[str, Any], region: str | None = None,
     frame, notes = hourly_mean(points, pd.Timedelta(seconds=period_s), SOURCE)
     frame = frame.reindex(frame.index.floor("h").unique()) if len(frame) else frame
     frame["is_estimated"] = False
+    frame = mask_implausible_ci(frame, SOURCE, f"{got_region} {st}", notes)
     frame, newest = finish(frame, SOURCE, f"{got_region} {st}", [col])
     notes.extend(str(w) for w in meta_in.get("warnings") or [])
     meta = {"source": SOURCE, "zone": got_region, "signal_type": st,

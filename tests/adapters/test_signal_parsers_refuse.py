@@ -404,3 +404,24 @@ def test_a_constant_local_offset_of_a_solar_zone_is_refused(tmp_path, shared_dat
                        r"from the site's solar noon \(02:4\d UTC at longitude 139.807°\).*look "
                        r"shifted \(local time under a UTC header\?\)"):
         check_time_zone(frame, meta, p, "Asia/Tokyo", 139.807)
+
+
+def test_a_feed_in_lbs_per_mwh_is_refused_and_its_scale_reads_it():
+    """The generic feed: a carbon intensity in lbs/MWh (known bad) is refused; the same feed
+    with its declared ``scale`` (lbs/MWh -> g/kWh) is read; 1,500 g/kWh is at the limit."""
+    from carbonsched.adapters.signals.http_feed import FeedSpec, read_http_feed
+
+    body = "time,ci\n" + "".join(f"2023-01-01T{h:02d}:00Z,{1650 + h}\n" for h in range(24))
+    spec = FeedSpec("feed", "/", columns={"carbon_intensity_g_per_kwh": "ci"})
+    with pytest.raises(ProviderError, match=r"feed: carbon_intensity_g_per_kwh: 24 of 24 hours "
+                       r"outside the physical range 0..1500 g/kWh \(first "
+                       r"2023-01-01T00:00:00\+00:00: 1650"):
+        read_http_feed(body, spec)
+    scaled = FeedSpec("feed", "/", columns={"carbon_intensity_g_per_kwh": "ci"},
+                      scale={"carbon_intensity_g_per_kwh": 0.45359237})
+    frame, _ = read_http_feed(body, scaled)
+    assert frame["carbon_intensity_g_per_kwh"].iloc[0] == pytest.approx(1650 * 0.45359237)
+    edge = "time,ci\n" + "".join(f"2023-01-01T{h:02d}:00Z,{1500 if h == 0 else 300}\n"
+                                 for h in range(24))
+    frame, meta = read_http_feed(edge, spec)
+    assert frame["carbon_intensity_g_per_kwh"].iloc[0] == 1500.0 and meta["notes"] == []
