@@ -71,9 +71,9 @@ AU-NSW 10-11 h, CL-SIC 3-4 h)."""
 DST_SHIFT_MAX_H = 0.4
 """Largest amount by which a sun-driven series' daily renewable peak may come later (UTC) in the
 daylight-saving season than in standard time. [h] The sun keeps no daylight-saving time: the
-measured differences are -0.44 to +0.20 h (demand, which follows the local clock, pulls the peak
-earlier in summer). A series stamped in local time under a UTC header comes one hour later in
-summer: +0.56 h or more on the same files."""
+measured differences on the sun-driven files are -0.44 to +0.20 h (demand, which follows the
+local clock, pulls the peak earlier in summer). The same Electricity Maps files shifted by one
+hour in daylight-saving time only give +0.74 to +1.20 h."""
 
 MIN_SEASON_HOURS = 720
 """Hours with a renewable share a season needs before its daily peak is measured (30 days). [h]"""
