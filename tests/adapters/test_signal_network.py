@@ -36,7 +36,6 @@ from carbonsched.adapters.signals.eia_api import get_eia_api
 from carbonsched.adapters.signals.electricitymaps import read_electricitymaps
 from carbonsched.adapters.signals.entsoe_api import get_entsoe, make_entsoe_client
 from carbonsched.adapters.signals.live import LiveSignals
-from carbonsched.adapters.signals.openmeteo_api import get_open_meteo
 from carbonsched.adapters.signals.providers import EUR_TO_USD_2023, ProviderSpec, parse_providers
 from carbonsched.catalog import load_catalog
 from carbonsched.errors import ProviderUnavailableError
