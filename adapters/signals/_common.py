@@ -29,20 +29,35 @@ and repeated in each reader's module docstring where they apply:
   MAX_BAD_ROW_SHARE` is still refused;
 * a **cut last line** (no line end after it and fewer fields than the header, as a kill during
   a write leaves it) is quarantined: ``63.25`` cut to ``6`` would read as a valid number;
-* timestamps off the hour raise ``DataFormatError`` naming the line.
+* timestamps off the hour raise ``DataFormatError`` naming the line;
+* **headers are read through one alias table** (:data:`HEADER_ALIASES`, every file format in one
+  place): a header is matched after :func:`normalize_header` (Unicode NFKC, so ``CO₂`` is ``CO2``;
+  case and runs of spaces ignored), so an export whose spelling changed between releases still
+  fills its column; a header the table does not know fails loudly (``DataFormatError`` on line 1
+  naming the header and the known ones) instead of becoming a column of NaN;
+* **carbon intensity must lie in** :data:`~carbonsched.adapters.signals.quality.
+  CI_RANGE_G_PER_KWH` (0..1,500 g/kWh): a value above it is quarantined, and a file with more such
+  rows than :data:`~carbonsched.adapters.signals.quality.MAX_BAD_ROW_SHARE` is refused as being in
+  another unit (lbs/MWh reads 2.2 times g/kWh), the message naming file, lines and values.
 """
 
 from __future__ import annotations
 
 import csv
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from carbonsched.adapters.signals.quality import Quarantine, refuse_if_too_many
+from carbonsched.adapters.signals.quality import (
+    CI_RANGE_G_PER_KWH,
+    MAX_BAD_ROW_SHARE,
+    Quarantine,
+    refuse_if_too_many,
+)
 from carbonsched.errors import DataFormatError
 from carbonsched.timeaxis import ensure_hourly_utc
 
@@ -129,35 +144,117 @@ def read_csv_cells(
     return cells, np.asarray(lines, dtype=int)
 
 
-def rename_columns(
+HEADER_ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
+    "electricitymaps": {
+        "ts": ("Datetime (UTC)",),
+        "carbon_intensity_g_per_kwh": ("Carbon Intensity gCO₂eq/kWh (direct)",),
+        "carbon_intensity_lca_g_per_kwh": ("Carbon Intensity gCO₂eq/kWh (LCA)",
+                                           "Carbon intensity gCO₂eq/kWh (Life cycle)",
+                                           "Carbon intensity gCO₂eq/kWh (lifecycle)"),
+        "low_carbon_pct": ("Low Carbon Percentage", "Carbon-free energy percentage (CFE%)"),
+        "renewable_pct": ("Renewable Percentage", "Renewable energy percentage (RE%)"),
+        "carbon_intensity_estimated": ("Data Estimated",),
+        "estimation_method": ("Data Estimation Method",),
+        "zone_id": ("Zone Id",),
+        "zone_name": ("Zone Name",),
+        "country": ("Country",),
+        "data_source": ("Data Source",),
+    },
+    "prices": {
+        "ts": ("Datetime (UTC)",),
+        "local_time": ("Datetime (Local)",),
+        "price_usd_per_mwh": ("Price (USD/MWh)",),
+    },
+    "eia930": {
+        "ts": ("timestamp", "", "Unnamed: 0", "UTC time", "UTC Time at End of Hour"),
+        **{f"generation_{f.lower()}_mw": (f,) for f in
+           ("WND", "SUN", "WAT", "OIL", "NG", "COL", "NUC", "OTH")},
+        "file_avg_ci_lca_g_per_kwh": ("avg_CI",),
+    },
+}
+"""Every provider header carbonsched reads: file format -> carbonsched column -> the provider's
+spellings (the first is the one written in messages). Headers are compared after
+:func:`normalize_header`, so spellings that differ only in case, spacing or Unicode subscripts
+(``CO₂``/``CO2``) need no entry. Sources: the SustainCluster/Electricity Maps CSV exports and the
+Electricity Maps data portal's later names (``Life cycle``, ``CFE%``, ``RE%``); the
+SustainCluster price files; EIA-930 fuel codes and the EIA grid monitor's ``UTC Time at End of
+Hour``. A new spelling is one more entry here, nowhere else."""
+
+
+def normalize_header(name: str) -> str:
+    """A header as :data:`HEADER_ALIASES` compares it: NFKC, case-folded, single spaces, stripped.
+
+    >>> normalize_header("Carbon Intensity  gCO₂eq/kWh (LCA)")
+    'carbon intensity gco2eq/kwh (lca)'
+    """
+    return " ".join(unicodedata.normalize("NFKC", name).casefold().split())
+
+
+def resolve_columns(
     cells: pd.DataFrame,
-    mapping: Mapping[str, str],
+    fmt: str,
     required: Sequence[str],
     path: Path,
-) -> pd.DataFrame:
-    """Rename provider columns through ``mapping`` and check that ``required`` names exist.
+    first_column_is_time: bool = False,
+) -> tuple[pd.DataFrame, dict[str, str]]:
+    """Rename a file's columns to carbonsched names through :data:`HEADER_ALIASES` [``fmt``].
 
-    ``mapping`` maps provider column names (several spellings may map to one name) to
-    carbonsched names; unmapped columns are kept under their provider name.
+    Parameters
+    ----------
+    cells
+        Text cells with the file's headers (:func:`read_csv_cells`).
+    fmt
+        The file format, a key of :data:`HEADER_ALIASES`.
+    required
+        carbonsched columns the file must have.
+    path
+        The file, for messages.
+    first_column_is_time
+        The first column is the timestamp whatever its header (a file written from a pandas
+        index, whose index label may be anything), unless its header is a known one.
+
+    Returns
+    -------
+    (DataFrame, dict)
+        The cells with carbonsched column names, and carbonsched name -> the file's header.
 
     Raises
     ------
     DataFormatError
-        A required column is missing (line 1, with the columns found).
+        On line 1: a header the table does not know (named, with the known ones and where to
+        add a new spelling), two headers meaning one column, or a required column missing.
     """
-    out = cells.rename(columns=dict(mapping))
-    missing = [c for c in required if c not in out.columns]
+    table = HEADER_ALIASES[fmt]
+    lookup = {normalize_header(a): col for col, aliases in table.items() for a in aliases}
+    provider: dict[str, str] = {}
+    unknown: list[str] = []
+    for i, h in enumerate(cells.columns):
+        col = lookup.get(normalize_header(h))
+        if col is None and i == 0 and first_column_is_time:
+            col = "ts"
+        if col is None:
+            unknown.append(h)
+            continue
+        if col in provider:
+            raise DataFormatError(path, f"columns {provider[col]!r} and {h!r} both mean {col}; "
+                                  "keep one", row=1)
+        provider[col] = h
+    missing = [c for c in required if c not in provider]
+    problems = []
     if missing:
-        wanted = {c: [k for k, v in mapping.items() if v == c] for c in missing}
-        raise DataFormatError(
-            path,
-            "missing column(s) "
-            + "; ".join(f"{c} (provider name {' or '.join(map(repr, wanted[c]))})"
-                        for c in missing)
-            + f"; found {list(cells.columns)}",
-            row=1,
-        )
-    return out
+        problems.append("missing column(s) " + "; ".join(
+            f"{c} (provider name {' or '.join(repr(a) for a in table[c])})" for c in missing))
+    if unknown:
+        known = [a for aliases in table.values() for a in aliases if a]
+        problems.append(
+            f"unknown column(s) {', '.join(map(repr, unknown))} for a {fmt} file; known "
+            f"columns: {', '.join(map(repr, known))} (case, spacing and subscripts ignored). "
+            "If a provider renamed a column, add the new spelling to HEADER_ALIASES "
+            f"in carbonsched/adapters/signals/_common.py")
+    if problems:
+        raise DataFormatError(path, "; ".join(problems) + f"; found {list(cells.columns)}",
+                              row=1)
+    return cells.rename(columns={h: c for c, h in provider.items()}), provider
 
 
 def parse_numeric(
@@ -253,6 +350,7 @@ def finalize(
     notes: list[str],
     half_hour: bool = False,
     quarantine: Quarantine | None = None,
+    stamps: dict[str, list[str]] | None = None,
 ) -> pd.DataFrame:
     """Apply the duplicate, on-the-hour and gap rules; return an hourly UTC frame.
 
@@ -267,12 +365,26 @@ def finalize(
     ``h+30min`` (the time-weighted mean of two half-overlapping hourly intervals, and the
     linear interpolation of instantaneous values); NaN if either is missing.
 
+    When ``stamps`` is a dict, it receives ``repeated_hours`` (each stamp found on more than
+    one line) and ``inserted_hours`` (each hour absent from the file), ISO 8601 UTC, with
+    ``repeated_lines``: what the time-zone check
+    (:func:`carbonsched.adapters.signals.quality.check_time_zone`) reads.
+
     Raises
     ------
     DataFormatError
         Conflicting duplicates (both lines named) or a timestamp off the hour.
     """
     idx = frame.index
+    if stamps is not None:
+        rep = idx.duplicated(keep="first")
+        stamps["repeated_hours"] = [t.isoformat() for t in idx[rep]]
+        stamps["repeated_lines"] = [int(x) for x in np.asarray(lines)[rep]]
+        if len(idx) and not (half_hour and (idx.minute == 30).all()):
+            full = pd.date_range(idx.min(), idx.max(), freq="h")
+            stamps["inserted_hours"] = [t.isoformat() for t in full.difference(idx)]
+        else:
+            stamps["inserted_hours"] = []
     if half_hour and len(idx) and (idx.minute == 30).all() and (idx.second == 0).all():
         out = finalize(frame.set_axis(idx + HALF_HOUR), lines, path, notes,
                        quarantine=quarantine)
@@ -347,6 +459,84 @@ def finalize(
             f"{len(missing)} missing hour(s) inserted as NaN, first {missing[0].isoformat()}"
         )
     return out
+
+
+def quarantine_implausible_ci(
+    frame: pd.DataFrame,
+    columns: Sequence[str],
+    lines: np.ndarray,
+    path: Path,
+    quarantine: Quarantine,
+    names: Mapping[str, str] | None = None,
+    high: float = CI_RANGE_G_PER_KWH[1],
+) -> pd.DataFrame:
+    """Quarantine carbon-intensity values above ``high``; refuse a file with too many.
+
+    A value above the physical range (:data:`~carbonsched.adapters.signals.quality.
+    CI_RANGE_G_PER_KWH`) is a single bad row (set to NaN, recorded in ``quarantine`` with its
+    line and value). More of them than :data:`~carbonsched.adapters.signals.quality.
+    MAX_BAD_ROW_SHARE` of the rows is a file in another unit, refused.
+
+    Parameters
+    ----------
+    frame
+        Values by row, in file order (before :func:`finalize`). [gCO2eq/kWh]
+    columns
+        Carbon-intensity columns to check (those present).
+    lines
+        1-based file line of each row.
+    path
+        The file.
+    quarantine
+        Receives the bad rows.
+    names
+        carbonsched column -> the file's header, for messages.
+    high
+        Upper bound. [gCO2eq/kWh]
+
+    Returns
+    -------
+    DataFrame
+        ``frame`` with the implausible values NaN.
+
+    Raises
+    ------
+    DataFormatError
+        More than the share allowed: names the file, the count, the first lines and values,
+        the range, and the likely unit (lbs/MWh when the values divided by 2.2046 fit).
+    """
+    out = frame.copy()
+    names = names or {}
+    for c in columns:
+        if c not in out:
+            continue
+        vals = out[c].to_numpy(float)
+        bad = np.flatnonzero(vals > high)
+        if not len(bad):
+            continue
+        header = names.get(c, c)
+        n = len(vals)
+        if len(bad) / max(n, 1) > MAX_BAD_ROW_SHARE:
+            first = ", ".join(f"line {int(lines[i])}: {vals[i]:g}" for i in bad[:5])
+            in_lbs = vals[np.isfinite(vals)] * LBS_PER_MWH_TO_G_PER_KWH
+            hint = (" The values divided by 2.2046 lie in the range: the file looks like lbs/MWh "
+                    "(WattTime's and eGRID's unit); convert it to g/kWh (x 0.45359237)"
+                    if len(in_lbs) and in_lbs.max() <= high else
+                    " Check the file's unit (kg/MWh equals g/kWh; t/MWh and lbs/MWh do not)")
+            raise DataFormatError(
+                path, f"column {header!r}: {len(bad)} of {n} rows ({len(bad) / n:.1%}) above "
+                f"{high:g} g/kWh, the physical range of a grid's carbon intensity (0..{high:g}); "
+                f"first {first}.{hint}", row=int(lines[bad[0]]))
+        for i in bad:
+            quarantine.add(int(lines[i]), out.index[i],
+                           f"implausible carbon intensity: {header} = {vals[i]:g} g/kWh on line "
+                           f"{int(lines[i])}, above the physical range 0..{high:g}")
+        out.iloc[bad, out.columns.get_loc(c)] = np.nan
+    return out
+
+
+LBS_PER_MWH_TO_G_PER_KWH = 453.59237 / 1000.0
+"""lbs/MWh -> g/kWh (1 lb = 453.59237 g exactly, 1959 international pound). [(g/kWh)/(lb/MWh)]"""
 
 
 def mask_out_of_range(

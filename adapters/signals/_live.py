@@ -19,9 +19,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from carbonsched.adapters.signals.quality import CI_RANGE_G_PER_KWH, MAX_BAD_ROW_SHARE
 from carbonsched.errors import ProviderError, TimeAxisError
 
 HOUR = pd.Timedelta(hours=1)
+
+CI_COLUMNS = ("carbon_intensity_g_per_kwh", "carbon_intensity_lca_g_per_kwh",
+              "marginal_carbon_intensity_g_per_kwh")
+"""Carbon-intensity columns a live reader may return. [gCO2eq/kWh]"""
 
 
 def utc_stamps(values: Sequence[Any] | pd.Series, provider: str, what: str) -> pd.DatetimeIndex:
@@ -69,6 +74,42 @@ def hourly_mean(frame: pd.DataFrame, period: pd.Timedelta, provider: str,
     notes.append(f"{per_hour} points of {int(period.total_seconds() // 60)} min averaged per hour")
     means.index.name = "ts"
     return means, notes
+
+
+def mask_implausible_ci(frame: pd.DataFrame, provider: str, what: str,
+                        notes: list[str]) -> pd.DataFrame:
+    """Carbon intensity outside the physical range set to NaN (noted); refuse too many.
+
+    The range is :data:`carbonsched.adapters.signals.quality.CI_RANGE_G_PER_KWH`; an answer with
+    more than :data:`~carbonsched.adapters.signals.quality.MAX_BAD_ROW_SHARE` of its valued hours
+    outside it is in another unit and refused.
+
+    Raises
+    ------
+    ProviderError
+        Naming the column, the count, the first hours and values.
+    """
+    lo, hi = CI_RANGE_G_PER_KWH
+    out = frame
+    for c in CI_COLUMNS:
+        if c not in frame:
+            continue
+        v = frame[c].astype(float)
+        bad = (v < lo) | (v > hi)
+        n = int(bad.sum())
+        if not n:
+            continue
+        first = ", ".join(f"{t.isoformat()}: {x:g}" for t, x in v[bad].head(3).items())
+        if n / max(int(v.notna().sum()), 1) > MAX_BAD_ROW_SHARE:
+            raise ProviderError(provider, f"{what}: {c}: {n} of {int(v.notna().sum())} hours "
+                                f"outside the physical range {lo:g}..{hi:g} g/kWh (first "
+                                f"{first}): the answer is in another unit (lbs/MWh is 2.2 times "
+                                "g/kWh); fix the feed's unit or its declared scale")
+        out = out.copy() if out is frame else out
+        out.loc[bad, c] = np.nan
+        notes.append(f"{n} hour(s) of {c} outside {lo:g}..{hi:g} g/kWh set to NaN (first "
+                     f"{first})")
+    return out
 
 
 def finish(frame: pd.DataFrame, provider: str, what: str,

@@ -48,12 +48,13 @@ import numpy as np
 import pandas as pd
 
 from carbonsched.adapters.signals._common import (
+    HEADER_ALIASES,
     check_file,
     finalize,
     parse_numeric,
     parse_timestamps,
     read_csv_cells,
-    rename_columns,
+    resolve_columns,
 )
 from carbonsched.adapters.signals.quality import Quarantine
 
@@ -106,15 +107,10 @@ solar 41 (utility PV), hydro 24, nuclear 12, gas 490 (combined cycle), coal 820)
 other 230 as used by the SustainDC ``avg_CI`` column of these files."""
 
 VARIABLE_MAP: dict[str, str] = {
-    "timestamp": "ts",
-    "": "ts",
-    "Unnamed: 0": "ts",
-    "UTC time": "ts",
-    "UTC Time at End of Hour": "ts",
-    **{f: f"generation_{f.lower()}_mw" for f in FUELS},
-    "avg_CI": "file_avg_ci_lca_g_per_kwh",
+    alias: col for col, aliases in HEADER_ALIASES["eia930"].items() for alias in aliases
 }
-"""Provider column -> carbonsched column (generation columns keep the EIA fuel code)."""
+"""Provider column -> carbonsched column (generation columns keep the EIA fuel code): a view of
+the one alias table, :data:`carbonsched.adapters.signals._common.HEADER_ALIASES`."""
 
 GEN_COLUMNS = tuple(f"generation_{f.lower()}_mw" for f in FUELS)
 OUTPUT_COLUMNS = (
@@ -205,14 +201,9 @@ def read_eia930(
             raise KeyError(f"{name} lack fuel code(s) {missing}; give one per code in {FUELS}")
     quarantine = Quarantine()
     cells, lines = read_csv_cells(p, quarantine)
-    provider = {VARIABLE_MAP[k]: k for k in cells.columns if k in VARIABLE_MAP}
-    if "ts" not in provider and len(cells.columns):
-        # a file written from a pandas index may carry any label on its first column
-        first = cells.columns[0]
-        if first not in VARIABLE_MAP:
-            cells = cells.rename(columns={first: "timestamp"})
-            provider["ts"] = first
-    cells = rename_columns(cells, VARIABLE_MAP, ("ts", *GEN_COLUMNS), p)
+    # a file written from a pandas index may carry any label on its first column
+    cells, provider = resolve_columns(cells, "eia930", ("ts", *GEN_COLUMNS), p,
+                                      first_column_is_time=True)
     notes: list[str] = []
     ts_col = provider.get("ts", "timestamp")
     ts = parse_timestamps(cells["ts"], p, lines, ts_col, assume_utc="UTC" in ts_col.upper())
@@ -227,7 +218,8 @@ def read_eia930(
         gen["file_avg_ci_lca_g_per_kwh"] = parse_numeric(
             cells["file_avg_ci_lca_g_per_kwh"], p, lines, "avg_CI"
         ).to_numpy()
-    gen = finalize(gen, np.asarray(lines), p, notes, quarantine=quarantine)
+    stamps: dict[str, list] = {}
+    gen = finalize(gen, np.asarray(lines), p, notes, quarantine=quarantine, stamps=stamps)
     if (note := quarantine.note()) is not None:
         notes.append(note)
 
@@ -287,6 +279,7 @@ def read_eia930(
         "lca_factors": dict(lca_factors),
         "n_invalid_negative": n_neg,
         "time_convention": "hour-end" if hour_end else "unknown",
+        **stamps,
         **quarantine.as_meta(),
         "n_incomplete": int(incomplete.sum()),
         "file_avg_ci_max_abs_diff_g_per_kwh": diff,

@@ -10,8 +10,21 @@ route ``GET /v2/electricity/rto/fuel-type-data/data/`` with ``api_key``, ``frequ
 
 Time convention (tested): with ``frequency=hourly`` the ``period`` is **UTC** and labels the hour
 **ending** at it (EIA-930 reports hour-ending data; ``local-hourly`` would carry the BA's offset).
-:func:`read_eia_api` shifts every stamp back one hour to the hour start. Pagination: the client
-follows ``offset`` until ``total`` rows were read.
+:func:`read_eia_api` shifts every stamp back one hour to the hour start.
+
+Pagination (tested against a loopback server that pages like the API): the client asks for a
+**stable order** — ``sort`` by ``period``, ``respondent`` and ``fueltype``, a total order on the
+rows' key — because an order by ``period`` alone leaves the eight fuel rows of an hour in any
+order, and a page boundary inside an hour can then repeat one row and skip another. It follows
+``offset`` until the ``total`` the first answer states and refuses what it cannot trust, with
+:class:`~carbonsched.errors.ProviderError` (the fetch is then degraded, the hours stay gaps and are
+asked again next run):
+
+* a **short read**: an empty page before ``total`` rows, or fewer distinct rows than ``total``
+  once every page is read (a repeat at a page boundary hides a missing row);
+* a **conflicting repeat**: one key (``period``, ``respondent``, ``fueltype``) twice with
+  different values — never summed; an identical repeat is dropped and counted;
+* a ``total`` that changes between pages (the data changed while it was read).
 
 Carbon intensity comes from the mix with the same documented factors as the file reader
 (:data:`carbonsched.adapters.signals.eia930.DIRECT_FACTORS_G_PER_KWH`, DACF Table 1; and
@@ -44,6 +57,64 @@ PAGE_ROWS = 5000
 """Rows per answer (the API's maximum)."""
 
 
+KEY_FIELDS = ("period", "respondent", "fueltype")
+"""The fields that identify one row of ``fuel-type-data`` (its sort order, too)."""
+
+
+def _number(v: Any) -> float | None:
+    if v is None or v == "":
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def drop_repeats(rows: list[dict[str, Any]], pages: list[int] | None = None,
+                 ) -> tuple[list[dict[str, Any]], int]:
+    """Drop identical repeats of a row key; refuse a key repeated with a different value.
+
+    Parameters
+    ----------
+    rows
+        ``fuel-type-data`` rows (every page joined), in the order read.
+    pages
+        The 1-based page each row came from (for the message), or ``None``.
+
+    Returns
+    -------
+    (list of dict, int)
+        The rows with each key once (first copy kept), and how many identical repeats were
+        dropped.
+
+    Raises
+    ------
+    ProviderError
+        A key (:data:`KEY_FIELDS`) with two different values; both values (and pages) named.
+    """
+    seen: dict[tuple[Any, ...], int] = {}
+    out: list[dict[str, Any]] = []
+    dropped = 0
+    for i, r in enumerate(rows):
+        key = tuple(r.get(k) for k in KEY_FIELDS)
+        j = seen.get(key)
+        if j is None:
+            seen[key] = i
+            out.append(r)
+            continue
+        a, b = _number(rows[j].get("value")), _number(r.get("value"))
+        if a != b:
+            where = (f" (pages {pages[j]} and {pages[i]})" if pages is not None else
+                     f" (rows {j + 1} and {i + 1})")
+            raise ProviderError(
+                SOURCE, f"period {key[0]} respondent {key[1]} fuel {key[2]} answered twice with "
+                f"different values, {rows[j].get('value')!r} and {r.get('value')!r}{where}; "
+                "refusing to sum or pick one (the data changed while it was read, or the order "
+                "was not stable)")
+        dropped += 1
+    return out, dropped
+
+
 def read_eia_api(rows: list[dict[str, Any]], respondent: str | None = None,
                  ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Parse EIA-930 fuel-type rows (all pages joined) into an hour-start UTC frame.
@@ -61,9 +132,12 @@ def read_eia_api(rows: list[dict[str, Any]], respondent: str | None = None,
     ------
     ProviderError
         Rows of another respondent, a period that is not ``YYYY-MM-DDTHH``, units that are
-        not megawatthours.
+        not megawatthours, a key repeated with a different value (:func:`drop_repeats`).
     """
     notes: list[str] = []
+    rows, n_repeats = drop_repeats(rows)
+    if n_repeats:
+        notes.append(f"{n_repeats} identical repeated row(s) dropped")
     if not rows:
         empty = pd.DataFrame(columns=["carbon_intensity_g_per_kwh"],
                              index=pd.DatetimeIndex([], tz="UTC", name="ts"))
@@ -120,21 +194,28 @@ def get_eia_api(fetcher: Fetcher, api_key: str, respondent: str, start: pd.Times
     """Hourly fuel mix and carbon intensity of ``respondent`` for hour starts in ``[start, end)``.
 
     The hour starting at ``t`` is EIA's period ``t + 1 h`` (hour ending), so the request asks
-    ``start + 1 h`` .. ``end`` (both inclusive in the API) and follows ``offset`` pages.
+    ``start + 1 h`` .. ``end`` (both inclusive in the API) and follows ``offset`` pages in a
+    stable order until the stated ``total`` (see the module docstring).
 
     Raises
     ------
     ProviderConfigError
-        403 (bad ``api_key``) or an unknown respondent (EIA answers 200 with no rows: checked
-        against ``total`` on the first page).
+        403 (bad ``api_key``).
+    ProviderError
+        A short read, a conflicting repeat, a total that changes between pages, a page without
+        ``total`` (see the module docstring).
     """
     params: dict[str, Any] = {
         "api_key": api_key, "frequency": "hourly", "data[0]": "value",
         "facets[respondent][]": respondent,
         "start": (start + HOUR).strftime("%Y-%m-%dT%H"), "end": end.strftime("%Y-%m-%dT%H"),
-        "sort[0][column]": "period", "sort[0][direction]": "asc", "length": PAGE_ROWS,
+        "length": PAGE_ROWS,
     }
+    for i, column in enumerate(KEY_FIELDS):  # a total order: pages neither repeat nor skip
+        params[f"sort[{i}][column]"] = column
+        params[f"sort[{i}][direction]"] = "asc"
     rows: list[dict[str, Any]] = []
+    page_of: list[int] = []
     offset, total, pages = 0, None, 0
     while total is None or offset < total:
         try:
@@ -148,13 +229,36 @@ def get_eia_api(fetcher: Fetcher, api_key: str, respondent: str, start: pd.Times
         resp = answer.get("response") if isinstance(answer, dict) else None
         if not isinstance(resp, dict) or not isinstance(resp.get("data"), list):
             raise ProviderError(SOURCE, f"answer has no response.data: {str(answer)[:200]}")
-        total = int(resp.get("total", len(resp["data"])))
+        try:
+            stated = int(resp["total"])
+        except (KeyError, TypeError, ValueError):
+            raise ProviderError(SOURCE, f"page {pages} states no total ({resp.get('total')!r}); "
+                                "cannot tell when the pages end") from None
+        if total is not None and stated != total:
+            raise ProviderError(SOURCE, f"{respondent}: the stated total changed from {total} to "
+                                f"{stated} rows at page {pages} (offset {offset}): the data "
+                                "changed while it was read; it is asked again next run")
+        total = stated
         page = resp["data"]
-        rows.extend(page)
         if not page:
+            if offset < total:
+                raise ProviderError(
+                    SOURCE, f"{respondent}: short read: page {pages} (offset {offset}) is empty "
+                    f"but the answer states {total} rows; {offset} read. The hours stay gaps "
+                    "and are asked again next run")
             break
+        rows.extend(page)
+        page_of.extend([pages] * len(page))
         offset += len(page)
+    rows, n_repeats = drop_repeats(rows, page_of)
+    if total is not None and len(rows) < total:
+        raise ProviderError(
+            SOURCE, f"{respondent}: short read: {len(rows)} distinct rows of the {total} stated "
+            f"({n_repeats} repeated across {pages} page(s), so as many are missing: the order "
+            "was not stable across pages); asked again next run")
     frame, meta = read_eia_api(rows, respondent)
     meta["requests"] = pages
+    if n_repeats:
+        meta["notes"].append(f"{n_repeats} identical row(s) repeated across pages dropped")
     frame = frame[(frame.index >= start) & (frame.index < end)]
     return frame, meta

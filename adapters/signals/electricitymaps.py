@@ -13,7 +13,12 @@ Rules (tested in ``tests/adapters/test_electricitymaps.py``):
 * missing cells stay NaN; missing hours are inserted as NaN rows with
   ``carbon_intensity_estimated = False`` (no provider flag) and counted in ``meta["notes"]``;
 * a negative carbon intensity, or a percentage outside 0–100, is set to NaN and counted in
-  ``meta["notes"]`` (physically impossible for a grid mix; the hour is then *missing*);
+  ``meta["notes"]`` (physically impossible for a grid mix; the hour is then *missing*); a
+  carbon intensity above 1,500 g/kWh is quarantined, and a file with more than 2 % of such rows
+  is refused as being in another unit (lbs/MWh), naming lines and values;
+* headers are read through the one alias table (``_common.HEADER_ALIASES``): the data portal's
+  later names (``Life cycle``, ``CFE%``, ``RE%``) fill the same columns, an unknown header is
+  refused naming it and the known ones;
 * stamps mark the START of the hour (``meta["time_convention"] = "hour-start"``);
 * identical duplicated rows are dropped; conflicting ones, a cut last line and an empty newest
   hour are quarantined with their reason (``meta["quarantined"]``, rules in
@@ -35,34 +40,25 @@ import numpy as np
 import pandas as pd
 
 from carbonsched.adapters.signals._common import (
+    HEADER_ALIASES,
     NA_TOKENS,
     check_file,
     finalize,
     mask_out_of_range,
     parse_numeric,
     parse_timestamps,
+    quarantine_implausible_ci,
     read_csv_cells,
-    rename_columns,
+    resolve_columns,
 )
 from carbonsched.adapters.signals.quality import Quarantine
 from carbonsched.errors import DataFormatError
 
 VARIABLE_MAP: dict[str, str] = {
-    "Datetime (UTC)": "ts",
-    "Carbon Intensity gCO₂eq/kWh (direct)": "carbon_intensity_g_per_kwh",
-    "Carbon Intensity gCO2eq/kWh (direct)": "carbon_intensity_g_per_kwh",
-    "Carbon Intensity gCO₂eq/kWh (LCA)": "carbon_intensity_lca_g_per_kwh",
-    "Carbon Intensity gCO2eq/kWh (LCA)": "carbon_intensity_lca_g_per_kwh",
-    "Low Carbon Percentage": "low_carbon_pct",
-    "Renewable Percentage": "renewable_pct",
-    "Data Estimated": "carbon_intensity_estimated",
-    "Data Estimation Method": "estimation_method",
-    "Zone Id": "zone_id",
-    "Zone Name": "zone_name",
-    "Country": "country",
-    "Data Source": "data_source",
+    alias: col for col, aliases in HEADER_ALIASES["electricitymaps"].items() for alias in aliases
 }
-"""Provider column -> carbonsched column (the one mapping table of this provider)."""
+"""Provider column -> carbonsched column: a view of this format's entry in the one alias table
+(:data:`carbonsched.adapters.signals._common.HEADER_ALIASES`), where new spellings go."""
 
 NUMERIC_COLUMNS = (
     "carbon_intensity_g_per_kwh",
@@ -123,14 +119,14 @@ def read_electricitymaps(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any]
     Raises
     ------
     DataFormatError
-        Missing file, missing column, unparsable number, date or flag (file, line, reason),
-        conflicting duplicated hours or hours off the hour.
+        Missing file, missing or unknown column, unparsable number, date or flag (file, line,
+        reason), conflicting duplicated hours or hours off the hour, carbon intensity above
+        the physical range in more than 2 % of the rows.
     """
     p = check_file(path)
     quarantine = Quarantine()
     cells, lines = read_csv_cells(p, quarantine)
-    provider = {VARIABLE_MAP[k]: k for k in cells.columns if k in VARIABLE_MAP}
-    cells = rename_columns(cells, VARIABLE_MAP, REQUIRED, p)
+    cells, provider = resolve_columns(cells, "electricitymaps", REQUIRED, p)
     notes: list[str] = []
     ts = parse_timestamps(cells["ts"], p, lines, "Datetime (UTC)", assume_utc=True)
     data = pd.DataFrame(index=ts)
@@ -153,7 +149,11 @@ def read_electricitymaps(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any]
         data, ["carbon_intensity_g_per_kwh", "carbon_intensity_lca_g_per_kwh"], lines, notes
     )
     data = mask_out_of_range(data, ["renewable_pct", "low_carbon_pct"], lines, notes, 0, 100)
-    data = finalize(data, lines, p, notes, quarantine=quarantine)
+    data = quarantine_implausible_ci(
+        data, ["carbon_intensity_g_per_kwh", "carbon_intensity_lca_g_per_kwh"], lines, p,
+        quarantine, provider)
+    stamps: dict[str, list] = {}
+    data = finalize(data, lines, p, notes, quarantine=quarantine, stamps=stamps)
     if len(data) > 1 and np.isnan(data["carbon_intensity_g_per_kwh"].iloc[-1]):
         # the newest hour exported before its value was known: NaN (never filled here), and
         # recorded so that a plan built on it says so (not counted in the bad-row share)
@@ -194,6 +194,7 @@ def read_electricitymaps(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any]
             "low_carbon_pct": "%",
         },
         "time_convention": "hour-start",
+        **stamps,
         **quarantine.as_meta(),
         "notes": notes,
     }

@@ -26,7 +26,14 @@ import numpy as np
 import pandas as pd
 
 from carbonsched.adapters.http import Fetcher
-from carbonsched.adapters.signals._live import as_float, chunks, finish, iso_z, utc_stamps
+from carbonsched.adapters.signals._live import (
+    as_float,
+    chunks,
+    finish,
+    iso_z,
+    mask_implausible_ci,
+    utc_stamps,
+)
 from carbonsched.errors import ProviderConfigError, ProviderError
 
 SOURCE = "electricitymaps"
@@ -86,9 +93,10 @@ def read_electricitymaps_api(payload: dict[str, Any], zone: str | None = None,
         "is_estimated": np.array([bool(r.get("isEstimated", False)) for r in rows], dtype=bool),
         "estimation_method": [r.get("estimationMethod") for r in rows],
     }, index=idx)
-    frame, newest = finish(frame, SOURCE, f"{zone or got_zone} {key}", [col])
     n_null = int(frame[col].isna().sum())
     notes = [f"{n_null} hour(s) with null carbonIntensity (kept NaN)"] if n_null else []
+    frame = mask_implausible_ci(frame, SOURCE, f"{zone or got_zone} {key}", notes)
+    frame, newest = finish(frame, SOURCE, f"{zone or got_zone} {key}", [col])
     n_est = int(frame["is_estimated"].sum())
     if n_est:
         methods = sorted({m for m in frame["estimation_method"].dropna()})

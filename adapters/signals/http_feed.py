@@ -18,7 +18,9 @@ feed which carbonsched signal (``regions/schema.md``, section *Providers file*):
 Rules (tested): stamps without offset are read in ``time_zone`` (a spring-gap label or an
 ambiguous autumn label raises, because the feed must then give offsets); sub-hourly rows are
 averaged to hour start; ``time_label = "end"`` shifts stamps back by one interval; empty cells and
-``null`` stay NaN; a mapped column absent from the feed raises naming it.
+``null`` stay NaN; a mapped column absent from the feed raises naming it; a carbon intensity
+outside 0..1,500 g/kWh is NaN (noted), and a feed with more than 2 % of its hours outside is
+refused as being in another unit (``scale`` converts one: lbs/MWh × 0.45359237).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 import pandas as pd
 
 from carbonsched.adapters.http import Fetcher
-from carbonsched.adapters.signals._live import finish, hourly_mean, iso_z
+from carbonsched.adapters.signals._live import finish, hourly_mean, iso_z, mask_implausible_ci
 from carbonsched.errors import ProviderConfigError, ProviderError
 
 
@@ -111,13 +113,15 @@ def read_http_feed(body: str | bytes, spec: FeedSpec) -> tuple[pd.DataFrame, dic
                                 "is not a number")
         frame[signal] = values.to_numpy(float) * float(spec.scale.get(signal, 1.0))
     frame = frame.sort_index()
+    notes: list[str] = []
+    frame = mask_implausible_ci(frame, spec.name, "feed", notes)
     steps = frame.index.to_series().diff().dropna()
     period = steps.min() if len(steps) else pd.Timedelta(hours=1)
     if spec.time_label == "end":
         frame.index = frame.index - period
-    notes: list[str] = []
     if period < pd.Timedelta(hours=1):
-        frame, notes = hourly_mean(frame, period, spec.name)
+        frame, more = hourly_mean(frame, period, spec.name)
+        notes.extend(more)
     frame["is_estimated"] = False
     frame, newest = finish(frame, spec.name, "feed", list(spec.columns))
     return frame, {"source": spec.name, "signal_type": ",".join(spec.columns),

@@ -15,12 +15,21 @@ For each signal group the site's providers file binds (:mod:`.providers`), a loa
 3. logs the fetch with the age of the newest value; ``meta["signal_age_hours"]`` is the age of the
    site's newest carbon-intensity hour at "now" (end of that hour to now) — what the plan reports
    as the site's signal age;
-4. on a provider error (down, timing out, 5xx, 429 after retries) records the group as
-   **degraded** — ``meta["degraded"]`` lists provider, group, reason and the missing hours —
-   and carries on with what the cache holds (the last good data). Missing hours stay NaN: the
-   forecaster conditions on the last good data or falls back, the plan names the site and hours;
-   nothing is read as zero. A configuration error (credentials, region outside the subscription)
-   is not degradation: it is raised.
+4. on a provider error (down, timing out, 5xx, 429 after retries, a deadline spent, a cooldown
+   longer than the time left) records the group as **degraded** and **stale** —
+   ``meta["degraded"]`` lists provider, group, reason, the missing hours and the newest cached
+   hour with its age — and carries on with what the cache holds (the last good data). Missing
+   hours stay NaN: the forecaster conditions on the last good data or falls back, the plan names
+   the site and hours; nothing is read as zero. A configuration error (credentials, region
+   outside the subscription) is not degradation: it is raised.
+
+Time is bounded (:mod:`carbonsched.adapters.http`): each call has a total deadline (the provider's
+``deadline_s``), and every call to one provider in one **run** spends one budget
+(``run_deadline_s``; a run is every load of one window — the daily pipeline asks every site for
+the same window — or what :meth:`LiveSignals.begin_run` starts). A ``Retry-After`` puts the whole
+provider on hold (:class:`~carbonsched.adapters.http.ProviderGate`, one per provider, shared by
+its zones and signal groups): its other zones are not asked before it has passed, or, when it
+outlasts the time left, not at all in this run.
 """
 
 from __future__ import annotations
@@ -35,7 +44,13 @@ import httpx
 import numpy as np
 import pandas as pd
 
-from carbonsched.adapters.http import Fetcher, RateLimiter, RetryPolicy, make_client
+from carbonsched.adapters.http import (
+    Fetcher,
+    ProviderGate,
+    RateLimiter,
+    RetryPolicy,
+    make_client,
+)
 from carbonsched.adapters.signals.providers import (
     GROUPS,
     Binding,
@@ -71,25 +86,48 @@ class LiveSignals:
     transport
         Injected httpx transport for every client (tests), default the network.
     sleep
-        Injected sleep for retries and rate limits.
+        Injected sleep for retries, ``Retry-After`` waits, cooldowns and rate limits.
     env
         Environment to read credentials from (default ``os.environ``).
+    monotonic
+        Monotonic clock of deadlines and cooldowns (tests advance it with their ``sleep``). [s]
+    wall_clock
+        The current time (tz-aware ``datetime``), to read a ``Retry-After`` date against.
     """
 
     def __init__(self, config: ProvidersConfig, cache: Any,
                  clock: Callable[[], pd.Timestamp] = utc_now,
                  transport: httpx.BaseTransport | None = None,
                  sleep: Callable[[float], None] = time.sleep,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None,
+                 monotonic: Callable[[], float] = time.monotonic,
+                 wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.config = config
         self.cache = cache
         self.clock = clock
         self.transport = transport
         self.sleep = sleep
         self.env = env
+        self.monotonic = monotonic
+        self.wall_clock = wall_clock
         self._fetchers: dict[str, Fetcher] = {}
         self._sessions: dict[str, Any] = {}
+        self._gates: dict[str, ProviderGate] = {}
+        self._run_window: tuple[pd.Timestamp, pd.Timestamp] | None = None
         self.fetch_log: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------------ time limits
+    def gate(self, name: str) -> ProviderGate:
+        """The cooldown and run budget of provider ``name`` (one per provider, all zones)."""
+        if name not in self._gates:
+            self._gates[name] = ProviderGate(
+                name, self.config.providers[name].run_deadline_s, clock=self.monotonic)
+        return self._gates[name]
+
+    def begin_run(self) -> None:
+        """Start a new run: every provider's run budget restarts (cooldowns stay)."""
+        for g in self._gates.values():
+            g.begin_run()
 
     # ------------------------------------------------------------------ clients
     def fetcher(self, name: str) -> Fetcher:
@@ -109,7 +147,8 @@ class LiveSignals:
             self._fetchers[name] = Fetcher(
                 name, client, RetryPolicy(max_attempts=spec.max_attempts,
                                           backoff_s=float(spec.options.get("backoff_s", 0.5))),
-                limiter, sleep=self.sleep)
+                limiter, sleep=self.sleep, gate=self.gate(name), call_deadline_s=spec.deadline_s,
+                clock=self.monotonic, wall_clock=self.wall_clock)
         return self._fetchers[name]
 
     @property
@@ -148,7 +187,10 @@ class LiveSignals:
             if spec.name not in self._sessions:  # entsoe-py speaks requests, not httpx
                 token = credentials(spec, self.env)["token"].get()
                 self._sessions[spec.name] = make_entsoe_client(
-                    spec.base_url, token, spec.timeout_s, spec.max_attempts)
+                    spec.base_url, token, spec.timeout_s, spec.max_attempts,
+                    gate=self.gate(spec.name), deadline_s=spec.deadline_s, sleep=self.sleep,
+                    clock=self.monotonic, wall_clock=self.wall_clock,
+                    backoff_s=float(spec.options.get("backoff_s", 0.5)))
             return get_entsoe(spec, "", zone, group, start, end,
                               eur_to_usd=self.config.eur_to_usd,
                               client=self._sessions[spec.name])
@@ -296,15 +338,21 @@ class LiveSignals:
             if info["error"] is not None:
                 window = out.loc[(out.index < fetch_end), primary]
                 missing = window.index[window.isna().to_numpy()]
+                cached = int(window.notna().sum())
+                stale_h = None if newest is None else float((now - (newest + HOUR)) / HOUR)
                 degraded.append({
                     "site": site.id, "provider": spec.name, "signal": group, "zone": zone,
                     "reason": info["error"], "missing_hours": int(len(missing)),
                     "missing_from": None if not len(missing) else missing[0].isoformat(),
                     "missing_to": None if not len(missing) else
                     (missing[-1] + HOUR).isoformat(),
-                    "last_good": None if newest is None else newest.isoformat()})
+                    "last_good": None if newest is None else newest.isoformat(),
+                    "stale": True, "cached_hours": cached, "stale_age_hours": stale_h})
+                age = "none cached" if newest is None else (
+                    f"newest cached hour {newest.isoformat()}, {stale_h:.1f} h old")
                 notes.append(
                     f"DEGRADED {site.id}: {spec.name} {group} for {zone} failed ({info['error']}); "
+                    f"planned on STALE cached signals ({cached} hour(s) from the cache, {age}); "
                     f"{len(missing)} hour(s) before {fetch_end.isoformat()} missing (NaN, never 0)"
                     f"; last good hour {newest.isoformat() if newest is not None else 'none'}")
         ci_newest = provenance.get("carbon_intensity", {}).get("newest_value_at")
@@ -312,6 +360,7 @@ class LiveSignals:
         meta = {"origin": SOURCE_NAME, "zone": site.zone,
                 "signal_quality": str(SignalQuality.MEASURED), "files": [], "notes": notes,
                 "providers": provenance, "degraded": degraded,
+                "stale": sorted({d["signal"] for d in degraded}),
                 "newest_value_at": ci_newest, "signal_age_hours": age,
                 "fetched_until": fetch_end.isoformat()}
         for c in ("carbon_intensity_g_per_kwh",):
@@ -326,9 +375,18 @@ class LiveSignals:
 
         Same contract as :func:`carbonsched.adapters.signals.registry.load_site_signals`
         (``data_dir`` is unused); ``meta`` adds ``providers`` (per group: provider, zone,
-        requests, newest value and its age), ``degraded`` (see the module docstring),
-        ``newest_value_at`` and ``signal_age_hours`` of the carbon intensity.
+        requests, newest value and its age), ``degraded`` (see the module docstring; each entry
+        ``stale`` with ``cached_hours`` and ``stale_age_hours``), ``stale`` (the signal groups
+        planned on the cache alone), ``newest_value_at`` and ``signal_age_hours`` of the carbon
+        intensity. A load with a window other than the previous one starts a new run
+        (:meth:`begin_run`).
         """
+        # one run per window: the daily pipeline asks every site for the same window, so a new
+        # window is a new run (each provider's run budget restarts; cooldowns stay)
+        window = (pd.Timestamp(start), pd.Timestamp(end))
+        if window != self._run_window:
+            self.begin_run()
+            self._run_window = window
         # meta["source"] names the provider of the carbon intensity (as the file sources do);
         # meta["origin"] says it came through the provider clients
         ci_provider = self.config.site(site.id)["carbon_intensity"].provider

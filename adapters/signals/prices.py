@@ -25,20 +25,20 @@ from typing import Any
 import pandas as pd
 
 from carbonsched.adapters.signals._common import (
+    HEADER_ALIASES,
     check_file,
     finalize,
     parse_numeric,
     parse_timestamps,
     read_csv_cells,
-    rename_columns,
+    resolve_columns,
 )
 
 VARIABLE_MAP: dict[str, str] = {
-    "Datetime (UTC)": "ts",
-    "Datetime (Local)": "local_time",
-    "Price (USD/MWh)": "price_usd_per_mwh",
+    alias: col for col, aliases in HEADER_ALIASES["prices"].items() for alias in aliases
 }
-"""Provider column -> carbonsched column."""
+"""Provider column -> carbonsched column (a view of the one alias table,
+:data:`carbonsched.adapters.signals._common.HEADER_ALIASES`)."""
 
 
 def read_prices(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -66,12 +66,13 @@ def read_prices(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     """
     p = check_file(path)
     cells, lines = read_csv_cells(p)
-    cells = rename_columns(cells, VARIABLE_MAP, ("ts", "price_usd_per_mwh"), p)
+    cells, _ = resolve_columns(cells, "prices", ("ts", "price_usd_per_mwh"), p)
     notes: list[str] = []
     ts = parse_timestamps(cells["ts"], p, lines, "Datetime (UTC)", assume_utc=True)
     price = parse_numeric(cells["price_usd_per_mwh"], p, lines, "Price (USD/MWh)").to_numpy()
     data = pd.DataFrame({"price_usd_per_mwh": price}, index=ts)
-    data = finalize(data, lines, p, notes, half_hour=True)
+    stamps: dict[str, list] = {}
+    data = finalize(data, lines, p, notes, half_hour=True, stamps=stamps)
     meta: dict[str, Any] = {
         "source": "prices",
         "file": str(p),
@@ -79,6 +80,7 @@ def read_prices(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
         "n_negative": int((data["price_usd_per_mwh"] < 0).sum()),
         "units": {"price_usd_per_mwh": "USD/MWh"},
         "time_convention": "hour-start",  # of the provider's stamps (frame: hour start)
+        **stamps,
         "notes": notes,
     }
     return data, meta

@@ -35,6 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from carbonsched.adapters.http import (
+    DEFAULT_CALL_DEADLINE_S,
+    DEFAULT_RUN_DEADLINE_S,
+    register_secret,
+)
 from carbonsched.errors import CatalogError, ProviderConfigError
 
 KINDS: dict[str, tuple[str, ...]] = {
@@ -86,6 +91,7 @@ class Secret:
 
     def __init__(self, value: str) -> None:
         self._value = value
+        register_secret(value)  # redacted from every log line of the process
 
     def get(self) -> str:
         """The value, for the one place that sends it."""
@@ -115,6 +121,22 @@ class ProviderSpec:
     def max_attempts(self) -> int:
         """Tries per idempotent call."""
         return int(self.options.get("max_attempts", 3))
+
+    @property
+    def deadline_s(self) -> float:
+        """Total time of one call, retries and waits included. [s]
+
+        Default :data:`carbonsched.adapters.http.DEFAULT_CALL_DEADLINE_S`.
+        """
+        return float(self.options.get("deadline_s", DEFAULT_CALL_DEADLINE_S))
+
+    @property
+    def run_deadline_s(self) -> float:
+        """Total time of every call to this provider in one planning run. [s]
+
+        Default :data:`carbonsched.adapters.http.DEFAULT_RUN_DEADLINE_S`.
+        """
+        return float(self.options.get("run_deadline_s", DEFAULT_RUN_DEADLINE_S))
 
 
 @dataclass(frozen=True)
@@ -204,6 +226,12 @@ def parse_providers(doc: Mapping[str, Any], where: str = "providers file") -> Pr
                     f"{where}: [providers.{name}] holds a {secret_key}; credentials belong in "
                     f"the environment or the secrets file (${SECRETS_FILE_ENV}), never in the "
                     "providers file")
+        for key in ("timeout_s", "deadline_s", "run_deadline_s"):
+            value = opts.get(key)
+            if value is not None and (isinstance(value, bool) or
+                                      not isinstance(value, int | float) or value <= 0):
+                raise CatalogError(f"{where}: [providers.{name}] {key} = {value!r} must be a "
+                                   "number of seconds > 0")
         providers[name] = ProviderSpec(name, kind, str(base).rstrip("/"), opts)
     sites: dict[str, dict[str, Binding]] = {}
     for site_id, table in (doc.get("sites") or {}).items():

@@ -50,6 +50,7 @@ from carbonsched.adapters.signals.electricitymaps import read_electricitymaps
 from carbonsched.adapters.signals.epw import read_epw
 from carbonsched.adapters.signals.openmeteo import read_open_meteo
 from carbonsched.adapters.signals.prices import read_prices
+from carbonsched.adapters.signals.quality import check_time_zone
 from carbonsched.domain import SignalQuality, Site
 from carbonsched.errors import CatalogError, DataFormatError, InputError, TimeAxisError
 from carbonsched.timeaxis import ensure_hourly_utc, require_aware
@@ -150,8 +151,35 @@ def read_cached(
 
 
 def clear_cache() -> None:
-    """Forget every parsed file."""
+    """Forget every parsed file (and every time-zone check of one)."""
     _cached_read.cache_clear()
+    _cached_tz_check.cache_clear()
+
+
+@lru_cache(maxsize=512)
+def _cached_tz_check(reader: str, path: str, mtime_ns: int, size: int, tz: str,
+                     longitude: float, align_ba: str | None) -> tuple[str, ...]:
+    frame, meta = read_cached(reader, path)
+    if align_ba is not None and meta.get("time_convention") != "hour-end":
+        frame = align_sustaindc(frame, align_ba)
+    return tuple(check_time_zone(frame, meta, path, tz, longitude))
+
+
+def time_zone_notes(site: Site, reader: str, path: str | Path,
+                    align_ba: str | None = None) -> list[str]:
+    """Run :func:`~carbonsched.adapters.signals.quality.check_time_zone` on a file for ``site``.
+
+    Cached per file (path, size, modification time) and site clock (time zone, longitude), as
+    the parse is.
+
+    Raises
+    ------
+    DataFormatError
+        The file's stamps look like local time under a UTC header (see the check).
+    """
+    st = os.stat(path)
+    return list(_cached_tz_check(reader, str(path), st.st_mtime_ns, st.st_size, site.timezone,
+                                 float(site.longitude), align_ba))
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -225,13 +253,15 @@ def _fill_from_yearly_files(
     files: list[str], notes: list[str], with_estimated_flag: bool = False,
     quarantined: list[dict[str, Any]] | None = None,
     transform: Callable[[pd.DataFrame, dict[str, Any]], pd.DataFrame] | None = None,
+    site: Site | None = None, align_ba: str | None = None,
 ) -> bool:
     """Copy the carbon-intensity and mix columns of each year's file into ``out`` on ``hours``.
 
     A year without a file leaves its hours NaN and adds a note. The reader's quarantined rows
     are appended to ``quarantined`` (each with its ``file``). ``transform(frame, meta)``, if
-    given, re-aligns a parsed file before use (EIA-930 hour conventions). Returns whether any
-    file existed.
+    given, re-aligns a parsed file before use (EIA-930 hour conventions). With ``site``, each
+    file's stamps are checked against the site's clock (:func:`time_zone_notes`; ``align_ba``
+    names the EIA-930 alignment the check applies first). Returns whether any file existed.
     """
     found = False
     for y in _years(hours):
@@ -241,6 +271,9 @@ def _fill_from_yearly_files(
             continue
         found = True
         frame, meta = read_cached(reader, path)
+        if site is not None:
+            notes.extend(f"{path.name}: {n}" for n in time_zone_notes(site, reader, path,
+                                                                      align_ba))
         if transform is not None:
             frame = transform(frame, meta)
         if quarantined is not None:
@@ -269,7 +302,8 @@ def _load_electricitymaps(
     quarantined: list[dict[str, Any]] = []
     found = _fill_from_yearly_files(
         out, hours, lambda y: ci_dir / f"{zone}_{y}_hourly.csv", "electricitymaps",
-        "carbon-intensity", files, notes, with_estimated_flag=True, quarantined=quarantined)
+        "carbon-intensity", files, notes, with_estimated_flag=True, quarantined=quarantined,
+        site=site)
     if not found:
         zones = sorted({p.name.rsplit("_", 2)[0] for p in ci_dir.glob("*_hourly.csv")})
         if not any(ci_dir.glob(f"{zone}_*_hourly.csv")):
@@ -315,7 +349,7 @@ def _load_eia930(
 
     found = _fill_from_yearly_files(
         out, hours, lambda y: folder / f"{ba}_NG_avgCI_{y}.csv", "eia930", "EIA-930",
-        files, notes, quarantined=quarantined, transform=align)
+        files, notes, quarantined=quarantined, transform=align, site=site, align_ba=ba)
     if ba in SUSTAINDC_HOUR_END_SHIFT:
         shift = ", ".join(f"{'from ' + s if s else 'all'} -{h} h"
                           for s, h in SUSTAINDC_HOUR_END_SHIFT[ba])

@@ -26,19 +26,21 @@ Rules (tested in ``tests/adapters/test_live_providers.py``):
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import pandas as pd
 
-from carbonsched.adapters.http import Fetcher
+from carbonsched.adapters.http import Fetcher, register_secret
 from carbonsched.adapters.signals._live import (
     as_float,
     chunks,
     finish,
     hourly_mean,
     iso_z,
+    mask_implausible_ci,
     utc_stamps,
 )
 from carbonsched.errors import ProviderConfigError, ProviderError
@@ -100,6 +102,7 @@ def read_watttime(payload: dict[str, Any], region: str | None = None,
     frame, notes = hourly_mean(points, pd.Timedelta(seconds=period_s), SOURCE)
     frame = frame.reindex(frame.index.floor("h").unique()) if len(frame) else frame
     frame["is_estimated"] = False
+    frame = mask_implausible_ci(frame, SOURCE, f"{got_region} {st}", notes)
     frame, newest = finish(frame, SOURCE, f"{got_region} {st}", [col])
     notes.extend(str(w) for w in meta_in.get("warnings") or [])
     meta = {"source": SOURCE, "zone": got_region, "signal_type": st,
@@ -131,6 +134,10 @@ class WattTimeSession:
     token: str | None = field(default=None, repr=False)
     logins: int = 0
 
+    def __post_init__(self) -> None:
+        register_secret(self.password)  # never in a log line, nor its basic-auth encoding
+        register_secret(base64.b64encode(f"{self.username}:{self.password}".encode()).decode())
+
     def login(self) -> str:
         """``GET /login`` with basic credentials; store and return the token.
 
@@ -153,6 +160,7 @@ class WattTimeSession:
         if not token:
             raise ProviderError(SOURCE, "login answered without a token")
         self.token = str(token)
+        register_secret(self.token)
         self.logins += 1
         return self.token
 

@@ -653,6 +653,36 @@ def gather_forecasts(catalog: Catalog, data_dir: Path | None, issued_at: pd.Time
     return forecasts, notes, qualities
 
 
+def stale_signals_note(degraded: list[dict[str, Any]]) -> str | None:
+    """One note that counts and names the sites planned on stale cached signals.
+
+    Parameters
+    ----------
+    degraded : list of dict
+        The loader's ``meta["degraded"]`` entries of every site (``site``, ``signal``,
+        ``provider``, ``last_good``, ``stale_age_hours``, ``reason``).
+
+    Returns
+    -------
+    str or None
+        ``None`` when every provider answered.
+    """
+    if not degraded:
+        return None
+    sites = list(dict.fromkeys(d["site"] for d in degraded))
+
+    def one(d: dict[str, Any]) -> str:
+        age = d.get("stale_age_hours")
+        newest = d.get("last_good")
+        cached = "nothing cached" if newest is None else (
+            f"newest cached {newest}" + (f", {age:.1f} h old" if age is not None else ""))
+        return f"{d['site']} {d['signal']} ({d['provider']}: {cached})"
+
+    return (f"signals: STALE for {len(sites)} site(s) ({len(degraded)} signal group(s)): a "
+            "provider failed or could not be reached in time, so these are planned on the "
+            "cached signals: " + "; ".join(one(d) for d in degraded))
+
+
 def _degraded_rows(rows: list[dict[str, Any]], issued_at: pd.Timestamp,
                    horizon_hours: int) -> list[dict[str, Any]]:
     """A loader's degraded groups with the plan hours that rest on them."""
@@ -756,6 +786,8 @@ def run_daily_plan(
         more = f" (and {len(left) - 1} more site(s) alike)" if len(left) > 1 else ""
         raise InputError(f"no site has signals for {issued_at:%Y-%m-%d}; nothing can be "
                          f"planned: {why}{more}")
+    if signal_loader is not None and (stale := stale_signals_note(provenance["degraded"])):
+        notes.insert(0, stale)  # counted and named where the user reads the plan
     problem = build_problem(cat.sites, workload, forecasts, slots, running, slot_minutes)
     grid = f"{len(slots)} h" if slot_minutes == 60 else \
         f"{len(slots)} slots of {slot_minutes} min"

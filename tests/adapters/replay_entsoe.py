@@ -6,7 +6,9 @@ Documents are written from the ENTSO-E Transparency Platform's IEC 62325 schemas
 entsoe-py reads. Values (real, read at test time):
 
 * A75: the DACF DE mix (2019-2021), as PT15M points alternating ±``JITTER`` MW around the hourly
-  value, so each hour's mean is exact;
+  value, so each hour's mean is exact; the production types in ``state.entsoe_hourly_psr`` (if
+  set) come as PT60M points instead (a zone publishing some fuels every 15 minutes and others
+  hourly), and ``state.entsoe_drop`` maps a production type to hour starts it leaves out (a gap);
 * A69: the DACF DE test period's ENTSO-E day-ahead solar and wind forecasts (2021 H2), PT60M;
 * A44: the DE-LU 2023 USD prices converted back to EUR with ``EUR_TO_USD_2023``.
 
@@ -65,29 +67,36 @@ def _xml(kind: str, series: list[str], start: pd.Timestamp, end: pd.Timestamp) -
             f"<end>{_t(end)}</end></time_Period.timeInterval>{''.join(series)}</{root}>")
 
 
-def _generation(data_dir: str, start: pd.Timestamp, end: pd.Timestamp) -> str | None:
+def _generation(data_dir: str, start: pd.Timestamp, end: pd.Timestamp,
+                hourly_psr: frozenset[str] = frozenset(),
+                drop: dict[str, list[pd.Timestamp]] | None = None) -> str | None:
     mix = _mix(data_dir)
     sub = mix[(mix.index >= start) & (mix.index < end)]
     if sub.empty:
         return None
     series = []
     for col, psr in DACF_TO_PSR.items():
+        per_hour = 1 if psr in hourly_psr else 4
+        gone = set((drop or {}).get(psr, []))
         pts = []
         pos = 1
-        for v in sub[col].to_numpy(float):
-            for k in range(4):
-                q = v + (JITTER if k % 2 else -JITTER) if np.isfinite(v) else float("nan")
-                pts.append(f"<Point><position>{pos}</position><quantity>{q:.3f}</quantity>"
-                           "</Point>")
+        for ts, v in zip(sub.index, sub[col].to_numpy(float), strict=True):
+            for k in range(per_hour):
+                if ts not in gone:  # a left-out point: no Point at that position (a gap)
+                    q = (v + (JITTER if k % 2 else -JITTER) if per_hour > 1 else v) \
+                        if np.isfinite(v) else float("nan")
+                    pts.append(f"<Point><position>{pos}</position><quantity>{q:.3f}</quantity>"
+                               "</Point>")
                 pos += 1
         p_start, p_end = sub.index[0], sub.index[-1] + pd.Timedelta(hours=1)
+        res = "PT60M" if per_hour == 1 else "PT15M"
         series.append(
             f"<TimeSeries><mRID>{psr}</mRID><businessType>A01</businessType>"
             f'<inBiddingZone_Domain.mRID codingScheme="A01">{DE_LU}</inBiddingZone_Domain.mRID>'
             "<quantity_Measure_Unit.name>MAW</quantity_Measure_Unit.name>"
             f"<curveType>A01</curveType><MktPSRType><psrType>{psr}</psrType></MktPSRType>"
             f"<Period><timeInterval><start>{_t(p_start)}</start><end>{_t(p_end)}</end>"
-            f"</timeInterval><resolution>PT15M</resolution>{''.join(pts)}</Period></TimeSeries>")
+            f"</timeInterval><resolution>{res}</resolution>{''.join(pts)}</Period></TimeSeries>")
     return _xml("A75", series, start, end)
 
 
@@ -157,7 +166,9 @@ def add_entsoe_routes(app: FastAPI, state, fault) -> None:
         body = None
         if int(q.get("offset", 0)) == 0:
             if doc_type == "A75":
-                body = _generation(str(state.data_dir), start, end)
+                body = _generation(str(state.data_dir), start, end,
+                                   frozenset(getattr(state, "entsoe_hourly_psr", ())),
+                                   getattr(state, "entsoe_drop", None))
             elif doc_type == "A69":
                 body = _wind_solar_doc(str(state.data_dir), start, end)
             elif doc_type == "A44":

@@ -16,13 +16,25 @@ reshaped (never committed):
 * Open-Meteo ← ``sustain-cluster/weather/<ZONE>_2023.json`` (UTC when asked ``timezone=GMT``);
 * the feed ← ``electricity_prices_usd_utc`` as CSV with local-time stamps and offsets.
 
-Faults are switched per provider (``state.faults[provider] = "500" | "timeout" | "429" | "401"
-| "403"``); ``state.hits`` counts requests per provider.
+Faults are switched per provider (``state.faults[provider] = "500" | "timeout" | "429" | "503"
+| "drip" | "401" | "403"``, for ``state.fault_times[provider]`` requests when set, else until
+cleared); ``state.hits`` counts requests per provider:
+
+* ``429`` and ``503`` carry ``Retry-After: state.retry_after`` (delta-seconds or an HTTP-date);
+* ``drip`` answers 200 at once and then sends one byte every ``state.drip_every_s`` for
+  ``state.drip_s`` seconds (each read is quick, the answer is not: an httpx read timeout never
+  fires);
+* EIA pages like the API: ``state.eia_page_rows`` rows per answer, in the order the ``sort``
+  parameters ask; rows that the asked order leaves tied come in an order that differs from one
+  request to the next (as a database without a total order gives them). ``state.faults["eia"] =
+  "short"`` answers an empty page after the first one (total unchanged), ``"conflict"`` revises
+  the value of the row before each later page's offset and repeats it at the top of that page.
 """
 
 from __future__ import annotations
 
 import base64
+import random
 import socket
 import threading
 import time
@@ -36,7 +48,7 @@ import numpy as np
 import pandas as pd
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 from carbonsched.adapters.signals.eia930 import FUELS, read_eia930
 from carbonsched.adapters.signals.electricitymaps import read_electricitymaps
@@ -71,6 +83,12 @@ class ReplayState:
     tokens_issued: int = 0
     expire_next_token: bool = False
     valid_tokens: set[str] = field(default_factory=set)
+    fault_times: dict[str, int] = field(default_factory=dict)
+    retry_after: str = "1"
+    drip_s: float = 60.0
+    drip_every_s: float = 0.2
+    eia_page_rows: int = EIA_PAGE_ROWS
+    stop: threading.Event = field(default_factory=threading.Event)
 
 
 def _z(ts: pd.Timestamp) -> str:
@@ -128,6 +146,23 @@ def build_app(state: ReplayState) -> FastAPI:
     def fault(provider: str) -> Response | None:
         state.hits[provider] += 1
         f = state.faults.get(provider)
+        if f is not None and provider in state.fault_times:
+            state.fault_times[provider] -= 1
+            if state.fault_times[provider] <= 0:
+                del state.fault_times[provider]
+                state.faults.pop(provider, None)
+        if f == "drip":
+            def drip():
+                yield b"{"
+                end = time.monotonic() + state.drip_s
+                while time.monotonic() < end and not state.stop.is_set():
+                    time.sleep(state.drip_every_s)
+                    yield b" "
+                yield b"}"
+            return StreamingResponse(drip(), media_type="application/json")
+        if f == "503":
+            return PlainTextResponse("maintenance (replayed)", status_code=503,
+                                     headers={"Retry-After": state.retry_after})
         if f == "500":
             return PlainTextResponse("internal error (replayed)", status_code=500)
         if f == "timeout":
@@ -135,7 +170,7 @@ def build_app(state: ReplayState) -> FastAPI:
             return PlainTextResponse("too late", status_code=200)
         if f == "429":
             return JSONResponse({"error": "rate limited"}, status_code=429,
-                                headers={"Retry-After": "1"})
+                                headers={"Retry-After": state.retry_after})
         if f in ("401", "403"):
             return JSONResponse({"error": "replayed " + f}, status_code=int(f))
         return None
@@ -281,8 +316,11 @@ def build_app(state: ReplayState) -> FastAPI:
     # ------------------------------------------------------------ EIA v2
     @app.get("/v2/electricity/rto/fuel-type-data/data/")
     def eia(request: Request):
-        if r := fault("eia"):
+        mode = state.faults.get("eia")
+        if mode not in ("short", "conflict") and (r := fault("eia")):
             return r
+        if mode in ("short", "conflict"):
+            state.hits["eia"] += 1
         q = request.query_params
         if q.get("api_key") != EIA_KEY:
             return JSONResponse({"error": {"code": "API_KEY_INVALID"}}, status_code=403)
@@ -305,10 +343,20 @@ def build_app(state: ReplayState) -> FastAPI:
                              "value": None if not np.isfinite(v) else str(round(v, 3)),
                              "value-units": "megawatthours"})
         offset = int(q.get("offset", 0))
-        length = min(int(q.get("length", 5000)), EIA_PAGE_ROWS)
+        # the asked order; ties in an order that changes from one request to the next
+        keys = [q[f"sort[{i}][column]"] for i in range(8) if f"sort[{i}][column]" in q]
+        tiebreak = random.Random(offset)
+        rows.sort(key=lambda r: (*(r[k] for k in keys), tiebreak.random()))
+        length = min(int(q.get("length", 5000)), state.eia_page_rows)
+        page = rows[offset:offset + length]
+        if mode == "short" and offset > 0:
+            page = []
+        elif mode == "conflict" and offset > 0:
+            revised = {**rows[offset - 1], "value": str(float(rows[offset - 1]["value"] or 0)
+                                                         + 111.0)}
+            page = [revised, *page[:-1]]
         return {"response": {"total": str(len(rows)), "frequency": "hourly",
-                             "dateFormat": "YYYY-MM-DD\"T\"HH24",
-                             "data": rows[offset:offset + length]}}
+                             "dateFormat": "YYYY-MM-DD\"T\"HH24", "data": page}}
 
     # ------------------------------------------------------------ Open-Meteo
     @app.get("/v1/forecast")
@@ -396,5 +444,6 @@ class ReplayServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.state.stop.set()
         self.server.should_exit = True
         self.thread.join(timeout=10)

@@ -76,7 +76,7 @@ def _reset(replay):
 
 def fetcher(replay, name, headers=None, timeout_s=10.0, attempts=3, sleeps=None):
     return Fetcher(name, make_client(replay.url, headers=headers, timeout_s=timeout_s),
-                   RetryPolicy(max_attempts=attempts, backoff_s=0.25),
+                   RetryPolicy(max_attempts=attempts, backoff_s=0.25, jitter_fraction=0.0),
                    sleep=(sleeps.append if sleeps is not None else (lambda s: None)))
 
 

@@ -321,6 +321,13 @@ def test_global_daily_plan_on_providers_then_again_then_degraded(replay, tmp_pat
     assert ("us-ny-newyork", "carbon_intensity") not in degraded  # WattTime answered
     assert any(n.startswith("DEGRADED gb-london: electricitymaps carbon_intensity")
                for n in doc["notes"])
+    # counted and named in one line of the plan's notes (issue 32 item 8)
+    stale = [n for n in doc["notes"] if n.startswith("signals: STALE")]
+    assert stale == [stale[0]] and stale[0].startswith(
+        f"signals: STALE for 8 site(s) ({len(doc['degraded'])} signal group(s)): ")
+    assert ("gb-london carbon_intensity (electricitymaps: newest cached "
+            "2023-07-14T23:00:00+00:00, 24.2 h old)") in stale[0]
+    assert all(x["stale"] for x in doc["degraded"])
     # 2 tries per failing call, nothing else
     assert src2.requests_by_provider()["electricitymaps"] == 6 * 2 + 8 * 2
     assert src2.requests_by_provider()["open-meteo"] == 8 * 2

@@ -26,10 +26,11 @@ from carbonsched.domain import Backend, PueModel, SignalQuality, Site, SiteRole
 from carbonsched.errors import CatalogError, DataFormatError, InputError, TimeAxisError
 
 
-def make_site(zone: str, source: str, site_id: str = "s1", **meta: object) -> Site:
+def make_site(zone: str, source: str, site_id: str = "s1", longitude: float = 0.0,
+              timezone: str = "UTC", **meta: object) -> Site:
     return Site(
         id=site_id, name=site_id, role=SiteRole.GREEN_HUB, zone=zone, signal_source=source,
-        latitude=0.0, longitude=0.0, timezone="UTC", gpus={}, it_power_cap_kw=1.0,
+        latitude=0.0, longitude=longitude, timezone=timezone, gpus={}, it_power_cap_kw=1.0,
         pue=PueModel(), latency_ms={}, backend=Backend(kind="slurm"), meta=dict(meta),
     )
 
@@ -235,7 +236,8 @@ def test_real_gb_across_new_year(shared_data: Path) -> None:
 
 @pytest.mark.shared_data
 def test_real_eia930_with_epw(shared_data: Path) -> None:
-    site = make_site("CISO", "eia930",
+    # the site's clock is checked against the file (a sun-driven series peaks near solar noon)
+    site = make_site("CISO", "eia930", longitude=-121.93, timezone="America/Los_Angeles",
                      weather_file="eia930-sustaindc/USA_CA_San.Jose-Mineta.epw")
     frame, meta = load_site_signals(site, shared_data, "2022-01-01T00:00Z", "2022-01-01T02:00Z")
     total = 3130 + 1367 + 2304 + 44 + 6764 + 19 + 2265 + 189
