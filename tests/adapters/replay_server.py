@@ -406,16 +406,11 @@ def build_app(state: ReplayState) -> FastAPI:
     return app
 
 
-def free_port(lo: int = 57500, hi: int = 57599) -> int:
-    """A free loopback port in this helper's range."""
-    for port in range(lo, hi + 1):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port in {lo}..{hi}")
+def free_port() -> int:
+    """A free loopback port the OS picks from its ephemeral range (runs may share a machine)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class ReplayServer:

@@ -21,34 +21,15 @@ AS_OF = "2023-07-14T23:00:00Z"
 """The pinned service clock of the API tests (the session plan is for 2023-07-15)."""
 PLAN_DATE = "2023-07-15"
 CATALOG = "china-eastdata-westcompute"
-PORTS = range(57400, 57500)
-
-
-def _worker_ports() -> range:
-    """This xdist worker's share of the port range (gw0 the first half, gw1 the second)."""
-    wid = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    n = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    k = int(wid.removeprefix("gw") or 0)
-    size = len(PORTS) // max(n, 1)
-    return range(PORTS.start + k * size, PORTS.start + (k + 1) * size)
-
-
-_used: set[int] = set()
-
-
 def free_port() -> int:
-    """A free loopback port in this worker's share of 57400-57499."""
-    for p in _worker_ports():
-        if p in _used:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", p))
-            except OSError:
-                continue
-        _used.add(p)
-        return p
-    raise RuntimeError("no free port in 57400-57499")
+    """A free loopback port the OS picks from its ephemeral range.
+
+    Not a fixed range scanned from its start: two test runs sharing the machine would both
+    pick its first port, and one run's readiness check would find the other's server.
+    """
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300
