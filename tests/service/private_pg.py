@@ -1,84 +1,20 @@
-"""A PostgreSQL server of one test's own (initdb + pg_ctl on a free loopback port), for tests
-that stop and start the database: the shared server of ``scripts/test`` serves other tests."""
+"""The ``private_pg`` fixture: a PostgreSQL server of the test's own
+(:mod:`scripts.private_postgres`), for tests that stop and start the database."""
 
 from __future__ import annotations
 
-import glob
-import os
-import shutil
-import socket
-import subprocess
-import tempfile
-from pathlib import Path
-
 import pytest
 
-
-def _bin() -> Path | None:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"),
-                   key=lambda p: int(Path(p).parts[4]) if Path(p).parts[4].isdigit() else 0)
-    if found:
-        return Path(found[-1]).parent
-    pg_ctl = shutil.which("pg_ctl")
-    return Path(pg_ctl).parent if pg_ctl else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class PrivatePostgres:
-    """One PostgreSQL cluster in a temporary folder, run as the ``postgres`` user when root."""
-
-    def __init__(self) -> None:
-        bindir = _bin()
-        if bindir is None:
-            pytest.skip("PostgreSQL server binaries not installed (scripts/test installs them)")
-        self.bin = bindir
-        self.dir = Path(tempfile.mkdtemp(prefix="cs-private-pg-"))
-        self.data = self.dir / "data"
-        self.port = _free_port()
-        self.as_postgres = os.geteuid() == 0
-        if self.as_postgres:
-            shutil.chown(self.dir, "postgres", "postgres")
-        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres")
-        self.start()
-        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
-                  "carbonsched")
-        self.url = f"postgresql+psycopg2://postgres:pw-not-shown@127.0.0.1:{self.port}/carbonsched"
-
-    def _cmd(self, tool: str, *args: str) -> list[str]:
-        cmd = [str(self.bin / tool), *args]
-        return ["runuser", "-u", "postgres", "--", *cmd] if self.as_postgres else cmd
-
-    def _run(self, tool: str, *args: str) -> None:
-        subprocess.run(self._cmd(tool, *args), check=True, capture_output=True, timeout=120)
-
-    def pg_ctl(self, action: str) -> list[str]:
-        """The ``pg_ctl`` command line of ``start`` or ``stop`` (fast, waiting)."""
-        opts = (f"-c listen_addresses=127.0.0.1 -c port={self.port} "
-                f"-c unix_socket_directories={self.dir} -c fsync=off")
-        extra = ["-o", opts, "-l", str(self.dir / "server.log")] if action == "start" else [
-            "-m", "fast"]
-        return self._cmd("pg_ctl", "-D", str(self.data), "-w", "-t", "60", *extra, action)
-
-    def start(self) -> None:
-        subprocess.run(self.pg_ctl("start"), check=True, capture_output=True, timeout=120)
-
-    def stop(self) -> None:
-        subprocess.run(self.pg_ctl("stop"), check=False, capture_output=True, timeout=120)
-
-    def remove(self) -> None:
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
+from scripts.private_postgres import NoPostgresError, PrivatePostgres
 
 
 @pytest.fixture
 def private_pg():
     """A PostgreSQL server of the test's own; removed afterwards."""
-    pg = PrivatePostgres()
+    try:
+        pg = PrivatePostgres()
+    except NoPostgresError as exc:
+        pytest.skip(str(exc))
     try:
         yield pg
     finally:
