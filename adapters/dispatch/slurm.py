@@ -88,10 +88,6 @@ CLOCK_SLACK_S = 600
 """How far the cluster's clock may be from the dispatcher database's when a ``sacct`` window
 starts from the submit attempt rather than the cluster's own submit time. [s] A project choice:
 NTP keeps hosts within a second; ten minutes covers a host whose time daemon stopped."""
-SUBMIT_SETTLE_S = 30.0
-"""After an ambiguous submission that the lookup did not find, how long to wait before
-submitting again: a request still in flight reaches the controller within its
-``MessageTimeout`` (10 s by default, slurm.conf(5)). [s]"""
 REFUSED = "Batch job submission failed"
 """sbatch's prefix when the controller answered with a refusal (definite: nothing was made),
 unless the reason is one of :data:`UNREACHABLE`."""
@@ -106,6 +102,11 @@ UNREACHABLE = (
     "Communication connection failure",
     "Munge",
     "can't be reached now",
+    "Unexpected message received",
+    "Message receive failure",
+    "Insane message length",
+    "send/recv",
+    "Transport endpoint",
 )
 
 #: Slurm base job states -> lifecycle (squeue(1) "JOB STATE CODES")
@@ -342,7 +343,6 @@ class SlurmAdapter:
 
     kind = "slurm"
     defers_start = True
-    submit_settle_s = SUBMIT_SETTLE_S
 
     def __init__(self, cluster: str, *, partition: str | None = None,
                  conf: str | Path | None = None, use_clusters_flag: bool = False,
@@ -364,6 +364,17 @@ class SlurmAdapter:
         self.account = account
         self._index: dict[str, BackendJob] | None = None
         self._lock = threading.Lock()
+
+    @property
+    def submit_settle_s(self) -> float:
+        """How long after an unresolved submission attempt before submitting again. [s]
+
+        Applies to an attempt whose outcome is unknown and whose key was not found: the tool
+        timeout :attr:`timeout_s` (a request still in flight reaches the controller within its
+        ``MessageTimeout``, 10 s by default, slurm.conf(5), well inside it). A claim taken over
+        from a dead dispatcher has always passed it: the lease is at least twice the timeout.
+        """
+        return self.timeout_s
 
     # -- plumbing -------------------------------------------------------------------------------
     def _env(self, tz: str | None = None) -> dict[str, str]:
@@ -487,14 +498,18 @@ class SlurmAdapter:
                 index[req.key] = job
             return job
         unreachable = any(u.lower() in msg.lower() for u in UNREACHABLE)
-        if proc.returncode > 0 and REFUSED in msg and not unreachable:
-            raise BackendRejectedError(self.name, req.key, msg)
+        refused = proc.returncode > 0 and REFUSED in msg and not unreachable
         why = (f"sbatch exited {proc.returncode}: {msg}" if proc.returncode != 0
                else f"sbatch --parsable printed {out[:80]!r}, not a job id")
-        return self._resolve(req, why)
+        # even a refusal is looked up: only the cluster knows whether a job was made
+        return self._resolve(req, why, refused=msg if refused else "")
 
-    def _resolve(self, req: DispatchRequest, why: str) -> BackendJob:
-        """After an ambiguous submission: the job if the cluster has it under the key."""
+    def _resolve(self, req: DispatchRequest, why: str, refused: str = "") -> BackendJob:
+        """After a failed submission: the job if the cluster has it under the key.
+
+        Not found: a refusal by the controller (``refused``) is final; anything else is
+        unknown and retried later (after another lookup).
+        """
         try:
             found = self.status([req.key])
         except (BackendError, DataFormatError) as exc:
@@ -502,6 +517,8 @@ class SlurmAdapter:
                 f"{self.name}: submission outcome unknown ({why}); looking the key up failed "
                 f"too ({exc}); it is looked up again before any resubmission") from exc
         job = found.get(req.key)
+        if job is None and refused:
+            raise BackendRejectedError(self.name, req.key, refused)
         if job is None:
             raise BackendUnavailableError(
                 f"{self.name}: submission outcome unknown ({why}); the key is not on the "
