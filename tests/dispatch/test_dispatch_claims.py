@@ -262,13 +262,12 @@ def test_concurrent_dispatchers_of_one_plan_submit_each_unit_exactly_once(
                 "dispatch_wait_s": 600}
     specs = [{"url": url, "plan_id": doc["plan_id"], "settings": settings} for _ in range(n)]
     procs = _spawn(specs, tmp_path)
-    for p in procs:
-        out, err = p.communicate(timeout=900)
-        assert p.returncode == 0, err[-3000:]
-    summaries = [json.loads(Path(s["out"]).read_text()) for s in specs]
-
+    errs = [p.communicate(timeout=900)[1] for p in procs]
     on_backend = _backend_keys(slurm_dir, emulator_kubeconfig, prefix)
     assert on_backend == Counter({k: 1 for k in keys})  # every unit exactly once
+    for p, err in zip(procs, errs, strict=True):
+        assert p.returncode == 0, err[-3000:]
+    summaries = [json.loads(Path(s["out"]).read_text()) for s in specs]
     submitted = Counter(o["key"] for s in summaries for o in s["outcomes"]
                         if o["action"] == "submitted")
     assert submitted == Counter({k: 1 for k in keys})  # and by exactly one dispatcher
