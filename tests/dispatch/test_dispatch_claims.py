@@ -5,7 +5,6 @@ a dispatcher killed (SIGKILL) while holding claims."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -40,7 +39,6 @@ CLUSTERS = ("ontario", "saopaulo", "britain")
 SITES = {s.id: s for s in load_catalog("global").sites}
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-NEVER_DEAD = staticmethod(lambda owner: False)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
