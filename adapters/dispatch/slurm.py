@@ -507,8 +507,9 @@ class SlurmAdapter:
     def _resolve(self, req: DispatchRequest, why: str, refused: str = "") -> BackendJob:
         """After a failed submission: the job if the cluster has it under the key.
 
-        Not found: a refusal by the controller (``refused``) is final; anything else is
-        unknown and retried later (after another lookup).
+        Not found, or found already ended, a refusal by the controller (``refused``) is final
+        (Slurm 22.05 keeps a refused job's record as ``FAILED``/``BadConstraints``); not found,
+        anything else is unknown and retried later (after another lookup).
         """
         try:
             found = self.status([req.key])
@@ -517,7 +518,9 @@ class SlurmAdapter:
                 f"{self.name}: submission outcome unknown ({why}); looking the key up failed "
                 f"too ({exc}); it is looked up again before any resubmission") from exc
         job = found.get(req.key)
-        if job is None and refused:
+        if refused and (job is None or job.state in TERMINAL):
+            # Slurm keeps a refused job's record, ended (FAILED, reason BadConstraints): that
+            # is the refusal itself; only a live job means the submission went through
             raise BackendRejectedError(self.name, req.key, refused)
         if job is None:
             raise BackendUnavailableError(

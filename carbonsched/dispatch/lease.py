@@ -192,14 +192,12 @@ class Claimant:
         return self.store._retry_locked(run, doing)
 
     # -- claiming -------------------------------------------------------------------------------
-    def claim(self, sites: Collection[str], keys: Collection[str] | None = None, *,
-              takeover_only: bool = False) -> Claim:
+    def claim(self, sites: Collection[str], keys: Collection[str] | None = None) -> Claim:
         """Take the claimable pending rows of ``sites`` (only ``keys`` when given).
 
         Claimable: free, lease expired, held by this claimant, or held by an owner
-        :attr:`is_dead` says is dead; with ``takeover_only`` only rows another claimant held
-        (expired or dead). A piece is taken only if every earlier pending piece of its job is
-        taken too.
+        :attr:`is_dead` says is dead. A piece is taken only if every earlier pending piece of
+        its job is taken too.
         """
         def take(conn: Connection) -> Claim:
             now = self.db_now(conn)
@@ -214,8 +212,6 @@ class Claimant:
             rows = conn.execute(q).all()
             free = {}
             for r in rows:
-                if takeover_only and r.lease_owner in (None, self.owner):
-                    continue
                 if (r.lease_owner is None or r.lease_owner == self.owner
                         or r.lease_expires_at is None or r.lease_expires_at <= now
                         or self.is_dead(r.lease_owner)):

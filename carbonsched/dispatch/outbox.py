@@ -500,6 +500,17 @@ def _rows_by_key(s: Session, keys: Sequence[str]) -> dict[str, DispatchRow]:
     return out
 
 
+def _pending_keys(store: Store, keys: Sequence[str]) -> list[str]:
+    """Those of ``keys`` whose intent is still pending."""
+    out: list[str] = []
+    with Session(store.engine) as s:
+        for i in range(0, len(keys), 5000):
+            out += s.scalars(select(DispatchRow.key).where(
+                DispatchRow.key.in_(list(keys[i:i + 5000])),
+                DispatchRow.state == JobState.PENDING.value)).all()
+    return out
+
+
 def _insert_new(s: Session, rows: Sequence[Mapping[str, Any]]) -> None:
     """Insert intents, leaving any key already there as it is (``ON CONFLICT DO NOTHING``)."""
     if not rows:
@@ -547,17 +558,22 @@ def _drive_pending(store: Store, adapters: Mapping[str, DispatchAdapter],
             if all(o.action != "unavailable" for o in outcomes.values()):
                 break
         if wait_keys:
+            # the plan's units still pending that this run did not give up on: another
+            # dispatcher claims them (or is in the middle of claiming them); wait for them to be
+            # recorded, and take over any whose claim lapses
             deadline = time.monotonic() + settings.dispatch_wait_s
             poll = min(1.0, settings.dispatch_lease_s / 10)
-            while True:
-                held = claimant.held_elsewhere(wait_keys)
-                if not held or time.monotonic() >= deadline:
+            while time.monotonic() < deadline:
+                left = [k for k in _pending_keys(store, wait_keys)
+                        if k not in outcomes or outcomes[k].action != "unavailable"]
+                if not left:
                     break
-                time.sleep(max(0.05, min(poll, deadline - time.monotonic())))
-                claim = claimant.claim(sites, keys=[h.key for h in held], takeover_only=True)
+                claim = claimant.claim(sites, keys=left)
                 if claim.ids:
                     _drive_claim(store, adapters, claim, clock, settings, claimant, outcomes,
                                  summary)
+                    continue
+                time.sleep(max(0.05, min(poll, deadline - time.monotonic())))
     if claimant.missed_beats:
         summary.notes.append(f"{claimant.missed_beats} lease renewal(s) failed (the database "
                              "did not answer); claims are renewed again before each submission")
@@ -689,7 +705,7 @@ def _drive_backend(store: Store, adapter: DispatchAdapter, row_ids: Sequence[int
     try:
         with Session(store.engine, expire_on_commit=False) as s:
             rows = {r.key: r for r in s.scalars(select(DispatchRow).where(
-                DispatchRow.id.in_(list(row_ids))))}
+                DispatchRow.id.in_(list(row_ids))).order_by(DispatchRow.id))}
             unknown: dict[str, str] = {}
             try:
                 found = adapter.status(list(rows))

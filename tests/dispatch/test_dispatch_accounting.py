@@ -106,7 +106,8 @@ def test_a_recycled_job_id_never_brings_an_older_jobs_record(recycle_cluster, st
          "end": now + timedelta(hours=1), "gpu_type": "A100", "gpus": 1, "command": "sleep 1"}])
     store.save_plan(doc)
     adapters = {"ca-on-toronto": SlurmAdapter("recycle", conf=cluster.conf, timeout_s=20)}
-    assert dispatch_plan(store, doc["plan_id"], adapters=adapters).counts == {"submitted": 3}
+    assert dispatch_plan(store, doc["plan_id"], adapters=adapters, settings=Settings(
+        dispatch_workers=1)).counts == {"submitted": 3}  # in order: a, b, c
     rows = _rows(store)
     a, b, c = (rows[f"{prefix}-{x}#0"] for x in "abc")
     # the same ids as the old jobs (the premise of this test)
