@@ -36,8 +36,13 @@ def test_migration_creates_the_service_tables(db):
     assert {"api_tokens", "service_jobs", "pipeline_runs", "plans", "rolling_jobs"} <= names
     with db.engine.connect() as c:
         # the newest migration (the service's tables come with 0003_service, before it)
-        assert c.execute(text("SELECT version_num FROM alembic_version")).scalar() == \
-            "0005_rolling"
+        from alembic.script import ScriptDirectory
+
+        from carbonsched.store import MIGRATIONS
+
+        head = ScriptDirectory(str(MIGRATIONS)).get_current_head()
+        assert head is not None and head >= "0005_rolling"
+        assert c.execute(text("SELECT version_num FROM alembic_version")).scalar() == head
 
 
 def test_sqlite_runs_in_wal_mode(tmp_path):
