@@ -88,6 +88,8 @@ CLOCK_SLACK_S = 600
 """How far the cluster's clock may be from the dispatcher database's when a ``sacct`` window
 starts from the submit attempt rather than the cluster's own submit time. [s] A project choice:
 NTP keeps hosts within a second; ten minutes covers a host whose time daemon stopped."""
+SACCT_SEP = "\x1f"
+"""Field separator asked of ``sacct`` (ASCII unit separator): a job name may hold ``|``."""
 REFUSED = "Batch job submission failed"
 """sbatch's prefix when the controller answered with a refusal (definite: nothing was made),
 unless the reason is one of :data:`UNREACHABLE`."""
@@ -610,11 +612,14 @@ class SlurmAdapter:
         want = set(names)
         out: list[dict[str, Any]] = []
         for i in range(0, len(names), 200):
-            text = self._run(["sacct", *src, "-n", "-P", "-X", "-S", start, "-E", "now",
-                              "-o", "JobID,JobName%300,State,Submit,Start,End,Comment%400",
-                              f"--name={','.join(names[i:i + 200])}"])
+            chunk = names[i:i + 200]
+            # --name splits at commas: a name holding one is matched below, not in the query
+            by_name = [] if any("," in n for n in chunk) else [f"--name={','.join(chunk)}"]
+            text = self._run(["sacct", *src, "-n", "-P", "-X", f"--delimiter={SACCT_SEP}",
+                              "-S", start, "-E", "now", "-o",
+                              "JobID,JobName%300,State,Submit,Start,End,Comment%400", *by_name])
             for line in text.splitlines():
-                parts = line.split("|", 6)
+                parts = line.split(SACCT_SEP, 6)
                 if len(parts) != 7 or not parts[0].isdigit() or parts[1] not in want:
                     continue
                 submit = _sacct_time(parts[3])

@@ -102,14 +102,15 @@ def test_a_recycled_job_id_never_brings_an_older_jobs_record(recycle_cluster, st
          "end": far + timedelta(hours=1), "gpu_type": "A100", "gpus": 1},
         {"job_id": f"{prefix}-b", "site": "ca-on-toronto", "start": far,
          "end": far + timedelta(hours=1), "gpu_type": "A100", "gpus": 1},
-        {"job_id": f"{prefix}-c", "site": "ca-on-toronto", "start": now,
+        # a job id holding sacct's default separator and --name's
+        {"job_id": f"{prefix}-c,d|e", "site": "ca-on-toronto", "start": now,
          "end": now + timedelta(hours=1), "gpu_type": "A100", "gpus": 1, "command": "sleep 1"}])
     store.save_plan(doc)
     adapters = {"ca-on-toronto": SlurmAdapter("recycle", conf=cluster.conf, timeout_s=20)}
     assert dispatch_plan(store, doc["plan_id"], adapters=adapters, settings=Settings(
         dispatch_workers=1)).counts == {"submitted": 3}  # in order: a, b, c
     rows = _rows(store)
-    a, b, c = (rows[f"{prefix}-{x}#0"] for x in "abc")
+    a, b, c = (rows[f"{prefix}-{x}#0"] for x in ("a", "b", "c,d|e"))
     # the same ids as the old jobs (the premise of this test)
     assert {a.backend_id, b.backend_id} == {f"recycle:{foreign}", f"recycle:{same_name}"}
     assert a.backend_submitted_at is not None and b.backend_submitted_at is not None
@@ -126,7 +127,7 @@ def test_a_recycled_job_id_never_brings_an_older_jobs_record(recycle_cluster, st
         assert (r.state, r.reason) == ("Failed", "Lost")
         assert pd_isna(r.actual_start) and pd_isna(r.actual_end)
         assert "accounting holds no job of this key submitted since" in r.detail
-    r = recs.loc[f"{prefix}-c#0"]  # ours, finished: found in the records with its own times
+    r = recs.loc[f"{prefix}-c,d|e#0"]  # ours, finished: found in the records, its own times
     assert (r.state, r.reason, r.times_source) == ("Succeeded", "Completed", "sacct")
     assert c.backend_submitted_at <= r.actual_start <= r.actual_end
 
