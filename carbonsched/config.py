@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -145,6 +145,26 @@ class Settings(BaseSettings):
     """Submissions of one unit before it is marked failed. [-]"""
     dispatch_backoff_s: float = Field(default=1.0, ge=0)
     """First retry delay; doubles per attempt. [s]"""
+    dispatch_backend_timeout_s: float = Field(default=30.0, gt=0)
+    """Timeout of one backend call (an sbatch, squeue or sacct run; one Kubernetes API
+    request). [s]"""
+    dispatch_lease_s: float = Field(default=120.0, gt=0)
+    """How long a dispatcher's claim on an outbox row lasts unless renewed (renewed every third
+    of it while the dispatcher works); a dispatcher that died is taken over after it. At least
+    twice ``dispatch_backend_timeout_s``. [s]"""
+    dispatch_wait_s: float = Field(default=300.0, ge=0)
+    """How long ``dispatch`` waits for placements of its plan that another live dispatcher is
+    submitting before it reports them ``held_elsewhere`` (exit 3). [s]"""
+
+    @model_validator(mode="after")
+    def _lease_covers_a_call(self) -> Settings:
+        if self.dispatch_lease_s < 2 * self.dispatch_backend_timeout_s:
+            raise ValueError(
+                f"dispatch_lease_s ({self.dispatch_lease_s:g} s) must be at least twice "
+                f"dispatch_backend_timeout_s ({self.dispatch_backend_timeout_s:g} s): a "
+                "submission that outlives its claim could be made twice; raise "
+                "CARBONSCHED_DISPATCH_LEASE_S or lower CARBONSCHED_DISPATCH_BACKEND_TIMEOUT_S")
+        return self
 
     @field_validator("as_of")
     @classmethod

@@ -40,7 +40,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "release_interval_s", "status_refresh_s", "reconcile_interval_s"),
     "Dispatch": ("slurm_conf_dir", "slurm_use_clusters", "slurm_accounting", "slurm_timezone",
                  "slurm_account", "kubeconfig", "k8s_image", "dispatch_deadline_slack_s",
-                 "dispatch_workers", "dispatch_max_attempts", "dispatch_backoff_s"),
+                 "dispatch_workers", "dispatch_max_attempts", "dispatch_backoff_s",
+                 "dispatch_backend_timeout_s", "dispatch_lease_s", "dispatch_wait_s"),
 }
 """The settings' sections on the page, in order; every field of Settings is in one."""
 

@@ -10,6 +10,9 @@ interfaces):
 - :class:`ReleasesHeld` — jobs are submitted held (a suspended Kubernetes Job) and released by the
   service at their planned start (``release``).
 - :class:`ReportsGpuTypes` — the backend reports the GPU types and counts it offers.
+- :class:`KeepsAccounting` — the backend keeps records of finished jobs (Slurm ``sacct``), looked
+  up by key in a bounded window before a unit whose submission may have been made is submitted
+  again, and for actual start and end once the controller forgets a job.
 
 The dispatch unit is a (job id, piece): its key, :func:`dispatch_key`, is what the backend keeps
 (Slurm ``--comment``, a Kubernetes label), so a crash between a submit and its record is repaired
@@ -45,6 +48,20 @@ REQUIRED_METHODS = ("submit", "status", "cancel", "render")
 def dispatch_key(job_id: str, piece: int) -> str:
     """The idempotency key of one dispatch unit: ``<job_id>#<piece>``."""
     return f"{job_id}#{piece}"
+
+
+def split_key(key: str) -> tuple[str, int]:
+    """``(job_id, piece)`` of a key made by :func:`dispatch_key`.
+
+    Raises
+    ------
+    ValueError
+        ``key`` does not end in ``#<piece number>``.
+    """
+    job_id, sep, piece = key.rpartition("#")
+    if not sep or not piece.isdigit():
+        raise ValueError(f"dispatch key {key!r} does not end in #<piece number>")
+    return job_id, int(piece)
 
 
 CHECKPOINT_SIGNAL_LEAD_S = 120
@@ -188,6 +205,15 @@ class BackendJob:
         When the job really started and ended, as the backend reports them (tz-aware UTC).
     begin
         The start time the backend holds the job until (Slurm's begin time), when it says.
+    submitted
+        When the backend accepted the job, in the backend's own clock (Slurm's submit time),
+        when it says: bounds later accounting queries.
+    duplicates
+        Other backend ids carrying the same key (a submission made twice, e.g. by sbatch
+        retrying one whose answer was lost); empty when the key is on the backend once.
+    resolved
+        Set when a submission's outcome was ambiguous and the job was found by its key
+        instead: what happened (the job was recorded, not submitted again).
     """
 
     key: str
@@ -200,6 +226,33 @@ class BackendJob:
     actual_end: datetime | None = None
     begin: datetime | None = None
     detail: str = ""
+    submitted: datetime | None = None
+    duplicates: tuple[str, ...] = ()
+    resolved: str = ""
+
+
+@dataclass(frozen=True)
+class SubmittedUnit:
+    """A dispatch unit that is, or may be, on a backend: what a bounded lookup needs.
+
+    Attributes
+    ----------
+    key
+        The dispatch key.
+    backend_id
+        The backend's id when recorded; None when a submission may have been made but its
+        answer was lost.
+    since
+        The earliest time the job can have been submitted (tz-aware).
+    exact
+        True when ``since`` is the backend's own recorded submit time (its clock); False when it
+        is the dispatcher's (then a lookup allows for clock skew).
+    """
+
+    key: str
+    backend_id: str | None
+    since: datetime
+    exact: bool = False
 
 
 @runtime_checkable
@@ -243,6 +296,14 @@ class ReleasesHeld(Protocol):
 
     def release(self, key: str) -> bool:
         """Release the held job; False if it is not held (idempotent)."""
+
+
+@runtime_checkable
+class KeepsAccounting(Protocol):
+    """The backend keeps records of jobs it no longer reports as current (Slurm's ``sacct``)."""
+
+    def accounting(self, units: Collection[SubmittedUnit]) -> dict[str, BackendJob]:
+        """Our jobs found in the records by key, bounded by each unit's ``since``."""
 
 
 @runtime_checkable

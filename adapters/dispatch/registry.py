@@ -43,6 +43,8 @@ class BackendConfig:
         The kubeconfig with one context per Kubernetes site; None is ``$KUBECONFIG``.
     k8s_image
         Image of the placeholder container.
+    timeout_s
+        Timeout of one backend call (an sbatch, squeue or sacct run; one API request). [s]
     extra
         Anything a custom adapter's factory needs.
     """
@@ -54,6 +56,7 @@ class BackendConfig:
     slurm_account: str | None = None
     kubeconfig: Path | None = None
     k8s_image: str = "busybox:1.36"
+    timeout_s: float = 30.0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -78,12 +81,14 @@ def _slurm(site: Site, cfg: BackendConfig) -> DispatchAdapter:
                              "zone (e.g. America/Toronto)") from exc
     return SlurmAdapter(cluster, partition=site.backend.partition, conf=conf,
                         use_clusters_flag=cfg.slurm_use_clusters, timezone=tz,
-                        accounting=cfg.slurm_accounting, account=cfg.slurm_account)
+                        accounting=cfg.slurm_accounting, account=cfg.slurm_account,
+                        timeout_s=cfg.timeout_s)
 
 
 def _kubernetes(site: Site, cfg: BackendConfig) -> DispatchAdapter:
     return KubernetesAdapter(site.backend.context or "", site.backend.namespace or "default",
-                             kubeconfig=cfg.kubeconfig, image=cfg.k8s_image)
+                             kubeconfig=cfg.kubeconfig, image=cfg.k8s_image,
+                             timeout_s=cfg.timeout_s)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,27 @@ instant (a POSIX ``<-0500>+05:00`` rule), so the wall time is the host's and Slu
 across DST. ``--deadline`` is written in the same fixed offset.
 
 The idempotency key and the plan id travel in ``--comment`` (``carbonsched key=<k> plan=<p>``,
-URL-quoted); job ids are unique per cluster only, so a job is known as ``<cluster>:<id>``.
+URL-quoted) and the key in the job name (:func:`slurm_job_name`); job ids are unique per cluster
+only, so a job is known as ``<cluster>:<id>``.
+
+Environment: every tool runs with a minimal environment (:data:`TOOL_ENV_PASSTHROUGH`, plus
+``SLURM_CONF`` and ``TZ``), never the dispatcher's, and jobs are submitted with
+``--export=NONE``: the job's ``CARBONSCHED_*`` variables are ``export`` lines at the top of its
+batch script. (With ``--export=NONE`` Slurm loads the job user's login environment on the node,
+sbatch(1): keep secrets out of that user's login files.)
+
+Ambiguous submissions: an ``sbatch`` that timed out, was killed, printed no job id or failed
+without the controller's "Batch job submission failed" refusal may still have been accepted. The
+job is then looked up by its key (``squeue``, then ``sacct`` by job name in a window from the
+submit attempt) before anything else; found, it is returned (and recorded), not submitted again.
+Two jobs carrying one key (``sbatch`` retries a submission whose answer was lost) are reported
+in :attr:`BackendJob.duplicates`.
+
+Accounting: ``sacct`` is always bounded by the submit time (``-S``/``-E``, the cluster's submit
+time when squeue reported it, else the submit attempt minus :data:`CLOCK_SLACK_S`) and each line
+is matched by job id, job name, comment (where the accounting keeps it) and submit time: a
+recycled job id never brings an older job's state or times. The job-completion file
+(``sacct -c``) ignores ``-S``/``-E``/``--name``; the same matching filters its lines.
 
 ``squeue --json`` differs across Slurm generations (parsed by :func:`parse_squeue_json`):
 22.05 (OpenAPI v0.0.38) gives ``"job_state": "PENDING"`` and plain integers; 23.11 and later
@@ -34,6 +54,7 @@ import shlex
 import subprocess
 import threading
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
@@ -44,7 +65,10 @@ from carbonsched.adapters.dispatch.base import (
     CHECKPOINT_SIGNAL_LEAD_S,
     BackendJob,
     DispatchRequest,
+    SubmittedUnit,
     dispatch_key,
+    short_hash,
+    split_key,
 )
 from carbonsched.domain import JobState, ReasonCode
 from carbonsched.errors import (
@@ -55,6 +79,20 @@ from carbonsched.errors import (
 )
 
 COMMENT_PREFIX = "carbonsched"
+JOB_NAME_MAX = 200
+"""Longest job name written (a name that would be longer ends in a hash of the key). [chars]"""
+TOOL_ENV_PASSTHROUGH = ("PATH",)
+"""Variables of the dispatcher's environment the Slurm tools get (to find ``sbatch``); nothing
+else of it reaches them, so nothing else can reach a job."""
+CLOCK_SLACK_S = 600
+"""How far the cluster's clock may be from the dispatcher database's when a ``sacct`` window
+starts from the submit attempt rather than the cluster's own submit time. [s] A project choice:
+NTP keeps hosts within a second; ten minutes covers a host whose time daemon stopped."""
+SACCT_SEP = "\x1f"
+"""Field separator asked of ``sacct`` (ASCII unit separator): a job name may hold ``|``."""
+REFUSED = "Batch job submission failed"
+"""sbatch's prefix when the controller answered with a refusal (definite: nothing was made),
+unless the reason is one of :data:`UNREACHABLE`."""
 
 #: stderr fragments that mean "the controller cannot be reached" (retry), not "refused"
 UNREACHABLE = (
@@ -66,6 +104,11 @@ UNREACHABLE = (
     "Communication connection failure",
     "Munge",
     "can't be reached now",
+    "Unexpected message received",
+    "Message receive failure",
+    "Insane message length",
+    "send/recv",
+    "Transport endpoint",
 )
 
 #: Slurm base job states -> lifecycle (squeue(1) "JOB STATE CODES")
@@ -167,6 +210,19 @@ def make_comment(key: str, plan_id: str) -> str:
     return f"{COMMENT_PREFIX} key={quote(key, safe='')} plan={quote(plan_id, safe='')}"
 
 
+def slurm_job_name(job_id: str, piece: int) -> str:
+    """The job name of a dispatch unit: ``carbonsched-<job_id>-<piece>``.
+
+    At most :data:`JOB_NAME_MAX` characters; a longer one is cut and ends in ``-<hash of the
+    key>`` so that the name still names one key.
+    """
+    name = f"carbonsched-{job_id}-{piece}"
+    if len(name) <= JOB_NAME_MAX:
+        return name
+    tail = f"-{short_hash(dispatch_key(job_id, piece), 12)}-{piece}"
+    return name[:JOB_NAME_MAX - len(tail)] + tail
+
+
 def parse_comment(comment: str | None) -> tuple[str, str] | None:
     """(key, plan id) from one of our comments; None for a foreign job."""
     if not comment or not comment.startswith(COMMENT_PREFIX + " "):
@@ -254,7 +310,8 @@ def backend_job(cluster: str, job: Mapping[str, Any]) -> BackendJob | None:
         reason=reason, raw_state=",".join(states),
         actual_start=job["start"] if started else None,
         actual_end=job["end"] if state in TERMINAL and started else None,
-        begin=job["begin"], detail=job.get("state_reason", "") or "")
+        begin=job["begin"], detail=job.get("state_reason", "") or "",
+        submitted=job.get("submit"))
 
 
 class SlurmAdapter:
@@ -310,22 +367,38 @@ class SlurmAdapter:
         self._index: dict[str, BackendJob] | None = None
         self._lock = threading.Lock()
 
+    @property
+    def submit_settle_s(self) -> float:
+        """How long after an unresolved submission attempt before submitting again. [s]
+
+        Applies to an attempt whose outcome is unknown and whose key was not found: the tool
+        timeout :attr:`timeout_s` (a request still in flight reaches the controller within its
+        ``MessageTimeout``, 10 s by default, slurm.conf(5), well inside it). A claim taken over
+        from a dead dispatcher has always passed it: the lease is at least twice the timeout.
+        """
+        return self.timeout_s
+
     # -- plumbing -------------------------------------------------------------------------------
-    def _env(self, tz: str | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(extra or {})
-        if self.conf is not None:
-            env["SLURM_CONF"] = str(self.conf)
+    def _env(self, tz: str | None = None) -> dict[str, str]:
+        """The whole environment of a Slurm tool, and nothing else of the dispatcher's.
+
+        :data:`TOOL_ENV_PASSTHROUGH`, ``SLURM_CONF`` (this cluster's, else the dispatcher's),
+        ``TZ`` and ``LC_ALL=C``.
+        """
+        env = {k: os.environ[k] for k in TOOL_ENV_PASSTHROUGH if k in os.environ}
+        conf = str(self.conf) if self.conf is not None else os.environ.get("SLURM_CONF")
+        if conf:
+            env["SLURM_CONF"] = conf
         env["TZ"] = tz or "UTC"
+        env["LC_ALL"] = "C"
         return env
 
     def _cluster_args(self) -> list[str]:
         return [f"--clusters={self.cluster}"] if self.use_clusters_flag else []
 
-    def _run(self, argv: list[str], tz: str | None = None, key: str = "",
-             extra_env: dict[str, str] | None = None) -> str:
+    def _run(self, argv: list[str], tz: str | None = None, key: str = "") -> str:
         try:
-            proc = subprocess.run(argv, env=self._env(tz, extra_env), capture_output=True,
+            proc = subprocess.run(argv, env=self._env(tz), capture_output=True,
                                   text=True, timeout=self.timeout_s, check=False)
         except FileNotFoundError as exc:
             raise BackendUnavailableError(
@@ -350,13 +423,14 @@ class SlurmAdapter:
         A piece of a preemptible job that pauses gets ``--signal=B:USR1@<lead>`` (Slurm signals
         the batch shell :data:`CHECKPOINT_SIGNAL_LEAD_S` seconds before the time limit so the job
         writes its checkpoint); a resumed piece whose predecessor this cluster holds gets
-        ``--dependency=afterany:<id>`` so it never overlaps it. The piece's environment
-        (:meth:`DispatchRequest.job_env`) is exported by sbatch's default ``--export=ALL``.
+        ``--dependency=afterany:<id>`` so it never overlaps it. Jobs get ``--export=NONE``: the
+        piece's environment (:meth:`DispatchRequest.job_env`) is set by ``export`` lines at the
+        top of the batch script (:meth:`batch_script`), and nothing of the dispatcher's.
         """
         tz, (begin, deadline) = begin_wall_time(req.start, self.timezone, (req.deadline,))
         minutes = -(-req.duration_s // 60)
         argv = ["sbatch", "--parsable", *self._cluster_args(),
-                f"--job-name=carbonsched-{req.job_id}-{req.piece}"[:200],
+                f"--job-name={slurm_job_name(req.job_id, req.piece)}", "--export=NONE",
                 f"--begin={begin}", f"--deadline={deadline}", f"--time={minutes}",
                 f"--gres=gpu:{req.gpu_type}:{req.gpus}", "--nodes=1",
                 f"--comment={make_comment(req.key, req.plan_id)}",
@@ -371,36 +445,92 @@ class SlurmAdapter:
             argv.insert(3, f"--partition={self.partition}")
         if self.account:
             argv.insert(3, f"--account={self.account}")
-        argv += ["--wrap", req.shell_command()]
+        argv += ["--wrap", self.batch_script(req)]
         return tz, argv
 
-    def render(self, req: DispatchRequest) -> str:
-        """``TZ=... sbatch ...`` exactly as :meth:`submit` runs it.
+    @staticmethod
+    def batch_script(req: DispatchRequest) -> str:
+        """The ``--wrap`` text: an ``export NAME=value`` line per job variable, then the command."""
+        exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in req.job_env().items())
+        return exports + req.shell_command()
 
-        Prefixed by ``SLURM_CONF`` and the piece's ``CARBONSCHED_*`` environment.
-        """
+    def render(self, req: DispatchRequest) -> str:
+        """``TZ=... sbatch ...`` exactly as :meth:`submit` runs it (prefixed by ``SLURM_CONF``)."""
         tz, argv = self.sbatch_argv(req)
         conf = f"SLURM_CONF={shlex.quote(str(self.conf))} " if self.conf else ""
-        env = "".join(f"{k}={shlex.quote(v)} " for k, v in req.job_env().items())
-        return f"{conf}TZ={shlex.quote(tz)} {env}{shlex.join(argv)}"
+        return f"{conf}TZ={shlex.quote(tz)} {shlex.join(argv)}"
 
     def submit(self, req: DispatchRequest) -> BackendJob:
-        """Submit unless a job with the same key exists on the cluster (then return it)."""
+        """Submit unless a job with the same key exists on the cluster (then return it).
+
+        An ambiguous failure (timeout, killed, no job id printed, an error that is not the
+        controller's refusal) is resolved by looking the key up before returning: found, the
+        job is returned with :attr:`BackendJob.resolved` saying so.
+
+        Raises
+        ------
+        BackendRejectedError
+            The controller refused the job (nothing was made).
+        BackendUnavailableError
+            The controller cannot be reached, or the outcome is unknown and the job is not
+            (yet) to be found: it is looked up again before any resubmission.
+        """
         index = self._ensure_index()
         with self._lock:
             if req.key in index:
                 return index[req.key]
         tz, argv = self.sbatch_argv(req)
-        out = self._run(argv, tz=tz, key=req.key, extra_env=req.job_env()).strip()
+        try:
+            proc = subprocess.run(argv, env=self._env(tz), capture_output=True, text=True,
+                                  timeout=self.timeout_s, check=False)
+        except FileNotFoundError as exc:
+            raise BackendUnavailableError(
+                f"{self.name}: sbatch is not installed on this host "
+                "(apt-get install slurm-client)") from exc
+        except subprocess.TimeoutExpired:
+            return self._resolve(req, f"sbatch timed out after {self.timeout_s:g} s")
+        msg = " ".join((proc.stderr or proc.stdout or "").split())[:400]
+        out = (proc.stdout or "").strip()
         job_id = out.split(";")[0]
-        if not job_id.isdigit():
-            raise BackendError(f"{self.name}: sbatch --parsable printed {out!r}, not a job id")
-        job = BackendJob(key=req.key, plan_id=req.plan_id, backend_id=f"{self.cluster}:{job_id}",
-                         state=JobState.DISPATCHED, reason=ReasonCode.SUBMITTED,
-                         raw_state="PENDING", begin=req.start)
-        with self._lock:
-            index[req.key] = job
-        return job
+        if proc.returncode == 0 and job_id.isdigit():
+            job = BackendJob(key=req.key, plan_id=req.plan_id,
+                             backend_id=f"{self.cluster}:{job_id}", state=JobState.DISPATCHED,
+                             reason=ReasonCode.SUBMITTED, raw_state="PENDING", begin=req.start)
+            with self._lock:
+                index[req.key] = job
+            return job
+        unreachable = any(u.lower() in msg.lower() for u in UNREACHABLE)
+        refused = proc.returncode > 0 and REFUSED in msg and not unreachable
+        why = (f"sbatch exited {proc.returncode}: {msg}" if proc.returncode != 0
+               else f"sbatch --parsable printed {out[:80]!r}, not a job id")
+        # even a refusal is looked up: only the cluster knows whether a job was made
+        return self._resolve(req, why, refused=msg if refused else "")
+
+    def _resolve(self, req: DispatchRequest, why: str, refused: str = "") -> BackendJob:
+        """After a failed submission: the job if the cluster has it under the key.
+
+        Not found, or found already ended, a refusal by the controller (``refused``) is final
+        (Slurm 22.05 keeps a refused job's record as ``FAILED``/``BadConstraints``); not found,
+        anything else is unknown and retried later (after another lookup).
+        """
+        try:
+            found = self.status([req.key])
+        except (BackendError, DataFormatError) as exc:
+            raise BackendUnavailableError(
+                f"{self.name}: submission outcome unknown ({why}); looking the key up failed "
+                f"too ({exc}); it is looked up again before any resubmission") from exc
+        job = found.get(req.key)
+        if refused and (job is None or job.state in TERMINAL):
+            # Slurm keeps a refused job's record, ended (FAILED, reason BadConstraints): that
+            # is the refusal itself; only a live job means the submission went through
+            raise BackendRejectedError(self.name, req.key, refused)
+        if job is None:
+            raise BackendUnavailableError(
+                f"{self.name}: submission outcome unknown ({why}); the key is not on the "
+                f"cluster; it is looked up again before any resubmission (after "
+                f"{self.submit_settle_s:g} s)")
+        return replace(job, resolved=f"{why}; found on the cluster by key as {job.backend_id}, "
+                                     "recorded, not submitted again")
 
     def _ensure_index(self) -> dict[str, BackendJob]:
         if self._index is None:
@@ -409,7 +539,15 @@ class SlurmAdapter:
         return self._index
 
     def squeue(self) -> list[dict]:
-        """Every job the controller knows (all states), normalised by :func:`parse_squeue_json`."""
+        """Every job the controller knows (all states), normalised by :func:`parse_squeue_json`.
+
+        Raises
+        ------
+        BackendUnavailableError
+            The controller cannot be reached, including when ``squeue --json`` says so only
+            inside its document: it exits 0 with an ``errors`` entry and an empty ``jobs`` list
+            (Slurm 22.05 when the controller is down), which must never read as "no jobs".
+        """
         import json
 
         out = self._run(["squeue", "--json", "--states=all", *self._cluster_args()])
@@ -417,6 +555,12 @@ class SlurmAdapter:
             doc = json.loads(out)
         except json.JSONDecodeError as exc:
             raise DataFormatError(f"{self.name} squeue --json", f"not JSON: {exc}") from exc
+        errors = doc.get("errors") if isinstance(doc, dict) else None
+        if errors:
+            said = "; ".join(f"{e.get('source', '')}: {e.get('description') or e.get('error')}"
+                             for e in errors if isinstance(e, dict)) or str(errors)[:200]
+            raise BackendUnavailableError(f"{self.name}: controller unreachable: squeue could "
+                                          f"not list the jobs ({said})")
         return parse_squeue_json(doc, f"{self.name} squeue --json")
 
     def status(self, keys: Collection[str] | None = None) -> dict[str, BackendJob]:
@@ -425,17 +569,14 @@ class SlurmAdapter:
         Refreshes the index :meth:`submit` checks. Final start and end of finished jobs come from
         :meth:`accounting`.
         """
-        found: dict[str, BackendJob] = {}
+        by_key: dict[str, list[BackendJob]] = {}
         for j in self.squeue():
             if j["cluster"] and j["cluster"] != self.cluster:
                 continue
             bj = backend_job(self.cluster, j)
-            if bj is None:
-                continue
-            prev = found.get(bj.key)
-            # a key twice on the backend (someone resubmitted by hand): keep the live/newest one
-            if prev is None or _rank(bj) >= _rank(prev):
-                found[bj.key] = bj
+            if bj is not None:
+                by_key.setdefault(bj.key, []).append(bj)
+        found = {k: _keep_one(v) for k, v in by_key.items()}
         with self._lock:
             self._index = dict(found)
         if keys is not None:
@@ -450,26 +591,93 @@ class SlurmAdapter:
         self._run(["scancel", *self._cluster_args(), job.backend_id.split(":", 1)[1]])
         return True
 
-    def accounting(self, backend_ids: Collection[str]) -> dict[str, tuple[str, datetime | None,
-                                                                        datetime | None]]:
-        """Final state, actual start and end per ``<cluster>:<id>`` from ``sacct``.
+    def sacct(self, names: Collection[str], since: datetime) -> list[dict[str, Any]]:
+        """Accounting lines of jobs named ``names`` submitted since ``since`` (bounded query).
 
-        Empty when ``accounting="none"``. Times are read with ``TZ=UTC``.
+        ``-S since -E now --name=...`` (the job-completion file, ``-c``, ignores them: the lines
+        are filtered here by name and submit time all the same). Times are UTC (``TZ=UTC``).
+        Empty when ``accounting="none"``.
+
+        Returns
+        -------
+        list of dict
+            ``job_id`` (int), ``name``, ``state`` (base word), ``submit``, ``start``, ``end``
+            (tz-aware UTC or None), ``comment``.
         """
-        ids = [b.split(":", 1)[1] for b in backend_ids if b.startswith(self.cluster + ":")]
-        if not ids or self.accounting_source == "none":
-            return {}
+        names = sorted(set(names))
+        if not names or self.accounting_source == "none":
+            return []
         src = ["-c"] if self.accounting_source == "jobcomp" else [f"--clusters={self.cluster}"]
-        out: dict[str, tuple[str, datetime | None, datetime | None]] = {}
-        for i in range(0, len(ids), 500):
-            text = self._run(["sacct", *src, "-n", "-P", "-X", "-o", "JobID,State,Start,End",
-                              "-j", ",".join(ids[i:i + 500])])
+        start = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        want = set(names)
+        out: list[dict[str, Any]] = []
+        for i in range(0, len(names), 200):
+            chunk = names[i:i + 200]
+            # --name splits at commas: a name holding one is matched below, not in the query
+            by_name = [] if any("," in n for n in chunk) else [f"--name={','.join(chunk)}"]
+            text = self._run(["sacct", *src, "-n", "-P", "-X", f"--delimiter={SACCT_SEP}",
+                              "-S", start, "-E", "now", "-o",
+                              "JobID,JobName%300,State,Submit,Start,End,Comment%400", *by_name])
             for line in text.splitlines():
-                parts = line.split("|")
-                if len(parts) != 4 or not parts[0].isdigit():
+                parts = line.split(SACCT_SEP, 6)
+                if len(parts) != 7 or not parts[0].isdigit() or parts[1] not in want:
                     continue
-                out[f"{self.cluster}:{parts[0]}"] = (parts[1].split()[0], _sacct_time(parts[2]),
-                                                     _sacct_time(parts[3]))
+                submit = _sacct_time(parts[3])
+                if submit is None or submit < since:
+                    continue
+                out.append({"job_id": int(parts[0]), "name": parts[1],
+                            "state": (parts[2].split() or ["UNKNOWN"])[0], "submit": submit,
+                            "start": _sacct_time(parts[4]), "end": _sacct_time(parts[5]),
+                            "comment": parts[6].strip()})
+        seen: set[int] = set()  # the job-completion file may list a job once per -X line set
+        return [r for r in out if not (r["job_id"] in seen or seen.add(r["job_id"]))]
+
+    def accounting(self, units: Collection[SubmittedUnit]) -> dict[str, BackendJob]:
+        """Our jobs found in ``sacct`` by key, for units the controller no longer reports.
+
+        One bounded query (:meth:`sacct`) from the earliest unit's ``since`` (minus
+        :data:`CLOCK_SLACK_S` unless that is the cluster's own submit time). A line is a unit's
+        job when its name is the unit's (:func:`slurm_job_name`), its comment (where the
+        accounting keeps it) carries the unit's key, it was submitted at or after the unit's
+        ``since`` (to the second when that is the cluster's recorded submit time) and, when the
+        unit has a backend id, the job id is that id. Several lines for one key: the one with
+        the unit's backend id (else the newest) is the job; the others are its
+        :attr:`BackendJob.duplicates`.
+
+        Returns
+        -------
+        dict
+            Key -> :class:`BackendJob` with the final state, actual start and end.
+        """
+        mine = [u for u in units if u.backend_id is None
+                or u.backend_id.startswith(self.cluster + ":")]
+        if not mine or self.accounting_source == "none":
+            return {}
+        names = {slurm_job_name(*split_key(u.key)): u for u in mine}
+        lows = {u.key: (u.since - timedelta(seconds=1) if u.exact
+                        else u.since - timedelta(seconds=CLOCK_SLACK_S)) for u in mine}
+        lines = self.sacct(names, min(lows.values()))
+        hits: dict[str, list[dict[str, Any]]] = {}
+        for r in lines:
+            u = names[r["name"]]
+            ours = parse_comment(r["comment"]) if r["comment"] else None
+            if r["comment"] and (ours is None or ours[0] != u.key):
+                continue  # the accounting keeps comments and this one is not our key
+            if r["submit"] < lows[u.key] or (
+                    u.exact and r["submit"] > u.since + timedelta(seconds=1)
+                    and u.backend_id == f"{self.cluster}:{r['job_id']}"):
+                continue
+            hits.setdefault(u.key, []).append(r)
+        out: dict[str, BackendJob] = {}
+        for key, rs in hits.items():
+            u = next(x for x in mine if x.key == key)
+            jobs = [_acct_job(self.cluster, key, r) for r in rs]
+            main = next((j for j in jobs if j.backend_id == u.backend_id), None)
+            if u.backend_id is not None and main is None:
+                continue  # the key's id is not among them: never take another job's record
+            main = main or max(jobs, key=lambda j: int(j.backend_id.rsplit(":", 1)[1]))
+            out[key] = replace(main, duplicates=tuple(
+                j.backend_id for j in jobs if j.backend_id != main.backend_id))
         return out
 
     def gpu_types(self) -> dict[str, int]:
@@ -492,6 +700,28 @@ class SlurmAdapter:
 def _rank(job: BackendJob) -> tuple[int, int]:
     live = job.state not in TERMINAL
     return (int(live), int(job.backend_id.rsplit(":", 1)[1]))
+
+
+def _keep_one(jobs: list[BackendJob]) -> BackendJob:
+    """The job to record when a key is on the cluster more than once: the live, then the newest.
+
+    The others become its :attr:`BackendJob.duplicates`.
+    """
+    main = max(jobs, key=_rank)
+    dups = tuple(sorted(j.backend_id for j in jobs if j is not main))
+    return replace(main, duplicates=dups) if dups else main
+
+
+def _acct_job(cluster: str, key: str, r: dict[str, Any]) -> BackendJob:
+    state, reason = STATE_MAP.get(r["state"], (JobState.FAILED, ReasonCode.LOST))
+    started = r["start"] is not None and not (state is JobState.CANCELLED
+                                              and r["start"] == r["end"])
+    ours = parse_comment(r["comment"]) if r["comment"] else None
+    return BackendJob(key=key, plan_id=ours[1] if ours else "",
+                      backend_id=f"{cluster}:{r['job_id']}", state=state, reason=reason,
+                      raw_state=r["state"], actual_start=r["start"] if started else None,
+                      actual_end=r["end"] if started and state in TERMINAL else None,
+                      submitted=r["submit"], detail="from sacct")
 
 
 def _sacct_time(text: str) -> datetime | None:

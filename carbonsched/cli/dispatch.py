@@ -86,7 +86,8 @@ def dispatch(
         for note in summary.notes:
             out.print(f"note: {escape(note)}", highlight=False)
         for o in summary.outcomes:
-            if o.action in ("rejected", "unavailable", "deadline_passed"):
+            if o.action in ("rejected", "unavailable", "deadline_passed", "held_elsewhere",
+                            "lost_claim"):
                 err.print(f"[yellow]{o.action}[/] {escape(o.key)} at {o.site}: "
                           f"{escape(o.detail)}", highlight=False)
     if not summary.complete:
@@ -105,8 +106,12 @@ def status(
         "--catalog", help="Catalog name or path (default: the plan's, else 'global').")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
 ) -> None:
-    """Per dispatched job: site, backend id, state, reason, actual start and end."""
-    from carbonsched.cli.common import errors, out
+    """Per dispatched job: site, backend id, state, reason, actual start and end.
+
+    A job found on its backend more than once (the same key on several backend jobs) is
+    flagged: its other backend ids are listed under the table, to cancel.
+    """
+    from carbonsched.cli.common import err, errors, out
     from carbonsched.dispatch.outbox import dispatch_records, refresh_status, resolve_plan_id
 
     with errors():
@@ -125,12 +130,20 @@ def status(
                 "actual end", "times from"):
         t.add_column(col, overflow="fold")
     for r in df.itertuples(index=False):
-        t.add_row(escape(r.key), r.site, escape(r.backend_id or ""), r.state, r.reason,
+        bid = escape(r.backend_id or "") + (" [bold red](+dup)[/]" if r.duplicates else "")
+        t.add_row(escape(r.key), r.site, bid, r.state, r.reason,
                   _ts(r.planned_start), _ts(r.actual_start), _ts(r.actual_end),
                   r.times_source or "")
     out.print(t)
     counts = df["state"].value_counts().to_dict() if len(df) else {}
-    out.print(f"{len(df)} jobs: {counts}", highlight=False)
+    dups = df[df["duplicates"].fillna("") != ""] if len(df) else df
+    out.print(f"{len(df)} jobs: {counts}"
+              + (f" · {len(dups)} with DUPLICATES on their backend" if len(dups) else ""),
+              highlight=False)
+    for r in dups.itertuples(index=False):
+        err.print(f"[yellow]duplicate[/] {escape(r.key)}: recorded as {escape(r.backend_id or '')}"
+                  f", also on {r.site} as {escape(r.duplicates)}; cancel the extra job(s)",
+                  highlight=False)
 
 
 def register(app: typer.Typer) -> None:

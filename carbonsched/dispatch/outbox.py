@@ -19,8 +19,22 @@ annotation plus a hashed label). :func:`dispatch_plan`:
    ``Pending/BackendUnavailable`` meanwhile); what is still unreachable after the last attempt is
    left pending for the next run, which finishes it.
 
+Claims (:mod:`carbonsched.dispatch.lease`): before any side effect a dispatcher claims the
+intents it drives — a lease with its owner id and an expiry, taken with ``SELECT ... FOR UPDATE
+SKIP LOCKED`` on PostgreSQL and a conditional ``UPDATE`` on SQLite — renews it while it works
+(and, for each row, right before the submission, which it makes only if the row is still its
+own) and releases it after. Dispatchers running the same plan at once (an operator's
+``carbonsched dispatch`` beside the cron) therefore submit each unit once: one claims it, the
+others wait for it to be recorded (``dispatch_wait_s``) and report it ``recorded``. Writing the
+intents is itself idempotent (``INSERT ... ON CONFLICT DO NOTHING`` on the key).
+
 A SIGKILL at any line leaves at worst an intent whose job exists on the backend but is not
-recorded; the next run finds the key on the backend and records it (tested against real Slurm).
+recorded, leased by the dead dispatcher: once the lease expires (at once when the dead process
+was on this host) the next run takes it over, finds the key on the backend — the controller's
+list, then its accounting records (``sacct`` by job name in a window bounded by the submit
+attempt) for a unit whose ``submit_attempted_at`` says a submission may have been made — and
+records it; only a unit found nowhere is submitted (tested against real Slurm). A unit found on
+its backend more than once is flagged (``duplicates``; ``carbonsched status``).
 
 :func:`release_due` unsuspends held Kubernetes Jobs whose planned start has come (Slurm holds by
 ``--begin`` itself); :func:`refresh_status` records each job's lifecycle and the actual start and
@@ -32,7 +46,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -40,22 +54,27 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import select
+from sqlalchemy import insert, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from carbonsched.adapters.dispatch.base import (
     BackendJob,
     DispatchAdapter,
     DispatchRequest,
+    KeepsAccounting,
     ReleasesHeld,
+    SubmittedUnit,
     dispatch_key,
 )
 from carbonsched.adapters.dispatch.registry import AdapterRegistry, BackendConfig, default_registry
 from carbonsched.catalog import Catalog, load_catalog
 from carbonsched.config import Settings, get_settings
+from carbonsched.dispatch.lease import Claim, Claimant, check_lease_covers
 from carbonsched.domain import JobState, ReasonCode
 from carbonsched.errors import (
     AdapterContractError,
+    BackendError,
     BackendRejectedError,
     BackendUnavailableError,
     InputError,
@@ -83,7 +102,8 @@ def backend_config(settings: Settings) -> BackendConfig:
                          slurm_accounting=settings.slurm_accounting,
                          slurm_timezone=settings.slurm_timezone,
                          slurm_account=settings.slurm_account, kubeconfig=settings.kubeconfig,
-                         k8s_image=settings.k8s_image)
+                         k8s_image=settings.k8s_image,
+                         timeout_s=settings.dispatch_backend_timeout_s)
 
 
 @dataclass
@@ -94,7 +114,9 @@ class DispatchOutcome:
     recorded without submitting), ``recorded`` (already recorded by an earlier run of this plan),
     ``already_dispatched`` (dispatched from an earlier plan), ``not_committed``,
     ``deadline_passed``, ``rejected``, ``unavailable`` (left pending for the next run),
-    ``dry_run``.
+    ``held_elsewhere`` (another live dispatcher still holds its claim after the wait),
+    ``lost_claim`` (this run's claim was taken over before the submission: not submitted),
+    ``dry_run``. ``duplicates``: other backend ids found with the same key.
     """
 
     key: str
@@ -109,6 +131,11 @@ class DispatchOutcome:
     backend_id: str | None = None
     detail: str = ""
     rendered: str = ""
+    duplicates: str = ""
+
+
+INCOMPLETE = frozenset({"unavailable", "held_elsewhere", "lost_claim"})
+"""Outcomes that leave a unit pending: the run is not complete (exit 3; run again)."""
 
 
 @dataclass
@@ -136,8 +163,8 @@ class DispatchSummary:
 
     @property
     def complete(self) -> bool:
-        """True when nothing is left pending (no backend was unavailable at the end)."""
-        return not any(o.action == "unavailable" for o in self.outcomes)
+        """True when nothing is left pending (no backend unavailable, no claim held elsewhere)."""
+        return not any(o.action in INCOMPLETE for o in self.outcomes)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary."""
@@ -242,7 +269,7 @@ def _outcome(row: DispatchRow, action: str, detail: str = "") -> DispatchOutcome
     return DispatchOutcome(key=row.key, job_id=row.job_id, piece=row.piece, site=row.site,
                            backend=row.backend, action=action, state=row.state,
                            reason=row.reason, plan_id=row.plan_id, backend_id=row.backend_id,
-                           detail=detail or row.detail)
+                           detail=detail or row.detail, duplicates=row.duplicates or "")
 
 
 PAUSE_ENDINGS = frozenset({"TIMEOUT", "DeadlineExceeded"})
@@ -281,12 +308,23 @@ def mark_paused(row: DispatchRow, ending: str) -> bool:
     return True
 
 
+def _note_duplicates(row: DispatchRow, ids: Sequence[str]) -> None:
+    """Add ``ids`` to the row's duplicates (sticky: a duplicate once seen stays flagged)."""
+    known = [d for d in (row.duplicates or "").split(",") if d]
+    new = [d for d in ids if d and d not in known and d != row.backend_id]
+    if new:
+        row.duplicates = ",".join(known + new)
+
+
 def _apply(row: DispatchRow, job: BackendJob, now: datetime) -> None:
     row.backend_id = job.backend_id
     row.state = str(job.state)
     row.reason = str(job.reason)
-    row.detail = job.detail or ""
+    row.detail = job.resolved or job.detail or ""
     row.submitted_at = row.submitted_at or now
+    if job.submitted is not None:
+        row.backend_submitted_at = job.submitted
+    _note_duplicates(row, job.duplicates)
     if job.actual_start is not None:
         row.actual_start = job.actual_start
         row.times_source = row.times_source or "backend"
@@ -302,7 +340,8 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
                   adapters: Mapping[str, DispatchAdapter] | None = None,
                   settings: Settings | None = None,
                   sleep: Callable[[float], None] = time.sleep,
-                  max_attempts: int | None = None) -> DispatchSummary:
+                  max_attempts: int | None = None,
+                  claimant: Claimant | None = None) -> DispatchSummary:
     """Dispatch a stored plan's placements to their sites' schedulers, exactly once.
 
     Parameters
@@ -329,6 +368,9 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
         Called with each backoff delay. [s]
     max_attempts
         Attempts per unreachable backend in this run; None uses the settings.
+    claimant
+        Whose claims this run takes (:class:`~carbonsched.dispatch.lease.Claimant`); None makes
+        one with ``settings.dispatch_lease_s``.
 
     Returns
     -------
@@ -338,7 +380,8 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
     Raises
     ------
     InputError
-        Unknown plan, catalog mismatch, a naive ``commit_before``, an unknown site.
+        Unknown plan, catalog mismatch, a naive ``commit_before``, an unknown site, a lease
+        shorter than twice a backend's call timeout.
     AdapterContractError
         A site's backend kind has no adapter.
     """
@@ -383,11 +426,15 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
             "placeholder 'sleep <planned seconds>'")
     summary.notes += _late_plan_notes(plan, requests, now, commit_before)
 
+    if not dry_run:
+        for a in {a.name: a for a in adapters.values()}.values():
+            if getattr(a, "timeout_s", None):
+                check_lease_covers(settings.dispatch_lease_s, float(a.timeout_s),  # type: ignore[attr-defined]
+                                   f"a call to {a.name}")
+
     with Session(store.engine, expire_on_commit=False) as s:
-        existing = {r.key: r for r in s.scalars(select(DispatchRow).where(
-            DispatchRow.key.in_([r.key for r in requests])))} if len(requests) < 30000 else {
-            r.key: r for r in s.scalars(select(DispatchRow))}
-        new_rows: list[DispatchRow] = []
+        existing = _rows_by_key(s, [r.key for r in requests])
+        new_rows: list[dict[str, Any]] = []
         for req in requests:
             adapter = adapters[req.site]
             row = existing.get(req.key)
@@ -416,7 +463,7 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
                     rendered=adapter.render(req)))
                 continue
             late = now + timedelta(seconds=req.duration_s) > req.deadline
-            row = DispatchRow(
+            row_values = dict(
                 key=req.key, job_id=req.job_id, piece=req.piece, plan_id=plan_id,
                 site=req.site, backend=adapter.name,
                 state=str(JobState.FAILED if late else JobState.PENDING),
@@ -424,56 +471,188 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
                 detail=(f"now {_iso(now)} + {req.duration_s} s is after the deadline "
                         f"{_iso(req.deadline)}") if late else "",
                 request_json=_request_json(req), planned_start=req.start, planned_end=req.end,
-                attempts=0, created_at=now, updated_at=now)
-            new_rows.append(row)
+                attempts=0, created_at=now, updated_at=now, duplicates="")
+            new_rows.append(row_values)
             if late:
-                summary.outcomes.append(_outcome(row, "deadline_passed"))
+                summary.outcomes.append(_outcome(DispatchRow(**row_values), "deadline_passed"))
         if dry_run:
             summary.seconds = time.perf_counter() - t0
             return summary
-        s.add_all(new_rows)
-        s.commit()  # the outbox: intents are durable before any submission
+        # the outbox: intents are durable before any submission; a concurrent dispatcher of the
+        # same plan may have written some of them already (then its rows stand)
+        _insert_new(s, new_rows)
+        s.commit()
 
-    _drive_pending(store, adapters, summary, clock, settings, sleep, attempts_max)
+    committed = [r.key for r in requests if commit_before is None or r.start < commit_before]
+    claimant = claimant or Claimant(store, settings.dispatch_lease_s)
+    _drive_pending(store, adapters, summary, clock, settings, sleep, attempts_max, claimant,
+                   wait_keys=committed)
+    _settle_outcomes(store, summary, committed, plan_id, claimant)
     summary.seconds = time.perf_counter() - t0
     return summary
 
 
-def _pending_rows(s: Session, adapters: Mapping[str, DispatchAdapter]) -> list[DispatchRow]:
-    return list(s.scalars(select(DispatchRow).where(
-        DispatchRow.state == JobState.PENDING.value,
-        DispatchRow.site.in_(list(adapters))).order_by(DispatchRow.id)))
+def _rows_by_key(s: Session, keys: Sequence[str]) -> dict[str, DispatchRow]:
+    out: dict[str, DispatchRow] = {}
+    for i in range(0, len(keys), 5000):
+        out.update({r.key: r for r in s.scalars(select(DispatchRow).where(
+            DispatchRow.key.in_(list(keys[i:i + 5000]))))})
+    return out
+
+
+def _pending_keys(store: Store, keys: Sequence[str]) -> list[str]:
+    """Those of ``keys`` whose intent is still pending."""
+    out: list[str] = []
+    with Session(store.engine) as s:
+        for i in range(0, len(keys), 5000):
+            out += s.scalars(select(DispatchRow.key).where(
+                DispatchRow.key.in_(list(keys[i:i + 5000])),
+                DispatchRow.state == JobState.PENDING.value)).all()
+    return out
+
+
+def _insert_new(s: Session, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Insert intents, leaving any key already there as it is (``ON CONFLICT DO NOTHING``)."""
+    if not rows:
+        return
+    dialect = s.get_bind().dialect.name
+    if dialect in ("postgresql", "sqlite"):
+        if dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        stmt = dialect_insert(DispatchRow).on_conflict_do_nothing(index_elements=["key"])
+        for i in range(0, len(rows), 1000):
+            s.execute(stmt, list(rows[i:i + 1000]))
+        return
+    for r in rows:  # other databases: one savepoint per intent
+        try:
+            with s.begin_nested():
+                s.execute(insert(DispatchRow), [dict(r)])
+        except IntegrityError:
+            continue
 
 
 def _drive_pending(store: Store, adapters: Mapping[str, DispatchAdapter],
                    summary: DispatchSummary, clock: Clock, settings: Settings,
-                   sleep: Callable[[float], None], attempts_max: int) -> None:
-    """Reconcile and submit every pending intent, retrying unreachable backends with backoff."""
+                   sleep: Callable[[float], None], attempts_max: int, claimant: Claimant,
+                   wait_keys: Sequence[str] = ()) -> None:
+    """Claim, reconcile and submit every pending intent of the adapters' sites.
+
+    Unreachable backends are retried with backoff; then, for ``wait_keys`` that another live
+    dispatcher holds, this run waits (up to ``settings.dispatch_wait_s``) for them to be
+    recorded, taking over any whose claim lapses.
+    """
     outcomes: dict[str, DispatchOutcome] = {}
-    for attempt in range(attempts_max):
-        with Session(store.engine, expire_on_commit=False) as s:
-            rows = _pending_rows(s, adapters)
-            if not rows:
+    sites = list(adapters)
+    with claimant.heartbeat():
+        for attempt in range(attempts_max):
+            claim = claimant.claim(sites)
+            if not claim.ids:
                 break
             if attempt > 0:
                 delay = settings.dispatch_backoff_s * 2 ** (attempt - 1)
                 summary.retries += 1
                 sleep(delay)
-            groups: dict[str, list[DispatchRow]] = {}
-            for r in rows:
-                groups.setdefault(adapters[r.site].name, []).append(r)
-            with ThreadPoolExecutor(max_workers=max(1, len(groups))) as pool:
-                futs = [pool.submit(_drive_backend, store,
-                                    adapters[g[0].site], [r.id for r in g], clock,
-                                    settings.dispatch_workers) for g in groups.values()]
-                for f in as_completed(futs):
-                    for o in f.result():
-                        outcomes[o.key] = o
-        if all(o.action != "unavailable" for o in outcomes.values()):
-            break
+            _drive_claim(store, adapters, claim, clock, settings, claimant, outcomes, summary)
+            if all(o.action != "unavailable" for o in outcomes.values()):
+                break
+        if wait_keys:
+            # the plan's units still pending that this run did not give up on: another
+            # dispatcher claims them (or is in the middle of claiming them); wait for them to be
+            # recorded, and take over any whose claim lapses
+            deadline = time.monotonic() + settings.dispatch_wait_s
+            poll = min(1.0, settings.dispatch_lease_s / 10)
+            while time.monotonic() < deadline:
+                left = [k for k in _pending_keys(store, wait_keys)
+                        if k not in outcomes or outcomes[k].action != "unavailable"]
+                if not left:
+                    break
+                claim = claimant.claim(sites, keys=left)
+                if claim.ids:
+                    _drive_claim(store, adapters, claim, clock, settings, claimant, outcomes,
+                                 summary)
+                    continue
+                time.sleep(max(0.05, min(poll, deadline - time.monotonic())))
+    if claimant.missed_beats:
+        summary.notes.append(f"{claimant.missed_beats} lease renewal(s) failed (the database "
+                             "did not answer); claims are renewed again before each submission")
     # an intent driven now replaces what the sorting step said about the same key
     summary.outcomes = [o for o in summary.outcomes if o.key not in outcomes]
     summary.outcomes.extend(outcomes.values())
+
+
+def _drive_claim(store: Store, adapters: Mapping[str, DispatchAdapter], claim: Claim,
+                 clock: Clock, settings: Settings, claimant: Claimant,
+                 outcomes: dict[str, DispatchOutcome], summary: DispatchSummary) -> None:
+    """Drive the claimed rows, one thread per backend."""
+    with Session(store.engine) as s:
+        rows = [(r.id, r.site) for r in s.execute(select(DispatchRow.id, DispatchRow.site).where(
+            DispatchRow.id.in_(claim.ids)))]
+    groups: dict[str, list[int]] = {}
+    for rid, site in rows:
+        groups.setdefault(adapters[site].name, []).append(rid)
+    site_of = {adapters[site].name: site for _, site in rows}
+    with ThreadPoolExecutor(max_workers=max(1, len(groups))) as pool:
+        futs = [pool.submit(_drive_backend, store, adapters[site_of[name]], ids, clock,
+                            settings.dispatch_workers, claimant, claim.taken_over)
+                for name, ids in groups.items()]
+        for f in as_completed(futs):
+            for o in f.result():
+                outcomes[o.key] = o
+    dup = [o for o in outcomes.values() if o.duplicates]
+    note = [n for n in summary.notes if n.startswith("duplicates on the backend:")]
+    if dup:
+        text = ("duplicates on the backend: " + "; ".join(
+            f"{o.key} is {o.backend_id} and also {o.duplicates}" for o in dup[:10])
+            + (f" (and {len(dup) - 10} more)" if len(dup) > 10 else "")
+            + "; `carbonsched status` lists them: cancel the extra jobs")
+        summary.notes = [n for n in summary.notes if n not in note] + [text]
+
+
+def _settle_outcomes(store: Store, summary: DispatchSummary, keys: Sequence[str], plan_id: str,
+                     claimant: Claimant) -> None:
+    """Give every committed key of the plan an outcome from its row as it is now.
+
+    A key this run did not drive (another dispatcher claimed it) is ``recorded`` when it is no
+    longer pending, ``held_elsewhere`` when another live dispatcher still holds it, and
+    ``already_dispatched`` when a concurrent run of an earlier plan wrote it.
+    """
+    have = {o.key: o for o in summary.outcomes}
+    todo = [k for k in keys if k not in have or have[k].action in ("held_elsewhere",
+                                                                     "lost_claim")]
+    if not todo:
+        return
+    held = {h.key: h for h in claimant.held_elsewhere(todo)}
+    with Session(store.engine) as s:
+        rows = _rows_by_key(s, todo)
+    fresh: dict[str, DispatchOutcome] = {}
+    for k in todo:
+        row = rows.get(k)
+        if row is None:
+            continue
+        if row.plan_id != plan_id:
+            o = _outcome(row, "already_dispatched", f"dispatched from plan {row.plan_id}; not "
+                         "submitted again")
+            o.reason = str(ReasonCode.ALREADY_DISPATCHED)
+        elif row.state != JobState.PENDING.value:
+            o = _outcome(row, "recorded")
+        elif k in held:
+            o = _outcome(row, "held_elsewhere", f"claimed by {held[k].owner} until "
+                         f"{_iso(held[k].expires_at)}; not submitted by this run")
+        elif k in have:
+            o = have[k]
+        else:
+            o = _outcome(row, "unavailable", row.detail or "still pending: run dispatch again")
+        fresh[k] = o
+    summary.outcomes = [o for o in summary.outcomes if o.key not in fresh]
+    summary.outcomes.extend(fresh.values())
+    n_held = sum(1 for o in fresh.values() if o.action == "held_elsewhere")
+    if n_held:
+        summary.notes.append(
+            f"{n_held} placement(s) are still being dispatched by another dispatcher (claims "
+            "named in the outcomes); run `carbonsched status` later, or dispatch again after "
+            "its claims expire")
 
 
 def _late_plan_notes(plan: Mapping[str, Any], requests: Sequence[DispatchRequest], now: datetime,
@@ -513,89 +692,186 @@ def _late(row: DispatchRow, now: datetime) -> str:
 
 
 def _drive_backend(store: Store, adapter: DispatchAdapter, row_ids: Sequence[int],
-                   clock: Clock, workers: int) -> list[DispatchOutcome]:
-    """One backend's pass: find keys already there, submit the rest, record each result."""
+                   clock: Clock, workers: int, claimant: Claimant,
+                   taken_over: Collection[int] = ()) -> list[DispatchOutcome]:
+    """One backend's pass over claimed rows.
+
+    Find the keys already on the backend (its current list, then — for rows whose
+    ``submit_attempted_at`` says a submission may have been made — its accounting records),
+    record those, then submit the rest, each only after renewing its claim, and record each
+    result; finally ask the backend once more to learn its submit times and any duplicate.
+    """
     out: list[DispatchOutcome] = []
-    with Session(store.engine, expire_on_commit=False) as s:
-        rows = {r.key: r for r in s.scalars(select(DispatchRow).where(
-            DispatchRow.id.in_(list(row_ids))))}
-        try:
-            found = adapter.status(list(rows))
-        except BackendUnavailableError as exc:
-            now = _now(clock)
-            for r in rows.values():
-                r.attempts += 1
-                r.updated_at = now
-                late = _late(r, now)
-                if late:  # it can no longer run in time: stop retrying it
-                    r.state, r.reason, r.detail = (str(JobState.FAILED),
-                                                   str(ReasonCode.DEADLINE_PASSED), late)
-                    out.append(_outcome(r, "deadline_passed"))
-                else:
-                    r.reason, r.detail = str(ReasonCode.BACKEND_UNAVAILABLE), str(exc)
-                    out.append(_outcome(r, "unavailable"))
-            s.commit()
-            return out
-        now = _now(clock)
-        for key, job in found.items():
-            _apply(rows[key], job, now)
-            out.append(_outcome(rows[key], "reconciled"))
-        s.commit()
-        todo = [r for k, r in rows.items() if k not in found]
-        if not todo:
-            return out
-
-        def submit(row: DispatchRow) -> tuple[DispatchRow, BackendJob | Exception | str]:
-            req = _request_from_row(row)
-            late = _late(row, _now(clock))
-            if late:
-                return row, late
+    try:
+        with Session(store.engine, expire_on_commit=False) as s:
+            rows = {r.key: r for r in s.scalars(select(DispatchRow).where(
+                DispatchRow.id.in_(list(row_ids))).order_by(DispatchRow.id))}
+            unknown: dict[str, str] = {}
             try:
-                return row, adapter.submit(req)
-            except (BackendUnavailableError, BackendRejectedError) as exc:
-                return row, exc
-
-        pending_commit = 0
-        # in waves by piece: a resumed piece is submitted after its predecessor, so the backend
-        # can chain it (Slurm --dependency) to the job it already holds
-        waves = [[r for r in todo if r.piece == k] for k in sorted({r.piece for r in todo})]
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            for fut in (f for wave in waves
-                        for f in as_completed([pool.submit(submit, r) for r in wave])):
-                row, res = fut.result()
+                found = adapter.status(list(rows))
+                maybe = [r for k, r in rows.items()
+                         if k not in found and r.submit_attempted_at is not None]
+                if maybe and isinstance(adapter, KeepsAccounting):
+                    try:
+                        found.update(adapter.accounting([
+                            SubmittedUnit(r.key, None, r.submit_attempted_at) for r in maybe
+                            if r.submit_attempted_at is not None]))
+                    except BackendError as exc:
+                        if isinstance(exc, BackendUnavailableError):
+                            raise
+                        unknown = {r.key: f"a submission attempted at "
+                                   f"{_iso(r.submit_attempted_at)} may have reached "
+                                   f"{adapter.name}, whose records could not be read ({exc}); "
+                                   "not submitted again until they can" for r in maybe}
+            except BackendUnavailableError as exc:
                 now = _now(clock)
-                row.attempts += 1
-                if isinstance(res, str):  # a retried intent whose deadline has passed
-                    row.state, row.reason = str(JobState.FAILED), str(ReasonCode.DEADLINE_PASSED)
-                    row.detail, row.updated_at = res, now
-                    out.append(_outcome(row, "deadline_passed"))
-                elif isinstance(res, BackendUnavailableError):
-                    row.reason, row.detail, row.updated_at = (
-                        str(ReasonCode.BACKEND_UNAVAILABLE), str(res), now)
-                    out.append(_outcome(row, "unavailable"))
-                elif isinstance(res, BackendRejectedError):
-                    row.state = str(JobState.FAILED)
-                    row.reason = str(ReasonCode.NAME_CONFLICT if res.conflict
-                                     else ReasonCode.REJECTED)
-                    row.detail, row.updated_at = res.detail, now
-                    out.append(_outcome(row, "rejected"))
-                else:
-                    _apply(row, res, now)
-                    out.append(_outcome(row, "submitted"))
-                pending_commit += 1
-                if pending_commit >= 200:
-                    s.commit()
-                    pending_commit = 0
-        s.commit()
+                for r in rows.values():
+                    r.attempts += 1
+                    r.updated_at = now
+                    late = _late(r, now)
+                    if late:  # it can no longer run in time: stop retrying it
+                        r.state, r.reason, r.detail = (str(JobState.FAILED),
+                                                       str(ReasonCode.DEADLINE_PASSED), late)
+                        out.append(_outcome(r, "deadline_passed"))
+                    else:
+                        r.reason, r.detail = str(ReasonCode.BACKEND_UNAVAILABLE), str(exc)
+                        out.append(_outcome(r, "unavailable"))
+                s.commit()
+                return out
+            now = _now(clock)
+            for key, job in found.items():
+                row = rows[key]
+                _apply(row, job, now)
+                how = ("taken over from a dispatcher whose claim lapsed; "
+                       if row.id in taken_over else "")
+                out.append(_outcome(row, "reconciled", f"{how}found on {adapter.name} by key "
+                                    f"as {job.backend_id}" + (f" ({job.detail})" if job.detail
+                                                              else "")))
+            s.commit()
+            for key, why in unknown.items():
+                r = rows[key]
+                r.reason, r.detail, r.updated_at = str(ReasonCode.BACKEND_UNAVAILABLE), why, now
+                out.append(_outcome(r, "unavailable"))
+            todo = [r for k, r in rows.items() if k not in found and k not in unknown]
+            settle = float(getattr(adapter, "submit_settle_s", 0.0) or 0.0)
+            if todo and settle:
+                db_now = claimant.db_now()
+                waiting = [r for r in todo if r.submit_attempted_at is not None
+                           and db_now < r.submit_attempted_at + timedelta(seconds=settle)]
+                for r in waiting:
+                    r.reason = str(ReasonCode.BACKEND_UNAVAILABLE)
+                    r.detail = (f"a submission attempted at {_iso(r.submit_attempted_at)} may "
+                                f"still reach {adapter.name}: not found by key yet; looked up "
+                                f"again, and submitted only if still absent, after {settle:g} s")
+                    r.updated_at = now
+                    out.append(_outcome(r, "unavailable"))
+                todo = [r for r in todo if r not in waiting]
+                s.commit()
+            if not todo:
+                return out
+            submitted = _submit_rows(s, adapter, todo, clock, workers, claimant, out)
+            if submitted:
+                _learn_backend_records(s, adapter, submitted, out)
+    finally:
+        claimant.release(row_ids)
     return out
+
+
+_LOST = "lost"
+
+
+def _submit_rows(s: Session, adapter: DispatchAdapter, todo: Sequence[DispatchRow],
+                 clock: Clock, workers: int, claimant: Claimant,
+                 out: list[DispatchOutcome]) -> list[DispatchRow]:
+    """Submit ``todo`` (in waves by piece), each after renewing its claim; record each result."""
+    def submit(row: DispatchRow) -> tuple[DispatchRow, BackendJob | Exception | str]:
+        req = _request_from_row(row)
+        late = _late(row, _now(clock))
+        if late:
+            return row, late
+        if not claimant.begin_side_effect(row.id):
+            return row, _LOST
+        try:
+            return row, adapter.submit(req)
+        except (BackendUnavailableError, BackendRejectedError) as exc:
+            return row, exc
+
+    submitted: list[DispatchRow] = []
+    pending_commit = 0
+    # in waves by piece: a resumed piece is submitted after its predecessor, so the backend
+    # can chain it (Slurm --dependency) to the job it already holds
+    waves = [[r for r in todo if r.piece == k] for k in sorted({r.piece for r in todo})]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for fut in (f for wave in waves
+                    for f in as_completed([pool.submit(submit, r) for r in wave])):
+            row, res = fut.result()
+            now = _now(clock)
+            if res is _LOST:  # another dispatcher took the claim over: it decides this unit
+                out.append(_outcome(row, "lost_claim", "this run's claim was taken over before "
+                                    "the submission; not submitted by this run"))
+                continue
+            row.attempts += 1
+            if isinstance(res, str):  # a retried intent whose deadline has passed
+                row.state, row.reason = str(JobState.FAILED), str(ReasonCode.DEADLINE_PASSED)
+                row.detail, row.updated_at = res, now
+                out.append(_outcome(row, "deadline_passed"))
+            elif isinstance(res, BackendUnavailableError):
+                row.reason, row.detail, row.updated_at = (
+                    str(ReasonCode.BACKEND_UNAVAILABLE), str(res), now)
+                out.append(_outcome(row, "unavailable"))
+            elif isinstance(res, BackendRejectedError):
+                row.state = str(JobState.FAILED)
+                row.reason = str(ReasonCode.NAME_CONFLICT if res.conflict
+                                 else ReasonCode.REJECTED)
+                row.detail, row.updated_at = res.detail, now
+                out.append(_outcome(row, "rejected"))
+            else:
+                _apply(row, res, now)
+                out.append(_outcome(row, "reconciled" if res.resolved else "submitted"))
+                submitted.append(row)
+            pending_commit += 1
+            if pending_commit >= 200:
+                s.commit()
+                pending_commit = 0
+    s.commit()
+    return submitted
+
+
+def _learn_backend_records(s: Session, adapter: DispatchAdapter, rows: Sequence[DispatchRow],
+                           out: list[DispatchOutcome]) -> None:
+    """Ask the backend once about what was just submitted: its submit times and duplicates.
+
+    The backend's own submit time bounds later accounting queries; a key found twice (a
+    submission the backend made twice) is flagged. A backend that does not answer now leaves
+    the rows as recorded (the next status refresh learns the same).
+    """
+    try:
+        found = adapter.status([r.key for r in rows])
+    except BackendError:
+        return
+    by_key = {o.key: o for o in out}
+    for r in rows:
+        job = found.get(r.key)
+        if job is None:
+            continue
+        if job.submitted is not None:
+            r.backend_submitted_at = job.submitted
+        _note_duplicates(r, [job.backend_id, *job.duplicates])
+        if r.key in by_key:
+            by_key[r.key].duplicates = r.duplicates or ""
+    s.commit()
 
 
 def reconcile(store: Store, catalog: Catalog | str, *, clock: Clock = system_clock,
               adapters: Mapping[str, DispatchAdapter] | None = None,
               settings: Settings | None = None,
               sleep: Callable[[float], None] = time.sleep,
-              max_attempts: int | None = None) -> DispatchSummary:
-    """Finish every pending intent of the catalog's sites (the service calls this at start-up)."""
+              max_attempts: int | None = None,
+              claimant: Claimant | None = None) -> DispatchSummary:
+    """Finish every pending intent of the catalog's sites (the service calls this at start-up).
+
+    Only intents no live dispatcher holds are driven (see :func:`dispatch_plan`).
+    """
     settings = settings or get_settings()
     if isinstance(catalog, str | Path):
         catalog = load_catalog(catalog)
@@ -604,7 +880,8 @@ def reconcile(store: Store, catalog: Catalog | str, *, clock: Clock = system_clo
                               started_at=_now(clock))
     t0 = time.perf_counter()
     _drive_pending(store, adapters, summary, clock, settings, sleep,
-                   max_attempts or settings.dispatch_max_attempts)
+                   max_attempts or settings.dispatch_max_attempts,
+                   claimant or Claimant(store, settings.dispatch_lease_s))
     summary.seconds = time.perf_counter() - t0
     return summary
 
@@ -671,49 +948,65 @@ def refresh_status(store: Store, catalog: Catalog | str, *, plan_id: str | None 
                     r.detail = f"{ReasonCode.BACKEND_UNAVAILABLE}: {exc}"
                 continue
             source = "squeue" if adapter.name.startswith("slurm:") else "job-status"
-            acct_ids = [r.backend_id for r in group if r.key not in found
-                        or found[r.key].state.value in TERMINAL]
-            acct: dict[str, tuple[str, datetime | None, datetime | None]] = {}
-            if acct_ids and hasattr(adapter, "accounting"):
+            units = [_unit(r) for r in group
+                     if r.key not in found or found[r.key].state.value in TERMINAL]
+            acct: dict[str, BackendJob] = {}
+            acct_error = ""
+            if units and isinstance(adapter, KeepsAccounting):
                 try:
-                    acct = adapter.accounting([b for b in acct_ids if b])
-                except (BackendUnavailableError, InputError):
-                    acct = {}
+                    acct = adapter.accounting(units)
+                except (BackendError, InputError) as exc:
+                    acct_error = f"; its accounting could not be read: {exc}"
             for r in group:
                 job = found.get(r.key)
                 if job is not None:
                     _apply(r, job, now)
                     if job.actual_start is not None:
                         r.times_source = source
-                elif r.backend_id not in acct:
+                elif r.key not in acct:
+                    if acct_error:  # unknown, not lost: the records could not be read
+                        r.detail = f"{adapter.name} no longer reports {r.backend_id}{acct_error}"
+                        continue
                     r.state, r.reason = str(JobState.FAILED), str(ReasonCode.LOST)
-                    r.detail = f"{adapter.name} no longer reports {r.backend_id}"
+                    r.detail = (f"{adapter.name} no longer reports {r.backend_id} and its "
+                                "accounting holds no job of this key submitted since "
+                                f"{_iso(_unit(r).since)}")
                     r.updated_at = now
-                if r.backend_id in acct:
-                    word, start, end = acct[r.backend_id]
-                    from carbonsched.adapters.dispatch.slurm import STATE_MAP
-
-                    st, why = STATE_MAP.get(word, (JobState(r.state), ReasonCode(r.reason)))
-                    r.state, r.reason = str(st), str(why)
-                    mark_paused(r, word)
-                    r.actual_start, r.actual_end = start, end
+                if r.key in acct:
+                    a = acct[r.key]
+                    r.state, r.reason = str(a.state), str(a.reason)
+                    mark_paused(r, a.raw_state)
+                    r.actual_start, r.actual_end = a.actual_start, a.actual_end
+                    if a.submitted is not None and r.backend_submitted_at is None:
+                        r.backend_submitted_at = a.submitted
+                    _note_duplicates(r, a.duplicates)
                     r.times_source = "sacct"
                     r.updated_at = now
         s.commit()
     return dispatch_records(store, plan_id)
 
 
+def _unit(row: DispatchRow) -> SubmittedUnit:
+    """The row as a bounded accounting query: from the backend's own submit time when known."""
+    if row.backend_submitted_at is not None:
+        return SubmittedUnit(row.key, row.backend_id, row.backend_submitted_at, exact=True)
+    since = row.submit_attempted_at or row.submitted_at or row.created_at
+    return SubmittedUnit(row.key, row.backend_id, since, exact=False)
+
+
 def dispatch_records(store: Store, plan_id: str | None = None) -> pd.DataFrame:
     """The outbox as a frame (for ``carbonsched status`` and the report export).
 
     Columns: key, job_id, piece, plan_id, site, backend, backend_id, state, reason, detail,
-    planned_start, planned_end, actual_start, actual_end (tz-aware UTC), times_source, attempts.
-    With ``plan_id``, the rows of that plan's jobs, including those dispatched from an earlier
-    plan (their ``plan_id`` says which).
+    planned_start, planned_end, actual_start, actual_end (tz-aware UTC), times_source, attempts,
+    duplicates (other backend ids found with the same key, comma-separated; "" when none),
+    lease_owner (the dispatcher claiming a pending row now, else None). With ``plan_id``, the
+    rows of that plan's jobs, including those dispatched from an earlier plan (their
+    ``plan_id`` says which).
     """
     cols = ["key", "job_id", "piece", "plan_id", "site", "backend", "backend_id", "state",
             "reason", "detail", "planned_start", "planned_end", "actual_start", "actual_end",
-            "times_source", "attempts"]
+            "times_source", "attempts", "duplicates", "lease_owner"]
     with Session(store.engine) as s:
         q = select(DispatchRow).order_by(DispatchRow.site, DispatchRow.planned_start,
                                          DispatchRow.key)

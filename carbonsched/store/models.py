@@ -105,7 +105,8 @@ class DispatchRow(Base):
     then records the backend's id and the lifecycle it reports. ``key`` (``<job_id>#<piece>``) is
     unique: a job that appears in several successive plans is dispatched once, from the plan in
     ``plan_id``. ``actual_start``/``actual_end`` are the backend's (``times_source``: ``sacct``,
-    ``squeue`` or ``job-status``), for the report export.
+    ``squeue`` or ``job-status``), for the report export. A dispatcher claims the row
+    (``lease_owner``, ``lease_expires_at``) before any side effect.
     """
 
     __tablename__ = "dispatch_intents"
@@ -131,6 +132,18 @@ class DispatchRow(Base):
     actual_start: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     actual_end: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     times_source: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    # migration 0007_outbox_leases: the claim and what makes a lookup before resubmission exact
+    lease_owner: Mapped[str | None] = mapped_column(String(200), nullable=True, index=True)
+    """The dispatcher holding the row (:mod:`carbonsched.dispatch.lease`); NULL when free."""
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    """When the claim lapses unless renewed (the database's clock)."""
+    submit_attempted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    """Written under the lease just before each submission: a pending row with it set may
+    already exist on its backend, so it is looked up by key before any resubmission."""
+    backend_submitted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    """The submit time the backend reports (its own clock); bounds ``sacct`` queries."""
+    duplicates: Mapped[str] = mapped_column(Text, default="")
+    """Other backend ids found carrying this row's key (comma-separated); empty when none."""
 
 
 # the service's tables (migration 0003_service)

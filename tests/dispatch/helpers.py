@@ -35,3 +35,101 @@ def squeue_jobs(conf: Path) -> list[dict]:
     out = subprocess.run(["squeue", "--json", "--states=all"], env={**os.environ,
                          "SLURM_CONF": str(conf)}, capture_output=True, text=True, check=True)
     return parse_squeue_json(json.loads(out.stdout))
+
+
+def one_plan(placements: list[dict], catalog: str = "global") -> dict:
+    """A plan document with only ``placements`` (each: job_id, site, start, end as datetimes,
+    gpu_type, gpus, optional command)."""
+    fmt = "%Y-%m-%dT%H:%M:%SZ"
+    first = min(p["start"] for p in placements)
+    return {"plan_id": uuid.uuid4().hex, "date": first.strftime("%Y-%m-%d"), "catalog": catalog,
+            "signal_quality": "measured",
+            "solver": {"name": "test", "status": "optimal", "seconds": 0.0},
+            "totals": {"energy_kwh": 0.0, "emissions_kg": 0.0, "baseline_emissions_kg": 0.0},
+            "unplaced": [], "inference": [],
+            "placements": [{**p, "start": p["start"].strftime(fmt),
+                            "end": p["end"].strftime(fmt), "energy_kwh": 1.0,
+                            "emissions_kg": 0.1} for p in placements]}
+
+
+class PrivateCluster:
+    """A test-owned Slurm cluster (one controller, one node) the test may stop, restart and
+    rebuild with its state lost (job ids then start again at 1, as after a controller rebuilt
+    without its StateSaveLocation), on ports ``CARBONSCHED_PORT_BASE + offset`` and ``+1``."""
+
+    def __init__(self, slurm_dir: Path, name: str, offset: int, gpus: dict[str, int]) -> None:
+        import importlib.util
+
+        root_dir = Path(__file__).resolve().parents[2]
+        spec = importlib.util.spec_from_file_location("slurm_conf",
+                                                      root_dir / "scripts/slurm_conf.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        base = int(os.environ.get("CARBONSCHED_PORT_BASE", 57300))
+        self.root = Path(f"/tmp/carbonsched-{name}-{uuid.uuid4().hex[:6]}")
+        self.dir, self.node, devices = mod.write_cluster(
+            self.root, name, "ca-on-toronto", "global", gpus, base + offset, base + offset + 1,
+            str(slurm_dir / "munge" / "munge.socket"), message_timeout_s=3)
+        for dev in devices:
+            os.mknod(dev, 0o666 | 0o020000, os.makedev(1, 3))
+        self.conf = self.dir / "slurm.conf"
+        self.env = {**os.environ, "SLURM_CONF": str(self.conf), "TZ": "UTC"}
+
+    def _wait_idle(self) -> None:
+        import time
+
+        for _ in range(480):
+            out = subprocess.run(["sinfo", "-h", "-o", "%t"], env=self.env, capture_output=True,
+                                 text=True)
+            if out.returncode == 0 and "idle" in out.stdout:
+                return
+            time.sleep(0.25)
+        raise RuntimeError(f"private cluster not idle after 120 s: "
+                           f"{(self.dir / 'slurmctld.log').read_text()[-2000:]}")
+
+    def start(self, *, lose_state: bool = False) -> None:
+        """Start the controller (and the node's slurmd when it is not running)."""
+        if lose_state:
+            subprocess.run(["rm", "-rf", str(self.dir / "state")], check=True)
+            (self.dir / "state").mkdir()
+        subprocess.run(["slurmctld", "-i"], env=self.env, check=True)
+        if not self._alive("slurmd.pid"):
+            subprocess.run(["slurmd", "-N", self.node], env=self.env, check=True)
+        self._wait_idle()
+
+    def _alive(self, pidfile: str) -> bool:
+        try:
+            os.kill(int((self.dir / pidfile).read_text()), 0)
+            return True
+        except (OSError, ValueError):
+            return False
+
+    def stop_controller(self) -> None:
+        import signal
+        import time
+
+        pid = int((self.dir / "slurmctld.pid").read_text())
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(200):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+
+    def sbatch(self, *args: str) -> int:
+        out = subprocess.run(["sbatch", "--parsable", "--output=/dev/null", "--chdir=/tmp",
+                              *args], env=self.env, capture_output=True, text=True, check=True)
+        return int(out.stdout.strip().split(";")[0])
+
+    def close(self) -> None:
+        import signal
+        import time
+
+        for f in ("slurmd.pid", "slurmctld.pid"):
+            try:
+                os.kill(int((self.dir / f).read_text()), signal.SIGTERM)
+            except (OSError, ValueError):
+                pass
+        time.sleep(0.5)
+        subprocess.run(["rm", "-rf", str(self.root)], check=False)

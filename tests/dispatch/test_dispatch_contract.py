@@ -128,13 +128,19 @@ def test_sbatch_line_carries_begin_gres_time_deadline_and_key():
     a = SlurmAdapter("ontario", partition="gpu", conf="/etc/slurm/ontario.conf",
                      timezone=ZoneInfo("America/Toronto"))
     line = a.render(_req(job_id="job 7", piece=1))
-    assert line.startswith("SLURM_CONF=/etc/slurm/ontario.conf TZ='<-0500>+05:00' "
-                           "CARBONSCHED_JOB_ID='job 7' CARBONSCHED_PLAN_ID=p1 CARBONSCHED_PIECE=1 ")
-    assert " sbatch --parsable " in line
+    assert line.startswith("SLURM_CONF=/etc/slurm/ontario.conf TZ='<-0500>+05:00' sbatch "
+                           "--parsable ")
     for part in ("--begin=2027-03-14T01:30:00", "--deadline=2027-03-14T04:30:00",
-                 "--time=120", "--gres=gpu:A100:4", "--partition=gpu",
-                 "'--comment=carbonsched key=job%207%231 plan=p1'", "--wrap 'sleep 7200'"):
+                 "--time=120", "--gres=gpu:A100:4", "--partition=gpu", "--export=NONE",
+                 "'--job-name=carbonsched-job 7-1'",
+                 "'--comment=carbonsched key=job%207%231 plan=p1'"):
         assert part in line, part
+    # the job's environment is set in its own script, not inherited from the dispatcher
+    script = a.sbatch_argv(_req(job_id="job 7", piece=1))[1][-1]
+    assert script.splitlines()[:3] == ["export CARBONSCHED_JOB_ID='job 7'",
+                                       "export CARBONSCHED_PLAN_ID=p1",
+                                       "export CARBONSCHED_PIECE=1"]
+    assert script.splitlines()[-1] == "sleep 7200"
 
 
 def test_clusters_flag_is_used_when_configured():

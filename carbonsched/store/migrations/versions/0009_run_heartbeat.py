@@ -1,7 +1,7 @@
 """Run records' lease (owner, heartbeat, expiry) and the service_leases table (cron leader).
 
 Revision ID: 0009_run_heartbeat
-Revises: 0005_rolling (the lead re-chains at merge)
+Revises: 0007_outbox_leases
 """
 
 import sqlalchemy as sa
@@ -10,7 +10,7 @@ from alembic import op
 from carbonsched.store.models import UTCDateTime
 
 revision = "0009_run_heartbeat"
-down_revision = "0005_rolling"
+down_revision = "0007_outbox_leases"
 branch_labels = None
 depends_on = None
 
