@@ -35,7 +35,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "The service and the cron": (
         "host", "port", "as_of", "cron_enabled", "cron_time", "cron_timezone",
         "cron_plan_offset_days", "cron_check_interval_s", "cron_stale_after_s",
-        "bootstrap_admin_token", "max_request_bytes", "max_jobs_per_request", "book_refresh_s",
+        "bootstrap_admin_token", "token_cache_s", "token_cache_max_entries", "max_request_bytes",
+        "max_jobs_per_request", "book_refresh_s",
         "replica_name", "dispatcher"),
     "Dispatch": ("slurm_conf_dir", "slurm_use_clusters", "slurm_accounting", "slurm_timezone",
                  "slurm_account", "kubeconfig", "k8s_image", "dispatch_deadline_slack_s",

@@ -383,7 +383,8 @@ def test_sdk_forecasts_current(api):
 OPERATION_IDS = {
     "createPlacement", "submitJobs", "getJob", "getLatestPlan", "getPlanByDate", "listSites",
     "getSiteForecast", "listRuns", "triggerRun", "getBestEmissionsDataForLocationsByTime",
-    "getCurrentForecastData", "health", "ready", "metrics"}
+    "getCurrentForecastData", "health", "ready", "metrics", "listTokens", "createToken",
+    "revokeToken"}
 
 
 def test_openapi_operation_ids_and_examples(api):

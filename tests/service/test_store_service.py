@@ -37,7 +37,7 @@ def test_migration_creates_the_service_tables(db):
     with db.engine.connect() as c:
         # the newest migration (the service's tables come with 0003_service, before it)
         assert c.execute(text("SELECT version_num FROM alembic_version")).scalar() == \
-            "0005_rolling"
+            "0006_bookings_tokens"
 
 
 def test_sqlite_runs_in_wal_mode(tmp_path):
