@@ -48,13 +48,13 @@ Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS,
                             pattern=r"^[^\x00-\x1f]+$")]
 """A site, area or GPU type name (the job's ids and names are checked by the job schema)."""
 
-JobIdPath = Annotated[str, BeforeValidator(lambda v: identifier(v, "job id")),
-                      Path(min_length=1, max_length=MAX_IDENTIFIER_CHARS,
-                           pattern=IDENTIFIER_PATTERN, description="Job id.")]
+JobIdPath = Annotated[str, Path(min_length=1, max_length=MAX_IDENTIFIER_CHARS,
+                                pattern=IDENTIFIER_PATTERN, description="Job id."),
+                      BeforeValidator(lambda v: identifier(v, "job id"))]
 """A job id in a URL path, under the one identifier grammar (422 with its message)."""
-SiteIdPath = Annotated[str, BeforeValidator(lambda v: identifier(v, "site id")),
-                       Path(min_length=1, max_length=MAX_IDENTIFIER_CHARS,
-                            pattern=IDENTIFIER_PATTERN, description="Site id.")]
+SiteIdPath = Annotated[str, Path(min_length=1, max_length=MAX_IDENTIFIER_CHARS,
+                                 pattern=IDENTIFIER_PATTERN, description="Site id."),
+                       BeforeValidator(lambda v: identifier(v, "site id"))]
 """A site id in a URL path, under the one identifier grammar (422 with its message)."""
 TOKEN_ID_PATTERN = r"^[0-9a-f]{16}$"
 """A token id as :meth:`carbonsched.store.service.ServiceStore.create_token` makes them."""

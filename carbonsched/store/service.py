@@ -28,6 +28,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from carbonsched.errors import InputError
+from carbonsched.limits import identifier_problem
 from carbonsched.store import Store
 from carbonsched.store.base import check_identifiers
 from carbonsched.store.models import PlacementRow, PlanRow
@@ -218,6 +219,8 @@ class ServiceStore:
         DuplicateJobError
             A job id exists already.
         """
+        for r in rows:  # before any query: PostgreSQL cannot even compare a NUL
+            check_identifiers(r)
         ids = [r["job_id"] for r in rows]
         with Session(self.engine) as s, s.begin():
             known = s.scalars(select(ServiceJobRow.job_id).where(
@@ -305,7 +308,9 @@ class ServiceStore:
         return True, committed
 
     def get_job(self, job_id: str) -> dict[str, Any] | None:
-        """A submitted job as a dict, or ``None``."""
+        """A submitted job as a dict, or ``None`` (also for an id the grammar refuses)."""
+        if identifier_problem(job_id, "job id") is not None:
+            return None  # no such job can exist; PostgreSQL refuses to compare a NUL
         with Session(self.engine) as s:
             r = s.get(ServiceJobRow, job_id)
             return None if r is None else _job_dict(r)

@@ -31,7 +31,6 @@ from carbonsched.limits import (
     MAX_GPU_TYPE_CHARS,
     MAX_IDENTIFIER_CHARS,
     MAX_JOB_GPUS,
-    MAX_NAME_CHARS,
     MAX_PIECES,
     MAX_POWER_PER_GPU_KW,
 )
