@@ -109,7 +109,10 @@ def burst(urls: list[str], ids: list[str], workers: int = 8) -> dict[str, httpx.
 
 @pytest.mark.postgres
 @pytest.mark.shared_data
-def test_two_replicas_on_postgres_never_over_book(plan_db, pg_db, start_server):
+@pytest.mark.parametrize("replicas", [1, 2], ids=["one-replica-refreshing", "two-replicas"])
+def test_replicas_on_postgres_never_over_book(plan_db, pg_db, start_server, replicas):
+    """The issue's burst: one replica whose refresh (every 50 ms) races its reservations,
+    then two replicas on one database; a replica is killed and restarted between bursts."""
     # the session plan, copied into a PostgreSQL database of this test's own
     src = Store(f"sqlite:///{plan_db}")
     pid = src.latest_plan_id()
@@ -119,14 +122,14 @@ def test_two_replicas_on_postgres_never_over_book(plan_db, pg_db, start_server):
     assert free >= 3, "the plan leaves too little room at the site to test contention"
     args = ["--no-cron", "--as-of", AS_OF, "--catalog", CATALOG]
     env = {"CARBONSCHED_BOOTSTRAP_ADMIN_TOKEN": TOKEN, "CARBONSCHED_BOOK_REFRESH_S": "0.05"}
-    a = start_server(pg_db, *args, env=env, ready_path="/readyz")
-    b = start_server(pg_db, *args, env=env, ready_path="/readyz")
+    servers = [start_server(pg_db, *args, env=env, ready_path="/readyz")
+               for _ in range(replicas)]
 
-    first = burst([a.url, b.url], [f"r1-{i:03d}" for i in range(4 * free)])
+    first = burst([s.url for s in servers], [f"r1-{i:03d}" for i in range(4 * free)])
     # a replica dies (kill -9) and comes back: it must book from the database, not from zero
-    a.kill()
-    a = start_server(pg_db, *args, env=env, ready_path="/readyz")
-    second = burst([a.url, b.url], [f"r2-{i:03d}" for i in range(2 * free)])
+    servers[0].kill()
+    servers[0] = start_server(pg_db, *args, env=env, ready_path="/readyz")
+    second = burst([s.url for s in servers], [f"r2-{i:03d}" for i in range(2 * free)])
 
     answers = first | second
     assert all(r.status_code == 200 for r in answers.values()), \
@@ -142,7 +145,7 @@ def test_two_replicas_on_postgres_never_over_book(plan_db, pg_db, start_server):
     assert len(acked) == free, (len(acked), free)
     assert not any(k.startswith("r2-") for k in acked)  # full before the restart
     assert_within_capacity(book, list(stored.values()))
-    for srv in (a, b):
+    for srv in servers:
         assert "Traceback" not in srv.logs(), srv.logs()[-3000:]
 
 
