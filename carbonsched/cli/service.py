@@ -113,9 +113,9 @@ def token_create(
                 raise InputError(str(exc).replace("--as-of", "--expires-at")) from None
         db = _token_store()
         token_id, token = db.create_token(role, now, name, expiry)
-        until = f", valid until {expiry.isoformat()}" if expiry else ", no expiry"
-        err.print(f"token {token_id} with role {role}{until} stored (hashed) in "
-                  f"{db.safe_url()}; it is shown once:", highlight=False)
+        until = f"valid until {expiry.isoformat()}" if expiry else "no expiry"
+        err.print(f"token {token_id} with role {role} stored (hashed) in {db.safe_url()} "
+                  f"({until}); it is shown once:", highlight=False)
         print(token)
 
 

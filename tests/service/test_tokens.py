@@ -161,7 +161,7 @@ def test_cli_create_with_expiry_list_and_revoke(tmp_path):
             env=env)
     assert r.returncode == 0, r.stderr
     token = r.stdout.strip().splitlines()[-1]
-    assert "valid until 20" in r.stderr and token.startswith("cst_")
+    assert "(valid until 20" in r.stderr and token.startswith("cst_")
     r = cli("token", "list", "--json", env=env)
     assert r.returncode == 0, r.stderr
     import json
