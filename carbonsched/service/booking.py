@@ -125,11 +125,14 @@ def reserve_job(book: PlacementBook, db: ServiceStore, job: Job, spec: dict[str,
             return ans, None
         booking = book.booking_of_answer(job, ans)
         row = job_row(spec, ans, True, now)
-        ok, committed = db.reserve_job(row, now, partial(book.fits_with, booking))
-        book.set_site_reservations(row["site"], committed)
+        ok, _ = db.reserve_job(row, now, partial(book.fits_with, booking),
+                               book.booking_window(booking))
         if ok:
             book.add_reservation(job.id, booking)
             return ans, row
+        # this replica's view was stale: take the site's committed reservations, place again
+        book.set_site_reservations(row["site"], db.jobs(plan_id=book.plan_id,
+                                                        site=row["site"], reserved=True))
     raise BookingContentionError(
         f"job {job.id!r}: the capacity offered was taken by other reservations "
         f"{BOOKING_ATTEMPTS} times in a row while booking; nothing was reserved — retry in "

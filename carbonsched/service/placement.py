@@ -214,6 +214,11 @@ class PlacementBook:
         dur = -(-job.duration_minutes // 60)
         return Booking(s, t, t + dur, self.gpos[job.gpu_type], job.gpus, job.it_power_kw)
 
+    def booking_window(self, booking: Booking) -> tuple[datetime, datetime]:
+        """The hours a booking takes, ``[start, end)`` (tz-aware UTC)."""
+        return ((self.slots[0] + booking.t0 * HOUR).to_pydatetime(),
+                (self.slots[0] + booking.t1 * HOUR).to_pydatetime())
+
     def fits_with(self, booking: Booking, rows: list[dict[str, Any]]) -> bool:
         """Whether ``booking`` fits beside the plan's own load and the reservations ``rows``.
 

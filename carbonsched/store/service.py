@@ -234,7 +234,8 @@ class ServiceStore:
                 raise DuplicateJobError(ids[0]) from exc
 
     def reserve_job(self, row: dict[str, Any], now: datetime,
-                    fits: Callable[[list[dict[str, Any]]], bool]
+                    fits: Callable[[list[dict[str, Any]]], bool],
+                    window: tuple[datetime, datetime] | None = None
                     ) -> tuple[bool, list[dict[str, Any]]]:
         """Insert a reserved job if it still fits: the database is the arbiter of capacity.
 
@@ -255,12 +256,17 @@ class ServiceStore:
         now
             The ledger's update time.
         fits
-            The capacity check, given the committed reservations as :meth:`jobs` returns them.
+            The capacity check, given the committed reservations (``job_id``, ``site``,
+            ``start``, ``end``, ``spec``).
+        window
+            ``(start, end)`` of the hours the new booking takes: only reservations overlapping
+            it are read (``None``: every reservation at the site).
 
         Returns
         -------
         (booked, committed)
-            Whether ``row`` was inserted, and the reservations committed at the site before it.
+            Whether ``row`` was inserted, and the reservations committed at the site (in the
+            window) before it.
 
         Raises
         ------
@@ -276,25 +282,23 @@ class ServiceStore:
                 conn.exec_driver_sql("PRAGMA synchronous=FULL")
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
             try:
-                dialect_insert = sqlite.insert if is_sqlite else postgresql.insert
-                conn.execute(dialect_insert(BookingLedgerRow).values(
-                    **key, bookings=0, updated_at=now).on_conflict_do_nothing())
-                conn.execute(select(BookingLedgerRow.bookings).where(
-                    BookingLedgerRow.plan_id == plan_id, BookingLedgerRow.site == site)
-                    .with_for_update()).scalar_one()
-                if conn.execute(select(ServiceJobRow.job_id).where(
-                        ServiceJobRow.job_id == row["job_id"])).first() is not None:
-                    raise DuplicateJobError(row["job_id"])
-                committed = [_job_dict(r) for r in conn.execute(select(ServiceJobRow).where(
+                # one round trip: create the site's lock row or take it (an upsert locks the
+                # row on PostgreSQL until commit), counting this booking (undone on rollback)
+                upsert = (sqlite.insert if is_sqlite else postgresql.insert)(
+                    BookingLedgerRow).values(**key, bookings=1, updated_at=now)
+                conn.execute(upsert.on_conflict_do_update(
+                    index_elements=["plan_id", "site"],
+                    set_={"bookings": BookingLedgerRow.bookings + 1, "updated_at": now}))
+                q = select(*(getattr(ServiceJobRow, c) for c in _BOOKED_COLUMNS)).where(
                     ServiceJobRow.plan_id == plan_id, ServiceJobRow.site == site,
-                    ServiceJobRow.reserved.is_(True)))]
+                    ServiceJobRow.reserved.is_(True))
+                if window is not None:   # only what shares an hour with the new booking
+                    q = q.where(ServiceJobRow.start < window[1], ServiceJobRow.end > window[0])
+                committed = [_booked_dict(r) for r in conn.execute(q)]
                 if not fits(committed):
                     conn.rollback()
                     return False, committed
-                conn.execute(insert(ServiceJobRow).values(**row))
-                conn.execute(update(BookingLedgerRow).where(
-                    BookingLedgerRow.plan_id == plan_id, BookingLedgerRow.site == site)
-                    .values(bookings=BookingLedgerRow.bookings + 1, updated_at=now))
+                conn.execute(insert(ServiceJobRow).values(**row))  # a duplicate id: 409
                 conn.commit()
             except IntegrityError as exc:
                 conn.rollback()
@@ -316,13 +320,18 @@ class ServiceStore:
             return None if r is None else _job_dict(r)
 
     def jobs(self, states: tuple[str, ...] | None = None,
-             plan_id: str | None = None) -> list[dict[str, Any]]:
-        """Submitted jobs, optionally in ``states`` or booked into ``plan_id``."""
+             plan_id: str | None = None, site: str | None = None,
+             reserved: bool | None = None) -> list[dict[str, Any]]:
+        """Submitted jobs, filtered by ``states``, ``plan_id``, ``site`` and ``reserved``."""
         q = select(ServiceJobRow)
         if states:
             q = q.where(ServiceJobRow.state.in_(states))
         if plan_id:
             q = q.where(ServiceJobRow.plan_id == plan_id)
+        if site:
+            q = q.where(ServiceJobRow.site == site)
+        if reserved is not None:
+            q = q.where(ServiceJobRow.reserved.is_(reserved))
         with Session(self.engine) as s:
             return [_job_dict(r) for r in s.scalars(q.order_by(ServiceJobRow.submitted_at))]
 
@@ -373,6 +382,15 @@ class ServiceStore:
         with Session(self.engine) as s:
             return [_run_dict(r) for r in s.scalars(
                 select(RunRow).order_by(RunRow.planning_date.desc()).limit(limit))]
+
+
+_BOOKED_COLUMNS = ("job_id", "site", "start", "end", "spec_json")
+"""What the booking check reads of each committed reservation."""
+
+
+def _booked_dict(r: Any) -> dict[str, Any]:
+    return {"job_id": r.job_id, "site": r.site, "start": r.start, "end": r.end,
+            "spec": json.loads(r.spec_json)}
 
 
 def _job_dict(r: Any) -> dict[str, Any]:
