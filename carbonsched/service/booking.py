@@ -119,14 +119,22 @@ def reserve_job(book: PlacementBook, db: ServiceStore, job: Job, spec: dict[str,
         :data:`BOOKING_ATTEMPTS` attempts each lost the capacity they were offered to another
         reservation committed first.
     """
+    with book.booking_lock:
+        return _reserve(book, db, job, spec, now, alternatives)
+
+
+def _reserve(book: PlacementBook, db: ServiceStore, job: Job, spec: dict[str, Any],
+             now: datetime, alternatives: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
     for _ in range(BOOKING_ATTEMPTS):
         ans = book.place_job(job, now, alternatives)
         if not ans["placed"]:
             return ans, None
         booking = book.booking_of_answer(job, ans)
         row = job_row(spec, ans, True, now)
-        ok, _ = db.reserve_job(row, now, partial(book.fits_with, booking),
-                               book.booking_window(booking))
+        ok, committed = db.reserve_job(row, now, partial(book.fits_with, booking),
+                                       book.booking_window(booking))
+        # the reservations the check saw (those sharing an hour with this one): learnt for free
+        book.add_reservations(committed)
         if ok:
             book.add_reservation(job.id, booking)
             return ans, row

@@ -131,6 +131,8 @@ class PlacementBook:
                 self.count[i, self.gpos[g]] = pool.count
         self.cap_kw = np.array([s.it_power_cap_kw for s in self.sites], dtype=float)
         self._lock = threading.Lock()
+        self.booking_lock = threading.Lock()
+        """Held by :func:`carbonsched.service.booking.reserve_job` from placing to commit."""
         # the plan's own load, computed once; reservations are applied on top
         self._base_gpus = np.repeat(self.count[:, None, :], n_t, axis=1)
         self._base_it_kw = np.zeros((n_s, n_t))
@@ -263,6 +265,15 @@ class PlacementBook:
         with self._lock:
             self.reservations = {k: b for k, b in self.reservations.items() if b.s != s} | res
             self._recompute()
+
+    def add_reservations(self, rows: list[dict[str, Any]]) -> None:
+        """Apply committed reservations (rows as :meth:`booking_of_row` reads them)."""
+        new = {r["job_id"]: b for r in rows if r["job_id"] not in self.reservations
+               and (b := self.booking_of_row(r)) is not None}
+        if new:
+            with self._lock:
+                self.reservations.update(new)
+                self._recompute()
 
     def add_reservation(self, job_id: str, booking: Booking) -> None:
         """Apply a reservation the database has committed to this replica's view."""
