@@ -12,6 +12,11 @@ request.
 
 The carbon-agnostic alternative is the planner's baseline rule (:func:`carbonsched.plan.
 agnostic_plan`): the earliest start with room, at the first allowed site in the job's order.
+
+The book is one replica's view, refreshed from the store; it never books by itself. A
+reservation is checked again and written by the store under the site's lock
+(:func:`carbonsched.service.booking.reserve_job`), then applied here
+(:meth:`PlacementBook.add_reservation`).
 """
 
 from __future__ import annotations

@@ -228,3 +228,26 @@ def test_a_stale_book_is_corrected_not_trusted(store_url):
         db.reserve_job(dict(rows[0]), NOW, lambda committed: True)
     assert len(stored_reservations(store_url)) == free
     db.engine.dispose()
+
+
+@pytest.mark.shared_data
+def test_losing_every_race_is_a_503_state_not_a_loop(store_url):
+    """A book whose every offer is taken first (its check always fails) gives up after
+    BOOKING_ATTEMPTS with BookingContentionError (the API's 503 with Retry-After: 1)."""
+    from carbonsched.service.booking import BOOKING_ATTEMPTS, BookingContentionError
+
+    book = plan_book(store_url)
+    calls = []
+    book.fits_with = lambda booking, rows: calls.append(booking) or False
+    db = ServiceStore(Store(store_url))
+    job, spec = _job("unlucky")
+    with pytest.raises(BookingContentionError, match="8 times in a row") as info:
+        reserve_job(book, db, job, spec, NOW)
+    assert len(calls) == BOOKING_ATTEMPTS and info.value.retry_after_s == 1
+    assert "unlucky" not in stored_reservations(store_url)
+    eng = create_engine(store_url)   # the ledger kept no trace of the rolled-back attempts
+    with eng.connect() as c:
+        assert c.execute(text("SELECT count(*) FROM booking_ledger WHERE bookings > 0")
+                         ).scalar() == 0
+    eng.dispose()
+    db.engine.dispose()
