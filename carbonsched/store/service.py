@@ -240,9 +240,11 @@ class ServiceStore:
         """Insert a reserved job if it still fits: the database is the arbiter of capacity.
 
         One transaction: take the lock row of ``(row["plan_id"], row["site"])`` in
-        ``booking_ledger`` (PostgreSQL ``SELECT ... FOR UPDATE``; SQLite ``BEGIN IMMEDIATE``,
-        its one write lock, with ``synchronous=FULL`` so the commit survives power loss), read
-        the reservations committed at that site of that plan, call ``fits(committed)`` and
+        ``booking_ledger`` (PostgreSQL: an ``INSERT ... ON CONFLICT DO UPDATE`` of it, which
+        holds its row lock until commit, https://www.postgresql.org/docs/current/sql-insert.html;
+        SQLite: ``BEGIN IMMEDIATE``, its one write lock, with ``synchronous=FULL`` so the commit
+        survives power loss), read the reservations committed at that site of that plan in
+        ``window``, call ``fits(committed)`` and
         insert ``row`` only if it answers ``True``. Whoever holds the lock sees every
         reservation committed before it, on any replica, so no two can book the same free
         capacity; the reservation exists once this returns ``True`` (committed), never

@@ -75,8 +75,9 @@ class RunRow(Base):
 class BookingLedgerRow(Base):
     """The lock row of one site of one plan: reservations there are checked and written under it.
 
-    :meth:`carbonsched.store.service.ServiceStore.reserve_job` takes this row with ``SELECT ...
-    FOR UPDATE`` (PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` locks the whole database), re-checks
+    :meth:`carbonsched.store.service.ServiceStore.reserve_job` takes this row with an upsert that
+    holds its row lock until commit (PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` locks the whole
+    database), re-checks
     the fit against the reservations committed at the site and only then inserts the job, so
     two replicas can never both book the last free capacity. ``bookings`` counts the
     reservations committed through it.
