@@ -107,13 +107,19 @@ def burst(urls: list[str], ids: list[str], workers: int = 8) -> dict[str, httpx.
         return dict(pool.map(one, zip(itertools.cycle(urls), ids, strict=False)))
 
 
-@pytest.mark.postgres
 @pytest.mark.shared_data
-@pytest.mark.parametrize("replicas", [1, 2], ids=["one-replica-refreshing", "two-replicas"])
-def test_replicas_on_postgres_never_over_book(plan_db, pg_db, start_server, replicas):
+@pytest.mark.parametrize(("database", "replicas"), [
+    pytest.param("postgresql", 1, marks=pytest.mark.postgres,
+                 id="postgres-one-replica-refreshing"),
+    pytest.param("postgresql", 2, marks=pytest.mark.postgres, id="postgres-two-replicas"),
+    pytest.param("sqlite", 2, id="sqlite-two-replicas")])
+def test_replicas_never_over_book(plan_db, start_server, request, tmp_path, database,
+                                  replicas):
     """The issue's burst: one replica whose refresh (every 50 ms) races its reservations,
     then two replicas on one database; a replica is killed and restarted between bursts."""
-    # the session plan, copied into a PostgreSQL database of this test's own
+    # the session plan, copied into a database of this test's own
+    pg_db = (request.getfixturevalue("pg_db") if database == "postgresql" else
+             f"sqlite:///{tmp_path / 'replicas.sqlite'}")
     src = Store(f"sqlite:///{plan_db}")
     pid = src.latest_plan_id()
     Store(pg_db).save_plan(src.get_plan(pid), src.forecasts(pid))
