@@ -22,7 +22,12 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from carbonsched.domain import Backend, GpuPool, PueModel, SignalQuality, Site, SiteRole
 from carbonsched.errors import CatalogError, UnknownSiteError
-from carbonsched.limits import MAX_GPU_TYPE_CHARS, MAX_NAME_CHARS
+from carbonsched.limits import (
+    IDENTIFIER_RULE,
+    MAX_GPU_TYPE_CHARS,
+    MAX_NAME_CHARS,
+    identifier_problem,
+)
 
 SIGNAL_SOURCES = ("electricitymaps", "eia930", "modelled-china")
 """Values of ``signal_source`` (see ``docs/signals.md``)."""
@@ -428,9 +433,10 @@ def _parse_site(ctx: _Ctx, i: int, raw: Any, areas: dict[str, UserArea]) -> Site
     sid = raw.get("id")
     where = f"site {sid!r} (sites[{i}])" if isinstance(sid, str) else f"sites[{i}]"
     _check_fields(ctx, where, raw, _SITE_FIELDS)
-    if len(sid) > MAX_NAME_CHARS:
-        raise ctx.fail(where, f"field 'id' is {len(sid)} characters long",
-                       f"give at most {MAX_NAME_CHARS} (the store's site column)")
+    bad = identifier_problem(sid, "site id")
+    if bad is not None:  # the one identifier grammar (carbonsched.limits), its own message
+        raise ctx.fail(where, f"field 'id': {bad.removesuffix('; ' + IDENTIFIER_RULE)}",
+                       IDENTIFIER_RULE)
     try:
         role = SiteRole(raw["role"])
     except ValueError as exc:

@@ -93,6 +93,12 @@ class Settings(BaseSettings):
     replica takes the lead, and a run record it left ``running`` is taken over. [s]"""
     bootstrap_admin_token: SecretStr | None = None
     """An admin token accepted without the store (for first start-up); never logged."""
+    token_cache_s: float = Field(5.0, ge=0, le=300)
+    """How long a replica reuses a token's verdict from the store: a revoked or expired token
+    is refused on every replica at most this long after. [s]"""
+    token_cache_max_entries: int = Field(10_000, ge=1)
+    """Most valid tokens, and separately most refused tokens, a replica's token cache holds
+    (least recently used dropped first). [-]"""
     max_request_bytes: int = Field(1_000_000, ge=1024)
     """Largest request body the API reads; a larger one is answered 413. [bytes]"""
     max_jobs_per_request: int = Field(1000, ge=1)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from carbonsched.errors import WorkloadError
-from carbonsched.limits import MAX_CHECKPOINT_OVERHEAD_MINUTES, MAX_PIECES
+from carbonsched.limits import MAX_CHECKPOINT_OVERHEAD_MINUTES, MAX_PIECES, identifier_problem
 from carbonsched.timeaxis import require_aware
 
 
@@ -320,6 +320,11 @@ class Job:
         self.__post_init__()
 
     def __post_init__(self) -> None:
+        for what, value in (("job id", self.id), ("tenant", self.tenant),
+                            *(("site id", s) for s in self.allowed_sites)):
+            msg = identifier_problem(value, what)
+            if msg is not None:
+                raise WorkloadError(msg)
         object.__setattr__(self, "earliest_start", require_aware(self.earliest_start,
                                                                  f"job {self.id} earliest_start"))
         object.__setattr__(self, "deadline", require_aware(self.deadline,

@@ -40,3 +40,76 @@ TIME_PATTERN = (r"^(19[7-9][0-9]|2[01][0-9][0-9]|2200)-(0[1-9]|1[0-2])-(0[1-9]|[
                 r"(Z|[+-](0[0-9]|1[0-3]):[0-5][0-9])$")
 """An RFC 3339 date-time with an offset in the years EARLIEST_YEAR..LATEST_YEAR, as the OpenAPI
 document states it (``pattern`` beside ``format: date-time``) for every time the API reads."""
+
+# --- the identifier grammar -------------------------------------------------------------------
+
+MAX_IDENTIFIER_CHARS = 100
+"""Longest job id, tenant or site id: the narrowest store column that holds one (``site`` and
+``area`` are ``String(100)``), so one grammar fits every table. [characters]"""
+PATH_SEPARATORS = ("/", "\\")
+"""Characters an identifier may not hold: it names files (reports, logs), URL path segments
+(``GET /v1/jobs/{job_id}``) and backend objects, where either splits it."""
+IDENTIFIER_RULE = (f"give 1..{MAX_IDENTIFIER_CHARS} printable characters without '/', '\\', "
+                   "control or invisible characters, not '.' or '..'")
+"""How to fix an identifier the grammar refuses (the second half of every such message)."""
+IDENTIFIER_PATTERN = r"^[^\x00-\x1f\x7f/\\]+$"
+"""The grammar as a JSON-schema ``pattern`` for the OpenAPI document (a superset: Unicode's
+non-printable characters beyond these are refused by :func:`identifier_problem`)."""
+
+
+def identifier_problem(value: object, what: str) -> str | None:
+    """Why ``value`` is not an identifier, or ``None`` when it is one.
+
+    The one grammar of job ids, tenants and site ids, checked by every entry point (workload
+    files, the API, the store and the dispatch adapters) with this message: 1 to
+    :data:`MAX_IDENTIFIER_CHARS` characters, each printable (:meth:`str.isprintable`: no
+    control, format or separator character other than the ASCII space), none a path separator
+    (:data:`PATH_SEPARATORS`), not ``.`` or ``..``, no blank at either end.
+
+    Parameters
+    ----------
+    value
+        The value given.
+    what
+        What it is, for the message (``job id``, ``tenant``, ``site id``).
+
+    Returns
+    -------
+    str or None
+        ``"<what> <value> <problem>; <how to fix>"``, the same at every entry point.
+    """
+    if not isinstance(value, str):
+        return f"{what} {value!r} is not a text; {IDENTIFIER_RULE}"
+    shown = repr(value if len(value) <= 60 else value[:60] + "...")
+    if not value:
+        why = "is empty"
+    elif len(value) > MAX_IDENTIFIER_CHARS:
+        why = f"is {len(value)} characters long"
+    elif any(c in value for c in PATH_SEPARATORS):
+        why = "holds a path separator"
+    elif not value.isprintable():
+        bad = next(c for c in value if not c.isprintable())
+        why = f"holds the non-printable character U+{ord(bad):04X}"
+    elif value in (".", ".."):
+        why = "is a path component"
+    elif value != value.strip():
+        why = "starts or ends with a blank"
+    else:
+        return None
+    return f"{what} {shown} {why}; {IDENTIFIER_RULE}"
+
+
+def check_identifier(value: object, what: str) -> str:
+    """``value`` if it is an identifier (:func:`identifier_problem`), else raise.
+
+    Raises
+    ------
+    carbonsched.errors.InputError
+        With the message of :func:`identifier_problem`.
+    """
+    from carbonsched.errors import InputError
+
+    msg = identifier_problem(value, what)
+    if msg is not None:
+        raise InputError(msg)
+    return value  # type: ignore[return-value]

@@ -35,7 +35,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "The service and the cron": (
         "host", "port", "as_of", "cron_enabled", "cron_time", "cron_timezone",
         "cron_plan_offset_days", "cron_check_interval_s", "lease_s",
-        "bootstrap_admin_token", "max_request_bytes", "max_jobs_per_request", "book_refresh_s",
+        "bootstrap_admin_token", "token_cache_s", "token_cache_max_entries",
+        "max_request_bytes", "max_jobs_per_request", "book_refresh_s",
         "sdk_public", "sdk_forecast_hours", "replica_name", "dispatcher", "dispatch_loops",
         "release_interval_s", "status_refresh_s", "reconcile_interval_s"),
     "Dispatch": ("slurm_conf_dir", "slurm_use_clusters", "slurm_accounting", "slurm_timezone",

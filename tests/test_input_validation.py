@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from carbonsched.catalog import load_catalog
 from carbonsched.cli.app import app
 from carbonsched.errors import CatalogError, WorkloadError
-from carbonsched.limits import MAX_ID_CHARS
+from carbonsched.limits import MAX_IDENTIFIER_CHARS
 from carbonsched.pipeline import daily as pipeline
 from carbonsched.workload.files import read_workload
 
@@ -150,14 +150,15 @@ def test_non_utf8_jobs_file_is_exit_2(tmp_path, name):
     assert "save the file as UTF-8" in _one_line(r.output)
 
 
-def test_job_id_longer_than_the_store_column_is_refused_at_input(tmp_path):
-    ok = _write_jobs(tmp_path, json.dumps({"jobs": [_job(id="x" * MAX_ID_CHARS)]}), "ok.json")
-    assert read_workload(ok).jobs[0].id == "x" * 200
-    p = _write_jobs(tmp_path, json.dumps({"jobs": [_job(id="x" * (MAX_ID_CHARS + 1))]}))
+def test_job_id_longer_than_the_identifier_grammar_is_refused_at_input(tmp_path):
+    ok = _write_jobs(tmp_path, json.dumps({"jobs": [_job(id="x" * MAX_IDENTIFIER_CHARS)]}),
+                     "ok.json")
+    assert read_workload(ok).jobs[0].id == "x" * 100
+    p = _write_jobs(tmp_path, json.dumps({"jobs": [_job(id="x" * (MAX_IDENTIFIER_CHARS + 1))]}))
     r = _plan("--jobs", str(p))
     assert r.exit_code == 2, r.output
-    assert ("field 'id': job id is 201 characters long, the store keeps at most 200"
-            in _one_line(r.output))
+    assert "field 'id': job id 'xxxx" in _one_line(r.output)
+    assert "...' is 101 characters long; give 1..100 printable characters" in _one_line(r.output)
 
 
 def test_jobs_path_that_is_a_folder_is_exit_2(tmp_path):
@@ -287,8 +288,8 @@ def test_empty_workload_lists_are_a_valid_empty_day(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(("old", "new", "message"), [
-    ('id = "hub-a"', 'id = "' + "h" * 101 + '"', "field 'id' is 101 characters long; give at "
-     "most 100 (the store's site column)"),
+    ('id = "hub-a"', 'id = "' + "h" * 101 + '"', "...' is 101 characters long; give 1..100 "
+     "printable characters"),
     ("[sites.gpus.A100]\ncount = 8", "[sites.gpus." + "G" * 41 + "]\ncount = 8",
      "the GPU type name is 41 characters long"),
 ])

@@ -40,6 +40,7 @@ from typing import Protocol, runtime_checkable
 
 from carbonsched.domain import JobState, ReasonCode
 from carbonsched.errors import TimeAxisError
+from carbonsched.limits import check_identifier
 
 #: methods every adapter must have (checked by the registry at start-up)
 REQUIRED_METHODS = ("submit", "status", "cancel", "render")
@@ -125,6 +126,9 @@ class DispatchRequest:
     checkpoint_overhead_s: int = 0
 
     def __post_init__(self) -> None:
+        # the one identifier grammar, before any backend sees the id (InputError, its message)
+        check_identifier(self.job_id, "job id")
+        check_identifier(self.site, "site id")
         if self.pieces == 0 and self.piece >= 0:
             object.__setattr__(self, "pieces", self.piece + 1)
         if not 0 <= self.piece < self.pieces:

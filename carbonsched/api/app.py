@@ -4,8 +4,9 @@
 per resource under ``/v1``, the Carbon Aware SDK's WebAPI (``/emissions``, ``/locations``,
 ``/health``; its errors are 400 problem details), ``/healthz``,
 ``/readyz`` and ``/metrics``; error handlers that turn the typed errors of
-:mod:`carbonsched.errors` into 404/409/422 with the error's message; a request-size limit and
-request-latency metrics as pure ASGI middleware.
+:mod:`carbonsched.errors` into 404/409/422 with the error's message, and a store that cannot
+be reached (any SQLAlchemy connection-level error, a backend-unavailable error) into 503 with
+``Retry-After``; a request-size limit and request-latency metrics as pure ASGI middleware.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from carbonsched.api.routes import (
     carbon_aware,
@@ -29,17 +32,30 @@ from carbonsched.api.routes import (
     plans,
     runs,
     sites,
+    tokens,
 )
 from carbonsched.api.state import ServiceState
 from carbonsched.clock import Clock, SystemClock
 from carbonsched.config import Settings
-from carbonsched.errors import InputError, UnknownSiteError
+from carbonsched.errors import (
+    BackendUnavailableError,
+    InputError,
+    StoreUnavailableError,
+    UnknownSiteError,
+)
 from carbonsched.service.carbon_aware import SdkDataError, SdkInputError
 from carbonsched.store.service import DuplicateJobError
 
 log = logging.getLogger("carbonsched.api")
 
 API_VERSION = "1.0.0"
+
+STORE_RETRY_AFTER_S = 5
+"""``Retry-After`` of a 503 while the store is unreachable: a restarting PostgreSQL accepts
+connections again within seconds, and the pool reconnects on the next request. [s]"""
+STORE_DOWN_ERRORS = (OperationalError, InterfaceError, DisconnectionError, PoolTimeoutError)
+"""SQLAlchemy errors that mean "the database cannot be reached now", not "this request is
+wrong" (https://docs.sqlalchemy.org/en/20/core/exceptions.html)."""
 
 
 def _sdk_errors(errors: list[dict[str, Any]]) -> SdkInputError:
@@ -194,8 +210,41 @@ def create_app(settings: Settings, clock: Clock | None = None,
         "metrics. Every `/v1` route needs `Authorization: Bearer <token>` (`carbonsched token "
         "create --role read|submit|admin`), and so do `/emissions` and `/locations` unless "
         "CARBONSCHED_SDK_PUBLIC is on. Times are tz-aware; answers are UTC.")
-    for r in (placements, jobs, plans, sites, forecasts, runs, carbon_aware, health):
+    for r in (placements, jobs, plans, sites, forecasts, runs, tokens, carbon_aware, health):
         app.include_router(r.router)
+
+    def _unavailable(detail: str, retry_after_s: int) -> JSONResponse:
+        return JSONResponse({"detail": detail}, status_code=503,
+                            headers={"Retry-After": str(retry_after_s)})
+
+    @app.exception_handler(BackendUnavailableError)
+    async def _backend_down(_: Request, exc: BackendUnavailableError) -> JSONResponse:
+        retry = int(getattr(exc, "retry_after_s", STORE_RETRY_AFTER_S))
+        return _unavailable(str(exc), retry)
+
+    def _retry_hint() -> str:
+        return (f"retry in {STORE_RETRY_AFTER_S} s (a reservation retried under the same job id "
+                "answers 409 if the first one was stored)")
+
+    @app.exception_handler(StoreUnavailableError)
+    async def _store_unavailable(request: Request, exc: StoreUnavailableError) -> JSONResponse:
+        log.warning("store unreachable on %s %s: %s: %s", request.method, request.url.path,
+                    exc.doing, exc.detail)
+        return _unavailable(f"the store ({exc.url}) is unreachable ({exc.doing}: {exc.detail}); "
+                            f"{_retry_hint()}", STORE_RETRY_AFTER_S)
+
+    async def _store_down(request: Request, exc: Exception) -> JSONResponse:
+        state = holder.get("state")
+        where = state.db.safe_url() if state is not None else "the store"
+        orig = getattr(exc, "orig", None) or exc
+        reason = " ".join(str(orig).split())[:300]
+        log.warning("store unreachable on %s %s: %s", request.method, request.url.path,
+                    reason)
+        return _unavailable(f"the store ({where}) is unreachable: {reason}; {_retry_hint()}",
+                            STORE_RETRY_AFTER_S)
+
+    for exc_type in STORE_DOWN_ERRORS:
+        app.add_exception_handler(exc_type, _store_down)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -11,19 +11,28 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+from fastapi import Path
 from pydantic import (
     AfterValidator,
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
     Tag,
 )
 
-from carbonsched.limits import EARLIEST_YEAR, LATEST_YEAR, MAX_NAME_CHARS, TIME_PATTERN
+from carbonsched.limits import (
+    EARLIEST_YEAR,
+    IDENTIFIER_PATTERN,
+    LATEST_YEAR,
+    MAX_IDENTIFIER_CHARS,
+    MAX_NAME_CHARS,
+    TIME_PATTERN,
+)
 from carbonsched.pipeline.document import PlanDocument
-from carbonsched.workload.schema import JobSpec
+from carbonsched.workload.schema import JobSpec, identifier
 
 
 def _in_range(v: datetime) -> datetime:
@@ -40,6 +49,17 @@ Time = Annotated[AwareDatetime, AfterValidator(_in_range),
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS,
                             pattern=r"^[^\x00-\x1f]+$")]
 """A site, area or GPU type name (the job's ids and names are checked by the job schema)."""
+
+JobIdPath = Annotated[str, Path(min_length=1, max_length=MAX_IDENTIFIER_CHARS,
+                                pattern=IDENTIFIER_PATTERN, description="Job id."),
+                      BeforeValidator(lambda v: identifier(v, "job id"))]
+"""A job id in a URL path, under the one identifier grammar (422 with its message)."""
+SiteIdPath = Annotated[str, Path(min_length=1, max_length=MAX_IDENTIFIER_CHARS,
+                                 pattern=IDENTIFIER_PATTERN, description="Site id."),
+                       BeforeValidator(lambda v: identifier(v, "site id"))]
+"""A site id in a URL path, under the one identifier grammar (422 with its message)."""
+TOKEN_ID_PATTERN = r"^[0-9a-f]{16}$"
+"""A token id as :meth:`carbonsched.store.service.ServiceStore.create_token` makes them."""
 
 _JOB_EXAMPLE = {
     "id": "train-llm-042", "tenant": "research", "gpu_type": "H800", "gpus": 8,
@@ -441,3 +461,48 @@ class ValidationProblemDetails(BaseModel):
     detail: str | None = None
     instance: str | None = None
     errors: dict[str, list[str]] | None = None
+
+
+# --- tokens -------------------------------------------------------------------------------------
+class TokenCreate(BaseModel):
+    """A token to mint: its role, a label and an optional expiry."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "role": "submit", "name": "ci-pipeline", "expires_at": "2026-01-01T00:00:00Z"}]})
+    role: Literal["read", "submit", "admin"]
+    name: str = Field("", max_length=200, pattern=r"^[^\x00-\x1f\x7f]*$")
+    expires_at: Time | None = Field(None, description="Valid strictly before this instant "
+                                    "(tz-aware); absent: no expiry.")
+
+
+class TokenPublic(BaseModel):
+    """A stored token (never the token itself: only its SHA-256 digest is stored)."""
+
+    model_config = _example({"token_id": "3f9c2a7d1e6b8a05", "role": "submit",
+                             "name": "ci-pipeline", "created_at": "2025-06-01T00:00:00Z",
+                             "expires_at": "2026-01-01T00:00:00Z", "revoked_at": None,
+                             "active": True})
+    token_id: str
+    role: str
+    name: str
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    active: bool = Field(description="Not revoked and not expired now.")
+
+
+class TokenCreated(TokenPublic):
+    """A minted token: ``token`` is shown this once and never stored."""
+
+    model_config = _example(TokenPublic.model_config["json_schema_extra"]["examples"][0]
+                            | {"token": "cst_6yQ0x...", "active": True})
+    token: str
+
+
+class TokensPublic(BaseModel):
+    """Stored tokens, oldest first."""
+
+    model_config = _example({"data": [TokenPublic.model_config["json_schema_extra"][
+        "examples"][0]], "count": 1})
+    data: list[TokenPublic]
+    count: int

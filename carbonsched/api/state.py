@@ -7,23 +7,20 @@ import logging
 import os
 import socket
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from carbonsched.catalog import Catalog, load_catalog
-from carbonsched.clock import Clock
+from carbonsched.clock import Clock, SystemClock
 from carbonsched.config import Settings
 from carbonsched.service.carbon_aware import CarbonAwareService
 from carbonsched.service.metrics import ServiceMetrics
 from carbonsched.service.placement import PlacementBook
+from carbonsched.service.tokens import TokenCache
 from carbonsched.store import Store
 from carbonsched.store.service import ServiceStore, hash_token, role_allows
 
 log = logging.getLogger("carbonsched.api")
-
-TOKEN_CACHE_S = 30.0
-"""How long a verified token's role is cached in memory (revocation takes effect after). [s]"""
 
 
 def freeze_heap() -> None:
@@ -68,7 +65,9 @@ class ServiceState:
         self.book: PlacementBook | None = None
         self.book_error: str = ""
         self._book_lock = threading.Lock()
-        self._tokens: dict[str, tuple[str | None, float]] = {}
+        self.tokens = TokenCache(settings.token_cache_s, settings.token_cache_max_entries)
+        self.wall: Clock = SystemClock()
+        """The clock of token expiry: the wall clock, whatever ``--as-of`` pins."""
         self._boot_hash = (hash_token(settings.bootstrap_admin_token.get_secret_value())
                            if settings.bootstrap_admin_token else None)
         self.cron: Any = None
@@ -81,26 +80,36 @@ class ServiceState:
     def cached_role(self, token: str) -> tuple[bool, str | None]:
         """A token's role if it is known without the store.
 
-        ``(True, role)`` from the cache or the bootstrap token, else ``(False, None)``; never
-        blocks, so it is safe on the event loop.
+        ``(True, role)`` from the cache or the bootstrap token, ``(True, None)`` for a token
+        refused within the cache's TTL, else ``(False, None)``; never blocks, so it is safe on
+        the event loop.
         """
         h = hash_token(token)
         if self._boot_hash is not None and h == self._boot_hash:
             return True, "admin"
-        hit = self._tokens.get(h)
-        if hit is not None and time.monotonic() - hit[1] < TOKEN_CACHE_S:
-            return True, hit[0]
-        return False, None
+        return self.tokens.get(h)
 
     def role_of(self, token: str) -> str | None:
-        """The role of a bearer token (cached for :data:`TOKEN_CACHE_S`), or ``None``."""
+        """The role of a bearer token, or ``None`` (the store, then cached: :class:`TokenCache`).
+
+        Raises
+        ------
+        sqlalchemy.exc.OperationalError
+            The store is unreachable (the API answers 503).
+        """
         hit, role = self.cached_role(token)
         if hit:
             return role
-        now = time.monotonic()
-        role = self.db.role_for_token(token)
-        self._tokens[hash_token(token)] = (role, now)
-        return role
+        now = self.wall.now()
+        rec = self.db.token_record(token, now)
+        h = hash_token(token)
+        if rec is None:
+            self.tokens.put_invalid(h)
+            return None
+        left = None if rec["expires_at"] is None else \
+            (rec["expires_at"] - now).total_seconds()
+        self.tokens.put_valid(h, rec["role"], rec["token_id"], left)
+        return rec["role"]
 
     @staticmethod
     def allows(have: str, need: str) -> bool:

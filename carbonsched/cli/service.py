@@ -1,4 +1,4 @@
-"""``carbonsched serve``, ``carbonsched token create`` and ``carbonsched plan --dispatch``.
+"""``carbonsched serve``, ``carbonsched token ...`` and ``carbonsched plan --dispatch``.
 
 ``serve`` runs the REST API on uvicorn with the daily cron (APScheduler) in the same process;
 ``plan --dispatch`` runs the cron's run path (:func:`carbonsched.service.runs.execute_run`) once
@@ -79,23 +79,89 @@ def serve(
     uvicorn.run(app, host=s.host, port=s.port, log_level="info", access_log=False)
 
 
+def _token_store():  # noqa: ANN202
+    from carbonsched.store import Store
+    from carbonsched.store.service import ServiceStore
+
+    return ServiceStore(Store(_settings().resolved_database_url()))
+
+
 @token_app.command("create")
 def token_create(
     role: Annotated[str, typer.Option(help="read, submit or admin.")],
     name: Annotated[str, typer.Option(help="A label for the token.")] = "",
+    expires_in: Annotated[str | None, typer.Option(
+        "--expires-in", help="Lifetime, <number><unit> with unit s, m, h, d or w (e.g. 90d).")]
+    = None,
+    expires_at: Annotated[str | None, typer.Option(
+        "--expires-at", help="Expiry instant, ISO 8601 with zone (e.g. 2026-01-01T00:00:00Z).")]
+    = None,
 ) -> None:
     """Mint a bearer token; only its hash is stored. The token is the last line printed."""
+    from carbonsched.clock import SystemClock, parse_as_of
+    from carbonsched.service.tokens import parse_lifetime
+
+    with errors():
+        if expires_in is not None and expires_at is not None:
+            raise InputError("give --expires-in or --expires-at, not both")
+        now = SystemClock().now()
+        expiry = now + parse_lifetime(expires_in) if expires_in is not None else None
+        if expires_at is not None:
+            try:
+                expiry = parse_as_of(expires_at)
+            except InputError as exc:
+                raise InputError(str(exc).replace("--as-of", "--expires-at")) from None
+        db = _token_store()
+        token_id, token = db.create_token(role, now, name, expiry)
+        until = f"valid until {expiry.isoformat()}" if expiry else "no expiry"
+        err.print(f"token {token_id} with role {role} stored (hashed) in {db.safe_url()} "
+                  f"({until}); it is shown once:", highlight=False)
+        print(token)
+
+
+@token_app.command("list")
+def token_list(
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
+) -> None:
+    """List stored tokens: id, role, label, created, expires, revoked (never the token)."""
+    import json
+
     from carbonsched.clock import SystemClock
-    from carbonsched.store import Store
-    from carbonsched.store.service import ServiceStore
+    from carbonsched.service.tokens import token_public
+
+    with errors():
+        now = SystemClock().now()
+        rows = [token_public(r, now) for r in _token_store().tokens()]
+        if as_json:
+            print(json.dumps({"data": rows, "count": len(rows)}, default=str))
+            return
+        print("token_id          role    active  created                    expires"
+              "                    revoked                    name")
+        for r in rows:
+            def ts(v: Any) -> str:
+                return v.isoformat() if v is not None else "-"
+            print(f"{r['token_id']:<17} {r['role']:<7} {'yes' if r['active'] else 'no':<7} "
+                  f"{ts(r['created_at']):<26} {ts(r['expires_at']):<26} "
+                  f"{ts(r['revoked_at']):<26} {r['name']}")
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token_id: Annotated[str, typer.Argument(help="The token's id (`carbonsched token list`).")],
+) -> None:
+    """Revoke a token: refused on every replica within CARBONSCHED_TOKEN_CACHE_S seconds."""
+    from carbonsched.clock import SystemClock
 
     with errors():
         s = _settings()
-        db = ServiceStore(Store(s.resolved_database_url()))
-        token_id, token = db.create_token(role, SystemClock().now(), name)
-        err.print(f"token {token_id} with role {role} stored (hashed) in {db.safe_url()}; "
-                      "it is shown once:", highlight=False)
-        print(token)
+        try:
+            row = _token_store().revoke_token(token_id, SystemClock().now())
+        except KeyError:
+            raise InputError(f"no token {token_id!r}; list them with `carbonsched token "
+                             "list`") from None
+        err.print(f"token {token_id} ({row['role']}) revoked at "
+                  f"{row['revoked_at'].isoformat()}; every replica refuses it within "
+                  f"{s.token_cache_s:g} s (CARBONSCHED_TOKEN_CACHE_S)", highlight=False)
 
 
 def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path | None,

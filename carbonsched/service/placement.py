@@ -12,6 +12,11 @@ request.
 
 The carbon-agnostic alternative is the planner's baseline rule (:func:`carbonsched.plan.
 agnostic_plan`): the earliest start with room, at the first allowed site in the job's order.
+
+The book is one replica's view, refreshed from the store; it never books by itself. A
+reservation is checked again and written by the store under the site's lock
+(:func:`carbonsched.service.booking.reserve_job`), then applied here
+(:meth:`PlacementBook.add_reservation`).
 """
 
 from __future__ import annotations
@@ -131,6 +136,8 @@ class PlacementBook:
                 self.count[i, self.gpos[g]] = pool.count
         self.cap_kw = np.array([s.it_power_cap_kw for s in self.sites], dtype=float)
         self._lock = threading.Lock()
+        self.booking_lock = threading.Lock()
+        """Held by :func:`carbonsched.service.booking.reserve_job` from placing to commit."""
         # the plan's own load, computed once; reservations are applied on top
         self._base_gpus = np.repeat(self.count[:, None, :], n_t, axis=1)
         self._base_it_kw = np.zeros((n_s, n_t))
@@ -193,20 +200,90 @@ class PlacementBook:
         facility = it_kw * self.pue
         self.free_surplus_kw = np.maximum(self.surplus_kw - facility, 0.0)
 
+    def booking_of_row(self, row: dict[str, Any]) -> Booking | None:
+        """The capacity a stored reserved job takes (``site``, ``start``, ``end``, ``spec``).
+
+        ``None`` for a row without a site and start (not booked), at a site or GPU type the
+        plan does not have, or entirely outside the horizon.
+        """
+        if row.get("site") is None or row.get("start") is None:
+            return None
+        spec = row["spec"]
+        return self._booking_of(row["site"], pd.Timestamp(row["start"]),
+                                pd.Timestamp(row["end"]), spec["gpu_type"], int(spec["gpus"]),
+                                float(spec["gpus"]) * float(spec["power_per_gpu_kw"]), None)
+
+    def booking_of_answer(self, job: Job, ans: dict[str, Any]) -> Booking:
+        """The capacity ``job`` takes at its recommended option (:meth:`place_job`'s answer)."""
+        rec = ans["recommended"]
+        s = self.spos[rec["site"]]
+        t = self.tpos[pd.Timestamp(rec["start"])]
+        dur = -(-job.duration_minutes // 60)
+        return Booking(s, t, t + dur, self.gpos[job.gpu_type], job.gpus, job.it_power_kw)
+
+    def booking_window(self, booking: Booking) -> tuple[datetime, datetime]:
+        """The hours a booking takes, ``[start, end)`` (tz-aware UTC)."""
+        return ((self.slots[0] + booking.t0 * HOUR).to_pydatetime(),
+                (self.slots[0] + booking.t1 * HOUR).to_pydatetime())
+
+    def fits_with(self, booking: Booking, rows: list[dict[str, Any]]) -> bool:
+        """Whether ``booking`` fits beside the plan's own load and the reservations ``rows``.
+
+        The arbiter's check (:func:`carbonsched.service.booking.reserve_job`), run inside the
+        database transaction that holds the site's booking lock, against the reservations
+        committed at that site (``rows``, as :meth:`booking_of_row` reads them): GPUs of the
+        booking's type and IT power under the site's cap, in every hour it takes.
+        """
+        s, t0, t1 = booking.s, booking.t0, booking.t1
+        gpus = self._base_gpus[s, t0:t1, booking.gtype].astype(np.int64)
+        kw = self._base_it_kw[s, t0:t1].copy()
+        for r in rows:
+            b = self.booking_of_row(r)
+            if b is None or b.s != s or b.t1 <= t0 or b.t0 >= t1:
+                continue
+            a, z = max(b.t0, t0) - t0, min(b.t1, t1) - t0
+            if b.gtype == booking.gtype:
+                gpus[a:z] -= b.gpus
+            kw[a:z] += b.kw
+        return bool((gpus >= booking.gpus).all()
+                    and (kw + booking.kw <= self.cap_kw[s] + 1e-9).all())
+
     def set_reservations(self, rows: list[dict[str, Any]]) -> None:
         """Replace the reservations applied on top of the plan (rows of submitted jobs)."""
         res = {}
         for r in rows:
-            if r.get("site") is None or r.get("start") is None:
-                continue
-            spec = r["spec"]
-            b = self._booking_of(r["site"], pd.Timestamp(r["start"]), pd.Timestamp(r["end"]),
-                                 spec["gpu_type"], int(spec["gpus"]),
-                                 float(spec["gpus"]) * float(spec["power_per_gpu_kw"]), None)
+            b = self.booking_of_row(r)
             if b is not None:
                 res[r["job_id"]] = b
         with self._lock:
             self.reservations = res
+            self._recompute()
+
+    def set_site_reservations(self, site: str, rows: list[dict[str, Any]]) -> None:
+        """Replace the reservations of one site by ``rows`` (those committed there)."""
+        s = self.spos[site]
+        res = {}
+        for r in rows:
+            b = self.booking_of_row(r)
+            if b is not None and b.s == s:
+                res[r["job_id"]] = b
+        with self._lock:
+            self.reservations = {k: b for k, b in self.reservations.items() if b.s != s} | res
+            self._recompute()
+
+    def add_reservations(self, rows: list[dict[str, Any]]) -> None:
+        """Apply committed reservations (rows as :meth:`booking_of_row` reads them)."""
+        new = {r["job_id"]: b for r in rows if r["job_id"] not in self.reservations
+               and (b := self.booking_of_row(r)) is not None}
+        if new:
+            with self._lock:
+                self.reservations.update(new)
+                self._recompute()
+
+    def add_reservation(self, job_id: str, booking: Booking) -> None:
+        """Apply a reservation the database has committed to this replica's view."""
+        with self._lock:
+            self.reservations[job_id] = booking
             self._recompute()
 
     # --- queries ------------------------------------------------------------------------------
@@ -360,8 +437,7 @@ class PlacementBook:
         tt = np.tile(np.arange(first, last + 1, dtype=np.int64), len(sites))
         return None, np.stack([np.zeros(ss.size, dtype=np.int64), ss, tt], axis=1)
 
-    def place_job(self, job: Job, now: datetime, alternatives: int = 3,
-                  reserve: bool = False) -> dict[str, Any]:
+    def place_job(self, job: Job, now: datetime, alternatives: int = 3) -> dict[str, Any]:
         """Recommend a site and start for ``job`` in the plan's free capacity.
 
         Parameters
@@ -372,8 +448,6 @@ class PlacementBook:
             The service clock's time.
         alternatives
             Number of next-best options (best start at each other site).
-        reserve
-            Book the recommended option into the plan (checked and booked atomically).
 
         Returns
         -------
@@ -434,10 +508,6 @@ class PlacementBook:
             alts = [self._option(int(sites[k]), int(best_t[k]) + first_t, dur, kw, rate,
                                  frac=frac)
                     for k in per_site[1:1 + alternatives]]
-            if reserve:
-                b = Booking(bs, bt, bt + dur, g, job.gpus, kw)
-                self.reservations[job.id] = b
-                self._recompute()
         saving = agn["emissions_kg"] - best["emissions_kg"]
         return {"plan_id": self.plan_id, "placed": True, "reason": str(ReasonCode.PLACED),
                 "detail": "", "recommended": best, "carbon_agnostic": agn,
@@ -447,7 +517,7 @@ class PlacementBook:
                 "alternatives": alts, "signal_quality": self.plan.get("signal_quality")}
 
     def release(self, job_id: str) -> None:
-        """Drop a reservation (e.g. when persisting it failed)."""
+        """Drop a reservation from this replica's view."""
         with self._lock:
             if self.reservations.pop(job_id, None) is not None:
                 self._recompute()

@@ -1,6 +1,10 @@
 """The service's use of the store: hashed tokens, submitted jobs, run records, the cron leader.
 
 :class:`ServiceStore` wraps a :class:`~carbonsched.store.Store` (same engine, same migrations).
+Reservations are written by :meth:`ServiceStore.reserve_job` only: under the lock row of the
+plan's site (``booking_ledger``), after the caller's fit check against the reservations
+committed there, so the database is the one arbiter of capacity across threads, processes and
+replicas.
 Run records are keyed by planning date: claiming a date is an ``INSERT`` that the primary key
 lets succeed once, whichever replica or process tries, so the pipeline is idempotent by
 planning date on SQLite and PostgreSQL alike. A claimed record carries a lease (``owner``,
@@ -31,15 +35,24 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import delete, select, text, update
+from sqlalchemy import delete, insert, select, text, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
 from carbonsched.errors import InputError, StoreUnavailableError
+from carbonsched.limits import identifier_problem
 from carbonsched.store import Store
+from carbonsched.store.base import check_identifiers
 from carbonsched.store.models import PlacementRow, PlanRow
-from carbonsched.store.service_models import LeaseRow, RunRow, ServiceJobRow, TokenRow
+from carbonsched.store.service_models import (
+    BookingLedgerRow,
+    LeaseRow,
+    RunRow,
+    ServiceJobRow,
+    TokenRow,
+)
 
 log = logging.getLogger("carbonsched.store.service")
 
@@ -180,8 +193,20 @@ class ServiceStore:
 
     # --- tokens ---------------------------------------------------------------------------
     @store_call("storing a token")
-    def create_token(self, role: str, now: datetime, name: str = "") -> tuple[str, str]:
+    def create_token(self, role: str, now: datetime, name: str = "",
+                     expires_at: datetime | None = None) -> tuple[str, str]:
         """Mint a token; only its hash is stored.
+
+        Parameters
+        ----------
+        role
+            ``read``, ``submit`` or ``admin``.
+        now
+            Creation time (tz-aware).
+        name
+            A label, shown by :meth:`tokens`.
+        expires_at
+            The token is valid strictly before this instant (tz-aware); ``None``: no expiry.
 
         Returns
         -------
@@ -191,26 +216,80 @@ class ServiceStore:
         Raises
         ------
         InputError
-            Unknown role.
+            Unknown role, or an expiry that is naive or not after ``now``.
         """
         if role not in ROLES:
             raise InputError(f"unknown role {role!r}; use one of {', '.join(ROLES)}")
+        if expires_at is not None:
+            if expires_at.tzinfo is None:
+                raise InputError(f"token expiry {expires_at.isoformat()} has no time zone; "
+                                 "give it with an offset, e.g. 2026-01-01T00:00:00Z")
+            if expires_at <= now:
+                raise InputError(f"token expiry {expires_at.isoformat()} is not after now "
+                                 f"({now.isoformat()}); give a later time")
         token_id = secrets.token_hex(8)
         token = f"{TOKEN_PREFIX}{secrets.token_urlsafe(32)}"
         with Session(self.engine) as s, s.begin():
             s.add(TokenRow(token_id=token_id, token_sha256=hash_token(token), role=role,
-                           name=name, created_at=now))
+                           name=name, created_at=now, expires_at=expires_at))
         return token_id, token
 
     @store_call("looking up a token")
-    def role_for_token(self, token: str) -> str | None:
-        """The role of an unrevoked token, or ``None``."""
+    def token_record(self, token: str, now: datetime) -> dict[str, Any] | None:
+        """A token's ``token_id``, ``role`` and ``expires_at`` if it is valid at ``now``.
+
+        Valid: stored, not revoked, and ``now`` strictly before its expiry (a token expiring
+        exactly now is refused). ``None`` otherwise.
+        """
         with Session(self.engine) as s:
             row = s.scalars(select(TokenRow).where(
                 TokenRow.token_sha256 == hash_token(token))).first()
             if row is None or row.revoked_at is not None:
                 return None
-            return row.role
+            if row.expires_at is not None and now >= row.expires_at:
+                return None
+            return {"token_id": row.token_id, "role": row.role, "expires_at": row.expires_at}
+
+    def role_for_token(self, token: str, now: datetime | None = None) -> str | None:
+        """The role of a valid token (:meth:`token_record`; ``now`` default the wall clock)."""
+        rec = self.token_record(token, now or datetime.now(UTC))
+        return None if rec is None else rec["role"]
+
+    @store_call("listing the tokens")
+    def tokens(self) -> list[dict[str, Any]]:
+        """Every stored token (never the token itself), oldest first.
+
+        Each dict has ``token_id``, ``role``, ``name``, ``created_at``, ``expires_at`` and
+        ``revoked_at``.
+        """
+        with Session(self.engine) as s:
+            return [{c: getattr(r, c) for c in ("token_id", "role", "name", "created_at",
+                                                 "expires_at", "revoked_at")}
+                    for r in s.scalars(select(TokenRow).order_by(TokenRow.created_at,
+                                                                 TokenRow.token_id))]
+
+    @store_call("revoking token {token_id}")
+    def revoke_token(self, token_id: str, now: datetime) -> dict[str, Any]:
+        """Revoke a token by its id (idempotent: a revoked token keeps its first revocation).
+
+        Returns
+        -------
+        dict
+            The token's row as :meth:`tokens` gives it.
+
+        Raises
+        ------
+        KeyError
+            No token has this id.
+        """
+        with Session(self.engine) as s, s.begin():
+            s.execute(update(TokenRow).where(TokenRow.token_id == token_id,
+                                             TokenRow.revoked_at.is_(None))
+                      .values(revoked_at=now))
+        row = next((t for t in self.tokens() if t["token_id"] == token_id), None)
+        if row is None:
+            raise KeyError(token_id)
+        return row
 
     # --- plans ----------------------------------------------------------------------------
     @store_call("looking up the newest plan of {catalog}")
@@ -251,6 +330,8 @@ class ServiceStore:
         DuplicateJobError
             A job id exists already.
         """
+        for r in rows:  # before any query: PostgreSQL cannot even compare a NUL
+            check_identifiers(r)
         ids = [r["job_id"] for r in rows]
         with Session(self.engine) as s, s.begin():
             known = s.scalars(select(ServiceJobRow.job_id).where(
@@ -263,22 +344,110 @@ class ServiceStore:
             except IntegrityError as exc:
                 raise DuplicateJobError(ids[0]) from exc
 
+    @store_call("booking a reservation")
+    def reserve_job(self, row: dict[str, Any], now: datetime,
+                    fits: Callable[[list[dict[str, Any]]], bool],
+                    window: tuple[datetime, datetime] | None = None
+                    ) -> tuple[bool, list[dict[str, Any]]]:
+        """Insert a reserved job if it still fits: the database is the arbiter of capacity.
+
+        One transaction: take the lock row of ``(row["plan_id"], row["site"])`` in
+        ``booking_ledger`` (PostgreSQL: an ``INSERT ... ON CONFLICT DO UPDATE`` of it, which
+        holds its row lock until commit, https://www.postgresql.org/docs/current/sql-insert.html;
+        SQLite: ``BEGIN IMMEDIATE``, its one write lock, with ``synchronous=FULL`` so the commit
+        survives power loss), read the reservations committed at that site of that plan in
+        ``window``, call ``fits(committed)`` and
+        insert ``row`` only if it answers ``True``. Whoever holds the lock sees every
+        reservation committed before it, on any replica, so no two can book the same free
+        capacity; the reservation exists once this returns ``True`` (committed), never
+        before.
+
+        Parameters
+        ----------
+        row
+            The job's ``service_jobs`` columns (``plan_id``, ``site``, ``start``, ``end``,
+            ``reserved=True``, ...).
+        now
+            The ledger's update time.
+        fits
+            The capacity check, given the committed reservations (``job_id``, ``site``,
+            ``start``, ``end``, ``spec``).
+        window
+            ``(start, end)`` of the hours the new booking takes: only reservations overlapping
+            it are read (``None``: every reservation at the site).
+
+        Returns
+        -------
+        (booked, committed)
+            Whether ``row`` was inserted, and the reservations committed at the site (in the
+            window) before it.
+
+        Raises
+        ------
+        DuplicateJobError
+            The job id exists already (nothing is written).
+        """
+        check_identifiers(row)  # the ORM's check (store.base), for this Core insert
+        plan_id, site = row["plan_id"], row["site"]
+        key = {"plan_id": plan_id, "site": site}
+        is_sqlite = self.dialect == "sqlite"
+        with self.engine.connect() as conn:
+            if is_sqlite:
+                conn.exec_driver_sql("PRAGMA synchronous=FULL")
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            try:
+                # one round trip: create the site's lock row or take it (an upsert locks the
+                # row on PostgreSQL until commit), counting this booking (undone on rollback)
+                upsert = (sqlite.insert if is_sqlite else postgresql.insert)(
+                    BookingLedgerRow).values(**key, bookings=1, updated_at=now)
+                conn.execute(upsert.on_conflict_do_update(
+                    index_elements=["plan_id", "site"],
+                    set_={"bookings": BookingLedgerRow.bookings + 1, "updated_at": now}))
+                q = select(*(getattr(ServiceJobRow, c) for c in _BOOKED_COLUMNS)).where(
+                    ServiceJobRow.plan_id == plan_id, ServiceJobRow.site == site,
+                    ServiceJobRow.reserved.is_(True))
+                if window is not None:   # only what shares an hour with the new booking
+                    q = q.where(ServiceJobRow.start < window[1], ServiceJobRow.end > window[0])
+                committed = [_booked_dict(r) for r in conn.execute(q)]
+                if not fits(committed):
+                    conn.rollback()
+                    return False, committed
+                conn.execute(insert(ServiceJobRow).values(**row))  # a duplicate id: 409
+                conn.commit()
+            except IntegrityError as exc:
+                conn.rollback()
+                raise DuplicateJobError(row["job_id"]) from exc
+            except BaseException:
+                conn.rollback()
+                raise
+            finally:
+                if is_sqlite:
+                    conn.exec_driver_sql("PRAGMA synchronous=NORMAL")
+        return True, committed
+
     @store_call("reading job {job_id}")
     def get_job(self, job_id: str) -> dict[str, Any] | None:
-        """A submitted job as a dict, or ``None``."""
+        """A submitted job as a dict, or ``None`` (also for an id the grammar refuses)."""
+        if identifier_problem(job_id, "job id") is not None:
+            return None  # no such job can exist; PostgreSQL refuses to compare a NUL
         with Session(self.engine) as s:
             r = s.get(ServiceJobRow, job_id)
             return None if r is None else _job_dict(r)
 
     @store_call("reading the submitted jobs")
     def jobs(self, states: tuple[str, ...] | None = None,
-             plan_id: str | None = None) -> list[dict[str, Any]]:
-        """Submitted jobs, optionally in ``states`` or booked into ``plan_id``."""
+             plan_id: str | None = None, site: str | None = None,
+             reserved: bool | None = None) -> list[dict[str, Any]]:
+        """Submitted jobs, filtered by ``states``, ``plan_id``, ``site`` and ``reserved``."""
         q = select(ServiceJobRow)
         if states:
             q = q.where(ServiceJobRow.state.in_(states))
         if plan_id:
             q = q.where(ServiceJobRow.plan_id == plan_id)
+        if site:
+            q = q.where(ServiceJobRow.site == site)
+        if reserved is not None:
+            q = q.where(ServiceJobRow.reserved.is_(reserved))
         with Session(self.engine) as s:
             return [_job_dict(r) for r in s.scalars(q.order_by(ServiceJobRow.submitted_at))]
 
@@ -434,7 +603,16 @@ class ServiceStore:
                 select(RunRow).order_by(RunRow.planning_date.desc()).limit(limit))]
 
 
-def _job_dict(r: ServiceJobRow) -> dict[str, Any]:
+_BOOKED_COLUMNS = ("job_id", "site", "start", "end", "spec_json")
+"""What the booking check reads of each committed reservation."""
+
+
+def _booked_dict(r: Any) -> dict[str, Any]:
+    return {"job_id": r.job_id, "site": r.site, "start": r.start, "end": r.end,
+            "spec": json.loads(r.spec_json)}
+
+
+def _job_dict(r: Any) -> dict[str, Any]:
     return {c: getattr(r, c) for c in (
         "job_id", "tenant", "state", "reason", "detail", "plan_id", "site", "start", "end",
         "energy_kwh", "emissions_kg", "reserved", "submitted_at", "updated_at")} | {

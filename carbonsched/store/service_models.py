@@ -1,15 +1,16 @@
-"""Tables the service adds to the store: API tokens, submitted jobs, run records, leases.
+"""Tables the service adds to the store: API tokens, submitted jobs, run records, leases, bookings.
 
 Imported at the end of :mod:`carbonsched.store.models` so that one ``Base.metadata`` knows every
-table; created by migration ``0003_service`` (the run records' lease columns and the
-``service_leases`` table by ``0009_run_heartbeat``).
+table; created by migration ``0003_service`` (the booking ledger and token expiry by
+``0006_bookings_tokens``; the run records' lease columns and the ``service_leases`` table by
+``0009_run_heartbeat``).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Boolean, Float, Integer, String, Text
+from sqlalchemy import Boolean, Float, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from carbonsched.store.base import Base, UTCDateTime
@@ -26,12 +27,15 @@ class TokenRow(Base):
     name: Mapped[str] = mapped_column(String(200), default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    """Valid strictly before this instant; ``None``: no expiry."""
 
 
 class ServiceJobRow(Base):
     """A job submitted through the API (``POST /v1/jobs`` or a reserved placement)."""
 
     __tablename__ = "service_jobs"
+    __table_args__ = (Index("ix_service_jobs_plan_site", "plan_id", "site"),)
 
     job_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     tenant: Mapped[str] = mapped_column(String(200))
@@ -86,3 +90,22 @@ class LeaseRow(Base):
     acquired_at: Mapped[datetime] = mapped_column(UTCDateTime())
     renewed_at: Mapped[datetime] = mapped_column(UTCDateTime())
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class BookingLedgerRow(Base):
+    """The lock row of one site of one plan: reservations there are checked and written under it.
+
+    :meth:`carbonsched.store.service.ServiceStore.reserve_job` takes this row with an upsert that
+    holds its row lock until commit (PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` locks the whole
+    database), re-checks
+    the fit against the reservations committed at the site and only then inserts the job, so
+    two replicas can never both book the last free capacity. ``bookings`` counts the
+    reservations committed through it.
+    """
+
+    __tablename__ = "booking_ledger"
+
+    plan_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    site: Mapped[str] = mapped_column(String(100), primary_key=True)
+    bookings: Mapped[int] = mapped_column(Integer, default=0)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -43,18 +43,19 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from carbonsched.domain import Job, WorkKind
 from carbonsched.limits import (
     EARLIEST_YEAR,
+    IDENTIFIER_PATTERN,
     LATEST_YEAR,
     MAX_ALLOWED_SITES,
     MAX_CHECKPOINT_OVERHEAD_MINUTES,
     MAX_DURATION_HOURS,
     MAX_DURATION_MINUTES,
     MAX_GPU_TYPE_CHARS,
-    MAX_ID_CHARS,
+    MAX_IDENTIFIER_CHARS,
     MAX_JOB_GPUS,
-    MAX_NAME_CHARS,
     MAX_PIECES,
     MAX_POWER_PER_GPU_KW,
     TIME_PATTERN,
+    identifier_problem,
 )
 
 SITE_SEPARATOR = ";"
@@ -257,20 +258,33 @@ def _optional(check: Callable[[Any, str], Any], default: Any) -> BeforeValidator
     return BeforeValidator(run)
 
 
+def identifier(value: Any, what: str) -> str:
+    """An identifier (job id, tenant, site id) under the one grammar, for a pydantic validator.
+
+    A whole number is taken as its text (a CSV cell ``42``) and surrounding blanks are removed
+    (as for every text cell); the rest is :func:`carbonsched.limits.identifier_problem`.
+
+    Raises
+    ------
+    PydanticCustomError
+        With the grammar's message, the same as every other entry point's.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if isinstance(value, str):
+        value = value.strip()
+    msg = identifier_problem(value, what)
+    if msg is not None:
+        raise PydanticCustomError("value_error", msg)
+    return value
+
+
 def _job_id(value: Any, field: str) -> str:
-    text = _text(value, numbers=True)
-    if len(text) > MAX_ID_CHARS:
-        raise problem(f"job id is {len(text)} characters long, the store keeps at most "
-                      f"{MAX_ID_CHARS}", f"shorten it to {MAX_ID_CHARS} characters or fewer")
-    return text
+    return identifier(value, "job id")
 
 
 def _tenant(value: Any, field: str) -> str:
-    text = _text(value, numbers=True)
-    if len(text) > MAX_NAME_CHARS:
-        raise problem(f"tenant is {len(text)} characters long, at most {MAX_NAME_CHARS} are "
-                      "kept", f"shorten it to {MAX_NAME_CHARS} characters or fewer")
-    return text
+    return identifier(value, "tenant")
 
 
 def _gpu_type(value: Any, field: str) -> str:
@@ -296,12 +310,7 @@ def _sites(value: Any, field: str) -> list[str]:
     if len(value) > MAX_ALLOWED_SITES:
         raise problem(f"{len(value)} sites listed, at most {MAX_ALLOWED_SITES} are accepted",
                       "list fewer sites (an empty list allows any site)")
-    for s in value:
-        if not s.strip() or _has_control(s) or len(s) > MAX_NAME_CHARS:
-            raise problem(f"site id {s[:MAX_NAME_CHARS + 1]!r} is empty, too long (at most "
-                          f"{MAX_NAME_CHARS} characters) or holds a control character",
-                          "use the catalog's site ids")
-    return list(value)
+    return [identifier(s, "site id") for s in value]
 
 
 def _flag(value: Any, field: str) -> bool:
@@ -331,6 +340,10 @@ def _time(value: Any, field: str) -> datetime:
 
 
 Text = Annotated[str, Field(min_length=1, pattern=r"^[^\x00-\x1f]+$")]
+Identifier = Annotated[str, Field(min_length=1, max_length=MAX_IDENTIFIER_CHARS,
+                                  pattern=IDENTIFIER_PATTERN)]
+"""A job id, tenant or site id (:func:`carbonsched.limits.identifier_problem`), as the OpenAPI
+document shows it."""
 
 
 # --- the schema -------------------------------------------------------------------------------
@@ -356,9 +369,9 @@ class JobSpec(BaseModel):
         # the run time is required, in one of its two spellings
         "anyOf": [{"required": ["duration_minutes"]}, {"required": ["duration_hours"]}]})
 
-    id: Annotated[Text, Field(max_length=MAX_ID_CHARS, description="Job id, unique."),
+    id: Annotated[Identifier, Field(description="Job id, unique."),
                   _required(_job_id)]
-    tenant: Annotated[Text, Field(max_length=MAX_NAME_CHARS, description="Who submits it."),
+    tenant: Annotated[Identifier, Field(description="Who submits it."),
                       _optional(_tenant, "default")] = "default"
     kind: Annotated[Literal["training", "batch"], _optional(_kind, "batch")] = "batch"
     gpu_type: Annotated[Text, Field(max_length=MAX_GPU_TYPE_CHARS,
@@ -382,7 +395,7 @@ class JobSpec(BaseModel):
     deadline: Annotated[AwareDatetime, Field(json_schema_extra={"pattern": TIME_PATTERN},
                                              description="End by (ISO 8601 with an offset)."),
                         _required(_time)]
-    allowed_sites: Annotated[list[Annotated[Text, Field(max_length=MAX_NAME_CHARS)]], Field(
+    allowed_sites: Annotated[list[Identifier], Field(
         max_length=MAX_ALLOWED_SITES, description="Sites the job may run at (data "
         "residency); empty: any."), _optional(_sites, [])] = Field(default_factory=list)
     preemptible: Annotated[bool, Field(description="Can checkpoint, be suspended and "

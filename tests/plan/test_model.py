@@ -235,19 +235,20 @@ def test_placing_beats_saving():
 
 
 def test_hostile_ids_never_collide():
-    # PuLP maps "-+[] ->/" to "_": these ids would collide if used in names
-    ids = ["a b-c[1]/x", "a_b_c_1__x", "a b-c[1]/x ", "a+b>c", "a_b_c"]
-    sites = [SiteWrapper("s-1 [eu]/x").gpus("H100", 8).obj(),
+    # PuLP maps "-+[] ->/" to "_": these ids would collide if used in names (ids follow the
+    # identifier grammar: no '/', no blank at either end)
+    ids = ["a b-c[1]>x", "a_b_c_1__x", "a b-c[1] x", "a+b>c", "a_b_c"]
+    sites = [SiteWrapper("s-1 [eu]>x").gpus("H100", 8).obj(),
              SiteWrapper("s_1__eu__x").gpus("H100", 8).obj()]
     jobs = [JobWrapper(i).gpus(k + 1).window(k % 3, 4).obj() for k, i in enumerate(ids)]
-    prob = problem(sites, jobs, 4, ci={"s-1 [eu]/x": [5, 6, 7, 8],
+    prob = problem(sites, jobs, 4, ci={"s-1 [eu]>x": [5, 6, 7, 8],
                                        "s_1__eu__x": [50, 60, 70, 80]})
     res = solve_plan(prob)
     placed = {p.job_id: p for p in res.placements}
     assert set(placed) == set(ids)
     for k, i in enumerate(ids):
         assert placed[i].gpus == k + 1
-        assert placed[i].site == "s-1 [eu]/x"
+        assert placed[i].site == "s-1 [eu]>x"
     assert_clean(prob, res)
 
 

@@ -325,7 +325,7 @@ OPERATION_IDS = {
     "GetBestEmissionsDataForLocationsByTime", "GetEmissionsDataForLocationsByTime",
     "GetEmissionsDataForLocationByTime", "GetCurrentForecastData", "BatchForecastDataAsync",
     "GetAverageCarbonIntensity", "GetAverageCarbonIntensityBatch", "GetAllLocations",
-    "CarbonAwareHealth"}
+    "CarbonAwareHealth", "listTokens", "createToken", "revokeToken"}
 
 
 def test_openapi_operation_ids_and_examples(api):

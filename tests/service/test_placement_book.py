@@ -80,8 +80,9 @@ def test_plan_placements_and_reservations_take_capacity():
     j = Job(id="r", tenant="t", gpu_type="A100", gpus=2, duration_hours=2,
             power_per_gpu_kw=0.01, earliest_start=T0 + pd.Timedelta(hours=10),
             deadline=T0 + pd.Timedelta(hours=12), allowed_sites=(site.id,))
-    a = book.place_job(j, T0.to_pydatetime(), reserve=True)
+    a = book.place_job(j, T0.to_pydatetime())
     assert a["placed"] and a["recommended"]["start"] == "2023-07-15T10:00:00Z"
+    book.add_reservation("r", book.booking_of_answer(j, a))
     assert book.free_gpus[s, 10, g] == 0
     again = book.place_job(Job(**{**j.__dict__, "id": "r2", "gpus": 1}), T0.to_pydatetime())
     assert again["reason"] == "InsufficientCapacity"

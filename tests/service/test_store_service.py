@@ -33,7 +33,7 @@ def db(request, tmp_path) -> ServiceStore:
 def test_migration_creates_the_service_tables(db):
     names = set(inspect(db.engine).get_table_names())
     assert {"api_tokens", "service_jobs", "pipeline_runs", "plans", "rolling_jobs",
-            "service_leases"} <= names
+            "service_leases", "booking_ledger"} <= names
     assert {"owner", "heartbeat_at", "lease_expires_at"} <= {
         c["name"] for c in inspect(db.engine).get_columns("pipeline_runs")}
     from alembic.script import ScriptDirectory

@@ -13,7 +13,7 @@ def _plan(pid="p1"):
     return {
         "plan_id": pid, "date": "2023-07-15", "catalog": "global", "signal_quality": "measured",
         "solver": {"name": "highs", "status": "optimal", "mip_gap": 0.0, "seconds": 1.5},
-        "placements": [{"job_id": "a b/c[1]", "site": "ca-on", "start": "2023-07-15T02:00:00Z",
+        "placements": [{"job_id": "a b:c[1]", "site": "ca-on", "start": "2023-07-15T02:00:00Z",
                         "end": "2023-07-15T05:00:00Z", "gpu_type": "A100", "gpus": 8,
                         "energy_kwh": 14.4, "emissions_kg": 0.43}],
         "inference": [{"area": "tokyo", "hour": "2023-07-15T00:00:00Z", "site": "jp-tk",
@@ -33,10 +33,10 @@ def _forecasts():
 
 def _roundtrip(store: Store):
     store.save_plan(_plan(), _forecasts())
-    assert store.get_plan("p1")["placements"][0]["job_id"] == "a b/c[1]"
+    assert store.get_plan("p1")["placements"][0]["job_id"] == "a b:c[1]"
     rows = store.placements("p1").set_index("job_id")
-    assert rows.loc["a b/c[1]", "state"] == "Planned"
-    assert rows.loc["a b/c[1]", "start"] == pd.Timestamp("2023-07-15T02:00:00Z")
+    assert rows.loc["a b:c[1]", "state"] == "Planned"
+    assert rows.loc["a b:c[1]", "start"] == pd.Timestamp("2023-07-15T02:00:00Z")
     assert rows.loc["j9", "state"] == "Pending" and rows.loc["j9", "reason"] == "GangTooLarge"
     fc = store.forecasts("p1")
     assert fc["mean"].tolist() == [30.0, 31.0]

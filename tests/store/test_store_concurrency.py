@@ -190,7 +190,7 @@ def test_store_folder_that_cannot_be_created_is_exit_3_with_a_message(tmp_path, 
 
 @pytest.mark.postgres
 def test_longest_job_id_fits_the_store_on_postgres_and_sqlite(tmp_path):
-    from carbonsched.limits import MAX_ID_CHARS
+    from carbonsched.limits import MAX_IDENTIFIER_CHARS as MAX_ID_CHARS
 
     urls = [f"sqlite:///{tmp_path}/cs.db"]
     if os.environ.get("CARBONSCHED_TEST_POSTGRES_URL"):

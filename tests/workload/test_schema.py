@@ -29,9 +29,8 @@ from carbonsched.limits import (
     MAX_DURATION_HOURS,
     MAX_DURATION_MINUTES,
     MAX_GPU_TYPE_CHARS,
-    MAX_ID_CHARS,
+    MAX_IDENTIFIER_CHARS,
     MAX_JOB_GPUS,
-    MAX_NAME_CHARS,
     MAX_PIECES,
     MAX_POWER_PER_GPU_KW,
 )
@@ -196,8 +195,9 @@ FAR = "2200-12-31T00:00:00Z"
 SITES = [f"site-{i}" for i in range(MAX_ALLOWED_SITES)]
 LIMITS = [
     # field, known-bad record, record with the field at its limit
-    ("id", record(id="x" * (MAX_ID_CHARS + 1)), record(id="x" * MAX_ID_CHARS)),
-    ("tenant", record(tenant="t" * (MAX_NAME_CHARS + 1)), record(tenant="t" * MAX_NAME_CHARS)),
+    ("id", record(id="x" * (MAX_IDENTIFIER_CHARS + 1)), record(id="x" * MAX_IDENTIFIER_CHARS)),
+    ("tenant", record(tenant="t" * (MAX_IDENTIFIER_CHARS + 1)),
+     record(tenant="t" * MAX_IDENTIFIER_CHARS)),
     ("kind", record(kind="gaming"), record(kind="batch")),
     ("gpu_type", record(gpu_type="G" * (MAX_GPU_TYPE_CHARS + 1)),
      record(gpu_type="G" * MAX_GPU_TYPE_CHARS)),
@@ -275,7 +275,9 @@ def test_each_field_the_same_message_from_file_and_api(tmp_path, api, field, bad
      "deadline 2023-07-14T23:30:00+00:00 is before earliest_start + duration "
      "(2023-07-14T23:50:00+00:00); give a deadline at least the job's duration after "
      "earliest_start"),
-    ({"id": "a\nb"}, "id", "'a\\nb' contains a control character (tab, newline, ...); remove it"),
+    ({"id": "a\nb"}, "id", "job id 'a\\nb' holds the non-printable character U+000A; give "
+     "1..100 printable characters without '/', '\\', control or invisible characters, not "
+     "'.' or '..'"),
 ])
 def test_the_messages_read_as_documented(tmp_path, api, over, field, message):
     bad = record(**over)                 # None: the field is left out

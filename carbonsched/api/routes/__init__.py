@@ -14,11 +14,14 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorPublic, "description": "No bearer token, or an invalid one."},
     403: {"model": ErrorPublic, "description": "The token's role is too weak."},
     413: {"model": ErrorPublic, "description": "The request body is too large."},
+    503: {"model": ErrorPublic, "description": "The store is unreachable (retry after the "
+          "Retry-After header's seconds)."},
 }
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorPublic, "description": "No such site, job, plan or area."}}
 NO_PLAN: dict[int | str, dict[str, Any]] = {
-    503: {"model": ErrorPublic, "description": "No plan to answer from yet."}}
+    503: {"model": ErrorPublic, "description": "No plan to answer from yet, or the store is "
+          "unreachable (retry after the Retry-After header's seconds)."}}
 
 
 def require_book(state: ServiceState) -> PlacementBook:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import pandas as pd
-from fastapi import APIRouter, HTTPException, Path, Query
+from fastapi import APIRouter, HTTPException, Query
 
 from carbonsched.api.deps import ReadRole, State
 from carbonsched.api.routes import ERRORS, NO_PLAN, NOT_FOUND, require_book
-from carbonsched.api.schemas import ForecastPoint, ForecastPublic
+from carbonsched.api.schemas import ForecastPoint, ForecastPublic, SiteIdPath
 from carbonsched.errors import UnknownSiteError
 from carbonsched.service.placement import SIGNALS
 
@@ -17,7 +17,7 @@ router = APIRouter(prefix="/v1", tags=["forecasts"], responses=ERRORS | NOT_FOUN
 
 
 @router.get("/forecasts/{site}", operation_id="getSiteForecast", response_model=ForecastPublic)
-def site_forecast(site: Annotated[str, Path(min_length=1, max_length=100)], state: State,
+def site_forecast(site: SiteIdPath, state: State,
                   role: ReadRole,
                   signal: Annotated[Literal["carbon_intensity", "green_surplus", "pue"],
                                     Query(description="Which signal.")] = "carbon_intensity",

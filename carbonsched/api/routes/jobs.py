@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
-import pandas as pd
-from fastapi import APIRouter, Body, HTTPException, Path
+from fastapi import APIRouter, Body, HTTPException
 
 from carbonsched.api.deps import ReadRole, State, SubmitRole
 from carbonsched.api.routes import ERRORS, NOT_FOUND
-from carbonsched.api.schemas import ErrorPublic, JobPublic, JobsCreate, JobsPublic
+from carbonsched.api.schemas import ErrorPublic, JobIdPath, JobPublic, JobsCreate, JobsPublic
 from carbonsched.api.state import ServiceState
 from carbonsched.errors import InputError
+from carbonsched.service.booking import job_row, reserve_job
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=ERRORS)
 
@@ -20,26 +19,11 @@ AWAITING_PLAN = "AwaitingPlan"
 """Reason of a job submitted while no plan is loaded: the next daily run plans it."""
 
 
-def persist_job(state: ServiceState, spec: dict[str, Any], ans: dict[str, Any] | None,
-                reserved: bool) -> dict[str, Any]:
-    """Store a submitted job with the state its placement answer gives it."""
-    now = state.clock.now()
-    row: dict[str, Any] = {"job_id": spec["id"], "tenant": spec["tenant"],
-                           "spec_json": json.dumps(spec), "submitted_at": now,
-                           "updated_at": now, "reserved": False, "detail": ""}
-    if ans is None:
-        row |= {"state": "Pending", "reason": AWAITING_PLAN,
-                "detail": state.book_error or "no plan loaded"}
-    elif ans["placed"] and reserved:
-        rec = ans["recommended"]
-        row |= {"state": "Planned", "reason": "Placed", "plan_id": ans["plan_id"],
-                "site": rec["site"], "start": pd.Timestamp(rec["start"]).to_pydatetime(),
-                "end": pd.Timestamp(rec["end"]).to_pydatetime(),
-                "emissions_kg": rec["emissions_kg"], "energy_kwh": rec["energy_kwh"],
-                "reserved": True}
-    else:
-        row |= {"state": "Pending", "reason": ans["reason"], "detail": ans["detail"],
-                "plan_id": ans["plan_id"]}
+def persist_job(state: ServiceState, spec: dict[str, Any], ans: dict[str, Any] | None
+                ) -> dict[str, Any]:
+    """Store a submitted job that is not booked (``Pending`` with its answer's reason)."""
+    row = job_row(spec, ans, False, state.clock.now(),
+                  no_plan=state.book_error or "no plan loaded", awaiting_reason=AWAITING_PLAN)
     state.db.add_jobs([row])
     return row
 
@@ -77,23 +61,20 @@ def submit_jobs(body: Annotated[JobsCreate, Body()], state: State,
     out = []
     for j in body.jobs:
         spec = j.model_dump(mode="json")
+        row = None
         ans = None
         if book is not None:
-            ans = book.place_job(j.to_job(), state.clock.now(), 0, reserve=True)
-        try:
-            out.append(_public(persist_job(state, spec, ans, reserved=bool(ans and
-                                                                           ans["placed"])),
-                               "api"))
-        except Exception:
-            if book is not None:
-                book.release(j.id)
-            raise
+            # booked only once committed under the site's lock (service.booking)
+            ans, row = reserve_job(book, state.db, j.to_job(), spec, state.clock.now(), 0)
+        if row is None:
+            row = persist_job(state, spec, ans)
+        out.append(_public(row, "api"))
     return JobsPublic(data=out, count=len(out))
 
 
 @router.get("/jobs/{job_id}", operation_id="getJob", response_model=JobPublic,
             responses=NOT_FOUND)
-def get_job(job_id: Annotated[str, Path(min_length=1, max_length=200)], state: State,
+def get_job(job_id: JobIdPath, state: State,
             role: ReadRole) -> JobPublic:
     """A job's state and reason: a submitted job, else a job of the current plan."""
     row = state.db.get_job(job_id)

@@ -10,7 +10,6 @@ from starlette.concurrency import run_in_threadpool
 
 from carbonsched.api.deps import ReadRole, state_of
 from carbonsched.api.routes import ERRORS, NO_PLAN, NOT_FOUND, require_book
-from carbonsched.api.routes.jobs import persist_job
 from carbonsched.api.schemas import (
     ErrorPublic,
     InferencePlacementQuery,
@@ -18,10 +17,14 @@ from carbonsched.api.schemas import (
     PlacementQuery,
 )
 from carbonsched.errors import InputError
+from carbonsched.service.booking import reserve_job
 
 router = APIRouter(prefix="/v1", tags=["placements"],
                    responses=ERRORS | NOT_FOUND | NO_PLAN | {
-                       409: {"model": ErrorPublic, "description": "Job id already reserved."}})
+                       409: {"model": ErrorPublic, "description": "Job id already reserved."},
+                       503: {"model": ErrorPublic, "description": "No plan to answer from "
+                             "yet, the store is unreachable, or the capacity offered was "
+                             "taken by other reservations on every attempt (retry)."}})
 
 
 @router.post("/placements", operation_id="createPlacement", response_model=PlacementPublic)
@@ -60,23 +63,22 @@ async def create_placement(query: Annotated[PlacementQuery, Body()], request: Re
                                         "unplaced").inc()
         return PlacementPublic(**ans, area=query.area)
     job = query.to_job()
-    if query.reserve:
-        if not state.allows(role, "submit"):
-            raise HTTPException(403, f"reserve: true needs role 'submit'; this token's role is "
-                                f"{role!r}")
-        if await run_in_threadpool(state.db.get_job, job.id) is not None:
-            raise HTTPException(409, f"job {job.id!r} already exists; reserve it under a new "
-                                "id or read it with GET /v1/jobs/{id}")
-    ans = book.place_job(job, now, query.alternatives, reserve=query.reserve)
-    reserved = False
-    if query.reserve and ans["placed"]:
-        spec = query.model_dump(mode="json", exclude={"reserve", "alternatives"})
-        try:
-            await run_in_threadpool(persist_job, state, spec, ans, True)
-        except Exception:
-            book.release(job.id)
-            raise
-        reserved = True
+    if not query.reserve:
+        ans = book.place_job(job, now, query.alternatives)
+        state.metrics.placements.labels(outcome="placed" if ans["placed"] else
+                                        "unplaced").inc()
+        return PlacementPublic(**ans, reserved=False, job_id=job.id)
+    if not state.allows(role, "submit"):
+        raise HTTPException(403, f"reserve: true needs role 'submit'; this token's role is "
+                            f"{role!r}")
+    if await run_in_threadpool(state.db.get_job, job.id) is not None:
+        raise HTTPException(409, f"job {job.id!r} already exists; reserve it under a new "
+                            "id or read it with GET /v1/jobs/{id}")
+    # acknowledged only once committed under the site's booking lock (service.booking)
+    spec = query.model_dump(mode="json", exclude={"reserve", "alternatives"})
+    ans, row = await run_in_threadpool(reserve_job, book, state.db, job, spec, now,
+                                       query.alternatives)
+    reserved = row is not None
     state.metrics.placements.labels(
         outcome=("reserved" if reserved else "placed") if ans["placed"] else "unplaced").inc()
     return PlacementPublic(**ans, reserved=reserved, job_id=job.id)

@@ -8,7 +8,7 @@ reports, in its clock: bounds ``sacct``) and ``duplicates`` (other backend ids f
 same key, comma-separated; shown by ``carbonsched status``).
 
 Revision ID: 0007_outbox_leases
-Revises: 0005_rolling
+Revises: 0006_bookings_tokens
 """
 
 import sqlalchemy as sa
@@ -17,7 +17,7 @@ from alembic import op
 from carbonsched.store.models import UTCDateTime
 
 revision = "0007_outbox_leases"
-down_revision = "0005_rolling"
+down_revision = "0006_bookings_tokens"
 branch_labels = None
 depends_on = None
 
