@@ -13,6 +13,9 @@ MAX_DURATION_HOURS = 24 * 366
 """Longest job accepted (a year; the plan's horizon is at most a week). [h]"""
 MAX_DURATION_MINUTES = 60 * MAX_DURATION_HOURS
 """The same limit in minutes. [min]"""
+MIN_DURATION_HOURS = 1 / 60
+"""Shortest job, and the step of ``duration_hours``: plans count whole minutes
+(``Job.duration_minutes`` >= 1), so an hour value is a whole number of minutes. [h]"""
 MAX_POWER_PER_GPU_KW = 10.0
 """Largest IT power per GPU accepted (board plus server share; an H100 SXM is about 1.2). [kW]"""
 MAX_PIECES = 24
@@ -40,3 +43,9 @@ TIME_PATTERN = (r"^(19[7-9][0-9]|2[01][0-9][0-9]|2200)-(0[1-9]|1[0-2])-(0[1-9]|[
                 r"(Z|[+-](0[0-9]|1[0-3]):[0-5][0-9])$")
 """An RFC 3339 date-time with an offset in the years EARLIEST_YEAR..LATEST_YEAR, as the OpenAPI
 document states it (``pattern`` beside ``format: date-time``) for every time the API reads."""
+TEXT_PATTERN = (r"^[^\x00-\x1f]*"
+                r"[^\x00-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+                r"[^\x00-\x1f]*$")
+"""A text field of a job as the OpenAPI document states it: no control character, and not blank
+(at least one character that is not white space as :meth:`str.strip` sees it; a blank value is
+an absent one, :func:`carbonsched.workload.schema.absent`)."""

@@ -8,6 +8,7 @@ Datetimes must carry a time zone (``AwareDatetime``); the service answers in UTC
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -23,7 +24,7 @@ from pydantic import (
 
 from carbonsched.limits import EARLIEST_YEAR, LATEST_YEAR, MAX_NAME_CHARS, TIME_PATTERN
 from carbonsched.pipeline.document import PlanDocument
-from carbonsched.workload.schema import JobSpec
+from carbonsched.workload.schema import JOB_RULES_SCHEMA, JobSpec
 
 
 def _in_range(v: datetime) -> datetime:
@@ -72,15 +73,14 @@ class JobCreate(JobSpec):
     """
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={
-        "examples": [_JOB_EXAMPLE, _PREEMPTIBLE_EXAMPLE],
-        "anyOf": JobSpec.model_config["json_schema_extra"]["anyOf"]})
+        "examples": [_JOB_EXAMPLE, _PREEMPTIBLE_EXAMPLE], **JOB_RULES_SCHEMA})
 
 
 class JobPlacementQuery(JobCreate):
     """Where and when should this job run? ``reserve: true`` books the answer."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
-        _JOB_EXAMPLE | {"reserve": False, "alternatives": 3}]})
+        _JOB_EXAMPLE | {"reserve": False, "alternatives": 3}], **JOB_RULES_SCHEMA})
     reserve: bool = False
     alternatives: int = Field(3, ge=0, le=20)
 
@@ -381,13 +381,35 @@ class EmissionsForecastDTO(BaseModel):
     forecastData: list[EmissionsDataDTO] | None
 
 
+def _stated_required(example: dict[str, Any], *names: str
+                     ) -> Callable[[dict[str, Any]], None]:
+    """A ``json_schema_extra`` stating ``names`` required, not null and (text) not empty.
+
+    The SDK's batch items declare every field optional and nullable, and the service refuses an
+    item without these with the SDK's 400 and message (``"requestedAt is not set"``); the
+    fields stay optional in the model so that the message stays, and the schema says what is
+    refused.
+    """
+    def extra(schema: dict[str, Any]) -> None:
+        schema["examples"] = [example]
+        schema["required"] = list(names)
+        for name in names:
+            prop = schema["properties"][name]
+            prop.pop("default", None)
+            (given,) = [b for b in prop.pop("anyOf") if b.get("type") != "null"]
+            if given.get("type") == "string" and "format" not in given:
+                given["minLength"] = 1
+            prop.update(given)
+    return extra
+
+
 class EmissionsForecastBatchParametersDTO(BaseModel):
     """One item of ``POST /emissions/forecasts/batch``: the forecast issued at ``requestedAt``."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_stated_required({
         "requestedAt": "2023-07-14T12:00:00Z", "location": "westus",
         "dataStartAt": "2023-07-14T14:00:00Z", "dataEndAt": "2023-07-14T18:00:00Z",
-        "windowSize": 30}]})
+        "windowSize": 30}, "requestedAt", "location"))
     requestedAt: Time | None = None
     location: str | None = Field(None, max_length=MAX_NAME_CHARS)
     dataStartAt: Time | None = None
@@ -398,9 +420,9 @@ class EmissionsForecastBatchParametersDTO(BaseModel):
 class CarbonIntensityBatchParametersDTO(BaseModel):
     """One item of ``POST /emissions/average-carbon-intensity/batch``."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_stated_required({
         "location": "westus", "startTime": "2023-07-14T14:00:00Z",
-        "endTime": "2023-07-14T18:00:00Z"}]})
+        "endTime": "2023-07-14T18:00:00Z"}, "location", "startTime", "endTime"))
     location: str | None = Field(None, max_length=MAX_NAME_CHARS)
     startTime: Time | None = None
     endTime: Time | None = None
