@@ -9,7 +9,7 @@ import pandas as pd
 from fastapi import APIRouter, Body, HTTPException, Path
 
 from carbonsched.api.deps import ReadRole, State, SubmitRole
-from carbonsched.api.routes import ERRORS, NOT_FOUND
+from carbonsched.api.routes import BAD_BODY, ERRORS, JOB_RULES, NOT_FOUND, refused_422
 from carbonsched.api.schemas import ErrorPublic, JobPublic, JobsCreate, JobsPublic
 from carbonsched.api.state import ServiceState
 from carbonsched.errors import InputError
@@ -54,7 +54,8 @@ def _public(row: dict[str, Any], source: str) -> JobPublic:
 
 @router.post("/jobs", operation_id="submitJobs", status_code=201, response_model=JobsPublic,
              responses={409: {"model": ErrorPublic, "description": "A job id exists already."},
-                        **NOT_FOUND})
+                        **NOT_FOUND, **BAD_BODY},
+             openapi_extra=refused_422(*JOB_RULES, "a job id twice in one request"))
 def submit_jobs(body: Annotated[JobsCreate, Body()], state: State,
                 role: SubmitRole) -> JobsPublic:
     """Submit jobs.
