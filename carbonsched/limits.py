@@ -13,6 +13,9 @@ MAX_DURATION_HOURS = 24 * 366
 """Longest job accepted (a year; the plan's horizon is at most a week). [h]"""
 MAX_DURATION_MINUTES = 60 * MAX_DURATION_HOURS
 """The same limit in minutes. [min]"""
+MIN_DURATION_HOURS = 1 / 60
+"""Shortest job, and the step of ``duration_hours``: plans count whole minutes
+(``Job.duration_minutes`` >= 1), so an hour value is a whole number of minutes. [h]"""
 MAX_POWER_PER_GPU_KW = 10.0
 """Largest IT power per GPU accepted (board plus server share; an H100 SXM is about 1.2). [kW]"""
 MAX_PIECES = 24
@@ -52,9 +55,13 @@ PATH_SEPARATORS = ("/", "\\")
 IDENTIFIER_RULE = (f"give 1..{MAX_IDENTIFIER_CHARS} printable characters without '/', '\\', "
                    "control or invisible characters, not '.' or '..'")
 """How to fix an identifier the grammar refuses (the second half of every such message)."""
-IDENTIFIER_PATTERN = r"^[^\x00-\x1f\x7f/\\]+$"
-"""The grammar as a JSON-schema ``pattern`` for the OpenAPI document (a superset: Unicode's
-non-printable characters beyond these are refused by :func:`identifier_problem`)."""
+IDENTIFIER_PATTERN = (r"^[^\x00-\x1f\x7f/\\]*"
+                      r"[^\x00-\x20\x7f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000/\\]"
+                      r"[^\x00-\x1f\x7f/\\]*$")
+"""The grammar as a JSON-schema ``pattern`` for the OpenAPI document: no control character or
+path separator, and not blank (blanks at either end of a value in a body are trimmed before the
+check, as :data:`TEXT_PATTERN`'s). A superset: Unicode's other non-printable characters, and
+``.`` and ``..``, are refused by :func:`identifier_problem` (the 422 descriptions name them)."""
 
 
 def identifier_problem(value: object, what: str) -> str | None:
@@ -113,3 +120,9 @@ def check_identifier(value: object, what: str) -> str:
     if msg is not None:
         raise InputError(msg)
     return value  # type: ignore[return-value]
+TEXT_PATTERN = (r"^[^\x00-\x1f]*"
+                r"[^\x00-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+                r"[^\x00-\x1f]*$")
+"""A text field of a job as the OpenAPI document states it: no control character, and not blank
+(at least one character that is not white space as :meth:`str.strip` sees it; a blank value is
+an absent one, :func:`carbonsched.workload.schema.absent`)."""

@@ -277,12 +277,18 @@ def create_app(settings: Settings, clock: Clock | None = None,
     base_openapi = app.openapi
 
     def openapi() -> dict[str, Any]:
-        """The document, without the 422 FastAPI lists: the SDK's routes answer 400 instead."""
+        """The document, with this deployment's limit of jobs per ``POST /v1/jobs``.
+
+        Without the 422 FastAPI lists on the SDK's routes: they answer 400 instead.
+        """
         if app.openapi_schema is None:
-            for path, ops in base_openapi()["paths"].items():
+            doc = base_openapi()
+            for path, ops in doc["paths"].items():
                 if carbon_aware.is_sdk_path(path):
                     for op in ops.values():
                         op["responses"].pop("422", None)
+            jobs = doc["components"]["schemas"]["JobsCreate"]["properties"]["jobs"]
+            jobs["maxItems"] = settings.max_jobs_per_request
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

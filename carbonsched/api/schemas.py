@@ -8,6 +8,7 @@ Datetimes must carry a time zone (``AwareDatetime``); the service answers in UTC
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -32,7 +33,7 @@ from carbonsched.limits import (
     TIME_PATTERN,
 )
 from carbonsched.pipeline.document import PlanDocument
-from carbonsched.workload.schema import JobSpec, identifier
+from carbonsched.workload.schema import JOB_RULES_SCHEMA, JobSpec, identifier
 
 
 def _in_range(v: datetime) -> datetime:
@@ -92,15 +93,14 @@ class JobCreate(JobSpec):
     """
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={
-        "examples": [_JOB_EXAMPLE, _PREEMPTIBLE_EXAMPLE],
-        "anyOf": JobSpec.model_config["json_schema_extra"]["anyOf"]})
+        "examples": [_JOB_EXAMPLE, _PREEMPTIBLE_EXAMPLE], **JOB_RULES_SCHEMA})
 
 
 class JobPlacementQuery(JobCreate):
     """Where and when should this job run? ``reserve: true`` books the answer."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
-        _JOB_EXAMPLE | {"reserve": False, "alternatives": 3}]})
+        _JOB_EXAMPLE | {"reserve": False, "alternatives": 3}], **JOB_RULES_SCHEMA})
     reserve: bool = False
     alternatives: int = Field(3, ge=0, le=20)
 
@@ -401,13 +401,35 @@ class EmissionsForecastDTO(BaseModel):
     forecastData: list[EmissionsDataDTO] | None
 
 
+def _stated_required(example: dict[str, Any], *names: str
+                     ) -> Callable[[dict[str, Any]], None]:
+    """A ``json_schema_extra`` stating ``names`` required, not null and (text) not empty.
+
+    The SDK's batch items declare every field optional and nullable, and the service refuses an
+    item without these with the SDK's 400 and message (``"requestedAt is not set"``); the
+    fields stay optional in the model so that the message stays, and the schema says what is
+    refused.
+    """
+    def extra(schema: dict[str, Any]) -> None:
+        schema["examples"] = [example]
+        schema["required"] = list(names)
+        for name in names:
+            prop = schema["properties"][name]
+            prop.pop("default", None)
+            (given,) = [b for b in prop.pop("anyOf") if b.get("type") != "null"]
+            if given.get("type") == "string" and "format" not in given:
+                given["minLength"] = 1
+            prop.update(given)
+    return extra
+
+
 class EmissionsForecastBatchParametersDTO(BaseModel):
     """One item of ``POST /emissions/forecasts/batch``: the forecast issued at ``requestedAt``."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_stated_required({
         "requestedAt": "2023-07-14T12:00:00Z", "location": "westus",
         "dataStartAt": "2023-07-14T14:00:00Z", "dataEndAt": "2023-07-14T18:00:00Z",
-        "windowSize": 30}]})
+        "windowSize": 30}, "requestedAt", "location"))
     requestedAt: Time | None = None
     location: str | None = Field(None, max_length=MAX_NAME_CHARS)
     dataStartAt: Time | None = None
@@ -418,9 +440,9 @@ class EmissionsForecastBatchParametersDTO(BaseModel):
 class CarbonIntensityBatchParametersDTO(BaseModel):
     """One item of ``POST /emissions/average-carbon-intensity/batch``."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_stated_required({
         "location": "westus", "startTime": "2023-07-14T14:00:00Z",
-        "endTime": "2023-07-14T18:00:00Z"}]})
+        "endTime": "2023-07-14T18:00:00Z"}, "location", "startTime", "endTime"))
     location: str | None = Field(None, max_length=MAX_NAME_CHARS)
     startTime: Time | None = None
     endTime: Time | None = None
@@ -468,7 +490,7 @@ class TokenCreate(BaseModel):
     """A token to mint: its role, a label and an optional expiry."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
-        "role": "submit", "name": "ci-pipeline", "expires_at": "2026-01-01T00:00:00Z"}]})
+        "role": "submit", "name": "ci-pipeline", "expires_at": "2030-01-01T00:00:00Z"}]})
     role: Literal["read", "submit", "admin"]
     name: str = Field("", max_length=200, pattern=r"^[^\x00-\x1f\x7f]*$")
     expires_at: Time | None = Field(None, description="Valid strictly before this instant "
@@ -480,7 +502,7 @@ class TokenPublic(BaseModel):
 
     model_config = _example({"token_id": "3f9c2a7d1e6b8a05", "role": "submit",
                              "name": "ci-pipeline", "created_at": "2025-06-01T00:00:00Z",
-                             "expires_at": "2026-01-01T00:00:00Z", "revoked_at": None,
+                             "expires_at": "2030-01-01T00:00:00Z", "revoked_at": None,
                              "active": True})
     token_id: str
     role: str

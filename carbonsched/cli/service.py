@@ -94,7 +94,7 @@ def token_create(
         "--expires-in", help="Lifetime, <number><unit> with unit s, m, h, d or w (e.g. 90d).")]
     = None,
     expires_at: Annotated[str | None, typer.Option(
-        "--expires-at", help="Expiry instant, ISO 8601 with zone (e.g. 2026-01-01T00:00:00Z).")]
+        "--expires-at", help="Expiry instant, ISO 8601 with zone (e.g. 2030-01-01T00:00:00Z).")]
     = None,
 ) -> None:
     """Mint a bearer token; only its hash is stored. The token is the last line printed."""

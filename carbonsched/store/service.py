@@ -223,7 +223,7 @@ class ServiceStore:
         if expires_at is not None:
             if expires_at.tzinfo is None:
                 raise InputError(f"token expiry {expires_at.isoformat()} has no time zone; "
-                                 "give it with an offset, e.g. 2026-01-01T00:00:00Z")
+                                 "give it with an offset, e.g. 2030-01-01T00:00:00Z")
             if expires_at <= now:
                 raise InputError(f"token expiry {expires_at.isoformat()} is not after now "
                                  f"({now.isoformat()}); give a later time")

@@ -54,6 +54,8 @@ from carbonsched.limits import (
     MAX_JOB_GPUS,
     MAX_PIECES,
     MAX_POWER_PER_GPU_KW,
+    MIN_DURATION_HOURS,
+    TEXT_PATTERN,
     TIME_PATTERN,
     identifier_problem,
 )
@@ -179,8 +181,8 @@ def utc_datetime(value: Any, on_hour: bool = False) -> datetime:
     ------
     PydanticCustomError
         Not text or a datetime, unparseable, naive (no UTC offset), outside the years
-        :data:`~carbonsched.limits.EARLIEST_YEAR`..:data:`~carbonsched.limits.LATEST_YEAR`,
-        or (``on_hour``) not on the hour.
+        :data:`~carbonsched.limits.EARLIEST_YEAR`..:data:`~carbonsched.limits.LATEST_YEAR`
+        (the year as written, in its own offset), or (``on_hour``) not on the hour.
     """
     if isinstance(value, datetime):
         t = value
@@ -202,14 +204,14 @@ def utc_datetime(value: Any, on_hour: bool = False) -> datetime:
     if t.tzinfo is None or t.utcoffset() is None:
         raise problem(f"timestamp {value!r} is naive (no UTC offset)",
                       "add 'Z' for UTC or an offset such as '+08:00'")
-    try:
-        t = t.astimezone(UTC)
-        if not EARLIEST_YEAR <= t.year <= LATEST_YEAR:
-            raise OverflowError
-    except OverflowError:
+    # the year as written, in its own offset: what the OpenAPI document's pattern states
+    # (TIME_PATTERN) and the API's other times check; its instant in UTC may be a few hours
+    # into 1969 or 2201, well inside pandas' range
+    if not EARLIEST_YEAR <= t.year <= LATEST_YEAR:
         raise problem(f"timestamp {value!r} is outside the supported years "
                       f"{EARLIEST_YEAR}..{LATEST_YEAR}",
-                      f"give a time in the years {EARLIEST_YEAR}..{LATEST_YEAR}") from None
+                      f"give a time in the years {EARLIEST_YEAR}..{LATEST_YEAR}")
+    t = t.astimezone(UTC)
     if isinstance(t, pd.Timestamp):
         t = (t.floor("us") if t.nanosecond else t).to_pydatetime()
     if on_hour and (t.minute or t.second or t.microsecond):
@@ -332,6 +334,10 @@ def _hours(value: Any, field: str) -> float:
     if abs(minutes - round(minutes)) > 1e-6:
         raise problem(f"{value!r} h is not a whole number of minutes",
                       "give duration_minutes, e.g. 1.5 h = 90")
+    if hours < MIN_DURATION_HOURS:   # rounds to 0 minutes (5e-324 h passed the check above)
+        raise problem(f"{value!r} h is shorter than one minute ({MIN_DURATION_HOURS:.6g} h)",
+                      "give at least 1 minute: duration_minutes >= 1 or duration_hours "
+                      ">= 1/60")
     return hours
 
 
@@ -339,11 +345,26 @@ def _time(value: Any, field: str) -> datetime:
     return utc_datetime(value)
 
 
-Text = Annotated[str, Field(min_length=1, pattern=r"^[^\x00-\x1f]+$")]
+Text = Annotated[str, Field(min_length=1, pattern=TEXT_PATTERN)]
 Identifier = Annotated[str, Field(min_length=1, max_length=MAX_IDENTIFIER_CHARS,
                                   pattern=IDENTIFIER_PATTERN)]
 """A job id, tenant or site id (:func:`carbonsched.limits.identifier_problem`), as the OpenAPI
 document shows it."""
+
+JOB_RULES_SCHEMA: dict[str, Any] = {"allOf": [
+    # the run time is required, in one of its two spellings, and not null
+    {"anyOf": [{"required": ["duration_minutes"],
+                "properties": {"duration_minutes": {"type": "integer"}}},
+               {"required": ["duration_hours"],
+                "properties": {"duration_hours": {"type": "number"}}}]},
+    # max_pieces above 1 needs preemptible: true
+    {"anyOf": [{"properties": {"max_pieces": {"maximum": 1}}},
+               {"required": ["preemptible"], "properties": {"preemptible": {"const": True}}}]},
+]}
+"""The rules of a job that span fields and that JSON Schema can state (merged into the
+job schemas' OpenAPI document). The rest it cannot state: ``deadline`` at least the duration
+after ``earliest_start``, and ``duration_minutes`` = 60 x ``duration_hours`` when both are
+given (refused with 422; the operations' 422 descriptions say so)."""
 
 
 # --- the schema -------------------------------------------------------------------------------
@@ -365,9 +386,7 @@ class JobSpec(BaseModel):
         ``"<problem>; <fix>"``; unknown fields are reported first.
     """
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={
-        # the run time is required, in one of its two spellings
-        "anyOf": [{"required": ["duration_minutes"]}, {"required": ["duration_hours"]}]})
+    model_config = ConfigDict(extra="forbid", json_schema_extra=JOB_RULES_SCHEMA)
 
     id: Annotated[Identifier, Field(description="Job id, unique."),
                   _required(_job_id)]
@@ -384,8 +403,10 @@ class JobSpec(BaseModel):
         ge=1, le=MAX_DURATION_MINUTES, description="Run time (or give duration_hours). [min]"),
         _optional(_whole(1, MAX_DURATION_MINUTES), None)] = None
     duration_hours: Annotated[float | None, Field(
-        gt=0, le=MAX_DURATION_HOURS, description="Run time in hours, a whole number of "
-        "minutes (1.5 = 90 min); or give duration_minutes. [h]"), _optional(_hours, None)] = None
+        ge=MIN_DURATION_HOURS, le=MAX_DURATION_HOURS,
+        json_schema_extra={"multipleOf": MIN_DURATION_HOURS},  # stated; _hours checks it
+        description="Run time in hours, a whole number of minutes (1.5 = 90 min, at least "
+        "1/60); or give duration_minutes. [h]"), _optional(_hours, None)] = None
     power_per_gpu_kw: Annotated[float, Field(
         gt=0, le=MAX_POWER_PER_GPU_KW, description="IT power per GPU incl. host share. [kW]"),
         _required(lambda v, f: positive_number(v, "kW", MAX_POWER_PER_GPU_KW))]

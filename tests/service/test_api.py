@@ -256,6 +256,20 @@ def test_request_limits(api):
     r = api.client.post("/v1/placements", content=iter([b"{" * 8000] * 4),
                         headers=api.h("read") | {"content-type": "application/json"})
     assert r.status_code == 413
+    # the deployment's limit of jobs is in its OpenAPI document
+    doc = api.client.get("/openapi.json").json()
+    assert doc["components"]["schemas"]["JobsCreate"]["properties"]["jobs"]["maxItems"] == MAX_JOBS
+
+
+def test_a_body_that_is_not_text_is_a_documented_400(api):
+    doc = api.client.get("/openapi.json").json()
+    for path in ("/v1/jobs", "/v1/placements"):
+        r = api.client.post(path, content=b"\x80{", headers=api.h("submit") | {
+            "content-type": "application/json"})
+        assert r.status_code == 400 and r.json() == {
+            "detail": "There was an error parsing the body"}
+        assert doc["paths"][path]["post"]["responses"]["400"]["content"][
+            "application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorPublic"}
 
 
 # --- jobs ----------

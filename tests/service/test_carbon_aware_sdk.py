@@ -103,6 +103,60 @@ def test_the_client_is_built_from_the_sdks_document(sdk):
         sdk.call("GetEmissionsDataForLocationsByTime", location=["x"], duration=60)
 
 
+def test_our_document_states_the_refusals_json_schema_can(sdk):
+    """A refusal JSON Schema can state is in carbonsched's OpenAPI document (not the SDK's:
+    there every field is optional) and matches the service: an empty location, a batch item
+    without its required fields, more than 100 items; the SDK's 400 and message stay."""
+    import jsonschema
+
+    doc = sdk.http.get("/openapi.json").json()
+
+    def valid(schema: dict, value: object) -> bool:
+        root = {**schema, "components": doc["components"]}
+        return jsonschema.Draft202012Validator(root).is_valid(value)
+
+    def param(path: str, name: str = "location") -> dict:
+        return next(p["schema"] for p in doc["paths"][path]["get"]["parameters"]
+                    if p["name"] == name)
+
+    def body(path: str) -> dict:
+        return doc["paths"][path]["post"]["requestBody"]["content"]["application/json"][
+            "schema"]
+
+    when = {"time": "2023-07-14T10:00:00Z"}
+    # an empty name is skipped: one of the names must be given, in the document and the service
+    assert not valid(param("/emissions/bylocations"), [""])
+    r = sdk.http.get("/emissions/bylocations", params={"location": "", **when})
+    assert r.status_code == 400 and r.json()["errors"] == {"location": [
+        "location is not set; give a site id or alias (GET /locations lists them)"]}
+    assert valid(param("/emissions/bylocations"), ["", HUB])
+    r = sdk.http.get("/emissions/bylocations", params={"location": ["", HUB], **when})
+    assert r.status_code == 200 and [p["location"] for p in r.json()] == [HUB]
+    assert not valid(param("/emissions/bylocation"), "")
+    r = sdk.http.get("/emissions/bylocation", params={"location": "", **when})
+    assert r.status_code == 400 and list(r.json()["errors"]) == ["location"]
+    # batch items: the fields the service needs are required, not null, not empty
+    item = {"requestedAt": "2023-07-14T12:00:00Z", "location": HUB}
+    forecasts = body("/emissions/forecasts/batch")
+    for bad, key in (({"location": HUB}, "[0].requestedAt"),
+                     ({**item, "requestedAt": None}, "[0].requestedAt"),
+                     ({**item, "location": ""}, "[0].location")):
+        assert not valid(forecasts, [bad])
+        r = sdk.http.post("/emissions/forecasts/batch", json=[bad])
+        assert r.status_code == 400 and key in r.json()["errors"], r.text
+    assert valid(forecasts, [item])
+    average = body("/emissions/average-carbon-intensity/batch")
+    period = {"location": HUB, "startTime": "2023-07-14T01:00:00Z",
+              "endTime": "2023-07-14T03:00:00Z"}
+    assert valid(average, [period]) and not valid(average, [{**period, "endTime": None}])
+    # at most 100 items: 100 is the document's limit and the service's
+    assert valid(average, [period] * 100) and not valid(average, [period] * 101)
+    r = sdk.http.post("/emissions/average-carbon-intensity/batch", json=[period] * 101)
+    assert r.status_code == 400 and "send at most 100 per request" in r.text
+    r = sdk.http.post("/emissions/average-carbon-intensity/batch", json=[period] * 100)
+    assert r.status_code == 200 and len(r.json()) == 100
+
+
 # --- /locations and /health ----------
 def test_locations_list_site_ids_and_aliases(sdk):
     r = sdk.call("GetAllLocations")

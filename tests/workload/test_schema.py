@@ -278,6 +278,10 @@ def test_each_field_the_same_message_from_file_and_api(tmp_path, api, field, bad
     ({"id": "a\nb"}, "id", "job id 'a\\nb' holds the non-printable character U+000A; give "
      "1..100 printable characters without '/', '\\', control or invisible characters, not "
      "'.' or '..'"),
+    # below one minute: it passed the whole-minutes check as 0 minutes and failed later, unnamed
+    ({"duration_minutes": None, "duration_hours": 5e-324}, "duration_hours",
+     "5e-324 h is shorter than one minute (0.0166667 h); give at least 1 minute: "
+     "duration_minutes >= 1 or duration_hours >= 1/60"),
 ])
 def test_the_messages_read_as_documented(tmp_path, api, over, field, message):
     bad = record(**over)                 # None: the field is left out
@@ -286,6 +290,11 @@ def test_the_messages_read_as_documented(tmp_path, api, over, field, message):
         file_error(tmp_path, bad, ".json")
     r = api.post("/v1/jobs", {"jobs": [bad]})
     assert r.status_code == 422 and r.json()["detail"][0]["msg"] == message
+
+
+def test_one_minute_in_hours_is_the_shortest_job():
+    job = JobSpec.model_validate(record(duration_minutes=None, duration_hours=1 / 60)).to_job()
+    assert job.duration_minutes == 1
 
 
 def test_unknown_fields_are_named_first(tmp_path, api):
@@ -315,3 +324,55 @@ def test_year_9999_is_a_message_not_a_traceback(tmp_path, monkeypatch):
     assert "Traceback" not in r.output
     assert "field 'deadline': timestamp '9999-01-01T00:00:00Z' is outside the supported years " \
         "1970..2200" in " ".join(r.output.split())
+
+
+# --- the OpenAPI document states the rules the schema refuses by (issue 32 item 11) -------------
+
+@pytest.fixture(scope="module")
+def job_document(api):
+    """A validator of ``JobCreate`` as the API's OpenAPI document states it (JSON Schema 2020-12,
+    the document's components resolving its references)."""
+    import jsonschema
+
+    doc = api.client.get("/openapi.json").json()
+    root = {"$ref": "#/components/schemas/JobCreate", "components": doc["components"]}
+    return jsonschema.Draft202012Validator(root)
+
+
+AGREE = [
+    # what, record, accepted
+    ("duration in minutes", record(), True),
+    ("no duration", record(duration_minutes=None), False),
+    ("a null duration", RECORD | {"duration_minutes": None}, False),
+    ("both durations null", RECORD | {"duration_minutes": None, "duration_hours": None}, False),
+    ("one minute in hours, the shortest", record(duration_minutes=None, duration_hours=1 / 60),
+     True),
+    ("below a minute: 5e-324 h", record(duration_minutes=None, duration_hours=5e-324), False),
+    ("not whole minutes", record(duration_minutes=None, duration_hours=0.01), False),
+    ("1.5 h", record(duration_minutes=None, duration_hours=1.5), True),
+    ("pieces without preemptible", record(preemptible=False), False),
+    ("pieces, preemptible not given", record(preemptible=None), False),
+    ("one piece, not preemptible", record(preemptible=False, max_pieces=1), True),
+    ("a blank id", record(id="   "), False),
+    ("an id in blanks", record(id=" padded "), True),
+    ("a blank GPU type", record(gpu_type="\u3000"), False),
+    ("the last year as written", record(earliest_start="2200-12-31T19:00:00-05:00",
+                                        deadline="2200-12-31T22:00:00-05:00"), True),
+    ("the first year as written", record(earliest_start="1970-01-01T00:00:00+13:00",
+                                         deadline="1970-01-01T05:00:00+13:00"), True),
+    ("after the last year", record(deadline="2201-01-01T00:00:00+05:00"), False),
+]
+
+
+@pytest.mark.parametrize(("what", "rec", "accepted"), AGREE, ids=[a[0] for a in AGREE])
+def test_the_openapi_document_accepts_what_the_api_accepts(api, job_document, what, rec,
+                                                           accepted):
+    """A job the document calls valid is accepted, and one it refuses is refused (422): the
+    rules no JSON Schema states (deadline after earliest_start + duration, agreeing duration
+    spellings) are kept out of these records."""
+    if rec["id"] == RECORD["id"]:
+        rec = rec | {"id": f"agree-{what}"}    # each accepted job is stored: ids differ
+    errors = [e.message for e in job_document.iter_errors(rec)]
+    assert (not errors) == accepted, errors
+    r = api.post("/v1/jobs", {"jobs": [rec]})
+    assert r.status_code == (201 if accepted else 422), r.text

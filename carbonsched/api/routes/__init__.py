@@ -22,6 +22,33 @@ NOT_FOUND: dict[int | str, dict[str, Any]] = {
 NO_PLAN: dict[int | str, dict[str, Any]] = {
     503: {"model": ErrorPublic, "description": "No plan to answer from yet, or the store is "
           "unreachable (retry after the Retry-After header's seconds)."}}
+BAD_BODY: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorPublic, "description": "The body could not be read (not UTF-8 text)."}}
+"""Of the routes that read a body: FastAPI answers 400 when it cannot decode it (JSON that
+does not parse is 422, naming where)."""
+IDENTIFIER_RULE = ("an identifier that is `.` or `..`, or holds a non-printable character "
+                   "(Unicode's format, separator and unassigned characters beyond those the "
+                   "pattern lists)")
+"""The part of the identifier grammar (:func:`carbonsched.limits.identifier_problem`) that its
+pattern in the document cannot state."""
+JOB_RULES = ("a `deadline` before `earliest_start` plus the run time",
+             "`duration_minutes` and `duration_hours` both given and disagreeing",
+             IDENTIFIER_RULE)
+"""The rules of a job that span fields, which no schema states
+(:data:`carbonsched.workload.schema.JOB_RULES_SCHEMA` states the others)."""
+
+
+def refused_422(*rules: str) -> dict[str, Any]:
+    """``openapi_extra`` of a route whose 422 also refuses schema-valid requests by ``rules``.
+
+    Parameters
+    ----------
+    rules
+        Each rule, as the 422 response's description names it.
+    """
+    return {"responses": {"422": {"description": (
+        "Validation error: `detail` names each field and how to fix it. Also refused, though "
+        "the schema cannot state it: " + "; ".join(rules) + ".")}}}
 
 
 def require_book(state: ServiceState) -> PlacementBook:

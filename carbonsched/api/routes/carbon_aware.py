@@ -32,6 +32,8 @@ from carbonsched.api.schemas import (
 )
 from carbonsched.limits import MAX_NAME_CHARS
 from carbonsched.service.carbon_aware import (
+    MAX_BATCH_ITEMS,
+    MAX_QUERY_DAYS,
     DataPoint,
     ForecastAnswer,
     SdkDataError,
@@ -46,20 +48,44 @@ SDK_PREFIXES = ("/emissions/", "/locations", "/health")
 """Paths of the SDK's routes: their errors are the SDK's (400 problem details, not 422)."""
 
 _AUTH = {k: v for k, v in ERRORS.items() if k in (401, 403, 413)}
-_BAD: dict[int | str, dict[str, Any]] = {
-    400: {"model": ValidationProblemDetails,
-          "description": "Bad input: `errors` names each parameter and how to fix it."}}
+
+# Rules that refuse (400) requests the OpenAPI document calls valid: each spans parameters or
+# depends on the data (the catalog's names, the hours observed or forecast, now), so no schema
+# can state it. Each operation's 400 response lists its own (tests/service/
+# test_openapi_conformance.py accepts a schema-valid 400 only for a rule listed here).
+UNKNOWN_LOCATION = "a location no site answers to (`GET /locations` lists the names)"
+TIME_RULES = ("`toTime` without `time`", "`time` not before `toTime`",
+              f"`time` .. `toTime` longer than {MAX_QUERY_DAYS} days")
+PERIOD_RULES = ("`startTime` not before `endTime`",
+                f"`startTime` .. `endTime` longer than {MAX_QUERY_DAYS} days",
+                "a period whose hours are not all observed yet")
+WINDOW_RULES = ("`dataStartAt` not before `dataEndAt`",
+                "`dataStartAt` or `dataEndAt` outside the hours the forecast covers")
+
+
+def _refused(*rules: str) -> dict[int | str, dict[str, Any]]:
+    """The 400 response of an SDK route, naming the ``rules`` the schema cannot state."""
+    return {400: {"model": ValidationProblemDetails, "description":
+                  "Bad input: `errors` names each parameter and how to fix it. Also refused, "
+                  "though the schema cannot state it: " + "; ".join(rules) + "."}}
+
+
 _EMPTY: dict[int | str, dict[str, Any]] = {204: {"description": "No data in the range."}}
 _DATA: dict[int | str, dict[str, Any]] = {
     500: {"model": ValidationProblemDetails,
           "description": "The signals could not be read or no forecast could be issued "
           "(`detail` says why; `Retry-After` when a later try may succeed)."}}
 
+# A location must not be empty (the service answers "location is not set"): stated in the
+# schema only, so that the SDK's 400 and its message stay (empty names among others are skipped)
 Locations = Annotated[list[Annotated[str, Query(max_length=MAX_NAME_CHARS)]],
                       Query(max_length=100, description="Location names (site ids or aliases, "
-                            "case-insensitive); repeat the parameter for several.")]
+                            "case-insensitive); repeat the parameter for several; at least "
+                            "one not empty.",
+                            json_schema_extra={"contains": {"type": "string", "minLength": 1}})]
 OneLocation = Annotated[str, Query(max_length=MAX_NAME_CHARS,
-                                   description="A site id or alias (case-insensitive).")]
+                                   description="A site id or alias (case-insensitive).",
+                                   json_schema_extra={"minLength": 1})]
 WindowSize = Annotated[int | None, Query(ge=0, le=2**31 - 1, description="The workload's "
                                          "duration in minutes; 0 or none: the hourly points.")]
 
@@ -107,7 +133,8 @@ def _points(state: Any, fn: str, *args: Any) -> list[EmissionsData] | Response:
 
 
 @router.get("/emissions/bylocations/best", operation_id="GetBestEmissionsDataForLocationsByTime",
-            response_model=list[EmissionsData], responses=_EMPTY | _BAD | _DATA | _AUTH)
+            response_model=list[EmissionsData],
+            responses=_EMPTY | _refused(UNKNOWN_LOCATION, *TIME_RULES) | _DATA | _AUTH)
 def best_by_locations(state: State, role: SdkRole, location: Locations,
                       time: Time | None = None,
                       toTime: Time | None = None,  # noqa: N803 - the SDK's names
@@ -115,31 +142,38 @@ def best_by_locations(state: State, role: SdkRole, location: Locations,
     """The lowest observed carbon intensity among the locations in [time, toTime).
 
     Hourly points [t, t+1h) that overlap the range; `time` defaults to now, `toTime` to `time`
-    (the point containing it). Ties return every lowest point; none observed: 204.
+    (the point containing it). Ties return every lowest point; none observed: 204. `time` must
+    be given with `toTime` and be before it (else 400).
     """
     return _points(state, "best", location, time, toTime)
 
 
 @router.get("/emissions/bylocations", operation_id="GetEmissionsDataForLocationsByTime",
-            response_model=list[EmissionsData], responses=_EMPTY | _BAD | _DATA | _AUTH)
+            response_model=list[EmissionsData],
+            responses=_EMPTY | _refused(UNKNOWN_LOCATION, *TIME_RULES) | _DATA | _AUTH)
 def by_locations(state: State, role: SdkRole, location: Locations,
                  time: Time | None = None,
                  toTime: Time | None = None,  # noqa: N803
                  ) -> Any:
     """Observed hourly carbon intensity of each location in [time, toTime).
 
-    Hours begun by the service's now, from each site's signal source; none: 204.
+    Hours begun by the service's now, from each site's signal source; none: 204. `time` must
+    be given with `toTime` and be before it (else 400).
     """
     return _points(state, "emissions", location, time, toTime)
 
 
 @router.get("/emissions/bylocation", operation_id="GetEmissionsDataForLocationByTime",
-            response_model=list[EmissionsData], responses=_EMPTY | _BAD | _DATA | _AUTH)
+            response_model=list[EmissionsData],
+            responses=_EMPTY | _refused(UNKNOWN_LOCATION, *TIME_RULES) | _DATA | _AUTH)
 def by_location(state: State, role: SdkRole, location: OneLocation,
                 time: Time | None = None,
                 toTime: Time | None = None,  # noqa: N803
                 ) -> Any:
-    """Observed hourly carbon intensity of one location in [time, toTime); none: 204."""
+    """Observed hourly carbon intensity of one location in [time, toTime); none: 204.
+
+    `time` must be given with `toTime` and be before it (else 400).
+    """
     return _points(state, "emissions", [location], time, toTime)
 
 
@@ -152,7 +186,8 @@ def _forecast_headers(response: Response, state: Any, answers: list[ForecastAnsw
 
 
 @router.get("/emissions/forecasts/current", operation_id="GetCurrentForecastData",
-            response_model=list[EmissionsForecastDTO], responses=_BAD | _DATA | _AUTH)
+            response_model=list[EmissionsForecastDTO],
+            responses=_refused(UNKNOWN_LOCATION, *WINDOW_RULES) | _DATA | _AUTH)
 def current_forecast(state: State, role: SdkRole, location: Locations, response: Response,
                      dataStartAt: Time | None = None,  # noqa: N803
                      dataEndAt: Time | None = None,  # noqa: N803
@@ -163,7 +198,8 @@ def current_forecast(state: State, role: SdkRole, location: Locations, response:
     Issued at the current hour (the stored plan's when it was issued then, else the daily
     pipeline's forecasting, run once per site and hour). Windows start at `dataStartAt` exactly
     and step by one hour; `optimalDataPoints` are the lowest. A fallback to the stored plan's
-    forecast is named in the `X-Carbonsched-Fallback` header.
+    forecast is named in the `X-Carbonsched-Fallback` header. `dataStartAt` must be before
+    `dataEndAt`, both within the forecast's hours (else 400).
     """
     answers = state.sdk.current(location, dataStartAt, dataEndAt, windowSize,
                                 state.clock.now(), state.book)
@@ -172,14 +208,19 @@ def current_forecast(state: State, role: SdkRole, location: Locations, response:
 
 
 @router.post("/emissions/forecasts/batch", operation_id="BatchForecastDataAsync",
-             response_model=list[EmissionsForecastDTO], responses=_BAD | _DATA | _AUTH)
+             response_model=list[EmissionsForecastDTO],
+             responses=_refused(UNKNOWN_LOCATION, "a `requestedAt` after now",
+                            "a `requestedAt` the data cannot forecast from",
+                            *WINDOW_RULES) | _DATA | _AUTH)
 def batch_forecast(state: State, role: SdkRole,
-                   body: Annotated[list[EmissionsForecastBatchParametersDTO], Body()],
+                   body: Annotated[list[EmissionsForecastBatchParametersDTO],
+                                   Body(json_schema_extra={"maxItems": MAX_BATCH_ITEMS})],
                    ) -> list[EmissionsForecastDTO]:
     """Historical forecasts: each item's forecast as issued at its `requestedAt` hour.
 
     Issued by the daily pipeline's forecasting from the observations before then (cached),
-    scoped and windowed as `/emissions/forecasts/current`.
+    scoped and windowed as `/emissions/forecasts/current`. An item's `requestedAt` must be in
+    the past, at an hour the data can forecast from (else 400).
     """
     state.sdk.check_batch(body)
     now = state.clock.now()
@@ -188,7 +229,8 @@ def batch_forecast(state: State, role: SdkRole,
 
 
 @router.get("/emissions/average-carbon-intensity", operation_id="GetAverageCarbonIntensity",
-            response_model=CarbonIntensityDTO, responses=_BAD | _DATA | _AUTH)
+            response_model=CarbonIntensityDTO,
+            responses=_refused(UNKNOWN_LOCATION, *PERIOD_RULES) | _DATA | _AUTH)
 def average_carbon_intensity(state: State, role: SdkRole, location: OneLocation,
                              startTime: Time,  # noqa: N803
                              endTime: Time,  # noqa: N803
@@ -196,7 +238,7 @@ def average_carbon_intensity(state: State, role: SdkRole, location: OneLocation,
     """Time-weighted mean observed carbon intensity of [startTime, endTime) at a location.
 
     Partial hours count by the share of the period they cover; a period the observed hours do
-    not cover is 400.
+    not cover, or a `startTime` not before `endTime`, is 400.
     """
     value = state.sdk.average(location, startTime, endTime, state.clock.now())
     return CarbonIntensityDTO(location=location, startTime=startTime, endTime=endTime,
@@ -205,10 +247,13 @@ def average_carbon_intensity(state: State, role: SdkRole, location: OneLocation,
 
 @router.post("/emissions/average-carbon-intensity/batch",
              operation_id="GetAverageCarbonIntensityBatch",
-             response_model=list[CarbonIntensityDTO], responses=_BAD | _DATA | _AUTH)
+             response_model=list[CarbonIntensityDTO],
+             responses=_refused(UNKNOWN_LOCATION, "items naming more than one site",
+                            *PERIOD_RULES) | _DATA | _AUTH)
 def average_carbon_intensity_batch(
         state: State, role: SdkRole,
-        body: Annotated[list[CarbonIntensityBatchParametersDTO], Body()],
+        body: Annotated[list[CarbonIntensityBatchParametersDTO],
+                        Body(json_schema_extra={"maxItems": MAX_BATCH_ITEMS})],
 ) -> list[CarbonIntensityDTO]:
     """The mean observed carbon intensity of each item's period, for one location.
 

@@ -8,7 +8,14 @@ import pandas as pd
 from fastapi import APIRouter, HTTPException, Query
 
 from carbonsched.api.deps import ReadRole, State
-from carbonsched.api.routes import ERRORS, NO_PLAN, NOT_FOUND, require_book
+from carbonsched.api.routes import (
+    ERRORS,
+    IDENTIFIER_RULE,
+    NO_PLAN,
+    NOT_FOUND,
+    refused_422,
+    require_book,
+)
 from carbonsched.api.schemas import ForecastPoint, ForecastPublic, SiteIdPath
 from carbonsched.errors import UnknownSiteError
 from carbonsched.service.placement import SIGNALS
@@ -16,7 +23,8 @@ from carbonsched.service.placement import SIGNALS
 router = APIRouter(prefix="/v1", tags=["forecasts"], responses=ERRORS | NOT_FOUND | NO_PLAN)
 
 
-@router.get("/forecasts/{site}", operation_id="getSiteForecast", response_model=ForecastPublic)
+@router.get("/forecasts/{site}", operation_id="getSiteForecast", response_model=ForecastPublic,
+            openapi_extra=refused_422(IDENTIFIER_RULE))
 def site_forecast(site: SiteIdPath, state: State,
                   role: ReadRole,
                   signal: Annotated[Literal["carbon_intensity", "green_surplus", "pue"],

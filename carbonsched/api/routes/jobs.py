@@ -7,7 +7,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, HTTPException
 
 from carbonsched.api.deps import ReadRole, State, SubmitRole
-from carbonsched.api.routes import ERRORS, NOT_FOUND
+from carbonsched.api.routes import (
+    BAD_BODY,
+    ERRORS,
+    IDENTIFIER_RULE,
+    JOB_RULES,
+    NOT_FOUND,
+    refused_422,
+)
 from carbonsched.api.schemas import ErrorPublic, JobIdPath, JobPublic, JobsCreate, JobsPublic
 from carbonsched.api.state import ServiceState
 from carbonsched.errors import InputError
@@ -38,7 +45,8 @@ def _public(row: dict[str, Any], source: str) -> JobPublic:
 
 @router.post("/jobs", operation_id="submitJobs", status_code=201, response_model=JobsPublic,
              responses={409: {"model": ErrorPublic, "description": "A job id exists already."},
-                        **NOT_FOUND})
+                        **NOT_FOUND, **BAD_BODY},
+             openapi_extra=refused_422(*JOB_RULES, "a job id twice in one request"))
 def submit_jobs(body: Annotated[JobsCreate, Body()], state: State,
                 role: SubmitRole) -> JobsPublic:
     """Submit jobs.
@@ -73,7 +81,7 @@ def submit_jobs(body: Annotated[JobsCreate, Body()], state: State,
 
 
 @router.get("/jobs/{job_id}", operation_id="getJob", response_model=JobPublic,
-            responses=NOT_FOUND)
+            responses=NOT_FOUND, openapi_extra=refused_422(IDENTIFIER_RULE))
 def get_job(job_id: JobIdPath, state: State,
             role: ReadRole) -> JobPublic:
     """A job's state and reason: a submitted job, else a job of the current plan."""

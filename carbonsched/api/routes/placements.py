@@ -9,7 +9,15 @@ from fastapi import APIRouter, Body, HTTPException, Request
 from starlette.concurrency import run_in_threadpool
 
 from carbonsched.api.deps import ReadRole, state_of
-from carbonsched.api.routes import ERRORS, NO_PLAN, NOT_FOUND, require_book
+from carbonsched.api.routes import (
+    BAD_BODY,
+    ERRORS,
+    JOB_RULES,
+    NO_PLAN,
+    NOT_FOUND,
+    refused_422,
+    require_book,
+)
 from carbonsched.api.schemas import (
     ErrorPublic,
     InferencePlacementQuery,
@@ -20,14 +28,17 @@ from carbonsched.errors import InputError
 from carbonsched.service.booking import reserve_job
 
 router = APIRouter(prefix="/v1", tags=["placements"],
-                   responses=ERRORS | NOT_FOUND | NO_PLAN | {
+                   responses=ERRORS | NOT_FOUND | NO_PLAN | BAD_BODY | {
                        409: {"model": ErrorPublic, "description": "Job id already reserved."},
                        503: {"model": ErrorPublic, "description": "No plan to answer from "
                              "yet, the store is unreachable, or the capacity offered was "
                              "taken by other reservations on every attempt (retry)."}})
 
 
-@router.post("/placements", operation_id="createPlacement", response_model=PlacementPublic)
+@router.post("/placements", operation_id="createPlacement", response_model=PlacementPublic,
+             openapi_extra=refused_422(*JOB_RULES, "an inference query without "
+                                       "`power_per_gpu_kw` for a GPU type the parameter "
+                                       "table has no power figure of"))
 async def create_placement(query: Annotated[PlacementQuery, Body()], request: Request,
                            role: ReadRole) -> PlacementPublic:
     """Recommend a site and start in the capacity the current plan leaves free.

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Body, HTTPException, Path
 from starlette.concurrency import run_in_threadpool
 
 from carbonsched.api.deps import AdminRole, State
-from carbonsched.api.routes import ERRORS, NOT_FOUND
+from carbonsched.api.routes import ERRORS, NOT_FOUND, refused_422
 from carbonsched.api.schemas import (
     TOKEN_ID_PATTERN,
     TokenCreate,
@@ -35,7 +35,8 @@ def list_tokens(state: State, role: AdminRole) -> TokensPublic:
 
 
 @router.post("/tokens", operation_id="createToken", status_code=201,
-             response_model=TokenCreated)
+             response_model=TokenCreated,
+             openapi_extra=refused_422("an `expires_at` not after now (the wall clock)"))
 async def create_token(body: Annotated[TokenCreate, Body()], state: State,
                        role: AdminRole) -> TokenCreated:
     """Mint a token; the answer carries it once (only its hash is stored)."""
