@@ -38,6 +38,17 @@ def settings(slurm_dir, emulator_kubeconfig) -> Settings:
                             dispatch_backoff_s=0.01)
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_store(request, tmp_path):
+    """A store on SQLite, then on a PostgreSQL database of its own (tests/conftest.py pg_db)."""
+    if request.param == "sqlite":
+        yield Store(f"sqlite:///{tmp_path / 'store.db'}")
+        return
+    store = Store(request.getfixturevalue("pg_db"))
+    yield store
+    store.engine.dispose()
+
+
 @pytest.fixture
 def store(tmp_path) -> Store:
     return Store(f"sqlite:///{tmp_path / 'store.db'}")

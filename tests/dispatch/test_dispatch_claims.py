@@ -41,16 +41,6 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def any_store(request, tmp_path):
-    if request.param == "sqlite":
-        yield Store(f"sqlite:///{tmp_path / 'store.db'}")
-        return
-    store = Store(request.getfixturevalue("pg_db"))
-    yield store
-    store.engine.dispose()
-
-
 def _intents(store: Store, keys: list[str], site: str = "ca-on-toronto") -> dict[str, int]:
     """Pending intents with these keys (``<job>#<piece>``); returns key -> row id."""
     now = datetime.now(UTC)

@@ -59,17 +59,6 @@ def _rows(store: Store) -> dict[str, DispatchRow]:
         return {r.key: r for r in s.scalars(select(DispatchRow))}
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def any_store(request, tmp_path):
-    if request.param == "sqlite":
-        yield Store(f"sqlite:///{tmp_path / 'store.db'}")
-        return
-    # a database of its own (tests/conftest.py pg_db)
-    store = Store(request.getfixturevalue("pg_db"))
-    yield store
-    store.engine.dispose()
-
-
 def test_real_global_plan_lands_once_on_every_cluster_and_namespace(
         global_plan_doc, any_store, settings, slurm_dir, emulator_kubeconfig, tmp_path):
     from kubernetes import client, config
