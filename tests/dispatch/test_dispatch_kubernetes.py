@@ -39,7 +39,7 @@ def target(request):
     k = os.environ.get("KUBECONFIG")
     if not k:
         pytest.skip("KUBECONFIG not set: the contract suite runs against a real cluster only "
-                    "when it is (see README, Dispatch)")
+                    "when it is (see docs/dispatch.md)")
     from kubernetes import config
 
     ctx = os.environ.get("CARBONSCHED_K8S_CONTEXT") or config.list_kube_config_contexts(k)[1][
