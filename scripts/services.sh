@@ -6,6 +6,10 @@
 # its slurmd on base+10i+2, the Kubernetes emulator on base+50.
 # Installs the Debian packages it needs when they are missing (apt-get, as root).
 
+# the daemons and runuser live in sbin, which a login shell's PATH may leave out
+case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH="$PATH:/usr/sbin:/sbin" ;; esac
+export PATH
+
 CARBONSCHED_SERVICES_DIR=${CARBONSCHED_SERVICES_DIR:-$(mktemp -d /tmp/carbonsched-services.XXXXXX)}
 mkdir -p "$CARBONSCHED_SERVICES_DIR" && chmod 755 "$CARBONSCHED_SERVICES_DIR"
 
