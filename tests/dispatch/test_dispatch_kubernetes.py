@@ -38,8 +38,8 @@ def target(request):
         return k, "us-east-ny", "carbonsched"
     k = os.environ.get("KUBECONFIG")
     if not k:
-        pytest.skip("KUBECONFIG not set: the contract suite runs against a real cluster only "
-                    "when it is (see docs/dispatch.md)")
+        pytest.skip("the [real] case runs against a cluster only: set KUBECONFIG to one (the "
+                    "[emulator] case ran against the emulator; see docs/dispatch.md)")
     from kubernetes import config
 
     ctx = os.environ.get("CARBONSCHED_K8S_CONTEXT") or config.list_kube_config_contexts(k)[1][
