@@ -1,6 +1,6 @@
 """The API while its PostgreSQL is down: 503 with ``Retry-After``, never 500; 200 once it is back.
 
-A PostgreSQL server of the test's own (``initdb`` in a temporary folder, a free loopback port)
+A PostgreSQL server of the test's own (``private_pg``, :mod:`scripts.private_postgres`)
 serves one real `carbonsched serve`; the test stops it with ``pg_ctl stop`` mid-test and starts
 it again. A NUL byte in any path parameter is refused with 422 on PostgreSQL too (it cannot
 hold one, and used to answer 500).
@@ -8,17 +8,11 @@ hold one, and used to answer 500).
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy.engine import URL, make_url
 
 from carbonsched.store import Store
 from tests.service.conftest import AS_OF, CATALOG, mint
@@ -26,68 +20,12 @@ from tests.service.conftest import AS_OF, CATALOG, mint
 ADMIN = "outage-test-admin-token-9b2c"
 
 
-def _pg_bin() -> Path | None:
-    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
-    if found:
-        return found[-1].parent
-    exe = shutil.which("pg_ctl")
-    return Path(exe).parent if exe else None
-
-
-class PrivatePostgres:
-    """One PostgreSQL cluster in ``root`` on a free loopback port, started and stopped at will."""
-
-    def __init__(self, root: Path) -> None:
-        self.bin = _pg_bin()
-        if self.bin is None:
-            pytest.skip("PostgreSQL binaries not installed (scripts/services.sh installs them)")
-        self.root = root
-        self.data = root / "data"
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        root.mkdir(parents=True, exist_ok=True)
-        if self.as_user:
-            shutil.chown(root, "postgres", "postgres")
-        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres")
-        self.url = f"postgresql+psycopg2://postgres@127.0.0.1:{self.port}/postgres"
-
-    def _run(self, tool: str, *args: str) -> None:
-        r = subprocess.run([*self.as_user, str(self.bin / tool), *args], capture_output=True,
-                           text=True, timeout=300)
-        assert r.returncode == 0, f"{tool} failed: {r.stdout}\n{r.stderr}"
-
-    def start(self) -> None:
-        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"), "-w",
-                  "-t", "120", "-o", f"-c listen_addresses=127.0.0.1 -c port={self.port} "
-                  f"-c unix_socket_directories={self.root} -c fsync=off", "start")
-
-    def stop(self) -> None:
-        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
-
-    def running(self) -> bool:
-        r = subprocess.run([*self.as_user, str(self.bin / "pg_ctl"), "-D", str(self.data),
-                            "status"], capture_output=True)
-        return r.returncode == 0
-
-
-@pytest.fixture
-def private_pg() -> Iterator[PrivatePostgres]:
-    # not under pytest's tmp_path: its parents are private to root, and the server runs as
-    # the postgres user (as scripts/services.sh does it)
-    top = Path(tempfile.mkdtemp(prefix="carbonsched-pg-outage-"))
-    top.chmod(0o755)
-    try:
-        pg = PrivatePostgres(top / "pg")
-        pg.start()
-        try:
-            yield pg
-        finally:
-            if pg.running():
-                pg.stop()
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
+def _url_without_password(url: str) -> str:
+    """The private server's URL without its placeholder password (the server trusts loopback),
+    so that the message names the database as ``postgres@127.0.0.1``."""
+    u = make_url(url)
+    return URL.create(u.drivername, u.username, None, u.host, u.port,
+                      u.database).render_as_string(hide_password=False)
 
 
 def _503(r: httpx.Response) -> None:
@@ -100,13 +38,14 @@ def _503(r: httpx.Response) -> None:
 @pytest.mark.shared_data
 def test_503_with_retry_after_while_postgres_is_down_then_200(plan_db, private_pg,
                                                               start_server):
+    url = _url_without_password(private_pg.url)
     src = Store(f"sqlite:///{plan_db}")
     pid = src.latest_plan_id()
-    dst = Store(private_pg.url)
+    dst = Store(url)
     dst.save_plan(src.get_plan(pid), src.forecasts(pid))
     dst.engine.dispose()
-    token = mint(private_pg.url, "submit")       # looked up in the store, not the bootstrap
-    srv = start_server(private_pg.url, "--no-cron", "--as-of", AS_OF, "--catalog", CATALOG,
+    token = mint(url, "submit")       # looked up in the store, not the bootstrap
+    srv = start_server(url, "--no-cron", "--as-of", AS_OF, "--catalog", CATALOG,
                        env={"CARBONSCHED_BOOTSTRAP_ADMIN_TOKEN": ADMIN,
                             "CARBONSCHED_TOKEN_CACHE_S": "0"}, ready_path="/readyz")
     c = httpx.Client(base_url=srv.url, timeout=60)
