@@ -265,6 +265,23 @@ def test_a_start_plan_serving_all_inference_is_repacked():
     assert [(i.site, i.gpus) for i in new.inference] == [("a", 1)]
 
 
+def test_two_demands_of_one_area_hour_and_type_keep_one_gpu_each():
+    # Hypothesis found it: two identical inference demands (eu, hour 0, H100, 1 GPU), served by
+    # the start plan at s0 and s1; the LP's fixed allocation gave the first demand both GPUs
+    # and the second none, so the LP had no solution
+    sites = [SiteWrapper(f"s{i}").gpus("H100", 1).latency("eu", 5.0).obj() for i in range(3)]
+    sets = compile_sets(problem(sites, [_job("j0", 0, 1, kw=0.5), _job("j1", 0, 1, kw=0.5)], 1,
+                                [demand("eu", 0, 1, slo_ms=10.0, kw=0.5),
+                                 demand("eu", 0, 1, slo_ms=10.0, kw=0.5)]))
+    start = greedy_from_sets(sets)
+    assert sum(i.gpus for i in start.inference) == 2
+    new, rec = _repack(sets, start)
+    assert new is not None, rec.note
+    assert recount_violations(sets.problem, new) == {}
+    assert sorted((i.site, i.gpus) for i in new.inference) == sorted(
+        (i.site, i.gpus) for i in start.inference)
+
+
 def test_solve_colgen_uses_the_repack(monkeypatch):
     sets = _crowded()
     res = colgen.solve_colgen(sets, 30.0, 1e-4, 1, _rec(), time.perf_counter())

@@ -265,12 +265,14 @@ def _start_vector(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult,
     x_y = []
     prob = sets.problem
     taken: dict[tuple, int] = {}
+    left = sets.inf_gpus.astype(np.int64).copy()    # each demand row's GPUs not yet given
     for d, s in fx["ys"].tolist():
         dem = prob.inference[d]
         k = (dem.area, dem.hour, dem.gpu_type, sets.site[s])
         have = alloc.get(k, 0) - taken.get(k, 0)
-        v = min(have, int(sets.inf_gpus[d]))
+        v = min(have, int(left[d]))     # two demands of one (area, hour, GPU type) share it
         taken[k] = taken.get(k, 0) + v
+        left[d] -= v
         x_y.append(v)
     del spos
     g_rep, kw_rep = usage(sets, po, np.ones(len(po), dtype=np.int64))
