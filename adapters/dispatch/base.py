@@ -110,6 +110,10 @@ class DispatchRequest:
         default) means not given: the piece is taken as the job's last (``piece + 1``).
     checkpoint_overhead_s
         Time a resumed piece spends restoring its checkpoint, inside ``[start, end)``. [s]
+    nodes
+        Nodes the gang spans: 1 (the default) runs all ``gpus`` on one node; ``N > 1`` runs
+        ``gpus / N`` GPUs on each of ``N`` nodes (Slurm ``--nodes N --gpus-per-node G``; a
+        multi-pod workload on Kubernetes). ``gpus`` must divide evenly. [-]
     """
 
     plan_id: str
@@ -124,6 +128,7 @@ class DispatchRequest:
     command: str = ""
     pieces: int = 0
     checkpoint_overhead_s: int = 0
+    nodes: int = 1
 
     def __post_init__(self) -> None:
         # the one identifier grammar, before any backend sees the id (InputError, its message)
@@ -144,6 +149,14 @@ class DispatchRequest:
                                 f"start {self.start.isoformat()}")
         if self.gpus < 1:
             raise ValueError(f"job {self.job_id}: gpus must be >= 1, got {self.gpus}")
+        if self.nodes < 1 or self.gpus % self.nodes:
+            raise ValueError(f"job {self.job_id}: {self.gpus} GPUs cannot be cut into "
+                             f"{self.nodes} node(s) of equal size; give nodes dividing gpus")
+
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs on each node of the gang (``gpus / nodes``). [-]"""
+        return self.gpus // self.nodes
 
     @property
     def key(self) -> str:

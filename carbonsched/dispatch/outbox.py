@@ -251,7 +251,8 @@ def _request_json(req: DispatchRequest) -> str:
                        "site": req.site, "start": _iso(req.start), "end": _iso(req.end),
                        "deadline": _iso(req.deadline), "gpu_type": req.gpu_type,
                        "gpus": req.gpus, "command": req.command, "pieces": req.pieces,
-                       "checkpoint_overhead_s": req.checkpoint_overhead_s})
+                       "checkpoint_overhead_s": req.checkpoint_overhead_s,
+                       "nodes": req.nodes})
 
 
 def _request_from_row(row: DispatchRow) -> DispatchRequest:
@@ -262,7 +263,8 @@ def _request_from_row(row: DispatchRow) -> DispatchRequest:
                            deadline=pd.Timestamp(d["deadline"]).to_pydatetime(),
                            gpu_type=d["gpu_type"], gpus=d["gpus"], command=d.get("command", ""),
                            pieces=d.get("pieces", 0),
-                           checkpoint_overhead_s=d.get("checkpoint_overhead_s", 0))
+                           checkpoint_overhead_s=d.get("checkpoint_overhead_s", 0),
+                           nodes=d.get("nodes", 1))
 
 
 def _outcome(row: DispatchRow, action: str, detail: str = "") -> DispatchOutcome:
