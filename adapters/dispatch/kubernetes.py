@@ -160,14 +160,19 @@ class KubernetesAdapter:
                 f"{type(exc).__name__}: {str(exc)[:200]}") from exc
 
     # -- contract -------------------------------------------------------------------------------
-    def manifest(self, req: DispatchRequest) -> dict[str, Any]:
-        """The ``batch/v1`` Job for ``req`` (a plain dict, as sent)."""
+    def pod_spec(self, req: DispatchRequest, gpus_per_pod: int | None = None) -> dict[str, Any]:
+        """The pod spec every workload kind runs ``req`` with (a plain dict).
+
+        Parameters
+        ----------
+        req
+            The placement.
+        gpus_per_pod
+            GPUs each pod requests as ``nvidia.com/gpu`` limits; default ``req.gpus`` (one pod
+            holds the whole gang). A multi-pod workload passes ``req.gpus_per_node``. [-]
+        """
         product = self.gpu_products.get(req.gpu_type, req.gpu_type)
-        # a pausing piece is stopped at its planned end (SIGTERM, then the grace period to write
-        # its checkpoint); the timer restarts when the held Job is released (Kubernetes Job docs,
-        # "Suspending a Job": startTime is reset on resume)
-        active_deadline_s = (req.duration_s if req.pauses else
-                             max(int((req.deadline - req.start).total_seconds()), req.duration_s))
+        gpus = req.gpus if gpus_per_pod is None else gpus_per_pod
         pod_spec: dict[str, Any] = {
             "restartPolicy": "Never",
             "nodeSelector": {self.gpu_product_label: product},
@@ -176,11 +181,28 @@ class KubernetesAdapter:
                 "image": self.image,
                 "command": ["sh", "-c", req.shell_command()],
                 "env": [{"name": k, "value": v} for k, v in req.job_env().items()],
-                "resources": {"limits": {GPU_RESOURCE: str(req.gpus)}},
+                "resources": {"limits": {GPU_RESOURCE: str(gpus)}},
             }],
         }
         if req.pauses:
+            # a pausing piece is stopped at its planned end (SIGTERM, then the grace period to
+            # write its checkpoint)
             pod_spec["terminationGracePeriodSeconds"] = CHECKPOINT_SIGNAL_LEAD_S
+        return pod_spec
+
+    def active_deadline_s(self, req: DispatchRequest) -> int:
+        """Run-time bound from release: the piece's duration if it pauses, else to the deadline.
+
+        The timer restarts when a held Job is released (Kubernetes Job docs, "Suspending a
+        Job": startTime is reset on resume). [s]
+        """
+        return (req.duration_s if req.pauses else
+                max(int((req.deadline - req.start).total_seconds()), req.duration_s))
+
+    def manifest(self, req: DispatchRequest) -> dict[str, Any]:
+        """The ``batch/v1`` Job for ``req`` (a plain dict, as sent)."""
+        pod_spec = self.pod_spec(req)
+        active_deadline_s = self.active_deadline_s(req)
         return {
             "apiVersion": "batch/v1",
             "kind": "Job",
