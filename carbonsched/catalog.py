@@ -34,6 +34,14 @@ SIGNAL_SOURCES = ("electricitymaps", "eia930", "modelled-china")
 
 BACKEND_KINDS = ("slurm", "kubernetes")
 
+K8S_WORKLOADS = ("job", "kueue", "jobset", "volcano")
+"""What a Kubernetes site runs a placement as (``[sites.backend] workload``): a ``batch/v1`` Job,
+a Job or JobSet admitted by Kueue, a JobSet, a Volcano Job (docs/dispatch.md)."""
+
+QUEUE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+"""A Kueue LocalQueue or Volcano Queue name: a DNS-1123 subdomain (Kubernetes object names), and
+at most 63 characters since Kueue carries it as the label value ``kueue.x-k8s.io/queue-name``."""
+
 ALIAS_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 """What a site alias may be: a name such as a cloud region (``westus``, ``us-east-1``,
 ``europe-west4``): letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit."""
@@ -380,9 +388,32 @@ def _parse_backend(ctx: _Ctx, where: str, raw: dict[str, Any]) -> Backend:
     else:
         spec = {"kind": ((str,), True, "'kubernetes'"),
                 "context": ((str,), True, "the kubeconfig context name"),
-                "namespace": ((str,), True, "the Kubernetes namespace for the jobs")}
+                "namespace": ((str,), True, "the Kubernetes namespace for the jobs"),
+                "workload": ((str,), False, "one of " + ", ".join(map(repr, K8S_WORKLOADS))),
+                "queue": ((str,), False, "the Kueue LocalQueue or Volcano Queue name")}
     _check_fields(ctx, w, raw, spec)
+    if kind == "kubernetes":
+        _check_k8s_workload(ctx, w, raw)
     return Backend(**raw)
+
+
+def _check_k8s_workload(ctx: _Ctx, where: str, raw: dict[str, Any]) -> None:
+    workload = raw.get("workload", "job")
+    if workload not in K8S_WORKLOADS:
+        raise ctx.fail(where, f"unknown workload {workload!r}",
+                       f"give workload = one of {', '.join(map(repr, K8S_WORKLOADS))}")
+    queue = raw.get("queue")
+    if workload == "kueue" and queue is None:
+        raise ctx.fail(where, "workload 'kueue' needs field 'queue'",
+                       "add queue = the name of the Kueue LocalQueue in the namespace "
+                       "(kubectl get localqueues -n <namespace>)")
+    if queue is not None and workload not in ("kueue", "volcano"):
+        raise ctx.fail(where, f"field 'queue' applies to workload 'kueue' or 'volcano', not "
+                       f"{workload!r}", "remove queue, or set workload = 'kueue' or 'volcano'")
+    if queue is not None and (len(queue) > 63 or not QUEUE_NAME.match(queue)):
+        raise ctx.fail(where, f"field 'queue' {queue!r} is not a queue name ({len(queue)} "
+                       "characters)", "give at most 63 lowercase letters, digits, '-' and '.', "
+                       "starting and ending with a letter or digit")
 
 
 def _nonneg(ctx: _Ctx, where: str, key: str, value: float, strict: bool = False) -> None:

@@ -101,6 +101,13 @@ class ReasonCode(StrEnum):
     LOST = "Lost"
     """The backend no longer knows a job it accepted (purged, or the cluster was rebuilt)."""
     PAUSED = "Paused"
+    EVICTED = "Evicted"
+    """The cluster took the running or admitted job back (a Kueue Workload's ``Evicted``
+    condition, pods evicted from a Volcano Job or a JobSet); the detail names the cluster's
+    reason. Never counted as a success."""
+    PREEMPTED = "Preempted"
+    """The cluster preempted the job for higher-priority work (Kueue ``Preempted``, Volcano
+    preemption); the detail names the cluster's reason."""
     """A piece of a preemptible job stopped at its planned end (time limit); the next piece
     resumes it from its checkpoint."""
 
@@ -171,6 +178,14 @@ class Backend:
         Kubernetes context and namespace (``kind="kubernetes"``).
     partition
         Slurm partition, optional.
+    workload
+        What a Kubernetes site runs a placement as (``kind="kubernetes"``): ``"job"`` (a
+        ``batch/v1`` Job, the default), ``"kueue"`` (a Job — a JobSet for a multi-node gang —
+        admitted by Kueue through ``queue``), ``"jobset"`` (a JobSet) or ``"volcano"`` (a Volcano
+        ``batch.volcano.sh/v1alpha1`` Job). See docs/dispatch.md.
+    queue
+        The Kueue LocalQueue (``workload="kueue"``, required) or the Volcano Queue
+        (``workload="volcano"``, default ``"default"``).
     """
 
     kind: str
@@ -178,6 +193,8 @@ class Backend:
     context: str | None = None
     namespace: str | None = None
     partition: str | None = None
+    workload: str = "job"
+    queue: str | None = None
 
 
 @dataclass(frozen=True)

@@ -117,6 +117,25 @@ BAD = [
      r"site 'hub-a' \(sites\[0\]\): signal_source 'modelled-china' needs field 'province'"),
     ("area without timezone", 'timezone = "UTC"\n', "",
      r"area 'metro': missing field 'timezone'"),
+    ("unknown kubernetes workload", 'namespace = "carbonsched"',
+     'namespace = "carbonsched"\nworkload = "mpijob"',
+     r"site 'edge-b' \(sites\[1\]\), field 'backend': unknown workload 'mpijob'; give "
+     r"workload = one of 'job', 'kueue', 'jobset', 'volcano'"),
+    ("kueue without queue", 'namespace = "carbonsched"',
+     'namespace = "carbonsched"\nworkload = "kueue"',
+     r"field 'backend': workload 'kueue' needs field 'queue'; add queue = the name of the Kueue "
+     r"LocalQueue"),
+    ("queue on a plain job", 'namespace = "carbonsched"',
+     'namespace = "carbonsched"\nqueue = "team-a"',
+     r"field 'backend': field 'queue' applies to workload 'kueue' or 'volcano', not 'job'"),
+    ("queue name not DNS-1123", 'namespace = "carbonsched"',
+     'namespace = "carbonsched"\nworkload = "volcano"\nqueue = "Team_A"',
+     r"field 'backend': field 'queue' 'Team_A' is not a queue name \(6 characters\)"),
+    ("queue name of 64 characters", 'namespace = "carbonsched"',
+     'namespace = "carbonsched"\nworkload = "kueue"\nqueue = "' + "q" * 64 + '"',
+     r"field 'queue' 'q{64}' is not a queue name \(64 characters\); give at most 63"),
+    ("workload on a slurm site", 'cluster = "hub-a"\n', 'cluster = "hub-a"\nworkload = "kueue"\n',
+     r"site 'hub-a' \(sites\[0\]\), field 'backend': unknown field\(s\) 'workload'"),
     ("unknown signal quality", 'signal_quality = "measured"', 'signal_quality = "great"',
      r"top level: unknown signal_quality 'great'; give 'measured' or 'modelled'"),
 ]
@@ -238,6 +257,29 @@ def test_china_emission_factors_are_the_official_ones(shared_data: Path) -> None
     for s in load_catalog(CHINA).sites:
         assert s.annual_emission_factor_g_per_kwh == doc["data"][s.province]["emission_factor"]
         assert "2025 No. 47" in s.meta["emission_factor_source"]
+
+
+def test_kubernetes_workload_fields_parse_and_a_63_character_queue_is_accepted(
+        tmp_path: Path, minimal_text: str) -> None:
+    assert load_catalog(write(tmp_path, minimal_text, "plain.toml")).site("edge-b").backend \
+        .workload == "job"
+    queue = "q" * 63  # the label-value limit exactly
+    text = minimal_text.replace('namespace = "carbonsched"',
+                                f'namespace = "carbonsched"\nworkload = "kueue"\nqueue = "{queue}"')
+    b = load_catalog(write(tmp_path, text)).site("edge-b").backend
+    assert (b.workload, b.queue) == ("kueue", queue)
+    text = minimal_text.replace('namespace = "carbonsched"',
+                                'namespace = "carbonsched"\nworkload = "volcano"')
+    b = load_catalog(write(tmp_path, text, "v.toml")).site("edge-b").backend
+    assert (b.workload, b.queue) == ("volcano", None)
+
+
+def test_global_catalog_shows_every_kubernetes_workload_kind() -> None:
+    kinds = {s.id: (s.backend.workload, s.backend.queue) for s in load_catalog("global").sites
+             if s.backend.kind == "kubernetes"}
+    assert kinds == {"us-ny-newyork": ("job", None), "us-pjm-ashburn": ("kueue", "gpu-batch"),
+                     "jp-tk-tokyo": ("jobset", None), "sg-singapore": ("volcano", "default"),
+                     "de-frankfurt": ("job", None)}
 
 
 def test_global_catalog_contents() -> None:
