@@ -4,32 +4,56 @@ No kube-apiserver can be installed on the machines the tests run on, so this Fas
 answers the part of the Kubernetes API the dispatcher uses, for several emulated clusters at once
 (one per kubeconfig context, under ``/clusters/<context>``):
 
-- ``GET /version``; namespaces: ``GET/POST /api/v1/namespaces[/<ns>]``;
-- ``batch/v1`` Jobs: ``POST``/``GET`` (with ``labelSelector`` equality terms) on
-  ``/apis/batch/v1/namespaces/<ns>/jobs``, and ``GET``/``PATCH``/``DELETE`` on ``.../jobs/<name>``.
+- ``GET /version``; namespaces: ``GET/POST /api/v1/namespaces[/<ns>]``; API discovery
+  ``GET /apis/<group>/<version>``;
+- ``batch/v1`` Jobs, JobSets (``jobset.x-k8s.io/v1alpha2``), Volcano Jobs
+  (``batch.volcano.sh/v1alpha1``), Kueue LocalQueues (``kueue.x-k8s.io/v1beta1``): ``POST``/``GET``
+  (``labelSelector`` equality terms) on ``/apis/<group>/<version>/namespaces/<ns>/<plural>``,
+  ``GET``/``PATCH`` (merge patch)/``DELETE`` on ``.../<plural>/<name>``; Kueue Workloads
+  (``v1beta1`` and ``v1beta2``) and pods are read, listed and patched, made by the emulated
+  controllers.
 
-Like the real API server it validates every created or patched Job against the upstream OpenAPI
-schema (``kubernetes-validate``, strict: unknown fields are refused) plus the checks the schema
-cannot express (DNS-1123 names, label syntax, ``restartPolicy``), answers 404 for a missing
-namespace, 409 AlreadyExists, 422 Invalid, fills ``uid``, ``resourceVersion``, ``generation`` and
-``creationTimestamp``, and moves a released Job through ``active`` to ``succeeded`` (condition
-``Complete``) or ``failed`` (``Failed``) — after ``--run-seconds`` (default 2 s), or failed when
-the Job carries the annotation ``emulator.carbonsched.io/outcome: Failed``, or failed with reason
-``DeadlineExceeded`` at ``spec.activeDeadlineSeconds`` when that is shorter than the run. A
-suspended Job never starts. Errors are ``Status`` objects, as the official clients expect.
+Validation, like the real API server: ``batch/v1`` Jobs against the upstream OpenAPI schema
+(``kubernetes-validate``, strict); JobSets, Volcano Jobs, LocalQueues and the Workloads the
+emulated Kueue makes against the **real CRDs'** ``openAPIV3Schema`` read by path from
+:func:`crd_dir` (``../shared/data/k8s-crds``; never copied): unknown fields are refused with 400
+(``fieldValidation=Strict``'s "strict decoding error"), invalid values with 422 in the API
+server's words (``Unsupported value``, ``Required value``, ``Invalid value``), plus the checks
+the projects' webhooks make (JobSet child Job names, Volcano ``minAvailable`` and queue, Kueue's
+queue name only on a suspended object) and object-meta syntax. A kind whose CRD file is missing
+answers 404, as on a cluster without the CRD. CEL rules are not evaluated.
+
+Controllers (advanced on every request): a released Job runs ``--run-seconds`` (default 2 s)
+then succeeds (``Complete``), or fails with the annotation ``emulator.carbonsched.io/outcome:
+Failed``, or with ``DeadlineExceeded`` at ``activeDeadlineSeconds``; a JobSet likewise
+(``Suspended``, ``Completed``/``Failed``, ``terminalState``); **Kueue**: a suspended Job or JobSet
+carrying ``kueue.x-k8s.io/queue-name`` gets a Workload that is admitted (``QuotaReserved``,
+``Admitted``) when the LocalQueue exists, and the object is unsuspended; **Volcano**: a Job's
+pods are made from its tasks, gated pods stay Pending, the Job runs once ``minAvailable`` pods are
+ungated (``status.state.phase`` Pending -> Running -> Completed/Failed). Errors are ``Status``
+objects, as the official clients expect.
+
+Test hook (emulator only): ``POST /clusters/<context>/emulator/evict`` with ``{"group",
+"version", "plural", "namespace", "name", "reason", "message"}`` makes the cluster take an object
+back (Kueue: ``Evicted``/``Preempted`` on the Workload, the object suspended again until
+``{"action": "readmit", ...}``; Volcano: ``Restarting`` with ``PodEvicted``; JobSet/Job:
+``Failed``).
 
 Run: ``python scripts/kube_emulator.py --port 57350 --catalog global --kubeconfig kc.yaml``
-writes a kubeconfig with one context per Kubernetes site of the catalog (its namespace created)
-and serves until killed.
+writes a kubeconfig with one context per Kubernetes site of the catalog (its namespace, Kueue
+LocalQueue and Volcano Queue created) and serves until killed.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import json
+import os
 import re
 import threading
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
@@ -46,6 +70,7 @@ from referencing import Registry, Resource
 K8S_VERSION = "1.30"
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 OUTCOME = "emulator.carbonsched.io/outcome"
@@ -136,16 +161,191 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return out
 
 
+# -- the real CRDs -------------------------------------------------------------------------------
+
+def crd_dir() -> Path:
+    """Folder of the real CRDs (read by path, never copied).
+
+    ``$CARBONSCHED_K8S_CRDS``, else ``$CARBONSCHED_SHARED_DATA/k8s-crds``, else
+    ``../shared/data/k8s-crds`` beside the repository.
+    """
+    if os.environ.get("CARBONSCHED_K8S_CRDS"):
+        return Path(os.environ["CARBONSCHED_K8S_CRDS"])
+    if os.environ.get("CARBONSCHED_SHARED_DATA"):
+        return Path(os.environ["CARBONSCHED_SHARED_DATA"]) / "k8s-crds"
+    return Path(__file__).resolve().parents[1].parent / "shared" / "data" / "k8s-crds"
+
+
+def structural(schema: Any) -> Any:
+    """An ``openAPIV3Schema`` as JSON Schema with the API server's rules.
+
+    ``nullable`` allows null; ``x-kubernetes-int-or-string`` is an integer or a string; an
+    object with ``properties`` and neither ``additionalProperties`` nor
+    ``x-kubernetes-preserve-unknown-fields`` refuses unknown fields (what the API server prunes,
+    refused under ``fieldValidation=Strict``). CEL rules (``x-kubernetes-validations``) are not
+    evaluated.
+    """
+    if isinstance(schema, list):
+        return [structural(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: structural(v) for k, v in schema.items() if not k.startswith("x-kubernetes-")
+           and k not in ("nullable", "description")}
+    if schema.get("x-kubernetes-int-or-string"):
+        out.pop("type", None)
+        out.setdefault("anyOf", [{"type": "integer"}, {"type": "string"}])
+    if schema.get("nullable") and "type" in out:
+        out["type"] = [out["type"], "null"]
+    if ("properties" in schema and "additionalProperties" not in schema
+            and not schema.get("x-kubernetes-preserve-unknown-fields")):
+        out["additionalProperties"] = False
+    return out
+
+
+@lru_cache(maxsize=32)
+def crd_validator(group: str, version: str, plural: str) -> tuple[str, jsonschema.Validator]:
+    """(kind, validator) of the real CRD ``<group>_<plural>.yaml``, version ``version``.
+
+    Raises
+    ------
+    FileNotFoundError
+        The CRD file is not in :func:`crd_dir`.
+    KeyError
+        The CRD does not serve ``version``.
+    """
+    crd = yaml.safe_load((crd_dir() / f"{group}_{plural}.yaml").read_text())
+    for v in crd["spec"]["versions"]:
+        if v["name"] == version and v.get("served", True):
+            schema = structural(v["schema"]["openAPIV3Schema"])
+            schema.get("properties", {}).pop("status", None)  # the status subresource
+            return crd["spec"]["names"]["kind"], jsonschema.Draft7Validator(schema)
+    raise KeyError(f"{group}_{plural}.yaml serves no version {version!r}")
+
+
+def _path(parts: Any) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "<root>"
+
+
+def schema_problems(obj: dict[str, Any], validator: jsonschema.Validator) -> tuple[
+        list[str], list[str]]:
+    """(unknown fields, invalid values) of ``obj`` against a CRD schema, in the API server's
+    words (``strict decoding error: unknown field "spec.x"``; ``spec.x: Unsupported value``)."""
+    unknown, invalid = [], []
+    body = {k: v for k, v in obj.items() if k != "status"}
+    for err in sorted(validator.iter_errors(body), key=lambda e: _path(e.absolute_path)):
+        path = _path(err.absolute_path)
+        if err.validator == "additionalProperties":
+            extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+            unknown += [f'unknown field "{path}.{k}"' if path != "<root>" else
+                        f'unknown field "{k}"' for k in extra]
+        elif err.validator == "enum":
+            allowed = ", ".join(json.dumps(v) for v in err.validator_value)
+            invalid.append(f"{path}: Unsupported value: {json.dumps(err.instance)}: "
+                           f"supported values: {allowed}")
+        elif err.validator == "required":
+            missing = err.message.split("'")[1] if "'" in err.message else err.message
+            invalid.append(f"{path}.{missing}: Required value" if path != "<root>"
+                           else f"{missing}: Required value")
+        elif err.validator == "type":
+            invalid.append(f"{path}: Invalid value: {json.dumps(err.instance)[:60]}: {path} in "
+                           f"body must be of type {err.validator_value}")
+        elif err.validator in ("minimum", "maximum", "minLength", "maxLength", "pattern",
+                               "minItems", "maxItems"):
+            invalid.append(f"{path}: Invalid value: {json.dumps(err.instance)[:60]}: {path} in "
+                           f"body should match the CRD's {err.validator} "
+                           f"{json.dumps(err.validator_value)}")
+        else:
+            invalid.append(f"{path}: Invalid value: {err.message[:200]}")
+    return unknown, invalid
+
+
+def meta_problems(obj: dict[str, Any]) -> list[str]:
+    """Object-meta checks the schema cannot express: the name and label syntax."""
+    problems = []
+    meta = obj.get("metadata") or {}
+    name = meta.get("name", "")
+    if not name or len(name) > 63 or not DNS1123_LABEL.match(name):
+        problems.append(f"metadata.name: Invalid value: {name!r}: a lowercase RFC 1123 label "
+                        "(at most 63 characters) is required")
+    for k, val in (meta.get("labels") or {}).items():
+        prefix, _, short = k.rpartition("/")
+        if (prefix and not DNS1123_SUBDOMAIN.match(prefix)) or len(short) > 63 \
+                or not LABEL_NAME.match(short):
+            problems.append(f"metadata.labels: Invalid value: {k!r}: not a label key")
+        if not isinstance(val, str) or len(val) > 63 or not LABEL_VALUE.match(val):
+            problems.append(f"metadata.labels: Invalid value: {val!r}: a label value must be at "
+                            "most 63 characters of [A-Za-z0-9._-] with alphanumeric ends")
+    return problems
+
+
+# -- resources ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Kind:
+    """One served resource: its path parts, its kind and whether clients may create it."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    creatable: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def store_key(self) -> tuple[str, str]:
+        return (self.group, self.plural)
+
+
+JOB = Kind("batch", "v1", "jobs", "Job")
+JOBSET = Kind("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
+VCJOB = Kind("batch.volcano.sh", "v1alpha1", "jobs", "Job")
+WORKLOADS = (Kind("kueue.x-k8s.io", "v1beta1", "workloads", "Workload", creatable=False),
+             Kind("kueue.x-k8s.io", "v1beta2", "workloads", "Workload", creatable=False))
+LOCALQUEUE = Kind("kueue.x-k8s.io", "v1beta1", "localqueues", "LocalQueue")
+POD = Kind("", "v1", "pods", "Pod", creatable=False)
+KINDS = {(k.group, k.version, k.plural): k for k in (JOB, JOBSET, VCJOB, *WORKLOADS, LOCALQUEUE)}
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+VOLCANO_JOB_LABEL = "volcano.sh/job-name"
+CLUSTER_QUEUE = "cluster-queue"
+"""The one ClusterQueue every emulated LocalQueue points to (quota is not emulated)."""
+
+
+def crd_kind_available(kind: Kind) -> str | None:
+    """None when the CRD of ``kind`` can be read, else why not (``batch/v1`` is built in)."""
+    if kind.group in ("batch", ""):
+        return None
+    try:
+        crd_validator(kind.group, kind.version, kind.plural)
+    except (OSError, KeyError) as exc:
+        return f"{kind.api_version} {kind.plural}: CRD not installed ({exc})"
+    return None
+
+
 class Cluster:
-    """One emulated cluster: namespaces and Jobs."""
+    """One emulated cluster: namespaces, objects of every served kind, and the controllers'
+    behaviour (Job, Kueue, JobSet, Volcano) advanced on every request."""
 
     def __init__(self, name: str, run_seconds: float) -> None:
         self.name = name
         self.run_seconds = run_seconds
         self.namespaces: dict[str, dict[str, Any]] = {}
-        self.jobs: dict[tuple[str, str], dict[str, Any]] = {}
-        self.released: dict[tuple[str, str], datetime] = {}
+        # (group, plural) -> {(namespace, name): object}
+        self.objects: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = {}
+        self.released: dict[tuple[str, str, str, str], datetime] = {}
+        self.volcano_queues = {"default"}
+        self.held_evicted: set[str] = set()  # Workload uids kept out of re-admission
         self.rv = 0
+
+    # -- storage
+    def bucket(self, kind: Kind) -> dict[tuple[str, str], dict[str, Any]]:
+        return self.objects.setdefault(kind.store_key, {})
 
     def next_rv(self) -> str:
         self.rv += 1
@@ -158,47 +358,343 @@ class Cluster:
                 "creationTimestamp": _iso(_now())}, "status": {"phase": "Active"}}
         return self.namespaces[ns]
 
-    def progress(self, key: tuple[str, str]) -> dict[str, Any]:
-        """The Job with its status advanced to now (active -> succeeded/failed)."""
-        job = self.jobs[key]
+    def store(self, kind: Kind, ns: str, obj: dict[str, Any]) -> dict[str, Any]:
+        obj = copy.deepcopy(obj)
+        obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
+        obj.setdefault("metadata", {})
+        obj["metadata"].update(namespace=ns, uid=str(uuid.uuid4()), resourceVersion=self.next_rv(),
+                               generation=1, creationTimestamp=_iso(_now()))
+        obj["status"] = {}
+        self.bucket(kind)[(ns, obj["metadata"]["name"])] = obj
+        return obj
+
+    def owned_by(self, uid: str, kind: Kind) -> list[dict[str, Any]]:
+        return [o for o in self.bucket(kind).values()
+                if any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or [])]
+
+    def delete(self, kind: Kind, ns: str, name: str) -> dict[str, Any] | None:
+        obj = self.bucket(kind).pop((ns, name), None)
+        if obj is None:
+            return None
+        uid = obj["metadata"]["uid"]
+        self.released.pop((kind.group, kind.plural, ns, name), None)
+        for owned_kind in (WORKLOADS[0], POD):  # garbage collection of owned objects
+            for o in self.owned_by(uid, owned_kind):
+                self.bucket(owned_kind).pop((ns, o["metadata"]["name"]), None)
+        return obj
+
+    # -- controllers
+    def reconcile(self) -> None:
+        """Advance every controller to now (called before each request is answered)."""
+        for kind in (JOB, JOBSET):
+            for (ns, name), obj in list(self.bucket(kind).items()):
+                self._kueue(kind, ns, obj)
+                if kind is JOB:
+                    self._job(ns, name, obj)
+                else:
+                    self._jobset(ns, name, obj)
+        for (ns, name), obj in list(self.bucket(VCJOB).items()):
+            self._volcano(ns, name, obj)
+
+    def _run_outcome(self, key: tuple[str, str, str, str], obj: dict[str, Any],
+                     limit: float | None = None) -> tuple[str, datetime, datetime]:
+        """('running' | 'failed' | 'deadline' | 'succeeded', started, done) of a released
+        object after ``run_seconds`` (failed with the annotation ``emulator.carbonsched.io/
+        outcome: Failed``)."""
+        started = self.released.setdefault(key, _now())
+        run_s = self.run_seconds if limit is None else min(self.run_seconds, float(limit))
+        done = started + timedelta(seconds=run_s)
+        if _now() < done:
+            return "running", started, done
+        if limit is not None and float(limit) < self.run_seconds:
+            return "deadline", started, done
+        if (obj["metadata"].get("annotations") or {}).get(OUTCOME) == "Failed":
+            return "failed", started, done
+        return "succeeded", started, done
+
+    def _job(self, ns: str, name: str, job: dict[str, Any]) -> None:
+        """batch/v1 Job: a released Job runs, then succeeds (``Complete``) or fails."""
         if (job.get("spec") or {}).get("suspend"):
-            return job
+            return
         st = job.setdefault("status", {})
         if any(c["type"] in ("Complete", "Failed") for c in st.get("conditions", [])):
-            return job
-        started = self.released.setdefault(key, _now())
+            return
+        # activeDeadlineSeconds: a Job still running when it expires fails with
+        # DeadlineExceeded (Kubernetes Job docs, "Job termination and cleanup")
+        outcome, started, done = self._run_outcome(("batch", "jobs", ns, name), job,
+                                                   job["spec"].get("activeDeadlineSeconds"))
         st.setdefault("startTime", _iso(started))
-        now = _now()
-        # activeDeadlineSeconds: a Job still running when it expires fails with DeadlineExceeded
-        # (Kubernetes Job docs, "Job termination and cleanup")
-        limit = (job.get("spec") or {}).get("activeDeadlineSeconds")
-        run_s = self.run_seconds if limit is None else min(self.run_seconds, float(limit))
-        if now - started < timedelta(seconds=run_s):
+        if outcome == "running":
             st["active"] = 1
-            return job
-        fail = (job["metadata"].get("annotations") or {}).get(OUTCOME) == "Failed"
-        done = started + timedelta(seconds=run_s)
+            return
         st["active"] = 0
         st["ready"] = 0
-        if limit is not None and float(limit) < self.run_seconds:
+        t = _iso(done)
+        if outcome == "deadline":
             st["failed"] = 1
-            st["conditions"] = [{"type": "Failed", "status": "True",
-                                 "reason": "DeadlineExceeded",
+            st["conditions"] = [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded",
                                  "message": "Job was active longer than specified deadline",
-                                 "lastProbeTime": _iso(done), "lastTransitionTime": _iso(done)}]
-        elif fail:
+                                 "lastProbeTime": t, "lastTransitionTime": t}]
+        elif outcome == "failed":
             st["failed"] = 1
             st["conditions"] = [{"type": "Failed", "status": "True",
                                  "reason": "BackoffLimitExceeded",
                                  "message": "Job has reached the specified backoff limit",
-                                 "lastProbeTime": _iso(done), "lastTransitionTime": _iso(done)}]
+                                 "lastProbeTime": t, "lastTransitionTime": t}]
         else:
             st["succeeded"] = 1
-            st["completionTime"] = _iso(done)
-            st["conditions"] = [{"type": "Complete", "status": "True",
-                                 "lastProbeTime": _iso(done), "lastTransitionTime": _iso(done)}]
+            st["completionTime"] = t
+            st["conditions"] = [{"type": "Complete", "status": "True", "lastProbeTime": t,
+                                 "lastTransitionTime": t}]
         job["metadata"]["resourceVersion"] = self.next_rv()
-        return job
+
+    def _jobset(self, ns: str, name: str, js: dict[str, Any]) -> None:
+        """JobSet: ``Suspended`` while held; resumed, its Jobs run, then ``Completed`` or
+        ``Failed`` (reason ``FailedJobs``), with ``terminalState``."""
+        st = js.setdefault("status", {})
+        conds = st.setdefault("conditions", [])
+        if any(c["type"] in ("Completed", "Failed") and c["status"] == "True" for c in conds):
+            return
+        rjobs = js["spec"]["replicatedJobs"]
+        if js["spec"].get("suspend"):
+            _set_condition(conds, "Suspended", "True", "SuspendedJobs", "jobset is suspended")
+            st["replicatedJobsStatus"] = [{"name": r["name"], "ready": 0, "succeeded": 0,
+                                           "failed": 0, "active": 0,
+                                           "suspended": r.get("replicas", 1)} for r in rjobs]
+            return
+        key = ("jobset.x-k8s.io", "jobsets", ns, name)
+        deadline = (rjobs[0]["template"]["spec"] or {}).get("activeDeadlineSeconds")
+        outcome, started, done = self._run_outcome(key, js, deadline)
+        _set_condition(conds, "Suspended", "False", "ResumeJobs", "jobset is resumed",
+                       at=started)
+        n = {r["name"]: r.get("replicas", 1) for r in rjobs}
+        if outcome == "running":
+            st["replicatedJobsStatus"] = [{"name": k, "ready": v, "succeeded": 0, "failed": 0,
+                                           "active": v, "suspended": 0} for k, v in n.items()]
+            return
+        ok = outcome == "succeeded"
+        st["replicatedJobsStatus"] = [{"name": k, "ready": 0, "succeeded": v if ok else 0,
+                                       "failed": 0 if ok else 1, "active": 0, "suspended": 0}
+                                      for k, v in n.items()]
+        if ok:
+            _set_condition(conds, "Completed", "True", "AllJobsCompleted",
+                           "jobset completed successfully", at=done)
+            st["terminalState"] = "Completed"
+        else:
+            why = ("job was active longer than specified deadline" if outcome == "deadline"
+                   else "job has reached the specified backoff limit")
+            _set_condition(conds, "Failed", "True", "FailedJobs",
+                           f"jobset failed due to one or more job failures: {why}", at=done)
+            st["terminalState"] = "Failed"
+        js["metadata"]["resourceVersion"] = self.next_rv()
+
+    def _kueue(self, kind: Kind, ns: str, obj: dict[str, Any]) -> None:
+        """Kueue: a suspended object carrying ``kueue.x-k8s.io/queue-name`` gets a Workload,
+        admitted at once when its LocalQueue exists (quota is not emulated) and then unsuspended;
+        inadmissible (``QuotaReserved`` False) when it does not."""
+        queue = (obj["metadata"].get("labels") or {}).get(QUEUE_LABEL)
+        if not queue:
+            return
+        uid = obj["metadata"]["uid"]
+        wls = self.owned_by(uid, WORKLOADS[0])
+        if not wls:
+            if not obj["spec"].get("suspend"):
+                return
+            wls = [self._make_workload(kind, ns, obj, queue)]
+        wl = wls[0]
+        conds = wl["status"].setdefault("conditions", [])
+        if uid in self.held_evicted or _cond_true(conds, "Admitted") or _cond_true(
+                conds, "Finished"):
+            return
+        if (ns, queue) not in self.bucket(LOCALQUEUE):
+            _set_condition(conds, "QuotaReserved", "False", "Inadmissible",
+                           f"LocalQueue {queue} doesn't exist")
+            return
+        now = _now()
+        _set_condition(conds, "QuotaReserved", "True", "QuotaReserved",
+                       f"Quota reserved in ClusterQueue {CLUSTER_QUEUE}", at=now)
+        _set_condition(conds, "Admitted", "True", "Admitted",
+                       "The workload is admitted", at=now)
+        for c in ("Evicted", "Preempted", "Requeued"):
+            if _cond_true(conds, c):
+                _set_condition(conds, c, "False", "QuotaReserved", "readmitted", at=now)
+        wl["status"]["admission"] = {"clusterQueue": CLUSTER_QUEUE, "podSetAssignments": [
+            {"name": ps["name"], "count": ps["count"], "flavors": {"nvidia.com/gpu":
+                                                                   "default-flavor"}}
+            for ps in wl["spec"]["podSets"]]}
+        obj["spec"]["suspend"] = False
+        self.released[(kind.group, kind.plural, ns, obj["metadata"]["name"])] = now
+        obj["metadata"]["resourceVersion"] = self.next_rv()
+
+    def _make_workload(self, kind: Kind, ns: str, obj: dict[str, Any],
+                       queue: str) -> dict[str, Any]:
+        """The Workload Kueue's job framework makes for a Job or JobSet (validated against the
+        Workload CRD like any object)."""
+        if kind is JOB:
+            pod_sets = [{"name": "main", "count": obj["spec"].get("parallelism", 1),
+                         "template": obj["spec"]["template"]}]
+        else:
+            pod_sets = [{"name": r["name"], "count": r.get("replicas", 1) * (
+                r["template"]["spec"].get("parallelism", 1)),
+                "template": r["template"]["spec"]["template"]}
+                for r in obj["spec"]["replicatedJobs"]]
+        name = obj["metadata"]["name"]
+        wl_name = f"{kind.kind.lower()}-{name}"[:56] + "-" + obj["metadata"]["uid"][:5]
+        wl = {"apiVersion": WORKLOADS[0].api_version, "kind": "Workload", "metadata": {
+            "name": wl_name, "namespace": ns,
+            "labels": {"kueue.x-k8s.io/job-uid": obj["metadata"]["uid"]},
+            "ownerReferences": [{"apiVersion": kind.api_version, "kind": kind.kind,
+                                 "name": name, "uid": obj["metadata"]["uid"],
+                                 "controller": True, "blockOwnerDeletion": True}]},
+            "spec": {"queueName": queue, "active": True, "podSets": pod_sets}}
+        _, validator = crd_validator(*[WORKLOADS[0].group, WORKLOADS[0].version,
+                                       WORKLOADS[0].plural])
+        unknown, invalid = schema_problems(wl, validator)
+        if unknown or invalid:  # the emulator's own fault: make it loud
+            raise RuntimeError(f"emulated Kueue made an invalid Workload: {unknown + invalid}")
+        return self.store(WORKLOADS[0], ns, wl)
+
+    def _volcano(self, ns: str, name: str, job: dict[str, Any]) -> None:
+        """Volcano Job: pods made from the tasks (gated pods stay Pending); Running once all
+        ``minAvailable`` pods are ungated (the gang), then Completed or Failed."""
+        st = job.setdefault("status", {})
+        state = st.setdefault("state", {"phase": "Pending"})
+        if state["phase"] in ("Completed", "Failed", "Terminated", "Aborted"):
+            return
+        pods = self.owned_by(job["metadata"]["uid"], POD)
+        if not pods:
+            pods = self._make_pods(ns, job)
+            st["minAvailable"] = job["spec"].get("minAvailable", 0)
+        ungated = [p for p in pods if not p["spec"].get("schedulingGates")]
+        key = ("batch.volcano.sh", "jobs", ns, name)
+        if len(ungated) < job["spec"].get("minAvailable", 0) or not ungated:
+            st.update(pending=len(pods), running=0)
+            return
+        deadline = job["spec"]["tasks"][0]["template"]["spec"].get("activeDeadlineSeconds")
+        outcome, started, done = self._run_outcome(key, job, deadline)
+        conds = st.setdefault("conditions", [])
+        if not any(c["status"] == "Running" for c in conds):
+            conds.append({"status": "Running", "lastTransitionTime": _iso(started)})
+        if outcome == "running":
+            state.update(phase="Running", lastTransitionTime=_iso(started))
+            state.pop("reason", None)
+            state.pop("message", None)
+            st.update(pending=0, running=len(pods))
+            for p in pods:
+                p["status"] = {"phase": "Running", "startTime": _iso(started)}
+            return
+        phase = "Completed" if outcome == "succeeded" else "Failed"
+        state.update(phase=phase, lastTransitionTime=_iso(done))
+        if phase == "Failed":
+            state.update(reason="PodFailed", message=f"task {GANG}: pod failed ({outcome})")
+        conds.append({"status": phase, "lastTransitionTime": _iso(done)})
+        st.update(pending=0, running=0, **({"succeeded": len(pods)} if phase == "Completed"
+                                          else {"failed": len(pods)}))
+        for p in pods:
+            p["status"] = {"phase": "Succeeded" if phase == "Completed" else "Failed"}
+        job["metadata"]["resourceVersion"] = self.next_rv()
+
+    def _make_pods(self, ns: str, job: dict[str, Any]) -> list[dict[str, Any]]:
+        out = []
+        name = job["metadata"]["name"]
+        for task in job["spec"]["tasks"]:
+            tmpl = task["template"]
+            for i in range(task.get("replicas", 1)):
+                pod = {"metadata": {
+                    "name": f"{name}-{task['name']}-{i}",
+                    "labels": {**(tmpl.get("metadata") or {}).get("labels", {}),
+                               VOLCANO_JOB_LABEL: name, "volcano.sh/task-spec": task["name"]},
+                    "annotations": {"scheduling.k8s.io/group-name": name},
+                    "ownerReferences": [{"apiVersion": VCJOB.api_version, "kind": "Job",
+                                         "name": name, "uid": job["metadata"]["uid"],
+                                         "controller": True}]},
+                    "spec": {**copy.deepcopy(tmpl["spec"]),
+                             "schedulerName": job["spec"].get("schedulerName", "volcano")}}
+                out.append(self.store(POD, ns, pod))
+                out[-1]["status"] = {"phase": "Pending"}
+        return out
+
+    # -- the test hook
+    def evict(self, kind: Kind, ns: str, name: str, reason: str, message: str) -> str | None:
+        """The cluster takes a running or admitted object back; None when there is none.
+
+        Kueue-managed Job/JobSet: the Workload gets ``Evicted`` (and ``Preempted`` when the
+        reason is ``Preempted``), loses ``Admitted``/``QuotaReserved`` and its admission, the
+        object is suspended again and the Workload stays pending until :meth:`readmit`. JobSet /
+        Job not managed by Kueue: ``Failed`` with the pod-eviction message. Volcano Job:
+        ``Restarting`` with reason ``PodEvicted`` (its default ``PodEvicted -> RestartJob``
+        policy); its pods are made again from the (gated) template.
+        """
+        obj = self.bucket(kind).get((ns, name))
+        if obj is None:
+            return None
+        now = _now()
+        self.released.pop((kind.group, kind.plural, ns, name), None)
+        if kind is VCJOB:
+            for p in self.owned_by(obj["metadata"]["uid"], POD):
+                self.bucket(POD).pop((ns, p["metadata"]["name"]), None)
+            st = obj.setdefault("status", {})
+            st["state"] = {"phase": "Restarting", "reason": "PodEvicted" if reason != "Preempted"
+                           else "Preempted", "message": message,
+                           "lastTransitionTime": _iso(now)}
+            st["retryCount"] = st.get("retryCount", 0) + 1
+            st["conditions"] = [c for c in st.get("conditions", []) if c["status"] != "Running"]
+            self._make_pods(ns, obj)
+            return "Restarting"
+        wls = self.owned_by(obj["metadata"]["uid"], WORKLOADS[0])
+        if wls:
+            wl = wls[0]
+            conds = wl["status"].setdefault("conditions", [])
+            _set_condition(conds, "Evicted", "True", reason, message, at=now)
+            if reason == "Preempted":
+                _set_condition(conds, "Preempted", "True", "InClusterQueue", message, at=now)
+            _set_condition(conds, "Admitted", "False", "NoReservation",
+                           "The workload has no reservation", at=now)
+            _set_condition(conds, "QuotaReserved", "False", "Pending", message, at=now)
+            wl["status"].pop("admission", None)
+            self.held_evicted.add(obj["metadata"]["uid"])
+            obj["spec"]["suspend"] = True
+            obj["status"] = {}
+            return "Evicted"
+        t = _iso(now)
+        conds = obj.setdefault("status", {}).setdefault("conditions", [])
+        if kind is JOBSET:
+            _set_condition(conds, "Failed", "True", "FailedJobs", "jobset failed due to one or "
+                           f"more job failures: pod evicted: {message}", at=now)
+            obj["status"]["terminalState"] = "Failed"
+        else:
+            obj["status"].update(active=0, failed=1)
+            conds.append({"type": "Failed", "status": "True", "reason": "PodFailurePolicy",
+                          "message": f"pod evicted: {message}", "lastTransitionTime": t})
+        return "Failed"
+
+    def readmit(self, kind: Kind, ns: str, name: str) -> bool:
+        obj = self.bucket(kind).get((ns, name))
+        if obj is None or obj["metadata"]["uid"] not in self.held_evicted:
+            return False
+        self.held_evicted.discard(obj["metadata"]["uid"])
+        return True
+
+
+def _cond_true(conds: list[dict[str, Any]], ctype: str) -> bool:
+    return any(c.get("type") == ctype and c.get("status") == "True" for c in conds)
+
+
+def _set_condition(conds: list[dict[str, Any]], ctype: str, status: str, reason: str,
+                   message: str, at: datetime | None = None) -> None:
+    """Set a ``metav1.Condition`` (its transition time moves only when the status changes)."""
+    t = _iso(at or _now())
+    for c in conds:
+        if c["type"] == ctype:
+            if c["status"] != status:
+                c["lastTransitionTime"] = t
+            c.update(status=status, reason=reason, message=message)
+            return
+    conds.append({"type": ctype, "status": status, "reason": reason, "message": message,
+                  "lastTransitionTime": t})
+
+
+GANG = "node"
 
 
 def _selector_matches(selector: str | None, labels: dict[str, str]) -> bool:
@@ -222,13 +718,65 @@ def _selector_matches(selector: str | None, labels: dict[str, str]) -> bool:
     return True
 
 
-def create_app(contexts: dict[str, list[str]], run_seconds: float = 2.0) -> FastAPI:
-    """The emulator app for ``{context: [namespaces]}``."""
+def semantic_problems(kind: Kind, obj: dict[str, Any], c: Cluster,
+                      check_queue: bool = False) -> list[str]:
+    """What the projects' admission webhooks refuse that the CRD schema cannot say.
+
+    ``check_queue``: the request adds ``kueue.x-k8s.io/queue-name`` (a create carrying it, or a
+    patch adding it), which Kueue's webhook accepts only on a suspended object.
+    """
+    spec = obj.get("spec") or {}
+    out: list[str] = []
+    name = (obj.get("metadata") or {}).get("name", "")
+    if kind is JOBSET:
+        # JobSet webhook: every child Job name <jobset>-<replicatedJob>-<index> is a DNS-1035
+        # label (kubernetes-sigs/jobset, jobset_webhook.go)
+        for r in spec.get("replicatedJobs") or []:
+            child = f"{name}-{r.get('name')}-{max(int(r.get('replicas', 1)) - 1, 0)}"
+            if len(child) > 63 or not DNS1035_LABEL.match(child):
+                out.append(f"spec.replicatedJobs: Invalid value: {child!r}: the Job names "
+                           "<jobset>-<replicatedJob>-<index> must be DNS-1035 labels of at most "
+                           "63 characters")
+    if kind is VCJOB:
+        # Volcano's job webhook (volcano-sh/volcano, admission/jobs/validate)
+        total = sum(int(t.get("replicas", 0)) for t in spec.get("tasks") or [])
+        if int(spec.get("minAvailable", 0)) > total:
+            out.append("spec.minAvailable: Invalid value: job 'minAvailable' should not be "
+                       f"greater than total replicas in tasks ({total})")
+        queue = spec.get("queue", "default")
+        if queue not in c.volcano_queues:
+            out.append(f'spec.queue: Invalid value: unable to find job queue: queues.scheduling.'
+                       f'volcano.sh "{queue}" not found')
+        names = [t.get("name") for t in spec.get("tasks") or []]
+        if len(set(names)) != len(names):
+            out.append(f"spec.tasks: Invalid value: duplicated task name in {names}")
+    if kind in (JOB, JOBSET) and check_queue and not spec.get("suspend"):
+        out.append("spec.suspend: Invalid value: false: suspend should be true when adding the "
+                   "queue name (Kueue's job webhook)")
+    return out
+
+
+def create_app(contexts: dict[str, list[str]], run_seconds: float = 2.0,
+               queues: dict[str, dict[str, list]] | None = None) -> FastAPI:
+    """The emulator app for ``{context: [namespaces]}``.
+
+    ``queues``: ``{context: {"kueue": [(namespace, LocalQueue)], "volcano": [Queue]}}`` made
+    at start (every Kueue LocalQueue points to one ClusterQueue; Volcano's ``default`` Queue
+    always exists).
+    """
     app = FastAPI(title="carbonsched Kubernetes API emulator")
     clusters = {c: Cluster(c, run_seconds) for c in contexts}
     for c, nss in contexts.items():
         for ns in nss:
             clusters[c].add_namespace(ns)
+    for c, q in (queues or {}).items():
+        if c not in clusters:
+            continue
+        for ns, lq in q.get("kueue", []):
+            clusters[c].add_namespace(ns)
+            clusters[c].store(LOCALQUEUE, ns, {"metadata": {"name": lq},
+                                               "spec": {"clusterQueue": CLUSTER_QUEUE}})
+        clusters[c].volcano_queues.update(q.get("volcano", []))
     lock = threading.Lock()
     app.state.clusters = clusters
 
@@ -237,10 +785,31 @@ def create_app(contexts: dict[str, list[str]], run_seconds: float = 2.0) -> Fast
             return status_error(404, "NotFound", f"no emulated cluster {name!r}", kind="")
         return clusters[name]
 
+    def kind_or_404(group: str, version: str, plural: str) -> Kind | JSONResponse:
+        kind = KINDS.get((group, version, plural))
+        why = "no such resource" if kind is None else crd_kind_available(kind)
+        if kind is None or why:
+            return status_error(404, "NotFound", f"the server could not find the requested "
+                                f"resource ({group}/{version} {plural}: {why})", kind=plural)
+        return kind
+
     @app.get("/clusters/{cluster}/version")
     def version(cluster: str) -> dict[str, str]:
         return {"major": "1", "minor": K8S_VERSION.split(".")[1],
                 "gitVersion": f"v{K8S_VERSION}.0-carbonsched-emulator", "platform": "linux/amd64"}
+
+    @app.get("/clusters/{cluster}/apis/{group}/{version}")
+    def discovery(cluster: str, group: str, version: str) -> Any:
+        kinds = [k for k in KINDS.values() if (k.group, k.version) == (group, version)
+                 and crd_kind_available(k) is None]
+        if not kinds:
+            return status_error(404, "NotFound", "the server could not find the requested "
+                                f"resource ({group}/{version})", kind="")
+        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion":
+                f"{group}/{version}", "resources": [
+                    {"name": k.plural, "singularName": k.kind.lower(), "namespaced": True,
+                     "kind": k.kind, "verbs": ["create", "delete", "get", "list", "patch"]}
+                    for k in kinds]}
 
     @app.get("/clusters/{cluster}/api/v1/namespaces/{ns}")
     def get_namespace(cluster: str, ns: str) -> Any:
@@ -265,16 +834,92 @@ def create_app(contexts: dict[str, list[str]], run_seconds: float = 2.0) -> Fast
                                     name, "namespaces")
             return c.add_namespace(name)
 
-    @app.post("/clusters/{cluster}/apis/batch/v1/namespaces/{ns}/jobs", status_code=201)
-    async def create_job(cluster: str, ns: str, request: Request) -> Any:
+    # -- pods (made by the emulated Volcano controller; read, list, patch)
+    @app.get("/clusters/{cluster}/api/v1/namespaces/{ns}/pods")
+    def list_pods(cluster: str, ns: str, labelSelector: str | None = None) -> Any:  # noqa: N803
         c = cluster_or_404(cluster)
         if isinstance(c, JSONResponse):
             return c
+        with lock:
+            c.reconcile()
+            items = [copy.deepcopy(p) for (pns, _), p in c.bucket(POD).items() if pns == ns
+                     and _selector_matches(labelSelector, p["metadata"].get("labels") or {})]
+            return {"apiVersion": "v1", "kind": "PodList",
+                    "metadata": {"resourceVersion": str(c.rv)}, "items": items}
+
+    @app.patch("/clusters/{cluster}/api/v1/namespaces/{ns}/pods/{name}")
+    async def patch_pod(cluster: str, ns: str, name: str, request: Request) -> Any:
+        c = cluster_or_404(cluster)
+        if isinstance(c, JSONResponse):
+            return c
+        patch = await request.json()
+        with lock:
+            old = c.bucket(POD).get((ns, name))
+            if old is None:
+                return status_error(404, "NotFound", f'pods "{name}" not found', name, "pods")
+            new = merge_patch(old, patch)
+            # Pod Scheduling Readiness: gates may be removed, never added, after creation
+            before = [g["name"] for g in old["spec"].get("schedulingGates") or []]
+            after = [g["name"] for g in new["spec"].get("schedulingGates") or []]
+            added = [g for g in after if g not in before]
+            if added:
+                return status_error(422, "Invalid", f'Pod "{name}" is invalid: spec.'
+                                    "schedulingGates: Forbidden: only deletion is allowed, but "
+                                    f"found new scheduling gate {added[0]!r}", name, "pods")
+            if {k: v for k, v in new["spec"].items() if k != "schedulingGates"} != {
+                    k: v for k, v in old["spec"].items() if k != "schedulingGates"}:
+                return status_error(422, "Invalid", f'Pod "{name}" is invalid: spec: Forbidden: '
+                                    "pod updates may not change fields other than the ones "
+                                    "allowed (schedulingGates among them)", name, "pods")
+            new["metadata"]["resourceVersion"] = c.next_rv()
+            c.bucket(POD)[(ns, name)] = new
+            c.reconcile()
+            return new
+
+    # -- the emulator-only test hooks (no real API server has these)
+    @app.post("/clusters/{cluster}/emulator/evict")
+    async def evict(cluster: str, request: Request) -> Any:
+        """Body: ``{"group", "version", "plural", "namespace", "name", "reason", "message"}``;
+        ``reason`` ``Preempted`` makes a preemption, anything else an eviction."""
+        c = cluster_or_404(cluster)
+        if isinstance(c, JSONResponse):
+            return c
+        b = await request.json()
+        kind = KINDS.get((b.get("group", ""), b.get("version", ""), b.get("plural", "")))
+        if kind is None:
+            return status_error(404, "NotFound", f"no resource {b}", kind="")
+        with lock:
+            c.reconcile()
+            if b.get("action") == "readmit":
+                done = c.readmit(kind, b["namespace"], b["name"])
+            else:
+                done = c.evict(kind, b["namespace"], b["name"], b.get("reason", "Evicted"),
+                               b.get("message", "evicted by the emulator's test hook"))
+            if not done:
+                return status_error(404, "NotFound", f'{kind.plural} "{b.get("name")}" not '
+                                    "found (or not evicted)", b.get("name", ""), kind.plural)
+            return {"result": done}
+
+    # -- every served kind, generically
+    base = "/clusters/{cluster}/apis/{group}/{version}/namespaces/{ns}/{plural}"
+
+    @app.post(base, status_code=201)
+    async def create(cluster: str, group: str, version: str, ns: str, plural: str,
+                     request: Request) -> Any:
+        c = cluster_or_404(cluster)
+        if isinstance(c, JSONResponse):
+            return c
+        kind = kind_or_404(group, version, plural)
+        if isinstance(kind, JSONResponse):
+            return kind
         try:
             body = await request.json()
         except ValueError:
             return status_error(400, "BadRequest", "the body is not JSON")
         name = (body.get("metadata") or {}).get("name", "")
+        if not kind.creatable:
+            return status_error(405, "MethodNotAllowed", f"{plural} are made by the emulated "
+                                "controller, not by clients", name, plural)
         if ns not in c.namespaces:
             return status_error(404, "NotFound", f'namespaces "{ns}" not found', ns,
                                 "namespaces")
@@ -282,94 +927,155 @@ def create_app(contexts: dict[str, list[str]], run_seconds: float = 2.0) -> Fast
         if meta_ns and meta_ns != ns:
             return status_error(400, "BadRequest", "the namespace of the provided object does "
                                 "not match the namespace sent on the request", name)
-        problems = validate_job(body)
-        if problems:
-            return status_error(422, "Invalid", f'Job.batch "{name}" is invalid: '
-                                + "; ".join(problems), name,
-                                causes=[{"reason": "FieldValueInvalid", "message": p}
-                                        for p in problems])
+        if (body.get("apiVersion"), body.get("kind")) != (kind.api_version, kind.kind):
+            return status_error(400, "BadRequest", f"the object is {body.get('apiVersion')} "
+                                f"{body.get('kind')}, not {kind.api_version} {kind.kind}", name)
+        resp = _refusal(kind, body, c, name, adding_queue=QUEUE_LABEL in (
+            (body.get("metadata") or {}).get("labels") or {}))
+        if resp is not None:
+            return resp
         with lock:
-            if (ns, name) in c.jobs:
-                return status_error(409, "AlreadyExists", f'jobs.batch "{name}" already exists',
-                                    name)
-            obj = copy.deepcopy(body)
-            obj.setdefault("metadata", {})
-            obj["metadata"].update(namespace=ns, uid=str(uuid.uuid4()),
-                                   resourceVersion=c.next_rv(), generation=1,
-                                   creationTimestamp=_iso(_now()))
-            obj["spec"].setdefault("parallelism", 1)
-            obj["spec"].setdefault("completions", 1)
-            obj["spec"].setdefault("completionMode", "NonIndexed")
-            obj["status"] = {}
-            c.jobs[(ns, name)] = obj
-            return c.progress((ns, name))
+            if (ns, name) in c.bucket(kind):
+                return status_error(409, "AlreadyExists",
+                                    f'{plural}.{group} "{name}" already exists', name, plural)
+            obj = c.store(kind, ns, body)
+            if kind is JOB:
+                obj["spec"].setdefault("parallelism", 1)
+                obj["spec"].setdefault("completions", 1)
+                obj["spec"].setdefault("completionMode", "NonIndexed")
+            c.reconcile()
+            return copy.deepcopy(obj)
 
-    @app.get("/clusters/{cluster}/apis/batch/v1/namespaces/{ns}/jobs")
-    def list_jobs(cluster: str, ns: str, labelSelector: str | None = None) -> Any:  # noqa: N803
+    @app.get(base)
+    def list_objects(cluster: str, group: str, version: str, ns: str, plural: str,
+                     labelSelector: str | None = None) -> Any:  # noqa: N803
         c = cluster_or_404(cluster)
         if isinstance(c, JSONResponse):
             return c
+        kind = kind_or_404(group, version, plural)
+        if isinstance(kind, JSONResponse):
+            return kind
         with lock:
-            items = [c.progress(k) for k, j in c.jobs.items() if k[0] == ns and
-                     _selector_matches(labelSelector, j["metadata"].get("labels") or {})]
-            return {"apiVersion": "batch/v1", "kind": "JobList",
+            c.reconcile()
+            items = [_as_version(o, kind) for (ons, _), o in c.bucket(kind).items()
+                     if ons == ns and _selector_matches(labelSelector,
+                                                        o["metadata"].get("labels") or {})]
+            return {"apiVersion": kind.api_version, "kind": f"{kind.kind}List",
                     "metadata": {"resourceVersion": str(c.rv)}, "items": items}
 
-    @app.get("/clusters/{cluster}/apis/batch/v1/namespaces/{ns}/jobs/{name}")
-    def get_job(cluster: str, ns: str, name: str) -> Any:
+    @app.get(base + "/{name}")
+    def get_object(cluster: str, group: str, version: str, ns: str, plural: str,
+                   name: str) -> Any:
         c = cluster_or_404(cluster)
         if isinstance(c, JSONResponse):
             return c
+        kind = kind_or_404(group, version, plural)
+        if isinstance(kind, JSONResponse):
+            return kind
         with lock:
-            if (ns, name) not in c.jobs:
-                return status_error(404, "NotFound", f'jobs.batch "{name}" not found', name)
-            return c.progress((ns, name))
+            c.reconcile()
+            obj = c.bucket(kind).get((ns, name))
+            if obj is None:
+                return status_error(404, "NotFound", f'{plural}.{group} "{name}" not found',
+                                    name, plural)
+            return _as_version(obj, kind)
 
-    @app.patch("/clusters/{cluster}/apis/batch/v1/namespaces/{ns}/jobs/{name}")
-    async def patch_job(cluster: str, ns: str, name: str, request: Request) -> Any:
+    @app.patch(base + "/{name}")
+    async def patch_object(cluster: str, group: str, version: str, ns: str, plural: str,
+                           name: str, request: Request) -> Any:
         c = cluster_or_404(cluster)
         if isinstance(c, JSONResponse):
             return c
+        kind = kind_or_404(group, version, plural)
+        if isinstance(kind, JSONResponse):
+            return kind
         patch = await request.json()
+        if isinstance(patch, list):
+            return status_error(415, "UnsupportedMediaType",
+                                "JSON patch is not emulated; use a merge patch", name)
         with lock:
-            if (ns, name) not in c.jobs:
-                return status_error(404, "NotFound", f'jobs.batch "{name}" not found', name)
-            old = c.jobs[(ns, name)]
-            if isinstance(patch, list):
-                return status_error(415, "UnsupportedMediaType",
-                                    "JSON patch is not emulated; use a merge patch", name)
+            c.reconcile()
+            old = c.bucket(kind).get((ns, name))
+            if old is None:
+                return status_error(404, "NotFound", f'{plural}.{group} "{name}" not found',
+                                    name, plural)
             new = merge_patch(old, patch)
             for f in ("uid", "creationTimestamp", "name", "namespace"):
                 new["metadata"][f] = old["metadata"][f]
+            new["status"] = old.get("status") or {}
             check = {k: v for k, v in new.items() if k != "status"}
-            check["metadata"] = {k: v for k, v in new["metadata"].items()}
-            problems = validate_job(check)
-            if problems:
-                return status_error(422, "Invalid", f'Job.batch "{name}" is invalid: '
-                                    + "; ".join(problems), name)
+            check["metadata"] = {k: v for k, v in new["metadata"].items()
+                                 if k in ("name", "namespace", "labels", "annotations")}
+            resp = _refusal(kind, check, c, name, adding_queue=(
+                QUEUE_LABEL in (new["metadata"].get("labels") or {})
+                and QUEUE_LABEL not in (old["metadata"].get("labels") or {})))
+            if resp is not None:
+                return resp
+            if kind is JOBSET and new["spec"].get("replicatedJobs") != old["spec"].get(
+                    "replicatedJobs"):
+                return status_error(422, "Invalid", f'JobSet.jobset.x-k8s.io "{name}" is '
+                                    "invalid: spec.replicatedJobs: Invalid value: field is "
+                                    "immutable", name, plural)
             if new.get("spec") != old.get("spec"):
                 new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
             new["metadata"]["resourceVersion"] = c.next_rv()
-            c.jobs[(ns, name)] = new
+            c.bucket(kind)[(ns, name)] = new
             if old["spec"].get("suspend") and not new["spec"].get("suspend"):
-                c.released[(ns, name)] = _now()
-            return c.progress((ns, name))
+                c.released[(group, plural, ns, name)] = _now()
+            c.reconcile()
+            return _as_version(new, kind)
 
-    @app.delete("/clusters/{cluster}/apis/batch/v1/namespaces/{ns}/jobs/{name}")
-    def delete_job(cluster: str, ns: str, name: str) -> Any:
+    @app.delete(base + "/{name}")
+    def delete_object(cluster: str, group: str, version: str, ns: str, plural: str,
+                      name: str) -> Any:
         c = cluster_or_404(cluster)
         if isinstance(c, JSONResponse):
             return c
+        kind = kind_or_404(group, version, plural)
+        if isinstance(kind, JSONResponse):
+            return kind
         with lock:
-            if (ns, name) not in c.jobs:
-                return status_error(404, "NotFound", f'jobs.batch "{name}" not found', name)
-            obj = c.jobs.pop((ns, name))
-            c.released.pop((ns, name), None)
+            obj = c.delete(kind, ns, name)
+        if obj is None:
+            return status_error(404, "NotFound", f'{plural}.{group} "{name}" not found', name,
+                                plural)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                "details": {"name": name, "group": "batch", "kind": "jobs",
+                "details": {"name": name, "group": group, "kind": plural,
                             "uid": obj["metadata"]["uid"]}}
 
     return app
+
+
+def _as_version(obj: dict[str, Any], kind: Kind) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    out["apiVersion"] = kind.api_version
+    return out
+
+
+def _refusal(kind: Kind, body: dict[str, Any], c: Cluster, name: str,
+             adding_queue: bool = False) -> JSONResponse | None:
+    """The API server's answer to an invalid object (None when it is valid): 400 for unknown
+    fields (``fieldValidation=Strict``), 422 for invalid values — checked against the real CRD
+    (or, for ``batch/v1``, the upstream OpenAPI schema)."""
+    qualified = f'{kind.kind}.{kind.group} "{name}"'
+    if kind is JOB:
+        problems = validate_job(body)
+        unknown: list[str] = []
+    else:
+        _, validator = crd_validator(kind.group, kind.version, kind.plural)
+        unknown, problems = schema_problems(body, validator)
+        problems = meta_problems(body) + problems
+    if unknown:
+        return status_error(400, "BadRequest", f"{kind.kind} in version \"{kind.version}\" "
+                            f"cannot be handled as a {kind.kind}: strict decoding error: "
+                            + ", ".join(unknown), name, kind.plural)
+    problems += semantic_problems(kind, body, c, check_queue=adding_queue)
+    if problems:
+        return status_error(422, "Invalid", f"{qualified} is invalid: " + "; ".join(problems),
+                            name, kind.plural,
+                            causes=[{"reason": "FieldValueInvalid", "message": p}
+                                    for p in problems])
+    return None
 
 
 def kubeconfig(contexts: dict[str, list[str]], server: str) -> dict[str, Any]:
@@ -399,6 +1105,21 @@ def catalog_contexts(catalog: str) -> dict[str, list[str]]:
     return out
 
 
+def catalog_queues(catalog: str) -> dict[str, dict[str, list]]:
+    """{context: {"kueue": [(namespace, LocalQueue)], "volcano": [Queue]}} of a catalog."""
+    from carbonsched.catalog import load_catalog
+
+    out: dict[str, dict[str, list]] = {}
+    for site in load_catalog(catalog).sites:
+        b = site.backend
+        if b.kind != "kubernetes" or b.workload not in ("kueue", "volcano") or not b.queue:
+            continue
+        q = out.setdefault(b.context or "", {"kueue": [], "volcano": []})
+        q[b.workload].append((b.namespace or "default", b.queue) if b.workload == "kueue"
+                             else b.queue)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="carbonsched Kubernetes API emulator")
     ap.add_argument("--host", default="127.0.0.1")
@@ -410,7 +1131,13 @@ def main() -> None:
     contexts = catalog_contexts(args.catalog)
     args.kubeconfig.write_text(yaml.safe_dump(
         kubeconfig(contexts, f"http://{args.host}:{args.port}"), sort_keys=False))
-    uvicorn.run(create_app(contexts, args.run_seconds), host=args.host, port=args.port,
+    missing = [k.plural + "." + k.group for k in (JOBSET, VCJOB, *WORKLOADS, LOCALQUEUE)
+               if crd_kind_available(k)]
+    if missing:
+        print(f"kube_emulator: CRDs not found in {crd_dir()} (set CARBONSCHED_K8S_CRDS): "
+              f"{', '.join(missing)} are not served", flush=True)
+    uvicorn.run(create_app(contexts, args.run_seconds, catalog_queues(args.catalog)),
+                host=args.host, port=args.port,
                 log_level="warning", access_log=False)
 
 

@@ -1,6 +1,11 @@
-"""Kubernetes adapter: one ``batch/v1`` Job per placement, with the official ``kubernetes`` client.
+"""Kubernetes adapter: one workload object per placement, with the official ``kubernetes`` client.
 
-Each Kubernetes site names a kubeconfig context and a namespace (``[sites.backend]``). A Job:
+Each Kubernetes site names a kubeconfig context, a namespace and a workload kind
+(``[sites.backend]``): a ``batch/v1`` Job (the default, described here), a Job or JobSet admitted
+by Kueue, a JobSet, or a Volcano Job — the objects, how each is held until its planned start and
+how its status reads are in :mod:`carbonsched.adapters.dispatch.k8s_workloads`. Every kind is
+created, read, listed, patched and deleted through the generic API (``CustomObjectsApi``, with
+``fieldValidation=Strict``: an unknown field is refused, never dropped). A Job:
 
 - requests ``nvidia.com/gpu: <gpus>`` as a limit (the NVIDIA device plugin's resource) and selects
   nodes of the GPU type with ``nodeSelector {nvidia.com/gpu.product: <type>}`` (the label NVIDIA's
@@ -38,7 +43,29 @@ from carbonsched.adapters.dispatch.base import (
     DispatchRequest,
     short_hash,
 )
-from carbonsched.domain import JobState, ReasonCode
+from carbonsched.adapters.dispatch.k8s_workloads import (
+    HOLD_GATE,
+    JOB,
+    JOBSET,
+    KUEUE_QUEUE_LABEL,
+    KUEUE_WORKLOAD,
+    RESOURCES,
+    VOLCANO_JOB,
+    VOLCANO_JOB_LABEL,
+    WORKLOAD_KINDS,
+    Reading,
+    Resource,
+    job_spec,
+    jobset_manifest,
+    parse_time,
+    read_job,
+    read_jobset,
+    read_kueue,
+    read_volcano,
+    resource_for,
+    volcano_manifest,
+)
+from carbonsched.domain import JobState
 from carbonsched.errors import BackendError, BackendRejectedError, BackendUnavailableError
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -74,21 +101,13 @@ def _iso(ts: datetime) -> str:
     return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _parse_time(v: Any) -> datetime | None:
-    if v is None:
-        return None
-    if isinstance(v, datetime):
-        return v if v.tzinfo else v.replace(tzinfo=UTC)
-    return datetime.fromisoformat(str(v).replace("Z", "+00:00"))
-
-
 class KubernetesAdapter:
     """Dispatch to one namespace of one Kubernetes cluster (a kubeconfig context).
 
     Parameters
     ----------
     context, namespace
-        The kubeconfig context and the namespace of the site's Jobs.
+        The kubeconfig context and the namespace of the site's workloads.
     kubeconfig
         Path of the kubeconfig; None uses ``$KUBECONFIG`` or ``~/.kube/config``.
     image
@@ -100,26 +119,48 @@ class KubernetesAdapter:
         (``{"A100": "NVIDIA-A100-SXM4-80GB"}``); identity otherwise.
     timeout_s
         Timeout of each API call. [s]
+    workload
+        What each placement runs as: ``"job"``, ``"kueue"``, ``"jobset"`` or ``"volcano"``
+        (:mod:`carbonsched.adapters.dispatch.k8s_workloads`).
+    queue
+        The Kueue LocalQueue (``workload="kueue"``) or Volcano Queue (``workload="volcano"``).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``workload``, or ``"kueue"`` without a ``queue``.
     """
 
     kind = "kubernetes"
 
     def __init__(self, context: str, namespace: str, *, kubeconfig: str | Path | None = None,
                  image: str = "busybox:1.36", gpu_product_label: str = GPU_PRODUCT_LABEL,
-                 gpu_products: dict[str, str] | None = None, timeout_s: float = 10.0) -> None:
+                 gpu_products: dict[str, str] | None = None, timeout_s: float = 10.0,
+                 workload: str = "job", queue: str | None = None) -> None:
+        if workload not in WORKLOAD_KINDS:
+            raise ValueError(f"unknown Kubernetes workload {workload!r}; give one of "
+                             f"{', '.join(WORKLOAD_KINDS)}")
+        if workload == "kueue" and not queue:
+            raise ValueError("workload 'kueue' needs the LocalQueue name (queue)")
         self.context = context
         self.namespace = namespace
         self.kubeconfig = str(kubeconfig) if kubeconfig else None
-        self.name = f"kubernetes:{context}/{namespace}"
+        self.workload = workload
+        self.queue = queue
+        # sites sharing a namespace but not a workload kind must not share an adapter
+        self.name = f"kubernetes:{context}/{namespace}" + (
+            "" if workload == "job" else f"[{workload}]")
         self.image = image
         self.gpu_product_label = gpu_product_label
         self.gpu_products = gpu_products or {}
         self.timeout_s = timeout_s
         self._api: Any = None
+        self._core: Any = None
         self._lock = threading.Lock()
 
     # -- plumbing -------------------------------------------------------------------------------
-    def _batch(self) -> Any:
+    def _custom(self) -> Any:
+        """The generic API (``CustomObjectsApi``: any group, version and plural, plain dicts)."""
         with self._lock:
             if self._api is None:
                 from kubernetes import client, config
@@ -134,8 +175,13 @@ class KubernetesAdapter:
                         f"({self.kubeconfig or '$KUBECONFIG or ~/.kube/config'}): {exc}") from exc
                 api_client.configuration.retries = 0
                 api_client.rest_client.pool_manager.connection_pool_kw["retries"] = 0
-                self._api = client.BatchV1Api(api_client)
+                self._api = client.CustomObjectsApi(api_client)
+                self._core = client.CoreV1Api(api_client)
             return self._api
+
+    def _pods(self) -> Any:
+        self._custom()
+        return self._core
 
     def _call(self, what: str, fn: Any, *args: Any, key: str = "", **kw: Any) -> Any:
         from kubernetes.client.exceptions import ApiException
@@ -151,8 +197,8 @@ class KubernetesAdapter:
             if exc.status in (401, 403):
                 raise BackendRejectedError(
                     self.name, key, f"{what} forbidden ({exc.status}): {msg}; grant the service "
-                    "account the Role in the README (batch/jobs: create, get, list, patch, "
-                    "delete)") from exc
+                    "account the Role in docs/dispatch.md (create, get, list, patch, delete on "
+                    f"the {self.workload} workload's resources)") from exc
             raise _Api(exc.status, msg) from exc
         except (HTTPError, OSError) as exc:
             raise BackendUnavailableError(
@@ -199,149 +245,250 @@ class KubernetesAdapter:
         return (req.duration_s if req.pauses else
                 max(int((req.deadline - req.start).total_seconds()), req.duration_s))
 
-    def manifest(self, req: DispatchRequest) -> dict[str, Any]:
-        """The ``batch/v1`` Job for ``req`` (a plain dict, as sent)."""
-        pod_spec = self.pod_spec(req)
-        active_deadline_s = self.active_deadline_s(req)
+    def metadata(self, req: DispatchRequest) -> dict[str, Any]:
+        """The object's metadata: name, namespace, our labels and the exact ids as annotations."""
         return {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {
-                "name": job_name(req.job_id, req.piece),
-                "namespace": self.namespace,
-                "labels": {MANAGED_BY: OWNER, L_KEY_HASH: short_hash(req.key, 16),
-                           L_JOB: label_value(req.job_id), L_PIECE: str(req.piece),
-                           L_PLAN: label_value(req.plan_id)},
-                "annotations": {A_KEY: req.key, A_JOB: req.job_id, A_PLAN: req.plan_id,
-                                A_START: _iso(req.start), A_END: _iso(req.end)},
-            },
-            "spec": {
-                "suspend": True,
-                "backoffLimit": 0,
-                "activeDeadlineSeconds": active_deadline_s,
-                "template": {
-                    "metadata": {"labels": {MANAGED_BY: OWNER,
-                                            L_KEY_HASH: short_hash(req.key, 16)}},
-                    "spec": pod_spec,
-                },
-            },
+            "name": job_name(req.job_id, req.piece),
+            "namespace": self.namespace,
+            "labels": {MANAGED_BY: OWNER, L_KEY_HASH: short_hash(req.key, 16),
+                       L_JOB: label_value(req.job_id), L_PIECE: str(req.piece),
+                       L_PLAN: label_value(req.plan_id)},
+            "annotations": {A_KEY: req.key, A_JOB: req.job_id, A_PLAN: req.plan_id,
+                            A_START: _iso(req.start), A_END: _iso(req.end)},
         }
 
+    def _pod_labels(self, req: DispatchRequest) -> dict[str, str]:
+        return {MANAGED_BY: OWNER, L_KEY_HASH: short_hash(req.key, 16)}
+
+    def manifest(self, req: DispatchRequest) -> dict[str, Any]:
+        """The object :meth:`submit` creates for ``req`` under this site's workload kind.
+
+        A ``batch/v1`` Job (``job``; ``kueue`` with ``nodes == 1``), a JobSet (``jobset``;
+        ``kueue`` with ``nodes > 1``) or a Volcano Job (``volcano``), held (module docstring of
+        :mod:`~carbonsched.adapters.dispatch.k8s_workloads`). A plain dict, as sent.
+        """
+        res = resource_for(self.workload, req.nodes)
+        deadline_s = self.active_deadline_s(req)
+        if res is JOB:
+            return {"apiVersion": JOB.api_version, "kind": JOB.kind,
+                    "metadata": self.metadata(req),
+                    "spec": job_spec(self.pod_spec(req), self._pod_labels(req), deadline_s,
+                                     suspend=True)}
+        pod = self.pod_spec(req, req.gpus_per_node)
+        if res is JOBSET:
+            return jobset_manifest(self.metadata(req), pod, self._pod_labels(req), req.nodes,
+                                   deadline_s)
+        return volcano_manifest(self.metadata(req), pod, self._pod_labels(req), req.nodes,
+                                self.queue, deadline_s)
+
     def render(self, req: DispatchRequest) -> str:
-        """The Job manifest as JSON (what :meth:`submit` creates)."""
+        """The manifest as JSON (what :meth:`submit` creates)."""
         return json.dumps(self.manifest(req), indent=2)
 
     def submit(self, req: DispatchRequest) -> BackendJob:
-        """Create the Job (held); on 409 accept it only if it is ours for the same key."""
-        api = self._batch()
+        """Create the object (held); on 409 accept it only if it is ours for the same key."""
+        api = self._custom()
         body = self.manifest(req)
+        res = resource_for(self.workload, req.nodes)
         name = body["metadata"]["name"]
         try:
-            obj = self._call("create", api.create_namespaced_job, self.namespace, body,
-                             key=req.key)
+            obj = self._call("create", api.create_namespaced_custom_object, res.group,
+                             res.version, self.namespace, res.plural, body,
+                             field_validation="Strict", key=req.key)
         except _Api as exc:
             if exc.status == 409:
-                existing = self._read(name)
+                existing = self._read(res, name)
                 if existing is not None and _owner_key(existing) == req.key:
-                    return self._backend_job(existing)
+                    return self._backend_jobs([existing])[req.key]
                 raise BackendRejectedError(
-                    self.name, req.key, f"Job {self.namespace}/{name} exists and is not ours "
-                    "for this job (labels/annotation differ); it is left untouched",
+                    self.name, req.key, f"{res.kind} {self.namespace}/{name} exists and is not "
+                    "ours for this job (labels/annotation differ); it is left untouched",
                     conflict=True) from exc
             if exc.status == 404:
                 raise BackendRejectedError(
                     self.name, req.key, f"namespace {self.namespace!r} does not exist in "
-                    f"context {self.context!r}: {exc.message}") from exc
-            raise BackendRejectedError(self.name, req.key,
-                                       f"create refused ({exc.status}): {exc.message}") from exc
-        return self._backend_job(_to_dict(api, obj))
+                    f"context {self.context!r}, or the cluster does not serve "
+                    f"{res.api_version} {res.plural} (install its CRD): {exc.message}") from exc
+            raise BackendRejectedError(
+                self.name, req.key, f"{res.kind} ({res.api_version}) create refused "
+                f"({exc.status}): {exc.message}") from exc
+        return self._backend_jobs([obj])[req.key]
 
-    def _read(self, name: str) -> dict[str, Any] | None:
-        api = self._batch()
+    def _read(self, res: Resource, name: str) -> dict[str, Any] | None:
+        api = self._custom()
         try:
-            return _to_dict(api, self._call("read", api.read_namespaced_job, name,
-                                            self.namespace))
+            return self._call("read", api.get_namespaced_custom_object, res.group, res.version,
+                              self.namespace, res.plural, name)
         except _Api as exc:
             if exc.status == 404:
                 return None
-            raise BackendError(f"{self.name}: read {name} failed ({exc.status}): "
+            raise BackendError(f"{self.name}: read {res.plural}/{name} failed ({exc.status}): "
                                f"{exc.message}") from exc
 
-    def _list(self) -> list[dict[str, Any]]:
-        api = self._batch()
+    def _list(self, res: Resource, selector: str = f"{MANAGED_BY}={OWNER}",
+              missing_ok: bool = True) -> list[dict[str, Any]]:
+        api = self._custom()
         try:
-            res = self._call("list", api.list_namespaced_job, self.namespace,
-                             label_selector=f"{MANAGED_BY}={OWNER}")
+            out = self._call("list", api.list_namespaced_custom_object, res.group, res.version,
+                             self.namespace, res.plural, label_selector=selector)
         except _Api as exc:
-            if exc.status == 404:
+            if exc.status == 404 and missing_ok:
                 return []
-            raise BackendError(f"{self.name}: list failed ({exc.status}): {exc.message}") from exc
-        return [_to_dict(api, o) for o in (res.items or [])]
+            raise BackendError(f"{self.name}: list {res.api_version} {res.plural} failed "
+                               f"({exc.status}): {exc.message}") from exc
+        return list(out.get("items") or [])
+
+    def _objects(self) -> list[tuple[Resource, dict[str, Any]]]:
+        return [(res, o) for res in RESOURCES[self.workload] for o in self._list(res)]
 
     def status(self, keys: Collection[str] | None = None) -> dict[str, BackendJob]:
-        """Our Jobs in the namespace by key (one list call with our label selector)."""
+        """Our objects in the namespace by key.
+
+        One list call per resource with our label selector; Kueue's Workloads and Volcano's
+        pods are listed too for those kinds.
+        """
         want = set(keys) if keys is not None else None
+        objs = [o for _, o in self._objects()
+                if (k := _owner_key(o)) is not None and (want is None or k in want)]
+        return self._backend_jobs(objs)
+
+    def _backend_jobs(self, objs: list[dict[str, Any]]) -> dict[str, BackendJob]:
+        """BackendJobs of our objects, reading Kueue Workloads / Volcano pods when needed."""
+        workloads: dict[str, dict[str, Any]] = {}
+        gated: dict[str, bool] = {}
+        if self.workload == "kueue" and any(
+                KUEUE_QUEUE_LABEL in (o["metadata"].get("labels") or {}) for o in objs):
+            for wl in self._list(KUEUE_WORKLOAD, selector=""):
+                for ref in wl["metadata"].get("ownerReferences") or []:
+                    workloads[ref.get("uid", "")] = wl
+        if self.workload == "volcano" and objs:
+            gated = self._gated_jobs()
         out = {}
-        for obj in self._list():
-            key = _owner_key(obj)
-            if key is None or (want is not None and key not in want):
-                continue
-            out[key] = self._backend_job(obj)
+        for obj in objs:
+            meta = obj["metadata"]
+            r = self._reading(obj, workloads, gated)
+            ann = meta.get("annotations") or {}
+            out[ann.get(A_KEY, "")] = BackendJob(
+                key=ann.get(A_KEY, ""), plan_id=ann.get(A_PLAN, ""),
+                backend_id=f"{self.context}/{self.namespace}/{meta['name']}", state=r.state,
+                reason=r.reason, raw_state=r.raw, actual_start=r.start, actual_end=r.end,
+                begin=parse_time(ann.get(A_START)), detail=r.detail)
         return out
 
-    def cancel(self, key: str) -> bool:
-        """Delete our Job with this key (background propagation); False if there is none."""
-        job = self.status([key]).get(key)
-        if job is None:
-            return False
-        api = self._batch()
-        name = job.backend_id.rsplit("/", 1)[1]
+    def _reading(self, obj: dict[str, Any], workloads: dict[str, dict[str, Any]],
+                 gated: dict[str, bool]) -> Reading:
+        kind, name = obj.get("kind"), obj["metadata"]["name"]
+        if obj.get("apiVersion") == VOLCANO_JOB.api_version:
+            return read_volcano(obj, gated.get(name, True))
+        r = read_jobset(obj) if kind == JOBSET.kind else read_job(obj)
+        if self.workload != "kueue":
+            return r
+        labelled = KUEUE_QUEUE_LABEL in (obj["metadata"].get("labels") or {})
+        return read_kueue(r, labelled, self.queue or "",
+                          workloads.get(obj["metadata"].get("uid", "")))
+
+    def _gated_jobs(self) -> dict[str, bool]:
+        """Volcano Job name -> True while any of its pods carries :data:`HOLD_GATE`."""
+        out: dict[str, bool] = {}
+        for pod in self._our_pods():
+            job = (pod["metadata"].get("labels") or {}).get(VOLCANO_JOB_LABEL)
+            if job:
+                out[job] = out.get(job, False) or _has_gate(pod)
+        return out
+
+    def _our_pods(self, job: str | None = None) -> list[dict[str, Any]]:
+        core = self._pods()
+        sel = f"{MANAGED_BY}={OWNER}" + (f",{VOLCANO_JOB_LABEL}={job}" if job else "")
         try:
-            self._call("delete", api.delete_namespaced_job, name, self.namespace,
-                       propagation_policy="Background")
+            res = self._call("list pods", core.list_namespaced_pod, self.namespace,
+                             label_selector=sel)
+        except _Api as exc:
+            raise BackendError(f"{self.name}: list pods failed ({exc.status}): "
+                               f"{exc.message}") from exc
+        return [core.api_client.sanitize_for_serialization(p) for p in (res.items or [])]
+
+    def _find(self, key: str) -> tuple[Resource, dict[str, Any]] | None:
+        for res, obj in self._objects():
+            if _owner_key(obj) == key:
+                return res, obj
+        return None
+
+    def cancel(self, key: str) -> bool:
+        """Delete our object with this key (background propagation); False if there is none."""
+        found = self._find(key)
+        if found is None:
+            return False
+        res, obj = found
+        api = self._custom()
+        name = obj["metadata"]["name"]
+        try:
+            self._call("delete", api.delete_namespaced_custom_object, res.group, res.version,
+                       self.namespace, res.plural, name, propagation_policy="Background")
         except _Api as exc:
             if exc.status == 404:
                 return False
-            raise BackendError(f"{self.name}: delete {name} failed: {exc.message}") from exc
+            raise BackendError(f"{self.name}: delete {res.plural}/{name} failed: "
+                               f"{exc.message}") from exc
         return True
 
     def release(self, key: str) -> bool:
-        """Unsuspend our held Job with this key; False when it is not held or not ours."""
-        job = self.status([key]).get(key)
-        if job is None or job.raw_state != "suspended":
+        """Release our held object with this key; False when it is not held or not ours.
+
+        ``job``/``jobset``: unsuspend. ``kueue``: add the label ``kueue.x-k8s.io/queue-name``
+        (the object stays suspended; Kueue admits and unsuspends it). ``volcano``: remove the
+        scheduling gate from the Job's pods.
+        """
+        found = self._find(key)
+        if found is None:
             return False
-        api = self._batch()
-        name = job.backend_id.rsplit("/", 1)[1]
-        self._call("release", api.patch_namespaced_job, name, self.namespace,
-                   {"spec": {"suspend": False}}, key=key)
+        res, obj = found
+        name = obj["metadata"]["name"]
+        if res is VOLCANO_JOB:
+            return self._ungate(key, name, obj)
+        if not self._reading(obj, {}, {}).held:
+            return False
+        if self.workload == "kueue":
+            if KUEUE_QUEUE_LABEL in (obj["metadata"].get("labels") or {}):
+                return False
+            patch: dict[str, Any] = {"metadata": {"labels": {KUEUE_QUEUE_LABEL: self.queue}}}
+        else:
+            patch = {"spec": {"suspend": False}}
+        api = self._custom()
+        try:
+            self._call("release", api.patch_namespaced_custom_object, res.group, res.version,
+                       self.namespace, res.plural, name, patch,
+                       _content_type="application/merge-patch+json", key=key)
+        except _Api as exc:
+            raise BackendError(f"{self.name}: release of {res.plural}/{name} refused "
+                               f"({exc.status}): {exc.message}") from exc
         return True
 
-    def _backend_job(self, obj: dict[str, Any]) -> BackendJob:
-        meta, spec, st = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
-        conds = {c["type"]: c for c in (st.get("conditions") or [])
-                 if str(c.get("status")) == "True"}
-        start = _parse_time(st.get("startTime"))
-        if "Complete" in conds:
-            state, reason, raw = JobState.SUCCEEDED, ReasonCode.COMPLETED, "complete"
-            end = _parse_time(st.get("completionTime")
-                              or conds["Complete"].get("lastTransitionTime"))
-        elif "Failed" in conds:
-            state, raw = JobState.FAILED, "failed"
-            reason = (ReasonCode.DEADLINE_PASSED if conds["Failed"].get("reason")
-                      == "DeadlineExceeded" else ReasonCode.BACKEND_FAILED)
-            end = _parse_time(conds["Failed"].get("lastTransitionTime"))
-        elif spec.get("suspend"):
-            state, reason, raw, end = JobState.DISPATCHED, ReasonCode.SUBMITTED, "suspended", None
-        elif (st.get("active") or 0) > 0 or start is not None:
-            state, reason, raw, end = JobState.RUNNING, ReasonCode.STARTED, "active", None
-        else:
-            state, reason, raw, end = JobState.DISPATCHED, ReasonCode.SUBMITTED, "pending", None
-        ann = meta.get("annotations") or {}
-        return BackendJob(
-            key=ann.get(A_KEY, ""), plan_id=ann.get(A_PLAN, ""),
-            backend_id=f"{self.context}/{self.namespace}/{meta['name']}", state=state,
-            reason=reason, raw_state=raw, actual_start=start, actual_end=end,
-            begin=_parse_time(ann.get(A_START)))
+    def _ungate(self, key: str, name: str, obj: dict[str, Any]) -> bool:
+        if read_volcano(obj, False).state in (JobState.SUCCEEDED, JobState.FAILED):
+            return False
+        core = self._pods()
+        released = False
+        for pod in self._our_pods(name):
+            if not _has_gate(pod):
+                continue
+            keep = [g for g in pod["spec"].get("schedulingGates") or []
+                    if g.get("name") != HOLD_GATE]
+            try:
+                self._call("release", core.patch_namespaced_pod, pod["metadata"]["name"],
+                           self.namespace, {"spec": {"schedulingGates": keep or None}},
+                           _content_type="application/merge-patch+json", key=key)
+            except _Api as exc:
+                if exc.status == 404:  # Volcano replaced the pod meanwhile: the next pass
+                    continue
+                raise BackendError(f"{self.name}: release of pod {pod['metadata']['name']} "
+                                   f"refused ({exc.status}): {exc.message}") from exc
+            released = True
+        return released
+
+
+def _has_gate(pod: dict[str, Any]) -> bool:
+    return any(g.get("name") == HOLD_GATE for g in (pod.get("spec") or {}).get(
+        "schedulingGates") or [])
 
 
 class _Api(Exception):
@@ -356,12 +503,6 @@ def _status_message(exc: Any) -> str:
         return str(json.loads(exc.body).get("message", exc.reason))[:400]
     except (TypeError, ValueError, AttributeError):
         return str(exc.reason or exc)[:400]
-
-
-def _to_dict(api: Any, obj: Any) -> dict[str, Any]:
-    if isinstance(obj, dict):
-        return obj
-    return api.api_client.sanitize_for_serialization(obj)
 
 
 def _owner_key(obj: dict[str, Any]) -> str | None:

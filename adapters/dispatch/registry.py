@@ -88,7 +88,8 @@ def _slurm(site: Site, cfg: BackendConfig) -> DispatchAdapter:
 def _kubernetes(site: Site, cfg: BackendConfig) -> DispatchAdapter:
     return KubernetesAdapter(site.backend.context or "", site.backend.namespace or "default",
                              kubeconfig=cfg.kubeconfig, image=cfg.k8s_image,
-                             timeout_s=cfg.timeout_s)
+                             timeout_s=cfg.timeout_s, workload=site.backend.workload,
+                             queue=site.backend.queue)
 
 
 @dataclass(frozen=True)
