@@ -732,15 +732,19 @@ def semantic_problems(kind: Kind, obj: dict[str, Any], c: Cluster,
         # JobSet webhook: every child Job name <jobset>-<replicatedJob>-<index> is a DNS-1035
         # label (kubernetes-sigs/jobset, jobset_webhook.go)
         for r in spec.get("replicatedJobs") or []:
-            child = f"{name}-{r.get('name')}-{max(int(r.get('replicas', 1)) - 1, 0)}"
+            replicas = r.get("replicas", 1)
+            last = max(replicas - 1, 0) if isinstance(replicas, int) else 0
+            child = f"{name}-{r.get('name')}-{last}"
             if len(child) > 63 or not DNS1035_LABEL.match(child):
                 out.append(f"spec.replicatedJobs: Invalid value: {child!r}: the Job names "
                            "<jobset>-<replicatedJob>-<index> must be DNS-1035 labels of at most "
                            "63 characters")
     if kind is VCJOB:
         # Volcano's job webhook (volcano-sh/volcano, admission/jobs/validate)
-        total = sum(int(t.get("replicas", 0)) for t in spec.get("tasks") or [])
-        if int(spec.get("minAvailable", 0)) > total:
+        total = sum(t.get("replicas", 0) for t in spec.get("tasks") or []
+                    if isinstance(t.get("replicas", 0), int))
+        min_available = spec.get("minAvailable", 0)
+        if isinstance(min_available, int) and min_available > total:
             out.append("spec.minAvailable: Invalid value: job 'minAvailable' should not be "
                        f"greater than total replicas in tasks ({total})")
         queue = spec.get("queue", "default")
@@ -1069,7 +1073,8 @@ def _refusal(kind: Kind, body: dict[str, Any], c: Cluster, name: str,
         return status_error(400, "BadRequest", f"{kind.kind} in version \"{kind.version}\" "
                             f"cannot be handled as a {kind.kind}: strict decoding error: "
                             + ", ".join(unknown), name, kind.plural)
-    problems += semantic_problems(kind, body, c, check_queue=adding_queue)
+    if not problems:  # the validating webhooks run after the schema checks passed
+        problems = semantic_problems(kind, body, c, check_queue=adding_queue)
     if problems:
         return status_error(422, "Invalid", f"{qualified} is invalid: " + "; ".join(problems),
                             name, kind.plural,

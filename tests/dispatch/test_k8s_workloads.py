@@ -1,0 +1,573 @@
+"""Kubernetes workload kinds (job, Kueue, JobSet, Volcano).
+
+Three parts:
+
+- the contract suite, per kind, against the project's emulator (``scripts/kube_emulator.py``,
+  which validates every object against the real CRDs in ``../shared/data/k8s-crds``) and,
+  unchanged, against a real cluster when ``CARBONSCHED_K8S_CONTEXT`` names a kubeconfig context
+  (``KUBECONFIG`` or ``~/.kube/config``; namespace ``CARBONSCHED_K8S_NAMESPACE``, default
+  ``carbonsched-contract``; Kueue LocalQueue ``CARBONSCHED_K8S_KUEUE_QUEUE``, default
+  ``carbonsched``; Volcano Queue ``CARBONSCHED_K8S_VOLCANO_QUEUE``, default ``default``);
+- emulator-only checks: runs to completion, cluster-side eviction and preemption (the emulator's
+  test hook), CRD schema refusals, the Kueue webhook rule, the PAI-trace day's gangs;
+- offline checks of the status mapping of each kind's conditions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from carbonsched.adapters.dispatch.base import DispatchRequest
+from carbonsched.adapters.dispatch.k8s_workloads import (
+    HOLD_GATE,
+    JOB,
+    JOBSET,
+    KUEUE_QUEUE_LABEL,
+    KUEUE_WORKLOAD,
+    VOLCANO_JOB,
+    read_jobset,
+    read_kueue,
+    read_volcano,
+    resource_for,
+)
+from carbonsched.adapters.dispatch.kubernetes import KubernetesAdapter, job_name
+from carbonsched.domain import JobState, ReasonCode
+from carbonsched.errors import BackendRejectedError
+
+START = datetime.now(UTC).replace(microsecond=0) + timedelta(days=2)
+NS = "carbonsched"
+EMULATED = {"job": ("us-east-ny", None), "kueue": ("us-east-va", "gpu-batch"),
+            "jobset": ("ap-tokyo", None), "volcano": ("ap-singapore", "default")}
+"""Workload kind -> (context, queue) of the shipped ``global`` catalog's sites."""
+KINDS = tuple(EMULATED)
+POLL_S = 120.0  # a generous deadline for what the emulator does in about 1-2 s
+
+
+def _req(job_id: str | None = None, **kw) -> DispatchRequest:
+    base = dict(plan_id="plan-w", job_id=job_id or f"w-{uuid.uuid4().hex[:8]}", piece=0,
+                site="us-ny-newyork", start=START, end=START + timedelta(hours=1),
+                deadline=START + timedelta(hours=2), gpu_type="A100", gpus=4, nodes=2,
+                command="sleep 1")
+    base.update(kw)
+    return DispatchRequest(**base)
+
+
+@dataclass
+class Target:
+    """Where the contract suite runs: the emulator or a real cluster, for one workload kind."""
+
+    kubeconfig: str | None
+    context: str
+    namespace: str
+    workload: str
+    queue: str | None
+    emulator: bool
+
+    def adapter(self, **kw) -> KubernetesAdapter:
+        return KubernetesAdapter(self.context, self.namespace, kubeconfig=self.kubeconfig,
+                                 workload=self.workload, queue=self.queue, **kw)
+
+    def raw(self):
+        from kubernetes import client, config
+
+        return client.CustomObjectsApi(config.new_client_from_config(self.kubeconfig,
+                                                                     context=self.context))
+
+    def get(self, req: DispatchRequest) -> dict:
+        res = resource_for(self.workload, req.nodes)
+        return self.raw().get_namespaced_custom_object(
+            res.group, res.version, self.namespace, res.plural, job_name(req.job_id, req.piece))
+
+    def ours(self, req: DispatchRequest) -> list[dict]:
+        """Every object of the kind carrying the request's key hash (exactly-once check)."""
+        res = resource_for(self.workload, req.nodes)
+        key_hash = self.adapter().metadata(req)["labels"]["carbonsched.io/key-hash"]
+        sel = f"carbonsched.io/key-hash={key_hash}"
+        return self.raw().list_namespaced_custom_object(
+            res.group, res.version, self.namespace, res.plural, label_selector=sel)["items"]
+
+
+def _served(t: Target) -> str | None:
+    """None when the target serves the kind's API group, else why not."""
+    from kubernetes.client.exceptions import ApiException
+
+    res = resource_for(t.workload, 2)
+    try:
+        t.raw().list_namespaced_custom_object(res.group, res.version, t.namespace, res.plural,
+                                              limit=1)
+    except ApiException as exc:
+        return f"{res.group}/{res.version} {res.plural} not served ({exc.status})"
+    return None
+
+
+@pytest.fixture(params=[(k, w) for k in KINDS for w in ("emulator", "real")],
+                ids=lambda p: f"{p[0]}-{p[1]}")
+def target(request) -> Target:
+    kind, where = request.param
+    if where == "emulator":
+        kc = os.environ.get("CARBONSCHED_KUBECONFIG")
+        if not kc:
+            pytest.skip("CARBONSCHED_KUBECONFIG not set (scripts/test starts the emulator)")
+        ctx, queue = EMULATED[kind]
+        t = Target(kc, ctx, NS, kind, queue, True)
+        why = _served(t)
+        if why:
+            pytest.skip(f"the emulator serves no {kind} CRDs: {why}; it reads them from "
+                        "../shared/data/k8s-crds (set CARBONSCHED_SHARED_DATA or "
+                        "CARBONSCHED_K8S_CRDS before start_kube_emulator)")
+        return t
+    ctx = os.environ.get("CARBONSCHED_K8S_CONTEXT")
+    if not ctx:
+        pytest.skip(f"the [{kind}-real] case runs against a cluster only: set "
+                    "CARBONSCHED_K8S_CONTEXT to a kubeconfig context (the [emulator] case ran "
+                    "against the emulator; see docs/dispatch.md, 'Contract suite')")
+    queue = {"kueue": os.environ.get("CARBONSCHED_K8S_KUEUE_QUEUE", "carbonsched"),
+             "volcano": os.environ.get("CARBONSCHED_K8S_VOLCANO_QUEUE", "default")}.get(kind)
+    t = Target(os.environ.get("KUBECONFIG"), ctx,
+               os.environ.get("CARBONSCHED_K8S_NAMESPACE", "carbonsched-contract"), kind, queue,
+               False)
+    why = _served(t)
+    if why:
+        pytest.skip(f"context {ctx!r} does not run {kind}: {why} (install its CRDs and "
+                    "controller)")
+    return t
+
+
+def _poll(fn, until, what: str, deadline_s: float = POLL_S):
+    t0 = time.monotonic()
+    while True:
+        v = fn()
+        if until(v):
+            return v
+        if time.monotonic() - t0 > deadline_s:
+            raise AssertionError(f"{what}: still {v!r} after {deadline_s} s")
+        time.sleep(0.2)
+
+
+def _gpus(pod_spec: dict) -> str:
+    return pod_spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
+
+
+# -- the contract suite (emulator, and a real cluster with CARBONSCHED_K8S_CONTEXT) ----------------
+
+def test_a_gang_lands_held_as_its_kind_exactly_once_and_is_released_once(target):
+    a = target.adapter()
+    req = _req()
+    first = a.submit(req)
+    try:
+        assert (first.state, first.reason, first.raw_state) == (
+            JobState.DISPATCHED, ReasonCode.SUBMITTED, "suspended")
+        # a retry after a lost answer, from a fresh adapter (a restarted dispatcher)
+        again = target.adapter().submit(req)
+        assert again.backend_id == first.backend_id
+        assert len(target.ours(req)) == 1
+        obj = target.get(req)
+        if target.workload == "job":  # one pod holds the whole gang (today's Job)
+            assert obj["kind"] == "Job" and obj["spec"]["suspend"] is True
+            assert _gpus(obj["spec"]["template"]["spec"]) == "4"
+        elif target.workload in ("jobset", "kueue"):
+            assert (obj["apiVersion"], obj["kind"]) == ("jobset.x-k8s.io/v1alpha2", "JobSet")
+            assert obj["spec"]["suspend"] is True
+            (rj,) = obj["spec"]["replicatedJobs"]
+            assert rj["replicas"] == 2
+            assert _gpus(rj["template"]["spec"]["template"]["spec"]) == "2"
+            assert KUEUE_QUEUE_LABEL not in obj["metadata"]["labels"]  # held by carbonsched
+        else:
+            assert (obj["apiVersion"], obj["kind"]) == ("batch.volcano.sh/v1alpha1", "Job")
+            spec = obj["spec"]
+            assert (spec["minAvailable"], spec["schedulerName"], spec["queue"]) == (
+                2, "volcano", target.queue)
+            (task,) = spec["tasks"]
+            assert task["replicas"] == 2 and _gpus(task["template"]["spec"]) == "2"
+            assert task["template"]["spec"]["schedulingGates"] == [{"name": HOLD_GATE}]
+        st = a.status([req.key])
+        assert list(st) == [req.key] and st[req.key].begin == START
+        assert a.release(req.key) is True
+        assert a.release(req.key) is False  # idempotent
+        after = a.status([req.key])[req.key]
+        assert after.raw_state != "suspended" and after.state in (JobState.DISPATCHED,
+                                                                   JobState.RUNNING)
+        if target.workload == "kueue":
+            assert target.get(req)["metadata"]["labels"][KUEUE_QUEUE_LABEL] == target.queue
+    finally:
+        assert a.cancel(req.key) is True
+    assert a.status([req.key]) == {} and a.cancel(req.key) is False
+
+
+def test_a_single_node_placement_is_a_job_under_kueue_and_job(target):
+    if target.workload not in ("job", "kueue"):
+        pytest.skip("JobSet and Volcano run every placement as their own kind")
+    a = target.adapter()
+    req = _req(gpus=2, nodes=1)
+    a.submit(req)
+    try:
+        obj = target.get(req)
+        assert (obj["apiVersion"], obj["kind"]) == ("batch/v1", "Job")
+        assert obj["spec"]["suspend"] is True and _gpus(obj["spec"]["template"]["spec"]) == "2"
+    finally:
+        a.cancel(req.key)
+
+
+def test_a_foreign_object_under_our_name_is_never_overwritten_or_deleted(target):
+    a = target.adapter()
+    req = _req()
+    foreign = a.manifest(req)
+    foreign["metadata"]["labels"] = {"team": "someone-else"}
+    foreign["metadata"]["annotations"] = {}
+    res = resource_for(target.workload, req.nodes)
+    raw = target.raw()
+    raw.create_namespaced_custom_object(res.group, res.version, target.namespace, res.plural,
+                                        foreign)
+    try:
+        with pytest.raises(BackendRejectedError, match="exists and is not ours") as exc:
+            a.submit(req)
+        assert exc.value.conflict
+        assert a.cancel(req.key) is False and a.release(req.key) is False
+        assert a.status([req.key]) == {}
+        assert target.get(req)["metadata"]["labels"] == {"team": "someone-else"}
+    finally:
+        raw.delete_namespaced_custom_object(res.group, res.version, target.namespace,
+                                            res.plural, job_name(req.job_id, 0))
+
+
+# -- emulator-only ---------------------------------------------------------------------------------
+
+@pytest.fixture(params=KINDS)
+def emu(request, emulator_kubeconfig) -> Target:
+    ctx, queue = EMULATED[request.param]
+    t = Target(str(emulator_kubeconfig), ctx, NS, request.param, queue, True)
+    why = _served(t)
+    if why:
+        pytest.skip(f"the emulator serves no {request.param} CRDs: {why}")
+    return t
+
+
+def _server(t: Target) -> str:
+    import yaml
+
+    cfg = yaml.safe_load(open(t.kubeconfig))
+    cluster = next(c["context"]["cluster"] for c in cfg["contexts"] if c["name"] == t.context)
+    return next(c["cluster"]["server"] for c in cfg["clusters"] if c["name"] == cluster)
+
+
+def _hook(t: Target, req: DispatchRequest, **body) -> dict:
+    import httpx
+
+    res = resource_for(t.workload, req.nodes)
+    r = httpx.post(f"{_server(t)}/emulator/evict", json={
+        "group": res.group, "version": res.version, "plural": res.plural,
+        "namespace": t.namespace, "name": job_name(req.job_id, req.piece), **body})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_each_kind_runs_a_released_gang_to_success_with_its_times(emu):
+    a = emu.adapter()
+    req = _req()
+    a.submit(req)
+    t0 = datetime.now(UTC).replace(microsecond=0)
+    assert a.release(req.key)
+    done = _poll(lambda: a.status([req.key])[req.key], lambda j: j.state in (
+        JobState.SUCCEEDED, JobState.FAILED), f"{emu.workload} gang")
+    assert (done.state, done.reason) == (JobState.SUCCEEDED, ReasonCode.COMPLETED), done
+    assert t0 <= done.actual_start < done.actual_end
+    if emu.workload == "kueue":  # Kueue admitted it: a Workload owned by the JobSet
+        obj = emu.get(req)
+        wls = [w for w in emu.raw().list_namespaced_custom_object(
+            KUEUE_WORKLOAD.group, KUEUE_WORKLOAD.version, NS, KUEUE_WORKLOAD.plural)["items"]
+            if w["metadata"]["ownerReferences"][0]["uid"] == obj["metadata"]["uid"]]
+        (wl,) = wls
+        assert wl["spec"]["queueName"] == "gpu-batch" and wl["spec"]["podSets"][0]["count"] == 2
+        assert {c["type"] for c in wl["status"]["conditions"] if c["status"] == "True"} >= {
+            "QuotaReserved", "Admitted"}
+    a.cancel(req.key)
+
+
+def test_a_cluster_side_eviction_is_reported_as_such_never_as_success(emu):
+    a = emu.adapter()
+    req = _req(command="sleep 30")
+    a.submit(req)
+    try:
+        a.release(req.key)
+        _poll(lambda: a.status([req.key])[req.key].state, lambda s: s is JobState.RUNNING,
+              "running")
+        reason = "Preempted" if emu.workload in ("kueue", "volcano") else "Evicted"
+        _hook(emu, req, reason=reason, message="node drained for maintenance")
+        got = a.status([req.key])[req.key]
+        assert got.state is not JobState.SUCCEEDED
+        if emu.workload == "kueue":  # requeued by Kueue: waiting, with the cluster's reason
+            assert (got.state, got.reason, got.raw_state) == (
+                JobState.DISPATCHED, ReasonCode.PREEMPTED, "evicted")
+            assert "Preempted: node drained for maintenance" in got.detail
+            assert a.release(req.key) is False  # Kueue's to readmit, not ours
+            _hook(emu, req, action="readmit")
+            again = _poll(lambda: a.status([req.key])[req.key],
+                          lambda j: j.state is JobState.SUCCEEDED, "readmitted")
+            assert again.reason is ReasonCode.COMPLETED
+        elif emu.workload == "volcano":  # PodEvicted -> RestartJob; the new pods are gated
+            assert (got.state, got.reason, got.raw_state) == (
+                JobState.DISPATCHED, ReasonCode.PREEMPTED, "restarting")
+            assert "Volcano restarts the job (Preempted: node drained" in got.detail
+            assert a.release(req.key) is True  # the next release pass ungates them
+            again = _poll(lambda: a.status([req.key])[req.key],
+                          lambda j: j.state is JobState.SUCCEEDED, "restarted")
+            assert again.reason is ReasonCode.COMPLETED
+        else:  # a Job / JobSet without Kueue: the eviction fails it
+            assert (got.state, got.reason) == (JobState.FAILED, ReasonCode.EVICTED)
+            assert "pod evicted: node drained for maintenance" in got.detail
+    finally:
+        a.cancel(req.key)
+
+
+def test_an_eviction_reaches_the_dispatch_record_a_user_reads(store, emulator_kubeconfig):
+    from carbonsched.catalog import load_catalog
+    from carbonsched.config import Settings
+    from carbonsched.dispatch.outbox import (
+        build_adapters,
+        dispatch_plan,
+        refresh_status,
+        release_due,
+    )
+
+    from .helpers import one_plan
+
+    start = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1)
+    doc = one_plan([{"job_id": f"{uuid.uuid4().hex[:8]}-kq", "site": "us-pjm-ashburn",
+                     "start": start, "end": start + timedelta(hours=2), "gpu_type": "T4",
+                     "gpus": 2, "command": "sleep 60"}])
+    store.save_plan(doc)
+    settings = Settings(kubeconfig=emulator_kubeconfig)
+    assert dispatch_plan(store, doc["plan_id"], settings=settings).counts == {"submitted": 1}
+    adapters = build_adapters(load_catalog("global"), settings=settings)
+    assert adapters["us-pjm-ashburn"].name == "kubernetes:us-east-va/carbonsched[kueue]"
+    key = doc["placements"][0]["job_id"] + "#0"
+    assert key in release_due(store, "global", adapters=adapters, clock=lambda: start)
+    t = Target(str(emulator_kubeconfig), "us-east-va", NS, "kueue", "gpu-batch", True)
+    req = _req(job_id=doc["placements"][0]["job_id"], nodes=1, gpus=2)
+    _poll(lambda: adapters["us-pjm-ashburn"].status([key])[key].state,
+          lambda s: s is JobState.RUNNING, "admitted")
+    _hook(t, req, reason="Preempted", message="a higher-priority workload")
+    row = refresh_status(store, "global", plan_id=doc["plan_id"],
+                         adapters=adapters).set_index("key").loc[key]
+    assert (row.state, row.reason) == ("Dispatched", "Preempted")
+    assert "Kueue evicted the workload (Preempted: a higher-priority workload)" in row.detail
+    adapters["us-pjm-ashburn"].cancel(key)
+
+
+def _post(t: Target, body: dict):
+    import httpx
+
+    g, v = body["apiVersion"].split("/")
+    plural = "jobsets" if body["kind"] == "JobSet" else "jobs"
+    return httpx.post(f"{_server(t)}/apis/{g}/{v}/namespaces/{t.namespace}/{plural}", json=body)
+
+
+class _Bad(KubernetesAdapter):
+    """An adapter whose objects carry a field their CRD does not have."""
+
+    def manifest(self, req):
+        m = super().manifest(req)
+        if m["kind"] == "JobSet":
+            m["spec"]["replicatedJobs"][0]["gpusPerNode"] = req.gpus_per_node
+        else:
+            m["spec"]["gang"] = req.nodes
+        return m
+
+
+@pytest.mark.parametrize("kind", ["jobset", "volcano", "kueue"])
+def test_an_object_its_crd_refuses_is_a_rejection_with_the_crds_message(
+        kind, emulator_kubeconfig):
+    ctx, queue = EMULATED[kind]
+    bad = _Bad(ctx, NS, kubeconfig=emulator_kubeconfig, workload=kind, queue=queue)
+    where = "spec.replicatedJobs[0].gpusPerNode" if kind != "volcano" else "spec.gang"
+    with pytest.raises(BackendRejectedError, match="create refused \\(400\\).*strict decoding "
+                       f'error: unknown field "{where}"'.replace("[", "\\[").replace("]", "\\]")):
+        bad.submit(_req())
+    ok = KubernetesAdapter(ctx, NS, kubeconfig=emulator_kubeconfig, workload=kind, queue=queue)
+    assert bad.status() == ok.status()  # nothing was created by the refused request
+
+
+def test_crd_values_are_checked_with_known_bad_and_just_at_the_limit_cases(emulator_kubeconfig):
+    vol = Target(str(emulator_kubeconfig), "ap-singapore", NS, "volcano", "default", True)
+    js = Target(str(emulator_kubeconfig), "ap-tokyo", NS, "jobset", None, True)
+    m = vol.adapter().manifest(_req())
+    m["spec"]["policies"] = [{"event": "NodeOnFire", "action": "RestartJob"}]
+    r = _post(vol, m)
+    assert r.status_code == 422 and r.json()["reason"] == "Invalid"
+    # the enum is the CRD's own (batch.volcano.sh_jobs.yaml)
+    assert ('spec.policies[0].event: Unsupported value: "NodeOnFire": supported values: "*", '
+            '"PodPending", "PodRunning", "PodFailed", "PodEvicted"') in r.json()["message"]
+    m = vol.adapter().manifest(_req())
+    m["spec"]["minAvailable"] = 3  # the gang has 2 pods
+    r = _post(vol, m)
+    assert r.status_code == 422 and "job 'minAvailable' should not be greater than total " \
+        "replicas in tasks (2)" in r.json()["message"]
+    m = vol.adapter().manifest(_req())
+    m["spec"]["minAvailable"] = 2  # exactly the gang: accepted
+    m["metadata"]["name"] = f"lim-{uuid.uuid4().hex[:8]}"
+    assert _post(vol, m).status_code == 201
+    m = vol.adapter().manifest(_req())
+    m["spec"]["queue"] = "nowhere"
+    r = _post(vol, m)
+    assert r.status_code == 422 and 'queues.scheduling.volcano.sh "nowhere" not found' in \
+        r.json()["message"]
+    m = js.adapter().manifest(_req())
+    m["spec"]["replicatedJobs"][0]["replicas"] = "two"
+    r = _post(js, m)
+    assert r.status_code == 422 and ('spec.replicatedJobs[0].replicas: Invalid value: "two": '
+                                     "spec.replicatedJobs[0].replicas in body must be of type "
+                                     "integer") in r.json()["message"]
+    # JobSet's child Job names <jobset>-node-<index> are DNS-1035 labels of <= 63 characters
+    m = js.adapter().manifest(_req())
+    m["metadata"]["name"] = "j" * (63 - len("-node-1"))
+    assert _post(js, m).status_code == 201  # 63 exactly
+    m["metadata"]["name"] = "j" * (64 - len("-node-1"))
+    r = _post(js, m)
+    assert r.status_code == 422 and "must be DNS-1035 labels of at most 63" in r.json()["message"]
+
+
+def test_kueue_takes_the_queue_name_only_on_a_suspended_object_and_reports_a_missing_queue(
+        emulator_kubeconfig):
+    t = Target(str(emulator_kubeconfig), "us-east-va", NS, "kueue", "gpu-batch", True)
+    m = t.adapter().manifest(_req(nodes=1))
+    m["spec"]["suspend"] = False
+    m["metadata"]["labels"][KUEUE_QUEUE_LABEL] = "gpu-batch"
+    r = _post(t, m)
+    assert r.status_code == 422 and "suspend should be true when adding the queue name" in \
+        r.json()["message"]
+    lost = KubernetesAdapter("us-east-va", NS, kubeconfig=emulator_kubeconfig, workload="kueue",
+                             queue="no-such-queue")
+    req = _req()
+    lost.submit(req)
+    assert lost.release(req.key)
+    got = lost.status([req.key])[req.key]
+    assert (got.state, got.reason, got.raw_state) == (JobState.DISPATCHED, ReasonCode.SUBMITTED,
+                                                      "queued")
+    assert got.detail == ("queued in Kueue LocalQueue 'no-such-queue': Inadmissible: LocalQueue "
+                          "no-such-queue doesn't exist")
+    lost.cancel(req.key)
+
+
+def test_the_pai_trace_day_gangs_land_as_each_kind_validated_against_its_crd(
+        global_plan_doc, emulator_kubeconfig):
+    """Every multi-GPU gang of the PAI-trace day on ``global`` as a multi-node workload of each
+    kind. Node shape: 2 GPUs per node (an assumption until the catalogs declare node shapes);
+    the planner places the day's gangs on the Slurm hubs and Frankfurt, so each gang is
+    re-targeted to the Kueue, JobSet and Volcano sites. The emulator refuses any object its CRD
+    does not accept, so each create is the validation."""
+    from .helpers import future_plan
+
+    doc = future_plan(global_plan_doc)
+    gangs = [p for p in doc["placements"] if p["gpus"] >= 4]
+    assert len(gangs) >= 5  # the day has gangs of 4 and 8 GPUs
+    for kind in ("kueue", "jobset", "volcano"):
+        t = Target(str(emulator_kubeconfig), *EMULATED[kind][:1], NS, kind, EMULATED[kind][1],
+                   True)
+        a = t.adapter()
+        reqs = []
+        for p in gangs:
+            reqs.append(DispatchRequest(
+                plan_id=doc["plan_id"], job_id=p["job_id"], piece=0, site="us-ny-newyork",
+                start=datetime.fromisoformat(p["start"].replace("Z", "+00:00")),
+                end=datetime.fromisoformat(p["end"].replace("Z", "+00:00")),
+                deadline=datetime.fromisoformat((p.get("deadline") or p["end"]).replace(
+                    "Z", "+00:00")), gpu_type=p["gpu_type"], gpus=p["gpus"],
+                nodes=p["gpus"] // 2))
+        for r in reqs:
+            assert a.submit(r).raw_state == "suspended"
+        for r in reqs:
+            obj = t.get(r)
+            if kind == "volcano":
+                assert obj["spec"]["minAvailable"] == r.nodes == obj["spec"]["tasks"][0][
+                    "replicas"]
+            else:
+                assert obj["kind"] == "JobSet"
+                assert obj["spec"]["replicatedJobs"][0]["replicas"] == r.nodes
+            assert a.release(r.key)
+        if kind == "kueue":
+            wls = t.raw().list_namespaced_custom_object(
+                KUEUE_WORKLOAD.group, KUEUE_WORKLOAD.version, NS, KUEUE_WORKLOAD.plural)["items"]
+            owners = {w["metadata"]["ownerReferences"][0]["name"]: w for w in wls}
+            for r in reqs:
+                wl = owners[job_name(r.job_id, 0)]
+                assert wl["spec"]["podSets"][0]["count"] == r.nodes
+                assert any(c["type"] == "Admitted" and c["status"] == "True"
+                           for c in wl["status"]["conditions"])
+        st = a.status([r.key for r in reqs])
+        assert {k: v.state for k, v in st.items()} == {r.key: JobState.RUNNING for r in reqs}
+        for r in reqs:
+            assert a.cancel(r.key)
+
+
+# -- offline: the status mapping -------------------------------------------------------------------
+
+def _cond(t, s="True", reason="R", message="", at="2027-01-01T00:00:00Z"):
+    return {"type": t, "status": s, "reason": reason, "message": message,
+            "lastTransitionTime": at}
+
+
+@pytest.mark.parametrize(("phase", "reason", "state", "code"), [
+    ("Pending", "", JobState.DISPATCHED, ReasonCode.SUBMITTED),
+    ("Running", "", JobState.RUNNING, ReasonCode.STARTED),
+    ("Completing", "", JobState.RUNNING, ReasonCode.STARTED),
+    ("Completed", "", JobState.SUCCEEDED, ReasonCode.COMPLETED),
+    ("Restarting", "PodEvicted", JobState.DISPATCHED, ReasonCode.EVICTED),
+    ("Aborted", "Preempted", JobState.DISPATCHED, ReasonCode.PREEMPTED),
+    ("Aborting", "", JobState.DISPATCHED, ReasonCode.EVICTED),
+    ("Terminated", "PodEvicted", JobState.FAILED, ReasonCode.EVICTED),
+    ("Failed", "PodFailed", JobState.FAILED, ReasonCode.BACKEND_FAILED),
+])
+def test_every_volcano_phase_maps_to_a_state_and_reason(phase, reason, state, code):
+    obj = {"status": {"state": {"phase": phase, "reason": reason, "message": "m",
+                                "lastTransitionTime": "2027-01-01T01:00:00Z"},
+                      "conditions": [{"status": "Running",
+                                      "lastTransitionTime": "2027-01-01T00:00:00Z"}]}}
+    r = read_volcano(obj, gated=False)
+    assert (r.state, r.reason) == (state, code)
+    if state is JobState.SUCCEEDED:
+        assert r.end == datetime(2027, 1, 1, 1, tzinfo=UTC)
+    if reason:
+        assert reason in r.detail
+
+
+def test_jobset_and_kueue_conditions_map_with_the_clusters_reason():
+    js = {"spec": {"suspend": False}, "status": {"conditions": [
+        _cond("Suspended", "False", "ResumeJobs", at="2027-01-01T00:00:00Z"),
+        _cond("Failed", "True", "FailedJobs", "jobset failed: pod evicted",
+              at="2027-01-01T00:05:00Z")]}}
+    r = read_jobset(js)
+    assert (r.state, r.reason) == (JobState.FAILED, ReasonCode.EVICTED)
+    assert (r.start, r.end) == (datetime(2027, 1, 1, tzinfo=UTC),
+                                datetime(2027, 1, 1, 0, 5, tzinfo=UTC))
+    held = read_jobset({"spec": {"suspend": True}, "status": {}})
+    assert held.held and held.raw == "suspended"
+    # released to Kueue, Workload evicted for a reason other than preemption
+    wl = {"status": {"conditions": [_cond("Evicted", "True", "PodsReadyTimeout", "too slow"),
+                                    _cond("Admitted", "False")]}}
+    r = read_kueue(held, True, "q", wl)
+    assert (r.state, r.reason, r.raw) == (JobState.DISPATCHED, ReasonCode.EVICTED, "evicted")
+    assert "PodsReadyTimeout: too slow" in r.detail
+    # a finished object wins over a stale Workload condition: success is the object's word
+    done = read_jobset({"spec": {}, "status": {"conditions": [_cond("Completed")]}})
+    assert read_kueue(done, True, "q", wl).state is JobState.SUCCEEDED
+    assert read_kueue(held, False, "q", None).held  # not yet given to Kueue: carbonsched's hold
+
+
+def test_resources_per_kind_and_adapter_names_keep_kinds_apart():
+    assert resource_for("kueue", 1) is JOB and resource_for("kueue", 2) is JOBSET
+    assert resource_for("volcano", 1) is VOLCANO_JOB and resource_for("jobset", 1) is JOBSET
+    with pytest.raises(ValueError, match="unknown Kubernetes workload 'mpi'"):
+        KubernetesAdapter("c", "ns", workload="mpi")
+    with pytest.raises(ValueError, match="needs the LocalQueue name"):
+        KubernetesAdapter("c", "ns", workload="kueue")
+    assert KubernetesAdapter("c", "ns").name == "kubernetes:c/ns"
+    assert KubernetesAdapter("c", "ns", workload="jobset").name == "kubernetes:c/ns[jobset]"
+    rendered = json.loads(KubernetesAdapter("c", "ns", workload="volcano").render(_req()))
+    assert rendered["spec"]["queue"] == "default" and rendered["spec"]["maxRetry"] == 0
