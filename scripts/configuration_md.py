@@ -88,6 +88,9 @@ OTHER_VARIABLES: dict[str, list[tuple[str, str]]] = {
         ("CARBONSCHED_CHROMIUM", "Headless Chromium used by the HTML report and page tests."),
         ("CARBONSCHED_SLURM_CLUSTERS", "Names of the test Slurm clusters."),
         ("CARBONSCHED_SHARED_DATA", "Folder of `../shared/data` (also read as `data_dir`)."),
+        ("CARBONSCHED_K8S_CRDS", "Folder of the real Kueue, JobSet and Volcano CRDs the Kubernetes "
+         "emulator validates against (default `$CARBONSCHED_SHARED_DATA/k8s-crds`, else "
+         "`../shared/data/k8s-crds`)."),
     ],
 }
 
