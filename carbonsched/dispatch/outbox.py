@@ -892,6 +892,9 @@ def release_due(store: Store, catalog: Catalog | str, *, clock: Clock = system_c
                 adapters: Mapping[str, DispatchAdapter] | None = None) -> list[str]:
     """Release held jobs (suspended Kubernetes Jobs) whose planned start has come.
 
+    A release that fails (a cluster unreachable, a patch refused) is recorded in that row's
+    detail and tried again in the next pass; it never holds back the other rows.
+
     Returns
     -------
     list of str
@@ -908,7 +911,20 @@ def release_due(store: Store, catalog: Catalog | str, *, clock: Clock = system_c
             DispatchRow.site.in_(list(adapters)))).all()
         for r in rows:
             adapter = adapters[r.site]
-            if isinstance(adapter, ReleasesHeld) and adapter.release(r.key):
+            if not isinstance(adapter, ReleasesHeld):
+                continue
+            try:
+                done = adapter.release(r.key)
+            except (BackendError, InputError) as exc:
+                # one backend's failure holds back only its own rows: the others are released in
+                # this pass, and this one is tried again in the next (the detail says so)
+                reason = (ReasonCode.BACKEND_UNAVAILABLE
+                          if isinstance(exc, BackendUnavailableError) else "ReleaseFailed")
+                r.detail = (f"{reason}: release at the planned start failed at {_iso(now)}, "
+                            f"retried in the next release pass: {exc}")
+                r.updated_at = now
+                continue
+            if done:
                 released.append(r.key)
                 r.detail = f"released at {_iso(now)}"
                 r.updated_at = now

@@ -361,6 +361,50 @@ def test_an_eviction_reaches_the_dispatch_record_a_user_reads(store, emulator_ku
     adapters["us-pjm-ashburn"].cancel(key)
 
 
+def test_a_release_that_fails_on_one_cluster_holds_back_only_its_own_rows(
+        store, emulator_kubeconfig, tmp_path):
+    import yaml
+
+    from carbonsched.catalog import load_catalog
+    from carbonsched.config import Settings
+    from carbonsched.dispatch.outbox import build_adapters, dispatch_plan, release_due
+
+    from .helpers import one_plan
+
+    start = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1)
+    prefix = uuid.uuid4().hex[:8]
+    doc = one_plan([{"job_id": f"{prefix}-{site[:3]}", "site": site, "start": start,
+                     "end": start + timedelta(hours=2), "gpu_type": "T4", "gpus": 2,
+                     "command": "sleep 60"} for site in ("us-pjm-ashburn", "de-frankfurt")])
+    store.save_plan(doc)
+    settings = Settings(kubeconfig=emulator_kubeconfig)
+    assert dispatch_plan(store, doc["plan_id"], settings=settings).counts == {"submitted": 2}
+    adapters = build_adapters(load_catalog("global"), settings=settings)
+    dead = tmp_path / "dead.yaml"  # the Kueue site's API server is down during this pass
+    dead.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "us-east-va",
+        "clusters": [{"name": "d", "cluster": {"server": "http://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {"token": "x"}}],
+        "contexts": [{"name": "us-east-va", "context": {"cluster": "d", "user": "u"}}]}))
+    down = dict(adapters, **{"us-pjm-ashburn": KubernetesAdapter(
+        "us-east-va", NS, kubeconfig=dead, workload="kueue", queue="gpu-batch", timeout_s=2)})
+    keys = {s: f"{prefix}-{s[:3]}#0" for s in ("us-pjm-ashburn", "de-frankfurt")}
+    assert release_due(store, "global", adapters=down, clock=lambda: start) == [
+        keys["de-frankfurt"]]
+    from carbonsched.dispatch.outbox import dispatch_records
+
+    rec = dispatch_records(store, doc["plan_id"]).set_index("key")
+    row = rec.loc[keys["us-pjm-ashburn"]]
+    assert row.state == "Dispatched"
+    assert row.detail.startswith("BackendUnavailable: release at the planned start failed at ")
+    assert "retried in the next release pass" in row.detail and "unreachable" in row.detail
+    # the next pass, with the cluster back, releases it
+    assert release_due(store, "global", adapters=adapters, clock=lambda: start) == [
+        keys["us-pjm-ashburn"]]
+    for site, key in keys.items():
+        adapters[site].cancel(key)
+
+
 def _post(t: Target, body: dict):
     import httpx
 
