@@ -455,7 +455,7 @@ def test_crd_values_are_checked_with_known_bad_and_just_at_the_limit_cases(emula
         "replicas in tasks (2)" in r.json()["message"]
     m = vol.adapter().manifest(_req())
     m["spec"]["minAvailable"] = 2  # exactly the gang: accepted
-    m["metadata"]["name"] = f"lim-{uuid.uuid4().hex[:8]}"
+    m["metadata"]["name"] = limit_name = f"lim-{uuid.uuid4().hex[:8]}"
     assert _post(vol, m).status_code == 201
     m = vol.adapter().manifest(_req())
     m["spec"]["queue"] = "nowhere"
@@ -470,11 +470,16 @@ def test_crd_values_are_checked_with_known_bad_and_just_at_the_limit_cases(emula
                                      "integer") in r.json()["message"]
     # JobSet's child Job names <jobset>-node-<index> are DNS-1035 labels of <= 63 characters
     m = js.adapter().manifest(_req())
-    m["metadata"]["name"] = "j" * (63 - len("-node-1"))
+    name = f"j{uuid.uuid4().hex}".ljust(63 - len("-node-1"), "j")
+    m["metadata"]["name"] = name
     assert _post(js, m).status_code == 201  # 63 exactly
-    m["metadata"]["name"] = "j" * (64 - len("-node-1"))
+    m["metadata"]["name"] = name + "j"
     r = _post(js, m)
     assert r.status_code == 422 and "must be DNS-1035 labels of at most 63" in r.json()["message"]
+    js.raw().delete_namespaced_custom_object(JOBSET.group, JOBSET.version, NS, JOBSET.plural,
+                                             name)
+    vol.raw().delete_namespaced_custom_object(VOLCANO_JOB.group, VOLCANO_JOB.version, NS,
+                                              VOLCANO_JOB.plural, limit_name)
 
 
 def test_kueue_takes_the_queue_name_only_on_a_suspended_object_and_reports_a_missing_queue(
