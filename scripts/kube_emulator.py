@@ -378,7 +378,7 @@ class Cluster:
             return None
         uid = obj["metadata"]["uid"]
         self.released.pop((kind.group, kind.plural, ns, name), None)
-        for owned_kind in (WORKLOADS[0], POD):  # garbage collection of owned objects
+        for owned_kind in (WORKLOADS[0], POD, JOB):  # garbage collection of owned objects
             for o in self.owned_by(uid, owned_kind):
                 self.bucket(owned_kind).pop((ns, o["metadata"]["name"]), None)
         return obj
@@ -388,6 +388,9 @@ class Cluster:
         """Advance every controller to now (called before each request is answered)."""
         for kind in (JOB, JOBSET):
             for (ns, name), obj in list(self.bucket(kind).items()):
+                if any(r.get("kind") == "JobSet" for r in obj["metadata"].get(
+                        "ownerReferences") or []):
+                    continue  # a JobSet's child Job: the JobSet controller sets its status
                 self._kueue(kind, ns, obj)
                 if kind is JOB:
                     self._job(ns, name, obj)
@@ -467,12 +470,24 @@ class Cluster:
         outcome, started, done = self._run_outcome(key, js, deadline)
         _set_condition(conds, "Suspended", "False", "ResumeJobs", "jobset is resumed",
                        at=started)
+        children = self.owned_by(js["metadata"]["uid"], JOB)
+        if not children:
+            children = self._make_children(ns, js)
         n = {r["name"]: r.get("replicas", 1) for r in rjobs}
         if outcome == "running":
             st["replicatedJobsStatus"] = [{"name": k, "ready": v, "succeeded": 0, "failed": 0,
                                            "active": v, "suspended": 0} for k, v in n.items()]
             return
         ok = outcome == "succeeded"
+        t = _iso(done)
+        for child in children:  # each child Job ends the way the JobSet does
+            child["status"] = {"active": 0, "startTime": _iso(started), "conditions": [
+                {"type": "Complete", "status": "True", "lastTransitionTime": t} if ok else
+                {"type": "Failed", "status": "True", "lastTransitionTime": t,
+                 "reason": "DeadlineExceeded" if outcome == "deadline" else
+                 "BackoffLimitExceeded",
+                 "message": "Job was active longer than specified deadline"
+                 if outcome == "deadline" else "Job has reached the specified backoff limit"}]}
         st["replicatedJobsStatus"] = [{"name": k, "ready": 0, "succeeded": v if ok else 0,
                                        "failed": 0 if ok else 1, "active": 0, "suspended": 0}
                                       for k, v in n.items()]
@@ -487,6 +502,26 @@ class Cluster:
                            f"jobset failed due to one or more job failures: {why}", at=done)
             st["terminalState"] = "Failed"
         js["metadata"]["resourceVersion"] = self.next_rv()
+
+    def _make_children(self, ns: str, js: dict[str, Any]) -> list[dict[str, Any]]:
+        """The child Jobs ``<jobset>-<replicatedJob>-<index>`` a resumed JobSet runs, labelled
+        ``jobset.sigs.k8s.io/jobset-name`` and ``replicatedjob-name`` (JobSet's labels)."""
+        out = []
+        name = js["metadata"]["name"]
+        for r in js["spec"]["replicatedJobs"]:
+            tmpl = r["template"]
+            for i in range(r.get("replicas", 1)):
+                child = {"metadata": {
+                    "name": f"{name}-{r['name']}-{i}",
+                    "labels": {**(tmpl.get("metadata") or {}).get("labels", {}),
+                               "jobset.sigs.k8s.io/jobset-name": name,
+                               "jobset.sigs.k8s.io/replicatedjob-name": r["name"]},
+                    "ownerReferences": [{"apiVersion": JOBSET.api_version, "kind": "JobSet",
+                                         "name": name, "uid": js["metadata"]["uid"],
+                                         "controller": True}]},
+                    "spec": {**copy.deepcopy(tmpl["spec"]), "suspend": False}}
+                out.append(self.store(JOB, ns, child))
+        return out
 
     def _kueue(self, kind: Kind, ns: str, obj: dict[str, Any]) -> None:
         """Kueue: a suspended object carrying ``kueue.x-k8s.io/queue-name`` gets a Workload,
@@ -592,6 +627,9 @@ class Cluster:
                                           else {"failed": len(pods)}))
         for p in pods:
             p["status"] = {"phase": "Succeeded" if phase == "Completed" else "Failed"}
+            if outcome == "deadline":  # the kubelet's words for activeDeadlineSeconds
+                p["status"].update(reason="DeadlineExceeded", message="Pod was active on the "
+                                   "node longer than the specified deadline")
         job["metadata"]["resourceVersion"] = self.next_rv()
 
     def _make_pods(self, ns: str, job: dict[str, Any]) -> list[dict[str, Any]]:

@@ -72,6 +72,8 @@ from carbonsched.domain import JobState, ReasonCode
 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 VOLCANO_JOB_LABEL = "volcano.sh/job-name"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+"""The label JobSet puts on its child Jobs (kubernetes-sigs/jobset ``api/jobset/v1alpha2``)."""
 HOLD_GATE = "carbonsched.io/planned-start"
 """The pod scheduling gate that holds a Volcano Job's pods until the planned start."""
 GANG_TASK = "node"

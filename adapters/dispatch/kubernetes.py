@@ -47,6 +47,7 @@ from carbonsched.adapters.dispatch.k8s_workloads import (
     HOLD_GATE,
     JOB,
     JOBSET,
+    JOBSET_NAME_LABEL,
     KUEUE_QUEUE_LABEL,
     KUEUE_WORKLOAD,
     RESOURCES,
@@ -65,7 +66,7 @@ from carbonsched.adapters.dispatch.k8s_workloads import (
     resource_for,
     volcano_manifest,
 )
-from carbonsched.domain import JobState
+from carbonsched.domain import JobState, ReasonCode
 from carbonsched.errors import BackendError, BackendRejectedError, BackendUnavailableError
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -356,17 +357,25 @@ class KubernetesAdapter:
         """BackendJobs of our objects, reading Kueue Workloads / Volcano pods when needed."""
         workloads: dict[str, dict[str, Any]] = {}
         gated: dict[str, bool] = {}
+        deadline: set[str] = set()
         if self.workload == "kueue" and any(
                 KUEUE_QUEUE_LABEL in (o["metadata"].get("labels") or {}) for o in objs):
             for wl in self._list(KUEUE_WORKLOAD, selector=""):
                 for ref in wl["metadata"].get("ownerReferences") or []:
                     workloads[ref.get("uid", "")] = wl
         if self.workload == "volcano" and objs:
-            gated = self._gated_jobs()
+            gated, deadline = self._volcano_pods()
         out = {}
         for obj in objs:
             meta = obj["metadata"]
             r = self._reading(obj, workloads, gated)
+            if r.state is JobState.FAILED and r.reason is not ReasonCode.DEADLINE_PASSED and (
+                    meta["name"] in deadline or (obj.get("kind") == JOBSET.kind
+                                                 and self._children_timed_out(meta["name"]))):
+                # stopped by activeDeadlineSeconds: a pausing piece's planned stop (the outbox
+                # records it Paused), or a run past its deadline
+                r = Reading(JobState.FAILED, ReasonCode.DEADLINE_PASSED, "failed", r.start,
+                            r.end, detail=f"activeDeadlineSeconds reached ({r.detail})")
             ann = meta.get("annotations") or {}
             out[ann.get(A_KEY, "")] = BackendJob(
                 key=ann.get(A_KEY, ""), plan_id=ann.get(A_PLAN, ""),
@@ -387,14 +396,31 @@ class KubernetesAdapter:
         return read_kueue(r, labelled, self.queue or "",
                           workloads.get(obj["metadata"].get("uid", "")))
 
-    def _gated_jobs(self) -> dict[str, bool]:
-        """Volcano Job name -> True while any of its pods carries :data:`HOLD_GATE`."""
-        out: dict[str, bool] = {}
+    def _volcano_pods(self) -> tuple[dict[str, bool], set[str]]:
+        """Gated Volcano Jobs and those stopped at their deadline, from their pods.
+
+        Returns ``{job name: True while any of its pods carries HOLD_GATE}`` and the Jobs
+        with a pod the kubelet stopped at ``activeDeadlineSeconds`` (pod ``status.reason``
+        ``DeadlineExceeded``, Kubernetes Pod lifecycle docs).
+        """
+        gated: dict[str, bool] = {}
+        deadline: set[str] = set()
         for pod in self._our_pods():
             job = (pod["metadata"].get("labels") or {}).get(VOLCANO_JOB_LABEL)
             if job:
-                out[job] = out.get(job, False) or _has_gate(pod)
-        return out
+                gated[job] = gated.get(job, False) or _has_gate(pod)
+                if (pod.get("status") or {}).get("reason") == "DeadlineExceeded":
+                    deadline.add(job)
+        return gated, deadline
+
+    def _children_timed_out(self, jobset: str) -> bool:
+        """True when a child Job of the JobSet failed with ``DeadlineExceeded``.
+
+        The JobSet's own ``Failed`` condition does not say why; its Jobs carry the label
+        ``jobset.sigs.k8s.io/jobset-name``.
+        """
+        children = self._list(JOB, selector=f"{JOBSET_NAME_LABEL}={jobset}")
+        return any(read_job(c).reason is ReasonCode.DEADLINE_PASSED for c in children)
 
     def _our_pods(self, job: str | None = None) -> list[dict[str, Any]]:
         core = self._pods()

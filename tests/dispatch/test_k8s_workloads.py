@@ -405,6 +405,59 @@ def test_a_release_that_fails_on_one_cluster_holds_back_only_its_own_rows(
         adapters[site].cancel(key)
 
 
+@pytest.mark.parametrize("site", ["us-pjm-ashburn", "jp-tk-tokyo", "sg-singapore"])
+def test_a_pausing_piece_stopped_at_its_end_is_paused_on_every_kind(
+        site, store, emulator_kubeconfig):
+    """A preemptible job's first piece, stopped by activeDeadlineSeconds at its planned end, is
+    recorded Succeeded/Paused (the JobSet's child Jobs and the Volcano Job's pods say
+    DeadlineExceeded); a job placed whole stopped the same way is Failed/DeadlinePassed."""
+    from carbonsched.catalog import load_catalog
+    from carbonsched.config import Settings
+    from carbonsched.dispatch.outbox import (
+        build_adapters,
+        dispatch_plan,
+        refresh_status,
+        release_due,
+    )
+
+    fmt = "%Y-%m-%dT%H:%M:%SZ"
+    prefix = uuid.uuid4().hex[:8]
+    now = datetime.now(UTC).replace(microsecond=0)
+    one_s = now + timedelta(seconds=1)  # shorter than the emulator's 2 s run: stopped at its end
+    later = now + timedelta(days=2)
+
+    def piece(job, n, start, end, **kw):
+        return {"job_id": f"{prefix}-{job}", "piece": n, "site": site, "start": start.strftime(
+            fmt), "end": end.strftime(fmt), "gpu_type": "T4", "gpus": 1, "energy_kwh": 1.0,
+            "emissions_kg": 0.1, **kw}
+
+    doc = {"plan_id": uuid.uuid4().hex, "date": now.strftime("%Y-%m-%d"), "catalog": "global",
+           "signal_quality": "measured", "solver": {"name": "t", "status": "optimal",
+                                                     "seconds": 0.0},
+           "totals": {"energy_kwh": 0.0, "emissions_kg": 0.0, "baseline_emissions_kg": 0.0},
+           "unplaced": [], "inference": [], "placements": [
+               piece("p", 0, now, one_s), piece("p", 1, later, later + timedelta(hours=1)),
+               piece("w", 0, now, one_s, deadline=one_s.strftime(fmt))]}
+    store.save_plan(doc)
+    settings = Settings(kubeconfig=emulator_kubeconfig)
+    assert dispatch_plan(store, doc["plan_id"], settings=settings,
+                         clock=lambda: now).counts == {"submitted": 3}
+    adapters = build_adapters(load_catalog("global"), settings=settings)
+    assert sorted(release_due(store, "global", adapters=adapters, clock=lambda: now)) == [
+        f"{prefix}-p#0", f"{prefix}-w#0"]
+    recs = _poll(lambda: refresh_status(store, "global", plan_id=doc["plan_id"],
+                                        adapters=adapters).set_index("key"),
+                 lambda r: {r.loc[f"{prefix}-p#0"].state, r.loc[f"{prefix}-w#0"].state} <= {
+                     "Succeeded", "Failed"}, "pieces ended")
+    paused = recs.loc[f"{prefix}-p#0"]
+    assert (paused.state, paused.reason) == ("Succeeded", "Paused")
+    assert paused.detail.startswith("piece 1 of 2 stopped at its planned end (DeadlineExceeded)")
+    whole = recs.loc[f"{prefix}-w#0"]
+    assert (whole.state, whole.reason) == ("Failed", "DeadlinePassed")
+    for key in (f"{prefix}-p#0", f"{prefix}-p#1", f"{prefix}-w#0"):
+        adapters[site].cancel(key)
+
+
 def _post(t: Target, body: dict):
     import httpx
 
