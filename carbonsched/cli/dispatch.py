@@ -125,19 +125,24 @@ def nothing_submitted_message(summary: DispatchSummary, plan: dict) -> str:
         What happened (the outcomes counted), why, and the commands that give a plan to
         dispatch.
     """
-    counts = {k: v for k, v in summary.counts.items()
-              if k not in ("not_committed", "dry_run")}
-    n = sum(counts.values())
-    what = ", ".join(f"{v} {k}" for k, v in counts.items())
+    from carbonsched.dispatch.outbox import NOT_ASKED
+    from carbonsched.domain import ReasonCode
+
+    asked = [o for o in summary.outcomes if o.action not in NOT_ASKED]
+    reasons: dict[str, int] = {}
+    for o in asked:
+        reasons[o.reason] = reasons.get(o.reason, 0) + 1
+    why_counts = ", ".join(f"{v} {k}" for k, v in sorted(reasons.items()))
     cat, day = plan.get("catalog", "global"), plan.get("date", "?")
     source = (plan.get("replay") or {}).get("source_date") or day
     pid = summary.plan_id[:12]
     why = (f"every placement of plan {pid} (for {day}) ends past its deadline: the day is over"
-           if counts.keys() == {"deadline_passed"}
-           else f"of plan {pid} (for {day}) none reached its backend")
-    return (f"nothing submitted: {what} of {n} asked; {why}. Dispatch a plan that lies ahead: "
-            f"`carbonsched plan --catalog {cat}` plans tomorrow, or `carbonsched plan --catalog "
-            f"{cat} --replay-from {source}` plans tomorrow on that past day's real signals "
+           if reasons.keys() == {str(ReasonCode.DEADLINE_PASSED)}
+           else f"no placement of plan {pid} (for {day}) reached its backend")
+    return (f"nothing submitted: none of the {len(asked)} placement(s) asked for is on its "
+            f"backend ({why_counts}); {why}. Dispatch a plan that lies ahead: `carbonsched plan "
+            f"--catalog {cat}` plans tomorrow, or `carbonsched plan --catalog {cat} "
+            f"--replay-from {source}` plans tomorrow on that past day's real signals "
             "(signal_quality 'replayed'); then `carbonsched dispatch`")
 
 

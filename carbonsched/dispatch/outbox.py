@@ -138,7 +138,7 @@ INCOMPLETE = frozenset({"unavailable", "held_elsewhere", "lost_claim"})
 """Outcomes that leave a unit pending: the run is not complete (exit 3; run again)."""
 
 ON_BACKEND = frozenset({"submitted", "reconciled", "recorded", "already_dispatched"})
-"""Outcomes of a unit that is on its backend (now or from an earlier run)."""
+"""Outcomes of a unit that is on its backend (now or, with a backend id, from an earlier run)."""
 
 NOT_ASKED = frozenset({"not_committed", "dry_run"})
 """Outcomes of a unit this run was not asked to submit."""
@@ -181,7 +181,7 @@ class DispatchSummary:
         past day) is the common case; a plan with no placements, or a dry run, asks nothing.
         """
         asked = [o for o in self.outcomes if o.action not in NOT_ASKED]
-        return bool(asked) and not any(o.action in ON_BACKEND for o in asked)
+        return bool(asked) and not any(_on_backend(o) for o in asked)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary."""
@@ -191,6 +191,17 @@ class DispatchSummary:
                 "complete": self.complete, "nothing_submitted": self.nothing_submitted,
                 "counts": self.counts, "notes": self.notes,
                 "outcomes": [asdict(o) for o in self.outcomes]}
+
+
+def _on_backend(o: DispatchOutcome) -> bool:
+    """True when the unit is on its backend.
+
+    Submitted or found now, or recorded earlier with a backend id (a unit recorded as
+    ``DeadlinePassed`` or rejected has none).
+    """
+    if o.action in ("recorded", "already_dispatched"):
+        return bool(o.backend_id)
+    return o.action in ON_BACKEND
 
 
 def _iso(ts: datetime | None) -> str | None:
