@@ -813,8 +813,10 @@ def run_daily_plan(
         more = f" (and {len(left) - 1} more site(s) alike)" if len(left) > 1 else ""
         day = f"{issued_at:%Y-%m-%d}" + (
             f" (replaying {replay.source:%Y-%m-%d})" if replay is not None else "")
+        fix = ("; give --replay-from a day the data covers (the README's coverage table)"
+               if replay is not None else "")
         raise InputError(f"no site has signals for {day}; nothing can be "
-                         f"planned: {why}{more}")
+                         f"planned: {why}{more}{fix}")
     if signal_loader is not None and (stale := stale_signals_note(provenance["degraded"])):
         notes.insert(0, stale)  # counted and named where the user reads the plan
     problem = build_problem(cat.sites, workload, forecasts, slots, running, slot_minutes)

@@ -37,7 +37,7 @@ from typing import Any
 import pandas as pd
 
 from carbonsched.domain import InferenceDemand, Job, Site, Workload
-from carbonsched.errors import InputError
+from carbonsched.errors import InputError, TimeAxisError
 from carbonsched.timeaxis import HOUR, day_start_utc
 
 SIGNAL_QUALITY_REPLAYED = "replayed"
@@ -71,7 +71,11 @@ class ReplayShift:
         TimeAxisError
             A date is not ``YYYY-MM-DD``.
         """
-        src, tgt = day_start_utc(source_date), day_start_utc(target_date)
+        try:
+            src = day_start_utc(source_date)
+        except TimeAxisError as exc:
+            raise TimeAxisError(f"--replay-from: {exc}") from exc
+        tgt = day_start_utc(target_date)
         if tgt <= src:
             raise InputError(
                 f"--replay-from {src:%Y-%m-%d} is not before the day planned ({tgt:%Y-%m-%d}): "

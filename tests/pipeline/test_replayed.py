@@ -8,7 +8,7 @@ import pytest
 
 from carbonsched.catalog import load_catalog
 from carbonsched.domain import InferenceDemand, Job, Workload
-from carbonsched.errors import InputError
+from carbonsched.errors import InputError, TimeAxisError
 from carbonsched.pipeline.daily import forecast_site, run_daily_plan
 from carbonsched.pipeline.replayed import (
     ReplayedSignals,
@@ -33,6 +33,9 @@ def test_the_target_day_must_follow_the_source_day():
         ReplayShift.between(SOURCE, SOURCE)
     with pytest.raises(InputError, match="not before the day planned"):
         ReplayShift.between(SOURCE, "2023-07-14")
+    with pytest.raises(TimeAxisError, match="--replay-from: date '15/07/2023' is not "
+                       "YYYY-MM-DD"):
+        ReplayShift.between("15/07/2023", "2023-07-16")
     one = ReplayShift.between(SOURCE, "2023-07-16")         # the shortest replay: one day
     assert one.shift_days == 1 and one.shift == pd.Timedelta(days=1)
     far = ReplayShift.between(SOURCE, "2026-12-04")
@@ -110,6 +113,13 @@ def test_a_catalog_of_modelled_signals_is_not_replayed():
     with pytest.raises(InputError, match="catalog 'china-eastdata-westcompute' has modelled "
                        "signals, which plan any date: plan the day itself"):
         run_daily_plan("2026-12-04", replay_from=SOURCE)
+
+
+@pytest.mark.shared_data
+def test_a_source_day_the_data_does_not_cover_says_so(shared_data):
+    with pytest.raises(InputError, match=r"no site has signals for 2026-12-04 \(replaying "
+                       r"2019-01-01\); .*give --replay-from a day the data covers"):
+        run_daily_plan("2026-12-04", "global", data_dir=shared_data, replay_from="2019-01-01")
 
 
 @pytest.mark.shared_data
