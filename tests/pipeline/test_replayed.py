@@ -139,3 +139,16 @@ def test_run_daily_plan_replays_the_demo_day_onto_the_target_day(shared_data):
     # the work is the source day's demo day, moved: its ids name the source day
     assert all(j["job_id"].startswith("demo-20230715-") for j in doc["workload"]["jobs"])
     assert set(daily.forecasts["issued_at"]) == {pd.Timestamp("2026-12-04", tz=UTC)}
+
+
+def test_plan_dispatch_refuses_a_replay_before_planning(private_store):
+    from typer.testing import CliRunner
+
+    from carbonsched.cli.app import app
+
+    r = CliRunner().invoke(app, ["plan", "--catalog", "global", "--replay-from", SOURCE,
+                                 "--dispatch"])
+    assert r.exit_code == 2
+    text = " ".join(r.output.split())
+    assert ("--replay-from plans without --dispatch: plan the replayed day with `carbonsched "
+            "plan --replay-from DAY`, then run `carbonsched dispatch`") in text
