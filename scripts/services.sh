@@ -1,7 +1,12 @@
 # shellcheck shell=bash
 # Start and stop the real services the tests need, on loopback with private ports.
 # Source this file, then call start_postgres, start_slurm and start_kube_emulator; stop_services stops
-# what was started. Ports: PostgreSQL on CARBONSCHED_PG_PORT (55432); Slurm and the Kubernetes
+# what was started. Or run it as a command, for the local clusters a plan is dispatched to (the
+# README's tour):
+#   eval "$(bash scripts/services.sh up [CATALOG])"   Slurm clusters + Kubernetes emulator of CATALOG
+#                                                     (default global); exports their settings
+#   bash scripts/services.sh down                     stops them
+# Its state lives in CARBONSCHED_SERVICES_DIR (default ${TMPDIR:-/tmp}/carbonsched-local-clusters). Ports: PostgreSQL on CARBONSCHED_PG_PORT (55432); Slurm and the Kubernetes
 # emulator in CARBONSCHED_PORT_BASE .. +99 (57300 .. 57399): cluster i's slurmctld on base+10i+1,
 # its slurmd on base+10i+2, the Kubernetes emulator on base+50.
 # Installs the Debian packages it needs when they are missing (apt-get, as root).
@@ -10,6 +15,9 @@
 case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH="$PATH:/usr/sbin:/sbin" ;; esac
 export PATH
 
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then  # run as a command: one fixed place, found by `down`
+  CARBONSCHED_SERVICES_DIR=${CARBONSCHED_SERVICES_DIR:-${TMPDIR:-/tmp}/carbonsched-local-clusters}
+fi
 CARBONSCHED_SERVICES_DIR=${CARBONSCHED_SERVICES_DIR:-$(mktemp -d /tmp/carbonsched-services.XXXXXX)}
 mkdir -p "$CARBONSCHED_SERVICES_DIR" && chmod 755 "$CARBONSCHED_SERVICES_DIR"
 
@@ -169,3 +177,44 @@ stop_services() {
   fi
   rm -rf "$CARBONSCHED_SERVICES_DIR"
 }
+
+# ---- run as a command (not sourced): `up [CATALOG]` and `down`
+_services_main() {
+  local state="$CARBONSCHED_SERVICES_DIR/state.sh" catalog=${2:-global}
+  case "${1:-}" in
+    up)
+      if [ -s "$state" ]; then
+        echo "services: already up (state in $state); run \`bash scripts/services.sh down\` first" >&2
+        cat "$CARBONSCHED_SERVICES_DIR/env.sh"
+        return 0
+      fi
+      start_slurm "$catalog" && start_kube_emulator "$catalog" || { stop_services; return 1; }
+      printf '_SLURM_DIR=%q\n_KUBE_PID=%q\n' "$_SLURM_DIR" "$_KUBE_PID" >"$state"
+      printf 'export CARBONSCHED_SLURM_CONF_DIR=%q\nexport CARBONSCHED_KUBECONFIG=%q\n' \
+        "$CARBONSCHED_SLURM_CONF_DIR" "$CARBONSCHED_KUBECONFIG" >"$CARBONSCHED_SERVICES_DIR/env.sh"
+      cat "$CARBONSCHED_SERVICES_DIR/env.sh"
+      echo "services: up; this shell needs the exports above (eval \"\$(bash scripts/services.sh up)\"" \
+        "sets them, or source $CARBONSCHED_SERVICES_DIR/env.sh); stop with" \
+        "\`bash scripts/services.sh down\`" >&2
+      ;;
+    down)
+      if [ ! -s "$state" ]; then
+        echo "services: nothing to stop (no $state)" >&2
+        return 0
+      fi
+      # shellcheck source=/dev/null
+      source "$state"
+      stop_services
+      echo "services: stopped" >&2
+      ;;
+    *)
+      echo "usage: bash scripts/services.sh up [CATALOG] | down  (or source it in a script)" >&2
+      return 2
+      ;;
+  esac
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  _services_main "$@"
+  exit $?
+fi

@@ -94,6 +94,12 @@ def plan(
         "--all-notes", help="Print every note of the plan as recorded; by default notes "
         "several sites share (e.g. the modelled grid's calibration) are one line each.")]
     = False,
+    replay_from: Annotated[str, typer.Option(
+        "--replay-from", help="REPLAY: plan --date (default tomorrow) on this past day's real "
+        "signals and work (YYYY-MM-DD the data covers, e.g. 2023-07-15), moved forward by whole "
+        "days, so a catalog of historical data can be dispatched; the plan says "
+        "signal_quality 'replayed'. --jobs then gives that day's work (e.g. `workload "
+        "from-traces --date` the same day).")] = "",
 ) -> None:
     """Forecast, plan and record one day: the daily planning run."""
     with errors():
@@ -109,6 +115,10 @@ def plan(
         if dispatch and slot_minutes != 60:
             raise InputError(f"--slot-minutes {slot_minutes} is for plan-only runs; --dispatch "
                              "plans on the hourly grid (drop --slot-minutes or --dispatch)")
+        if dispatch and replay_from.strip():
+            raise InputError("--replay-from plans without --dispatch: plan the replayed day "
+                             "with `carbonsched plan --replay-from DAY`, then run "
+                             "`carbonsched dispatch` (the service's run path plans live days)")
         if dispatch:
             from carbonsched.cli.service import plan_and_dispatch
 
@@ -135,7 +145,8 @@ def plan(
             res = plan_once(settings, day, catalog=catalog, workload_file=jobs,
                             data_dir=data_dir, solver=solver, time_limit_s=time_limit,
                             horizon_hours=hours, slot_minutes=slot_minutes, progress=progress,
-                            signal_loader=loader, out_file=out_file, store=store)
+                            signal_loader=loader, out_file=out_file, store=store,
+                            replay_from=replay_from.strip() or None)
         daily = res.daily
         print_plan(daily.document, daily.summary, all_notes)
         pid = daily.document["plan_id"]

@@ -1,14 +1,17 @@
 """``carbonsched dispatch`` and ``carbonsched status``: a stored plan onto the sites' schedulers.
 
-Exit codes as elsewhere: 2 bad input (or a placement the backend rejected), 3 a backend still
-unavailable after the retries (its placements stay pending; run the command again), 0 otherwise.
+Exit codes as elsewhere: 2 bad input (or a placement the backend rejected, or nothing of what
+``dispatch`` was asked to submit was submitted: e.g. every placement of a past day is past its
+deadline), 3 a backend still unavailable after the retries (its placements stay pending; run the
+command again), 0 otherwise (something submitted, or nothing asked: a dry run, an empty plan,
+every placement after ``--commit-before``).
 """
 
 from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import pandas as pd
 import typer
@@ -16,6 +19,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from carbonsched.errors import TimeAxisError
+
+if TYPE_CHECKING:
+    from carbonsched.dispatch.outbox import DispatchSummary
 
 
 def _store():  # noqa: ANN202 - Store, imported lazily like the other commands
@@ -94,6 +100,50 @@ def dispatch(
         raise typer.Exit(3)
     if summary.counts.get("rejected"):
         raise typer.Exit(2)
+    if summary.nothing_submitted:
+        from carbonsched.cli.common import print_error
+
+        with errors():
+            doc = _store().get_plan(summary.plan_id)
+        print_error(nothing_submitted_message(summary, doc))
+        raise typer.Exit(2)
+
+
+def nothing_submitted_message(summary: DispatchSummary, plan: dict) -> str:
+    """The one line ``dispatch`` ends with when none of the units it was asked for was submitted.
+
+    Parameters
+    ----------
+    summary
+        The run's :class:`~carbonsched.dispatch.outbox.DispatchSummary`.
+    plan
+        The plan document dispatched (its date, catalog and ``replay`` block name the fix).
+
+    Returns
+    -------
+    str
+        What happened (the outcomes counted), why, and the commands that give a plan to
+        dispatch.
+    """
+    from carbonsched.dispatch.outbox import NOT_ASKED
+    from carbonsched.domain import ReasonCode
+
+    asked = [o for o in summary.outcomes if o.action not in NOT_ASKED]
+    reasons: dict[str, int] = {}
+    for o in asked:
+        reasons[o.reason] = reasons.get(o.reason, 0) + 1
+    why_counts = ", ".join(f"{v} {k}" for k, v in sorted(reasons.items()))
+    cat, day = plan.get("catalog", "global"), plan.get("date", "?")
+    source = (plan.get("replay") or {}).get("source_date") or day
+    pid = summary.plan_id[:12]
+    why = (f"every placement of plan {pid} (for {day}) ends past its deadline: the day is over"
+           if reasons.keys() == {str(ReasonCode.DEADLINE_PASSED)}
+           else f"no placement of plan {pid} (for {day}) reached its backend")
+    return (f"nothing submitted: none of the {len(asked)} placement(s) asked for is on its "
+            f"backend ({why_counts}); {why}. Dispatch a plan that lies ahead: `carbonsched plan "
+            f"--catalog {cat}` plans tomorrow, or `carbonsched plan --catalog {cat} "
+            f"--replay-from {source}` plans tomorrow on that past day's real signals "
+            "(signal_quality 'replayed'); then `carbonsched dispatch`")
 
 
 def status(

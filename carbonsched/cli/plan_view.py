@@ -18,6 +18,11 @@ def print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
     gap = "-" if s["mip_gap"] is None else f"{100 * s['mip_gap']:.2f}%"
     out.print(f"[bold]Plan {doc['plan_id'][:12]}[/] for {doc['date']} · catalog "
               f"[cyan]{doc['catalog']}[/] · signals [yellow]{doc['signal_quality']}[/]")
+    if doc.get("replay"):
+        from carbonsched.pipeline.replayed import replay_sentence
+
+        out.print(f"[bold magenta]{escape(replay_sentence(doc['replay']))}[/]", highlight=False,
+                  soft_wrap=True)
     wl = doc.get("workload") or {}
     if wl.get("source") == "demo":
         out.print("[bold magenta]workload: DEMO[/] — the catalog's generated demo day, not real "
@@ -53,6 +58,8 @@ def print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
     if not all_notes:
         if wl.get("source") == "demo":   # said above, in the DEMO line
             shown = [n for n in notes if not n.startswith("workload: ")]
+        if doc.get("replay"):            # said above, in the REPLAYED line
+            shown = [n for n in shown if not n.startswith("signals: REPLAYED")]
         try:
             shown = grouped_site_notes(shown, doc.get("sites", []))
         except Exception:   # noqa: BLE001 - display only: the plan must still reach the store

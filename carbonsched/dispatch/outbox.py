@@ -137,6 +137,12 @@ class DispatchOutcome:
 INCOMPLETE = frozenset({"unavailable", "held_elsewhere", "lost_claim"})
 """Outcomes that leave a unit pending: the run is not complete (exit 3; run again)."""
 
+ON_BACKEND = frozenset({"submitted", "reconciled", "recorded", "already_dispatched"})
+"""Outcomes of a unit that is on its backend (now or, with a backend id, from an earlier run)."""
+
+NOT_ASKED = frozenset({"not_committed", "dry_run"})
+"""Outcomes of a unit this run was not asked to submit."""
+
 
 @dataclass
 class DispatchSummary:
@@ -166,13 +172,36 @@ class DispatchSummary:
         """True when nothing is left pending (no backend unavailable, no claim held elsewhere)."""
         return not any(o.action in INCOMPLETE for o in self.outcomes)
 
+    @property
+    def nothing_submitted(self) -> bool:
+        """True when the run was asked to submit units and none is on its backend.
+
+        Asked: every unit but those :data:`NOT_ASKED` (``not_committed``, ``dry_run``); on its
+        backend: :data:`ON_BACKEND`. A plan whose every placement is ``deadline_passed`` (a
+        past day) is the common case; a plan with no placements, or a dry run, asks nothing.
+        """
+        asked = [o for o in self.outcomes if o.action not in NOT_ASKED]
+        return bool(asked) and not any(_on_backend(o) for o in asked)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary."""
         return {"plan_id": self.plan_id, "dry_run": self.dry_run,
                 "commit_before": _iso(self.commit_before), "started_at": _iso(self.started_at),
                 "seconds": round(self.seconds, 3), "retries": self.retries,
-                "complete": self.complete, "counts": self.counts, "notes": self.notes,
+                "complete": self.complete, "nothing_submitted": self.nothing_submitted,
+                "counts": self.counts, "notes": self.notes,
                 "outcomes": [asdict(o) for o in self.outcomes]}
+
+
+def _on_backend(o: DispatchOutcome) -> bool:
+    """True when the unit is on its backend.
+
+    Submitted or found now, or recorded earlier with a backend id (a unit recorded as
+    ``DeadlinePassed`` or rejected has none).
+    """
+    if o.action in ("recorded", "already_dispatched"):
+        return bool(o.backend_id)
+    return o.action in ON_BACKEND
 
 
 def _iso(ts: datetime | None) -> str | None:

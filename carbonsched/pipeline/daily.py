@@ -37,6 +37,13 @@ from carbonsched.forecasts.green_surplus import green_surplus_index
 from carbonsched.forecasts.pue import pue_from_weather
 from carbonsched.forecasts.registry import DEFAULT_SCHEDULE, SelectedForecaster
 from carbonsched.pipeline.document import read_plan_document
+from carbonsched.pipeline.replayed import (
+    SIGNAL_QUALITY_REPLAYED,
+    ReplayedSignals,
+    ReplayShift,
+    replay_sentence,
+    shift_workload,
+)
 from carbonsched.plan import (
     PlanningProblem,
     PlanResult,
@@ -703,6 +710,7 @@ def run_daily_plan(
     signal_loader: SignalLoader | None = None,
     running: list[Any] | None = None,
     slot_minutes: int = 60,
+    replay_from: str | None = None,
 ) -> DailyPlan:
     """Run one planning day and return the plan document and its parts.
 
@@ -736,6 +744,12 @@ def run_daily_plan(
         The planner's slot grid: 60 (default), 30 or 15 minutes
         (:attr:`~carbonsched.plan.sets.PlanningProblem.slot_minutes`); the document records
         it as ``slot_minutes``.
+    replay_from
+        A past day (``YYYY-MM-DD``) whose real signals and work are planned as if they were
+        ``date``'s (:mod:`carbonsched.pipeline.replayed`): the history is moved forward by the
+        whole days from it to ``date``, the workload (the source day's; ``None``: its demo
+        day) by the same; the document's ``signal_quality`` is ``replayed`` and its ``replay``
+        block and first note say from which day. ``None`` (default): no replay.
 
     Returns
     -------
@@ -747,7 +761,8 @@ def run_daily_plan(
     InputError
         Unknown catalog, no site with data for the date, malformed workload, a horizon outside
         1..:data:`MAX_HORIZON_HOURS`, a time limit that is not > 0 or a slot length other than
-        60, 30 or 15 minutes (checked before any forecasting).
+        60, 30 or 15 minutes (checked before any forecasting); with ``replay_from``: a day not
+        before ``date``, a catalog of modelled signals, or a workload with no work on that day.
     PlanningError
         The solver is unavailable.
     """
@@ -766,9 +781,18 @@ def run_daily_plan(
         data_dir = get_settings().data_dir
     issued_at = day_start_utc(date)
     cat = load_catalog(catalog)
+    replay = ReplayShift.between(replay_from, issued_at.date()) if replay_from else None
+    if replay is not None and cat.signal_quality == SignalQuality.MODELLED:
+        raise InputError(f"catalog {cat.name!r} has modelled signals, which plan any date: "
+                         "plan the day itself (drop --replay-from); a replay is for catalogs "
+                         "of real data that ends in the past, e.g. --catalog global")
     is_demo = workload is None
     if workload is None:
-        workload = demo_workload(cat, issued_at.strftime("%Y-%m-%d"))
+        workload = demo_workload(cat, (replay.source if replay else issued_at).strftime(
+            "%Y-%m-%d"))
+    if replay is not None:
+        workload = shift_workload(workload, replay, horizon_hours,
+                                  "the demo day" if is_demo else "the workload (--jobs)")
     check_workload_fits_catalog(workload, cat)
     slots = hourly_slots(issued_at, horizon_hours) if slot_minutes == 60 else pd.date_range(
         issued_at, periods=horizon_hours * 60 // slot_minutes, freq=f"{slot_minutes}min",
@@ -777,15 +801,22 @@ def run_daily_plan(
     progress(f"probing the {solver} solver")
     solver_used, solver_note = resolve_solver(solver)
     provenance: dict[str, Any] = {"degraded": [], "sites": {}}
+    loader = signal_loader
+    if replay is not None:
+        loader = ReplayedSignals(replay, signal_loader).load_site_signals
     forecasts, notes, qualities = gather_forecasts(
-        cat, data_dir, issued_at, horizon_hours, progress, signal_loader,
+        cat, data_dir, issued_at, horizon_hours, progress, loader,
         provenance if signal_loader is not None else None)
     if not forecasts:
         left = [n for n in notes if n.startswith("site ") and " left out: " in n] or notes
         why = left[0] if left else "no site was forecast"
         more = f" (and {len(left) - 1} more site(s) alike)" if len(left) > 1 else ""
-        raise InputError(f"no site has signals for {issued_at:%Y-%m-%d}; nothing can be "
-                         f"planned: {why}{more}")
+        day = f"{issued_at:%Y-%m-%d}" + (
+            f" (replaying {replay.source:%Y-%m-%d})" if replay is not None else "")
+        fix = ("; give --replay-from a day the data covers (the README's coverage table)"
+               if replay is not None else "")
+        raise InputError(f"no site has signals for {day}; nothing can be "
+                         f"planned: {why}{more}{fix}")
     if signal_loader is not None and (stale := stale_signals_note(provenance["degraded"])):
         notes.insert(0, stale)  # counted and named where the user reads the plan
     problem = build_problem(cat.sites, workload, forecasts, slots, running, slot_minutes)
@@ -818,11 +849,15 @@ def run_daily_plan(
     quality = next((q for q in (SignalQuality.MODELLED, SignalQuality.DEGRADED,
                                 SignalQuality.ESTIMATED) if q in qualities),
                    SignalQuality.MEASURED)
+    replay_block = None
+    if replay is not None:  # stated first, in words, where the user reads the plan
+        replay_block = {**replay.describe(), "underlying_signal_quality": str(quality)}
+        notes.insert(0, replay_sentence(replay_block))
     doc: dict[str, Any] = {
         "plan_id": uuid.uuid4().hex,
         "date": issued_at.strftime("%Y-%m-%d"),
         "catalog": cat.name,
-        "signal_quality": str(quality),
+        "signal_quality": SIGNAL_QUALITY_REPLAYED if replay is not None else str(quality),
         "site_signal_quality": {sid: f.signal_quality for sid, f in forecasts.items()},
         "site_signal_age_hours": {sid: f.signal_age_hours for sid, f in forecasts.items()},
         "issued_at": jsonable(issued_at),
@@ -867,6 +902,8 @@ def run_daily_plan(
         # per site and signal: the model chosen on rolling validation and its error
         "forecast_models": {sid: f.models for sid, f in forecasts.items()},
     }
+    if replay_block is not None:
+        doc["replay"] = replay_block
     if signal_loader is not None:  # the provider seam (issue 10)
         doc["degraded"] = [{**d, "site_planned": d["site"] in forecasts}
                            for d in provenance["degraded"]]

@@ -337,6 +337,31 @@ class RunInfo(_Row):
     api_jobs: int = Field(description="Jobs submitted through the API in the plan. [-]")
 
 
+class ReplayInfo(_Row):
+    """The past day a replayed plan was made on (``carbonsched plan --replay-from``)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "source_date": "2023-07-15",
+                    "target_date": "2026-12-04",
+                    "shift_days": 1238,
+                    "underlying_signal_quality": "estimated",
+                }
+            ]
+        },
+    )
+
+    source_date: str = Field(description="The day whose real signals and work were replayed.")
+    target_date: str = Field(description="The day planned (the plan's date).")
+    shift_days: int = Field(description="Whole days the signals and work were moved. [d]")
+    underlying_signal_quality: str = Field(
+        description="The source signals' own quality (measured, estimated, degraded)."
+    )
+
+
 class PlanDocument(BaseModel):
     """A plan: placements, inference, what was left out, power per site-hour, and provenance.
 
@@ -353,7 +378,9 @@ class PlanDocument(BaseModel):
     date: str = Field(description="Planning date, YYYY-MM-DD (UTC day of the issue time).")
     catalog: str
     signal_quality: str = Field(
-        description="The weakest site's: measured > estimated > degraded > modelled."
+        description="The weakest site's: measured > estimated > degraded > modelled; "
+        "'replayed' when a past day's real signals were moved onto the planned day "
+        "(see replay)."
     )
     site_signal_quality: dict[str, str] = Field(default_factory=dict)
     site_signal_age_hours: dict[str, dict[str, float | None]] = Field(
@@ -392,6 +419,10 @@ class PlanDocument(BaseModel):
         None, description="The rolling step: commit_before, committed, deferred, held work."
     )
     run: RunInfo | None = None
+    replay: ReplayInfo | None = Field(
+        None, description="Set when the plan replays a past day's real signals (signal_quality "
+        "'replayed'); absent otherwise."
+    )
 
 
 def read_plan_document(doc: dict[str, Any], where: str = "plan") -> PlanDocument:

@@ -40,6 +40,7 @@ from carbonsched.errors import InputError, UnknownSiteError
 from carbonsched.forecasts.green_surplus import green_surplus_index
 from carbonsched.forecasts.pue import pue_from_weather
 from carbonsched.pipeline.daily import HISTORY_DAYS, MAX_HORIZON_HOURS
+from carbonsched.pipeline.replayed import ReplayedSignals, ReplayShift
 from carbonsched.report.inputs import (
     actual_runs,
     load_embodied,
@@ -157,12 +158,13 @@ class _SiteActual:
 
 
 def _site_actuals(catalog: Catalog, data_dir: Path, t0: pd.Timestamp, t1: pd.Timestamp,
-                  sites: set[str]) -> dict[str, _SiteActual]:
+                  sites: set[str], replay: ReplayShift | None = None) -> dict[str, _SiteActual]:
     out = {}
+    load = ReplayedSignals(replay).load_site_signals if replay is not None else load_site_signals
     for site in catalog.sites:
         if site.id not in sites:
             continue
-        frame, meta = load_site_signals(site, data_dir, t0 - pd.Timedelta(days=HISTORY_DAYS), t1)
+        frame, meta = load(site, data_dir, t0 - pd.Timedelta(days=HISTORY_DAYS), t1)
         hours = pd.date_range(t0, t1, freq="h", inclusive="left")
         f = frame.reindex(hours)
         w = f[["temperature_c", "relative_humidity_pct"]]
@@ -289,6 +291,9 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
                      f"or heuristic) passed over for an earlier plan of the day: "
                      f"{', '.join(skipped[:5])}" + (" ..." if len(skipped) > 5 else ""))
     _check_sites(docs + earlier, cat)
+    replay = _replay_of(docs + earlier)
+    if replay is not None:  # the first thing the reader is told
+        notes.insert(0, _replay_note(docs + earlier, replay))
     counts = {"no_workload_record": 0, "no_inference_power": 0}
     missing_days = sorted(set(dates) - {d["date"] for d in docs})
     if missing_days:
@@ -370,7 +375,7 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
 
     # ---- actual signals
     used_sites = set(rows["site"]) | (set(base_iv["site"]) if len(base_iv) else set())
-    actuals = _site_actuals(cat, data_dir, t0, t1, used_sites)
+    actuals = _site_actuals(cat, data_dir, t0, t1, used_sites, replay)
     rows = _score(rows, actuals)
 
     # ---- market-based, both rules
@@ -545,7 +550,49 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
         },
         "notes": notes,
     }
+    if replay is not None:
+        meta["replay"] = {"shift_days": replay.shift_days, "source_dates": sorted(
+            {d["replay"]["source_date"] for d in docs + earlier})}
     return Report(frames, totals, meta)
+
+
+def _replay_of(docs: list[dict[str, Any]]) -> ReplayShift | None:
+    """The one shift of the period's replayed plans (``None``: no plan is replayed).
+
+    Raises
+    ------
+    InputError
+        The period mixes replayed plans with others, or replays by different shifts: one set
+        of actual signals cannot score them all.
+    """
+    shifts = {(d.get("replay") or {}).get("shift_days") for d in docs}
+    if shifts == {None}:
+        return None
+    if len(shifts) > 1:
+        def name(d: dict[str, Any]) -> str:
+            r = d.get("replay")
+            return (f"{d['date']} (replaying {r['source_date']})" if r else
+                    f"{d['date']} (not replayed)")
+
+        raise InputError(
+            "the period mixes plans that replay past signals with different shifts or with "
+            f"plans that do not ({', '.join(sorted({name(d) for d in docs}))}): each is scored "
+            "on its own day's actual signals; report them apart with --from/--to")
+    first = next(d["replay"] for d in docs)
+    return ReplayShift(day_start_utc(first["source_date"]), day_start_utc(first["target_date"]))
+
+
+def _replay_note(docs: list[dict[str, Any]], replay: ReplayShift) -> str:
+    """The report's sentence that states the replay (:mod:`carbonsched.pipeline.replayed`)."""
+    sources = sorted({d["replay"]["source_date"] for d in docs})
+    targets = sorted({d["replay"]["target_date"] for d in docs})
+    src = sources[0] if len(sources) == 1 else f"{sources[0]}..{sources[-1]}"
+    tgt = targets[0] if len(targets) == 1 else f"{targets[0]}..{targets[-1]}"
+    return (f"REPLAYED: the {len(docs)} plan(s) of this report were made on the real signals of "
+            f"{src}, moved {replay.shift_days} days forward onto {tgt}; the actual grid "
+            "intensity, weather (PUE) and green surplus that score them are those days' actuals "
+            f"moved the same way: the emissions are what this work emits on the grid of {src}, "
+            f"not on the grid of {tgt}")
 
 
 def _check_sites(docs: list[dict[str, Any]], catalog: Catalog) -> None:
