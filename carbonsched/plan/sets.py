@@ -54,7 +54,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from carbonsched.domain import InferenceDemand, Job, ReasonCode, RunningWork, Site
+from carbonsched.domain import (
+    InferenceDemand,
+    Job,
+    ReasonCode,
+    RunningWork,
+    Site,
+    gang_shape_reason,
+)
 from carbonsched.errors import InputError, TimeAxisError, UnknownSiteError
 from carbonsched.timeaxis import HOUR
 
@@ -675,6 +682,14 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
                           f"gang of {job.gpus} {job.gpu_type} exceeds every allowed site "
                           f"(largest {int(count[typed, g].max())})")
             continue
+        # a gang larger than a node runs on whole nodes only (the site's node shape)
+        shaped = [s for s in fits
+                  if problem.sites[s].gang_nodes(job.gpu_type, job.gpus) is not None]
+        if not shaped:
+            reasons[k] = gang_shape_reason(job.gpus, job.gpu_type,
+                                           [problem.sites[s] for s in fits])
+            continue
+        fits = shaped
         # the most IT power each site allows in any hour the job could occupy
         lo, hi = max(int(first[k]), 0), min(int(last[k]) + int(j_dur[k]), n_ext)
         cap_win = cap_phys[:, lo:hi].max(axis=1) if hi > lo else cap

@@ -200,6 +200,10 @@ def test_inference_placement_within_the_slo(api):
 def test_unplaceable_jobs_say_why(api):
     r = api.post("/v1/placements", job("too-big", gpus=100_000)).json()
     assert (r["placed"], r["reason"]) == (False, "GangTooLarge")
+    # 5 A100: more than a hub node's 4 and an edge node's 3, and whole nodes of neither
+    r = api.post("/v1/placements", job("odd-gang", gpus=5)).json()
+    assert (r["placed"], r["reason"]) == (False, "GangNotWholeNodes")
+    assert "cn-nm-horinger: 4 per node" in r["detail"] and "at most 4 GPUs" in r["detail"]
     r = api.post("/v1/placements", job("gpu-x", gpu_type="TPUv9")).json()
     assert r["reason"] == "UnknownGpuType" and "TPUv9" in r["detail"]
     r = api.post("/v1/placements", job("late", earliest_start="2023-07-20T00:00:00Z",
