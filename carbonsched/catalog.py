@@ -256,6 +256,8 @@ _LIMITS: dict[str, tuple[float | None, float, str]] = {
     "annual_emission_factor_g_per_kwh": (None, 3000.0, "g/kWh"),
     "count": (None, 1_000_000, "GPUs"),
     "board_power_w": (None, 10_000.0, "W"),
+    "gpus_per_node": (None, 1024, "GPUs"),
+    "nodes_per_domain": (None, 100_000, "nodes"),
     "pue_min": (None, 5.0, "-"),
     "pue_max": (None, 5.0, "-"),
     "free_cooling_below_c": (-60.0, 60.0, "°C"),
@@ -347,15 +349,42 @@ def _parse_gpus(ctx: _Ctx, where: str, raw: dict[str, Any]) -> dict[str, GpuPool
         if not isinstance(pool, dict):
             raise ctx.fail(w, "is not a table", "give count and board_power_w")
         spec: _Spec = {"count": ((int,), True, "a whole number of GPUs >= 0"),
-                "board_power_w": (_NUM, True, "the board power per GPU in W, > 0")}
+                "board_power_w": (_NUM, True, "the board power per GPU in W, > 0"),
+                "gpus_per_node": ((int,), False, "the GPUs of this type on one node, >= 1 "
+                                  "(8 on an HGX A100/H100 board)"),
+                "nodes_per_domain": ((int,), False, "the nodes per network domain, >= 1")}
         _check_fields(ctx, w, pool, spec)
         if pool["count"] < 0:
             raise ctx.fail(w, f"count is negative ({pool['count']})", "give a count >= 0")
         if pool["board_power_w"] <= 0:
             raise ctx.fail(w, f"board_power_w must be > 0, got {pool['board_power_w']}",
                            "give the vendor's board power in W")
-        pools[gpu_type] = GpuPool(count=pool["count"], board_power_w=float(pool["board_power_w"]))
+        _check_node_shape(ctx, w, pool)
+        pools[gpu_type] = GpuPool(count=pool["count"], board_power_w=float(pool["board_power_w"]),
+                                  gpus_per_node=pool.get("gpus_per_node"),
+                                  nodes_per_domain=pool.get("nodes_per_domain"))
     return pools
+
+
+def _check_node_shape(ctx: _Ctx, where: str, pool: dict[str, Any]) -> None:
+    """``gpus_per_node`` and ``nodes_per_domain`` are >= 1 and the count is whole nodes."""
+    for key in ("gpus_per_node", "nodes_per_domain"):
+        if key in pool and pool[key] < 1:
+            raise ctx.fail(where, f"{key} must be >= 1, got {pool[key]}",
+                           f"give {key} >= 1 or leave it out")
+    per_node = pool.get("gpus_per_node")
+    if per_node is None:
+        if "nodes_per_domain" in pool:
+            raise ctx.fail(where, "nodes_per_domain is given without gpus_per_node",
+                           "add gpus_per_node (the GPUs on one node) or remove nodes_per_domain")
+        return
+    count = pool["count"]
+    if count % per_node:
+        near = sorted({count // per_node * per_node, -(-count // per_node) * per_node} - {0})
+        raise ctx.fail(where, f"count {count} is not a whole number of nodes of "
+                       f"gpus_per_node = {per_node} GPUs",
+                       f"give a count that is a multiple of {per_node} (such as "
+                       f"{' or '.join(map(str, near))}), or the node shape the site really has")
 
 
 def _parse_pue(ctx: _Ctx, where: str, raw: dict[str, Any]) -> PueModel:

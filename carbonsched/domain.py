@@ -68,6 +68,9 @@ class ReasonCode(StrEnum):
     """The job alone draws more IT power than every allowed site's cap."""
     GANG_TOO_LARGE = "GangTooLarge"
     """The gang needs more GPUs of its type than any allowed site has."""
+    GANG_NOT_WHOLE_NODES = "GangNotWholeNodes"
+    """The gang is larger than one node's GPUs of its type and not a whole number of nodes at
+    any allowed site large enough for it (node shape ``gpus_per_node`` in the catalog)."""
     UNKNOWN_GPU_TYPE = "UnknownGpuType"
     DATA_RESIDENCY = "DataResidency"
     """No allowed site (data residency) exists in the catalog."""
@@ -121,7 +124,7 @@ class WorkKind(StrEnum):
 
 @dataclass(frozen=True)
 class GpuPool:
-    """GPUs of one type at a site.
+    """GPUs of one type at a site, and the shape of the nodes that carry them.
 
     Attributes
     ----------
@@ -129,10 +132,51 @@ class GpuPool:
         Number of GPUs. [-]
     board_power_w
         Board power per GPU at full load (vendor TDP/TBP). [W]
+    gpus_per_node
+        GPUs of this type on each node (the cluster's node shape, e.g. 8 on an HGX/DGX A100 or
+        H100 board); ``None`` when the catalog does not say: the whole pool is then taken as
+        one node (a gang of up to ``count`` GPUs runs on one node, as before node shapes were
+        declared). ``count`` is a whole number of nodes (checked at catalog load). [-]
+    nodes_per_domain
+        Nodes per network domain (a leaf switch, an NVLink/InfiniBand island); parsed and
+        validated, not yet used by the planner. ``None`` when not given. [-]
     """
 
     count: int
     board_power_w: float
+    gpus_per_node: int | None = None
+    nodes_per_domain: int | None = None
+
+    @property
+    def node_gpus(self) -> int:
+        """GPUs on one node: ``gpus_per_node``, or the whole pool when no shape is given. [-]"""
+        return self.gpus_per_node if self.gpus_per_node is not None else self.count
+
+    def gang_nodes(self, gpus: int) -> int | None:
+        """Nodes a gang of ``gpus`` GPUs spans in this pool, or ``None`` when it cannot run.
+
+        A gang of at most one node's GPUs runs on one node; a larger gang runs on
+        ``gpus / gpus_per_node`` whole nodes and must be a whole number of them (a gang's
+        GPUs are split evenly over its nodes, Slurm ``--nodes N --gres=gpu:<type>:<G>`` per
+        node); it must also fit in the pool.
+
+        Parameters
+        ----------
+        gpus
+            Gang size. [-]
+
+        Returns
+        -------
+        int or None
+            Node count [-]; ``None`` when the gang exceeds the pool or is larger than one node
+            and not a whole number of nodes.
+        """
+        node = self.node_gpus
+        if gpus < 1 or gpus > self.count or node < 1:
+            return None
+        if gpus <= node:
+            return 1
+        return gpus // node if gpus % node == 0 else None
 
 
 @dataclass(frozen=True)
@@ -234,6 +278,44 @@ class Site:
         """GPUs of ``gpu_type`` at this site (0 if none). [-]"""
         pool = self.gpus.get(gpu_type)
         return pool.count if pool else 0
+
+    def gang_nodes(self, gpu_type: str, gpus: int) -> int | None:
+        """Nodes a gang of ``gpus`` GPUs of ``gpu_type`` spans here. [-]
+
+        :meth:`GpuPool.gang_nodes` of the site's pool; ``None`` when the site lacks the type or
+        the gang cannot be cut into its nodes.
+        """
+        pool = self.gpus.get(gpu_type)
+        return pool.gang_nodes(gpus) if pool else None
+
+
+def gang_shape_reason(gpus: int, gpu_type: str, sites: list[Site]) -> tuple[ReasonCode, str]:
+    """The reason a gang cannot run at any of ``sites``: it is larger than one node and not a
+    whole number of nodes at any of them (:meth:`GpuPool.gang_nodes`).
+
+    Parameters
+    ----------
+    gpus
+        Gang size. [-]
+    gpu_type
+        The gang's GPU type.
+    sites
+        The allowed sites whose pool of ``gpu_type`` is large enough for the gang.
+
+    Returns
+    -------
+    (ReasonCode, str)
+        :attr:`ReasonCode.GANG_NOT_WHOLE_NODES` and a message naming each site's node shape
+        and the gang sizes that would run there.
+    """
+    shapes = sorted({s.gpus[gpu_type].node_gpus for s in sites if gpu_type in s.gpus})
+    per_site = ", ".join(f"{s.id}: {s.gpus[gpu_type].node_gpus} per node"
+                         for s in sites if gpu_type in s.gpus)
+    sizes = " or ".join(f"a multiple of {n}" for n in shapes)
+    return (ReasonCode.GANG_NOT_WHOLE_NODES,
+            f"gang of {gpus} {gpu_type} is larger than one node and not a whole number of nodes "
+            f"at any allowed site large enough ({per_site}); give {sizes}, or at most "
+            f"{max(shapes, default=0)} GPUs")
 
 
 def minutes_from_hours(hours: float, what: str = "duration_hours") -> int:

@@ -76,8 +76,10 @@ _slurm_packages_missing() {
   return 0
 }
 
-# One munged on a private socket, then one slurmctld and one slurmd per Slurm site of the catalog
-# (independent clusters: own ClusterName, ports, state directory, node; fake GPUs in gres.conf).
+# One munged on a private socket, then one slurmctld per Slurm site of the catalog and one slurmd
+# per node of it (independent clusters: own ClusterName, ports, state directory; nodes of the
+# catalog's node shape, gpus_per_node, each its own slurmd -N <node> on its own port; fake GPUs in
+# gres.conf, one device folder per node; scripts/slurm_conf.py).
 # Exports CARBONSCHED_SLURM_CONF_DIR (<dir>/<cluster>/slurm.conf, how carbonsched reaches each
 # cluster without slurmdbd) and CARBONSCHED_SLURM_CLUSTERS (space-separated names).
 start_slurm() {
@@ -102,22 +104,28 @@ start_slurm() {
   CARBONSCHED_SLURM_CLUSTERS=""
   python3 "$(dirname "${BASH_SOURCE[0]}")/slurm_conf.py" --catalog "$catalog" --root "$dir" \
     --port-base "$base" --munge-socket "$dir/munge/munge.socket" >"$dir/clusters.txt" || return 1
-  while read -r cluster cdir node ctld_port slurmd_port devs; do
+  local nodes log
+  while read -r cluster cdir nodes ctld_port slurmd_port devs; do
     for dev in $devs; do [ -e "$dev" ] || mknod "$dev" c 1 3; done
     SLURM_CONF="$cdir/slurm.conf" slurmctld -i -L "$cdir/slurmctld.log" \
       || { cat "$cdir/slurmctld.log" >&2; return 1; }
-    SLURM_CONF="$cdir/slurm.conf" slurmd -N "$node" -L "$cdir/slurmd.log" \
-      || { cat "$cdir/slurmd.log" >&2; return 1; }
+    for node in ${nodes//,/ }; do
+      log="$cdir/slurmd.log"
+      [ "$node" = "$nodes" ] || log="$cdir/slurmd-$node.log"
+      SLURM_CONF="$cdir/slurm.conf" slurmd -N "$node" -L "$log" \
+        || { cat "$log" >&2; return 1; }
+    done
     CARBONSCHED_SLURM_CLUSTERS="$CARBONSCHED_SLURM_CLUSTERS $cluster"
   done <"$dir/clusters.txt"
-  # wait until every node is idle (the controller answers and the slurmd registered its GPUs)
+  # wait until every node is idle (the controller answers and each slurmd registered its GPUs)
   local t=0
-  while read -r cluster cdir node _; do
-    until SLURM_CONF="$cdir/slurm.conf" sinfo -h -n "$node" -o %t 2>/dev/null | grep -q idle; do
+  while read -r cluster cdir nodes _; do
+    until [ "$(SLURM_CONF="$cdir/slurm.conf" sinfo -h -N -n "$nodes" -o %t 2>/dev/null \
+               | grep -c '^idle')" = "$(echo "${nodes//,/ }" | wc -w)" ]; do
       t=$((t + 1))
       if [ $t -gt 120 ]; then
         echo "services: Slurm cluster $cluster did not come up; logs in $cdir" >&2
-        tail -n 20 "$cdir/slurmctld.log" "$cdir/slurmd.log" >&2
+        tail -n 20 "$cdir/slurmctld.log" "$cdir"/slurmd*.log >&2
         return 1
       fi
       sleep 0.5
@@ -132,7 +140,7 @@ _stop_slurm() {
   local cluster cdir pidf
   [ -n "${_SLURM_DIR:-}" ] || return 0
   while read -r cluster cdir _; do
-    for pidf in "$cdir/slurmd.pid" "$cdir/slurmctld.pid"; do
+    for pidf in "$cdir"/slurmd*.pid "$cdir/slurmctld.pid"; do
       [ -s "$pidf" ] && kill "$(cat "$pidf")" 2>/dev/null
     done
   done <"$_SLURM_DIR/clusters.txt"

@@ -419,3 +419,73 @@ def test_alias_validation(tmp_path: Path, minimal_text: str, hub: str, edge: str
     ("global", "EastUS", "us-pjm-ashburn"), (CHINA, "chinaeast2", "cn-sh-qingpu")])
 def test_shipped_catalogs_carry_cloud_region_aliases(name: str, alias: str, site: str) -> None:
     assert load_catalog(name).find_site(alias).id == site
+
+
+# --- node shapes (issue 33 item 2) -------------------------------------------------------------
+
+def _shaped(minimal_text: str, extra: str, count: int = 8) -> str:
+    return minimal_text.replace("count = 8\nboard_power_w = 400.0",
+                                f"count = {count}\nboard_power_w = 400.0\n{extra}", 1)
+
+
+@pytest.mark.parametrize(("count", "extra", "message"), [
+    (12, "gpus_per_node = 8",
+     r"field 'gpus.A100': count 12 is not a whole number of nodes of gpus_per_node = 8 GPUs; "
+     r"give a count that is a multiple of 8 \(such as 8 or 16\)"),
+    (9, "gpus_per_node = 8", r"count 9 is not a whole number of nodes"),     # one above 8
+    (7, "gpus_per_node = 8", r"count 7 is not a whole number of nodes .* \(such as 8\)"),
+    (8, "gpus_per_node = 0", r"gpus_per_node must be >= 1, got 0"),
+    (8, "gpus_per_node = 2000", r"'gpus_per_node' = 2000 \[GPUs\] is above the largest"),
+    (8, 'gpus_per_node = "8"', r"field 'gpus_per_node' has type str"),
+    (8, "gpus_per_node = 8.0", r"field 'gpus_per_node' has type float"),
+    (8, "gpus_per_node = 8\nnodes_per_domain = 0", r"nodes_per_domain must be >= 1, got 0"),
+    (8, "nodes_per_domain = 4", r"nodes_per_domain is given without gpus_per_node; add "
+                                r"gpus_per_node"),
+    (8, "gpu_per_node = 8", r"unknown field\(s\) 'gpu_per_node'"),
+])
+def test_node_shape_is_validated(tmp_path: Path, minimal_text: str, count: int, extra: str,
+                                 message: str) -> None:
+    with pytest.raises(CatalogError, match=r"site 'hub-a' \(sites\[0\]\).*" + message) as info:
+        load_catalog(write(tmp_path, _shaped(minimal_text, extra, count)))
+    assert "regions/schema.md" in str(info.value)
+
+
+@pytest.mark.parametrize(("count", "extra", "per_node", "domain"), [
+    (16, "gpus_per_node = 8", 8, None),             # two whole nodes
+    (8, "gpus_per_node = 8\nnodes_per_domain = 1", 8, 1),   # just at the limits
+    (0, "gpus_per_node = 8", 8, None),               # no GPUs is zero nodes
+    (1024, "gpus_per_node = 1024", 1024, None),      # the largest accepted shape
+])
+def test_node_shape_is_read(tmp_path: Path, minimal_text: str, count: int, extra: str,
+                            per_node: int, domain: int | None) -> None:
+    pool = load_catalog(write(tmp_path, _shaped(minimal_text, extra, count))).sites[0].gpus["A100"]
+    assert (pool.count, pool.gpus_per_node, pool.nodes_per_domain) == (count, per_node, domain)
+
+
+def test_a_pool_without_node_shape_is_one_node(fixtures_dir: Path) -> None:
+    pool = load_catalog(fixtures_dir / "catalog" / "minimal.toml").sites[0].gpus["A100"]
+    assert (pool.gpus_per_node, pool.node_gpus, pool.gang_nodes(8)) == (None, 8, 1)
+
+
+@pytest.mark.parametrize("name", ["global", "us-2022", CHINA])
+def test_shipped_catalogs_declare_node_shapes(name: str) -> None:
+    for site in load_catalog(name).sites:
+        for gpu_type, pool in site.gpus.items():
+            assert pool.gpus_per_node is not None, (site.id, gpu_type)
+            assert pool.count % pool.gpus_per_node == 0
+            if gpu_type == "A100" and pool.count % 8 == 0:
+                assert pool.gpus_per_node == 8, (site.id, "HGX A100 8-GPU board")
+
+
+def test_catalog_show_prints_node_shapes_and_counts_unshaped_pools(fixtures_dir: Path) -> None:
+    from typer.testing import CliRunner
+
+    from carbonsched.cli.app import app
+
+    r = CliRunner().invoke(app, ["catalog", "show", "global"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "16×A100 (2×8)" in r.output and "28×T4 (7×4)" in r.output
+    assert "declare no gpus_per_node" not in r.output
+    r = CliRunner().invoke(app, ["catalog", "show", str(fixtures_dir / "catalog/minimal.toml")],
+                           env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "8×A100 (one node)" in r.output
+    assert "3 GPU pool(s) declare no gpus_per_node and count as one node each" in r.output

@@ -154,6 +154,15 @@ def test_terminal_reason_ends_job_at_once():
     assert [(u.job_id, u.reason) for u in run.ended] == [("big", ReasonCode.GANG_TOO_LARGE)]
 
 
+def test_a_gang_the_node_shape_cannot_cut_ends_at_once():
+    site = SiteWrapper("a").gpus("H100", 16, per_node=8).obj()
+    rp = planner([site])
+    rp.submit([JobWrapper("twelve").gpus(12).window(0, 50).obj()])
+    run = rp.step(at(0), frame([site], 0, 72, lambda s, h: 100.0))
+    assert [(u.job_id, u.reason) for u in run.ended] == [
+        ("twelve", ReasonCode.GANG_NOT_WHOLE_NODES)]
+
+
 def test_running_work_holds_from_horizon_start():
     from carbonsched.domain import Placement
 

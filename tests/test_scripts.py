@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted((Path(__file__).resolve().parents[1] / "scripts").glob("*.sh")) + [
     Path(__file__).resolve().parents[1] / "scripts" / "test",
     Path(__file__).resolve().parents[1] / ".ci" / "run"]
@@ -38,3 +41,47 @@ def test_services_find_the_sbin_tools_from_a_path_without_sbin(tmp_path: Path) -
     if not Path("/usr/sbin/runuser").exists():
         pytest.skip("no /usr/sbin/runuser on this machine")
     assert r.returncode == 0 and r.stdout.strip() == "/usr/sbin/runuser", (r.stdout, r.stderr)
+
+
+def _slurm_conf_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("slurm_conf", ROOT / "scripts/slurm_conf.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_slurm_conf_writes_the_catalogs_node_shape(tmp_path: Path) -> None:
+    """A hub of the global catalog (16 A100 at 8 per node, 4 V100 at 4) is three nodes, each its
+    own slurmd port, spool and pid file; gres.conf gives each node its own GPUs."""
+    out = subprocess.run([sys.executable, str(ROOT / "scripts/slurm_conf.py"), "--catalog",
+                          "global", "--root", str(tmp_path), "--port-base", "61000",
+                          "--munge-socket", "/nowhere"], capture_output=True, text=True, check=True)
+    first = out.stdout.splitlines()[0].split()
+    assert first[:5] == ["ontario", str(tmp_path / "ontario"),
+                         "ontario-n1,ontario-n2,ontario-n3", "61001", "61002"]
+    assert len(first[5:]) == 8 + 8 + 4       # device files: the catalog's 20 GPUs
+    conf = (tmp_path / "ontario" / "slurm.conf").read_text()
+    nodes = re.findall(r"^NodeName=(\S+) .* Port=(\d+) .* Gres=(\S+) ", conf, flags=re.M)
+    assert nodes == [("ontario-n1", "61002", "gpu:A100:8"), ("ontario-n2", "61003", "gpu:A100:8"),
+                     ("ontario-n3", "61004", "gpu:V100:4")]
+    assert "PartitionName=gpu Nodes=ontario-n1,ontario-n2,ontario-n3 " in conf
+    assert f"SlurmdSpoolDir={tmp_path}/ontario/spool-%n" in conf
+    assert f"SlurmdPidFile={tmp_path}/ontario/slurmd-%n.pid" in conf
+    gres = (tmp_path / "ontario" / "gres.conf").read_text().splitlines()
+    assert gres[1:] == [
+        f"NodeName=ontario-n1 Name=gpu Type=A100 File={tmp_path}/ontario/dev/ontario-n1/gpu[0-7]",
+        f"NodeName=ontario-n2 Name=gpu Type=A100 File={tmp_path}/ontario/dev/ontario-n2/gpu[0-7]",
+        f"NodeName=ontario-n3 Name=gpu Type=V100 File={tmp_path}/ontario/dev/ontario-n3/gpu[0-3]"]
+
+
+def test_slurm_conf_private_clusters_keep_one_node(tmp_path: Path) -> None:
+    mod = _slurm_conf_module()
+    d, node, devices = mod.write_cluster(tmp_path, "priv", "ca-on-toronto", "global",
+                                         {"A100": 16, "V100": 4}, 61091, 61092, "/nowhere")
+    assert (node, len(devices)) == ("priv-n1", 20)
+    conf = (d / "slurm.conf").read_text()
+    assert f"SlurmdPidFile={d}/slurmd.pid" in conf and "Gres=gpu:A100:16,gpu:V100:4 " in conf
+    with pytest.raises(ValueError, match="12 A100 is not whole nodes of 8"):
+        mod.cluster_nodes("x", {"A100": 12}, {"A100": 8})

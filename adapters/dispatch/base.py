@@ -112,8 +112,10 @@ class DispatchRequest:
         Time a resumed piece spends restoring its checkpoint, inside ``[start, end)``. [s]
     nodes
         Nodes the gang spans: 1 (the default) runs all ``gpus`` on one node; ``N > 1`` runs
-        ``gpus / N`` GPUs on each of ``N`` nodes (Slurm ``--nodes N --gpus-per-node G``; a
-        multi-pod workload on Kubernetes). ``gpus`` must divide evenly. [-]
+        ``gpus / N`` GPUs on each of ``N`` nodes (Slurm ``--nodes=N --gres=gpu:<type>:G
+        --ntasks-per-node=1``, ``SlurmAdapter.gang_args``; a multi-pod workload on
+        Kubernetes). ``gpus`` must divide evenly. Set by
+        :func:`carbonsched.dispatch.outbox.plan_requests` from the site's ``gpus_per_node``. [-]
     """
 
     plan_id: str

@@ -432,7 +432,7 @@ class SlurmAdapter:
         argv = ["sbatch", "--parsable", *self._cluster_args(),
                 f"--job-name={slurm_job_name(req.job_id, req.piece)}", "--export=NONE",
                 f"--begin={begin}", f"--deadline={deadline}", f"--time={minutes}",
-                f"--gres=gpu:{req.gpu_type}:{req.gpus}", "--nodes=1",
+                *self.gang_args(req),
                 f"--comment={make_comment(req.key, req.plan_id)}",
                 f"--output={self.output}", "--chdir=/tmp"]
         if req.pauses:
@@ -447,6 +447,22 @@ class SlurmAdapter:
             argv.insert(3, f"--account={self.account}")
         argv += ["--wrap", self.batch_script(req)]
         return tz, argv
+
+    @staticmethod
+    def gang_args(req: DispatchRequest) -> list[str]:
+        """The gang's shape on the sbatch line: ``--gres`` counts GPUs per node (sbatch(1)).
+
+        One node: ``--gres=gpu:<type>:<gpus> --nodes=1``. A gang of ``N > 1`` nodes
+        (:attr:`DispatchRequest.nodes`, from the site's ``gpus_per_node``):
+        ``--gres=gpu:<type>:<G> --nodes=N --ntasks-per-node=1`` with ``G = gpus / N``: Slurm
+        allocates exactly ``N`` nodes with ``G`` GPUs each, and one task per node is where a
+        launcher (``srun torchrun ...``) starts a process group per node. Source: sbatch(1),
+        Slurm 22.05 (``--gres`` "per node"; ``--nodes`` min[-max], a single value is exact).
+        """
+        if req.nodes == 1:
+            return [f"--gres=gpu:{req.gpu_type}:{req.gpus}", "--nodes=1"]
+        return [f"--gres=gpu:{req.gpu_type}:{req.gpus_per_node}", f"--nodes={req.nodes}",
+                "--ntasks-per-node=1"]
 
     @staticmethod
     def batch_script(req: DispatchRequest) -> str:

@@ -410,13 +410,25 @@ def catalog_show(name: Annotated[str, typer.Argument(help="Catalog name or TOML 
 
     with errors():
         c = load_catalog(name)
-        t = Table("site", "role", "zone", "GPUs", "IT cap kW", "backend", title=c.name)
+        t = Table("site", "role", "zone", "GPUs (nodes × GPUs per node)", "IT cap kW", "backend",
+                  title=c.name)
+        unshaped = []
         for s in c.sites:
-            gpus = ", ".join(f"{p.count}×{k}" for k, p in s.gpus.items())
+            parts = []
+            for k, p in s.gpus.items():
+                if p.gpus_per_node is None:
+                    unshaped.append(f"{s.id}/{k}")
+                    parts.append(f"{p.count}×{k} (one node)")
+                else:
+                    parts.append(f"{p.count}×{k} ({p.count // p.gpus_per_node}×"
+                                 f"{p.gpus_per_node})")
             be = s.backend.cluster or f"{s.backend.context}/{s.backend.namespace}"
-            t.add_row(s.id, str(s.role), s.zone, gpus, f"{s.it_power_cap_kw:,.0f}",
+            t.add_row(s.id, str(s.role), s.zone, ", ".join(parts), f"{s.it_power_cap_kw:,.0f}",
                       f"{s.backend.kind}:{be}")
         out.print(t)
+        if unshaped:
+            out.print(f"{len(unshaped)} GPU pool(s) declare no gpus_per_node and count as one "
+                      f"node each: {', '.join(unshaped)} (regions/schema.md)")
 
 
 from carbonsched.cli.report import report as _report  # noqa: E402

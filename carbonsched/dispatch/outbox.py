@@ -71,7 +71,7 @@ from carbonsched.adapters.dispatch.registry import AdapterRegistry, BackendConfi
 from carbonsched.catalog import Catalog, load_catalog
 from carbonsched.config import Settings, get_settings
 from carbonsched.dispatch.lease import Claim, Claimant, check_lease_covers
-from carbonsched.domain import JobState, ReasonCode
+from carbonsched.domain import JobState, ReasonCode, Site
 from carbonsched.errors import (
     AdapterContractError,
     BackendError,
@@ -247,12 +247,16 @@ def plan_requests(plan: Mapping[str, Any], catalog: Catalog,
     of pieces is the placement's ``pieces`` when given, else how many placements the plan has
     for the job; a resumed piece's checkpoint overhead is its ``overhead_minutes`` (0 if absent).
     The backend's deadline is the placement's ``deadline`` when the plan gives one, else its end
-    plus ``deadline_slack_s``.
+    plus ``deadline_slack_s``. The node count (:attr:`DispatchRequest.nodes`) comes from the
+    site's node shape (:func:`placement_nodes`).
 
     Raises
     ------
     UnknownSiteError
         A placement names a site the catalog lacks.
+    InputError
+        A placement's gang is larger than one of the site's nodes and not a whole number of
+        them (a plan made before the catalog declared its node shape): nothing is dispatched.
     """
     known = [s.id for s in catalog.sites]
     out = []
@@ -271,8 +275,49 @@ def plan_requests(plan: Mapping[str, Any], catalog: Catalog,
             site=p["site"], start=start, end=end, deadline=deadline, gpu_type=p["gpu_type"],
             gpus=int(p["gpus"]), command=str(p.get("command", "")),
             pieces=int(p.get("pieces") or per_job[str(p["job_id"])]),
-            checkpoint_overhead_s=round(60 * float(p.get("overhead_minutes") or 0))))
+            checkpoint_overhead_s=round(60 * float(p.get("overhead_minutes") or 0)),
+            nodes=placement_nodes(catalog.site(p["site"]), str(p["job_id"]), p["gpu_type"],
+                                  int(p["gpus"]))))
     return out
+
+
+def placement_nodes(site: Site, job_id: str, gpu_type: str, gpus: int) -> int:
+    """Nodes a placed gang spans at ``site``: its node shape (``gpus_per_node``) cuts it.
+
+    A gang of at most one node's GPUs is 1 node; a larger gang is ``gpus / gpus_per_node``
+    nodes. A site without the GPU type gives 1 (the backend refuses the type itself); a site
+    without a node shape is one node per pool (``regions/schema.md``).
+
+    Parameters
+    ----------
+    site
+        The placement's site.
+    job_id, gpu_type
+        For the message.
+    gpus
+        Gang size. [-]
+
+    Returns
+    -------
+    int
+        Node count. [-]
+
+    Raises
+    ------
+    InputError
+        The gang is larger than one node and not a whole number of nodes.
+    """
+    pool = site.gpus.get(gpu_type)
+    if pool is None or gpus <= pool.node_gpus:
+        return 1
+    if gpus % pool.node_gpus:
+        raise InputError(
+            f"placement of job {job_id!r} at site {site.id!r}: {gpus} {gpu_type} GPUs is larger "
+            f"than one node ({pool.node_gpus} per node, gpus_per_node in the catalog) and not a "
+            "whole number of nodes, so no cluster can run it; re-plan with the current catalog "
+            "(the planner refuses such gangs, GangNotWholeNodes) or correct the site's "
+            "gpus_per_node; nothing was dispatched")
+    return gpus // pool.node_gpus
 
 
 def _request_json(req: DispatchRequest) -> str:

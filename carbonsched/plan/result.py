@@ -152,8 +152,9 @@ class Score:
     gang_violations
         Jobs placed more than once or split when not preemptible, preemptible jobs whose
         pieces break their terms (more than ``max_pieces``, several sites, overlapping,
-        overhead or work minutes wrong), a wrong GPU count or type or duration, or a site not
-        allowed. [-]
+        overhead or work minutes wrong), a wrong GPU count or type or duration, a site not
+        allowed, or a gang larger than one node that the site's node shape cannot cut into
+        whole nodes. [-]
     unplaced_gpu_hours
         GPU-hours of jobs the plan does not place. [GPU·h]
     objective
@@ -484,8 +485,10 @@ def _load_from_placements(sets: Any, problem: Any, result: PlanResult
         s = spos[p.site]
         if (p.gpus != job.gpus or p.gpu_type != job.gpu_type
                 or (job.allowed_sites and p.site not in job.allowed_sites)
-                or sites[p.site].gpu_count(job.gpu_type) == 0):
-            gang += 1
+                or sites[p.site].gpu_count(job.gpu_type) == 0
+                or (job.gpus <= sites[p.site].gpu_count(job.gpu_type)
+                    and sites[p.site].gang_nodes(job.gpu_type, job.gpus) is None)):
+            gang += 1                    # incl. a gang not cut into the site's whole nodes
         minutes = int(round((p.end - p.start) / MINUTE))
         if job.max_pieces == 1 and minutes != job.duration_minutes:
             gang += 1                    # a whole job for the wrong length

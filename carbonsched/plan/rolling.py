@@ -60,7 +60,7 @@ DEFAULT_RUN_EVERY_HOURS = 24
 """Hours between two rolling runs: placements starting before the next run are committed. [h]"""
 
 TERMINAL_REASONS = frozenset({ReasonCode.UNKNOWN_GPU_TYPE, ReasonCode.DATA_RESIDENCY,
-                              ReasonCode.GANG_TOO_LARGE})
+                              ReasonCode.GANG_TOO_LARGE, ReasonCode.GANG_NOT_WHOLE_NODES})
 """Planner reasons that no later run can change (the catalog, not the hour, forbids the job)."""
 
 Planner = Callable[[PlanningProblem], PlanResult]

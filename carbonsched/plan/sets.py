@@ -54,7 +54,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from carbonsched.domain import InferenceDemand, Job, ReasonCode, RunningWork, Site
+from carbonsched.domain import (
+    InferenceDemand,
+    Job,
+    ReasonCode,
+    RunningWork,
+    Site,
+    gang_shape_reason,
+)
 from carbonsched.errors import InputError, TimeAxisError, UnknownSiteError
 from carbonsched.timeaxis import HOUR
 
@@ -599,9 +606,14 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
     spos = {s: i for i, s in enumerate(site_ids)}
     n_s, n_t, n_g = len(site_ids), len(problem.slots), len(gtypes)
     count = np.zeros((n_s, n_g), dtype=np.int64)
+    node = np.zeros((n_s, n_g), dtype=np.int64)     # GPUs per node (the node shape)
     for i, s in enumerate(problem.sites):
         for g, pool in s.gpus.items():
             count[i, gpos[g]] = pool.count
+            node[i, gpos[g]] = pool.node_gpus
+    # a gang of at most the smallest node of its type fits one node everywhere (no shape check)
+    one_node_max = np.where(count > 0, node, np.iinfo(np.int64).max).min(axis=0) if n_s else \
+        np.zeros(n_g, dtype=np.int64)
     it_cap = np.array([s.it_power_cap_kw for s in problem.sites], dtype=float)
     fac_cap = np.array([np.inf if s.facility_power_cap_kw is None else s.facility_power_cap_kw
                         for s in problem.sites], dtype=float)
@@ -675,6 +687,14 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
                           f"gang of {job.gpus} {job.gpu_type} exceeds every allowed site "
                           f"(largest {int(count[typed, g].max())})")
             continue
+        # a gang larger than a node runs on whole nodes only (the site's node shape)
+        if job.gpus > one_node_max[g]:
+            shaped = [s for s in fits if job.gpus <= node[s, g] or job.gpus % node[s, g] == 0]
+            if not shaped:
+                reasons[k] = gang_shape_reason(job.gpus, job.gpu_type,
+                                               [problem.sites[s] for s in fits])
+                continue
+            fits = shaped
         # the most IT power each site allows in any hour the job could occupy
         lo, hi = max(int(first[k]), 0), min(int(last[k]) + int(j_dur[k]), n_ext)
         cap_win = cap_phys[:, lo:hi].max(axis=1) if hi > lo else cap

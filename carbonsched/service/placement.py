@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from carbonsched.catalog import Catalog
-from carbonsched.domain import InferenceDemand, Job, ReasonCode, jsonable
+from carbonsched.domain import InferenceDemand, Job, ReasonCode, gang_shape_reason, jsonable
 from carbonsched.errors import InputError, UnknownSiteError
 from carbonsched.plan import PlanningProblem, compile_sets
 from carbonsched.plan.result import emissions_by_site_hour
@@ -389,6 +389,12 @@ class PlacementBook:
             return (ReasonCode.GANG_TOO_LARGE,
                     f"gang of {job.gpus} {job.gpu_type} exceeds every allowed site "
                     f"(largest {int(self.count[typed, g].max())})"), none, 0, -1
+        shaped = [s for s in fits
+                  if self.sites[s].gang_nodes(job.gpu_type, job.gpus) is not None]
+        if not shaped:
+            return gang_shape_reason(job.gpus, job.gpu_type,
+                                     [self.sites[s] for s in fits]), none, 0, -1
+        fits = shaped
         kw = job.it_power_kw
         powered = [s for s in fits if self.cap_kw[s] >= kw - 1e-9]
         if not powered:

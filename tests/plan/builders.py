@@ -40,8 +40,10 @@ class SiteWrapper:
         self._lat: dict[str, float] = {}
         self._role = SiteRole.GREEN_HUB
 
-    def gpus(self, gpu_type: str, count: int, board_power_w: float = 700.0) -> SiteWrapper:
-        self._gpus[gpu_type] = GpuPool(count=count, board_power_w=board_power_w)
+    def gpus(self, gpu_type: str, count: int, board_power_w: float = 700.0,
+             per_node: int | None = None) -> SiteWrapper:
+        self._gpus[gpu_type] = GpuPool(count=count, board_power_w=board_power_w,
+                                       gpus_per_node=per_node)
         return self
 
     def cap_kw(self, cap: float) -> SiteWrapper:

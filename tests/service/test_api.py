@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from carbonsched.catalog import load_catalog
 from tests.service.conftest import AS_OF, CATALOG, PLAN_DATE, Server, copy_db, mint
 
 pytestmark = pytest.mark.shared_data
@@ -158,13 +159,27 @@ def test_reserve_books_capacity_into_the_plan(api):
         return r.json()["placed"]
 
     assert placed(1)
-    lo, hi = 1, pool          # the largest gang that fits in the window (binary search)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if placed(mid) else (lo, mid - 1)
-    r = api.post("/v1/placements", job("reserved-max", gpus=lo, reserve=True, **window),
-                 role="submit")
-    assert r.status_code == 200 and r.json()["reserved"], r.text
+    # the largest gang that fits in the window (binary search over the gang sizes the site's
+    # node shape can run: up to one node, or whole nodes; others are GangNotWholeNodes), then
+    # what is left of the window (less than that gang's next size) in one-node gangs
+    per_node = load_catalog(CATALOG).site(site).gpus["A100"].node_gpus
+    sizes = [g for g in range(1, pool + 1) if g <= per_node or g % per_node == 0]
+
+    def largest() -> int:
+        lo, hi = -1, len(sizes) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if placed(sizes[mid]) else (lo, mid - 1)
+        return sizes[lo] if lo >= 0 else 0
+
+    name, rest = "reserved-max", 0
+    while (gpus := largest()) > 0:
+        r = api.post("/v1/placements", job(name, gpus=gpus, reserve=True, **window),
+                     role="submit")
+        assert r.status_code == 200 and r.json()["reserved"], r.text
+        rest += 1
+        name = f"reserved-rest-{rest}"
+        assert rest <= pool
     # the window is now full: not even one GPU fits
     r = api.post("/v1/placements", job("probe-after", gpus=1, **window)).json()
     assert not r["placed"] and r["reason"] == "InsufficientCapacity"
@@ -200,6 +215,10 @@ def test_inference_placement_within_the_slo(api):
 def test_unplaceable_jobs_say_why(api):
     r = api.post("/v1/placements", job("too-big", gpus=100_000)).json()
     assert (r["placed"], r["reason"]) == (False, "GangTooLarge")
+    # 5 A100: more than a hub node's 4 and an edge node's 3, and whole nodes of neither
+    r = api.post("/v1/placements", job("odd-gang", gpus=5)).json()
+    assert (r["placed"], r["reason"]) == (False, "GangNotWholeNodes")
+    assert "cn-nm-horinger: 4 per node" in r["detail"] and "at most 4 GPUs" in r["detail"]
     r = api.post("/v1/placements", job("gpu-x", gpu_type="TPUv9")).json()
     assert r["reason"] == "UnknownGpuType" and "TPUv9" in r["detail"]
     r = api.post("/v1/placements", job("late", earliest_start="2023-07-20T00:00:00Z",
