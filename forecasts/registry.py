@@ -1,11 +1,13 @@
 """One registry of candidate forecasters and an honest per-site model choice.
 
-Every candidate follows the one contract of :mod:`carbonsched.forecasts.base`. For each site
-and signal, :class:`SelectedForecaster` picks the candidate with the lowest error on a rolling
-validation window that ends strictly before the fit's end (the refit period's start, itself
-at or before the issue time), then calibrates conformal intervals on the chosen model's
-validation residuals by lead bucket. It is itself a :class:`~carbonsched.forecasts.base.
-Forecaster`, so the daily plan, the service and the site backtest use one path.
+Every candidate follows the one contract of :mod:`carbonsched.forecasts.base`. For each site,
+signal and UTC issue hour, :class:`SelectedForecaster` picks the model with the lowest
+criterion (:func:`choose`: error and, for carbon intensity, start regret, each relative to
+seasonal naive's, over every lead of the plan's horizon) on a rolling validation window that
+ends strictly before the fit's end (the refit period's start, itself at or before the issue
+time), then calibrates conformal intervals on the chosen model's validation residuals by lead
+bucket. It is itself a :class:`~carbonsched.forecasts.base.Forecaster`, so the daily plan, the
+service and the site backtest use one path.
 
 Schedule (:class:`ModelSchedule`, the defaults are what the daily plan uses)
 ---------------------------------------------------------------------------
@@ -13,22 +15,32 @@ Schedule (:class:`ModelSchedule`, the defaults are what the daily plan uses)
   starts at 00:00 UTC on a Monday (:meth:`ModelSchedule.period_start`). Every issue inside a
   period uses the models fitted at its start on the data strictly before it, conditioned at
   predict time on the history up to (not including) the issue time.
+* **Issue hour**: a choice serves one UTC hour of day (``issue_hour``; the daily path keys its
+  cache by it): its validation issues are made at that hour and its per-hour candidates (the
+  DACF models, the per-hour ridge) are fitted on issues at that hour, because their leads are
+  hours of the day. Applied unchanged at another hour they were out of phase (issue 35: the
+  00:00 fit used at 06:00-18:00 in Tokyo, June 2023, was 17-28 % worse than seasonal naive);
+  they now refuse (:class:`~carbonsched.errors.ForecastError`).
 * **History**: up to ``history_days`` = 365 days before the period start, where the data has
   them (the weekly and yearly cycles); a candidate may use less (the per-lead OLS its own
   ``train_days``).
 * **Validation**: the ``validation_days`` = 28 days before the period start (fewer on short
   histories, at least :data:`MIN_VALIDATION_DAYS`): every candidate is fitted on the data
-  before the window, then issues a forecast at 00:00 UTC of each window day from the history
-  before that day, exactly as in service. Only target hours before the period start are
-  scored. The criterion is the error on the first 24 leads (the day-ahead plan): MAPE for
-  carbon intensity and PUE, MAE for the green-surplus index (often 0, so MAPE is undefined).
-  Ties go to the earlier candidate in the registry, where seasonal naive comes first; for the
-  index and PUE another model must beat naive by a margin (:data:`SIGNAL_SETTINGS`).
-* **Ensemble**: the mean of the two best candidates' forecasts is a candidate too (as the
-  DACF backtest's ``ens_top2``), scored on the same validation forecasts.
+  before the window, then issues a forecast at the issue hour of each window day from the
+  history before that day, exactly as in service, for ``max(24, horizon_hours)`` leads. Only
+  target hours before the period start are scored. Error: MAPE for carbon intensity and PUE,
+  MAE for the green-surplus index (often 0, so MAPE is undefined).
+* **Choice** (:func:`choose`, :data:`CRITERION`): every candidate, the mean of the two best
+  (as the DACF backtest's ``ens_top2``) and, for carbon intensity, the fixed combination
+  (:data:`COMBINATION_NOTE`) are scored on every validated lead; a model qualifies only if its
+  error beats naive's by the signal's margin (:data:`SIGNAL_SETTINGS`), the qualifying model
+  with the lowest criterion is chosen, naive when none qualifies (ties to the earlier name,
+  naive first). A combination that fails is just not chosen: before issue 35 it handed the
+  choice to naive although another model had beaten naive on the same window.
 * **Long horizons**: day-ahead-only models (the DACF family, at most 24 h) serve leads 0-23;
-  for longer horizons (up to 168 h) the later leads come from the best candidate able to
-  forecast them (seasonal naive always can), named in :meth:`SelectedForecaster.describe`.
+  their later leads come from the best candidate able to forecast them (by error over every
+  validated lead; seasonal naive always can), in validation as in service, named
+  ``extended_by`` in :meth:`SelectedForecaster.describe`.
 
 Intervals: split conformal (Vovk, Gammerman & Shafer, *Algorithmic Learning in a Random
 World*, 2005, doi:10.1007/b106715) on the chosen model's validation residuals, pooled in lead
@@ -565,32 +577,23 @@ SIGNAL_SETTINGS: dict[str, dict[str, Any]] = {
 }
 """Per signal: validation metric, relative or additive intervals, output bounds, the
 ``margin`` by which a model must beat seasonal naive on validation to replace it, and the
-``combination`` that replaces the choice by validation error (:data:`COMBINATION_NOTE`).
+``combination`` offered as one more candidate (:data:`COMBINATION_NOTE`).
 The index and PUE get 5 %: their naive is hard to beat (PUE is a function of the weather,
 which history alone forecasts little better than persistence) and a 28-day window's ranking is
 noisy; without the margin, a 19-day sample of 2023 scored the index's choice 17-21 % worse than
 naive (MAE) in GB and New York, where naive itself won most periods."""
 
-COMBINATION_NOTE = """Carbon intensity is forecast by an equal-weight combination of three model
-families instead of the one with the lowest validation MAPE: the 28-day hour-of-day climatology,
-the per-lead OLS on lagged values (``ci-lead-ols``) and the per-hour OLS on the ratio to the
-previous day (``ols_hourly_ratio``, day-ahead only: the leads beyond 24 h average the other two).
-The plan acts on the *order* of the hours inside each job's waiting window, not on their level: the
-start regret (the emissions of the start a forecast picks inside a 24-hour waiting window, over the
-best start on the actual values; 1- and 3-hour jobs arriving at each hour of the day, issues at
-00:00 UTC, 72 leads) of the MAPE-chosen model was on average 21 % above the combination's over 20
-site-months of 2023 on the 8 ``global`` sites (10.22 % against 8.47 %; BENCHMARKS.md section 7,
-``bench/forecast_regret.py``): the combination was as good or better in 17 of 20 (at worst 5 %
-worse) and in all 8 site-months held out from its design. Equal weights rather than weights fitted
-on the 28-day window: in the design experiments, choosing per site by the regret itself on the
-window was worse than the fixed combination (the forecast-combination puzzle: Clemen, "Combining
-forecasts: a review and annotated bibliography", *Int. J. Forecasting* 5(4), 1989,
-doi:10.1016/0169-2070(89)90012-5; Smith & Wallis, *Oxford Bull. Econ. Stat.* 71(3), 2009,
-doi:10.1111/j.1468-0084.2008.00541.x). Members that could not be fitted, or whose starts are worse
-than seasonal naive's on the validation window (start regret over the first 24 leads,
-:func:`carbonsched.forecasts.decision.start_regret`), are left out (at least two must remain, else
-the choice by error applies), and the combination itself must beat seasonal naive on the validation
-MAPE (the fallback of every choice). ``combine=False`` restores the choice by error."""
+COMBINATION_NOTE = """Carbon intensity offers, besides every single model and the best two, the
+equal-weight combination of three model families: the 28-day hour-of-day climatology, the
+per-lead OLS on lagged values (``ci-lead-ols``) and the per-hour OLS on the ratio to the previous
+day (``ols_hourly_ratio``, day-ahead only: its leads beyond 24 h come from the extension model).
+Until issue 35 the combination replaced the choice whenever two members picked starts no worse than
+naive (it had cut the start regret on 20 site-months of 2023, ``bench/forecast_regret.py``); on a
+year of six US regions it cost 8 points of MAPE skill and bought no regret, and when it failed
+against naive the choice fell back to naive. It is now one candidate scored on the same criterion
+(:func:`choose`); ``combine=False`` leaves it out. Equal weights (the forecast-combination
+puzzle: Clemen, *Int. J. Forecasting* 5(4), 1989, doi:10.1016/0169-2070(89)90012-5; Smith &
+Wallis, *Oxford Bull. Econ. Stat.* 71(3), 2009, doi:10.1111/j.1468-0084.2008.00541.x)."""
 
 
 def _pad(p: np.ndarray, H: int) -> np.ndarray:
