@@ -37,6 +37,10 @@ Schedule (:class:`ModelSchedule`, the defaults are what the daily plan uses)
   with the lowest criterion is chosen, naive when none qualifies (ties to the earlier name,
   naive first). A combination that fails is just not chosen: before issue 35 it handed the
   choice to naive although another model had beaten naive on the same window.
+* **Hours that matter**: the green-surplus index and PUE are chosen on the validation hours
+  whose actual value is off the output bounds (surplus hours strictly between 0 and 1; PUE
+  above the site's floor), where a forecast can be wrong and a decision turns on it; all hours
+  when none is. Seasonal naive stays unless a model beats it there by the margin.
 * **Long horizons**: day-ahead-only models (the DACF family, at most 24 h) serve leads 0-23;
   their later leads come from the best candidate able to forecast them (by error over every
   validated lead; seasonal naive always can), in validation as in service, named
@@ -616,8 +620,9 @@ def _member_mean(parts: list[np.ndarray], fill: np.ndarray | None) -> np.ndarray
 
 
 CRITERION = ("validation error / naive's + start regret / naive's over every lead of the "
-             "plan's horizon (carbon intensity; error / naive's for the index and PUE); only "
-             "models whose error beats naive's by the signal's margin qualify")
+             "plan's horizon (carbon intensity; error / naive's on the hours off the output "
+             "bounds for the index and PUE); only models whose error beats naive's by the "
+             "signal's margin qualify")
 """The choice's criterion in words (the plan's ``forecast_models``)."""
 
 
@@ -896,7 +901,16 @@ class SelectedForecaster(Forecaster):
                 preds[k] = np.where(np.isnan(p), preds[best], p)
         pool = tuple(SIGNAL_SETTINGS[self.signal].get("combination") or ()) if self.combine \
             else ()
-        pick = choose(preds, actual, self.metric, SIGNAL_SETTINGS[self.signal]["margin"],
+        scored = actual
+        if not self.relative:
+            # the index and PUE sit on a bound for many hours (no surplus; PUE at its floor),
+            # where every model is right and no decision turns: the choice is made on the
+            # hours off the bounds (issue 35 item 5); naive stays unless beaten there
+            lo, hi = self.clip
+            scored = np.where((actual <= lo + 1e-9) | (actual >= hi - 1e-9), np.nan, actual)
+            if not np.isfinite(scored).any():
+                scored = actual
+        pick = choose(preds, scored, self.metric, SIGNAL_SETTINGS[self.signal]["margin"],
                       use_regret=self.relative, combination=pool)
         choice, preds = pick.name, pick.preds
         self.combined_ = pick.combination

@@ -47,6 +47,10 @@ from carbonsched.timeaxis import HOUR, day_start_utc, hourly_slots
 SIGNALS = ("carbon_intensity_g_per_kwh", "green_surplus_index", "pue")
 """The signals scored, as named in the plan's stored forecasts."""
 MAE_SKILL_SIGNALS = frozenset({"green_surplus_index"})
+OFF_BOUND_SIGNALS = frozenset({"green_surplus_index", "pue"})
+"""Signals also scored on the hours off their bounds (``off_bounds``: MAE and skill where the
+actual index is strictly between 0 and 1, or PUE is above the lowest value of the sample, the
+site's floor where it is reached), the hours where a forecast can be wrong."""
 """Signals whose skill is taken on MAE (their actual is often 0, so MAPE is undefined)."""
 NAIVE_MODEL = "seasonal-naive-24h"
 LEAD_BUCKETS: tuple[tuple[int, int], ...] = ((0, 24), (24, 48), (48, 72), (72, 96), (96, 168))
@@ -141,6 +145,18 @@ def _scores(g: pd.DataFrame, signal: str) -> dict[str, Any]:
         return float((d["mean"] - d["actual"]).abs().mean())
 
     by_lead = _by_lead(g, signal)
+    off = None
+    if signal in OFF_BOUND_SIGNALS and len(chosen):
+        act = chosen["actual"]
+        lo = 0.0 if signal == "green_surplus_index" else float(act.min())
+        keep = ((act > lo + 1e-9) & (act < 1.0 - 1e-9) if signal == "green_surplus_index"
+                else act > lo + 1e-9).to_numpy()
+        keys = chosen[["issued_at", "ts"]][keep]
+        nk = naive.merge(keys, on=["issued_at", "ts"])
+        if keep.any() and len(nk):
+            a_off, an_off = mae(chosen[keep]), mae(nk)
+            off = {"hours": int(keep.sum()), "mae": a_off, "naive_mae": an_off,
+                   "skill": None if not an_off > 0 else 1.0 - a_off / an_off}
     m, mn = mape(chosen), mape(naive)
     a, an = mae(chosen), mae(naive)
     if signal in MAE_SKILL_SIGNALS:
@@ -157,7 +173,8 @@ def _scores(g: pd.DataFrame, signal: str) -> dict[str, Any]:
     return {"hours": int(len(chosen)), "unscored_hours": unscored, "mape_pct": m, "mae": a,
             "naive_mape_pct": mn,
             "naive_mae": an, "skill": skill, "skill_basis": basis, **cov,
-            "models": dict(Counter(chosen["model"]).most_common()), "by_lead": by_lead}
+            "models": dict(Counter(chosen["model"]).most_common()), "by_lead": by_lead,
+            "off_bounds": off}
 
 
 def _bucket_scores(chosen: pd.DataFrame, naive: pd.DataFrame, signal: str) -> dict[str, Any]:
