@@ -258,3 +258,27 @@ def test_the_combination_needs_two_members() -> None:
     assert s.describe()["model"] == "seasonal-naive-24h"
     assert s.describe()["combination"] is False
     assert s.describe()["naive_validation_error"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_the_index_is_chosen_on_the_hours_off_its_bounds() -> None:
+    # an index at 0 on most hours (no surplus) and 1 on some: the validation error is naive's
+    # MAE on the hours strictly between 0 and 1 only (where a forecast can be wrong), not
+    # diluted by the hours every model gets right
+    from carbonsched.forecasts.green_surplus import SurplusSeasonalNaive
+
+    y, _ = synthetic_index(2, 24 * 60)
+    y = y.where(y > 0.3, 0.0).where(y < 0.8, 1.0)
+    sel = SelectedForecaster("green_surplus_index", validation_days=14).fit(y)
+    d = sel.describe()
+    end = y.index[-1] + pd.Timedelta(hours=1)
+    issues = pd.date_range(end.floor("D") - pd.Timedelta(days=14), periods=14, freq="D")
+    naive = _point_forecasts(SurplusSeasonalNaive(24).fit(y[y.index < issues[0]]), y, issues,
+                             24).ravel()
+    ts = issues.repeat(24) + pd.to_timedelta(np.tile(np.arange(24), 14), unit="h")
+    act = y.reindex(ts).to_numpy()
+    off = (act > 1e-9) & (act < 1 - 1e-9)
+    assert 0 < off.sum() < 0.8 * off.size
+    assert d["naive_validation_error"] == pytest.approx(np.abs(naive[off] - act[off]).mean(),
+                                                         rel=1e-6)
+    assert d["naive_validation_error"] > np.abs(naive - act).mean()
+    assert "off the output bounds" in d["criterion"]
