@@ -185,7 +185,8 @@ def select_forecast(site: Site, signal: str, y: pd.Series, issued_at: pd.Timesta
         info = {**model.describe(), "refit_from": period.isoformat(), "fallback": None}
     else:
         info = {"model": "seasonal-naive-24h", "metric": None, "validation_error": None,
-                "refit_from": None, "fallback": note}
+                "refit_from": None, "fallback": note, "issue_hour_utc": issued_at.hour,
+                "features": {"seasonal-naive-24h": ["same hour on the latest observed day"]}}
         fc.attrs["model"] = "seasonal-naive-24h"
     return fc, info, note
 
