@@ -244,6 +244,18 @@ class DayAheadModel(Forecaster):
         days = pd.date_range(first, end - DAY, freq="D")
         return days
 
+    def _check_issue_hour(self, t: pd.Timestamp) -> None:
+        """Refuse an issue time at another hour than the one the model was fitted for.
+
+        Its features pair each lead with one hour of the day (``lead`` and ``hour`` were equal
+        up to the offset ``issue_hour`` in every training row), so a model fitted on 00:00
+        issues and applied at 12:00 reads its coefficients twelve hours out of phase.
+        """
+        if t.hour != self.issue_hour:
+            raise ForecastError(
+                f"{self.name}: fitted for issues at {self.issue_hour:02d}:00 UTC, asked to "
+                f"forecast from {t.isoformat()}; fit one with issue_hour={t.hour}")
+
     def _z(self, feats: pd.DataFrame, y_t: np.ndarray) -> np.ndarray:
         if self.target == "level":
             return y_t
@@ -432,6 +444,8 @@ class DayAheadModel(Forecaster):
         """
         if not self._fitted:
             raise ForecastError(f"{self.name}: call fit() before backcast()")
+        for t in issues:
+            self._check_issue_hour(t)
         y = ensure_hourly_utc(y, name=f"{self.name}: y")
         feats, mean, y_t = self._forecast(self._state, y, X, issues)
         return pd.DataFrame({"issued_at": feats["issue"].to_numpy(), "ts": feats.index,
@@ -474,6 +488,7 @@ class DayAheadModel(Forecaster):
             raise ForecastError(f"{self.name}: day-ahead model forecasts at most {LEADS} h, "
                                 f"asked for {horizon_hours}")
         t0 = require_aware(issued_at, "issued_at")
+        self._check_issue_hour(t0)
         if X is not None:
             Xc = ensure_hourly_utc(X, name=f"{self.name}: X")
             self._X_full = Xc[Xc.index < t0 + horizon_hours * HOUR]

@@ -1,11 +1,13 @@
 """One registry of candidate forecasters and an honest per-site model choice.
 
-Every candidate follows the one contract of :mod:`carbonsched.forecasts.base`. For each site
-and signal, :class:`SelectedForecaster` picks the candidate with the lowest error on a rolling
-validation window that ends strictly before the fit's end (the refit period's start, itself
-at or before the issue time), then calibrates conformal intervals on the chosen model's
-validation residuals by lead bucket. It is itself a :class:`~carbonsched.forecasts.base.
-Forecaster`, so the daily plan, the service and the site backtest use one path.
+Every candidate follows the one contract of :mod:`carbonsched.forecasts.base`. For each site,
+signal and UTC issue hour, :class:`SelectedForecaster` picks the model with the lowest
+criterion (:func:`choose`: error and, for carbon intensity, start regret, each relative to
+seasonal naive's, over every lead of the plan's horizon) on a rolling validation window that
+ends strictly before the fit's end (the refit period's start, itself at or before the issue
+time), then calibrates conformal intervals on the chosen model's validation residuals by lead
+bucket. It is itself a :class:`~carbonsched.forecasts.base.Forecaster`, so the daily plan, the
+service and the site backtest use one path.
 
 Schedule (:class:`ModelSchedule`, the defaults are what the daily plan uses)
 ---------------------------------------------------------------------------
@@ -13,22 +15,36 @@ Schedule (:class:`ModelSchedule`, the defaults are what the daily plan uses)
   starts at 00:00 UTC on a Monday (:meth:`ModelSchedule.period_start`). Every issue inside a
   period uses the models fitted at its start on the data strictly before it, conditioned at
   predict time on the history up to (not including) the issue time.
+* **Issue hour**: a choice serves one UTC hour of day (``issue_hour``; the daily path keys its
+  cache by it): its validation issues are made at that hour and its per-hour candidates (the
+  DACF models, the per-hour ridge) are fitted on issues at that hour, because their leads are
+  hours of the day. Applied unchanged at another hour they were out of phase (issue 35: the
+  00:00 fit used at 06:00-18:00 in Tokyo, June 2023, was 17-28 % worse than seasonal naive);
+  they now refuse (:class:`~carbonsched.errors.ForecastError`).
 * **History**: up to ``history_days`` = 365 days before the period start, where the data has
   them (the weekly and yearly cycles); a candidate may use less (the per-lead OLS its own
   ``train_days``).
 * **Validation**: the ``validation_days`` = 28 days before the period start (fewer on short
   histories, at least :data:`MIN_VALIDATION_DAYS`): every candidate is fitted on the data
-  before the window, then issues a forecast at 00:00 UTC of each window day from the history
-  before that day, exactly as in service. Only target hours before the period start are
-  scored. The criterion is the error on the first 24 leads (the day-ahead plan): MAPE for
-  carbon intensity and PUE, MAE for the green-surplus index (often 0, so MAPE is undefined).
-  Ties go to the earlier candidate in the registry, where seasonal naive comes first; for the
-  index and PUE another model must beat naive by a margin (:data:`SIGNAL_SETTINGS`).
-* **Ensemble**: the mean of the two best candidates' forecasts is a candidate too (as the
-  DACF backtest's ``ens_top2``), scored on the same validation forecasts.
+  before the window, then issues a forecast at the issue hour of each window day from the
+  history before that day, exactly as in service, for ``max(24, horizon_hours)`` leads. Only
+  target hours before the period start are scored. Error: MAPE for carbon intensity and PUE,
+  MAE for the green-surplus index (often 0, so MAPE is undefined).
+* **Choice** (:func:`choose`, :data:`CRITERION`): every candidate, the mean of the two best
+  (as the DACF backtest's ``ens_top2``) and, for carbon intensity, the fixed combination
+  (:data:`COMBINATION_NOTE`) are scored on every validated lead; a model qualifies only if its
+  error beats naive's by the signal's margin (:data:`SIGNAL_SETTINGS`), the qualifying model
+  with the lowest criterion is chosen, naive when none qualifies (ties to the earlier name,
+  naive first). A combination that fails is just not chosen: before issue 35 it handed the
+  choice to naive although another model had beaten naive on the same window.
+* **Hours that matter**: the green-surplus index and PUE are chosen on the validation hours
+  whose actual value is off the output bounds (surplus hours strictly between 0 and 1; PUE
+  above the site's floor), where a forecast can be wrong and a decision turns on it; all hours
+  when none is. Seasonal naive stays unless a model beats it there by the margin.
 * **Long horizons**: day-ahead-only models (the DACF family, at most 24 h) serve leads 0-23;
-  for longer horizons (up to 168 h) the later leads come from the best candidate able to
-  forecast them (seasonal naive always can), named in :meth:`SelectedForecaster.describe`.
+  their later leads come from the best candidate able to forecast them (by error over every
+  validated lead; seasonal naive always can), in validation as in service, named
+  ``extended_by`` in :meth:`SelectedForecaster.describe`.
 
 Intervals: split conformal (Vovk, Gammerman & Shafer, *Algorithmic Learning in a Random
 World*, 2005, doi:10.1007/b106715) on the chosen model's validation residuals, pooled in lead
@@ -177,36 +193,59 @@ class Candidate:
     name
         Name reported in the plan (``forecast_models``) and the backtest.
     make
-        ``make(tz, clip) -> Forecaster``.
+        ``make(tz, clip, issue_hour) -> Forecaster``: the site's zone, the output bounds and
+        the UTC hour of day of the issues the model is fitted for and serves. [h]
     max_horizon_hours
         Longest horizon it forecasts [h]; ``None``: any.
+    features
+        What the model reads (named in the plan's ``forecast_models``).
     """
 
     name: str
-    make: Callable[[str | None, tuple[float, float]], Forecaster]
+    make: Callable[[str | None, tuple[float, float], int], Forecaster]
     max_horizon_hours: int | None = None
+    features: tuple[str, ...] = ()
 
 
-def _dacf(kind: str) -> Callable[[str | None, tuple[float, float]], Forecaster]:
-    def make(tz: str | None, clip: tuple[float, float]) -> Forecaster:
+def _dacf(kind: str) -> Callable[[str | None, tuple[float, float], int], Forecaster]:
+    def make(tz: str | None, clip: tuple[float, float], issue_hour: int) -> Forecaster:
         from carbonsched.forecasts.dacf_models import HourlyOLS, LightGBMDayAhead
 
         if kind == "ols":
-            return HourlyOLS(calib_days=0)
+            return HourlyOLS(calib_days=0, issue_hour=issue_hour)
         if kind == "ols_ratio":
-            return HourlyOLS(calib_days=0, target="ratio")
-        return LightGBMDayAhead(calib_days=0, n_estimators=200)
+            return HourlyOLS(calib_days=0, target="ratio", issue_hour=issue_hour)
+        return LightGBMDayAhead(calib_days=0, n_estimators=200, issue_hour=issue_hour)
     return make
+
+
+def _ridge(tz: str | None, clip: tuple[float, float], issue_hour: int) -> Forecaster:
+    from carbonsched.forecasts.ridge import HourlyRidge
+
+    return HourlyRidge(issue_hour=issue_hour, clip=clip)
+
+
+_F_SN24 = ("y[t - 24 h·m] (local clock)",)
+_F_SN168 = ("y[t - 168 h·m] (local clock)",)
+_F_CLIM = ("hour-of-day mean of the last {d} days",)
+_F_LEAD = ("last", "same hour 1 day back", "same hour 1 week back", "mean of the same hour "
+           "1..7 days back", "mean of the 24 h before issue")
+_F_DACF = ("lags 1..24 h", "same hour 1, 2, 7 days back", "lead", "hour", "day of week",
+           "annual harmonics")
+_F_RIDGE = ("same hour 1..7 days back", "last", "mean of the 24 h before issue",
+            "day of week", "annual harmonic")
 
 
 def registry(signal: str) -> list[Candidate]:
     """Candidates for ``signal``, seasonal naive first (it wins ties).
 
     Carbon intensity: seasonal naive (24 h and 168 h, local clock), climatology (28 d), the
-    per-lead OLS default (:class:`LeadRegression`, 8 weeks), and the DACF backtest's
-    history-only models (per-hour OLS on the level and on the ratio to yesterday, LightGBM;
-    :mod:`carbonsched.forecasts.dacf_models`; day-ahead only). Green-surplus index and PUE:
-    seasonal naive, climatology and the per-lead OLS.
+    per-lead OLS default (:class:`LeadRegression`, 8 weeks), the per-hour ridge on lags of 1-7
+    days and calendar terms (:class:`carbonsched.forecasts.ridge.HourlyRidge`, a year), and the
+    DACF backtest's history-only models (per-hour OLS on the level and on the ratio to
+    yesterday, LightGBM; :mod:`carbonsched.forecasts.dacf_models`; day-ahead only). The
+    per-hour models are made for the issue hour they serve (``make``'s third argument).
+    Green-surplus index and PUE: seasonal naive, climatology and the per-lead OLS.
 
     Raises
     ------
@@ -215,26 +254,36 @@ def registry(signal: str) -> list[Candidate]:
     """
     if signal == "carbon_intensity_g_per_kwh":
         return [
-            Candidate(NAIVE, lambda tz, c: SeasonalNaive(24, tz=tz)),
-            Candidate("seasonal-naive-168h", lambda tz, c: SeasonalNaive(168, tz=tz)),
-            Candidate("climatology-28d", lambda tz, c: Climatology(28)),
-            Candidate("ci-lead-ols", lambda tz, c: LeadRegression(tz=tz)),
-            Candidate("ols_hourly", _dacf("ols"), 24),
-            Candidate("ols_hourly_ratio", _dacf("ols_ratio"), 24),
-            Candidate("lgbm", _dacf("lgbm"), 24),
+            Candidate(NAIVE, lambda tz, c, h: SeasonalNaive(24, tz=tz), None, _F_SN24),
+            Candidate("seasonal-naive-168h", lambda tz, c, h: SeasonalNaive(168, tz=tz), None,
+                      _F_SN168),
+            Candidate("climatology-28d", lambda tz, c, h: Climatology(28), None,
+                      (_F_CLIM[0].format(d=28),)),
+            Candidate("ci-lead-ols", lambda tz, c, h: LeadRegression(tz=tz), None,
+                      (*_F_LEAD, "(local clock)")),
+            Candidate("ridge_hourly", _ridge, None, _F_RIDGE),
+            Candidate("ols_hourly", _dacf("ols"), 24, _F_DACF),
+            Candidate("ols_hourly_ratio", _dacf("ols_ratio"), 24,
+                      ("log ratio to the same hour 1 day back", *_F_DACF)),
+            Candidate("lgbm", _dacf("lgbm"), 24, _F_DACF),
         ]
     if signal == "green_surplus_index":
         return [
-            Candidate(NAIVE, lambda tz, c: SurplusSeasonalNaive(24)),
-            Candidate("climatology-28d", lambda tz, c: Climatology(28, clip=c)),
-            Candidate("green-surplus-lead-ols", lambda tz, c: GreenSurplusForecaster()),
+            Candidate(NAIVE, lambda tz, c, h: SurplusSeasonalNaive(24), None,
+                      ("y[t - 24 h·m]",)),
+            Candidate("climatology-28d", lambda tz, c, h: Climatology(28, clip=c), None,
+                      (_F_CLIM[0].format(d=28),)),
+            Candidate("green-surplus-lead-ols", lambda tz, c, h: GreenSurplusForecaster(),
+                      None, _F_LEAD),
         ]
     if signal == "pue":
         return [
-            Candidate(NAIVE, lambda tz, c: SeasonalNaive(24, clip=c)),
-            Candidate("climatology-7d", lambda tz, c: Climatology(7, clip=c)),
-            Candidate("pue-lead-ols", lambda tz, c: LeadRegression(
-                relative_intervals=False, clip=c, train_days=28)),
+            Candidate(NAIVE, lambda tz, c, h: SeasonalNaive(24, clip=c), None,
+                      ("y[t - 24 h·m]",)),
+            Candidate("climatology-7d", lambda tz, c, h: Climatology(7, clip=c), None,
+                      (_F_CLIM[0].format(d=7),)),
+            Candidate("pue-lead-ols", lambda tz, c, h: LeadRegression(
+                relative_intervals=False, clip=c, train_days=28), None, _F_LEAD),
         ]
     raise ForecastError(f"no forecaster registry for signal {signal!r}; known: "
                         f"{', '.join(SIGNALS)}")
@@ -324,15 +373,18 @@ def _point_forecasts(model: Forecaster, y: pd.Series, issues: pd.DatetimeIndex,
     up to the filling of gaps at the start of the per-lead OLS's window; tested).
     """
     from carbonsched.forecasts.dacf_models import DayAheadModel
+    from carbonsched.forecasts.ridge import HourlyRidge
 
     y = y[y.index < issues[-1]]
     if isinstance(model, DayAheadModel):
         b = model.backcast(y, None, issues)
         return b["mean"].to_numpy(float).reshape(len(issues), -1)[:, :horizon_hours]
-    if len(issues) > 1 and (issues == issues.floor("D")).all():
+    if isinstance(model, HourlyRidge):
+        return model.backcast(y, issues, horizon_hours)
+    if len(issues) > 1 and (issues == issues.floor("h")).all():
         if type(model) in (SeasonalNaive, SurplusSeasonalNaive):
             return _batch_seasonal_naive(model, y, issues, horizon_hours)  # type: ignore[arg-type]
-        if type(model) is Climatology:
+        if type(model) is Climatology and (issues == issues.floor("D")).all():
             return _batch_climatology(model, y, issues, horizon_hours)  # type: ignore[arg-type]
         if type(model) in (LeadRegression, GreenSurplusForecaster):
             return _batch_lead_regression(model, y, issues, horizon_hours)  # type: ignore[arg-type]
@@ -529,32 +581,23 @@ SIGNAL_SETTINGS: dict[str, dict[str, Any]] = {
 }
 """Per signal: validation metric, relative or additive intervals, output bounds, the
 ``margin`` by which a model must beat seasonal naive on validation to replace it, and the
-``combination`` that replaces the choice by validation error (:data:`COMBINATION_NOTE`).
+``combination`` offered as one more candidate (:data:`COMBINATION_NOTE`).
 The index and PUE get 5 %: their naive is hard to beat (PUE is a function of the weather,
 which history alone forecasts little better than persistence) and a 28-day window's ranking is
 noisy; without the margin, a 19-day sample of 2023 scored the index's choice 17-21 % worse than
 naive (MAE) in GB and New York, where naive itself won most periods."""
 
-COMBINATION_NOTE = """Carbon intensity is forecast by an equal-weight combination of three model
-families instead of the one with the lowest validation MAPE: the 28-day hour-of-day climatology,
-the per-lead OLS on lagged values (``ci-lead-ols``) and the per-hour OLS on the ratio to the
-previous day (``ols_hourly_ratio``, day-ahead only: the leads beyond 24 h average the other two).
-The plan acts on the *order* of the hours inside each job's waiting window, not on their level: the
-start regret (the emissions of the start a forecast picks inside a 24-hour waiting window, over the
-best start on the actual values; 1- and 3-hour jobs arriving at each hour of the day, issues at
-00:00 UTC, 72 leads) of the MAPE-chosen model was on average 21 % above the combination's over 20
-site-months of 2023 on the 8 ``global`` sites (10.22 % against 8.47 %; BENCHMARKS.md section 7,
-``bench/forecast_regret.py``): the combination was as good or better in 17 of 20 (at worst 5 %
-worse) and in all 8 site-months held out from its design. Equal weights rather than weights fitted
-on the 28-day window: in the design experiments, choosing per site by the regret itself on the
-window was worse than the fixed combination (the forecast-combination puzzle: Clemen, "Combining
-forecasts: a review and annotated bibliography", *Int. J. Forecasting* 5(4), 1989,
-doi:10.1016/0169-2070(89)90012-5; Smith & Wallis, *Oxford Bull. Econ. Stat.* 71(3), 2009,
-doi:10.1111/j.1468-0084.2008.00541.x). Members that could not be fitted, or whose starts are worse
-than seasonal naive's on the validation window (start regret over the first 24 leads,
-:func:`carbonsched.forecasts.decision.start_regret`), are left out (at least two must remain, else
-the choice by error applies), and the combination itself must beat seasonal naive on the validation
-MAPE (the fallback of every choice). ``combine=False`` restores the choice by error."""
+COMBINATION_NOTE = """Carbon intensity offers, besides every single model and the best two, the
+equal-weight combination of three model families: the 28-day hour-of-day climatology, the
+per-lead OLS on lagged values (``ci-lead-ols``) and the per-hour OLS on the ratio to the previous
+day (``ols_hourly_ratio``, day-ahead only: its leads beyond 24 h come from the extension model).
+Until issue 35 the combination replaced the choice whenever two members picked starts no worse than
+naive (it had cut the start regret on 20 site-months of 2023, ``bench/forecast_regret.py``); on a
+year of six US regions it cost 8 points of MAPE skill and bought no regret, and when it failed
+against naive the choice fell back to naive. It is now one candidate scored on the same criterion
+(:func:`choose`); ``combine=False`` leaves it out. Equal weights (the forecast-combination
+puzzle: Clemen, *Int. J. Forecasting* 5(4), 1989, doi:10.1016/0169-2070(89)90012-5; Smith &
+Wallis, *Oxford Bull. Econ. Stat.* 71(3), 2009, doi:10.1111/j.1468-0084.2008.00541.x)."""
 
 
 def _pad(p: np.ndarray, H: int) -> np.ndarray:
@@ -564,20 +607,142 @@ def _pad(p: np.ndarray, H: int) -> np.ndarray:
     return out
 
 
-def _lead_mean(parts: list[np.ndarray], all_members: bool = False) -> np.ndarray:
-    """Equal-weight mean of member forecasts of one shape, lead by lead.
+def _member_mean(parts: list[np.ndarray], fill: np.ndarray | None) -> np.ndarray:
+    """Equal-weight mean of member forecasts of one shape ``(n, H)``, lead by lead.
 
-    ``all_members``: NaN wherever any member is NaN (a top-two ensemble, extended beyond its
-    shortest member by another model); otherwise the mean of the members that reach each lead
-    (a combination), NaN only where none does.
+    A member's leads beyond its horizon (NaN) take ``fill`` (the extension model's forecast),
+    so every member counts at every lead; without ``fill`` they stay NaN.
     """
     stack = np.stack(parts)
-    if all_members:
-        return stack.mean(axis=0)
-    ok = np.isfinite(stack)
-    n = ok.sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(n > 0, np.where(ok, stack, 0.0).sum(axis=0) / n, np.nan)
+    if fill is not None:
+        stack = np.where(np.isnan(stack), fill[None], stack)
+    return stack.mean(axis=0)
+
+
+CRITERION = ("validation error / naive's + start regret / naive's over every lead of the "
+             "plan's horizon (carbon intensity; error / naive's on the hours off the output "
+             "bounds for the index and PUE); only models whose error beats naive's by the "
+             "signal's margin qualify")
+"""The choice's criterion in words (the plan's ``forecast_models``)."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The outcome of :func:`choose`.
+
+    Attributes
+    ----------
+    name
+        The chosen model: a candidate, ``ens(a+b)`` (the best two) or the combination.
+    members
+        The candidates whose equal-weight mean it is (one for a single model).
+    combination
+        Whether it is the signal's fixed combination.
+    preds
+        Every scored forecast ``(n_issues, H)`` by name (the candidates' and the ensembles').
+    errors, regrets, scores
+        By name: validation error (MAPE [%] or MAE), start regret [%] (when scored) and the
+        criterion (lower is better; naive's is 2 with regret, 1 without).
+    """
+
+    name: str
+    members: tuple[str, ...]
+    combination: bool
+    preds: dict[str, np.ndarray]
+    errors: dict[str, float]
+    regrets: dict[str, float]
+    scores: dict[str, float]
+
+
+def choose(preds: dict[str, np.ndarray], actual: np.ndarray, metric: str, margin: float,
+           use_regret: bool, combination: tuple[str, ...] = ()) -> Choice:
+    """Choose among validation forecasts on the error and start regret the plan incurs.
+
+    Every candidate, the mean of the best two by the criterion, and the signal's
+    ``combination`` (the mean of its members that were fitted, when two or more were) are
+    scored on every lead of ``actual`` (the plan's horizon): ``err / err_naive`` plus, with
+    ``use_regret``, ``regret / regret_naive`` (start regret of 1- and 3-hour jobs arriving at
+    every lead with a 24-hour waiting window, :func:`carbonsched.forecasts.decision.
+    start_regret`). A model qualifies only if its error is below ``(1 - margin) * err_naive``;
+    the qualifying model with the lowest score is chosen (ties to the earlier name, seasonal
+    naive first), naive when none qualifies. A combination that does not qualify is simply
+    not chosen: the best qualifying model is (the fault fixed here: naive replaced it).
+
+    Parameters
+    ----------
+    preds
+        Validation point forecasts by candidate name, each ``(n_issues, H)`` and finite,
+        seasonal naive (:data:`NAIVE`) among them, in registry order.
+    actual
+        The actual values ``(n_issues, H)``; NaN where unknown (not scored).
+    metric
+        ``"mape"`` [%] or ``"mae"``.
+    margin
+        Share by which a model's error must beat naive's to qualify [-].
+    use_regret
+        Add the start-regret ratio to the criterion (carbon intensity).
+    combination
+        Names of the fixed combination's members (empty: none).
+
+    Returns
+    -------
+    Choice
+
+    Raises
+    ------
+    ForecastError
+        Seasonal naive is not among ``preds``.
+    """
+    if NAIVE not in preds:
+        raise ForecastError(f"choose: {NAIVE} must be among the candidates")
+    preds = dict(preds)
+    H = actual.shape[1]
+
+    def regret(p: np.ndarray) -> float:
+        lengths = [L for L in (1, 3) if L <= H]
+        excess, ideal = start_regret(p, actual, lengths_hours=lengths,
+                                     arrivals=range(max(1, H - 2)))
+        return 100.0 * excess / ideal if ideal > 0 else 0.0
+
+    err: dict[str, float] = {}
+    reg: dict[str, float] = {}
+    score: dict[str, float] = {}
+
+    def add(name: str) -> None:
+        err[name] = _error(preds[name], actual, metric)
+        e0 = err[NAIVE] if name != NAIVE else err[name]
+        ratio = err[name] / e0 if e0 > 0 else (1.0 if err[name] <= 0 else np.inf)
+        if use_regret:
+            reg[name] = round(regret(preds[name]), 6)
+            r0 = reg[NAIVE] if name != NAIVE else reg[name]
+            ratio += reg[name] / r0 if r0 > 0 else (1.0 if reg[name] <= 0 else np.inf)
+        score[name] = float(np.nan_to_num(ratio, nan=np.inf))
+
+    add(NAIVE)
+    for k in preds:
+        if k != NAIVE:
+            add(k)
+    singles = list(preds)
+    ranked = sorted(singles, key=lambda k: (score[k], singles.index(k)))
+    groups: dict[str, tuple[str, ...]] = {k: (k,) for k in singles}
+    if len(ranked) >= 2:
+        a, b = ranked[:2]
+        name = f"ens({'+'.join(sorted((a, b)))})"
+        preds[name] = (preds[a] + preds[b]) / 2.0
+        groups[name] = (a, b)
+        add(name)
+    combo = tuple(n for n in combination if n in singles)
+    combo_name = f"ens({'+'.join(combo)})"
+    if len(combo) >= 2 and combo_name not in preds:
+        preds[combo_name] = np.mean([preds[n] for n in combo], axis=0)
+        groups[combo_name] = combo
+        add(combo_name)
+    order = list(preds)
+    ok = [k for k in order
+          if k == NAIVE or (np.isfinite(err[k]) and err[k] < (1.0 - margin) * err[NAIVE])]
+    best = min(ok, key=lambda k: (score[k], order.index(k)))
+    return Choice(best, groups[best], len(combo) >= 2 and best == combo_name, preds,
+                  {k: round(float(v), 6) for k, v in err.items()}, reg, score)
 
 
 class SelectedForecaster(Forecaster):
@@ -604,9 +769,13 @@ class SelectedForecaster(Forecaster):
         Step of the adaptive correction of the interval levels (:meth:`_adapted_bounds`);
         ``None``: the split-conformal bounds of the validation window, unadapted.
     combine
-        Use the signal's fixed combination where it has one (carbon intensity,
-        :data:`COMBINATION_NOTE`); ``False``: the candidate or top-two ensemble with the lowest
-        validation error.
+        Offer the signal's fixed combination as a candidate where it has one (carbon intensity,
+        :data:`COMBINATION_NOTE`); ``False``: leave it out.
+    issue_hour
+        UTC hour of day of the issues the choice is fitted for and serves [h]: validation
+        issues are made at that hour, the per-hour candidates are fitted for it, and
+        :meth:`predict` refuses issue times at another hour (their leads would be other hours
+        of the day). Default 0.
     """
 
     name = "selected"
@@ -617,7 +786,8 @@ class SelectedForecaster(Forecaster):
                  history_days: int = DEFAULT_SCHEDULE.history_days,
                  candidates: tuple[str, ...] | None = None,
                  refit_days: int = DEFAULT_SCHEDULE.refit_days,
-                 aci_gamma: float | None = ACI_GAMMA, combine: bool = True) -> None:
+                 aci_gamma: float | None = ACI_GAMMA, combine: bool = True,
+                 issue_hour: int = 0) -> None:
         if signal not in SIGNAL_SETTINGS:
             raise ForecastError(f"SelectedForecaster: unknown signal {signal!r}; known: "
                                 f"{', '.join(SIGNALS)}")
@@ -627,7 +797,11 @@ class SelectedForecaster(Forecaster):
         super().__init__(signal=signal, tz=tz, clip=clip, horizon_hours=horizon_hours,
                          validation_days=validation_days, history_days=history_days,
                          candidates=candidates, refit_days=refit_days, aci_gamma=aci_gamma,
-                         combine=combine)
+                         combine=combine, issue_hour=issue_hour)
+        if not (isinstance(issue_hour, int | np.integer) and 0 <= issue_hour <= 23):
+            raise ForecastError(f"SelectedForecaster: issue_hour must be an integer 0..23 (the "
+                                f"UTC hour of the issues it serves), got {issue_hour!r}")
+        self.issue_hour = int(issue_hour)
         if aci_gamma is not None and not (math.isfinite(aci_gamma) and aci_gamma > 0):
             raise ForecastError(f"SelectedForecaster: aci_gamma must be a positive number or "
                                 f"None (no adaptation), got {aci_gamma}")
@@ -649,6 +823,7 @@ class SelectedForecaster(Forecaster):
         self.chosen_: str | None = None
         self.combined_ = False
         self.regret_: dict[str, float] = {}
+        self.scores_: dict[str, float] = {}
         self.members_: list[tuple[Candidate, Forecaster]] = []
         self.extension_: tuple[Candidate, Forecaster] | None = None
         self.bounds_: np.ndarray | None = None
@@ -685,7 +860,7 @@ class SelectedForecaster(Forecaster):
                 f"{self.name}: {days} days of history; a model choice needs at least "
                 f"{MIN_FIT_DAYS + MIN_VALIDATION_DAYS} ({MIN_FIT_DAYS} to fit, "
                 f"{MIN_VALIDATION_DAYS} to validate)")
-        first = end.floor("D") - val_days * DAY
+        first = end.floor("D") - val_days * DAY + self.issue_hour * HOUR
         issues = pd.date_range(first, periods=val_days, freq="D")
         issues = issues[issues < end]
         H = max(24, self.horizon_hours)
@@ -700,7 +875,7 @@ class SelectedForecaster(Forecaster):
         for c in self.candidates:
             h = min(H, c.max_horizon_hours or H)
             try:
-                m = c.make(self.tz, self.clip).fit(y_fit)
+                m = self._make(c).fit(y_fit)
                 p = _point_forecasts(m, y, issues, h)
             except (ForecastError, ValueError, np.linalg.LinAlgError) as exc:
                 self.skipped_[c.name] = str(exc)
@@ -709,77 +884,60 @@ class SelectedForecaster(Forecaster):
             if not np.isfinite(p).all():
                 self.skipped_[c.name] = "non-finite validation forecasts"
                 continue
-            full = np.full((len(issues), H), np.nan)
-            full[:, :h] = p
-            preds[c.name] = full
+            preds[c.name] = _pad(p, H)
             fitted[c.name] = (c, m)
         if NAIVE not in preds:
             raise ForecastError(f"{self.name}: seasonal naive could not be validated: "
                                 f"{self.skipped_.get(NAIVE, 'not a candidate')}")
-        day = slice(0, min(24, H))
-        err = {k: _error(p[:, day], actual[:, day], self.metric) for k, p in preds.items()}
-        ranked = sorted(err, key=lambda k: (np.nan_to_num(err[k], nan=np.inf),
-                                            list(preds).index(k)))
-        if len(ranked) >= 2:
-            a, b = ranked[:2]
-            ens = (preds[a] + preds[b]) / 2.0
-            name = f"ens({'+'.join(sorted((a, b)))})"
-            preds[name] = ens
-            err[name] = _error(ens[:, day], actual[:, day], self.metric)
-        choice = min(err, key=lambda k: (np.nan_to_num(err[k], nan=np.inf),
-                                         list(preds).index(k)))
-        pool = [n for n in SIGNAL_SETTINGS[self.signal].get("combination") or ()
-                if n in fitted] if self.combine else []
-        self.regret_ = {}
-        if len(pool) >= 2:  # members that pick starts no worse than naive on validation
-            for n in (*pool, NAIVE):
-                excess, ideal = start_regret(preds[n][:, day], actual[:, day],
-                                             arrivals=range(day.stop - 2))
-                self.regret_[n] = round(100.0 * excess / ideal, 6) if ideal > 0 else 0.0
-        combo = [n for n in pool if n in self.regret_ and self.regret_[n] <= self.regret_[NAIVE]]
-        self.combined_ = len(combo) >= 2
-        if self.combined_:
-            choice = f"ens({'+'.join(combo)})"
-            preds[choice] = _lead_mean([preds[n] for n in combo])
-            err[choice] = _error(preds[choice][:, day], actual[:, day], self.metric)
-        margin = SIGNAL_SETTINGS[self.signal]["margin"]
-        if choice != NAIVE and not err[choice] < (1.0 - margin) * err[NAIVE]:
-            choice = NAIVE
-            self.combined_ = False
-        member_names = choice[4:-1].split("+") if choice.startswith("ens(") else [choice]
-        members = [fitted[n] for n in member_names]
-        pred = preds[choice].copy()
+        # a day-ahead-only model serves the plan's later leads with the best long model (by
+        # error over every validated lead): it is scored, and deployed, that way
         ext: tuple[Candidate, Forecaster] | None = None
-        # leads no member reaches (a combination: no member; else: any member does not)
-        short = (max if self.combined_ else min)(c.max_horizon_hours or 168 for c, _ in members)
-        if short < 168:  # a day-ahead-only choice: the best long model serves later leads
-            longs = [k for k in err if k in fitted and fitted[k][0].max_horizon_hours is None]
-            best = min(longs, key=lambda k: (_error(preds[k], actual, self.metric)
-                                             if np.isfinite(_error(preds[k], actual,
-                                                                   self.metric)) else np.inf,
-                                             list(preds).index(k)))
+        if any((c.max_horizon_hours or 168) < 168 for c, _ in fitted.values()):
+            longs = [k for k in preds if fitted[k][0].max_horizon_hours is None]
+            best = min(longs, key=lambda k: (np.nan_to_num(
+                _error(preds[k], actual, self.metric), nan=np.inf), list(preds).index(k)))
             ext = fitted[best]
-            if short < H:
-                pred[:, short:] = preds[best][:, short:]
+            for k, p in preds.items():
+                preds[k] = np.where(np.isnan(p), preds[best], p)
+        pool = tuple(SIGNAL_SETTINGS[self.signal].get("combination") or ()) if self.combine \
+            else ()
+        scored = actual
+        if not self.relative:
+            # the index and PUE sit on a bound for many hours (no surplus; PUE at its floor),
+            # where every model is right and no decision turns: the choice is made on the
+            # hours off the bounds (issue 35 item 5); naive stays unless beaten there
+            lo, hi = self.clip
+            scored = np.where((actual <= lo + 1e-9) | (actual >= hi - 1e-9), np.nan, actual)
+            if not np.isfinite(scored).any():
+                scored = actual
+        pick = choose(preds, scored, self.metric, SIGNAL_SETTINGS[self.signal]["margin"],
+                      use_regret=self.relative, combination=pool)
+        choice, preds = pick.name, pick.preds
+        self.combined_ = pick.combination
+        self.regret_ = pick.regrets
+        self.scores_ = pick.scores
+        err = pick.errors
+        members = [fitted[n] for n in pick.members]
+        short = min((c.max_horizon_hours or 168) for c, _ in members)
+        if short >= 168:
+            ext = None
+        pred = preds[choice].copy()
         # conformal calibration on residuals as stale as in service: the chosen model(s) are
         # refitted every refit_days inside the window (rolling origin), each fold forecast
         # only by the fit made at its start
-        used = [(c, f, min(short, H)) for c, f in members]
-        if ext is not None and short < H:
-            used.append((ext[0], ext[1], H))
         for f0 in range(self.refit_days, len(issues), self.refit_days):
             fold = issues[f0:f0 + self.refit_days]
             cut = y[y.index < fold[0]]
             parts = []
-            for c, _, h in used:
-                m = c.make(self.tz, self.clip).fit(cut)
-                hh = min(h, c.max_horizon_hours or h)
-                parts.append(np.clip(_point_forecasts(m, y, fold, hh), *self.clip))
-            k = len(members)
-            pm = _lead_mean([_pad(p_, H) for p_ in parts[:k]], all_members=not self.combined_)
-            pred[f0:f0 + len(fold), :min(short, H)] = pm[:, :min(short, H)]
-            if k < len(parts):
-                pred[f0:f0 + len(fold), short:] = parts[k][:, short:H]
+            for c, _ in members:
+                m = self._make(c).fit(cut)
+                hh = min(H, c.max_horizon_hours or H)
+                parts.append(_pad(np.clip(_point_forecasts(m, y, fold, hh), *self.clip), H))
+            fill = None
+            if ext is not None and short < H:
+                m = self._make(ext[0]).fit(cut)
+                fill = np.clip(_point_forecasts(m, y, fold, H), *self.clip)
+            pred[f0:f0 + len(fold)] = _member_mean(parts, fill)
         leads = np.broadcast_to(np.arange(H), pred.shape)
         with np.errstate(divide="ignore", invalid="ignore"):
             if self.relative:
@@ -794,11 +952,14 @@ class SelectedForecaster(Forecaster):
         self.alphas_ = self.alphas_fit_.copy()
         self.__dict__["_issue_cache"] = {}
         # deployment: refit the chosen model(s) on all the history
-        self.members_ = [(c, c.make(self.tz, self.clip).fit(y)) for c, _ in members]
-        self.extension_ = (ext[0], ext[0].make(self.tz, self.clip).fit(y)) if ext else None
+        self.members_ = [(c, self._make(c).fit(y)) for c, _ in members]
+        self.extension_ = (ext[0], self._make(ext[0]).fit(y)) if ext else None
         self.chosen_ = choice
         self.validation_ = {k: round(float(v), 6) for k, v in err.items()}
         self.window_ = (issues[0], end, len(issues))
+
+    def _make(self, c: Candidate) -> Forecaster:
+        return c.make(self.tz, self.clip, self.issue_hour)
 
     # --- predicting -------------------------------------------------------------------------
     def _means(self, history: pd.Series, issues: pd.DatetimeIndex, H: int) -> np.ndarray:
@@ -807,22 +968,21 @@ class SelectedForecaster(Forecaster):
         Each issue reads ``history`` strictly before it; the extension model serves the leads
         beyond the chosen model's horizon.
         """
-        means = []
+        parts = []
         for c, m in self.members_:
             h = min(H, c.max_horizon_hours or H)
             p = np.full((len(issues), H), np.nan)
             p[:, :h] = _point_forecasts(m, history, issues, h)
-            means.append(p)
-        mean = np.clip(_lead_mean(means, all_members=not self.combined_), *self.clip)
-        if np.isnan(mean).any():
+            parts.append(np.clip(p, *self.clip))
+        fill = None
+        if any(np.isnan(p).any() for p in parts):
             if self.extension_ is None:
                 raise ForecastError(f"{self.name}: {self.chosen_} forecasts at most "
-                                    f"{int(np.isfinite(mean[0]).sum())} h; no longer model "
-                                    "was fitted")
+                                    f"{min(int(np.isfinite(p[0]).sum()) for p in parts)} h; "
+                                    "no longer model was fitted")
             _, m = self.extension_
-            ext = np.clip(_point_forecasts(m, history, issues, H), *self.clip)
-            mean = np.where(np.isnan(mean), ext, mean)
-        return mean
+            fill = np.clip(_point_forecasts(m, history, issues, H), *self.clip)
+        return _member_mean(parts, fill)
 
     def _issue_means(self, history: pd.Series, d: pd.Timestamp, H: int) -> np.ndarray:
         """:meth:`_means` of one earlier issue ``d``, memoised on the history it reads.
@@ -883,6 +1043,12 @@ class SelectedForecaster(Forecaster):
         assert self.bounds_ is not None
         H = len(horizon)
         t = horizon[0]
+        if t.hour != self.issue_hour:
+            raise ForecastError(
+                f"{self.name}: the {self.signal} choice was fitted for issues at "
+                f"{self.issue_hour:02d}:00 UTC and asked to forecast from {t.isoformat()}; fit "
+                f"one with issue_hour={t.hour} (its per-hour models and validation are phased "
+                "to the issue hour)")
         mean = self._means(history, pd.DatetimeIndex([t]), H)[0]
         bounds = self._adapted_bounds(history, t) if self.aci_gamma else self.bounds_
         q = bounds[bucket_of(np.arange(H))]
@@ -911,8 +1077,10 @@ class SelectedForecaster(Forecaster):
             ``interval_alphas`` (the miscoverage levels of the 80 % and 95 % intervals of the
             last prediction, adapted unless ``aci_gamma`` is ``None``), ``combination``
             (``True`` when the model is the signal's fixed combination), ``validation_regret``
-            (the combination's candidate members and naive -> start regret [%] on the
-            validation window; empty when the signal has no combination).
+            (candidate -> start regret [%] on the validation window, carbon intensity only),
+            ``validation_score`` (candidate -> criterion, :func:`choose`; naive scores 2 with
+            regret, 1 without), ``criterion`` (:data:`CRITERION`), ``issue_hour_utc`` and
+            ``features`` (each model used -> what it reads).
         """
         if self.window_ is None:
             raise ForecastError(f"{self.name}: call fit() before describe()")
@@ -925,7 +1093,12 @@ class SelectedForecaster(Forecaster):
                 "validation_issues": n,
                 "extended_by": self.extension_[0].name if self.extension_ else None,
                 "interval_alphas": [round(float(a), 4) for a in self.alphas_],
-                "combination": self.combined_, "validation_regret": dict(self.regret_)}
+                "combination": self.combined_, "validation_regret": dict(self.regret_),
+                "validation_score": dict(self.scores_), "criterion": CRITERION,
+                "issue_hour_utc": self.issue_hour,
+                "features": {c.name: list(c.features) for c, _ in self.members_}
+                | ({self.extension_[0].name: list(self.extension_[0].features)}
+                   if self.extension_ else {})}
 
 
 __all__ = ["ACI_GAMMA", "DEFAULT_SCHEDULE", "LEAD_BUCKETS", "Candidate", "ModelSchedule",

@@ -212,20 +212,24 @@ def test_forecast_at_72_hours_widens_with_lead(shared_data):
     assert fc.signals.index[-1] == t + pd.Timedelta(hours=71)
     ci = fc.long[fc.long["signal"] == "carbon_intensity_g_per_kwh"].reset_index(drop=True)
     chosen = fc.models["carbon_intensity_g_per_kwh"]
-    # carbon intensity: the fixed combination; past 24 h the two members that reach there
-    assert ci["model"].iloc[0] == chosen["model"] == (
-        "ens(climatology-28d+ci-lead-ols+ols_hourly_ratio)")
-    assert chosen["combination"] is True and chosen["extended_by"] is None
-    # every member picked starts better than naive on the validation window [%]
-    assert chosen["validation_regret"] == pytest.approx(
-        {"climatology-28d": 1.2455, "ci-lead-ols": 1.7696, "ols_hourly_ratio": 2.3329,
-         "seasonal-naive-24h": 2.8170}, abs=1e-3)
+    # carbon intensity: the model with the lowest criterion among those beating naive's MAPE
+    # (the per-hour ridge, a long model: no extension) on error and start regret over 72 leads
+    assert ci["model"].iloc[0] == chosen["model"] == "ridge_hourly"
+    assert chosen["combination"] is False and chosen["extended_by"] is None
+    assert chosen["validation_error"] == pytest.approx(25.8928, abs=1e-3)
+    assert chosen["naive_validation_error"] == pytest.approx(38.1634, abs=1e-3)
+    score = chosen["validation_score"]
+    assert score["seasonal-naive-24h"] == 2.0
+    assert score["ridge_hourly"] == pytest.approx(1.2544, abs=1e-3) == min(score.values())
+    # its starts beat naive's on the validation window [%]
+    assert chosen["validation_regret"]["ridge_hourly"] == pytest.approx(2.7946, abs=1e-3)
+    assert chosen["validation_regret"]["seasonal-naive-24h"] == pytest.approx(4.8522, abs=1e-3)
     width = ((ci["hi_95"] - ci["lo_95"]) / ci["mean"]).to_numpy()   # relative 95 % width
     day1, day2, day3 = width[:24].mean(), width[24:48].mean(), width[48:].mean()
-    assert day1 < day2 < day3
+    assert day1 < day2 <= day3   # never narrower with the lead
     # levels adapted on the validation window's realised coverage (ACI)
-    assert chosen["interval_alphas"] == [0.1746, 0.025]
-    assert day1 == pytest.approx(1.085, abs=0.01) and day3 == pytest.approx(1.475, abs=0.02)
+    assert chosen["interval_alphas"] == [0.135, 0.0183]
+    assert day1 == pytest.approx(1.240, abs=0.01) and day3 == pytest.approx(1.492, abs=0.02)
 
 
 def test_preemptible_job_is_committed_whole_and_its_later_piece_holds_capacity():

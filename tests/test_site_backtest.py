@@ -133,6 +133,8 @@ def test_no_data_at_or_after_the_issue_time_is_used(shared_data, tmp_path):
     ({"catalog": "china-eastdata-westcompute", "sites": None}, InputError,
      r"catalog china-eastdata-westcompute has modelled signals"),
     ({"executor": "spark"}, InputError, r"unknown executor 'spark'"),
+    ({"horizon_hours": 0}, InputError, r"--horizon must be 1..168 hours"),
+    ({"horizon_hours": 169}, InputError, r"--horizon must be 1..168 hours"),
 ])
 def test_bad_input_is_refused(shared_data, kw, error, message):
     args = {"catalog": "global", "data_dir": shared_data, "start": "2023-07-01",
@@ -158,3 +160,43 @@ def test_cli_writes_results_and_forecasts(shared_data, tmp_path):
     assert f["ts"].str.endswith("Z").all()
     r = CliRunner().invoke(app, ["backtest", "--dataset", "sites", "--out", str(out)])
     assert r.exit_code == 2 and "--dataset sites needs --from and --to" in r.output
+
+
+@pytest.mark.shared_data
+def test_scores_by_lead_bucket_to_96_hours(shared_data):
+    # two issues 96 h ahead in Frankfurt: every bucket recomputed from the hourly forecasts,
+    # the naive repeating the last observed day at every lead; 168 h is the longest accepted
+    from carbonsched.forecasts.decision import start_regret
+
+    res, fc = run_site_backtest("global", shared_data, "2023-07-13", "2023-07-14",
+                                sites=["de-frankfurt"], horizon_hours=96)
+    assert res["horizon_hours"] == 96
+    by = res["sites"]["de-frankfurt"][CI]["by_lead"]
+    assert list(by) == ["0-24h", "24-48h", "48-72h", "72-96h"]
+    f = fc[fc["signal"] == CI].copy()
+    f["lead"] = ((pd.to_datetime(f["ts"], utc=True) - pd.to_datetime(f["issued_at"], utc=True))
+                 // pd.Timedelta(hours=1))
+    ch, nv = f[f["chosen"]], f[~f["chosen"]]
+    assert len(ch) == 2 * 96 and len(nv) == 2 * 96
+    # the naive of lead k is the actual of the same hour on the day before the issue
+    for _, g in nv.groupby("issued_at"):
+        m = g.sort_values("lead")["mean"].to_numpy()
+        np.testing.assert_allclose(m[24:], np.tile(m[:24], 3))
+    for a in (0, 24, 48, 72):
+        c = ch[(ch["lead"] >= a) & (ch["lead"] < a + 24)]
+        n = nv[(nv["lead"] >= a) & (nv["lead"] < a + 24)]
+        mape = 100 * np.mean(np.abs(c["mean"] - c["actual"]) / c["actual"])
+        naive = 100 * np.mean(np.abs(n["mean"] - n["actual"]) / n["actual"])
+        b = by[f"{a}-{a + 24}h"]
+        assert b["hours"] == 48
+        assert b["mape_pct"] == pytest.approx(mape, rel=1e-9)
+        assert b["skill"] == pytest.approx(1 - mape / naive, rel=1e-9)
+        inside = (c["actual"] >= c["lo_95"] - 1e-9) & (c["actual"] <= c["hi_95"] + 1e-9)
+        assert b["coverage_95"] == pytest.approx(inside.mean())
+        piv = c.pivot(index="issued_at", columns="lead", values="mean")
+        fm = ch.pivot(index="issued_at", columns="lead", values="mean").to_numpy()
+        act = ch.pivot(index="issued_at", columns="lead", values="actual").to_numpy()
+        excess, ideal = start_regret(fm, act, arrivals=range(a, min(a + 24, 94)))
+        assert len(piv) == 2
+        assert b["start_regret_pct"] == pytest.approx(100 * excess / ideal, rel=1e-9)
+    assert res["mean_skill_by_lead"][CI]["72-96h"] == pytest.approx(by["72-96h"]["skill"])

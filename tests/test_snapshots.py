@@ -253,7 +253,7 @@ def test_cli_help_is_deterministic(cli_answers, tmp_path):
 # ---------------------------------------------------------------------------- the plan document
 
 
-MODEL_MAPS = ("candidates", "validation_regret")
+MODEL_MAPS = ("candidates", "validation_regret", "validation_score", "features")
 """Keys of the plan document whose objects are keyed by forecasting model name."""
 
 

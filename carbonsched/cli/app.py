@@ -219,6 +219,9 @@ def backtest(
         help="sites: Dask scheduler address (with --executor dask).")] = None,
     every: Annotated[int, typer.Option(
         help="sites: score every N-th day from --from (a stratified sample).")] = 1,
+    horizon: Annotated[int, typer.Option(
+        help="sites: hours forecast from each issue (1..168); scores also per lead bucket "
+             "(0-24, 24-48, 48-72, 72-96 h).")] = 24,
 ) -> None:
     """Backtest day-ahead forecasts: the DACF protocol, or the daily path on a catalog's sites."""
     from carbonsched.config import get_settings
@@ -233,7 +236,7 @@ def backtest(
                                  "--to 2023-12-31")
             site_backtest(out_file, catalog, data_dir or get_settings().data_dir, date_from,
                           date_to, sites, forecasts_out, executor, workers, scheduler_address,
-                          every)
+                          every, horizon)
             return
         from carbonsched.forecasts.backtest import render_table, run_backtest
 

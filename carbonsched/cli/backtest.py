@@ -16,7 +16,8 @@ def _pct(v: float | None, nd: int = 2) -> str:
 
 def site_backtest(out_file: Path, catalog: str, data_dir: Path, date_from: str, date_to: str,
                   sites: str | None, forecasts_out: Path | None, executor: str, workers: int,
-                  scheduler_address: str | None, every_days: int = 1) -> None:
+                  scheduler_address: str | None, every_days: int = 1,
+                  horizon_hours: int = 24) -> None:
     """Run :func:`carbonsched.evaluate.site_backtest.run_site_backtest` and print its table."""
     from carbonsched.evaluate.site_backtest import run_site_backtest, write_forecasts_csv
 
@@ -25,14 +26,15 @@ def site_backtest(out_file: Path, catalog: str, data_dir: Path, date_from: str, 
         res, forecasts = run_site_backtest(catalog, data_dir, date_from, date_to, sites=ids,
                                            executor=executor, workers=workers,
                                            scheduler_address=scheduler_address,
-                                           every_days=every_days, progress=progress)
+                                           every_days=every_days, horizon_hours=horizon_hours,
+                                           progress=progress)
     write_json(out_file, json.loads(json.dumps(res, default=str)))
     if forecasts_out:
         write_forecasts_csv(forecasts, forecasts_out)
     t = Table("site", "signal", "MAPE %", "naive MAPE %", "MAE", "skill", "cov 80", "cov 95",
               "model", title=f"Site backtest {res['from']} .. {res['to']} ({res['days']} days, "
-              f"issued 00:00 UTC, every {res['every_days']} day(s), catalog "
-              f"{res['catalog']})", title_justify="left")
+              f"issued 00:00 UTC, {res['horizon_hours']} h, every {res['every_days']} day(s), "
+              f"catalog {res['catalog']})", title_justify="left")
     for sid, by_signal in res["sites"].items():
         for signal, r in by_signal.items():
             model = next(iter(r["models"]), "-")
@@ -41,6 +43,17 @@ def site_backtest(out_file: Path, catalog: str, data_dir: Path, date_from: str, 
                                                                   == "mae" else ""),
                       _pct(r["coverage_80"], 3), _pct(r["coverage_95"], 3), model)
     out.print(t)
+    if horizon_hours > 24:
+        ci = "carbon_intensity_g_per_kwh"
+        buckets = list(res["mean_skill_by_lead"].get(ci, {}))
+        lt = Table("site", *(f"skill {b}" for b in buckets), *(f"cov 80/95 {b}" for b in buckets),
+                   title="Carbon intensity by lead", title_justify="left")
+        for sid, by_signal in res["sites"].items():
+            bl = by_signal.get(ci, {}).get("by_lead", {})
+            lt.add_row(sid, *(_pct(bl.get(b, {}).get("skill"), 3) for b in buckets),
+                       *(f"{_pct(bl.get(b, {}).get('coverage_80'), 3)}/"
+                         f"{_pct(bl.get(b, {}).get('coverage_95'), 3)}" for b in buckets))
+        out.print(lt)
     skills = ", ".join(f"{k} {_pct(v, 3)}" for k, v in res["mean_skill"].items())
     out.print(f"mean skill vs seasonal naive: {skills}")
     if res["notes"]:

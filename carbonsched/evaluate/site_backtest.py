@@ -39,6 +39,7 @@ from carbonsched.domain import SignalQuality
 from carbonsched.errors import ForecastError, InputError
 from carbonsched.evaluate.executor import map_in_order, parse_executor
 from carbonsched.evaluate.replay import actual_signals
+from carbonsched.forecasts.decision import start_regret
 from carbonsched.forecasts.registry import DEFAULT_SCHEDULE
 from carbonsched.pipeline.daily import FORECAST_HISTORY_DAYS, forecast_site, surplus_reference
 from carbonsched.timeaxis import HOUR, day_start_utc, hourly_slots
@@ -46,8 +47,14 @@ from carbonsched.timeaxis import HOUR, day_start_utc, hourly_slots
 SIGNALS = ("carbon_intensity_g_per_kwh", "green_surplus_index", "pue")
 """The signals scored, as named in the plan's stored forecasts."""
 MAE_SKILL_SIGNALS = frozenset({"green_surplus_index"})
+OFF_BOUND_SIGNALS = frozenset({"green_surplus_index", "pue"})
+"""Signals also scored on the hours off their bounds (``off_bounds``: MAE and skill where the
+actual index is strictly between 0 and 1, or PUE is above the lowest value of the sample, the
+site's floor where it is reached), the hours where a forecast can be wrong."""
 """Signals whose skill is taken on MAE (their actual is often 0, so MAPE is undefined)."""
 NAIVE_MODEL = "seasonal-naive-24h"
+LEAD_BUCKETS: tuple[tuple[int, int], ...] = ((0, 24), (24, 48), (48, 72), (72, 96), (96, 168))
+"""Lead buckets [h] the scores are also given by (``by_lead``), up to the horizon."""
 FORECAST_COLUMNS = ("site", "signal", "model", "chosen", "issued_at", "ts", "mean", "lo_80",
                     "hi_80", "lo_95", "hi_95")
 """Columns of ``--forecasts-out`` (UTC times, units as in the plan)."""
@@ -75,26 +82,30 @@ def _actual_frame(site: Any, frame: pd.DataFrame, slots: pd.DatetimeIndex,
 
 
 def _site_chunk(catalog: str | Path, data_dir: Path, site_id: str, days: list[str],
-                ) -> tuple[pd.DataFrame, list[str]]:
+                horizon_hours: int = 24) -> tuple[pd.DataFrame, list[str]]:
     """Forecast and score one site on ``days``; models chosen once per refit period (cached)."""
     cat = load_catalog(catalog)
     site = cat.site(site_id)
     d0, d1 = day_start_utc(days[0]), day_start_utc(days[-1])
     frame, meta = load_site_signals(site, data_dir,
                                     d0 - pd.Timedelta(days=FORECAST_HISTORY_DAYS + 1),
-                                    d1 + pd.Timedelta(days=1))
+                                    d1 + pd.Timedelta(hours=horizon_hours + 24))
     rows: list[pd.DataFrame] = []
     notes: list[str] = []
     for label in days:
         day = day_start_utc(label)
-        slots = hourly_slots(day, 24)
+        slots = hourly_slots(day, horizon_hours)
         hist = frame[(frame.index < day)
                      & (frame.index >= day - pd.Timedelta(days=FORECAST_HISTORY_DAYS))]
         ref = surplus_reference(hist, day)
         try:
-            fc = forecast_site(site, hist, day, 24, meta)
+            fc = forecast_site(site, hist, day, horizon_hours, meta)
             act = _actual_frame(site, frame, slots, ref)
-            naive = _actual_frame(site, frame, slots - pd.Timedelta(days=1), ref)
+            # seasonal naive at every lead: the last observed day, repeated
+            last_day = _actual_frame(site, frame, hourly_slots(day - pd.Timedelta(days=1), 24),
+                                     ref).to_numpy()
+            naive = pd.DataFrame(last_day[np.arange(horizon_hours) % 24], index=slots,
+                                 columns=act.columns)
         except (ForecastError, InputError) as exc:
             notes.append(f"{label}: site {site.id} not scored: {exc}")
             continue
@@ -133,6 +144,19 @@ def _scores(g: pd.DataFrame, signal: str) -> dict[str, Any]:
     def mae(d: pd.DataFrame) -> float:
         return float((d["mean"] - d["actual"]).abs().mean())
 
+    by_lead = _by_lead(g, signal)
+    off = None
+    if signal in OFF_BOUND_SIGNALS and len(chosen):
+        act = chosen["actual"]
+        lo = 0.0 if signal == "green_surplus_index" else float(act.min())
+        keep = ((act > lo + 1e-9) & (act < 1.0 - 1e-9) if signal == "green_surplus_index"
+                else act > lo + 1e-9).to_numpy()
+        keys = chosen[["issued_at", "ts"]][keep]
+        nk = naive.merge(keys, on=["issued_at", "ts"])
+        if keep.any() and len(nk):
+            a_off, an_off = mae(chosen[keep]), mae(nk)
+            off = {"hours": int(keep.sum()), "mae": a_off, "naive_mae": an_off,
+                   "skill": None if not an_off > 0 else 1.0 - a_off / an_off}
     m, mn = mape(chosen), mape(naive)
     a, an = mae(chosen), mae(naive)
     if signal in MAE_SKILL_SIGNALS:
@@ -149,12 +173,77 @@ def _scores(g: pd.DataFrame, signal: str) -> dict[str, Any]:
     return {"hours": int(len(chosen)), "unscored_hours": unscored, "mape_pct": m, "mae": a,
             "naive_mape_pct": mn,
             "naive_mae": an, "skill": skill, "skill_basis": basis, **cov,
-            "models": dict(Counter(chosen["model"]).most_common())}
+            "models": dict(Counter(chosen["model"]).most_common()), "by_lead": by_lead,
+            "off_bounds": off}
+
+
+def _bucket_scores(chosen: pd.DataFrame, naive: pd.DataFrame, signal: str) -> dict[str, Any]:
+    """MAPE, MAE, skill and coverage of one lead bucket's scored hours (chosen and naive)."""
+    def mape(d: pd.DataFrame) -> float | None:
+        ok = d["actual"].abs() > 1e-9
+        if not ok.any():
+            return None
+        return float(100.0 * ((d["mean"] - d["actual"]).abs()[ok] / d["actual"].abs()[ok]).mean())
+
+    m, mn = mape(chosen), mape(naive)
+    a = float((chosen["mean"] - chosen["actual"]).abs().mean())
+    an = float((naive["mean"] - naive["actual"]).abs().mean())
+    if signal in MAE_SKILL_SIGNALS:
+        skill = None if not an > 0 else 1.0 - a / an
+    else:
+        skill = None if m is None or not mn else 1.0 - m / mn
+    out: dict[str, Any] = {"hours": int(len(chosen)), "mape_pct": m, "naive_mape_pct": mn,
+                           "mae": a, "naive_mae": an, "skill": skill}
+    for level in (80, 95):
+        inside = ((chosen["actual"] >= chosen[f"lo_{level}"] - 1e-9)
+                  & (chosen["actual"] <= chosen[f"hi_{level}"] + 1e-9))
+        out[f"coverage_{level}"] = float(inside.mean()) if len(chosen) else None
+    return out
+
+
+def _by_lead(g: pd.DataFrame, signal: str) -> dict[str, dict[str, Any]]:
+    """Scores per lead bucket (:data:`LEAD_BUCKETS`) of one site and signal.
+
+    ``g`` holds the chosen and the naive rows of every issue (scored hours only). Besides the
+    scores of :func:`_bucket_scores`, carbon intensity gets the start regret [%] of each model
+    (:func:`carbonsched.forecasts.decision.start_regret`: 1- and 3-hour jobs arriving at every
+    hour of the bucket, 24-hour waiting window inside the horizon) on the issues whose
+    forecasts of both models are complete.
+    """
+    lead = ((pd.to_datetime(g["ts"], utc=True) - pd.to_datetime(g["issued_at"], utc=True))
+            // HOUR).astype(int)
+    g = g.assign(lead=lead.to_numpy())
+    H = int(g["lead"].max()) + 1 if len(g) else 0
+    out: dict[str, dict[str, Any]] = {}
+    regret_tabs = None
+    if signal == "carbon_intensity_g_per_kwh" and H >= 3:
+        tabs = {c: g[g["chosen"] == c].pivot_table(index="issued_at", columns="lead",
+                                                   values=["mean", "actual"], aggfunc="first")
+                for c in (True, False)}
+        idx = tabs[True].index.intersection(tabs[False].index)
+        fm = {c: tabs[c]["mean"].reindex(index=idx, columns=range(H)).to_numpy(float)
+              for c in tabs}
+        act = tabs[True]["actual"].reindex(index=idx, columns=range(H)).to_numpy(float)
+        keep = np.isfinite(fm[True]).all(axis=1) & np.isfinite(fm[False]).all(axis=1)
+        regret_tabs = (fm[True][keep], fm[False][keep], act[keep])
+    for a, e in LEAD_BUCKETS:
+        if a >= H:
+            break
+        sub = g[(g["lead"] >= a) & (g["lead"] < e)]
+        r = _bucket_scores(sub[sub["chosen"]], sub[~sub["chosen"]], signal)
+        if regret_tabs is not None and len(regret_tabs[0]):
+            f_c, f_n, act = regret_tabs
+            arrivals = [s for s in range(a, min(e, H - 2))]
+            for key, f in (("start_regret_pct", f_c), ("naive_start_regret_pct", f_n)):
+                excess, ideal = start_regret(f, act, arrivals=arrivals)
+                r[key] = 100.0 * excess / ideal if ideal > 0 else None
+        out[f"{a}-{e}h"] = r
+    return out
 
 
 def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str, *,
                       sites: list[str] | None = None, chunk_days: int = 7,
-                      every_days: int = 1,
+                      every_days: int = 1, horizon_hours: int = 24,
                       executor: str = "local", workers: int = 1,
                       scheduler_address: str | None = None,
                       progress: Callable[[str], None] = _quiet,
@@ -177,6 +266,10 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
     every_days
         Score every ``every_days``-th day from ``start`` (a stratified sample; 1 = every
         day). [d]
+    horizon_hours
+        Hours forecast from each issue (1..168) [h]; the scores are also given per lead
+        bucket (:data:`LEAD_BUCKETS`, ``by_lead``), with the start regret for carbon
+        intensity. Seasonal naive repeats the last observed day at every lead.
     executor, workers, scheduler_address
         Where the chunks run (:func:`carbonsched.evaluate.executor.map_in_order`).
     progress
@@ -185,8 +278,9 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
     Returns
     -------
     (dict, DataFrame)
-        Results (``sites`` {site: {signal: scores}}, ``mean_skill`` per signal, ``notes``,
-        ``seconds``) and the hourly forecasts with :data:`FORECAST_COLUMNS` plus ``actual``.
+        Results (``sites`` {site: {signal: scores, with ``by_lead`` {bucket: scores}}},
+        ``mean_skill`` and ``mean_skill_by_lead`` per signal, ``notes``, ``seconds``) and the
+        hourly forecasts with :data:`FORECAST_COLUMNS` plus ``actual``.
 
     Raises
     ------
@@ -198,6 +292,9 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
         raise InputError(f"chunk_days must be >= 1, got {chunk_days}")
     if every_days < 1:
         raise InputError(f"--every must be >= 1 day, got {every_days}")
+    if not 1 <= horizon_hours <= 168:
+        raise InputError(f"--horizon must be 1..168 hours (the forecasts' longest), got "
+                         f"{horizon_hours}")
     d0, d1 = day_start_utc(start), day_start_utc(end)
     if d1 < d0:
         raise InputError(f"--to {end} is before --from {start}")
@@ -218,7 +315,7 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
     for _, grp in itertools.groupby(days, key=key):
         g = list(grp)
         chunks += [g[i:i + chunk_days] for i in range(0, len(g), chunk_days)]
-    args = [(catalog, data_dir, sid, c) for sid in site_ids for c in chunks]
+    args = [(catalog, data_dir, sid, c, horizon_hours) for sid in site_ids for c in chunks]
     t0 = time.perf_counter()
     parts: list[pd.DataFrame] = []
     notes: list[str] = []
@@ -237,11 +334,21 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
         vals = [r[signal]["skill"] for r in results.values()
                 if signal in r and r[signal]["skill"] is not None]
         mean_skill[signal] = float(np.mean(vals)) if vals else None
+    mean_by_lead: dict[str, dict[str, float | None]] = {}
+    for signal in SIGNALS:
+        for r in results.values():
+            for b, sc in (r.get(signal, {}).get("by_lead") or {}).items():
+                mean_by_lead.setdefault(signal, {}).setdefault(b, [])  # type: ignore[arg-type]
+                if sc["skill"] is not None:
+                    mean_by_lead[signal][b].append(sc["skill"])  # type: ignore[union-attr]
+    mean_by_lead = {sg: {b: (float(np.mean(v)) if v else None) for b, v in d.items()}
+                    for sg, d in mean_by_lead.items()}
     out = {"catalog": cat.name, "from": days[0], "to": days[-1], "days": len(days),
-           "issue_time_utc": "00:00", "chunk_days": chunk_days,
+           "issue_time_utc": "00:00", "horizon_hours": horizon_hours, "chunk_days": chunk_days,
            "every_days": every_days, "days_scored": len(days),
            "schedule": asdict(DEFAULT_SCHEDULE), "executor": str(kind),
-           "sites": results, "mean_skill": mean_skill, "notes": notes,
+           "sites": results, "mean_skill": mean_skill,
+           "mean_skill_by_lead": mean_by_lead, "notes": notes,
            "seconds": round(time.perf_counter() - t0, 1)}
     return out, forecasts
 

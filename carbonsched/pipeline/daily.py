@@ -152,10 +152,11 @@ def select_forecast(site: Site, signal: str, y: pd.Series, issued_at: pd.Timesta
     """Forecast ``signal`` with the model chosen for ``issued_at``'s refit period.
 
     The choice (:class:`carbonsched.forecasts.registry.SelectedForecaster`) is fitted on the
-    history strictly before the refit period's start and reused for every issue of the period
-    (``cache``); the forecast conditions on ``y`` strictly before ``issued_at``. When no choice
-    can be fitted (too little history before the period start), seasonal naive is fitted on the
-    history before the issue time and the returned note says so.
+    history strictly before the refit period's start for ``issued_at``'s UTC hour of day and
+    reused for every issue of the period at that hour (``cache``); the forecast conditions on
+    ``y`` strictly before ``issued_at``. When no choice can be fitted (too little history
+    before the period start), seasonal naive is fitted on the history before the issue time and
+    the returned note says so.
 
     Returns
     -------
@@ -165,13 +166,15 @@ def select_forecast(site: Site, signal: str, y: pd.Series, issued_at: pd.Timesta
     period = DEFAULT_SCHEDULE.period_start(issued_at)
     y_fit = y[(y.index < period)
               & (y.index >= period - pd.Timedelta(days=DEFAULT_SCHEDULE.history_days))]
-    key = (site.id, signal, period, horizon_hours, _history_key(y_fit))
+    # one choice per issue hour: the per-hour models and the validation issues are phased to it
+    key = (site.id, signal, period, horizon_hours, _history_key(y_fit), issued_at.hour)
     model = cache.get(key)
     note = None
     if model is None:
         try:
             model = SelectedForecaster(signal, tz=site.timezone, clip=clip,
-                                       horizon_hours=horizon_hours).fit(y_fit)
+                                       horizon_hours=horizon_hours,
+                                       issue_hour=issued_at.hour).fit(y_fit)
         except ForecastError as exc:
             y_now = y[y.index < issued_at]
             model = SeasonalNaive(tz=site.timezone if signal.startswith("carbon") else None,
@@ -189,7 +192,8 @@ def select_forecast(site: Site, signal: str, y: pd.Series, issued_at: pd.Timesta
         info = {**model.describe(), "refit_from": period.isoformat(), "fallback": None}
     else:
         info = {"model": "seasonal-naive-24h", "metric": None, "validation_error": None,
-                "refit_from": None, "fallback": note}
+                "refit_from": None, "fallback": note, "issue_hour_utc": issued_at.hour,
+                "features": {"seasonal-naive-24h": ["same hour on the latest observed day"]}}
         fc.attrs["model"] = "seasonal-naive-24h"
     return fc, info, note
 

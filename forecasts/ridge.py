@@ -1,0 +1,237 @@
+"""A per-hour ridge regression on lagged values and calendar terms, fitted for one issue hour.
+
+:class:`HourlyRidge` forecasts the value ``k`` hours after an issue time ``T`` (issued every day
+at the same UTC hour ``issue_hour``) with one ridge regression per lead ``k``; since the issue
+hour is fixed, each lead is one hour of the day, so this is a per-hour model (the direct
+multi-horizon strategy: Ben Taieb et al., *Expert Systems with Applications* 39(8), 2012,
+doi:10.1016/j.eswa.2012.01.039). Features of the target hour ``t = T + k``, all known at ``T``
+(``m = k // 24 + 1``, the first whole day back that is observed):
+
+==============  ==============================================================================
+feature         definition
+==============  ==============================================================================
+``lag_d{j}``    ``y[t - 24·(m + j)]``, ``j = 0..6``: the same hour on the 7 latest observed days
+``last``        ``y[T - 1 h]`` (the newest observation)
+``mean24``      mean of the 24 hours before ``T`` (the level)
+``dow_*``       day of the week of ``t`` (six indicators, Monday the base)
+``doy_sin/cos`` first annual harmonic of the day of the year of ``t``
+==============  ==============================================================================
+
+The lags of one to seven days follow the day-ahead carbon-intensity literature's use of the
+previous day and week (Maji et al., DACF, ACM e-Energy 2022, doi:10.1145/3538637.3538849).
+Regularisation: ``sklearn.linear_model.Ridge`` on standardised features with the penalty
+:data:`ALPHA` fixed in advance (not tuned per site or period). Gaps in the history are filled
+for the features only (:func:`carbonsched.forecasts.carbon_intensity.fill_for_features`); rows
+whose target is missing are left out of the fit.
+
+A model fitted for one issue hour refuses to forecast from another (its leads would be other
+hours of the day): :class:`carbonsched.forecasts.registry.SelectedForecaster` fits one per issue
+hour. Point forecasts only, with the empirical relative residuals of the fit's last
+``calib_fraction`` of issues as intervals (the registry calibrates its own).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from carbonsched.errors import ForecastError
+from carbonsched.forecasts.base import Forecaster
+from carbonsched.forecasts.carbon_intensity import fill_for_features
+
+HOUR = pd.Timedelta(hours=1)
+DAY = pd.Timedelta(days=1)
+#: Ridge penalty on standardised features [-], fixed in advance: with ~365 daily samples and 17
+#: features it shrinks little (the lags are strongly collinear, which is what it is for).
+ALPHA = 10.0
+#: Days of same-hour lags. [d]
+LAG_DAYS = 7
+FEATURES = (*(f"lag_d{j}" for j in range(LAG_DAYS)), "last", "mean24",
+            *(f"dow_{d}" for d in range(1, 7)), "doy_sin", "doy_cos")
+
+
+def ridge_features(filled: np.ndarray, issue_pos: np.ndarray, lead: int,
+                   target_times: pd.DatetimeIndex) -> np.ndarray:
+    """Feature matrix of :data:`FEATURES` for issues at ``issue_pos`` and one ``lead``.
+
+    Parameters
+    ----------
+    filled
+        Gap-filled hourly values, shape ``(n,)``; position ``i`` is hour ``i`` (UTC).
+    issue_pos
+        Positions of the issue times, shape ``(r,)``; only ``filled[:i]`` is read for issue
+        position ``i``.
+    lead
+        Hours after the issue time (0-based). [h]
+    target_times
+        UTC times of the target hours, shape ``(r,)`` (the calendar terms).
+
+    Returns
+    -------
+    ndarray
+        Shape ``(r, len(FEATURES))``; NaN where a lag falls before the start of ``filled``.
+    """
+    n = len(filled)
+    pad = np.concatenate([np.full(1, np.nan), filled])
+
+    def at(pos: np.ndarray) -> np.ndarray:
+        p = np.where((pos >= 0) & (pos < n), pos, -1)
+        return pad[p + 1]
+
+    t = issue_pos + lead
+    m = lead // 24 + 1
+    lags = [at(t - 24 * (m + j)) for j in range(LAG_DAYS)]
+    last = at(issue_pos - 1)
+    win = np.stack([at(issue_pos - j) for j in range(1, 25)], axis=1)
+    with np.errstate(all="ignore"):
+        mean24 = np.nanmean(win, axis=1)
+    dow = target_times.day_of_week.to_numpy()
+    doy = 2 * np.pi * target_times.day_of_year.to_numpy(float) / 365.25
+    cols = [*lags, last, mean24, *((dow == d).astype(float) for d in range(1, 7)),
+            np.sin(doy), np.cos(doy)]
+    return np.column_stack(cols)
+
+
+class HourlyRidge(Forecaster):
+    """Per-hour ridge regression for issues at one UTC hour (module docstring).
+
+    Parameters
+    ----------
+    issue_hour
+        UTC hour of day of the issue times it is fitted for and serves. [h] Default 0.
+    max_lead_hours
+        Leads with their own coefficients [h] (later leads reuse those of the last lead at the
+        same hour of the day). Default 96.
+    train_days
+        Days of history (before the fit end) whose issues are training samples. [d] Default 365.
+    alpha
+        Ridge penalty on standardised features [-]. Default :data:`ALPHA`.
+    clip
+        ``(low, high)`` bounds of every output column. Default ``(0, inf)``.
+    """
+
+    name = "ridge_hourly"
+
+    def __init__(self, issue_hour: int = 0, max_lead_hours: int = 96, train_days: int = 365,
+                 alpha: float = ALPHA, clip: tuple[float, float] = (0.0, float("inf"))) -> None:
+        if not 0 <= int(issue_hour) <= 23:
+            raise ForecastError(f"{self.name}: issue_hour must be 0..23 (UTC), got {issue_hour}")
+        if max_lead_hours < 24 or max_lead_hours % 24:
+            raise ForecastError(f"{self.name}: max_lead_hours must be a positive multiple of "
+                                f"24, got {max_lead_hours}")
+        if not alpha > 0:
+            raise ForecastError(f"{self.name}: alpha must be > 0, got {alpha}")
+        super().__init__(issue_hour=issue_hour, max_lead_hours=max_lead_hours,
+                         train_days=train_days, alpha=alpha, clip=clip)
+        self.issue_hour = int(issue_hour)
+        self.max_lead_hours = int(max_lead_hours)
+        self.train_days = int(train_days)
+        self.alpha = float(alpha)
+        self.clip = clip
+        self.models_: list[tuple[np.ndarray, np.ndarray, np.ndarray, float]] = []
+        self.rel_q_: np.ndarray | None = None
+
+    @classmethod
+    def get_test_params(cls) -> list[dict[str, Any]]:
+        """The default and a short-history setting."""
+        return [{}, {"train_days": 30, "max_lead_hours": 48}]
+
+    def _coef_lead(self, k: int) -> int:
+        if k < self.max_lead_hours:
+            return k
+        return k - 24 * ((k - self.max_lead_hours) // 24 + 1)
+
+    def _check_issue(self, t: pd.Timestamp) -> None:
+        if t.hour != self.issue_hour or t.minute or t.second:
+            raise ForecastError(
+                f"{self.name}: fitted for issues at {self.issue_hour:02d}:00 UTC, asked to "
+                f"forecast from {t.isoformat()}; fit one for that issue hour (the leads of a "
+                "per-hour model are hours of the day)")
+
+    def _fit(self, y: pd.Series, X: pd.DataFrame | None) -> None:
+        from sklearn.linear_model import Ridge
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        end = y.index[-1] + HOUR
+        y = y[y.index >= end - (self.train_days + LAG_DAYS + 1) * DAY]
+        filled = fill_for_features(y).to_numpy(float)
+        target = y.to_numpy(float)
+        first = y.index[0].floor("D") + (LAG_DAYS + 1) * DAY + self.issue_hour * HOUR
+        issues = pd.date_range(first, end - HOUR, freq="D")
+        if len(issues) < 3 * len(FEATURES):
+            raise ForecastError(f"{self.name}: {len(issues)} issue days of history after the "
+                                f"{LAG_DAYS + 1} days of lags; at least {3 * len(FEATURES)} "
+                                "needed")
+        pos = ((issues - y.index[0]) // HOUR).to_numpy(np.int64)
+        self.models_ = []
+        rel = []
+        n_cal = max(1, len(issues) // 5)
+        for k in range(self.max_lead_hours):
+            F = ridge_features(filled, pos, k, issues + k * HOUR)
+            tp = pos + k
+            yk = np.where(tp < len(target), target[np.minimum(tp, len(target) - 1)], np.nan)
+            ok = np.isfinite(yk) & np.isfinite(F).all(axis=1)
+            if ok.sum() < 2 * len(FEATURES):
+                raise ForecastError(f"{self.name}: lead {k} h has {int(ok.sum())} complete "
+                                    f"training rows; at least {2 * len(FEATURES)} needed")
+            mdl = make_pipeline(StandardScaler(), Ridge(alpha=self.alpha))
+            mdl.fit(F[ok], yk[ok])
+            sc, rg = mdl[0], mdl[1]
+            self.models_.append((sc.mean_, np.where(sc.scale_ > 0, sc.scale_, 1.0), rg.coef_,
+                                 float(rg.intercept_)))
+            cal = ok.copy()
+            cal[:-n_cal] = False
+            if cal.any():
+                p = mdl.predict(F[cal])  # in-sample: a rough interval, the registry recalibrates
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    rel.append(np.where(np.abs(p) > 1e-9, yk[cal] / p - 1.0, np.nan))
+        r = np.concatenate(rel) if rel else np.zeros(1)
+        r = r[np.isfinite(r)]
+        self.rel_q_ = np.quantile(r if r.size else np.zeros(1), [0.025, 0.10, 0.90, 0.975])
+
+    def backcast(self, y: pd.Series, issues: pd.DatetimeIndex, horizon_hours: int) -> np.ndarray:
+        """Point forecasts ``(len(issues), horizon_hours)`` from ``y`` strictly before each issue.
+
+        Raises
+        ------
+        ForecastError
+            Not fitted, or an issue time not at the fitted ``issue_hour``.
+        """
+        if not self.models_:
+            raise ForecastError(f"{self.name}: call fit() before backcast()")
+        for t in issues:
+            self._check_issue(t)
+        src = y.reindex(pd.date_range(y.index[0], issues[-1] - HOUR, freq="h"))
+        # the filling reads only earlier hours (same hour on earlier days, then the last
+        # value), so one pass serves every issue: issue i reads positions before its own
+        filled = fill_for_features(src).to_numpy(float)
+        pos = ((issues - src.index[0]) // HOUR).to_numpy(np.int64)
+        out = np.full((len(issues), horizon_hours), np.nan)
+        for k in range(horizon_hours):
+            F = ridge_features(filled, pos, k, issues + k * HOUR)
+            mu, sd, coef, b = self.models_[self._coef_lead(k)]
+            out[:, k] = ((F - mu) / sd) @ coef + b
+        if self.clip is not None:
+            out = np.clip(out, *self.clip)
+        return out
+
+    def _predict(self, history: pd.Series, horizon: pd.DatetimeIndex,
+                 X: pd.DataFrame | None) -> pd.DataFrame:
+        t = horizon[0]
+        self._check_issue(t)
+        mean = self.backcast(history, pd.DatetimeIndex([t]), len(horizon))[0]
+        if not np.isfinite(mean).all():
+            raise ForecastError(f"{self.name}: the history before {t.isoformat()} lacks the "
+                                f"{LAG_DAYS} days of lags a forecast needs")
+        assert self.rel_q_ is not None
+        q = self.rel_q_
+        out = pd.DataFrame({"mean": mean, "lo_95": mean * (1 + q[0]), "lo_80": mean * (1 + q[1]),
+                            "hi_80": mean * (1 + q[2]), "hi_95": mean * (1 + q[3])},
+                           index=horizon)
+        return out.clip(*self.clip) if self.clip is not None else out
+
+
+__all__ = ["ALPHA", "FEATURES", "HourlyRidge", "ridge_features"]
