@@ -428,7 +428,7 @@ class Cluster:
                                                    job["spec"].get("activeDeadlineSeconds"))
         st.setdefault("startTime", _iso(started))
         if outcome == "running":
-            st["active"] = 1
+            st["active"] = int(job["spec"].get("parallelism") or 1)
             return
         st["active"] = 0
         st["ready"] = 0
@@ -445,7 +445,7 @@ class Cluster:
                                  "message": "Job has reached the specified backoff limit",
                                  "lastProbeTime": t, "lastTransitionTime": t}]
         else:
-            st["succeeded"] = 1
+            st["succeeded"] = int(job["spec"].get("completions") or 1)
             st["completionTime"] = t
             st["conditions"] = [{"type": "Complete", "status": "True", "lastProbeTime": t,
                                  "lastTransitionTime": t}]

@@ -3,8 +3,9 @@
 A Kubernetes site (catalog ``[sites.backend] workload``) runs each placement as one of:
 
 ``job``
-    A ``batch/v1`` Job (one pod holding the whole gang), created with ``spec.suspend: true`` and
-    unsuspended at the planned start.
+    A ``batch/v1`` Job, created with ``spec.suspend: true`` and unsuspended at the planned start:
+    one pod holding the whole gang, or for a multi-node gang an Indexed Job of ``nodes`` pods of
+    ``gpus_per_node`` GPUs each (not gang-scheduled: see :func:`job_spec`).
 ``jobset``
     A JobSet (``jobset.x-k8s.io/v1alpha2``) with one replicated Job ``node`` of ``nodes``
     replicas, each one pod of ``gpus_per_node`` GPUs; held and released through
@@ -125,11 +126,20 @@ def resource_for(workload: str, nodes: int) -> Resource:
 
 
 def job_spec(pod_spec: dict[str, Any], pod_labels: dict[str, str],
-             active_deadline_s: int, *, suspend: bool | None) -> dict[str, Any]:
-    """A ``batch/v1`` JobSpec of one pod running ``pod_spec`` (no retries)."""
+             active_deadline_s: int, *, suspend: bool | None, pods: int = 1) -> dict[str, Any]:
+    """A ``batch/v1`` JobSpec of ``pods`` pods running ``pod_spec`` (no retries).
+
+    ``pods > 1`` (a multi-node gang on a plain ``job`` site) makes an Indexed Job with
+    ``completions = parallelism = pods`` (Kubernetes Job docs, "Completion mode": each pod gets
+    ``JOB_COMPLETION_INDEX`` 0..pods-1). A plain Job is not gang-scheduled: its pods may start
+    at different times; sites that need all-or-nothing starts use ``jobset``, ``kueue`` or
+    ``volcano``.
+    """
     spec: dict[str, Any] = {}
     if suspend is not None:
         spec["suspend"] = suspend
+    if pods > 1:
+        spec.update({"completionMode": "Indexed", "completions": pods, "parallelism": pods})
     spec.update({"backoffLimit": 0, "activeDeadlineSeconds": active_deadline_s,
                  "template": {"metadata": {"labels": dict(pod_labels)}, "spec": pod_spec}})
     return spec

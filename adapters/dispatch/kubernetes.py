@@ -270,12 +270,12 @@ class KubernetesAdapter:
         """
         res = resource_for(self.workload, req.nodes)
         deadline_s = self.active_deadline_s(req)
+        pod = self.pod_spec(req, req.gpus_per_node)
         if res is JOB:
             return {"apiVersion": JOB.api_version, "kind": JOB.kind,
                     "metadata": self.metadata(req),
-                    "spec": job_spec(self.pod_spec(req), self._pod_labels(req), deadline_s,
-                                     suspend=True)}
-        pod = self.pod_spec(req, req.gpus_per_node)
+                    "spec": job_spec(pod, self._pod_labels(req), deadline_s, suspend=True,
+                                     pods=req.nodes)}
         if res is JOBSET:
             return jobset_manifest(self.metadata(req), pod, self._pod_labels(req), req.nodes,
                                    deadline_s)

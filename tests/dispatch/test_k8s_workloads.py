@@ -169,9 +169,11 @@ def test_a_gang_lands_held_as_its_kind_exactly_once_and_is_released_once(target)
         assert again.backend_id == first.backend_id
         assert len(target.ours(req)) == 1
         obj = target.get(req)
-        if target.workload == "job":  # one pod holds the whole gang (today's Job)
+        if target.workload == "job":  # an Indexed Job: one pod per node of the gang
             assert obj["kind"] == "Job" and obj["spec"]["suspend"] is True
-            assert _gpus(obj["spec"]["template"]["spec"]) == "4"
+            assert (obj["spec"]["completionMode"], obj["spec"]["completions"],
+                    obj["spec"]["parallelism"]) == ("Indexed", 2, 2)
+            assert _gpus(obj["spec"]["template"]["spec"]) == "2"
         elif target.workload in ("jobset", "kueue"):
             assert (obj["apiVersion"], obj["kind"]) == ("jobset.x-k8s.io/v1alpha2", "JobSet")
             assert obj["spec"]["suspend"] is True
