@@ -25,6 +25,13 @@ from carbonsched.domain import Job
 from carbonsched.errors import WorkloadError
 from carbonsched.limits import (
     MAX_ALLOWED_SITES,
+    MAX_COMMAND_CHARS,
+    MAX_ENV_VALUE_CHARS,
+    MAX_ENV_VARS,
+    MAX_PATH_CHARS,
+    MAX_POD_TEMPLATE_BYTES,
+    MAX_SCRIPT_BYTES,
+    MAX_VOLUMES,
     MAX_CHECKPOINT_OVERHEAD_MINUTES,
     MAX_DURATION_HOURS,
     MAX_DURATION_MINUTES,
@@ -64,8 +71,14 @@ def from_json(tmp_path: Path, rec: dict, name: str = "jobs.json") -> Job:
     return read_workload(p).jobs[0]
 
 
-def cell(v: object) -> str:
+JSON_CELLS = ("command", "args", "env", "volumes", "pod_template")
+"""Payload columns whose list or mapping is JSON text in a CSV cell (docs/workload.md)."""
+
+
+def cell(v: object, column: str = "") -> str:
     """A value as a CSV cell, the way a person writes one."""
+    if column in JSON_CELLS and not isinstance(v, str) and v is not None:
+        return json.dumps(v)
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, list):
@@ -78,7 +91,7 @@ def csv_text(rec: dict) -> str:
     w = csv.writer(buf, lineterminator="\n")
     cols = ["kind", *(k for k in rec if k != "kind")]
     w.writerow(cols)
-    w.writerow([cell(rec.get(c, "batch" if c == "kind" else None)) for c in cols])
+    w.writerow([cell(rec.get(c, "batch" if c == "kind" else None), c) for c in cols])
     return buf.getvalue()
 
 
@@ -217,6 +230,38 @@ LIMITS = [
      record(checkpoint_overhead_minutes=MAX_CHECKPOINT_OVERHEAD_MINUTES + 1),
      record(checkpoint_overhead_minutes=MAX_CHECKPOINT_OVERHEAD_MINUTES)),
     ("max_pieces", record(max_pieces=MAX_PIECES + 1), record(max_pieces=MAX_PIECES)),
+    # payload fields (docs/workload.md, "Payload fields")
+    ("template", record(template="t" * (MAX_IDENTIFIER_CHARS + 1)),
+     record(template="llm-pretrain")),
+    ("script", record(script="#!/bin/sh\n" + "x" * (MAX_SCRIPT_BYTES - 9)),
+     record(script="#!/bin/sh\n" + "x" * (MAX_SCRIPT_BYTES - 10))),
+    ("script_path", record(script_path="jobs/train.sh"),
+     record(script_path="/" + "p" * (MAX_PATH_CHARS - 1))),
+    ("command", record(command="x" * (MAX_COMMAND_CHARS + 1)),
+     record(command="x" * MAX_COMMAND_CHARS)),
+    ("args", record(command=["python3"], args=["a" * (MAX_COMMAND_CHARS + 1)]),
+     record(command=["python3"], args=["a" * MAX_COMMAND_CHARS])),
+    ("workdir", record(workdir="relative/dir"), record(workdir="/" + "w" * (MAX_PATH_CHARS - 1))),
+    ("env", record(env={f"V{i}": "1" for i in range(MAX_ENV_VARS + 1)}),
+     record(env={**{f"V{i}": "1" for i in range(MAX_ENV_VARS - 1)},
+                 "_" + "N" * 127: "v" * MAX_ENV_VALUE_CHARS})),
+    ("account", record(account="a" * 65), record(account="a" * 64)),
+    ("partition", record(partition="gpu,cpu"), record(partition="p" * 64)),
+    ("qos", record(qos="high prio"), record(qos="q" * 64)),
+    ("image", record(image="ghcr.io/org/train:1.4 latest"),
+     record(image="r" * 512)),
+    ("volumes", record(volumes=[{"name": f"v{i}", "mount_path": f"/m{i}", "empty_dir": True}
+                                for i in range(MAX_VOLUMES + 1)]),
+     record(volumes=[{"name": f"v{i}", "mount_path": f"/m{i}", "empty_dir": True}
+                     for i in range(MAX_VOLUMES)])),
+    ("service_account", record(service_account="Trainer"),
+     record(service_account="s" * 253)),
+    ("pod_template", record(pod_template={"spec": {"containers": [
+        {"name": "job", "image": "busybox", "args": ["x" * MAX_POD_TEMPLATE_BYTES]}]}}),
+     record(pod_template={"spec": {"containers": [{"name": "job", "image": "busybox"}]}})),
+    ("gpu_milli", record(gpus=1, gpu_milli=1001), record(gpus=1, gpu_milli=1000)),
+    ("mig_profile", record(gpus=1, mig_profile="1g.40gb"),
+     record(gpus=1, mig_profile="7g.80gb")),
 ]
 
 
@@ -235,7 +280,7 @@ def test_each_field_the_same_message_from_file_and_api(tmp_path, api, field, bad
     # the workload file (CSV): the same rule, on the cells' text
     # (a CSV row's kind is checked first by the reader: the column also says 'inference')
     if field != "kind":
-        text = {k: cell(v) for k, v in bad.items()}
+        text = {k: cell(v, k) for k, v in bad.items()}
         csv_where, csv_message = schema_message(text)
         assert file_error(tmp_path, bad, ".csv") == (
             f"{tmp_path / 'bad.csv'}, line 2, field {csv_where!r}: {csv_message} "

@@ -17,6 +17,7 @@ from carbonsched.api.routes import (
     NOT_FOUND,
     refused_422,
     require_book,
+    with_catalog_template,
 )
 from carbonsched.api.schemas import (
     ErrorPublic,
@@ -73,6 +74,7 @@ async def create_placement(query: Annotated[PlacementQuery, Body()], request: Re
         state.metrics.placements.labels(outcome="placed" if ans["placed"] else
                                         "unplaced").inc()
         return PlacementPublic(**ans, area=query.area)
+    query = with_catalog_template(query, state.catalog.templates, ("body",))
     job = query.to_job()
     if not query.reserve:
         ans = book.place_job(job, now, query.alternatives)
