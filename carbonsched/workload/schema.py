@@ -369,9 +369,10 @@ def _time(value: Any, field: str) -> datetime:
 SLURM_NAME_PATTERN = r"^[A-Za-z0-9_.+@-]{1,64}$"
 """Grammar of ``account``, ``partition`` and ``qos``: no blanks, commas or control characters
 (sbatch reads commas as list separators), at most 64 characters."""
-IMAGE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}$"
-"""Grammar of a container image reference (``registry/repo:tag`` or ``@sha256:...``; the OCI
-distribution spec's characters, no blanks), at most 512 characters."""
+IMAGE_PATTERN = r"^([A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}|/[A-Za-z0-9._/+@-]{1,4095})$"
+"""Grammar of ``image``: a container image reference (``registry/repo:tag`` or
+``@sha256:...``; the OCI distribution spec's characters, no blanks, at most 512 characters), or
+the absolute path of an OCI bundle (Slurm's own ``--container``)."""
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 """A Kubernetes DNS-1123 label (volume names, claim names); Kubernetes API conventions."""
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
