@@ -536,7 +536,7 @@ class SlurmAdapter:
         tz, argv = self.sbatch_argv(req)
         conf = f"SLURM_CONF={shlex.quote(str(self.conf))} " if self.conf else ""
         script = self.batch_script(req)
-        mark = "CARBONSCHED_EOF"
+        mark = "EOF_CARBONSCHED"
         while mark in script:
             mark += "_"
         return f"{conf}TZ={shlex.quote(tz)} {shlex.join(argv)} <<'{mark}'\n{script}{mark}"

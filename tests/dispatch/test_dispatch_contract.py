@@ -143,8 +143,8 @@ def test_sbatch_line_carries_begin_gres_time_deadline_and_key():
                                        "export CARBONSCHED_PLAN_ID=p1",
                                        "export CARBONSCHED_PIECE=1"]
     assert script.splitlines()[-1] == "sleep 7200"
-    assert line.endswith("<<'CARBONSCHED_EOF'\n" + a.batch_script(_req(job_id="job 7", piece=1))
-                         + "CARBONSCHED_EOF")
+    assert line.endswith("<<'EOF_CARBONSCHED'\n" + a.batch_script(_req(job_id="job 7", piece=1))
+                         + "EOF_CARBONSCHED")
 
 
 def test_clusters_flag_is_used_when_configured():

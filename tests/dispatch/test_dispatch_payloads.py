@@ -29,6 +29,7 @@ from carbonsched.dispatch.outbox import build_adapters, dispatch_plan, refresh_s
 from carbonsched.domain import JobPayload
 from carbonsched.store.models import DispatchRow
 from carbonsched.workload.schema import JobSpec
+
 from .helpers import one_plan, squeue_jobs
 
 T0 = datetime(2027, 3, 14, 6, 30, tzinfo=UTC)

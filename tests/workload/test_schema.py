@@ -25,21 +25,21 @@ from carbonsched.domain import Job
 from carbonsched.errors import WorkloadError
 from carbonsched.limits import (
     MAX_ALLOWED_SITES,
-    MAX_COMMAND_CHARS,
-    MAX_ENV_VALUE_CHARS,
-    MAX_ENV_VARS,
-    MAX_PATH_CHARS,
-    MAX_POD_TEMPLATE_BYTES,
-    MAX_SCRIPT_BYTES,
-    MAX_VOLUMES,
     MAX_CHECKPOINT_OVERHEAD_MINUTES,
+    MAX_COMMAND_CHARS,
     MAX_DURATION_HOURS,
     MAX_DURATION_MINUTES,
+    MAX_ENV_VALUE_CHARS,
+    MAX_ENV_VARS,
     MAX_GPU_TYPE_CHARS,
     MAX_IDENTIFIER_CHARS,
     MAX_JOB_GPUS,
+    MAX_PATH_CHARS,
     MAX_PIECES,
+    MAX_POD_TEMPLATE_BYTES,
     MAX_POWER_PER_GPU_KW,
+    MAX_SCRIPT_BYTES,
+    MAX_VOLUMES,
 )
 from carbonsched.service.runs import job_from_spec as run_job_from_spec
 from carbonsched.store.rolling_state import job_from_spec as rolling_job_from_spec
