@@ -55,6 +55,9 @@ async def create_placement(query: Annotated[PlacementQuery, Body()], request: Re
     # with pandas) run in the thread pool. The state is read from the request rather than
     # through the ``State`` dependency: each dependency costs FastAPI's resolver per request.
     state = state_of(request)
+    if not isinstance(query, InferencePlacementQuery):
+        # refused like any bad field: before "no plan yet"
+        query = with_catalog_template(query, state.catalog.templates, ("body",))
     book = require_book(state)
     now = state.clock.now()
     if isinstance(query, InferencePlacementQuery):
@@ -74,7 +77,6 @@ async def create_placement(query: Annotated[PlacementQuery, Body()], request: Re
         state.metrics.placements.labels(outcome="placed" if ans["placed"] else
                                         "unplaced").inc()
         return PlacementPublic(**ans, area=query.area)
-    query = with_catalog_template(query, state.catalog.templates, ("body",))
     job = query.to_job()
     if not query.reserve:
         ans = book.place_job(job, now, query.alternatives)
