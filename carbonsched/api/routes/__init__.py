@@ -44,7 +44,15 @@ JOB_RULES = ("a `deadline` before `earliest_start` plus the run time",
              "more than one of `script`, `script_path`, `command`; `pod_template` with "
              "`image`, `command`, `args`, `volumes`, `service_account` or `workdir`",
              "`gpu_milli` or `mig_profile` with `gpus` other than 1, or both given; a "
-             "`mig_profile` the job's GPU type does not offer")
+             "`mig_profile` the job's GPU type does not offer",
+             "`env` names that are not shell names or start with `CARBONSCHED_`; a `script` "
+             "not starting with `#!`; `args` without `command` or `image`; a `pod_template` "
+             "without containers; a volume without exactly one source",
+             "lists or mappings given as text (a CSV cell) that are not JSON",
+             "control characters in payload text (newlines and tabs are allowed in `script`, "
+             "`command` and `args`); a relative `script_path`, `workdir` or mount path; a "
+             "`script` over 64 KiB in UTF-8 bytes; `command` or `args` over 8192 characters "
+             "in all; volume entries and pod templates that are not as documented")
 """The rules of a job that span fields, which no schema states
 (:data:`carbonsched.workload.schema.JOB_RULES_SCHEMA` states the others)."""
 
