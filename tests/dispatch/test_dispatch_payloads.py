@@ -352,3 +352,16 @@ def test_the_demo_command_checkpoints_on_sigterm_and_resumes(tmp_path):
                                      "%Y-%m-%dT%H:%M:%SZ")})
     assert resumed.returncode == 0
     assert f"from step {saved} until" in resumed.stdout     # continued from the checkpoint
+
+
+def test_plans_show_counts_what_the_placements_run():
+    from carbonsched.cli.plans import payload_line
+
+    line = payload_line([
+        {"payload": {"command": "true", "template": "batch-eval"}},
+        {"payload": {"script": "#!/bin/sh\n", "mig_profile": "1g.10gb"}},
+        {"payload": {"pod_template": {"spec": {}}, "image": "x"}},
+        {"payload": None}, {}])
+    assert line == ("payloads of 5 placements: 1 command; 1 pod_template; 1 script; templates "
+                    "batch-eval; 1 on a GPU slice (gpu_milli/mig_profile); 2 name nothing to run "
+                    "(dispatched only with --placeholder); each one's in `plans show ID --json`")
