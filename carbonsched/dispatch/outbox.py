@@ -249,7 +249,8 @@ def plan_requests(plan: Mapping[str, Any], catalog: Catalog,
         end = pd.Timestamp(p["end"]).to_pydatetime()
         deadline = (pd.Timestamp(p["deadline"]).to_pydatetime() if p.get("deadline")
                     else end + timedelta(seconds=deadline_slack_s))
-        payload = JobPayload.from_dict(p.get("payload"))
+        payload = JobPayload.from_dict(p.get("payload")) or (
+            JobPayload(command=str(p["command"])) if p.get("command") else None)
         out.append(DispatchRequest(
             plan_id=str(plan["plan_id"]), job_id=str(p["job_id"]), piece=int(p.get("piece", 0)),
             site=p["site"], start=start, end=end, deadline=deadline, gpu_type=p["gpu_type"],
