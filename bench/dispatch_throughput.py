@@ -45,6 +45,7 @@ from carbonsched.dispatch.outbox import (
     refresh_status,
 )
 from carbonsched.store import Store
+from carbonsched.workload.files import demo_job_command
 
 
 def synthetic_plan(n: int, run: str) -> dict:
@@ -54,6 +55,9 @@ def synthetic_plan(n: int, run: str) -> dict:
                                                           microsecond=0)
     fmt = "%Y-%m-%dT%H:%M:%SZ"
     placements = []
+    # every placement carries a real payload (the demo jobs' command, ~1.3 KB): what the outbox
+    # stores and each backend renders (nothing is submitted without one, issue 33)
+    payload = {"command": demo_job_command()}
     for i in range(n):
         site = cat.sites[i % len(cat.sites)]
         types = sorted(site.gpus)
@@ -64,7 +68,7 @@ def synthetic_plan(n: int, run: str) -> dict:
         placements.append({"job_id": f"bench-{run}-{i:05d}", "site": site.id,
                            "start": start.strftime(fmt), "end": end.strftime(fmt),
                            "gpu_type": gpu_type, "gpus": gpus, "energy_kwh": 1.0,
-                           "emissions_kg": 0.1})
+                           "emissions_kg": 0.1, "payload": payload})
     return {"plan_id": f"bench-{run}", "date": day.strftime("%Y-%m-%d"), "catalog": "global",
             "signal_quality": "measured",
             "solver": {"name": "synthetic", "status": "optimal", "seconds": 0.0},

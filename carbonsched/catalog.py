@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from carbonsched.domain import Backend, GpuPool, PueModel, SignalQuality, Site, SiteRole
+from carbonsched.domain import (
+    PAYLOAD_FIELDS,
+    Backend,
+    GpuPool,
+    PueModel,
+    SignalQuality,
+    Site,
+    SiteRole,
+)
 from carbonsched.errors import CatalogError, UnknownSiteError
 from carbonsched.limits import (
     IDENTIFIER_RULE,
@@ -103,6 +111,10 @@ class Catalog:
         Sites in file order.
     path
         The file read (``None`` for catalogs built in code).
+    templates
+        Job templates by name (``[templates.NAME]``): payload fields a job refers to with
+        ``template: NAME`` (:data:`carbonsched.domain.PAYLOAD_FIELDS`; their values are
+        checked by the job schema when a job uses them).
     """
 
     name: str
@@ -111,6 +123,7 @@ class Catalog:
     areas: dict[str, UserArea]
     sites: list[Site]
     path: str | None = field(default=None, compare=False)
+    templates: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False)
 
     def find_site(self, name: str) -> Site:
         """The site named ``name``: its id, or one of its aliases, matched case-insensitively.
@@ -229,7 +242,7 @@ _AREA_FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "demand_weight": (_NUM, False, "a relative weight >= 0"),
 }
 
-_TOP_FIELDS = ("name", "description", "signal_quality", "areas", "sites")
+_TOP_FIELDS = ("name", "description", "signal_quality", "areas", "sites", "templates")
 
 
 class _Ctx:
@@ -603,8 +616,33 @@ def parse_catalog(data: dict[str, Any], path: str, name: str) -> Catalog:
     if quality == SignalQuality.MEASURED and not measured_only:
         raise ctx.fail("top level", "signal_quality is 'measured' but a site uses "
                        "signal_source 'modelled-china'", "set signal_quality = 'modelled'")
+    templates = _parse_templates(ctx, data.get("templates", {}))
     return Catalog(name=data.get("name", name), description=data["description"],
-                   signal_quality=quality, areas=areas, sites=sites, path=path)
+                   signal_quality=quality, areas=areas, sites=sites, path=path,
+                   templates=templates)
+
+
+def _parse_templates(ctx: _Ctx, raw: Any) -> dict[str, dict[str, Any]]:
+    """``[templates.NAME]`` tables: names under the identifier grammar, payload fields only."""
+    if not isinstance(raw, dict):
+        raise ctx.fail("top level", "templates is not a table",
+                       "write [templates.<name>] tables")
+    out: dict[str, dict[str, Any]] = {}
+    for tname, table in raw.items():
+        where = f"template {tname!r}"
+        msg = identifier_problem(tname, "template name")
+        if msg is not None:
+            raise ctx.fail(where, msg, "rename the table")
+        if not isinstance(table, dict):
+            raise ctx.fail(where, "is not a table", f"write [templates.{tname}] with fields")
+        unknown = sorted(set(table) - set(PAYLOAD_FIELDS) - {"template"})
+        if "template" in table or unknown:
+            bad = ", ".join(map(repr, unknown or ["template"]))
+            raise ctx.fail(where, f"unknown field(s) {bad}",
+                           f"a template sets payload fields only: "
+                           f"{', '.join(f for f in PAYLOAD_FIELDS if f != 'template')}")
+        out[tname] = dict(table)
+    return out
 
 
 PROVIDERS_PREFIX = "providers-"

@@ -142,7 +142,20 @@ class Settings(BaseSettings):
     kubeconfig: Path | None = None
     """Kubeconfig with one context per Kubernetes site (default: ``$KUBECONFIG``)."""
     k8s_image: str = "busybox:1.36"
-    """Image of the placeholder container of a Kubernetes Job that names no command."""
+    """Image of a Kubernetes Job whose job names a command but no image (and of the
+    placeholder)."""
+    slurm_shards_per_gpu: int = Field(default=10, ge=1)
+    """Shard GRES per GPU the Slurm clusters configure (gres.conf ``Name=shard``); a
+    ``gpu_milli`` job asks for ``ceil(gpu_milli x this / 1000)`` shards. [-]"""
+    k8s_gpu_share_resource: str = "nvidia.com/gpu.shared"
+    """Kubernetes resource of a ``gpu_milli`` job (the NVIDIA device plugin's time-slicing with
+    ``renameByDefault``)."""
+    k8s_gpu_share_replicas: int = Field(default=10, ge=1)
+    """Shares of one GPU that resource counts (time-slicing ``replicas``); a ``gpu_milli`` job
+    asks for ``ceil(gpu_milli x this / 1000)``. [-]"""
+    dispatch_placeholder: bool = False
+    """Submit jobs that name nothing to run as the placeholder ``sleep <planned seconds>``
+    (``carbonsched dispatch --placeholder``); off: they are not submitted (``no_payload``)."""
     dispatch_deadline_slack_s: float = Field(default=3600.0, ge=0)
     """Slack after the planned end before the backend drops a job that has not ended. [s]"""
     dispatch_workers: int = Field(default=4, ge=1)

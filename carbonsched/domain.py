@@ -92,6 +92,9 @@ class ReasonCode(StrEnum):
     """The same job (and piece) was dispatched from an earlier plan; never submitted again."""
     NOT_COMMITTED = "NotCommitted"
     """The placement starts at or after ``commit_before``; a later run (plan) decides it."""
+    NO_PAYLOAD = "NoPayload"
+    """The job names nothing the site's backend can run (no script or command; a script at a
+    Kubernetes site): not submitted; ``dispatch --placeholder`` runs ``sleep`` instead."""
     REJECTED = "Rejected"
     """The backend refused the submission (invalid request, unknown partition or GPU type)."""
     NAME_CONFLICT = "NameConflict"
@@ -338,6 +341,175 @@ def minutes_from_hours(hours: float, what: str = "duration_hours") -> int:
     return int(round(minutes))
 
 
+PAYLOAD_FIELDS = ("template", "script", "script_path", "command", "args", "workdir", "env",
+                  "account", "partition", "qos", "image", "volumes", "service_account",
+                  "pod_template", "gpu_milli", "mig_profile")
+"""The payload fields of the job schema, in its order (``docs/workload.md``, "Payload
+fields"); also the fields a catalog ``[templates.NAME]`` table may set."""
+
+MIG_PROFILES: dict[str, tuple[str, ...]] = {
+    "A30": ("1g.6gb", "1g.6gb+me", "2g.12gb", "2g.12gb+me", "4g.24gb"),
+    "A100-40GB": ("1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
+    "A100-80GB": ("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb",
+                  "7g.80gb"),
+    "H100": ("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
+    "H100-94GB": ("1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb",
+                  "7g.94gb"),
+    "H200": ("1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
+}
+"""MIG GPU instance profiles per GPU model (``<compute slices>g.<memory>gb``, ``+me`` with the
+media extensions). Source: NVIDIA Multi-Instance GPU User Guide, "Supported MIG Profiles"
+(https://docs.nvidia.com/datacenter/tesla/mig-user-guide/#supported-mig-profiles), tables for
+A30 24GB, A100 40GB/80GB, H100 80GB (SXM5/PCIe), H100 94GB (NVL) and H200 141GB. A catalog
+type is looked up by :func:`mig_profiles`; GPUs without MIG (T4, V100, L4, ...) have none."""
+
+MIG_ALIASES: dict[str, tuple[str, ...]] = {
+    "A100": ("A100-40GB", "A100-80GB"),
+    "H800": ("H100",),
+    "H100-80GB": ("H100",),
+    "H200-141GB": ("H200",),
+}
+"""Catalog GPU type names that stand for MIG table rows: ``A100`` (the shipped catalogs do not
+say 40 or 80 GB) takes the profiles of both; the H800 is the export variant of the H100 SXM5
+80GB with the same MIG geometry (NVIDIA H800 datasheet)."""
+
+
+def mig_profiles(gpu_type: str) -> tuple[str, ...]:
+    """The MIG profiles a GPU type offers (:data:`MIG_PROFILES`); empty when it has no MIG.
+
+    Parameters
+    ----------
+    gpu_type
+        A catalog GPU type (``A100``, ``H100``) or a table row (``A100-80GB``); any case.
+    """
+    rows = {k.upper(): k for k in MIG_PROFILES}
+    aliases = {k.upper(): v for k, v in MIG_ALIASES.items()}
+    key = gpu_type.strip().upper()
+    names = aliases.get(key, (rows[key],) if key in rows else ())
+    out: list[str] = []
+    for n in names:
+        out += [p for p in MIG_PROFILES[n] if p not in out]
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class JobPayload:
+    """What a job runs, and how it asks for a slice of a GPU on the wire.
+
+    Validated by the job schema (:class:`carbonsched.workload.schema.JobSpec`); rendered by the
+    dispatch adapters (a Slurm batch script, a Kubernetes pod spec). Every field is optional;
+    see ``docs/workload.md`` ("Payload fields") for their meaning per backend.
+
+    Attributes
+    ----------
+    template
+        Name of the catalog template (``[templates.NAME]``) the job's fields were laid over.
+    script, script_path
+        Slurm batch script: inline text, or a path on the cluster's submit host.
+    command
+        Shell text (run by ``sh -c`` / as the batch script's body) or an argv list (exec form).
+    args
+        Arguments after ``command`` (Kubernetes ``args``; appended, quoted, on Slurm).
+    workdir
+        Working directory (Slurm ``--chdir``, Kubernetes ``workingDir``).
+    env
+        Environment the job names, and only that (names never ``CARBONSCHED_*``).
+    account, partition, qos
+        Slurm ``--account``, ``--partition``, ``--qos``.
+    image
+        Container image (Kubernetes container image; Slurm ``--container`` image).
+    volumes
+        Kubernetes volumes with their mounts: dicts ``{name, mount_path, read_only,
+        host_path | claim | config_map | secret | empty_dir}``.
+    service_account
+        Kubernetes ``serviceAccountName``.
+    pod_template
+        A full Kubernetes PodTemplateSpec (``{"metadata": ..., "spec": ...}``) used instead of the
+        pod carbonsched would build.
+    gpu_milli
+        Thousandths of one GPU (1..1000) the job needs instead of whole GPUs. [1/1000 GPU]
+    mig_profile
+        A MIG profile (``1g.10gb``) the job runs on instead of whole GPUs.
+    """
+
+    template: str | None = None
+    script: str | None = None
+    script_path: str | None = None
+    command: str | tuple[str, ...] | None = None
+    args: tuple[str, ...] = ()
+    workdir: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    account: str | None = None
+    partition: str | None = None
+    qos: str | None = None
+    image: str | None = None
+    volumes: tuple[Any, ...] = ()
+    service_account: str | None = None
+    pod_template: Any = None
+    gpu_milli: int | None = None
+    mig_profile: str | None = None
+
+    def __hash__(self) -> int:
+        import json
+
+        return hash(json.dumps(self.to_dict(), sort_keys=True))
+
+    @property
+    def env_map(self) -> dict[str, str]:
+        """``env`` as a dict (in the order given)."""
+        return dict(self.env)
+
+    @property
+    def runs_something(self) -> bool:
+        """True when the payload names what to run (script, path, command, image or pod)."""
+        return any((self.script, self.script_path, self.command, self.image,
+                    self.pod_template))
+
+    @property
+    def fractional(self) -> bool:
+        """True when the job asks for part of a GPU (``gpu_milli`` or ``mig_profile``)."""
+        return self.gpu_milli is not None or self.mig_profile is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields that are set, JSON-ready (lists for tuples, ``env`` as a mapping)."""
+        out: dict[str, Any] = {}
+        for name in PAYLOAD_FIELDS:
+            v = getattr(self, name)
+            if v is None or v == ():
+                continue
+            if name == "env":
+                v = dict(v)
+            elif isinstance(v, tuple):
+                v = list(v)
+            out[name] = v
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> JobPayload | None:
+        """The payload of :meth:`to_dict`'s output (None for None or an empty mapping).
+
+        Raises
+        ------
+        WorkloadError
+            An unknown field (the names are :data:`PAYLOAD_FIELDS`).
+        """
+        if not data:
+            return None
+        unknown = sorted(set(data) - set(PAYLOAD_FIELDS))
+        if unknown:
+            raise WorkloadError(f"unknown payload field(s) {', '.join(unknown)}; known: "
+                                f"{', '.join(PAYLOAD_FIELDS)}")
+        kw = dict(data)
+        if isinstance(kw.get("command"), list):
+            kw["command"] = tuple(kw["command"])
+        for name in ("args", "volumes"):
+            if name in kw:
+                kw[name] = tuple(kw[name] or ())
+        if "env" in kw:
+            kw["env"] = tuple((str(k), str(v)) for k, v in dict(kw["env"] or {}).items())
+        return cls(**kw)
+
+
 @dataclass(frozen=True, init=False)
 class Job:
     """A latency-tolerant batch or training job: a gang of GPUs for a number of minutes.
@@ -370,6 +542,9 @@ class Job:
         doing work, at the job's full power. [min]
     max_pieces
         Most pieces the job may run in (1 = never split; > 1 needs ``preemptible``). [-]
+    payload
+        What the job runs (:class:`JobPayload`); None when the job names nothing to run. Not
+        part of the job's equality: the planner never reads it.
     """
 
     id: str
@@ -385,6 +560,7 @@ class Job:
     preemptible: bool = False
     checkpoint_overhead_minutes: int = 0
     max_pieces: int = 1
+    payload: JobPayload | None = field(default=None, compare=False)
 
     def __init__(self, id: str, tenant: str, gpu_type: str, gpus: int,
                  duration_hours: float | None = None, power_per_gpu_kw: float | None = None,
@@ -392,7 +568,7 @@ class Job:
                  deadline: pd.Timestamp | None = None, allowed_sites: tuple[str, ...] = (),
                  kind: WorkKind = WorkKind.BATCH, *, duration_minutes: int | None = None,
                  preemptible: bool = False, checkpoint_overhead_minutes: int = 0,
-                 max_pieces: int | None = None) -> None:
+                 max_pieces: int | None = None, payload: JobPayload | None = None) -> None:
         if duration_minutes is None and duration_hours is None:
             raise WorkloadError(f"job {id}: give duration_minutes or duration_hours")
         if duration_minutes is not None and duration_hours is not None:
@@ -414,7 +590,7 @@ class Job:
                             ("allowed_sites", tuple(allowed_sites)), ("kind", kind),
                             ("preemptible", bool(preemptible)),
                             ("checkpoint_overhead_minutes", checkpoint_overhead_minutes),
-                            ("max_pieces", max_pieces)):
+                            ("max_pieces", max_pieces), ("payload", payload)):
             object.__setattr__(self, name, value)
         self.__post_init__()
 

@@ -126,3 +126,33 @@ TEXT_PATTERN = (r"^[^\x00-\x1f]*"
 """A text field of a job as the OpenAPI document states it: no control character, and not blank
 (at least one character that is not white space as :meth:`str.strip` sees it; a blank value is
 an absent one, :func:`carbonsched.workload.schema.absent`)."""
+
+# --- job payloads (docs/workload.md, "Payload fields") ------------------------------------------
+MAX_SCRIPT_BYTES = 64 * 1024
+"""Longest inline batch ``script`` (UTF-8 bytes). A project choice: the script travels in the
+store, the plan document and every outbox row of the job; Slurm itself accepts up to 4 MB
+(``SchedulerParameters=max_script_size``, slurm.conf(5)). Longer scripts: use ``script_path``.
+[bytes]"""
+MAX_COMMAND_CHARS = 8192
+"""Longest ``command`` (shell text, or all argv items together) and ``args``. [characters]"""
+MAX_ENV_VARS = 128
+"""Most variables in a job's ``env``. [-]"""
+MAX_ENV_VALUE_CHARS = 4096
+"""Longest value of one ``env`` variable. [characters]"""
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+"""Grammar of an ``env`` name: a portable shell variable name (letters, digits, underscore, not
+starting with a digit; IEEE Std 1003.1-2017, Base Definitions 3.235 "Name"), at most 128
+characters. Kubernetes accepts a superset (C identifiers and more)."""
+RESERVED_ENV_PREFIX = "CARBONSCHED_"
+"""Prefix of the variables carbonsched sets for every piece (``DispatchRequest.job_env``); a
+job's ``env`` cannot set them."""
+MAX_PATH_CHARS = 4096
+"""Longest ``script_path``, ``workdir`` or mount path (Linux ``PATH_MAX``). [characters]"""
+MAX_POD_TEMPLATE_BYTES = 256 * 1024
+"""Largest ``pod_template`` as JSON. A project choice well under the Kubernetes API server's
+request limit (3 MiB) and etcd's value limit (1.5 MiB). [bytes]"""
+MAX_VOLUMES = 32
+"""Most entries in a job's ``volumes``. [-]"""
+MAX_GPU_MILLI = 1000
+"""``gpu_milli`` is thousandths of one GPU, 1..1000 (as in the Alibaba GPU-sharing trace,
+``gpu_milli`` column, Weng et al., USENIX ATC 2023). [1/1000 GPU]"""

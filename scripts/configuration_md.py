@@ -40,7 +40,9 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "sdk_public", "sdk_forecast_hours", "replica_name", "dispatcher", "dispatch_loops",
         "release_interval_s", "status_refresh_s", "reconcile_interval_s"),
     "Dispatch": ("slurm_conf_dir", "slurm_use_clusters", "slurm_accounting", "slurm_timezone",
-                 "slurm_account", "kubeconfig", "k8s_image", "dispatch_deadline_slack_s",
+                 "slurm_account", "slurm_shards_per_gpu", "kubeconfig", "k8s_image",
+                 "k8s_gpu_share_resource", "k8s_gpu_share_replicas", "dispatch_placeholder",
+                 "dispatch_deadline_slack_s",
                  "dispatch_workers", "dispatch_max_attempts", "dispatch_backoff_s",
                  "dispatch_backend_timeout_s", "dispatch_lease_s", "dispatch_wait_s"),
 }
@@ -78,6 +80,10 @@ OTHER_VARIABLES: dict[str, list[tuple[str, str]]] = {
          "wrote, else `0`."),
         ("CARBONSCHED_PIECE_END", "UTC instant (ISO 8601) by which the piece must have written its "
          "checkpoint and exited."),
+    ],
+    "Read by the demo jobs' command (`carbonsched/workload/demo_job.sh`)": [
+        ("CARBONSCHED_DEMO_DIR", "Folder of the demo job's checkpoint file (default `/tmp`, per "
+         "node; give it in the job's `env` to resume across nodes)."),
     ],
     "Set by the test command (`scripts/test`, `scripts/services.sh`)": [
         ("CARBONSCHED_PG_PORT", "Port of the test PostgreSQL server (default 55432)."),

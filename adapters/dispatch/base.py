@@ -33,12 +33,13 @@ period to checkpoint).
 from __future__ import annotations
 
 import hashlib
+import shlex
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
-from carbonsched.domain import JobState, ReasonCode
+from carbonsched.domain import JobPayload, JobState, ReasonCode
 from carbonsched.errors import TimeAxisError
 from carbonsched.limits import check_identifier
 
@@ -102,8 +103,8 @@ class DispatchRequest:
     gpu_type, gpus
         GPU model and gang size. [-]
     command
-        What the job runs (``sh -c`` text). The plan carries no commands: the default is a
-        placeholder that sleeps for the planned duration.
+        Legacy: shell text of what the job runs, from a plan placement's ``command``; read as
+        ``payload.command`` when no payload is given.
     pieces
         How many pieces the job runs in: 1 for a job placed whole; more for a preemptible job the
         plan suspends in dirty hours and resumes from its checkpoint in clean ones. [-] 0 (the
@@ -116,6 +117,12 @@ class DispatchRequest:
         --ntasks-per-node=1``, ``SlurmAdapter.gang_args``; a multi-pod workload on
         Kubernetes). ``gpus`` must divide evenly. Set by
         :func:`carbonsched.dispatch.outbox.plan_requests` from the site's ``gpus_per_node``. [-]
+    payload
+        What the job runs and its GPU slice (:class:`~carbonsched.domain.JobPayload`), from the
+        job's spec; None when the job names nothing to run.
+    placeholder
+        Run the placeholder ``sleep <planned seconds>`` (``carbonsched dispatch
+        --placeholder``) because the job names nothing to run; labelled on the backend object.
     """
 
     plan_id: str
@@ -131,8 +138,12 @@ class DispatchRequest:
     pieces: int = 0
     checkpoint_overhead_s: int = 0
     nodes: int = 1
+    payload: JobPayload | None = None
+    placeholder: bool = False
 
     def __post_init__(self) -> None:
+        if self.payload is None and self.command:
+            object.__setattr__(self, "payload", JobPayload(command=self.command))
         # the one identifier grammar, before any backend sees the id (InputError, its message)
         check_identifier(self.job_id, "job id")
         check_identifier(self.site, "site id")
@@ -199,8 +210,48 @@ class DispatchRequest:
                 "CARBONSCHED_PIECE_END": self.end.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
     def shell_command(self) -> str:
-        """The command, or the placeholder ``sleep <planned seconds>``."""
-        return self.command or f"sleep {self.duration_s}"
+        """What the job runs as shell text; empty when it names no command.
+
+        The payload's command (with its ``args``, quoted) or, for a placeholder,
+        ``sleep <planned seconds>``.
+        """
+        p = self.payload
+        if p is not None and p.command:
+            cmd = p.command if isinstance(p.command, str) else shlex.join(p.command)
+            return " ".join([cmd, *map(shlex.quote, p.args)]) if p.args else cmd
+        return f"sleep {self.duration_s}" if self.placeholder else ""
+
+    def user_env(self) -> dict[str, str]:
+        """The environment the job names (its payload's ``env``), in order; never ours."""
+        if self.payload is None:
+            return {}
+        return {k: v for k, v in self.payload.env if not k.startswith("CARBONSCHED_")}
+
+
+def payload_problem(req: DispatchRequest, kind: str) -> str | None:
+    """Why ``req`` cannot be submitted to a backend of ``kind``, or None when it can.
+
+    A request without a payload is submitted only as a placeholder; Slurm runs a ``script``,
+    ``script_path`` or ``command``; Kubernetes runs an ``image``, a ``command`` (in the
+    site's default image) or a ``pod_template``, never a ``script_path`` (a file on the
+    submit host). The text is the outcome's detail in ``carbonsched dispatch``.
+    """
+    p = req.payload
+    if p is None or not p.runs_something:
+        if req.placeholder:
+            return None
+        return (f"job {req.job_id} names nothing to run (script, script_path, command, image "
+                "or pod_template); give one in its spec (or a template), or dispatch with "
+                "--placeholder to run 'sleep <planned seconds>'")
+    if kind == "slurm" and not (p.script or p.script_path or p.command):
+        return (f"job {req.job_id}: a Slurm site runs a script, script_path or command; the "
+                "job gives only " + ", ".join(k for k in ("image", "pod_template")
+                                              if getattr(p, k)) + "; add one")
+    if kind == "kubernetes" and (p.script or p.script_path):
+        return (f"job {req.job_id}: a Kubernetes site runs an image with a command, not a "
+                "batch script; give image and command (or pod_template), or allow it only "
+                "at Slurm sites (allowed_sites)")
+    return None
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,10 @@ A_PLAN = "carbonsched.io/plan-id"
 A_START = "carbonsched.io/planned-start"
 A_END = "carbonsched.io/planned-end"
 GPU_RESOURCE = "nvidia.com/gpu"
+GPU_SHARED_RESOURCE = "nvidia.com/gpu.shared"
+"""Default resource of a ``gpu_milli`` job: the NVIDIA device plugin's time-slicing with
+``renameByDefault: true`` (k8s-device-plugin README, "Shared Access to GPUs")."""
+L_PLACEHOLDER = "carbonsched.io/placeholder"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 
@@ -98,6 +102,23 @@ def job_name(job_id: str, piece: int) -> str:
     return f"cs-{slug}-{piece}-{short_hash(f'{job_id}#{piece}', 8)}".replace("--", "-")
 
 
+def _volume(v: dict[str, Any]) -> dict[str, Any]:
+    """A pod volume from a payload volume (host_path, claim, config_map, secret, empty_dir)."""
+    out: dict[str, Any] = {"name": v["name"]}
+    if v.get("host_path"):
+        out["hostPath"] = {"path": v["host_path"]}
+    elif v.get("claim"):
+        out["persistentVolumeClaim"] = {"claimName": v["claim"],
+                                        **({"readOnly": True} if v.get("read_only") else {})}
+    elif v.get("config_map"):
+        out["configMap"] = {"name": v["config_map"]}
+    elif v.get("secret"):
+        out["secret"] = {"secretName": v["secret"]}
+    else:
+        out["emptyDir"] = {}
+    return out
+
+
 def _iso(ts: datetime) -> str:
     return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -112,7 +133,7 @@ class KubernetesAdapter:
     kubeconfig
         Path of the kubeconfig; None uses ``$KUBECONFIG`` or ``~/.kube/config``.
     image
-        Container image of the placeholder command (the plan carries no images).
+        Container image of a job that names a command but no image, and of the placeholder.
     gpu_product_label
         Node label whose value is the GPU type.
     gpu_products
@@ -120,6 +141,9 @@ class KubernetesAdapter:
         (``{"A100": "NVIDIA-A100-SXM4-80GB"}``); identity otherwise.
     timeout_s
         Timeout of each API call. [s]
+    gpu_share_resource, gpu_share_replicas
+        The shared-GPU resource name and how many shares one GPU offers, for ``gpu_milli``
+        jobs (:meth:`gpu_limits`). [-]
     workload
         What each placement runs as: ``"job"``, ``"kueue"``, ``"jobset"`` or ``"volcano"``
         (:mod:`carbonsched.adapters.dispatch.k8s_workloads`).
@@ -137,6 +161,8 @@ class KubernetesAdapter:
     def __init__(self, context: str, namespace: str, *, kubeconfig: str | Path | None = None,
                  image: str = "busybox:1.36", gpu_product_label: str = GPU_PRODUCT_LABEL,
                  gpu_products: dict[str, str] | None = None, timeout_s: float = 10.0,
+                 gpu_share_resource: str = GPU_SHARED_RESOURCE,
+                 gpu_share_replicas: int = 10,
                  workload: str = "job", queue: str | None = None) -> None:
         if workload not in WORKLOAD_KINDS:
             raise ValueError(f"unknown Kubernetes workload {workload!r}; give one of "
@@ -155,6 +181,10 @@ class KubernetesAdapter:
         self.gpu_product_label = gpu_product_label
         self.gpu_products = gpu_products or {}
         self.timeout_s = timeout_s
+        if gpu_share_replicas < 1:
+            raise ValueError(f"gpu_share_replicas must be >= 1, got {gpu_share_replicas}")
+        self.gpu_share_resource = gpu_share_resource
+        self.gpu_share_replicas = gpu_share_replicas
         self._api: Any = None
         self._core: Any = None
         self._lock = threading.Lock()
@@ -207,8 +237,37 @@ class KubernetesAdapter:
                 f"{type(exc).__name__}: {str(exc)[:200]}") from exc
 
     # -- contract -------------------------------------------------------------------------------
+    def gpu_limits(self, req: DispatchRequest, gpus_per_pod: int | None = None
+                   ) -> dict[str, str]:
+        """The container's GPU limits: whole GPUs, a MIG slice or GPU shares.
+
+        ``nvidia.com/gpu: <n>`` for whole GPUs; ``nvidia.com/mig-<profile>: 1`` for a
+        ``mig_profile`` (the NVIDIA device plugin's ``mixed`` MIG strategy, which names one
+        resource per profile); ``<gpu_share_resource>: <k>`` for ``gpu_milli`` with
+        ``k = ceil(gpu_milli * gpu_share_replicas / 1000)`` (the device plugin's time-slicing
+        with ``renameByDefault: true`` offers ``nvidia.com/gpu.shared``, ``replicas`` per GPU;
+        rounded up, a job never gets less than it asked for). Source: NVIDIA k8s-device-plugin
+        README, "Shared Access to GPUs" and "MIG support".
+        """
+        p = req.payload
+        if p is not None and p.mig_profile:
+            return {f"nvidia.com/mig-{p.mig_profile}": "1"}
+        if p is not None and p.gpu_milli:
+            return {self.gpu_share_resource:
+                    str(-(-p.gpu_milli * self.gpu_share_replicas // 1000))}
+        return {GPU_RESOURCE: str(req.gpus if gpus_per_pod is None else gpus_per_pod)}
+
     def pod_spec(self, req: DispatchRequest, gpus_per_pod: int | None = None) -> dict[str, Any]:
         """The pod spec every workload kind runs ``req`` with (a plain dict).
+
+        Built from the job's payload: its ``image`` (else this adapter's default image),
+        ``command`` (shell text runs as ``sh -c``; a list is the exec form) and ``args``,
+        ``workdir``, ``env``, ``volumes`` and ``service_account``; or, when the job gives a
+        full ``pod_template``, that template's spec. Either way carbonsched sets what the plan
+        decides: the GPU limits (:meth:`gpu_limits`) and ``nodeSelector`` of the container
+        named ``job`` (else the first), the piece's ``CARBONSCHED_*`` variables (after the
+        job's own; they cannot be overridden), ``restartPolicy: Never`` and, for a pausing
+        piece, the checkpoint grace period. A placeholder runs ``sleep <planned seconds>``.
 
         Parameters
         ----------
@@ -218,19 +277,49 @@ class KubernetesAdapter:
             GPUs each pod requests as ``nvidia.com/gpu`` limits; default ``req.gpus`` (one pod
             holds the whole gang). A multi-pod workload passes ``req.gpus_per_node``. [-]
         """
+        import copy
+
+        p = req.payload
         product = self.gpu_products.get(req.gpu_type, req.gpu_type)
-        gpus = req.gpus if gpus_per_pod is None else gpus_per_pod
-        pod_spec: dict[str, Any] = {
-            "restartPolicy": "Never",
-            "nodeSelector": {self.gpu_product_label: product},
-            "containers": [{
-                "name": "job",
-                "image": self.image,
-                "command": ["sh", "-c", req.shell_command()],
-                "env": [{"name": k, "value": v} for k, v in req.job_env().items()],
-                "resources": {"limits": {GPU_RESOURCE: str(gpus)}},
-            }],
-        }
+        env = [{"name": k, "value": v} for k, v in {**req.user_env(),
+                                                   **req.job_env()}.items()]
+        if p is not None and p.pod_template:
+            pod_spec: dict[str, Any] = copy.deepcopy(dict(p.pod_template.get("spec") or {}))
+            containers = pod_spec["containers"]
+            main = next((c for c in containers if c.get("name") == "job"), containers[0])
+            main["env"] = [e for e in (main.get("env") or [])
+                           if e.get("name") not in {x["name"] for x in env}] + env
+        else:
+            main = {"name": "job", "image": (p and p.image) or self.image, "env": env}
+            if p is not None and isinstance(p.command, tuple):
+                main["command"] = list(p.command)
+                if p.args:
+                    main["args"] = list(p.args)
+            elif p is not None and p.command:
+                main["command"] = ["sh", "-c", p.command]
+                if p.args:   # "$0" is the first argument after the text (sh(1))
+                    main["args"] = ["sh", *p.args]
+            elif p is not None and p.args:
+                main["args"] = list(p.args)
+            elif req.placeholder or p is None:
+                main["command"] = ["sh", "-c", f"sleep {req.duration_s}"]
+            if p is not None and p.workdir:
+                main["workingDir"] = p.workdir
+            if p is not None and p.volumes:
+                main["volumeMounts"] = [{"name": v["name"], "mountPath": v["mount_path"],
+                                         **({"readOnly": True} if v.get("read_only") else {})}
+                                        for v in p.volumes]
+            pod_spec = {"containers": [main]}
+            if p is not None and p.volumes:
+                pod_spec["volumes"] = [_volume(v) for v in p.volumes]
+            if p is not None and p.service_account:
+                pod_spec["serviceAccountName"] = p.service_account
+        resources = main.setdefault("resources", {})
+        resources["limits"] = {**(resources.get("limits") or {}),
+                               **self.gpu_limits(req, gpus_per_pod)}
+        pod_spec["restartPolicy"] = "Never"
+        pod_spec["nodeSelector"] = {**(pod_spec.get("nodeSelector") or {}),
+                                    self.gpu_product_label: product}
         if req.pauses:
             # a pausing piece is stopped at its planned end (SIGTERM, then the grace period to
             # write its checkpoint)
@@ -253,7 +342,8 @@ class KubernetesAdapter:
             "namespace": self.namespace,
             "labels": {MANAGED_BY: OWNER, L_KEY_HASH: short_hash(req.key, 16),
                        L_JOB: label_value(req.job_id), L_PIECE: str(req.piece),
-                       L_PLAN: label_value(req.plan_id)},
+                       L_PLAN: label_value(req.plan_id),
+                       **({L_PLACEHOLDER: "true"} if req.placeholder else {})},
             "annotations": {A_KEY: req.key, A_JOB: req.job_id, A_PLAN: req.plan_id,
                             A_START: _iso(req.start), A_END: _iso(req.end)},
         }

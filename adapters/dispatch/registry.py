@@ -42,7 +42,11 @@ class BackendConfig:
     kubeconfig
         The kubeconfig with one context per Kubernetes site; None is ``$KUBECONFIG``.
     k8s_image
-        Image of the placeholder container.
+        Image of a container whose job names no image (and of the placeholder).
+    slurm_shards_per_gpu
+        Shard GRES per GPU on the Slurm clusters (``gpu_milli`` jobs). [-]
+    k8s_gpu_share_resource, k8s_gpu_share_replicas
+        Shared-GPU resource name and shares per GPU on Kubernetes (``gpu_milli`` jobs).
     timeout_s
         Timeout of one backend call (an sbatch, squeue or sacct run; one API request). [s]
     extra
@@ -56,6 +60,9 @@ class BackendConfig:
     slurm_account: str | None = None
     kubeconfig: Path | None = None
     k8s_image: str = "busybox:1.36"
+    slurm_shards_per_gpu: int = 10
+    k8s_gpu_share_resource: str = "nvidia.com/gpu.shared"
+    k8s_gpu_share_replicas: int = 10
     timeout_s: float = 30.0
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -82,12 +89,15 @@ def _slurm(site: Site, cfg: BackendConfig) -> DispatchAdapter:
     return SlurmAdapter(cluster, partition=site.backend.partition, conf=conf,
                         use_clusters_flag=cfg.slurm_use_clusters, timezone=tz,
                         accounting=cfg.slurm_accounting, account=cfg.slurm_account,
+                        shards_per_gpu=cfg.slurm_shards_per_gpu,
                         timeout_s=cfg.timeout_s)
 
 
 def _kubernetes(site: Site, cfg: BackendConfig) -> DispatchAdapter:
     return KubernetesAdapter(site.backend.context or "", site.backend.namespace or "default",
                              kubeconfig=cfg.kubeconfig, image=cfg.k8s_image,
+                             gpu_share_resource=cfg.k8s_gpu_share_resource,
+                             gpu_share_replicas=cfg.k8s_gpu_share_replicas,
                              timeout_s=cfg.timeout_s, workload=site.backend.workload,
                              queue=site.backend.queue)
 

@@ -205,9 +205,14 @@ def _fixed(offset: timedelta) -> tzinfo:
     return timezone(offset)
 
 
-def make_comment(key: str, plan_id: str) -> str:
-    """The ``--comment`` carrying the idempotency key and the plan id."""
-    return f"{COMMENT_PREFIX} key={quote(key, safe='')} plan={quote(plan_id, safe='')}"
+def make_comment(key: str, plan_id: str, placeholder: bool = False) -> str:
+    """The ``--comment`` carrying the idempotency key and the plan id.
+
+    A placeholder job (``dispatch --placeholder``) also carries ``placeholder=1``, so
+    ``squeue``/``sacct`` show it for what it is.
+    """
+    tail = " placeholder=1" if placeholder else ""
+    return f"{COMMENT_PREFIX} key={quote(key, safe='')} plan={quote(plan_id, safe='')}{tail}"
 
 
 def slurm_job_name(job_id: str, piece: int) -> str:
@@ -341,6 +346,10 @@ class SlurmAdapter:
         ``/scratch/%x-%j.out`` in a real deployment).
     account
         ``--account`` to charge (the service user's Slurm account); None leaves the default.
+        A job's own ``account`` wins.
+    shards_per_gpu
+        Shard GRES per GPU the cluster configures (gres.conf ``Name=shard``), for
+        ``gpu_milli`` jobs (:meth:`gres`). [-]
     """
 
     kind = "slurm"
@@ -350,7 +359,7 @@ class SlurmAdapter:
                  conf: str | Path | None = None, use_clusters_flag: bool = False,
                  timezone: tzinfo | None = None, accounting: str = "jobcomp",
                  timeout_s: float = 30.0, output: str = "/dev/null",
-                 account: str | None = None) -> None:
+                 account: str | None = None, shards_per_gpu: int = 10) -> None:
         if accounting not in ("jobcomp", "slurmdbd", "none"):
             raise ValueError(f"accounting must be jobcomp, slurmdbd or none, got {accounting!r}")
         self.cluster = cluster
@@ -364,6 +373,9 @@ class SlurmAdapter:
         self.timeout_s = timeout_s
         self.output = output
         self.account = account
+        if shards_per_gpu < 1:
+            raise ValueError(f"shards_per_gpu must be >= 1, got {shards_per_gpu}")
+        self.shards_per_gpu = shards_per_gpu
         self._index: dict[str, BackendJob] | None = None
         self._lock = threading.Lock()
 
@@ -418,63 +430,132 @@ class SlurmAdapter:
 
     # -- contract -------------------------------------------------------------------------------
     def sbatch_argv(self, req: DispatchRequest) -> tuple[str, list[str]]:
-        """The TZ value and the exact sbatch command line for ``req``.
+        """The TZ value and the exact sbatch command line for ``req`` (script on stdin).
 
         A piece of a preemptible job that pauses gets ``--signal=B:USR1@<lead>`` (Slurm signals
         the batch shell :data:`CHECKPOINT_SIGNAL_LEAD_S` seconds before the time limit so the job
         writes its checkpoint); a resumed piece whose predecessor this cluster holds gets
         ``--dependency=afterany:<id>`` so it never overlaps it. Jobs get ``--export=NONE``: the
-        piece's environment (:meth:`DispatchRequest.job_env`) is set by ``export`` lines at the
-        top of the batch script (:meth:`batch_script`), and nothing of the dispatcher's.
+        piece's environment (:meth:`DispatchRequest.job_env`) and the job's own ``env`` are
+        ``export`` lines in the batch script (:meth:`batch_script`), and nothing of the
+        dispatcher's. The payload's ``account``, ``partition`` and ``qos`` win over the site's;
+        ``workdir`` is ``--chdir`` (default ``/tmp``); ``image`` is ``--container`` for an OCI
+        bundle path (Slurm's containers.html) and pyxis's ``--container-image`` for an image
+        reference (NVIDIA enroot/pyxis, the plugin GPU clusters run). Fractional GPUs:
+        :meth:`gres`.
         """
         tz, (begin, deadline) = begin_wall_time(req.start, self.timezone, (req.deadline,))
         minutes = -(-req.duration_s // 60)
+        p = req.payload
         argv = ["sbatch", "--parsable", *self._cluster_args(),
                 f"--job-name={slurm_job_name(req.job_id, req.piece)}", "--export=NONE",
                 f"--begin={begin}", f"--deadline={deadline}", f"--time={minutes}",
                 *self.gang_args(req),
-                f"--comment={make_comment(req.key, req.plan_id)}",
-                f"--output={self.output}", "--chdir=/tmp"]
+                f"--comment={make_comment(req.key, req.plan_id, req.placeholder)}",
+                f"--output={self.output}", f"--chdir={(p and p.workdir) or '/tmp'}"]
         if req.pauses:
             argv.append(f"--signal=B:USR1@{CHECKPOINT_SIGNAL_LEAD_S}")
         if req.resumes:
             prev = (self._index or {}).get(dispatch_key(req.job_id, req.piece - 1))
             if prev is not None and prev.backend_id.startswith(f"{self.cluster}:"):
                 argv.append(f"--dependency=afterany:{prev.backend_id.split(':', 1)[1]}")
-        if self.partition:
-            argv.insert(3, f"--partition={self.partition}")
-        if self.account:
-            argv.insert(3, f"--account={self.account}")
-        argv += ["--wrap", self.batch_script(req)]
+        if p is not None and p.qos:
+            argv.insert(3, f"--qos={p.qos}")
+        partition = (p and p.partition) or self.partition
+        if partition:
+            argv.insert(3, f"--partition={partition}")
+        account = (p and p.account) or self.account
+        if account:
+            argv.insert(3, f"--account={account}")
+        if p is not None and p.image:
+            argv.append(f"--container={p.image}" if p.image.startswith("/")
+                        else f"--container-image={p.image}")
         return tz, argv
 
-    @staticmethod
-    def gang_args(req: DispatchRequest) -> list[str]:
+    def gang_args(self, req: DispatchRequest) -> list[str]:
         """The gang's shape on the sbatch line: ``--gres`` counts GPUs per node (sbatch(1)).
 
-        One node: ``--gres=gpu:<type>:<gpus> --nodes=1``. A gang of ``N > 1`` nodes
-        (:attr:`DispatchRequest.nodes`, from the site's ``gpus_per_node``):
-        ``--gres=gpu:<type>:<G> --nodes=N --ntasks-per-node=1`` with ``G = gpus / N``: Slurm
-        allocates exactly ``N`` nodes with ``G`` GPUs each, and one task per node is where a
-        launcher (``srun torchrun ...``) starts a process group per node. Source: sbatch(1),
-        Slurm 22.05 (``--gres`` "per node"; ``--nodes`` min[-max], a single value is exact).
+        One node: ``--gres=<gres> --nodes=1`` (:meth:`gres`: whole GPUs, a MIG slice or
+        shards). A gang of ``N > 1`` nodes (:attr:`DispatchRequest.nodes`, from the site's
+        ``gpus_per_node``): ``--gres=gpu:<type>:<G> --nodes=N --ntasks-per-node=1`` with
+        ``G = gpus / N``: Slurm allocates exactly ``N`` nodes with ``G`` GPUs each, and one task
+        per node is where a launcher (``srun torchrun ...``) starts a process group per node.
+        Source: sbatch(1), Slurm 22.05 (``--gres`` "per node"; ``--nodes`` min[-max], a single
+        value is exact).
         """
         if req.nodes == 1:
-            return [f"--gres=gpu:{req.gpu_type}:{req.gpus}", "--nodes=1"]
+            return [f"--gres={self.gres(req)}", "--nodes=1"]
         return [f"--gres=gpu:{req.gpu_type}:{req.gpus_per_node}", f"--nodes={req.nodes}",
                 "--ntasks-per-node=1"]
 
-    @staticmethod
-    def batch_script(req: DispatchRequest) -> str:
-        """The ``--wrap`` text: an ``export NAME=value`` line per job variable, then the command."""
-        exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in req.job_env().items())
-        return exports + req.shell_command()
+    def gres(self, req: DispatchRequest) -> str:
+        """The ``--gres`` value: whole GPUs, a MIG slice or GPU shards.
+
+        ``gpu:<type>:<n>`` for whole GPUs; ``gpu:<profile>:1`` for a ``mig_profile`` (Slurm
+        names MIG instances as GPU types, gres.conf(5), "MIG"); ``shard:<k>`` for
+        ``gpu_milli`` with ``k = ceil(gpu_milli * shards_per_gpu / 1000)`` (Slurm's shard
+        GRES, https://slurm.schedmd.com/gres.html#Sharding; rounded up: a job never gets less
+        than it asked for).
+        """
+        p = req.payload
+        if p is not None and p.mig_profile:
+            return f"gpu:{p.mig_profile}:1"
+        if p is not None and p.gpu_milli:
+            return f"shard:{-(-p.gpu_milli * self.shards_per_gpu // 1000)}"
+        return f"gpu:{req.gpu_type}:{req.gpus}"
+
+    def batch_script(self, req: DispatchRequest) -> str:
+        """The batch script sent on sbatch's stdin.
+
+        The job's own ``script`` (or the file at ``script_path``, read on this submit host as
+        ``sbatch <path>`` would) with the ``export`` lines inserted after its ``#!`` line and
+        its leading ``#SBATCH`` / comment block (sbatch stops reading directives at the first
+        command); else ``#!/bin/sh``, the exports and the command (or, for a placeholder,
+        ``sleep <planned seconds>``, labelled). The exports are the job's ``env`` then the
+        piece's ``CARBONSCHED_*`` variables, and nothing else.
+
+        Raises
+        ------
+        BackendRejectedError
+            ``script_path`` cannot be read on this host, or does not start with ``#!``.
+        """
+        env = {**req.user_env(), **req.job_env()}
+        exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
+        p = req.payload
+        text = p.script if p is not None else None
+        if p is not None and p.script_path:
+            try:
+                text = Path(p.script_path).read_text()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise BackendRejectedError(self.name, req.key, f"script_path {p.script_path}: "
+                                           f"cannot read it on this submit host ({exc})") from exc
+            if not text.startswith("#!"):
+                raise BackendRejectedError(self.name, req.key, f"script_path {p.script_path} "
+                                           "does not start with '#!'; add an interpreter line")
+        if text is None:
+            head = "#!/bin/sh\n"
+            if req.placeholder:
+                head += "# carbonsched placeholder: the job names nothing to run\n"
+            return head + exports + req.shell_command() + "\n"
+        lines = text.splitlines(keepends=True)
+        cut = 1
+        while cut < len(lines) and (not lines[cut].strip() or lines[cut].lstrip().startswith("#")):
+            cut += 1
+        head = "".join(lines[:cut])
+        return head + ("" if head.endswith("\n") else "\n") + exports + "".join(lines[cut:])
 
     def render(self, req: DispatchRequest) -> str:
-        """``TZ=... sbatch ...`` exactly as :meth:`submit` runs it (prefixed by ``SLURM_CONF``)."""
+        """``TZ=... sbatch ... <<'EOF'`` and the batch script, exactly as :meth:`submit` runs it.
+
+        Prefixed by ``SLURM_CONF`` when the cluster has its own.
+        """
         tz, argv = self.sbatch_argv(req)
         conf = f"SLURM_CONF={shlex.quote(str(self.conf))} " if self.conf else ""
-        return f"{conf}TZ={shlex.quote(tz)} {shlex.join(argv)}"
+        script = self.batch_script(req)
+        mark = "EOF_CARBONSCHED"
+        while mark in script:
+            mark += "_"
+        return f"{conf}TZ={shlex.quote(tz)} {shlex.join(argv)} <<'{mark}'\n{script}{mark}"
 
     def submit(self, req: DispatchRequest) -> BackendJob:
         """Submit unless a job with the same key exists on the cluster (then return it).
@@ -496,9 +577,10 @@ class SlurmAdapter:
             if req.key in index:
                 return index[req.key]
         tz, argv = self.sbatch_argv(req)
+        script = self.batch_script(req)
         try:
             proc = subprocess.run(argv, env=self._env(tz), capture_output=True, text=True,
-                                  timeout=self.timeout_s, check=False)
+                                  input=script, timeout=self.timeout_s, check=False)
         except FileNotFoundError as exc:
             raise BackendUnavailableError(
                 f"{self.name}: sbatch is not installed on this host "

@@ -48,6 +48,9 @@ def dispatch(
     catalog: Annotated[str | None, typer.Option(
         "--catalog", help="Catalog name or path (default: the one the plan names).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    placeholder: Annotated[bool, typer.Option(
+        "--placeholder", help="Run jobs that name nothing to run as 'sleep <planned seconds>' "
+        "(a demo; labelled on the backend). Without it they are not submitted.")] = False,
 ) -> None:
     """Dispatch a stored plan to each site's Slurm cluster or Kubernetes namespace, once."""
     from carbonsched.cli.common import err, errors, out
@@ -64,7 +67,8 @@ def dispatch(
             if cb.tzinfo is None:
                 raise TimeAxisError(f"--commit-before {commit_before!r} has no offset; give UTC "
                                     "with Z, e.g. 2026-12-01T06:00Z")
-        summary = dispatch_plan(_store(), plan, catalog, dry_run=dry_run, commit_before=cb)
+        summary = dispatch_plan(_store(), plan, catalog, dry_run=dry_run, commit_before=cb,
+                                placeholder=placeholder or None)
     if as_json:
         out.print_json(json.dumps(summary.to_dict()))
     elif dry_run:
@@ -93,7 +97,7 @@ def dispatch(
             out.print(f"note: {escape(note)}", highlight=False)
         for o in summary.outcomes:
             if o.action in ("rejected", "unavailable", "deadline_passed", "held_elsewhere",
-                            "lost_claim"):
+                            "lost_claim", "no_payload"):
                 err.print(f"[yellow]{o.action}[/] {escape(o.key)} at {o.site}: "
                           f"{escape(o.detail)}", highlight=False)
     if not summary.complete:

@@ -109,8 +109,42 @@ def plans_show(
             r["energy_kwh"] += i.get("energy_kwh", 0.0)
             r["emissions_kg"] += i.get("emissions_kg", 0.0)
         print_plan(doc, list(summary.values()), all_notes)
+        out.print(payload_line(doc["placements"]), highlight=False, soft_wrap=True)
         out.print(f"plan id {doc['plan_id']}; as JSON: `carbonsched plans show "
                   f"{doc['plan_id']} --json`", highlight=False, soft_wrap=True)
+
+
+def payload_line(placements: list[dict]) -> str:
+    """One line on what the placements run: payload kinds, templates, GPU slices, none.
+
+    Parameters
+    ----------
+    placements
+        The plan document's ``placements`` (each with an optional ``payload``).
+    """
+    kinds: dict[str, int] = {}
+    templates: set[str] = set()
+    slices = none = 0
+    for p in placements:
+        pay = p.get("payload") or {}
+        what = next((k for k in ("pod_template", "script", "script_path", "command", "image")
+                     if pay.get(k)), None)
+        if what is None:
+            none += 1
+        else:
+            kinds[what] = kinds.get(what, 0) + 1
+        if pay.get("template"):
+            templates.add(str(pay["template"]))
+        slices += bool(pay.get("gpu_milli") or pay.get("mig_profile"))
+    parts = [f"{n} {k}" for k, n in sorted(kinds.items())]
+    if templates:
+        parts.append(f"templates {', '.join(sorted(templates))}")
+    if slices:
+        parts.append(f"{slices} on a GPU slice (gpu_milli/mig_profile)")
+    if none:
+        parts.append(f"{none} name nothing to run (dispatched only with --placeholder)")
+    return (f"payloads of {len(placements)} placements: {'; '.join(parts) or 'none'}; each "
+            "one's in `plans show ID --json`")
 
 
 def _hours(iso: str) -> float:

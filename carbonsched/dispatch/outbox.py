@@ -66,12 +66,13 @@ from carbonsched.adapters.dispatch.base import (
     ReleasesHeld,
     SubmittedUnit,
     dispatch_key,
+    payload_problem,
 )
 from carbonsched.adapters.dispatch.registry import AdapterRegistry, BackendConfig, default_registry
 from carbonsched.catalog import Catalog, load_catalog
 from carbonsched.config import Settings, get_settings
 from carbonsched.dispatch.lease import Claim, Claimant, check_lease_covers
-from carbonsched.domain import JobState, ReasonCode, Site
+from carbonsched.domain import JobPayload, JobState, ReasonCode, Site
 from carbonsched.errors import (
     AdapterContractError,
     BackendError,
@@ -103,6 +104,9 @@ def backend_config(settings: Settings) -> BackendConfig:
                          slurm_timezone=settings.slurm_timezone,
                          slurm_account=settings.slurm_account, kubeconfig=settings.kubeconfig,
                          k8s_image=settings.k8s_image,
+                         slurm_shards_per_gpu=settings.slurm_shards_per_gpu,
+                         k8s_gpu_share_resource=settings.k8s_gpu_share_resource,
+                         k8s_gpu_share_replicas=settings.k8s_gpu_share_replicas,
                          timeout_s=settings.dispatch_backend_timeout_s)
 
 
@@ -240,8 +244,14 @@ def build_adapters(catalog: Catalog, *, registry: AdapterRegistry | None = None,
 
 
 def plan_requests(plan: Mapping[str, Any], catalog: Catalog,
-                  deadline_slack_s: float = 3600.0) -> list[DispatchRequest]:
+                  deadline_slack_s: float = 3600.0,
+                  placeholder: bool = False) -> list[DispatchRequest]:
     """One :class:`DispatchRequest` per placement of a plan document.
+
+    Each request carries its placement's ``payload`` (the job's payload fields, templates
+    applied; :class:`~carbonsched.domain.JobPayload`); a legacy placement ``command`` is read
+    as the payload's command. With ``placeholder``, a placement whose job names nothing to run
+    becomes a placeholder request (``sleep <planned seconds>``, labelled on the backend).
 
     The piece is the placement's ``piece`` (0 when the plan places jobs whole); the job's number
     of pieces is the placement's ``pieces`` when given, else how many placements the plan has
@@ -257,6 +267,8 @@ def plan_requests(plan: Mapping[str, Any], catalog: Catalog,
     InputError
         A placement's gang is larger than one of the site's nodes and not a whole number of
         them (a plan made before the catalog declared its node shape): nothing is dispatched.
+    WorkloadError
+        A placement's payload has a field the schema does not know.
     """
     known = [s.id for s in catalog.sites]
     out = []
@@ -270,6 +282,8 @@ def plan_requests(plan: Mapping[str, Any], catalog: Catalog,
         end = pd.Timestamp(p["end"]).to_pydatetime()
         deadline = (pd.Timestamp(p["deadline"]).to_pydatetime() if p.get("deadline")
                     else end + timedelta(seconds=deadline_slack_s))
+        payload = JobPayload.from_dict(p.get("payload")) or (
+            JobPayload(command=str(p["command"])) if p.get("command") else None)
         out.append(DispatchRequest(
             plan_id=str(plan["plan_id"]), job_id=str(p["job_id"]), piece=int(p.get("piece", 0)),
             site=p["site"], start=start, end=end, deadline=deadline, gpu_type=p["gpu_type"],
@@ -277,7 +291,9 @@ def plan_requests(plan: Mapping[str, Any], catalog: Catalog,
             pieces=int(p.get("pieces") or per_job[str(p["job_id"])]),
             checkpoint_overhead_s=round(60 * float(p.get("overhead_minutes") or 0)),
             nodes=placement_nodes(catalog.site(p["site"]), str(p["job_id"]), p["gpu_type"],
-                                  int(p["gpus"]))))
+                                  int(p["gpus"])),
+            payload=payload,
+            placeholder=placeholder and (payload is None or not payload.runs_something)))
     return out
 
 
@@ -326,7 +342,9 @@ def _request_json(req: DispatchRequest) -> str:
                        "deadline": _iso(req.deadline), "gpu_type": req.gpu_type,
                        "gpus": req.gpus, "command": req.command, "pieces": req.pieces,
                        "checkpoint_overhead_s": req.checkpoint_overhead_s,
-                       "nodes": req.nodes})
+                       "nodes": req.nodes,
+                       "payload": req.payload.to_dict() if req.payload is not None else None,
+                       "placeholder": req.placeholder})
 
 
 def _request_from_row(row: DispatchRow) -> DispatchRequest:
@@ -338,7 +356,9 @@ def _request_from_row(row: DispatchRow) -> DispatchRequest:
                            gpu_type=d["gpu_type"], gpus=d["gpus"], command=d.get("command", ""),
                            pieces=d.get("pieces", 0),
                            checkpoint_overhead_s=d.get("checkpoint_overhead_s", 0),
-                           nodes=d.get("nodes", 1))
+                           nodes=d.get("nodes", 1),
+                           payload=JobPayload.from_dict(d.get("payload")),
+                           placeholder=bool(d.get("placeholder", False)))
 
 
 def _outcome(row: DispatchRow, action: str, detail: str = "") -> DispatchOutcome:
@@ -417,7 +437,8 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
                   settings: Settings | None = None,
                   sleep: Callable[[float], None] = time.sleep,
                   max_attempts: int | None = None,
-                  claimant: Claimant | None = None) -> DispatchSummary:
+                  claimant: Claimant | None = None,
+                  placeholder: bool | None = None) -> DispatchSummary:
     """Dispatch a stored plan's placements to their sites' schedulers, exactly once.
 
     Parameters
@@ -447,6 +468,11 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
     claimant
         Whose claims this run takes (:class:`~carbonsched.dispatch.lease.Claimant`); None makes
         one with ``settings.dispatch_lease_s``.
+    placeholder
+        Submit a job that names nothing to run as the placeholder ``sleep <planned seconds>``
+        (labelled on the backend object and counted in the notes); None uses
+        ``settings.dispatch_placeholder``. Without it such a job is not submitted: its outcome
+        is ``no_payload`` (reason ``NoPayload``), counted in the notes.
 
     Returns
     -------
@@ -479,7 +505,9 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
     now = _now(clock)
     summary = DispatchSummary(plan_id=plan_id, dry_run=dry_run, commit_before=commit_before,
                               started_at=now)
-    requests = plan_requests(plan, catalog, settings.dispatch_deadline_slack_s)
+    if placeholder is None:
+        placeholder = settings.dispatch_placeholder
+    requests = plan_requests(plan, catalog, settings.dispatch_deadline_slack_s, placeholder)
     missing = sorted({r.site for r in requests} - set(adapters))
     if missing:
         raise AdapterContractError(f"no dispatch adapter for site(s) {', '.join(missing)} of "
@@ -495,11 +523,18 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
         if getattr(a, "timezone_source", "") == "fallback":
             summary.notes.append(f"{name}: no host zone found (TZ, /etc/timezone, "
                                  "/etc/localtime): --begin is written in UTC")
-    no_command = sum(1 for r in requests if not r.command)
-    if no_command:
+    placeholders = sum(1 for r in requests if r.placeholder)
+    if placeholders:
         summary.notes.append(
-            f"{no_command} of {len(requests)} placements carry no command: each runs the "
-            "placeholder 'sleep <planned seconds>'")
+            f"{placeholders} of {len(requests)} placements name nothing to run: each runs the "
+            "placeholder 'sleep <planned seconds>' (--placeholder), labelled on the backend")
+    unrunnable = {r.key: why for r in requests
+                  if (why := payload_problem(r, getattr(adapters[r.site], "kind", ""))) is not None}
+    if unrunnable:
+        summary.notes.append(
+            f"{len(unrunnable)} of {len(requests)} placements were not submitted: their job "
+            "names nothing the site can run (outcome no_payload; give a script or command, or "
+            "dispatch with --placeholder)")
     summary.notes += _late_plan_notes(plan, requests, now, commit_before)
 
     if not dry_run:
@@ -523,6 +558,13 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
                 elif row.state != JobState.PENDING.value:
                     summary.outcomes.append(_outcome(row, "recorded"))
                 continue  # pending rows of this plan are reconciled below
+            if req.key in unrunnable:
+                summary.outcomes.append(DispatchOutcome(
+                    key=req.key, job_id=req.job_id, piece=req.piece, site=req.site,
+                    backend=adapter.name, action="no_payload", state=str(JobState.PLANNED),
+                    reason=str(ReasonCode.NO_PAYLOAD), plan_id=plan_id,
+                    detail=unrunnable[req.key]))
+                continue
             if commit_before is not None and req.start >= commit_before:
                 summary.outcomes.append(DispatchOutcome(
                     key=req.key, job_id=req.job_id, piece=req.piece, site=req.site,

@@ -56,6 +56,7 @@ from carbonsched.plan import (
 from carbonsched.plan.baselines import BASELINE_DEFINITION
 from carbonsched.plan.sets import check_slot_minutes
 from carbonsched.timeaxis import HOUR, day_start_utc, hourly_slots, require_aware
+from carbonsched.workload.schema import apply_templates
 
 Progress = Callable[[str], None]
 
@@ -798,6 +799,8 @@ def run_daily_plan(
         workload = shift_workload(workload, replay, horizon_hours,
                                   "the demo day" if is_demo else "the workload (--jobs)")
     check_workload_fits_catalog(workload, cat)
+    # templates are the catalog's: applied (and an unknown name refused) before any solve
+    workload = Workload(apply_templates(workload.jobs, cat.templates), workload.inference)
     slots = hourly_slots(issued_at, horizon_hours) if slot_minutes == 60 else pd.date_range(
         issued_at, periods=horizon_hours * 60 // slot_minutes, freq=f"{slot_minutes}min",
         name="slot")
@@ -915,8 +918,12 @@ def run_daily_plan(
     # each placement carries its job's own deadline, for the backend (Slurm --deadline,
     # Kubernetes activeDeadlineSeconds); dispatch falls back to the planned end + slack without it
     deadlines = {j.id: jsonable(j.deadline) for j in workload.jobs}
+    # and its payload (what it runs, templates applied), for the backend; absent: no payload
+    payloads = {j.id: j.payload.to_dict() for j in workload.jobs if j.payload is not None}
     for p in doc["placements"]:
         p["deadline"] = deadlines.get(p["job_id"])
+        if p["job_id"] in payloads:
+            p["payload"] = payloads[p["job_id"]]
     summary = site_summary(problem, result)
     fc_long = (pd.concat([f.long for f in forecasts.values()], ignore_index=True)
                if forecasts else pd.DataFrame())

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from carbonsched.domain import PAYLOAD_FIELDS
 from carbonsched.errors import InputError
 
 UtcTime = str
@@ -68,6 +69,13 @@ class PlacementRow(_Row):
     deadline: UtcTime | None = Field(
         None,
         description="The job's own deadline (UTC), for the backend; absent in the baseline's rows.",
+    )
+    payload: dict[str, Any] | None = Field(
+        None,
+        description="What the job runs, for the backend: the job's payload fields (docs/"
+        "workload.md, 'Payload fields'; templates applied, only the fields set). Absent: the job "
+        "names nothing to run and is dispatched only with --placeholder.",
+        json_schema_extra={"propertyNames": {"enum": list(PAYLOAD_FIELDS)}},
     )
 
 

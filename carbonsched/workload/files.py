@@ -35,8 +35,10 @@ from pydantic_core import PydanticCustomError
 
 from carbonsched.catalog import Catalog, UserArea
 from carbonsched.domain import (
+    PAYLOAD_FIELDS,
     InferenceDemand,
     Job,
+    JobPayload,
     Site,
     WorkKind,
     Workload,
@@ -44,7 +46,7 @@ from carbonsched.domain import (
 )
 from carbonsched.errors import CarbonschedError, WorkloadError
 from carbonsched.fileio import atomic_open, atomic_write_text
-from carbonsched.limits import MAX_JOB_GPUS, MAX_POWER_PER_GPU_KW
+from carbonsched.limits import MAX_JOB_GPUS, MAX_POD_TEMPLATE_BYTES, MAX_POWER_PER_GPU_KW
 from carbonsched.timeaxis import HOUR, day_start_utc
 from carbonsched.workload.schema import (
     JOB_FIELDS,
@@ -60,8 +62,12 @@ from carbonsched.workload.schema import (
 INFERENCE_FIELDS = ("area", "hour", "gpu_type", "gpus", "slo_ms", "power_per_gpu_kw")
 CSV_COLUMNS = ("kind", "id", "tenant", "gpu_type", "gpus", "duration_hours", "power_per_gpu_kw",
                "earliest_start", "deadline", "allowed_sites", "area", "hour", "slo_ms",
-               "duration_minutes", "preemptible", "checkpoint_overhead_minutes", "max_pieces")
-"""Columns of the CSV format, in the order :func:`write_workload` writes them."""
+               "duration_minutes", "preemptible", "checkpoint_overhead_minutes", "max_pieces",
+               *PAYLOAD_FIELDS)
+"""Columns of the CSV format, in the order :func:`write_workload` writes them (the payload
+columns only when a job has a payload). A payload cell holding a list or a mapping
+(``command`` as argv, ``args``, ``env``, ``volumes``, ``pod_template``) is JSON text; ``env``
+may also be ``NAME=value;NAME2=value2``."""
 CSV_KINDS = ("training", "batch", "inference")
 
 POD_FILE = "job-traces/alibaba_gpu_v2023_openb_pod_list_default.csv"
@@ -241,7 +247,23 @@ def _read_json(path: Path) -> Workload:
     return out
 
 
+CSV_CELL_LIMIT = 4 * MAX_POD_TEMPLATE_BYTES
+"""Longest CSV cell read (Python's csv module stops at 128 KiB by default): room for the
+largest payload a job may carry (a pod template as JSON text, doubled quotes and all). [chars]"""
+
+
 def _read_csv(path: Path) -> Workload:
+    if csv.field_size_limit() < CSV_CELL_LIMIT:
+        csv.field_size_limit(CSV_CELL_LIMIT)
+    try:
+        return _read_csv_rows(path)
+    except csv.Error as exc:
+        raise WorkloadError(f"{path}: not a readable CSV table ({exc}); check quoting (a cell "
+                            "holding commas, quotes or newlines is quoted, with quotes "
+                            "doubled) and cell sizes") from None
+
+
+def _read_csv_rows(path: Path) -> Workload:
     with path.open(newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         header = reader.fieldnames or []
@@ -253,8 +275,11 @@ def _read_csv(path: Path) -> Workload:
             raise WorkloadError(f"{path}, line 1: missing column 'kind'; add it with values "
                                 f"{', '.join(CSV_KINDS)} (see docs/workload.md)")
         jobs, labels, inf, inf_labels = [], [], [], []
+        end = reader.line_num
         for row in reader:
-            line = reader.line_num
+            # a record starts on the line after the previous one ended (a quoted cell, such as
+            # a script, may span lines; reader.line_num is where the record ends)
+            line, end = end + 1, reader.line_num
             w = _Where(path, f"line {line}")
             if None in row:
                 raise w.err(None, "has more cells than the header", "remove the extra cells")
@@ -327,17 +352,23 @@ def write_workload(workload: Workload, path: str | Path) -> Path:
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix == ".json":
-        doc = {"jobs": [jsonable(j) for j in workload.jobs],
+        doc = {"jobs": [{**{k: v for k, v in jsonable(j).items() if k != "payload"},
+                         **(j.payload.to_dict() if j.payload is not None else {})}
+                        for j in workload.jobs],
                "inference": [jsonable(d) for d in workload.inference]}
         atomic_write_text(p, json.dumps(doc, indent=1) + "\n")
         return p
     if suffix != ".csv":
         raise WorkloadError(f"{p}: unknown workload format {p.suffix!r}; use .json or .csv")
+    with_payload = any(j.payload is not None for j in workload.jobs)
+    columns = [c for c in CSV_COLUMNS if with_payload or c not in PAYLOAD_FIELDS]
     with atomic_open(p, "w", newline="", encoding="utf-8") as fh:
-        wr = csv.DictWriter(fh, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
+        wr = csv.DictWriter(fh, fieldnames=columns, lineterminator="\n")
         wr.writeheader()
         for j in workload.jobs:
-            wr.writerow({"kind": str(j.kind), "id": j.id, "tenant": j.tenant,
+            cells = {k: (v if isinstance(v, (str, int)) else json.dumps(v))
+                     for k, v in (j.payload.to_dict() if j.payload is not None else {}).items()}
+            wr.writerow({**cells, "kind": str(j.kind), "id": j.id, "tenant": j.tenant,
                          "gpu_type": j.gpu_type, "gpus": j.gpus,
                          "duration_minutes": j.duration_minutes,
                          "preemptible": "true" if j.preemptible else "false",
@@ -524,12 +555,25 @@ def demo_workload(catalog: Catalog, day: date | str, seed: int = 0) -> Workload:
                         gpus=gang, duration_hours=duration,
                         power_per_gpu_kw=it_power_per_gpu_kw(gpu_type, catalog),
                         earliest_start=day0 + start_h * HOUR, deadline=day0 + end_h * HOUR,
-                        allowed_sites=home_first_sites(catalog, area, gpu_type), kind=kind))
+                        allowed_sites=home_first_sites(catalog, area, gpu_type), kind=kind,
+                        payload=JobPayload(command=demo_job_command())))
     inf_type = _inference_type(catalog)
     fleet = sum(s.gpu_count(inf_type) for s in catalog.sites)
     inference = _inference_day(catalog, day0, p["inference_load"] * fleet, inf_type,
                                it_power_per_gpu_kw(inf_type, catalog))
     return Workload(jobs=jobs, inference=inference)
+
+
+@lru_cache(maxsize=1)
+def demo_job_command() -> str:
+    """The demo jobs' payload: ``carbonsched/workload/demo_job.sh``, as ``command`` text.
+
+    A POSIX ``sh`` script (GNU or busybox) that works in 10 s steps until a minute before
+    ``CARBONSCHED_PIECE_END`` and checkpoints on ``SIGUSR1``/``SIGTERM`` (resuming when
+    ``CARBONSCHED_RESUME=1``): real work that keeps the piece contract, not ``sleep``. Shipped
+    as ``command`` so it runs at Slurm and Kubernetes sites alike.
+    """
+    return resources.files("carbonsched.workload").joinpath("demo_job.sh").read_text()
 
 
 # --- traces -----------------------------------------------------------------------------------

@@ -21,8 +21,10 @@ cell or ``null`` is an absent value.
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
@@ -40,21 +42,38 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from carbonsched.domain import Job, WorkKind
+from carbonsched.domain import (
+    MIG_PROFILES,
+    PAYLOAD_FIELDS,
+    Job,
+    JobPayload,
+    WorkKind,
+    mig_profiles,
+)
 from carbonsched.limits import (
     EARLIEST_YEAR,
+    ENV_NAME_PATTERN,
     IDENTIFIER_PATTERN,
     LATEST_YEAR,
     MAX_ALLOWED_SITES,
     MAX_CHECKPOINT_OVERHEAD_MINUTES,
+    MAX_COMMAND_CHARS,
     MAX_DURATION_HOURS,
     MAX_DURATION_MINUTES,
+    MAX_ENV_VALUE_CHARS,
+    MAX_ENV_VARS,
+    MAX_GPU_MILLI,
     MAX_GPU_TYPE_CHARS,
     MAX_IDENTIFIER_CHARS,
     MAX_JOB_GPUS,
+    MAX_PATH_CHARS,
     MAX_PIECES,
+    MAX_POD_TEMPLATE_BYTES,
     MAX_POWER_PER_GPU_KW,
+    MAX_SCRIPT_BYTES,
+    MAX_VOLUMES,
     MIN_DURATION_HOURS,
+    RESERVED_ENV_PREFIX,
     TEXT_PATTERN,
     TIME_PATTERN,
     identifier_problem,
@@ -345,6 +364,248 @@ def _time(value: Any, field: str) -> datetime:
     return utc_datetime(value)
 
 
+# --- payload fields (docs/workload.md, "Payload fields") ---------------------------------------
+
+SLURM_NAME_PATTERN = r"^[A-Za-z0-9_.+@-]{1,64}$"
+"""Grammar of ``account``, ``partition`` and ``qos``: no blanks, commas or control characters
+(sbatch reads commas as list separators), at most 64 characters."""
+IMAGE_PATTERN = r"^([A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}|/[A-Za-z0-9._/+@-]{1,4095})$"
+"""Grammar of ``image``: a container image reference (``registry/repo:tag`` or
+``@sha256:...``; the OCI distribution spec's characters, no blanks, at most 512 characters), or
+the absolute path of an OCI bundle (Slurm's own ``--container``)."""
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+"""A Kubernetes DNS-1123 label (volume names, claim names); Kubernetes API conventions."""
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+"""A Kubernetes DNS-1123 subdomain (service account names)."""
+MIG_PROFILE_PATTERN = r"^[1-9]g\.[0-9]{1,3}gb(\+me)?$"
+"""Spelling of a MIG profile: ``<slices>g.<memory>gb``, optionally ``+me`` (NVIDIA MIG User
+Guide, "Terminology")."""
+RUN_FIELDS = ("script", "script_path", "command")
+"""The fields naming what a Slurm job runs: at most one of them."""
+VOLUME_SOURCES = ("host_path", "claim", "config_map", "secret", "empty_dir")
+"""Where a volume's data comes from (Kubernetes ``hostPath``, ``persistentVolumeClaim``,
+``configMap``, ``secret``, ``emptyDir``): exactly one per volume."""
+ENV_SEPARATOR = ";"
+"""Separator of ``NAME=value`` pairs when ``env`` is one text (the CSV cell)."""
+
+
+def _json_text(value: Any) -> Any:
+    """A JSON list or object given as text (a CSV cell) parsed; anything else as is."""
+    if isinstance(value, str) and value.strip()[:1] in ("[", "{"):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise problem(f"cannot parse {value[:60]!r} as JSON ({exc.msg})",
+                          "write a JSON list or object") from None
+    return value
+
+
+def _free_text(value: Any, what: str, limit: int, newlines: bool = False) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise problem(f"expected a non-empty {what}, got {value!r}", f"give the {what} as text")
+    bad = [c for c in value if ord(c) < 0x20 and not (newlines and c in "\n\t\r")]
+    if bad or "\x7f" in value:
+        raise problem(f"the {what} contains a control character ({(bad or ['DEL'])[0]!r})",
+                      "remove it" + ("" if newlines else " (one line only)"))
+    if len(value) > limit:
+        raise problem(f"the {what} is {len(value)} characters long, at most {limit} are "
+                      "accepted", "shorten it" + ("; ship a script and give script_path"
+                                                  if newlines else ""))
+    return value
+
+
+def _script(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise problem(f"expected the batch script as text, got {value!r}",
+                      "give the script's text, starting with a '#!' line")
+    size = len(value.encode("utf-8"))
+    if size > MAX_SCRIPT_BYTES:
+        raise problem(f"the script is {size} bytes, at most {MAX_SCRIPT_BYTES} are accepted",
+                      "ship it on the cluster and give script_path instead")
+    if "\x00" in value:
+        raise problem("the script contains a NUL character", "remove it")
+    if not value.startswith("#!"):
+        raise problem(f"the script starts with {value.splitlines()[0][:40]!r}, not '#!'",
+                      "start it with an interpreter line such as '#!/bin/bash' (sbatch "
+                      "refuses a script without one)")
+    return value
+
+
+def _abs_path(value: Any, field: str) -> str:
+    path = _free_text(value, "path", MAX_PATH_CHARS).strip()
+    if not path.startswith("/"):
+        raise problem(f"{path!r} is not an absolute path", "give a path starting with '/' "
+                      "(as seen on the cluster's nodes)")
+    return path
+
+
+def _command(value: Any, field: str) -> str | list[str]:
+    if isinstance(value, str) and value.strip().startswith("["):
+        try:   # an argv list written as JSON text (a CSV cell); else shell text ("[ -f x ]")
+            parsed = json.loads(value)
+            value = parsed if isinstance(parsed, list) else value
+        except json.JSONDecodeError:
+            pass
+    if isinstance(value, str):
+        return _free_text(value, "command", MAX_COMMAND_CHARS, newlines=True)
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+        items = [_free_text(v, "command item", MAX_COMMAND_CHARS, newlines=True)
+                 for v in value]
+        if sum(map(len, items)) > MAX_COMMAND_CHARS:
+            raise problem(f"the command is {sum(map(len, items))} characters long, at most "
+                          f"{MAX_COMMAND_CHARS} are accepted", "shorten it")
+        return items
+    raise problem(f"expected shell text or a list of strings, got {value!r}",
+                  "give e.g. \"python train.py\" or [\"python\", \"train.py\"]")
+
+
+def _args(value: Any, field: str) -> list[str]:
+    value = _json_text(value)
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise problem(f"expected a list of strings, got {value!r}",
+                      "give a JSON list such as [\"--epochs\", \"3\"]")
+    items = [_free_text(v, "argument", MAX_COMMAND_CHARS, newlines=True) if v else v
+             for v in value]
+    if sum(map(len, items)) > MAX_COMMAND_CHARS:
+        raise problem(f"the arguments are {sum(map(len, items))} characters long, at most "
+                      f"{MAX_COMMAND_CHARS} are accepted", "shorten them")
+    return items
+
+
+def env_problem(name: Any, value: Any) -> str | None:
+    """What is wrong with one ``env`` entry, or None: the one rule of every entry point.
+
+    Names follow :data:`~carbonsched.limits.ENV_NAME_PATTERN` and never start with
+    :data:`~carbonsched.limits.RESERVED_ENV_PREFIX`; values are text of at most
+    :data:`~carbonsched.limits.MAX_ENV_VALUE_CHARS` characters without NUL.
+    """
+    if not isinstance(name, str) or not re.fullmatch(ENV_NAME_PATTERN, name):
+        return (f"variable name {name!r} is not a shell name; use letters, digits and '_', "
+                "not starting with a digit, at most 128 characters")
+    if name.upper().startswith(RESERVED_ENV_PREFIX):
+        return (f"variable {name!r} is set by carbonsched for every piece "
+                f"({RESERVED_ENV_PREFIX}*); rename it")
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return f"variable {name!r} has value {value!r}; give text"
+    text = str(value)
+    if "\x00" in text:
+        return f"variable {name!r} contains a NUL character; remove it"
+    if len(text) > MAX_ENV_VALUE_CHARS:
+        return (f"variable {name!r} is {len(text)} characters long, at most "
+                f"{MAX_ENV_VALUE_CHARS} are accepted; shorten it")
+    return None
+
+
+def _env(value: Any, field: str) -> dict[str, str]:
+    value = _json_text(value)
+    if isinstance(value, str):   # the CSV cell: NAME=value;NAME2=value2
+        pairs = {}
+        for item in (i for i in value.split(ENV_SEPARATOR) if i.strip()):
+            name, sep, val = item.partition("=")
+            if not sep:
+                raise problem(f"{item.strip()!r} is not NAME=value",
+                              "write NAME=value pairs separated by ';' (or a JSON object)")
+            pairs[name.strip()] = val
+        value = pairs
+    if not isinstance(value, Mapping):
+        raise problem(f"expected a mapping of names to values, got {value!r}",
+                      "give a JSON object such as {\"OMP_NUM_THREADS\": \"8\"}")
+    if len(value) > MAX_ENV_VARS:
+        raise problem(f"{len(value)} variables, at most {MAX_ENV_VARS} are accepted",
+                      "pass fewer (or read a file the job ships)")
+    for name, val in value.items():
+        msg = env_problem(name, val)
+        if msg is not None:
+            what, _, fix = msg.rpartition("; ")
+            raise problem(what, fix)
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def _pattern(regex: str, what: str, example: str) -> Callable[[Any, str], str]:
+    def check(value: Any, field: str) -> str:
+        if not isinstance(value, str) or not re.fullmatch(regex, value.strip()):
+            raise problem(f"{value!r} is not a valid {what}", f"give e.g. {example!r}")
+        return value.strip()
+    return check
+
+
+def _volumes(value: Any, field: str) -> list[dict[str, Any]]:
+    value = _json_text(value)
+    if not isinstance(value, (list, tuple)):
+        raise problem(f"expected a list of volumes, got {value!r}",
+                      "give [{\"name\": \"data\", \"mount_path\": \"/data\", "
+                      "\"claim\": \"datasets\"}]")
+    if len(value) > MAX_VOLUMES:
+        raise problem(f"{len(value)} volumes, at most {MAX_VOLUMES} are accepted",
+                      "mount fewer")
+    out, names = [], set()
+    keys = ("name", "mount_path", "read_only", *VOLUME_SOURCES)
+    for i, v in enumerate(value):
+        if not isinstance(v, Mapping):
+            raise problem(f"volume {i} is {v!r}, not an object", "give name, mount_path and "
+                          f"one of {', '.join(VOLUME_SOURCES)}")
+        extra = sorted(set(v) - set(keys))
+        if extra:
+            raise problem(f"volume {i} has unknown key(s) {', '.join(extra)}",
+                          f"use {', '.join(keys)}")
+        name = _pattern(DNS_LABEL_PATTERN, "volume name (DNS-1123 label)", "data")(
+            v.get("name"), field)
+        if name in names:
+            raise problem(f"volume name {name!r} appears twice", "give each volume its name")
+        names.add(name)
+        sources = [k for k in VOLUME_SOURCES if v.get(k) not in (None, False, "")]
+        if len(sources) != 1:
+            raise problem(f"volume {name!r} names {len(sources)} sources "
+                          f"({', '.join(sources) or 'none'})",
+                          f"give exactly one of {', '.join(VOLUME_SOURCES)}")
+        src = sources[0]
+        item: dict[str, Any] = {"name": name, "mount_path": _abs_path(v.get("mount_path"),
+                                                                         field)}
+        if src == "host_path":
+            item[src] = _abs_path(v[src], field)
+        elif src == "empty_dir":
+            item[src] = _flag(v[src], field)
+        else:
+            item[src] = _pattern(DNS_SUBDOMAIN_PATTERN, f"{src} name", "datasets")(v[src], field)
+        if v.get("read_only") is not None:
+            item["read_only"] = _flag(v["read_only"], field)
+        out.append(item)
+    return out
+
+
+def _pod_template(value: Any, field: str) -> dict[str, Any]:
+    value = _json_text(value)
+    if not isinstance(value, Mapping):
+        raise problem(f"expected a PodTemplateSpec object, got {value!r}",
+                      "give {\"spec\": {\"containers\": [{\"name\": \"job\", "
+                      "\"image\": ...}]}}")
+    size = len(json.dumps(value))
+    if size > MAX_POD_TEMPLATE_BYTES:
+        raise problem(f"the pod template is {size} bytes as JSON, at most "
+                      f"{MAX_POD_TEMPLATE_BYTES} are accepted", "make it smaller")
+    extra = sorted(set(value) - {"metadata", "spec"})
+    if extra:
+        raise problem(f"unknown key(s) {', '.join(extra)} in the pod template",
+                      "a PodTemplateSpec has metadata and spec")
+    spec = value.get("spec")
+    containers = spec.get("containers") if isinstance(spec, Mapping) else None
+    if not isinstance(containers, list) or not containers or not all(
+            isinstance(c, Mapping) and isinstance(c.get("name"), str)
+            and isinstance(c.get("image"), str) for c in containers):
+        raise problem("the pod template has no spec.containers list of {name, image}",
+                      "give spec.containers with at least one container with a name and "
+                      "an image (the one named 'job', else the first, gets the GPUs)")
+    return json.loads(json.dumps(value))
+
+
+def _gpu_milli(value: Any, field: str) -> int:
+    return whole_number(value, "1/1000 GPU", 1, MAX_GPU_MILLI)
+
+
+_SLURM_NAME = _pattern(SLURM_NAME_PATTERN, "Slurm name (no blanks or commas, <= 64 "
+                       "characters)", "gpu")
+
+
 Text = Annotated[str, Field(min_length=1, pattern=TEXT_PATTERN)]
 Identifier = Annotated[str, Field(min_length=1, max_length=MAX_IDENTIFIER_CHARS,
                                   pattern=IDENTIFIER_PATTERN)]
@@ -428,10 +689,69 @@ class JobSpec(BaseModel):
                                      "may run in; above 1 needs preemptible. [-]"),
                           _optional(_whole(1, MAX_PIECES), 1)] = 1
 
+    # -- payload (docs/workload.md, "Payload fields"); all optional ----------------------------
+    template: Annotated[Identifier | None, Field(
+        description="Name of a catalog template ([templates.NAME]) whose fields the job's "
+        "own override."), _optional(lambda v, f: identifier(v, "template name"), None)] = None
+    script: Annotated[str | None, Field(
+        max_length=MAX_SCRIPT_BYTES, description="Slurm batch script, inline (starts with "
+        "'#!'; at most 64 KiB)."), _optional(_script, None)] = None
+    script_path: Annotated[str | None, Field(
+        max_length=MAX_PATH_CHARS, description="Slurm batch script: absolute path on the "
+        "cluster's submit host."), _optional(_abs_path, None)] = None
+    command: Annotated[str | list[str] | None, Field(
+        description="What to run: shell text (sh -c) or an argv list."),
+        _optional(_command, None)] = None
+    args: Annotated[list[str], Field(description="Arguments after command (Kubernetes "
+                                     "args)."), _optional(_args, [])] = Field(
+        default_factory=list)
+    workdir: Annotated[str | None, Field(max_length=MAX_PATH_CHARS, description="Working "
+                                         "directory (absolute)."),
+                       _optional(_abs_path, None)] = None
+    env: Annotated[dict[str, str], Field(
+        max_length=MAX_ENV_VARS, description="Environment the job gets, and only that; names "
+        "are shell names, never CARBONSCHED_*."), _optional(_env, {})] = Field(
+        default_factory=dict)
+    account: Annotated[str | None, Field(pattern=SLURM_NAME_PATTERN, description="Slurm "
+                                         "--account."), _optional(_SLURM_NAME, None)] = None
+    partition: Annotated[str | None, Field(pattern=SLURM_NAME_PATTERN, description="Slurm "
+                                           "--partition (else the site's)."),
+                         _optional(_SLURM_NAME, None)] = None
+    qos: Annotated[str | None, Field(pattern=SLURM_NAME_PATTERN, description="Slurm --qos."),
+                   _optional(_SLURM_NAME, None)] = None
+    image: Annotated[str | None, Field(pattern=IMAGE_PATTERN, description="Container image "
+                                       "(Kubernetes; Slurm --container where the cluster "
+                                       "runs containers)."),
+                     _optional(_pattern(IMAGE_PATTERN, "container image reference",
+                                        "ghcr.io/org/train:1.4"), None)] = None
+    volumes: Annotated[list[dict[str, Any]], Field(
+        max_length=MAX_VOLUMES, description="Kubernetes volumes with their mounts: name, "
+        "mount_path, read_only and one of host_path, claim, config_map, secret, empty_dir."),
+        _optional(_volumes, [])] = Field(default_factory=list)
+    service_account: Annotated[str | None, Field(
+        pattern=DNS_SUBDOMAIN_PATTERN, description="Kubernetes serviceAccountName."),
+        _optional(_pattern(DNS_SUBDOMAIN_PATTERN, "service account name (DNS-1123 "
+                           "subdomain)", "trainer"), None)] = None
+    pod_template: Annotated[dict[str, Any] | None, Field(
+        description="A full Kubernetes PodTemplateSpec, instead of image/command/volumes."),
+        _optional(_pod_template, None)] = None
+    gpu_milli: Annotated[int | None, Field(
+        ge=1, le=MAX_GPU_MILLI, description="Part of one GPU, in thousandths (1..1000); "
+        "planned as one whole GPU. [1/1000 GPU]"), _optional(_gpu_milli, None)] = None
+    mig_profile: Annotated[str | None, Field(
+        pattern=MIG_PROFILE_PATTERN, description="A MIG profile of the job's GPU type, e.g. "
+        "1g.10gb; planned as one whole GPU."),
+        _optional(_pattern(MIG_PROFILE_PATTERN, "MIG profile", "1g.10gb"), None)] = None
+
     @model_validator(mode="wrap")
     @classmethod
-    def _whole_job(cls, data: Any, handler: ModelWrapValidatorHandler[JobSpec]) -> JobSpec:
+    def _whole_job(cls, data: Any, handler: ModelWrapValidatorHandler[JobSpec],
+                   info: ValidationInfo) -> JobSpec:
         """Field errors in the schema's words (unknown fields first), then the cross-field rules."""
+        templates = (info.context or {}).get("templates") if info is not None else None
+        if templates is not None and isinstance(data, Mapping) and not absent(
+                data.get("template")):
+            data = with_template(cls, data, templates)
         try:
             spec = handler(data)
         except ValidationError as exc:
@@ -463,6 +783,7 @@ class JobSpec(BaseModel):
             raise _at(cls, "max_pieces", problem(
                 f"max_pieces {spec.max_pieces} > 1 on a job that is not preemptible",
                 "set preemptible to true, or max_pieces to 1"), spec.max_pieces)
+        _payload_rules(cls, spec)
         spec.duration_minutes = minutes
         return spec
 
@@ -482,7 +803,12 @@ class JobSpec(BaseModel):
                    allowed_sites=tuple(self.allowed_sites), kind=WorkKind(self.kind),
                    preemptible=self.preemptible,
                    checkpoint_overhead_minutes=self.checkpoint_overhead_minutes,
-                   max_pieces=self.max_pieces)
+                   max_pieces=self.max_pieces, payload=self.payload())
+
+    def payload(self) -> JobPayload | None:
+        """The payload fields as a :class:`~carbonsched.domain.JobPayload` (None if none set)."""
+        return JobPayload.from_dict(self.model_dump(mode="json", include=set(PAYLOAD_FIELDS),
+                                                    exclude_defaults=True))
 
     @classmethod
     def from_job(cls, job: Job) -> JobSpec:
@@ -500,7 +826,8 @@ class JobSpec(BaseModel):
             "deadline": job.deadline, "allowed_sites": list(job.allowed_sites),
             "preemptible": job.preemptible,
             "checkpoint_overhead_minutes": job.checkpoint_overhead_minutes,
-            "max_pieces": job.max_pieces})
+            "max_pieces": job.max_pieces,
+            **(job.payload.to_dict() if job.payload is not None else {})})
 
 
 JOB_FIELDS = tuple(JobSpec.model_fields)
@@ -512,6 +839,86 @@ def _at(cls: type[BaseModel], field: str, error: PydanticCustomError, value: Any
     """``error`` at ``field`` as a ValidationError (so the API's ``loc`` names the field)."""
     return ValidationError.from_exception_data(
         cls.__name__, [InitErrorDetails(type=error, loc=(field,), input=value)])
+
+
+def _payload_rules(cls: type[BaseModel], spec: JobSpec) -> None:
+    """The payload's cross-field rules (one run field, pod template alone, one GPU slice)."""
+    given = [f for f in RUN_FIELDS if getattr(spec, f) is not None]
+    if len(given) > 1:
+        raise _at(cls, given[1], problem(
+            f"{' and '.join(given)} are both given", f"give one of {', '.join(RUN_FIELDS)} "
+            "(what the job runs)"), getattr(spec, given[1]))
+    if spec.pod_template is not None:
+        clash = [f for f in ("image", "command", "args", "volumes", "service_account",
+                             "workdir", "script", "script_path")
+                 if getattr(spec, f) not in (None, [], {})]
+        if clash:
+            raise _at(cls, clash[0], problem(
+                f"{clash[0]} is given with pod_template",
+                "put it inside the pod template, or drop pod_template"), getattr(spec, clash[0]))
+    if spec.args and spec.command is None and spec.pod_template is None and spec.image is None:
+        raise _at(cls, "args", problem("args without command or image",
+                                       "give command (or image) with args"), spec.args)
+    if spec.gpu_milli is not None and spec.mig_profile is not None:
+        raise _at(cls, "mig_profile", problem(
+            "gpu_milli and mig_profile are both given",
+            "give one: gpu_milli for a shared GPU, mig_profile for a MIG slice"),
+                  spec.mig_profile)
+    for f in ("gpu_milli", "mig_profile"):
+        if getattr(spec, f) is not None and spec.gpus != 1:
+            raise _at(cls, "gpus", problem(
+                f"a job with {f} asks for one slice of one GPU, got gpus {spec.gpus}",
+                f"set gpus to 1 (or drop {f} for whole GPUs)"), spec.gpus)
+    if spec.mig_profile is not None:
+        offered = mig_profiles(spec.gpu_type)
+        if spec.mig_profile not in offered:
+            where = (f"{spec.gpu_type} offers {', '.join(offered)}" if offered else
+                     f"{spec.gpu_type} has no MIG profiles (MIG GPUs: "
+                     f"{', '.join(MIG_PROFILES)})")
+            raise _at(cls, "mig_profile", problem(
+                f"MIG profile {spec.mig_profile!r} is not one of the GPU type's; {where} "
+                "(NVIDIA MIG User Guide, Supported MIG Profiles)",
+                "give one of its profiles, or gpu_milli"), spec.mig_profile)
+
+
+def with_template(cls: type[BaseModel], data: Mapping[str, Any],
+                  templates: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """``data`` laid over the template it names: the job's own fields win.
+
+    A job that names what it runs (``script``, ``script_path`` or ``command``) drops all three
+    of the template's; one that gives ``gpu_milli`` or ``mig_profile`` drops the template's
+    other; ``env`` mappings are merged (the job's values win).
+
+    Parameters
+    ----------
+    cls
+        The schema (for the error's location).
+    data
+        The job as given (a mapping with ``template``).
+    templates
+        Template name -> its fields (the catalog's ``[templates.NAME]`` tables).
+
+    Raises
+    ------
+    pydantic.ValidationError
+        At ``template``: no template of that name (the message lists those that exist).
+    """
+    name = str(data.get("template")).strip()
+    if name not in templates:
+        known = ", ".join(sorted(templates)) or "none"
+        raise _at(cls, "template", problem(
+            f"unknown template {name!r}; the catalog defines: {known}",
+            "use one of them, or define [templates." + name + "] in the catalog"), name)
+    base = {k: v for k, v in templates[name].items() if not absent(v)}
+    given = {k: v for k, v in data.items() if not absent(v) and v != [] and v != {}}
+    if any(k in given for k in RUN_FIELDS):
+        base = {k: v for k, v in base.items() if k not in RUN_FIELDS}
+    if "gpu_milli" in given or "mig_profile" in given:
+        base = {k: v for k, v in base.items() if k not in ("gpu_milli", "mig_profile")}
+    merged = {**base, **given}
+    if isinstance(base.get("env"), Mapping) and isinstance(given.get("env"), Mapping):
+        merged["env"] = {**base["env"], **given["env"]}
+    return merged
 
 
 def _reworded(cls: type[BaseModel], exc: ValidationError) -> ValidationError:
@@ -531,3 +938,43 @@ def _reworded(cls: type[BaseModel], exc: ValidationError) -> ValidationError:
         out.append(InitErrorDetails(type=err, loc=loc, input=e.get("input")))
     out.sort(key=lambda d: d["type"].type != "extra_forbidden")
     return ValidationError.from_exception_data(cls.__name__, out)
+
+
+def apply_templates(jobs: list[Job], templates: Mapping[str, Mapping[str, Any]],
+                    where: str = "workload") -> list[Job]:
+    """``jobs`` with each job's ``template`` applied (:func:`with_template`; its own fields win).
+
+    The merged spec is validated again by :class:`JobSpec`, so a template's field breaks the
+    same rule with the same message as a job's own.
+
+    Parameters
+    ----------
+    jobs
+        Jobs as read (a job without a template is returned as is).
+    templates
+        Template name -> its fields (:attr:`carbonsched.catalog.Catalog.templates`).
+    where
+        What the jobs come from, for the message (a file name).
+
+    Raises
+    ------
+    WorkloadError
+        ``"<where>, job <id>, field '<field>': <problem>; <fix>"``: an unknown template (naming
+        those that exist), or a merged field the schema refuses.
+    """
+    from carbonsched.errors import WorkloadError
+
+    out = []
+    for job in jobs:
+        if job.payload is None or job.payload.template is None:
+            out.append(job)
+            continue
+        try:
+            spec = JobSpec.model_validate(JobSpec.from_job(job).model_dump(mode="json"),
+                                          context={"templates": templates})
+        except ValidationError as exc:
+            e = exc.errors()[0]
+            field = ".".join(str(x) for x in e["loc"]) or "job"
+            raise WorkloadError(f"{where}, job {job.id}, field {field!r}: {e['msg']}") from None
+        out.append(spec.to_job())
+    return out

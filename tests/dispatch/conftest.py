@@ -16,6 +16,20 @@ from carbonsched.store import Store
 PLAN_DAY = "2023-07-15"
 
 
+@pytest.fixture(autouse=True)
+def placeholder_for_jobs_without_payload(monkeypatch):
+    """The plans of these tests are real plans and hand-made placements whose jobs mostly name
+    nothing to run: they run the placeholder (``CARBONSCHED_DISPATCH_PLACEHOLDER``, read by
+    every Settings and every ``carbonsched`` subprocess). Tests of payloads pass
+    ``placeholder=False``."""
+    from carbonsched.config import get_settings
+
+    monkeypatch.setenv("CARBONSCHED_DISPATCH_PLACEHOLDER", "true")
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
 @pytest.fixture(scope="session")
 def slurm_dir() -> Path:
     d = os.environ.get("CARBONSCHED_SLURM_CONF_DIR")
@@ -35,7 +49,7 @@ def emulator_kubeconfig() -> Path:
 @pytest.fixture
 def settings(slurm_dir, emulator_kubeconfig) -> Settings:
     return Settings(slurm_conf_dir=slurm_dir, kubeconfig=emulator_kubeconfig,
-                            dispatch_backoff_s=0.01)
+                    dispatch_backoff_s=0.01)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -205,8 +205,11 @@ def test_an_sbatch_that_timed_out_after_the_job_was_made_is_resolved_by_key_at_o
 def test_a_key_submitted_twice_is_flagged_in_dispatch_and_status(
         store, ontario, slurm_dir, tmp_path, monkeypatch):
     # sbatch's own retry after a lost answer: the controller made the job twice
+    # (the batch script comes on stdin: both submissions send it)
     bin_dir = _wrapper(tmp_path, "sbatch",
-                       '/usr/bin/sbatch "$@" >/dev/null\nexec /usr/bin/sbatch "$@"\n')
+                       'script=$(mktemp)\ncat > "$script"\n'
+                       '/usr/bin/sbatch "$@" < "$script" >/dev/null\n'
+                       'exec /usr/bin/sbatch "$@" < "$script"\n')
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     prefix = uuid.uuid4().hex[:8]
     doc = _plan(store, prefix, n=2)

@@ -97,11 +97,10 @@ def test_a_plan_for_another_catalog_or_site_is_refused(tmp_path, global_plan_doc
     dry = dispatch_plan(store, doc["plan_id"], dry_run=True)
     n = len(doc["placements"])
     assert dry.counts == {"dry_run": n}
-    # the plan's placements carry their jobs' deadlines: only the placeholder command is a
-    # fallback; a placement without one falls back to its planned end + the slack
-    assert dry.notes == [
-        f"{n} of {n} placements carry no command: each runs the placeholder "
-        "'sleep <planned seconds>'"]
+    # the plan's placements carry their jobs' deadlines and payloads (the demo jobs' command):
+    # no fallback; a placement without a deadline falls back to its planned end + the slack
+    assert dry.notes == []
+    assert all("trap save USR1 TERM" in o.rendered for o in dry.outcomes)
     no_deadline = json.loads(json.dumps(doc))
     no_deadline["plan_id"] = "no-deadline"
     for p in no_deadline["placements"]:

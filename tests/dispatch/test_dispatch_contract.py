@@ -136,11 +136,15 @@ def test_sbatch_line_carries_begin_gres_time_deadline_and_key():
                  "'--comment=carbonsched key=job%207%231 plan=p1'"):
         assert part in line, part
     # the job's environment is set in its own script, not inherited from the dispatcher
-    script = a.sbatch_argv(_req(job_id="job 7", piece=1))[1][-1]
-    assert script.splitlines()[:3] == ["export CARBONSCHED_JOB_ID='job 7'",
+    script = a.batch_script(_req(job_id="job 7", piece=1, placeholder=True))
+    assert script.splitlines()[:5] == ["#!/bin/sh",
+                                       "# carbonsched placeholder: the job names nothing to run",
+                                       "export CARBONSCHED_JOB_ID='job 7'",
                                        "export CARBONSCHED_PLAN_ID=p1",
                                        "export CARBONSCHED_PIECE=1"]
     assert script.splitlines()[-1] == "sleep 7200"
+    assert line.endswith("<<'EOF_CARBONSCHED'\n" + a.batch_script(_req(job_id="job 7", piece=1))
+                         + "EOF_CARBONSCHED")
 
 
 def test_clusters_flag_is_used_when_configured():

@@ -215,3 +215,34 @@ def test_held_jobs_are_released_at_their_planned_start_and_times_recorded(
     row = recs.set_index("key").loc[key]
     assert (row.state, row.reason, row.times_source) == ("Succeeded", "Completed", "job-status")
     assert row.actual_start < row.actual_end
+
+
+def test_a_jobs_payload_is_the_pod_the_cluster_keeps(target):
+    """Issue 33: the Job created carries the job's image, command, env, volumes, service account
+    and MIG resource, as the API server stores it (and validates it, on a real cluster)."""
+    from carbonsched.workload.schema import JobSpec
+
+    kc, ctx, ns = target
+    a = KubernetesAdapter(ctx, ns, kubeconfig=kc)
+    payload = JobSpec.model_validate({
+        "id": "p", "gpu_type": "A100", "gpus": 1, "duration_minutes": 60,
+        "power_per_gpu_kw": 0.5, "earliest_start": "2026-01-01T00:00:00Z",
+        "deadline": "2199-01-01T00:00:00Z", "image": "busybox:1.36",
+        "command": ["sh", "-c", "echo $GREETING"], "env": {"GREETING": "hi"},
+        "workdir": "/tmp", "mig_profile": "1g.10gb",
+        "volumes": [{"name": "scratch", "mount_path": "/scratch", "empty_dir": True}]}
+    ).to_job().payload
+    req = _req(f"payload-{uuid.uuid4().hex[:6]}", gpus=1, command="", payload=payload)
+    try:
+        assert a.submit(req).state == JobState.DISPATCHED
+        kept = _raw(kc, ctx).read_namespaced_job(job_name(req.job_id, 0), ns).spec.template.spec
+        (c,) = kept.containers
+        assert (c.image, c.command, c.working_dir) == ("busybox:1.36",
+                                                         ["sh", "-c", "echo $GREETING"], "/tmp")
+        env = {e.name: e.value for e in c.env}
+        assert env["GREETING"] == "hi" and env["CARBONSCHED_JOB_ID"] == req.job_id
+        assert c.resources.limits == {"nvidia.com/mig-1g.10gb": "1"}
+        assert [(m.name, m.mount_path) for m in c.volume_mounts] == [("scratch", "/scratch")]
+        assert kept.volumes[0].name == "scratch" and kept.volumes[0].empty_dir is not None
+    finally:
+        a.cancel(req.key)

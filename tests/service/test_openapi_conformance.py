@@ -41,7 +41,16 @@ TOKEN = "cst_conformance-" + "x" * 30
 
 _IDENTIFIER = ("holds the non-printable character U\\+", "is a path component")
 _JOB = ("deadline .* is before earliest_start \\+ duration",
-        "h disagrees with duration_minutes") + _IDENTIFIER
+        "h disagrees with duration_minutes",
+        # payload rules (issue 33), named in JOB_RULES of the operations' 422
+        "unknown template ", "are both given", "is given with pod_template",
+        "args without command or image", "asks for one slice of one GPU",
+        "is not one of the GPU type's", "the pod template has no spec.containers",
+        "the script starts with", "is not a shell name", "is set by carbonsched for every piece",
+        "is not NAME=value", "cannot parse .* as JSON", "names .* sources",
+        "appears twice", "contains a control character", "contains a NUL character",
+        "is not an absolute path", "the script is .* bytes", "characters long, at most",
+        "volume .*", "in the pod template", "the pod template is .* bytes") + _IDENTIFIER
 _LOCATION = ("unknown location ",)
 _TIME = ("time must be defined if toTime is defined", "time must be before toTime",
          "toTime spans .* days; ask for at most")

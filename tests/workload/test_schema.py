@@ -26,13 +26,20 @@ from carbonsched.errors import WorkloadError
 from carbonsched.limits import (
     MAX_ALLOWED_SITES,
     MAX_CHECKPOINT_OVERHEAD_MINUTES,
+    MAX_COMMAND_CHARS,
     MAX_DURATION_HOURS,
     MAX_DURATION_MINUTES,
+    MAX_ENV_VALUE_CHARS,
+    MAX_ENV_VARS,
     MAX_GPU_TYPE_CHARS,
     MAX_IDENTIFIER_CHARS,
     MAX_JOB_GPUS,
+    MAX_PATH_CHARS,
     MAX_PIECES,
+    MAX_POD_TEMPLATE_BYTES,
     MAX_POWER_PER_GPU_KW,
+    MAX_SCRIPT_BYTES,
+    MAX_VOLUMES,
 )
 from carbonsched.service.runs import job_from_spec as run_job_from_spec
 from carbonsched.store.rolling_state import job_from_spec as rolling_job_from_spec
@@ -64,8 +71,14 @@ def from_json(tmp_path: Path, rec: dict, name: str = "jobs.json") -> Job:
     return read_workload(p).jobs[0]
 
 
-def cell(v: object) -> str:
+JSON_CELLS = ("command", "args", "env", "volumes", "pod_template")
+"""Payload columns whose list or mapping is JSON text in a CSV cell (docs/workload.md)."""
+
+
+def cell(v: object, column: str = "") -> str:
     """A value as a CSV cell, the way a person writes one."""
+    if column in JSON_CELLS and not isinstance(v, str) and v is not None:
+        return json.dumps(v)
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, list):
@@ -78,7 +91,7 @@ def csv_text(rec: dict) -> str:
     w = csv.writer(buf, lineterminator="\n")
     cols = ["kind", *(k for k in rec if k != "kind")]
     w.writerow(cols)
-    w.writerow([cell(rec.get(c, "batch" if c == "kind" else None)) for c in cols])
+    w.writerow([cell(rec.get(c, "batch" if c == "kind" else None), c) for c in cols])
     return buf.getvalue()
 
 
@@ -217,6 +230,38 @@ LIMITS = [
      record(checkpoint_overhead_minutes=MAX_CHECKPOINT_OVERHEAD_MINUTES + 1),
      record(checkpoint_overhead_minutes=MAX_CHECKPOINT_OVERHEAD_MINUTES)),
     ("max_pieces", record(max_pieces=MAX_PIECES + 1), record(max_pieces=MAX_PIECES)),
+    # payload fields (docs/workload.md, "Payload fields")
+    ("template", record(template="t" * (MAX_IDENTIFIER_CHARS + 1)),
+     record(template="llm-pretrain")),
+    ("script", record(script="#!/bin/sh\n" + "x" * (MAX_SCRIPT_BYTES - 9)),
+     record(script="#!/bin/sh\n" + "x" * (MAX_SCRIPT_BYTES - 10))),
+    ("script_path", record(script_path="jobs/train.sh"),
+     record(script_path="/" + "p" * (MAX_PATH_CHARS - 1))),
+    ("command", record(command="x" * (MAX_COMMAND_CHARS + 1)),
+     record(command="x" * MAX_COMMAND_CHARS)),
+    ("args", record(command=["python3"], args=["a" * (MAX_COMMAND_CHARS + 1)]),
+     record(command=["python3"], args=["a" * MAX_COMMAND_CHARS])),
+    ("workdir", record(workdir="relative/dir"), record(workdir="/" + "w" * (MAX_PATH_CHARS - 1))),
+    ("env", record(env={f"V{i}": "1" for i in range(MAX_ENV_VARS + 1)}),
+     record(env={**{f"V{i}": "1" for i in range(MAX_ENV_VARS - 1)},
+                 "_" + "N" * 127: "v" * MAX_ENV_VALUE_CHARS})),
+    ("account", record(account="a" * 65), record(account="a" * 64)),
+    ("partition", record(partition="gpu,cpu"), record(partition="p" * 64)),
+    ("qos", record(qos="high prio"), record(qos="q" * 64)),
+    ("image", record(image="ghcr.io/org/train:1.4 latest"),
+     record(image="r" * 512)),
+    ("volumes", record(volumes=[{"name": f"v{i}", "mount_path": f"/m{i}", "empty_dir": True}
+                                for i in range(MAX_VOLUMES + 1)]),
+     record(volumes=[{"name": f"v{i}", "mount_path": f"/m{i}", "empty_dir": True}
+                     for i in range(MAX_VOLUMES)])),
+    ("service_account", record(service_account="Trainer"),
+     record(service_account="s" * 253)),
+    ("pod_template", record(pod_template={"spec": {"containers": [
+        {"name": "job", "image": "busybox", "args": ["x" * MAX_POD_TEMPLATE_BYTES]}]}}),
+     record(pod_template={"spec": {"containers": [{"name": "job", "image": "busybox"}]}})),
+    ("gpu_milli", record(gpus=1, gpu_milli=1001), record(gpus=1, gpu_milli=1000)),
+    ("mig_profile", record(gpus=1, mig_profile="1g.40gb"),
+     record(gpus=1, mig_profile="7g.80gb")),
 ]
 
 
@@ -235,7 +280,7 @@ def test_each_field_the_same_message_from_file_and_api(tmp_path, api, field, bad
     # the workload file (CSV): the same rule, on the cells' text
     # (a CSV row's kind is checked first by the reader: the column also says 'inference')
     if field != "kind":
-        text = {k: cell(v) for k, v in bad.items()}
+        text = {k: cell(v, k) for k, v in bad.items()}
         csv_where, csv_message = schema_message(text)
         assert file_error(tmp_path, bad, ".csv") == (
             f"{tmp_path / 'bad.csv'}, line 2, field {csv_where!r}: {csv_message} "
@@ -376,3 +421,176 @@ def test_the_openapi_document_accepts_what_the_api_accepts(api, job_document, wh
     assert (not errors) == accepted, errors
     r = api.post("/v1/jobs", {"jobs": [rec]})
     assert r.status_code == (201 if accepted else 422), r.text
+
+
+# --- payloads (issue 33 item 1): one schema, rules across fields, templates -------------------
+
+PAYLOAD = record(id="pay-1", command=["python3", "train.py"], args=["--epochs", "3"],
+                 workdir="/scratch/run", env={"OMP_NUM_THREADS": "8", "RUN": "a;b=c"},
+                 account="research", partition="a100", qos="low",
+                 image="ghcr.io/org/train:1.4", service_account="trainer",
+                 volumes=[{"name": "data", "mount_path": "/data", "claim": "datasets",
+                           "read_only": True}])
+
+
+def test_a_payload_is_the_same_at_every_entry_point(tmp_path, api):
+    """The payload is not part of a Job's equality (the planner never reads it): compared
+    here on its own, through the file (JSON, CSV), the API's stored spec and the rolling
+    state's."""
+    want = JobSpec.model_validate(PAYLOAD).to_job()
+    assert want.payload is not None and want.payload.env_map["RUN"] == "a;b=c"
+    assert from_json(tmp_path, PAYLOAD).payload == want.payload
+    assert from_csv(tmp_path, PAYLOAD).payload == want.payload
+    r = api.post("/v1/jobs", {"jobs": [PAYLOAD]})
+    assert r.status_code == 201, r.text
+    assert run_job_from_spec(api.stored_spec("pay-1")).payload == want.payload
+    assert rolling_job_from_spec(json.loads(json.dumps(rolling_job_spec(want)))).payload == \
+        want.payload
+
+
+@pytest.mark.parametrize(("over", "field", "message"), [
+    ({"env": {"1BAD": "x"}}, "env", "variable name '1BAD' is not a shell name; use letters, "
+     "digits and '_', not starting with a digit, at most 128 characters"),
+    ({"env": {"N" * 129: "x"}}, "env", f"variable name '{'N' * 129}' is not a shell name; use "
+     "letters, digits and '_', not starting with a digit, at most 128 characters"),
+    ({"env": {"carbonsched_piece": "7"}}, "env", "variable 'carbonsched_piece' is set by "
+     "carbonsched for every piece (CARBONSCHED_*); rename it"),
+    ({"env": "A=1;B"}, "env", "'B' is not NAME=value; write NAME=value pairs separated by ';' "
+     "(or a JSON object)"),
+    ({"script": "set -e\ntrue\n"}, "script", "the script starts with 'set -e', not '#!'; start "
+     "it with an interpreter line such as '#!/bin/bash' (sbatch refuses a script without one)"),
+    ({"script": "#!/bin/sh\ntrue\n", "command": "true"}, "command", "script and command are "
+     "both given; give one of script, script_path, command (what the job runs)"),
+    ({"pod_template": {"spec": {"containers": [{"name": "job", "image": "b"}]}},
+      "image": "busybox"}, "image", "image is given with pod_template; put it inside the pod "
+     "template, or drop pod_template"),
+    ({"pod_template": {"spec": {"containers": []}}}, "pod_template", "the pod template has no "
+     "spec.containers list of {name, image}; give spec.containers with at least one container "
+     "with a name and an image (the one named 'job', else the first, gets the GPUs)"),
+    ({"args": ["x"]}, "args", "args without command or image; give command (or image) with "
+     "args"),
+    ({"gpu_milli": 500}, "gpus", "a job with gpu_milli asks for one slice of one GPU, got gpus "
+     "8; set gpus to 1 (or drop gpu_milli for whole GPUs)"),
+    ({"gpus": 1, "gpu_milli": 0}, "gpu_milli", "must be 1..1000 1/1000 GPU, got 0; give a "
+     "whole number of 1/1000 GPU in 1..1000"),
+    ({"gpus": 1, "gpu_milli": 500, "mig_profile": "1g.10gb"}, "mig_profile", "gpu_milli and "
+     "mig_profile are both given; give one: gpu_milli for a shared GPU, mig_profile for a MIG "
+     "slice"),
+    ({"gpus": 1, "gpu_type": "T4", "mig_profile": "1g.10gb"}, "mig_profile", "MIG profile "
+     "'1g.10gb' is not one of the GPU type's; T4 has no MIG profiles (MIG GPUs: A30, "
+     "A100-40GB, A100-80GB, H100, H100-94GB, H200) (NVIDIA MIG User Guide, Supported MIG "
+     "Profiles); give one of its profiles, or gpu_milli"),
+    ({"gpus": 1, "mig_profile": "1g10gb"}, "mig_profile", "'1g10gb' is not a valid MIG "
+     "profile; give e.g. '1g.10gb'"),
+    ({"volumes": [{"name": "d", "mount_path": "/d", "claim": "c", "host_path": "/x"}]},
+     "volumes", "volume 'd' names 2 sources (host_path, claim); give exactly one of "
+     "host_path, claim, config_map, secret, empty_dir"),
+])
+def test_payload_rules_read_as_documented(tmp_path, api, over, field, message):
+    bad = record(**over)
+    assert schema_message(bad) == (field, message)
+    assert f"field {field!r}: {message} (see docs/workload.md)" in \
+        file_error(tmp_path, bad, ".json")
+    r = api.post("/v1/jobs", {"jobs": [bad]})
+    assert r.status_code == 422 and r.json()["detail"][0]["msg"] == message
+
+
+def test_every_mig_profile_of_the_table_is_accepted_for_its_gpu_type():
+    from carbonsched.domain import MIG_PROFILES, mig_profiles
+
+    assert mig_profiles("A100") == tuple(dict.fromkeys(
+        MIG_PROFILES["A100-40GB"] + MIG_PROFILES["A100-80GB"]))
+    assert mig_profiles("h800") == MIG_PROFILES["H100"] and mig_profiles("V100") == ()
+    for gpu_type, profiles in MIG_PROFILES.items():
+        for p in profiles:
+            job = JobSpec.model_validate(record(gpus=1, gpu_type=gpu_type, mig_profile=p))
+            assert job.to_job().payload.mig_profile == p
+
+
+TEMPLATES = {"llm": {"image": "trainer:1", "command": ["torchrun", "train.py"],
+                     "env": {"A": "1", "B": "template"}, "qos": "high"},
+             "broken": {"env": {"CARBONSCHED_PIECE": "3"}}}
+
+
+def test_a_template_lies_under_the_jobs_own_fields():
+    from carbonsched.workload.schema import apply_templates
+
+    job = JobSpec.model_validate(record(template="llm", env={"B": "job"}, qos="low")).to_job()
+    (got,) = apply_templates([job], TEMPLATES)
+    p = got.payload
+    assert (p.template, p.image, p.command, p.qos) == ("llm", "trainer:1",
+                                                       ("torchrun", "train.py"), "low")
+    assert p.env_map == {"A": "1", "B": "job"}            # merged, the job's value wins
+    # a job naming what it runs drops the template's run fields (no "both given")
+    script = JobSpec.model_validate(record(template="llm", script="#!/bin/sh\ntrue\n")).to_job()
+    (got,) = apply_templates([script], TEMPLATES)
+    assert got.payload.command is None and got.payload.script == "#!/bin/sh\ntrue\n"
+    assert apply_templates([got], TEMPLATES)[0].payload == got.payload    # idempotent
+
+
+def test_an_unknown_template_or_a_bad_template_field_is_refused_naming_the_job():
+    from carbonsched.workload.schema import apply_templates
+
+    job = JobSpec.model_validate(record(template="nope")).to_job()
+    with pytest.raises(WorkloadError, match=r"^jobs.json, job ft-1, field 'template': unknown "
+                       r"template 'nope'; the catalog defines: broken, llm; use one of them, "
+                       r"or define \[templates.nope\] in the catalog$"):
+        apply_templates([job], TEMPLATES, "jobs.json")
+    job = JobSpec.model_validate(record(template="broken")).to_job()
+    with pytest.raises(WorkloadError, match="field 'env': variable 'CARBONSCHED_PIECE' is set "
+                       "by carbonsched for every piece"):
+        apply_templates([job], TEMPLATES)
+
+
+def test_the_api_applies_the_catalogs_template_and_refuses_an_unknown_one(api):
+    from carbonsched.catalog import load_catalog
+
+    names = ", ".join(sorted(load_catalog("china-eastdata-westcompute").templates))
+    r = api.post("/v1/jobs", {"jobs": [record(id="tmpl-1", template="llm-pretrain",
+                                              env={"RUN": "7"})]})
+    assert r.status_code == 201, r.text
+    stored = api.stored_spec("tmpl-1")
+    assert stored["image"] == "nvcr.io/nvidia/pytorch:24.05-py3"
+    assert stored["env"] == {"NCCL_DEBUG": "WARN", "PYTHONUNBUFFERED": "1", "RUN": "7"}
+    assert run_job_from_spec(stored).payload.template == "llm-pretrain"
+    message = (f"unknown template 'nope'; the catalog defines: {names}; use one of them, or "
+               "define [templates.nope] in the catalog")
+    r = api.post("/v1/jobs", {"jobs": [record(id="tmpl-2"), record(id="tmpl-3",
+                                                                   template="nope")]})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"] == ["body", "jobs", 1, "template"]
+    assert r.json()["detail"][0]["msg"] == message
+    assert api.app.state.svc.db.get_job("tmpl-2") is None    # nothing of the request stored
+    r = api.post("/v1/placements", record(id="tmpl-4", template="nope"))
+    assert r.status_code == 422 and r.json()["detail"][0]["msg"] == message
+
+
+def test_an_unknown_template_stops_the_plan_before_forecasting(tmp_path, monkeypatch):
+    from carbonsched.cli.app import app
+    from carbonsched.pipeline import daily
+
+    def boom(*a, **k):
+        raise AssertionError("forecasting started before the input was refused")
+
+    monkeypatch.setattr(daily, "gather_forecasts", boom)
+    p = tmp_path / "tmpl.json"
+    p.write_text(json.dumps({"jobs": [record(template="nope")]}))
+    r = CliRunner().invoke(app, ["plan", "--no-store", "--date", "2023-07-15", "--jobs", str(p)])
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output
+    assert "job ft-1, field 'template': unknown template 'nope'; the catalog defines: " \
+        "batch-eval, llm-pretrain" in " ".join(r.output.split())
+
+
+def test_a_catalog_template_with_a_field_that_is_no_payload_field_is_refused(tmp_path):
+    import tomllib
+
+    from carbonsched.catalog import parse_catalog
+    from carbonsched.errors import CatalogError
+
+    data = tomllib.loads((Path(__file__).resolve().parents[2] / "regions" / "global.toml"
+                          ).read_text())
+    data["templates"]["llm-pretrain"]["gpus"] = 8
+    with pytest.raises(CatalogError, match="template 'llm-pretrain'.*unknown field\\(s\\) "
+                       "'gpus'.*a template sets payload fields only"):
+        parse_catalog(data, "global.toml", "global")

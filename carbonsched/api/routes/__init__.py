@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 from fastapi import HTTPException
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
 
 from carbonsched.api.schemas import ErrorPublic
 from carbonsched.api.state import ServiceState
 from carbonsched.service.placement import PlacementBook
+from carbonsched.workload.schema import JobSpec
+
+T = TypeVar("T", bound=JobSpec)
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorPublic, "description": "No bearer token, or an invalid one."},
@@ -33,7 +39,20 @@ IDENTIFIER_RULE = ("an identifier that is `.` or `..`, or holds a non-printable 
 pattern in the document cannot state."""
 JOB_RULES = ("a `deadline` before `earliest_start` plus the run time",
              "`duration_minutes` and `duration_hours` both given and disagreeing",
-             IDENTIFIER_RULE)
+             IDENTIFIER_RULE,
+             "a `template` the catalog does not define (the message lists those it does)",
+             "more than one of `script`, `script_path`, `command`; `pod_template` with "
+             "`image`, `command`, `args`, `volumes`, `service_account` or `workdir`",
+             "`gpu_milli` or `mig_profile` with `gpus` other than 1, or both given; a "
+             "`mig_profile` the job's GPU type does not offer",
+             "`env` names that are not shell names or start with `CARBONSCHED_`; a `script` "
+             "not starting with `#!`; `args` without `command` or `image`; a `pod_template` "
+             "without containers; a volume without exactly one source",
+             "lists or mappings given as text (a CSV cell) that are not JSON",
+             "control characters in payload text (newlines and tabs are allowed in `script`, "
+             "`command` and `args`); a relative `script_path`, `workdir` or mount path; a "
+             "`script` over 64 KiB in UTF-8 bytes; `command` or `args` over 8192 characters "
+             "in all; volume entries and pod templates that are not as documented")
 """The rules of a job that span fields, which no schema states
 (:data:`carbonsched.workload.schema.JOB_RULES_SCHEMA` states the others)."""
 
@@ -49,6 +68,35 @@ def refused_422(*rules: str) -> dict[str, Any]:
     return {"responses": {"422": {"description": (
         "Validation error: `detail` names each field and how to fix it. Also refused, though "
         "the schema cannot state it: " + "; ".join(rules) + ".")}}}
+
+
+def with_catalog_template(spec: T, templates: Mapping[str, Mapping[str, Any]],
+                          loc: tuple[str | int, ...]) -> T:
+    """``spec`` with its catalog template applied (the job's fields win); as is without one.
+
+    Parameters
+    ----------
+    spec
+        A validated job spec (``JobCreate`` or a placement query).
+    templates
+        The service catalog's templates (:attr:`carbonsched.catalog.Catalog.templates`).
+    loc
+        Where the spec is in the request body, for the 422's ``loc`` (``("body", "jobs", 0)``).
+
+    Raises
+    ------
+    fastapi.exceptions.RequestValidationError
+        An unknown template (the message lists those the catalog defines) or a merged field
+        the schema refuses: 422, the same message as a workload file's.
+    """
+    if spec.template is None:
+        return spec
+    data = spec.model_dump(mode="json", exclude_unset=True)
+    try:
+        return type(spec).model_validate(data, context={"templates": templates})
+    except ValidationError as exc:
+        raise RequestValidationError([{**e, "loc": (*loc, *e["loc"])}
+                                      for e in exc.errors()]) from None
 
 
 def require_book(state: ServiceState) -> PlacementBook:

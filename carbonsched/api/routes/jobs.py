@@ -14,6 +14,7 @@ from carbonsched.api.routes import (
     JOB_RULES,
     NOT_FOUND,
     refused_422,
+    with_catalog_template,
 )
 from carbonsched.api.schemas import ErrorPublic, JobIdPath, JobPublic, JobsCreate, JobsPublic
 from carbonsched.api.state import ServiceState
@@ -65,9 +66,11 @@ def submit_jobs(body: Annotated[JobsCreate, Body()], state: State,
     for i in ids:
         if state.db.get_job(i) is not None:
             raise HTTPException(409, f"job {i!r} already exists; submit it under a new id")
+    jobs = [with_catalog_template(j, state.catalog.templates, ("body", "jobs", i))
+            for i, j in enumerate(body.jobs)]
     book = state.book
     out = []
-    for j in body.jobs:
+    for j in jobs:
         spec = j.model_dump(mode="json")
         row = None
         ans = None

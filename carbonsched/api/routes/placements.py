@@ -17,6 +17,7 @@ from carbonsched.api.routes import (
     NOT_FOUND,
     refused_422,
     require_book,
+    with_catalog_template,
 )
 from carbonsched.api.schemas import (
     ErrorPublic,
@@ -54,6 +55,9 @@ async def create_placement(query: Annotated[PlacementQuery, Body()], request: Re
     # with pandas) run in the thread pool. The state is read from the request rather than
     # through the ``State`` dependency: each dependency costs FastAPI's resolver per request.
     state = state_of(request)
+    if not isinstance(query, InferencePlacementQuery):
+        # refused like any bad field: before "no plan yet"
+        query = with_catalog_template(query, state.catalog.templates, ("body",))
     book = require_book(state)
     now = state.clock.now()
     if isinstance(query, InferencePlacementQuery):
