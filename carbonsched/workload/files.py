@@ -648,6 +648,9 @@ def workload_from_traces(data_dir: str | Path, day: date | str, catalog: Catalog
       Σ non-LS GPU-equivalents over the Alibaba pods, ``num_gpu × gpu_milli / 1000``), split over
       areas by ``demand_weight`` and shaped by :func:`diurnal_factor` in each area's local time;
       ``gpu_type`` and ``slo_ms`` from ``[inference]``.
+    * **Payload**: the traces record no commands, so every job runs the demo job
+      (:func:`demo_job_command`: works in steps until its piece ends, checkpoints and resumes),
+      as a ``command``; replace it with your own (``template``, ``script``) to run real work.
 
     Parameters
     ----------
@@ -728,7 +731,8 @@ def workload_from_traces(data_dir: str | Path, day: date | str, catalog: Catalog
             id=f"{day0:%Y%m%d}-{n:04d}", tenant=area.id, gpu_type=gpu_type, gpus=gang,
             duration_hours=duration, power_per_gpu_kw=it_power_per_gpu_kw(gpu_type, catalog),
             earliest_start=day0 + start_h * HOUR, deadline=day0 + end_h * HOUR,
-            allowed_sites=allowed, kind=WorkKind.TRAINING if training[k] else WorkKind.BATCH))
+            allowed_sites=allowed, kind=WorkKind.TRAINING if training[k] else WorkKind.BATCH,
+            payload=JobPayload(command=demo_job_command())))
 
     geq = pods["num_gpu"] * pods["gpu_milli"] / 1000.0
     ls = geq[pods["qos"].isin(params["inference"]["ls_qos"])].sum()
