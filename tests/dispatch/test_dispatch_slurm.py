@@ -25,6 +25,7 @@ from carbonsched.dispatch.outbox import (
     cancel_unit,
     dispatch_plan,
     dispatch_records,
+    placement_nodes,
     reconcile,
     refresh_status,
 )
@@ -82,14 +83,20 @@ def test_real_global_plan_lands_once_on_every_cluster_and_namespace(
             p = expected[j["key"]]
             assert j["states"] == ["PENDING"] and j["cluster"] == cluster
             assert j["begin"] == _ts(p["start"])
-            assert j["gres"] == f"gpu:{p['gpu_type']}:{p['gpus']}"
+            nodes = placement_nodes(SITES[p["site"]], p["job_id"], p["gpu_type"], p["gpus"])
+            assert j["gres"] == f"gpu:{p['gpu_type']}:{p['gpus'] // nodes}"  # per node
             minutes = (_ts(p["end"]) - _ts(p["start"])).total_seconds() / 60
             assert j["time_limit_min"] == minutes
             assert j["plan"] == doc["plan_id"]
 
-    # every Kubernetes placement is a valid (the emulator validated it), held Job
+    # every Kubernetes placement at a plain-Job site is a valid (the emulator validated it),
+    # held Job with one pod per node of the site's node shape (the other workload kinds:
+    # tests/dispatch/test_k8s_workloads.py)
     batch: dict[str, client.BatchV1Api] = {}
-    for p in (p for p in doc["placements"] if SITES[p["site"]].backend.kind == "kubernetes"):
+    job_sites = [p for p in doc["placements"] if SITES[p["site"]].backend.kind == "kubernetes"
+                 and SITES[p["site"]].backend.workload == "job"]
+    assert job_sites, "the global plan places nothing at a plain-Job Kubernetes site"
+    for p in job_sites:
         be = SITES[p["site"]].backend
         if be.context not in batch:
             batch[be.context] = client.BatchV1Api(config.new_client_from_config(
@@ -98,8 +105,10 @@ def test_real_global_plan_lands_once_on_every_cluster_and_namespace(
         name = rows[f"{p['job_id']}#0"].backend_id.rsplit("/", 1)[1]
         job = batch[be.context].read_namespaced_job(name, be.namespace)
         assert job.spec.suspend is True
+        nodes = placement_nodes(SITES[p["site"]], p["job_id"], p["gpu_type"], p["gpus"])
+        assert (job.spec.parallelism or 1) == nodes
         c = job.spec.template.spec.containers[0]
-        assert c.resources.limits == {"nvidia.com/gpu": str(p["gpus"])}
+        assert c.resources.limits == {"nvidia.com/gpu": str(p["gpus"] // nodes)}
         assert job.spec.template.spec.node_selector == {"nvidia.com/gpu.product": p["gpu_type"]}
         assert job.metadata.labels["carbonsched.io/plan"] == doc["plan_id"]
         assert job.metadata.annotations["carbonsched.io/key"] == f"{p['job_id']}#0"
