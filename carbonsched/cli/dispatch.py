@@ -32,7 +32,9 @@ def _ts(value: object) -> str:
 
 
 def dispatch(
-    plan: Annotated[str, typer.Option("--plan", help="Stored plan id, or 'latest'.")] = "latest",
+    plan: Annotated[str, typer.Option("--plan", help="Stored plan id, a unique start of one "
+                                      "(at least 6 characters, as `plan` prints 12), or "
+                                      "'latest'.")] = "latest",
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print the exact sbatch lines and Job manifests; submit nothing.")]
         = False,
@@ -98,7 +100,8 @@ def dispatch(
 
 def status(
     plan: Annotated[str | None, typer.Option(
-        "--plan", help="A plan id or 'latest'; default every dispatched job.")] = None,
+        "--plan", help="A plan id, a unique start of one (at least 6 characters), or "
+        "'latest'; default every dispatched job.")] = None,
     refresh: Annotated[bool, typer.Option(
         "--refresh/--no-refresh", help="Ask the backends first (default) or show the store.")]
         = True,

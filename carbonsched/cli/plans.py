@@ -77,7 +77,7 @@ def plans_show(
 
     with errors():
         db = _store()
-        pid = db.latest_plan_id() if plan_id == "latest" else db.resolve_plan_id(plan_id)
+        pid = db.resolve_plan_id(plan_id)
         doc = db.get_plan(pid)
         typed = read_plan_document(doc, f"plan {pid}")
         if as_json:

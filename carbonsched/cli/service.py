@@ -34,10 +34,22 @@ def _settings(**overrides: Any):  # noqa: ANN202
         raise InputError(f"invalid service settings: {msgs}") from exc
 
 
+def _default(field: str) -> str:
+    """The built-in default of a :class:`~carbonsched.config.Settings` field, for ``--help``."""
+    from carbonsched.config import Settings
+
+    return str(Settings.model_fields[field].default)
+
+
 def serve(
-    host: Annotated[str | None, typer.Option(help="Interface to listen on.")] = None,
-    port: Annotated[int | None, typer.Option(help="TCP port.")] = None,
-    catalog: Annotated[str | None, typer.Option(help="Catalog name or TOML path.")] = None,
+    host: Annotated[str | None, typer.Option(
+        help=f"Interface to listen on (CARBONSCHED_HOST). \\[default: {_default('host')}]")]
+    = None,
+    port: Annotated[int | None, typer.Option(
+        help=f"TCP port (CARBONSCHED_PORT). \\[default: {_default('port')}]")] = None,
+    catalog: Annotated[str | None, typer.Option(
+        help="Catalog name or TOML path (CARBONSCHED_CATALOG). "
+        f"\\[default: {_default('catalog')}]")] = None,
     data_dir: Annotated[Path | None, typer.Option(
         "--data-dir", help="Folder of the real public data.")] = None,
     no_cron: Annotated[bool, typer.Option("--no-cron", help="Serve only; no daily run.")]
