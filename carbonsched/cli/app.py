@@ -433,6 +433,9 @@ def catalog_show(name: Annotated[str, typer.Argument(help="Catalog name or TOML 
         out.print(t)
 
 
+from carbonsched.cli.fleet import register as _register_fleet  # noqa: E402
+
+_register_fleet(catalog_app)
 from carbonsched.cli.report import report as _report  # noqa: E402
 
 app.command("report")(_report)
