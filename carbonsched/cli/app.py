@@ -116,8 +116,9 @@ def plan(
         "UTC, dispatch what starts before the next day, carry the rest in the store).")]
     = False,
     all_notes: Annotated[bool, typer.Option(
-        "--all-notes", help="Print every note of the plan as recorded; by default notes "
-        "several sites share (e.g. the modelled grid's calibration) are one line each.")]
+        "--all-notes", "--verbose", help="Print every note of the plan as recorded; by "
+        "default one line per kind of note, with its count (notes several sites share, e.g. "
+        "the modelled grid's calibration, named once).")]
     = False,
 ) -> None:
     """Forecast, plan and record one day: the daily planning run."""

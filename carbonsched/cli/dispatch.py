@@ -44,6 +44,10 @@ def dispatch(
     catalog: Annotated[str | None, typer.Option(
         "--catalog", help="Catalog name or path (default: the one the plan names).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", help="One line per placement that was not submitted (rejected, deadline "
+        "passed, backend unavailable, ...); by default one line per outcome, counted.")]
+    = False,
 ) -> None:
     """Dispatch a stored plan to each site's Slurm cluster or Kubernetes namespace, once."""
     from carbonsched.cli.common import err, errors, out
@@ -87,15 +91,42 @@ def dispatch(
     if not as_json:
         for note in summary.notes:
             out.print(f"note: {escape(note)}", highlight=False)
-        for o in summary.outcomes:
-            if o.action in ("rejected", "unavailable", "deadline_passed", "held_elsewhere",
-                            "lost_claim"):
-                err.print(f"[yellow]{o.action}[/] {escape(o.key)} at {o.site}: "
-                          f"{escape(o.detail)}", highlight=False)
+        for line in problem_lines(summary.outcomes, verbose):
+            err.print(line, highlight=False, soft_wrap=True)
     if not summary.complete:
         raise typer.Exit(3)
     if summary.counts.get("rejected"):
         raise typer.Exit(2)
+
+
+PROBLEM_ACTIONS = ("rejected", "unavailable", "deadline_passed", "held_elsewhere", "lost_claim")
+"""Dispatch outcomes that leave a placement not submitted, said on stderr."""
+
+
+def problem_lines(outcomes: list, verbose: bool = False) -> list[str]:
+    """What ``dispatch`` says on stderr about placements it did not submit (Rich markup).
+
+    By default one line per outcome of :data:`PROBLEM_ACTIONS`: its count, the count per site
+    and the first placement's detail (a stale plan: one line, not one per placement); with
+    ``verbose`` one line per placement.
+    """
+    bad = [o for o in outcomes if o.action in PROBLEM_ACTIONS]
+    if verbose:
+        return [f"[yellow]{o.action}[/] {escape(o.key)} at {o.site}: {escape(o.detail)}"
+                for o in bad]
+    lines = []
+    for action in PROBLEM_ACTIONS:
+        mine = [o for o in bad if o.action == action]
+        if not mine:
+            continue
+        per_site: dict[str, int] = {}
+        for o in mine:
+            per_site[o.site] = per_site.get(o.site, 0) + 1
+        sites = ", ".join(f"{s} {n}" for s, n in per_site.items())
+        more = "; --verbose lists each" if len(mine) > 1 else ""
+        lines.append(f"[yellow]{action}[/] {len(mine)} placement(s) ({sites}); first "
+                     f"{escape(mine[0].key)} at {mine[0].site}: {escape(mine[0].detail)}{more}")
+    return lines
 
 
 def status(

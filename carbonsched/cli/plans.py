@@ -67,8 +67,8 @@ def plans_show(
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan document as JSON.")]
     = False,
     all_notes: Annotated[bool, typer.Option(
-        "--all-notes", help="Print every note of the plan as recorded; by default notes "
-        "several sites share are one line each.")] = False,
+        "--all-notes", "--verbose", help="Print every note of the plan as recorded; by "
+        "default one line per kind of note, with its count.")] = False,
 ) -> None:
     """Show one recorded plan (``latest`` for the newest)."""
     from carbonsched.cli.common import errors, out

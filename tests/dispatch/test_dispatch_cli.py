@@ -139,3 +139,38 @@ def test_dispatch_and_status_take_the_plan_id_prefix_plan_prints(global_plan_doc
         assert a["plan_id"] in amb.stderr and b["plan_id"] in amb.stderr
     none = _cli("dispatch", "--plan", "fedcba987654", url=url)
     assert none.returncode == 2 and "no plan 'fedcba987654'" in none.stderr
+
+
+@pytest.mark.slurm
+def test_dispatch_of_a_stale_plan_prints_one_line_per_outcome(global_plan_doc, tmp_path,
+                                                               slurm_dir, emulator_kubeconfig):
+    """Every placement of a plan for a past day is past its deadline: one counted line on
+    stderr (per site counts, the first placement's detail), ``--verbose`` one per placement."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    doc = json.loads(json.dumps(global_plan_doc))
+    doc["plan_id"] = uuid.uuid4().hex
+    Store(url).save_plan(doc)
+    env = {"CARBONSCHED_SLURM_CONF_DIR": str(slurm_dir),
+           "CARBONSCHED_KUBECONFIG": str(emulator_kubeconfig)}
+    n = len(doc["placements"])
+    per_site: dict[str, int] = {}
+    for p in doc["placements"]:
+        per_site[p["site"]] = per_site.get(p["site"], 0) + 1
+
+    run = _cli("dispatch", "--plan", doc["plan_id"][:12], url=url, env=env)
+    assert run.returncode == 0, run.stderr
+    lines = [ln for ln in run.stderr.splitlines() if "deadline_passed" in ln]
+    assert len(lines) == 1 and n > 10
+    assert lines[0].startswith(f"deadline_passed {n} placement(s) (")
+    assert all(f"{site} {k}" in lines[0] for site, k in per_site.items())
+    assert "is after the deadline" in lines[0] and lines[0].endswith("--verbose lists each")
+
+    again = _cli("dispatch", "--plan", doc["plan_id"], "--verbose", url=url, env=env)
+    assert again.returncode == 0, again.stderr
+    # the second run finds every placement recorded (failed, past its deadline): nothing to say
+    assert "deadline_passed" not in again.stderr
+    fresh = f"sqlite:///{tmp_path / 't.db'}"
+    Store(fresh).save_plan(doc)
+    verbose = _cli("dispatch", "--plan", doc["plan_id"], "--verbose", url=fresh, env=env)
+    assert len([ln for ln in verbose.stderr.splitlines()
+                if ln.startswith("deadline_passed ")]) == n
