@@ -80,9 +80,11 @@ OTHER_VARIABLES: dict[str, list[tuple[str, str]]] = {
          "checkpoint and exited."),
     ],
     "Set by the test command (`scripts/test`, `scripts/services.sh`)": [
-        ("CARBONSCHED_PG_PORT", "Port of the test PostgreSQL server (default 55432)."),
+        ("CARBONSCHED_PG_PORT", "Port of the test PostgreSQL server (default: a free port "
+         "picked at run time, `python -m carbonsched.ports`)."),
         ("CARBONSCHED_PORT_BASE", "First of the 100 ports of the test Slurm clusters and the "
-         "Kubernetes emulator (default 57300)."),
+         "Kubernetes emulator (default: a free block picked at run time, `python -m "
+         "carbonsched.ports --block 100`)."),
         ("CARBONSCHED_SERVICES_DIR", "Folder of the test services' state and logs."),
         ("CARBONSCHED_TEST_POSTGRES_URL", "URL of the test PostgreSQL database."),
         ("CARBONSCHED_CHROMIUM", "Headless Chromium used by the HTML report and page tests."),
