@@ -33,7 +33,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "Planning": ("catalog", "workload_file", "solver", "time_limit_s", "horizon_hours", "rolling",
                  "rolling_run_every_hours"),
     "The service and the cron": (
-        "host", "port", "as_of", "cron_enabled", "cron_time", "cron_timezone",
+        "host", "port", "as_of", "cron_enabled", "cron_startup_run", "cron_time", "cron_timezone",
         "cron_plan_offset_days", "cron_check_interval_s", "lease_s",
         "bootstrap_admin_token", "token_cache_s", "token_cache_max_entries",
         "max_request_bytes", "max_jobs_per_request", "book_refresh_s",
