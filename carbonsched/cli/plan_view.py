@@ -62,7 +62,7 @@ def print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
     try:
         kinds = notes_by_kind(shown, doc.get("sites", []))
     except Exception:   # noqa: BLE001 - display only: the plan must still reach the store
-        kinds = [NoteKind("note", 1, n) for n in shown]
+        kinds = [NoteKind("other", 1, n) for n in shown]
     for k in kinds:
         out.print(f"[dim]note: {escape(note_line(k))}[/]", highlight=False, soft_wrap=True)
     if len(kinds) < len(notes):
