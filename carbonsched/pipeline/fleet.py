@@ -594,6 +594,11 @@ def _check_live(site: Site, bindings: Mapping[str, Any], out: SiteCheck) -> None
             continue
         zone = b.zone or (f"{site.latitude:g}, {site.longitude:g}" if group == "weather"
                           else site.zone)
+        if group == "price":
+            out.signals.append(SignalLine(label, "not used", f"provider {b.provider}, zone "
+                                          f"{zone}; a carbon plan does not use electricity "
+                                          "prices"))
+            continue
         out.signals.append(SignalLine(label, "live", f"provider {b.provider}, zone {zone} "
                                       "(cached in the store)"))
     out.plannable = ("any date the provider has at least 48 h of history before "
