@@ -50,7 +50,6 @@ import platform
 import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -65,19 +64,14 @@ from typing import Any
 
 import pandas as pd
 
+from carbonsched.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 PLAN_DAY = "2023-07-15"
 SECRETS = {"CARBONSCHED_BOOTSTRAP_ADMIN_TOKEN": "soak-admin-" + uuid.uuid4().hex,
            "ELECTRICITYMAPS_API_KEY": "soak-emaps-" + uuid.uuid4().hex,
            "SOAK_DATABASE_PASSWORD": "soak-dbpass-" + uuid.uuid4().hex}
 """Values planted in the dispatchers' environment; none may reach a job."""
-
-
-def free_port() -> int:
-    """A free TCP port on loopback (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # --- set-up --------------------------------------------------------------------------------------

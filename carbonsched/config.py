@@ -79,6 +79,12 @@ class Settings(BaseSettings):
     """Pin the service's clock at this instant (tz-aware)."""
     cron_enabled: bool = True
     """Run the daily plan -> dispatch cron inside ``carbonsched serve``."""
+    cron_startup_run: bool = True
+    """At start-up, run the due day's plan -> dispatch at once when that day has no run record
+    (the catch-up after downtime; logged, recorded with trigger ``startup`` and listed by
+    ``GET /v1/runs``). Off: the day is run at :attr:`cron_time` only. Either way a run whose
+    plan replaces one made outside the service (``carbonsched plan``) for the same date says
+    so in the log, the plan's notes and the run record's ``notes``."""
     cron_time: time = time(6, 0)
     """Local wall-clock time of the daily run, in :attr:`cron_timezone`."""
     cron_timezone: str = ""

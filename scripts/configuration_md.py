@@ -33,7 +33,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "Planning": ("catalog", "workload_file", "solver", "time_limit_s", "horizon_hours", "rolling",
                  "rolling_run_every_hours"),
     "The service and the cron": (
-        "host", "port", "as_of", "cron_enabled", "cron_time", "cron_timezone",
+        "host", "port", "as_of", "cron_enabled", "cron_startup_run", "cron_time", "cron_timezone",
         "cron_plan_offset_days", "cron_check_interval_s", "lease_s",
         "bootstrap_admin_token", "token_cache_s", "token_cache_max_entries",
         "max_request_bytes", "max_jobs_per_request", "book_refresh_s",
@@ -86,9 +86,11 @@ OTHER_VARIABLES: dict[str, list[tuple[str, str]]] = {
          "node; give it in the job's `env` to resume across nodes)."),
     ],
     "Set by the test command (`scripts/test`, `scripts/services.sh`)": [
-        ("CARBONSCHED_PG_PORT", "Port of the test PostgreSQL server (default 55432)."),
+        ("CARBONSCHED_PG_PORT", "Port of the test PostgreSQL server (default: a free port "
+         "picked at run time, `python -m carbonsched.ports`)."),
         ("CARBONSCHED_PORT_BASE", "First of the 100 ports of the test Slurm clusters and the "
-         "Kubernetes emulator (default 57300)."),
+         "Kubernetes emulator (default: a free block picked at run time, `python -m "
+         "carbonsched.ports --block 100`)."),
         ("CARBONSCHED_SERVICES_DIR", "Folder of the test services' state and logs."),
         ("CARBONSCHED_TEST_POSTGRES_URL", "URL of the test PostgreSQL database."),
         ("CARBONSCHED_CHROMIUM", "Headless Chromium used by the HTML report and page tests."),

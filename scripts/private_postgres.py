@@ -10,10 +10,11 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
+
+from carbonsched.ports import free_port
 
 
 def _bin() -> Path | None:
@@ -23,12 +24,6 @@ def _bin() -> Path | None:
         return Path(found[-1]).parent
     pg_ctl = shutil.which("pg_ctl")
     return Path(pg_ctl).parent if pg_ctl else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class NoPostgresError(RuntimeError):
@@ -47,7 +42,7 @@ class PrivatePostgres:
         self.bin = bindir
         self.dir = Path(tempfile.mkdtemp(prefix="cs-private-pg-"))
         self.data = self.dir / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self.as_postgres = os.geteuid() == 0
         if self.as_postgres:
             shutil.chown(self.dir, "postgres", "postgres")

@@ -6,10 +6,13 @@
 #   eval "$(bash scripts/services.sh up [CATALOG])"   Slurm clusters + Kubernetes emulator of CATALOG
 #                                                     (default global); exports their settings
 #   bash scripts/services.sh down                     stops them
-# Its state lives in CARBONSCHED_SERVICES_DIR (default ${TMPDIR:-/tmp}/carbonsched-local-clusters). Ports: PostgreSQL on CARBONSCHED_PG_PORT (55432); Slurm and the Kubernetes
-# emulator in CARBONSCHED_PORT_BASE .. +99 (57300 .. 57399): cluster i's slurmctld on base+10i+1,
-# its slurmd on base+10i+2, the Kubernetes emulator on base+50.
-# Installs the Debian packages it needs when they are missing (apt-get, as root).
+# Its state lives in CARBONSCHED_SERVICES_DIR (default ${TMPDIR:-/tmp}/carbonsched-local-clusters).
+# Ports: PostgreSQL on CARBONSCHED_PG_PORT; Slurm and the Kubernetes emulator in
+# CARBONSCHED_PORT_BASE .. +99: cluster i's slurmctld on base+10i+1, its node k's slurmd on
+# base+10i+2+k, the Kubernetes emulator on base+50. Unless exported, both are picked free at run
+# time (python3 -m carbonsched.ports), and exported, so two runs on one machine do not collide.
+# Needs root on Debian/Ubuntu: installs the packages it needs when they are missing (apt-get), runs
+# munged as user munge, slurmctld and slurmd as root, PostgreSQL as user postgres.
 
 # the daemons and runuser live in sbin, which a login shell's PATH may leave out
 case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH="$PATH:/usr/sbin:/sbin" ;; esac
@@ -32,6 +35,21 @@ _apt_install() {
   apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$@" >/dev/null
 }
 
+# the ports: the exported ones, else free ones picked now (and exported for the tests)
+_ensure_pg_port() {
+  if [ -z "${CARBONSCHED_PG_PORT:-}" ]; then
+    CARBONSCHED_PG_PORT=$(python3 -m carbonsched.ports) || return 1
+  fi
+  export CARBONSCHED_PG_PORT
+}
+
+_ensure_port_base() {
+  if [ -z "${CARBONSCHED_PORT_BASE:-}" ]; then
+    CARBONSCHED_PORT_BASE=$(python3 -m carbonsched.ports --block 100) || return 1
+  fi
+  export CARBONSCHED_PORT_BASE
+}
+
 _pg_bin() {
   ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1
 }
@@ -43,7 +61,8 @@ start_postgres() {
     _apt_install postgresql || return 1
     bin=$(_pg_bin)
   fi
-  port=${CARBONSCHED_PG_PORT:-55432}
+  _ensure_pg_port || return 1
+  port=$CARBONSCHED_PG_PORT
   dir="$CARBONSCHED_SERVICES_DIR/pg"
   mkdir -p "$dir" && chown postgres:postgres "$dir"
   runuser -u postgres -- "$bin/initdb" -D "$dir/data" -A trust -U postgres >"$dir/initdb.log" 2>&1 \
@@ -83,8 +102,10 @@ _slurm_packages_missing() {
 # Exports CARBONSCHED_SLURM_CONF_DIR (<dir>/<cluster>/slurm.conf, how carbonsched reaches each
 # cluster without slurmdbd) and CARBONSCHED_SLURM_CLUSTERS (space-separated names).
 start_slurm() {
-  local catalog=${1:-global} base=${CARBONSCHED_PORT_BASE:-57300} dir line cluster cdir node
+  local catalog=${1:-global} base dir line cluster cdir node
   local ctld_port slurmd_port devs
+  _ensure_port_base || return 1
+  base=$CARBONSCHED_PORT_BASE
   if _slurm_packages_missing; then
     _apt_install slurmctld slurmd slurm-client munge || return 1
   fi
@@ -153,7 +174,9 @@ _stop_slurm() {
 # context per Kubernetes site of the catalog. Exports CARBONSCHED_KUBECONFIG (not KUBECONFIG:
 # that one selects a real cluster for the contract suite).
 start_kube_emulator() {
-  local catalog=${1:-global} port=$(( ${CARBONSCHED_PORT_BASE:-57300} + 50 )) dir t=0
+  local catalog=${1:-global} port dir t=0
+  _ensure_port_base || return 1
+  port=$(( CARBONSCHED_PORT_BASE + 50 ))
   dir="$CARBONSCHED_SERVICES_DIR/kube"
   mkdir -p "$dir"
   python3 "$(dirname "${BASH_SOURCE[0]}")/kube_emulator.py" --port "$port" --catalog "$catalog" \

@@ -46,18 +46,20 @@ def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
     hint = next(ln for ln in r.output.splitlines() if ln.startswith(f"plan {pid} recorded"))
     assert hint.endswith("list plans with `carbonsched plans list`")
     assert f"`carbonsched plans show {pid} --json`" in hint
-    # a note every modelled site shares is one line on screen, per site in the document
-    per_site = [n for n in doc["notes"] if "no price in any of the" in n]
-    assert len(per_site) == len(doc["sites"]) >= 2
-    assert text.count("no price in any of the") == 1
-    assert "without price" not in r.output                  # read like a fault on a model
-    # each modelled site's calibration notes are one line on screen, --all-notes prints all
+    # electricity prices are not part of a carbon plan: not reported missing, on screen or in
+    # the document (issue 34)
+    assert not [n for n in doc["notes"] if "price" in n]
+    assert "price" not in r.output
+    # one line per kind of note, with its count; --all-notes prints all
     shown = [ln for ln in r.output.splitlines() if ln.startswith("note: ")]
-    assert len(shown) <= 8 < len(doc["notes"])
+    assert len(shown) <= 3 < len(doc["notes"])
     # each note one physical line, however long (not a terminal: a log is read per line)
-    from carbonsched.cli.plan_view import grouped_site_notes
+    from carbonsched.cli.plan_view import note_line, notes_by_kind
 
-    assert shown == ["note: " + n for n in grouped_site_notes(doc["notes"][1:], doc["sites"])]
+    kinds = notes_by_kind(doc["notes"][1:], doc["sites"])
+    assert shown == [f"note: {note_line(k)}" for k in kinds]
+    assert sum(k.count for k in kinds) == len(doc["notes"]) - 1
+    assert [k.kind for k in kinds] == ["modelled signals", "grid-model calibration"]
     # the saving against the baseline says what it is, with the document's numbers
     tot = doc["totals"]
     saved = tot["baseline_emissions_kg"] - tot["emissions_kg"]
@@ -77,15 +79,15 @@ def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
     assert len(table(r.output)) == len(doc["sites"])
     assert set(doc["site_roles"]) == set(doc["sites"])
     assert max(len(ln) for ln in shown) > 150
-    assert (f"({len(doc['notes'])} notes condensed to {len(shown)}; --all-notes prints "
-            "each)") in text
+    assert (f"({len(doc['notes'])} notes as {len(shown)} line(s), one per kind; --all-notes "
+            "(or --verbose) prints each)") in text
     # the DEMO workload note is the DEMO line above the table, not a note again
     assert not any(ln.startswith("note: workload:") for ln in shown)
     r = runner.invoke(app, ["plans", "show", pid, "--all-notes"])
     assert r.exit_code == 0, r.output
     assert len([ln for ln in r.output.splitlines() if ln.startswith("note: ")]) == \
         len(doc["notes"])
-    assert f"note: all {len(doc['sites'])} sites: " in text
+    assert f"note: modelled signals ×{len(doc['sites'])}: all {len(doc['sites'])} sites: " in text
     # the demo workload is labelled, on screen and in the document
     assert "workload: DEMO" in text
     assert doc["workload"]["source"] == "demo" and len(doc["workload"]["jobs"]) == 30

@@ -85,3 +85,85 @@ def test_slurm_conf_private_clusters_keep_one_node(tmp_path: Path) -> None:
     assert f"SlurmdPidFile={d}/slurmd.pid" in conf and "Gres=gpu:A100:16,gpu:V100:4 " in conf
     with pytest.raises(ValueError, match="12 A100 is not whole nodes of 8"):
         mod.cluster_nodes("x", {"A100": 12}, {"A100": 8})
+
+
+# ---------------------------------------------------------------------- ports (issue 34, item 6)
+SERVICES = Path(__file__).resolve().parents[1] / "scripts" / "services.sh"
+TEST_COMMAND = Path(__file__).resolve().parents[1] / "scripts" / "test"
+
+
+def _ports_from_services(env: dict[str, str], tmp_path: Path) -> tuple[int, int]:
+    import os
+    import sys
+
+    r = subprocess.run(
+        ["bash", "-c", f'source "{SERVICES}"; _ensure_pg_port && _ensure_port_base && '
+         'echo "$CARBONSCHED_PG_PORT $CARBONSCHED_PORT_BASE"; rm -rf "$CARBONSCHED_SERVICES_DIR"'],
+        env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path),
+             "CARBONSCHED_SERVICES_DIR": str(tmp_path / "services"),
+             **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}, **env},
+        capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    pg, base = r.stdout.split()
+    return int(pg), int(base)
+
+
+def test_services_pick_free_ports_unless_exported(tmp_path: Path) -> None:
+    """Two runs on one machine: the second never gets a block the first one holds."""
+    import socket
+
+    pg, base = _ports_from_services({}, tmp_path)
+    assert 1024 < pg < 65536 and 20000 <= base and base + 99 < 32000
+    # the first run's Kubernetes emulator listens on base+50: a second run must go elsewhere
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", base + 50))
+        held.listen()
+        for _ in range(5):
+            _, other = _ports_from_services({}, tmp_path)
+            assert not other <= base + 50 < other + 100
+    assert _ports_from_services({"CARBONSCHED_PG_PORT": "55650",
+                                 "CARBONSCHED_PORT_BASE": "60800"}, tmp_path) == (55650, 60800)
+
+
+def test_free_port_block_skips_a_busy_block_and_fits_at_the_limit() -> None:
+    import random
+    import socket
+
+    from carbonsched.ports import free_port, free_port_block
+
+    assert free_port() > 0
+    # two blocks of 10 in [21000, 21020): the first has a busy port, the second is taken
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 21003))
+        held.listen()
+        assert free_port_block(10, low=21000, high=21020, rng=random.Random(0)) == 21010
+        with pytest.raises(OSError, match="no 10 consecutive free ports"):
+            free_port_block(10, low=21000, high=21010, attempts=5)
+    # just at the limit: exactly one block fits; one port less and none does
+    assert free_port_block(10, low=21000, high=21010) == 21000
+    with pytest.raises(ValueError, match=r"no block of 10 ports fits in \[21000, 21009\)"):
+        free_port_block(10, low=21000, high=21009)
+    with pytest.raises(ValueError, match="size 0 must be >= 1"):
+        free_port_block(0)
+
+
+def test_the_test_command_says_up_front_it_needs_root_and_what_no_services_does(
+        tmp_path: Path) -> None:
+    import os
+    import shutil
+
+    runuser = shutil.which("runuser") or shutil.which("runuser", path="/usr/sbin:/sbin")
+    if os.geteuid() != 0 or not runuser:
+        pytest.skip("needs root to run the test command as another user")
+    r = subprocess.run([runuser, "-u", "nobody", "--", "bash", str(TEST_COMMAND)],
+                       capture_output=True, text=True, timeout=60, cwd="/",
+                       env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert r.returncode == 2
+    first = r.stderr.splitlines()[0]
+    assert first.startswith("== the services (PostgreSQL, Slurm, Chromium) need root on "
+                            "Debian/Ubuntu: apt-get installs what is missing")
+    assert "`bash scripts/test --no-services` runs every test that needs no service, without " \
+        "root" in first
+    assert ("error: starting the services needs root (uid 65534); run as root, or `bash "
+            "scripts/test --no-services`") in r.stderr
+    assert "installing" not in r.stderr        # refused before anything is installed

@@ -308,7 +308,7 @@ class RunPublic(BaseModel):
         "status": "succeeded", "started_at": "2023-07-14T22:00:00Z",
         "finished_at": "2023-07-14T22:00:31Z", "plan_id": "fb45e1630aff49f6a70f2eaedca274d2",
         "solver_status": "optimal", "dispatch": "dispatch: not configured", "error": "",
-        "attempts": 1})
+        "attempts": 1, "catalog": "global", "notes": ""})
     planning_date: str
     local_day: str
     issued_at: datetime
@@ -322,6 +322,11 @@ class RunPublic(BaseModel):
     dispatch: str
     error: str
     attempts: int
+    catalog: str | None = None
+    """The catalog the run planned (``null`` on records made before it was recorded)."""
+    notes: str = ""
+    """What a person should know about the run: a plan made outside the service (e.g. by
+    ``carbonsched plan``) that this run's plan replaced as the served plan."""
 
 
 class RunsPublic(BaseModel):

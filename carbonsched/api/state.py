@@ -170,6 +170,10 @@ class ServiceState:
                 dispatch=self.dispatch, metrics=self.metrics,
                 on_plan=lambda _pid: self.refresh_book(), leader=self.leader,
                 replica=self.replica)
+            log.info("cron: daily run at %s %s; start-up run %s (CARBONSCHED_CRON_STARTUP_RUN)",
+                     self.cron.at.strftime("%H:%M"), self.cron.zone_name,
+                     "on: a day due while the service was down runs now"
+                     if self.settings.cron_startup_run else "off")
             self.cron.start()
         self.loops = ServiceLoops(self.settings, self.db, self.catalog, self.clock,
                                   self.metrics, self.leader, cron=self.cron)

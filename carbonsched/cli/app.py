@@ -16,6 +16,7 @@ import typer
 from rich.table import Table
 
 from carbonsched.cli.common import (
+    PlainFlagsGroup,
     err,
     errors,
     out,
@@ -37,7 +38,31 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
+    cls=PlainFlagsGroup,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("carbonsched")
+        except PackageNotFoundError:   # run from a source tree that was never installed
+            v = "unknown (not installed; `pip install -e .`)"
+        typer.echo(f"carbonsched {v}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print carbonsched's version and exit.")] = False,
+) -> None:
+    """carbonsched: carbon- and power-aware geo-distributed scheduling for AI compute."""
+
+
 workload_app = typer.Typer(help="Build and inspect workload (jobs + inference demand) files.",
                            no_args_is_help=True)
 bench_app = typer.Typer(help="Benchmarks (not run by the test suite).", no_args_is_help=True)
@@ -91,8 +116,9 @@ def plan(
         "UTC, dispatch what starts before the next day, carry the rest in the store).")]
     = False,
     all_notes: Annotated[bool, typer.Option(
-        "--all-notes", help="Print every note of the plan as recorded; by default notes "
-        "several sites share (e.g. the modelled grid's calibration) are one line each.")]
+        "--all-notes", "--verbose", help="Print every note of the plan as recorded; by "
+        "default one line per kind of note, with its count (notes several sites share, e.g. "
+        "the modelled grid's calibration, named once).")]
     = False,
     replay_from: Annotated[str, typer.Option(
         "--replay-from", help="REPLAY: plan --date (default tomorrow) on this past day's real "
@@ -434,6 +460,9 @@ def catalog_show(name: Annotated[str, typer.Argument(help="Catalog name or TOML 
                       f"node each: {', '.join(unshaped)} (regions/schema.md)")
 
 
+from carbonsched.cli.fleet import register as _register_fleet  # noqa: E402
+
+_register_fleet(catalog_app)
 from carbonsched.cli.report import report as _report  # noqa: E402
 
 app.command("report")(_report)

@@ -18,6 +18,7 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperGroup
 
 from carbonsched.errors import (
     BackendUnavailableError,
@@ -28,6 +29,52 @@ from carbonsched.errors import (
 # wide tables when piped to a file or a log (Rich falls back to 80 columns there)
 out = Console(width=None if sys.stdout.isatty() else 150)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
+
+def plain_flags(command: Any, info_name: str = "carbonsched") -> Any:
+    """Clear the ``<bool>`` type of every flag under a Click ``command``, its ``--help`` too.
+
+    Typer (0.29) prints ``<bool>`` after every flag in ``--help``, as if it took a value; a
+    flag takes none.
+
+    Walks the command tree Typer built (groups and their commands, depth first) and gives
+    every flag parameter, including the help option Click adds per command, an empty metavar.
+    Returns ``command``.
+    """
+    params = list(command.params)
+    ctx = command.context_class(command, info_name=info_name)
+    help_option = command.get_help_option(ctx)
+    if help_option is not None:
+        params.append(help_option)
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    if hasattr(command, "list_commands"):
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
+            if sub is not None:
+                plain_flags(sub, name)
+    return command
+
+
+class PlainFlagsGroup(TyperGroup):
+    """The root command group: every flag under it is shown without ``<bool>`` in ``--help``.
+
+    The sub-commands (and Click's ``--help`` option of each) are cleared by
+    :func:`plain_flags` as the group hands them out, so the help is the same however the CLI
+    is entered (console script, ``python -m carbonsched``, a test's ``CliRunner``).
+    """
+
+    def get_params(self, ctx: Any) -> list[Any]:  # noqa: D102 - Click's
+        params = super().get_params(ctx)
+        for param in params:     # its own --help and Typer's completion flags
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        return params
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:  # noqa: D102 - Click's
+        command = super().get_command(ctx, cmd_name)
+        return None if command is None else plain_flags(command, cmd_name)
+
 
 def tomorrow() -> str:
     """Tomorrow's date in UTC, ``YYYY-MM-DD``."""

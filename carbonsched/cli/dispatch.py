@@ -38,7 +38,9 @@ def _ts(value: object) -> str:
 
 
 def dispatch(
-    plan: Annotated[str, typer.Option("--plan", help="Stored plan id, or 'latest'.")] = "latest",
+    plan: Annotated[str, typer.Option("--plan", help="Stored plan id, a unique start of one "
+                                      "(at least 6 characters, as `plan` prints 12), or "
+                                      "'latest'.")] = "latest",
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print the exact sbatch lines and Job manifests; submit nothing.")]
         = False,
@@ -51,6 +53,10 @@ def dispatch(
     placeholder: Annotated[bool, typer.Option(
         "--placeholder", help="Run jobs that name nothing to run as 'sleep <planned seconds>' "
         "(a demo; labelled on the backend). Without it they are not submitted.")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", help="One line per placement that was not submitted (rejected, deadline "
+        "passed, backend unavailable, ...); by default one line per outcome, counted.")]
+    = False,
 ) -> None:
     """Dispatch a stored plan to each site's Slurm cluster or Kubernetes namespace, once."""
     from carbonsched.cli.common import err, errors, out
@@ -95,11 +101,8 @@ def dispatch(
     if not as_json:
         for note in summary.notes:
             out.print(f"note: {escape(note)}", highlight=False)
-        for o in summary.outcomes:
-            if o.action in ("rejected", "unavailable", "deadline_passed", "held_elsewhere",
-                            "lost_claim", "no_payload"):
-                err.print(f"[yellow]{o.action}[/] {escape(o.key)} at {o.site}: "
-                          f"{escape(o.detail)}", highlight=False)
+        for line in problem_lines(summary.outcomes, verbose):
+            err.print(line, highlight=False, soft_wrap=True)
     if not summary.complete:
         raise typer.Exit(3)
     if summary.counts.get("rejected"):
@@ -150,9 +153,41 @@ def nothing_submitted_message(summary: DispatchSummary, plan: dict) -> str:
             "(signal_quality 'replayed'); then `carbonsched dispatch`")
 
 
+PROBLEM_ACTIONS = ("rejected", "unavailable", "deadline_passed", "held_elsewhere", "lost_claim",
+                   "no_payload")
+"""Dispatch outcomes that leave a placement not submitted, said on stderr."""
+
+
+def problem_lines(outcomes: list, verbose: bool = False) -> list[str]:
+    """What ``dispatch`` says on stderr about placements it did not submit (Rich markup).
+
+    By default one line per outcome of :data:`PROBLEM_ACTIONS`: its count, the count per site
+    and the first placement's detail (a stale plan: one line, not one per placement); with
+    ``verbose`` one line per placement.
+    """
+    bad = [o for o in outcomes if o.action in PROBLEM_ACTIONS]
+    if verbose:
+        return [f"[yellow]{o.action}[/] {escape(o.key)} at {o.site}: {escape(o.detail)}"
+                for o in bad]
+    lines = []
+    for action in PROBLEM_ACTIONS:
+        mine = [o for o in bad if o.action == action]
+        if not mine:
+            continue
+        per_site: dict[str, int] = {}
+        for o in mine:
+            per_site[o.site] = per_site.get(o.site, 0) + 1
+        sites = ", ".join(f"{s} {n}" for s, n in per_site.items())
+        more = "; --verbose lists each" if len(mine) > 1 else ""
+        lines.append(f"[yellow]{action}[/] {len(mine)} placement(s) ({sites}); first "
+                     f"{escape(mine[0].key)} at {mine[0].site}: {escape(mine[0].detail)}{more}")
+    return lines
+
+
 def status(
     plan: Annotated[str | None, typer.Option(
-        "--plan", help="A plan id or 'latest'; default every dispatched job.")] = None,
+        "--plan", help="A plan id, a unique start of one (at least 6 characters), or "
+        "'latest'; default every dispatched job.")] = None,
     refresh: Annotated[bool, typer.Option(
         "--refresh/--no-refresh", help="Ask the backends first (default) or show the store.")]
         = True,

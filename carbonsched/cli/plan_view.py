@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from rich.markup import escape
@@ -54,23 +55,87 @@ def print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
             reasons[u["reason"]] = reasons.get(u["reason"], 0) + 1
         out.print("unplaced by reason: " + ", ".join(f"{k} {v}" for k, v in reasons.items()))
     notes = doc.get("notes", [])
+    if all_notes:
+        for note in notes:
+            # one physical line per note (the terminal wraps it): cron and CronJob logs are
+            # read a note per line
+            out.print(f"[dim]note: {escape(note)}[/]", highlight=False, soft_wrap=True)
+        return
     shown = notes
-    if not all_notes:
-        if wl.get("source") == "demo":   # said above, in the DEMO line
-            shown = [n for n in notes if not n.startswith("workload: ")]
-        if doc.get("replay"):            # said above, in the REPLAYED line
-            shown = [n for n in shown if not n.startswith("signals: REPLAYED")]
-        try:
-            shown = grouped_site_notes(shown, doc.get("sites", []))
-        except Exception:   # noqa: BLE001 - display only: the plan must still reach the store
-            shown = notes
-    for note in shown:
-        # one physical line per note (the terminal wraps it): cron and CronJob logs are read
-        # a note per line
-        out.print(f"[dim]note: {escape(note)}[/]", highlight=False, soft_wrap=True)
-    if len(shown) < len(notes):
-        out.print(f"[dim]({len(notes)} notes condensed to {len(shown)}; --all-notes prints "
-                  "each)[/]", highlight=False, soft_wrap=True)
+    if wl.get("source") == "demo":   # said above, in the DEMO line
+        shown = [n for n in notes if not n.startswith("workload: ")]
+    if doc.get("replay"):            # said above, in the REPLAYED line
+        shown = [n for n in shown if not n.startswith("signals: REPLAYED")]
+    try:
+        kinds = notes_by_kind(shown, doc.get("sites", []))
+    except Exception:   # noqa: BLE001 - display only: the plan must still reach the store
+        kinds = [NoteKind("other", 1, n) for n in shown]
+    for k in kinds:
+        out.print(f"[dim]note: {escape(note_line(k))}[/]", highlight=False, soft_wrap=True)
+    if len(kinds) < len(notes):
+        out.print(f"[dim]({len(notes)} notes as {len(kinds)} line(s), one per kind; "
+                  "--all-notes (or --verbose) prints each)[/]", highlight=False,
+                  soft_wrap=True)
+
+
+@dataclass(frozen=True)
+class NoteKind:
+    """One line of the plan's notes on screen: a kind, how many notes it holds, their text."""
+
+    kind: str
+    count: int
+    text: str
+
+
+def note_line(k: NoteKind) -> str:
+    """``"<kind> ×<count>: <text>"`` (``×1`` left out; notes of no known kind as they are)."""
+    if k.kind == "other" and k.count == 1:
+        return k.text
+    return f"{k.kind}: {k.text}" if k.count == 1 else f"{k.kind} ×{k.count}: {k.text}"
+
+
+NOTE_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (kind, re.compile(pattern)) for kind, pattern in (
+        ("site left out", r"^site \S+ left out: "),
+        ("solver", r"^solver|MIP gap|time limit|greedy"),
+        ("workload", r"^workload: "),
+        ("modelled signals", r"MODELLED, not measured"),
+        ("grid-model calibration", r"fossil must-run floor|implied thermal intensity"),
+        ("signal quality", r"quality degraded|observation is .* old|provider's estimate|"
+                           r"quarantined|implausible|flat line|gap of|have no value"),
+        ("missing data", r"hour\(s\) without|in any of the .* hour\(s\) loaded|^no .* file|"
+                         r": no .* file|NaN"),
+        ("forecast fallback", r"PUE: |model choice|seasonal naive|persistence|fallback"),
+    ))
+"""Kinds of plan notes on screen, the first pattern that matches a note's text decides; a note
+no pattern matches is of kind ``other``. Display only: the plan document keeps every note."""
+
+
+def notes_by_kind(notes: list[str], site_ids: list[str]) -> list[NoteKind]:
+    """The plan's notes for the screen: one line per kind, with how many notes it holds.
+
+    Each kind's notes are first condensed by :func:`grouped_site_notes` (a text several sites
+    share named once, numbers that differ shown as their range); a kind's line joins what is
+    left with ``" · "``. Kinds are listed in the order of their first note.
+
+    Parameters
+    ----------
+    notes : list of str
+        The plan's notes, in order.
+    site_ids : list of str
+        The plan's site ids.
+
+    Returns
+    -------
+    list of NoteKind
+        At most one per kind of :data:`NOTE_KINDS` (and ``other``).
+    """
+    by_kind: dict[str, list[str]] = {}
+    for n in notes:
+        kind = next((k for k, rx in NOTE_KINDS if rx.search(n)), "other")
+        by_kind.setdefault(kind, []).append(n)
+    return [NoteKind(kind, len(items), " · ".join(grouped_site_notes(items, site_ids)))
+            for kind, items in by_kind.items()]
 
 
 def grouped_site_notes(notes: list[str], site_ids: list[str]) -> list[str]:

@@ -67,8 +67,8 @@ def plans_show(
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan document as JSON.")]
     = False,
     all_notes: Annotated[bool, typer.Option(
-        "--all-notes", help="Print every note of the plan as recorded; by default notes "
-        "several sites share are one line each.")] = False,
+        "--all-notes", "--verbose", help="Print every note of the plan as recorded; by "
+        "default one line per kind of note, with its count.")] = False,
 ) -> None:
     """Show one recorded plan (``latest`` for the newest)."""
     from carbonsched.cli.common import errors, out
@@ -77,7 +77,7 @@ def plans_show(
 
     with errors():
         db = _store()
-        pid = db.latest_plan_id() if plan_id == "latest" else db.resolve_plan_id(plan_id)
+        pid = db.resolve_plan_id(plan_id)
         doc = db.get_plan(pid)
         typed = read_plan_document(doc, f"plan {pid}")
         if as_json:

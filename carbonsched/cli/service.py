@@ -34,10 +34,22 @@ def _settings(**overrides: Any):  # noqa: ANN202
         raise InputError(f"invalid service settings: {msgs}") from exc
 
 
+def _default(field: str) -> str:
+    """The built-in default of a :class:`~carbonsched.config.Settings` field, for ``--help``."""
+    from carbonsched.config import Settings
+
+    return str(Settings.model_fields[field].default)
+
+
 def serve(
-    host: Annotated[str | None, typer.Option(help="Interface to listen on.")] = None,
-    port: Annotated[int | None, typer.Option(help="TCP port.")] = None,
-    catalog: Annotated[str | None, typer.Option(help="Catalog name or TOML path.")] = None,
+    host: Annotated[str | None, typer.Option(
+        help=f"Interface to listen on (CARBONSCHED_HOST). \\[default: {_default('host')}]")]
+    = None,
+    port: Annotated[int | None, typer.Option(
+        help=f"TCP port (CARBONSCHED_PORT). \\[default: {_default('port')}]")] = None,
+    catalog: Annotated[str | None, typer.Option(
+        help="Catalog name or TOML path (CARBONSCHED_CATALOG). "
+        f"\\[default: {_default('catalog')}]")] = None,
     data_dir: Annotated[Path | None, typer.Option(
         "--data-dir", help="Folder of the real public data.")] = None,
     no_cron: Annotated[bool, typer.Option("--no-cron", help="Serve only; no daily run.")]
@@ -69,7 +81,8 @@ def serve(
         clock = FixedClock(s.as_of) if s.as_of else SystemClock()
         from carbonsched.catalog import load_catalog
 
-        load_catalog(s.catalog)  # fail before binding the port
+        cat = load_catalog(s.catalog)  # fail before binding the port
+        _check_store_catalog(s, cat.name)
         dispatch = load_dispatch_step(s.dispatcher)
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -77,6 +90,25 @@ def serve(
         logging.getLogger("carbonsched").info("settings: %s", s.public_dict())
         app = create_app(s, clock, dispatch)
     uvicorn.run(app, host=s.host, port=s.port, log_level="info", access_log=False)
+
+
+def _check_store_catalog(settings: Any, catalog: str) -> None:
+    """Refuse a store whose runs planned another catalog.
+
+    A dead store is not checked here: the service's outage state says so once it runs.
+    """
+    from carbonsched.service.runs import check_store_catalog
+    from carbonsched.store import Store
+    from carbonsched.store.service import ServiceStore
+
+    try:
+        db = ServiceStore(Store(settings.resolved_database_url()))
+    except StoreUnavailableError:
+        return
+    try:
+        check_store_catalog(db, catalog)
+    except StoreUnavailableError:
+        return
 
 
 def _token_store():  # noqa: ANN202
@@ -198,6 +230,10 @@ def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path
                   time_limit_s=time_limit, horizon_hours=hours, rolling=rolling)
     dispatch = load_dispatch_step(s.dispatcher)
     db = ServiceStore(Store(s.resolved_database_url()))
+    from carbonsched.catalog import load_catalog
+    from carbonsched.service.runs import check_store_catalog
+
+    check_store_catalog(db, load_catalog(s.catalog).name)
     issued = day_start_utc(date).to_pydatetime()
     pdate = issued.strftime("%Y-%m-%d")
     replica = f"cli@{socket.gethostname()}:{os.getpid()}"

@@ -220,19 +220,16 @@ def _now(clock: Clock) -> datetime:
 
 
 def resolve_plan_id(store: Store, plan_id: str) -> str:
-    """``plan_id``, or the newest stored plan's id for ``"latest"``.
+    """The full id of the plan ``plan_id`` names: ``latest``, an id or a unique id prefix.
+
+    :meth:`carbonsched.store.Store.resolve_plan_id`, the one resolver every command uses.
 
     Raises
     ------
     InputError
-        ``latest`` with no stored plan.
+        No such plan, ``latest`` with no stored plan, or an ambiguous prefix (matches listed).
     """
-    if plan_id != "latest":
-        return plan_id
-    plans = store.list_plans()
-    if not plans:
-        raise InputError(f"no plan in {store._safe_url()}; run `carbonsched plan` first")
-    return str(plans[0]["plan_id"])
+    return store.resolve_plan_id(plan_id)
 
 
 def build_adapters(catalog: Catalog, *, registry: AdapterRegistry | None = None,

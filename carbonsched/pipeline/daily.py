@@ -15,6 +15,7 @@ the model's own weather (climatological by construction, so known ahead).
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
@@ -66,6 +67,21 @@ HISTORY_DAYS = 56
 FORECAST_HISTORY_DAYS = DEFAULT_SCHEDULE.load_days
 """Days of signal history loaded before an issue time: the model choice uses up to a year
 before its refit period's start (:mod:`carbonsched.forecasts.registry`). [d]"""
+
+UNUSED_SIGNAL_NOTE = re.compile(r"\bprice\b|price_usd_per_mwh")
+"""Notes about a signal a carbon plan does not need: electricity prices. Where a price exists it
+sharpens the green-surplus index; where it does not, the index comes from the renewable share
+alone (:mod:`carbonsched.forecasts.green_surplus`), so a missing price file or price hour is not
+missing data of the plan and is not put in its notes."""
+
+
+def plan_uses(note: str) -> bool:
+    """Whether a reader's or history check's note is about a signal the plan uses.
+
+    ``False`` for notes about electricity prices (:data:`UNUSED_SIGNAL_NOTE`).
+    """
+    return UNUSED_SIGNAL_NOTE.search(note) is None
+
 
 MODEL_CACHE_SIZE = 256
 """Fitted model choices kept in the process (site x signal x refit period x horizon)."""
@@ -346,7 +362,7 @@ def forecast_site(
                                        quarantined=meta.get("quarantined"))
         history = checked.frame
         ages, reasons = checked.age_hours, list(checked.degraded_reasons)
-        notes.extend(checked.notes)
+        notes.extend(n for n in checked.notes if plan_uses(n))
     else:
         ages, reasons = signal_age_hours(history, issued_at), []
     hist = history[history.index < issued_at]
@@ -651,7 +667,7 @@ def gather_forecasts(catalog: Catalog, data_dir: Path | None, issued_at: pd.Time
             notes.extend(n for n in meta.get("notes", []) if n.startswith("DEGRADED "))
         # what the readers noted (missing hours, invalid values, quarantined rows) reaches the plan
         notes.extend(f"{site.id}: {n}" for n in meta.get("notes", [])
-                     if not n.startswith("DEGRADED "))
+                     if not n.startswith("DEGRADED ") and plan_uses(n))
         modelled = meta.get("signal_quality") == SignalQuality.MODELLED
         future = frame[frame.index >= issued_at] if modelled else None
         try:

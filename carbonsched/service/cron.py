@@ -122,12 +122,16 @@ class DailyCron:
         The run records' lease (:meth:`~carbonsched.store.service.ServiceStore.claim_run`). [s]
     metrics
         :class:`~carbonsched.service.metrics.ServiceMetrics` or ``None``.
+    startup_run
+        Whether the day that was due when the cron was made (the catch-up after downtime) is
+        run at start-up; off (``cron_startup_run = false``), only days whose run time comes
+        after that are run.
     """
 
     def __init__(self, store: Any, pipeline: Pipeline, clock: Clock, zone: str, at: time,
                  offset_days: int = 1, leader: Any = None, replica: str = "replica",
                  check_interval_s: float = 300.0, lease_s: float = 45.0,
-                 metrics: Any = None) -> None:
+                 metrics: Any = None, startup_run: bool = True) -> None:
         self.store = store
         self.pipeline = pipeline
         self.clock = clock
@@ -140,6 +144,9 @@ class DailyCron:
         self.check_interval_s = check_interval_s
         self.lease = timedelta(seconds=lease_s)
         self.metrics = metrics
+        self.startup_run = startup_run
+        self.started_at = clock.now()
+        self._skipped: str | None = None
         self._busy = threading.Lock()
         self._scheduler: Any = None
 
@@ -171,12 +178,18 @@ class DailyCron:
             settings.catalog))
         return cls(store, pipeline, clock, zone, settings.cron_time,
                    settings.cron_plan_offset_days, leader, replica,
-                   settings.cron_check_interval_s, settings.lease_s, metrics)
+                   settings.cron_check_interval_s, settings.lease_s, metrics,
+                   startup_run=settings.cron_startup_run)
 
     def due(self, now: datetime | None = None) -> tuple[date, date]:
         """``(local_day, planning_date)`` of the newest due run at ``now`` (default: clock)."""
         day = due_day(now or self.clock.now(), self.zone, self.at)
         return day, day + timedelta(days=self.offset_days)
+
+    def _due_before_start(self, local_day: date) -> bool:
+        """Whether ``local_day``'s run time came before this cron was made (start-up)."""
+        due_at = datetime.combine(local_day, self.at, tzinfo=self.zone)
+        return due_at < self.started_at
 
     def is_leader(self) -> bool:
         """Whether this replica runs the cron: it holds the lease, or takes or renews it now."""
@@ -206,6 +219,14 @@ class DailyCron:
                 return None
             local_day, planning = self.due(self.clock.now())
             pdate = planning.isoformat()
+            if not self.startup_run and self._due_before_start(local_day):
+                if self._skipped != pdate:
+                    self._skipped = pdate
+                    log.info("cron: planning date %s was due before this process started and "
+                             "the start-up run is off (CARBONSCHED_CRON_STARTUP_RUN=false): not "
+                             "run; the next run is at %s %s", pdate, self.at.strftime("%H:%M"),
+                             self.zone_name)
+                return None
             try:
                 out = claim_and_run(self.store, self.clock, self.pipeline, planning_date=pdate,
                                     issued_at=day_start_utc(pdate).to_pydatetime(),

@@ -61,6 +61,10 @@ class RunOutcome:
     plan_id: str | None
     solver_status: str | None
     dispatch: str
+    notes: str = ""
+    """What a person should know (recorded in the run record's ``notes``)."""
+    catalog: str | None = None
+    """The catalog the run planned (recorded with the run)."""
 
 
 def finish_run(doc: dict[str, Any], service_store: Any, catalog: Catalog, clock: Clock,
@@ -314,9 +318,10 @@ def claim_and_run(service_store: Any, clock: Clock, pipeline: Pipeline, *, plann
                           rec_exc, lease.total_seconds())
             _count(metrics, trigger, "failed")
             raise
+        extra = {"catalog": out.catalog} if out.catalog else {}
         if not service_store.finish_run(planning_date, clock.now(), out.status, owner=owner,
                                         plan_id=out.plan_id, solver_status=out.solver_status,
-                                        dispatch=out.dispatch):
+                                        dispatch=out.dispatch, notes=out.notes, **extra):
             log.error("run for %s finished (%s) after another replica took its record over; "
                       "the record keeps that replica's outcome", planning_date, out.status)
     _count(metrics, trigger, out.status)
@@ -445,6 +450,10 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
         doc = step.doc
         doc["run"] = {"planning_date": pdate, "issued_at": t.isoformat(), "trigger": trigger,
                       "api_jobs": len(step.api_ids)}
+        note = replaced_plans_note(service_store, catalog.name, pdate, trigger)
+        if note:
+            log.warning("run for %s: %s", pdate, note)
+            doc.setdefault("notes", []).append(note)
         read_plan_document(doc, "the run's plan document")  # with its run and rolling parts
         if out_file:
             write_plan_file(out_file, doc)
@@ -456,9 +465,64 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
                                               metrics, **step.dispatch_kw)
         log.info("pipeline: plan %s for %s (%s) in %.1f s; %s", doc["plan_id"], pdate, status,
                  _time.perf_counter() - t0, disp)
-        return RunOutcome(run_status, doc["plan_id"], status, disp)
+        return RunOutcome(run_status, doc["plan_id"], status, disp, note, catalog.name)
 
     return run
+
+
+def check_store_catalog(service_store: Any, catalog: str) -> None:
+    """Refuse to run the pipeline of ``catalog`` on a store whose runs planned another catalog.
+
+    Run records are keyed by planning date alone: on a store shared by two catalogs, the
+    first catalog's run of a date would stop the second's ("already has a run"), and the
+    service would serve the newest plan of its own catalog among the other's runs. One store
+    per served catalog is the rule (``docs/service.md``); plans made by ``carbonsched plan``
+    carry their catalog and may share a store.
+
+    Raises
+    ------
+    InputError
+        The store holds run records of another catalog: names them, the store and the fix.
+    """
+    others = {c: n for c, n in service_store.run_catalogs().items() if c != catalog}
+    if others:
+        held = ", ".join(f"{c!r} ({n} run(s))" for c, n in sorted(others.items()))
+        raise InputError(
+            f"the store {service_store.safe_url()} holds the runs of catalog(s) {held}, not "
+            f"of {catalog!r}; runs are kept one per planning date, so two catalogs cannot "
+            "share a store's runs: give this catalog a store of its own "
+            "(CARBONSCHED_DATABASE_URL), or serve the catalog the store was made for")
+
+
+def replaced_plans_note(service_store: Any, catalog: str, pdate: str, trigger: str) -> str:
+    """The note of a run whose plan replaces plans made outside the service, or ``""``.
+
+    The service serves the newest plan of its catalog; a plan of the same catalog and date
+    made outside the run path (``carbonsched plan`` writes no ``run`` section) is replaced as
+    the served plan by the run's. It stays in the store; the note names it and says how to
+    keep the service from planning over it.
+
+    Parameters
+    ----------
+    service_store
+        :class:`~carbonsched.store.service.ServiceStore`.
+    catalog, pdate
+        The run's catalog name and planning date (``YYYY-MM-DD``).
+    trigger
+        The run's trigger (``startup`` names the setting that turns start-up runs off).
+    """
+    store = service_store.store
+    theirs = [r["plan_id"] for r in store.list_plans(pdate)
+              if r["catalog"] == catalog and "run" not in store.get_plan(r["plan_id"])]
+    if not theirs:
+        return ""
+    how = ("give the service your workload (--jobs, CARBONSCHED_WORKLOAD_FILE)"
+           + (" or turn the start-up run off (CARBONSCHED_CRON_STARTUP_RUN=false)"
+              if trigger == "startup" else ""))
+    return (f"this {trigger} run's plan replaces plan(s) {', '.join(theirs)} for {pdate}, made "
+            "outside the service (e.g. `carbonsched plan`), as the plan the service serves; "
+            f"they stay in the store (`carbonsched plans show ID`); to serve your own plan, "
+            f"{how}")
 
 
 def _plan_daily(settings: Any, service_store: Any, wl: Workload, pdate: str,

@@ -283,19 +283,23 @@ class Store:
                     for r in s.scalars(q)]
 
     def resolve_plan_id(self, ref: str) -> str:
-        """The full id of the plan ``ref`` names: the id itself, or a unique prefix of it.
+        """The full id of the plan ``ref`` names: ``latest``, the id itself, or a unique prefix.
 
-        ``plan`` prints the first 12 characters of an id in its header; like a git commit,
-        any prefix of at least :data:`PLAN_ID_MIN_PREFIX` characters that matches one plan
-        names it.
+        The one resolver of plan references: ``plans show``, ``dispatch``, ``status`` and
+        ``report`` all call it. ``latest`` is the most recently recorded plan; ``plan`` prints
+        the first 12 characters of an id in its header and, like a git commit, any prefix of
+        at least :data:`PLAN_ID_MIN_PREFIX` characters that matches one plan names it.
 
         Raises
         ------
         InputError
-            No plan has that id or prefix, the prefix is shorter than
-            :data:`PLAN_ID_MIN_PREFIX`, or several plans start with it (the message lists
-            them).
+            No plan has that id or prefix (or ``latest`` in an empty store), the prefix is
+            shorter than :data:`PLAN_ID_MIN_PREFIX`, or several plans start with it (the
+            message lists them).
         """
+        ref = ref.strip()
+        if ref == "latest":
+            return self.latest_plan_id()
         with Session(self.engine) as s:
             if s.get(PlanRow, ref) is not None:
                 return ref

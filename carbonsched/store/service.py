@@ -566,7 +566,8 @@ class ServiceStore:
         retry_after
             With ``interrupted``: how long until the date may be claimed again.
         values
-            Further columns (``plan_id``, ``solver_status``, ``dispatch``, ``error``).
+            Further columns (``plan_id``, ``solver_status``, ``dispatch``, ``error``,
+            ``catalog``, ``notes``).
 
         Returns
         -------
@@ -594,6 +595,19 @@ class ServiceStore:
         with Session(self.engine) as s:
             r = s.get(RunRow, planning_date)
             return None if r is None else _run_dict(r)
+
+    @store_call("reading the catalogs of the run records")
+    def run_catalogs(self) -> dict[str, int]:
+        """Catalog name -> number of run records that planned it.
+
+        Records made before the catalog was recorded name none and are left out.
+        """
+        from sqlalchemy import func
+
+        with Session(self.engine) as s:
+            rows = s.execute(select(RunRow.catalog, func.count()).where(
+                RunRow.catalog.is_not(None)).group_by(RunRow.catalog)).all()
+        return {str(c): int(n) for c, n in rows}
 
     @store_call("reading the run records")
     def runs(self, limit: int = 100) -> list[dict[str, Any]]:
@@ -623,7 +637,7 @@ def _run_dict(r: RunRow) -> dict[str, Any]:
     return {c: getattr(r, c) for c in (
         "planning_date", "local_day", "issued_at", "trigger", "replica", "status", "started_at",
         "finished_at", "plan_id", "solver_status", "dispatch", "error", "attempts", "owner",
-        "heartbeat_at", "lease_expires_at")}
+        "heartbeat_at", "lease_expires_at", "catalog", "notes")}
 
 
 class LeaderLease:

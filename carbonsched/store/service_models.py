@@ -78,6 +78,11 @@ class RunRow(Base):
     """The owner's last renewal of its lease (database time)."""
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     """After this instant (database time) a ``running`` record is taken over."""
+    catalog: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    """The catalog the run planned (``None`` on records made before it was recorded)."""
+    notes: Mapped[str] = mapped_column(Text, default="", server_default="")
+    """What a person should know about the run, e.g. a plan made outside the service that the
+    run's plan replaced as the served plan."""
 
 
 class LeaseRow(Base):

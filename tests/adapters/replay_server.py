@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import base64
 import random
-import socket
 import threading
 import time
 from collections import Counter
@@ -54,6 +53,7 @@ from carbonsched.adapters.signals.eia930 import FUELS, read_eia930
 from carbonsched.adapters.signals.electricitymaps import read_electricitymaps
 from carbonsched.adapters.signals.openmeteo import read_open_meteo
 from carbonsched.adapters.signals.prices import read_prices
+from carbonsched.ports import free_port
 
 TOKEN = "em-test-token"
 WT_USER, WT_PASSWORD = "wt-user", "wt-pass"
@@ -404,13 +404,6 @@ def build_app(state: ReplayState) -> FastAPI:
 
     add_entsoe_routes(app, state, fault)
     return app
-
-
-def free_port() -> int:
-    """A free loopback port the OS picks from its ephemeral range (runs may share a machine)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class ReplayServer:

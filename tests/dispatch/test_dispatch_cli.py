@@ -77,7 +77,7 @@ def test_dispatch_dry_run_then_dispatch_then_status(global_plan_doc, tmp_path, s
 def test_dispatch_refuses_bad_input_with_a_message(tmp_path):
     url = f"sqlite:///{tmp_path / 's.db'}"
     r = _cli("dispatch", "--plan", "latest", url=url)
-    assert r.returncode == 2 and "no plan in sqlite:///" in r.stderr
+    assert r.returncode == 2 and "no plan recorded yet in sqlite:///" in r.stderr
     assert "run `carbonsched plan` first" in r.stderr
     r = _cli("dispatch", "--plan", "nope", url=url)
     assert r.returncode == 2 and "no plan 'nope'" in r.stderr
@@ -116,3 +116,60 @@ def test_a_plan_for_another_catalog_or_site_is_refused(tmp_path, global_plan_doc
     store.save_plan(doc)
     with pytest.raises(UnknownSiteError, match="unknown site 'mars-base'"):
         dispatch_plan(store, doc["plan_id"], dry_run=True)
+
+
+def test_dispatch_and_status_take_the_plan_id_prefix_plan_prints(global_plan_doc, tmp_path):
+    """``plan`` prints a 12-character id; ``dispatch`` and ``status`` resolve it like ``plans
+    show`` (one resolver), and an ambiguous prefix is refused with its matches listed."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    a = future_plan(global_plan_doc, prefix=uuid.uuid4().hex[:8])
+    b = future_plan(global_plan_doc, prefix=uuid.uuid4().hex[:8])
+    a["plan_id"], b["plan_id"] = "abcdef123456" + "0" * 20, "abcdef999999" + "1" * 20
+    Store(url).save_plan(a)
+    Store(url).save_plan(b)
+
+    st = _cli("status", "--plan", a["plan_id"][:12], "--no-refresh", url=url)
+    assert st.returncode == 0, st.stderr
+    assert f"dispatch status of plan {a['plan_id']}" in st.stdout
+    for cmd in (["status", "--no-refresh"], ["dispatch", "--dry-run"]):
+        amb = _cli(*cmd, "--plan", "abcdef", url=url)
+        assert amb.returncode == 2, amb.stderr
+        assert "'abcdef' names several plans" in amb.stderr
+        assert a["plan_id"] in amb.stderr and b["plan_id"] in amb.stderr
+    none = _cli("dispatch", "--plan", "fedcba987654", url=url)
+    assert none.returncode == 2 and "no plan 'fedcba987654'" in none.stderr
+
+
+@pytest.mark.slurm
+def test_dispatch_of_a_stale_plan_prints_one_line_per_outcome(global_plan_doc, tmp_path,
+                                                               slurm_dir, emulator_kubeconfig):
+    """Every placement of a plan for a past day is past its deadline: one counted line on
+    stderr (per site counts, the first placement's detail), ``--verbose`` one per placement."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    doc = json.loads(json.dumps(global_plan_doc))
+    doc["plan_id"] = uuid.uuid4().hex
+    Store(url).save_plan(doc)
+    env = {"CARBONSCHED_SLURM_CONF_DIR": str(slurm_dir),
+           "CARBONSCHED_KUBECONFIG": str(emulator_kubeconfig)}
+    n = len(doc["placements"])
+    per_site: dict[str, int] = {}
+    for p in doc["placements"]:
+        per_site[p["site"]] = per_site.get(p["site"], 0) + 1
+
+    run = _cli("dispatch", "--plan", doc["plan_id"][:12], url=url, env=env)
+    assert run.returncode == 0, run.stderr
+    lines = [ln for ln in run.stderr.splitlines() if "deadline_passed" in ln]
+    assert len(lines) == 1 and n > 10
+    assert lines[0].startswith(f"deadline_passed {n} placement(s) (")
+    assert all(f"{site} {k}" in lines[0] for site, k in per_site.items())
+    assert "is after the deadline" in lines[0] and lines[0].endswith("--verbose lists each")
+
+    again = _cli("dispatch", "--plan", doc["plan_id"], "--verbose", url=url, env=env)
+    assert again.returncode == 0, again.stderr
+    # the second run finds every placement recorded (failed, past its deadline): nothing to say
+    assert "deadline_passed" not in again.stderr
+    fresh = f"sqlite:///{tmp_path / 't.db'}"
+    Store(fresh).save_plan(doc)
+    verbose = _cli("dispatch", "--plan", doc["plan_id"], "--verbose", url=fresh, env=env)
+    assert len([ln for ln in verbose.stderr.splitlines()
+                if ln.startswith("deadline_passed ")]) == n

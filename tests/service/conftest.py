@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from carbonsched.ports import free_port
 from tests.conftest import shared_data_dir
 from tests.service.private_pg import private_pg  # noqa: F401  (a fixture of the service tests)
 
@@ -21,15 +21,6 @@ AS_OF = "2023-07-14T23:00:00Z"
 """The pinned service clock of the API tests (the session plan is for 2023-07-15)."""
 PLAN_DATE = "2023-07-15"
 CATALOG = "china-eastdata-westcompute"
-def free_port() -> int:
-    """A free loopback port the OS picks from its ephemeral range.
-
-    Not a fixed range scanned from its start: two test runs sharing the machine would both
-    pick its first port, and one run's readiness check would find the other's server.
-    """
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300

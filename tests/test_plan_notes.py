@@ -1,0 +1,64 @@
+"""Quiet, honest notes (issue 34, item 4): only the signals a plan uses are reported missing, and
+the screen shows one line per kind of note, counted; ``--verbose`` / ``--all-notes`` every note."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from carbonsched.cli.app import app
+from carbonsched.cli.plan_view import note_line, notes_by_kind
+from carbonsched.pipeline.daily import plan_uses
+
+runner = CliRunner()
+
+
+def test_global_plan_reports_no_price_and_one_line_per_kind(shared_data, tmp_path, monkeypatch):
+    monkeypatch.setenv("CARBONSCHED_DATA_DIR", str(shared_data))
+    out = tmp_path / "p.json"
+    r = runner.invoke(app, ["plan", "--catalog", "global", "--date", "2023-07-15", "--no-store",
+                            "--out", str(out)], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    # electricity prices are not part of a carbon plan: no file, hour or age of them is a note
+    assert not [n for n in doc["notes"] if "price" in n]
+    # what the plan does use and lacks is still said: half of the temperature history
+    temp = [n for n in doc["notes"] if "without temperature (NaN)" in n]
+    assert len(temp) == len(doc["sites"]) == 8
+    shown = [ln for ln in r.output.splitlines() if ln.startswith("note: ")]
+    assert doc["notes"][0].startswith("workload: ")       # the DEMO line says it on screen
+    kinds = notes_by_kind(doc["notes"][1:], doc["sites"])
+    assert shown == [f"note: {note_line(k)}" for k in kinds]
+    assert sum(k.count for k in kinds) == len(doc["notes"]) - 1
+    assert len(shown) == len({k.kind for k in kinds}) <= 3
+    missing = next(ln for ln in shown if ln.startswith("note: missing data ×8: "))
+    assert "4252 of 8952 hour(s) without temperature (NaN)" in missing
+    assert (f"({len(doc['notes'])} notes as {len(shown)} line(s), one per kind; --all-notes "
+            "(or --verbose) prints each)") in " ".join(r.output.split())
+    r = runner.invoke(app, ["plan", "--catalog", "global", "--date", "2023-07-15", "--no-store",
+                            "--verbose"], terminal_width=200)
+    assert len([ln for ln in r.output.splitlines() if ln.startswith("note: ")]) == \
+        len(doc["notes"])
+
+
+def test_plan_uses_tells_price_notes_from_the_others():
+    assert not plan_uses("no price file GB_electricity_prices_2023.csv: price NaN for 2023")
+    assert not plan_uses("4248 of 8952 hour(s) without price (NaN)")
+    assert not plan_uses("a: newest price_usd_per_mwh observation is 49 h old at the issue time")
+    assert plan_uses("4252 of 8952 hour(s) without temperature (NaN)")
+    assert plan_uses("no weather file for this zone: temperature and humidity NaN")
+    assert plan_uses("PUE: weather persistence (same hour, latest day)")    # no "price" in it
+
+
+def test_notes_by_kind_counts_and_keeps_unknown_notes_as_they_are():
+    notes = ["a: 10 of 20 hour(s) without temperature (NaN)",
+             "b: 12 of 20 hour(s) without temperature (NaN)",
+             "site c left out: fewer than 48 hours",
+             "a: something new"]
+    kinds = notes_by_kind(notes, ["a", "b", "c"])
+    assert [(k.kind, k.count) for k in kinds] == [("missing data", 2), ("site left out", 1),
+                                                  ("other", 1)]
+    assert kinds[0].text == "sites a, b: 10–12 of 20 hour(s) without temperature (NaN)"
+    assert [note_line(k) for k in kinds][1:] == [
+        "site left out: site c left out: fewer than 48 hours", "a: something new"]
