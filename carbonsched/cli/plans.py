@@ -69,6 +69,9 @@ def plans_show(
     all_notes: Annotated[bool, typer.Option(
         "--all-notes", help="Print every note of the plan as recorded; by default notes "
         "several sites share are one line each.")] = False,
+    jobs: Annotated[bool, typer.Option(
+        "--jobs", help="Also print every job: start, end, site, GPUs, kWh and kg CO2e.")]
+    = False,
 ) -> None:
     """Show one recorded plan (``latest`` for the newest)."""
     from carbonsched.cli.common import errors, out
@@ -109,6 +112,10 @@ def plans_show(
             r["energy_kwh"] += i.get("energy_kwh", 0.0)
             r["emissions_kg"] += i.get("emissions_kg", 0.0)
         print_plan(doc, list(summary.values()), all_notes)
+        if jobs:
+            from carbonsched.cli.plan_jobs import print_jobs
+
+            print_jobs(doc)
         out.print(f"plan id {doc['plan_id']}; as JSON: `carbonsched plans show "
                   f"{doc['plan_id']} --json`", highlight=False, soft_wrap=True)
 
