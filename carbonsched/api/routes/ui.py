@@ -9,6 +9,7 @@ notes grouped by kind. ``?plan=`` picks a plan by id or unique prefix (as ``plan
 without it, the newest plan of the served catalog (as ``GET /v1/plans/latest``).
 
 It sits behind the read role like the ``/v1`` read routes: no token is 401, a weak one 403.
+It is left out of the OpenAPI document (a page for people; clients read ``/v1/plans``).
 The page's template and stylesheet are package data (``carbonsched/api/templates``).
 """
 
@@ -450,11 +451,7 @@ def _message(status: int, heading: str, text: str, plan_ref: str = "") -> HTMLRe
                         status_code=status)
 
 
-@router.get("/ui", response_class=HTMLResponse, operation_id="getPlanPage",
-            responses={404: {"description": "No such plan, or no plan yet (an HTML page "
-                             "saying which)."},
-                       422: {"description": "A search text or plan reference too long (an "
-                             "HTML page naming the field and its limit)."}})
+@router.get("/ui", response_class=HTMLResponse, include_in_schema=False)
 def plan_page(state: State, role: ReadRole,
               plan: Annotated[str, Query(description="A plan id or a unique prefix of it (at "
                                          "least 6 characters); empty: the newest plan of the "
@@ -463,7 +460,12 @@ def plan_page(state: State, role: ReadRole,
                                         "(case-insensitive).")] = "",
               tenant: Annotated[str, Query(description="Show jobs whose tenant contains this "
                                            "(case-insensitive).")] = "") -> HTMLResponse:
-    """The plan as a read-only web page (HTML; needs the read role)."""
+    """The plan as a read-only web page (HTML; needs the read role).
+
+    Not in the OpenAPI document: a page for people, not an API for clients (they read
+    ``GET /v1/plans/latest``). Answers 200 with the page, 404 with a page naming an unknown
+    plan or saying there is none yet, 422 with a page naming a too-long field and its limit.
+    """
     for name, value, limit in (("plan", plan, MAX_PLAN_REF_CHARS), ("job", job, MAX_QUERY_CHARS),
                                ("tenant", tenant, MAX_QUERY_CHARS)):
         if len(value) > limit:
