@@ -37,7 +37,9 @@ def open_with_headers(url: str, headers: dict[str, str], screenshot: Path,
     Writes a full-page PNG to ``screenshot``. ``timeout`` is a generous deadline for a
     loaded machine, not a budget the page must meet.
     """
-    with tempfile.TemporaryDirectory(prefix="carbonsched-cdp-") as profile:
+    # Chromium's helper processes may still write to the profile as it is removed
+    with tempfile.TemporaryDirectory(prefix="carbonsched-cdp-",
+                                     ignore_cleanup_errors=True) as profile:
         proc = subprocess.Popen([chromium(), *FLAGS, f"--user-data-dir={profile}",
                                  "--remote-debugging-port=0", f"--window-size={width},1000",
                                  "about:blank"], stdout=subprocess.DEVNULL,
@@ -55,12 +57,25 @@ def open_with_headers(url: str, headers: dict[str, str], screenshot: Path,
             with connect(ws_url, max_size=None, open_timeout=timeout) as ws:
                 return _drive(ws, url, headers, screenshot, deadline)
         finally:
+            _close(port_file)
             proc.terminate()
             try:
-                proc.wait(15)
+                proc.wait(30)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(5)
+
+
+def _close(port_file: Path) -> None:
+    """Ask the browser to quit (its helpers end with it), if it opened its port."""
+    try:
+        text = port_file.read_text().split()
+        version = httpx.get(f"http://127.0.0.1:{text[0]}/json/version", timeout=10).json()
+        with connect(version["webSocketDebuggerUrl"], open_timeout=10) as ws:
+            ws.send(json.dumps({"id": 1, "method": "Browser.close"}))
+            ws.recv(timeout=10)
+    except Exception:  # noqa: BLE001 - best effort; terminate() follows
+        pass
 
 
 def _drive(ws, url: str, headers: dict[str, str], screenshot: Path,  # noqa: ANN001
