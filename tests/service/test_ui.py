@@ -202,3 +202,12 @@ def test_sites_without_a_forecast_are_counted_on_the_page(plan_db):
     assert m and m.group(1).startswith(f"{len(doc['sites'])} site(s) without a stored "
                                        "carbon-intensity forecast")
     assert html.count("no stored carbon-intensity forecast for this site") == len(doc["sites"])
+
+
+def test_no_plan_yet_is_a_page_saying_what_to_do(start_server, tmp_path):
+    url = f"sqlite:///{tmp_path / 'empty.sqlite'}"
+    token = mint(url, "read")
+    srv = start_server(url, "--no-cron", "--as-of", AS_OF, "--catalog", CATALOG)
+    r = httpx.get(f"{srv.url}/ui", headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    assert r.status_code == 404 and r.headers["content-type"].startswith("text/html")
+    assert (f"no plan yet for catalog '{CATALOG}': run `carbonsched plan`" in _text(r.text))
