@@ -3,7 +3,7 @@
 :func:`create_app` builds the app around a :class:`~carbonsched.api.state.ServiceState`: routers
 per resource under ``/v1``, the Carbon Aware SDK's WebAPI (``/emissions``, ``/locations``,
 ``/health``; its errors are 400 problem details), ``/healthz``,
-``/readyz`` and ``/metrics``; error handlers that turn the typed errors of
+``/readyz``, ``/metrics`` and the plan page ``/ui``; error handlers that turn the typed errors of
 :mod:`carbonsched.errors` into 404/409/422 with the error's message, and a store that cannot
 be reached (any SQLAlchemy connection-level error, a backend-unavailable error) into 503 with
 ``Retry-After``; a request-size limit and request-latency metrics as pure ASGI middleware.
@@ -33,6 +33,7 @@ from carbonsched.api.routes import (
     runs,
     sites,
     tokens,
+    ui,
 )
 from carbonsched.api.state import ServiceState
 from carbonsched.clock import Clock, SystemClock
@@ -210,7 +211,8 @@ def create_app(settings: Settings, clock: Clock | None = None,
         "metrics. Every `/v1` route needs `Authorization: Bearer <token>` (`carbonsched token "
         "create --role read|submit|admin`), and so do `/emissions` and `/locations` unless "
         "CARBONSCHED_SDK_PUBLIC is on. Times are tz-aware; answers are UTC.")
-    for r in (placements, jobs, plans, sites, forecasts, runs, tokens, carbon_aware, health):
+    for r in (placements, jobs, plans, sites, forecasts, runs, tokens, carbon_aware, health,
+              ui):
         app.include_router(r.router)
 
     def _unavailable(detail: str, retry_after_s: int) -> JSONResponse:

@@ -69,6 +69,9 @@ def plans_show(
     all_notes: Annotated[bool, typer.Option(
         "--all-notes", "--verbose", help="Print every note of the plan as recorded; by "
         "default one line per kind of note, with its count.")] = False,
+    jobs: Annotated[bool, typer.Option(
+        "--jobs", help="Also print every job: start, end, site, GPUs, kWh and kg CO2e.")]
+    = False,
 ) -> None:
     """Show one recorded plan (``latest`` for the newest)."""
     from carbonsched.cli.common import errors, out
@@ -110,6 +113,10 @@ def plans_show(
             r["emissions_kg"] += i.get("emissions_kg", 0.0)
         print_plan(doc, list(summary.values()), all_notes)
         out.print(payload_line(doc["placements"]), highlight=False, soft_wrap=True)
+        if jobs:
+            from carbonsched.cli.plan_jobs import print_jobs
+
+            print_jobs(doc)
         out.print(f"plan id {doc['plan_id']}; as JSON: `carbonsched plans show "
                   f"{doc['plan_id']} --json`", highlight=False, soft_wrap=True)
 
