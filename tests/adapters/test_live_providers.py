@@ -74,7 +74,7 @@ def _reset(replay):
     replay.state.faults.clear()
 
 
-def fetcher(replay, name, headers=None, timeout_s=10.0, attempts=3, sleeps=None):
+def fetcher(replay, name, headers=None, timeout_s=60.0, attempts=3, sleeps=None):
     return Fetcher(name, make_client(replay.url, headers=headers, timeout_s=timeout_s),
                    RetryPolicy(max_attempts=attempts, backoff_s=0.25, jitter_fraction=0.0),
                    sleep=(sleeps.append if sleeps is not None else (lambda s: None)))
@@ -304,7 +304,9 @@ def test_open_meteo_offsets_and_missing_offset():
 
 
 # --------------------------------------------------------------------- ENTSO-E
-def entsoe_spec(replay, timeout_s=10.0):
+def entsoe_spec(replay, timeout_s=60.0):
+    """A one-attempt ENTSO-E spec on the replay server; the timeout is generous: a loaded
+    machine (the suite on two workers) can take seconds to answer on loopback."""
     return ProviderSpec("entsoe", "entsoe", replay.url + "/api",
                         {"timeout_s": timeout_s, "max_attempts": 1})
 

@@ -64,7 +64,7 @@ JULY = pd.Timestamp("2021-07-01", tz=UTC), pd.Timestamp("2021-07-04", tz=UTC)
 
 def entsoe(replay):
     spec = ProviderSpec("entsoe", "entsoe", replay.url + "/api",
-                        {"timeout_s": 10.0, "max_attempts": 1})
+                        {"timeout_s": 60.0, "max_attempts": 1})
     return get_entsoe(spec, "entsoe-test-key", "DE_LU", "carbon_intensity", *JULY,
                       EUR_TO_USD_2023)
 

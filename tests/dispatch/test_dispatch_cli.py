@@ -157,7 +157,9 @@ def test_dispatch_of_a_stale_plan_prints_one_line_per_outcome(global_plan_doc, t
         per_site[p["site"]] = per_site.get(p["site"], 0) + 1
 
     run = _cli("dispatch", "--plan", doc["plan_id"][:12], url=url, env=env)
-    assert run.returncode == 0, run.stderr
+    # nothing submitted: exit 2 with one line saying why and what to run
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.splitlines()[-1].startswith("error: nothing submitted: ")
     lines = [ln for ln in run.stderr.splitlines() if "deadline_passed" in ln]
     assert len(lines) == 1 and n > 10
     assert lines[0].startswith(f"deadline_passed {n} placement(s) (")
@@ -165,7 +167,7 @@ def test_dispatch_of_a_stale_plan_prints_one_line_per_outcome(global_plan_doc, t
     assert "is after the deadline" in lines[0] and lines[0].endswith("--verbose lists each")
 
     again = _cli("dispatch", "--plan", doc["plan_id"], "--verbose", url=url, env=env)
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == 2, again.stderr
     # the second run finds every placement recorded (failed, past its deadline): nothing to say
     assert "deadline_passed" not in again.stderr
     fresh = f"sqlite:///{tmp_path / 't.db'}"
