@@ -120,3 +120,16 @@ def test_gap_at_the_long_limit_is_no_worse_than_at_the_short_one():
     # generous margin: the short path inside the long solve had 3 s, not 2.5 s
     assert long.solver.mip_gap <= short.solver.mip_gap + 0.01
     assert long.solver.bound >= short.solver.bound - 0.01 * abs(short.totals["objective"])
+
+
+def test_too_little_left_after_the_short_path_returns_its_plan_and_says_so(paths):
+    # a tail of 0.1 s per job is 6 s here: twice it is more than the 9 s limit less the short
+    # path's time, so the master-LP path is not started
+    prob = loaded_fleet()
+    res = solve_plan(prob, method="colgen", time_limit_s=LIMIT_S, mip_gap=0.0,
+                     colgen_options=_opts(tail_s_per_job=0.1))
+    assert [short for short, _, _ in paths] == [True]
+    assert "too little for the master-LP path: the short path's plan is returned" \
+        in res.solver.note
+    assert res.totals["objective"] == pytest.approx(paths[0][1])
+    assert recount_violations(prob, res) == {}

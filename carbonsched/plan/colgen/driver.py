@@ -152,9 +152,22 @@ def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_ga
     start from it when it is the best) and its bound a floor of the second path's, so the
     result is never worse in objective or bound than the short path's
     (:attr:`ColgenOptions.short_first_share`). The second path reuses the short path's
-    classes, layout, greedy plan, seeds and multipliers instead of a new warm-up. When less
-    than the second path's fixed tail (:func:`~carbonsched.plan.colgen.budget.tail_s`) is
-    left, the short path's plan is returned with a note saying so.
+    classes, layout, greedy plan, seeds and multipliers instead of a new warm-up. When at
+    most twice the second path's fixed tail (:func:`~carbonsched.plan.colgen.budget.tail_s`,
+    what always follows a master) is left, the short path's plan is returned with a note
+    saying so.
+
+    Parameters
+    ----------
+    sets, time_limit_s, mip_gap, threads, rec, started, progress, cg_share, opt
+        As :func:`solve_colgen`'s (``cg_share`` resolved, ``opt`` not None). [s where a time]
+    first_s
+        The short path's budget, counted from ``started``. [s]
+
+    Returns
+    -------
+    PlanResult
+        The better of both paths' plans, its record holding the larger bound.
     """
     st1 = ColgenState(sets=sets, time_limit_s=first_s, mip_gap=mip_gap, threads=threads,
                       rec=rec, started=started, opt=opt, cg_share=cg_share, progress=progress,
