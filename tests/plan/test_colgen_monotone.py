@@ -94,7 +94,7 @@ def test_a_limit_under_the_short_budget_runs_the_short_path_alone(paths):
 
 def test_at_the_short_budget_the_short_path_runs_first(paths):
     # a limit just at the short path's budget (60 jobs x 0.05 s) is no longer short: the
-    # short path runs first, in a third of it
+    # short path runs first, in half of it
     res = solve_plan(loaded_fleet(), method="colgen", time_limit_s=60 * PER_JOB_S,
                      mip_gap=0.0, colgen_options=_opts())
     assert [short for short, _, _ in paths][0] is True

@@ -265,10 +265,11 @@ class ColgenOptions:
         the master-LP path then gets the rest, started from the short path's warm-up,
         multipliers and plan, and the better plan and the larger bound are returned, so a
         longer limit never returns a worse plan or bound than the short path found. 0
-        turns it off. 0.33 puts the short path at about the 20 s of a 60 s limit at which it was
-        measured on 10k × 16 × 48 (0.26 % in 17.5 s at load 0.3, seed 1, against 2.64 % for
-        the master-LP path alone in 60 s; docs/benchmarks/planner-log.md#planner-3-16). [-]
-        Default 0.33; ``CARBONSCHED_CG_SHORT_FIRST`` (0..1).
+        turns it off. Measured on 10k × 16 × 48 at load 0.3 with a 60 s limit (seeds 1 / 2,
+        a shared machine): 0.25 gave 1.02 / 1.32 %, 0.33 gave 0.41 / 0.47 %, 0.45 gave 0.17
+        / 0.26 %, 0.5 (the short path's whole 30 s budget) 0.18 / 0.14 %; the master-LP path
+        alone (main) 0.47 / 0.09 % (docs/benchmarks/planner-log.md#planner-3-16). [-]
+        Default 0.5; ``CARBONSCHED_CG_SHORT_FIRST`` (0..1).
     short_first_min_jobs : int
         The short path runs first only from this many placeable jobs on: below it the
         master LP converges well within the budgets the tests and benchmarks use (1k × 16 ×
@@ -426,7 +427,7 @@ class ColgenOptions:
     split_note_min_kg: float = 1e-3
     smooth_s_per_job: float = 3e-3
     smooth_plan_share: float = 0.4
-    short_first_share: float = 0.33
+    short_first_share: float = 0.5
     short_first_min_jobs: int = 2_000
     moves_share: float = 0.1
     moves_first_max_jobs: int = 2_000
