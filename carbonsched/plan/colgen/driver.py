@@ -49,7 +49,9 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     multipliers and plan, and the better plan with the larger bound is returned (the note
     says which path's plan it is). Measured on 10k × 16 × 48 at load 0.3, seed 1: the
     short path alone 0.26 % in 17.5 s at a 20 s limit, the master-LP path alone 2.64 % at
-    the default 60 s (docs/benchmarks/planner-log.md#planner-3-16).
+    the default 60 s; both paths in turn at 60 s, the short one in half of it: 0.18 % (seed
+    1) and 0.14 % (seed 2) on a shared machine where main gave 0.47 % and 0.09 %
+    (docs/benchmarks/planner-log.md#planner-3-16).
 
     Parameters
     ----------
