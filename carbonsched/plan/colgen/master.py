@@ -168,7 +168,8 @@ def warm_up(st: ColgenState) -> None:
                f"{len(wu.pool)} options visited")
     # a budget too short for a master LP and a plan (10k x 16 x 48 in 20 s: one interior-point
     # master took 6 s and its duals bounded worse than the warm-up): the smoothed dual instead
-    st.short = st.time_limit_s < opt.smooth_s_per_job * max(len(sets.placeable), 1)
+    st.short = st.force_short or (
+        st.time_limit_s < opt.smooth_s_per_job * max(len(sets.placeable), 1))
     st.priced_by = "warm-up"
     if st.short and st.left() > opt.smooth_plan_share * st.time_limit_s:
         short_budget_dual(st)

@@ -108,6 +108,11 @@ class ColgenState:
     best_lam: Multipliers | None = None   # multipliers of the best bound so far
     warm_s: float = 0.0                   # warm-up and smoothed dual [s]
     short: bool = False                   # no master LP: the budget is too short
+    force_short: bool = False             # take the short path whatever the budget
+    resumed: bool = False                 # warm-up taken from an earlier short-path solve
+    prior: tuple[str, PlanResult] | None = None   # the short path's (name, plan)
+    prior_bound: float = -np.inf          # the short path's bound [kg]
+    prior_build_s: float = 0.0            # the short path's build time [s]
     priced_by: str = "warm-up"            # whose multipliers price the plan without a master
     # master
     pool: np.ndarray | None = None

@@ -1,0 +1,135 @@
+"""The planner is monotone in its time limit (issue 36, item 0).
+
+Measured before: 10k jobs × 16 sites × 48 h at load 0.3, seed 1: 0.26 % at ``--time-limit 20``
+(the short path: smoothed dual, no master LP) but 2.64 % at the default 60 s (the master-LP
+path). A limit at or above the short path's now runs the short path first and keeps its plan
+and bound, then the master-LP path in the rest: the result is structurally never worse than
+the short path's, in objective or bound. These tests assert that structure (the second path
+holds the first path's plan and bound), not timings.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from carbonsched.plan import PlanStatus, score_plan, solve_plan
+from carbonsched.plan.colgen import ColgenOptions, driver
+from carbonsched.plan.result import recount_violations
+
+from .builders import JobWrapper, SiteWrapper, problem
+from .test_properties import clean
+
+HOURS = 12
+# 0.05 s per job: the short path's budget is 3 s for these 60 jobs, a 9 s limit is above it
+PER_JOB_S = 0.05
+LIMIT_S = 9.0
+
+
+def loaded_fleet(n_jobs: int = 60, seed: int = 3):
+    """Four sites, two GPU types, power caps that bind: 60 jobs of 1-4 GPUs over 12 h."""
+    rng = np.random.default_rng(seed)
+    sites = [SiteWrapper(s).gpus("H100", 6).gpus("A100", 4).cap_kw(4.0).obj()
+             for s in ("a", "b", "c", "d")]
+    jobs = []
+    for k in range(n_jobs):
+        dur = int(rng.integers(1, 5))
+        earliest = int(rng.integers(0, HOURS - dur))
+        deadline = int(rng.integers(earliest + dur, HOURS + 1))
+        jobs.append(JobWrapper(f"j{k}").gpu_type("H100" if k % 3 else "A100")
+                    .gpus(int(rng.integers(1, 5))).hours(dur).window(earliest, deadline)
+                    .kw_per_gpu(float(rng.uniform(0.3, 0.7))).obj())
+    ci = {s: list(rng.uniform(50, 500, HOURS)) for s in ("a", "b", "c", "d")}
+    return problem(sites, jobs, HOURS, ci=ci)
+
+
+def _opts(**kw) -> ColgenOptions:
+    base = dict(smooth_s_per_job=PER_JOB_S, short_first_min_jobs=0)
+    base.update(kw)
+    return ColgenOptions(**base)
+
+
+@pytest.fixture
+def paths(monkeypatch):
+    """Each path run by column generation: (short?, its plan's objective, the record's bound)."""
+    seen = []
+    real = driver._run_path
+
+    def spy(st):
+        res = real(st)
+        seen.append((st.short, res.totals["objective"], st.rec.bound))
+        return res
+
+    monkeypatch.setattr(driver, "_run_path", spy)
+    return seen
+
+
+def test_a_long_limit_runs_the_short_path_first_and_keeps_its_plan_and_bound(paths):
+    prob = loaded_fleet()
+    res = solve_plan(prob, method="colgen", time_limit_s=LIMIT_S, mip_gap=0.0,
+                     colgen_options=_opts())
+    # without the short path first there is one path, the master-LP one
+    assert [short for short, _, _ in paths] == [True, False], res.solver.note
+    (_, obj_short, bound_short), _ = paths
+    assert bound_short is not None
+    assert res.totals["objective"] <= obj_short + 1e-9
+    assert res.solver.bound >= bound_short - 1e-9
+    assert res.solver.bound <= res.totals["objective"] + 1e-6 * abs(res.totals["objective"])
+    note = res.solver.note
+    assert "the short path (smoothed dual, no master LP) ran first in" in note
+    assert f"plan {obj_short:.3f} kg from" in note
+    assert ("plan from the short path" in note) != ("plan from the master-LP path" in note)
+    assert res.status in (PlanStatus.OPTIMAL, PlanStatus.FEASIBLE)
+    # the plan returned is recounted from scratch and breaks no rule
+    assert recount_violations(prob, res) == {}
+    assert clean(score_plan(prob, res))
+
+
+def test_a_limit_under_the_short_budget_runs_the_short_path_alone(paths):
+    res = solve_plan(loaded_fleet(), method="colgen", time_limit_s=2.9, mip_gap=0.0,
+                     colgen_options=_opts())
+    assert [short for short, _, _ in paths] == [True]
+    assert "ran first" not in res.solver.note
+
+
+def test_at_the_short_budget_the_short_path_runs_first(paths):
+    # a limit just at the short path's budget (60 jobs x 0.05 s) is no longer short: the
+    # short path runs first, in half of it
+    res = solve_plan(loaded_fleet(), method="colgen", time_limit_s=60 * PER_JOB_S,
+                     mip_gap=0.0, colgen_options=_opts())
+    assert [short for short, _, _ in paths][0] is True
+    assert "the short path (smoothed dual, no master LP) ran first in" in res.solver.note
+
+
+def test_below_the_job_threshold_one_path_runs_as_before(paths):
+    solve_plan(loaded_fleet(), method="colgen", time_limit_s=LIMIT_S, mip_gap=0.0,
+               colgen_options=_opts(short_first_min_jobs=61))
+    assert [short for short, _, _ in paths] == [False]
+    paths.clear()
+    solve_plan(loaded_fleet(), method="colgen", time_limit_s=LIMIT_S, mip_gap=0.0,
+               colgen_options=_opts(short_first_min_jobs=60))
+    assert [short for short, _, _ in paths] == [True, False]
+
+
+def test_gap_at_the_long_limit_is_no_worse_than_at_the_short_one():
+    prob = loaded_fleet()
+    short = solve_plan(prob, method="colgen", time_limit_s=2.5, mip_gap=0.0,
+                       colgen_options=_opts())
+    long = solve_plan(prob, method="colgen", time_limit_s=LIMIT_S, mip_gap=0.0,
+                      colgen_options=_opts())
+    # generous margin: the short path inside the long solve had 3 s, not 2.5 s
+    assert long.solver.mip_gap <= short.solver.mip_gap + 0.01
+    assert long.solver.bound >= short.solver.bound - 0.01 * abs(short.totals["objective"])
+
+
+def test_too_little_left_after_the_short_path_returns_its_plan_and_says_so(paths):
+    # a tail of 0.1 s per job is 6 s here: twice it is more than the 9 s limit less the short
+    # path's time, so the master-LP path is not started
+    prob = loaded_fleet()
+    res = solve_plan(prob, method="colgen", time_limit_s=LIMIT_S, mip_gap=0.0,
+                     colgen_options=_opts(tail_s_per_job=0.1))
+    assert [short for short, _, _ in paths] == [True]
+    assert "too little for the master-LP path: the short path's plan is returned" \
+        in res.solver.note
+    assert res.totals["objective"] == pytest.approx(paths[0][1])
+    assert recount_violations(prob, res) == {}
