@@ -217,6 +217,61 @@ def test_a_single_node_placement_is_a_job_under_kueue_and_job(target):
         a.cancel(req.key)
 
 
+def _pod_specs(obj: dict) -> list[dict]:
+    """Every pod template's spec in a created object, whatever its kind."""
+    spec = obj["spec"]
+    if obj["kind"] == "JobSet":
+        return [rj["template"]["spec"]["template"]["spec"] for rj in spec["replicatedJobs"]]
+    if obj["apiVersion"] == VOLCANO_JOB.api_version:
+        return [task["template"]["spec"] for task in spec["tasks"]]
+    return [spec["template"]["spec"]]
+
+
+def _fractional(job_id: str, **fields):
+    from carbonsched.workload.schema import JobSpec
+
+    return JobSpec.model_validate({
+        "id": job_id, "gpu_type": "A100", "gpus": 1, "duration_minutes": 60,
+        "power_per_gpu_kw": 0.2, "earliest_start": "2026-01-01T00:00:00Z",
+        "deadline": "2199-01-01T00:00:00Z", **fields}).to_job().payload
+
+
+SHARE_RESOURCE = "example.com/gpu-share"  # a cluster's own time-slicing resource name
+
+
+@pytest.mark.parametrize("fields,limits", [
+    ({"mig_profile": "1g.10gb", "command": "nvidia-smi -L"}, {"nvidia.com/mig-1g.10gb": "1"}),
+    # ceil(250 * 4 / 1000) = 1 share; ceil(251 * 4 / 1000) = 2 (never less than asked)
+    ({"gpu_milli": 250, "command": "nvidia-smi -L"}, {SHARE_RESOURCE: "1"}),
+    ({"gpu_milli": 251, "command": "nvidia-smi -L"}, {SHARE_RESOURCE: "2"}),
+    ({"mig_profile": "3g.40gb", "pod_template": {"spec": {"containers": [
+        {"name": "sidecar", "image": "busybox:1.36"},
+        {"name": "job", "image": "busybox:1.36", "command": ["nvidia-smi", "-L"]}]}}},
+     {"nvidia.com/mig-3g.40gb": "1"}),
+], ids=["mig", "milli-250", "milli-251", "mig-pod-template"])
+def test_a_fractional_gpu_carries_the_clusters_resource_name_in_every_pod(target, fields,
+                                                                          limits):
+    """Issue 33 item 4 per kind: the object each kind creates (validated against its CRD) asks
+    for the MIG slice or the configured shared-GPU resource, never a whole ``nvidia.com/gpu``."""
+    a = target.adapter(gpu_share_resource=SHARE_RESOURCE, gpu_share_replicas=4)
+    job_id = f"frac-{uuid.uuid4().hex[:8]}"
+    req = _req(job_id, gpus=1, nodes=1, command="", payload=_fractional(job_id, **fields))
+    assert a.submit(req).state == JobState.DISPATCHED
+    try:
+        obj = target.get(req)
+        assert obj["kind"] == {"job": "Job", "kueue": "Job", "jobset": "JobSet",
+                               "volcano": "Job"}[target.workload]
+        pods = _pod_specs(obj)
+        assert pods
+        for pod in pods:
+            job = [c for c in pod["containers"] if c["name"] == "job"]
+            assert len(job) == 1 and job[0]["resources"]["limits"] == limits
+            assert all("resources" not in c for c in pod["containers"] if c["name"] != "job")
+            assert pod["nodeSelector"] == {a.gpu_product_label: a.gpu_products.get("A100", "A100")}
+    finally:
+        a.cancel(req.key)
+
+
 def test_a_foreign_object_under_our_name_is_never_overwritten_or_deleted(target):
     a = target.adapter()
     req = _req()
