@@ -829,7 +829,7 @@ class SlurmAdapter:
         out: dict[str, BackendJob] = {}
         for key, rs in hits.items():
             u = next(x for x in mine if x.key == key)
-            jobs = [_acct_job(self.cluster, key, r) for r in rs]
+            jobs = [accounting_job(self.cluster, key, r) for r in rs]
             main = next((j for j in jobs if j.backend_id == u.backend_id), None)
             if u.backend_id is not None and main is None:
                 continue  # the key's id is not among them: never take another job's record
@@ -870,7 +870,13 @@ def _keep_one(jobs: list[BackendJob]) -> BackendJob:
     return replace(main, duplicates=dups) if dups else main
 
 
-def _acct_job(cluster: str, key: str, r: dict[str, Any]) -> BackendJob:
+def accounting_job(cluster: str, key: str, r: dict[str, Any]) -> BackendJob:
+    """Our :class:`BackendJob` for one line of :meth:`SlurmAdapter.sacct` (key already matched).
+
+    The state is the line's (its last run's); a job the cluster requeued names its earlier runs
+    in the detail (``from sacct: ...; before: NODE_FAIL``) and, pending again, is ``Evicted``.
+    An unknown state word is ``Failed/Lost``.
+    """
     state, reason = STATE_MAP.get(r["state"], (JobState.FAILED, ReasonCode.LOST))
     runs = r.get("runs") or []
     if state is JobState.DISPATCHED and runs:

@@ -21,7 +21,7 @@ import pytest
 
 from carbonsched.adapters.dispatch.slurm import (
     SlurmAdapter,
-    _acct_job,
+    accounting_job,
     backend_job,
     slurm_job_name,
 )
@@ -97,7 +97,7 @@ def test_an_admin_requeue_is_evicted_and_pending_again_never_held_for_its_start(
     line = _poll(lambda: _acct(settings, job_id), lambda r: r["state"] == "CANCELLED",
                  "the cancel in the accounting")
     assert line["runs"] == ["PENDING"]
-    job = _acct_job(CLUSTER, key, line)
+    job = accounting_job(CLUSTER, key, line)
     assert (job.state, job.reason) == (JobState.CANCELLED, ReasonCode.CANCELLED)
     assert "not by carbonsched" in job.detail and "before: PENDING" in job.detail
 
@@ -118,12 +118,12 @@ def test_a_node_failure_requeues_the_job_and_says_so(store, settings, running):
     assert (row.state, row.reason) == ("Dispatched", "Evicted")
     assert "requeued by the cluster 1 time(s)" in row.detail
     # the accounting's one line so far is the failed run: never a success
-    assert _acct_job(CLUSTER, key, _acct(settings, job_id)).reason is ReasonCode.BACKEND_FAILED
+    assert accounting_job(CLUSTER, key, _acct(settings, job_id)).reason is ReasonCode.BACKEND_FAILED
     _slurm(settings, "scancel", slurm_id)
     line = _poll(lambda: _acct(settings, job_id), lambda r: r["state"] == "CANCELLED",
                  "the cancel in the accounting")
     assert line["runs"] == ["NODE_FAIL"]
-    assert "before: NODE_FAIL" in _acct_job(CLUSTER, key, line).detail
+    assert "before: NODE_FAIL" in accounting_job(CLUSTER, key, line).detail
 
 
 def test_a_cancel_by_someone_else_is_cancelled_on_the_cluster_not_a_success(
