@@ -693,9 +693,12 @@ def test_the_pai_trace_day_gangs_land_as_each_kind_validated_against_its_crd(
                 assert any(c["type"] == "Admitted" and c["status"] == "True"
                            for c in wl["status"]["conditions"])
         st = a.status([r.key for r in reqs])
-        assert {k: v.state for k, v in st.items()} == {r.key: JobState.RUNNING for r in reqs}
+        # released gangs run; the emulator runs each for 2 s, so on a loaded machine an early one
+        # may already be over by the time the last is released (no wall-clock budget here)
+        assert set(st) == {r.key for r in reqs}
+        assert {v.state for v in st.values()} <= {JobState.RUNNING, JobState.SUCCEEDED}, st
         for r in reqs:
-            assert a.cancel(r.key)
+            a.cancel(r.key)
 
 
 # -- offline: the status mapping -------------------------------------------------------------------
