@@ -48,6 +48,31 @@ from carbonsched.store import Store
 from carbonsched.workload.files import demo_job_command
 
 
+def gang_sizes(count: int, node_gpus: int) -> list[int]:
+    """Gang sizes a pool's node shape can run: 1..one node, then whole nodes (up to 2 nodes).
+
+    The dispatcher refuses a gang larger than one node that is not a whole number of nodes
+    (``GangNotWholeNodes``, :func:`carbonsched.dispatch.outbox.placement_nodes`), so the
+    synthetic plan only holds sizes a planner could have placed.
+
+    Parameters
+    ----------
+    count
+        GPUs in the pool. [-]
+    node_gpus
+        GPUs per node (the catalog's ``gpus_per_node``; the pool's count without one). [-]
+
+    Returns
+    -------
+    list of int
+        ``1..min(8, node_gpus)``, then ``2 * node_gpus`` when the pool has two nodes. [-]
+    """
+    sizes = list(range(1, min(8, node_gpus, count) + 1))
+    if count >= 2 * node_gpus:
+        sizes.append(2 * node_gpus)
+    return sizes
+
+
 def synthetic_plan(n: int, run: str) -> dict:
     """A plan document with ``n`` placements over the global catalog's sites."""
     cat = load_catalog("global")
@@ -58,11 +83,13 @@ def synthetic_plan(n: int, run: str) -> dict:
     # every placement carries a real payload (the demo jobs' command, ~1.3 KB): what the outbox
     # stores and each backend renders (nothing is submitted without one, issue 33)
     payload = {"command": demo_job_command()}
+    sizes = {(s.id, t): gang_sizes(pool.count, pool.node_gpus)
+             for s in cat.sites for t, pool in s.gpus.items()}
     for i in range(n):
         site = cat.sites[i % len(cat.sites)]
         types = sorted(site.gpus)
         gpu_type = types[(i // len(cat.sites)) % len(types)]
-        gpus = 1 + (i % min(8, site.gpus[gpu_type].count))
+        gpus = sizes[(site.id, gpu_type)][i % len(sizes[(site.id, gpu_type)])]
         start = day + timedelta(hours=i % 24)
         end = start + timedelta(hours=1 + i % 4)
         placements.append({"job_id": f"bench-{run}-{i:05d}", "site": site.id,

@@ -454,7 +454,10 @@ class KubernetesAdapter:
                 for ref in wl["metadata"].get("ownerReferences") or []:
                     workloads[ref.get("uid", "")] = wl
         if self.workload == "volcano" and objs:
-            gated, deadline = self._volcano_pods()
+            # one object (a submission, a read): its own pods only, never every pod of the
+            # namespace, which made a plan's submissions quadratic in its Volcano Jobs
+            gated, deadline = self._volcano_pods(
+                objs[0]["metadata"]["name"] if len(objs) == 1 else None)
         out = {}
         for obj in objs:
             meta = obj["metadata"]
@@ -486,8 +489,11 @@ class KubernetesAdapter:
         return read_kueue(r, labelled, self.queue or "",
                           workloads.get(obj["metadata"].get("uid", "")))
 
-    def _volcano_pods(self) -> tuple[dict[str, bool], set[str]]:
+    def _volcano_pods(self, job: str | None = None) -> tuple[dict[str, bool], set[str]]:
         """Gated Volcano Jobs and those stopped at their deadline, from their pods.
+
+        ``job`` names the one Volcano Job to read (its pods only, by the label
+        ``volcano.sh/job-name``); None reads every pod of ours in the namespace.
 
         Returns ``{job name: True while any of its pods carries HOLD_GATE}`` and the Jobs
         with a pod the kubelet stopped at ``activeDeadlineSeconds`` (pod ``status.reason``
@@ -495,12 +501,12 @@ class KubernetesAdapter:
         """
         gated: dict[str, bool] = {}
         deadline: set[str] = set()
-        for pod in self._our_pods():
-            job = (pod["metadata"].get("labels") or {}).get(VOLCANO_JOB_LABEL)
-            if job:
-                gated[job] = gated.get(job, False) or _has_gate(pod)
+        for pod in self._our_pods(job):
+            name = (pod["metadata"].get("labels") or {}).get(VOLCANO_JOB_LABEL)
+            if name:
+                gated[name] = gated.get(name, False) or _has_gate(pod)
                 if (pod.get("status") or {}).get("reason") == "DeadlineExceeded":
-                    deadline.add(job)
+                    deadline.add(name)
         return gated, deadline
 
     def _children_timed_out(self, jobset: str) -> bool:

@@ -134,10 +134,54 @@ STATE_MAP: dict[str, tuple[JobState, ReasonCode]] = {
     "NODE_FAIL": (JobState.FAILED, ReasonCode.BACKEND_FAILED),
     "OUT_OF_MEMORY": (JobState.FAILED, ReasonCode.BACKEND_FAILED),
     "BOOT_FAIL": (JobState.FAILED, ReasonCode.BACKEND_FAILED),
-    "PREEMPTED": (JobState.FAILED, ReasonCode.BACKEND_FAILED),
+    "PREEMPTED": (JobState.FAILED, ReasonCode.PREEMPTED),
     "REVOKED": (JobState.CANCELLED, ReasonCode.CANCELLED),
 }
 TERMINAL = {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}
+
+#: what the cluster did, for the states that are its doing and not the job's (squeue(1) "JOB
+#: STATE CODES"): the record's detail says it, never only the bare word
+CLUSTER_DID = {
+    "PREEMPTED": "preempted by the cluster",
+    "NODE_FAIL": "a node of the job failed",
+    "BOOT_FAIL": "a node of the job failed to boot",
+    "CANCELLED": "cancelled on the cluster (scancel by a user or an administrator), "
+                 "not by carbonsched",
+    "REVOKED": "revoked by the federation",
+    "DEADLINE": "Slurm's --deadline passed before it could run",
+}
+
+
+def cluster_detail(state: str, reason: str = "", restarts: int = 0) -> str:
+    """What a Slurm job's state says happened, for the dispatch record's detail.
+
+    Parameters
+    ----------
+    state
+        The base state word (``PENDING``, ``NODE_FAIL``, ...).
+    reason
+        Slurm's ``state_reason`` (``BeginTime``, ``NodeDown``, ...); ``None``/empty: none.
+    restarts
+        How often the cluster requeued the job (squeue's ``restart_cnt``; ``scontrol requeue``,
+        a node failure or a preemption with ``PreemptMode=REQUEUE``). [-]
+
+    Returns
+    -------
+    str
+        ``""`` for a job the cluster did nothing to (the reason alone, as before), else e.g.
+        ``"requeued by the cluster 1 time(s) (scontrol requeue, a node failure or a
+        preemption); pending again (Slurm reason: BeginTime)"``.
+    """
+    why = f"Slurm reason: {reason}" if reason and reason != "None" else ""
+    said = CLUSTER_DID.get(state)
+    if said:
+        return f"{said} (Slurm {state}{'; ' + why if why else ''})"
+    if restarts:
+        now = "pending again" if state in ("PENDING", "REQUEUED", "REQUEUE_HOLD") else \
+            f"{state.lower()} again"
+        return (f"requeued by the cluster {restarts} time(s) (scontrol requeue, a node failure "
+                f"or a preemption); {now}{' (' + why + ')' if why else ''}")
+    return why.removeprefix("Slurm reason: ")
 
 
 def host_timezone() -> tzinfo:
@@ -296,6 +340,7 @@ def parse_squeue_json(doc: Mapping[str, Any], source: str = "squeue --json") -> 
             "gres": gres.removeprefix("gres:").replace("gres/", ""),
             "time_limit_min": _number(j.get("time_limit")),
             "name": j.get("name", ""),
+            "restarts": int(_number(j.get("restart_cnt")) or 0),
         })
     return out
 
@@ -308,6 +353,10 @@ def backend_job(cluster: str, job: Mapping[str, Any]) -> BackendJob | None:
     states = job["states"]
     base = states[0] if states else "UNKNOWN"
     state, reason = STATE_MAP.get(base, (JobState.DISPATCHED, ReasonCode.SUBMITTED))
+    restarts = int(job.get("restarts") or 0)
+    if state is JobState.DISPATCHED and restarts:
+        # the cluster took a job that ran back and queued it again: not "held until its start"
+        reason = ReasonCode.EVICTED
     started = state is not JobState.DISPATCHED and not (
         state is JobState.CANCELLED and (job["start"] is None or job["start"] == job["end"]))
     return BackendJob(
@@ -315,7 +364,8 @@ def backend_job(cluster: str, job: Mapping[str, Any]) -> BackendJob | None:
         reason=reason, raw_state=",".join(states),
         actual_start=job["start"] if started else None,
         actual_end=job["end"] if state in TERMINAL and started else None,
-        begin=job["begin"], detail=job.get("state_reason", "") or "",
+        begin=job["begin"],
+        detail=cluster_detail(base, job.get("state_reason", "") or "", restarts),
         submitted=job.get("submit"))
 
 
@@ -699,8 +749,10 @@ class SlurmAdapter:
         Returns
         -------
         list of dict
-            ``job_id`` (int), ``name``, ``state`` (base word), ``submit``, ``start``, ``end``
-            (tz-aware UTC or None), ``comment``.
+            One per job id: ``job_id`` (int), ``name``, ``state`` (base word of its last
+            line), ``submit`` (its first line's: a requeue resets it), ``start``, ``end``
+            (tz-aware UTC or None), ``comment``, ``runs`` (the states of its earlier lines, one
+            per requeue, oldest first).
         """
         names = sorted(set(names))
         if not names or self.accounting_source == "none":
@@ -727,8 +779,16 @@ class SlurmAdapter:
                             "state": (parts[2].split() or ["UNKNOWN"])[0], "submit": submit,
                             "start": _sacct_time(parts[4]), "end": _sacct_time(parts[5]),
                             "comment": parts[6].strip()})
-        seen: set[int] = set()  # the job-completion file may list a job once per -X line set
-        return [r for r in out if not (r["job_id"] in seen or seen.add(r["job_id"]))]
+        # a requeued job has a line per run (the job-completion file records the requeue as
+        # PENDING or NODE_FAIL, ...), in order: the last is the job's state now, the earlier
+        # ones are counted as its restarts
+        last: dict[int, dict[str, Any]] = {}
+        for r in out:
+            runs = last[r["job_id"]]["runs"] + [last[r["job_id"]]["state"]] \
+                if r["job_id"] in last else []
+            first = last.pop(r["job_id"], r)  # a requeue resets Submit: keep the first's
+            last[r["job_id"]] = {**r, "submit": min(first["submit"], r["submit"]), "runs": runs}
+        return list(last.values())
 
     def accounting(self, units: Collection[SubmittedUnit]) -> dict[str, BackendJob]:
         """Our jobs found in ``sacct`` by key, for units the controller no longer reports.
@@ -769,7 +829,7 @@ class SlurmAdapter:
         out: dict[str, BackendJob] = {}
         for key, rs in hits.items():
             u = next(x for x in mine if x.key == key)
-            jobs = [_acct_job(self.cluster, key, r) for r in rs]
+            jobs = [accounting_job(self.cluster, key, r) for r in rs]
             main = next((j for j in jobs if j.backend_id == u.backend_id), None)
             if u.backend_id is not None and main is None:
                 continue  # the key's id is not among them: never take another job's record
@@ -810,8 +870,19 @@ def _keep_one(jobs: list[BackendJob]) -> BackendJob:
     return replace(main, duplicates=dups) if dups else main
 
 
-def _acct_job(cluster: str, key: str, r: dict[str, Any]) -> BackendJob:
+def accounting_job(cluster: str, key: str, r: dict[str, Any]) -> BackendJob:
+    """Our :class:`BackendJob` for one line of :meth:`SlurmAdapter.sacct` (key already matched).
+
+    The state is the line's (its last run's); a job the cluster requeued names its earlier runs
+    in the detail (``from sacct: ...; before: NODE_FAIL``) and, pending again, is ``Evicted``.
+    An unknown state word is ``Failed/Lost``.
+    """
     state, reason = STATE_MAP.get(r["state"], (JobState.FAILED, ReasonCode.LOST))
+    runs = r.get("runs") or []
+    if state is JobState.DISPATCHED and runs:
+        reason = ReasonCode.EVICTED
+    said = cluster_detail(r["state"], "", len(runs))
+    before = f"; before: {', '.join(runs)}" if runs else ""
     started = r["start"] is not None and not (state is JobState.CANCELLED
                                               and r["start"] == r["end"])
     ours = parse_comment(r["comment"]) if r["comment"] else None
@@ -819,7 +890,8 @@ def _acct_job(cluster: str, key: str, r: dict[str, Any]) -> BackendJob:
                       backend_id=f"{cluster}:{r['job_id']}", state=state, reason=reason,
                       raw_state=r["state"], actual_start=r["start"] if started else None,
                       actual_end=r["end"] if started and state in TERMINAL else None,
-                      submitted=r["submit"], detail="from sacct")
+                      submitted=r["submit"],
+                      detail=f"from sacct{': ' + said if said else ''}{before}")
 
 
 def _sacct_time(text: str) -> datetime | None:

@@ -1112,6 +1112,7 @@ def refresh_status(store: Store, catalog: Catalog | str, *, plan_id: str | None 
                         r.backend_submitted_at = a.submitted
                     _note_duplicates(r, a.duplicates)
                     r.times_source = "sacct"
+                    r.detail = a.detail or r.detail
                     r.updated_at = now
         s.commit()
     return dispatch_records(store, plan_id)

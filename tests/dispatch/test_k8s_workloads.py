@@ -217,6 +217,61 @@ def test_a_single_node_placement_is_a_job_under_kueue_and_job(target):
         a.cancel(req.key)
 
 
+def _pod_specs(obj: dict) -> list[dict]:
+    """Every pod template's spec in a created object, whatever its kind."""
+    spec = obj["spec"]
+    if obj["kind"] == "JobSet":
+        return [rj["template"]["spec"]["template"]["spec"] for rj in spec["replicatedJobs"]]
+    if obj["apiVersion"] == VOLCANO_JOB.api_version:
+        return [task["template"]["spec"] for task in spec["tasks"]]
+    return [spec["template"]["spec"]]
+
+
+def _fractional(job_id: str, **fields):
+    from carbonsched.workload.schema import JobSpec
+
+    return JobSpec.model_validate({
+        "id": job_id, "gpu_type": "A100", "gpus": 1, "duration_minutes": 60,
+        "power_per_gpu_kw": 0.2, "earliest_start": "2026-01-01T00:00:00Z",
+        "deadline": "2199-01-01T00:00:00Z", **fields}).to_job().payload
+
+
+SHARE_RESOURCE = "example.com/gpu-share"  # a cluster's own time-slicing resource name
+
+
+@pytest.mark.parametrize("fields,limits", [
+    ({"mig_profile": "1g.10gb", "command": "nvidia-smi -L"}, {"nvidia.com/mig-1g.10gb": "1"}),
+    # ceil(250 * 4 / 1000) = 1 share; ceil(251 * 4 / 1000) = 2 (never less than asked)
+    ({"gpu_milli": 250, "command": "nvidia-smi -L"}, {SHARE_RESOURCE: "1"}),
+    ({"gpu_milli": 251, "command": "nvidia-smi -L"}, {SHARE_RESOURCE: "2"}),
+    ({"mig_profile": "3g.40gb", "pod_template": {"spec": {"containers": [
+        {"name": "sidecar", "image": "busybox:1.36"},
+        {"name": "job", "image": "busybox:1.36", "command": ["nvidia-smi", "-L"]}]}}},
+     {"nvidia.com/mig-3g.40gb": "1"}),
+], ids=["mig", "milli-250", "milli-251", "mig-pod-template"])
+def test_a_fractional_gpu_carries_the_clusters_resource_name_in_every_pod(target, fields,
+                                                                          limits):
+    """Issue 33 item 4 per kind: the object each kind creates (validated against its CRD) asks
+    for the MIG slice or the configured shared-GPU resource, never a whole ``nvidia.com/gpu``."""
+    a = target.adapter(gpu_share_resource=SHARE_RESOURCE, gpu_share_replicas=4)
+    job_id = f"frac-{uuid.uuid4().hex[:8]}"
+    req = _req(job_id, gpus=1, nodes=1, command="", payload=_fractional(job_id, **fields))
+    assert a.submit(req).state == JobState.DISPATCHED
+    try:
+        obj = target.get(req)
+        assert obj["kind"] == {"job": "Job", "kueue": "Job", "jobset": "JobSet",
+                               "volcano": "Job"}[target.workload]
+        pods = _pod_specs(obj)
+        assert pods
+        for pod in pods:
+            job = [c for c in pod["containers"] if c["name"] == "job"]
+            assert len(job) == 1 and job[0]["resources"]["limits"] == limits
+            assert all("resources" not in c for c in pod["containers"] if c["name"] != "job")
+            assert pod["nodeSelector"] == {a.gpu_product_label: a.gpu_products.get("A100", "A100")}
+    finally:
+        a.cancel(req.key)
+
+
 def test_a_foreign_object_under_our_name_is_never_overwritten_or_deleted(target):
     a = target.adapter()
     req = _req()
@@ -361,6 +416,39 @@ def test_an_eviction_reaches_the_dispatch_record_a_user_reads(store, emulator_ku
     assert (row.state, row.reason) == ("Dispatched", "Preempted")
     assert "Kueue evicted the workload (Preempted: a higher-priority workload)" in row.detail
     adapters["us-pjm-ashburn"].cancel(key)
+
+
+def test_a_volcano_submission_reads_its_own_pods_not_every_pod_of_the_namespace(
+        emulator_kubeconfig, monkeypatch):
+    """A submission's status read asks for the new Job's pods only (label volcano.sh/job-name),
+    so a plan's submissions stay linear in its Volcano Jobs (BENCHMARKS section 5: listing every
+    pod per submission took 10,000 placements from 30 s to over 15 minutes); a full status pass
+    still reads them all once."""
+    t = Target(str(emulator_kubeconfig), *EMULATED["volcano"][:1], NS, "volcano",
+               EMULATED["volcano"][1], True)
+    if _served(t):
+        pytest.skip("the emulator serves no Volcano CRDs")
+    a = t.adapter()
+    asked: list[str | None] = []
+    real = a._our_pods
+
+    def spy(job=None):
+        asked.append(job)
+        return real(job)
+
+    monkeypatch.setattr(a, "_our_pods", spy)
+    others = [_req(nodes=1, gpus=1) for _ in range(2)]
+    req = _req(nodes=1, gpus=1)
+    try:
+        for r in [*others, req]:
+            assert a.submit(r).state is JobState.DISPATCHED
+        assert asked == [job_name(r.job_id, 0) for r in [*others, req]]
+        asked.clear()
+        st = a.status([r.key for r in [*others, req]])
+        assert set(st) == {r.key for r in [*others, req]} and asked == [None]
+    finally:
+        for r in [*others, req]:
+            a.cancel(r.key)
 
 
 def test_a_release_that_fails_on_one_cluster_holds_back_only_its_own_rows(
@@ -605,9 +693,12 @@ def test_the_pai_trace_day_gangs_land_as_each_kind_validated_against_its_crd(
                 assert any(c["type"] == "Admitted" and c["status"] == "True"
                            for c in wl["status"]["conditions"])
         st = a.status([r.key for r in reqs])
-        assert {k: v.state for k, v in st.items()} == {r.key: JobState.RUNNING for r in reqs}
+        # released gangs run; the emulator runs each for 2 s, so on a loaded machine an early one
+        # may already be over by the time the last is released (no wall-clock budget here)
+        assert set(st) == {r.key for r in reqs}
+        assert {v.state for v in st.values()} <= {JobState.RUNNING, JobState.SUCCEEDED}, st
         for r in reqs:
-            assert a.cancel(r.key)
+            a.cancel(r.key)
 
 
 # -- offline: the status mapping -------------------------------------------------------------------
