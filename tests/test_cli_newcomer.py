@@ -54,7 +54,7 @@ def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
     shown = [ln for ln in r.output.splitlines() if ln.startswith("note: ")]
     assert len(shown) <= 3 < len(doc["notes"])
     # each note one physical line, however long (not a terminal: a log is read per line)
-    from carbonsched.cli.plan_view import note_line, notes_by_kind
+    from carbonsched.notes import note_line, notes_by_kind
 
     kinds = notes_by_kind(doc["notes"][1:], doc["sites"])
     assert shown == [f"note: {note_line(k)}" for k in kinds]
@@ -243,7 +243,7 @@ def test_forecast_site_wrong_type_is_a_clear_error(bad, error, message):
 
 
 def test_grouped_site_notes_keeps_order_and_groups_only_shared_site_notes():
-    from carbonsched.cli.plan_view import grouped_site_notes
+    from carbonsched.notes import grouped_site_notes
 
     notes = ["workload: DEMO day",                      # not a site: kept as is
              "a: no price", "a: calibrated 0.4", "b: no price",
@@ -260,7 +260,7 @@ def test_grouped_site_notes_keeps_order_and_groups_only_shared_site_notes():
 
 
 def test_grouped_site_notes_merges_notes_equal_but_for_their_numbers():
-    from carbonsched.cli.plan_view import grouped_site_notes
+    from carbonsched.notes import grouped_site_notes
 
     notes = ["a: EF 647.9 g/kWh (MEE 2023, CO2 only)", "a: 2025: floor 0.664, K = 834",
              "a: 2026: floor 0.633, K = 834",
@@ -298,7 +298,7 @@ def test_grouped_site_notes_merges_notes_equal_but_for_their_numbers():
     (["a: v1.2.3", "b: v1.2.4"], ["a: v1.2.3", "b: v1.2.4"]),
 ])
 def test_grouped_site_notes_number_cases(notes, shown):
-    from carbonsched.cli.plan_view import grouped_site_notes
+    from carbonsched.notes import grouped_site_notes
 
     assert grouped_site_notes(notes, ["a", "b"]) == shown
 
@@ -324,7 +324,7 @@ def test_plan_notes_are_printed_as_text_not_markup(monkeypatch):
 
 
 def test_sites_label_names_the_shortest_way():
-    from carbonsched.cli.plan_view import _sites_label
+    from carbonsched.notes import _sites_label
 
     eight = [f"s{k}" for k in range(8)]
     assert _sites_label(eight, eight) == "all 8 sites"

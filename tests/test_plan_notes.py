@@ -8,7 +8,7 @@ import json
 from typer.testing import CliRunner
 
 from carbonsched.cli.app import app
-from carbonsched.cli.plan_view import note_line, notes_by_kind
+from carbonsched.notes import note_line, notes_by_kind
 from carbonsched.pipeline.daily import plan_uses
 
 runner = CliRunner()

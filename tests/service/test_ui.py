@@ -13,9 +13,9 @@ import pytest
 from carbonsched.api.routes.ui import (
     MAX_PLAN_REF_CHARS,
     MAX_QUERY_CHARS,
-    group_notes,
     render_page,
 )
+from carbonsched.notes import group_notes
 from carbonsched.store import Store
 from tests.report.chromium import artefact_dir
 from tests.service.cdp import open_with_headers
@@ -181,15 +181,18 @@ def test_plans_show_jobs_rows_are_the_documents(ui):
 
 
 def test_notes_grouped_by_kind_keep_every_note():
+    # the page groups by the same kinds as the terminal (carbonsched.notes.NOTE_KINDS)
     sites = ["a-site", "b-site"]
     notes = ["workload: DEMO day",
-             "a-site: 2022: floor 65.8% of demand", "b-site: 2022: floor 38.8% of demand",
-             "a-site: no price in any of the 8952 hour(s)", "solver: greedy fallback",
-             "b-site: no price in any of the 10 hour(s)", "something without a topic"]
+             "a-site: 2022: fossil must-run floor 65.8% of demand",
+             "b-site: 2022: fossil must-run floor 38.8% of demand",
+             "a-site: no price in any of the 8952 hour(s) loaded", "solver: greedy fallback",
+             "b-site: no price in any of the 10 hour(s) loaded", "something without a topic"]
     groups = group_notes(notes, sites)
-    assert [g["kind"] for g in groups] == ["workload", "#: floor #% of demand",
-                                          "no price in any of the # hour(s)", "solver", "other"]
+    assert [g["kind"] for g in groups] == ["workload", "grid-model calibration", "missing data",
+                                          "solver", "other"]
     assert [g["sites"] for g in groups] == [[], sites, sites, [], []]
+    assert [len(g["notes"]) for g in groups] == [1, 2, 2, 1, 1]
     assert sorted(n for g in groups for n in g["notes"]) == sorted(notes)
 
 

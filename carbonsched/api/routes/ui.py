@@ -15,7 +15,6 @@ The page's template and stylesheet are package data (``carbonsched/api/templates
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime, timedelta
 from html import escape
 from importlib.resources import files
@@ -31,6 +30,7 @@ from carbonsched.api.deps import ReadRole, State
 from carbonsched.api.routes import ERRORS
 from carbonsched.errors import InputError
 from carbonsched.limits import MAX_ID_CHARS
+from carbonsched.notes import group_notes
 
 router = APIRouter(tags=["ui"], responses=ERRORS)
 
@@ -60,56 +60,6 @@ def _ts(iso: str) -> datetime:
 
 def _hhmm(t: datetime) -> str:
     return t.astimezone(UTC).strftime("%m-%d %H:%M")
-
-
-def note_kind(note: str, site_ids: list[str]) -> tuple[str, str | None]:
-    """The kind of a plan note and the site it is about.
-
-    A note ``"<site>: <text>"`` of one of the plan's sites is of the kind of its text with
-    every number taken out (each site's calibration note is one kind); any other note
-    ``"<topic>: <text>"`` (``workload``, ``signals``, ``solver``, ...) is of kind ``topic``.
-
-    Parameters
-    ----------
-    note : str
-        One of the plan document's ``notes``.
-    site_ids : list of str
-        The plan's sites.
-
-    Returns
-    -------
-    tuple of (str, str or None)
-        The kind's label and the site (``None`` for a note about no one site).
-    """
-    head, sep, text = note.partition(": ")
-    if sep and head in site_ids:
-        label = _NUMBER.sub("#", text)
-        label = label if len(label) <= 90 else label[:87].rsplit(" ", 1)[0] + " …"
-        return label, head
-    if sep and len(head) <= 40:
-        return head, None
-    return "other", None
-
-
-_NUMBER = re.compile(r"[-+]?\d+(?:[.,]\d+)*")
-
-
-def group_notes(notes: list[str], site_ids: list[str]) -> list[dict[str, Any]]:
-    """The plan's notes grouped by :func:`note_kind`, in order of each kind's first note.
-
-    Returns
-    -------
-    list of dict
-        ``{"kind", "notes", "sites"}`` per kind; every note appears in exactly one group.
-    """
-    groups: dict[str, dict[str, Any]] = {}
-    for n in notes:
-        kind, site = note_kind(n, site_ids)
-        g = groups.setdefault(kind, {"kind": kind, "notes": [], "sites": []})
-        g["notes"].append(n)
-        if site is not None and site not in g["sites"]:
-            g["sites"].append(site)
-    return list(groups.values())
 
 
 def _tenants(doc: dict[str, Any]) -> dict[str, str]:
