@@ -167,10 +167,31 @@ dispatch_plan(Store({url!r}), {doc['plan_id']!r}, settings=Settings(
     assert killed_key in on_backend
     orphans = {k for k in on_backend if rows[k].backend_id is None}
 
-    after = dispatch_plan(store, doc["plan_id"], settings=settings)  # the restart
-    assert after.complete
+    # the restart; a short backend timeout so the settle wait below is short
+    restart = settings.model_copy(update={"dispatch_backend_timeout_s": 15.0,
+                                          "dispatch_lease_s": 30.0})
+    after = dispatch_plan(store, doc["plan_id"], settings=restart)
+    # Backends are driven in parallel: another cluster's sbatch may have been in flight when
+    # the process died. Such a unit (stamped submit_attempted_at, not on its cluster) is never
+    # submitted again blind: the restart waits the backend timeout for it to land, then looks
+    # again. Only those units may be left for the next run.
+    stamped = {k for k, r in rows.items() if r.submit_attempted_at is not None}
+    waiting = {o.key for o in after.outcomes if o.action == "unavailable"}
+    assert waiting <= stamped - {killed_key} - set(on_backend), after.outcomes
+    assert all("may still reach" in o.detail for o in after.outcomes
+               if o.action == "unavailable")
     assert {o.key for o in after.outcomes if o.action == "reconciled"} == orphans
-    assert after.counts["submitted"] == len(doc["placements"]) - len(orphans)
+    submitted = after.counts["submitted"]
+    if waiting:
+        assert not after.complete
+        time.sleep(restart.dispatch_backend_timeout_s + 2)
+        again = dispatch_plan(store, doc["plan_id"], settings=restart)
+        assert again.complete, again.outcomes
+        submitted += again.counts["submitted"]
+        orphans |= {o.key for o in again.outcomes if o.action == "reconciled"}
+    else:
+        assert after.complete
+    assert submitted == len(doc["placements"]) - len(orphans)
     keys = Counter(j["key"] for c in CLUSTERS for j in _ours(slurm_dir, c, prefix))
     assert set(keys) == set(rows) and set(keys.values()) == {1}
     rows = _rows(store)
