@@ -552,14 +552,17 @@ class GridEventCreate(BaseModel):
     site: Annotated[str, Field(min_length=1, max_length=MAX_IDENTIFIER_CHARS,
                                pattern=IDENTIFIER_PATTERN, description="Catalog site id."),
                     BeforeValidator(lambda v: identifier(v, "site id"))]
-    start: Time = Field(description="Start of the event window (tz-aware).")
-    end: Time = Field(description="End of the window (tz-aware, exclusive), after start.")
+    start: Time = Field(description="Start of the event window (tz-aware, on the hour: the "
+                        "plan's hourly slots).")
+    end: Time = Field(description="End of the window (tz-aware, on the hour, exclusive), "
+                      "after start.")
     target_kw: float | None = Field(None, gt=0, description="IT power to shed. [kW] Give "
                                     "this or target_fraction.")
     target_fraction: float | None = Field(None, gt=0, le=1, description="Share of the "
                                           "site's baseline power to shed, (0, 1]. [-]")
-    notice_minutes: float = Field(0.0, ge=0, description="How long before start the event "
-                                  "was announced. [min]")
+    notice_minutes: float | None = Field(None, ge=0, description="How long before start the "
+                                         "event was announced. [min] Absent: 240 (the "
+                                         "default notice of carbonsched.flex).")
 
     @model_validator(mode="after")
     def _one_target_and_order(self) -> GridEventCreate:

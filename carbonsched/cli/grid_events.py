@@ -47,17 +47,18 @@ def _now() -> datetime:
 @grid_app.command("add")
 def add(
     site: Annotated[str, typer.Option(help="Catalog site id.")],
-    start: Annotated[str, typer.Option(help="Start of the window, ISO 8601 with a zone, or "
-                                       "'now'.")],
+    start: Annotated[str, typer.Option(help="Start of the window, ISO 8601 with a zone, on "
+                                       "the hour; 'now': the current hour's start.")],
     end: Annotated[str, typer.Option(help="End of the window (exclusive), ISO 8601 with a "
-                                     "zone.")],
+                                     "zone, on the hour.")],
     target_kw: Annotated[float | None, typer.Option(
         "--target-kw", help="IT power to shed. [kW]")] = None,
     target_fraction: Annotated[float | None, typer.Option(
         "--target-fraction", help="Share of the site's baseline power to shed, (0, 1].")]
     = None,
-    notice_minutes: Annotated[float, typer.Option(
-        help="How long before the start the event was announced. [min]")] = 0.0,
+    notice_minutes: Annotated[float | None, typer.Option(
+        help="How long before the start the event was announced. [min] Default 240.")]
+    = None,
     catalog: Annotated[str | None, typer.Option(
         help="Catalog name or path the site is in (default CARBONSCHED_CATALOG).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the event as JSON.")] = False,
@@ -70,10 +71,12 @@ def add(
 
     with errors():
         now = _now()
-        t0 = now if start == "now" else _time(start, "--start")
+        t0 = (now.replace(minute=0, second=0, microsecond=0) if start == "now"
+              else _time(start, "--start"))
         ev = GridEvent(site=site, start=t0, end=_time(end, "--end"), target_kw=target_kw,
                        target_fraction=target_fraction,
-                       notice=timedelta(minutes=notice_minutes))
+                       **({} if notice_minutes is None else
+                          {"notice": timedelta(minutes=notice_minutes)}))
         from carbonsched.config import get_settings
 
         d = announce_event(_store(), load_catalog(catalog or get_settings().catalog), ev, now,

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pandas as pd
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -56,7 +57,7 @@ from carbonsched.domain import JobState
 from carbonsched.errors import BackendError, BackendUnavailableError, InputError
 from carbonsched.flex import GridEvent
 from carbonsched.store import Store
-from carbonsched.store.grid_events import SHED, UNDO
+from carbonsched.store.grid_events import SHED, UNDO, held_keys
 from carbonsched.store.grid_models import GridActionRow, GridEventRow
 from carbonsched.store.models import DispatchRow
 
@@ -197,7 +198,7 @@ def choose_actions(event: GridEvent, units: Sequence[Unit], now: datetime) -> Ev
         exactly at its deadline is kept: the limit is inclusive).
     """
     base = baseline_kw(units, event, now)
-    target = event.target_reduction_kw(base)
+    target = event.reduction_kw(base)
     left: dict[str, int] = {}
     cands: list[tuple[int, timedelta, Choice]] = []
     for u in units:
@@ -265,9 +266,9 @@ class GridPassSummary:
 
 
 def _event(row: GridEventRow) -> GridEvent:
-    return GridEvent(site=row.site, start=row.start, end=row.end, target_kw=row.target_kw,
-                     target_fraction=row.target_fraction,
-                     notice=timedelta(seconds=row.notice_s or 0))
+    return GridEvent(site=row.site, start=pd.Timestamp(row.start), end=pd.Timestamp(row.end),
+                     target_kw=row.target_kw, target_fraction=row.target_fraction,
+                     notice=pd.Timedelta(seconds=row.notice_s or 0), id=row.event_id)
 
 
 def _preemptible(store: Store, rows: Sequence[DispatchRow]) -> set[str]:
@@ -296,7 +297,8 @@ def site_units(store: Store, catalog: Catalog, adapter: DispatchAdapter, event: 
 
     Running or not started comes from the backend (:meth:`DispatchAdapter.status`), never the
     stored record (which may be a refresh interval old); units the backend reports over, or
-    no longer has, are left out.
+    no longer has, are left out, and so are units another event already pauses or holds (a
+    repeated POST of one event sheds nothing twice).
     """
     from carbonsched.workload.files import it_power_per_gpu_kw
 
@@ -308,8 +310,11 @@ def site_units(store: Store, catalog: Catalog, adapter: DispatchAdapter, event: 
         return []
     live = adapter.status([r.key for r in rows])
     pre = _preemptible(store, rows)
+    taken = held_keys(store, [r.key for r in rows])
     out = []
     for r in rows:
+        if r.key in taken:   # paused or held by another event (a repeated or overlapping one)
+            continue
         job = live.get(r.key)
         if job is None or job.state.value in TERMINAL:
             continue

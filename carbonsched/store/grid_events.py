@@ -35,8 +35,9 @@ def insert_event(store: Store, event: GridEvent, now: datetime, source: str = ""
 
     def write() -> None:
         with Session(store.engine) as s, s.begin():
-            s.add(GridEventRow(event_id=event_id, site=event.site, start=event.start,
-                               end=event.end, target_kw=event.target_kw,
+            s.add(GridEventRow(event_id=event_id, site=event.site,
+                               start=event.start.to_pydatetime(),
+                               end=event.end.to_pydatetime(), target_kw=event.target_kw,
                                target_fraction=event.target_fraction,
                                notice_s=event.notice.total_seconds(), source=source,
                                created_at=now, detail=""))

@@ -51,24 +51,24 @@ def _unit(key, running=True, preemptible=True, start=T0 - timedelta(hours=1),
 # --- the event ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("kw", "message"), [
-    (dict(target_kw=None, target_fraction=None), "exactly one target"),
-    (dict(target_kw=5.0, target_fraction=0.2), "exactly one target"),
-    (dict(target_kw=0.0), "target_kw must be > 0"),
-    (dict(target_fraction=1.0001), "target_fraction must be in (0, 1]"),
-    (dict(target_fraction=0.0), "target_fraction must be in (0, 1]"),
+    (dict(target_kw=None, target_fraction=None), "give exactly one of target_kw"),
+    (dict(target_kw=5.0, target_fraction=0.2), "give exactly one of target_kw"),
+    (dict(target_kw=0.0), "target_kw [kW] must be a finite number > 0"),
+    (dict(target_fraction=1.0001), "target_fraction [-] must be a finite number > 0 and <= 1"),
     (dict(target_kw=1.0, notice=timedelta(seconds=-1)), "notice must be >= 0"),
+    (dict(target_kw=1.0, start=T0 + timedelta(minutes=1)), "is not on the hour"),
 ])
 def test_a_bad_event_is_refused_naming_the_field(kw, message):
+    kw = {"start": T0, "end": T0 + timedelta(hours=1)} | kw
     with pytest.raises(InputError, match=re.escape(message)):
-        GridEvent(site="s1", start=T0, end=T0 + timedelta(hours=1), **kw)
+        GridEvent(site="s1", **kw)
 
 
 def test_an_event_at_the_limits_is_accepted():
-    ev = GridEvent(site="s1", start=T0, end=T0 + timedelta(seconds=1), target_fraction=1.0)
-    assert ev.target_reduction_kw(80.0) == 80.0            # the whole baseline, just allowed
-    assert GridEvent(site="s1", start=T0, end=T0 + timedelta(hours=3),
-                     target_kw=1e-6).target_reduction_kw(0.0) == 1e-6
-    with pytest.raises(TimeAxisError, match="is not after start"):
+    ev = GridEvent(site="s1", start=T0, end=T0 + timedelta(hours=1), target_fraction=1.0,
+                   notice=timedelta(0))
+    assert ev.reduction_kw(80.0) == 80.0                   # the whole baseline, just allowed
+    with pytest.raises(InputError, match="must be after start"):
         GridEvent(site="s1", start=T0, end=T0, target_kw=1.0)
     with pytest.raises(TimeAxisError, match="naive"):
         GridEvent(site="s1", start=T0.replace(tzinfo=None), end=T0 + timedelta(hours=1),
@@ -187,6 +187,12 @@ def _slurm_setup(store, settings, tag: str):
     return ph, {n.split("-")[-2]: j for n, j in jobs.items()}
 
 
+def _window() -> tuple[datetime, datetime]:
+    """An event window on the hour that holds now for at least an hour: [this hour, +2 h)."""
+    start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    return start, start + timedelta(hours=2)
+
+
 def _cleanup(settings, prefix: str) -> None:
     ids = [str(j["job_id"]) for j in _ours(settings, prefix).values()]
     if ids:
@@ -204,10 +210,10 @@ def test_an_event_pauses_holds_and_resumes_each_once_on_real_slurm(store, settin
         kw = it_power_per_gpu_kw("A100", catalog)
         before = _running_gpus(_ours(settings, ph))
         assert before == 3
-        start = datetime.now(UTC)
-        end = start + timedelta(hours=1)
+        start, end = _window()
         ev = announce_event(store, catalog, GridEvent(
-            site=SLURM_SITE, start=start, end=end, target_kw=3 * kw), start, "test")
+            site=SLURM_SITE, start=start, end=end, target_kw=3 * kw), datetime.now(UTC),
+            "test")
         assert ev["state"] == "active" and ev["planned_at"] is None
         t0 = time.monotonic()
         summary = apply_events(store, catalog, adapters, settings, lambda: datetime.now(UTC))
@@ -274,10 +280,10 @@ def test_a_kill_9_mid_action_then_a_restart_neither_repeats_nor_loses_it(store, 
     try:
         pre, due = str(jobs["pre"]["job_id"]), str(jobs["due"]["job_id"])
         kw = it_power_per_gpu_kw("A100", catalog)
-        start = datetime.now(UTC)
-        end = start + timedelta(hours=1)
+        start, end = _window()
         ev = announce_event(store, catalog, GridEvent(site=SLURM_SITE, start=start, end=end,
-                                                      target_kw=3 * kw), start, "test")
+                                                      target_kw=3 * kw), datetime.now(UTC),
+                            "test")
         spec = {"url": store.url, "settings": {"slurm_conf_dir": str(settings.slurm_conf_dir)},
                 "site": SLURM_SITE, "kill_after": "pause", "out": str(tmp_path / "out")}
         proc = subprocess.run([sys.executable, str(HERE / "run_grid_actor.py"),
@@ -352,10 +358,10 @@ def test_an_event_pauses_and_resumes_a_job_once_and_keeps_a_due_one_held_on_kube
     assert release_due(store, catalog, adapters=adapters) == [f"{ph}-run#0"]
     assert _job(api, run)["status"]["active"] == 1
     gen0 = _job(api, run)["metadata"]["generation"]
-    start = datetime.now(UTC)
-    end = start + timedelta(hours=1)
+    start, end = _window()
     ev = announce_event(store, catalog, GridEvent(site=K8S_SITE, start=start, end=end,
-                                                  target_fraction=1.0), start, "test")
+                                                  target_fraction=1.0), datetime.now(UTC),
+                        "test")
     s = apply_events(store, catalog, adapters, settings, lambda: datetime.now(UTC))
     assert sorted((k, a, o) for _, k, a, o in s.taken) == [
         (f"{ph}-due#0", "hold", "done"), (f"{ph}-run#0", "pause", "done")]
@@ -398,10 +404,9 @@ def test_a_backend_that_cannot_pause_is_named_not_silent(store, settings):
     catalog = load_catalog("global")
     site = "us-pjm-ashburn"
     adapters = {site: build_adapters(catalog, settings=settings)[site]}
-    start = datetime.now(UTC)
-    ev = announce_event(store, catalog, GridEvent(site=site, start=start,
-                                                  end=start + timedelta(hours=1),
-                                                  target_kw=1.0), start)
+    start, end = _window()
+    ev = announce_event(store, catalog, GridEvent(site=site, start=start, end=end,
+                                                  target_kw=1.0), datetime.now(UTC))
     apply_events(store, catalog, adapters, Settings(), lambda: datetime.now(UTC))
     shown = show_event(store, ev["event_id"], datetime.now(UTC))
     assert "cannot pause running work (only holds)" in shown["detail"]

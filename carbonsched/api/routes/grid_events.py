@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Body, HTTPException, Path
+from fastapi.exceptions import RequestValidationError
 from starlette.concurrency import run_in_threadpool
 
 from carbonsched.api.deps import AdminRole, ReadRole, State
@@ -32,7 +33,8 @@ router = APIRouter(prefix="/v1", tags=["grid-events"], responses=ERRORS)
 @router.post("/grid-events", operation_id="createGridEvent", status_code=201,
              response_model=GridEventPublic, responses=NOT_FOUND | BAD_BODY,
              openapi_extra=refused_422("neither or both of `target_kw` and "
-                                       "`target_fraction`", "an `end` not after `start`"))
+                                       "`target_fraction`", "an `end` not after `start`",
+                                       "a `start` or `end` not on the hour"))
 async def create_grid_event(body: Annotated[GridEventCreate, Body()], state: State,
                             role: AdminRole) -> GridEventPublic:
     """Announce a grid event at a site: shed ``target_kw`` or ``target_fraction`` of its power.
@@ -42,9 +44,14 @@ async def create_grid_event(body: Annotated[GridEventCreate, Body()], state: Sta
     event's start — at once when it has started — and resumes it all at the end. 404: a site
     the service's catalog lacks.
     """
-    event = GridEvent(site=body.site, start=body.start, end=body.end,
-                      target_kw=body.target_kw, target_fraction=body.target_fraction,
-                      notice=timedelta(minutes=body.notice_minutes))
+    try:
+        event = GridEvent(site=body.site, start=body.start, end=body.end,
+                          target_kw=body.target_kw, target_fraction=body.target_fraction,
+                          **({} if body.notice_minutes is None else
+                             {"notice": timedelta(minutes=body.notice_minutes)}))
+    except InputError as exc:   # the kernel's rules (a window off the hour): 422, named
+        raise RequestValidationError([{"loc": ("body",), "msg": str(exc),
+                                       "type": "value_error"}]) from None
     out = await run_in_threadpool(announce_event, state.store, state.catalog, event,
                                   state.clock.now(), f"api:{role}")
     if state.loops is not None and state.loops.dispatch_on:
