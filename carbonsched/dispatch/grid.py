@@ -507,8 +507,9 @@ def grid_pass(store: Store, catalog: Catalog, adapters: Mapping[str, DispatchAda
     lease_s
         How long an action's claim lasts (``CARBONSCHED_DISPATCH_LEASE_S``). [s]
     max_attempts
-        Backend errors of one action before it is ``failed`` (``CARBONSCHED_DISPATCH_MAX_
-        ATTEMPTS``); an unreachable backend is retried every pass. [-]
+        Backend errors of one action before it is ``failed``
+        (``CARBONSCHED_DISPATCH_MAX_ATTEMPTS``); an unreachable backend is retried every
+        pass. [-]
     owner
         The claim's owner id (default :func:`~carbonsched.dispatch.lease.owner_identity`).
     event_id
