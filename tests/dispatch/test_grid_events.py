@@ -269,12 +269,13 @@ def test_an_event_pauses_holds_and_resumes_each_once_on_real_slurm(store, settin
         _cleanup(settings, ph)
 
 
-def test_a_kill_9_mid_action_then_a_restart_neither_repeats_nor_loses_it(store, settings,
+def test_a_kill_9_mid_action_then_a_restart_neither_repeats_nor_loses_it(any_store, settings,
                                                                          tmp_path):
     """The actor is killed right after ``scontrol suspend`` returned, before it recorded it; a
     new actor takes the claim over (the holder is a dead process of this host), reads the
     cluster, finds the job suspended and records it: one suspend on the cluster, then one
-    resume at the end."""
+    resume at the end. On SQLite and on PostgreSQL."""
+    store = any_store
     catalog = load_catalog("global")
     ph, jobs = _slurm_setup(store, settings, "gk")
     try:
