@@ -534,7 +534,15 @@ def grid_pass(store: Store, catalog: Catalog, adapters: Mapping[str, DispatchAda
         if adapter is None:
             continue
         if ev.planned_at is None and now < ev.end:
-            plan_event(store, catalog, adapter, ev, now)
+            try:
+                plan_event(store, catalog, adapter, ev, now)
+            except BackendError as exc:
+                # an outage is a state: the event says why it waits, the next pass re-plans
+                why = (f"re-plan waiting since {now.isoformat()}: {adapter.name} could not be "
+                       f"read ({exc}); retried every pass")
+                _note(store, ev.event_id, why)
+                summary.retry.append((ev.event_id, "", "plan", str(exc)))
+                continue
             summary.planned.append(ev.event_id)
         elif ev.planned_at is None:
             _close(store, ev.event_id, now, "ended before any actor could act on it "
@@ -556,6 +564,17 @@ def _actions(store: Store, event_id: str) -> list[GridActionRow]:
     with Session(store.engine, expire_on_commit=False) as s:
         return list(s.scalars(select(GridActionRow).where(
             GridActionRow.event_id == event_id).order_by(GridActionRow.id)))
+
+
+def _note(store: Store, event_id: str, detail: str) -> None:
+    """Set a not yet planned event's detail (what it waits for)."""
+    def run() -> None:
+        with Session(store.engine) as s, s.begin():
+            s.execute(update(GridEventRow).where(GridEventRow.event_id == event_id,
+                                                 GridEventRow.planned_at.is_(None)).values(
+                detail=detail))
+
+    store._retry_locked(run, "noting a grid event's wait")
 
 
 def _close(store: Store, event_id: str, now: datetime, note: str = "") -> None:

@@ -412,3 +412,49 @@ def test_a_backend_that_cannot_pause_is_named_not_silent(store, settings):
     shown = show_event(store, ev["event_id"], datetime.now(UTC))
     assert "cannot pause running work (only holds)" in shown["detail"]
     assert shown["shortfall_kw"] == 1.0 and "SHORTFALL 1.0 kW" in shown["detail"]
+
+
+def test_an_unreachable_backend_is_a_waiting_state_then_the_event_is_acted_on(
+        store, settings, emulator_kubeconfig, tmp_path):
+    """The re-plan cannot read the cluster: the event says so and waits (no traceback, nothing
+    lost); the next pass with the cluster back plans and holds the due Job."""
+    import yaml
+
+    from carbonsched.adapters.dispatch.registry import default_registry
+    from carbonsched.dispatch.outbox import backend_config
+
+    catalog = load_catalog("global")
+    site = catalog.site(K8S_SITE)
+    now = datetime.now(UTC).replace(microsecond=0)
+    ph = f"gu-{uuid.uuid4().hex[:6]}"
+    doc = one_plan([{"job_id": f"{ph}-due", "site": K8S_SITE,
+                     "start": now + timedelta(minutes=10), "end": now + timedelta(hours=1),
+                     "gpu_type": "A100", "gpus": 1, "command": "sleep 3000",
+                     "deadline": (now + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")}])
+    store.save_plan(doc)
+    assert dispatch_plan(store, doc["plan_id"], settings=settings).counts == {"submitted": 1}
+    kc = yaml.safe_load(emulator_kubeconfig.read_text())
+    for c in kc["clusters"]:
+        c["cluster"]["server"] = re.sub(r":\d+/", ":1/", c["cluster"]["server"])
+    dead = tmp_path / "dead.yaml"
+    dead.write_text(yaml.safe_dump(kc))
+    down = {K8S_SITE: default_registry().build_for_sites(
+        [site], backend_config(Settings(kubeconfig=dead)))[K8S_SITE]}
+    start, end = _window()
+    ev = announce_event(store, catalog, GridEvent(site=K8S_SITE, start=start, end=end,
+                                                  target_kw=0.5), datetime.now(UTC))
+    s = apply_events(store, catalog, down, settings, lambda: datetime.now(UTC))
+    assert s.planned == [] and [(e, a) for e, _, a, _ in s.retry] == [(ev["event_id"], "plan")]
+    shown = show_event(store, ev["event_id"], datetime.now(UTC))
+    assert shown["planned_at"] is None and shown["actions"] == []
+    assert shown["detail"].startswith("re-plan waiting since") and "unreachable" in \
+        shown["detail"] and "retried every pass" in shown["detail"]
+    up = {K8S_SITE: build_adapters(catalog, settings=settings)[K8S_SITE]}
+    s = apply_events(store, catalog, up, settings, lambda: datetime.now(UTC))
+    assert s.planned == [ev["event_id"]]
+    assert [(k, a, o) for _, k, a, o in s.taken] == [(f"{ph}-due#0", "hold", "done")]
+    s = apply_events(store, catalog, up, settings, lambda: end + timedelta(seconds=1))
+    assert [(k, a, o) for _, k, a, o in s.taken] == [(f"{ph}-due#0", "release", "done")]
+    shown = show_event(store, ev["event_id"], datetime.now(UTC))
+    assert shown["state"] == "ended" and shown["detail"].startswith("baseline")
+    up[K8S_SITE].cancel(f"{ph}-due#0")
