@@ -26,8 +26,9 @@ answers 404, as on a cluster without the CRD. CEL rules are not evaluated.
 Controllers (advanced on every request): a released Job runs ``--run-seconds`` (default 2 s;
 the annotation ``emulator.carbonsched.io/run-seconds`` overrides it per object) then succeeds
 (``Complete``), or fails with the annotation ``emulator.carbonsched.io/outcome:
-Failed``, or with ``DeadlineExceeded`` at ``activeDeadlineSeconds``; a JobSet likewise
-(``Suspended``, ``Completed``/``Failed``, ``terminalState``); **Kueue**: a suspended Job or JobSet
+Failed``, or with ``DeadlineExceeded`` at ``activeDeadlineSeconds``; a running Job suspended
+again stops (``Suspended`` condition, pods gone) and starts over when resumed; a JobSet likewise
+(``Suspended``, ``Completed``/``Failed``, ``terminalState``; its child Jobs suspended with it); **Kueue**: a suspended Job or JobSet
 carrying ``kueue.x-k8s.io/queue-name`` gets a Workload that is admitted (``QuotaReserved``,
 ``Admitted``) when the LocalQueue exists, and the object is unsuspended; **Volcano**: a Job's
 pods are made from its tasks, gated pods stay Pending, the Job runs once ``minAvailable`` pods are
@@ -501,7 +502,16 @@ class Cluster:
             st["replicatedJobsStatus"] = [{"name": r["name"], "ready": 0, "succeeded": 0,
                                            "failed": 0, "active": 0,
                                            "suspended": r.get("replicas", 1)} for r in rjobs]
+            # a running JobSet suspended again: the JobSet controller suspends its child Jobs
+            # (their pods deleted) and the run starts over when it is resumed
+            self.released.pop(("jobset.x-k8s.io", "jobsets", ns, name), None)
+            for child in self.owned_by(js["metadata"]["uid"], JOB):
+                child["spec"]["suspend"] = True
+                child.setdefault("status", {})["active"] = 0
             return
+        for child in self.owned_by(js["metadata"]["uid"], JOB):
+            if child["spec"].get("suspend"):   # resumed: so are its child Jobs
+                child["spec"]["suspend"] = False
         key = ("jobset.x-k8s.io", "jobsets", ns, name)
         deadline = (rjobs[0]["template"]["spec"] or {}).get("activeDeadlineSeconds")
         outcome, started, done = self._run_outcome(key, js, deadline)

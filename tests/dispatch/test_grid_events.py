@@ -458,3 +458,53 @@ def test_an_unreachable_backend_is_a_waiting_state_then_the_event_is_acted_on(
     shown = show_event(store, ev["event_id"], datetime.now(UTC))
     assert shown["state"] == "ended" and shown["detail"].startswith("baseline")
     up[K8S_SITE].cancel(f"{ph}-due#0")
+
+
+def test_an_event_pauses_and_resumes_a_jobset_once(store, settings, emulator_kubeconfig):
+    """A JobSet site: ``spec.suspend`` on the JobSet; its child Jobs follow (the emulator's
+    JobSet controller, as the real one)."""
+    site_id = "jp-tk-tokyo"
+    catalog = load_catalog("global")
+    site = catalog.site(site_id)
+    adapters = {site_id: build_adapters(catalog, settings=settings)[site_id]}
+    api = _k8s_api(emulator_kubeconfig, site.backend.context)
+    grp = ("jobset.x-k8s.io", "v1alpha2", "carbonsched", "jobsets")
+    now = datetime.now(UTC).replace(microsecond=0)
+    ph = f"gjs-{uuid.uuid4().hex[:6]}"
+    doc = one_plan([{"job_id": f"{ph}-run", "site": site_id, "start": now,
+                     "end": now + timedelta(hours=1), "gpu_type": "A100", "gpus": 1,
+                     "command": "sleep 3000", "piece": 0, "pieces": 2,
+                     "deadline": (now + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")}])
+    store.save_plan(doc)
+    assert dispatch_plan(store, doc["plan_id"], settings=settings).counts == {"submitted": 1}
+    (obj,) = api.list_namespaced_custom_object(
+        *grp, label_selector=f"carbonsched.io/plan={doc['plan_id'][:63]}")["items"]
+    name = obj["metadata"]["name"]
+    api.patch_namespaced_custom_object(*grp, name, {"metadata": {"annotations": {
+        "emulator.carbonsched.io/run-seconds": "3000"}}})
+    assert release_due(store, catalog, adapters=adapters) == [f"{ph}-run#0"]
+
+    def children():
+        return api.list_namespaced_custom_object(
+            "batch", "v1", "carbonsched", "jobs",
+            label_selector=f"jobset.sigs.k8s.io/jobset-name={name}")["items"]
+
+    assert [c["spec"]["suspend"] for c in children()] == [False]
+    gen0 = api.get_namespaced_custom_object(*grp, name)["metadata"]["generation"]
+    start, end = _window()
+    ev = announce_event(store, catalog, GridEvent(site=site_id, start=start, end=end,
+                                                  target_fraction=1.0), datetime.now(UTC))
+    s = apply_events(store, catalog, adapters, settings, lambda: datetime.now(UTC))
+    assert [(k, a, o) for _, k, a, o in s.taken] == [(f"{ph}-run#0", "pause", "done")]
+    js = api.get_namespaced_custom_object(*grp, name)
+    assert js["spec"]["suspend"] is True
+    assert {c["type"]: c["status"] for c in js["status"]["conditions"]} == {"Suspended": "True"}
+    assert [c["spec"]["suspend"] for c in children()] == [True]
+    s = apply_events(store, catalog, adapters, settings, lambda: end + timedelta(seconds=1))
+    assert [(k, a, o) for _, k, a, o in s.taken] == [(f"{ph}-run#0", "resume", "done")]
+    js = api.get_namespaced_custom_object(*grp, name)
+    assert js["spec"]["suspend"] is False and js["metadata"]["generation"] == gen0 + 2
+    assert {c["type"]: c["status"] for c in js["status"]["conditions"]} == {"Suspended": "False"}
+    assert [c["spec"]["suspend"] for c in children()] == [False]
+    assert show_event(store, ev["event_id"], datetime.now(UTC))["state"] == "ended"
+    api.delete_namespaced_custom_object(*grp, name)
