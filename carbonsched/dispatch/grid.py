@@ -603,10 +603,19 @@ def _end_event(store: Store, adapters: Mapping[str, DispatchAdapter], ev: GridEv
                     state="skipped", updated_at=now,
                     detail="the event ended before this action was taken: not taken late"))
         store._retry_locked(skip, "skipping a grid event's late actions")
-    if any(a.action in SHED and a.state == "claimed" for a in acts):
-        # an actor is taking a shedding action right now (or died doing it): settle it first
-        take_actions(store, adapters, [a for a in acts if a.action in SHED
-                                       and a.state == "claimed"], summary, **kw)
+    stuck = [a for a in acts if a.action in SHED and a.state == "claimed"]
+    for a in stuck:
+        # an actor was taking this shedding action (and died, or its lease ran out): never take
+        # it now, after the end; mark it done so that its undo, which reads the backend first
+        # (``already`` when nothing was paused or held), is what settles it
+        c = _claim(store, a.id, kw["owner"], kw["lease"], now, kw["is_dead"])
+        if c is None:
+            continue   # a live actor still holds it: the next pass
+        _finish(store, a.id, kw["owner"], "done",
+                f"{c.detail}; the event ended before its actor recorded it: not taken now, "
+                "undone regardless (the undo reads the backend first)", None, now)
+        summary.taken.append((a.event_id, a.key, a.action, "settled"))
+    if stuck:
         acts = _actions(store, ev.event_id)
     have = {(a.key, a.action) for a in acts}
     new = [a for a in acts if a.action in SHED and a.state == "done"

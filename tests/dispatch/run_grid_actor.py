@@ -3,7 +3,8 @@
 SPEC is a JSON object: ``url`` (store), ``settings`` (Settings keyword arguments), ``site``
 (the one site to act on), ``kill_after`` (``pause``, ``resume``, ``hold`` or ``release``:
 SIGKILL this process right after the first such call returned from the backend, before it is
-recorded; ``out + ".killed"`` then holds the key), ``out`` (where the pass's summary JSON is
+recorded; ``out + ".killed"`` then holds the key), ``kill_before`` (the same, before the call
+reaches the backend), ``out`` (where the pass's summary JSON is
 written when the process lives).
 """
 
@@ -26,14 +27,15 @@ def main() -> None:
     from carbonsched.service.grid_events import apply_events
     from carbonsched.store import Store
 
-    verb = spec.get("kill_after")
+    verb = spec.get("kill_after") or spec.get("kill_before")
     if verb:
         method = {"release": "unhold"}.get(verb, verb)
+        before = bool(spec.get("kill_before"))
         for cls in (slurm.SlurmAdapter, kubernetes.KubernetesAdapter):
             real = getattr(cls, method)
 
             def act_then_die(self, key, *args, _real=real):  # noqa: ANN001, ANN002, ANN202
-                got = _real(self, key, *args)  # the action is made on the backend ...
+                got = None if before else _real(self, key, *args)  # made on the backend ...
                 Path(spec["out"] + ".killed").write_text(key)
                 os.kill(os.getpid(), signal.SIGKILL)  # ... and never recorded
                 return got

@@ -508,3 +508,34 @@ def test_an_event_pauses_and_resumes_a_jobset_once(store, settings, emulator_kub
     assert [c["spec"]["suspend"] for c in children()] == [False]
     assert show_event(store, ev["event_id"], datetime.now(UTC))["state"] == "ended"
     api.delete_namespaced_custom_object(*grp, name)
+
+
+def test_an_action_whose_actor_died_before_acting_is_never_taken_after_the_end(store, settings,
+                                                                             tmp_path):
+    """The actor claimed the pause and was killed before ``scontrol suspend``; the next pass
+    comes after the event's end: the pause is not taken late, the resume finds the job running
+    (``already``): no suspend and no resume on the cluster."""
+    catalog = load_catalog("global")
+    ph, jobs = _slurm_setup(store, settings, "gb")
+    try:
+        pre = str(jobs["pre"]["job_id"])
+        kw = it_power_per_gpu_kw("A100", catalog)
+        start, end = _window()
+        ev = announce_event(store, catalog, GridEvent(site=SLURM_SITE, start=start, end=end,
+                                                      target_kw=3 * kw), datetime.now(UTC))
+        spec = {"url": store.url, "settings": {"slurm_conf_dir": str(settings.slurm_conf_dir)},
+                "site": SLURM_SITE, "kill_before": "pause", "out": str(tmp_path / "out")}
+        proc = subprocess.run([sys.executable, str(HERE / "run_grid_actor.py"),
+                               json.dumps(spec)], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+        adapters = {SLURM_SITE: build_adapters(catalog, settings=settings)[SLURM_SITE]}
+        s = apply_events(store, catalog, adapters, settings, lambda: end + timedelta(seconds=1))
+        assert sorted((k.split("-")[-1], a, o) for _, k, a, o in s.taken) == [
+            ("due#0", "release", "done"), ("pre#0", "pause", "settled"),
+            ("pre#0", "resume", "already")]
+        assert s.ended == [ev["event_id"]]
+        assert _rpc_counts(settings, pre) == {"suspend": 0, "resume": 0, "hold": 0,
+                                              "release": 0}
+        assert _ours(settings, ph)[f"carbonsched-{ph}-pre-0"]["states"][0] == "RUNNING"
+    finally:
+        _cleanup(settings, ph)
