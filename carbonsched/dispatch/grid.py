@@ -24,7 +24,8 @@ when an event is posted; ``carbonsched grid-event apply`` runs one pass) does th
    (``already``) and never made twice.
 3. **Undo** at the event's end: a ``resume`` for every pause done, a ``release`` for every
    hold done, taken the same way; the event is ``ended`` when none is open. Shedding actions
-   still open at the end are skipped (never taken late).
+   still open at the end are skipped (never taken late); one claimed by an actor that died is
+   marked done unseen, and its undo, which reads the backend first, settles it.
 
 Backends (:class:`~carbonsched.adapters.dispatch.base.PausesWork`): Slurm ``scontrol suspend``
 / ``resume`` for running work and ``scontrol hold`` / ``release`` for pending work; Kubernetes
