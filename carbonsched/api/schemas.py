@@ -560,9 +560,10 @@ class GridEventCreate(BaseModel):
                                     "this or target_fraction.")
     target_fraction: float | None = Field(None, gt=0, le=1, description="Share of the "
                                           "site's baseline power to shed, (0, 1]. [-]")
-    notice_minutes: float | None = Field(None, ge=0, description="How long before start the "
-                                         "event was announced. [min] Absent: 240 (the "
-                                         "default notice of carbonsched.flex).")
+    notice_minutes: float | None = Field(None, ge=0, le=527_040, description="How long "
+                                         "before start the event was announced, at most a "
+                                         "year. [min] Absent: 240 (the default notice of "
+                                         "carbonsched.flex).")
 
     @model_validator(mode="after")
     def _one_target_and_order(self) -> GridEventCreate:

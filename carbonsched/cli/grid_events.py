@@ -57,8 +57,9 @@ def add(
         "--target-fraction", help="Share of the site's baseline power to shed, (0, 1].")]
     = None,
     notice_minutes: Annotated[float | None, typer.Option(
-        help="How long before the start the event was announced. [min] Default 240.")]
-    = None,
+        min=0, max=527_040,
+        help="How long before the start the event was announced, at most a year. [min] "
+        "Default 240.")] = None,
     catalog: Annotated[str | None, typer.Option(
         help="Catalog name or path the site is in (default CARBONSCHED_CATALOG).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the event as JSON.")] = False,
