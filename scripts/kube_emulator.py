@@ -23,17 +23,17 @@ the projects' webhooks make (JobSet child Job names, Volcano ``minAvailable`` an
 queue name only on a suspended object) and object-meta syntax. A kind whose CRD file is missing
 answers 404, as on a cluster without the CRD. CEL rules are not evaluated.
 
-Controllers (advanced on every request): a released Job runs ``--run-seconds`` (default 2 s;
-the annotation ``emulator.carbonsched.io/run-seconds`` overrides it per object) then succeeds
-(``Complete``), or fails with the annotation ``emulator.carbonsched.io/outcome:
-Failed``, or with ``DeadlineExceeded`` at ``activeDeadlineSeconds``; a running Job suspended
-again stops (``Suspended`` condition, pods gone) and starts over when resumed; a JobSet likewise
-(``Suspended``, ``Completed``/``Failed``, ``terminalState``; its child Jobs suspended with it); **Kueue**: a suspended Job or JobSet
-carrying ``kueue.x-k8s.io/queue-name`` gets a Workload that is admitted (``QuotaReserved``,
-``Admitted``) when the LocalQueue exists, and the object is unsuspended; **Volcano**: a Job's
-pods are made from its tasks, gated pods stay Pending, the Job runs once ``minAvailable`` pods are
-ungated (``status.state.phase`` Pending -> Running -> Completed/Failed). Errors are ``Status``
-objects, as the official clients expect.
+Controllers (advanced on every request): a released Job runs ``--run-seconds`` (default 2 s; the
+annotation ``emulator.carbonsched.io/run-seconds`` overrides it per object) then succeeds
+(``Complete``), or fails with the annotation ``emulator.carbonsched.io/outcome: Failed``, or with
+``DeadlineExceeded`` at ``activeDeadlineSeconds``; a running Job suspended again stops
+(``Suspended`` condition, pods gone) and starts over when resumed; a JobSet likewise
+(``Suspended``, ``Completed``/``Failed``, ``terminalState``; its child Jobs suspended with it);
+**Kueue**: a suspended Job or JobSet carrying ``kueue.x-k8s.io/queue-name`` gets a Workload that is
+admitted (``QuotaReserved``, ``Admitted``) when the LocalQueue exists, and the object is
+unsuspended; **Volcano**: a Job's pods are made from its tasks, gated pods stay Pending, the Job
+runs once ``minAvailable`` pods are ungated (``status.state.phase`` Pending -> Running ->
+Completed/Failed). Errors are ``Status`` objects, as the official clients expect.
 
 Test hook (emulator only): ``POST /clusters/<context>/emulator/evict`` with ``{"group",
 "version", "plural", "namespace", "name", "reason", "message"}`` makes the cluster take an object
