@@ -135,6 +135,12 @@ class Settings(BaseSettings):
     reconcile_interval_s: float = Field(600.0, gt=0)
     """How often the leader reconciles outbox intents still pending (also at start-up and on
     taking the lead). [s]"""
+    grid_event_interval_s: float = Field(10.0, gt=0, le=300)
+    """How often the leader re-plans and acts on grid events (``POST /v1/grid-events`` also
+    wakes it at once): pauses and holds at an event's start, resumes and releases at its end
+    are taken within this of the moment. At most 300 s, a metering interval of demand-response
+    programmes (e.g. 5-minute settlement), so a reduction is reached within an event's first
+    interval. [s]"""
     slurm_conf_dir: Path | None = None
     """Folder of ``<cluster>/slurm.conf`` (one SLURM_CONF per cluster, no slurmdbd)."""
     slurm_use_clusters: bool = False

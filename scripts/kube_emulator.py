@@ -23,15 +23,17 @@ the projects' webhooks make (JobSet child Job names, Volcano ``minAvailable`` an
 queue name only on a suspended object) and object-meta syntax. A kind whose CRD file is missing
 answers 404, as on a cluster without the CRD. CEL rules are not evaluated.
 
-Controllers (advanced on every request): a released Job runs ``--run-seconds`` (default 2 s)
-then succeeds (``Complete``), or fails with the annotation ``emulator.carbonsched.io/outcome:
-Failed``, or with ``DeadlineExceeded`` at ``activeDeadlineSeconds``; a JobSet likewise
-(``Suspended``, ``Completed``/``Failed``, ``terminalState``); **Kueue**: a suspended Job or JobSet
-carrying ``kueue.x-k8s.io/queue-name`` gets a Workload that is admitted (``QuotaReserved``,
-``Admitted``) when the LocalQueue exists, and the object is unsuspended; **Volcano**: a Job's
-pods are made from its tasks, gated pods stay Pending, the Job runs once ``minAvailable`` pods are
-ungated (``status.state.phase`` Pending -> Running -> Completed/Failed). Errors are ``Status``
-objects, as the official clients expect.
+Controllers (advanced on every request): a released Job runs ``--run-seconds`` (default 2 s; the
+annotation ``emulator.carbonsched.io/run-seconds`` overrides it per object) then succeeds
+(``Complete``), or fails with the annotation ``emulator.carbonsched.io/outcome: Failed``, or with
+``DeadlineExceeded`` at ``activeDeadlineSeconds``; a running Job suspended again stops
+(``Suspended`` condition, pods gone) and starts over when resumed; a JobSet likewise
+(``Suspended``, ``Completed``/``Failed``, ``terminalState``; its child Jobs suspended with it);
+**Kueue**: a suspended Job or JobSet carrying ``kueue.x-k8s.io/queue-name`` gets a Workload that is
+admitted (``QuotaReserved``, ``Admitted``) when the LocalQueue exists, and the object is
+unsuspended; **Volcano**: a Job's pods are made from its tasks, gated pods stay Pending, the Job
+runs once ``minAvailable`` pods are ungated (``status.state.phase`` Pending -> Running ->
+Completed/Failed). Errors are ``Status`` objects, as the official clients expect.
 
 Test hook (emulator only): ``POST /clusters/<context>/emulator/evict`` with ``{"group",
 "version", "plural", "namespace", "name", "reason", "message"}`` makes the cluster take an object
@@ -74,6 +76,9 @@ DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 OUTCOME = "emulator.carbonsched.io/outcome"
+RUN_SECONDS = "emulator.carbonsched.io/run-seconds"
+"""Test hook: an object's own run time instead of ``--run-seconds`` (a Job that runs long
+enough to be paused by a grid event)."""
 
 
 @lru_cache(maxsize=8)
@@ -416,22 +421,44 @@ class Cluster:
         object after ``run_seconds`` (failed with the annotation ``emulator.carbonsched.io/
         outcome: Failed``)."""
         started = self.released.setdefault(key, _now())
-        run_s = self.run_seconds if limit is None else min(self.run_seconds, float(limit))
+        own = (obj["metadata"].get("annotations") or {}).get(RUN_SECONDS)
+        run_for = float(own) if own else self.run_seconds
+        run_s = run_for if limit is None else min(run_for, float(limit))
         done = started + timedelta(seconds=run_s)
         if _now() < done:
             return "running", started, done
-        if limit is not None and float(limit) < self.run_seconds:
+        if limit is not None and float(limit) < run_for:
             return "deadline", started, done
         if (obj["metadata"].get("annotations") or {}).get(OUTCOME) == "Failed":
             return "failed", started, done
         return "succeeded", started, done
 
     def _job(self, ns: str, name: str, job: dict[str, Any]) -> None:
-        """batch/v1 Job: a released Job runs, then succeeds (``Complete``) or fails."""
-        if (job.get("spec") or {}).get("suspend"):
-            return
+        """batch/v1 Job: a released Job runs, then succeeds (``Complete``) or fails.
+
+        A running Job suspended again (``spec.suspend: true``) stops: its pods are deleted
+        (``status.active`` 0) and it gets the condition ``Suspended`` (reason ``JobSuspended``);
+        resumed, it gets ``Suspended`` False (``JobResumed``), ``status.startTime`` is reset to
+        the resume and it runs its ``--run-seconds`` again (the pods start over; a real job
+        restores its checkpoint). Kubernetes Job docs, "Suspending a Job".
+        """
         st = job.setdefault("status", {})
         if any(c["type"] in ("Complete", "Failed") for c in st.get("conditions", [])):
+            return
+        if (job.get("spec") or {}).get("suspend"):
+            key = ("batch", "jobs", ns, name)
+            if key in self.released or st.get("startTime"):
+                self.released.pop(key, None)
+                if st.get("active") or not any(c["type"] == "Suspended" and c["status"] == "True"
+                                               for c in st.get("conditions", [])):
+                    st["active"] = 0
+                    t = _iso(_now())
+                    st["conditions"] = [c for c in st.get("conditions", [])
+                                        if c["type"] != "Suspended"] + [{
+                        "type": "Suspended", "status": "True", "reason": "JobSuspended",
+                        "message": "Job suspended", "lastProbeTime": t,
+                        "lastTransitionTime": t}]
+                    job["metadata"]["resourceVersion"] = self.next_rv()
             return
         # activeDeadlineSeconds: a Job still running when it expires fails with
         # DeadlineExceeded (Kubernetes Job docs, "Job termination and cleanup")
@@ -475,7 +502,16 @@ class Cluster:
             st["replicatedJobsStatus"] = [{"name": r["name"], "ready": 0, "succeeded": 0,
                                            "failed": 0, "active": 0,
                                            "suspended": r.get("replicas", 1)} for r in rjobs]
+            # a running JobSet suspended again: the JobSet controller suspends its child Jobs
+            # (their pods deleted) and the run starts over when it is resumed
+            self.released.pop(("jobset.x-k8s.io", "jobsets", ns, name), None)
+            for child in self.owned_by(js["metadata"]["uid"], JOB):
+                child["spec"]["suspend"] = True
+                child.setdefault("status", {})["active"] = 0
             return
+        for child in self.owned_by(js["metadata"]["uid"], JOB):
+            if child["spec"].get("suspend"):   # resumed: so are its child Jobs
+                child["spec"]["suspend"] = False
         key = ("jobset.x-k8s.io", "jobsets", ns, name)
         deadline = (rjobs[0]["template"]["spec"] or {}).get("activeDeadlineSeconds")
         outcome, started, done = self._run_outcome(key, js, deadline)
@@ -1076,6 +1112,16 @@ def create_app(contexts: dict[str, list[str]], run_seconds: float = 2.0,
             c.bucket(kind)[(ns, name)] = new
             if old["spec"].get("suspend") and not new["spec"].get("suspend"):
                 c.released[(group, plural, ns, name)] = _now()
+                st = new["status"]
+                if kind is JOB and any(x["type"] == "Suspended" for x in st.get("conditions", [])):
+                    # resumed after a suspension: startTime is reset (activeDeadlineSeconds
+                    # counts again from here), the Suspended condition turns False
+                    t = _iso(_now())
+                    st["startTime"] = t
+                    st["conditions"] = [x for x in st["conditions"]
+                                        if x["type"] != "Suspended"] + [{
+                        "type": "Suspended", "status": "False", "reason": "JobResumed",
+                        "message": "Job resumed", "lastProbeTime": t, "lastTransitionTime": t}]
             c.reconcile()
             return _as_version(new, kind)
 

@@ -37,6 +37,7 @@ import shlex
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 from carbonsched.domain import JobPayload, JobState, ReasonCode
@@ -382,3 +383,65 @@ class ReportsGpuTypes(Protocol):
 
     def gpu_types(self) -> dict[str, int]:
         """GPU type -> count the backend offers. [-]"""
+
+
+class WorkOutcome(StrEnum):
+    """What a grid-event action found and did on the backend (:class:`PausesWork`)."""
+
+    DONE = "done"
+    """This call changed the job on the backend (paused, held, resumed, released)."""
+    ALREADY = "already"
+    """The backend already shows the result (an earlier attempt's): nothing was sent."""
+    ABSENT = "absent"
+    """The backend has no such job, or it is over: nothing to do."""
+    WRONG_STATE = "wrong_state"
+    """The job is not in the state the action needs (a pause of a job not running, a hold of a
+    job already running): nothing was sent; the detail says the state."""
+    UNSUPPORTED = "unsupported"
+    """The backend (or this workload kind) cannot do the action; the detail says what would."""
+
+
+@dataclass(frozen=True)
+class WorkAction:
+    """The result of one :class:`PausesWork` call.
+
+    Attributes
+    ----------
+    outcome
+        :class:`WorkOutcome`.
+    backend_id
+        The job's backend id, when found.
+    detail
+        What was done or found, in the backend's words (``scontrol suspend 42``).
+    """
+
+    outcome: WorkOutcome
+    backend_id: str | None = None
+    detail: str = ""
+
+
+@runtime_checkable
+class PausesWork(Protocol):
+    """The backend can pause running work and hold unstarted work for a grid event.
+
+    Every method is idempotent: it reads the job's state first and acts only when the state
+    needs it, so a retry after a crash finds the result (``ALREADY``) instead of acting twice.
+    """
+
+    pauses_running: bool
+    """Whether :meth:`pause` can pause running work on this backend (and workload kind)."""
+
+    def pause(self, key: str) -> WorkAction:
+        """Pause our running job with this key."""
+
+    def resume(self, key: str) -> WorkAction:
+        """Resume our job paused by :meth:`pause`."""
+
+    def hold(self, key: str) -> WorkAction:
+        """Keep our job that has not started from starting."""
+
+    def unhold(self, key: str, planned_start: datetime, now: datetime) -> WorkAction:
+        """Let our held job start again (at once when ``planned_start`` is not after ``now``).
+
+        ``now`` is the actor's clock (tz-aware).
+        """

@@ -41,6 +41,8 @@ from carbonsched.adapters.dispatch.base import (
     CHECKPOINT_SIGNAL_LEAD_S,
     BackendJob,
     DispatchRequest,
+    WorkAction,
+    WorkOutcome,
     short_hash,
 )
 from carbonsched.adapters.dispatch.k8s_workloads import (
@@ -584,6 +586,105 @@ class KubernetesAdapter:
             raise BackendError(f"{self.name}: release of {res.plural}/{name} refused "
                                f"({exc.status}): {exc.message}") from exc
         return True
+
+    # -- grid events (PausesWork) -----------------------------------------------------------
+    @property
+    def pauses_running(self) -> bool:
+        """Whether running work can be paused: ``job`` and ``jobset`` (``spec.suspend``).
+
+        Not Kueue (its Workload's ``spec.active: false`` would evict it; not modelled here) nor
+        Volcano (no suspend field; ``vcctl job suspend`` makes a bus Command that aborts the
+        pods).
+        """
+        return self.workload in ("job", "jobset")
+
+    def _suspend(self, key: str, value: bool, verb: str) -> WorkAction:
+        found = self._find(key)
+        if found is None:
+            return WorkAction(WorkOutcome.ABSENT, None, f"{self.name} has no object of key {key}")
+        res, obj = found
+        name = obj["metadata"]["name"]
+        bid = f"{self.context}/{self.namespace}/{name}"
+        r = self._reading(obj, {}, {})
+        if r.state in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED):
+            return WorkAction(WorkOutcome.ABSENT, bid, f"{res.kind} is {r.raw}: nothing to {verb}")
+        if bool((obj.get("spec") or {}).get("suspend")) is value:
+            return WorkAction(WorkOutcome.ALREADY, bid, "spec.suspend is already "
+                              f"{str(value).lower()}: not patched again")
+        if value and r.state is not JobState.RUNNING:
+            return WorkAction(WorkOutcome.WRONG_STATE, bid, f"{res.kind} is {r.raw}, not running")
+        api = self._custom()
+        try:
+            self._call(verb, api.patch_namespaced_custom_object, res.group, res.version,
+                       self.namespace, res.plural, name, {"spec": {"suspend": value}},
+                       _content_type="application/merge-patch+json", key=key)
+        except _Api as exc:
+            raise BackendError(f"{self.name}: {verb} of {res.plural}/{name} refused "
+                               f"({exc.status}): {exc.message}") from exc
+        return WorkAction(WorkOutcome.DONE, bid, f"{res.plural}/{name} patched spec.suspend: "
+                          f"{str(value).lower()}")
+
+    def pause(self, key: str) -> WorkAction:
+        """Suspend a running Job or JobSet (``spec.suspend: true``).
+
+        The Job controller deletes its active pods (SIGTERM, then the pod's grace period to
+        checkpoint) and sets the ``Suspended`` condition; resuming recreates them and resets
+        ``status.startTime`` (so ``activeDeadlineSeconds`` restarts). Kubernetes Job docs,
+        "Suspending a Job". Kueue and Volcano workloads: ``UNSUPPORTED`` (see
+        :attr:`pauses_running`).
+        """
+        if not self.pauses_running:
+            return WorkAction(WorkOutcome.UNSUPPORTED, None,
+                              f"a {self.workload} workload is not paused by carbonsched "
+                              "(Kueue: set the Workload's spec.active to false; Volcano: "
+                              "vcctl job suspend)")
+        return self._suspend(key, True, "pause")
+
+    def resume(self, key: str) -> WorkAction:
+        """Unsuspend a Job or JobSet paused by :meth:`pause` (``ALREADY`` when not suspended)."""
+        if not self.pauses_running:
+            return WorkAction(WorkOutcome.UNSUPPORTED, None,
+                              f"a {self.workload} workload is not paused by carbonsched")
+        return self._suspend(key, False, "resume")
+
+    def hold(self, key: str) -> WorkAction:
+        """Keep a held object held: nothing to patch (it is created held).
+
+        The release loop (:func:`carbonsched.dispatch.outbox.release_due`) skips a key a grid
+        event holds, so it stays suspended (gated, for Volcano) past its planned start.
+        ``WRONG_STATE`` when it has already been released.
+        """
+        found = self._find(key)
+        if found is None:
+            return WorkAction(WorkOutcome.ABSENT, None, f"{self.name} has no object of key {key}")
+        res, obj = found
+        bid = f"{self.context}/{self.namespace}/{obj['metadata']['name']}"
+        if res is VOLCANO_JOB:
+            gated, _ = self._volcano_pods(obj["metadata"]["name"])
+            r = read_volcano(obj, gated.get(obj["metadata"]["name"], True))
+        else:
+            r = self._reading(obj, {}, {})
+        if not r.held:
+            return WorkAction(WorkOutcome.WRONG_STATE, bid, f"{res.kind} is {r.raw}, no longer "
+                              "held: it has been released")
+        return WorkAction(WorkOutcome.DONE, bid, f"{res.kind} kept held (not released at its "
+                          "planned start while the event lasts)")
+
+    def unhold(self, key: str, planned_start: datetime, now: datetime) -> WorkAction:
+        """Release a held object whose planned start has passed (:meth:`release`).
+
+        One whose start is still ahead is left to the release loop.
+        """
+        if planned_start > now:
+            return WorkAction(WorkOutcome.DONE, None, "left held: the release loop releases it "
+                              f"at its planned start {_iso(planned_start)}")
+        found = self._find(key)
+        bid = (f"{self.context}/{self.namespace}/{found[1]['metadata']['name']}"
+               if found is not None else None)
+        if self.release(key):
+            return WorkAction(WorkOutcome.DONE, bid, "released (its planned start has passed)")
+        return WorkAction(WorkOutcome.ALREADY if found is not None else WorkOutcome.ABSENT, bid,
+                          "not held any more: not released again")
 
     def _ungate(self, key: str, name: str, obj: dict[str, Any]) -> bool:
         if read_volcano(obj, False).state in (JobState.SUCCEEDED, JobState.FAILED):

@@ -66,6 +66,8 @@ from carbonsched.adapters.dispatch.base import (
     BackendJob,
     DispatchRequest,
     SubmittedUnit,
+    WorkAction,
+    WorkOutcome,
     dispatch_key,
     short_hash,
     split_key,
@@ -138,6 +140,7 @@ STATE_MAP: dict[str, tuple[JobState, ReasonCode]] = {
     "REVOKED": (JobState.CANCELLED, ReasonCode.CANCELLED),
 }
 TERMINAL = {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}
+_TERMINAL_WORDS = {w for w, (st, _) in STATE_MAP.items() if st in TERMINAL}
 
 #: what the cluster did, for the states that are its doing and not the job's (squeue(1) "JOB
 #: STATE CODES"): the record's detail says it, never only the bare word
@@ -738,6 +741,75 @@ class SlurmAdapter:
             return False
         self._run(["scancel", *self._cluster_args(), job.backend_id.split(":", 1)[1]])
         return True
+
+    # -- grid events (PausesWork) -----------------------------------------------------------
+    pauses_running = True
+
+    def _current(self, key: str) -> dict[str, Any] | None:
+        """The live squeue entry of our job with this key (the newest if there are several)."""
+        found = [j for j in self.squeue()
+                 if (not j["cluster"] or j["cluster"] == self.cluster)
+                 and (ours := parse_comment(j["comment"])) is not None and ours[0] == key]
+        return max(found, key=lambda j: j["job_id"]) if found else None
+
+    def _act(self, key: str, verb: str, want: tuple[str, ...], already: tuple[str, ...],
+             held: bool | None = None) -> WorkAction:
+        """``scontrol <verb> <id>`` when the job's base state is in ``want``.
+
+        ``held`` (for ``hold``/``release``): whether the action's result is a pending job
+        held by ``scontrol hold`` (Slurm reason ``JobHeldAdmin`` or ``JobHeldUser``).
+        """
+        job = self._current(key)
+        if job is None:
+            return WorkAction(WorkOutcome.ABSENT, None, f"{self.name} has no live job of key "
+                              f"{key} (over, or forgotten by the controller)")
+        bid = f"{self.cluster}:{job['job_id']}"
+        base = job["states"][0] if job["states"] else "UNKNOWN"
+        is_held = str(job.get("state_reason") or "").startswith("JobHeld")
+        if base in already and (held is None or is_held == held):
+            return WorkAction(WorkOutcome.ALREADY, bid, f"already {base}"
+                              + (f" ({job['state_reason']})" if is_held else "")
+                              + f": scontrol {verb} not sent again")
+        if base not in want:
+            outcome = WorkOutcome.ABSENT if base in _TERMINAL_WORDS else WorkOutcome.WRONG_STATE
+            return WorkAction(outcome, bid, f"job is {base}, not "
+                              f"{' or '.join(want)}: scontrol {verb} not sent")
+        self._run(["scontrol", *self._cluster_args(), verb, str(job["job_id"])])
+        return WorkAction(WorkOutcome.DONE, bid, f"scontrol {verb} {job['job_id']}")
+
+    def pause(self, key: str) -> WorkAction:
+        """``scontrol suspend``: the job's processes are stopped (SIGSTOP), its GPUs idle.
+
+        Slurm 22.05 (scontrol(1) ``suspend``, operator or administrator only). The job keeps
+        its nodes and GPU memory while suspended; its time limit does not run. ``ALREADY``
+        when the job is ``SUSPENDED``.
+        """
+        return self._act(key, "suspend", ("RUNNING",), ("SUSPENDED",))
+
+    def resume(self, key: str) -> WorkAction:
+        """``scontrol resume`` of a ``SUSPENDED`` job (``ALREADY`` when it runs)."""
+        return self._act(key, "resume", ("SUSPENDED",), ("RUNNING", "COMPLETING"))
+
+    def hold(self, key: str) -> WorkAction:
+        """``scontrol hold`` of a ``PENDING`` job (priority 0: it does not start).
+
+        ``ALREADY`` when it is pending with reason ``JobHeldAdmin``/``JobHeldUser``.
+        """
+        job = self._current(key)
+        if job is not None and str(job.get("state_reason") or "").startswith("JobHeld"):
+            return self._act(key, "hold", (), ("PENDING",), held=True)
+        return self._act(key, "hold", ("PENDING",), (), held=True)
+
+    def unhold(self, key: str, planned_start: datetime, now: datetime) -> WorkAction:
+        """``scontrol release`` of a job held by :meth:`hold`.
+
+        ``--begin`` still holds it until its planned start. ``ALREADY`` when it is pending
+        and not held, or already running.
+        """
+        job = self._current(key)
+        if job is None or not str(job.get("state_reason") or "").startswith("JobHeld"):
+            return self._act(key, "release", (), ("PENDING", "RUNNING", "COMPLETING"))
+        return self._act(key, "release", ("PENDING",), ())
 
     def sacct(self, names: Collection[str], since: datetime) -> list[dict[str, Any]]:
         """Accounting lines of jobs named ``names`` submitted since ``since`` (bounded query).

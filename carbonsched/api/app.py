@@ -26,6 +26,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from carbonsched.api.routes import (
     carbon_aware,
     forecasts,
+    grid_events,
     health,
     jobs,
     placements,
@@ -211,8 +212,8 @@ def create_app(settings: Settings, clock: Clock | None = None,
         "metrics. Every `/v1` route needs `Authorization: Bearer <token>` (`carbonsched token "
         "create --role read|submit|admin`), and so do `/emissions` and `/locations` unless "
         "CARBONSCHED_SDK_PUBLIC is on. Times are tz-aware; answers are UTC.")
-    for r in (placements, jobs, plans, sites, forecasts, runs, tokens, carbon_aware, health,
-              ui):
+    for r in (placements, jobs, plans, sites, forecasts, runs, tokens, grid_events,
+              carbon_aware, health, ui):
         app.include_router(r.router)
 
     def _unavailable(detail: str, retry_after_s: int) -> JSONResponse:

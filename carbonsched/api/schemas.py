@@ -22,6 +22,7 @@ from pydantic import (
     Discriminator,
     Field,
     Tag,
+    model_validator,
 )
 
 from carbonsched.limits import (
@@ -532,4 +533,103 @@ class TokensPublic(BaseModel):
     model_config = _example({"data": [TokenPublic.model_config["json_schema_extra"][
         "examples"][0]], "count": 1})
     data: list[TokenPublic]
+    count: int
+
+
+# --- grid events --------------------------------------------------------------------------------
+GRID_EVENT_ID_PATTERN = r"^ge-[0-9a-f]{12}$"
+"""A grid event id as :func:`carbonsched.store.grid_events.insert_event` makes them."""
+
+
+class GridEventCreate(BaseModel):
+    """A grid event: shed power at one site in a window, by kW or by a share of the baseline."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"site": "us-az-phoenix", "start": "2026-07-01T17:00:00Z",
+         "end": "2026-07-01T20:00:00Z", "target_fraction": 0.25, "notice_minutes": 240},
+        {"site": "us-az-phoenix", "start": "2026-07-01T17:00:00Z",
+         "end": "2026-07-01T18:00:00Z", "target_kw": 500}]})
+    site: Annotated[str, Field(min_length=1, max_length=MAX_IDENTIFIER_CHARS,
+                               pattern=IDENTIFIER_PATTERN, description="Catalog site id."),
+                    BeforeValidator(lambda v: identifier(v, "site id"))]
+    start: Time = Field(description="Start of the event window (tz-aware, on the hour: the "
+                        "plan's hourly slots).")
+    end: Time = Field(description="End of the window (tz-aware, on the hour, exclusive), "
+                      "after start.")
+    target_kw: float | None = Field(None, gt=0, description="IT power to shed. [kW] Give "
+                                    "this or target_fraction.")
+    target_fraction: float | None = Field(None, gt=0, le=1, description="Share of the "
+                                          "site's baseline power to shed, (0, 1]. [-]")
+    notice_minutes: float | None = Field(None, ge=0, le=527_040, description="How long "
+                                         "before start the event was announced, at most a "
+                                         "year. [min] Absent: 240 (the default notice of "
+                                         "carbonsched.flex).")
+
+    @model_validator(mode="after")
+    def _one_target_and_order(self) -> GridEventCreate:
+        if (self.target_kw is None) == (self.target_fraction is None):
+            raise ValueError("give exactly one of target_kw (kW to shed) and target_fraction "
+                             "(share of the baseline, 0-1)")
+        if self.end <= self.start:
+            raise ValueError(f"end {self.end.isoformat()} is not after start "
+                             f"{self.start.isoformat()}; give a later end")
+        return self
+
+
+class GridActionPublic(BaseModel):
+    """One action of a grid event on one dispatch unit, and its state."""
+
+    key: str = Field(description="The dispatch unit, <job_id>#<piece>.")
+    action: Literal["pause", "hold", "resume", "release"]
+    state: Literal["planned", "claimed", "done", "skipped", "failed"]
+    backend_id: str | None
+    gpus: int
+    power_kw: float = Field(description="IT power of the unit. [kW]")
+    attempts: int
+    detail: str
+    done_at: datetime | None
+    updated_at: datetime | None
+
+
+class GridEventPublic(BaseModel):
+    """A grid event, what the re-plan chose and (on GET by id) every action's state."""
+
+    model_config = _example({
+        "event_id": "ge-3f9c2a7d1e6b", "site": "us-az-phoenix",
+        "start": "2026-07-01T17:00:00Z", "end": "2026-07-01T20:00:00Z", "target_kw": None,
+        "target_fraction": 0.25, "notice_s": 14400.0, "source": "api:admin",
+        "state": "active", "created_at": "2026-07-01T13:00:00Z",
+        "planned_at": "2026-07-01T17:00:04Z", "baseline_kw": 160.0,
+        "target_reduction_kw": 40.0, "planned_reduction_kw": 52.0, "shortfall_kw": 0.0,
+        "detail": "baseline 160.0 kW, target 40.0 kW: pause 2 running unit(s), hold 0 not "
+                  "started, 52.0 kW", "ended_at": None, "counts": {"pause:done": 2},
+        "actions": []})
+    event_id: str
+    site: str
+    start: datetime
+    end: datetime
+    target_kw: float | None
+    target_fraction: float | None
+    notice_s: float
+    source: str
+    state: Literal["scheduled", "active", "resuming", "ended"]
+    created_at: datetime
+    planned_at: datetime | None = Field(description="When the re-plan chose the actions.")
+    baseline_kw: float | None = Field(description="Peak planned IT power at the site in the "
+                                      "window. [kW]")
+    target_reduction_kw: float | None = Field(description="The reduction asked. [kW]")
+    planned_reduction_kw: float | None = Field(description="IT power of the work paused or "
+                                               "held. [kW]")
+    shortfall_kw: float | None = Field(description="What could not be shed without missing "
+                                       "a deadline. [kW]")
+    detail: str
+    ended_at: datetime | None
+    counts: dict[str, int] = Field(description="Actions by <action>:<state>.")
+    actions: list[GridActionPublic] = Field(default_factory=list)
+
+
+class GridEventsPublic(BaseModel):
+    """Grid events, newest start first (without their action lists)."""
+
+    data: list[GridEventPublic]
     count: int

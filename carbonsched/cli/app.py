@@ -76,6 +76,9 @@ app.add_typer(plans_app, name="plans")
 from carbonsched.cli.signals import ingest as _ingest, signals_app  # noqa: E402, I001
 
 app.add_typer(signals_app, name="signals")
+from carbonsched.cli.grid_events import grid_app  # noqa: E402
+
+app.add_typer(grid_app, name="grid-event")
 app.command("ingest")(_ingest)
 
 DataDir = Annotated[Path | None, typer.Option(

@@ -83,6 +83,7 @@ from carbonsched.errors import (
     UnknownSiteError,
 )
 from carbonsched.store import Store
+from carbonsched.store.grid_events import held_keys
 from carbonsched.store.models import DispatchRow
 
 Clock = Callable[[], datetime]
@@ -1005,6 +1006,9 @@ def release_due(store: Store, catalog: Catalog | str, *, clock: Clock = system_c
                 adapters: Mapping[str, DispatchAdapter] | None = None) -> list[str]:
     """Release held jobs (suspended Kubernetes Jobs) whose planned start has come.
 
+    A unit a grid event holds or pauses (:func:`carbonsched.store.grid_events.held_keys`) is
+    left held until the event releases it.
+
     A release that fails (a cluster unreachable, a patch refused) is recorded in that row's
     detail and tried again in the next pass; it never holds back the other rows.
 
@@ -1022,9 +1026,12 @@ def release_due(store: Store, catalog: Catalog | str, *, clock: Clock = system_c
         rows = s.scalars(select(DispatchRow).where(
             DispatchRow.state == JobState.DISPATCHED.value, DispatchRow.planned_start <= now,
             DispatchRow.site.in_(list(adapters)))).all()
+        # a grid event holding (or pausing) a unit keeps it held past its planned start; the
+        # event's release (carbonsched.dispatch.grid) lets it go
+        held = held_keys(store, [r.key for r in rows]) if rows else set()
         for r in rows:
             adapter = adapters[r.site]
-            if not isinstance(adapter, ReleasesHeld):
+            if not isinstance(adapter, ReleasesHeld) or r.key in held:
                 continue
             try:
                 done = adapter.release(r.key)

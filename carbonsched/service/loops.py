@@ -23,6 +23,9 @@ The dispatch loops, on the leader only, when ``dispatch_loops`` is on (by defaul
     by ``--begin`` itself).
 ``refresh`` (every ``status_refresh_s``)
     records what each backend reports (:func:`carbonsched.dispatch.outbox.refresh_status`).
+``grid`` (every ``grid_event_interval_s``, and at once when an event is posted: :meth:`kick`)
+    re-plans started grid events and takes their actions, resumes at their end
+    (:func:`carbonsched.service.grid_events.apply_events`).
 
 Each pass is counted in ``carbonsched_dispatch_loop_runs_total{loop, outcome}``. A database
 that is down is an outcome (``store_unavailable``, one log line), never a dead loop; the next
@@ -50,7 +53,7 @@ from carbonsched.store.service import ServiceStore, is_outage, unavailable
 
 log = logging.getLogger("carbonsched.service.loops")
 
-LOOPS = ("reconcile", "release", "refresh")
+LOOPS = ("reconcile", "release", "refresh", "grid")
 """The dispatch loops, in the order a new leader runs them."""
 
 
@@ -118,7 +121,8 @@ class ServiceLoops:
         if self.dispatch_on:
             for loop, period in (("reconcile", self.settings.reconcile_interval_s),
                                  ("release", self.settings.release_interval_s),
-                                 ("refresh", self.settings.status_refresh_s)):
+                                 ("refresh", self.settings.status_refresh_s),
+                                 ("grid", self.settings.grid_event_interval_s)):
                 sched.add_job(self.run_loop, "interval", seconds=period, id=loop, args=[loop],
                               **every)
         sched.start()
@@ -183,7 +187,7 @@ class ServiceLoops:
 
     # --- the dispatch loops -----------------------------------------------------------------
     def run_loop(self, loop: str) -> str:
-        """One pass of ``loop`` (``reconcile``, ``release`` or ``refresh``) if this replica leads.
+        """One pass of ``loop`` (one of :data:`LOOPS`) if this replica leads.
 
         Returns
         -------
@@ -239,6 +243,24 @@ class ServiceLoops:
             self.metrics.released.inc(len(keys))
             log.info("release: %d held job(s) released at their planned start: %s", len(keys),
                      ", ".join(keys[:20]) + (" ..." if len(keys) > 20 else ""))
+
+    def kick(self, loop: str) -> None:
+        """Run ``loop`` once now, in the scheduler's threads (the leader only acts)."""
+        if loop not in LOOPS:
+            raise ValueError(f"unknown loop {loop!r}; one of {', '.join(LOOPS)}")
+        if self._scheduler is not None and self.dispatch_on:
+            self._scheduler.add_job(self.run_loop, id=f"{loop}-now", args=[loop],
+                                    replace_existing=True, misfire_grace_time=None)
+
+    def _grid(self, adapters: dict[str, Any]) -> None:
+        from carbonsched.service.grid_events import apply_events
+
+        summary = apply_events(self.db.store, self.catalog, adapters, self.settings,
+                               self.clock.now)
+        if summary.taken or summary.planned or summary.ended:
+            log.info("grid events: %s", summary.to_dict())
+        for event_id, key, action, why in summary.retry + summary.failed:
+            log.warning("grid event %s: %s of %s not taken yet: %s", event_id, action, key, why)
 
     def _refresh(self, adapters: dict[str, Any]) -> None:
         from carbonsched.dispatch.outbox import refresh_status

@@ -151,3 +151,7 @@ from carbonsched.store import service_models as _service_models  # noqa: E402,F4
 
 # the rolling plan's carried work (migration 0005_rolling)
 from carbonsched.store import rolling_models as _rolling_models  # noqa: E402,F401,I001
+
+
+# grid events (issue 38); their own module keeps this file's merge small
+from carbonsched.store.grid_models import GridActionRow, GridEventRow  # noqa: E402, F401

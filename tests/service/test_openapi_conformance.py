@@ -64,6 +64,8 @@ REFUSES_VALID: dict[str, tuple[int, tuple[str, ...]]] = {
     "GET /v1/jobs/{job_id}": (422, _IDENTIFIER),
     "GET /v1/forecasts/{site}": (422, _IDENTIFIER),
     "POST /v1/tokens": (422, ("token expiry .* is not after now",)),
+    "POST /v1/grid-events": (422, ("give exactly one of target_kw", "is not after start",
+                                   "is not on the hour") + _IDENTIFIER),
     "GET /emissions/bylocations/best": (400, _LOCATION + _TIME),
     "GET /emissions/bylocations": (400, _LOCATION + _TIME),
     "GET /emissions/bylocation": (400, _LOCATION + _TIME),
@@ -81,7 +83,8 @@ than one site), the job routes 422 (a deadline before earliest_start + duration,
 duration spellings disagreeing, one id twice in a submission, an inference GPU type without a
 power figure when none is given), and every route reading an identifier 422 for the part of
 its grammar no pattern states (``.``, ``..``, Unicode's other non-printable characters);
-a token's expiry must be after now."""
+a token's expiry must be after now; a grid event has exactly one target, an end after its
+start and a window on the hour."""
 
 
 def with_known_names(op, known: dict[str, list[str]]):
@@ -175,7 +178,7 @@ def test_every_operation_conforms_with_all_checks(plan_db, tmp_path):
         schema = schemathesis.openapi.from_asgi("/openapi.json", app,
                                                 config=conformance_config())
         ops = [r.ok() for r in schema.get_all_operations()]
-        assert len(ops) == 24, [op.label for op in ops]
+        assert len(ops) == 27, [op.label for op in ops]
         catalog = load_catalog(CATALOG)
         plan = client.get("/v1/plans/latest", headers=auth).json()
         known = {"location": catalog.names(), "site": catalog.site_ids, "date": [PLAN_DATE],

@@ -1,0 +1,191 @@
+"""``carbonsched grid-event``: announce grid events, list them, show one's actions, act once.
+
+``add`` stores an event (the service's ``grid`` loop acts on it: pauses and holds at its start,
+resumes and releases at its end); ``apply`` runs one such pass from this process, for a
+deployment without ``carbonsched serve`` or to act at once. Same service calls as
+``/v1/grid-events`` (:mod:`carbonsched.service.grid_events`).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+grid_app = typer.Typer(help="Grid events: shed a site's power in a window, then resume "
+                       "(CARBONSCHED_DATABASE_URL).", no_args_is_help=True)
+
+
+def _store():
+    from carbonsched.config import get_settings
+    from carbonsched.store import Store
+
+    return Store(get_settings().resolved_database_url())
+
+
+def _time(text: str, what: str) -> datetime:
+    from carbonsched.errors import InputError
+
+    try:
+        ts = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(f"{what} {text!r} is not a date-time; give ISO 8601 such as "
+                         "2026-07-01T17:00:00Z") from None
+    if ts.tzinfo is None:
+        raise InputError(f"{what} {text!r} has no time zone; add 'Z' for UTC or an offset "
+                         "such as +08:00")
+    return ts.astimezone(UTC)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@grid_app.command("add")
+def add(
+    site: Annotated[str, typer.Option(help="Catalog site id.")],
+    start: Annotated[str, typer.Option(help="Start of the window, ISO 8601 with a zone, on "
+                                       "the hour; 'now': the current hour's start.")],
+    end: Annotated[str, typer.Option(help="End of the window (exclusive), ISO 8601 with a "
+                                     "zone, on the hour.")],
+    target_kw: Annotated[float | None, typer.Option(
+        "--target-kw", help="IT power to shed. [kW]")] = None,
+    target_fraction: Annotated[float | None, typer.Option(
+        "--target-fraction", help="Share of the site's baseline power to shed, (0, 1].")]
+    = None,
+    notice_minutes: Annotated[float | None, typer.Option(
+        min=0, max=527_040,
+        help="How long before the start the event was announced, at most a year. [min] "
+        "Default 240.")] = None,
+    catalog: Annotated[str | None, typer.Option(
+        help="Catalog name or path the site is in (default CARBONSCHED_CATALOG).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the event as JSON.")] = False,
+) -> None:
+    """Store a grid event; the service (or `grid-event apply`) acts on it."""
+    from carbonsched.catalog import load_catalog
+    from carbonsched.cli.common import errors, out
+    from carbonsched.flex import GridEvent
+    from carbonsched.service.grid_events import announce_event
+
+    with errors():
+        now = _now()
+        t0 = (now.replace(minute=0, second=0, microsecond=0) if start == "now"
+              else _time(start, "--start"))
+        ev = GridEvent(site=site, start=t0, end=_time(end, "--end"), target_kw=target_kw,
+                       target_fraction=target_fraction,
+                       **({} if notice_minutes is None else
+                          {"notice": timedelta(minutes=notice_minutes)}))
+        from carbonsched.config import get_settings
+
+        d = announce_event(_store(), load_catalog(catalog or get_settings().catalog), ev, now,
+                           "cli")
+        if as_json:
+            typer.echo(json.dumps(d, indent=2))
+            return
+        out.print(f"grid event {d['event_id']} at {d['site']}: {d['start']} to {d['end']}, "
+                  "shed " + (f"{d['target_kw']:g} kW" if d["target_kw"] is not None
+                             else f"{100 * d['target_fraction']:g} % of the baseline")
+                  + f"; state {d['state']}. The service's grid loop acts on it (or run "
+                  f"`carbonsched grid-event apply`); follow it with `carbonsched grid-event "
+                  f"show {d['event_id']}`", highlight=False, soft_wrap=True)
+
+
+@grid_app.command("list")
+def list_(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+    = False,
+) -> None:
+    """List grid events, newest start first, with what was shed."""
+    from carbonsched.cli.common import errors, out
+    from carbonsched.service.grid_events import list_events
+
+    with errors():
+        rows = list_events(_store(), _now())
+        if as_json:
+            typer.echo(json.dumps(rows, indent=2))
+            return
+        if not rows:
+            out.print("no grid events recorded; add one with `carbonsched grid-event add`",
+                      soft_wrap=True)
+            return
+        t = Table("event_id", "site", "start (UTC)", "end (UTC)", "state", "target kW",
+                  "planned kW", "shortfall kW", "actions", title="Grid events",
+                  title_justify="left")
+        for r in rows:
+            t.add_row(r["event_id"], r["site"], r["start"][:16], r["end"][:16], r["state"],
+                      _kw(r["target_reduction_kw"]) if r["target_reduction_kw"] is not None
+                      else (f"{r['target_kw']:g}" if r["target_kw"] is not None
+                            else f"{100 * r['target_fraction']:g} %"),
+                      _kw(r["planned_reduction_kw"]), _kw(r["shortfall_kw"]),
+                      ", ".join(f"{k} {v}" for k, v in sorted(r["counts"].items())))
+        out.print(t)
+
+
+def _kw(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.1f}"
+
+
+@grid_app.command("show")
+def show(
+    event_id: Annotated[str, typer.Argument(help="The event id (ge-...).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Show one event: the re-plan's choice and every action with its state."""
+    from carbonsched.cli.common import errors, out
+    from carbonsched.service.grid_events import show_event
+
+    with errors():
+        d = show_event(_store(), event_id, _now())
+        if as_json:
+            typer.echo(json.dumps(d, indent=2))
+            return
+        out.print(f"{d['event_id']} at {d['site']} {d['start']} to {d['end']}: {d['state']}; "
+                  f"{d['detail'] or 'not re-planned yet (it has not started)'}",
+                  highlight=False, soft_wrap=True)
+        t = Table("key", "action", "state", "backend id", "kW", "detail")
+        for a in d["actions"]:
+            t.add_row(a["key"], a["action"], a["state"], a["backend_id"] or "-",
+                      f"{a['power_kw']:.1f}", a["detail"])
+        out.print(t)
+
+
+@grid_app.command("apply")
+def apply(
+    catalog: Annotated[str | None, typer.Option(
+        help="Catalog name or path of the sites (default CARBONSCHED_CATALOG).")] = None,
+    event_id: Annotated[str | None, typer.Option("--event", help="Only this event.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the pass as JSON.")] = False,
+) -> None:
+    """Run one pass now: re-plan started events, pause/hold, resume/release at their end.
+
+    Exit 3 when an action is left for a later pass because its backend is unreachable.
+    """
+    from carbonsched.catalog import load_catalog
+    from carbonsched.cli.common import errors, out
+    from carbonsched.config import get_settings
+    from carbonsched.dispatch.outbox import build_adapters
+    from carbonsched.service.grid_events import apply_events
+
+    with errors():
+        settings = get_settings()
+        cat = load_catalog(catalog or settings.catalog)
+        summary = apply_events(_store(), cat, build_adapters(cat, settings=settings), settings,
+                               _now, event_id=event_id)
+        d = summary.to_dict()
+        if as_json:
+            typer.echo(json.dumps(d, indent=2))
+        else:
+            out.print(f"grid events: {len(d['planned'])} re-planned, {len(d['taken'])} "
+                      f"action(s) taken or found done, {len(d['retry'])} left for the next "
+                      f"pass, {len(d['failed'])} failed, {len(d['ended'])} ended",
+                      highlight=False, soft_wrap=True)
+            for r in d["retry"] + d["failed"]:
+                out.print(f"  {r['event_id']} {r['action']} {r['key']}: {r['why']}",
+                          highlight=False, soft_wrap=True)
+        if d["retry"]:
+            raise typer.Exit(3)
+        if d["failed"]:
+            raise typer.Exit(1)

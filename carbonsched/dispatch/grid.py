@@ -1,0 +1,643 @@
+"""Grid events, live: re-plan the site's window and act through dispatch, each action once.
+
+A grid event (:class:`carbonsched.flex.GridEvent`) asks a site to shed IT power in a window.
+:func:`grid_pass` (run by the service every ``CARBONSCHED_GRID_EVENT_INTERVAL_S`` and at once
+when an event is posted; ``carbonsched grid-event apply`` runs one pass) does three things:
+
+1. **Re-plan** an event that has started and has no actions yet (:func:`choose_actions`): the
+   dispatch units of the site whose planned run overlaps the window, read live from the backend,
+   are candidates — work not yet started is *held* (it starts at the event's end), running work
+   of a preemptible job is *paused* (it resumes at the event's end) — each only if it still
+   ends by its deadline when delayed by the event (:func:`delayed_end`). Holds come first (they
+   cost no checkpoint), then pauses; within each, the most slack first; until the chosen units'
+   IT power reaches the target. The baseline is the peak planned IT power of the site's units
+   in the window (:func:`baseline_kw`); what cannot be shed is the event's ``shortfall_kw``,
+   named in its detail. Inference is never touched (it is not dispatched as units), so its
+   SLOs hold.
+2. **Act** (:func:`take_actions`): each chosen action is a row of ``grid_event_actions``,
+   unique on ``(event, key, action)``, written before any side effect. An actor *claims* a row
+   (a compare-and-set of ``state``/``owner``; lease ``CARBONSCHED_DISPATCH_LEASE_S``) before it
+   calls the backend and marks it ``done`` after. A claim whose holder died (a process on this
+   host that is gone, :func:`carbonsched.dispatch.lease.holder_is_dead`) or whose lease
+   expired is taken over; the backend calls are idempotent (:class:`PausesWork` reads the
+   job's state first), so an action whose side effect was made but not recorded is found done
+   (``already``) and never made twice.
+3. **Undo** at the event's end: a ``resume`` for every pause done, a ``release`` for every
+   hold done, taken the same way; the event is ``ended`` when none is open. Shedding actions
+   still open at the end are skipped (never taken late); one claimed by an actor that died is
+   marked done unseen, and its undo, which reads the backend first, settles it.
+
+Backends (:class:`~carbonsched.adapters.dispatch.base.PausesWork`): Slurm ``scontrol suspend``
+/ ``resume`` for running work and ``scontrol hold`` / ``release`` for pending work; Kubernetes
+``spec.suspend`` on a Job or JobSet, and held objects kept held (the release loop skips keys an
+event holds). docs/dispatch.md "Grid events" has the table.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from carbonsched.adapters.dispatch.base import (
+    DispatchAdapter,
+    PausesWork,
+    WorkAction,
+    WorkOutcome,
+)
+from carbonsched.catalog import Catalog
+from carbonsched.dispatch.lease import holder_is_dead, owner_identity
+from carbonsched.domain import JobState
+from carbonsched.errors import BackendError, BackendUnavailableError, InputError
+from carbonsched.flex import GridEvent
+from carbonsched.store import Store
+from carbonsched.store.grid_events import SHED, UNDO, held_keys
+from carbonsched.store.grid_models import GridActionRow, GridEventRow
+from carbonsched.store.models import DispatchRow
+
+Clock = Callable[[], datetime]
+TERMINAL = {JobState.SUCCEEDED.value, JobState.FAILED.value, JobState.CANCELLED.value}
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A dispatch unit as the re-plan sees it.
+
+    Attributes
+    ----------
+    key, backend_id
+        The dispatch key and the backend's id.
+    running
+        True when the backend reports it running now, False when it has not started.
+    preemptible
+        True when the job may be paused and resumed (a job the plan splits into pieces, or a
+        placement marked ``preemptible``).
+    gpus, power_kw
+        GPUs and their IT power (GPUs x the type's IT power per GPU). [-], [kW]
+    planned_start, planned_end, deadline
+        The placement's planned run and the latest end its job allows (tz-aware).
+    """
+
+    key: str
+    backend_id: str | None
+    running: bool
+    preemptible: bool
+    gpus: int
+    power_kw: float
+    planned_start: datetime
+    planned_end: datetime
+    deadline: datetime
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One chosen action: ``pause`` or ``hold`` of a unit, and its new end. [tz-aware]"""
+
+    unit: Unit
+    action: str
+    new_end: datetime
+
+
+@dataclass
+class EventPlan:
+    """What :func:`choose_actions` found for one event.
+
+    Attributes
+    ----------
+    baseline_kw, target_kw, planned_kw
+        Peak planned IT power in the window, the reduction asked, the IT power of the chosen
+        units. [kW]
+    choices
+        The actions, in the order they are taken.
+    left
+        Units not chosen, by why (``not_preemptible``, ``deadline``, ``not_needed``). [-]
+    """
+
+    baseline_kw: float
+    target_kw: float
+    planned_kw: float
+    choices: list[Choice]
+    left: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def shortfall_kw(self) -> float:
+        """``max(0, target - planned)``. [kW]"""
+        return max(0.0, self.target_kw - self.planned_kw)
+
+    def describe(self) -> str:
+        """One line a person reads: what is shed, what is left and why."""
+        n_p = sum(c.action == "pause" for c in self.choices)
+        n_h = sum(c.action == "hold" for c in self.choices)
+        text = (f"baseline {self.baseline_kw:.1f} kW, target {self.target_kw:.1f} kW: pause "
+                f"{n_p} running unit(s), hold {n_h} not started, {self.planned_kw:.1f} kW")
+        why = {"not_preemptible": "running and not preemptible",
+               "deadline": "would miss its deadline if delayed to the event's end",
+               "not_needed": "not needed for the target"}
+        if self.left:
+            text += "; left running or due: " + ", ".join(
+                f"{n} {why.get(k, k)}" for k, n in sorted(self.left.items()))
+        if self.shortfall_kw > 0:
+            text += (f"; SHORTFALL {self.shortfall_kw:.1f} kW: no more work at the site can "
+                     "be paused or held without missing a deadline")
+        return text
+
+
+def delayed_end(unit: Unit, event: GridEvent, now: datetime, action: str) -> datetime:
+    """When ``unit`` ends if ``action`` keeps it off until the event's end. [tz-aware]
+
+    A pause at ``t0 = max(now, event.start)`` leaves ``planned_end - t0`` of its run for after
+    the event; a hold moves its whole planned run to start at the event's end (or at its
+    planned start, if later).
+    """
+    if action == "pause":
+        t0 = max(now, event.start)
+        return event.end + max(timedelta(0), unit.planned_end - t0)
+    start = max(event.end, unit.planned_start)
+    return start + (unit.planned_end - unit.planned_start)
+
+
+def baseline_kw(units: Sequence[Unit], event: GridEvent, now: datetime) -> float:
+    """Peak planned IT power of ``units`` in the event's window. [kW]
+
+    A running unit counts from the window's start to its planned end (at least until ``now``:
+    a unit running late still draws); one not started over its planned run.
+    """
+    spans = []
+    for u in units:
+        s = event.start if u.running else max(u.planned_start, event.start)
+        e = min(max(u.planned_end, now + timedelta(seconds=1)) if u.running
+                else u.planned_end, event.end)
+        if e > s:
+            spans.append((s, e, u.power_kw))
+    points = sorted({s for s, _, _ in spans})
+    return max((sum(p for s, e, p in spans if s <= t < e) for t in points), default=0.0)
+
+
+def choose_actions(event: GridEvent, units: Sequence[Unit], now: datetime) -> EventPlan:
+    """The re-plan of one event: which units to hold and pause (module docstring, step 1).
+
+    Parameters
+    ----------
+    event
+        The grid event.
+    units
+        The site's live dispatch units whose planned run overlaps the window.
+    now
+        The actor's clock (tz-aware).
+
+    Returns
+    -------
+    EventPlan
+        A unit is chosen only if :func:`delayed_end` is at or before its deadline (a unit
+        exactly at its deadline is kept: the limit is inclusive).
+    """
+    base = baseline_kw(units, event, now)
+    target = event.reduction_kw(base)
+    left: dict[str, int] = {}
+    cands: list[tuple[int, timedelta, Choice]] = []
+    for u in units:
+        if u.running:
+            if not u.preemptible:
+                left["not_preemptible"] = left.get("not_preemptible", 0) + 1
+                continue
+            action, rank = "pause", 1
+        else:
+            if u.planned_start >= event.end:
+                continue
+            action, rank = "hold", 0
+        end = delayed_end(u, event, now, action)
+        if end > u.deadline:
+            left["deadline"] = left.get("deadline", 0) + 1
+            continue
+        cands.append((rank, u.deadline - end, Choice(u, action, end)))
+    cands.sort(key=lambda c: (c[0], -c[1].total_seconds(), c[2].unit.key))
+    chosen: list[Choice] = []
+    shed = 0.0
+    for _, _, c in cands:
+        if shed >= target - 1e-9:
+            left["not_needed"] = left.get("not_needed", 0) + 1
+            continue
+        chosen.append(c)
+        shed += c.unit.power_kw
+    return EventPlan(base, target, shed, chosen, left)
+
+
+# --- the pass -----------------------------------------------------------------------------------
+
+@dataclass
+class GridPassSummary:
+    """What one :func:`grid_pass` did.
+
+    Attributes
+    ----------
+    planned
+        Event ids re-planned in this pass.
+    taken
+        ``(event_id, key, action, outcome)`` of every action this pass took or found done.
+    retry
+        ``(event_id, key, action, why)`` of actions left for the next pass (backend down).
+    failed
+        ``(event_id, key, action, why)`` of actions given up after the retries.
+    ended
+        Event ids whose every undo action is done.
+    """
+
+    planned: list[str] = field(default_factory=list)
+    taken: list[tuple[str, str, str, str]] = field(default_factory=list)
+    retry: list[tuple[str, str, str, str]] = field(default_factory=list)
+    failed: list[tuple[str, str, str, str]] = field(default_factory=list)
+    ended: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON (``grid-event apply --json``)."""
+        return {"planned": self.planned, "ended": self.ended,
+                "taken": [dict(zip(("event_id", "key", "action", "outcome"), t, strict=True))
+                          for t in self.taken],
+                "retry": [dict(zip(("event_id", "key", "action", "why"), t, strict=True))
+                          for t in self.retry],
+                "failed": [dict(zip(("event_id", "key", "action", "why"), t, strict=True))
+                           for t in self.failed]}
+
+
+def _event(row: GridEventRow) -> GridEvent:
+    return GridEvent(site=row.site, start=pd.Timestamp(row.start), end=pd.Timestamp(row.end),
+                     target_kw=row.target_kw, target_fraction=row.target_fraction,
+                     notice=pd.Timedelta(seconds=row.notice_s or 0), id=row.event_id)
+
+
+def _preemptible(store: Store, rows: Sequence[DispatchRow]) -> set[str]:
+    """Keys of rows whose job may be paused: split into pieces, or marked ``preemptible``."""
+    out = set()
+    plans: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        req = json.loads(r.request_json)
+        if int(req.get("pieces") or 1) > 1:
+            out.add(r.key)
+            continue
+        if r.plan_id not in plans:
+            try:
+                plans[r.plan_id] = {str(p["job_id"]): p for p in
+                                    store.get_plan(r.plan_id).get("placements", [])}
+            except InputError:
+                plans[r.plan_id] = {}
+        if plans[r.plan_id].get(r.job_id, {}).get("preemptible"):
+            out.add(r.key)
+    return out
+
+
+def site_units(store: Store, catalog: Catalog, adapter: DispatchAdapter, event: GridEvent,
+               now: datetime) -> list[Unit]:
+    """The site's dispatch units whose planned run overlaps the window, read live.
+
+    Running or not started comes from the backend (:meth:`DispatchAdapter.status`), never the
+    stored record (which may be a refresh interval old); units the backend reports over, or
+    no longer has, are left out, and so are units another event already pauses or holds (a
+    repeated POST of one event sheds nothing twice).
+    """
+    from carbonsched.workload.files import it_power_per_gpu_kw
+
+    with Session(store.engine) as s:
+        rows = list(s.scalars(select(DispatchRow).where(
+            DispatchRow.site == event.site, DispatchRow.state.not_in(list(TERMINAL)),
+            DispatchRow.backend_id.is_not(None), DispatchRow.planned_start < event.end)))
+    if not rows:
+        return []
+    live = adapter.status([r.key for r in rows])
+    pre = _preemptible(store, rows)
+    taken = held_keys(store, [r.key for r in rows])
+    out = []
+    for r in rows:
+        if r.key in taken:   # paused or held by another event (a repeated or overlapping one)
+            continue
+        job = live.get(r.key)
+        if job is None or job.state.value in TERMINAL:
+            continue
+        running = job.state is JobState.RUNNING
+        if not running and r.planned_end <= max(now, event.start):
+            continue
+        req = json.loads(r.request_json)
+        gpus = int(req["gpus"])
+        out.append(Unit(key=r.key, backend_id=job.backend_id, running=running,
+                        preemptible=r.key in pre, gpus=gpus,
+                        power_kw=gpus * it_power_per_gpu_kw(req["gpu_type"], catalog),
+                        planned_start=r.planned_start, planned_end=r.planned_end,
+                        deadline=datetime.fromisoformat(req["deadline"].replace("Z", "+00:00"))
+                        .astimezone(UTC)))
+    return out
+
+
+def plan_event(store: Store, catalog: Catalog, adapter: DispatchAdapter, row: GridEventRow,
+               now: datetime) -> EventPlan:
+    """Re-plan one started event and write its actions (once: a second call finds them).
+
+    Backends that cannot pause running work (:attr:`PausesWork.pauses_running` False) offer
+    only their units not yet started.
+    """
+    event = _event(row)
+    units = site_units(store, catalog, adapter, event, now)
+    can_pause = isinstance(adapter, PausesWork) and adapter.pauses_running
+    if not isinstance(adapter, PausesWork):
+        units = []
+    plan = choose_actions(event, [u if can_pause or not u.running else
+                                  replace(u, preemptible=False) for u in units], now)
+    detail = plan.describe()
+    if not isinstance(adapter, PausesWork):
+        detail = (f"the backend {adapter.name} cannot pause or hold work; nothing shed. "
+                  + detail)
+    elif not can_pause:
+        detail += f"; {adapter.name} cannot pause running work (only holds)"
+
+    def write() -> None:
+        with Session(store.engine) as s, s.begin():
+            ev = s.get(GridEventRow, row.event_id, with_for_update=True)
+            if ev is None or ev.planned_at is not None:
+                return  # another actor planned it first: its actions stand
+            for c in plan.choices:
+                s.add(GridActionRow(event_id=row.event_id, key=c.unit.key, action=c.action,
+                                    site=row.site, backend_id=c.unit.backend_id,
+                                    gpus=c.unit.gpus, power_kw=c.unit.power_kw,
+                                    state="planned", attempts=0, created_at=now,
+                                    updated_at=now,
+                                    detail=f"{c.action} until {row.end.isoformat()}; ends by "
+                                           f"{c.new_end.isoformat()} (deadline "
+                                           f"{c.unit.deadline.isoformat()})"))
+            ev.planned_at = now
+            ev.baseline_kw, ev.target_reduction_kw = plan.baseline_kw, plan.target_kw
+            ev.planned_reduction_kw, ev.shortfall_kw = plan.planned_kw, plan.shortfall_kw
+            ev.detail = detail
+
+    store._retry_locked(write, "re-planning a grid event")
+    return plan
+
+
+def _claim(store: Store, action_id: int, owner: str, lease: timedelta, now: datetime,
+           is_dead: Callable[[str], bool]) -> GridActionRow | None:
+    """Claim one action (compare-and-set); the row as claimed, or None when another holds it."""
+    def run() -> GridActionRow | None:
+        with Session(store.engine, expire_on_commit=False) as s, s.begin():
+            r = s.get(GridActionRow, action_id)
+            if r is None:
+                return None
+            free = r.state == "planned" or (r.state == "claimed" and (
+                r.owner == owner or r.owner is None
+                or (r.lease_expires_at is not None and r.lease_expires_at <= now)
+                or is_dead(r.owner)))
+            if not free:
+                return None
+            took_over = r.state == "claimed" and r.owner not in (None, owner)
+            res = s.execute(update(GridActionRow).where(
+                GridActionRow.id == action_id, GridActionRow.state == r.state,
+                GridActionRow.owner.is_not_distinct_from(r.owner),
+                GridActionRow.attempts == r.attempts).values(
+                state="claimed", owner=owner, lease_expires_at=now + lease,
+                attempts=r.attempts + 1, updated_at=now,
+                detail=(f"taken over at {now.isoformat()} from {r.owner} (gone or its lease "
+                        "expired); the backend is read before acting" if took_over
+                        else r.detail)))
+            if res.rowcount != 1:
+                return None
+        s2 = Session(store.engine, expire_on_commit=False)
+        try:
+            return s2.get(GridActionRow, action_id)
+        finally:
+            s2.close()
+
+    return store._retry_locked(run, "claiming a grid-event action")
+
+
+def _finish(store: Store, action_id: int, owner: str, state: str, detail: str,
+            backend_id: str | None, now: datetime) -> bool:
+    """Record an action's end, only if this actor still holds it."""
+    def run() -> bool:
+        with Session(store.engine) as s, s.begin():
+            vals: dict[str, Any] = {"state": state, "detail": detail, "updated_at": now,
+                                    "owner": None if state == "planned" else owner,
+                                    "lease_expires_at": None}
+            if backend_id:
+                vals["backend_id"] = backend_id
+            if state == "done":
+                vals["done_at"] = now
+            res = s.execute(update(GridActionRow).where(
+                GridActionRow.id == action_id, GridActionRow.owner == owner,
+                GridActionRow.state == "claimed").values(**vals))
+            return res.rowcount == 1
+
+    return store._retry_locked(run, "recording a grid-event action")
+
+
+def _call(adapter: PausesWork, row: GridActionRow, planned_start: datetime,
+          now: datetime) -> WorkAction:
+    if row.action == "pause":
+        return adapter.pause(row.key)
+    if row.action == "resume":
+        return adapter.resume(row.key)
+    if row.action == "hold":
+        return adapter.hold(row.key)
+    return adapter.unhold(row.key, planned_start, now)
+
+
+def take_actions(store: Store, adapters: Mapping[str, DispatchAdapter], rows: Sequence[
+        GridActionRow], summary: GridPassSummary, *, owner: str, lease: timedelta,
+        clock: Clock, max_attempts: int, is_dead: Callable[[str], bool] = holder_is_dead
+        ) -> None:
+    """Claim and take each action of ``rows`` (module docstring, step 2)."""
+    starts: dict[str, datetime] = {}
+    if rows:
+        with Session(store.engine) as s:
+            starts = {k: v for k, v in s.execute(select(
+                DispatchRow.key, DispatchRow.planned_start).where(
+                DispatchRow.key.in_([r.key for r in rows])))}
+    for r in rows:
+        now = clock()
+        claimed = _claim(store, r.id, owner, lease, now, is_dead)
+        if claimed is None:
+            continue
+        adapter = adapters.get(r.site)
+        if adapter is None or not isinstance(adapter, PausesWork):
+            why = (f"no adapter for site {r.site} in this actor" if adapter is None else
+                   f"{adapter.name} cannot pause or hold work")
+            _finish(store, r.id, owner, "skipped", why, None, clock())
+            summary.taken.append((r.event_id, r.key, r.action, "skipped"))
+            continue
+        try:
+            got = _call(adapter, claimed, starts.get(r.key, now), now)
+        except BackendUnavailableError as exc:
+            _finish(store, r.id, owner, "planned",
+                    f"BackendUnavailable at {now.isoformat()}, retried next pass: {exc}",
+                    None, clock())
+            summary.retry.append((r.event_id, r.key, r.action, str(exc)))
+            continue
+        except (BackendError, InputError) as exc:
+            final = claimed.attempts >= max_attempts
+            _finish(store, r.id, owner, "failed" if final else "planned",
+                    f"attempt {claimed.attempts} of {max_attempts} failed: {exc}", None,
+                    clock())
+            (summary.failed if final else summary.retry).append(
+                (r.event_id, r.key, r.action, str(exc)))
+            continue
+        prior = (claimed.detail + "; ") if claimed.detail.startswith("taken over") else ""
+        if got.outcome in (WorkOutcome.DONE, WorkOutcome.ALREADY):
+            state = "done"
+        else:
+            state = "skipped"
+        _finish(store, r.id, owner, state, f"{prior}{got.outcome}: {got.detail}",
+                got.backend_id, clock())
+        summary.taken.append((r.event_id, r.key, r.action, str(got.outcome)))
+
+
+def grid_pass(store: Store, catalog: Catalog, adapters: Mapping[str, DispatchAdapter], *,
+              clock: Clock, lease_s: float = 120.0, max_attempts: int = 5,
+              owner: str | None = None, is_dead: Callable[[str], bool] = holder_is_dead,
+              event_id: str | None = None) -> GridPassSummary:
+    """One pass over the stored grid events (module docstring): re-plan, act, undo.
+
+    Parameters
+    ----------
+    store, catalog, adapters
+        The store, the catalog and an adapter per site id (sites without one are left for
+        an actor that has it).
+    clock
+        The actor's "now" (tz-aware).
+    lease_s
+        How long an action's claim lasts (``CARBONSCHED_DISPATCH_LEASE_S``). [s]
+    max_attempts
+        Backend errors of one action before it is ``failed``
+        (``CARBONSCHED_DISPATCH_MAX_ATTEMPTS``); an unreachable backend is retried every
+        pass. [-]
+    owner
+        The claim's owner id (default :func:`~carbonsched.dispatch.lease.owner_identity`).
+    event_id
+        Only this event.
+
+    Returns
+    -------
+    GridPassSummary
+    """
+    owner = owner or owner_identity()
+    lease = timedelta(seconds=lease_s)
+    summary = GridPassSummary()
+    now = clock()
+    with Session(store.engine, expire_on_commit=False) as s:
+        q = select(GridEventRow).where(GridEventRow.ended_at.is_(None),
+                                       GridEventRow.start <= now)
+        if event_id:
+            q = q.where(GridEventRow.event_id == event_id)
+        events = list(s.scalars(q.order_by(GridEventRow.start)))
+    for ev in events:
+        adapter = adapters.get(ev.site)
+        if adapter is None:
+            continue
+        if ev.planned_at is None and now < ev.end:
+            try:
+                plan_event(store, catalog, adapter, ev, now)
+            except BackendError as exc:
+                # an outage is a state: the event says why it waits, the next pass re-plans
+                why = (f"re-plan waiting since {now.isoformat()}: {adapter.name} could not be "
+                       f"read ({exc}); retried every pass")
+                _note(store, ev.event_id, why)
+                summary.retry.append((ev.event_id, "", "plan", str(exc)))
+                continue
+            summary.planned.append(ev.event_id)
+        elif ev.planned_at is None:
+            _close(store, ev.event_id, now, "ended before any actor could act on it "
+                   "(no service pass ran in its window)")
+            summary.ended.append(ev.event_id)
+            continue
+        acts = _actions(store, ev.event_id)
+        if clock() < ev.end:
+            todo = [a for a in acts if a.action in SHED and a.state in ("planned", "claimed")]
+            take_actions(store, adapters, todo, summary, owner=owner, lease=lease, clock=clock,
+                         max_attempts=max_attempts, is_dead=is_dead)
+            continue
+        _end_event(store, adapters, ev, acts, summary, owner=owner, lease=lease, clock=clock,
+                   max_attempts=max_attempts, is_dead=is_dead)
+    return summary
+
+
+def _actions(store: Store, event_id: str) -> list[GridActionRow]:
+    with Session(store.engine, expire_on_commit=False) as s:
+        return list(s.scalars(select(GridActionRow).where(
+            GridActionRow.event_id == event_id).order_by(GridActionRow.id)))
+
+
+def _note(store: Store, event_id: str, detail: str) -> None:
+    """Set a not yet planned event's detail (what it waits for)."""
+    def run() -> None:
+        with Session(store.engine) as s, s.begin():
+            s.execute(update(GridEventRow).where(GridEventRow.event_id == event_id,
+                                                 GridEventRow.planned_at.is_(None)).values(
+                detail=detail))
+
+    store._retry_locked(run, "noting a grid event's wait")
+
+
+def _close(store: Store, event_id: str, now: datetime, note: str = "") -> None:
+    def run() -> None:
+        with Session(store.engine) as s, s.begin():
+            ev = s.get(GridEventRow, event_id)
+            if ev is not None and ev.ended_at is None:
+                ev.ended_at = now
+                if note:
+                    ev.detail = f"{ev.detail}; {note}" if ev.detail else note
+
+    store._retry_locked(run, "closing a grid event")
+
+
+def _end_event(store: Store, adapters: Mapping[str, DispatchAdapter], ev: GridEventRow,
+               acts: list[GridActionRow], summary: GridPassSummary, **kw: Any) -> None:
+    """Step 3: skip shedding actions still open, write and take the undo actions."""
+    now = kw["clock"]()
+    open_shed = [a for a in acts if a.action in SHED and a.state == "planned"]
+    if open_shed:
+        def skip() -> None:
+            with Session(store.engine) as s, s.begin():
+                s.execute(update(GridActionRow).where(
+                    GridActionRow.id.in_([a.id for a in open_shed]),
+                    GridActionRow.state == "planned").values(
+                    state="skipped", updated_at=now,
+                    detail="the event ended before this action was taken: not taken late"))
+        store._retry_locked(skip, "skipping a grid event's late actions")
+    stuck = [a for a in acts if a.action in SHED and a.state == "claimed"]
+    for a in stuck:
+        # an actor was taking this shedding action (and died, or its lease ran out): never take
+        # it now, after the end; mark it done so that its undo, which reads the backend first
+        # (``already`` when nothing was paused or held), is what settles it
+        c = _claim(store, a.id, kw["owner"], kw["lease"], now, kw["is_dead"])
+        if c is None:
+            continue   # a live actor still holds it: the next pass
+        _finish(store, a.id, kw["owner"], "done",
+                f"{c.detail}; the event ended before its actor recorded it: not taken now, "
+                "undone regardless (the undo reads the backend first)", None, now)
+        summary.taken.append((a.event_id, a.key, a.action, "settled"))
+    if stuck:
+        acts = _actions(store, ev.event_id)
+    have = {(a.key, a.action) for a in acts}
+    new = [a for a in acts if a.action in SHED and a.state == "done"
+           and (a.key, UNDO[a.action]) not in have]
+    if new:
+        def write() -> None:
+            with Session(store.engine) as s, s.begin():
+                for a in new:
+                    s.add(GridActionRow(event_id=ev.event_id, key=a.key, action=UNDO[a.action],
+                                        site=a.site, backend_id=a.backend_id, gpus=a.gpus,
+                                        power_kw=a.power_kw, state="planned", attempts=0,
+                                        created_at=now, updated_at=now,
+                                        detail=f"{UNDO[a.action]} at the event's end"))
+        try:
+            store._retry_locked(write, "writing a grid event's undo actions")
+        except IntegrityError:
+            pass  # another actor wrote them first (unique on event, key, action): theirs stand
+        acts = _actions(store, ev.event_id)
+    todo = [a for a in acts if a.action in UNDO.values() and a.state in ("planned", "claimed")]
+    take_actions(store, adapters, todo, summary, **kw)
+    acts = _actions(store, ev.event_id)
+    if not any(a.state in ("planned", "claimed") for a in acts):
+        _close(store, ev.event_id, kw["clock"]())
+        summary.ended.append(ev.event_id)

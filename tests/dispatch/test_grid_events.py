@@ -1,0 +1,541 @@
+"""Grid events, live (issue 38 item 3): re-plan a site's window, pause and hold through dispatch,
+resume at the end; every action once, on the real local Slurm and the Kubernetes emulator.
+
+Exactly once is counted where the backend records it: each ``scontrol suspend``/``resume`` is a
+``_slurm_rpc_suspend(...) for <id>`` line and each ``hold``/``release`` a ``_hold_job_rec`` /
+``_release_job_rec`` line in the cluster's slurmctld log; on Kubernetes the Job's
+``generation`` counts its spec changes. The re-plan's choice is checked offline against the
+deadlines it must keep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from carbonsched.catalog import load_catalog
+from carbonsched.config import Settings
+from carbonsched.dispatch.grid import Unit, baseline_kw, choose_actions, delayed_end
+from carbonsched.dispatch.outbox import build_adapters, dispatch_plan, release_due
+from carbonsched.errors import InputError, TimeAxisError, UnknownSiteError
+from carbonsched.flex import GridEvent
+from carbonsched.service.grid_events import announce_event, apply_events, show_event
+from carbonsched.store.grid_events import held_keys
+from carbonsched.workload.files import it_power_per_gpu_kw
+
+from .helpers import one_plan, squeue_jobs
+
+T0 = datetime(2026, 7, 1, 17, tzinfo=UTC)
+SLURM_SITE, CLUSTER = "ca-on-toronto", "ontario"
+K8S_SITE = "us-ny-newyork"
+POLL_S = 180.0
+HERE = Path(__file__).resolve().parent
+
+
+def _unit(key, running=True, preemptible=True, start=T0 - timedelta(hours=1),
+          end=T0 + timedelta(hours=2), deadline=T0 + timedelta(hours=8), gpus=1, kw=1.0):
+    return Unit(key=key, backend_id=None, running=running, preemptible=preemptible, gpus=gpus,
+                power_kw=kw, planned_start=start, planned_end=end, deadline=deadline)
+
+
+# --- the event ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("kw", "message"), [
+    (dict(target_kw=None, target_fraction=None), "give exactly one of target_kw"),
+    (dict(target_kw=5.0, target_fraction=0.2), "give exactly one of target_kw"),
+    (dict(target_kw=0.0), "target_kw [kW] must be a finite number > 0"),
+    (dict(target_fraction=1.0001), "target_fraction [-] must be a finite number > 0 and <= 1"),
+    (dict(target_kw=1.0, notice=timedelta(seconds=-1)), "notice must be >= 0"),
+    (dict(target_kw=1.0, start=T0 + timedelta(minutes=1)), "is not on the hour"),
+])
+def test_a_bad_event_is_refused_naming_the_field(kw, message):
+    kw = {"start": T0, "end": T0 + timedelta(hours=1)} | kw
+    with pytest.raises(InputError, match=re.escape(message)):
+        GridEvent(site="s1", **kw)
+
+
+def test_an_event_at_the_limits_is_accepted():
+    ev = GridEvent(site="s1", start=T0, end=T0 + timedelta(hours=1), target_fraction=1.0,
+                   notice=timedelta(0))
+    assert ev.reduction_kw(80.0) == 80.0                   # the whole baseline, just allowed
+    with pytest.raises(InputError, match="must be after start"):
+        GridEvent(site="s1", start=T0, end=T0, target_kw=1.0)
+    with pytest.raises(TimeAxisError, match="naive"):
+        GridEvent(site="s1", start=T0.replace(tzinfo=None), end=T0 + timedelta(hours=1),
+                  target_kw=1.0)
+
+
+# --- the re-plan (offline) ----------------------------------------------------------------------
+
+def test_delay_keeps_the_remaining_run_and_a_hold_moves_the_whole_run():
+    ev = GridEvent(site="s1", start=T0, end=T0 + timedelta(hours=3), target_kw=1.0)
+    u = _unit("a#0", end=T0 + timedelta(hours=1))                  # 1 h left at the start
+    assert delayed_end(u, ev, T0, "pause") == T0 + timedelta(hours=4)
+    h = _unit("b#0", running=False, start=T0 + timedelta(hours=1), end=T0 + timedelta(hours=2))
+    assert delayed_end(h, ev, T0, "hold") == T0 + timedelta(hours=4)
+
+
+def test_the_replan_never_delays_work_past_its_deadline_and_the_limit_is_inclusive():
+    ev = GridEvent(site="s1", start=T0, end=T0 + timedelta(hours=3), target_fraction=1.0)
+    at_limit = _unit("at#0", end=T0 + timedelta(hours=1), deadline=T0 + timedelta(hours=4))
+    past = _unit("past#0", end=T0 + timedelta(hours=1),
+                 deadline=T0 + timedelta(hours=4) - timedelta(seconds=1))
+    rigid = _unit("rigid#0", preemptible=False)
+    plan = choose_actions(ev, [at_limit, past, rigid], T0)
+    assert [(c.unit.key, c.action) for c in plan.choices] == [("at#0", "pause")]
+    assert plan.left == {"deadline": 1, "not_preemptible": 1}
+    assert plan.baseline_kw == 3.0 and plan.target_kw == 3.0 and plan.planned_kw == 1.0
+    assert plan.shortfall_kw == 2.0 and "SHORTFALL 2.0 kW" in plan.describe()
+
+
+def test_holds_come_first_then_pauses_most_slack_first_until_the_target():
+    ev = GridEvent(site="s1", start=T0, end=T0 + timedelta(hours=1), target_kw=3.0)
+    units = [_unit("p-tight#0", deadline=T0 + timedelta(hours=4), kw=2.0),
+             _unit("p-loose#0", deadline=T0 + timedelta(hours=9), kw=2.0),
+             _unit("h#0", running=False, start=T0 + timedelta(minutes=30), kw=1.5),
+             _unit("later#0", running=False, start=T0 + timedelta(hours=1), kw=9.0)]
+    plan = choose_actions(ev, units, T0)
+    assert [(c.unit.key, c.action) for c in plan.choices] == [("h#0", "hold"),
+                                                              ("p-loose#0", "pause")]
+    assert plan.planned_kw == 3.5 and plan.shortfall_kw == 0.0
+    assert plan.left == {"not_needed": 1}        # p-tight; "later" starts after the window
+    # the baseline is the peak of the planned power in the window, not the sum of all units
+    assert baseline_kw(units, ev, T0) == 5.5
+
+
+# --- real Slurm ---------------------------------------------------------------------------------
+
+def _conf(settings) -> Path:
+    return settings.slurm_conf_dir / CLUSTER / "slurm.conf"
+
+
+def _ctld_log(settings) -> str:
+    return (settings.slurm_conf_dir / CLUSTER / "slurmctld.log").read_text(errors="replace")
+
+
+def _rpc_counts(settings, slurm_id: str) -> dict[str, int]:
+    log = _ctld_log(settings)
+    return {"suspend": len(re.findall(rf"_slurm_rpc_suspend\(suspend\) for {slurm_id}\b", log)),
+            "resume": len(re.findall(rf"_slurm_rpc_suspend\(resume\) for {slurm_id}\b", log)),
+            "hold": len(re.findall(rf"_hold_job_rec: hold on JobId={slurm_id}\b", log)),
+            "release": len(re.findall(rf"_release_job_rec: release hold on JobId={slurm_id}\b",
+                                      log))}
+
+
+def _ours(settings, prefix: str) -> dict[str, dict]:
+    """Our jobs on the cluster by job name prefix -> squeue entry."""
+    return {j["name"]: j for j in squeue_jobs(_conf(settings)) if prefix in j["name"]}
+
+
+def _running_gpus(jobs: dict[str, dict]) -> int:
+    n = 0
+    for j in jobs.values():
+        if j["states"][:1] == ["RUNNING"]:
+            n += int(j["gres"].rsplit(":", 1)[-1] or 0)
+    return n
+
+
+def _poll(fn, until, what: str):
+    t0 = time.monotonic()
+    while True:
+        v = fn()
+        if until(v):
+            return v
+        if time.monotonic() - t0 > POLL_S:
+            raise AssertionError(f"{what}: still {v!r} after {POLL_S} s")
+        time.sleep(0.5)
+
+
+def _slurm_setup(store, settings, tag: str):
+    """A running preemptible job (2 GPUs, piece 0 of 2), a running rigid job (1 GPU), a job due
+    in the window (1 GPU, held by --begin), a due job whose deadline forbids a delay."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    go = now + timedelta(seconds=2)
+    later = now + timedelta(minutes=20)
+    day = timedelta(days=1)
+    ph = f"{tag}-{uuid.uuid4().hex[:6]}"
+    rows = [
+        {"job_id": f"{ph}-pre", "site": SLURM_SITE, "start": go, "end": go + timedelta(hours=1),
+         "gpu_type": "A100", "gpus": 2, "command": "sleep 3000", "piece": 0, "pieces": 2,
+         "deadline": (go + day).strftime("%Y-%m-%dT%H:%M:%SZ")},
+        {"job_id": f"{ph}-rigid", "site": SLURM_SITE, "start": go,
+         "end": go + timedelta(hours=1), "gpu_type": "A100", "gpus": 1, "command": "sleep 3000",
+         "deadline": (go + day).strftime("%Y-%m-%dT%H:%M:%SZ")},
+        {"job_id": f"{ph}-due", "site": SLURM_SITE, "start": later,
+         "end": later + timedelta(hours=1), "gpu_type": "A100", "gpus": 1,
+         "command": "sleep 3000", "deadline": (later + day).strftime("%Y-%m-%dT%H:%M:%SZ")},
+        {"job_id": f"{ph}-tight", "site": SLURM_SITE, "start": later,
+         "end": later + timedelta(hours=1), "gpu_type": "A100", "gpus": 1,
+         "command": "sleep 3000",
+         "deadline": (later + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")}]
+    doc = one_plan(rows)
+    store.save_plan(doc)
+    assert dispatch_plan(store, doc["plan_id"], settings=settings).counts == {"submitted": 4}
+    jobs = _poll(lambda: _ours(settings, ph),
+                 lambda js: sum(j["states"][:1] == ["RUNNING"] for j in js.values()) == 2,
+                 "the two jobs starting")
+    return ph, {n.split("-")[-2]: j for n, j in jobs.items()}
+
+
+def _window() -> tuple[datetime, datetime]:
+    """An event window on the hour that holds now for at least an hour: [this hour, +2 h)."""
+    start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    return start, start + timedelta(hours=2)
+
+
+def _cleanup(settings, prefix: str) -> None:
+    ids = [str(j["job_id"]) for j in _ours(settings, prefix).values()]
+    if ids:
+        subprocess.run(["scancel", *ids], env={**os.environ, "SLURM_CONF": str(_conf(settings))},
+                       capture_output=True)
+
+
+def test_an_event_pauses_holds_and_resumes_each_once_on_real_slurm(store, settings):
+    catalog = load_catalog("global")
+    adapters = build_adapters(catalog, settings=settings)
+    adapters = {SLURM_SITE: adapters[SLURM_SITE]}
+    ph, jobs = _slurm_setup(store, settings, "ge")
+    try:
+        pre, due, tight = (str(jobs[k]["job_id"]) for k in ("pre", "due", "tight"))
+        kw = it_power_per_gpu_kw("A100", catalog)
+        before = _running_gpus(_ours(settings, ph))
+        assert before == 3
+        start, end = _window()
+        ev = announce_event(store, catalog, GridEvent(
+            site=SLURM_SITE, start=start, end=end, target_kw=3 * kw), datetime.now(UTC),
+            "test")
+        assert ev["state"] == "active" and ev["planned_at"] is None
+        t0 = time.monotonic()
+        summary = apply_events(store, catalog, adapters, settings, lambda: datetime.now(UTC))
+        after = _poll(lambda: _ours(settings, ph), lambda js: _running_gpus(js) == 1,
+                      "the pause reaching the cluster")
+        reached_s = time.monotonic() - t0
+        assert summary.planned == [ev["event_id"]]
+        assert sorted((k.split("-")[-1], a, o) for _, k, a, o in summary.taken) == [
+            ("due#0", "hold", "done"), ("pre#0", "pause", "done")]
+        # measured from the cluster: 2 of the 3 running GPUs stopped, the due job held
+        assert after[f"carbonsched-{ph}-pre-0"]["states"][0] == "SUSPENDED"
+        assert after[f"carbonsched-{ph}-rigid-0"]["states"][0] == "RUNNING"
+        assert after[f"carbonsched-{ph}-due-0"]["state_reason"] == "JobHeldAdmin"
+        assert after[f"carbonsched-{ph}-tight-0"]["state_reason"] != "JobHeldAdmin"
+        # the reduction within the event's first interval (a 5-minute metering interval)
+        assert reached_s < 300, reached_s
+        print(f"reduction {before - _running_gpus(after)} GPU(s) = "
+              f"{(before - _running_gpus(after)) * kw:.2f} kW reached {reached_s:.1f} s after "
+              "the pass began")
+        shown = show_event(store, ev["event_id"], datetime.now(UTC))
+        assert shown["baseline_kw"] == pytest.approx(5 * kw)          # 2+1 running, 1+1 due
+        assert shown["planned_reduction_kw"] == pytest.approx(3 * kw)
+        assert shown["shortfall_kw"] == 0.0
+        assert "1 would miss its deadline" in shown["detail"]
+        assert "1 running and not preemptible" in shown["detail"]
+        # a second pass in the window finds everything done: nothing is sent again
+        again = apply_events(store, catalog, adapters, settings, lambda: datetime.now(UTC))
+        assert again.taken == [] and again.planned == []
+        assert held_keys(store) == {f"{ph}-pre#0", f"{ph}-due#0"}
+        # the event ends (the actor's clock is moved past it): resume and release, once each
+        past = lambda: end + timedelta(seconds=1)  # noqa: E731
+        done = apply_events(store, catalog, adapters, settings, past)
+        assert sorted((k.split("-")[-1], a, o) for _, k, a, o in done.taken) == [
+            ("due#0", "release", "done"), ("pre#0", "resume", "done")]
+        assert done.ended == [ev["event_id"]]
+        final = _ours(settings, ph)
+        assert final[f"carbonsched-{ph}-pre-0"]["states"][0] == "RUNNING"
+        assert final[f"carbonsched-{ph}-due-0"]["state_reason"] != "JobHeldAdmin"
+        assert apply_events(store, catalog, adapters, settings, past).taken == []
+        assert held_keys(store) == set()
+        assert _rpc_counts(settings, pre) == {"suspend": 1, "resume": 1, "hold": 0,
+                                              "release": 0}
+        assert _rpc_counts(settings, due) == {"suspend": 0, "resume": 0, "hold": 1,
+                                              "release": 1}
+        assert _rpc_counts(settings, tight) == {"suspend": 0, "resume": 0, "hold": 0,
+                                                "release": 0}
+        shown = show_event(store, ev["event_id"], datetime.now(UTC))
+        assert shown["state"] == "ended"
+        assert shown["counts"] == {"pause:done": 1, "hold:done": 1, "resume:done": 1,
+                                   "release:done": 1}
+        assert len(_ours(settings, ph)) == 4            # nothing submitted twice
+    finally:
+        _cleanup(settings, ph)
+
+
+def test_a_kill_9_mid_action_then_a_restart_neither_repeats_nor_loses_it(any_store, settings,
+                                                                         tmp_path):
+    """The actor is killed right after ``scontrol suspend`` returned, before it recorded it; a
+    new actor takes the claim over (the holder is a dead process of this host), reads the
+    cluster, finds the job suspended and records it: one suspend on the cluster, then one
+    resume at the end. On SQLite and on PostgreSQL."""
+    store = any_store
+    catalog = load_catalog("global")
+    ph, jobs = _slurm_setup(store, settings, "gk")
+    try:
+        pre, due = str(jobs["pre"]["job_id"]), str(jobs["due"]["job_id"])
+        kw = it_power_per_gpu_kw("A100", catalog)
+        start, end = _window()
+        ev = announce_event(store, catalog, GridEvent(site=SLURM_SITE, start=start, end=end,
+                                                      target_kw=3 * kw), datetime.now(UTC),
+                            "test")
+        spec = {"url": store.url, "settings": {"slurm_conf_dir": str(settings.slurm_conf_dir)},
+                "site": SLURM_SITE, "kill_after": "pause", "out": str(tmp_path / "out")}
+        proc = subprocess.run([sys.executable, str(HERE / "run_grid_actor.py"),
+                               json.dumps(spec)], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+        assert (tmp_path / "out.killed").read_text() == f"{ph}-pre#0"
+        rows = {a["key"]: a for a in show_event(store, ev["event_id"], start)["actions"]}
+        assert rows[f"{ph}-pre#0"]["state"] == "claimed"       # made, never recorded
+        assert rows[f"{ph}-due#0"]["state"] == "done"          # the hold came first
+        assert _ours(settings, ph)[f"carbonsched-{ph}-pre-0"]["states"][0] == "SUSPENDED"
+        assert _rpc_counts(settings, pre)["suspend"] == 1
+        # the restart: another actor (this process) takes the dead actor's claim over
+        adapters = {SLURM_SITE: build_adapters(catalog, settings=settings)[SLURM_SITE]}
+        s1 = apply_events(store, catalog, adapters, settings, lambda: datetime.now(UTC))
+        assert [(k, a, o) for _, k, a, o in s1.taken] == [(f"{ph}-pre#0", "pause", "already")]
+        row = {a["key"]: a for a in show_event(store, ev["event_id"], start)["actions"]}[
+            f"{ph}-pre#0"]
+        assert row["state"] == "done" and row["attempts"] == 2
+        assert row["detail"].startswith("taken over") and "already SUSPENDED" in row["detail"]
+        assert _rpc_counts(settings, pre)["suspend"] == 1        # not suspended again
+        s2 = apply_events(store, catalog, adapters, settings, lambda: end + timedelta(seconds=1))
+        assert sorted(a for _, _, a, _ in s2.taken) == ["release", "resume"]
+        assert _rpc_counts(settings, pre) == {"suspend": 1, "resume": 1, "hold": 0,
+                                              "release": 0}
+        assert _rpc_counts(settings, due) == {"suspend": 0, "resume": 0, "hold": 1,
+                                              "release": 1}
+        assert len(_ours(settings, ph)) == 4
+    finally:
+        _cleanup(settings, ph)
+
+
+# --- the Kubernetes emulator --------------------------------------------------------------------
+
+def _k8s_api(kubeconfig, context):
+    from kubernetes import client, config
+
+    return client.CustomObjectsApi(config.new_client_from_config(config_file=str(kubeconfig),
+                                                                 context=context))
+
+
+def _job(api, name):
+    return api.get_namespaced_custom_object("batch", "v1", "carbonsched", "jobs", name)
+
+
+def test_an_event_pauses_and_resumes_a_job_once_and_keeps_a_due_one_held_on_kubernetes(
+        store, settings, emulator_kubeconfig):
+    catalog = load_catalog("global")
+    site = catalog.site(K8S_SITE)
+    adapters = {K8S_SITE: build_adapters(catalog, settings=settings)[K8S_SITE]}
+    api = _k8s_api(emulator_kubeconfig, site.backend.context)
+    now = datetime.now(UTC).replace(microsecond=0)
+    ph = f"gk8-{uuid.uuid4().hex[:6]}"
+    doc = one_plan([
+        {"job_id": f"{ph}-run", "site": K8S_SITE, "start": now, "end": now + timedelta(hours=1),
+         "gpu_type": "A100", "gpus": 1, "command": "sleep 3000", "piece": 0, "pieces": 2,
+         "deadline": (now + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")},
+        {"job_id": f"{ph}-due", "site": K8S_SITE, "start": now + timedelta(minutes=10),
+         "end": now + timedelta(hours=1), "gpu_type": "A100", "gpus": 1,
+         "command": "sleep 3000",
+         "deadline": (now + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")}])
+    store.save_plan(doc)
+    assert dispatch_plan(store, doc["plan_id"], settings=settings).counts == {"submitted": 2}
+    names = {o["metadata"]["annotations"]["carbonsched.io/key"]: o["metadata"]["name"]
+             for o in api.list_namespaced_custom_object(
+                 "batch", "v1", "carbonsched", "jobs",
+                 label_selector=f"carbonsched.io/plan={doc['plan_id'][:63]}")["items"]}
+    run, due = names[f"{ph}-run#0"], names[f"{ph}-due#0"]
+    for n in (run, due):   # long enough to be paused (the emulator's test hook)
+        api.patch_namespaced_custom_object(
+            "batch", "v1", "carbonsched", "jobs", n,
+            {"metadata": {"annotations": {"emulator.carbonsched.io/run-seconds": "3000"}}})
+    assert release_due(store, catalog, adapters=adapters) == [f"{ph}-run#0"]
+    assert _job(api, run)["status"]["active"] == 1
+    gen0 = _job(api, run)["metadata"]["generation"]
+    start, end = _window()
+    ev = announce_event(store, catalog, GridEvent(site=K8S_SITE, start=start, end=end,
+                                                  target_fraction=1.0), datetime.now(UTC),
+                        "test")
+    s = apply_events(store, catalog, adapters, settings, lambda: datetime.now(UTC))
+    assert sorted((k, a, o) for _, k, a, o in s.taken) == [
+        (f"{ph}-due#0", "hold", "done"), (f"{ph}-run#0", "pause", "done")]
+    paused = _job(api, run)
+    assert paused["spec"]["suspend"] is True and paused["status"]["active"] == 0
+    assert {c["type"]: c["reason"] for c in paused["status"]["conditions"]} == {
+        "Suspended": "JobSuspended"}
+    # the due Job's planned start comes during the event: the release loop leaves it held
+    late = lambda: now + timedelta(minutes=11)  # noqa: E731
+    assert release_due(store, catalog, adapters=adapters, clock=late) == []
+    assert _job(api, due)["spec"]["suspend"] is True
+    assert apply_events(store, catalog, adapters, settings, late).taken == []
+    after = lambda: end + timedelta(seconds=1)  # noqa: E731
+    s = apply_events(store, catalog, adapters, settings, after)
+    assert sorted((k, a, o) for _, k, a, o in s.taken) == [
+        (f"{ph}-due#0", "release", "done"), (f"{ph}-run#0", "resume", "done")]
+    resumed, released = _job(api, run), _job(api, due)
+    assert resumed["spec"]["suspend"] is False and resumed["status"]["active"] == 1
+    assert {c["type"]: (c["status"], c["reason"]) for c in resumed["status"]["conditions"]} == {
+        "Suspended": ("False", "JobResumed")}
+    assert released["spec"]["suspend"] is False
+    # the run Job's spec changed exactly twice (suspend, resume); nothing more after another pass
+    assert apply_events(store, catalog, adapters, settings, after).taken == []
+    assert _job(api, run)["metadata"]["generation"] == gen0 + 2
+    assert show_event(store, ev["event_id"], datetime.now(UTC))["state"] == "ended"
+    for n in (run, due):
+        api.delete_namespaced_custom_object("batch", "v1", "carbonsched", "jobs", n)
+
+
+def test_an_event_at_an_unknown_site_is_refused_with_the_sites(store):
+    catalog = load_catalog("global")
+    with pytest.raises(UnknownSiteError, match="ca-on-toronto"):
+        announce_event(store, catalog, GridEvent(site="nowhere", start=T0,
+                                                 end=T0 + timedelta(hours=1), target_kw=1.0),
+                       T0)
+
+
+def test_a_backend_that_cannot_pause_is_named_not_silent(store, settings):
+    """Kueue workloads cannot be paused by carbonsched: the re-plan says so in the event."""
+    catalog = load_catalog("global")
+    site = "us-pjm-ashburn"
+    adapters = {site: build_adapters(catalog, settings=settings)[site]}
+    start, end = _window()
+    ev = announce_event(store, catalog, GridEvent(site=site, start=start, end=end,
+                                                  target_kw=1.0), datetime.now(UTC))
+    apply_events(store, catalog, adapters, Settings(), lambda: datetime.now(UTC))
+    shown = show_event(store, ev["event_id"], datetime.now(UTC))
+    assert "cannot pause running work (only holds)" in shown["detail"]
+    assert shown["shortfall_kw"] == 1.0 and "SHORTFALL 1.0 kW" in shown["detail"]
+
+
+def test_an_unreachable_backend_is_a_waiting_state_then_the_event_is_acted_on(
+        store, settings, emulator_kubeconfig, tmp_path):
+    """The re-plan cannot read the cluster: the event says so and waits (no traceback, nothing
+    lost); the next pass with the cluster back plans and holds the due Job."""
+    import yaml
+
+    from carbonsched.adapters.dispatch.registry import default_registry
+    from carbonsched.dispatch.outbox import backend_config
+
+    catalog = load_catalog("global")
+    site = catalog.site(K8S_SITE)
+    now = datetime.now(UTC).replace(microsecond=0)
+    ph = f"gu-{uuid.uuid4().hex[:6]}"
+    doc = one_plan([{"job_id": f"{ph}-due", "site": K8S_SITE,
+                     "start": now + timedelta(minutes=10), "end": now + timedelta(hours=1),
+                     "gpu_type": "A100", "gpus": 1, "command": "sleep 3000",
+                     "deadline": (now + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")}])
+    store.save_plan(doc)
+    assert dispatch_plan(store, doc["plan_id"], settings=settings).counts == {"submitted": 1}
+    kc = yaml.safe_load(emulator_kubeconfig.read_text())
+    for c in kc["clusters"]:
+        c["cluster"]["server"] = re.sub(r":\d+/", ":1/", c["cluster"]["server"])
+    dead = tmp_path / "dead.yaml"
+    dead.write_text(yaml.safe_dump(kc))
+    down = {K8S_SITE: default_registry().build_for_sites(
+        [site], backend_config(Settings(kubeconfig=dead)))[K8S_SITE]}
+    start, end = _window()
+    ev = announce_event(store, catalog, GridEvent(site=K8S_SITE, start=start, end=end,
+                                                  target_kw=0.5), datetime.now(UTC))
+    s = apply_events(store, catalog, down, settings, lambda: datetime.now(UTC))
+    assert s.planned == [] and [(e, a) for e, _, a, _ in s.retry] == [(ev["event_id"], "plan")]
+    shown = show_event(store, ev["event_id"], datetime.now(UTC))
+    assert shown["planned_at"] is None and shown["actions"] == []
+    assert shown["detail"].startswith("re-plan waiting since") and "unreachable" in \
+        shown["detail"] and "retried every pass" in shown["detail"]
+    up = {K8S_SITE: build_adapters(catalog, settings=settings)[K8S_SITE]}
+    s = apply_events(store, catalog, up, settings, lambda: datetime.now(UTC))
+    assert s.planned == [ev["event_id"]]
+    assert [(k, a, o) for _, k, a, o in s.taken] == [(f"{ph}-due#0", "hold", "done")]
+    s = apply_events(store, catalog, up, settings, lambda: end + timedelta(seconds=1))
+    assert [(k, a, o) for _, k, a, o in s.taken] == [(f"{ph}-due#0", "release", "done")]
+    shown = show_event(store, ev["event_id"], datetime.now(UTC))
+    assert shown["state"] == "ended" and shown["detail"].startswith("baseline")
+    up[K8S_SITE].cancel(f"{ph}-due#0")
+
+
+def test_an_event_pauses_and_resumes_a_jobset_once(store, settings, emulator_kubeconfig):
+    """A JobSet site: ``spec.suspend`` on the JobSet; its child Jobs follow (the emulator's
+    JobSet controller, as the real one)."""
+    site_id = "jp-tk-tokyo"
+    catalog = load_catalog("global")
+    site = catalog.site(site_id)
+    adapters = {site_id: build_adapters(catalog, settings=settings)[site_id]}
+    api = _k8s_api(emulator_kubeconfig, site.backend.context)
+    grp = ("jobset.x-k8s.io", "v1alpha2", "carbonsched", "jobsets")
+    now = datetime.now(UTC).replace(microsecond=0)
+    ph = f"gjs-{uuid.uuid4().hex[:6]}"
+    doc = one_plan([{"job_id": f"{ph}-run", "site": site_id, "start": now,
+                     "end": now + timedelta(hours=1), "gpu_type": "A100", "gpus": 1,
+                     "command": "sleep 3000", "piece": 0, "pieces": 2,
+                     "deadline": (now + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")}])
+    store.save_plan(doc)
+    assert dispatch_plan(store, doc["plan_id"], settings=settings).counts == {"submitted": 1}
+    (obj,) = api.list_namespaced_custom_object(
+        *grp, label_selector=f"carbonsched.io/plan={doc['plan_id'][:63]}")["items"]
+    name = obj["metadata"]["name"]
+    api.patch_namespaced_custom_object(*grp, name, {"metadata": {"annotations": {
+        "emulator.carbonsched.io/run-seconds": "3000"}}})
+    assert release_due(store, catalog, adapters=adapters) == [f"{ph}-run#0"]
+
+    def children():
+        return api.list_namespaced_custom_object(
+            "batch", "v1", "carbonsched", "jobs",
+            label_selector=f"jobset.sigs.k8s.io/jobset-name={name}")["items"]
+
+    assert [c["spec"]["suspend"] for c in children()] == [False]
+    gen0 = api.get_namespaced_custom_object(*grp, name)["metadata"]["generation"]
+    start, end = _window()
+    ev = announce_event(store, catalog, GridEvent(site=site_id, start=start, end=end,
+                                                  target_fraction=1.0), datetime.now(UTC))
+    s = apply_events(store, catalog, adapters, settings, lambda: datetime.now(UTC))
+    assert [(k, a, o) for _, k, a, o in s.taken] == [(f"{ph}-run#0", "pause", "done")]
+    js = api.get_namespaced_custom_object(*grp, name)
+    assert js["spec"]["suspend"] is True
+    assert {c["type"]: c["status"] for c in js["status"]["conditions"]} == {"Suspended": "True"}
+    assert [c["spec"]["suspend"] for c in children()] == [True]
+    s = apply_events(store, catalog, adapters, settings, lambda: end + timedelta(seconds=1))
+    assert [(k, a, o) for _, k, a, o in s.taken] == [(f"{ph}-run#0", "resume", "done")]
+    js = api.get_namespaced_custom_object(*grp, name)
+    assert js["spec"]["suspend"] is False and js["metadata"]["generation"] == gen0 + 2
+    assert {c["type"]: c["status"] for c in js["status"]["conditions"]} == {"Suspended": "False"}
+    assert [c["spec"]["suspend"] for c in children()] == [False]
+    assert show_event(store, ev["event_id"], datetime.now(UTC))["state"] == "ended"
+    api.delete_namespaced_custom_object(*grp, name)
+
+
+def test_an_action_whose_actor_died_before_acting_is_never_taken_after_the_end(store, settings,
+                                                                             tmp_path):
+    """The actor claimed the pause and was killed before ``scontrol suspend``; the next pass
+    comes after the event's end: the pause is not taken late, the resume finds the job running
+    (``already``): no suspend and no resume on the cluster."""
+    catalog = load_catalog("global")
+    ph, jobs = _slurm_setup(store, settings, "gb")
+    try:
+        pre = str(jobs["pre"]["job_id"])
+        kw = it_power_per_gpu_kw("A100", catalog)
+        start, end = _window()
+        ev = announce_event(store, catalog, GridEvent(site=SLURM_SITE, start=start, end=end,
+                                                      target_kw=3 * kw), datetime.now(UTC))
+        spec = {"url": store.url, "settings": {"slurm_conf_dir": str(settings.slurm_conf_dir)},
+                "site": SLURM_SITE, "kill_before": "pause", "out": str(tmp_path / "out")}
+        proc = subprocess.run([sys.executable, str(HERE / "run_grid_actor.py"),
+                               json.dumps(spec)], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+        adapters = {SLURM_SITE: build_adapters(catalog, settings=settings)[SLURM_SITE]}
+        s = apply_events(store, catalog, adapters, settings, lambda: end + timedelta(seconds=1))
+        assert sorted((k.split("-")[-1], a, o) for _, k, a, o in s.taken) == [
+            ("due#0", "release", "done"), ("pre#0", "pause", "settled"),
+            ("pre#0", "resume", "already")]
+        assert s.ended == [ev["event_id"]]
+        assert _rpc_counts(settings, pre) == {"suspend": 0, "resume": 0, "hold": 0,
+                                              "release": 0}
+        assert _ours(settings, ph)[f"carbonsched-{ph}-pre-0"]["states"][0] == "RUNNING"
+    finally:
+        _cleanup(settings, ph)
