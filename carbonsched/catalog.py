@@ -30,7 +30,7 @@ from carbonsched.domain import (
     SignalQuality,
     Site,
     SiteRole,
-    mig_profiles,
+    mig_models,
 )
 from carbonsched.errors import CatalogError, UnknownSiteError
 from carbonsched.limits import (
@@ -410,7 +410,7 @@ def _check_sharing(ctx: _Ctx, where: str, gpu_type: str, pool: dict[str, Any]
             raise ctx.fail(where, "mig_model is given with sharing = \"milli\"",
                            "remove mig_model, or give sharing = \"mig\"")
         return sharing, None
-    rows = [r for r in MIG_PROFILES if set(MIG_PROFILES[r]) <= set(mig_profiles(gpu_type))]
+    rows = list(mig_models(gpu_type))
     if not rows:
         raise ctx.fail(where, f"sharing = \"mig\" but GPU type {gpu_type!r} has no MIG "
                        f"(MIG GPUs: {', '.join(MIG_PROFILES)})",

@@ -412,6 +412,20 @@ def mig_full_compute(gpu_type: str) -> int:
     return max((mig_compute_slices(p) for p in mig_profiles(gpu_type)), default=0)
 
 
+def mig_models(gpu_type: str) -> tuple[str, ...]:
+    """The :data:`MIG_PROFILES` rows a GPU type stands for (``A100``: both A100 rows). [-]
+
+    Parameters
+    ----------
+    gpu_type
+        A catalog GPU type (``A100``, ``H800``) or a table row (``A100-80GB``); any case.
+    """
+    rows = {k.upper(): k for k in MIG_PROFILES}
+    aliases = {k.upper(): v for k, v in MIG_ALIASES.items()}
+    key = gpu_type.strip().upper()
+    return aliases.get(key, (rows[key],) if key in rows else ())
+
+
 def mig_profiles(gpu_type: str) -> tuple[str, ...]:
     """The MIG profiles a GPU type offers (:data:`MIG_PROFILES`); empty when it has no MIG.
 
@@ -420,12 +434,8 @@ def mig_profiles(gpu_type: str) -> tuple[str, ...]:
     gpu_type
         A catalog GPU type (``A100``, ``H100``) or a table row (``A100-80GB``); any case.
     """
-    rows = {k.upper(): k for k in MIG_PROFILES}
-    aliases = {k.upper(): v for k, v in MIG_ALIASES.items()}
-    key = gpu_type.strip().upper()
-    names = aliases.get(key, (rows[key],) if key in rows else ())
     out: list[str] = []
-    for n in names:
+    for n in mig_models(gpu_type):
         out += [p for p in MIG_PROFILES[n] if p not in out]
     return tuple(out)
 
