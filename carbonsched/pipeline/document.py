@@ -277,6 +277,10 @@ class WorkloadJobRow(_Row):
     duration_hours: float = Field(description="Run time. [h]")
     duration_minutes: int | None = Field(None, description="Run time. [min]")
     power_per_gpu_kw: float = Field(description="IT power per GPU. [kW]")
+    gpu_share: float | None = Field(
+        None, description="Share of one GPU a fractional job asks for (gpu_milli / 1000, or a "
+        "MIG profile's compute slices over the GPU's); its IT power is power_per_gpu_kw × this. "
+        "Absent for whole GPUs. [-]")
 
 
 class InferencePowerRow(_Row):
