@@ -258,3 +258,19 @@ def test_the_recount_counts_gpus_carrying_slices_against_the_pool():
     assert (sc.capacity_violations, sc.slice_violations) == (1, 0)
     outside = score_plan(prob, plan([slice_at("a", "b", 2)]))
     assert outside.slice_violations == 1            # GPU 2 of a 2-GPU pool
+
+
+def test_a_gang_whole_gpus_and_slices_share_a_mig_pool_hour_by_hour():
+    # 16 A100 on 8-GPU nodes: a gang of 8, seven one-GPU jobs and eight 1g.5gb slices in one
+    # hour need 8 + 7 + 2 = 17 GPUs; leaving one 1g.5gb out (1/7 of a GPU-hour) makes 16
+    site = SiteWrapper("a").gpus("A100", 16, per_node=8, sharing="mig", mig_model=A40).obj()
+    gang = JobWrapper("gang").gpu_type("A100").gpus(8).window(0, 1).obj()
+    ones = [JobWrapper(f"one{i}").gpu_type("A100").window(0, 1).obj() for i in range(7)]
+    slices = [frac(f"s{i}", mig="1g.5gb") for i in range(8)]
+    prob = problem([site], [gang, *ones, *slices], 1)
+    res = solve_plan(prob, method="milp")
+    assert [u.job_id for u in res.unplaced if u.job_id.startswith("s")] == [
+        u.job_id for u in res.unplaced] and len(res.unplaced) == 1
+    assert {p.gpu_index for p in res.placements if p.job_id.startswith("s")} == {0}
+    sc = score_plan(prob, res)
+    assert (sc.capacity_violations, sc.gang_violations, sc.slice_violations) == (0, 0, 0)
