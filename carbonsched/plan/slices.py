@@ -104,6 +104,10 @@ MAX_LAYOUTS = 400
 the sizes are rounded up to a coarser step (:data:`MILLI_STEPS`) until the layouts fit. A
 design choice of this project (model size), not a cited constant. [-]"""
 
+REPACK_BUDGET = 20_000
+"""Most steps of the search that re-cuts one GPU's MIG slices to fit one more run
+(:func:`assign_runs`); a design choice of this project (a bound on time), not a cited constant."""
+
 MILLI_STEPS = (1, 10, 25, 50, 100, 125, 250, 500, 1000)
 """Steps [1/1000 GPU] ``gpu_milli`` sizes are rounded *up* to when a pool has too many layouts:
 rounding up keeps every layout's real shares at most 1000."""
@@ -428,6 +432,8 @@ class _Gpu:
         self.compute = np.zeros(n_t, dtype=np.int64)
         self.me = np.zeros(n_t, dtype=np.int64)
         self.busy = np.zeros(n_t, dtype=bool)
+        self.items: list[tuple[int, SliceKind, int, int, int | None]] = []
+        """Runs on this GPU: ``(run, kind, first slot, end slot, MIG start)``."""
 
     def mig_start(self, profile: str, a: int, b: int) -> int | None:
         starts, size = MIG_PLACEMENTS[self.model][profile]
@@ -436,12 +442,63 @@ class _Gpu:
             return None
         if profile.endswith("+me") and (self.me[a:b] >= MIG_MEDIA_EXTENSIONS).any():
             return None
-        for st in starts:
+        # from the top: the low memory slices stay free for the profiles that may only start
+        # at 0 (4g, 7g) or at 0 and 4 (3g)
+        for st in reversed(starts):
             if not self.mem[a:b, st:st + size].any():
                 return st
         return None
 
-    def take(self, kind: SliceKind, a: int, b: int, start: int | None) -> None:
+    def repack_with(self, run: int, kind: SliceKind, a: int, b: int,
+                    budget: int = REPACK_BUDGET) -> dict[int, int] | None:
+        """MIG starts for this GPU's runs and one more, all kept apart in every slot.
+
+        A depth-first search over the runs (earliest first, largest first) and the valid
+        starts of each, at most ``budget`` steps. Returns ``{run: start}`` and re-cuts the GPU,
+        or ``None`` (nothing changed) when no placement is found.
+        """
+        items = sorted(self.items + [(run, kind, a, b, None)],
+                       key=lambda x: (x[2], -mig_compute_slices(x[1].profile), x[0]))
+        fresh = _Gpu(len(self.busy), self.model)
+        steps = [0]
+        out: dict[int, int] = {}
+
+        def walk(n: int) -> bool:
+            if n == len(items):
+                return True
+            r, k, lo, hi, _st = items[n]
+            starts, size = MIG_PLACEMENTS[self.model][k.profile]
+            c = mig_compute_slices(k.profile)
+            if (fresh.compute[lo:hi] + c > MIG_COMPUTE_SLICES[self.model]).any() or (
+                    k.profile.endswith("+me")
+                    and (fresh.me[lo:hi] >= MIG_MEDIA_EXTENSIONS).any()):
+                return False
+            for st in reversed(starts):
+                steps[0] += 1
+                if steps[0] > budget:
+                    return False
+                if fresh.mem[lo:hi, st:st + size].any():
+                    continue
+                fresh.mem[lo:hi, st:st + size] = True
+                fresh.compute[lo:hi] += c
+                fresh.me[lo:hi] += k.profile.endswith("+me")
+                out[r] = st
+                if walk(n + 1):
+                    return True
+                fresh.mem[lo:hi, st:st + size] = False
+                fresh.compute[lo:hi] -= c
+                fresh.me[lo:hi] -= k.profile.endswith("+me")
+            return False
+
+        if not walk(0):
+            return None
+        self.__init__(len(self.busy), self.model)
+        for r, k, lo, hi, _st in items:
+            self.take(k, lo, hi, out[r], r)
+        return out
+
+    def take(self, kind: SliceKind, a: int, b: int, start: int | None, run: int = -1) -> None:
+        self.items.append((run, kind, a, b, start))
         self.busy[a:b] = True
         if kind.sharing == "milli":
             self.milli[a:b] += kind.milli
@@ -460,8 +517,11 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
     """Give every fractional run at a sharing pool one GPU (and MIG start) for its whole run.
 
     Best fit: the GPU already carrying slices with the most load over the run that still
-    has room in every slot of it, else the first GPU of the pool idle over the run while the
-    pool's whole-GPU work, running work, inference and GPUs carrying slices leave one free.
+    has room in every slot of it (MIG starts from the top, so the low memory slices stay free
+    for 4g/7g instances); for MIG, else such a GPU with its slices moved to other valid starts
+    (a bounded search, :data:`REPACK_BUDGET`); else the first GPU of the pool idle over the run
+    while the pool's whole-GPU work, running work, inference and GPUs carrying slices leave one
+    free.
 
     Parameters
     ----------
@@ -525,6 +585,18 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
                 ok = st is not None
             if ok and (best is None or gpu.load(a, b) > best[2]):
                 best = (gi, st, gpu.load(a, b))
+        if best is None and k.sharing == "mig":
+            # a GPU already cut may still hold it with its slices moved (placed together)
+            for gi in sorted((n for n, gpu in enumerate(gpus) if gpu.busy[a:b].any()),
+                             key=lambda n: -gpus[n].load(a, b)):
+                moved = gpus[gi].repack_with(i, k, a, b)
+                if moved is not None:
+                    placed.update({r_: (gi, st_) for r_, st_ in moved.items()})
+                    break
+            else:
+                moved = None
+            if moved is not None:
+                continue
         if best is None:
             in_use = np.zeros(b - a, dtype=np.int64)
             for gpu in gpus:
@@ -537,7 +609,7 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
                 gpus.append(_Gpu(n_t, pool.mig_model))
             st = gpus[gi].mig_start(k.profile, a, b) if k.sharing == "mig" else None
             best = (gi, st, 0)
-        gpus[best[0]].take(k, a, b, best[1])
+        gpus[best[0]].take(k, a, b, best[1], i)
         placed[i] = (best[0], best[1])
     kept, slice_of = [], {}
     for i, r in enumerate(runs):

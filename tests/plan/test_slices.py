@@ -274,3 +274,36 @@ def test_a_gang_whole_gpus_and_slices_share_a_mig_pool_hour_by_hour():
     assert {p.gpu_index for p in res.placements if p.job_id.startswith("s")} == {0}
     sc = score_plan(prob, res)
     assert (sc.capacity_violations, sc.gang_violations, sc.slice_violations) == (0, 0, 0)
+
+
+def test_a_slice_no_gpu_can_keep_for_its_whole_run_is_left_out_and_named():
+    # one A100-40GB. Hour 0: 4g.20gb (memory 0-3) beside a 2g.10gb that runs two hours, so the
+    # 2g.10gb must start at memory slice 4. Hour 1: 2g.10gb + 3g.20gb + 2g.10gb is a valid
+    # layout (3g at 4, the 2g at 0 and 2) but not with the running 2g.10gb kept at 4: each hour
+    # holds, the hours together do not, and a MIG instance is not moved while it runs
+    jobs = [frac("x", window=(0, 1), mig="4g.20gb"), frac("y", hours=2, window=(0, 2),
+                                                          mig="2g.10gb"),
+            frac("w", window=(1, 2), mig="3g.20gb"), frac("v", window=(1, 2), mig="2g.10gb")]
+    prob = problem([mig_site(1)], jobs, 2)
+    res = solve_plan(prob, method="milp")
+    assert [u.job_id for u in res.unplaced] == ["v"]
+    assert res.unplaced[0].reason == "InsufficientCapacity"
+    assert "no GPU slice stayed free for its whole run" in res.unplaced[0].detail
+    assert any(n.startswith("slices: 1 fractional job(s) left unplaced") for n in res.notes)
+    assert {p.job_id: p.mig_start for p in res.placements} == {"x": 0, "y": 4, "w": 0}
+    assert score_plan(prob, res).slice_violations == 0
+
+
+def test_slices_already_cut_are_moved_to_make_room_before_a_job_is_left_out():
+    # 2g.10gb hours 0-1, 3g.20gb hours 1-2, 4g.20gb hour 2: one GPU holds them only with the
+    # 2g at 0 and the 3g at 4 (the 4g.20gb may start at 0 only); placed one by one from the
+    # top, the 3g.20gb would take 0 and leave the 4g.20gb out
+    jobs = [frac("a", hours=2, window=(0, 2), mig="2g.10gb"),
+            frac("b", hours=2, window=(1, 3), mig="3g.20gb"),
+            frac("c", window=(2, 3), mig="4g.20gb")]
+    prob = problem([mig_site(1)], jobs, 3)
+    res = solve_plan(prob, method="milp")
+    assert not res.unplaced
+    starts = {p.job_id: p.mig_start for p in res.placements}
+    assert starts["c"] == 0 and starts["b"] == 4 and starts["a"] in (0, 2)
+    assert score_plan(prob, res).slice_violations == 0
