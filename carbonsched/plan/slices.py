@@ -573,9 +573,19 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
         b = min(a + int(sets.job_dur[r.job]), n_t)
         pool = prob.sites[r.site].gpus[sets.gpu_type[g]]
         gpus = pools.setdefault((r.site, g), [])
+        # GPUs carrying slices in each slot of the run: a GPU idle in some of them that takes
+        # the run is one more GPU there, within what whole-GPU work leaves
+        in_use = np.zeros(b - a, dtype=np.int64)
+        for gpu in gpus:
+            in_use += gpu.busy[a:b]
+        room = free[r.site, a:b, g] - in_use
+
+        def spare(gpu: _Gpu) -> bool:
+            return bool((room - ~gpu.busy[a:b] >= 0).all())
+
         best = None
         for gi, gpu in enumerate(gpus):
-            if not gpu.busy[a:b].any():
+            if not gpu.busy[a:b].any() or not spare(gpu):
                 continue
             if k.sharing == "milli":
                 ok = not (gpu.milli[a:b] + k.milli > MILLI_PER_GPU).any()
@@ -587,7 +597,8 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
                 best = (gi, st, gpu.load(a, b))
         if best is None and k.sharing == "mig":
             # a GPU already cut may still hold it with its slices moved (placed together)
-            for gi in sorted((n for n, gpu in enumerate(gpus) if gpu.busy[a:b].any()),
+            for gi in sorted((n for n, gpu in enumerate(gpus)
+                              if gpu.busy[a:b].any() and spare(gpu)),
                              key=lambda n: -gpus[n].load(a, b)):
                 moved = gpus[gi].repack_with(i, k, a, b)
                 if moved is not None:
@@ -598,10 +609,7 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
             if moved is not None:
                 continue
         if best is None:
-            in_use = np.zeros(b - a, dtype=np.int64)
-            for gpu in gpus:
-                in_use += gpu.busy[a:b]
-            if (in_use + 1 > free[r.site, a:b, g]).any():
+            if (room < 1).any():
                 dropped.add(i)
                 continue
             gi = next((n for n, gpu in enumerate(gpus) if not gpu.busy[a:b].any()), len(gpus))

@@ -307,3 +307,18 @@ def test_slices_already_cut_are_moved_to_make_room_before_a_job_is_left_out():
     starts = {p.job_id: p.mig_start for p in res.placements}
     assert starts["c"] == 0 and starts["b"] == 4 and starts["a"] in (0, 2)
     assert score_plan(prob, res).slice_violations == 0
+
+
+def test_a_slice_never_takes_a_gpu_in_an_hour_whole_gpu_work_needs():
+    # 2 GPUs. Hour 0: b (900) and a (300) need two GPUs; hour 1: a and the whole job w. The
+    # 100-milli d (hours 0-1) fits beside b in hour 0, but b's GPU is idle in hour 1, where w
+    # and a's GPU already hold both: d must go beside a
+    jobs = [frac("a", hours=2, window=(0, 2), milli=300), frac("b", window=(0, 1), milli=900),
+            frac("d", hours=2, window=(0, 2), milli=100),
+            JobWrapper("w").gpu_type("A100").window(1, 2).obj()]
+    prob = problem([milli_site(2)], jobs, 2)
+    res = solve_plan(prob, method="milp")
+    assert res.status in ("optimal", "feasible") and not res.unplaced
+    at_gpu = {p.job_id: p.gpu_index for p in res.placements}
+    assert at_gpu["d"] == at_gpu["a"] != at_gpu["b"] and at_gpu["w"] is None
+    assert score_plan(prob, res).capacity_violations == 0
