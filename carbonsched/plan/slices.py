@@ -512,6 +512,15 @@ class _Gpu:
         return int(self.milli[a:b].sum() + self.compute[a:b].sum())
 
 
+def _spare(gpu: _Gpu, room: np.ndarray, a: int, b: int) -> bool:
+    """Whether ``gpu`` may take a run over slots ``a..b-1``.
+
+    In every slot it is idle in, the pool must have ``room`` (GPUs left by whole-GPU work and
+    GPUs already carrying slices).
+    """
+    return bool((room - ~gpu.busy[a:b] >= 0).all())
+
+
 def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
                 ) -> tuple[list[Any], dict[int, tuple[int, int | None]], list[int]]:
     """Give every fractional run at a sharing pool one GPU (and MIG start) for its whole run.
@@ -580,12 +589,10 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
             in_use += gpu.busy[a:b]
         room = free[r.site, a:b, g] - in_use
 
-        def spare(gpu: _Gpu) -> bool:
-            return bool((room - ~gpu.busy[a:b] >= 0).all())
 
         best = None
         for gi, gpu in enumerate(gpus):
-            if not gpu.busy[a:b].any() or not spare(gpu):
+            if not gpu.busy[a:b].any() or not _spare(gpu, room, a, b):
                 continue
             if k.sharing == "milli":
                 ok = not (gpu.milli[a:b] + k.milli > MILLI_PER_GPU).any()
@@ -598,7 +605,7 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
         if best is None and k.sharing == "mig":
             # a GPU already cut may still hold it with its slices moved (placed together)
             for gi in sorted((n for n, gpu in enumerate(gpus)
-                              if gpu.busy[a:b].any() and spare(gpu)),
+                              if gpu.busy[a:b].any() and _spare(gpu, room, a, b)),
                              key=lambda n: -gpus[n].load(a, b)):
                 moved = gpus[gi].repack_with(i, k, a, b)
                 if moved is not None:
