@@ -65,3 +65,17 @@ def test_the_global_catalog_shares_its_a100s() -> None:
     modes = {p.sharing for p in a100.values()}
     assert modes == {"mig", "milli"}
     assert all(p.mig_model == "A100-40GB" for p in a100.values() if p.sharing == "mig")
+
+
+def test_catalog_show_names_the_pools_that_share_gpus() -> None:
+    from typer.testing import CliRunner
+
+    from carbonsched.cli.app import app
+
+    r = CliRunner().invoke(app, ["catalog", "show", "global"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0
+    assert ("MIG slices (A100-40GB) for mig_profile jobs: ca-on-toronto/A100, "
+            "br-sp-saopaulo/A100, gb-london/A100") in r.output
+    assert ("gpu_milli shares (time-slicing) for gpu_milli jobs: us-ny-newyork/A100, "
+            "us-pjm-ashburn/A100, jp-tk-tokyo/A100, sg-singapore/A100, de-frankfurt/A100"
+            ) in r.output
