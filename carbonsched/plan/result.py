@@ -305,14 +305,15 @@ def build_plan_result(
     chosen = np.asarray(chosen, dtype=np.int64).reshape(-1, 3)
     runs = plan_runs(sets, chosen, chosen_patterns)
     # fractional jobs at sites that share GPUs: one GPU (and MIG start) for the whole run
-    runs, slice_of, no_slice = assign_runs(sets, runs, np.asarray(inf_alloc))
+    runs, slice_of, no_slice, n_moved = assign_runs(sets, runs, np.asarray(inf_alloc))
     if no_slice:
         unplaced_reason = dict(unplaced_reason or {})
         for k in no_slice:
             unplaced_reason.setdefault(k, (
                 ReasonCode.INSUFFICIENT_CAPACITY,
-                "no GPU slice stayed free for its whole run (the slice layouts of each hour "
-                "could not be kept over consecutive hours); a later run re-plans it"))
+                "no GPU slice stayed free for its whole run at any start of its window (the "
+                "slice layouts of each hour could not be kept over consecutive hours); a later "
+                "run re-plans it"))
     weights = []
     by_minutes: dict[int, np.ndarray] = {}   # runs of one length share their weights (read-only)
     for r in runs:
@@ -413,6 +414,10 @@ def build_plan_result(
         "overhead_kwh": float(sum(p.overhead_kwh for p in placements)),
     }
     notes = plan_notes(sets, len(past), n_deferred)
+    if n_moved:
+        notes.append(f"slices: {n_moved} fractional job(s) moved from the solver's start to "
+                     "another start of their window, where one GPU keeps their slice over the "
+                     "whole run")
     if no_slice:
         notes.append(f"slices: {len(no_slice)} fractional job(s) left unplaced: no GPU slice "
                      "stayed free for the whole run (InsufficientCapacity)")

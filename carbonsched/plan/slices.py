@@ -522,7 +522,7 @@ def _spare(gpu: _Gpu, room: np.ndarray, a: int, b: int) -> bool:
 
 
 def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
-                ) -> tuple[list[Any], dict[int, tuple[int, int | None]], list[int]]:
+                ) -> tuple[list[Any], dict[int, tuple[int, int | None]], list[int], int]:
     """Give every fractional run at a sharing pool one GPU (and MIG start) for its whole run.
 
     Best fit: the GPU already carrying slices with the most load over the run that still
@@ -530,7 +530,8 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
     for 4g/7g instances); for MIG, else such a GPU with its slices moved to other valid starts
     (a bounded search, :data:`REPACK_BUDGET`); else the first GPU of the pool idle over the run
     while the pool's whole-GPU work, running work, inference and GPUs carrying slices leave one
-    free.
+    free. A run none of these holds is moved to the cheapest other start of its window where
+    one does and the site's power row has room; else it is left out.
 
     Parameters
     ----------
@@ -548,15 +549,19 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
     slice_of
         Position in ``kept`` → ``(gpu_index, mig_start)``.
     dropped
-        Job positions of runs no GPU stayed free for over their whole run.
+        Job positions of runs no GPU stayed free for over their whole run, at their own start
+        or at any other start of their window where the site's power allows (tried cheapest
+        first).
+    moved
+        How many runs were moved to another start for a GPU to keep them.
     """
     prob = sets.problem
     if not any(p.sharing for s in prob.sites for p in s.gpus.values()):
-        return runs, {}, []
+        return runs, {}, [], 0
     kinds = [job_slice(prob.jobs[r.job], prob.sites[r.site]) if r.pieces == 1 else None
              for r in runs]
     if not any(kinds):
-        return runs, {}, []
+        return runs, {}, [], 0
     n_s, n_t, n_g = sets.gpu_cap.shape
     whole = np.zeros((n_s, n_t, n_g), dtype=np.int64)
     for r, k in zip(runs, kinds, strict=True):
@@ -574,22 +579,18 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
                    key=lambda i: (runs[i].start, -prob.jobs[runs[i].job].gpu_share,
                                   runs[i].job))
     placed: dict[int, tuple[int, int | None]] = {}
-    dropped: set[int] = set()
-    for i in order:
-        r, k = runs[i], kinds[i]
-        g = int(sets.job_gtype[r.job])
-        a = r.start
-        b = min(a + int(sets.job_dur[r.job]), n_t)
-        pool = prob.sites[r.site].gpus[sets.gpu_type[g]]
-        gpus = pools.setdefault((r.site, g), [])
+    dropped: list[int] = []
+
+    def fit(i: int, k: SliceKind, site: int, g: int, a: int, b: int) -> bool:
+        """Give run ``i`` a GPU of pool ``(site, g)`` over slots ``a..b-1``; False if none."""
+        pool = prob.sites[site].gpus[sets.gpu_type[g]]
+        gpus = pools.setdefault((site, g), [])
         # GPUs carrying slices in each slot of the run: a GPU idle in some of them that takes
         # the run is one more GPU there, within what whole-GPU work leaves
         in_use = np.zeros(b - a, dtype=np.int64)
         for gpu in gpus:
             in_use += gpu.busy[a:b]
-        room = free[r.site, a:b, g] - in_use
-
-
+        room = free[site, a:b, g] - in_use
         best = None
         for gi, gpu in enumerate(gpus):
             if not gpu.busy[a:b].any() or not _spare(gpu, room, a, b):
@@ -610,15 +611,10 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
                 moved = gpus[gi].repack_with(i, k, a, b)
                 if moved is not None:
                     placed.update({r_: (gi, st_) for r_, st_ in moved.items()})
-                    break
-            else:
-                moved = None
-            if moved is not None:
-                continue
+                    return True
         if best is None:
             if (room < 1).any():
-                dropped.add(i)
-                continue
+                return False
             gi = next((n for n, gpu in enumerate(gpus) if not gpu.busy[a:b].any()), len(gpus))
             if gi == len(gpus):
                 gpus.append(_Gpu(n_t, pool.mig_model))
@@ -626,6 +622,16 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
             best = (gi, st, 0)
         gpus[best[0]].take(k, a, b, best[1], i)
         placed[i] = (best[0], best[1])
+        return True
+
+    for i in order:
+        r = runs[i]
+        g = int(sets.job_gtype[r.job])
+        if not fit(i, kinds[i], r.site, g, r.start, min(r.start + int(sets.job_dur[r.job]), n_t)):
+            dropped.append(i)
+    runs = list(runs)
+    moved_runs = _reinsert(sets, runs, kinds, dropped, inf_alloc, fit)
+    dropped = [i for i in dropped if i not in moved_runs]
     kept, slice_of = [], {}
     for i, r in enumerate(runs):
         if i in dropped:
@@ -633,7 +639,49 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
         if i in placed:
             slice_of[len(kept)] = placed[i]
         kept.append(r)
-    return kept, slice_of, sorted(runs[i].job for i in dropped)
+    return kept, slice_of, sorted(runs[i].job for i in dropped), len(moved_runs)
+
+
+def _reinsert(sets: Any, runs: list[Any], kinds: list[SliceKind | None], dropped: list[int],
+              inf_alloc: np.ndarray, fit: Any) -> set[int]:
+    """Move runs no GPU could keep to another start of their window where one can.
+
+    Starts are tried cheapest first (PUE × CI summed over the run's slots) among those whose
+    IT power fits the site's power row with the plan's other work (runs and inference); a
+    moved run replaces its entry in ``runs``. Returns the positions moved.
+    """
+    import dataclasses
+
+    if not dropped:
+        return set()
+    n_s, n_t = sets.power_rhs_kw.shape
+    load = np.zeros((n_s, n_t))
+    gone = set(dropped)
+    for i, r in enumerate(runs):
+        if i not in gone:
+            b = min(r.start + -(-r.minutes // sets.slot_minutes), n_t)
+            load[r.site, r.start:b] += sets.job_kw[r.job]
+    sph = sets.slots_per_hour
+    for d, s in zip(*np.nonzero(inf_alloc > 0), strict=True):
+        t = int(sets.inf_hour[d])
+        load[s, t:t + sph] += inf_alloc[d, s] * sets.inf_kw_per_gpu[d]
+    cost = sets.cost_per_kwh
+    moved: set[int] = set()
+    for i in dropped:
+        r = runs[i]
+        j, s, dur = r.job, r.site, int(sets.job_dur[r.job])
+        g = int(sets.job_gtype[j])
+        kw = float(sets.job_kw[j])
+        starts = [t for t in range(int(sets.job_first[j]), int(sets.job_last[j]) + 1)
+                  if t != r.start and t + dur <= n_t
+                  and (load[s, t:t + dur] + kw <= sets.power_rhs_kw[s, t:t + dur] + 1e-9).all()]
+        for t in sorted(starts, key=lambda t: (float(cost[s, t:t + dur].sum()), t)):
+            if fit(i, kinds[i], s, g, t, t + dur):
+                runs[i] = dataclasses.replace(r, start=t)
+                load[s, t:t + dur] += kw
+                moved.add(i)
+                break
+    return moved
 
 
 # ---------------------------------------------------------------------------------------------

@@ -322,3 +322,18 @@ def test_a_slice_never_takes_a_gpu_in_an_hour_whole_gpu_work_needs():
     at_gpu = {p.job_id: p.gpu_index for p in res.placements}
     assert at_gpu["d"] == at_gpu["a"] != at_gpu["b"] and at_gpu["w"] is None
     assert score_plan(prob, res).capacity_violations == 0
+
+
+def test_a_slice_no_gpu_keeps_at_the_solvers_start_moves_to_another_in_its_window():
+    # as the test above, but v may also run in hour 2 (dearer: the solver chose hour 1, where
+    # the running 2g.10gb at memory slice 4 leaves no room for it beside the 3g.20gb)
+    jobs = [frac("x", window=(0, 1), mig="4g.20gb"), frac("y", hours=2, window=(0, 2),
+                                                          mig="2g.10gb"),
+            frac("w", window=(1, 2), mig="3g.20gb"), frac("v", window=(1, 3), mig="2g.10gb")]
+    prob = problem([mig_site(1)], jobs, 3, ci={"a": [100.0, 50.0, 200.0]})
+    res = solve_plan(prob, method="milp")
+    assert not res.unplaced
+    v = next(p for p in res.placements if p.job_id == "v")
+    assert v.start == at(2) and v.gpu_index == 0
+    assert any(n.startswith("slices: 1 fractional job(s) moved") for n in res.notes)
+    assert score_plan(prob, res).slice_violations == 0
