@@ -21,6 +21,8 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from carbonsched.domain import (
+    GPU_SHARING,
+    MIG_PROFILES,
     PAYLOAD_FIELDS,
     Backend,
     GpuPool,
@@ -28,6 +30,7 @@ from carbonsched.domain import (
     SignalQuality,
     Site,
     SiteRole,
+    mig_models,
 )
 from carbonsched.errors import CatalogError, UnknownSiteError
 from carbonsched.limits import (
@@ -365,7 +368,10 @@ def _parse_gpus(ctx: _Ctx, where: str, raw: dict[str, Any]) -> dict[str, GpuPool
                 "board_power_w": (_NUM, True, "the board power per GPU in W, > 0"),
                 "gpus_per_node": ((int,), False, "the GPUs of this type on one node, >= 1 "
                                   "(8 on an HGX A100/H100 board)"),
-                "nodes_per_domain": ((int,), False, "the nodes per network domain, >= 1")}
+                "nodes_per_domain": ((int,), False, "the nodes per network domain, >= 1"),
+                "sharing": ((str,), False, "how one GPU is shared: \"milli\" (time-slicing "
+                            "/ MPS shares) or \"mig\" (MIG partitions)"),
+                "mig_model": ((str,), False, "the MIG table row, e.g. \"A100-40GB\"")}
         _check_fields(ctx, w, pool, spec)
         if pool["count"] < 0:
             raise ctx.fail(w, f"count is negative ({pool['count']})", "give a count >= 0")
@@ -373,10 +379,52 @@ def _parse_gpus(ctx: _Ctx, where: str, raw: dict[str, Any]) -> dict[str, GpuPool
             raise ctx.fail(w, f"board_power_w must be > 0, got {pool['board_power_w']}",
                            "give the vendor's board power in W")
         _check_node_shape(ctx, w, pool)
+        sharing, mig_model = _check_sharing(ctx, w, gpu_type, pool)
         pools[gpu_type] = GpuPool(count=pool["count"], board_power_w=float(pool["board_power_w"]),
                                   gpus_per_node=pool.get("gpus_per_node"),
-                                  nodes_per_domain=pool.get("nodes_per_domain"))
+                                  nodes_per_domain=pool.get("nodes_per_domain"),
+                                  sharing=sharing, mig_model=mig_model)
     return pools
+
+
+def _check_sharing(ctx: _Ctx, where: str, gpu_type: str, pool: dict[str, Any]
+                   ) -> tuple[str | None, str | None]:
+    """``sharing`` is one of :data:`GPU_SHARING`; ``mig`` needs a MIG table row of the type.
+
+    ``mig_model`` defaults to the type's one MIG table row (``H100``); a type standing for
+    several rows (``A100``: 40 or 80 GB) must name one.
+    """
+    sharing = pool.get("sharing")
+    mig_model = pool.get("mig_model")
+    if sharing is None:
+        if mig_model is not None:
+            raise ctx.fail(where, "mig_model is given without sharing = \"mig\"",
+                           "add sharing = \"mig\" or remove mig_model")
+        return None, None
+    if sharing not in GPU_SHARING:
+        raise ctx.fail(where, f"sharing {sharing!r} is not one of {', '.join(GPU_SHARING)}",
+                       "give sharing = \"milli\" (time-slicing / MPS shares) or \"mig\" "
+                       "(MIG partitions), or leave it out (whole GPUs only)")
+    if sharing == "milli":
+        if mig_model is not None:
+            raise ctx.fail(where, "mig_model is given with sharing = \"milli\"",
+                           "remove mig_model, or give sharing = \"mig\"")
+        return sharing, None
+    rows = list(mig_models(gpu_type))
+    if not rows:
+        raise ctx.fail(where, f"sharing = \"mig\" but GPU type {gpu_type!r} has no MIG "
+                       f"(MIG GPUs: {', '.join(MIG_PROFILES)})",
+                       "give sharing = \"milli\" for time-slicing, or leave sharing out")
+    if mig_model is None:
+        if len(rows) > 1:
+            raise ctx.fail(where, f"GPU type {gpu_type!r} stands for several MIG models "
+                           f"({', '.join(rows)})",
+                           f"add mig_model = \"{rows[0]}\" (or the one the site has)")
+        mig_model = rows[0]
+    if mig_model not in rows:
+        raise ctx.fail(where, f"mig_model {mig_model!r} is not a MIG model of GPU type "
+                       f"{gpu_type!r}", f"give one of {', '.join(rows)}")
+    return sharing, mig_model
 
 
 def _check_node_shape(ctx: _Ctx, where: str, pool: dict[str, Any]) -> None:

@@ -143,12 +143,22 @@ class GpuPool:
     nodes_per_domain
         Nodes per network domain (a leaf switch, an NVLink/InfiniBand island); parsed and
         validated, not yet used by the planner. ``None`` when not given. [-]
+    sharing
+        How the site shares one GPU between jobs (:data:`GPU_SHARING`): ``"milli"``
+        (time-slicing / MPS shares, a job's ``gpu_milli`` thousandths, at most 1000 on one
+        GPU), ``"mig"`` (MIG partitions in the valid layouts of ``mig_model``), or ``None``
+        (no sharing: a fractional job takes a whole GPU).
+    mig_model
+        The MIG table row (:data:`MIG_PROFILES`, e.g. ``"A100-40GB"``) whose profiles and
+        placements the pool's GPUs are cut into; only with ``sharing = "mig"``.
     """
 
     count: int
     board_power_w: float
     gpus_per_node: int | None = None
     nodes_per_domain: int | None = None
+    sharing: str | None = None
+    mig_model: str | None = None
 
     @property
     def node_gpus(self) -> int:
@@ -374,6 +384,48 @@ say 40 or 80 GB) takes the profiles of both; the H800 is the export variant of t
 80GB with the same MIG geometry (NVIDIA H800 datasheet)."""
 
 
+GPU_SHARING = ("milli", "mig")
+"""Ways a site may share one GPU between jobs (``sharing`` of a catalog GPU pool): ``milli``
+shares (NVIDIA device-plugin time-slicing or MPS; Slurm shard GRES) and ``mig`` partitions
+(NVIDIA Multi-Instance GPU)."""
+
+
+def mig_compute_slices(profile: str) -> int:
+    """Compute slices of a MIG profile: the ``N`` of ``Ng.<memory>gb``. [-]
+
+    Raises
+    ------
+    ValueError
+        The name does not start with ``<N>g.``.
+    """
+    head = profile.split(".", 1)[0]
+    if not head.endswith("g") or not head[:-1].isdigit():
+        raise ValueError(f"MIG profile {profile!r} does not start with '<N>g.' (e.g. 1g.10gb)")
+    return int(head[:-1])
+
+
+def mig_full_compute(gpu_type: str) -> int:
+    """Compute slices of a whole GPU of ``gpu_type`` (7 on A100/H100/H200, 4 on A30). [-]
+
+    The largest profile of the type (``7g.40gb``, ``4g.24gb``); 0 when the type has no MIG.
+    """
+    return max((mig_compute_slices(p) for p in mig_profiles(gpu_type)), default=0)
+
+
+def mig_models(gpu_type: str) -> tuple[str, ...]:
+    """The :data:`MIG_PROFILES` rows a GPU type stands for (``A100``: both A100 rows). [-]
+
+    Parameters
+    ----------
+    gpu_type
+        A catalog GPU type (``A100``, ``H800``) or a table row (``A100-80GB``); any case.
+    """
+    rows = {k.upper(): k for k in MIG_PROFILES}
+    aliases = {k.upper(): v for k, v in MIG_ALIASES.items()}
+    key = gpu_type.strip().upper()
+    return aliases.get(key, (rows[key],) if key in rows else ())
+
+
 def mig_profiles(gpu_type: str) -> tuple[str, ...]:
     """The MIG profiles a GPU type offers (:data:`MIG_PROFILES`); empty when it has no MIG.
 
@@ -382,12 +434,8 @@ def mig_profiles(gpu_type: str) -> tuple[str, ...]:
     gpu_type
         A catalog GPU type (``A100``, ``H100``) or a table row (``A100-80GB``); any case.
     """
-    rows = {k.upper(): k for k in MIG_PROFILES}
-    aliases = {k.upper(): v for k, v in MIG_ALIASES.items()}
-    key = gpu_type.strip().upper()
-    names = aliases.get(key, (rows[key],) if key in rows else ())
     out: list[str] = []
-    for n in names:
+    for n in mig_models(gpu_type):
         out += [p for p in MIG_PROFILES[n] if p not in out]
     return tuple(out)
 
@@ -640,9 +688,29 @@ class Job:
         return self.duration_minutes / 60.0
 
     @property
+    def gpu_share(self) -> float:
+        """Share of one GPU the job asks for. [-]
+
+        1, ``gpu_milli / 1000``, or a MIG profile's compute slices over the whole GPU's
+        (``1g.10gb`` on an A100: 1/7).
+        """
+        pl = self.payload
+        if pl is None or not pl.fractional:
+            return 1.0
+        if pl.gpu_milli is not None:
+            return pl.gpu_milli / 1000.0
+        full = mig_full_compute(self.gpu_type)
+        return mig_compute_slices(pl.mig_profile) / full if full else 1.0
+
+    @property
     def it_power_kw(self) -> float:
-        """IT power of the whole gang while running. [kW]"""
-        return self.gpus * self.power_per_gpu_kw
+        """IT power of the whole gang while running. [kW]
+
+        A fractional job (``gpu_milli`` or ``mig_profile``) draws its share of one GPU's power,
+        ``power_per_gpu_kw × gpu_share`` (an assumption of this project: a shared GPU's draw
+        split in proportion to the shares, idle power not modelled, as for whole GPUs).
+        """
+        return self.gpus * self.power_per_gpu_kw * self.gpu_share
 
     @property
     def energy_kwh(self) -> float:
@@ -723,6 +791,13 @@ class Placement:
     """Checkpoint-restore time at the start of this piece (0 for piece 0). [min]"""
     overhead_kwh: float = 0.0
     """Facility energy of that overhead, included in ``energy_kwh``. [kWh]"""
+    gpu_index: int | None = None
+    """For a fractional job on a site that shares GPUs: which GPU of the site's pool of its
+    type (0-based) carries its slice for its whole run; ``None`` for whole GPUs (and for a
+    fractional job given a whole GPU). [-]"""
+    mig_start: int | None = None
+    """For a MIG slice: its first memory slice on that GPU (the placement start of
+    ``nvidia-smi mig -lgipp``); ``None`` otherwise. [-]"""
 
 
 @dataclass(frozen=True)

@@ -461,6 +461,15 @@ def catalog_show(name: Annotated[str, typer.Argument(help="Catalog name or TOML 
         if unshaped:
             out.print(f"{len(unshaped)} GPU pool(s) declare no gpus_per_node and count as one "
                       f"node each: {', '.join(unshaped)} (regions/schema.md)")
+        mig = [f"{s.id}/{k}" for s in c.sites for k, p in s.gpus.items() if p.sharing == "mig"]
+        milli = [f"{s.id}/{k}" for s in c.sites for k, p in s.gpus.items()
+                 if p.sharing == "milli"]
+        models = sorted({p.mig_model for s in c.sites for p in s.gpus.values()
+                         if p.sharing == "mig"})
+        if mig:
+            out.print(f"MIG slices ({', '.join(models)}) for mig_profile jobs: {', '.join(mig)}")
+        if milli:
+            out.print(f"gpu_milli shares (time-slicing) for gpu_milli jobs: {', '.join(milli)}")
 
 
 from carbonsched.cli.fleet import register as _register_fleet  # noqa: E402

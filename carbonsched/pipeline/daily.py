@@ -560,7 +560,9 @@ def workload_rows(workload: Workload) -> dict[str, list[dict[str, Any]]]:
         "jobs": [{"job_id": j.id, "tenant": j.tenant, "kind": str(j.kind),
                   "gpu_type": j.gpu_type, "gpus": j.gpus, "duration_hours": j.duration_hours,
                   "duration_minutes": j.duration_minutes,
-                  "power_per_gpu_kw": float(j.power_per_gpu_kw)} for j in workload.jobs],
+                  "power_per_gpu_kw": float(j.power_per_gpu_kw),
+                  **({"gpu_share": j.gpu_share} if j.gpu_share != 1.0 else {})}
+                 for j in workload.jobs],
         "inference_power": [{"area": a, "gpu_type": g, "power_per_gpu_kw": kw}
                             for (a, g), kw in power.items()],
     }

@@ -66,6 +66,12 @@ class PlacementRow(_Row):
     pieces: int = Field(1, description="Pieces of the job. [-]")
     overhead_minutes: int = Field(0, description="Checkpoint/restore overhead inside it. [min]")
     overhead_kwh: float = Field(0.0, description="Energy of that overhead. [kWh]")
+    gpu_index: int | None = Field(
+        None, description="A fractional job's GPU in the site's pool of its type (0-based), for "
+        "its whole run; absent (null) for whole GPUs. [-]")
+    mig_start: int | None = Field(
+        None, description="A MIG slice's first memory slice on that GPU (nvidia-smi mig -lgipp "
+        "placement start); null otherwise. [-]")
     deadline: UtcTime | None = Field(
         None,
         description="The job's own deadline (UTC), for the backend; absent in the baseline's rows.",
@@ -166,6 +172,14 @@ class SiteHourRow(_Row):
     facility_power_cap_kw: float | None = Field(description="The facility cap, if any. [kW]")
     facility_headroom_kw: float | None = Field(description="Cap minus the upper bound. [kW]")
     facility_energy_kwh: float = Field(description="Facility energy in the hour. [kWh]")
+    sliced_gpus: int | None = Field(
+        None, description="GPUs carrying slices (MIG instances or milli shares); only at a "
+        "site that shares GPUs or runs a fractional job. [-]")
+    slices_used: dict[str, int] | None = Field(
+        None, description="Slices in use: MIG instances by profile, gpu_milli summed. [-]")
+    stranded_gpus: float | None = Field(
+        None, description="GPU capacity held but idle: compute or milli left on GPUs "
+        "carrying slices, 1 - share of a fractional job on a whole GPU. [GPU]")
 
 
 class SolverInfo(_Row):
@@ -263,6 +277,10 @@ class WorkloadJobRow(_Row):
     duration_hours: float = Field(description="Run time. [h]")
     duration_minutes: int | None = Field(None, description="Run time. [min]")
     power_per_gpu_kw: float = Field(description="IT power per GPU. [kW]")
+    gpu_share: float | None = Field(
+        None, description="Share of one GPU a fractional job asks for (gpu_milli / 1000, or a "
+        "MIG profile's compute slices over the GPU's); its IT power is power_per_gpu_kw × this. "
+        "Absent for whole GPUs. [-]")
 
 
 class InferencePowerRow(_Row):

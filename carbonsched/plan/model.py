@@ -24,7 +24,8 @@ Constraints (one ``define_<family>_constraints`` each):
 * assignment: :math:`\sum_{o \ni j} x_o + \sum_{p \ni j} z_p + u_j = 1`;
 * inference: :math:`\sum_s y_{ds} = N_d`;
 * GPU capacity: :math:`\sum_{o \ni (s,t), g_j = g} n_j x_o + \sum_{d: t_d=t, g_d=g} y_{ds}
-  \le C_{sg}`;
+  \le C_{sg}`; at a pool that shares GPUs, a fractional job's option counts in a slice row
+  and the GPUs cut in valid layouts count here instead (:mod:`carbonsched.plan.slices`);
 * power cap: :math:`\sum_{o \ni (s,t)} P_j x_o + \sum_{d: t_d = t} p_d y_{ds} \le \bar{P}_s`;
 * absorption: :math:`a_{st} \le \mathrm{PUE}_{st} \cdot E_{st}`.
 
@@ -48,6 +49,7 @@ import numpy as np
 import pulp
 
 from carbonsched.plan.sets import PlanSets, option_costs
+from carbonsched.plan.slices import define_slice_constraints, sliced_options
 
 ABSORB_EPS_KW = 1e-9
 
@@ -94,6 +96,10 @@ class PlanModel:
     a: dict[tuple[int, int], pulp.LpVariable]
     z: list[pulp.LpVariable] = field(default_factory=list)
     """Binary per piece pattern of a preemptible job (:attr:`PlanSets.patterns`)."""
+    slice_w: dict[tuple[int, int, int], dict[int, pulp.LpVariable]] = field(
+        default_factory=dict)
+    """GPUs cut in each layout per sharing (site, slot, type) cell
+    (:func:`carbonsched.plan.slices.define_slice_constraints`)."""
 
 
 def define_variables(m: PlanModel) -> None:
@@ -150,10 +156,11 @@ def define_inference_constraints(m: PlanModel) -> None:
 
 
 def _cell_terms(m: PlanModel, weight_job: np.ndarray, weight_inf: np.ndarray, by_type: bool,
-                energy: bool = False) -> dict[tuple, list]:
+                energy: bool = False, skip: np.ndarray | None = None) -> dict[tuple, list]:
     """Terms per (site, slot[, type]) cell: option weights and inference weights.
 
-    With ``energy`` the option weight is scaled by the share of the slot the job runs.
+    With ``energy`` the option weight is scaled by the share of the slot the job runs; options
+    where ``skip`` (shape ``(O,)``) is true are left out.
     """
     sets = m.sets
     cov = cover_index(sets, m.options)
@@ -163,7 +170,10 @@ def _cell_terms(m: PlanModel, weight_job: np.ndarray, weight_inf: np.ndarray, by
     w = weight_job[m.options[cov.option, 0]]
     if energy:
         w = w * cov.energy
-    for key, o, wo in zip(keys, cov.option.tolist(), w.tolist(), strict=True):
+    drop = skip[cov.option] if skip is not None else None
+    for i, (key, o, wo) in enumerate(zip(keys, cov.option.tolist(), w.tolist(), strict=True)):
+        if drop is not None and drop[i]:
+            continue
         cells.setdefault(key, []).append((m.x[o], wo))
     pats = _patterns(m)
     if len(pats):
@@ -190,11 +200,18 @@ def _max_load(terms: list) -> float:
 def define_capacity_constraints(m: PlanModel) -> None:
     """GPUs used by jobs and inference per (site, slot, type) within the site's count.
 
-    Cells whose largest possible load fits are skipped (they can never bind).
+    Cells whose largest possible load fits are skipped (they can never bind). A fractional
+    job at a site that shares its GPUs takes a slice, not a GPU: its cells get the layout
+    rows of :func:`carbonsched.plan.slices.define_slice_constraints` instead.
     """
     sets = m.sets
-    cells = _cell_terms(m, sets.job_gpus.astype(float), np.ones(len(sets.inf_gpus)), True)
+    sliced = sliced_options(sets, m.options)
+    cells = _cell_terms(m, sets.job_gpus.astype(float), np.ones(len(sets.inf_gpus)), True,
+                        skip=sliced if sliced.any() else None)
+    done = define_slice_constraints(m, cells) if sliced.any() else set()
     for (s, t, g), terms in sorted(cells.items()):
+        if (s, t, g) in done:
+            continue
         cap = int(sets.gpu_cap[s, t, g])
         if _max_load(terms) <= cap:
             continue

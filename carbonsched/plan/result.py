@@ -28,6 +28,7 @@ import pandas as pd
 
 from carbonsched.domain import InferencePlacement, Placement, ReasonCode, Unplaced
 from carbonsched.errors import InfeasiblePlanError
+from carbonsched.plan.slices import assign_runs, layouts_in_use, recount_slices
 from carbonsched.timeaxis import HOUR
 
 MINUTE = pd.Timedelta(minutes=1)
@@ -157,6 +158,11 @@ class Score:
         whole nodes. [-]
     unplaced_gpu_hours
         GPU-hours of jobs the plan does not place. [GPU·h]
+    slice_violations
+        GPUs (per site, hour and type) whose slices break their layout: a MIG instance at an
+        invalid start, overlapping another, over the GPU's compute or ``+me``; milli shares
+        over 1000 on one GPU; a GPU index outside the pool
+        (:func:`carbonsched.plan.slices.recount_slices`). [-]
     objective
         emissions_kg + penalty × GPU-hours of unplaced jobs that could run alone (the planner's
         objective; jobs the pre-check rejects are left out, they are the same for any plan).
@@ -174,6 +180,7 @@ class Score:
     gang_violations: int
     unplaced_gpu_hours: float
     objective: float
+    slice_violations: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """Plain dict (JSON-ready)."""
@@ -297,6 +304,16 @@ def build_plan_result(
     it_kw = np.zeros((n_s, n_t))      # mean IT power per site-slot (kWh = mean kW × sh)
     chosen = np.asarray(chosen, dtype=np.int64).reshape(-1, 3)
     runs = plan_runs(sets, chosen, chosen_patterns)
+    # fractional jobs at sites that share GPUs: one GPU (and MIG start) for the whole run
+    runs, slice_of, no_slice, n_moved = assign_runs(sets, runs, np.asarray(inf_alloc))
+    if no_slice:
+        unplaced_reason = dict(unplaced_reason or {})
+        for k in no_slice:
+            unplaced_reason.setdefault(k, (
+                ReasonCode.INSUFFICIENT_CAPACITY,
+                "no GPU slice stayed free for its whole run at any start of its window (the "
+                "slice layouts of each hour could not be kept over consecutive hours); a later "
+                "run re-plans it"))
     weights = []
     by_minutes: dict[int, np.ndarray] = {}   # runs of one length share their weights (read-only)
     for r in runs:
@@ -318,8 +335,9 @@ def build_plan_result(
     placed = set()
     past = set()
     slot_starts = list(sets.slot)   # indexing the DatetimeIndex per run took 0.4 s at 10k jobs
-    for r, w in zip(runs, weights, strict=True):
+    for i_run, (r, w) in enumerate(zip(runs, weights, strict=True)):
         job = prob.jobs[r.job]
+        gpu_index, mig_start = slice_of.get(i_run, (None, None))
         placed.add(r.job)
         a, b = r.start, r.start + len(w)
         if b > n_h:
@@ -334,7 +352,7 @@ def build_plan_result(
             emissions_kg=float(kw * (w * em_per_it_kwh[r.site, a:b]).sum()),
             piece=r.piece, pieces=r.pieces, overhead_minutes=r.overhead_minutes,
             overhead_kwh=float(kw * (ow * sets.pue[r.site, a:b]).sum() * sh) if ow is not None
-            else 0.0,
+            else 0.0, gpu_index=gpu_index, mig_start=mig_start,
         ))
     infs = []
     for d, s in zip(*np.nonzero(inf_alloc > 0), strict=True):
@@ -396,6 +414,13 @@ def build_plan_result(
         "overhead_kwh": float(sum(p.overhead_kwh for p in placements)),
     }
     notes = plan_notes(sets, len(past), n_deferred)
+    if n_moved:
+        notes.append(f"slices: {n_moved} fractional job(s) moved from the solver's start to "
+                     "another start of their window, where one GPU keeps their slice over the "
+                     "whole run")
+    if no_slice:
+        notes.append(f"slices: {len(no_slice)} fractional job(s) left unplaced: no GPU slice "
+                     "stayed free for the whole run (InsufficientCapacity)")
     split = {p.job_id: p.pieces for p in placements if p.pieces > 1}
     if split:
         notes.append(f"pieces: {len(split)} preemptible job(s) run in {sum(split.values())} "
@@ -426,7 +451,8 @@ def plan_notes(sets: Any, n_past: int, n_deferred: int) -> list[str]:
 
 
 VIOLATION_FIELDS = ("gang_violations", "deadline_misses", "capacity_violations",
-                    "power_cap_violations", "facility_cap_violations", "slo_violations")
+                    "power_cap_violations", "facility_cap_violations", "slo_violations",
+                    "slice_violations")
 """The :class:`Score` counts that a trustworthy plan has at zero."""
 
 
@@ -509,8 +535,8 @@ def _load_from_placements(sets: Any, problem: Any, result: PlanResult
         peak[s, a:b] += job.it_power_kw
         energy[s, a:b] += job.it_power_kw * w
         g = gpos.get(job.gpu_type)
-        if g is not None:
-            gpus[s, a:b, g] += job.gpus
+        if g is not None and getattr(p, "gpu_index", None) is None:
+            gpus[s, a:b, g] += job.gpus   # a slice counts with its GPU (recount_slices)
     for job_id, ps in by_job.items():
         _k, job = jobs[job_id]
         if job.max_pieces == 1:
@@ -617,6 +643,9 @@ def score_plan(problem: Any, result: PlanResult, signals: pd.DataFrame | None = 
             if sum(g for lat, g in got if lat <= level) < need:
                 slo += 1
                 break
+    # slices: GPUs carrying them count once, their layouts recounted
+    sl = recount_slices(sets, problem, result.placements)
+    gpus = gpus + sl.sliced_gpus
     # running work holds GPUs and power too (it is not this plan's emissions)
     all_kw = it_kw + sets.running_kw
     cap_viol = int((gpus + sets.running_gpus > sets.gpu_count[:, None, :]).sum())
@@ -636,7 +665,7 @@ def score_plan(problem: Any, result: PlanResult, signals: pd.DataFrame | None = 
         power_cap_violations=pow_viol, facility_cap_violations=fac_viol, slo_violations=slo,
         deadline_misses=deadline_misses,
         gang_violations=gang, unplaced_gpu_hours=unplaced_gpu_h,
-        objective=emissions + penalty_kg,
+        objective=emissions + penalty_kg, slice_violations=sl.violations,
     )
 
 
@@ -665,7 +694,12 @@ def site_hour_power(problem: Any, result: PlanResult) -> list[dict[str, Any]]:
         grid-connection cap is planned against), ``facility_power_cap_kw`` and
         ``facility_headroom_kw`` (cap − facility_power_hi95_kw; both ``None`` at a site
         without a facility cap) [kW]; ``facility_energy_kwh`` (IT energy × PUE) [kWh]. A
-        negative headroom is a violation that :func:`score_plan` counts.
+        negative headroom is a violation that :func:`score_plan` counts. At a site with a GPU
+        pool that shares GPUs (``sharing`` in the catalog) or where a fractional job runs,
+        also ``sliced_gpus`` (GPUs carrying slices) [-], ``slices_used`` (MIG instances by
+        profile, ``gpu_milli`` summed) and ``stranded_gpus`` (capacity held but idle: the
+        compute or milli left on GPUs carrying slices, ``1 - share`` of a fractional job on
+        a whole GPU) [GPU] (:func:`carbonsched.plan.slices.recount_slices`).
     """
     from carbonsched.plan.sets import compile_sets
 
@@ -685,6 +719,10 @@ def site_hour_power(problem: Any, result: PlanResult) -> list[dict[str, Any]]:
                 it_kw[spos[ip.site], t] += ip.gpus * kw_per_gpu[key]
                 it_kwh[spos[ip.site], t] += ip.gpus * kw_per_gpu[key]
     it_kwh = it_kwh * sets.slot_hours   # mean kW over a slot -> kWh
+    sl = recount_slices(sets, problem, result.placements)
+    shares = {s for s, site in enumerate(problem.sites)
+              if any(p.sharing for p in site.gpus.values())}
+    shares |= {int(s) for s in np.flatnonzero(sl.stranded_gpus.any(axis=1))}
     used = (it_kw > 0).any(axis=0)
     last = max(n_h, int(np.flatnonzero(used).max()) + 1 if used.any() else 0)
     rows = []
@@ -708,4 +746,8 @@ def site_hour_power(problem: Any, result: PlanResult) -> list[dict[str, Any]]:
                 "facility_headroom_kw": fac_cap - it * pue_hi if has_fac else None,
                 "facility_energy_kwh": float(it_kwh[s, t]) * pue,
             })
+            if s in shares:
+                rows[-1].update(sliced_gpus=int(sl.sliced_gpus[s, t].sum()),
+                                slices_used=layouts_in_use(sl, s, t),
+                                stranded_gpus=round(float(sl.stranded_gpus[s, t]), 6))
     return rows

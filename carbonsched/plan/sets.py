@@ -759,7 +759,10 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
     cost = pue * ci / 1000.0
     kw_per_gpu = max([j.power_per_gpu_kw for j in problem.jobs] + [1e-3])
     penalty = UNPLACED_PENALTY_FACTOR * max(float(cost.max(initial=0.0)), 1e-3) * kw_per_gpu
-    unplaced_cost = penalty * j_gpus * j_min / 60.0
+    # a fractional job asks for its share of one GPU (gpu_milli / 1000, MIG compute slices / 7):
+    # leaving it out costs that share of a GPU-hour, so the plan places the most GPU work
+    j_share = np.array([j.gpu_share for j in problem.jobs], dtype=float)
+    unplaced_cost = penalty * j_gpus * j_share * j_min / 60.0
     sets = PlanSets(
         problem=problem, site=pd.Index(site_ids, name="site"), slot=ext,
         gpu_type=pd.Index(gtypes, name="gpu_type"), ci_g_per_kwh=ci, pue=pue, surplus_kw=sur,

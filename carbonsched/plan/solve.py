@@ -41,6 +41,7 @@ from carbonsched.plan.result import (
     recount_violations,
 )
 from carbonsched.plan.sets import PlanningProblem, PlanSets, compile_sets
+from carbonsched.plan.slices import sliced_options
 
 log = logging.getLogger(__name__)
 
@@ -728,6 +729,15 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
         note = "; ".join(x for x in (note, f"column generation plans {n_pre} preemptible "
                                      "job(s) in one piece (piece patterns are modelled by "
                                      "the direct MILP only)") if x)
+    if method == "colgen":
+        sliced = sliced_options(sets, sets.options)
+        if sliced.any():
+            # hook for issue 37: the layout columns live in the direct MILP only
+            n_fr = len(np.unique(sets.options[sliced, 0]))
+            note = "; ".join(x for x in (note, f"column generation plans {n_fr} fractional "
+                                         "job(s) at sites that share GPUs as whole GPUs (slice "
+                                         "layouts are modelled by the direct MILP only); their "
+                                         "slices are packed onto GPUs after the solve") if x)
     rec = SolverRecord(name=name, status=PlanStatus.NO_SOLUTION, method=method, note=note)
     if _nothing_to_decide(sets):
         # an empty model: optimal by definition, on every solver (the solvers disagree on

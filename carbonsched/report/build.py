@@ -107,7 +107,9 @@ def _intervals(doc: dict[str, Any], part: dict[str, Any], catalog: Catalog,
             counts["no_workload_record"] += 1
             kw, tenant, kind = it_power_per_gpu_kw(p["gpu_type"], catalog), "unknown", "unknown"
         else:
-            kw, tenant, kind = j["power_per_gpu_kw"], j["tenant"], j["kind"]
+            # a fractional job draws its share of the GPU's power (as the planner counts it)
+            kw = j["power_per_gpu_kw"] * (j.get("gpu_share") or 1.0)
+            tenant, kind = j["tenant"], j["kind"]
         out.append(dict(plan_id=doc["plan_id"], date=doc["date"], job_id=p["job_id"],
                         piece=int(p.get("piece", 0)), tenant=tenant, kind=kind, site=p["site"],
                         gpu_type=p["gpu_type"], gpus=int(p["gpus"]),

@@ -737,10 +737,12 @@ class JobSpec(BaseModel):
         _optional(_pod_template, None)] = None
     gpu_milli: Annotated[int | None, Field(
         ge=1, le=MAX_GPU_MILLI, description="Part of one GPU, in thousandths (1..1000); "
-        "planned as one whole GPU. [1/1000 GPU]"), _optional(_gpu_milli, None)] = None
+        "planned as a share of one GPU where the site time-slices its GPUs (catalog sharing = "
+        "\"milli\"), else as one whole GPU. [1/1000 GPU]"), _optional(_gpu_milli, None)] = None
     mig_profile: Annotated[str | None, Field(
         pattern=MIG_PROFILE_PATTERN, description="A MIG profile of the job's GPU type, e.g. "
-        "1g.10gb; planned as one whole GPU."),
+        "1g.10gb; planned as a MIG slice where the site partitions its GPUs (catalog sharing = "
+        "\"mig\"), else as one whole GPU."),
         _optional(_pattern(MIG_PROFILE_PATTERN, "MIG profile", "1g.10gb"), None)] = None
 
     @model_validator(mode="wrap")

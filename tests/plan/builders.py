@@ -17,6 +17,7 @@ from carbonsched.domain import (
     GpuPool,
     InferenceDemand,
     Job,
+    JobPayload,
     PueModel,
     Site,
     SiteRole,
@@ -41,9 +42,11 @@ class SiteWrapper:
         self._role = SiteRole.GREEN_HUB
 
     def gpus(self, gpu_type: str, count: int, board_power_w: float = 700.0,
-             per_node: int | None = None) -> SiteWrapper:
+             per_node: int | None = None, sharing: str | None = None,
+             mig_model: str | None = None) -> SiteWrapper:
         self._gpus[gpu_type] = GpuPool(count=count, board_power_w=board_power_w,
-                                       gpus_per_node=per_node)
+                                       gpus_per_node=per_node, sharing=sharing,
+                                       mig_model=mig_model)
         return self
 
     def cap_kw(self, cap: float) -> SiteWrapper:
@@ -80,6 +83,17 @@ class JobWrapper:
         self._es = 0
         self._dl = 24
         self._allowed: tuple[str, ...] = ()
+        self._payload: JobPayload | None = None
+
+    def milli(self, gpu_milli: int) -> JobWrapper:
+        """Part of one GPU in thousandths (``gpu_milli``)."""
+        self._payload = JobPayload(gpu_milli=gpu_milli)
+        return self
+
+    def mig(self, profile: str) -> JobWrapper:
+        """A MIG slice (``mig_profile``)."""
+        self._payload = JobPayload(mig_profile=profile)
+        return self
 
     def gpu_type(self, t: str) -> JobWrapper:
         self._type = t
@@ -109,7 +123,7 @@ class JobWrapper:
         return Job(id=self._id, tenant="t", gpu_type=self._type, gpus=self._gpus,
                    duration_hours=self._hours, power_per_gpu_kw=self._kw,
                    earliest_start=at(self._es), deadline=at(self._dl),
-                   allowed_sites=self._allowed)
+                   allowed_sites=self._allowed, payload=self._payload)
 
 
 def demand(area: str, hour: int, gpus: int, slo_ms: float = 50.0, gpu_type: str = "H100",
