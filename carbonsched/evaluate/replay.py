@@ -37,7 +37,7 @@ from carbonsched.adapters.signals import load_site_signals
 from carbonsched.catalog import load_catalog
 from carbonsched.config import get_settings
 from carbonsched.domain import SignalQuality
-from carbonsched.errors import ForecastError, InputError
+from carbonsched.errors import ForecastError, InputError, require_extra
 from carbonsched.evaluate.executor import map_in_order, parse_executor
 from carbonsched.fileio import atomic_path
 from carbonsched.forecasts.green_surplus import green_surplus_index
@@ -644,8 +644,7 @@ def _fallback_site_days(daily: list[dict[str, Any]]) -> dict[str, int]:
 
 def plot_daily(result: dict[str, Any], path: Path) -> None:
     """Write a PNG of daily emissions by policy (matplotlib, Agg backend)."""
-    import matplotlib
-
+    matplotlib = require_extra("matplotlib", "replay --plot", "report")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from carbonsched.errors import InputError
+from carbonsched.errors import InputError, require_extra
 from carbonsched.report.build import Report
 
 FORMATS = ("csv", "json", "html", "xlsx")
@@ -145,6 +145,7 @@ def excel_times(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _xlsx(report: Report) -> bytes:
+    require_extra("openpyxl", "the report's xlsx format", "report")
     buf = io.BytesIO()
     summary = [("total", k, _clean(v)) for k, v in report.totals.items()]
     summary += [("rule", k, v) for k, v in report.metadata["rules"].items()]
