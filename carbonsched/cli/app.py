@@ -327,11 +327,11 @@ def replay(
     if jobs is not None:
         from carbonsched.cli.replay import run_and_print
 
-        with errors(), status_line("replay") as progress, solver_chatter_to_stderr():
+        with errors(), solver_chatter_to_stderr():
             pols = tuple(p.strip() for p in policies.split(",") if p.strip())
             run_and_print(jobs, out_file, catalog, data_dir, None if policies == _TRACE_POLICIES
                           else pols, horizon_hours, run_every_hours, time_limit, mip_gap,
-                          progress, out, err, write_json)
+                          lambda _: None, out, err, write_json)
         return
     with errors():
         parse_executor(executor)  # refuse a bad name before the data load

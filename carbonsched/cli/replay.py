@@ -75,11 +75,15 @@ def run_and_print(jobs: Path, out_file: Path, catalog: str, data_dir: Path | Non
                   policies: tuple[str, ...] | None, horizon_hours: int, run_every_hours: int,
                   time_limit_s: float, mip_gap: float, progress: Callable[[str], None],
                   out: Console, err: Console, write_json: Callable[[Path, Any], None]) -> None:
-    """Replay ``jobs`` (:func:`~carbonsched.evaluate.replay_jobs.run_jobs_replay`), write, print."""
+    """Replay ``jobs`` (:func:`~carbonsched.evaluate.replay_jobs.run_jobs_replay`), write, print.
+
+    A progress bar of the rolling runs on ``err`` when it is a terminal (:func:`replay_progress`).
+    """
     from carbonsched.evaluate.replay_jobs import JOB_POLICIES, run_jobs_replay
 
-    res = run_jobs_replay(jobs, catalog, data_dir, policies or JOB_POLICIES, horizon_hours,
-                          run_every_hours, time_limit_s, mip_gap, progress)
+    with replay_progress(err, "runs") as advance:
+        res = run_jobs_replay(jobs, catalog, data_dir, policies or JOB_POLICIES, horizon_hours,
+                              run_every_hours, time_limit_s, mip_gap, progress, advance=advance)
     write_json(out_file, res)
     t = Table("policy", "kg CO2e", "reduction %", "oracle share", "jobs placed",
               "unplaced jobs", "unplaced MWh", "with unplaced %", "deadline misses",
