@@ -504,7 +504,8 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
     }
     market_note = no_instrument_note(cfg, totals)
     if market_note:
-        notes.insert(0, market_note)
+        # first, after a replayed report's REPLAYED warning (which must lead)
+        notes.insert(sum(1 for n in notes[:1] if str(n).startswith("REPLAYED")), market_note)
     est_kwh = float(rows.loc[rows["estimated"], "facility_energy_kwh"].sum())
     meta = {
         "title": "carbonsched sustainability report",
