@@ -17,7 +17,6 @@ from carbonsched.errors import InputError, WorkloadError
 from carbonsched.evaluate.replay import actual_signals
 from carbonsched.evaluate.replay_jobs import read_jobs, run_jobs_replay
 
-
 ADVANCED: list[tuple[int, int]] = []
 
 
