@@ -21,8 +21,10 @@ and from the built-in that fits it, so callers can catch either::
     │   ├── BackendRejectedError           a backend refused a submission (site, key, reason)
     │   └── ProviderError                  a signal provider answered with an error or bad payload
     │       └── ProviderUnavailableError   a signal provider down, timing out or rate-limiting
-    └── AdapterContractError (TypeError)   a dispatch adapter missing a required method, a
-                                           duplicate or an unknown backend name in the registry
+    ├── AdapterContractError (TypeError)   a dispatch adapter missing a required method, a
+    │                                      duplicate or an unknown backend name in the registry
+    └── MissingExtraError (ImportError)    an optional part used without its install extra
+                                           (``pip install 'carbonsched[service]'``)
 
     InputError
     └── ProviderConfigError                a provider configured wrongly (credentials, region)
@@ -32,7 +34,9 @@ Each class carries its context as attributes so that the CLI and the API can sho
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from types import ModuleType
 
 
 class CarbonschedError(Exception):
@@ -226,3 +230,88 @@ class BackendRejectedError(BackendError):
 
 class AdapterContractError(CarbonschedError, TypeError):
     """A dispatch adapter that breaks the contract, or a backend name the registry lacks."""
+
+
+#: Install extras of pyproject.toml ``[project.optional-dependencies]`` and what each adds.
+EXTRAS: dict[str, str] = {
+    "service": "the REST API, /ui and the cron (carbonsched serve)",
+    "slurm": "dispatch to Slurm (sbatch/squeue/sacct on PATH; no Python package)",
+    "kubernetes": "dispatch to Kubernetes (the kubernetes client)",
+    "dask": "replays on a Dask cluster (--executor dask)",
+    "lightgbm": "the LightGBM day-ahead forecaster (opt-in candidate 'lgbm')",
+    "report": "the replay plot and the report's XLSX format (matplotlib, openpyxl)",
+    "entsoe": "the ENTSO-E Transparency Platform provider (entsoe-py)",
+}
+
+#: Top-level module -> the install extra that provides it (pyproject.toml
+#: ``[project.optional-dependencies]``; ``[all]`` holds every one).
+EXTRA_OF_MODULE: dict[str, str] = {
+    "fastapi": "service", "starlette": "service", "uvicorn": "service",
+    "apscheduler": "service", "prometheus_client": "service", "psycopg2": "service",
+    "kubernetes": "kubernetes", "distributed": "dask", "dask": "dask",
+    "lightgbm": "lightgbm", "matplotlib": "report", "openpyxl": "report",
+    "entsoe": "entsoe",
+}
+
+
+class MissingExtraError(CarbonschedError, ImportError):
+    """An optional part of carbonsched used without the install extra that provides it.
+
+    Parameters
+    ----------
+    module
+        The top-level module that could not be imported (e.g. ``fastapi``).
+    extra
+        The extra of pyproject.toml that installs it (e.g. ``service``).
+    purpose
+        What needed it, in words (e.g. ``carbonsched serve``).
+    """
+
+    def __init__(self, module: str, extra: str, purpose: str) -> None:
+        self.module, self.extra, self.purpose = module, extra, purpose
+        super().__init__(
+            f"{purpose} needs the Python package {module!r}, which is not installed: install "
+            f"the '{extra}' extra, e.g. `python3 -m pip install -c requirements/lock.txt -e "
+            f"'.[{extra}]'` in a clone (or `pip install 'carbonsched[{extra}]'`); "
+            "'.[all]' installs every extra", name=module)
+
+
+def require_extra(module: str, purpose: str, extra: str | None = None) -> ModuleType:
+    """Import ``module`` or raise :class:`MissingExtraError` naming the extra to install.
+
+    Parameters
+    ----------
+    module
+        Dotted module name (e.g. ``"kubernetes.client"``).
+    purpose
+        What needs it, as the user would name it (e.g. ``"--executor dask"``).
+    extra
+        The extra that installs it; ``None`` looks the top-level package up in
+        :data:`EXTRA_OF_MODULE`.
+
+    Returns
+    -------
+    module
+        The imported module.
+
+    Raises
+    ------
+    MissingExtraError
+        ``module`` (or a package it needs) is not installed; ``sys.modules[name] = None``
+        counts as missing, as for the import statement.
+    """
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or module).split(".")[0]
+        raise missing_extra(missing if missing in EXTRA_OF_MODULE else module.split(".")[0],
+                            purpose, extra) from exc
+
+
+def missing_extra(module: str, purpose: str, extra: str | None = None) -> MissingExtraError:
+    """The :class:`MissingExtraError` for a missing top-level ``module`` (not raised).
+
+    ``extra`` defaults to :data:`EXTRA_OF_MODULE` of ``module``, else ``"all"``.
+    """
+    top = module.split(".")[0]
+    return MissingExtraError(top, extra or EXTRA_OF_MODULE.get(top, "all"), purpose)

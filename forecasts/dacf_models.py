@@ -53,12 +53,11 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-import lightgbm as lgb
 import numpy as np
 import pandas as pd
 import statsmodels.api as sm
 
-from carbonsched.errors import ForecastError, TimeAxisError
+from carbonsched.errors import ForecastError, TimeAxisError, require_extra
 from carbonsched.forecasts.aci import ALPHA_TARGET, aci_step
 from carbonsched.forecasts.base import Forecaster
 from carbonsched.timeaxis import ensure_hourly_utc, require_aware
@@ -633,6 +632,7 @@ class LightGBMDayAhead(DayAheadModel):
         return [{"n_estimators": 20, "calib_days": 14}]
 
     def _fit_point(self, feats: pd.DataFrame, z: np.ndarray) -> Any:
+        lgb = require_extra("lightgbm", "the LightGBM day-ahead forecaster (lgbm)")
         model = lgb.LGBMRegressor(**self.lgb_params)
         cols = list(feats.columns)
         model.fit(feats.to_numpy(float), z)

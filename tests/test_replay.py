@@ -8,15 +8,28 @@ import pytest
 
 from carbonsched.catalog import load_catalog
 from carbonsched.errors import InputError
-from carbonsched.evaluate.replay import actual_signals, plot_daily, run_replay
+from carbonsched.evaluate.replay import (
+    DEFAULT_REPLAY_DAYS,
+    ORACLE_LABEL,
+    actual_signals,
+    daily_plot_frames,
+    plot_daily,
+    replay_figure,
+    replay_period,
+    run_replay,
+)
 from carbonsched.timeaxis import hourly_slots
+
+ADVANCED: list[tuple[int, int]] = []
 
 
 @pytest.fixture(scope="module")
 def two_days(shared_data):
     # a third of each day's trace jobs: small enough to solve to a 0.1 % gap in seconds
+    ADVANCED.clear()
     return run_replay("global", shared_data, "2023-07-02", "2023-07-03", seed=0,
-                      time_limit_s=60.0, chunk_days=1, workload_scale=0.3)
+                      time_limit_s=60.0, chunk_days=1, workload_scale=0.3,
+                      advance=lambda done, total: ADVANCED.append((done, total)))
 
 
 @pytest.mark.shared_data
@@ -77,6 +90,106 @@ def test_replay_plot(two_days, tmp_path):
     png = tmp_path / "daily.png"
     plot_daily(two_days, png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.shared_data
+@pytest.mark.slow
+def test_replay_plot_draws_unplaced_work_and_the_oracle_as_a_bound(two_days):
+    em, un = daily_plot_frames(two_days)
+    assert list(em.columns) == ["agnostic", "greedy", "milp", "oracle"]
+    for d in two_days["daily"]:
+        day = pd.Timestamp(d["date"])
+        for p in em.columns:
+            # emissions with the unplaced work priced at the day's dirtiest site-hour [t]
+            assert em.loc[day, p] == pytest.approx(
+                (d[p] + d[f"{p}_unplaced_priced_kg"]) / 1000.0, abs=1e-9)
+            assert un.loc[day, p] == pytest.approx(d[f"{p}_unplaced_gpu_hours"], abs=1e-9)
+    # the table's totals are the days' sums
+    for p in em.columns:
+        assert un[p].sum() == pytest.approx(two_days["policies"][p]["unplaced_gpu_hours"],
+                                            abs=0.1)
+        assert sum(d[f"{p}_unplaced_jobs"] for d in two_days["daily"]) == (
+            two_days["policies"][p]["unplaced_jobs"])
+    fig = replay_figure(two_days)
+    ax, ax_u = fig.axes[:2]
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    oracle = lines[ORACLE_LABEL]
+    assert oracle.get_linestyle() == "--"
+    np.testing.assert_allclose(oracle.get_ydata(), em["oracle"].to_numpy(), atol=1e-9)
+    assert {"agnostic", "greedy", "milp"} <= set(lines)
+    heights = sorted(round(b.get_height(), 6) for b in ax_u.patches)
+    assert heights == sorted(round(v, 6) for v in un.to_numpy().ravel())
+    assert "unplaced" in ax_u.get_ylabel()
+    # dates on the axis, not raw ISO timestamps
+    fig.canvas.draw()
+    ticks = [t.get_text() for t in ax_u.get_xticklabels() if t.get_text()]
+    assert ticks and not any("T" in t or "00:00" in t for t in ticks), ticks
+
+
+@pytest.mark.shared_data
+@pytest.mark.slow
+def test_replay_table_has_unplaced_work_and_names_the_oracle_a_bound(two_days):
+    from rich.console import Console
+
+    from carbonsched.cli.replay import trace_replay_table
+
+    con = Console(record=True, width=400)
+    con.print(trace_replay_table(two_days))
+    text = con.export_text()
+    for head in ("unplaced jobs", "unplaced GPU-h", "kg CO2e incl. unplaced",
+                 "reduction % incl. unplaced"):
+        assert head in text
+    assert ORACLE_LABEL in text
+    for name, p in two_days["policies"].items():
+        row = next(ln for ln in text.splitlines()
+                   if (ORACLE_LABEL if name == "oracle" else f" {name} ") in ln)
+        assert f"{p['unplaced_gpu_hours']:,.1f}" in row
+        assert f"{p['emissions_with_unplaced_kg']:,.0f}" in row
+
+
+@pytest.mark.shared_data
+@pytest.mark.slow
+def test_replay_feeds_the_progress_bar_every_chunk(two_days):
+    assert ADVANCED == [(0, 2), (1, 2), (2, 2)]
+
+
+def test_replay_period_defaults_to_a_week_never_a_year():
+    d0, d1 = replay_period("2023-01-01", None)
+    assert (d0, d1) == (pd.Timestamp("2023-01-01", tz="UTC"), pd.Timestamp("2023-01-07", tz="UTC"))
+    assert DEFAULT_REPLAY_DAYS == 7
+    # at the limit: one day; known-bad: the end before the start
+    assert replay_period("2023-07-01", "2023-07-01")[1] == pd.Timestamp("2023-07-01", tz="UTC")
+    with pytest.raises(InputError, match="--end 2023-06-30 is before --start 2023-07-01"):
+        replay_period("2023-07-01", "2023-06-30")
+
+
+def test_cli_replay_without_end_says_it_replays_a_week(tmp_path):
+    from typer.testing import CliRunner
+
+    from carbonsched.cli.app import app
+
+    r = CliRunner().invoke(app, ["replay", "--out", str(tmp_path / "r.json"), "--catalog",
+                                 "china-eastdata-westcompute", "--start", "2023-03-01"])
+    assert "replaying 7 days from 2023-03-01" in r.output
+    assert r.exit_code == 2 and "modelled signals" in r.output  # refused: no measured data
+
+
+def test_progress_bar_draws_on_a_terminal_and_stays_quiet_off_one():
+    import io
+
+    from rich.console import Console
+
+    from carbonsched.cli.replay import replay_progress
+
+    tty = Console(file=io.StringIO(), force_terminal=True, width=120)
+    with replay_progress(tty) as advance:
+        advance(0, 7)
+        advance(3, 7)
+    assert "3/7" in tty.file.getvalue() and "days" in tty.file.getvalue()
+    pipe = Console(file=io.StringIO(), force_terminal=False, width=120)
+    with replay_progress(pipe) as advance:
+        advance(3, 7)
+    assert pipe.file.getvalue() == ""
 
 
 @pytest.mark.parametrize(("kw", "message"), [

@@ -17,11 +17,21 @@ from carbonsched.errors import InputError, WorkloadError
 from carbonsched.evaluate.replay import actual_signals
 from carbonsched.evaluate.replay_jobs import read_jobs, run_jobs_replay
 
+ADVANCED: list[tuple[int, int]] = []
+
 
 @pytest.fixture(scope="module")
 def result(shared_data, fixtures_dir):
+    ADVANCED.clear()
     return run_jobs_replay(fixtures_dir / "rolling_jobs", "global", shared_data,
-                           time_limit_s=30.0, mip_gap=0.0)
+                           time_limit_s=30.0, mip_gap=0.0,
+                           advance=lambda done, total: ADVANCED.append((done, total)))
+
+
+@pytest.mark.shared_data
+def test_rolling_replay_feeds_the_progress_bar_every_run(result):
+    n = len(result["runs"])
+    assert ADVANCED == [(k, n) for k in range(1, n + 1)] and n >= 2
 
 
 @pytest.mark.shared_data

@@ -196,6 +196,9 @@ class KubernetesAdapter:
         """The generic API (``CustomObjectsApi``: any group, version and plural, plain dicts)."""
         with self._lock:
             if self._api is None:
+                from carbonsched.errors import require_extra
+
+                require_extra("kubernetes.client", "dispatch to Kubernetes")
                 from kubernetes import client, config
                 from kubernetes.config.config_exception import ConfigException
 

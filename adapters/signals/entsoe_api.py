@@ -63,7 +63,12 @@ from carbonsched.adapters.http import (
     run_bounded,
 )
 from carbonsched.adapters.signals._live import HOUR, finish, hourly_mean
-from carbonsched.errors import ProviderConfigError, ProviderError, ProviderUnavailableError
+from carbonsched.errors import (
+    ProviderConfigError,
+    ProviderError,
+    ProviderUnavailableError,
+    require_extra,
+)
 
 SOURCE = "entsoe"
 PRODUCTION_URL = "https://web-api.tp.entsoe.eu/api"
@@ -245,6 +250,7 @@ def make_entsoe_client(base_url: str, api_key: str, timeout_s: float = 20.0,
         Its ``session.count`` counts requests. entsoe-py's own retry loop is switched off
         (``retry_count=1``): the session retries.
     """
+    require_extra("entsoe", "the ENTSO-E provider")
     from entsoe import EntsoePandasClient
 
     install_log_redaction()
@@ -385,6 +391,7 @@ def read_entsoe_generation(generation: pd.DataFrame) -> tuple[pd.DataFrame, dict
     ProviderError
         A production type with no group (named), or a resolution that does not divide an hour.
     """
+    require_extra("entsoe", "the ENTSO-E provider")
     from entsoe.mappings import PSRTYPE_MAPPINGS
 
     by_name = {v: k for k, v in PSRTYPE_MAPPINGS.items()}
@@ -468,6 +475,7 @@ def get_entsoe(spec: Any, api_key: str, zone: str, group: str, start: pd.Timesta
     ProviderUnavailableError
         Unreachable, timed out, 5xx.
     """
+    require_extra("entsoe", "the ENTSO-E provider")
     from entsoe.mappings import lookup_area
 
     try:

@@ -61,7 +61,12 @@ from carbonsched.adapters.signals.providers import (
 )
 from carbonsched.adapters.signals.registry import SignalSource, load_site_signals
 from carbonsched.domain import SignalQuality, Site
-from carbonsched.errors import ProviderConfigError, ProviderError, TimeAxisError
+from carbonsched.errors import (
+    ProviderConfigError,
+    ProviderError,
+    TimeAxisError,
+    require_extra,
+)
 
 HOUR = pd.Timedelta(hours=1)
 SOURCE_NAME = "providers"
@@ -182,6 +187,7 @@ class LiveSignals:
         spec = self.config.providers[binding.provider]
         group = binding.group
         if spec.kind == "entsoe":
+            require_extra("entsoe", f"provider {spec.name!r} (kind entsoe)")
             from carbonsched.adapters.signals.entsoe_api import get_entsoe, make_entsoe_client
 
             if spec.name not in self._sessions:  # entsoe-py speaks requests, not httpx

@@ -292,7 +292,8 @@ def replay(
     catalog: Annotated[str, typer.Option(help="Catalog with measured signals.")] = "global",
     data_dir: DataDir = None,
     start: Annotated[str, typer.Option(help="First day, YYYY-MM-DD.")] = "2023-01-01",
-    end: Annotated[str, typer.Option(help="Last day, YYYY-MM-DD (inclusive).")] = "2023-12-31",
+    end: Annotated[str, typer.Option(
+        help="Last day, YYYY-MM-DD (inclusive); default a week from --start (7 days).")] = "",
     policies: Annotated[str, typer.Option(
         help="Comma-separated: agnostic,greedy,milp,oracle (with --jobs: agnostic,milp,"
              "oracle,best-fixed).")] = "agnostic,greedy,milp,oracle",
@@ -329,11 +330,11 @@ def replay(
     if jobs is not None:
         from carbonsched.cli.replay import run_and_print
 
-        with errors(), status_line("replay") as progress, solver_chatter_to_stderr():
+        with errors(), solver_chatter_to_stderr():
             pols = tuple(p.strip() for p in policies.split(",") if p.strip())
             run_and_print(jobs, out_file, catalog, data_dir, None if policies == _TRACE_POLICIES
                           else pols, horizon_hours, run_every_hours, time_limit, mip_gap,
-                          progress, out, err, write_json)
+                          lambda _: None, out, err, write_json)
         return
     with errors():
         parse_executor(executor)  # refuse a bad name before the data load
@@ -341,24 +342,28 @@ def replay(
             raise InputError("--scheduler-address needs --executor dask")
         ddir = data_dir or get_settings().data_dir
         pols = tuple(p.strip() for p in policies.split(",") if p.strip())
-        with status_line("replay") as progress, solver_chatter_to_stderr():
-            res = run_replay(catalog, ddir, start, end, pols, seed, time_limit, progress,
+        if plot:
+            from carbonsched.errors import require_extra
+
+            require_extra("matplotlib", "replay --plot", "report")  # before hours of replay
+        from carbonsched.cli.replay import replay_progress, trace_replay_table
+
+        if not end.strip():
+            from carbonsched.evaluate.replay import DEFAULT_REPLAY_DAYS
+
+            err.print(f"replaying {DEFAULT_REPLAY_DAYS} days from {start} (no --end: a week; "
+                      "give --end YYYY-MM-DD for a longer period)", highlight=False)
+        with replay_progress(err) as advance, solver_chatter_to_stderr():
+            res = run_replay(catalog, ddir, start, end.strip() or None, pols, seed, time_limit,
                              workers=workers, mip_gap=mip_gap, workload_scale=workload_scale,
                              executor=executor, scheduler_address=scheduler_address,
                              target_load=target_load, oracle_time_limit_s=oracle_time_limit,
-                             every_days=every_days)
+                             every_days=every_days, advance=advance)
         write_json(out_file, res)
         if plot:
             plot_daily(res, plot)
-        t = Table("policy", "kg CO2e", "reduction %", "oracle share", "surplus MWh",
-                  "deadline misses", "SLO viol.", "capacity viol.", "seconds",
-                  title=f"Replay {res['start']} .. {res['end']} ({res['days']} days)")
-        for name, p in res["policies"].items():
-            t.add_row(name, f"{p['emissions_kg']:,.0f}", _fmt(p["reduction_pct"], 2),
-                      _fmt(p["oracle_share"], 3), f"{p['surplus_absorbed_mwh']:,.1f}",
-                      str(p["deadline_misses"]), str(p["slo_violations"]),
-                      str(p["capacity_violations"]), f"{p['seconds']:,.0f}")
-        out.print(t)
+            err.print(f"plot written to {plot}", highlight=False)
+        out.print(trace_replay_table(res))
         if "oracle_unproven_days" in res:
             un, less = res["oracle_unproven_days"], res["oracle_less_work_days"]
             out.print(f"oracle not proven within 0.1 % on {len(un)} day(s): "

@@ -21,9 +21,12 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from carbonsched.errors import (
+    EXTRA_OF_MODULE,
     BackendUnavailableError,
     CarbonschedError,
     SolverUnavailableError,
+    missing_extra,
+    require_extra,
 )
 
 # wide tables when piped to a file or a log (Rich falls back to 80 columns there)
@@ -99,6 +102,28 @@ def errors() -> Iterator[None]:
     except FileNotFoundError as exc:
         print_error(f"file not found: {exc.filename}")
         raise typer.Exit(2) from exc
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "").split(".")[0]
+        if top not in EXTRA_OF_MODULE:
+            raise
+        print_error(str(missing_extra(top, "this command")))
+        raise typer.Exit(2) from exc
+
+
+#: The packages ``carbonsched serve`` imports (the ``service`` extra).
+SERVICE_MODULES = ("fastapi", "uvicorn", "apscheduler", "prometheus_client")
+
+
+def require_service_extra(purpose: str) -> None:
+    """Refuse ``purpose`` with the extra to install when a package of ``[service]`` is missing.
+
+    Raises
+    ------
+    MissingExtraError
+        One of :data:`SERVICE_MODULES` cannot be imported.
+    """
+    for m in SERVICE_MODULES:
+        require_extra(m, purpose, "service")
 
 
 def print_error(text: str) -> None:

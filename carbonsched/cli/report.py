@@ -15,8 +15,12 @@ DataDir = Annotated[Path | None, typer.Option(
 def report(
     date_from: Annotated[str, typer.Option("--from", help="First day, YYYY-MM-DD (UTC).")],
     date_to: Annotated[str, typer.Option("--to", help="Last day, YYYY-MM-DD (inclusive).")],
-    out_file: Annotated[Path, typer.Option("--out", help="File to write.")],
-    fmt: Annotated[str, typer.Option("--format", help="csv, json, html or xlsx.")] = "json",
+    out_file: Annotated[Path, typer.Option(
+        "--out", help="File to write; with several formats each gets this path with its own "
+        "suffix (report.html -> report.html, report.xlsx, report.csv).")],
+    fmt: Annotated[str, typer.Option(
+        "--format", help="csv, json, html or xlsx, or several comma-separated (e.g. "
+        "html,xlsx,csv): the report is computed once and written in each.")] = "json",
     catalog: Annotated[str | None, typer.Option(
         help="Catalog name or TOML path (default: the stored plans' catalog).")] = None,
     data_dir: DataDir = None,
@@ -35,21 +39,60 @@ def report(
     from carbonsched.store import Store
 
     with errors():
-        if fmt not in FORMATS:
-            from carbonsched.errors import InputError
+        fmts = parse_formats(fmt, FORMATS)
+        targets = output_paths(out_file, fmts)
+        if "xlsx" in fmts:
+            from carbonsched.errors import require_extra
 
-            raise InputError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
+            require_extra("openpyxl", "the report's xlsx format", "report")  # before the work
         settings = get_settings()
         store = Store(settings.resolved_database_url())
         rep = build_report(store, catalog, data_dir or settings.data_dir, date_from, date_to,
                            instruments=instruments, telemetry=telemetry)
-        data = render(rep, fmt)
-        with atomic_path(out_file) as tmp:
-            tmp.write_bytes(data)
+        for f, path in targets.items():  # one report, rendered in each format
+            data = render(rep, f)
+            with atomic_path(path) as tmp:
+                tmp.write_bytes(data)
         t = rep.totals
-        err.print(f"report {date_from}..{date_to} written to {out_file} ({fmt}): "
+        written = ", ".join(f"{p} ({f})" for f, p in targets.items())
+        err.print(f"report {date_from}..{date_to} written to {written}: "
                   f"location-based {t['location_based_kg']:,.1f} kg, market-based "
                   f"{t['market_based_kg']:,.1f} kg (2015) / {t['market_based_hourly_kg']:,.1f} kg "
                   f"(hourly), avoided {t['avoided_kg']:,.1f} kg", highlight=False)
         for n in rep.metadata["notes"]:
             err.print(f"note: {n}", highlight=False)
+
+
+def parse_formats(value: str, known: tuple[str, ...]) -> list[str]:
+    """The formats of ``--format``: one, or several comma-separated, in the order given.
+
+    Raises
+    ------
+    InputError
+        An unknown or empty format, or one given twice.
+    """
+    from carbonsched.errors import InputError
+
+    fmts = [f.strip().lower() for f in value.split(",")]
+    bad = [f for f in fmts if f not in known]
+    if bad:
+        what = "" if len(fmts) == 1 else f": {', '.join(repr(b) for b in bad)}"
+        raise InputError(f"--format {value!r}{what} is not one of {', '.join(known)} "
+                         "(several, comma-separated: e.g. --format html,xlsx,csv)")
+    dup = sorted({f for f in fmts if fmts.count(f) > 1})
+    if dup:
+        raise InputError(f"--format {value!r} names {', '.join(dup)} twice; give each once")
+    return fmts
+
+
+def output_paths(out_file: Path, fmts: list[str]) -> dict[str, Path]:
+    """Where each format goes: ``out_file`` itself for one format, else its path per suffix.
+
+    With several formats ``report.html`` becomes ``report.html``, ``report.xlsx``, ... (a
+    suffix that is not a format is kept: ``r.2023`` -> ``r.2023.html``).
+    """
+    if len(fmts) == 1:
+        return {fmts[0]: out_file}
+    base = out_file.with_suffix("") if out_file.suffix.lstrip(".").lower() in (
+        "csv", "json", "html", "xlsx") else out_file
+    return {f: base.with_name(f"{base.name}.{f}") for f in fmts}

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from carbonsched.cli.common import err, errors, solver_chatter_to_stderr
+from carbonsched.cli.common import err, errors, require_service_extra, solver_chatter_to_stderr
 from carbonsched.errors import InputError, StoreUnavailableError
 
 token_app = typer.Typer(help="API bearer tokens.", no_args_is_help=True)
@@ -63,6 +63,8 @@ def serve(
         "--jobs", help="Workload file the daily run plans (default: demo day).")] = None,
 ) -> None:
     """Run the REST API and the daily plan -> dispatch cron (FastAPI on uvicorn)."""
+    with errors():
+        require_service_extra("carbonsched serve")
     import uvicorn
 
     from carbonsched.api.app import create_app

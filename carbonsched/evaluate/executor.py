@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from carbonsched.errors import BackendUnavailableError, InputError
+from carbonsched.errors import BackendUnavailableError, InputError, require_extra
 
 R = TypeVar("R")
 
@@ -106,11 +106,9 @@ def map_in_order(fn: Callable[..., R], args: Sequence[tuple[Any, ...]], *,
 
 def _map_dask(fn: Callable[..., R], args: Sequence[tuple[Any, ...]], workers: int,
               scheduler_address: str | None) -> Iterator[R]:
-    try:
-        from distributed import Client, LocalCluster
-    except ImportError as exc:  # pragma: no cover - distributed is a dependency
-        raise InputError("--executor dask needs the 'distributed' package: "
-                         "pip install distributed") from exc
+    require_extra("distributed", "--executor dask", "dask")
+    from distributed import Client, LocalCluster
+
     cluster = None
     if scheduler_address:
         try:

@@ -37,7 +37,7 @@ from carbonsched.adapters.signals import load_site_signals
 from carbonsched.catalog import load_catalog
 from carbonsched.config import get_settings
 from carbonsched.domain import SignalQuality
-from carbonsched.errors import ForecastError, InputError
+from carbonsched.errors import ForecastError, InputError, require_extra
 from carbonsched.evaluate.executor import map_in_order, parse_executor
 from carbonsched.fileio import atomic_path
 from carbonsched.forecasts.green_surplus import green_surplus_index
@@ -57,6 +57,10 @@ POLICIES = ("agnostic", "greedy", "milp", "oracle")
 ORACLE_PROOF_GAP = 0.001
 #: Highest ``target_load`` accepted (a fleet asked for 1.5× its GPU-hours is far past binding). [-]
 MAX_TARGET_LOAD = 1.5
+#: Days replayed when no end is given: a week from the start (a year takes hours; issue 34). [d]
+DEFAULT_REPLAY_DAYS = 7
+#: Label of the oracle where it is drawn or tabled: what it is, not a policy one could run.
+ORACLE_LABEL = "oracle (bound, perfect foresight)"
 
 
 def total_fleet_load(workload: Any, catalog: Any) -> float:
@@ -139,7 +143,8 @@ _COUNTS = ("deadline_misses", "slo_violations", "capacity_violations", "power_ca
 
 def _empty_totals(policies: tuple[str, ...]) -> dict[str, dict[str, float]]:
     return {p: {"emissions_kg": 0.0, "energy_kwh": 0.0, "surplus_absorbed_kwh": 0.0,
-                **{k: 0 for k in _COUNTS}, "unplaced_gpu_hours": 0.0, "seconds": 0.0,
+                **{k: 0 for k in _COUNTS}, "unplaced_gpu_hours": 0.0, "unplaced_jobs": 0,
+                "seconds": 0.0,
                 "not_optimal_days": 0, "fallback_days": 0, "work_it_kwh": 0.0,
                 "unplaced_it_kwh": 0.0, "unplaced_priced_kg": 0.0} for p in policies}
 
@@ -273,6 +278,7 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
             for key in _COUNTS:
                 t[key] += int(getattr(sc, key))
             t["unplaced_gpu_hours"] += sc.unplaced_gpu_hours
+            t["unplaced_jobs"] += len(res.unplaced)
             done_kwh, left_kwh = work_split_kwh(problem, res)
             t["work_it_kwh"] += done_kwh
             t["unplaced_it_kwh"] += left_kwh
@@ -293,15 +299,38 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
             row[p] = round(sc.emissions_kg, 3)
             row[f"{p}_work_mwh"] = round(done_kwh / 1000.0, 6)
             row[f"{p}_unplaced_priced_kg"] = round(left_kwh * dirtiest_kg_per_kwh(actual_sig), 3)
+            row[f"{p}_unplaced_jobs"] = len(res.unplaced)
+            row[f"{p}_unplaced_gpu_hours"] = round(sc.unplaced_gpu_hours, 3)
         rows.append(row)
     return rows, totals, notes
+
+
+def replay_period(start: str, end: str | None) -> tuple[pd.Timestamp, pd.Timestamp]:
+    """First and last day (00:00 UTC) of a replay of ``[start, end]``.
+
+    ``end=None`` is :data:`DEFAULT_REPLAY_DAYS` days from ``start`` (a week), so a replay
+    without an end never runs a whole year silently.
+
+    Raises
+    ------
+    InputError
+        ``end`` before ``start``.
+    TimeAxisError
+        A day that is not ``YYYY-MM-DD``.
+    """
+    d0 = day_start_utc(start)
+    d1 = (d0 + pd.Timedelta(days=DEFAULT_REPLAY_DAYS - 1) if end is None
+          else day_start_utc(end))
+    if d1 < d0:
+        raise InputError(f"--end {end} is before --start {start}")
+    return d0, d1
 
 
 def run_replay(
     catalog: str | Path = "global",
     data_dir: Path | None = None,
     start: str = "2023-01-01",
-    end: str = "2023-12-31",
+    end: str | None = None,
     policies: tuple[str, ...] = POLICIES,
     seed: int = 0,
     time_limit_s: float = 30.0,
@@ -315,6 +344,7 @@ def run_replay(
     target_load: float | None = None,
     oracle_time_limit_s: float | None = None,
     every_days: int = 1,
+    advance: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Replay ``[start, end]`` and score each policy on the actual grid.
 
@@ -325,7 +355,8 @@ def run_replay(
     data_dir
         Folder of the real public data; ``None`` uses the settings (``CARBONSCHED_DATA_DIR``).
     start, end
-        First and last day, ``YYYY-MM-DD`` (inclusive).
+        First and last day, ``YYYY-MM-DD`` (inclusive); ``end=None`` replays
+        ``DEFAULT_REPLAY_DAYS`` days from ``start`` (a week, never a whole year silently).
     policies
         Subset of ``agnostic, greedy, milp, oracle``.
     seed
@@ -334,6 +365,9 @@ def run_replay(
         Solver time limit per day and policy. [s]
     progress
         Callable receiving status lines.
+    advance
+        ``advance(days_done, days_total)``: called with 0 before the first day and after every
+        chunk (a progress bar's feed).
     workers
         Processes replaying chunks of days in parallel (``local``, or a local Dask cluster).
     executor
@@ -367,12 +401,14 @@ def run_replay(
     dict
         ``policies`` {name: {emissions_kg, reduction_pct, oracle_share, surplus_absorbed_mwh,
         deadline_misses, slo_violations, capacity_violations, power_cap_violations,
-        facility_cap_violations, unplaced_gpu_hours, seconds, and on equal terms:
+        facility_cap_violations, unplaced_gpu_hours, unplaced_jobs, seconds, and on equal
+        terms:
         work_it_mwh (IT energy of the work placed), unplaced_it_mwh, kg_per_mwh_work,
         unplaced_priced_kg (unplaced IT energy at each day's dirtiest site-hour,
         :func:`dirtiest_kg_per_kwh`), emissions_with_unplaced_kg, reduction_with_unplaced_pct,
         oracle_share_with_unplaced}}, ``daily`` (per day: policy emissions [kg], work done
-        ``<policy>_work_mwh``, the planner's objective on the actual signals
+        ``<policy>_work_mwh``, unplaced work ``<policy>_unplaced_jobs`` and
+        ``<policy>_unplaced_gpu_hours`` [GPU·h], the planner's objective on the actual signals
         ``<policy>_objective_kg``, the oracle's proven bound on it ``oracle_bound_kg`` and
         ``forecast_fallbacks`` {site: [every fallback note of that day's forecast]}),
         ``forecast_fallback_site_days`` {site: days with at least one fallback},
@@ -396,9 +432,7 @@ def run_replay(
         raise InputError(f"unknown policies {unknown}; choose from {', '.join(POLICIES)}")
     if data_dir is None:
         data_dir = get_settings().data_dir
-    d0, d1 = day_start_utc(start), day_start_utc(end)
-    if d1 < d0:
-        raise InputError(f"--end {end} is before --start {start}")
+    d0, d1 = replay_period(start, end)
     if target_load is not None and not 0.0 < target_load <= MAX_TARGET_LOAD:
         raise InputError(f"--target-load {target_load} is outside (0, {MAX_TARGET_LOAD}]: it is "
                          "the share of the fleet's GPU-hours the day's work asks for")
@@ -419,9 +453,13 @@ def run_replay(
             for key, v in t.items():
                 totals[p][key] += v
         progress(f"{len(daily)}/{len(days)} days")
+        if advance is not None:
+            advance(len(daily), len(days))
 
     args = [(catalog, data_dir, c, k, policies, seed, time_limit_s, mip_gap, workload_scale,
              target_load, oracle_time_limit_s) for c, k in chunks]
+    if advance is not None:
+        advance(0, len(days))
     for part in map_in_order(_replay_chunk, args, executor=kind, workers=workers,
                              scheduler_address=scheduler_address):
         merge(part)
@@ -448,6 +486,7 @@ def run_replay(
             "energy_mwh": round(t["energy_kwh"] / 1000.0, 3),
             **{k: int(t[k]) for k in _COUNTS},
             "unplaced_gpu_hours": round(t["unplaced_gpu_hours"], 1),
+            "unplaced_jobs": int(t["unplaced_jobs"]),
             "not_optimal_days": int(t["not_optimal_days"]),
             "fallback_days": int(t["fallback_days"]),
             "work_it_mwh": round(work_mwh, 3),
@@ -642,25 +681,101 @@ def _fallback_site_days(daily: list[dict[str, Any]]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def plot_daily(result: dict[str, Any], path: Path) -> None:
-    """Write a PNG of daily emissions by policy (matplotlib, Agg backend)."""
-    import matplotlib
+def daily_plot_frames(result: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """What :func:`plot_daily` draws, per day and policy: emissions and unplaced work.
 
+    Returns
+    -------
+    emissions
+        Per day (``DatetimeIndex``) and policy: the emissions on the actual grid plus the
+        unplaced work priced at the day's dirtiest site-hour (:func:`dirtiest_kg_per_kwh`), so a
+        policy that leaves work out does not look cleaner than one that runs it. [t CO2e/day]
+    unplaced
+        Per day and policy: GPU-hours of the jobs left unplaced. [GPU·h]
+    """
+    df = pd.DataFrame(result["daily"])
+    pols = [p for p in POLICIES if p in df.columns]
+    idx = pd.to_datetime(df["date"]) if len(df) else pd.DatetimeIndex([])
+    em = pd.DataFrame({p: (df[p] + df.get(f"{p}_unplaced_priced_kg", 0.0)).to_numpy(float)
+                       / 1000.0 for p in pols}, index=idx)
+    un = pd.DataFrame({p: df.get(f"{p}_unplaced_gpu_hours", pd.Series(0.0, index=df.index))
+                       .to_numpy(float) for p in pols}, index=idx)
+    return em, un
+
+
+def replay_figure(result: dict[str, Any]) -> Any:
+    """The replay's figure: daily emissions per policy above, unplaced work per policy below.
+
+    Emissions include the unplaced work priced at the day's dirtiest site-hour
+    (:func:`daily_plot_frames`). The oracle is drawn as what it is, a bound with perfect
+    foresight (dashed, labelled :data:`ORACLE_LABEL`), not as one more policy; days where it is
+    not a bound (its MIP gap not proven within ``ORACLE_PROOF_GAP``, or it placed less work
+    than ``milp``) are marked with open circles and counted in the legend.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Two axes sharing the date axis: ``[emissions, unplaced]``.
+
+    Raises
+    ------
+    MissingExtraError
+        matplotlib is not installed (the ``report`` extra).
+    """
+    matplotlib = require_extra("matplotlib", "replay --plot", "report")
     matplotlib.use("Agg")
+    import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
 
-    df = pd.DataFrame(result["daily"]).set_index("date")
-    df.index = pd.to_datetime(df.index)
-    fig, ax = plt.subplots(figsize=(11, 4.5), dpi=110)
-    for col in (p for p in POLICIES if p in df.columns):   # the policies' emissions only
-        ax.plot(df.index, df[col] / 1000.0, label=col, linewidth=1.1)
-    ax.set_ylabel("emissions [t CO2e / day], actual grid")
+    em, un = daily_plot_frames(result)
+    fig, (ax, ax_u) = plt.subplots(2, 1, figsize=(11, 6.5), dpi=110, sharex=True,
+                                   gridspec_kw={"height_ratios": [3, 1.2]})
+    colours = {"agnostic": "tab:gray", "greedy": "tab:orange", "milp": "tab:blue",
+               "oracle": "black"}
+    for p in em.columns:
+        if p == "oracle":
+            ax.plot(em.index, em[p], label=ORACLE_LABEL, color="black", linestyle="--",
+                    linewidth=1.4)
+            not_bound = sorted(set(result.get("oracle_unproven_days", []))
+                               | set(result.get("oracle_less_work_days", [])))
+            if not_bound:
+                at = pd.to_datetime(not_bound)
+                ax.plot(at, em.loc[at, p], linestyle="none", marker="o", markerfacecolor="none",
+                        color="black", label=f"oracle not a bound ({len(not_bound)} day(s))")
+        else:
+            ax.plot(em.index, em[p], label=p, color=colours.get(p), linewidth=1.1)
+    ax.set_ylabel("t CO2e / day (actual grid;\nunplaced work at the day's dirtiest hour)")
     ax.set_title(f"Daily emissions by policy — catalog {result['catalog']}, "
                  f"{result['start']} .. {result['end']}")
-    ax.legend()
+    ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
+    width = 0.8 / max(len(un.columns), 1)
+    for i, p in enumerate(un.columns):
+        shift = pd.Timedelta(days=(i - (len(un.columns) - 1) / 2) * width)
+        ax_u.bar(un.index + shift, un[p], width=width,
+                 label=ORACLE_LABEL if p == "oracle" else p, color=colours.get(p),
+                 hatch="//" if p == "oracle" else None,
+                 fill=p != "oracle", edgecolor=colours.get(p))
+    ax_u.set_ylabel("unplaced GPU-h / day")
+    ax_u.grid(alpha=0.3)
+    loc = mdates.AutoDateLocator()
+    ax_u.xaxis.set_major_locator(loc)
+    ax_u.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc))
     fig.tight_layout()
+    return fig
+
+
+def plot_daily(result: dict[str, Any], path: Path) -> None:
+    """Write the replay's figure (:func:`replay_figure`) as PNG (or the suffix's format).
+
+    Raises
+    ------
+    MissingExtraError
+        matplotlib is not installed (the ``report`` extra).
+    """
+    fig = replay_figure(result)
+    import matplotlib.pyplot as plt
+
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format=Path(path).suffix.lstrip(".") or "png")
     plt.close(fig)
-

@@ -152,6 +152,7 @@ def run_jobs_replay(
     time_limit_s: float = 30.0,
     mip_gap: float = 0.001,
     progress: Callable[[str], None] = _quiet,
+    advance: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Replay a workload run by run with the rolling horizon; score each policy on actuals.
 
@@ -171,6 +172,8 @@ def run_jobs_replay(
         Solver limits per run. [s], [-]
     progress
         Callable receiving status lines.
+    advance
+        ``advance(runs_done, runs_total)`` after every run (a progress bar's feed).
 
     Returns
     -------
@@ -345,6 +348,8 @@ def run_jobs_replay(
                       "status": str(res.result.status)}
         runs.append(row)
         progress(f"{n + 1}/{len(times)} runs")
+        if advance is not None:
+            advance(n + 1, len(times))
     for p, rp in planners.items():
         leftover = list(rp.state.pending)
         if leftover:

@@ -25,6 +25,7 @@ site in one hour, with the fraction of the hour worked):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -503,6 +504,10 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
         "plan_estimate_error_pct": (100 * (plan_estimate_kg - plan_rule_actual_kg)
                                     / plan_rule_actual_kg if plan_rule_actual_kg else np.nan),
     }
+    market_note = no_instrument_note(cfg, totals)
+    if market_note:
+        # first, after a replayed report's REPLAYED warning (which must lead)
+        notes.insert(sum(1 for n in notes[:1] if str(n).startswith("REPLAYED")), market_note)
     est_kwh = float(rows.loc[rows["estimated"], "facility_energy_kwh"].sum())
     meta = {
         "title": "carbonsched sustainability report",
@@ -551,11 +556,41 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
             "counterfactual": counterfactual_basis,
         },
         "notes": notes,
+        "market_based_note": market_note,
     }
     if replay is not None:
         meta["replay"] = {"shift_days": replay.shift_days, "source_dates": sorted(
             {d["replay"]["source_date"] for d in docs + earlier})}
     return Report(frames, totals, meta)
+
+
+def no_instrument_note(cfg: MarketConfig, totals: dict[str, float]) -> str | None:
+    """The sentence a report carries when no contractual instrument is configured.
+
+    Without instruments every kWh is uncovered: the market-based totals price it at each site's
+    residual mix, or at the location factor where none is set (then both market-based totals
+    equal the location-based one), and the hourly carbon-free-energy score is 0, since only
+    energy matched hour by hour by zero-emission instruments counts as carbon-free (GHG Protocol
+    Scope 2 Guidance 2015, ch. 6; Scope 2 consultation draft, October 2025). ``None`` when the
+    configuration has an instrument.
+    """
+    if cfg.instruments:
+        return None
+    loc = totals["location_based_kg"]
+    same = all(math.isclose(totals[k], loc, rel_tol=1e-9, abs_tol=1e-9)
+               for k in ("market_based_kg", "market_based_hourly_kg"))
+    cfe = ("the hourly carbon-free-energy score is 0 because only energy matched hour by hour "
+           "by zero-emission instruments counts as carbon-free, and there are none")
+    how = ("add contracts with --instruments FILE (format in docs/report.md, example in "
+           "examples/instruments.toml)")
+    where = "no --instruments file" if not cfg.path else f"{cfg.path} lists no [[instruments]]"
+    if same:
+        return (f"No contractual instrument is configured ({where}): market-based equals "
+                f"location-based ({loc:,.1f} kg CO2e) because all the energy is uncovered and, "
+                f"without a residual mix, priced at the location factor; {cfe}; {how}.")
+    return (f"No contractual instrument is configured ({where}): the market-based totals price "
+            "all the energy at each site's residual mix (the location factor where none is "
+            f"set); {cfe}; {how}.")
 
 
 def _replay_of(docs: list[dict[str, Any]]) -> ReplayShift | None:

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from carbonsched.errors import InputError
+from carbonsched.errors import InputError, require_extra
 from carbonsched.report.build import Report
 
 FORMATS = ("csv", "json", "html", "xlsx")
@@ -145,6 +145,7 @@ def excel_times(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _xlsx(report: Report) -> bytes:
+    require_extra("openpyxl", "the report's xlsx format", "report")
     buf = io.BytesIO()
     summary = [("total", k, _clean(v)) for k, v in report.totals.items()]
     summary += [("rule", k, v) for k, v in report.metadata["rules"].items()]
@@ -207,25 +208,53 @@ def _bars(title: str, items: list[tuple[str, float]], unit: str, chart_id: str,
     return "\n".join(out)
 
 
+def _time_ticks(hours: pd.DatetimeIndex) -> list[tuple[int, str, bool]]:
+    """Ticks of an hourly axis: ``(position, label, is_day_start)``, in UTC.
+
+    Every day start is labelled with the date (``Mon 3 Jul``); periods of up to three days also
+    get a tick every 6 hours (``06:00``); longer ones thin the day labels to about 14.
+    """
+    n = len(hours)
+    if n == 0:
+        return []
+    days = [i for i, t in enumerate(hours) if t.hour == 0] or [0]
+    step = max(1, math.ceil(len(days) / 14))
+    out = [(i, f"{hours[i]:%a} {hours[i].day} {hours[i]:%b}", True) for i in days[::step]]
+    if len(days) <= 3:
+        out += [(i, f"{t:%H:%M}", False) for i, t in enumerate(hours)
+                if t.hour in (6, 12, 18)]
+    return sorted(out)
+
+
 def _hourly(report: Report) -> str:
-    """Per site: hourly direct carbon intensity (line) with the placed GPU-hours (bars)."""
+    """Per site: hourly direct carbon intensity (line) with the placed GPU-hours (bars).
+
+    The small multiples share one scale (the largest intensity and GPU-hours of any site), so
+    their heights compare across sites; the time axis is labelled in dates and hours (UTC).
+    """
     sh = report.frames["site_hours"]
     used = sh.groupby("site")["gpu_h"].sum()
+    ci_all = sh["ci_direct_g_per_kwh"].to_numpy(float)
+    cmax = float(np.nanmax(ci_all)) if np.isfinite(ci_all).any() else 1.0
+    gmax = max(float(sh["gpu_h"].max()) if len(sh) else 0.0, 1e-9)
     parts = ['<figure id="chart-hourly-ci" class="chart"><figcaption>Hourly carbon intensity '
-             '(direct, actual) per site, with the GPU-hours placed in each hour</figcaption>']
-    w, h, left, right, top = 900, 120, 60, 60, 12
+             '(direct, actual) per site, with the GPU-hours placed in each hour</figcaption>',
+             f'<p class="note" id="hourly-scale">One scale for every site: carbon intensity '
+             f'0–{cmax:,.0f} g CO2e/kWh (line, left), GPU-hours 0–{gmax:,.0f} per hour (bars, '
+             'right); times in UTC.</p>']
+    w, h, left, right, top = 900, 140, 60, 70, 14
     for k, site in enumerate(used.index):
         f = sh[sh["site"] == site].reset_index(drop=True)
         n = len(f)
+        hours = pd.DatetimeIndex(pd.to_datetime(f["hour"], utc=True))
         ci = f["ci_direct_g_per_kwh"].to_numpy(float)
         gh = f["gpu_h"].to_numpy(float)
-        cmax = np.nanmax(ci) if np.isfinite(ci).any() else 1.0
-        gmax = max(gh.max(), 1e-9)
         x = left + (w - left - right) * np.arange(n) / max(n - 1, 1)
         bw = max((w - left - right) / max(n, 1), 0.5)
-        ih = h - top - 22
+        ih = h - top - 36
         svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
                f'viewBox="0 0 {w} {h}" class="site-hourly" data-site="{html.escape(site)}" '
+               f'data-ci-max="{cmax:.3f}" data-gpu-h-max="{gmax:.3f}" '
                f'role="img" aria-label="hourly carbon intensity at {html.escape(site)}">',
                f'<text x="{left}" y="10" font-size="12" font-weight="bold">'
                f'{html.escape(site)}' + ("" if gh.sum() > 0 else
@@ -252,30 +281,94 @@ def _hourly(report: Report) -> str:
         svg.append(f'<line x1="{left}" y1="{top + ih}" x2="{w - right}" y2="{top + ih}" '
                    'stroke="#999"/>')
         svg.append(f'<text x="{left - 4}" y="{top + 8}" font-size="10" text-anchor="end">'
-                   f'{cmax:.0f}</text><text x="{left - 4}" y="{top + ih}" font-size="10" '
-                   'text-anchor="end">0</text>')
+                   f'{cmax:,.0f}</text><text x="{left - 4}" y="{top + ih}" font-size="10" '
+                   'text-anchor="end">0</text>'
+                   f'<text x="{left - 4}" y="{top + ih / 2 + 4:.1f}" font-size="9" '
+                   'text-anchor="end" fill="#555">g/kWh</text>')
         svg.append(f'<text x="{w - right + 4}" y="{top + 8}" font-size="10" fill="#3182bd">'
-                   f'{gmax:.0f} GPU·h</text>')
-        svg.append(f'<text x="{left}" y="{h - 4}" font-size="10">{html.escape(f.hour.iloc[0])}'
-                   f'</text><text x="{w - right}" y="{h - 4}" font-size="10" text-anchor="end">'
-                   f'{html.escape(f.hour.iloc[-1])}</text>')
+                   f'{gmax:,.0f} GPU·h</text>')
+        for i, label, major in _time_ticks(hours):
+            xi = x[i]
+            svg.append(f'<line x1="{xi:.1f}" y1="{top + ih}" x2="{xi:.1f}" '
+                       f'y2="{top + ih + (5 if major else 3)}" stroke="#777"/>'
+                       f'<text class="{"tick-day" if major else "tick-hour"}" x="{xi:.1f}" '
+                       f'y="{top + ih + (16 if major else 14)}" font-size="{10 if major else 9}"'
+                       f' text-anchor="middle" fill="{"#222" if major else "#666"}">'
+                       f'{html.escape(label)}</text>')
+        svg.append(f'<text x="{w - right + 4}" y="{top + ih + 16}" font-size="9" '
+                   'fill="#555">UTC</text>')
         svg.append("</svg>")
         parts.append("\n".join(svg))
-    parts.append('<p class="note">Line: gCO2e/kWh (direct), left scale; bars: GPU-hours placed '
-                 'in the hour, right scale. Breaks in the line are hours without actual data.'
-                 '</p></figure>')
+    parts.append('<p class="note">Line: g CO2e/kWh (direct), left scale; bars: GPU-hours placed '
+                 'in the hour, right scale; both scales are the same for every site. Breaks in '
+                 'the line are hours without actual data.</p></figure>')
     return "\n".join(parts)
 
 
-def _table(df: pd.DataFrame, cid: str, max_rows: int | None = None) -> str:
+#: Words and units for the frames' column names in the HTML tables (the data formats keep the
+#: names, their units in the suffix: ``metadata.units``). Columns not listed here get their
+#: name in words with the unit of their suffix (:func:`column_label`).
+COLUMN_WORDS = {
+    "job_id": "Job", "plan_id": "Plan", "date": "Day", "day": "Day", "tenant": "Tenant",
+    "kind": "Kind", "site": "Site", "zone": "Grid zone", "market": "Market",
+    "gpu_type": "GPU type", "gpus": "GPUs", "start": "Start (UTC)", "end": "End (UTC)",
+    "pieces": "Pieces", "hours_basis": "Hours from", "gpu_h": "GPU-hours",
+    "it_energy_kwh": "IT energy (kWh)", "it_energy_basis": "IT energy from",
+    "pue_mean_ratio": "Mean PUE", "facility_energy_kwh": "Energy, facility (kWh)",
+    "location_based_kg": "Location-based (kg CO2e)", "lifecycle_kg": "Life-cycle (kg CO2e)",
+    "market_based_kg": "Market-based, 2015 (kg CO2e)",
+    "market_based_hourly_kg": "Market-based, hourly (kg CO2e)",
+    "cfe_matched_kwh": "Carbon-free matched (kWh)",
+    "cfe_hourly_share": "Hourly CFE score (0–1)",
+    "location_gap_share": "Energy in data gaps (0–1)",
+    "grid_estimated_share": "Grid intensity estimated (0–1)",
+    "embodied_kg": "Embodied (kg CO2e)", "sci_g_per_unit": "SCI (g CO2e per GPU-hour)",
+    "embodied_source": "Embodied source",
+    "residual_mix_g_per_kwh": "Residual mix (g CO2e/kWh)",
+    "residual_mix_source": "Residual-mix source",
+    "unmatched_basis_2015": "Uncovered energy at (2015)",
+    "unmatched_basis_hourly": "Uncovered energy at (hourly)",
+    "location_factor_flag": "Location factor used",
+    "surplus_absorbed_mwh": "Green surplus absorbed, forecast (MWh)",
+    "surplus_absorbed_occurred_mwh": "… of which occurred (MWh)",
+    "signal_source": "Signal source", "pue_source": "PUE source",
+    "instrument": "Instrument", "rule_applied": "Rule",
+    "volume_in_period_mwh": "Volume in period (MWh)", "volume_basis": "Volume from",
+    "used_mwh": "Used (MWh)", "unused_mwh": "Unused (MWh)",
+    "emissions_kg": "Emissions (kg CO2e)", "method": "Method",
+}
+
+
+def column_label(name: str, units: dict[str, str]) -> str:
+    """A table header in words with its unit: :data:`COLUMN_WORDS`, else from the suffix.
+
+    ``units`` maps name suffixes to units (the report's ``metadata.units``); the longest
+    matching suffix wins, e.g. ``queue_wait_kwh`` -> ``Queue wait (kWh)``.
+    """
+    if name in COLUMN_WORDS:
+        return COLUMN_WORDS[name]
+    for suffix in sorted(units, key=len, reverse=True):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            stem = name[: -len(suffix)].replace("_", " ")
+            return f"{stem[:1].upper()}{stem[1:]} ({units[suffix]})"
+    words = name.replace("_", " ")
+    return words[:1].upper() + words[1:]
+
+
+def _table(df: pd.DataFrame, cid: str, units: dict[str, str],
+           max_rows: int | None = None) -> str:
     d = df if max_rows is None else df.head(max_rows)
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in d.columns)
+    head = "".join(f'<th data-column="{html.escape(str(c))}">'
+                   f"{html.escape(column_label(str(c), units))}</th>" for c in d.columns)
     body = []
     for row in d.itertuples(index=False):
         cells = []
         for v in row:
             if isinstance(v, (float, np.floating)):
                 cells.append(f'<td class="num">{_fmt(v, 3)}</td>')
+            elif isinstance(v, str) and UTC_TIME.match(v):
+                # an instant in UTC as a person reads it; the header says UTC
+                cells.append(f'<td class="time">{pd.Timestamp(v):%Y-%m-%d %H:%M}</td>')
             else:
                 cells.append(f"<td>{_fmt(v)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
@@ -301,6 +394,12 @@ TOTAL_LABELS = [
     ("avoided_kg", "Avoided vs carbon-agnostic counterfactual (not subtracted)", "kg CO2e"),
     ("plan_estimate_error_pct", "Plans' own estimate: error vs actual", "%"),
 ]
+
+
+def _when(iso: str) -> str:
+    """An ISO 8601 instant as a person reads it, in UTC (``Mon 3 Jul 2023 00:00``)."""
+    t = pd.Timestamp(iso).tz_convert("UTC")
+    return f"{t:%a} {t.day} {t:%b %Y %H:%M}"
 
 
 def _html(report: Report) -> str:
@@ -338,8 +437,12 @@ def _html(report: Report) -> str:
                  "inventory."),
     ]
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in m["notes"]) or "<li>none</li>"
-    rules = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
-                    for k, v in m["rules"].items())
+    market_note = ("" if not m.get("market_based_note") else
+                   f'<p id="market-note" class="market-note">'
+                   f'{html.escape(m["market_based_note"])}</p>')
+    rules = "".join(f'<tr><th data-column="{html.escape(k)}">'
+                    f"{html.escape(column_label(k, m['units']))}</th><td>{html.escape(v)}</td>"
+                    "</tr>" for k, v in m["rules"].items())
     prov = m["provenance"]
     sig = "".join(f"<tr><th>{html.escape(s)}</th><td>{html.escape(str(v['source']))} "
                   f"{html.escape(str(v['zone']))} ({html.escape(str(v['signal_quality']))})</td>"
@@ -351,16 +454,27 @@ def _html(report: Report) -> str:
     job_cols = ["job_id", "tenant", "site", "start", "end", "hours_basis", "it_energy_kwh",
                 "it_energy_basis", "facility_energy_kwh", "location_based_kg",
                 "market_based_kg", "market_based_hourly_kg", "sci_g_per_unit"]
+    # the tenants' energy and Scope 2 columns; every column is in the JSON, CSV and XLSX
+    tenant_cols = ["tenant", "gpu_h", "it_energy_kwh", "facility_energy_kwh",
+                   "location_based_kg", "market_based_kg", "market_based_hourly_kg",
+                   "cfe_hourly_share", "embodied_kg", "location_gap_share"]
+    units = m["units"]
     css = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px;color:#222;
 max-width:1100px}
 h1{font-size:22px;margin-bottom:4px} h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
-.meta{color:#555;font-size:13px} table{border-collapse:collapse;font-size:12px;margin:8px 0}
-th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
+.meta{color:#555;font-size:13px}
+table{border-collapse:collapse;font-size:12px;margin:8px 0;max-width:100%}
+th,td{border:1px solid #ddd;padding:3px 5px;text-align:left;vertical-align:top;
+overflow-wrap:break-word;hyphens:auto}
+thead th{background:#f6f6f6;font-weight:600;vertical-align:bottom}
+td.time{white-space:nowrap}
+p.market-note{background:#fff8e1;border-left:4px solid #e6ab02;padding:6px 10px;
+font-size:13px}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 table.totals th{background:#f6f6f6;width:430px} table.totals td{font-size:14px}
 figure.chart{margin:16px 0} figcaption{font-weight:600;margin-bottom:4px}
-.note{color:#555;font-size:12px} .scroll{max-height:420px;overflow:auto}
+.note{color:#555;font-size:12px} .scroll{max-height:420px;overflow-y:auto;overflow-x:visible}
 """
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -368,21 +482,22 @@ figure.chart{margin:16px 0} figcaption{font-weight:600;margin-bottom:4px}
 <style>{css}</style></head><body>
 <h1>{html.escape(m['title'])}</h1>
 <p class="meta">Catalog <b>{html.escape(m['catalog'])}</b> ·
-period {html.escape(m['period']['from'])} to {html.escape(m['period']['to'])} (exclusive) ·
+period {_when(m['period']['from'])} to {_when(m['period']['to'])} UTC (exclusive) ·
 {m['days_with_plans']} day(s) with plans ·
-{html.escape(prov['software'])} · generated {html.escape(prov['generated_at'])}</p>
+{html.escape(prov['software'])} · generated {_when(prov['generated_at'])} UTC</p>
 <h2>Totals</h2>
 {totals_html}
+{market_note}
 <h2>Charts</h2>
 {''.join(charts)}
 <h2>Sites</h2>
-<div class="scroll">{_table(sites[site_cols], "table-sites")}</div>
+<div class="scroll">{_table(sites[site_cols], "table-sites", units)}</div>
 <h2>Tenants</h2>
-<div class="scroll">{_table(tenants, "table-tenants")}</div>
+<div class="scroll">{_table(tenants[tenant_cols], "table-tenants", units)}</div>
 <h2>Jobs</h2>
-<div class="scroll">{_table(report.frames["jobs"][job_cols], "table-jobs", 300)}</div>
+<div class="scroll">{_table(report.frames["jobs"][job_cols], "table-jobs", units, 300)}</div>
 <h2>Instruments</h2>
-{_table(report.frames["instruments"], "table-instruments")}
+<div class="scroll">{_table(report.frames["instruments"], "table-instruments", units)}</div>
 <h2>Rules</h2><table id="rules">{rules}</table>
 <h2>Provenance</h2><table id="provenance">{sig}
 <tr><th>hours</th><td>{_fmt(prov['hours']['planned_share'] * 100)} % planned,

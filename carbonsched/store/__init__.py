@@ -30,6 +30,7 @@ from carbonsched.errors import (
     BackendUnavailableError,
     InputError,
     StoreUnavailableError,
+    missing_extra,
 )
 from carbonsched.store.models import ForecastRow, InferenceRow, PlacementRow, PlanRow
 from carbonsched.store.sqlite import enable_sqlite_wal
@@ -98,6 +99,9 @@ class Store:
             connect_args["timeout"] = busy_timeout_s
         try:
             self.engine: Engine = create_engine(url, future=True, connect_args=connect_args)
+        except ModuleNotFoundError as exc:  # the driver: psycopg2 comes with [service]
+            raise missing_extra(exc.name or "psycopg2",
+                                f"a {url.split(':', 1)[0]} database URL") from exc
         except (SQLAlchemyError, ImportError, ValueError, TypeError) as exc:
             raise InputError(f"database URL {url!r} is not usable: {exc}") from exc
         if self.engine.dialect.name == "sqlite":

@@ -52,6 +52,8 @@ def test_a_replayed_plan_is_scored_on_its_source_days_actuals(shared_data):
     assert replayed.metadata["replay"] == {"shift_days": SHIFT.days, "source_dates": [SOURCE]}
     assert "replay" not in source.metadata
     assert not any("REPLAYED" in n for n in source.metadata["notes"])
+    # the no-instrument sentence follows the REPLAYED warning, never ahead of it
+    assert replayed.metadata["notes"][1] == replayed.metadata["market_based_note"]
 
 
 def test_a_period_mixing_replayed_and_other_plans_is_refused(shared_data):

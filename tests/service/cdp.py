@@ -28,14 +28,17 @@ class Loaded:
     status: int
     dom: str
     console_errors: list[str] = field(default_factory=list)
+    value: object = None  # what ``evaluate`` returned (by value)
 
 
 def open_with_headers(url: str, headers: dict[str, str], screenshot: Path,
-                      width: int = 1200, timeout: float = 180.0) -> Loaded:
+                      width: int = 1200, timeout: float = 180.0,
+                      evaluate: str | None = None) -> Loaded:
     """Load ``url`` with ``headers`` on every request; return DOM, status and console errors.
 
-    Writes a full-page PNG to ``screenshot``. ``timeout`` is a generous deadline for a
-    loaded machine, not a budget the page must meet.
+    ``evaluate``: a JavaScript expression evaluated after the load (layout measurements); its
+    value is ``Loaded.value``. Writes a full-page PNG to ``screenshot``. ``timeout`` is a
+    generous deadline for a loaded machine, not a budget the page must meet.
     """
     # Chromium's helper processes may still write to the profile as it is removed
     with tempfile.TemporaryDirectory(prefix="carbonsched-cdp-",
@@ -55,7 +58,7 @@ def open_with_headers(url: str, headers: dict[str, str], screenshot: Path,
             targets = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=30).json()
             ws_url = next(t["webSocketDebuggerUrl"] for t in targets if t["type"] == "page")
             with connect(ws_url, max_size=None, open_timeout=timeout) as ws:
-                return _drive(ws, url, headers, screenshot, deadline)
+                return _drive(ws, url, headers, screenshot, deadline, evaluate)
         finally:
             _close(port_file)
             proc.terminate()
@@ -79,7 +82,7 @@ def _close(port_file: Path) -> None:
 
 
 def _drive(ws, url: str, headers: dict[str, str], screenshot: Path,  # noqa: ANN001
-           deadline: float) -> Loaded:
+           deadline: float, evaluate: str | None = None) -> Loaded:
     ids = iter(range(1, 10_000))
     errors: list[str] = []
     status = {"code": 0}
@@ -128,6 +131,8 @@ def _drive(ws, url: str, headers: dict[str, str], screenshot: Path,  # noqa: ANN
         pass
     dom = call("Runtime.evaluate", expression="document.documentElement.outerHTML",
                returnByValue=True)["result"]["value"]
+    value = None if evaluate is None else call(
+        "Runtime.evaluate", expression=evaluate, returnByValue=True)["result"].get("value")
     shot = call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
     screenshot.write_bytes(base64.b64decode(shot["data"]))
-    return Loaded(status["code"], dom, errors)
+    return Loaded(status["code"], dom, errors, value)
