@@ -1101,5 +1101,6 @@ class SelectedForecaster(Forecaster):
                    if self.extension_ else {})}
 
 
-__all__ = ["ACI_GAMMA", "DEFAULT_SCHEDULE", "LEAD_BUCKETS", "Candidate", "ModelSchedule",
+__all__ = ["ACI_GAMMA", "DEFAULT_SCHEDULE", "LEAD_BUCKETS", "NAIVE", "SIGNAL_SETTINGS",
+           "Candidate", "ModelSchedule",
            "SelectedForecaster", "aci_replay", "conformal_bounds", "registry", "window_bounds"]

@@ -54,6 +54,9 @@ def site_backtest(out_file: Path, catalog: str, data_dir: Path, date_from: str, 
                        *(f"{_pct(bl.get(b, {}).get('coverage_80'), 3)}/"
                          f"{_pct(bl.get(b, {}).get('coverage_95'), 3)}" for b in buckets))
         out.print(lt)
+    if res.get("surplus_brier_skill"):
+        out.print("green-surplus Brier skill (surplus hour yes/no) vs seasonal naive: "
+                  + ", ".join(f"{k} {_pct(v, 3)}" for k, v in res["surplus_brier_skill"].items()))
     skills = ", ".join(f"{k} {_pct(v, 3)}" for k, v in res["mean_skill"].items())
     out.print(f"mean skill vs seasonal naive: {skills}")
     if res["notes"]:

@@ -16,6 +16,9 @@ Scores per site and signal: MAPE [%] and MAE (in the signal's unit), the same fo
 naive forecast (the same hour the day before issue; Hyndman & Athanasopoulos, FPP3 §5.2), skill
 ``1 − MAPE/MAPE_naive`` (for the green-surplus index, whose actual is often 0 and whose MAPE is
 undefined, ``1 − MAE/MAE_naive``), and the empirical coverage of the 80 % and 95 % intervals.
+The green-surplus index also gets the Brier score of "surplus hour" (index > 0; issue 35 item
+5): the forecast's probability read from its quantiles (:func:`surplus_probability`) against
+seasonal naive's yes/no (``surplus_brier``; ``brier_skill = 1 − BS/BS_naive``).
 
 The days run through :func:`carbonsched.evaluate.executor.map_in_order`, locally or on Dask.
 """
@@ -127,6 +130,63 @@ def _site_chunk(catalog: str | Path, data_dir: Path, site_id: str, days: list[st
     return out, notes
 
 
+SURPLUS_QUANTILES = (("lo_95", 0.025), ("lo_80", 0.10), ("mean", 0.50), ("hi_80", 0.90),
+                     ("hi_95", 0.975))
+"""The forecast's quantiles read for the probability of a surplus hour (column, level [-]); the
+mean taken as the median (the conformal bounds are quantiles of the residuals around it)."""
+
+
+def surplus_probability(f: pd.DataFrame) -> np.ndarray:
+    """Forecast probability that an hour is a surplus hour (green-surplus index > 0). [-]
+
+    The index is clipped at 0, so a lower quantile at 0 means at least that level's mass at 0:
+    ``P(index > 0) = 1 - q`` with ``q`` the highest level of :data:`SURPLUS_QUANTILES` whose
+    value is 0 (``1 - 0.975`` when every quantile is 0, ``1`` when none is). Rows without
+    bounds (seasonal naive) give 0 or 1 from the mean.
+
+    Parameters
+    ----------
+    f
+        Rows with ``mean`` and, where known, ``lo_95, lo_80, hi_80, hi_95``; shape ``(n, k)``.
+
+    Returns
+    -------
+    ndarray
+        Shape ``(n,)``, in [0, 1].
+    """
+    at0 = np.zeros(len(f))
+    for col, level in SURPLUS_QUANTILES:
+        v = f[col].to_numpy(float)
+        at0 = np.where(np.isfinite(v) & (v <= 1e-9), level, at0)
+    bounds = f[["lo_95", "hi_95"]].notna().all(axis=1).to_numpy()
+    point = (f["mean"].to_numpy(float) > 1e-9).astype(float)
+    return np.where(bounds, 1.0 - at0, point)
+
+
+def _brier(chosen: pd.DataFrame, naive: pd.DataFrame) -> dict[str, Any] | None:
+    """Brier scores of "surplus hour" (actual index > 0): the forecast, naive and the base rate.
+
+    ``brier_skill`` is ``1 - BS / BS_naive`` (naive: yesterday's same hour was a surplus hour,
+    0 or 1); ``brier_skill_climatology`` is against the sample's own surplus frequency (known
+    only afterwards: a stricter, in-sample reference). ``None`` without surplus hours.
+    """
+    keys = ["issued_at", "ts"]
+    m = chosen.merge(naive[[*keys, "mean"]].rename(columns={"mean": "naive_mean"}), on=keys)
+    if not len(m):
+        return None
+    event = (m["actual"].to_numpy(float) > 1e-9).astype(float)
+    if not event.any():
+        return None
+    p = surplus_probability(m)
+    pn = (m["naive_mean"].to_numpy(float) > 1e-9).astype(float)
+    bs, bn = float(np.mean((p - event) ** 2)), float(np.mean((pn - event) ** 2))
+    bc = float(np.mean((event.mean() - event) ** 2))
+    return {"hours": int(len(m)), "surplus_hours": int(event.sum()), "brier": bs,
+            "naive_brier": bn, "climatology_brier": bc,
+            "brier_skill": None if not bn > 0 else 1.0 - bs / bn,
+            "brier_skill_climatology": None if not bc > 0 else 1.0 - bs / bc}
+
+
 def _scores(g: pd.DataFrame, signal: str) -> dict[str, Any]:
     # hours without a real actual (or a real naive value) are not scored, for either model
     ok = g.groupby(["issued_at", "ts"])["actual"].transform("count") == 2
@@ -157,6 +217,7 @@ def _scores(g: pd.DataFrame, signal: str) -> dict[str, Any]:
             a_off, an_off = mae(chosen[keep]), mae(nk)
             off = {"hours": int(keep.sum()), "mae": a_off, "naive_mae": an_off,
                    "skill": None if not an_off > 0 else 1.0 - a_off / an_off}
+    brier = _brier(chosen, naive) if signal == "green_surplus_index" else None
     m, mn = mape(chosen), mape(naive)
     a, an = mae(chosen), mae(naive)
     if signal in MAE_SKILL_SIGNALS:
@@ -174,7 +235,7 @@ def _scores(g: pd.DataFrame, signal: str) -> dict[str, Any]:
             "naive_mape_pct": mn,
             "naive_mae": an, "skill": skill, "skill_basis": basis, **cov,
             "models": dict(Counter(chosen["model"]).most_common()), "by_lead": by_lead,
-            "off_bounds": off}
+            "off_bounds": off, "surplus_brier": brier}
 
 
 def _bucket_scores(chosen: pd.DataFrame, naive: pd.DataFrame, signal: str) -> dict[str, Any]:
@@ -279,7 +340,9 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
     -------
     (dict, DataFrame)
         Results (``sites`` {site: {signal: scores, with ``by_lead`` {bucket: scores}}},
-        ``mean_skill`` and ``mean_skill_by_lead`` per signal, ``notes``, ``seconds``) and the
+        ``mean_skill`` and ``mean_skill_by_lead`` per signal, ``surplus_brier_skill`` {site:
+        Brier skill of "surplus hour" over seasonal naive, sites with surplus hours},
+        ``notes``, ``seconds``) and the
         hourly forecasts with :data:`FORECAST_COLUMNS` plus ``actual``.
 
     Raises
@@ -343,12 +406,15 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
                     mean_by_lead[signal][b].append(sc["skill"])  # type: ignore[union-attr]
     mean_by_lead = {sg: {b: (float(np.mean(v)) if v else None) for b, v in d.items()}
                     for sg, d in mean_by_lead.items()}
+    brier = {sid: r["green_surplus_index"]["surplus_brier"]["brier_skill"]
+             for sid, r in results.items()
+             if (r.get("green_surplus_index") or {}).get("surplus_brier")}
     out = {"catalog": cat.name, "from": days[0], "to": days[-1], "days": len(days),
            "issue_time_utc": "00:00", "horizon_hours": horizon_hours, "chunk_days": chunk_days,
            "every_days": every_days, "days_scored": len(days),
            "schedule": asdict(DEFAULT_SCHEDULE), "executor": str(kind),
            "sites": results, "mean_skill": mean_skill,
-           "mean_skill_by_lead": mean_by_lead, "notes": notes,
+           "mean_skill_by_lead": mean_by_lead, "surplus_brier_skill": brier, "notes": notes,
            "seconds": round(time.perf_counter() - t0, 1)}
     return out, forecasts
 

@@ -36,7 +36,12 @@ from carbonsched.forecasts.base import Forecaster, fit_with_fallback
 from carbonsched.forecasts.baselines import SeasonalNaive
 from carbonsched.forecasts.green_surplus import green_surplus_index
 from carbonsched.forecasts.pue import pue_from_weather
-from carbonsched.forecasts.registry import DEFAULT_SCHEDULE, SelectedForecaster
+from carbonsched.forecasts.registry import (
+    DEFAULT_SCHEDULE,
+    NAIVE as NAIVE_MODEL,
+    SIGNAL_SETTINGS,
+    SelectedForecaster,
+)
 from carbonsched.pipeline.document import read_plan_document
 from carbonsched.pipeline.replayed import (
     SIGNAL_QUALITY_REPLAYED,
@@ -207,12 +212,50 @@ def select_forecast(site: Site, signal: str, y: pd.Series, issued_at: pd.Timesta
     fc = model.predict(issued_at, horizon_hours, y=y)
     if isinstance(model, SelectedForecaster):
         info = {**model.describe(), "refit_from": period.isoformat(), "fallback": None}
+        note = naive_kept_note(model)
+        info["fallback"] = note
     else:
         info = {"model": "seasonal-naive-24h", "metric": None, "validation_error": None,
                 "refit_from": None, "fallback": note, "issue_hour_utc": issued_at.hour,
                 "features": {"seasonal-naive-24h": ["same hour on the latest observed day"]}}
         fc.attrs["model"] = "seasonal-naive-24h"
     return fc, info, note
+
+
+def naive_kept_note(model: SelectedForecaster) -> str | None:
+    """Why a green-surplus or PUE choice kept seasonal naive, for the plan's notes; else ``None``.
+
+    Issue 35 item 5: the index and PUE are worth forecasting only where a model beats seasonal
+    naive on the validation hours off their bounds by the signal's margin
+    (:data:`carbonsched.forecasts.registry.SIGNAL_SETTINGS`); where none does, the plan uses
+    naive and says so (the note is of kind "forecast fallback" on screen, counted per plan).
+    Carbon intensity is not noted (naive is one of its honest candidates).
+
+    Parameters
+    ----------
+    model
+        A fitted choice.
+
+    Returns
+    -------
+    str or None
+        ``"no model beat seasonal naive ...; used seasonal naive"`` naming the best other
+        candidate and both validation errors, or ``None`` (another model chosen, carbon
+        intensity, or naive the only candidate validated).
+    """
+    if model.signal == "carbon_intensity_g_per_kwh" or model.chosen_ != NAIVE_MODEL:
+        return None
+    d = model.describe()
+    others = {k: v for k, v in d["candidates"].items()
+              if k != NAIVE_MODEL and v is not None and np.isfinite(v)}
+    if not others:
+        return None
+    best = min(others, key=others.__getitem__)
+    margin = 100 * SIGNAL_SETTINGS[model.signal]["margin"]
+    unit = "MAPE %" if d["metric"] == "mape" else "MAE"
+    return (f"no model beat seasonal naive by {margin:.0f} % on the validation hours off the "
+            f"bounds (best {best} {others[best]:.4g} vs naive "
+            f"{d['naive_validation_error']:.4g} {unit}); used seasonal naive")
 
 
 def prune_model_cache(cache: dict[Any, Any], issued_at: pd.Timestamp) -> int:
