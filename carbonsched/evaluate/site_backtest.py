@@ -41,6 +41,7 @@ from carbonsched.catalog import load_catalog
 from carbonsched.domain import SignalQuality
 from carbonsched.errors import ForecastError, InputError
 from carbonsched.evaluate.executor import map_in_order, parse_executor
+from carbonsched.evaluate.provider_forecast import read_provider_forecast, score_against
 from carbonsched.evaluate.replay import actual_signals
 from carbonsched.forecasts.decision import start_regret
 from carbonsched.forecasts.registry import DEFAULT_SCHEDULE
@@ -308,6 +309,7 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
                       executor: str = "local", workers: int = 1,
                       scheduler_address: str | None = None,
                       progress: Callable[[str], None] = _quiet,
+                      against: str | Path | None = None,
                       ) -> tuple[dict[str, Any], pd.DataFrame]:
     """Backtest the daily forecasting path on every site of a catalog over ``[start, end]``.
 
@@ -335,6 +337,12 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
         Where the chunks run (:func:`carbonsched.evaluate.executor.map_in_order`).
     progress
         Callable receiving status lines.
+    against
+        A provider's published carbon-intensity forecast CSV
+        (:func:`carbonsched.evaluate.provider_forecast.read_provider_forecast`), read and
+        checked before any forecast is made, then scored next to the product's on the same
+        hours (``against`` in the results, :func:`~carbonsched.evaluate.provider_forecast.
+        score_against`).
 
     Returns
     -------
@@ -349,6 +357,8 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
     ------
     InputError
         ``end`` before ``start``, an unknown site or executor, a catalog with modelled signals.
+    DataFormatError
+        A bad ``against`` file (the message names its line and column).
     """
     kind = parse_executor(executor)
     if chunk_days < 1:
@@ -368,6 +378,7 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
     if cat.signal_quality == SignalQuality.MODELLED:
         raise InputError(f"catalog {cat.name} has modelled signals; a backtest scores forecasts "
                          "on actual measurements — use a measured catalog such as 'global'")
+    provider = read_provider_forecast(against, cat) if against is not None else None
     days = [d.strftime("%Y-%m-%d") for d in pd.date_range(d0, d1, freq="D")]
     days = days[::every_days]
     # every day: chunks never straddle a refit period (a period's models are fitted once per
@@ -416,6 +427,8 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
            "sites": results, "mean_skill": mean_skill,
            "mean_skill_by_lead": mean_by_lead, "surplus_brier_skill": brier, "notes": notes,
            "seconds": round(time.perf_counter() - t0, 1)}
+    if provider is not None:
+        out["against"] = {"file": str(against), **score_against(forecasts, provider)}
     return out, forecasts
 
 
