@@ -252,6 +252,9 @@ def backtest(
         help="sites: a provider's published carbon-intensity forecast CSV (columns site or "
              "zone, issued_at, ts, carbon_intensity_g_per_kwh), scored next to the product's "
              "on the same hours.")] = None,
+    exogenous: Annotated[str, typer.Option(
+        help="sites: 'none' (history only) or 'reanalysis' (the site's weather file used as if "
+             "forecast 24 h ahead; optimistic, stated in the results).")] = "none",
 ) -> None:
     """Backtest day-ahead forecasts: the DACF protocol, or the daily path on a catalog's sites."""
     from carbonsched.config import get_settings
@@ -266,7 +269,7 @@ def backtest(
                                  "--to 2023-12-31")
             site_backtest(out_file, catalog, data_dir or get_settings().data_dir, date_from,
                           date_to, sites, forecasts_out, executor, workers, scheduler_address,
-                          every, horizon, against)
+                          every, horizon, against, exogenous)
             return
         from carbonsched.forecasts.backtest import render_table, run_backtest
 

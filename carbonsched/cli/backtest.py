@@ -17,7 +17,8 @@ def _pct(v: float | None, nd: int = 2) -> str:
 def site_backtest(out_file: Path, catalog: str, data_dir: Path, date_from: str, date_to: str,
                   sites: str | None, forecasts_out: Path | None, executor: str, workers: int,
                   scheduler_address: str | None, every_days: int = 1,
-                  horizon_hours: int = 24, against: Path | None = None) -> None:
+                  horizon_hours: int = 24, against: Path | None = None,
+                  exogenous: str = "none") -> None:
     """Run :func:`carbonsched.evaluate.site_backtest.run_site_backtest` and print its table."""
     from carbonsched.evaluate.site_backtest import run_site_backtest, write_forecasts_csv
 
@@ -27,7 +28,8 @@ def site_backtest(out_file: Path, catalog: str, data_dir: Path, date_from: str, 
                                            executor=executor, workers=workers,
                                            scheduler_address=scheduler_address,
                                            every_days=every_days, horizon_hours=horizon_hours,
-                                           progress=progress, against=against)
+                                           progress=progress, against=against,
+                                           exogenous=exogenous)
     write_json(out_file, json.loads(json.dumps(res, default=str)))
     if forecasts_out:
         write_forecasts_csv(forecasts, forecasts_out)

@@ -85,8 +85,42 @@ def _actual_frame(site: Any, frame: pd.DataFrame, slots: pd.DatetimeIndex,
                          "pue": act["pue"].where(weather)}, index=slots)
 
 
+EXOGENOUS_MODES = ("none", "reanalysis")
+"""``exogenous`` choices of the site backtest: history only, or the site's weather file used as
+if it had been forecast 24 h ahead (no archived day-ahead forecast exists for the catalog's
+sites; the caveat is in the results and the notes)."""
+REANALYSIS_CAVEAT = ("the site's observed/reanalysis weather used as if forecast 24 h ahead (no "
+                     "archived day-ahead forecast exists for this site): optimistic, an upper "
+                     "bound on what a real weather forecast would give")
+
+
+def site_exogenous(frame: pd.DataFrame, mode: str) -> pd.DataFrame | None:
+    """The exogenous forecasts a site backtest offers (:data:`EXOGENOUS_MODES`).
+
+    ``reanalysis``: the frame's ``temperature_c`` and ``relative_humidity_pct`` (the site's
+    weather file) as a table published 24 h before each hour
+    (:func:`carbonsched.forecasts.exogenous.from_issue_layout`), with :data:`REANALYSIS_CAVEAT`.
+
+    Raises
+    ------
+    InputError
+        Unknown ``mode``.
+    """
+    from carbonsched.forecasts.exogenous import from_issue_layout
+
+    if mode not in EXOGENOUS_MODES:
+        raise InputError(f"--exogenous must be one of {', '.join(EXOGENOUS_MODES)}, got "
+                         f"{mode!r}")
+    if mode == "none":
+        return None
+    cols = {c: c for c in ("temperature_c", "relative_humidity_pct") if c in frame}
+    return from_issue_layout(frame, cols, 24, source="site weather file",
+                             caveat=REANALYSIS_CAVEAT)
+
+
 def _site_chunk(catalog: str | Path, data_dir: Path, site_id: str, days: list[str],
-                horizon_hours: int = 24) -> tuple[pd.DataFrame, list[str]]:
+                horizon_hours: int = 24, exogenous: str = "none",
+                ) -> tuple[pd.DataFrame, list[str]]:
     """Forecast and score one site on ``days``; models chosen once per refit period (cached)."""
     cat = load_catalog(catalog)
     site = cat.site(site_id)
@@ -96,6 +130,7 @@ def _site_chunk(catalog: str | Path, data_dir: Path, site_id: str, days: list[st
                                     d1 + pd.Timedelta(hours=horizon_hours + 24))
     rows: list[pd.DataFrame] = []
     notes: list[str] = []
+    exog = site_exogenous(frame, exogenous)
     for label in days:
         day = day_start_utc(label)
         slots = hourly_slots(day, horizon_hours)
@@ -103,7 +138,7 @@ def _site_chunk(catalog: str | Path, data_dir: Path, site_id: str, days: list[st
                      & (frame.index >= day - pd.Timedelta(days=FORECAST_HISTORY_DAYS))]
         ref = surplus_reference(hist, day)
         try:
-            fc = forecast_site(site, hist, day, horizon_hours, meta)
+            fc = forecast_site(site, hist, day, horizon_hours, meta, exogenous=exog)
             act = _actual_frame(site, frame, slots, ref)
             # seasonal naive at every lead: the last observed day, repeated
             last_day = _actual_frame(site, frame, hourly_slots(day - pd.Timedelta(days=1), 24),
@@ -309,7 +344,7 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
                       executor: str = "local", workers: int = 1,
                       scheduler_address: str | None = None,
                       progress: Callable[[str], None] = _quiet,
-                      against: str | Path | None = None,
+                      against: str | Path | None = None, exogenous: str = "none",
                       ) -> tuple[dict[str, Any], pd.DataFrame]:
     """Backtest the daily forecasting path on every site of a catalog over ``[start, end]``.
 
@@ -343,6 +378,9 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
         checked before any forecast is made, then scored next to the product's on the same
         hours (``against`` in the results, :func:`~carbonsched.evaluate.provider_forecast.
         score_against`).
+    exogenous
+        ``none`` (history only) or ``reanalysis`` (:func:`site_exogenous`; the caveat is in
+        the results' ``exogenous`` and the notes).
 
     Returns
     -------
@@ -379,6 +417,9 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
         raise InputError(f"catalog {cat.name} has modelled signals; a backtest scores forecasts "
                          "on actual measurements — use a measured catalog such as 'global'")
     provider = read_provider_forecast(against, cat) if against is not None else None
+    if exogenous not in EXOGENOUS_MODES:
+        raise InputError(f"--exogenous must be one of {', '.join(EXOGENOUS_MODES)}, got "
+                         f"{exogenous!r}")
     days = [d.strftime("%Y-%m-%d") for d in pd.date_range(d0, d1, freq="D")]
     days = days[::every_days]
     # every day: chunks never straddle a refit period (a period's models are fitted once per
@@ -389,7 +430,8 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
     for _, grp in itertools.groupby(days, key=key):
         g = list(grp)
         chunks += [g[i:i + chunk_days] for i in range(0, len(g), chunk_days)]
-    args = [(catalog, data_dir, sid, c, horizon_hours) for sid in site_ids for c in chunks]
+    args = [(catalog, data_dir, sid, c, horizon_hours, exogenous) for sid in site_ids
+            for c in chunks]
     t0 = time.perf_counter()
     parts: list[pd.DataFrame] = []
     notes: list[str] = []
@@ -423,6 +465,8 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
     out = {"catalog": cat.name, "from": days[0], "to": days[-1], "days": len(days),
            "issue_time_utc": "00:00", "horizon_hours": horizon_hours, "chunk_days": chunk_days,
            "every_days": every_days, "days_scored": len(days),
+           "exogenous": {"mode": exogenous,
+                         "caveat": REANALYSIS_CAVEAT if exogenous == "reanalysis" else None},
            "schedule": asdict(DEFAULT_SCHEDULE), "executor": str(kind),
            "sites": results, "mean_skill": mean_skill,
            "mean_skill_by_lead": mean_by_lead, "surplus_brier_skill": brier, "notes": notes,
