@@ -208,10 +208,10 @@ SE_WIND_CAVEAT = ("SE's archived wind forecast tracks actual wind more closely (
 
 
 def from_dacf_region(frame: pd.DataFrame, region: str = "") -> pd.DataFrame:
-    """The exogenous table of a DACF ``<R>.csv`` frame (:func:`~carbonsched.adapters.signals.dacf.
-    read_dacf_region`, re-aligned to the hour each value is for).
+    """The exogenous table of a DACF ``<R>.csv`` frame, re-aligned to the hour each value is for.
 
-    GFS temperature and dew point [K] become ``temperature_c`` and ``relative_humidity_pct``
+    ``frame`` is :func:`carbonsched.adapters.signals.dacf.read_dacf_region`'s. GFS
+    temperature and dew point [K] become ``temperature_c`` and ``relative_humidity_pct``
     (:func:`relative_humidity_pct`), wind speed and short-wave flux ``wind_speed_m_per_s`` and
     ``irradiance_w_per_m2``, the operator forecasts ``wind_mw`` and ``solar_mw``; every value
     published 24 h before its hour (the archive's layout, ``../shared/data/README``).
@@ -303,5 +303,6 @@ class PublishedForecast(Forecaster):
         return pd.DataFrame({"mean": mean}, index=horizon)
 
 
-__all__ = ["COLUMNS", "DACF_SOURCE", "PublishedForecast", "from_dacf_region", "FEATURES", "PASSTHROUGH", "SIGNAL_FEATURES", "check_table", "empty",
-           "features_present", "from_issue_layout", "known_at", "relative_humidity_pct"]
+__all__ = ["COLUMNS", "DACF_SOURCE", "FEATURES", "PASSTHROUGH", "SIGNAL_FEATURES",
+           "PublishedForecast", "check_table", "empty", "features_present", "from_dacf_region",
+           "from_issue_layout", "known_at", "relative_humidity_pct"]

@@ -40,9 +40,11 @@ from carbonsched.forecasts.green_surplus import green_surplus_index
 from carbonsched.forecasts.pue import pue_from_weather
 from carbonsched.forecasts.registry import (
     DEFAULT_SCHEDULE,
-    NAIVE as NAIVE_MODEL,
     SIGNAL_SETTINGS,
     SelectedForecaster,
+)
+from carbonsched.forecasts.registry import (
+    NAIVE as NAIVE_MODEL,
 )
 from carbonsched.pipeline.document import read_plan_document
 from carbonsched.pipeline.replayed import (
