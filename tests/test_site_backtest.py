@@ -135,6 +135,7 @@ def test_no_data_at_or_after_the_issue_time_is_used(shared_data, tmp_path):
     ({"executor": "spark"}, InputError, r"unknown executor 'spark'"),
     ({"horizon_hours": 0}, InputError, r"--horizon must be 1..168 hours"),
     ({"horizon_hours": 169}, InputError, r"--horizon must be 1..168 hours"),
+    ({"exogenous": "gfs"}, InputError, r"--exogenous must be one of none, reanalysis, got 'gfs'"),
 ])
 def test_bad_input_is_refused(shared_data, kw, error, message):
     args = {"catalog": "global", "data_dir": shared_data, "start": "2023-07-01",
@@ -254,3 +255,19 @@ def test_naive_kept_for_surplus_or_pue_is_said_in_the_notes(london):
     else:
         assert notes == []
     assert gs["models"] == {"seasonal-naive-24h": 48}  # London, July 2023: naive kept
+
+
+@pytest.mark.shared_data
+def test_reanalysis_exogenous_is_stated_with_its_caveat(shared_data):
+    # --exogenous reanalysis: the site's weather file as if forecast 24 h ahead; the caveat is
+    # in the results and in the notes of every issue, and the PUE candidate on it is offered
+    from carbonsched.evaluate.site_backtest import REANALYSIS_CAVEAT
+
+    res, fc = run_site_backtest("global", shared_data, "2023-07-14", "2023-07-14",
+                                sites=["de-frankfurt"], exogenous="reanalysis")
+    assert res["exogenous"] == {"mode": "reanalysis", "caveat": REANALYSIS_CAVEAT}
+    notes = [n for n in res["notes"] if REANALYSIS_CAVEAT in n]
+    assert notes == ["2023-07-14: de-frankfurt: exogenous forecasts from site weather file: "
+                     + REANALYSIS_CAVEAT]
+    pue = fc[(fc["signal"] == "pue") & fc["chosen"]]
+    assert set(pue["model"]) == {"published-pue"}  # July 2023: the weather-driven PUE chosen
