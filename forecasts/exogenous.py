@@ -281,9 +281,12 @@ class PublishedForecast(Forecaster):
         out = np.full((len(issues), horizon_hours), np.nan)
         y = y.dropna()
         self.fallbacks_ = 0
+        cube = (known_at(table, self.feature, issues.repeat(horizon_hours),
+                         np.tile(np.arange(horizon_hours), len(issues)))
+                .reshape(len(issues), horizon_hours) if table is not None
+                else np.full((len(issues), horizon_hours), np.nan))
         for k in range(horizon_hours):
-            v = (known_at(table, self.feature, issues, k) if table is not None
-                 else np.full(len(issues), np.nan))
+            v = cube[:, k].copy()
             miss = ~np.isfinite(v)
             if miss.any():
                 m = k // 24 + 1

@@ -278,13 +278,19 @@ class HourlyRidgeExog(HourlyRidge):
         """Without exogenous features (the conformance data has none): the plain ridge."""
         return [{"train_days": 30, "max_lead_hours": 24}]
 
-    def _exog_matrix(self, table: pd.DataFrame | None, issues: pd.DatetimeIndex, k: int,
-                     feats: tuple[str, ...]) -> np.ndarray:
+    def _exog_cube(self, table: pd.DataFrame | None, issues: pd.DatetimeIndex, H: int,
+                   feats: tuple[str, ...]) -> np.ndarray:
+        """Exogenous values known at each issue, shape ``(len(issues), H, len(feats))``."""
         from carbonsched.forecasts.exogenous import known_at
 
+        out = np.full((len(issues), H, len(feats)), np.nan)
         if table is None or not feats:
-            return np.empty((len(issues), 0))
-        return np.column_stack([known_at(table, f, issues, k) for f in feats])
+            return out
+        rep = issues.repeat(H)
+        leads = np.tile(np.arange(H), len(issues))
+        for j, f in enumerate(feats):
+            out[:, :, j] = known_at(table, f, rep, leads).reshape(len(issues), H)
+        return out
 
     def _fit(self, y: pd.Series, X: pd.DataFrame | None) -> None:
         from sklearn.linear_model import Ridge
@@ -300,9 +306,10 @@ class HourlyRidgeExog(HourlyRidge):
         issues = pd.date_range(first, end - HOUR, freq="D")
         pos = ((issues - y.index[0]) // HOUR).to_numpy(np.int64)
         self.lead_exog_ = []
+        cube = self._exog_cube(self.exog, issues, self.max_lead_hours, self.exog_features)
         for k in range(self.max_lead_hours):
             F = ridge_features(filled, pos, k, issues + k * HOUR)
-            E = self._exog_matrix(self.exog, issues, k, self.exog_features)
+            E = cube[:, k, :]
             tp = pos + k
             yk = np.where(tp < len(target), target[np.minimum(tp, len(target) - 1)], np.nan)
             base = np.isfinite(yk) & np.isfinite(F).all(axis=1)
@@ -346,12 +353,14 @@ class HourlyRidgeExog(HourlyRidge):
         filled = fill_for_features(src).to_numpy(float)
         pos = ((issues - src.index[0]) // HOUR).to_numpy(np.int64)
         self.exog_fallbacks_ = 0
+        cube = self._exog_cube(table, issues, horizon_hours, self.exog_features)
         for k in range(horizon_hours):
             incl, coefs = self.lead_exog_[self._coef_lead(k)] if self.lead_exog_ else ((), None)
             if coefs is None:
                 continue
             F = ridge_features(filled, pos, k, issues + k * HOUR)
-            G = np.hstack([F, self._exog_matrix(table, issues, k, incl)])
+            cols = [self.exog_features.index(f) for f in incl]
+            G = np.hstack([F, cube[:, k, cols]])
             ok = np.isfinite(G).all(axis=1)
             self.exog_fallbacks_ += int((~ok).sum())
             mu, sd, coef, b = coefs
