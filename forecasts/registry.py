@@ -289,6 +289,41 @@ def registry(signal: str) -> list[Candidate]:
                         f"{', '.join(SIGNALS)}")
 
 
+def exogenous_candidates(signal: str, exog: pd.DataFrame | None) -> list[Candidate]:
+    """The candidates that read exogenous forecasts, for the features ``exog`` holds.
+
+    Carbon intensity and the green-surplus index: the per-hour ridge with the exogenous
+    forecasts of the target hour (:class:`carbonsched.forecasts.ridge.HourlyRidgeExog`);
+    carbon intensity and PUE: the published forecast of the signal itself
+    (:class:`carbonsched.forecasts.exogenous.PublishedForecast`: a provider's carbon-intensity
+    forecast, the PUE model on forecast weather), a candidate to beat or to use. Day-ahead
+    (24 h); later leads come from the extension model. None without ``exog``.
+    """
+    from carbonsched.forecasts.exogenous import PASSTHROUGH, PublishedForecast, features_present
+    from carbonsched.forecasts.ridge import HourlyRidgeExog
+
+    feats = features_present(exog, signal)
+    if not feats:
+        return []
+    out = []
+    ridge_feats = tuple(f for f in feats if f != "pue")
+    if ridge_feats and signal != "pue":
+        def ridge(tz: str | None, c: tuple[float, float], h: int) -> Forecaster:
+            return HourlyRidgeExog(exog=exog, exog_features=ridge_feats, issue_hour=h,
+                                   max_lead_hours=24, clip=c)
+        out.append(Candidate("ridge_hourly_exog", ridge, 24, (
+            *_F_RIDGE, *(f"{f} forecast for the target hour, latest published by the issue "
+                         "time" for f in ridge_feats))))
+    own = PASSTHROUGH.get(signal)
+    if own in feats:
+        def published(tz: str | None, c: tuple[float, float], h: int) -> Forecaster:
+            return PublishedForecast(own, exog=exog, clip=c)
+        out.append(Candidate(f"published-{own}", published, 24, (
+            f"{own} forecast for the target hour, latest published by the issue time "
+            "(seasonal naive where none)",)))
+    return out
+
+
 def _leads(issues: pd.DatetimeIndex, H: int, tz: str | None
            ) -> tuple[pd.DatetimeIndex, pd.DatetimeIndex, np.ndarray]:
     """Target hours, their wall-clock times and wall-clock leads of every (issue, lead) pair."""
@@ -364,18 +399,23 @@ def _batch_lead_regression(m: LeadRegression, y: pd.Series, issues: pd.DatetimeI
 
 
 def _point_forecasts(model: Forecaster, y: pd.Series, issues: pd.DatetimeIndex,
-                     horizon_hours: int) -> np.ndarray:
+                     horizon_hours: int, exog: pd.DataFrame | None = None) -> np.ndarray:
     """Point forecasts ``(len(issues), horizon_hours)`` of a fitted ``model`` from ``y``.
 
     Each issue reads only ``y`` strictly before it: the base class's predict cuts the history;
     the batch paths (seasonal naive, climatology, per-lead OLS, the DACF models'
     ``backcast``) read only lags before each issue (equal to ``predict`` issued one by one,
     up to the filling of gaps at the start of the per-lead OLS's window; tested).
+    The exogenous candidates read ``exog`` (:mod:`carbonsched.forecasts.exogenous`), each issue
+    only the values published at or before it.
     """
     from carbonsched.forecasts.dacf_models import DayAheadModel
-    from carbonsched.forecasts.ridge import HourlyRidge
+    from carbonsched.forecasts.exogenous import PublishedForecast
+    from carbonsched.forecasts.ridge import HourlyRidge, HourlyRidgeExog
 
     y = y[y.index < issues[-1]]
+    if isinstance(model, HourlyRidgeExog | PublishedForecast):
+        return model.backcast(y, issues, horizon_hours, exog=exog)
     if isinstance(model, DayAheadModel):
         b = model.backcast(y, None, issues)
         return b["mean"].to_numpy(float).reshape(len(issues), -1)[:, :horizon_hours]
@@ -776,6 +816,11 @@ class SelectedForecaster(Forecaster):
         issues are made at that hour, the per-hour candidates are fitted for it, and
         :meth:`predict` refuses issue times at another hour (their leads would be other hours
         of the day). Default 0.
+    exog
+        Exogenous forecasts known at the fit (:mod:`carbonsched.forecasts.exogenous`): adds the
+        candidates that read them (:func:`exogenous_candidates`); every issue, in validation
+        and in service, reads only the values published at or before it. :meth:`predict`
+        takes the table known at the issue time.
     """
 
     name = "selected"
@@ -787,7 +832,7 @@ class SelectedForecaster(Forecaster):
                  candidates: tuple[str, ...] | None = None,
                  refit_days: int = DEFAULT_SCHEDULE.refit_days,
                  aci_gamma: float | None = ACI_GAMMA, combine: bool = True,
-                 issue_hour: int = 0) -> None:
+                 issue_hour: int = 0, exog: pd.DataFrame | None = None) -> None:
         if signal not in SIGNAL_SETTINGS:
             raise ForecastError(f"SelectedForecaster: unknown signal {signal!r}; known: "
                                 f"{', '.join(SIGNALS)}")
@@ -818,8 +863,11 @@ class SelectedForecaster(Forecaster):
         self.history_days = int(history_days)
         self.refit_days = max(1, int(refit_days))
         allowed = set(candidates) | {NAIVE} if candidates else None
-        self.candidates = [c for c in registry(signal)
+        self.exog = exog
+        self.candidates = [c for c in registry(signal) + exogenous_candidates(signal, exog)
                            if (c.name in allowed if allowed is not None else c.name not in OPT_IN)]
+        self._exog_now: pd.DataFrame | None = None
+        self.exog_fallbacks_ = 0
         self.chosen_: str | None = None
         self.combined_ = False
         self.regret_: dict[str, float] = {}
@@ -876,7 +924,7 @@ class SelectedForecaster(Forecaster):
             h = min(H, c.max_horizon_hours or H)
             try:
                 m = self._make(c).fit(y_fit)
-                p = _point_forecasts(m, y, issues, h)
+                p = _point_forecasts(m, y, issues, h, self.exog)
             except (ForecastError, ValueError, np.linalg.LinAlgError) as exc:
                 self.skipped_[c.name] = str(exc)
                 continue
@@ -932,11 +980,12 @@ class SelectedForecaster(Forecaster):
             for c, _ in members:
                 m = self._make(c).fit(cut)
                 hh = min(H, c.max_horizon_hours or H)
-                parts.append(_pad(np.clip(_point_forecasts(m, y, fold, hh), *self.clip), H))
+                parts.append(_pad(np.clip(_point_forecasts(m, y, fold, hh, self.exog),
+                                          *self.clip), H))
             fill = None
             if ext is not None and short < H:
                 m = self._make(ext[0]).fit(cut)
-                fill = np.clip(_point_forecasts(m, y, fold, H), *self.clip)
+                fill = np.clip(_point_forecasts(m, y, fold, H, self.exog), *self.clip)
             pred[f0:f0 + len(fold)] = _member_mean(parts, fill)
         leads = np.broadcast_to(np.arange(H), pred.shape)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -968,11 +1017,15 @@ class SelectedForecaster(Forecaster):
         Each issue reads ``history`` strictly before it; the extension model serves the leads
         beyond the chosen model's horizon.
         """
+        exog = self._exog_now if self._exog_now is not None else self.exog
         parts = []
+        self.exog_fallbacks_ = 0
         for c, m in self.members_:
             h = min(H, c.max_horizon_hours or H)
             p = np.full((len(issues), H), np.nan)
-            p[:, :h] = _point_forecasts(m, history, issues, h)
+            p[:, :h] = _point_forecasts(m, history, issues, h, exog)
+            self.exog_fallbacks_ += int(getattr(m, "exog_fallbacks_", 0)
+                                        or getattr(m, "fallbacks_", 0))
             parts.append(np.clip(p, *self.clip))
         fill = None
         if any(np.isnan(p).any() for p in parts):
@@ -981,7 +1034,7 @@ class SelectedForecaster(Forecaster):
                                     f"{min(int(np.isfinite(p[0]).sum()) for p in parts)} h; "
                                     "no longer model was fitted")
             _, m = self.extension_
-            fill = np.clip(_point_forecasts(m, history, issues, H), *self.clip)
+            fill = np.clip(_point_forecasts(m, history, issues, H, exog), *self.clip)
         return _member_mean(parts, fill)
 
     def _issue_means(self, history: pd.Series, d: pd.Timestamp, H: int) -> np.ndarray:
@@ -993,8 +1046,10 @@ class SelectedForecaster(Forecaster):
         of a period reuse them.
         """
         h = history[(history.index < d) & (history.index >= d - PREDICT_HISTORY_HOURS * HOUR)]
+        ex = self._exog_now if self._exog_now is not None else self.exog
         key = (d, H, str(h.index[0]) if len(h) else "", len(h),
-               hash(h.to_numpy(float).tobytes()))
+               hash(h.to_numpy(float).tobytes()),
+               0 if ex is None else hash((len(ex), ex["value"].to_numpy(float).tobytes())))
         cache = self.__dict__.setdefault("_issue_cache", {})
         hit = cache.get(key)
         if hit is None:
@@ -1038,6 +1093,24 @@ class SelectedForecaster(Forecaster):
         q = window_bounds(res, issues, t, self.validation_days, self.alphas_)
         return q if q is not None else self.bounds_
 
+    def predict(self, issued_at: pd.Timestamp | str, horizon_hours: int = 24,
+                y: pd.Series | None = None, X: pd.DataFrame | None = None,
+                exog: pd.DataFrame | None = None) -> pd.DataFrame:
+        """:meth:`Forecaster.predict`, with the exogenous forecasts known at ``issued_at``.
+
+        Parameters
+        ----------
+        exog
+            The exogenous table (:mod:`carbonsched.forecasts.exogenous`) as known at the issue
+            time (default: the fit's); each forecast reads only the values published at or
+            before its own issue time.
+        """
+        self._exog_now = exog
+        try:
+            return super().predict(issued_at, horizon_hours, y=y, X=X)
+        finally:
+            self._exog_now = None
+
     def _predict(self, history: pd.Series, horizon: pd.DatetimeIndex,
                  X: pd.DataFrame | None) -> pd.DataFrame:
         assert self.bounds_ is not None
@@ -1050,7 +1123,9 @@ class SelectedForecaster(Forecaster):
                 f"one with issue_hour={t.hour} (its per-hour models and validation are phased "
                 "to the issue hour)")
         mean = self._means(history, pd.DatetimeIndex([t]), H)[0]
+        fallbacks = self.exog_fallbacks_  # of this issue (the replay below recounts)
         bounds = self._adapted_bounds(history, t) if self.aci_gamma else self.bounds_
+        self.exog_fallbacks_ = fallbacks
         q = bounds[bucket_of(np.arange(H))]
         cols = {"mean": mean}
         for j, col in enumerate(("lo_95", "lo_80", "hi_80", "hi_95")):
@@ -1096,10 +1171,35 @@ class SelectedForecaster(Forecaster):
                 "combination": self.combined_, "validation_regret": dict(self.regret_),
                 "validation_score": dict(self.scores_), "criterion": CRITERION,
                 "issue_hour_utc": self.issue_hour,
-                "features": {c.name: list(c.features) for c, _ in self.members_}
+                "features": {c.name: self._features_used(c, m) for c, m in self.members_}
                 | ({self.extension_[0].name: list(self.extension_[0].features)}
-                   if self.extension_ else {})}
+                   if self.extension_ else {}),
+                "exogenous": self._exog_summary()}
+
+    def _features_used(self, c: Candidate, m: Forecaster) -> list[str]:
+        used = getattr(m, "used_features", None)
+        if used is None:
+            return list(c.features)
+        # the exogenous ridge names only the forecasts some lead's regression reads
+        keep = set(used())
+        return [f for f in c.features if " forecast for the target hour" not in f
+                or f.split(" ", 1)[0] in keep]
+
+    def _exog_summary(self) -> dict[str, Any] | None:
+        """Exogenous forecasts offered: features, source, caveat, hours forecast without them."""
+        from carbonsched.forecasts.exogenous import features_present
+
+        feats = features_present(self.exog, self.signal)
+        if not feats:
+            return None
+        a = self.exog.attrs if self.exog is not None else {}
+        return {"features": list(feats), "source": a.get("source"), "caveat": a.get("caveat"),
+                "used": any(c.name in {x.name for x in exogenous_candidates(self.signal,
+                                                                            self.exog)}
+                            for c, _ in self.members_),
+                "fallback_hours": int(getattr(self, "exog_fallbacks_", 0))}
 
 
-__all__ = ["ACI_GAMMA", "DEFAULT_SCHEDULE", "LEAD_BUCKETS", "Candidate", "ModelSchedule",
+__all__ = ["ACI_GAMMA", "DEFAULT_SCHEDULE", "LEAD_BUCKETS", "NAIVE", "SIGNAL_SETTINGS",
+           "Candidate", "ModelSchedule", "exogenous_candidates",
            "SelectedForecaster", "aci_replay", "conformal_bounds", "registry", "window_bounds"]

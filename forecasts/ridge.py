@@ -234,4 +234,140 @@ class HourlyRidge(Forecaster):
         return out.clip(*self.clip) if self.clip is not None else out
 
 
-__all__ = ["ALPHA", "FEATURES", "HourlyRidge", "ridge_features"]
+#: Least share of a lead's training issues that must have an exogenous feature (published by
+#: the issue time) for the lead's model to use it. [-]
+MIN_EXOG_SHARE = 0.9
+
+
+class HourlyRidgeExog(HourlyRidge):
+    """:class:`HourlyRidge` plus exogenous forecasts of the target hour (issue 35 item 3).
+
+    At lead ``k`` the features are :data:`FEATURES` plus, for each of ``exog_features``, the
+    latest value for the target hour ``T + k`` published at or before the issue time ``T``
+    (:func:`carbonsched.forecasts.exogenous.known_at`; nothing later is read). A feature enters a
+    lead's regression only if at least :data:`MIN_EXOG_SHARE` of its training issues had it (a
+    forecast published 12 h ahead never enters leads beyond 12 h at 00:00 issues). Each lead
+    also keeps the plain ridge; an issue missing an exogenous value its lead uses is forecast by
+    it, counted in :attr:`exog_fallbacks_` (the plan names the count).
+
+    Parameters
+    ----------
+    exog
+        The exogenous table (:mod:`carbonsched.forecasts.exogenous`) known at the fit, for
+        training; :meth:`backcast` takes a newer one.
+    exog_features
+        Features to read (:data:`carbonsched.forecasts.exogenous.FEATURES`).
+    **kwargs
+        As :class:`HourlyRidge`.
+    """
+
+    name = "ridge_hourly_exog"
+
+    def __init__(self, exog: pd.DataFrame | None = None, exog_features: tuple[str, ...] = (),
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.params.update(exog_features=tuple(exog_features))
+        self.exog = exog
+        self.exog_features = tuple(exog_features)
+        self.lead_exog_: list[tuple[tuple[str, ...], tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                            float] | None]] = []
+        self.exog_fallbacks_ = 0
+
+    @classmethod
+    def get_test_params(cls) -> list[dict[str, Any]]:
+        """Without exogenous features (the conformance data has none): the plain ridge."""
+        return [{"train_days": 30, "max_lead_hours": 24}]
+
+    def _exog_cube(self, table: pd.DataFrame | None, issues: pd.DatetimeIndex, H: int,
+                   feats: tuple[str, ...]) -> np.ndarray:
+        """Exogenous values known at each issue, shape ``(len(issues), H, len(feats))``."""
+        from carbonsched.forecasts.exogenous import known_at
+
+        out = np.full((len(issues), H, len(feats)), np.nan)
+        if table is None or not feats:
+            return out
+        rep = issues.repeat(H)
+        leads = np.tile(np.arange(H), len(issues))
+        for j, f in enumerate(feats):
+            out[:, :, j] = known_at(table, f, rep, leads).reshape(len(issues), H)
+        return out
+
+    def _fit(self, y: pd.Series, X: pd.DataFrame | None) -> None:
+        from sklearn.linear_model import Ridge
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        super()._fit(y, X)
+        end = y.index[-1] + HOUR
+        y = y[y.index >= end - (self.train_days + LAG_DAYS + 1) * DAY]
+        filled = fill_for_features(y).to_numpy(float)
+        target = y.to_numpy(float)
+        first = y.index[0].floor("D") + (LAG_DAYS + 1) * DAY + self.issue_hour * HOUR
+        issues = pd.date_range(first, end - HOUR, freq="D")
+        pos = ((issues - y.index[0]) // HOUR).to_numpy(np.int64)
+        self.lead_exog_ = []
+        cube = self._exog_cube(self.exog, issues, self.max_lead_hours, self.exog_features)
+        for k in range(self.max_lead_hours):
+            F = ridge_features(filled, pos, k, issues + k * HOUR)
+            E = cube[:, k, :]
+            tp = pos + k
+            yk = np.where(tp < len(target), target[np.minimum(tp, len(target) - 1)], np.nan)
+            base = np.isfinite(yk) & np.isfinite(F).all(axis=1)
+            share = (np.isfinite(E[base]).mean(axis=0) if base.any()
+                     else np.zeros(E.shape[1]))
+            incl = tuple(f for f, s in zip(self.exog_features, share, strict=True)
+                         if s >= MIN_EXOG_SHARE)
+            if not incl:
+                self.lead_exog_.append(((), None))
+                continue
+            cols = [self.exog_features.index(f) for f in incl]
+            G = np.hstack([F, E[:, cols]])
+            ok = base & np.isfinite(G).all(axis=1)
+            if ok.sum() < 2 * G.shape[1]:
+                self.lead_exog_.append(((), None))
+                continue
+            mdl = make_pipeline(StandardScaler(), Ridge(alpha=self.alpha))
+            mdl.fit(G[ok], yk[ok])
+            sc, rg = mdl[0], mdl[1]
+            self.lead_exog_.append((incl, (sc.mean_, np.where(sc.scale_ > 0, sc.scale_, 1.0),
+                                           rg.coef_, float(rg.intercept_))))
+
+    def used_features(self) -> tuple[str, ...]:
+        """Exogenous features some lead's regression uses (fitted)."""
+        return tuple(f for f in self.exog_features
+                     if any(f in incl for incl, _ in self.lead_exog_))
+
+    def backcast(self, y: pd.Series, issues: pd.DatetimeIndex, horizon_hours: int,
+                 exog: pd.DataFrame | None = None) -> np.ndarray:
+        """As :meth:`HourlyRidge.backcast`, with the exogenous values known at each issue.
+
+        Parameters
+        ----------
+        exog
+            The exogenous table to read (default: the one given at construction); only values
+            published at or before each issue are read.
+        """
+        out = super().backcast(y, issues, horizon_hours)
+        table = exog if exog is not None else self.exog
+        src = y.reindex(pd.date_range(y.index[0], issues[-1] - HOUR, freq="h"))
+        filled = fill_for_features(src).to_numpy(float)
+        pos = ((issues - src.index[0]) // HOUR).to_numpy(np.int64)
+        self.exog_fallbacks_ = 0
+        cube = self._exog_cube(table, issues, horizon_hours, self.exog_features)
+        for k in range(horizon_hours):
+            incl, coefs = self.lead_exog_[self._coef_lead(k)] if self.lead_exog_ else ((), None)
+            if coefs is None:
+                continue
+            F = ridge_features(filled, pos, k, issues + k * HOUR)
+            cols = [self.exog_features.index(f) for f in incl]
+            G = np.hstack([F, cube[:, k, cols]])
+            ok = np.isfinite(G).all(axis=1)
+            self.exog_fallbacks_ += int((~ok).sum())
+            mu, sd, coef, b = coefs
+            p = ((G[ok] - mu) / sd) @ coef + b
+            out[ok, k] = np.clip(p, *self.clip) if self.clip is not None else p
+        return out
+
+
+__all__ = ["ALPHA", "FEATURES", "MIN_EXOG_SHARE", "HourlyRidge", "HourlyRidgeExog",
+           "ridge_features"]

@@ -135,6 +135,7 @@ def test_no_data_at_or_after_the_issue_time_is_used(shared_data, tmp_path):
     ({"executor": "spark"}, InputError, r"unknown executor 'spark'"),
     ({"horizon_hours": 0}, InputError, r"--horizon must be 1..168 hours"),
     ({"horizon_hours": 169}, InputError, r"--horizon must be 1..168 hours"),
+    ({"exogenous": "gfs"}, InputError, r"--exogenous must be one of none, reanalysis, got 'gfs'"),
 ])
 def test_bad_input_is_refused(shared_data, kw, error, message):
     args = {"catalog": "global", "data_dir": shared_data, "start": "2023-07-01",
@@ -200,3 +201,73 @@ def test_scores_by_lead_bucket_to_96_hours(shared_data):
         assert len(piv) == 2
         assert b["start_regret_pct"] == pytest.approx(100 * excess / ideal, rel=1e-9)
     assert res["mean_skill_by_lead"][CI]["72-96h"] == pytest.approx(by["72-96h"]["skill"])
+
+
+@pytest.fixture(scope="module")
+def london(shared_data):
+    return run_site_backtest("global", shared_data, "2023-07-14", "2023-07-15",
+                             sites=["gb-london"])
+
+
+@pytest.mark.shared_data
+def test_green_surplus_brier_skill_recomputed_from_the_hourly_forecasts(london):
+    # issue 35 item 5: "surplus hour" (index > 0) scored by the Brier score; the forecast's
+    # probability is read from its quantiles, naive says yes/no from the day before
+    from carbonsched.evaluate.site_backtest import surplus_probability
+
+    res, fc = london
+    f = fc[fc["signal"] == "green_surplus_index"]
+    ch = f[f["chosen"]].sort_values(["issued_at", "ts"])
+    nv = f[~f["chosen"]].sort_values(["issued_at", "ts"])
+    event = (ch["actual"].to_numpy() > 1e-9).astype(float)
+    p = surplus_probability(ch)
+    assert ((p >= 0) & (p <= 1)).all()
+    bs = np.mean((p - event) ** 2)
+    bn = np.mean(((nv["mean"].to_numpy() > 1e-9).astype(float) - event) ** 2)
+    b = res["sites"]["gb-london"]["green_surplus_index"]["surplus_brier"]
+    assert b["hours"] == 48 and b["surplus_hours"] == int(event.sum()) > 0
+    assert b["brier"] == pytest.approx(bs) and b["naive_brier"] == pytest.approx(bn)
+    assert b["brier_skill"] == pytest.approx(1 - bs / bn)
+    assert res["surplus_brier_skill"] == {"gb-london": pytest.approx(1 - bs / bn)}
+
+
+def test_surplus_probability_reads_the_mass_at_zero():
+    f = pd.DataFrame({"lo_95": [0.0, 0.0, 0.0, 0.1, np.nan, np.nan],
+                      "lo_80": [0.0, 0.0, 0.05, 0.2, np.nan, np.nan],
+                      "mean": [0.0, 0.1, 0.1, 0.3, 0.0, 0.2],
+                      "hi_80": [0.0, 0.2, 0.2, 0.4, np.nan, np.nan],
+                      "hi_95": [0.0, 0.3, 0.3, 0.5, np.nan, np.nan]})
+    from carbonsched.evaluate.site_backtest import surplus_probability
+
+    np.testing.assert_allclose(surplus_probability(f), [0.025, 0.9, 0.975, 1.0, 0.0, 1.0])
+
+
+@pytest.mark.shared_data
+def test_naive_kept_for_surplus_or_pue_is_said_in_the_notes(london):
+    # issue 35 item 5: where no model beats naive on the hours off the bounds, the plan says
+    # so (a "forecast fallback" note naming the best model and both errors) and uses naive
+    res, fc = london
+    gs = res["sites"]["gb-london"]["green_surplus_index"]
+    notes = [n for n in res["notes"] if "green surplus: no model beat seasonal naive" in n]
+    if gs["models"] == {"seasonal-naive-24h": 48}:
+        assert len(notes) == 2  # one per issue
+        assert "used seasonal naive" in notes[0] and " vs naive " in notes[0]
+    else:
+        assert notes == []
+    assert gs["models"] == {"seasonal-naive-24h": 48}  # London, July 2023: naive kept
+
+
+@pytest.mark.shared_data
+def test_reanalysis_exogenous_is_stated_with_its_caveat(shared_data):
+    # --exogenous reanalysis: the site's weather file as if forecast 24 h ahead; the caveat is
+    # in the results and in the notes of every issue, and the PUE candidate on it is offered
+    from carbonsched.evaluate.site_backtest import REANALYSIS_CAVEAT
+
+    res, fc = run_site_backtest("global", shared_data, "2023-07-14", "2023-07-14",
+                                sites=["de-frankfurt"], exogenous="reanalysis")
+    assert res["exogenous"] == {"mode": "reanalysis", "caveat": REANALYSIS_CAVEAT}
+    notes = [n for n in res["notes"] if REANALYSIS_CAVEAT in n]
+    assert notes == ["2023-07-14: de-frankfurt: exogenous forecasts from site weather file: "
+                     + REANALYSIS_CAVEAT]
+    pue = fc[(fc["signal"] == "pue") & fc["chosen"]]
+    assert set(pue["model"]) == {"published-pue"}  # July 2023: the weather-driven PUE chosen

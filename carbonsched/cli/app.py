@@ -251,6 +251,13 @@ def backtest(
     horizon: Annotated[int, typer.Option(
         help="sites: hours forecast from each issue (1..168); scores also per lead bucket "
              "(0-24, 24-48, 48-72, 72-96 h).")] = 24,
+    against: Annotated[Path | None, typer.Option(
+        help="sites: a provider's published carbon-intensity forecast CSV (columns site or "
+             "zone, issued_at, ts, carbon_intensity_g_per_kwh), scored next to the product's "
+             "on the same hours.")] = None,
+    exogenous: Annotated[str, typer.Option(
+        help="sites: 'none' (history only) or 'reanalysis' (the site's weather file used as if "
+             "forecast 24 h ahead; optimistic, stated in the results).")] = "none",
 ) -> None:
     """Backtest day-ahead forecasts: the DACF protocol, or the daily path on a catalog's sites."""
     from carbonsched.config import get_settings
@@ -265,12 +272,15 @@ def backtest(
                                  "--to 2023-12-31")
             site_backtest(out_file, catalog, data_dir or get_settings().data_dir, date_from,
                           date_to, sites, forecasts_out, executor, workers, scheduler_address,
-                          every, horizon)
+                          every, horizon, against, exogenous)
             return
         from carbonsched.forecasts.backtest import render_table, run_backtest
 
         if dataset != "dacf":
             raise InputError(f"unknown dataset {dataset!r}; choose 'dacf' or 'sites'")
+        if against is not None:
+            raise InputError("--against scores a published forecast next to the daily path's: "
+                             "use it with --dataset sites")
         ddir = data_dir or (get_settings().data_dir / "dacf")
         regs = [r.strip() for r in regions.split(",")] if regions else None
         mods = [m.strip() for m in models.split(",")] if models else None

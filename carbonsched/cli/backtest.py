@@ -17,7 +17,8 @@ def _pct(v: float | None, nd: int = 2) -> str:
 def site_backtest(out_file: Path, catalog: str, data_dir: Path, date_from: str, date_to: str,
                   sites: str | None, forecasts_out: Path | None, executor: str, workers: int,
                   scheduler_address: str | None, every_days: int = 1,
-                  horizon_hours: int = 24) -> None:
+                  horizon_hours: int = 24, against: Path | None = None,
+                  exogenous: str = "none") -> None:
     """Run :func:`carbonsched.evaluate.site_backtest.run_site_backtest` and print its table."""
     from carbonsched.evaluate.site_backtest import run_site_backtest, write_forecasts_csv
 
@@ -27,7 +28,8 @@ def site_backtest(out_file: Path, catalog: str, data_dir: Path, date_from: str, 
                                            executor=executor, workers=workers,
                                            scheduler_address=scheduler_address,
                                            every_days=every_days, horizon_hours=horizon_hours,
-                                           progress=progress)
+                                           progress=progress, against=against,
+                                           exogenous=exogenous)
     write_json(out_file, json.loads(json.dumps(res, default=str)))
     if forecasts_out:
         write_forecasts_csv(forecasts, forecasts_out)
@@ -54,6 +56,21 @@ def site_backtest(out_file: Path, catalog: str, data_dir: Path, date_from: str, 
                        *(f"{_pct(bl.get(b, {}).get('coverage_80'), 3)}/"
                          f"{_pct(bl.get(b, {}).get('coverage_95'), 3)}" for b in buckets))
         out.print(lt)
+    if res.get("against"):
+        a = res["against"]
+        at = Table("site", "hours", "MAPE %", "provider MAPE %", "naive MAPE %", "skill",
+                   "provider skill", "unmatched h",
+                   title=f"Carbon intensity vs the published forecast in {a['file']} (same "
+                         f"hours; {a['rows_used']} rows used, {a['rows_unused']} unused)",
+                   title_justify="left")
+        for sid, r in a["sites"].items():
+            at.add_row(sid, str(r["hours"]), _pct(r["mape_pct"]), _pct(r["provider_mape_pct"]),
+                       _pct(r["naive_mape_pct"]), _pct(r["skill"], 3),
+                       _pct(r["provider_skill"], 3), str(r["unmatched_hours"]))
+        out.print(at)
+    if res.get("surplus_brier_skill"):
+        out.print("green-surplus Brier skill (surplus hour yes/no) vs seasonal naive: "
+                  + ", ".join(f"{k} {_pct(v, 3)}" for k, v in res["surplus_brier_skill"].items()))
     skills = ", ".join(f"{k} {_pct(v, 3)}" for k, v in res["mean_skill"].items())
     out.print(f"mean skill vs seasonal naive: {skills}")
     if res["notes"]:

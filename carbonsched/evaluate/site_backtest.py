@@ -16,6 +16,9 @@ Scores per site and signal: MAPE [%] and MAE (in the signal's unit), the same fo
 naive forecast (the same hour the day before issue; Hyndman & Athanasopoulos, FPP3 §5.2), skill
 ``1 − MAPE/MAPE_naive`` (for the green-surplus index, whose actual is often 0 and whose MAPE is
 undefined, ``1 − MAE/MAE_naive``), and the empirical coverage of the 80 % and 95 % intervals.
+The green-surplus index also gets the Brier score of "surplus hour" (index > 0; issue 35 item
+5): the forecast's probability read from its quantiles (:func:`surplus_probability`) against
+seasonal naive's yes/no (``surplus_brier``; ``brier_skill = 1 − BS/BS_naive``).
 
 The days run through :func:`carbonsched.evaluate.executor.map_in_order`, locally or on Dask.
 """
@@ -38,6 +41,7 @@ from carbonsched.catalog import load_catalog
 from carbonsched.domain import SignalQuality
 from carbonsched.errors import ForecastError, InputError
 from carbonsched.evaluate.executor import map_in_order, parse_executor
+from carbonsched.evaluate.provider_forecast import read_provider_forecast, score_against
 from carbonsched.evaluate.replay import actual_signals
 from carbonsched.forecasts.decision import start_regret
 from carbonsched.forecasts.registry import DEFAULT_SCHEDULE
@@ -81,8 +85,42 @@ def _actual_frame(site: Any, frame: pd.DataFrame, slots: pd.DatetimeIndex,
                          "pue": act["pue"].where(weather)}, index=slots)
 
 
+EXOGENOUS_MODES = ("none", "reanalysis")
+"""``exogenous`` choices of the site backtest: history only, or the site's weather file used as
+if it had been forecast 24 h ahead (no archived day-ahead forecast exists for the catalog's
+sites; the caveat is in the results and the notes)."""
+REANALYSIS_CAVEAT = ("the site's observed/reanalysis weather used as if forecast 24 h ahead (no "
+                     "archived day-ahead forecast exists for this site): optimistic, an upper "
+                     "bound on what a real weather forecast would give")
+
+
+def site_exogenous(frame: pd.DataFrame, mode: str) -> pd.DataFrame | None:
+    """The exogenous forecasts a site backtest offers (:data:`EXOGENOUS_MODES`).
+
+    ``reanalysis``: the frame's ``temperature_c`` and ``relative_humidity_pct`` (the site's
+    weather file) as a table published 24 h before each hour
+    (:func:`carbonsched.forecasts.exogenous.from_issue_layout`), with :data:`REANALYSIS_CAVEAT`.
+
+    Raises
+    ------
+    InputError
+        Unknown ``mode``.
+    """
+    from carbonsched.forecasts.exogenous import from_issue_layout
+
+    if mode not in EXOGENOUS_MODES:
+        raise InputError(f"--exogenous must be one of {', '.join(EXOGENOUS_MODES)}, got "
+                         f"{mode!r}")
+    if mode == "none":
+        return None
+    cols = {c: c for c in ("temperature_c", "relative_humidity_pct") if c in frame}
+    return from_issue_layout(frame, cols, 24, source="site weather file",
+                             caveat=REANALYSIS_CAVEAT)
+
+
 def _site_chunk(catalog: str | Path, data_dir: Path, site_id: str, days: list[str],
-                horizon_hours: int = 24) -> tuple[pd.DataFrame, list[str]]:
+                horizon_hours: int = 24, exogenous: str = "none",
+                ) -> tuple[pd.DataFrame, list[str]]:
     """Forecast and score one site on ``days``; models chosen once per refit period (cached)."""
     cat = load_catalog(catalog)
     site = cat.site(site_id)
@@ -92,6 +130,7 @@ def _site_chunk(catalog: str | Path, data_dir: Path, site_id: str, days: list[st
                                     d1 + pd.Timedelta(hours=horizon_hours + 24))
     rows: list[pd.DataFrame] = []
     notes: list[str] = []
+    exog = site_exogenous(frame, exogenous)
     for label in days:
         day = day_start_utc(label)
         slots = hourly_slots(day, horizon_hours)
@@ -99,7 +138,7 @@ def _site_chunk(catalog: str | Path, data_dir: Path, site_id: str, days: list[st
                      & (frame.index >= day - pd.Timedelta(days=FORECAST_HISTORY_DAYS))]
         ref = surplus_reference(hist, day)
         try:
-            fc = forecast_site(site, hist, day, horizon_hours, meta)
+            fc = forecast_site(site, hist, day, horizon_hours, meta, exogenous=exog)
             act = _actual_frame(site, frame, slots, ref)
             # seasonal naive at every lead: the last observed day, repeated
             last_day = _actual_frame(site, frame, hourly_slots(day - pd.Timedelta(days=1), 24),
@@ -125,6 +164,63 @@ def _site_chunk(catalog: str | Path, data_dir: Path, site_id: str, days: list[st
     out = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
         columns=[*FORECAST_COLUMNS, "actual"])
     return out, notes
+
+
+SURPLUS_QUANTILES = (("lo_95", 0.025), ("lo_80", 0.10), ("mean", 0.50), ("hi_80", 0.90),
+                     ("hi_95", 0.975))
+"""The forecast's quantiles read for the probability of a surplus hour (column, level [-]); the
+mean taken as the median (the conformal bounds are quantiles of the residuals around it)."""
+
+
+def surplus_probability(f: pd.DataFrame) -> np.ndarray:
+    """Forecast probability that an hour is a surplus hour (green-surplus index > 0). [-]
+
+    The index is clipped at 0, so a lower quantile at 0 means at least that level's mass at 0:
+    ``P(index > 0) = 1 - q`` with ``q`` the highest level of :data:`SURPLUS_QUANTILES` whose
+    value is 0 (``1 - 0.975`` when every quantile is 0, ``1`` when none is). Rows without
+    bounds (seasonal naive) give 0 or 1 from the mean.
+
+    Parameters
+    ----------
+    f
+        Rows with ``mean`` and, where known, ``lo_95, lo_80, hi_80, hi_95``; shape ``(n, k)``.
+
+    Returns
+    -------
+    ndarray
+        Shape ``(n,)``, in [0, 1].
+    """
+    at0 = np.zeros(len(f))
+    for col, level in SURPLUS_QUANTILES:
+        v = f[col].to_numpy(float)
+        at0 = np.where(np.isfinite(v) & (v <= 1e-9), level, at0)
+    bounds = f[["lo_95", "hi_95"]].notna().all(axis=1).to_numpy()
+    point = (f["mean"].to_numpy(float) > 1e-9).astype(float)
+    return np.where(bounds, 1.0 - at0, point)
+
+
+def _brier(chosen: pd.DataFrame, naive: pd.DataFrame) -> dict[str, Any] | None:
+    """Brier scores of "surplus hour" (actual index > 0): the forecast, naive and the base rate.
+
+    ``brier_skill`` is ``1 - BS / BS_naive`` (naive: yesterday's same hour was a surplus hour,
+    0 or 1); ``brier_skill_climatology`` is against the sample's own surplus frequency (known
+    only afterwards: a stricter, in-sample reference). ``None`` without surplus hours.
+    """
+    keys = ["issued_at", "ts"]
+    m = chosen.merge(naive[[*keys, "mean"]].rename(columns={"mean": "naive_mean"}), on=keys)
+    if not len(m):
+        return None
+    event = (m["actual"].to_numpy(float) > 1e-9).astype(float)
+    if not event.any():
+        return None
+    p = surplus_probability(m)
+    pn = (m["naive_mean"].to_numpy(float) > 1e-9).astype(float)
+    bs, bn = float(np.mean((p - event) ** 2)), float(np.mean((pn - event) ** 2))
+    bc = float(np.mean((event.mean() - event) ** 2))
+    return {"hours": int(len(m)), "surplus_hours": int(event.sum()), "brier": bs,
+            "naive_brier": bn, "climatology_brier": bc,
+            "brier_skill": None if not bn > 0 else 1.0 - bs / bn,
+            "brier_skill_climatology": None if not bc > 0 else 1.0 - bs / bc}
 
 
 def _scores(g: pd.DataFrame, signal: str) -> dict[str, Any]:
@@ -157,6 +253,7 @@ def _scores(g: pd.DataFrame, signal: str) -> dict[str, Any]:
             a_off, an_off = mae(chosen[keep]), mae(nk)
             off = {"hours": int(keep.sum()), "mae": a_off, "naive_mae": an_off,
                    "skill": None if not an_off > 0 else 1.0 - a_off / an_off}
+    brier = _brier(chosen, naive) if signal == "green_surplus_index" else None
     m, mn = mape(chosen), mape(naive)
     a, an = mae(chosen), mae(naive)
     if signal in MAE_SKILL_SIGNALS:
@@ -174,7 +271,7 @@ def _scores(g: pd.DataFrame, signal: str) -> dict[str, Any]:
             "naive_mape_pct": mn,
             "naive_mae": an, "skill": skill, "skill_basis": basis, **cov,
             "models": dict(Counter(chosen["model"]).most_common()), "by_lead": by_lead,
-            "off_bounds": off}
+            "off_bounds": off, "surplus_brier": brier}
 
 
 def _bucket_scores(chosen: pd.DataFrame, naive: pd.DataFrame, signal: str) -> dict[str, Any]:
@@ -247,6 +344,7 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
                       executor: str = "local", workers: int = 1,
                       scheduler_address: str | None = None,
                       progress: Callable[[str], None] = _quiet,
+                      against: str | Path | None = None, exogenous: str = "none",
                       ) -> tuple[dict[str, Any], pd.DataFrame]:
     """Backtest the daily forecasting path on every site of a catalog over ``[start, end]``.
 
@@ -274,18 +372,31 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
         Where the chunks run (:func:`carbonsched.evaluate.executor.map_in_order`).
     progress
         Callable receiving status lines.
+    against
+        A provider's published carbon-intensity forecast CSV
+        (:func:`carbonsched.evaluate.provider_forecast.read_provider_forecast`), read and
+        checked before any forecast is made, then scored next to the product's on the same
+        hours (``against`` in the results, :func:`~carbonsched.evaluate.provider_forecast.
+        score_against`).
+    exogenous
+        ``none`` (history only) or ``reanalysis`` (:func:`site_exogenous`; the caveat is in
+        the results' ``exogenous`` and the notes).
 
     Returns
     -------
     (dict, DataFrame)
         Results (``sites`` {site: {signal: scores, with ``by_lead`` {bucket: scores}}},
-        ``mean_skill`` and ``mean_skill_by_lead`` per signal, ``notes``, ``seconds``) and the
+        ``mean_skill`` and ``mean_skill_by_lead`` per signal, ``surplus_brier_skill`` {site:
+        Brier skill of "surplus hour" over seasonal naive, sites with surplus hours},
+        ``notes``, ``seconds``) and the
         hourly forecasts with :data:`FORECAST_COLUMNS` plus ``actual``.
 
     Raises
     ------
     InputError
         ``end`` before ``start``, an unknown site or executor, a catalog with modelled signals.
+    DataFormatError
+        A bad ``against`` file (the message names its line and column).
     """
     kind = parse_executor(executor)
     if chunk_days < 1:
@@ -305,6 +416,10 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
     if cat.signal_quality == SignalQuality.MODELLED:
         raise InputError(f"catalog {cat.name} has modelled signals; a backtest scores forecasts "
                          "on actual measurements — use a measured catalog such as 'global'")
+    provider = read_provider_forecast(against, cat) if against is not None else None
+    if exogenous not in EXOGENOUS_MODES:
+        raise InputError(f"--exogenous must be one of {', '.join(EXOGENOUS_MODES)}, got "
+                         f"{exogenous!r}")
     days = [d.strftime("%Y-%m-%d") for d in pd.date_range(d0, d1, freq="D")]
     days = days[::every_days]
     # every day: chunks never straddle a refit period (a period's models are fitted once per
@@ -315,7 +430,8 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
     for _, grp in itertools.groupby(days, key=key):
         g = list(grp)
         chunks += [g[i:i + chunk_days] for i in range(0, len(g), chunk_days)]
-    args = [(catalog, data_dir, sid, c, horizon_hours) for sid in site_ids for c in chunks]
+    args = [(catalog, data_dir, sid, c, horizon_hours, exogenous) for sid in site_ids
+            for c in chunks]
     t0 = time.perf_counter()
     parts: list[pd.DataFrame] = []
     notes: list[str] = []
@@ -343,13 +459,20 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
                     mean_by_lead[signal][b].append(sc["skill"])  # type: ignore[union-attr]
     mean_by_lead = {sg: {b: (float(np.mean(v)) if v else None) for b, v in d.items()}
                     for sg, d in mean_by_lead.items()}
+    brier = {sid: r["green_surplus_index"]["surplus_brier"]["brier_skill"]
+             for sid, r in results.items()
+             if (r.get("green_surplus_index") or {}).get("surplus_brier")}
     out = {"catalog": cat.name, "from": days[0], "to": days[-1], "days": len(days),
            "issue_time_utc": "00:00", "horizon_hours": horizon_hours, "chunk_days": chunk_days,
            "every_days": every_days, "days_scored": len(days),
+           "exogenous": {"mode": exogenous,
+                         "caveat": REANALYSIS_CAVEAT if exogenous == "reanalysis" else None},
            "schedule": asdict(DEFAULT_SCHEDULE), "executor": str(kind),
            "sites": results, "mean_skill": mean_skill,
-           "mean_skill_by_lead": mean_by_lead, "notes": notes,
+           "mean_skill_by_lead": mean_by_lead, "surplus_brier_skill": brier, "notes": notes,
            "seconds": round(time.perf_counter() - t0, 1)}
+    if provider is not None:
+        out["against"] = {"file": str(against), **score_against(forecasts, provider)}
     return out, forecasts
 
 

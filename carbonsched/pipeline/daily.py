@@ -34,9 +34,18 @@ from carbonsched.domain import SignalQuality, Site, Workload, jsonable
 from carbonsched.errors import ForecastError, InputError, TimeAxisError
 from carbonsched.forecasts.base import Forecaster, fit_with_fallback
 from carbonsched.forecasts.baselines import SeasonalNaive
+from carbonsched.forecasts.exogenous import check_table as check_exogenous
+from carbonsched.forecasts.exogenous import features_present
 from carbonsched.forecasts.green_surplus import green_surplus_index
 from carbonsched.forecasts.pue import pue_from_weather
-from carbonsched.forecasts.registry import DEFAULT_SCHEDULE, SelectedForecaster
+from carbonsched.forecasts.registry import (
+    DEFAULT_SCHEDULE,
+    SIGNAL_SETTINGS,
+    SelectedForecaster,
+)
+from carbonsched.forecasts.registry import (
+    NAIVE as NAIVE_MODEL,
+)
 from carbonsched.pipeline.document import read_plan_document
 from carbonsched.pipeline.replayed import (
     SIGNAL_QUALITY_REPLAYED,
@@ -165,6 +174,7 @@ def _history_key(y: pd.Series) -> int:
 
 def select_forecast(site: Site, signal: str, y: pd.Series, issued_at: pd.Timestamp,
                     horizon_hours: int, cache: Any, clip: tuple[float, float] | None = None,
+                    exog: pd.DataFrame | None = None,
                     ) -> tuple[pd.DataFrame, dict[str, Any], str | None]:
     """Forecast ``signal`` with the model chosen for ``issued_at``'s refit period.
 
@@ -175,6 +185,10 @@ def select_forecast(site: Site, signal: str, y: pd.Series, issued_at: pd.Timesta
     before the period start), seasonal naive is fitted on the history before the issue time and
     the returned note says so.
 
+    ``exog`` (:mod:`carbonsched.forecasts.exogenous`, what was published by ``issued_at``) adds
+    the candidates that read exogenous forecasts: the choice is fitted on the values published
+    before the period start, the forecast reads those published by ``issued_at``.
+
     Returns
     -------
     (DataFrame, dict, str or None)
@@ -184,14 +198,22 @@ def select_forecast(site: Site, signal: str, y: pd.Series, issued_at: pd.Timesta
     y_fit = y[(y.index < period)
               & (y.index >= period - pd.Timedelta(days=DEFAULT_SCHEDULE.history_days))]
     # one choice per issue hour: the per-hour models and the validation issues are phased to it
-    key = (site.id, signal, period, horizon_hours, _history_key(y_fit), issued_at.hour)
+    ex_fit = None
+    if exog is not None and features_present(exog, signal):
+        ex_fit = exog[exog["issued_at"] < period]
+        ex_fit.attrs.update(exog.attrs)
+    else:
+        exog = None
+    key = (site.id, signal, period, horizon_hours, _history_key(y_fit), issued_at.hour,
+           None if ex_fit is None else hash((len(ex_fit),
+                                             ex_fit["value"].to_numpy(float).tobytes())))
     model = cache.get(key)
     note = None
     if model is None:
         try:
             model = SelectedForecaster(signal, tz=site.timezone, clip=clip,
                                        horizon_hours=horizon_hours,
-                                       issue_hour=issued_at.hour).fit(y_fit)
+                                       issue_hour=issued_at.hour, exog=ex_fit).fit(y_fit)
         except ForecastError as exc:
             y_now = y[y.index < issued_at]
             model = SeasonalNaive(tz=site.timezone if signal.startswith("carbon") else None,
@@ -204,15 +226,121 @@ def select_forecast(site: Site, signal: str, y: pd.Series, issued_at: pd.Timesta
             cache.move_to_end(key)
             while len(cache) > MODEL_CACHE_SIZE:
                 cache.popitem(last=False)
-    fc = model.predict(issued_at, horizon_hours, y=y)
     if isinstance(model, SelectedForecaster):
+        fc = model.predict(issued_at, horizon_hours, y=y, exog=exog)
         info = {**model.describe(), "refit_from": period.isoformat(), "fallback": None}
+        note = naive_kept_note(model)
+        ex = info.get("exogenous") or {}
+        if ex.get("used") and ex.get("fallback_hours"):
+            n = ex["fallback_hours"]
+            miss = (f"{n} forecast hour(s) had no exogenous forecast published by the issue "
+                    f"time and were forecast without it ({', '.join(ex['features'])})")
+            note = f"{note}; {miss}" if note else miss
+        info["fallback"] = note
     else:
+        fc = model.predict(issued_at, horizon_hours, y=y)
         info = {"model": "seasonal-naive-24h", "metric": None, "validation_error": None,
                 "refit_from": None, "fallback": note, "issue_hour_utc": issued_at.hour,
                 "features": {"seasonal-naive-24h": ["same hour on the latest observed day"]}}
         fc.attrs["model"] = "seasonal-naive-24h"
     return fc, info, note
+
+
+def known_exogenous(site: Site, exogenous: pd.DataFrame | None,
+                    issued_at: pd.Timestamp) -> pd.DataFrame | None:
+    """The exogenous forecasts published at or before ``issued_at``, with the site's PUE on them.
+
+    Rows published later are dropped here (and never read by a model: each issue reads only
+    values published by its own time, :func:`carbonsched.forecasts.exogenous.known_at`). Where
+    a temperature and a humidity forecast share a publication and target hour, the site's PUE
+    model on them (:func:`carbonsched.forecasts.pue.pue_from_weather`) is added as feature
+    ``pue``.
+
+    Parameters
+    ----------
+    site
+        The site (its PUE model).
+    exogenous
+        The long table of :mod:`carbonsched.forecasts.exogenous`, or ``None``.
+    issued_at
+        The issue time (UTC).
+
+    Returns
+    -------
+    DataFrame or None
+        The table known at ``issued_at`` (its ``attrs`` kept), ``None`` when nothing is.
+
+    Raises
+    ------
+    InputError
+        A malformed table (:func:`carbonsched.forecasts.exogenous.check_table`).
+    """
+    if exogenous is None:
+        return None
+    table = check_exogenous(exogenous, f"site {site.id}: exogenous forecasts")
+    attrs = dict(table.attrs)
+    table = table[table["issued_at"] <= issued_at]
+    if not len(table):
+        return None
+    w = table[table["feature"].isin(["temperature_c", "relative_humidity_pct"])]
+    if len(w) and "pue" not in set(table["feature"]):
+        wide = w.pivot_table(index=["issued_at", "ts"], columns="feature", values="value",
+                             aggfunc="last")
+        if {"temperature_c", "relative_humidity_pct"} <= set(wide.columns):
+            wide = wide.dropna()
+            rh = wide["relative_humidity_pct"].to_numpy(float)
+            bad = (rh < 0) | (rh > 100)
+            if bad.any():
+                first = wide.index[int(np.flatnonzero(bad)[0])]
+                raise InputError(
+                    f"site {site.id}: exogenous relative_humidity_pct forecast {rh[bad][0]} "
+                    f"(published {first[0].isoformat()} for {first[1].isoformat()}) is outside "
+                    f"0-100 % ({int(bad.sum())} value(s)); give relative humidity in percent")
+            p = pue_from_weather(wide["temperature_c"].to_numpy(float), rh, site.pue)
+            extra = pd.DataFrame({"feature": "pue",
+                                  "issued_at": wide.index.get_level_values(0),
+                                  "ts": wide.index.get_level_values(1),
+                                  "value": np.asarray(p, float)})
+            table = pd.concat([table, extra], ignore_index=True)
+    table = table.reset_index(drop=True)
+    table.attrs.update(attrs)
+    return table
+
+
+def naive_kept_note(model: SelectedForecaster) -> str | None:
+    """Why a green-surplus or PUE choice kept seasonal naive, for the plan's notes; else ``None``.
+
+    Issue 35 item 5: the index and PUE are worth forecasting only where a model beats seasonal
+    naive on the validation hours off their bounds by the signal's margin
+    (:data:`carbonsched.forecasts.registry.SIGNAL_SETTINGS`); where none does, the plan uses
+    naive and says so (the note is of kind "forecast fallback" on screen, counted per plan).
+    Carbon intensity is not noted (naive is one of its honest candidates).
+
+    Parameters
+    ----------
+    model
+        A fitted choice.
+
+    Returns
+    -------
+    str or None
+        ``"no model beat seasonal naive ...; used seasonal naive"`` naming the best other
+        candidate and both validation errors, or ``None`` (another model chosen, carbon
+        intensity, or naive the only candidate validated).
+    """
+    if model.signal == "carbon_intensity_g_per_kwh" or model.chosen_ != NAIVE_MODEL:
+        return None
+    d = model.describe()
+    others = {k: v for k, v in d["candidates"].items()
+              if k != NAIVE_MODEL and v is not None and np.isfinite(v)}
+    if not others:
+        return None
+    best = min(others, key=others.__getitem__)
+    margin = 100 * SIGNAL_SETTINGS[model.signal]["margin"]
+    unit = "MAPE %" if d["metric"] == "mape" else "MAE"
+    return (f"no model beat seasonal naive by {margin:.0f} % on the validation hours off the "
+            f"bounds (best {best} {others[best]:.4g} vs naive "
+            f"{d['naive_validation_error']:.4g} {unit}); used seasonal naive")
 
 
 def prune_model_cache(cache: dict[Any, Any], issued_at: pd.Timestamp) -> int:
@@ -317,6 +445,7 @@ def forecast_site(
     future_modelled: pd.DataFrame | None = None,
     ci_model: Forecaster | None = None,
     models: dict[str, Forecaster] | None = None,
+    exogenous: pd.DataFrame | None = None,
 ) -> SiteForecast:
     """Forecast carbon intensity, green surplus and PUE for one site.
 
@@ -344,6 +473,14 @@ def forecast_site(
         hash of the history they were fitted on (:func:`select_forecast`); entries present are
         reused (conditioned on ``history`` at predict time, never refitted). Default: the
         process-wide cache shared by the plan, the service and the backtest.
+    exogenous
+        Exogenous forecasts (weather, operator and provider forecasts; the long table of
+        :mod:`carbonsched.forecasts.exogenous` with its publication times). Only the values
+        published at or before ``issued_at`` are read; they become features of the
+        carbon-intensity and green-surplus models and, through the site's PUE model on the
+        forecast temperature and humidity, a PUE candidate (:func:`select_forecast`). Their
+        source's caveat (reanalysis in place of an archived forecast) is put in the notes.
+        ``None``: history only.
 
     Raises
     ------
@@ -396,6 +533,10 @@ def forecast_site(
             f"more than 48 h before the issue time {issued_at.isoformat()}{found}")
     cache = models if models is not None else _MODEL_CACHE
     chosen: dict[str, dict[str, Any]] = {}
+    exog = known_exogenous(site, exogenous, issued_at)
+    if exog is not None and exog.attrs.get("caveat"):
+        notes.append(f"{site.id}: exogenous forecasts from {exog.attrs.get('source')}: "
+                     f"{exog.attrs['caveat']}")
     if ci_model is not None:  # an explicit model: no choice (kept for tests and experiments)
         if "ci" not in cache:
             cache["ci"], note = fit_with_fallback(ci_model, SeasonalNaive(tz=site.timezone), ci)
@@ -409,7 +550,7 @@ def forecast_site(
         # carbon intensity follows the grid's load, which follows the site's clock: seasonal
         # lags in local wall-clock hours (issue 7 item 5); the model is chosen per period
         ci_fc, chosen["carbon_intensity_g_per_kwh"], note = select_forecast(
-            site, "carbon_intensity_g_per_kwh", ci, issued_at, horizon_hours, cache)
+            site, "carbon_intensity_g_per_kwh", ci, issued_at, horizon_hours, cache, exog=exog)
         if note:
             notes.append(f"{site.id}: carbon intensity: {note}")
 
@@ -423,7 +564,8 @@ def forecast_site(
             raise ForecastError(f"{int(gsi.notna().sum())} hours of green-surplus index "
                                 "history (48 needed)")
         gs_fc, chosen["green_surplus_index"], note = select_forecast(
-            site, "green_surplus_index", gsi, issued_at, horizon_hours, cache, (0.0, 1.0))
+            site, "green_surplus_index", gsi, issued_at, horizon_hours, cache, (0.0, 1.0),
+            exog=exog)
         gs_fc = gs_fc.clip(lower=0.0, upper=1.0)
         if note:
             notes.append(f"{site.id}: green surplus: {note}")
@@ -447,7 +589,7 @@ def forecast_site(
             try:
                 pue_fc, chosen["pue"], note = select_forecast(
                     site, "pue", pue_hist, issued_at, horizon_hours, cache,
-                    (site.pue.pue_min, site.pue.pue_max))
+                    (site.pue.pue_min, site.pue.pue_max), exog=exog)
                 if note:
                     notes.append(f"{site.id}: PUE: {note}")
                 pue = pd.Series(pue_fc["mean"].to_numpy(float), index=slots)
