@@ -1,0 +1,444 @@
+"""Grid flexibility: agreements, events, commitments and GPU power-cap levels (the data model).
+
+Grids ask data centres to give power back when the grid is stressed: a site signs a *grid
+agreement* (event windows announced with notice, a target reduction against a baseline, a
+penalty per kWh of shortfall), the operator announces a *grid event*, and the plan *commits* a
+reduction for the event's window and reserves it when it places work. The planner also
+states, per site and hour, how much IT power it could shed at a given notice (``flex_it_kw``
+in a plan's ``site_hours``), one lever of which is lowering GPU power caps: a job may run at
+one of its GPU type's *cap levels* (:class:`PowerCapLevel`), slower and leaner.
+
+All powers are site (facility) kW at the meter unless the name says ``it``; all timestamps
+are tz-aware UTC and must lie on the hour (the plan's slot grid).
+
+References
+----------
+- Emerald AI, Oracle, NVIDIA, SRP, "Turning AI Data Centers into Grid-Interactive Assets",
+  arXiv:2507.00909 (2025): a 25 % cut of cluster power for 3 h on 256 GPUs.
+- CAISO, "Baseline Accuracy Work Group" (2017) and NAESB WEQ-015: the 10-in-10 baseline
+  (mean load of the same hours over the prior 10 eligible days), the default here.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import tomllib
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from carbonsched.errors import InputError
+from carbonsched.limits import identifier_problem
+from carbonsched.timeaxis import require_aware
+
+DEFAULT_BASELINE_DAYS = 10
+"""Prior days averaged by the ``prior-days-mean`` baseline: CAISO's and NAESB's "10-in-10"
+customer baseline (mean of the same hours over the 10 prior eligible days). [days]"""
+
+DEFAULT_NOTICE_HOURS = 4.0
+"""Notice given before an event when an agreement or event file does not say: the day-of
+"4 hours ahead" notice of the issue-38 benchmark (and of many US demand-response programmes,
+e.g. PJM's 2-hour and CAISO's day-of notices lie below it). [h]"""
+
+
+class GridFlexError(InputError):
+    """A grid agreement, event, commitment or power-cap table that cannot be used.
+
+    The message names the item (site, event id, file and row) and how to fix it.
+    """
+
+
+class BaselineMethod(StrEnum):
+    """How the baseline an event's reduction is measured against is computed."""
+
+    PRIOR_DAYS_MEAN = "prior-days-mean"
+    """Mean site power of the same hours over the ``baseline_days`` prior days (CAISO/NAESB
+    "10-in-10"); needs the site's metered (or replayed) history."""
+    PLAN_UNCOMMITTED = "plan-uncommitted"
+    """The site power the plan would draw in the window without the commitment (the same
+    problem solved without the reservation); needs no history, but the operator must accept a
+    baseline the site computes itself (document it in the agreement)."""
+
+
+def _hour_aligned(ts: Any, what: str) -> pd.Timestamp:
+    t = require_aware(ts, what)
+    if t != t.floor("h"):
+        raise GridFlexError(f"{what} {t.isoformat()} is not on the hour: events and commitments "
+                            "use the plan's hourly slots; round it to a whole hour (UTC)")
+    return t.tz_convert("UTC")
+
+
+def _finite(value: Any, what: str, *, low: float, high: float = math.inf,
+            low_open: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise GridFlexError(f"{what} must be a number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v) or v < low or (low_open and v == low) or v > high:
+        lo = f"> {low:g}" if low_open else f">= {low:g}"
+        hi = "" if high == math.inf else f" and <= {high:g}"
+        raise GridFlexError(f"{what} must be a finite number {lo}{hi}, got {value!r}")
+    return v
+
+
+def _site_id(site: Any, what: str) -> str:
+    msg = identifier_problem(site, f"{what} site") if isinstance(site, str) else \
+        f"{what} site must be a site id (text), got {site!r}"
+    if msg is not None:
+        raise GridFlexError(msg)
+    return site
+
+
+@dataclass(frozen=True)
+class GridEvent:
+    """A grid operator's request to reduce a site's power in a window.
+
+    Attributes
+    ----------
+    site
+        Site id (as in the catalog).
+    start, end
+        The window, on the hour, ``start < end``. [UTC]
+    target_kw
+        Reduction asked, in site (facility) power below the baseline. [kW]
+    target_fraction
+        Reduction asked as a share of the baseline, in (0, 1]. Exactly one of ``target_kw``
+        and ``target_fraction`` is given. [-]
+    notice
+        How long before ``start`` the event was announced (>= 0).
+    id
+        Event id, for reports and idempotent handling (default ``<site>@<start ISO>``).
+
+    Raises
+    ------
+    GridFlexError
+        A window off the hour or empty, both or neither target, a target out of range, a
+        negative notice, a bad site id.
+    """
+
+    site: str
+    start: pd.Timestamp
+    end: pd.Timestamp
+    target_kw: float | None = None
+    target_fraction: float | None = None
+    notice: pd.Timedelta = pd.Timedelta(hours=DEFAULT_NOTICE_HOURS)
+    id: str = ""
+
+    def __post_init__(self) -> None:
+        what = f"grid event {self.id or ''}".strip()
+        _site_id(self.site, what)
+        start = _hour_aligned(self.start, f"{what} start")
+        end = _hour_aligned(self.end, f"{what} end")
+        if end <= start:
+            raise GridFlexError(f"{what} at site {self.site}: end {end.isoformat()} must be "
+                                f"after start {start.isoformat()}")
+        object.__setattr__(self, "start", start)
+        object.__setattr__(self, "end", end)
+        if (self.target_kw is None) == (self.target_fraction is None):
+            raise GridFlexError(f"{what} at site {self.site}: give exactly one of target_kw "
+                                "(kW below the baseline) and target_fraction (share of the "
+                                "baseline, 0 < f <= 1)")
+        if self.target_kw is not None:
+            object.__setattr__(self, "target_kw", _finite(
+                self.target_kw, f"{what} at site {self.site}: target_kw [kW]", low=0,
+                low_open=True))
+        else:
+            object.__setattr__(self, "target_fraction", _finite(
+                self.target_fraction, f"{what} at site {self.site}: target_fraction [-]",
+                low=0, high=1, low_open=True))
+        notice = pd.Timedelta(self.notice)
+        if notice < pd.Timedelta(0):
+            raise GridFlexError(f"{what} at site {self.site}: notice must be >= 0, got "
+                                f"{notice}")
+        object.__setattr__(self, "notice", notice)
+        if not self.id:
+            object.__setattr__(self, "id", f"{self.site}@{start.strftime('%Y-%m-%dT%H:%MZ')}")
+
+    @property
+    def announced(self) -> pd.Timestamp:
+        """When the event was announced: ``start - notice``. [UTC]"""
+        return self.start - self.notice
+
+    @property
+    def hours(self) -> pd.DatetimeIndex:
+        """The window's hourly slots (each labels the start of its hour). [UTC]"""
+        return pd.date_range(self.start, self.end, freq="h", inclusive="left")
+
+    def reduction_kw(self, baseline_kw: float) -> float:
+        """The reduction asked against ``baseline_kw``: ``target_kw`` or the share. [kW]"""
+        if self.target_kw is not None:
+            return float(self.target_kw)
+        return float(self.target_fraction or 0.0) * max(0.0, float(baseline_kw))
+
+
+@dataclass(frozen=True)
+class GridAgreement:
+    """A site's flexible-load agreement with its grid operator or utility.
+
+    Attributes
+    ----------
+    site
+        Site id.
+    target_kw, target_fraction
+        The reduction an event asks by default (exactly one), in facility kW below the
+        baseline or as a share of it. [kW] / [-]
+    notice_hours
+        Least notice the operator gives before an event. [h]
+    max_event_hours
+        Longest event window the agreement allows. [h]
+    baseline_method
+        How the baseline is computed (:class:`BaselineMethod`).
+    baseline_days
+        Prior days averaged by ``prior-days-mean``. [days]
+    shortfall_penalty_per_kwh
+        Paid per kWh of reduction committed but not delivered. [currency/kWh]
+    credit_per_kwh
+        Earned per kWh of reduction delivered (up to the commitment). [currency/kWh]
+    currency
+        ISO 4217 code of the money amounts.
+    """
+
+    site: str
+    target_kw: float | None = None
+    target_fraction: float | None = 0.25
+    notice_hours: float = DEFAULT_NOTICE_HOURS
+    max_event_hours: float = 4.0
+    baseline_method: BaselineMethod = BaselineMethod.PLAN_UNCOMMITTED
+    baseline_days: int = DEFAULT_BASELINE_DAYS
+    shortfall_penalty_per_kwh: float = 0.0
+    credit_per_kwh: float = 0.0
+    currency: str = "USD"
+
+    def __post_init__(self) -> None:
+        what = "grid agreement"
+        _site_id(self.site, what)
+        where = f"{what} of site {self.site}"
+        if self.target_kw is not None and self.target_fraction is not None:
+            raise GridFlexError(f"{where}: give one of target_kw and target_fraction, not both")
+        if self.target_kw is None and self.target_fraction is None:
+            raise GridFlexError(f"{where}: give target_kw [kW] or target_fraction [-]")
+        if self.target_kw is not None:
+            object.__setattr__(self, "target_kw", _finite(
+                self.target_kw, f"{where}: target_kw [kW]", low=0, low_open=True))
+        else:
+            object.__setattr__(self, "target_fraction", _finite(
+                self.target_fraction, f"{where}: target_fraction [-]", low=0, high=1,
+                low_open=True))
+        object.__setattr__(self, "notice_hours", _finite(
+            self.notice_hours, f"{where}: notice_hours [h]", low=0, high=24 * 7))
+        object.__setattr__(self, "max_event_hours", _finite(
+            self.max_event_hours, f"{where}: max_event_hours [h]", low=0, high=24,
+            low_open=True))
+        try:
+            object.__setattr__(self, "baseline_method", BaselineMethod(self.baseline_method))
+        except ValueError:
+            raise GridFlexError(
+                f"{where}: baseline_method {self.baseline_method!r} is not one of "
+                f"{[m.value for m in BaselineMethod]}") from None
+        d = self.baseline_days
+        if isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= 90:
+            raise GridFlexError(f"{where}: baseline_days must be a whole number in 1..90, "
+                                f"got {d!r}")
+        for name in ("shortfall_penalty_per_kwh", "credit_per_kwh"):
+            object.__setattr__(self, name, _finite(getattr(self, name),
+                                                   f"{where}: {name}", low=0))
+
+    def event(self, start: Any, hours: int, *, id: str = "") -> GridEvent:
+        """An event of this agreement's default target starting at ``start`` for ``hours``.
+
+        Raises
+        ------
+        GridFlexError
+            ``hours`` longer than ``max_event_hours``.
+        """
+        if hours > self.max_event_hours:
+            raise GridFlexError(f"grid agreement of site {self.site}: an event of {hours} h "
+                                f"is longer than max_event_hours {self.max_event_hours:g}")
+        s = _hour_aligned(start, f"grid event at site {self.site} start")
+        return GridEvent(self.site, s, s + pd.Timedelta(hours=hours), self.target_kw,
+                         self.target_fraction, pd.Timedelta(hours=self.notice_hours), id)
+
+
+def agreement_from_mapping(site: str, raw: dict[str, Any]) -> GridAgreement:
+    """A :class:`GridAgreement` from a catalog's ``[sites.grid_agreement]`` table.
+
+    Raises
+    ------
+    GridFlexError
+        Unknown keys (named, with the known ones), or values the agreement refuses.
+    """
+    known = {"target_kw", "target_fraction", "notice_hours", "max_event_hours",
+             "baseline_method", "baseline_days", "shortfall_penalty_per_kwh",
+             "credit_per_kwh", "currency"}
+    extra = sorted(set(raw) - known)
+    if extra:
+        raise GridFlexError(f"[sites.grid_agreement] of site {site}: unknown keys {extra}; "
+                            f"known: {sorted(known)}")
+    kw = dict(raw)
+    if "target_kw" in kw and "target_fraction" not in kw:
+        kw["target_fraction"] = None
+    return GridAgreement(site=site, **kw)
+
+
+@dataclass(frozen=True)
+class Commitment:
+    """A reduction the plan commits to deliver at a site in a window (and reserves).
+
+    The plan keeps site (facility) power in every hour of the window at or below
+    ``baseline_kw - reduction_kw`` (:attr:`limit_kw`).
+
+    Attributes
+    ----------
+    site
+        Site id.
+    start, end
+        The window, on the hour. [UTC]
+    reduction_kw
+        Committed reduction of facility power below the baseline. [kW]
+    baseline_kw
+        The baseline it is measured against (mean over the window). [kW]
+    event_id
+        The event it answers (empty for a commitment made on a forecast).
+    baseline_method
+        How ``baseline_kw`` was computed.
+    """
+
+    site: str
+    start: pd.Timestamp
+    end: pd.Timestamp
+    reduction_kw: float
+    baseline_kw: float
+    event_id: str = ""
+    baseline_method: BaselineMethod = BaselineMethod.PLAN_UNCOMMITTED
+
+    def __post_init__(self) -> None:
+        what = f"commitment {self.event_id}".strip()
+        _site_id(self.site, what)
+        start = _hour_aligned(self.start, f"{what} start")
+        end = _hour_aligned(self.end, f"{what} end")
+        if end <= start:
+            raise GridFlexError(f"{what} at site {self.site}: end must be after start")
+        object.__setattr__(self, "start", start)
+        object.__setattr__(self, "end", end)
+        b = _finite(self.baseline_kw, f"{what} at site {self.site}: baseline_kw [kW]", low=0)
+        r = _finite(self.reduction_kw, f"{what} at site {self.site}: reduction_kw [kW]",
+                    low=0, high=b)
+        object.__setattr__(self, "baseline_kw", b)
+        object.__setattr__(self, "reduction_kw", r)
+        object.__setattr__(self, "baseline_method", BaselineMethod(self.baseline_method))
+
+    @property
+    def limit_kw(self) -> float:
+        """Most facility power the site may draw in the window: baseline − reduction. [kW]"""
+        return self.baseline_kw - self.reduction_kw
+
+    @property
+    def hours(self) -> pd.DatetimeIndex:
+        """The window's hourly slots. [UTC]"""
+        return pd.date_range(self.start, self.end, freq="h", inclusive="left")
+
+
+@dataclass(frozen=True)
+class PowerCapLevel:
+    """One GPU power-cap level and its energy–time trade-off, relative to running uncapped.
+
+    Attributes
+    ----------
+    gpu_type
+        GPU type it applies to, or ``"*"`` for any type without its own rows.
+    cap_fraction
+        The power limit as a share of the board power (``nvidia-smi -pl``). [-]
+    power_fraction
+        Mean IT power drawn at this cap / uncapped. [-]
+    time_factor
+        Run time at this cap / uncapped (>= 1). [-]
+    source
+        Where the numbers come from (paper, measurement, or "interpolated between ...").
+    """
+
+    gpu_type: str
+    cap_fraction: float
+    power_fraction: float
+    time_factor: float
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        where = f"power-cap level {self.gpu_type}@{self.cap_fraction!r}"
+        object.__setattr__(self, "cap_fraction", _finite(
+            self.cap_fraction, f"{where}: cap_fraction [-]", low=0, high=1, low_open=True))
+        object.__setattr__(self, "power_fraction", _finite(
+            self.power_fraction, f"{where}: power_fraction [-]", low=0, high=1, low_open=True))
+        object.__setattr__(self, "time_factor", _finite(
+            self.time_factor, f"{where}: time_factor [-]", low=1, high=4))
+
+    @property
+    def energy_factor(self) -> float:
+        """IT energy at this cap / uncapped: ``power_fraction * time_factor``. [-]"""
+        return self.power_fraction * self.time_factor
+
+    @property
+    def label(self) -> str:
+        """Short name, e.g. ``cap60`` for a 60 % cap (``""`` when uncapped)."""
+        return "" if self.cap_fraction >= 1.0 else f"cap{round(self.cap_fraction * 100)}"
+
+
+def read_grid_events(path: str | Path) -> list[GridEvent]:
+    """Grid events from a CSV or JSON file.
+
+    CSV columns: ``site,start,end`` and one of ``target_kw``/``target_fraction``, optional
+    ``notice_hours`` and ``id``; JSON: a list of objects with the same keys.
+
+    Raises
+    ------
+    GridFlexError
+        A missing file, a row the event refuses (file and row named), duplicate ids.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise GridFlexError(f"grid events file {p} does not exist")
+    rows: list[tuple[int, dict[str, Any]]]
+    if p.suffix.lower() == ".json":
+        try:
+            data = json.loads(p.read_text())
+        except json.JSONDecodeError as e:
+            raise GridFlexError(f"{p}: not JSON ({e}); give a list of event objects") from None
+        if not isinstance(data, list):
+            raise GridFlexError(f"{p}: give a JSON list of event objects")
+        rows = [(i + 1, r) for i, r in enumerate(data)]
+    elif p.suffix.lower() == ".toml":
+        data = tomllib.loads(p.read_text()).get("events", [])
+        rows = [(i + 1, r) for i, r in enumerate(data)]
+    else:
+        with p.open(newline="") as f:
+            rows = [(i + 2, {k: v for k, v in r.items() if v not in ("", None)})
+                    for i, r in enumerate(csv.DictReader(f))]
+    out: list[GridEvent] = []
+    seen: set[str] = set()
+    for row, r in rows:
+        where = f"{p}, {'line' if p.suffix.lower() == '.csv' else 'event'} {row}"
+        if not isinstance(r, dict):
+            raise GridFlexError(f"{where}: an event is an object with site, start, end")
+        missing = [k for k in ("site", "start", "end") if k not in r]
+        if missing:
+            raise GridFlexError(f"{where}: missing {missing}")
+        try:
+            ev = GridEvent(
+                site=str(r["site"]), start=r["start"], end=r["end"],
+                target_kw=float(r["target_kw"]) if "target_kw" in r else None,
+                target_fraction=float(r["target_fraction"]) if "target_fraction" in r
+                else None,
+                notice=pd.Timedelta(hours=float(r.get("notice_hours",
+                                                      DEFAULT_NOTICE_HOURS))),
+                id=str(r.get("id", "")))
+        except (InputError, ValueError, TypeError) as e:
+            raise GridFlexError(f"{where}: {e}") from None
+        if ev.id in seen:
+            raise GridFlexError(f"{where}: duplicate event id {ev.id}; give each event its "
+                                "own id")
+        seen.add(ev.id)
+        out.append(ev)
+    return out
