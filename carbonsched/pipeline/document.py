@@ -166,6 +166,20 @@ class SiteHourRow(_Row):
     facility_power_cap_kw: float | None = Field(description="The facility cap, if any. [kW]")
     facility_headroom_kw: float | None = Field(description="Cap minus the upper bound. [kW]")
     facility_energy_kwh: float = Field(description="Facility energy in the hour. [kWh]")
+    flex_it_kw: float | None = Field(
+        default=None, description="IT power that could be shed in the hour at the plan's "
+        "notice without missing a deadline or an SLO (hold + pause + cap; docs/"
+        "grid-flexibility.md). [kW]")
+    flex_facility_kw: float | None = Field(default=None,
+                                           description="flex_it_kw × PUE. [kW]")
+    flex_hold_kw: float | None = Field(default=None, description="Of flex_it_kw: work not "
+                                       "started at the announcement, held. [kW]")
+    flex_pause_kw: float | None = Field(default=None, description="Of flex_it_kw: preemptible "
+                                        "work paused at a checkpoint. [kW]")
+    flex_cap_kw: float | None = Field(default=None, description="Of flex_it_kw: GPU power-cap "
+                                      "headroom of running work. [kW]")
+    commit_limit_kw: float | None = Field(default=None, description="Facility power a grid-"
+                                          "flexibility commitment allows in the hour. [kW]")
 
 
 class SolverInfo(_Row):
