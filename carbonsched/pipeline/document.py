@@ -445,6 +445,11 @@ class PlanDocument(BaseModel):
         None, description="Set when the plan replays a past day's real signals (signal_quality "
         "'replayed'); absent otherwise."
     )
+    flexibility: dict[str, Any] | None = Field(
+        None, description="Grid events committed in this plan: per event and hour the "
+        "baseline, target, committed, planned and delivered reduction and shortfall [kW, kWh], "
+        "offered and delivered MWh (docs/grid-flexibility.md); absent without events."
+    )
 
 
 def read_plan_document(doc: dict[str, Any], where: str = "plan") -> PlanDocument:

@@ -184,12 +184,13 @@ def flex_band(problem: Any, result: Any, notice_hours: float = DEFAULT_NOTICE_HO
             band.flex_it_kw[key] = 0.0
             band.pue[key] = float(pue.get(h, site.pue.pue_min)) if pue is not None \
                 else site.pue.pue_min
+    in_horizon = set(hours)
     for p in result.placements:
         job = jobs.get(p.job_id)
         if job is None:
             continue
-        for h in hours:
-            if not (p.start < h + pd.Timedelta(hours=1) and p.end > h):
+        for h in pd.date_range(p.start.floor("h"), p.end, freq="h", inclusive="left"):
+            if h not in in_horizon or not (p.start < h + pd.Timedelta(hours=1) and p.end > h):
                 continue
             lv = _lever(job, p, h, notice, event, pieces[p.job_id], caps, set(capped))
             if lv is None:
