@@ -94,7 +94,8 @@ def commit_events(problem: PlanningProblem, events: list[GridEvent], solve: Solv
                   caps: list[PowerCapLevel] | None = None,
                   capped: set[str] | frozenset[str] = frozenset(),
                   baselines: dict[tuple[str, pd.Timestamp], float] | None = None,
-                  baseline_result: PlanResult | None = None) -> CommittedPlan:
+                  baseline_result: PlanResult | None = None,
+                  replan_at: pd.Timestamp | None = None) -> CommittedPlan:
     """Commit a reduction for each event, re-plan with it reserved, and account for it.
 
     Parameters
@@ -114,6 +115,10 @@ def commit_events(problem: PlanningProblem, events: list[GridEvent], solve: Solv
         missing from it use the plan's own (``plan-uncommitted``).
     baseline_result
         The plan without commitments when the caller has it (solved otherwise).
+    replan_at
+        When the re-plan happens (default: the latest announcement among ``events``): work
+        the baseline plan started before it is pinned (:func:`pin_started`), so the re-plan
+        never moves what already runs.
 
     Returns
     -------
@@ -129,6 +134,8 @@ def commit_events(problem: PlanningProblem, events: list[GridEvent], solve: Solv
         if ev.site not in site_ids:
             raise UnknownSiteError(ev.site, site_ids)
     base = baseline_result if baseline_result is not None else solve(problem)
+    if replan_at is None and events:
+        replan_at = max(ev.announced for ev in events)
     rows0 = _site_hours(problem, base)
     notes: list[str] = []
     horizon = set(problem.slots)
@@ -139,7 +146,9 @@ def commit_events(problem: PlanningProblem, events: list[GridEvent], solve: Solv
         n_h = len(ev.hours)
         key = (ev.notice / pd.Timedelta(hours=1), n_h)
         if key not in bands:
-            bands[key] = flex_band(problem, base, key[0], n_h, caps, capped)
+            # commitments rest on the levers the re-plan reserves (hold, pause); the cap
+            # headroom is stated in the band and applied at dispatch, on top
+            bands[key] = flex_band(problem, base, key[0], n_h, None, capped)
         band = bands[key]
         left_out = [h for h in ev.hours if h not in horizon]
         if left_out:
@@ -167,11 +176,13 @@ def commit_events(problem: PlanningProblem, events: list[GridEvent], solve: Solv
             # move work into the window (a rebound the baseline plan did not have)
             commitments.append(Commitment(ev.site, h, h + pd.Timedelta(hours=1),
                                           committed, b, ev.id, method))
-    committed_problem = replace(problem, commitments=commitments)
+    pinned = pin_started(problem, base, replan_at) if replan_at is not None else problem
+    committed_problem = replace(pinned, commitments=commitments)
     res = solve(committed_problem)
     rows1 = _site_hours(committed_problem, res)
     sc0 = score_plan(problem, base)
-    sc1 = score_plan(committed_problem, res)
+    # scored against the jobs' own deadlines (not the pinned ones) with the commitments
+    sc1 = score_plan(replace(problem, commitments=commitments), res)
     extra_kg = sc1.emissions_kg - sc0.emissions_kg
     for row in hours:
         planned = float(rows1[(row["site"], row["hour"])]["facility_power_kw"])
@@ -222,6 +233,46 @@ def commit_events(problem: PlanningProblem, events: list[GridEvent], solve: Solv
         })
     return CommittedPlan(committed_problem, res, problem, base, commitments, hours, events_out,
                          {"baseline": sc0, "committed": sc1}, notes)
+
+
+def pin_started(problem: PlanningProblem, result: PlanResult, at: pd.Timestamp
+                ) -> PlanningProblem:
+    """The problem with the work ``result`` started before ``at`` pinned where it runs.
+
+    A one-piece job that started is pinned to its site, start and end (``earliest_start`` =
+    its start, ``deadline`` = its end); a preemptible job keeps its deadline and may still be
+    split (paused at a checkpoint) but starts where and when it started. Jobs not started are
+    unchanged.
+
+    Parameters
+    ----------
+    problem, result
+        The problem and the plan being carried out.
+    at
+        The re-plan time. [UTC]
+
+    Returns
+    -------
+    PlanningProblem
+        A copy; the jobs are replaced, nothing else.
+    """
+    first: dict[str, Any] = {}
+    last: dict[str, pd.Timestamp] = {}
+    for p in result.placements:
+        if p.job_id not in first or p.start < first[p.job_id].start:
+            first[p.job_id] = p
+        last[p.job_id] = max(last.get(p.job_id, p.end), p.end)
+    jobs = []
+    for j in problem.jobs:
+        p = first.get(j.id)
+        if p is None or p.start >= at:
+            jobs.append(j)
+        elif j.preemptible and j.max_pieces > 1:
+            jobs.append(replace(j, earliest_start=p.start, allowed_sites=(p.site,)))
+        else:
+            jobs.append(replace(j, earliest_start=p.start, deadline=max(last[j.id], p.start),
+                                allowed_sites=(p.site,)))
+    return replace(problem, jobs=jobs)
 
 
 def _job_ends(result: PlanResult) -> dict[str, pd.Timestamp]:
