@@ -4,22 +4,24 @@ Events: for each site of ``global`` whose zone has a price file
 (``sustain-cluster/electricity_prices_usd_utc/<ZONE>_electricity_prices_2023.csv``, USD/MWh;
 GB has none), the top 0.5 % of the window's hours by day-ahead price; each such hour not yet
 inside an event opens a 3-hour event starting at it (ties broken by time), announced 4 hours
-ahead, asking 25 % below the baseline. Each event is replayed on its day: the day's PAI-trace
-workload (:func:`carbonsched.workload.files.workload_from_traces`, seed ``seed + day index``,
-the day-bounded replay's, BENCHMARKS.md section 4) planned on the day's actual signals
-(carbon intensity, PUE from the actual weather, green surplus) — so without forecast error —
-with the MILP; then :func:`carbonsched.pipeline.flex.commit_events` pins the work started
+ahead, asking 25 % below the baseline. Each event is replayed on a 48-hour horizon from its
+day's 00:00 UTC: the PAI-trace workload of that day and the next
+(:func:`carbonsched.workload.files.workload_from_traces`, seed ``seed + day index``, with
+``clip_to_day=False``: each job keeps its own deadline, arrival + duration + slack, as in the
+rolling replay of BENCHMARKS.md section 10, instead of being cut at midnight) planned on the
+actual signals (carbon intensity, PUE from the actual weather, green surplus) — so without
+forecast error — with the MILP; then :func:`carbonsched.pipeline.flex.commit_events` pins the work started
 before the announcement, commits per hour ``min(25 % of baseline, the band)`` and re-plans with
 the commitment reserved. Baseline: the plan's own uncommitted load (``plan-uncommitted``).
-An event whose window crosses the day's end is moved to end at 24:00 (the day-bounded plan
-has no later hours); an event in the first 4 hours of a day keeps its notice before the day
-(the day plan is then taken as made at the announcement).
+An event in the first 4 hours of a day keeps its notice before the day (the plan is then taken
+as made at the announcement). ``--preemptible-share`` marks a seeded share of the jobs
+preemptible (:data:`PREEMPT_TERMS`).
 
 Scored per event hour: reduction share ``(baseline − planned) / baseline`` (hours with a
 baseline of 0 are counted apart), deadline misses and SLO violations of the committed plan
 (:func:`carbonsched.plan.result.score_plan`, against the jobs' own deadlines), extra
-emissions of the committed plan over the baseline plan, against the window's total of the
-baseline plans of every day in the window.
+emissions of the committed plan over the baseline plan, against the window's total: the
+day-bounded plans (the day's jobs cut at midnight, 24 h) of every day in the window.
 
 ``--caps``: the same days planned with and without GPU power caps
 (:func:`carbonsched.plan.caps.choose_power_caps`): facility energy, emissions and makespan (the
@@ -94,8 +96,7 @@ def draw_events(data_dir: Path, start: str, end: str, share: float = 0.005, hour
         for h in sorted(top):
             if h in covered:
                 continue
-            day_end = h.floor("D") + pd.Timedelta(days=1)
-            st = min(h, day_end - pd.Timedelta(hours=hours))
+            st = h
             ev = GridEvent(s.id, st, st + pd.Timedelta(hours=hours), target_fraction=fraction,
                            notice=pd.Timedelta(hours=notice_h),
                            id=f"{s.id}@{st:%Y-%m-%dT%H}")
@@ -119,12 +120,10 @@ class DayProblems:
                                                + pd.Timedelta(days=2))[0]
                        for s in self.cat.sites}
 
-    def problem(self, day: str) -> PlanningProblem:
-        k = self.days.index(day)
-        d = pd.Timestamp(day, tz="UTC")
-        slots = hourly_slots(d, 24)
+    def _jobs(self, day: str, clip: bool) -> tuple[list[Any], list[Any]]:
+        k = (pd.Timestamp(day) - pd.Timestamp(self.days[0])).days
         wl = workload_from_traces(self.data_dir, day, self.cat, seed=self.seed + k,
-                                  scale=self.scale)
+                                  scale=self.scale, clip_to_day=clip)
         jobs = list(wl.jobs)
         if self.preemptible_share > 0:
             # a seeded share of the jobs checkpoints (the traces' payload, the demo job, works
@@ -133,12 +132,27 @@ class DayProblems:
             pick = rng.random(len(jobs)) < self.preemptible_share
             jobs = [replace(j, preemptible=True, **PREEMPT_TERMS) if x else j
                     for j, x in zip(jobs, pick, strict=True)]
+        return jobs, list(wl.inference)
+
+    def problem(self, day: str, days: int = 1) -> PlanningProblem:
+        """The day's problem (``days=1``: day-bounded jobs), or ``days`` days of jobs with
+        their own deadlines (``clip_to_day=False``, the rolling replay's workload) on a
+        ``24 × days``-hour horizon."""
+        d = pd.Timestamp(day, tz="UTC")
+        slots = hourly_slots(d, 24 * days)
+        jobs, inference = [], []
+        for i in range(days):
+            j, inf = self._jobs((d + pd.Timedelta(days=i)).strftime("%Y-%m-%d"), days == 1)
+            jobs += j
+            inference += inf
+        end = slots[-1] + pd.Timedelta(hours=1)
+        jobs = [j for j in jobs if j.deadline <= end + pd.Timedelta(days=1)]
         act = {}
         for s in self.cat.sites:
             f = self.frames[s.id]
             hist = f[(f.index < d) & (f.index >= d - pd.Timedelta(days=28))]
             act[s.id] = actual_signals(s, f, slots, surplus_reference(hist, d))
-        return PlanningProblem(list(self.cat.sites), jobs, list(wl.inference), slots,
+        return PlanningProblem(list(self.cat.sites), jobs, inference, slots,
                                stack_site_frames(act))
 
 
@@ -153,10 +167,14 @@ def run_events(dp: DayProblems, events: list[GridEvent], time_limit: float
         by_day.setdefault(ev.start.strftime("%Y-%m-%d"), []).append(ev)
     rows, total_kg, t_start = [], 0.0, time.perf_counter()
     for day in dp.days:
-        p = dp.problem(day)
+        p1 = dp.problem(day)
+        total_kg += score_plan(p1, solve(p1)).emissions_kg
+        if not by_day.get(day):
+            continue
+        # events are replayed on two days of work with their own deadlines (not cut at
+        # midnight), so an evening event sees the slack the work really has
+        p = dp.problem(day, days=2)
         base = solve(p)
-        sc0 = score_plan(p, base)
-        total_kg += sc0.emissions_kg
         for ev in by_day.get(day, []):
             cp = commit_events(p, [ev], solve, baseline_result=base)
             sc = cp.scores["committed"]

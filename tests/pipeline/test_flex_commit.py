@@ -109,3 +109,24 @@ def test_read_grid_events_names_the_file_and_line(tmp_path):
                    "a,2023-07-15T04:00:00Z,2023-07-15T07:00:00Z,1.5\n")
     with pytest.raises(GridFlexError, match=r"bad.csv, line 3: .*target_fraction"):
         read_grid_events(bad)
+
+
+def test_work_started_before_the_announcement_is_pinned_where_it_runs():
+    from carbonsched.pipeline.flex import pin_started
+    from tests.plan.builders import minutes_job
+
+    p = problem([SiteWrapper("a").gpus("H100", 16).obj()],
+                [minutes_job("solid", 120, at(0), at(24), gpus=2),
+                 minutes_job("pre", 120, at(0), at(24), gpus=2, preemptible=True,
+                             max_pieces=2, checkpoint_overhead_minutes=5),
+                 minutes_job("later", 60, at(10), at(24))], 24, ci=CI)
+    res = solve_plan(p)
+    start = {x.job_id: x.start for x in res.placements}
+    assert start["solid"] < at(5) and start["pre"] < at(5) and start["later"] >= at(10)
+    pinned = {j.id: j for j in pin_started(p, res, at(5)).jobs}
+    s = pinned["solid"]
+    assert (s.earliest_start, s.deadline, s.allowed_sites) == (
+        start["solid"], start["solid"] + pd.Timedelta(minutes=120), ("a",))
+    q = pinned["pre"]     # may still pause, keeps its deadline
+    assert (q.earliest_start, q.deadline, q.allowed_sites) == (start["pre"], at(24), ("a",))
+    assert pinned["later"] == p.jobs[2]
