@@ -285,8 +285,14 @@ def recount_flex(problem: Any, result: Any, band: FlexBand, tol_kw: float = 1e-6
 
 
 def band_rows(band: FlexBand) -> dict[tuple[str, pd.Timestamp], dict[str, float]]:
-    """``{(site, hour): {flex_it_kw, flex_facility_kw, flex_hold_kw, flex_pause_kw,
-    flex_cap_kw}}`` for a plan's ``site_hours`` rows. [kW]"""
+    """The band as ``site_hours`` fields per ``(site, hour)``. [kW]
+
+    Returns
+    -------
+    dict
+        ``{(site, hour): {flex_it_kw, flex_facility_kw, flex_hold_kw, flex_pause_kw,
+        flex_cap_kw}}``.
+    """
     levers = band.by_lever()
     out = {}
     for key, kw in band.flex_it_kw.items():

@@ -41,6 +41,8 @@ from carbonsched.forecasts.green_surplus import green_surplus_index
 from carbonsched.forecasts.pue import pue_from_weather
 from carbonsched.pipeline.daily import HISTORY_DAYS, MAX_HORIZON_HOURS
 from carbonsched.pipeline.replayed import ReplayedSignals, ReplayShift
+from carbonsched.report.flex import RULE as FLEX_RULE
+from carbonsched.report.flex import flexibility_section
 from carbonsched.report.inputs import (
     actual_runs,
     load_embodied,
@@ -49,8 +51,6 @@ from carbonsched.report.inputs import (
     stored_forecasts,
     stored_plans,
 )
-from carbonsched.report.flex import RULE as FLEX_RULE
-from carbonsched.report.flex import flexibility_section
 from carbonsched.report.instruments import MarketConfig, load_market_config
 from carbonsched.report.scope2 import RULE_2015, RULE_HOURLY, market_based
 from carbonsched.timeaxis import HOUR, day_start_utc

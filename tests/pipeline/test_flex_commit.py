@@ -10,7 +10,6 @@ from carbonsched.flex import GridEvent, GridFlexError, read_grid_events
 from carbonsched.pipeline.flex import commit_events, flexibility_block, period_flexibility
 from carbonsched.plan import score_plan, solve_plan
 from carbonsched.plan.caps import load_power_caps
-
 from tests.plan.builders import JobWrapper, SiteWrapper, at, problem
 
 CI = {"a": [100.0] * 4 + [10.0] * 4 + [100.0] * 16}
