@@ -11,7 +11,8 @@ day's 00:00 UTC: the PAI-trace workload of that day and the next
 rolling replay of BENCHMARKS.md section 10, instead of being cut at midnight) planned on the
 actual signals (carbon intensity, PUE from the actual weather, green surplus) — so without
 forecast error — with the MILP; then :func:`carbonsched.pipeline.flex.commit_events` pins
-the work started before the announcement, commits per hour ``min(25 % of baseline, the band)`` and re-plans with
+the work started before the announcement, commits per hour ``min(25 % of baseline, the
+band)`` and re-plans with
 the commitment reserved. Baseline: the plan's own uncommitted load (``plan-uncommitted``).
 An event in the first 4 hours of a day keeps its notice before the day (the plan is then taken
 as made at the announcement). ``--preemptible-share`` marks a seeded share of the jobs
