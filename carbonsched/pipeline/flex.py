@@ -8,8 +8,9 @@
    :class:`carbonsched.flex.BaselineMethod`; a ``prior-days-mean`` baseline can be given per
    event instead);
 2. states the plan's flexibility band (:func:`carbonsched.plan.flex.flex_band`) at the event's
-   notice and length, and **commits** per hour the lower of the event's target and what the
-   band can deliver against the limit the planner enforces (facility power is planned against
+   notice and length; it first tries the full target (a re-plan with it reserved, kept when it
+   loses nothing against the baseline plan), else **commits** per hour the lower of the
+   event's target and what the band can deliver against the limit the planner enforces (facility power is planned against
    the PUE's upper bound): ``min(target, B − (IT − flex_it) × PUE_hi95)`` with ``B`` the
    baseline, ``IT`` the hour's IT power and ``flex_it`` its band. A commitment below the
    target is a **planned shortfall**, reported with its kW;
@@ -95,7 +96,8 @@ def commit_events(problem: PlanningProblem, events: list[GridEvent], solve: Solv
                   capped: set[str] | frozenset[str] = frozenset(),
                   baselines: dict[tuple[str, pd.Timestamp], float] | None = None,
                   baseline_result: PlanResult | None = None,
-                  replan_at: pd.Timestamp | None = None) -> CommittedPlan:
+                  replan_at: pd.Timestamp | None = None,
+                  probe_target: bool = True) -> CommittedPlan:
     """Commit a reduction for each event, re-plan with it reserved, and account for it.
 
     Parameters
@@ -119,6 +121,12 @@ def commit_events(problem: PlanningProblem, events: list[GridEvent], solve: Solv
         When the re-plan happens (default: the latest announcement among ``events``): work
         the baseline plan started before it is pinned (:func:`pin_started`), so the re-plan
         never moves what already runs.
+    probe_target
+        Where the band gives less than the target, first re-plan with the full target
+        reserved and keep it when the re-plan loses nothing against the baseline plan (no
+        deadline miss, SLO violation, broken commitment or extra unplaced work): the MILP
+        finds levers the band does not count (inference moved within its SLO, work moved
+        between sites). Otherwise the band's commitment stands.
 
     Returns
     -------
@@ -178,9 +186,29 @@ def commit_events(problem: PlanningProblem, events: list[GridEvent], solve: Solv
                                           committed, b, ev.id, method))
     pinned = pin_started(problem, base, replan_at) if replan_at is not None else problem
     committed_problem = replace(pinned, commitments=commitments)
-    res = solve(committed_problem)
-    rows1 = _site_hours(committed_problem, res)
+    res = None
     sc0 = score_plan(problem, base)
+    if probe_target and any(h["target_kw"] > h["committed_kw"] + 1e-9 for h in hours):
+        # the MILP is the exact check: try the full target (levers the band does not count,
+        # e.g. inference served from another site within its SLO, may deliver it) and keep it
+        # only when nothing is lost against the baseline plan
+        full = list(problem.commitments) + [
+            Commitment(h["site"], h["hour"], h["hour"] + pd.Timedelta(hours=1),
+                       h["target_kw"], h["baseline_kw"], h["event_id"],
+                       BaselineMethod(h["baseline_method"])) for h in hours]
+        trial_problem = replace(pinned, commitments=full)
+        trial = solve(trial_problem)
+        tsc = score_plan(replace(problem, commitments=full), trial)
+        if (str(trial.status) in ("optimal", "feasible", "heuristic")
+                and tsc.deadline_misses == 0 and tsc.slo_violations == 0
+                and tsc.commitment_violations == 0
+                and tsc.unplaced_gpu_hours <= sc0.unplaced_gpu_hours + 1e-6):
+            for h in hours:
+                h["committed_kw"] = h["target_kw"]
+            commitments, committed_problem, res = full, trial_problem, trial
+    if res is None:
+        res = solve(committed_problem)
+    rows1 = _site_hours(committed_problem, res)
     # scored against the jobs' own deadlines (not the pinned ones) with the commitments
     sc1 = score_plan(replace(problem, commitments=commitments), res)
     extra_kg = sc1.emissions_kg - sc0.emissions_kg
