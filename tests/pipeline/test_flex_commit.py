@@ -129,3 +129,24 @@ def test_work_started_before_the_announcement_is_pinned_where_it_runs():
     q = pinned["pre"]     # may still pause, keeps its deadline
     assert (q.earliest_start, q.deadline, q.allowed_sites) == (start["pre"], at(24), ("a",))
     assert pinned["later"] == p.jobs[2]
+
+
+def test_the_full_target_is_committed_when_the_replan_finds_a_lever_the_band_lacks():
+    # inference in hours 4..6 served from the cleaner site a; site b is within the SLO too.
+    # The band counts no inference, but the re-plan can serve it from b: the full target holds.
+    from tests.plan.builders import demand
+
+    a = SiteWrapper("a").gpus("H100", 8).latency("eu", 5).obj()
+    b = SiteWrapper("b").gpus("H100", 8).latency("eu", 10).obj()
+    p = problem([a, b], [], 8, inference=[demand("eu", h, 4) for h in range(8)],
+                ci={"a": [10.0] * 8, "b": [100.0] * 8})
+    ev = GridEvent("a", at(4), at(7), target_fraction=0.5, notice=pd.Timedelta(hours=2))
+    cp = commit_events(p, [ev], solve_plan)
+    assert [h["band_kw"] for h in cp.hours] == [0.0, 0.0, 0.0]
+    assert [h["committed_kw"] for h in cp.hours] == [2.0, 2.0, 2.0]
+    assert all(h["delivered_kw"] >= 2.0 for h in cp.hours)
+    assert cp.scores["committed"].slo_violations == 0
+    # without the probe the band's commitment (nothing) stands, and nothing is delivered
+    cp0 = commit_events(p, [ev], solve_plan, probe_target=False)
+    assert [h["committed_kw"] for h in cp0.hours] == [0.0, 0.0, 0.0]
+    assert cp0.events[0]["target_shortfall_kwh"] == pytest.approx(6.0)
