@@ -25,8 +25,8 @@ emissions of the committed plan over the baseline plan, against the window's tot
 day-bounded plans (the day's jobs cut at midnight, 24 h) of every day in the window.
 
 ``--caps``: the same days planned with and without GPU power caps
-(:func:`carbonsched.plan.caps.choose_power_caps`): facility energy, emissions and makespan (the
-last placement's end minus the day's start).
+(:func:`carbonsched.pipeline.flex.plan_with_caps`: capped where that costs no placement):
+facility energy, emissions and makespan (the last placement's end minus the day's start).
 
 Run (repository root)::
 
@@ -53,9 +53,9 @@ from carbonsched.catalog import load_catalog
 from carbonsched.evaluate.replay import actual_signals, stack_site_frames
 from carbonsched.flex import GridEvent
 from carbonsched.pipeline.daily import surplus_reference
-from carbonsched.pipeline.flex import commit_events
+from carbonsched.pipeline.flex import commit_events, plan_with_caps
 from carbonsched.plan import PlanningProblem, score_plan, solve_plan
-from carbonsched.plan.caps import choose_power_caps, load_power_caps
+from carbonsched.plan.caps import load_power_caps
 from carbonsched.timeaxis import hourly_slots
 from carbonsched.workload.files import workload_from_traces
 
@@ -231,10 +231,13 @@ def run_caps(dp: DayProblems, time_limit: float) -> dict[str, Any]:
     for day in dp.days:
         p = dp.problem(day)
         out: dict[str, Any] = {"date": day}
-        jobs, chosen = choose_power_caps(p.jobs, table)
-        for name, prob in (("uncapped", p), ("capped", PlanningProblem(
-                p.sites, jobs, p.inference, p.slots, p.signals))):
-            res = solve_plan(prob, time_limit_s=time_limit)
+        chosen: dict[str, Any] = {}
+        for name in ("uncapped", "capped"):
+            if name == "uncapped":
+                prob, res = p, solve_plan(p, time_limit_s=time_limit)
+            else:
+                prob, res, chosen, _notes = plan_with_caps(
+                    p, table, lambda q: solve_plan(q, time_limit_s=time_limit))
             sc = score_plan(prob, res)
             end = max((pl.end for pl in res.placements), default=p.slots[0])
             out[name] = {"facility_kwh": sc.energy_kwh, "emissions_kg": sc.emissions_kg,

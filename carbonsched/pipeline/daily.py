@@ -854,25 +854,26 @@ def run_daily_plan(
     if signal_loader is not None and (stale := stale_signals_note(provenance["degraded"])):
         notes.insert(0, stale)  # counted and named where the user reads the plan
     from carbonsched.config import get_settings
-    from carbonsched.plan.caps import choose_power_caps, load_power_caps
+    from carbonsched.plan.caps import load_power_caps
 
     settings = get_settings()
     cap_table = load_power_caps()
     cap_choices: dict[str, Any] = {}
-    if power_caps if power_caps is not None else settings.power_caps:
-        capped_jobs, cap_choices = choose_power_caps(list(workload.jobs), cap_table)
-        workload = Workload(capped_jobs, workload.inference)
-        if cap_choices:
-            levels = sorted({f"{c.level.cap_fraction:.0%}" for c in cap_choices.values()})
-            notes.append(f"power caps: {len(cap_choices)} job(s) run at a GPU power cap "
-                         f"({', '.join(levels)} of board power), slower and leaner "
-                         "(carbonsched/data/gpu_power_caps.toml)")
+    use_caps = power_caps if power_caps is not None else settings.power_caps
     problem = build_problem(cat.sites, workload, forecasts, slots, running, slot_minutes)
     grid = f"{len(slots)} h" if slot_minutes == 60 else \
         f"{len(slots)} slots of {slot_minutes} min"
     progress(f"solving: {len(problem.jobs)} jobs, {len(problem.inference)} inference demands, "
              f"{len(problem.sites)} sites x {grid} with {solver}")
-    result = solve_plan(problem, solver=solver, time_limit_s=time_limit_s)
+    if use_caps:
+        from carbonsched.pipeline.flex import plan_with_caps
+
+        problem, result, cap_choices, cap_notes = plan_with_caps(
+            problem, cap_table,
+            lambda q: solve_plan(q, solver=solver, time_limit_s=time_limit_s))
+        notes.extend(cap_notes)
+    else:
+        result = solve_plan(problem, solver=solver, time_limit_s=time_limit_s)
     flexibility = None
     if grid_events:
         from carbonsched.pipeline.flex import commit_events, flexibility_block

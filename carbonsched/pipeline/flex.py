@@ -10,10 +10,11 @@
 2. states the plan's flexibility band (:func:`carbonsched.plan.flex.flex_band`) at the event's
    notice and length; it first tries the full target (a re-plan with it reserved, kept when it
    loses nothing against the baseline plan), else **commits** per hour the lower of the
-   event's target and what the band can deliver against the limit the planner enforces (facility power is planned against
-   the PUE's upper bound): ``min(target, B − (IT − flex_it) × PUE_hi95)`` with ``B`` the
-   baseline, ``IT`` the hour's IT power and ``flex_it`` its band. A commitment below the
-   target is a **planned shortfall**, reported with its kW;
+   event's target and what the band can deliver against the limit the planner enforces
+   (facility power is planned against the PUE's upper bound):
+   ``min(target, B − (IT − flex_it) × PUE_hi95)`` with ``B`` the baseline, ``IT`` the hour's
+   IT power and ``flex_it`` its band. A commitment below the target is a **planned
+   shortfall**, reported with its kW;
 3. re-plans with the commitments (:attr:`carbonsched.plan.sets.PlanningProblem.commitments`):
    every commitment hour's facility power is held at or below ``baseline − commitment`` when
    work is placed, and the re-plan is re-scored (deadline misses, SLO violations,
@@ -357,3 +358,56 @@ def period_flexibility(blocks: list[dict[str, Any]]) -> dict[str, Any]:
             "delivered_mwh": float(np.sum([b["delivered_mwh"] for b in blocks])),
             "target_mwh": float(np.sum([b["target_mwh"] for b in blocks])),
             "shortfall_mwh": float(np.sum([r["shortfall_kw"] for r in hrs])) / 1000.0}
+
+
+def plan_with_caps(problem: PlanningProblem, caps: list[PowerCapLevel], solve: Solve,
+                   slack_factor: float | None = None
+                   ) -> tuple[PlanningProblem, PlanResult, dict[str, Any], list[str]]:
+    """Plan with GPU power caps where they cost no placement, else uncapped.
+
+    Jobs are capped by :func:`carbonsched.plan.caps.choose_power_caps`; when the capped plan
+    leaves more GPU-hours unplaced than the uncapped one (capped runs are longer and hold
+    GPUs other work needed, on a capacity-bound day), the uncapped plan is kept and a note
+    says so.
+
+    Parameters
+    ----------
+    problem
+        The problem, jobs uncapped.
+    caps
+        Cap levels.
+    solve
+        Solves a problem.
+    slack_factor
+        As for :func:`~carbonsched.plan.caps.choose_power_caps` (``None``: its default).
+
+    Returns
+    -------
+    problem, result, choices, notes
+        The problem planned (capped jobs or not), its plan, the caps applied per job id
+        (empty when the uncapped plan is kept) and the notes for the plan.
+    """
+    from carbonsched.plan.caps import DEFAULT_SLACK_FACTOR, choose_power_caps
+
+    jobs, choices = choose_power_caps(
+        list(problem.jobs), caps,
+        DEFAULT_SLACK_FACTOR if slack_factor is None else slack_factor)
+    if not choices:
+        return problem, solve(problem), {}, []
+    capped_problem = replace(problem, jobs=jobs)
+    capped = solve(capped_problem)
+    lost = score_plan(capped_problem, capped).unplaced_gpu_hours
+    if lost <= 1e-9:
+        return capped_problem, capped, choices, [
+            f"power caps: {len(choices)} job(s) run at a GPU power cap, slower and leaner "
+            "(carbonsched/data/gpu_power_caps.toml)"]
+    plain = solve(problem)
+    kept = score_plan(problem, plain).unplaced_gpu_hours
+    if lost <= kept + 1e-9:
+        return capped_problem, capped, choices, [
+            f"power caps: {len(choices)} job(s) run at a GPU power cap (the uncapped plan "
+            f"leaves as much unplaced: {kept:.1f} GPU-h)"]
+    return problem, plain, {}, [
+        f"power caps: not applied — the capped plan leaves {lost:.1f} GPU-h unplaced against "
+        f"{kept:.1f} uncapped (capped runs hold GPUs other work needs); every job runs "
+        "uncapped"]

@@ -150,3 +150,24 @@ def test_the_full_target_is_committed_when_the_replan_finds_a_lever_the_band_lac
     cp0 = commit_events(p, [ev], solve_plan, probe_target=False)
     assert [h["committed_kw"] for h in cp0.hours] == [0.0, 0.0, 0.0]
     assert cp0.events[0]["target_shortfall_kwh"] == pytest.approx(6.0)
+
+
+def test_caps_are_not_applied_where_they_would_leave_work_unplaced():
+    from carbonsched.pipeline.flex import plan_with_caps
+    from tests.plan.builders import minutes_job
+
+    caps = load_power_caps()
+    site = SiteWrapper("a").gpus("H100", 1).obj()
+    # one GPU, two 4-hour jobs in an 8-hour day: uncapped they run back to back; capped at
+    # 0.6 (4 h 17 min each, windows >= 2x that) the second no longer fits before hour 8
+    jobs = [minutes_job("x", 240, at(0), at(9)), minutes_job("y", 240, at(0), at(9))]
+    p = problem([site], jobs, 9)
+    q, res, chosen, notes = plan_with_caps(p, caps, solve_plan)
+    assert chosen == {} and q is p and len(res.placements) == 2
+    assert notes and notes[0].startswith("power caps: not applied")
+    # with room for both capped runs, the caps stay
+    roomy = problem([site], [minutes_job("x", 240, at(0), at(24)),
+                             minutes_job("y", 240, at(0), at(24))], 24)
+    q, res, chosen, notes = plan_with_caps(roomy, caps, solve_plan)
+    assert set(chosen) == {"x", "y"} and score_plan(q, res).unplaced_gpu_hours == 0
+    assert {p_.end - p_.start for p_ in res.placements} == {pd.Timedelta(minutes=257)}
