@@ -33,6 +33,7 @@ from carbonsched.domain import (
     mig_models,
 )
 from carbonsched.errors import CatalogError, UnknownSiteError
+from carbonsched.flex import GridFlexError, agreement_from_mapping
 from carbonsched.limits import (
     IDENTIFIER_RULE,
     MAX_GPU_TYPE_CHARS,
@@ -234,6 +235,9 @@ _SITE_FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "residency_group": ((str,), False, "a jurisdiction label such as 'eu' or 'cn-northwest'"),
     "notes": ((str,), False, "free text"),
     "aliases": ((list,), False, "a list of other names such as [\"westus\", \"us-west-1\"]"),
+    "grid_agreement": ((dict,), False, "a table [sites.grid_agreement] with target_fraction "
+                       "or target_kw, notice_hours, baseline_method, ... "
+                       "(docs/grid-flexibility.md)"),
 }
 _META_FIELDS = ("emission_factor_source", "weather_file", "residency_group", "notes")
 
@@ -605,9 +609,21 @@ def _parse_site(ctx: _Ctx, i: int, raw: Any, areas: dict[str, UserArea]) -> Site
         green_surplus_max_kw=float(raw.get("green_surplus_max_kw", 0.0)),
         province=raw.get("province"),
         annual_emission_factor_g_per_kwh=None if ef is None else float(ef),
-        meta={k: raw[k] for k in _META_FIELDS if k in raw},
+        meta={k: raw[k] for k in _META_FIELDS if k in raw}
+        | _parse_agreement(ctx, where, str(sid), raw.get("grid_agreement")),
         aliases=_parse_aliases(ctx, where, raw.get("aliases", [])),
     )
+
+
+def _parse_agreement(ctx: Any, where: str, sid: str, raw: Any) -> dict[str, Any]:
+    """``{"grid_agreement": GridAgreement}`` from ``[sites.grid_agreement]``, or ``{}``."""
+    if raw is None:
+        return {}
+    try:
+        return {"grid_agreement": agreement_from_mapping(sid, raw)}
+    except GridFlexError as exc:
+        raise ctx.fail(where, f"[sites.grid_agreement]: {exc}",
+                       "see the example agreement in docs/grid-flexibility.md") from None
 
 
 def parse_catalog(data: dict[str, Any], path: str, name: str) -> Catalog:

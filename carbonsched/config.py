@@ -69,6 +69,15 @@ class Settings(BaseSettings):
     """Solver time limit of one planning run. [s]"""
     horizon_hours: int = Field(24, ge=1, le=168)
     """Hours one run plans, from its issue time. [h]"""
+    flex_notice_hours: float = Field(4.0, ge=0, le=168)
+    """Notice a grid event is assumed to give when a plan states its flexibility band
+    (``flex_it_kw`` in ``site_hours``; docs/grid-flexibility.md). [h]"""
+    flex_event_hours: int = Field(3, ge=1, le=24)
+    """Length of the grid event the flexibility band is stated for (the 3-hour windows of
+    the Emerald AI / SRP demonstration, arXiv:2507.00909). [h]"""
+    power_caps: bool = False
+    """Run jobs whose window has room at a GPU power cap (slower, leaner; the cap table
+    ``carbonsched/data/gpu_power_caps.toml`` with its sources); off: every job uncapped."""
     rolling: bool = False
     """Rolling horizon: each run plans ``horizon_hours`` (e.g. 72) from its issue
     time, commits only placements starting before the next run and carries the rest in the

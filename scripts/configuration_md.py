@@ -31,7 +31,8 @@ PAGE = ROOT / "docs" / "configuration.md"
 GROUPS: dict[str, tuple[str, ...]] = {
     "Data and store": ("data_dir", "database_url"),
     "Planning": ("catalog", "workload_file", "solver", "time_limit_s", "horizon_hours", "rolling",
-                 "rolling_run_every_hours"),
+                 "rolling_run_every_hours", "flex_notice_hours", "flex_event_hours",
+                 "power_caps"),
     "The service and the cron": (
         "host", "port", "as_of", "cron_enabled", "cron_startup_run", "cron_time", "cron_timezone",
         "cron_plan_offset_days", "cron_check_interval_s", "lease_s",

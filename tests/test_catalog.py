@@ -489,3 +489,18 @@ def test_catalog_show_prints_node_shapes_and_counts_unshaped_pools(fixtures_dir:
                            env={"COLUMNS": "200"})
     assert r.exit_code == 0 and "8×A100 (one node)" in r.output
     assert "3 GPU pool(s) declare no gpus_per_node and count as one node each" in r.output
+
+
+def test_a_grid_agreement_parses_and_a_bad_one_names_site_and_fix(
+        tmp_path: Path, minimal_text: str) -> None:
+    table = ('namespace = "carbonsched"\n\n[sites.grid_agreement]\ntarget_fraction = 1.0\n'
+             'notice_hours = 4\nbaseline_method = "prior-days-mean"\n'
+             'shortfall_penalty_per_kwh = 0.5\n')
+    ag = load_catalog(write(tmp_path, minimal_text.replace('namespace = "carbonsched"', table),
+                            "ok.toml")).site("edge-b").meta["grid_agreement"]
+    assert (ag.site, ag.target_fraction, ag.notice_hours, str(ag.baseline_method)) == (
+        "edge-b", 1.0, 4.0, "prior-days-mean")
+    bad = table.replace("target_fraction = 1.0", "target_fraction = 1.5")
+    with pytest.raises(CatalogError, match=r"edge-b.*grid_agreement.*target_fraction.*"
+                                           r"docs/grid-flexibility.md"):
+        load_catalog(write(tmp_path, minimal_text.replace('namespace = "carbonsched"', bad)))

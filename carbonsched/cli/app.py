@@ -129,6 +129,14 @@ def plan(
         "days, so a catalog of historical data can be dispatched; the plan says "
         "signal_quality 'replayed'. --jobs then gives that day's work (e.g. `workload "
         "from-traces --date` the same day).")] = "",
+    grid_events: Annotated[Path | None, typer.Option(
+        "--grid-events", help="Announced grid events (CSV, JSON or TOML: site, start, end, "
+        "target_kw or target_fraction, notice_hours; docs/grid-flexibility.md): commit a "
+        "reduction for each within the plan's flexibility band and re-plan with it "
+        "reserved.")] = None,
+    power_caps: Annotated[bool | None, typer.Option(
+        "--power-caps/--no-power-caps", help="Run jobs whose window has room at a GPU power "
+        "cap, slower and leaner (default: the setting CARBONSCHED_POWER_CAPS, off).")] = None,
 ) -> None:
     """Forecast, plan and record one day: the daily planning run."""
     with errors():
@@ -148,6 +156,14 @@ def plan(
             raise InputError("--replay-from plans without --dispatch: plan the replayed day "
                              "with `carbonsched plan --replay-from DAY`, then run "
                              "`carbonsched dispatch` (the service's run path plans live days)")
+        if dispatch and (grid_events is not None or power_caps is not None):
+            raise InputError("--grid-events and --power-caps plan without --dispatch: plan "
+                             "with them, then run `carbonsched dispatch`")
+        events = None
+        if grid_events is not None:
+            from carbonsched.flex import read_grid_events
+
+            events = read_grid_events(grid_events)
         if dispatch:
             from carbonsched.cli.service import plan_and_dispatch
 
@@ -175,7 +191,8 @@ def plan(
                             data_dir=data_dir, solver=solver, time_limit_s=time_limit,
                             horizon_hours=hours, slot_minutes=slot_minutes, progress=progress,
                             signal_loader=loader, out_file=out_file, store=store,
-                            replay_from=replay_from.strip() or None)
+                            replay_from=replay_from.strip() or None,
+                            grid_events=events, power_caps=power_caps)
         daily = res.daily
         print_plan(daily.document, daily.summary, all_notes)
         pid = daily.document["plan_id"]

@@ -48,6 +48,17 @@ def print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
               f"[/] kg CO2e vs carbon-agnostic baseline {base:,.1f} kg "
               + (f"([green]{saved:,.1f} kg saved, {pct:.1f}% less[/])" if saved >= 0 else
                  f"([red]{-saved:,.1f} kg more, {-pct:.1f}% more[/])"))
+    flex = doc.get("flexibility")
+    if flex:
+        evs = flex["events"]
+        short = sum(e["shortfall_kwh"] for e in evs)
+        asked = sum(e["target_shortfall_kwh"] for e in evs)
+        colour = "red" if short > 1e-6 else ("yellow" if asked > 1e-6 else "green")
+        out.print(f"grid events: {len(evs)} · committed [bold]{flex['offered_mwh']:.3f}[/] MWh "
+                  f"of {flex['target_mwh']:.3f} MWh asked · delivered (as planned) "
+                  f"{flex['delivered_mwh']:.3f} MWh · [{colour}]shortfall against the "
+                  f"commitment {short:.1f} kWh, against the target {asked:.1f} kWh[/] · extra "
+                  f"emissions {flex['extra_emissions_kg']:.2f} kg", highlight=False)
     if doc["unplaced"]:
         reasons: dict[str, int] = {}
         for u in doc["unplaced"]:

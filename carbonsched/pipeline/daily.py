@@ -876,6 +876,8 @@ def run_daily_plan(
     running: list[Any] | None = None,
     slot_minutes: int = 60,
     replay_from: str | None = None,
+    grid_events: list[Any] | None = None,
+    power_caps: bool | None = None,
 ) -> DailyPlan:
     """Run one planning day and return the plan document and its parts.
 
@@ -915,6 +917,15 @@ def run_daily_plan(
         whole days from it to ``date``, the workload (the source day's; ``None``: its demo
         day) by the same; the document's ``signal_quality`` is ``replayed`` and its ``replay``
         block and first note say from which day. ``None`` (default): no replay.
+    grid_events
+        Announced grid events (:class:`carbonsched.flex.GridEvent`): the plan commits a
+        reduction for each within its flexibility band and re-plans with it reserved
+        (:func:`carbonsched.pipeline.flex.commit_events`); the document's ``flexibility``
+        block accounts for it per event and hour, and every planned shortfall is a note.
+    power_caps
+        Run jobs whose window has room at a GPU power cap
+        (:func:`carbonsched.plan.caps.choose_power_caps`); ``None``: the setting
+        ``power_caps``.
 
     Returns
     -------
@@ -986,12 +997,42 @@ def run_daily_plan(
                          f"planned: {why}{more}{fix}")
     if signal_loader is not None and (stale := stale_signals_note(provenance["degraded"])):
         notes.insert(0, stale)  # counted and named where the user reads the plan
+    from carbonsched.config import get_settings
+    from carbonsched.plan.caps import load_power_caps
+
+    settings = get_settings()
+    cap_table = load_power_caps()
+    cap_choices: dict[str, Any] = {}
+    use_caps = power_caps if power_caps is not None else settings.power_caps
     problem = build_problem(cat.sites, workload, forecasts, slots, running, slot_minutes)
     grid = f"{len(slots)} h" if slot_minutes == 60 else \
         f"{len(slots)} slots of {slot_minutes} min"
     progress(f"solving: {len(problem.jobs)} jobs, {len(problem.inference)} inference demands, "
              f"{len(problem.sites)} sites x {grid} with {solver}")
-    result = solve_plan(problem, solver=solver, time_limit_s=time_limit_s)
+    if use_caps:
+        from carbonsched.pipeline.flex import plan_with_caps
+
+        problem, result, cap_choices, cap_notes = plan_with_caps(
+            problem, cap_table,
+            lambda q: solve_plan(q, solver=solver, time_limit_s=time_limit_s))
+        notes.extend(cap_notes)
+    else:
+        result = solve_plan(problem, solver=solver, time_limit_s=time_limit_s)
+    flexibility = None
+    if grid_events:
+        from carbonsched.pipeline.flex import commit_events, flexibility_block
+
+        progress(f"committing {len(grid_events)} grid event(s) and re-planning")
+        cp = commit_events(problem, list(grid_events),
+                           lambda q: solve_plan(q, solver=solver, time_limit_s=time_limit_s),
+                           caps=cap_table, capped=set(cap_choices), baseline_result=result)
+        problem, result = cp.problem, cp.result
+        flexibility = flexibility_block(cp)
+        notes.extend(cp.notes)
+    from carbonsched.plan.flex import flex_band
+
+    band = flex_band(problem, result, settings.flex_notice_hours, settings.flex_event_hours,
+                     caps=cap_table, capped=set(cap_choices))
     progress("scoring the carbon-agnostic baseline")
     baseline = agnostic_plan(problem)
     plan_score = score_plan(problem, result)
@@ -1057,7 +1098,7 @@ def run_daily_plan(
             "surplus_absorbed_kwh": float(plan_score.surplus_absorbed_kwh),
             "baseline_energy_kwh": float(base_score.energy_kwh),
         },
-        "site_hours": site_hour_power(problem, result),
+        "site_hours": site_hour_power(problem, result, band),
         "baseline": {
             "policy": "agnostic",
             "definition": BASELINE_DEFINITION,
@@ -1071,6 +1112,8 @@ def run_daily_plan(
     }
     if replay_block is not None:
         doc["replay"] = replay_block
+    if flexibility is not None:
+        doc["flexibility"] = flexibility
     if signal_loader is not None:  # the provider seam (issue 10)
         doc["degraded"] = [{**d, "site_planned": d["site"] in forecasts}
                            for d in provenance["degraded"]]

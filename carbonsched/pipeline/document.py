@@ -180,6 +180,20 @@ class SiteHourRow(_Row):
     stranded_gpus: float | None = Field(
         None, description="GPU capacity held but idle: compute or milli left on GPUs "
         "carrying slices, 1 - share of a fractional job on a whole GPU. [GPU]")
+    flex_it_kw: float | None = Field(
+        default=None, description="IT power that could be shed in the hour at the plan's "
+        "notice without missing a deadline or an SLO (hold + pause + cap; docs/"
+        "grid-flexibility.md). [kW]")
+    flex_facility_kw: float | None = Field(default=None,
+                                           description="flex_it_kw × PUE. [kW]")
+    flex_hold_kw: float | None = Field(default=None, description="Of flex_it_kw: work not "
+                                       "started at the announcement, held. [kW]")
+    flex_pause_kw: float | None = Field(default=None, description="Of flex_it_kw: preemptible "
+                                        "work paused at a checkpoint. [kW]")
+    flex_cap_kw: float | None = Field(default=None, description="Of flex_it_kw: GPU power-cap "
+                                      "headroom of running work. [kW]")
+    commit_limit_kw: float | None = Field(default=None, description="Facility power a grid-"
+                                          "flexibility commitment allows in the hour. [kW]")
 
 
 class SolverInfo(_Row):
@@ -448,6 +462,11 @@ class PlanDocument(BaseModel):
     replay: ReplayInfo | None = Field(
         None, description="Set when the plan replays a past day's real signals (signal_quality "
         "'replayed'); absent otherwise."
+    )
+    flexibility: dict[str, Any] | None = Field(
+        None, description="Grid events committed in this plan: per event and hour the "
+        "baseline, target, committed, planned and delivered reduction and shortfall [kW, kWh], "
+        "offered and delivered MWh (docs/grid-flexibility.md); absent without events."
     )
 
 

@@ -181,6 +181,14 @@ class Score:
     unplaced_gpu_hours: float
     objective: float
     slice_violations: int = 0
+    commitment_violations: int = 0
+    """(site, slot) cells inside a grid-flexibility commitment's window whose facility power
+    (all IT power × the PUE the caps are planned against) is over ``baseline - reduction``
+    (:class:`carbonsched.flex.Commitment`). [-]"""
+    flex_overpromise: int = 0
+    """Site-hours whose stated flexibility band (``flex_it_kw``, when given to
+    :func:`score_plan`) is more than the recount from the jobs' own terms can shed without
+    missing a deadline or an SLO (:func:`carbonsched.plan.flex.recount_flex`). [-]"""
 
     def as_dict(self) -> dict[str, Any]:
         """Plain dict (JSON-ready)."""
@@ -452,7 +460,8 @@ def plan_notes(sets: Any, n_past: int, n_deferred: int) -> list[str]:
 
 VIOLATION_FIELDS = ("gang_violations", "deadline_misses", "capacity_violations",
                     "power_cap_violations", "facility_cap_violations", "slo_violations",
-                    "slice_violations")
+                    "slice_violations", "commitment_violations",
+                    "flex_overpromise")
 """The :class:`Score` counts that a trustworthy plan has at zero."""
 
 
@@ -576,7 +585,8 @@ def _piece_violations(job: Any, ps: list[Any], slot: pd.Timedelta = HOUR) -> int
     return 0 if work == job.duration_minutes else 1
 
 
-def score_plan(problem: Any, result: PlanResult, signals: pd.DataFrame | None = None) -> Score:
+def score_plan(problem: Any, result: PlanResult, signals: pd.DataFrame | None = None,
+               flex: Any = None) -> Score:
     """Re-score a plan from its placements alone, trusting none of its numbers.
 
     Parameters
@@ -587,6 +597,10 @@ def score_plan(problem: Any, result: PlanResult, signals: pd.DataFrame | None = 
         The plan.
     signals
         Signals to score with (e.g. the actual CI); default ``problem.signals``.
+    flex
+        Optional stated flexibility band (:class:`carbonsched.plan.flex.FlexBand`): each
+        site-hour's ``flex_it_kw`` is recounted from the jobs' terms and counted in
+        ``flex_overpromise`` where it promises more.
 
     Returns
     -------
@@ -651,6 +665,11 @@ def score_plan(problem: Any, result: PlanResult, signals: pd.DataFrame | None = 
     cap_viol = int((gpus + sets.running_gpus > sets.gpu_count[:, None, :]).sum())
     pow_viol = int((all_kw > sets.it_power_cap_kw[:, None] + 1e-6).sum())
     fac_viol = int((all_kw * sets.pue_cap > sets.facility_power_cap_kw[:, None] + 1e-6).sum())
+    commit_viol = int((all_kw * sets.pue_cap > sets.commit_limit_kw + 1e-6).sum())
+    over = 0
+    if flex is not None:
+        from carbonsched.plan.flex import recount_flex
+        over = recount_flex(problem, result, flex)
     facility, absorbed, em = emissions_by_site_hour(it_kwh, sets.pue, sets.ci_g_per_kwh,
                                                     sets.surplus_kw, sets.slot_hours)
     placed_ids = {p.job_id for p in result.placements}
@@ -666,10 +685,12 @@ def score_plan(problem: Any, result: PlanResult, signals: pd.DataFrame | None = 
         deadline_misses=deadline_misses,
         gang_violations=gang, unplaced_gpu_hours=unplaced_gpu_h,
         objective=emissions + penalty_kg, slice_violations=sl.violations,
+        commitment_violations=commit_viol, flex_overpromise=over,
     )
 
 
-def site_hour_power(problem: Any, result: PlanResult) -> list[dict[str, Any]]:
+def site_hour_power(problem: Any, result: PlanResult, band: Any = None
+                    ) -> list[dict[str, Any]]:
     """IT and facility power of a plan per site-hour, with the headroom under each cap.
 
     Computed from the placements and inference allocations alone (as :func:`score_plan`).
@@ -700,9 +721,20 @@ def site_hour_power(problem: Any, result: PlanResult) -> list[dict[str, Any]]:
         profile, ``gpu_milli`` summed) and ``stranded_gpus`` (capacity held but idle: the
         compute or milli left on GPUs carrying slices, ``1 - share`` of a fractional job on
         a whole GPU) [GPU] (:func:`carbonsched.plan.slices.recount_slices`).
+        With ``band`` (a
+        :class:`carbonsched.plan.flex.FlexBand`) each row also states ``flex_it_kw``,
+        ``flex_facility_kw`` and its split ``flex_hold_kw``, ``flex_pause_kw``,
+        ``flex_cap_kw`` [kW] (0 in tail hours); and ``commit_limit_kw``, the facility power a
+        commitment allows (``None`` outside every commitment window) [kW].
     """
     from carbonsched.plan.sets import compile_sets
 
+    flex_rows: dict[Any, dict[str, float]] = {}
+    if band is not None:
+        from carbonsched.plan.flex import LEVERS, band_rows
+        flex_rows = band_rows(band)
+        zero = {"flex_it_kw": 0.0, "flex_facility_kw": 0.0,
+                **{f"flex_{lv}_kw": 0.0 for lv in LEVERS}}
     sets = compile_sets(problem, columns=False)
     n_s, n_t = sets.pue.shape
     n_h = sets.n_horizon or n_t
@@ -750,4 +782,8 @@ def site_hour_power(problem: Any, result: PlanResult) -> list[dict[str, Any]]:
                 rows[-1].update(sliced_gpus=int(sl.sliced_gpus[s, t].sum()),
                                 slices_used=layouts_in_use(sl, s, t),
                                 stranded_gpus=round(float(sl.stranded_gpus[s, t]), 6))
+            if band is not None:
+                lim = float(sets.commit_limit_kw[s, t])
+                rows[-1].update(flex_rows.get((site, hour), zero))
+                rows[-1]["commit_limit_kw"] = lim if np.isfinite(lim) else None
     return rows

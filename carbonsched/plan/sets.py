@@ -63,6 +63,7 @@ from carbonsched.domain import (
     gang_shape_reason,
 )
 from carbonsched.errors import InputError, TimeAxisError, UnknownSiteError
+from carbonsched.flex import Commitment
 from carbonsched.timeaxis import HOUR
 
 SIGNAL_COLUMNS = ("carbon_intensity_g_per_kwh", "pue", "green_surplus_kw")
@@ -150,6 +151,11 @@ class PlanningProblem:
     Starts are decided on this grid; GPU capacity and the power caps hold in every slot;
     energy and emissions count the minutes run. Hourly signals (carbon intensity, PUE,
     surplus) and hourly inference demand hold in every slot of their hour."""
+    commitments: list[Commitment] = field(default_factory=list)
+    """Grid-flexibility commitments (:class:`carbonsched.flex.Commitment`): in every slot of a
+    commitment's window the site's facility power, IT × the PUE the caps are planned against
+    (``pue_hi_95`` where given), stays at or below ``baseline_kw - reduction_kw``; the
+    reduction is reserved when work is placed (:attr:`PlanSets.commit_limit_kw`)."""
 
     def __post_init__(self) -> None:
         self.slot_minutes = check_slot_minutes(self.slot_minutes)
@@ -246,6 +252,9 @@ class PlanSets:
     """Piece patterns of preemptible jobs (:func:`enumerate_patterns`), beside ``options``."""
     slot_minutes: int = SLOT_MINUTES
     """Length of a slot (:attr:`PlanningProblem.slot_minutes`). [min]"""
+    commit_limit_kw: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    """Facility power allowed by grid-flexibility commitments per site-slot, ``inf`` outside
+    every commitment window, shape ``(S, T)`` (:attr:`PlanningProblem.commitments`). [kW]"""
 
     @property
     def slot_hours(self) -> float:
@@ -431,6 +440,42 @@ def pue_cap_array(problem: PlanningProblem, signals: pd.DataFrame | None = None)
             f"{problem.slots[t].isoformat()} is {arr[i, t]}, below the PUE {pue[i, t]} or "
             "missing; give the upper bound of the PUE interval for every site and slot")
     return arr
+
+
+def commitment_limits(problem: PlanningProblem, site_ids: list[str],
+                      slots: pd.DatetimeIndex) -> np.ndarray:
+    """Facility power allowed per site-slot by the problem's commitments.
+
+    Parameters
+    ----------
+    problem
+        The problem; its ``commitments`` (:class:`carbonsched.flex.Commitment`).
+    site_ids
+        Site ids in the sets' order, length ``S``.
+    slots
+        The slot axis (hour starts, or sub-hour slots: each slot inside a commitment's hour
+        window is limited), length ``T``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(S, T)``: the lowest ``limit_kw`` of the commitments covering each cell, ``inf``
+        elsewhere. [kW]
+
+    Raises
+    ------
+    UnknownSiteError
+        A commitment names a site that is not in the problem.
+    """
+    out = np.full((len(site_ids), len(slots)), np.inf)
+    spos = {s: i for i, s in enumerate(site_ids)}
+    for c in getattr(problem, "commitments", None) or []:
+        if c.site not in spos:
+            raise UnknownSiteError(c.site, site_ids)
+        inside = (slots >= c.start) & (slots < c.end)
+        row = out[spos[c.site]]
+        row[inside] = np.minimum(row[inside], c.limit_kw)
+    return out
 
 
 def _check_slots(slots: pd.DatetimeIndex, slot_minutes: int = SLOT_MINUTES) -> None:
@@ -651,10 +696,13 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
     run_gpus, run_kw = _running_usage(problem, site_ids, gpos, ext, n_g, slot)
     # a grid connection of F kW allows F / PUE kW of IT power in an hour (facility = IT × PUE)
     cap_phys = np.minimum(it_cap[:, None], fac_cap[:, None] / pue_cap)
+    cap = cap_phys.max(axis=1)  # the most a site allows in any hour
+    # a commitment reserves its reduction: facility power <= baseline - reduction
+    commit = commitment_limits(problem, site_ids, ext)
+    cap_phys = np.minimum(cap_phys, commit / pue_cap)
     cap_st = np.maximum(cap_phys - run_kw, 0.0)
     sur = np.maximum(sur - run_kw * pue, 0.0)
     gpu_cap = np.maximum(count[:, None, :] - run_gpus, 0)
-    cap = cap_phys.max(axis=1)  # the most a site allows in any hour
 
     allowed = np.zeros((n_j, n_s), dtype=bool)
     reasons: dict[int, tuple[ReasonCode, str]] = {}
@@ -773,7 +821,7 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
         inf_kw_per_gpu=inf_kw, inf_sites=inf_sites, penalty_per_gpu_hour=penalty,
         n_horizon=n_t, job_minutes=j_min, job_last_frac=j_frac, unplaced_cost=unplaced_cost,
         deferrable=deferrable & allowed.any(axis=1), gpu_cap=gpu_cap, running_kw=run_kw,
-        running_gpus=run_gpus, slot_minutes=sm,
+        running_gpus=run_gpus, slot_minutes=sm, commit_limit_kw=commit,
     )
     sets.unplaced_cost = terminal_values(sets, last_any, unplaced_cost)
     if (run_gpus > count[:, None, :]).any() or (run_kw > cap_phys + 1e-9).any():

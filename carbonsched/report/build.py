@@ -42,6 +42,8 @@ from carbonsched.forecasts.green_surplus import green_surplus_index
 from carbonsched.forecasts.pue import pue_from_weather
 from carbonsched.pipeline.daily import HISTORY_DAYS, MAX_HORIZON_HOURS
 from carbonsched.pipeline.replayed import ReplayedSignals, ReplayShift
+from carbonsched.report.flex import RULE as FLEX_RULE
+from carbonsched.report.flex import flexibility_section
 from carbonsched.report.inputs import (
     actual_runs,
     load_embodied,
@@ -73,7 +75,9 @@ class Report:
     ----------
     frames
         ``jobs``, ``sites``, ``tenants``, ``days``, ``site_hours``, ``instruments``: one tidy
-        frame per breakdown, column names with units (:data:`UNITS`).
+        frame per breakdown, column names with units (:data:`UNITS`); ``flex_events`` and
+        ``flex_hours`` when a plan of the period committed a grid event
+        (:mod:`carbonsched.report.flex`).
     totals
         Inventory totals and the separately shown avoided emissions and forecast error.
     metadata
@@ -561,6 +565,13 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
     if replay is not None:
         meta["replay"] = {"shift_days": replay.shift_days, "source_dates": sorted(
             {d["replay"]["source_date"] for d in docs + earlier})}
+    flex = flexibility_section(docs, t0, t1)
+    if flex is not None:   # the section exists only when a plan committed a grid event
+        flex_frames, flex_totals, flex_notes = flex
+        frames.update(flex_frames)
+        totals.update(flex_totals)
+        meta["rules"]["flexibility"] = FLEX_RULE
+        notes.extend(flex_notes)
     return Report(frames, totals, meta)
 
 

@@ -33,6 +33,13 @@ from carbonsched.report.build import Report
 
 FORMATS = ("csv", "json", "html", "xlsx")
 TABLES = ("jobs", "sites", "tenants", "days", "instruments", "site_hours")
+OPTIONAL_TABLES = ("flex_events", "flex_hours")
+"""Tables a report holds only when its period has them (the flexibility section)."""
+
+
+def tables(report: Report) -> tuple[str, ...]:
+    """The report's tables in order: :data:`TABLES`, then the optional ones it holds."""
+    return TABLES + tuple(n for n in OPTIONAL_TABLES if n in report.frames)
 MEDIA_TYPES = {
     "csv": "text/csv; charset=utf-8",
     "json": "application/json",
@@ -63,7 +70,7 @@ def _clean(v: Any) -> Any:
 def to_dict(report: Report) -> dict[str, Any]:
     """The JSON document of a report (NaN as ``None``)."""
     doc: dict[str, Any] = {"metadata": report.metadata, "totals": report.totals}
-    for name in TABLES:
+    for name in tables(report):
         doc[name] = report.frames[name].to_dict(orient="records")
     return _clean(doc)
 
@@ -103,7 +110,7 @@ def render(report: Report, fmt: str) -> bytes:
         return (json.dumps(to_dict(report), indent=1, ensure_ascii=False) + "\n").encode()
     if fmt == "csv":
         parts = ["\n".join(_meta_lines(report))]
-        for name in TABLES:
+        for name in tables(report):
             parts.append(f"# table: {name}\n" + report.frames[name].to_csv(
                 index=False, float_format="%.6g", lineterminator="\n"))
         return ("\n".join(parts)).encode()
@@ -160,7 +167,7 @@ def _xlsx(report: Report) -> bytes:
     with pd.ExcelWriter(buf, engine="openpyxl", datetime_format=EXCEL_DATETIME_FORMAT) as xw:
         pd.DataFrame(summary, columns=["section", "name", "value"]).to_excel(
             xw, sheet_name="summary", index=False)
-        for name in TABLES:
+        for name in tables(report):
             excel_times(report.frames[name]).to_excel(xw, sheet_name=name, index=False)
         for cell in (c for row in xw.book["summary"].iter_rows() for c in row):
             if isinstance(cell.value, datetime):
@@ -379,6 +386,18 @@ def _table(df: pd.DataFrame, cid: str, units: dict[str, str],
             f"</tbody></table>{more}")
 
 
+FLEX_LABELS = [
+    ("flex_events", "Grid events", "events"),
+    ("flex_events_met", "Events whose commitment was delivered in every hour", "events"),
+    ("flex_band_mwh", "Flexibility stated in the plans' band", "MWh"),
+    ("flex_offered_mwh", "Flexibility offered (committed)", "MWh"),
+    ("flex_target_mwh", "Reduction asked by the events", "MWh"),
+    ("flex_delivered_mwh", "Reduction delivered (up to the commitment)", "MWh"),
+    ("flex_shortfall_mwh", "Shortfall against the commitments", "MWh"),
+    ("flex_extra_emissions_kg", "Extra emissions of the shifted work", "kg CO2e"),
+]
+"""The flexibility section's totals as the HTML page shows them."""
+
 TOTAL_LABELS = [
     ("it_energy_kwh", "IT energy", "kWh"),
     ("facility_energy_kwh", "Facility energy (IT × PUE)", "kWh"),
@@ -436,6 +455,19 @@ def _html(report: Report) -> str:
             note="Avoided emissions are reported separately and never subtracted from the "
                  "inventory."),
     ]
+    flex_html = ""
+    if "flex_events" in report.frames:
+        flex_rows = "".join(
+            f'<tr data-total="{k}"><th>{html.escape(label)}</th>'
+            f'<td class="num">{_fmt(t.get(k), 3 if unit == "MWh" else 1)}</td>'
+            f"<td>{html.escape(unit)}</td></tr>" for k, label, unit in FLEX_LABELS)
+        flex_html = (f'<h2>Flexibility</h2><table id="flex-totals" class="totals"><tbody>'
+                     f"{flex_rows}</tbody></table>"
+                     f'<p class="note">{html.escape(m["rules"].get("flexibility", ""))}</p>'
+                     f'<h3>Events</h3><div class="scroll">'
+                     f'{_table(report.frames["flex_events"], "table-flex-events", m["units"])}</div>'
+                     f'<h3>Per event hour</h3><div class="scroll">'
+                     f'{_table(report.frames["flex_hours"], "table-flex-hours", m["units"], 300)}</div>')
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in m["notes"]) or "<li>none</li>"
     market_note = ("" if not m.get("market_based_note") else
                    f'<p id="market-note" class="market-note">'
@@ -498,6 +530,7 @@ period {_when(m['period']['from'])} to {_when(m['period']['to'])} UTC (exclusive
 <div class="scroll">{_table(report.frames["jobs"][job_cols], "table-jobs", units, 300)}</div>
 <h2>Instruments</h2>
 <div class="scroll">{_table(report.frames["instruments"], "table-instruments", units)}</div>
+{flex_html}
 <h2>Rules</h2><table id="rules">{rules}</table>
 <h2>Provenance</h2><table id="provenance">{sig}
 <tr><th>hours</th><td>{_fmt(prov['hours']['planned_share'] * 100)} % planned,

@@ -1,0 +1,173 @@
+"""Committing a flexibility band for announced grid events, and accounting for it (issue 38)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from carbonsched.errors import UnknownSiteError
+from carbonsched.flex import GridEvent, GridFlexError, read_grid_events
+from carbonsched.pipeline.flex import commit_events, flexibility_block, period_flexibility
+from carbonsched.plan import score_plan, solve_plan
+from carbonsched.plan.caps import load_power_caps
+from tests.plan.builders import JobWrapper, SiteWrapper, at, problem
+
+CI = {"a": [100.0] * 4 + [10.0] * 4 + [100.0] * 16}
+
+
+def two_jobs():
+    site = SiteWrapper("a").gpus("H100", 16).obj()
+    jobs = [JobWrapper("slack").gpus(4).hours(2).window(0, 24).obj(),
+            JobWrapper("tight").gpus(4).hours(2).window(4, 6).obj()]
+    return problem([site], jobs, 24, ci=CI)
+
+
+def test_a_commitment_within_the_band_is_delivered_without_a_deadline_miss():
+    p = two_jobs()
+    ev = GridEvent("a", at(4), at(7), target_fraction=0.5)
+    cp = commit_events(p, [ev], solve_plan, caps=load_power_caps())
+    (e,) = cp.events
+    # baseline 8 kW in hours 4, 5 (both jobs), 0 in hour 6; half of it is the slack job
+    assert [h["baseline_kw"] for h in cp.hours] == [8.0, 8.0, 0.0]
+    assert [h["committed_kw"] for h in cp.hours] == [4.0, 4.0, 0.0]
+    assert [h["delivered_kw"] for h in cp.hours] == [4.0, 4.0, 0.0]
+    assert e["shortfall_kwh"] == 0.0 and e["target_shortfall_kwh"] == 0.0
+    assert e["min_reduction_fraction"] == 0.5
+    assert e["delayed_jobs"] == 1 and e["delayed_it_kwh"] == pytest.approx(8.0)
+    # the held job runs 7..9 after the window: hour 7 still at 10 g/kWh, hour 8 at 100 instead
+    # of 10: 4 kWh x 90 g = 0.36 kg
+    assert e["extra_emissions_kg"] == pytest.approx(0.36)
+    sc = cp.scores["committed"]
+    assert (sc.deadline_misses, sc.slo_violations, sc.commitment_violations) == (0, 0, 0)
+    block = flexibility_block(cp)
+    assert block["offered_mwh"] == pytest.approx(0.008)
+    assert block["delivered_mwh"] == pytest.approx(0.008)
+    assert period_flexibility([block])["events_met"] == 1
+
+
+def test_the_window_is_reserved_even_where_nothing_is_committed():
+    # hour 6 has a 0 kW baseline: the re-plan may not move the held job into it (a rebound)
+    p = two_jobs()
+    cp = commit_events(p, [GridEvent("a", at(4), at(7), target_fraction=0.5)], solve_plan)
+    assert [h["planned_kw"] for h in cp.hours][2] == 0.0
+    assert all(h["shortfall_kw"] == 0.0 for h in cp.hours)
+
+
+def test_a_target_beyond_the_band_is_a_planned_shortfall_named_in_the_notes():
+    p = two_jobs()
+    ev = GridEvent("a", at(4), at(7), target_fraction=1.0, id="ev-big")
+    cp = commit_events(p, [ev], solve_plan)
+    (e,) = cp.events
+    assert e["committed_kwh"] == pytest.approx(8.0)       # the slack job's 4 kW x 2 h
+    assert e["target_kwh"] == pytest.approx(16.0)
+    assert e["target_shortfall_kwh"] == pytest.approx(8.0)
+    assert e["shortfall_kwh"] == 0.0                       # what was committed is delivered
+    assert any("ev-big" in n and "planned shortfall" in n and "8.0 kWh" in n
+               for n in cp.notes)
+    assert cp.scores["committed"].deadline_misses == 0
+
+
+def test_a_missed_commitment_is_reported_with_its_shortfall():
+    # a plan that ignores the reservation (here: the solve returns the baseline plan, as a
+    # greedy fallback or a stale plan would) misses the commitment: 4 kW in each of 2 hours
+    p = two_jobs()
+    base = solve_plan(p)
+    cp = commit_events(p, [GridEvent("a", at(4), at(7), target_fraction=0.5, id="ev")],
+                       lambda _q: base, baseline_result=base)
+    (e,) = cp.events
+    assert e["shortfall_kwh"] == pytest.approx(8.0)
+    assert [h["shortfall_kw"] for h in cp.hours] == [4.0, 4.0, 0.0]
+    assert cp.scores["committed"].commitment_violations == 2
+    assert any(n == "grid event ev: commitment missed by 8.0 kWh" for n in cp.notes)
+    block = flexibility_block(cp)
+    assert block["offered_mwh"] == pytest.approx(0.008) and block["delivered_mwh"] == 0.0
+    per = period_flexibility([block])
+    assert per["events_met"] == 0 and per["shortfall_mwh"] == pytest.approx(0.008)
+
+
+def test_an_event_at_an_unknown_site_is_refused():
+    with pytest.raises(UnknownSiteError):
+        commit_events(two_jobs(), [GridEvent("zz", at(4), at(7), target_kw=1)], solve_plan)
+
+
+def test_the_committed_plan_scores_clean_when_rescored_on_its_own():
+    p = two_jobs()
+    cp = commit_events(p, [GridEvent("a", at(4), at(7), target_fraction=0.5)], solve_plan)
+    assert score_plan(cp.problem, cp.result).commitment_violations == 0
+
+
+def test_read_grid_events_names_the_file_and_line(tmp_path):
+    good = tmp_path / "ev.csv"
+    good.write_text("site,start,end,target_fraction,notice_hours\n"
+                    "a,2023-07-15T04:00:00Z,2023-07-15T07:00:00Z,0.25,4\n")
+    (ev,) = read_grid_events(good)
+    assert ev.start == at(4) and ev.notice == pd.Timedelta(hours=4)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("site,start,end,target_fraction\n"
+                   "a,2023-07-15T04:00:00Z,2023-07-15T07:00:00Z,0.25\n"
+                   "a,2023-07-15T04:00:00Z,2023-07-15T07:00:00Z,1.5\n")
+    with pytest.raises(GridFlexError, match=r"bad.csv, line 3: .*target_fraction"):
+        read_grid_events(bad)
+
+
+def test_work_started_before_the_announcement_is_pinned_where_it_runs():
+    from carbonsched.pipeline.flex import pin_started
+    from tests.plan.builders import minutes_job
+
+    p = problem([SiteWrapper("a").gpus("H100", 16).obj()],
+                [minutes_job("solid", 120, at(0), at(24), gpus=2),
+                 minutes_job("pre", 120, at(0), at(24), gpus=2, preemptible=True,
+                             max_pieces=2, checkpoint_overhead_minutes=5),
+                 minutes_job("later", 60, at(10), at(24))], 24, ci=CI)
+    res = solve_plan(p)
+    start = {x.job_id: x.start for x in res.placements}
+    assert start["solid"] < at(5) and start["pre"] < at(5) and start["later"] >= at(10)
+    pinned = {j.id: j for j in pin_started(p, res, at(5)).jobs}
+    s = pinned["solid"]
+    assert (s.earliest_start, s.deadline, s.allowed_sites) == (
+        start["solid"], start["solid"] + pd.Timedelta(minutes=120), ("a",))
+    q = pinned["pre"]     # may still pause, keeps its deadline
+    assert (q.earliest_start, q.deadline, q.allowed_sites) == (start["pre"], at(24), ("a",))
+    assert pinned["later"] == p.jobs[2]
+
+
+def test_the_full_target_is_committed_when_the_replan_finds_a_lever_the_band_lacks():
+    # inference in hours 4..6 served from the cleaner site a; site b is within the SLO too.
+    # The band counts no inference, but the re-plan can serve it from b: the full target holds.
+    from tests.plan.builders import demand
+
+    a = SiteWrapper("a").gpus("H100", 8).latency("eu", 5).obj()
+    b = SiteWrapper("b").gpus("H100", 8).latency("eu", 10).obj()
+    p = problem([a, b], [], 8, inference=[demand("eu", h, 4) for h in range(8)],
+                ci={"a": [10.0] * 8, "b": [100.0] * 8})
+    ev = GridEvent("a", at(4), at(7), target_fraction=0.5, notice=pd.Timedelta(hours=2))
+    cp = commit_events(p, [ev], solve_plan)
+    assert [h["band_kw"] for h in cp.hours] == [0.0, 0.0, 0.0]
+    assert [h["committed_kw"] for h in cp.hours] == [2.0, 2.0, 2.0]
+    assert all(h["delivered_kw"] >= 2.0 for h in cp.hours)
+    assert cp.scores["committed"].slo_violations == 0
+    # without the probe the band's commitment (nothing) stands, and nothing is delivered
+    cp0 = commit_events(p, [ev], solve_plan, probe_target=False)
+    assert [h["committed_kw"] for h in cp0.hours] == [0.0, 0.0, 0.0]
+    assert cp0.events[0]["target_shortfall_kwh"] == pytest.approx(6.0)
+
+
+def test_caps_are_not_applied_where_they_would_leave_work_unplaced():
+    from carbonsched.pipeline.flex import plan_with_caps
+    from tests.plan.builders import minutes_job
+
+    caps = load_power_caps()
+    site = SiteWrapper("a").gpus("H100", 1).obj()
+    # one GPU, two 4-hour jobs in an 8-hour day: uncapped they run back to back; capped at
+    # 0.6 (4 h 17 min each, windows >= 2x that) the second no longer fits before hour 8
+    jobs = [minutes_job("x", 240, at(0), at(9)), minutes_job("y", 240, at(0), at(9))]
+    p = problem([site], jobs, 9)
+    q, res, chosen, notes = plan_with_caps(p, caps, solve_plan)
+    assert chosen == {} and q is p and len(res.placements) == 2
+    assert notes and notes[0].startswith("power caps: not applied")
+    # with room for both capped runs, the caps stay
+    roomy = problem([site], [minutes_job("x", 240, at(0), at(24)),
+                             minutes_job("y", 240, at(0), at(24))], 24)
+    q, res, chosen, notes = plan_with_caps(roomy, caps, solve_plan)
+    assert set(chosen) == {"x", "y"} and score_plan(q, res).unplaced_gpu_hours == 0
+    assert {p_.end - p_.start for p_ in res.placements} == {pd.Timedelta(minutes=257)}
