@@ -41,9 +41,9 @@ class SiteWrapper:
         self._role = SiteRole.GREEN_HUB
 
     def gpus(self, gpu_type: str, count: int, board_power_w: float = 700.0,
-             per_node: int | None = None) -> SiteWrapper:
+             per_node: int | None = None, per_domain: int | None = None) -> SiteWrapper:
         self._gpus[gpu_type] = GpuPool(count=count, board_power_w=board_power_w,
-                                       gpus_per_node=per_node)
+                                       gpus_per_node=per_node, nodes_per_domain=per_domain)
         return self
 
     def cap_kw(self, cap: float) -> SiteWrapper:
@@ -80,6 +80,16 @@ class JobWrapper:
         self._es = 0
         self._dl = 24
         self._allowed: tuple[str, ...] = ()
+        self._tenant = "t"
+        self._domains: int | None = None
+
+    def tenant(self, name: str) -> JobWrapper:
+        self._tenant = name
+        return self
+
+    def max_domains(self, n: int | None) -> JobWrapper:
+        self._domains = n
+        return self
 
     def gpu_type(self, t: str) -> JobWrapper:
         self._type = t
@@ -106,10 +116,10 @@ class JobWrapper:
         return self
 
     def obj(self) -> Job:
-        return Job(id=self._id, tenant="t", gpu_type=self._type, gpus=self._gpus,
+        return Job(id=self._id, tenant=self._tenant, gpu_type=self._type, gpus=self._gpus,
                    duration_hours=self._hours, power_per_gpu_kw=self._kw,
                    earliest_start=at(self._es), deadline=at(self._dl),
-                   allowed_sites=self._allowed)
+                   allowed_sites=self._allowed, max_domains=self._domains)
 
 
 def demand(area: str, hour: int, gpus: int, slo_ms: float = 50.0, gpu_type: str = "H100",
