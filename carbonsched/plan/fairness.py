@@ -263,11 +263,13 @@ def define_fairness_constraints(m: Any) -> None:
 
 
 def fairness_wanted(problem: Any) -> bool:
-    """True when the problem declares tenants with a fairness above 0 or any quota."""
+    """True when the problem declares tenants and a fairness above 0.
+
+    Fairness 0 is the carbon-only plan: tenants, weights and quotas are then not used.
+    """
     tenants = getattr(problem, "tenants", None) or {}
-    return bool(tenants) and getattr(problem, "fair_targets", None) is None and (
-        getattr(problem, "fairness", 0.0) > 0
-        or any(t.quota_gpu_hours_per_day for t in tenants.values()))
+    return (bool(tenants) and getattr(problem, "fair_targets", None) is None
+            and getattr(problem, "fairness", 0.0) > 0)
 
 
 def fair_targets(problem: Any, carbon_plan: Any) -> tuple[FairTargets, np.ndarray,

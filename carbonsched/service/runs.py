@@ -626,7 +626,8 @@ def plan_once(settings: Any, planning_date: str, *, catalog: str | Path,
               solver: str = "highs", time_limit_s: float = 60.0, horizon_hours: int = 24,
               slot_minutes: int = 60, progress: Callable[[str], None] | None = None,
               signal_loader: Any = None, out_file: str | Path | None = None,
-              store: bool = True, replay_from: str | None = None) -> PlanOnceResult:
+              store: bool = True, replay_from: str | None = None,
+              fairness: float | None = None) -> PlanOnceResult:
     """Plan one date, write the plan file, record it unless ``store`` is false.
 
     ``carbonsched plan`` without ``--dispatch``: no run record, no dispatch, no API jobs. The
@@ -654,6 +655,9 @@ def plan_once(settings: Any, planning_date: str, *, catalog: str | Path,
     replay_from
         Plan ``planning_date`` on this past day's real signals and work, moved forward
         (:mod:`carbonsched.pipeline.replayed`); ``None``: no replay.
+    fairness
+        Tenants' fair shares against carbon, 0..1 (:attr:`carbonsched.config.Settings.
+        fairness`); ``None``: ``settings.fairness``. [-]
 
     Raises
     ------
@@ -667,7 +671,8 @@ def plan_once(settings: Any, planning_date: str, *, catalog: str | Path,
     kw: dict[str, Any] = {} if progress is None else {"progress": progress}
     daily = run_daily_plan(planning_date, catalog, wl, data_dir or settings.data_dir, solver,
                            time_limit_s, horizon_hours, signal_loader=signal_loader,
-                           slot_minutes=slot_minutes, replay_from=replay_from, **kw)
+                           slot_minutes=slot_minutes, replay_from=replay_from,
+                           fairness=settings.fairness if fairness is None else fairness, **kw)
     if out_file:
         write_plan_file(out_file, daily.document)
     res = PlanOnceResult(daily, Path(out_file) if out_file else None, None)
