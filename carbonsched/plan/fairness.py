@@ -12,17 +12,24 @@ gets the GPUs is decided by fairness before carbon:
    ``nominalQuota`` (https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/).
 3. **Weighted DRF** (Ghodsi et al., "Dominant Resource Fairness: Fair Allocation of Multiple
    Resource Types", NSDI 2011, section 4 progressive filling, with weights as in its
-   section 6): the rest :math:`C_g - \sum_i F_{ig}` is shared by progressive filling over the
-   binding types, each tenant's allocation growing along its remaining demand vector so that
-   its dominant share divided by its weight :math:`w_i` is equal for all tenants that still
-   want more (:func:`weighted_drf`). Allocation :math:`A_{ig} = F_{ig} + \mathrm{DRF}_{ig}`.
+   section 6): the rest :math:`C_g - \sum_i F_{ig}` is shared by progressive filling so that
+   each tenant's share divided by its weight :math:`w_i` is equal for all tenants that still
+   want more (:func:`weighted_drf`). Every job uses GPUs of one type, so a tenant's demand is
+   not one fixed vector over the types (DRF's Leontief task) but one amount per type: the
+   filling runs on each binding type (a single-resource DRF, weighted max-min), and a tenant's
+   dominant share is its largest share over the types. Coupling the types along one vector
+   would leave one type's hours unallocated when another type runs out.
+   Allocation :math:`A_{ig} = F_{ig} + \mathrm{DRF}_{ig}`.
 4. **Fair plan.** The MILP gets, per tenant and binding type, rows
    :math:`P_{ig} + \sigma_{ig} \ge \phi A_{ig}` and :math:`P_{ig} + \rho_{ig} \ge F_{ig}`
    where :math:`P_{ig}` is the GPU-hours placed (options and piece patterns of the tenant's
    jobs), :math:`\phi \in [0, 1]` the ``fairness`` setting (0 carbon only, 1 strict DRF),
    and the shortfalls are charged :data:`FAIR_PENALTY_FACTOR` and
    :data:`QUOTA_PENALTY_FACTOR` × the unplaced penalty per GPU-hour: above any carbon
-   difference, so carbon is minimised *within* the fair allocation.
+   difference, so carbon is minimised *within* the fair allocation. Each binding type's
+   GPU-hours for the tenants stay at most :math:`C_g` (the whole the shares are of: where IT power
+   caps bind, the plan could otherwise trade one type's hours for another's and the shares would
+   count against a different whole).
 
 The plan shows each tenant's dominant share (placed GPU-hours over :math:`C_g`, the largest
 over binding types), its DRF target, its quota met or not, and the **carbon cost of
@@ -68,6 +75,11 @@ class FairTargets:
         over every GPU type of the catalog, binding or not, in ``floor_types``. [GPU·h]
     floor_types
         GPU types of ``floor_gpu_hours``' columns.
+    capacity_gpu_hours
+        The shared capacity :math:`C_g` of each binding type, shape ``(R,)``: the fair plan
+        places at most this much of it for the tenants (the carbon-only plan's GPU-hours), so
+        that shares count against a fixed whole even where power caps would let the plan trade
+        one type's hours for another's. [GPU·h]
     """
 
     tenants: list[str]
@@ -75,6 +87,7 @@ class FairTargets:
     target_gpu_hours: np.ndarray
     floor_gpu_hours: np.ndarray
     floor_types: list[str] = field(default_factory=list)
+    capacity_gpu_hours: np.ndarray | None = None
 
 
 def weighted_drf(demand: np.ndarray, capacity: np.ndarray, weights: np.ndarray
@@ -226,8 +239,17 @@ def quota_shortfalls(problem: Any, result: Any) -> list[tuple[str, str, float, f
             for i, g in zip(*np.nonzero(placed < floor - 1e-6), strict=True)]
 
 
-def define_fairness_constraints(m: Any) -> None:
-    """Fair-share and quota rows with penalised shortfalls (module docstring, step 4)."""
+def define_fairness_constraints(m: Any, patterns: Any) -> None:
+    """Fair-share and quota rows with penalised shortfalls (module docstring, step 4).
+
+    Parameters
+    ----------
+    m
+        The :class:`~carbonsched.plan.model.PlanModel` being built.
+    patterns
+        The piece patterns ``m`` holds (:class:`~carbonsched.plan.sets.PiecePatterns`), in the
+        order of ``m.z``.
+    """
     sets = m.sets
     prob = sets.problem
     ft: FairTargets = prob.fair_targets
@@ -238,9 +260,7 @@ def define_fairness_constraints(m: Any) -> None:
         job = prob.jobs[j]
         if job.tenant in tpos:
             terms.setdefault((tpos[job.tenant], job.gpu_type), []).append((m.x[i], gh[j]))
-    from carbonsched.plan.model import _patterns
-
-    for i, j in enumerate(_patterns(m).job.tolist()):
+    for i, j in enumerate(patterns.job.tolist()):
         job = prob.jobs[j]
         if job.tenant in tpos:
             terms.setdefault((tpos[job.tenant], job.gpu_type), []).append((m.z[i], gh[j]))
@@ -260,6 +280,14 @@ def define_fairness_constraints(m: Any) -> None:
             extra.append((short, factor * pen))
     if extra:
         m.lp.setObjective(m.lp.objective + pulp.LpAffineExpression(extra))
+    if ft.capacity_gpu_hours is not None:
+        # the whole the shares are of: each binding type's GPU-hours for the tenants, as placed
+        # by the carbon-only plan (power caps could otherwise trade one type for another)
+        for gi, g in enumerate(ft.gpu_types):
+            t = [term for ti in range(len(ft.tenants)) for term in terms.get((ti, g), [])]
+            cap = float(ft.capacity_gpu_hours[gi]) + 1e-6
+            if t and sum(w for _v, w in t) > cap:
+                m.lp.addConstraint(pulp.LpAffineExpression(t) <= cap, name=f"faircap{gi}")
 
 
 def fairness_wanted(problem: Any) -> bool:
@@ -298,12 +326,18 @@ def fair_targets(problem: Any, carbon_plan: Any) -> tuple[FairTargets, np.ndarra
         b = np.flatnonzero(bind)
         f = np.minimum(floor[:, b], demand[:, b])
         left = np.maximum(cap[b] - f.sum(axis=0), 0.0)
-        alloc[:, b] = f + weighted_drf(demand[:, b] - f, left, weights)
+        # each job uses one GPU type, so a tenant's demand is one vector per type, not one
+        # Leontief vector: filled per binding type (weighted DRF of one resource, i.e. weighted
+        # max-min); coupling the types would strand one type's hours when another runs out
+        for k in range(len(b)):
+            alloc[:, b[k]] = f[:, k] + weighted_drf((demand[:, b] - f)[:, [k]], left[[k]],
+                                                    weights)[:, 0]
     phi = float(problem.fairness)
     binding = [types[g] for g in np.flatnonzero(bind)]
     ft = FairTargets(tenants=names, gpu_types=binding,
                      target_gpu_hours=phi * alloc[:, bind],
-                     floor_gpu_hours=floor, floor_types=types)
+                     floor_gpu_hours=floor, floor_types=types,
+                     capacity_gpu_hours=cap[bind])
     return ft, alloc, cap, binding
 
 

@@ -293,7 +293,7 @@ def build_model(sets: PlanSets, options: np.ndarray | None = None) -> PlanModel:
     if getattr(sets.problem, "fair_targets", None) is not None:
         from carbonsched.plan.fairness import define_fairness_constraints
 
-        define_fairness_constraints(m)
+        define_fairness_constraints(m, _patterns(m))
     return m
 
 

@@ -484,7 +484,7 @@ def check_result(sets: PlanSets, res: PlanResult, started: float) -> PlanResult:
     """
     if res.status not in (PlanStatus.OPTIMAL, PlanStatus.FEASIBLE, PlanStatus.HEURISTIC):
         return res
-    from carbonsched.plan.domains import with_domains
+    from carbonsched.plan.domain_repair import with_domains
 
     res = with_domains(sets, res)
     bad = recount_violations(sets.problem, res)
@@ -638,7 +638,8 @@ def solve_milp(sets: PlanSets, solver: str, time_limit_s: float, mip_gap: float,
     chosen, alloc = read_solution(m)
     res = _finish(sets, chosen, alloc, rec, mip_gap, out.proven, started, read_patterns(m))
     if m.domain_vars:
-        from carbonsched.plan.domains import read_domains, with_domains
+        from carbonsched.plan.domain_repair import with_domains
+        from carbonsched.plan.domains import read_domains
 
         res = with_domains(sets, res, read_domains(m))
     return res

@@ -138,7 +138,7 @@ def test_topology_gangs_run_in_one_piece():
 def test_a_plan_without_room_in_any_domain_unplaces_the_gang_with_a_reason():
     """The fallback path (a plan whose placements carry no domains): first fit, and a gang no
     domain holds is left unplaced, named, with the totals recomputed."""
-    from carbonsched.plan.domains import with_domains
+    from carbonsched.plan.domain_repair import with_domains
     from carbonsched.plan.sets import compile_sets
 
     jobs = [JobWrapper(f"g{i}").gpus(16).max_domains(1).window(0, 1).obj() for i in range(2)]
