@@ -231,8 +231,11 @@ date or a dotted version such as ``2023-07-15`` or ``1.2.3``)."""
 
 
 def print_tenants(doc: dict[str, Any]) -> None:
-    """The tenants' fair shares: weight, GPU-hours, dominant share against its target, quota
-    met, and the carbon cost of fairness against the carbon-only plan."""
+    """Print the tenants' fair shares and the carbon cost of fairness (the "Tenants" table).
+
+    Per tenant: weight, GPU-hours asked and placed, dominant share against its target, quota
+    met; then the carbon cost of fairness against the carbon-only plan.
+    """
     t = Table(title="Tenants (fair shares)", title_justify="left")
     for col, j in (("tenant", "left"), ("weight", "right"), ("GPU-h asked", "right"),
                    ("GPU-h placed", "right"), ("dominant share", "right"),

@@ -16,7 +16,6 @@ the model's own weather (climatological by construction, so known ahead).
 from __future__ import annotations
 
 import dataclasses
-
 import re
 import uuid
 from collections import OrderedDict

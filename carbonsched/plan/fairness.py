@@ -25,11 +25,12 @@ gets the GPUs is decided by fairness before carbon:
    where :math:`P_{ig}` is the GPU-hours placed (options and piece patterns of the tenant's
    jobs), :math:`\phi \in [0, 1]` the ``fairness`` setting (0 carbon only, 1 strict DRF),
    and the shortfalls are charged :data:`FAIR_PENALTY_FACTOR` and
-   :data:`QUOTA_PENALTY_FACTOR` × the unplaced penalty per GPU-hour: above any carbon
-   difference, so carbon is minimised *within* the fair allocation. Each binding type's
-   GPU-hours for the tenants stay at most :math:`C_g` (the whole the shares are of: where IT power
-   caps bind, the plan could otherwise trade one type's hours for another's and the shares would
-   count against a different whole).
+   :data:`QUOTA_PENALTY_FACTOR` × the unplaced penalty per GPU-hour × (the type's largest row
+   ÷ this row): above any carbon difference, so carbon is minimised *within* the fair
+   allocation, and relative to the share, so a small share is not the one left short. Each
+   binding type's GPU-hours for the tenants stay at most :math:`C_g` (the whole the shares are
+   of: where IT power caps bind, the plan could otherwise trade one type's hours for another's
+   and the shares would count against a different whole).
 
 The plan shows each tenant's dominant share (placed GPU-hours over :math:`C_g`, the largest
 over binding types), its DRF target, its quota met or not, and the **carbon cost of
@@ -60,7 +61,7 @@ SHARE_EPS = 1e-9
 
 @dataclass
 class FairTargets:
-    """What the fair plan must reach: GPU-hours per (tenant, GPU type).
+    r"""What the fair plan must reach: GPU-hours per (tenant, GPU type).
 
     Attributes
     ----------
@@ -69,7 +70,7 @@ class FairTargets:
     gpu_types
         The binding GPU types, shape ``(R,)``.
     target_gpu_hours
-        :math:`\\phi A_{ig}`, shape ``(I, R)``. [GPU·h]
+        :math:`\phi A_{ig}`, shape ``(I, R)``. [GPU·h]
     floor_gpu_hours
         Guaranteed quotas :math:`F_{ig}` over the horizon, capped at demand, shape ``(I, R)``;
         over every GPU type of the catalog, binding or not, in ``floor_types``. [GPU·h]
@@ -92,11 +93,11 @@ class FairTargets:
 
 def weighted_drf(demand: np.ndarray, capacity: np.ndarray, weights: np.ndarray
                  ) -> np.ndarray:
-    """Weighted dominant-resource-fair allocation by progressive filling.
+    r"""Weighted dominant-resource-fair allocation by progressive filling.
 
     Each tenant :math:`i` receives :math:`f_i D_i` (a fraction of its demand vector); its
-    dominant share :math:`s_i = f_i \\max_r D_{ir} / C_r` grows as :math:`w_i \\lambda` with one
-    level :math:`\\lambda` for all, until the tenant's demand is met or a resource it uses is
+    dominant share :math:`s_i = f_i \max_r D_{ir} / C_r` grows as :math:`w_i \lambda` with one
+    level :math:`\lambda` for all, until the tenant's demand is met or a resource it uses is
     exhausted, which freezes it (Ghodsi et al., NSDI 2011, progressive filling; weighted as
     in section 6).
 
@@ -277,7 +278,11 @@ def define_fairness_constraints(m: Any, patterns: Any) -> None:
             m.fair_vars[f"{tag}:{ft.tenants[ti]}:{types[gi]}"] = short
             m.lp.addConstraint(pulp.LpAffineExpression(t + [(short, 1.0)]) >= need,
                                name=f"{tag}{ti}_{gi}")
-            extra.append((short, factor * pen))
+            # a GPU-hour short weighs more on a small share: the shortfall is charged relative
+            # to the row (the largest row of the type at the base price), so no tenant is the
+            # one left short because its share is small
+            rel = float(rows[:, gi].max()) / need
+            extra.append((short, factor * pen * rel))
     if extra:
         m.lp.setObjective(m.lp.objective + pulp.LpAffineExpression(extra))
     if ft.capacity_gpu_hours is not None:
@@ -385,8 +390,7 @@ def solve_fair(problem: Any, solve: Callable[..., Any], time_limit_s: float, **k
 
 def tenant_rows(problem: Any, result: Any, alloc: np.ndarray, cap: np.ndarray,
                 binding: list[str]) -> list[dict[str, Any]]:
-    """One row per tenant: weight, GPU-hours asked and placed, dominant share and target,
-    quota met.
+    """One row per tenant: weight, GPU-hours, dominant share and target, quota met.
 
     Returns
     -------

@@ -26,8 +26,8 @@ from carbonsched.errors import WorkloadError
 from carbonsched.limits import (
     MAX_ALLOWED_SITES,
     MAX_CHECKPOINT_OVERHEAD_MINUTES,
-    MAX_DOMAINS,
     MAX_COMMAND_CHARS,
+    MAX_DOMAINS,
     MAX_DURATION_HOURS,
     MAX_DURATION_MINUTES,
     MAX_ENV_VALUE_CHARS,
