@@ -30,6 +30,7 @@ from carbonsched.domain import (
     SignalQuality,
     Site,
     SiteRole,
+    Tenant,
     mig_models,
 )
 from carbonsched.errors import CatalogError, UnknownSiteError
@@ -128,6 +129,9 @@ class Catalog:
     sites: list[Site]
     path: str | None = field(default=None, compare=False)
     templates: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False)
+    tenants: dict[str, Tenant] = field(default_factory=dict, compare=False)
+    """Tenants by name (``[tenants.NAME]``): weights and guaranteed quotas for fair sharing
+    when capacity binds (:class:`carbonsched.domain.Tenant`)."""
 
     def find_site(self, name: str) -> Site:
         """The site named ``name``: its id, or one of its aliases, matched case-insensitively.
@@ -249,7 +253,8 @@ _AREA_FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "demand_weight": (_NUM, False, "a relative weight >= 0"),
 }
 
-_TOP_FIELDS = ("name", "description", "signal_quality", "areas", "sites", "templates")
+_TOP_FIELDS = ("name", "description", "signal_quality", "areas", "sites", "templates",
+               "tenants")
 
 
 class _Ctx:
@@ -278,6 +283,8 @@ _LIMITS: dict[str, tuple[float | None, float, str]] = {
     "board_power_w": (None, 10_000.0, "W"),
     "gpus_per_node": (None, 1024, "GPUs"),
     "nodes_per_domain": (None, 100_000, "nodes"),
+    "weight": (None, 1e6, "-"),
+    "quota_gpu_hours_per_day": (None, 24e6, "GPU·h/d"),
     "pue_min": (None, 5.0, "-"),
     "pue_max": (None, 5.0, "-"),
     "free_cooling_below_c": (-60.0, 60.0, "°C"),
@@ -681,9 +688,56 @@ def parse_catalog(data: dict[str, Any], path: str, name: str) -> Catalog:
         raise ctx.fail("top level", "signal_quality is 'measured' but a site uses "
                        "signal_source 'modelled-china'", "set signal_quality = 'modelled'")
     templates = _parse_templates(ctx, data.get("templates", {}))
+    tenants = _parse_tenants(ctx, data.get("tenants", {}), sites)
     return Catalog(name=data.get("name", name), description=data["description"],
                    signal_quality=quality, areas=areas, sites=sites, path=path,
-                   templates=templates)
+                   templates=templates, tenants=tenants)
+
+
+def _parse_tenants(ctx: _Ctx, raw: Any, sites: list[Site]) -> dict[str, Tenant]:
+    """``[tenants.NAME]`` tables: ``weight`` > 0 and ``quota_gpu_hours_per_day`` by GPU type.
+
+    A type's quotas together may not exceed what the catalog's GPUs of that type give in a
+    day (count × 24 GPU-hours): a guarantee the sites cannot keep is refused.
+    """
+    if not isinstance(raw, dict):
+        raise ctx.fail("top level", "tenants is not a table", "write [tenants.<name>] tables")
+    types = {g: 24.0 * sum(s.gpu_count(g) for s in sites) for s in sites for g in s.gpus}
+    out: dict[str, Tenant] = {}
+    for tname, table in raw.items():
+        where = f"tenant {tname!r}"
+        msg = identifier_problem(tname, "tenant")
+        if msg is not None:
+            raise ctx.fail(where, msg, "rename the table")
+        if not isinstance(table, dict):
+            raise ctx.fail(where, "is not a table", f"write [tenants.{tname}] with fields")
+        _check_fields(ctx, where, table, {
+            "weight": ((int, float), False, "the tenant's weight in fair sharing, > 0"),
+            "quota_gpu_hours_per_day": ((dict,), False, "a table of GPU type = GPU-hours "
+                                        "per day")})
+        weight = float(table.get("weight", 1.0))
+        if weight <= 0:
+            raise ctx.fail(where, f"weight must be > 0, got {weight:g}",
+                           "give a positive weight (1 = an equal share)")
+        quota: dict[str, float] = {}
+        for g, v in table.get("quota_gpu_hours_per_day", {}).items():
+            key = f"quota_gpu_hours_per_day.{g}"
+            _check_type(ctx, where, key, v, (int, float), "GPU-hours per day, >= 0")
+            if g not in types:
+                raise ctx.fail(where, f"quota for GPU type {g!r}, which no site has",
+                               f"use one of {', '.join(sorted(types))}")
+            if v < 0:
+                raise ctx.fail(where, f"field {key!r} = {v:g} [GPU·h/d] is negative",
+                               "give GPU-hours per day >= 0")
+            quota[g] = float(v)
+        out[tname] = Tenant(name=tname, weight=weight, quota_gpu_hours_per_day=quota)
+    for g, day in types.items():
+        total = sum(t.quota_gpu_hours_per_day.get(g, 0.0) for t in out.values())
+        if total > day + 1e-9:
+            raise ctx.fail("tenants", f"quotas of {g} add up to {total:g} GPU-hours per day, "
+                           f"above the {day:g} the catalog's {g} GPUs give (count x 24)",
+                           "lower the quotas: a guarantee must fit the GPUs")
+    return out
 
 
 def _parse_templates(ctx: _Ctx, raw: Any) -> dict[str, dict[str, Any]]:

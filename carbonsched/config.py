@@ -67,6 +67,11 @@ class Settings(BaseSettings):
     """MILP solver of the service's runs: ``highs``, ``cbc`` or ``auto``."""
     time_limit_s: float = Field(60.0, gt=0)
     """Solver time limit of one planning run. [s]"""
+    fairness: float = Field(0.0, ge=0.0, le=1.0)
+    """Trade between carbon and tenants' fair shares when capacity binds: 0 plans for carbon
+    only (tenants unused), 1 holds every tenant of the catalog's ``[tenants.NAME]`` to its
+    weighted dominant-resource-fair share and quota, then minimises carbon within it; values
+    between scale the shares held (docs/plan.md, "Tenants and fair shares"). [-]"""
     horizon_hours: int = Field(24, ge=1, le=168)
     """Hours one run plans, from its issue time. [h]"""
     flex_notice_hours: float = Field(4.0, ge=0, le=168)
@@ -174,6 +179,13 @@ class Settings(BaseSettings):
     k8s_gpu_share_replicas: int = Field(default=10, ge=1)
     """Shares of one GPU that resource counts (time-slicing ``replicas``); a ``gpu_milli`` job
     asks for ``ceil(gpu_milli x this / 1000)``. [-]"""
+    k8s_topology_label: str = "cloud.provider.com/topology-block"
+    """Node label of the topology level that is one network domain on the Kueue sites (a level
+    of the cluster's Kueue ``Topology``): a gang with ``topology = "same-domain"`` gets the pod
+    annotation ``kueue.x-k8s.io/podset-required-topology`` with it, one with ``max_domains``
+    above 1 ``kueue.x-k8s.io/podset-preferred-topology`` (Kueue topology-aware scheduling,
+    https://kueue.sigs.k8s.io/docs/concepts/topology_aware_scheduling/; the default is the
+    label of Kueue's own examples)."""
     dispatch_placeholder: bool = False
     """Submit jobs that name nothing to run as the placeholder ``sleep <planned seconds>``
     (``carbonsched dispatch --placeholder``); off: they are not submitted (``no_payload``)."""

@@ -14,7 +14,12 @@ import numpy as np
 import pandas as pd
 
 from carbonsched.errors import WorkloadError
-from carbonsched.limits import MAX_CHECKPOINT_OVERHEAD_MINUTES, MAX_PIECES, identifier_problem
+from carbonsched.limits import (
+    MAX_CHECKPOINT_OVERHEAD_MINUTES,
+    MAX_DOMAINS,
+    MAX_PIECES,
+    identifier_problem,
+)
 from carbonsched.timeaxis import require_aware
 
 
@@ -68,6 +73,10 @@ class ReasonCode(StrEnum):
     """The job alone draws more IT power than every allowed site's cap."""
     GANG_TOO_LARGE = "GangTooLarge"
     """The gang needs more GPUs of its type than any allowed site has."""
+    DOMAIN_TOO_SMALL = "DomainTooSmall"
+    """The gang asks to stay in one network domain (``topology = "same-domain"``) or in at
+    most ``max_domains`` of them, and no allowed site's domains of its GPU type can hold it
+    (``nodes_per_domain`` in the catalog)."""
     GANG_NOT_WHOLE_NODES = "GangNotWholeNodes"
     """The gang is larger than one node's GPUs of its type and not a whole number of nodes at
     any allowed site large enough for it (node shape ``gpus_per_node`` in the catalog)."""
@@ -141,8 +150,11 @@ class GpuPool:
         one node (a gang of up to ``count`` GPUs runs on one node, as before node shapes were
         declared). ``count`` is a whole number of nodes (checked at catalog load). [-]
     nodes_per_domain
-        Nodes per network domain (a leaf switch, an NVLink/InfiniBand island); parsed and
-        validated, not yet used by the planner. ``None`` when not given. [-]
+        Nodes per network domain (a leaf switch, an NVLink/InfiniBand island); the pool's
+        nodes are cut into domains of this many nodes, the last one holding the rest
+        (:attr:`domain_nodes`). ``None`` when not given: the whole pool is one domain. A gang
+        with a topology constraint (:attr:`Job.max_domains`) is placed only within that many
+        domains (:mod:`carbonsched.plan.domains`). [-]
     sharing
         How the site shares one GPU between jobs (:data:`GPU_SHARING`): ``"milli"``
         (time-slicing / MPS shares, a job's ``gpu_milli`` thousandths, at most 1000 on one
@@ -190,6 +202,64 @@ class GpuPool:
         if gpus <= node:
             return 1
         return gpus // node if gpus % node == 0 else None
+
+    @property
+    def domain_nodes(self) -> tuple[int, ...]:
+        """Nodes in each network domain, in domain order, shape ``(M,)``. [-]
+
+        ``count / node_gpus`` nodes cut into domains of ``nodes_per_domain`` nodes (the last
+        domain holds the remainder); one domain of every node when ``nodes_per_domain`` is not
+        given.
+        """
+        nodes = max(self.count // max(self.node_gpus, 1), 1)
+        k = self.nodes_per_domain or nodes
+        full, rest = divmod(nodes, k)
+        return (k,) * full + ((rest,) if rest else ())
+
+    def domains_needed(self, gpus: int) -> int | None:
+        """Fewest network domains a gang of ``gpus`` GPUs can run in here. [-]
+
+        ``ceil(nodes / nodes_per_domain)`` of the gang's nodes (:meth:`gang_nodes`); ``None``
+        when the gang cannot run in the pool at all.
+        """
+        nodes = self.gang_nodes(gpus)
+        if nodes is None:
+            return None
+        sizes = sorted(self.domain_nodes, reverse=True)
+        left, used = nodes, 0
+        for k in sizes:
+            if left <= 0:
+                break
+            left -= k
+            used += 1
+        return used if left <= 0 else None
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """A tenant of the catalog: its weight in fair sharing and its guaranteed quotas.
+
+    In the spirit of Kueue's ClusterQueue (``nominalQuota`` guaranteed, the rest borrowed
+    under fair sharing; https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/): when
+    capacity binds, the planner first gives each tenant its quota (up to its demand), then
+    shares the rest by weighted dominant-resource fairness (Ghodsi et al., "Dominant Resource
+    Fairness", NSDI 2011; :mod:`carbonsched.plan.fairness`).
+
+    Attributes
+    ----------
+    name
+        Tenant id, as in the jobs' ``tenant`` field.
+    weight
+        Weight in weighted DRF: a tenant of weight 2 gets twice the dominant share of a
+        tenant of weight 1 when both want more. [-]
+    quota_gpu_hours_per_day
+        Guaranteed GPU-hours per day by GPU type (``{"A100": 96.0}``); scaled to the
+        planning horizon (× horizon hours / 24). [GPU·h/d]
+    """
+
+    name: str
+    weight: float = 1.0
+    quota_gpu_hours_per_day: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -329,6 +399,37 @@ def gang_shape_reason(gpus: int, gpu_type: str, sites: list[Site]) -> tuple[Reas
             f"gang of {gpus} {gpu_type} is larger than one node and not a whole number of nodes "
             f"at any allowed site large enough ({per_site}); give {sizes}, or at most "
             f"{max(shapes, default=0)} GPUs")
+
+
+def domain_reason(job: Job, sites: list[Site]) -> tuple[ReasonCode, str]:
+    """The reason a topology-bound gang cannot run at any of ``sites``.
+
+    Parameters
+    ----------
+    job
+        The gang, with :attr:`Job.max_domains` set.
+    sites
+        The allowed sites whose pool of the job's GPU type can hold the gang's nodes.
+
+    Returns
+    -------
+    (ReasonCode, str)
+        :attr:`ReasonCode.DOMAIN_TOO_SMALL` and a message naming each site's domain shape and
+        how many domains the gang would need there.
+    """
+    per_site = []
+    for s in sites:
+        pool = s.gpus[job.gpu_type]
+        need = pool.domains_needed(job.gpus)
+        per_site.append(f"{s.id}: {pool.nodes_per_domain or len(pool.domain_nodes)} node(s) "
+                        f"of {pool.node_gpus} GPUs per domain, needs "
+                        f"{'-' if need is None else need}")
+    span = "one network domain" if job.max_domains == 1 else \
+        f"at most {job.max_domains} network domains"
+    return (ReasonCode.DOMAIN_TOO_SMALL,
+            f"gang of {job.gpus} {job.gpu_type} must stay in {span}, and no allowed site's "
+            f"domains can hold it ({'; '.join(per_site)}); allow more domains (max_domains), "
+            "a smaller gang, or a site with larger domains")
 
 
 def minutes_from_hours(hours: float, what: str = "duration_hours") -> int:
@@ -593,6 +694,10 @@ class Job:
     payload
         What the job runs (:class:`JobPayload`); None when the job names nothing to run. Not
         part of the job's equality: the planner never reads it.
+    max_domains
+        Most network domains (NVLink/InfiniBand islands, ``nodes_per_domain`` in the
+        catalog) the gang may span; 1 is ``topology = "same-domain"`` in the job schema.
+        ``None`` (default): no topology constraint. A gang with one runs in one piece. [-]
     """
 
     id: str
@@ -609,6 +714,7 @@ class Job:
     checkpoint_overhead_minutes: int = 0
     max_pieces: int = 1
     payload: JobPayload | None = field(default=None, compare=False)
+    max_domains: int | None = None
 
     def __init__(self, id: str, tenant: str, gpu_type: str, gpus: int,
                  duration_hours: float | None = None, power_per_gpu_kw: float | None = None,
@@ -616,7 +722,8 @@ class Job:
                  deadline: pd.Timestamp | None = None, allowed_sites: tuple[str, ...] = (),
                  kind: WorkKind = WorkKind.BATCH, *, duration_minutes: int | None = None,
                  preemptible: bool = False, checkpoint_overhead_minutes: int = 0,
-                 max_pieces: int | None = None, payload: JobPayload | None = None) -> None:
+                 max_pieces: int | None = None, payload: JobPayload | None = None,
+                 max_domains: int | None = None) -> None:
         if duration_minutes is None and duration_hours is None:
             raise WorkloadError(f"job {id}: give duration_minutes or duration_hours")
         if duration_minutes is not None and duration_hours is not None:
@@ -638,7 +745,8 @@ class Job:
                             ("allowed_sites", tuple(allowed_sites)), ("kind", kind),
                             ("preemptible", bool(preemptible)),
                             ("checkpoint_overhead_minutes", checkpoint_overhead_minutes),
-                            ("max_pieces", max_pieces), ("payload", payload)):
+                            ("max_pieces", max_pieces), ("payload", payload),
+                            ("max_domains", max_domains)):
             object.__setattr__(self, name, value)
         self.__post_init__()
 
@@ -681,6 +789,18 @@ class Job:
                 "cannot checkpoint runs in one piece)")
         object.__setattr__(self, "checkpoint_overhead_minutes", int(o))
         object.__setattr__(self, "max_pieces", int(k))
+        n = self.max_domains
+        if n is not None:
+            if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not \
+                    1 <= n <= MAX_DOMAINS:
+                raise WorkloadError(
+                    f"job {self.id}: max_domains must be a whole number in 1..{MAX_DOMAINS} "
+                    f"(1 = topology \"same-domain\"), got {n!r}")
+            if k > 1:
+                raise WorkloadError(
+                    f"job {self.id}: a gang with a topology constraint (max_domains {n}) runs "
+                    f"in one piece; set max_pieces = 1 or drop the topology constraint")
+            object.__setattr__(self, "max_domains", int(n))
 
     @property
     def duration_hours(self) -> float:
@@ -798,6 +918,10 @@ class Placement:
     mig_start: int | None = None
     """For a MIG slice: its first memory slice on that GPU (the placement start of
     ``nvidia-smi mig -lgipp``); ``None`` otherwise. [-]"""
+    domains: tuple[int, ...] = ()
+    """Network domain (0-based, of the site's pool of the GPU type) of each node of a gang with
+    a topology constraint (:attr:`Job.max_domains`), one entry per node; empty for every other
+    job."""
 
 
 @dataclass(frozen=True)

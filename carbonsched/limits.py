@@ -20,6 +20,8 @@ MAX_POWER_PER_GPU_KW = 10.0
 """Largest IT power per GPU accepted (board plus server share; an H100 SXM is about 1.2). [kW]"""
 MAX_PIECES = 24
 """Most pieces a preemptible job may be split into (``Job.max_pieces``). [-]"""
+MAX_DOMAINS = 1024
+"""Most network domains a gang may be allowed to span (``Job.max_domains``). [-]"""
 MAX_CHECKPOINT_OVERHEAD_MINUTES = 24 * 60
 """Longest checkpoint/resume overhead accepted (a day). [min]"""
 

@@ -30,8 +30,8 @@ PAGE = ROOT / "docs" / "configuration.md"
 
 GROUPS: dict[str, tuple[str, ...]] = {
     "Data and store": ("data_dir", "database_url"),
-    "Planning": ("catalog", "workload_file", "solver", "time_limit_s", "horizon_hours", "rolling",
-                 "rolling_run_every_hours", "flex_notice_hours", "flex_event_hours",
+    "Planning": ("catalog", "workload_file", "solver", "time_limit_s", "horizon_hours", "fairness",
+                 "rolling", "rolling_run_every_hours", "flex_notice_hours", "flex_event_hours",
                  "power_caps"),
     "The service and the cron": (
         "host", "port", "as_of", "cron_enabled", "cron_startup_run", "cron_time", "cron_timezone",
@@ -43,7 +43,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "grid_event_interval_s"),
     "Dispatch": ("slurm_conf_dir", "slurm_use_clusters", "slurm_accounting", "slurm_timezone",
                  "slurm_account", "slurm_shards_per_gpu", "kubeconfig", "k8s_image",
-                 "k8s_gpu_share_resource", "k8s_gpu_share_replicas", "dispatch_placeholder",
+                 "k8s_gpu_share_resource", "k8s_gpu_share_replicas", "k8s_topology_label",
+                 "dispatch_placeholder",
                  "dispatch_deadline_slack_s",
                  "dispatch_workers", "dispatch_max_attempts", "dispatch_backoff_s",
                  "dispatch_backend_timeout_s", "dispatch_lease_s", "dispatch_wait_s"),

@@ -124,6 +124,10 @@ class DispatchRequest:
     placeholder
         Run the placeholder ``sleep <planned seconds>`` (``carbonsched dispatch
         --placeholder``) because the job names nothing to run; labelled on the backend object.
+    max_domains
+        The gang's topology constraint from the plan (``Job.max_domains``): most network
+        domains it may span, 1 for ``topology = "same-domain"``; None without one. Slurm
+        ``--switches``, Kueue topology annotations. [-]
     """
 
     plan_id: str
@@ -141,6 +145,7 @@ class DispatchRequest:
     nodes: int = 1
     payload: JobPayload | None = None
     placeholder: bool = False
+    max_domains: int | None = None
 
     def __post_init__(self) -> None:
         if self.payload is None and self.command:

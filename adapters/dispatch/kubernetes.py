@@ -88,6 +88,15 @@ GPU_SHARED_RESOURCE = "nvidia.com/gpu.shared"
 ``renameByDefault: true`` (k8s-device-plugin README, "Shared Access to GPUs")."""
 L_PLACEHOLDER = "carbonsched.io/placeholder"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+KUEUE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+"""Pod-template annotation asking Kueue to admit the whole PodSet inside one domain of the
+named topology level (Kueue TAS; the Workload CRD's ``podSetTopologyRequest.required``)."""
+KUEUE_PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+"""Pod-template annotation asking Kueue to pack the PodSet into as few domains of the named
+level as it can (``podSetTopologyRequest.preferred``)."""
+TOPOLOGY_LABEL = "cloud.provider.com/topology-block"
+"""Default node label of the network-domain level (the label of Kueue's TAS examples);
+``Settings.k8s_topology_label`` names the cluster's own."""
 
 
 def label_value(text: str) -> str:
@@ -165,7 +174,8 @@ class KubernetesAdapter:
                  gpu_products: dict[str, str] | None = None, timeout_s: float = 10.0,
                  gpu_share_resource: str = GPU_SHARED_RESOURCE,
                  gpu_share_replicas: int = 10,
-                 workload: str = "job", queue: str | None = None) -> None:
+                 workload: str = "job", queue: str | None = None,
+                 topology_label: str = TOPOLOGY_LABEL) -> None:
         if workload not in WORKLOAD_KINDS:
             raise ValueError(f"unknown Kubernetes workload {workload!r}; give one of "
                              f"{', '.join(WORKLOAD_KINDS)}")
@@ -176,6 +186,7 @@ class KubernetesAdapter:
         self.kubeconfig = str(kubeconfig) if kubeconfig else None
         self.workload = workload
         self.queue = queue
+        self.topology_label = topology_label
         # sites sharing a namespace but not a workload kind must not share an adapter
         self.name = f"kubernetes:{context}/{namespace}" + (
             "" if workload == "job" else f"[{workload}]")
@@ -367,15 +378,53 @@ class KubernetesAdapter:
         deadline_s = self.active_deadline_s(req)
         pod = self.pod_spec(req, req.gpus_per_node)
         if res is JOB:
-            return {"apiVersion": JOB.api_version, "kind": JOB.kind,
-                    "metadata": self.metadata(req),
-                    "spec": job_spec(pod, self._pod_labels(req), deadline_s, suspend=True,
-                                     pods=req.nodes)}
+            return self._topology({"apiVersion": JOB.api_version, "kind": JOB.kind,
+                                   "metadata": self.metadata(req),
+                                   "spec": job_spec(pod, self._pod_labels(req), deadline_s,
+                                                    suspend=True, pods=req.nodes)}, req)
         if res is JOBSET:
-            return jobset_manifest(self.metadata(req), pod, self._pod_labels(req), req.nodes,
-                                   deadline_s)
+            return self._topology(jobset_manifest(self.metadata(req), pod,
+                                                  self._pod_labels(req), req.nodes,
+                                                  deadline_s), req)
         return volcano_manifest(self.metadata(req), pod, self._pod_labels(req), req.nodes,
                                 self.queue, deadline_s)
+
+    def topology_annotations(self, req: DispatchRequest) -> dict[str, str]:
+        """Kueue topology-aware scheduling annotations of a topology-bound gang's pods.
+
+        ``kueue.x-k8s.io/podset-required-topology: <topology_label>`` for ``max_domains == 1``
+        (every pod of the PodSet in one domain of that level), ``podset-preferred-topology``
+        for a larger span (Kueue has no count of domains: it packs into as few as it can; the
+        plan's domain rows hold the count). Only on a ``kueue`` site with a gang of more than
+        one node; empty otherwise. Source: Kueue, "Topology Aware Scheduling"
+        (https://kueue.sigs.k8s.io/docs/concepts/topology_aware_scheduling/), and the
+        annotation names in the Workload CRD (``podSetTopologyRequest``).
+        """
+        if self.workload != "kueue" or not req.max_domains or req.nodes < 2:
+            return {}
+        key = KUEUE_REQUIRED_TOPOLOGY if req.max_domains == 1 else KUEUE_PREFERRED_TOPOLOGY
+        return {key: self.topology_label}
+
+    def _topology(self, obj: dict[str, Any], req: DispatchRequest) -> dict[str, Any]:
+        """``obj`` with :meth:`topology_annotations` on each pod template it holds."""
+        ann = self.topology_annotations(req)
+        if not ann:
+            return obj
+
+        def walk(node: Any) -> None:
+            if isinstance(node, dict):
+                tmpl = node.get("template")
+                if isinstance(tmpl, dict) and "containers" in (tmpl.get("spec") or {}):
+                    meta = tmpl.setdefault("metadata", {})
+                    meta["annotations"] = {**(meta.get("annotations") or {}), **ann}
+                for v in node.values():
+                    walk(v)
+            elif isinstance(node, list):
+                for v in node:
+                    walk(v)
+
+        walk(obj)
+        return obj
 
     def render(self, req: DispatchRequest) -> str:
         """The manifest as JSON (what :meth:`submit` creates)."""

@@ -47,6 +47,8 @@ class BackendConfig:
         Shard GRES per GPU on the Slurm clusters (``gpu_milli`` jobs). [-]
     k8s_gpu_share_resource, k8s_gpu_share_replicas
         Shared-GPU resource name and shares per GPU on Kubernetes (``gpu_milli`` jobs).
+    k8s_topology_label
+        Node label of the network-domain level for Kueue topology-aware scheduling.
     timeout_s
         Timeout of one backend call (an sbatch, squeue or sacct run; one API request). [s]
     extra
@@ -63,6 +65,7 @@ class BackendConfig:
     slurm_shards_per_gpu: int = 10
     k8s_gpu_share_resource: str = "nvidia.com/gpu.shared"
     k8s_gpu_share_replicas: int = 10
+    k8s_topology_label: str = "cloud.provider.com/topology-block"
     timeout_s: float = 30.0
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -99,7 +102,8 @@ def _kubernetes(site: Site, cfg: BackendConfig) -> DispatchAdapter:
                              gpu_share_resource=cfg.k8s_gpu_share_resource,
                              gpu_share_replicas=cfg.k8s_gpu_share_replicas,
                              timeout_s=cfg.timeout_s, workload=site.backend.workload,
-                             queue=site.backend.queue)
+                             queue=site.backend.queue,
+                             topology_label=cfg.k8s_topology_label)
 
 
 @dataclass(frozen=True)

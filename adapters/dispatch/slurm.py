@@ -534,12 +534,18 @@ class SlurmAdapter:
         ``G = gpus / N``: Slurm allocates exactly ``N`` nodes with ``G`` GPUs each, and one task
         per node is where a launcher (``srun torchrun ...``) starts a process group per node.
         Source: sbatch(1), Slurm 22.05 (``--gres`` "per node"; ``--nodes`` min[-max], a single
-        value is exact).
+        value is exact). A gang with a topology constraint (:attr:`DispatchRequest.max_domains`)
+        also gets ``--switches=<max_domains>`` (no wait time: the cluster's ``max_switch_wait``
+        applies; the plan already put it where that many domains have room).
         """
         if req.nodes == 1:
             return [f"--gres={self.gres(req)}", "--nodes=1"]
+        # a topology-bound gang: at most that many leaf switches (sbatch(1), Slurm 22.05:
+        # "--switches=<count>[@max-time]: ... the maximum count of leaf switches desired for
+        # the job allocation"; with topology/tree a leaf switch is one network domain)
+        span = [f"--switches={req.max_domains}"] if req.max_domains else []
         return [f"--gres=gpu:{req.gpu_type}:{req.gpus_per_node}", f"--nodes={req.nodes}",
-                "--ntasks-per-node=1"]
+                "--ntasks-per-node=1", *span]
 
     def gres(self, req: DispatchRequest) -> str:
         """The ``--gres`` value: whole GPUs, a MIG slice or GPU shards.

@@ -105,6 +105,10 @@ def plan(
         "run on any grid. \\[min]")] = 60,
     out_file: Annotated[Path | None, typer.Option("--out", help="Write the plan JSON here.")]
     = None,
+    fairness: Annotated[float | None, typer.Option(
+        min=0.0, max=1.0, help="Tenants' fair shares against carbon when capacity binds: 0 "
+        "carbon only, 1 strict weighted DRF over the catalog's \\[tenants] (default: "
+        "CARBONSCHED_FAIRNESS, 0). \\[-]")] = None,
     store: Annotated[bool, typer.Option(
         help="Record forecasts and the plan in the store (CARBONSCHED_DATABASE_URL).")] = True,
     providers: Annotated[Path | None, typer.Option(
@@ -192,7 +196,7 @@ def plan(
                             horizon_hours=hours, slot_minutes=slot_minutes, progress=progress,
                             signal_loader=loader, out_file=out_file, store=store,
                             replay_from=replay_from.strip() or None,
-                            grid_events=events, power_caps=power_caps)
+                            grid_events=events, power_caps=power_caps, fairness=fairness)
         daily = res.daily
         print_plan(daily.document, daily.summary, all_notes)
         pid = daily.document["plan_id"]

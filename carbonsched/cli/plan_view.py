@@ -39,6 +39,8 @@ def print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
                   f"{r['inference_gpu_hours']:,.0f}",
                   f"{r['energy_kwh']:,.0f}", f"{r['emissions_kg']:,.1f}")
     out.print(t)
+    if doc.get("tenants"):
+        print_tenants(doc)
     tot = doc["totals"]
     base = tot["baseline_emissions_kg"]
     saved = base - tot["emissions_kg"]
@@ -86,3 +88,29 @@ def print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
         out.print(f"[dim]({len(notes)} notes as {len(kinds)} line(s), one per kind; "
                   "--all-notes (or --verbose) prints each)[/]", highlight=False,
                   soft_wrap=True)
+
+
+def print_tenants(doc: dict[str, Any]) -> None:
+    """Print the tenants' fair shares and the carbon cost of fairness (the "Tenants" table).
+
+    Per tenant: weight, GPU-hours asked and placed, dominant share against its target, quota
+    met; then the carbon cost of fairness against the carbon-only plan.
+    """
+    t = Table(title="Tenants (fair shares)", title_justify="left")
+    for col, j in (("tenant", "left"), ("weight", "right"), ("GPU-h asked", "right"),
+                   ("GPU-h placed", "right"), ("dominant share", "right"),
+                   ("fair target", "right"), ("quota GPU-h", "right"), ("quota met", "left")):
+        t.add_column(col, justify=j)  # type: ignore[arg-type]
+    for r in doc["tenants"]:
+        met = "-" if r.get("quota_met") is None else ("yes" if r["quota_met"] else "[red]no[/]")
+        t.add_row(r["tenant"], f"{r['weight']:g}", f"{r['demand_gpu_hours']:,.0f}",
+                  f"{r['placed_gpu_hours']:,.0f}", f"{100 * r['dominant_share']:.1f}%",
+                  f"{100 * r['target_share']:.1f}%", f"{r['quota_gpu_hours']:,.0f}", met)
+    out.print(t)
+    tot = doc["totals"]
+    if tot.get("fairness_cost_kg") is not None:
+        base = tot.get("carbon_only_emissions_kg") or 0.0
+        pct = 100 * tot["fairness_cost_kg"] / base if base else 0.0
+        out.print(f"carbon cost of fairness: {tot['fairness_cost_kg']:+,.2f} kg CO2e "
+                  f"({pct:+.2f}%) against the carbon-only plan ({base:,.1f} kg)",
+                  highlight=False)

@@ -108,6 +108,7 @@ def backend_config(settings: Settings) -> BackendConfig:
                          slurm_shards_per_gpu=settings.slurm_shards_per_gpu,
                          k8s_gpu_share_resource=settings.k8s_gpu_share_resource,
                          k8s_gpu_share_replicas=settings.k8s_gpu_share_replicas,
+                         k8s_topology_label=settings.k8s_topology_label,
                          timeout_s=settings.dispatch_backend_timeout_s)
 
 
@@ -290,7 +291,7 @@ def plan_requests(plan: Mapping[str, Any], catalog: Catalog,
             checkpoint_overhead_s=round(60 * float(p.get("overhead_minutes") or 0)),
             nodes=placement_nodes(catalog.site(p["site"]), str(p["job_id"]), p["gpu_type"],
                                   int(p["gpus"])),
-            payload=payload,
+            payload=payload, max_domains=p.get("max_domains"),
             placeholder=placeholder and (payload is None or not payload.runs_something)))
     return out
 
@@ -340,7 +341,7 @@ def _request_json(req: DispatchRequest) -> str:
                        "deadline": _iso(req.deadline), "gpu_type": req.gpu_type,
                        "gpus": req.gpus, "command": req.command, "pieces": req.pieces,
                        "checkpoint_overhead_s": req.checkpoint_overhead_s,
-                       "nodes": req.nodes,
+                       "nodes": req.nodes, "max_domains": req.max_domains,
                        "payload": req.payload.to_dict() if req.payload is not None else None,
                        "placeholder": req.placeholder})
 
@@ -354,7 +355,7 @@ def _request_from_row(row: DispatchRow) -> DispatchRequest:
                            gpu_type=d["gpu_type"], gpus=d["gpus"], command=d.get("command", ""),
                            pieces=d.get("pieces", 0),
                            checkpoint_overhead_s=d.get("checkpoint_overhead_s", 0),
-                           nodes=d.get("nodes", 1),
+                           nodes=d.get("nodes", 1), max_domains=d.get("max_domains"),
                            payload=JobPayload.from_dict(d.get("payload")),
                            placeholder=bool(d.get("placeholder", False)))
 

@@ -15,6 +15,7 @@ the model's own weather (climatological by construction, so known ahead).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import uuid
 from collections import OrderedDict
@@ -681,7 +682,9 @@ def build_problem(sites: list[Site], workload: Workload, forecasts: dict[str, Si
 def result_rows(result: PlanResult) -> dict[str, list[dict[str, Any]]]:
     """Placements, inference and unplaced rows of a result as JSON-ready dicts."""
     return {
-        "placements": [jsonable(p) for p in result.placements],
+        # a placement's domains only for a topology-bound gang (Placement.domains)
+        "placements": [{k: v for k, v in jsonable(p).items() if k != "domains" or v}
+                       for p in result.placements],
         "inference": [jsonable(i) for i in result.inference],
         "unplaced": [jsonable(u) for u in result.unplaced],
         # jobs left Pending for a later run (also in "unplaced", reason DeferredPastHorizon)
@@ -878,6 +881,7 @@ def run_daily_plan(
     replay_from: str | None = None,
     grid_events: list[Any] | None = None,
     power_caps: bool | None = None,
+    fairness: float | None = None,
 ) -> DailyPlan:
     """Run one planning day and return the plan document and its parts.
 
@@ -1005,6 +1009,13 @@ def run_daily_plan(
     cap_choices: dict[str, Any] = {}
     use_caps = power_caps if power_caps is not None else settings.power_caps
     problem = build_problem(cat.sites, workload, forecasts, slots, running, slot_minutes)
+    if fairness is None:
+        from carbonsched.config import get_settings
+
+        fairness = get_settings().fairness
+    if cat.tenants and fairness > 0:
+        # tenants share binding capacity by weighted DRF (carbonsched.plan.fairness)
+        problem = dataclasses.replace(problem, tenants=dict(cat.tenants), fairness=fairness)
     grid = f"{len(slots)} h" if slot_minutes == 60 else \
         f"{len(slots)} slots of {slot_minutes} min"
     progress(f"solving: {len(problem.jobs)} jobs, {len(problem.inference)} inference demands, "
@@ -1097,7 +1108,10 @@ def run_daily_plan(
             "baseline_emissions_kg": float(base_score.emissions_kg),
             "surplus_absorbed_kwh": float(plan_score.surplus_absorbed_kwh),
             "baseline_energy_kwh": float(base_score.energy_kwh),
+            **{k: float(result.totals[k]) for k in ("carbon_only_emissions_kg",
+                                                    "fairness_cost_kg") if k in result.totals},
         },
+        **({"tenants": result.tenants} if result.tenants else {}),
         "site_hours": site_hour_power(problem, result, band),
         "baseline": {
             "policy": "agnostic",
@@ -1123,8 +1137,12 @@ def run_daily_plan(
     deadlines = {j.id: jsonable(j.deadline) for j in workload.jobs}
     # and its payload (what it runs, templates applied), for the backend; absent: no payload
     payloads = {j.id: j.payload.to_dict() for j in workload.jobs if j.payload is not None}
+    # a topology-bound gang's span, for the backend (Slurm --switches, Kueue TAS)
+    spans = {j.id: j.max_domains for j in workload.jobs if j.max_domains is not None}
     for p in doc["placements"]:
         p["deadline"] = deadlines.get(p["job_id"])
+        if p["job_id"] in spans:
+            p["max_domains"] = spans[p["job_id"]]
         if p["job_id"] in payloads:
             p["payload"] = payloads[p["job_id"]]
     summary = site_summary(problem, result)

@@ -76,6 +76,16 @@ class PlacementRow(_Row):
         None,
         description="The job's own deadline (UTC), for the backend; absent in the baseline's rows.",
     )
+    domains: list[int] | None = Field(
+        None,
+        description="Network domain (0-based, of the site's pool of the GPU type) of each node "
+        "of a gang with a topology constraint; absent for other jobs.",
+    )
+    max_domains: int | None = Field(
+        None,
+        description="The gang's topology constraint, for the backend (Slurm --switches, Kueue "
+        "topology annotations): most network domains it may span (1 = same-domain). [-]",
+    )
     payload: dict[str, Any] | None = Field(
         None,
         description="What the job runs, for the backend: the job's payload fields (docs/"
@@ -83,6 +93,44 @@ class PlacementRow(_Row):
         "names nothing to run and is dispatched only with --placeholder.",
         json_schema_extra={"propertyNames": {"enum": list(PAYLOAD_FIELDS)}},
     )
+
+
+class TenantRow(_Row):
+    """One tenant's fair share in the plan (planned with fairness above 0)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "tenant": "london",
+                    "weight": 2.0,
+                    "demand_gpu_hours": 120.0,
+                    "placed_gpu_hours": 96.0,
+                    "dominant_share": 0.21,
+                    "target_share": 0.2,
+                    "dominant_gpu_type": "A100",
+                    "quota_gpu_hours": 24.0,
+                    "quota_met": True,
+                }
+            ]
+        },
+    )
+
+    tenant: str
+    weight: float = Field(description="Weight in weighted DRF. [-]")
+    demand_gpu_hours: float = Field(description="GPU-hours its jobs ask for. [GPU·h]")
+    placed_gpu_hours: float = Field(description="GPU-hours the plan places. [GPU·h]")
+    dominant_share: float = Field(
+        description="Largest share, over the binding GPU types, of the type's GPU-hours the "
+        "tenant's placed work holds (0 when nothing binds). [-]"
+    )
+    target_share: float = Field(description="The same share in the fair allocation. [-]")
+    dominant_gpu_type: str | None = Field(None, description="The type of target_share.")
+    quota_gpu_hours: float = Field(
+        description="Guaranteed GPU-hours over the horizon, capped at demand. [GPU·h]"
+    )
+    quota_met: bool | None = Field(None, description="None without a quota.")
 
 
 class InferenceRow(_Row):
@@ -260,6 +308,14 @@ class Totals(_Row):
     baseline_emissions_kg: float = Field(description="The baseline's emissions. [kg CO2e]")
     surplus_absorbed_kwh: float = Field(0.0, description="Green surplus absorbed. [kWh]")
     baseline_energy_kwh: float = Field(0.0, description="The baseline's energy. [kWh]")
+    carbon_only_emissions_kg: float | None = Field(
+        None, description="Emissions of the carbon-only plan (fairness 0), when planned with "
+        "tenant fair shares. [kg CO2e]"
+    )
+    fairness_cost_kg: float | None = Field(
+        None, description="Carbon cost of fairness: emissions_kg less carbon_only_emissions_kg. "
+        "[kg CO2e]"
+    )
 
 
 class WorkloadJobRow(_Row):
@@ -441,6 +497,11 @@ class PlanDocument(BaseModel):
     )
     totals: Totals
     site_hours: list[SiteHourRow] = Field(default_factory=list)
+    tenants: list[TenantRow] = Field(
+        default_factory=list,
+        description="Per tenant: dominant share, target, quota met (planned with fairness "
+        "above 0 and a catalog with tenants; docs/plan.md, 'Tenants and fair shares').",
+    )
     baseline: Baseline | None = None
     baseline_unplaced: list[UnplacedRow] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)

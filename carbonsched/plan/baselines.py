@@ -180,6 +180,9 @@ def _run(sets: PlanSets, name: str, carbon_aware: bool, started: float,
                        note="; ".join(note))
     res = build_plan_result(sets, np.array(chosen, dtype=np.int64).reshape(-1, 3), alloc,
                             PlanStatus.HEURISTIC, rec, reasons)
+    from carbonsched.plan.domain_repair import with_domains
+
+    res = with_domains(sets, res)   # topology-bound gangs into their domains, first fit
     rec.objective = res.totals["objective"]
     rec.seconds = time.perf_counter() - started
     return res

@@ -44,6 +44,7 @@ Emissions: GHG Protocol Scope 2 Guidance (2015), location-based method.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pulp
@@ -100,6 +101,10 @@ class PlanModel:
         default_factory=dict)
     """GPUs cut in each layout per sharing (site, slot, type) cell
     (:func:`carbonsched.plan.slices.define_slice_constraints`)."""
+    domain_vars: dict[int, list] = field(default_factory=dict)
+    """Option position -> its network-domain variables (:mod:`carbonsched.plan.domains`)."""
+    fair_vars: dict[str, Any] = field(default_factory=dict)
+    """Shortfall variables of the fair-share and quota rows (:mod:`carbonsched.plan.fairness`)."""
 
 
 def define_variables(m: PlanModel) -> None:
@@ -298,6 +303,14 @@ def build_model(sets: PlanSets, options: np.ndarray | None = None) -> PlanModel:
     define_power_constraints(m)
     define_absorption_constraints(m)
     define_objective(m)
+    if any(j.max_domains is not None for j in sets.problem.jobs):
+        from carbonsched.plan.domains import define_domain_constraints
+
+        define_domain_constraints(m)
+    if getattr(sets.problem, "fair_targets", None) is not None:
+        from carbonsched.plan.fairness import define_fairness_constraints
+
+        define_fairness_constraints(m, _patterns(m))
     return m
 
 

@@ -110,6 +110,9 @@ class PlanResult:
     notes: list[str] = field(default_factory=list)
     """What a person must know about the plan's assumptions: work running past the horizon
     on continued signals, jobs deferred past the horizon (terminal value rule)."""
+    tenants: list[dict[str, Any]] = field(default_factory=list)
+    """Per tenant when the problem declares tenants: dominant share, DRF target, quota met
+    (:func:`carbonsched.plan.fairness.tenant_rows`); empty otherwise."""
 
     @property
     def deferred(self) -> list[Unplaced]:
@@ -189,6 +192,16 @@ class Score:
     """Site-hours whose stated flexibility band (``flex_it_kw``, when given to
     :func:`score_plan`) is more than the recount from the jobs' own terms can shed without
     missing a deadline or an SLO (:func:`carbonsched.plan.flex.recount_flex`). [-]"""
+    domain_violations: int = 0
+    """Placements of topology-bound gangs whose domains (one per node) are missing, out of
+    range, span more than ``max_domains`` or overfill a domain, plus (site, type, domain,
+    slot) cells where bound gangs hold more GPUs than the domain has
+    (:func:`carbonsched.plan.domains.domain_violations`). [-]"""
+    quota_shortfalls: int = 0
+    """(tenant, GPU type) pairs whose guaranteed quota over the horizon, capped at the
+    tenant's demand, is not met by the plan's GPU-hours (the problem's ``tenants``,
+    :func:`carbonsched.plan.fairness.quota_shortfalls`); 0 without tenants. Not a hard rule
+    of the recount: a quota can be out of reach of the jobs' windows. [-]"""
 
     def as_dict(self) -> dict[str, Any]:
         """Plain dict (JSON-ready)."""
@@ -461,7 +474,7 @@ def plan_notes(sets: Any, n_past: int, n_deferred: int) -> list[str]:
 VIOLATION_FIELDS = ("gang_violations", "deadline_misses", "capacity_violations",
                     "power_cap_violations", "facility_cap_violations", "slo_violations",
                     "slice_violations", "commitment_violations",
-                    "flex_overpromise")
+                    "flex_overpromise", "domain_violations")
 """The :class:`Score` counts that a trustworthy plan has at zero."""
 
 
@@ -678,7 +691,12 @@ def score_plan(problem: Any, result: PlanResult, signals: pd.DataFrame | None = 
     penalty_kg = float(sum(sets.unplaced_cost[k] for k, j in enumerate(problem.jobs)
                            if j.id not in placed_ids and k not in sets.reasons))
     emissions = float(em.sum())
+    from carbonsched.plan.domains import domain_violations
+    from carbonsched.plan.fairness import quota_shortfalls
+
     return Score(
+        domain_violations=domain_violations(sets, problem, result),
+        quota_shortfalls=len(quota_shortfalls(problem, result)),
         emissions_kg=emissions, energy_kwh=float(facility.sum()),
         surplus_absorbed_kwh=float(absorbed.sum()), capacity_violations=cap_viol,
         power_cap_violations=pow_viol, facility_cap_violations=fac_viol, slo_violations=slo,

@@ -50,6 +50,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -60,6 +61,8 @@ from carbonsched.domain import (
     ReasonCode,
     RunningWork,
     Site,
+    Tenant,
+    domain_reason,
     gang_shape_reason,
 )
 from carbonsched.errors import InputError, TimeAxisError, UnknownSiteError
@@ -157,8 +160,22 @@ class PlanningProblem:
     (``pue_hi_95`` where given), stays at or below ``baseline_kw - reduction_kw``; the
     reduction is reserved when work is placed (:attr:`PlanSets.commit_limit_kw`)."""
 
+    tenants: dict[str, Tenant] = field(default_factory=dict)
+    """Tenants by name with weights and guaranteed quotas (the catalog's ``[tenants.NAME]``);
+    empty: no fair sharing (:mod:`carbonsched.plan.fairness`)."""
+    fairness: float = 0.0
+    """Trade between carbon and fair shares when capacity binds: 0 carbon only, 1 strict
+    weighted DRF (:mod:`carbonsched.plan.fairness`). [-]"""
+    fair_targets: Any = None
+    """Set by the planner for the fair solve (:class:`carbonsched.plan.fairness.FairTargets`);
+    None otherwise."""
+
     def __post_init__(self) -> None:
         self.slot_minutes = check_slot_minutes(self.slot_minutes)
+        f = self.fairness
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0.0 <= f <= 1.0:
+            raise InputError(f"fairness {f!r} is not a number in 0..1; give 0 (carbon only) "
+                             "up to 1 (strict weighted DRF)")
 
     @property
     def slot_length(self) -> pd.Timedelta:
@@ -743,6 +760,13 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
                                                [problem.sites[s] for s in fits])
                 continue
             fits = shaped
+        # a gang with a topology constraint: only where that many network domains hold it
+        if job.max_domains is not None:
+            spanned = [s for s in fits if _domains_hold(problem.sites[s], job)]
+            if not spanned:
+                reasons[k] = domain_reason(job, [problem.sites[s] for s in fits])
+                continue
+            fits = spanned
         # the most IT power each site allows in any hour the job could occupy
         lo, hi = max(int(first[k]), 0), min(int(last[k]) + int(j_dur[k]), n_ext)
         cap_win = cap_phys[:, lo:hi].max(axis=1) if hi > lo else cap
@@ -837,6 +861,12 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
                     f"slots: {n_pre} preemptible job(s) planned in one piece: piece patterns "
                     f"are built on the hourly grid only, not on this {sm}-minute grid")
     return sets
+
+
+def _domains_hold(site: Site, job: Job) -> bool:
+    """Whether ``job.max_domains`` network domains of ``site`` can hold the gang."""
+    need = site.gpus[job.gpu_type].domains_needed(job.gpus)
+    return need is not None and need <= (job.max_domains or need)
 
 
 def _pattern_reach(problem: PlanningProblem, first: np.ndarray, last: np.ndarray,

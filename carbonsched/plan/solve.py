@@ -485,6 +485,9 @@ def check_result(sets: PlanSets, res: PlanResult, started: float) -> PlanResult:
     """
     if res.status not in (PlanStatus.OPTIMAL, PlanStatus.FEASIBLE, PlanStatus.HEURISTIC):
         return res
+    from carbonsched.plan.domain_repair import with_domains
+
+    res = with_domains(sets, res)
     bad = recount_violations(sets.problem, res)
     if not bad:
         return res
@@ -634,7 +637,13 @@ def solve_milp(sets: PlanSets, solver: str, time_limit_s: float, mip_gap: float,
     if issues:
         return _error(sets, rec, {"integrality": len(issues)}, "; ".join(issues), started)
     chosen, alloc = read_solution(m)
-    return _finish(sets, chosen, alloc, rec, mip_gap, out.proven, started, read_patterns(m))
+    res = _finish(sets, chosen, alloc, rec, mip_gap, out.proven, started, read_patterns(m))
+    if m.domain_vars:
+        from carbonsched.plan.domain_repair import with_domains
+        from carbonsched.plan.domains import read_domains
+
+        res = with_domains(sets, res, read_domains(m))
+    return res
 
 
 def _nothing_to_decide(sets: PlanSets) -> bool:
@@ -704,6 +713,13 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
         raise InputError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
     if time_limit_s <= 0:
         raise InputError(f"time_limit_s must be > 0, got {time_limit_s}")
+    from carbonsched.plan.fairness import fairness_wanted, solve_fair
+
+    if fairness_wanted(problem):
+        # tenants with fair shares or quotas: the carbon-only plan, then the fair plan
+        return solve_fair(problem, solve_plan, time_limit_s, solver=solver, mip_gap=mip_gap,
+                          method=method, threads=threads, progress=progress,
+                          colgen_options=colgen_options)
     name, note = resolve_solver(solver)
     sets = compile_sets(problem)
     auto = method == "auto"
@@ -713,6 +729,16 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
                 and sets.slot_minutes == 60 and name == "highs"
                 and (sets.patterns is None or not len(sets.patterns))):
             method = "colgen"
+    if method == "colgen":
+        from carbonsched.plan.domains import needs_domain_model
+
+        why = ("network domains (topology-bound gangs)" if needs_domain_model(sets) else
+               "tenant fair shares" if getattr(problem, "fair_targets", None) is not None
+               else None)
+        if why:
+            note = "; ".join(x for x in (note, f"{why} are modelled by the direct MILP only; "
+                                         f"solved it over {len(sets.options)} options") if x)
+            method = "milp"
     if method == "colgen" and sets.slot_minutes != 60:
         # column generation prices hourly slots only: never run it on a sub-hour grid
         note = "; ".join(x for x in (note, f"column generation supports the hourly grid only; "

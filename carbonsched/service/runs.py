@@ -628,7 +628,8 @@ def plan_once(settings: Any, planning_date: str, *, catalog: str | Path,
               signal_loader: Any = None, out_file: str | Path | None = None,
               store: bool = True, replay_from: str | None = None,
               grid_events: list[Any] | None = None,
-              power_caps: bool | None = None) -> PlanOnceResult:
+              power_caps: bool | None = None,
+              fairness: float | None = None) -> PlanOnceResult:
     """Plan one date, write the plan file, record it unless ``store`` is false.
 
     ``carbonsched plan`` without ``--dispatch``: no run record, no dispatch, no API jobs. The
@@ -659,6 +660,9 @@ def plan_once(settings: Any, planning_date: str, *, catalog: str | Path,
     grid_events, power_caps
         As for :func:`carbonsched.pipeline.daily.run_daily_plan`: announced grid events to
         commit a reduction for, and GPU power caps on or off (``None``: the setting).
+    fairness
+        Tenants' fair shares against carbon, 0..1 (:attr:`carbonsched.config.Settings.
+        fairness`); ``None``: ``settings.fairness``. [-]
 
     Raises
     ------
@@ -673,7 +677,8 @@ def plan_once(settings: Any, planning_date: str, *, catalog: str | Path,
     daily = run_daily_plan(planning_date, catalog, wl, data_dir or settings.data_dir, solver,
                            time_limit_s, horizon_hours, signal_loader=signal_loader,
                            slot_minutes=slot_minutes, replay_from=replay_from,
-                           grid_events=grid_events, power_caps=power_caps, **kw)
+                           grid_events=grid_events, power_caps=power_caps,
+                           fairness=settings.fairness if fairness is None else fairness, **kw)
     if out_file:
         write_plan_file(out_file, daily.document)
     res = PlanOnceResult(daily, Path(out_file) if out_file else None, None)

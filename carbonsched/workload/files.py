@@ -63,9 +63,10 @@ INFERENCE_FIELDS = ("area", "hour", "gpu_type", "gpus", "slo_ms", "power_per_gpu
 CSV_COLUMNS = ("kind", "id", "tenant", "gpu_type", "gpus", "duration_hours", "power_per_gpu_kw",
                "earliest_start", "deadline", "allowed_sites", "area", "hour", "slo_ms",
                "duration_minutes", "preemptible", "checkpoint_overhead_minutes", "max_pieces",
-               *PAYLOAD_FIELDS)
+               "max_domains", "topology", *PAYLOAD_FIELDS)
 """Columns of the CSV format, in the order :func:`write_workload` writes them (the payload
-columns only when a job has a payload). A payload cell holding a list or a mapping
+columns only when a job has a payload, ``max_domains`` only when a job has a topology
+constraint; a reader also takes a ``topology`` column). A payload cell holding a list or a mapping
 (``command`` as argv, ``args``, ``env``, ``volumes``, ``pod_template``) is JSON text; ``env``
 may also be ``NAME=value;NAME2=value2``."""
 CSV_KINDS = ("training", "batch", "inference")
@@ -352,7 +353,8 @@ def write_workload(workload: Workload, path: str | Path) -> Path:
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix == ".json":
-        doc = {"jobs": [{**{k: v for k, v in jsonable(j).items() if k != "payload"},
+        doc = {"jobs": [{**{k: v for k, v in jsonable(j).items()
+                            if k != "payload" and not (k == "max_domains" and v is None)},
                          **(j.payload.to_dict() if j.payload is not None else {})}
                         for j in workload.jobs],
                "inference": [jsonable(d) for d in workload.inference]}
@@ -361,7 +363,9 @@ def write_workload(workload: Workload, path: str | Path) -> Path:
     if suffix != ".csv":
         raise WorkloadError(f"{p}: unknown workload format {p.suffix!r}; use .json or .csv")
     with_payload = any(j.payload is not None for j in workload.jobs)
-    columns = [c for c in CSV_COLUMNS if with_payload or c not in PAYLOAD_FIELDS]
+    with_domains = any(j.max_domains is not None for j in workload.jobs)
+    columns = [c for c in CSV_COLUMNS if (with_payload or c not in PAYLOAD_FIELDS)
+               and (with_domains or c != "max_domains") and c != "topology"]
     with atomic_open(p, "w", newline="", encoding="utf-8") as fh:
         wr = csv.DictWriter(fh, fieldnames=columns, lineterminator="\n")
         wr.writeheader()
@@ -374,6 +378,8 @@ def write_workload(workload: Workload, path: str | Path) -> Path:
                          "preemptible": "true" if j.preemptible else "false",
                          "checkpoint_overhead_minutes": j.checkpoint_overhead_minutes,
                          "max_pieces": j.max_pieces,
+                         **({"max_domains": j.max_domains if j.max_domains is not None
+                             else ""} if with_domains else {}),
                          "power_per_gpu_kw": repr(j.power_per_gpu_kw),
                          "earliest_start": _fmt_ts(j.earliest_start),
                          "deadline": _fmt_ts(j.deadline),

@@ -58,6 +58,7 @@ from carbonsched.limits import (
     MAX_ALLOWED_SITES,
     MAX_CHECKPOINT_OVERHEAD_MINUTES,
     MAX_COMMAND_CHARS,
+    MAX_DOMAINS,
     MAX_DURATION_HOURS,
     MAX_DURATION_MINUTES,
     MAX_ENV_VALUE_CHARS,
@@ -87,6 +88,7 @@ FALSE_WORDS = frozenset({"false", "0", "no", ""})
 """Text read as false; an empty cell is false."""
 UNITS = {"gpus": "GPUs", "duration_hours": "h", "duration_minutes": "min",
          "power_per_gpu_kw": "kW", "checkpoint_overhead_minutes": "min", "max_pieces": "-",
+         "max_domains": "-",
          "slo_ms": "ms"}
 """Unit of each numeric field, as the messages name it."""
 
@@ -332,6 +334,18 @@ def _sites(value: Any, field: str) -> list[str]:
         raise problem(f"{len(value)} sites listed, at most {MAX_ALLOWED_SITES} are accepted",
                       "list fewer sites (an empty list allows any site)")
     return [identifier(s, "site id") for s in value]
+
+
+TOPOLOGIES = ("same-domain",)
+"""Values of a job's ``topology`` field: ``same-domain`` keeps the whole gang inside one
+network domain (``nodes_per_domain`` in the catalog; ``max_domains = 1``)."""
+
+
+def _topology(value: Any, field: str) -> str:
+    if not isinstance(value, str) or value.strip() not in TOPOLOGIES:
+        raise problem(f"unknown topology {value!r}",
+                      "give 'same-domain' (or max_domains = N for a span of N domains)")
+    return value.strip()
 
 
 def _flag(value: Any, field: str) -> bool:
@@ -688,6 +702,14 @@ class JobSpec(BaseModel):
     max_pieces: Annotated[int, Field(ge=1, le=MAX_PIECES, description="Most pieces the job "
                                      "may run in; above 1 needs preemptible. [-]"),
                           _optional(_whole(1, MAX_PIECES), 1)] = 1
+    topology: Annotated[Literal["same-domain"] | None, Field(
+        description="'same-domain': the whole gang in one network domain (NVLink/InfiniBand "
+        "island; the site's nodes_per_domain). Same as max_domains = 1."),
+        _optional(_topology, None)] = None
+    max_domains: Annotated[int | None, Field(
+        ge=1, le=MAX_DOMAINS, description="Most network domains the gang may span (1 = "
+        "same-domain); runs in one piece. [-]"),
+        _optional(_whole(1, MAX_DOMAINS), None)] = None
 
     # -- payload (docs/workload.md, "Payload fields"); all optional ----------------------------
     template: Annotated[Identifier | None, Field(
@@ -785,6 +807,16 @@ class JobSpec(BaseModel):
             raise _at(cls, "max_pieces", problem(
                 f"max_pieces {spec.max_pieces} > 1 on a job that is not preemptible",
                 "set preemptible to true, or max_pieces to 1"), spec.max_pieces)
+        if spec.topology is not None and spec.max_domains not in (None, 1):
+            raise _at(cls, "max_domains", problem(
+                f"max_domains {spec.max_domains} with topology 'same-domain' (one domain)",
+                "give one of them: topology 'same-domain', or max_domains = N"),
+                spec.max_domains)
+        if (spec.topology is not None or spec.max_domains is not None) and spec.max_pieces > 1:
+            raise _at(cls, "max_pieces", problem(
+                f"max_pieces {spec.max_pieces} > 1 on a gang with a topology constraint",
+                "a topology-bound gang runs in one piece: set max_pieces to 1, or drop "
+                "topology / max_domains"), spec.max_pieces)
         _payload_rules(cls, spec)
         spec.duration_minutes = minutes
         return spec
@@ -805,7 +837,8 @@ class JobSpec(BaseModel):
                    allowed_sites=tuple(self.allowed_sites), kind=WorkKind(self.kind),
                    preemptible=self.preemptible,
                    checkpoint_overhead_minutes=self.checkpoint_overhead_minutes,
-                   max_pieces=self.max_pieces, payload=self.payload())
+                   max_pieces=self.max_pieces, payload=self.payload(),
+                   max_domains=1 if self.topology == "same-domain" else self.max_domains)
 
     def payload(self) -> JobPayload | None:
         """The payload fields as a :class:`~carbonsched.domain.JobPayload` (None if none set)."""
@@ -829,6 +862,8 @@ class JobSpec(BaseModel):
             "preemptible": job.preemptible,
             "checkpoint_overhead_minutes": job.checkpoint_overhead_minutes,
             "max_pieces": job.max_pieces,
+            **({"topology": "same-domain"} if job.max_domains == 1 else
+               {"max_domains": job.max_domains} if job.max_domains is not None else {}),
             **(job.payload.to_dict() if job.payload is not None else {})})
 
 

@@ -42,11 +42,11 @@ class SiteWrapper:
         self._role = SiteRole.GREEN_HUB
 
     def gpus(self, gpu_type: str, count: int, board_power_w: float = 700.0,
-             per_node: int | None = None, sharing: str | None = None,
-             mig_model: str | None = None) -> SiteWrapper:
+             per_node: int | None = None, per_domain: int | None = None,
+             sharing: str | None = None, mig_model: str | None = None) -> SiteWrapper:
         self._gpus[gpu_type] = GpuPool(count=count, board_power_w=board_power_w,
-                                       gpus_per_node=per_node, sharing=sharing,
-                                       mig_model=mig_model)
+                                       gpus_per_node=per_node, nodes_per_domain=per_domain,
+                                       sharing=sharing, mig_model=mig_model)
         return self
 
     def cap_kw(self, cap: float) -> SiteWrapper:
@@ -84,6 +84,8 @@ class JobWrapper:
         self._dl = 24
         self._allowed: tuple[str, ...] = ()
         self._payload: JobPayload | None = None
+        self._tenant = "t"
+        self._domains: int | None = None
 
     def milli(self, gpu_milli: int) -> JobWrapper:
         """Part of one GPU in thousandths (``gpu_milli``)."""
@@ -93,6 +95,14 @@ class JobWrapper:
     def mig(self, profile: str) -> JobWrapper:
         """A MIG slice (``mig_profile``)."""
         self._payload = JobPayload(mig_profile=profile)
+        return self
+
+    def tenant(self, name: str) -> JobWrapper:
+        self._tenant = name
+        return self
+
+    def max_domains(self, n: int | None) -> JobWrapper:
+        self._domains = n
         return self
 
     def gpu_type(self, t: str) -> JobWrapper:
@@ -120,10 +130,11 @@ class JobWrapper:
         return self
 
     def obj(self) -> Job:
-        return Job(id=self._id, tenant="t", gpu_type=self._type, gpus=self._gpus,
+        return Job(id=self._id, tenant=self._tenant, gpu_type=self._type, gpus=self._gpus,
                    duration_hours=self._hours, power_per_gpu_kw=self._kw,
                    earliest_start=at(self._es), deadline=at(self._dl),
-                   allowed_sites=self._allowed, payload=self._payload)
+                   allowed_sites=self._allowed, payload=self._payload,
+                   max_domains=self._domains)
 
 
 def demand(area: str, hour: int, gpus: int, slo_ms: float = 50.0, gpu_type: str = "H100",

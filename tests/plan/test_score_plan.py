@@ -467,7 +467,7 @@ def test_raise_for_status_and_as_dict():
     sc = score_plan(problem([SiteWrapper("a").gpus("H100", 1).obj()], [], 1), plan())
     assert sc.as_dict() == {"emissions_kg": 0.0, "energy_kwh": 0.0,
                             "surplus_absorbed_kwh": 0.0, **ZERO, "unplaced_gpu_hours": 0.0,
-                            "objective": 0.0}
+                            "objective": 0.0, "quota_shortfalls": 0}
 
 
 def test_order_of_bad_entries_does_not_change_the_counts(sites):

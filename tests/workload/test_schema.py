@@ -27,6 +27,7 @@ from carbonsched.limits import (
     MAX_ALLOWED_SITES,
     MAX_CHECKPOINT_OVERHEAD_MINUTES,
     MAX_COMMAND_CHARS,
+    MAX_DOMAINS,
     MAX_DURATION_HOURS,
     MAX_DURATION_MINUTES,
     MAX_ENV_VALUE_CHARS,
@@ -230,6 +231,9 @@ LIMITS = [
      record(checkpoint_overhead_minutes=MAX_CHECKPOINT_OVERHEAD_MINUTES + 1),
      record(checkpoint_overhead_minutes=MAX_CHECKPOINT_OVERHEAD_MINUTES)),
     ("max_pieces", record(max_pieces=MAX_PIECES + 1), record(max_pieces=MAX_PIECES)),
+    ("topology", record(topology="same-rack"), record(topology="same-domain", max_pieces=1)),
+    ("max_domains", record(max_domains=MAX_DOMAINS + 1),
+     record(max_domains=MAX_DOMAINS, max_pieces=1)),
     # payload fields (docs/workload.md, "Payload fields")
     ("template", record(template="t" * (MAX_IDENTIFIER_CHARS + 1)),
      record(template="llm-pretrain")),

@@ -1,0 +1,133 @@
+"""Tenants and fair shares (issue 37 item 3): weighted DRF on a hand-worked example, quotas met,
+fairness traded against carbon, and the recount of quotas."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from carbonsched.domain import Placement, Tenant
+from carbonsched.errors import InputError
+from carbonsched.plan import score_plan, solve_plan
+from carbonsched.plan.fairness import quota_shortfalls, weighted_drf
+from carbonsched.plan.result import PlanResult, PlanStatus, SolverRecord
+
+from .builders import JobWrapper, SiteWrapper, at, problem
+
+
+def test_weighted_drf_on_a_hand_worked_three_tenant_example():
+    """Capacity 100 A100-h and 60 H100-h; a (w 1) asks (80, 0), b (w 2) asks (40, 60), c (w 1)
+    asks (60, 30). Dominant shares of the demands: a 0.8 (A100), b 1.0 (H100), c 0.6 (A100).
+    Filling at level s: A100 use 100 s + 80 s + 100 s, H100 use 120 s + 50 s; H100 runs out
+    first at s = 60/170 = 6/17, freezing b (share 2 s = 12/17) and c (share 6/17); a goes on
+    alone on the A100 left, 100 - (80 + 100) 6/17 = 620/17 A100-h, share 31/85."""
+    alloc = weighted_drf(np.array([[80.0, 0.0], [40.0, 60.0], [60.0, 30.0]]),
+                         np.array([100.0, 60.0]), np.array([1.0, 2.0, 1.0]))
+    expect = np.array([[620 / 17, 0.0], [480 / 17, 720 / 17], [600 / 17, 300 / 17]])
+    assert np.allclose(alloc, expect, rtol=0, atol=1e-9)
+    shares = (alloc / np.array([100.0, 60.0])).max(axis=1)
+    assert np.allclose(shares, [31 / 85, 12 / 17, 6 / 17], rtol=0, atol=1e-12)
+    assert np.allclose(alloc.sum(axis=0), [100.0, 60.0])         # both resources used up
+
+
+def test_weighted_drf_gives_a_tenant_no_more_than_it_asks():
+    alloc = weighted_drf(np.array([[10.0], [100.0]]), np.array([60.0]), np.array([5.0, 1.0]))
+    assert np.allclose(alloc, [[10.0], [50.0]])
+
+
+@pytest.mark.parametrize("bad", [
+    (np.array([[1.0]]), np.array([1.0, 2.0]), np.array([1.0])),
+    (np.array([[-1.0]]), np.array([1.0]), np.array([1.0])),
+    (np.array([[1.0]]), np.array([1.0]), np.array([0.0])),
+])
+def test_weighted_drf_refuses_bad_input(bad):
+    with pytest.raises(ValueError, match="weighted_drf"):
+        weighted_drf(*bad)
+
+
+def _binding(fairness: float, quota_z: float = 0.0):
+    """One 8-GPU site for 12 hours (96 GPU-h); x, y, z each ask 12 jobs of 2 GPUs x 2 h (48
+    GPU-h); the earlier hours are cleaner, so the carbon-only plan is indifferent to tenants."""
+    site = SiteWrapper("a").gpus("H100", 8, per_node=8).obj()
+    jobs = [JobWrapper(f"{t}{i}").tenant(t).gpus(2).hours(2).window(0, 12).obj()
+            for t in ("x", "y", "z") for i in range(12)]
+    prob = problem([site], jobs, 12, ci={"a": [50.0 + 40.0 * h for h in range(12)]})
+    tenants = {"x": Tenant("x", 1.0), "y": Tenant("y", 2.0),
+               "z": Tenant("z", 1.0, {"H100": quota_z} if quota_z else {})}
+    return dataclasses.replace(prob, tenants=tenants, fairness=fairness)
+
+
+def test_strict_fairness_holds_the_weighted_shares_and_the_quota():
+    prob = _binding(1.0, quota_z=64.0)   # 64 GPU-h/day over 12 h: 32 GPU-h guaranteed to z
+    plan = solve_plan(prob, method="milp")
+    rows = {r["tenant"]: r for r in plan.tenants}
+    # z's quota first (32 GPU-h); the other 64 by weighted DRF over what is still asked:
+    # x (w 1) 48, y (w 2) 48, z (w 1) 16 -> level 1/4: x 16, y 32, z 16 (z's demand met)
+    assert {t: r["placed_gpu_hours"] for t, r in rows.items()} == {"x": 16.0, "y": 32.0,
+                                                                   "z": 48.0}
+    assert rows["z"]["quota_met"] is True and rows["z"]["quota_gpu_hours"] == 32.0
+    assert np.isclose(rows["y"]["target_share"], 32 / 96)
+    assert np.isclose(rows["y"]["dominant_share"], 32 / 96)
+    assert rows["x"]["quota_met"] is None
+    sc = score_plan(prob, plan)
+    assert (sc.quota_shortfalls, sc.capacity_violations) == (0, 0)
+    assert plan.totals["fairness_cost_kg"] >= -1e-6
+    assert any(n.startswith("fairness: 3 tenant(s)") for n in plan.notes)
+
+
+def test_fairness_zero_is_the_carbon_only_plan_and_tenants_are_unused():
+    prob = _binding(0.0, quota_z=64.0)
+    plan = solve_plan(prob, method="milp")
+    assert plan.tenants == [] and "fairness_cost_kg" not in plan.totals
+
+
+def test_fairness_trades_shares_for_carbon():
+    """x's jobs draw 4x the power of y's per GPU: the carbon-only plan fills the 48 GPU-h with
+    y's jobs; strict fairness (equal weights) gives x half, fairness 0.5 a quarter, each at a
+    carbon cost, the larger share the larger cost."""
+    site = SiteWrapper("a").gpus("H100", 4, per_node=4).obj()
+    jobs = ([JobWrapper(f"y{i}").tenant("y").gpus(4).hours(1).kw_per_gpu(0.5).window(0, 12)
+             .obj() for i in range(12)]
+            + [JobWrapper(f"x{i}").tenant("x").gpus(4).hours(1).kw_per_gpu(2.0).window(0, 12)
+               .obj() for i in range(12)])
+    base = problem([site], jobs, 12)
+    tenants = {"x": Tenant("x", 1.0), "y": Tenant("y", 1.0)}
+    plain = solve_plan(base, method="milp")
+    assert {p.job_id[0] for p in plain.placements} == {"y"}
+    costs, x_hours = {}, {}
+    for phi in (0.5, 1.0):
+        plan = solve_plan(dataclasses.replace(base, tenants=tenants, fairness=phi),
+                          method="milp")
+        costs[phi] = plan.totals["fairness_cost_kg"]
+        x_hours[phi] = {r["tenant"]: r["placed_gpu_hours"] for r in plan.tenants}["x"]
+        assert np.isclose(plan.totals["carbon_only_emissions_kg"],
+                          plain.totals["emissions_kg"])
+        assert np.isclose(costs[phi], plan.totals["emissions_kg"] - plain.totals["emissions_kg"])
+    assert x_hours == {0.5: 12.0, 1.0: 24.0}
+    # 100 g/kWh, PUE 1: each x job-hour instead of a y one adds 4 x (2.0 - 0.5) kWh = 0.6 kg
+    assert np.isclose(costs[0.5], 3 * 0.6) and np.isclose(costs[1.0], 6 * 0.6)
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, "high", True])
+def test_fairness_outside_zero_to_one_is_refused(bad):
+    with pytest.raises(InputError, match="fairness .* is not a number in 0..1"):
+        dataclasses.replace(_binding(0.0), fairness=bad)
+
+
+def _placed(job_id: str, hours: int) -> Placement:
+    return Placement(job_id=job_id, site="a", start=at(0), end=at(0) + pd.Timedelta(hours=hours),
+                     gpu_type="H100", gpus=2, energy_kwh=0.0, emissions_kg=0.0)
+
+
+def test_the_recount_checks_quotas_known_bad_and_just_at_the_limit():
+    prob = _binding(1.0, quota_z=16.0)     # 16 GPU-h/day over 12 h: 8 GPU-h guaranteed to z
+    plan = PlanResult(status=PlanStatus.HEURISTIC, solver=SolverRecord("x", PlanStatus.HEURISTIC))
+    plan.placements = [_placed("z0", 2), _placed("z1", 2)]          # 2 x 4 = 8 GPU-h: at it
+    assert quota_shortfalls(prob, plan) == []
+    assert score_plan(prob, plan).quota_shortfalls == 0
+    plan.placements = [_placed("z0", 2)]                              # 4 GPU-h: short
+    assert quota_shortfalls(prob, plan) == [("z", "H100", 8.0, 4.0)]
+    assert score_plan(prob, plan).quota_shortfalls == 1
