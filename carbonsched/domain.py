@@ -373,8 +373,10 @@ class Site:
 
 
 def gang_shape_reason(gpus: int, gpu_type: str, sites: list[Site]) -> tuple[ReasonCode, str]:
-    """The reason a gang cannot run at any of ``sites``: it is larger than one node and not a
-    whole number of nodes at any of them (:meth:`GpuPool.gang_nodes`).
+    """The reason a gang cannot run at any of ``sites``.
+
+    It is larger than one node and not a whole number of nodes at any of them
+    (:meth:`GpuPool.gang_nodes`).
 
     Parameters
     ----------

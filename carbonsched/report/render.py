@@ -457,6 +457,7 @@ def _html(report: Report) -> str:
     ]
     flex_html = ""
     if "flex_events" in report.frames:
+        units_ = m["units"]
         flex_rows = "".join(
             f'<tr data-total="{k}"><th>{html.escape(label)}</th>'
             f'<td class="num">{_fmt(t.get(k), 3 if unit == "MWh" else 1)}</td>'
@@ -465,9 +466,9 @@ def _html(report: Report) -> str:
                      f"{flex_rows}</tbody></table>"
                      f'<p class="note">{html.escape(m["rules"].get("flexibility", ""))}</p>'
                      f'<h3>Events</h3><div class="scroll">'
-                     f'{_table(report.frames["flex_events"], "table-flex-events", m["units"])}</div>'
+                     f'{_table(report.frames["flex_events"], "table-flex-events", units_)}</div>'
                      f'<h3>Per event hour</h3><div class="scroll">'
-                     f'{_table(report.frames["flex_hours"], "table-flex-hours", m["units"], 300)}</div>')
+                     f'{_table(report.frames["flex_hours"], "table-flex-hours", units_, 300)}</div>')
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in m["notes"]) or "<li>none</li>"
     market_note = ("" if not m.get("market_based_note") else
                    f'<p id="market-note" class="market-note">'
