@@ -468,7 +468,8 @@ def _html(report: Report) -> str:
                      f'<h3>Events</h3><div class="scroll">'
                      f'{_table(report.frames["flex_events"], "table-flex-events", units_)}</div>'
                      f'<h3>Per event hour</h3><div class="scroll">'
-                     f'{_table(report.frames["flex_hours"], "table-flex-hours", units_, 300)}</div>')
+                     + _table(report.frames["flex_hours"], "table-flex-hours", units_, 300)
+                     + "</div>")
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in m["notes"]) or "<li>none</li>"
     market_note = ("" if not m.get("market_based_note") else
                    f'<p id="market-note" class="market-note">'
