@@ -732,6 +732,8 @@ def run_daily_plan(
     running: list[Any] | None = None,
     slot_minutes: int = 60,
     replay_from: str | None = None,
+    issued_at: pd.Timestamp | None = None,
+    warm_start: Any = None,
 ) -> DailyPlan:
     """Run one planning day and return the plan document and its parts.
 
@@ -771,6 +773,14 @@ def run_daily_plan(
         whole days from it to ``date``, the workload (the source day's; ``None``: its demo
         day) by the same; the document's ``signal_quality`` is ``replayed`` and its ``replay``
         block and first note say from which day. ``None`` (default): no replay.
+    issued_at
+        The issue time (tz-aware, a whole hour of ``date`` in UTC): the horizon starts there and
+        the forecasts use only observations before it. ``None`` (default): ``date`` 00:00 UTC.
+        A rolling service that runs every few hours issues its runs at other hours.
+    warm_start
+        A plan to start the solver from (:class:`~carbonsched.plan.solve.WarmStart`: the
+        previous rolling run's placements); ``None``: a cold start. The document's notes say
+        which, and why a warm start was not used.
 
     Returns
     -------
@@ -800,7 +810,15 @@ def run_daily_plan(
         from carbonsched.config import get_settings
 
         data_dir = get_settings().data_dir
-    issued_at = day_start_utc(date)
+    day0 = day_start_utc(date)
+    if issued_at is None:
+        issued_at = day0
+    else:
+        issued_at = require_aware(issued_at, "issued_at").tz_convert("UTC")
+        if issued_at.floor("h") != issued_at or issued_at.floor("D") != day0:
+            raise InputError(f"issue time {issued_at.isoformat()} is not a whole hour of "
+                             f"{date} (UTC); a run is issued on the hour, e.g. "
+                             f"{date}T06:00:00Z")
     cat = load_catalog(catalog)
     replay = ReplayShift.between(replay_from, issued_at.date()) if replay_from else None
     if replay is not None and cat.signal_quality == SignalQuality.MODELLED:
@@ -847,7 +865,7 @@ def run_daily_plan(
         f"{len(slots)} slots of {slot_minutes} min"
     progress(f"solving: {len(problem.jobs)} jobs, {len(problem.inference)} inference demands, "
              f"{len(problem.sites)} sites x {grid} with {solver}")
-    result = solve_plan(problem, solver=solver, time_limit_s=time_limit_s)
+    result = solve_plan(problem, solver=solver, time_limit_s=time_limit_s, start=warm_start)
     progress("scoring the carbon-agnostic baseline")
     baseline = agnostic_plan(problem)
     plan_score = score_plan(problem, result)
