@@ -216,3 +216,37 @@ def latest_issue_time(now: pd.Timestamp | datetime, every_hours: int) -> pd.Time
     t = require_aware(now, "now").tz_convert("UTC")
     day = t.floor("D")
     return day + ((t - day) // every) * every
+
+
+_EVERY = re.compile(r"^\s*(\d+)\s*(h|hours?|d|days?)?\s*$", re.IGNORECASE)
+
+
+def parse_every(text: str | int, where: str = "--every") -> int:
+    """A run cadence given as ``6h``, ``6`` (hours) or ``1d``, in hours, checked.
+
+    Parameters
+    ----------
+    text
+        The cadence as typed (``6h``, ``12 hours``, ``1d``) or a whole number of hours.
+    where
+        The option that gave it (named in the error).
+
+    Returns
+    -------
+    int
+        Hours from one run to the next, one of :data:`RUN_EVERY_HOURS`. [h]
+
+    Raises
+    ------
+    TimeAxisError
+        Not a number of hours or days, or not a divisor of a day
+        (:func:`check_run_every_hours`).
+    """
+    if isinstance(text, int):
+        return check_run_every_hours(text, where)
+    m = _EVERY.match(str(text))
+    if m is None:
+        raise TimeAxisError(f"{where} {text!r} is not a run cadence; give whole hours such as "
+                            f"6h (or 1d), one of {', '.join(f'{h}h' for h in RUN_EVERY_HOURS)}")
+    n = int(m.group(1)) * (24 if (m.group(2) or "h").lower().startswith("d") else 1)
+    return check_run_every_hours(n, where)
