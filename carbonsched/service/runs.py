@@ -246,9 +246,10 @@ def claim_and_run(service_store: Any, clock: Clock, pipeline: Pipeline, *, plann
                   local_day: str | None = None, metrics: Any = None) -> RunOutcome | None:
     """Run ``pipeline`` for the issue time ``issued_at`` once, under its run record.
 
-    The record is claimed first (:meth:`~carbonsched.store.service.ServiceStore.claim_run`:
-    one per issue time — one per planning date for daily runs, issued at its 00:00 UTC — under a lease that :class:`RunHeartbeat` renews while the pipeline
-    runs; a record whose lease ran out is taken over), then the pipeline runs and the record is
+    The record is claimed first (:meth:`~carbonsched.store.service.ServiceStore.claim_run`: one
+    per issue time — one per planning date for daily runs, issued at its 00:00 UTC — under a
+    lease that :class:`RunHeartbeat` renews while the pipeline runs; a record whose lease ran
+    out is taken over), then the pipeline runs and the record is
     finished with its outcome. A pipeline that raises is recorded with :func:`failure_detail`
     and the exception is raised again: ``interrupted`` when it is an outage (a backend, the
     store or a signal provider unavailable; the date is claimed again ``lease`` later, by this

@@ -685,9 +685,9 @@ def _job_dict(r: Any) -> dict[str, Any]:
 
 def _run_dict(r: RunRow) -> dict[str, Any]:
     return {c: getattr(r, c) for c in (
-        "run_key", "planning_date", "local_day", "issued_at", "trigger", "replica", "status", "started_at",
-        "finished_at", "plan_id", "solver_status", "dispatch", "error", "attempts", "owner",
-        "heartbeat_at", "lease_expires_at", "catalog", "notes")}
+        "run_key", "planning_date", "local_day", "issued_at", "trigger", "replica", "status",
+        "started_at", "finished_at", "plan_id", "solver_status", "dispatch", "error", "attempts",
+        "owner", "heartbeat_at", "lease_expires_at", "catalog", "notes")}
 
 
 class LeaderLease:

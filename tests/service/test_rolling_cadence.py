@@ -24,7 +24,7 @@ from carbonsched.clock import ManualClock
 from carbonsched.config import Settings
 from carbonsched.errors import TimeAxisError
 from carbonsched.service.cron import DailyCron
-from carbonsched.service.runs import RunOutcome, planning_pipeline
+from carbonsched.service.runs import RunOutcome
 from carbonsched.store import Store
 from carbonsched.store.service import LeaderLease, ServiceStore, run_key
 from carbonsched.timeaxis import check_run_every_hours, latest_issue_time
