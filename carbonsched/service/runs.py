@@ -479,7 +479,7 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
 def check_store_catalog(service_store: Any, catalog: str) -> None:
     """Refuse to run the pipeline of ``catalog`` on a store whose runs planned another catalog.
 
-    Run records are keyed by planning date alone: on a store shared by two catalogs, the
+    Run records are keyed by issue time alone: on a store shared by two catalogs, the
     first catalog's run of a date would stop the second's ("already has a run"), and the
     service would serve the newest plan of its own catalog among the other's runs. One store
     per served catalog is the rule (``docs/service.md``); plans made by ``carbonsched plan``
@@ -495,7 +495,7 @@ def check_store_catalog(service_store: Any, catalog: str) -> None:
         held = ", ".join(f"{c!r} ({n} run(s))" for c, n in sorted(others.items()))
         raise InputError(
             f"the store {service_store.safe_url()} holds the runs of catalog(s) {held}, not "
-            f"of {catalog!r}; runs are kept one per planning date, so two catalogs cannot "
+            f"of {catalog!r}; runs are kept one per issue time, so two catalogs cannot "
             "share a store's runs: give this catalog a store of its own "
             "(CARBONSCHED_DATABASE_URL), or serve the catalog the store was made for")
 

@@ -5,13 +5,14 @@ Reservations are written by :meth:`ServiceStore.reserve_job` only: under the loc
 plan's site (``booking_ledger``), after the caller's fit check against the reservations
 committed there, so the database is the one arbiter of capacity across threads, processes and
 replicas.
-Run records are keyed by planning date: claiming a date is an ``INSERT`` that the primary key
-lets succeed once, whichever replica or process tries, so the pipeline is idempotent by
-planning date on SQLite and PostgreSQL alike. A claimed record carries a lease (``owner``,
-``heartbeat_at``, ``lease_expires_at``) that its owner renews while it runs
-(:meth:`ServiceStore.renew_run`); a record still ``running`` whose lease expired (its process
-died) is taken over by the next claim. :class:`LeaderLease` elects the one replica that runs the
-cron and the dispatch loops, with a lease of the same kind in ``service_leases``.
+Run records are keyed by issue time (:func:`run_key`; a daily run is issued at its planning
+date's 00:00 UTC, so it is one per date): claiming an issue time is an ``INSERT`` that the
+primary key lets succeed once, whichever replica or process tries, so the pipeline is idempotent
+by issue time on SQLite and PostgreSQL alike (several rolling runs a day each once). A claimed
+record carries a lease (``owner``, ``heartbeat_at``, ``lease_expires_at``) that its owner renews
+while it runs (:meth:`ServiceStore.renew_run`); a record still ``running`` whose lease expired
+(its process died) is taken over by the next claim. :class:`LeaderLease` elects the one replica
+that runs the cron and the dispatch loops, with a lease of the same kind in ``service_leases``.
 
 Lease times are the database server's clock (``now()`` on PostgreSQL; the host's clock on
 SQLite, which is one host), never the service's clock, which ``--as-of`` may pin; tests inject
