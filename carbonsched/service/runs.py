@@ -296,6 +296,8 @@ def claim_and_run(service_store: Any, clock: Clock, pipeline: Pipeline, *, plann
     from carbonsched.store.service import run_key
 
     key = run_key(issued_at)
+    if key == run_key(planning_date):
+        key = planning_date   # a daily run: named by its date where a person reads it
     existing = service_store.get_run(key)
     if existing is not None and existing["status"] not in ("running", "interrupted"):
         return None
