@@ -7,7 +7,8 @@ hour and its deadline (arrival + duration + slack) even when that is past midnig
 draws are the same, so the jobs, gangs, GPU types, sites and energy are the same. Inference
 demand: the same per-hour demand. Jobs are replayed with
 :func:`carbonsched.evaluate.replay_jobs.run_jobs_replay` (the code behind ``carbonsched replay
---jobs``): a run every ``--run-every-hours`` with horizon ``--horizon-hours``; ``milp`` on
+--jobs``): a run every ``--run-every-hours`` (or ``--every 6h``: the cadences the service
+runs, 1-24 h dividing a day) with horizon ``--horizon-hours``; ``milp`` on
 forecasts from the daily path (:func:`carbonsched.pipeline.daily.forecast_site`, models chosen per
 refit week on up to a year of history), ``oracle`` the same rolling planner on the actual signals
 with its horizon stretched to every known job's deadline, ``agnostic`` each job at arrival at its
@@ -124,6 +125,8 @@ def _sum_policies(parts: list[dict[str, Any]], key: str = "policies") -> dict[st
                       "fallback_days", "seconds", "jobs_placed"):
                 if k in v and v[k] is not None:
                     t[k] = t.get(k, 0) + v[k]
+            for k in ("time_limited_run_times", "fallback_run_times"):   # named, not summed
+                t[k] = t.get(k, []) + list(v.get(k) or [])
     base, orc = tot["agnostic"], tot.get("oracle")
     for v in tot.values():
         for k, sfx in (("emissions_kg", ""), ("emissions_with_unplaced_kg", "_with_unplaced")):
@@ -167,6 +170,9 @@ def main() -> None:
     ap.add_argument("--workload-scale", type=float, default=0.5)
     ap.add_argument("--horizon-hours", type=int, default=72)
     ap.add_argument("--run-every-hours", type=int, default=24)
+    ap.add_argument("--every", default=None,
+                    help="run cadence as the service runs: 1h 2h 3h 4h 6h 8h 12h or 24h "
+                         "(overrides --run-every-hours)")
     ap.add_argument("--time-limit", type=float, default=20.0)
     ap.add_argument("--mip-gap", type=float, default=0.002)
     ap.add_argument("--workers", type=int, default=2)
@@ -174,6 +180,10 @@ def main() -> None:
                     help="Skip the day-bounded replay of the same days.")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
+    if args.every is not None:   # the service's cadences only (a divisor of a day)
+        from carbonsched.timeaxis import parse_every
+
+        args.run_every_hours = parse_every(args.every)
     t0 = time.time()
     wins = windows(args.start, args.end, args.window_days)
     with ProcessPoolExecutor(args.workers) as pool:
@@ -211,7 +221,13 @@ def main() -> None:
     Path(args.out).write_text(json.dumps(out, indent=1, default=str))
     keys = ("emissions_kg", "reduction_pct", "oracle_share", "reduction_with_unplaced_pct",
             "oracle_share_with_unplaced", "kg_per_mwh_work", "work_it_mwh", "unplaced_it_mwh",
-            "deadline_misses", "capacity_violations", "slo_violations")
+            "deadline_misses", "capacity_violations", "slo_violations", "time_limited_runs",
+            "fallback_runs")
+    for p, v in out["rolling"].items():   # the runs that did not end as planned, named
+        for k, what in (("time_limited_run_times", "stopped at the time limit"),
+                        ("fallback_run_times", "fell back to the greedy plan")):
+            if v.get(k):
+                print(f"rolling {p}: {len(v[k])} run(s) {what}: {', '.join(v[k])}")
     for name in ("rolling", "day_bounded"):
         if out[name]:
             print(name, json.dumps({p: {k: v.get(k) for k in keys} for p, v in

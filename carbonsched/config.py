@@ -87,8 +87,11 @@ class Settings(BaseSettings):
     """Rolling horizon: each run plans ``horizon_hours`` (e.g. 72) from its issue
     time, commits only placements starting before the next run and carries the rest in the
     store (:mod:`carbonsched.service.rolling`)."""
-    rolling_run_every_hours: int = Field(24, ge=1, le=24)
-    """Hours from one rolling run to the next (the cron runs daily: 24). [h]"""
+    rolling_run_every_hours: int = 24
+    """Hours from one rolling run to the next: 1, 2, 3, 4, 6, 8, 12 or 24 (a divisor of a day).
+    Runs are issued at 00:00 UTC and every this many hours after it, each keyed by its issue
+    time (one run per issue time across replicas and restarts); below 24 needs
+    ``CARBONSCHED_ROLLING=true``. 24: the daily cron (:attr:`cron_time`). [h]"""
     as_of: datetime | None = None
     """Pin the service's clock at this instant (tz-aware)."""
     cron_enabled: bool = True
@@ -216,6 +219,26 @@ class Settings(BaseSettings):
                 f"dispatch_backend_timeout_s ({self.dispatch_backend_timeout_s:g} s): a "
                 "submission that outlives its claim could be made twice; raise "
                 "CARBONSCHED_DISPATCH_LEASE_S or lower CARBONSCHED_DISPATCH_BACKEND_TIMEOUT_S")
+        return self
+
+    @field_validator("rolling_run_every_hours")
+    @classmethod
+    def _run_every_divides_a_day(cls, v: int) -> int:
+        from carbonsched.timeaxis import check_run_every_hours
+
+        try:
+            return check_run_every_hours(v)
+        except ValueError as exc:  # pydantic reports a ValueError with the field's name
+            raise ValueError(str(exc)) from None
+
+    @model_validator(mode="after")
+    def _sub_daily_runs_roll(self) -> Settings:
+        if self.rolling_run_every_hours < 24 and not self.rolling:
+            raise ValueError(
+                f"CARBONSCHED_ROLLING_RUN_EVERY_HOURS = {self.rolling_run_every_hours} runs "
+                "the planner several times a day, which only the rolling horizon does (a daily "
+                "plan covers its date once): set CARBONSCHED_ROLLING=true, or "
+                "CARBONSCHED_ROLLING_RUN_EVERY_HOURS=24")
         return self
 
     @field_validator("as_of")

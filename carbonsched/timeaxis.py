@@ -179,3 +179,74 @@ def check_covers(index: pd.DatetimeIndex, needed: Iterable[pd.Timestamp], name: 
             f"{name} does not cover the horizon: {len(missing)} hour(s) missing, "
             f"first {missing[0].isoformat()}"
         )
+
+
+RUN_EVERY_HOURS = (1, 2, 3, 4, 6, 8, 12, 24)
+"""The cadences a rolling run may have: the whole hours that divide a day, so every day has
+the same issue times (00:00 UTC and each ``every`` hours after it). [h]"""
+
+
+def check_run_every_hours(hours: int, where: str = "CARBONSCHED_ROLLING_RUN_EVERY_HOURS") -> int:
+    """``hours`` if it is a rolling cadence of :data:`RUN_EVERY_HOURS`, else a clear error.
+
+    Parameters
+    ----------
+    hours
+        Hours from one run to the next. [h]
+    where
+        The setting or option that gave it (named in the error).
+
+    Raises
+    ------
+    TimeAxisError
+        ``hours`` is not 1, 2, 3, 4, 6, 8, 12 or 24.
+    """
+    if isinstance(hours, bool) or int(hours) != hours or int(hours) not in RUN_EVERY_HOURS:
+        near = min(RUN_EVERY_HOURS, key=lambda h: (abs(h - float(hours)), h))
+        raise TimeAxisError(
+            f"{where} = {hours!r} h is not a rolling cadence: runs are issued at 00:00 UTC and "
+            "every N hours after it, so N must divide 24 — one of "
+            f"{', '.join(map(str, RUN_EVERY_HOURS))}; e.g. {near}")
+    return int(hours)
+
+
+def latest_issue_time(now: pd.Timestamp | datetime, every_hours: int) -> pd.Timestamp:
+    """The newest issue time of the cadence at or before ``now`` (tz-aware). [UTC]"""
+    every = pd.Timedelta(hours=check_run_every_hours(every_hours, "every_hours"))
+    t = require_aware(now, "now").tz_convert("UTC")
+    day = t.floor("D")
+    return day + ((t - day) // every) * every
+
+
+_EVERY = re.compile(r"^\s*(\d+)\s*(h|hours?|d|days?)?\s*$", re.IGNORECASE)
+
+
+def parse_every(text: str | int, where: str = "--every") -> int:
+    """A run cadence given as ``6h``, ``6`` (hours) or ``1d``, in hours, checked.
+
+    Parameters
+    ----------
+    text
+        The cadence as typed (``6h``, ``12 hours``, ``1d``) or a whole number of hours.
+    where
+        The option that gave it (named in the error).
+
+    Returns
+    -------
+    int
+        Hours from one run to the next, one of :data:`RUN_EVERY_HOURS`. [h]
+
+    Raises
+    ------
+    TimeAxisError
+        Not a number of hours or days, or not a divisor of a day
+        (:func:`check_run_every_hours`).
+    """
+    if isinstance(text, int):
+        return check_run_every_hours(text, where)
+    m = _EVERY.match(str(text))
+    if m is None:
+        raise TimeAxisError(f"{where} {text!r} is not a run cadence; give whole hours such as "
+                            f"6h (or 1d), one of {', '.join(f'{h}h' for h in RUN_EVERY_HOURS)}")
+    n = int(m.group(1)) * (24 if (m.group(2) or "h").lower().startswith("d") else 1)
+    return check_run_every_hours(n, where)

@@ -149,7 +149,47 @@ def test_cli_replay_jobs(shared_data, fixtures_dir, tmp_path):
     assert "forecast fallbacks in 0 run-site(s)" in r.stderr
 
 
+@pytest.mark.shared_data
+def test_cli_replay_jobs_at_the_services_six_hour_cadence(shared_data, fixtures_dir, tmp_path):
+    """``--every 6h``: runs issued 6 h apart from 00:00 UTC; every policy's time-limited and
+    fallback runs are counted and named by issue time (JSON and stderr)."""
+    out = tmp_path / "r.json"
+    r = CliRunner().invoke(app, ["replay", "--jobs", str(fixtures_dir / "rolling_jobs" /
+                                                         "evening.json"),
+                                 "--out", str(out), "--data-dir", str(shared_data),
+                                 "--policies", "agnostic,milp", "--horizon-hours", "24",
+                                 "--every", "6h", "--time-limit", "10"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    assert doc["run_every_hours"] == 6 and "a run every 6 h" in " ".join(r.stdout.split())
+    times = [pd.Timestamp(x["issued_at"]) for x in doc["runs"]]
+    assert len(times) == doc["runs_count"] > 4
+    assert {b - a for a, b in zip(times, times[1:], strict=False)} == {pd.Timedelta(hours=6)}
+    assert times[0].hour == 0
+    for p in doc["policies"].values():
+        assert len(p["time_limited_run_times"]) == p["time_limited_runs"]
+        assert len(p["fallback_run_times"]) == p["fallback_runs"]
+        for t in p["time_limited_run_times"] + p["fallback_run_times"]:
+            assert t[:19] in r.stderr
+
+
+def test_replay_cadence_options():
+    from carbonsched.cli.app import replay_cadence
+
+    assert replay_cadence(None, None) == 24
+    assert replay_cadence("6h", None) == replay_cadence(None, 6) == replay_cadence("6h", 6) == 6
+    assert replay_cadence("1h", None) == 1 and replay_cadence("1d", None) == 24
+    assert replay_cadence("12 hours", None) == 12 and replay_cadence("24h", None) == 24
+
+
 @pytest.mark.parametrize(("args", "message"), [
+    (["--every", "5h"], "--every = 5 h is not a rolling cadence.*one of 1, 2, 3, 4, 6, 8, 12, "
+                        "24; e.g. 4"),
+    (["--every", "48h"], "--every = 48 h is not a rolling cadence"),
+    (["--every", "six hours"], "--every 'six hours' is not a run cadence; give whole hours"),
+    (["--run-every-hours", "7"], "--run-every-hours = 7 h is not a rolling cadence"),
+    (["--every", "6h", "--run-every-hours", "12"], "--every 6h and --run-every-hours 12 "
+                                                   "disagree"),
     (["--policies", "agnostic,greedy"], "unknown policies.*greedy"),
     (["--horizon-hours", "500"], "outside 1..168 h"),
     (["--horizon-hours", "12"], "shorter than the run interval"),

@@ -317,6 +317,26 @@ def backtest(
 _TRACE_POLICIES = "agnostic,greedy,milp,oracle"
 
 
+def replay_cadence(every: str | None, run_every_hours: int | None) -> int:
+    """The rolling replay's cadence from ``--every`` (``6h``) or ``--run-every-hours`` (6). [h]
+
+    Raises
+    ------
+    InputError
+        Both given and different, or a cadence that does not divide a day.
+    """
+    from carbonsched.timeaxis import check_run_every_hours, parse_every
+
+    if every is not None and run_every_hours is not None and \
+            parse_every(every) != run_every_hours:
+        raise InputError(f"--every {every} and --run-every-hours {run_every_hours} disagree; "
+                         "give one of them")
+    if every is not None:
+        return parse_every(every)
+    return check_run_every_hours(24 if run_every_hours is None else run_every_hours,
+                                 "--run-every-hours")
+
+
 @app.command()
 def replay(
     out_file: Annotated[Path, typer.Option("--out", help="Results JSON.")],
@@ -345,8 +365,11 @@ def replay(
         help="Replay this jobs file or folder with the rolling horizon (policies agnostic,"
              "milp,oracle,best-fixed) instead of trace-built days.")] = None,
     horizon_hours: Annotated[int, typer.Option(help="Rolling horizon with --jobs. \\[h]")] = 72,
-    run_every_hours: Annotated[int, typer.Option(
-        help="Hours between rolling runs with --jobs. \\[h]")] = 24,
+    run_every_hours: Annotated[int | None, typer.Option(
+        help="Hours between rolling runs with --jobs (as --every). \\[h]")] = None,
+    every: Annotated[str | None, typer.Option(
+        help="Run cadence with --jobs, as the service runs (CARBONSCHED_ROLLING_RUN_EVERY_HOURS):"
+             " 1h, 2h, 3h, 4h, 6h, 8h, 12h or 24h (default 24h).")] = None,
     target_load: Annotated[float | None, typer.Option(
         help="Scale each day's work to this share of the fleet's GPU-hours (0, 1.5].")] = None,
     oracle_time_limit: Annotated[float | None, typer.Option(
@@ -364,8 +387,8 @@ def replay(
         with errors(), solver_chatter_to_stderr():
             pols = tuple(p.strip() for p in policies.split(",") if p.strip())
             run_and_print(jobs, out_file, catalog, data_dir, None if policies == _TRACE_POLICIES
-                          else pols, horizon_hours, run_every_hours, time_limit, mip_gap,
-                          lambda _: None, out, err, write_json)
+                          else pols, horizon_hours, replay_cadence(every, run_every_hours),
+                          time_limit, mip_gap, lambda _: None, out, err, write_json)
         return
     with errors():
         parse_executor(executor)  # refuse a bad name before the data load

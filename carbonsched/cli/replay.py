@@ -114,10 +114,16 @@ def run_and_print(jobs: Path, out_file: Path, catalog: str, data_dir: Path | Non
     sites = sorted({f['site'] for f in res["forecast_fallbacks"]})
     err.print(f"forecast fallbacks in {len(res['forecast_fallbacks'])} run-site(s) "
               f"({', '.join(sites) or 'none'}): see forecast_fallbacks")
-    for p in res["policies"].values():
-        if p["time_limited_runs"] or p["fallback_runs"]:
-            err.print("some runs stopped at the time limit or fell back to greedy: see notes")
-            break
+    for name, p in res["policies"].items():
+        for key, what in (("time_limited_run_times", "stopped at the time limit (kept the "
+                           "solver's best plan)"), ("fallback_run_times", "fell back to the "
+                           "greedy plan")):
+            times = p.get(key) or []
+            if times:
+                shown = ", ".join(times[:5]) + (f" and {len(times) - 5} more" if len(times) > 5
+                                                else "")
+                err.print(f"{name}: {len(times)} of {res['runs_count']} run(s) {what}: "
+                          f"{shown} (issue times; see notes)")
     err.print(f"results written to {out_file}")
 
 

@@ -67,7 +67,7 @@ from carbonsched.plan.rolling import (
     run_times,
 )
 from carbonsched.plan.sets import compile_sets, option_costs
-from carbonsched.timeaxis import HOUR, hourly_slots
+from carbonsched.timeaxis import HOUR, check_run_every_hours, hourly_slots
 
 JOB_POLICIES = ("agnostic", "milp", "oracle", "best-fixed")
 MAX_ORACLE_HORIZON_HOURS = 24 * 31
@@ -167,7 +167,8 @@ def run_jobs_replay(
     policies
         Subset of :data:`JOB_POLICIES`.
     horizon_hours, run_every_hours
-        Rolling horizon ``H`` and run interval. [h]
+        Rolling horizon ``H`` and run interval, one of the service's cadences (1, 2, 3, 4, 6,
+        8, 12 or 24, :func:`carbonsched.timeaxis.check_run_every_hours`). [h]
     time_limit_s, mip_gap
         Solver limits per run. [s], [-]
     progress
@@ -186,7 +187,8 @@ def run_jobs_replay(
         (inference demand not served within its SLO, per area-hour), jobs_placed,
         unplaced_reasons, jobs_split, pieces, overhead_kwh (checkpoint overhead of resumed
         pieces, facility energy, included in the emissions), fallback_runs, time_limited_runs,
-        seconds}, ``runs`` (per run:
+        fallback_run_times and time_limited_run_times (the issue times of those runs, ISO
+        8601), seconds}, ``runs`` (per run:
         issue time, and per rolling policy committed / deferred / ended counts),
         ``forecast_fallbacks`` (per run and site), ``filled_signal_hours`` (per site),
         ``forecast_error`` (the carbon-intensity forecast error ``milp`` acted on, per site:
@@ -197,7 +199,8 @@ def run_jobs_replay(
     Raises
     ------
     InputError
-        Unknown policy, a horizon outside ``run_every_hours .. MAX_HORIZON_HOURS``, an empty
+        Unknown policy, a run interval that does not divide a day, a horizon outside
+        ``run_every_hours .. MAX_HORIZON_HOURS``, an empty
         workload, a catalog with modelled signals, a job naming a site the catalog lacks.
     WorkloadError
         A malformed jobs file.
@@ -212,6 +215,8 @@ def run_jobs_replay(
     if not 1 <= horizon_hours <= MAX_HORIZON_HOURS:
         raise InputError(f"horizon of {horizon_hours} h is outside 1..{MAX_HORIZON_HOURS} h; "
                          "e.g. --horizon-hours 72")
+    # the cadences the service runs (CARBONSCHED_ROLLING_RUN_EVERY_HOURS): a divisor of a day
+    run_every_hours = check_run_every_hours(run_every_hours, "--every")
     wl = jobs if isinstance(jobs, Workload) else read_jobs(jobs)
     if not wl.jobs:
         raise InputError("the workload has no jobs; nothing to replay")
@@ -281,7 +286,9 @@ def run_jobs_replay(
 
     plans: dict[str, PlanResult] = {}
     stats: dict[str, dict[str, Any]] = {p: {"seconds": 0.0, "fallback_runs": 0,
-                                            "time_limited_runs": 0} for p in policies}
+                                            "time_limited_runs": 0,
+                                            "time_limited_run_times": [],
+                                            "fallback_run_times": []} for p in policies}
     for p in ("agnostic", "best-fixed"):
         if p in policies:
             t0 = time.perf_counter()
@@ -342,6 +349,10 @@ def run_jobs_replay(
             stats[p]["seconds"] += time.perf_counter() - t0
             stats[p]["fallback_runs"] += int(res.fell_back)
             stats[p]["time_limited_runs"] += int(res.time_limited)
+            if res.time_limited:   # named: the issue times, for the output a person reads
+                stats[p]["time_limited_run_times"].append(t.isoformat())
+            if res.fell_back:
+                stats[p]["fallback_run_times"].append(t.isoformat())
             notes.extend(f"{p}: {x}" for x in res.notes)
             row[p] = {"committed": len(res.committed), "deferred": len(res.deferred),
                       "ended": len(res.ended), "pending": len(rp.state.pending),

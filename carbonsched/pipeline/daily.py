@@ -882,6 +882,8 @@ def run_daily_plan(
     grid_events: list[Any] | None = None,
     power_caps: bool | None = None,
     fairness: float | None = None,
+    issued_at: pd.Timestamp | None = None,
+    warm_start: Any = None,
 ) -> DailyPlan:
     """Run one planning day and return the plan document and its parts.
 
@@ -930,6 +932,14 @@ def run_daily_plan(
         Run jobs whose window has room at a GPU power cap
         (:func:`carbonsched.plan.caps.choose_power_caps`); ``None``: the setting
         ``power_caps``.
+    issued_at
+        The issue time (tz-aware, a whole hour of ``date`` in UTC): the horizon starts there and
+        the forecasts use only observations before it. ``None`` (default): ``date`` 00:00 UTC.
+        A rolling service that runs every few hours issues its runs at other hours.
+    warm_start
+        A plan to start the solver from (:class:`~carbonsched.plan.solve.WarmStart`: the
+        previous rolling run's placements); ``None``: a cold start. The document's notes say
+        which, and why a warm start was not used.
 
     Returns
     -------
@@ -959,7 +969,15 @@ def run_daily_plan(
         from carbonsched.config import get_settings
 
         data_dir = get_settings().data_dir
-    issued_at = day_start_utc(date)
+    day0 = day_start_utc(date)
+    if issued_at is None:
+        issued_at = day0
+    else:
+        issued_at = require_aware(issued_at, "issued_at").tz_convert("UTC")
+        if issued_at.floor("h") != issued_at or issued_at.floor("D") != day0:
+            raise InputError(f"issue time {issued_at.isoformat()} is not a whole hour of "
+                             f"{date} (UTC); a run is issued on the hour, e.g. "
+                             f"{date}T06:00:00Z")
     cat = load_catalog(catalog)
     replay = ReplayShift.between(replay_from, issued_at.date()) if replay_from else None
     if replay is not None and cat.signal_quality == SignalQuality.MODELLED:
@@ -1025,10 +1043,12 @@ def run_daily_plan(
 
         problem, result, cap_choices, cap_notes = plan_with_caps(
             problem, cap_table,
-            lambda q: solve_plan(q, solver=solver, time_limit_s=time_limit_s))
+            lambda q: solve_plan(q, solver=solver, time_limit_s=time_limit_s,
+                                 start=warm_start))
         notes.extend(cap_notes)
     else:
-        result = solve_plan(problem, solver=solver, time_limit_s=time_limit_s)
+        result = solve_plan(problem, solver=solver, time_limit_s=time_limit_s,
+                            start=warm_start)
     flexibility = None
     if grid_events:
         from carbonsched.pipeline.flex import commit_events, flexibility_block

@@ -50,7 +50,7 @@ from carbonsched.plan.sets import (
     PlanningProblem,
     compile_sets,
 )
-from carbonsched.plan.solve import resolve_solver, solve_plan
+from carbonsched.plan.solve import WarmStart, resolve_solver, solve_plan
 
 __all__ = [
     "CONTINUATION_RULE",
@@ -61,6 +61,7 @@ __all__ = [
     "PlanningProblem",
     "Score",
     "SolverRecord",
+    "WarmStart",
     "agnostic_plan",
     "compile_sets",
     "greedy_plan",

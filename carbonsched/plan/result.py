@@ -95,6 +95,9 @@ class SolverRecord:
     greedy_unplaced: int | None = None
     """With the greedy fallback: jobs it left unplaced that passed the pre-check (an exact
     solve with a longer limit may place them). [-]"""
+    warm_start: str = ""
+    """``warm: <what the solve started from>`` or ``cold: <why not>`` (issue 36 item 2); empty
+    when the caller gave no warm start and asked for none."""
 
 
 @dataclass

@@ -17,6 +17,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pulp
@@ -511,7 +512,67 @@ def _infeasible(sets: PlanSets, rec: SolverRecord, family: str, detail: str,
     return res
 
 
-def start_values(m: PlanModel, plan: PlanResult) -> dict[pulp.LpVariable, float]:
+@dataclass
+class WarmStart:
+    """A plan to start a solve from: the previous rolling run's placements (issue 36 item 2).
+
+    A rolling run every ``run_every`` hours re-plans the jobs the previous run placed after
+    its commit window; their placements keep their absolute (site, start), so on the new
+    run's slot grid they are the previous plan shifted by ``run_every``. Jobs it does not
+    place (new work) start unplaced; the solver completes the plan.
+
+    Attributes
+    ----------
+    placements
+        :class:`~carbonsched.domain.Placement` objects (``job_id``, ``site``, ``start``,
+        ``pieces``) of the previous plan.
+    source
+        What the plan is, for the notes (e.g. ``the run issued at 2023-07-15T00:00Z``).
+    """
+
+    placements: list[Any]
+    source: str
+
+    @property
+    def label(self) -> str:
+        """How the notes name the start: its source and number of placements."""
+        return f"{self.source} ({len(self.placements)} placement(s))"
+
+
+def start_label(start: Any) -> str:
+    """How the notes name a MIP start: a :class:`WarmStart`'s label or a plan's objective."""
+    if isinstance(start, WarmStart):
+        return start.label
+    return f"a plan of {start.totals['objective']:.3f} kg"
+
+
+def warm_positions(sets: PlanSets, start: WarmStart) -> np.ndarray:
+    """The warm start's one-piece placements that are options of ``sets``: ``(P, 3)`` positions.
+
+    Placements of jobs no longer planned (committed, ended), in pieces, at a site or start
+    that is not a feasible option now (e.g. before this run's issue time), are left out.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(P, 3)`` ``(job, site, start)`` positions, at most one per job. [-]
+    """
+    jpos = {jb.id: k for k, jb in enumerate(sets.problem.jobs)}
+    spos = {name: i for i, name in enumerate(sets.site)}
+    tpos = {t: i for i, t in enumerate(sets.slot)}
+    have = {(int(j), int(s_), int(t)) for j, s_, t in np.asarray(sets.options).tolist()}
+    rows: dict[int, tuple[int, int, int]] = {}
+    for pl in start.placements:
+        j = jpos.get(pl.job_id)
+        if j is None or getattr(pl, "pieces", 1) > 1:
+            continue
+        key = (j, spos.get(pl.site, -1), tpos.get(pl.start, -1))
+        if key in have and j not in rows:
+            rows[j] = key
+    return np.array(sorted(rows.values()), dtype=np.int64).reshape(-1, 3)
+
+
+def start_values(m: PlanModel, plan: PlanResult | WarmStart) -> dict[pulp.LpVariable, float]:
     """A MIP start for ``m`` from a plan's one-piece placements.
 
     Every job of the model gets its option binaries (1 for the plan's placement, 0 else) and
@@ -559,7 +620,7 @@ def start_values(m: PlanModel, plan: PlanResult) -> dict[pulp.LpVariable, float]
 
 def solve_milp(sets: PlanSets, solver: str, time_limit_s: float, mip_gap: float, threads: int,
                rec: SolverRecord, started: float, progress: Progress = None,
-               min_solve_s: float = 0.0, start: PlanResult | None = None
+               min_solve_s: float = 0.0, start: PlanResult | WarmStart | None = None
                ) -> PlanResult | None:
     """Direct MILP: one binary per feasible (job, site, start), built in PuLP and solved.
 
@@ -623,10 +684,14 @@ def solve_milp(sets: PlanSets, solver: str, time_limit_s: float, mip_gap: float,
     rec.bound = out.bound
     seed = None
     if x0:
-        seed = (f"started from a plan of {start.totals['objective']:.3f} kg"
+        seed = (f"started from {start_label(start)}"
                 if out.start_accepted else
-                f"the MIP start (a plan of {start.totals['objective']:.3f} kg) was refused by "
-                "HiGHS; solved without it")
+                f"the MIP start ({start_label(start)}) was refused by HiGHS; solved "
+                "without it")
+    if isinstance(start, WarmStart) and not (x0 and out.start_accepted):
+        rec.warm_start = (f"cold: HiGHS refused the MIP start from {start.source}"
+                          if x0 else f"cold: no placement of {start.source} is an option of "
+                          "the model")
     rec.note = "; ".join(x for x in (rec.note, seed, f"solver status {out.raw}") if x)
     if out.infeasible:
         fam = diagnose_inference(sets, rec.name) or ("unknown", "solver reported infeasible")
@@ -654,7 +719,8 @@ def _nothing_to_decide(sets: PlanSets) -> bool:
 def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: float = 60.0,
                mip_gap: float = 0.01, method: str = "auto", threads: int = 1,
                progress: Progress = None,
-               colgen_options: ColgenOptions | None = None) -> PlanResult:
+               colgen_options: ColgenOptions | None = None,
+               start: WarmStart | None = None) -> PlanResult:
     """Plan jobs and inference on sites and hours, minimising forecast emissions.
 
     Parameters
@@ -687,6 +753,11 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
         Tunables of column generation; default: read from the ``CARBONSCHED_CG_*``
         environment variables (:meth:`~carbonsched.plan.colgen.ColgenOptions.from_env`) when
         column generation runs.
+    start
+        A warm start (:class:`WarmStart`, the previous rolling run's plan): the direct MILP
+        starts from it (a MIP start) and column generation takes it as a candidate plan that
+        its later phases improve. ``solver.warm_start`` records ``warm: <what>`` or
+        ``cold: <why>``; ``None`` (default): ``cold: no previous plan``.
 
     Returns
     -------
@@ -765,6 +836,17 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
                                          "layouts are modelled by the direct MILP only); their "
                                          "slices are packed onto GPUs after the solve") if x)
     rec = SolverRecord(name=name, status=PlanStatus.NO_SOLUTION, method=method, note=note)
+    warm = None
+    if start is not None:
+        warm = warm_positions(sets, start)
+        if not len(warm):
+            rec.warm_start = (f"cold: none of the {len(start.placements)} placement(s) of "
+                              f"{start.source} is an option of this run (committed, ended, "
+                              "in pieces or outside the horizon)")
+            warm = None
+        else:
+            rec.warm_start = (f"warm: started from {start.source}: {len(warm)} of its "
+                              f"{len(start.placements)} placement(s) are options of this run")
     if _nothing_to_decide(sets):
         # an empty model: optimal by definition, on every solver (the solvers disagree on
         # what an empty model's status is, so none is asked)
@@ -784,15 +866,18 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
     if fam is not None:
         return _infeasible(sets, rec, fam[0], fam[1], started)
     if method == "milp":
+        if warm is not None and name != "highs":
+            rec.warm_start = f"cold: {name} takes no MIP start (HiGHS does)"
         direct = solve_milp(sets, name, time_limit_s - FINISH_MARGIN_S, mip_gap, threads, rec,
-                            started, progress)
+                            started, progress, start=start if warm is not None else None)
         if direct is None:
             raise RuntimeError("solve_milp skipped a solve with min_solve_s = 0")
         return check_result(sets, direct, started)
     if colgen_options is None:
         colgen_options = ColgenOptions.from_env(os.environ)
     res = solve_colgen(sets, time_limit_s, mip_gap, threads, rec, started, progress,
-                       options=colgen_options)
+                       options=colgen_options, warm_start=warm,
+                       warm_label=start.source if start is not None else "")
     if sets.patterns is not None and len(sets.patterns):
         # the LP bound covers one-piece plans only: no proof for the model with pieces
         if res.status == PlanStatus.OPTIMAL:

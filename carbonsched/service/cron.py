@@ -1,4 +1,4 @@
-"""The daily cron: the plan -> dispatch pipeline once per local calendar day.
+"""The cron: the plan -> dispatch pipeline once per local calendar day, or once per issue time.
 
 Rule. The run of local day D (in the catalog's time zone) is due from D's configured wall-clock
 time onwards and plans the date ``D + cron_plan_offset_days`` (day-ahead by default), issued at
@@ -16,6 +16,16 @@ that date's 00:00 UTC. A run is keyed by its planning date and claimed with an `
   ``lease_s`` after its last heartbeat; the leader then takes the record over (the service's
   lease loop, :class:`carbonsched.service.loops.ServiceLoops`, asks for a tick at every renewal,
   :meth:`DailyCron.kick`), so the day is run within about ``lease_s * 4 / 3``, not hours later.
+
+Several runs a day. A rolling service (``CARBONSCHED_ROLLING=true``) with
+``CARBONSCHED_ROLLING_RUN_EVERY_HOURS`` = N < 24 runs once per *issue time*: 00:00 UTC and every
+N hours after it (N divides 24, :func:`carbonsched.timeaxis.check_run_every_hours`). The run
+issued at T is due from T on (it plans ``[T, T + H)`` on the forecasts issued at T and commits
+what starts before T + N); its record is keyed by T
+(:func:`carbonsched.store.service.run_key`), so the same guarantees hold per issue time: two
+replicas run it once, a restart after downtime runs the newest due issue time once (the
+missed ones are not replayed: their commit windows are past), and a run whose process died
+is taken over once its lease ran out. The daily rule above is N = 24.
 
 APScheduler fires :meth:`DailyCron.tick` at the configured local time (``CronTrigger`` in the
 zone) and every ``cron_check_interval_s`` as a safety net; ``tick`` decides from the injected
@@ -44,7 +54,7 @@ from carbonsched.catalog import Catalog, load_catalog
 from carbonsched.clock import Clock
 from carbonsched.errors import InputError
 from carbonsched.service.runs import DispatchStep, Pipeline, claim_and_run, planning_pipeline
-from carbonsched.timeaxis import day_start_utc
+from carbonsched.timeaxis import check_run_every_hours, day_start_utc, latest_issue_time
 
 log = logging.getLogger("carbonsched.service.cron")
 
@@ -126,12 +136,23 @@ class DailyCron:
         Whether the day that was due when the cron was made (the catch-up after downtime) is
         run at start-up; off (``cron_startup_run = false``), only days whose run time comes
         after that are run.
+    run_every_hours
+        24 (default): the daily rule. 1, 2, 3, 4, 6, 8 or 12: one run per issue time, every
+        this many hours from 00:00 UTC (the module docstring; ``at`` and ``offset_days`` are
+        then unused). [h]
+
+    Raises
+    ------
+    TimeAxisError
+        ``run_every_hours`` does not divide 24.
     """
 
     def __init__(self, store: Any, pipeline: Pipeline, clock: Clock, zone: str, at: time,
                  offset_days: int = 1, leader: Any = None, replica: str = "replica",
                  check_interval_s: float = 300.0, lease_s: float = 45.0,
-                 metrics: Any = None, startup_run: bool = True) -> None:
+                 metrics: Any = None, startup_run: bool = True,
+                 run_every_hours: int = 24) -> None:
+        self.run_every_hours = check_run_every_hours(run_every_hours, "run_every_hours")
         self.store = store
         self.pipeline = pipeline
         self.clock = clock
@@ -179,12 +200,28 @@ class DailyCron:
         return cls(store, pipeline, clock, zone, settings.cron_time,
                    settings.cron_plan_offset_days, leader, replica,
                    settings.cron_check_interval_s, settings.lease_s, metrics,
-                   startup_run=settings.cron_startup_run)
+                   startup_run=settings.cron_startup_run,
+                   run_every_hours=settings.rolling_run_every_hours if settings.rolling
+                   else 24)
 
     def due(self, now: datetime | None = None) -> tuple[date, date]:
         """``(local_day, planning_date)`` of the newest due run at ``now`` (default: clock)."""
         day = due_day(now or self.clock.now(), self.zone, self.at)
         return day, day + timedelta(days=self.offset_days)
+
+    def due_issue(self, now: datetime | None = None) -> tuple[date, date, datetime]:
+        """``(local_day, planning_date, issued_at)`` of the newest due run at ``now``.
+
+        Daily (``run_every_hours`` = 24): :meth:`due`, issued at the planning date's 00:00 UTC.
+        Every N < 24 hours: the newest issue time T <= ``now`` on the cadence, its UTC date and
+        its local day in the cron's zone.
+        """
+        now = now or self.clock.now()
+        if self.run_every_hours == 24:
+            day, planning = self.due(now)
+            return day, planning, day_start_utc(planning).to_pydatetime()
+        t = latest_issue_time(now, self.run_every_hours).to_pydatetime()
+        return t.astimezone(self.zone).date(), t.date(), t
 
     def _due_before_start(self, local_day: date) -> bool:
         """Whether ``local_day``'s run time came before this cron was made (start-up)."""
@@ -217,25 +254,31 @@ class DailyCron:
         try:
             if not self.is_leader():
                 return None
-            local_day, planning = self.due(self.clock.now())
+            local_day, planning, issued = self.due_issue(self.clock.now())
             pdate = planning.isoformat()
-            if not self.startup_run and self._due_before_start(local_day):
-                if self._skipped != pdate:
-                    self._skipped = pdate
-                    log.info("cron: planning date %s was due before this process started and "
-                             "the start-up run is off (CARBONSCHED_CRON_STARTUP_RUN=false): not "
-                             "run; the next run is at %s %s", pdate, self.at.strftime("%H:%M"),
-                             self.zone_name)
+            if self.run_every_hours < 24:
+                before = issued < self.started_at
+                pdate_key = issued.strftime("%Y-%m-%dT%H:%MZ")
+            else:
+                before, pdate_key = self._due_before_start(local_day), pdate
+            if not self.startup_run and before:
+                if self._skipped != pdate_key:
+                    self._skipped = pdate_key
+                    nxt = (f"{self.at.strftime('%H:%M')} {self.zone_name}"
+                           if self.run_every_hours == 24 else
+                           f"every {self.run_every_hours} h from 00:00 UTC")
+                    log.info("cron: run %s was due before this process started and the "
+                             "start-up run is off (CARBONSCHED_CRON_STARTUP_RUN=false): not "
+                             "run; the next run is at %s", pdate_key, nxt)
                 return None
             try:
                 out = claim_and_run(self.store, self.clock, self.pipeline, planning_date=pdate,
-                                    issued_at=day_start_utc(pdate).to_pydatetime(),
-                                    trigger=trigger, replica=self.replica,
+                                    issued_at=issued, trigger=trigger, replica=self.replica,
                                     lease=self.lease,
                                     local_day=local_day.isoformat(), metrics=self.metrics)
             except Exception:  # recorded and logged by claim_and_run; the cron carries on
-                return self.store.get_run(pdate)
-            return None if out is None else self.store.get_run(pdate)
+                return self.store.get_run(issued)
+            return None if out is None else self.store.get_run(issued)
         finally:
             self._busy.release()
 
@@ -258,12 +301,21 @@ class DailyCron:
 
     # --- APScheduler wiring -------------------------------------------------------------------
     def triggers(self) -> list[Any]:
-        """The APScheduler triggers: the daily ``CronTrigger`` and the safety-net interval."""
+        """The APScheduler triggers: the run's ``CronTrigger`` and the safety-net interval.
+
+        Daily: at ``at`` in the cron's zone; every N < 24 hours: at each issue time
+        (``hour=*/N``, minute 0, UTC).
+        """
         from apscheduler.triggers.cron import CronTrigger
         from apscheduler.triggers.interval import IntervalTrigger
 
-        return [CronTrigger(hour=self.at.hour, minute=self.at.minute, second=self.at.second,
-                            timezone=self.zone),
+        if self.run_every_hours < 24:
+            first: Any = CronTrigger(hour=f"*/{self.run_every_hours}", minute=0, second=0,
+                                     timezone="UTC")
+        else:
+            first = CronTrigger(hour=self.at.hour, minute=self.at.minute, second=self.at.second,
+                                timezone=self.zone)
+        return [first,
                 IntervalTrigger(seconds=self.check_interval_s, timezone=self.zone)]
 
     def start(self, startup_tick: bool = True) -> None:

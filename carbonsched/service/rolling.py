@@ -11,9 +11,12 @@ The service's run path (:func:`carbonsched.service.runs.execute_run` with
    overlaps the horizon holds its GPUs and power as the planner's running work
    (:meth:`carbonsched.plan.rolling.RollingPlanner.prepare`);
 3. forecast and plan the horizon ``[issued_at, issued_at + H)`` with the daily plan's own code
-   (:func:`carbonsched.pipeline.daily.run_daily_plan` with ``horizon_hours = H``), so the plan
+   (:func:`carbonsched.pipeline.daily.run_daily_plan` with ``horizon_hours = H`` and the run's
+   issue time, which need not be 00:00 UTC when the service runs every few hours), so the plan
    document, its notes and fallbacks, the stored forecasts and the dispatch path are the ones
-   of every plan;
+   of every plan; the solve starts warm from the previous run's plan (:func:`warm_start`: the
+   placements it made after its commit window, which this run plans again), and the notes say
+   whether it did (``warm start: warm: ...`` or ``warm start: cold: <why>``);
 4. commit the placements that start before the next run (``issued_at + run_every``) and keep
    the others pending (:meth:`~carbonsched.plan.rolling.RollingPlanner.apply`); the document gets a
    ``rolling`` section (committed, deferred, ended with reasons, pinned running work) and the
@@ -33,7 +36,8 @@ import pandas as pd
 from carbonsched.catalog import Catalog
 from carbonsched.domain import Job, Workload, jsonable
 from carbonsched.pipeline.daily import DailyPlan, run_daily_plan
-from carbonsched.plan.rolling import RollingPlanner, RunResult
+from carbonsched.plan.rolling import RollingPlanner, RollingState, RunResult
+from carbonsched.plan.solve import WarmStart
 from carbonsched.store.rolling_state import RollingStore
 from carbonsched.timeaxis import hourly_slots
 
@@ -46,6 +50,29 @@ class RollingStep:
     run: RunResult
     planner: RollingPlanner
     rolling_store: RollingStore
+
+
+def warm_start(state: RollingState, run_every_hours: int) -> tuple[WarmStart | None, str]:
+    """The previous run's plan as a warm start of this run, or ``None`` and why not.
+
+    The previous run placed its pending jobs over its whole horizon and committed those
+    starting before this run; the others (``state.tentative``) keep their absolute site and
+    start, which on this run's slot grid is the previous plan shifted by ``run_every``.
+
+    Returns
+    -------
+    (WarmStart or None, str)
+        The start, and the sentence for the notes when there is none (``cold: ...``).
+    """
+    if state.last_issued_at is None:
+        return None, "cold: the first rolling run (no previous plan)"
+    placements = [p for ps in state.tentative.values() for p in ps]
+    last = state.last_issued_at.strftime("%Y-%m-%dT%H:%MZ")
+    if not placements:
+        return None, (f"cold: the previous run ({last}) left no placement to re-plan (it "
+                      "committed or ended all its work)")
+    return WarmStart(placements, f"the plan of the run issued at {last}, shifted by "
+                                 f"{run_every_hours} h"), ""
 
 
 def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
@@ -61,7 +88,10 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
     catalog, catalog_ref
         The catalog and the name or path ``run_daily_plan`` loads.
     pdate
-        Planning date, ``YYYY-MM-DD``; the step is issued at ``issued_at`` (its 00:00 UTC).
+        Planning date, ``YYYY-MM-DD``: the UTC date of ``issued_at``.
+    issued_at
+        The step's issue time (tz-aware, on the hour; any hour of a cadence of
+        ``run_every_hours``).
     new_jobs
         Work to add as pending (ids already known are ignored).
     workload
@@ -84,14 +114,18 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
     jobs, running, ended = rp.prepare(t, hourly_slots(t, horizon_hours))
     inf = [d for d in workload.inference
            if t <= d.hour < t + pd.Timedelta(hours=horizon_hours)]
+    start, cold = warm_start(rp.state, run_every_hours)
     daily = run_daily_plan(pdate, catalog_ref, Workload(jobs=jobs, inference=inf), data_dir,
-                           solver, time_limit_s, horizon_hours, running=running)
+                           solver, time_limit_s, horizon_hours, running=running, issued_at=t,
+                           warm_start=start)
     run = rp.apply(t, daily.problem, daily.result, ended)
     doc = daily.document
     held = sorted({r.job_id for r in daily.problem.running})
-    doc["notes"] = list(doc.get("notes", [])) + run.notes
+    how = daily.result.solver.warm_start or cold or "cold: no previous plan"
+    doc["notes"] = list(doc.get("notes", [])) + [f"warm start: {how}"] + run.notes
     doc["rolling"] = {
         "horizon_hours": horizon_hours, "run_every_hours": run_every_hours,
+        "warm_start": how,
         "commit_before": jsonable(run.commit_before),
         "committed": sorted(p.job_id for p in run.committed),
         "deferred": [{"job_id": p.job_id, "start": jsonable(p.start)} for p in run.deferred],

@@ -200,23 +200,24 @@ class RunHeartbeat:
     ----------
     service_store
         :class:`~carbonsched.store.service.ServiceStore`.
-    planning_date, owner
-        The claimed record and the claim's owner token.
+    key, owner
+        The claimed record's key (its issue time, :func:`~carbonsched.store.service.run_key`)
+        and the claim's owner token.
     lease
         The lease length; renewed every third of it.
     """
 
-    def __init__(self, service_store: Any, planning_date: str, owner: str,
+    def __init__(self, service_store: Any, key: str, owner: str,
                  lease: timedelta) -> None:
         self.store = service_store
-        self.planning_date = planning_date
+        self.key = key
         self.owner = owner
         self.lease = lease
         self.lost = False
         """True once a renewal found the record no longer this claim's."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, daemon=True,
-                                        name=f"run-heartbeat-{planning_date}")
+                                        name=f"run-heartbeat-{key}")
 
     def __enter__(self) -> RunHeartbeat:
         self._thread.start()
@@ -230,24 +231,25 @@ class RunHeartbeat:
         every = self.lease.total_seconds() / 3
         while not self._stop.wait(every):
             try:
-                if not self.store.renew_run(self.planning_date, self.owner, self.lease):
+                if not self.store.renew_run(self.key, self.owner, self.lease):
                     self.lost = True
                     log.error("run for %s: the run record is no longer this run's (its lease "
-                              "ran out and another replica took it over)", self.planning_date)
+                              "ran out and another replica took it over)", self.key)
                     return
             except CarbonschedError as exc:
                 log.warning("run for %s: lease not renewed (%s); trying again in %.0f s",
-                            self.planning_date, exc, every)
+                            self.key, exc, every)
 
 
 def claim_and_run(service_store: Any, clock: Clock, pipeline: Pipeline, *, planning_date: str,
                   issued_at: datetime, trigger: str, replica: str, lease: timedelta,
                   local_day: str | None = None, metrics: Any = None) -> RunOutcome | None:
-    """Run ``pipeline`` for ``planning_date`` once, under its run record.
+    """Run ``pipeline`` for the issue time ``issued_at`` once, under its run record.
 
-    The record is claimed first (:meth:`~carbonsched.store.service.ServiceStore.claim_run`:
-    one per planning date, under a lease that :class:`RunHeartbeat` renews while the pipeline
-    runs; a record whose lease ran out is taken over), then the pipeline runs and the record is
+    The record is claimed first (:meth:`~carbonsched.store.service.ServiceStore.claim_run`: one
+    per issue time — one per planning date for daily runs, issued at its 00:00 UTC — under a
+    lease that :class:`RunHeartbeat` renews while the pipeline runs; a record whose lease ran
+    out is taken over), then the pipeline runs and the record is
     finished with its outcome. A pipeline that raises is recorded with :func:`failure_detail`
     and the exception is raised again: ``interrupted`` when it is an outage (a backend, the
     store or a signal provider unavailable; the date is claimed again ``lease`` later, by this
@@ -264,9 +266,10 @@ def claim_and_run(service_store: Any, clock: Clock, pipeline: Pipeline, *, plann
     pipeline
         The run's work (:func:`planning_pipeline`).
     planning_date
-        ``YYYY-MM-DD``, the record's key.
+        ``YYYY-MM-DD``, the UTC date of the issue.
     issued_at
-        The plan's issue time (the planning date's 00:00 UTC).
+        The plan's issue time, the record's key (the planning date's 00:00 UTC for a daily
+        run; any whole hour for a rolling run every few hours).
     trigger, replica
         Recorded with the run (``scheduled``, ``check``, ``startup``, ``lease``, ``cli``; the
         process that ran it).
@@ -281,7 +284,7 @@ def claim_and_run(service_store: Any, clock: Clock, pipeline: Pipeline, *, plann
     Returns
     -------
     RunOutcome or None
-        ``None`` when the planning date has a run already (nothing was done).
+        ``None`` when the issue time has a run already (nothing was done).
 
     Raises
     ------
@@ -290,7 +293,12 @@ def claim_and_run(service_store: Any, clock: Clock, pipeline: Pipeline, *, plann
     Exception
         Whatever the pipeline raised, after it was recorded.
     """
-    existing = service_store.get_run(planning_date)
+    from carbonsched.store.service import run_key
+
+    key = run_key(issued_at)
+    if key == run_key(planning_date):
+        key = planning_date   # a daily run: named by its date where a person reads it
+    existing = service_store.get_run(key)
     if existing is not None and existing["status"] not in ("running", "interrupted"):
         return None
     local_day = local_day or planning_date
@@ -298,32 +306,32 @@ def claim_and_run(service_store: Any, clock: Clock, pipeline: Pipeline, *, plann
                                     clock.now(), lease)
     if not owner:
         return None
-    log.info("run for planning date %s (local day %s, %s on %s) started", planning_date,
-             local_day, trigger, replica)
-    with RunHeartbeat(service_store, planning_date, owner, lease):
+    log.info("run issued at %s (planning date %s, local day %s, %s on %s) started", key,
+             planning_date, local_day, trigger, replica)
+    with RunHeartbeat(service_store, key, owner, lease):
         try:
             out = pipeline(planning_date, issued_at, trigger)
         except Exception as exc:
             outage = isinstance(exc, BackendUnavailableError | ProviderUnavailableError)
-            log.error("run for %s %s: %s", planning_date,
+            log.error("run issued at %s %s: %s", key,
                       "interrupted by an outage" if outage else "failed", exc)
             try:
                 service_store.finish_run(
-                    planning_date, clock.now(), "interrupted" if outage else "failed",
+                    key, clock.now(), "interrupted" if outage else "failed",
                     owner=owner, retry_after=lease if outage else None,
                     error=failure_detail(exc))
             except Exception as rec_exc:  # the database died too: the lease runs out
                 log.error("run for %s: the failure could not be recorded (%s); the record "
-                          "stays 'running' until its lease runs out (%.0f s)", planning_date,
+                          "stays 'running' until its lease runs out (%.0f s)", key,
                           rec_exc, lease.total_seconds())
             _count(metrics, trigger, "failed")
             raise
         extra = {"catalog": out.catalog} if out.catalog else {}
-        if not service_store.finish_run(planning_date, clock.now(), out.status, owner=owner,
+        if not service_store.finish_run(key, clock.now(), out.status, owner=owner,
                                         plan_id=out.plan_id, solver_status=out.solver_status,
                                         dispatch=out.dispatch, notes=out.notes, **extra):
             log.error("run for %s finished (%s) after another replica took its record over; "
-                      "the record keeps that replica's outcome", planning_date, out.status)
+                      "the record keeps that replica's outcome", key, out.status)
     _count(metrics, trigger, out.status)
     return out
 
@@ -473,7 +481,7 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
 def check_store_catalog(service_store: Any, catalog: str) -> None:
     """Refuse to run the pipeline of ``catalog`` on a store whose runs planned another catalog.
 
-    Run records are keyed by planning date alone: on a store shared by two catalogs, the
+    Run records are keyed by issue time alone: on a store shared by two catalogs, the
     first catalog's run of a date would stop the second's ("already has a run"), and the
     service would serve the newest plan of its own catalog among the other's runs. One store
     per served catalog is the rule (``docs/service.md``); plans made by ``carbonsched plan``
@@ -489,7 +497,7 @@ def check_store_catalog(service_store: Any, catalog: str) -> None:
         held = ", ".join(f"{c!r} ({n} run(s))" for c, n in sorted(others.items()))
         raise InputError(
             f"the store {service_store.safe_url()} holds the runs of catalog(s) {held}, not "
-            f"of {catalog!r}; runs are kept one per planning date, so two catalogs cannot "
+            f"of {catalog!r}; runs are kept one per issue time, so two catalogs cannot "
             "share a store's runs: give this catalog a store of its own "
             "(CARBONSCHED_DATABASE_URL), or serve the catalog the store was made for")
 

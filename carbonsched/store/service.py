@@ -5,13 +5,14 @@ Reservations are written by :meth:`ServiceStore.reserve_job` only: under the loc
 plan's site (``booking_ledger``), after the caller's fit check against the reservations
 committed there, so the database is the one arbiter of capacity across threads, processes and
 replicas.
-Run records are keyed by planning date: claiming a date is an ``INSERT`` that the primary key
-lets succeed once, whichever replica or process tries, so the pipeline is idempotent by
-planning date on SQLite and PostgreSQL alike. A claimed record carries a lease (``owner``,
-``heartbeat_at``, ``lease_expires_at``) that its owner renews while it runs
-(:meth:`ServiceStore.renew_run`); a record still ``running`` whose lease expired (its process
-died) is taken over by the next claim. :class:`LeaderLease` elects the one replica that runs the
-cron and the dispatch loops, with a lease of the same kind in ``service_leases``.
+Run records are keyed by issue time (:func:`run_key`; a daily run is issued at its planning
+date's 00:00 UTC, so it is one per date): claiming an issue time is an ``INSERT`` that the
+primary key lets succeed once, whichever replica or process tries, so the pipeline is idempotent
+by issue time on SQLite and PostgreSQL alike (several rolling runs a day each once). A claimed
+record carries a lease (``owner``, ``heartbeat_at``, ``lease_expires_at``) that its owner renews
+while it runs (:meth:`ServiceStore.renew_run`); a record still ``running`` whose lease expired
+(its process died) is taken over by the next claim. :class:`LeaderLease` elects the one replica
+that runs the cron and the dispatch loops, with a lease of the same kind in ``service_leases``.
 
 Lease times are the database server's clock (``now()`` on PostgreSQL; the host's clock on
 SQLite, which is one host), never the service's clock, which ``--as-of`` may pin; tests inject
@@ -143,6 +144,40 @@ def hash_token(token: str) -> str:
 def role_allows(have: str, need: str) -> bool:
     """Whether role ``have`` includes role ``need`` (``read`` < ``submit`` < ``admin``)."""
     return ROLES.index(have) >= ROLES.index(need)
+
+
+RUN_KEY_FORMAT = "%Y-%m-%dT%H:%MZ"
+"""The run records' key: the issue time in UTC to the minute (sorts as time does)."""
+
+
+def run_key(issued: str | datetime) -> str:
+    """The key of the run record issued at ``issued``: ``YYYY-MM-DDTHH:MMZ`` (UTC).
+
+    Parameters
+    ----------
+    issued
+        A tz-aware issue time; a key already; or a planning date ``YYYY-MM-DD``, which names
+        the run issued at that date's 00:00 UTC (the daily run's issue time).
+
+    Raises
+    ------
+    InputError
+        A naive datetime, or text that is neither a date, a key nor an ISO 8601 time with a
+        time zone.
+    """
+    if isinstance(issued, str):
+        text_ = issued.strip()
+        try:
+            if len(text_) == 10:
+                return datetime.fromisoformat(text_).strftime("%Y-%m-%d") + "T00:00Z"
+            issued = datetime.fromisoformat(text_.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise InputError(f"run {issued!r} is neither a planning date (YYYY-MM-DD) nor an "
+                             "issue time (e.g. 2023-07-15T06:00Z)") from exc
+    if issued.tzinfo is None or issued.utcoffset() is None:
+        raise InputError(f"run issue time {issued.isoformat()} has no time zone; give it in "
+                         "UTC, e.g. 2023-07-15T06:00Z")
+    return issued.astimezone(UTC).strftime(RUN_KEY_FORMAT)
 
 
 class DuplicateJobError(InputError):
@@ -459,24 +494,26 @@ class ServiceStore:
                       .values(**values))
 
     # --- run records --------------------------------------------------------------------------
-    @store_call("claiming the run of {planning_date}")
+    @store_call("claiming the run issued at {issued_at}")
     def claim_run(self, planning_date: str, local_day: str, issued_at: datetime, trigger: str,
                   replica: str, now: datetime, lease: timedelta) -> str | None:
-        """Claim the run of ``planning_date`` under a lease; ``None`` when it is taken.
+        """Claim the run issued at ``issued_at`` under a lease; ``None`` when it is taken.
 
-        A new record is inserted ``running`` with ``lease_expires_at`` = lease time + ``lease``.
-        A record still ``running`` whose lease expired (its owner died or lost the database
-        longer than ``lease``), or ``interrupted`` by an outage whose retry time
-        (``lease_expires_at``) has come, is taken over once, its ``attempts`` counted; a
-        ``running`` record with no lease (written before migration ``0009_run_heartbeat``)
-        counts as expired. Any other status is final.
+        The record's key is the issue time (:func:`run_key`): one run per issue time, so a
+        daily run (issued at its date's 00:00 UTC) is one per date and a rolling service that
+        runs every few hours has one per issue time. A new record is inserted ``running`` with
+        ``lease_expires_at`` = lease time + ``lease``. A record still ``running`` whose lease
+        expired (its owner died or lost the database longer than ``lease``), or ``interrupted``
+        by an outage whose retry time (``lease_expires_at``) has come, is taken over once, its
+        ``attempts`` counted; a ``running`` record with no lease (written before migration
+        ``0009_run_heartbeat``) counts as expired. Any other status is final.
 
         Parameters
         ----------
         planning_date, local_day
-            ``YYYY-MM-DD``: the record's key and the cron's local day.
+            ``YYYY-MM-DD``: the UTC date of the issue and the cron's local day.
         issued_at
-            The plan's issue time (tz-aware).
+            The plan's issue time (tz-aware): the record's key.
         trigger, replica
             Recorded with the run.
         now
@@ -495,11 +532,12 @@ class ServiceStore:
         StoreUnavailableError
             The database cannot be reached.
         """
+        key = run_key(issued_at)
         owner = f"{replica}/{secrets.token_hex(4)}"
         try:
             with Session(self.engine) as s, s.begin():
                 t = database_now(s, self.lease_clock)
-                s.add(RunRow(planning_date=planning_date, local_day=local_day,
+                s.add(RunRow(run_key=key, planning_date=planning_date, local_day=local_day,
                              issued_at=issued_at, trigger=trigger, replica=replica,
                              status="running", started_at=now, dispatch="", error="",
                              owner=owner, heartbeat_at=t, lease_expires_at=t + lease))
@@ -508,7 +546,7 @@ class ServiceStore:
             pass
         with Session(self.engine) as s, s.begin():
             t = database_now(s, self.lease_clock)
-            old = s.get(RunRow, planning_date)
+            old = s.get(RunRow, key)
             if old is None or old.status not in RETRYABLE or (
                     old.lease_expires_at is not None and old.lease_expires_at >= t):
                 return None
@@ -518,7 +556,7 @@ class ServiceStore:
                    f"retried: the previous attempt ({old.replica}) was interrupted: "
                    f"{old.error}")
             res = s.execute(update(RunRow).where(
-                RunRow.planning_date == planning_date, RunRow.status == old.status,
+                RunRow.run_key == key, RunRow.status == old.status,
                 RunRow.attempts == old.attempts,
                 (RunRow.lease_expires_at < t) | RunRow.lease_expires_at.is_(None),
             ).values(status="running", replica=replica, trigger=trigger, started_at=now,
@@ -527,9 +565,15 @@ class ServiceStore:
                      error=why[:4000]))
             return owner if res.rowcount else None
 
-    @store_call("renewing the lease of the run of {planning_date}")
-    def renew_run(self, planning_date: str, owner: str, lease: timedelta) -> bool:
+    @store_call("renewing the lease of the run of {key}")
+    def renew_run(self, key: str | datetime, owner: str, lease: timedelta) -> bool:
         """Extend the lease of a ``running`` record held by ``owner``.
+
+        Parameters
+        ----------
+        key
+            The run's issue time, its key (:func:`run_key`) or, for a run issued at 00:00
+            UTC, its planning date ``YYYY-MM-DD``.
 
         Returns
         -------
@@ -545,18 +589,21 @@ class ServiceStore:
         with Session(self.engine) as s, s.begin():
             t = database_now(s, self.lease_clock)
             res = s.execute(update(RunRow).where(
-                RunRow.planning_date == planning_date, RunRow.owner == owner,
+                RunRow.run_key == run_key(key), RunRow.owner == owner,
                 RunRow.status == "running").values(heartbeat_at=t, lease_expires_at=t + lease))
             return bool(res.rowcount)
 
-    @store_call("recording the outcome of the run of {planning_date}")
-    def finish_run(self, planning_date: str, now: datetime, status: str,
+    @store_call("recording the outcome of the run of {key}")
+    def finish_run(self, key: str | datetime, now: datetime, status: str,
                    owner: str | None = None, retry_after: timedelta | None = None,
                    **values: Any) -> bool:
         """Record the outcome of a claimed run and end its lease.
 
         Parameters
         ----------
+        key
+            The run's issue time, its key (:func:`run_key`) or, for a run issued at 00:00
+            UTC, its planning date ``YYYY-MM-DD``.
         status
             ``succeeded``, ``infeasible``, ``dispatch_failed``, ``failed`` (final) or
             ``interrupted`` (an outage: claimed again after ``retry_after``).
@@ -564,7 +611,7 @@ class ServiceStore:
             The claim's owner token: the record is finished only while it is this claim's
             (``None``: whoever holds it).
         retry_after
-            With ``interrupted``: how long until the date may be claimed again.
+            With ``interrupted``: how long until the run may be claimed again.
         values
             Further columns (``plan_id``, ``solver_status``, ``dispatch``, ``error``,
             ``catalog``, ``notes``).
@@ -579,7 +626,7 @@ class ServiceStore:
         StoreUnavailableError
             The database cannot be reached.
         """
-        q = update(RunRow).where(RunRow.planning_date == planning_date)
+        q = update(RunRow).where(RunRow.run_key == run_key(key))
         if owner is not None:
             q = q.where(RunRow.owner == owner)
         with Session(self.engine) as s, s.begin():
@@ -589,11 +636,15 @@ class ServiceStore:
                                      **values))
             return bool(res.rowcount)
 
-    @store_call("reading the run record of {planning_date}")
-    def get_run(self, planning_date: str) -> dict[str, Any] | None:
-        """The run record of ``planning_date``, or ``None``."""
+    @store_call("reading the run record of {key}")
+    def get_run(self, key: str | datetime) -> dict[str, Any] | None:
+        """The run record issued at ``key``, or ``None``.
+
+        ``key`` is an issue time, a key (:func:`run_key`) or a planning date ``YYYY-MM-DD``,
+        which names the run issued at its 00:00 UTC (the daily run).
+        """
         with Session(self.engine) as s:
-            r = s.get(RunRow, planning_date)
+            r = s.get(RunRow, run_key(key))
             return None if r is None else _run_dict(r)
 
     @store_call("reading the catalogs of the run records")
@@ -611,10 +662,10 @@ class ServiceStore:
 
     @store_call("reading the run records")
     def runs(self, limit: int = 100) -> list[dict[str, Any]]:
-        """Run records, newest planning date first."""
+        """Run records, newest issue time first."""
         with Session(self.engine) as s:
             return [_run_dict(r) for r in s.scalars(
-                select(RunRow).order_by(RunRow.planning_date.desc()).limit(limit))]
+                select(RunRow).order_by(RunRow.run_key.desc()).limit(limit))]
 
 
 _BOOKED_COLUMNS = ("job_id", "site", "start", "end", "spec_json")
@@ -635,9 +686,9 @@ def _job_dict(r: Any) -> dict[str, Any]:
 
 def _run_dict(r: RunRow) -> dict[str, Any]:
     return {c: getattr(r, c) for c in (
-        "planning_date", "local_day", "issued_at", "trigger", "replica", "status", "started_at",
-        "finished_at", "plan_id", "solver_status", "dispatch", "error", "attempts", "owner",
-        "heartbeat_at", "lease_expires_at", "catalog", "notes")}
+        "run_key", "planning_date", "local_day", "issued_at", "trigger", "replica", "status",
+        "started_at", "finished_at", "plan_id", "solver_status", "dispatch", "error", "attempts",
+        "owner", "heartbeat_at", "lease_expires_at", "catalog", "notes")}
 
 
 class LeaderLease:

@@ -55,11 +55,19 @@ class ServiceJobRow(Base):
 
 
 class RunRow(Base):
-    """One run of the plan -> dispatch pipeline, keyed by planning date (one per date)."""
+    """One run of the plan -> dispatch pipeline, keyed by its issue time (one per issue time).
+
+    A daily run is issued at its planning date's 00:00 UTC, so it has one key per date; a
+    rolling service that runs every few hours has one key per issue time
+    (``CARBONSCHED_ROLLING_RUN_EVERY_HOURS``).
+    """
 
     __tablename__ = "pipeline_runs"
 
-    planning_date: Mapped[str] = mapped_column(String(10), primary_key=True)
+    run_key: Mapped[str] = mapped_column(String(20), primary_key=True)
+    """The issue time in UTC, ``YYYY-MM-DDTHH:MMZ`` (:func:`carbonsched.store.service.run_key`)."""
+    planning_date: Mapped[str] = mapped_column(String(10), index=True)
+    """The UTC date of the issue time, ``YYYY-MM-DD``."""
     local_day: Mapped[str] = mapped_column(String(10))
     issued_at: Mapped[datetime] = mapped_column(UTCDateTime())
     trigger: Mapped[str] = mapped_column(String(20))

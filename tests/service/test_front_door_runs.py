@@ -94,7 +94,8 @@ def test_a_store_with_another_catalogs_runs_is_refused(tmp_path, monkeypatch):
     db = ServiceStore(Store(url))
     now = datetime(2026, 12, 3, tzinfo=UTC)
     for pdate, cat in (("2026-12-01", "global"), ("2026-12-02", None)):
-        owner = db.claim_run(pdate, pdate, now, "scheduled", "r", now, timedelta(seconds=45))
+        issued = datetime.fromisoformat(pdate).replace(tzinfo=UTC)
+        owner = db.claim_run(pdate, pdate, issued, "scheduled", "r", now, timedelta(seconds=45))
         db.finish_run(pdate, now, "succeeded", owner=owner,
                       **({"catalog": cat} if cat else {}))
     check_store_catalog(db, "global")              # its own catalog: fine

@@ -20,6 +20,8 @@ from carbonsched.store.service import (
 from tests.service.conftest import postgres_url
 
 NOW = datetime(2023, 7, 14, 23, tzinfo=UTC)
+I16, I17 = datetime(2023, 7, 16, tzinfo=UTC), datetime(2023, 7, 17, tzinfo=UTC)
+"""Issue times of the planning dates 2023-07-16 and -17 (a run record's key)."""
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -98,7 +100,7 @@ def test_a_planning_date_is_claimed_once_under_contention(db):
 
     def claim(i: int) -> None:
         barrier.wait()
-        if db.claim_run("2023-07-16", "2023-07-15", NOW, "scheduled", f"r{i}", NOW,
+        if db.claim_run("2023-07-16", "2023-07-15", I16, "scheduled", f"r{i}", NOW,
                         timedelta(hours=3)):
             wins.append(i)
 
@@ -113,7 +115,7 @@ def test_a_planning_date_is_claimed_once_under_contention(db):
     db.finish_run("2023-07-16", NOW, "succeeded", plan_id="p", dispatch="dispatch: not "
                   "configured")
     assert db.get_run("2023-07-16")["status"] == "succeeded"
-    assert not db.claim_run("2023-07-16", "2023-07-15", NOW + timedelta(days=9), "x", "y",
+    assert not db.claim_run("2023-07-16", "2023-07-15", I16, "x", "y",
                             NOW + timedelta(days=9), timedelta(hours=3))
 
 
@@ -153,16 +155,16 @@ def test_a_run_record_lease_is_renewed_by_its_owner_only(db):
     clock = StepClock(NOW)
     db.lease_clock = clock
     lease = timedelta(seconds=45)
-    owner = db.claim_run("2023-07-16", "2023-07-15", NOW, "scheduled", "r1", NOW, lease)
+    owner = db.claim_run("2023-07-16", "2023-07-15", I16, "scheduled", "r1", NOW, lease)
     assert owner and owner.startswith("r1/")
-    assert db.claim_run("2023-07-16", "2023-07-15", NOW, "scheduled", "r2", NOW, lease) is None
+    assert db.claim_run("2023-07-16", "2023-07-15", I16, "scheduled", "r2", NOW, lease) is None
     clock.at = NOW + timedelta(seconds=40)
     assert db.renew_run("2023-07-16", owner, lease)             # until NOW + 85 s
     assert not db.renew_run("2023-07-16", "r2/x", lease)
     clock.at = NOW + timedelta(seconds=85)
-    assert db.claim_run("2023-07-16", "2023-07-15", NOW, "check", "r2", NOW, lease) is None
+    assert db.claim_run("2023-07-16", "2023-07-15", I16, "check", "r2", NOW, lease) is None
     clock.at = NOW + timedelta(seconds=85, microseconds=1)
-    second = db.claim_run("2023-07-16", "2023-07-15", NOW, "check", "r2", NOW, lease)
+    second = db.claim_run("2023-07-16", "2023-07-15", I16, "check", "r2", NOW, lease)
     assert second and second.startswith("r2/")
     row = db.get_run("2023-07-16")
     assert (row["replica"], row["attempts"], row["owner"]) == ("r2", 2, second)
@@ -178,13 +180,13 @@ def test_a_dead_database_is_the_projects_error_naming_it(private_pg):
     from carbonsched.errors import StoreUnavailableError
 
     db = ServiceStore(Store(private_pg.url))
-    owner = db.claim_run("2023-07-16", "2023-07-15", NOW, "cli", "r1", NOW,
+    owner = db.claim_run("2023-07-16", "2023-07-15", I16, "cli", "r1", NOW,
                          timedelta(seconds=45))
     lease = LeaderLease(db.engine, "r1", 45.0)
     assert lease.try_acquire()
     private_pg.stop()
     calls = {
-        "claim_run": lambda: db.claim_run("2023-07-17", "2023-07-16", NOW, "cli", "r1", NOW,
+        "claim_run": lambda: db.claim_run("2023-07-17", "2023-07-16", I17, "cli", "r1", NOW,
                                           timedelta(seconds=45)),
         "get_run": lambda: db.get_run("2023-07-16"),
         "renew_run": lambda: db.renew_run("2023-07-16", owner, timedelta(seconds=45)),

@@ -36,11 +36,13 @@ def trigger_run(state: State, role: AdminRole) -> RunTriggered:
     if cron is None:
         raise HTTPException(409, "the cron is disabled on this replica (--no-cron); run "
                             "`carbonsched plan --dispatch` instead")
-    pdate = cron.due()[1].isoformat()
-    existing = state.db.get_run(pdate)
+    _, planning, issued = cron.due_issue()
+    pdate = planning.isoformat()
+    existing = state.db.get_run(issued)
     if existing is not None:
+        what = pdate if cron.run_every_hours == 24 else existing["run_key"]
         return RunTriggered(planning_date=pdate, started=False,
-                            detail=f"the run for {pdate} exists ({existing['status']})")
+                            detail=f"the run for {what} exists ({existing['status']})")
     threading.Thread(target=cron.tick, kwargs={"trigger": "manual"}, daemon=True).start()
     return RunTriggered(planning_date=pdate, started=True,
                         detail="run started; poll GET /v1/runs")

@@ -32,7 +32,8 @@ from carbonsched.plan.sets import PlanSets
 def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: int,
                  rec: SolverRecord, started: float, progress=None,
                  cg_share: float | None = None,
-                 options: ColgenOptions | None = None) -> PlanResult:
+                 options: ColgenOptions | None = None,
+                 warm_start: np.ndarray | None = None, warm_label: str = "") -> PlanResult:
     """Column generation to the exact LP bound, then a repair MIP (package docstring).
 
     Phases, each on the shared :class:`~carbonsched.plan.colgen.state.ColgenState`: warm-up
@@ -75,6 +76,13 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     options
         The tunables; default :class:`ColgenOptions` () (the environment is not read here:
         :meth:`ColgenOptions.from_env` is the caller's).
+    warm_start
+        The warm-start hook (issue 36 item 2): ``(P, 3)`` ``(job, site, start)`` positions of a
+        previous plan (the previous rolling run's, shifted onto this run's slots), or
+        ``None``. Completed by priced greedy on this solve's prices, it is a candidate like
+        the others, so the repack, passes and repair start from it when it is the best.
+    warm_label
+        What the warm start is, for the note.
 
     Returns
     -------
@@ -107,10 +115,10 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         # one path: the short one below its budget, the master-LP one on small instances
         st = ColgenState(sets=sets, time_limit_s=time_limit_s, mip_gap=mip_gap,
                          threads=threads, rec=rec, started=started, opt=opt, cg_share=share,
-                         progress=progress)
+                         progress=progress, warm_start=warm_start, warm_label=warm_label)
         return _run_path(st)
     return _short_then_long(sets, time_limit_s, first_s, mip_gap, threads, rec, started,
-                            progress, share, opt)
+                            progress, share, opt, warm_start, warm_label)
 
 
 def _run_path(st: ColgenState) -> PlanResult:
@@ -125,6 +133,8 @@ def _run_path(st: ColgenState) -> PlanResult:
     incumbents(st)
     if st.prior is not None:   # the short path's plan: the incumbent every step starts from
         st.cands.append((f"{SHORT_PATH}: {st.prior[0]}", st.prior[1]))
+    elif st.warm_start is not None and len(st.warm_start):
+        warm_candidate(st)
     repack(st)
     early_moves(st)
     run_passes(st)
@@ -141,13 +151,36 @@ def _run_path(st: ColgenState) -> PlanResult:
     return finish(st)
 
 
+WARM_START = "warm start"
+"""Prefix of the candidate that is the warm start's plan (completed by priced greedy)."""
+
+
+def warm_candidate(st: ColgenState) -> None:
+    """The warm start's placements where they still fit, completed by priced greedy.
+
+    Appended to ``st.cands`` as ``warm start: <label>``; the incumbent phases that follow
+    (repack, moves, passes, repair) start from it when it is the best candidate.
+    """
+    from carbonsched.plan.baselines import priced_greedy
+
+    warm = st.warm_start
+    placed = np.zeros(len(st.sets.job_gpus), dtype=bool)
+    placed[warm[:, 0]] = True
+    plan = priced_greedy(st.sets, st.rank_kw, st.lam_c, order=st.lff[~placed[st.lff]],
+                         prefilled=warm)
+    st.cands.append((f"{WARM_START}: {st.warm_label or 'a previous plan'} + priced greedy",
+                     plan))
+
+
 SHORT_PATH = "short path"
 """Prefix of the candidate that is the short path's plan in a staged solve's note."""
 
 
 def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_gap: float,
                      threads: int, rec: SolverRecord, started: float, progress,
-                     cg_share: float, opt: ColgenOptions) -> PlanResult:
+                     cg_share: float, opt: ColgenOptions,
+                     warm_start: np.ndarray | None = None, warm_label: str = ""
+                     ) -> PlanResult:
     """The short path in ``first_s``, then the master-LP path in the rest, best of both.
 
     The short path's plan is a candidate of the second path (its repack, passes and repair
@@ -163,6 +196,8 @@ def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_ga
     ----------
     sets, time_limit_s, mip_gap, threads, rec, started, progress, cg_share, opt
         As :func:`solve_colgen`'s (``cg_share`` resolved, ``opt`` not None). [s where a time]
+    warm_start, warm_label
+        As :func:`solve_colgen`'s: a candidate of the short path (and so of the second).
     first_s
         The short path's budget, counted from ``started``. [s]
 
@@ -173,7 +208,7 @@ def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_ga
     """
     st1 = ColgenState(sets=sets, time_limit_s=first_s, mip_gap=mip_gap, threads=threads,
                       rec=rec, started=started, opt=opt, cg_share=cg_share, progress=progress,
-                      force_short=True)
+                      force_short=True, warm_start=warm_start, warm_label=warm_label)
     first = _run_path(st1)
     name1, _ = st1.best()
     obj1, bound1 = first.totals["objective"], rec.bound

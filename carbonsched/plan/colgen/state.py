@@ -114,6 +114,8 @@ class ColgenState:
     prior_bound: float = -np.inf          # the short path's bound [kg]
     prior_build_s: float = 0.0            # the short path's build time [s]
     priced_by: str = "warm-up"            # whose multipliers price the plan without a master
+    warm_start: np.ndarray | None = None  # (P, 3) (job, site, start) of a previous plan
+    warm_label: str = ""                  # what that plan is, for the note
     # master
     pool: np.ndarray | None = None
     h: highspy.Highs | None = None

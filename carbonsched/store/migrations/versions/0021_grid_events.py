@@ -1,7 +1,7 @@
 """Grid events and the actions taken on each, one row per (event, dispatch unit, action).
 
 Revision ID: 0021_grid_events
-Revises: 0014_front_door
+Revises: 0017_rolling_issue_time
 """
 
 import sqlalchemy as sa
@@ -10,7 +10,7 @@ from alembic import op
 from carbonsched.store.models import UTCDateTime
 
 revision = "0021_grid_events"
-down_revision = "0014_front_door"
+down_revision = "0017_rolling_issue_time"
 branch_labels = None
 depends_on = None
 
