@@ -271,3 +271,24 @@ def test_reanalysis_exogenous_is_stated_with_its_caveat(shared_data):
                      + REANALYSIS_CAVEAT]
     pue = fc[(fc["signal"] == "pue") & fc["chosen"]]
     assert set(pue["model"]) == {"published-pue"}  # July 2023: the weather-driven PUE chosen
+
+
+@pytest.mark.parametrize(("naive_err", "said"), [
+    (0.0, False),       # the signal never left its bounds on the validation hours: nothing to say
+    (1e-9, True),       # just above: naive was wrong somewhere and no model beat it
+    (float("nan"), False),
+])
+def test_naive_kept_note_only_when_there_was_something_to_forecast(naive_err, said):
+    from types import SimpleNamespace
+
+    from carbonsched.forecasts.registry import NAIVE as NAIVE_MODEL
+    from carbonsched.pipeline.daily import naive_kept_note
+
+    model = SimpleNamespace(
+        signal="green_surplus_index", chosen_=NAIVE_MODEL,
+        describe=lambda: {"candidates": {NAIVE_MODEL: naive_err, "climatology-28d": 0.5},
+                          "metric": "mae", "naive_validation_error": naive_err})
+    note = naive_kept_note(model)
+    assert (note is not None) == said
+    if said:
+        assert note.startswith("no model beat seasonal naive by ") and "climatology-28d 0.5" in note

@@ -327,11 +327,15 @@ def naive_kept_note(model: SelectedForecaster) -> str | None:
     str or None
         ``"no model beat seasonal naive ...; used seasonal naive"`` naming the best other
         candidate and both validation errors, or ``None`` (another model chosen, carbon
-        intensity, or naive the only candidate validated).
+        intensity, naive the only candidate validated, or naive exact on the validation hours:
+        the signal never left its bounds there, so there was nothing to forecast).
     """
     if model.signal == "carbon_intensity_g_per_kwh" or model.chosen_ != NAIVE_MODEL:
         return None
     d = model.describe()
+    naive_err = d.get("naive_validation_error")
+    if naive_err is None or not np.isfinite(naive_err) or naive_err == 0:
+        return None
     others = {k: v for k, v in d["candidates"].items()
               if k != NAIVE_MODEL and v is not None and np.isfinite(v)}
     if not others:
