@@ -21,6 +21,12 @@ from tests.trust.datadir import mirror
 GLOBAL = load_catalog("global")
 
 
+WEATHER_FALLBACK = re.compile(r"PUE: (no weather|weather persistence|modelled climatological)"
+                              r"|PUE model choice failed")
+"""A site's PUE note saying its weather was missing or not used (carbonsched.pipeline.daily);
+not a model-choice note ("no model beat seasonal naive ..."), which uses the weather."""
+
+
 def _add_2024(data, shared, zone):
     """Copies of the zone's 2023 CI and weather files relabelled 2024 (content shifted a year)."""
     ci = shared / "sustain-cluster" / "carbon_intensity" / f"{zone}_2023_hourly.csv"
@@ -50,7 +56,7 @@ def test_2024_files_are_found_without_touching_the_catalog(site_id, tmp_path, sh
     assert frame["carbon_intensity_g_per_kwh"].notna().all()
     assert any(f.endswith(f"weather/{site.zone}_2024.json") for f in meta["files"])
     fc = forecast_site(site, frame, issue, 24, meta)
-    assert not any("PUE" in n for n in fc.notes), fc.notes
+    assert not any(WEATHER_FALLBACK.search(n) for n in fc.notes), fc.notes
     assert fc.signals["pue"].max() > site.pue.pue_min  # July weather, not the floor
 
 
@@ -98,7 +104,8 @@ def test_replay_reports_every_forecast_fallback_per_day_and_site(tmp_path, share
         fb = row["forecast_fallbacks"]
         assert "de-frankfurt: PUE: no weather: PUE at the model's free-cooling floor" in \
             fb["de-frankfurt"], fb
-        assert "gb-london" not in fb or not any("PUE" in n for n in fb["gb-london"])
+        assert "gb-london" not in fb or not any(WEATHER_FALLBACK.search(n)
+                                                 for n in fb["gb-london"])
     assert res["forecast_fallback_site_days"]["de-frankfurt"] == 2
     assert any("site de-frankfurt: no weather file for this zone" in n for n in res["notes"])
     assert np.isfinite(res["policies"]["agnostic"]["emissions_kg"])
