@@ -579,6 +579,11 @@ class GridEventCreate(BaseModel):
 class GridActionPublic(BaseModel):
     """One action of a grid event on one dispatch unit, and its state."""
 
+    model_config = _example({
+        "key": "llm-pretrain-0042#0", "action": "pause", "state": "done",
+        "backend_id": "ontario:1187", "gpus": 8, "power_kw": 3.2, "attempts": 1,
+        "detail": "scontrol suspend 1187", "done_at": "2026-07-01T17:00:05Z",
+        "updated_at": "2026-07-01T17:00:05Z"})
     key: str = Field(description="The dispatch unit, <job_id>#<piece>.")
     action: Literal["pause", "hold", "resume", "release"]
     state: Literal["planned", "claimed", "done", "skipped", "failed"]
@@ -631,5 +636,6 @@ class GridEventPublic(BaseModel):
 class GridEventsPublic(BaseModel):
     """Grid events, newest start first (without their action lists)."""
 
+    model_config = _example({"data": [], "count": 0})
     data: list[GridEventPublic]
     count: int

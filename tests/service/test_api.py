@@ -358,7 +358,9 @@ OPERATION_IDS = {
     "GetBestEmissionsDataForLocationsByTime", "GetEmissionsDataForLocationsByTime",
     "GetEmissionsDataForLocationByTime", "GetCurrentForecastData", "BatchForecastDataAsync",
     "GetAverageCarbonIntensity", "GetAverageCarbonIntensityBatch", "GetAllLocations",
-    "CarbonAwareHealth", "listTokens", "createToken", "revokeToken"}
+    "CarbonAwareHealth", "listTokens", "createToken", "revokeToken",
+    # grid events (issue 38)
+    "createGridEvent", "listGridEvents", "getGridEvent"}
 
 
 def test_openapi_operation_ids_and_examples(api):
