@@ -103,9 +103,6 @@ class DispatchRequest:
         backend if it cannot end by then.
     gpu_type, gpus
         GPU model and gang size. [-]
-    command
-        Legacy: shell text of what the job runs, from a plan placement's ``command``; read as
-        ``payload.command`` when no payload is given.
     pieces
         How many pieces the job runs in: 1 for a job placed whole; more for a preemptible job the
         plan suspends in dirty hours and resumes from its checkpoint in clean ones. [-] 0 (the
@@ -139,7 +136,6 @@ class DispatchRequest:
     deadline: datetime
     gpu_type: str
     gpus: int
-    command: str = ""
     pieces: int = 0
     checkpoint_overhead_s: int = 0
     nodes: int = 1
@@ -148,8 +144,6 @@ class DispatchRequest:
     max_domains: int | None = None
 
     def __post_init__(self) -> None:
-        if self.payload is None and self.command:
-            object.__setattr__(self, "payload", JobPayload(command=self.command))
         # the one identifier grammar, before any backend sees the id (InputError, its message)
         check_identifier(self.job_id, "job id")
         check_identifier(self.site, "site id")

@@ -286,7 +286,7 @@ def plan_requests(plan: Mapping[str, Any], catalog: Catalog,
         out.append(DispatchRequest(
             plan_id=str(plan["plan_id"]), job_id=str(p["job_id"]), piece=int(p.get("piece", 0)),
             site=p["site"], start=start, end=end, deadline=deadline, gpu_type=p["gpu_type"],
-            gpus=int(p["gpus"]), command=str(p.get("command", "")),
+            gpus=int(p["gpus"]),
             pieces=int(p.get("pieces") or per_job[str(p["job_id"])]),
             checkpoint_overhead_s=round(60 * float(p.get("overhead_minutes") or 0)),
             nodes=placement_nodes(catalog.site(p["site"]), str(p["job_id"]), p["gpu_type"],
@@ -339,7 +339,7 @@ def _request_json(req: DispatchRequest) -> str:
     return json.dumps({"plan_id": req.plan_id, "job_id": req.job_id, "piece": req.piece,
                        "site": req.site, "start": _iso(req.start), "end": _iso(req.end),
                        "deadline": _iso(req.deadline), "gpu_type": req.gpu_type,
-                       "gpus": req.gpus, "command": req.command, "pieces": req.pieces,
+                       "gpus": req.gpus, "pieces": req.pieces,
                        "checkpoint_overhead_s": req.checkpoint_overhead_s,
                        "nodes": req.nodes, "max_domains": req.max_domains,
                        "payload": req.payload.to_dict() if req.payload is not None else None,
@@ -352,11 +352,14 @@ def _request_from_row(row: DispatchRow) -> DispatchRequest:
                            site=d["site"], start=pd.Timestamp(d["start"]).to_pydatetime(),
                            end=pd.Timestamp(d["end"]).to_pydatetime(),
                            deadline=pd.Timestamp(d["deadline"]).to_pydatetime(),
-                           gpu_type=d["gpu_type"], gpus=d["gpus"], command=d.get("command", ""),
+                           gpu_type=d["gpu_type"], gpus=d["gpus"],
                            pieces=d.get("pieces", 0),
                            checkpoint_overhead_s=d.get("checkpoint_overhead_s", 0),
                            nodes=d.get("nodes", 1), max_domains=d.get("max_domains"),
-                           payload=JobPayload.from_dict(d.get("payload")),
+                           payload=JobPayload.from_dict(d.get("payload")) or (
+                               # an outbox row written before payloads: its shell command
+                               JobPayload(command=str(d["command"])) if d.get("command")
+                               else None),
                            placeholder=bool(d.get("placeholder", False)))
 
 

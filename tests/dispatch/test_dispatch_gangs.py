@@ -243,3 +243,26 @@ def test_pai_day_gangs_submitted_for_real_keep_their_shape(store, settings, slur
         assert job["TresPerNode"] == f"gres:gpu:{p['gpu_type']}:{p['gpus'] // nodes}"
         subprocess.run(["scancel", job_id], check=True,
                        env={**os.environ, "SLURM_CONF": str(slurm_dir / cluster / "slurm.conf")})
+
+
+def test_an_outbox_row_from_before_payloads_runs_its_command_and_is_written_back_once():
+    # the payload is the one place a request says what runs: a legacy row's "command" is read
+    # into it, and the request is written back without a second copy
+    import json
+
+    from carbonsched.dispatch.outbox import _request_json
+
+    (req,) = plan_requests(one_plan([_placement("j", 8)]), GLOBAL)
+    legacy = json.loads(_request_json(req))
+    legacy.pop("payload")
+    legacy["command"] = "python3 train.py"
+    back = _request_from_row(DispatchRow(key=req.key, request_json=json.dumps(legacy)))
+    assert back.payload is not None and back.payload.command == "python3 train.py"
+    again = json.loads(_request_json(back))
+    assert "command" not in again and again["payload"]["command"] == "python3 train.py"
+    # a legacy placement's "command" in a plan document: the same payload
+    p = _placement("k", 8)
+    p.pop("payload", None)
+    p["command"] = "sleep 5"
+    (req2,) = plan_requests(one_plan([p]), GLOBAL)
+    assert req2.payload is not None and req2.payload.command == "sleep 5"

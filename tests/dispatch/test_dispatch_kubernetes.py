@@ -14,7 +14,7 @@ from carbonsched.adapters.dispatch.base import DispatchRequest
 from carbonsched.adapters.dispatch.kubernetes import KubernetesAdapter, job_name
 from carbonsched.config import Settings
 from carbonsched.dispatch.outbox import dispatch_plan, refresh_status, release_due
-from carbonsched.domain import JobState, ReasonCode
+from carbonsched.domain import JobPayload, JobState, ReasonCode
 from carbonsched.errors import BackendRejectedError, BackendUnavailableError
 
 START = datetime.now(UTC).replace(microsecond=0) + timedelta(days=2)
@@ -23,7 +23,7 @@ START = datetime.now(UTC).replace(microsecond=0) + timedelta(days=2)
 def _req(job_id: str, plan_id: str = "plan-k", **kw) -> DispatchRequest:
     base = dict(plan_id=plan_id, job_id=job_id, piece=0, site="us-ny-newyork", start=START,
                 end=START + timedelta(hours=1), deadline=START + timedelta(hours=2),
-                gpu_type="A100", gpus=2, command="sleep 1")
+                gpu_type="A100", gpus=2, payload=JobPayload(command="sleep 1"))
     base.update(kw)
     return DispatchRequest(**base)
 
@@ -232,7 +232,7 @@ def test_a_jobs_payload_is_the_pod_the_cluster_keeps(target):
         "workdir": "/tmp", "mig_profile": "1g.10gb",
         "volumes": [{"name": "scratch", "mount_path": "/scratch", "empty_dir": True}]}
     ).to_job().payload
-    req = _req(f"payload-{uuid.uuid4().hex[:6]}", gpus=1, command="", payload=payload)
+    req = _req(f"payload-{uuid.uuid4().hex[:6]}", gpus=1, payload=payload)
     try:
         assert a.submit(req).state == JobState.DISPATCHED
         kept = _raw(kc, ctx).read_namespaced_job(job_name(req.job_id, 0), ns).spec.template.spec

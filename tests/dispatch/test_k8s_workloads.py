@@ -38,7 +38,7 @@ from carbonsched.adapters.dispatch.k8s_workloads import (
     resource_for,
 )
 from carbonsched.adapters.dispatch.kubernetes import KubernetesAdapter, job_name
-from carbonsched.domain import JobState, ReasonCode
+from carbonsched.domain import JobPayload, JobState, ReasonCode
 from carbonsched.errors import BackendRejectedError
 
 START = datetime.now(UTC).replace(microsecond=0) + timedelta(days=2)
@@ -54,7 +54,7 @@ def _req(job_id: str | None = None, **kw) -> DispatchRequest:
     base = dict(plan_id="plan-w", job_id=job_id or f"w-{uuid.uuid4().hex[:8]}", piece=0,
                 site="us-ny-newyork", start=START, end=START + timedelta(hours=1),
                 deadline=START + timedelta(hours=2), gpu_type="A100", gpus=4, nodes=2,
-                command="sleep 1")
+                payload=JobPayload(command="sleep 1"))
     base.update(kw)
     return DispatchRequest(**base)
 
@@ -255,7 +255,7 @@ def test_a_fractional_gpu_carries_the_clusters_resource_name_in_every_pod(target
     for the MIG slice or the configured shared-GPU resource, never a whole ``nvidia.com/gpu``."""
     a = target.adapter(gpu_share_resource=SHARE_RESOURCE, gpu_share_replicas=4)
     job_id = f"frac-{uuid.uuid4().hex[:8]}"
-    req = _req(job_id, gpus=1, nodes=1, command="", payload=_fractional(job_id, **fields))
+    req = _req(job_id, gpus=1, nodes=1, payload=_fractional(job_id, **fields))
     assert a.submit(req).state == JobState.DISPATCHED
     try:
         obj = target.get(req)
@@ -349,7 +349,7 @@ def test_each_kind_runs_a_released_gang_to_success_with_its_times(emu):
 
 def test_a_cluster_side_eviction_is_reported_as_such_never_as_success(emu):
     a = emu.adapter()
-    req = _req(command="sleep 30")
+    req = _req(payload=JobPayload(command="sleep 30"))
     a.submit(req)
     try:
         a.release(req.key)
