@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -133,3 +134,16 @@ class PrivateCluster:
                 pass
         time.sleep(0.5)
         subprocess.run(["rm", "-rf", str(self.root)], check=False)
+
+
+def poll(fn, until, what: str, timeout_s: float, every_s: float = 0.5):
+    """``fn()`` again every ``every_s`` until ``until(value)``; its value, or AssertionError
+    naming ``what`` and the last value after ``timeout_s`` (a generous limit, not a budget)."""
+    t0 = time.monotonic()
+    while True:
+        v = fn()
+        if until(v):
+            return v
+        if time.monotonic() - t0 > timeout_s:
+            raise AssertionError(f"{what}: still {v!r} after {timeout_s} s")
+        time.sleep(every_s)

@@ -28,7 +28,7 @@ from carbonsched.adapters.dispatch.slurm import (
 from carbonsched.dispatch.outbox import dispatch_plan, refresh_status
 from carbonsched.domain import JobState, ReasonCode
 
-from .helpers import one_plan
+from .helpers import one_plan, poll
 
 SITE, CLUSTER = "ca-on-toronto", "ontario"
 POLL_S = 180.0  # generous: the controller starts a due job within its scheduling interval
@@ -45,14 +45,7 @@ def _record(store, plan_id: str, key: str):
 
 
 def _poll(fn, until, what: str):
-    t0 = time.monotonic()
-    while True:
-        v = fn()
-        if until(v):
-            return v
-        if time.monotonic() - t0 > POLL_S:
-            raise AssertionError(f"{what}: still {v!r} after {POLL_S} s")
-        time.sleep(1.0)
+    return poll(fn, until, what, POLL_S, 1.0)
 
 
 @pytest.fixture

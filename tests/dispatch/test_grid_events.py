@@ -33,7 +33,7 @@ from carbonsched.service.grid_events import announce_event, apply_events, show_e
 from carbonsched.store.grid_events import held_keys
 from carbonsched.workload.files import it_power_per_gpu_kw
 
-from .helpers import one_plan, squeue_jobs
+from .helpers import one_plan, poll, squeue_jobs
 
 T0 = datetime(2026, 7, 1, 17, tzinfo=UTC)
 SLURM_SITE, CLUSTER = "ca-on-toronto", "ontario"
@@ -146,14 +146,7 @@ def _running_gpus(jobs: dict[str, dict]) -> int:
 
 
 def _poll(fn, until, what: str):
-    t0 = time.monotonic()
-    while True:
-        v = fn()
-        if until(v):
-            return v
-        if time.monotonic() - t0 > POLL_S:
-            raise AssertionError(f"{what}: still {v!r} after {POLL_S} s")
-        time.sleep(0.5)
+    return poll(fn, until, what, POLL_S, 0.5)
 
 
 def _slurm_setup(store, settings, tag: str):

@@ -22,7 +22,7 @@ import pytest
 from carbonsched.config import Settings
 from carbonsched.dispatch.outbox import dispatch_plan
 from carbonsched.store import Store
-from tests.dispatch.helpers import one_plan, squeue_jobs
+from tests.dispatch.helpers import one_plan, poll, squeue_jobs
 from tests.service.conftest import cli
 
 ADMIN = "grid-events-test-admin-7c1d"
@@ -46,14 +46,7 @@ def _iso(ts: datetime) -> str:
 
 
 def _poll(fn, until, what: str):
-    t0 = time.monotonic()
-    while True:
-        v = fn()
-        if until(v):
-            return v
-        if time.monotonic() - t0 > POLL_S:
-            raise AssertionError(f"{what}: still {v!r} after {POLL_S} s")
-        time.sleep(0.3)
+    return poll(fn, until, what, POLL_S, 0.3)
 
 
 def _ours(conf: Path, prefix: str) -> dict[str, dict]:
