@@ -112,7 +112,10 @@ def pue_from_weather(
     bad = np.isfinite(rh) & ((rh < 0) | (rh > 100))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        where = index[i].isoformat() if index is not None else f"position {i}"
+        label = index[i] if index is not None else None
+        # a time index names the hour; any other index (or an array) the label or position
+        where = (label.isoformat() if hasattr(label, "isoformat")
+                 else f"index {label}" if label is not None else f"position {i}")
         raise InputError(f"relative_humidity_pct = {rh[i]} at {where} is outside 0-100 %; "
                          "pass relative humidity in percent")
     pue = _pue(t, rh, params.pue_min, params.free_cooling_below_c,

@@ -41,6 +41,10 @@ def test_invalid_inputs_are_refused_with_the_fix() -> None:
                                          r"2023-07-01T01:00:00\+00:00 is outside 0-100 %"):
         pue_from_weather(pd.Series([20.0, 20.0], index=IDX[:2]),
                          pd.Series([50.0, 120.0], index=IDX[:2]), PueModel())
+    # a series on a plain integer index (a frame reset by the caller) is named by its label
+    with pytest.raises(InputError, match=r"relative_humidity_pct = -0.5 at index 7 is outside"):
+        pue_from_weather(pd.Series([20.0, 20.0], index=[6, 7]),
+                         pd.Series([0.0, -0.5], index=[6, 7]), PueModel())
     with pytest.raises(InputError, match=r"pue_min = 0.9 < 1 \(PUE is at least 1\).*"
                                          r"fix the site's \[pue\] table"):
         pue_from_weather(np.array([1.0]), np.array([1.0]), PueModel(pue_min=0.9))
