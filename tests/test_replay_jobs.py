@@ -291,3 +291,20 @@ def test_each_refit_period_is_fitted_once(shared_data, monkeypatch):
     periods = [pd.Timestamp("2023-07-03", tz="UTC"), pd.Timestamp("2023-07-10", tz="UTC")]
     for signal in ("carbon_intensity_g_per_kwh", "green_surplus_index", "pue"):
         assert [p for s, p in fits if s == signal] == periods, signal
+
+
+@pytest.mark.parametrize("args", [["--every", "6h"], ["--run-every-hours", "24"]])
+def test_a_cadence_without_jobs_is_refused_not_ignored(tmp_path, args):
+    r = CliRunner().invoke(app, ["replay", "--start", "2023-07-15", "--end", "2023-07-15",
+                                 "--out", str(tmp_path / "r.json"), *args])
+    assert r.exit_code == 2, r.output
+    assert "set the rolling cadence of a replay with --jobs" in " ".join(r.output.split())
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_plan_dispatch_refuses_fairness_it_would_not_use(tmp_path):
+    r = CliRunner().invoke(app, ["plan", "--dispatch", "--fairness", "1",
+                                 "--out", str(tmp_path / "p.json")])
+    assert r.exit_code == 2, r.output
+    assert "--grid-events, --power-caps and --fairness plan without --dispatch" in \
+        " ".join(r.output.split())

@@ -160,9 +160,12 @@ def plan(
             raise InputError("--replay-from plans without --dispatch: plan the replayed day "
                              "with `carbonsched plan --replay-from DAY`, then run "
                              "`carbonsched dispatch` (the service's run path plans live days)")
-        if dispatch and (grid_events is not None or power_caps is not None):
-            raise InputError("--grid-events and --power-caps plan without --dispatch: plan "
-                             "with them, then run `carbonsched dispatch`")
+        if dispatch and (grid_events is not None or power_caps is not None
+                         or fairness is not None):
+            raise InputError("--grid-events, --power-caps and --fairness plan without "
+                             "--dispatch: plan with them, then run `carbonsched dispatch` (the "
+                             "service's run path reads CARBONSCHED_FAIRNESS and "
+                             "CARBONSCHED_POWER_CAPS)")
         events = None
         if grid_events is not None:
             from carbonsched.flex import read_grid_events
@@ -390,6 +393,11 @@ def replay(
                           else pols, horizon_hours, replay_cadence(every, run_every_hours),
                           time_limit, mip_gap, lambda _: None, out, err, write_json)
         return
+    if every is not None or run_every_hours is not None:
+        with errors():
+            raise InputError("--every and --run-every-hours set the rolling cadence of a "
+                             "replay with --jobs; a replay of trace-built days plans each day "
+                             "once (give --jobs FILE, or drop the cadence)")
     with errors():
         parse_executor(executor)  # refuse a bad name before the data load
         if scheduler_address and executor.strip().lower() != "dask":

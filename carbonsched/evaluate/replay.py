@@ -138,7 +138,8 @@ def stack_site_frames(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 _COUNTS = ("deadline_misses", "slo_violations", "capacity_violations", "power_cap_violations",
-           "facility_cap_violations", "gang_violations")
+           "facility_cap_violations", "gang_violations", "slice_violations", "domain_violations",
+           "commitment_violations")
 
 
 def _empty_totals(policies: tuple[str, ...]) -> dict[str, dict[str, float]]:

@@ -942,8 +942,12 @@ def run_daily_plan(
         A rolling service that runs every few hours issues its runs at other hours.
     warm_start
         A plan to start the solver from (:class:`~carbonsched.plan.solve.WarmStart`: the
-        previous rolling run's placements); ``None``: a cold start. The document's notes say
-        which, and why a warm start was not used.
+        previous rolling run's placements); ``None``: a cold start. The document's
+        ``solver.warm_start`` says which, and why a warm start was not used (the rolling step
+        also notes it).
+    fairness
+        Tenants' fair shares against carbon, 0..1 (:attr:`carbonsched.config.Settings.
+        fairness`; :mod:`carbonsched.plan.fairness`); ``None``: the setting. [-]
 
     Returns
     -------
@@ -1059,7 +1063,8 @@ def run_daily_plan(
 
         progress(f"committing {len(grid_events)} grid event(s) and re-planning")
         cp = commit_events(problem, list(grid_events),
-                           lambda q: solve_plan(q, solver=solver, time_limit_s=time_limit_s),
+                           lambda q: solve_plan(q, solver=solver, time_limit_s=time_limit_s,
+                                                start=warm_start),
                            caps=cap_table, capped=set(cap_choices), baseline_result=result)
         problem, result = cp.problem, cp.result
         flexibility = flexibility_block(cp)
@@ -1070,7 +1075,11 @@ def run_daily_plan(
                      caps=cap_table, capped=set(cap_choices))
     progress("scoring the carbon-agnostic baseline")
     baseline = agnostic_plan(problem)
-    plan_score = score_plan(problem, result)
+    plan_score = score_plan(problem, result, flex=band)
+    if plan_score.flex_overpromise:
+        notes.append(f"flexibility: the stated band is more than the jobs' own terms can shed "
+                     f"in {plan_score.flex_overpromise} site-hour(s) (recount); do not commit "
+                     "those hours")
     base_score = score_plan(problem, baseline)
     if solver_note:
         notes.insert(0, f"solver: {solver_note}")

@@ -488,8 +488,10 @@ def recount_violations(problem: Any, result: PlanResult) -> dict[str, int]:
     pieces at one site when preemptible (gang), starting inside the horizon on the slot grid
     and inside its window, ending by its deadline (deadline), GPUs per (site, hour, type)
     (capacity), IT power per (site, hour) (power cap), facility power per (site, hour) at the
-    PUE's upper bound (grid-connection cap) and inference served in full within its SLO (SLO)
-    — all by :func:`score_plan`, from the placements alone, over every hour a placement
+    PUE's upper bound (grid-connection cap), inference served in full within its SLO (SLO),
+    MIG layouts and milli shares per GPU (slices), topology-bound gangs within their network
+    domains (domains) and facility power inside a committed grid-flexibility window
+    (commitment) — all by :func:`score_plan`, from the placements alone, over every hour a placement
     occupies (tail hours past the horizon included) with the problem's running work added.
     Works on the problem's own slot index, whatever its length or first hour.
 

@@ -790,7 +790,7 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
         # tenants with fair shares or quotas: the carbon-only plan, then the fair plan
         return solve_fair(problem, solve_plan, time_limit_s, solver=solver, mip_gap=mip_gap,
                           method=method, threads=threads, progress=progress,
-                          colgen_options=colgen_options)
+                          colgen_options=colgen_options, start=start)
     name, note = resolve_solver(solver)
     sets = compile_sets(problem)
     auto = method == "auto"

@@ -131,3 +131,16 @@ def test_the_recount_checks_quotas_known_bad_and_just_at_the_limit():
     plan.placements = [_placed("z0", 2)]                              # 4 GPU-h: short
     assert quota_shortfalls(prob, plan) == [("z", "H100", 8.0, 4.0)]
     assert score_plan(prob, plan).quota_shortfalls == 1
+
+
+def test_a_warm_start_reaches_the_fair_plan():
+    # the rolling step passes the previous plan; tenants with fair shares must not drop it
+    from carbonsched.plan import WarmStart
+
+    prob = _binding(1.0, quota_z=64.0)
+    first = solve_plan(prob, method="milp")
+    again = solve_plan(prob, method="milp", start=WarmStart(first.placements, "run 1"))
+    assert again.solver.warm_start.startswith("warm: started from run 1"), \
+        again.solver.warm_start
+    rows = {r["tenant"]: r["placed_gpu_hours"] for r in again.tenants}
+    assert rows == {"x": 16.0, "y": 32.0, "z": 48.0}
