@@ -54,6 +54,7 @@ from carbonsched.adapters.dispatch.base import (
 )
 from carbonsched.catalog import Catalog
 from carbonsched.dispatch.lease import holder_is_dead, owner_identity
+from carbonsched.dispatch.outbox import TERMINAL
 from carbonsched.domain import JobState
 from carbonsched.errors import BackendError, BackendUnavailableError, InputError
 from carbonsched.flex import GridEvent
@@ -63,7 +64,6 @@ from carbonsched.store.grid_models import GridActionRow, GridEventRow
 from carbonsched.store.models import DispatchRow
 
 Clock = Callable[[], datetime]
-TERMINAL = {JobState.SUCCEEDED.value, JobState.FAILED.value, JobState.CANCELLED.value}
 
 
 @dataclass(frozen=True)
