@@ -498,6 +498,9 @@ class Fetcher:
         Random source of the jitter (seed it in tests).
     requests
         HTTP requests sent so far (every attempt counts).
+    retries
+        Of ``requests``, attempts after the first of a call (a timeout, a transport error, a
+        5xx or 429 retried).
     slept_s
         Every wait, in order (backoff, ``Retry-After``, cooldown). [s]
     """
@@ -513,6 +516,7 @@ class Fetcher:
     wall_clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     rng: random.Random = field(default_factory=random.Random)
     requests: int = 0
+    retries: int = 0
     slept_s: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -598,6 +602,7 @@ class Fetcher:
             if self.limiter is not None:
                 self.limiter.acquire()
             self.requests += 1
+            self.retries += attempt > 1
             wait: float | None = None
             try:
                 response = self._send(method, url, left, **kwargs)

@@ -170,6 +170,13 @@ class LiveSignals:
                 counts[n] = counts.get(n, 0) + session.count
         return counts
 
+    def retries_by_provider(self) -> dict[str, int]:
+        """Of :meth:`requests_by_provider`, the retried attempts, by provider name.
+
+        The provider clients' own; entsoe-py's session does not retry.
+        """
+        return {n: f.retries for n, f in self._fetchers.items()}
+
     def close(self) -> None:
         """Close every client."""
         for f in self._fetchers.values():

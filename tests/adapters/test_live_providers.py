@@ -91,6 +91,7 @@ def test_em_past_range_is_chunked_in_10_days_and_equals_the_file(replay, shared_
     f = fetcher(replay, "electricitymaps", {"auth-token": TOKEN})
     frame, meta = em.get_electricitymaps_api(f, "GB", S23, E23, "direct")
     assert meta["requests"] == 3 == f.requests == replay.state.hits["electricitymaps"]
+    assert f.retries == 0
     assert len(frame) == 24 * 24 and frame.index.is_unique
     assert str(frame.index.tz) == UTC and frame.index[0] == S23
     ref = em_file(shared_data, "GB").loc[S23:E23 - pd.Timedelta(hours=1)]
@@ -173,6 +174,7 @@ def test_500_is_retried_with_backoff_then_unavailable(replay):
     with pytest.raises(ProviderUnavailableError, match="HTTP 500.*after 3 attempt"):
         em.get_electricitymaps_api(f, "GB", S23, S23 + pd.Timedelta(days=1))
     assert f.requests == 3 == replay.state.hits["electricitymaps"]
+    assert f.retries == 2   # the first attempt is a call, the other two its retries
     assert sleeps == [0.25, 0.5]
 
 

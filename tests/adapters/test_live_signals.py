@@ -251,6 +251,10 @@ def test_global_daily_plan_on_providers_then_again_then_degraded(replay, tmp_pat
     plan = run_daily_plan("2023-07-15", "global", data_dir=shared_data,
                           signal_loader=src.load_site_signals)
     first = src.requests_by_provider()
+    # a request the loaded test machine timed out and the client retried is one more attempt:
+    # the counts below are of calls (first attempts)
+    retried = src.retries_by_provider()
+    calls = {n: k - retried.get(n, 0) for n, k in first.items()}
     # the forecasting path reads FORECAST_HISTORY_DAYS (372) of history (issue 12: models are
     # chosen on up to a year): 10-day chunks, 38 per zone and group (6 zones, 8 sites);
     # WattTime: login + 12 x 32-day chunks x 2 groups; ENTSO-E: 2 yearly chunks x 2 groups
@@ -258,7 +262,7 @@ def test_global_daily_plan_on_providers_then_again_then_degraded(replay, tmp_pat
 
     chunks = -(-FORECAST_HISTORY_DAYS // 10)
     assert chunks == 38
-    assert first == {"electricitymaps": chunks * (6 + 8),
+    assert calls == {"electricitymaps": chunks * (6 + 8),
                      "watttime": 1 + 2 * -(-FORECAST_HISTORY_DAYS // 32), "open-meteo": 8,
                      "prices-feed": 6, "entsoe": 4}
     assert plan.document["degraded"] == [] and len(plan.document["sites"]) == 8
