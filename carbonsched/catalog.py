@@ -694,23 +694,40 @@ def parse_catalog(data: dict[str, Any], path: str, name: str) -> Catalog:
                    templates=templates, tenants=tenants)
 
 
+def _named_tables(ctx: _Ctx, raw: Any, section: str,
+                  noun: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """The ``[<section>.NAME]`` tables of a catalog section as ``(name, where, table)``.
+
+    Raises
+    ------
+    CatalogError
+        (via ``ctx.fail``) when the section is not a table, a name breaks the identifier
+        grammar or an entry is not a table; each message says where and how to fix it.
+    """
+    if not isinstance(raw, dict):
+        raise ctx.fail("top level", f"{section} is not a table",
+                       f"write [{section}.<name>] tables")
+    out = []
+    for tname, table in raw.items():
+        where = f"{noun} {tname!r}"
+        msg = identifier_problem(tname, noun if noun == "tenant" else f"{noun} name")
+        if msg is not None:
+            raise ctx.fail(where, msg, "rename the table")
+        if not isinstance(table, dict):
+            raise ctx.fail(where, "is not a table", f"write [{section}.{tname}] with fields")
+        out.append((tname, where, table))
+    return out
+
+
 def _parse_tenants(ctx: _Ctx, raw: Any, sites: list[Site]) -> dict[str, Tenant]:
     """``[tenants.NAME]`` tables: ``weight`` > 0 and ``quota_gpu_hours_per_day`` by GPU type.
 
     A type's quotas together may not exceed what the catalog's GPUs of that type give in a
     day (count × 24 GPU-hours): a guarantee the sites cannot keep is refused.
     """
-    if not isinstance(raw, dict):
-        raise ctx.fail("top level", "tenants is not a table", "write [tenants.<name>] tables")
     types = {g: 24.0 * sum(s.gpu_count(g) for s in sites) for s in sites for g in s.gpus}
     out: dict[str, Tenant] = {}
-    for tname, table in raw.items():
-        where = f"tenant {tname!r}"
-        msg = identifier_problem(tname, "tenant")
-        if msg is not None:
-            raise ctx.fail(where, msg, "rename the table")
-        if not isinstance(table, dict):
-            raise ctx.fail(where, "is not a table", f"write [tenants.{tname}] with fields")
+    for tname, where, table in _named_tables(ctx, raw, "tenants", "tenant"):
         _check_fields(ctx, where, table, {
             "weight": ((int, float), False, "the tenant's weight in fair sharing, > 0"),
             "quota_gpu_hours_per_day": ((dict,), False, "a table of GPU type = GPU-hours "
@@ -742,17 +759,8 @@ def _parse_tenants(ctx: _Ctx, raw: Any, sites: list[Site]) -> dict[str, Tenant]:
 
 def _parse_templates(ctx: _Ctx, raw: Any) -> dict[str, dict[str, Any]]:
     """``[templates.NAME]`` tables: names under the identifier grammar, payload fields only."""
-    if not isinstance(raw, dict):
-        raise ctx.fail("top level", "templates is not a table",
-                       "write [templates.<name>] tables")
     out: dict[str, dict[str, Any]] = {}
-    for tname, table in raw.items():
-        where = f"template {tname!r}"
-        msg = identifier_problem(tname, "template name")
-        if msg is not None:
-            raise ctx.fail(where, msg, "rename the table")
-        if not isinstance(table, dict):
-            raise ctx.fail(where, "is not a table", f"write [templates.{tname}] with fields")
+    for tname, where, table in _named_tables(ctx, raw, "templates", "template"):
         unknown = sorted(set(table) - set(PAYLOAD_FIELDS) - {"template"})
         if "template" in table or unknown:
             bad = ", ".join(map(repr, unknown or ["template"]))

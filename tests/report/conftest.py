@@ -1,6 +1,20 @@
-"""List the report tests' artefacts (screenshots, rendered reports) at the end of the run."""
+"""The report tests' store fixture; their artefacts (screenshots, reports) listed at the end."""
 
 from __future__ import annotations
+
+import pytest
+
+from carbonsched.config import get_settings
+
+
+@pytest.fixture()
+def store_url(tmp_path, monkeypatch):
+    """A SQLite store in the test's directory, named by ``CARBONSCHED_DATABASE_URL``."""
+    url = f"sqlite:///{tmp_path}/store.db"
+    monkeypatch.setenv("CARBONSCHED_DATABASE_URL", url)
+    get_settings.cache_clear()
+    yield url
+    get_settings.cache_clear()
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -8,22 +8,12 @@ import pytest
 from typer.testing import CliRunner
 
 from carbonsched.cli.app import app
-from carbonsched.config import get_settings
 from carbonsched.store import Store
 
 from .builders import plan_doc
 
 runner = CliRunner()
 pytestmark = pytest.mark.shared_data
-
-
-@pytest.fixture()
-def store_url(tmp_path, monkeypatch):
-    url = f"sqlite:///{tmp_path}/store.db"
-    monkeypatch.setenv("CARBONSCHED_DATABASE_URL", url)
-    get_settings.cache_clear()
-    yield url
-    get_settings.cache_clear()
 
 
 def test_cli_report_json_from_the_store(store_url, fixtures_dir, shared_data, tmp_path):

@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 
 from carbonsched.catalog import load_catalog
 from carbonsched.cli.app import app
-from carbonsched.config import get_settings
 from carbonsched.report import build_report, render, to_dict
 from carbonsched.report.instruments import load_market_config
 from carbonsched.report.render import UTC_TIME, _time_ticks, column_label, read_csv_sections
@@ -207,15 +206,6 @@ def test_html_in_chromium_one_scale_readable_axes_word_headers_no_sideways_scrol
 
 # ------------------------------------------------------------------ several formats, one run
 runner = CliRunner()
-
-
-@pytest.fixture()
-def store_url(tmp_path, monkeypatch):
-    url = f"sqlite:///{tmp_path}/store.db"
-    monkeypatch.setenv("CARBONSCHED_DATABASE_URL", url)
-    get_settings.cache_clear()
-    yield url
-    get_settings.cache_clear()
 
 
 @pytest.mark.shared_data
