@@ -187,3 +187,63 @@ def test_repair_from_a_start_is_not_fooled_by_presolve(shared_data):
     assert bound is None or bound <= opt + 1e-6
     if so.get("start_misvalued"):        # the run was refused and solved again
         assert "reported objective" in so["start_misvalued"]
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize("minutes", [15, 30])
+def test_lagrangian_bounds_the_sub_hour_optimum_and_the_smoothed_dual_agrees(shared_data,
+                                                                              minutes):
+    # weak duality on the quarter-hour grid: for any multipliers >= 0 the Lagrangian (and
+    # the smoothed dual's exact value, computed apart) is at most the MILP optimum
+    from carbonsched.plan.colgen import lagrangian
+    from carbonsched.plan.colgen import smoothed as sm
+
+    p = load_bench().make_rolling_step(80, 3, 12, seed=1, slot_minutes=minutes, load=0.6,
+                                       data_dir=shared_data)
+    opt = solve_plan(p, method="milp", mip_gap=0.0).totals["objective"]
+    sets = compile_sets(p)
+    lay = make_layout(sets, job_classes(sets))
+    ev = sm._Evaluator(sets, lay)
+    for seed in range(5):
+        x = np.abs(np.random.default_rng(seed).normal(size=ev.n)) * 0.02 * seed
+        _, v_e, _ = ev(x, 0.01)
+        lam_c, lam_p, lam_a = ev.split(x)
+        lam_a = np.where(lay.absorb_row >= 0, lam_a, 0.0)
+        value = lagrangian(sets, lay, lam_c, lam_p, lam_a)[0]
+        assert v_e == pytest.approx(value, abs=1e-9)
+        assert value <= opt + 1e-9
+    # at zero multipliers on a loose instance the Lagrangian is close to the optimum
+    assert lagrangian(sets, lay, *(np.zeros_like(a) for a in ev.split(np.zeros(ev.n))))[0] \
+        >= 0.5 * opt
+
+
+def test_smoothed_gradient_sees_inference_in_every_quarter_hour():
+    # a demand in hour 1 at two sites, surplus in its quarter hours: the gradient of the
+    # smoothed dual in the multipliers of every quarter hour of that hour is the finite
+    # difference (it would be 0 in the 2nd-4th if the demand held only in the first slot)
+    from carbonsched.plan.colgen import smoothed as sm
+
+    sites = [SiteWrapper(s).gpus("H100", 3).cap_kw(3.0).latency("eu", 10.0).obj()
+             for s in ("a", "b")]
+    jobs = [minutes_job("m45", 45, at(0), at(2), kw=0.7)]
+    q = replace(grid_problem(sites, jobs, 2, ci={"a": [300.0, 120.0], "b": [90.0, 250.0]},
+                             surplus={"a": [0.0, 1.5], "b": [1.0, 0.5]}),
+                inference=[demand("eu", 1, 2, slo_ms=50.0, kw=0.6)])
+    sets = compile_sets(q)
+    lay = make_layout(sets, job_classes(sets))
+    ev = sm._Evaluator(sets, lay)
+    x = np.abs(np.random.default_rng(3).normal(size=ev.n)) * 0.2
+    _, _, g = ev(x, 0.05)
+    n_s, n_t, n_g = ev.shape
+    ks = []
+    for s in range(n_s):
+        for t in range(4, 8):           # the quarter hours of hour 1
+            ks += [(s * n_t + t) * n_g, ev.n_c + s * n_t + t]
+            if lay.absorb_row[s, t] >= 0:
+                ks.append(ev.n_c + ev.n_p + s * n_t + t)
+    for k in ks:
+        h = 1e-3
+        e = np.zeros(ev.n)
+        e[k] = h
+        fd = (ev(x + e, 0.05)[0] - ev(x - e, 0.05)[0]) / (2 * h)
+        assert g[k] == pytest.approx(fd, rel=1e-4, abs=1e-7)
