@@ -47,7 +47,9 @@ def check_against_milp(prob):
     assert exact.status == PlanStatus.OPTIMAL
     opt = exact.totals["objective"]
     res = solve_plan(prob, method="colgen", time_limit_s=60)
-    assert res.solver.method == "colgen", res.solver.note
+    # colgen ran (an empty model is optimal by definition and solved by nothing)
+    assert res.solver.method == "colgen" or (
+        res.solver.method == "none" and "nothing to decide" in res.solver.note), res.solver.note
     sc = score_plan(prob, res)
     assert clean(sc)
     assert np.isclose(res.totals["objective"], sc.objective, rtol=1e-9, atol=1e-9)
