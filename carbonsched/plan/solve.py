@@ -810,12 +810,6 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
             note = "; ".join(x for x in (note, f"{why} are modelled by the direct MILP only; "
                                          f"solved it over {len(sets.options)} options") if x)
             method = "milp"
-    if method == "colgen" and sets.slot_minutes != 60:
-        # column generation prices hourly slots only: never run it on a sub-hour grid
-        note = "; ".join(x for x in (note, f"column generation supports the hourly grid only; "
-                                     f"solved the direct MILP over {len(sets.options)} options "
-                                     f"on this {sets.slot_minutes}-minute grid instead") if x)
-        method = "milp"
     if method == "colgen" and not highs_available():
         note = "; ".join(x for x in (note, "column generation needs highspy; solved the direct "
                                      "MILP with CBC instead") if x)

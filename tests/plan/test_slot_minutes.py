@@ -270,21 +270,18 @@ def test_preemptible_jobs_run_in_one_piece_on_a_sub_hour_grid_with_a_note():
     assert recount_violations(prob, res) == {}
 
 
-def test_column_generation_is_replaced_by_the_direct_milp_on_a_sub_hour_grid():
+def test_column_generation_runs_on_a_sub_hour_grid():
+    # issue 36 item 1: no fallback to the direct MILP; the 45-minute job starts in the
+    # cleaner hour, charged its 45 minutes
     site = SiteWrapper("a").gpus("H100", 1).obj()
     prob = grid_problem([site], [job("j", 45, at(0), at(1) + 45 * M)], 2,
                         ci={"a": [100.0, 50.0]})
     res = solve_plan(prob, method="colgen")
-    assert res.solver.method == "milp"
-    assert "column generation supports the hourly grid only" in res.solver.note
+    assert res.solver.method == "colgen"
+    assert "hourly grid only" not in res.solver.note
     (p,) = res.placements
     assert p.start == at(1) and p.emissions_kg == pytest.approx(0.75 * 50 / 1000)
-    from carbonsched.plan.colgen import solve_colgen
-
-    with pytest.raises(InputError, match="column generation supports the hourly slot grid "
-                                         "only, not 15-minute slots"):
-        solve_colgen(compile_sets(prob), 10.0, 0.01, 1,
-                     SolverRecord(name="highs", status=PlanStatus.NO_SOLUTION), 0.0)
+    assert res.solver.bound == pytest.approx(0.75 * 50 / 1000)
 
 
 def test_work_past_the_horizon_repeats_the_last_day_in_quarter_hours():

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from carbonsched.plan.colgen.classes import count_options
+from carbonsched.plan.colgen.grid import inference_site_cost, kw_slot_cost
 from carbonsched.plan.colgen.lagrangian_dual import duals_from, lagrangian, multipliers
 from carbonsched.plan.colgen.layout import INF, Layout
 from carbonsched.plan.colgen.options import ColgenOptions
@@ -93,7 +94,7 @@ def split_bound(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarra
     rc1 = price(sets, lay, duals_from(lay, lam_c, lam_p, lam_a), reps, k=1,
                 chunk=opt.price_chunk)[0][:, 0]
     class_term = mult * np.minimum(rc1, pen)
-    kprice = sets.cost_per_kwh + lam_p - sets.pue * lam_a                   # (S, T) [kg/kWh]
+    kprice = kw_slot_cost(sets) + lam_p - sets.pue * lam_a    # (S, T) [kg per kW-slot]
     dem = lay.demands
     # the GPUs free in each hour (less the work already running), as :func:`lagrangian`'s
     # capacity term: with the installed count here the bound once exceeded the optimum
@@ -101,9 +102,8 @@ def split_bound(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarra
     cap = sets.gpu_cap.astype(float)                                       # (S, T, G)
     dem_term = np.zeros(len(dem))
     if len(dem):
-        t_d, g_d = sets.inf_hour[dem], sets.inf_gtype[dem]
-        per_gpu = (sets.inf_kw_per_gpu[dem][:, None] * kprice[:, t_d].T
-                   + lam_c[:, t_d, g_d].T)
+        # summed over every slot of the demand's hour (one on the hourly grid)
+        per_gpu = inference_site_cost(sets, dem, kprice, lam_c)
         per_gpu = np.where(sets.inf_sites[dem], per_gpu, np.inf)
         dem_term = sets.inf_gpus[dem] * per_gpu.min(axis=1)
     g_of_c = sets.job_gtype[reps]
@@ -224,13 +224,16 @@ def _type_mip(sets: PlanSets, g: int, dem_g: np.ndarray, opts: np.ndarray,
     if n_d:
         dd, ss = np.nonzero(sets.inf_sites[dem_g])
         d_pos = dem_g[dd]
-        t_y = sets.inf_hour[d_pos]
         n_y = len(dd)
-        rows = np.stack([n_c + dd, cell_row[ss, t_y]], axis=1).reshape(-1)
-        h.addCols(n_y, sets.inf_kw_per_gpu[d_pos] * kprice[ss, t_y], np.zeros(n_y),
-                  sets.inf_gpus[d_pos].astype(float), 2 * n_y,
-                  np.arange(0, 2 * n_y, 2, dtype=np.int32), rows.astype(np.int32),
-                  np.ones(2 * n_y))
+        # its serve row and the capacity row of every slot of its hour (one when hourly)
+        n_h = sets.slots_per_hour
+        t_y = sets.inf_hour[d_pos][:, None] + np.arange(n_h)[None, :]
+        rows = np.concatenate([(n_c + dd)[:, None], cell_row[ss[:, None], t_y]],
+                              axis=1).reshape(-1)
+        cost_y = inference_site_cost(sets, d_pos, kprice)[np.arange(n_y), ss]
+        h.addCols(n_y, cost_y, np.zeros(n_y), sets.inf_gpus[d_pos].astype(float),
+                  (1 + n_h) * n_y, np.arange(0, (1 + n_h) * n_y, 1 + n_h, dtype=np.int32),
+                  rows.astype(np.int32), np.ones((1 + n_h) * n_y))
     cov = cover_index(sets, opts)
     cols = np.concatenate([np.arange(len(opts)), cov.option])
     rows = np.concatenate([oc, cell_row[cov.site, cov.slot]])
@@ -526,7 +529,11 @@ def split_bounds(st: ColgenState) -> None:
             st.rec.bound = st.lb
             st.note("bound from the GPU-type split (capacity kept, power relaxed): "
                     + ", ".join(risen))
-    if (opt.site_share > 0 and st.left() > opt.step_min_left_s
+    if opt.site_share > 0 and sets.slots_per_hour > 1:
+        st.note(f"the site-split bound (site_share {opt.site_share:g}) models hourly slots "
+                f"only: not run on this {sets.slot_minutes}-minute grid (the LP and "
+                "GPU-type bounds hold)")
+    elif (opt.site_share > 0 and st.left() > opt.step_min_left_s
             and count_options(sets) <= opt.site_enum_max):
         upper = min(r.totals["objective"] for _, r in st.cands)
         tr = time.perf_counter()

@@ -7,7 +7,6 @@ import time
 
 import numpy as np
 
-from carbonsched.errors import InputError
 from carbonsched.plan.colgen.bounds import split_bounds
 from carbonsched.plan.colgen.budget import tail_s
 from carbonsched.plan.colgen.classes import count_options
@@ -92,16 +91,12 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         the whole model) is within ``mip_gap``; ``feasible`` otherwise; ``heuristic`` (greedy
         plan) if the repair found nothing.
 
-    Raises
-    ------
-    InputError
-        The sets are on a sub-hour slot grid (column generation prices hourly slots only).
+    Notes
+    -----
+    Any slot grid the sets support (60, 30 or 15 minutes): prices are per kW through a slot
+    and inference holds in every slot of its hour (:mod:`carbonsched.plan.colgen.grid`), as
+    in the direct MILP.
     """
-    if getattr(sets, "slot_minutes", 60) != 60:
-        raise InputError(
-            f"column generation supports the hourly slot grid only, not {sets.slot_minutes}-"
-            "minute slots; use method 'milp' (solve_plan's 'auto' and 'colgen' do so with a "
-            "plan note)")
     opt = ColgenOptions() if options is None else options
     if rec.name != "highs":
         add_note(rec, "column generation always uses HiGHS (highspy); CBC has no in-process "

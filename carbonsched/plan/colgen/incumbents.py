@@ -13,6 +13,7 @@ import numpy as np
 from carbonsched.plan.baselines import priced_greedy
 from carbonsched.plan.colgen.budget import moves_hold_s
 from carbonsched.plan.colgen.classes import expand, least_flexible_first, round_lp
+from carbonsched.plan.colgen.grid import kw_slot_cost
 from carbonsched.plan.colgen.repack import unit_repack
 from carbonsched.plan.colgen.state import ColgenState
 from carbonsched.plan.local import improve
@@ -58,7 +59,7 @@ def incumbents(st: ColgenState) -> None:
         # (docs/benchmarks/planner-log.md#planner-3-8)
         r_c, r_p, r_a = st.refined_lam
         st.cands.append(("priced greedy on the refined multipliers",
-                         priced_greedy(sets, sets.cost_per_kwh + r_p - sets.pue * r_a, r_c,
+                         priced_greedy(sets, kw_slot_cost(sets) + r_p - sets.pue * r_a, r_c,
                                        order=lff)))
     if len(placeable) <= opt.both_orders_max_jobs and _room(st, "largest-first priced greedy"):
         big_first = placeable[np.argsort(-(sets.job_gpus * sets.job_dur)[placeable],

@@ -7,6 +7,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from carbonsched.plan.colgen.grid import (
+    absorb_slot_credit,
+    inference_site_cost,
+    inference_usage,
+    kw_slot_cost,
+)
 from carbonsched.plan.colgen.layout import Layout, usage
 from carbonsched.plan.colgen.options import ColgenOptions
 from carbonsched.plan.colgen.pricing import price
@@ -183,11 +189,9 @@ def inference_prices(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.n
         ``(D', S)`` [kg per GPU] over the active demands.
     """
     dem = lay.demands
-    t_d, g_d = sets.inf_hour[dem], sets.inf_gtype[dem]
-    kw_d = sets.inf_kw_per_gpu[dem]
-    per_gpu = (kw_d[:, None] * (sets.cost_per_kwh[:, t_d].T + lam_p[:, t_d].T
-                                - sets.pue[:, t_d].T * lam_a[:, t_d].T)
-               + lam_c[:, t_d, g_d].T)
+    # summed over every slot of the demand's hour (one slot on the hourly grid)
+    per_gpu = inference_site_cost(sets, dem, kw_slot_cost(sets) + lam_p - sets.pue * lam_a,
+                                  lam_c)
     return np.where(sets.inf_sites[dem], per_gpu, np.inf)
 
 
@@ -216,14 +220,12 @@ def lagrangian(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarray
         Bound [kg]; the chosen options ``(O, 3)`` (one per placed class); the GPUs ``(S, T,
         G)`` and IT kW ``(S, T)`` that choice uses and the absorption ``(S, T)`` [kW].
     """
-    n_s, n_t = sets.pue.shape
-    n_g = len(sets.gpu_type)
     reps, mult = lay.reps, lay.mult.astype(float)
     pen = sets.unplaced_cost[reps].astype(float)    # penalty, or terminal value (deferral)
     cap = sets.gpu_cap.astype(float)
     pcap = sets.power_rhs_kw.astype(float).copy()
     has_abs = lay.absorb_row >= 0
-    ci_kg = sets.ci_g_per_kwh / 1000.0
+    ci_kg = absorb_slot_credit(sets)    # kg per kW absorbed through a slot
     dem = lay.demands
     rc, ss, tt = price(sets, lay, duals_from(lay, lam_c, lam_p, lam_a), reps, k=1,
                        chunk=chunk)
@@ -233,16 +235,13 @@ def lagrangian(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarray
     opts = np.stack([reps[place], ss[place], tt[place]], axis=1)
     g_used, kw_used = usage(sets, opts, mult[place].astype(np.int64))
     if len(dem):
-        t_d, g_d = sets.inf_hour[dem], sets.inf_gtype[dem]
-        kw_d = sets.inf_kw_per_gpu[dem]
         per_gpu = inference_prices(sets, lay, lam_c, lam_p, lam_a)
         site_d = np.argmin(per_gpu, axis=1)
         n_d = sets.inf_gpus[dem].astype(float)
         value += float((n_d * per_gpu[np.arange(len(dem)), site_d]).sum())
-        g_used = g_used + np.bincount((site_d * n_t + t_d) * n_g + g_d, weights=n_d,
-                                      minlength=n_s * n_t * n_g).reshape(n_s, n_t, n_g)
-        kw_used = kw_used + np.bincount(site_d * n_t + t_d, weights=n_d * kw_d,
-                                        minlength=n_s * n_t).reshape(n_s, n_t)
+        g_inf, kw_inf = inference_usage(sets, dem, site_d, n_d)   # every slot of its hour
+        g_used = g_used + g_inf
+        kw_used = kw_used + kw_inf
     take = has_abs & (lam_a < ci_kg)
     a_val = np.where(take, sets.surplus_kw, 0.0)
     value += float(((lam_a - ci_kg) * a_val).sum())

@@ -8,6 +8,7 @@ import highspy
 import numpy as np
 
 from carbonsched.plan.colgen.classes import Classes
+from carbonsched.plan.colgen.grid import absorb_slot_credit, inference_site_cost, kw_slot_cost
 from carbonsched.plan.colgen.options import ColgenOptions
 from carbonsched.plan.model import ABSORB_EPS_KW, cover_index
 from carbonsched.plan.sets import PlanSets, option_costs
@@ -280,28 +281,32 @@ def fixed_columns(sets: PlanSets, lay: Layout, classes: np.ndarray, integer: boo
     vals = [np.ones(n_u)]
     col_nnz = [np.ones(n_u, dtype=np.int64)]
     kinds = [np.zeros(n_u, dtype=np.int64)]
-    # inference y_ds
+    # inference y_ds: its serve row, then the capacity, power and absorption rows of every
+    # slot of the demand's hour (one slot on the hourly grid), as the MILP's
     dd, ss = np.nonzero(sets.inf_sites[lay.demands])
     dd = lay.demands[dd]
-    t = sets.inf_hour[dd]
     g = sets.inf_gtype[dd]
     kw = sets.inf_kw_per_gpu[dd]
-    ab = lay.absorb_row[ss, t]
-    costs.append(kw * sets.cost_per_kwh[ss, t])
+    n_h = sets.slots_per_hour
+    t = sets.inf_hour[dd][:, None] + np.arange(n_h)[None, :]               # (Y, n_h)
+    s2 = np.broadcast_to(ss[:, None], t.shape)
+    ab = lay.absorb_row[s2, t]
+    costs.append(inference_site_cost(sets, dd, kw_slot_cost(sets))[np.arange(len(dd)), ss])
     lower.append(np.zeros(len(dd)))
     upper.append(sets.inf_gpus[dd].astype(float))
-    nnz = np.where(ab >= 0, 4, 3)
-    col_nnz.append(nnz)
-    r4 = np.stack([lay.serve_row[dd], lay.cap_base + (ss * n_t + t) * n_g + g,
-                   lay.pow_base + ss * n_t + t, ab], axis=1)
-    v4 = np.stack([np.ones(len(dd)), np.ones(len(dd)), kw, -kw * sets.pue[ss, t]], axis=1)
-    keep = np.arange(4)[None, :] < nnz[:, None]
-    rows.append(r4[keep])
-    vals.append(v4[keep])
+    r_y = np.concatenate([lay.serve_row[dd][:, None], lay.cap_base + (s2 * n_t + t) * n_g
+                          + g[:, None], lay.pow_base + s2 * n_t + t, ab], axis=1)
+    v_y = np.concatenate([np.ones((len(dd), 1)), np.ones(t.shape),
+                          np.broadcast_to(kw[:, None], t.shape),
+                          -kw[:, None] * sets.pue[s2, t]], axis=1)
+    keep = np.concatenate([np.ones((len(dd), 1 + 2 * n_h), dtype=bool), ab >= 0], axis=1)
+    col_nnz.append(keep.sum(axis=1))
+    rows.append(r_y[keep])
+    vals.append(v_y[keep])
     kinds.append(np.ones(len(dd), dtype=np.int64))
-    # absorption a_st
+    # absorption a_st: -CI x h / 1000 per kW absorbed through a slot
     sa, ta = np.nonzero(lay.absorb_row >= 0)
-    costs.append(-sets.ci_g_per_kwh[sa, ta] / 1000.0)
+    costs.append(-absorb_slot_credit(sets)[sa, ta])
     lower.append(np.zeros(len(sa)))
     upper.append(sets.surplus_kw[sa, ta])
     rows.append(lay.absorb_row[sa, ta])

@@ -11,7 +11,7 @@ from carbonsched.plan.colgen.classes import Classes, plan_options
 from carbonsched.plan.colgen.layout import Layout
 from carbonsched.plan.colgen.options import ColgenOptions
 from carbonsched.plan.colgen.pricing import candidate_options
-from carbonsched.plan.colgen.repair_mip import repair
+from carbonsched.plan.colgen.repair_mip import note_start_misvalued, repair
 from carbonsched.plan.colgen.state import ColgenState
 from carbonsched.plan.colgen.status import add_note
 from carbonsched.plan.model import cover_index
@@ -149,9 +149,11 @@ def type_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
         fix_o, fix_n, opts = _type_options(sets, lay, cls, duals, lp_opts, extra_opts, po, own,
                                            rep_c, n_opt[own].sum() <= opt.type_pass_max_options,
                                            opt)
+        so: dict = {}
         out = repair(sets, lay, cls, fix_o.reshape(-1, 3), fix_n.astype(np.int64), rep_c,
                      lay.mult[rep_c], opts, threads, share, mip_gap, say, start=best,
-                     options=opt)
+                     options=opt, status_out=so)
+        note_start_misvalued(rec, so, "fix-and-optimise by GPU type")
         if out is None:
             continue
         cand = build_plan_result(sets, out[0], out[1], PlanStatus.FEASIBLE, rec)
@@ -274,9 +276,11 @@ def site_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
         if limit < 0.5:
             break
         ts = time.perf_counter()
+        so = {}
         out = repair(sets, lay, cls, fix_o.reshape(-1, 3), fix_n.astype(np.int64), rep_c,
                      lay.mult[rep_c], opts, threads, limit, mip_gap, say, start=best,
-                     options=opt)
+                     options=opt, status_out=so)
+        note_start_misvalued(rec, so, "site by site")
         cand = None if out is None else build_plan_result(sets, out[0], out[1],
                                                           PlanStatus.FEASIBLE, rec)
         reserve = max(reserve, time.perf_counter() - ts - limit)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from carbonsched.plan.colgen.grid import kw_slot_cost
 from carbonsched.plan.colgen.layout import Layout, allowed_starts
 from carbonsched.plan.colgen.options import ColgenOptions
 from carbonsched.plan.sets import PlanSets
@@ -39,8 +40,9 @@ def price(sets: PlanSets, lay: Layout, duals: np.ndarray, reps: np.ndarray, k: i
     rho = np.zeros((n_s, n_t))
     m = lay.absorb_row >= 0
     rho[m] = duals[lay.absorb_row[m]]
-    per_kw = sets.cost_per_kwh - nu + sets.pue * rho                     # (S, T)
-    per_kwh = sets.cost_per_kwh + sets.pue * rho    # the energy part: last slot × its fraction
+    per_slot = kw_slot_cost(sets)                    # kg per kW through a slot, any grid
+    per_kw = per_slot - nu + sets.pue * rho                              # (S, T)
+    per_kwh = per_slot + sets.pue * rho    # the energy part: last slot × its fraction
     cum_kw = np.concatenate([np.zeros((n_s, 1)), np.cumsum(per_kw, axis=1)], axis=1)
     cum_mu = np.concatenate([np.zeros((n_s, 1, n_g)), np.cumsum(mu, axis=1)], axis=1)
     pi = duals[lay.assign_row[reps]]

@@ -25,10 +25,11 @@ from carbonsched.plan.colgen.options import ColgenOptions
 from carbonsched.plan.colgen.pricing import candidate_options, price, stack_options
 from carbonsched.plan.colgen.solver import highs_solution, new_highs, set_limit
 from carbonsched.plan.colgen.state import ColgenState
+from carbonsched.plan.colgen.status import add_note
 from carbonsched.plan.gap import ABS_GAP_KG
 from carbonsched.plan.highs import mip_dual_bound, run_highs
 from carbonsched.plan.model import cover_index
-from carbonsched.plan.result import PlanResult, PlanStatus, build_plan_result
+from carbonsched.plan.result import PlanResult, PlanStatus, SolverRecord, build_plan_result
 from carbonsched.plan.sets import PlanSets, enumerate_options
 
 
@@ -138,6 +139,20 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
         f"limit {time_limit_s:.1f} s")
     t_run = time.perf_counter()
     run_highs(h)
+    if not relax and x0 is not None:
+        costs = np.concatenate([fx["costs"], c])
+        bad = start_misvalued(h, costs)
+        if bad:
+            # HiGHS's presolve lost part of the objective with the start (issue 36): its
+            # "optimal" was the start itself and its dual bound not a bound; solved again
+            # without presolve (a valid proof), from the same start
+            say(f"repair MIP: {bad}; solved again without presolve")
+            if status_out is not None:
+                status_out["start_misvalued"] = bad
+            h.setOptionValue("presolve", "off")
+            set_limit(h, max(time_limit_s - (time.perf_counter() - t_run), 0.1))
+            h.setSolution(highs_solution(x0))
+            run_highs(h)
     if relax:
         val, opts, complete = _priced_lp(sets, lay, cls, h, rep_c, left_of, opts, price_k,
                                          time_limit_s - (time.perf_counter() - t_run), say,
@@ -167,6 +182,72 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
     all_counts = np.concatenate([fixed_counts, x[nf:]])
     return (expand(cls, all_opts, all_counts), alloc, proven,
             bound if bound is not None and np.isfinite(bound) else None)
+
+
+START_CHECK_REL_TOL = 1e-6
+"""Relative difference between HiGHS's reported objective and the objective recomputed
+from the returned column values above which :func:`start_misvalued` refuses a MIP result
+(HiGHS's own feasibility tolerances are 1e-6 on rows and integrality). [-]"""
+
+
+def start_misvalued(h: highspy.Highs, costs: np.ndarray) -> str:
+    """Why a MIP run from a start cannot be trusted, or ``""`` when it can.
+
+    On a model with a MIP start, HiGHS 1.16's presolve was seen to value the start in its
+    reduced space without the objective's offset (log: "MIP start solution is feasible:
+    4.2488" then "feasible in the reduced space: 3.3727"), prune every node against that
+    value and report the start as ``Optimal`` with the offset-less value as objective and
+    dual bound — a plan 17 % above the optimum "proven" optimal, and a bound below it
+    that, with an offset of the other sign, would have been above it (the same presolve
+    family as ERGO-Code/HiGHS issues 1273, 2900, 3094). The run is refused when the
+    objective it reports differs from ``costs`` · its column values, or its dual bound
+    exceeds that value, by more than :data:`START_CHECK_REL_TOL` (relative, at least
+    1e-9 kg).
+
+    Parameters
+    ----------
+    h
+        The model after ``run()``.
+    costs
+        ``(N,)`` the model's column costs, in column order. [kg]
+
+    Returns
+    -------
+    str
+        The two values that disagree, for the note; empty when they agree or there is no
+        solution to check.
+    """
+    if h.getInfo().primal_solution_status != 2:
+        return ""
+    x = np.asarray(h.getSolution().col_value)
+    value = float(costs @ x)
+    reported = float(h.getInfo().objective_function_value)
+    tol = START_CHECK_REL_TOL * max(abs(value), 1e-3)
+    if abs(reported - value) > tol:
+        return (f"HiGHS reported objective {reported:.6g} kg for a solution worth "
+                f"{value:.6g} kg")
+    bound = mip_dual_bound(h, has_integers=True)
+    if np.isfinite(bound) and bound > value + tol:
+        return f"HiGHS's dual bound {bound:.6g} kg is above its solution's {value:.6g} kg"
+    return ""
+
+
+def note_start_misvalued(rec: SolverRecord, status_out: dict, where: str) -> None:
+    """Name in the plan note a MIP :func:`start_misvalued` refused and solved again.
+
+    Parameters
+    ----------
+    rec
+        The solver record whose note gets the clause.
+    status_out
+        The ``status_out`` dict given to :func:`repair`.
+    where
+        Which phase ran the MIP, for the note.
+    """
+    bad = status_out.get("start_misvalued")
+    if bad:
+        add_note(rec, f"{where}: {bad} (its presolve mis-valued the start); solved again "
+                 "without presolve")
 
 
 def _integral(kinds: np.ndarray) -> np.ndarray:
@@ -279,7 +360,7 @@ def _start_vector(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult,
     x_run = [g_rep.reshape(-1), kw_rep.reshape(-1).copy()] if lay.flow else []
     e_rep = usage(sets, po, np.ones(len(po), dtype=np.int64), energy=True)[1]
     for (d, s), v in zip(fx["ys"].tolist(), x_y, strict=True):
-        e_rep[s, sets.inf_hour[d]] += v * sets.inf_kw_per_gpu[d]
+        e_rep[s, sets.inf_slots(d)] += v * sets.inf_kw_per_gpu[d]   # every slot of its hour
     sa, ta = np.nonzero(lay.absorb_row >= 0)
     # absorption counts the minutes run (partial last slots), as the absorption rows do
     x_a = np.minimum(sets.surplus_kw[sa, ta], sets.pue[sa, ta] * (e_fixed + e_rep)[sa, ta])
@@ -389,9 +470,11 @@ def repair_incumbent(st: ColgenState) -> None:
         # small instance: every option of every class (the MIP is then the full model)
         rep_opts = np.unique(np.concatenate([rep_opts, enumerate_options(sets, reps)]),
                              axis=0)
+    so: dict = {}
     out = repair(sets, lay, cls, fix_o.reshape(-1, 3), fix_n.astype(np.int64), rep_c,
                  lay.mult[rep_c], rep_opts, st.threads, max(st.left() - opt.finish_s, 0.5),
-                 st.mip_gap, st.say, start=start_plan, options=opt)
+                 st.mip_gap, st.say, start=start_plan, options=opt, status_out=so)
+    note_start_misvalued(st.rec, so, "repair MIP")
     if out is None:
         return
     chosen, alloc, st.rep_proven, rep_bound = out

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
+from carbonsched.plan.colgen.grid import absorb_slot_credit, kw_slot_cost
 from carbonsched.plan.colgen.lagrangian_dual import duals_from, inference_prices
 from carbonsched.plan.colgen.layout import Layout, allowed_starts
 from carbonsched.plan.colgen.options import ColgenOptions
@@ -92,7 +93,7 @@ class _Evaluator:
         self.pen = sets.unplaced_cost[reps].astype(float)
         self.has_abs = lay.absorb_row >= 0
         self.surplus = np.where(self.has_abs, sets.surplus_kw, 0.0)
-        self.ci_kg = sets.ci_g_per_kwh / 1000.0
+        self.ci_kg = absorb_slot_credit(sets)    # kg per kW absorbed through a slot
         dur, gt = sets.job_dur[reps], sets.job_gtype[reps]
         self.groups = []
         for d in np.unique(dur):
@@ -148,8 +149,9 @@ class _Evaluator:
         n_s, n_t, n_g = self.shape
         lam_c, lam_p, lam_a = self.split(x)
         lam_a = np.where(self.has_abs, lam_a, 0.0)     # no absorption row: no multiplier
-        per_kw = sets.cost_per_kwh + lam_p - sets.pue * lam_a
-        per_kwh = sets.cost_per_kwh - sets.pue * lam_a     # the partial last slot's energy
+        per_slot = kw_slot_cost(sets)                      # kg per kW through a slot
+        per_kw = per_slot + lam_p - sets.pue * lam_a
+        per_kwh = per_slot - sets.pue * lam_a     # the partial last slot's energy
         cum_kw = np.concatenate([np.zeros((n_s, 1)), np.cumsum(per_kw, axis=1)], axis=1)
         cum_c = np.concatenate([np.zeros((n_s, 1, n_g)), np.cumsum(lam_c, axis=1)], axis=1)
         g_c = np.zeros((n_s, n_t, n_g))
@@ -193,7 +195,7 @@ class _Evaluator:
             g_a -= sets.pue * (run[:, :, 1] - last)
         dem = lay.demands
         if len(dem):
-            t_d, g_d = sets.inf_hour[dem], sets.inf_gtype[dem]
+            g_d = sets.inf_gtype[dem]
             kw_d = sets.inf_kw_per_gpu[dem]
             per_gpu = inference_prices(sets, lay, lam_c, lam_p, lam_a)     # (D', S)
             n_d = sets.inf_gpus[dem].astype(float)
@@ -204,13 +206,14 @@ class _Evaluator:
             v_s += float((n_d * (low - mu * np.log(zz))).sum())
             w = z * (n_d / zz)[:, None]                                     # (D', S)
             s_idx = np.broadcast_to(np.arange(n_s)[None, :], w.shape)
-            cell = s_idx * n_t + t_d[:, None]
-            g_c += np.bincount((cell * n_g + g_d[:, None]).ravel(), weights=w.ravel(),
-                               minlength=n_s * n_t * n_g).reshape(n_s, n_t, n_g)
-            g_p += np.bincount(cell.ravel(), weights=(w * kw_d[:, None]).ravel(),
-                               minlength=n_s * n_t).reshape(n_s, n_t)
-            g_a -= np.bincount(cell.ravel(), weights=(w * kw_d[:, None]).ravel(),
-                               minlength=n_s * n_t).reshape(n_s, n_t) * sets.pue
+            for i in range(sets.slots_per_hour):    # every slot of the demand's hour
+                cell = s_idx * n_t + (sets.inf_hour[dem] + i)[:, None]
+                g_c += np.bincount((cell * n_g + g_d[:, None]).ravel(), weights=w.ravel(),
+                                   minlength=n_s * n_t * n_g).reshape(n_s, n_t, n_g)
+                g_p += np.bincount(cell.ravel(), weights=(w * kw_d[:, None]).ravel(),
+                                   minlength=n_s * n_t).reshape(n_s, n_t)
+                g_a -= np.bincount(cell.ravel(), weights=(w * kw_d[:, None]).ravel(),
+                                   minlength=n_s * n_t).reshape(n_s, n_t) * sets.pue
         # absorption a in [0, surplus] at cost (lambda_a - CI) a: a soft choice of the bounds
         q = self.surplus * (lam_a - self.ci_kg)
         low = np.minimum(q, 0.0)
