@@ -528,10 +528,20 @@ class WarmStart:
         ``pieces``) of the previous plan.
     source
         What the plan is, for the notes (e.g. ``the run issued at 2023-07-15T00:00Z``).
+    duals
+        The previous run's column-generation multipliers and column pool
+        (:class:`~carbonsched.plan.colgen.warm.CarriedDuals`, its result's ``carry``), or
+        ``None``; column generation starts its warm-up from them (the direct MILP has no
+        use for them).
+    duals_missing
+        Why ``duals`` is ``None`` (e.g. ``the previous run was solved by the direct MILP``),
+        for ``solver.warm_start``; empty: not said.
     """
 
     placements: list[Any]
     source: str
+    duals: Any = None
+    duals_missing: str = ""
 
     @property
     def label(self) -> str:
@@ -875,9 +885,15 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
         return check_result(sets, direct, started)
     if colgen_options is None:
         colgen_options = ColgenOptions.from_env(os.environ)
+    carried = None if start is None else start.duals
+    if start is not None and carried is None:
+        why = start.duals_missing or "the previous run carried none"
+        rec.warm_start = "; ".join(x for x in (
+            rec.warm_start, f"multipliers: cold: {why}") if x)
     res = solve_colgen(sets, time_limit_s, mip_gap, threads, rec, started, progress,
                        options=colgen_options, warm_start=warm,
-                       warm_label=start.source if start is not None else "")
+                       warm_label=start.source if start is not None else "",
+                       carried=carried)
     if sets.patterns is not None and len(sets.patterns):
         # the LP bound covers one-piece plans only: no proof for the model with pieces
         if res.status == PlanStatus.OPTIMAL:
@@ -917,6 +933,8 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
     bound = max(b for b in (rec.bound, rec2.bound, -np.inf) if b is not None)
     best = alt if (alt.status in (PlanStatus.OPTIMAL, PlanStatus.FEASIBLE)
                    and alt.totals["objective"] < res.totals["objective"]) else res
+    if best.carry is None:                   # the next rolling run's start: column generation's
+        best.carry = res.carry
     out = best.solver
     out.bound = bound if np.isfinite(bound) else None
     out.mip_gap = relative_gap(best.totals["objective"], out.bound)
