@@ -72,6 +72,38 @@ def carried_key(store: Any, catalog_ref: str, issued_at: pd.Timestamp
             pd.Timestamp(issued_at).tz_convert("UTC"))
 
 
+def take_carried(store: Any, catalog_ref: str, state: RollingState) -> None:
+    """Set ``state.carried`` to the previous run's multipliers from :data:`_CARRIED`.
+
+    When the cache has none for the run issued at ``state.last_issued_at`` (a restart, a run
+    on another replica, or a run without column generation), ``state.carried`` is ``None``
+    and ``state.carried_missing`` says so: the next solve starts its multipliers cold and
+    its ``solver.warm_start`` names why. Nothing is set before the first run.
+    """
+    last = state.last_issued_at
+    if last is None:
+        return
+    state.carried = _CARRIED.get(carried_key(store, catalog_ref, last))
+    state.carried_missing = "" if state.carried is not None else (
+        f"the multipliers of the run issued at {last:%Y-%m-%dT%H:%MZ} are not in this "
+        "process (it ran before a restart, on another replica, or without column "
+        "generation); only its plan is carried")
+
+
+def keep_carried(store: Any, catalog_ref: str, issued_at: pd.Timestamp,
+                 carried: CarriedDuals | None) -> None:
+    """Keep a run's multipliers in :data:`_CARRIED` for the next run; ``None`` keeps nothing.
+
+    Only the newest :data:`CARRIED_KEEP` entries are kept.
+    """
+    if carried is None:
+        return
+    _CARRIED[carried_key(store, catalog_ref, issued_at)] = carried
+    _CARRIED.move_to_end(carried_key(store, catalog_ref, issued_at))
+    while len(_CARRIED) > CARRIED_KEEP:
+        _CARRIED.popitem(last=False)
+
+
 def warm_start(state: RollingState, run_every_hours: int) -> tuple[WarmStart | None, str]:
     """The previous run's plan as a warm start of this run, or ``None`` and why not.
 
@@ -137,22 +169,13 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
     jobs, running, ended = rp.prepare(t, hourly_slots(t, horizon_hours))
     inf = [d for d in workload.inference
            if t <= d.hour < t + pd.Timedelta(hours=horizon_hours)]
-    last = rp.state.last_issued_at
-    if last is not None:
-        rp.state.carried = _CARRIED.get(carried_key(store, catalog_ref, last))
-        rp.state.carried_missing = "" if rp.state.carried is not None else (
-            f"the multipliers of the run issued at {last:%Y-%m-%dT%H:%MZ} are not in this "
-            "process (it ran before a restart, on another replica, or without column "
-            "generation); only its plan is carried")
+    take_carried(store, catalog_ref, rp.state)
     start, cold = warm_start(rp.state, run_every_hours)
     daily = run_daily_plan(pdate, catalog_ref, Workload(jobs=jobs, inference=inf), data_dir,
                            solver, time_limit_s, horizon_hours, running=running, issued_at=t,
                            warm_start=start)
     run = rp.apply(t, daily.problem, daily.result, ended)
-    if rp.state.carried is not None:
-        _CARRIED[carried_key(store, catalog_ref, t)] = rp.state.carried
-        while len(_CARRIED) > CARRIED_KEEP:
-            _CARRIED.popitem(last=False)
+    keep_carried(store, catalog_ref, t, rp.state.carried)
     doc = daily.document
     held = sorted({r.job_id for r in daily.problem.running})
     how = daily.result.solver.warm_start or cold or "cold: no previous plan"

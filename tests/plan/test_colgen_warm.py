@@ -243,3 +243,34 @@ def test_the_rolling_planner_keeps_the_multipliers_for_the_next_run():
     assert rp.state.carried_missing == (
         "the run issued at 2023-07-15T04:00Z was solved by milp, which has no "
         "column-generation multipliers")
+
+
+def test_the_service_keeps_multipliers_in_process_and_names_the_cold_fallback(tmp_path,
+                                                                               cold_run):
+    """The service reloads its rolling state from the store every run; the multipliers live
+    in an in-process cache keyed by database, catalog and issue time. A run whose
+    predecessor's multipliers are not there (a restart, another replica) starts them cold
+    and says why."""
+    from carbonsched.plan.rolling import RollingState
+    from carbonsched.service.rolling import keep_carried, take_carried, warm_start
+    from carbonsched.store import Store
+
+    _, cold = cold_run
+    store = Store(f"sqlite:///{tmp_path / 'carried.sqlite'}")
+    t0 = T0
+    keep_carried(store, "frankfurt", t0, cold.carry)
+    state = RollingState(last_issued_at=t0,
+                         tentative={p.job_id: [p] for p in cold.placements})
+    take_carried(store, "frankfurt", state)
+    start, _ = warm_start(state, 6)
+    assert start.duals is cold.carry and start.duals_missing == ""
+    # after a restart (another process: the cache is empty) or on another catalog: cold
+    other = RollingState(last_issued_at=t0, tentative=dict(state.tentative))
+    take_carried(store, "another-catalog", other)
+    start, _ = warm_start(other, 6)
+    assert start.duals is None
+    assert start.duals_missing == (
+        "the multipliers of the run issued at 2023-07-15T00:00Z are not in this process (it "
+        "ran before a restart, on another replica, or without column generation); only its "
+        "plan is carried")
+    store.engine.dispose()
