@@ -152,13 +152,30 @@ def warm_up(st: ColgenState) -> None:
     carried = carry_in(st) if st.carried is not None else None
     rounds = opt.warmup_max_rounds_big if len(reps) > opt.warmup_big_classes \
         else opt.warmup_max_rounds
-    if carried is not None:      # start near where the previous run ended: fewer rounds
-        rounds = min(rounds, opt.warmup_carried_rounds)
-        if not rounds:           # no warm-up: the carried multipliers price the seeds
-            rcw, sw, tw_ = price(sets, lay, np.where(np.arange(lay.n_rows) < len(reps), 0.0,
-                                                     st.warm_duals),
-                                 reps, k=opt.warmup_top_k, chunk=opt.price_chunk)
-            st.seeds.append(stack_options(reps, rcw, sw, tw_, np.isfinite(rcw)))
+    if carried is not None:
+        # start near where the previous run ended: no Polyak warm-up (aimed at the greedy
+        # plan, 30 rounds from the carried start never rose above it); on a budget with a
+        # master, the smoothed dual from the carried multipliers in its place (the short
+        # path runs it anyway, short_budget_dual)
+        rounds = 0
+        short = st.force_short or (
+            st.time_limit_s < opt.smooth_s_per_job * max(len(sets.placeable), 1))
+        if not short and opt.warmup_carried_share > 0:
+            tw = time.perf_counter()
+            sd = smoothed_ascent(sets, lay, opt.warmup_carried_share * st.time_limit_s,
+                                 job_cost_scale(sets, st.greedy.totals["objective"]),
+                                 start=carried, options=opt)
+            st.seeds.append(sd.pool)
+            if sd.bound > st.lb:
+                st.lb, st.warm_duals = sd.bound, sd.duals
+                st.best_lam = multipliers(sets, lay, sd.duals)
+            st.warm_s += time.perf_counter() - tw
+            st.say(f"smoothed dual from the carried multipliers: {sd.evaluations} "
+                   f"evaluations, bound {st.lb:.3f} ({sd.seconds:.1f} s)")
+        rcw, sw, tw_ = price(sets, lay, np.where(np.arange(lay.n_rows) < len(reps), 0.0,
+                                                 st.warm_duals),
+                             reps, k=opt.warmup_top_k, chunk=opt.price_chunk)
+        st.seeds.append(stack_options(reps, rcw, sw, tw_, np.isfinite(rcw)))
     if opt.warmup_share > 0 and rounds > 0:
         tw = time.perf_counter()
         big = len(reps) > opt.warmup_big_classes
