@@ -10,8 +10,9 @@ Per seed, on a real-trace instance (:func:`carbonsched.plan.instances.make_insta
 starts before ``T0 + every``. Run 2, issued at ``T0 + every``, plans the same problem (running
 work held, the rest pending) side by side in one process:
 
-* cold at ``limit × f`` and warm (started from run 1's plan of the re-planned jobs,
-  :class:`carbonsched.plan.solve.WarmStart`) at ``limit × f``, for each ``f`` of
+* cold at ``limit × f`` and warm (started from run 1's plan of the re-planned jobs and its
+  column-generation multipliers and columns, :meth:`RollingPlanner.warm_start
+  <carbonsched.plan.rolling.RollingPlanner.warm_start>`) at ``limit × f``, for each ``f`` of
   ``--fractions`` (default 0.1 0.25 0.5 1);
 * each plan's gap is measured against the best bound any of those solves proved (so the
   plans are compared on one scale): ``gap_best = (objective − best bound) / objective``;
@@ -70,8 +71,12 @@ def one_seed(jobs: int, sites: int, hours: int, every: int, load: float, seed: i
     inf = [d for d in inst.inference if t1 <= d.hour < slots[-1] + pd.Timedelta(hours=1)]
     problem = PlanningProblem(sites=inst.sites, jobs=pending, inference=inf, slots=slots,
                               signals=inst.signals, running=running)
-    start = WarmStart([p for ps in rp.state.tentative.values() for p in ps],
-                      f"run 1 (issued {t0:%Y-%m-%dT%H:%MZ}), shifted by {every} h")
+    start = rp.warm_start()    # run 1's plan and its multipliers and columns (colgen.warm)
+    if start is None:
+        raise SystemExit(f"seed {seed}: run 1 left nothing to re-plan")
+    start = WarmStart(start.placements,
+                      f"run 1 (issued {t0:%Y-%m-%dT%H:%MZ}), shifted by {every} h",
+                      duals=start.duals, duals_missing=start.duals_missing)
     cold, warm = [], []
     for f in fractions:
         cold.append(_solve(problem, limit * f, None))
@@ -95,6 +100,7 @@ def one_seed(jobs: int, sites: int, hours: int, every: int, load: float, seed: i
         "run1_status": str(run1.result.status), "committed_run1": len(run1.committed),
         "pending_run2": len(pending), "running_run2": len(running),
         "warm_placements": len(start.placements), "best_bound": best,
+        "warm_multipliers": start.duals is not None,
         "cold_ref": ref, "cold": cold, "warm": warm,
         "warm_same_gap": w, "cold_same_gap": c,
         "warm_ratio": None if w is None else w["seconds"] / ref["seconds"],

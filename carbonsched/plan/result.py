@@ -116,6 +116,11 @@ class PlanResult:
     tenants: list[dict[str, Any]] = field(default_factory=list)
     """Per tenant when the problem declares tenants: dominant share, DRF target, quota met
     (:func:`carbonsched.plan.fairness.tenant_rows`); empty otherwise."""
+    carry: Any = field(default=None, repr=False, compare=False)
+    """What the next rolling run's solve can start from besides the plan: column
+    generation's multipliers and column pool
+    (:class:`carbonsched.plan.colgen.warm.CarriedDuals`); ``None`` from the direct MILP and
+    the heuristics (issue 36 item 2). Kept in memory only, never serialised."""
 
     @property
     def deferred(self) -> list[Unplaced]:

@@ -51,7 +51,7 @@ from carbonsched.domain import (
     Unplaced,
 )
 from carbonsched.errors import InputError
-from carbonsched.plan import PlanningProblem, PlanResult, greedy_plan, solve_plan
+from carbonsched.plan import PlanningProblem, PlanResult, WarmStart, greedy_plan, solve_plan
 from carbonsched.timeaxis import HOUR, hourly_slots, require_aware
 
 DEFAULT_HORIZON_HOURS = 72
@@ -63,15 +63,18 @@ TERMINAL_REASONS = frozenset({ReasonCode.UNKNOWN_GPU_TYPE, ReasonCode.DATA_RESID
                               ReasonCode.GANG_TOO_LARGE, ReasonCode.GANG_NOT_WHOLE_NODES})
 """Planner reasons that no later run can change (the catalog, not the hour, forbids the job)."""
 
-Planner = Callable[[PlanningProblem], PlanResult]
-"""``planner(problem) -> PlanResult``, e.g. :func:`milp_planner`."""
+Planner = Callable[..., PlanResult]
+"""``planner(problem) -> PlanResult``, e.g. :func:`milp_planner`; with
+``RollingPlanner(warm=True)`` it is called as ``planner(problem, start=WarmStart)`` from the
+second run on (:meth:`RollingPlanner.warm_start`)."""
 
 
 def milp_planner(time_limit_s: float = 60.0, mip_gap: float = 0.01,
                  solver: str = "highs") -> Planner:
     """The MILP planner (:func:`carbonsched.plan.solve_plan`) with fixed limits."""
-    def plan(problem: PlanningProblem) -> PlanResult:
-        return solve_plan(problem, solver=solver, time_limit_s=time_limit_s, mip_gap=mip_gap)
+    def plan(problem: PlanningProblem, start: WarmStart | None = None) -> PlanResult:
+        return solve_plan(problem, solver=solver, time_limit_s=time_limit_s, mip_gap=mip_gap,
+                          start=start)
     return plan
 
 
@@ -121,6 +124,14 @@ class RollingState:
     inference
         Inference GPUs committed per area, site and hour (each run commits the hours before
         the next run), for :meth:`RollingPlanner.committed_plan`.
+    carried
+        The latest run's column-generation multipliers and column pool
+        (:class:`~carbonsched.plan.colgen.warm.CarriedDuals`, its result's ``carry``) for the
+        next run's warm start (issue 36 item 2), or ``None``. Kept in memory only (the store
+        keeps the jobs, not this): a state loaded from the store has none, and the next run
+        starts its multipliers cold and says so (``carried_missing``).
+    carried_missing
+        Why ``carried`` is ``None``, for the next run's ``solver.warm_start``.
     """
 
     pending: dict[str, Job] = field(default_factory=dict)
@@ -130,6 +141,8 @@ class RollingState:
     last_issued_at: pd.Timestamp | None = None
     jobs: dict[str, Job] = field(default_factory=dict)
     inference: list[InferencePlacement] = field(default_factory=list)
+    carried: Any = None
+    carried_missing: str = "no run in this process has carried its multipliers"
 
     def record(self, job_id: str, as_of: pd.Timestamp) -> JobRecord:
         """The state of ``job_id`` at ``as_of`` (tz-aware).
@@ -252,6 +265,11 @@ class RollingPlanner:
         Hours to the next run; placements starting before it are committed. [h]
     state
         State to resume from (e.g. loaded from the store); default a fresh one.
+    warm
+        Start each run from the previous run's plan and column-generation multipliers
+        (:meth:`warm_start`; the planner must take ``start=``); default off (the planner is
+        called with the problem alone). The run's ``result.solver.warm_start`` says warm or
+        cold and why.
 
     Raises
     ------
@@ -262,7 +280,7 @@ class RollingPlanner:
     def __init__(self, sites: list[Site], planner: Planner | None = None,
                  horizon_hours: int = DEFAULT_HORIZON_HOURS,
                  run_every_hours: int = DEFAULT_RUN_EVERY_HOURS,
-                 state: RollingState | None = None) -> None:
+                 state: RollingState | None = None, warm: bool = False) -> None:
         if run_every_hours < 1:
             raise InputError(f"run interval must be >= 1 h, got {run_every_hours} h; "
                              "e.g. --run-every-hours 24")
@@ -276,6 +294,7 @@ class RollingPlanner:
         self.horizon_hours = int(horizon_hours)
         self.run_every_hours = int(run_every_hours)
         self.state = state or RollingState()
+        self.warm = bool(warm)
         self.state.jobs.update(self.state.pending)
         self.jobs = self.state.jobs
 
@@ -336,7 +355,8 @@ class RollingPlanner:
         inf = [d for d in inference if t <= d.hour < slots[-1] + HOUR]
         problem = PlanningProblem(sites=sites, jobs=jobs, inference=inf, slots=slots,
                                   signals=signals, running=running)
-        result = self.planner(problem)
+        start = self.warm_start() if self.warm else None
+        result = self.planner(problem) if start is None else self.planner(problem, start=start)
         notes: list[str] = []
         fell_back = False
         if str(result.status) in ("infeasible", "no_solution", "error"):
@@ -451,7 +471,30 @@ class RollingPlanner:
         out.inference = [ip for ip in result.inference if ip.hour < nxt]
         st.inference.extend(out.inference)
         st.last_issued_at = t
+        st.carried = result.carry
+        st.carried_missing = "" if result.carry is not None else (
+            f"the run issued at {t:%Y-%m-%dT%H:%MZ} was solved by "
+            f"{result.solver.method or result.solver.name or 'a heuristic'}, which has no "
+            "column-generation multipliers")
         return out
+
+    def warm_start(self) -> WarmStart | None:
+        """The latest run's plan (and multipliers) as the next run's warm start, or ``None``.
+
+        The placements the latest run made after its commit window keep their absolute site
+        and start (on the next run's slots: the plan shifted by ``run_every``); its
+        multipliers and columns (``state.carried``) are shifted by the solve
+        (:func:`carbonsched.plan.colgen.warm.carried_multipliers`). ``None`` before the
+        first run or when nothing is left to re-plan.
+        """
+        st = self.state
+        placements = [p for ps in st.tentative.values() for p in ps]
+        if st.last_issued_at is None or not placements:
+            return None
+        last = st.last_issued_at.strftime("%Y-%m-%dT%H:%MZ")
+        return WarmStart(placements, f"the plan of the run issued at {last}, shifted by "
+                                     f"{self.run_every_hours} h",
+                         duals=st.carried, duals_missing=st.carried_missing)
 
     def _end(self, u: Unplaced) -> None:
         self.state.pending.pop(u.job_id, None)

@@ -28,6 +28,7 @@ The service's run path (:func:`carbonsched.service.runs.execute_run` with
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,7 @@ import pandas as pd
 from carbonsched.catalog import Catalog
 from carbonsched.domain import Job, Workload, jsonable
 from carbonsched.pipeline.daily import DailyPlan, run_daily_plan
+from carbonsched.plan.colgen.warm import CarriedDuals
 from carbonsched.plan.rolling import RollingPlanner, RollingState, RunResult
 from carbonsched.plan.solve import WarmStart
 from carbonsched.store.rolling_state import RollingStore
@@ -52,12 +54,64 @@ class RollingStep:
     rolling_store: RollingStore
 
 
+_CARRIED: OrderedDict[tuple[str, str, pd.Timestamp], CarriedDuals] = OrderedDict()
+"""In-process cache of column generation's multipliers and columns by (database URL,
+catalog, issue time of the run that made them): what the next rolling run's warm start
+needs besides the plan (issue 36 item 2). The store keeps the plan, not these; a restart or
+a run on another replica finds nothing here, and that run starts its multipliers cold with
+the reason in its notes (``warm start: ...; multipliers: cold: ...``)."""
+
+CARRIED_KEEP = 8
+"""Entries :data:`_CARRIED` keeps (the newest): one per catalog and database in use. [-]"""
+
+
+def carried_key(store: Any, catalog_ref: str, issued_at: pd.Timestamp
+                ) -> tuple[str, str, pd.Timestamp]:
+    """The :data:`_CARRIED` key of a run: database URL, catalog and issue time (UTC)."""
+    return (str(getattr(store, "url", id(store))), str(catalog_ref),
+            pd.Timestamp(issued_at).tz_convert("UTC"))
+
+
+def take_carried(store: Any, catalog_ref: str, state: RollingState) -> None:
+    """Set ``state.carried`` to the previous run's multipliers from :data:`_CARRIED`.
+
+    When the cache has none for the run issued at ``state.last_issued_at`` (a restart, a run
+    on another replica, or a run without column generation), ``state.carried`` is ``None``
+    and ``state.carried_missing`` says so: the next solve starts its multipliers cold and
+    its ``solver.warm_start`` names why. Nothing is set before the first run.
+    """
+    last = state.last_issued_at
+    if last is None:
+        return
+    state.carried = _CARRIED.get(carried_key(store, catalog_ref, last))
+    state.carried_missing = "" if state.carried is not None else (
+        f"the multipliers of the run issued at {last:%Y-%m-%dT%H:%MZ} are not in this "
+        "process (it ran before a restart, on another replica, or without column "
+        "generation); only its plan is carried")
+
+
+def keep_carried(store: Any, catalog_ref: str, issued_at: pd.Timestamp,
+                 carried: CarriedDuals | None) -> None:
+    """Keep a run's multipliers in :data:`_CARRIED` for the next run; ``None`` keeps nothing.
+
+    Only the newest :data:`CARRIED_KEEP` entries are kept.
+    """
+    if carried is None:
+        return
+    _CARRIED[carried_key(store, catalog_ref, issued_at)] = carried
+    _CARRIED.move_to_end(carried_key(store, catalog_ref, issued_at))
+    while len(_CARRIED) > CARRIED_KEEP:
+        _CARRIED.popitem(last=False)
+
+
 def warm_start(state: RollingState, run_every_hours: int) -> tuple[WarmStart | None, str]:
     """The previous run's plan as a warm start of this run, or ``None`` and why not.
 
     The previous run placed its pending jobs over its whole horizon and committed those
     starting before this run; the others (``state.tentative``) keep their absolute site and
     start, which on this run's slot grid is the previous plan shifted by ``run_every``.
+    Column generation's multipliers and columns come with it when ``state.carried`` holds
+    them (else ``duals_missing`` says why).
 
     Returns
     -------
@@ -72,7 +126,8 @@ def warm_start(state: RollingState, run_every_hours: int) -> tuple[WarmStart | N
         return None, (f"cold: the previous run ({last}) left no placement to re-plan (it "
                       "committed or ended all its work)")
     return WarmStart(placements, f"the plan of the run issued at {last}, shifted by "
-                                 f"{run_every_hours} h"), ""
+                                 f"{run_every_hours} h", duals=state.carried,
+                     duals_missing=state.carried_missing), ""
 
 
 def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
@@ -114,11 +169,13 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
     jobs, running, ended = rp.prepare(t, hourly_slots(t, horizon_hours))
     inf = [d for d in workload.inference
            if t <= d.hour < t + pd.Timedelta(hours=horizon_hours)]
+    take_carried(store, catalog_ref, rp.state)
     start, cold = warm_start(rp.state, run_every_hours)
     daily = run_daily_plan(pdate, catalog_ref, Workload(jobs=jobs, inference=inf), data_dir,
                            solver, time_limit_s, horizon_hours, running=running, issued_at=t,
                            warm_start=start)
     run = rp.apply(t, daily.problem, daily.result, ended)
+    keep_carried(store, catalog_ref, t, rp.state.carried)
     doc = daily.document
     held = sorted({r.job_id for r in daily.problem.running})
     how = daily.result.solver.warm_start or cold or "cold: no previous plan"

@@ -9,7 +9,7 @@ import numpy as np
 
 from carbonsched.plan.colgen.bounds import split_bounds
 from carbonsched.plan.colgen.budget import tail_s
-from carbonsched.plan.colgen.classes import count_options
+from carbonsched.plan.colgen.classes import count_options, plan_options
 from carbonsched.plan.colgen.incumbents import early_moves, final_moves, incumbents, repack
 from carbonsched.plan.colgen.master import (
     build_master,
@@ -23,6 +23,7 @@ from carbonsched.plan.colgen.passes import run_passes
 from carbonsched.plan.colgen.repair_mip import repair_incumbent
 from carbonsched.plan.colgen.state import ColgenState
 from carbonsched.plan.colgen.status import add_note, plan_status
+from carbonsched.plan.colgen.warm import CarriedDuals, record
 from carbonsched.plan.gap import relative_gap
 from carbonsched.plan.result import PlanResult, SolverRecord
 from carbonsched.plan.sets import PlanSets
@@ -32,7 +33,8 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
                  rec: SolverRecord, started: float, progress=None,
                  cg_share: float | None = None,
                  options: ColgenOptions | None = None,
-                 warm_start: np.ndarray | None = None, warm_label: str = "") -> PlanResult:
+                 warm_start: np.ndarray | None = None, warm_label: str = "",
+                 carried: CarriedDuals | None = None) -> PlanResult:
     """Column generation to the exact LP bound, then a repair MIP (package docstring).
 
     Phases, each on the shared :class:`~carbonsched.plan.colgen.state.ColgenState`: warm-up
@@ -82,14 +84,24 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         the others, so the repack, passes and repair start from it when it is the best.
     warm_label
         What the warm start is, for the note.
+    carried
+        The previous rolling run's multipliers and column pool
+        (:class:`~carbonsched.plan.colgen.warm.CarriedDuals`, from its result's ``carry``),
+        or ``None``: shifted onto this run's slots, they start the warm-up (fewer rounds,
+        :attr:`ColgenOptions.warmup_carried_rounds`) when their Lagrangian is above the
+        cold start's, and the columns join the master's seeds
+        (:func:`~carbonsched.plan.colgen.master.carry_in`). ``rec.warm_start`` gets
+        ``multipliers: warm: ...`` or ``multipliers: cold: <why>``.
 
     Returns
     -------
     PlanResult
-        ``optimal`` only if the LP converged, the repair MIP finished and the gap to the best
-        proven bound (the LP's, the GPU-type split's, or the dual bound of a repair MIP over
-        the whole model) is within ``mip_gap``; ``feasible`` otherwise; ``heuristic`` (greedy
-        plan) if the repair found nothing.
+        Its ``carry`` holds this solve's best multipliers, its last master's support and
+        the plan's options for the next rolling run. ``optimal`` only if the LP converged,
+        the repair MIP finished and the gap to the best proven bound (the LP's, the
+        GPU-type split's, or the dual bound of a repair MIP over the whole model) is within
+        ``mip_gap``; ``feasible`` otherwise; ``heuristic`` (greedy plan) if the repair found
+        nothing.
 
     Notes
     -----
@@ -110,10 +122,11 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         # one path: the short one below its budget, the master-LP one on small instances
         st = ColgenState(sets=sets, time_limit_s=time_limit_s, mip_gap=mip_gap,
                          threads=threads, rec=rec, started=started, opt=opt, cg_share=share,
-                         progress=progress, warm_start=warm_start, warm_label=warm_label)
+                         progress=progress, warm_start=warm_start, warm_label=warm_label,
+                         carried=carried)
         return _run_path(st)
     return _short_then_long(sets, time_limit_s, first_s, mip_gap, threads, rec, started,
-                            progress, share, opt, warm_start, warm_label)
+                            progress, share, opt, warm_start, warm_label, carried)
 
 
 def _run_path(st: ColgenState) -> PlanResult:
@@ -167,6 +180,12 @@ def warm_candidate(st: ColgenState) -> None:
                      plan))
 
 
+SUPPORT_TOL = 1e-9
+"""LP value above which a master column is in the support carried to the next rolling run:
+only those (about one per class) are carried, since a master seeded with a whole pool
+(19,140 columns of 22,505 on 2,000 jobs x 8 sites x 72 h) did not solve in 11.8 s where
+the cold one's 13,556 solved in 8.4 s (BENCHMARKS.md section 16). [jobs]"""
+
 SHORT_PATH = "short path"
 """Prefix of the candidate that is the short path's plan in a staged solve's note."""
 
@@ -174,8 +193,8 @@ SHORT_PATH = "short path"
 def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_gap: float,
                      threads: int, rec: SolverRecord, started: float, progress,
                      cg_share: float, opt: ColgenOptions,
-                     warm_start: np.ndarray | None = None, warm_label: str = ""
-                     ) -> PlanResult:
+                     warm_start: np.ndarray | None = None, warm_label: str = "",
+                     carried: CarriedDuals | None = None) -> PlanResult:
     """The short path in ``first_s``, then the master-LP path in the rest, best of both.
 
     The short path's plan is a candidate of the second path (its repack, passes and repair
@@ -193,6 +212,9 @@ def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_ga
         As :func:`solve_colgen`'s (``cg_share`` resolved, ``opt`` not None). [s where a time]
     warm_start, warm_label
         As :func:`solve_colgen`'s: a candidate of the short path (and so of the second).
+    carried
+        As :func:`solve_colgen`'s: the short path's warm-up starts from it (the second path
+        resumes from the short path's multipliers).
     first_s
         The short path's budget, counted from ``started``. [s]
 
@@ -203,7 +225,8 @@ def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_ga
     """
     st1 = ColgenState(sets=sets, time_limit_s=first_s, mip_gap=mip_gap, threads=threads,
                       rec=rec, started=started, opt=opt, cg_share=cg_share, progress=progress,
-                      force_short=True, warm_start=warm_start, warm_label=warm_label)
+                      force_short=True, warm_start=warm_start, warm_label=warm_label,
+                      carried=carried)
     first = _run_path(st1)
     name1, _ = st1.best()
     obj1, bound1 = first.totals["objective"], rec.bound
@@ -223,7 +246,8 @@ def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_ga
              "short path's warm-up, multipliers and plan")
     st2 = ColgenState(sets=sets, time_limit_s=time_limit_s, mip_gap=mip_gap, threads=threads,
                       rec=rec, started=started, opt=opt, cg_share=cg_share, progress=progress)
-    for f in ("cls", "lay", "greedy", "seeds", "lb", "warm_duals", "best_lam", "priced_by"):
+    for f in ("cls", "lay", "greedy", "seeds", "lb", "warm_duals", "best_lam", "priced_by",
+              "carried_how"):
         setattr(st2, f, getattr(st1, f))
     st2.tb = time.perf_counter()
     st2.short = False
@@ -273,5 +297,15 @@ def finish(st: ColgenState) -> PlanResult:
     if st.prior is not None:
         st.note("plan from the " + ("short path" if name.startswith(SHORT_PATH)
                                      else "master-LP path") + "; bound the larger of both")
+    if st.carried_how and st.carried_how not in rec.warm_start:
+        rec.warm_start = "; ".join(x for x in (rec.warm_start,
+                                               "multipliers: " + st.carried_how) if x)
+    # for the next rolling run: the best bound's multipliers, the last master's support
+    # (its columns with a positive LP value) and the plan's own options (colgen.warm)
+    if st.best_lam is not None:
+        support = (st.pool[np.asarray(st.xo) > SUPPORT_TOL] if st.xo is not None
+                   and len(st.xo) == len(st.pool) else np.zeros((0, 3), np.int64))
+        pool = np.concatenate([support.reshape(-1, 3), plan_options(st.sets, st.cls, res)])
+        res.carry = record(st.sets, st.lay, st.best_lam, pool, st.lb)
     rec.seconds = time.perf_counter() - st.started
     return res

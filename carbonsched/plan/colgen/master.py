@@ -16,6 +16,7 @@ from carbonsched.plan.colgen.budget import tail_s
 from carbonsched.plan.colgen.classes import job_classes, plan_options
 from carbonsched.plan.colgen.grid import kw_slot_cost
 from carbonsched.plan.colgen.lagrangian_dual import (
+    duals_from,
     job_cost_scale,
     lagrangian,
     lagrangian_warmup,
@@ -35,6 +36,7 @@ from carbonsched.plan.colgen.pricing import price, stack_options
 from carbonsched.plan.colgen.smoothed import smoothed_ascent
 from carbonsched.plan.colgen.solver import new_highs, set_limit
 from carbonsched.plan.colgen.state import ColgenState, MasterSolution
+from carbonsched.plan.colgen.warm import carried_columns, carried_multipliers
 from carbonsched.plan.highs import run_highs
 
 
@@ -148,17 +150,44 @@ def warm_up(st: ColgenState) -> None:
     st.warm_duals = np.zeros(lay.n_rows)
     st.best_lam = multipliers(sets, lay, st.warm_duals)
     st.warm_s = 0.0
-    if opt.warmup_share > 0:
+    carried = carry_in(st) if st.carried is not None else None
+    rounds = opt.warmup_max_rounds_big if len(reps) > opt.warmup_big_classes \
+        else opt.warmup_max_rounds
+    if carried is not None:
+        # start near where the previous run ended: no Polyak warm-up (aimed at the greedy
+        # plan, 30 rounds from the carried start never rose above it); on a budget with a
+        # master, the smoothed dual from the carried multipliers in its place (the short
+        # path runs it anyway, short_budget_dual)
+        rounds = 0
+        short = st.force_short or (
+            st.time_limit_s < opt.smooth_s_per_job * max(len(sets.placeable), 1))
+        if not short and opt.warmup_carried_share > 0:
+            tw = time.perf_counter()
+            sd = smoothed_ascent(sets, lay, opt.warmup_carried_share * st.time_limit_s,
+                                 job_cost_scale(sets, st.greedy.totals["objective"]),
+                                 start=carried, options=opt)
+            st.seeds.append(sd.pool)
+            if sd.bound > st.lb:
+                st.lb, st.warm_duals = sd.bound, sd.duals
+                st.best_lam = multipliers(sets, lay, sd.duals)
+            st.warm_s += time.perf_counter() - tw
+            st.say(f"smoothed dual from the carried multipliers: {sd.evaluations} "
+                   f"evaluations, bound {st.lb:.3f} ({sd.seconds:.1f} s)")
+        rcw, sw, tw_ = price(sets, lay, np.where(np.arange(lay.n_rows) < len(reps), 0.0,
+                                                 st.warm_duals),
+                             reps, k=opt.warmup_top_k, chunk=opt.price_chunk)
+        st.seeds.append(stack_options(reps, rcw, sw, tw_, np.isfinite(rcw)))
+    if opt.warmup_share > 0 and rounds > 0:
         tw = time.perf_counter()
         big = len(reps) > opt.warmup_big_classes
         wu = lagrangian_warmup(sets, lay, st.greedy.totals["objective"],
                                (opt.warmup_share_big if big else opt.warmup_share)
                                * st.time_limit_s,
-                               max_iter=opt.warmup_max_rounds_big if big
-                               else opt.warmup_max_rounds, options=opt)
-        st.lb = wu.bound
-        st.warm_duals = wu.duals
-        st.best_lam = multipliers(sets, lay, wu.duals)
+                               max_iter=rounds, start=carried, options=opt)
+        if wu.bound >= st.lb:        # the carried start's own bound is kept otherwise
+            st.lb = wu.bound
+            st.warm_duals = wu.duals
+            st.best_lam = multipliers(sets, lay, wu.duals)
         st.warm_s = time.perf_counter() - tw
         st.seeds.append(wu.pool)
         rcw, sw, tw = price(sets, lay, np.where(np.arange(lay.n_rows) < len(reps), 0.0,
@@ -178,6 +207,53 @@ def warm_up(st: ColgenState) -> None:
         st.note(f"short budget ({st.time_limit_s:.1f} s for {len(sets.placeable)} jobs): no "
                 f"master LP, and no time for the smoothed dual ({max(st.left(), 0.0):.1f} s "
                 "left after the warm-up); the bound is the warm-up's")
+
+
+def carry_in(st: ColgenState) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The previous rolling run's multipliers and columns as this solve's start (issue 36).
+
+    The columns (:func:`~carbonsched.plan.colgen.warm.carried_columns`) always join the
+    master's seeds. The multipliers, shifted onto this run's slots
+    (:func:`~carbonsched.plan.colgen.warm.carried_multipliers`), become the start of the
+    warm-up and the first bound only if their Lagrangian is above the cold start's (zero
+    multipliers, where a cold warm-up starts): the guard that keeps a warm start from
+    steering the ascent below a cold one's first step. Sets ``carried_how`` (``warm: ...``
+    or ``cold: <why>``, for ``solver.warm_start`` and the note) and, when used, ``lb``,
+    ``warm_duals`` and ``best_lam``.
+
+    Returns
+    -------
+    tuple of numpy.ndarray or None
+        ``(lam_c, lam_p, lam_a)`` to start the warm-up from, or ``None`` (cold).
+    """
+    sets, lay, opt = st.sets, st.lay, st.opt
+    lam, kept, why = carried_multipliers(sets, lay, st.carried)
+    cols = carried_columns(sets, st.cls, st.carried)
+    if len(cols):
+        st.seeds.append(cols)
+    n_t = len(sets.slot)
+    what = (f"{len(cols)} of its {len(st.carried.job_id)} columns are options of this run"
+            if len(st.carried.job_id) else "no columns")
+    if why:
+        st.carried_how = f"cold: the previous run's multipliers not used ({why}); {what}"
+        st.note("multipliers: " + st.carried_how)
+        return None
+    v = lagrangian(sets, lay, *lam, chunk=opt.price_chunk)[0]
+    zero = tuple(np.zeros_like(x) for x in lam)
+    v0 = lagrangian(sets, lay, *zero, chunk=opt.price_chunk)[0]
+    shift = f"{kept} of {n_t} slots kept, {n_t - kept} new ones from the nearest kept slot"
+    if not v > v0:
+        st.carried_how = (f"cold: the previous run's multipliers ({shift}) bound "
+                          f"{v:.3f} kg here, not above the cold start's {v0:.3f} kg; {what}")
+        st.note("multipliers: " + st.carried_how)
+        return None
+    st.lb, st.best_lam, st.warm_duals = v, lam, duals_from(lay, *lam)
+    st.carried_how = (f"warm: the previous run's multipliers ({shift}; bound {v:.3f} kg "
+                      f"at the start, cold start {v0:.3f} kg, the previous run "
+                      f"{st.carried.bound:.3f} kg) and {what}")
+    st.note("multipliers: " + st.carried_how)
+    st.say("carried multipliers: " + st.carried_how)
+    return lam
 
 
 def short_budget_dual(st: ColgenState) -> None:

@@ -136,6 +136,16 @@ class ColgenOptions:
     warmup_max_rounds_big : int
         Warm-up rounds above :attr:`warmup_big_classes` classes (same measurement). [-]
         Default 600.
+    warmup_carried_share : float
+        Share of the budget for the smoothed dual (:mod:`carbonsched.plan.colgen.smoothed`)
+        from the previous rolling run's multipliers, in place of the Lagrangian warm-up, when
+        they are carried in (:mod:`carbonsched.plan.colgen.warm`) and bound above the cold
+        start, on a budget with a master LP (the short path runs the smoothed dual from them
+        anyway). Measured on 2,000 jobs × 8 sites × 72 h: 30 Polyak rounds from the carried
+        start, aimed at the greedy plan, never rose above it; with no warm-up at all the bound
+        stayed at the carried start's when the master did not finish (BENCHMARKS.md section
+        16). 0: none (the carried multipliers alone price the seeds). [-] Default 0.1;
+        ``CARBONSCHED_CG_CARRIED_WARMUP`` (0..1).
     warmup_stall : int
         Warm-up rounds without improvement before the step factor is halved. [-] Default
         10; ``CARBONSCHED_CG_STALL`` (≥ 1).
@@ -397,6 +407,7 @@ class ColgenOptions:
     warmup_big_classes: int = 10_000
     warmup_share_big: float = 0.15
     warmup_max_rounds_big: int = 600
+    warmup_carried_share: float = 0.1
     warmup_stall: int = 10
     warmup_keep_rounds: int = 30
     warmup_top_k: int = 2
@@ -570,6 +581,7 @@ ENV: dict[str, tuple[str, Callable[[str], object]]] = {
     "CARBONSCHED_CG_SMOOTH_PLAN": ("smooth_plan_share", _number(float, 0.0, 1.0)),
     "CARBONSCHED_CG_SHORT_FIRST": ("short_first_share", _number(float, 0.0, 1.0)),
     "CARBONSCHED_CG_SHORT_FIRST_JOBS": ("short_first_min_jobs", _number(int, 0)),
+    "CARBONSCHED_CG_CARRIED_WARMUP": ("warmup_carried_share", _number(float, 0.0, 1.0)),
     "CARBONSCHED_CG_MOVES": ("moves_share", _number(float, 0.0, 1.0)),
     "CARBONSCHED_CG_TYPE_PASS": ("type_pass_share", _number(float, 0.0, 1.0)),
     "CARBONSCHED_CG_SITE_PASS": ("site_pass_share", _number(float, 0.0, 1.0)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import highspy
 import numpy as np
@@ -116,6 +117,8 @@ class ColgenState:
     priced_by: str = "warm-up"            # whose multipliers price the plan without a master
     warm_start: np.ndarray | None = None  # (P, 3) (job, site, start) of a previous plan
     warm_label: str = ""                  # what that plan is, for the note
+    carried: Any = None                   # the previous run's CarriedDuals (colgen.warm)
+    carried_how: str = ""                 # "warm: ..." / "cold: ..." for the record
     # master
     pool: np.ndarray | None = None
     h: highspy.Highs | None = None
