@@ -56,6 +56,7 @@ from dataclasses import dataclass
 
 import highspy
 import numpy as np
+import pulp
 
 from carbonsched.plan.colgen.classes import Classes
 from carbonsched.plan.colgen.lagrangian_dual import duals_from, lagrangian, multipliers
@@ -86,6 +87,13 @@ REPAIR_OPTIONS_PER_JOB = 6
 PATTERNS_PER_JOB = 6
 """Priced piece patterns kept per preemptible job (the cheapest under the multipliers). [-]"""
 CHUNK_JOBS = 64
+"""Jobs priced per numpy block of the DP (memory: jobs × sites × pieces × slots per slot). [-]"""
+REPAIR_CG_ROUNDS = 5
+"""Rounds of column generation on the piece repair model's LP before its MIP. [-]"""
+REPAIR_MIP_SHARE = 0.5
+"""Share of the piece phase's time kept for the repair MIP itself. [-]"""
+RC_TOL_KG = 1e-9
+"""A pattern prices out when its reduced cost is below minus this. [kg]"""
 """Jobs priced per numpy block of the DP (memory: jobs × sites × pieces × slots per slot). [-]"""
 
 
@@ -541,9 +549,10 @@ def repair_pieces(sets: PlanSets, lay: Layout, cls: Classes, lam: Multipliers | 
     """Repair MIP over the plan's placements, the preemptible jobs' columns and their patterns.
 
     The model (:func:`~carbonsched.plan.model.build_model`) holds every one-piece placement of
-    ``plan`` (each job may keep it or leave), and for each preemptible job its placement,
-    :data:`REPAIR_OPTIONS_PER_JOB` best-priced one-piece options under ``lam`` and every
-    pattern of it in :attr:`PlanSets.patterns`; HiGHS starts from ``plan``.
+    ``plan`` (each job may keep it or leave), for each preemptible job and each job the plan
+    leaves out :data:`REPAIR_OPTIONS_PER_JOB` best-priced one-piece options under ``lam``, and
+    every pattern in :attr:`PlanSets.patterns` of the jobs modelled; HiGHS starts from
+    ``plan``.
 
     Returns
     -------
@@ -555,12 +564,14 @@ def repair_pieces(sets: PlanSets, lay: Layout, cls: Classes, lam: Multipliers | 
     if len(placed) != len(plan.placements):
         return None, "no piece repair MIP: the plan already runs jobs in pieces"
     opts = [placed]
-    if lam is not None:
-        reps = lay.reps[np.unique(cls.of_job[jobs])]
+    # the preemptible jobs and the jobs the plan leaves out (pieces may make room for them)
+    free = np.union1d(jobs, np.setdiff1d(sets.placeable, placed[:, 0]))
+    if lam is not None and len(free):
+        reps = lay.reps[np.unique(cls.of_job[free])]
         rc, ss, tt = price(sets, lay, duals_from(lay, *lam), reps, k=REPAIR_OPTIONS_PER_JOB)
         by_rep = stack_options(reps, rc, ss, tt, np.isfinite(rc))
-        rep_of = lay.reps[cls.of_job[jobs]]
-        for j, r in zip(jobs.tolist(), rep_of.tolist(), strict=True):
+        rep_of = lay.reps[cls.of_job[free]]
+        for j, r in zip(free.tolist(), rep_of.tolist(), strict=True):
             o = by_rep[by_rep[:, 0] == r].copy()
             o[:, 0] = j
             opts.append(o)
@@ -573,8 +584,28 @@ def repair_pieces(sets: PlanSets, lay: Layout, cls: Classes, lam: Multipliers | 
     if len(missing):
         mine = sets.options[np.isin(sets.options[:, 0], missing)]
         opts = np.unique(np.concatenate([opts, mine]), axis=0)
-    m = build_model(sets, opts)
-    left = seconds - (time.perf_counter() - t0)
+    rounds = 0
+    t_round = 0.0
+    while True:
+        t_b = time.perf_counter()
+        m = build_model(sets, opts)
+        left = seconds - (time.perf_counter() - t0)
+        # column generation on the repair model's LP: its duals price new patterns
+        if (rounds >= REPAIR_CG_ROUNDS or not len(jobs)
+                or left < REPAIR_MIP_SHARE * seconds + t_round):
+            break
+        lam_lp, pi = lp_duals(m, threads, max(left - REPAIR_MIP_SHARE * seconds, 0.1))
+        if lam_lp is None:
+            break
+        priced, pats = price_pieces(sets, lam_lp, jobs, keep=PATTERNS_PER_JOB)
+        rc = priced.cost.min(axis=1, initial=np.inf) - pi[priced.jobs]
+        pats = _subset(pats, np.isin(pats.job, priced.jobs[rc < -RC_TOL_KG]))
+        before = len(sets.patterns) if sets.patterns is not None else 0
+        append_patterns(sets, pats)
+        rounds += 1
+        t_round = time.perf_counter() - t_b
+        if (len(sets.patterns) if sets.patterns is not None else 0) == before:
+            break
     if left < 0.2:
         return None, f"no piece repair MIP: its build took {time.perf_counter() - t0:.1f} s"
     start = {}
@@ -603,6 +634,57 @@ def repair_pieces(sets: PlanSets, lay: Layout, cls: Classes, lam: Multipliers | 
     res = build_plan_result(sets, chosen, alloc, PlanStatus.FEASIBLE, plan.solver,
                             chosen_patterns=read_patterns(m))
     return res, ""
+
+
+def _subset(p: PiecePatterns, keep: np.ndarray) -> PiecePatterns:
+    """The patterns of ``p`` where ``keep`` (boolean ``(len(p),)``)."""
+    idx = np.flatnonzero(keep)
+    return PiecePatterns(p.job[idx], p.site[idx], p.cost_kg[idx], [p.pieces[i] for i in idx])
+
+
+def lp_duals(m, threads: int, seconds: float
+             ) -> tuple[Multipliers | None, np.ndarray]:
+    """Multipliers and assignment duals of the LP relaxation of a built model.
+
+    Parameters
+    ----------
+    m
+        A :class:`~carbonsched.plan.model.PlanModel`.
+    threads
+        HiGHS threads.
+    seconds
+        Time limit of the LP. [s]
+
+    Returns
+    -------
+    multipliers, pi
+        ``(λc (S, T, G), λp (S, T), λa (S, T))`` = ``max(0, -dual)`` of the capacity, power
+        and absorption rows [kg per GPU-hour, kg per kWh] (0 where a row was left out), and
+        the assignment rows' duals per job ``(J,)`` [kg]; ``(None, empty)`` when the LP was
+        not solved to optimality.
+    """
+    sets = m.sets
+    n_s, n_t = sets.pue.shape
+    lam_c = np.zeros((n_s, n_t, len(sets.gpu_type)))
+    lam_p = np.zeros((n_s, n_t))
+    lam_a = np.zeros((n_s, n_t))
+    pi = np.zeros(len(sets.job_gpus))
+    m.lp.solve(pulp.HiGHS(mip=False, msg=False, timeLimit=seconds, threads=threads))
+    if m.lp.solverModel.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return None, pi
+    for c in m.lp.constraints():
+        name, d = c.name, c.pi or 0.0
+        head, _, rest = name.partition("_")
+        if name.startswith("assign"):
+            pi[int(name[6:])] = d
+        elif head.startswith("cap") and rest:
+            s_, t_, g_ = (int(x) for x in (head[3:],) + tuple(rest.split("_")))
+            lam_c[s_, t_, g_] = max(0.0, -d)
+        elif head.startswith("pow"):
+            lam_p[int(head[3:]), int(rest)] = max(0.0, -d)
+        elif head.startswith("absorb"):
+            lam_a[int(head[6:]), int(rest)] = max(0.0, -d)
+    return (lam_c, lam_p, lam_a), pi
 
 
 FINISH_S = 0.5
