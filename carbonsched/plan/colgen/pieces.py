@@ -60,12 +60,13 @@ import pulp
 
 from carbonsched.plan.colgen.classes import Classes
 from carbonsched.plan.colgen.lagrangian_dual import duals_from, lagrangian, multipliers
-from carbonsched.plan.colgen.layout import Layout
+from carbonsched.plan.colgen.layout import Layout, usage
 from carbonsched.plan.colgen.pricing import price, stack_options
 from carbonsched.plan.colgen.state import ColgenState, Multipliers
 from carbonsched.plan.colgen.status import add_note
 from carbonsched.plan.gap import relative_gap
 from carbonsched.plan.highs import highs_with_start, reset_scheduler
+from carbonsched.plan.local import movable, plan_arrays
 from carbonsched.plan.model import build_model, integrality_issues, read_patterns, read_solution
 from carbonsched.plan.result import PlanResult, PlanStatus, build_plan_result
 from carbonsched.plan.sets import (
@@ -73,8 +74,10 @@ from carbonsched.plan.sets import (
     SLOT_MINUTES,
     PiecePatterns,
     PlanSets,
+    option_costs,
     placement_positions,
 )
+from carbonsched.plan.slices import sliced_options
 
 PIECE_SHARE = 0.15
 """Share of column generation's limit kept for the piece phase (pricing, the repair MIP) when
@@ -92,6 +95,12 @@ REPAIR_CG_ROUNDS = 5
 """Rounds of column generation on the piece repair model's LP before its MIP. [-]"""
 REPAIR_MIP_SHARE = 0.5
 """Share of the piece phase's time kept for the repair MIP itself. [-]"""
+REPAIR_MAX_OPTIONS = 70_000
+"""Largest piece repair MIP built, in one-piece options (about :data:`REPAIR_OPTIONS_PER_JOB`
++ 1 per job): above it the PuLP build alone would take most of the phase (5e-5 s per option,
+:data:`carbonsched.plan.solve.BUILD_S_PER_OPTION`). [-]"""
+BOUND_SHARE = 0.4
+"""Share of the piece phase's time the bound may use for more than one multiplier set. [-]"""
 RC_TOL_KG = 1e-9
 """A pattern prices out when its reduced cost is below minus this. [kg]"""
 """Jobs priced per numpy block of the DP (memory: jobs × sites × pieces × slots per slot). [-]"""
@@ -509,36 +518,66 @@ def piece_phase(sets: PlanSets, lay: Layout, cls: Classes,
     t0 = time.perf_counter()
     jobs = piece_jobs(sets)
     best_v, best_name, best_lam = -np.inf, "none", None
+    # the one-piece Lagrangian orders the candidates; the piece term is priced for as many
+    # as the time allows (at least one)
+    cands = []
     for name, lam in multipliers:
-        if lam is None:
-            continue
+        if lam is not None:
+            cands.append((lagrangian(sets, lay, *lam)[0], name, lam))
+    cands.sort(key=lambda c: -c[0])
+    for i, (_v1, name, lam) in enumerate(cands):
+        if i and time.perf_counter() - t0 > BOUND_SHARE * seconds:
+            break
         v, _ = piece_lagrangian(sets, lay, cls, lam)
         if v > best_v:
             best_v, best_name, best_lam = v, name, lam
     new_pats = 0
     repaired = False
-    why = ""
+    moved = 0
+    whys = []
     if best_lam is not None and len(jobs):
-        priced, pats = price_pieces(sets, best_lam, jobs, keep=PATTERNS_PER_JOB)
+        _priced, pats = price_pieces(sets, best_lam, jobs, keep=PATTERNS_PER_JOB)
         new_pats = len(pats)
         append_patterns(sets, pats)
+    risky = (np.isfinite(sets.commit_limit_kw).any() if sets.commit_limit_kw.size else False) \
+        or bool(sliced_options(sets, sets.options).any())
     left = seconds - (time.perf_counter() - t0)
-    if len(jobs) and sets.patterns is not None and len(sets.patterns) and left > 0.5:
-        alt, why = repair_pieces(sets, lay, cls, best_lam, plan, jobs, left, mip_gap, threads)
+    if len(jobs) and not risky and left > 0.2:
+        alt, moved = insert_pieces(sets, plan, jobs, 0.5 * left)
         if alt is not None and alt.totals["objective"] < plan.totals["objective"] - 1e-9:
             plan, repaired = alt, True
+        else:
+            moved = 0
+    elif risky:
+        whys.append("no piece moves: the instance has grid-flexibility commitments or "
+                    "shared GPUs (the piece repair MIP models them)")
+    left = seconds - (time.perf_counter() - t0)
+    n_repair = len(sets.placeable) * (REPAIR_OPTIONS_PER_JOB + 1)
+    if (len(jobs) and sets.patterns is not None and len(sets.patterns) and left > 0.5
+            and n_repair <= REPAIR_MAX_OPTIONS):
+        alt, why = repair_pieces(sets, lay, cls, best_lam, plan, jobs, left, mip_gap, threads)
+        if why:
+            whys.append(why)
+        if alt is not None and alt.totals["objective"] < plan.totals["objective"] - 1e-9:
+            plan, repaired = alt, True
+    elif len(jobs) and n_repair > REPAIR_MAX_OPTIONS:
+        whys.append(f"no piece repair MIP: {len(sets.placeable)} jobs, above the "
+                    f"{REPAIR_MAX_OPTIONS // (REPAIR_OPTIONS_PER_JOB + 1)} it is built for")
     elif len(jobs):
-        why = f"no piece repair MIP: {max(left, 0):.1f} s left"
+        whys.append(f"no piece repair MIP: {max(left, 0):.1f} s left")
+    why = "; ".join(whys)
     n_runs = sum(1 for p in plan.placements if p.pieces > 1 and p.piece == 0)
     note = (f"piece patterns: {len(jobs)} preemptible job(s); {new_pats} pattern(s) priced "
-            f"under the {best_name} multipliers and added to "
+            f"under the {best_name} multipliers, "
             f"{0 if sets.patterns is None else len(sets.patterns)} in the pool; bound over "
             "piece plans " + (f"{best_v:.3f} kg (Lagrangian, {best_name} multipliers)"
                               if np.isfinite(best_v) else "none")
             + ("" if one_piece_bound is None else
                f", the one-piece bound {one_piece_bound:.3f} kg is not used")
             + f"; {n_runs} job(s) run in pieces"
-            + ("; the piece repair MIP improved the plan" if repaired else "")
+            + (f"; {moved} job(s) moved into pieces around the rest of the plan" if moved
+               else "")
+            + ("; the piece phase improved the plan" if repaired else "")
             + (f"; {why}" if why else ""))
     return plan, PiecePhase(best_v, best_name, one_piece_bound, new_pats, repaired, note)
 
@@ -685,6 +724,168 @@ def lp_duals(m, threads: int, seconds: float
         elif head.startswith("absorb"):
             lam_a[int(head[6:]), int(rest)] = max(0.0, -d)
     return (lam_c, lam_p, lam_a), pi
+
+
+def insert_pieces(sets: PlanSets, plan: PlanResult, jobs: np.ndarray, seconds: float
+                  ) -> tuple[PlanResult | None, int]:
+    """Move preemptible jobs into piece patterns that fit around the rest of ``plan``.
+
+    A large-neighbourhood step on piece columns: for each preemptible job (placed whole, or
+    left out), the cheapest pattern (:func:`piece_dp` on grid emissions, ``k = 2 ..
+    max_pieces``) among the slots where its gang and power still fit beside every other
+    placement and the inference of ``plan`` (running work is already off the capacities); if
+    it costs less than the job's placement (or its unplaced cost), the job moves to it. Jobs
+    are priced in blocks against the usage at the block's start and each move is re-checked
+    against the usage at its turn. Absorbed surplus is not priced (the moves are then kept
+    only when the exact objective of the whole plan falls, by the caller).
+
+    Parameters
+    ----------
+    sets
+        Compiled sets; the patterns moved to are added to ``sets.patterns``.
+    plan
+        A plan of one-piece placements.
+    jobs
+        Preemptible job positions.
+    seconds
+        Budget; blocks not priced in it are left as they are. [s]
+
+    Returns
+    -------
+    PlanResult or None, int
+        The plan with the moves (None when nothing moved or ``plan`` has pieces) and the
+        number of jobs moved.
+    """
+    t0 = time.perf_counter()
+    if not len(jobs) or not movable(sets, plan):
+        return None, 0
+    chosen, alloc = plan_arrays(sets, plan)
+    n_s, n_t = sets.pue.shape
+    g_used, kw_used = usage(sets, chosen, np.ones(len(chosen), dtype=np.int64))
+    for d, s_ in zip(*np.nonzero(alloc), strict=True):
+        for t in sets.inf_slots(int(d)):
+            g_used[s_, t, sets.inf_gtype[d]] += alloc[d, s_]
+            kw_used[s_, t] += alloc[d, s_] * sets.inf_kw_per_gpu[d]
+    cap_g = sets.gpu_cap.astype(float)
+    cap_kw = sets.power_rhs_kw.astype(float)
+    row_of = {int(j): i for i, j in enumerate(chosen[:, 0].tolist())}
+    cur = np.where(np.isin(jobs, chosen[:, 0]), 0.0, sets.unplaced_cost[jobs])
+    placed_rows = np.array([row_of.get(int(j), -1) for j in jobs])
+    have = placed_rows >= 0
+    cur[have] = option_costs(sets, chosen[placed_rows[have]])
+    keep = np.ones(len(chosen), dtype=bool)
+    moves: list[tuple[int, int, list[tuple[int, int, int]]]] = []
+    for c0 in range(0, len(jobs), CHUNK_JOBS):
+        if time.perf_counter() - t0 > seconds:
+            break
+        blk = np.arange(c0, min(c0 + CHUNK_JOBS, len(jobs)))
+        jb = jobs[blk]
+        # own usage of each job's current placement, given back before pricing it
+        own_g = np.zeros((len(blk), n_s, n_t))
+        own_kw = np.zeros((len(blk), n_s, n_t))
+        for i, r in enumerate(placed_rows[blk]):
+            if r >= 0:
+                j, s_, t = chosen[r]
+                d = int(sets.job_dur[j])
+                own_g[i, s_, t: t + d] = sets.job_gpus[j]
+                own_kw[i, s_, t: t + d] = sets.job_kw[j]
+        free_g = cap_g[:, :, sets.job_gtype[jb]].transpose(2, 0, 1) \
+            - g_used[:, :, sets.job_gtype[jb]].transpose(2, 0, 1) + own_g
+        free_kw = cap_kw[None] - kw_used[None] + own_kw
+        fits = ((free_g >= sets.job_gpus[jb][:, None, None])
+                & (free_kw >= sets.job_kw[jb][:, None, None] - 1e-9))
+        hold = np.where(fits, 0.0, np.inf)
+        _h, energy = slot_rates(sets, jb, None)
+        best = np.full(len(blk), np.inf)
+        best_pat: list = [None] * len(blk)
+        k_max = np.array([sets.problem.jobs[int(j)].max_pieces for j in jb])
+        for k in range(2, int(k_max.max()) + 1):
+            rows = np.flatnonzero(k_max >= k)
+            shape = np.array([piece_shape(sets, int(jb[r]), k) for r in rows]).reshape(-1, 3)
+            n_k = shape[:, 0].astype(np.int64)
+            f_k = shape[:, 1]
+            last_k = shape[:, 2].astype(np.int64)
+            first = sets.job_first[jb[rows]]
+            ok = last_k - first + 1 >= n_k + k - 1
+            rows, n_k, f_k, last_k, first = (a[ok] for a in (rows, n_k, f_k, last_k, first))
+            if not len(rows):
+                continue
+            val, te, hist = piece_dp(hold[rows], energy[rows], first, last_k, sets.n_horizon,
+                                     n_k, f_k, k)
+            for i, r in enumerate(rows):
+                s_ = int(np.argmin(val[i]))
+                if val[i, s_] < best[r] - 1e-12 and np.isfinite(val[i, s_]):
+                    taken = backtrack(hist, int(first.min()), i, s_, int(te[i, s_]), k,
+                                      int(n_k[i]))
+                    pieces = _pieces_of(taken, float(f_k[i]),
+                                        sets.problem.jobs[int(jb[r])]
+                                        .checkpoint_overhead_minutes)
+                    if pieces is not None and len(pieces) == k:
+                        best[r] = val[i, s_]
+                        best_pat[r] = (s_, pieces, taken)
+        for i in np.argsort(best - cur[blk]):
+            j = int(jb[i])
+            if best_pat[i] is None or best[i] >= cur[blk][i] - 1e-9:
+                continue
+            s_, pieces, taken = best_pat[i]
+            g = sets.job_gtype[j]
+            r = placed_rows[blk][i]
+            own_g1 = np.zeros(n_t)
+            own_kw1 = np.zeros(n_t)
+            if r >= 0 and chosen[r, 1] == s_:
+                own_g1 = own_g[i, s_]
+                own_kw1 = own_kw[i, s_]
+            if ((cap_g[s_, taken, g] - g_used[s_, taken, g] + own_g1[taken]
+                 < sets.job_gpus[j]).any()
+                    or (cap_kw[s_, taken] - kw_used[s_, taken] + own_kw1[taken]
+                        < sets.job_kw[j] - 1e-9).any()):
+                continue                       # an earlier move of the block took the room
+            if r >= 0:
+                _j, s0, t_0 = chosen[r]
+                d = int(sets.job_dur[j])
+                g_used[s0, t_0: t_0 + d, g] -= sets.job_gpus[j]
+                kw_used[s0, t_0: t_0 + d] -= sets.job_kw[j]
+                keep[r] = False
+            g_used[s_, taken, g] += sets.job_gpus[j]
+            kw_used[s_, taken] += sets.job_kw[j]
+            moves.append((j, s_, pieces))
+    if not moves:
+        return None, 0
+    new = PiecePatterns(np.array([m[0] for m in moves], dtype=np.int64),
+                        np.array([m[1] for m in moves], dtype=np.int64),
+                        np.array([_pattern_cost(sets, m[0], m[1], m[2]) for m in moves]),
+                        [m[2] for m in moves])
+    pos = append_patterns(sets, new)
+    res = build_plan_result(sets, chosen[keep], alloc, PlanStatus.FEASIBLE, plan.solver,
+                            chosen_patterns=pos)
+    return res, len(moves)
+
+
+def _pieces_of(taken: np.ndarray, frac: float, overhead_min: int
+               ) -> list[tuple[int, int, int]] | None:
+    """``(start, minutes, overhead)`` runs of taken slots, or None if a piece does no work."""
+    runs = np.split(taken, np.flatnonzero(np.diff(taken) > 1) + 1)
+    pieces = []
+    for q, r in enumerate(runs):
+        run_min = SLOT_MINUTES * len(r) if q < len(runs) - 1 else \
+            SLOT_MINUTES * (len(r) - 1) + int(round(frac * SLOT_MINUTES))
+        pieces.append((int(r[0]), int(run_min), overhead_min if q else 0))
+    if any(m <= ov for _t, m, ov in pieces):
+        return None
+    return pieces
+
+
+def _pattern_cost(sets: PlanSets, j: int, s: int, pieces: list[tuple[int, int, int]]
+                  ) -> float:
+    """Grid emissions of a pattern (its last slot charged its share), as ``cost_kg``. [kg]"""
+    cost = sets.cost_per_kwh
+    total = 0.0
+    for t, minutes, _o in pieces:
+        n = -(-minutes // SLOT_MINUTES)
+        w = np.ones(n)
+        w[-1] = (minutes - SLOT_MINUTES * (n - 1)) / SLOT_MINUTES
+        total += float((cost[s, t: t + n] * w).sum())
+    return float(sets.job_kw[j]) * total * sets.slot_hours
 
 
 FINISH_S = 0.5
