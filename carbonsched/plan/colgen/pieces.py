@@ -56,6 +56,7 @@ from dataclasses import dataclass
 
 import highspy
 import numpy as np
+import pandas as pd
 import pulp
 
 from carbonsched.plan.colgen.classes import Classes
@@ -600,11 +601,11 @@ def repair_pieces(sets: PlanSets, lay: Layout, cls: Classes, lam: Multipliers | 
     """
     t0 = time.perf_counter()
     placed = placement_positions(sets, [p for p in plan.placements if p.pieces == 1])
-    if len(placed) != len(plan.placements):
-        return None, "no piece repair MIP: the plan already runs jobs in pieces"
+    in_pieces = plan_patterns(sets, plan)
     opts = [placed]
     # the preemptible jobs and the jobs the plan leaves out (pieces may make room for them)
-    free = np.union1d(jobs, np.setdiff1d(sets.placeable, placed[:, 0]))
+    free = np.union1d(jobs, np.setdiff1d(sets.placeable, np.concatenate(
+        [placed[:, 0], np.array(sorted(in_pieces), dtype=np.int64)])))
     if lam is not None and len(free):
         reps = lay.reps[np.unique(cls.of_job[free])]
         rc, ss, tt = price(sets, lay, duals_from(lay, *lam), reps, k=REPAIR_OPTIONS_PER_JOB)
@@ -652,10 +653,15 @@ def repair_pieces(sets: PlanSets, lay: Layout, cls: Classes, lam: Multipliers | 
     on = {int(j): pos.get((int(j), int(s), int(t))) for j, s, t in placed}
     for i, x in enumerate(m.x):
         start[x] = 1.0 if on.get(int(m.options[i, 0])) == i else 0.0
+    held = np.flatnonzero(np.isin(sets.patterns.job, m.options[:, 0]))
+    z_of = {int(p): i for i, p in enumerate(held.tolist())} if len(m.z) else {}
     for z in m.z:
         start[z] = 0.0
+    for p in in_pieces.values():
+        if p in z_of:
+            start[m.z[z_of[p]]] = 1.0
     for j, u in m.u.items():
-        start[u] = 0.0 if on.get(j) is not None else 1.0
+        start[u] = 0.0 if (on.get(j) is not None or in_pieces.get(j) in z_of) else 1.0
     cmd = highs_with_start(start, msg=False, timeLimit=max(left, 0.1), gapRel=mip_gap,
                            threads=threads)
     for attempt in (1, 2):
@@ -673,6 +679,35 @@ def repair_pieces(sets: PlanSets, lay: Layout, cls: Classes, lam: Multipliers | 
     res = build_plan_result(sets, chosen, alloc, PlanStatus.FEASIBLE, plan.solver,
                             chosen_patterns=read_patterns(m))
     return res, ""
+
+
+def plan_patterns(sets: PlanSets, plan: PlanResult) -> dict[int, int]:
+    """Pattern position in :attr:`PlanSets.patterns` of each job ``plan`` runs in pieces.
+
+    Jobs whose pieces match no pattern of the pool are left out of the map.
+    """
+    jpos = {jb.id: k for k, jb in enumerate(sets.problem.jobs)}
+    spos = {name: i for i, name in enumerate(sets.site)}
+    t0 = sets.slot[0]
+    runs: dict[int, list] = {}
+    for p in plan.placements:
+        if p.pieces > 1 and p.job_id in jpos:
+            runs.setdefault(jpos[p.job_id], []).append(p)
+    pats = sets.patterns
+    if not runs or pats is None:
+        return {}
+    index = {(int(j), int(s), tuple(pc)): i
+             for i, (j, s, pc) in enumerate(zip(pats.job, pats.site, pats.pieces, strict=True))}
+    out = {}
+    for j, ps in runs.items():
+        ps = sorted(ps, key=lambda p: p.start)
+        key = (j, spos.get(ps[0].site, -1),
+               tuple((int(round((p.start - t0) / SLOT)), int(round((p.end - p.start)
+                                                                  / pd.Timedelta(minutes=1))),
+                      int(p.overhead_minutes)) for p in ps))
+        if key in index:
+            out[j] = index[key]
+    return out
 
 
 def _subset(p: PiecePatterns, keep: np.ndarray) -> PiecePatterns:
