@@ -86,6 +86,12 @@ the instance has preemptible jobs. A design choice of this project, measured on 
 sites × 72 h (BENCHMARKS.md section 17b). [-]"""
 PIECE_MIN_S = 2.0
 """Least time the piece phase keeps, whatever the share. [s]"""
+PIECE_S_PER_JOB = 4e-3
+"""Time the piece phase keeps per preemptible job: its two DP passes (bound, moves) took 5-8 s
+each for 2,930 jobs × 16 sites × 72 h on the shared 2-core machine at load average 15
+(BENCHMARKS.md section 17b). [s]"""
+PIECE_MAX_SHARE = 0.3
+"""Most of the limit the piece phase keeps. [-]"""
 REPAIR_OPTIONS_PER_JOB = 6
 """Best-priced one-piece options of each preemptible job in the piece repair MIP. [-]"""
 PATTERNS_PER_JOB = 6
@@ -123,11 +129,14 @@ def piece_jobs(sets: PlanSets) -> np.ndarray:
 def piece_reserve_s(sets: PlanSets, time_limit_s: float) -> float:
     """Seconds of column generation's limit kept for :func:`piece_phase` (0 without pieces).
 
-    ``max(PIECE_MIN_S, PIECE_SHARE × limit)``, at most half the limit. [s]
+    ``max(PIECE_MIN_S, PIECE_SHARE × limit, PIECE_S_PER_JOB × preemptible jobs)``, at most
+    ``PIECE_MAX_SHARE × limit``. [s]
     """
-    if not len(piece_jobs(sets)):
+    n = len(piece_jobs(sets))
+    if not n:
         return 0.0
-    return min(max(PIECE_MIN_S, PIECE_SHARE * time_limit_s), 0.5 * time_limit_s)
+    want = max(PIECE_MIN_S, PIECE_SHARE * time_limit_s, PIECE_S_PER_JOB * n)
+    return min(want, PIECE_MAX_SHARE * time_limit_s)
 
 
 def piece_shape(sets: PlanSets, j: int, k: int) -> tuple[int, float, int]:
@@ -526,25 +535,28 @@ def piece_phase(sets: PlanSets, lay: Layout, cls: Classes,
         if lam is not None:
             cands.append((lagrangian(sets, lay, *lam)[0], name, lam))
     cands.sort(key=lambda c: -c[0])
+    new_pats = 0
     for i, (_v1, name, lam) in enumerate(cands):
         if i and time.perf_counter() - t0 > BOUND_SHARE * seconds:
             break
-        v, _ = piece_lagrangian(sets, lay, cls, lam)
+        # one DP pass prices the bound's piece term and the patterns added to the pool
+        priced, pats = price_pieces(sets, lam, jobs, keep=PATTERNS_PER_JOB if i == 0 else 0)
+        v, _ = piece_lagrangian(sets, lay, cls, lam, priced)
+        if i == 0:
+            new_pats = len(pats)
+            append_patterns(sets, pats)
         if v > best_v:
             best_v, best_name, best_lam = v, name, lam
-    new_pats = 0
     repaired = False
     moved = 0
     whys = []
-    if best_lam is not None and len(jobs):
-        _priced, pats = price_pieces(sets, best_lam, jobs, keep=PATTERNS_PER_JOB)
-        new_pats = len(pats)
-        append_patterns(sets, pats)
     risky = (np.isfinite(sets.commit_limit_kw).any() if sets.commit_limit_kw.size else False) \
         or bool(sliced_options(sets, sets.options).any())
     left = seconds - (time.perf_counter() - t0)
+    n_repair = len(sets.placeable) * (REPAIR_OPTIONS_PER_JOB + 1)
     if len(jobs) and not risky and left > 0.2:
-        alt, moved = insert_pieces(sets, plan, jobs, 0.5 * left)
+        share = 0.5 if n_repair <= REPAIR_MAX_OPTIONS else 1.0   # the rest for the MIP
+        alt, moved = insert_pieces(sets, plan, jobs, share * left)
         if alt is not None and alt.totals["objective"] < plan.totals["objective"] - 1e-9:
             plan, repaired = alt, True
         else:
@@ -553,7 +565,6 @@ def piece_phase(sets: PlanSets, lay: Layout, cls: Classes,
         whys.append("no piece moves: the instance has grid-flexibility commitments or "
                     "shared GPUs (the piece repair MIP models them)")
     left = seconds - (time.perf_counter() - t0)
-    n_repair = len(sets.placeable) * (REPAIR_OPTIONS_PER_JOB + 1)
     if (len(jobs) and sets.patterns is not None and len(sets.patterns) and left > 0.5
             and n_repair <= REPAIR_MAX_OPTIONS):
         alt, why = repair_pieces(sets, lay, cls, best_lam, plan, jobs, left, mip_gap, threads)
