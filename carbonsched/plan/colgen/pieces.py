@@ -102,7 +102,7 @@ REPAIR_CG_ROUNDS = 5
 """Rounds of column generation on the piece repair model's LP before its MIP. [-]"""
 REPAIR_MIP_SHARE = 0.5
 """Share of the piece phase's time kept for the repair MIP itself. [-]"""
-REPAIR_MAX_OPTIONS = 70_000
+REPAIR_MAX_OPTIONS = 20_000
 """Largest piece repair MIP built, in one-piece options (about :data:`REPAIR_OPTIONS_PER_JOB`
 + 1 per job): above it the PuLP build alone would take most of the phase (5e-5 s per option,
 :data:`carbonsched.plan.solve.BUILD_S_PER_OPTION`). [-]"""
@@ -536,11 +536,13 @@ def piece_phase(sets: PlanSets, lay: Layout, cls: Classes,
             cands.append((lagrangian(sets, lay, *lam)[0], name, lam))
     cands.sort(key=lambda c: -c[0])
     new_pats = 0
+    n_repair = len(sets.placeable) * (REPAIR_OPTIONS_PER_JOB + 1)
+    keep = PATTERNS_PER_JOB if n_repair <= REPAIR_MAX_OPTIONS else 0   # the MIP's columns
     for i, (_v1, name, lam) in enumerate(cands):
         if i and time.perf_counter() - t0 > BOUND_SHARE * seconds:
             break
         # one DP pass prices the bound's piece term and the patterns added to the pool
-        priced, pats = price_pieces(sets, lam, jobs, keep=PATTERNS_PER_JOB if i == 0 else 0)
+        priced, pats = price_pieces(sets, lam, jobs, keep=keep if i == 0 else 0)
         v, _ = piece_lagrangian(sets, lay, cls, lam, priced)
         if i == 0:
             new_pats = len(pats)
@@ -553,7 +555,6 @@ def piece_phase(sets: PlanSets, lay: Layout, cls: Classes,
     risky = (np.isfinite(sets.commit_limit_kw).any() if sets.commit_limit_kw.size else False) \
         or bool(sliced_options(sets, sets.options).any())
     left = seconds - (time.perf_counter() - t0)
-    n_repair = len(sets.placeable) * (REPAIR_OPTIONS_PER_JOB + 1)
     if len(jobs) and not risky and left > 0.2:
         share = 0.5 if n_repair <= REPAIR_MAX_OPTIONS else 1.0   # the rest for the MIP
         alt, moved = insert_pieces(sets, plan, jobs, share * left)
