@@ -2,7 +2,8 @@
 
 Run (one thread; the machine has 2 cores and is shared)::
 
-    OMP_NUM_THREADS=1 nice -n 19 python bench/colgen_pieces.py --out bench/results/colgen_pieces.json
+    OMP_NUM_THREADS=1 nice -n 19 python bench/colgen_pieces.py \\
+        --out bench/results/colgen_pieces.json
 
 Each instance is :func:`carbonsched.plan.instances.make_instance` (``--jobs`` × ``--sites`` ×
 ``--hours``, load ``--load``, inference on, seeds ``--seeds``) with ``--share`` of its jobs,

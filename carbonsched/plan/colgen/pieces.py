@@ -549,6 +549,7 @@ def piece_phase(sets: PlanSets, lay: Layout, cls: Classes,
             append_patterns(sets, pats)
         if v > best_v:
             best_v, best_name, best_lam = v, name, lam
+    t_bound = time.perf_counter() - t0
     repaired = False
     moved = 0
     whys = []
@@ -580,6 +581,9 @@ def piece_phase(sets: PlanSets, lay: Layout, cls: Classes,
         whys.append(f"no piece repair MIP: {max(left, 0):.1f} s left")
     why = "; ".join(whys)
     n_runs = sum(1 for p in plan.placements if p.pieces > 1 and p.piece == 0)
+    whys.append(f"piece phase {time.perf_counter() - t0:.1f} s of {max(seconds, 0):.1f} s "
+                f"(bound {t_bound:.1f} s)")
+    why = "; ".join(whys)
     note = (f"piece patterns: {len(jobs)} preemptible job(s); {new_pats} pattern(s) priced "
             f"under the {best_name} multipliers, "
             f"{0 if sets.patterns is None else len(sets.patterns)} in the pool; bound over "
