@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 
 import highspy
+import numpy as np
+import pulp
 
 _BOUND_STATUSES = frozenset({
     highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kTimeLimit,
@@ -104,3 +106,39 @@ def run_highs(h: highspy.Highs) -> highspy.HighsStatus:
         reset_scheduler()
         status = h.run()
     return status
+
+
+def highs_with_start(start: dict[pulp.LpVariable, float], **kw) -> pulp.LpSolver:
+    """PuLP's HiGHS interface, handing HiGHS a MIP start before it runs.
+
+    ``start`` gives values of (some) integer variables; HiGHS completes a partial start by
+    solving the sub-MIP with those values fixed (``setSolution`` with index/value arrays,
+    highspy >= 1.8, the floor in ``pyproject.toml``;
+    https://ergo-code.github.io/HiGHS/stable/guide/further/#mip-start). A start HiGHS cannot
+    complete is ignored by it: the solve goes on as without one. The returned solver's
+    ``start_accepted`` is False when ``setSolution`` refused the values outright.
+
+    Parameters
+    ----------
+    start
+        Values of (some) integer variables of the model to be solved. [-]
+    **kw
+        Options of :class:`pulp.HiGHS` (``msg``, ``timeLimit`` [s], ``gapRel`` [-], ...).
+
+    Returns
+    -------
+    pulp.LpSolver
+        A :class:`pulp.HiGHS` whose ``callSolver`` sets the start first.
+    """
+    class _WithStart(pulp.HiGHS):
+        start_accepted: bool | None = None
+
+        def callSolver(self, lp):
+            # PuLP numbered the columns (var.index) when it built the HiGHS model
+            idx = np.array([v.index for v in start], dtype=np.int32)
+            val = np.array(list(start.values()), dtype=np.float64)
+            st = lp.solverModel.setSolution(len(idx), idx, val)
+            self.start_accepted = st != highspy.HighsStatus.kError
+            lp.solverModel.run()
+
+    return _WithStart(**kw)

@@ -266,7 +266,9 @@ class PlanSets:
     notes: list[str] = field(default_factory=list)
     """What the compilation assumed or dropped, for the plan's notes."""
     patterns: PiecePatterns | None = None
-    """Piece patterns of preemptible jobs (:func:`enumerate_patterns`), beside ``options``."""
+    """Piece patterns of preemptible jobs (:func:`enumerate_patterns`), beside ``options``;
+    column generation appends the patterns it prices (:mod:`carbonsched.plan.colgen.pieces`),
+    keeping every earlier position."""
     slot_minutes: int = SLOT_MINUTES
     """Length of a slot (:attr:`PlanningProblem.slot_minutes`). [min]"""
     commit_limit_kw: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))

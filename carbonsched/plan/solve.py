@@ -27,6 +27,7 @@ from carbonsched.errors import InputError, SolverUnavailableError
 from carbonsched.plan.baselines import greedy_from_sets
 from carbonsched.plan.colgen import ColgenOptions, solve_colgen
 from carbonsched.plan.gap import relative_gap
+from carbonsched.plan.highs import highs_with_start
 from carbonsched.plan.model import (
     PlanModel,
     build_model,
@@ -259,32 +260,6 @@ def _parse_cbc_log(text: str) -> tuple[float | None, float | None]:
     return (float(obj[-1]) if obj else None, float(low[-1]) if low else None)
 
 
-def _highs_with_start(start: dict[pulp.LpVariable, float], **kw) -> pulp.LpSolver:
-    """PuLP's HiGHS interface, handing HiGHS a MIP start before it runs.
-
-    ``start`` gives values of (some) integer variables; HiGHS completes a partial start by
-    solving the sub-MIP with those values fixed (``setSolution`` with index/value arrays,
-    highspy >= 1.8, the floor in ``pyproject.toml``;
-    https://ergo-code.github.io/HiGHS/stable/guide/further/#mip-start). A start HiGHS cannot
-    complete is ignored by it: the solve goes on as without one. The returned solver's
-    ``start_accepted`` is False when ``setSolution`` refused the values outright.
-    """
-    import highspy
-
-    class _WithStart(pulp.HiGHS):
-        start_accepted: bool | None = None
-
-        def callSolver(self, lp):
-            # PuLP numbered the columns (var.index) when it built the HiGHS model
-            idx = np.array([v.index for v in start], dtype=np.int32)
-            val = np.array(list(start.values()), dtype=np.float64)
-            st = lp.solverModel.setSolution(len(idx), idx, val)
-            self.start_accepted = st != highspy.HighsStatus.kError
-            lp.solverModel.run()
-
-    return _WithStart(**kw)
-
-
 def run_milp(model: pulp.LpProblem, solver: str, time_limit_s: float, mip_gap: float,
              threads: int = 1, start: dict[pulp.LpVariable, float] | None = None
              ) -> SolveOutcome:
@@ -309,7 +284,7 @@ def run_milp(model: pulp.LpProblem, solver: str, time_limit_s: float, mip_gap: f
     if solver == "highs":
         kw = dict(msg=False, timeLimit=max(time_limit_s, 0.01), gapRel=mip_gap,
                   threads=threads)
-        cmd = _highs_with_start(start, **kw) if start else pulp.HiGHS(**kw)
+        cmd = highs_with_start(start, **kw) if start else pulp.HiGHS(**kw)
         import highspy
 
         from carbonsched.plan.highs import mip_dual_bound, model_has_integers, reset_scheduler
@@ -837,12 +812,6 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
         note = "; ".join(x for x in (note, "column generation needs highspy; solved the direct "
                                      "MILP with CBC instead") if x)
         method = "milp"
-    if method == "colgen" and sets.patterns is not None and len(sets.patterns):
-        # hook for issue 14: column generation prices one-piece options only
-        n_pre = len(np.unique(sets.patterns.job))
-        note = "; ".join(x for x in (note, f"column generation plans {n_pre} preemptible "
-                                     "job(s) in one piece (piece patterns are modelled by "
-                                     "the direct MILP only)") if x)
     if method == "colgen":
         sliced = sliced_options(sets, sets.options)
         if sliced.any():
@@ -901,13 +870,6 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
                        options=colgen_options, warm_start=warm,
                        warm_label=start.source if start is not None else "",
                        carried=carried)
-    if sets.patterns is not None and len(sets.patterns):
-        # the LP bound covers one-piece plans only: no proof for the model with pieces
-        if res.status == PlanStatus.OPTIMAL:
-            res.status = rec.status = PlanStatus.FEASIBLE
-        rec.bound = rec.mip_gap = None
-        rec.note = "; ".join(x for x in (rec.note, "no bound reported: the column-generation "
-                                         "bound does not cover piece patterns") if x)
     left = time_limit_s - (time.perf_counter() - started)
     expected_s = (BUILD_S_PER_OPTION + TRANSFER_S_PER_OPTION) * len(sets.options)
     if not (auto and res.status != PlanStatus.OPTIMAL

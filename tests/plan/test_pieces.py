@@ -159,19 +159,23 @@ def test_the_dynamic_programme_by_hand():
     assert not np.isfinite(cost[0])
 
 
-def test_column_generation_plans_preemptible_jobs_whole_and_says_so():
+def test_column_generation_plans_pieces_and_proves_a_bound_over_them():
+    # the first test's instance: two pieces [0, 2) and [4, 5:10) beat every one-piece start
     site = SiteWrapper("a").gpus("H100", 1).obj()
     ci = [100.0, 100.0, 900.0, 900.0, 100.0, 100.0, 900.0, 900.0]
     prob = problem([site], [pjob(pieces=2)], 8, ci={"a": ci})
     res = solve_plan(prob, method="colgen")
-    (p,) = res.placements
-    assert p.pieces == 1 and recount_violations(prob, res) == {}
-    assert "column generation plans 1 preemptible job(s) in one piece" in res.solver.note
-    # its bound covers one-piece plans only: no optimality claimed for the model with pieces
-    assert res.status == PlanStatus.FEASIBLE and res.solver.bound is None
-    assert "does not cover piece patterns" in res.solver.note
-    # auto on a small instance solves the direct MILP, which models the pieces
-    assert len(solve_plan(prob, method="auto").placements) == 2
+    p0, p1 = sorted(res.placements, key=lambda p: p.piece)
+    assert (p0.start, p0.end, p1.start, p1.end) == (at(0), at(2), at(4), at(5) + 10 * M)
+    assert recount_violations(prob, res) == {}
+    # by hand: 190 minutes at 1 kW × PUE 1 (the builders' default) at 100 g/kWh
+    kg = 190 / 60 * 1.0 * 100 / 1000
+    assert res.totals["objective"] == pytest.approx(kg)
+    # the bound covers piece plans: at most the optimum, and here it proves it
+    assert res.solver.bound is not None and res.solver.bound <= kg + 1e-9
+    assert res.status == PlanStatus.OPTIMAL
+    assert "bound over piece plans" in res.solver.note
+    assert "in one piece" not in res.solver.note
 
 
 def test_dispatch_keys_each_piece_of_the_plan_document():

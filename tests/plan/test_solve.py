@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from carbonsched.errors import SolverUnavailableError
 from carbonsched.plan import PlanStatus, score_plan, solve_plan
 from carbonsched.plan import solve as solve_mod
+from carbonsched.plan.highs import highs_with_start
 from carbonsched.plan.solve import _parse_cbc_log, relative_gap
 
 from .builders import JobWrapper, SiteWrapper, problem
@@ -243,9 +244,8 @@ def _start_in_highs(sets, plan, tmp_path):
     log = tmp_path / "highs.log"
     # stop at the first solution HiGHS finds itself: the log then holds its verdict on the start
     # threads=1 as every solve here: HiGHS keeps one thread pool per process
-    cmd = solve_mod._highs_with_start(x0, msg=False, threads=1, output_flag=True,
-                                      log_to_console=False,
-                                      log_file=str(log), mip_max_improving_sols=1)
+    cmd = highs_with_start(x0, msg=False, threads=1, output_flag=True, log_to_console=False,
+                           log_file=str(log), mip_max_improving_sols=1)
     cmd.createAndConfigureSolver(m.lp)
     cmd.buildSolverModel(m.lp)
     cmd.callSolver(m.lp)

@@ -20,6 +20,7 @@ from carbonsched.plan.colgen.master import (
 )
 from carbonsched.plan.colgen.options import ColgenOptions
 from carbonsched.plan.colgen.passes import run_passes
+from carbonsched.plan.colgen.pieces import finish_pieces, piece_reserve_s
 from carbonsched.plan.colgen.repair_mip import repair_incumbent
 from carbonsched.plan.colgen.state import ColgenState
 from carbonsched.plan.colgen.status import add_note, plan_status
@@ -101,7 +102,13 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         the repair MIP finished and the gap to the best proven bound (the LP's, the
         GPU-type split's, or the dual bound of a repair MIP over the whole model) is within
         ``mip_gap``; ``feasible`` otherwise; ``heuristic`` (greedy plan) if the repair found
-        nothing.
+        nothing. With preemptible jobs the paths above run in the
+        limit less :func:`~carbonsched.plan.colgen.pieces.piece_reserve_s`, and the piece
+        phase (:func:`~carbonsched.plan.colgen.pieces.finish_pieces`) then prices piece
+        patterns, may replace the plan by a piece repair MIP's and reports the Lagrangian
+        bound over piece plans instead of the one-piece bounds (valid over every plan with
+        pieces; :mod:`~carbonsched.plan.colgen.pieces`); ``optimal`` then means the gap to it
+        is within ``mip_gap``.
 
     Notes
     -----
@@ -115,8 +122,12 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
                  "LP interface")
         rec.name = "highs"
     share = opt.cg_share if cg_share is None else cg_share
+    # preemptible jobs: time kept for the piece phase (bound over piece plans, repair MIP)
+    full_limit_s = time_limit_s
+    time_limit_s -= piece_reserve_s(sets, time_limit_s)
     short_s = opt.smooth_s_per_job * max(len(sets.placeable), 1)
     first_s = min(opt.short_first_share * time_limit_s, short_s)
+    states: list[ColgenState] = []
     if (opt.short_first_share <= 0 or time_limit_s < short_s
             or len(sets.placeable) < opt.short_first_min_jobs):
         # one path: the short one below its budget, the master-LP one on small instances
@@ -124,9 +135,14 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
                          threads=threads, rec=rec, started=started, opt=opt, cg_share=share,
                          progress=progress, warm_start=warm_start, warm_label=warm_label,
                          carried=carried)
-        return _run_path(st)
-    return _short_then_long(sets, time_limit_s, first_s, mip_gap, threads, rec, started,
-                            progress, share, opt, warm_start, warm_label, carried)
+        states.append(st)
+        res = _run_path(st)
+    else:
+        res = _short_then_long(sets, time_limit_s, first_s, mip_gap, threads, rec, started,
+                               progress, share, opt, warm_start, warm_label, carried, states)
+    if full_limit_s > time_limit_s:
+        res = finish_pieces(states, res, full_limit_s)
+    return res
 
 
 def _run_path(st: ColgenState) -> PlanResult:
@@ -194,7 +210,8 @@ def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_ga
                      threads: int, rec: SolverRecord, started: float, progress,
                      cg_share: float, opt: ColgenOptions,
                      warm_start: np.ndarray | None = None, warm_label: str = "",
-                     carried: CarriedDuals | None = None) -> PlanResult:
+                     carried: CarriedDuals | None = None,
+                     states: list[ColgenState] | None = None) -> PlanResult:
     """The short path in ``first_s``, then the master-LP path in the rest, best of both.
 
     The short path's plan is a candidate of the second path (its repack, passes and repair
@@ -217,6 +234,9 @@ def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_ga
         resumes from the short path's multipliers).
     first_s
         The short path's budget, counted from ``started``. [s]
+    states
+        If given, each path's state is appended to it (the piece phase reads their
+        multipliers).
 
     Returns
     -------
@@ -227,6 +247,8 @@ def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_ga
                       rec=rec, started=started, opt=opt, cg_share=cg_share, progress=progress,
                       force_short=True, warm_start=warm_start, warm_label=warm_label,
                       carried=carried)
+    if states is not None:
+        states.append(st1)
     first = _run_path(st1)
     name1, _ = st1.best()
     obj1, bound1 = first.totals["objective"], rec.bound
@@ -255,6 +277,8 @@ def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_ga
     st2.prior_build_s = rec.build_seconds
     st2.prior = (name1, first)
     st2.prior_bound = -np.inf if bound1 is None else bound1
+    if states is not None:
+        states.append(st2)
     return _run_path(st2)
 
 
