@@ -245,7 +245,7 @@ class HourlyRidge(Forecaster):
 
     def _fit(self, y: pd.Series, X: pd.DataFrame | None) -> None:
         tr = self._training_issues(y)
-        filled, target, issues, pos = tr.filled, tr.target, tr.issues, tr.pos
+        filled, issues, pos = tr.filled, tr.issues, tr.pos
         if len(issues) < 3 * len(FEATURES):
             raise ForecastError(f"{self.name}: {len(issues)} issue days of history after the "
                                 f"{LAG_DAYS + 1} days of lags; at least {3 * len(FEATURES)} "
