@@ -301,3 +301,43 @@ def test_poisoned_future_of_every_live_feature_changes_nothing(replay, tmp_path,
         changed = forecast_site(site, hist, T, 24, meta, models={}, exogenous=moved)
         for sig in (CI, "green_surplus_index"):
             assert not np.allclose(changed.signals[sig], clean.signals[sig]), (f, sig)
+
+
+# --------------------------------------------------------------- carbonsched plan --providers
+def test_carbonsched_plan_with_providers_reads_their_forecasts(replay, tmp_path, monkeypatch,
+                                                               private_store):
+    # a one-site catalog and its providers file, written by `catalog init`; the plan command
+    # against the loopback replay, on the replayed clock
+    import json
+
+    from typer.testing import CliRunner
+
+    from carbonsched.cli.app import app
+
+    runner = CliRunner()
+    src = tmp_path / "fleet.csv"
+    src.write_text("id,role,name,latitude,longitude,timezone,zone,gpus,backend,aliases,"
+                   "provider\nlon,edge,London edge,51.5,-0.12,Europe/London,GB,A100:6+T4:28:75,"
+                   "kubernetes:eu-london/carbonsched,uksouth westeurope,electricitymaps:GB\n")
+    r = runner.invoke(app, ["catalog", "init", str(tmp_path / "mine.toml"), "--from", str(src)])
+    assert r.exit_code == 0, r.output
+    replay.state.coords[(51.5, -0.12)] = "GB"
+    for k, v in ENV.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("CARBONSCHED_PROVIDERS_BASE_URL", replay.url)
+    monkeypatch.setenv("CARBONSCHED_PROVIDERS_NOW", T.isoformat())
+    out = tmp_path / "plan.json"
+    r = runner.invoke(app, ["plan", "--date", f"{T:%Y-%m-%d}", "--catalog",
+                            str(tmp_path / "mine.toml"), "--providers",
+                            str(tmp_path / "providers-mine.toml"), "--no-store", "--out",
+                            str(out)], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    exo = doc["provider_signals"]["lon"]["exogenous"]
+    assert [s["provider"] for s in exo["sources"]] == ["open-meteo", "electricitymaps"]
+    assert exo["unavailable"] == [] and exo["not_used"] == []
+    ci = doc["forecast_models"]["lon"][CI]
+    assert ci["exogenous"]["features"] == ["temperature_c", "wind_speed_m_per_s",
+                                           "cloud_cover_pct"]
+    assert ci["exogenous_not_fitted"]["features"] == [CI]
+    assert any(OBSERVED_WEATHER_CAVEAT in n for n in doc["notes"])
