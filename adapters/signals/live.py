@@ -501,7 +501,7 @@ class LiveSignals:
         if weather is not None and self.config.providers[weather.provider].kind == "open-meteo":
             spec = self.config.providers[weather.provider]
 
-            def om() -> pd.DataFrame:
+            def om(spec: ProviderSpec = spec) -> pd.DataFrame:
                 frame, _ = get_open_meteo(self.fetcher(spec.name), site.latitude,
                                           site.longitude, issued_at, end)
                 return stamped(frame, WEATHER_FEATURES, now)
@@ -512,6 +512,7 @@ class LiveSignals:
         if spec.kind == "electricitymaps":
             eft = str(spec.options.get("emission_factor_type", "direct"))
 
+            # each job binds its own provider (default arguments: the loop variables move on)
             def emf(spec: ProviderSpec = spec, zone: str = zone) -> pd.DataFrame:
                 frame, meta = em.get_electricitymaps_forecast(self.fetcher(spec.name), zone,
                                                               eft)

@@ -133,6 +133,9 @@ def test_provider_forecasts_with_their_publication_times(replay, tmp_path, share
     table, info = src.exogenous(CATALOG.site("gb-london"), T, 24, T - 30 * 24 * HOUR)
     table = check_table(table)
     assert info["unavailable"] == [] and info["not_used"] == []
+    # one request each, to its own provider's client
+    assert src.requests_by_provider() == {"open-meteo": 1, "electricitymaps": 1}
+    assert replay.state.hits["open-meteo"] == 1 and replay.state.hits["electricitymaps"] == 1
     assert [s["provider"] for s in info["sources"]] == ["open-meteo", "electricitymaps"]
     assert sorted(set(table["feature"])) == sorted([*WEATHER, CI])
     assert set(table["feature"]) <= set(EXOGENOUS_FEATURES) <= set(FEATURES)
