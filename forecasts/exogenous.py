@@ -46,6 +46,7 @@ FEATURES: dict[str, str] = {
     "temperature_c": "forecast air temperature at 2 m [°C]",
     "relative_humidity_pct": "forecast relative humidity at 2 m [%]",
     "wind_speed_m_per_s": "forecast wind speed [m/s]",
+    "cloud_cover_pct": "forecast total cloud cover [%]",
     "irradiance_w_per_m2": "forecast downward short-wave irradiance [W/m2]",
     "wind_mw": "operator's forecast of wind generation [MW]",
     "solar_mw": "operator's forecast of solar generation [MW]",
@@ -54,10 +55,11 @@ FEATURES: dict[str, str] = {
 }
 """Features an exogenous table may hold, with their meaning and unit."""
 SIGNAL_FEATURES: dict[str, tuple[str, ...]] = {
-    "carbon_intensity_g_per_kwh": ("temperature_c", "wind_speed_m_per_s", "irradiance_w_per_m2",
-                                   "wind_mw", "solar_mw", "carbon_intensity_g_per_kwh"),
-    "green_surplus_index": ("temperature_c", "wind_speed_m_per_s", "irradiance_w_per_m2",
-                            "wind_mw", "solar_mw"),
+    "carbon_intensity_g_per_kwh": ("temperature_c", "wind_speed_m_per_s", "cloud_cover_pct",
+                                   "irradiance_w_per_m2", "wind_mw", "solar_mw",
+                                   "carbon_intensity_g_per_kwh"),
+    "green_surplus_index": ("temperature_c", "wind_speed_m_per_s", "cloud_cover_pct",
+                            "irradiance_w_per_m2", "wind_mw", "solar_mw"),
     "pue": ("pue",),
 }
 """Features each signal's models may read (the PUE through the site's PUE model)."""
@@ -233,6 +235,12 @@ def from_dacf_region(frame: pd.DataFrame, region: str = "") -> pd.DataFrame:
                              caveat=caveat)
 
 
+MIN_PUBLISHED_SHARE = 0.9
+"""Least share of a validation's hours a published forecast must cover to be judged [-]; the
+same bar as an exogenous feature's share of training issues
+(:data:`carbonsched.forecasts.ridge.MIN_EXOG_SHARE`)."""
+
+
 class PublishedForecast(Forecaster):
     """Someone else's published forecast of the signal itself, as a candidate (issue 35 item 3).
 
@@ -240,6 +248,12 @@ class PublishedForecast(Forecaster):
     or before the issue time (:func:`known_at`); where none had been published, the same hour
     on the latest observed day (seasonal naive, UTC), counted in :attr:`fallbacks_`. Point
     forecasts; the registry calibrates the intervals.
+
+    A batch of issues (the registry's validation) must rest on the published forecast, not on
+    its fallback: with less than ``min_share`` of its hours published, :meth:`backcast` raises,
+    so a forecast with no archive (a provider's live forecast fetched today) is never chosen
+    for scoring as well as naive on hours it did not forecast. One issue (the forecast served)
+    is never refused: its missing hours fall back, counted.
 
     Parameters
     ----------
@@ -249,20 +263,28 @@ class PublishedForecast(Forecaster):
         The exogenous table known at the fit; :meth:`backcast` takes a newer one.
     clip
         ``(low, high)`` bounds of the output.
+    min_share
+        Least share of a batch's (issue, lead) hours that must have a published value [-].
+        Default :data:`MIN_PUBLISHED_SHARE`.
     """
 
     name = "published-forecast"
 
     def __init__(self, feature: str = "carbon_intensity_g_per_kwh",
                  exog: pd.DataFrame | None = None,
-                 clip: tuple[float, float] = (0.0, float("inf"))) -> None:
+                 clip: tuple[float, float] = (0.0, float("inf")),
+                 min_share: float | None = None) -> None:
         if feature not in FEATURES:
             raise ForecastError(f"{self.name}: unknown feature {feature!r}; known: "
                                 f"{', '.join(FEATURES)}")
-        super().__init__(feature=feature, clip=clip)
+        min_share = MIN_PUBLISHED_SHARE if min_share is None else min_share
+        if not 0.0 <= min_share <= 1.0:
+            raise ForecastError(f"{self.name}: min_share must be in 0..1, got {min_share}")
+        super().__init__(feature=feature, clip=clip, min_share=min_share)
         self.feature = feature
         self.exog = exog
         self.clip = clip
+        self.min_share = float(min_share)
         self.fallbacks_ = 0
 
     @classmethod
@@ -285,6 +307,13 @@ class PublishedForecast(Forecaster):
                          np.tile(np.arange(horizon_hours), len(issues)))
                 .reshape(len(issues), horizon_hours) if table is not None
                 else np.full((len(issues), horizon_hours), np.nan))
+        share = float(np.isfinite(cube).mean()) if cube.size else 0.0
+        if len(issues) > 1 and share < self.min_share:
+            raise ForecastError(
+                f"{self.name}: {self.feature} was published for {100 * share:.0f} % of the "
+                f"{cube.size} hours of these {len(issues)} issues (at least "
+                f"{100 * self.min_share:.0f} % needed to judge it; a forecast without an "
+                "archive of its past issues cannot be validated)")
         for k in range(horizon_hours):
             v = cube[:, k].copy()
             miss = ~np.isfinite(v)
@@ -306,6 +335,7 @@ class PublishedForecast(Forecaster):
         return pd.DataFrame({"mean": mean}, index=horizon)
 
 
-__all__ = ["COLUMNS", "DACF_SOURCE", "FEATURES", "PASSTHROUGH", "SIGNAL_FEATURES",
+__all__ = ["COLUMNS", "DACF_SOURCE", "FEATURES", "MIN_PUBLISHED_SHARE", "PASSTHROUGH",
+           "SIGNAL_FEATURES",
            "PublishedForecast", "check_table", "empty", "features_present", "from_dacf_region",
            "from_issue_layout", "known_at", "relative_humidity_pct"]

@@ -32,6 +32,7 @@ hour. Point forecasts only, with the empirical relative residuals of the fit's l
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -94,6 +95,89 @@ def ridge_features(filled: np.ndarray, issue_pos: np.ndarray, lead: int,
     return np.column_stack(cols)
 
 
+Coefficients = tuple[np.ndarray, np.ndarray, np.ndarray, float]
+"""One lead's fitted ridge: feature means, scales, coefficients (standardised) and intercept."""
+
+
+def fit_ridge(F: np.ndarray, y: np.ndarray, alpha: float) -> Coefficients:
+    """Ridge regression of ``y`` on standardised ``F``, as plain arrays.
+
+    Parameters
+    ----------
+    F
+        Features, shape ``(r, p)``, all finite.
+    y
+        Targets, shape ``(r,)``, in the signal's unit.
+    alpha
+        Penalty on the standardised features [-].
+
+    Returns
+    -------
+    tuple
+        ``(mean, scale, coef, intercept)`` of shapes ``(p,)``, ``(p,)``, ``(p,)`` and a float;
+        a constant feature's scale is 1 (``sklearn``'s ``StandardScaler`` convention).
+    """
+    from sklearn.linear_model import Ridge
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    mdl = make_pipeline(StandardScaler(), Ridge(alpha=alpha))
+    mdl.fit(F, y)
+    sc, rg = mdl[0], mdl[1]
+    return (sc.mean_, np.where(sc.scale_ > 0, sc.scale_, 1.0), rg.coef_, float(rg.intercept_))
+
+
+def apply_ridge(coefs: Coefficients, F: np.ndarray) -> np.ndarray:
+    """Predictions of a :func:`fit_ridge` fit on ``F`` ``(r, p)``: shape ``(r,)``."""
+    mu, sd, coef, b = coefs
+    return ((F - mu) / sd) @ coef + b
+
+
+def backcast_inputs(y: pd.Series, issues: pd.DatetimeIndex) -> tuple[np.ndarray, np.ndarray]:
+    """Gap-filled history up to the last issue and each issue's position in it.
+
+    The filling reads only earlier hours (same hour on earlier days, then the last value), so
+    one pass serves every issue: issue ``i`` reads positions before its own.
+
+    Returns
+    -------
+    (ndarray, ndarray)
+        ``filled`` of shape ``(n,)`` (hour ``i`` after ``y``'s first) and ``pos`` of shape
+        ``(len(issues),)``.
+    """
+    src = y.reindex(pd.date_range(y.index[0], issues[-1] - HOUR, freq="h"))
+    filled = fill_for_features(src).to_numpy(float)
+    return filled, ((issues - src.index[0]) // HOUR).to_numpy(np.int64)
+
+
+@dataclass(frozen=True)
+class TrainingIssues:
+    """The daily training issues of a per-hour ridge fit (:meth:`HourlyRidge._training_issues`).
+
+    Attributes
+    ----------
+    filled
+        Gap-filled history for the features, shape ``(n,)``.
+    target
+        The history itself (NaN kept), shape ``(n,)``.
+    issues
+        Issue times, one a day at the model's issue hour (UTC).
+    pos
+        Position of each issue in ``filled``, shape ``(len(issues),)``.
+    """
+
+    filled: np.ndarray
+    target: np.ndarray
+    issues: pd.DatetimeIndex
+    pos: np.ndarray
+
+    def target_at(self, lead: int) -> np.ndarray:
+        """Observed value ``lead`` hours after each issue, NaN past the history's end."""
+        tp = self.pos + lead
+        n = len(self.target)
+        return np.where(tp < n, self.target[np.minimum(tp, n - 1)], np.nan)
+
+
 class HourlyRidge(Forecaster):
     """Per-hour ridge regression for issues at one UTC hour (module docstring).
 
@@ -130,7 +214,7 @@ class HourlyRidge(Forecaster):
         self.train_days = int(train_days)
         self.alpha = float(alpha)
         self.clip = clip
-        self.models_: list[tuple[np.ndarray, np.ndarray, np.ndarray, float]] = []
+        self.models_: list[Coefficients] = []
         self.rel_q_: np.ndarray | None = None
 
     @classmethod
@@ -150,42 +234,38 @@ class HourlyRidge(Forecaster):
                 f"forecast from {t.isoformat()}; fit one for that issue hour (the leads of a "
                 "per-hour model are hours of the day)")
 
-    def _fit(self, y: pd.Series, X: pd.DataFrame | None) -> None:
-        from sklearn.linear_model import Ridge
-        from sklearn.pipeline import make_pipeline
-        from sklearn.preprocessing import StandardScaler
-
+    def _training_issues(self, y: pd.Series) -> TrainingIssues:
+        """The training issues of a fit on ``y`` (the one preamble of every ridge's fit)."""
         end = y.index[-1] + HOUR
         y = y[y.index >= end - (self.train_days + LAG_DAYS + 1) * DAY]
-        filled = fill_for_features(y).to_numpy(float)
-        target = y.to_numpy(float)
         first = y.index[0].floor("D") + (LAG_DAYS + 1) * DAY + self.issue_hour * HOUR
         issues = pd.date_range(first, end - HOUR, freq="D")
+        return TrainingIssues(fill_for_features(y).to_numpy(float), y.to_numpy(float), issues,
+                              ((issues - y.index[0]) // HOUR).to_numpy(np.int64))
+
+    def _fit(self, y: pd.Series, X: pd.DataFrame | None) -> None:
+        tr = self._training_issues(y)
+        filled, issues, pos = tr.filled, tr.issues, tr.pos
         if len(issues) < 3 * len(FEATURES):
             raise ForecastError(f"{self.name}: {len(issues)} issue days of history after the "
                                 f"{LAG_DAYS + 1} days of lags; at least {3 * len(FEATURES)} "
                                 "needed")
-        pos = ((issues - y.index[0]) // HOUR).to_numpy(np.int64)
         self.models_ = []
         rel = []
         n_cal = max(1, len(issues) // 5)
         for k in range(self.max_lead_hours):
             F = ridge_features(filled, pos, k, issues + k * HOUR)
-            tp = pos + k
-            yk = np.where(tp < len(target), target[np.minimum(tp, len(target) - 1)], np.nan)
+            yk = tr.target_at(k)
             ok = np.isfinite(yk) & np.isfinite(F).all(axis=1)
             if ok.sum() < 2 * len(FEATURES):
                 raise ForecastError(f"{self.name}: lead {k} h has {int(ok.sum())} complete "
                                     f"training rows; at least {2 * len(FEATURES)} needed")
-            mdl = make_pipeline(StandardScaler(), Ridge(alpha=self.alpha))
-            mdl.fit(F[ok], yk[ok])
-            sc, rg = mdl[0], mdl[1]
-            self.models_.append((sc.mean_, np.where(sc.scale_ > 0, sc.scale_, 1.0), rg.coef_,
-                                 float(rg.intercept_)))
+            coefs = fit_ridge(F[ok], yk[ok], self.alpha)
+            self.models_.append(coefs)
             cal = ok.copy()
             cal[:-n_cal] = False
             if cal.any():
-                p = mdl.predict(F[cal])  # in-sample: a rough interval, the registry recalibrates
+                p = apply_ridge(coefs, F[cal])  # in-sample: rough; the registry recalibrates
                 with np.errstate(divide="ignore", invalid="ignore"):
                     rel.append(np.where(np.abs(p) > 1e-9, yk[cal] / p - 1.0, np.nan))
         r = np.concatenate(rel) if rel else np.zeros(1)
@@ -204,16 +284,11 @@ class HourlyRidge(Forecaster):
             raise ForecastError(f"{self.name}: call fit() before backcast()")
         for t in issues:
             self._check_issue(t)
-        src = y.reindex(pd.date_range(y.index[0], issues[-1] - HOUR, freq="h"))
-        # the filling reads only earlier hours (same hour on earlier days, then the last
-        # value), so one pass serves every issue: issue i reads positions before its own
-        filled = fill_for_features(src).to_numpy(float)
-        pos = ((issues - src.index[0]) // HOUR).to_numpy(np.int64)
+        filled, pos = backcast_inputs(y, issues)
         out = np.full((len(issues), horizon_hours), np.nan)
         for k in range(horizon_hours):
             F = ridge_features(filled, pos, k, issues + k * HOUR)
-            mu, sd, coef, b = self.models_[self._coef_lead(k)]
-            out[:, k] = ((F - mu) / sd) @ coef + b
+            out[:, k] = apply_ridge(self.models_[self._coef_lead(k)], F)
         if self.clip is not None:
             out = np.clip(out, *self.clip)
         return out
@@ -269,8 +344,7 @@ class HourlyRidgeExog(HourlyRidge):
         self.params.update(exog_features=tuple(exog_features))
         self.exog = exog
         self.exog_features = tuple(exog_features)
-        self.lead_exog_: list[tuple[tuple[str, ...], tuple[np.ndarray, np.ndarray, np.ndarray,
-                                                            float] | None]] = []
+        self.lead_exog_: list[tuple[tuple[str, ...], Coefficients | None]] = []
         self.exog_fallbacks_ = 0
 
     @classmethod
@@ -293,25 +367,14 @@ class HourlyRidgeExog(HourlyRidge):
         return out
 
     def _fit(self, y: pd.Series, X: pd.DataFrame | None) -> None:
-        from sklearn.linear_model import Ridge
-        from sklearn.pipeline import make_pipeline
-        from sklearn.preprocessing import StandardScaler
-
         super()._fit(y, X)
-        end = y.index[-1] + HOUR
-        y = y[y.index >= end - (self.train_days + LAG_DAYS + 1) * DAY]
-        filled = fill_for_features(y).to_numpy(float)
-        target = y.to_numpy(float)
-        first = y.index[0].floor("D") + (LAG_DAYS + 1) * DAY + self.issue_hour * HOUR
-        issues = pd.date_range(first, end - HOUR, freq="D")
-        pos = ((issues - y.index[0]) // HOUR).to_numpy(np.int64)
+        tr = self._training_issues(y)
         self.lead_exog_ = []
-        cube = self._exog_cube(self.exog, issues, self.max_lead_hours, self.exog_features)
+        cube = self._exog_cube(self.exog, tr.issues, self.max_lead_hours, self.exog_features)
         for k in range(self.max_lead_hours):
-            F = ridge_features(filled, pos, k, issues + k * HOUR)
+            F = ridge_features(tr.filled, tr.pos, k, tr.issues + k * HOUR)
             E = cube[:, k, :]
-            tp = pos + k
-            yk = np.where(tp < len(target), target[np.minimum(tp, len(target) - 1)], np.nan)
+            yk = tr.target_at(k)
             base = np.isfinite(yk) & np.isfinite(F).all(axis=1)
             share = (np.isfinite(E[base]).mean(axis=0) if base.any()
                      else np.zeros(E.shape[1]))
@@ -326,11 +389,7 @@ class HourlyRidgeExog(HourlyRidge):
             if ok.sum() < 2 * G.shape[1]:
                 self.lead_exog_.append(((), None))
                 continue
-            mdl = make_pipeline(StandardScaler(), Ridge(alpha=self.alpha))
-            mdl.fit(G[ok], yk[ok])
-            sc, rg = mdl[0], mdl[1]
-            self.lead_exog_.append((incl, (sc.mean_, np.where(sc.scale_ > 0, sc.scale_, 1.0),
-                                           rg.coef_, float(rg.intercept_))))
+            self.lead_exog_.append((incl, fit_ridge(G[ok], yk[ok], self.alpha)))
 
     def used_features(self) -> tuple[str, ...]:
         """Exogenous features some lead's regression uses (fitted)."""
@@ -349,9 +408,7 @@ class HourlyRidgeExog(HourlyRidge):
         """
         out = super().backcast(y, issues, horizon_hours)
         table = exog if exog is not None else self.exog
-        src = y.reindex(pd.date_range(y.index[0], issues[-1] - HOUR, freq="h"))
-        filled = fill_for_features(src).to_numpy(float)
-        pos = ((issues - src.index[0]) // HOUR).to_numpy(np.int64)
+        filled, pos = backcast_inputs(y, issues)
         self.exog_fallbacks_ = 0
         cube = self._exog_cube(table, issues, horizon_hours, self.exog_features)
         for k in range(horizon_hours):
@@ -363,11 +420,11 @@ class HourlyRidgeExog(HourlyRidge):
             G = np.hstack([F, cube[:, k, cols]])
             ok = np.isfinite(G).all(axis=1)
             self.exog_fallbacks_ += int((~ok).sum())
-            mu, sd, coef, b = coefs
-            p = ((G[ok] - mu) / sd) @ coef + b
+            p = apply_ridge(coefs, G[ok])
             out[ok, k] = np.clip(p, *self.clip) if self.clip is not None else p
         return out
 
 
-__all__ = ["ALPHA", "FEATURES", "MIN_EXOG_SHARE", "HourlyRidge", "HourlyRidgeExog",
+__all__ = ["ALPHA", "FEATURES", "MIN_EXOG_SHARE", "Coefficients", "HourlyRidge",
+           "HourlyRidgeExog", "TrainingIssues", "apply_ridge", "backcast_inputs", "fit_ridge",
            "ridge_features"]

@@ -72,6 +72,41 @@ HOUR = pd.Timedelta(hours=1)
 SOURCE_NAME = "providers"
 
 
+CI_FEATURE = "carbon_intensity_g_per_kwh"
+"""Feature of a provider's own carbon-intensity forecast (of the kind the plan uses)."""
+WEATHER_FEATURES: dict[str, str] = {
+    "temperature_c": "temperature_c", "relative_humidity_pct": "relative_humidity_pct",
+    "wind_speed_m_per_s": "wind_speed_m_per_s", "cloud_cover_pct": "cloud_cover_pct",
+    "irradiance_w_per_m2": "irradiance_w_per_m2"}
+"""Open-Meteo forecast column -> exogenous feature (every weather column the client reads)."""
+EXOGENOUS_FEATURES = (*WEATHER_FEATURES.values(), "wind_mw", "solar_mw", CI_FEATURE)
+"""Features :meth:`LiveSignals.exogenous` may return (names of
+:data:`carbonsched.forecasts.exogenous.FEATURES`)."""
+ENTSOE_PUBLICATION = ("Europe/Brussels", 18)
+"""ENTSO-E day-ahead wind and solar forecasts are published by 18:00 Brussels time of the day
+before delivery: Regulation (EU) No 543/2013, art. 14.1(d). [zone, h]"""
+
+
+def entsoe_published_at(ts: pd.DatetimeIndex) -> pd.Series:
+    """When ENTSO-E's day-ahead forecast of each hour ``ts`` was published (UTC).
+
+    18:00 Brussels time of the day before the hour's Brussels day
+    (:data:`ENTSOE_PUBLICATION`); DST-correct through the zone.
+    """
+    tz, hour = ENTSOE_PUBLICATION
+    # calendar arithmetic on the wall clock (a DST day has 23 or 25 hours)
+    local_day = pd.DatetimeIndex(ts).tz_convert(tz).tz_localize(None).normalize()
+    pub = local_day - pd.Timedelta(days=1) + pd.Timedelta(hours=hour)
+    return pd.Series(pub.tz_localize(tz).tz_convert("UTC"), index=ts)
+
+
+def _empty_exogenous() -> pd.DataFrame:
+    return pd.DataFrame({"feature": pd.Series(dtype=str),
+                         "issued_at": pd.Series(dtype="datetime64[ns, UTC]"),
+                         "ts": pd.Series(dtype="datetime64[ns, UTC]"),
+                         "value": pd.Series(dtype=float)})
+
+
 def utc_now() -> pd.Timestamp:
     """The wall clock, tz-aware UTC (the default clock)."""
     return pd.Timestamp(datetime.now(UTC))
@@ -156,6 +191,30 @@ class LiveSignals:
                 clock=self.monotonic, wall_clock=self.wall_clock)
         return self._fetchers[name]
 
+    def entsoe_client(self, spec: ProviderSpec) -> Any:
+        """The (cached) entsoe-py client of ``spec`` (it speaks requests, not httpx)."""
+        require_extra("entsoe", f"provider {spec.name!r} (kind entsoe)")
+        from carbonsched.adapters.signals.entsoe_api import make_entsoe_client
+
+        if spec.name not in self._sessions:
+            token = credentials(spec, self.env)["token"].get()
+            self._sessions[spec.name] = make_entsoe_client(
+                spec.base_url, token, spec.timeout_s, spec.max_attempts,
+                gate=self.gate(spec.name), deadline_s=spec.deadline_s, sleep=self.sleep,
+                clock=self.monotonic, wall_clock=self.wall_clock,
+                backoff_s=float(spec.options.get("backoff_s", 0.5)))
+        return self._sessions[spec.name]
+
+    def watttime_session(self, spec: ProviderSpec) -> Any:
+        """The (cached) WattTime login session of ``spec``."""
+        from carbonsched.adapters.signals import watttime as wt
+
+        if spec.name not in self._sessions:
+            creds = credentials(spec, self.env)
+            self._sessions[spec.name] = wt.WattTimeSession(
+                self.fetcher(spec.name), creds["username"].get(), creds["password"].get())
+        return self._sessions[spec.name]
+
     @property
     def requests(self) -> int:
         """HTTP requests sent to every provider so far (every attempt counts)."""
@@ -194,19 +253,11 @@ class LiveSignals:
         spec = self.config.providers[binding.provider]
         group = binding.group
         if spec.kind == "entsoe":
-            require_extra("entsoe", f"provider {spec.name!r} (kind entsoe)")
-            from carbonsched.adapters.signals.entsoe_api import get_entsoe, make_entsoe_client
+            from carbonsched.adapters.signals.entsoe_api import get_entsoe
 
-            if spec.name not in self._sessions:  # entsoe-py speaks requests, not httpx
-                token = credentials(spec, self.env)["token"].get()
-                self._sessions[spec.name] = make_entsoe_client(
-                    spec.base_url, token, spec.timeout_s, spec.max_attempts,
-                    gate=self.gate(spec.name), deadline_s=spec.deadline_s, sleep=self.sleep,
-                    clock=self.monotonic, wall_clock=self.wall_clock,
-                    backoff_s=float(spec.options.get("backoff_s", 0.5)))
             return get_entsoe(spec, "", zone, group, start, end,
                               eur_to_usd=self.config.eur_to_usd,
-                              client=self._sessions[spec.name])
+                              client=self.entsoe_client(spec))
         fetcher = self.fetcher(spec.name)
         if spec.kind == "electricitymaps":
             from carbonsched.adapters.signals import electricitymaps_api as em
@@ -223,12 +274,8 @@ class LiveSignals:
         if spec.kind == "watttime":
             from carbonsched.adapters.signals import watttime as wt
 
-            if spec.name not in self._sessions:
-                creds = credentials(spec, self.env)
-                self._sessions[spec.name] = wt.WattTimeSession(
-                    fetcher, creds["username"].get(), creds["password"].get())
             st = str(spec.options.get("signal_type", "co2_moer"))
-            frame, meta = wt.get_watttime(self._sessions[spec.name], zone, start, end, st)
+            frame, meta = wt.get_watttime(self.watttime_session(spec), zone, start, end, st)
             # the plan's carbon-intensity column carries the configured kind; the kind is in
             # meta and check_plan_signal_kinds keeps one kind per plan
             frame = frame.rename(columns={wt.SIGNAL_COLUMN[st]: "carbon_intensity_g_per_kwh"})
@@ -380,6 +427,156 @@ class LiveSignals:
             if c not in out:
                 out[c] = np.nan
         return out, meta
+
+    # ------------------------------------------------------------ published forecasts
+    def exogenous(self, site: Site, issued_at: pd.Timestamp, horizon_hours: int,
+                  history_start: pd.Timestamp) -> tuple[pd.DataFrame, dict[str, Any]]:
+        """The day-ahead forecasts the site's providers publish, each with its publication time.
+
+        What a forecaster issued at ``issued_at`` may read (issue 35 item 3), in the long
+        layout of :mod:`carbonsched.forecasts.exogenous` (``feature``, ``issued_at``, ``ts``,
+        ``value``; :data:`EXOGENOUS_FEATURES` names the features):
+
+        * the site's ``weather`` provider, if it is Open-Meteo: its forecast of every hour of
+          the horizon (:data:`carbonsched.adapters.signals.openmeteo_api.COLUMNS`), published
+          when fetched (now, the injected clock);
+        * the site's ``carbon_intensity`` provider, if it publishes a forecast (Electricity Maps
+          ``/v3/carbon-intensity/forecast`` with the binding's emission-factor type, WattTime
+          ``/v3/forecast`` with its signal type: the same kind as the history), published when
+          fetched (WattTime: its ``generated_at`` when earlier);
+        * an ENTSO-E provider bound to any group of the site: the day-ahead wind and solar
+          forecast (``A69``) of the zone from ``history_start`` to the horizon's end, each day
+          published at 18:00 Brussels time of the day before (the latest time Regulation (EU)
+          No 543/2013 art. 14.1(d) allows), so past days are a true archive.
+
+        Forecasts fetched after ``issued_at`` (a plan of a past day) are not fetched: a
+        forecaster issued then could not have read them (named in ``info["not_used"]``).
+
+        Parameters
+        ----------
+        site
+            The site (its bindings in the providers file, coordinates, zone).
+        issued_at
+            The issue time of the plan (tz-aware).
+        horizon_hours
+            Hours forecast from ``issued_at``. [h]
+        history_start
+            First hour of the history the models are fitted on (the ENTSO-E archive's start).
+
+        Returns
+        -------
+        (DataFrame, dict)
+            The table (possibly empty) and ``info``: ``sources`` (provider, what, features,
+            rows), ``unavailable`` (provider, what, reason: an outage, a refusal or a
+            malformed answer; the plan runs those models on history and says so) and
+            ``not_used`` (provider, what, why).
+        """
+        from carbonsched.adapters.signals import electricitymaps_api as em
+        from carbonsched.adapters.signals import watttime as wt
+        from carbonsched.adapters.signals.entsoe_api import get_entsoe_wind_solar_forecast
+        from carbonsched.adapters.signals.openmeteo_api import get_open_meteo
+
+        issued_at = pd.Timestamp(issued_at).tz_convert("UTC")
+        now = pd.Timestamp(self.clock()).tz_convert("UTC")
+        end = issued_at + horizon_hours * HOUR
+        bindings = self.config.site(site.id)
+        parts: list[pd.DataFrame] = []
+        info: dict[str, Any] = {"sources": [], "unavailable": [], "not_used": []}
+        jobs: list[tuple[ProviderSpec, str, str, Callable[[], pd.DataFrame]]] = []
+
+        def stamped(frame: pd.DataFrame, columns: dict[str, str],
+                    published: pd.Timestamp | pd.Series) -> pd.DataFrame:
+            out = []
+            for col, feat in columns.items():
+                if col not in frame:
+                    continue
+                v = frame[col].dropna()
+                pub = (published.reindex(v.index).to_numpy()
+                       if isinstance(published, pd.Series) else published)
+                out.append(pd.DataFrame({"feature": feat, "issued_at": pub, "ts": v.index,
+                                         "value": v.to_numpy(float)}))
+            return pd.concat(out, ignore_index=True) if out else _empty_exogenous()
+
+        weather = bindings.get("weather")
+        if weather is not None and self.config.providers[weather.provider].kind == "open-meteo":
+            spec = self.config.providers[weather.provider]
+
+            def om(spec: ProviderSpec = spec) -> pd.DataFrame:
+                frame, _ = get_open_meteo(self.fetcher(spec.name), site.latitude,
+                                          site.longitude, issued_at, end)
+                return stamped(frame, WEATHER_FEATURES, now)
+            jobs.append((spec, "weather forecast", "live", om))
+        ci = bindings["carbon_intensity"]
+        spec = self.config.providers[ci.provider]
+        zone = ci.zone or site.zone
+        if spec.kind == "electricitymaps":
+            eft = str(spec.options.get("emission_factor_type", "direct"))
+
+            # each job binds its own provider (default arguments: the loop variables move on)
+            def emf(spec: ProviderSpec = spec, zone: str = zone) -> pd.DataFrame:
+                frame, meta = em.get_electricitymaps_forecast(self.fetcher(spec.name), zone,
+                                                              eft)
+                if em.CI_COLUMN[eft] not in frame:
+                    raise ProviderError(spec.name, f"asked for the {eft} forecast of {zone}, "
+                                        f"the answer is {meta.get('emission_factor_type')}")
+                return stamped(frame, {em.CI_COLUMN[eft]: CI_FEATURE}, now)
+            jobs.append((spec, "carbon-intensity forecast", "live", emf))
+        elif spec.kind == "watttime":
+            st = str(spec.options.get("signal_type", "co2_moer"))
+
+            def wtf(spec: ProviderSpec = spec, zone: str = zone) -> pd.DataFrame:
+                frame, meta = wt.get_watttime_forecast(self.watttime_session(spec), zone, st,
+                                                       max(horizon_hours, 24))
+                gen = meta.get("generated_at")
+                pub = now
+                if gen:
+                    g = pd.Timestamp(gen)
+                    g = g.tz_localize("UTC") if g.tzinfo is None else g.tz_convert("UTC")
+                    pub = min(g, now)
+                return stamped(frame, {wt.SIGNAL_COLUMN[st]: CI_FEATURE}, pub)
+            jobs.append((spec, "carbon-intensity forecast", "live", wtf))
+        for b in bindings.values():
+            es = self.config.providers[b.provider]
+            if es.kind != "entsoe":
+                continue
+            ezone = b.zone or site.zone
+
+            def ws(es: ProviderSpec = es, ezone: str = ezone) -> pd.DataFrame:
+                frame, _ = get_entsoe_wind_solar_forecast(self.entsoe_client(es), ezone,
+                                                          history_start, end)
+                wind = [c for c in ("wind_onshore_forecast_mw", "wind_offshore_forecast_mw")
+                        if c in frame]
+                if wind:
+                    frame = frame.assign(wind_mw=frame[wind].sum(axis=1, min_count=1))
+                return stamped(frame, {"wind_mw": "wind_mw", "solar_forecast_mw": "solar_mw"},
+                               entsoe_published_at(frame.index))
+            jobs.append((es, "wind and solar day-ahead forecast", "archive", ws))
+            break  # one ENTSO-E area per site
+        for spec, what, kind, job in jobs:
+            if kind == "live" and now > issued_at:
+                info["not_used"].append({
+                    "provider": spec.name, "what": what,
+                    "why": f"it would be fetched now ({now.isoformat()}), after the issue time "
+                           f"{issued_at.isoformat()}: a forecaster issued then could not have "
+                           "read it"})
+                continue
+            before = self.requests_by_provider().get(spec.name, 0)
+            try:
+                rows = job()
+            except (ProviderError, ProviderConfigError, TimeAxisError) as exc:
+                sent = self.requests_by_provider().get(spec.name, 0) - before
+                info["unavailable"].append({"provider": spec.name, "what": what,
+                                            "reason": str(exc)})
+                self._log(spec, site.zone, f"exogenous: {what}", issued_at, end, now, "failed",
+                          sent, 0, None, str(exc))
+                continue
+            rows = rows[rows["issued_at"] <= now]  # a value not yet published is not read
+            parts.append(rows)
+            info["sources"].append({"provider": spec.name, "kind": spec.kind, "what": what,
+                                    "features": sorted(set(rows["feature"])),
+                                    "rows": int(len(rows))})
+        table = pd.concat(parts, ignore_index=True) if parts else _empty_exogenous()
+        return table, info
 
     def load_site_signals(self, site: Site, data_dir: str | Path | None,
                           start: pd.Timestamp | str, end: pd.Timestamp | str,

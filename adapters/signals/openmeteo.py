@@ -53,13 +53,20 @@ VARIABLE_MAP: dict[str, str] = {
     "cloud_cover": "cloud_cover_pct",
     "windspeed_10m": "wind_speed_m_per_s",
     "wind_speed_10m": "wind_speed_m_per_s",
+    "shortwave_radiation": "irradiance_w_per_m2",
 }
-"""Open-Meteo variable -> carbonsched column."""
+"""Open-Meteo variable -> carbonsched column: the one mapping of the file reader and the live
+client (:mod:`carbonsched.adapters.signals.openmeteo_api`)."""
+
+PRECEDING_HOUR_MEAN = frozenset({"irradiance_w_per_m2"})
+"""Columns whose Open-Meteo value at label ``L`` is the mean over the hour *before* ``L``
+(``shortwave_radiation``: "preceding hour mean", https://open-meteo.com/en/docs); the others
+are instantaneous at the label. :func:`to_hour_start` moves them to the hour they describe."""
 
 OUTPUT_COLUMNS = ("temperature_c", "relative_humidity_pct", "cloud_cover_pct",
                   "wind_speed_m_per_s")
 
-_TO_SI: dict[str, dict[str, Any]] = {
+UNITS_TO_SI: dict[str, dict[str, Any]] = {
     # unit text -> function to the carbonsched unit
     "wind_speed_m_per_s": {
         "km/h": lambda v: v / 3.6, "kmh": lambda v: v / 3.6, "m/s": lambda v: v,
@@ -68,8 +75,29 @@ _TO_SI: dict[str, dict[str, Any]] = {
     "temperature_c": {"°C": lambda v: v, "°F": lambda v: (v - 32.0) * 5.0 / 9.0},
     "relative_humidity_pct": {"%": lambda v: v},
     "cloud_cover_pct": {"%": lambda v: v},
+    "irradiance_w_per_m2": {"W/m²": lambda v: v, "W/m2": lambda v: v},
 }
 """Unit conversions (1 km/h = 1/3.6 m/s; 1 mph = 0.44704 m/s; 1 kn = 1852/3600 m/s)."""
+
+
+def to_hour_start(frame: pd.DataFrame) -> pd.DataFrame:
+    """Put each :data:`PRECEDING_HOUR_MEAN` column on the start of the hour it describes.
+
+    Parameters
+    ----------
+    frame
+        Hourly frame on a tz-aware UTC index (each stamp an Open-Meteo label).
+
+    Returns
+    -------
+    DataFrame
+        The same frame; a preceding-hour mean labelled ``L`` now stands at ``L - 1 h`` (the
+        first label's value has no hour in the frame and is dropped; the last hour is NaN).
+    """
+    out = frame.copy()
+    for c in PRECEDING_HOUR_MEAN & set(out.columns):
+        out[c] = out[c].shift(-1, freq="h").reindex(out.index)
+    return out
 
 
 def _to_utc(
@@ -177,7 +205,9 @@ def read_open_meteo(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     data : DataFrame, shape (n_hours, 4)
         Index ``ts`` (tz-aware UTC, hourly, start of hour). Columns ``temperature_c`` [°C],
         ``relative_humidity_pct`` [%], ``cloud_cover_pct`` [%], ``wind_speed_m_per_s`` [m/s]
-        (NaN for a variable the file lacks, with a note).
+        (NaN for a variable the file lacks, with a note), and ``irradiance_w_per_m2``
+        [W/m2] when the file has ``shortwave_radiation`` (moved to the hour it averages,
+        :func:`to_hour_start`).
     meta : dict
         ``source`` (``"open-meteo"``), ``file``, ``latitude``, ``longitude``, ``elevation_m``,
         ``timezone``, ``utc_offset_seconds``, ``time_rule`` (how labels were read), ``notes``.
@@ -223,7 +253,7 @@ def read_open_meteo(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
                 p, f"hourly.{key}[{i}] = {values[i]!r} is not a number (time {hourly['time'][i]})"
             )
         unit = units.get(key)
-        conv = _TO_SI[col]
+        conv = UNITS_TO_SI[col]
         if unit is None:
             unit = next(iter(conv))
             notes.append(f"no unit for {key} in hourly_units; assumed {unit}")
@@ -236,8 +266,8 @@ def read_open_meteo(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
         if col not in data:
             data[col] = np.nan
             notes.append(f"no variable for {col}; left NaN")
-    data = data[list(OUTPUT_COLUMNS)]
-    data = finalize(data, lines, p, notes, half_hour=True)
+    data = data[[*OUTPUT_COLUMNS, *(c for c in data if c not in OUTPUT_COLUMNS)]]
+    data = to_hour_start(finalize(data, lines, p, notes, half_hour=True))
     meta: dict[str, Any] = {
         "source": "open-meteo",
         "file": str(p),
@@ -248,7 +278,8 @@ def read_open_meteo(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
         "utc_offset_seconds": doc.get("utc_offset_seconds"),
         "time_rule": rule,
         "units": {"temperature_c": "°C", "relative_humidity_pct": "%",
-                  "cloud_cover_pct": "%", "wind_speed_m_per_s": "m/s"},
+                  "cloud_cover_pct": "%", "wind_speed_m_per_s": "m/s",
+                  "irradiance_w_per_m2": "W/m2"},
         "time_convention": "hour-start",  # of the provider's stamps (frame: hour start)
         "notes": notes,
     }

@@ -17,7 +17,8 @@ maps each **signal group** to a provider (and optionally a zone other than the s
 Signal groups and the frame columns they fill (:data:`GROUPS`): ``carbon_intensity``
 (``carbon_intensity_g_per_kwh`` + the estimated flag), ``carbon_intensity_lca``, ``mix``
 (``renewable_pct``, ``low_carbon_pct``), ``weather`` (``temperature_c``,
-``relative_humidity_pct``), ``price`` (``price_usd_per_mwh``).
+``relative_humidity_pct``, ``wind_speed_m_per_s``, ``cloud_cover_pct``, ``irradiance_w_per_m2``),
+``price`` (``price_usd_per_mwh``).
 
 Credentials come from the environment (:data:`CREDENTIAL_ENV`, or the names a provider table
 gives in ``token_env``/``username_env``/``password_env``) or from a secrets file (TOML,
@@ -56,7 +57,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "carbon_intensity": ("carbon_intensity_g_per_kwh",),
     "carbon_intensity_lca": ("carbon_intensity_lca_g_per_kwh",),
     "mix": ("renewable_pct", "low_carbon_pct"),
-    "weather": ("temperature_c", "relative_humidity_pct"),
+    "weather": ("temperature_c", "relative_humidity_pct", "wind_speed_m_per_s",
+                "cloud_cover_pct", "irradiance_w_per_m2"),
     "price": ("price_usd_per_mwh",),
 }
 """Signal group → the frame columns it fills (the first one decides coverage)."""

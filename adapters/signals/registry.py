@@ -67,8 +67,22 @@ SIGNAL_COLUMNS: tuple[str, ...] = (
 )
 """Columns of every site-signal frame, in this order (``docs/signals.md``)."""
 
-OPTIONAL_COLUMNS: tuple[str, ...] = ("green_surplus_index",)
+WEATHER_COLUMNS: tuple[str, ...] = ("temperature_c", "relative_humidity_pct", "cloud_cover_pct",
+                                    "wind_speed_m_per_s", "irradiance_w_per_m2")
+"""Weather columns the readers return (Open-Meteo files and API, EPW); every one a reader gives
+reaches the frame (the temperature and humidity always, NaN when absent; the others when a
+source has them): wind, cloud and irradiance are features of the forecasts
+(:mod:`carbonsched.forecasts.exogenous`)."""
+
+OPTIONAL_COLUMNS: tuple[str, ...] = ("green_surplus_index", *WEATHER_COLUMNS[2:])
 """Columns only some sources provide (kept when present)."""
+
+
+def _copy_weather(out: pd.DataFrame, weather: pd.DataFrame) -> None:
+    """Every :data:`WEATHER_COLUMNS` column of a weather reader's frame into ``out``."""
+    for c in WEATHER_COLUMNS:
+        if c in weather:
+            out[c] = weather[c]
 
 
 def _absent_note(frame: pd.DataFrame, col: str, what: str) -> str:
@@ -326,8 +340,7 @@ def _load_electricitymaps(
     weather = _weather(site, data_dir, hours,
                        sorted((base / "weather").glob(f"{zone}_*.json")), files, notes)
     if weather is not None:
-        out["temperature_c"] = weather["temperature_c"]
-        out["relative_humidity_pct"] = weather["relative_humidity_pct"]
+        _copy_weather(out, weather)
     return out, {"files": files, "notes": notes, "quarantined": quarantined,
                  "time_convention": "hour-start"}
 
@@ -368,8 +381,7 @@ def _load_eia930(
     if (site.meta or {}).get("weather_file"):
         weather = _weather(site, data_dir, hours, [], files, notes)
         if weather is not None:
-            out["temperature_c"] = weather["temperature_c"]
-            out["relative_humidity_pct"] = weather["relative_humidity_pct"]
+            _copy_weather(out, weather)
     else:
         notes.append("no weather_file in site.meta: temperature and humidity NaN")
     return out, {"files": files, "notes": notes, "quarantined": quarantined,

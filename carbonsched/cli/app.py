@@ -185,19 +185,22 @@ def plan(
 
         day = date.strip() or tomorrow()
         settings = get_settings()
-        loader = None
+        loader = exo_loader = None
         if providers:
             from carbonsched.cli.signals import live_signals
 
-            loader = live_signals(providers, os.environ.get("CARBONSCHED_PROVIDERS_BASE_URL"),
-                                  os.environ.get("CARBONSCHED_PROVIDERS_NOW")).load_site_signals
+            live = live_signals(providers, os.environ.get("CARBONSCHED_PROVIDERS_BASE_URL"),
+                                os.environ.get("CARBONSCHED_PROVIDERS_NOW"))
+            # the history and the forecasts the providers publish (issue 35 item 3)
+            loader, exo_loader = live.load_site_signals, live.exogenous
         # the plan reaches the file before the store, and the screen before the store's error,
         # so a dead database loses nothing
         with status_line("plan") as progress, solver_chatter_to_stderr():
             res = plan_once(settings, day, catalog=catalog, workload_file=jobs,
                             data_dir=data_dir, solver=solver, time_limit_s=time_limit,
                             horizon_hours=hours, slot_minutes=slot_minutes, progress=progress,
-                            signal_loader=loader, out_file=out_file, store=store,
+                            signal_loader=loader, exogenous_loader=exo_loader,
+                            out_file=out_file, store=store,
                             replay_from=replay_from.strip() or None,
                             grid_events=events, power_caps=power_caps, fairness=fairness)
         daily = res.daily

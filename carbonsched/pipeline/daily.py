@@ -227,6 +227,11 @@ def select_forecast(site: Site, signal: str, y: pd.Series, issued_at: pd.Timesta
             cache.move_to_end(key)
             while len(cache) > MODEL_CACHE_SIZE:
                 cache.popitem(last=False)
+    # features published by the issue time but not before the period start (a provider's live
+    # forecast with no archive): no past issue to fit or validate a model on, so unused; named
+    offered = features_present(exog, signal) if exog is not None else ()
+    fitted = features_present(ex_fit, signal) if ex_fit is not None else ()
+    unfitted = [f for f in offered if f not in fitted]
     if isinstance(model, SelectedForecaster):
         fc = model.predict(issued_at, horizon_hours, y=y, exog=exog)
         info = {**model.describe(), "refit_from": period.isoformat(), "fallback": None}
@@ -244,6 +249,13 @@ def select_forecast(site: Site, signal: str, y: pd.Series, issued_at: pd.Timesta
                 "refit_from": None, "fallback": note, "issue_hour_utc": issued_at.hour,
                 "features": {"seasonal-naive-24h": ["same hour on the latest observed day"]}}
         fc.attrs["model"] = "seasonal-naive-24h"
+    if unfitted:
+        why = (f"{', '.join(unfitted)} forecast(s) read at the issue time were not used: none "
+               f"was published before the refit period's start ({period.isoformat()}), so no "
+               "model could be fitted or validated on them")
+        info["exogenous_not_fitted"] = {"features": unfitted, "why": why}
+        note = f"{note}; {why}" if note else why
+        info["fallback"] = note
     return fc, info, note
 
 
@@ -778,6 +790,110 @@ class DailyPlan:
     summary: list[dict[str, Any]]
 
 
+ExogenousLoader = Callable[[Site, pd.Timestamp, int, pd.Timestamp],
+                           tuple[pd.DataFrame, dict[str, Any]]]
+"""``exogenous(site, issued_at, horizon_hours, history_start) -> (table, info)``: the forecasts
+a site's providers publish, with their publication times
+(:meth:`carbonsched.adapters.signals.live.LiveSignals.exogenous`)."""
+
+OBSERVED_WEATHER_CAVEAT = (
+    "the weather features are trained and validated on the OBSERVED weather of the history, "
+    "used as if forecast 24 h ahead (no archive of the provider's past weather forecasts): "
+    "optimistic in validation; the plan's hours read the provider's forecast")
+"""Caveat of a live exogenous table whose weather history is the observed weather."""
+
+
+def live_exogenous(site: Site, history: pd.DataFrame, issued_at: pd.Timestamp,
+                   published: pd.DataFrame, info: dict[str, Any]) -> pd.DataFrame | None:
+    """The exogenous table of a live plan: what the providers published, plus a weather history.
+
+    Parameters
+    ----------
+    site
+        The site.
+    history
+        The site's signal frame (the weather columns of its hours before ``issued_at`` are
+        read; nothing at or after it).
+    issued_at
+        The issue time (UTC).
+    published
+        :meth:`carbonsched.adapters.signals.live.LiveSignals.exogenous`'s table: each value
+        with its publication time.
+    info
+        Its ``info`` (``sources`` names the providers).
+
+    Returns
+    -------
+    DataFrame or None
+        The long table of :mod:`carbonsched.forecasts.exogenous` (``attrs["source"]`` names the
+        providers; ``attrs["caveat"]`` :data:`OBSERVED_WEATHER_CAVEAT` when a weather forecast
+        came with a weather history), ``None`` when nothing was published. Where the provider
+        published a weather forecast, the history's observed weather of each weather feature
+        the ridges regress on (temperature, wind speed, cloud cover, irradiance) is added as if
+        published 24 h before its hour (hours before ``issued_at`` only), so the models have a
+        past to learn the feature on. Not the humidity: with it, the PUE model on the observed
+        weather would become a "published PUE" equal to the PUE history it is validated on;
+        the PUE model on the provider's forecast weather is offered only with an archive of
+        past forecasts (named in ``forecast_models`` otherwise).
+
+    Raises
+    ------
+    InputError
+        A malformed table (an unknown feature, naive times).
+    """
+    from carbonsched.forecasts.exogenous import SIGNAL_FEATURES, check_table, from_issue_layout
+
+    if published is None or not len(published):
+        return None
+    table = check_table(published, f"site {site.id}: provider forecasts")
+    parts = [table]
+    caveat = None
+    # the regressors of the ridges only: relative humidity feeds the PUE model alone, and the
+    # PUE model on the OBSERVED weather is the PUE history itself, so a "published PUE" on it
+    # would be validated against its own target (zero error)
+    regressors = {f for s in ("carbon_intensity_g_per_kwh", "green_surplus_index")
+                  for f in SIGNAL_FEATURES[s]}
+    weather = [f for f in ("temperature_c", "wind_speed_m_per_s", "cloud_cover_pct",
+                           "irradiance_w_per_m2")
+               if f in set(table["feature"]) and f in history and f in regressors]
+    if weather:
+        past = history.loc[history.index < issued_at, weather]
+        parts.append(from_issue_layout(past, {c: c for c in weather}, 24, source="history"))
+        caveat = OBSERVED_WEATHER_CAVEAT
+    out = check_table(pd.concat(parts, ignore_index=True), f"site {site.id}: exogenous")
+    names = [f"{s['provider']} {s['what']}" for s in info.get("sources", [])]
+    out.attrs.update(source="providers: " + ", ".join(names), caveat=caveat)
+    return out
+
+
+def exogenous_note(rows: dict[str, dict[str, Any]]) -> str | None:
+    """One note that counts and names the provider forecasts a live plan could not use.
+
+    Parameters
+    ----------
+    rows
+        Per site, :meth:`carbonsched.adapters.signals.live.LiveSignals.exogenous`'s ``info``.
+
+    Returns
+    -------
+    str or None
+        ``None`` when every provider forecast asked for was read.
+    """
+    bad = [(sid, u) for sid, i in rows.items() for u in i.get("unavailable", [])]
+    late = [(sid, u) for sid, i in rows.items() for u in i.get("not_used", [])]
+    if not bad and not late:
+        return None
+    parts = []
+    if bad:
+        parts.append(f"{len(bad)} provider forecast(s) UNAVAILABLE, so those models ran on "
+                     "history: " + "; ".join(f"{sid} {u['provider']} {u['what']} "
+                                             f"({u['reason']})" for sid, u in bad))
+    if late:
+        parts.append(f"{len(late)} not used: " + "; ".join(
+            f"{sid} {u['provider']} {u['what']} ({u['why']})" for sid, u in late))
+    return "exogenous forecasts: " + "; ".join(parts)
+
+
 SignalLoader = Callable[..., tuple[pd.DataFrame, dict[str, Any]]]
 """``loader(site, data_dir, start, end) -> (frame, meta)`` with the contract of
 :func:`carbonsched.adapters.signals.load_site_signals` (the default, reading files);
@@ -788,6 +904,7 @@ def gather_forecasts(catalog: Catalog, data_dir: Path | None, issued_at: pd.Time
                      horizon_hours: int, progress: Progress = _quiet,
                      loader: SignalLoader | None = None,
                      provenance: dict[str, Any] | None = None,
+                     exogenous: ExogenousLoader | None = None,
                      ) -> tuple[dict[str, SiteForecast], list[str], set[str]]:
     """Load each site's history and forecast it; sites without usable data are left out.
 
@@ -795,6 +912,10 @@ def gather_forecasts(catalog: Catalog, data_dir: Path | None, issued_at: pd.Time
     ``provenance`` is a dict, the loader's ``meta["degraded"]`` entries (with the planned hours)
     are appended to ``provenance["degraded"]`` and each site's freshness (``origin``,
     ``newest_value_at``, ``signal_age_hours``, ``providers``) goes to ``provenance["sites"]``.
+    ``exogenous`` (the live plan: :meth:`~carbonsched.adapters.signals.live.LiveSignals.
+    exogenous`) fetches the forecasts each site's providers publish; they become the models'
+    exogenous table (:func:`live_exogenous`), and what was asked, read and unavailable goes to
+    ``provenance["exogenous"]`` per site.
 
     Returns
     -------
@@ -821,8 +942,15 @@ def gather_forecasts(catalog: Catalog, data_dir: Path | None, issued_at: pd.Time
                      if not n.startswith("DEGRADED ") and plan_uses(n))
         modelled = meta.get("signal_quality") == SignalQuality.MODELLED
         future = frame[frame.index >= issued_at] if modelled else None
+        exog = None
+        if exogenous is not None:
+            published, info = exogenous(site, issued_at, horizon_hours, start)
+            exog = live_exogenous(site, frame, issued_at, published, info)
+            if provenance is not None:
+                provenance.setdefault("exogenous", {})[site.id] = info
         try:
-            fc = forecast_site(site, frame, issued_at, horizon_hours, meta, future)
+            fc = forecast_site(site, frame, issued_at, horizon_hours, meta, future,
+                               exogenous=exog)
         except ForecastError as exc:
             notes.append(f"site {site.id} left out: {exc}")
             continue
@@ -888,6 +1016,7 @@ def run_daily_plan(
     fairness: float | None = None,
     issued_at: pd.Timestamp | None = None,
     warm_start: Any = None,
+    exogenous_loader: ExogenousLoader | None = None,
 ) -> DailyPlan:
     """Run one planning day and return the plan document and its parts.
 
@@ -948,6 +1077,13 @@ def run_daily_plan(
     fairness
         Tenants' fair shares against carbon, 0..1 (:attr:`carbonsched.config.Settings.
         fairness`; :mod:`carbonsched.plan.fairness`); ``None``: the setting. [-]
+    exogenous_loader
+        The forecasts the providers publish (``LiveSignals(...).exogenous``, with
+        ``signal_loader``): features and candidates of the carbon-intensity, green-surplus and
+        PUE models (:func:`gather_forecasts`); per site, what was read and what was unavailable
+        is in ``provider_signals[site]["exogenous"]`` and one note counts and names the
+        unavailable ones (those models ran on history). Not used with ``replay_from`` (the
+        providers' forecasts are of today, not of the replayed day; a note says so).
 
     Returns
     -------
@@ -1012,9 +1148,10 @@ def run_daily_plan(
     loader = signal_loader
     if replay is not None:
         loader = ReplayedSignals(replay, signal_loader).load_site_signals
+    exo_loader = exogenous_loader if replay is None else None
     forecasts, notes, qualities = gather_forecasts(
         cat, data_dir, issued_at, horizon_hours, progress, loader,
-        provenance if signal_loader is not None else None)
+        provenance if signal_loader is not None else None, exo_loader)
     if not forecasts:
         left = [n for n in notes if n.startswith("site ") and " left out: " in n] or notes
         why = left[0] if left else "no site was forecast"
@@ -1027,6 +1164,12 @@ def run_daily_plan(
                          f"planned: {why}{more}{fix}")
     if signal_loader is not None and (stale := stale_signals_note(provenance["degraded"])):
         notes.insert(0, stale)  # counted and named where the user reads the plan
+    if exo_loader is not None and (exo := exogenous_note(provenance.get("exogenous", {}))):
+        notes.insert(0, exo)
+    elif exogenous_loader is not None and replay is not None:
+        notes.insert(0, "exogenous forecasts: not used on a replayed day (the providers "
+                        "publish today's forecasts, not the replayed day's); the models ran "
+                        "on history")
     from carbonsched.config import get_settings
     from carbonsched.plan.caps import load_power_caps
 
@@ -1165,6 +1308,8 @@ def run_daily_plan(
         doc["degraded"] = [{**d, "site_planned": d["site"] in forecasts}
                            for d in provenance["degraded"]]
         doc["provider_signals"] = provenance["sites"]
+        for sid, info in provenance.get("exogenous", {}).items():
+            doc["provider_signals"].setdefault(sid, {})["exogenous"] = info
     # each placement carries its job's own deadline, for the backend (Slurm --deadline,
     # Kubernetes activeDeadlineSeconds); dispatch falls back to the planned end + slack without it
     deadlines = {j.id: jsonable(j.deadline) for j in workload.jobs}

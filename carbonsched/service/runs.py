@@ -637,7 +637,8 @@ def plan_once(settings: Any, planning_date: str, *, catalog: str | Path,
               store: bool = True, replay_from: str | None = None,
               grid_events: list[Any] | None = None,
               power_caps: bool | None = None,
-              fairness: float | None = None) -> PlanOnceResult:
+              fairness: float | None = None,
+              exogenous_loader: Any = None) -> PlanOnceResult:
     """Plan one date, write the plan file, record it unless ``store`` is false.
 
     ``carbonsched plan`` without ``--dispatch``: no run record, no dispatch, no API jobs. The
@@ -656,7 +657,7 @@ def plan_once(settings: Any, planning_date: str, *, catalog: str | Path,
         Jobs file (``docs/workload.md``); ``None`` plans the catalog's demo day.
     data_dir
         Folder of the real public data; default ``settings.data_dir``.
-    solver, time_limit_s, horizon_hours, slot_minutes, progress, signal_loader
+    solver, time_limit_s, horizon_hours, slot_minutes, progress, signal_loader, exogenous_loader
         As for :func:`carbonsched.pipeline.daily.run_daily_plan`. [s], [h], [min]
     out_file
         Write the plan document here (JSON).
@@ -686,7 +687,8 @@ def plan_once(settings: Any, planning_date: str, *, catalog: str | Path,
                            time_limit_s, horizon_hours, signal_loader=signal_loader,
                            slot_minutes=slot_minutes, replay_from=replay_from,
                            grid_events=grid_events, power_caps=power_caps,
-                           fairness=settings.fairness if fairness is None else fairness, **kw)
+                           fairness=settings.fairness if fairness is None else fairness,
+                           exogenous_loader=exogenous_loader, **kw)
     if out_file:
         write_plan_file(out_file, daily.document)
     res = PlanOnceResult(daily, Path(out_file) if out_file else None, None)

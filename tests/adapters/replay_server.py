@@ -13,7 +13,10 @@ reshaped (never committed):
   hour alternating ±``WT_JITTER`` lbs/MWh (their mean is the hour's value);
 * EIA ← ``eia930-sustaindc/<BA>_NG_avgCI_2022.csv``, stamped hour-ENDING, paged at
   ``EIA_PAGE_ROWS`` rows;
-* Open-Meteo ← ``sustain-cluster/weather/<ZONE>_2023.json`` (UTC when asked ``timezone=GMT``);
+* Open-Meteo ← ``sustain-cluster/weather/<ZONE>_2023.json`` (UTC when asked ``timezone=GMT``):
+  the asked variables the archive has (temperature, humidity, wind speed in km/h, cloud cover;
+  it has no short-wave radiation, which is left out of the answer), its actual weather served
+  as the forecast of every hour;
 * the feed ← ``electricity_prices_usd_utc`` as CSV with local-time stamps and offsets.
 
 Faults are switched per provider (``state.faults[provider] = "500" | "timeout" | "429" | "503"
@@ -236,11 +239,17 @@ def build_app(state: ReplayState) -> FastAPI:
         zone = request.query_params["zone"]
         now = (state.now or pd.Timestamp("2023-07-15", tz="UTC")).floor("h")
         frame = _em_frame(dd, zone)
-        sub = frame[(frame.index >= now) & (frame.index < now + pd.Timedelta(hours=24))]
+        eft = request.query_params.get("emissionFactorType", "lifecycle")
+        col = "carbon_intensity_g_per_kwh" if eft == "direct" else \
+            "carbon_intensity_lca_g_per_kwh"
+        h = int(request.query_params.get("horizonHours", 24))
+        sub = frame[(frame.index >= now) & (frame.index < now + pd.Timedelta(hours=h))]
+        # the actual intensity served as the forecast, plus state.em_forecast_bias [g/kWh]
+        bias = float(state.__dict__.get("em_forecast_bias", 0.0))
         return {"zone": zone, "forecast": [
-            {"carbonIntensity": _num(v), "datetime": _z(ts)}
-            for ts, v in sub["carbon_intensity_g_per_kwh"].items()],
-            "updatedAt": _z(now)}
+            {"carbonIntensity": _num(v + bias), "datetime": _z(ts)}
+            for ts, v in sub[col].items()],
+            "updatedAt": _z(now), "emissionFactorType": eft}
 
     # ------------------------------------------------------------ WattTime v3
     @app.get("/login")
@@ -374,13 +383,22 @@ def build_app(state: ReplayState) -> FastAPI:
         end = pd.Timestamp(q["end_date"], tz="UTC") + pd.Timedelta(days=1)
         idx = pd.date_range(start, end, freq="h", inclusive="left")
         sub = frame.reindex(idx)
+        # the asked variables the archive has, in the API's units (wind in km/h, its default)
+        have = {"temperature_2m": ("temperature_c", "°C", 1.0),
+                "relative_humidity_2m": ("relative_humidity_pct", "%", 1.0),
+                "wind_speed_10m": ("wind_speed_m_per_s", "km/h", 3.6),
+                "cloud_cover": ("cloud_cover_pct", "%", 1.0)}
+        asked = q.get("hourly", "temperature_2m,relative_humidity_2m").split(",")
+        state.__dict__.setdefault("open_meteo_asked", []).append(asked)
+        hourly: dict[str, Any] = {"time": [t.strftime("%Y-%m-%dT%H:%M") for t in idx]}
+        units = {"time": "iso8601"}
+        for var in asked:
+            if var in have:
+                col, unit, k = have[var]
+                hourly[var] = [_num(v * k) for v in sub[col]]
+                units[var] = unit
         return {"latitude": lat, "longitude": lon, "utc_offset_seconds": 0, "timezone": "GMT",
-                "hourly_units": {"time": "iso8601", "temperature_2m": "°C",
-                                 "relative_humidity_2m": "%"},
-                "hourly": {"time": [t.strftime("%Y-%m-%dT%H:%M") for t in idx],
-                           "temperature_2m": [_num(v) for v in sub["temperature_c"]],
-                           "relative_humidity_2m": [_num(v) for v in
-                                                    sub["relative_humidity_pct"]]}}
+                "hourly_units": units, "hourly": hourly}
 
     # ------------------------------------------------------------ generic CSV feed (prices)
     @app.get("/feed/{zone}.csv")

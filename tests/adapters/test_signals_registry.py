@@ -63,7 +63,8 @@ def test_electricitymaps_window(data_dir: Path) -> None:
         make_site("TZ", "electricitymaps"), data_dir, utc("2023-03-25 23:00"),
         utc("2023-03-26 06:00"),
     )
-    assert list(frame.columns) == list(SIGNAL_COLUMNS)
+    # the weather file's wind and cloud reach the frame (issue 35 item 3: they were dropped)
+    assert list(frame.columns) == [*SIGNAL_COLUMNS, "cloud_cover_pct", "wind_speed_m_per_s"]
     assert list(frame.index) == list(
         pd.date_range("2023-03-25 23:00", periods=7, freq="h", tz="UTC")
     )
@@ -214,8 +215,10 @@ def test_real_de_lu_day(shared_data: Path) -> None:
     clear_cache()
     frame, meta = load_site_signals(make_site("DE-LU", "electricitymaps"), shared_data,
                                     "2023-03-26T00:00Z", "2023-03-27T00:00Z")
-    assert frame.shape == (24, 8)
+    assert frame.shape == (24, 10)  # SIGNAL_COLUMNS, cloud cover and wind speed
     first = frame.iloc[0]
+    assert first["cloud_cover_pct"] == 94.0  # the file: 94 %, 16.5 km/h
+    assert first["wind_speed_m_per_s"] == pytest.approx(16.5 / 3.6)
     assert first["carbon_intensity_g_per_kwh"] == 149.02
     assert first["carbon_intensity_lca_g_per_kwh"] == 196.35
     assert first["price_usd_per_mwh"] == pytest.approx(42.50751)

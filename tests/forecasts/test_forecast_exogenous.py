@@ -13,7 +13,7 @@ from carbonsched.adapters.signals.dacf import (
     read_dacf_region,
 )
 from carbonsched.catalog import load_catalog
-from carbonsched.errors import InputError
+from carbonsched.errors import ForecastError, InputError
 from carbonsched.forecasts.exogenous import (
     PublishedForecast,
     check_table,
@@ -176,3 +176,28 @@ def test_bad_tables_are_refused(table, needle):
     with pytest.raises(InputError) as ei:
         check_table(table)
     assert needle in str(ei.value)
+
+
+@pytest.mark.parametrize(("published_days", "refused"), [(9, False), (8, True)])
+def test_a_published_forecast_is_judged_only_on_hours_it_forecast(published_days, refused):
+    # validation over 10 issues: a forecast published for 9 of them (90 %, the limit) is
+    # judged; for 8 (80 %) it is refused, since its score would be seasonal naive's on the
+    # rest. One issue (the forecast served) is never refused: its gaps fall back, counted
+    idx = pd.date_range("2023-01-01", periods=24 * 40, freq="h", tz="UTC")
+    y = pd.Series(200 + 50 * np.sin(np.arange(len(idx)) * 2 * np.pi / 24), idx)
+    issues = pd.date_range("2023-01-30", periods=10, freq="D", tz="UTC")
+    days = issues[:published_days]
+    ts = days.repeat(24) + pd.to_timedelta(np.tile(np.arange(24), len(days)), unit="h")
+    table = check_table(pd.DataFrame({"feature": CI, "issued_at": ts.floor("D"), "ts": ts,
+                                      "value": 300.0}))
+    pub = PublishedForecast(CI, exog=table).fit(y[y.index < issues[0]])
+    if refused:
+        with pytest.raises(ForecastError, match=r"published for 80 % of the 240 hours of these "
+                                                r"10 issues \(at least 90 % needed"):
+            pub.backcast(y, issues, 24)
+    else:
+        p = pub.backcast(y, issues, 24)
+        assert (p[:published_days] == 300.0).all() and pub.fallbacks_ == 24
+    one = pub.backcast(y, issues[-1:], 24)  # the last day was never published
+    np.testing.assert_allclose(one[0], y.reindex(issues[-1] + (np.arange(24) - 24) * HOUR))
+    assert pub.fallbacks_ == 24
