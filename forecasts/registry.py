@@ -115,6 +115,7 @@ from carbonsched.forecasts.carbon_intensity import (
 from carbonsched.forecasts.decision import start_regret
 from carbonsched.forecasts.green_surplus import GreenSurplusForecaster, SurplusSeasonalNaive
 from carbonsched.forecasts.localclock import local_wall_hours, to_local_clock
+from carbonsched.forecasts.surplus_probability import SurplusProbability
 from carbonsched.forecasts.synthetic import synthetic_index
 
 HOUR = pd.Timedelta(hours=1)
@@ -911,6 +912,8 @@ class SelectedForecaster(Forecaster):
         self.window_: tuple[pd.Timestamp, pd.Timestamp, int] | None = None
         self.res_: np.ndarray | None = None
         self.res_issues_: pd.DatetimeIndex | None = None
+        self.surplus_probability_: SurplusProbability | None = None
+        self.naive_: Forecaster | None = None
         self.alphas_fit_: np.ndarray = bucket_alphas(ALPHA_TARGET)
         self.alphas_: np.ndarray = bucket_alphas(ALPHA_TARGET)
 
@@ -989,6 +992,7 @@ class SelectedForecaster(Forecaster):
             scored = np.where((actual <= lo + 1e-9) | (actual >= hi - 1e-9), np.nan, actual)
             if not np.isfinite(scored).any():
                 scored = actual
+        naive_val = preds[NAIVE]
         pick = choose(preds, scored, self.metric, SIGNAL_SETTINGS[self.signal]["margin"],
                       use_regret=self.relative, combination=pool)
         choice, preds = pick.name, pick.preds
@@ -1026,6 +1030,15 @@ class SelectedForecaster(Forecaster):
                 res = actual - pred
         self.bounds_ = conformal_bounds(res.ravel(), leads.ravel())
         self.res_, self.res_issues_ = res, issues
+        self.surplus_probability_ = None
+        if self.signal == "green_surplus_index":
+            # issue 35 item 5: the probability of a surplus hour, fitted on the same stale,
+            # rolling-origin validation forecasts (module surplus_probability)
+            self.surplus_probability_ = SurplusProbability.fit(
+                pred.ravel(), naive_val.ravel(), actual.ravel(),
+                ((self.issue_hour + leads) % 24).ravel(), leads.ravel(),
+                np.broadcast_to(np.arange(len(issues))[:, None], pred.shape).ravel())
+            self.naive_ = self._make(fitted[NAIVE][0]).fit(y)
         self.alphas_fit_ = (aci_replay(res, issues, ALPHA_TARGET, self.aci_gamma,
                                        self.validation_days)
                             if self.aci_gamma else bucket_alphas(ALPHA_TARGET))
@@ -1162,12 +1175,21 @@ class SelectedForecaster(Forecaster):
         for j, col in enumerate(("lo_95", "lo_80", "hi_80", "hi_95")):
             cols[col] = np.clip(mean * (1.0 + q[:, j]) if self.relative else mean + q[:, j],
                                 *self.clip)
-        return pd.DataFrame(cols, index=horizon)
+        out = pd.DataFrame(cols, index=horizon)
+        if self.surplus_probability_ is not None and self.naive_ is not None:
+            naive = _point_forecasts(self.naive_, history, pd.DatetimeIndex([t]), H)[0]
+            lead = np.arange(H)
+            out.attrs["surplus_probability"] = self.surplus_probability_.predict(
+                mean, np.clip(naive, *self.clip), (self.issue_hour + lead) % 24, lead)
+        return out
 
     def _finish(self, out: pd.DataFrame, horizon: pd.DatetimeIndex,
                 issued_at: pd.Timestamp) -> pd.DataFrame:
         res = super()._finish(out, horizon, issued_at)
         res.attrs["model"] = self.chosen_
+        if "surplus_probability" in out.attrs:
+            # P(index > 0) per hour [-], shape (h,): the contract's five columns stay as they are
+            res.attrs["surplus_probability"] = out.attrs["surplus_probability"]
         return res
 
     def describe(self) -> dict[str, Any]:
@@ -1186,8 +1208,10 @@ class SelectedForecaster(Forecaster):
             (``True`` when the model is the signal's fixed combination), ``validation_regret``
             (candidate -> start regret [%] on the validation window, carbon intensity only),
             ``validation_score`` (candidate -> criterion, :func:`choose`; naive scores 2 with
-            regret, 1 without), ``criterion`` (:data:`CRITERION`), ``issue_hour_utc`` and
-            ``features`` (each model used -> what it reads).
+            regret, 1 without), ``criterion`` (:data:`CRITERION`), ``issue_hour_utc``,
+            ``features`` (each model used -> what it reads), ``exogenous`` and, for the
+            green-surplus index, ``surplus_probability`` (the probability-of-surplus model and
+            its validation Brier scores, :mod:`carbonsched.forecasts.surplus_probability`).
         """
         if self.window_ is None:
             raise ForecastError(f"{self.name}: call fit() before describe()")
@@ -1208,7 +1232,9 @@ class SelectedForecaster(Forecaster):
                 "features": {c.name: self._features_used(c, m) for c, m in self.members_}
                 | ({self.extension_[0].name: list(self.extension_[0].features)}
                    if self.extension_ else {}),
-                "exogenous": self._exog_summary()}
+                "exogenous": self._exog_summary()} | (
+                    {"surplus_probability": self.surplus_probability_.describe()}
+                    if self.surplus_probability_ is not None else {})
 
     def _features_used(self, c: Candidate, m: Forecaster) -> list[str]:
         used = getattr(m, "used_features", None)
