@@ -517,7 +517,7 @@ def conformal_bounds(residuals: np.ndarray, leads: np.ndarray,
 
 
 def bucket_alphas(alphas: np.ndarray) -> np.ndarray:
-    """Miscoverage levels ``(alpha_80, alpha_95)`` per lead bucket, shape ``(len(LEAD_BUCKETS), 2)``.
+    """Miscoverage levels ``(alpha_80, alpha_95)`` per lead bucket, ``(len(LEAD_BUCKETS), 2)``.
 
     ``alphas`` of shape ``(2,)`` is repeated for every bucket of :data:`LEAD_BUCKETS`; one of
     shape ``(len(LEAD_BUCKETS), 2)`` is returned as a float copy.

@@ -178,15 +178,17 @@ def surplus_probability(f: pd.DataFrame) -> np.ndarray:
 
     The forecast's calibrated probability ``p_surplus`` where it has one
     (:mod:`carbonsched.forecasts.surplus_probability`, issue 35 item 5). Otherwise (a fallback
-    forecast, or before issue 35) it is read from the quantiles. The index is clipped at 0, so a lower quantile at 0 means at least that level's mass at 0:
-    ``P(index > 0) = 1 - q`` with ``q`` the highest level of :data:`SURPLUS_QUANTILES` whose
-    value is 0 (``1 - 0.975`` when every quantile is 0, ``1`` when none is). Rows without
-    bounds (seasonal naive) give 0 or 1 from the mean.
+    forecast, or before issue 35) it is read from the quantiles. The index is clipped at 0, so
+    a lower quantile at 0 means at least that level's mass at 0: ``P(index > 0) = 1 - q`` with
+    ``q`` the highest level of :data:`SURPLUS_QUANTILES` whose value is 0 (``1 - 0.975`` when
+    every quantile is 0, ``1`` when none is). Rows without bounds (seasonal naive) give 0 or 1
+    from the mean.
 
     Parameters
     ----------
     f
-        Rows with ``mean`` and, where known, ``lo_95, lo_80, hi_80, hi_95``; shape ``(n, k)``.
+        Rows with ``mean`` and, where known, ``lo_95, lo_80, hi_80, hi_95`` and ``p_surplus``;
+        shape ``(n, k)``.
 
     Returns
     -------
