@@ -54,10 +54,11 @@ the fit made at its start (one fit for the whole window, 0-27 days stale, gave 8
 that covered 88-94 % in July 2023 on three global sites). Lead buckets
 (:data:`LEAD_BUCKETS`): relative residuals ``actual / forecast - 1`` for carbon intensity
 (errors grow with the level), additive ones for the index and PUE. The quantile
-levels get the finite-sample correction ``ceil((n + 1) p) / n``; beyond the first day each
-bucket is at least as wide as every earlier one, so intervals widen with the lead (within the
-first day the lead is also the hour of the day, whose errors differ, so those buckets keep
-their own width: forcing them to widen made July 2023's 80 % intervals cover 89-94 %).
+levels get the finite-sample correction ``ceil((n + 1) p) / n``; every bucket keeps its own
+residuals' width, so its intervals cover at their level in that bucket (issue 35 item 4: a
+bucket forced at least as wide as every earlier one took the width of the day's noisiest
+hours, which fill the first half day, and over-covered; within the first day that rule had
+already made July 2023's 80 % intervals cover 89-94 %).
 
 Adaptive levels (issue 12 item 2; ``aci_gamma``, default :data:`ACI_GAMMA`): the validation
 window's split-conformal bounds under-covered the following week on sites whose errors drift
@@ -72,8 +73,10 @@ the same intervals from the same history:
 1. at fit time, the daily issues of the validation window are replayed in order
    (:func:`aci_replay`): each issue's intervals are rebuilt from the residuals of the
    ``validation_days`` days before it whose target hours precede it, at the current levels;
-   the share of its first 24 leads outside them updates the levels by one ACI step
-   (:attr:`SelectedForecaster.alphas_fit_`, from the 8th day on);
+   the share of its realised residuals outside them *in each lead bucket* updates that
+   bucket's levels by one ACI step (:attr:`SelectedForecaster.alphas_fit_`, shape
+   ``(len(LEAD_BUCKETS), 2)``, from the 8th day on; issue 35 item 4: one pair of levels driven
+   by the first day widened every later day with it);
 2. at an issue time ``t`` inside the refit period, the period's earlier daily issues (same time
    of day) are re-forecast by the deployed model from the history before each of them, their
    residuals against the history before ``t`` appended (target hours at or after ``t`` are
@@ -112,6 +115,7 @@ from carbonsched.forecasts.carbon_intensity import (
 from carbonsched.forecasts.decision import start_regret
 from carbonsched.forecasts.green_surplus import GreenSurplusForecaster, SurplusSeasonalNaive
 from carbonsched.forecasts.localclock import local_wall_hours, to_local_clock
+from carbonsched.forecasts.surplus_probability import SurplusProbability
 from carbonsched.forecasts.synthetic import synthetic_index
 
 HOUR = pd.Timedelta(hours=1)
@@ -450,7 +454,7 @@ def _error(pred: np.ndarray, actual: np.ndarray, metric: str) -> float:
 
 def conformal_bounds(residuals: np.ndarray, leads: np.ndarray,
                      alphas: np.ndarray = ALPHA_TARGET) -> np.ndarray:
-    """Conformal residual quantiles per lead bucket, widening with the lead.
+    """Split-conformal residual quantiles per lead bucket, each from its own residuals.
 
     Parameters
     ----------
@@ -459,37 +463,42 @@ def conformal_bounds(residuals: np.ndarray, leads: np.ndarray,
     leads
         Their leads [h], shape ``(n,)``.
     alphas
-        Miscoverage ``(alpha_80, alpha_95)`` of the two intervals [-] (the bounds are the
-        ``alpha / 2`` and ``1 - alpha / 2`` quantiles); nominal ``(0.20, 0.05)`` unless adapted
-        (:mod:`carbonsched.forecasts.aci`).
+        Miscoverage ``(alpha_80, alpha_95)`` of the two intervals [-], shape ``(2,)`` for
+        every bucket or ``(len(LEAD_BUCKETS), 2)`` per bucket (the bounds are the ``alpha / 2``
+        and ``1 - alpha / 2`` quantiles); nominal ``(0.20, 0.05)`` unless adapted
+        (:mod:`carbonsched.forecasts.aci`, :func:`aci_replay`).
 
     Returns
     -------
     ndarray
         Shape ``(len(LEAD_BUCKETS), 4)``: the ``lo_95, lo_80, hi_80, hi_95`` residual bounds
         per bucket (finite-sample level ``ceil((n + 1) p) / n`` for the upper bounds and its
-        mirror for the lower ones). Within the first 24 h the buckets follow their own
-        residuals (there the lead is also the hour of the day, whose errors differ); from 24 h
-        on each bucket is at least as wide as every earlier one (intervals never narrow from
-        one day of lead to the next).
+        mirror for the lower ones; Vovk et al. 2005, doi:10.1007/b106715; Angelopoulos &
+        Bates, arXiv:2107.07511, §1). Every bucket follows its own residuals, so its interval
+        covers at the nominal level *in that bucket* (the marginal guarantee of split conformal
+        holds per bucket because the bucket's calibration and forecast hours are the same
+        leads). Until issue 35 the buckets from 24 h on were forced at least as wide as every
+        earlier one: where the first half day is the noisy hours of the day (the sun, the
+        morning ramp), that forced the later, mixed-hour buckets to the noisy hours' width and
+        they over-covered (2023, every 28th day: 80 % intervals covered 88-94 % at 24-96 h in
+        Washington and Singapore).
         A bucket with fewer than 24 residuals takes the previous bucket's (or all residuals').
 
     Raises
     ------
     ForecastError
-        No finite residual.
+        No finite residual, or ``alphas`` of another shape.
     """
     ok = np.isfinite(residuals)
     r_all, l_all = residuals[ok], leads[ok]
     if r_all.size == 0:
         raise ForecastError("no finite validation residuals to calibrate the intervals on")
-    a80, a95 = float(alphas[0]), float(alphas[1])
-    levels = (a95 / 2, a80 / 2, 1 - a80 / 2, 1 - a95 / 2)
+    A = bucket_alphas(alphas)
 
-    def q(r: np.ndarray) -> np.ndarray:
+    def q(r: np.ndarray, a: np.ndarray) -> np.ndarray:
         n = r.size
         out = []
-        for p in levels:
+        for p in (a[1] / 2, a[0] / 2, 1 - a[0] / 2, 1 - a[1] / 2):
             if p > 0.5:
                 lvl = min(1.0, math.ceil((n + 1) * p) / n)
             else:
@@ -498,16 +507,33 @@ def conformal_bounds(residuals: np.ndarray, leads: np.ndarray,
         return np.array(out)
 
     table = np.empty((len(LEAD_BUCKETS), 4))
-    prev = q(r_all)
     for b, (a, e) in enumerate(LEAD_BUCKETS):
         m = (l_all >= a) & (l_all < e)
-        cur = q(r_all[m]) if m.sum() >= 24 else prev
-        if a >= 24:  # beyond the first day: never narrower than any earlier lead's bucket
-            cur = np.array([min(cur[0], table[:b, 0].min()), min(cur[1], table[:b, 1].min()),
-                            max(cur[2], table[:b, 2].max()), max(cur[3], table[:b, 3].max())])
-        table[b] = cur
-        prev = cur
+        if m.sum() >= 24:
+            table[b] = q(r_all[m], A[b])
+        else:
+            table[b] = table[b - 1] if b else q(r_all, A[b])
     return table
+
+
+def bucket_alphas(alphas: np.ndarray) -> np.ndarray:
+    """Miscoverage levels ``(alpha_80, alpha_95)`` per lead bucket, ``(len(LEAD_BUCKETS), 2)``.
+
+    ``alphas`` of shape ``(2,)`` is repeated for every bucket of :data:`LEAD_BUCKETS`; one of
+    shape ``(len(LEAD_BUCKETS), 2)`` is returned as a float copy.
+
+    Raises
+    ------
+    ForecastError
+        Any other shape.
+    """
+    a = np.array(alphas, float)
+    if a.shape == (2,):
+        return np.tile(a, (len(LEAD_BUCKETS), 1))
+    if a.shape != (len(LEAD_BUCKETS), 2):
+        raise ForecastError(f"interval levels must have shape (2,) or ({len(LEAD_BUCKETS)}, 2) "
+                            f"(alpha_80, alpha_95 per lead bucket), got {a.shape}")
+    return a
 
 
 def bucket_of(leads: np.ndarray) -> np.ndarray:
@@ -554,26 +580,30 @@ def window_bounds(res: np.ndarray, issues: pd.DatetimeIndex, t: pd.Timestamp,
 
 def aci_replay(res: np.ndarray, issues: pd.DatetimeIndex, alphas: np.ndarray,
                gamma: float, window_days: int, first: int = 0) -> np.ndarray:
-    """Adaptive conformal levels after replaying the issues ``issues[first:]`` in order.
+    """Adaptive conformal levels per lead bucket after replaying ``issues[first:]`` in order.
 
     At each replayed issue ``t_i`` the 80 % and 95 % intervals are rebuilt as in service
     (:func:`window_bounds`: the residuals of the ``window_days`` days before ``t_i`` whose
     target hours are before ``t_i``, at the current levels, containing the point forecast);
-    the share of that issue's first 24 leads outside them is its miss, and one ACI step
-    (:func:`carbonsched.forecasts.aci.aci_step`) updates the levels. An issue with fewer than
-    :data:`ACI_MIN_DAYS` days of known residuals before it, or without a realised lead, leaves
-    the levels unchanged. Every value read for issue ``i`` is a residual of an issue at or
-    before ``t_i`` whose target hour was observed; the caller passes only residuals whose
-    target hours are before the issue time being forecast.
+    for each lead bucket (:data:`LEAD_BUCKETS`) the share of that issue's realised residuals
+    in the bucket outside them is the bucket's miss, and one ACI step
+    (:func:`carbonsched.forecasts.aci.aci_step`) updates that bucket's levels only. Until issue
+    35 one pair of levels followed the first 24 leads and applied to every bucket: a first
+    day that under-covered widened the later days too, which then over-covered. An issue with
+    fewer than :data:`ACI_MIN_DAYS` days of known residuals before it leaves the levels
+    unchanged, a bucket without a realised residual leaves its own unchanged. Every value
+    read is a residual whose target hour was observed before the issue time being forecast
+    (the caller passes only those; the fit's window ends before its first issue).
 
     Parameters
     ----------
     res, issues
         As :func:`window_bounds`.
     alphas
-        Levels before ``issues[first]``.
+        Levels before ``issues[first]``: shape ``(2,)`` (every bucket) or
+        ``(len(LEAD_BUCKETS), 2)``.
     gamma
-        ACI step [-]; ``0`` returns ``alphas`` unchanged.
+        ACI step [-]; ``0`` returns ``alphas`` unchanged (per bucket).
     window_days
         Calibration window. [d]
     first
@@ -582,31 +612,33 @@ def aci_replay(res: np.ndarray, issues: pd.DatetimeIndex, alphas: np.ndarray,
     Returns
     -------
     ndarray
-        ``(alpha_80, alpha_95)`` after the last replayed issue.
+        ``(len(LEAD_BUCKETS), 2)``: ``(alpha_80, alpha_95)`` per bucket after the last issue.
     """
-    a = np.asarray(alphas, float).copy()
+    a = bucket_alphas(alphas)
     if gamma <= 0:
         return a
-    n = min(res.shape[1], 24)
-    b = bucket_of(np.arange(n))
+    H = res.shape[1]
+    b_of = bucket_of(np.arange(H))
     for i in range(first, len(issues)):
         t = issues[i]
         if t - issues[0] < ACI_MIN_DAYS * DAY:
             continue
-        r = res[i, :n]
+        r = res[i]
         ok = np.isfinite(r)
         if not ok.any():
             continue
         q = window_bounds(res, issues, t, window_days, a)
         if q is None:
             continue
-        q = q[b]
+        q = q[b_of]
         lo80, hi80 = np.minimum(q[:, 1], 0.0), np.maximum(q[:, 2], 0.0)
         lo95, hi95 = np.minimum(q[:, 0], 0.0), np.maximum(q[:, 3], 0.0)
-        r, tol = r[ok], 1e-12
-        miss80 = float(np.mean((r < lo80[ok] - tol) | (r > hi80[ok] + tol)))
-        miss95 = float(np.mean((r < lo95[ok] - tol) | (r > hi95[ok] + tol)))
-        a = aci_step(a, np.array([miss80, miss95]), gamma)
+        tol = 1e-12
+        out80 = (r < lo80 - tol) | (r > hi80 + tol)
+        out95 = (r < lo95 - tol) | (r > hi95 + tol)
+        for b in np.unique(b_of[ok]):
+            m = ok & (b_of == b)
+            a[b] = aci_step(a[b], np.array([out80[m].mean(), out95[m].mean()]), gamma)
     return a
 
 
@@ -880,8 +912,10 @@ class SelectedForecaster(Forecaster):
         self.window_: tuple[pd.Timestamp, pd.Timestamp, int] | None = None
         self.res_: np.ndarray | None = None
         self.res_issues_: pd.DatetimeIndex | None = None
-        self.alphas_fit_: np.ndarray = ALPHA_TARGET.copy()
-        self.alphas_: np.ndarray = ALPHA_TARGET.copy()
+        self.surplus_probability_: SurplusProbability | None = None
+        self.naive_: Forecaster | None = None
+        self.alphas_fit_: np.ndarray = bucket_alphas(ALPHA_TARGET)
+        self.alphas_: np.ndarray = bucket_alphas(ALPHA_TARGET)
 
     @classmethod
     def get_test_params(cls) -> list[dict[str, Any]]:
@@ -958,6 +992,7 @@ class SelectedForecaster(Forecaster):
             scored = np.where((actual <= lo + 1e-9) | (actual >= hi - 1e-9), np.nan, actual)
             if not np.isfinite(scored).any():
                 scored = actual
+        naive_val = preds[NAIVE]
         pick = choose(preds, scored, self.metric, SIGNAL_SETTINGS[self.signal]["margin"],
                       use_regret=self.relative, combination=pool)
         choice, preds = pick.name, pick.preds
@@ -995,9 +1030,18 @@ class SelectedForecaster(Forecaster):
                 res = actual - pred
         self.bounds_ = conformal_bounds(res.ravel(), leads.ravel())
         self.res_, self.res_issues_ = res, issues
+        self.surplus_probability_ = None
+        if self.signal == "green_surplus_index":
+            # issue 35 item 5: the probability of a surplus hour, fitted on the same stale,
+            # rolling-origin validation forecasts (module surplus_probability)
+            self.surplus_probability_ = SurplusProbability.fit(
+                pred.ravel(), naive_val.ravel(), actual.ravel(),
+                ((self.issue_hour + leads) % 24).ravel(), leads.ravel(),
+                np.broadcast_to(np.arange(len(issues))[:, None], pred.shape).ravel())
+            self.naive_ = self._make(fitted[NAIVE][0]).fit(y)
         self.alphas_fit_ = (aci_replay(res, issues, ALPHA_TARGET, self.aci_gamma,
                                        self.validation_days)
-                            if self.aci_gamma else ALPHA_TARGET.copy())
+                            if self.aci_gamma else bucket_alphas(ALPHA_TARGET))
         self.alphas_ = self.alphas_fit_.copy()
         self.__dict__["_issue_cache"] = {}
         # deployment: refit the chosen model(s) on all the history
@@ -1131,12 +1175,21 @@ class SelectedForecaster(Forecaster):
         for j, col in enumerate(("lo_95", "lo_80", "hi_80", "hi_95")):
             cols[col] = np.clip(mean * (1.0 + q[:, j]) if self.relative else mean + q[:, j],
                                 *self.clip)
-        return pd.DataFrame(cols, index=horizon)
+        out = pd.DataFrame(cols, index=horizon)
+        if self.surplus_probability_ is not None and self.naive_ is not None:
+            naive = _point_forecasts(self.naive_, history, pd.DatetimeIndex([t]), H)[0]
+            lead = np.arange(H)
+            out.attrs["surplus_probability"] = self.surplus_probability_.predict(
+                mean, np.clip(naive, *self.clip), (self.issue_hour + lead) % 24, lead)
+        return out
 
     def _finish(self, out: pd.DataFrame, horizon: pd.DatetimeIndex,
                 issued_at: pd.Timestamp) -> pd.DataFrame:
         res = super()._finish(out, horizon, issued_at)
         res.attrs["model"] = self.chosen_
+        if "surplus_probability" in out.attrs:
+            # P(index > 0) per hour [-], shape (h,): the contract's five columns stay as they are
+            res.attrs["surplus_probability"] = out.attrs["surplus_probability"]
         return res
 
     def describe(self) -> dict[str, Any]:
@@ -1149,13 +1202,16 @@ class SelectedForecaster(Forecaster):
             ``naive_validation_error``, ``candidates`` (name -> validation error),
             ``skipped`` (name -> why), ``validation_from``/``validation_to`` (UTC),
             ``validation_issues``, ``extended_by`` (model of the leads beyond 24 h, if any),
-            ``interval_alphas`` (the miscoverage levels of the 80 % and 95 % intervals of the
-            last prediction, adapted unless ``aci_gamma`` is ``None``), ``combination``
+            ``interval_alphas`` (lead bucket ``"start-end"`` [h] -> the miscoverage levels
+            ``[alpha_80, alpha_95]`` of that bucket's intervals in the last prediction, adapted
+            per bucket unless ``aci_gamma`` is ``None``), ``combination``
             (``True`` when the model is the signal's fixed combination), ``validation_regret``
             (candidate -> start regret [%] on the validation window, carbon intensity only),
             ``validation_score`` (candidate -> criterion, :func:`choose`; naive scores 2 with
-            regret, 1 without), ``criterion`` (:data:`CRITERION`), ``issue_hour_utc`` and
-            ``features`` (each model used -> what it reads).
+            regret, 1 without), ``criterion`` (:data:`CRITERION`), ``issue_hour_utc``,
+            ``features`` (each model used -> what it reads), ``exogenous`` and, for the
+            green-surplus index, ``surplus_probability`` (the probability-of-surplus model and
+            its validation Brier scores, :mod:`carbonsched.forecasts.surplus_probability`).
         """
         if self.window_ is None:
             raise ForecastError(f"{self.name}: call fit() before describe()")
@@ -1167,14 +1223,18 @@ class SelectedForecaster(Forecaster):
                 "validation_from": v0.isoformat(), "validation_to": v1.isoformat(),
                 "validation_issues": n,
                 "extended_by": self.extension_[0].name if self.extension_ else None,
-                "interval_alphas": [round(float(a), 4) for a in self.alphas_],
+                "interval_alphas": {f"{a}-{e}": [round(float(x), 4) for x in self.alphas_[b]]
+                                    for b, (a, e) in enumerate(LEAD_BUCKETS)
+                                    if a < max(24, self.horizon_hours)},
                 "combination": self.combined_, "validation_regret": dict(self.regret_),
                 "validation_score": dict(self.scores_), "criterion": CRITERION,
                 "issue_hour_utc": self.issue_hour,
                 "features": {c.name: self._features_used(c, m) for c, m in self.members_}
                 | ({self.extension_[0].name: list(self.extension_[0].features)}
                    if self.extension_ else {}),
-                "exogenous": self._exog_summary()}
+                "exogenous": self._exog_summary()} | (
+                    {"surplus_probability": self.surplus_probability_.describe()}
+                    if self.surplus_probability_ is not None else {})
 
     def _features_used(self, c: Candidate, m: Forecaster) -> list[str]:
         used = getattr(m, "used_features", None)

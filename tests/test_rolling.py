@@ -198,7 +198,7 @@ def test_run_times():
 
 
 @pytest.mark.shared_data
-def test_forecast_at_72_hours_widens_with_lead(shared_data):
+def test_forecast_at_72_hours_has_intervals_per_lead_bucket(shared_data):
     from carbonsched.adapters.signals import load_site_signals
     from carbonsched.catalog import load_catalog
     from carbonsched.pipeline.daily import FORECAST_HISTORY_DAYS, forecast_site
@@ -226,10 +226,12 @@ def test_forecast_at_72_hours_widens_with_lead(shared_data):
     assert chosen["validation_regret"]["seasonal-naive-24h"] == pytest.approx(4.8522, abs=1e-3)
     width = ((ci["hi_95"] - ci["lo_95"]) / ci["mean"]).to_numpy()   # relative 95 % width
     day1, day2, day3 = width[:24].mean(), width[24:48].mean(), width[48:].mean()
-    assert day1 < day2 <= day3   # never narrower with the lead
-    # levels adapted on the validation window's realised coverage (ACI)
-    assert chosen["interval_alphas"] == [0.135, 0.0183]
-    assert day1 == pytest.approx(1.240, abs=0.01) and day3 == pytest.approx(1.492, abs=0.02)
+    # each lead bucket its own width at its own adapted levels (issue 35 item 4: no longer
+    # forced to widen with the lead; before, 1.240 / - / 1.492 at one pair of levels)
+    assert chosen["interval_alphas"] == {"0-12": [0.16, 0.015], "12-24": [0.1183, 0.0225],
+                                         "24-48": [0.1563, 0.0225], "48-72": [0.1088, 0.0204]}
+    assert day1 == pytest.approx(1.262, abs=0.01) and day2 == pytest.approx(1.209, abs=0.01)
+    assert day3 == pytest.approx(1.262, abs=0.02)
 
 
 def test_preemptible_job_is_committed_whole_and_its_later_piece_holds_capacity():

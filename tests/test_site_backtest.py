@@ -212,7 +212,8 @@ def london(shared_data):
 @pytest.mark.shared_data
 def test_green_surplus_brier_skill_recomputed_from_the_hourly_forecasts(london):
     # issue 35 item 5: "surplus hour" (index > 0) scored by the Brier score; the forecast's
-    # probability is read from its quantiles, naive says yes/no from the day before
+    # calibrated probability (p_surplus, fitted on the choice's validation window), naive says
+    # yes/no from the day before
     from carbonsched.evaluate.site_backtest import surplus_probability
 
     res, fc = london
@@ -222,6 +223,8 @@ def test_green_surplus_brier_skill_recomputed_from_the_hourly_forecasts(london):
     event = (ch["actual"].to_numpy() > 1e-9).astype(float)
     p = surplus_probability(ch)
     assert ((p >= 0) & (p <= 1)).all()
+    assert ch["p_surplus"].notna().all() and nv["p_surplus"].isna().all()
+    np.testing.assert_array_equal(p, ch["p_surplus"].to_numpy(float))
     bs = np.mean((p - event) ** 2)
     bn = np.mean(((nv["mean"].to_numpy() > 1e-9).astype(float) - event) ** 2)
     b = res["sites"]["gb-london"]["green_surplus_index"]["surplus_brier"]
@@ -292,3 +295,12 @@ def test_naive_kept_note_only_when_there_was_something_to_forecast(naive_err, sa
     assert (note is not None) == said
     if said:
         assert note.startswith("no model beat seasonal naive by ") and "climatology-28d 0.5" in note
+
+
+def test_surplus_probability_prefers_the_calibrated_column():
+    from carbonsched.evaluate.site_backtest import surplus_probability
+
+    f = pd.DataFrame({"lo_95": [0.0, 0.0], "lo_80": [0.0, 0.0], "mean": [0.1, 0.1],
+                      "hi_80": [0.2, 0.2], "hi_95": [0.3, 0.3], "p_surplus": [0.12, np.nan]})
+    # the row with a calibrated probability uses it; the other is read from its quantiles
+    np.testing.assert_allclose(surplus_probability(f), [0.12, 1 - 0.10])

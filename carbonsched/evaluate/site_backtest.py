@@ -60,8 +60,9 @@ NAIVE_MODEL = "seasonal-naive-24h"
 LEAD_BUCKETS: tuple[tuple[int, int], ...] = ((0, 24), (24, 48), (48, 72), (72, 96), (96, 168))
 """Lead buckets [h] the scores are also given by (``by_lead``), up to the horizon."""
 FORECAST_COLUMNS = ("site", "signal", "model", "chosen", "issued_at", "ts", "mean", "lo_80",
-                    "hi_80", "lo_95", "hi_95")
-"""Columns of ``--forecasts-out`` (UTC times, units as in the plan)."""
+                    "hi_80", "lo_95", "hi_95", "p_surplus")
+"""Columns of ``--forecasts-out`` (UTC times, units as in the plan; ``p_surplus``, the
+probability of a surplus hour [-], on the green-surplus rows that have one, else empty)."""
 
 
 def _quiet(_: str) -> None:
@@ -175,21 +176,33 @@ mean taken as the median (the conformal bounds are quantiles of the residuals ar
 def surplus_probability(f: pd.DataFrame) -> np.ndarray:
     """Forecast probability that an hour is a surplus hour (green-surplus index > 0). [-]
 
-    The index is clipped at 0, so a lower quantile at 0 means at least that level's mass at 0:
-    ``P(index > 0) = 1 - q`` with ``q`` the highest level of :data:`SURPLUS_QUANTILES` whose
-    value is 0 (``1 - 0.975`` when every quantile is 0, ``1`` when none is). Rows without
-    bounds (seasonal naive) give 0 or 1 from the mean.
+    The forecast's calibrated probability ``p_surplus`` where it has one
+    (:mod:`carbonsched.forecasts.surplus_probability`, issue 35 item 5). Otherwise (a fallback
+    forecast, or before issue 35) it is read from the quantiles. The index is clipped at 0, so
+    a lower quantile at 0 means at least that level's mass at 0: ``P(index > 0) = 1 - q`` with
+    ``q`` the highest level of :data:`SURPLUS_QUANTILES` whose value is 0 (``1 - 0.975`` when
+    every quantile is 0, ``1`` when none is). Rows without bounds (seasonal naive) give 0 or 1
+    from the mean.
 
     Parameters
     ----------
     f
-        Rows with ``mean`` and, where known, ``lo_95, lo_80, hi_80, hi_95``; shape ``(n, k)``.
+        Rows with ``mean`` and, where known, ``lo_95, lo_80, hi_80, hi_95`` and ``p_surplus``;
+        shape ``(n, k)``.
 
     Returns
     -------
     ndarray
         Shape ``(n,)``, in [0, 1].
     """
+    if "p_surplus" in f:
+        # the calibrated event probability (issue 35 item 5) where the forecast has one
+        p = f["p_surplus"].to_numpy(float)
+        return np.where(np.isfinite(p), np.clip(p, 0.0, 1.0), _from_quantiles(f))
+    return _from_quantiles(f)
+
+
+def _from_quantiles(f: pd.DataFrame) -> np.ndarray:
     at0 = np.zeros(len(f))
     for col, level in SURPLUS_QUANTILES:
         v = f[col].to_numpy(float)
@@ -480,7 +493,7 @@ def write_forecasts_csv(forecasts: pd.DataFrame, path: Path) -> None:
     """Write the hourly forecasts with :data:`FORECAST_COLUMNS` (UTC ISO 8601 times)."""
     from carbonsched.fileio import atomic_path
 
-    f = forecasts[list(FORECAST_COLUMNS)].copy()
+    f = forecasts.reindex(columns=list(FORECAST_COLUMNS)).copy()
     for col in ("issued_at", "ts"):
         f[col] = pd.to_datetime(f[col], utc=True).dt.strftime("%Y-%m-%dT%H:%M:%SZ")
     with atomic_path(path) as tmp:

@@ -236,6 +236,9 @@ def select_forecast(site: Site, signal: str, y: pd.Series, issued_at: pd.Timesta
         fc = model.predict(issued_at, horizon_hours, y=y, exog=exog)
         info = {**model.describe(), "refit_from": period.isoformat(), "fallback": None}
         note = naive_kept_note(model)
+        sp = model.surplus_probability_.note if model.surplus_probability_ else None
+        if sp:  # issue 35 item 5: the plan says when the calibrated probability is not used
+            note = f"{note}; {sp}" if note else sp
         ex = info.get("exogenous") or {}
         if ex.get("used") and ex.get("fallback_hours"):
             n = ex["fallback_hours"]
@@ -583,11 +586,13 @@ def forecast_site(
         gs_fc, chosen["green_surplus_index"], note = select_forecast(
             site, "green_surplus_index", gsi, issued_at, horizon_hours, cache, (0.0, 1.0),
             exog=exog)
+        p_surplus = gs_fc.attrs.get("surplus_probability")
         gs_fc = gs_fc.clip(lower=0.0, upper=1.0)
         if note:
             notes.append(f"{site.id}: green surplus: {note}")
     except (ForecastError, InputError) as exc:
         notes.append(f"{site.id}: green surplus not forecast ({exc}); assumed 0")
+        p_surplus = None
         gs_fc = pd.DataFrame(0.0, index=slots.rename("ts"),
                              columns=["mean", "lo_80", "hi_80", "lo_95", "hi_95"])
         gs_fc.attrs["model"] = "none"
@@ -657,9 +662,12 @@ def forecast_site(
         "green_surplus_kw": gs_fc["mean"].to_numpy() * site.green_surplus_max_kw,
         "green_surplus_index": gs_fc["mean"].to_numpy(),
     }, index=slots)
+    gs_long = _long(site.id, "green_surplus_index", gs_fc, issued_at)
+    if p_surplus is not None:
+        # P(green-surplus index > 0) [-] of each hour (issue 35 item 5), on the index's rows
+        gs_long["p_surplus"] = np.asarray(p_surplus, float)
     long = pd.concat([_long(site.id, "carbon_intensity_g_per_kwh", ci_fc, issued_at),
-                      _long(site.id, "green_surplus_index", gs_fc, issued_at),
-                      _long(site.id, "pue", pue_fc, issued_at)], ignore_index=True)
+                      gs_long, _long(site.id, "pue", pue_fc, issued_at)], ignore_index=True)
     return SiteForecast(site.id, signals, long, str(quality), notes, ages, reasons, chosen)
 
 

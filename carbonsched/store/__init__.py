@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -59,6 +60,14 @@ class StoreLockedError(BackendUnavailableError):
 def _is_locked(exc: OperationalError) -> bool:
     msg = str(exc.orig).lower()
     return "database is locked" in msg or "database table is locked" in msg
+
+
+def _optional_float(value: Any) -> float | None:
+    """``value`` as a float, ``None`` for a missing or NaN one (a nullable column)."""
+    if value is None:
+        return None
+    v = float(value)
+    return None if math.isnan(v) else v
 
 
 def _ts(value: str | None) -> datetime | None:
@@ -254,7 +263,8 @@ class Store:
                     issued_at=pd.Timestamp(r.issued_at).to_pydatetime(),
                     ts=pd.Timestamp(r.ts).to_pydatetime(), mean=float(r.mean),
                     lo_80=float(r.lo_80), hi_80=float(r.hi_80), lo_95=float(r.lo_95),
-                    hi_95=float(r.hi_95)) for r in forecasts.itertuples(index=False))
+                    hi_95=float(r.hi_95), p_surplus=_optional_float(getattr(r, "p_surplus", None)))
+                    for r in forecasts.itertuples(index=False))
 
     def get_plan(self, plan_id: str) -> dict[str, Any]:
         """The stored plan document.
@@ -349,4 +359,5 @@ class Store:
             rows = s.scalars(select(ForecastRow).where(ForecastRow.plan_id == plan_id)).all()
             return pd.DataFrame([{c: getattr(r, c) for c in
                                   ("site", "signal", "model", "issued_at", "ts", "mean",
-                                   "lo_80", "hi_80", "lo_95", "hi_95")} for r in rows])
+                                   "lo_80", "hi_80", "lo_95", "hi_95", "p_surplus")}
+                                 for r in rows])

@@ -89,6 +89,8 @@ class ForecastRow(Base):
     hi_80: Mapped[float] = mapped_column(Float)
     lo_95: Mapped[float] = mapped_column(Float)
     hi_95: Mapped[float] = mapped_column(Float)
+    #: P(green-surplus index > 0) [-] on the index's rows (issue 35 item 5); else NULL
+    p_surplus: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 # provider signal cache (issue 10); its own module keeps this file's merge small

@@ -98,19 +98,28 @@ def test_batch_validation_forecasts_of_the_surplus_model_equal_predict() -> None
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
 
 
-def test_conformal_bounds_use_the_finite_sample_level_and_widen_with_the_lead() -> None:
+def test_conformal_bounds_use_the_finite_sample_level_per_bucket() -> None:
     # 99 residuals 1..99 at lead 0..5: the upper 90 % bound is the ceil(100 x 0.9)/99-quantile
     r = np.arange(1.0, 100.0)
     b = conformal_bounds(r, np.zeros(99, int))
     assert b[0, 2] == pytest.approx(np.quantile(r, 90 / 99))
     assert b[0, 1] == pytest.approx(np.quantile(r, 1 - 90 / 99))
-    # a later bucket with narrower residuals keeps the earlier bucket's width
+    # a later bucket with narrower residuals keeps its own width (issue 35 item 4: forced as
+    # wide as the first half day's, it over-covered); a bucket without residuals takes the
+    # previous bucket's
     leads = np.r_[np.zeros(99, int), np.full(99, 30)]
     b = conformal_bounds(np.r_[r - 50, (r - 50) / 10], leads)
     k = bucket_of(np.array([30]))[0]
     assert LEAD_BUCKETS[k] == (24, 48)
-    assert b[k, 3] == pytest.approx(b[0, 3]) and b[k, 0] == pytest.approx(b[0, 0])
-    assert (np.diff(b[1:, 2]) >= 0).all() and (np.diff(b[1:, 1]) <= 0).all()
+    assert b[k, 3] == pytest.approx(b[0, 3] / 10) and b[k, 0] == pytest.approx(b[0, 0] / 10)
+    np.testing.assert_array_equal(b[k + 1], b[k])
+    # per-bucket levels: a bucket at alpha_80 = 0.4 gets the 80 % quantile as its upper bound
+    alphas = np.tile([0.2, 0.05], (len(LEAD_BUCKETS), 1))
+    alphas[0] = [0.4, 0.05]
+    b = conformal_bounds(r, np.zeros(99, int), alphas)
+    assert b[0, 2] == pytest.approx(np.quantile(r, 80 / 99))
+    with pytest.raises(ForecastError, match=r"shape \(2,\) or"):
+        conformal_bounds(r, np.zeros(99, int), np.ones(3))
     # within the first day each bucket keeps its own residuals' width
     leads = np.r_[np.zeros(99, int), np.full(99, 13)]
     b = conformal_bounds(np.r_[r - 50, (r - 50) / 10], leads)
@@ -173,8 +182,9 @@ def test_intervals_are_monotone_contain_the_point_and_widen_to_168_h(signal) -> 
     assert (np.diff(v, axis=1) >= -1e-12).all()
     if signal.startswith("carbon"):  # relative intervals: width / level never shrinks
         rel = ((out["hi_95"] - out["lo_95"]) / out["mean"]).to_numpy()
-        # beyond the first day never narrower than any earlier hour
-        assert all(rel[t] >= rel[:t].max() - 1e-9 for t in range(24, 168))
+        # one width per lead bucket, its own residuals' (issue 35 item 4: no forced widening)
+        for a, e in LEAD_BUCKETS:
+            assert np.ptp(rel[a:e]) < 1e-9
         assert out.attrs["model"] == sel.describe()["model"]
 
 

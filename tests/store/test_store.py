@@ -28,7 +28,8 @@ def _forecasts():
     return pd.DataFrame({"site": "ca-on", "signal": "carbon_intensity_g_per_kwh",
                          "model": "seasonal_naive", "issued_at": ts[0], "ts": ts,
                          "mean": [30.0, 31.0], "lo_80": [25.0, 26.0], "hi_80": [35.0, 36.0],
-                         "lo_95": [20.0, 21.0], "hi_95": [40.0, 41.0]})
+                         "lo_95": [20.0, 21.0], "hi_95": [40.0, 41.0],
+                         "p_surplus": [0.25, float("nan")]})
 
 
 def _roundtrip(store: Store):
@@ -41,6 +42,8 @@ def _roundtrip(store: Store):
     fc = store.forecasts("p1")
     assert fc["mean"].tolist() == [30.0, 31.0]
     assert fc["ts"].iloc[1] == pd.Timestamp("2023-07-15T01:00:00Z")
+    # the surplus-hour probability is kept where a row has one (issue 35 item 5; NULL elsewhere)
+    assert fc["p_surplus"].iloc[0] == 0.25 and pd.isna(fc["p_surplus"].iloc[1])
     # saving the same plan again replaces it, it does not duplicate rows
     store.save_plan(_plan(), _forecasts())
     assert len(store.placements("p1")) == 2
