@@ -302,6 +302,7 @@ def build_plan_result(
     solver: SolverRecord,
     unplaced_reason: dict[int, tuple[Any, str]] | None = None,
     chosen_patterns: Any = None,
+    domains: dict[str, tuple[int, ...]] | None = None,
 ) -> PlanResult:
     """Turn chosen options and an inference allocation into a :class:`PlanResult`.
 
@@ -319,6 +320,10 @@ def build_plan_result(
         lies beyond the horizon).
     chosen_patterns
         Positions of chosen piece patterns (:attr:`PlanSets.patterns`) of preemptible jobs.
+    domains
+        Job id -> domain per node the solver chose for topology-bound gangs; where GPUs are
+        shared, gangs and slices are booked together (:func:`carbonsched.plan.slices.
+        assign_runs`) and these are kept where that book has room.
     """
     prob = sets.problem
     n_s, n_t = sets.pue.shape
@@ -329,7 +334,8 @@ def build_plan_result(
     chosen = np.asarray(chosen, dtype=np.int64).reshape(-1, 3)
     runs = plan_runs(sets, chosen, chosen_patterns)
     # fractional jobs at sites that share GPUs: one GPU (and MIG start) for the whole run
-    runs, slice_of, no_slice, n_moved = assign_runs(sets, runs, np.asarray(inf_alloc))
+    runs, slice_of, no_slice, n_moved, gang_doms = assign_runs(sets, runs,
+                                                               np.asarray(inf_alloc), domains)
     if no_slice:
         unplaced_reason = dict(unplaced_reason or {})
         for k in no_slice:
@@ -377,6 +383,7 @@ def build_plan_result(
             piece=r.piece, pieces=r.pieces, overhead_minutes=r.overhead_minutes,
             overhead_kwh=float(kw * (ow * sets.pue[r.site, a:b]).sum() * sh) if ow is not None
             else 0.0, gpu_index=gpu_index, mig_start=mig_start,
+            domains=gang_doms.get(i_run, ()),
         ))
     infs = []
     for d, s in zip(*np.nonzero(inf_alloc > 0), strict=True):

@@ -512,6 +512,90 @@ class _Gpu:
         return int(self.milli[a:b].sum() + self.compute[a:b].sum())
 
 
+class _DomainBook:
+    """One book of GPUs per (site, type, network domain, slot) for slices and bound gangs.
+
+    Topology-bound gangs (:attr:`carbonsched.domain.Job.max_domains`) are given their domains
+    first (the solver's where they fit, else :func:`carbonsched.plan.domains.fit_gang`); a
+    slice may then take a GPU only where its domain (:meth:`~carbonsched.plan.domains.
+    DomainPool.domain_of`) keeps a GPU free in every slot the GPU starts carrying slices. Work
+    without a topology constraint is held by the pool's row (``room`` in :func:`assign_runs`).
+    """
+
+    def __init__(self, sets: Any, n_t: int) -> None:
+        from carbonsched.plan.domains import domain_pools
+
+        self.sets = sets
+        self.n_t = n_t
+        self.pools = domain_pools(sets.problem)
+        self.used: dict[tuple[int, int], np.ndarray] = {}
+
+    def _pool(self, s: int, g: int) -> Any:
+        return self.pools[(self.sets.site[s], self.sets.gpu_type[g])]
+
+    def _used(self, s: int, g: int) -> np.ndarray:
+        key = (s, g)
+        if key not in self.used:
+            self.used[key] = np.zeros((len(self._pool(s, g).nodes), self.n_t), np.int64)
+        return self.used[key]
+
+    def place_gangs(self, runs: list[Any], given: dict[str, tuple[int, ...]]
+                    ) -> dict[int, tuple[int, ...]]:
+        """Domains of the bound gangs' runs (largest first); a run none holds gets none."""
+        from carbonsched.plan.domains import fit_gang, gang_nodes
+
+        prob = self.sets.problem
+        out: dict[int, tuple[int, ...]] = {}
+        bound = [i for i, r in enumerate(runs) if prob.jobs[r.job].max_domains is not None]
+        for i in sorted(bound, key=lambda i: (-prob.jobs[runs[i].job].gpus, i)):
+            r = runs[i]
+            job = prob.jobs[r.job]
+            g = int(self.sets.job_gtype[r.job])
+            pool = self._pool(r.site, g)
+            a = r.start
+            b = min(a + -(-r.minutes // self.sets.slot_minutes), self.n_t)
+            u = self._used(r.site, g)
+            free = (pool.gpus[:, None] - u[:, a:b]).min(axis=1) if b > a else pool.gpus
+            _n, per = gang_nodes(job, pool)
+            doms = list(given.get(job.id, ()))
+            if doms and not all(0 <= d < len(pool.nodes) for d in doms):
+                doms = []
+            if doms and (np.bincount(doms, minlength=len(pool.nodes)) * per > free).any():
+                doms = []
+            doms = doms or fit_gang(job, pool, free)
+            if doms:
+                for d in doms:
+                    u[d, a:b] += per
+                out[i] = tuple(sorted(doms))
+        return out
+
+    def slice_fits(self, s: int, g: int, gi: int, busy: np.ndarray, a: int, b: int) -> bool:
+        """Whether GPU ``gi``'s domain has a GPU free in every slot of ``a..b-1`` it is idle."""
+        u = self._used(s, g)
+        pool = self._pool(s, g)
+        d = pool.domain_of(gi)
+        return bool((u[d, a:b] + ~busy <= pool.gpus[d]).all())
+
+    def take_slice(self, s: int, g: int, gi: int, busy: np.ndarray, a: int, b: int) -> None:
+        """Book GPU ``gi`` in the slots of ``a..b-1`` where it was idle (``~busy``)."""
+        self._used(s, g)[self._pool(s, g).domain_of(gi), a:b] += ~busy
+
+    def idle_gpu(self, s: int, g: int, gpus: list[_Gpu], count: int, a: int, b: int
+                 ) -> int | None:
+        """The first GPU index idle over ``a..b-1`` whose domain has room, else ``None``."""
+        idle = np.ones(b - a, dtype=bool)
+        for n, gpu in enumerate(gpus):
+            if not gpu.busy[a:b].any() and self.slice_fits(s, g, n, ~idle, a, b):
+                return n
+        pool = self._pool(s, g)
+        for d in range(len(pool.nodes)):
+            n = max(pool.first_gpu(d), len(gpus))
+            if n < min(count, pool.first_gpu(d) + int(pool.gpus[d])) \
+                    and self.slice_fits(s, g, n, ~idle, a, b):
+                return n
+        return None
+
+
 def _spare(gpu: _Gpu, room: np.ndarray, a: int, b: int) -> bool:
     """Whether ``gpu`` may take a run over slots ``a..b-1``.
 
@@ -521,8 +605,10 @@ def _spare(gpu: _Gpu, room: np.ndarray, a: int, b: int) -> bool:
     return bool((room - ~gpu.busy[a:b] >= 0).all())
 
 
-def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
-                ) -> tuple[list[Any], dict[int, tuple[int, int | None]], list[int], int]:
+def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray,
+                domains: dict[str, tuple[int, ...]] | None = None
+                ) -> tuple[list[Any], dict[int, tuple[int, int | None]], list[int], int,
+                           dict[int, tuple[int, ...]]]:
     """Give every fractional run at a sharing pool one GPU (and MIG start) for its whole run.
 
     Best fit: the GPU already carrying slices with the most load over the run that still
@@ -541,6 +627,9 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
         The plan's :class:`~carbonsched.plan.result.Run` list.
     inf_alloc
         ``(D, S)`` inference GPUs per demand and site (whole GPUs).
+    domains
+        Job id -> domain per node the solver chose for topology-bound gangs
+        (:func:`carbonsched.plan.domains.read_domains`); kept where the book has room.
 
     Returns
     -------
@@ -554,15 +643,21 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
         first).
     moved
         How many runs were moved to another start for a GPU to keep them.
+    gang_domains
+        Position in ``kept`` -> domain per node of each topology-bound gang at a pool of
+        GPU-sharing (:class:`_DomainBook`: gangs and slices draw from one book of GPUs per
+        domain and slot, so a slice never takes a GPU of a domain a gang fills).
     """
     prob = sets.problem
     if not any(p.sharing for s in prob.sites for p in s.gpus.values()):
-        return runs, {}, [], 0
+        return runs, {}, [], 0, {}
     kinds = [job_slice(prob.jobs[r.job], prob.sites[r.site]) if r.pieces == 1 else None
              for r in runs]
     if not any(kinds):
-        return runs, {}, [], 0
+        return runs, {}, [], 0, {}
     n_s, n_t, n_g = sets.gpu_cap.shape
+    book = _DomainBook(sets, n_t)
+    gang_of = book.place_gangs(runs, domains or {})
     whole = np.zeros((n_s, n_t, n_g), dtype=np.int64)
     for r, k in zip(runs, kinds, strict=True):
         if k is None:
@@ -593,7 +688,8 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
         room = free[site, a:b, g] - in_use
         best = None
         for gi, gpu in enumerate(gpus):
-            if not gpu.busy[a:b].any() or not _spare(gpu, room, a, b):
+            if not gpu.busy[a:b].any() or not _spare(gpu, room, a, b) \
+                    or not book.slice_fits(site, g, gi, gpu.busy[a:b], a, b):
                 continue
             if k.sharing == "milli":
                 ok = not (gpu.milli[a:b] + k.milli > MILLI_PER_GPU).any()
@@ -606,20 +702,26 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
         if best is None and k.sharing == "mig":
             # a GPU already cut may still hold it with its slices moved (placed together)
             for gi in sorted((n for n, gpu in enumerate(gpus)
-                              if gpu.busy[a:b].any() and _spare(gpu, room, a, b)),
+                              if gpu.busy[a:b].any() and _spare(gpu, room, a, b)
+                              and book.slice_fits(site, g, n, gpu.busy[a:b], a, b)),
                              key=lambda n: -gpus[n].load(a, b)):
+                was = gpus[gi].busy[a:b].copy()
                 moved = gpus[gi].repack_with(i, k, a, b)
                 if moved is not None:
+                    book.take_slice(site, g, gi, was, a, b)
                     placed.update({r_: (gi, st_) for r_, st_ in moved.items()})
                     return True
         if best is None:
             if (room < 1).any():
                 return False
-            gi = next((n for n, gpu in enumerate(gpus) if not gpu.busy[a:b].any()), len(gpus))
-            if gi == len(gpus):
+            gi = book.idle_gpu(site, g, gpus, pool.count, a, b)
+            if gi is None:
+                return False
+            while len(gpus) <= gi:
                 gpus.append(_Gpu(n_t, pool.mig_model))
             st = gpus[gi].mig_start(k.profile, a, b) if k.sharing == "mig" else None
             best = (gi, st, 0)
+        book.take_slice(site, g, best[0], gpus[best[0]].busy[a:b].copy(), a, b)
         gpus[best[0]].take(k, a, b, best[1], i)
         placed[i] = (best[0], best[1])
         return True
@@ -632,14 +734,16 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
     runs = list(runs)
     moved_runs = _reinsert(sets, runs, kinds, dropped, inf_alloc, fit)
     dropped = [i for i in dropped if i not in moved_runs]
-    kept, slice_of = [], {}
+    kept, slice_of, doms_of = [], {}, {}
     for i, r in enumerate(runs):
         if i in dropped:
             continue
         if i in placed:
             slice_of[len(kept)] = placed[i]
+        if i in gang_of:
+            doms_of[len(kept)] = gang_of[i]
         kept.append(r)
-    return kept, slice_of, sorted(runs[i].job for i in dropped), len(moved_runs)
+    return kept, slice_of, sorted(runs[i].job for i in dropped), len(moved_runs), doms_of
 
 
 def _reinsert(sets: Any, runs: list[Any], kinds: list[SliceKind | None], dropped: list[int],
