@@ -687,7 +687,9 @@ def score_plan(problem: Any, result: PlanResult, signals: pd.DataFrame | None = 
     gpus = gpus + sl.sliced_gpus
     # running work holds GPUs and power too (it is not this plan's emissions)
     all_kw = it_kw + sets.running_kw
-    cap_viol = int((gpus + sets.running_gpus > sets.gpu_count[:, None, :]).sum())
+    # GPUs carrying running slices are in both running_gpus and the slice recount: once
+    held = sets.running_gpus - sets.running_sliced_gpus
+    cap_viol = int((gpus + held > sets.gpu_count[:, None, :]).sum())
     pow_viol = int((all_kw > sets.it_power_cap_kw[:, None] + 1e-6).sum())
     fac_viol = int((all_kw * sets.pue_cap > sets.facility_power_cap_kw[:, None] + 1e-6).sum())
     commit_viol = int((all_kw * sets.pue_cap > sets.commit_limit_kw + 1e-6).sum())

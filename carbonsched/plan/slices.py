@@ -343,12 +343,16 @@ def _fractional(job: Any) -> bool:
 # the model's slice rows
 
 
-def _pool_kinds(sets: Any, s: int, g: int, jobs: np.ndarray) -> tuple[list[Any], list[tuple]]:
-    """Kinds (job → kind index) and maximal layouts of pool ``(s, g)`` for ``jobs``."""
+def _pool_kinds(sets: Any, s: int, g: int, jobs: np.ndarray,
+                extra: list[SliceKind] | None = None) -> tuple[list[Any], list[tuple]]:
+    """Kinds (job → kind index) and maximal layouts of pool ``(s, g)`` for ``jobs``.
+
+    ``extra`` kinds (running slices) get their kind indices after the jobs'.
+    """
     prob = sets.problem
     site = prob.sites[s]
     pool = site.gpus[sets.gpu_type[g]]
-    ks = [job_slice(prob.jobs[int(j)], site) for j in jobs]
+    ks = [job_slice(prob.jobs[int(j)], site) for j in jobs] + list(extra or [])
     if pool.sharing == "mig":
         profiles = tuple(sorted({k.profile for k in ks}, key=lambda p: (
             mig_compute_slices(p), MIG_PROFILES[pool.mig_model].index(p))))
@@ -394,15 +398,24 @@ def define_slice_constraints(m: Any, cells: dict[tuple, list]) -> set[tuple]:
     for s, g in sorted({(int(a), int(b)) for a, b in zip(opts[idx, 1], gt, strict=True)}):
         here = idx[(opts[idx, 1] == s) & (gt == g)]
         jobs = np.unique(opts[here, 0])
-        kind_of_job, layouts = _pool_kinds(sets, s, g, jobs)
-        kind = dict(zip(jobs.tolist(), kind_of_job, strict=True))
+        running = _running_slices(sets, s, g)
+        kind_of_job, layouts = _pool_kinds(sets, s, g, jobs, [k for k, _a, _b in running])
+        kind = dict(zip(jobs.tolist(), kind_of_job[:len(jobs)], strict=True))
         by_slot: dict[int, dict[int, list]] = {}
         for o in here.tolist():
             j, t0 = int(opts[o, 0]), int(opts[o, 2])
             for t in range(t0, t0 + int(sets.job_dur[j])):
                 by_slot.setdefault(t, {}).setdefault(kind[j], []).append((m.x[o], 1))
+        held: dict[int, dict[int, int]] = {}   # running slices per slot and kind (fixed)
+        for (_k, a, b), k in zip(running, kind_of_job[len(jobs):], strict=True):
+            for t in range(a, b):
+                if t in by_slot:
+                    by_slot[t].setdefault(k, [])
+                    held.setdefault(t, {})[k] = held.get(t, {}).get(k, 0) + 1
+        run_sliced = _running_sliced(sets, *sets.gpu_cap.shape)
         for t, kinds in sorted(by_slot.items()):
-            cap = int(sets.gpu_cap[s, t, g])
+            # GPUs carrying running slices come back to the pool: the layouts hold them
+            cap = int(sets.gpu_cap[s, t, g] + run_sliced[s, t, g])
             useful = [li for li, lay in enumerate(layouts) if any(lay[k] for k in kinds)]
             w = [m.lp.add_variable(f"w{s}_{t}_{g}_{li}", 0, cap, cat=pulp.LpInteger)
                  for li in useful]
@@ -412,7 +425,8 @@ def define_slice_constraints(m: Any, cells: dict[tuple, list]) -> set[tuple]:
             for k, terms in sorted(kinds.items()):
                 have = [(v, -layouts[li][k]) for li, v in zip(useful, w, strict=True)
                         if layouts[li][k]]
-                m.lp.addConstraint(pulp.LpAffineExpression(terms + have) <= 0,
+                m.lp.addConstraint(pulp.LpAffineExpression(terms + have)
+                                   <= -held.get(t, {}).get(k, 0),
                                    name=f"slice{s}_{t}_{g}_{k}")
             handled.add((s, t, g))
     return handled
@@ -473,7 +487,8 @@ class _Gpu:
                     k.profile.endswith("+me")
                     and (fresh.me[lo:hi] >= MIG_MEDIA_EXTENSIONS).any()):
                 return False
-            for st in reversed(starts):
+            # a running slice (run < 0, committed by an earlier run) keeps its start
+            for st in reversed(starts if r >= 0 or _st is None else (_st,)):
                 steps[0] += 1
                 if steps[0] > budget:
                     return False
@@ -512,6 +527,62 @@ class _Gpu:
         return int(self.milli[a:b].sum() + self.compute[a:b].sum())
 
 
+def _running_slots(sets: Any, r: Any, n_t: int) -> tuple[int, int]:
+    """Slots ``a..b-1`` running work holds (as :func:`carbonsched.plan.sets` counts them)."""
+    import pandas as pd
+
+    slot = pd.Timedelta(minutes=int(sets.slot_minutes))
+    t0 = sets.slot[0]
+    a = 0 if r.start is None else max(int(np.floor((r.start - t0) / slot)), 0)
+    return a, min(int(np.ceil((r.end - t0) / slot - 1e-9)), n_t)
+
+
+def _running_kind(r: Any) -> SliceKind:
+    return (SliceKind("mig", profile=r.mig_profile) if r.mig_profile is not None
+            else SliceKind("milli", milli=int(r.gpu_milli)))
+
+
+def _running_sliced(sets: Any, n_s: int, n_t: int, n_g: int) -> np.ndarray:
+    out = getattr(sets, "running_sliced_gpus", None)
+    if out is None or out.shape != (n_s, n_t, n_g):
+        return np.zeros((n_s, n_t, n_g), dtype=np.int64)
+    return out
+
+
+def _running_slices(sets: Any, s: int, g: int) -> list[tuple[SliceKind, int, int]]:
+    """Running slices at pool ``(s, g)``: ``(kind, first slot, end slot)``."""
+    n_t = sets.gpu_cap.shape[1]
+    out = []
+    for r in getattr(sets.problem, "running", ()) or ():
+        if r.gpu_index is not None and r.site == sets.site[s] \
+                and r.gpu_type == sets.gpu_type[g]:
+            a, b = _running_slots(sets, r, n_t)
+            if b > a:
+                out.append((_running_kind(r), a, b))
+    return out
+
+
+def _load_running(sets: Any, pools: dict[tuple[int, int], list[_Gpu]], book: Any,
+                  n_t: int) -> None:
+    """Book the slices of running work on their GPUs (kept where they are)."""
+    spos = {s: i for i, s in enumerate(sets.site)}
+    gpos = {g: i for i, g in enumerate(sets.gpu_type)}
+    prob = sets.problem
+    for n, r in enumerate(getattr(prob, "running", ()) or ()):
+        if r.gpu_index is None or r.site not in spos or r.gpu_type not in gpos:
+            continue
+        s, g = spos[r.site], gpos[r.gpu_type]
+        a, b = _running_slots(sets, r, n_t)
+        if b <= a:
+            continue
+        pool = prob.sites[s].gpus[r.gpu_type]
+        gpus = pools.setdefault((s, g), [])
+        while len(gpus) <= r.gpu_index:
+            gpus.append(_Gpu(n_t, pool.mig_model))
+        book.take_slice(s, g, r.gpu_index, gpus[r.gpu_index].busy[a:b].copy(), a, b)
+        gpus[r.gpu_index].take(_running_kind(r), a, b, r.mig_start, -1 - n)
+
+
 class _DomainBook:
     """One book of GPUs per (site, type, network domain, slot) for slices and bound gangs.
 
@@ -545,6 +616,18 @@ class _DomainBook:
         from carbonsched.plan.domains import fit_gang, gang_nodes
 
         prob = self.sets.problem
+        spos = {s: i for i, s in enumerate(self.sets.site)}
+        gpos = {g: i for i, g in enumerate(self.sets.gpu_type)}
+        for w in getattr(prob, "running", ()) or ():
+            # a running gang holds its domains' GPUs
+            if w.domains and w.site in spos and w.gpu_type in gpos:
+                s, g = spos[w.site], gpos[w.gpu_type]
+                pool = self._pool(s, g)
+                a, b = _running_slots(self.sets, w, self.n_t)
+                per = w.gpus // max(len(w.domains), 1)
+                for d in w.domains:
+                    if 0 <= d < len(pool.nodes) and b > a:
+                        self._used(s, g)[d, a:b] += per
         out: dict[int, tuple[int, ...]] = {}
         bound = [i for i, r in enumerate(runs) if prob.jobs[r.job].max_domains is not None]
         for i in sorted(bound, key=lambda i: (-prob.jobs[runs[i].job].gpus, i)):
@@ -668,8 +751,11 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray,
     for d, s in zip(*np.nonzero(inf_alloc > 0), strict=True):
         t = int(sets.inf_hour[d])
         whole[s, t:t + sph, sets.inf_gtype[d]] += int(inf_alloc[d, s])
-    free = sets.gpu_cap - whole
+    # GPUs carrying running slices are held in gpu_cap; they are booked below as GPUs of the
+    # pool already busy, where new slices may share them (their slices never move)
+    free = sets.gpu_cap + _running_sliced(sets, n_s, n_t, n_g) - whole
     pools: dict[tuple[int, int], list[_Gpu]] = {}
+    _load_running(sets, pools, book, n_t)
     order = sorted((i for i, k in enumerate(kinds) if k is not None),
                    key=lambda i: (runs[i].start, -prob.jobs[runs[i].job].gpu_share,
                                   runs[i].job))
@@ -709,7 +795,7 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray,
                 moved = gpus[gi].repack_with(i, k, a, b)
                 if moved is not None:
                     book.take_slice(site, g, gi, was, a, b)
-                    placed.update({r_: (gi, st_) for r_, st_ in moved.items()})
+                    placed.update({r_: (gi, st_) for r_, st_ in moved.items() if r_ >= 0})
                     return True
         if best is None:
             if (room < 1).any():
@@ -832,7 +918,8 @@ def recount_slices(sets: Any, problem: Any, placements: list[Any]) -> SliceCount
         The :class:`~carbonsched.plan.sets.PlanningProblem`.
     placements
         The plan's :class:`~carbonsched.domain.Placement` list; those with ``gpu_index``
-        set are slices.
+        set are slices. Slices of running work (:attr:`carbonsched.domain.RunningWork.
+        gpu_index`) are recounted with them on their GPUs.
 
     Returns
     -------
@@ -881,6 +968,14 @@ def recount_slices(sets: Any, problem: Any, placements: list[Any]) -> SliceCount
             u = used.setdefault((s, t), {})
             name = kind.profile if kind.sharing == "mig" else "gpu_milli"
             u[name] = u.get(name, 0) + (1 if kind.sharing == "mig" else kind.milli)
+    for r in getattr(problem, "running", ()) or ():
+        # slices committed by an earlier run share their GPUs' layouts with this plan's
+        if r.gpu_index is None or r.site not in spos or r.gpu_type not in gpos:
+            continue
+        s, g = spos[r.site], gpos[r.gpu_type]
+        a, b = _running_slots(sets, r, n_t)
+        for t in range(a, b):
+            cells.setdefault((s, t, g, r.gpu_index), []).append((_running_kind(r), r.mig_start))
     sliced = np.zeros((n_s, n_t, n_g), dtype=np.int64)
     for (s, t, g, gi), items in cells.items():
         sliced[s, t, g] += 1
