@@ -373,6 +373,13 @@ def solve_fair(problem: Any, solve: Callable[..., Any], time_limit_s: float, **k
     fair_problem = dataclasses.replace(problem, fair_targets=ft)
     left = max(time_limit_s - (time.perf_counter() - started), 0.2 * time_limit_s)
     res = solve(fair_problem, time_limit_s=left, **kw)
+    method = getattr(getattr(res, "solver", None), "method", None)
+    if method not in FAIR_METHODS:
+        # the fair rows live in the direct MILP only: a greedy fallback ignores them
+        return fairness_not_applied(
+            problem, res, f"the fair plan fell back to the {method or 'unknown'} plan "
+            f"({getattr(res.solver, 'status', '')}), which does not model fair shares",
+            (alloc, cap, binding), carbon)
     res.tenants = tenant_rows(problem, res, alloc, cap, binding)
     e_fair, e_carbon = res.totals.get("emissions_kg", 0.0), carbon.totals.get("emissions_kg",
                                                                              0.0)
@@ -388,6 +395,65 @@ def solve_fair(problem: Any, solve: Callable[..., Any], time_limit_s: float, **k
     return res
 
 
+FAIR_METHODS = frozenset({"milp", "none"})
+"""Solver methods whose plan holds the fair-share rows (:func:`define_fairness_constraints`
+is built into the direct MILP only; ``none``: nothing to decide)."""
+
+NOT_APPLIED_NOTE = "fairness not applied"
+"""How the plan's note (and the CLI's tenants table) starts when a plan asked for fair shares
+but the path that made it does not model them."""
+
+
+def fairness_not_applied(problem: Any, res: Any, why: str,
+                         targets: tuple[np.ndarray, np.ndarray, list[str]] | None = None,
+                         carbon_plan: Any = None) -> Any:
+    """Say in ``res`` that the tenants' fair shares were not applied, and show how far off.
+
+    The plan gets the tenant rows (:func:`tenant_rows`) with ``fair_applied`` false, the
+    count in ``totals["fairness_not_applied_tenants"]`` and a note starting with
+    :data:`NOT_APPLIED_NOTE` that names the path (``why``); the shares are what the plan
+    placed, the targets what weighted DRF would give (from ``targets``, or from ``res``
+    itself as the carbon-only plan when none are given).
+
+    Parameters
+    ----------
+    problem
+        The planning problem (``tenants`` and ``fairness``).
+    res
+        The plan made without the fair-share rows (greedy fallback, a baseline); changed in
+        place and returned.
+    why
+        The path that made the plan, in words.
+    targets
+        ``(allocation, capacity, binding)`` of :func:`fair_targets`, when known.
+    carbon_plan
+        The carbon-only plan, for the carbon cost (default: none reported).
+    """
+    if not getattr(problem, "tenants", None):
+        return res
+    if targets is None:
+        _ft, alloc, cap, binding = fair_targets(problem, res)
+    else:
+        alloc, cap, binding = targets
+    res.tenants = [dict(r, fair_applied=False)
+                   for r in tenant_rows(problem, res, alloc, cap, binding)]
+    res.totals["fairness_not_applied_tenants"] = len(res.tenants)
+    if carbon_plan is not None:
+        e_c = float(carbon_plan.totals.get("emissions_kg", 0.0))
+        res.totals["carbon_only_emissions_kg"] = e_c
+        res.totals["fairness_cost_kg"] = float(res.totals.get("emissions_kg", 0.0)) - e_c
+    res.notes = [n for n in res.notes if not n.startswith(NOT_APPLIED_NOTE)]
+    off = [r["tenant"] for r in res.tenants
+           if r["target_share"] > SHARE_EPS
+           and abs(r["dominant_share"] - r["target_share"]) > 0.05 * r["target_share"]]
+    res.notes.append(
+        f"{NOT_APPLIED_NOTE}: {why}; fairness {float(problem.fairness):g} was asked for "
+        f"{len(res.tenants)} tenant(s): their shares are as placed, not held to the "
+        f"weighted-DRF targets" + (f" ({len(off)} more than 5 % off: {', '.join(off)})"
+                                   if off else ""))
+    return res
+
+
 def tenant_rows(problem: Any, result: Any, alloc: np.ndarray, cap: np.ndarray,
                 binding: list[str]) -> list[dict[str, Any]]:
     """One row per tenant: weight, GPU-hours, dominant share and target, quota met.
@@ -398,8 +464,9 @@ def tenant_rows(problem: Any, result: Any, alloc: np.ndarray, cap: np.ndarray,
         ``tenant``, ``weight`` [-], ``demand_gpu_hours``, ``placed_gpu_hours`` [GPU·h],
         ``dominant_share`` and ``target_share`` (largest over binding types of GPU-hours over
         the type's capacity; 0 when nothing binds) [-], ``dominant_gpu_type``,
-        ``quota_gpu_hours`` (over the horizon, capped at demand) [GPU·h] and ``quota_met``
-        (None without a quota).
+        ``quota_gpu_hours`` (over the horizon, capped at demand) [GPU·h], ``quota_met``
+        (None without a quota) and ``fair_applied`` (false when the plan's path ignored the
+        fair-share rows, :func:`fairness_not_applied`).
     """
     names, types, demand = demand_gpu_hours(problem)
     placed = placed_gpu_hours(problem, result, names, types)
@@ -421,5 +488,6 @@ def tenant_rows(problem: Any, result: Any, alloc: np.ndarray, cap: np.ndarray,
             "dominant_gpu_type": binding[dom] if dom >= 0 else None,
             "quota_gpu_hours": float(floor[i].sum()),
             "quota_met": bool((placed[i] >= floor[i] - 1e-6).all()) if has_quota else None,
+            "fair_applied": True,
         })
     return rows

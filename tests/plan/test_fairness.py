@@ -144,3 +144,65 @@ def test_a_warm_start_reaches_the_fair_plan():
         again.solver.warm_start
     rows = {r["tenant"]: r["placed_gpu_hours"] for r in again.tenants}
     assert rows == {"x": 16.0, "y": 32.0, "z": 48.0}
+
+
+# ------------------------------------------------- a plan made without the fair-share rows
+
+def test_a_greedy_plan_says_fairness_was_not_applied_and_counts_the_tenants():
+    from carbonsched.plan import greedy_plan
+
+    prob = _binding(1.0, quota_z=64.0)
+    plan = greedy_plan(prob)
+    assert plan.solver.method == "greedy"
+    assert [r["fair_applied"] for r in plan.tenants] == [False, False, False]
+    assert plan.totals["fairness_not_applied_tenants"] == 3
+    [note] = [n for n in plan.notes if n.startswith("fairness not applied:")]
+    assert "the greedy plan (greedy_plan)" in note and "3 tenant(s)" in note
+    # the shares shown are the greedy plan's own placements, whatever the targets say
+    placed = {r["tenant"]: r["placed_gpu_hours"] for r in plan.tenants}
+    assert sum(placed.values()) == sum(p.gpus * (p.end - p.start) / pd.Timedelta(hours=1)
+                                       for p in plan.placements)
+
+
+def test_a_fair_solve_that_falls_back_to_greedy_names_the_fallback_not_the_fair_shares():
+    from carbonsched.plan.baselines import greedy_from_sets
+    from carbonsched.plan.fairness import solve_fair
+    from carbonsched.plan.sets import compile_sets
+
+    def fall_back(p, **kw):
+        if p.fair_targets is None:           # the carbon-only plan: the real MILP
+            return solve_plan(p, method="milp", time_limit_s=kw["time_limit_s"])
+        return greedy_from_sets(compile_sets(p, columns=False))   # what _fallback returns
+
+    prob = _binding(1.0, quota_z=64.0)
+    plan = solve_fair(prob, fall_back, 60.0)
+    assert plan.solver.method == "greedy"
+    assert plan.totals["fairness_not_applied_tenants"] == 3
+    assert not any(n.startswith("fairness: ") for n in plan.notes)
+    [note] = [n for n in plan.notes if n.startswith("fairness not applied:")]
+    assert "fell back to the greedy plan" in note
+    rows = {r["tenant"]: r for r in plan.tenants}
+    assert not any(r["fair_applied"] for r in rows.values())
+    # the targets are the fair allocation (z's 32 GPU-h quota, then x 16, y 32, z 16)
+    assert np.isclose(rows["y"]["target_share"], 32 / 96)
+
+
+def test_the_cli_tenants_table_shows_fairness_not_applied():
+    from carbonsched.cli.common import out
+    from carbonsched.cli.plan_view import print_tenants
+
+    row = {"tenant": "x", "weight": 1.0, "demand_gpu_hours": 48.0, "placed_gpu_hours": 40.0,
+           "dominant_share": 0.42, "target_share": 0.17, "dominant_gpu_type": "H100",
+           "quota_gpu_hours": 0.0, "quota_met": None}
+    doc = {"tenants": [dict(row, fair_applied=False), dict(row, tenant="y",
+                                                           fair_applied=False)],
+           "totals": {}, "notes": ["fairness not applied: the fair plan fell back to the "
+                                   "greedy plan (heuristic), which does not model fair shares"]}
+    with out.capture() as cap:
+        print_tenants(doc)
+    text = cap.get()
+    assert "Tenants (fairness not applied" in text
+    assert "fairness not applied for 2 tenant(s): the fair plan fell back to the greedy" in text
+    with out.capture() as cap:
+        print_tenants({"tenants": [dict(row, fair_applied=True)], "totals": {}})
+    assert "Tenants (fair shares)" in cap.get() and "not applied" not in cap.get()
