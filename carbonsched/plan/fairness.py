@@ -18,8 +18,11 @@ gets the GPUs is decided by fairness before carbon:
    not one fixed vector over the types (DRF's Leontief task) but one amount per type: the
    filling runs on each binding type (a single-resource DRF, weighted max-min), and a tenant's
    dominant share is its largest share over the types. Coupling the types along one vector
-   would leave one type's hours unallocated when another type runs out.
-   Allocation :math:`A_{ig} = F_{ig} + \mathrm{DRF}_{ig}`.
+   would leave one type's hours unallocated when another type runs out. A job reaches only
+   its residency group (the sites it may run at), so the filling is over what each tenant
+   can reach (:func:`reachable_drf`: max-min fair flows, each site offering what the
+   carbon-only plan placed there): no tenant's target is more than its sites can hold beside
+   the others'. Allocation :math:`A_{ig} = F_{ig} + \mathrm{DRF}_{ig}`.
 4. **Fair plan.** The MILP gets, per tenant and binding type, rows
    :math:`P_{ig} + \sigma_{ig} \ge \phi A_{ig}` and :math:`P_{ig} + \rho_{ig} \ge F_{ig}`
    where :math:`P_{ig}` is the GPU-hours placed (options and piece patterns of the tenant's
@@ -89,6 +92,10 @@ class FairTargets:
     floor_gpu_hours: np.ndarray
     floor_types: list[str] = field(default_factory=list)
     capacity_gpu_hours: np.ndarray | None = None
+    groups: dict[str, tuple[list[tuple[str, ...]], np.ndarray]] = field(default_factory=dict)
+    """Per binding type, the residency groups (the sites a job of the type may use, as site
+    ids) and the fair allocation per (tenant, group), shape ``(I, K)`` [GPU·h], whose row sums
+    are the allocation ``target_gpu_hours`` holds at fairness 1 (:func:`reachable_drf`)."""
 
 
 def weighted_drf(demand: np.ndarray, capacity: np.ndarray, weights: np.ndarray
@@ -151,6 +158,154 @@ def weighted_drf(demand: np.ndarray, capacity: np.ndarray, weights: np.ndarray
         hit = (demand[:, full] > SHARE_EPS).any(axis=1) if full.any() else np.zeros(n_i, bool)
         active &= ~hit & (frac < 1.0 - 1e-12)
     return frac[:, None] * demand
+
+
+def reachable_drf(demand: np.ndarray, reach: np.ndarray, site_capacity: np.ndarray,
+                  weights: np.ndarray, floor: np.ndarray | None = None) -> np.ndarray:
+    r"""Weighted max-min fair GPU-hours of one type when each demand reaches only some sites.
+
+    Tenant :math:`i` asks :math:`D_{ik}` GPU-hours in residency group :math:`k` (a set of
+    sites, ``reach[k]``); site :math:`s` offers :math:`c_s`. A feasible allocation is a flow
+    :math:`y_{iks} \ge 0` (:math:`s \in k`) with :math:`\sum_{i,k} y_{iks} \le c_s` and
+    :math:`\sum_s y_{iks} \le D_{ik}`; tenant :math:`i` holds :math:`a_i = \sum_{k,s} y_{iks}`.
+    First the guaranteed floors :math:`F_i` are met as far as the flow allows (most total
+    floor); then progressive filling (Ghodsi et al., NSDI 2011, section 4, weighted as in its
+    section 6) raises one level :math:`\lambda`, every tenant still growing holding
+    :math:`a_i \ge F_i + w_i \lambda`: the largest feasible :math:`\lambda` is found by a
+    linear program, each growing tenant that cannot then hold more (another linear program,
+    the others kept at their levels) is frozen, and the filling goes on with the rest. This is
+    the classic water-filling of weighted max-min fairness with each demand capped at what it
+    can reach (Bertsekas & Gallager, *Data Networks*, 2nd ed., 1992, section 6.5.2, max-min
+    fair flows); with one group reaching every site it equals :func:`weighted_drf` on one
+    resource.
+
+    Parameters
+    ----------
+    demand
+        GPU-hours asked per tenant and group, shape ``(I, K)``, >= 0. [GPU·h]
+    reach
+        Sites each group may use, shape ``(K, S)``, bool.
+    site_capacity
+        GPU-hours each site offers, shape ``(S,)``, >= 0. [GPU·h]
+    weights
+        Tenant weights, shape ``(I,)``, > 0. [-]
+    floor
+        Guaranteed GPU-hours per tenant, shape ``(I,)`` (default none). [GPU·h]
+
+    Returns
+    -------
+    numpy.ndarray
+        Allocation per tenant and group, shape ``(I, K)``: at most ``demand``, each site's
+        total at most its capacity.
+
+    Raises
+    ------
+    ValueError
+        Shapes that disagree, a negative demand, capacity or floor, or a weight not > 0.
+    """
+    from scipy.optimize import linprog
+
+    demand = np.asarray(demand, dtype=float)
+    reach = np.asarray(reach, dtype=bool)
+    cap = np.asarray(site_capacity, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    n_i, n_k = demand.shape if demand.ndim == 2 else (0, 0)
+    n_s = len(cap)
+    fl = np.zeros(n_i) if floor is None else np.asarray(floor, dtype=float)
+    if demand.ndim != 2 or reach.shape != (n_k, n_s) or w.shape != (n_i,) \
+            or fl.shape != (n_i,) or cap.ndim != 1:
+        raise ValueError(f"reachable_drf: demand (I, K), reach (K, S), site_capacity (S,), "
+                         f"weights (I,) and floor (I,) disagree: {demand.shape}, "
+                         f"{reach.shape}, {cap.shape}, {w.shape}, {fl.shape}")
+    if (demand < 0).any() or (cap < 0).any() or (fl < 0).any() or not (w > 0).all():
+        raise ValueError("reachable_drf: demands, capacities and floors must be >= 0 and "
+                         "weights > 0")
+    arcs = [(i, k, s) for i in range(n_i) for k in range(n_k) if demand[i, k] > SHARE_EPS
+            for s in np.flatnonzero(reach[k] & (cap > SHARE_EPS)).tolist()]
+    out = np.zeros((n_i, n_k))
+    if not arcs:
+        return out
+    n_y = len(arcs)
+    tol = 1e-7 * max(float(cap.sum()), 1.0)
+    # flow rows: each site's capacity and each (tenant, group) demand
+    rows, rhs = [], []
+    for s in range(n_s):
+        r = np.array([a[2] == s for a in arcs], dtype=float)
+        if r.any():
+            rows.append(r)
+            rhs.append(cap[s])
+    for i in range(n_i):
+        for k in range(n_k):
+            r = np.array([a[0] == i and a[1] == k for a in arcs], dtype=float)
+            if r.any():
+                rows.append(r)
+                rhs.append(demand[i, k])
+    flow_a, flow_b = np.array(rows), np.array(rhs)
+    held = np.array([[a[0] == i for a in arcs] for i in range(n_i)], dtype=float)  # (I, n_y)
+
+    def solve(c: np.ndarray, extra_a: list, extra_b: list, n_extra: int) -> Any:
+        a_ub = np.vstack([np.hstack([flow_a, np.zeros((len(flow_a), n_extra))])]
+                         + extra_a) if extra_a else \
+            np.hstack([flow_a, np.zeros((len(flow_a), n_extra))])
+        b_ub = np.concatenate([flow_b, extra_b]) if extra_b else flow_b
+        res = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=[(0, None)] * (n_y + n_extra),
+                      method="highs")
+        if res.status != 0:
+            raise RuntimeError(f"reachable_drf: the filling LP failed ({res.message})")
+        return res
+
+    # floors: the most total floor the flow holds (f_i <= F_i, f_i <= a_i)
+    level = np.zeros(n_i)
+    if fl.sum() > SHARE_EPS:
+        ea, eb = [], []
+        for i in range(n_i):
+            r = np.zeros(n_y + n_i)
+            r[n_y + i] = 1.0
+            ea.append(r.copy())
+            eb.append(fl[i])
+            r[:n_y] = -held[i]
+            ea.append(r)
+            eb.append(0.0)
+        res = solve(np.concatenate([np.zeros(n_y), -np.ones(n_i)]), ea, eb, n_i)
+        level = np.minimum(res.x[n_y:], fl)
+    reachable = held @ np.array([min(demand[a[0], a[1]], cap[a[2]]) for a in arcs])
+    active = reachable - level > tol
+
+    def at_least(lv: np.ndarray, n_extra: int, lam: bool) -> tuple[list, list]:
+        ea, eb = [], []
+        for i in range(n_i):
+            r = np.zeros(n_y + n_extra)
+            r[:n_y] = -held[i]
+            if lam and active[i]:
+                r[n_y] = w[i]
+            ea.append(r)
+            eb.append(-lv[i])
+        return ea, eb
+
+    while active.any():
+        ea, eb = at_least(level, 1, True)
+        c = np.zeros(n_y + 1)
+        c[n_y] = -1.0
+        lam = max(float(solve(c, ea, eb, 1).x[n_y]), 0.0)
+        base = level + np.where(active, w * lam, 0.0)
+        frozen = np.zeros(n_i, dtype=bool)
+        ea, eb = at_least(np.maximum(base - tol, 0.0), 0, False)
+        for i in np.flatnonzero(active):
+            most = float(held[i] @ solve(-held[i], ea, eb, 0).x)
+            frozen[i] = most <= base[i] + tol
+        if not frozen.any():
+            frozen = active.copy()       # no tenant can grow: numerical end of the filling
+        level = base
+        active &= ~frozen
+    try:
+        ea, eb = at_least(level, 0, False)
+        y = solve(np.ones(n_y), ea, eb, 0).x      # the least flow that holds every level
+    except RuntimeError:                          # a level a rounding above what holds
+        ea, eb = at_least(np.maximum(level - tol, 0.0), 0, False)
+        y = solve(np.ones(n_y), ea, eb, 0).x
+    for (i, k, _s), v in zip(arcs, y, strict=True):
+        out[i, k] += v
+    return np.minimum(out, demand)
 
 
 def horizon_hours(problem: Any) -> float:
@@ -309,6 +464,12 @@ def fair_targets(problem: Any, carbon_plan: Any) -> tuple[FairTargets, np.ndarra
                                                           np.ndarray, list[str]]:
     """The fair allocation from the carbon-only plan (module docstring, steps 1-3).
 
+    On each binding type the allocation is water-filled over what each tenant can reach
+    (:func:`reachable_drf`): a job's residency group is the set of sites it may run at
+    (:attr:`carbonsched.plan.sets.PlanSets.job_sites`: allowed sites with the type, the gang's
+    shape and the power for it), each site offers what the carbon-only plan placed there, and
+    a tenant's target is never more than its groups can hold beside the others'.
+
     Returns
     -------
     (FairTargets, allocation, capacity, binding)
@@ -319,31 +480,66 @@ def fair_targets(problem: Any, carbon_plan: Any) -> tuple[FairTargets, np.ndarra
     from carbonsched.plan.sets import compile_sets
 
     sets = compile_sets(problem, columns=False)
-    names, types, demand = demand_gpu_hours(problem, [int(k) for k in sets.placeable])
-    placed = placed_gpu_hours(problem, carbon_plan, names, types).sum(axis=0)
+    placeable = [int(k) for k in sets.placeable]
+    names, types, demand = demand_gpu_hours(problem, placeable)
+    placed_at = _placed_by_site(problem, carbon_plan, names, types, list(sets.site))
+    placed = placed_at.sum(axis=1)
     total = demand.sum(axis=0)
     bind = total > placed + 1e-6
     cap = np.where(bind, placed, total)
     floor = quota_floors(problem, types, demand)
     weights = np.array([t.weight for t in problem.tenants.values()], dtype=float)
     alloc = demand.copy()
+    groups: dict[str, tuple[list[tuple[str, ...]], np.ndarray]] = {}
     if bind.any() and len(names):
-        b = np.flatnonzero(bind)
-        f = np.minimum(floor[:, b], demand[:, b])
-        left = np.maximum(cap[b] - f.sum(axis=0), 0.0)
-        # each job uses one GPU type, so a tenant's demand is one vector per type, not one
-        # Leontief vector: filled per binding type (weighted DRF of one resource, i.e. weighted
-        # max-min); coupling the types would strand one type's hours when another runs out
-        for k in range(len(b)):
-            alloc[:, b[k]] = f[:, k] + weighted_drf((demand[:, b] - f)[:, [k]], left[[k]],
-                                                    weights)[:, 0]
+        tpos = {t: i for i, t in enumerate(names)}
+        # each job uses one GPU type, so the filling runs per binding type (a single-resource
+        # weighted max-min); coupling the types would strand one type's hours when another
+        # runs out
+        for g in np.flatnonzero(bind).tolist():
+            keys: list[tuple[int, ...]] = []
+            rows: list[tuple[int, int, float]] = []
+            for k in placeable:
+                job = problem.jobs[k]
+                if job.gpu_type != types[g] or job.tenant not in tpos:
+                    continue
+                key = tuple(np.flatnonzero(sets.job_sites[k]).tolist())
+                if key not in keys:
+                    keys.append(key)
+                rows.append((tpos[job.tenant], keys.index(key), job.gpus * job.duration_hours))
+            dem = np.zeros((len(names), len(keys)))
+            for i, kk, gh in rows:
+                dem[i, kk] += gh
+            reach = np.zeros((len(keys), len(sets.site)), dtype=bool)
+            for kk, key in enumerate(keys):
+                reach[kk, list(key)] = True
+            a = reachable_drf(dem, reach, placed_at[g], weights,
+                              floor=np.minimum(floor[:, g], demand[:, g]))
+            alloc[:, g] = a.sum(axis=1)
+            groups[types[g]] = ([tuple(sets.site[s] for s in key) for key in keys], a)
     phi = float(problem.fairness)
     binding = [types[g] for g in np.flatnonzero(bind)]
     ft = FairTargets(tenants=names, gpu_types=binding,
                      target_gpu_hours=phi * alloc[:, bind],
                      floor_gpu_hours=floor, floor_types=types,
-                     capacity_gpu_hours=cap[bind])
+                     capacity_gpu_hours=cap[bind], groups=groups)
     return ft, alloc, cap, binding
+
+
+def _placed_by_site(problem: Any, result: Any, names: list[str], types: list[str],
+                    sites: list[str]) -> np.ndarray:
+    """GPU-hours a plan places for the tenants per (type, site), shape ``(G, S)``. [GPU·h]"""
+    tenant_of = {j.id: j.tenant for j in problem.jobs}
+    known = set(names)
+    gpos = {g: i for i, g in enumerate(types)}
+    spos = {s: i for i, s in enumerate(sites)}
+    out = np.zeros((len(types), len(sites)))
+    for p in result.placements:
+        g, s = gpos.get(p.gpu_type), spos.get(p.site)
+        if tenant_of.get(p.job_id) in known and g is not None and s is not None:
+            minutes = (p.end - p.start).total_seconds() / 60.0 - p.overhead_minutes
+            out[g, s] += p.gpus * minutes / 60.0
+    return out
 
 
 def solve_fair(problem: Any, solve: Callable[..., Any], time_limit_s: float, **kw: Any) -> Any:

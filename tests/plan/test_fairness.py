@@ -206,3 +206,67 @@ def test_the_cli_tenants_table_shows_fairness_not_applied():
     with out.capture() as cap:
         print_tenants({"tenants": [dict(row, fair_applied=True)], "totals": {}})
     assert "Tenants (fair shares)" in cap.get() and "not applied" not in cap.get()
+
+
+# ------------------------------------------------- targets over what each tenant can reach
+
+def test_reachable_drf_with_one_group_is_weighted_drf_and_exact():
+    from carbonsched.plan.fairness import reachable_drf
+
+    d = np.array([[48.0], [48.0], [48.0]])
+    # z's 32 GPU-h floor first, then x (w 1) and y (w 2) and z (w 1) by level: 16, 32, 16
+    got = reachable_drf(d, np.array([[True]]), np.array([96.0]), np.array([1.0, 2.0, 1.0]),
+                        floor=np.array([0.0, 0.0, 32.0]))
+    assert np.allclose(got, [[16.0], [32.0], [48.0]], rtol=0, atol=1e-9)
+    d = np.array([[10.0], [100.0]])
+    assert np.allclose(reachable_drf(d, np.array([[True, True]]), np.array([30.0, 30.0]),
+                                     np.array([5.0, 1.0])),
+                       weighted_drf(d, np.array([60.0]), np.array([5.0, 1.0])), atol=1e-9)
+
+
+def test_reachable_drf_caps_a_tenant_at_the_sites_its_residency_allows():
+    """Sites a (40 GPU-h) and b (20). x (w 2) may use b only, y (w 1) either, z (w 2) either.
+    Per type x would get 2/5 of 60 = 24, more than b holds. Filling: x 2s, y s, z 2s with
+    x <= 20: s = 10 freezes x at 20; y and z go on over a's 40 less what they hold: y 40/3,
+    z 80/3 at s = 40/3 (y s, z 2s: 3s = 40)."""
+    from carbonsched.plan.fairness import reachable_drf
+
+    dem = np.array([[100.0, 0.0], [0.0, 100.0], [0.0, 100.0]])    # groups: {b}, {a, b}
+    reach = np.array([[False, True], [True, True]])
+    got = reachable_drf(dem, reach, np.array([40.0, 20.0]), np.array([2.0, 1.0, 2.0]))
+    assert np.allclose(got.sum(axis=1), [20.0, 40 / 3, 80 / 3], rtol=0, atol=1e-7)
+    assert np.allclose(got, [[20.0, 0.0], [0.0, 40 / 3], [0.0, 80 / 3]], atol=1e-7)
+
+
+@pytest.mark.parametrize("bad", [
+    (np.array([[1.0]]), np.array([[True, True]]), np.array([1.0]), np.array([1.0])),
+    (np.array([[-1.0]]), np.array([[True]]), np.array([1.0]), np.array([1.0])),
+    (np.array([[1.0]]), np.array([[True]]), np.array([1.0]), np.array([0.0])),
+])
+def test_reachable_drf_refuses_bad_input(bad):
+    from carbonsched.plan.fairness import reachable_drf
+
+    with pytest.raises(ValueError, match="reachable_drf"):
+        reachable_drf(*bad)
+
+
+def test_residency_makes_the_fair_target_what_the_tenant_can_reach_and_the_plan_meets_it():
+    """a: 4 H100, b: 2, ten hours (40 and 20 GPU-h). x (weight 2) may run at b only, y
+    (weight 1) anywhere; both ask more than there is. Per type (all sites) x's target would be
+    2/3 of 60 = 40 GPU-h, twice what b holds; over what x can reach it is 20 (all of b) and y's
+    40: the plan meets both exactly."""
+    sites = [SiteWrapper("a").gpus("H100", 4, per_node=4).obj(),
+             SiteWrapper("b").gpus("H100", 2, per_node=2).obj()]
+    jobs = ([JobWrapper(f"x{i}").tenant("x").gpus(2).hours(2).window(0, 10).sites("b").obj()
+             for i in range(10)]
+            + [JobWrapper(f"y{i}").tenant("y").gpus(2).hours(2).window(0, 10).obj()
+               for i in range(15)])
+    prob = dataclasses.replace(problem(sites, jobs, 10), fairness=1.0,
+                               tenants={"x": Tenant("x", 2.0), "y": Tenant("y", 1.0)})
+    plan = solve_plan(prob, method="milp")
+    rows = {r["tenant"]: r for r in plan.tenants}
+    assert {t: r["placed_gpu_hours"] for t, r in rows.items()} == {"x": 20.0, "y": 40.0}
+    assert np.isclose(rows["x"]["target_share"], 20 / 60)
+    assert np.isclose(rows["y"]["target_share"], 40 / 60)
+    for r in rows.values():
+        assert np.isclose(r["dominant_share"], r["target_share"])
