@@ -22,8 +22,9 @@ pool of more than one domain:
   :math:`q_{sg} v_{od}`.
 
 Domain capacity: :math:`\sum_{o \ni t} \mathrm{GPUs}_{od} \le q_{sg} k_{sgd}` for every
-(site, type, domain, slot). Running work (:attr:`PlanningProblem.running`) carries no domain:
-it is held by the pool's capacity row only.
+(site, type, domain, slot), less what running work holds there (:func:`running_by_domain`:
+a running gang's domains, a running slice's GPU); other running work is held by the pool's
+capacity row only.
 
 Every plan, whatever made it (direct MILP, column generation, the greedy fallback), leaves
 the planner through :func:`complete_domains`: placements of bound gangs get their domain per
@@ -171,6 +172,56 @@ def fit_gang(job: Any, pool: DomainPool, free_gpus: np.ndarray) -> list[int]:
     return doms
 
 
+def running_by_domain(sets: Any, problem: Any) -> dict[tuple[str, str], np.ndarray]:
+    """GPUs running work holds per domain and slot: gangs in their domains, slices' GPUs.
+
+    A running topology-bound gang (:attr:`carbonsched.domain.RunningWork.domains`) holds its
+    GPUs per node in each of its domains; a running slice (``gpu_index``) holds its GPU once
+    per slot in that GPU's domain (:meth:`DomainPool.domain_of`), however many slices share
+    it. Other running work is held by the pool's row only.
+
+    Returns
+    -------
+    dict
+        ``(site id, GPU type)`` -> GPUs, shape ``(M, T)`` on ``sets``' slot axis. [-]
+    """
+    pools = domain_pools(problem)
+    n_t = len(sets.slot)
+    t0 = sets.slot[0]
+    slot = pd.Timedelta(minutes=sets.slot_minutes)
+    out: dict[tuple[str, str], np.ndarray] = {}
+    seen: set[tuple[str, str, int, int]] = set()
+    for r in getattr(problem, "running", ()) or ():
+        key = (r.site, r.gpu_type)
+        if key not in pools or (not r.domains and r.gpu_index is None):
+            continue
+        pool = pools[key]
+        a = 0 if r.start is None else max(int(np.floor((r.start - t0) / slot)), 0)
+        b = min(int(np.ceil((r.end - t0) / slot - 1e-9)), n_t)
+        if b <= a:
+            continue
+        u = out.setdefault(key, np.zeros((len(pool.nodes), n_t), dtype=np.int64))
+        if r.gpu_index is not None:
+            d = pool.domain_of(r.gpu_index)
+            for t in range(a, b):
+                if (r.site, r.gpu_type, r.gpu_index, t) not in seen:
+                    seen.add((r.site, r.gpu_type, r.gpu_index, t))
+                    u[d, t] += 1
+            continue
+        per = r.gpus // len(r.domains)
+        for d in r.domains:
+            if 0 <= d < len(pool.nodes):
+                u[d, a:b] += per
+    return out
+
+
+def _add(a: dict[tuple[str, str], np.ndarray], b: dict[tuple[str, str], np.ndarray]
+         ) -> dict[tuple[str, str], np.ndarray]:
+    for k, v in b.items():
+        a[k] = a[k] + v if k in a else v.copy()
+    return a
+
+
 def sliced_gpus_by_domain(sets: Any, problem: Any, placements: list[Placement]
                           ) -> dict[tuple[str, str], np.ndarray]:
     """GPUs carrying slices per domain and slot, from the placements' ``gpu_index``.
@@ -221,6 +272,7 @@ def define_domain_constraints(m: Any) -> None:
     pools = domain_pools(prob)
     cells: dict[tuple[int, int, int, int], list] = {}
     caps: dict[tuple[int, int, int, int], int] = {}
+    held = running_by_domain(sets, prob)     # running gangs and slices in their domains
     add = m.lp.add_variable
     for i, (j, s, t0) in enumerate(m.options.tolist()):
         job = prob.jobs[j]
@@ -259,7 +311,9 @@ def define_domain_constraints(m: Any) -> None:
             for d, var, w, _n in entries:
                 key = (s, g, d, t)
                 cells.setdefault(key, []).append((var, float(w)))
-                caps[key] = int(pool.gpus[d])
+                run = held.get((sets.site[s], job.gpu_type))
+                caps[key] = int(pool.gpus[d]) - (int(run[d, t]) if run is not None
+                                                 and t < run.shape[1] else 0)
     for key, terms in sorted(cells.items()):
         load = sum(w * (v.upBound if v.upBound is not None else 1) for v, w in terms)
         if load <= caps[key]:
@@ -330,8 +384,8 @@ def complete_domains(sets: Any, result: Any, given: dict[str, tuple[int, ...]] |
     jobs = {j.id: j for j in prob.jobs}
     n_t = len(sets.slot)
     # one book per (site, type): GPUs held per domain and slot by bound gangs and by slices
-    used: dict[tuple[str, str], np.ndarray] = sliced_gpus_by_domain(sets, prob,
-                                                                    result.placements)
+    used: dict[tuple[str, str], np.ndarray] = _add(
+        sliced_gpus_by_domain(sets, prob, result.placements), running_by_domain(sets, prob))
 
     def usage(p: Placement) -> np.ndarray:
         key = (p.site, p.gpu_type)
@@ -429,7 +483,8 @@ def domain_violations(sets: Any, problem: Any, result: Any) -> int:
     jobs = {j.id: j for j in problem.jobs}
     n_t = len(sets.slot)
     bad = 0
-    load = sliced_gpus_by_domain(sets, problem, result.placements)
+    load = _add(sliced_gpus_by_domain(sets, problem, result.placements),
+                running_by_domain(sets, problem))
     for p in result.placements:
         job = jobs.get(p.job_id)
         if job is None or job.max_domains is None or (p.site, p.gpu_type) not in pools:
