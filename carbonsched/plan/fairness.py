@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pulp
 
 FAIR_PENALTY_FACTOR = 2.0
@@ -161,7 +162,8 @@ def weighted_drf(demand: np.ndarray, capacity: np.ndarray, weights: np.ndarray
 
 
 def reachable_drf(demand: np.ndarray, reach: np.ndarray, site_capacity: np.ndarray,
-                  weights: np.ndarray, floor: np.ndarray | None = None) -> np.ndarray:
+                  weights: np.ndarray, floor: np.ndarray | None = None,
+                  total_capacity: float | None = None) -> np.ndarray:
     r"""Weighted max-min fair GPU-hours of one type when each demand reaches only some sites.
 
     Tenant :math:`i` asks :math:`D_{ik}` GPU-hours in residency group :math:`k` (a set of
@@ -191,12 +193,19 @@ def reachable_drf(demand: np.ndarray, reach: np.ndarray, site_capacity: np.ndarr
         Tenant weights, shape ``(I,)``, > 0. [-]
     floor
         Guaranteed GPU-hours per tenant, shape ``(I,)`` (default none). [GPU·h]
+    total_capacity
+        At most this much over all sites together (default: no such row). [GPU·h]
 
     Returns
     -------
     numpy.ndarray
         Allocation per tenant and group, shape ``(I, K)``: at most ``demand``, each site's
-        total at most its capacity.
+        total at most its capacity (and the sum at most ``total_capacity``).
+
+    Notes
+    -----
+    A "site" here is any cell a demand may reach: :func:`fair_targets` passes (site, slot)
+    cells, so that a job's window limits its reach as its residency does.
 
     Raises
     ------
@@ -229,19 +238,20 @@ def reachable_drf(demand: np.ndarray, reach: np.ndarray, site_capacity: np.ndarr
     tol = 1e-7 * max(float(cap.sum()), 1.0)
     # flow rows: each site's capacity and each (tenant, group) demand
     rows, rhs = [], []
-    for s in range(n_s):
-        r = np.array([a[2] == s for a in arcs], dtype=float)
-        if r.any():
-            rows.append(r)
-            rhs.append(cap[s])
-    for i in range(n_i):
-        for k in range(n_k):
-            r = np.array([a[0] == i and a[1] == k for a in arcs], dtype=float)
-            if r.any():
-                rows.append(r)
-                rhs.append(demand[i, k])
+    site_of = np.array([a[2] for a in arcs])
+    for s in np.unique(site_of).tolist():
+        rows.append((site_of == s).astype(float))
+        rhs.append(cap[s])
+    if total_capacity is not None:
+        rows.append(np.ones(len(arcs)))
+        rhs.append(float(total_capacity))
+    pair = np.array([a[0] * n_k + a[1] for a in arcs])
+    for ik in np.unique(pair).tolist():
+        rows.append((pair == ik).astype(float))
+        rhs.append(demand[ik // n_k, ik % n_k])
     flow_a, flow_b = np.array(rows), np.array(rhs)
-    held = np.array([[a[0] == i for a in arcs] for i in range(n_i)], dtype=float)  # (I, n_y)
+    ten = np.array([a[0] for a in arcs])
+    held = np.array([ten == i for i in range(n_i)], dtype=float)          # (I, n_y)
 
     def solve(c: np.ndarray, extra_a: list, extra_b: list, n_extra: int) -> Any:
         a_ub = np.vstack([np.hstack([flow_a, np.zeros((len(flow_a), n_extra))])]
@@ -268,7 +278,9 @@ def reachable_drf(demand: np.ndarray, reach: np.ndarray, site_capacity: np.ndarr
             eb.append(0.0)
         res = solve(np.concatenate([np.zeros(n_y), -np.ones(n_i)]), ea, eb, n_i)
         level = np.minimum(res.x[n_y:], fl)
-    reachable = held @ np.array([min(demand[a[0], a[1]], cap[a[2]]) for a in arcs])
+    reachable = np.array([sum(demand[i, k] for k in range(n_k) if
+                              any(a[0] == i and a[1] == k for a in arcs)) for i in range(n_i)])
+    reachable = np.minimum(reachable, held @ cap[site_of])
     active = reachable - level > tol
 
     def at_least(lv: np.ndarray, n_extra: int, lam: bool) -> tuple[list, list]:
@@ -467,8 +479,11 @@ def fair_targets(problem: Any, carbon_plan: Any) -> tuple[FairTargets, np.ndarra
     On each binding type the allocation is water-filled over what each tenant can reach
     (:func:`reachable_drf`): a job's residency group is the set of sites it may run at
     (:attr:`carbonsched.plan.sets.PlanSets.job_sites`: allowed sites with the type, the gang's
-    shape and the power for it), each site offers what the carbon-only plan placed there, and
-    a tenant's target is never more than its groups can hold beside the others'.
+    shape and the power for it) over the slots of its window; each (site, slot) offers the
+    GPUs running work and the carbon-only plan's inference leave, all of them together the
+    type's capacity :math:`C_g`; a tenant's target is never more than its sites and hours can
+    hold beside the others'. (A relaxation: a job's hours are not kept contiguous nor its
+    GPUs whole.)
 
     Returns
     -------
@@ -482,8 +497,8 @@ def fair_targets(problem: Any, carbon_plan: Any) -> tuple[FairTargets, np.ndarra
     sets = compile_sets(problem, columns=False)
     placeable = [int(k) for k in sets.placeable]
     names, types, demand = demand_gpu_hours(problem, placeable)
-    placed_at = _placed_by_site(problem, carbon_plan, names, types, list(sets.site))
-    placed = placed_at.sum(axis=1)
+    placed = _placed_by_site(problem, carbon_plan, names, types, list(sets.site)).sum(axis=1)
+    cells_gpu_h = _free_cells(sets, carbon_plan, types)          # (G, S, T) GPU-h per cell
     total = demand.sum(axis=0)
     bind = total > placed + 1e-6
     cap = np.where(bind, placed, total)
@@ -496,27 +511,33 @@ def fair_targets(problem: Any, carbon_plan: Any) -> tuple[FairTargets, np.ndarra
         # each job uses one GPU type, so the filling runs per binding type (a single-resource
         # weighted max-min); coupling the types would strand one type's hours when another
         # runs out
+        n_s, n_t = cells_gpu_h.shape[1:]
         for g in np.flatnonzero(bind).tolist():
-            keys: list[tuple[int, ...]] = []
+            # a group: the sites a job may use and the slots its window covers
+            keys: list[tuple[tuple[int, ...], int, int]] = []
             rows: list[tuple[int, int, float]] = []
             for k in placeable:
                 job = problem.jobs[k]
                 if job.gpu_type != types[g] or job.tenant not in tpos:
                     continue
-                key = tuple(np.flatnonzero(sets.job_sites[k]).tolist())
+                end = min(int(sets.job_last[k]) + int(sets.job_dur[k]), n_t)
+                key = (tuple(np.flatnonzero(sets.job_sites[k]).tolist()),
+                       max(int(sets.job_first[k]), 0), end)
                 if key not in keys:
                     keys.append(key)
                 rows.append((tpos[job.tenant], keys.index(key), job.gpus * job.duration_hours))
             dem = np.zeros((len(names), len(keys)))
             for i, kk, gh in rows:
                 dem[i, kk] += gh
-            reach = np.zeros((len(keys), len(sets.site)), dtype=bool)
-            for kk, key in enumerate(keys):
-                reach[kk, list(key)] = True
-            a = reachable_drf(dem, reach, placed_at[g], weights,
-                              floor=np.minimum(floor[:, g], demand[:, g]))
+            reach = np.zeros((len(keys), n_s, n_t), dtype=bool)
+            for kk, (sites_, a0, b0) in enumerate(keys):
+                reach[kk, list(sites_), a0:b0] = True
+            a = reachable_drf(dem, reach.reshape(len(keys), -1),
+                              cells_gpu_h[g].reshape(-1), weights,
+                              floor=np.minimum(floor[:, g], demand[:, g]),
+                              total_capacity=float(cap[g]))
             alloc[:, g] = a.sum(axis=1)
-            groups[types[g]] = ([tuple(sets.site[s] for s in key) for key in keys], a)
+            groups[types[g]] = ([tuple(sets.site[s] for s in key[0]) for key in keys], a)
     phi = float(problem.fairness)
     binding = [types[g] for g in np.flatnonzero(bind)]
     ft = FairTargets(tenants=names, gpu_types=binding,
@@ -524,6 +545,31 @@ def fair_targets(problem: Any, carbon_plan: Any) -> tuple[FairTargets, np.ndarra
                      floor_gpu_hours=floor, floor_types=types,
                      capacity_gpu_hours=cap[bind], groups=groups)
     return ft, alloc, cap, binding
+
+
+def _free_cells(sets: Any, carbon_plan: Any, types: list[str]) -> np.ndarray:
+    """GPU-hours per (type, site, slot) the jobs may share, shape ``(G, S, T)``. [GPU·h]
+
+    The GPUs left by running work (:attr:`PlanSets.gpu_cap`) less the carbon-only plan's
+    inference GPUs, times the slot length.
+    """
+    n_s, n_t, _n_g = sets.gpu_cap.shape
+    out = np.zeros((len(types), n_s, n_t))
+    gpos = {g: i for i, g in enumerate(sets.gpu_type)}
+    for gi, g in enumerate(types):
+        if g in gpos:
+            out[gi] = sets.gpu_cap[:, :, gpos[g]]
+    spos = {s: i for i, s in enumerate(sets.site)}
+    tpos = {g: i for i, g in enumerate(types)}
+    sph = sets.slots_per_hour
+    for ip in getattr(carbon_plan, "inference", []) or []:
+        s, g = spos.get(ip.site), tpos.get(ip.gpu_type)
+        if s is None or g is None:
+            continue
+        t = int(round((ip.hour - sets.slot[0]) / pd.Timedelta(minutes=sets.slot_minutes)))
+        if 0 <= t < n_t:
+            out[g, s, t:t + sph] -= ip.gpus
+    return np.maximum(out, 0.0) * sets.slot_hours
 
 
 def _placed_by_site(problem: Any, result: Any, names: list[str], types: list[str],
