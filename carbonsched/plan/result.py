@@ -163,7 +163,9 @@ class Score:
         allowed, or a gang larger than one node that the site's node shape cannot cut into
         whole nodes. [-]
     unplaced_gpu_hours
-        GPU-hours of jobs the plan does not place. [GPU·h]
+        GPU-hours of jobs the plan does not place; a fractional job counts its share of a GPU
+        (:attr:`carbonsched.domain.Job.gpu_share`: ``gpu_milli / 1000`` or the MIG profile's
+        compute slices over the GPU's). [GPU·h]
     slice_violations
         GPUs (per site, hour and type) whose slices break their layout: a MIG instance at an
         invalid start, overlapping another, over the GPU's compute or ``+me``; milli shares
@@ -408,7 +410,7 @@ def build_plan_result(
     for k, job in enumerate(prob.jobs):
         if k in placed:
             continue
-        unplaced_gpu_h += job.gpus * job.duration_hours
+        unplaced_gpu_h += job.gpus * job.gpu_share * job.duration_hours   # a slice: its share
         if k not in sets.reasons:
             penalty_kg += float(sets.unplaced_cost[k])
         given = (unplaced_reason or {}).get(k)
@@ -700,7 +702,7 @@ def score_plan(problem: Any, result: PlanResult, signals: pd.DataFrame | None = 
     facility, absorbed, em = emissions_by_site_hour(it_kwh, sets.pue, sets.ci_g_per_kwh,
                                                     sets.surplus_kw, sets.slot_hours)
     placed_ids = {p.job_id for p in result.placements}
-    unplaced_gpu_h = float(sum(j.gpus * j.duration_hours for j in problem.jobs
+    unplaced_gpu_h = float(sum(j.gpus * j.gpu_share * j.duration_hours for j in problem.jobs
                                if j.id not in placed_ids))
     penalty_kg = float(sum(sets.unplaced_cost[k] for k, j in enumerate(problem.jobs)
                            if j.id not in placed_ids and k not in sets.reasons))

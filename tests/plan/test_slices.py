@@ -394,3 +394,20 @@ def test_the_recount_counts_a_gpu_carrying_slices_in_its_domain_with_the_gangs()
     # two slices on one GPU count one GPU of its domain
     one = plan([g, slice_at("s", "b", 7), slice_at("t", "b", 7)])
     assert score_plan(prob, one).domain_violations == 1
+
+
+def test_an_unplaced_fractional_job_counts_its_share_of_a_gpu_not_a_whole_gpu():
+    # one A100 for one hour: 600 + 300 milli fit, the 500 does not (0.5 GPU-h left out)
+    jobs = [frac("a", milli=600), frac("b", milli=300), frac("c", milli=500),
+            frac("m", hours=2, window=(0, 2), mig="3g.20gb")]
+    prob = problem([milli_site(1)], jobs[:3], 1)
+    res = solve_plan(prob, method="milp")
+    assert [u.job_id for u in res.unplaced] == ["c"]
+    assert res.totals["unplaced_gpu_hours"] == pytest.approx(0.5)
+    assert score_plan(prob, res).unplaced_gpu_hours == pytest.approx(0.5)
+    # a 3g.20gb left out for two hours: 3 of 7 compute slices x 2 h
+    mig = problem([mig_site(1)], [jobs[3], frac("w", hours=2, window=(0, 2), mig="7g.40gb")], 2)
+    res = solve_plan(mig, method="milp")
+    assert [u.job_id for u in res.unplaced] == ["m"]
+    assert res.totals["unplaced_gpu_hours"] == pytest.approx(2 * 3 / 7)
+    assert score_plan(mig, res).unplaced_gpu_hours == pytest.approx(2 * 3 / 7)
