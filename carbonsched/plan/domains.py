@@ -172,13 +172,24 @@ def fit_gang(job: Any, pool: DomainPool, free_gpus: np.ndarray) -> list[int]:
     return doms
 
 
-def running_by_domain(sets: Any, problem: Any) -> dict[tuple[str, str], np.ndarray]:
+def running_by_domain(sets: Any, problem: Any, slices: bool = True
+                      ) -> dict[tuple[str, str], np.ndarray]:
     """GPUs running work holds per domain and slot: gangs in their domains, slices' GPUs.
 
     A running topology-bound gang (:attr:`carbonsched.domain.RunningWork.domains`) holds its
     GPUs per node in each of its domains; a running slice (``gpu_index``) holds its GPU once
     per slot in that GPU's domain (:meth:`DomainPool.domain_of`), however many slices share
     it. Other running work is held by the pool's row only.
+
+    Parameters
+    ----------
+    sets
+        :class:`~carbonsched.plan.sets.PlanSets` of ``problem`` (its slot axis).
+    problem
+        The :class:`~carbonsched.plan.sets.PlanningProblem` (its ``running``).
+    slices
+        Count running slices too (``False``: gangs only, for callers that count the running
+        slices with the plan's, :func:`sliced_gpus_by_domain`, so a shared GPU counts once).
 
     Returns
     -------
@@ -193,7 +204,7 @@ def running_by_domain(sets: Any, problem: Any) -> dict[tuple[str, str], np.ndarr
     seen: set[tuple[str, str, int, int]] = set()
     for r in getattr(problem, "running", ()) or ():
         key = (r.site, r.gpu_type)
-        if key not in pools or (not r.domains and r.gpu_index is None):
+        if key not in pools or (not r.domains and (r.gpu_index is None or not slices)):
             continue
         pool = pools[key]
         a = 0 if r.start is None else max(int(np.floor((r.start - t0) / slot)), 0)
@@ -202,6 +213,8 @@ def running_by_domain(sets: Any, problem: Any) -> dict[tuple[str, str], np.ndarr
             continue
         u = out.setdefault(key, np.zeros((len(pool.nodes), n_t), dtype=np.int64))
         if r.gpu_index is not None:
+            if not slices:
+                continue
             d = pool.domain_of(r.gpu_index)
             for t in range(a, b):
                 if (r.site, r.gpu_type, r.gpu_index, t) not in seen:
@@ -237,7 +250,8 @@ def sliced_gpus_by_domain(sets: Any, problem: Any, placements: list[Placement]
     problem
         The :class:`~carbonsched.plan.sets.PlanningProblem`.
     placements
-        The plan's placements; those with ``gpu_index`` set are slices.
+        The plan's placements; those with ``gpu_index`` set are slices. Running slices
+        (:attr:`carbonsched.domain.RunningWork.gpu_index`) are counted with them.
 
     Returns
     -------
@@ -253,6 +267,16 @@ def sliced_gpus_by_domain(sets: Any, problem: Any, placements: list[Placement]
         for t in _slots(sets, p):
             if t < n_t:
                 cells.add((p.site, p.gpu_type, int(p.gpu_index), t))
+    t0 = sets.slot[0]
+    slot = pd.Timedelta(minutes=sets.slot_minutes)
+    for r in getattr(problem, "running", ()) or ():
+        # slices committed by an earlier run: their GPUs count once with the plan's
+        if r.gpu_index is None or (r.site, r.gpu_type) not in pools:
+            continue
+        a = 0 if r.start is None else max(int(np.floor((r.start - t0) / slot)), 0)
+        b = min(int(np.ceil((r.end - t0) / slot - 1e-9)), n_t)
+        for t in range(a, b):
+            cells.add((r.site, r.gpu_type, int(r.gpu_index), t))
     out: dict[tuple[str, str], np.ndarray] = {}
     for site, g, gi, t in cells:
         pool = pools[(site, g)]
@@ -385,7 +409,8 @@ def complete_domains(sets: Any, result: Any, given: dict[str, tuple[int, ...]] |
     n_t = len(sets.slot)
     # one book per (site, type): GPUs held per domain and slot by bound gangs and by slices
     used: dict[tuple[str, str], np.ndarray] = _add(
-        sliced_gpus_by_domain(sets, prob, result.placements), running_by_domain(sets, prob))
+        sliced_gpus_by_domain(sets, prob, result.placements),
+        running_by_domain(sets, prob, slices=False))
 
     def usage(p: Placement) -> np.ndarray:
         key = (p.site, p.gpu_type)
@@ -484,7 +509,7 @@ def domain_violations(sets: Any, problem: Any, result: Any) -> int:
     n_t = len(sets.slot)
     bad = 0
     load = _add(sliced_gpus_by_domain(sets, problem, result.placements),
-                running_by_domain(sets, problem))
+                running_by_domain(sets, problem, slices=False))
     for p in result.placements:
         job = jobs.get(p.job_id)
         if job is None or job.max_domains is None or (p.site, p.gpu_type) not in pools:
