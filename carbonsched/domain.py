@@ -951,6 +951,19 @@ class RunningWork:
     start
         Optional start (tz-aware); slots before it are not held. Default: held from the
         horizon start.
+    gpu_index
+        For a slice (a MIG instance or a milli share) committed earlier: the GPU of the pool
+        it holds (:attr:`Placement.gpu_index`); ``None`` for whole GPUs. Slices on one GPU
+        hold that one GPU, and a new slice may share it where its layout has room.
+    mig_start
+        Memory slice the MIG instance starts at (:attr:`Placement.mig_start`).
+    mig_profile
+        The slice's MIG profile (with ``gpu_index``, at a MIG pool).
+    gpu_milli
+        The slice's milli share (with ``gpu_index``, at a milli pool). [1/1000 GPU]
+    domains
+        Network domain per node of a topology-bound gang (:attr:`Placement.domains`); the
+        gang holds those domains' GPUs.
     """
 
     site: str
@@ -960,6 +973,11 @@ class RunningWork:
     end: pd.Timestamp
     job_id: str = ""
     start: pd.Timestamp | None = None
+    gpu_index: int | None = None
+    mig_start: int | None = None
+    mig_profile: str | None = None
+    gpu_milli: int | None = None
+    domains: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         what = f"running work {self.job_id or self.site!r}"
@@ -970,6 +988,20 @@ class RunningWork:
             raise WorkloadError(f"{what}: gpus must be >= 0, got {self.gpus}")
         if not self.it_power_kw >= 0:
             raise WorkloadError(f"{what}: it_power_kw must be >= 0, got {self.it_power_kw}")
+        if self.gpu_index is not None:
+            if self.gpu_index < 0 or self.gpus != 1:
+                raise WorkloadError(
+                    f"{what}: a slice holds one GPU at gpu_index >= 0; got gpus={self.gpus}, "
+                    f"gpu_index={self.gpu_index} (drop gpu_index for whole-GPU work)")
+            if (self.mig_profile is None) == (self.gpu_milli is None):
+                raise WorkloadError(
+                    f"{what}: a slice at gpu_index {self.gpu_index} needs exactly one of "
+                    "mig_profile (with mig_start) or gpu_milli")
+            if self.mig_profile is not None and self.mig_start is None:
+                raise WorkloadError(f"{what}: MIG slice {self.mig_profile} without mig_start")
+            if self.gpu_milli is not None and not 1 <= self.gpu_milli <= 1000:
+                raise WorkloadError(f"{what}: gpu_milli must be 1..1000, got {self.gpu_milli}")
+        object.__setattr__(self, "domains", tuple(int(d) for d in self.domains))
 
 
 @dataclass(frozen=True)

@@ -270,3 +270,56 @@ def test_greedy_fallback_is_named():
     assert run.fell_back and not run.time_limited
     assert run.notes[0].startswith("run 2023-07-15T00:00:00+00:00: the planner returned the "
                                    "greedy plan (")
+
+
+@pytest.mark.parametrize(("sharing", "first", "second", "third"), [
+    ("milli", {"milli": 400}, {"milli": 500}, {"milli": 700}),
+    ("mig", {"mig": "3g.20gb"}, {"mig": "4g.20gb"}, {"mig": "7g.40gb"}),
+])
+def test_a_committed_slice_keeps_its_gpu_and_the_next_run_shares_what_it_leaves(
+        sharing, first, second, third):
+    """Run 1 commits a slice on GPU 0 for ten hours; run 2 (six hours later) must put a job
+    that fits beside it on GPU 0 (not count GPU 0 as a whole GPU and leave the job out) and a
+    job that does not fit on GPU 1 (not over-book GPU 0)."""
+    from carbonsched.plan import score_plan
+
+    def frac(job_id, hours, window, kind):
+        j = JobWrapper(job_id).gpu_type("A100").hours(hours).window(*window)
+        return (j.milli(kind["milli"]) if "milli" in kind else j.mig(kind["mig"])).obj()
+
+    site = SiteWrapper("a").gpus("A100", 2, sharing=sharing,
+                                 mig_model="A100-40GB" if sharing == "mig" else None).obj()
+    rp = planner([site], horizon_hours=24, run_every_hours=6)
+    rp.submit([frac("long", 10, (0, 10), first)])
+    run1 = rp.step(at(0), frame([site], 0, 24, lambda s, h: 100.0))
+    [long] = run1.committed
+    assert (long.gpu_index, long.start) == (0, at(0))
+    rp.submit([frac("beside", 1, (6, 7), second), frac("big", 1, (6, 7), third)])
+    run2 = rp.step(at(6), frame([site], 6, 24, lambda s, h: 100.0))
+    [held] = run2.problem.running
+    assert (held.gpu_index, held.mig_start) == (0, long.mig_start)
+    got = {p.job_id: p.gpu_index for p in run2.result.placements}
+    assert got == {"beside": 0, "big": 1}, run2.result.unplaced
+    sc = score_plan(run2.problem, run2.result)
+    assert (sc.slice_violations, sc.capacity_violations) == (0, 0)
+
+
+def test_a_committed_same_domain_gang_keeps_its_domain_in_the_next_run():
+    """16 H100 in two domains of one 8-GPU node. Run 1 commits gang g0 for ten hours in domain
+    0; run 2 (six hours later) must put the same-domain gang g1 in domain 1, not in the domain
+    g0 still fills (the pool alone has room for both in either)."""
+    from carbonsched.plan import score_plan
+
+    site = SiteWrapper("a").gpus("H100", 16, per_node=8, per_domain=1).obj()
+    rp = planner([site], horizon_hours=24, run_every_hours=6)
+    rp.submit([JobWrapper("g0").gpus(8).hours(10).window(0, 10).max_domains(1).obj()])
+    run1 = rp.step(at(0), frame([site], 0, 24, lambda s, h: 100.0))
+    [g0] = run1.committed
+    assert g0.domains == (0,)
+    rp.submit([JobWrapper("g1").gpus(8).hours(1).window(6, 7).max_domains(1).obj()])
+    run2 = rp.step(at(6), frame([site], 6, 24, lambda s, h: 100.0))
+    [held] = run2.problem.running
+    assert held.domains == (0,)
+    [g1] = run2.result.placements
+    assert g1.domains == (1,)
+    assert score_plan(run2.problem, run2.result).domain_violations == 0

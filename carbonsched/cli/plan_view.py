@@ -96,7 +96,10 @@ def print_tenants(doc: dict[str, Any]) -> None:
     Per tenant: weight, GPU-hours asked and placed, dominant share against its target, quota
     met; then the carbon cost of fairness against the carbon-only plan.
     """
-    t = Table(title="Tenants (fair shares)", title_justify="left")
+    skipped = [r for r in doc["tenants"] if r.get("fair_applied") is False]
+    title = ("Tenants (fairness not applied: shares as placed, not held to targets)"
+             if skipped else "Tenants (fair shares)")
+    t = Table(title=title, title_justify="left")
     for col, j in (("tenant", "left"), ("weight", "right"), ("GPU-h asked", "right"),
                    ("GPU-h placed", "right"), ("dominant share", "right"),
                    ("fair target", "right"), ("quota GPU-h", "right"), ("quota met", "left")):
@@ -108,6 +111,11 @@ def print_tenants(doc: dict[str, Any]) -> None:
                   f"{100 * r['target_share']:.1f}%", f"{r['quota_gpu_hours']:,.0f}", met)
     out.print(t)
     tot = doc["totals"]
+    if skipped:
+        why = next((n for n in doc.get("notes", []) if n.startswith("fairness not applied")),
+                   "fairness not applied: the plan's path does not model fair shares")
+        out.print(f"[red]fairness not applied[/] for {len(skipped)} tenant(s): "
+                  f"{escape(why.split(': ', 1)[-1])}", highlight=False, soft_wrap=True)
     if tot.get("fairness_cost_kg") is not None:
         base = tot.get("carbon_only_emissions_kg") or 0.0
         pct = 100 * tot["fairness_cost_kg"] / base if base else 0.0

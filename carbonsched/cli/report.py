@@ -59,6 +59,16 @@ def report(
                   f"location-based {t['location_based_kg']:,.1f} kg, market-based "
                   f"{t['market_based_kg']:,.1f} kg (2015) / {t['market_based_hourly_kg']:,.1f} kg "
                   f"(hourly), avoided {t['avoided_kg']:,.1f} kg", highlight=False)
+        if "fair_shares" in rep.frames:
+            pct = t.get("fairness_cost_pct")
+            err.print(f"fair shares: {t['fair_tenants_within_5pct']} of "
+                      f"{t['fair_tenants_with_target']} tenant-day(s) within 5 % of their "
+                      f"target, {t['fair_quotas_missed']} quota(s) missed, carbon cost of "
+                      f"fairness {t['fairness_cost_kg']:+,.2f} kg"
+                      + (f" ({pct:+.2f} %)" if pct is not None else "")
+                      + (f"; fairness not applied for {t['fairness_not_applied_tenants']} "
+                         "tenant-day(s)" if t["fairness_not_applied_tenants"] else ""),
+                      highlight=False)
         for n in rep.metadata["notes"]:
             err.print(f"note: {n}", highlight=False)
 

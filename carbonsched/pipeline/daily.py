@@ -1294,6 +1294,9 @@ def run_daily_plan(
             "baseline_energy_kwh": float(base_score.energy_kwh),
             **{k: float(result.totals[k]) for k in ("carbon_only_emissions_kg",
                                                     "fairness_cost_kg") if k in result.totals},
+            **({"fairness_not_applied_tenants": int(result.totals[
+                "fairness_not_applied_tenants"])}
+               if "fairness_not_applied_tenants" in result.totals else {}),
         },
         **({"tenants": result.tenants} if result.tenants else {}),
         "site_hours": site_hour_power(problem, result, band),

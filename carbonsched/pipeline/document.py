@@ -131,6 +131,10 @@ class TenantRow(_Row):
         description="Guaranteed GPU-hours over the horizon, capped at demand. [GPU·h]"
     )
     quota_met: bool | None = Field(None, description="None without a quota.")
+    fair_applied: bool = Field(
+        True, description="False when the plan's path ignored the fair-share rows (a greedy "
+        "fallback): dominant_share is then as placed, not held to target_share."
+    )
 
 
 class InferenceRow(_Row):
@@ -315,6 +319,10 @@ class Totals(_Row):
     fairness_cost_kg: float | None = Field(
         None, description="Carbon cost of fairness: emissions_kg less carbon_only_emissions_kg. "
         "[kg CO2e]"
+    )
+    fairness_not_applied_tenants: int | None = Field(
+        None, description="Tenants whose fair shares the plan asked for but did not apply (the "
+        "plan fell back to a path without fair-share rows, e.g. greedy; the notes name it). [-]"
     )
 
 

@@ -230,11 +230,20 @@ def greedy_plan(problem: PlanningProblem, signals: pd.DataFrame | None = None) -
     Returns
     -------
     PlanResult
-        Status ``heuristic``, method ``greedy``; totals use the signals decided on.
+        Status ``heuristic``, method ``greedy``; totals use the signals decided on. With
+        tenants and a fairness above 0 the plan says fairness was not applied
+        (:func:`carbonsched.plan.fairness.fairness_not_applied`: the greedy order ignores
+        fair shares).
     """
     t = time.perf_counter()
-    return _run(compile_sets(problem, signals, columns=False), "greedy", carbon_aware=True,
-                started=t)
+    res = _run(compile_sets(problem, signals, columns=False), "greedy", carbon_aware=True,
+               started=t)
+    if getattr(problem, "tenants", None) and getattr(problem, "fairness", 0.0) > 0:
+        from carbonsched.plan.fairness import fairness_not_applied
+
+        res = fairness_not_applied(problem, res, "the greedy plan (greedy_plan) orders jobs by "
+                                   "carbon alone and does not model fair shares")
+    return res
 
 
 def greedy_from_sets(sets: PlanSets) -> PlanResult:

@@ -22,8 +22,9 @@ pool of more than one domain:
   :math:`q_{sg} v_{od}`.
 
 Domain capacity: :math:`\sum_{o \ni t} \mathrm{GPUs}_{od} \le q_{sg} k_{sgd}` for every
-(site, type, domain, slot). Running work (:attr:`PlanningProblem.running`) carries no domain:
-it is held by the pool's capacity row only.
+(site, type, domain, slot), less what running work holds there (:func:`running_by_domain`:
+a running gang's domains, a running slice's GPU); other running work is held by the pool's
+capacity row only.
 
 Every plan, whatever made it (direct MILP, column generation, the greedy fallback), leaves
 the planner through :func:`complete_domains`: placements of bound gangs get their domain per
@@ -71,6 +72,20 @@ class DomainPool:
         """GPUs per domain, shape ``(M,)``. [-]"""
         return np.array(self.nodes, dtype=np.int64) * self.node_gpus
 
+    def domain_of(self, gpu_index: int) -> int:
+        """The domain holding GPU ``gpu_index`` of the pool (``0 .. count - 1``).
+
+        GPUs are numbered node by node and the nodes domain by domain (domain 0 holds GPUs
+        ``0 .. q k_0 - 1``), the numbering :attr:`carbonsched.domain.Placement.gpu_index` of a
+        slice uses; an index past the last domain is counted in the last one.
+        """
+        ends = np.cumsum(self.gpus)
+        return min(int(np.searchsorted(ends, gpu_index, side="right")), len(self.nodes) - 1)
+
+    def first_gpu(self, domain: int) -> int:
+        """Index of the first GPU of ``domain`` (:meth:`domain_of`'s numbering). [-]"""
+        return int(self.gpus[:domain].sum())
+
 
 def domain_pools(problem: Any) -> dict[tuple[str, str], DomainPool]:
     """Domain shape of every (site id, GPU type) pool of ``problem``'s sites.
@@ -103,11 +118,171 @@ def needs_domain_model(sets: Any) -> bool:
     return False
 
 
-def _gang_nodes(job: Any, pool: DomainPool) -> tuple[int, int]:
-    """Nodes of the gang and GPUs it uses on each (the whole gang when on one node)."""
+def gang_nodes(job: Any, pool: DomainPool) -> tuple[int, int]:
+    """Nodes of a gang and the GPUs it uses on each (the whole gang when it fits one node).
+
+    Returns
+    -------
+    (nodes, gpus_per_node)
+        [-]
+    """
     if job.gpus <= pool.node_gpus:
         return 1, job.gpus
     return job.gpus // pool.node_gpus, pool.node_gpus
+
+
+
+
+def fit_gang(job: Any, pool: DomainPool, free_gpus: np.ndarray) -> list[int]:
+    """Domains for the nodes of a topology-bound gang, first fit; empty when none holds it.
+
+    Parameters
+    ----------
+    job
+        The gang (:attr:`carbonsched.domain.Job.max_domains` set).
+    pool
+        Its pool's domain shape.
+    free_gpus
+        GPUs free in every slot the gang runs, per domain, shape ``(M,)``: what bound gangs
+        and GPUs carrying slices leave (:func:`sliced_gpus_by_domain`). [-]
+
+    Returns
+    -------
+    list of int
+        One domain per node: the lowest domain with room for the whole gang, else (a span of
+        up to ``max_domains``) the domains with the most room first.
+    """
+    nodes, per = gang_nodes(job, pool)
+    room = np.minimum(np.maximum(free_gpus, 0) // per, np.array(pool.nodes))
+    whole = [d for d in range(len(pool.nodes)) if room[d] >= nodes]
+    if whole:
+        return [whole[0]] * nodes
+    doms: list[int] = []
+    if nodes > 1 and (job.max_domains or 1) > 1:
+        left = nodes
+        for d in np.argsort(-room, kind="stable").tolist():
+            if left <= 0 or len(set(doms)) >= job.max_domains:
+                break
+            take = int(min(room[d], left))
+            if take > 0:
+                doms += [d] * take
+                left -= take
+        if left > 0:
+            doms = []
+    return doms
+
+
+def running_by_domain(sets: Any, problem: Any, slices: bool = True
+                      ) -> dict[tuple[str, str], np.ndarray]:
+    """GPUs running work holds per domain and slot: gangs in their domains, slices' GPUs.
+
+    A running topology-bound gang (:attr:`carbonsched.domain.RunningWork.domains`) holds its
+    GPUs per node in each of its domains; a running slice (``gpu_index``) holds its GPU once
+    per slot in that GPU's domain (:meth:`DomainPool.domain_of`), however many slices share
+    it. Other running work is held by the pool's row only.
+
+    Parameters
+    ----------
+    sets
+        :class:`~carbonsched.plan.sets.PlanSets` of ``problem`` (its slot axis).
+    problem
+        The :class:`~carbonsched.plan.sets.PlanningProblem` (its ``running``).
+    slices
+        Count running slices too (``False``: gangs only, for callers that count the running
+        slices with the plan's, :func:`sliced_gpus_by_domain`, so a shared GPU counts once).
+
+    Returns
+    -------
+    dict
+        ``(site id, GPU type)`` -> GPUs, shape ``(M, T)`` on ``sets``' slot axis. [-]
+    """
+    pools = domain_pools(problem)
+    n_t = len(sets.slot)
+    t0 = sets.slot[0]
+    slot = pd.Timedelta(minutes=sets.slot_minutes)
+    out: dict[tuple[str, str], np.ndarray] = {}
+    seen: set[tuple[str, str, int, int]] = set()
+    for r in getattr(problem, "running", ()) or ():
+        key = (r.site, r.gpu_type)
+        if key not in pools or (not r.domains and (r.gpu_index is None or not slices)):
+            continue
+        pool = pools[key]
+        a = 0 if r.start is None else max(int(np.floor((r.start - t0) / slot)), 0)
+        b = min(int(np.ceil((r.end - t0) / slot - 1e-9)), n_t)
+        if b <= a:
+            continue
+        u = out.setdefault(key, np.zeros((len(pool.nodes), n_t), dtype=np.int64))
+        if r.gpu_index is not None:
+            if not slices:
+                continue
+            d = pool.domain_of(r.gpu_index)
+            for t in range(a, b):
+                if (r.site, r.gpu_type, r.gpu_index, t) not in seen:
+                    seen.add((r.site, r.gpu_type, r.gpu_index, t))
+                    u[d, t] += 1
+            continue
+        per = r.gpus // len(r.domains)
+        for d in r.domains:
+            if 0 <= d < len(pool.nodes):
+                u[d, a:b] += per
+    return out
+
+
+def _add(a: dict[tuple[str, str], np.ndarray], b: dict[tuple[str, str], np.ndarray]
+         ) -> dict[tuple[str, str], np.ndarray]:
+    for k, v in b.items():
+        a[k] = a[k] + v if k in a else v.copy()
+    return a
+
+
+def sliced_gpus_by_domain(sets: Any, problem: Any, placements: list[Placement]
+                          ) -> dict[tuple[str, str], np.ndarray]:
+    """GPUs carrying slices per domain and slot, from the placements' ``gpu_index``.
+
+    A GPU carrying one or more MIG or milli slices in a slot is one GPU of its domain in that
+    slot (:meth:`DomainPool.domain_of`), which topology-bound gangs cannot use: slices and
+    gangs draw from one book of GPUs per domain and slot.
+
+    Parameters
+    ----------
+    sets
+        :class:`~carbonsched.plan.sets.PlanSets` of ``problem`` (its slot axis).
+    problem
+        The :class:`~carbonsched.plan.sets.PlanningProblem`.
+    placements
+        The plan's placements; those with ``gpu_index`` set are slices. Running slices
+        (:attr:`carbonsched.domain.RunningWork.gpu_index`) are counted with them.
+
+    Returns
+    -------
+    dict
+        ``(site id, GPU type)`` -> GPUs carrying slices, shape ``(M, T)``. [-]
+    """
+    pools = domain_pools(problem)
+    n_t = len(sets.slot)
+    cells: set[tuple[str, str, int, int]] = set()
+    for p in placements:
+        if p.gpu_index is None or (p.site, p.gpu_type) not in pools:
+            continue
+        for t in _slots(sets, p):
+            if t < n_t:
+                cells.add((p.site, p.gpu_type, int(p.gpu_index), t))
+    t0 = sets.slot[0]
+    slot = pd.Timedelta(minutes=sets.slot_minutes)
+    for r in getattr(problem, "running", ()) or ():
+        # slices committed by an earlier run: their GPUs count once with the plan's
+        if r.gpu_index is None or (r.site, r.gpu_type) not in pools:
+            continue
+        a = 0 if r.start is None else max(int(np.floor((r.start - t0) / slot)), 0)
+        b = min(int(np.ceil((r.end - t0) / slot - 1e-9)), n_t)
+        for t in range(a, b):
+            cells.add((r.site, r.gpu_type, int(r.gpu_index), t))
+    out: dict[tuple[str, str], np.ndarray] = {}
+    for site, g, gi, t in cells:
+        pool = pools[(site, g)]
+        u = out.setdefault((site, g), np.zeros((len(pool.nodes), n_t), dtype=np.int64))
+        u[pool.domain_of(gi), t] += 1
+    return out
 
 
 def define_domain_constraints(m: Any) -> None:
@@ -121,6 +296,7 @@ def define_domain_constraints(m: Any) -> None:
     pools = domain_pools(prob)
     cells: dict[tuple[int, int, int, int], list] = {}
     caps: dict[tuple[int, int, int, int], int] = {}
+    held = running_by_domain(sets, prob)     # running gangs and slices in their domains
     add = m.lp.add_variable
     for i, (j, s, t0) in enumerate(m.options.tolist()):
         job = prob.jobs[j]
@@ -130,7 +306,7 @@ def define_domain_constraints(m: Any) -> None:
         pool = pools[(sets.site[s], job.gpu_type)]
         if len(pool.nodes) < 2:
             continue
-        nodes, per_node = _gang_nodes(job, pool)
+        nodes, per_node = gang_nodes(job, pool)
         x = m.x[i]
         entries = []
         if job.max_domains == 1 or nodes == 1:
@@ -159,7 +335,9 @@ def define_domain_constraints(m: Any) -> None:
             for d, var, w, _n in entries:
                 key = (s, g, d, t)
                 cells.setdefault(key, []).append((var, float(w)))
-                caps[key] = int(pool.gpus[d])
+                run = held.get((sets.site[s], job.gpu_type))
+                caps[key] = int(pool.gpus[d]) - (int(run[d, t]) if run is not None
+                                                 and t < run.shape[1] else 0)
     for key, terms in sorted(cells.items()):
         load = sum(w * (v.upBound if v.upBound is not None else 1) for v, w in terms)
         if load <= caps[key]:
@@ -229,7 +407,10 @@ def complete_domains(sets: Any, result: Any, given: dict[str, tuple[int, ...]] |
     pools = domain_pools(prob)
     jobs = {j.id: j for j in prob.jobs}
     n_t = len(sets.slot)
-    used: dict[tuple[str, str], np.ndarray] = {}
+    # one book per (site, type): GPUs held per domain and slot by bound gangs and by slices
+    used: dict[tuple[str, str], np.ndarray] = _add(
+        sliced_gpus_by_domain(sets, prob, result.placements),
+        running_by_domain(sets, prob, slices=False))
 
     def usage(p: Placement) -> np.ndarray:
         key = (p.site, p.gpu_type)
@@ -239,7 +420,7 @@ def complete_domains(sets: Any, result: Any, given: dict[str, tuple[int, ...]] |
 
     def charge(p: Placement, doms: tuple[int, ...], sign: int) -> None:
         pool = pools[(p.site, p.gpu_type)]
-        _n, per = _gang_nodes(jobs[p.job_id], pool)
+        _n, per = gang_nodes(jobs[p.job_id], pool)
         u = usage(p)
         rng = [t for t in _slots(sets, p) if t < n_t]
         for d in doms:
@@ -250,38 +431,36 @@ def complete_domains(sets: Any, result: Any, given: dict[str, tuple[int, ...]] |
     for i, p in enumerate(placements):
         if p.job_id not in bound:
             continue
-        doms = p.domains or given.get(p.job_id, ())
-        if doms:
-            placements[i] = dataclasses.replace(p, domains=tuple(doms))
-            charge(placements[i], tuple(doms), 1)
+        if p.domains:
+            charge(p, tuple(p.domains), 1)
         else:
             todo.append(i)
+    later: list[int] = []
+    for i in todo:
+        # the solver's domains, where the book (slices included) still has room for them
+        p = placements[i]
+        doms = tuple(given.get(p.job_id, ()))
+        pool = pools[(p.site, p.gpu_type)]
+        rng = [t for t in _slots(sets, p) if t < n_t]
+        _n, per = gang_nodes(jobs[p.job_id], pool)
+        need = np.bincount(np.array(doms, dtype=np.int64), minlength=len(pool.nodes)) * per \
+            if doms else None
+        if need is not None and len(need) == len(pool.nodes) and (not rng or (
+                usage(p)[:, rng] + need[:, None] <= pool.gpus[:, None]).all()):
+            placements[i] = dataclasses.replace(p, domains=doms)
+            charge(placements[i], doms, 1)
+        else:
+            later.append(i)
+    todo = later
     dropped: list[str] = []
     for i in sorted(todo, key=lambda i: -placements[i].gpus):
         p = placements[i]
         job = jobs[p.job_id]
         pool = pools[(p.site, p.gpu_type)]
-        nodes, per = _gang_nodes(job, pool)
         u = usage(p)
         rng = [t for t in _slots(sets, p) if t < n_t]
-        room = (pool.gpus[:, None] - u[:, rng]).min(axis=1) // per if rng else \
-            pool.gpus // per      # nodes free in every slot, per domain
-        room = np.minimum(room, np.array(pool.nodes))
-        doms: list[int] = []
-        whole = [d for d in range(len(pool.nodes)) if room[d] >= nodes]
-        if whole:
-            doms = [whole[0]] * nodes
-        elif nodes > 1 and (job.max_domains or 1) > 1:
-            left = nodes
-            for d in np.argsort(-room, kind="stable").tolist():
-                if left <= 0 or len(set(doms)) >= job.max_domains:
-                    break
-                take = int(min(room[d], left))
-                if take > 0:
-                    doms += [d] * take
-                    left -= take
-            if left > 0:
-                doms = []
+        free = (pool.gpus[:, None] - u[:, rng]).min(axis=1) if rng else pool.gpus
+        doms = fit_gang(job, pool, free)
         if not doms:
             dropped.append(p.job_id)
             continue
@@ -307,7 +486,9 @@ def domain_violations(sets: Any, problem: Any, result: Any) -> int:
     Counts, for placements of gangs with a topology constraint: a domain list that is not
     one entry per node of the gang, names a domain the pool lacks, spans more than
     ``max_domains`` domains, or puts more nodes in a domain than it has; and (site, type,
-    domain, slot) cells where the bound gangs hold more GPUs than the domain has.
+    domain, slot) cells where the bound gangs and the GPUs carrying slices together hold more
+    GPUs than the domain has (:func:`sliced_gpus_by_domain`: a slice's GPU is not free for a
+    gang).
 
     Parameters
     ----------
@@ -327,13 +508,14 @@ def domain_violations(sets: Any, problem: Any, result: Any) -> int:
     jobs = {j.id: j for j in problem.jobs}
     n_t = len(sets.slot)
     bad = 0
-    load: dict[tuple[str, str], np.ndarray] = {}
+    load = _add(sliced_gpus_by_domain(sets, problem, result.placements),
+                running_by_domain(sets, problem, slices=False))
     for p in result.placements:
         job = jobs.get(p.job_id)
         if job is None or job.max_domains is None or (p.site, p.gpu_type) not in pools:
             continue
         pool = pools[(p.site, p.gpu_type)]
-        nodes, per = _gang_nodes(job, pool)
+        nodes, per = gang_nodes(job, pool)
         doms = list(p.domains)
         counts = np.bincount([d for d in doms if 0 <= d < len(pool.nodes)],
                              minlength=len(pool.nodes))

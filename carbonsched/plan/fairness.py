@@ -18,8 +18,11 @@ gets the GPUs is decided by fairness before carbon:
    not one fixed vector over the types (DRF's Leontief task) but one amount per type: the
    filling runs on each binding type (a single-resource DRF, weighted max-min), and a tenant's
    dominant share is its largest share over the types. Coupling the types along one vector
-   would leave one type's hours unallocated when another type runs out.
-   Allocation :math:`A_{ig} = F_{ig} + \mathrm{DRF}_{ig}`.
+   would leave one type's hours unallocated when another type runs out. A job reaches only
+   its residency group (the sites it may run at), so the filling is over what each tenant
+   can reach (:func:`reachable_drf`: max-min fair flows, each site offering what the
+   carbon-only plan placed there): no tenant's target is more than its sites can hold beside
+   the others'. Allocation :math:`A_{ig} = F_{ig} + \mathrm{DRF}_{ig}`.
 4. **Fair plan.** The MILP gets, per tenant and binding type, rows
    :math:`P_{ig} + \sigma_{ig} \ge \phi A_{ig}` and :math:`P_{ig} + \rho_{ig} \ge F_{ig}`
    where :math:`P_{ig}` is the GPU-hours placed (options and piece patterns of the tenant's
@@ -47,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pulp
 
 FAIR_PENALTY_FACTOR = 2.0
@@ -89,6 +93,10 @@ class FairTargets:
     floor_gpu_hours: np.ndarray
     floor_types: list[str] = field(default_factory=list)
     capacity_gpu_hours: np.ndarray | None = None
+    groups: dict[str, tuple[list[tuple[str, ...]], np.ndarray]] = field(default_factory=dict)
+    """Per binding type, the residency groups (the sites a job of the type may use, as site
+    ids) and the fair allocation per (tenant, group), shape ``(I, K)`` [GPU·h], whose row sums
+    are the allocation ``target_gpu_hours`` holds at fairness 1 (:func:`reachable_drf`)."""
 
 
 def weighted_drf(demand: np.ndarray, capacity: np.ndarray, weights: np.ndarray
@@ -151,6 +159,165 @@ def weighted_drf(demand: np.ndarray, capacity: np.ndarray, weights: np.ndarray
         hit = (demand[:, full] > SHARE_EPS).any(axis=1) if full.any() else np.zeros(n_i, bool)
         active &= ~hit & (frac < 1.0 - 1e-12)
     return frac[:, None] * demand
+
+
+def reachable_drf(demand: np.ndarray, reach: np.ndarray, site_capacity: np.ndarray,
+                  weights: np.ndarray, floor: np.ndarray | None = None,
+                  total_capacity: float | None = None) -> np.ndarray:
+    r"""Weighted max-min fair GPU-hours of one type when each demand reaches only some sites.
+
+    Tenant :math:`i` asks :math:`D_{ik}` GPU-hours in residency group :math:`k` (a set of
+    sites, ``reach[k]``); site :math:`s` offers :math:`c_s`. A feasible allocation is a flow
+    :math:`y_{iks} \ge 0` (:math:`s \in k`) with :math:`\sum_{i,k} y_{iks} \le c_s` and
+    :math:`\sum_s y_{iks} \le D_{ik}`; tenant :math:`i` holds :math:`a_i = \sum_{k,s} y_{iks}`.
+    First the guaranteed floors :math:`F_i` are met as far as the flow allows (most total
+    floor); then progressive filling (Ghodsi et al., NSDI 2011, section 4, weighted as in its
+    section 6) raises one level :math:`\lambda`, every tenant still growing holding
+    :math:`a_i \ge F_i + w_i \lambda`: the largest feasible :math:`\lambda` is found by a
+    linear program, each growing tenant that cannot then hold more (another linear program,
+    the others kept at their levels) is frozen, and the filling goes on with the rest. This is
+    the classic water-filling of weighted max-min fairness with each demand capped at what it
+    can reach (Bertsekas & Gallager, *Data Networks*, 2nd ed., 1992, section 6.5.2, max-min
+    fair flows); with one group reaching every site it equals :func:`weighted_drf` on one
+    resource.
+
+    Parameters
+    ----------
+    demand
+        GPU-hours asked per tenant and group, shape ``(I, K)``, >= 0. [GPU·h]
+    reach
+        Sites each group may use, shape ``(K, S)``, bool.
+    site_capacity
+        GPU-hours each site offers, shape ``(S,)``, >= 0. [GPU·h]
+    weights
+        Tenant weights, shape ``(I,)``, > 0. [-]
+    floor
+        Guaranteed GPU-hours per tenant, shape ``(I,)`` (default none). [GPU·h]
+    total_capacity
+        At most this much over all sites together (default: no such row). [GPU·h]
+
+    Returns
+    -------
+    numpy.ndarray
+        Allocation per tenant and group, shape ``(I, K)``: at most ``demand``, each site's
+        total at most its capacity (and the sum at most ``total_capacity``).
+
+    Notes
+    -----
+    A "site" here is any cell a demand may reach: :func:`fair_targets` passes (site, slot)
+    cells, so that a job's window limits its reach as its residency does.
+
+    Raises
+    ------
+    ValueError
+        Shapes that disagree, a negative demand, capacity or floor, or a weight not > 0.
+    """
+    from scipy.optimize import linprog
+
+    demand = np.asarray(demand, dtype=float)
+    reach = np.asarray(reach, dtype=bool)
+    cap = np.asarray(site_capacity, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    n_i, n_k = demand.shape if demand.ndim == 2 else (0, 0)
+    n_s = len(cap)
+    fl = np.zeros(n_i) if floor is None else np.asarray(floor, dtype=float)
+    if demand.ndim != 2 or reach.shape != (n_k, n_s) or w.shape != (n_i,) \
+            or fl.shape != (n_i,) or cap.ndim != 1:
+        raise ValueError(f"reachable_drf: demand (I, K), reach (K, S), site_capacity (S,), "
+                         f"weights (I,) and floor (I,) disagree: {demand.shape}, "
+                         f"{reach.shape}, {cap.shape}, {w.shape}, {fl.shape}")
+    if (demand < 0).any() or (cap < 0).any() or (fl < 0).any() or not (w > 0).all():
+        raise ValueError("reachable_drf: demands, capacities and floors must be >= 0 and "
+                         "weights > 0")
+    arcs = [(i, k, s) for i in range(n_i) for k in range(n_k) if demand[i, k] > SHARE_EPS
+            for s in np.flatnonzero(reach[k] & (cap > SHARE_EPS)).tolist()]
+    out = np.zeros((n_i, n_k))
+    if not arcs:
+        return out
+    n_y = len(arcs)
+    tol = 1e-7 * max(float(cap.sum()), 1.0)
+    # flow rows: each site's capacity and each (tenant, group) demand
+    rows, rhs = [], []
+    site_of = np.array([a[2] for a in arcs])
+    for s in np.unique(site_of).tolist():
+        rows.append((site_of == s).astype(float))
+        rhs.append(cap[s])
+    if total_capacity is not None:
+        rows.append(np.ones(len(arcs)))
+        rhs.append(float(total_capacity))
+    pair = np.array([a[0] * n_k + a[1] for a in arcs])
+    for ik in np.unique(pair).tolist():
+        rows.append((pair == ik).astype(float))
+        rhs.append(demand[ik // n_k, ik % n_k])
+    flow_a, flow_b = np.array(rows), np.array(rhs)
+    ten = np.array([a[0] for a in arcs])
+    held = np.array([ten == i for i in range(n_i)], dtype=float)          # (I, n_y)
+
+    def solve(c: np.ndarray, extra_a: list, extra_b: list, n_extra: int) -> Any:
+        a_ub = np.vstack([np.hstack([flow_a, np.zeros((len(flow_a), n_extra))])]
+                         + extra_a) if extra_a else \
+            np.hstack([flow_a, np.zeros((len(flow_a), n_extra))])
+        b_ub = np.concatenate([flow_b, extra_b]) if extra_b else flow_b
+        res = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=[(0, None)] * (n_y + n_extra),
+                      method="highs")
+        if res.status != 0:
+            raise RuntimeError(f"reachable_drf: the filling LP failed ({res.message})")
+        return res
+
+    # floors: the most total floor the flow holds (f_i <= F_i, f_i <= a_i)
+    level = np.zeros(n_i)
+    if fl.sum() > SHARE_EPS:
+        ea, eb = [], []
+        for i in range(n_i):
+            r = np.zeros(n_y + n_i)
+            r[n_y + i] = 1.0
+            ea.append(r.copy())
+            eb.append(fl[i])
+            r[:n_y] = -held[i]
+            ea.append(r)
+            eb.append(0.0)
+        res = solve(np.concatenate([np.zeros(n_y), -np.ones(n_i)]), ea, eb, n_i)
+        level = np.minimum(res.x[n_y:], fl)
+    reachable = np.array([sum(demand[i, k] for k in range(n_k) if
+                              any(a[0] == i and a[1] == k for a in arcs)) for i in range(n_i)])
+    reachable = np.minimum(reachable, held @ cap[site_of])
+    active = reachable - level > tol
+
+    def at_least(lv: np.ndarray, n_extra: int, lam: bool) -> tuple[list, list]:
+        ea, eb = [], []
+        for i in range(n_i):
+            r = np.zeros(n_y + n_extra)
+            r[:n_y] = -held[i]
+            if lam and active[i]:
+                r[n_y] = w[i]
+            ea.append(r)
+            eb.append(-lv[i])
+        return ea, eb
+
+    while active.any():
+        ea, eb = at_least(level, 1, True)
+        c = np.zeros(n_y + 1)
+        c[n_y] = -1.0
+        lam = max(float(solve(c, ea, eb, 1).x[n_y]), 0.0)
+        base = level + np.where(active, w * lam, 0.0)
+        frozen = np.zeros(n_i, dtype=bool)
+        ea, eb = at_least(np.maximum(base - tol, 0.0), 0, False)
+        for i in np.flatnonzero(active):
+            most = float(held[i] @ solve(-held[i], ea, eb, 0).x)
+            frozen[i] = most <= base[i] + tol
+        if not frozen.any():
+            frozen = active.copy()       # no tenant can grow: numerical end of the filling
+        level = base
+        active &= ~frozen
+    try:
+        ea, eb = at_least(level, 0, False)
+        y = solve(np.ones(n_y), ea, eb, 0).x      # the least flow that holds every level
+    except RuntimeError:                          # a level a rounding above what holds
+        ea, eb = at_least(np.maximum(level - tol, 0.0), 0, False)
+        y = solve(np.ones(n_y), ea, eb, 0).x
+    for (i, k, _s), v in zip(arcs, y, strict=True):
+        out[i, k] += v
+    return np.minimum(out, demand)
 
 
 def horizon_hours(problem: Any) -> float:
@@ -309,6 +476,15 @@ def fair_targets(problem: Any, carbon_plan: Any) -> tuple[FairTargets, np.ndarra
                                                           np.ndarray, list[str]]:
     """The fair allocation from the carbon-only plan (module docstring, steps 1-3).
 
+    On each binding type the allocation is water-filled over what each tenant can reach
+    (:func:`reachable_drf`): a job's residency group is the set of sites it may run at
+    (:attr:`carbonsched.plan.sets.PlanSets.job_sites`: allowed sites with the type, the gang's
+    shape and the power for it) over the slots of its window; each (site, slot) offers the
+    GPUs running work and the carbon-only plan's inference leave, all of them together the
+    type's capacity :math:`C_g`; a tenant's target is never more than its sites and hours can
+    hold beside the others'. (A relaxation: a job's hours are not kept contiguous nor its
+    GPUs whole.)
+
     Returns
     -------
     (FairTargets, allocation, capacity, binding)
@@ -319,31 +495,97 @@ def fair_targets(problem: Any, carbon_plan: Any) -> tuple[FairTargets, np.ndarra
     from carbonsched.plan.sets import compile_sets
 
     sets = compile_sets(problem, columns=False)
-    names, types, demand = demand_gpu_hours(problem, [int(k) for k in sets.placeable])
-    placed = placed_gpu_hours(problem, carbon_plan, names, types).sum(axis=0)
+    placeable = [int(k) for k in sets.placeable]
+    names, types, demand = demand_gpu_hours(problem, placeable)
+    placed = _placed_by_site(problem, carbon_plan, names, types, list(sets.site)).sum(axis=1)
+    cells_gpu_h = _free_cells(sets, carbon_plan, types)          # (G, S, T) GPU-h per cell
     total = demand.sum(axis=0)
     bind = total > placed + 1e-6
     cap = np.where(bind, placed, total)
     floor = quota_floors(problem, types, demand)
     weights = np.array([t.weight for t in problem.tenants.values()], dtype=float)
     alloc = demand.copy()
+    groups: dict[str, tuple[list[tuple[str, ...]], np.ndarray]] = {}
     if bind.any() and len(names):
-        b = np.flatnonzero(bind)
-        f = np.minimum(floor[:, b], demand[:, b])
-        left = np.maximum(cap[b] - f.sum(axis=0), 0.0)
-        # each job uses one GPU type, so a tenant's demand is one vector per type, not one
-        # Leontief vector: filled per binding type (weighted DRF of one resource, i.e. weighted
-        # max-min); coupling the types would strand one type's hours when another runs out
-        for k in range(len(b)):
-            alloc[:, b[k]] = f[:, k] + weighted_drf((demand[:, b] - f)[:, [k]], left[[k]],
-                                                    weights)[:, 0]
+        tpos = {t: i for i, t in enumerate(names)}
+        # each job uses one GPU type, so the filling runs per binding type (a single-resource
+        # weighted max-min); coupling the types would strand one type's hours when another
+        # runs out
+        n_s, n_t = cells_gpu_h.shape[1:]
+        for g in np.flatnonzero(bind).tolist():
+            # a group: the sites a job may use and the slots its window covers
+            keys: list[tuple[tuple[int, ...], int, int]] = []
+            rows: list[tuple[int, int, float]] = []
+            for k in placeable:
+                job = problem.jobs[k]
+                if job.gpu_type != types[g] or job.tenant not in tpos:
+                    continue
+                end = min(int(sets.job_last[k]) + int(sets.job_dur[k]), n_t)
+                key = (tuple(np.flatnonzero(sets.job_sites[k]).tolist()),
+                       max(int(sets.job_first[k]), 0), end)
+                if key not in keys:
+                    keys.append(key)
+                rows.append((tpos[job.tenant], keys.index(key), job.gpus * job.duration_hours))
+            dem = np.zeros((len(names), len(keys)))
+            for i, kk, gh in rows:
+                dem[i, kk] += gh
+            reach = np.zeros((len(keys), n_s, n_t), dtype=bool)
+            for kk, (sites_, a0, b0) in enumerate(keys):
+                reach[kk, list(sites_), a0:b0] = True
+            a = reachable_drf(dem, reach.reshape(len(keys), -1),
+                              cells_gpu_h[g].reshape(-1), weights,
+                              floor=np.minimum(floor[:, g], demand[:, g]),
+                              total_capacity=float(cap[g]))
+            alloc[:, g] = a.sum(axis=1)
+            groups[types[g]] = ([tuple(sets.site[s] for s in key[0]) for key in keys], a)
     phi = float(problem.fairness)
     binding = [types[g] for g in np.flatnonzero(bind)]
     ft = FairTargets(tenants=names, gpu_types=binding,
                      target_gpu_hours=phi * alloc[:, bind],
                      floor_gpu_hours=floor, floor_types=types,
-                     capacity_gpu_hours=cap[bind])
+                     capacity_gpu_hours=cap[bind], groups=groups)
     return ft, alloc, cap, binding
+
+
+def _free_cells(sets: Any, carbon_plan: Any, types: list[str]) -> np.ndarray:
+    """GPU-hours per (type, site, slot) the jobs may share, shape ``(G, S, T)``. [GPU·h]
+
+    The GPUs left by running work (:attr:`PlanSets.gpu_cap`) less the carbon-only plan's
+    inference GPUs, times the slot length.
+    """
+    n_s, n_t, _n_g = sets.gpu_cap.shape
+    out = np.zeros((len(types), n_s, n_t))
+    gpos = {g: i for i, g in enumerate(sets.gpu_type)}
+    for gi, g in enumerate(types):
+        if g in gpos:
+            out[gi] = sets.gpu_cap[:, :, gpos[g]]
+    spos = {s: i for i, s in enumerate(sets.site)}
+    tpos = {g: i for i, g in enumerate(types)}
+    sph = sets.slots_per_hour
+    for ip in getattr(carbon_plan, "inference", []) or []:
+        s, g = spos.get(ip.site), tpos.get(ip.gpu_type)
+        if s is None or g is None:
+            continue
+        t = int(round((ip.hour - sets.slot[0]) / pd.Timedelta(minutes=sets.slot_minutes)))
+        if 0 <= t < n_t:
+            out[g, s, t:t + sph] -= ip.gpus
+    return np.maximum(out, 0.0) * sets.slot_hours
+
+
+def _placed_by_site(problem: Any, result: Any, names: list[str], types: list[str],
+                    sites: list[str]) -> np.ndarray:
+    """GPU-hours a plan places for the tenants per (type, site), shape ``(G, S)``. [GPU·h]"""
+    tenant_of = {j.id: j.tenant for j in problem.jobs}
+    known = set(names)
+    gpos = {g: i for i, g in enumerate(types)}
+    spos = {s: i for i, s in enumerate(sites)}
+    out = np.zeros((len(types), len(sites)))
+    for p in result.placements:
+        g, s = gpos.get(p.gpu_type), spos.get(p.site)
+        if tenant_of.get(p.job_id) in known and g is not None and s is not None:
+            minutes = (p.end - p.start).total_seconds() / 60.0 - p.overhead_minutes
+            out[g, s] += p.gpus * minutes / 60.0
+    return out
 
 
 def solve_fair(problem: Any, solve: Callable[..., Any], time_limit_s: float, **kw: Any) -> Any:
@@ -373,6 +615,13 @@ def solve_fair(problem: Any, solve: Callable[..., Any], time_limit_s: float, **k
     fair_problem = dataclasses.replace(problem, fair_targets=ft)
     left = max(time_limit_s - (time.perf_counter() - started), 0.2 * time_limit_s)
     res = solve(fair_problem, time_limit_s=left, **kw)
+    method = getattr(getattr(res, "solver", None), "method", None)
+    if method not in FAIR_METHODS:
+        # the fair rows live in the direct MILP only: a greedy fallback ignores them
+        return fairness_not_applied(
+            problem, res, f"the fair plan fell back to the {method or 'unknown'} plan "
+            f"({getattr(res.solver, 'status', '')}), which does not model fair shares",
+            (alloc, cap, binding), carbon)
     res.tenants = tenant_rows(problem, res, alloc, cap, binding)
     e_fair, e_carbon = res.totals.get("emissions_kg", 0.0), carbon.totals.get("emissions_kg",
                                                                              0.0)
@@ -388,6 +637,65 @@ def solve_fair(problem: Any, solve: Callable[..., Any], time_limit_s: float, **k
     return res
 
 
+FAIR_METHODS = frozenset({"milp", "none"})
+"""Solver methods whose plan holds the fair-share rows (:func:`define_fairness_constraints`
+is built into the direct MILP only; ``none``: nothing to decide)."""
+
+NOT_APPLIED_NOTE = "fairness not applied"
+"""How the plan's note (and the CLI's tenants table) starts when a plan asked for fair shares
+but the path that made it does not model them."""
+
+
+def fairness_not_applied(problem: Any, res: Any, why: str,
+                         targets: tuple[np.ndarray, np.ndarray, list[str]] | None = None,
+                         carbon_plan: Any = None) -> Any:
+    """Say in ``res`` that the tenants' fair shares were not applied, and show how far off.
+
+    The plan gets the tenant rows (:func:`tenant_rows`) with ``fair_applied`` false, the
+    count in ``totals["fairness_not_applied_tenants"]`` and a note starting with
+    :data:`NOT_APPLIED_NOTE` that names the path (``why``); the shares are what the plan
+    placed, the targets what weighted DRF would give (from ``targets``, or from ``res``
+    itself as the carbon-only plan when none are given).
+
+    Parameters
+    ----------
+    problem
+        The planning problem (``tenants`` and ``fairness``).
+    res
+        The plan made without the fair-share rows (greedy fallback, a baseline); changed in
+        place and returned.
+    why
+        The path that made the plan, in words.
+    targets
+        ``(allocation, capacity, binding)`` of :func:`fair_targets`, when known.
+    carbon_plan
+        The carbon-only plan, for the carbon cost (default: none reported).
+    """
+    if not getattr(problem, "tenants", None):
+        return res
+    if targets is None:
+        _ft, alloc, cap, binding = fair_targets(problem, res)
+    else:
+        alloc, cap, binding = targets
+    res.tenants = [dict(r, fair_applied=False)
+                   for r in tenant_rows(problem, res, alloc, cap, binding)]
+    res.totals["fairness_not_applied_tenants"] = len(res.tenants)
+    if carbon_plan is not None:
+        e_c = float(carbon_plan.totals.get("emissions_kg", 0.0))
+        res.totals["carbon_only_emissions_kg"] = e_c
+        res.totals["fairness_cost_kg"] = float(res.totals.get("emissions_kg", 0.0)) - e_c
+    res.notes = [n for n in res.notes if not n.startswith(NOT_APPLIED_NOTE)]
+    off = [r["tenant"] for r in res.tenants
+           if r["target_share"] > SHARE_EPS
+           and abs(r["dominant_share"] - r["target_share"]) > 0.05 * r["target_share"]]
+    res.notes.append(
+        f"{NOT_APPLIED_NOTE}: {why}; fairness {float(problem.fairness):g} was asked for "
+        f"{len(res.tenants)} tenant(s): their shares are as placed, not held to the "
+        f"weighted-DRF targets" + (f" ({len(off)} more than 5 % off: {', '.join(off)})"
+                                   if off else ""))
+    return res
+
+
 def tenant_rows(problem: Any, result: Any, alloc: np.ndarray, cap: np.ndarray,
                 binding: list[str]) -> list[dict[str, Any]]:
     """One row per tenant: weight, GPU-hours, dominant share and target, quota met.
@@ -398,8 +706,9 @@ def tenant_rows(problem: Any, result: Any, alloc: np.ndarray, cap: np.ndarray,
         ``tenant``, ``weight`` [-], ``demand_gpu_hours``, ``placed_gpu_hours`` [GPU·h],
         ``dominant_share`` and ``target_share`` (largest over binding types of GPU-hours over
         the type's capacity; 0 when nothing binds) [-], ``dominant_gpu_type``,
-        ``quota_gpu_hours`` (over the horizon, capped at demand) [GPU·h] and ``quota_met``
-        (None without a quota).
+        ``quota_gpu_hours`` (over the horizon, capped at demand) [GPU·h], ``quota_met``
+        (None without a quota) and ``fair_applied`` (false when the plan's path ignored the
+        fair-share rows, :func:`fairness_not_applied`).
     """
     names, types, demand = demand_gpu_hours(problem)
     placed = placed_gpu_hours(problem, result, names, types)
@@ -421,5 +730,6 @@ def tenant_rows(problem: Any, result: Any, alloc: np.ndarray, cap: np.ndarray,
             "dominant_gpu_type": binding[dom] if dom >= 0 else None,
             "quota_gpu_hours": float(floor[i].sum()),
             "quota_met": bool((placed[i] >= floor[i] - 1e-6).all()) if has_quota else None,
+            "fair_applied": True,
         })
     return rows

@@ -168,7 +168,9 @@ class Score:
         allowed, or a gang larger than one node that the site's node shape cannot cut into
         whole nodes. [-]
     unplaced_gpu_hours
-        GPU-hours of jobs the plan does not place. [GPU·h]
+        GPU-hours of jobs the plan does not place; a fractional job counts its share of a GPU
+        (:attr:`carbonsched.domain.Job.gpu_share`: ``gpu_milli / 1000`` or the MIG profile's
+        compute slices over the GPU's). [GPU·h]
     slice_violations
         GPUs (per site, hour and type) whose slices break their layout: a MIG instance at an
         invalid start, overlapping another, over the GPU's compute or ``+me``; milli shares
@@ -307,6 +309,7 @@ def build_plan_result(
     solver: SolverRecord,
     unplaced_reason: dict[int, tuple[Any, str]] | None = None,
     chosen_patterns: Any = None,
+    domains: dict[str, tuple[int, ...]] | None = None,
 ) -> PlanResult:
     """Turn chosen options and an inference allocation into a :class:`PlanResult`.
 
@@ -324,6 +327,10 @@ def build_plan_result(
         lies beyond the horizon).
     chosen_patterns
         Positions of chosen piece patterns (:attr:`PlanSets.patterns`) of preemptible jobs.
+    domains
+        Job id -> domain per node the solver chose for topology-bound gangs; where GPUs are
+        shared, gangs and slices are booked together (:func:`carbonsched.plan.slices.
+        assign_runs`) and these are kept where that book has room.
     """
     prob = sets.problem
     n_s, n_t = sets.pue.shape
@@ -334,7 +341,8 @@ def build_plan_result(
     chosen = np.asarray(chosen, dtype=np.int64).reshape(-1, 3)
     runs = plan_runs(sets, chosen, chosen_patterns)
     # fractional jobs at sites that share GPUs: one GPU (and MIG start) for the whole run
-    runs, slice_of, no_slice, n_moved = assign_runs(sets, runs, np.asarray(inf_alloc))
+    runs, slice_of, no_slice, n_moved, gang_doms = assign_runs(sets, runs,
+                                                               np.asarray(inf_alloc), domains)
     if no_slice:
         unplaced_reason = dict(unplaced_reason or {})
         for k in no_slice:
@@ -382,6 +390,7 @@ def build_plan_result(
             piece=r.piece, pieces=r.pieces, overhead_minutes=r.overhead_minutes,
             overhead_kwh=float(kw * (ow * sets.pue[r.site, a:b]).sum() * sh) if ow is not None
             else 0.0, gpu_index=gpu_index, mig_start=mig_start,
+            domains=gang_doms.get(i_run, ()),
         ))
     infs = []
     for d, s in zip(*np.nonzero(inf_alloc > 0), strict=True):
@@ -406,7 +415,7 @@ def build_plan_result(
     for k, job in enumerate(prob.jobs):
         if k in placed:
             continue
-        unplaced_gpu_h += job.gpus * job.duration_hours
+        unplaced_gpu_h += job.gpus * job.gpu_share * job.duration_hours   # a slice: its share
         if k not in sets.reasons:
             penalty_kg += float(sets.unplaced_cost[k])
         given = (unplaced_reason or {}).get(k)
@@ -685,7 +694,9 @@ def score_plan(problem: Any, result: PlanResult, signals: pd.DataFrame | None = 
     gpus = gpus + sl.sliced_gpus
     # running work holds GPUs and power too (it is not this plan's emissions)
     all_kw = it_kw + sets.running_kw
-    cap_viol = int((gpus + sets.running_gpus > sets.gpu_count[:, None, :]).sum())
+    # GPUs carrying running slices are in both running_gpus and the slice recount: once
+    held = sets.running_gpus - sets.running_sliced_gpus
+    cap_viol = int((gpus + held > sets.gpu_count[:, None, :]).sum())
     pow_viol = int((all_kw > sets.it_power_cap_kw[:, None] + 1e-6).sum())
     fac_viol = int((all_kw * sets.pue_cap > sets.facility_power_cap_kw[:, None] + 1e-6).sum())
     commit_viol = int((all_kw * sets.pue_cap > sets.commit_limit_kw + 1e-6).sum())
@@ -696,7 +707,7 @@ def score_plan(problem: Any, result: PlanResult, signals: pd.DataFrame | None = 
     facility, absorbed, em = emissions_by_site_hour(it_kwh, sets.pue, sets.ci_g_per_kwh,
                                                     sets.surplus_kw, sets.slot_hours)
     placed_ids = {p.job_id for p in result.placements}
-    unplaced_gpu_h = float(sum(j.gpus * j.duration_hours for j in problem.jobs
+    unplaced_gpu_h = float(sum(j.gpus * j.gpu_share * j.duration_hours for j in problem.jobs
                                if j.id not in placed_ids))
     penalty_kg = float(sum(sets.unplaced_cost[k] for k, j in enumerate(problem.jobs)
                            if j.id not in placed_ids and k not in sets.reasons))

@@ -234,7 +234,10 @@ def running_work(committed: dict[str, list[Placement]], jobs: dict[str, Job],
 
     Every committed piece that ends after the horizon's first slot holds its GPUs and the
     job's IT power from its start (or the horizon start) to its end
-    (:class:`~carbonsched.domain.RunningWork`; the planner rounds up to its slot grid).
+    (:class:`~carbonsched.domain.RunningWork`; the planner rounds up to its slot grid). A
+    committed slice keeps its identity (GPU index, MIG start and profile or milli share) and a
+    topology-bound gang its domains, so the next run books them where they are: a partly used
+    GPU is neither over-booked nor counted as a whole GPU per slice.
     """
     t0 = slots[0]
     out = []
@@ -244,9 +247,18 @@ def running_work(committed: dict[str, list[Placement]], jobs: dict[str, Job],
             if p.end <= t0:
                 continue
             kw = job.it_power_kw if job else 0.0
-            out.append(RunningWork(site=p.site, gpu_type=p.gpu_type, gpus=p.gpus,
-                                   it_power_kw=kw, end=p.end, job_id=jid,
-                                   start=max(p.start, t0)))
+            pl = getattr(job, "payload", None)
+            sliced = p.gpu_index is not None and pl is not None and (
+                pl.mig_profile is not None if p.mig_start is not None
+                else pl.gpu_milli is not None)
+            out.append(RunningWork(
+                site=p.site, gpu_type=p.gpu_type, gpus=p.gpus, it_power_kw=kw, end=p.end,
+                job_id=jid, start=max(p.start, t0),
+                gpu_index=p.gpu_index if sliced else None,
+                mig_start=p.mig_start if sliced else None,
+                mig_profile=pl.mig_profile if sliced and p.mig_start is not None else None,
+                gpu_milli=pl.gpu_milli if sliced and p.mig_start is None else None,
+                domains=tuple(p.domains)))
     return out
 
 

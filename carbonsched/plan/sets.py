@@ -262,7 +262,13 @@ class PlanSets:
     running_kw: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     """IT power of running work per site-slot, shape ``(S, T)``. [kW]"""
     running_gpus: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0), dtype=np.int64))
-    """GPUs held by running work, shape ``(S, T, G)``. [-]"""
+    """GPUs held by running work, shape ``(S, T, G)``; a GPU carrying running slices counts
+    once, however many slices it holds. [-]"""
+    running_sliced_gpus: np.ndarray = field(
+        default_factory=lambda: np.zeros((0, 0, 0), dtype=np.int64))
+    """Of :attr:`running_gpus`, the GPUs carrying running slices
+    (:attr:`~carbonsched.domain.RunningWork.gpu_index`), shape ``(S, T, G)``; new slices may
+    share them (:func:`carbonsched.plan.slices.assign_runs`). [-]"""
     notes: list[str] = field(default_factory=list)
     """What the compilation assumed or dropped, for the plan's notes."""
     patterns: PiecePatterns | None = None
@@ -588,8 +594,11 @@ def window_cost(rate: np.ndarray, n: int, frac: float) -> np.ndarray:
 
 def _running_usage(problem: PlanningProblem, site_ids: list[str], gpos: dict[str, int],
                    slot_axis: pd.DatetimeIndex, n_g: int, slot: pd.Timedelta = SLOT
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """GPUs ``(S, T, G)`` and IT kW ``(S, T)`` held by :attr:`PlanningProblem.running`.
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """GPUs ``(S, T, G)``, IT kW ``(S, T)`` and sliced GPUs ``(S, T, G)`` held by running work.
+
+    A running slice (``gpu_index`` set) holds its GPU once per slot, however many running
+    slices share that GPU (:attr:`PlanningProblem.running`).
 
     Raises
     ------
@@ -600,8 +609,10 @@ def _running_usage(problem: PlanningProblem, site_ids: list[str], gpos: dict[str
     """
     n_s, n_t = len(site_ids), len(slot_axis)
     gpus = np.zeros((n_s, n_t, max(n_g, 0)), dtype=np.int64)
+    sliced = np.zeros_like(gpus)
     kw = np.zeros((n_s, n_t))
     spos = {s: i for i, s in enumerate(site_ids)}
+    seen: set[tuple[int, int, int, int]] = set()
     t0 = slot_axis[0]
     for r in problem.running:
         if not isinstance(r, RunningWork):
@@ -617,10 +628,17 @@ def _running_usage(problem: PlanningProblem, site_ids: list[str], gpos: dict[str
         if b <= a:
             continue
         s = spos[r.site]
-        if r.gpus > 0:
+        if r.gpus > 0 and r.gpu_index is not None:
+            g = gpos[r.gpu_type]
+            for t in range(a, b):
+                if (s, g, r.gpu_index, t) not in seen:
+                    seen.add((s, g, r.gpu_index, t))
+                    gpus[s, t, g] += 1
+                    sliced[s, t, g] += 1
+        elif r.gpus > 0:
             gpus[s, a:b, gpos[r.gpu_type]] += r.gpus
         kw[s, a:b] += r.it_power_kw
-    return gpus, kw
+    return gpus, kw, sliced
 
 
 def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, *,
@@ -712,7 +730,7 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
                         name="slot")
     ci, pue, sur, pue_cap = (continue_signal(a, n_ext, sph)
                              for a in (ci_h, pue_h, sur_h, pue_cap_h))
-    run_gpus, run_kw = _running_usage(problem, site_ids, gpos, ext, n_g, slot)
+    run_gpus, run_kw, run_sliced = _running_usage(problem, site_ids, gpos, ext, n_g, slot)
     # a grid connection of F kW allows F / PUE kW of IT power in an hour (facility = IT × PUE)
     cap_phys = np.minimum(it_cap[:, None], fac_cap[:, None] / pue_cap)
     cap = cap_phys.max(axis=1)  # the most a site allows in any hour
@@ -847,7 +865,8 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
         inf_kw_per_gpu=inf_kw, inf_sites=inf_sites, penalty_per_gpu_hour=penalty,
         n_horizon=n_t, job_minutes=j_min, job_last_frac=j_frac, unplaced_cost=unplaced_cost,
         deferrable=deferrable & allowed.any(axis=1), gpu_cap=gpu_cap, running_kw=run_kw,
-        running_gpus=run_gpus, slot_minutes=sm, commit_limit_kw=commit,
+        running_gpus=run_gpus, running_sliced_gpus=run_sliced, slot_minutes=sm,
+        commit_limit_kw=commit,
     )
     sets.unplaced_cost = terminal_values(sets, last_any, unplaced_cost)
     if (run_gpus > count[:, None, :]).any() or (run_kw > cap_phys + 1e-9).any():

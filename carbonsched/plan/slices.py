@@ -343,12 +343,16 @@ def _fractional(job: Any) -> bool:
 # the model's slice rows
 
 
-def _pool_kinds(sets: Any, s: int, g: int, jobs: np.ndarray) -> tuple[list[Any], list[tuple]]:
-    """Kinds (job → kind index) and maximal layouts of pool ``(s, g)`` for ``jobs``."""
+def _pool_kinds(sets: Any, s: int, g: int, jobs: np.ndarray,
+                extra: list[SliceKind] | None = None) -> tuple[list[Any], list[tuple]]:
+    """Kinds (job → kind index) and maximal layouts of pool ``(s, g)`` for ``jobs``.
+
+    ``extra`` kinds (running slices) get their kind indices after the jobs'.
+    """
     prob = sets.problem
     site = prob.sites[s]
     pool = site.gpus[sets.gpu_type[g]]
-    ks = [job_slice(prob.jobs[int(j)], site) for j in jobs]
+    ks = [job_slice(prob.jobs[int(j)], site) for j in jobs] + list(extra or [])
     if pool.sharing == "mig":
         profiles = tuple(sorted({k.profile for k in ks}, key=lambda p: (
             mig_compute_slices(p), MIG_PROFILES[pool.mig_model].index(p))))
@@ -394,15 +398,24 @@ def define_slice_constraints(m: Any, cells: dict[tuple, list]) -> set[tuple]:
     for s, g in sorted({(int(a), int(b)) for a, b in zip(opts[idx, 1], gt, strict=True)}):
         here = idx[(opts[idx, 1] == s) & (gt == g)]
         jobs = np.unique(opts[here, 0])
-        kind_of_job, layouts = _pool_kinds(sets, s, g, jobs)
-        kind = dict(zip(jobs.tolist(), kind_of_job, strict=True))
+        running = _running_slices(sets, s, g)
+        kind_of_job, layouts = _pool_kinds(sets, s, g, jobs, [k for k, _a, _b in running])
+        kind = dict(zip(jobs.tolist(), kind_of_job[:len(jobs)], strict=True))
         by_slot: dict[int, dict[int, list]] = {}
         for o in here.tolist():
             j, t0 = int(opts[o, 0]), int(opts[o, 2])
             for t in range(t0, t0 + int(sets.job_dur[j])):
                 by_slot.setdefault(t, {}).setdefault(kind[j], []).append((m.x[o], 1))
+        held: dict[int, dict[int, int]] = {}   # running slices per slot and kind (fixed)
+        for (_k, a, b), k in zip(running, kind_of_job[len(jobs):], strict=True):
+            for t in range(a, b):
+                if t in by_slot:
+                    by_slot[t].setdefault(k, [])
+                    held.setdefault(t, {})[k] = held.get(t, {}).get(k, 0) + 1
+        run_sliced = _running_sliced(sets, *sets.gpu_cap.shape)
         for t, kinds in sorted(by_slot.items()):
-            cap = int(sets.gpu_cap[s, t, g])
+            # GPUs carrying running slices come back to the pool: the layouts hold them
+            cap = int(sets.gpu_cap[s, t, g] + run_sliced[s, t, g])
             useful = [li for li, lay in enumerate(layouts) if any(lay[k] for k in kinds)]
             w = [m.lp.add_variable(f"w{s}_{t}_{g}_{li}", 0, cap, cat=pulp.LpInteger)
                  for li in useful]
@@ -412,7 +425,8 @@ def define_slice_constraints(m: Any, cells: dict[tuple, list]) -> set[tuple]:
             for k, terms in sorted(kinds.items()):
                 have = [(v, -layouts[li][k]) for li, v in zip(useful, w, strict=True)
                         if layouts[li][k]]
-                m.lp.addConstraint(pulp.LpAffineExpression(terms + have) <= 0,
+                m.lp.addConstraint(pulp.LpAffineExpression(terms + have)
+                                   <= -held.get(t, {}).get(k, 0),
                                    name=f"slice{s}_{t}_{g}_{k}")
             handled.add((s, t, g))
     return handled
@@ -473,7 +487,8 @@ class _Gpu:
                     k.profile.endswith("+me")
                     and (fresh.me[lo:hi] >= MIG_MEDIA_EXTENSIONS).any()):
                 return False
-            for st in reversed(starts):
+            # a running slice (run < 0, committed by an earlier run) keeps its start
+            for st in reversed(starts if r >= 0 or _st is None else (_st,)):
                 steps[0] += 1
                 if steps[0] > budget:
                     return False
@@ -512,6 +527,158 @@ class _Gpu:
         return int(self.milli[a:b].sum() + self.compute[a:b].sum())
 
 
+def _running_slots(sets: Any, r: Any, n_t: int) -> tuple[int, int]:
+    """Slots ``a..b-1`` running work holds (as :func:`carbonsched.plan.sets` counts them)."""
+    import pandas as pd
+
+    slot = pd.Timedelta(minutes=int(sets.slot_minutes))
+    t0 = sets.slot[0]
+    a = 0 if r.start is None else max(int(np.floor((r.start - t0) / slot)), 0)
+    return a, min(int(np.ceil((r.end - t0) / slot - 1e-9)), n_t)
+
+
+def _running_kind(r: Any) -> SliceKind:
+    return (SliceKind("mig", profile=r.mig_profile) if r.mig_profile is not None
+            else SliceKind("milli", milli=int(r.gpu_milli)))
+
+
+def _running_sliced(sets: Any, n_s: int, n_t: int, n_g: int) -> np.ndarray:
+    out = getattr(sets, "running_sliced_gpus", None)
+    if out is None or out.shape != (n_s, n_t, n_g):
+        return np.zeros((n_s, n_t, n_g), dtype=np.int64)
+    return out
+
+
+def _running_slices(sets: Any, s: int, g: int) -> list[tuple[SliceKind, int, int]]:
+    """Running slices at pool ``(s, g)``: ``(kind, first slot, end slot)``."""
+    n_t = sets.gpu_cap.shape[1]
+    out = []
+    for r in getattr(sets.problem, "running", ()) or ():
+        if r.gpu_index is not None and r.site == sets.site[s] \
+                and r.gpu_type == sets.gpu_type[g]:
+            a, b = _running_slots(sets, r, n_t)
+            if b > a:
+                out.append((_running_kind(r), a, b))
+    return out
+
+
+def _load_running(sets: Any, pools: dict[tuple[int, int], list[_Gpu]], book: Any,
+                  n_t: int) -> None:
+    """Book the slices of running work on their GPUs (kept where they are)."""
+    spos = {s: i for i, s in enumerate(sets.site)}
+    gpos = {g: i for i, g in enumerate(sets.gpu_type)}
+    prob = sets.problem
+    for n, r in enumerate(getattr(prob, "running", ()) or ()):
+        if r.gpu_index is None or r.site not in spos or r.gpu_type not in gpos:
+            continue
+        s, g = spos[r.site], gpos[r.gpu_type]
+        a, b = _running_slots(sets, r, n_t)
+        if b <= a:
+            continue
+        pool = prob.sites[s].gpus[r.gpu_type]
+        gpus = pools.setdefault((s, g), [])
+        while len(gpus) <= r.gpu_index:
+            gpus.append(_Gpu(n_t, pool.mig_model))
+        book.take_slice(s, g, r.gpu_index, gpus[r.gpu_index].busy[a:b].copy(), a, b)
+        gpus[r.gpu_index].take(_running_kind(r), a, b, r.mig_start, -1 - n)
+
+
+class _DomainBook:
+    """One book of GPUs per (site, type, network domain, slot) for slices and bound gangs.
+
+    Topology-bound gangs (:attr:`carbonsched.domain.Job.max_domains`) are given their domains
+    first (the solver's where they fit, else :func:`carbonsched.plan.domains.fit_gang`); a
+    slice may then take a GPU only where its domain (:meth:`~carbonsched.plan.domains.
+    DomainPool.domain_of`) keeps a GPU free in every slot the GPU starts carrying slices. Work
+    without a topology constraint is held by the pool's row (``room`` in :func:`assign_runs`).
+    """
+
+    def __init__(self, sets: Any, n_t: int) -> None:
+        from carbonsched.plan.domains import domain_pools
+
+        self.sets = sets
+        self.n_t = n_t
+        self.pools = domain_pools(sets.problem)
+        self.used: dict[tuple[int, int], np.ndarray] = {}
+
+    def _pool(self, s: int, g: int) -> Any:
+        return self.pools[(self.sets.site[s], self.sets.gpu_type[g])]
+
+    def _used(self, s: int, g: int) -> np.ndarray:
+        key = (s, g)
+        if key not in self.used:
+            self.used[key] = np.zeros((len(self._pool(s, g).nodes), self.n_t), np.int64)
+        return self.used[key]
+
+    def place_gangs(self, runs: list[Any], given: dict[str, tuple[int, ...]]
+                    ) -> dict[int, tuple[int, ...]]:
+        """Domains of the bound gangs' runs (largest first); a run none holds gets none."""
+        from carbonsched.plan.domains import fit_gang, gang_nodes
+
+        prob = self.sets.problem
+        spos = {s: i for i, s in enumerate(self.sets.site)}
+        gpos = {g: i for i, g in enumerate(self.sets.gpu_type)}
+        for w in getattr(prob, "running", ()) or ():
+            # a running gang holds its domains' GPUs
+            if w.domains and w.site in spos and w.gpu_type in gpos:
+                s, g = spos[w.site], gpos[w.gpu_type]
+                pool = self._pool(s, g)
+                a, b = _running_slots(self.sets, w, self.n_t)
+                per = w.gpus // max(len(w.domains), 1)
+                for d in w.domains:
+                    if 0 <= d < len(pool.nodes) and b > a:
+                        self._used(s, g)[d, a:b] += per
+        out: dict[int, tuple[int, ...]] = {}
+        bound = [i for i, r in enumerate(runs) if prob.jobs[r.job].max_domains is not None]
+        for i in sorted(bound, key=lambda i: (-prob.jobs[runs[i].job].gpus, i)):
+            r = runs[i]
+            job = prob.jobs[r.job]
+            g = int(self.sets.job_gtype[r.job])
+            pool = self._pool(r.site, g)
+            a = r.start
+            b = min(a + -(-r.minutes // self.sets.slot_minutes), self.n_t)
+            u = self._used(r.site, g)
+            free = (pool.gpus[:, None] - u[:, a:b]).min(axis=1) if b > a else pool.gpus
+            _n, per = gang_nodes(job, pool)
+            doms = list(given.get(job.id, ()))
+            if doms and not all(0 <= d < len(pool.nodes) for d in doms):
+                doms = []
+            if doms and (np.bincount(doms, minlength=len(pool.nodes)) * per > free).any():
+                doms = []
+            doms = doms or fit_gang(job, pool, free)
+            if doms:
+                for d in doms:
+                    u[d, a:b] += per
+                out[i] = tuple(sorted(doms))
+        return out
+
+    def slice_fits(self, s: int, g: int, gi: int, busy: np.ndarray, a: int, b: int) -> bool:
+        """Whether GPU ``gi``'s domain has a GPU free in every slot of ``a..b-1`` it is idle."""
+        u = self._used(s, g)
+        pool = self._pool(s, g)
+        d = pool.domain_of(gi)
+        return bool((u[d, a:b] + ~busy <= pool.gpus[d]).all())
+
+    def take_slice(self, s: int, g: int, gi: int, busy: np.ndarray, a: int, b: int) -> None:
+        """Book GPU ``gi`` in the slots of ``a..b-1`` where it was idle (``~busy``)."""
+        self._used(s, g)[self._pool(s, g).domain_of(gi), a:b] += ~busy
+
+    def idle_gpu(self, s: int, g: int, gpus: list[_Gpu], count: int, a: int, b: int
+                 ) -> int | None:
+        """The first GPU index idle over ``a..b-1`` whose domain has room, else ``None``."""
+        idle = np.ones(b - a, dtype=bool)
+        for n, gpu in enumerate(gpus):
+            if not gpu.busy[a:b].any() and self.slice_fits(s, g, n, ~idle, a, b):
+                return n
+        pool = self._pool(s, g)
+        for d in range(len(pool.nodes)):
+            n = max(pool.first_gpu(d), len(gpus))
+            if n < min(count, pool.first_gpu(d) + int(pool.gpus[d])) \
+                    and self.slice_fits(s, g, n, ~idle, a, b):
+                return n
+        return None
+
+
 def _spare(gpu: _Gpu, room: np.ndarray, a: int, b: int) -> bool:
     """Whether ``gpu`` may take a run over slots ``a..b-1``.
 
@@ -521,8 +688,10 @@ def _spare(gpu: _Gpu, room: np.ndarray, a: int, b: int) -> bool:
     return bool((room - ~gpu.busy[a:b] >= 0).all())
 
 
-def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
-                ) -> tuple[list[Any], dict[int, tuple[int, int | None]], list[int], int]:
+def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray,
+                domains: dict[str, tuple[int, ...]] | None = None
+                ) -> tuple[list[Any], dict[int, tuple[int, int | None]], list[int], int,
+                           dict[int, tuple[int, ...]]]:
     """Give every fractional run at a sharing pool one GPU (and MIG start) for its whole run.
 
     Best fit: the GPU already carrying slices with the most load over the run that still
@@ -541,6 +710,9 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
         The plan's :class:`~carbonsched.plan.result.Run` list.
     inf_alloc
         ``(D, S)`` inference GPUs per demand and site (whole GPUs).
+    domains
+        Job id -> domain per node the solver chose for topology-bound gangs
+        (:func:`carbonsched.plan.domains.read_domains`); kept where the book has room.
 
     Returns
     -------
@@ -554,15 +726,21 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
         first).
     moved
         How many runs were moved to another start for a GPU to keep them.
+    gang_domains
+        Position in ``kept`` -> domain per node of each topology-bound gang at a pool of
+        GPU-sharing (:class:`_DomainBook`: gangs and slices draw from one book of GPUs per
+        domain and slot, so a slice never takes a GPU of a domain a gang fills).
     """
     prob = sets.problem
     if not any(p.sharing for s in prob.sites for p in s.gpus.values()):
-        return runs, {}, [], 0
+        return runs, {}, [], 0, {}
     kinds = [job_slice(prob.jobs[r.job], prob.sites[r.site]) if r.pieces == 1 else None
              for r in runs]
     if not any(kinds):
-        return runs, {}, [], 0
+        return runs, {}, [], 0, {}
     n_s, n_t, n_g = sets.gpu_cap.shape
+    book = _DomainBook(sets, n_t)
+    gang_of = book.place_gangs(runs, domains or {})
     whole = np.zeros((n_s, n_t, n_g), dtype=np.int64)
     for r, k in zip(runs, kinds, strict=True):
         if k is None:
@@ -573,8 +751,11 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
     for d, s in zip(*np.nonzero(inf_alloc > 0), strict=True):
         t = int(sets.inf_hour[d])
         whole[s, t:t + sph, sets.inf_gtype[d]] += int(inf_alloc[d, s])
-    free = sets.gpu_cap - whole
+    # GPUs carrying running slices are held in gpu_cap; they are booked below as GPUs of the
+    # pool already busy, where new slices may share them (their slices never move)
+    free = sets.gpu_cap + _running_sliced(sets, n_s, n_t, n_g) - whole
     pools: dict[tuple[int, int], list[_Gpu]] = {}
+    _load_running(sets, pools, book, n_t)
     order = sorted((i for i, k in enumerate(kinds) if k is not None),
                    key=lambda i: (runs[i].start, -prob.jobs[runs[i].job].gpu_share,
                                   runs[i].job))
@@ -593,7 +774,8 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
         room = free[site, a:b, g] - in_use
         best = None
         for gi, gpu in enumerate(gpus):
-            if not gpu.busy[a:b].any() or not _spare(gpu, room, a, b):
+            if not gpu.busy[a:b].any() or not _spare(gpu, room, a, b) \
+                    or not book.slice_fits(site, g, gi, gpu.busy[a:b], a, b):
                 continue
             if k.sharing == "milli":
                 ok = not (gpu.milli[a:b] + k.milli > MILLI_PER_GPU).any()
@@ -606,20 +788,26 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
         if best is None and k.sharing == "mig":
             # a GPU already cut may still hold it with its slices moved (placed together)
             for gi in sorted((n for n, gpu in enumerate(gpus)
-                              if gpu.busy[a:b].any() and _spare(gpu, room, a, b)),
+                              if gpu.busy[a:b].any() and _spare(gpu, room, a, b)
+                              and book.slice_fits(site, g, n, gpu.busy[a:b], a, b)),
                              key=lambda n: -gpus[n].load(a, b)):
+                was = gpus[gi].busy[a:b].copy()
                 moved = gpus[gi].repack_with(i, k, a, b)
                 if moved is not None:
-                    placed.update({r_: (gi, st_) for r_, st_ in moved.items()})
+                    book.take_slice(site, g, gi, was, a, b)
+                    placed.update({r_: (gi, st_) for r_, st_ in moved.items() if r_ >= 0})
                     return True
         if best is None:
             if (room < 1).any():
                 return False
-            gi = next((n for n, gpu in enumerate(gpus) if not gpu.busy[a:b].any()), len(gpus))
-            if gi == len(gpus):
+            gi = book.idle_gpu(site, g, gpus, pool.count, a, b)
+            if gi is None:
+                return False
+            while len(gpus) <= gi:
                 gpus.append(_Gpu(n_t, pool.mig_model))
             st = gpus[gi].mig_start(k.profile, a, b) if k.sharing == "mig" else None
             best = (gi, st, 0)
+        book.take_slice(site, g, best[0], gpus[best[0]].busy[a:b].copy(), a, b)
         gpus[best[0]].take(k, a, b, best[1], i)
         placed[i] = (best[0], best[1])
         return True
@@ -632,14 +820,16 @@ def assign_runs(sets: Any, runs: list[Any], inf_alloc: np.ndarray
     runs = list(runs)
     moved_runs = _reinsert(sets, runs, kinds, dropped, inf_alloc, fit)
     dropped = [i for i in dropped if i not in moved_runs]
-    kept, slice_of = [], {}
+    kept, slice_of, doms_of = [], {}, {}
     for i, r in enumerate(runs):
         if i in dropped:
             continue
         if i in placed:
             slice_of[len(kept)] = placed[i]
+        if i in gang_of:
+            doms_of[len(kept)] = gang_of[i]
         kept.append(r)
-    return kept, slice_of, sorted(runs[i].job for i in dropped), len(moved_runs)
+    return kept, slice_of, sorted(runs[i].job for i in dropped), len(moved_runs), doms_of
 
 
 def _reinsert(sets: Any, runs: list[Any], kinds: list[SliceKind | None], dropped: list[int],
@@ -728,7 +918,8 @@ def recount_slices(sets: Any, problem: Any, placements: list[Any]) -> SliceCount
         The :class:`~carbonsched.plan.sets.PlanningProblem`.
     placements
         The plan's :class:`~carbonsched.domain.Placement` list; those with ``gpu_index``
-        set are slices.
+        set are slices. Slices of running work (:attr:`carbonsched.domain.RunningWork.
+        gpu_index`) are recounted with them on their GPUs.
 
     Returns
     -------
@@ -777,6 +968,14 @@ def recount_slices(sets: Any, problem: Any, placements: list[Any]) -> SliceCount
             u = used.setdefault((s, t), {})
             name = kind.profile if kind.sharing == "mig" else "gpu_milli"
             u[name] = u.get(name, 0) + (1 if kind.sharing == "mig" else kind.milli)
+    for r in getattr(problem, "running", ()) or ():
+        # slices committed by an earlier run share their GPUs' layouts with this plan's
+        if r.gpu_index is None or r.site not in spos or r.gpu_type not in gpos:
+            continue
+        s, g = spos[r.site], gpos[r.gpu_type]
+        a, b = _running_slots(sets, r, n_t)
+        for t in range(a, b):
+            cells.setdefault((s, t, g, r.gpu_index), []).append((_running_kind(r), r.mig_start))
     sliced = np.zeros((n_s, n_t, n_g), dtype=np.int64)
     for (s, t, g, gi), items in cells.items():
         sliced[s, t, g] += 1

@@ -402,9 +402,10 @@ def diagnose_inference(sets: PlanSets, solver: str = "highs") -> tuple[str, str]
 
 def _finish(sets: PlanSets, chosen: np.ndarray, alloc: np.ndarray, rec: SolverRecord,
             mip_gap: float, proven: bool, started: float,
-            patterns: np.ndarray | None = None) -> PlanResult:
+            patterns: np.ndarray | None = None,
+            domains: dict[str, tuple[int, ...]] | None = None) -> PlanResult:
     res = build_plan_result(sets, chosen, alloc, PlanStatus.FEASIBLE, rec,
-                            chosen_patterns=patterns)
+                            chosen_patterns=patterns, domains=domains)
     obj = res.totals["objective"]
     rec.objective = obj
     rec.mip_gap = relative_gap(obj, rec.bound)
@@ -700,12 +701,17 @@ def solve_milp(sets: PlanSets, solver: str, time_limit_s: float, mip_gap: float,
     if issues:
         return _error(sets, rec, {"integrality": len(issues)}, "; ".join(issues), started)
     chosen, alloc = read_solution(m)
-    res = _finish(sets, chosen, alloc, rec, mip_gap, out.proven, started, read_patterns(m))
+    given = None
     if m.domain_vars:
-        from carbonsched.plan.domain_repair import with_domains
         from carbonsched.plan.domains import read_domains
 
-        res = with_domains(sets, res, read_domains(m))
+        given = read_domains(m)
+    res = _finish(sets, chosen, alloc, rec, mip_gap, out.proven, started, read_patterns(m),
+                  domains=given)
+    if given is not None:
+        from carbonsched.plan.domain_repair import with_domains
+
+        res = with_domains(sets, res, given)
     return res
 
 

@@ -42,6 +42,8 @@ from carbonsched.forecasts.green_surplus import green_surplus_index
 from carbonsched.forecasts.pue import pue_from_weather
 from carbonsched.pipeline.daily import HISTORY_DAYS, MAX_HORIZON_HOURS
 from carbonsched.pipeline.replayed import ReplayedSignals, ReplayShift
+from carbonsched.report.fairness import RULE as FAIR_RULE
+from carbonsched.report.fairness import fairness_section
 from carbonsched.report.flex import RULE as FLEX_RULE
 from carbonsched.report.flex import flexibility_section
 from carbonsched.report.inputs import (
@@ -77,7 +79,8 @@ class Report:
         ``jobs``, ``sites``, ``tenants``, ``days``, ``site_hours``, ``instruments``: one tidy
         frame per breakdown, column names with units (:data:`UNITS`); ``flex_events`` and
         ``flex_hours`` when a plan of the period committed a grid event
-        (:mod:`carbonsched.report.flex`).
+        (:mod:`carbonsched.report.flex`); ``fair_shares`` and ``fair_days`` when a plan was
+        planned with tenants' fair shares (:mod:`carbonsched.report.fairness`).
     totals
         Inventory totals and the separately shown avoided emissions and forecast error.
     metadata
@@ -572,6 +575,13 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
         totals.update(flex_totals)
         meta["rules"]["flexibility"] = FLEX_RULE
         notes.extend(flex_notes)
+    fair = fairness_section(docs)
+    if fair is not None:   # the section exists only when a plan was planned with tenants
+        fair_frames, fair_totals, fair_notes = fair
+        frames.update(fair_frames)
+        totals.update(fair_totals)
+        meta["rules"]["fair_shares"] = FAIR_RULE
+        notes.extend(fair_notes)
     return Report(frames, totals, meta)
 
 

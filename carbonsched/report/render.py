@@ -33,8 +33,9 @@ from carbonsched.report.build import Report
 
 FORMATS = ("csv", "json", "html", "xlsx")
 TABLES = ("jobs", "sites", "tenants", "days", "instruments", "site_hours")
-OPTIONAL_TABLES = ("flex_events", "flex_hours")
-"""Tables a report holds only when its period has them (the flexibility section)."""
+OPTIONAL_TABLES = ("flex_events", "flex_hours", "fair_shares", "fair_days")
+"""Tables a report holds only when its period has them (the flexibility and fair-shares
+sections)."""
 
 
 def tables(report: Report) -> tuple[str, ...]:
@@ -398,6 +399,17 @@ FLEX_LABELS = [
 ]
 """The flexibility section's totals as the HTML page shows them."""
 
+FAIR_LABELS = [
+    ("fairness_cost_kg", "Carbon cost of fairness (fair plans − carbon-only plans)", "kg CO2e"),
+    ("carbon_only_emissions_kg", "Carbon-only plans' emissions", "kg CO2e"),
+    ("fairness_cost_pct", "Carbon cost of fairness", "%"),
+    ("fair_tenants_with_target", "Tenant-days with a fair-share target", "tenant-days"),
+    ("fair_tenants_within_5pct", "… dominant share within 5 % of its target", "tenant-days"),
+    ("fair_quotas_missed", "Guaranteed quotas not met", "tenant-days"),
+    ("fairness_not_applied_tenants", "Fairness not applied (plan fell back)", "tenant-days"),
+]
+"""The fair-shares section's totals as the HTML page shows them."""
+
 TOTAL_LABELS = [
     ("it_energy_kwh", "IT energy", "kWh"),
     ("facility_energy_kwh", "Facility energy (IT × PUE)", "kWh"),
@@ -470,6 +482,21 @@ def _html(report: Report) -> str:
                      f'<h3>Per event hour</h3><div class="scroll">'
                      + _table(report.frames["flex_hours"], "table-flex-hours", units_, 300)
                      + "</div>")
+    fair_html = ""
+    if "fair_shares" in report.frames:
+        fair_rows = "".join(
+            f'<tr data-total="{k}"><th>{html.escape(label)}</th>'
+            f'<td class="num">{_fmt(t.get(k), 2)}</td>'
+            f"<td>{html.escape(unit)}</td></tr>" for k, label, unit in FAIR_LABELS)
+        fair_html = (f'<h2>Fair shares</h2><table id="fair-totals" class="totals"><tbody>'
+                     f"{fair_rows}</tbody></table>"
+                     f'<p class="note">{html.escape(m["rules"].get("fair_shares", ""))}</p>'
+                     f'<h3>Per day</h3><div class="scroll">'
+                     f'{_table(report.frames["fair_days"], "table-fair-days", m["units"])}'
+                     f'</div><h3>Per tenant and day</h3><div class="scroll">'
+                     + _table(report.frames["fair_shares"], "table-fair-shares", m["units"],
+                              300)
+                     + "</div>")
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in m["notes"]) or "<li>none</li>"
     market_note = ("" if not m.get("market_based_note") else
                    f'<p id="market-note" class="market-note">'
@@ -533,6 +560,7 @@ period {_when(m['period']['from'])} to {_when(m['period']['to'])} UTC (exclusive
 <h2>Instruments</h2>
 <div class="scroll">{_table(report.frames["instruments"], "table-instruments", units)}</div>
 {flex_html}
+{fair_html}
 <h2>Rules</h2><table id="rules">{rules}</table>
 <h2>Provenance</h2><table id="provenance">{sig}
 <tr><th>hours</th><td>{_fmt(prov['hours']['planned_share'] * 100)} % planned,

@@ -144,3 +144,129 @@ def test_a_warm_start_reaches_the_fair_plan():
         again.solver.warm_start
     rows = {r["tenant"]: r["placed_gpu_hours"] for r in again.tenants}
     assert rows == {"x": 16.0, "y": 32.0, "z": 48.0}
+
+
+# ------------------------------------------------- a plan made without the fair-share rows
+
+def test_a_greedy_plan_says_fairness_was_not_applied_and_counts_the_tenants():
+    from carbonsched.plan import greedy_plan
+
+    prob = _binding(1.0, quota_z=64.0)
+    plan = greedy_plan(prob)
+    assert plan.solver.method == "greedy"
+    assert [r["fair_applied"] for r in plan.tenants] == [False, False, False]
+    assert plan.totals["fairness_not_applied_tenants"] == 3
+    [note] = [n for n in plan.notes if n.startswith("fairness not applied:")]
+    assert "the greedy plan (greedy_plan)" in note and "3 tenant(s)" in note
+    # the shares shown are the greedy plan's own placements, whatever the targets say
+    placed = {r["tenant"]: r["placed_gpu_hours"] for r in plan.tenants}
+    assert sum(placed.values()) == sum(p.gpus * (p.end - p.start) / pd.Timedelta(hours=1)
+                                       for p in plan.placements)
+
+
+def test_a_fair_solve_that_falls_back_to_greedy_names_the_fallback_not_the_fair_shares():
+    from carbonsched.plan.baselines import greedy_from_sets
+    from carbonsched.plan.fairness import solve_fair
+    from carbonsched.plan.sets import compile_sets
+
+    def fall_back(p, **kw):
+        if p.fair_targets is None:           # the carbon-only plan: the real MILP
+            return solve_plan(p, method="milp", time_limit_s=kw["time_limit_s"])
+        return greedy_from_sets(compile_sets(p, columns=False))   # what _fallback returns
+
+    prob = _binding(1.0, quota_z=64.0)
+    plan = solve_fair(prob, fall_back, 60.0)
+    assert plan.solver.method == "greedy"
+    assert plan.totals["fairness_not_applied_tenants"] == 3
+    assert not any(n.startswith("fairness: ") for n in plan.notes)
+    [note] = [n for n in plan.notes if n.startswith("fairness not applied:")]
+    assert "fell back to the greedy plan" in note
+    rows = {r["tenant"]: r for r in plan.tenants}
+    assert not any(r["fair_applied"] for r in rows.values())
+    # the targets are the fair allocation (z's 32 GPU-h quota, then x 16, y 32, z 16)
+    assert np.isclose(rows["y"]["target_share"], 32 / 96)
+
+
+def test_the_cli_tenants_table_shows_fairness_not_applied():
+    from carbonsched.cli.common import out
+    from carbonsched.cli.plan_view import print_tenants
+
+    row = {"tenant": "x", "weight": 1.0, "demand_gpu_hours": 48.0, "placed_gpu_hours": 40.0,
+           "dominant_share": 0.42, "target_share": 0.17, "dominant_gpu_type": "H100",
+           "quota_gpu_hours": 0.0, "quota_met": None}
+    doc = {"tenants": [dict(row, fair_applied=False), dict(row, tenant="y",
+                                                           fair_applied=False)],
+           "totals": {}, "notes": ["fairness not applied: the fair plan fell back to the "
+                                   "greedy plan (heuristic), which does not model fair shares"]}
+    with out.capture() as cap:
+        print_tenants(doc)
+    text = cap.get()
+    assert "Tenants (fairness not applied" in text
+    assert "fairness not applied for 2 tenant(s): the fair plan fell back to the greedy" in text
+    with out.capture() as cap:
+        print_tenants({"tenants": [dict(row, fair_applied=True)], "totals": {}})
+    assert "Tenants (fair shares)" in cap.get() and "not applied" not in cap.get()
+
+
+# ------------------------------------------------- targets over what each tenant can reach
+
+def test_reachable_drf_with_one_group_is_weighted_drf_and_exact():
+    from carbonsched.plan.fairness import reachable_drf
+
+    d = np.array([[48.0], [48.0], [48.0]])
+    # z's 32 GPU-h floor first, then x (w 1) and y (w 2) and z (w 1) by level: 16, 32, 16
+    got = reachable_drf(d, np.array([[True]]), np.array([96.0]), np.array([1.0, 2.0, 1.0]),
+                        floor=np.array([0.0, 0.0, 32.0]))
+    assert np.allclose(got, [[16.0], [32.0], [48.0]], rtol=0, atol=1e-9)
+    d = np.array([[10.0], [100.0]])
+    assert np.allclose(reachable_drf(d, np.array([[True, True]]), np.array([30.0, 30.0]),
+                                     np.array([5.0, 1.0])),
+                       weighted_drf(d, np.array([60.0]), np.array([5.0, 1.0])), atol=1e-9)
+
+
+def test_reachable_drf_caps_a_tenant_at_the_sites_its_residency_allows():
+    """Sites a (40 GPU-h) and b (20). x (w 2) may use b only, y (w 1) either, z (w 2) either.
+    Per type x would get 2/5 of 60 = 24, more than b holds. Filling: x 2s, y s, z 2s with
+    x <= 20: s = 10 freezes x at 20; y and z go on over a's 40 less what they hold: y 40/3,
+    z 80/3 at s = 40/3 (y s, z 2s: 3s = 40)."""
+    from carbonsched.plan.fairness import reachable_drf
+
+    dem = np.array([[100.0, 0.0], [0.0, 100.0], [0.0, 100.0]])    # groups: {b}, {a, b}
+    reach = np.array([[False, True], [True, True]])
+    got = reachable_drf(dem, reach, np.array([40.0, 20.0]), np.array([2.0, 1.0, 2.0]))
+    assert np.allclose(got.sum(axis=1), [20.0, 40 / 3, 80 / 3], rtol=0, atol=1e-7)
+    assert np.allclose(got, [[20.0, 0.0], [0.0, 40 / 3], [0.0, 80 / 3]], atol=1e-7)
+
+
+@pytest.mark.parametrize("bad", [
+    (np.array([[1.0]]), np.array([[True, True]]), np.array([1.0]), np.array([1.0])),
+    (np.array([[-1.0]]), np.array([[True]]), np.array([1.0]), np.array([1.0])),
+    (np.array([[1.0]]), np.array([[True]]), np.array([1.0]), np.array([0.0])),
+])
+def test_reachable_drf_refuses_bad_input(bad):
+    from carbonsched.plan.fairness import reachable_drf
+
+    with pytest.raises(ValueError, match="reachable_drf"):
+        reachable_drf(*bad)
+
+
+def test_residency_makes_the_fair_target_what_the_tenant_can_reach_and_the_plan_meets_it():
+    """a: 4 H100, b: 2, ten hours (40 and 20 GPU-h). x (weight 2) may run at b only, y
+    (weight 1) anywhere; both ask more than there is. Per type (all sites) x's target would be
+    2/3 of 60 = 40 GPU-h, twice what b holds; over what x can reach it is 20 (all of b) and y's
+    40: the plan meets both exactly."""
+    sites = [SiteWrapper("a").gpus("H100", 4, per_node=4).obj(),
+             SiteWrapper("b").gpus("H100", 2, per_node=2).obj()]
+    jobs = ([JobWrapper(f"x{i}").tenant("x").gpus(2).hours(2).window(0, 10).sites("b").obj()
+             for i in range(10)]
+            + [JobWrapper(f"y{i}").tenant("y").gpus(2).hours(2).window(0, 10).obj()
+               for i in range(15)])
+    prob = dataclasses.replace(problem(sites, jobs, 10), fairness=1.0,
+                               tenants={"x": Tenant("x", 2.0), "y": Tenant("y", 1.0)})
+    plan = solve_plan(prob, method="milp")
+    rows = {r["tenant"]: r for r in plan.tenants}
+    assert {t: r["placed_gpu_hours"] for t, r in rows.items()} == {"x": 20.0, "y": 40.0}
+    assert np.isclose(rows["x"]["target_share"], 20 / 60)
+    assert np.isclose(rows["y"]["target_share"], 40 / 60)
+    for r in rows.values():
+        assert np.isclose(r["dominant_share"], r["target_share"])

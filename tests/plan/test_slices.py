@@ -337,3 +337,77 @@ def test_a_slice_no_gpu_keeps_at_the_solvers_start_moves_to_another_in_its_windo
     assert v.start == at(2) and v.gpu_index == 0
     assert any(n.startswith("slices: 1 fractional job(s) moved") for n in res.notes)
     assert score_plan(prob, res).slice_violations == 0
+
+
+# ------------------------------------------------- slices and topology-bound gangs: one book
+
+def two_domain_site(sharing: str = "milli"):
+    # 16 A100 on nodes of 8, one node per domain: domain 0 = GPUs 0-7, domain 1 = GPUs 8-15
+    return SiteWrapper("b").gpus("A100", 16, per_node=8, per_domain=1, sharing=sharing,
+                                 mig_model=A40 if sharing == "mig" else None).obj()
+
+
+def gang8(job_id: str = "gang", hours: int = 1):
+    return JobWrapper(job_id).gpu_type("A100").gpus(8).hours(hours).max_domains(1) \
+        .window(0, hours).obj()
+
+
+@pytest.mark.parametrize("how", ["milp", "colgen", "greedy"])
+def test_a_slice_never_takes_a_gpu_of_the_domain_a_same_domain_gang_fills(how):
+    """The fault seen on ca-on-toronto / gb-london: the slice took GPU 0 and the gang
+    domain 0, nine GPUs in an eight-GPU domain. One book: the slice goes to domain 1."""
+    from carbonsched.plan import greedy_plan
+
+    prob = problem([two_domain_site()], [gang8(), frac("s", milli=300)], 1)
+    res = greedy_plan(prob) if how == "greedy" else solve_plan(prob, method=how)
+    assert not res.unplaced, res.unplaced
+    got = {p.job_id: p for p in res.placements}
+    assert got["gang"].domains == (0,)
+    assert got["s"].gpu_index == 8            # the first GPU of domain 1
+    sc = score_plan(prob, res)
+    assert (sc.domain_violations, sc.slice_violations, sc.capacity_violations) == (0, 0, 0)
+
+
+def test_two_gangs_fill_both_domains_and_the_slice_waits_for_an_hour_with_room():
+    # both domains full with gangs in hour 0; the slice may run in hours 0-1: hour 1 only
+    jobs = [gang8("g0"), gang8("g1"), frac("s", window=(0, 2), milli=300)]
+    prob = problem([two_domain_site()], jobs, 2, ci={"b": [10.0, 500.0]})
+    res = solve_plan(prob, method="milp")
+    got = {p.job_id: p for p in res.placements}
+    assert sorted(got["g0"].domains + got["g1"].domains) == [0, 1]
+    assert got["s"].start == at(1)
+    assert score_plan(prob, res).domain_violations == 0
+
+
+def test_the_recount_counts_a_gpu_carrying_slices_in_its_domain_with_the_gangs():
+    jobs = [gang8(), frac("s", milli=300), frac("t", milli=300)]
+    prob = problem([two_domain_site()], jobs, 1)
+    g = Placement(job_id="gang", site="b", start=at(0), end=at(1), gpu_type="A100", gpus=8,
+                  energy_kwh=0.0, emissions_kg=0.0, domains=(0,))
+    # just at the limit: the slices on GPU 8 (domain 1) beside the gang in domain 0
+    ok = plan([g, slice_at("s", "b", 8), slice_at("t", "b", 15)])
+    assert score_plan(prob, ok).domain_violations == 0
+    # known bad: a slice on GPU 7, the ninth GPU of domain 0 in that hour
+    bad = plan([g, slice_at("s", "b", 7), slice_at("t", "b", 8)])
+    sc = score_plan(prob, bad)
+    assert (sc.domain_violations, sc.capacity_violations) == (1, 0)
+    # two slices on one GPU count one GPU of its domain
+    one = plan([g, slice_at("s", "b", 7), slice_at("t", "b", 7)])
+    assert score_plan(prob, one).domain_violations == 1
+
+
+def test_an_unplaced_fractional_job_counts_its_share_of_a_gpu_not_a_whole_gpu():
+    # one A100 for one hour: 600 + 300 milli fit, the 500 does not (0.5 GPU-h left out)
+    jobs = [frac("a", milli=600), frac("b", milli=300), frac("c", milli=500),
+            frac("m", hours=2, window=(0, 2), mig="3g.20gb")]
+    prob = problem([milli_site(1)], jobs[:3], 1)
+    res = solve_plan(prob, method="milp")
+    assert [u.job_id for u in res.unplaced] == ["c"]
+    assert res.totals["unplaced_gpu_hours"] == pytest.approx(0.5)
+    assert score_plan(prob, res).unplaced_gpu_hours == pytest.approx(0.5)
+    # a 3g.20gb left out for two hours: 3 of 7 compute slices x 2 h
+    mig = problem([mig_site(1)], [jobs[3], frac("w", hours=2, window=(0, 2), mig="7g.40gb")], 2)
+    res = solve_plan(mig, method="milp")
+    assert [u.job_id for u in res.unplaced] == ["m"]
+    assert res.totals["unplaced_gpu_hours"] == pytest.approx(2 * 3 / 7)
+    assert score_plan(mig, res).unplaced_gpu_hours == pytest.approx(2 * 3 / 7)
