@@ -199,7 +199,7 @@ def commit_events(problem: PlanningProblem, events: list[GridEvent], solve: Solv
             commitments.append(Commitment(ev.site, h, h + pd.Timedelta(hours=1),
                                           committed, b, ev.id, method))
     pinned = pin_started(problem, base, replan_at) if replan_at is not None else problem
-    relaxed, own_slo = event_slo_inference(problem, events)
+    relaxed, own_slo = event_slo_inference(problem, events, base)
     if own_slo:
         pinned = replace(pinned, inference=relaxed)
     committed_problem = replace(pinned, commitments=commitments)
@@ -287,14 +287,15 @@ def commit_events(problem: PlanningProblem, events: list[GridEvent], solve: Solv
                          {"baseline": sc0, "committed": sc1}, notes)
 
 
-def event_slo_inference(problem: PlanningProblem, events: list[GridEvent]
-                        ) -> tuple[list[Any], dict[int, tuple[str, float]]]:
+def event_slo_inference(problem: PlanningProblem, events: list[GridEvent],
+                        baseline: PlanResult) -> tuple[list[Any], dict[int, tuple[str, float]]]:
     """The problem's inference with the event-time SLO of each event's agreement applied.
 
     In each hour of an event at a site whose grid agreement gives ``event_slo_ms``, every
-    inference demand of that hour that the site could serve within the demand's own SLO
-    (round-trip latency to its area ≤ ``slo_ms``) is held to ``max(slo_ms, event_slo_ms)``
-    instead, so the re-plan may serve it from a farther site. Other demands are unchanged.
+    inference demand of that hour that the baseline plan serves (in part) at the site, within
+    the demand's own SLO, is held to ``max(slo_ms, event_slo_ms)`` instead, so the re-plan may
+    serve it from a farther site. Demands the site does not serve keep their own SLO (the
+    agreement loosens only the event site's load), as does every demand outside the events.
 
     Parameters
     ----------
@@ -302,6 +303,8 @@ def event_slo_inference(problem: PlanningProblem, events: list[GridEvent]
         The problem (its ``inference`` and its sites' ``meta["grid_agreement"]``).
     events
         The events.
+    baseline
+        The plan without commitments (which demands each site serves).
 
     Returns
     -------
@@ -311,6 +314,8 @@ def event_slo_inference(problem: PlanningProblem, events: list[GridEvent]
     sites = {s.id: s for s in problem.sites}
     inf = list(problem.inference)
     own: dict[int, tuple[str, float]] = {}
+    served = {(ip.site, ip.area, ip.hour, ip.gpu_type) for ip in baseline.inference
+              if ip.gpus > 0}
     for ev in events:
         site = sites.get(ev.site)
         ag = site.meta.get("grid_agreement") if site is not None else None
@@ -318,7 +323,8 @@ def event_slo_inference(problem: PlanningProblem, events: list[GridEvent]
             continue
         hours = set(ev.hours)
         for i, d in enumerate(inf):
-            if d.hour not in hours or i in own:
+            if d.hour not in hours or i in own or (ev.site, d.area, d.hour,
+                                                   d.gpu_type) not in served:
                 continue
             if site.latency_ms.get(d.area, float("inf")) <= d.slo_ms < ag.event_slo_ms:
                 own[i] = (ev.site, d.slo_ms)

@@ -231,3 +231,30 @@ def test_an_agreement_refuses_a_bad_event_slo():
             GridAgreement("edge", event_slo_ms=bad)
     assert agreement_from_mapping("edge", {"target_fraction": 0.25,
                                            "event_slo_ms": 100_000}).event_slo_ms == 100_000.0
+
+
+def test_the_event_slo_loosens_only_the_inference_the_event_site_serves():
+    # area y could be served at the edge (15 ms) but the baseline serves it at "other"
+    # (cleaner); the far site is cleanest. Only x, which the edge serves, may move during the
+    # edge's event: y stays at "other" in every hour (its own 20 ms SLO holds)
+    import dataclasses
+
+    from carbonsched.flex import GridAgreement
+    from tests.plan.builders import demand
+
+    edge = dataclasses.replace(
+        SiteWrapper("edge").gpus("H100", 8).latency("x", 5).latency("y", 15).obj(),
+        meta={"grid_agreement": GridAgreement("edge", event_slo_ms=100.0)})
+    other = SiteWrapper("other").gpus("H100", 8).latency("y", 5).obj()
+    far = SiteWrapper("far").gpus("H100", 8).latency("x", 80).latency("y", 80).obj()
+    inf = [demand(a, h, 4, slo_ms=20.0) for a in ("x", "y") for h in range(24)]
+    p = problem([edge, other, far], [], 24, inference=inf,
+                ci={"edge": [100.0] * 24, "other": [50.0] * 24, "far": [10.0] * 24})
+    cp = commit_events(p, [GridEvent("edge", at(4), at(7), target_fraction=0.5, id="ev")],
+                       solve_plan)
+    y_sites = {ip.site for ip in cp.result.inference if ip.area == "y" and ip.gpus > 0}
+    assert y_sites == {"other"}
+    (e,) = cp.events
+    x_far = sum(ip.gpus for ip in cp.result.inference if ip.area == "x" and ip.site == "far")
+    assert e["inference_beyond_slo_gpu_hours"] == x_far >= 6
+    assert score_plan(p, cp.result).slo_violations == 3        # x's 3 event hours, named
