@@ -24,6 +24,11 @@ baseline of 0 are counted apart), deadline misses and SLO violations of the comm
 emissions of the committed plan over the baseline plan, against the window's total: the
 day-bounded plans (the day's jobs cut at midnight, 24 h) of every day in the window.
 
+``--event-slo-ms``: every site's grid agreement lets inference be served within this latency
+during an event (:attr:`carbonsched.flex.GridAgreement.event_slo_ms`), so the re-plan may serve
+an edge site's areas from a farther site in the event's hours; the GPU-hours served beyond their
+own SLO are counted per event.
+
 ``--caps``: the same days planned with and without GPU power caps
 (:func:`carbonsched.pipeline.flex.plan_with_caps`: capped where that costs no placement):
 facility energy, emissions and makespan (the last placement's end minus the day's start).
@@ -51,7 +56,7 @@ import pandas as pd
 from carbonsched.adapters.signals import load_site_signals
 from carbonsched.catalog import load_catalog
 from carbonsched.evaluate.replay import actual_signals, stack_site_frames
-from carbonsched.flex import GridEvent
+from carbonsched.flex import GridAgreement, GridEvent
 from carbonsched.pipeline.daily import surplus_reference
 from carbonsched.pipeline.flex import commit_events, plan_with_caps
 from carbonsched.plan import PlanningProblem, score_plan, solve_plan
@@ -157,8 +162,21 @@ class DayProblems:
                                stack_site_frames(act))
 
 
-def run_events(dp: DayProblems, events: list[GridEvent], time_limit: float
-               ) -> dict[str, Any]:
+def with_event_slo(p: PlanningProblem, event_slo_ms: float | None) -> PlanningProblem:
+    """``p`` with every site's grid agreement allowing ``event_slo_ms`` during an event."""
+    if event_slo_ms is None:
+        return p
+    sites = []
+    for s in p.sites:
+        ag = s.meta.get("grid_agreement")
+        ag = replace(ag, event_slo_ms=event_slo_ms) if ag is not None else GridAgreement(
+            s.id, event_slo_ms=event_slo_ms)
+        sites.append(replace(s, meta={**s.meta, "grid_agreement": ag}))
+    return replace(p, sites=sites)
+
+
+def run_events(dp: DayProblems, events: list[GridEvent], time_limit: float,
+               event_slo_ms: float | None = None) -> dict[str, Any]:
     """Replay each event on its day (module docstring); per event rows and a summary."""
     def solve(p):
         return solve_plan(p, time_limit_s=time_limit)
@@ -174,7 +192,7 @@ def run_events(dp: DayProblems, events: list[GridEvent], time_limit: float
             continue
         # events are replayed on two days of work with their own deadlines (not cut at
         # midnight), so an evening event sees the slack the work really has
-        p = dp.problem(day, days=2)
+        p = with_event_slo(dp.problem(day, days=2), event_slo_ms)
         base = solve(p)
         for ev in by_day.get(day, []):
             cp = commit_events(p, [ev], solve, baseline_result=base)
@@ -199,6 +217,7 @@ def run_events(dp: DayProblems, events: list[GridEvent], time_limit: float
                 - cp.scores["baseline"].unplaced_gpu_hours,
                 "extra_emissions_kg": e["extra_emissions_kg"],
                 "delayed_jobs": e["delayed_jobs"], "status": str(cp.result.status),
+                "inference_beyond_slo_gpu_hours": e["inference_beyond_slo_gpu_hours"],
                 "notes": cp.notes,
             })
             print(f"{ev.id}: shares {rows[-1]['reduction_share']} misses "
@@ -218,6 +237,9 @@ def run_events(dp: DayProblems, events: list[GridEvent], time_limit: float
             "slo_violations": sum(r["slo_violations"] for r in rows),
             "commitment_violations": sum(r["commitment_violations"] for r in rows),
             "extra_emissions_kg": extra, "window_emissions_kg": total_kg,
+            "inference_beyond_slo_gpu_hours": sum(r["inference_beyond_slo_gpu_hours"]
+                                                  for r in rows),
+            "event_slo_ms": event_slo_ms,
             "extra_emissions_share": extra / total_kg if total_kg else None,
             "seconds": time.perf_counter() - t_start,
         },
@@ -277,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="share of jobs marked preemptible (PREEMPT_TERMS)")
     ap.add_argument("--caps", action="store_true", help="also run the power-cap comparison")
     ap.add_argument("--no-events", action="store_true")
+    ap.add_argument("--event-slo-ms", type=float, default=None,
+                    help="every site's agreement lets inference be served within this "
+                    "latency during an event (GridAgreement.event_slo_ms) [ms]")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args(argv)
     from carbonsched.config import get_settings
@@ -288,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     if not a.no_events:
         events, notes = draw_events(ddir, a.start, a.end)
         result["event_notes"] = notes
-        result.update(run_events(dp, events, a.time_limit))
+        result.update(run_events(dp, events, a.time_limit, a.event_slo_ms))
     if a.caps:
         result["caps"] = run_caps(dp, a.time_limit)
     a.out.parent.mkdir(parents=True, exist_ok=True)

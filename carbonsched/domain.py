@@ -56,6 +56,10 @@ class JobState(StrEnum):
     PLANNED = "Planned"
     DISPATCHED = "Dispatched"
     RUNNING = "Running"
+    PAUSED = "Paused"
+    """Started, then paused by a grid event (Slurm ``SUSPENDED``, a started Kubernetes Job with
+    ``spec.suspend: true``) and not yet resumed; recorded by
+    :func:`carbonsched.dispatch.outbox.refresh_status` only when the backend confirms it."""
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     CANCELLED = "Cancelled"
@@ -116,6 +120,15 @@ class ReasonCode(StrEnum):
     LOST = "Lost"
     """The backend no longer knows a job it accepted (purged, or the cluster was rebuilt)."""
     PAUSED = "Paused"
+    """A piece of a preemptible job stopped at its planned end (time limit); the next piece
+    resumes it from its checkpoint."""
+    GRID_EVENT_PAUSED = "GridEventPaused"
+    """State ``Paused``: a grid event paused the running job (the detail names the event)."""
+    GRID_EVENT_HELD = "GridEventHeld"
+    """State ``Dispatched``: a grid event holds the job past its planned start until the
+    event's end (the detail names the event)."""
+    GRID_EVENT_RESUMED = "GridEventResumed"
+    """State ``Running``: resumed (or released) after the grid event that paused (held) it."""
     EVICTED = "Evicted"
     """The cluster took the running or admitted job back (a Kueue Workload's ``Evicted``
     condition, pods evicted from a Volcano Job or a JobSet); the detail names the cluster's
@@ -123,8 +136,6 @@ class ReasonCode(StrEnum):
     PREEMPTED = "Preempted"
     """The cluster preempted the job for higher-priority work (Kueue ``Preempted``, Volcano
     preemption); the detail names the cluster's reason."""
-    """A piece of a preemptible job stopped at its planned end (time limit); the next piece
-    resumes it from its checkpoint."""
 
 
 class WorkKind(StrEnum):

@@ -17,6 +17,11 @@ References
   arXiv:2507.00909 (2025): a 25 % cut of cluster power for 3 h on 256 GPUs.
 - CAISO, "Baseline Accuracy Work Group" (2017) and NAESB WEQ-015: the 10-in-10 baseline
   (mean load of the same hours over the prior 10 eligible days), the default here.
+- PJM Manual 11 (Energy & Ancillary Services Market Operations), section 10, Customer Baseline
+  Load: the weekday "High 4 of 5" CBL (the 4 of the 5 most recent eligible like days with the
+  highest load over the event hours, averaged hour by hour; days with an event excluded;
+  looked for within 45 days). NYISO's "Average Day" CBL (the 5 highest of 10 like days) is the
+  same rule with other numbers.
 """
 
 from __future__ import annotations
@@ -40,6 +45,18 @@ DEFAULT_BASELINE_DAYS = 10
 """Prior days averaged by the ``prior-days-mean`` baseline: CAISO's and NAESB's "10-in-10"
 customer baseline (mean of the same hours over the 10 prior eligible days). [days]"""
 
+DEFAULT_BASELINE_HIGH_DAYS = 4
+"""Days kept by ``prior-days-high`` out of ``baseline_days`` (PJM's weekday "High 4 of 5" CBL,
+Manual 11 section 10, with ``baseline_days = 5``). [days]"""
+
+BASELINE_LOOKBACK_DAYS = 45
+"""How far back the prior like days are looked for: PJM's 45-calendar-day CBL window (Manual
+11 section 10); CAISO's 10-in-10 also looks back 45 days. [days]"""
+
+MAX_EVENT_SLO_MS = 100_000.0
+"""Largest event-time SLO an agreement accepts: the workload files' largest inference SLO
+(``carbonsched.workload.files.MAX_SLO_MS``, 100 s). [ms]"""
+
 DEFAULT_NOTICE_HOURS = 4.0
 """Notice given before an event when an agreement or event file does not say: the day-of
 "4 hours ahead" notice of the issue-38 benchmark (and of many US demand-response programmes,
@@ -59,6 +76,10 @@ class BaselineMethod(StrEnum):
     PRIOR_DAYS_MEAN = "prior-days-mean"
     """Mean site power of the same hours over the ``baseline_days`` prior days (CAISO/NAESB
     "10-in-10"); needs the site's metered (or replayed) history."""
+    PRIOR_DAYS_HIGH = "prior-days-high"
+    """Mean site power of the same hours over the ``baseline_high_days`` of the
+    ``baseline_days`` prior like days with the highest load in the event's hours (PJM's
+    "High 4 of 5", NYISO's "5 of 10"); needs the site's recorded history."""
     PLAN_UNCOMMITTED = "plan-uncommitted"
     """The site power the plan would draw in the window without the commitment (the same
     problem solved without the reservation); needs no history, but the operator must accept a
@@ -193,13 +214,22 @@ class GridAgreement:
     baseline_method
         How the baseline is computed (:class:`BaselineMethod`).
     baseline_days
-        Prior days averaged by ``prior-days-mean``. [days]
+        Prior like days (Y) of ``prior-days-mean`` and ``prior-days-high``. [days]
+    baseline_high_days
+        Days kept (X, the highest) by ``prior-days-high``, ``1 <= X <= baseline_days``; unused
+        by the other methods. [days]
     shortfall_penalty_per_kwh
         Paid per kWh of reduction committed but not delivered. [currency/kWh]
     credit_per_kwh
         Earned per kWh of reduction delivered (up to the commitment). [currency/kWh]
     currency
         ISO 4217 code of the money amounts.
+    event_slo_ms
+        The latency SLO inference served at this site may be held to *during an event*
+        (``None``: its own SLO, always). In an event hour, a demand the site could serve within
+        its own SLO may be served from any site within ``event_slo_ms`` of its area, so the
+        re-plan can move serving load away; the plan counts and names the GPU-hours served
+        beyond their own SLO. Must be at least the demands' own SLO to loosen anything. [ms]
     """
 
     site: str
@@ -209,9 +239,11 @@ class GridAgreement:
     max_event_hours: float = 4.0
     baseline_method: BaselineMethod = BaselineMethod.PLAN_UNCOMMITTED
     baseline_days: int = DEFAULT_BASELINE_DAYS
+    baseline_high_days: int = DEFAULT_BASELINE_HIGH_DAYS
     shortfall_penalty_per_kwh: float = 0.0
     credit_per_kwh: float = 0.0
     currency: str = "USD"
+    event_slo_ms: float | None = None
 
     def __post_init__(self) -> None:
         what = "grid agreement"
@@ -243,9 +275,19 @@ class GridAgreement:
         if isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= 90:
             raise GridFlexError(f"{where}: baseline_days must be a whole number in 1..90, "
                                 f"got {d!r}")
+        x = self.baseline_high_days
+        if self.baseline_method is BaselineMethod.PRIOR_DAYS_HIGH and (
+                isinstance(x, bool) or not isinstance(x, int) or not 1 <= x <= d):
+            raise GridFlexError(f"{where}: baseline_high_days must be a whole number in "
+                                f"1..baseline_days ({d}) for prior-days-high (e.g. 4 of 5, "
+                                f"PJM's High 4 of 5), got {x!r}")
         for name in ("shortfall_penalty_per_kwh", "credit_per_kwh"):
             object.__setattr__(self, name, _finite(getattr(self, name),
                                                    f"{where}: {name}", low=0))
+        if self.event_slo_ms is not None:
+            object.__setattr__(self, "event_slo_ms", _finite(
+                self.event_slo_ms, f"{where}: event_slo_ms [ms] (the latency inference may be "
+                "served at during an event)", low=0, high=MAX_EVENT_SLO_MS, low_open=True))
 
     def event(self, start: Any, hours: int, *, id: str = "") -> GridEvent:
         """An event of this agreement's default target starting at ``start`` for ``hours``.
@@ -272,7 +314,8 @@ def agreement_from_mapping(site: str, raw: dict[str, Any]) -> GridAgreement:
         Unknown keys (named, with the known ones), or values the agreement refuses.
     """
     known = {"target_kw", "target_fraction", "notice_hours", "max_event_hours",
-             "baseline_method", "baseline_days", "shortfall_penalty_per_kwh",
+             "baseline_method", "baseline_days", "baseline_high_days",
+             "shortfall_penalty_per_kwh", "event_slo_ms",
              "credit_per_kwh", "currency"}
     extra = sorted(set(raw) - known)
     if extra:
@@ -384,6 +427,147 @@ class PowerCapLevel:
     def label(self) -> str:
         """Short name, e.g. ``cap60`` for a 60 % cap (``""`` when uncapped)."""
         return "" if self.cap_fraction >= 1.0 else f"cap{round(self.cap_fraction * 100)}"
+
+
+@dataclass(frozen=True)
+class PriorDaysBaseline:
+    """A baseline computed from a site's recorded load (:func:`prior_days_baseline`).
+
+    Attributes
+    ----------
+    method
+        ``prior-days-mean`` or ``prior-days-high``.
+    hours_kw
+        ``{hour: kW}`` the baseline of each event hour. [kW]
+    days
+        The prior days (UTC dates of the event's start, shifted) averaged, most recent first.
+    candidates
+        The ``baseline_days`` like days looked at, most recent first (``days`` is all of
+        them for ``prior-days-mean``).
+    """
+
+    method: BaselineMethod
+    hours_kw: dict[pd.Timestamp, float]
+    days: tuple[Any, ...]
+    candidates: tuple[Any, ...]
+
+
+def _weekend(ts: pd.Timestamp) -> bool:
+    return ts.day_of_week >= 5
+
+
+def prior_days_baseline(load_kw: pd.Series, event: GridEvent,
+                        method: BaselineMethod | str = BaselineMethod.PRIOR_DAYS_MEAN,
+                        days: int = DEFAULT_BASELINE_DAYS,
+                        high_days: int = DEFAULT_BASELINE_HIGH_DAYS, *,
+                        exclude_days: Any = (), like_days: bool = True,
+                        lookback_days: int = BASELINE_LOOKBACK_DAYS) -> PriorDaysBaseline:
+    """The customer baseline of an event from the site's recorded hourly load.
+
+    The prior days are the most recent ``days`` days before the event's day (offsets of whole
+    days from the event's start, within ``lookback_days``) that are *like* it (weekday for a
+    weekday event, Saturday or Sunday for a weekend one, by the UTC date, when
+    ``like_days``), are not in ``exclude_days`` (days of earlier events, as every ISO
+    excludes them), and have a recorded load in every hour of the event's window moved to
+    that day. ``prior-days-mean`` (CAISO/NAESB 10-in-10) averages all of them hour by hour;
+    ``prior-days-high`` (PJM's High 4 of 5, Manual 11 section 10) keeps the ``high_days`` with
+    the highest load summed over the window's hours (ties: the more recent) and averages
+    those.
+
+    Parameters
+    ----------
+    load_kw
+        The site's recorded facility power, indexed by the start of each hour (tz-aware
+        UTC). Missing hours (absent or NaN) make their day ineligible. [kW]
+    event
+        The event (its window's hours are the baseline's hours).
+    method
+        ``prior-days-mean`` or ``prior-days-high`` (:class:`BaselineMethod`).
+    days
+        Like days looked at (Y). [days]
+    high_days
+        Days kept by ``prior-days-high`` (X), ``1 <= X <= days``. [days]
+    exclude_days
+        UTC dates (``datetime.date``) not eligible (earlier event days).
+    like_days
+        Only days of the event day's type (weekday / weekend) are eligible.
+    lookback_days
+        How far back days are looked for (:data:`BASELINE_LOOKBACK_DAYS`). [days]
+
+    Returns
+    -------
+    PriorDaysBaseline
+
+    Raises
+    ------
+    GridFlexError
+        An unknown method or one that needs no history (``plan-uncommitted``), ``days`` or
+        ``high_days`` out of range, a load series that is not tz-aware, not on the hour or
+        has negative or infinite values, or fewer than ``days`` eligible days within
+        ``lookback_days`` (the message names the event, the days found and how to fix it).
+    """
+    where = f"grid event {event.id} at site {event.site}"
+    try:
+        m = BaselineMethod(method)
+    except ValueError:
+        raise GridFlexError(f"{where}: baseline method {method!r} is not one of "
+                            f"{[x.value for x in BaselineMethod]}") from None
+    if m is BaselineMethod.PLAN_UNCOMMITTED:
+        raise GridFlexError(f"{where}: plan-uncommitted is the plan's own load, not computed "
+                            "from history; give prior-days-mean or prior-days-high")
+    if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= lookback_days:
+        raise GridFlexError(f"{where}: baseline days must be a whole number in "
+                            f"1..{lookback_days}, got {days!r}")
+    if m is BaselineMethod.PRIOR_DAYS_HIGH and (
+            isinstance(high_days, bool) or not isinstance(high_days, int)
+            or not 1 <= high_days <= days):
+        raise GridFlexError(f"{where}: prior-days-high keeps 1..{days} of the {days} days, got "
+                            f"{high_days!r}")
+    idx = load_kw.index
+    if not isinstance(idx, pd.DatetimeIndex) or idx.tz is None:
+        raise GridFlexError(f"{where}: the recorded load must be indexed by tz-aware UTC hours")
+    idx = idx.tz_convert("UTC")
+    if (idx != idx.floor("h")).any():
+        raise GridFlexError(f"{where}: the recorded load has timestamps off the hour (first "
+                            f"{idx[idx != idx.floor('h')][0].isoformat()}); give hourly means "
+                            "labelled by the start of each hour")
+    vals = pd.Series(pd.to_numeric(load_kw.to_numpy(), errors="coerce"), index=idx)
+    bad = vals[(vals < 0) | ~vals.isna() & ~vals.abs().lt(float("inf"))]
+    if len(bad):
+        raise GridFlexError(f"{where}: the recorded load is negative or infinite at "
+                            f"{bad.index[0].isoformat()} ({bad.iloc[0]!r} kW)")
+    vals = vals[~vals.index.duplicated(keep="last")].dropna()
+    excluded = set(exclude_days)
+    hours = list(event.hours)
+    chosen: list[tuple[Any, list[float]]] = []
+    for k in range(1, lookback_days + 1):
+        shift = pd.Timedelta(days=k)
+        day = (event.start - shift).date()
+        if day in excluded or (like_days and _weekend(event.start - shift)
+                               != _weekend(event.start)):
+            continue
+        got = [vals.get(h - shift) for h in hours]
+        if any(v is None for v in got):
+            continue
+        chosen.append((day, [float(v) for v in got]))
+        if len(chosen) == days:
+            break
+    if len(chosen) < days:
+        found = ", ".join(str(d) for d, _ in chosen) or "none"
+        raise GridFlexError(
+            f"{where}: the {m.value} baseline needs {days} prior "
+            f"{'like ' if like_days else ''}days with recorded load in every hour of "
+            f"{event.start.strftime('%H:%M')}-{event.end.strftime('%H:%M')} UTC within "
+            f"{lookback_days} days before {event.start.date()}, found {len(chosen)} ({found}); "
+            "record more history, lower baseline_days, or name plan-uncommitted in the "
+            "site's grid agreement")
+    keep = chosen
+    if m is BaselineMethod.PRIOR_DAYS_HIGH:
+        # highest total over the window first; among equals the more recent (stable sort)
+        keep = sorted(chosen, key=lambda c: -sum(c[1]))[:high_days]
+        keep = [c for c in chosen if c in keep]
+    out = {h: float(sum(c[1][i] for c in keep) / len(keep)) for i, h in enumerate(hours)}
+    return PriorDaysBaseline(m, out, tuple(d for d, _ in keep), tuple(d for d, _ in chosen))
 
 
 def read_grid_events(path: str | Path) -> list[GridEvent]:

@@ -247,6 +247,10 @@ class GridPassSummary:
         ``(event_id, key, action, why)`` of actions given up after the retries.
     ended
         Event ids whose every undo action is done.
+    backends
+        ``{key: backend kind}`` of every action taken or found done: the part of the
+        adapter's name before ``:`` (``slurm``, ``kubernetes``), ``none`` without an adapter
+        (the service's ``carbonsched_grid_event_actions_total`` counter is labelled by it).
     """
 
     planned: list[str] = field(default_factory=list)
@@ -254,6 +258,7 @@ class GridPassSummary:
     retry: list[tuple[str, str, str, str]] = field(default_factory=list)
     failed: list[tuple[str, str, str, str]] = field(default_factory=list)
     ended: list[str] = field(default_factory=list)
+    backends: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """As JSON (``grid-event apply --json``)."""
@@ -264,6 +269,11 @@ class GridPassSummary:
                           for t in self.retry],
                 "failed": [dict(zip(("event_id", "key", "action", "why"), t, strict=True))
                            for t in self.failed]}
+
+
+def backend_kind(adapter: DispatchAdapter | None) -> str:
+    """The backend kind of an adapter: its name before ``:`` (``slurm``), ``none`` for None."""
+    return "none" if adapter is None else str(adapter.name).split(":", 1)[0]
 
 
 def _event(row: GridEventRow) -> GridEvent:
@@ -460,6 +470,7 @@ def take_actions(store: Store, adapters: Mapping[str, DispatchAdapter], rows: Se
         if claimed is None:
             continue
         adapter = adapters.get(r.site)
+        summary.backends[r.key] = backend_kind(adapter)
         if adapter is None or not isinstance(adapter, PausesWork):
             why = (f"no adapter for site {r.site} in this actor" if adapter is None else
                    f"{adapter.name} cannot pause or hold work")
@@ -616,6 +627,7 @@ def _end_event(store: Store, adapters: Mapping[str, DispatchAdapter], ev: GridEv
                 f"{c.detail}; the event ended before its actor recorded it: not taken now, "
                 "undone regardless (the undo reads the backend first)", None, now)
         summary.taken.append((a.event_id, a.key, a.action, "settled"))
+        summary.backends[a.key] = backend_kind(adapters.get(ev.site))
     if stuck:
         acts = _actions(store, ev.event_id)
     have = {(a.key, a.action) for a in acts}

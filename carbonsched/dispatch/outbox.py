@@ -83,7 +83,7 @@ from carbonsched.errors import (
     UnknownSiteError,
 )
 from carbonsched.store import Store
-from carbonsched.store.grid_events import held_keys
+from carbonsched.store.grid_events import GridMark, grid_marks, held_keys
 from carbonsched.store.models import DispatchRow
 
 Clock = Callable[[], datetime]
@@ -403,6 +403,42 @@ def mark_paused(row: DispatchRow, ending: str) -> bool:
     row.state, row.reason = str(JobState.SUCCEEDED), str(ReasonCode.PAUSED)
     row.detail = (f"piece {piece + 1} of {pieces} stopped at its planned end ({ending}); "
                   f"piece {piece + 2} resumes from the checkpoint")
+    return True
+
+
+SUSPENDED_WORDS = frozenset({"SUSPENDED", "suspended"})
+"""A backend's words for a job stopped in place: Slurm's ``SUSPENDED`` (``scontrol suspend``)
+and the Kubernetes adapter's ``suspended`` (a Job or JobSet with ``spec.suspend: true``)."""
+
+
+def mark_grid_event(row: DispatchRow, job: BackendJob, mark: GridMark | None) -> bool:
+    """Show what a grid event did to the row's job, where its backend confirms it.
+
+    A job a grid event paused is recorded ``Paused``/``GridEventPaused`` while its backend
+    reports it stopped in place (:data:`SUSPENDED_WORDS`; Slurm reports a suspended job in
+    state ``SUSPENDED``, which reads as running, and Kubernetes a suspended Job, which reads as
+    dispatched); one it holds, ``Dispatched``/``GridEventHeld`` while not started; one resumed
+    or released after the event, ``Running``/``GridEventResumed`` while it runs. The detail
+    names the event and when it acted. A backend that says otherwise (the job resumed by hand,
+    ended) is shown as it says. Returns True when the row was re-labelled.
+    """
+    if mark is None or row.state in TERMINAL:
+        return False
+    raw = set((job.raw_state or "").split(","))
+    at = "" if mark.at is None else f" at {_iso(mark.at)}"
+    if mark.mark == "paused" and raw & SUSPENDED_WORDS:
+        row.state, row.reason = str(JobState.PAUSED), str(ReasonCode.GRID_EVENT_PAUSED)
+        row.detail = (f"paused by grid event {mark.event_id}{at}; resumed at the event's end "
+                      f"(backend: {job.raw_state})")
+    elif mark.mark == "held" and row.state == str(JobState.DISPATCHED):
+        row.reason = str(ReasonCode.GRID_EVENT_HELD)
+        row.detail = (f"held by grid event {mark.event_id}{at} past its planned start; "
+                      "released at the event's end")
+    elif mark.mark in ("resumed", "released") and row.state == str(JobState.RUNNING):
+        row.reason = str(ReasonCode.GRID_EVENT_RESUMED)
+        row.detail = f"{mark.mark} after grid event {mark.event_id}{at}"
+    else:
+        return False
     return True
 
 
@@ -1071,6 +1107,7 @@ def refresh_status(store: Store, catalog: Catalog | str, *, plan_id: str | None 
         catalog = load_catalog(catalog)
     adapters = adapters if adapters is not None else build_adapters(catalog)
     now = _now(clock)
+    marks = grid_marks(store)
     with Session(store.engine) as s:
         q = select(DispatchRow).where(DispatchRow.site.in_(list(adapters)),
                                       DispatchRow.backend_id.is_not(None),
@@ -1103,6 +1140,7 @@ def refresh_status(store: Store, catalog: Catalog | str, *, plan_id: str | None 
                 job = found.get(r.key)
                 if job is not None:
                     _apply(r, job, now)
+                    mark_grid_event(r, job, marks.get(r.key))
                     if job.actual_start is not None:
                         r.times_source = source
                 elif r.key not in acct:

@@ -1006,6 +1006,54 @@ def _degraded_rows(rows: list[dict[str, Any]], issued_at: pd.Timestamp,
             for r in rows]
 
 
+def history_baselines(cat: Any, events: list[Any],
+                      load_history: Callable[[str, pd.Timestamp, pd.Timestamp], pd.Series]
+                      | None) -> tuple[dict[Any, float], dict[str, Any], list[str]]:
+    """Baselines from recorded load for the events at sites whose agreement names one.
+
+    Per site: :func:`carbonsched.pipeline.flex.event_baselines` over the recorded load of the
+    ``BASELINE_LOOKBACK_DAYS`` before its first event. A site without history (no
+    ``load_history``, a store that fails, too few days) falls back to the plan's own
+    uncommitted load, with a note naming the site, the method and why.
+
+    Returns
+    -------
+    baselines, methods, notes
+        As for :func:`~carbonsched.pipeline.flex.commit_events` (``baselines``,
+        ``baseline_methods``) and the notes for the plan.
+    """
+    from carbonsched.errors import CarbonschedError
+    from carbonsched.flex import BASELINE_LOOKBACK_DAYS, BaselineMethod
+    from carbonsched.pipeline.flex import event_baselines
+
+    agreements = {s.id: s.meta["grid_agreement"] for s in cat.sites
+                  if s.meta.get("grid_agreement") is not None}
+    baselines: dict[Any, float] = {}
+    methods: dict[str, Any] = {}
+    notes: list[str] = []
+    sites = sorted({ev.site for ev in events if ev.site in agreements
+                    and agreements[ev.site].baseline_method
+                    is not BaselineMethod.PLAN_UNCOMMITTED})
+    for site in sites:
+        evs = [ev for ev in events if ev.site == site]
+        method = agreements[site].baseline_method.value
+        try:
+            if load_history is None:
+                raise CarbonschedError("no recorded load was given to compute it from")
+            t0 = min(ev.start for ev in evs) - pd.Timedelta(days=BASELINE_LOOKBACK_DAYS)
+            series = load_history(site, t0, max(ev.start for ev in evs))
+            b, m, n = event_baselines({site: series}, evs, agreements)
+        except CarbonschedError as exc:
+            notes.append(f"grid events at {site}: the agreement's {method} baseline could not "
+                         f"be computed ({exc}); its events are measured against the plan's "
+                         "own uncommitted load (plan-uncommitted) instead")
+            continue
+        baselines.update(b)
+        methods.update(m)
+        notes.extend(n)
+    return baselines, methods, notes
+
+
 def run_daily_plan(
     date: str,
     catalog: str | Path = "china-eastdata-westcompute",
@@ -1025,6 +1073,7 @@ def run_daily_plan(
     issued_at: pd.Timestamp | None = None,
     warm_start: Any = None,
     exogenous_loader: ExogenousLoader | None = None,
+    load_history: Callable[[str, pd.Timestamp, pd.Timestamp], pd.Series] | None = None,
 ) -> DailyPlan:
     """Run one planning day and return the plan document and its parts.
 
@@ -1069,6 +1118,13 @@ def run_daily_plan(
         reduction for each within its flexibility band and re-plans with it reserved
         (:func:`carbonsched.pipeline.flex.commit_events`); the document's ``flexibility``
         block accounts for it per event and hour, and every planned shortfall is a note.
+    load_history
+        ``(site, t0, t1) -> Series``: the site's recorded hourly facility power in
+        ``[t0, t1)`` [kW] (:func:`carbonsched.pipeline.flex.recorded_site_load`), for the
+        events at sites whose grid agreement names a ``prior-days-*`` baseline
+        (:func:`carbonsched.pipeline.flex.event_baselines`). Without it, or with too little
+        history, those events are measured against the plan's own uncommitted load and a
+        note says why.
     power_caps
         Run jobs whose window has room at a GPU power cap
         (:func:`carbonsched.plan.caps.choose_power_caps`); ``None``: the setting
@@ -1213,10 +1269,14 @@ def run_daily_plan(
         from carbonsched.pipeline.flex import commit_events, flexibility_block
 
         progress(f"committing {len(grid_events)} grid event(s) and re-planning")
+        baselines, methods, base_notes = history_baselines(cat, list(grid_events),
+                                                           load_history)
+        notes.extend(base_notes)
         cp = commit_events(problem, list(grid_events),
                            lambda q: solve_plan(q, solver=solver, time_limit_s=time_limit_s,
                                                 start=warm_start),
-                           caps=cap_table, capped=set(cap_choices), baseline_result=result)
+                           caps=cap_table, capped=set(cap_choices), baseline_result=result,
+                           baselines=baselines, baseline_methods=methods)
         problem, result = cp.problem, cp.result
         flexibility = flexibility_block(cp)
         notes.extend(cp.notes)

@@ -234,7 +234,7 @@ class SiteHourRow(_Row):
         "carrying slices, 1 - share of a fractional job on a whole GPU. [GPU]")
     flex_it_kw: float | None = Field(
         default=None, description="IT power that could be shed in the hour at the plan's "
-        "notice without missing a deadline or an SLO (hold + pause + cap; docs/"
+        "notice without missing a deadline or an SLO (hold + pause + cap + serve_cap; docs/"
         "grid-flexibility.md). [kW]")
     flex_facility_kw: float | None = Field(default=None,
                                            description="flex_it_kw × PUE. [kW]")
@@ -244,6 +244,9 @@ class SiteHourRow(_Row):
                                         "work paused at a checkpoint. [kW]")
     flex_cap_kw: float | None = Field(default=None, description="Of flex_it_kw: GPU power-cap "
                                       "headroom of running work. [kW]")
+    flex_serve_cap_kw: float | None = Field(
+        default=None, description="Of flex_it_kw: GPU power-cap headroom of serving GPUs, "
+        "throughput kept on idle GPUs of the site (docs/grid-flexibility.md). [kW]")
     commit_limit_kw: float | None = Field(default=None, description="Facility power a grid-"
                                           "flexibility commitment allows in the hour. [kW]")
 

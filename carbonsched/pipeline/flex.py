@@ -35,7 +35,14 @@ import numpy as np
 import pandas as pd
 
 from carbonsched.errors import UnknownSiteError
-from carbonsched.flex import BaselineMethod, Commitment, GridEvent, PowerCapLevel
+from carbonsched.flex import (
+    BaselineMethod,
+    Commitment,
+    GridAgreement,
+    GridEvent,
+    PowerCapLevel,
+    prior_days_baseline,
+)
 from carbonsched.plan.flex import flex_band
 from carbonsched.plan.result import PlanResult, score_plan, site_hour_power
 from carbonsched.plan.sets import PlanningProblem
@@ -96,6 +103,7 @@ def commit_events(problem: PlanningProblem, events: list[GridEvent], solve: Solv
                   caps: list[PowerCapLevel] | None = None,
                   capped: set[str] | frozenset[str] = frozenset(),
                   baselines: dict[tuple[str, pd.Timestamp], float] | None = None,
+                  baseline_methods: dict[str, BaselineMethod] | None = None,
                   baseline_result: PlanResult | None = None,
                   replan_at: pd.Timestamp | None = None,
                   probe_target: bool = True) -> CommittedPlan:
@@ -114,8 +122,11 @@ def commit_events(problem: PlanningProblem, events: list[GridEvent], solve: Solv
     capped
         Jobs already planned at a cap.
     baselines
-        ``{(site, hour): kW}`` facility baselines from history (``prior-days-mean``); hours
-        missing from it use the plan's own (``plan-uncommitted``).
+        ``{(site, hour): kW}`` facility baselines from history (:func:`event_baselines`);
+        hours missing from it use the plan's own (``plan-uncommitted``).
+    baseline_methods
+        ``{site: method}`` the method ``baselines`` were computed with, as reported (default
+        ``prior-days-mean``).
     baseline_result
         The plan without commitments when the caller has it (solved otherwise).
     replan_at
@@ -170,7 +181,9 @@ def commit_events(problem: PlanningProblem, events: list[GridEvent], solve: Solv
             method = BaselineMethod.PLAN_UNCOMMITTED
             b = float(r["facility_power_kw"])
             if baselines is not None and (ev.site, h) in baselines:
-                b, method = float(baselines[(ev.site, h)]), BaselineMethod.PRIOR_DAYS_MEAN
+                b = float(baselines[(ev.site, h)])
+                method = BaselineMethod((baseline_methods or {}).get(
+                    ev.site, BaselineMethod.PRIOR_DAYS_MEAN))
             target = min(ev.reduction_kw(b), b)
             # each hour's band assumes an event of this length starting in that hour,
             # announced with this notice: later than this event's announcement and ending
@@ -186,6 +199,9 @@ def commit_events(problem: PlanningProblem, events: list[GridEvent], solve: Solv
             commitments.append(Commitment(ev.site, h, h + pd.Timedelta(hours=1),
                                           committed, b, ev.id, method))
     pinned = pin_started(problem, base, replan_at) if replan_at is not None else problem
+    relaxed, own_slo = event_slo_inference(problem, events, base)
+    if own_slo:
+        pinned = replace(pinned, inference=relaxed)
     committed_problem = replace(pinned, commitments=commitments)
     res = None
     sc0 = score_plan(problem, base)
@@ -199,7 +215,7 @@ def commit_events(problem: PlanningProblem, events: list[GridEvent], solve: Solv
                        BaselineMethod(h["baseline_method"])) for h in hours]
         trial_problem = replace(pinned, commitments=full)
         trial = solve(trial_problem)
-        tsc = score_plan(replace(problem, commitments=full), trial)
+        tsc = score_plan(replace(problem, inference=relaxed, commitments=full), trial)
         if (str(trial.status) in ("optimal", "feasible", "heuristic")
                 and tsc.deadline_misses == 0 and tsc.slo_violations == 0
                 and tsc.commitment_violations == 0
@@ -211,7 +227,13 @@ def commit_events(problem: PlanningProblem, events: list[GridEvent], solve: Solv
         res = solve(committed_problem)
     rows1 = _site_hours(committed_problem, res)
     # scored against the jobs' own deadlines (not the pinned ones) with the commitments
-    sc1 = score_plan(replace(problem, commitments=commitments), res)
+    # (inference against the event-time SLO its agreement allows in the event's hours)
+    sc1 = score_plan(replace(problem, inference=relaxed, commitments=commitments), res)
+    beyond = served_beyond_own_slo(problem, res, own_slo)
+    for site_id, gpu_h in sorted(beyond.items()):
+        notes.append(f"grid events: {gpu_h:g} inference GPU-hour(s) of areas near {site_id} "
+                     "served beyond their own SLO during its events, within the agreement's "
+                     "event_slo_ms")
     extra_kg = sc1.emissions_kg - sc0.emissions_kg
     for row in hours:
         planned = float(rows1[(row["site"], row["hour"])]["facility_power_kw"])
@@ -259,9 +281,177 @@ def commit_events(problem: PlanningProblem, events: list[GridEvent], solve: Solv
             "delayed_it_kwh": float(sum(jobs[j].energy_kwh for j in delayed
                                         if _at(base, j) == ev.site)),
             "extra_emissions_kg": extra_kg,
+            "inference_beyond_slo_gpu_hours": float(beyond.get(ev.site, 0.0)),
         })
     return CommittedPlan(committed_problem, res, problem, base, commitments, hours, events_out,
                          {"baseline": sc0, "committed": sc1}, notes)
+
+
+def event_slo_inference(problem: PlanningProblem, events: list[GridEvent],
+                        baseline: PlanResult) -> tuple[list[Any], dict[int, tuple[str, float]]]:
+    """The problem's inference with the event-time SLO of each event's agreement applied.
+
+    In each hour of an event at a site whose grid agreement gives ``event_slo_ms``, every
+    inference demand of that hour that the baseline plan serves (in part) at the site, within
+    the demand's own SLO, is held to ``max(slo_ms, event_slo_ms)`` instead, so the re-plan may
+    serve it from a farther site. Demands the site does not serve keep their own SLO (the
+    agreement loosens only the event site's load), as does every demand outside the events.
+
+    Parameters
+    ----------
+    problem
+        The problem (its ``inference`` and its sites' ``meta["grid_agreement"]``).
+    events
+        The events.
+    baseline
+        The plan without commitments (which demands each site serves).
+
+    Returns
+    -------
+    inference, own
+        The demands (same order) and ``{index: (event site, own slo_ms)}`` of those loosened.
+    """
+    sites = {s.id: s for s in problem.sites}
+    inf = list(problem.inference)
+    own: dict[int, tuple[str, float]] = {}
+    served = {(ip.site, ip.area, ip.hour, ip.gpu_type) for ip in baseline.inference
+              if ip.gpus > 0}
+    for ev in events:
+        site = sites.get(ev.site)
+        ag = site.meta.get("grid_agreement") if site is not None else None
+        if ag is None or ag.event_slo_ms is None:
+            continue
+        hours = set(ev.hours)
+        for i, d in enumerate(inf):
+            if d.hour not in hours or i in own or (ev.site, d.area, d.hour,
+                                                   d.gpu_type) not in served:
+                continue
+            if site.latency_ms.get(d.area, float("inf")) <= d.slo_ms < ag.event_slo_ms:
+                own[i] = (ev.site, d.slo_ms)
+                inf[i] = replace(d, slo_ms=float(ag.event_slo_ms))
+    return inf, own
+
+
+def served_beyond_own_slo(problem: PlanningProblem, result: PlanResult,
+                          own: dict[int, tuple[str, float]]) -> dict[str, float]:
+    """GPU-hours of loosened demands served from sites beyond their own SLO, per event site.
+
+    Parameters
+    ----------
+    problem
+        The problem with the demands' own SLOs.
+    result
+        The committed plan.
+    own
+        As returned by :func:`event_slo_inference`.
+
+    Returns
+    -------
+    dict
+        ``{event site: GPU-hours}`` (one hour per allocation: demands are hourly). [GPU·h]
+    """
+    if not own:
+        return {}
+    sites = {s.id: s for s in problem.sites}
+    key_site: dict[tuple[str, pd.Timestamp, str], tuple[str, float]] = {}
+    for i, (ev_site, slo) in own.items():
+        d = problem.inference[i]
+        key_site[(d.area, d.hour, d.gpu_type)] = (ev_site, slo)
+    out: dict[str, float] = {}
+    for ip in result.inference:
+        hit = key_site.get((ip.area, ip.hour, ip.gpu_type))
+        if hit is None or ip.site not in sites:
+            continue
+        if sites[ip.site].latency_ms.get(ip.area, float("inf")) > hit[1]:
+            out[hit[0]] = out.get(hit[0], 0.0) + float(ip.gpus)
+    return out
+
+
+def recorded_site_load(store: Any, site: str, t0: pd.Timestamp, t1: pd.Timestamp
+                       ) -> pd.Series:
+    """A site's recorded hourly facility power from the store's plans.
+
+    Each hour in ``[t0, t1)`` takes ``facility_power_kw`` of the newest stored plan whose
+    horizon holds it (``site_hours`` with ``in_horizon``): the plan of record, which dispatch
+    carried out. Hours no plan covered are absent (a baseline day with such an hour is not
+    eligible). Metered site power would replace it where telemetry exists (not yet).
+
+    Parameters
+    ----------
+    store
+        A :class:`carbonsched.store.Store`.
+    site
+        Site id.
+    t0, t1
+        The period. [tz-aware UTC]
+
+    Returns
+    -------
+    pandas.Series
+        Facility power indexed by hour start (UTC), sorted. [kW]
+    """
+    out: dict[pd.Timestamp, float] = {}
+    for summary in store.list_plans():          # newest first: the first plan to cover wins
+        doc = store.get_plan(summary["plan_id"])
+        for r in doc.get("site_hours", []):
+            if r.get("site") != site or not r.get("in_horizon"):
+                continue
+            h = pd.Timestamp(r["hour"])
+            if t0 <= h < t1 and h not in out and r.get("facility_power_kw") is not None:
+                out[h] = float(r["facility_power_kw"])
+    return pd.Series(out, dtype=float).sort_index()
+
+
+def event_baselines(load_kw: dict[str, pd.Series], events: list[GridEvent],
+                    agreements: dict[str, GridAgreement]
+                    ) -> tuple[dict[tuple[str, pd.Timestamp], float], dict[str, BaselineMethod],
+                               list[str]]:
+    """Baselines of events from recorded load, by each site's agreement.
+
+    Sites whose agreement names ``plan-uncommitted`` (or that have no agreement) get none here
+    (:func:`commit_events` then uses the plan's own load). For the others,
+    :func:`carbonsched.flex.prior_days_baseline` with the agreement's ``baseline_days`` and
+    ``baseline_high_days``, the days of the other events at the site excluded.
+
+    Parameters
+    ----------
+    load_kw
+        ``{site: recorded facility power by hour}`` (:func:`recorded_site_load`). [kW]
+    events
+        The events.
+    agreements
+        ``{site: GridAgreement}``.
+
+    Returns
+    -------
+    baselines, methods, notes
+        ``{(site, hour): kW}``, ``{site: method}`` for :func:`commit_events`, and one note per
+        event saying which days its baseline averaged.
+
+    Raises
+    ------
+    GridFlexError
+        Too little history for an event, or a bad series (named by
+        :func:`~carbonsched.flex.prior_days_baseline`).
+    """
+    base: dict[tuple[str, pd.Timestamp], float] = {}
+    methods: dict[str, BaselineMethod] = {}
+    notes: list[str] = []
+    for ev in events:
+        ag = agreements.get(ev.site)
+        if ag is None or ag.baseline_method is BaselineMethod.PLAN_UNCOMMITTED:
+            continue
+        others = {e.start.date() for e in events if e.site == ev.site and e.id != ev.id}
+        empty = pd.Series(dtype=float, index=pd.DatetimeIndex([], tz="UTC"))
+        pb = prior_days_baseline(load_kw.get(ev.site, empty), ev, ag.baseline_method,
+                                 ag.baseline_days, ag.baseline_high_days, exclude_days=others)
+        for h, kw in pb.hours_kw.items():
+            base[(ev.site, h)] = kw
+        methods[ev.site] = pb.method
+        notes.append(f"grid event {ev.id}: {pb.method.value} baseline over "
+                     f"{len(pb.days)} of {len(pb.candidates)} prior days "
+                     f"({', '.join(str(d) for d in pb.days)})")
+    return base, methods, notes
 
 
 def pin_started(problem: PlanningProblem, result: PlanResult, at: pd.Timestamp

@@ -18,7 +18,20 @@ keeps the job's deadline (levers in this order):
     of its power and its end moves by ``event_hours × (1 - 1 / time_factor)`` (the work the
     event's hours did not do, at the capped rate).
 
-Inference (its SLO) and work already running outside the plan (``RunningWork``) shed nothing.
+``serve_cap`` (only with ``caps``)
+    Inference served at a site in hour ``h`` runs its GPUs at a cap level for the event: each
+    capped serving GPU draws ``power_fraction`` of its power and answers ``1 / time_factor`` as
+    many requests (per-request compute time × ``time_factor``), so the area keeps its throughput
+    only on ``ceil(gpus × time_factor)`` GPUs: the extra GPUs must be idle at the site in that
+    hour (its GPUs of the type less the plan's jobs, inference and running work there). It sheds
+    ``gpus × kW − ceil(gpus × time_factor) × kW × power_fraction`` (the level that sheds most;
+    none when rounding eats the saving). The latency cost is the compute part of each request ×
+    ``time_factor`` (+6.8 % at the 0.6 cap, McDonald et al. 2022); the planner's ``slo_ms`` is
+    the round-trip network latency, which the cap does not change, so no SLO is broken. Its
+    action's ``job_id`` is ``inference:<area>`` (piece 0).
+
+Work already running outside the plan (``RunningWork``) sheds nothing; inference sheds only by
+``serve_cap`` (its SLO keeps it where it is).
 The band at a site-hour is the sum over its placements: ``flex_it_kw``, and ``flex_facility_kw
 = flex_it_kw × PUE``. Each hour's band assumes an event starting in that hour; levers of
 different jobs are taken as independent (GPU capacity after the event is not re-checked here:
@@ -44,7 +57,7 @@ DEFAULT_EVENT_HOURS = 3
 """Event length the band is stated for: the 3-hour windows of the Emerald AI / SRP
 demonstration (arXiv:2507.00909) and of the issue-38 benchmark. [h]"""
 
-LEVERS = ("hold", "pause", "cap")
+LEVERS = ("hold", "pause", "cap", "serve_cap")
 """The levers, in the order they are tried for a placement."""
 
 
@@ -57,7 +70,7 @@ class FlexAction:
     job_id: str
     piece: int
     lever: str
-    """``hold``, ``pause`` or ``cap`` (:data:`LEVERS`)."""
+    """``hold``, ``pause``, ``cap`` or ``serve_cap`` (:data:`LEVERS`)."""
     shed_it_kw: float
     """IT power shed during the event. [kW]"""
     delay_minutes: float
@@ -131,6 +144,73 @@ def _lever(job: Any, p: Any, hour: pd.Timestamp, notice: pd.Timedelta, event: pd
     return None
 
 
+SERVING_PREFIX = "inference:"
+"""``job_id`` prefix of a ``serve_cap`` action (``inference:<area>``)."""
+
+
+def _idle_gpus(problem: Any, result: Any) -> dict[tuple[str, pd.Timestamp, str], int]:
+    """GPUs of each (site, hour, type) no placement, inference or running work holds. [-]
+
+    A placement holds its GPUs in every hour it overlaps (conservative for a part hour).
+    """
+    hours = problem.slots[problem.slots == problem.slots.floor("h")]
+    one = pd.Timedelta(hours=1)
+    used: dict[tuple[str, pd.Timestamp, str], float] = {}
+    for p in result.placements:
+        for h in pd.date_range(p.start.floor("h"), p.end, freq="h", inclusive="left"):
+            if p.start < h + one and p.end > h:
+                k = (p.site, h, p.gpu_type)
+                used[k] = used.get(k, 0) + float(np.ceil(p.gpus))
+    for ip in result.inference:
+        k = (ip.site, ip.hour, ip.gpu_type)
+        used[k] = used.get(k, 0) + ip.gpus
+    for r in getattr(problem, "running", []) or []:
+        for h in hours:
+            if (r.start is None or r.start < h + one) and r.end > h:
+                k = (r.site, h, r.gpu_type)
+                used[k] = used.get(k, 0) + r.gpus
+    out = {}
+    for site in problem.sites:
+        for t in site.gpus:
+            for h in hours:
+                out[(site.id, h, t)] = max(0, int(site.gpu_count(t) - used.get((site.id, h, t),
+                                                                               0)))
+    return out
+
+
+def serving_cap(gpus: int, kw_per_gpu: float, levels: list[PowerCapLevel], idle: int
+                ) -> tuple[float, int] | None:
+    """The serving-cap lever of ``gpus`` serving GPUs: (shed kW, extra GPUs), or ``None``.
+
+    At each level the same throughput needs ``ceil(gpus × time_factor)`` GPUs, each drawing
+    ``power_fraction × kw_per_gpu``; the level with the largest positive saving whose extra
+    GPUs fit in ``idle`` is chosen.
+
+    Parameters
+    ----------
+    gpus
+        Serving GPUs. [-]
+    kw_per_gpu
+        IT power per serving GPU uncapped. [kW]
+    levels
+        The GPU type's cap levels (:func:`carbonsched.plan.caps.levels_for`).
+    idle
+        Idle GPUs of the type at the site in the hour. [-]
+
+    Returns
+    -------
+    (float, int) or None
+        IT power shed [kW] and the idle GPUs it takes [-]; ``None`` when no level saves.
+    """
+    best = None
+    for lv in levels:
+        need = int(np.ceil(gpus * lv.time_factor - 1e-9))
+        shed = gpus * kw_per_gpu - need * kw_per_gpu * lv.power_fraction
+        if need - gpus <= idle and shed > 1e-9 and (best is None or shed > best[0]):
+            best = (float(shed), need - gpus)
+    return best
+
+
 def flex_band(problem: Any, result: Any, notice_hours: float = DEFAULT_NOTICE_HOURS,
               event_hours: int = DEFAULT_EVENT_HOURS,
               caps: list[PowerCapLevel] | None = None,
@@ -198,6 +278,23 @@ def flex_band(problem: Any, result: Any, notice_hours: float = DEFAULT_NOTICE_HO
             name, kw, delay = lv
             band.flex_it_kw[(p.site, h)] = band.flex_it_kw.get((p.site, h), 0.0) + kw
             band.actions.append(FlexAction(p.site, h, p.job_id, p.piece, name, kw, delay))
+    if caps:
+        idle = _idle_gpus(problem, result)
+        kw_per = {(d.area, d.hour, d.gpu_type): d.power_per_gpu_kw for d in problem.inference}
+        for ip in sorted(result.inference, key=lambda i: (i.site, i.hour, -i.gpus, i.area)):
+            key = (ip.site, ip.hour, ip.gpu_type)
+            kw = kw_per.get((ip.area, ip.hour, ip.gpu_type))
+            if ip.hour not in in_horizon or kw is None or ip.gpus <= 0:
+                continue
+            got = serving_cap(ip.gpus, kw, levels_for(ip.gpu_type, caps), idle.get(key, 0))
+            if got is None:
+                continue
+            shed, extra = got
+            idle[key] = idle.get(key, 0) - extra
+            band.flex_it_kw[(ip.site, ip.hour)] = band.flex_it_kw.get((ip.site, ip.hour),
+                                                                      0.0) + shed
+            band.actions.append(FlexAction(ip.site, ip.hour, SERVING_PREFIX + ip.area, 0,
+                                           "serve_cap", shed, 0.0))
     return band
 
 
@@ -211,7 +308,9 @@ def recount_flex(problem: Any, result: Any, band: FlexBand, tol_kw: float = 1e-6
     gang's; the job's new end (its end + the lever's delay, recomputed here) at or before its
     deadline; each placement counted once per hour. A site-hour over-promises when its
     stated ``flex_it_kw`` exceeds the sum of its valid actions, or the IT power of this plan's
-    jobs in that hour (inference and running work never shed).
+    jobs (and, with cap levels, its serving GPUs) in that hour (running work never sheds). A
+    ``serve_cap`` action is re-derived from the serving GPUs it names and the idle GPUs of its
+    site-hour, each idle GPU taken once.
 
     Parameters
     ----------
@@ -236,7 +335,28 @@ def recount_flex(problem: Any, result: Any, band: FlexBand, tol_kw: float = 1e-6
         pieces[p.job_id] = pieces.get(p.job_id, 0) + 1
     valid: dict[tuple[str, pd.Timestamp], float] = {}
     seen: set[tuple[str, int, pd.Timestamp]] = set()
+    # serve_cap: the serving GPUs and idle GPUs of this plan, recomputed
+    idle = _idle_gpus(problem, result) if band.caps else {}
+    serving = {(ip.site, ip.hour, ip.area): ip for ip in result.inference}
+    kw_per = {(d.area, d.hour, d.gpu_type): d.power_per_gpu_kw for d in problem.inference}
     for a in band.actions:
+        if a.lever == "serve_cap":
+            ip = serving.get((a.site, a.hour, a.job_id[len(SERVING_PREFIX):]))
+            kw_g = kw_per.get((ip.area, ip.hour, ip.gpu_type)) if ip is not None else None
+            mark = (a.job_id, -1, a.hour)
+            if (ip is None or kw_g is None or not a.job_id.startswith(SERVING_PREFIX)
+                    or mark in seen or not band.caps):
+                continue
+            key = (a.site, a.hour, ip.gpu_type)
+            got = serving_cap(ip.gpus, kw_g, levels_for(ip.gpu_type, band.caps),
+                              idle.get(key, 0))
+            if got is None:
+                continue
+            idle[key] = idle.get(key, 0) - got[1]     # idle GPUs are taken once
+            seen.add(mark)
+            valid[(a.site, a.hour)] = valid.get((a.site, a.hour), 0.0) + min(a.shed_it_kw,
+                                                                             got[0])
+            continue
         job, p = jobs.get(a.job_id), by_key.get((a.job_id, a.piece))
         if job is None or p is None or p.site != a.site or (a.job_id, a.piece, a.hour) in seen:
             continue
@@ -277,6 +397,10 @@ def recount_flex(problem: Any, result: Any, band: FlexBand, tol_kw: float = 1e-6
         for h in pd.date_range(p.start.floor("h"), p.end, freq="h", inclusive="left"):
             if p.start < h + pd.Timedelta(hours=1) and p.end > h:
                 load[(p.site, h)] = load.get((p.site, h), 0.0) + job.it_power_kw
+    if band.caps:       # serving GPUs may shed by serve_cap
+        for ip in result.inference:
+            kw_g = kw_per.get((ip.area, ip.hour, ip.gpu_type), 0.0)
+            load[(ip.site, ip.hour)] = load.get((ip.site, ip.hour), 0.0) + ip.gpus * kw_g
     over = 0
     for key, kw in band.flex_it_kw.items():
         if kw > min(valid.get(key, 0.0), load.get(key, 0.0)) + tol_kw:

@@ -763,8 +763,9 @@ def site_hour_power(problem: Any, result: PlanResult, band: Any = None
         With ``band`` (a
         :class:`carbonsched.plan.flex.FlexBand`) each row also states ``flex_it_kw``,
         ``flex_facility_kw`` and its split ``flex_hold_kw``, ``flex_pause_kw``,
-        ``flex_cap_kw`` [kW] (0 in tail hours); and ``commit_limit_kw``, the facility power a
-        commitment allows (``None`` outside every commitment window) [kW].
+        ``flex_cap_kw``, ``flex_serve_cap_kw`` [kW] (0 in tail hours); and
+        ``commit_limit_kw``, the facility power a commitment allows (``None`` outside every
+        commitment window) [kW].
     """
     from carbonsched.plan.sets import compile_sets
 

@@ -257,6 +257,9 @@ class ServiceLoops:
 
         summary = apply_events(self.db.store, self.catalog, adapters, self.settings,
                                self.clock.now)
+        for _event_id, key, action, outcome in summary.taken:
+            self.metrics.grid_actions.labels(
+                action=action, backend=summary.backends.get(key, "none"), outcome=outcome).inc()
         if summary.taken or summary.planned or summary.ended:
             log.info("grid events: %s", summary.to_dict())
         for event_id, key, action, why in summary.retry + summary.failed:

@@ -65,6 +65,12 @@ class ServiceMetrics:
                                  "Passes of the dispatch loops by loop (reconcile, release, "
                                  "refresh, lease) and outcome (ok, store_unavailable, "
                                  "failed).", ["loop", "outcome"], registry=r)
+        self.grid_actions = Counter(
+            "carbonsched_grid_event_actions_total",
+            "Grid-event actions taken on a backend by action (pause, hold, resume, release), "
+            "backend kind (slurm, kubernetes, none) and outcome (done, already, skipped, "
+            "settled); backend errors are not counted here (the action is retried).",
+            ["action", "backend", "outcome"], registry=r)
         self.released = Counter("carbonsched_released_total",
                                 "Held jobs released at their planned start.", registry=r)
         self.loop_sites_unavailable = Gauge(

@@ -629,6 +629,16 @@ class PlanOnceResult:
             raise self.store_error
 
 
+def _recorded_load(settings: Any) -> Any:
+    """``(site, t0, t1) -> Series``: recorded facility power from the store's plans."""
+    def load(site: str, t0: Any, t1: Any) -> Any:
+        from carbonsched.pipeline.flex import recorded_site_load
+        from carbonsched.store import Store
+
+        return recorded_site_load(Store(settings.resolved_database_url()), site, t0, t1)
+    return load
+
+
 def plan_once(settings: Any, planning_date: str, *, catalog: str | Path,
               workload_file: str | Path | None = None, data_dir: str | Path | None = None,
               solver: str = "highs", time_limit_s: float = 60.0, horizon_hours: int = 24,
@@ -683,6 +693,8 @@ def plan_once(settings: Any, planning_date: str, *, catalog: str | Path,
 
     wl = read_workload(workload_file) if workload_file else None
     kw: dict[str, Any] = {} if progress is None else {"progress": progress}
+    if grid_events and store:
+        kw["load_history"] = _recorded_load(settings)
     daily = run_daily_plan(planning_date, catalog, wl, data_dir or settings.data_dir, solver,
                            time_limit_s, horizon_hours, signal_loader=signal_loader,
                            slot_minutes=slot_minutes, replay_from=replay_from,

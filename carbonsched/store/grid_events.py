@@ -8,7 +8,8 @@ The acting logic (choosing, claiming and taking actions) is
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -82,6 +83,50 @@ def held_keys(store: Store, keys: list[str] | None = None) -> set[str]:
     shed = {(e, k) for e, k, a, st in rows if a in SHED and st in ("planned", "claimed", "done")}
     undone = {(e, k) for e, k, a, st in rows if a in UNDO.values() and st in ("done", "skipped")}
     return {k for e, k in shed - undone}
+
+
+@dataclass(frozen=True)
+class GridMark:
+    """What grid events last did to one dispatch key (:func:`grid_marks`).
+
+    Attributes
+    ----------
+    mark
+        ``paused`` or ``held`` (a shedding action done, its undo not yet done), ``resumed``
+        or ``released`` (the undo done).
+    event_id
+        The event that acted.
+    at
+        When the action (or its undo) was done. [tz-aware UTC]
+    """
+
+    mark: str
+    event_id: str
+    at: datetime | None
+
+
+def grid_marks(store: Store, keys: list[str] | None = None) -> dict[str, GridMark]:
+    """Per dispatch key, what grid events last did to it (only done actions count).
+
+    A key with a ``pause`` (``hold``) done and its ``resume`` (``release``) not yet done is
+    ``paused`` (``held``); with the undo done, ``resumed`` (``released``). Of several events
+    acting on one key, the latest action done wins. Used by
+    :func:`carbonsched.dispatch.outbox.refresh_status` to show a paused job as ``Paused`` (not
+    ``Running``) when its backend confirms it.
+    """
+    with Session(store.engine) as s:
+        q = select(GridActionRow.event_id, GridActionRow.key, GridActionRow.action,
+                   GridActionRow.done_at, GridActionRow.id).where(GridActionRow.state == "done")
+        if keys is not None:
+            q = q.where(GridActionRow.key.in_(keys))
+        rows = sorted(s.execute(q), key=lambda r: r[4])
+    word = {"pause": "paused", "hold": "held", "resume": "resumed", "release": "released"}
+    out: dict[str, GridMark] = {}
+    for event_id, key, action, done_at, _id in rows:
+        if action in word:
+            at = done_at if done_at is None or done_at.tzinfo else done_at.replace(tzinfo=UTC)
+            out[key] = GridMark(word[action], event_id, at)
+    return out
 
 
 def event_public(row: GridEventRow, actions: list[GridActionRow], now: datetime

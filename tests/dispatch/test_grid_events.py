@@ -26,7 +26,13 @@ import pytest
 from carbonsched.catalog import load_catalog
 from carbonsched.config import Settings
 from carbonsched.dispatch.grid import Unit, baseline_kw, choose_actions, delayed_end
-from carbonsched.dispatch.outbox import build_adapters, dispatch_plan, release_due
+from carbonsched.dispatch.outbox import (
+    build_adapters,
+    dispatch_plan,
+    mark_grid_event,
+    refresh_status,
+    release_due,
+)
 from carbonsched.errors import InputError, TimeAxisError, UnknownSiteError
 from carbonsched.flex import GridEvent
 from carbonsched.service.grid_events import announce_event, apply_events, show_event
@@ -149,6 +155,12 @@ def _poll(fn, until, what: str):
     return poll(fn, until, what, POLL_S, 0.5)
 
 
+def _states(df, prefix: str) -> dict[str, tuple[str, str]]:
+    """``{job suffix: (state, reason)}`` of the status rows of one test's jobs."""
+    return {r.job_id.split("-")[-1]: (r.state, r.reason) for r in df.itertuples()
+            if r.job_id.startswith(prefix)}
+
+
 def _slurm_setup(store, settings, tag: str):
     """A running preemptible job (2 GPUs, piece 0 of 2), a running rigid job (1 GPU), a job due
     in the window (1 GPU, held by --begin), a due job whose deadline forbids a delay."""
@@ -232,6 +244,13 @@ def test_an_event_pauses_holds_and_resumes_each_once_on_real_slurm(store, settin
         assert shown["shortfall_kw"] == 0.0
         assert "1 would miss its deadline" in shown["detail"]
         assert "1 running and not preemptible" in shown["detail"]
+        # `carbonsched status` shows the pause and the hold (Slurm calls the suspended job's
+        # state SUSPENDED, which read as Running before)
+        st = _states(refresh_status(store, catalog, adapters=adapters), ph)
+        assert st["pre"] == ("Paused", "GridEventPaused")
+        assert st["due"] == ("Dispatched", "GridEventHeld")
+        assert st["rigid"] == ("Running", "Started")
+        assert st["tight"][1] not in ("GridEventHeld", "GridEventPaused")
         # a second pass in the window finds everything done: nothing is sent again
         again = apply_events(store, catalog, adapters, settings, lambda: datetime.now(UTC))
         assert again.taken == [] and again.planned == []
@@ -247,6 +266,9 @@ def test_an_event_pauses_holds_and_resumes_each_once_on_real_slurm(store, settin
         assert final[f"carbonsched-{ph}-due-0"]["state_reason"] != "JobHeldAdmin"
         assert apply_events(store, catalog, adapters, settings, past).taken == []
         assert held_keys(store) == set()
+        st = _poll(lambda: _states(refresh_status(store, catalog, adapters=adapters), ph),
+                   lambda st: st["pre"][0] == "Running", "the resume read back")
+        assert st["pre"] == ("Running", "GridEventResumed")
         assert _rpc_counts(settings, pre) == {"suspend": 1, "resume": 1, "hold": 0,
                                               "release": 0}
         assert _rpc_counts(settings, due) == {"suspend": 0, "resume": 0, "hold": 1,
@@ -363,6 +385,9 @@ def test_an_event_pauses_and_resumes_a_job_once_and_keeps_a_due_one_held_on_kube
     assert paused["spec"]["suspend"] is True and paused["status"]["active"] == 0
     assert {c["type"]: c["reason"] for c in paused["status"]["conditions"]} == {
         "Suspended": "JobSuspended"}
+    # `carbonsched status`: the paused Job (spec.suspend read as Dispatched before) and the held
+    st = _states(refresh_status(store, catalog, adapters=adapters), ph)
+    assert st == {"run": ("Paused", "GridEventPaused"), "due": ("Dispatched", "GridEventHeld")}
     # the due Job's planned start comes during the event: the release loop leaves it held
     late = lambda: now + timedelta(minutes=11)  # noqa: E731
     assert release_due(store, catalog, adapters=adapters, clock=late) == []
@@ -377,6 +402,8 @@ def test_an_event_pauses_and_resumes_a_job_once_and_keeps_a_due_one_held_on_kube
     assert {c["type"]: (c["status"], c["reason"]) for c in resumed["status"]["conditions"]} == {
         "Suspended": ("False", "JobResumed")}
     assert released["spec"]["suspend"] is False
+    st = _states(refresh_status(store, catalog, adapters=adapters), ph)
+    assert st["run"] == ("Running", "GridEventResumed")
     # the run Job's spec changed exactly twice (suspend, resume); nothing more after another pass
     assert apply_events(store, catalog, adapters, settings, after).taken == []
     assert _job(api, run)["metadata"]["generation"] == gen0 + 2
@@ -532,3 +559,31 @@ def test_an_action_whose_actor_died_before_acting_is_never_taken_after_the_end(s
         assert _ours(settings, ph)[f"carbonsched-{ph}-pre-0"]["states"][0] == "RUNNING"
     finally:
         _cleanup(settings, ph)
+
+
+@pytest.mark.parametrize(("mark", "state", "raw", "shown"), [
+    # the backend confirms: shown as the event left it
+    ("paused", "Running", "SUSPENDED", ("Paused", "GridEventPaused")),
+    ("paused", "Dispatched", "suspended", ("Paused", "GridEventPaused")),
+    ("held", "Dispatched", "PENDING", ("Dispatched", "GridEventHeld")),
+    ("resumed", "Running", "RUNNING", ("Running", "GridEventResumed")),
+    # the backend says otherwise (resumed by hand, started, ended): shown as it says
+    ("paused", "Running", "RUNNING", ("Running", "Started")),
+    ("held", "Running", "RUNNING", ("Running", "Started")),
+    ("resumed", "Succeeded", "COMPLETED", ("Succeeded", "Completed")),
+])
+def test_status_shows_a_grid_pause_only_where_the_backend_confirms_it(mark, state, raw, shown):
+    from carbonsched.adapters.dispatch.base import BackendJob
+    from carbonsched.domain import JobState, ReasonCode
+    from carbonsched.store.grid_events import GridMark
+    from carbonsched.store.models import DispatchRow
+
+    reason = {"Running": "Started", "Dispatched": "Submitted", "Succeeded": "Completed"}[state]
+    row = DispatchRow(key="j#0", state=state, reason=reason, detail="")
+    job = BackendJob(key="j#0", plan_id="p", backend_id="c:1", state=JobState(state),
+                     reason=ReasonCode(reason), raw_state=raw)
+    changed = mark_grid_event(row, job, GridMark(mark, "ge-0123456789ab", T0))
+    assert (row.state, row.reason) == shown
+    assert changed is (shown != (state, reason))
+    if changed:
+        assert "ge-0123456789ab" in row.detail and "2026-07-01T17:00:00Z" in row.detail

@@ -171,3 +171,90 @@ def test_caps_are_not_applied_where_they_would_leave_work_unplaced():
     q, res, chosen, notes = plan_with_caps(roomy, caps, solve_plan)
     assert set(chosen) == {"x", "y"} and score_plan(q, res).unplaced_gpu_hours == 0
     assert {p_.end - p_.start for p_ in res.placements} == {pd.Timedelta(minutes=257)}
+
+
+def _edge_problem(event_slo_ms):
+    import dataclasses
+
+    from carbonsched.flex import GridAgreement
+    from tests.plan.builders import demand
+
+    ag = None if event_slo_ms is None else GridAgreement("edge", event_slo_ms=event_slo_ms)
+    edge = dataclasses.replace(SiteWrapper("edge").gpus("H100", 8).latency("x", 5).obj(),
+                               meta={} if ag is None else {"grid_agreement": ag})
+    far = SiteWrapper("far").gpus("H100", 8).latency("x", 80).obj()
+    inf = [demand("x", h, 4, slo_ms=20.0) for h in range(24)]
+    return problem([edge, far], [], 24, inference=inf, ci={"edge": [100.0] * 24,
+                                                           "far": [100.0] * 24})
+
+
+@pytest.mark.parametrize(("event_slo_ms", "moved"), [
+    (None, False),         # no event SLO: inference-only load sheds nothing
+    (79.9, False),         # known bad: the far site is 80 ms away, just beyond it
+    (80.0, True),          # just at the limit: 80 ms allowed, the far site serves half
+    (100.0, True),
+])
+def test_an_event_slo_lets_the_replan_serve_inference_from_a_farther_site(event_slo_ms, moved):
+    p = _edge_problem(event_slo_ms)
+    ev = GridEvent("edge", at(4), at(7), target_fraction=0.5, id="ev-edge")
+    cp = commit_events(p, [ev], solve_plan)
+    (e,) = cp.events
+    sc = cp.scores["committed"]
+    assert (sc.deadline_misses, sc.slo_violations, sc.commitment_violations) == (0, 0, 0)
+    at_edge = {h: sum(ip.gpus for ip in cp.result.inference if ip.hour == at(h)
+                      and ip.site == "edge") for h in range(24)}
+    if moved:
+        # at least half of the 4 serving GPUs leave the edge in every event hour (the limit is
+        # an upper bound: the MILP may move more), all back after the event (20 ms again)
+        assert all(at_edge[h] <= 2 for h in (4, 5, 6))
+        assert at_edge[3] == 4 and at_edge[7] == 4
+        moved_gpu_h = sum(4 - at_edge[h] for h in (4, 5, 6))
+        assert e["min_reduction_fraction"] >= 0.5 - 1e-9
+        assert e["target_shortfall_kwh"] == pytest.approx(0.0, abs=1e-6)
+        assert e["inference_beyond_slo_gpu_hours"] == moved_gpu_h
+        assert any(f"{moved_gpu_h:g} inference GPU-hour(s) of areas near edge served beyond "
+                   "their own SLO" in n for n in cp.notes)
+        # against the demands' own 20 ms SLO those 3 hours are violations: the event SLO is
+        # what allows them, never hidden
+        assert score_plan(p, cp.result).slo_violations == 3
+    else:
+        assert all(at_edge[h] == 4 for h in range(24))
+        assert e["committed_kwh"] == 0.0 and e["target_shortfall_kwh"] > 0
+        assert e["inference_beyond_slo_gpu_hours"] == 0.0
+
+
+def test_an_agreement_refuses_a_bad_event_slo():
+    from carbonsched.flex import GridAgreement, agreement_from_mapping
+
+    for bad in (0, -5, float("nan"), 100_001, "fast"):
+        with pytest.raises(GridFlexError, match="event_slo_ms"):
+            GridAgreement("edge", event_slo_ms=bad)
+    assert agreement_from_mapping("edge", {"target_fraction": 0.25,
+                                           "event_slo_ms": 100_000}).event_slo_ms == 100_000.0
+
+
+def test_the_event_slo_loosens_only_the_inference_the_event_site_serves():
+    # area y could be served at the edge (15 ms) but the baseline serves it at "other"
+    # (cleaner); the far site is cleanest. Only x, which the edge serves, may move during the
+    # edge's event: y stays at "other" in every hour (its own 20 ms SLO holds)
+    import dataclasses
+
+    from carbonsched.flex import GridAgreement
+    from tests.plan.builders import demand
+
+    edge = dataclasses.replace(
+        SiteWrapper("edge").gpus("H100", 8).latency("x", 5).latency("y", 15).obj(),
+        meta={"grid_agreement": GridAgreement("edge", event_slo_ms=100.0)})
+    other = SiteWrapper("other").gpus("H100", 8).latency("y", 5).obj()
+    far = SiteWrapper("far").gpus("H100", 8).latency("x", 80).latency("y", 80).obj()
+    inf = [demand(a, h, 4, slo_ms=20.0) for a in ("x", "y") for h in range(24)]
+    p = problem([edge, other, far], [], 24, inference=inf,
+                ci={"edge": [100.0] * 24, "other": [50.0] * 24, "far": [10.0] * 24})
+    cp = commit_events(p, [GridEvent("edge", at(4), at(7), target_fraction=0.5, id="ev")],
+                       solve_plan)
+    y_sites = {ip.site for ip in cp.result.inference if ip.area == "y" and ip.gpus > 0}
+    assert y_sites == {"other"}
+    (e,) = cp.events
+    x_far = sum(ip.gpus for ip in cp.result.inference if ip.area == "x" and ip.site == "far")
+    assert e["inference_beyond_slo_gpu_hours"] == x_far >= 6
+    assert score_plan(p, cp.result).slo_violations == 3        # x's 3 event hours, named

@@ -117,11 +117,55 @@ def test_preemptible_work_pauses_and_running_work_gives_cap_headroom():
     assert flex_band(p, res, 4, 3).flex_it_kw[("a", at(6))] == pytest.approx(4.0)
 
 
-def test_inference_sheds_nothing():
+def test_a_small_serving_pool_sheds_nothing_by_caps():
+    # 4 serving GPUs: the same throughput needs ceil(4 × 1.068) = 5 at 0.808 (4.04 kW > 4 kW)
+    # or ceil(4 × 1.034) = 5 at 0.901 (4.505 kW): rounding eats the saving
     p = problem([site()], [], 6, inference=[demand("eu", h, 4) for h in range(6)], ci=ci(6))
     res = solve_plan(p)
     band = flex_band(p, res, 4, 3, caps=CAPS)
     assert all(v == 0.0 for v in band.flex_it_kw.values())
+    assert flex_band(p, res, 4, 3).flex_it_kw[("a", at(0))] == 0.0     # no caps: no lever
+
+
+@pytest.mark.parametrize(("gpus_at_site", "shed_kw"), [
+    (32, 28 - 30 * 0.808),     # 4 idle: the 0.6 cap, 30 GPUs keep the throughput: 3.76 kW
+    (30, 28 - 30 * 0.808),     # just at the limit: exactly the 2 idle GPUs it needs
+    (29, 28 - 29 * 0.901),     # 1 idle: only the 0.8 cap fits (29 GPUs): 1.871 kW
+    (28, 0.0),                 # none idle: serving GPUs cannot be capped
+])
+def test_serving_caps_shed_what_the_curve_leaves_once_throughput_is_kept(gpus_at_site, shed_kw):
+    s = SiteWrapper("a").gpus("H100", gpus_at_site).latency("eu", 5).obj()
+    p = problem([s], [], 6, inference=[demand("eu", h, 28) for h in range(6)], ci=ci(6))
+    res = solve_plan(p)
+    band = flex_band(p, res, 4, 3, caps=CAPS)
+    for h in range(6):
+        assert band.flex_it_kw[("a", at(h))] == pytest.approx(shed_kw)
+        assert band.by_lever().get(("a", at(h), "serve_cap"), 0.0) == pytest.approx(shed_kw)
+    assert recount_flex(p, res, band) == 0
+    assert score_plan(p, res, flex=band).flex_overpromise == 0
+
+
+def test_the_recount_catches_serving_caps_that_need_gpus_the_site_does_not_have():
+    s = SiteWrapper("a").gpus("H100", 29).latency("eu", 5).obj()      # 1 idle GPU
+    p = problem([s], [], 6, inference=[demand("eu", h, 28) for h in range(6)], ci=ci(6))
+    res = solve_plan(p)
+    band = flex_band(p, res, 4, 3, caps=CAPS)
+    # known bad: the 0.6 cap's 3.76 kW needs 2 idle GPUs; the site has 1
+    band.flex_it_kw[("a", at(2))] = 28 - 30 * 0.808
+    band.actions = [a if a.hour != at(2) else dataclasses.replace(a, shed_it_kw=28 - 30 * 0.808)
+                    for a in band.actions]
+    assert recount_flex(p, res, band) == 1
+    # known bad: the same serving GPUs counted twice in one hour
+    band2 = flex_band(p, res, 4, 3, caps=CAPS)
+    (a3,) = [a for a in band2.actions if a.hour == at(3)]
+    band2.actions.append(a3)
+    band2.flex_it_kw[("a", at(3))] *= 2
+    assert recount_flex(p, res, band2) == 1
+    # a band stated without cap levels cannot carry a serve_cap action
+    band3 = flex_band(p, res, 4, 3)
+    band3.actions.append(dataclasses.replace(a3))
+    band3.flex_it_kw[("a", at(3))] = a3.shed_it_kw
+    assert recount_flex(p, res, band3) == 1
 
 
 def test_the_recount_catches_a_band_that_promises_what_deadlines_cannot_give():

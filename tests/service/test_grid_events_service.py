@@ -114,6 +114,10 @@ def test_a_posted_event_pauses_running_work_on_slurm_within_seconds(tmp_path, st
         (a,) = shown["actions"]
         assert (a["key"], a["action"], a["state"]) == (f"{ph}-pre#0", "pause", "done")
         assert a["detail"].startswith("done: scontrol suspend")
+        # the service counts the action by backend (prometheus-client)
+        _poll(lambda: httpx.get(srv.url + "/metrics", timeout=10).text,
+              lambda t: 'carbonsched_grid_event_actions_total{action="pause",backend="slurm",'
+              'outcome="done"} 1.0' in t, "the action counted in /metrics")
         listed = c.get("/v1/grid-events").json()
         assert listed["count"] == 1 and listed["data"][0]["actions"] == []
 
