@@ -61,6 +61,10 @@ QUOTA_PENALTY_FACTOR = 4.0
 """Shortfall of a guaranteed quota row, per GPU-hour, in units of the unplaced penalty per
 GPU-hour: above the fair-share rows (a quota is guaranteed first). A design choice. [-]"""
 SHARE_EPS = 1e-9
+REPACK_TIME_LIMIT_S = 30.0
+"""Time limit of one exact fit check of :func:`job_by_job_drf` (a feasibility MILP, run only
+when the greedy placement finds no room); past it the job counts as not fitting. A design
+choice of this project: small problems answer in milliseconds. [s]"""
 
 
 @dataclass
@@ -336,8 +340,10 @@ def job_by_job_drf(job_tenant: np.ndarray, job_gpus: np.ndarray, job_slots: np.n
     NSDI 2011, Algorithm 1: repeatedly give the next task to the user with the lowest
     (weighted, section 6) dominant share, if it fits. Here a task is one of the tenant's own
     jobs (indivisible: all its GPUs at one site for its whole run, one start in its window),
-    it *fits* when some allowed site has its GPUs free in every slot of some start in its
-    window (``free_gpus``, less what earlier jobs took), and the shares are of one GPU type,
+    it *fits* when it and the jobs given before can all be packed together into
+    ``free_gpus`` (each at an allowed site, all its GPUs free in every slot of one start in its
+    window; for intervals on identical GPUs a count per (site, slot) within the free GPUs is a
+    packing), and the shares are of one GPU type,
     so a tenant's dominant share is its GPU-hours over the type's capacity and the lowest
     weighted share is the lowest :math:`a_i / w_i`. Before the filling, each tenant below its
     guaranteed ``floor`` gets jobs the same way (lowest :math:`a_i / F_i` first) until its
@@ -363,7 +369,9 @@ def job_by_job_drf(job_tenant: np.ndarray, job_gpus: np.ndarray, job_slots: np.n
     assumes any task fits any free capacity; with placement constraints the order of the
     sites matters, cf. Ghodsi et al., "Choosy: Max-Min Fair Sharing for Datacenter Jobs with
     Constraints", EuroSys 2013); without the second small jobs fragment pools that a later
-    gang needs. Tenants tie on share by their order; a tenant's jobs are tried in order
+    gang needs. When this greedy placement finds no room, an exact check (a feasibility MILP
+    over every given job's positions, :data:`REPACK_TIME_LIMIT_S`) may move the given jobs to
+    make room; a job shape proved not to fit is not tried again. Tenants tie on share by their order; a tenant's jobs are tried in order
     of GPU-hours (smallest first: the finest steps towards the level), then fewest start
     positions, then position.
 
@@ -481,20 +489,77 @@ def job_by_job_drf(job_tenant: np.ndarray, job_gpus: np.ndarray, job_slots: np.n
                 best = cand
         return None if best is None else (best[3], best[2])
 
+    free0 = free.copy()
+    no_fit: set[tuple] = set()      # jobs proved not to fit; capacity only shrinks
+
+    def shape(k: int) -> tuple:
+        return (float(gpus[k]), int(dur[k]), int(first[k]), int(last[k]),
+                sites[k].tobytes())
+
+    def repack(k: int) -> bool:
+        """Whether the jobs given so far and ``k`` fit together, moved anywhere they may run.
+
+        An exact check (a feasibility MILP, HiGHS through :func:`scipy.optimize.milp`); on
+        success the packing it found replaces the greedy one.
+        """
+        from scipy.optimize import LinearConstraint, milp
+        from scipy.sparse import coo_matrix
+
+        given = np.flatnonzero(starts[:, 0] >= 0).tolist() + [k]
+        cols, rows_, vals, eq_rows = [], [], [], []
+        pos: list[tuple[int, int, int]] = []
+        for n, j in enumerate(given):
+            d, lo, hi = int(dur[j]), max(int(first[j]), 0), min(int(last[j]), n_t - 1)
+            for s in np.flatnonzero(sites[j]).tolist():
+                for t in range(lo, hi + 1):
+                    if free0[s, t:t + d].min(initial=np.inf) < gpus[j] - 1e-9:
+                        continue
+                    c = len(pos)
+                    pos.append((j, s, t))
+                    eq_rows.append((n, c))
+                    for u in range(t, min(t + d, n_t)):
+                        rows_.append(s * n_t + u)
+                        cols.append(c)
+                        vals.append(gpus[j])
+        if not pos:
+            return False
+        n_c, n_g = len(pos), len(given)
+        cap_a = coo_matrix((vals, (rows_, cols)), shape=(free0.size, n_c)).tocsr()
+        used = np.flatnonzero(cap_a.getnnz(axis=1))
+        eq_a = coo_matrix((np.ones(len(eq_rows)), ([r for r, _c in eq_rows],
+                                                   [c for _r, c in eq_rows])),
+                          shape=(n_g, n_c))
+        res = milp(np.zeros(n_c), integrality=np.ones(n_c),
+                   bounds=(0, 1),
+                   constraints=[LinearConstraint(cap_a[used], -np.inf,
+                                                 free0.reshape(-1)[used] + 1e-9),
+                                LinearConstraint(eq_a, 1, 1)],
+                   options={"time_limit": REPACK_TIME_LIMIT_S})
+        if res.x is None or res.status not in (0,):
+            return False
+        free[:] = free0
+        for c in np.flatnonzero(res.x > 0.5).tolist():
+            j, s, t = pos[c]
+            free[s, t:t + int(dur[j])] -= gpus[j]
+            starts[j] = (s, t)
+        return True
+
     def give(i: int) -> bool:
         """Give tenant ``i`` its next job that fits; False when none does (it is done)."""
         while queue[i]:
             k = queue[i].pop(0)
             leave(k)
-            if held.sum() + gh[k] > limit + tol:
+            if held.sum() + gh[k] > limit + tol or shape(k) in no_fit:
                 continue
             at = best_fit(k)
-            if at is None:
+            if at is not None:
+                s, t = at
+                free[s, t:t + int(dur[k])] -= gpus[k]
+                starts[k] = at
+            elif not repack(k):
+                no_fit.add(shape(k))
                 continue
-            s, t = at
-            free[s, t:t + int(dur[k])] -= gpus[k]
             held[i] += gh[k]
-            starts[k] = at
             return True
         return False
 
