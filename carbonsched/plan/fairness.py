@@ -449,7 +449,7 @@ def job_by_job_drf(job_tenant: np.ndarray, job_gpus: np.ndarray, job_slots: np.n
     tol = 1e-9 * max(float(gh.sum()), 1.0)
     n_starts = np.maximum(last - first + 1, 0) * sites.sum(axis=1)
     queue = [sorted(np.flatnonzero(tenant == i).tolist(),
-                    key=lambda k: (gh[k], n_starts[k], k)) for i in range(n_i)]
+                    key=lambda k: (-gh[k], n_starts[k], k)) for i in range(n_i)]
     held = np.zeros(n_i)
     starts = np.full((n_j, 2), -1, dtype=np.int64)
 
