@@ -18,11 +18,15 @@ gets the GPUs is decided by fairness before carbon:
    not one fixed vector over the types (DRF's Leontief task) but one amount per type: the
    filling runs on each binding type (a single-resource DRF, weighted max-min), and a tenant's
    dominant share is its largest share over the types. Coupling the types along one vector
-   would leave one type's hours unallocated when another type runs out. A job reaches only
-   its residency group (the sites it may run at), so the filling is over what each tenant
-   can reach (:func:`reachable_drf`: max-min fair flows, each site offering what the
-   carbon-only plan placed there): no tenant's target is more than its sites can hold beside
-   the others'. Allocation :math:`A_{ig} = F_{ig} + \mathrm{DRF}_{ig}`.
+   would leave one type's hours unallocated when another type runs out. Jobs are indivisible,
+   so the filling gives whole jobs (:func:`job_by_job_drf`, the paper's Algorithm 1: the
+   tenant with the lowest weighted share above its quota gets its next job if it fits), each
+   at a site it may run at and a start in its window, packed into the GPUs free per
+   (site, slot): a target is a set of the tenant's jobs that fits beside the others', which a
+   plan can reach. (The continuous water-filling over what each tenant can reach,
+   :func:`reachable_drf`, is kept in :attr:`FairTargets.continuous_gpu_hours`; its level can
+   lie between two sums of a tenant's jobs or above what whole-job packing holds, so no plan
+   need reach it.) Allocation :math:`A_{ig} = F_{ig} + \mathrm{DRF}_{ig}`.
 4. **Fair plan.** The MILP gets, per tenant and binding type, rows
    :math:`P_{ig} + \sigma_{ig} \ge \phi A_{ig}` and :math:`P_{ig} + \rho_{ig} \ge F_{ig}`
    where :math:`P_{ig}` is the GPU-hours placed (options and piece patterns of the tenant's
@@ -358,22 +362,26 @@ def job_by_job_drf(job_tenant: np.ndarray, job_gpus: np.ndarray, job_slots: np.n
     jobs with a 30.4 GPU-h level is 5 % off whatever the plan does) or above what whole-job
     packing holds (4-GPU jobs that each need a whole 4-GPU site-hour). Each allocation here
     is a packing of whole jobs, so a plan can reach every target at once; the continuous
-    level stays available as :func:`reachable_drf` (an upper bound of the shares' equality,
-    not a reachable plan).
+    level stays available as :func:`reachable_drf` (what divisible work would get, not a
+    reachable plan).
 
     Each job is placed where it is least in the way of the jobs still waiting: the (site,
     start) whose slots the other waiting jobs press on least (each job's GPU-hours spread
     evenly over the (site, slot) cells it may use), then best-fit (the fewest free GPU-slots
     left over its run), then the earliest start and the first site. Without the first rule a
-    job free to run anywhere takes the only site another tenant may use (DRF's Algorithm 1
+    job free to run anywhere takes the only site another tenant may use, and the exact check
+    below has to move it (DRF's Algorithm 1
     assumes any task fits any free capacity; with placement constraints the order of the
     sites matters, cf. Ghodsi et al., "Choosy: Max-Min Fair Sharing for Datacenter Jobs with
     Constraints", EuroSys 2013); without the second small jobs fragment pools that a later
     gang needs. When this greedy placement finds no room, an exact check (a feasibility MILP
     over every given job's positions, :data:`REPACK_TIME_LIMIT_S`) may move the given jobs to
-    make room; a job shape proved not to fit is not tried again. Tenants tie on share by their order; a tenant's jobs are tried in order
-    of GPU-hours (smallest first: the finest steps towards the level), then fewest start
-    positions, then position.
+    make room; a job shape proved not to fit is not tried again. Tenants tie on share by
+    their order; a tenant's jobs are tried in order of GPU-hours, largest first (first-fit
+    decreasing: the big gangs are packed while there is room, the small jobs fill what is
+    left, and the last steps towards the level are the finest; smallest first left 14 of 288
+    V100 GPU-hours of the ``global`` bench unpacked, BENCHMARKS.md section 15), then fewest
+    start positions, then position.
 
     Parameters
     ----------
