@@ -18,11 +18,15 @@ gets the GPUs is decided by fairness before carbon:
    not one fixed vector over the types (DRF's Leontief task) but one amount per type: the
    filling runs on each binding type (a single-resource DRF, weighted max-min), and a tenant's
    dominant share is its largest share over the types. Coupling the types along one vector
-   would leave one type's hours unallocated when another type runs out. A job reaches only
-   its residency group (the sites it may run at), so the filling is over what each tenant
-   can reach (:func:`reachable_drf`: max-min fair flows, each site offering what the
-   carbon-only plan placed there): no tenant's target is more than its sites can hold beside
-   the others'. Allocation :math:`A_{ig} = F_{ig} + \mathrm{DRF}_{ig}`.
+   would leave one type's hours unallocated when another type runs out. Jobs are indivisible,
+   so the filling gives whole jobs (:func:`job_by_job_drf`, the paper's Algorithm 1: the
+   tenant with the lowest weighted share above its quota gets its next job if it fits), each
+   at a site it may run at and a start in its window, packed into the GPUs free per
+   (site, slot): a target is a set of the tenant's jobs that fits beside the others', which a
+   plan can reach. (The continuous water-filling over what each tenant can reach,
+   :func:`reachable_drf`, is kept in :attr:`FairTargets.continuous_gpu_hours`; its level can
+   lie between two sums of a tenant's jobs or above what whole-job packing holds, so no plan
+   need reach it.) Allocation :math:`A_{ig} = F_{ig} + \mathrm{DRF}_{ig}`.
 4. **Fair plan.** The MILP gets, per tenant and binding type, rows
    :math:`P_{ig} + \sigma_{ig} \ge \phi A_{ig}` and :math:`P_{ig} + \rho_{ig} \ge F_{ig}`
    where :math:`P_{ig}` is the GPU-hours placed (options and piece patterns of the tenant's
@@ -61,6 +65,10 @@ QUOTA_PENALTY_FACTOR = 4.0
 """Shortfall of a guaranteed quota row, per GPU-hour, in units of the unplaced penalty per
 GPU-hour: above the fair-share rows (a quota is guaranteed first). A design choice. [-]"""
 SHARE_EPS = 1e-9
+REPACK_TIME_LIMIT_S = 30.0
+"""Time limit of one exact fit check of :func:`job_by_job_drf` (a feasibility MILP, run only
+when the greedy placement finds no room); past it the job counts as not fitting. A design
+choice of this project: small problems answer in milliseconds. [s]"""
 
 
 @dataclass
@@ -96,7 +104,12 @@ class FairTargets:
     groups: dict[str, tuple[list[tuple[str, ...]], np.ndarray]] = field(default_factory=dict)
     """Per binding type, the residency groups (the sites a job of the type may use, as site
     ids) and the fair allocation per (tenant, group), shape ``(I, K)`` [GPU·h], whose row sums
-    are the allocation ``target_gpu_hours`` holds at fairness 1 (:func:`reachable_drf`)."""
+    are the allocation ``target_gpu_hours`` holds at fairness 1 (:func:`job_by_job_drf`)."""
+    continuous_gpu_hours: np.ndarray | None = None
+    """The continuous (water-filled) weighted-DRF allocation of each binding type over what
+    each tenant can reach (:func:`reachable_drf`), shape ``(I, R)`` [GPU·h]: the level
+    divisible work would get, kept for comparison; whole jobs cannot always reach it, so the
+    targets are ``target_gpu_hours`` (:func:`job_by_job_drf`)."""
 
 
 def weighted_drf(demand: np.ndarray, capacity: np.ndarray, weights: np.ndarray
@@ -320,6 +333,261 @@ def reachable_drf(demand: np.ndarray, reach: np.ndarray, site_capacity: np.ndarr
     return np.minimum(out, demand)
 
 
+def job_by_job_drf(job_tenant: np.ndarray, job_gpus: np.ndarray, job_slots: np.ndarray,
+                   job_sites: np.ndarray, job_first: np.ndarray, job_last: np.ndarray,
+                   free_gpus: np.ndarray, weights: np.ndarray, slot_hours: float = 1.0,
+                   floor: np.ndarray | None = None, total_capacity: float | None = None,
+                   job_gpu_hours: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    r"""Weighted DRF targets of whole jobs: progressive filling job by job (DRF Algorithm 1).
+
+    Ghodsi et al., "Dominant Resource Fairness: Fair Allocation of Multiple Resource Types",
+    NSDI 2011, Algorithm 1: repeatedly give the next task to the user with the lowest
+    (weighted, section 6) dominant share, if it fits. Here a task is one of the tenant's own
+    jobs (indivisible: all its GPUs at one site for its whole run, one start in its window),
+    it *fits* when it and the jobs given before can all be packed together into
+    ``free_gpus`` (each at an allowed site, all its GPUs free in every slot of one start in its
+    window; for intervals on identical GPUs a count per (site, slot) within the free GPUs is a
+    packing), and the shares are of one GPU type,
+    so a tenant's dominant share is its GPU-hours over the type's capacity and the lowest
+    weighted share is the lowest :math:`a_i / w_i`. Before the filling, each tenant below its
+    guaranteed ``floor`` gets jobs the same way (lowest :math:`a_i / F_i` first) until its
+    floor is reached or none of its jobs fits; the filling then shares the rest, the share
+    counted above the floor, :math:`\max(a_i - F_i, 0) / w_i` (allocation :math:`F + \mathrm{DRF}`
+    as in the module docstring, step 3). A job that does not fit is dropped for good
+    (capacity only shrinks), and a tenant with no job left is done.
+
+    Why this is the target and the water-filled :func:`reachable_drf` is not: a plan places
+    whole jobs, so a tenant's GPU-hours are a sum of its jobs' GPU-hours packed into whole
+    GPUs of one site. The continuous level can lie between two such sums (a tenant of 4 GPU-h
+    jobs with a 30.4 GPU-h level is 5 % off whatever the plan does) or above what whole-job
+    packing holds (4-GPU jobs that each need a whole 4-GPU site-hour). Each allocation here
+    is a packing of whole jobs, so a plan can reach every target at once; the continuous
+    level stays available as :func:`reachable_drf` (what divisible work would get, not a
+    reachable plan).
+
+    Each job is placed where it is least in the way of the jobs still waiting: the (site,
+    start) whose slots the other waiting jobs press on least (each job's GPU-hours spread
+    evenly over the (site, slot) cells it may use), then best-fit (the fewest free GPU-slots
+    left over its run), then the earliest start and the first site. Without the first rule a
+    job free to run anywhere takes the only site another tenant may use, and the exact check
+    below has to move it (DRF's Algorithm 1
+    assumes any task fits any free capacity; with placement constraints the order of the
+    sites matters, cf. Ghodsi et al., "Choosy: Max-Min Fair Sharing for Datacenter Jobs with
+    Constraints", EuroSys 2013); without the second small jobs fragment pools that a later
+    gang needs. When this greedy placement finds no room, an exact check (a feasibility MILP
+    over every given job's positions, :data:`REPACK_TIME_LIMIT_S`) may move the given jobs to
+    make room; a job shape proved not to fit is not tried again. Tenants tie on share by
+    their order; a tenant's jobs are tried in order of GPU-hours, largest first (first-fit
+    decreasing: the big gangs are packed while there is room, the small jobs fill what is
+    left, and the last steps towards the level are the finest; smallest first left 14 of 288
+    V100 GPU-hours of the ``global`` bench unpacked, BENCHMARKS.md section 15), then fewest
+    start positions, then position.
+
+    Parameters
+    ----------
+    job_tenant
+        Tenant position of each job, shape ``(N,)``, int in ``0..I-1``.
+    job_gpus
+        GPUs of each job (the whole gang, at one site), shape ``(N,)``. [-]
+    job_slots
+        Slots each job's run occupies, shape ``(N,)``, >= 1. [-]
+    job_sites
+        Sites each job may use, shape ``(N, S)``, bool.
+    job_first, job_last
+        First and last allowed start slot of each job, shape ``(N,)`` (last < first: none).
+    free_gpus
+        GPUs free per (site, slot) for these jobs, shape ``(S, T)``, >= 0; slots past ``T``
+        are not limited. [-]
+    weights
+        Tenant weights, shape ``(I,)``, > 0. [-]
+    slot_hours
+        Length of a slot, > 0. [h]
+    floor
+        Guaranteed GPU-hours per tenant, shape ``(I,)`` (default none). [GPU·h]
+    total_capacity
+        The tenants' GPU-hours together stay at most this (default: no such limit). [GPU·h]
+    job_gpu_hours
+        What each job counts towards its tenant's share, shape ``(N,)`` (default
+        ``gpus × slots × slot_hours``; the planner passes GPUs × work time, which a last
+        part-slot makes shorter). [GPU·h]
+
+    Returns
+    -------
+    (allocation, starts)
+        GPU-hours given per tenant, shape ``(I,)`` [GPU·h] (each a sum of whole jobs'
+        ``job_gpu_hours``); and each job's ``(site, start slot)``, shape
+        ``(N, 2)``, ``-1`` for a job not given.
+
+    Raises
+    ------
+    ValueError
+        Shapes that disagree, a tenant position out of range, a negative GPU count, free
+        capacity or floor, a job of no slot, a weight not > 0 or a slot length not > 0.
+    """
+    tenant = np.asarray(job_tenant, dtype=np.int64)
+    gpus = np.asarray(job_gpus, dtype=float)
+    dur = np.asarray(job_slots, dtype=np.int64)
+    sites = np.asarray(job_sites, dtype=bool)
+    first = np.asarray(job_first, dtype=np.int64)
+    last = np.asarray(job_last, dtype=np.int64)
+    free = np.array(free_gpus, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    n_j, n_i = len(tenant), len(w)
+    fl = np.zeros(n_i) if floor is None else np.asarray(floor, dtype=float)
+    if (free.ndim != 2 or w.ndim != 1 or fl.shape != (n_i,) or sites.shape != (n_j, len(free))
+            or any(a.shape != (n_j,) for a in (gpus, dur, first, last))):
+        raise ValueError(f"job_by_job_drf: job_tenant, job_gpus, job_slots, job_first, "
+                         f"job_last (N,), job_sites (N, S), free_gpus (S, T), weights (I,) and "
+                         f"floor (I,) disagree: {tenant.shape}, {gpus.shape}, {dur.shape}, "
+                         f"{first.shape}, {last.shape}, {sites.shape}, {free.shape}, "
+                         f"{w.shape}, {fl.shape}")
+    if n_j and (tenant.min() < 0 or tenant.max() >= n_i):
+        raise ValueError(f"job_by_job_drf: a job's tenant position is outside 0..{n_i - 1}")
+    if ((gpus < 0).any() or (free < 0).any() or (fl < 0).any() or (dur < 1).any()
+            or not (w > 0).all() or not slot_hours > 0):
+        raise ValueError("job_by_job_drf: GPUs, free GPUs and floors must be >= 0, every job "
+                         "at least one slot, weights and the slot length > 0")
+    n_t = free.shape[1]
+    gh = (gpus * dur * float(slot_hours) if job_gpu_hours is None
+          else np.asarray(job_gpu_hours, dtype=float))
+    if gh.shape != (n_j,) or (gh < 0).any():
+        raise ValueError(f"job_by_job_drf: job_gpu_hours must be >= 0 with shape ({n_j},), "
+                         f"not {gh.shape}")
+    limit = np.inf if total_capacity is None else float(total_capacity)
+    tol = 1e-9 * max(float(gh.sum()), 1.0)
+    n_starts = np.maximum(last - first + 1, 0) * sites.sum(axis=1)
+    queue = [sorted(np.flatnonzero(tenant == i).tolist(),
+                    key=lambda k: (-gh[k], n_starts[k], k)) for i in range(n_i)]
+    held = np.zeros(n_i)
+    starts = np.full((n_j, 2), -1, dtype=np.int64)
+
+    # what the waiting jobs press on each (site, slot): GPU-hours spread over their cells
+    span = np.zeros((n_j, n_t), dtype=bool)
+    for k in range(n_j):
+        span[k, max(int(first[k]), 0):min(int(last[k]) + int(dur[k]), n_t)] = True
+    cells = sites.sum(axis=1) * span.sum(axis=1)
+    density = np.where(cells > 0, gh / np.maximum(cells, 1), 0.0)
+    press = np.einsum("k,ks,kt->st", density, sites.astype(float), span.astype(float))
+
+    def leave(k: int) -> None:
+        """Job ``k`` no longer waits: take its pressure off its cells."""
+        press[np.ix_(sites[k], span[k])] -= density[k]
+
+    def best_fit(k: int) -> tuple[int, int] | None:
+        d, lo, hi = int(dur[k]), max(int(first[k]), 0), int(last[k])
+        if hi < lo:
+            return None
+        best: tuple[float, float, int, int] | None = None
+        for s in np.flatnonzero(sites[k]).tolist():
+            row = np.concatenate([free[s], np.full(d, np.inf)])
+            win = np.lib.stride_tricks.sliding_window_view(row, d)[lo:min(hi, n_t - 1) + 1]
+            if not len(win):
+                continue
+            ok = win.min(axis=1) >= gpus[k] - 1e-9
+            if not ok.any():
+                continue
+            prow = np.concatenate([press[s], np.zeros(d)])
+            p = np.lib.stride_tricks.sliding_window_view(prow, d)[lo:lo + len(win)].sum(axis=1)
+            left = np.where(np.isfinite(win), win - gpus[k], 0.0).sum(axis=1)
+            key = np.where(ok, np.round(p, 9), np.inf)
+            tie = np.flatnonzero(key == key.min())
+            t = int(tie[np.argmin(left[tie])])
+            cand = (float(key[t]), float(left[t]), lo + t, s)
+            if best is None or cand < best:
+                best = cand
+        return None if best is None else (best[3], best[2])
+
+    free0 = free.copy()
+    no_fit: set[tuple] = set()      # jobs proved not to fit; capacity only shrinks
+
+    def shape(k: int) -> tuple:
+        return (float(gpus[k]), int(dur[k]), int(first[k]), int(last[k]),
+                sites[k].tobytes())
+
+    def repack(k: int) -> bool:
+        """Whether the jobs given so far and ``k`` fit together, moved anywhere they may run.
+
+        An exact check (a feasibility MILP, HiGHS through :func:`scipy.optimize.milp`); on
+        success the packing it found replaces the greedy one.
+        """
+        from scipy.optimize import LinearConstraint, milp
+        from scipy.sparse import coo_matrix
+
+        given = np.flatnonzero(starts[:, 0] >= 0).tolist() + [k]
+        cols, rows_, vals, eq_rows = [], [], [], []
+        pos: list[tuple[int, int, int]] = []
+        for n, j in enumerate(given):
+            d, lo, hi = int(dur[j]), max(int(first[j]), 0), min(int(last[j]), n_t - 1)
+            for s in np.flatnonzero(sites[j]).tolist():
+                for t in range(lo, hi + 1):
+                    if free0[s, t:t + d].min(initial=np.inf) < gpus[j] - 1e-9:
+                        continue
+                    c = len(pos)
+                    pos.append((j, s, t))
+                    eq_rows.append((n, c))
+                    for u in range(t, min(t + d, n_t)):
+                        rows_.append(s * n_t + u)
+                        cols.append(c)
+                        vals.append(gpus[j])
+        if not pos:
+            return False
+        n_c, n_g = len(pos), len(given)
+        cap_a = coo_matrix((vals, (rows_, cols)), shape=(free0.size, n_c)).tocsr()
+        used = np.flatnonzero(cap_a.getnnz(axis=1))
+        eq_a = coo_matrix((np.ones(len(eq_rows)), ([r for r, _c in eq_rows],
+                                                   [c for _r, c in eq_rows])),
+                          shape=(n_g, n_c))
+        res = milp(np.zeros(n_c), integrality=np.ones(n_c),
+                   bounds=(0, 1),
+                   constraints=[LinearConstraint(cap_a[used], -np.inf,
+                                                 free0.reshape(-1)[used] + 1e-9),
+                                LinearConstraint(eq_a, 1, 1)],
+                   options={"time_limit": REPACK_TIME_LIMIT_S})
+        if res.x is None or res.status not in (0,):
+            return False
+        free[:] = free0
+        for c in np.flatnonzero(res.x > 0.5).tolist():
+            j, s, t = pos[c]
+            free[s, t:t + int(dur[j])] -= gpus[j]
+            starts[j] = (s, t)
+        return True
+
+    def give(i: int) -> bool:
+        """Give tenant ``i`` its next job that fits; False when none does (it is done)."""
+        while queue[i]:
+            k = queue[i].pop(0)
+            leave(k)
+            if held.sum() + gh[k] > limit + tol or shape(k) in no_fit:
+                continue
+            at = best_fit(k)
+            if at is not None:
+                s, t = at
+                free[s, t:t + int(dur[k])] -= gpus[k]
+                starts[k] = at
+            elif not repack(k):
+                no_fit.add(shape(k))
+                continue
+            held[i] += gh[k]
+            return True
+        return False
+
+    # the guaranteed floors first, the tenant furthest below its floor first
+    short = fl > tol
+    while short.any():
+        i = int(np.argmin(np.where(short, held / np.where(fl > 0, fl, 1.0), np.inf)))
+        if not give(i):
+            short[i] = False
+        short &= held < fl - tol
+    # then DRF Algorithm 1 on the rest: the lowest weighted share above the floor gets its next
+    # job (A = F + DRF, module docstring step 3)
+    active = np.array([bool(q) for q in queue])
+    while active.any():
+        i = int(np.argmin(np.where(active, np.maximum(held - fl, 0.0) / w, np.inf)))
+        if not give(i):
+            active[i] = False
+    return held, starts
+
+
 def horizon_hours(problem: Any) -> float:
     """Length of the planning horizon. [h]"""
     return len(problem.slots) * problem.slot_minutes / 60.0
@@ -476,14 +744,14 @@ def fair_targets(problem: Any, carbon_plan: Any) -> tuple[FairTargets, np.ndarra
                                                           np.ndarray, list[str]]:
     """The fair allocation from the carbon-only plan (module docstring, steps 1-3).
 
-    On each binding type the allocation is water-filled over what each tenant can reach
-    (:func:`reachable_drf`): a job's residency group is the set of sites it may run at
-    (:attr:`carbonsched.plan.sets.PlanSets.job_sites`: allowed sites with the type, the gang's
-    shape and the power for it) over the slots of its window; each (site, slot) offers the
-    GPUs running work and the carbon-only plan's inference leave, all of them together the
-    type's capacity :math:`C_g`; a tenant's target is never more than its sites and hours can
-    hold beside the others'. (A relaxation: a job's hours are not kept contiguous nor its
-    GPUs whole.)
+    On each binding type the allocation is given job by job (:func:`job_by_job_drf`, DRF's
+    Algorithm 1): the tenant with the lowest weighted share gets its next whole job if it
+    fits, at a site it may run at (:attr:`carbonsched.plan.sets.PlanSets.job_sites`: allowed
+    sites with the type, the gang's shape and the power for it) and a start in its window;
+    each (site, slot) offers the GPUs running work and the carbon-only plan's inference
+    leave, all of them together at most the type's capacity :math:`C_g`. A target is then a
+    set of whole jobs packed together, which a plan can reach. The continuous water-filled
+    allocation (:func:`reachable_drf`) is kept in ``FairTargets.continuous_gpu_hours``.
 
     Returns
     -------
@@ -505,46 +773,83 @@ def fair_targets(problem: Any, carbon_plan: Any) -> tuple[FairTargets, np.ndarra
     floor = quota_floors(problem, types, demand)
     weights = np.array([t.weight for t in problem.tenants.values()], dtype=float)
     alloc = demand.copy()
+    continuous = demand.copy()
     groups: dict[str, tuple[list[tuple[str, ...]], np.ndarray]] = {}
     if bind.any() and len(names):
         tpos = {t: i for i, t in enumerate(names)}
         # each job uses one GPU type, so the filling runs per binding type (a single-resource
         # weighted max-min); coupling the types would strand one type's hours when another
         # runs out
-        n_s, n_t = cells_gpu_h.shape[1:]
         for g in np.flatnonzero(bind).tolist():
-            # a group: the sites a job may use and the slots its window covers
-            keys: list[tuple[tuple[int, ...], int, int]] = []
-            rows: list[tuple[int, int, float]] = []
-            for k in placeable:
-                job = problem.jobs[k]
-                if job.gpu_type != types[g] or job.tenant not in tpos:
-                    continue
-                end = min(int(sets.job_last[k]) + int(sets.job_dur[k]), n_t)
-                key = (tuple(np.flatnonzero(sets.job_sites[k]).tolist()),
-                       max(int(sets.job_first[k]), 0), end)
+            jobs = [k for k in placeable
+                    if problem.jobs[k].gpu_type == types[g] and problem.jobs[k].tenant in tpos]
+            if not jobs:
+                continue
+            jt = np.array([tpos[problem.jobs[k].tenant] for k in jobs])
+            fl_g = np.minimum(floor[:, g], demand[:, g])
+            # the target: whole jobs given one by one (DRF Algorithm 1), packed into the
+            # GPUs free per (site, slot)
+            # job GPU-hours as the demand counts them (work time, not whole slots)
+            gh = np.array([problem.jobs[k].gpus * problem.jobs[k].duration_hours for k in jobs])
+            held, at = job_by_job_drf(
+                jt, np.array([problem.jobs[k].gpus for k in jobs]), sets.job_dur[jobs],
+                sets.job_sites[jobs], sets.job_first[jobs], sets.job_last[jobs],
+                cells_gpu_h[g] / sets.slot_hours, weights, slot_hours=sets.slot_hours,
+                floor=fl_g, total_capacity=float(cap[g]), job_gpu_hours=gh)
+            alloc[:, g] = held
+            # the residency groups (the sites a job may use), with what each tenant got there
+            keys: list[tuple[int, ...]] = []
+            for k in jobs:
+                key = tuple(np.flatnonzero(sets.job_sites[k]).tolist())
                 if key not in keys:
                     keys.append(key)
-                rows.append((tpos[job.tenant], keys.index(key), job.gpus * job.duration_hours))
-            dem = np.zeros((len(names), len(keys)))
-            for i, kk, gh in rows:
-                dem[i, kk] += gh
-            reach = np.zeros((len(keys), n_s, n_t), dtype=bool)
-            for kk, (sites_, a0, b0) in enumerate(keys):
-                reach[kk, list(sites_), a0:b0] = True
-            a = reachable_drf(dem, reach.reshape(len(keys), -1),
-                              cells_gpu_h[g].reshape(-1), weights,
-                              floor=np.minimum(floor[:, g], demand[:, g]),
-                              total_capacity=float(cap[g]))
-            alloc[:, g] = a.sum(axis=1)
-            groups[types[g]] = ([tuple(sets.site[s] for s in key[0]) for key in keys], a)
+            a = np.zeros((len(names), len(keys)))
+            for n, k in enumerate(jobs):
+                if at[n, 0] >= 0:
+                    a[jt[n], keys.index(tuple(np.flatnonzero(sets.job_sites[k]).tolist()))] \
+                        += gh[n]
+            groups[types[g]] = ([tuple(sets.site[s] for s in key) for key in keys], a)
+            continuous[:, g] = _continuous_target(sets, problem, jobs, jt, len(names),
+                                                  cells_gpu_h[g], weights, fl_g, float(cap[g]))
     phi = float(problem.fairness)
     binding = [types[g] for g in np.flatnonzero(bind)]
     ft = FairTargets(tenants=names, gpu_types=binding,
                      target_gpu_hours=phi * alloc[:, bind],
                      floor_gpu_hours=floor, floor_types=types,
-                     capacity_gpu_hours=cap[bind], groups=groups)
+                     capacity_gpu_hours=cap[bind], groups=groups,
+                     continuous_gpu_hours=continuous[:, bind])
     return ft, alloc, cap, binding
+
+
+def _continuous_target(sets: Any, problem: Any, jobs: list[int], jt: np.ndarray, n_i: int,
+                       cells_gpu_h: np.ndarray, weights: np.ndarray, floor: np.ndarray,
+                       capacity: float) -> np.ndarray:
+    """The water-filled allocation of one type per tenant (:func:`reachable_drf`). [GPU·h]
+
+    A group is the sites a job may use and the slots its window covers; each (site, slot)
+    offers ``cells_gpu_h`` (shape ``(S, T)``). A relaxation: a job's hours are not kept
+    contiguous nor its GPUs whole.
+    """
+    n_s, n_t = cells_gpu_h.shape
+    keys: list[tuple[tuple[int, ...], int, int]] = []
+    dem_rows: list[tuple[int, int, float]] = []
+    for n, k in enumerate(jobs):
+        job = problem.jobs[k]
+        end = min(int(sets.job_last[k]) + int(sets.job_dur[k]), n_t)
+        key = (tuple(np.flatnonzero(sets.job_sites[k]).tolist()),
+               max(int(sets.job_first[k]), 0), end)
+        if key not in keys:
+            keys.append(key)
+        dem_rows.append((int(jt[n]), keys.index(key), job.gpus * job.duration_hours))
+    dem = np.zeros((n_i, len(keys)))
+    for i, kk, gh in dem_rows:
+        dem[i, kk] += gh
+    reach = np.zeros((len(keys), n_s, n_t), dtype=bool)
+    for kk, (sites_, a0, b0) in enumerate(keys):
+        reach[kk, list(sites_), a0:b0] = True
+    a = reachable_drf(dem, reach.reshape(len(keys), -1), cells_gpu_h.reshape(-1), weights,
+                      floor=floor, total_capacity=capacity)
+    return a.sum(axis=1)
 
 
 def _free_cells(sets: Any, carbon_plan: Any, types: list[str]) -> np.ndarray:

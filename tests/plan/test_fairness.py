@@ -270,3 +270,114 @@ def test_residency_makes_the_fair_target_what_the_tenant_can_reach_and_the_plan_
     assert np.isclose(rows["y"]["target_share"], 40 / 60)
     for r in rows.values():
         assert np.isclose(r["dominant_share"], r["target_share"])
+
+
+# ------------------------------------------------- targets of whole jobs (DRF Algorithm 1)
+
+def _three_tenants_of_whole_jobs():
+    """One site of 4 GPUs for 6 hours (24 GPU-h). a (w 1): 4 jobs of 1 GPU x 3 h; b (w 2): 10
+    jobs of 1 GPU x 2 h; c (w 1): 2 jobs of 1 GPU x 4 h; every window the whole horizon."""
+    tenant = np.array([0] * 4 + [1] * 10 + [2] * 2)
+    slots = np.array([3] * 4 + [2] * 10 + [4] * 2)
+    return tenant, np.ones(16), slots, np.ones((16, 1), bool), np.zeros(16, int), 6 - slots
+
+
+def test_job_by_job_drf_on_a_hand_worked_three_tenant_example_of_indivisible_jobs():
+    """DRF Algorithm 1, share = GPU-h / weight, ties to the first tenant:
+    (0, 0, 0) a -> 3; (3, 0, 0) b -> 2 [1]; (3, 1, 0) c -> 4; b -> 4 [2]; b -> 6 [3];
+    (3, 3, 4) a (tie, first) -> 6; (6, 3, 4) b -> 8 [4]; (6, 4, 4) b (tie, first) -> 10 [5];
+    (6, 5, 4) c -> 8: all 24 GPU-h given, no job fits any more. a 6, b 10, c 8 GPU-h
+    (shares 1/4, 5/12, 1/3). c's second 4-hour job needs the other jobs moved (the greedy
+    packing leaves no 4 free hours on one GPU; the rows c+b, c+b, a+a, b+b+b do)."""
+    from carbonsched.plan.fairness import job_by_job_drf
+
+    tenant, gpus, slots, sites, first, last = _three_tenants_of_whole_jobs()
+    held, at = job_by_job_drf(tenant, gpus, slots, sites, first, last, np.full((1, 6), 4.0),
+                              np.array([1.0, 2.0, 1.0]), total_capacity=24.0)
+    assert held.tolist() == [6.0, 10.0, 8.0]
+    given = at[:, 0] >= 0
+    assert np.bincount(tenant[given], minlength=3).tolist() == [2, 5, 2]
+    use = np.zeros(6)
+    for k in np.flatnonzero(given):
+        use[at[k, 1]:at[k, 1] + slots[k]] += gpus[k]
+    assert use.tolist() == [4.0] * 6                    # a packing: never over the 4 GPUs
+
+
+def test_the_continuous_target_is_out_of_reach_and_the_job_by_job_one_is_met():
+    """Known-bad for water-filling: on the example above the continuous weighted DRF level
+    gives a 6, b 12, c 6 GPU-h, but c's jobs are 4 GPU-h each (any plan gives it 0, 4 or 8: at
+    best 33 % off). The job-by-job targets (6, 10, 8) are a packing: the plan meets each."""
+    from carbonsched.plan.fairness import fair_targets
+
+    site = SiteWrapper("a").gpus("H100", 4, per_node=4).obj()
+    jobs = ([JobWrapper(f"a{i}").tenant("a").gpus(1).hours(3).window(0, 6).obj()
+             for i in range(4)]
+            + [JobWrapper(f"b{i}").tenant("b").gpus(1).hours(2).window(0, 6).obj()
+               for i in range(10)]
+            + [JobWrapper(f"c{i}").tenant("c").gpus(1).hours(4).window(0, 6).obj()
+               for i in range(2)])
+    base = problem([site], jobs, 6, ci={"a": [50.0 + 40.0 * h for h in range(6)]})
+    prob = dataclasses.replace(base, fairness=1.0, tenants={
+        "a": Tenant("a", 1.0), "b": Tenant("b", 2.0), "c": Tenant("c", 1.0)})
+    carbon = solve_plan(base, method="milp")
+    ft, alloc, cap, binding = fair_targets(prob, carbon)
+    assert binding == ["H100"] and cap.tolist() == [24.0]
+    assert np.allclose(ft.continuous_gpu_hours[:, 0], [6.0, 12.0, 6.0], atol=1e-6)
+    assert ft.target_gpu_hours[:, 0].tolist() == [6.0, 10.0, 8.0]
+    plan = solve_plan(prob, method="milp")
+    rows = {r["tenant"]: r for r in plan.tenants}
+    assert {t: r["placed_gpu_hours"] for t, r in rows.items()} == {"a": 6.0, "b": 10.0,
+                                                                   "c": 8.0}
+    for r in rows.values():
+        assert np.isclose(r["dominant_share"], r["target_share"], rtol=0, atol=1e-9)
+    assert np.isclose(rows["c"]["target_share"], 8 / 24)
+
+
+def test_job_by_job_drf_just_at_the_limit():
+    """One job of 2 GPUs x 3 slots (6 GPU-h) ending at the horizon's last slot: given when
+    exactly 2 GPUs are free in each of its slots and exactly 6 GPU-h of capacity is left; not
+    with one GPU fewer in one slot, nor with the capacity a hair under 6 GPU-h."""
+    from carbonsched.plan.fairness import job_by_job_drf
+
+    def run(free, cap):
+        return job_by_job_drf(np.array([0]), np.array([2.0]), np.array([3]),
+                              np.array([[True]]), np.array([2]), np.array([2]),
+                              np.array([free], dtype=float), np.array([1.0]),
+                              total_capacity=cap)
+
+    held, at = run([0, 0, 2, 2, 2], 6.0)
+    assert held.tolist() == [6.0] and at.tolist() == [[0, 2]]
+    assert run([0, 0, 2, 1, 2], 6.0)[0].tolist() == [0.0]           # one GPU short
+    assert run([0, 0, 2, 2, 2], 6.0 - 1e-3)[0].tolist() == [0.0]    # capacity short
+
+
+def test_job_by_job_drf_gives_the_floors_first():
+    """The example above with a guaranteed 9 GPU-h: a gets three jobs first (3, 6, 9); the
+    rest is filled on shares above the floors, (held - floor) / weight: (0, 0, 0) a (tie,
+    first) -> 12, its last job [3]; b -> 2 [1]; c -> 4 [4]; b -> 4 [2]; b -> 6 [3]; b -> 8 [4]:
+    24 GPU-h given (rows a+a, a+a, c+b, b+b+b). a 12, b 8, c 4. Without the floor a gets 6."""
+    from carbonsched.plan.fairness import job_by_job_drf
+
+    tenant, gpus, slots, sites, first, last = _three_tenants_of_whole_jobs()
+    held, _at = job_by_job_drf(tenant, gpus, slots, sites, first, last, np.full((1, 6), 4.0),
+                               np.array([1.0, 2.0, 1.0]), floor=np.array([9.0, 0.0, 0.0]),
+                               total_capacity=24.0)
+    assert held.tolist() == [12.0, 8.0, 4.0]
+
+
+@pytest.mark.parametrize("bad, what", [
+    (dict(job_tenant=np.array([0, 1])), "disagree"),                  # shapes
+    (dict(job_tenant=np.array([3])), "tenant position is outside 0..0"),
+    (dict(job_slots=np.array([0])), "at least one slot"),
+    (dict(free_gpus=np.array([[-1.0, 2.0]])), "free GPUs"),
+    (dict(weights=np.array([0.0])), "weights"),
+    (dict(job_gpu_hours=np.array([-1.0])), "job_gpu_hours"),
+])
+def test_job_by_job_drf_refuses_bad_input(bad, what):
+    from carbonsched.plan.fairness import job_by_job_drf
+
+    kw = dict(job_tenant=np.array([0]), job_gpus=np.array([1.0]), job_slots=np.array([1]),
+              job_sites=np.array([[True]]), job_first=np.array([0]), job_last=np.array([1]),
+              free_gpus=np.array([[1.0, 1.0]]), weights=np.array([1.0]))
+    with pytest.raises(ValueError, match=f"job_by_job_drf: .*{what}"):
+        job_by_job_drf(**{**kw, **bad})
