@@ -91,7 +91,7 @@ VIOLATIONS = ("capacity_violations", "power_cap_violations", "facility_cap_viola
 def trace_milli(data_dir: str | Path | None = None) -> np.ndarray:
     """``gpu_milli`` of the Alibaba 2023 GPU-sharing trace's fractional pods, shape ``(3078,)``.
 
-    Pods with ``num_gpu`` 1 and ``gpu_milli`` below 1000 (50..990). [1/1000 GPU]
+    Pods with ``num_gpu`` 1 and ``gpu_milli`` below 1000 (50..810 on this trace). [1/1000 GPU]
 
     Raises
     ------
