@@ -818,8 +818,10 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
         note = "; ".join(x for x in (note, "column generation needs highspy; solved the direct "
                                      "MILP with CBC instead") if x)
         method = "milp"
+    whole_gpu_bound = False
     if method == "colgen":
         sliced = sliced_options(sets, sets.options)
+        whole_gpu_bound = bool(sliced.any())
         if sliced.any():
             # hook for issue 37: the layout columns live in the direct MILP only
             n_fr = len(np.unique(sets.options[sliced, 0]))
@@ -876,6 +878,14 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
                        options=colgen_options, warm_start=warm,
                        warm_label=start.source if start is not None else "",
                        carried=carried)
+    if whole_gpu_bound:
+        # the bound is over fractional jobs as whole GPUs: slices can do better, so no proof
+        if res.status == PlanStatus.OPTIMAL:
+            res.status = rec.status = PlanStatus.FEASIBLE
+        rec.bound = rec.mip_gap = None
+        rec.note = "; ".join(x for x in (rec.note, (
+            "no bound reported: column generation's bound counts fractional jobs as whole "
+            "GPUs, which the slice layouts can beat")) if x)
     left = time_limit_s - (time.perf_counter() - started)
     expected_s = (BUILD_S_PER_OPTION + TRANSFER_S_PER_OPTION) * len(sets.options)
     if not (auto and res.status != PlanStatus.OPTIMAL

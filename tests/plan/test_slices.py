@@ -212,6 +212,20 @@ def test_colgen_packs_fractional_jobs_after_the_solve_and_says_so():
     assert all(p.gpu_index is not None for p in res.placements)
 
 
+def test_column_generation_claims_no_bound_over_whole_gpus_for_fractional_jobs():
+    # one shared GPU holds four quarter-GPU jobs; planned as whole GPUs only one fits, so a
+    # bound over whole GPUs (0.775 kg) lies above the optimum with slices (0.1 kg)
+    prob = problem([milli_site(1)], [frac(f"q{i}", milli=250) for i in range(4)], 1)
+    best = solve_plan(prob, method="milp")
+    assert len(best.placements) == 4 and best.solver.status == PlanStatus.OPTIMAL
+    res = solve_plan(prob, method="colgen")
+    assert res.solver.bound is None and res.solver.mip_gap is None
+    assert res.status == PlanStatus.FEASIBLE and "no bound reported" in res.solver.note
+    assert score_plan(prob, res).slice_violations == 0
+    auto = solve_plan(prob, method="auto")     # the direct MILP proves it
+    assert auto.totals["objective"] == pytest.approx(best.totals["objective"])
+
+
 # ------------------------------------------------------------------------------ the recount
 
 def slice_at(job_id: str, site: str, gpu_index: int | None, mig_start: int | None = None,
