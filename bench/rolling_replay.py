@@ -4,8 +4,9 @@ Jobs: every GAIA PAI job (``job-traces/gaia_pai-100k.csv``) arriving in ``[start
 day = day of year − 1, as :func:`carbonsched.workload.files.workload_from_traces` reads it), one
 A100 each at ``it_power_per_gpu_kw("A100")``; arrival = the start of its arrival hour (UTC),
 duration = ``min(max(1, ceil(length)), 24)`` whole hours (the planner's grid), waiting limit
-``--wait-hours`` (deadline = arrival + wait + duration). Site: the ``global`` catalog's
-``de-frankfurt`` (zone DE-LU) with ample capacity (``--gpus`` A100, no power cap). Policies:
+``--wait-hours`` (deadline = arrival + wait + duration). Site: ``--site``, any site of the
+``global`` catalog (default ``de-frankfurt``, zone DE-LU), replayed on its own zone's signals with
+ample capacity (``--gpus`` A100, no power cap). Policies:
 ``agnostic``, rolling ``milp`` on forecasts, rolling ``oracle`` on actuals over every job's whole
 waiting window, ``best-fixed`` (capacity-free ideal for non-preemptive jobs); and, for the
 comparison the issue starts from, ``milp``/``oracle`` with a 24 h horizon (day-bounded).
@@ -64,8 +65,45 @@ def trace_jobs(data_dir: Path, start: str, end: str, wait_hours: int, site: str,
     return Workload(jobs=jobs, inference=[])
 
 
+def ample_site_catalog(site_id: str, gpus: int):
+    """The ``global`` catalog reduced to ``site_id`` with ``gpus`` A100 and no power cap.
+
+    Parameters
+    ----------
+    site_id : str
+        A site of the ``global`` catalog (``regions/global.toml``).
+    gpus : int
+        A100 count of the ample pool. [GPUs]
+
+    Returns
+    -------
+    tuple
+        ``(catalog, site)``: the one-site catalog and the site as the catalog describes it.
+
+    Raises
+    ------
+    ValueError
+        ``site_id`` is not a site of the ``global`` catalog, or it has no A100 pool; the
+        message lists the catalog's sites.
+    """
+    cat = load_catalog("global")
+    ids = [s.id for s in cat.sites]
+    if site_id not in ids:
+        raise ValueError(f"--site {site_id!r} is not a site of the 'global' catalog; "
+                         f"use one of: {', '.join(ids)}")
+    site = cat.site(site_id)
+    if "A100" not in site.gpus:
+        raise ValueError(f"--site {site_id!r} has no A100 pool in the 'global' catalog; the "
+                         f"PAI jobs run on A100s; use a site with one")
+    ample = replace(site, gpus={"A100": GpuPool(gpus, site.gpus["A100"].board_power_w)},
+                    it_power_cap_kw=1e9, facility_power_cap_kw=None)
+    return replace(cat, sites=[ample]), site
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--site", default="de-frankfurt",
+                    help="A site of the 'global' catalog; its zone's signals are replayed.")
     ap.add_argument("--start", default="2023-07-01")
     ap.add_argument("--end", default="2023-07-31")
     ap.add_argument("--wait-hours", type=int, default=24)
@@ -88,11 +126,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     data_dir = Path(os.environ.get("CARBONSCHED_SHARED_DATA", "../shared/data"))
-    cat = load_catalog("global")
-    site = cat.site("de-frankfurt")
-    ample = replace(site, gpus={"A100": GpuPool(args.gpus, site.gpus["A100"].board_power_w)},
-                    it_power_cap_kw=1e9, facility_power_cap_kw=None)
-    cat = replace(cat, sites=[ample])
+    try:
+        cat, site = ample_site_catalog(args.site, args.gpus)
+    except ValueError as e:
+        ap.error(str(e))
     wl = trace_jobs(data_dir, args.start, args.end, args.wait_hours, site.id,
                     it_power_per_gpu_kw("A100", cat), args.whole_hours, args.preemptible,
                     args.overhead_minutes, args.max_pieces)
