@@ -65,6 +65,13 @@ INFERENCE_SHARE = 0.05
 SLO_MS = 60.0
 
 
+SITES_PER_ZONE = 4
+"""Data centres per zone :func:`make_instance` builds at most (issue 36 asks 32 sites)."""
+
+MAX_SITES = SITES_PER_ZONE * len(ZONES)
+"""Most sites :func:`make_instance` builds (4 per zone of :data:`ZONES`)."""
+
+
 def shared_data_dir(data_dir: str | Path | None = None) -> Path:
     """``data_dir``, else ``$CARBONSCHED_SHARED_DATA``, else ``../shared/data``."""
     if data_dir is not None:
@@ -96,8 +103,10 @@ def make_instance(jobs: int, sites: int, hours: int, load: float = 0.3, seed: in
     Parameters
     ----------
     jobs, sites, hours
-        Number of jobs, sites (≤ 16, the Electricity Maps zones in :data:`ZONES` order) and
-        hourly slots.
+        Number of jobs, sites and hourly slots. Sites take the Electricity Maps zones in
+        :data:`ZONES` order; past the 16 zones a second (third, fourth) data centre per zone
+        follows in the same order (its own id, capacity and PUE; the zone's signals), so
+        ``sites`` ≤ :data:`MAX_SITES`. Inference demand is per zone (area).
     load
         Share of the fleet's GPU-hours the batch work uses. [-]
     seed
@@ -114,10 +123,11 @@ def make_instance(jobs: int, sites: int, hours: int, load: float = 0.3, seed: in
     DataFormatError
         A trace or CI file is missing.
     ValueError
-        ``sites`` > 16 or ``load`` not in (0, 1].
+        ``sites`` not in 1..:data:`MAX_SITES` or ``load`` not in (0, 1].
     """
-    if not 1 <= sites <= len(ZONES):
-        raise ValueError(f"sites must be 1..{len(ZONES)}, got {sites}")
+    if not 1 <= sites <= MAX_SITES:
+        raise ValueError(f"sites must be 1..{MAX_SITES} ({SITES_PER_ZONE} per zone of the "
+                         f"{len(ZONES)} zones), got {sites}")
     if not 0 < load <= 1:
         raise ValueError(f"load must be in (0, 1], got {load}")
     root = shared_data_dir(data_dir)
@@ -145,7 +155,8 @@ def make_instance(jobs: int, sites: int, hours: int, load: float = 0.3, seed: in
 
     t0 = pd.Timestamp(start, tz="UTC")
     slots = pd.date_range(t0, periods=hours, freq="h", name="slot")
-    zones = list(ZONES)[:sites]
+    zones = [list(ZONES)[i % len(ZONES)] for i in range(sites)]
+    areas = list(dict.fromkeys(zones))    # one inference area per zone
     work_gh = np.array([np.sum((gpus * dur)[g_idx == k]) for k in range(len(types))], float)
     per_type_total = np.maximum(work_gh / (load * hours), 1.0)
     counts = np.zeros((sites, len(types)), dtype=int)
@@ -167,7 +178,7 @@ def make_instance(jobs: int, sites: int, hours: int, load: float = 0.3, seed: in
     for i, z in enumerate(zones):
         lat, lon, role = ZONES[z]
         cap_kw = max(0.85 * counts[i].sum() * KW_PER_GPU, 8 * KW_PER_GPU)
-        lat_ms = {a: round(_latency_ms((lat, lon), ZONES[a][:2]), 1) for a in zones}
+        lat_ms = {a: round(_latency_ms((lat, lon), ZONES[a][:2]), 1) for a in areas}
         site_objs.append(Site(
             id=f"s{i:02d}-{z}", name=z, role=SiteRole(role), zone=z,
             signal_source="electricitymaps", latitude=lat, longitude=lon, timezone="UTC",
@@ -198,8 +209,8 @@ def make_instance(jobs: int, sites: int, hours: int, load: float = 0.3, seed: in
     ]
     demands = []
     if inference:
-        per_area_hour = inf_total / len(zones)
-        for z_i, z in enumerate(zones):
+        per_area_hour = inf_total / len(areas)
+        for z_i, z in enumerate(areas):
             for t, ts in enumerate(slots):
                 diurnal = 0.6 + 0.4 * math.sin(2 * math.pi * ((t + 3 * z_i) % 24) / 24)
                 n = int(round(per_area_hour * diurnal))

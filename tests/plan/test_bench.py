@@ -30,6 +30,26 @@ def test_instance_uses_the_stated_share_of_gpu_hours(shared_data):
     assert np.allclose(compile_sets(again).ci_g_per_kwh, sets.ci_g_per_kwh)
 
 
+def test_past_sixteen_sites_each_zone_gets_another_data_centre(shared_data):
+    from carbonsched.plan.instances import MAX_SITES, ZONES
+
+    prob = make_instance(300, 18, 24, load=0.3, seed=2, data_dir=shared_data)
+    ids = [s.id for s in prob.sites]
+    assert len(set(ids)) == 18 and ids[16].startswith("s16-") and ids[17].startswith("s17-")
+    assert [s.zone for s in prob.sites[16:]] == list(ZONES)[:2]      # CA-ON and the next
+    areas = {d.area for d in prob.inference}
+    assert areas == set(list(ZONES)[:16])                            # one area per zone
+    keys = [(d.area, d.hour, d.gpu_type) for d in prob.inference]
+    assert len(keys) == len(set(keys))                               # no demand twice
+    assert set(prob.sites[17].latency_ms) == areas
+    sets = compile_sets(prob)
+    assert np.allclose(sets.ci_g_per_kwh[16], sets.ci_g_per_kwh[0])  # the zone's signals
+    assert make_instance(10, MAX_SITES, 24, seed=0, data_dir=shared_data).sites[-1].id \
+        == f"s{MAX_SITES - 1:02d}-{list(ZONES)[-1]}"                 # just at the limit
+    with pytest.raises(ValueError, match=f"sites must be 1..{MAX_SITES}"):
+        make_instance(10, MAX_SITES + 1, 24, data_dir=shared_data)
+
+
 def test_benchmark_json_has_every_key(shared_data):
     out = run_plan_benchmark(60, 2, 24, load=0.3, reference=True, seed=0,
                              data_dir=shared_data, time_limit_s=300)
