@@ -464,7 +464,15 @@ def check_result(sets: PlanSets, res: PlanResult, started: float) -> PlanResult:
         return res
     from carbonsched.plan.domain_repair import with_domains
 
+    placed = len(res.placements)
     res = with_domains(sets, res)
+    if len(res.placements) < placed and res.solver is not None:
+        # gangs left out after the proof: the plan is no longer the one the bound was for
+        rec = res.solver
+        rec.objective = res.totals["objective"]
+        rec.mip_gap = relative_gap(rec.objective, rec.bound)
+        if res.status == PlanStatus.OPTIMAL:
+            res.status = rec.status = PlanStatus.FEASIBLE
     bad = recount_violations(sets.problem, res)
     if not bad:
         return res
@@ -807,13 +815,23 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
     if method == "colgen":
         from carbonsched.plan.domains import needs_domain_model
 
-        why = ("network domains (topology-bound gangs)" if needs_domain_model(sets) else
+        domains = needs_domain_model(sets)
+        by_size = auto and len(sets.options) > AUTO_MILP_MAX_OPTIONS
+        why = ("network domains (topology-bound gangs)" if domains and not by_size else
                "tenant fair shares" if getattr(problem, "fair_targets", None) is not None
                else None)
         if why:
             note = "; ".join(x for x in (note, f"{why} are modelled by the direct MILP only; "
                                          f"solved it over {len(sets.options)} options") if x)
             method = "milp"
+        elif domains:
+            # too large for the direct MILP in its limit: column generation without domain
+            # rows (a relaxation, so its bound stays valid), the gangs put in domains after
+            note = "; ".join(x for x in (note, (
+                f"network domains are modelled by the direct MILP only, too large here "
+                f"({len(sets.options)} options); column generation planned the topology-bound "
+                f"gangs without them and they were put into their domains after the solve "
+                f"(first fit; a gang no domain holds is left unplaced and named)")) if x)
     if method == "colgen" and not highs_available():
         note = "; ".join(x for x in (note, "column generation needs highspy; solved the direct "
                                      "MILP with CBC instead") if x)

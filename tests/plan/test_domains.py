@@ -156,3 +156,28 @@ def test_a_plan_without_room_in_any_domain_unplaces_the_gang_with_a_reason():
     assert out.totals["jobs_placed"] == 1.0
     assert np.isclose(out.totals["emissions_kg"], score_plan(prob, out).emissions_kg)
     assert any("left unplaced" in n for n in out.notes)
+
+
+def test_a_day_too_large_for_the_direct_milp_plans_domains_by_column_generation(monkeypatch):
+    """Above the size ``auto`` gives the direct MILP, domains do not force it (at 10k jobs it ran
+    four times its limit and ended on the greedy plan): column generation plans the gangs without
+    domain rows, they are put in domains after, and a gang left out is not called optimal."""
+    import carbonsched.plan.solve as solve_mod
+
+    monkeypatch.setattr(solve_mod, "AUTO_MILP_MAX_OPTIONS", 0)   # "too large" for this test
+    jobs = [JobWrapper(f"g{i}").gpus(16).max_domains(1).window(0, 1).obj() for i in range(2)]
+    prob = problem([_site()], jobs, 1)           # both fit the 32 GPUs, only one a domain
+    res = solve_plan(prob)
+    assert res.solver.method == "colgen" and "too large here" in res.solver.note
+    assert [p.job_id for p in res.placements] == ["g0"]
+    assert [(u.job_id, u.reason) for u in res.unplaced] == [
+        ("g1", ReasonCode.INSUFFICIENT_CAPACITY)]
+    assert res.status == PlanStatus.FEASIBLE and res.solver.status == PlanStatus.FEASIBLE
+    assert res.solver.objective == pytest.approx(res.totals["objective"])
+    assert res.solver.bound is not None and res.solver.mip_gap is not None
+    assert res.solver.mip_gap == pytest.approx(
+        (res.totals["objective"] - res.solver.bound) / abs(res.totals["objective"]))
+    sc = score_plan(prob, res)
+    assert (sc.domain_violations, sc.capacity_violations) == (0, 0)
+    explicit = solve_plan(prob, method="colgen")   # asked for by name below that size: the MILP
+    assert explicit.solver.method == "milp" and len(explicit.placements) == 1
