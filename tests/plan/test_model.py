@@ -162,6 +162,32 @@ def test_inference_shares_capacity_with_jobs():
     assert res.totals["emissions_kg"] == pytest.approx((3 * 1 + 2 * 100) / 1000)
 
 
+@pytest.mark.parametrize("strict_gpus", [1, 2])
+def test_greedy_serves_the_strictest_slo_tier_of_an_area_first(strict_gpus):
+    """Two tiers of one (area, hour, type): 50 ms listed first, 10 ms second. Only ``a`` is
+    within 10 ms (one GPU). Serving the loose tier first took ``a`` and left the strict tier
+    unserved (an SLO violation in the recount; column generation, starting from that plan, made
+    no plan). With one strict GPU every path serves both (just at the limit); with two, no plan
+    can (known bad): the greedy plan names the shortfall and the recount counts it."""
+    sites = [SiteWrapper("a").gpus("H100", 1).latency("eu", 5).obj(),
+             SiteWrapper("b").gpus("H100", 1).latency("eu", 20).obj(),
+             SiteWrapper("c").gpus("H100", 1).latency("eu", 20).obj()]
+    prob = problem(sites, [], 1, [demand("eu", 0, 1, slo_ms=50),
+                                  demand("eu", 0, strict_gpus, slo_ms=10)],
+                   ci={"a": [1], "b": [1], "c": [1]})
+    greedy = greedy_plan(prob)
+    if strict_gpus == 1:
+        assert {(i.site, i.gpus) for i in greedy.inference} == {("a", 1), ("b", 1)}
+        assert score_plan(prob, greedy).slo_violations == 0
+        for how in ("colgen", "milp"):
+            res = solve_plan(prob, method=how)
+            assert res.status == PlanStatus.OPTIMAL, res.solver.note
+            assert score_plan(prob, res).slo_violations == 0
+    else:
+        assert "inference short by 1 GPU-hours" in greedy.solver.note
+        assert score_plan(prob, greedy).slo_violations == 1
+
+
 def test_inference_infeasible_names_family():
     sites = [SiteWrapper("a").gpus("H100", 2).latency("eu", 5).obj(),
              SiteWrapper("b").gpus("H100", 8).latency("eu", 50).obj()]
