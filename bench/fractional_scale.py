@@ -62,6 +62,7 @@ import pandas as pd
 
 from carbonsched.domain import GpuPool, JobPayload
 from carbonsched.plan import PlanningProblem, solve_plan
+from carbonsched.plan.bench import solve_fallbacks as fallbacks
 from carbonsched.plan.instances import make_instance, shared_data_dir
 from carbonsched.plan.result import score_plan
 from carbonsched.plan.sets import compile_sets
@@ -77,11 +78,6 @@ MIG_BY_SLICES = ((1, "1g.5gb"), (2, "2g.10gb"), (3, "3g.20gb"), (4, "4g.20gb"))
 """A100-40GB MIG profiles by compute slices (of 7), from NVIDIA's MIG User Guide, "Supported
 MIG Profiles" (:data:`carbonsched.domain.MIG_PROFILES`)."""
 PODS = "alibaba_gpu_v2023_openb_pod_list_default.csv"
-
-FALLBACK_WORDS = ("fall", "instead", "only", "greedy", "in one piece", "as whole GPUs",
-                  "no incumbent", "cold:", "stopped", "skipped", "not modelled", "unplaced")
-"""Words that mark a clause of the solver's note as a fallback (what the solve did instead
-of what was asked, or modelled more coarsely)."""
 
 VIOLATIONS = ("capacity_violations", "power_cap_violations", "facility_cap_violations",
               "slo_violations", "deadline_misses", "gang_violations", "slice_violations",
@@ -208,33 +204,6 @@ def make_fractional(jobs: int, sites: int, hours: int, load: float = 0.3, seed: 
         new_jobs.append(replace(j, gpu_type=g, payload=payload, max_domains=max_domains))
     new_inf = [replace(d, gpu_type=rename(d.gpu_type)) for d in base.inference]
     return replace(base, sites=new_sites, jobs=new_jobs, inference=new_inf)
-
-
-def fallbacks(requested: str, res) -> list[str]:
-    """Every fallback a solve names: method switched, greedy plan, the note's fallback clauses.
-
-    Parameters
-    ----------
-    requested
-        The method asked for (``auto``, ``milp``, ``colgen``).
-    res
-        The :class:`~carbonsched.plan.result.PlanResult`.
-
-    Returns
-    -------
-    list of str
-        One line per fallback, in the order found; empty when the solve did what was asked.
-    """
-    rec = res.solver
-    out = []
-    if requested != "auto" and rec.method != requested:
-        out.append(f"method: asked {requested}, ran {rec.method}")
-    if str(res.status) == "heuristic":
-        out.append(f"greedy plan (status heuristic, {rec.greedy_unplaced} job(s) it left out)")
-    for clause in (c.strip() for c in (rec.note or "").split(";")):
-        if clause and any(w in clause for w in FALLBACK_WORDS):
-            out.append(clause)
-    return out
 
 
 def slice_summary(problem: PlanningProblem, res) -> dict:

@@ -49,13 +49,9 @@ import pandas as pd
 
 from carbonsched.domain import Job, RunningWork
 from carbonsched.plan import PlanningProblem, solve_plan
+from carbonsched.plan.bench import solve_fallbacks as fallbacks
 from carbonsched.plan.instances import KW_PER_GPU, make_instance
 from carbonsched.plan.result import score_plan
-
-FALLBACK_WORDS = ("fall", "instead", "only", "greedy", "in one piece", "as whole GPUs",
-                  "no incumbent", "cold:", "stopped", "skipped", "not modelled")
-"""Words that mark a clause of the solver's note as a fallback (what the solve did instead
-of what was asked, or modelled more coarsely)."""
 
 VIOLATIONS = ("capacity_violations", "power_cap_violations", "facility_cap_violations",
               "slo_violations", "deadline_misses", "gang_violations", "slice_violations")
@@ -139,33 +135,6 @@ def make_rolling_step(jobs: int, sites: int, hours: int, load: float = 0.3, seed
     inference = [d for d in inst.inference if d.hour < end]
     return PlanningProblem(sites=inst.sites, jobs=out_jobs, inference=inference, slots=slots,
                            signals=inst.signals, running=running, slot_minutes=slot_minutes)
-
-
-def fallbacks(requested: str, res) -> list[str]:
-    """Every fallback a solve names: method switched, greedy plan, the note's fallback clauses.
-
-    Parameters
-    ----------
-    requested
-        The method asked for (``auto``, ``milp``, ``colgen``).
-    res
-        The :class:`~carbonsched.plan.result.PlanResult`.
-
-    Returns
-    -------
-    list of str
-        One line per fallback, in the order found; empty when the solve did what was asked.
-    """
-    rec = res.solver
-    out = []
-    if requested != "auto" and rec.method != requested:
-        out.append(f"method: asked {requested}, ran {rec.method}")
-    if str(res.status) == "heuristic":
-        out.append(f"greedy plan (status heuristic, {rec.greedy_unplaced} job(s) it left out)")
-    for clause in (c.strip() for c in (rec.note or "").split(";")):
-        if clause and any(w in clause for w in FALLBACK_WORDS):
-            out.append(clause)
-    return out
 
 
 def one_seed(args: argparse.Namespace, seed: int) -> dict:

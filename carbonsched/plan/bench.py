@@ -27,6 +27,41 @@ from typing import Any
 
 KEYS = ("build_seconds", "solve_seconds", "seconds", "peak_memory_mb", "status", "mip_gap",
         "objective", "bound")
+FALLBACK_WORDS = ("fall", "instead", "only", "greedy", "in one piece", "as whole GPUs",
+                  "no incumbent", "cold:", "stopped", "skipped", "not modelled", "unplaced")
+"""Words that mark a clause of the solver's note as a fallback (what the solve did instead of
+what was asked, or modelled more coarsely)."""
+
+
+def solve_fallbacks(requested: str, res: Any) -> list[str]:
+    """Every fallback a solve names: method switched, greedy plan, the note's fallback clauses.
+
+    Parameters
+    ----------
+    requested
+        The method asked for (``auto``, ``milp``, ``colgen``).
+    res
+        The :class:`~carbonsched.plan.result.PlanResult`.
+
+    Returns
+    -------
+    list of str
+        One line per fallback, in the order found; empty when the solve did what was asked.
+        Clauses are the note's ``;``-separated parts that contain one of
+        :data:`FALLBACK_WORDS`.
+    """
+    rec = res.solver
+    out = []
+    if requested != "auto" and rec.method != requested:
+        out.append(f"method: asked {requested}, ran {rec.method}")
+    if str(res.status) == "heuristic":
+        out.append(f"greedy plan (status heuristic, {rec.greedy_unplaced} job(s) it left out)")
+    for clause in (c.strip() for c in (rec.note or "").split(";")):
+        if clause and any(w in clause for w in FALLBACK_WORDS):
+            out.append(clause)
+    return out
+
+
 REFERENCE_MEMORY_GB = float(os.environ.get("CARBONSCHED_BENCH_REF_GB", "12"))
 """Address-space limit of the reference subprocess (the machine is shared). [GiB]"""
 

@@ -831,7 +831,7 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
                 f"network domains are modelled by the direct MILP only, too large here "
                 f"({len(sets.options)} options); column generation planned the topology-bound "
                 f"gangs without them and they were put into their domains after the solve "
-                f"(first fit; a gang no domain holds is left unplaced and named)")) if x)
+                f"(first fit, a gang no domain holds left unplaced and named)")) if x)
     if method == "colgen" and not highs_available():
         note = "; ".join(x for x in (note, "column generation needs highspy; solved the direct "
                                      "MILP with CBC instead") if x)
