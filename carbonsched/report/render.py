@@ -22,6 +22,7 @@ import io
 import json
 import math
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -387,6 +388,27 @@ def _table(df: pd.DataFrame, cid: str, units: dict[str, str],
             f"</tbody></table>{more}")
 
 
+def _totals_section(title: str, totals_id: str, labels: list[tuple[str, str, str]],
+                    totals: dict[str, Any], digits: Callable[[str], int], note: str,
+                    units: dict[str, str],
+                    parts: list[tuple[str, pd.DataFrame, str, int | None]]) -> str:
+    """One optional section of the HTML page: its totals, its rule, then each part's table.
+
+    ``labels`` are ``(total key, label, unit)``; ``digits(unit)`` the decimals of a total;
+    ``parts`` are ``(heading, frame, table id, max rows)`` (:func:`_table`).
+    """
+    rows = "".join(
+        f'<tr data-total="{k}"><th>{html.escape(label)}</th>'
+        f'<td class="num">{_fmt(totals.get(k), digits(unit))}</td>'
+        f"<td>{html.escape(unit)}</td></tr>" for k, label, unit in labels)
+    out = (f'<h2>{title}</h2><table id="{totals_id}" class="totals"><tbody>{rows}</tbody>'
+           f'</table><p class="note">{html.escape(note)}</p>')
+    for heading, frame, cid, max_rows in parts:
+        out += (f'<h3>{heading}</h3><div class="scroll">{_table(frame, cid, units, max_rows)}'
+                "</div>")
+    return out
+
+
 FLEX_LABELS = [
     ("flex_events", "Grid events", "events"),
     ("flex_events_met", "Events whose commitment was delivered in every hour", "events"),
@@ -467,36 +489,16 @@ def _html(report: Report) -> str:
             note="Avoided emissions are reported separately and never subtracted from the "
                  "inventory."),
     ]
-    flex_html = ""
-    if "flex_events" in report.frames:
-        units_ = m["units"]
-        flex_rows = "".join(
-            f'<tr data-total="{k}"><th>{html.escape(label)}</th>'
-            f'<td class="num">{_fmt(t.get(k), 3 if unit == "MWh" else 1)}</td>'
-            f"<td>{html.escape(unit)}</td></tr>" for k, label, unit in FLEX_LABELS)
-        flex_html = (f'<h2>Flexibility</h2><table id="flex-totals" class="totals"><tbody>'
-                     f"{flex_rows}</tbody></table>"
-                     f'<p class="note">{html.escape(m["rules"].get("flexibility", ""))}</p>'
-                     f'<h3>Events</h3><div class="scroll">'
-                     f'{_table(report.frames["flex_events"], "table-flex-events", units_)}</div>'
-                     f'<h3>Per event hour</h3><div class="scroll">'
-                     + _table(report.frames["flex_hours"], "table-flex-hours", units_, 300)
-                     + "</div>")
-    fair_html = ""
-    if "fair_shares" in report.frames:
-        fair_rows = "".join(
-            f'<tr data-total="{k}"><th>{html.escape(label)}</th>'
-            f'<td class="num">{_fmt(t.get(k), 2)}</td>'
-            f"<td>{html.escape(unit)}</td></tr>" for k, label, unit in FAIR_LABELS)
-        fair_html = (f'<h2>Fair shares</h2><table id="fair-totals" class="totals"><tbody>'
-                     f"{fair_rows}</tbody></table>"
-                     f'<p class="note">{html.escape(m["rules"].get("fair_shares", ""))}</p>'
-                     f'<h3>Per day</h3><div class="scroll">'
-                     f'{_table(report.frames["fair_days"], "table-fair-days", m["units"])}'
-                     f'</div><h3>Per tenant and day</h3><div class="scroll">'
-                     + _table(report.frames["fair_shares"], "table-fair-shares", m["units"],
-                              300)
-                     + "</div>")
+    flex_html = "" if "flex_events" not in report.frames else _totals_section(
+        "Flexibility", "flex-totals", FLEX_LABELS, t, lambda unit: 3 if unit == "MWh" else 1,
+        m["rules"].get("flexibility", ""), m["units"],
+        [("Events", report.frames["flex_events"], "table-flex-events", None),
+         ("Per event hour", report.frames["flex_hours"], "table-flex-hours", 300)])
+    fair_html = "" if "fair_shares" not in report.frames else _totals_section(
+        "Fair shares", "fair-totals", FAIR_LABELS, t, lambda unit: 2,
+        m["rules"].get("fair_shares", ""), m["units"],
+        [("Per day", report.frames["fair_days"], "table-fair-days", None),
+         ("Per tenant and day", report.frames["fair_shares"], "table-fair-shares", 300)])
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in m["notes"]) or "<li>none</li>"
     market_note = ("" if not m.get("market_based_note") else
                    f'<p id="market-note" class="market-note">'
