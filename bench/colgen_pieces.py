@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import time
 from pathlib import Path
 
@@ -31,6 +30,7 @@ import numpy as np
 
 from carbonsched.domain import Job
 from carbonsched.plan import solve_plan
+from carbonsched.plan.bench import git_commit
 from carbonsched.plan.instances import make_instance
 
 
@@ -78,8 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=float, default=60.0, help="time limit per solve [s]")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args(argv)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
+    commit = git_commit()
     out = {"commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "load_average_start": os.getloadavg(), "machine": platform.platform(),
            "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},

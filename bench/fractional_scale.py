@@ -50,7 +50,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import time
 from collections import Counter
 from dataclasses import replace
@@ -62,6 +61,7 @@ import pandas as pd
 
 from carbonsched.domain import GpuPool, JobPayload
 from carbonsched.plan import PlanningProblem, solve_plan
+from carbonsched.plan.bench import format_gap, git_commit
 from carbonsched.plan.bench import solve_fallbacks as fallbacks
 from carbonsched.plan.instances import make_instance, shared_data_dir
 from carbonsched.plan.result import score_plan
@@ -304,10 +304,6 @@ def summarise(runs: list[dict], target: float | None = None) -> dict:
     }
 
 
-def _pct(v: float | None) -> str:
-    return "—" if v is None else ("no bound" if v == float("inf") else f"{100 * v:.2f} %")
-
-
 def write_markdown(doc: dict, path: Path) -> None:
     """The summary line and one row per seed, fallbacks, violations and slices named."""
     s, a = doc["summary"], doc["args"]
@@ -323,8 +319,9 @@ def write_markdown(doc: dict, path: Path) -> None:
              "runs with fallbacks | runs with violations |",
              "|---|---|---|---|---|---|---|---|---|---|",
              f"| {', '.join(map(str, s['seeds']))} | {', '.join(s['methods'])} | "
-             f"{s['seconds_median']:.1f} | {s['seconds_worst']:.1f} | {_pct(s['gap_median'])} | "
-             f"{_pct(s['gap_worst'])} | {_pct(s['gap_target'])} | {s['target_met']} | "
+             f"{s['seconds_median']:.1f} | {s['seconds_worst']:.1f} | "
+             f"{format_gap(s['gap_median'])} | "
+             f"{format_gap(s['gap_worst'])} | {format_gap(s['gap_target'])} | {s['target_met']} | "
              f"{s['fallback_runs']} | {s['violation_runs']} |", "",
              "| seed | fractional jobs placed / asked | on slices | on whole GPUs | bound gangs "
              "placed / asked | s | status | method | objective kg | bound kg | gap | "
@@ -339,17 +336,9 @@ def write_markdown(doc: dict, path: Path) -> None:
             f"{sl['on_slices']} | {sl['on_whole_gpus']} | {sl['bound_placed']} / "
             f"{sl['bound_gangs']} | {r['seconds']:.1f} | {r['status']} | {r['method']} | "
             f"{'—' if obj is None else f'{obj:.1f}'} | {'—' if bnd is None else f'{bnd:.1f}'} | "
-            f"{_pct(r['mip_gap'])} | {sl['stranded_gpu_hours']:.1f} | {bad} | {fb} | "
+            f"{format_gap(r['mip_gap'])} | {sl['stranded_gpu_hours']:.1f} | {bad} | {fb} | "
             f"{m['load_average_before'][0]} → {m['load_average_after'][0]} |")
     path.write_text("\n".join(lines) + "\n")
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -372,7 +361,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", type=Path, default=Path("bench/results/fractional_scale.json"))
     args = ap.parse_args(argv)
     doc = {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-           "commit": _commit(), "runs": [], "summary": {}}
+           "commit": git_commit(), "runs": [], "summary": {}}
     for seed in args.seeds:
         row = one_seed(args, seed)
         doc["runs"].append(row)
@@ -381,7 +370,7 @@ def main(argv: list[str] | None = None) -> dict:
         args.out.write_text(json.dumps(doc, indent=1, default=float))
         write_markdown(doc, args.out.with_suffix(".md"))
         print(time.strftime("%H:%M:%S"), f"seed {seed}", row["status"], row["method"],
-              f"{row['seconds']:.1f} s", _pct(row["mip_gap"]), row["fallbacks"],
+              f"{row['seconds']:.1f} s", format_gap(row["mip_gap"]), row["fallbacks"],
               row["violations"], flush=True)
     return doc
 

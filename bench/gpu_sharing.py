@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -51,6 +50,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from carbonsched.plan.bench import git_commit
 from carbonsched.plan.slices import MILLI_PER_GPU, milli_kinds, milli_layouts
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -244,11 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         "time_s": int(t_peak), "fractional_pods": int(live.sum()), "gpus": gpus,
         "stranded_gpus": round(stranded, 2), "size_step_milli": step}
     out["seconds"] = round(time.perf_counter() - t0, 1)
-    try:
-        out["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                       capture_output=True, text=True).stdout.strip()
-    except OSError:
-        out["commit"] = None
+    out["commit"] = git_commit(ROOT)
     out["python"] = platform.python_version()
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(out, indent=2) + "\n")

@@ -34,12 +34,11 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from carbonsched.plan.bench import run_plan_benchmark
+from carbonsched.plan.bench import format_gap, git_commit, run_plan_benchmark
 
 CELLS = {  # (jobs, load): (time limit [s], gap target [-])
     (10000, 0.3): (20.0, 0.005),
@@ -61,14 +60,6 @@ def _locked(path: Path | None):
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def summarise(runs: list[dict]) -> list[dict]:
@@ -112,10 +103,6 @@ def _met(c: dict) -> str:
     return f"no ({', '.join(why)})"
 
 
-def _pct(v) -> str:
-    return "—" if v is None or v == float("inf") else f"{100 * v:.2f} %"
-
-
 def _s(v) -> str:
     return "—" if v is None else f"{v:.2f}"
 
@@ -135,11 +122,12 @@ def write_markdown(runs: list[dict], summary: list[dict], path: Path, commit: st
     for c in summary:
         lines.append(
             f"| {c['jobs']} × 16 × 48 @ {c['load']} | {c['time_limit_s']:.0f} s | "
-            f"{_pct(c['gap_target'])} | {len(c['seeds'])} | {_s(c['seconds_median'])} | "
-            f"{_s(c['seconds_worst'])} | {_pct(c['gap_median'])} | {_pct(c['gap_worst'])} | "
+            f"{format_gap(c['gap_target'])} | {len(c['seeds'])} | {_s(c['seconds_median'])} | "
+            f"{_s(c['seconds_worst'])} | {format_gap(c['gap_median'])} | "
+            f"{format_gap(c['gap_worst'])} | "
             f"{_met(c)} | "
             f"{', '.join(map(str, c['reference_statuses'])) or 'not run'}; "
-            f"{_pct(c['reference_gap_median'])} | "
+            f"{format_gap(c['reference_gap_median'])} | "
             f"{', '.join(str(x) for x in c['load_average_1m'])} |")
     lines += ["", "| jobs | load | seed | s | gap | status | objective | bound | ref s | "
               "ref status | ref gap | ref objective | load avg before → after |",
@@ -152,10 +140,10 @@ def write_markdown(runs: list[dict], summary: list[dict], path: Path, commit: st
         robj = ref.get("objective")
         lines.append(
             f"| {r['jobs']} | {r['load']} | {r['seed']} | {_s(r.get('seconds'))} | "
-            f"{_pct(r.get('mip_gap'))} | {r.get('status')} | "
+            f"{format_gap(r.get('mip_gap'))} | {r.get('status')} | "
             f"{'—' if obj is None else f'{obj:.2f}'} | {'—' if bnd is None else f'{bnd:.2f}'} | "
             f"{_s(ref.get('seconds'))} | {ref.get('status', 'not run')} | "
-            f"{_pct(ref.get('mip_gap'))} | {'—' if robj is None else f'{robj:.2f}'} | "
+            f"{format_gap(ref.get('mip_gap'))} | {'—' if robj is None else f'{robj:.2f}'} | "
             f"{m.get('load_average_before')} → {m.get('load_average_after')} |")
     path.write_text("\n".join(lines) + "\n")
 
@@ -173,7 +161,7 @@ def main() -> None:
     args = ap.parse_args()
     doc = json.loads(args.out.read_text()) if args.out.exists() else {"runs": []}
     runs = doc["runs"]
-    commit = _commit()
+    commit = git_commit()
     for cell in args.cells:
         jobs_s, load_s = cell.split(":")
         jobs, load = int(jobs_s), float(load_s)

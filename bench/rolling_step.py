@@ -38,7 +38,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import time
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -49,6 +48,7 @@ import pandas as pd
 
 from carbonsched.domain import Job, RunningWork
 from carbonsched.plan import PlanningProblem, solve_plan
+from carbonsched.plan.bench import format_gap, git_commit
 from carbonsched.plan.bench import solve_fallbacks as fallbacks
 from carbonsched.plan.instances import KW_PER_GPU, make_instance
 from carbonsched.plan.result import score_plan
@@ -197,10 +197,6 @@ def summarise(runs: list[dict], target: float | None = None) -> dict:
     }
 
 
-def _pct(v: float | None) -> str:
-    return "—" if v is None else ("no bound" if v == float("inf") else f"{100 * v:.2f} %")
-
-
 def write_markdown(doc: dict, path: Path) -> None:
     """The summary line and one row per seed, fallbacks and violations named."""
     s, a = doc["summary"], doc["args"]
@@ -214,8 +210,9 @@ def write_markdown(doc: dict, path: Path) -> None:
              "runs with fallbacks | runs with violations |",
              "|---|---|---|---|---|---|---|---|---|",
              f"| {', '.join(map(str, s['seeds']))} | {s['seconds_median']:.1f} | "
-             f"{s['seconds_worst']:.1f} | {_pct(s['gap_median'])} | {_pct(s['gap_worst'])} | "
-             f"{_pct(s['gap_target'])} | {s['target_met']} | {s['fallback_runs']} | "
+             f"{s['seconds_worst']:.1f} | {format_gap(s['gap_median'])} | "
+             f"{format_gap(s['gap_worst'])} | "
+             f"{format_gap(s['gap_target'])} | {s['target_met']} | {s['fallback_runs']} | "
              f"{s['violation_runs']} |", "",
              "| seed | jobs | running GPUs / fleet | preemptible | deferrable | s | status | "
              "method | objective | bound | gap | violations | fallbacks | "
@@ -230,17 +227,9 @@ def write_markdown(doc: dict, path: Path) -> None:
             f"| {r['seed']} | {r['jobs']} | {r['running_gpus']} / {r['fleet_gpus']} | "
             f"{r['preemptible_jobs']} | {r['deferrable_jobs']} | {r['seconds']:.1f} | "
             f"{r['status']} | {r['method']} | {'—' if obj is None else f'{obj:.1f}'} | "
-            f"{'—' if bnd is None else f'{bnd:.1f}'} | {_pct(r['mip_gap'])} | {bad} | {fb} | "
+            f"{'—' if bnd is None else f'{bnd:.1f}'} | {format_gap(r['mip_gap'])} | {bad} | {fb} | "
             f"{m['load_average_before'][0]} → {m['load_average_after'][0]} |")
     path.write_text("\n".join(lines) + "\n")
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -264,7 +253,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", type=Path, default=Path("bench/results/rolling_step.json"))
     args = ap.parse_args(argv)
     doc = {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-           "commit": _commit(), "runs": [], "summary": {}}
+           "commit": git_commit(), "runs": [], "summary": {}}
     for seed in args.seeds:
         row = one_seed(args, seed)
         doc["runs"].append(row)
@@ -273,7 +262,7 @@ def main(argv: list[str] | None = None) -> dict:
         args.out.write_text(json.dumps(doc, indent=1, default=float))
         write_markdown(doc, args.out.with_suffix(".md"))
         print(time.strftime("%H:%M:%S"), f"seed {seed}", row["status"], row["method"],
-              f"{row['seconds']:.1f} s", _pct(row["mip_gap"]), row["fallbacks"],
+              f"{row['seconds']:.1f} s", format_gap(row["mip_gap"]), row["fallbacks"],
               row["violations"], flush=True)
     return doc
 

@@ -39,6 +39,7 @@ from pathlib import Path
 import pandas as pd
 
 from carbonsched.plan import PlanningProblem, solve_plan
+from carbonsched.plan.bench import format_gap
 from carbonsched.plan.instances import make_instance
 from carbonsched.plan.rolling import RollingPlanner
 from carbonsched.plan.solve import WarmStart
@@ -111,10 +112,6 @@ def one_seed(jobs: int, sites: int, hours: int, every: int, load: float, seed: i
     }
 
 
-def _pct(v: float | None) -> str:
-    return "—" if v is None else f"{100 * v:.2f} %"
-
-
 def write_markdown(rows: list[dict], path: Path) -> None:
     """The table of ``rows`` and the median / worst ratios over seeds."""
     lines = ["# Rolling step: warm vs cold", "",
@@ -133,7 +130,7 @@ def write_markdown(rows: list[dict], path: Path) -> None:
         lines.append(
             f"| {r['seed']} | {r['pending_run2']} | {r['running_run2']} | "
             f"{r['warm_placements']} | {ref['seconds']:.1f} ({ref['limit_s']:g}) | "
-            f"{_pct(ref['gap_best'])} | {secs(w)} | {ratio(r['warm_ratio'])} | {secs(c)} | "
+            f"{format_gap(ref['gap_best'])} | {secs(w)} | {ratio(r['warm_ratio'])} | {secs(c)} | "
             f"{ratio(r['cold_short_ratio'])} | {(w or r['warm'][-1])['warm_start'][:60]} |")
     ratios = [r["warm_ratio"] for r in rows if r["warm_ratio"] is not None]
     if ratios:

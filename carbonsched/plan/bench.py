@@ -62,6 +62,40 @@ def solve_fallbacks(requested: str, res: Any) -> list[str]:
     return out
 
 
+def git_commit(cwd: str | Path | None = None) -> str:
+    """The short commit hash of the checkout at ``cwd`` (default: the working directory).
+
+    Returns
+    -------
+    str
+        ``git rev-parse --short HEAD``, or ``"unknown"`` outside a Git checkout or without git.
+    """
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True, cwd=cwd).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def format_gap(gap: float | None) -> str:
+    """A proven gap (a fraction) as a table cell: ``"0.25 %"``; ``"no bound"`` for infinity.
+
+    Parameters
+    ----------
+    gap
+        (objective − bound) / objective, a fraction; None when not measured; ``inf`` when no
+        bound was proven.
+
+    Returns
+    -------
+    str
+        ``"—"`` for None, ``"no bound"`` for ``inf``, else the percentage to two decimals.
+    """
+    if gap is None:
+        return "—"
+    return "no bound" if gap == float("inf") else f"{100 * gap:.2f} %"
+
+
 REFERENCE_MEMORY_GB = float(os.environ.get("CARBONSCHED_BENCH_REF_GB", "12"))
 """Address-space limit of the reference subprocess (the machine is shared). [GiB]"""
 

@@ -24,9 +24,9 @@ gets the GPUs is decided by fairness before carbon:
    at a site it may run at and a start in its window, packed into the GPUs free per
    (site, slot): a target is a set of the tenant's jobs that fits beside the others', which a
    plan can reach. (The continuous water-filling over what each tenant can reach,
-   :func:`reachable_drf`, is kept in :attr:`FairTargets.continuous_gpu_hours`; its level can
-   lie between two sums of a tenant's jobs or above what whole-job packing holds, so no plan
-   need reach it.) Allocation :math:`A_{ig} = F_{ig} + \mathrm{DRF}_{ig}`.
+   :func:`reachable_drf`, is a reference for comparison and is not computed by the plan: its
+   level can lie between two sums of a tenant's jobs or above what whole-job packing holds,
+   so no plan need reach it.) Allocation :math:`A_{ig} = F_{ig} + \mathrm{DRF}_{ig}`.
 4. **Fair plan.** The MILP gets, per tenant and binding type, rows
    :math:`P_{ig} + \sigma_{ig} \ge \phi A_{ig}` and :math:`P_{ig} + \rho_{ig} \ge F_{ig}`
    where :math:`P_{ig}` is the GPU-hours placed (options and piece patterns of the tenant's
@@ -105,11 +105,6 @@ class FairTargets:
     """Per binding type, the residency groups (the sites a job of the type may use, as site
     ids) and the fair allocation per (tenant, group), shape ``(I, K)`` [GPU·h], whose row sums
     are the allocation ``target_gpu_hours`` holds at fairness 1 (:func:`job_by_job_drf`)."""
-    continuous_gpu_hours: np.ndarray | None = None
-    """The continuous (water-filled) weighted-DRF allocation of each binding type over what
-    each tenant can reach (:func:`reachable_drf`), shape ``(I, R)`` [GPU·h]: the level
-    divisible work would get, kept for comparison; whole jobs cannot always reach it, so the
-    targets are ``target_gpu_hours`` (:func:`job_by_job_drf`)."""
 
 
 def weighted_drf(demand: np.ndarray, capacity: np.ndarray, weights: np.ndarray
@@ -750,8 +745,7 @@ def fair_targets(problem: Any, carbon_plan: Any) -> tuple[FairTargets, np.ndarra
     sites with the type, the gang's shape and the power for it) and a start in its window;
     each (site, slot) offers the GPUs running work and the carbon-only plan's inference
     leave, all of them together at most the type's capacity :math:`C_g`. A target is then a
-    set of whole jobs packed together, which a plan can reach. The continuous water-filled
-    allocation (:func:`reachable_drf`) is kept in ``FairTargets.continuous_gpu_hours``.
+    set of whole jobs packed together, which a plan can reach.
 
     Returns
     -------
@@ -773,7 +767,6 @@ def fair_targets(problem: Any, carbon_plan: Any) -> tuple[FairTargets, np.ndarra
     floor = quota_floors(problem, types, demand)
     weights = np.array([t.weight for t in problem.tenants.values()], dtype=float)
     alloc = demand.copy()
-    continuous = demand.copy()
     groups: dict[str, tuple[list[tuple[str, ...]], np.ndarray]] = {}
     if bind.any() and len(names):
         tpos = {t: i for i, t in enumerate(names)}
@@ -809,47 +802,13 @@ def fair_targets(problem: Any, carbon_plan: Any) -> tuple[FairTargets, np.ndarra
                     a[jt[n], keys.index(tuple(np.flatnonzero(sets.job_sites[k]).tolist()))] \
                         += gh[n]
             groups[types[g]] = ([tuple(sets.site[s] for s in key) for key in keys], a)
-            continuous[:, g] = _continuous_target(sets, problem, jobs, jt, len(names),
-                                                  cells_gpu_h[g], weights, fl_g, float(cap[g]))
     phi = float(problem.fairness)
     binding = [types[g] for g in np.flatnonzero(bind)]
     ft = FairTargets(tenants=names, gpu_types=binding,
                      target_gpu_hours=phi * alloc[:, bind],
                      floor_gpu_hours=floor, floor_types=types,
-                     capacity_gpu_hours=cap[bind], groups=groups,
-                     continuous_gpu_hours=continuous[:, bind])
+                     capacity_gpu_hours=cap[bind], groups=groups)
     return ft, alloc, cap, binding
-
-
-def _continuous_target(sets: Any, problem: Any, jobs: list[int], jt: np.ndarray, n_i: int,
-                       cells_gpu_h: np.ndarray, weights: np.ndarray, floor: np.ndarray,
-                       capacity: float) -> np.ndarray:
-    """The water-filled allocation of one type per tenant (:func:`reachable_drf`). [GPU·h]
-
-    A group is the sites a job may use and the slots its window covers; each (site, slot)
-    offers ``cells_gpu_h`` (shape ``(S, T)``). A relaxation: a job's hours are not kept
-    contiguous nor its GPUs whole.
-    """
-    n_s, n_t = cells_gpu_h.shape
-    keys: list[tuple[tuple[int, ...], int, int]] = []
-    dem_rows: list[tuple[int, int, float]] = []
-    for n, k in enumerate(jobs):
-        job = problem.jobs[k]
-        end = min(int(sets.job_last[k]) + int(sets.job_dur[k]), n_t)
-        key = (tuple(np.flatnonzero(sets.job_sites[k]).tolist()),
-               max(int(sets.job_first[k]), 0), end)
-        if key not in keys:
-            keys.append(key)
-        dem_rows.append((int(jt[n]), keys.index(key), job.gpus * job.duration_hours))
-    dem = np.zeros((n_i, len(keys)))
-    for i, kk, gh in dem_rows:
-        dem[i, kk] += gh
-    reach = np.zeros((len(keys), n_s, n_t), dtype=bool)
-    for kk, (sites_, a0, b0) in enumerate(keys):
-        reach[kk, list(sites_), a0:b0] = True
-    a = reachable_drf(dem, reach.reshape(len(keys), -1), cells_gpu_h.reshape(-1), weights,
-                      floor=floor, total_capacity=capacity)
-    return a.sum(axis=1)
 
 
 def _free_cells(sets: Any, carbon_plan: Any, types: list[str]) -> np.ndarray:

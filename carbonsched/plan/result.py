@@ -53,6 +53,22 @@ class PlanStatus(StrEnum):
     (``SolverRecord.violations`` says what failed)."""
 
 
+def join_clauses(*clauses: str | None) -> str:
+    """The non-empty ``clauses`` joined by ``"; "`` (how a plan's note reads).
+
+    Parameters
+    ----------
+    *clauses
+        Parts of a note, in order; empty ones and None are left out.
+
+    Returns
+    -------
+    str
+        ``"a; b"`` for ``("a", "", "b")``; ``""`` when every clause is empty.
+    """
+    return "; ".join(c for c in clauses if c)
+
+
 @dataclass
 class SolverRecord:
     """How a plan was obtained.

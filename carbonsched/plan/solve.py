@@ -26,6 +26,7 @@ from carbonsched.domain import ReasonCode
 from carbonsched.errors import InputError, SolverUnavailableError
 from carbonsched.plan.baselines import greedy_from_sets
 from carbonsched.plan.colgen import ColgenOptions, solve_colgen
+from carbonsched.plan.colgen.warm import PreviousRun
 from carbonsched.plan.gap import relative_gap
 from carbonsched.plan.highs import highs_with_start
 from carbonsched.plan.model import (
@@ -40,6 +41,7 @@ from carbonsched.plan.result import (
     PlanStatus,
     SolverRecord,
     build_plan_result,
+    join_clauses,
     recount_violations,
 )
 from carbonsched.plan.sets import PlanningProblem, PlanSets, compile_sets
@@ -430,7 +432,7 @@ def _fallback(sets: PlanSets, rec: SolverRecord, started: float, why: str) -> Pl
     told = (f"the greedy plan leaves {left} job(s) unplaced that passed the pre-check; an "
             "exact solve with a longer --time-limit may place them" if left else
             "the greedy plan places every job that passed the pre-check")
-    rec.note = "; ".join(x for x in (rec.note, why, "returned the greedy plan", told) if x)
+    rec.note = join_clauses(rec.note, why, "returned the greedy plan", told)
     rec.seconds = time.perf_counter() - started
     res.solver = rec
     return res
@@ -442,8 +444,8 @@ def _error(sets: PlanSets, rec: SolverRecord, violations: dict[str, int], detail
     rec.status = PlanStatus.ERROR
     rec.violations = dict(violations)
     rec.objective = rec.mip_gap = None
-    rec.note = "; ".join(x for x in (rec.note, "the solver's solution failed the recount: "
-                                     + detail + "; no plan was made from it") if x)
+    rec.note = join_clauses(rec.note, "the solver's solution failed the recount: "
+                            + detail + "; no plan was made from it")
     rec.seconds = time.perf_counter() - started
     reasons = {k: (ReasonCode.SOLVER_NO_SOLUTION, "the solver's solution failed the recount")
                for k in range(len(sets.problem.jobs))}
@@ -486,7 +488,7 @@ def _infeasible(sets: PlanSets, rec: SolverRecord, family: str, detail: str,
 
     rec.status = PlanStatus.INFEASIBLE
     rec.infeasible_family = family
-    rec.note = "; ".join(x for x in (rec.note, detail) if x)
+    rec.note = join_clauses(rec.note, detail)
     rec.seconds = time.perf_counter() - started
     reasons = {k: (ReasonCode.SOLVER_NO_SOLUTION, f"plan infeasible ({family})")
                for k in range(len(sets.problem.jobs))}
@@ -675,10 +677,10 @@ def solve_milp(sets: PlanSets, solver: str, time_limit_s: float, mip_gap: float,
                      TRANSFER_PER_BUILD * rec.build_seconds)
     remaining = time_limit_s - (time.perf_counter() - started) - transfer_s
     if min_solve_s > 0 and remaining < min_solve_s:
-        rec.note = "; ".join(x for x in (rec.note, (
+        rec.note = join_clauses(rec.note, (
             f"built in {rec.build_seconds:.1f} s but not solved: with {transfer_s:.1f} s "
             f"expected for the hand-over to the solver, {max(remaining, 0):.1f} s of the limit "
-            f"were left, under the {min_solve_s:g} s minimum")) if x)
+            f"were left, under the {min_solve_s:g} s minimum"))
         if progress:
             progress(f"direct MILP built but not solved: {max(remaining, 0):.1f} s left")
         return None
@@ -699,7 +701,7 @@ def solve_milp(sets: PlanSets, solver: str, time_limit_s: float, mip_gap: float,
         rec.warm_start = (f"cold: HiGHS refused the MIP start from {start.source}"
                           if x0 else f"cold: no placement of {start.source} is an option of "
                           "the model")
-    rec.note = "; ".join(x for x in (rec.note, seed, f"solver status {out.raw}") if x)
+    rec.note = join_clauses(rec.note, seed, f"solver status {out.raw}")
     if out.infeasible:
         fam = diagnose_inference(sets, rec.name) or ("unknown", "solver reported infeasible")
         return _infeasible(sets, rec, fam[0], fam[1], started)
@@ -821,32 +823,32 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
                "tenant fair shares" if getattr(problem, "fair_targets", None) is not None
                else None)
         if why:
-            note = "; ".join(x for x in (note, f"{why} are modelled by the direct MILP only; "
-                                         f"solved it over {len(sets.options)} options") if x)
+            note = join_clauses(note, f"{why} are modelled by the direct MILP only; "
+                                f"solved it over {len(sets.options)} options")
             method = "milp"
         elif domains:
             # too large for the direct MILP in its limit: column generation without domain
             # rows (a relaxation, so its bound stays valid), the gangs put in domains after
-            note = "; ".join(x for x in (note, (
+            note = join_clauses(note, (
                 f"network domains are modelled by the direct MILP only, too large here "
                 f"({len(sets.options)} options); column generation planned the topology-bound "
                 f"gangs without them and they were put into their domains after the solve "
-                f"(first fit, a gang no domain holds left unplaced and named)")) if x)
+                f"(first fit, a gang no domain holds left unplaced and named)"))
     if method == "colgen" and not highs_available():
-        note = "; ".join(x for x in (note, "column generation needs highspy; solved the direct "
-                                     "MILP with CBC instead") if x)
+        note = join_clauses(note, "column generation needs highspy; solved the direct "
+                            "MILP with CBC instead")
         method = "milp"
     whole_gpu_bound = False
     if method == "colgen":
         sliced = sliced_options(sets, sets.options)
         whole_gpu_bound = bool(sliced.any())
-        if sliced.any():
+        if whole_gpu_bound:
             # hook for issue 37: the layout columns live in the direct MILP only
             n_fr = len(np.unique(sets.options[sliced, 0]))
-            note = "; ".join(x for x in (note, f"column generation plans {n_fr} fractional "
-                                         "job(s) at sites that share GPUs as whole GPUs (slice "
-                                         "layouts are modelled by the direct MILP only); their "
-                                         "slices are packed onto GPUs after the solve") if x)
+            note = join_clauses(note, f"column generation plans {n_fr} fractional "
+                                "job(s) at sites that share GPUs as whole GPUs (slice "
+                                "layouts are modelled by the direct MILP only); their "
+                                "slices are packed onto GPUs after the solve")
     rec = SolverRecord(name=name, status=PlanStatus.NO_SOLUTION, method=method, note=note)
     warm = None
     if start is not None:
@@ -863,8 +865,8 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
         # an empty model: optimal by definition, on every solver (the solvers disagree on
         # what an empty model's status is, so none is asked)
         rec.method = "none"
-        rec.note = "; ".join(x for x in (note, "nothing to decide: no job has a feasible "
-                                         "option and no inference demand needs a GPU") if x)
+        rec.note = join_clauses(note, "nothing to decide: no job has a feasible "
+                                "option and no inference demand needs a GPU")
         res = build_plan_result(sets, np.zeros((0, 3), dtype=np.int64),
                                 np.zeros(sets.inf_sites.shape, dtype=np.int64),
                                 PlanStatus.OPTIMAL, rec)
@@ -890,32 +892,31 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
     carried = None if start is None else start.duals
     if start is not None and carried is None:
         why = start.duals_missing or "the previous run carried none"
-        rec.warm_start = "; ".join(x for x in (
-            rec.warm_start, f"multipliers: cold: {why}") if x)
+        rec.warm_start = join_clauses(
+            rec.warm_start, f"multipliers: cold: {why}")
     res = solve_colgen(sets, time_limit_s, mip_gap, threads, rec, started, progress,
-                       options=colgen_options, warm_start=warm,
-                       warm_label=start.source if start is not None else "",
-                       carried=carried)
+                       options=colgen_options,
+                       previous=PreviousRun(warm, start.source if start is not None else "",
+                                            carried))
     if whole_gpu_bound:
         # the bound is over fractional jobs as whole GPUs: slices can do better, so no proof
         if res.status == PlanStatus.OPTIMAL:
             res.status = rec.status = PlanStatus.FEASIBLE
         rec.bound = rec.mip_gap = None
-        rec.note = "; ".join(x for x in (rec.note, (
+        rec.note = join_clauses(rec.note, (
             "no bound reported: column generation's bound counts fractional jobs as whole "
-            "GPUs, which the slice layouts can beat")) if x)
+            "GPUs, which the slice layouts can beat"))
     left = time_limit_s - (time.perf_counter() - started)
     expected_s = (BUILD_S_PER_OPTION + TRANSFER_S_PER_OPTION) * len(sets.options)
     if not (auto and res.status != PlanStatus.OPTIMAL
             and len(sets.options) <= AUTO_FOLLOWUP_MAX_OPTIONS):
         return check_result(sets, res, started)
     if left - FINISH_MARGIN_S - expected_s < AUTO_FOLLOWUP_MIN_SECONDS:
-        rec.note = "; ".join(x for x in (rec.note, (
+        rec.note = join_clauses(rec.note, (
             f"no direct MILP after column generation: {max(left, 0):.1f} s of the "
             f"{time_limit_s:g} s limit left; its build and hand-over need about "
             f"{expected_s:.1f} s, the solver at least {AUTO_FOLLOWUP_MIN_SECONDS:g} s and "
             f"reading the plan {FINISH_MARGIN_S:g} s; the column-generation plan is kept"))
-            if x)
         if progress:
             progress(f"no direct MILP after column generation: {max(left, 0):.1f} s left")
         return check_result(sets, res, started)

@@ -63,3 +63,13 @@ def test_benchmark_json_has_every_key(shared_data):
     ref = out["reference"]["objective"]
     assert out["objective"] <= ref * (1 + 0.01) + 1e-9
     assert out["bound"] <= ref + 1e-6
+
+
+def test_the_bench_helpers_format_a_gap_and_name_the_commit(tmp_path):
+    from carbonsched.plan.bench import format_gap, git_commit
+    from carbonsched.plan.result import join_clauses
+
+    assert [format_gap(g) for g in (None, float("inf"), 0.0025, 0.0)] == \
+        ["—", "no bound", "0.25 %", "0.00 %"]
+    assert git_commit(tmp_path) == "unknown"            # not a Git checkout
+    assert join_clauses("a", "", None, "b") == "a; b" and join_clauses("", None) == ""

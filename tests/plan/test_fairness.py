@@ -307,7 +307,7 @@ def test_the_continuous_target_is_out_of_reach_and_the_job_by_job_one_is_met():
     """Known-bad for water-filling: on the example above the continuous weighted DRF level
     gives a 6, b 12, c 6 GPU-h, but c's jobs are 4 GPU-h each (any plan gives it 0, 4 or 8: at
     best 33 % off). The job-by-job targets (6, 10, 8) are a packing: the plan meets each."""
-    from carbonsched.plan.fairness import fair_targets
+    from carbonsched.plan.fairness import fair_targets, reachable_drf
 
     site = SiteWrapper("a").gpus("H100", 4, per_node=4).obj()
     jobs = ([JobWrapper(f"a{i}").tenant("a").gpus(1).hours(3).window(0, 6).obj()
@@ -322,7 +322,10 @@ def test_the_continuous_target_is_out_of_reach_and_the_job_by_job_one_is_met():
     carbon = solve_plan(base, method="milp")
     ft, alloc, cap, binding = fair_targets(prob, carbon)
     assert binding == ["H100"] and cap.tolist() == [24.0]
-    assert np.allclose(ft.continuous_gpu_hours[:, 0], [6.0, 12.0, 6.0], atol=1e-6)
+    # the continuous level over the same 24 GPU-h (six hours of four GPUs, one group)
+    level = reachable_drf(np.array([[12.0], [20.0], [8.0]]), np.ones((1, 6), dtype=bool),
+                          np.full(6, 4.0), np.array([1.0, 2.0, 1.0]))
+    assert np.allclose(level[:, 0], [6.0, 12.0, 6.0], atol=1e-6)
     assert ft.target_gpu_hours[:, 0].tolist() == [6.0, 10.0, 8.0]
     plan = solve_plan(prob, method="milp")
     rows = {r["tenant"]: r for r in plan.tenants}

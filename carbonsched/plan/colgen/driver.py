@@ -24,9 +24,9 @@ from carbonsched.plan.colgen.pieces import finish_pieces, piece_reserve_s
 from carbonsched.plan.colgen.repair_mip import repair_incumbent
 from carbonsched.plan.colgen.state import ColgenState
 from carbonsched.plan.colgen.status import add_note, plan_status
-from carbonsched.plan.colgen.warm import CarriedDuals, record
+from carbonsched.plan.colgen.warm import PreviousRun, record
 from carbonsched.plan.gap import relative_gap
-from carbonsched.plan.result import PlanResult, SolverRecord
+from carbonsched.plan.result import PlanResult, SolverRecord, join_clauses
 from carbonsched.plan.sets import PlanSets
 
 
@@ -34,8 +34,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
                  rec: SolverRecord, started: float, progress=None,
                  cg_share: float | None = None,
                  options: ColgenOptions | None = None,
-                 warm_start: np.ndarray | None = None, warm_label: str = "",
-                 carried: CarriedDuals | None = None) -> PlanResult:
+                 previous: PreviousRun | None = None) -> PlanResult:
     """Column generation to the exact LP bound, then a repair MIP (package docstring).
 
     Phases, each on the shared :class:`~carbonsched.plan.colgen.state.ColgenState`: warm-up
@@ -78,19 +77,16 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     options
         The tunables; default :class:`ColgenOptions` () (the environment is not read here:
         :meth:`ColgenOptions.from_env` is the caller's).
-    warm_start
-        The warm-start hook (issue 36 item 2): ``(P, 3)`` ``(job, site, start)`` positions of a
-        previous plan (the previous rolling run's, shifted onto this run's slots), or
-        ``None``. Completed by priced greedy on this solve's prices, it is a candidate like
-        the others, so the repack, passes and repair start from it when it is the best.
-    warm_label
-        What the warm start is, for the note.
-    carried
-        The previous rolling run's multipliers and column pool
+    previous
+        The previous rolling run (issue 36 item 2;
+        :class:`~carbonsched.plan.colgen.warm.PreviousRun`), or None: its plan's positions
+        (shifted onto this run's slots), completed by priced greedy on this solve's prices,
+        are a candidate like the others, so the repack, passes and repair start from it when
+        it is the best; its multipliers and column pool
         (:class:`~carbonsched.plan.colgen.warm.CarriedDuals`, from its result's ``carry``),
-        or ``None``: shifted onto this run's slots, they start the warm-up (fewer rounds,
-        :attr:`ColgenOptions.warmup_carried_rounds`) when their Lagrangian is above the
-        cold start's, and the columns join the master's seeds
+        shifted onto this run's slots, start the warm-up (fewer rounds,
+        :attr:`ColgenOptions.warmup_carried_rounds`) when their Lagrangian is above the cold
+        start's, and the columns join the master's seeds
         (:func:`~carbonsched.plan.colgen.master.carry_in`). ``rec.warm_start`` gets
         ``multipliers: warm: ...`` or ``multipliers: cold: <why>``.
 
@@ -117,6 +113,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     in the direct MILP.
     """
     opt = ColgenOptions() if options is None else options
+    previous = PreviousRun() if previous is None else previous
     if rec.name != "highs":
         add_note(rec, "column generation always uses HiGHS (highspy); CBC has no in-process "
                  "LP interface")
@@ -133,13 +130,12 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
         # one path: the short one below its budget, the master-LP one on small instances
         st = ColgenState(sets=sets, time_limit_s=time_limit_s, mip_gap=mip_gap,
                          threads=threads, rec=rec, started=started, opt=opt, cg_share=share,
-                         progress=progress, warm_start=warm_start, warm_label=warm_label,
-                         carried=carried)
+                         progress=progress, **previous.state_fields())
         states.append(st)
         res = _run_path(st)
     else:
         res = _short_then_long(sets, time_limit_s, first_s, mip_gap, threads, rec, started,
-                               progress, share, opt, warm_start, warm_label, carried, states)
+                               progress, share, opt, previous, states)
     if full_limit_s > time_limit_s:
         res = finish_pieces(states, res, full_limit_s)
     return res
@@ -208,10 +204,8 @@ SHORT_PATH = "short path"
 
 def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_gap: float,
                      threads: int, rec: SolverRecord, started: float, progress,
-                     cg_share: float, opt: ColgenOptions,
-                     warm_start: np.ndarray | None = None, warm_label: str = "",
-                     carried: CarriedDuals | None = None,
-                     states: list[ColgenState] | None = None) -> PlanResult:
+                     cg_share: float, opt: ColgenOptions, previous: PreviousRun,
+                     states: list[ColgenState]) -> PlanResult:
     """The short path in ``first_s``, then the master-LP path in the rest, best of both.
 
     The short path's plan is a candidate of the second path (its repack, passes and repair
@@ -227,16 +221,14 @@ def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_ga
     ----------
     sets, time_limit_s, mip_gap, threads, rec, started, progress, cg_share, opt
         As :func:`solve_colgen`'s (``cg_share`` resolved, ``opt`` not None). [s where a time]
-    warm_start, warm_label
-        As :func:`solve_colgen`'s: a candidate of the short path (and so of the second).
-    carried
-        As :func:`solve_colgen`'s: the short path's warm-up starts from it (the second path
-        resumes from the short path's multipliers).
+    previous
+        As :func:`solve_colgen`'s: its plan is a candidate of the short path (and so of the
+        second) and the short path's warm-up starts from its multipliers (the second path
+        resumes from the short path's).
     first_s
         The short path's budget, counted from ``started``. [s]
     states
-        If given, each path's state is appended to it (the piece phase reads their
-        multipliers).
+        Each path's state is appended to it (the piece phase reads their multipliers).
 
     Returns
     -------
@@ -245,10 +237,8 @@ def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_ga
     """
     st1 = ColgenState(sets=sets, time_limit_s=first_s, mip_gap=mip_gap, threads=threads,
                       rec=rec, started=started, opt=opt, cg_share=cg_share, progress=progress,
-                      force_short=True, warm_start=warm_start, warm_label=warm_label,
-                      carried=carried)
-    if states is not None:
-        states.append(st1)
+                      force_short=True, **previous.state_fields())
+    states.append(st1)
     first = _run_path(st1)
     name1, _ = st1.best()
     obj1, bound1 = first.totals["objective"], rec.bound
@@ -277,8 +267,7 @@ def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_ga
     st2.prior_build_s = rec.build_seconds
     st2.prior = (name1, first)
     st2.prior_bound = -np.inf if bound1 is None else bound1
-    if states is not None:
-        states.append(st2)
+    states.append(st2)
     return _run_path(st2)
 
 
@@ -322,8 +311,8 @@ def finish(st: ColgenState) -> PlanResult:
         st.note("plan from the " + ("short path" if name.startswith(SHORT_PATH)
                                      else "master-LP path") + "; bound the larger of both")
     if st.carried_how and st.carried_how not in rec.warm_start:
-        rec.warm_start = "; ".join(x for x in (rec.warm_start,
-                                               "multipliers: " + st.carried_how) if x)
+        rec.warm_start = join_clauses(rec.warm_start,
+                                      "multipliers: " + st.carried_how)
     # for the next rolling run: the best bound's multipliers, the last master's support
     # (its columns with a positive LP value) and the plan's own options (colgen.warm)
     if st.best_lam is not None:

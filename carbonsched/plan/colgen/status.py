@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from carbonsched.plan.result import PlanStatus, SolverRecord
+from carbonsched.plan.result import PlanStatus, SolverRecord, join_clauses
 
 
 def plan_status(name: str, gap: float | None, mip_gap: float, converged: bool,
@@ -49,4 +49,4 @@ def add_note(rec: SolverRecord, text: str) -> None:
     text
         One clause of the note.
     """
-    rec.note = "; ".join(x for x in (rec.note, text) if x)
+    rec.note = join_clauses(rec.note, text)

@@ -82,6 +82,31 @@ class CarriedDuals:
     bound: float
 
 
+@dataclass(frozen=True)
+class PreviousRun:
+    """What a column-generation solve starts from when a previous rolling run exists.
+
+    Attributes
+    ----------
+    positions
+        ``(P, 3)`` ``(job, site, start)`` positions of the previous run's plan on this run's
+        slots, or None: completed by priced greedy, it is a candidate of the solve.
+    label
+        What that plan is, for the note.
+    carried
+        The previous run's multipliers and column pool, or None.
+    """
+
+    positions: np.ndarray | None = None
+    label: str = ""
+    carried: CarriedDuals | None = None
+
+    def state_fields(self) -> dict[str, object]:
+        """The :class:`~carbonsched.plan.colgen.state.ColgenState` fields it sets."""
+        return {"warm_start": self.positions, "warm_label": self.label,
+                "carried": self.carried}
+
+
 def shift_slots(values: np.ndarray, old_slots: pd.DatetimeIndex,
                 new_slots: pd.DatetimeIndex) -> tuple[np.ndarray, int]:
     """Move ``values`` ``(S, T_old, ...)`` from ``old_slots`` onto ``new_slots`` along axis 1.
