@@ -10,7 +10,7 @@ password by :meth:`Settings.public_dict`, which is all the service ever logs.
 from __future__ import annotations
 
 import os
-from datetime import datetime, time
+from datetime import UTC, datetime, time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -94,6 +94,19 @@ class Settings(BaseSettings):
     ``CARBONSCHED_ROLLING=true``. 24: the daily cron (:attr:`cron_time`). [h]"""
     as_of: datetime | None = None
     """Pin the service's clock at this instant (tz-aware)."""
+    providers_file: Path | None = None
+    """Providers file (``regions/schema.md``, "Providers file"): the signal history and the
+    forecasts the providers publish come from the providers it names — for ``carbonsched
+    plan`` and for every run of the service (daily and rolling, cron and API-triggered),
+    each run planning on them and keeping their published forecasts in the store
+    (docs/providers.md); a provider outage is a named fallback in the plan's notes. Empty:
+    the files in :attr:`data_dir`."""
+    providers_base_url: str = ""
+    """Base URL replacing every provider's own (a mirror, or a loopback server in the tests);
+    empty: each provider's own."""
+    providers_now: datetime | None = None
+    """Pin "now" of the provider clients (ISO 8601; without a zone: UTC), for replaying a
+    recorded fetch; empty: the service's clock (the wall clock, or :attr:`as_of`)."""
     cron_enabled: bool = True
     """Run the daily plan -> dispatch cron inside ``carbonsched serve``."""
     cron_startup_run: bool = True
@@ -240,6 +253,18 @@ class Settings(BaseSettings):
                 "plan covers its date once): set CARBONSCHED_ROLLING=true, or "
                 "CARBONSCHED_ROLLING_RUN_EVERY_HOURS=24")
         return self
+
+    @field_validator("providers_file", "providers_now", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, v: Any) -> Any:
+        # CARBONSCHED_PROVIDERS_FILE= (empty) is no providers file, not the working directory
+        return None if isinstance(v, str) and not v.strip() else v
+
+    @field_validator("providers_now")
+    @classmethod
+    def _providers_now_utc(cls, v: datetime | None) -> datetime | None:
+        # as the command line's --now: a time without a zone is UTC
+        return v.replace(tzinfo=UTC) if v is not None and v.tzinfo is None else v
 
     @field_validator("as_of")
     @classmethod

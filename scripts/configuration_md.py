@@ -41,6 +41,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "sdk_public", "sdk_forecast_hours", "replica_name", "dispatcher", "dispatch_loops",
         "release_interval_s", "status_refresh_s", "reconcile_interval_s",
         "grid_event_interval_s"),
+    "Data providers": ("providers_file", "providers_base_url", "providers_now"),
     "Dispatch": ("slurm_conf_dir", "slurm_use_clusters", "slurm_accounting", "slurm_timezone",
                  "slurm_account", "slurm_shards_per_gpu", "kubeconfig", "k8s_image",
                  "k8s_gpu_share_resource", "k8s_gpu_share_replicas", "k8s_topology_label",
@@ -59,13 +60,7 @@ OTHER_VARIABLES: dict[str, list[tuple[str, str]]] = {
         ("CARBONSCHED_BENCH_REF_GB", "Memory the planner benchmark's reference model may use "
          "before it is skipped. [GB]"),
     ],
-    "Data providers": [
-        ("CARBONSCHED_PROVIDERS_FILE", "Providers file (`regions/schema.md`): `plan --live` and "
-         "`signals` fetch signal history from the providers it names."),
-        ("CARBONSCHED_PROVIDERS_BASE_URL", "Base URL replacing every provider's own (a mirror, "
-         "or a loopback server in the tests)."),
-        ("CARBONSCHED_PROVIDERS_NOW", "Pin \"now\" of the provider clients (ISO 8601 with zone), "
-         "for replaying a recorded fetch."),
+    "Data provider credentials": [
         ("CARBONSCHED_SECRETS_FILE", "TOML file of provider tokens (`[<provider>] token = ...`), "
          "held in memory only."),
         ("ELECTRICITYMAPS_TOKEN", "Electricity Maps API token."),

@@ -120,7 +120,8 @@ class LiveSignals:
     config
         The providers file (:func:`carbonsched.adapters.signals.providers.load_providers`).
     cache
-        :class:`carbonsched.store.signal_cache.SignalCache`.
+        :class:`carbonsched.store.signal_cache.SignalCache`: the cached history, and the kept
+        published forecasts (``keep_published``, ``read_published``).
     clock
         Returns "now" (tz-aware); only hours that ended before it are fetched.
     transport
@@ -449,8 +450,14 @@ class LiveSignals:
           published at 18:00 Brussels time of the day before (the latest time Regulation (EU)
           No 543/2013 art. 14.1(d) allows), so past days are a true archive.
 
-        Forecasts fetched after ``issued_at`` (a plan of a past day) are not fetched: a
-        forecaster issued then could not have read them (named in ``info["not_used"]``).
+        Every row fetched is kept in the store with its publication time (the cache's
+        ``keep_published``: :mod:`carbonsched.store.published_forecasts`; the same key twice
+        is one row). For an issue time in the past (a re-plan of a past day, a backtest) the
+        live forecasts are not fetched — what a provider publishes now a forecaster issued
+        then could not have read — but read from the store: of each feature and hour of the
+        horizon, the latest publication at or before ``issued_at`` (``info["sources"]`` says
+        ``"from": "store"``). When the store keeps none, the forecast is named in
+        ``info["not_used"]``.
 
         Parameters
         ----------
@@ -467,8 +474,9 @@ class LiveSignals:
         -------
         (DataFrame, dict)
             The table (possibly empty) and ``info``: ``sources`` (provider, what, features,
-            rows), ``unavailable`` (provider, what, reason: an outage, a refusal or a
-            malformed answer; the plan runs those models on history and says so) and
+            rows, ``from``: ``provider`` or ``store``), ``unavailable`` (provider, what,
+            reason: an outage, a refusal or a malformed answer; the plan runs those models on
+            history and says so) and
             ``not_used`` (provider, what, why).
         """
         from carbonsched.adapters.signals import electricitymaps_api as em
@@ -482,7 +490,9 @@ class LiveSignals:
         bindings = self.config.site(site.id)
         parts: list[pd.DataFrame] = []
         info: dict[str, Any] = {"sources": [], "unavailable": [], "not_used": []}
-        jobs: list[tuple[ProviderSpec, str, str, Callable[[], pd.DataFrame]]] = []
+        # (provider, what, live or archive, the fetch, the store's zone key, its features)
+        jobs: list[tuple[ProviderSpec, str, str, Callable[[], pd.DataFrame], str,
+                         list[str]]] = []
 
         def stamped(frame: pd.DataFrame, columns: dict[str, str],
                     published: pd.Timestamp | pd.Series) -> pd.DataFrame:
@@ -505,7 +515,8 @@ class LiveSignals:
                 frame, _ = get_open_meteo(self.fetcher(spec.name), site.latitude,
                                           site.longitude, issued_at, end)
                 return stamped(frame, WEATHER_FEATURES, now)
-            jobs.append((spec, "weather forecast", "live", om))
+            jobs.append((spec, "weather forecast", "live", om, site.id,
+                         list(WEATHER_FEATURES.values())))
         ci = bindings["carbon_intensity"]
         spec = self.config.providers[ci.provider]
         zone = ci.zone or site.zone
@@ -520,7 +531,7 @@ class LiveSignals:
                     raise ProviderError(spec.name, f"asked for the {eft} forecast of {zone}, "
                                         f"the answer is {meta.get('emission_factor_type')}")
                 return stamped(frame, {em.CI_COLUMN[eft]: CI_FEATURE}, now)
-            jobs.append((spec, "carbon-intensity forecast", "live", emf))
+            jobs.append((spec, "carbon-intensity forecast", "live", emf, zone, [CI_FEATURE]))
         elif spec.kind == "watttime":
             st = str(spec.options.get("signal_type", "co2_moer"))
 
@@ -534,7 +545,7 @@ class LiveSignals:
                     g = g.tz_localize("UTC") if g.tzinfo is None else g.tz_convert("UTC")
                     pub = min(g, now)
                 return stamped(frame, {wt.SIGNAL_COLUMN[st]: CI_FEATURE}, pub)
-            jobs.append((spec, "carbon-intensity forecast", "live", wtf))
+            jobs.append((spec, "carbon-intensity forecast", "live", wtf, zone, [CI_FEATURE]))
         for b in bindings.values():
             es = self.config.providers[b.provider]
             if es.kind != "entsoe":
@@ -550,15 +561,30 @@ class LiveSignals:
                     frame = frame.assign(wind_mw=frame[wind].sum(axis=1, min_count=1))
                 return stamped(frame, {"wind_mw": "wind_mw", "solar_forecast_mw": "solar_mw"},
                                entsoe_published_at(frame.index))
-            jobs.append((es, "wind and solar day-ahead forecast", "archive", ws))
+            jobs.append((es, "wind and solar day-ahead forecast", "archive", ws, ezone,
+                         ["wind_mw", "solar_mw"]))
             break  # one ENTSO-E area per site
-        for spec, what, kind, job in jobs:
+        for spec, what, kind, job, key, feats in jobs:
             if kind == "live" and now > issued_at:
+                kept = self.cache.read_published(spec.name, key, feats, issued_at, issued_at,
+                                                 end)
+                if len(kept):
+                    newest = kept["published_at"].max()
+                    parts.append(pd.DataFrame({
+                        "feature": kept["feature"], "issued_at": kept["published_at"],
+                        "ts": kept["ts"], "value": kept["value"]}))
+                    info["sources"].append({
+                        "provider": spec.name, "kind": spec.kind,
+                        "what": f"{what} as kept in the store (latest published "
+                                f"{newest.isoformat()})",
+                        "features": sorted(set(kept["feature"])), "rows": int(len(kept)),
+                        "from": "store"})
+                    continue
                 info["not_used"].append({
                     "provider": spec.name, "what": what,
                     "why": f"it would be fetched now ({now.isoformat()}), after the issue time "
                            f"{issued_at.isoformat()}: a forecaster issued then could not have "
-                           "read it"})
+                           "read it; the store keeps none published by then"})
                 continue
             before = self.requests_by_provider().get(spec.name, 0)
             try:
@@ -571,10 +597,13 @@ class LiveSignals:
                           sent, 0, None, str(exc))
                 continue
             rows = rows[rows["issued_at"] <= now]  # a value not yet published is not read
+            # kept with its publication time, so a later plan of this issue time and the
+            # backtests read what was knowable (issue 35)
+            self.cache.keep_published(spec.name, key, rows, now)
             parts.append(rows)
             info["sources"].append({"provider": spec.name, "kind": spec.kind, "what": what,
                                     "features": sorted(set(rows["feature"])),
-                                    "rows": int(len(rows))})
+                                    "rows": int(len(rows)), "from": "provider"})
         table = pd.concat(parts, ignore_index=True) if parts else _empty_exogenous()
         return table, info
 

@@ -7,7 +7,6 @@ infeasible plan or no solution (the plan is still written and printed), 1 on any
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -176,7 +175,8 @@ def plan(
 
             raise typer.Exit(plan_and_dispatch(date.strip() or tomorrow(), catalog, jobs,
                                                data_dir, solver, time_limit, hours, out_file,
-                                               rolling=rolling or None))
+                                               rolling=rolling or None,
+                                               providers_file=providers))
         if rolling:
             raise InputError("--rolling needs --dispatch (the rolling step carries work in "
                              "the store between runs)")
@@ -189,8 +189,9 @@ def plan(
         if providers:
             from carbonsched.cli.signals import live_signals
 
-            live = live_signals(providers, os.environ.get("CARBONSCHED_PROVIDERS_BASE_URL"),
-                                os.environ.get("CARBONSCHED_PROVIDERS_NOW"))
+            now = settings.providers_now
+            live = live_signals(providers, settings.providers_base_url or None,
+                                None if now is None else now.isoformat())
             # the history and the forecasts the providers publish (issue 35 item 3)
             loader, exo_loader = live.load_site_signals, live.exogenous
         # the plan reaches the file before the store, and the screen before the store's error,

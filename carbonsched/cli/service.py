@@ -200,11 +200,13 @@ def token_revoke(
 
 def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path | None,
                       solver: str, time_limit: float, hours: int, out_file: Path | None,
-                      rolling: bool | None = None) -> int:
+                      rolling: bool | None = None, providers_file: Path | None = None) -> int:
     """Run the service's run path once for ``date`` (``carbonsched plan --dispatch``).
 
     :func:`carbonsched.service.runs.execute_run`, as the cron runs it; idempotent by planning
     date: a date that has a run record is not planned again (exit 0, the record is printed).
+    ``providers_file`` (``--providers``) overrides ``CARBONSCHED_PROVIDERS_FILE``: the run
+    plans on the providers' history and published forecasts.
 
     Returns
     -------
@@ -229,7 +231,8 @@ def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path
     from carbonsched.timeaxis import day_start_utc
 
     s = _settings(catalog=catalog, data_dir=data_dir, workload_file=jobs, solver=solver,
-                  time_limit_s=time_limit, horizon_hours=hours, rolling=rolling)
+                  time_limit_s=time_limit, horizon_hours=hours, rolling=rolling,
+                  providers_file=providers_file)
     dispatch = load_dispatch_step(s.dispatcher)
     db = ServiceStore(Store(s.resolved_database_url()))
     from carbonsched.catalog import load_catalog

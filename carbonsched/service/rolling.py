@@ -133,7 +133,8 @@ def warm_start(state: RollingState, run_every_hours: int) -> tuple[WarmStart | N
 def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
                  issued_at: pd.Timestamp, new_jobs: list[Job], workload: Workload,
                  data_dir: Any, solver: str, time_limit_s: float, horizon_hours: int,
-                 run_every_hours: int = 24) -> RollingStep:
+                 run_every_hours: int = 24, signal_loader: Any = None,
+                 exogenous_loader: Any = None) -> RollingStep:
     """Plan one rolling step (see the module docstring); nothing is written yet.
 
     Parameters
@@ -155,6 +156,10 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
         As for :func:`carbonsched.pipeline.daily.run_daily_plan`.
     horizon_hours, run_every_hours
         ``H`` and the hours to the next run. [h]
+    signal_loader, exogenous_loader
+        As for :func:`~carbonsched.pipeline.daily.run_daily_plan`: the providers' history and
+        published forecasts (:mod:`carbonsched.service.providers`); ``None``: the files,
+        history only.
 
     Raises
     ------
@@ -173,7 +178,8 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
     start, cold = warm_start(rp.state, run_every_hours)
     daily = run_daily_plan(pdate, catalog_ref, Workload(jobs=jobs, inference=inf), data_dir,
                            solver, time_limit_s, horizon_hours, running=running, issued_at=t,
-                           warm_start=start)
+                           warm_start=start, signal_loader=signal_loader,
+                           exogenous_loader=exogenous_loader)
     run = rp.apply(t, daily.problem, daily.result, ended)
     keep_carried(store, catalog_ref, t, rp.state.carried)
     doc = daily.document

@@ -41,6 +41,12 @@ from carbonsched.errors import (
     ProviderUnavailableError,
 )
 from carbonsched.pipeline.document import read_plan_document
+from carbonsched.service.providers import (
+    NO_PROVIDERS,
+    RunLoaders,
+    run_loaders,
+    service_providers,
+)
 
 log = logging.getLogger("carbonsched.service.runs")
 
@@ -415,7 +421,10 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
     Each call reads the configured workload (``settings.workload_file``, or the catalog's demo
     day), adds the jobs submitted through the API and plans the date: the daily plan
     (:func:`carbonsched.pipeline.daily.run_daily_plan`), or with ``settings.rolling`` one
-    rolling step (:func:`carbonsched.service.rolling.rolling_step`). The document gets a
+    rolling step (:func:`carbonsched.service.rolling.rolling_step`). With
+    ``settings.providers_file`` both plan on the providers' history and published forecasts
+    (:mod:`carbonsched.service.providers`: the process's one provider client set, a new run
+    budget per run; an outage is a named fallback in the notes). The document gets a
     ``run`` section (planning date, issue time, trigger, API jobs), is written to ``out_file``,
     then stored with its forecasts; the rolling state and the API jobs' states are recorded,
     ``on_plan`` is told, and the plan is dispatched (:func:`finish_run`; a rolling step with
@@ -442,19 +451,32 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
     ------
     InputError
         The catalog cannot be loaded (when the pipeline is built, before any run).
+    CatalogError
+        The providers file cannot be read (when the pipeline is built, before any run).
     """
     from carbonsched.catalog import load_catalog
     from carbonsched.workload.files import demo_workload, read_workload
 
     catalog = load_catalog(settings.catalog)
+    providers = service_providers(settings, service_store.store)
 
     def run(pdate: str, issued_at: datetime, trigger: str) -> RunOutcome:
         t0 = _time.perf_counter()
         wl = (read_workload(settings.workload_file) if settings.workload_file
               else demo_workload(catalog, pdate))
         t = pd.Timestamp(issued_at).tz_convert("UTC")
-        step = (_plan_rolling(settings, service_store, catalog, wl, pdate, t) if settings.rolling
-                else _plan_daily(settings, service_store, wl, pdate, t))
+        with run_loaders(providers, clock) as loaders:
+            step = (_plan_rolling(settings, service_store, catalog, wl, pdate, t, loaders)
+                    if settings.rolling
+                    else _plan_daily(settings, service_store, wl, pdate, t, loaders))
+            if loaders.prefetch is not None:
+                # a run that started at or after its issue time could not fetch its own
+                # forecasts, nor will the next one of its cadence: keep them for it now
+                every = settings.rolling_run_every_hours if settings.rolling else 24
+                pre = loaders.prefetch(catalog, t, t + pd.Timedelta(hours=every),
+                                       settings.horizon_hours)
+                if pre:
+                    step.doc.setdefault("notes", []).append(pre)
         doc = step.doc
         doc["run"] = {"planning_date": pdate, "issued_at": t.isoformat(), "trigger": trigger,
                       "api_jobs": len(step.api_ids)}
@@ -534,13 +556,18 @@ def replaced_plans_note(service_store: Any, catalog: str, pdate: str, trigger: s
 
 
 def _plan_daily(settings: Any, service_store: Any, wl: Workload, pdate: str,
-                t: pd.Timestamp) -> _Planned:
-    """The daily plan of ``pdate`` with the API jobs whose window overlaps the horizon."""
+                t: pd.Timestamp, loaders: RunLoaders = NO_PROVIDERS) -> _Planned:
+    """The daily plan of ``pdate`` with the API jobs whose window overlaps the horizon.
+
+    ``loaders``: the providers' history and published forecasts, or the files (default).
+    """
     from carbonsched.pipeline.daily import run_daily_plan
 
     wl, api_ids = with_submitted_jobs(wl, service_store, t, settings.horizon_hours)
     daily = run_daily_plan(pdate, settings.catalog, wl, settings.data_dir, settings.solver,
-                           settings.time_limit_s, settings.horizon_hours)
+                           settings.time_limit_s, settings.horizon_hours,
+                           signal_loader=loaders.signal_loader,
+                           exogenous_loader=loaders.exogenous_loader)
     doc = daily.document
 
     def record(db: Any, now: datetime) -> None:
@@ -550,8 +577,10 @@ def _plan_daily(settings: Any, service_store: Any, wl: Workload, pdate: str,
 
 
 def _plan_rolling(settings: Any, service_store: Any, catalog: Catalog, wl: Workload,
-                  pdate: str, t: pd.Timestamp) -> _Planned:
+                  pdate: str, t: pd.Timestamp, loaders: RunLoaders = NO_PROVIDERS) -> _Planned:
     """One rolling step: new work is ``wl`` plus every API job not committed yet.
+
+    ``loaders``: the providers' history and published forecasts, or the files (default).
 
     Recorded: the rolling state, then the API jobs (committed → ``Planned``; deferred →
     ``Pending`` with reason ``NotCommitted``; ended → ``Failed`` with the reason).
@@ -565,7 +594,9 @@ def _plan_rolling(settings: Any, service_store: Any, catalog: Catalog, wl: Workl
     step = rolling_step(service_store.store, catalog, settings.catalog, pdate, t,
                         list(wl.jobs) + api, wl, settings.data_dir, settings.solver,
                         settings.time_limit_s, settings.horizon_hours,
-                        settings.rolling_run_every_hours)
+                        settings.rolling_run_every_hours,
+                        signal_loader=loaders.signal_loader,
+                        exogenous_loader=loaders.exogenous_loader)
     doc = step.daily.document
 
     def record(db: Any, now: datetime) -> None:

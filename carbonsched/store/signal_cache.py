@@ -161,3 +161,28 @@ class SignalCache:
         with Session(self.engine) as s:
             ts = s.execute(q).scalar()
         return None if ts is None else pd.Timestamp(ts).tz_convert("UTC")
+
+    # ------------------------------------------------------------ published forecasts
+    def keep_published(self, provider: str, zone: str, table: pd.DataFrame,
+                       fetched_at: pd.Timestamp) -> int:
+        """Keep one fetch of a provider's published forecast; returns rows newly stored.
+
+        :func:`carbonsched.store.published_forecasts.write_published` on this cache's store
+        (``table``: ``feature``, ``issued_at`` = publication time, ``ts``, ``value``).
+        """
+        from carbonsched.store.published_forecasts import write_published
+
+        return write_published(self.store, provider, zone, table, fetched_at)
+
+    def read_published(self, provider: str, zone: str, features: list[str],
+                       issued_at: pd.Timestamp, start: pd.Timestamp,
+                       end: pd.Timestamp) -> pd.DataFrame:
+        """The kept forecasts of ``provider`` for ``zone`` knowable at ``issued_at``.
+
+        :func:`carbonsched.store.published_forecasts.published_forecasts` (the latest
+        publication at or before ``issued_at`` of each feature and hour of ``[start, end)``).
+        """
+        from carbonsched.store.published_forecasts import published_forecasts
+
+        return published_forecasts(self.store, zone, features, issued_at, start, end,
+                                   provider=provider)
