@@ -157,6 +157,24 @@ def _merge_errors(parts: list[dict[str, Any]], scope: str | None) -> dict[str, A
             for sid, a in sorted(acc.items())}
 
 
+def per_window(wins: list[tuple[str, str]], rm: list[dict[str, Any]],
+               rd: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per window: its policies with the oracle share (recomputed here, since the
+    milp replay has no oracle of its own and the oracle is added after), and its milp runs.
+
+    ``rm`` are the milp replays with the oracle's policy merged in, ``rd`` the day-bounded
+    replays (empty when skipped).
+    """
+    return [{"window": w, "rolling": _sum_policies([m]), "milp_runs": m.get("runs"),
+             "day_bounded": d["policies"] if d else None,
+             "agnostic_identical": m["agnostic_identical"],
+             "milp_notes": m["notes"], "oracle_notes": m["oracle_notes"],
+             "forecast_fallbacks": m["forecast_fallbacks"],
+             "filled_signal_hours": m["filled_signal_hours"],
+             "day_bounded_oracle_unproven": (d or {}).get("oracle_unproven_days")}
+            for w, m, d in zip(wins, rm, rd or [None] * len(wins), strict=True)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--start", default="2023-01-01")
@@ -210,14 +228,7 @@ def main() -> None:
            "forecast_error_rolling_committed": _merge_errors(rm, "committed"),
            "forecast_error_rolling_horizon": _merge_errors(rm, "horizon"),
            "forecast_error_day_bounded": _merge_errors(rd, None) if rd else None,
-           "per_window": [{"window": w, "rolling": m["policies"],
-                           "day_bounded": d["policies"] if d else None,
-                           "agnostic_identical": m["agnostic_identical"],
-                           "milp_notes": m["notes"], "oracle_notes": m["oracle_notes"],
-                           "forecast_fallbacks": m["forecast_fallbacks"],
-                           "filled_signal_hours": m["filled_signal_hours"],
-                           "day_bounded_oracle_unproven": (d or {}).get("oracle_unproven_days")}
-                          for w, m, d in zip(wins, rm, rd or [None] * len(wins), strict=True)]}
+           "per_window": per_window(wins, rm, rd)}
     Path(args.out).write_text(json.dumps(out, indent=1, default=str))
     keys = ("emissions_kg", "reduction_pct", "oracle_share", "reduction_with_unplaced_pct",
             "oracle_share_with_unplaced", "kg_per_mwh_work", "work_it_mwh", "unplaced_it_mwh",

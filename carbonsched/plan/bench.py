@@ -31,6 +31,10 @@ FALLBACK_WORDS = ("fall", "instead", "only", "greedy", "in one piece", "as whole
                   "no incumbent", "cold:", "stopped", "skipped", "not modelled", "unplaced")
 """Words that mark a clause of the solver's note as a fallback (what the solve did instead of
 what was asked, or modelled more coarsely)."""
+PROVENANCE_PREFIXES = ("plan from ", "the short path (")
+"""Clauses that say which candidate or path the plan came from (``plan from priced greedy +
+moves (...)``, the staged solve's ``the short path (...) ran first ...``): provenance, not a
+fallback, although they name a greedy candidate."""
 
 
 def solve_fallbacks(requested: str, res: Any) -> list[str]:
@@ -48,7 +52,7 @@ def solve_fallbacks(requested: str, res: Any) -> list[str]:
     list of str
         One line per fallback, in the order found; empty when the solve did what was asked.
         Clauses are the note's ``;``-separated parts that contain one of
-        :data:`FALLBACK_WORDS`.
+        :data:`FALLBACK_WORDS` and do not start with one of :data:`PROVENANCE_PREFIXES`.
     """
     rec = res.solver
     out = []
@@ -57,7 +61,8 @@ def solve_fallbacks(requested: str, res: Any) -> list[str]:
     if str(res.status) == "heuristic":
         out.append(f"greedy plan (status heuristic, {rec.greedy_unplaced} job(s) it left out)")
     for clause in (c.strip() for c in (rec.note or "").split(";")):
-        if clause and any(w in clause for w in FALLBACK_WORDS):
+        if clause and not clause.startswith(PROVENANCE_PREFIXES) \
+                and any(w in clause for w in FALLBACK_WORDS):
             out.append(clause)
     return out
 

@@ -73,3 +73,25 @@ def test_the_bench_helpers_format_a_gap_and_name_the_commit(tmp_path):
         ["—", "no bound", "0.25 %", "0.00 %"]
     assert git_commit(tmp_path) == "unknown"            # not a Git checkout
     assert join_clauses("a", "", None, "b") == "a; b" and join_clauses("", None) == ""
+
+
+def test_solve_fallbacks_names_fallbacks_not_where_the_plan_came_from():
+    """Known-bad (the rolling-step results): the provenance clauses named a greedy candidate
+    and were listed as fallbacks."""
+    from types import SimpleNamespace
+
+    from carbonsched.plan.bench import solve_fallbacks
+
+    note = ("column generation plans 2 preemptible job(s) in one piece; "
+            "plan from priced greedy + moves (greedy 2.0, priced greedy 1.5); "
+            "the short path (smoothed dual, no master LP) ran first in 29.0 s: plan 1.5 kg "
+            "from priced greedy, bound 1.0 kg; no master LP solved in the budget: the plan is "
+            "priced greedy on the warm-up's multipliers")
+    res = SimpleNamespace(status="feasible",
+                          solver=SimpleNamespace(method="colgen", note=note,
+                                                 greedy_unplaced=None))
+    assert solve_fallbacks("auto", res) == [
+        "column generation plans 2 preemptible job(s) in one piece",
+        "no master LP solved in the budget: the plan is priced greedy on the warm-up's "
+        "multipliers"]
+    assert solve_fallbacks("milp", res)[0] == "method: asked milp, ran colgen"
