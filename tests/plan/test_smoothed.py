@@ -197,3 +197,27 @@ def test_short_budget_plans_break_no_rule_and_bound_below_the_objective(inst):
     if res.solver.bound is not None:
         assert res.solver.bound <= res.totals["objective"] + 1e-6 * max(
             1.0, abs(res.totals["objective"]))
+
+
+@PROPS
+@given(inst=instances(), seed=st.integers(0, 10_000))
+def test_windows_of_one_class_price_as_the_whole_grid(inst, seed):
+    """The evaluation prices each window of a group's classes only over the starts they allow
+    (:data:`smoothed.WINDOW_ROWS`): windows of one class each and one window per group give
+    the same smoothed and exact values, gradient and chosen options (each class's options lie
+    in its window, so nothing is priced differently)."""
+    prob, _ = inst
+    sets, lay, _ = _setup(prob)
+    assume(bool(sets.inf_sites[lay.demands].any(axis=1).all()))
+    evs = []
+    for rows in (1, 10**9):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(sm, "WINDOW_ROWS", rows)
+            evs.append(sm._Evaluator(sets, lay))
+    one, whole = evs
+    x = _random_x(one, seed, scale=0.2)
+    a, b = one(x, 0.05, want_opts=True), whole(x, 0.05, want_opts=True)
+    assert a[0] == pytest.approx(b[0], rel=1e-12, abs=1e-9)
+    assert a[1] == pytest.approx(b[1], rel=1e-12, abs=1e-9)
+    np.testing.assert_allclose(a[2], b[2], rtol=1e-12, atol=1e-9)
+    assert sorted(map(tuple, a[3].tolist())) == sorted(map(tuple, b[3].tolist()))
