@@ -203,7 +203,7 @@ def test_short_budget_plans_break_no_rule_and_bound_below_the_objective(inst):
 @given(inst=instances(), seed=st.integers(0, 10_000))
 def test_windows_of_one_class_price_as_the_whole_grid(inst, seed):
     """The evaluation prices each window of a group's classes only over the starts they allow
-    (:data:`smoothed.WINDOW_ROWS`): windows of one class each and one window per group give
+    (:data:`layout.WINDOW_ROWS`): windows of one class each and one window per group give
     the same smoothed and exact values, gradient and chosen options (each class's options lie
     in its window, so nothing is priced differently)."""
     prob, _ = inst
@@ -221,3 +221,35 @@ def test_windows_of_one_class_price_as_the_whole_grid(inst, seed):
     assert a[1] == pytest.approx(b[1], rel=1e-12, abs=1e-9)
     np.testing.assert_allclose(a[2], b[2], rtol=1e-12, atol=1e-9)
     assert sorted(map(tuple, a[3].tolist())) == sorted(map(tuple, b[3].tolist()))
+
+
+@PROPS
+@given(inst=instances(), seed=st.integers(0, 10_000))
+def test_pricing_in_windows_of_one_class_is_pricing_on_the_whole_grid(inst, seed):
+    """:func:`pricing.price` prices windows of classes over the starts they allow: windows of
+    one class and one window per group give the same reduced costs, sites and starts."""
+    from carbonsched.plan.colgen import pricing
+
+    prob, _ = inst
+    sets, lay, _ = _setup(prob)
+    duals = -np.abs(np.random.default_rng(seed).normal(size=lay.n_rows)) * 0.1
+    got = {}
+    for rows in (1, 10**9):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(pricing, "WINDOW_ROWS", rows)
+            for k in (1, 2):
+                got[rows, k] = pricing.price(sets, lay, duals, lay.reps, k=k, chunk=10**9)
+    for k in (1, 2):
+        rc1, rc2 = got[1, k][0], got[10**9, k][0]
+        np.testing.assert_array_equal(np.isfinite(rc1), np.isfinite(rc2))
+        fin = np.isfinite(rc1)
+        np.testing.assert_allclose(rc1[fin], rc2[fin], rtol=1e-12, atol=1e-12)
+    # the best option: the first of equal ones in (site, start) order on both
+    (rc1, s1, t1), (_, s2, t2) = got[1, 1], got[10**9, 1]
+    fin = np.isfinite(rc1)
+    assert (s1[fin] == s2[fin]).all() and (t1[fin] == t2[fin]).all()
+    # every option priced is one the class may take
+    ok = np.isfinite(rc1[:, 0])
+    j = lay.reps[ok]
+    assert (sets.job_first[j] <= t1[ok, 0]).all() and (t1[ok, 0] <= sets.job_last[j]).all()
+    assert sets.job_sites[j, s1[ok, 0]].all()

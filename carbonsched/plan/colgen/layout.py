@@ -358,6 +358,16 @@ def fixed_columns(sets: PlanSets, lay: Layout, classes: np.ndarray, integer: boo
             "kinds": np.concatenate(kinds), "ys": np.stack([dd, ss], axis=1)}
 
 
+WINDOW_ROWS = 64
+"""Classes per window when a class group is priced (:func:`carbonsched.plan.colgen.pricing.price`,
+the smoothed dual's evaluation): a group's classes, ordered by their first and last allowed
+start, are cut into windows of this many, each priced only over the starts between its
+first and last (a class has no option outside its window, so nothing is priced differently).
+On the 10k × 16 × 72 h rolling step (96 slots with the tail, 6,350 classes in 178 groups) 64
+prices 2.6 times fewer (class, site, start) cells than the whole grid (128: 2.2, 512: 1.6);
+on 10k × 16 × 48 h 1.6 times fewer. [classes]"""
+
+
 def allowed_starts(sets: PlanSets, jobs: np.ndarray) -> np.ndarray:
     """``(n, S, T)``: the job may start at the site and slot (allowed site, inside its window).
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from carbonsched.plan.colgen.grid import kw_slot_cost
-from carbonsched.plan.colgen.layout import Layout, allowed_starts
+from carbonsched.plan.colgen.layout import WINDOW_ROWS, Layout, allowed_starts
 from carbonsched.plan.colgen.options import ColgenOptions
 from carbonsched.plan.sets import PlanSets
 
@@ -25,7 +25,10 @@ def price(sets: PlanSets, lay: Layout, duals: np.ndarray, reps: np.ndarray, k: i
     k
         Options kept per class.
     chunk
-        Classes priced per numpy block (:attr:`ColgenOptions.price_chunk`).
+        At most this many classes priced per numpy block (:attr:`ColgenOptions.price_chunk`);
+        a class group is priced in windows of at most
+        :data:`~carbonsched.plan.colgen.layout.WINDOW_ROWS` classes with near starts (ordered
+        by first and last start), each over only the starts its classes allow.
 
     Returns
     -------
@@ -60,14 +63,21 @@ def price(sets: PlanSets, lay: Layout, duals: np.ndarray, reps: np.ndarray, k: i
         wm[:, : n_t - d + 1] = cum_mu[:, d:] - cum_mu[:, : n_t - d + 1]
         for g in np.unique(gt[dur == d]):
             sel_all = np.flatnonzero((dur == d) & (gt == g))
-            for c0 in range(0, len(sel_all), chunk):
-                sel = sel_all[c0: c0 + chunk]
+            # windows of classes with near starts, each priced over the starts it allows
+            sel_all = sel_all[np.lexsort((sets.job_last[reps[sel_all]],
+                                          sets.job_first[reps[sel_all]]))]
+            win = max(1, min(chunk, WINDOW_ROWS))
+            for c0 in range(0, len(sel_all), win):
+                sel = sel_all[c0: c0 + win]
                 j = reps[sel]
+                a = int(np.clip(sets.job_first[j].min(), 0, n_t - 1))
+                b = int(np.clip(sets.job_last[j].max() + 1, a + 1, n_t))
                 unused = (1.0 - sets.job_last_frac[j])[:, None, None]
-                rc = (sets.job_kw[j][:, None, None] * (wk[None] - unused * el[None])
-                      - sets.job_gpus[j][:, None, None] * wm[None, :, :, g]
-                      - pi[sel][:, None, None])                            # (n, S, T)
-                rc = np.where(allowed_starts(sets, j), rc, np.inf).reshape(len(sel), -1)
+                rc = (sets.job_kw[j][:, None, None] * (wk[None, :, a:b] - unused * el[None, :, a:b])
+                      - sets.job_gpus[j][:, None, None] * wm[None, :, a:b, g]
+                      - pi[sel][:, None, None])                        # (n, S, b - a)
+                rc = np.where(allowed_starts(sets, j)[:, :, a:b], rc,
+                              np.inf).reshape(len(sel), -1)
                 kk = min(k, rc.shape[1])
                 if kk == 1:
                     best = np.argmin(rc, axis=1)[:, None]
@@ -77,8 +87,8 @@ def price(sets: PlanSets, lay: Layout, duals: np.ndarray, reps: np.ndarray, k: i
                         part, np.argsort(np.take_along_axis(rc, part, 1), axis=1), 1)
                 rows = np.arange(len(sel))[:, None]
                 out_rc[sel, :kk] = rc[rows, best]
-                out_s[sel, :kk] = best // n_t
-                out_t[sel, :kk] = best % n_t
+                out_s[sel, :kk] = best // (b - a)
+                out_t[sel, :kk] = a + best % (b - a)
     return out_rc, out_s, out_t
 
 

@@ -30,7 +30,8 @@ warm-up's multipliers: 2,077.9 kg (0.13 % short) in 7 s; at one temperature it p
 The usage of all the options of a class group (same duration and GPU type) is the soft-max
 weights summed over the classes, then spread over the covered hours by a box filter along
 :math:`t` (cumulative sums); the reduced costs of a group and its expected use are one
-matrix product each. A group's classes are priced in windows of :data:`WINDOW_ROWS`, each
+matrix product each. A group's classes are priced in windows of
+:data:`~carbonsched.plan.colgen.layout.WINDOW_ROWS`, each
 over only the starts its classes allow (:func:`_windows`). One evaluation took 29 ms at 10k jobs
 over 48 h (4,632 classes, 124 groups) on the whole grid, 43 ms with the products written out
 elementwise.
@@ -46,7 +47,7 @@ from scipy.optimize import minimize
 
 from carbonsched.plan.colgen.grid import absorb_slot_credit, kw_slot_cost
 from carbonsched.plan.colgen.lagrangian_dual import duals_from, inference_prices
-from carbonsched.plan.colgen.layout import Layout, allowed_starts
+from carbonsched.plan.colgen.layout import WINDOW_ROWS, Layout, allowed_starts
 from carbonsched.plan.colgen.options import ColgenOptions
 from carbonsched.plan.sets import PlanSets
 
@@ -78,15 +79,6 @@ class SmoothedDual:
     evaluations: int
     temperatures: list
     seconds: float
-
-
-WINDOW_ROWS = 64
-"""Classes per window of a class group in the smoothed dual's evaluation: a group's classes,
-ordered by their first and last allowed start, are cut into windows of this many, each priced
-only over the starts between its first and last (a class has no option outside its window, so
-the value and gradient are the same). On the 10k × 16 × 72 h rolling step (96 slots with the
-tail, 6,350 classes in 178 groups) 64 prices 2.6 times fewer (class, site, start) cells than
-the whole grid (128: 2.2, 512: 1.6); on 10k × 16 × 48 h 1.6 times fewer. [classes]"""
 
 
 def _windows(sel: np.ndarray, j: np.ndarray, ok: np.ndarray, coef: np.ndarray, use: np.ndarray
