@@ -163,8 +163,8 @@ def _short_at(per_job: float):
 def test_a_budget_under_the_per_job_limit_takes_the_smoothed_dual():
     # 2 jobs, 60 s: short above 30 s per job
     prob, res = _short_at(30.001)
-    assert "short budget (60.0 s for 2 jobs, less than 30001 ms per job): no master LP" \
-        in res.solver.note
+    assert ("short budget (60.0 s for 2 jobs over 2 slots, less than 60.0 s: 30001 ms per "
+            "job per 48 slots): no master LP") in res.solver.note
     assert "priced greedy on the smoothed dual's multipliers" in res.solver.note
     assert res.solver.bound <= res.totals["objective"] + 1e-9
     # the smoothed dual reaches the LP's 2.6 kg; the GPU-type split then proves 4.4
@@ -253,3 +253,17 @@ def test_pricing_in_windows_of_one_class_is_pricing_on_the_whole_grid(inst, seed
     j = lay.reps[ok]
     assert (sets.job_first[j] <= t1[ok, 0]).all() and (t1[ok, 0] <= sets.job_last[j]).all()
     assert sets.job_sites[j, s1[ok, 0]].all()
+
+
+def test_the_short_path_budget_grows_with_the_slots_past_48():
+    """The per-job budget was measured on 48 hourly slots: a 96-slot grid (a 72 h rolling step
+    with its tail) needs twice the budget before a master LP is tried; 48 slots or fewer, the
+    per-job budget itself (just-at-the-limit: 48)."""
+    from types import SimpleNamespace
+
+    from carbonsched.plan.colgen.budget import short_path_s
+
+    opt = ColgenOptions(smooth_s_per_job=3e-3)
+    for slots, want in ((3, 30.0), (48, 30.0), (49, 30.0 * 49 / 48), (96, 60.0), (384, 240.0)):
+        sets = SimpleNamespace(placeable=np.arange(10_000), pue=np.ones((16, slots)))
+        assert short_path_s(sets, opt) == pytest.approx(want, rel=1e-12), slots

@@ -61,7 +61,8 @@ Beyond that, measured on 1k and 10k × 16 × 48 at loads 0.6 and 0.8 (where capa
   docs/benchmarks/planner-log.md#planner-3-15) from the last master's duals, which lifted a
   one-master bound from 3,388.4 to 7,538.1 kg in 2.8 s (LP 7,786.1; 10k x 16 x 48 at load 0.8,
   seed 1) where the Polyak steps reached 3,901.0;
-* a budget under :attr:`ColgenOptions.smooth_s_per_job` per job (10k jobs in 20 s) solves no master:
+* a budget under :attr:`ColgenOptions.smooth_s_per_job` per job and 48 slots (10k jobs over 48
+  hourly slots in 20 s; :func:`~carbonsched.plan.colgen.budget.short_path_s`) solves no master:
   the smoothed dual, started from the warm-up's multipliers, gives the bound (seed 0 at load
   0.3: 0.13 % below the LP in 7 s) and the multipliers the plan is priced with;
 * the priced greedy (the Lagrangian heuristic every pass starts from) places jobs in

@@ -24,6 +24,37 @@ def tail_s(sets: PlanSets, per_job_s: float = ColgenOptions.tail_s_per_job) -> f
     return per_job_s * len(sets.placeable)
 
 
+SHORT_PATH_SLOTS = 48
+"""Slots of the grid :attr:`ColgenOptions.smooth_s_per_job` was measured on (10k × 16 × 48 h,
+hourly: 3 ms per job is where a master LP and a plan fit in the budget). [slots]"""
+
+
+def short_path_s(sets: PlanSets, options: ColgenOptions | None = None) -> float:
+    """The budget below which column generation solves no master LP: the short path. [s]
+
+    :attr:`ColgenOptions.smooth_s_per_job` per placeable job, scaled by the grid's slots over
+    :data:`SHORT_PATH_SLOTS` where the grid is longer (a master's capacity and power rows grow
+    with the slots, and so does its solve): a 72 h rolling step (96 hourly slots with the
+    tail) has 60 s at 10k jobs, a 15-minute grid four times as many slots. Measured on the
+    10k × 16 × 72 h rolling step (20 % of the fleet running, 30 % preemptible, 60 s, seeds 0
+    / 1, an idle machine): with the short path first in half the budget and a master-LP path
+    in the rest, no master LP was solved in its 28 s and the plans were 9.4 / 14.9 % above
+    their bounds; the short path alone in the whole budget, 2.8 / 2.4 % (BENCHMARKS.md
+    section 17c).
+
+    Parameters
+    ----------
+    sets
+        Compiled sets (placeable jobs; slots ``sets.pue.shape[1]``).
+    options
+        ``smooth_s_per_job``; defaults when None.
+    """
+    opt = ColgenOptions() if options is None else options
+    n_t = sets.pue.shape[1]
+    return (opt.smooth_s_per_job * max(len(sets.placeable), 1)
+            * max(1.0, n_t / SHORT_PATH_SLOTS))
+
+
 def plan_overhead_s(sets: PlanSets,
                     per_10k_s: float = ColgenOptions.own_pass_overhead_s) -> float:
     """Seconds kept after a pass's MIP for its build, HiGHS's overrun and the plan. [s]

@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 from carbonsched.plan.colgen.bounds import split_bounds
-from carbonsched.plan.colgen.budget import tail_s
+from carbonsched.plan.colgen.budget import short_path_s, tail_s
 from carbonsched.plan.colgen.classes import count_options, plan_options
 from carbonsched.plan.colgen.incumbents import early_moves, final_moves, incumbents, repack
 from carbonsched.plan.colgen.master import (
@@ -45,7 +45,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     note).
 
     Monotone in the limit: from :attr:`ColgenOptions.short_first_min_jobs` placeable jobs on,
-    a limit at or above the short path's (:attr:`ColgenOptions.smooth_s_per_job` per job)
+    a limit at or above the short path's (:func:`~carbonsched.plan.colgen.budget.short_path_s`)
     runs the short path first in :attr:`ColgenOptions.short_first_share` of it and keeps its
     plan and bound; the master-LP path then runs in the rest from the short path's warm-up,
     multipliers and plan, and the better plan with the larger bound is returned (the note
@@ -122,7 +122,7 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     # preemptible jobs: time kept for the piece phase (bound over piece plans, repair MIP)
     full_limit_s = time_limit_s
     time_limit_s -= piece_reserve_s(sets, time_limit_s)
-    short_s = opt.smooth_s_per_job * max(len(sets.placeable), 1)
+    short_s = short_path_s(sets, opt)
     first_s = min(opt.short_first_share * time_limit_s, short_s)
     states: list[ColgenState] = []
     if (opt.short_first_share <= 0 or time_limit_s < short_s

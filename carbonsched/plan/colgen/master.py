@@ -12,7 +12,7 @@ import highspy
 import numpy as np
 
 from carbonsched.plan.baselines import greedy_from_sets
-from carbonsched.plan.colgen.budget import tail_s
+from carbonsched.plan.colgen.budget import SHORT_PATH_SLOTS, short_path_s, tail_s
 from carbonsched.plan.colgen.classes import job_classes, plan_options
 from carbonsched.plan.colgen.grid import kw_slot_cost
 from carbonsched.plan.colgen.lagrangian_dual import (
@@ -133,9 +133,9 @@ def warm_up(st: ColgenState) -> None:
     """Classes, layout, greedy plan and the seeds of the master; the Lagrangian warm-up.
 
     Sets ``cls``, ``lay``, ``greedy``, ``seeds``, ``lb``, ``warm_duals``, ``best_lam``,
-    ``warm_s`` and ``short``; on a budget under :attr:`ColgenOptions.smooth_s_per_job` per
-    job no master LP follows and the smoothed dual gives the bound
-    (:func:`short_budget_dual`).
+    ``warm_s`` and ``short``; on a budget under
+    :func:`~carbonsched.plan.colgen.budget.short_path_s` no master LP follows and the smoothed
+    dual gives the bound (:func:`short_budget_dual`).
     """
     sets, opt = st.sets, st.opt
     st.tb = time.perf_counter()
@@ -159,8 +159,7 @@ def warm_up(st: ColgenState) -> None:
         # master, the smoothed dual from the carried multipliers in its place (the short
         # path runs it anyway, short_budget_dual)
         rounds = 0
-        short = st.force_short or (
-            st.time_limit_s < opt.smooth_s_per_job * max(len(sets.placeable), 1))
+        short = st.force_short or st.time_limit_s < short_path_s(sets, opt)
         if not short and opt.warmup_carried_share > 0:
             tw = time.perf_counter()
             sd = smoothed_ascent(sets, lay, opt.warmup_carried_share * st.time_limit_s,
@@ -198,8 +197,7 @@ def warm_up(st: ColgenState) -> None:
                f"{len(wu.pool)} options visited")
     # a budget too short for a master LP and a plan (10k x 16 x 48 in 20 s: one interior-point
     # master took 6 s and its duals bounded worse than the warm-up): the smoothed dual instead
-    st.short = st.force_short or (
-        st.time_limit_s < opt.smooth_s_per_job * max(len(sets.placeable), 1))
+    st.short = st.force_short or st.time_limit_s < short_path_s(sets, opt)
     st.priced_by = "warm-up"
     if st.short and st.left() > opt.smooth_plan_share * st.time_limit_s:
         short_budget_dual(st)
@@ -270,8 +268,10 @@ def short_budget_dual(st: ColgenState) -> None:
     st.seeds.append(sd.pool)
     st.say(f"smoothed dual: {sd.evaluations} evaluations, bound {sd.bound:.3f} "
            f"({sd.seconds:.1f} s)")
-    head = (f"short budget ({st.time_limit_s:.1f} s for {len(sets.placeable)} jobs, less "
-            f"than {opt.smooth_s_per_job * 1000:g} ms per job): no master LP; ")
+    head = (f"short budget ({st.time_limit_s:.1f} s for {len(sets.placeable)} jobs over "
+            f"{sets.pue.shape[1]} slots, less than {short_path_s(sets, opt):.1f} s: "
+            f"{opt.smooth_s_per_job * 1000:g} ms per job per {SHORT_PATH_SLOTS} slots): "
+            "no master LP; ")
     if sd.bound > st.lb:
         was = f"{st.lb:.3f} (warm-up) -> " if np.isfinite(st.lb) else ""
         st.note(head + f"the bound is the smoothed Lagrangian dual's, {was}"
