@@ -132,17 +132,21 @@ def test_free_port_block_skips_a_busy_block_and_fits_at_the_limit() -> None:
     from carbonsched.ports import free_port, free_port_block
 
     assert free_port() > 0
-    # two blocks of 10 in [21000, 21020): the first has a busy port, the second is taken
+    # a block of 20 free now (a multiple of 20, so two blocks of 10), not a fixed port range:
+    # several test runs share the machine
+    base = free_port_block(20)
+    # two blocks of 10 in [base, base + 20): the first has a busy port, the second is taken
     with socket.socket() as held:
-        held.bind(("127.0.0.1", 21003))
+        held.bind(("127.0.0.1", base + 3))
         held.listen()
-        assert free_port_block(10, low=21000, high=21020, rng=random.Random(0)) == 21010
+        assert free_port_block(10, low=base, high=base + 20, rng=random.Random(0)) == base + 10
         with pytest.raises(OSError, match="no 10 consecutive free ports"):
-            free_port_block(10, low=21000, high=21010, attempts=5)
+            free_port_block(10, low=base, high=base + 10, attempts=5)
     # just at the limit: exactly one block fits; one port less and none does
-    assert free_port_block(10, low=21000, high=21010) == 21000
-    with pytest.raises(ValueError, match=r"no block of 10 ports fits in \[21000, 21009\)"):
-        free_port_block(10, low=21000, high=21009)
+    assert free_port_block(10, low=base, high=base + 10) == base
+    with pytest.raises(ValueError,
+                       match=rf"no block of 10 ports fits in \[{base}, {base + 9}\)"):
+        free_port_block(10, low=base, high=base + 9)
     with pytest.raises(ValueError, match="size 0 must be >= 1"):
         free_port_block(0)
 
