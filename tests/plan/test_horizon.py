@@ -298,3 +298,32 @@ def test_minutes_and_preemption_fields_round_trip(tmp_path, suffix):
              j.checkpoint_overhead_minutes, j.max_pieces) for j in back] == \
         [(j.id, j.duration_minutes, j.earliest_start, j.deadline, j.preemptible,
           j.checkpoint_overhead_minutes, j.max_pieces) for j in jobs]
+
+
+@pytest.mark.parametrize("share_of_terminal, defers", [
+    (10.0, True),            # every start with room costs ten times the terminal value
+    (1.0 + 1e-9, True),      # just above the limit: deferring is cheaper by a hair
+    (1.0 - 1e-9, False),     # just below it: the start is cheaper, the job is placed
+])
+def test_the_priced_greedy_defers_a_job_whose_best_priced_start_costs_its_terminal_value(
+        share_of_terminal, defers):
+    # The Lagrangian heuristic's choice per deferrable job is the cheapest of its priced
+    # starts and its terminal value (deferring), as in the Lagrangian the bound comes from.
+    # Every slot is priced so that the job's 2-hour window costs share × terminal value.
+    from carbonsched.plan.baselines import priced_greedy
+
+    site = SiteWrapper("a").gpus("H100", 1).obj()
+    day = [500.0] * 24
+    day[2:4] = [10.0, 10.0]
+    job = JobWrapper("wait").hours(2).window(20, 48).obj()
+    sets = compile_sets(problem([site], [job], 24, ci={"a": day}))
+    terminal = sets.unplaced_cost[0]
+    assert sets.deferrable[0] and terminal == pytest.approx(1.0 * (10 + 10) / 1000 * 1.05)
+    rank_kw = np.full(sets.pue.shape, share_of_terminal * terminal / (2 * sets.job_kw[0]))
+    rank_gpu = np.zeros((*sets.pue.shape, sets.gpu_count.shape[1]))
+    res = priced_greedy(sets, rank_kw, rank_gpu)
+    assert [u.job_id for u in res.deferred] == (["wait"] if defers else [])
+    assert len(res.placements) == (0 if defers else 1)
+    assert ("deferrable job(s) deferred" in res.solver.note) == defers
+    # the carbon-aware greedy baseline is unchanged: it places every job that fits
+    assert len(greedy_plan(problem([site], [job], 24, ci={"a": day})).placements) == 1
