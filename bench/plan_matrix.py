@@ -17,6 +17,13 @@ jobs      load   time limit  proven gap
 50,000    0.3    300 s       ≤ 1 %
 ========  =====  ==========  ==========
 
+Issue 36 asks for every cell at 20 s *and* at the default 60 s, and for the 72-hour horizon:
+``--limit 60`` runs the cells at that limit instead of their own, ``--hours 72`` on 72 hourly
+slots; runs are kept per (jobs, load, hours, limit), so one results file holds them all. A
+cell at its own limit on 48 h is judged on its target above; otherwise on issue 36's
+(:data:`OTHER_TARGETS`: 10k jobs on 48 h at 60 s ≤ 0.5 %, on 72 h at 60 s ≤ 1 %), else on the
+cell's gap target.
+
 ``--cells 10000:0.6 1000:0.6`` picks cells, ``--seeds`` the seeds (default 0..4),
 ``--reference-seeds`` the seeds that also run the straightforward PuLP model (default all;
 it is skipped above ``--reference-max-jobs``, as its 9 million binaries at 50k exceed the
@@ -49,6 +56,26 @@ CELLS = {  # (jobs, load): (time limit [s], gap target [-])
 }
 
 
+OTHER_TARGETS = {  # (jobs, hours, time limit [s]): gap target [-] (issue 36)
+    (10000, 48, 60.0): 0.005,
+    (10000, 72, 60.0): 0.01,
+}
+
+
+def cell_target(jobs: int, load: float, hours: int, limit_s: float) -> float:
+    """Gap target of a cell run on ``hours`` slots with ``limit_s`` (module docstring). [-]"""
+    own_limit, own_target = CELLS[(jobs, load)]
+    if hours == 48 and limit_s == own_limit:
+        return own_target
+    return OTHER_TARGETS.get((jobs, hours, float(limit_s)), own_target)
+
+
+def _key(r: dict) -> tuple:
+    """(jobs, load, hours, limit) of a run; older runs without the last two: 48 h, own limit."""
+    return (r["jobs"], r["load"], r.get("hours", 48),
+            float(r.get("time_limit_s") or CELLS[(r["jobs"], r["load"])][0]))
+
+
 @contextmanager
 def _locked(path: Path | None):
     if path is None:
@@ -65,17 +92,18 @@ def _locked(path: Path | None):
 def summarise(runs: list[dict]) -> list[dict]:
     """Median and worst time and gap per cell, and whether the target holds for the worst."""
     out = []
-    for (jobs, load), (limit, target) in CELLS.items():
-        rs = [r for r in runs if r["jobs"] == jobs and r["load"] == load]
-        if not rs:
-            continue
+    keys = sorted({_key(r) for r in runs}, key=lambda k: (k[2], k[3], k[0], k[1]))
+    for jobs, load, hours, limit in keys:
+        target = cell_target(jobs, load, hours, limit)
+        rs = [r for r in runs if _key(r) == (jobs, load, hours, limit)]
         secs = [r["seconds"] for r in rs if r.get("seconds") is not None]
         gaps = [r["mip_gap"] if r.get("mip_gap") is not None else float("inf") for r in rs]
         refs = [r["reference"] for r in rs if r.get("reference")]
         ref_gaps = [x["mip_gap"] for x in refs if x.get("mip_gap") is not None]
         timed = bool(secs) and len(secs) == len(rs)     # every run recorded its time
         out.append({
-            "jobs": jobs, "load": load, "time_limit_s": limit, "gap_target": target,
+            "jobs": jobs, "load": load, "hours": hours, "time_limit_s": limit,
+            "gap_target": target,
             "seeds": [r["seed"] for r in rs],
             "seconds_median": statistics.median(secs) if secs else None,
             "seconds_worst": max(secs) if secs else None,
@@ -121,7 +149,7 @@ def write_markdown(runs: list[dict], summary: list[dict], path: Path, commit: st
     ]
     for c in summary:
         lines.append(
-            f"| {c['jobs']} × 16 × 48 @ {c['load']} | {c['time_limit_s']:.0f} s | "
+            f"| {c['jobs']} × 16 × {c['hours']} @ {c['load']} | {c['time_limit_s']:.0f} s | "
             f"{format_gap(c['gap_target'])} | {len(c['seeds'])} | {_s(c['seconds_median'])} | "
             f"{_s(c['seconds_worst'])} | {format_gap(c['gap_median'])} | "
             f"{format_gap(c['gap_worst'])} | "
@@ -129,9 +157,9 @@ def write_markdown(runs: list[dict], summary: list[dict], path: Path, commit: st
             f"{', '.join(map(str, c['reference_statuses'])) or 'not run'}; "
             f"{format_gap(c['reference_gap_median'])} | "
             f"{', '.join(str(x) for x in c['load_average_1m'])} |")
-    lines += ["", "| jobs | load | seed | s | gap | status | objective | bound | ref s | "
+    lines += ["", "| jobs | load | hours | limit | seed | s | gap | status | objective | bound | ref s | "
               "ref status | ref gap | ref objective | load avg before → after |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         ref = r.get("reference") or {}
         m = r["machine"]
@@ -139,7 +167,8 @@ def write_markdown(runs: list[dict], summary: list[dict], path: Path, commit: st
         bnd = r.get("bound")
         robj = ref.get("objective")
         lines.append(
-            f"| {r['jobs']} | {r['load']} | {r['seed']} | {_s(r.get('seconds'))} | "
+            f"| {r['jobs']} | {r['load']} | {r.get('hours', 48)} | "
+            f"{_key(r)[3]:.0f} s | {r['seed']} | {_s(r.get('seconds'))} | "
             f"{format_gap(r.get('mip_gap'))} | {r.get('status')} | "
             f"{'—' if obj is None else f'{obj:.2f}'} | {'—' if bnd is None else f'{bnd:.2f}'} | "
             f"{_s(ref.get('seconds'))} | {ref.get('status', 'not run')} | "
@@ -156,6 +185,9 @@ def main() -> None:
     ap.add_argument("--reference-seeds", type=int, nargs="*", default=None,
                     help="seeds that also run the reference model (default: all)")
     ap.add_argument("--reference-max-jobs", type=int, default=10000)
+    ap.add_argument("--hours", type=int, default=48, help="horizon [h] (hourly slots)")
+    ap.add_argument("--limit", type=float, default=None,
+                    help="time limit of every cell [s] (default: each cell's own)")
     ap.add_argument("--lock", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=Path("bench/results/plan_matrix.json"))
     args = ap.parse_args()
@@ -168,21 +200,23 @@ def main() -> None:
         if (jobs, load) not in CELLS:
             known = ", ".join(f"{j}:{f}" for j, f in CELLS)
             raise SystemExit(f"unknown cell {cell}; cells: {known}")
-        limit, target = CELLS[(jobs, load)]
+        limit = CELLS[(jobs, load)][0] if args.limit is None else args.limit
+        target = cell_target(jobs, load, args.hours, limit)
         for seed in args.seeds:
             ref = (jobs <= args.reference_max_jobs
                    and (args.reference_seeds is None or seed in args.reference_seeds))
             with _locked(args.lock):
-                row = run_plan_benchmark(jobs, 16, 48, load=load, seed=seed, reference=ref,
-                                         time_limit_s=limit, mip_gap=target)
-            row["commit"] = commit
-            runs = [r for r in runs if not (r["jobs"] == jobs and r["load"] == load
+                row = run_plan_benchmark(jobs, 16, args.hours, load=load, seed=seed,
+                                         reference=ref, time_limit_s=limit, mip_gap=target)
+            row.update(commit=commit, hours=args.hours, time_limit_s=float(limit))
+            runs = [r for r in runs if not (_key(r) == _key(row)
                                             and r["seed"] == seed)] + [row]
             summary = summarise(runs)
             args.out.write_text(json.dumps({"runs": runs, "summary": summary}, indent=1,
                                            default=float))
             write_markdown(runs, summary, args.out.with_suffix(".md"), commit)
-            print(time.strftime("%H:%M:%S"), jobs, load, seed, row.get("status"),
+            print(time.strftime("%H:%M:%S"), jobs, load, args.hours, limit, seed,
+                  row.get("status"),
                   row.get("seconds"), row.get("mip_gap"),
                   (row.get("reference") or {}).get("status"), row["machine"], flush=True)
 
