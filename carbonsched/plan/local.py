@@ -79,6 +79,9 @@ class Moves:
     stopped_by_time: bool
     """Whether the time budget ended the search (a pass, the blocker check or the ejections
     cut short)."""
+    deferred: int = 0
+    """Placed deferrable jobs taken out of the plan because their terminal value is below
+    every start with room, where they were included. [-]"""
 
 
 def plan_arrays(sets: PlanSets, plan: PlanResult) -> tuple[np.ndarray, np.ndarray]:
@@ -123,7 +126,9 @@ def descend(sets: PlanSets, chosen: np.ndarray, alloc: np.ndarray, seconds: floa
 
     Each round first lifts out every placed job in turn (in position order), finds its
     cheapest start with room on the exact objective, and moves it there if that is cheaper
-    by more than :data:`MOVE_TOL_KG` than where it was; then it tries every left-out job that
+    by more than :data:`MOVE_TOL_KG` than where it was, or defers it (a deferrable job,
+    :attr:`~carbonsched.plan.sets.PlanSets.deferrable`) when its terminal value is below both
+    by more than that; then it tries every left-out job that
     pays an unplaced penalty (largest penalty first) at its cheapest start with room, placed
     if that costs less than the penalty (the moves free room: at 10k × 16 × 48, load 0.8,
     seed 2, 16 jobs fit after the first pass, none before); then each left-out job still out
@@ -289,8 +294,9 @@ def descend(sets: PlanSets, chosen: np.ndarray, alloc: np.ndarray, seconds: floa
                 ps[i], pt[i] = a, b
         return delta
 
-    moved = inserted = ejected = rounds = 0
+    moved = inserted = ejected = deferred = rounds = 0
     gain = 0.0
+    deferrable = sets.deferrable if len(sets.deferrable) else np.zeros(len(sets.job_dur), bool)
     stopped = False
     # placeable excludes the pre-check's rejects (sets.reasons): every one pays its penalty
     penalised = np.asarray(sets.placeable, dtype=np.int64)
@@ -309,6 +315,13 @@ def descend(sets: PlanSets, chosen: np.ndarray, alloc: np.ndarray, seconds: floa
             c = cost(j)
             here = c[s0, t0]
             k = int(np.argmin(c))
+            if deferrable[j] and sets.unplaced_cost[j] < min(here, c.flat[k]) - MOVE_TOL_KG:
+                # deferring (its terminal value) beats where it is and every start with room
+                gain += float(here - sets.unplaced_cost[j])
+                del at[j]
+                deferred += 1
+                changed += 1
+                continue
             if c.flat[k] < here - MOVE_TOL_KG:
                 s, t = divmod(k, n_t)
                 gain += float(here - c.flat[k])
@@ -369,7 +382,7 @@ def descend(sets: PlanSets, chosen: np.ndarray, alloc: np.ndarray, seconds: floa
     out = np.array([(j, s, t) for j, (s, t) in sorted(at.items())],
                    dtype=np.int64).reshape(-1, 3)
     return Moves(chosen=out, moved=moved, inserted=inserted, ejected=ejected, gain_kg=gain,
-                 rounds=rounds, stopped_by_time=stopped)
+                 rounds=rounds, stopped_by_time=stopped, deferred=deferred)
 
 
 def improve(sets: PlanSets, plan: PlanResult, seconds: float, rec: SolverRecord
@@ -397,6 +410,6 @@ def improve(sets: PlanSets, plan: PlanResult, seconds: float, rec: SolverRecord
     if budget <= 0:
         return None
     mv = descend(sets, chosen, alloc, budget)
-    if mv.moved + mv.inserted + mv.ejected == 0:
+    if mv.moved + mv.inserted + mv.ejected + mv.deferred == 0:
         return None
     return build_plan_result(sets, mv.chosen, alloc, PlanStatus.FEASIBLE, rec), mv

@@ -352,3 +352,30 @@ def test_column_generation_names_the_moves_in_the_plan_note(monkeypatch, first_m
                        options=dataclasses.replace(opts, moves_share=0.0))
     assert res.totals["objective"] == pytest.approx(2.1)
     assert "moves" not in rec.note
+
+
+@pytest.mark.parametrize(("under_kg", "deferred"), [(0.0, False), (2e-9, True)])
+def test_a_placed_deferrable_job_is_deferred_when_its_terminal_value_is_cheaper(under_kg,
+                                                                               deferred):
+    # The wait job of the horizon tests (24 h, due at 48:00, every start inside the horizon
+    # at 500 g/kWh): placed at 20:00 it costs 2 kWh x 0.5 = 1.0 kg. With its terminal value
+    # set to 1.0 kg less MOVE_TOL_KG it stays (a tie within the tolerance); 2e-9 kg lower
+    # still, the move defers it and the plan's objective falls to the terminal value.
+    from carbonsched.plan.local import MOVE_TOL_KG
+
+    site = SiteWrapper("a").gpus("H100", 1).obj()
+    job = JobWrapper("wait").gpu_type("H100").hours(2).window(20, 48).kw_per_gpu(1.0).obj()
+    sets = compile_sets(problem([site], [job], 24, ci={"a": [500.0] * 24}))
+    assert sets.deferrable[0]
+    sets.unplaced_cost[0] = 1.0 - MOVE_TOL_KG - under_kg
+    chosen = _chosen(sets, {"wait": (0, 20)})
+    assert _objective(sets, chosen) == pytest.approx(1.0)
+    mv = descend(sets, chosen, _no_inference(sets), 10.0)
+    assert mv.deferred == int(deferred)
+    assert _positions(sets, mv.chosen) == ({} if deferred else {"wait": (0, 20)})
+    if deferred:
+        assert mv.gain_kg == pytest.approx(MOVE_TOL_KG + under_kg, abs=1e-12)
+        res = build_plan_result(sets, mv.chosen, _no_inference(sets), PlanStatus.FEASIBLE,
+                                _rec())
+        assert [u.job_id for u in res.deferred] == ["wait"]
+        assert res.totals["objective"] == pytest.approx(sets.unplaced_cost[0])

@@ -170,6 +170,7 @@ def add_moves(st: ColgenState, seconds: float) -> None:
     plan, mv = out
     st.say(f"moves on {name}: {best.totals['objective']:.3f} -> "
            f"{plan.totals['objective']:.3f} ({mv.moved} jobs moved, {mv.inserted} left-out "
-           f"jobs placed where they fit, {mv.ejected} by moving one job out of their way; "
-           f"{time.perf_counter() - tr:.1f} s)")
+           f"jobs placed where they fit, {mv.ejected} by moving one job out of their way"
+           + (f", {mv.deferred} deferred past the horizon" if mv.deferred else "")
+           + f"; {time.perf_counter() - tr:.1f} s)")
     st.cands.append((f"{name} + moves", plan))
