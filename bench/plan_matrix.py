@@ -20,9 +20,9 @@ jobs      load   time limit  proven gap
 Issue 36 asks for every cell at 20 s *and* at the default 60 s, and for the 72-hour horizon:
 ``--limit 60`` runs the cells at that limit instead of their own, ``--hours 72`` on 72 hourly
 slots; runs are kept per (jobs, load, hours, limit), so one results file holds them all. A
-cell at its own limit on 48 h is judged on its target above; otherwise on issue 36's
-(:data:`OTHER_TARGETS`: 10k jobs on 48 h at 60 s ≤ 0.5 %, on 72 h at 60 s ≤ 1 %), else on the
-cell's gap target.
+cell on 48 h is judged on the stricter of its gap target above and issue 36's for its limit,
+on another horizon on issue 36's where it has one (:data:`OTHER_TARGETS`: 10k jobs on 48 h at
+60 s ≤ 0.5 % at every load, on 72 h at 60 s ≤ 1 %), else on the gap target above.
 
 ``--cells 10000:0.6 1000:0.6`` picks cells, ``--seeds`` the seeds (default 0..4),
 ``--reference-seeds`` the seeds that also run the straightforward PuLP model (default all;
@@ -64,10 +64,11 @@ OTHER_TARGETS = {  # (jobs, hours, time limit [s]): gap target [-] (issue 36)
 
 def cell_target(jobs: int, load: float, hours: int, limit_s: float) -> float:
     """Gap target of a cell run on ``hours`` slots with ``limit_s`` (module docstring). [-]"""
-    own_limit, own_target = CELLS[(jobs, load)]
-    if hours == 48 and limit_s == own_limit:
+    own_target = CELLS[(jobs, load)][1]
+    other = OTHER_TARGETS.get((jobs, hours, float(limit_s)))
+    if other is None:
         return own_target
-    return OTHER_TARGETS.get((jobs, hours, float(limit_s)), own_target)
+    return min(own_target, other) if hours == 48 else other
 
 
 def _key(r: dict) -> tuple:
