@@ -158,8 +158,8 @@ def write_markdown(runs: list[dict], summary: list[dict], path: Path, commit: st
             f"{', '.join(map(str, c['reference_statuses'])) or 'not run'}; "
             f"{format_gap(c['reference_gap_median'])} | "
             f"{', '.join(str(x) for x in c['load_average_1m'])} |")
-    lines += ["", "| jobs | load | hours | limit | seed | s | gap | status | objective | bound | ref s | "
-              "ref status | ref gap | ref objective | load avg before → after |",
+    lines += ["", "| jobs | load | hours | limit | seed | s | gap | status | objective | bound | "
+              "ref s | ref status | ref gap | ref objective | load avg before → after |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         ref = r.get("reference") or {}
