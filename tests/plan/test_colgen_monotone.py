@@ -133,3 +133,32 @@ def test_too_little_left_after_the_short_path_returns_its_plan_and_says_so(paths
         in res.solver.note
     assert res.totals["objective"] == pytest.approx(paths[0][1])
     assert recount_violations(prob, res) == {}
+
+
+def test_the_second_master_starts_from_the_short_paths_plan_and_smoothed_options(monkeypatch):
+    """Not the warm-up's visited options: at 72 slots that master did not solve in its time."""
+    seeds = []
+    real_build = driver.build_master
+
+    def spy_build(st):
+        seeds.append((st.short, np.unique(np.concatenate(st.seeds), axis=0), st))
+        real_build(st)
+
+    monkeypatch.setattr(driver, "build_master", spy_build)
+    prob = loaded_fleet()
+    res = solve_plan(prob, method="colgen", time_limit_s=LIMIT_S, mip_gap=0.0,
+                     colgen_options=_opts())
+    assert [short for short, _, _ in seeds] == [True, False], res.solver.note
+    (_, first, st1), (_, second, _) = seeds
+    assert st1.short_pool is not None and len(st1.short_pool)
+    as_set = {tuple(r) for r in second.tolist()}
+    # fewer columns than the short path's seeds, and every one of the kinds the fix names
+    assert len(second) < len(first)
+    assert {tuple(r) for r in st1.short_pool.tolist()} <= as_set
+    assert f"its first master over {len(second)} columns" in res.solver.note
+    # the short path's plan is among them: every placement's (representative, site, start)
+    from carbonsched.plan.colgen.classes import plan_options
+
+    short_plan = next(r for n, r in st1.cands if n == st1.best()[0])
+    assert {tuple(r) for r in plan_options(st1.sets, st1.cls, short_plan).tolist()} <= as_set
+    assert recount_violations(prob, res) == {}

@@ -266,6 +266,7 @@ def short_budget_dual(st: ColgenState) -> None:
                          start=st.best_lam, options=opt)
     st.warm_s += sd.seconds
     st.seeds.append(sd.pool)
+    st.short_pool = sd.pool
     st.say(f"smoothed dual: {sd.evaluations} evaluations, bound {sd.bound:.3f} "
            f"({sd.seconds:.1f} s)")
     head = (f"short budget ({st.time_limit_s:.1f} s for {len(sets.placeable)} jobs over "
