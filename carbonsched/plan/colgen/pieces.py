@@ -59,6 +59,7 @@ import numpy as np
 import pandas as pd
 import pulp
 
+from carbonsched.plan.colgen.budget import plan_overhead_s
 from carbonsched.plan.colgen.classes import Classes
 from carbonsched.plan.colgen.lagrangian_dual import duals_from, lagrangian, multipliers
 from carbonsched.plan.colgen.layout import Layout, usage
@@ -558,7 +559,8 @@ def piece_phase(sets: PlanSets, lay: Layout, cls: Classes,
     left = seconds - (time.perf_counter() - t0)
     if len(jobs) and not risky and left > 0.2:
         share = 0.5 if n_repair <= REPAIR_MAX_OPTIONS else 1.0   # the rest for the MIP
-        alt, moved = insert_pieces(sets, plan, jobs, share * left)
+        # the moves' plan is built after their last block: its time is kept out of theirs
+        alt, moved = insert_pieces(sets, plan, jobs, share * left - plan_overhead_s(sets))
         if alt is not None and alt.totals["objective"] < plan.totals["objective"] - 1e-9:
             plan, repaired = alt, True
         else:
@@ -940,7 +942,21 @@ def _pattern_cost(sets: PlanSets, j: int, s: int, pieces: list[tuple[int, int, i
 
 
 FINISH_S = 0.5
-"""Seconds of the limit the piece phase leaves for building the plan after it. [s]"""
+"""Fewest seconds of the limit the piece phase leaves for what follows it (:func:`finish_s`). [s]"""
+
+FINISH_S_PER_10K = 1.0
+"""Seconds per 10,000 placeable jobs the piece phase leaves for what follows it: the solve's
+recount of the plan (:func:`carbonsched.plan.solve.check_result`) and its hand-over. Measured
+on the 50k × 32 × 72 h rolling step, seed 0: the phase ended 1.4 s past the limit and the solve
+returned 4.2 s later (305.6 s on a 300 s limit; BENCHMARKS.md section 17d). [s]"""
+
+
+def finish_s(sets: PlanSets) -> float:
+    """Seconds the piece phase leaves at the end of the limit. [s]
+
+    ``max(FINISH_S, FINISH_S_PER_10K × placeable jobs / 10,000)``.
+    """
+    return max(FINISH_S, FINISH_S_PER_10K * len(sets.placeable) / 10_000)
 
 
 def finish_pieces(states: list[ColgenState], plan: PlanResult, time_limit_s: float
@@ -977,7 +993,7 @@ def finish_pieces(states: list[ColgenState], plan: PlanResult, time_limit_s: flo
         if s.good is not None and s.lay is not None:
             lams.append((path + "last master's", multipliers(sets, s.lay,
                                                              s.good.duals)))
-    left = time_limit_s - (time.perf_counter() - st.started) - FINISH_S
+    left = time_limit_s - (time.perf_counter() - st.started) - finish_s(sets)
     st.say(f"piece patterns: pricing and repair in {max(left, 0):.1f} s")
     one = rec.bound
     out, ph = piece_phase(sets, st.lay, st.cls, lams, plan, one, left, st.mip_gap,
