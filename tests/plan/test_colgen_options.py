@@ -77,6 +77,7 @@ def test_values_are_parsed_into_their_fields():
     ("CARBONSCHED_CG_K", "0", "must be >= 1"),
     ("CARBONSCHED_CG_SHARE", "1.01", "must be <= 1"),
     ("CARBONSCHED_CG_SHARE", "-0.1", "must be >= 0"),
+    ("CARBONSCHED_CG_EXTEND", "1.0001", "must be <= 1"),
     ("CARBONSCHED_CG_SHARE", "nan", "not finite"),
     ("CARBONSCHED_CG_IPM_TOL", "0", "must be > 0"),
     ("CARBONSCHED_CG_SIMPLEX", "5", "must be <= 4"),
@@ -99,6 +100,8 @@ def test_a_bad_value_is_refused_with_the_variable_named(var, value, why):
 @pytest.mark.parametrize(("var", "value", "field", "parsed"), [
     ("CARBONSCHED_CG_SHARE", "1", "cg_share", 1.0),
     ("CARBONSCHED_CG_SHARE", "0", "cg_share", 0.0),
+    ("CARBONSCHED_CG_EXTEND", "1", "cg_extend_share", 1.0),
+    ("CARBONSCHED_CG_EXTEND", "0", "cg_extend_share", 0.0),
     ("CARBONSCHED_CG_K", "1", "columns_per_round", 1),
     ("CARBONSCHED_CG_SIMPLEX", "4", "simplex_strategy", 4),
     ("CARBONSCHED_CG_SIMPLEX", "0", "simplex_strategy", 0),

@@ -260,7 +260,8 @@ def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_ga
     n_seeds = len(np.unique(np.concatenate(seeds), axis=0))
     add_note(rec, head + f"; then the master-LP path in the {left:.1f} s left, from the "
              f"short path's warm-up, multipliers and plan, its first master over {n_seeds} "
-             "columns (the plan's, the smoothed dual's and the best-priced ones)")
+             "columns (the plan's, the smoothed dual's, the best-priced ones"
+             + (" and the previous run's)" if st1.carried is not None else ")"))
     st2 = ColgenState(sets=sets, time_limit_s=time_limit_s, mip_gap=mip_gap, threads=threads,
                       rec=rec, started=started, opt=opt, cg_share=cg_share, progress=progress)
     for f in ("cls", "lay", "greedy", "lb", "warm_duals", "best_lam", "priced_by",

@@ -105,7 +105,8 @@ class ColgenOptions:
         budget, one master at a time, each started only if the time its predecessor took is
         left (:attr:`round_growth`): the plan is rounded from the last master solved. A cut
         first master leaves the warm-up's bound (10k × 16 × 48 at load 0.6, seed 0, two
-        solves sharing the 2 cores: 2754.9 against 3396.9 when it ends). [-] Default 0.85.
+        solves sharing the 2 cores: 2754.9 against 3396.9 when it ends). [-] Default 0.85;
+        ``CARBONSCHED_CG_EXTEND`` (0..1).
     crossover_at : float
         Once (LP − bound) / LP is below this, master solves end with a crossover to a
         vertex. [-] Default 5e-3.
@@ -565,6 +566,7 @@ ENV: dict[str, tuple[str, Callable[[str], object]]] = {
     "CARBONSCHED_CG_K": ("columns_per_round", _number(int, 1)),
     "CARBONSCHED_CG_MASTER": ("master_solver", _choice(MASTER_SOLVERS)),
     "CARBONSCHED_CG_SHARE": ("cg_share", _number(float, 0.0, 1.0)),
+    "CARBONSCHED_CG_EXTEND": ("cg_extend_share", _number(float, 0.0, 1.0)),
     "CARBONSCHED_CG_IPM_TOL": ("ipm_tol", _number(float, 0.0, lo_open=True)),
     "CARBONSCHED_CG_FLOW": ("flow", _flag),
     "CARBONSCHED_CG_REFINE": ("refine_rounds", _number(int, 0)),
