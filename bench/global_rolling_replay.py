@@ -18,6 +18,9 @@ home site.
 processes (each also runs ``agnostic``, deterministic, for its reduction); the results are merged
 and the oracle share recomputed on the sums over windows.
 
+``--target-load L`` scales each day's jobs to the share ``L`` of the fleet's GPU-hours (as
+``carbonsched replay --target-load``; :func:`year_workload`), for a binding load.
+
 ``--window-days N`` replays the first N days of each month as independent windows (each a
 rolling replay of its own; the whole year as one rolling replay takes about 3 hours on 2 cores,
 being sequential run after run). The day-bounded replay
@@ -46,28 +49,55 @@ import pandas as pd
 
 from carbonsched.catalog import load_catalog
 from carbonsched.domain import Workload
+from carbonsched.evaluate.replay import MAX_TARGET_LOAD, total_fleet_load
 from carbonsched.evaluate.replay_jobs import run_jobs_replay
 from carbonsched.workload.files import workload_from_traces
 
 
 def year_workload(data_dir: Path, start: str, end: str, seed: int, scale: float,
-                  clip_to_day: bool = False) -> Workload:
-    """Every day's trace workload of ``[start, end]`` in one (see the module docstring)."""
+                  clip_to_day: bool = False, target_load: float | None = None,
+                  loads: list[float] | None = None) -> Workload:
+    """Every day's trace workload of ``[start, end]`` in one (see the module docstring).
+
+    With ``target_load`` each day's workload is drawn again at ``scale × target_load / load``,
+    ``load`` being its share of the fleet's GPU-hours at ``scale``
+    (:func:`carbonsched.evaluate.replay.total_fleet_load`), as ``carbonsched replay
+    --target-load`` does: the same draws, a binding load (one rescale: job counts are whole
+    and a redrawn day has other jobs, so the realised load is near the target, not at it).
+    Each day's realised load is appended to ``loads`` when given. [-]
+    """
     cat = load_catalog("global")
     jobs, inference = [], []
     for k, day in enumerate(pd.date_range(start, end, freq="D")):
-        wl = workload_from_traces(data_dir, day.strftime("%Y-%m-%d"), cat, seed=seed + k,
-                                  scale=scale, clip_to_day=clip_to_day)
+        label = day.strftime("%Y-%m-%d")
+        wl = workload_from_traces(data_dir, label, cat, seed=seed + k, scale=scale,
+                                  clip_to_day=clip_to_day)
+        load0 = total_fleet_load(wl, cat) if target_load is not None else 0.0
+        if load0 > 0:
+            wl = workload_from_traces(data_dir, label, cat, seed=seed + k,
+                                      scale=scale * target_load / load0,
+                                      clip_to_day=clip_to_day)
+        if loads is not None:
+            loads.append(total_fleet_load(wl, cat))
         jobs.extend(wl.jobs)
         inference.extend(wl.inference)
     return Workload(jobs=jobs, inference=inference)
 
 
+def target_load_error(value: float | None) -> str | None:
+    """What is wrong with ``--target-load`` (``None`` when it is fine or not given)."""
+    if value is None or 0.0 < value <= MAX_TARGET_LOAD:
+        return None
+    return (f"--target-load {value} is outside (0, {MAX_TARGET_LOAD}]: it is a share of the "
+            "fleet's GPU-hours; a binding load is 0.8-1.0")
+
+
 def _rolling(args: argparse.Namespace, start: str, end: str, policies: tuple[str, ...]
              ) -> dict[str, Any]:
     data_dir = Path(args.data_dir)
+    loads: list[float] = []
     wl = year_workload(data_dir, start, end, args.seed + _day_index(args.start, start),
-                       args.workload_scale)
+                       args.workload_scale, target_load=args.target_load, loads=loads)
     t0 = time.time()
 
     def progress(msg: str) -> None:
@@ -77,6 +107,7 @@ def _rolling(args: argparse.Namespace, start: str, end: str, policies: tuple[str
     res = run_jobs_replay(wl, "global", data_dir, policies, args.horizon_hours,
                           args.run_every_hours, args.time_limit, args.mip_gap, progress)
     res["wall_s"] = round(time.time() - t0, 1)
+    res["fleet_load_by_day"] = [round(x, 3) for x in loads]
     res.pop("placements", None)
     return res
 
@@ -89,7 +120,8 @@ def _day_bounded(args: argparse.Namespace, start: str, end: str) -> dict[str, An
                      ("agnostic", "greedy", "milp", "oracle"),
                      seed=args.seed + _day_index(args.start, start),
                      time_limit_s=args.time_limit, workers=1, chunk_days=7,
-                     mip_gap=args.mip_gap, workload_scale=args.workload_scale)
+                     mip_gap=args.mip_gap, workload_scale=args.workload_scale,
+                     target_load=args.target_load)
     print(f"[{start} day-bounded] done ({time.time() - t0:,.0f} s)", file=sys.stderr,
           flush=True)
     res["wall_s"] = round(time.time() - t0, 1)
@@ -166,6 +198,7 @@ def per_window(wins: list[tuple[str, str]], rm: list[dict[str, Any]],
     replays (empty when skipped).
     """
     return [{"window": w, "rolling": _sum_policies([m]), "milp_runs": m.get("runs"),
+             "fleet_load_by_day": m.get("fleet_load_by_day"),
              "day_bounded": d["policies"] if d else None,
              "agnostic_identical": m["agnostic_identical"],
              "milp_notes": m["notes"], "oracle_notes": m["oracle_notes"],
@@ -186,6 +219,10 @@ def main() -> None:
                                                          "../shared/data"))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workload-scale", type=float, default=0.5)
+    ap.add_argument("--target-load", type=float, default=None,
+                    help="scale each day's jobs to this share of the fleet's GPU-hours, as "
+                         "`carbonsched replay --target-load` does (a binding load: 0.8-1.0; "
+                         "near, not exact: the realised loads are in per_window)")
     ap.add_argument("--horizon-hours", type=int, default=72)
     ap.add_argument("--run-every-hours", type=int, default=24)
     ap.add_argument("--every", default=None,
@@ -198,6 +235,9 @@ def main() -> None:
                     help="Skip the day-bounded replay of the same days.")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
+    why = target_load_error(args.target_load)
+    if why:
+        ap.error(why)
     if args.every is not None:   # the service's cadences only (a divisor of a day)
         from carbonsched.timeaxis import parse_every
 
@@ -219,7 +259,8 @@ def main() -> None:
     out = {"command": " ".join(sys.argv), "date_utc": pd.Timestamp.now("UTC").isoformat(),
            "machine": f"{os.cpu_count()} cores, load average at the end {os.getloadavg()}",
            "windows": wins, "days": sum(_day_index(a, b) + 1 for a, b in wins),
-           "workload_scale": args.workload_scale, "seed": args.seed,
+           "workload_scale": args.workload_scale, "target_load": args.target_load,
+           "seed": args.seed,
            "jobs": sum(r["jobs"] for r in rm), "horizon_hours": args.horizon_hours,
            "run_every_hours": args.run_every_hours, "time_limit_s": args.time_limit,
            "mip_gap": args.mip_gap, "wall_s": round(time.time() - t0, 1),
