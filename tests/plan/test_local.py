@@ -306,7 +306,7 @@ def test_moves_never_worsen_and_keep_every_constraint(case):
     assert recount_violations(prob, better) == recount_violations(prob, plan)
     if clean(score_plan(prob, plan)):
         assert clean(score_plan(prob, better))
-    # a placed job leaves the plan only by deferral: deferrable, its terminal value the cheaper
+    # a placed job leaves the plan only by deferral: it is deferrable and counted as deferred
     dropped = {p.job_id for p in plan.placements} - {p.job_id for p in better.placements}
     deferrable = {j.id for j, d in zip(prob.jobs, sets.deferrable, strict=True) if d}
     assert dropped <= deferrable
