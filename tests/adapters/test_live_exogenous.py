@@ -207,9 +207,11 @@ def test_live_plan_uses_the_provider_forecasts_and_says_when_one_is_down(replay,
     assert ex["caveat"] == OBSERVED_WEATHER_CAVEAT
     assert ex["source"] == ("providers: open-meteo weather forecast, electricitymaps "
                             "carbon-intensity forecast")
-    # London, December 2023: the ridge on the weather forecasts beats the history-only ones on
-    # validation and is chosen; the plan names the forecasts it reads
-    assert ci["model"] == "ridge_hourly_exog" and ex["used"]
+    # London, December 2023: the ridge on the weather forecasts beats the history-only one on
+    # validation and takes its place in the combination, which is chosen; the plan names the
+    # forecasts it reads
+    assert ci["model"] == "ens(ridge_hourly_exog+ols_hourly_ratio)" and ex["used"]
+    assert ci["combination"] is True
     assert ci["candidates"]["ridge_hourly_exog"] < ci["candidates"]["ridge_hourly"]
     assert [f for f in ci["features"]["ridge_hourly_exog"] if "target hour" in f] == [
         f"{f} forecast for the target hour, latest published by the issue time"
@@ -294,7 +296,7 @@ def test_poisoned_future_of_every_live_feature_changes_nothing(replay, tmp_path,
         assert clean.models[sig].get("exogenous") == poisoned.models[sig].get("exogenous")
     # the teeth: each weather feature the chosen ridge reads, revised AT the issue time, does
     # move the carbon-intensity and green-surplus forecasts
-    assert clean.models[CI]["model"] == "ridge_hourly_exog"
+    assert clean.models[CI]["model"] == "ens(ridge_hourly_exog+ols_hourly_ratio)"
     for f in ("temperature_c", "wind_speed_m_per_s", "cloud_cover_pct"):
         moved = table.copy()
         sel = (moved["feature"] == f) & (moved["ts"] >= T)
