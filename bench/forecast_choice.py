@@ -188,8 +188,7 @@ def apply_rule(rec: dict[str, Any], rule: str) -> tuple[str, np.ndarray]:
         # this checkout's rule (registry.choose and the signal's settings)
         s = reg.SIGNAL_SETTINGS[CI]
         combo = [c for c in s.get("combination", ()) if c in vp] if combo else []
-        ch = reg.choose(vp, va, "mape", rec["margin"], True, tuple(combo),
-                        first_day_hours=s.get("first_day_hours"))
+        ch = reg.choose(vp, va, "mape", rec["margin"], True, tuple(combo))
         return ch.name, np.mean([tp[m] for m in ch.members], axis=0)
     memo = rec.setdefault("_memo", {})
     s = rule_scores(vp, va, base, memo)

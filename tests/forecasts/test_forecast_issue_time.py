@@ -126,27 +126,6 @@ def test_a_qualifying_combination_is_chosen_even_where_another_model_scores_lowe
                   combination=("a", "b")).combination is True
 
 
-def test_the_criterion_is_scored_on_the_first_day_and_its_arrivals() -> None:
-    # "early" is exact on the first day and poor after it; "flat" is mediocre at every lead.
-    # Both beat naive over every lead (they qualify). Scored on every lead "flat" wins; on the
-    # first day (error of leads 0-23, regret of jobs arriving in them) "early" does.
-    rng = np.random.default_rng(3)
-    t = np.arange(72)
-    actual = np.array([300 + 100 * np.sin(2 * np.pi * (t + k) / 24) for k in range(10)])
-    naive = actual * (1 + rng.normal(0, 0.3, actual.shape))
-    early = np.where(t < 24, actual, actual * (1 + rng.normal(0, 0.2, actual.shape)))
-    flat = actual * (1 + rng.normal(0, 0.08, actual.shape))
-    preds = {NAIVE: naive, "early": early, "flat": flat}
-    every = choose(preds, actual, "mape", 0.0, use_regret=True)
-    first = choose(preds, actual, "mape", 0.0, use_regret=True, first_day_hours=24)
-    assert every.errors["flat"] < every.errors["early"] < every.errors[NAIVE]
-    assert every.scores["flat"] < every.scores["early"]
-    assert first.scores["early"] < first.scores["flat"]
-    assert first.name in ("early", "ens(early+flat)")
-    # the errors reported stay those of every lead (the qualification's)
-    assert first.errors == every.errors
-
-
 def test_choose_margin_is_strict_at_the_limit() -> None:
     # exact binary fractions: naive 25 % MAPE, "c" 12.5 %; a margin of 0.5 puts "c" exactly at
     # the limit (12.5 < 0.5 * 25 is false), just below it "c" qualifies
