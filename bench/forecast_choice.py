@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> None:
                 records.append(rec)
                 print(f"{k}/{len(jobs)} {rec['site']} {rec['period']} chose {rec['chosen']}",
                       file=sys.stderr, flush=True)
-    mismatch = ([] if a.records else
+    mismatch = (None if a.records else
                 [(r["site"], r["period"]) for r in records
                  if apply_rule(r, "current")[0] != r["chosen"]])
     # on records made at d34c4a5 this must be every period (the rule is reproduced exactly)

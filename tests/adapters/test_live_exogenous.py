@@ -207,9 +207,9 @@ def test_live_plan_uses_the_provider_forecasts_and_says_when_one_is_down(replay,
     assert ex["caveat"] == OBSERVED_WEATHER_CAVEAT
     assert ex["source"] == ("providers: open-meteo weather forecast, electricitymaps "
                             "carbon-intensity forecast")
-    # London, December 2023: the ridge on the weather forecasts beats the history-only one on
-    # validation and takes its place in the combination, which is chosen; the plan names the
-    # forecasts it reads
+    # London, December 2023: the ridge on the weather forecasts (fitted, so it takes the
+    # history-only ridge's place in the combination; here it also beats it on validation) is in
+    # the chosen combination; the plan names the forecasts it reads
     assert ci["model"] == "ens(ridge_hourly_exog+ols_hourly_ratio)" and ex["used"]
     assert ci["combination"] is True
     assert ci["candidates"]["ridge_hourly_exog"] < ci["candidates"]["ridge_hourly"]

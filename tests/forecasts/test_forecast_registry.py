@@ -248,15 +248,16 @@ def test_a_combination_that_fails_against_naive_gives_way_to_the_best_qualifying
 
 def test_the_combination_needs_two_members() -> None:
     y = _level(70)
-    # only one member among the candidates: the choice by error applies
-    one = SelectedForecaster(candidates=("ci-lead-ols", "ols_hourly")).fit(y)
+    # only one member of the pair among the candidates: no combination, the criterion applies
+    one = SelectedForecaster(candidates=("ci-lead-ols", "ols_hourly_ratio")).fit(y)
+    assert "ols_hourly_ratio" in one.describe()["candidates"]
     assert one.describe()["combination"] is False
     assert not any(k.count("+") == 0 and k.startswith("ens(")
                    for k in one.describe()["candidates"])
     two = SelectedForecaster(candidates=("ols_hourly_ratio", "ridge_hourly")).fit(_level(100))
     assert COMBO in two.describe()["candidates"]
-    # an exactly repeating day: naive is exact (validation MAPE 0), the combination is not
-    # better, so naive stays (the tie goes to naive too)
+    # an exactly repeating day: naive is exact (validation MAPE 0), nothing beats it, so naive
+    # stays (the tie goes to naive too; on 60 days the ridge is not fitted: no combination)
     idx = pd.date_range(T0, periods=24 * 60, freq="h")
     daily = pd.Series(300.0 + 50.0 * np.sin(2 * np.pi * idx.hour / 24), index=idx)
     s = SelectedForecaster().fit(daily)
