@@ -157,9 +157,6 @@ def rule_scores(vp: dict[str, np.ndarray], va: np.ndarray, rule: str,
         return {k: e24[k] / e24[n] + w * r48[k] / max(r48[n], 1e-9) for k in vp}
     r = {k: _memo(memo, ("r", k, h), lambda p=p: _regret(p[:, :h], a)) for k, p in vp.items()}
     w = float(rule.split(":")[1].split("@")[0]) if ":" in rule else 1.0
-    if rule.startswith("lex"):
-        # regret no worse than naive's, then the least error
-        return {k: e[k] / e[n] + (0 if r[k] <= r[n] else 10.0) for k in vp}
     return {k: e[k] / e[n] + w * r[k] / max(r[n], 1e-9) for k in vp}
 
 
@@ -186,8 +183,7 @@ def apply_rule(rec: dict[str, Any], rule: str) -> tuple[str, np.ndarray]:
         return nm, np.mean([tp[m] for m in members], axis=0)
     if base == "current":
         # this checkout's rule (registry.choose and the signal's settings)
-        s = reg.SIGNAL_SETTINGS[CI]
-        combo = [c for c in s.get("combination", ()) if c in vp] if combo else []
+        combo = list(reg.combination_members(CI, vp)) if combo else []
         ch = reg.choose(vp, va, "mape", rec["margin"], True, tuple(combo))
         return ch.name, np.mean([tp[m] for m in ch.members], axis=0)
     memo = rec.setdefault("_memo", {})

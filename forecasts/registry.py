@@ -99,7 +99,7 @@ the intervals stay nested; the contract's ``_finish`` keeps them around the poin
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -648,14 +648,17 @@ def aci_replay(res: np.ndarray, issues: pd.DatetimeIndex, alphas: np.ndarray,
 SIGNAL_SETTINGS: dict[str, dict[str, Any]] = {
     "carbon_intensity_g_per_kwh": {"metric": "mape", "relative": True,
                                    "clip": (0.0, float("inf")), "margin": 0.0,
-                                   "combination": ("ridge_hourly", "ols_hourly_ratio")},
+                                   "combination": (("ridge_hourly_exog", "ridge_hourly"),
+                                                   ("ols_hourly_ratio",))},
     "green_surplus_index": {"metric": "mae", "relative": False, "clip": (0.0, 1.0),
                             "margin": 0.05},
     "pue": {"metric": "mape", "relative": False, "clip": (1.0, float("inf")), "margin": 0.05},
 }
 """Per signal: validation metric, relative or additive intervals, output bounds, the
 ``margin`` by which a model must beat seasonal naive on validation to replace it and the
-``combination`` chosen whenever it qualifies (:data:`COMBINATION_NOTE`).
+``combination`` chosen whenever it qualifies (:data:`COMBINATION_NOTE`): one tuple per member,
+its alternatives in order of preference (the first that was fitted stands in, e.g. the ridge
+with exogenous forecasts before its history-only twin).
 The index and PUE get 5 %: their naive is hard to beat (PUE is a function of the weather,
 which history alone forecasts little better than persistence) and a 28-day window's ranking is
 noisy; without the margin, a 19-day sample of 2023 scored the index's choice 17-21 % worse than
@@ -679,6 +682,34 @@ rose from 23.1 to 27.8 % (``global``, where the pair was picked), -1.8 to 0.3 % 
 and 3.2 to 6.6 % (the five areas); the rolling replays of section 7b kept 0.781 of the
 oracle's reduction on average instead of 0.772 (daily runs) and 0.758 instead of 0.754 (every
 6 h). ``combine=False`` leaves the combination out."""
+
+
+def combination_members(signal: str, fitted: Iterable[str]) -> tuple[str, ...]:
+    """The members of ``signal``'s fixed combination among the ``fitted`` candidate names.
+
+    Each member is the first of its alternatives in :data:`SIGNAL_SETTINGS` that was fitted
+    (``ridge_hourly_exog`` before ``ridge_hourly``); a member none of whose alternatives was
+    fitted is left out (:func:`choose` forms the combination only from two or more).
+
+    Parameters
+    ----------
+    signal
+        A key of :data:`SIGNAL_SETTINGS`.
+    fitted
+        Names of the candidates fitted on this window.
+
+    Returns
+    -------
+    tuple of str
+        Member names, in the settings' order; empty when the signal has no combination.
+    """
+    have = set(fitted)
+    out = []
+    for alternatives in SIGNAL_SETTINGS[signal].get("combination") or ():
+        name = next((n for n in alternatives if n in have), None)
+        if name is not None:
+            out.append(name)
+    return tuple(out)
 
 
 def _pad(p: np.ndarray, H: int) -> np.ndarray:
@@ -792,9 +823,8 @@ def choose(preds: dict[str, np.ndarray], actual: np.ndarray, metric: str, margin
     score: dict[str, float] = {}
 
     def add(name: str) -> None:
-        err[name] = _error(preds[name], actual, metric)
-        e0 = err[NAIVE] if name != NAIVE else err[name]
-        e = err[name]
+        e = err[name] = _error(preds[name], actual, metric)
+        e0 = err[NAIVE] if name != NAIVE else e
         ratio = e / e0 if e0 > 0 else (1.0 if e <= 0 else np.inf)
         if use_regret:
             reg[name] = round(regret(preds[name]), 6)
@@ -1000,12 +1030,7 @@ class SelectedForecaster(Forecaster):
             ext = fitted[best]
             for k, p in preds.items():
                 preds[k] = np.where(np.isnan(p), preds[best], p)
-        pool = tuple(SIGNAL_SETTINGS[self.signal].get("combination") or ()) if self.combine \
-            else ()
-        if "ridge_hourly_exog" in preds:
-            # the per-hour ridge with the site's exogenous forecasts, whenever it was fitted,
-            # stands in for its history-only twin in the combination (COMBINATION_NOTE)
-            pool = tuple("ridge_hourly_exog" if n == "ridge_hourly" else n for n in pool)
+        pool = combination_members(self.signal, preds) if self.combine else ()
         scored = actual
         if not self.relative:
             # the index and PUE sit on a bound for many hours (no surplus; PUE at its floor),
@@ -1284,5 +1309,5 @@ class SelectedForecaster(Forecaster):
 
 
 __all__ = ["ACI_GAMMA", "DEFAULT_SCHEDULE", "LEAD_BUCKETS", "NAIVE", "SIGNAL_SETTINGS",
-           "Candidate", "ModelSchedule", "exogenous_candidates",
+           "Candidate", "ModelSchedule", "combination_members", "exogenous_candidates",
            "SelectedForecaster", "aci_replay", "conformal_bounds", "registry", "window_bounds"]

@@ -86,8 +86,12 @@ def ridge_features(filled: np.ndarray, issue_pos: np.ndarray, lead: int,
     lags = [at(t - 24 * (m + j)) for j in range(LAG_DAYS)]
     last = at(issue_pos - 1)
     win = np.stack([at(issue_pos - j) for j in range(1, 25)], axis=1)
-    with np.errstate(all="ignore"):
-        mean24 = np.nanmean(win, axis=1)
+    seen = np.isfinite(win)
+    n_seen = seen.sum(axis=1)
+    # the mean of the observed hours; NaN where none was (np.nanmean's value, without its
+    # "Mean of empty slice" warning for issues at the start of the history)
+    mean24 = np.where(seen, win, 0.0).sum(axis=1) / np.where(n_seen > 0, n_seen, 1)
+    mean24[n_seen == 0] = np.nan
     dow = target_times.day_of_week.to_numpy()
     doy = 2 * np.pi * target_times.day_of_year.to_numpy(float) / 365.25
     cols = [*lags, last, mean24, *((dow == d).astype(float) for d in range(1, 7)),

@@ -152,3 +152,21 @@ def test_hourly_ridge_reads_nothing_at_or_after_the_issue_and_batch_equals_predi
     np.testing.assert_allclose(m.backcast(poisoned, issues[:4], 72), batch[:4], rtol=1e-12)
     with pytest.raises(ForecastError, match="fitted for issues at 12:00 UTC"):
         m.predict(issues[0] - 12 * HOUR, 24, y=y)
+
+
+def test_ridge_features_of_an_issue_with_no_history_are_nan_without_a_warning() -> None:
+    import warnings
+
+    from carbonsched.forecasts.ridge import FEATURES, ridge_features
+
+    filled = np.array([np.nan] * 30 + [300.0, 310.0, np.nan, 330.0] + [320.0] * 200)
+    issues = pd.DatetimeIndex(["2023-01-01T00:00Z", "2023-01-02T00:00Z", "2023-01-02T11:00Z"])
+    pos = np.array([0, 24, 35])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "Mean of empty slice" would fail here
+        F = ridge_features(filled, pos, 0, issues)
+    mean24 = F[:, FEATURES.index("mean24")]
+    # no observation before positions 0 and 24; position 35 sees 300, 310, 330 and 320 among the
+    # 24 hours before it (positions 11..34)
+    assert np.isnan(mean24[0]) and np.isnan(mean24[1])
+    assert mean24[2] == pytest.approx((300.0 + 310.0 + 330.0 + 320.0) / 4)

@@ -17,6 +17,7 @@ from carbonsched.forecasts.registry import (
     SelectedForecaster,
     _point_forecasts,
     bucket_of,
+    combination_members,
     conformal_bounds,
     registry,
 )
@@ -264,6 +265,20 @@ def test_the_combination_needs_two_members() -> None:
     assert s.describe()["model"] == "seasonal-naive-24h"
     assert s.describe()["combination"] is False
     assert s.describe()["naive_validation_error"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_the_combinations_members_prefer_the_exogenous_ridge_where_fitted() -> None:
+    ci = "carbon_intensity_g_per_kwh"
+    both = ("seasonal-naive-24h", "ridge_hourly", "ridge_hourly_exog", "ols_hourly_ratio")
+    assert combination_members(ci, both) == ("ridge_hourly_exog", "ols_hourly_ratio")
+    assert combination_members(ci, both[:2] + both[3:]) == ("ridge_hourly", "ols_hourly_ratio")
+    # the exogenous ridge alone is the ridge member too; a member with no fitted alternative
+    # is left out (one member: choose forms no combination)
+    assert combination_members(ci, ("ridge_hourly_exog", "ols_hourly_ratio")) == (
+        "ridge_hourly_exog", "ols_hourly_ratio")
+    assert combination_members(ci, ("seasonal-naive-24h", "ols_hourly_ratio")) == (
+        "ols_hourly_ratio",)
+    assert combination_members("pue", both) == ()
 
 
 def test_the_index_is_chosen_on_the_hours_off_its_bounds() -> None:
