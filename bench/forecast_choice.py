@@ -2,12 +2,13 @@
 
 For each site of a catalog and each weekly refit period (Mondays, 00:00 UTC) in ``[--from,
 --to]``, this script fits :class:`~carbonsched.forecasts.registry.SelectedForecaster` exactly as
-the daily path does (``--horizon-hours`` leads, issue hour 00:00 UTC, up to a year of history
-strictly before the period start) and records what its choice sees: every candidate's
-validation forecasts on the 28-day window and the actual values. Then every candidate is
-refitted on the history before the period start and issues the period's seven daily forecasts
-(00:00 UTC, each from the history before it), as deployed; day-ahead-only candidates get their
-later leads from the same extension model as in the registry.
+the daily path does (``--horizon-hours`` leads, issued at ``--issue-hour`` UTC, default 00:00,
+up to a year of history strictly before the period start) and records what its choice sees:
+every candidate's validation forecasts on the 28-day window and the actual values. Then every
+candidate is refitted on the history before the period start and issues the period's seven
+daily forecasts (at the issue hour, each from the history before it), as deployed;
+day-ahead-only candidates get their later leads from the same extension model as in the
+registry.
 
 Several choice rules are then applied to the same validation forecasts and scored on the
 *following* week (held out from the choice): MAPE by lead bucket, skill over seasonal naive
@@ -58,12 +59,13 @@ HOUR = pd.Timedelta(hours=1)
 BUCKETS = ((0, 24), (24, 48), (48, 72), (72, 96))
 
 
-def site_period(args: tuple[str, str, str, str, int]) -> dict[str, Any]:
+def site_period(args: tuple[str, str, str, str, int, int]) -> dict[str, Any]:
     """Validation and held-out test forecasts of every candidate for one site-period."""
-    catalog, site_id, period, data_dir, H = args
+    catalog, site_id, period, data_dir, H, issue_hour = args
     site = load_catalog(catalog).site(site_id)
     P = pd.Timestamp(period, tz="UTC")
-    frame, _ = load_site_signals(site, data_dir, P - 366 * DAY, P + 7 * DAY + H * HOUR)
+    frame, _ = load_site_signals(site, data_dir, P - 366 * DAY,
+                                 P + 7 * DAY + (H + issue_hour) * HOUR)
     y = frame[CI]
     y_hist = y[(y.index < P) & (y.index >= P - reg.DEFAULT_SCHEDULE.history_days * DAY)]
     seen: dict[str, Any] = {}
@@ -76,7 +78,8 @@ def site_period(args: tuple[str, str, str, str, int]) -> dict[str, Any]:
 
     reg.choose = capture
     try:
-        sf = reg.SelectedForecaster(CI, tz=site.timezone, horizon_hours=H).fit(y_hist)
+        sf = reg.SelectedForecaster(CI, tz=site.timezone, horizon_hours=H,
+                                    issue_hour=issue_hour).fit(y_hist)
     finally:
         reg.choose = real_choose
     val_actual = seen["actual"]
@@ -86,18 +89,19 @@ def site_period(args: tuple[str, str, str, str, int]) -> dict[str, Any]:
     ext = min(longs, key=lambda k: (np.nan_to_num(reg._error(seen["preds"][k], val_actual,
                                                               "mape"), nan=np.inf),
                                     names.index(k)))
-    issues = pd.date_range(P, periods=7, freq="D")
+    issues = pd.date_range(P + issue_hour * HOUR, periods=7, freq="D")
     ts = issues.repeat(H) + pd.to_timedelta(np.tile(np.arange(H), len(issues)), unit="h")
     test_actual = y.reindex(ts).to_numpy(float).reshape(len(issues), H)
     test: dict[str, np.ndarray] = {}
     for k in names:
         c = cands[k]
-        m = c.make(site.timezone, sf.clip, 0).fit(y_hist)
+        m = c.make(site.timezone, sf.clip, issue_hour).fit(y_hist)
         h = min(H, c.max_horizon_hours or H)
         test[k] = reg._pad(np.clip(reg._point_forecasts(m, y, issues, h), *sf.clip), H)
     for k in names:
         test[k] = np.where(np.isnan(test[k]), test[ext], test[k])
-    return {"site": site_id, "period": period, "chosen": sf.chosen_, "names": names,
+    return {"site": site_id, "period": period, "issue_hour": issue_hour,
+            "chosen": sf.chosen_, "names": names,
             "margin": seen["margin"], "combination": list(seen["combination"]),
             "val_preds": {k: v.tolist() for k, v in seen["preds"].items()},
             "val_actual": val_actual.tolist(),
@@ -274,6 +278,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--every-weeks", type=int, default=1)
     ap.add_argument("--sites", default=None, help="comma-separated site ids (default all)")
     ap.add_argument("--horizon-hours", type=int, default=96)
+    ap.add_argument("--issue-hour", type=int, default=0, choices=range(24), metavar="0..23",
+                    help="UTC hour of the issues (the choice is fitted for it, as the daily "
+                         "path fits one per issue hour)")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--records", default=None,
                     help="score the records of an earlier run (its --records-out) instead of "
@@ -293,7 +300,7 @@ def main(argv: list[str] | None = None) -> None:
         periods = pd.date_range(a.start, a.end, freq=f"{7 * a.every_weeks}D")
         if any(p.day_of_week != 0 for p in periods):
             ap.error("--from must be a Monday (refit periods start on Mondays)")
-        jobs = [(a.catalog, s, str(p.date()), a.data_dir, a.horizon_hours)
+        jobs = [(a.catalog, s, str(p.date()), a.data_dir, a.horizon_hours, a.issue_hour)
                 for s in sites for p in periods]
         records = []
         with ProcessPoolExecutor(a.workers) as ex:
