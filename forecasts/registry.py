@@ -696,13 +696,22 @@ def combination_members(signal: str, fitted: Iterable[str]) -> tuple[str, ...]:
     signal
         A key of :data:`SIGNAL_SETTINGS`.
     fitted
-        Names of the candidates fitted on this window.
+        Names of the candidates fitted on this window (with finite validation forecasts), in
+        any order.
 
     Returns
     -------
     tuple of str
         Member names, in the settings' order; empty when the signal has no combination.
+
+    Raises
+    ------
+    ForecastError
+        ``signal`` is not a key of :data:`SIGNAL_SETTINGS`.
     """
+    if signal not in SIGNAL_SETTINGS:
+        raise ForecastError(f"combination_members: unknown signal {signal!r}; known: "
+                            f"{', '.join(SIGNAL_SETTINGS)}")
     have = set(fitted)
     out = []
     for alternatives in SIGNAL_SETTINGS[signal].get("combination") or ():

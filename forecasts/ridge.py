@@ -86,7 +86,7 @@ def ridge_features(filled: np.ndarray, issue_pos: np.ndarray, lead: int,
     lags = [at(t - 24 * (m + j)) for j in range(LAG_DAYS)]
     last = at(issue_pos - 1)
     win = np.stack([at(issue_pos - j) for j in range(1, 25)], axis=1)
-    seen = np.isfinite(win)
+    seen = ~np.isnan(win)
     n_seen = seen.sum(axis=1)
     # the mean of the observed hours; NaN where none was (np.nanmean's value, without its
     # "Mean of empty slice" warning for issues at the start of the history)

@@ -279,6 +279,11 @@ def test_the_combinations_members_prefer_the_exogenous_ridge_where_fitted() -> N
     assert combination_members(ci, ("seasonal-naive-24h", "ols_hourly_ratio")) == (
         "ols_hourly_ratio",)
     assert combination_members("pue", both) == ()
+    # the settings' order and preference, whatever the order of the fitted names
+    assert combination_members(ci, ("ols_hourly_ratio", "ridge_hourly", "ridge_hourly_exog")) == (
+        "ridge_hourly_exog", "ols_hourly_ratio")
+    with pytest.raises(ForecastError, match="unknown signal 'co2'"):
+        combination_members("co2", both)
 
 
 def test_the_index_is_chosen_on_the_hours_off_its_bounds() -> None:
