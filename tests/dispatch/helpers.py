@@ -147,3 +147,29 @@ def poll(fn, until, what: str, timeout_s: float, every_s: float = 0.5):
         if time.monotonic() - t0 > timeout_s:
             raise AssertionError(f"{what}: still {v!r} after {timeout_s} s")
         time.sleep(every_s)
+
+
+#: What the real-cluster cases of the Kubernetes contract suites say when they skip.
+REAL_CLUSTER_SKIP = ("runs against a real cluster only: set CARBONSCHED_K8S_CONTEXT to a "
+                     "context of KUBECONFIG (or ~/.kube/config), or KUBECONFIG alone for its "
+                     "current context (the [emulator] case ran against the emulator; see "
+                     "docs/dispatch.md, 'Contract suite')")
+
+
+def real_cluster() -> tuple[str | None, str] | None:
+    """``(kubeconfig, context)`` of the real cluster the contract suites run against, or None.
+
+    Set by ``CARBONSCHED_K8S_CONTEXT`` (a context of ``KUBECONFIG``, else of
+    ``~/.kube/config``) or by ``KUBECONFIG`` alone (its current context); neither: None, and the
+    real cases skip with :data:`REAL_CLUSTER_SKIP`. ``kubeconfig`` None means the client's
+    default file.
+    """
+    kubeconfig = os.environ.get("KUBECONFIG") or None
+    context = os.environ.get("CARBONSCHED_K8S_CONTEXT")
+    if not context and not kubeconfig:
+        return None
+    if not context:
+        from kubernetes import config
+
+        context = config.list_kube_config_contexts(kubeconfig)[1]["name"]
+    return kubeconfig, context

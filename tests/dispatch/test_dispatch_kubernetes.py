@@ -17,6 +17,8 @@ from carbonsched.dispatch.outbox import dispatch_plan, refresh_status, release_d
 from carbonsched.domain import JobPayload, JobState, ReasonCode
 from carbonsched.errors import BackendRejectedError, BackendUnavailableError
 
+from .helpers import REAL_CLUSTER_SKIP, real_cluster
+
 START = datetime.now(UTC).replace(microsecond=0) + timedelta(days=2)
 
 
@@ -30,20 +32,16 @@ def _req(job_id: str, plan_id: str = "plan-k", **kw) -> DispatchRequest:
 
 @pytest.fixture(params=["emulator", "real"])
 def target(request):
-    """(kubeconfig, context, namespace) of the emulator or of the real cluster in $KUBECONFIG."""
+    """(kubeconfig, context, namespace) of the emulator or the real cluster (real_cluster)."""
     if request.param == "emulator":
         k = os.environ.get("CARBONSCHED_KUBECONFIG")
         if not k:
             pytest.skip("CARBONSCHED_KUBECONFIG not set (scripts/test starts the emulator)")
         return k, "us-east-ny", "carbonsched"
-    k = os.environ.get("KUBECONFIG")
-    if not k:
-        pytest.skip("the [real] case runs against a cluster only: set KUBECONFIG to one (the "
-                    "[emulator] case ran against the emulator; see docs/dispatch.md)")
-    from kubernetes import config
-
-    ctx = os.environ.get("CARBONSCHED_K8S_CONTEXT") or config.list_kube_config_contexts(k)[1][
-        "name"]
+    real = real_cluster()
+    if real is None:
+        pytest.skip(f"the [real] case {REAL_CLUSTER_SKIP}")
+    k, ctx = real
     return k, ctx, os.environ.get("CARBONSCHED_K8S_NAMESPACE", "carbonsched-contract")
 
 

@@ -41,6 +41,8 @@ from carbonsched.adapters.dispatch.kubernetes import KubernetesAdapter, job_name
 from carbonsched.domain import JobPayload, JobState, ReasonCode
 from carbonsched.errors import BackendRejectedError
 
+from .helpers import REAL_CLUSTER_SKIP, real_cluster
+
 START = datetime.now(UTC).replace(microsecond=0) + timedelta(days=2)
 NS = "carbonsched"
 EMULATED = {"job": ("us-east-ny", None), "kueue": ("us-east-va", "gpu-batch"),
@@ -123,14 +125,13 @@ def target(request) -> Target:
                         "../shared/data/k8s-crds (set CARBONSCHED_SHARED_DATA or "
                         "CARBONSCHED_K8S_CRDS before start_kube_emulator)")
         return t
-    ctx = os.environ.get("CARBONSCHED_K8S_CONTEXT")
-    if not ctx:
-        pytest.skip(f"the [{kind}-real] case runs against a cluster only: set "
-                    "CARBONSCHED_K8S_CONTEXT to a kubeconfig context (the [emulator] case ran "
-                    "against the emulator; see docs/dispatch.md, 'Contract suite')")
+    real = real_cluster()
+    if real is None:
+        pytest.skip(f"the [{kind}-real] case {REAL_CLUSTER_SKIP}")
+    kubeconfig, ctx = real
     queue = {"kueue": os.environ.get("CARBONSCHED_K8S_KUEUE_QUEUE", "carbonsched"),
              "volcano": os.environ.get("CARBONSCHED_K8S_VOLCANO_QUEUE", "default")}.get(kind)
-    t = Target(os.environ.get("KUBECONFIG"), ctx,
+    t = Target(kubeconfig, ctx,
                os.environ.get("CARBONSCHED_K8S_NAMESPACE", "carbonsched-contract"), kind, queue,
                False)
     why = _served(t)
