@@ -85,8 +85,11 @@ def print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
     for k in kinds:
         out.print(f"[dim]note: {escape(note_line(k))}[/]", highlight=False, soft_wrap=True)
     if len(kinds) < len(notes):
-        out.print(f"[dim]({len(notes)} notes as {len(kinds)} line(s), one per kind; "
-                  "--all-notes (or --verbose) prints each)[/]", highlight=False,
+        # the count is of the lines it sums (a note said in the header above is counted apart)
+        above = len(notes) - len(shown)
+        out.print(f"[dim]({len(shown)} notes as {len(kinds)} line(s), one per kind"
+                  + (f", and {above} in the header above" if above else "")
+                  + "; --all-notes (or --verbose) prints each)[/]", highlight=False,
                   soft_wrap=True)
 
 
