@@ -94,18 +94,19 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     Returns
     -------
     PlanResult
-        Its ``carry`` holds this solve's best multipliers, its last master's support and
-        the plan's options for the next rolling run. ``optimal`` only if the LP converged,
-        the repair MIP finished and the gap to the best proven bound (the LP's, the
-        GPU-type split's, or the dual bound of a repair MIP over the whole model) is within
-        ``mip_gap``; ``feasible`` otherwise; ``heuristic`` (greedy plan) if the repair found
-        nothing. With preemptible jobs the paths above run in the
-        limit less :func:`~carbonsched.plan.colgen.pieces.piece_reserve_s`, and the piece
-        phase (:func:`~carbonsched.plan.colgen.pieces.finish_pieces`) then prices piece
-        patterns, may replace the plan by a piece repair MIP's and reports the Lagrangian
-        bound over piece plans instead of the one-piece bounds (valid over every plan with
-        pieces; :mod:`~carbonsched.plan.colgen.pieces`); ``optimal`` then means the gap to it
-        is within ``mip_gap``.
+        Its ``carry`` holds this solve's best multipliers, its last master's support and the
+        plan's options for the next rolling run. ``optimal`` when the gap to the best proven
+        bound (the Lagrangian's or LP's, the GPU-type split's, or the dual bound of a repair MIP
+        over the whole model: each valid whether or not the LP converged or the repair finished)
+        is within ``mip_gap`` (:func:`~carbonsched.plan.colgen.status.plan_status`);
+        ``feasible`` otherwise; ``heuristic`` (greedy plan) if the repair found nothing. With
+        preemptible jobs the paths above run in the limit less
+        :func:`~carbonsched.plan.colgen.pieces.piece_reserve_s`, and the piece phase
+        (:func:`~carbonsched.plan.colgen.pieces.finish_pieces`) then prices piece patterns, may
+        replace the plan by a piece repair MIP's and reports the Lagrangian bound over piece
+        plans instead of the one-piece bounds (valid over every plan with pieces;
+        :mod:`~carbonsched.plan.colgen.pieces`); ``optimal`` then means the gap to it is within
+        ``mip_gap``.
 
     Notes
     -----
@@ -157,6 +158,8 @@ def _run_path(st: ColgenState) -> PlanResult:
     elif st.warm_start is not None and len(st.warm_start):
         warm_candidate(st)
     repack(st)
+    if st.force_short and not opt.short_first_passes:
+        return finish(st)   # a staged solve's short path: the master-LP path follows
     early_moves(st)
     run_passes(st)
     split_bounds(st)
@@ -342,7 +345,7 @@ def finish(st: ColgenState) -> PlanResult:
         rec.solve_seconds = time.perf_counter() - st.started - rec.build_seconds
     rec.mip_gap = relative_gap(rec.objective, rec.bound)
     own = name.removeprefix(f"{SHORT_PATH}: ")
-    status = plan_status(own, rec.mip_gap, st.mip_gap, st.converged, st.rep_proven)
+    status = plan_status(own, rec.mip_gap, st.mip_gap)
     rec.status = res.status = status
     st.note(f"column generation: {st.it} rounds, {len(st.pool)} columns of "
             f"{count_options(st.sets)} options, {len(st.lay.reps)} classes; plan from {name} ("

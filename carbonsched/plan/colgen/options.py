@@ -286,6 +286,16 @@ class ColgenOptions:
         master LP converges well within the budgets the tests and benchmarks use (1k × 16 ×
         48) and the behaviour is unchanged. [-] Default 2,000;
         ``CARBONSCHED_CG_SHORT_FIRST_JOBS`` (≥ 0).
+    short_first_passes : bool
+        Whether the short path, when the master-LP path follows it, runs its passes, split
+        bounds, repair and moves; off, it stops after its priced greedy plan and one-slot
+        repack, and the master-LP path gets that time (7-8 s of 60 on 10k jobs): its master
+        then has the LP bound early and its passes and moves start from the short path's
+        plan. Measured on 10k × 16 × 72 at load 0.8, seeds 0-4, each seed on and off side by
+        side (60 s, idle machine): 0.31 / 0.47 / 0.34 / 1.32 / 0.40 % against 0.96 / 2.02 /
+        0.52 / 1.33 / 0.94 %; at load 0.6 and on 48 slots at load 0.8 within the noise of
+        the smoothed dual's time-cut iterates (BENCHMARKS.md section 3). Default False;
+        ``CARBONSCHED_CG_SHORT_PASSES`` (``0`` or ``1``).
     moves_share : float
         Most of the budget kept back from the passes for
         :func:`carbonsched.plan.local.improve` on the final plan
@@ -441,6 +451,7 @@ class ColgenOptions:
     smooth_plan_share: float = 0.4
     short_first_share: float = 0.5
     short_first_min_jobs: int = 2_000
+    short_first_passes: bool = False
     moves_share: float = 0.1
     moves_first_max_jobs: int = 2_000
     moves_s_per_job: float = 8e-4
@@ -583,6 +594,7 @@ ENV: dict[str, tuple[str, Callable[[str], object]]] = {
     "CARBONSCHED_CG_SMOOTH_PLAN": ("smooth_plan_share", _number(float, 0.0, 1.0)),
     "CARBONSCHED_CG_SHORT_FIRST": ("short_first_share", _number(float, 0.0, 1.0)),
     "CARBONSCHED_CG_SHORT_FIRST_JOBS": ("short_first_min_jobs", _number(int, 0)),
+    "CARBONSCHED_CG_SHORT_PASSES": ("short_first_passes", _flag),
     "CARBONSCHED_CG_CARRIED_WARMUP": ("warmup_carried_share", _number(float, 0.0, 1.0)),
     "CARBONSCHED_CG_MOVES": ("moves_share", _number(float, 0.0, 1.0)),
     "CARBONSCHED_CG_TYPE_PASS": ("type_pass_share", _number(float, 0.0, 1.0)),

@@ -5,9 +5,13 @@ from __future__ import annotations
 from carbonsched.plan.result import PlanStatus, SolverRecord, join_clauses
 
 
-def plan_status(name: str, gap: float | None, mip_gap: float, converged: bool,
-                rep_proven: bool) -> PlanStatus:
+def plan_status(name: str, gap: float | None, mip_gap: float) -> PlanStatus:
     """Status of column generation's plan from the candidate that won and the proof.
+
+    Every bound column generation reports is a valid lower bound on the objective (a
+    Lagrangian or LP value, a split bound, a repair MIP's dual bound over the whole model),
+    whether or not its LP converged or its repair MIP finished: a gap within ``mip_gap`` is
+    a proof, as a MIP solver's "optimal" within its relative gap (HiGHS ``mip_rel_gap``) is.
 
     Parameters
     ----------
@@ -19,23 +23,17 @@ def plan_status(name: str, gap: float | None, mip_gap: float, converged: bool,
         Relative gap to the best proven bound (None: no bound). [-]
     mip_gap
         Requested relative gap. [-]
-    converged
-        Whether column generation converged (the bound is the LP's or better).
-    rep_proven
-        Whether the last repair MIP finished its own proof.
 
     Returns
     -------
     PlanStatus
-        ``optimal`` when the gap is within ``mip_gap``, the LP converged and the repair
-        proved (or the gap is 0); ``heuristic`` for an unproven greedy plan; else
-        ``feasible``.
+        ``optimal`` when the gap is within ``mip_gap``; ``heuristic`` for an unproven greedy
+        plan; else ``feasible`` (what a rolling run counts as stopped at its time limit).
     """
-    proven = gap is not None and gap <= mip_gap + 1e-9
-    if (name == "greedy" or name.startswith("greedy + ")) and not proven:
-        return PlanStatus.HEURISTIC
-    if proven and converged and (rep_proven or gap == 0.0):
+    if gap is not None and gap <= mip_gap + 1e-9:
         return PlanStatus.OPTIMAL
+    if name == "greedy" or name.startswith("greedy + "):
+        return PlanStatus.HEURISTIC
     return PlanStatus.FEASIBLE
 
 
