@@ -40,7 +40,9 @@ import fcntl
 import json
 import os
 import platform
+import shlex
 import statistics
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -136,14 +138,14 @@ def _s(v) -> str:
     return "—" if v is None else f"{v:.2f}"
 
 
-def write_markdown(runs: list[dict], summary: list[dict], path: Path, commit: str) -> None:
-    """Per-cell summary and per-run table."""
+def write_markdown(runs: list[dict], summary: list[dict], path: Path, commit: str,
+                   command: str) -> None:
+    """Per-cell summary and per-run table; ``command`` is the command line that ran them."""
     lines = [
         "# Planner matrix (issue 13)", "",
         f"Commit `{commit}`, {os.cpu_count()} cores (shared), Python "
         f"{platform.python_version()}, HiGHS via highspy, one solver thread. Command: "
-        "`python bench/plan_matrix.py --out bench/results/plan_matrix.json --lock "
-        "/work/bench.lock`. Gap = (objective − proven bound) / objective.", "",
+        f"`{command}`. Gap = (objective − proven bound) / objective.", "",
         "| cell | limit | target | seeds | s median | s worst | gap median | gap worst | "
         "target met | reference (statuses, median gap) | load avg 1m per run |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -215,7 +217,8 @@ def main() -> None:
             summary = summarise(runs)
             args.out.write_text(json.dumps({"runs": runs, "summary": summary}, indent=1,
                                            default=float))
-            write_markdown(runs, summary, args.out.with_suffix(".md"), commit)
+            write_markdown(runs, summary, args.out.with_suffix(".md"), commit,
+                           "python bench/plan_matrix.py " + shlex.join(sys.argv[1:]))
             print(time.strftime("%H:%M:%S"), jobs, load, args.hours, limit, seed,
                   row.get("status"),
                   row.get("seconds"), row.get("mip_gap"),
