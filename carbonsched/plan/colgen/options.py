@@ -289,7 +289,7 @@ class ColgenOptions:
     short_first_passes : bool
         Whether the short path, when the master-LP path follows it, runs its passes, split
         bounds, repair and moves; off, it stops after its priced greedy plan and one-slot
-        repack, and the master-LP path gets that time (7-8 s of 60 on 10k jobs): its master
+        repack, and the master-LP path gets that time (6-8 s of 60 on 10k jobs): its master
         then has the LP bound early and its passes and moves start from the short path's
         plan. Measured on 10k × 16 × 72 at load 0.8, seeds 0-4, each seed on and off side by
         side (60 s, idle machine): 0.31 / 0.47 / 0.34 / 1.32 / 0.40 % against 0.96 / 2.02 /
