@@ -54,6 +54,7 @@ import pandas as pd
 import carbonsched.forecasts.registry as reg
 from carbonsched.adapters.signals import load_site_signals
 from carbonsched.catalog import load_catalog
+from carbonsched.errors import ForecastError
 from carbonsched.forecasts.decision import start_regret
 
 CI = "carbon_intensity_g_per_kwh"
@@ -319,10 +320,17 @@ def main(argv: list[str] | None = None) -> None:
                 for s in sites for p in periods]
         records = []
         with ProcessPoolExecutor(a.workers) as ex:
-            for k, rec in enumerate(ex.map(site_period, jobs), 1):
-                records.append(rec)
-                print(f"{k}/{len(jobs)} {rec['site']} {rec['period']} chose {rec['chosen']}",
-                      file=sys.stderr, flush=True)
+            try:
+                for k, rec in enumerate(ex.map(site_period, jobs), 1):
+                    records.append(rec)
+                    print(f"{k}/{len(jobs)} {rec['site']} {rec['period']} chose "
+                          f"{rec['chosen']}", file=sys.stderr, flush=True)
+            except ForecastError as e:
+                # e.g. a first period too close to the start of the data
+                done = (f"after {records[-1]['site']} {records[-1]['period']}" if records
+                        else "at the first site-period")
+                ap.exit(2, f"{ap.prog}: error: the forecast stopped {done}: {e}; every "
+                           "period needs that history before it: move --from later\n")
     mismatch = (None if a.records else
                 [(r["site"], r["period"]) for r in records
                  if apply_rule(r, "current")[0] != r["chosen"]])
