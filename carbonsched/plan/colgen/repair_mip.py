@@ -426,7 +426,7 @@ def repair_incumbent(st: ColgenState) -> None:
     :attr:`ColgenOptions.repair_all_classes`, and then, up to
     :attr:`ColgenOptions.repair_all_options` options, every option: the MIP is the whole
     class-aggregated model and its dual bound bounds the problem). Appends the plan, and
-    sets ``rep_proven`` and possibly a higher bound.
+    possibly a higher bound.
     """
     sets, lay, cls, opt = st.sets, st.lay, st.cls, st.opt
     reps, pool, xo = lay.reps, st.pool, st.xo
@@ -477,7 +477,7 @@ def repair_incumbent(st: ColgenState) -> None:
     note_start_misvalued(st.rec, so, "repair MIP")
     if out is None:
         return
-    chosen, alloc, st.rep_proven, rep_bound = out
+    chosen, alloc, _, rep_bound = out
     st.cands.append(("LP + repair MIP", build_plan_result(
         sets, chosen, alloc, PlanStatus.FEASIBLE, st.rec)))
     if whole and rep_bound is not None and rep_bound > st.lb + ABS_GAP_KG:

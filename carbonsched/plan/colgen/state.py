@@ -149,7 +149,6 @@ class ColgenState:
     fixed_opts: np.ndarray | None = None
     fixed_counts: np.ndarray | None = None
     split_opts: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), dtype=np.int64))
-    rep_proven: bool = False
 
     def left(self) -> float:
         """Seconds of the limit left, less the time held back for the final moves. [s]"""
