@@ -394,3 +394,42 @@ def test_a_refused_mip_start_is_said_in_the_note(monkeypatch):
     assert (f"the MIP start (a plan of {plan.totals['objective']:.3f} kg) was refused by HiGHS;"
             " solved without it; solver status Optimal") in res.solver.note
     assert "started from" not in res.solver.note
+
+
+@pytest.mark.parametrize("gap, status", [(0.0099, PlanStatus.OPTIMAL),
+                                         (0.0101, PlanStatus.FEASIBLE)])
+def test_follow_up_proves_the_plan_with_either_bound_when_both_runs_hit_their_limit(
+        monkeypatch, gap, status):
+    # column generation and the direct MILP each stopped by its limit (reported feasible):
+    # their bounds are still proven, so the better plan within mip_gap of the larger bound is
+    # optimal; here column generation's bound is lowered to 5 % under its plan (still a
+    # bound) and the MILP's set to leave the best plan 0.99 % (just within the 1 % asked) or
+    # 1.01 % (just past it) above it
+    real_cg = solve_mod.solve_colgen
+
+    def weak_colgen(*a, **k):
+        res = real_cg(*a, **k)
+        res.status = res.solver.status = PlanStatus.FEASIBLE
+        res.solver.bound = res.totals["objective"] * 0.95
+        return res
+
+    monkeypatch.setattr(solve_mod, "solve_colgen", weak_colgen)
+    monkeypatch.setattr(solve_mod, "AUTO_MILP_MAX_OPTIONS", 0)
+    real = solve_mod.solve_milp
+    seen = {}
+
+    def time_limited(sets, name, limit, mip_gap, threads, rec, *a, **k):
+        alt = real(sets, name, limit, mip_gap, threads, rec, *a, **k)
+        best_kg = min(alt.totals["objective"], k["start"].totals["objective"])
+        seen["cg_bound"] = k["start"].solver.bound
+        rec.bound = best_kg * (1 - gap)
+        alt.status = rec.status = PlanStatus.FEASIBLE
+        return alt
+
+    monkeypatch.setattr(solve_mod, "solve_milp", time_limited)
+    res = solve_plan(mid_size(), time_limit_s=600, mip_gap=0.01)
+    assert res.solver.method == "colgen+milp", res.solver.note
+    assert seen["cg_bound"] is not None
+    assert seen["cg_bound"] < res.solver.bound            # the MILP's bound is the larger
+    assert res.solver.mip_gap == pytest.approx(gap, rel=1e-6)
+    assert res.status == res.solver.status == status
