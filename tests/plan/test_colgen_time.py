@@ -79,3 +79,81 @@ def test_the_first_master_leaves_the_tail_for_what_follows_it(monkeypatch, per_j
                colgen_options=opts)
     spent = time.perf_counter() - t0
     assert 60.0 - tail_s - spent <= limits[0] <= 60.0 - tail_s
+
+
+def _knapsack_mip():
+    """A 400-item, 30-row knapsack at gap 0: no HiGHS closes it in seconds."""
+    import highspy
+    import numpy as np
+
+    from carbonsched.plan.colgen.solver import new_highs
+
+    rng = np.random.default_rng(0)
+    n, m = 400, 30
+    h = new_highs(1, 2.0)
+    h.setOptionValue("mip_rel_gap", 0.0)
+    a = rng.integers(1, 100, size=(m, n)).astype(float)
+    idx = np.arange(n, dtype=np.int32)
+    h.addVars(n, np.zeros(n), np.ones(n))
+    h.changeColsCost(n, idx, -rng.integers(1, 100, size=n).astype(float))
+    h.changeColsIntegrality(n, idx, np.ones(n, dtype=np.uint8))
+    for i in range(m):
+        h.addRow(-highspy.kHighsInf, a[i].sum() / 4, n, idx, a[i])
+    return h
+
+
+def _large_lp(seed: int):
+    """A 60,000-column, 6,000-row LP the dual simplex needs seconds for."""
+    import highspy
+    import numpy as np
+
+    from carbonsched.plan.colgen.solver import new_highs
+
+    rng = np.random.default_rng(seed)
+    n, m, per_row = 60_000, 6_000, 120
+    h = new_highs(1, 0.3)
+    h.setOptionValue("solver", "simplex")
+    h.addVars(n, np.zeros(n), np.full(n, 10.0))
+    h.changeColsCost(n, np.arange(n, dtype=np.int32), -rng.uniform(1, 10, size=n))
+    cols = np.stack([np.sort(rng.choice(n, per_row, replace=False)) for _ in range(m)])
+    starts = np.arange(0, m * per_row, per_row, dtype=np.int32)
+    h.addRows(m, np.full(m, -highspy.kHighsInf), rng.uniform(50, 100, size=m), m * per_row,
+              starts, cols.ravel().astype(np.int32), rng.uniform(1, 10, size=m * per_row))
+    return h, rng
+
+
+def test_a_mip_run_after_a_time_limited_one_gets_its_own_limit_not_the_first_runs_on_top():
+    # HiGHS times a MIP run from its own start: the limit set for a second run (the repair
+    # MIP solved again without presolve) is the seconds asked, not the run time so far plus
+    # them. Measured on HiGHS's own clock, the one its limit is checked against: 2 s, then
+    # 0.5 s asked; the old rule gave the second run 2.5 s
+    from carbonsched.plan.colgen.solver import set_limit
+
+    h = _knapsack_mip()
+    h.run()
+    assert h.modelStatusToString(h.getModelStatus()) == "Time limit reached"
+    first = h.getRunTime()
+    assert first >= 1.9
+    set_limit(h, 0.5, mip=True)
+    h.run()
+    assert h.modelStatusToString(h.getModelStatus()) == "Time limit reached"
+    assert h.getRunTime() - first < 1.5
+
+
+def test_an_lp_run_after_a_time_limited_one_gets_its_limit_past_the_run_time_so_far():
+    # an LP's time is counted over all runs of the object: the second run's limit is set past
+    # the first run's time (the MIP rule would stop it at once)
+    import numpy as np
+
+    from carbonsched.plan.colgen.solver import set_limit
+
+    h, rng = _large_lp(0)
+    h.run()
+    assert h.modelStatusToString(h.getModelStatus()) == "Time limit reached"
+    first = h.getRunTime()
+    h.changeColsCost(60_000, np.arange(60_000, dtype=np.int32), -rng.uniform(1, 10, 60_000))
+    h.clearSolver()
+    set_limit(h, 0.3)
+    h.run()
+    assert h.modelStatusToString(h.getModelStatus()) == "Time limit reached"
+    assert 0.2 < h.getRunTime() - first < 1.3

@@ -150,7 +150,7 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
             if status_out is not None:
                 status_out["start_misvalued"] = bad
             h.setOptionValue("presolve", "off")
-            set_limit(h, max(time_limit_s - (time.perf_counter() - t_run), 0.1))
+            set_limit(h, max(time_limit_s - (time.perf_counter() - t_run), 0.1), mip=True)
             h.setSolution(highs_solution(x0))
             run_highs(h)
     if relax:
