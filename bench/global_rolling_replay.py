@@ -157,6 +157,8 @@ def _sum_policies(parts: list[dict[str, Any]], key: str = "policies") -> dict[st
                       "fallback_days", "seconds", "jobs_placed"):
                 if k in v and v[k] is not None:
                     t[k] = t.get(k, 0) + v[k]
+            if v.get("longest_run_s") is not None:                # the longest, not summed
+                t["longest_run_s"] = max(t.get("longest_run_s", 0.0), v["longest_run_s"])
             for k in ("time_limited_run_times", "fallback_run_times"):   # named, not summed
                 t[k] = t.get(k, []) + list(v.get(k) or [])
     base, orc = tot["agnostic"], tot.get("oracle")
@@ -274,7 +276,7 @@ def main() -> None:
     keys = ("emissions_kg", "reduction_pct", "oracle_share", "reduction_with_unplaced_pct",
             "oracle_share_with_unplaced", "kg_per_mwh_work", "work_it_mwh", "unplaced_it_mwh",
             "deadline_misses", "capacity_violations", "slo_violations", "time_limited_runs",
-            "fallback_runs")
+            "fallback_runs", "longest_run_s")
     for p, v in out["rolling"].items():   # the runs that did not end as planned, named
         for k, what in (("time_limited_run_times", "stopped at the time limit"),
                         ("fallback_run_times", "fell back to the greedy plan")):
