@@ -13,6 +13,37 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+def _real_cluster_case(item: pytest.Item) -> bool:
+    """A case of the Kubernetes contract suites meant for a real cluster (its id names ``real``)."""
+    cs = getattr(item, "callspec", None)
+    return cs is not None and item.path.parent.name == "dispatch" and "real" in cs.id.split("-")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without a real cluster configured, the real-cluster cases of the Kubernetes contract
+    suites are deselected and named once in the header (:func:`pytest_report_header`), not
+    skipped one line each; their emulator cases run."""
+    from dispatch.helpers import real_cluster
+
+    if real_cluster() is not None:
+        return
+    real = [it for it in items if _real_cluster_case(it)]
+    if real:
+        config.hook.pytest_deselected(items=real)
+        items[:] = [it for it in items if not _real_cluster_case(it)]
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """One line on the Kubernetes contract suites' real-cluster cases when they do not run."""
+    from dispatch.helpers import REAL_CLUSTER_HOW, real_cluster
+
+    if real_cluster() is not None:
+        return None
+    return ("Kubernetes contract suites: their real-cluster cases are deselected (their "
+            f"emulator cases run); to run them, {REAL_CLUSTER_HOW} (docs/dispatch.md, "
+            "'Contract suite')")
+
+
 def shared_data_dir() -> Path:
     """``$CARBONSCHED_SHARED_DATA`` or ``../shared/data`` next to the project root."""
     return Path(os.environ.get("CARBONSCHED_SHARED_DATA", ROOT.parent / "shared" / "data"))

@@ -149,11 +149,12 @@ def poll(fn, until, what: str, timeout_s: float, every_s: float = 0.5):
         time.sleep(every_s)
 
 
+#: How to point the Kubernetes contract suites at a real cluster.
+REAL_CLUSTER_HOW = ("set CARBONSCHED_K8S_CONTEXT to a context of KUBECONFIG (or ~/.kube/config), "
+                    "or KUBECONFIG alone for its current context")
 #: What the real-cluster cases of the Kubernetes contract suites say when they skip.
-REAL_CLUSTER_SKIP = ("runs against a real cluster only: set CARBONSCHED_K8S_CONTEXT to a "
-                     "context of KUBECONFIG (or ~/.kube/config), or KUBECONFIG alone for its "
-                     "current context (the [emulator] case ran against the emulator; see "
-                     "docs/dispatch.md, 'Contract suite')")
+REAL_CLUSTER_SKIP = (f"runs against a real cluster only: {REAL_CLUSTER_HOW} (the [emulator] "
+                     "case ran against the emulator; see docs/dispatch.md, 'Contract suite')")
 
 
 def real_cluster() -> tuple[str | None, str] | None:
