@@ -249,3 +249,29 @@ def test_smoothed_gradient_sees_inference_in_every_quarter_hour():
         e[k] = h
         fd = (ev(x + e, 0.05)[0] - ev(x - e, 0.05)[0]) / (2 * h)
         assert g[k] == pytest.approx(fd, rel=1e-4, abs=1e-7)
+
+
+def test_refused_mip_runs_are_counted_once_per_phase_in_the_note():
+    # a site pass may refuse dozens of presolved runs: one clause per phase, counted, naming
+    # the first refusal's values (the note is read by a person)
+    from carbonsched.plan import PlanStatus
+    from carbonsched.plan.colgen.repair_mip import note_start_misvalued
+    from carbonsched.plan.result import SolverRecord
+
+    rec = SolverRecord(name="highs", status=PlanStatus.FEASIBLE, note="column generation: ok")
+    note_start_misvalued(rec, {}, "site by site")                  # nothing refused: no clause
+    assert rec.note == "column generation: ok"
+    for k in range(3):
+        note_start_misvalued(rec, {"start_misvalued": f"HiGHS reported objective {k} kg for "
+                                   f"a solution worth {k + 1} kg"}, "site by site")
+    note_start_misvalued(rec, {"start_misvalued": "HiGHS reported objective 7 kg for a "
+                               "solution worth 8 kg"}, "repair MIP")
+    clauses = rec.note.split("; ")
+    assert clauses == [
+        "column generation: ok",
+        "site by site: 3 MIP run(s) refused and solved again without presolve (HiGHS's "
+        "presolve mis-valued the start, first: HiGHS reported objective 0 kg for a "
+        "solution worth 1 kg)",
+        "repair MIP: 1 MIP run(s) refused and solved again without presolve (HiGHS's presolve "
+        "mis-valued the start, first: HiGHS reported objective 7 kg for a solution worth "
+        "8 kg)"]

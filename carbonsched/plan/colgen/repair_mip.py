@@ -6,6 +6,7 @@ one-slot repack, and the choice of neighbours a repair frees with the fractional
 
 from __future__ import annotations
 
+import re
 import time
 
 import highspy
@@ -233,7 +234,12 @@ def start_misvalued(h: highspy.Highs, costs: np.ndarray) -> str:
 
 
 def note_start_misvalued(rec: SolverRecord, status_out: dict, where: str) -> None:
-    """Name in the plan note a MIP :func:`start_misvalued` refused and solved again.
+    """Count in the plan note a MIP :func:`start_misvalued` refused and solved again.
+
+    One clause per phase, ``"<where>: <n> MIP run(s) refused and solved again without
+    presolve (HiGHS's presolve mis-valued the start, first: <why>)"``, its count raised by
+    each further refusal in the phase (a site pass may run dozens), so the note stays a line a
+    person reads.
 
     Parameters
     ----------
@@ -245,9 +251,19 @@ def note_start_misvalued(rec: SolverRecord, status_out: dict, where: str) -> Non
         Which phase ran the MIP, for the note.
     """
     bad = status_out.get("start_misvalued")
-    if bad:
-        add_note(rec, f"{where}: {bad} (its presolve mis-valued the start); solved again "
-                 "without presolve")
+    if not bad:
+        return
+    head = f"{where}: "
+    mid = (" MIP run(s) refused and solved again without presolve (HiGHS's presolve "
+           "mis-valued the start, first: ")
+    found = re.search(re.escape(head) + r"(\d+)" + re.escape(mid) + r"[^)]*\)", rec.note)
+    if found is None:
+        add_note(rec, f"{head}1{mid}{bad})")
+        return
+    n = int(found.group(1)) + 1
+    counted = re.sub(r"^(" + re.escape(head) + r")\d+", lambda m: f"{m.group(1)}{n}",
+                     found.group(0))
+    rec.note = rec.note[:found.start()] + counted + rec.note[found.end():]
 
 
 def _integral(kinds: np.ndarray) -> np.ndarray:
