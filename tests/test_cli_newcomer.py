@@ -80,8 +80,8 @@ def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
     assert set(doc["site_roles"]) == set(doc["sites"])
     assert max(len(ln) for ln in shown) > 150
     # the count is of the notes those lines sum; the DEMO line's note is counted apart
-    assert (f"({len(doc['notes']) - 1} notes as {len(shown)} line(s), one per kind, and 1 in "
-            "the header above; --all-notes (or --verbose) prints each)") in text
+    assert (f"({len(doc['notes']) - 1} notes as {len(shown)} line(s), one per kind; 1 more "
+            "said above, in the DEMO line; --all-notes (or --verbose) prints each)") in text
     # the DEMO workload note is the DEMO line above the table, not a note again
     assert not any(ln.startswith("note: workload:") for ln in shown)
     r = runner.invoke(app, ["plans", "show", pid, "--all-notes"])

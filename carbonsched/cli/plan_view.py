@@ -74,10 +74,14 @@ def print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
             out.print(f"[dim]note: {escape(note)}[/]", highlight=False, soft_wrap=True)
         return
     shown = notes
+    said_in: list[str] = []          # the header lines that said a note already
     if wl.get("source") == "demo":   # said above, in the DEMO line
         shown = [n for n in notes if not n.startswith("workload: ")]
+        said_in += ["DEMO"] if len(shown) < len(notes) else []
     if doc.get("replay"):            # said above, in the REPLAYED line
+        before = len(shown)
         shown = [n for n in shown if not n.startswith("signals: REPLAYED")]
+        said_in += ["REPLAYED"] if len(shown) < before else []
     try:
         kinds = notes_by_kind(shown, doc.get("sites", []))
     except Exception:   # noqa: BLE001 - display only: the plan must still reach the store
@@ -87,8 +91,9 @@ def print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
     if len(kinds) < len(notes):
         # the count is of the lines it sums (a note said in the header above is counted apart)
         above = len(notes) - len(shown)
+        where = " and ".join(said_in) + (" line" if len(said_in) == 1 else " lines")
         out.print(f"[dim]({len(shown)} notes as {len(kinds)} line(s), one per kind"
-                  + (f", and {above} in the header above" if above else "")
+                  + (f"; {above} more said above, in the {where}" if above else "")
                   + "; --all-notes (or --verbose) prints each)[/]", highlight=False,
                   soft_wrap=True)
 
