@@ -35,3 +35,26 @@ def relative_gap(objective: float | None, bound: float | None) -> float | None:
     if abs(objective) < 1e-12:
         return None
     return max(0.0, (objective - bound) / abs(objective))
+
+
+GAP_TOL = 1e-9
+"""Slack on the requested relative gap when a plan's proven gap is compared with it, for
+floating-point round-off in ``relative_gap``. [-]"""
+
+
+def within_gap(gap: float | None, mip_gap: float) -> bool:
+    """Whether a proven relative gap meets the requested one.
+
+    Parameters
+    ----------
+    gap
+        The plan's proven relative gap (:func:`relative_gap`), None when there is no bound. [-]
+    mip_gap
+        The requested relative gap. [-]
+
+    Returns
+    -------
+    bool
+        ``gap <= mip_gap`` within :data:`GAP_TOL`; False without a gap.
+    """
+    return gap is not None and gap <= mip_gap + GAP_TOL

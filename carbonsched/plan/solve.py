@@ -27,7 +27,7 @@ from carbonsched.errors import InputError, SolverUnavailableError
 from carbonsched.plan.baselines import greedy_from_sets
 from carbonsched.plan.colgen import ColgenOptions, solve_colgen
 from carbonsched.plan.colgen.warm import PreviousRun
-from carbonsched.plan.gap import relative_gap
+from carbonsched.plan.gap import relative_gap, within_gap
 from carbonsched.plan.highs import highs_with_start
 from carbonsched.plan.model import (
     PlanModel,
@@ -411,7 +411,7 @@ def _finish(sets: PlanSets, chosen: np.ndarray, alloc: np.ndarray, rec: SolverRe
     obj = res.totals["objective"]
     rec.objective = obj
     rec.mip_gap = relative_gap(obj, rec.bound)
-    within = rec.mip_gap is not None and rec.mip_gap <= mip_gap + 1e-9
+    within = within_gap(rec.mip_gap, mip_gap)
     status = PlanStatus.OPTIMAL if (proven and within) else PlanStatus.FEASIBLE
     rec.status = res.status = status
     rec.seconds = time.perf_counter() - started
@@ -950,7 +950,7 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
     # both bounds are proven lower bounds whether or not their solver finished, so the best
     # plan within mip_gap of the larger one is proven (the rule of
     # carbonsched.plan.colgen.status.plan_status): two time-limited runs can prove it together
-    if out.mip_gap is not None and out.mip_gap <= mip_gap + 1e-9:
+    if within_gap(out.mip_gap, mip_gap):
         best.status = out.status = PlanStatus.OPTIMAL
     elif best.status != PlanStatus.HEURISTIC:
         best.status = out.status = PlanStatus.FEASIBLE

@@ -66,7 +66,7 @@ from carbonsched.plan.colgen.layout import Layout, usage
 from carbonsched.plan.colgen.pricing import price, stack_options
 from carbonsched.plan.colgen.state import ColgenState, Multipliers
 from carbonsched.plan.colgen.status import add_note
-from carbonsched.plan.gap import relative_gap
+from carbonsched.plan.gap import relative_gap, within_gap
 from carbonsched.plan.highs import highs_with_start, reset_scheduler
 from carbonsched.plan.local import movable, plan_arrays
 from carbonsched.plan.model import build_model, integrality_issues, read_patterns, read_solution
@@ -1001,7 +1001,7 @@ def finish_pieces(states: list[ColgenState], plan: PlanResult, time_limit_s: flo
     rec.bound = ph.bound if np.isfinite(ph.bound) else None
     rec.objective = out.totals["objective"]
     rec.mip_gap = relative_gap(rec.objective, rec.bound)
-    proven = rec.mip_gap is not None and rec.mip_gap <= st.mip_gap + 1e-9
+    proven = within_gap(rec.mip_gap, st.mip_gap)
     if proven:
         status = PlanStatus.OPTIMAL
     elif plan.status == PlanStatus.HEURISTIC and not ph.repaired:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from carbonsched.plan.gap import within_gap
 from carbonsched.plan.result import PlanStatus, SolverRecord, join_clauses
 
 
@@ -30,7 +31,7 @@ def plan_status(name: str, gap: float | None, mip_gap: float) -> PlanStatus:
         ``optimal`` when the gap is within ``mip_gap``; ``heuristic`` for an unproven greedy
         plan; else ``feasible`` (what a rolling run counts as stopped at its time limit).
     """
-    if gap is not None and gap <= mip_gap + 1e-9:
+    if within_gap(gap, mip_gap):
         return PlanStatus.OPTIMAL
     if name == "greedy" or name.startswith("greedy + "):
         return PlanStatus.HEURISTIC
