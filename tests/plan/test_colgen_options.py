@@ -90,6 +90,8 @@ def test_values_are_parsed_into_their_fields():
     ("CARBONSCHED_CG_SHORT_FIRST_JOBS", "-1", "must be >= 0"),
     ("CARBONSCHED_CG_SHORT_FIRST_JOBS", "2e3", "not an integer"),
     ("CARBONSCHED_CG_SPLITS", "0.2", "unknown column-generation variable"),
+    ("CARBONSCHED_CG_SMOOTH_DRAWS", "-1", "must be >= 0"),
+    ("CARBONSCHED_CG_SMOOTH_DRAWS", "1.5", "not an integer"),
 ])
 def test_a_bad_value_is_refused_with_the_variable_named(var, value, why):
     with pytest.raises(ValueError, match=re.escape(var)) as err:
@@ -113,6 +115,7 @@ def test_a_bad_value_is_refused_with_the_variable_named(var, value, why):
     ("CARBONSCHED_CG_SHORT_FIRST", "1", "short_first_share", 1.0),
     ("CARBONSCHED_CG_SHORT_FIRST", "0", "short_first_share", 0.0),
     ("CARBONSCHED_CG_SHORT_FIRST_JOBS", "0", "short_first_min_jobs", 0),
+    ("CARBONSCHED_CG_SMOOTH_DRAWS", "0", "smooth_draws", 0),
 ])
 def test_a_value_at_the_limit_of_its_range_is_accepted(var, value, field, parsed):
     assert getattr(ColgenOptions.from_env({var: value}), field) == parsed

@@ -267,3 +267,84 @@ def test_the_short_path_budget_grows_with_the_slots_past_48():
     for slots, want in ((3, 30.0), (48, 30.0), (49, 30.0 * 49 / 48), (96, 60.0), (384, 240.0)):
         sets = SimpleNamespace(placeable=np.arange(10_000), pue=np.ones((16, slots)))
         assert short_path_s(sets, opt) == pytest.approx(want, rel=1e-12), slots
+
+
+def _fleet_sets():
+    from .test_colgen_monotone import loaded_fleet
+
+    return _setup(loaded_fleet())[:2]
+
+
+def test_the_ascent_keeps_earlier_best_iterates_newest_first_below_its_bound():
+    sets, lay = _fleet_sets()
+    opts = ColgenOptions(smooth_draws=2, smooth_draw_every=1)
+    res = sm.smoothed_ascent(sets, lay, 30.0, job_cost_kg=1.0, options=opts)
+    assert len(res.earlier) == 2
+    values = [lagrangian(sets, lay, *multipliers(sets, lay, d))[0] for d in res.earlier]
+    # best-so-far snapshots: each below the final bound, the newest the highest
+    assert values[0] >= values[1]
+    assert all(v < res.bound for v in values)
+    # a snapshot every evaluation: the newest one is the best iterate before the final one
+    assert res.evaluations > 2
+
+
+@pytest.mark.parametrize("draws", [0, 1])
+def test_draws_are_capped_by_the_option(draws):
+    sets, lay = _fleet_sets()
+    opts = ColgenOptions(smooth_draws=draws, smooth_draw_every=1)
+    res = sm.smoothed_ascent(sets, lay, 30.0, job_cost_kg=1.0, options=opts)
+    assert len(res.earlier) == draws
+
+
+def test_the_short_path_prices_a_plan_on_each_earlier_iterate_and_keeps_the_best(monkeypatch):
+    from carbonsched.plan.baselines import priced_greedy
+    from carbonsched.plan.colgen import driver
+    from carbonsched.plan.colgen.grid import kw_slot_cost
+
+    from .test_colgen_monotone import LIMIT_S, _opts, loaded_fleet
+
+    label = "priced greedy on an earlier smoothed-dual iterate"
+    seen = []
+    real = driver._run_path
+
+    def spy(st):
+        res = real(st)
+        seen.append(st)
+        return res
+
+    monkeypatch.setattr(driver, "_run_path", spy)
+    prob = loaded_fleet()
+    # a staged solve: the short path first (no master LP), then the master-LP path; no
+    # warm-up, so the smoothed dual's multipliers price the plan however few evaluations a
+    # loaded machine allows, and no time kept for the finish, so every draw fits (a priced
+    # greedy of these 60 jobs takes milliseconds)
+    opts = dict(smooth_draw_every=2, warmup_share=0.0, finish_s=0.0)
+    res = solve_plan(prob, method="colgen", time_limit_s=LIMIT_S, mip_gap=0.0,
+                     colgen_options=_opts(**opts))
+    st, st2 = seen
+    assert st.no_master and st.force_short and st.priced_by == "smoothed dual"
+    assert not any(n == label for n, _ in st2.cands)   # the master path has its own duals
+    assert 1 <= len(st.earlier_duals) <= ColgenOptions().smooth_draws
+    by_hand = []
+    for duals in st.earlier_duals:
+        lam_c, lam_p, lam_a = multipliers(st.sets, st.lay, duals)
+        by_hand.append(priced_greedy(st.sets, kw_slot_cost(st.sets) + lam_p
+                                     - st.sets.pue * lam_a, lam_c, order=st.lff))
+    found = [r for n, r in st.cands if n == label]
+    assert len(found) == 1, [n for n, _ in st.cands]
+    assert found[0].totals["objective"] == pytest.approx(
+        min(r.totals["objective"] for r in by_hand), rel=1e-12)
+    assert recount_violations(prob, found[0]) == {}
+    assert res.totals["objective"] <= found[0].totals["objective"] + 1e-9
+    assert label in res.solver.note
+    seen.clear()
+    res = solve_plan(prob, method="colgen", time_limit_s=LIMIT_S, mip_gap=0.0,
+                     colgen_options=_opts(**opts, smooth_draws=0))
+    assert seen[0].earlier_duals == [] and label not in res.solver.note
+    # under the short budget (3 s) the short path runs alone and spends its time on passes
+    seen.clear()
+    res = solve_plan(prob, method="colgen", time_limit_s=2.9, mip_gap=0.0,
+                     colgen_options=_opts(**opts))
+    (alone,) = seen
+    assert alone.no_master and not alone.force_short and alone.earlier_duals
+    assert label not in res.solver.note

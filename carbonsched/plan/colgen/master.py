@@ -281,6 +281,7 @@ def short_budget_dual(st: ColgenState) -> None:
         st.lb, st.warm_duals = sd.bound, sd.duals
         st.best_lam = multipliers(sets, lay, sd.duals)
         st.priced_by = "smoothed dual"
+        st.earlier_duals = sd.earlier
     else:
         st.note(head + f"the smoothed Lagrangian dual reached {sd.bound:.3f} kg "
                 f"({sd.evaluations} L-BFGS-B evaluations, {sd.seconds:.1f} s), not above "

@@ -40,7 +40,7 @@ elementwise.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import minimize
@@ -69,6 +69,10 @@ class SmoothedDual:
         Function and gradient evaluations.
     temperatures
         The temperatures used, in order. [kg]
+    earlier
+        Row duals of earlier best exact iterates, newest first, each ``(rows,)``: the best
+        iterate every :attr:`ColgenOptions.smooth_draw_every` evaluations, at most
+        :attr:`ColgenOptions.smooth_draws`, none equal to ``duals``'.
     seconds
         Wall time. [s]
     """
@@ -79,6 +83,7 @@ class SmoothedDual:
     evaluations: int
     temperatures: list
     seconds: float
+    earlier: list = field(default_factory=list)
 
 
 def _windows(sel: np.ndarray, j: np.ndarray, ok: np.ndarray, coef: np.ndarray, use: np.ndarray
@@ -313,6 +318,7 @@ def smoothed_ascent(sets: PlanSets, lay: Layout, seconds: float, job_cost_kg: fl
     best = {"value": -np.inf, "x": x.copy()}
     kept: list[np.ndarray] = []
     count = [0]
+    drawn: list[tuple[float, np.ndarray]] = [(-np.inf, x)]   # (value, best x) snapshots
     mus: list[float] = []
     mu = opt.smooth_mu_start_rel * job_cost_kg
 
@@ -329,6 +335,10 @@ def smoothed_ascent(sets: PlanSets, lay: Layout, seconds: float, job_cost_kg: fl
         if time.perf_counter() > t_end:
             raise _OutOfTime
         count[0] += 1
+        if (opt.smooth_draws > 0 and count[0] % opt.smooth_draw_every == 0
+                and best["value"] > drawn[-1][0]):
+            drawn.append((best["value"], best["x"]))
+            del drawn[:-(opt.smooth_draws + 1)]
         keep = count[0] % opt.smooth_keep_pool_every == 1
         out = ev(x, mu, want_opts=keep)
         if keep:
@@ -360,9 +370,11 @@ def smoothed_ascent(sets: PlanSets, lay: Layout, seconds: float, job_cost_kg: fl
         mu *= opt.smooth_mu_factor
     lam = ev.split(best["x"])
     pool = np.unique(np.concatenate(kept), axis=0) if kept else np.zeros((0, 3), np.int64)
+    earlier = [duals_from(lay, *ev.split(dx)) for v, dx in reversed(drawn)
+               if np.isfinite(v) and v < best["value"]][:opt.smooth_draws]
     return SmoothedDual(bound=float(best["value"]), duals=duals_from(lay, *lam), pool=pool,
                         evaluations=count[0], temperatures=mus,
-                        seconds=time.perf_counter() - t0)
+                        seconds=time.perf_counter() - t0, earlier=earlier)
 
 
 __all__ = ["SmoothedDual", "smoothed_ascent"]
