@@ -37,6 +37,7 @@ Run (repository root; about 40 minutes on 2 cores for 12 windows of 7 days)::
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -48,10 +49,17 @@ from typing import Any
 import pandas as pd
 
 from carbonsched.catalog import load_catalog
+from carbonsched.config import Settings
 from carbonsched.domain import Workload
 from carbonsched.evaluate.replay import MAX_TARGET_LOAD, total_fleet_load
 from carbonsched.evaluate.replay_jobs import run_jobs_replay
+from carbonsched.plan import solve_plan
 from carbonsched.workload.files import workload_from_traces
+
+SERVICE_TIME_LIMIT_S = Settings.model_fields["time_limit_s"].default
+"""The service's solver time limit of one run (``CARBONSCHED_TIME_LIMIT_S``). [s]"""
+SERVICE_MIP_GAP = inspect.signature(solve_plan).parameters["mip_gap"].default
+"""The relative MIP gap the service's runs use (``solve_plan``'s default). [-]"""
 
 
 def year_workload(data_dir: Path, start: str, end: str, seed: int, scale: float,
@@ -230,8 +238,11 @@ def main() -> None:
     ap.add_argument("--every", default=None,
                     help="run cadence as the service runs: 1h 2h 3h 4h 6h 8h 12h or 24h "
                          "(overrides --run-every-hours)")
-    ap.add_argument("--time-limit", type=float, default=20.0)
-    ap.add_argument("--mip-gap", type=float, default=0.002)
+    ap.add_argument("--time-limit", type=float, default=SERVICE_TIME_LIMIT_S,
+                    help="solver time limit of one run [s] (default: the service's, "
+                         f"{SERVICE_TIME_LIMIT_S:g})")
+    ap.add_argument("--mip-gap", type=float, default=SERVICE_MIP_GAP,
+                    help=f"relative MIP gap (default: the service's, {SERVICE_MIP_GAP:g})")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--no-day-bounded", action="store_true",
                     help="Skip the day-bounded replay of the same days.")

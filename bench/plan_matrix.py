@@ -142,8 +142,8 @@ def write_markdown(runs: list[dict], summary: list[dict], path: Path, commit: st
                    command: str) -> None:
     """Per-cell summary and per-run table; ``command`` is the command line that ran them."""
     lines = [
-        "# Planner matrix (issue 13)", "",
-        f"Commit `{commit}`, {os.cpu_count()} cores (shared), Python "
+        "# Planner matrix", "",
+        f"Commit `{commit}`, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}, HiGHS via highspy, one solver thread. Command: "
         f"`{command}`. Gap = (objective − proven bound) / objective.", "",
         "| cell | limit | target | seeds | s median | s worst | gap median | gap worst | "
