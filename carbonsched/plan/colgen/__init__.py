@@ -64,7 +64,10 @@ Beyond that, measured on 1k and 10k × 16 × 48 at loads 0.6 and 0.8 (where capa
 * a budget under :attr:`ColgenOptions.smooth_s_per_job` per job and 48 slots (10k jobs over 48
   hourly slots in 20 s; :func:`~carbonsched.plan.colgen.budget.short_path_s`) solves no master:
   the smoothed dual, started from the warm-up's multipliers, gives the bound (seed 0 at load
-  0.3: 0.13 % below the LP in 7 s) and the multipliers the plan is priced with;
+  0.3: 0.13 % below the LP in 7 s) and the multipliers the plan is priced with; in a staged
+  solve's short path (before the master-LP path) earlier best iterates of it price a greedy
+  plan each too (:attr:`ColgenOptions.smooth_draws`), the priced greedy not being monotone in
+  its prices;
 * the priced greedy (the Lagrangian heuristic every pass starts from) places jobs in
   :func:`~carbonsched.plan.colgen.classes.least_flexible_first` order, most GPU-hours per feasible
   option first: on a loaded fleet, largest-first let flexible jobs take the power and GPUs that
