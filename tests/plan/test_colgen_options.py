@@ -135,3 +135,11 @@ def test_solve_plan_reads_the_environment_only_without_options(monkeypatch):
     res = solve_plan(two_gangs_three_gpus(), method="colgen", time_limit_s=30, mip_gap=0.0,
                      colgen_options=ColgenOptions())
     assert res.totals["objective"] == pytest.approx(4.4)
+
+
+@pytest.mark.parametrize(("field", "bad", "limit"), [("smooth_draws", -1, 0),
+                                                     ("smooth_draw_every", 0, 1)])
+def test_draw_counts_out_of_range_are_refused_when_built_directly(field, bad, limit):
+    with pytest.raises(ValueError, match=f"{field} must be >= {limit}, got {bad}"):
+        ColgenOptions(**{field: bad})
+    assert getattr(ColgenOptions(**{field: limit}), field) == limit

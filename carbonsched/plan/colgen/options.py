@@ -497,6 +497,10 @@ class ColgenOptions:
         if self.refine_method not in REFINE_METHODS:
             raise ValueError(f"refine_method must be one of {', '.join(REFINE_METHODS)}, "
                              f"got {self.refine_method!r}")
+        if self.smooth_draws < 0:
+            raise ValueError(f"smooth_draws must be >= 0, got {self.smooth_draws}")
+        if self.smooth_draw_every < 1:
+            raise ValueError(f"smooth_draw_every must be >= 1, got {self.smooth_draw_every}")
 
     @property
     def step_min_left_s(self) -> float:
