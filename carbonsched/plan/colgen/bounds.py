@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from carbonsched.plan.colgen.classes import count_options
-from carbonsched.plan.colgen.grid import inference_site_cost, kw_slot_cost
+from carbonsched.plan.colgen.grid import inference_site_cost, kw_slot_price
 from carbonsched.plan.colgen.lagrangian_dual import duals_from, lagrangian, multipliers
 from carbonsched.plan.colgen.layout import INF, Layout
 from carbonsched.plan.colgen.options import ColgenOptions
@@ -94,7 +94,7 @@ def split_bound(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.ndarra
     rc1 = price(sets, lay, duals_from(lay, lam_c, lam_p, lam_a), reps, k=1,
                 chunk=opt.price_chunk)[0][:, 0]
     class_term = mult * np.minimum(rc1, pen)
-    kprice = kw_slot_cost(sets) + lam_p - sets.pue * lam_a    # (S, T) [kg per kW-slot]
+    kprice = kw_slot_price(sets, lam_p, lam_a)    # (S, T) [kg per kW-slot]
     dem = lay.demands
     # the GPUs free in each hour (less the work already running), as :func:`lagrangian`'s
     # capacity term: with the installed count here the bound once exceeded the optimum

@@ -28,6 +28,22 @@ def kw_slot_cost(sets: PlanSets) -> np.ndarray:
     return sets.cost_per_kwh * sets.slot_hours
 
 
+def kw_slot_price(sets: PlanSets, lam_p: np.ndarray, lam_a: np.ndarray) -> np.ndarray:
+    """Price of one kW of IT power through a whole slot at multipliers, ``(S, T)``. [kg/kW]
+
+    :func:`kw_slot_cost` plus the power row's multiplier, less PUE × the absorption row's:
+    the per-kW term of an option's reduced cost in the Lagrangian
+    (:func:`~carbonsched.plan.colgen.lagrangian_dual.lagrangian`).
+
+    Parameters
+    ----------
+    lam_p, lam_a
+        Power ``(S, T)`` [kg per kWh of IT energy] and absorption ``(S, T)`` [kg per kWh]
+        multipliers.
+    """
+    return kw_slot_cost(sets) + lam_p - sets.pue * lam_a
+
+
 def absorb_slot_credit(sets: PlanSets) -> np.ndarray:
     """Emissions saved by one kW of surplus absorbed through a whole slot, ``(S, T)``. [kg/kW]
 

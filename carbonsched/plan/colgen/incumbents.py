@@ -13,7 +13,7 @@ import numpy as np
 from carbonsched.plan.baselines import priced_greedy
 from carbonsched.plan.colgen.budget import moves_hold_s
 from carbonsched.plan.colgen.classes import expand, least_flexible_first, round_lp
-from carbonsched.plan.colgen.grid import kw_slot_cost
+from carbonsched.plan.colgen.grid import kw_slot_price
 from carbonsched.plan.colgen.lagrangian_dual import multipliers
 from carbonsched.plan.colgen.repack import unit_repack
 from carbonsched.plan.colgen.state import ColgenState
@@ -61,7 +61,7 @@ def incumbents(st: ColgenState) -> None:
         # (docs/benchmarks/planner-log.md#planner-3-8)
         r_c, r_p, r_a = st.refined_lam
         st.cands.append(("priced greedy on the refined multipliers",
-                         priced_greedy(sets, kw_slot_cost(sets) + r_p - sets.pue * r_a, r_c,
+                         priced_greedy(sets, kw_slot_price(sets, r_p, r_a), r_c,
                                        order=lff)))
     if len(placeable) <= opt.both_orders_max_jobs and _room(st, "largest-first priced greedy"):
         big_first = placeable[np.argsort(-(sets.job_gpus * sets.job_dur)[placeable],
@@ -117,17 +117,15 @@ def earlier_draws(st: ColgenState) -> None:
         return
     sets, lay = st.sets, st.lay
     label = "priced greedy on an earlier smoothed-dual iterate"
-    best = None
+    plans = []
     for k, duals in enumerate(st.earlier_duals, 1):
         if not _room(st, f"{label} ({k} of {len(st.earlier_duals)})"):
             break
         lam_c, lam_p, lam_a = multipliers(sets, lay, duals)
-        plan = priced_greedy(sets, kw_slot_cost(sets) + lam_p - sets.pue * lam_a, lam_c,
-                             order=st.lff)
-        if best is None or plan.totals["objective"] < best[1].totals["objective"]:
-            best = (label, plan)
-    if best is not None:
-        st.cands.append(best)
+        plans.append(priced_greedy(sets, kw_slot_price(sets, lam_p, lam_a), lam_c,
+                                   order=st.lff))
+    if plans:
+        st.cands.append((label, min(plans, key=lambda r: r.totals["objective"])))
 
 
 def repack(st: ColgenState) -> None:

@@ -11,7 +11,7 @@ from carbonsched.plan.colgen.grid import (
     absorb_slot_credit,
     inference_site_cost,
     inference_usage,
-    kw_slot_cost,
+    kw_slot_price,
 )
 from carbonsched.plan.colgen.layout import Layout, usage
 from carbonsched.plan.colgen.options import ColgenOptions
@@ -190,7 +190,7 @@ def inference_prices(sets: PlanSets, lay: Layout, lam_c: np.ndarray, lam_p: np.n
     """
     dem = lay.demands
     # summed over every slot of the demand's hour (one slot on the hourly grid)
-    per_gpu = inference_site_cost(sets, dem, kw_slot_cost(sets) + lam_p - sets.pue * lam_a,
+    per_gpu = inference_site_cost(sets, dem, kw_slot_price(sets, lam_p, lam_a),
                                   lam_c)
     return np.where(sets.inf_sites[dem], per_gpu, np.inf)
 

@@ -14,7 +14,7 @@ import numpy as np
 from carbonsched.plan.baselines import greedy_from_sets
 from carbonsched.plan.colgen.budget import SHORT_PATH_SLOTS, short_path_s, tail_s
 from carbonsched.plan.colgen.classes import job_classes, plan_options
-from carbonsched.plan.colgen.grid import kw_slot_cost
+from carbonsched.plan.colgen.grid import kw_slot_price
 from carbonsched.plan.colgen.lagrangian_dual import (
     duals_from,
     job_cost_scale,
@@ -521,4 +521,4 @@ def final_crossover(st: ColgenState) -> None:
     st.xo, st.duals, st.row_duals = good.values, good.duals, good.raw
     st.pool = st.pool[:good.n_pool]
     st.lam_c, lam_p, lam_a = multipliers(sets, lay, st.duals)
-    st.rank_kw = kw_slot_cost(sets) + lam_p - sets.pue * lam_a   # kg per kW through a slot
+    st.rank_kw = kw_slot_price(sets, lam_p, lam_a)

@@ -318,7 +318,7 @@ def smoothed_ascent(sets: PlanSets, lay: Layout, seconds: float, job_cost_kg: fl
     best = {"value": -np.inf, "x": x.copy()}
     kept: list[np.ndarray] = []
     count = [0]
-    drawn: list[tuple[float, np.ndarray]] = [(-np.inf, x)]   # (value, best x) snapshots
+    drawn: list[tuple[float, np.ndarray]] = []   # (value, best x) snapshots, rising
     mus: list[float] = []
     mu = opt.smooth_mu_start_rel * job_cost_kg
 
@@ -336,7 +336,7 @@ def smoothed_ascent(sets: PlanSets, lay: Layout, seconds: float, job_cost_kg: fl
             raise _OutOfTime
         count[0] += 1
         if (opt.smooth_draws > 0 and count[0] % opt.smooth_draw_every == 0
-                and best["value"] > drawn[-1][0]):
+                and best["value"] > (drawn[-1][0] if drawn else -np.inf)):
             drawn.append((best["value"], best["x"]))
             del drawn[:-(opt.smooth_draws + 1)]
         keep = count[0] % opt.smooth_keep_pool_every == 1
@@ -371,7 +371,7 @@ def smoothed_ascent(sets: PlanSets, lay: Layout, seconds: float, job_cost_kg: fl
     lam = ev.split(best["x"])
     pool = np.unique(np.concatenate(kept), axis=0) if kept else np.zeros((0, 3), np.int64)
     earlier = [duals_from(lay, *ev.split(dx)) for v, dx in reversed(drawn)
-               if np.isfinite(v) and v < best["value"]][:opt.smooth_draws]
+               if v < best["value"]][:opt.smooth_draws]
     return SmoothedDual(bound=float(best["value"]), duals=duals_from(lay, *lam), pool=pool,
                         evaluations=count[0], temperatures=mus,
                         seconds=time.perf_counter() - t0, earlier=earlier)
