@@ -328,6 +328,8 @@ def run_milp(model: pulp.LpProblem, solver: str, time_limit_s: float, mip_gap: f
         logp = os.path.join(tmp, "cbc.log")
         cmd = _cbc(msg=False, timeLimit=max(time_limit_s, 1.0), gapRel=mip_gap,
                    threads=threads, logPath=logp)
+        # PuLP's model and solution files too: it deletes them only after a run that worked
+        cmd.tmpDir = tmp
         try:
             model.solve(cmd)
         except pulp.PulpSolverError as exc:

@@ -207,7 +207,7 @@ def test_a_key_submitted_twice_is_flagged_in_dispatch_and_status(
     # sbatch's own retry after a lost answer: the controller made the job twice
     # (the batch script comes on stdin: both submissions send it)
     bin_dir = _wrapper(tmp_path, "sbatch",
-                       'script=$(mktemp)\ncat > "$script"\n'
+                       f'script=$(mktemp "{tmp_path}/sbatch.XXXXXX")\ncat > "$script"\n'
                        '/usr/bin/sbatch "$@" < "$script" >/dev/null\n'
                        'exec /usr/bin/sbatch "$@" < "$script"\n')
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")

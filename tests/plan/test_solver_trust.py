@@ -223,6 +223,29 @@ def test_cbc_that_cannot_execute_falls_back_to_highs_with_a_note(tmp_path, monke
     assert res.totals["emissions_kg"] == pytest.approx(0.18)
 
 
+@pytest.mark.parametrize("kind", ["exec-format", "crashes", "not-executable"])
+def test_a_cbc_run_that_fails_leaves_no_files_behind(tmp_path, monkeypatch, kind):
+    # PuLP writes the model to the temporary directory and deletes it only after a run that
+    # worked: each failed probe left a "<uuid>-pulp.mps" in /tmp
+    import tempfile
+
+    import pulp
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    monkeypatch.setenv(solve_mod.CBC_PATH_ENV, _bad_binary(tmp_path, kind))
+    lp = pulp.LpProblem("p", pulp.LpMinimize)
+    x = pulp.LpVariable("x", 0, 1, cat="Integer")
+    lp += -x
+    lp += x <= 1
+    # PuLP's error, or the OS's when the binary cannot start (the probe catches both)
+    with pytest.raises((SolverUnavailableError, OSError)):
+        solve_mod.run_milp(lp, "cbc", 10.0, 0.0)
+    assert list(tmp.iterdir()) == []
+
+
 def test_a_working_cbc_named_by_path_is_used(monkeypatch):
     import pulp
 
