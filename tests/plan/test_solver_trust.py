@@ -229,20 +229,14 @@ def test_a_cbc_run_that_fails_leaves_no_files_behind(tmp_path, monkeypatch, kind
     # worked: each failed probe left a "<uuid>-pulp.mps" in /tmp
     import tempfile
 
-    import pulp
-
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     monkeypatch.setenv(solve_mod.CBC_PATH_ENV, _bad_binary(tmp_path, kind))
-    lp = pulp.LpProblem("p", pulp.LpMinimize)
-    x = pulp.LpVariable("x", 0, 1, cat="Integer")
-    lp += -x
-    lp += x <= 1
     # PuLP's error, or the OS's when the binary cannot start (the probe catches both)
     with pytest.raises((SolverUnavailableError, OSError)):
-        solve_mod.run_milp(lp, "cbc", 10.0, 0.0)
+        solve_mod.run_milp(solve_mod._probe_model(), "cbc", 10.0, 0.0)
     assert list(tmp.iterdir()) == []
 
 
