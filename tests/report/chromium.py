@@ -24,7 +24,7 @@ def chromium() -> str:
     return exe
 
 
-def _in(profile: str) -> dict[str, str]:
+def chromium_env(profile: str) -> dict[str, str]:
     """The environment with TMPDIR in the profile: a browser that is killed (a timeout) leaves
     its ``org.chromium.Chromium.*`` in TMPDIR, which then goes with the profile."""
     return {**os.environ, "TMPDIR": profile}
@@ -37,7 +37,7 @@ def open_page(html: Path, screenshot: Path, width: int = 1200, height: int = 400
     with tempfile.TemporaryDirectory(prefix="carbonsched-chromium-") as profile:
         base = [chromium(), *FLAGS, f"--user-data-dir={profile}"]
         dom = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True,
-                             timeout=180, check=True, env=_in(profile)).stdout
+                             timeout=180, check=True, env=chromium_env(profile)).stdout
     for attempt in (1, 2):
         # headless Chromium can stall on a loaded machine; one retry with a fresh profile
         with tempfile.TemporaryDirectory(prefix="carbonsched-chromium-") as profile:
@@ -45,7 +45,7 @@ def open_page(html: Path, screenshot: Path, width: int = 1200, height: int = 400
             try:
                 subprocess.run([*base, f"--screenshot={screenshot.resolve()}",
                                 f"--window-size={width},{height}", url], capture_output=True,
-                               timeout=180, check=True, env=_in(profile))
+                               timeout=180, check=True, env=chromium_env(profile))
                 break
             except subprocess.TimeoutExpired:
                 if attempt == 2:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import subprocess
 import tempfile
 import time
@@ -19,7 +18,7 @@ from pathlib import Path
 import httpx
 from websockets.sync.client import connect
 
-from tests.report.chromium import FLAGS, chromium
+from tests.report.chromium import FLAGS, chromium, chromium_env
 
 
 @dataclass
@@ -44,11 +43,11 @@ def open_with_headers(url: str, headers: dict[str, str], screenshot: Path,
     # Chromium's helper processes may still write to the profile as it is removed
     with tempfile.TemporaryDirectory(prefix="carbonsched-cdp-",
                                      ignore_cleanup_errors=True) as profile:
-        # TMPDIR too: a browser ended by a signal leaves its org.chromium.Chromium.* there
+        # TMPDIR in the profile: a browser ended by a signal leaves files there
         proc = subprocess.Popen([chromium(), *FLAGS, f"--user-data-dir={profile}",
                                  "--remote-debugging-port=0", f"--window-size={width},1000",
                                  "about:blank"], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, env={**os.environ, "TMPDIR": profile})
+                                stderr=subprocess.DEVNULL, env=chromium_env(profile))
         try:
             port_file = Path(profile) / "DevToolsActivePort"
             deadline = time.monotonic() + timeout
