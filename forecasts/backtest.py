@@ -11,11 +11,14 @@ Protocol (Maji, Sitaraman & Shenoy, "DACF", ACM e-Energy 2022, doi:10.1145/35386
   the validation days 2021-01-01 .. 2021-06-30 under the same rules; ensembles of the best
   two and three candidates (ranked by validation mean MAPE) join the candidates; the model
   with the lowest validation mean MAPE is ``selected`` — test results are never looked at;
-* refit policy: each candidate is refitted once on everything before 2021-07-01 and **not**
-  refitted during the test; its intervals (:data:`INTERVAL_SETTINGS`: split conformal on a
-  90-day holdout, then a rolling 56-day window with adaptive conformal inference, gamma 0.05,
-  chosen on validation coverage) use only forecasts whose actual values were all known before
-  the issue time;
+* refit policy: each candidate is fitted on everything before 2021-07-01 and, during the test,
+  refitted every :data:`REFIT_DAYS` days on everything before the issue time (expanding window,
+  the cadence at which the daily path refits its models; ``refit_days=None`` keeps the first
+  fit); the validation forecasts that select the model come from one fit; its intervals
+  (:data:`INTERVAL_SETTINGS`: split conformal on a 90-day holdout, then a rolling 56-day
+  window with adaptive conformal inference, gamma 0.05, chosen on validation coverage) use
+  only forecasts whose actual values were all known before the issue time, each made by the
+  fit in force at its own issue time;
 * validation forecasts are computed with :meth:`DayAheadModel.backcast` (the same point
   forecasts as day-by-day ``predict``, tested); test forecasts go through ``predict`` one day
   at a time;
@@ -80,6 +83,9 @@ DACF_PUBLISHED_MAPE: dict[str, float] = {"CISO": 7.41, "PJM": 3.30, "ERCO": 8.05
 BASELINE = "seasonal_naive"
 PUBLISHED = "dacf_published"
 INTERVAL_SETTINGS: dict[str, Any] = {"calib_days": 90, "window_days": 56, "aci_gamma": 0.05}
+#: Refit cadence of the test [d]: weekly, as the daily path refits its site models
+#: (:class:`carbonsched.forecasts.registry.ModelSchedule`).
+REFIT_DAYS = 7
 FORECAST_COLUMNS = ("region", "model", "issued_at", "ts", "actual", "mean", "lo_80", "hi_80",
                     "lo_95", "hi_95")
 
@@ -306,8 +312,8 @@ def _validate(model: DayAheadModel, data: RegionData) -> pd.DataFrame:
 
 
 def _run_region(data_dir: str | Path, region: str, names: Sequence[str],
-                say: Callable[[str], None]) -> tuple[list[dict[str, Any]], list[pd.DataFrame],
-                                                     dict[str, Any], float]:
+                say: Callable[[str], None], refit_days: int | None = REFIT_DAYS,
+                ) -> tuple[list[dict[str, Any]], list[pd.DataFrame], dict[str, Any], float]:
     t0 = time.perf_counter()
     data = load_region(data_dir, region)
     say(f"{region}: data loaded ({len(data.y)} h)")
@@ -338,13 +344,14 @@ def _run_region(data_dir: str | Path, region: str, names: Sequence[str],
         sel_meta["selected_without_operator_forecast"] = min(pool, key=lambda k: vmape[k])
     results: list[dict[str, Any]] = []
     forecasts: list[pd.DataFrame] = []
-    # test: refit on everything before 2021-07-01, no refit during the test
+    # test: fit on everything before 2021-07-01, refit every refit_days during the test
     fitted: dict[str, DayAheadModel] = {}
     for key in list(cands) + list(ens):
         if key in ens:  # members are the fitted candidates: their fits are reused
-            m = DayAheadEnsemble([fitted[k] for k in ens[key]], **INTERVAL_SETTINGS)
+            m = DayAheadEnsemble([fitted[k] for k in ens[key]], **INTERVAL_SETTINGS,
+                                 refit_days=refit_days)
         else:
-            m = fitted[key] = _make(key, cands)
+            m = fitted[key] = _make(key, cands, refit_days=refit_days)
         m.name = key
         fc = _replay(m, data, TEST_START, TEST_END, TEST_START, region, key)
         forecasts.append(fc)
@@ -368,8 +375,8 @@ def _run_region(data_dir: str | Path, region: str, names: Sequence[str],
     return results, forecasts, sel_meta, secs
 
 
-def _run_region_quiet(args: tuple[str, str, list[str]]) -> tuple[Any, ...]:
-    return _run_region(args[0], args[1], args[2], lambda _m: None)
+def _run_region_quiet(args: tuple[str, str, list[str], int | None]) -> tuple[Any, ...]:
+    return _run_region(args[0], args[1], args[2], lambda _m: None, args[3])
 
 
 def run_backtest(
@@ -378,6 +385,7 @@ def run_backtest(
     models: Sequence[str] | None = None,
     progress: Callable[[str], None] | None = None,
     n_jobs: int | None = None,
+    refit_days: int | None = REFIT_DAYS,
 ) -> BacktestResult:
     """Run the DACF day-ahead backtest (see the module docstring for the protocol).
 
@@ -397,6 +405,9 @@ def run_backtest(
     n_jobs
         Worker processes, one region each (default ``min(2, cpu count, regions)``); every
         worker's numerical libraries run one thread.
+    refit_days
+        Refit cadence during the test [d] (default :data:`REFIT_DAYS`); ``None`` fits once
+        before the test.
 
     Returns
     -------
@@ -405,7 +416,7 @@ def run_backtest(
     Raises
     ------
     InputError
-        Unknown region or model name.
+        Unknown region or model name, or ``refit_days`` below 1.
     DataFormatError
         A DACF file is missing or malformed.
     """
@@ -418,6 +429,9 @@ def run_backtest(
     bad = [m for m in names if m not in CANDIDATES]
     if bad:
         raise InputError(f"unknown model(s) {bad}; choose from {list(CANDIDATES)}")
+    if refit_days is not None and refit_days < 1:
+        raise InputError(f"refit_days must be at least 1 day (or None: no refit), "
+                         f"got {refit_days}")
     if not Path(data_dir).is_dir():
         raise DataFormatError(data_dir, "not a directory; give the DACF data directory, e.g. "
                                         "../shared/data/dacf")
@@ -427,9 +441,14 @@ def run_backtest(
         "protocol": "issue 00:00 UTC daily, 24 h; test 2021-07-01..2021-12-31; validation "
                     "2021-01-01..2021-06-30 (fit before 2021-01-01); selection = lowest "
                     "validation mean MAPE",
-        "refit_policy": "fit once on all data before 2021-07-01; no refit during the test; "
-                        "rolling, adaptive interval calibration on forecasts whose actuals are "
-                        "known before each issue time",
+        "refit_policy": ("fit on all data before 2021-07-01; "
+                         + ("no refit during the test" if refit_days is None else
+                            f"refit every {refit_days} d during the test on all data before "
+                            "the issue time")
+                         + "; rolling, adaptive interval calibration on forecasts whose "
+                           "actuals are known before each issue time, each by the fit in "
+                           "force at its issue time"),
+        "refit_days": refit_days,
         "interval_settings": INTERVAL_SETTINGS,
         "n_jobs": n_jobs, "selection": {}, "seconds": {},
     }
@@ -438,14 +457,14 @@ def run_backtest(
         os.environ.setdefault("OMP_NUM_THREADS", "1")
         ctx = mp.get_context("spawn")
         with ProcessPoolExecutor(max_workers=n_jobs, mp_context=ctx) as pool:
-            futs = {r: pool.submit(_run_region_quiet, (str(data_dir), r, names))
+            futs = {r: pool.submit(_run_region_quiet, (str(data_dir), r, names, refit_days))
                     for r in regions}
             outs = {}
             for r in regions:
                 outs[r] = futs[r].result()
                 say(f"{r}: done in {outs[r][3]:.0f} s, selected {outs[r][2]['selected']}")
     else:
-        outs = {r: _run_region(data_dir, r, names, say) for r in regions}
+        outs = {r: _run_region(data_dir, r, names, say, refit_days) for r in regions}
     results: list[dict[str, Any]] = []
     forecasts: list[pd.DataFrame] = []
     for r in regions:

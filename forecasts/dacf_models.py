@@ -66,6 +66,7 @@ HOUR = pd.Timedelta(hours=1)
 DAY = pd.Timedelta(days=1)
 LEADS = 24
 _ALPHAS = ALPHA_TARGET  # miscoverage of the 80 % and 95 % intervals
+_REFIT_MEMO_SIZE = 64  # fitted states kept per model with refits (a half-year of weekly refits)
 
 
 def _fill_for_features(y: pd.Series) -> pd.Series:
@@ -202,6 +203,12 @@ class DayAheadModel(Forecaster):
         Step of adaptive conformal inference per day [-]; ``None`` keeps the nominal levels.
     issue_hour
         Hour of day (UTC) of the issue times used for fitting. [h]
+    refit_days
+        Refit cadence [d]: a forecast issued ``refit_days`` or more after the latest fit first
+        refits the point model on everything before its issue time (expanding window; the
+        interval calibration and adaptive levels carry on). ``None`` (default) never refits.
+        Each past day's residual comes from the fit in force at its issue time, so the
+        calibration stays out of sample across refits.
     """
 
     requires_exog: ClassVar[bool] = False
@@ -209,18 +216,23 @@ class DayAheadModel(Forecaster):
 
     def __init__(self, exog: Sequence[str] = (), target: str = "level", calib_days: int = 90,
                  window_days: int | None = None, aci_gamma: float | None = None,
-                 issue_hour: int = 0, **params: Any) -> None:
+                 issue_hour: int = 0, refit_days: int | None = None, **params: Any) -> None:
         if target not in ("level", "ratio"):
             raise ForecastError(f"{self.name}: target must be 'level' or 'ratio', got {target!r}")
+        if refit_days is not None and int(refit_days) < 1:
+            raise ForecastError(f"{self.name}: refit_days must be at least 1 day or None, "
+                                f"got {refit_days!r}")
         super().__init__(exog=tuple(exog), target=target, calib_days=calib_days,
                          window_days=window_days, aci_gamma=aci_gamma, issue_hour=issue_hour,
-                         **params)
+                         refit_days=refit_days, **params)
         self.exog = tuple(exog)
         self.target = target
         self.calib_days = int(calib_days)
         self.window_days = window_days
         self.aci_gamma = aci_gamma
         self.issue_hour = int(issue_hour)
+        self.refit_days = None if refit_days is None else int(refit_days)
+        self._generations: list[tuple[pd.Timestamp, Any]] = []
         self._calib: pd.DataFrame | None = None
         self._fit_end: pd.Timestamp | None = None
         self._X_full: pd.DataFrame | None = None
@@ -242,6 +254,25 @@ class DayAheadModel(Forecaster):
             first += DAY
         days = pd.date_range(first, end - DAY, freq="D")
         return days
+
+    def _state_at(self, t: pd.Timestamp) -> tuple[pd.Timestamp, Any]:
+        """The fit in force at issue time ``t``: ``(end of its training data, state)``.
+
+        The latest fit whose training data end at or before ``t`` (the first fit for earlier
+        issue times).
+        """
+        for end, state in reversed(self._generations):
+            if end <= t:
+                return end, state
+        return self._generations[0]
+
+    def _maybe_refit(self, y: pd.Series, X: pd.DataFrame | None, t: pd.Timestamp) -> None:
+        """Refit on everything before ``t`` when ``refit_days`` have passed since the latest fit."""
+        if self.refit_days is None or not self._generations:
+            return
+        last = self._generations[-1][0]
+        if t >= last + self.refit_days * DAY:
+            self._generations.append((t, self._train(y, X, t)))
 
     def _check_issue_hour(self, t: pd.Timestamp) -> None:
         """Refuse an issue time at another hour than the one the model was fitted for.
@@ -281,8 +312,10 @@ class DayAheadModel(Forecaster):
             parts.append(xv[xv.index < end].to_numpy(float).tobytes())
         key = hash(b"|".join(parts))
         memo = self.__dict__.setdefault("_train_memo", {})
+        # keep the calibration fit and the full fit, and with refits every fit of a replay
+        keep = 2 if self.refit_days is None else _REFIT_MEMO_SIZE
         if key not in memo:
-            while len(memo) >= 2:  # keep the calibration fit and the full fit
+            while len(memo) >= keep:
                 memo.pop(next(iter(memo)))
             memo[key] = self._train_uncached(y, X, end)
         return memo[key]
@@ -378,7 +411,7 @@ class DayAheadModel(Forecaster):
         todo, fps = [], {}
         for t in issues:
             p = int((t - y0) // HOUR)
-            parts = [yv[max(p - 169, 0): p + 24].tobytes()]
+            parts = [str(self._state_at(t)[0]).encode(), yv[max(p - 169, 0): p + 24].tobytes()]
             if xv is not None:
                 q = int((t - x0) // HOUR)
                 parts.append(xv[max(q - 24, 0): q + 24].tobytes())
@@ -388,8 +421,15 @@ class DayAheadModel(Forecaster):
             if hit is None or hit[0] != fp:
                 todo.append(t)
         if todo:
-            feats, mean, y_t = self._forecast(self._state, y, X, pd.DatetimeIndex(todo))
-            res = self._residual_frame(feats, mean, y_t)
+            by_fit: dict[pd.Timestamp, list[pd.Timestamp]] = {}
+            for t in todo:  # each day forecast by the fit in force at its issue time
+                by_fit.setdefault(self._state_at(t)[0], []).append(t)
+            frames = []
+            for end, days in by_fit.items():
+                state = self._state_at(end)[1]
+                feats, mean, y_t = self._forecast(state, y, X, pd.DatetimeIndex(days))
+                frames.append(self._residual_frame(feats, mean, y_t))
+            res = pd.concat(frames) if len(frames) > 1 else frames[0]
             for t, grp in res.groupby("issue"):
                 cache[t] = (fps[t], grp)
             for t in todo:
@@ -465,6 +505,7 @@ class DayAheadModel(Forecaster):
             raise ForecastError(f"{self.name}: no held-out residuals to calibrate the intervals "
                                 f"on; fit on a longer history or raise calib_days")
         self._state = self._train(y, X, end)
+        self._generations = [(end, self._state)]
         self.__dict__["_res_cache"] = {}
         self.__dict__["_aci_cache"] = {}
         self._calib = calib if self.calib_days > 0 else None
@@ -503,7 +544,9 @@ class DayAheadModel(Forecaster):
         issue = horizon[0]
         Xall = self._X_full if self._X_full is not None else X
         y = history.reindex(pd.date_range(history.index[0], issue - HOUR, freq="h"))
-        feats, mean, _ = self._forecast(self._state, y, Xall, pd.DatetimeIndex([issue]))
+        self._maybe_refit(y, Xall, issue)
+        feats, mean, _ = self._forecast(self._state_at(issue)[1], y, Xall,
+                                        pd.DatetimeIndex([issue]))
         mean = mean[: len(horizon)]
         if self._calib is None:
             raise ForecastError(f"{self.name}: fitted with calib_days=0, which gives point "

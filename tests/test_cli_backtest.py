@@ -23,14 +23,25 @@ def test_unknown_region_is_named(tmp_path, shared_data):
     assert "MARS" in r.output
 
 
+def test_refit_days_below_zero_is_refused(tmp_path, shared_data):
+    r = runner.invoke(app, ["backtest", "--data-dir", str(shared_data / "dacf"), "--regions",
+                            "PJM", "--refit-days", "-3", "--out", str(tmp_path / "x.json")])
+    assert r.exit_code == 2
+    assert "refit_days must be at least 1 day" in r.output
+    assert not (tmp_path / "x.json").exists()
+
+
 @pytest.mark.shared_data
 @pytest.mark.slow
 def test_one_region_one_model_writes_json_and_csv(tmp_path, shared_data):
     out, csv = tmp_path / "bt.json", tmp_path / "fc.csv"
     r = runner.invoke(app, ["backtest", "--dataset", "dacf", "--data-dir",
                             str(shared_data / "dacf"), "--regions", "PJM", "--models",
-                            "ols_level", "--out", str(out), "--forecasts-out", str(csv)])
+                            "ols_level", "--refit-days", "0", "--out", str(out),
+                            "--forecasts-out", str(csv)])
     assert r.exit_code == 0, r.output
+    meta = json.loads(out.read_text())["meta"]
+    assert meta["refit_days"] is None and "no refit during the test" in meta["refit_policy"]
     res = json.loads(out.read_text())["results"]
     by_model = {row["model"]: row for row in res if row["region"] == "PJM"}
     # the published DACF forecast, recomputed from its file, reproduces Table 4 (3.30 %)

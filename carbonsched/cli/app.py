@@ -263,6 +263,9 @@ def backtest(
         help="Comma-separated model names (default: all).")] = None,
     forecasts_out: Annotated[Path | None, typer.Option(
         "--forecasts-out", help="Write every hourly forecast as CSV.")] = None,
+    refit_days: Annotated[int, typer.Option(
+        "--refit-days", help="dacf: refit every candidate every N days of the test on all data "
+             "before the issue time (0: fit once before the test).")] = 7,
     catalog: Annotated[str, typer.Option(help="sites: catalog (measured signals).")] = "global",
     date_from: Annotated[str | None, typer.Option(
         "--from", help="sites: first issue day, YYYY-MM-DD.")] = None,
@@ -313,7 +316,8 @@ def backtest(
         regs = [r.strip() for r in regions.split(",")] if regions else None
         mods = [m.strip() for m in models.split(",")] if models else None
         with status_line("backtest") as progress:
-            res = run_backtest(ddir, regions=regs, models=mods, progress=progress)
+            res = run_backtest(ddir, regions=regs, models=mods, progress=progress,
+                               refit_days=refit_days or None)
         res.to_json(out_file)
         if forecasts_out:
             res.to_csv(forecasts_out)

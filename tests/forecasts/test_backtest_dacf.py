@@ -97,6 +97,10 @@ def test_run_backtest_refuses_unknown_names_and_missing_dir(tmp_path):
         run_backtest(tmp_path, models=["nope"])
     with pytest.raises(DataFormatError, match="not a directory"):
         run_backtest(tmp_path / "missing")
+    with pytest.raises(InputError, match="refit_days must be at least 1 day"):
+        run_backtest(tmp_path, refit_days=0)
+    with pytest.raises(DataFormatError, match="not a directory"):  # 1 day: accepted
+        run_backtest(tmp_path / "missing", refit_days=1)
 
 
 @pytest.mark.slow
@@ -118,3 +122,4 @@ def test_run_backtest_one_region_real_data(shared_data):
     # forecasts are issued at 00:00 UTC for the same day's hours
     lead = (pd.DatetimeIndex(f["ts"]) - pd.DatetimeIndex(f["issued_at"])) / pd.Timedelta(hours=1)
     assert lead.min() == 0 and lead.max() == 23
+    assert r.meta["refit_days"] == 7 and "refit every 7 d" in r.meta["refit_policy"]

@@ -21,10 +21,14 @@ DAYS = 70
 ISSUE = pd.Timestamp("2021-03-01 00:00", tz="UTC")
 
 
-def synthetic(days: int = DAYS, seed: int = 0) -> tuple[pd.Series, pd.DataFrame]:
-    """CI that falls with a known 'wind forecast' plus a daily profile and noise."""
+def synthetic(days: int = DAYS, seed: int = 0,
+              ahead: int = 5) -> tuple[pd.Series, pd.DataFrame]:
+    """CI that falls with a known 'wind forecast' plus a daily profile and noise.
+
+    ``days`` of hourly data, the last ``ahead`` of them from :data:`ISSUE` on.
+    """
     rng = np.random.default_rng(seed)
-    idx = pd.date_range(ISSUE - pd.Timedelta(days=days - 5), periods=days * 24, freq="h",
+    idx = pd.date_range(ISSUE - pd.Timedelta(days=days - ahead), periods=days * 24, freq="h",
                         tz="UTC", name="ts")
     h = idx.hour.to_numpy()
     wind = 5 + 3 * np.sin(np.arange(len(idx)) / 17.0) + rng.normal(0, 0.5, len(idx))
@@ -267,3 +271,95 @@ def test_ensemble_reuses_fitted_members(monkeypatch):
     a.fit(y[y.index < ISSUE - pd.Timedelta(days=1)], X[X.index < ISSUE])
     assert len(calls) == 2  # other data: refitted (calibration + full)
     assert np.isfinite(e.predict(ISSUE, 24, y=y, X=X).to_numpy()).all()
+
+
+def _refit_pair(cls=HourlyOLS, days: int = 90, **kw):
+    """Two models fitted alike on ``days`` of data, one refitting weekly, one never."""
+    y, X = synthetic(days=days, ahead=20)
+    ex = ("gfs_wind_speed_m_per_s",)
+    once = cls(exog=ex, calib_days=14, window_days=14, aci_gamma=0.05, **kw)
+    weekly = cls(exog=ex, calib_days=14, window_days=14, aci_gamma=0.05, refit_days=7, **kw)
+    for m in (once, weekly):
+        m.fit(y[y.index < ISSUE], X[X.index < ISSUE])
+    return once, weekly, y, X
+
+
+def _fresh(y, X, end, cls=HourlyOLS, **kw):
+    m = cls(exog=("gfs_wind_speed_m_per_s",), calib_days=14, **kw)
+    return m.fit(y[y.index < end], X[X.index < end])
+
+
+@pytest.mark.parametrize(("cls", "kw"), [(HourlyOLS, {}), (LightGBMDayAhead,
+                                                           {"n_estimators": 30})])
+def test_refit_days_refits_on_everything_before_the_issue_at_its_cadence(cls, kw):
+    once, weekly, y, X = _refit_pair(cls, **kw)
+    day6, day7 = ISSUE + pd.Timedelta(days=6), ISSUE + pd.Timedelta(days=7)
+    # six days after the fit: still the first fit
+    pd.testing.assert_frame_equal(weekly.predict(day6, 24, y=y, X=X),
+                                  once.predict(day6, 24, y=y, X=X))
+    # seven days after: refitted on everything before day 7, as a model fitted there
+    got = weekly.predict(day7, 24, y=y, X=X)["mean"]
+    want = _fresh(y, X, day7, cls, **kw).predict(day7, 24, y=y, X=X)["mean"]
+    np.testing.assert_allclose(got, want, rtol=1e-9)
+    assert not np.allclose(got, once.predict(day7, 24, y=y, X=X)["mean"], rtol=1e-6)
+    assert [g[0] for g in weekly._generations] == [ISSUE, day7]
+
+
+def test_refit_residuals_stay_out_of_sample():
+    once, weekly, y, X = _refit_pair()
+    day7, day9 = ISSUE + pd.Timedelta(days=7), ISSUE + pd.Timedelta(days=9)
+    weekly.predict(day7, 24, y=y, X=X)  # refits
+    days = pd.date_range(ISSUE, periods=9, freq="D")
+    got = {t: fr for t, _fp, fr in weekly._past_residuals(y, X, days)}
+    want_once = {t: fr for t, _fp, fr in once._past_residuals(y, X, days)}
+    fresh = _fresh(y, X, day7)
+    want_fresh = {t: fr for t, _fp, fr in fresh._past_residuals(y, X, days)}
+    for t in days:  # each day by the fit in force at its issue time, never by a later one
+        want = want_once[t] if t < day7 else want_fresh[t]
+        np.testing.assert_allclose(got[t]["rel"], want["rel"], rtol=1e-9)
+    assert not np.allclose(got[ISSUE]["rel"], want_fresh[ISSUE]["rel"], rtol=1e-6)
+    out = weekly.predict(day9, 24, y=y, X=X)
+    assert (out["lo_80"] < out["mean"]).all() and (out["mean"] < out["hi_80"]).all()
+
+
+def test_refit_reads_nothing_at_or_after_the_issue():
+    day = ISSUE + pd.Timedelta(days=7)
+    once, weekly, y, X = _refit_pair()
+    base = weekly.predict(day, 24, y=y, X=X)
+    _, weekly2, _, _ = _refit_pair()
+    spiked = y.copy()
+    spiked[spiked.index >= day] = 1e6
+    Xs = X.copy()
+    Xs[Xs.index >= day + pd.Timedelta(hours=24)] = 1e3
+    pd.testing.assert_frame_equal(base, weekly2.predict(day, 24, y=spiked, X=Xs))
+    _, weekly3, _, _ = _refit_pair()
+    spiked.loc[day - pd.Timedelta(days=3)] = 1e6  # inside the refit's training data
+    assert not np.allclose(weekly3.predict(day, 24, y=spiked, X=Xs)["mean"], base["mean"])
+
+
+def test_ensemble_refits_from_its_members_refits(monkeypatch):
+    y, X = synthetic(days=90, ahead=20)
+    ex = ("gfs_wind_speed_m_per_s",)
+    a = HourlyOLS(exog=ex, calib_days=14, refit_days=7)
+    b = HourlyOLS(exog=ex, target="ratio", calib_days=14, refit_days=7)
+    for m in (a, b):
+        m.fit(y[y.index < ISSUE], X[X.index < ISSUE])
+    day7 = ISSUE + pd.Timedelta(days=7)
+    ma = a.predict(day7, 24, y=y, X=X)["mean"]
+    mb = b.predict(day7, 24, y=y, X=X)["mean"]
+    calls = []
+    orig = HourlyOLS._train_uncached
+    monkeypatch.setattr(HourlyOLS, "_train_uncached",
+                        lambda self, *args: calls.append(self) or orig(self, *args))
+    e = DayAheadEnsemble([a, b], calib_days=14, refit_days=7)
+    e.fit(y[y.index < ISSUE], X[X.index < ISSUE])
+    me = e.predict(day7, 24, y=y, X=X)["mean"]
+    assert calls == []  # the members' first fits and their refits at day 7, from their memo
+    np.testing.assert_allclose(me, (ma + mb) / 2, rtol=1e-10)
+
+
+@pytest.mark.parametrize("bad", [0, -7])
+def test_refit_days_below_one_refused(bad):
+    with pytest.raises(ForecastError, match="refit_days must be at least 1"):
+        HourlyOLS(refit_days=bad)
+    assert HourlyOLS(refit_days=1).refit_days == 1  # at the limit
