@@ -123,6 +123,9 @@ def main() -> None:
     ap.add_argument("--policies", default="agnostic,milp,oracle,best-fixed")
     ap.add_argument("--no-day-bounded", action="store_true",
                     help="Skip the 24 h-horizon comparison run.")
+    ap.add_argument("--exogenous", default="none",
+                    help="exogenous forecasts milp's forecasts read: none, reanalysis, "
+                         "day-ahead-price or reanalysis+day-ahead-price (as the site backtest's)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     data_dir = Path(os.environ.get("CARBONSCHED_SHARED_DATA", "../shared/data"))
@@ -141,6 +144,7 @@ def main() -> None:
                  "overhead_minutes": args.overhead_minutes if args.preemptible else 0,
                  "max_pieces": args.max_pieces if args.preemptible else 1,
                  "horizon_hours": args.horizon_hours, "run_every_hours": args.run_every_hours,
+                 "exogenous": args.exogenous,
                  "site": site.id, "zone": site.zone,
                  "gpus": args.gpus, "load_average_before": os.getloadavg()}
     t0 = time.perf_counter()
@@ -148,14 +152,15 @@ def main() -> None:
                                      horizon_hours=args.horizon_hours,
                                      run_every_hours=args.run_every_hours,
                                      time_limit_s=args.time_limit, mip_gap=args.mip_gap,
-                                     progress=lambda m: print("rolling", m, flush=True))
+                                     progress=lambda m: print("rolling", m, flush=True),
+                                     exogenous=args.exogenous)
     out["rolling_seconds"] = round(time.perf_counter() - t0, 1)
     if not args.no_day_bounded:
         t0 = time.perf_counter()
         out["day_bounded"] = run_jobs_replay(
             wl, cat, data_dir, policies=("agnostic", "milp", "oracle"), horizon_hours=24,
             run_every_hours=24, time_limit_s=args.time_limit, mip_gap=args.mip_gap,
-            progress=lambda m: print("day-bounded", m, flush=True))
+            progress=lambda m: print("day-bounded", m, flush=True), exogenous=args.exogenous)
         out["day_bounded_seconds"] = round(time.perf_counter() - t0, 1)
     out["load_average_after"] = os.getloadavg()
     for part in ("rolling", "day_bounded"):

@@ -26,12 +26,16 @@ reach the plan's notes and ``forecast_models``.
 Sources (:func:`from_issue_layout`): an archive laid out by target hour with a fixed publication
 lead (DACF's GFS and operator columns: the forecast for ``t`` was made 24 h before it,
 ``../shared/data/README``), or a series of actual weather used as if forecast (``lead = 24 h``,
-with the caveat).
+with the caveat). :func:`from_day_ahead_auction`: a day-ahead market's clearing prices, each
+day's published once, the day before delivery (:data:`DAY_AHEAD_AUCTIONS`): a marginal gas
+plant sets a high price, wind and solar a low one, so the price a market has already cleared
+for tomorrow carries tomorrow's carbon intensity.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,15 +55,18 @@ FEATURES: dict[str, str] = {
     "wind_mw": "operator's forecast of wind generation [MW]",
     "solar_mw": "operator's forecast of solar generation [MW]",
     "carbon_intensity_g_per_kwh": "provider's forecast of carbon intensity [g/kWh]",
+    "day_ahead_price_usd_per_mwh": "the day-ahead auction's clearing price for the hour "
+                                   "[USD/MWh], published the day before delivery",
     "pue": "the site's PUE model on the forecast temperature and humidity [-]",
 }
 """Features an exogenous table may hold, with their meaning and unit."""
 SIGNAL_FEATURES: dict[str, tuple[str, ...]] = {
     "carbon_intensity_g_per_kwh": ("temperature_c", "wind_speed_m_per_s", "cloud_cover_pct",
                                    "irradiance_w_per_m2", "wind_mw", "solar_mw",
-                                   "carbon_intensity_g_per_kwh"),
+                                   "carbon_intensity_g_per_kwh", "day_ahead_price_usd_per_mwh"),
     "green_surplus_index": ("temperature_c", "wind_speed_m_per_s", "cloud_cover_pct",
-                            "irradiance_w_per_m2", "wind_mw", "solar_mw"),
+                            "irradiance_w_per_m2", "wind_mw", "solar_mw",
+                            "day_ahead_price_usd_per_mwh"),
     "pue": ("pue",),
 }
 """Features each signal's models may read (the PUE through the site's PUE model)."""
@@ -139,6 +146,94 @@ def from_issue_layout(frame: pd.DataFrame, features: Mapping[str, str],
                                    "ts": ts, "value": v.to_numpy(float)}))
     out = pd.concat(parts, ignore_index=True) if parts else empty()
     out.attrs.update(source=source, caveat=caveat, published_hours=published_hours)
+    return check_table(out)
+
+
+@dataclass(frozen=True)
+class DayAheadAuction:
+    """When a day-ahead market publishes the prices of a delivery day.
+
+    Attributes
+    ----------
+    market
+        The market and its source, for the plan's notes.
+    timezone
+        IANA time zone of the market's delivery days.
+    published_local
+        Local time on the day before delivery by which the whole day's prices are public,
+        ``"HH:MM"`` (taken later than the market's announced publication, never earlier).
+    """
+
+    market: str
+    timezone: str
+    published_local: str
+
+
+DAY_AHEAD_AUCTIONS: dict[str, DayAheadAuction] = {
+    "DE-LU": DayAheadAuction(
+        "EPEX SPOT / SDAC day-ahead auction, DE-LU bidding zone", "Europe/Berlin", "14:00"),
+    "JP-TK": DayAheadAuction("JEPX day-ahead (spot) market, Tokyo area", "Asia/Tokyo", "12:00"),
+}
+"""Zones (Electricity Maps codes) whose price file in ``../shared/data/sustain-cluster`` holds a
+day-ahead auction's prices, with the publication rule. DE-LU: the single day-ahead coupling
+closes its order books at 12:00 CET on the day before delivery and publishes results from about
+12:45 (EPEX SPOT, "Day-ahead auction", epexspot.com; the file's prices come from RTE's eco2mix
+market data, "donneesMarche"); 14:00 leaves margin for a late decoupling. JP-TK: JEPX's spot
+market closes bids at 10:00 JST on the day before delivery and publishes results about half an
+hour later (JEPX, "Trading guide"; the file is JEPX's spot_<fiscal year>.csv); 12:00 leaves
+margin. The other zones' files are real-time or of unknown kind (Singapore's USEP, Ontario's HOEP)
+and are not offered."""
+
+
+def from_day_ahead_auction(prices: pd.Series, auction: DayAheadAuction,
+                           source: str) -> pd.DataFrame:
+    """An exogenous table of day-ahead prices, each published the day before its delivery day.
+
+    The price for hour ``t`` (UTC) belongs to the delivery day ``D`` = the local date of ``t`` in
+    ``auction.timezone``; it is published at ``D - 1`` ``auction.published_local`` local time
+    (daylight saving time as it applied then), converted to UTC.
+
+    Parameters
+    ----------
+    prices
+        Hourly prices [USD/MWh], tz-aware index (the hour each price is *for*); NaN dropped.
+    auction
+        The market's publication rule (:data:`DAY_AHEAD_AUCTIONS`).
+    source
+        Stored in ``attrs`` (the plan names it, with ``auction.market``).
+
+    Returns
+    -------
+    DataFrame
+        The long table (:data:`COLUMNS`), feature ``day_ahead_price_usd_per_mwh``.
+
+    Raises
+    ------
+    InputError
+        A naive index, or a publication time that is not ``HH:MM``.
+    """
+    v = prices.dropna()
+    idx = pd.DatetimeIndex(v.index)
+    if idx.tz is None:
+        raise InputError(f"{source}: day-ahead prices need a tz-aware index (UTC)")
+    try:
+        hh, mm = (int(x) for x in auction.published_local.split(":"))
+    except ValueError:
+        raise InputError(f"{auction.market}: published_local must be HH:MM, got "
+                         f"{auction.published_local!r}") from None
+    # the delivery day's date on the market's wall clock, then the wall-clock publication time
+    # on the day before (naive arithmetic: a day is a calendar day, 23 or 25 h across a DST
+    # change); tz_localize applies that moment's UTC offset
+    day = idx.tz_convert(auction.timezone).tz_localize(None).normalize()
+    wall = day - pd.Timedelta(days=1) + pd.Timedelta(hours=hh, minutes=mm)
+    published = wall.tz_localize(auction.timezone, ambiguous=False,
+                                 nonexistent="shift_forward").tz_convert("UTC")
+    out = pd.DataFrame({"feature": "day_ahead_price_usd_per_mwh",
+                        "issued_at": published.as_unit("ns"),
+                        "ts": idx.tz_convert("UTC").as_unit("ns"),
+                        "value": v.to_numpy(float)})
+    out.attrs.update(source=f"{source} ({auction.market})", caveat=None,
+                     published_local=auction.published_local, timezone=auction.timezone)
     return check_table(out)
 
 

@@ -313,9 +313,25 @@ class HourlyRidge(Forecaster):
         return out.clip(*self.clip) if self.clip is not None else out
 
 
-#: Least share of a lead's training issues that must have an exogenous feature (published by
-#: the issue time) for the lead's model to use it. [-]
+#: Least share of a lead's training issues, from the first that has an exogenous feature
+#: (published by the issue time) on, that must have it for the lead's model to use it. [-]
 MIN_EXOG_SHARE = 0.9
+#: Least number of a lead's training issues with an exogenous feature for the lead's model to
+#: use it: eight weeks of daily issues, the per-lead OLS's window
+#: (:mod:`carbonsched.forecasts.registry`). [issues]
+MIN_EXOG_ISSUES = 56
+
+
+def _enough_exog(have: np.ndarray) -> bool:
+    """Whether a lead's training issues (in time order) have an exogenous feature often enough.
+
+    ``have``: shape ``(n,)``, whether each issue had the feature. From the first issue that had
+    it on, at least :data:`MIN_EXOG_SHARE` of the issues and at least :data:`MIN_EXOG_ISSUES`.
+    """
+    hits = np.flatnonzero(have)
+    if len(hits) < MIN_EXOG_ISSUES:
+        return False
+    return bool(have[hits[0]:].mean() >= MIN_EXOG_SHARE)
 
 
 class HourlyRidgeExog(HourlyRidge):
@@ -324,10 +340,13 @@ class HourlyRidgeExog(HourlyRidge):
     At lead ``k`` the features are :data:`FEATURES` plus, for each of ``exog_features``, the
     latest value for the target hour ``T + k`` published at or before the issue time ``T``
     (:func:`carbonsched.forecasts.exogenous.known_at`; nothing later is read). A feature enters a
-    lead's regression only if at least :data:`MIN_EXOG_SHARE` of its training issues had it (a
-    forecast published 12 h ahead never enters leads beyond 12 h at 00:00 issues). Each lead
-    also keeps the plain ridge; an issue missing an exogenous value its lead uses is forecast by
-    it, counted in :attr:`exog_fallbacks_` (the plan names the count).
+    lead's regression only if at least :data:`MIN_EXOG_SHARE` of its training issues from the
+    first that had it on had it, and at least :data:`MIN_EXOG_ISSUES` did (a forecast published
+    12 h ahead never enters leads beyond 12 h at 00:00 issues; a source that began half a year
+    into the training window enters from its first months on); the lead's regression is fitted
+    on the issues that have all its features. Each lead also keeps the plain ridge; an issue
+    missing an exogenous value its lead uses is forecast by it, counted in
+    :attr:`exog_fallbacks_` (the plan names the count).
 
     Parameters
     ----------
@@ -380,10 +399,8 @@ class HourlyRidgeExog(HourlyRidge):
             E = cube[:, k, :]
             yk = tr.target_at(k)
             base = np.isfinite(yk) & np.isfinite(F).all(axis=1)
-            share = (np.isfinite(E[base]).mean(axis=0) if base.any()
-                     else np.zeros(E.shape[1]))
-            incl = tuple(f for f, s in zip(self.exog_features, share, strict=True)
-                         if s >= MIN_EXOG_SHARE)
+            incl = tuple(f for j, f in enumerate(self.exog_features)
+                         if _enough_exog(np.isfinite(E[base, j])))
             if not incl:
                 self.lead_exog_.append(((), None))
                 continue

@@ -315,3 +315,22 @@ def test_plan_dispatch_refuses_fairness_it_would_not_use(tmp_path):
     assert r.exit_code == 2, r.output
     assert "--grid-events, --power-caps and --fairness plan without --dispatch" in \
         " ".join(r.output.split())
+
+
+@pytest.mark.shared_data
+def test_rolling_replay_reads_day_ahead_prices_where_asked(shared_data, fixtures_dir):
+    # --exogenous day-ahead-price: milp's forecasts read DE-LU's day-ahead auction prices; the
+    # result and the notes name the source; the plans stay complete and on time
+    res = run_jobs_replay(fixtures_dir / "rolling_jobs", "global", shared_data,
+                          policies=("agnostic", "milp"), time_limit_s=30.0, mip_gap=0.0,
+                          exogenous="day-ahead-price")
+    assert res["exogenous"]["mode"] == "day-ahead-price"
+    assert list(res["exogenous"]["sources"]) == ["de-frankfurt"]
+    assert "EPEX SPOT" in res["exogenous"]["sources"]["de-frankfurt"]
+    assert any(n.startswith("site de-frankfurt: exogenous forecasts from DE-LU price file")
+               for n in res["notes"])
+    assert res["policies"]["milp"]["jobs_placed"] == 5
+    assert res["policies"]["milp"]["deadline_misses"] == 0
+    with pytest.raises(InputError, match="--exogenous must be one of none, reanalysis"):
+        run_jobs_replay(fixtures_dir / "rolling_jobs", "global", shared_data,
+                        exogenous="weather")

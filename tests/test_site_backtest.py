@@ -11,9 +11,15 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from carbonsched.adapters.signals import load_site_signals
+from carbonsched.catalog import load_catalog
 from carbonsched.cli.app import app
 from carbonsched.errors import InputError, UnknownSiteError
-from carbonsched.evaluate.site_backtest import FORECAST_COLUMNS, run_site_backtest
+from carbonsched.evaluate.site_backtest import (
+    FORECAST_COLUMNS,
+    REANALYSIS_CAVEAT,
+    run_site_backtest,
+)
 
 CI = "carbon_intensity_g_per_kwh"
 
@@ -135,7 +141,9 @@ def test_no_data_at_or_after_the_issue_time_is_used(shared_data, tmp_path):
     ({"executor": "spark"}, InputError, r"unknown executor 'spark'"),
     ({"horizon_hours": 0}, InputError, r"--horizon must be 1..168 hours"),
     ({"horizon_hours": 169}, InputError, r"--horizon must be 1..168 hours"),
-    ({"exogenous": "gfs"}, InputError, r"--exogenous must be one of none, reanalysis, got 'gfs'"),
+    ({"exogenous": "gfs"}, InputError,
+     r"--exogenous must be one of none, reanalysis, day-ahead-price, "
+     r"reanalysis\+day-ahead-price, got 'gfs'"),
 ])
 def test_bad_input_is_refused(shared_data, kw, error, message):
     args = {"catalog": "global", "data_dir": shared_data, "start": "2023-07-01",
@@ -264,11 +272,10 @@ def test_naive_kept_for_surplus_or_pue_is_said_in_the_notes(london):
 def test_reanalysis_exogenous_is_stated_with_its_caveat(shared_data):
     # --exogenous reanalysis: the site's weather file as if forecast 24 h ahead; the caveat is
     # in the results and in the notes of every issue, and the PUE candidate on it is offered
-    from carbonsched.evaluate.site_backtest import REANALYSIS_CAVEAT
-
     res, fc = run_site_backtest("global", shared_data, "2023-07-14", "2023-07-14",
                                 sites=["de-frankfurt"], exogenous="reanalysis")
-    assert res["exogenous"] == {"mode": "reanalysis", "caveat": REANALYSIS_CAVEAT}
+    assert res["exogenous"] == {"mode": "reanalysis", "caveat": REANALYSIS_CAVEAT,
+                                "day_ahead_price_zones": []}
     notes = [n for n in res["notes"] if REANALYSIS_CAVEAT in n]
     assert notes == ["2023-07-14: de-frankfurt: exogenous forecasts from site weather file: "
                      + REANALYSIS_CAVEAT]
@@ -304,3 +311,28 @@ def test_surplus_probability_prefers_the_calibrated_column():
                       "hi_80": [0.2, 0.2], "hi_95": [0.3, 0.3], "p_surplus": [0.12, np.nan]})
     # the row with a calibrated probability uses it; the other is read from its quantiles
     np.testing.assert_allclose(surplus_probability(f), [0.12, 1 - 0.10])
+
+
+@pytest.mark.shared_data
+def test_day_ahead_prices_are_offered_only_where_a_day_ahead_auction_sets_them(shared_data):
+    # Frankfurt (DE-LU, EPEX day-ahead) gets its zone's prices as a feature; Toronto (Ontario's
+    # real-time HOEP) and London (no price file) get none, and the results say which zones had it
+    from carbonsched.evaluate.site_backtest import site_exogenous
+
+    res, fc = run_site_backtest("global", shared_data, "2023-07-10", "2023-07-10",
+                                sites=["de-frankfurt", "ca-on-toronto"],
+                                exogenous="reanalysis+day-ahead-price")
+    assert res["exogenous"]["day_ahead_price_zones"] == ["DE-LU"]
+    cat = load_catalog("global")
+    for sid, priced in (("de-frankfurt", True), ("ca-on-toronto", False), ("gb-london", False)):
+        site = cat.site(sid)
+        frame, _ = load_site_signals(site, shared_data, pd.Timestamp("2023-07-01", tz="UTC"),
+                                     pd.Timestamp("2023-07-03", tz="UTC"))
+        only_price = site_exogenous(frame, "day-ahead-price", site.zone)
+        both = site_exogenous(frame, "reanalysis+day-ahead-price", site.zone)
+        assert (only_price is not None) is priced
+        feats = set(both["feature"])
+        assert ("day_ahead_price_usd_per_mwh" in feats) is priced
+        assert {"temperature_c", "relative_humidity_pct"} <= feats
+        assert ("EPEX SPOT" in both.attrs["source"]) is priced
+        assert both.attrs["caveat"] == REANALYSIS_CAVEAT

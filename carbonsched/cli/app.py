@@ -287,8 +287,10 @@ def backtest(
              "zone, issued_at, ts, carbon_intensity_g_per_kwh), scored next to the product's "
              "on the same hours.")] = None,
     exogenous: Annotated[str, typer.Option(
-        help="sites: 'none' (history only) or 'reanalysis' (the site's weather file used as if "
-             "forecast 24 h ahead; optimistic, stated in the results).")] = "none",
+        help="sites: 'none' (history only), 'reanalysis' (the site's weather file used as if "
+             "forecast 24 h ahead; optimistic, stated in the results), 'day-ahead-price' (the "
+             "zone's day-ahead auction prices, each day's known from the day before; DE-LU and "
+             "JP-TK) or 'reanalysis+day-ahead-price'.")] = "none",
 ) -> None:
     """Backtest day-ahead forecasts: the DACF protocol, or the daily path on a catalog's sites."""
     from carbonsched.config import get_settings

@@ -48,6 +48,7 @@ from carbonsched.evaluate.replay import (
     tally_forecast_error,
     work_split_kwh,
 )
+from carbonsched.evaluate.site_backtest import EXOGENOUS_MODES, site_exogenous
 from carbonsched.pipeline.daily import (
     FORECAST_HISTORY_DAYS,
     MAX_HORIZON_HOURS,
@@ -153,6 +154,7 @@ def run_jobs_replay(
     mip_gap: float = 0.001,
     progress: Callable[[str], None] = _quiet,
     advance: Callable[[int, int], None] | None = None,
+    exogenous: str = "none",
 ) -> dict[str, Any]:
     """Replay a workload run by run with the rolling horizon; score each policy on actuals.
 
@@ -175,6 +177,11 @@ def run_jobs_replay(
         Callable receiving status lines.
     advance
         ``advance(runs_done, runs_total)`` after every run (a progress bar's feed).
+    exogenous
+        Exogenous forecasts ``milp``'s forecasts read, one of
+        :data:`carbonsched.evaluate.site_backtest.EXOGENOUS_MODES` (as the site backtest's
+        ``--exogenous``; each run reads only the values published by its issue time); the
+        sources reach ``exogenous`` in the result and the notes.
 
     Returns
     -------
@@ -195,7 +202,7 @@ def run_jobs_replay(
         ``forecast_error`` (the carbon-intensity forecast error ``milp`` acted on, per site:
         ``committed`` over each run's hours before the next run, ``horizon`` over all its
         leads; :func:`carbonsched.evaluate.replay.forecast_error_summary`),
-        ``notes``.
+        ``exogenous`` (``mode`` and, per site given any, ``sources``), ``notes``.
 
     Raises
     ------
@@ -216,6 +223,9 @@ def run_jobs_replay(
     if not 1 <= horizon_hours <= MAX_HORIZON_HOURS:
         raise InputError(f"horizon of {horizon_hours} h is outside 1..{MAX_HORIZON_HOURS} h; "
                          "e.g. --horizon-hours 72")
+    if exogenous not in EXOGENOUS_MODES:
+        raise InputError(f"--exogenous must be one of {', '.join(EXOGENOUS_MODES)}, got "
+                         f"{exogenous!r}")
     # the cadences the service runs (CARBONSCHED_ROLLING_RUN_EVERY_HOURS): a divisor of a day
     run_every_hours = check_run_every_hours(run_every_hours, "--every")
     wl = jobs if isinstance(jobs, Workload) else read_jobs(jobs)
@@ -275,6 +285,14 @@ def run_jobs_replay(
         raise InputError("no site has actual signals for the workload's period; nothing can "
                          "be replayed")
     sites = [s for s in cat.sites if s.id in actual]
+    exog = {s.id: site_exogenous(frames[s.id], exogenous, s.zone) for s in sites}
+    exog_used: dict[str, str] = {}
+    for sid, table in exog.items():
+        if table is not None:
+            exog_used[sid] = str(table.attrs.get("source"))
+            caveat = table.attrs.get("caveat")
+            notes.append(f"site {sid}: exogenous forecasts from {exog_used[sid]}"
+                         + (f": {caveat}" if caveat else ""))
     actual_all = stack_site_frames(actual)
     score_slots = hourly_slots(first, int(np.ceil((end - first) / HOUR)))
     whole = PlanningProblem(sites=sites, jobs=all_jobs, inference=list(wl.inference),
@@ -316,7 +334,8 @@ def run_jobs_replay(
                 since = t - pd.Timedelta(days=FORECAST_HISTORY_DAYS)
                 hist = frames[s.id][(frames[s.id].index < t) & (frames[s.id].index >= since)]
                 try:
-                    fc = forecast_site(s, hist, t, horizon_hours, metas[s.id], models=models[s.id])
+                    fc = forecast_site(s, hist, t, horizon_hours, metas[s.id], models=models[s.id],
+                                       exogenous=exog[s.id])
                 except (ForecastError, InputError) as exc:
                     fc_fallbacks.append({"issued_at": t.isoformat(), "site": s.id,
                                          "notes": [f"left out: {exc}"]})
@@ -428,4 +447,5 @@ def run_jobs_replay(
             "time_limit_s": time_limit_s, "mip_gap": mip_gap,
             "policies": out_pol, "runs": runs, "forecast_fallbacks": fc_fallbacks,
             "forecast_error": {k: forecast_error_summary(v) for k, v in fc_err.items()},
-            "filled_signal_hours": filled, "placements": placements, "notes": notes}
+            "filled_signal_hours": filled, "placements": placements,
+            "exogenous": {"mode": exogenous, "sources": exog_used}, "notes": notes}

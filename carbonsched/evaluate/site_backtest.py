@@ -44,6 +44,7 @@ from carbonsched.evaluate.executor import map_in_order, parse_executor
 from carbonsched.evaluate.provider_forecast import read_provider_forecast, score_against
 from carbonsched.evaluate.replay import actual_signals
 from carbonsched.forecasts.decision import start_regret
+from carbonsched.forecasts.exogenous import DAY_AHEAD_AUCTIONS
 from carbonsched.forecasts.registry import DEFAULT_SCHEDULE
 from carbonsched.pipeline.daily import FORECAST_HISTORY_DAYS, forecast_site, surplus_reference
 from carbonsched.timeaxis import HOUR, day_start_utc, hourly_slots
@@ -86,37 +87,63 @@ def _actual_frame(site: Any, frame: pd.DataFrame, slots: pd.DatetimeIndex,
                          "pue": act["pue"].where(weather)}, index=slots)
 
 
-EXOGENOUS_MODES = ("none", "reanalysis")
-"""``exogenous`` choices of the site backtest: history only, or the site's weather file used as
-if it had been forecast 24 h ahead (no archived day-ahead forecast exists for the catalog's
-sites; the caveat is in the results and the notes)."""
+EXOGENOUS_MODES = ("none", "reanalysis", "day-ahead-price", "reanalysis+day-ahead-price")
+"""``exogenous`` choices of the site backtest: history only; the site's weather file used as if
+it had been forecast 24 h ahead (no archived day-ahead forecast exists for the catalog's sites;
+the caveat is in the results and the notes); the zone's day-ahead auction prices, each day's
+published the day before delivery (:data:`carbonsched.forecasts.exogenous.DAY_AHEAD_AUCTIONS`;
+zones without a known day-ahead auction get none); or both."""
 REANALYSIS_CAVEAT = ("the site's observed/reanalysis weather used as if forecast 24 h ahead (no "
                      "archived day-ahead forecast exists for this site): optimistic, an upper "
                      "bound on what a real weather forecast would give")
 
 
-def site_exogenous(frame: pd.DataFrame, mode: str) -> pd.DataFrame | None:
+def site_exogenous(frame: pd.DataFrame, mode: str, zone: str = "") -> pd.DataFrame | None:
     """The exogenous forecasts a site backtest offers (:data:`EXOGENOUS_MODES`).
 
     ``reanalysis``: the frame's ``temperature_c`` and ``relative_humidity_pct`` (the site's
     weather file) as a table published 24 h before each hour
     (:func:`carbonsched.forecasts.exogenous.from_issue_layout`), with :data:`REANALYSIS_CAVEAT`.
+    ``day-ahead-price``: the frame's ``price_usd_per_mwh`` where ``zone`` has a day-ahead
+    auction (:func:`carbonsched.forecasts.exogenous.from_day_ahead_auction`), else nothing.
+
+    Returns
+    -------
+    DataFrame or None
+        The table (``attrs["source"]`` and ``attrs["caveat"]`` name its parts); ``None`` when
+        the mode offers the site nothing.
 
     Raises
     ------
     InputError
         Unknown ``mode``.
     """
-    from carbonsched.forecasts.exogenous import from_issue_layout
+    from carbonsched.forecasts.exogenous import (
+        check_table,
+        from_day_ahead_auction,
+        from_issue_layout,
+    )
 
     if mode not in EXOGENOUS_MODES:
         raise InputError(f"--exogenous must be one of {', '.join(EXOGENOUS_MODES)}, got "
                          f"{mode!r}")
-    if mode == "none":
+    parts: list[pd.DataFrame] = []
+    if "reanalysis" in mode:
+        cols = {c: c for c in ("temperature_c", "relative_humidity_pct") if c in frame}
+        parts.append(from_issue_layout(frame, cols, 24, source="site weather file",
+                                       caveat=REANALYSIS_CAVEAT))
+    if "day-ahead-price" in mode and zone in DAY_AHEAD_AUCTIONS and "price_usd_per_mwh" in frame:
+        parts.append(from_day_ahead_auction(frame["price_usd_per_mwh"], DAY_AHEAD_AUCTIONS[zone],
+                                            source=f"{zone} price file"))
+    if not parts:
         return None
-    cols = {c: c for c in ("temperature_c", "relative_humidity_pct") if c in frame}
-    return from_issue_layout(frame, cols, 24, source="site weather file",
-                             caveat=REANALYSIS_CAVEAT)
+    if len(parts) == 1:
+        return parts[0]
+    out = check_table(pd.concat(parts, ignore_index=True))
+    out.attrs.update(source=" + ".join(p.attrs["source"] for p in parts),
+                     caveat="; ".join(p.attrs["caveat"] for p in parts if p.attrs.get("caveat"))
+                     or None)
+    return out
 
 
 def _site_chunk(catalog: str | Path, data_dir: Path, site_id: str, days: list[str],
@@ -131,7 +158,7 @@ def _site_chunk(catalog: str | Path, data_dir: Path, site_id: str, days: list[st
                                     d1 + pd.Timedelta(hours=horizon_hours + 24))
     rows: list[pd.DataFrame] = []
     notes: list[str] = []
-    exog = site_exogenous(frame, exogenous)
+    exog = site_exogenous(frame, exogenous, site.zone)
     for label in days:
         day = day_start_utc(label)
         slots = hourly_slots(day, horizon_hours)
@@ -392,8 +419,10 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
         hours (``against`` in the results, :func:`~carbonsched.evaluate.provider_forecast.
         score_against`).
     exogenous
-        ``none`` (history only) or ``reanalysis`` (:func:`site_exogenous`; the caveat is in
-        the results' ``exogenous`` and the notes).
+        One of :data:`EXOGENOUS_MODES` (:func:`site_exogenous`): ``none`` (history only),
+        ``reanalysis`` (the caveat is in the results' ``exogenous`` and the notes),
+        ``day-ahead-price`` (the zones that have one are listed in the results' ``exogenous``),
+        or ``reanalysis+day-ahead-price``.
 
     Returns
     -------
@@ -479,7 +508,10 @@ def run_site_backtest(catalog: str | Path, data_dir: Path, start: str, end: str,
            "issue_time_utc": "00:00", "horizon_hours": horizon_hours, "chunk_days": chunk_days,
            "every_days": every_days, "days_scored": len(days),
            "exogenous": {"mode": exogenous,
-                         "caveat": REANALYSIS_CAVEAT if exogenous == "reanalysis" else None},
+                         "caveat": REANALYSIS_CAVEAT if "reanalysis" in exogenous else None,
+                         "day_ahead_price_zones": sorted(
+                             {cat.site(s).zone for s in site_ids}
+                             & set(DAY_AHEAD_AUCTIONS)) if "price" in exogenous else []},
            "schedule": asdict(DEFAULT_SCHEDULE), "executor": str(kind),
            "sites": results, "mean_skill": mean_skill,
            "mean_skill_by_lead": mean_by_lead, "surplus_brier_skill": brier, "notes": notes,

@@ -45,6 +45,8 @@ WEATHER = ("temperature_c", "relative_humidity_pct", "wind_speed_m_per_s", "clou
 DACF_POISONED = {"temperature_c", "relative_humidity_pct", "wind_speed_m_per_s",
                  "irradiance_w_per_m2", "wind_mw", "solar_mw", CI, "pue"}
 """Features tests/forecasts/test_forecast_exogenous.py poisons (its first assertion)."""
+PRICE_POISONED = {"day_ahead_price_usd_per_mwh"}
+"""The auction price, poisoned by the Frankfurt tests of test_forecast_exogenous.py."""
 
 
 @pytest.fixture(scope="module")
@@ -272,8 +274,8 @@ def test_poisoned_future_of_every_live_feature_changes_nothing(replay, tmp_path,
     table = live_exogenous(site, hist, T, published, info)
     live_feats = set(table["feature"])
     assert live_feats == {*WEATHER, CI}
-    # every feature of the exogenous table is poisoned by this test or the DACF one
-    assert live_feats | DACF_POISONED == set(FEATURES)
+    # every feature of the exogenous table is poisoned by this test, the DACF one or the price one
+    assert live_feats | DACF_POISONED | PRICE_POISONED == set(FEATURES)
     clean = forecast_site(site, hist, T, 24, meta, models={}, exogenous=table)
     # revisions published after the issue time, of every live feature, for the horizon and
     # (as if re-published) for every past hour; and every observation at or after T

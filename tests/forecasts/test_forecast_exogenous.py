@@ -201,3 +201,135 @@ def test_a_published_forecast_is_judged_only_on_hours_it_forecast(published_days
     one = pub.backcast(y, issues[-1:], 24)  # the last day was never published
     np.testing.assert_allclose(one[0], y.reindex(issues[-1] + (np.arange(24) - 24) * HOUR))
     assert pub.fallbacks_ == 24
+
+
+# --- day-ahead auction prices ------------------------------------------------------------------
+def _prices(zone_hours: list[str]) -> pd.Series:
+    idx = pd.DatetimeIndex(zone_hours, tz="UTC")
+    return pd.Series(np.arange(1.0, len(idx) + 1), index=idx)
+
+
+@pytest.mark.parametrize(("zone", "hours", "published"), [
+    # DE-LU: delivery days in Berlin time, published 14:00 local the day before (CET / CEST)
+    ("DE-LU", ["2023-01-10 22:00", "2023-01-10 23:00", "2023-07-10 21:00", "2023-07-10 22:00"],
+     ["2023-01-09 13:00", "2023-01-10 13:00", "2023-07-09 12:00", "2023-07-10 12:00"]),
+    # the night DST begins (26 March 2023, 02:00 CET -> 03:00 CEST): 25 March's prices were
+    # published on 24 March at 14:00 CET, 26 March's on the 25th at 14:00 CET, 27 March's on the
+    # 26th at 14:00 CEST
+    ("DE-LU", ["2023-03-25 22:00", "2023-03-25 23:00", "2023-03-26 21:00", "2023-03-26 22:00"],
+     ["2023-03-24 13:00", "2023-03-25 13:00", "2023-03-25 13:00", "2023-03-26 12:00"]),
+    # JP-TK: delivery days in Tokyo time (UTC+9), published 12:00 JST the day before
+    ("JP-TK", ["2023-01-10 14:00", "2023-01-10 15:00"], ["2023-01-09 03:00", "2023-01-10 03:00"]),
+])
+def test_day_ahead_prices_are_published_the_day_before_their_delivery_day(zone, hours,
+                                                                          published):
+    from carbonsched.forecasts.exogenous import DAY_AHEAD_AUCTIONS, from_day_ahead_auction
+
+    t = from_day_ahead_auction(_prices(hours), DAY_AHEAD_AUCTIONS[zone], "test file")
+    assert list(t["feature"].unique()) == ["day_ahead_price_usd_per_mwh"]
+    got = dict(zip(t["ts"], t["issued_at"], strict=True))
+    want = dict(zip(pd.DatetimeIndex(hours, tz="UTC"), pd.DatetimeIndex(published, tz="UTC"),
+                    strict=True))
+    assert got == want
+    assert DAY_AHEAD_AUCTIONS[zone].market in t.attrs["source"]
+
+
+def test_a_day_ahead_price_is_read_from_its_publication_on_and_not_a_minute_before():
+    from carbonsched.forecasts.exogenous import DAY_AHEAD_AUCTIONS, from_day_ahead_auction
+
+    ts = pd.Timestamp("2023-01-10 22:00", tz="UTC")  # published 2023-01-09 13:00 UTC
+    t = from_day_ahead_auction(pd.Series([42.0], index=pd.DatetimeIndex([ts])),
+                               DAY_AHEAD_AUCTIONS["DE-LU"], "test file")
+    pub = pd.Timestamp("2023-01-09 13:00", tz="UTC")
+    issues = pd.DatetimeIndex([pub - pd.Timedelta(minutes=1), pub, pub + HOUR])
+    lead = ((ts - issues) // HOUR).to_numpy()
+    # the 12:59 issue's lead rounds down to the same target hour: it may still not read it
+    got = known_at(t, "day_ahead_price_usd_per_mwh", issues, lead)
+    np.testing.assert_array_equal(got[1:], [42.0, 42.0])
+    assert np.isnan(got[0]) or (issues[0] + int(lead[0]) * HOUR) != ts
+
+
+def test_day_ahead_prices_refuse_a_naive_index_and_a_bad_publication_time():
+    from carbonsched.forecasts.exogenous import DayAheadAuction, from_day_ahead_auction
+
+    naive = pd.Series([1.0], index=pd.DatetimeIndex(["2023-01-10 22:00"]))
+    with pytest.raises(InputError, match="tz-aware index"):
+        from_day_ahead_auction(naive, DayAheadAuction("m", "Europe/Berlin", "14:00"), "f")
+    with pytest.raises(InputError, match="published_local must be HH:MM"):
+        from_day_ahead_auction(naive.tz_localize("UTC"),
+                               DayAheadAuction("m", "Europe/Berlin", "2pm"), "f")
+
+
+@pytest.fixture(scope="module")
+def frankfurt(shared_data):
+    from carbonsched.adapters.signals import load_site_signals
+    from carbonsched.evaluate.site_backtest import site_exogenous
+
+    site = load_catalog("global").site("de-frankfurt")
+    t0 = pd.Timestamp("2023-07-10", tz="UTC")  # a Monday
+    frame, _ = load_site_signals(site, shared_data, t0 - pd.Timedelta(days=FORECAST_HISTORY_DAYS),
+                                 t0 + pd.Timedelta(days=4))
+    table = site_exogenous(frame, "day-ahead-price", site.zone)
+    hist = frame[frame.index < t0 + pd.Timedelta(days=4)]
+    return site, t0, hist, table
+
+
+@pytest.mark.shared_data
+def test_day_ahead_prices_published_after_the_issue_never_reach_the_daily_path(frankfurt):
+    # Frankfurt, 10 July 2023, 00:00 UTC: the prices of 10 July (Berlin time) were published on
+    # 9 July; those of 11 July at 12:00 UTC on the 10th, after the issue. Poison every price
+    # published after the issue and every observation at or after it: every forecast and every
+    # model choice is the same
+    site, t0, hist, table = frankfurt
+    later = table["issued_at"] > t0
+    assert later.any() and (~later & (table["ts"] >= t0)).sum() == 22  # 00:00-21:59 UTC known
+    clean = forecast_site(site, hist[hist.index < t0], t0, 48, {"signal_quality": "measured"},
+                          models={}, exogenous=table)
+    bad = table.copy()
+    bad.loc[later, "value"] = bad.loc[later, "value"] * 10 + 500
+    bad = check_table(bad)
+    bad.attrs.update(table.attrs)
+    bad_hist = hist.copy()
+    num = bad_hist.select_dtypes("number").columns
+    bad_hist.loc[bad_hist.index >= t0, num] = bad_hist.loc[bad_hist.index >= t0, num] * 10 + 50
+    poisoned = forecast_site(site, bad_hist, t0, 48, {"signal_quality": "measured"}, models={},
+                             exogenous=bad)
+    pd.testing.assert_frame_equal(clean.signals, poisoned.signals)
+    pd.testing.assert_frame_equal(clean.long, poisoned.long)
+    for sig in (CI, "green_surplus_index"):
+        assert clean.models[sig]["model"] == poisoned.models[sig]["model"]
+        assert clean.models[sig]["exogenous"]["features"] == ["day_ahead_price_usd_per_mwh"]
+    # the prices are read: the 2023 price file covers half of the year of training issues,
+    # and the ridge fits its price terms on the issues since the file begins
+    assert clean.models[CI]["exogenous"]["used"]
+
+
+@pytest.mark.shared_data
+def test_day_ahead_prices_published_by_the_issue_move_a_model_that_reads_them(frankfurt):
+    # the teeth of the test above: the prices known at the issue do reach the forecast
+    site, t0, hist, table = frankfurt
+    y_fit = hist.loc[hist.index < t0, CI]
+    ridge = HourlyRidgeExog(exog=table, exog_features=("day_ahead_price_usd_per_mwh",),
+                            max_lead_hours=48).fit(y_fit)
+    assert ridge.used_features() == ("day_ahead_price_usd_per_mwh",)
+    base = ridge.backcast(y_fit, pd.DatetimeIndex([t0]), 48, exog=table)
+    known = (table["issued_at"] <= t0) & (table["ts"] >= t0)
+    moved = table.copy()
+    moved.loc[known, "value"] = moved.loc[known, "value"] * 3 + 100
+    again = ridge.backcast(y_fit, pd.DatetimeIndex([t0]), 48, exog=moved)
+    changed = ~np.isclose(again, base)
+    assert changed[0, :22].all()  # every hour whose price was published by the issue
+    assert not changed[0, 22:].any()  # later hours: their prices were not out yet
+
+
+@pytest.mark.parametrize(("have", "enough"), [
+    ([False] * 100 + [True] * 56, True),    # a source that began late: 56 issues, every one
+    ([False] * 100 + [True] * 55, False),   # one issue short of eight weeks
+    ([True] * 9 + [False] + [True] * 50, True),    # 59 of 60 since the first: 0.98
+    ([True] * 54 + [False] * 6 + [True] * 2, True),    # 56 of 62 since the first: 0.903
+    ([True] * 54 + [False] * 7 + [True] * 2, False),   # 56 of 63: 0.889, under 0.9
+])
+def test_an_exogenous_feature_enters_a_lead_from_its_first_issue_on(have, enough):
+    from carbonsched.forecasts.ridge import _enough_exog
+
+    assert _enough_exog(np.array(have)) is enough
