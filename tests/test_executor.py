@@ -32,6 +32,19 @@ def test_dask_local_cluster_keeps_order_and_runs_duplicates_twice() -> None:
     assert list(map_in_order(_power, ARGS, executor="dask", workers=2)) == EXPECTED
 
 
+def test_dask_local_cluster_leaves_nothing_in_the_temporary_directory(tmp_path,
+                                                                      monkeypatch) -> None:
+    # dask's default scratch directory, <tmp>/dask-scratch-space, outlived every run
+    import tempfile
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    assert list(map_in_order(_power, ARGS, executor="dask", workers=2)) == EXPECTED
+    assert sorted(p.name for p in tmp.iterdir()) == []
+
+
 @pytest.mark.parametrize("name", ["DASK", " dask "])
 def test_executor_names_are_case_and_space_tolerant(name: str) -> None:
     assert parse_executor(name) is ExecutorKind.DASK

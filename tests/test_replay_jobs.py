@@ -309,6 +309,33 @@ def test_a_cadence_without_jobs_is_refused_not_ignored(tmp_path, args):
     assert not (tmp_path / "r.json").exists()
 
 
+def test_exogenous_without_jobs_is_refused_not_ignored(tmp_path):
+    r = CliRunner().invoke(app, ["replay", "--start", "2023-07-15", "--end", "2023-07-15",
+                                 "--exogenous", "day-ahead-price",
+                                 "--out", str(tmp_path / "r.json")])
+    assert r.exit_code == 2, r.output
+    assert "--exogenous sets what the forecasts of a replay with --jobs read" in \
+        " ".join(r.output.split())
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.shared_data
+def test_replay_cli_passes_exogenous_to_the_rolling_replay(shared_data, fixtures_dir,
+                                                            tmp_path):
+    out_file = tmp_path / "r.json"
+    args = ["replay", "--jobs", str(fixtures_dir / "rolling_jobs"), "--data-dir",
+            str(shared_data), "--policies", "agnostic,milp", "--out", str(out_file)]
+    r = CliRunner().invoke(app, [*args, "--exogenous", "weather"])
+    assert r.exit_code == 2, r.output
+    assert "--exogenous must be one of none, reanalysis" in " ".join(r.output.split())
+    assert not out_file.exists()
+    r = CliRunner().invoke(app, [*args, "--exogenous", "day-ahead-price"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(out_file.read_text())
+    assert res["exogenous"]["mode"] == "day-ahead-price"
+    assert list(res["exogenous"]["sources"]) == ["de-frankfurt"]
+
+
 def test_plan_dispatch_refuses_fairness_it_would_not_use(tmp_path):
     r = CliRunner().invoke(app, ["plan", "--dispatch", "--fairness", "1",
                                  "--out", str(tmp_path / "p.json")])

@@ -388,6 +388,10 @@ def replay(
     oracle_time_limit: Annotated[float | None, typer.Option(
         help="The oracle's own time limit per day (default --time-limit). \\[s]")] = None,
     every_days: Annotated[int, typer.Option(help="Replay every N-th day (a sample).")] = 1,
+    exogenous: Annotated[str, typer.Option(
+        help="With --jobs: the exogenous forecasts milp's forecasts read, as backtest "
+             "--dataset sites: none, reanalysis, day-ahead-price or "
+             "reanalysis+day-ahead-price.")] = "none",
 ) -> None:
     """Replay a period: plan each day on forecasts, score every policy on the actual grid."""
     from carbonsched.config import get_settings
@@ -401,8 +405,14 @@ def replay(
             pols = tuple(p.strip() for p in policies.split(",") if p.strip())
             run_and_print(jobs, out_file, catalog, data_dir, None if policies == _TRACE_POLICIES
                           else pols, horizon_hours, replay_cadence(every, run_every_hours),
-                          time_limit, mip_gap, lambda _: None, out, err, write_json)
+                          time_limit, mip_gap, lambda _: None, out, err, write_json,
+                          exogenous=exogenous)
         return
+    if exogenous != "none":
+        with errors():
+            raise InputError("--exogenous sets what the forecasts of a replay with --jobs "
+                             "read; a replay of trace-built days forecasts from history only "
+                             "(give --jobs FILE, or drop --exogenous)")
     if every is not None or run_every_hours is not None:
         with errors():
             raise InputError("--every and --run-every-hours set the rolling cadence of a "

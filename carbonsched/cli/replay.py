@@ -74,7 +74,8 @@ def trace_replay_table(res: dict[str, Any]) -> Table:
 def run_and_print(jobs: Path, out_file: Path, catalog: str, data_dir: Path | None,
                   policies: tuple[str, ...] | None, horizon_hours: int, run_every_hours: int,
                   time_limit_s: float, mip_gap: float, progress: Callable[[str], None],
-                  out: Console, err: Console, write_json: Callable[[Path, Any], None]) -> None:
+                  out: Console, err: Console, write_json: Callable[[Path, Any], None],
+                  exogenous: str = "none") -> None:
     """Replay ``jobs`` (:func:`~carbonsched.evaluate.replay_jobs.run_jobs_replay`), write, print.
 
     A progress bar of the rolling runs on ``err`` when it is a terminal (:func:`replay_progress`).
@@ -83,7 +84,8 @@ def run_and_print(jobs: Path, out_file: Path, catalog: str, data_dir: Path | Non
 
     with replay_progress(err, "runs") as advance:
         res = run_jobs_replay(jobs, catalog, data_dir, policies or JOB_POLICIES, horizon_hours,
-                              run_every_hours, time_limit_s, mip_gap, progress, advance=advance)
+                              run_every_hours, time_limit_s, mip_gap, progress, advance=advance,
+                              exogenous=exogenous)
     write_json(out_file, res)
     # ten columns, so that a terminal of ~120 shows every header whole: counts that belong
     # together share a column ("a / b")

@@ -107,27 +107,37 @@ def map_in_order(fn: Callable[..., R], args: Sequence[tuple[Any, ...]], *,
 def _map_dask(fn: Callable[..., R], args: Sequence[tuple[Any, ...]], workers: int,
               scheduler_address: str | None) -> Iterator[R]:
     require_extra("distributed", "--executor dask", "dask")
+    import contextlib
+    import tempfile
+
+    import dask
     from distributed import Client, LocalCluster
 
-    cluster = None
-    if scheduler_address:
+    with contextlib.ExitStack() as stack:
+        cluster = None
+        if scheduler_address:
+            try:
+                client = Client(scheduler_address, timeout=DASK_CONNECT_TIMEOUT_S)
+            except (OSError, TimeoutError) as exc:
+                raise BackendUnavailableError(
+                    f"Dask scheduler {scheduler_address} did not answer within "
+                    f"{DASK_CONNECT_TIMEOUT_S:.0f} s ({exc.__class__.__name__}); start it "
+                    "(`dask scheduler`) or check the address") from exc
+        else:
+            # the scheduler's and workers' scratch (spill and lock files) go to this run's own
+            # directory, removed after it: dask's default, <tmp>/dask-scratch-space, outlives it
+            scratch = stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="carbonsched-dask-"))
+            stack.enter_context(dask.config.set({"temporary-directory": scratch}))
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                   dashboard_address=None)
+            client = Client(cluster)
         try:
-            client = Client(scheduler_address, timeout=DASK_CONNECT_TIMEOUT_S)
-        except (OSError, TimeoutError) as exc:
-            raise BackendUnavailableError(
-                f"Dask scheduler {scheduler_address} did not answer within "
-                f"{DASK_CONNECT_TIMEOUT_S:.0f} s ({exc.__class__.__name__}); start it "
-                "(`dask scheduler`) or check the address") from exc
-    else:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
-        client = Client(cluster)
-    try:
-        # pure=False: two identical argument tuples are still two pieces of work
-        futures = [client.submit(fn, *a, pure=False) for a in args]
-        for fut in futures:
-            yield fut.result()
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+            # pure=False: two identical argument tuples are still two pieces of work
+            futures = [client.submit(fn, *a, pure=False) for a in args]
+            for fut in futures:
+                yield fut.result()
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
