@@ -95,8 +95,9 @@ NOTES = """## How these numbers were made
   `ratio` = log ratio to the same hour yesterday) and ensembles = equal-weight average of the
   best 2 / 3 candidates on validation. Selection = lowest validation mean MAPE. Hyper-parameters
   are fixed a priori (LightGBM 400 trees, learning rate 0.03, 31 leaves; OLS unpenalised).
-* **Refit policy**: every model is fitted on all data before 2021-07-01 and refitted every 7 days
-  of the test (`--refit-days`, the daily path's cadence) on all data before the issue time;
+* **Refit policy**: every model is fitted on all data before 2021-07-01 and refitted every
+  `--refit-days` days of the test (default 7, the daily path's cadence; the command above says
+  which) on all data before the issue time;
   each day's interval residual comes from the fit in force at its issue time. Validation (the
   basis of selection) fits once, before 2021-01-01. `--refit-days 0` fits once before the test.
 * **Intervals**: split conformal on relative residuals by lead hour (pooled +-2 h): 90 days held out

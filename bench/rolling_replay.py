@@ -32,6 +32,7 @@ import pandas as pd
 from carbonsched.catalog import load_catalog
 from carbonsched.domain import GpuPool, Job, WorkKind, Workload
 from carbonsched.evaluate.replay_jobs import run_jobs_replay
+from carbonsched.evaluate.site_backtest import EXOGENOUS_MODES
 from carbonsched.timeaxis import HOUR, day_start_utc
 from carbonsched.workload.files import GAIA_FILE, it_power_per_gpu_kw
 
@@ -123,9 +124,8 @@ def main() -> None:
     ap.add_argument("--policies", default="agnostic,milp,oracle,best-fixed")
     ap.add_argument("--no-day-bounded", action="store_true",
                     help="Skip the 24 h-horizon comparison run.")
-    ap.add_argument("--exogenous", default="none",
-                    help="exogenous forecasts milp's forecasts read: none, reanalysis, "
-                         "day-ahead-price or reanalysis+day-ahead-price (as the site backtest's)")
+    ap.add_argument("--exogenous", default="none", choices=EXOGENOUS_MODES,
+                    help="exogenous forecasts milp's forecasts read (as the site backtest's)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     data_dir = Path(os.environ.get("CARBONSCHED_SHARED_DATA", "../shared/data"))

@@ -66,7 +66,7 @@ HOUR = pd.Timedelta(hours=1)
 DAY = pd.Timedelta(days=1)
 LEADS = 24
 _ALPHAS = ALPHA_TARGET  # miscoverage of the 80 % and 95 % intervals
-_REFIT_MEMO_SIZE = 64  # fitted states kept per model with refits (a half-year of weekly refits)
+_REFIT_MEMO_SIZE = 64  # fitted states kept per model with refits (over a year of weekly refits)
 
 
 def _fill_for_features(y: pd.Series) -> pd.Series:
@@ -473,8 +473,10 @@ class DayAheadModel(Forecaster):
 
         Each issue's features read only ``y`` strictly before that issue time (lags, causal
         gap filling) and ``X`` at the target hours and 24 h before them, so the means equal
-        those of :meth:`predict` issued day by day (tested); used for validation-based model
-        selection, where only the point forecast matters.
+        those of :meth:`predict` issued day by day (tested) as long as no refit falls between
+        them: every issue is forecast by the fit made by :meth:`fit` (``refit_days`` does not
+        apply). Used for validation-based model selection, where only the point forecast
+        matters.
 
         Returns
         -------

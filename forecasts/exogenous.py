@@ -162,11 +162,36 @@ class DayAheadAuction:
     published_local
         Local time on the day before delivery by which the whole day's prices are public,
         ``"HH:MM"`` (taken later than the market's announced publication, never earlier).
+
+    Raises
+    ------
+    InputError
+        ``published_local`` not a time of day ``HH:MM`` (00:00-23:59), or an unknown time zone.
     """
 
     market: str
     timezone: str
     published_local: str
+
+    def __post_init__(self) -> None:
+        import re
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        m = re.fullmatch(r"(\d{2}):(\d{2})", self.published_local)
+        if m is None or int(m[1]) > 23 or int(m[2]) > 59:
+            raise InputError(f"{self.market}: published_local must be HH:MM, a time of day "
+                             f"00:00-23:59, got {self.published_local!r}")
+        try:
+            ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise InputError(f"{self.market}: unknown time zone {self.timezone!r}; give an IANA "
+                             "name such as 'Europe/Berlin'") from None
+
+    @property
+    def published_hh_mm(self) -> tuple[int, int]:
+        """The publication time of day, ``(hours, minutes)``."""
+        hh, mm = self.published_local.split(":")
+        return int(hh), int(mm)
 
 
 DAY_AHEAD_AUCTIONS: dict[str, DayAheadAuction] = {
@@ -181,8 +206,10 @@ closes its order books at 12:00 CET on the day before delivery and publishes res
 market data, "donneesMarche"); 14:00 leaves margin for a late decoupling. JP-TK: JEPX's spot
 market closes bids at 10:00 JST on the day before delivery and publishes results about half an
 hour later (JEPX, "Trading guide"; the file is JEPX's spot_<fiscal year>.csv); 12:00 leaves
-margin. The other zones' files are real-time or of unknown kind (Singapore's USEP, Ontario's HOEP)
-and are not offered."""
+margin. Which market each file holds is taken from the upstream project's price-collection
+scripts (green-dcc), not from the shared data's README, which calls every price file hourly
+day-ahead prices; the other zones' files are real-time prices by those scripts (Singapore's
+USEP, Ontario's HOEP) or of unknown kind, and are not offered."""
 
 
 def from_day_ahead_auction(prices: pd.Series, auction: DayAheadAuction,
@@ -210,17 +237,14 @@ def from_day_ahead_auction(prices: pd.Series, auction: DayAheadAuction,
     Raises
     ------
     InputError
-        A naive index, or a publication time that is not ``HH:MM``.
+        A naive index (a bad publication time or time zone is refused by
+        :class:`DayAheadAuction` itself).
     """
     v = prices.dropna()
     idx = pd.DatetimeIndex(v.index)
     if idx.tz is None:
         raise InputError(f"{source}: day-ahead prices need a tz-aware index (UTC)")
-    try:
-        hh, mm = (int(x) for x in auction.published_local.split(":"))
-    except ValueError:
-        raise InputError(f"{auction.market}: published_local must be HH:MM, got "
-                         f"{auction.published_local!r}") from None
+    hh, mm = auction.published_hh_mm
     # the delivery day's date on the market's wall clock, then the wall-clock publication time
     # on the day before (naive arithmetic: a day is a calendar day, 23 or 25 h across a DST
     # change); tz_localize applies that moment's UTC offset

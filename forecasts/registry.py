@@ -303,8 +303,10 @@ def exogenous_candidates(signal: str, exog: pd.DataFrame | None) -> list[Candida
     forecasts of the target hour (:class:`carbonsched.forecasts.ridge.HourlyRidgeExog`);
     carbon intensity and PUE: the published forecast of the signal itself
     (:class:`carbonsched.forecasts.exogenous.PublishedForecast`: a provider's carbon-intensity
-    forecast, the PUE model on forecast weather), a candidate to beat or to use. Day-ahead
-    (24 h); later leads come from the extension model. None without ``exog``.
+    forecast, the PUE model on forecast weather), a candidate to beat or to use. The ridge
+    forecasts every lead the plain ridge does (a feature enters only the leads it was published
+    for, so its later leads are the plain ridge's); the published forecast is day-ahead (24 h),
+    its later leads from the extension model. None without ``exog``.
     """
     from carbonsched.forecasts.exogenous import PASSTHROUGH, PublishedForecast, features_present
     from carbonsched.forecasts.ridge import HourlyRidgeExog
@@ -316,9 +318,8 @@ def exogenous_candidates(signal: str, exog: pd.DataFrame | None) -> list[Candida
     ridge_feats = tuple(f for f in feats if f != "pue")
     if ridge_feats and signal != "pue":
         def ridge(tz: str | None, c: tuple[float, float], h: int) -> Forecaster:
-            return HourlyRidgeExog(exog=exog, exog_features=ridge_feats, issue_hour=h,
-                                   max_lead_hours=24, clip=c)
-        out.append(Candidate("ridge_hourly_exog", ridge, 24, (
+            return HourlyRidgeExog(exog=exog, exog_features=ridge_feats, issue_hour=h, clip=c)
+        out.append(Candidate("ridge_hourly_exog", ridge, None, (
             *_F_RIDGE, *(f"{f} forecast for the target hour, latest published by the issue "
                          "time" for f in ridge_feats))))
     own = PASSTHROUGH.get(signal)

@@ -317,8 +317,8 @@ class HourlyRidge(Forecaster):
 #: (published by the issue time) on, that must have it for the lead's model to use it. [-]
 MIN_EXOG_SHARE = 0.9
 #: Least number of a lead's training issues with an exogenous feature for the lead's model to
-#: use it: eight weeks of daily issues, the per-lead OLS's window
-#: (:mod:`carbonsched.forecasts.registry`). [issues]
+#: use it: eight weeks of daily issues, the per-lead OLS's training window
+#: (:class:`carbonsched.forecasts.lead_regression.LeadRegression`). [issues]
 MIN_EXOG_ISSUES = 56
 
 

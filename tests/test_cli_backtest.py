@@ -27,7 +27,21 @@ def test_refit_days_below_zero_is_refused(tmp_path, shared_data):
     r = runner.invoke(app, ["backtest", "--data-dir", str(shared_data / "dacf"), "--regions",
                             "PJM", "--refit-days", "-3", "--out", str(tmp_path / "x.json")])
     assert r.exit_code == 2
-    assert "refit_days must be at least 1 day" in r.output
+    assert "--refit-days must be 0 (fit once before the test) or a number of days >= 1, got -3" \
+        in " ".join(r.output.split())
+    assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--dataset", "sites", "--from", "2023-07-01", "--to", "2023-07-02", "--refit-days", "7"],
+     "--refit-days sets the DACF backtest's refits"),
+    (["--dataset", "dacf", "--exogenous", "day-ahead-price"],
+     "--exogenous sets what the site backtest's forecasts read"),
+])
+def test_an_option_of_the_other_dataset_is_refused_not_ignored(tmp_path, args, says):
+    r = runner.invoke(app, ["backtest", *args, "--out", str(tmp_path / "x.json")])
+    assert r.exit_code == 2, r.output
+    assert says in " ".join(r.output.split())
     assert not (tmp_path / "x.json").exists()
 
 

@@ -309,6 +309,25 @@ def test_a_cadence_without_jobs_is_refused_not_ignored(tmp_path, args):
     assert not (tmp_path / "r.json").exists()
 
 
+@pytest.mark.shared_data
+def test_a_site_the_exogenous_mode_offers_nothing_is_named(shared_data):
+    # London: GB has no day-ahead auction price file, so --exogenous day-ahead-price gives its
+    # forecasts nothing; the notes say so instead of replaying it as if priced
+    from carbonsched.domain import Job
+
+    t0 = pd.Timestamp("2023-07-10", tz="UTC")
+    job = Job(id="j", tenant="london", gpu_type="A100", gpus=1, duration_hours=2,
+              power_per_gpu_kw=0.8125, earliest_start=t0, deadline=t0 + pd.Timedelta(hours=20),
+              allowed_sites=["gb-london"])
+    res = run_jobs_replay(Workload([job], []), "global", shared_data, policies=("milp",),
+                          time_limit_s=10.0, exogenous="day-ahead-price")
+    assert res["exogenous"] == {"mode": "day-ahead-price", "sources": {}}
+    assert [n for n in res["notes"] if "offers this site nothing" in n] == [
+        "site gb-london: --exogenous day-ahead-price offers this site nothing (no weather file, "
+        "or no day-ahead auction for its zone: DE-LU, JP-TK only); forecasts from history"]
+    assert res["policies"]["milp"]["jobs_placed"] == 1
+
+
 def test_exogenous_without_jobs_is_refused_not_ignored(tmp_path):
     r = CliRunner().invoke(app, ["replay", "--start", "2023-07-15", "--end", "2023-07-15",
                                  "--exogenous", "day-ahead-price",

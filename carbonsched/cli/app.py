@@ -263,9 +263,9 @@ def backtest(
         help="Comma-separated model names (default: all).")] = None,
     forecasts_out: Annotated[Path | None, typer.Option(
         "--forecasts-out", help="Write every hourly forecast as CSV.")] = None,
-    refit_days: Annotated[int, typer.Option(
+    refit_days: Annotated[int | None, typer.Option(
         "--refit-days", help="dacf: refit every candidate every N days of the test on all data "
-             "before the issue time (0: fit once before the test).")] = 7,
+             "before the issue time (default 7; 0: fit once before the test).")] = None,
     catalog: Annotated[str, typer.Option(help="sites: catalog (measured signals).")] = "global",
     date_from: Annotated[str | None, typer.Option(
         "--from", help="sites: first issue day, YYYY-MM-DD.")] = None,
@@ -300,6 +300,11 @@ def backtest(
         if dataset == "sites":
             from carbonsched.cli.backtest import site_backtest
 
+            if refit_days is not None:
+                raise InputError("--refit-days sets the DACF backtest's refits; the site "
+                                 "backtest refits as the daily path does (weekly): drop it, "
+                                 "or use --dataset dacf")
+
             if not date_from or not date_to:
                 raise InputError("--dataset sites needs --from and --to, e.g. --from 2023-01-01 "
                                  "--to 2023-12-31")
@@ -314,6 +319,15 @@ def backtest(
         if against is not None:
             raise InputError("--against scores a published forecast next to the daily path's: "
                              "use it with --dataset sites")
+        if exogenous != "none":
+            raise InputError("--exogenous sets what the site backtest's forecasts read: use it "
+                             "with --dataset sites (the DACF models read the archive's GFS "
+                             "and operator forecasts already)")
+        if refit_days is None:
+            refit_days = 7
+        if refit_days < 0:
+            raise InputError(f"--refit-days must be 0 (fit once before the test) or a number "
+                             f"of days >= 1, got {refit_days}")
         ddir = data_dir or (get_settings().data_dir / "dacf")
         regs = [r.strip() for r in regions.split(",")] if regions else None
         mods = [m.strip() for m in models.split(",")] if models else None

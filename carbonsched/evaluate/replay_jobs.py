@@ -49,6 +49,7 @@ from carbonsched.evaluate.replay import (
     work_split_kwh,
 )
 from carbonsched.evaluate.site_backtest import EXOGENOUS_MODES, site_exogenous
+from carbonsched.forecasts.exogenous import DAY_AHEAD_AUCTIONS
 from carbonsched.pipeline.daily import (
     FORECAST_HISTORY_DAYS,
     MAX_HORIZON_HOURS,
@@ -209,7 +210,8 @@ def run_jobs_replay(
     InputError
         Unknown policy, a run interval that does not divide a day, a horizon outside
         ``run_every_hours .. MAX_HORIZON_HOURS``, an empty
-        workload, a catalog with modelled signals, a job naming a site the catalog lacks.
+        workload, a catalog with modelled signals, a job naming a site the catalog lacks, an
+        ``exogenous`` mode not in :data:`~carbonsched.evaluate.site_backtest.EXOGENOUS_MODES`.
     WorkloadError
         A malformed jobs file.
     """
@@ -293,6 +295,10 @@ def run_jobs_replay(
             caveat = table.attrs.get("caveat")
             notes.append(f"site {sid}: exogenous forecasts from {exog_used[sid]}"
                          + (f": {caveat}" if caveat else ""))
+        elif exogenous != "none":
+            notes.append(f"site {sid}: --exogenous {exogenous} offers this site nothing "
+                         "(no weather file, or no day-ahead auction for its zone: "
+                         f"{', '.join(DAY_AHEAD_AUCTIONS)} only); forecasts from history")
     actual_all = stack_site_frames(actual)
     score_slots = hourly_slots(first, int(np.ceil((end - first) / HOUR)))
     whole = PlanningProblem(sites=sites, jobs=all_jobs, inference=list(wl.inference),

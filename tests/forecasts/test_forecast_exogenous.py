@@ -234,19 +234,26 @@ def test_day_ahead_prices_are_published_the_day_before_their_delivery_day(zone, 
     assert DAY_AHEAD_AUCTIONS[zone].market in t.attrs["source"]
 
 
-def test_a_day_ahead_price_is_read_from_its_publication_on_and_not_a_minute_before():
+@pytest.mark.parametrize(("ts", "pub"), [
+    # winter: 10 January (CET) published 9 January 14:00 CET = 13:00 UTC
+    ("2023-01-10 22:00", "2023-01-09 13:00"),
+    # summer: 10 July (CEST) published 9 July 14:00 CEST = 12:00 UTC, so an issue at exactly
+    # 12:00 UTC reads the next delivery day's last hour, 33 h ahead
+    ("2023-07-10 21:00", "2023-07-09 12:00"),
+])
+def test_a_day_ahead_price_is_read_from_its_publication_on_and_not_before(ts, pub):
     from carbonsched.forecasts.exogenous import DAY_AHEAD_AUCTIONS, from_day_ahead_auction
 
-    ts = pd.Timestamp("2023-01-10 22:00", tz="UTC")  # published 2023-01-09 13:00 UTC
+    ts, pub = pd.Timestamp(ts, tz="UTC"), pd.Timestamp(pub, tz="UTC")
     t = from_day_ahead_auction(pd.Series([42.0], index=pd.DatetimeIndex([ts])),
                                DAY_AHEAD_AUCTIONS["DE-LU"], "test file")
-    pub = pd.Timestamp("2023-01-09 13:00", tz="UTC")
-    issues = pd.DatetimeIndex([pub - pd.Timedelta(minutes=1), pub, pub + HOUR])
+    assert t["issued_at"].tolist() == [pub]
+    issues = pd.DatetimeIndex([pub - HOUR, pub, pub + HOUR])
     lead = ((ts - issues) // HOUR).to_numpy()
-    # the 12:59 issue's lead rounds down to the same target hour: it may still not read it
+    assert (issues + pd.to_timedelta(lead, unit="h") == ts).all()  # every issue asks for ts
     got = known_at(t, "day_ahead_price_usd_per_mwh", issues, lead)
-    np.testing.assert_array_equal(got[1:], [42.0, 42.0])
-    assert np.isnan(got[0]) or (issues[0] + int(lead[0]) * HOUR) != ts
+    assert np.isnan(got[0])  # an hour before the publication
+    np.testing.assert_array_equal(got[1:], [42.0, 42.0])  # at it and after
 
 
 def test_day_ahead_prices_refuse_a_naive_index_and_a_bad_publication_time():
@@ -255,9 +262,14 @@ def test_day_ahead_prices_refuse_a_naive_index_and_a_bad_publication_time():
     naive = pd.Series([1.0], index=pd.DatetimeIndex(["2023-01-10 22:00"]))
     with pytest.raises(InputError, match="tz-aware index"):
         from_day_ahead_auction(naive, DayAheadAuction("m", "Europe/Berlin", "14:00"), "f")
-    with pytest.raises(InputError, match="published_local must be HH:MM"):
-        from_day_ahead_auction(naive.tz_localize("UTC"),
-                               DayAheadAuction("m", "Europe/Berlin", "2pm"), "f")
+    for bad in ("2pm", "25:00", "14:75", "24:00", "1400", "14:00:00"):
+        with pytest.raises(InputError, match="published_local must be HH:MM"):
+            DayAheadAuction("m", "Europe/Berlin", bad)
+    with pytest.raises(InputError, match="unknown time zone 'Mars/Olympus'"):
+        DayAheadAuction("m", "Mars/Olympus", "14:00")
+    # the limits of a day are accepted
+    for ok in ("00:00", "23:59"):
+        assert DayAheadAuction("m", "Europe/Berlin", ok).published_local == ok
 
 
 @pytest.fixture(scope="module")
@@ -322,12 +334,34 @@ def test_day_ahead_prices_published_by_the_issue_move_a_model_that_reads_them(fr
     assert not changed[0, 22:].any()  # later hours: their prices were not out yet
 
 
+@pytest.mark.shared_data
+def test_the_priced_ridge_is_the_plain_ridge_past_the_leads_its_prices_reach(frankfurt):
+    # the exogenous ridge was declared day-ahead: chosen, it handed leads 24-95 to the extension
+    # model, so a feature published for 22 hours changed the forecast two and three days out
+    from carbonsched.forecasts.registry import exogenous_candidates
+    from carbonsched.forecasts.ridge import HourlyRidge
+
+    site, t0, hist, table = frankfurt
+    y_fit = hist.loc[hist.index < t0, CI]
+    (cand,) = [c for c in exogenous_candidates(CI, table) if c.name == "ridge_hourly_exog"]
+    assert cand.max_horizon_hours is None  # forecasts every lead itself
+    clip = (0.0, 2000.0)
+    priced = cand.make(None, clip, 0).fit(y_fit)
+    plain = HourlyRidge(issue_hour=0, clip=clip).fit(y_fit)
+    issues = pd.DatetimeIndex([t0])
+    p, q = priced.backcast(y_fit, issues, 96, exog=table), plain.backcast(y_fit, issues, 96)
+    assert np.isfinite(p).all()
+    assert not np.isclose(p[0, :22], q[0, :22]).any()  # the prices published by the issue
+    np.testing.assert_allclose(p[0, 22:], q[0, 22:], rtol=1e-9)  # none published that far
+
+
 @pytest.mark.parametrize(("have", "enough"), [
     ([False] * 100 + [True] * 56, True),    # a source that began late: 56 issues, every one
     ([False] * 100 + [True] * 55, False),   # one issue short of eight weeks
     ([True] * 9 + [False] + [True] * 50, True),    # 59 of 60 since the first: 0.98
     ([True] * 54 + [False] * 6 + [True] * 2, True),    # 56 of 62 since the first: 0.903
     ([True] * 54 + [False] * 7 + [True] * 2, False),   # 56 of 63: 0.889, under 0.9
+    ([True] * 63 + [False] * 7, True),    # 63 of 70: exactly 0.9
 ])
 def test_an_exogenous_feature_enters_a_lead_from_its_first_issue_on(have, enough):
     from carbonsched.forecasts.ridge import _enough_exog
