@@ -241,9 +241,9 @@ def test_a_cbc_run_that_fails_leaves_no_files_behind(tmp_path, monkeypatch, kind
 
 
 def test_a_working_cbc_named_by_path_is_used(monkeypatch):
-    import pulp
+    # PuLP's bundled binary, named without constructing the deprecated PULP_CBC_CMD
+    from pulp.apis.coin_api import pulp_cbc_path as path
 
-    path = pulp.PULP_CBC_CMD().path
     assert os.access(path, os.X_OK)
     monkeypatch.setenv(solve_mod.CBC_PATH_ENV, path)
     res = solve_plan(small(), solver="cbc")
