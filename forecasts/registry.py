@@ -45,10 +45,9 @@ Schedule (:class:`ModelSchedule`, the defaults are what the daily plan uses)
   above the site's floor), where a forecast can be wrong and a decision turns on it; all hours
   when none is. Seasonal naive stays unless a model beats it there by the margin.
 * **Long horizons**: day-ahead-only models (the DACF family, at most 24 h) serve leads 0-23;
-  their later leads come from the best candidate able to forecast them (by error over the
-  validated leads it serves, those past 24 h; seasonal naive always can;
-  :func:`extension_choice`), in validation as in service, named ``extended_by`` in
-  :meth:`SelectedForecaster.describe`.
+  their later leads come from the best candidate able to forecast them (by error over every
+  validated lead; seasonal naive always can), in validation as in service, named
+  ``extended_by`` in :meth:`SelectedForecaster.describe`.
 
 Intervals: split conformal (Vovk, Gammerman & Shafer, *Algorithmic Learning in a Random
 World*, 2005, doi:10.1007/b106715) on the chosen model's validation residuals, pooled in lead
@@ -455,49 +454,6 @@ def _error(pred: np.ndarray, actual: np.ndarray, metric: str) -> float:
     if not ok.any():
         return float("nan")
     return float(np.mean(np.abs(pred[ok] - actual[ok])))
-
-
-def extension_choice(preds: dict[str, np.ndarray], actual: np.ndarray, longs: list[str],
-                     metric: str) -> str:
-    """The long model that serves the day-ahead models' later leads: least error on those leads.
-
-    The served leads are those some candidate does not reach (all NaN in its validation
-    forecasts); when every candidate reaches every lead, all leads. Ties go to the earlier
-    candidate (seasonal naive first).
-
-    Parameters
-    ----------
-    preds
-        Validation point forecasts by candidate, each of shape ``(issues, H)``, NaN past the
-        candidate's horizon.
-    actual
-        Observed values, shape ``(issues, H)``.
-    longs
-        Candidates that forecast every lead (the eligible ones), in registry order.
-    metric
-        ``"mape"`` or ``"mae"`` (:func:`_error`).
-
-    Returns
-    -------
-    str
-        The chosen candidate's name.
-
-    Raises
-    ------
-    ForecastError
-        No eligible candidate.
-    """
-    if not longs:
-        raise ForecastError("no candidate forecasts every lead to extend the day-ahead ones")
-    H = actual.shape[1]
-    served = np.zeros(H, bool)
-    for p in preds.values():
-        served |= np.isnan(p).all(axis=0)
-    if not served.any():
-        served[:] = True
-    order = list(preds)
-    return min(longs, key=lambda k: (np.nan_to_num(
-        _error(preds[k][:, served], actual[:, served], metric), nan=np.inf), order.index(k)))
 
 
 def conformal_bounds(residuals: np.ndarray, leads: np.ndarray,
@@ -1074,12 +1030,13 @@ class SelectedForecaster(Forecaster):
         if NAIVE not in preds:
             raise ForecastError(f"{self.name}: seasonal naive could not be validated: "
                                 f"{self.skipped_.get(NAIVE, 'not a candidate')}")
-        # a day-ahead-only model serves the plan's later leads with the best long model on the
-        # leads it serves (extension_choice): it is scored, and deployed, that way
+        # a day-ahead-only model serves the plan's later leads with the best long model (by
+        # error over every validated lead): it is scored, and deployed, that way
         ext: tuple[Candidate, Forecaster] | None = None
         if any((c.max_horizon_hours or 168) < 168 for c, _ in fitted.values()):
             longs = [k for k in preds if fitted[k][0].max_horizon_hours is None]
-            best = extension_choice(preds, actual, longs, self.metric)
+            best = min(longs, key=lambda k: (np.nan_to_num(
+                _error(preds[k], actual, self.metric), nan=np.inf), list(preds).index(k)))
             ext = fitted[best]
             for k, p in preds.items():
                 preds[k] = np.where(np.isnan(p), preds[best], p)
@@ -1363,5 +1320,4 @@ class SelectedForecaster(Forecaster):
 
 __all__ = ["ACI_GAMMA", "DEFAULT_SCHEDULE", "LEAD_BUCKETS", "NAIVE", "SIGNAL_SETTINGS",
            "Candidate", "ModelSchedule", "combination_members", "exogenous_candidates",
-           "SelectedForecaster", "aci_replay", "conformal_bounds", "extension_choice", "registry",
-           "window_bounds"]
+           "SelectedForecaster", "aci_replay", "conformal_bounds", "registry", "window_bounds"]

@@ -201,30 +201,6 @@ def test_a_day_ahead_choice_is_extended_to_a_week_by_a_longer_model() -> None:
     assert out.notna().all().all() and len(out) == 72
 
 
-def test_the_extension_is_chosen_on_the_leads_it_serves() -> None:
-    # "a" is exact over the day-ahead leads and 15 % off past them, "b" 10 % off everywhere:
-    # over every lead "a" wins (7.5 % against 10 %), but the extension serves only leads 24-47,
-    # where "b" is better; "day" reaches 24 h only
-    from carbonsched.forecasts.registry import extension_choice
-
-    actual = np.full((5, 48), 100.0)
-    a = actual.copy()
-    a[:, 24:] = 115.0
-    b = np.full((5, 48), 110.0)
-    day = np.full((5, 48), np.nan)
-    day[:, :24] = 100.0
-    preds = {"a": a, "b": b, "day": day}
-    assert extension_choice(preds, actual, ["a", "b"], "mape") == "b"
-    assert extension_choice(preds, actual, ["a", "b"], "mae") == "b"
-    # every candidate reaching every lead: all leads count, and "a" wins
-    assert extension_choice({"a": a, "b": b}, actual, ["a", "b"], "mape") == "a"
-    # a tie goes to the earlier candidate
-    assert extension_choice({"b": b, "c": b.copy(), "day": day}, actual, ["c", "b"],
-                            "mape") == "b"
-    with pytest.raises(ForecastError, match="no candidate forecasts every lead"):
-        extension_choice(preds, actual, [], "mape")
-
-
 COMBO = "ens(ridge_hourly+ols_hourly_ratio)"
 
 
