@@ -8,10 +8,14 @@ errors, uncaught exceptions and failed loads (``Log.entryAdded``, ``Runtime.*``)
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import os
+import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,9 +44,7 @@ def open_with_headers(url: str, headers: dict[str, str], screenshot: Path,
     value is ``Loaded.value``. Writes a full-page PNG to ``screenshot``. ``timeout`` is a
     generous deadline for a loaded machine, not a budget the page must meet.
     """
-    # Chromium's helper processes may still write to the profile as it is removed
-    with tempfile.TemporaryDirectory(prefix="carbonsched-cdp-",
-                                     ignore_cleanup_errors=True) as profile:
+    with _profile() as profile:
         # TMPDIR in the profile: a browser ended by a signal leaves files there
         proc = subprocess.Popen([chromium(), *FLAGS, f"--user-data-dir={profile}",
                                  "--remote-debugging-port=0", f"--window-size={width},1000",
@@ -68,6 +70,28 @@ def open_with_headers(url: str, headers: dict[str, str], screenshot: Path,
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(5)
+
+
+@contextlib.contextmanager
+def _profile() -> Iterator[str]:
+    """A throw-away Chromium profile directory, removed even if a helper still writes to it.
+
+    Chromium's helper processes (the network service) can outlive the browser by a moment and
+    write a file into the profile while it is being removed, which left the directory behind in
+    ``TMPDIR``; removal is retried until the directory is gone (a generous 30 s, then an error).
+    """
+    profile = tempfile.mkdtemp(prefix="carbonsched-cdp-")
+    try:
+        yield profile
+    finally:
+        deadline = time.monotonic() + 30.0
+        while True:
+            shutil.rmtree(profile, ignore_errors=True)
+            if not os.path.exists(profile):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"could not remove the Chromium profile {profile}")
+            time.sleep(0.2)
 
 
 def _close(port_file: Path) -> None:
