@@ -7,27 +7,10 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-
-
-def poison_future(frame: pd.DataFrame, at: pd.Timestamp, seed: int = 0) -> pd.DataFrame:
-    """A copy of a signal frame with every numeric value at or after ``at`` made garbage.
-
-    Huge, negative or missing values, drawn per cell: a forecast issued at ``at`` that reads
-    none of them is unchanged (the no-look-ahead tests).
-    """
-    poisoned = frame.copy()
-    future = poisoned.index >= at
-    rng = np.random.default_rng(seed)
-    for col in poisoned.columns:
-        if pd.api.types.is_numeric_dtype(poisoned[col]) and poisoned[col].dtype != bool:
-            poisoned.loc[future, col] = rng.choice([1e6, -50.0, np.nan], future.sum())
-    return poisoned
 
 
 def _real_cluster_case(item: pytest.Item) -> bool:

@@ -9,10 +9,8 @@ submitted ahead, as the daily plan knows its day's jobs at its issue time,
 
 * ``agnostic`` — each job starts on arrival, at its first allowed site (first-fit when the GPUs
   are taken: :func:`carbonsched.plan.agnostic_plan` over the whole period);
-* ``milp`` — the rolling planner on forecasts made at each run
-  (:func:`carbonsched.pipeline.daily.forecast_site`, intervals widening with lead; below a
-  daily cadence carbon intensity is the time-lagged ensemble of the day's issues before the
-  run, as in the service, :mod:`carbonsched.forecasts.lagged`);
+* ``milp`` — the rolling planner on forecasts issued at each run
+  (:func:`carbonsched.pipeline.daily.forecast_site`, intervals widening with lead);
 * ``oracle`` — the same rolling planner on the *actual* signals, its horizon stretched at each
   run to the latest deadline of the work it knows, so that it sees every job's whole waiting
   window: a true bound for ``milp`` under the same information about arrivals;
@@ -52,7 +50,6 @@ from carbonsched.evaluate.replay import (
 )
 from carbonsched.evaluate.site_backtest import EXOGENOUS_MODES, site_exogenous
 from carbonsched.forecasts.exogenous import DAY_AHEAD_AUCTIONS
-from carbonsched.forecasts.lagged import LAG_SPAN_HOURS, lagged_issue_times
 from carbonsched.pipeline.daily import (
     FORECAST_HISTORY_DAYS,
     MAX_HORIZON_HOURS,
@@ -260,12 +257,9 @@ def run_jobs_replay(
     frames: dict[str, pd.DataFrame] = {}
     metas: dict[str, dict[str, Any]] = {}
     notes: list[str] = []
-    # milp's forecasts are the time-lagged ensemble of the day's issues (forecasts.lagged)
-    lagged = len(lagged_issue_times(first, run_every_hours)) > 1
-    lag_hours = LAG_SPAN_HOURS if lagged else 0
     for s in cat.sites:
         frames[s.id], metas[s.id] = load_site_signals(
-            s, ddir, first - pd.Timedelta(days=FORECAST_HISTORY_DAYS, hours=lag_hours), load_end)
+            s, ddir, first - pd.Timedelta(days=FORECAST_HISTORY_DAYS), load_end)
         if metas[s.id].get("signal_quality") == SignalQuality.MODELLED:
             raise InputError(f"catalog {cat.name} has modelled signals (site {s.id}); a replay "
                              "scores plans on actual measurements — use a measured catalog")
@@ -340,16 +334,14 @@ def run_jobs_replay(
         new = [j for j in known_by(all_jobs, nxt)]
         if "milp" in planners:
             for cache in models.values():
-                # the lagged ensemble's members read the choices of the day before the run
-                prune_model_cache(cache, t - pd.Timedelta(hours=lag_hours))
+                prune_model_cache(cache, t)
             fcs = {}
             for s in sites:
-                # with the lagged ensemble a day more: its members see their own runs' history
-                since = t - pd.Timedelta(days=FORECAST_HISTORY_DAYS, hours=lag_hours)
+                since = t - pd.Timedelta(days=FORECAST_HISTORY_DAYS)
                 hist = frames[s.id][(frames[s.id].index < t) & (frames[s.id].index >= since)]
                 try:
                     fc = forecast_site(s, hist, t, horizon_hours, metas[s.id], models=models[s.id],
-                                       exogenous=exog[s.id], run_every_hours=run_every_hours)
+                                       exogenous=exog[s.id])
                 except (ForecastError, InputError) as exc:
                     fc_fallbacks.append({"issued_at": t.isoformat(), "site": s.id,
                                          "notes": [f"left out: {exc}"]})

@@ -38,7 +38,6 @@ from carbonsched.forecasts.baselines import SeasonalNaive
 from carbonsched.forecasts.exogenous import check_table as check_exogenous
 from carbonsched.forecasts.exogenous import features_present
 from carbonsched.forecasts.green_surplus import green_surplus_index
-from carbonsched.forecasts.lagged import LAG_SPAN_HOURS, lagged_issue_times, lagged_mean
 from carbonsched.forecasts.pue import pue_from_weather
 from carbonsched.forecasts.registry import (
     DEFAULT_SCHEDULE,
@@ -457,46 +456,6 @@ def check_history(site: Site, history: Any) -> None:
                             "zone); localize it to UTC (docs/signals.md)")
 
 
-def _lagged_ci(site: Site, ci: pd.Series, newest: pd.DataFrame, newest_model: str | None,
-               lags: pd.DatetimeIndex, horizon_hours: int, cache: Any,
-               exogenous: pd.DataFrame | None,
-               ) -> tuple[pd.DataFrame, dict[str, Any], list[str]]:
-    """The time-lagged ensemble of carbon intensity (:mod:`carbonsched.forecasts.lagged`).
-
-    ``newest`` is the forecast issued at ``lags[0]``; every earlier member is the forecast of
-    the model chosen for its own issue time from the history (and the exogenous forecasts
-    published) before that time, over ``horizon_hours`` from it (the cache entry its own run
-    made, when it made one). A member that cannot be made is left out and a note says so.
-
-    Returns
-    -------
-    (DataFrame, dict, list of str)
-        The ensemble's forecast on the newest's hours; its description (issue times, models,
-        members per hour); notes.
-    """
-    members, issued, models, notes = [newest], [lags[0]], [newest_model], []
-    for t_k in lags[1:]:
-        try:
-            fc_k, info_k, _ = select_forecast(
-                site, "carbon_intensity_g_per_kwh", ci[ci.index < t_k], t_k, horizon_hours,
-                cache, exog=known_exogenous(site, exogenous, t_k))
-        except (ForecastError, InputError) as exc:
-            notes.append(f"lagged ensemble: the member issued at {t_k.isoformat()} was left "
-                         f"out ({exc})")
-            continue
-        members.append(fc_k)
-        issued.append(t_k)
-        models.append(info_k.get("model"))
-    out = lagged_mean(members, newest.index)
-    out.attrs["model"] = f"lagged ensemble of {len(members)} issues (newest {newest_model})"
-    count = out.attrs["lagged_members"]
-    info = {"issued_at": [t.isoformat() for t in issued], "models": models,
-            "members_per_hour": {"min": int(count.min()), "max": int(count.max())},
-            "rule": "mean of the forecasts issued over the day before the run, target hour by "
-                    "target hour (time-lagged ensemble); intervals the newest's, relative"}
-    return out, info, notes
-
-
 def forecast_site(
     site: Site,
     history: pd.DataFrame,
@@ -507,7 +466,6 @@ def forecast_site(
     ci_model: Forecaster | None = None,
     models: dict[str, Forecaster] | None = None,
     exogenous: pd.DataFrame | None = None,
-    run_every_hours: int | None = None,
 ) -> SiteForecast:
     """Forecast carbon intensity, green surplus and PUE for one site.
 
@@ -543,12 +501,6 @@ def forecast_site(
         forecast temperature and humidity, a PUE candidate (:func:`select_forecast`). Their
         source's caveat (reanalysis in place of an archived forecast) is put in the notes.
         ``None``: history only.
-    run_every_hours
-        The rolling cadence [h] of the run this forecast is for: carbon intensity is then the
-        time-lagged ensemble of the issues of the day before ``issued_at``
-        (:mod:`carbonsched.forecasts.lagged`; one member, i.e. unchanged, at 24 h), named in
-        the choice's ``lagged_ensemble``. ``None`` (the daily plan, the backtests): the
-        forecast issued at ``issued_at`` alone.
 
     Raises
     ------
@@ -621,12 +573,6 @@ def forecast_site(
             site, "carbon_intensity_g_per_kwh", ci, issued_at, horizon_hours, cache, exog=exog)
         if note:
             notes.append(f"{site.id}: carbon intensity: {note}")
-        lags = lagged_issue_times(issued_at, run_every_hours)
-        if len(lags) > 1:
-            ci_fc, chosen["carbon_intensity_g_per_kwh"]["lagged_ensemble"], lag_notes = \
-                _lagged_ci(site, ci, ci_fc, chosen["carbon_intensity_g_per_kwh"].get("model"),
-                           lags, horizon_hours, cache, exogenous)
-            notes.extend(f"{site.id}: carbon intensity: {n}" for n in lag_notes)
 
     # green surplus index in [0, 1] -> absorbable kW via the site's contract
     try:
@@ -967,7 +913,6 @@ def gather_forecasts(catalog: Catalog, data_dir: Path | None, issued_at: pd.Time
                      loader: SignalLoader | None = None,
                      provenance: dict[str, Any] | None = None,
                      exogenous: ExogenousLoader | None = None,
-                     run_every_hours: int | None = None,
                      ) -> tuple[dict[str, SiteForecast], list[str], set[str]]:
     """Load each site's history and forecast it; sites without usable data are left out.
 
@@ -978,10 +923,7 @@ def gather_forecasts(catalog: Catalog, data_dir: Path | None, issued_at: pd.Time
     ``exogenous`` (the live plan: :meth:`~carbonsched.adapters.signals.live.LiveSignals.
     exogenous`) fetches the forecasts each site's providers publish; they become the models'
     exogenous table (:func:`live_exogenous`), and what was asked, read and unavailable goes to
-    ``provenance["exogenous"]`` per site. ``run_every_hours`` (a rolling step's cadence) makes
-    carbon intensity the time-lagged ensemble of the day's issues before ``issued_at``
-    (:func:`forecast_site`); the history loaded then starts a day earlier, so each member reads
-    the history its own run read.
+    ``provenance["exogenous"]`` per site.
 
     Returns
     -------
@@ -991,8 +933,7 @@ def gather_forecasts(catalog: Catalog, data_dir: Path | None, issued_at: pd.Time
     forecasts: dict[str, SiteForecast] = {}
     notes: list[str] = []
     qualities: set[str] = set()
-    lag_hours = LAG_SPAN_HOURS if len(lagged_issue_times(issued_at, run_every_hours)) > 1 else 0
-    start = issued_at - pd.Timedelta(days=FORECAST_HISTORY_DAYS, hours=lag_hours)
+    start = issued_at - pd.Timedelta(days=FORECAST_HISTORY_DAYS)
     end = issued_at + horizon_hours * HOUR
     for site in catalog.sites:
         progress(f"forecasting {site.id} ({site.zone})")
@@ -1017,7 +958,7 @@ def gather_forecasts(catalog: Catalog, data_dir: Path | None, issued_at: pd.Time
                 provenance.setdefault("exogenous", {})[site.id] = info
         try:
             fc = forecast_site(site, frame, issued_at, horizon_hours, meta, future,
-                               exogenous=exog, run_every_hours=run_every_hours)
+                               exogenous=exog)
         except ForecastError as exc:
             notes.append(f"site {site.id} left out: {exc}")
             continue
@@ -1133,7 +1074,6 @@ def run_daily_plan(
     warm_start: Any = None,
     exogenous_loader: ExogenousLoader | None = None,
     load_history: Callable[[str, pd.Timestamp, pd.Timestamp], pd.Series] | None = None,
-    run_every_hours: int | None = None,
 ) -> DailyPlan:
     """Run one planning day and return the plan document and its parts.
 
@@ -1178,11 +1118,6 @@ def run_daily_plan(
         reduction for each within its flexibility band and re-plans with it reserved
         (:func:`carbonsched.pipeline.flex.commit_events`); the document's ``flexibility``
         block accounts for it per event and hour, and every planned shortfall is a note.
-    run_every_hours
-        The rolling cadence [h] when this plan is a rolling step
-        (:func:`carbonsched.service.rolling.rolling_step`): carbon intensity is the time-lagged
-        ensemble of the day's issues before ``issued_at`` (:func:`forecast_site`); ``None``:
-        the issue at ``issued_at`` alone.
     load_history
         ``(site, t0, t1) -> Series``: the site's recorded hourly facility power in
         ``[t0, t1)`` [kW] (:func:`carbonsched.pipeline.flex.recorded_site_load`), for the
@@ -1280,8 +1215,7 @@ def run_daily_plan(
     exo_loader = exogenous_loader if replay is None else None
     forecasts, notes, qualities = gather_forecasts(
         cat, data_dir, issued_at, horizon_hours, progress, loader,
-        provenance if signal_loader is not None else None, exo_loader,
-        run_every_hours=run_every_hours)
+        provenance if signal_loader is not None else None, exo_loader)
     if not forecasts:
         left = [n for n in notes if n.startswith("site ") and " left out: " in n] or notes
         why = left[0] if left else "no site was forecast"

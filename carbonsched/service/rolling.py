@@ -179,7 +179,7 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
     daily = run_daily_plan(pdate, catalog_ref, Workload(jobs=jobs, inference=inf), data_dir,
                            solver, time_limit_s, horizon_hours, running=running, issued_at=t,
                            warm_start=start, signal_loader=signal_loader,
-                           exogenous_loader=exogenous_loader, run_every_hours=run_every_hours)
+                           exogenous_loader=exogenous_loader)
     run = rp.apply(t, daily.problem, daily.result, ended)
     keep_carried(store, catalog_ref, t, rp.state.carried)
     doc = daily.document
