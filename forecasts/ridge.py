@@ -318,7 +318,7 @@ class HourlyRidge(Forecaster):
 MIN_EXOG_SHARE = 0.9
 #: Least number of a lead's training issues with an exogenous feature for the lead's model to
 #: use it: eight weeks of daily issues, the per-lead OLS's training window
-#: (:class:`carbonsched.forecasts.lead_regression.LeadRegression`). [issues]
+#: (:class:`carbonsched.forecasts.carbon_intensity.LeadRegression`). [issues]
 MIN_EXOG_ISSUES = 56
 
 

@@ -312,7 +312,7 @@ def backtest(
                           date_to, sites, forecasts_out, executor, workers, scheduler_address,
                           every, horizon, against, exogenous)
             return
-        from carbonsched.forecasts.backtest import render_table, run_backtest
+        from carbonsched.forecasts.backtest import REFIT_DAYS, render_table, run_backtest
 
         if dataset != "dacf":
             raise InputError(f"unknown dataset {dataset!r}; choose 'dacf' or 'sites'")
@@ -324,7 +324,7 @@ def backtest(
                              "with --dataset sites (the DACF models read the archive's GFS "
                              "and operator forecasts already)")
         if refit_days is None:
-            refit_days = 7
+            refit_days = REFIT_DAYS
         if refit_days < 0:
             raise InputError(f"--refit-days must be 0 (fit once before the test) or a number "
                              f"of days >= 1, got {refit_days}")
