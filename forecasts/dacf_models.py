@@ -575,21 +575,44 @@ class HourlyOLS(DayAheadModel):
     two annual harmonics, and the exogenous columns with their 24 h changes (wind speed also
     cubed). Ordinary least squares, ``statsmodels.regression.linear_model.OLS``.
 
+    With ``scale_free`` (ratio target only) the lagged values enter as log ratios to ``d1``,
+    ``log(d2 / d1)``, ``log(d7 / d1)``, ``log(lag_1 / d1)``, ``log(mean24 / d1)``, instead of
+    as levels: the model is then a log-linear autoregression of the day-on-day ratio, and a
+    fitted model applied to a history scaled by ``c > 0`` forecasts exactly ``c`` times as much
+    (calendar and exogenous terms unchanged). Level regressors with a log-ratio target do not
+    have that property: when the grid's level moves out of the range fitted on (a season's
+    hydro or wind regime), their coefficients extrapolate the ratio. A row whose log ratio is
+    undefined (a lag at or below 0) is left out of the fit; at forecast time that term is
+    taken as 0 (ratio 1), and ``d1 <= 0`` falls back to ``mean24`` as for every ratio model.
+
     Parameters
     ----------
     ridge
         L2 penalty on standardised regressors (``0`` = plain OLS, via ``fit``; otherwise
         ``fit_regularized(L1_wt=0)``). [-]
+    scale_free
+        Lagged regressors as log ratios to ``d1`` (see above); requires ``target="ratio"``.
     **kw
         See :class:`DayAheadModel`.
+
+    Raises
+    ------
+    ForecastError
+        ``scale_free`` with a target other than ``"ratio"``.
     """
 
     name = "ols_hourly"
     _BASE = ("d1", "d2", "d7", "lag_1", "mean24", "sin1", "cos1", "sin2", "cos2")
+    _RELATIVE = ("d2", "d7", "lag_1", "mean24")  # as log ratios to d1 when scale_free
+    _CALENDAR = ("sin1", "cos1", "sin2", "cos2")
 
-    def __init__(self, ridge: float = 0.0, **kw: Any) -> None:
-        super().__init__(ridge=ridge, **kw)
+    def __init__(self, ridge: float = 0.0, scale_free: bool = False, **kw: Any) -> None:
+        super().__init__(ridge=ridge, scale_free=scale_free, **kw)
         self.ridge = float(ridge)
+        self.scale_free = bool(scale_free)
+        if self.scale_free and self.target != "ratio":
+            raise ForecastError(f"{self.name}: scale_free=True needs target='ratio' (the "
+                                f"regressors are ratios to d1), got target={self.target!r}")
 
     @classmethod
     def get_test_params(cls) -> list[dict[str, Any]]:
@@ -597,10 +620,16 @@ class HourlyOLS(DayAheadModel):
         return [{"calib_days": 14}, {"calib_days": 14, "target": "ratio", "window_days": 14}]
 
     def _design(self, feats: pd.DataFrame) -> np.ndarray:
-        cols = list(self._BASE)
+        cols = list(self._CALENDAR if self.scale_free else self._BASE)
         for e in self.exog:  # fixed order: the design may carry other models' columns too
             cols += [c for c in (e, f"dx_{e}", f"{e}_cubed", f"dx_{e}_cubed") if c in feats]
         base = feats[cols].to_numpy(float)
+        if self.scale_free:
+            d1 = feats["d1"].to_numpy(float)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                rel = np.column_stack([np.log(feats[c].to_numpy(float) / d1)
+                                       for c in self._RELATIVE])
+            base = np.column_stack([rel, base])
         dow = feats["dow"].to_numpy(int)
         dummies = np.column_stack([(dow == k).astype(float) for k in range(1, 7)])
         return np.column_stack([np.ones(len(feats)), base, dummies])

@@ -221,7 +221,8 @@ def _dacf(kind: str) -> Callable[[str | None, tuple[float, float], int], Forecas
         if kind == "ols":
             return HourlyOLS(calib_days=0, issue_hour=issue_hour)
         if kind == "ols_ratio":
-            return HourlyOLS(calib_days=0, target="ratio", issue_hour=issue_hour)
+            return HourlyOLS(calib_days=0, target="ratio", scale_free=True,
+                             issue_hour=issue_hour)
         return LightGBMDayAhead(calib_days=0, n_estimators=200, issue_hour=issue_hour)
     return make
 
@@ -239,6 +240,9 @@ _F_LEAD = ("last", "same hour 1 day back", "same hour 1 week back", "mean of the
            "1..7 days back", "mean of the 24 h before issue")
 _F_DACF = ("lags 1..24 h", "same hour 1, 2, 7 days back", "lead", "hour", "day of week",
            "annual harmonics")
+_F_RATIO = ("log ratio to the same hour 1 day back", "log ratios to that hour of: the same "
+            "hour 2 and 7 days back, the last hour, the mean of the 24 h before issue",
+            "lead", "day of week", "annual harmonics")
 _F_RIDGE = ("same hour 1..7 days back", "last", "mean of the 24 h before issue",
             "day of week", "annual harmonic")
 
@@ -249,8 +253,9 @@ def registry(signal: str) -> list[Candidate]:
     Carbon intensity: seasonal naive (24 h and 168 h, local clock), climatology (28 d), the
     per-lead OLS default (:class:`LeadRegression`, 8 weeks), the per-hour ridge on lags of 1-7
     days and calendar terms (:class:`carbonsched.forecasts.ridge.HourlyRidge`, a year), and the
-    DACF backtest's history-only models (per-hour OLS on the level and on the ratio to
-    yesterday, LightGBM; :mod:`carbonsched.forecasts.dacf_models`; day-ahead only). The
+    DACF backtest's history-only models (per-hour OLS on the level, per-hour OLS of the log
+    ratio to yesterday on log ratios of the lags (``scale_free``), LightGBM;
+    :mod:`carbonsched.forecasts.dacf_models`; day-ahead only). The
     per-hour models are made for the issue hour they serve (``make``'s third argument).
     Green-surplus index and PUE: seasonal naive, climatology and the per-lead OLS.
 
@@ -270,8 +275,7 @@ def registry(signal: str) -> list[Candidate]:
                       (*_F_LEAD, "(local clock)")),
             Candidate("ridge_hourly", _ridge, None, _F_RIDGE),
             Candidate("ols_hourly", _dacf("ols"), 24, _F_DACF),
-            Candidate("ols_hourly_ratio", _dacf("ols_ratio"), 24,
-                      ("log ratio to the same hour 1 day back", *_F_DACF)),
+            Candidate("ols_hourly_ratio", _dacf("ols_ratio"), 24, _F_RATIO),
             Candidate("lgbm", _dacf("lgbm"), 24, _F_DACF),
         ]
     if signal == "green_surplus_index":
@@ -669,8 +673,9 @@ COMBINATION_NOTE = """Carbon intensity is forecast by the equal-weight mean of t
 per-hour model families whenever that mean beats seasonal naive on the validation window (every
 validated lead): the per-hour ridge on lags of 1-7 days and calendar terms (``ridge_hourly``;
 ``ridge_hourly_exog``, the same family with the exogenous forecasts of the target hour, where the
-site has them) and the per-hour OLS on the log ratio to the previous day (``ols_hourly_ratio``,
-day-ahead only: its leads beyond 24 h come from the extension model). Otherwise the choice by
+site has them) and the per-hour OLS of the log ratio to the previous day on log ratios of the
+lags (``ols_hourly_ratio``, scale-free; day-ahead only: its leads beyond 24 h come from the
+extension model). Otherwise the choice by
 the criterion applies (:func:`choose`). Equal weights, not weights fitted on the window: the
 forecast-combination puzzle (Clemen, *Int. J. Forecasting* 5(4), 1989,
 doi:10.1016/0169-2070(89)90012-5; Smith & Wallis, *Oxford Bull. Econ. Stat.* 71(3), 2009,

@@ -46,6 +46,7 @@ def fitted(cls, **kw):
 
 
 MODELS = [(HourlyOLS, {}), (HourlyOLS, {"target": "ratio"}),
+          (HourlyOLS, {"target": "ratio", "scale_free": True}),
           (LightGBMDayAhead, {"n_estimators": 30})]
 
 
@@ -363,3 +364,54 @@ def test_refit_days_below_one_refused(bad):
     with pytest.raises(ForecastError, match="refit_days must be at least 1"):
         HourlyOLS(refit_days=bad)
     assert HourlyOLS(refit_days=1).refit_days == 1  # at the limit
+
+
+def _regime(days: int = 120, seed: int = 3) -> pd.Series:
+    """Log-AR(1) day-on-day noise on a daily profile: a level-free process, hourly [g/kWh]."""
+    rng = np.random.default_rng(seed)
+    idx = pd.date_range("2021-01-01", periods=days * 24, freq="h", tz="UTC", name="ts")
+    e = np.zeros(len(idx))
+    for i in range(1, len(idx)):
+        e[i] = 0.9 * e[i - 1] + rng.normal(0, 0.05)
+    h = idx.hour.to_numpy()
+    return pd.Series(300 * (1 + 0.3 * np.sin(2 * np.pi * h / 24)) * np.exp(e), index=idx)
+
+
+def test_scale_free_ratio_model_scales_with_the_history():
+    """A fitted scale-free model forecasts exactly c times as much from a history c times
+    higher (every column: the interval quantiles are relative); the level-regressor ratio
+    model fitted on the same data does not, which is what lets it extrapolate the ratio
+    when a grid's level leaves the fitted range."""
+    y = _regime()
+    T = y.index[0] + pd.Timedelta(days=100)
+    issue = T + pd.Timedelta(days=5)
+    sf = HourlyOLS(target="ratio", scale_free=True, calib_days=14).fit(y[y.index < T])
+    lv = HourlyOLS(target="ratio", calib_days=14).fit(y[y.index < T])
+    for c in (0.25, 3.0):
+        base = sf.predict(issue, 24, y=y)
+        scaled = sf.predict(issue, 24, y=c * y)
+        np.testing.assert_allclose(scaled.to_numpy(), c * base.to_numpy(), rtol=1e-9)
+        moved = lv.predict(issue, 24, y=c * y)["mean"] / (c * lv.predict(issue, 24, y=y)["mean"])
+        assert np.abs(moved - 1).max() > 1e-3  # the level model's ratio moves with the level
+
+
+def test_scale_free_forecast_stays_sane_after_a_level_shift():
+    """Fitted at level 300, forecasting at level 900 (the history tripled from the fit's end):
+    the scale-free model's MAPE is what it is at the fitted level, to 1e-9 (its features reach
+    7 days back, so from the 8th day on they all come from the tripled history)."""
+    y = _regime()
+    T = y.index[0] + pd.Timedelta(days=100)
+    m = HourlyOLS(target="ratio", scale_free=True, calib_days=14).fit(y[y.index < T])
+    shifted = y.where(y.index < T, 3 * y)
+    issues = [T + pd.Timedelta(days=d) for d in range(9, 19)]
+    def mape(series):
+        return np.mean([np.mean(np.abs(m.predict(t, 24, y=series)["mean"].to_numpy()
+                                       / series.reindex(pd.date_range(t, periods=24, freq="h"))
+                                       .to_numpy() - 1)) for t in issues])
+    assert mape(shifted) == pytest.approx(mape(y), rel=1e-9)
+
+
+def test_scale_free_needs_the_ratio_target():
+    with pytest.raises(ForecastError, match="scale_free=True needs target='ratio'"):
+        HourlyOLS(scale_free=True)
+    assert HourlyOLS(scale_free=True, target="ratio").scale_free  # the one valid pairing
