@@ -221,8 +221,8 @@ def test_carbon_intensity_is_the_equal_weight_combination_lead_by_lead() -> None
     assert d["validation_error"] < d["naive_validation_error"]
     assert set(d["features"]) == {"ols_hourly_ratio", "ridge_hourly"}
     ridge = HourlyRidge().fit(hist).predict(issue, 72, y=y)["mean"].to_numpy()
-    ratio = _point_forecasts(HourlyOLS(calib_days=0, target="ratio", scale_free=True).fit(hist), y,
-                             pd.DatetimeIndex([issue]), 24)[0]
+    member = HourlyOLS(calib_days=0, target="ratio", scale_free=True).fit(hist)
+    ratio = _point_forecasts(member, y, pd.DatetimeIndex([issue]), 24)[0]
     out = sel.predict(issue, 72, y=y)["mean"].to_numpy()
     np.testing.assert_allclose(out[:24], (ridge[:24] + ratio) / 2, rtol=1e-9)
     np.testing.assert_allclose(out[24:], ridge[24:], rtol=1e-9)
