@@ -602,9 +602,9 @@ class HourlyOLS(DayAheadModel):
     """
 
     name = "ols_hourly"
-    _BASE = ("d1", "d2", "d7", "lag_1", "mean24", "sin1", "cos1", "sin2", "cos2")
-    _RELATIVE = ("d2", "d7", "lag_1", "mean24")  # as log ratios to d1 when scale_free
     _CALENDAR = ("sin1", "cos1", "sin2", "cos2")
+    _BASE = ("d1", "d2", "d7", "lag_1", "mean24", *_CALENDAR)
+    _RELATIVE = ("d2", "d7", "lag_1", "mean24")  # as log ratios to d1 when scale_free
 
     def __init__(self, ridge: float = 0.0, scale_free: bool = False, **kw: Any) -> None:
         super().__init__(ridge=ridge, scale_free=scale_free, **kw)
