@@ -92,7 +92,8 @@ NOTES = """## How these numbers were made
   ENTSO-E solar/wind are on the same ~4x MW scale as the DE mix (ratio of sums 1.02 / 0.99),
   so no rescaling.
 * **Candidates** (statsmodels OLS per lead hour; LightGBM over all leads; `level` = CI,
-  `ratio` = log ratio to the same hour yesterday) and ensembles = equal-weight average of the
+  `ratio` = log ratio to the same hour yesterday, its lagged inputs as log ratios to that hour
+  too: `scale_free`) and ensembles = equal-weight average of the
   best 2 / 3 candidates on validation. Selection = lowest validation mean MAPE. Hyper-parameters
   are fixed a priori (LightGBM 400 trees, learning rate 0.03, 31 leaves; OLS unpenalised).
 * **Refit policy**: every model is fitted on all data before 2021-07-01 and refitted every
@@ -106,16 +107,17 @@ NOTES = """## How these numbers were made
   gamma = 0.05 per day). Window and gamma were chosen on the validation half-year: with
   (56 d, 0.05) the validation 80 % coverage of the OLS / LightGBM level models was 79.5-81.2 %
   in every region (95 %: 94.4-95.2 %), against 76.0-81.6 % with the 56-day window alone.
-* **Where LightGBM joins** (chosen on validation): the selected model is LightGBM only in CISO
-  (two LightGBM models), OLS + LightGBM ensembles in ERCO, ISNE and DE, statsmodels only in PJM
-  (two OLS models) and SE (one OLS model). In the fit-once run of 2026-11-29
-  (`dacf_refit_days_0.json`), had the choice been restricted to statsmodels (best
-  statsmodels-only candidate or ensemble on validation), the test mean MAPE would have been
-  CISO 6.89, PJM 2.82, ERCO 8.09, ISNE 4.31, SE 5.99, DE 7.16 %: LightGBM took ERCO below DACF
-  there (7.67 vs 8.05) and lowered CISO, ISNE and DE further.
+* **Where LightGBM joins** (chosen on validation): the scale-free LightGBM ratio model
+  (`lgbm_ratio_src`) is in every selected ensemble: with `lgbm_level_src` in CISO, with one OLS
+  model in PJM, ERCO, ISNE and SE, with `ols_level` and `lgbm_level_src` in DE. In the
+  fit-once run of 2026-11-29 (`dacf_refit_days_0.json`), had the choice been restricted to
+  statsmodels (best statsmodels-only candidate or ensemble on validation), the test mean MAPE
+  would have been CISO 6.89, PJM 2.82, ERCO 8.09, ISNE 4.31, SE 5.99, DE 7.16 %: LightGBM took
+  ERCO below DACF there (7.67 vs 8.05) and lowered CISO, ISNE and DE further.
 * **SE without its operator wind forecast** (whose ~0.98 correlation with actual wind is
-  suspiciously high): the selected SE model does not use it; the `-noop` rows give every SE
-  model without it.
+  suspiciously high): the selected SE model uses it through `lgbm_ratio_src`; the choice among
+  the `-noop` rows (`selected_without_operator_forecast` in the JSON) does not, and the `-noop`
+  rows give every SE model without it.
 * **DE**: the ENTSO-E day-ahead solar/wind forecasts exist only for the test period, so the DE
   models are trained with the *actual* solar and wind generation in their place ("perfect
   prog"): DE's validation errors are therefore optimistic, and the choice between DE models was

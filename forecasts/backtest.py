@@ -206,16 +206,18 @@ SOURCE_LAG_PREFIX = "lag24_"
 CANDIDATES: dict[str, tuple[type[DayAheadModel], dict[str, Any], bool]] = {
     "ols_level": (HourlyOLS, {"target": "level"}, False),
     "ols_level_src": (HourlyOLS, {"target": "level"}, True),
-    "ols_ratio_src": (HourlyOLS, {"target": "ratio"}, True),
+    "ols_ratio_src": (HourlyOLS, {"target": "ratio", "scale_free": True}, True),
     "lgbm_level": (LightGBMDayAhead, {"target": "level"}, False),
     "lgbm_level_src": (LightGBMDayAhead, {"target": "level"}, True),
-    "lgbm_ratio_src": (LightGBMDayAhead, {"target": "ratio"}, True),
+    "lgbm_ratio_src": (LightGBMDayAhead, {"target": "ratio", "scale_free": True}, True),
 }
 """Base candidates: name -> (class, parameters, reads the 24 h-lagged fuel-mix shares
-(:func:`~carbonsched.forecasts.dacf_models.lagged_source_shares`)). Every candidate also reads
-the region's day-ahead weather and operator forecasts; in SE and DE a ``-noop`` variant reads
-no operator forecast. Ensembles ``ens_top2``/``ens_top3`` of the best validation candidates are
-added per region. Interval settings: :data:`INTERVAL_SETTINGS` for all."""
+(:func:`~carbonsched.forecasts.dacf_models.lagged_source_shares`)). The two ratio models are
+``scale_free``: their lagged values enter as log ratios to yesterday's value at the same hour
+(as the daily path's ``ols_hourly_ratio``). Every candidate also reads the region's day-ahead
+weather and operator forecasts; in SE and DE a ``-noop`` variant reads no operator forecast.
+Ensembles ``ens_top2``/``ens_top3`` of the best validation candidates are added per region.
+Interval settings: :data:`INTERVAL_SETTINGS` for all."""
 
 
 def _variants(data: RegionData, names: Sequence[str]) -> dict[str, tuple[str, list[str]]]:

@@ -678,22 +678,43 @@ class LightGBMDayAhead(DayAheadModel):
     LightGBM (Ke et al., NeurIPS 2017) with ``n_jobs=1`` and a fixed seed; features as in
     :func:`day_ahead_design`.
 
+    With ``scale_free`` (ratio target only) every lagged value (``lag_1`` .. ``lag_24``,
+    ``mean24``, ``d2``, ``d7``) enters as its log ratio to ``d1`` and ``d1`` itself is left
+    out, as in :class:`HourlyOLS`: a fitted model applied to a history scaled by ``c > 0``
+    forecasts exactly ``c`` times as much (calendar and exogenous features unchanged), and the
+    trees split on day-on-day changes rather than on levels the fit may not have seen. A log
+    ratio that is undefined (a lag at or below 0) is a missing value, which LightGBM routes by
+    its learned default direction, in the fit and the forecast alike.
+
     Parameters
     ----------
     n_estimators, learning_rate, num_leaves, min_child_samples, subsample, colsample_bytree
         LightGBM hyper-parameters (see the LightGBM docs).
+    scale_free
+        Lagged features as log ratios to ``d1`` (see above); requires ``target="ratio"``.
     **kw
         See :class:`DayAheadModel`.
+
+    Raises
+    ------
+    ForecastError
+        ``scale_free`` with a target other than ``"ratio"``.
     """
 
     name = "lgbm"
+    _RELATIVE = ("mean24", "d2", "d7")  # and every lag_k, as log ratios to d1 when scale_free
 
     def __init__(self, n_estimators: int = 400, learning_rate: float = 0.03,
                  num_leaves: int = 31, min_child_samples: int = 20, subsample: float = 0.8,
-                 colsample_bytree: float = 0.8, **kw: Any) -> None:
+                 colsample_bytree: float = 0.8, scale_free: bool = False, **kw: Any) -> None:
         super().__init__(n_estimators=n_estimators, learning_rate=learning_rate,
                          num_leaves=num_leaves, min_child_samples=min_child_samples,
-                         subsample=subsample, colsample_bytree=colsample_bytree, **kw)
+                         subsample=subsample, colsample_bytree=colsample_bytree,
+                         scale_free=scale_free, **kw)
+        self.scale_free = bool(scale_free)
+        if self.scale_free and self.target != "ratio":
+            raise ForecastError(f"{self.name}: scale_free=True needs target='ratio' (the "
+                                f"features are ratios to d1), got target={self.target!r}")
         self.lgb_params = dict(n_estimators=n_estimators, learning_rate=learning_rate,
                                num_leaves=num_leaves, min_child_samples=min_child_samples,
                                subsample=subsample, subsample_freq=1,
@@ -705,16 +726,30 @@ class LightGBMDayAhead(DayAheadModel):
         """A small, fast model."""
         return [{"n_estimators": 20, "calib_days": 14}]
 
+    def _inputs(self, feats: pd.DataFrame) -> pd.DataFrame:
+        """The feature table the trees see: ``feats`` itself, or its scale-free form."""
+        if not self.scale_free:
+            return feats
+        out = feats.copy()   # columns keep their order (LightGBM samples them by position)
+        d1 = feats["d1"].to_numpy(float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for c in feats.columns:
+                if c.startswith("lag_") or c in self._RELATIVE:
+                    v = np.log(feats[c].to_numpy(float) / d1)
+                    out[c] = np.where(np.isfinite(v), v, np.nan)
+        return out.drop(columns=["d1"])
+
     def _fit_point(self, feats: pd.DataFrame, z: np.ndarray) -> Any:
         lgb = require_extra("lightgbm", "the LightGBM day-ahead forecaster (lgbm)")
         model = lgb.LGBMRegressor(**self.lgb_params)
-        cols = list(feats.columns)
-        model.fit(feats.to_numpy(float), z)
+        f = self._inputs(feats)
+        cols = list(f.columns)
+        model.fit(f.to_numpy(float), z)
         return model, cols
 
     def _predict_point(self, state: Any, feats: pd.DataFrame) -> np.ndarray:
         model, cols = state
-        return np.asarray(model.predict(feats[cols].to_numpy(float)), float)
+        return np.asarray(model.predict(self._inputs(feats)[cols].to_numpy(float)), float)
 
 
 class DayAheadEnsemble(DayAheadModel):

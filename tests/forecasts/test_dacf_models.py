@@ -47,7 +47,8 @@ def fitted(cls, **kw):
 
 MODELS = [(HourlyOLS, {}), (HourlyOLS, {"target": "ratio"}),
           (HourlyOLS, {"target": "ratio", "scale_free": True}),
-          (LightGBMDayAhead, {"n_estimators": 30})]
+          (LightGBMDayAhead, {"n_estimators": 30}),
+          (LightGBMDayAhead, {"n_estimators": 30, "target": "ratio", "scale_free": True})]
 
 
 @pytest.mark.parametrize(("cls", "kw"), MODELS)
@@ -377,7 +378,8 @@ def _regime(days: int = 120, seed: int = 3) -> pd.Series:
     return pd.Series(300 * (1 + 0.3 * np.sin(2 * np.pi * h / 24)) * np.exp(e), index=idx)
 
 
-def test_scale_free_ratio_model_scales_with_the_history():
+@pytest.mark.parametrize(("cls", "kw"), [(HourlyOLS, {}), (LightGBMDayAhead, {"n_estimators": 30})])
+def test_scale_free_ratio_model_scales_with_the_history(cls, kw):
     """A fitted scale-free model forecasts exactly c times as much from a history c times
     higher (every column: the interval quantiles are relative); the level-regressor ratio
     model fitted on the same data does not, which is what lets it extrapolate the ratio
@@ -385,8 +387,8 @@ def test_scale_free_ratio_model_scales_with_the_history():
     y = _regime()
     T = y.index[0] + pd.Timedelta(days=100)
     issue = T + pd.Timedelta(days=5)
-    sf = HourlyOLS(target="ratio", scale_free=True, calib_days=14).fit(y[y.index < T])
-    lv = HourlyOLS(target="ratio", calib_days=14).fit(y[y.index < T])
+    sf = cls(target="ratio", scale_free=True, calib_days=14, **kw).fit(y[y.index < T])
+    lv = cls(target="ratio", calib_days=14, **kw).fit(y[y.index < T])
     for c in (0.25, 3.0):
         base = sf.predict(issue, 24, y=y)
         scaled = sf.predict(issue, 24, y=c * y)
@@ -411,7 +413,27 @@ def test_scale_free_forecast_stays_sane_after_a_level_shift():
     assert mape(shifted) == pytest.approx(mape(y), rel=1e-9)
 
 
-def test_scale_free_needs_the_ratio_target():
+@pytest.mark.parametrize("cls", [HourlyOLS, LightGBMDayAhead])
+def test_scale_free_needs_the_ratio_target(cls):
     with pytest.raises(ForecastError, match="scale_free=True needs target='ratio'"):
-        HourlyOLS(scale_free=True)
-    assert HourlyOLS(scale_free=True, target="ratio").scale_free  # the one valid pairing
+        cls(scale_free=True)
+    assert cls(scale_free=True, target="ratio").scale_free  # the one valid pairing
+    assert not cls(target="ratio").scale_free
+
+
+def test_scale_free_trees_see_log_ratios_to_yesterday_and_no_level():
+    """The scale-free LightGBM's features: every lag as log(lag / d1), d1 left out, the other
+    columns as they were and in their order; a lag at or below 0 is a missing value."""
+    m = LightGBMDayAhead(target="ratio", scale_free=True)
+    feats = pd.DataFrame({"lead": [0.0, 1.0], "lag_1": [200.0, 0.0], "mean24": [100.0, 50.0],
+                          "d1": [100.0, 50.0], "d2": [50.0, 100.0], "d7": [100.0, 25.0],
+                          "hour": [0.0, 1.0], "gfs_wind_speed_m_per_s": [3.0, 4.0]})
+    out = m._inputs(feats)
+    assert list(out.columns) == ["lead", "lag_1", "mean24", "d2", "d7", "hour",
+                                 "gfs_wind_speed_m_per_s"]
+    np.testing.assert_allclose(out["lag_1"], [np.log(2.0), np.nan])
+    np.testing.assert_allclose(out["mean24"], [0.0, 0.0])
+    np.testing.assert_allclose(out["d2"], [np.log(0.5), np.log(2.0)])
+    np.testing.assert_allclose(out["d7"], [0.0, np.log(0.5)])
+    pd.testing.assert_series_equal(out["gfs_wind_speed_m_per_s"], feats["gfs_wind_speed_m_per_s"])
+    assert LightGBMDayAhead(target="ratio")._inputs(feats) is feats  # off: unchanged
