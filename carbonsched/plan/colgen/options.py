@@ -284,8 +284,11 @@ class ColgenOptions:
     short_first_min_jobs : int
         The short path runs first only from this many placeable jobs on: below it the
         master LP converges well within the budgets the tests and benchmarks use (1k × 16 ×
-        48) and the behaviour is unchanged. [-] Default 2,000;
-        ``CARBONSCHED_CG_SHORT_FIRST_JOBS`` (≥ 0).
+        48) and the behaviour is unchanged. Below it a longer limit is not guaranteed a
+        plan as good: on the rolling warm-start instances (1,853-1,890 jobs × 8 sites × 72
+        slots) the master-LP path alone at 15 s and 30 s returned worse plans than the
+        short path alone at 7.5 s on 5 of 5 seeds (BENCHMARKS.md section 16). [-] Default
+        2,000; ``CARBONSCHED_CG_SHORT_FIRST_JOBS`` (≥ 0).
     short_first_passes : bool
         Whether the short path, when the master-LP path follows it, runs its passes, split
         bounds, repair and moves; off, it stops after its priced greedy plan and one-slot
