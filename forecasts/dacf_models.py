@@ -74,6 +74,29 @@ def _fill_for_features(y: pd.Series) -> pd.Series:
     return y.fillna(y.shift(24)).ffill()
 
 
+def log_ratio_to_d1(feats: pd.DataFrame, col: str) -> np.ndarray:
+    """``log(feats[col] / feats["d1"])``, shape ``(r,)``; NaN where undefined (a value <= 0).
+
+    The scale-free form of a lagged feature (:class:`HourlyOLS`, :class:`LightGBMDayAhead`).
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = np.log(feats[col].to_numpy(float) / feats["d1"].to_numpy(float))
+    return np.where(np.isfinite(v), v, np.nan)
+
+
+def check_scale_free(model: DayAheadModel) -> None:
+    """Refuse ``scale_free`` without the ratio target (its features are ratios to ``d1``).
+
+    Raises
+    ------
+    ForecastError
+        ``model.scale_free`` with ``model.target != "ratio"``.
+    """
+    if model.scale_free and model.target != "ratio":
+        raise ForecastError(f"{model.name}: scale_free=True needs target='ratio' (the "
+                            f"features are ratios to d1), got target={model.target!r}")
+
+
 def lagged_source_shares(mix: pd.DataFrame, lag_hours: int = 24) -> pd.DataFrame:
     """Fuel-mix shares and total generation ``lag_hours`` before each hour, as exogenous columns.
 
@@ -610,9 +633,7 @@ class HourlyOLS(DayAheadModel):
         super().__init__(ridge=ridge, scale_free=scale_free, **kw)
         self.ridge = float(ridge)
         self.scale_free = bool(scale_free)
-        if self.scale_free and self.target != "ratio":
-            raise ForecastError(f"{self.name}: scale_free=True needs target='ratio' (the "
-                                f"regressors are ratios to d1), got target={self.target!r}")
+        check_scale_free(self)
 
     @classmethod
     def get_test_params(cls) -> list[dict[str, Any]]:
@@ -625,10 +646,7 @@ class HourlyOLS(DayAheadModel):
             cols += [c for c in (e, f"dx_{e}", f"{e}_cubed", f"dx_{e}_cubed") if c in feats]
         base = feats[cols].to_numpy(float)
         if self.scale_free:
-            d1 = feats["d1"].to_numpy(float)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                rel = np.column_stack([np.log(feats[c].to_numpy(float) / d1)
-                                       for c in self._RELATIVE])
+            rel = np.column_stack([log_ratio_to_d1(feats, c) for c in self._RELATIVE])
             base = np.column_stack([rel, base])
         dow = feats["dow"].to_numpy(int)
         dummies = np.column_stack([(dow == k).astype(float) for k in range(1, 7)])
@@ -712,9 +730,7 @@ class LightGBMDayAhead(DayAheadModel):
                          subsample=subsample, colsample_bytree=colsample_bytree,
                          scale_free=scale_free, **kw)
         self.scale_free = bool(scale_free)
-        if self.scale_free and self.target != "ratio":
-            raise ForecastError(f"{self.name}: scale_free=True needs target='ratio' (the "
-                                f"features are ratios to d1), got target={self.target!r}")
+        check_scale_free(self)
         self.lgb_params = dict(n_estimators=n_estimators, learning_rate=learning_rate,
                                num_leaves=num_leaves, min_child_samples=min_child_samples,
                                subsample=subsample, subsample_freq=1,
@@ -731,12 +747,9 @@ class LightGBMDayAhead(DayAheadModel):
         if not self.scale_free:
             return feats
         out = feats.copy()   # columns keep their order (LightGBM samples them by position)
-        d1 = feats["d1"].to_numpy(float)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            for c in feats.columns:
-                if c.startswith("lag_") or c in self._RELATIVE:
-                    v = np.log(feats[c].to_numpy(float) / d1)
-                    out[c] = np.where(np.isfinite(v), v, np.nan)
+        for c in feats.columns:
+            if c.startswith("lag_") or c in self._RELATIVE:
+                out[c] = log_ratio_to_d1(feats, c)
         return out.drop(columns=["d1"])
 
     def _fit_point(self, feats: pd.DataFrame, z: np.ndarray) -> Any:
