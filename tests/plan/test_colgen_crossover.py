@@ -122,7 +122,8 @@ def _interior(monkeypatch, repair_max, crossover_at=1e9, final=True):
         # a first master far from the LP (no warm-up); 1e9 asks for the in-loop crossover
         # after the first master, so the second would end at a vertex; -1 never
         warmup_share=0.0,
-        crossover_at=crossover_at)
+        crossover_at=crossover_at,
+        short_first_share=0.0)                     # the master-LP path alone
     runs = _spy(monkeypatch)
     counts: list[int] = []
     real = master.binding_cells
@@ -164,7 +165,8 @@ def test_crossover_in_the_loop_at_the_limit(monkeypatch, slack, runs_it):
 def _imprecise(monkeypatch, tol=None):
     """Colgen on :func:`_crowded` with an interior master told to stop at 1e-3, where IPX ends
     in HiGHS status Unknown; the primal infeasibilities :func:`usable_interior` saw."""
-    opts = ColgenOptions(master_solver="ipm", ipm_tol=1e-3)
+    opts = ColgenOptions(master_solver="ipm", ipm_tol=1e-3,
+                         short_first_share=0.0)    # the master-LP path alone
     if tol is not None:
         opts = replace(opts, imprecise_primal_tol=tol)
     seen: list[float] = []

@@ -101,8 +101,10 @@ def _spy_orders(monkeypatch, max_jobs):
         return real(sets, rank_kw, rank_gpu, order=order, prefilled=prefilled)
 
     monkeypatch.setattr(incumbents, "priced_greedy", spy)
+    # one path (no staged solve): each order's priced greedy runs once
     res = solve_plan(one_gpu_two_hours(), method="colgen", mip_gap=0.0, time_limit_s=30,
-                     colgen_options=ColgenOptions(both_orders_max_jobs=max_jobs))
+                     colgen_options=ColgenOptions(both_orders_max_jobs=max_jobs,
+                                                  short_first_share=0.0))
     assert res.unplaced == []
     assert abs(res.totals["objective"] - 0.3) < 1e-9
     return seen, res.solver.note

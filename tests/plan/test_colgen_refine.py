@@ -80,7 +80,8 @@ def test_refinement_when_column_generation_stops_early(method):
     opts = ColgenOptions(refine_method=method,
                          round_growth=1e9,        # never time for a second master
                          split_share=0.0,         # the bound is the refined one
-                         warmup_share=0.0)        # a first master far from the LP
+                         warmup_share=0.0,        # a first master far from the LP
+                         short_first_share=0.0)   # the master-LP path alone
     res = solve_plan(prob, method="colgen", mip_gap=0.0, time_limit_s=60, colgen_options=opts)
     assert "bound refined from" in res.solver.note
     assert res.solver.bound <= exact.totals["objective"] + 1e-6
@@ -140,7 +141,9 @@ def test_no_master_in_the_budget_plans_priced_greedy_without_rounding(monkeypatc
 
     monkeypatch.setattr(master, "new_highs", first_is_cut)
     prob = two_gangs_three_gpus()
-    res = solve_plan(prob, method="colgen", mip_gap=0.0, time_limit_s=60)
+    # the master-LP path alone: its first HiGHS model is the master
+    res = solve_plan(prob, method="colgen", mip_gap=0.0, time_limit_s=60,
+                     colgen_options=ColgenOptions(short_first_share=0.0))
     note = res.solver.note
     assert "master LP stopped" in note and "no master LP solved in the budget" in note
     assert "LP rounding" not in note and "LP floor" not in note

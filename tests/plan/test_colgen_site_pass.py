@@ -118,7 +118,8 @@ def test_solve_colgen_runs_the_site_pass_when_no_repair_mip_follows(monkeypatch)
     from carbonsched.plan.colgen import ColgenOptions, passes
     from carbonsched.plan.solve import solve_plan
 
-    opts = ColgenOptions(repair_max_classes=0, repair_all_classes=0)
+    # the master-LP path alone (a staged solve's short path runs its own site pass first)
+    opts = ColgenOptions(repair_max_classes=0, repair_all_classes=0, short_first_share=0.0)
     calls: list[float] = []
     real = passes.site_pass
 

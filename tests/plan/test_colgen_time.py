@@ -13,10 +13,13 @@ import time
 import pytest
 
 from carbonsched.plan import solve_plan
+from carbonsched.plan.colgen import ColgenOptions
 
 from .builders import JobWrapper, SiteWrapper, problem
 
 SLOW_S = 1.5
+ONE_PATH = ColgenOptions(short_first_share=0.0)
+"""The master-LP path alone: a staged solve's short path would price its own greedy plans."""
 
 
 def small_instance():
@@ -46,7 +49,8 @@ def slow_priced_greedy(monkeypatch):
 
 def test_candidates_that_do_not_fit_are_skipped_and_named(slow_priced_greedy):
     limit_s = 4.0
-    res = solve_plan(small_instance(), method="colgen", time_limit_s=limit_s, mip_gap=0.0)
+    res = solve_plan(small_instance(), method="colgen", time_limit_s=limit_s, mip_gap=0.0,
+                     colgen_options=ONE_PATH)
     note = res.solver.note
     assert "skipped for time" in note
     # without the guard: more candidates of 1.5 s each (largest-first, the LP floor and LP
@@ -59,7 +63,8 @@ def test_candidates_that_do_not_fit_are_skipped_and_named(slow_priced_greedy):
 
 
 def test_candidates_run_when_there_is_time(slow_priced_greedy):
-    res = solve_plan(small_instance(), method="colgen", time_limit_s=30.0, mip_gap=0.0)
+    res = solve_plan(small_instance(), method="colgen", time_limit_s=30.0, mip_gap=0.0,
+                     colgen_options=ONE_PATH)
     assert "skipped for time" not in res.solver.note
     assert len(slow_priced_greedy) >= 3          # priced greedy, largest first, roundings
 
@@ -68,9 +73,10 @@ def test_candidates_run_when_there_is_time(slow_priced_greedy):
 def test_the_first_master_leaves_the_tail_for_what_follows_it(monkeypatch, per_job_s, tail_s):
     """The master's limit keeps max(15 % of the limit, tail_s_per_job × jobs) for the priced
     greedy, the plan and the recount (10k × 16 × 48 at 0.3 in 20 s ended at 21.5 s)."""
-    from carbonsched.plan.colgen import ColgenOptions, master
+    from carbonsched.plan.colgen import master
 
-    opts = ColgenOptions(tail_s_per_job=per_job_s)     # 6 jobs: 30 s, or 15 %
+    # 6 jobs: 30 s, or 15 %; the master-LP path alone (a staged solve's comes second)
+    opts = ColgenOptions(tail_s_per_job=per_job_s, short_first_share=0.0)
     limits: list[float] = []
     real = master.set_limit
     monkeypatch.setattr(master, "set_limit", lambda h, s: limits.append(s) or real(h, s))

@@ -153,8 +153,9 @@ def test_the_ascent_never_passes_the_lp_value(inst):
 
 
 def _short_at(per_job: float):
-    # no warm-up: it reaches the LP's 2.6 kg itself on this instance
-    opts = ColgenOptions(smooth_s_per_job=per_job, warmup_share=0.0)
+    # no warm-up: it reaches the LP's 2.6 kg itself on this instance; one path, no staged
+    # solve (the budget alone decides which)
+    opts = ColgenOptions(smooth_s_per_job=per_job, warmup_share=0.0, short_first_share=0.0)
     prob = two_gangs_three_gpus()
     return prob, solve_plan(prob, method="colgen", time_limit_s=60.0, mip_gap=0.0,
                             colgen_options=opts)

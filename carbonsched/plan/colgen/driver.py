@@ -26,7 +26,7 @@ from carbonsched.plan.colgen.repair_mip import repair_incumbent
 from carbonsched.plan.colgen.state import ColgenState
 from carbonsched.plan.colgen.status import add_note, plan_status
 from carbonsched.plan.colgen.warm import PreviousRun, carried_columns, record
-from carbonsched.plan.gap import relative_gap
+from carbonsched.plan.gap import relative_gap, within_gap
 from carbonsched.plan.result import PlanResult, SolverRecord, join_clauses
 from carbonsched.plan.sets import PlanSets
 
@@ -45,16 +45,20 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     (site, GPU type), the split bounds, the repair MIP and the finish (final moves, status,
     note).
 
-    Monotone in the limit: from :attr:`ColgenOptions.short_first_min_jobs` placeable jobs on,
-    a limit at or above the short path's (:func:`~carbonsched.plan.colgen.budget.short_path_s`)
-    runs the short path first in :attr:`ColgenOptions.short_first_share` of it and keeps its
-    plan and bound; the master-LP path then runs in the rest from the short path's warm-up,
-    multipliers and plan, and the better plan with the larger bound is returned (the note
-    says which path's plan it is). Measured on 10k × 16 × 48 at load 0.3, seed 1: the
-    short path alone 0.26 % in 17.5 s at a 20 s limit, the master-LP path alone 2.64 % at
-    the default 60 s; both paths in turn at 60 s, the short one in half of it: 0.18 % (seed
-    1) and 0.14 % (seed 2) on a shared machine where main gave 0.47 % and 0.09 %
-    (docs/benchmarks/planner-log.md#planner-3-16).
+    Monotone in the limit: at any size, a limit at or above the short path's
+    (:func:`~carbonsched.plan.colgen.budget.short_path_s`) runs the short path first in
+    :attr:`ColgenOptions.short_first_share` of it and keeps its plan and bound; the master-LP
+    path then runs in the rest from the short path's warm-up, multipliers and plan, and the
+    better plan with the larger bound is returned (the note says which path's plan it is).
+    A short path whose plan is proven optimal (gap 0) is returned without the second.
+    Measured on 10k × 16 × 48 at load 0.3, seed 1: the short path alone 0.26 % in 17.5 s at
+    a 20 s limit, the master-LP path alone 2.64 % at the default 60 s; both paths in turn at
+    60 s, the short one in half of it: 0.18 % (seed 1) and 0.14 % (seed 2) on a shared
+    machine where main gave 0.47 % and 0.09 % (docs/benchmarks/planner-log.md#planner-3-16).
+    On the rolling warm-start instances (1,853-1,890 jobs × 8 sites × 72 slots, seeds 0-4,
+    cold and warm): the master-LP path alone at 15 s returned plans above the short path's
+    alone at 7.5 s in 9 of 10 solves, by up to 1.15 %; staged, no 15 s or 30 s plan is more
+    than 0.02 % above the 7.5 s one (BENCHMARKS.md section 16).
 
     Parameters
     ----------
@@ -127,9 +131,8 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     short_s = short_path_s(sets, opt)
     first_s = min(opt.short_first_share * time_limit_s, short_s)
     states: list[ColgenState] = []
-    if (opt.short_first_share <= 0 or time_limit_s < short_s
-            or len(sets.placeable) < opt.short_first_min_jobs):
-        # one path: the short one below its budget, the master-LP one on small instances
+    if opt.short_first_share <= 0 or time_limit_s < short_s:
+        # one path: the short one below its budget
         st = ColgenState(sets=sets, time_limit_s=time_limit_s, mip_gap=mip_gap,
                          threads=threads, rec=rec, started=started, opt=opt, cg_share=share,
                          progress=progress, **previous.state_fields())
@@ -217,7 +220,8 @@ def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_ga
     result is never worse in objective or bound than the short path's
     (:attr:`ColgenOptions.short_first_share`). The second path reuses the short path's
     classes, layout, greedy plan and multipliers instead of a new warm-up, and its first
-    master starts from the columns :func:`resume_seeds` picks. When at
+    master starts from the columns :func:`resume_seeds` picks. When the short path's plan is
+    proven optimal (a gap of 0 to its bound) it is returned with a note saying so. When at
     most twice the second path's fixed tail (:func:`~carbonsched.plan.colgen.budget.tail_s`,
     what always follows a master) is left, the short path's plan is returned with a note
     saying so.
@@ -252,6 +256,10 @@ def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_ga
             f"{time_limit_s:g} s limit: plan {obj1:.3f} kg from {name1}, bound "
             + ("none" if bound1 is None else f"{bound1:.3f} kg"))
     left = time_limit_s - t1
+    if within_gap(rec.mip_gap, 0.0):
+        add_note(rec, head + "; proven optimal: the master-LP path is not started")
+        rec.seconds = time.perf_counter() - started
+        return first
     if left <= 2 * tail_s(sets, opt.tail_s_per_job):
         add_note(rec, head + f"; {max(left, 0.0):.1f} s left, too little for the master-LP "
                  "path: the short path's plan is returned")

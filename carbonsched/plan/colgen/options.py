@@ -270,25 +270,20 @@ class ColgenOptions:
         docs/benchmarks/planner-log.md#planner-3-15). [-] Default 0.4;
         ``CARBONSCHED_CG_SMOOTH_PLAN`` (0..1).
     short_first_share : float
-        On a budget long enough for the master-LP path, the short path (smoothed dual, no
-        master LP) runs first with this share of the budget (at most the
-        :attr:`smooth_s_per_job` budget) and its plan and bound are kept as the incumbent;
-        the master-LP path then gets the rest, started from the short path's warm-up,
-        multipliers and plan, and the better plan and the larger bound are returned, so a
-        longer limit never returns a worse plan or bound than the short path found. 0
-        turns it off. Measured on 10k × 16 × 48 at load 0.3 with a 60 s limit (seeds 1 / 2,
-        a shared machine): 0.25 gave 1.02 / 1.32 %, 0.33 gave 0.41 / 0.47 %, 0.45 gave 0.17
-        / 0.26 %, 0.5 (the short path's whole 30 s budget) 0.18 / 0.14 %; the master-LP path
-        alone (main) 0.47 / 0.09 % (docs/benchmarks/planner-log.md#planner-3-16). [-]
+        On a budget long enough for the master-LP path, whatever the instance's size, the short
+        path (smoothed dual, no master LP) runs first with this share of the budget (at most the
+        :attr:`smooth_s_per_job` budget) and its plan and bound are kept as the incumbent; the
+        master-LP path then gets the rest, started from the short path's warm-up, multipliers
+        and plan, and the better plan and the larger bound are returned, so a longer limit never
+        returns a worse plan or bound than the short path found. 0 turns it off. Measured on 10k
+        × 16 × 48 at load 0.3 with a 60 s limit (seeds 1 / 2, a shared machine): 0.25 gave 1.02
+        / 1.32 %, 0.33 gave 0.41 / 0.47 %, 0.45 gave 0.17 / 0.26 %, 0.5 (the short path's whole
+        30 s budget) 0.18 / 0.14 %; the master-LP path alone (main) 0.47 / 0.09 %
+        (docs/benchmarks/planner-log.md#planner-3-16). On 1,853-1,890 jobs × 8 sites × 72 slots
+        the master-LP path alone at 15 s was above the short path alone at 7.5 s in 9 of 10
+        solves (up to 1.15 %), staged at most 0.02 %; 1k × 16 × 48 at load 0.6 stays within 1 %
+        at 20 s and 60 s (BENCHMARKS.md sections 16 and 3). [-]
         Default 0.5; ``CARBONSCHED_CG_SHORT_FIRST`` (0..1).
-    short_first_min_jobs : int
-        The short path runs first only from this many placeable jobs on: below it the
-        master LP converges well within the budgets the tests and benchmarks use (1k × 16 ×
-        48) and the behaviour is unchanged. Below it a longer limit is not guaranteed a
-        plan as good: on the rolling warm-start instances (1,853-1,890 jobs × 8 sites × 72
-        slots) the master-LP path alone at 15 s and 30 s returned worse plans than the
-        short path alone at 7.5 s on 5 of 5 seeds (BENCHMARKS.md section 16). [-] Default
-        2,000; ``CARBONSCHED_CG_SHORT_FIRST_JOBS`` (≥ 0).
     short_first_passes : bool
         Whether the short path, when the master-LP path follows it, runs its passes, split
         bounds, repair and moves; off, it stops after its priced greedy plan and one-slot
@@ -466,7 +461,6 @@ class ColgenOptions:
     smooth_s_per_job: float = 3e-3
     smooth_plan_share: float = 0.4
     short_first_share: float = 0.5
-    short_first_min_jobs: int = 2_000
     short_first_passes: bool = False
     moves_share: float = 0.1
     moves_first_max_jobs: int = 2_000
@@ -616,7 +610,6 @@ ENV: dict[str, tuple[str, Callable[[str], object]]] = {
     "CARBONSCHED_CG_SMOOTH_PLAN": ("smooth_plan_share", _number(float, 0.0, 1.0)),
     "CARBONSCHED_CG_SMOOTH_DRAWS": ("smooth_draws", _number(int, 0)),
     "CARBONSCHED_CG_SHORT_FIRST": ("short_first_share", _number(float, 0.0, 1.0)),
-    "CARBONSCHED_CG_SHORT_FIRST_JOBS": ("short_first_min_jobs", _number(int, 0)),
     "CARBONSCHED_CG_SHORT_PASSES": ("short_first_passes", _flag),
     "CARBONSCHED_CG_CARRIED_WARMUP": ("warmup_carried_share", _number(float, 0.0, 1.0)),
     "CARBONSCHED_CG_MOVES": ("moves_share", _number(float, 0.0, 1.0)),
