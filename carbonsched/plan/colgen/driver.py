@@ -129,16 +129,16 @@ def solve_colgen(sets: PlanSets, time_limit_s: float, mip_gap: float, threads: i
     full_limit_s = time_limit_s
     time_limit_s -= piece_reserve_s(sets, time_limit_s)
     short_s = short_path_s(sets, opt)
-    first_s = min(opt.short_first_share * time_limit_s, short_s)
     states: list[ColgenState] = []
     if opt.short_first_share <= 0 or time_limit_s < short_s:
-        # one path: the short one below its budget
+        # one path: the short one below its budget, the master-LP one with staging off
         st = ColgenState(sets=sets, time_limit_s=time_limit_s, mip_gap=mip_gap,
                          threads=threads, rec=rec, started=started, opt=opt, cg_share=share,
                          progress=progress, **previous.state_fields())
         states.append(st)
         res = _run_path(st)
     else:
+        first_s = min(opt.short_first_share * time_limit_s, short_s)
         res = _short_then_long(sets, time_limit_s, first_s, mip_gap, threads, rec, started,
                                progress, share, opt, previous, states)
     if full_limit_s > time_limit_s:
