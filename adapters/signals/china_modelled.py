@@ -147,8 +147,9 @@ def _ar1(rng: np.random.Generator, n: int, phi: float) -> np.ndarray:
 
 
 #: Modelled curtailment further than this from its target, 0.05 percentage points (a share of
-#: the year's wind + solar energy) [-], is named "target out of reach" in the note: the bisection
-#: meets a target inside the floor's bounds to ~1e-15, so a miss means the floor hit a bound.
+#: the year's wind + solar energy) [-], is explained in the note (the bound that held the
+#: floor): the bisection meets a target inside the floor's bounds to ~1e-15, so a miss means
+#: the floor hit a bound.
 CURTAILMENT_TARGET_TOLERANCE = 0.0005
 
 
@@ -163,14 +164,15 @@ def _target_missed(curtailed: float, target: float, floor: float, floor_min: flo
     if abs(curtailed - target) < CURTAILMENT_TARGET_TOLERANCE:
         return ""
     if floor <= floor_min:
-        why = ("its lower bound (fossil_floor_min in data/china_grid_model.toml); the surplus "
-               "includes hydro/nuclear spill")
-    elif floor >= floor_max:
-        why = ("its upper bound (fossil_floor_max in data/china_grid_model.toml); too little "
-               "wind + solar surplus to curtail that much")
-    else:                                       # not reached by _calibrate_floor's bisection
-        why = "a value inside its bounds the bisection did not converge from"
-    return f"; target out of reach of the model: the floor sits at {why}"
+        return ("; above the target by design: the modelled surplus includes hydro and nuclear "
+                "spill, which the target (wind and solar only) does not, and the floor is "
+                "already at its lower bound (fossil_floor_min in data/china_grid_model.toml)")
+    if floor >= floor_max:
+        return ("; below the target: too little wind + solar surplus to curtail that much, "
+                "with the floor at its upper bound (fossil_floor_max in "
+                "data/china_grid_model.toml)")
+    # not reached by _calibrate_floor's bisection
+    return "; target not met: the floor's bisection did not converge inside its bounds"
 
 
 def _calibrate_floor(r: np.ndarray, variable: np.ndarray, target: float,

@@ -95,7 +95,7 @@ def test_calibrated_curtailment_matches_gansu_wind_utilisation() -> None:
     # target = (5.0% x 0.238 + 2.0% x 0.132) / 0.370 = 3.93 % (NEA: Gansu wind 95.0 %)
     note = next(n for n in meta["notes"] if n.startswith("2023:"))
     assert "modelled curtailment 3.93% of wind+solar (target 3.93%)" in note
-    assert "out of reach" not in note
+    assert "target by design" not in note and "below the target" not in note
 
 
 def test_unreachable_curtailment_target_is_named_not_met() -> None:
@@ -104,10 +104,10 @@ def test_unreachable_curtailment_target_is_named_not_met() -> None:
     _, meta = cm.load_signals(CATALOG.site("cn-sc-tianfu"), pd.Timestamp("2023-01-01", tz=UTC),
                               pd.Timestamp("2023-01-02", tz=UTC))
     note = next(n for n in meta["notes"] if n.startswith("2023:"))
-    assert "fossil must-run floor 8.0% of demand" in note and "(target 2.42%; target out of " \
-        "reach of the model: the floor " \
-        "sits at its lower bound (fossil_floor_min in data/china_grid_model.toml); the surplus " \
-        "includes hydro/nuclear spill)" in note
+    assert "fossil must-run floor 8.0% of demand" in note and "(target 2.42%; above the " \
+        "target by design: the modelled surplus includes hydro and nuclear spill, which the " \
+        "target (wind and solar only) does not, and the floor is already at its lower bound " \
+        "(fossil_floor_min in data/china_grid_model.toml))" in note
 
 
 def test_curtailment_miss_threshold_at_its_limit() -> None:
