@@ -9,8 +9,11 @@ Protocol (Maji, Sitaraman & Shenoy, "DACF", ACM e-Energy 2022, doi:10.1145/35386
   day-ahead GFS weather and *published operator* forecasts for that day;
 * selection: every candidate is fitted on data before :data:`VALIDATION_START` and forecasts
   the validation days 2021-01-01 .. 2021-06-30 under the same rules; ensembles of the best
-  two and three candidates (ranked by validation mean MAPE) join the candidates; the model
-  with the lowest validation mean MAPE is ``selected`` — test results are never looked at;
+  two and three candidates (ranked by validation mean MAPE, equal weights) and the stack of
+  every candidate (``ens_stack``: the convex weights of least validation MAPE,
+  :func:`mape_weights`, scored out of fold over alternate weeks, :func:`stacked_forecast`)
+  join the candidates; the model with the lowest validation mean MAPE is ``selected`` —
+  test results are never looked at;
 * refit policy: each candidate is fitted on everything before 2021-07-01 and, during the test,
   refitted every :data:`REFIT_DAYS` days on everything before the issue time (expanding window,
   the cadence at which the daily path refits its models; ``refit_days=None`` keeps the first
@@ -82,6 +85,18 @@ DACF_PUBLISHED_MAPE: dict[str, float] = {"CISO": 7.41, "PJM": 3.30, "ERCO": 8.05
                                          "SE": 6.47, "DE": 9.08}
 BASELINE = "seasonal_naive"
 PUBLISHED = "dacf_published"
+#: The ensemble of every candidate with the weights of least validation MAPE
+#: (:func:`mape_weights`); ``ens_stack-noop`` over the ``-noop`` candidates. Built from two
+#: candidates on. Its validation MAPE, the basis of selection, is out of fold
+#: (:func:`stacked_forecast` over alternate weeks, :data:`STACK_FOLD_DAYS`): scored on the
+#: hours its weights were fitted on it would be the least by construction.
+STACK = "ens_stack"
+#: Stack weights at or below this are dropped (the LP's vertex puts most at exactly 0) and the
+#: rest renormalised. [-]
+STACK_MIN_WEIGHT = 1e-9
+#: Length of the stack's cross-validation blocks: alternate blocks of this many validation
+#: days form its two folds, so neighbouring (correlated) days fall in one fold. [d]
+STACK_FOLD_DAYS = 7
 INTERVAL_SETTINGS: dict[str, Any] = {"calib_days": 90, "window_days": 56, "aci_gamma": 0.05}
 #: Refit cadence of the test [d]: weekly, as the daily path refits its site models
 #: (:class:`carbonsched.forecasts.registry.ModelSchedule`).
@@ -134,6 +149,107 @@ def mae(actual: np.ndarray | pd.Series, forecast: np.ndarray | pd.Series) -> flo
     """Mean absolute error [unit of the series] over hours where both are finite."""
     d = np.abs(np.asarray(forecast, float) - np.asarray(actual, float))
     return float(np.nanmean(d))
+
+
+def mape_weights(actual: np.ndarray | pd.Series, forecasts: np.ndarray) -> np.ndarray:
+    """Convex weights of the forecasts whose weighted mean has the least mean APE.
+
+    Minimises ``mean_t |sum_i w_i f_it - a_t| / |a_t|`` over ``w >= 0, sum_i w_i = 1`` on the
+    hours with a finite, non-zero actual and every forecast finite: least absolute deviations
+    as a linear program (Charnes, Cooper & Ferguson, *Management Science* 1(2), 1955,
+    doi:10.1287/mnsc.1.2.138; one deviation variable per hour), solved to optimality by
+    ``scipy.optimize.linprog`` with HiGHS. Every member alone and every equal-weight mean are
+    feasible points, so the result's mean APE is at most any of theirs.
+
+    Parameters
+    ----------
+    actual
+        Observed values, shape ``(n,)``. [g/kWh]
+    forecasts
+        One row per candidate, shape ``(k, n)``. [g/kWh]
+
+    Returns
+    -------
+    ndarray
+        Weights, shape ``(k,)``, each in ``[0, 1]``, summing to 1. [-]
+
+    Raises
+    ------
+    ForecastError
+        Shapes other than ``(n,)`` and ``(k, n)``, no hour to fit on, or the LP not solved.
+    """
+    from scipy import sparse
+    from scipy.optimize import linprog
+
+    a = np.asarray(actual, float)
+    f = np.asarray(forecasts, float)
+    if a.ndim != 1 or f.ndim != 2 or f.shape[1] != a.shape[0] or f.shape[0] == 0:
+        raise ForecastError(f"mape_weights: actual of shape {a.shape} and forecasts of shape "
+                            f"{f.shape}; give actual as (n,) and forecasts as (k, n), one row "
+                            "per candidate")
+    ok = np.isfinite(a) & (a != 0) & np.isfinite(f).all(axis=0)
+    if not ok.any():
+        raise ForecastError("mape_weights: no hour with a finite, non-zero actual and every "
+                            "forecast finite; give forecasts that overlap the actuals")
+    a, f = a[ok], f[:, ok]
+    k, n = f.shape
+    # variables: the k weights, then one deviation e_t >= |w.f_t - a_t| per hour
+    cost = np.concatenate([np.zeros(k), 1.0 / (np.abs(a) * n)])
+    ft, eye = sparse.csr_matrix(f.T), sparse.identity(n, format="csr")
+    a_ub = sparse.vstack([sparse.hstack([ft, -eye]), sparse.hstack([-ft, -eye])])
+    a_eq = sparse.csr_matrix(np.concatenate([np.ones(k), np.zeros(n)])[None, :])
+    res = linprog(cost, A_ub=a_ub, b_ub=np.concatenate([a, -a]), A_eq=a_eq, b_eq=[1.0],
+                  bounds=[(0.0, None)] * (k + n), method="highs")
+    if res.status != 0:
+        raise ForecastError(f"mape_weights: the LP was not solved ({res.message})")
+    w = np.clip(res.x[:k], 0.0, None)
+    return w / w.sum()
+
+
+def stacked_forecast(actual: np.ndarray | pd.Series, forecasts: np.ndarray,
+                     folds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Stack weights on every hour, and each hour's stacked forecast out of its fold.
+
+    The weights (:func:`mape_weights`) fitted on all hours are the stack's; the out-of-fold
+    forecast of an hour uses weights fitted on the hours of every other fold only, so its
+    error scores the stack out of sample, as every single candidate's validation error is
+    (blocked cross-validation: Bergmeir & Benítez, *Information Sciences* 191, 2012,
+    doi:10.1016/j.ins.2011.12.028).
+
+    Parameters
+    ----------
+    actual
+        Observed values, shape ``(n,)``. [g/kWh]
+    forecasts
+        One row per candidate, shape ``(k, n)``. [g/kWh]
+    folds
+        Fold of each hour, shape ``(n,)``, integers; at least two distinct values.
+
+    Returns
+    -------
+    weights : ndarray
+        Shape ``(k,)``, fitted on every hour. [-]
+    out_of_fold : ndarray
+        Shape ``(n,)``, NaN where a forecast is missing. [g/kWh]
+
+    Raises
+    ------
+    ForecastError
+        As :func:`mape_weights`; ``folds`` of another length, or a single fold.
+    """
+    a = np.asarray(actual, float)
+    f = np.asarray(forecasts, float)
+    folds = np.asarray(folds)
+    if folds.shape != a.shape or len(np.unique(folds)) < 2:
+        raise ForecastError(f"stacked_forecast: folds of shape {folds.shape} with "
+                            f"{len(np.unique(folds))} distinct value(s) for actual of shape "
+                            f"{a.shape}; give one fold per hour and at least two folds")
+    out = np.full(a.shape, np.nan)
+    for fold in np.unique(folds):
+        mine = folds == fold
+        w = mape_weights(np.where(mine, np.nan, a), f)
+        out[mine] = (w @ f)[mine]
+    return mape_weights(a, f), out
 
 
 def score(frame: pd.DataFrame) -> dict[str, float]:
@@ -216,7 +332,8 @@ CANDIDATES: dict[str, tuple[type[DayAheadModel], dict[str, Any], bool]] = {
 ``scale_free``: their lagged values enter as log ratios to yesterday's value at the same hour
 (as the daily path's ``ols_hourly_ratio``). Every candidate also reads the region's day-ahead
 weather and operator forecasts; in SE and DE a ``-noop`` variant reads no operator forecast.
-Ensembles ``ens_top2``/``ens_top3`` of the best validation candidates are added per region.
+Ensembles ``ens_top2``/``ens_top3`` of the best validation candidates and the stack
+``ens_stack`` (:data:`STACK`) are added per region.
 Interval settings: :data:`INTERVAL_SETTINGS` for all."""
 
 
@@ -332,14 +449,31 @@ def _run_region(data_dir: str | Path, region: str, names: Sequence[str],
     if noop_keys:
         r2 = [k for k in ranked if k in noop_keys]
         ens.update({f"ens_top{k}-noop": r2[:k] for k in (2, 3) if len(r2) >= k})
+    weights: dict[str, list[float]] = {k: [1.0 / len(m)] * len(m) for k, m in ens.items()}
+    # a stack needs two candidates; with one it is that candidate
+    pools = {k: v for k, v in ((STACK, list(cands)), (f"{STACK}-noop", noop_keys))
+             if len(v) >= 2}
+    actual = val[ranked[0]]["actual"].to_numpy(float)
+    days = (pd.DatetimeIndex(val[ranked[0]]["ts"]) - VALIDATION_START).days.to_numpy()
+    folds = (days // STACK_FOLD_DAYS) % 2      # alternate weeks
     for key, members in ens.items():
-        mean = np.mean([val[m]["mean"].to_numpy() for m in members], axis=0)
-        vmape[key] = mape_mean(val[members[0]]["actual"], mean)
+        mean = np.average([val[m]["mean"].to_numpy() for m in members], axis=0,
+                          weights=weights[key])
+        vmape[key] = mape_mean(actual, mean)
+    for key, pool in pools.items():
+        w, oof = stacked_forecast(actual, np.stack([val[m]["mean"].to_numpy(float)
+                                                    for m in pool]), folds)
+        keep = w > STACK_MIN_WEIGHT
+        ens[key] = [m for m, k in zip(pool, keep, strict=True) if k]
+        weights[key] = (w[keep] / w[keep].sum()).tolist()
+        vmape[key] = mape_mean(actual, oof)    # out of fold, as every candidate's
     selected = min(vmape, key=lambda k: vmape[k])
     sel_meta: dict[str, Any] = {
         "selected": selected,
         "validation_mape_mean": {k: round(v, 3) for k, v in vmape.items()},
         "ensembles": ens,
+        "stack_weights": {k: dict(zip(ens[k], (round(x, 6) for x in weights[k]), strict=True))
+                          for k in pools},
     }
     if noop_keys:
         pool = noop_keys + [k for k in ens if k.endswith("-noop")]
@@ -350,8 +484,8 @@ def _run_region(data_dir: str | Path, region: str, names: Sequence[str],
     fitted: dict[str, DayAheadModel] = {}
     for key in list(cands) + list(ens):
         if key in ens:  # members are the fitted candidates: their fits are reused
-            m = DayAheadEnsemble([fitted[k] for k in ens[key]], **INTERVAL_SETTINGS,
-                                 refit_days=refit_days)
+            m = DayAheadEnsemble([fitted[k] for k in ens[key]], weights=weights[key],
+                                 **INTERVAL_SETTINGS, refit_days=refit_days)
         else:
             m = fitted[key] = _make(key, cands, refit_days=refit_days)
         m.name = key

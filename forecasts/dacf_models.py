@@ -766,33 +766,57 @@ class LightGBMDayAhead(DayAheadModel):
 
 
 class DayAheadEnsemble(DayAheadModel):
-    """Average of the member models' point forecasts, with its own conformal intervals.
+    """Weighted average of the member models' point forecasts, with its own conformal intervals.
 
     Parameters
     ----------
     members
-        Day-ahead models (unfitted) whose back-transformed means are averaged with equal
-        weights. Their own interval settings are ignored.
+        Day-ahead models (unfitted, or fitted: their fits are reused) whose back-transformed
+        means are averaged. Their own interval settings are ignored.
+    weights
+        One weight per member, each at least 0, summing to 1 (within 1e-6), shape ``(k,)``
+        [-]; default equal weights. The backtest's ``ens_stack`` takes them from
+        :func:`carbonsched.forecasts.backtest.mape_weights`.
     **kw
         See :class:`DayAheadModel` (``target`` is not used: members keep theirs).
+
+    Raises
+    ------
+    ForecastError
+        No member; weights of another length than the members, negative, not finite or not
+        summing to 1.
     """
 
     name = "ensemble"
 
-    def __init__(self, members: Sequence[DayAheadModel], **kw: Any) -> None:
+    def __init__(self, members: Sequence[DayAheadModel], weights: Sequence[float] | None = None,
+                 **kw: Any) -> None:
         if not members:
             raise ForecastError("DayAheadEnsemble: give at least one member")
+        w = (np.full(len(members), 1.0 / len(members)) if weights is None
+             else np.asarray(weights, float))
+        if w.shape != (len(members),):
+            raise ForecastError(f"DayAheadEnsemble: weights of shape {w.shape} for "
+                                f"{len(members)} member(s); give one weight per member")
+        if not np.isfinite(w).all() or (w < 0).any() or abs(w.sum() - 1.0) > 1e-6:
+            raise ForecastError(f"DayAheadEnsemble: weights {w.round(6).tolist()} must be "
+                                "finite, at least 0 and sum to 1")
         exog = tuple(dict.fromkeys(e for m in members for e in m.exog))
         kw.setdefault("exog", exog)
-        super().__init__(members=[m.name for m in members], **kw)
+        super().__init__(members=[m.name for m in members],
+                         weights=None if weights is None else w.tolist(), **kw)
         self.members = list(members)
+        self.weights = w
 
     @classmethod
     def get_test_params(cls) -> list[dict[str, Any]]:
-        """Two small members."""
+        """Two small members, equal weights and weighted."""
         return [{"members": [HourlyOLS(calib_days=14),
                              LightGBMDayAhead(n_estimators=20, calib_days=14)],
-                 "calib_days": 14}]
+                 "calib_days": 14},
+                {"members": [HourlyOLS(calib_days=14),
+                             HourlyOLS(target="ratio", calib_days=14)],
+                 "weights": [0.3, 0.7], "calib_days": 14}]
 
     def _fit_point(self, feats: pd.DataFrame, z: np.ndarray) -> Any:  # pragma: no cover
         raise NotImplementedError
@@ -810,7 +834,7 @@ class DayAheadEnsemble(DayAheadModel):
         design = design if design is not None else day_ahead_design(y, X, issues, self.exog)
         means = [m._forecast(s, y, X, issues, design)[1]
                  for m, s in zip(self.members, state, strict=True)]
-        return design[0], np.mean(means, axis=0), design[1]
+        return design[0], np.average(means, axis=0, weights=self.weights), design[1]
 
 
 class DacfSeasonalNaive(DayAheadModel):

@@ -8,22 +8,81 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from carbonsched.errors import DataFormatError, InputError
+from carbonsched.errors import DataFormatError, ForecastError, InputError
 from carbonsched.forecasts.backtest import (
+    STACK,
     BacktestResult,
     coverage,
     daily_mapes,
     mae,
     mape_mean,
+    mape_weights,
     render_table,
     run_backtest,
     score,
+    stacked_forecast,
 )
 
 
 def test_mape_mean_hand_computed():
     # APE: |110-100|/100 = 10 %, |150-200|/200 = 25 %, actual 0 skipped, NaN skipped
     assert mape_mean([100, 200, 0, np.nan], [110, 150, 5, 1]) == pytest.approx(17.5)
+
+
+def test_mape_weights_hand_computed():
+    # 10 % over and 20 % under: 2/3 and 1/3 make every hour exact, the one zero-error weighting
+    a = np.array([100.0, 250.0, 40.0, 310.0])
+    w = mape_weights(a, np.stack([1.1 * a, 0.8 * a]))
+    np.testing.assert_allclose(w, [2 / 3, 1 / 3], atol=1e-7)
+    assert mape_mean(a, w @ np.stack([1.1 * a, 0.8 * a])) < 1e-5
+
+
+def test_mape_weights_is_the_least_mape_on_the_simplex():
+    rng = np.random.default_rng(7)
+    a = rng.uniform(50, 500, 400)
+    f = np.stack([a * rng.lognormal(0.05, 0.2, 400), a * rng.lognormal(-0.1, 0.1, 400),
+                  a + rng.normal(0, 40, 400)])
+    w = mape_weights(a, f)
+    assert (w >= 0).all() and w.sum() == pytest.approx(1.0)
+    best = mape_mean(a, w @ f)
+    # every vertex, the equal mean and a grid of the simplex are no better (an LP optimum)
+    grid = [np.array([i, j, 40 - i - j]) / 40 for i in range(41) for j in range(41 - i)]
+    assert all(best <= mape_mean(a, g @ f) + 1e-9 for g in grid)
+    assert best < min(mape_mean(a, x) for x in f) - 0.1   # the mix is worth something here
+
+
+def test_mape_weights_reads_only_hours_every_input_has():
+    a = np.array([100.0, 200.0, 0.0, np.nan, 150.0])
+    f = np.stack([a * 1.1, a * 0.8])
+    f[0, 2] = f[1, 3] = 1e9            # at hours with a zero or unknown actual: not read
+    f[1, 4] = np.nan                   # a missing forecast: its hour is not read
+    w = mape_weights(a, f)
+    np.testing.assert_allclose(w, [2 / 3, 1 / 3], atol=1e-7)
+
+
+def test_mape_weights_refuses_bad_shapes_and_no_hours():
+    for f in (np.ones((2, 3)), np.ones(4), np.ones((2, 4, 1))):
+        with pytest.raises(ForecastError, match=r"give actual as \(n,\) and forecasts as"):
+            mape_weights(np.ones(4), f)
+    with pytest.raises(ForecastError, match="no hour with a finite, non-zero actual"):
+        mape_weights(np.array([0.0, np.nan]), np.ones((2, 2)))
+
+
+def test_stacked_forecast_scores_each_fold_with_the_other_folds_weights():
+    # fold 0: the first forecast is exact, fold 1: the second; out of fold each hour gets the
+    # other fold's weights, so every hour is 20 % off (fitted in-fold it would be 0 %)
+    a = np.array([100.0, 200.0, 300.0, 400.0, 100.0, 200.0, 300.0, 400.0])
+    folds = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    f = np.stack([np.where(folds == 0, a, 1.2 * a), np.where(folds == 1, a, 0.8 * a)])
+    w, oof = stacked_forecast(a, f, folds)
+    np.testing.assert_allclose(oof[folds == 0], 0.8 * a[folds == 0], rtol=1e-7)
+    np.testing.assert_allclose(oof[folds == 1], 1.2 * a[folds == 1], rtol=1e-7)
+    assert mape_mean(a, oof) == pytest.approx(20.0, abs=1e-5)
+    assert mape_mean(a, w @ f) < 20.0 - 1.0            # in sample: better than out of fold
+    with pytest.raises(ForecastError, match="at least two folds"):
+        stacked_forecast(a, f, np.zeros(8, int))
+    with pytest.raises(ForecastError, match="one fold per hour"):
+        stacked_forecast(a, f, folds[:7])
 
 
 def test_mae_and_coverage_hand_computed():
@@ -123,3 +182,25 @@ def test_run_backtest_one_region_real_data(shared_data):
     lead = (pd.DatetimeIndex(f["ts"]) - pd.DatetimeIndex(f["issued_at"])) / pd.Timedelta(hours=1)
     assert lead.min() == 0 and lead.max() == 23
     assert r.meta["refit_days"] == 7 and "refit every 7 d" in r.meta["refit_policy"]
+    assert "stack_weights" in r.meta["selection"]["PJM"]
+    assert r.meta["selection"]["PJM"]["stack_weights"] == {}   # one candidate: no stack
+
+
+@pytest.mark.slow
+@pytest.mark.shared_data
+def test_the_stack_is_a_weighted_mean_and_selection_reads_validation_only(shared_data):
+    r = run_backtest(shared_data / "dacf", regions=["PJM"],
+                     models=["ols_level", "ols_level_src", "ols_ratio_src"], n_jobs=1)
+    by = {x["model"]: x for x in r.results}
+    sel = r.meta["selection"]["PJM"]
+    w = sel["stack_weights"][STACK]
+    assert set(w) <= {"ols_level", "ols_level_src", "ols_ratio_src"}
+    assert all(v > 0 for v in w.values()) and sum(w.values()) == pytest.approx(1.0, abs=1e-3)
+    # selection is by the validation MAPE alone (the stack's scored out of fold)
+    best = min((v["val_mape_mean"], k) for k, v in by.items() if v["val_mape_mean"])[1]
+    assert sel["selected"] == best and by[best]["selected"]
+    assert sum(v["selected"] for v in by.values()) == 1
+    # its test forecast is the weighted mean of its members' (the same fits)
+    f = r.forecasts.set_index(["model", "ts"])["mean"]
+    mix = sum(v * f.loc[k].to_numpy() for k, v in w.items())
+    np.testing.assert_allclose(f.loc[STACK].to_numpy(), mix, rtol=1e-5)

@@ -183,6 +183,28 @@ def test_ensemble_mean_is_member_average():
     np.testing.assert_allclose(me, (ma + mb) / 2, rtol=1e-10)
 
 
+def test_weighted_ensemble_mean_and_its_weights_checked():
+    y, X = synthetic()
+    ex = ("gfs_wind_speed_m_per_s",)
+    a = HourlyOLS(exog=ex, calib_days=14)
+    b = HourlyOLS(exog=ex, target="ratio", calib_days=14)
+    for m in (a, b):
+        m.fit(y[y.index < ISSUE], X[X.index < ISSUE])
+    e = DayAheadEnsemble([a, b], weights=[0.25, 0.75], calib_days=14)
+    e.fit(y[y.index < ISSUE], X[X.index < ISSUE])
+    ma = a.predict(ISSUE, 24, y=y, X=X)["mean"]
+    mb = b.predict(ISSUE, 24, y=y, X=X)["mean"]
+    np.testing.assert_allclose(e.predict(ISSUE, 24, y=y, X=X)["mean"], 0.25 * ma + 0.75 * mb,
+                               rtol=1e-10)
+    # a sum off by 1e-7 is accepted, by 1e-5 refused; wrong length, negative, NaN refused
+    DayAheadEnsemble([a, b], weights=[0.5, 0.5 + 1e-7])
+    DayAheadEnsemble([a, b], weights=[0.0, 1.0])          # a weight of exactly 0 is one
+    for bad, msg in (([0.5, 0.5 + 1e-5], "sum to 1"), ([1.0], r"shape \(1,\) for 2 member"),
+                     ([1.5, -0.5], "at least 0"), ([np.nan, 1.0], "finite")):
+        with pytest.raises(ForecastError, match=msg):
+            DayAheadEnsemble([a, b], weights=bad)
+
+
 def test_conformal_intervals_cover_about_80_percent():
     y, X = synthetic(days=150, seed=3)
     issue0 = ISSUE - pd.Timedelta(days=40)
