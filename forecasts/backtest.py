@@ -159,7 +159,7 @@ def mape_weights(actual: np.ndarray | pd.Series, forecasts: np.ndarray) -> np.nd
     as a linear program (Charnes, Cooper & Ferguson, *Management Science* 1(2), 1955,
     doi:10.1287/mnsc.1.2.138; one deviation variable per hour), solved to optimality by
     ``scipy.optimize.linprog`` with HiGHS. Every member alone and every equal-weight mean are
-    feasible points, so the result's mean APE is at most any of theirs.
+    feasible points, so on those hours the result's mean APE is at most any of theirs.
 
     Parameters
     ----------
@@ -218,10 +218,8 @@ def stacked_forecast(actual: np.ndarray | pd.Series, forecasts: np.ndarray,
 
     Parameters
     ----------
-    actual
-        Observed values, shape ``(n,)``. [g/kWh]
-    forecasts
-        One row per candidate, shape ``(k, n)``. [g/kWh]
+    actual, forecasts
+        As :func:`mape_weights`'s: shapes ``(n,)`` and ``(k, n)``. [g/kWh]
     folds
         Fold of each hour, shape ``(n,)``, integers; at least two distinct values.
 
