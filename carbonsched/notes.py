@@ -117,10 +117,12 @@ def grouped_site_notes(notes: list[str], site_ids: list[str]) -> list[str]:
     Two passes over notes ``"<site>: <text>"`` of the plan's sites. First, a text other
     sites' notes repeat word for word (e.g. eight modelled Chinese sites without a price) is
     shown once, at its first place, as ``"sites a, b: <text>"`` (``"all 8 sites: <text>"``,
-    ``"7 of 8 sites (all but c): <text>"`` when shorter). Then texts equal but for
-    their numbers (each modelled site's calibration) are merged the same way, a number that
-    differs shown as its range over the group (``"0.08–0.66"``), so the worst value stays on
-    screen. Every other note is kept as it is, in order; the plan document keeps them all.
+    ``"7 of 8 sites (all but c): <text>"`` when shorter); one site's note repeated word for
+    word (one per modelled year) is shown once too. Then texts equal but for their numbers
+    (each modelled site's calibration) are merged across two sites or more the same way, a
+    number that differs shown as its range over the group (``"0.08–0.66"``), so the worst
+    value stays on screen; one site's notes that differ in their numbers are all kept. Every
+    other note is kept as it is, in order; the plan document keeps them all.
 
     Parameters
     ----------
@@ -136,7 +138,7 @@ def grouped_site_notes(notes: list[str], site_ids: list[str]) -> list[str]:
     """
     known = set(site_ids)
 
-    def group(items: list[str], key) -> list[str]:
+    def group(items: list[str], key, exact: bool) -> list[str]:
         by_key: dict[str, list[tuple[str, str]]] = {}
         for n in items:
             site, sep, text = n.partition(": ")
@@ -149,17 +151,18 @@ def grouped_site_notes(notes: list[str], site_ids: list[str]) -> list[str]:
             k = key(text) if sep and site in known else None
             members = by_key.get(k, []) if k is not None else []
             sites = list(dict.fromkeys(m[0] for m in members))
-            if len(sites) < 2:
+            if len(sites) < 2 and not (exact and len(members) > 1):
                 shown.append(n)
             elif k not in done:
                 done.add(k)
-                shown.append(f"{_sites_label(sites, site_ids)}: "
-                             f"{_merged(m[1] for m in members)}")
+                label = sites[0] if len(sites) == 1 else _sites_label(sites, site_ids)
+                shown.append(f"{label}: {_merged(m[1] for m in members)}")
         return shown
 
     # the same text first; then the same text but for its numbers: the key is the text
     # between the numbers, so a number never matches a literal character
-    return group(group(notes, lambda t: (t,)), lambda t: tuple(_NUMBER.split(t)[::2]))
+    return group(group(notes, lambda t: (t,), exact=True),
+                 lambda t: tuple(_NUMBER.split(t)[::2]), exact=False)
 
 
 def _sites_label(sites: list[str], site_ids: list[str]) -> str:

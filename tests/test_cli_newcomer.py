@@ -255,8 +255,10 @@ def test_grouped_site_notes_keeps_order_and_groups_only_shared_site_notes():
     assert grouped_site_notes(notes, ["a", "b", "c"]) == [
         "workload: DEMO day", "sites a, b: no price", "a: calibrated 0.4",
         "c: calibrated 0.4x", "zz: no price", "c: no price: since 2023"]
-    # one site only (the limit): nothing grouped
-    assert grouped_site_notes(["a: x", "a: x"], ["a"]) == ["a: x", "a: x"]
+    # one site's note twice word for word (one per modelled year): shown once, its own name;
+    # one site's notes that differ by a character are both kept
+    assert grouped_site_notes(["a: x", "b: y", "a: x"], ["a", "b"]) == ["a: x", "b: y"]
+    assert grouped_site_notes(["a: x", "a: x."], ["a"]) == ["a: x", "a: x."]
     assert grouped_site_notes([], ["a"]) == []
 
 

@@ -147,32 +147,34 @@ def _ar1(rng: np.random.Generator, n: int, phi: float) -> np.ndarray:
 
 
 #: Modelled curtailment further than this from its target, 0.05 percentage points (a share of
-#: the year's wind + solar energy) [-], is explained in the note (the bound that held the
-#: floor): the bisection meets a target inside the floor's bounds to ~1e-15, so a miss means
-#: the floor hit a bound.
+#: the year's wind + solar energy) [-], is explained in a note of its own (the bound that held
+#: the floor): the bisection meets a target inside the floor's bounds to ~1e-15, so a miss
+#: means the floor hit a bound.
 CURTAILMENT_TARGET_TOLERANCE = 0.0005
 
 
 def _target_missed(curtailed: float, target: float, floor: float, floor_min: float,
                    floor_max: float) -> str:
-    """The note's words when the calibrated curtailment misses its target, else ``""``.
+    """Why the calibrated curtailment misses its target, a note of its own, else ``""``.
 
     ``curtailed`` and ``target`` are shares of the year's wind + solar energy, ``floor`` the
     calibrated fossil must-run floor and ``floor_min``/``floor_max`` its bounds, shares of
-    demand [-].
+    demand [-]. The text names no year, so a site's years share one note.
     """
     if abs(curtailed - target) < CURTAILMENT_TARGET_TOLERANCE:
         return ""
     if floor <= floor_min:
-        return ("; above the target by design: the modelled surplus includes hydro and nuclear "
-                "spill, which the target (wind and solar only) does not, and the floor is "
-                "already at its lower bound (fossil_floor_min in data/china_grid_model.toml)")
+        return ("modelled curtailment above its target by design: the modelled surplus "
+                "includes hydro and nuclear spill, which the target (wind and solar only) does "
+                "not, and the fossil must-run floor is already at its lower bound "
+                "(fossil_floor_min in data/china_grid_model.toml)")
     if floor >= floor_max:
-        return ("; below the target: too little wind + solar surplus to curtail that much, "
-                "with the floor at its upper bound (fossil_floor_max in "
-                "data/china_grid_model.toml)")
+        return ("modelled curtailment below its target: too little wind + solar surplus to "
+                "curtail that much, with the fossil must-run floor at its upper bound "
+                "(fossil_floor_max in data/china_grid_model.toml)")
     # not reached by _calibrate_floor's bisection
-    return "; target not met: the floor's bisection did not converge inside its bounds"
+    return ("modelled curtailment off its target: the fossil must-run floor's bisection did "
+            "not converge inside its bounds")
 
 
 def _calibrate_floor(r: np.ndarray, variable: np.ndarray, target: float,
@@ -281,11 +283,13 @@ def _model_year(province: str, year: int, latitude: float, longitude: float,
     curtailed = excess.sum() / max((r_wind + r_solar).sum(), 1e-12)
     missed = _target_missed(curtailed, target, floor, m["fossil_floor_min"],
                             m["fossil_floor_max"])
+    on_target = (f"target {100 * target:.2f}%, not met" if missed
+                 else "equal to its target")
     notes = (
         f"{year}: fossil must-run floor {100 * floor:.1f}% of demand, implied thermal intensity "
-        f"K = {k:.0f} g/kWh, "
-        f"modelled curtailment {100 * curtailed:.2f}% of wind+solar (target {100 * target:.2f}%"
-        f"{missed}), mean low-carbon share {100 * low_carbon.mean():.1f}%",
+        f"K = {k:.0f} g/kWh, modelled curtailment {100 * curtailed:.2f}% of wind+solar "
+        f"({on_target}), mean low-carbon share {100 * low_carbon.mean():.1f}%",
+        *((missed,) if missed else ()),
     )
     return frame, notes
 
