@@ -20,10 +20,13 @@ class NoteKind:
 
 
 def note_line(k: NoteKind) -> str:
-    """``"<kind> ×<count>: <text>"`` (``×1`` left out; notes of no known kind as they are)."""
+    """One kind's line: ``"<kind> (<count> notes): <text>"``.
+
+    The count is left out for one note, and a note of no known kind is shown as it is.
+    """
     if k.kind == "other" and k.count == 1:
         return k.text
-    return f"{k.kind}: {k.text}" if k.count == 1 else f"{k.kind} ×{k.count}: {k.text}"
+    return f"{k.kind}: {k.text}" if k.count == 1 else f"{k.kind} ({k.count} notes): {k.text}"
 
 
 NOTE_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
@@ -112,17 +115,18 @@ def notes_by_kind(notes: list[str], site_ids: list[str]) -> list[NoteKind]:
 
 
 def grouped_site_notes(notes: list[str], site_ids: list[str]) -> list[str]:
-    """The plan's notes for the screen: one line for a note that several sites share.
+    """The plan's notes for the screen: a text several sites share named once, a site once.
 
-    Two passes over notes ``"<site>: <text>"`` of the plan's sites. First, a text other
+    Three passes over notes ``"<site>: <text>"`` of the plan's sites. First, a text other
     sites' notes repeat word for word (e.g. eight modelled Chinese sites without a price) is
     shown once, at its first place, as ``"sites a, b: <text>"`` (``"all 8 sites: <text>"``,
     ``"7 of 8 sites (all but c): <text>"`` when shorter); one site's note repeated word for
     word (one per modelled year) is shown once too. Then texts equal but for their numbers
-    (each modelled site's calibration) are merged across two sites or more the same way, a
+    (each modelled site's calibration, and one site's per year) are merged the same way, a
     number that differs shown as its range over the group (``"0.08–0.66"``), so the worst
-    value stays on screen; one site's notes that differ in their numbers are all kept. Every
-    other note is kept as it is, in order; the plan document keeps them all.
+    value stays on screen. Last, what is left of one site's notes is joined at the first of
+    them, ``"<site>: <text>; <text>"``, so a line names a site once. Every other note is kept
+    as it is, in order; the plan document keeps them all.
 
     Parameters
     ----------
@@ -138,7 +142,7 @@ def grouped_site_notes(notes: list[str], site_ids: list[str]) -> list[str]:
     """
     known = set(site_ids)
 
-    def group(items: list[str], key, exact: bool) -> list[str]:
+    def group(items: list[str], key) -> list[str]:
         by_key: dict[str, list[tuple[str, str]]] = {}
         for n in items:
             site, sep, text = n.partition(": ")
@@ -151,7 +155,7 @@ def grouped_site_notes(notes: list[str], site_ids: list[str]) -> list[str]:
             k = key(text) if sep and site in known else None
             members = by_key.get(k, []) if k is not None else []
             sites = list(dict.fromkeys(m[0] for m in members))
-            if len(sites) < 2 and not (exact and len(members) > 1):
+            if len(members) < 2:
                 shown.append(n)
             elif k not in done:
                 done.add(k)
@@ -159,10 +163,25 @@ def grouped_site_notes(notes: list[str], site_ids: list[str]) -> list[str]:
                 shown.append(f"{label}: {_merged(m[1] for m in members)}")
         return shown
 
+    def by_site(items: list[str]) -> list[str]:
+        texts: dict[str, list[str]] = {}
+        for n in items:
+            site, sep, text = n.partition(": ")
+            if sep and site in known:
+                texts.setdefault(site, []).append(text)
+        shown: list[str] = []
+        for n in items:
+            site, sep, _ = n.partition(": ")
+            if not (sep and site in known):
+                shown.append(n)
+            elif site in texts:
+                shown.append(f"{site}: {'; '.join(texts.pop(site))}")
+        return shown
+
     # the same text first; then the same text but for its numbers: the key is the text
     # between the numbers, so a number never matches a literal character
-    return group(group(notes, lambda t: (t,), exact=True),
-                 lambda t: tuple(_NUMBER.split(t)[::2]), exact=False)
+    return by_site(group(group(notes, lambda t: (t,)),
+                         lambda t: tuple(_NUMBER.split(t)[::2])))
 
 
 def _sites_label(sites: list[str], site_ids: list[str]) -> str:

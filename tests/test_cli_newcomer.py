@@ -88,7 +88,12 @@ def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
     assert r.exit_code == 0, r.output
     assert len([ln for ln in r.output.splitlines() if ln.startswith("note: ")]) == \
         len(doc["notes"])
-    assert f"note: modelled signals ×{len(doc['sites'])}: all {len(doc['sites'])} sites: " in text
+    n_sites = len(doc["sites"])
+    assert f"note: modelled signals ({n_sites} notes): all {n_sites} sites: " in text
+    # every site named once on the calibration line (per year and why merged)
+    calib = next(ln for ln in shown if ln.startswith("note: grid-model calibration ("))
+    for site in doc["sites"]:
+        assert calib.count(f"{site}:") <= 1, calib
     # the demo workload is labelled, on screen and in the document
     assert "workload: DEMO" in text
     assert doc["workload"]["source"] == "demo" and len(doc["workload"]["jobs"]) == 30
@@ -254,11 +259,13 @@ def test_grouped_site_notes_keeps_order_and_groups_only_shared_site_notes():
              "c: no price: since 2023"]                 # ": " inside the text
     assert grouped_site_notes(notes, ["a", "b", "c"]) == [
         "workload: DEMO day", "sites a, b: no price", "a: calibrated 0.4",
-        "c: calibrated 0.4x", "zz: no price", "c: no price: since 2023"]
+        "c: calibrated 0.4x; no price: since 2023",     # one site's notes: named once
+        "zz: no price"]
     # one site's note twice word for word (one per modelled year): shown once, its own name;
-    # one site's notes that differ by a character are both kept
+    # one site's notes that differ by a character are both kept, the site named once
     assert grouped_site_notes(["a: x", "b: y", "a: x"], ["a", "b"]) == ["a: x", "b: y"]
-    assert grouped_site_notes(["a: x", "a: x."], ["a"]) == ["a: x", "a: x."]
+    assert grouped_site_notes(["a: x", "a: x."], ["a"]) == ["a: x; x."]
+    assert grouped_site_notes(["a: x"], ["a"]) == ["a: x"]
     assert grouped_site_notes([], ["a"]) == []
 
 
@@ -269,16 +276,33 @@ def test_grouped_site_notes_merges_notes_equal_but_for_their_numbers():
              "a: 2026: floor 0.633, K = 834",
              "b: EF 568.3 g/kWh (MEE 2023, CO2 only)", "b: 2025: floor 0.401, K = 944",
              "c: 2025: floor 0.08, K = 703 (target NOT met)",     # its own text: kept
-             "c: s05 at 12 h", "c: s05 at 13 h",                  # one site (the limit)
+             "c: s05 at 12 h", "c: s05 at 13 h",                  # one site's, merged too
              "a: v1.5 build 0.4x", "b: v1.5 build 0.5x"]          # numbers inside words
     assert grouped_site_notes(notes, ["a", "b", "c"]) == [
         # a number all the notes share is kept, one that differs is its range
         "sites a, b: EF 568.3–647.9 g/kWh (MEE 2023, CO2 only)",
         "sites a, b: 2025–2026: floor 0.401–0.664, K = 834–944",
-        "c: 2025: floor 0.08, K = 703 (target NOT met)", "c: s05 at 12 h", "c: s05 at 13 h",
+        "c: 2025: floor 0.08, K = 703 (target NOT met); s05 at 12–13 h",
         "a: v1.5 build 0.4x", "b: v1.5 build 0.5x"]
     # the same numbers everywhere: the exact-text grouping, numbers kept
     assert grouped_site_notes(["a: K = 834", "b: K = 834"], ["a", "b"]) == ["sites a, b: K = 834"]
+
+
+def test_grouped_site_notes_names_a_site_once_with_its_years_and_why():
+    # one modelled site missing its target two years running (the Quick start's cn-sc-tianfu):
+    # its years merged as ranges, its note of why joined to them, the other sites' line apart
+    from carbonsched.notes import grouped_site_notes
+
+    notes = ["a: 2025: floor 8.0%, curtailment 0.00% (equal to its target)",
+             "s: 2025: floor 8.0%, curtailment 45.26% (target 2.42%, not met)",
+             "s: above its target by design: hydro spill",
+             "a: 2026: floor 9.5%, curtailment 3.93% (equal to its target)",
+             "b: 2025: floor 66.4%, curtailment 1.00% (equal to its target)",
+             "s: 2026: floor 8.0%, curtailment 46.97% (target 2.42%, not met)"]
+    assert grouped_site_notes(notes, ["a", "b", "s"]) == [
+        "sites a, b: 2025–2026: floor 8.0–66.4%, curtailment 0.00–3.93% (equal to its target)",
+        "s: 2025–2026: floor 8.0%, curtailment 45.26–46.97% (target 2.42%, not met); "
+        "above its target by design: hydro spill"]
 
 
 @pytest.mark.parametrize("notes, shown", [
