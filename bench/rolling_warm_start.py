@@ -55,9 +55,9 @@ def _solve(problem: PlanningProblem, limit: float, start: WarmStart | None) -> d
             "method": res.solver.method, "warm_start": res.solver.warm_start}
 
 
-def one_seed(jobs: int, sites: int, hours: int, every: int, load: float, seed: int,
-             limit: float, fractions: list[float]) -> dict:
-    """Run 1 cold, then run 2 cold and warm at each fraction of the limit (module docstring)."""
+def run2_problem(jobs: int, sites: int, hours: int, every: int, load: float, seed: int,
+                 limit: float):
+    """Run 1 cold at ``limit``; returns run 2's problem, the planner, run 1, its seconds, T0."""
     inst = make_instance(jobs, sites, hours + every, load=load, seed=seed)
     t0 = inst.slots[0]
     rp = RollingPlanner(inst.sites, planner=lambda p: solve_plan(p, time_limit_s=limit),
@@ -72,6 +72,14 @@ def one_seed(jobs: int, sites: int, hours: int, every: int, load: float, seed: i
     inf = [d for d in inst.inference if t1 <= d.hour < slots[-1] + pd.Timedelta(hours=1)]
     problem = PlanningProblem(sites=inst.sites, jobs=pending, inference=inf, slots=slots,
                               signals=inst.signals, running=running)
+    return problem, rp, run1, run1_s, t0
+
+
+def one_seed(jobs: int, sites: int, hours: int, every: int, load: float, seed: int,
+             limit: float, fractions: list[float]) -> dict:
+    """Run 1 cold, then run 2 cold and warm at each fraction of the limit (module docstring)."""
+    problem, rp, run1, run1_s, t0 = run2_problem(jobs, sites, hours, every, load, seed, limit)
+    pending, running = problem.jobs, problem.running
     start = rp.warm_start()    # run 1's plan and its multipliers and columns (colgen.warm)
     if start is None:
         raise SystemExit(f"seed {seed}: run 1 left nothing to re-plan")

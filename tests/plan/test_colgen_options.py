@@ -115,6 +115,8 @@ def test_a_bad_value_is_refused_with_the_variable_named(var, value, why):
     ("CARBONSCHED_CG_SHORT_FIRST", "1", "short_first_share", 1.0),
     ("CARBONSCHED_CG_SHORT_FIRST", "0", "short_first_share", 0.0),
     ("CARBONSCHED_CG_SMOOTH_DRAWS", "0", "smooth_draws", 0),
+    ("CARBONSCHED_CG_SMOOTH_MARKS", "0", "smooth_marks_alone", False),
+    ("CARBONSCHED_CG_SMOOTH_MARKS", "1", "smooth_marks_alone", True),
 ])
 def test_a_value_at_the_limit_of_its_range_is_accepted(var, value, field, parsed):
     assert getattr(ColgenOptions.from_env({var: value}), field) == parsed

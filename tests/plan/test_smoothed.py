@@ -289,6 +289,29 @@ def test_the_ascent_keeps_earlier_best_iterates_newest_first_below_its_bound():
     assert res.evaluations > 2
 
 
+def test_the_ascent_marks_its_best_iterate_at_doubling_evaluations():
+    # every improving best iterate kept (draws every evaluation, no cap): the marks are the
+    # ones at evaluations 1, 2, 4, 8, ... among them, newest first, below the final bound
+    sets, lay = _fleet_sets()
+    opts = ColgenOptions(smooth_draws=100_000, smooth_draw_every=1)
+    res = sm.smoothed_ascent(sets, lay, 30.0, job_cost_kg=1.0, options=opts)
+    assert res.evaluations >= 8
+    assert 2 <= len(res.marks) <= int(np.log2(res.evaluations)) + 1
+    values = [lagrangian(sets, lay, *multipliers(sets, lay, d))[0] for d in res.marks]
+    assert values == sorted(values, reverse=True) and all(v < res.bound for v in values)
+    for d in res.marks:
+        assert any(np.array_equal(d, e) for e in res.earlier)
+    # fewer than the every-evaluation snapshots: the doubling schedule, not each one
+    assert len(res.marks) < len(res.earlier)
+    capped = sm.smoothed_ascent(sets, lay, 30.0, job_cost_kg=1.0,
+                                options=ColgenOptions(smooth_draws=1, smooth_draw_every=1))
+    assert len(capped.marks) == 1      # the newest mark only
+    off = sm.smoothed_ascent(sets, lay, 30.0, job_cost_kg=1.0,
+                             options=ColgenOptions(smooth_draw_every=1,
+                                                   smooth_marks_alone=False))
+    assert off.marks == []
+
+
 @pytest.mark.parametrize("draws", [0, 1])
 def test_draws_are_capped_by_the_option(draws):
     sets, lay = _fleet_sets()
@@ -342,10 +365,29 @@ def test_the_short_path_prices_a_plan_on_each_earlier_iterate_and_keeps_the_best
     res = solve_plan(prob, method="colgen", time_limit_s=LIMIT_S, mip_gap=0.0,
                      colgen_options=_opts(**opts, smooth_draws=0))
     assert seen[0].earlier_duals == [] and label not in res.solver.note
-    # under the short budget (3 s) the short path runs alone and spends its time on passes
+    # under the short budget (3 s) the short path runs alone: it prices its doubling marks,
+    # not its recent iterates, and with the marks off neither
     seen.clear()
     res = solve_plan(prob, method="colgen", time_limit_s=2.9, mip_gap=0.0,
                      colgen_options=_opts(**opts))
     (alone,) = seen
     assert alone.no_master and not alone.force_short and alone.earlier_duals
-    assert label not in res.solver.note
+    assert alone.marked_duals and label in res.solver.note
+    by_hand = []
+    for duals in alone.marked_duals:
+        lam_c, lam_p, lam_a = multipliers(alone.sets, alone.lay, duals)
+        by_hand.append(priced_greedy(alone.sets, kw_slot_cost(alone.sets) + lam_p
+                                     - alone.sets.pue * lam_a, lam_c, order=alone.lff))
+    found = [r for n, r in alone.cands if n == label]
+    assert len(found) == 1
+    assert found[0].totals["objective"] == pytest.approx(
+        min(r.totals["objective"] for r in by_hand), rel=1e-12)
+    # priced after the one-slot repack, which starts from the last iterate's plan
+    names = [n for n, _ in alone.cands]
+    assert names.index(label) > names.index("priced greedy")
+    assert all(names.index(n) < names.index(label) for n in names if "one-slot repack" in n)
+    seen.clear()
+    res = solve_plan(prob, method="colgen", time_limit_s=2.9, mip_gap=0.0,
+                     colgen_options=_opts(**opts, smooth_marks_alone=False))
+    (alone,) = seen
+    assert alone.marked_duals == [] and label not in res.solver.note

@@ -10,7 +10,13 @@ import numpy as np
 from carbonsched.plan.colgen.bounds import split_bounds
 from carbonsched.plan.colgen.budget import short_path_s, tail_s
 from carbonsched.plan.colgen.classes import count_options, plan_options
-from carbonsched.plan.colgen.incumbents import early_moves, final_moves, incumbents, repack
+from carbonsched.plan.colgen.incumbents import (
+    early_moves,
+    final_moves,
+    incumbents,
+    marked_draws,
+    repack,
+)
 from carbonsched.plan.colgen.master import (
     build_master,
     final_crossover,
@@ -161,6 +167,7 @@ def _run_path(st: ColgenState) -> PlanResult:
     elif st.warm_start is not None and len(st.warm_start):
         warm_candidate(st)
     repack(st)
+    marked_draws(st)
     if st.force_short and not opt.short_first_passes:
         return finish(st)   # a staged solve's short path: the master-LP path follows
     early_moves(st)

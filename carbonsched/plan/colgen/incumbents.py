@@ -109,23 +109,52 @@ def earlier_draws(st: ColgenState) -> None:
     plan while one more fits the time left, and the best is appended as ``priced greedy on an
     earlier smoothed-dual iterate``. Only in the short path of a staged solve
     (``st.force_short``), whose plan the master-LP path starts from and which leaves its
-    passes to that path: a short path alone (a limit under the short budget) spends the time
-    on its passes and moves instead (10k × 16 × 48 at 20 s, five paired runs: worse on three
-    with the draws, 5,501.1 against 5,478.7 kg at load 0.8, seed 2).
+    passes to that path; a short path alone prices its marks after the repack instead
+    (:func:`marked_draws`).
     """
     if not (st.no_master and st.force_short and st.earlier_duals):
         return
+    _draw(st, st.earlier_duals)
+
+
+def marked_draws(st: ColgenState) -> None:
+    """In a short path alone, priced greedy on the iterates a shorter limit would have ended at.
+
+    A short path alone (a limit under the short budget, no master LP) prices a plan on each of
+    the smoothed dual's best iterates at evaluations ``e, 2e, 4e, ...`` (``st.marked_duals``,
+    newest first, :attr:`ColgenOptions.smooth_marks_alone`) while one more fits the time left,
+    and appends the best, after the one-slot repack of the best plan so far: a longer limit
+    then keeps, within a factor of two in evaluations, the plan a shorter one would have
+    priced, and the repack still starts from the last iterate's plan, which its LP re-places
+    around best (10k × 16 × 48 at load 0.3, 20 s, seed 4: the mark's plan 2,019.9 kg repacked
+    to 2,028.7, the last iterate's 2,026.0 to 2,006.4).
+    """
+    if not (st.no_master and not st.force_short and st.marked_duals):
+        return
+    n = _draw(st, st.marked_duals)
+    if n < len(st.marked_duals):
+        st.note(f"priced greedy on {len(st.marked_duals) - n} of {len(st.marked_duals)} "
+                f"earlier smoothed-dual iterates skipped for time ({max(st.left(), 0.0):.1f} s "
+                f"of the limit left, a priced greedy plan took {st.t_pg:.1f} s)")
+
+
+def _draw(st: ColgenState, draws: list) -> int:
+    """Priced greedy on each of ``draws`` (row duals) while one fits; the best a candidate.
+
+    Returns how many were priced.
+    """
     sets, lay = st.sets, st.lay
     label = "priced greedy on an earlier smoothed-dual iterate"
     plans = []
-    for k, duals in enumerate(st.earlier_duals, 1):
-        if not _room(st, f"{label} ({k} of {len(st.earlier_duals)})"):
+    for k, duals in enumerate(draws, 1):
+        if not _room(st, f"{label} ({k} of {len(draws)})"):
             break
         lam_c, lam_p, lam_a = multipliers(sets, lay, duals)
         plans.append(priced_greedy(sets, kw_slot_price(sets, lam_p, lam_a), lam_c,
                                    order=st.lff))
     if plans:
         st.cands.append((label, min(plans, key=lambda r: r.totals["objective"])))
+    return len(plans)
 
 
 def repack(st: ColgenState) -> None:

@@ -282,6 +282,7 @@ def short_budget_dual(st: ColgenState) -> None:
         st.best_lam = multipliers(sets, lay, sd.duals)
         st.priced_by = "smoothed dual"
         st.earlier_duals = sd.earlier
+        st.marked_duals = sd.marks
     else:
         st.note(head + f"the smoothed Lagrangian dual reached {sd.bound:.3f} kg "
                 f"({sd.evaluations} L-BFGS-B evaluations, {sd.seconds:.1f} s), not above "

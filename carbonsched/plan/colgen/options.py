@@ -387,6 +387,18 @@ class ColgenOptions:
         ``CARBONSCHED_CG_SMOOTH_DRAWS`` (0 turns them off).
     smooth_draw_every : int
         Evaluations between the iterates of :attr:`smooth_draws`. [-] Default 15.
+    smooth_marks_alone : bool
+        In a short path alone (a limit under the short budget, no master LP), the best
+        exact iterates at evaluations ``e, 2e, 4e, ...`` (``e`` =
+        :attr:`smooth_draw_every`), the newest :attr:`smooth_draws` of them, price a
+        priced greedy plan each while one fits the time left
+        (:func:`~carbonsched.plan.colgen.incumbents.earlier_draws`), newest first, so a
+        longer limit keeps, within a factor of two in evaluations, the plan a shorter one
+        would have priced: on the 10k rolling step (9,200 pending jobs × 16 sites × 72 slots,
+        seed 1) the smoothed dual's last iterate priced 2,159.6 kg after 201 evaluations at
+        a 15 s limit and 2,143.6 kg after 59 at 6 s, its iterates at 10-40 evaluations
+        2,139.7-2,149.7 kg (BENCHMARKS.md section 16). Default True;
+        ``CARBONSCHED_CG_SMOOTH_MARKS`` (0 turns them off).
     write_master : str or None
         Debugging aid: write the first master LP to this path (HiGHS ``writeModel``; the
         format follows the suffix). Default None; ``CARBONSCHED_CG_WRITE``.
@@ -483,6 +495,7 @@ class ColgenOptions:
     smooth_keep_pool_every: int = 10
     smooth_draws: int = 3
     smooth_draw_every: int = 15
+    smooth_marks_alone: bool = True
     write_master: str | None = None
     dump_state: str | None = None
     repair_log: str | None = None
@@ -609,6 +622,7 @@ ENV: dict[str, tuple[str, Callable[[str], object]]] = {
     "CARBONSCHED_CG_SMOOTH": ("smooth_s_per_job", _number(float, 0.0)),
     "CARBONSCHED_CG_SMOOTH_PLAN": ("smooth_plan_share", _number(float, 0.0, 1.0)),
     "CARBONSCHED_CG_SMOOTH_DRAWS": ("smooth_draws", _number(int, 0)),
+    "CARBONSCHED_CG_SMOOTH_MARKS": ("smooth_marks_alone", _flag),
     "CARBONSCHED_CG_SHORT_FIRST": ("short_first_share", _number(float, 0.0, 1.0)),
     "CARBONSCHED_CG_SHORT_PASSES": ("short_first_passes", _flag),
     "CARBONSCHED_CG_CARRIED_WARMUP": ("warmup_carried_share", _number(float, 0.0, 1.0)),

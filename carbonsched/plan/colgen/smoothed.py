@@ -73,6 +73,12 @@ class SmoothedDual:
         Row duals of earlier best exact iterates, newest first, each ``(rows,)``: the best
         iterate every :attr:`ColgenOptions.smooth_draw_every` evaluations, at most
         :attr:`ColgenOptions.smooth_draws`, none equal to ``duals``'.
+    marks
+        Row duals of the best exact iterate at evaluations ``e, 2e, 4e, 8e, ...``
+        (``e`` = :attr:`ColgenOptions.smooth_draw_every`), newest first, each ``(rows,)``,
+        at most :attr:`ColgenOptions.smooth_draws`, none equal to ``duals``': where an
+        ascent stopped by a shorter limit would have ended, within a factor of two in
+        evaluations (:attr:`ColgenOptions.smooth_marks_alone`).
     seconds
         Wall time. [s]
     """
@@ -84,6 +90,7 @@ class SmoothedDual:
     temperatures: list
     seconds: float
     earlier: list = field(default_factory=list)
+    marks: list = field(default_factory=list)
 
 
 def _windows(sel: np.ndarray, j: np.ndarray, ok: np.ndarray, coef: np.ndarray, use: np.ndarray
@@ -319,6 +326,7 @@ def smoothed_ascent(sets: PlanSets, lay: Layout, seconds: float, job_cost_kg: fl
     kept: list[np.ndarray] = []
     count = [0]
     drawn: list[tuple[float, np.ndarray]] = []   # (value, best x) snapshots, rising
+    marked: list[tuple[float, np.ndarray]] = []  # the same at evaluations e, 2e, 4e, ...
     mus: list[float] = []
     mu = opt.smooth_mu_start_rel * job_cost_kg
 
@@ -339,6 +347,10 @@ def smoothed_ascent(sets: PlanSets, lay: Layout, seconds: float, job_cost_kg: fl
                 and best["value"] > (drawn[-1][0] if drawn else -np.inf)):
             drawn.append((best["value"], best["x"]))
             del drawn[:-(opt.smooth_draws + 1)]
+        k, r = divmod(count[0], opt.smooth_draw_every)
+        if (opt.smooth_marks_alone and r == 0 and k & (k - 1) == 0
+                and best["value"] > (marked[-1][0] if marked else -np.inf)):
+            marked.append((best["value"], best["x"]))
         keep = count[0] % opt.smooth_keep_pool_every == 1
         out = ev(x, mu, want_opts=keep)
         if keep:
@@ -372,9 +384,11 @@ def smoothed_ascent(sets: PlanSets, lay: Layout, seconds: float, job_cost_kg: fl
     pool = np.unique(np.concatenate(kept), axis=0) if kept else np.zeros((0, 3), np.int64)
     earlier = [duals_from(lay, *ev.split(dx)) for v, dx in reversed(drawn)
                if v < best["value"]][:opt.smooth_draws]
+    marks = [duals_from(lay, *ev.split(mx)) for v, mx in reversed(marked)
+             if v < best["value"]][:opt.smooth_draws]
     return SmoothedDual(bound=float(best["value"]), duals=duals_from(lay, *lam), pool=pool,
                         evaluations=count[0], temperatures=mus,
-                        seconds=time.perf_counter() - t0, earlier=earlier)
+                        seconds=time.perf_counter() - t0, earlier=earlier, marks=marks)
 
 
 __all__ = ["SmoothedDual", "smoothed_ascent"]

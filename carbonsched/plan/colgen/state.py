@@ -117,6 +117,7 @@ class ColgenState:
     priced_by: str = "warm-up"            # whose multipliers price the plan without a master
     short_pool: np.ndarray | None = None  # (O, 3) options the smoothed dual chose
     earlier_duals: list = field(default_factory=list)   # earlier smoothed-dual iterates' duals
+    marked_duals: list = field(default_factory=list)    # ... at evaluations e, 2e, 4e, ...
     warm_start: np.ndarray | None = None  # (P, 3) (job, site, start) of a previous plan
     warm_label: str = ""                  # what that plan is, for the note
     carried: Any = None                   # the previous run's CarriedDuals (colgen.warm)
