@@ -317,6 +317,13 @@ def load_region(data_dir: str | Path, region: str) -> RegionData:
 # --- candidates --------------------------------------------------------------------------------
 SOURCE_LAG_PREFIX = "lag24_"
 
+#: Feature groups of the ``_x`` candidates
+#: (:data:`~carbonsched.forecasts.dacf_models.FEATURE_GROUPS`).
+EXTRA_FEATURES: tuple[str, ...] = ("wind_trajectory", "operator_change")
+#: LightGBM settings of the ``_x`` candidates, the same in every region: with up to 18 more
+#: (correlated) columns, each tree samples half of them and a leaf needs 50 rows.
+EXTRA_LGBM_PARAMS: dict[str, Any] = {"colsample_bytree": 0.5, "min_child_samples": 50}
+
 CANDIDATES: dict[str, tuple[type[DayAheadModel], dict[str, Any], bool]] = {
     "ols_level": (HourlyOLS, {"target": "level"}, False),
     "ols_level_src": (HourlyOLS, {"target": "level"}, True),
@@ -324,12 +331,27 @@ CANDIDATES: dict[str, tuple[type[DayAheadModel], dict[str, Any], bool]] = {
     "lgbm_level": (LightGBMDayAhead, {"target": "level"}, False),
     "lgbm_level_src": (LightGBMDayAhead, {"target": "level"}, True),
     "lgbm_ratio_src": (LightGBMDayAhead, {"target": "ratio", "scale_free": True}, True),
+    "ols_ratio_src_x": (HourlyOLS, {"target": "ratio", "scale_free": True,
+                                    "features": EXTRA_FEATURES, "ridge": 0.05}, True),
+    "lgbm_level_src_x": (LightGBMDayAhead, {"target": "level", "features": EXTRA_FEATURES,
+                                            **EXTRA_LGBM_PARAMS}, True),
+    "lgbm_ratio_src_x": (LightGBMDayAhead, {"target": "ratio", "scale_free": True,
+                                            "features": EXTRA_FEATURES, **EXTRA_LGBM_PARAMS},
+                         True),
 }
 """Base candidates: name -> (class, parameters, reads the 24 h-lagged fuel-mix shares
-(:func:`~carbonsched.forecasts.dacf_models.lagged_source_shares`)). The two ratio models are
+(:func:`~carbonsched.forecasts.dacf_models.lagged_source_shares`)). The ratio models are
 ``scale_free``: their lagged values enter as log ratios to yesterday's value at the same hour
 (as the daily path's ``ols_hourly_ratio``). Every candidate also reads the region's day-ahead
 weather and operator forecasts; in SE and DE a ``-noop`` variant reads no operator forecast.
+The ``_x`` candidates add the feature groups :data:`EXTRA_FEATURES` ("wind_trajectory": the
+GFS wind around each hour and over the forecast day, temperature and irradiance daily terms;
+"operator_change": the operator's forecast against the generation 24 h earlier;
+:func:`~carbonsched.forecasts.dacf_models.day_ahead_design`); a region without the columns a
+group reads (DE has no GFS; only CISO, SE and DE have operator forecasts) gets nothing from it.
+Their settings are one for all regions: LightGBM :data:`EXTRA_LGBM_PARAMS`, OLS ridge 0.05 on
+standardised regressors (the OLS takes the groups' every-lead columns only). Which candidate,
+ensemble or stack is used is decided per region on validation MAPE, as for the others.
 Ensembles ``ens_top2``/``ens_top3`` of the best validation candidates and the stack
 ``ens_stack`` (:data:`STACK`) are added per region.
 Interval settings: :data:`INTERVAL_SETTINGS` for all."""

@@ -38,6 +38,12 @@ arXiv:2106.00170), which keeps the long-run coverage at the target under distrib
 Every residual used at an issue time comes from a forecast whose actual values were all
 observed before that issue time.
 
+Optional feature groups (:data:`FEATURE_GROUPS`, the ``features`` parameter of every model):
+``"wind_trajectory"`` (the GFS wind forecast around ``t`` and over the forecast day,
+:func:`wind_trajectory_features`) and ``"operator_change"`` (the operator's forecast against
+the generation 24 h earlier, :func:`operator_change_features`); both read only exogenous rows
+the protocol publishes at issue time.
+
 Optional exogenous columns :func:`lagged_source_shares` (fuel-mix shares 24 h before the target
 hour) are known at issue time because horizons are limited to 24 h.
 
@@ -128,11 +134,225 @@ def lagged_source_shares(mix: pd.DataFrame, lag_hours: int = 24) -> pd.DataFrame
     return out
 
 
+#: Optional feature groups of :func:`day_ahead_design` (the models' ``features`` parameter).
+FEATURE_GROUPS: tuple[str, ...] = ("wind_trajectory", "operator_change")
+_WIND, _TEMPERATURE, _DSWRF = "gfs_wind_speed", "gfs_temperature", "gfs_dswrf"
+#: Sources of :func:`operator_change_features`: operator column ``op_<src>_mw`` [MW].
+OPERATOR_SOURCES: tuple[str, ...] = ("solar", "wind")
+_LAG_TOTAL = "lag24_total_mw"
+
+
+def check_features(features: Sequence[str]) -> tuple[str, ...]:
+    """Validated feature-group names, in the order given (duplicates dropped).
+
+    Raises
+    ------
+    ForecastError
+        A bare string instead of a sequence of names, or a name not in :data:`FEATURE_GROUPS`.
+    """
+    if isinstance(features, str):
+        raise ForecastError(f"features must be a sequence of group names, got the string "
+                            f"{features!r}; write ({features!r},)")
+    out = tuple(dict.fromkeys(str(f) for f in features))
+    bad = [f for f in out if f not in FEATURE_GROUPS]
+    if bad:
+        raise ForecastError(f"unknown feature group(s) {bad}; choose from {list(FEATURE_GROUPS)}")
+    return out
+
+
+def _by_day(a: np.ndarray) -> np.ndarray:
+    """Rows of one forecast day each, shape ``(d, 24)`` (design rows are issue by issue)."""
+    return a.reshape(-1, LEADS)
+
+
+def _per_day(v: np.ndarray) -> np.ndarray:
+    """A value per forecast day ``(d,)`` repeated over its 24 leads, shape ``(d * 24,)``."""
+    return np.repeat(v, LEADS)
+
+
+def _within_day(a: np.ndarray, k: int) -> np.ndarray:
+    """``a`` at lead ``+ k`` of the same forecast day, NaN where ``lead + k > 23``."""
+    A = _by_day(a)
+    out = np.full(A.shape, np.nan)
+    out[:, : LEADS - k] = A[:, k:]
+    return out.ravel()
+
+
+def feature_columns(group: str, exog: Sequence[str], linear: bool = False) -> list[str]:
+    """Names of the columns feature group ``group`` adds for the exogenous columns ``exog``.
+
+    Parameters
+    ----------
+    group
+        One of :data:`FEATURE_GROUPS`.
+    exog
+        Exogenous columns the model reads.
+    linear
+        Only the columns :class:`HourlyOLS` takes as regressors: those defined for every lead
+        and per-day levels (wind at ``t - 1 h``, its daily max, min, mean cube and change, the
+        temperature and irradiance daily terms, both operator terms); the within-day
+        neighbours ``t + 1``/``t + 2 h`` are NaN at the last leads by construction.
+
+    Returns
+    -------
+    list of str
+        Empty when the region lacks the columns the group reads.
+    """
+    check_features((group,))
+    out: list[str] = []
+    if group == "wind_trajectory":
+        for c in exog:
+            if c.startswith(_WIND):
+                out += ([f"{c}_prev1", f"{c}_day_max", f"{c}_day_min", f"{c}_cubed_day_mean",
+                         f"dday_{c}_cubed_day_mean"] if linear else
+                        [f"{c}_prev1", f"{c}_prev2", f"{c}_next1", f"{c}_next2", f"{c}_mean3",
+                         f"{c}_day_max", f"{c}_day_min", f"{c}_day_std",
+                         f"{c}_cubed_day_mean", f"dday_{c}_cubed_day_mean"])
+            elif c.startswith(_TEMPERATURE):
+                out += [f"{c}_day_mean", f"dday_{c}_day_mean"]
+            elif c.startswith(_DSWRF):
+                out += [f"{c}_day_sum", f"dday_{c}_day_sum"]
+    else:
+        for src in OPERATOR_SOURCES:
+            if {f"op_{src}_mw", f"lag24_share_{src}", _LAG_TOTAL} <= set(exog):
+                out += [f"op_{src}_change_share", f"op_{src}_change_share_day"]
+    return out
+
+
+def wind_trajectory_features(X: pd.DataFrame, exog: Sequence[str],
+                             ts: pd.DatetimeIndex) -> dict[str, np.ndarray]:
+    """The GFS forecast around each target hour and over its forecast day ("wind_trajectory").
+
+    For a forecast issued at ``T`` for hour ``t = T + lead`` and every exogenous column
+    ``w = gfs_wind_speed*`` [m/s] (``W`` the 24 values of the forecast day ``T .. T + 23 h``,
+    ``W'`` the same hours a day earlier, ``T - 24 h .. T - 1 h``):
+
+    * ``<w>_prev1 = w[t - 1 h]``, ``<w>_prev2 = w[t - 2 h]`` [m/s]: read from ``X`` at those
+      hours; for leads 0 and 1 these are the rows before ``T``, the forecasts published for
+      those hours, which ``X`` holds at issue time (never an observation);
+    * ``<w>_next1 = w[t + 1 h]``, ``<w>_next2 = w[t + 2 h]`` [m/s] within the forecast day:
+      NaN where ``lead + 1`` (``+ 2``) passes 23 — the hour after the day is not read;
+    * ``<w>_mean3``: mean of ``w`` at ``t - 1``, ``t``, ``t + 1 h`` over those defined (at lead
+      23 the mean of ``t - 1`` and ``t``) [m/s];
+    * per forecast day, repeated over its 24 leads: ``<w>_day_max = max W``, ``<w>_day_min =
+      min W``, ``<w>_day_std = std W`` (population) [m/s], ``<w>_cubed_day_mean = mean W^3``
+      [m3/s3] (wind power grows with the cube of the speed, see the module docstring) and
+      ``dday_<w>_cubed_day_mean = mean W^3 - mean W'^3`` [m3/s3];
+    * for ``gfs_temperature*`` ``c`` [K]: ``<c>_day_mean`` and ``dday_<c>_day_mean`` (its change
+      against the day before) [K];
+    * for ``gfs_dswrf*`` ``c`` [W/m2]: ``<c>_day_sum`` [W h/m2 over the day] and
+      ``dday_<c>_day_sum`` (change against the day before).
+
+    Rows read from ``X``: ``T - 24 h .. T + 23 h``, all day-ahead forecasts published by the
+    issue time under the DACF protocol (GFS for the whole forecast day is known at ``T``; the
+    rows before ``T`` are earlier forecasts). Nothing after the forecast day ``T + 23 h`` is
+    read. A day aggregate is NaN when one of its 24 hours is (e.g. ``X`` cut at a horizon below
+    24 h); LightGBM routes NaN, :class:`HourlyOLS` leaves such rows out of its fit.
+    Columns other than these prefixes add nothing; a region without GFS columns gets none.
+
+    Parameters
+    ----------
+    X
+        Exogenous inputs by the hour they are for.
+    exog
+        Columns of ``X`` the model reads (only those are used).
+    ts
+        Target hours of the design, issue by issue, leads 0..23, shape ``(d * 24,)``.
+
+    Returns
+    -------
+    dict
+        Column name -> values, shape ``(d * 24,)`` each (names: :func:`feature_columns`).
+    """
+    out: dict[str, np.ndarray] = {}
+    for c in exog:
+        if not c.startswith((_WIND, _TEMPERATURE, _DSWRF)):
+            continue
+        x = X[c]
+        now = x.reindex(ts).to_numpy(float)
+        Wp = _by_day(x.reindex(ts - DAY).to_numpy(float))
+        W = _by_day(now)
+        if c.startswith(_WIND):
+            prev1 = x.reindex(ts - HOUR).to_numpy(float)
+            nxt1 = _within_day(now, 1)
+            out[f"{c}_prev1"] = prev1
+            out[f"{c}_prev2"] = x.reindex(ts - 2 * HOUR).to_numpy(float)
+            out[f"{c}_next1"] = nxt1
+            out[f"{c}_next2"] = _within_day(now, 2)
+            trio = np.column_stack([prev1, now, nxt1])
+            n_ok = np.isfinite(trio).sum(axis=1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[f"{c}_mean3"] = np.where(n_ok > 0, np.nansum(trio, axis=1) / n_ok, np.nan)
+            out[f"{c}_day_max"] = _per_day(W.max(axis=1))
+            out[f"{c}_day_min"] = _per_day(W.min(axis=1))
+            out[f"{c}_day_std"] = _per_day(W.std(axis=1))
+            m3 = (W ** 3).mean(axis=1)
+            out[f"{c}_cubed_day_mean"] = _per_day(m3)
+            out[f"dday_{c}_cubed_day_mean"] = _per_day(m3 - (Wp ** 3).mean(axis=1))
+        elif c.startswith(_TEMPERATURE):
+            out[f"{c}_day_mean"] = _per_day(W.mean(axis=1))
+            out[f"dday_{c}_day_mean"] = _per_day(W.mean(axis=1) - Wp.mean(axis=1))
+        else:
+            out[f"{c}_day_sum"] = _per_day(W.sum(axis=1))
+            out[f"dday_{c}_day_sum"] = _per_day(W.sum(axis=1) - Wp.sum(axis=1))
+    return out
+
+
+def operator_change_features(feats: dict[str, np.ndarray],
+                             exog: Sequence[str]) -> dict[str, np.ndarray]:
+    """The operator's forecast against the generation 24 h earlier ("operator_change").
+
+    For each source ``s`` in :data:`OPERATOR_SOURCES` whose operator forecast ``op_<s>_mw``
+    [MW], lagged share ``lag24_share_<s>`` [-] and ``lag24_total_mw`` [MW]
+    (:func:`lagged_source_shares`) are all exogenous columns of the model, with
+    ``tot = lag24_total_mw[t]`` and ``mw24 = lag24_share_<s>[t] * tot`` (the source's
+    generation at ``t - 24 h``):
+
+    * ``op_<s>_change_share = (op_<s>_mw[t] - mw24) / tot`` [-]: the change of the source's
+      share the operator expects against the same hour yesterday;
+    * ``op_<s>_change_share_day = mean_day(op_<s>_mw - mw24) / mean_day(tot)`` [-]: the same
+      over the forecast day (means over its 24 leads), repeated over the leads.
+
+    NaN where ``tot <= 0`` or an input is missing. What is read: the operator forecast at the
+    target hour (published day-ahead, known at issue time under the DACF protocol) and the fuel
+    mix at ``t - 24 h``, strictly before the issue time for every lead 0..23. A region without
+    these columns (no operator forecast of ``s``) adds nothing for ``s``.
+
+    Parameters
+    ----------
+    feats
+        Design columns so far (the exogenous columns at the target hours among them), each of
+        shape ``(d * 24,)``.
+    exog
+        Exogenous columns of the model.
+
+    Returns
+    -------
+    dict
+        Column name -> values, shape ``(d * 24,)`` each (names: :func:`feature_columns`).
+    """
+    out: dict[str, np.ndarray] = {}
+    if _LAG_TOTAL not in exog:
+        return out
+    tot = np.asarray(feats[_LAG_TOTAL], float)
+    tot = np.where(tot > 0, tot, np.nan)
+    for src in OPERATOR_SOURCES:
+        op, sh = f"op_{src}_mw", f"lag24_share_{src}"
+        if op not in exog or sh not in exog:
+            continue
+        diff = np.asarray(feats[op], float) - np.asarray(feats[sh], float) * tot
+        out[f"op_{src}_change_share"] = diff / tot
+        out[f"op_{src}_change_share_day"] = _per_day(_by_day(diff).mean(axis=1)
+                                                     / _by_day(tot).mean(axis=1))
+    return out
+
+
 def day_ahead_design(
     y: pd.Series,
     X: pd.DataFrame | None,
     issue_times: pd.DatetimeIndex,
     exog: Sequence[str] = (),
+    features: Sequence[str] = (),
 ) -> tuple[pd.DataFrame, np.ndarray]:
     """Feature table of day-ahead forecasts issued at ``issue_times`` for leads 0..23.
 
@@ -148,6 +368,12 @@ def day_ahead_design(
         Issue times (tz-aware UTC, on the hour), shape ``(d,)``.
     exog
         Columns of ``X`` to use.
+    features
+        Optional feature groups (:data:`FEATURE_GROUPS`) added after the exogenous columns:
+        ``"wind_trajectory"`` (:func:`wind_trajectory_features`; reads ``X`` from 24 h before
+        each issue time to the end of its forecast day) and ``"operator_change"``
+        (:func:`operator_change_features`). A group reads only columns in ``exog``; one whose
+        columns the region lacks adds nothing.
 
     Returns
     -------
@@ -156,7 +382,13 @@ def day_ahead_design(
         hours); the column ``issue`` holds each row's issue time.
     target : ndarray
         Shape ``(d * 24,)``: ``y`` at the target hours (NaN where unknown or after the data).
+
+    Raises
+    ------
+    ForecastError
+        Exogenous columns requested without ``X`` or missing from it; an unknown feature group.
     """
+    groups = check_features(features)
     yf = _fill_for_features(y)
     y0 = y.index[0]
     n = len(y)
@@ -203,6 +435,10 @@ def day_ahead_design(
             if c.startswith("gfs_wind_speed"):
                 feats[f"{c}_cubed"] = now[:, j] ** 3
                 feats[f"dx_{c}_cubed"] = now[:, j] ** 3 - prev[:, j] ** 3
+    if "wind_trajectory" in groups and X is not None and exog:
+        feats.update(wind_trajectory_features(X, exog, ts))
+    if "operator_change" in groups and exog:
+        feats.update(operator_change_features(feats, exog))
     out = pd.DataFrame(feats, index=ts)
     out["issue"] = np.repeat(issue_times, LEADS)
     return out, take(raw, tp)
@@ -232,6 +468,14 @@ class DayAheadModel(Forecaster):
         interval calibration and adaptive levels carry on). ``None`` (default) never refits.
         Each past day's residual comes from the fit in force at its issue time, so the
         calibration stays out of sample across refits.
+    features
+        Optional feature groups of :func:`day_ahead_design` (:data:`FEATURE_GROUPS`), e.g.
+        ``("wind_trajectory", "operator_change")``; default none.
+
+    Raises
+    ------
+    ForecastError
+        An unknown target or feature group, or ``refit_days`` below 1.
     """
 
     requires_exog: ClassVar[bool] = False
@@ -239,7 +483,9 @@ class DayAheadModel(Forecaster):
 
     def __init__(self, exog: Sequence[str] = (), target: str = "level", calib_days: int = 90,
                  window_days: int | None = None, aci_gamma: float | None = None,
-                 issue_hour: int = 0, refit_days: int | None = None, **params: Any) -> None:
+                 issue_hour: int = 0, refit_days: int | None = None,
+                 features: Sequence[str] = (), **params: Any) -> None:
+        feature_groups = check_features(features)
         if target not in ("level", "ratio"):
             raise ForecastError(f"{self.name}: target must be 'level' or 'ratio', got {target!r}")
         if refit_days is not None and int(refit_days) < 1:
@@ -247,8 +493,9 @@ class DayAheadModel(Forecaster):
                                 f"got {refit_days!r}")
         super().__init__(exog=tuple(exog), target=target, calib_days=calib_days,
                          window_days=window_days, aci_gamma=aci_gamma, issue_hour=issue_hour,
-                         refit_days=refit_days, **params)
+                         refit_days=refit_days, features=feature_groups, **params)
         self.exog = tuple(exog)
+        self.features = feature_groups
         self.target = target
         self.calib_days = int(calib_days)
         self.window_days = window_days
@@ -348,7 +595,7 @@ class DayAheadModel(Forecaster):
         if len(issues) < 14:
             raise ForecastError(f"{self.name}: need at least 3 weeks of history to fit, "
                                 f"got {len(issues) + 7} days")
-        feats, y_t = day_ahead_design(y[y.index < end], X, issues, self.exog)
+        feats, y_t = day_ahead_design(y[y.index < end], X, issues, self.exog, self.features)
         z = self._z(feats, y_t)
         ok = np.isfinite(z)
         if self.exog:
@@ -362,7 +609,8 @@ class DayAheadModel(Forecaster):
                   issues: pd.DatetimeIndex,
                   design: tuple[pd.DataFrame, np.ndarray] | None = None,
                   ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
-        feats, y_t = design if design is not None else day_ahead_design(y, X, issues, self.exog)
+        feats, y_t = (design if design is not None
+                      else day_ahead_design(y, X, issues, self.exog, self.features))
         z = self._predict_point(state, feats.drop(columns="issue"))
         mean = self._back(feats, z)
         bad = ~np.isfinite(mean)
@@ -596,7 +844,9 @@ class HourlyOLS(DayAheadModel):
 
     Regressors: constant, ``d1``, ``d2``, ``d7``, ``lag_1``, ``mean24``, day-of-week dummies,
     two annual harmonics, and the exogenous columns with their 24 h changes (wind speed also
-    cubed). Ordinary least squares, ``statsmodels.regression.linear_model.OLS``.
+    cubed); with ``features``, the groups' columns defined at every lead
+    (:func:`feature_columns` with ``linear=True``). Ordinary least squares,
+    ``statsmodels.regression.linear_model.OLS``.
 
     With ``scale_free`` (ratio target only) the lagged values enter as log ratios to ``d1``,
     ``log(d2 / d1)``, ``log(d7 / d1)``, ``log(lag_1 / d1)``, ``log(mean24 / d1)``, instead of
@@ -644,6 +894,8 @@ class HourlyOLS(DayAheadModel):
         cols = list(self._CALENDAR if self.scale_free else self._BASE)
         for e in self.exog:  # fixed order: the design may carry other models' columns too
             cols += [c for c in (e, f"dx_{e}", f"{e}_cubed", f"dx_{e}_cubed") if c in feats]
+        for g in self.features:
+            cols += [c for c in feature_columns(g, self.exog, linear=True) if c in feats]
         base = feats[cols].to_numpy(float)
         if self.scale_free:
             rel = np.column_stack([log_ratio_to_d1(feats, c) for c in self._RELATIVE])
@@ -803,6 +1055,7 @@ class DayAheadEnsemble(DayAheadModel):
                                 "finite, at least 0 and sum to 1")
         exog = tuple(dict.fromkeys(e for m in members for e in m.exog))
         kw.setdefault("exog", exog)
+        kw.setdefault("features", tuple(dict.fromkeys(f for m in members for f in m.features)))
         super().__init__(members=[m.name for m in members],
                          weights=None if weights is None else w.tolist(), **kw)
         self.members = list(members)
@@ -831,7 +1084,8 @@ class DayAheadEnsemble(DayAheadModel):
                   issues: pd.DatetimeIndex,
                   design: tuple[pd.DataFrame, np.ndarray] | None = None,
                   ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
-        design = design if design is not None else day_ahead_design(y, X, issues, self.exog)
+        design = (design if design is not None
+                  else day_ahead_design(y, X, issues, self.exog, self.features))
         means = [m._forecast(s, y, X, issues, design)[1]
                  for m, s in zip(self.members, state, strict=True)]
         return design[0], np.average(means, axis=0, weights=self.weights), design[1]
@@ -860,12 +1114,18 @@ class DacfSeasonalNaive(DayAheadModel):
 
 
 __all__ = [
+    "FEATURE_GROUPS",
+    "OPERATOR_SOURCES",
     "DacfSeasonalNaive",
     "DayAheadEnsemble",
     "DayAheadModel",
     "HourlyOLS",
     "LightGBMDayAhead",
     "TimeAxisError",
+    "check_features",
     "day_ahead_design",
+    "feature_columns",
     "lagged_source_shares",
+    "operator_change_features",
+    "wind_trajectory_features",
 ]

@@ -34,13 +34,25 @@ def synthetic(days: int = DAYS, seed: int = 0,
     wind = 5 + 3 * np.sin(np.arange(len(idx)) / 17.0) + rng.normal(0, 0.5, len(idx))
     y = 400 + 60 * np.sin(2 * np.pi * h / 24) - 15 * wind + rng.normal(0, 5, len(idx))
     X = pd.DataFrame({"gfs_wind_speed_m_per_s": wind}, index=idx)
+    # inputs of the optional feature groups (wind_trajectory, operator_change)
+    X["gfs_temperature_k"] = 280 + 5 * np.sin(2 * np.pi * (h - 6) / 24)
+    X["gfs_dswrf_w_per_m2"] = np.clip(600 * np.sin(2 * np.pi * (h - 6) / 24), 0, None)
+    X["op_wind_mw"] = 200 * wind + rng.normal(0, 50, len(idx))
+    X["lag24_share_wind"] = np.roll(wind, 24) / 20
+    X["lag24_total_mw"] = 20000 + rng.normal(0, 500, len(idx))
     return pd.Series(y, index=idx, name="ci"), X
+
+
+FEATURE_EXOG = ("gfs_wind_speed_m_per_s", "gfs_temperature_k", "gfs_dswrf_w_per_m2",
+                "op_wind_mw", "lag24_share_wind", "lag24_total_mw")
+BOTH = ("wind_trajectory", "operator_change")
 
 
 def fitted(cls, **kw):
     y, X = synthetic()
-    m = cls(exog=("gfs_wind_speed_m_per_s",), calib_days=14, window_days=14, aci_gamma=0.05,
-            **kw)
+    kw = dict(kw)  # the parametrised dicts are shared between tests
+    exog = kw.pop("exog", ("gfs_wind_speed_m_per_s",))
+    m = cls(exog=exog, calib_days=14, window_days=14, aci_gamma=0.05, **kw)
     m.fit(y[y.index < ISSUE], X[X.index < ISSUE])
     return m, y, X
 
@@ -48,7 +60,13 @@ def fitted(cls, **kw):
 MODELS = [(HourlyOLS, {}), (HourlyOLS, {"target": "ratio"}),
           (HourlyOLS, {"target": "ratio", "scale_free": True}),
           (LightGBMDayAhead, {"n_estimators": 30}),
-          (LightGBMDayAhead, {"n_estimators": 30, "target": "ratio", "scale_free": True})]
+          (LightGBMDayAhead, {"n_estimators": 30, "target": "ratio", "scale_free": True}),
+          # the feature groups: the no-look-ahead, contract and backcast tests cover them too
+          (HourlyOLS, {"target": "ratio", "scale_free": True, "ridge": 0.05,
+                       "exog": FEATURE_EXOG, "features": BOTH}),
+          (LightGBMDayAhead, {"n_estimators": 30, "target": "ratio", "scale_free": True,
+                              "exog": FEATURE_EXOG, "features": BOTH}),
+          (LightGBMDayAhead, {"n_estimators": 30, "exog": FEATURE_EXOG, "features": BOTH})]
 
 
 @pytest.mark.parametrize(("cls", "kw"), MODELS)
