@@ -320,10 +320,22 @@ def test_draws_are_capped_by_the_option(draws):
     assert len(res.earlier) == draws
 
 
-def test_the_short_path_prices_a_plan_on_each_earlier_iterate_and_keeps_the_best(monkeypatch):
+def _best_by_hand(st, draws) -> float:
+    """The least priced greedy objective over ``draws`` (row duals), computed here. [kg]"""
     from carbonsched.plan.baselines import priced_greedy
-    from carbonsched.plan.colgen import driver
     from carbonsched.plan.colgen.grid import kw_slot_cost
+
+    best = np.inf
+    for duals in draws:
+        lam_c, lam_p, lam_a = multipliers(st.sets, st.lay, duals)
+        plan = priced_greedy(st.sets, kw_slot_cost(st.sets) + lam_p - st.sets.pue * lam_a,
+                             lam_c, order=st.lff)
+        best = min(best, plan.totals["objective"])
+    return best
+
+
+def test_the_short_path_prices_a_plan_on_each_earlier_iterate_and_keeps_the_best(monkeypatch):
+    from carbonsched.plan.colgen import driver
 
     from .test_colgen_monotone import LIMIT_S, _opts, loaded_fleet
 
@@ -349,15 +361,10 @@ def test_the_short_path_prices_a_plan_on_each_earlier_iterate_and_keeps_the_best
     assert st.no_master and st.force_short and st.priced_by == "smoothed dual"
     assert not any(n == label for n, _ in st2.cands)   # the master path has its own duals
     assert 1 <= len(st.earlier_duals) <= ColgenOptions().smooth_draws
-    by_hand = []
-    for duals in st.earlier_duals:
-        lam_c, lam_p, lam_a = multipliers(st.sets, st.lay, duals)
-        by_hand.append(priced_greedy(st.sets, kw_slot_cost(st.sets) + lam_p
-                                     - st.sets.pue * lam_a, lam_c, order=st.lff))
     found = [r for n, r in st.cands if n == label]
     assert len(found) == 1, [n for n, _ in st.cands]
-    assert found[0].totals["objective"] == pytest.approx(
-        min(r.totals["objective"] for r in by_hand), rel=1e-12)
+    assert found[0].totals["objective"] == pytest.approx(_best_by_hand(st, st.earlier_duals),
+                                                         rel=1e-12)
     assert recount_violations(prob, found[0]) == {}
     assert res.totals["objective"] <= found[0].totals["objective"] + 1e-9
     assert label in res.solver.note
@@ -373,15 +380,10 @@ def test_the_short_path_prices_a_plan_on_each_earlier_iterate_and_keeps_the_best
     (alone,) = seen
     assert alone.no_master and not alone.force_short and alone.earlier_duals
     assert alone.marked_duals and label in res.solver.note
-    by_hand = []
-    for duals in alone.marked_duals:
-        lam_c, lam_p, lam_a = multipliers(alone.sets, alone.lay, duals)
-        by_hand.append(priced_greedy(alone.sets, kw_slot_cost(alone.sets) + lam_p
-                                     - alone.sets.pue * lam_a, lam_c, order=alone.lff))
     found = [r for n, r in alone.cands if n == label]
     assert len(found) == 1
     assert found[0].totals["objective"] == pytest.approx(
-        min(r.totals["objective"] for r in by_hand), rel=1e-12)
+        _best_by_hand(alone, alone.marked_duals), rel=1e-12)
     # priced after the one-slot repack, which starts from the last iterate's plan
     names = [n for n, _ in alone.cands]
     assert names.index(label) > names.index("priced greedy")

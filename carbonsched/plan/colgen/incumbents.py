@@ -123,11 +123,11 @@ def marked_draws(st: ColgenState) -> None:
     A short path alone (a limit under the short budget, no master LP) prices a plan on each of
     the smoothed dual's best iterates at evaluations ``e, 2e, 4e, ...`` (``st.marked_duals``,
     newest first, :attr:`ColgenOptions.smooth_marks_alone`) while one more fits the time left,
-    and appends the best, after the one-slot repack of the best plan so far: a longer limit
-    then keeps, within a factor of two in evaluations, the plan a shorter one would have
-    priced, and the repack still starts from the last iterate's plan, which its LP re-places
-    around best (10k × 16 × 48 at load 0.3, 20 s, seed 4: the mark's plan 2,019.9 kg repacked
-    to 2,028.7, the last iterate's 2,026.0 to 2,006.4).
+    and appends the best after the one-slot repack: a longer limit then keeps, within a factor
+    of two in evaluations, the plan a shorter one would have priced, and the repack still
+    starts from the best plan before the marks, as without them. Priced before the repack,
+    the mark's plan was repacked worse (10k × 16 × 48 at load 0.3, 20 s, seed 4: the mark's
+    plan 2,019.9 kg repacked to 2,028.7 kg, the last iterate's 2,026.0 kg to 2,006.4 kg).
     """
     if not (st.no_master and not st.force_short and st.marked_duals):
         return
