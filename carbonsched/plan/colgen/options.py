@@ -391,8 +391,8 @@ class ColgenOptions:
         In a short path alone (a limit under the short budget, no master LP), the best
         exact iterates at evaluations ``e, 2e, 4e, ...`` (``e`` =
         :attr:`smooth_draw_every`), the newest :attr:`smooth_draws` of them, price a
-        priced greedy plan each while one fits the time left
-        (:func:`~carbonsched.plan.colgen.incumbents.earlier_draws`), newest first, so a
+        priced greedy plan each after the one-slot repack while one fits the time left
+        (:func:`~carbonsched.plan.colgen.incumbents.marked_draws`), newest first, so a
         longer limit keeps, within a factor of two in evaluations, the plan a shorter one
         would have priced: on the 10k rolling step (9,200 pending jobs × 16 sites × 72 slots,
         seed 1) the smoothed dual's last iterate priced 2,159.6 kg after 201 evaluations at
