@@ -293,14 +293,14 @@ def test_grouped_site_notes_names_a_site_once_with_its_years_and_why():
     # its years merged as ranges, its note of why joined to them, the other sites' line apart
     from carbonsched.notes import grouped_site_notes
 
-    notes = ["a: 2025: floor 8.0%, curtailment 0.00% (equal to its target)",
+    notes = ["a: 2025: floor 8.0%, curtailment 0.00% (on target)",
              "s: 2025: floor 8.0%, curtailment 45.26% (target 2.42%, not met)",
              "s: above its target by design: hydro spill",
-             "a: 2026: floor 9.5%, curtailment 3.93% (equal to its target)",
-             "b: 2025: floor 66.4%, curtailment 1.00% (equal to its target)",
+             "a: 2026: floor 9.5%, curtailment 3.93% (on target)",
+             "b: 2025: floor 66.4%, curtailment 1.00% (on target)",
              "s: 2026: floor 8.0%, curtailment 46.97% (target 2.42%, not met)"]
     assert grouped_site_notes(notes, ["a", "b", "s"]) == [
-        "sites a, b: 2025–2026: floor 8.0–66.4%, curtailment 0.00–3.93% (equal to its target)",
+        "sites a, b: 2025–2026: floor 8.0–66.4%, curtailment 0.00–3.93% (on target)",
         "s: 2025–2026: floor 8.0%, curtailment 45.26–46.97% (target 2.42%, not met); "
         "above its target by design: hydro spill"]
 

@@ -284,7 +284,7 @@ def _model_year(province: str, year: int, latitude: float, longitude: float,
     missed = _target_missed(curtailed, target, floor, m["fossil_floor_min"],
                             m["fossil_floor_max"])
     on_target = (f"target {100 * target:.2f}%, not met" if missed
-                 else "equal to its target")
+                 else "on target")
     notes = (
         f"{year}: fossil must-run floor {100 * floor:.1f}% of demand, implied thermal intensity "
         f"K = {k:.0f} g/kWh, modelled curtailment {100 * curtailed:.2f}% of wind+solar "

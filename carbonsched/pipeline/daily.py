@@ -340,8 +340,9 @@ def naive_kept_note(model: SelectedForecaster) -> str | None:
     Returns
     -------
     str or None
-        ``"no model beat seasonal naive ...; used seasonal naive"`` naming the best other
-        candidate and both validation errors, or ``None`` (another model chosen, carbon
+        ``"no model beat seasonal naive ...; used seasonal naive"`` naming the hours it was
+        judged on, the best other candidate (an ``ens(a+b)`` as "the mean of a and b") and
+        both validation errors to two significant figures, or ``None`` (another model chosen, carbon
         intensity, naive the only candidate validated, or naive exact on the validation hours:
         the signal never left its bounds there, so there was nothing to forecast).
     """
@@ -356,11 +357,18 @@ def naive_kept_note(model: SelectedForecaster) -> str | None:
     if not others:
         return None
     best = min(others, key=others.__getitem__)
-    margin = 100 * SIGNAL_SETTINGS[model.signal]["margin"]
-    unit = "MAPE %" if d["metric"] == "mape" else "MAE"
-    return (f"no model beat seasonal naive by {margin:.0f} % on the validation hours off the "
-            f"bounds (best {best} {others[best]:.4g} vs naive "
-            f"{d['naive_validation_error']:.4g} {unit}); used seasonal naive")
+    settings = SIGNAL_SETTINGS[model.signal]
+    lo, hi = settings["clip"]
+    what = "the surplus index" if model.signal == "green_surplus_index" else "PUE"
+    hours = (f"{what} strictly between {lo:g} and {hi:g}" if np.isfinite(hi)
+             else f"{what} above {lo:g}")
+    pct = " %" if d["metric"] == "mape" else ""
+    members = best[4:-1].split("+") if best.startswith("ens(") and best.endswith(")") else []
+    label = f"the mean of {' and '.join(members)}" if len(members) > 1 else best
+    return (f"no model beat seasonal naive by {100 * settings['margin']:.0f} % on the "
+            f"validation hours with {hours} (best: {label}, {d['metric'].upper()} "
+            f"{others[best]:.2g}{pct} against naive's {naive_err:.2g}{pct}); "
+            "used seasonal naive")
 
 
 def prune_model_cache(cache: dict[Any, Any], issued_at: pd.Timestamp) -> int:

@@ -94,7 +94,7 @@ def test_calibrated_curtailment_matches_gansu_wind_utilisation() -> None:
                               pd.Timestamp("2023-01-02", tz=UTC))
     # target = (5.0% x 0.238 + 2.0% x 0.132) / 0.370 = 3.93 % (NEA: Gansu wind 95.0 %)
     note = next(n for n in meta["notes"] if n.startswith("2023:"))
-    assert "modelled curtailment 3.93% of wind+solar (equal to its target)" in note
+    assert "modelled curtailment 3.93% of wind+solar (on target)" in note
     assert not any("curtailment above its target" in n or "below its target" in n
                    for n in meta["notes"])
 
