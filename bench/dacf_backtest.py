@@ -37,7 +37,8 @@ def main() -> None:
     ap.add_argument("--md", type=Path, default=None)
     ap.add_argument("--forecasts-out", type=Path, default=None)
     ap.add_argument("--refit-days", type=int, default=7,
-                    help="refit cadence during the test [d]; 0 fits once before the test")
+                    help="refit cadence [d] of the test and of the validation forecasts "
+                         "that select the model; 0 fits once before each")
     args = ap.parse_args()
     t0 = time.perf_counter()
     res = run_backtest(args.data_dir, regions=args.regions, models=args.models,
@@ -115,7 +116,9 @@ NOTES = """## How these numbers were made
   `--refit-days` days of the test (default 7, the daily path's cadence; the command above says
   which) on all data before the issue time;
   each day's interval residual comes from the fit in force at its issue time. Validation (the
-  basis of selection) fits once, before 2021-01-01. `--refit-days 0` fits once before the test.
+  basis of selection) is forecast the same way: fitted before 2021-01-01 and refitted every
+  `--refit-days` days on all data before the refit (since 2026-12-06; before, one fit forecast
+  the whole half-year while the test refitted weekly). `--refit-days 0` fits once before each.
 * **Intervals**: split conformal on relative residuals by lead hour (pooled +-2 h): 90 days held out
   at the end of the training data, then a rolling 56-day window of out-of-sample residuals
   known before each issue time, with adaptive conformal inference (Gibbs & Candes 2021,
@@ -123,20 +126,20 @@ NOTES = """## How these numbers were made
   (56 d, 0.05) the validation 80 % coverage of the OLS / LightGBM level models was 79.5-81.2 %
   in every region (95 %: 94.4-95.2 %), against 76.0-81.6 % with the 56-day window alone.
 * **Where LightGBM joins** (chosen on validation): the scale-free LightGBM ratio model with the
-  `_x` feature groups (`lgbm_ratio_src_x`) is in every selected model: the stack in CISO
-  (weight 0.30, beside `lgbm_level_src_x` 0.26, `ols_ratio_src` 0.18, `ols_ratio_src_x` 0.16 and
-  `lgbm_ratio_src` 0.10), ERCO (0.52, beside `ols_ratio_src_x` 0.24, `lgbm_level_src_x` 0.13 and
-  `ols_level_src` 0.11) and DE (0.29, beside `lgbm_level` 0.27, `ols_level` 0.25,
-  `ols_ratio_src_x` 0.10 and three members below 0.06), the best two with `ols_level_src` in PJM,
-  the best three with `lgbm_ratio_src` and `ols_level` in ISNE and with `lgbm_ratio_src` and
-  `ols_ratio_src_x-noop` in SE. In the
+  `_x` feature groups (`lgbm_ratio_src_x`) is in the selected model of five regions: the best
+  three in CISO (with `ols_ratio_src_x` and `lgbm_level_src_x`), ERCO (with `lgbm_ratio_src` and
+  `ols_ratio_src_x`) and ISNE (with `lgbm_ratio_src` and `lgbm_level_src`), the best two with
+  `ols_level_src` in PJM, and the stack in DE (0.20, beside `ols_level` 0.21, `lgbm_level` 0.17,
+  `lgbm_level_src_x` 0.15, `ols_ratio_src_x` 0.11 and four members below 0.09). SE's stack has
+  `ols_ratio_src_x` 0.48, `lgbm_ratio_src` 0.30, `lgbm_level` 0.13, `ols_level_src-noop` 0.06
+  and `ols_level_src` 0.03. In the
   fit-once run of 2026-11-29 (`dacf_refit_days_0.json`), had the choice been restricted to
   statsmodels (best statsmodels-only candidate or ensemble on validation), the test mean MAPE
   would have been CISO 6.89, PJM 2.82, ERCO 8.09, ISNE 4.31, SE 5.99, DE 7.16 %: LightGBM took
   ERCO below DACF there (7.67 vs 8.05) and lowered CISO, ISNE and DE further.
 * **SE without its operator wind forecast** (whose ~0.98 correlation with actual wind is
-  suspiciously high): the selected SE model uses it through `lgbm_ratio_src` and
-  `lgbm_ratio_src_x`; the choice among
+  suspiciously high): the selected SE model uses it through every member but
+  `ols_level_src-noop`; the choice among
   the `-noop` rows (`selected_without_operator_forecast` in the JSON) does not, and the `-noop`
   rows give every SE model without it.
 * **DE**: the ENTSO-E day-ahead solar/wind forecasts exist only for the test period, so the DE

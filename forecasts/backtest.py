@@ -17,7 +17,8 @@ Protocol (Maji, Sitaraman & Shenoy, "DACF", ACM e-Energy 2022, doi:10.1145/35386
 * refit policy: each candidate is fitted on everything before 2021-07-01 and, during the test,
   refitted every :data:`REFIT_DAYS` days on everything before the issue time (expanding window,
   the cadence at which the daily path refits its models; ``refit_days=None`` keeps the first
-  fit); the validation forecasts that select the model come from one fit; its intervals
+  fit); the validation forecasts that select the model are made the same way, from a fit
+  before 2021-01-01 refitted at the same cadence (:func:`validation_blocks`); its intervals
   (:data:`INTERVAL_SETTINGS`: split conformal on a 90-day holdout, then a rolling 56-day
   window with adaptive conformal inference, gamma 0.05, chosen on validation coverage) use
   only forecasts whose actual values were all known before the issue time, each made by the
@@ -440,14 +441,43 @@ class BacktestResult:
             f.to_csv(tmp, index=False, float_format="%.4f")
 
 
-def _validate(model: DayAheadModel, data: RegionData) -> pd.DataFrame:
-    """Fit before :data:`VALIDATION_START`, point-forecast every validation day (00:00 UTC)."""
+def validation_blocks(refit_days: int | None) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
+    """The validation half-year cut where the test's refit cadence would refit: ``[start, end)``.
+
+    The test fits on everything before :data:`TEST_START` and refits every ``refit_days`` days
+    from it; validation does the same from :data:`VALIDATION_START`, so the forecasts that
+    select a model are made by fits as old as the test's are. ``None``: one block (one fit).
+
+    Returns
+    -------
+    list of (Timestamp, Timestamp)
+        Consecutive blocks covering 2021-01-01 .. 2021-07-01 (UTC); each starts at 00:00 and
+        is ``refit_days`` days long but the last, which ends at :data:`TEST_START`.
+    """
+    if refit_days is None:
+        return [(VALIDATION_START, TEST_START)]
+    starts = list(pd.date_range(VALIDATION_START, TEST_START, freq=f"{refit_days}D",
+                                inclusive="left"))
+    return list(zip(starts, starts[1:] + [TEST_START], strict=True))
+
+
+def _validate(model: DayAheadModel, data: RegionData,
+              refit_days: int | None = REFIT_DAYS) -> pd.DataFrame:
+    """Point-forecast every validation day (00:00 UTC) as the test forecasts its days.
+
+    Each block of :func:`validation_blocks` is forecast by a fit on everything before the
+    block's start (expanding window), as the test's refits are; ``refit_days=None`` fits once,
+    before :data:`VALIDATION_START`.
+    """
     ex = list(model.exog)
     X = data.X[ex] if ex and data.X is not None else None
-    model.fit(data.y[data.y.index < VALIDATION_START],
-              None if X is None else X[X.index < VALIDATION_START])
-    issues = pd.date_range(VALIDATION_START, TEST_START - pd.Timedelta(days=1), freq="D")
-    return model.backcast(data.y[data.y.index < TEST_START], X, issues)
+    y_known = data.y[data.y.index < TEST_START]
+    parts = []
+    for start, end in validation_blocks(refit_days):
+        model.fit(data.y[data.y.index < start], None if X is None else X[X.index < start])
+        issues = pd.date_range(start, end - pd.Timedelta(days=1), freq="D")
+        parts.append(model.backcast(y_known, X, issues))
+    return pd.concat(parts, ignore_index=True)
 
 
 def _run_region(data_dir: str | Path, region: str, names: Sequence[str],
@@ -459,7 +489,7 @@ def _run_region(data_dir: str | Path, region: str, names: Sequence[str],
     cands = _variants(data, names)
     val: dict[str, pd.DataFrame] = {}
     for key in cands:
-        val[key] = _validate(_make(key, cands, calib_days=0), data)
+        val[key] = _validate(_make(key, cands, calib_days=0), data, refit_days)
         say(f"{region}: validation {key}: MAPE "
             f"{mape_mean(val[key]['actual'], val[key]['mean']):.2f}")
     vmape = {k: mape_mean(v["actual"], v["mean"]) for k, v in val.items()}
@@ -562,8 +592,8 @@ def run_backtest(
         Worker processes, one region each (default ``min(2, cpu count, regions)``); every
         worker's numerical libraries run one thread.
     refit_days
-        Refit cadence during the test [d] (default :data:`REFIT_DAYS`); ``None`` fits once
-        before the test.
+        Refit cadence [d] of the test and of the validation forecasts that select the model
+        (default :data:`REFIT_DAYS`); ``None`` fits once before each.
 
     Returns
     -------
@@ -595,8 +625,8 @@ def run_backtest(
         n_jobs = min(2, os.cpu_count() or 1, len(regions))
     meta: dict[str, Any] = {
         "protocol": "issue 00:00 UTC daily, 24 h; test 2021-07-01..2021-12-31; validation "
-                    "2021-01-01..2021-06-30 (fit before 2021-01-01); selection = lowest "
-                    "validation mean MAPE",
+                    "2021-01-01..2021-06-30 (fit before 2021-01-01, refitted as the test "
+                    "is); selection = lowest validation mean MAPE",
         "refit_policy": ("fit on all data before 2021-07-01; "
                          + ("no refit during the test" if refit_days is None else
                             f"refit every {refit_days} d during the test on all data before "

@@ -27,7 +27,8 @@ def test_refit_days_below_zero_is_refused(tmp_path, shared_data):
     r = runner.invoke(app, ["backtest", "--data-dir", str(shared_data / "dacf"), "--regions",
                             "PJM", "--refit-days", "-3", "--out", str(tmp_path / "x.json")])
     assert r.exit_code == 2
-    assert "--refit-days must be 0 (fit once before the test) or a number of days >= 1, got -3" \
+    assert ("--refit-days must be 0 (fit once before validation and once before the test) or "
+            "a number of days >= 1, got -3") \
         in " ".join(r.output.split())
     assert not (tmp_path / "x.json").exists()
 

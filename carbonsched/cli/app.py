@@ -264,8 +264,9 @@ def backtest(
     forecasts_out: Annotated[Path | None, typer.Option(
         "--forecasts-out", help="Write every hourly forecast as CSV.")] = None,
     refit_days: Annotated[int | None, typer.Option(
-        "--refit-days", help="dacf: refit every candidate every N days of the test on all data "
-             "before the issue time (default 7; 0: fit once before the test).")] = None,
+        "--refit-days", help="dacf: refit every candidate every N days, of the test and of the "
+             "validation half-year that selects the model, on all data before the refit "
+             "(default 7; 0: fit once before each).")] = None,
     catalog: Annotated[str, typer.Option(help="sites: catalog (measured signals).")] = "global",
     date_from: Annotated[str | None, typer.Option(
         "--from", help="sites: first issue day, YYYY-MM-DD.")] = None,
@@ -326,8 +327,8 @@ def backtest(
         if refit_days is None:
             refit_days = REFIT_DAYS
         if refit_days < 0:
-            raise InputError(f"--refit-days must be 0 (fit once before the test) or a number "
-                             f"of days >= 1, got {refit_days}")
+            raise InputError("--refit-days must be 0 (fit once before validation and once "
+                             f"before the test) or a number of days >= 1, got {refit_days}")
         ddir = data_dir or (get_settings().data_dir / "dacf")
         regs = [r.strip() for r in regions.split(",")] if regions else None
         mods = [m.strip() for m in models.split(",")] if models else None

@@ -12,6 +12,8 @@ from carbonsched.errors import DataFormatError, ForecastError, InputError
 from carbonsched.forecasts.backtest import (
     STACK,
     BacktestResult,
+    RegionData,
+    _validate,
     coverage,
     daily_mapes,
     mae,
@@ -21,7 +23,9 @@ from carbonsched.forecasts.backtest import (
     run_backtest,
     score,
     stacked_forecast,
+    validation_blocks,
 )
+from carbonsched.forecasts.dacf_models import HourlyOLS
 
 
 def test_mape_mean_hand_computed():
@@ -204,3 +208,44 @@ def test_the_stack_is_a_weighted_mean_and_selection_reads_validation_only(shared
     f = r.forecasts.set_index(["model", "ts"])["mean"]
     mix = sum(v * f.loc[k].to_numpy() for k, v in w.items())
     np.testing.assert_allclose(f.loc[STACK].to_numpy(), mix, rtol=1e-5)
+
+
+def test_validation_blocks_follow_the_test_refit_cadence():
+    blocks = validation_blocks(7)
+    assert blocks[0] == (pd.Timestamp("2021-01-01", tz="UTC"), pd.Timestamp("2021-01-08", tz="UTC"))
+    # 181 validation days: 25 weeks, then a last block of 6 days ending where the test starts
+    assert len(blocks) == 26
+    assert blocks[-1] == (pd.Timestamp("2021-06-25", tz="UTC"),
+                          pd.Timestamp("2021-07-01", tz="UTC"))
+    assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:], strict=False))
+    assert validation_blocks(None) == [(pd.Timestamp("2021-01-01", tz="UTC"),
+                                        pd.Timestamp("2021-07-01", tz="UTC"))]
+
+
+def _drifting_region() -> RegionData:
+    """CI with a daily profile and a level that rises 1 g/kWh a day: a refit sees the drift."""
+    idx = pd.date_range("2020-11-01", "2021-07-02", freq="h", tz="UTC", inclusive="left")
+    days = (idx - idx[0]).days.to_numpy()
+    rng = np.random.default_rng(3)
+    y = pd.Series(300 + days + 40 * np.sin(2 * np.pi * idx.hour.to_numpy() / 24)
+                  + rng.normal(0, 3, len(idx)), index=idx)
+    return RegionData("SYN", y, None, [], [], pd.DataFrame())
+
+
+def test_validation_forecasts_each_block_with_a_fit_on_data_before_it():
+    data = _drifting_region()
+    val = _validate(HourlyOLS(calib_days=0), data, refit_days=7)
+    assert val["issued_at"].nunique() == 181 and len(val) == 181 * 24
+    once = _validate(HourlyOLS(calib_days=0), data, refit_days=None)
+    start, end = validation_blocks(7)[5]                      # 2021-02-05 .. 02-12
+    issues = pd.date_range(start, end - pd.Timedelta(days=1), freq="D")
+    fresh = HourlyOLS(calib_days=0)
+    fresh.fit(data.y[data.y.index < start], None)             # nothing from the block itself
+    want = fresh.backcast(data.y[data.y.index < pd.Timestamp("2021-07-01", tz="UTC")], None,
+                          issues)
+    got = val[val["issued_at"].isin(issues)].reset_index(drop=True)
+    np.testing.assert_allclose(got["mean"].to_numpy(), want["mean"].to_numpy(), rtol=1e-9)
+    # the one fit before 2021-01-01 forecasts the same block otherwise, and worse on the drift
+    before = once[once["issued_at"].isin(issues)]
+    assert np.abs(before["mean"].to_numpy() - got["mean"].to_numpy()).max() > 1.0
+    assert mape_mean(val["actual"], val["mean"]) < mape_mean(once["actual"], once["mean"])
