@@ -85,6 +85,7 @@ def test_values_are_parsed_into_their_fields():
     ("CARBONSCHED_CG_MASTER", "barrier", "must be one of auto, ipm, simplex"),
     ("CARBONSCHED_CG_REFINE_METHOD", "polyak", "must be one of smoothed, subgradient"),
     ("CARBONSCHED_CG_REPACK", "-1", "must be >= 0"),
+    ("CARBONSCHED_CG_REPACK_S", "-1e-9", "must be >= 0"),
     ("CARBONSCHED_CG_SHORT_FIRST", "1.01", "must be <= 1"),
     ("CARBONSCHED_CG_SHORT_FIRST", "-0.01", "must be >= 0"),
     # removed: every solve is staged whatever its size (a job threshold broke item 0)
@@ -109,6 +110,8 @@ def test_a_bad_value_is_refused_with_the_variable_named(var, value, why):
     ("CARBONSCHED_CG_SIMPLEX", "0", "simplex_strategy", 0),
     ("CARBONSCHED_CG_HEUR", "1.0", "repair_heuristic_effort", 1.0),
     ("CARBONSCHED_CG_REPACK", "0", "repack_max_options", 0),
+    ("CARBONSCHED_CG_REPACK_S", "0", "repack_s_per_option", 0.0),
+    ("CARBONSCHED_CG_REPACK_S", "1e-5", "repack_s_per_option", 1e-5),
     ("CARBONSCHED_CG_REFINE", "0", "refine_rounds", 0),
     ("CARBONSCHED_CG_IPM_TOL", "1e-300", "ipm_tol", 1e-300),
     ("CARBONSCHED_CG_SMOOTH", "0", "smooth_s_per_job", 0.0),

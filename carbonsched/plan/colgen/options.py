@@ -205,14 +205,18 @@ class ColgenOptions:
         0.9 it took 4.0 s, 5,925.6 -> 5,473.6 kg, and the plan ended at 0.92 %
         (docs/benchmarks/planner-log.md#planner-3-14). [-] Default 0.9.
     repack_s_per_option : float
-        Time the repack expects per option of those classes: 10k × 16 × 48 at load 0.8 took
-        2.1-2.6 s for 258,230 (seed 4) and 3.4-4.8 s for 269,016 (seed 2) with the pricing
-        (the LP over all of them at once: 6.0-7.6 s), on the 2 shared cores
-        (docs/benchmarks/planner-log.md#planner-3-14); at load 0.3, 0.5-1.0 s for 320k-344k
-        (seeds 0-4, docs/benchmarks/planner-log.md#planner-3-15).
-        1.5e-5 (3.14) skipped it at 0.3 in 20 s, where it gains most; the LP has its own
-        limit, so an estimate short of the worst case costs at most the time it was given.
-        [s] Default 1e-5.
+        Time the repack expects per option of those classes; it is skipped when that exceeds
+        the time it is given. The typical time, not the worst: the LP has its own limit and a
+        pricing round cut short by it keeps the last LP solved, so an estimate short of a slow
+        case costs at most the time it was given, while one too long skips the repack where it
+        gains most. Measured: 0.4-0.5 s for 320k-344k options (1.2-1.5e-6 s each) on 10k × 16
+        × 48 at load 0.3 (section 3's 20 s cell, 2026-12-06), 0.9-1.3 s for 456k (2.0-2.9e-6)
+        on the 10k rolling step's run 2 (72 slots, 2026-12-06), 2.1-4.8 s for 258k-269k
+        (0.8-1.8e-5) on 10k × 16 × 48 at load 0.8 (docs/benchmarks/planner-log.md#planner-3-14),
+        on the 2 shared cores. With 1e-5 the rolling step's 15 s solves skipped it (4.3-4.6 s
+        expected, 3.0-3.6 s available) and ended 0.4-1.1 % above their bound; with 3e-6 they
+        repack in about 1 s (BENCHMARKS.md section 16). [s] Default 3e-6;
+        ``CARBONSCHED_CG_REPACK_S`` (≥ 0).
     repack_price_k : int
         Options per class the repack starts from and adds per pricing round (0: the LP gets
         every option at once): 2, 5, 10, 20 and every option at once reached the same
@@ -458,7 +462,7 @@ class ColgenOptions:
     repair_all_classes: int = 1000
     repack_max_options: int = 2_000_000
     repack_share: float = 0.9
-    repack_s_per_option: float = 1e-5
+    repack_s_per_option: float = 3e-6
     repack_price_k: int = 2
     repack_rc_tol: float = 1e-6
     repack_round_tol: float = 1e-6
@@ -617,6 +621,7 @@ ENV: dict[str, tuple[str, Callable[[str], object]]] = {
     "CARBONSCHED_CG_HEUR": ("repair_heuristic_effort", _number(float, 0.0, 1.0)),
     "CARBONSCHED_CG_REPACK": ("repack_max_options", _number(int, 0)),
     "CARBONSCHED_CG_REPACK_K": ("repack_price_k", _number(int, 0)),
+    "CARBONSCHED_CG_REPACK_S": ("repack_s_per_option", _number(float, 0)),
     "CARBONSCHED_CG_SPLIT": ("split_share", _number(float, 0.0, 1.0)),
     "CARBONSCHED_CG_SITE": ("site_share", _number(float, 0.0, 1.0)),
     "CARBONSCHED_CG_SMOOTH": ("smooth_s_per_job", _number(float, 0.0)),
