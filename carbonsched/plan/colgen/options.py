@@ -209,13 +209,14 @@ class ColgenOptions:
         the time it is given. The typical time, not the worst: the LP has its own limit and a
         pricing round cut short by it keeps the last LP solved, so an estimate short of a slow
         case costs at most the time it was given, while one too long skips the repack where it
-        gains most. Measured: 0.4-0.5 s for 320k-344k options (1.2-1.5e-6 s each) on 10k × 16
-        × 48 at load 0.3 (section 3's 20 s cell, 2026-12-06), 0.9-1.3 s for 456k (2.0-2.9e-6)
-        on the 10k rolling step's run 2 (72 slots, 2026-12-06), 2.1-4.8 s for 258k-269k
-        (0.8-1.8e-5) on 10k × 16 × 48 at load 0.8 (docs/benchmarks/planner-log.md#planner-3-14),
-        on the 2 shared cores. With 1e-5 the rolling step's 15 s solves skipped it (4.3-4.6 s
-        expected, 3.0-3.6 s available) and ended 0.4-1.1 % above their bound; with 3e-6 they
-        repack in about 1 s (BENCHMARKS.md section 16). [s] Default 3e-6;
+        gains most. Measured on 10k × 16 × 48 at 20 s (BENCHMARKS.md section 3's cells,
+        2026-12-06): 0.4-0.5 s for 320k-344k options at load 0.3 (1.2-1.5e-6 s each),
+        0.5-1.1 s for 280k-298k at 0.6, 0.5-0.7 s for 252k-269k at 0.8 (2.0-2.8e-6; 2.1-4.8 s
+        on the planner of 2026-12-02, docs/benchmarks/planner-log.md#planner-3-14); 0.9-1.3 s
+        for 456k (2.0-2.9e-6) on the 10k rolling step's run 2 (72 slots). An estimate of 1e-5
+        skips it in that step's 15 s solves (4.3-4.6 s expected, 3.0-3.6 s available), whose
+        plans then end 0.4-0.9 % above their bound against 0.3-0.8 % with it (BENCHMARKS.md
+        section 16). [s] Default 3e-6;
         ``CARBONSCHED_CG_REPACK_S`` (≥ 0).
     repack_price_k : int
         Options per class the repack starts from and adds per pricing round (0: the LP gets
