@@ -187,7 +187,7 @@ def apply_rule(rec: dict[str, Any], rule: str) -> tuple[str, np.ndarray]:
     if base == "fitted":
         # the choice the fit made when the records were taken (the code of that run)
         nm = rec["chosen"]
-        members = nm[4:-1].split("+") if nm.startswith("ens(") else [nm]
+        members = reg.ensemble_members(nm)
         return nm, np.mean([tp[m] for m in members], axis=0)
     if base == "current":
         # this checkout's rule (registry.choose and the signal's settings)
@@ -204,17 +204,17 @@ def apply_rule(rec: dict[str, Any], rule: str) -> tuple[str, np.ndarray]:
             pc = np.mean([vp[c] for c in cm], axis=0)
             if _mape(pc, va) < (1 - m) * _memo(memo, ("e", reg.NAIVE, va.shape[1]),
                                               lambda: _mape(vp[reg.NAIVE], va)):
-                return f"ens({'+'.join(cm)})", np.mean([tp[c] for c in cm], axis=0)
+                return reg.ensemble_name(cm), np.mean([tp[c] for c in cm], axis=0)
         combo, base = [], "score:1"
     s = rule_scores(vp, va, base, memo)
     ranked = sorted(vp, key=lambda k: (s[k], list(vp).index(k)))
     a, b = ranked[:2]
-    nm = f"ens({'+'.join(sorted((a, b)))})"
+    nm = reg.ensemble_name(sorted((a, b)))
     vp[nm] = (vp[a] + vp[b]) / 2
     groups[nm] = (a, b)
     cm = [c for c in combo if c in rec["names"]]
     if len(cm) >= 2:
-        cn = f"ens({'+'.join(cm)})"
+        cn = reg.ensemble_name(cm)
         vp[cn] = np.mean([vp[c] for c in cm], axis=0)
         groups[cn] = tuple(cm)
     s = rule_scores(vp, va, base, memo)

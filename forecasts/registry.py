@@ -99,7 +99,7 @@ the intervals stay nested; the contract's ``_finish`` keeps them around the poin
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -147,6 +147,18 @@ INTERVAL_LEVELS = {"lo_95": 0.025, "lo_80": 0.10, "hi_80": 0.90, "hi_95": 0.975}
 
 SIGNALS = ("carbon_intensity_g_per_kwh", "green_surplus_index", "pue")
 NAIVE = "seasonal-naive-24h"
+
+
+def ensemble_name(members: Sequence[str]) -> str:
+    """The name of the equal-weight mean of ``members``: ``ens(a+b)``, in the order given."""
+    return f"ens({'+'.join(members)})"
+
+
+def ensemble_members(name: str) -> tuple[str, ...]:
+    """The members of an :func:`ensemble_name`; ``(name,)`` for a single model's name."""
+    if name.startswith("ens(") and name.endswith(")"):
+        return tuple(name[4:-1].split("+"))
+    return (name,)
 #: Registered candidates left out of the default choice: LightGBM costs 3-10 s per fit on a
 #: year (2 shared cores), more than the other candidates together, and a refit period fits it
 #: twice per site; pass ``candidates=`` to include it.
@@ -857,7 +869,7 @@ def choose(preds: dict[str, np.ndarray], actual: np.ndarray, metric: str, margin
     singles = list(preds)
     groups: dict[str, tuple[str, ...]] = {k: (k,) for k in singles}
     combo = tuple(n for n in combination if n in singles)
-    combo_name = f"ens({'+'.join(combo)})"
+    combo_name = ensemble_name(combo)
     if len(combo) >= 2:
         if combo_name not in preds:
             preds[combo_name] = np.mean([preds[n] for n in combo], axis=0)
@@ -870,7 +882,7 @@ def choose(preds: dict[str, np.ndarray], actual: np.ndarray, metric: str, margin
     order = list(singles)
     if len(ranked) >= 2:
         a, b = ranked[:2]
-        name = f"ens({'+'.join(sorted((a, b)))})"
+        name = ensemble_name(sorted((a, b)))
         if name not in preds:
             preds[name] = (preds[a] + preds[b]) / 2.0
             add(name)
@@ -1324,5 +1336,6 @@ class SelectedForecaster(Forecaster):
 
 
 __all__ = ["ACI_GAMMA", "DEFAULT_SCHEDULE", "LEAD_BUCKETS", "NAIVE", "SIGNAL_SETTINGS",
-           "Candidate", "ModelSchedule", "combination_members", "exogenous_candidates",
+           "Candidate", "ModelSchedule", "combination_members", "ensemble_members",
+           "ensemble_name", "exogenous_candidates",
            "SelectedForecaster", "aci_replay", "conformal_bounds", "registry", "window_bounds"]

@@ -43,6 +43,7 @@ from carbonsched.forecasts.registry import (
     DEFAULT_SCHEDULE,
     SIGNAL_SETTINGS,
     SelectedForecaster,
+    ensemble_members,
 )
 from carbonsched.forecasts.registry import (
     NAIVE as NAIVE_MODEL,
@@ -363,7 +364,7 @@ def naive_kept_note(model: SelectedForecaster) -> str | None:
     hours = (f"{what} strictly between {lo:g} and {hi:g}" if np.isfinite(hi)
              else f"{what} above {lo:g}")
     pct = " %" if d["metric"] == "mape" else ""
-    members = best[4:-1].split("+") if best.startswith("ens(") and best.endswith(")") else []
+    members = ensemble_members(best)
     label = f"the mean of {' and '.join(members)}" if len(members) > 1 else best
     return (f"no model beat seasonal naive by {100 * settings['margin']:.0f} % on the "
             f"validation hours with {hours} (best: {label}, {d['metric'].upper()} "

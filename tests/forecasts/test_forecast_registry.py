@@ -308,3 +308,14 @@ def test_the_index_is_chosen_on_the_hours_off_its_bounds() -> None:
                                                          rel=1e-6)
     assert d["naive_validation_error"] > np.abs(naive - act).mean()
     assert "off the output bounds" in d["criterion"]
+
+
+def test_an_ensemble_name_gives_back_its_members():
+    from carbonsched.forecasts.registry import ensemble_members, ensemble_name
+
+    name = ensemble_name(("ridge_hourly", "ols_hourly_ratio"))
+    assert name == "ens(ridge_hourly+ols_hourly_ratio)"
+    assert ensemble_members("ens(ridge_hourly+ols_hourly_ratio)") == ("ridge_hourly",
+                                                                      "ols_hourly_ratio")
+    assert ensemble_members("seasonal-naive-24h") == ("seasonal-naive-24h",)
+    assert ensemble_members("ens(") == ("ens(",)   # not an ensemble's name: itself
