@@ -31,6 +31,28 @@ def default_database_url() -> str:
     return f"sqlite:///{d / 'carbonsched.db'}"
 
 
+def database_label(url: Any) -> str:
+    """The database as a person reads it: a SQLite file's path, else the URL without password.
+
+    Parameters
+    ----------
+    url : str or sqlalchemy.engine.URL
+        A SQLAlchemy database URL (``sqlite:////abs/path.db``, ``postgresql+psycopg://u:p@h/db``).
+
+    Returns
+    -------
+    str
+        ``/abs/path.db`` for a SQLite file, ``SQLite in memory`` for ``sqlite://``, else the URL
+        rendered with its password as ``***`` (SQLAlchemy's ``hide_password``).
+    """
+    from sqlalchemy.engine import make_url  # deferred: SQLAlchemy is not needed to read settings
+
+    u = make_url(url)
+    if u.get_backend_name() == "sqlite":
+        return u.database if u.database not in (None, "", ":memory:") else "SQLite in memory"
+    return u.render_as_string(hide_password=True)
+
+
 CONFIG_ENV = "CARBONSCHED_CONFIG"
 """Environment variable naming the TOML config file."""
 

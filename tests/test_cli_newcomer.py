@@ -40,7 +40,7 @@ def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
     pid = doc["plan_id"]
     text = _flat(r.output)
     assert f"plan written to {out}" in text
-    assert (f"plan {pid} recorded in sqlite:///{tmp_path}/store.db; get it as JSON with "
+    assert (f"plan {pid} recorded in {tmp_path}/store.db; get it as JSON with "
             f"`carbonsched plans show {pid} --json`") in text
     # ... on one line as printed: a command broken over two lines cannot be copied
     hint = next(ln for ln in r.output.splitlines() if ln.startswith(f"plan {pid} recorded"))
@@ -76,11 +76,15 @@ def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
         return sorted(" ".join(ln.split()) for ln in rows)
 
     assert table(back.output) == table(r.output)
+    # no line ends in spaces (Rich pads a left-justified title to the table's width), so a log
+    # or a paste has none: the per-site table's title is there, unpadded
+    assert "Per site (forecast)" in r.output.splitlines()
+    assert [ln for ln in (r.output + back.output).splitlines() if ln != ln.rstrip()] == []
     assert len(table(r.output)) == len(doc["sites"])
     assert set(doc["site_roles"]) == set(doc["sites"])
     assert max(len(ln) for ln in shown) > 150
     # the count is of the notes those lines sum; the DEMO line's note is counted apart
-    assert (f"({len(doc['notes']) - 1} notes as {len(shown)} line(s), one per kind; 1 more "
+    assert (f"({len(doc['notes']) - 1} notes in {len(shown)} lines, one per kind; 1 more "
             "said above, in the DEMO line; --all-notes (or --verbose) prints each)") in text
     # the DEMO workload note is the DEMO line above the table, not a note again
     assert not any(ln.startswith("note: workload:") for ln in shown)
@@ -384,3 +388,15 @@ def test_the_saving_line_says_saved_or_more(tmp_path, monkeypatch, emissions, wo
     monkeypatch.setattr(cli, "out", Console(file=buf, width=150))
     cli.print_plan(doc, [])
     assert words in _flat(buf.getvalue())
+
+
+def test_every_table_of_the_cli_is_made_by_the_one_helper():
+    """Every command's table comes from ``cli.common.table`` (its title is never padded)."""
+    from pathlib import Path
+
+    import carbonsched.cli as cli
+
+    folder = Path(cli.__file__).parent
+    direct = [p.name for p in folder.glob("*.py")
+              if p.name != "common.py" and "Table(" in p.read_text()]
+    assert direct == []

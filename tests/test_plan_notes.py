@@ -36,7 +36,7 @@ def test_global_plan_reports_no_price_and_one_line_per_kind(shared_data, tmp_pat
     assert "4252 of 8952 hour(s) without temperature (NaN)" in missing
     # the count is of the notes those lines sum; the DEMO line's note is counted apart
     said = " ".join(r.output.split())
-    assert (f"({len(doc['notes']) - 1} notes as {len(shown)} line(s), one per kind; 1 more "
+    assert (f"({len(doc['notes']) - 1} notes in {len(shown)} lines, one per kind; 1 more "
             "said above, in the DEMO line; --all-notes (or --verbose) prints each)") in said
     r = runner.invoke(app, ["plan", "--catalog", "global", "--date", "2023-07-15", "--no-store",
                             "--verbose"], terminal_width=200)

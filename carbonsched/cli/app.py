@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from carbonsched.cli.common import (
     PlainFlagsGroup,
@@ -22,6 +21,7 @@ from carbonsched.cli.common import (
     print_error,
     solver_chatter_to_stderr,
     status_line,
+    table,
     tomorrow,
     write_json,
 )
@@ -212,8 +212,8 @@ def plan(
         res.raise_store_error()
         if store:
             err.print(f"plan {pid} recorded in {res.stored_in}; get it as JSON "
-                      f"with `carbonsched plans show {pid} --json` (or `carbonsched plans show "
-                      "latest --json`), list plans with `carbonsched plans list`",
+                      f"with `carbonsched plans show {pid} --json`, list plans with "
+                      "`carbonsched plans list`",
                       highlight=False, soft_wrap=True)  # a wrapped command breaks copy-paste
         elif not out_file:
             err.print(f"plan {pid} was neither recorded (--no-store) nor written; add "
@@ -530,7 +530,7 @@ def catalog_list() -> None:
     """List the shipped catalogs."""
     from carbonsched.catalog import list_catalogs, load_catalog
 
-    t = Table("catalog", "sites", "signals", "description")
+    t = table("catalog", "sites", "signals", "description")
     for name in list_catalogs():
         c = load_catalog(name)
         t.add_row(name, str(len(c.sites)), str(c.signal_quality), c.description)
@@ -544,7 +544,7 @@ def catalog_show(name: Annotated[str, typer.Argument(help="Catalog name or TOML 
 
     with errors():
         c = load_catalog(name)
-        t = Table("site", "role", "zone", "GPUs (nodes × GPUs per node)", "IT cap kW", "backend",
+        t = table("site", "role", "zone", "GPUs (nodes × GPUs per node)", "IT cap kW", "backend",
                   title=c.name)
         unshaped = []
         for s in c.sites:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rich.table import Table
-
-from carbonsched.cli.common import err, out, status_line, write_json
+from carbonsched.cli.common import err, out, status_line, table, write_json
 
 
 def _pct(v: float | None, nd: int = 2) -> str:
@@ -33,10 +31,10 @@ def site_backtest(out_file: Path, catalog: str, data_dir: Path, date_from: str, 
     write_json(out_file, json.loads(json.dumps(res, default=str)))
     if forecasts_out:
         write_forecasts_csv(forecasts, forecasts_out)
-    t = Table("site", "signal", "MAPE %", "naive MAPE %", "MAE", "skill", "cov 80", "cov 95",
+    t = table("site", "signal", "MAPE %", "naive MAPE %", "MAE", "skill", "cov 80", "cov 95",
               "model", title=f"Site backtest {res['from']} .. {res['to']} ({res['days']} days, "
               f"issued 00:00 UTC, {res['horizon_hours']} h, every {res['every_days']} day(s), "
-              f"catalog {res['catalog']})", title_justify="left")
+              f"catalog {res['catalog']})")
     for sid, by_signal in res["sites"].items():
         for signal, r in by_signal.items():
             model = next(iter(r["models"]), "-")
@@ -48,8 +46,8 @@ def site_backtest(out_file: Path, catalog: str, data_dir: Path, date_from: str, 
     if horizon_hours > 24:
         ci = "carbon_intensity_g_per_kwh"
         buckets = list(res["mean_skill_by_lead"].get(ci, {}))
-        lt = Table("site", *(f"skill {b}" for b in buckets), *(f"cov 80/95 {b}" for b in buckets),
-                   title="Carbon intensity by lead", title_justify="left")
+        lt = table("site", *(f"skill {b}" for b in buckets), *(f"cov 80/95 {b}" for b in buckets),
+                   title="Carbon intensity by lead")
         for sid, by_signal in res["sites"].items():
             bl = by_signal.get(ci, {}).get("by_lead", {})
             lt.add_row(sid, *(_pct(bl.get(b, {}).get("skill"), 3) for b in buckets),
@@ -58,11 +56,10 @@ def site_backtest(out_file: Path, catalog: str, data_dir: Path, date_from: str, 
         out.print(lt)
     if res.get("against"):
         a = res["against"]
-        at = Table("site", "hours", "MAPE %", "provider MAPE %", "naive MAPE %", "skill",
+        at = table("site", "hours", "MAPE %", "provider MAPE %", "naive MAPE %", "skill",
                    "provider skill", "unmatched h",
                    title=f"Carbon intensity vs the published forecast in {a['file']} (same "
-                         f"hours; {a['rows_used']} rows used, {a['rows_unused']} unused)",
-                   title_justify="left")
+                         f"hours; {a['rows_used']} rows used, {a['rows_unused']} unused)")
         for sid, r in a["sites"].items():
             at.add_row(sid, str(r["hours"]), _pct(r["mape_pct"]), _pct(r["provider_mape_pct"]),
                        _pct(r["naive_mape_pct"]), _pct(r["skill"], 3),

@@ -18,6 +18,7 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 from typer.core import TyperGroup
 
 from carbonsched.errors import (
@@ -172,3 +173,21 @@ def write_json(path: Path, doc: Any) -> None:
     atomic_write_text(path, json.dumps(doc, indent=2) + "\n")
 
 
+
+
+def table(*headers: str, title: str | None = None, **kwargs: Any) -> Table:
+    """A Rich table as every command prints one: its title on the left, with no padding.
+
+    Rich pads a left- or centre-justified title with spaces to the table's width, which leaves
+    trailing spaces in logs and pasted output; ``title_justify="default"`` does not.
+
+    Parameters
+    ----------
+    *headers
+        Column headers (:class:`rich.table.Table`'s ``*headers``).
+    title
+        The title line above the table, or ``None``.
+    **kwargs
+        Any other :class:`rich.table.Table` argument.
+    """
+    return Table(*headers, title=title, title_justify="default", **kwargs)

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Annotated
 import pandas as pd
 import typer
 from rich.markup import escape
-from rich.table import Table
 
+from carbonsched.cli.common import table
 from carbonsched.errors import TimeAxisError
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def dispatch(
         out.print(f"dry run of plan {summary.plan_id}: {summary.counts.get('dry_run', 0)} "
                   f"submissions rendered, nothing submitted; other placements: {others}")
     else:
-        t = Table(title=f"dispatch of plan {summary.plan_id}")
+        t = table(title=f"dispatch of plan {summary.plan_id}")
         for col in ("site", "backend", "action", "count"):
             t.add_column(col, justify="right" if col == "count" else "left")
         per: dict[tuple[str, str, str], int] = {}
@@ -214,7 +214,7 @@ def status(
                                                          "actual_start", "actual_end")})
         out.print_json(json.dumps(recs.to_dict(orient="records"), default=str))
         return
-    t = Table(title=f"dispatch status{' of plan ' + pid if pid else ''} (UTC)")
+    t = table(title=f"dispatch status{' of plan ' + pid if pid else ''} (UTC)")
     for col in ("job", "site", "backend id", "state", "reason", "planned start", "actual start",
                 "actual end", "times from"):
         t.add_column(col, overflow="fold")

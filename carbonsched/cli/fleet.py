@@ -14,7 +14,8 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
+
+from carbonsched.cli.common import table
 
 
 def catalog_init(
@@ -118,8 +119,8 @@ def catalog_check(
                   f"{len(cat.sites)} sites, {len(cat.areas)} user areas, signals "
                   f"{cat.signal_quality}", highlight=False)
         for c in checks:
-            t = Table("signal", "status", "from", title=f"{c.site_id} ({c.role}, zone {c.zone}, "
-                      f"{c.source})", title_justify="left")
+            t = table("signal", "status", "from", title=f"{c.site_id} ({c.role}, zone {c.zone}, "
+                      f"{c.source})")
             for s in c.signals:
                 style = {"missing": "red", "partial": "yellow", "modelled": "magenta"}.get(
                     s.status, "")

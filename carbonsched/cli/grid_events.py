@@ -13,7 +13,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 import typer
-from rich.table import Table
+
+from carbonsched.cli.common import table
 
 grid_app = typer.Typer(help="Grid events: shed a site's power in a window, then resume "
                        "(CARBONSCHED_DATABASE_URL).", no_args_is_help=True)
@@ -111,9 +112,8 @@ def list_(
             out.print("no grid events recorded; add one with `carbonsched grid-event add`",
                       soft_wrap=True)
             return
-        t = Table("event_id", "site", "start (UTC)", "end (UTC)", "state", "target kW",
-                  "planned kW", "shortfall kW", "actions", title="Grid events",
-                  title_justify="left")
+        t = table("event_id", "site", "start (UTC)", "end (UTC)", "state", "target kW",
+                  "planned kW", "shortfall kW", "actions", title="Grid events")
         for r in rows:
             t.add_row(r["event_id"], r["site"], r["start"][:16], r["end"][:16], r["state"],
                       _kw(r["target_reduction_kw"]) if r["target_reduction_kw"] is not None
@@ -145,7 +145,7 @@ def show(
         out.print(f"{d['event_id']} at {d['site']} {d['start']} to {d['end']}: {d['state']}; "
                   f"{d['detail'] or 'not re-planned yet (it has not started)'}",
                   highlight=False, soft_wrap=True)
-        t = Table("key", "action", "state", "backend id", "kW", "detail")
+        t = table("key", "action", "state", "backend id", "kW", "detail")
         for a in d["actions"]:
             t.add_row(a["key"], a["action"], a["state"], a["backend_id"] or "-",
                       f"{a['power_kw']:.1f}", a["detail"])

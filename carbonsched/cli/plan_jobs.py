@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.table import Table
-
-from carbonsched.cli.common import out
+from carbonsched.cli.common import out, table
 
 
 def print_jobs(doc: dict[str, Any]) -> None:
@@ -21,7 +19,7 @@ def print_jobs(doc: dict[str, Any]) -> None:
     doc : dict
         A plan document (``plans show --json``'s).
     """
-    t = Table(title=f"Jobs of plan {doc['plan_id'][:12]} (UTC)", title_justify="left")
+    t = table(title=f"Jobs of plan {doc['plan_id'][:12]} (UTC)")
     for col, j in (("job", "left"), ("start", "left"), ("end", "left"), ("site", "left"),
                    ("GPUs", "right"), ("kWh", "right"), ("kg CO2e", "right")):
         t.add_column(col, justify=j, no_wrap=True)  # type: ignore[arg-type]

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from rich.markup import escape
-from rich.table import Table
 
-from carbonsched.cli.common import out
+from carbonsched.cli.common import out, table
 from carbonsched.notes import NoteKind, note_line, notes_by_kind
 
 
@@ -29,7 +28,7 @@ def print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
                   "jobs; give --jobs FILE to plan real work", highlight=False)
     out.print(f"solver {s['name']}: [bold]{s['status']}[/], MIP gap {gap}, "
               f"{s['seconds']:.1f} s")
-    t = Table(title="Per site (forecast)", title_justify="left")
+    t = table(title="Per site (forecast)")
     for col, j in (("site", "left"), ("role", "left"), ("jobs", "right"),
                    ("job GPU-h", "right"), ("inference GPU-h", "right"), ("energy kWh", "right"),
                    ("emissions kg CO2e", "right")):
@@ -92,7 +91,8 @@ def print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
         # the count is of the lines it sums (a note said in the header above is counted apart)
         above = len(notes) - len(shown)
         where = " and ".join(said_in) + (" line" if len(said_in) == 1 else " lines")
-        out.print(f"[dim]({len(shown)} notes as {len(kinds)} line(s), one per kind"
+        lines = f"{len(kinds)} line" + ("" if len(kinds) == 1 else "s")
+        out.print(f"[dim]({len(shown)} notes in {lines}, one per kind"
                   + (f"; {above} more said above, in the {where}" if above else "")
                   + "; --all-notes (or --verbose) prints each)[/]", highlight=False,
                   soft_wrap=True)
@@ -107,7 +107,7 @@ def print_tenants(doc: dict[str, Any]) -> None:
     skipped = [r for r in doc["tenants"] if r.get("fair_applied") is False]
     title = ("Tenants (fairness not applied: shares as placed, not held to targets)"
              if skipped else "Tenants (fair shares)")
-    t = Table(title=title, title_justify="left")
+    t = table(title=title)
     for col, j in (("tenant", "left"), ("weight", "right"), ("GPU-h asked", "right"),
                    ("GPU-h placed", "right"), ("dominant share", "right"),
                    ("fair target", "right"), ("quota GPU-h", "right"), ("quota met", "left")):

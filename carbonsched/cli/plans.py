@@ -10,7 +10,8 @@ import json
 from typing import Annotated
 
 import typer
-from rich.table import Table
+
+from carbonsched.cli.common import table
 
 plans_app = typer.Typer(help="Plans recorded in the store (CARBONSCHED_DATABASE_URL).",
                         no_args_is_help=True)
@@ -47,9 +48,8 @@ def plans_list(
             out.print("no plans recorded" + (f" for {date}" if date else "")
                       + "; run `carbonsched plan` to make one", soft_wrap=True)
             return
-        t = Table("plan_id", "date", "catalog", "signals", "status", "kg CO2e",
-                  "baseline kg", "recorded (UTC)", title="Recorded plans (newest first)",
-                  title_justify="left")
+        t = table("plan_id", "date", "catalog", "signals", "status", "kg CO2e",
+                  "baseline kg", "recorded (UTC)", title="Recorded plans (newest first)")
         for r in rows:
             t.add_row(r["plan_id"], r["date"], r["catalog"], r["signal_quality"],
                       r["solver_status"], f"{r['emissions_kg']:,.1f}",

@@ -10,6 +10,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from carbonsched.cli.common import table
+
 #: Label of the oracle's row (:data:`carbonsched.evaluate.replay.ORACLE_LABEL`, kept here so
 #: that importing the CLI does not import pandas).
 ORACLE_ROW = "oracle (bound, perfect foresight)"
@@ -55,7 +57,7 @@ def trace_replay_table(res: dict[str, Any]) -> Table:
     unplaced work priced at each day's dirtiest site-hour next to the raw ones, so a policy that
     leaves work out does not look cleaner; the oracle's row is labelled as the bound it is.
     """
-    t = Table("policy", "kg CO2e", "unplaced jobs", "unplaced GPU-h", "kg CO2e incl. unplaced",
+    t = table("policy", "kg CO2e", "unplaced jobs", "unplaced GPU-h", "kg CO2e incl. unplaced",
               "reduction % incl. unplaced", "oracle share", "surplus MWh", "deadline misses",
               "SLO viol.", "capacity viol.", "seconds",
               title=f"Replay {res['start']} .. {res['end']} ({res['days']} days); unplaced "
@@ -89,7 +91,7 @@ def run_and_print(jobs: Path, out_file: Path, catalog: str, data_dir: Path | Non
     write_json(out_file, res)
     # ten columns, so that a terminal of ~120 shows every header whole: counts that belong
     # together share a column ("a / b")
-    t = Table("policy", "kg CO2e", "reduction %", "oracle share", "jobs placed / unplaced",
+    t = table("policy", "kg CO2e", "reduction %", "oracle share", "jobs placed / unplaced",
               "unplaced MWh", "with unplaced %", "deadline misses / capacity / SLO viol.",
               "runs time-limited / fallback", "planner s (longest run)",
               title=f"Rolling replay of {res['jobs']} jobs, {res['first_run']} .. "
@@ -135,7 +137,7 @@ def forecast_error_table(summary: dict[str, dict[str, Any]], title: str) -> Tabl
 
     Per site: MAPE [%], MAE [g/kWh], hours scored and the models used (hours each).
     """
-    t = Table("site", "MAPE %", "MAE g/kWh", "hours", "models (hours)", title=title)
+    t = table("site", "MAPE %", "MAE g/kWh", "hours", "models (hours)", title=title)
     for sid, e in summary.items():
         t.add_row(sid, "-" if e["ci_mape_pct"] is None else f"{e['ci_mape_pct']:.2f}",
                   "-" if e["ci_mae_g_per_kwh"] is None else f"{e['ci_mae_g_per_kwh']:.1f}",

@@ -18,8 +18,8 @@ from typing import Annotated, Any
 import pandas as pd
 import typer
 from rich.markup import escape
-from rich.table import Table
 
+from carbonsched.cli.common import table
 from carbonsched.errors import (
     CarbonschedError,
     ProviderConfigError,
@@ -92,10 +92,10 @@ def check(
                 continue
             for group, b in bindings.items():
                 seen.setdefault((b.provider, b.zone or sites[sid].zone, group), []).append(sid)
-        table = Table(title=f"Signal providers at {t_now.isoformat()}", title_justify="left")
+        tbl = table(title=f"Signal providers at {t_now.isoformat()}")
         for col in ("provider", "kind", "zone", "signal", "sites", "status", "newest value",
                     "age h", "requests", "detail"):
-            table.add_column(col, justify="right" if col in ("age h", "requests") else "left")
+            tbl.add_column(col, justify="right" if col in ("age h", "requests") else "left")
         worst = 0
         for (name, zone, group), site_ids in sorted(seen.items()):
             spec = live.config.providers[name]
@@ -118,10 +118,10 @@ def check(
                 status, detail, worst = "[red]unavailable[/]", exc.detail, max(worst, 3)
             except (ProviderError, CarbonschedError) as exc:
                 status, detail, worst = "[red]error[/]", str(exc), max(worst, 3)
-            table.add_row(name, spec.kind, zone, group, ", ".join(site_ids), status, newest,
-                          age, str(live.requests - before), escape(detail[:120]))
+            tbl.add_row(name, spec.kind, zone, group, ", ".join(site_ids), status, newest,
+                        age, str(live.requests - before), escape(detail[:120]))
         live.close()
-        out.print(table)
+        out.print(tbl)
         if worst >= 2:
             raise typer.Exit(2 if worst == 2 else 3)
 
@@ -150,11 +150,10 @@ def ingest(
             raise typer.BadParameter(f"--to {date_to} is before --from {date_from}")
         live = live_signals(providers, base_url, now)
         fetch_end = min(end, live.clock().floor("h"))
-        table = Table(title=f"Ingest {start:%Y-%m-%d} .. {end:%Y-%m-%d} (end excluded)",
-                      title_justify="left")
+        tbl = table(title=f"Ingest {start:%Y-%m-%d} .. {end:%Y-%m-%d} (end excluded)")
         for col in ("site", "signal", "provider", "zone", "gaps fetched", "requests",
                     "newest value", "status"):
-            table.add_column(col)
+            tbl.add_column(col)
         failed = 0
         for s in chosen:
             for group, b in live.config.site(s.id).items():
@@ -164,11 +163,11 @@ def ingest(
                 status = "[green]ok[/]" if info["error"] is None else \
                     f"[red]failed[/]: {escape(info['error'][:100])}"
                 failed += info["error"] is not None
-                table.add_row(s.id, group, b.provider, zone, str(len(info["gaps"])),
-                              str(info["requests"]),
-                              "" if newest is None else newest.strftime("%Y-%m-%d %H:%M"),
-                              status)
+                tbl.add_row(s.id, group, b.provider, zone, str(len(info["gaps"])),
+                            str(info["requests"]),
+                            "" if newest is None else newest.strftime("%Y-%m-%d %H:%M"),
+                            status)
         live.close()
-        out.print(table)
+        out.print(tbl)
         if failed:
             raise typer.Exit(3)

@@ -33,6 +33,7 @@ import pandas as pd
 
 from carbonsched.catalog import Catalog
 from carbonsched.clock import Clock
+from carbonsched.config import database_label
 from carbonsched.domain import Job, Workload
 from carbonsched.errors import (
     BackendUnavailableError,
@@ -649,7 +650,8 @@ class PlanOnceResult:
     out_file: Path | None
     """Where the plan document was written, or ``None``."""
     stored_in: str | None
-    """The database (URL without its password) the plan was recorded in, or ``None``."""
+    """The database the plan was recorded in (:func:`~carbonsched.config.database_label`), or
+    ``None``."""
     store_error: CarbonschedError | None = None
     """Why recording the plan failed (a dead database), or ``None``; the caller raises it
     once it has shown the plan (:meth:`raise_store_error`)."""
@@ -744,5 +746,5 @@ def plan_once(settings: Any, planning_date: str, *, catalog: str | Path,
         except CarbonschedError as exc:
             res.store_error = exc
         else:
-            res.stored_in = db.engine.url.render_as_string(hide_password=True)
+            res.stored_in = database_label(db.engine.url)
     return res

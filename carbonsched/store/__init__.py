@@ -26,6 +26,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from carbonsched.config import database_label
 from carbonsched.errors import (
     BackendError,
     BackendUnavailableError,
@@ -119,7 +120,7 @@ class Store:
         self.migrate()
 
     def _safe_url(self) -> str:
-        return self.engine.url.render_as_string(hide_password=True)
+        return database_label(self.engine.url)
 
     def _unreachable(self, exc: OperationalError) -> BackendUnavailableError:
         if _is_locked(exc):

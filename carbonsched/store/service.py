@@ -42,6 +42,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
+from carbonsched.config import database_label
 from carbonsched.errors import InputError, StoreUnavailableError
 from carbonsched.limits import identifier_problem
 from carbonsched.store import Store
@@ -79,7 +80,7 @@ def unavailable(engine: Engine, doing: str, exc: BaseException) -> StoreUnavaila
     """The :class:`StoreUnavailableError` for ``exc`` raised while ``doing``."""
     orig = getattr(exc, "orig", None) or exc
     detail = " ".join(str(orig).split())[:300] or type(orig).__name__
-    return StoreUnavailableError(engine.url.render_as_string(hide_password=True), doing, detail)
+    return StoreUnavailableError(database_label(engine.url), doing, detail)
 
 
 def store_call(doing: str) -> Callable[[_F], _F]:
@@ -211,8 +212,8 @@ class ServiceStore:
         return self.engine.dialect.name
 
     def safe_url(self) -> str:
-        """The database URL without its password."""
-        return self.engine.url.render_as_string(hide_password=True)
+        """The database as a person reads it (:func:`carbonsched.config.database_label`)."""
+        return database_label(self.engine.url)
 
     @store_call("checking the connection")
     def ping(self) -> None:

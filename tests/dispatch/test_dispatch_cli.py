@@ -77,7 +77,7 @@ def test_dispatch_dry_run_then_dispatch_then_status(global_plan_doc, tmp_path, s
 def test_dispatch_refuses_bad_input_with_a_message(tmp_path):
     url = f"sqlite:///{tmp_path / 's.db'}"
     r = _cli("dispatch", "--plan", "latest", url=url)
-    assert r.returncode == 2 and "no plan recorded yet in sqlite:///" in r.stderr
+    assert r.returncode == 2 and f"no plan recorded yet in {tmp_path / 's.db'};" in r.stderr
     assert "run `carbonsched plan` first" in r.stderr
     r = _cli("dispatch", "--plan", "nope", url=url)
     assert r.returncode == 2 and "no plan 'nope'" in r.stderr

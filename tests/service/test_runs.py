@@ -239,7 +239,11 @@ def test_failure_detail_is_message_then_traceback_and_cut():
 @pytest.mark.parametrize("url, names", [
     ("postgresql+psycopg2://x@127.0.0.1:1/x", "database postgresql+psycopg2://x@127.0.0.1:1/x "
                                               "is unreachable"),
-    ("sqlite:///{tmp}/a-folder", "database sqlite:///{tmp}/a-folder is unreachable"),
+    # the password never reaches the message
+    ("postgresql+psycopg2://x:s3cret@127.0.0.1:1/x", "database postgresql+psycopg2://x:***@"
+                                                     "127.0.0.1:1/x is unreachable"),
+    # a SQLite file is named by its path, as the user would type it
+    ("sqlite:///{tmp}/a-folder", "database {tmp}/a-folder is unreachable"),
 ])
 def test_plan_out_is_written_when_the_store_is_unreachable(tmp_path, monkeypatch, url, names):
     (tmp_path / "a-folder").mkdir()       # a SQLite "file" that is a folder: cannot be opened
@@ -251,6 +255,7 @@ def test_plan_out_is_written_when_the_store_is_unreachable(tmp_path, monkeypatch
     doc = json.loads(out.read_text())
     assert doc["catalog"] == CATALOG and doc["date"] == "2026-11-30"
     assert _error(r.stderr).startswith(f"error: {names.format(tmp=tmp_path)}")
+    assert "s3cret" not in r.stderr + r.stdout
     assert f"plan written to {out}" in " ".join(r.stderr.split())
     assert doc["plan_id"][:12] in r.stdout          # the plan was shown before the error
 
@@ -269,12 +274,12 @@ def test_plan_dispatch_out_is_written_before_the_store_fails(tmp_path, monkeypat
     assert doc["run"] == {"planning_date": PDATE, "issued_at": "2023-07-17T00:00:00+00:00",
                           "trigger": "cli", "api_jobs": 0}
     assert _error(r.stderr) == (
-        f"error: database sqlite:///{tmp_path / 'cli.sqlite'} is unreachable (recording plan "
+        f"error: database {tmp_path / 'cli.sqlite'} is unreachable (recording plan "
         f"{doc['plan_id']}: disk I/O error); the plan is written to {out}; once the database "
         f"is back, run `carbonsched plan --dispatch --date {PDATE}` again (it takes the date's "
         "run record over 45 s after this run's last heartbeat)")
     rec = db.get_run(PDATE)
     # an outage is not final: the date is claimed again once the retry time has come
     assert rec["status"] == "interrupted" and rec["error"].startswith(
-        "StoreUnavailableError: database sqlite:///")
+        f"StoreUnavailableError: database {tmp_path / 'cli.sqlite'} ")
     assert rec["lease_expires_at"] > rec["finished_at"]

@@ -1,0 +1,22 @@
+"""A database is named in messages as the user would type it: a SQLite file's path, else the URL
+without its password (``carbonsched.config.database_label``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from carbonsched.config import database_label
+
+
+@pytest.mark.parametrize("url, label", [
+    ("sqlite:////var/lib/carbonsched/carbonsched.db", "/var/lib/carbonsched/carbonsched.db"),
+    ("sqlite:///relative.db", "relative.db"),
+    ("sqlite://", "SQLite in memory"),
+    ("sqlite:///:memory:", "SQLite in memory"),
+    ("postgresql+psycopg://ops:s3cret@db.internal:5432/carbonsched",
+     "postgresql+psycopg://ops:***@db.internal:5432/carbonsched"),
+    ("postgresql+psycopg://ops@db.internal/carbonsched",
+     "postgresql+psycopg://ops@db.internal/carbonsched"),
+])
+def test_a_database_is_named_by_its_path_or_its_url_without_password(url, label):
+    assert database_label(url) == label
