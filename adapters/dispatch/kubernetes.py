@@ -219,7 +219,10 @@ class KubernetesAdapter:
                 except (ConfigException, OSError, TypeError) as exc:
                     raise BackendUnavailableError(
                         f"{self.name}: no usable kubeconfig context {self.context!r} "
-                        f"({self.kubeconfig or '$KUBECONFIG or ~/.kube/config'}): {exc}") from exc
+                        f"({self.kubeconfig or '$KUBECONFIG or ~/.kube/config'}): {exc}; set "
+                        "CARBONSCHED_KUBECONFIG to a kubeconfig with that context; "
+                        "`carbonsched dispatch --dry-run` prints the manifests without "
+                        "one") from exc
                 api_client.configuration.retries = 0
                 api_client.rest_client.pool_manager.connection_pool_kw["retries"] = 0
                 self._api = client.CustomObjectsApi(api_client)

@@ -113,6 +113,17 @@ UNREACHABLE = (
     "Transport endpoint",
 )
 
+#: stderr fragments that mean "this host has no configuration for the cluster": no
+#: ``SLURM_CONF``, no ``/etc/slurm/slurm.conf`` and no configless DNS SRV record (slurm.conf(5),
+#: "Configless"), or a ``SLURM_CONF`` that cannot be read. Nothing reached a controller: retried
+#: like an unreachable one, with the fix in the message.
+NO_CONFIG = (
+    "Could not establish a configuration source",
+    "_establish_config_source",
+    "unable to status file",
+    "something wrong with opening/reading",
+)
+
 #: Slurm base job states -> lifecycle (squeue(1) "JOB STATE CODES")
 STATE_MAP: dict[str, tuple[JobState, ReasonCode]] = {
     "PENDING": (JobState.DISPATCHED, ReasonCode.SUBMITTED),
@@ -474,6 +485,12 @@ class SlurmAdapter:
                 f"{self.name}: {argv[0]} timed out after {self.timeout_s:g} s") from exc
         if proc.returncode != 0:
             msg = " ".join((proc.stderr or proc.stdout).split())[:400]
+            if any(s.lower() in msg.lower() for s in NO_CONFIG):
+                raise BackendUnavailableError(
+                    f"{self.name}: no Slurm configuration for cluster {self.cluster!r} on this "
+                    f"host ({msg}); set CARBONSCHED_SLURM_CONF_DIR to a folder holding "
+                    "<cluster>/slurm.conf (or SLURM_CONF to the cluster's slurm.conf); "
+                    "`carbonsched dispatch --dry-run` prints what would be submitted without one")
             if any(s.lower() in msg.lower() for s in UNREACHABLE):
                 raise BackendUnavailableError(f"{self.name}: controller unreachable: {msg}")
             if argv[0] == "sbatch":

@@ -96,8 +96,10 @@ def dispatch(
         for (site, be, action), n in sorted(per.items()):
             t.add_row(site, be, action, str(n))
         out.print(t)
-        out.print(f"{summary.counts} · {summary.retries} backoff retries · "
-                  f"{summary.seconds:.1f} s", highlight=False)
+        counts = ", ".join(f"{n} {action}" for action, n in sorted(summary.counts.items()))
+        retries = f"{summary.retries} backoff retr{'y' if summary.retries == 1 else 'ies'}"
+        out.print(f"{counts or 'nothing to dispatch'} · {retries} · {summary.seconds:.1f} s",
+                  highlight=False)
     if not as_json:
         for note in summary.notes:
             out.print(f"note: {escape(note)}", highlight=False)

@@ -856,6 +856,9 @@ def _drive_backend(store: Store, adapter: DispatchAdapter, row_ids: Sequence[int
     ``submit_attempted_at`` says a submission may have been made — its accounting records),
     record those, then submit the rest, each only after renewing its claim, and record each
     result; finally ask the backend once more to learn its submit times and any duplicate.
+    A backend that cannot list its jobs (any :class:`BackendError`: unreachable, unconfigured
+    or its tool failing) gets nothing submitted: its rows stay pending as ``unavailable`` with
+    the error as their detail, and the next run retries them.
     """
     out: list[DispatchOutcome] = []
     try:
@@ -879,7 +882,10 @@ def _drive_backend(store: Store, adapter: DispatchAdapter, row_ids: Sequence[int
                                    f"{_iso(r.submit_attempted_at)} may have reached "
                                    f"{adapter.name}, whose records could not be read ({exc}); "
                                    "not submitted again until they can" for r in maybe}
-            except BackendUnavailableError as exc:
+            except BackendError as exc:
+                # the backend could not list its jobs (unreachable, unconfigured, or a tool
+                # failing otherwise): nothing was submitted to it, so its rows wait for the next
+                # run with the reason, and the other backends go on
                 now = _now(clock)
                 for r in rows.values():
                     r.attempts += 1

@@ -175,3 +175,56 @@ def test_dispatch_of_a_stale_plan_prints_one_line_per_outcome(global_plan_doc, t
     verbose = _cli("dispatch", "--plan", doc["plan_id"], "--verbose", url=fresh, env=env)
     assert len([ln for ln in verbose.stderr.splitlines()
                 if ln.startswith("deadline_passed ")]) == n
+
+
+
+NO_CONFIG = ("error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host",
+             "error: fetch_config: DNS SRV lookup failed",
+             "fatal: Could not establish a configuration source")
+OTHER_FAILURE = ("error: Invalid cluster name 'nowhere'",)
+
+
+@pytest.mark.parametrize("said, expected", [
+    (NO_CONFIG, "no Slurm configuration for cluster 'ontario' on this host (squeue: error: "
+                "resolve_ctls_from_dns_srv"),
+    (OTHER_FAILURE, "slurm:ontario: squeue failed: squeue: error: Invalid cluster name"),
+])
+def test_dispatch_when_slurm_cannot_list_its_jobs_keeps_every_intent(global_plan_doc, tmp_path,
+                                                                      said, expected):
+    """A host with no slurm.conf and no kubeconfig (a new user's), or a ``squeue`` failing for
+    another reason: every placement stays pending as 'unavailable' (nothing lost, retried by the
+    next run; the other backends go on), exit 3, and the message says what failed and, where it
+    knows, the setting that fixes it. The fake tools say what Slurm 22.05's say on a host with
+    neither ``SLURM_CONF`` nor ``/etc/slurm/slurm.conf`` nor a configless DNS record."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    doc = future_plan(global_plan_doc, prefix=uuid.uuid4().hex[:8])
+    Store(url).save_plan(doc)
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("squeue", "sbatch", "sacct"):
+        lines = "".join(f"echo '{tool}: {line}' >&2\n" for line in said)
+        (tools / tool).write_text(f"#!/bin/sh\n{lines}exit 1\n")
+        (tools / tool).chmod(0o755)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CARBONSCHED_SLURM_CONF_DIR", "SLURM_CONF", "KUBECONFIG",
+                        "CARBONSCHED_KUBECONFIG")}
+    env.update(HOME=str(tmp_path), PATH=f"{tools}:{os.environ['PATH']}",
+               CARBONSCHED_DATABASE_URL=url)
+    run = subprocess.run([sys.executable, "-m", "carbonsched.cli.app", "dispatch", "--plan",
+                          "latest", "--placeholder", "--verbose"], env=env, capture_output=True,
+                         text=True, cwd=ROOT, timeout=300)
+    assert run.returncode == 3, run.stderr
+    n = len(doc["placements"])
+    assert f"{n} unavailable · " in run.stdout          # counted in words, not a dict
+    said_err = " ".join(run.stderr.split())
+    assert expected in said_err
+    if said is NO_CONFIG:
+        assert ("set CARBONSCHED_SLURM_CONF_DIR to a folder holding <cluster>/slurm.conf (or "
+                "SLURM_CONF to the cluster's slurm.conf)") in said_err
+    assert "set CARBONSCHED_KUBECONFIG to a kubeconfig with that context" in said_err
+    # nothing lost: every placement is an intent the next run retries
+    st = subprocess.run([sys.executable, "-m", "carbonsched.cli.app", "status", "--no-refresh",
+                         "--json"], env=env, capture_output=True, text=True, cwd=ROOT,
+                        timeout=300)
+    rows = json.loads(st.stdout)
+    assert len(rows) == n and {r["reason"] for r in rows} == {"BackendUnavailable"}
