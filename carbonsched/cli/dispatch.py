@@ -228,7 +228,8 @@ def status(
     out.print(t)
     counts = df["state"].value_counts().to_dict() if len(df) else {}
     dups = df[df["duplicates"].fillna("") != ""] if len(df) else df
-    out.print(f"{len(df)} jobs: {counts}"
+    by_state = ", ".join(f"{n} {state}" for state, n in counts.items())
+    out.print(f"{len(df)} jobs" + (f": {by_state}" if by_state else "")
               + (f" · {len(dups)} with DUPLICATES on their backend" if len(dups) else ""),
               highlight=False)
     for r in dups.itertuples(index=False):

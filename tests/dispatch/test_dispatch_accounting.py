@@ -229,7 +229,7 @@ def test_a_key_submitted_twice_is_flagged_in_dispatch_and_status(
                           doc["plan_id"], "--catalog", "global"], env=env, capture_output=True,
                          text=True, cwd=ROOT, timeout=300)
     assert cli.returncode == 0, cli.stderr
-    assert "2 jobs: {'Dispatched': 2} · 2 with DUPLICATES on their backend" in cli.stdout
+    assert "2 jobs: 2 Dispatched · 2 with DUPLICATES on their backend" in cli.stdout
     assert cli.stderr.count("duplicate ") == 2 and "cancel the extra job(s)" in cli.stderr
     rows = json.loads(subprocess.run(
         [sys.executable, "-m", "carbonsched.cli.app", "status", "--plan", doc["plan_id"],

@@ -228,3 +228,7 @@ def test_dispatch_when_slurm_cannot_list_its_jobs_keeps_every_intent(global_plan
                         timeout=300)
     rows = json.loads(st.stdout)
     assert len(rows) == n and {r["reason"] for r in rows} == {"BackendUnavailable"}
+    table = subprocess.run([sys.executable, "-m", "carbonsched.cli.app", "status",
+                            "--no-refresh"], env=env, capture_output=True, text=True, cwd=ROOT,
+                           timeout=300)
+    assert f"{n} jobs: {n} Pending" in table.stdout
