@@ -51,3 +51,30 @@ def test_serve_help_names_its_default_host_and_port():
     host, port = Settings.model_fields["host"].default, Settings.model_fields["port"].default
     assert f"[default: {host}]" in text and f"[default: {port}]" in text
     assert (host, port) == ("127.0.0.1", 8080)
+
+
+def test_tables_put_numbers_on_the_right_and_titles_unpadded():
+    """``cli.common.table``: a column of numbers only is right-aligned (``-`` and empty cells
+    do not decide), text stays left, an explicit justify is kept, the title has no padding."""
+    from rich.console import Console
+
+    from carbonsched.cli.common import table
+
+    t = table("name", "kg CO2e", "share", "placed / left", "id", title="T")
+    t.add_column("note", justify="center")
+    t.add_row("alpha", "1,234.5", "-", "12 / 3", "2026-12-07", "x")
+    t.add_row("b", "7.0", "0.95 %", "1 / 0", "abc12", "y")
+    con = Console(width=80, record=True)
+    with con.capture() as cap:
+        con.print(t)
+    lines = cap.get().splitlines()
+    assert lines[0] == "T"
+    body = [ln for ln in lines if ln.startswith("│")]
+    cells = [[c for c in ln.strip("│").split("│")] for ln in body]
+    # numbers: right-aligned (the shorter value ends where the longer does)
+    assert cells[0][1].rstrip() == " 1,234.5" and cells[1][1] == "     7.0 "
+    assert cells[1][2].endswith("0.95 % ") and cells[0][2].endswith("     - ")
+    assert cells[1][3].endswith(" 1 / 0 ")
+    # text and dates stay left; the explicitly centred column stays centred
+    assert cells[1][0].startswith(" b ") and cells[1][4].startswith(" abc12 ")
+    assert [c.strip() for c in (cells[0][5], cells[1][5])] == ["x", "y"]

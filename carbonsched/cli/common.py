@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -175,11 +176,53 @@ def write_json(path: Path, doc: Any) -> None:
 
 
 
+_NUMBER = re.compile(r"^[+\-\u2212]?(\d[\d,]*)?(\.\d+)?(e[+\-]?\d+)?\s?%?$", re.IGNORECASE)
+
+
+def _numeric(cell: object) -> bool | None:
+    """Whether ``cell`` is a number as the tables print one.
+
+    True for ``1,234.5``, ``-0.3 %`` or ``12 / 3``; False for other text; None for an empty
+    or ``-`` cell (it does not decide).
+    """
+    if not isinstance(cell, str):
+        return False
+    text = cell.strip()
+    if text in ("", "-", "\u2014"):
+        return None
+    parts = [p.strip() for p in text.split(" / ")]
+    return all(p and any(c.isdigit() for c in p) and _NUMBER.match(p) for p in parts)
+
+
+class _Table(Table):
+    """:class:`rich.table.Table` whose columns of numbers only are right-aligned when shown."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._numeric: dict[int, bool] = {}
+
+    def add_row(self, *renderables: Any, **kwargs: Any) -> None:
+        """Add a row (:meth:`rich.table.Table.add_row`), noting which cells are numbers."""
+        super().add_row(*renderables, **kwargs)
+        for i, cell in enumerate(renderables):
+            num = _numeric(cell)
+            if num is not None:
+                self._numeric[i] = self._numeric.get(i, True) and num
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        for i, col in enumerate(self.columns):
+            if self._numeric.get(i) and col.justify == "left":
+                col.justify = "right"
+        yield from super().__rich_console__(console, options)
+
+
 def table(*headers: str, title: str | None = None, **kwargs: Any) -> Table:
-    """A Rich table as every command prints one: its title on the left, with no padding.
+    """A Rich table as every command prints one: its title on the left, numbers on the right.
 
     Rich pads a left- or centre-justified title with spaces to the table's width, which leaves
-    trailing spaces in logs and pasted output; ``title_justify="default"`` does not.
+    trailing spaces in logs and pasted output; ``title_justify="default"`` does not. A column
+    whose every filled cell is a number (``1,234.5``, ``-0.3 %``, ``12 / 3``; ``-`` and empty
+    cells do not count) and that was not justified otherwise is right-aligned.
 
     Parameters
     ----------
@@ -190,4 +233,4 @@ def table(*headers: str, title: str | None = None, **kwargs: Any) -> Table:
     **kwargs
         Any other :class:`rich.table.Table` argument.
     """
-    return Table(*headers, title=title, title_justify="default", **kwargs)
+    return _Table(*headers, title=title, title_justify="default", **kwargs)
