@@ -78,3 +78,25 @@ def test_tables_put_numbers_on_the_right_and_titles_unpadded():
     # text and dates stay left; the explicitly centred column stays centred
     assert cells[1][0].startswith(" b ") and cells[1][4].startswith(" abc12 ")
     assert [c.strip() for c in (cells[0][5], cells[1][5])] == ["x", "y"]
+
+
+def test_serve_on_a_port_in_use_says_so_and_how_to_fix(tmp_path):
+    """A port another process listens on is refused before anything starts: exit 2 and one
+    line naming the fix (uvicorn alone says only 'address already in use', after start-up)."""
+    import os
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "carbonsched.cli", "serve", "--port", str(port),
+                            "--no-cron"], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "HOME": str(tmp_path),
+                                "CARBONSCHED_DATABASE_URL": f"sqlite:///{tmp_path / 's.db'}"})
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == (
+        f"error: cannot listen on 127.0.0.1:{port}: Address already in use (`ss -ltnp "
+        f"'sport = :{port}'` names a process that holds it); pick another port with --port or "
+        "CARBONSCHED_PORT")
+    assert "Uvicorn running" not in r.stderr

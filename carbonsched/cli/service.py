@@ -86,12 +86,43 @@ def serve(
         cat = load_catalog(s.catalog)  # fail before binding the port
         _check_store_catalog(s, cat.name)
         dispatch = load_dispatch_step(s.dispatcher)
+        _check_port_free(s.host, s.port)
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
         logging.getLogger("carbonsched").info("settings: %s", s.public_dict())
         app = create_app(s, clock, dispatch)
     uvicorn.run(app, host=s.host, port=s.port, log_level="info", access_log=False)
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Refuse a host and port this process cannot listen on, before anything starts.
+
+    Binds a socket as uvicorn does (``SO_REUSEADDR``) and closes it: the port may still be
+    taken in between, when uvicorn says so itself.
+
+    Raises
+    ------
+    InputError
+        The host does not resolve, or the port is in use or not allowed.
+    """
+    import socket
+
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(host, port,
+                                                          type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as exc:
+        raise InputError(f"--host {host!r} (CARBONSCHED_HOST) does not resolve: {exc}; give an "
+                         "address of this machine, e.g. 127.0.0.1 or 0.0.0.0") from exc
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(addr)
+        except OSError as exc:
+            raise InputError(
+                f"cannot listen on {host}:{port}: {exc.strerror or exc} (`ss -ltnp "
+                f"'sport = :{port}'` names a process that holds it); pick another port with "
+                "--port or CARBONSCHED_PORT") from exc
 
 
 def _check_store_catalog(settings: Any, catalog: str) -> None:
