@@ -7,6 +7,7 @@ import subprocess
 import sys
 from importlib.metadata import version
 
+import pytest
 import typer.main
 from typer.testing import CliRunner
 
@@ -51,6 +52,19 @@ def test_serve_help_names_its_default_host_and_port():
     host, port = Settings.model_fields["host"].default, Settings.model_fields["port"].default
     assert f"[default: {host}]" in text and f"[default: {port}]" in text
     assert (host, port) == ("127.0.0.1", 8080)
+
+
+@pytest.mark.parametrize("cell, numeric", [
+    ("1,234.5", True), ("-0.3 %", True), ("12 / 3", True), ("3 / -", True), (".5", True),
+    ("1.0e-5", True), ("0", True),
+    ("e5", False), ("2026-12-07", False), ("abc12", False), ("x / 3", False), ("- / -", False),
+    ("1,234.5 kg", False), (7, False),
+    ("-", None), ("", None), ("  ", None),
+])
+def test_a_table_cell_is_a_number_as_printed(cell, numeric):
+    from carbonsched.cli.common import _numeric
+
+    assert _numeric(cell) is numeric
 
 
 def test_tables_put_numbers_on_the_right_and_titles_unpadded():

@@ -174,9 +174,7 @@ def write_json(path: Path, doc: Any) -> None:
     atomic_write_text(path, json.dumps(doc, indent=2) + "\n")
 
 
-
-
-_NUMBER = re.compile(r"^[+\-\u2212]?(\d[\d,]*)?(\.\d+)?(e[+\-]?\d+)?\s?%?$", re.IGNORECASE)
+_NUMBER = re.compile(r"^[+\-\u2212]?(\d[\d,]*(\.\d+)?|\.\d+)(e[+\-]?\d+)?\s?%?$", re.IGNORECASE)
 
 
 def _numeric(cell: object) -> bool | None:
@@ -191,7 +189,8 @@ def _numeric(cell: object) -> bool | None:
     if text in ("", "-", "\u2014"):
         return None
     parts = [p.strip() for p in text.split(" / ")]
-    return all(p and any(c.isdigit() for c in p) and _NUMBER.match(p) for p in parts)
+    return (any(p != "-" for p in parts)
+            and all(p == "-" or _NUMBER.match(p) is not None for p in parts))
 
 
 class _Table(Table):
@@ -222,7 +221,7 @@ def table(*headers: str, title: str | None = None, **kwargs: Any) -> Table:
     Rich pads a left- or centre-justified title with spaces to the table's width, which leaves
     trailing spaces in logs and pasted output; ``title_justify="default"`` does not. A column
     whose every filled cell is a number (``1,234.5``, ``-0.3 %``, ``12 / 3``; ``-`` and empty
-    cells do not count) and that was not justified otherwise is right-aligned.
+    cells do not count) and left-justified (Rich's default) is right-aligned.
 
     Parameters
     ----------
