@@ -394,9 +394,9 @@ def test_every_table_of_the_cli_is_made_by_the_one_helper():
     """Every command's table comes from ``cli.common.table`` (its title is never padded)."""
     from pathlib import Path
 
-    import carbonsched.cli as cli
+    import carbonsched.cli as cli_package
 
-    folder = Path(cli.__file__).parent
+    folder = Path(cli_package.__file__).parent
     direct = [p.name for p in folder.glob("*.py")
               if p.name != "common.py" and "Table(" in p.read_text()]
     assert direct == []

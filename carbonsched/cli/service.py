@@ -180,7 +180,7 @@ def token_create(
         token_id, token = db.create_token(role, now, name, expiry)
         until = f"valid until {expiry.isoformat()}" if expiry else "no expiry"
         err.print(f"token {token_id} with role {role} stored (hashed) in {db.safe_url()} "
-                  f"({until}); it is shown once:", highlight=False)
+                  f"({until}); it is shown once:", highlight=False, soft_wrap=True)
         print(token)
 
 

@@ -66,7 +66,7 @@ def test_dispatch_dry_run_then_dispatch_then_status(global_plan_doc, tmp_path, s
 
     st = _cli("status", "--plan", "latest", url=url, env=env)
     assert st.returncode == 0, st.stderr
-    assert f"{n} jobs: {{'Dispatched': {n}}}" in st.stdout
+    assert f"{n} jobs: {n} Dispatched" in st.stdout
     rows = json.loads(_cli("status", "--plan", doc["plan_id"], "--json", url=url,
                            env=env).stdout)
     ids = {r["site"]: r["backend_id"] for r in rows}
