@@ -6,13 +6,18 @@ index > 0). Read from the index forecast's quantiles (the conformal bounds clipp
 seasonal naive's yes/no on the `global` sites (BENCHMARKS §8b). Here the probability is fitted
 as an event forecast of its own, on the same rolling-origin validation window the index model
 was chosen on (no look-ahead: every row is a forecast issued before the window's end for an
-hour before it), from three candidates:
+hour before it), from four candidates:
 
 ``seasonal-naive``
     yesterday's same hour was a surplus hour: 0 or 1 (the reference of the Brier skill);
 ``hour-climatology``
     the window's share of surplus hours at that UTC hour of day, ``(k + 1/2) / (n + 1)``
     (the Jeffreys prior's posterior mean, so an hour never seen wet is not given 0);
+``naive-calibrated``
+    seasonal naive's yes/no calibrated: the window's share of surplus hours among the hours
+    naive said yes to, and among those it said no to, each ``(k + 1/2) / (n + 1)`` (the
+    reliability of a binary forecast, Murphy & Winkler, *J. Roy. Stat. Soc. C* 26(1), 1977;
+    two parameters, so it holds where a window has few surplus hours);
 ``logistic``
     logistic regression of the event on the index model's point forecast, whether it and
     naive forecast surplus, naive's index, two harmonics of the target's hour of day and the
@@ -24,9 +29,10 @@ Each is scored by its Brier score (Brier, *Mon. Wea. Rev.* 78(1), 1950) *out of 
 window's issues are cut into two contiguous halves and each half is forecast by the candidate
 fitted on the other (blocked cross-fitting, so the logistic model's in-sample fit cannot win by
 itself). The lowest score is used (ties to the simpler, in the order above), refitted on the
-whole window. When the logistic model does not beat the references, the plan says which one it
-used instead (:attr:`SurplusProbability.note`); a window without a surplus hour (or with nothing
-but) gives the climatology and no note: there was no event to forecast.
+whole window. When neither calibrated model (``naive-calibrated``, ``logistic``) beats the
+references, the plan says which reference it used instead (:attr:`SurplusProbability.note`); a
+window without a surplus hour (or with nothing but) gives the climatology and no note: there was
+no event to forecast.
 """
 
 from __future__ import annotations
@@ -44,7 +50,9 @@ SURPLUS_EPS = 1e-9
 #: standardised). [-]
 LOGISTIC_C = 1.0
 #: Candidates, simplest first (ties go to the earlier).
-PROBABILITY_MODELS = ("seasonal-naive", "hour-climatology", "logistic")
+PROBABILITY_MODELS = ("seasonal-naive", "hour-climatology", "naive-calibrated", "logistic")
+#: The references a calibrated model has to beat (named in the plan's note when it does not).
+REFERENCES = ("seasonal-naive", "hour-climatology")
 
 
 def surplus_features(mean: np.ndarray, naive: np.ndarray, hour: np.ndarray,
@@ -66,6 +74,13 @@ def surplus_features(mean: np.ndarray, naive: np.ndarray, hour: np.ndarray,
     return np.column_stack([mean, mean > SURPLUS_EPS, naive, naive > SURPLUS_EPS,
                             np.sin(w), np.cos(w), np.sin(2 * w), np.cos(2 * w),
                             np.asarray(lead, float) / 24.0]).astype(float)
+
+
+def _naive_calibration(event: np.ndarray, naive_yes: np.ndarray) -> np.ndarray:
+    """Jeffreys-smoothed surplus share when naive says no and yes, shape ``(2,)``."""
+    yes = naive_yes.astype(bool)
+    return np.array([(event[~yes].sum() + 0.5) / ((~yes).sum() + 1.0),
+                     (event[yes].sum() + 0.5) / (yes.sum() + 1.0)])
 
 
 def _climatology(event: np.ndarray, hour: np.ndarray) -> np.ndarray:
@@ -94,6 +109,7 @@ class SurplusProbability:
     hours: int = 0
     surplus_hours: int = 0
     _clim: np.ndarray = field(default_factory=lambda: np.full(24, 0.5))
+    _naive_p: np.ndarray = field(default_factory=lambda: np.full(2, 0.5))
     _lr: Any = None
 
     @classmethod
@@ -144,6 +160,8 @@ class SurplusProbability:
             oof["seasonal-naive"][test] = X[test, 3]
             clim = _climatology(event[train], hour[train])
             oof["hour-climatology"][test] = clim[hour[test]]
+            oof["naive-calibrated"][test] = _naive_calibration(
+                event[train], X[train, 3])[X[test, 3].astype(int)]
             oof["logistic"][test] = (_logistic(X[train], event[train]).predict_proba(X[test])[:, 1]
                                      if event[train].min() < event[train].max()
                                      else clim[hour[test]])
@@ -152,6 +170,7 @@ class SurplusProbability:
                                                            PROBABILITY_MODELS.index(m)))
         if out.model == "logistic":
             out._lr = _logistic(X, event)
+        out._naive_p = _naive_calibration(event, X[:, 3])
         return out
 
     def predict(self, mean: np.ndarray, naive: np.ndarray, hour: np.ndarray,
@@ -161,8 +180,9 @@ class SurplusProbability:
         Parameters are as :meth:`fit`'s (forecasts for the hours to come).
         """
         hour = np.asarray(hour, int)
-        if self.model == "seasonal-naive":
-            return (np.asarray(naive, float) > SURPLUS_EPS).astype(float)
+        if self.model in ("seasonal-naive", "naive-calibrated"):
+            yes = (np.asarray(naive, float) > SURPLUS_EPS).astype(int)
+            return yes.astype(float) if self.model == "seasonal-naive" else self._naive_p[yes]
         if self.model == "logistic" and self._lr is not None:
             X = surplus_features(np.asarray(mean, float), np.asarray(naive, float), hour, lead)
             return self._lr.predict_proba(X)[:, 1]
@@ -171,14 +191,14 @@ class SurplusProbability:
     @property
     def note(self) -> str | None:
         """Why the plan's surplus probability is not the calibrated model's, or ``None``."""
-        if self.model == "logistic" or not self.brier:
+        if self.model not in REFERENCES or not self.brier:
             return None
         used = {"seasonal-naive": "seasonal naive's yes/no",
                 "hour-climatology": "the hour-of-day climatology"}[self.model]
-        return (f"surplus-hour probability fallback: the calibrated model did not beat "
-                f"{used} on validation (Brier {self.brier['logistic']:.4f} vs "
-                f"{self.brier[self.model]:.4f}, {self.surplus_hours} surplus hours of "
-                f"{self.hours}); used {used}")
+        return (f"surplus-hour probability fallback: no calibrated model beat {used} on "
+                f"validation (Brier: logistic {self.brier['logistic']:.4f}, naive calibrated "
+                f"{self.brier['naive-calibrated']:.4f}, {used} {self.brier[self.model]:.4f}; "
+                f"{self.surplus_hours} surplus hours of {self.hours}); used {used}")
 
     def describe(self) -> dict[str, Any]:
         """``model``, ``validation_brier`` (candidate -> Brier), ``hours``, ``surplus_hours``."""
@@ -196,5 +216,5 @@ def _logistic(X: np.ndarray, event: np.ndarray) -> Any:
                          ).fit(X, event.astype(int))
 
 
-__all__ = ["LOGISTIC_C", "PROBABILITY_MODELS", "SURPLUS_EPS", "SurplusProbability",
-           "surplus_features"]
+__all__ = ["LOGISTIC_C", "PROBABILITY_MODELS", "REFERENCES", "SURPLUS_EPS",
+           "SurplusProbability", "surplus_features"]

@@ -66,9 +66,58 @@ def test_an_uninformative_forecast_falls_back_and_the_plan_says_so() -> None:
     assert sp.brier["hour-climatology"] == pytest.approx(0.0393, abs=1e-3)
     assert sp.brier["logistic"] == pytest.approx(0.0527, abs=1e-3)
     assert sp.note is not None and "used the hour-of-day climatology" in sp.note
+    assert (f"Brier: logistic {sp.brier['logistic']:.4f}, naive calibrated "
+            f"{sp.brier['naive-calibrated']:.4f}, the hour-of-day climatology "
+            f"{sp.brier['hour-climatology']:.4f}") in sp.note
     assert note_kind(f"site-a: green surplus: {sp.note}") == "forecast fallback"
     d = sp.describe()
     assert d["model"] == "hour-climatology" and d["surplus_hours"] == sp.surplus_hours > 0
+
+
+def _persistent(days: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Surplus hours that persist: an hour wet yesterday is wet today with probability 0.6, a
+    dry one with 0.02, at any hour of the day; the model's point forecast is noise. Naive's yes
+    is right 60 % of the time: its probability, not its yes/no, is what a plan can use."""
+    lead = np.tile(np.arange(24), days)
+    wet = np.zeros((days + 1, 24), bool)
+    wet[0] = rng.random(24) < 0.1
+    for d in range(1, days + 1):
+        wet[d] = np.where(wet[d - 1], rng.random(24) < 0.6, rng.random(24) < 0.02)
+    index = rng.uniform(0.1, 1, (days + 1, 24)) * wet
+    return {"mean": np.clip(rng.normal(0.05, 0.05, lead.size), 0, 1),
+            "naive": index[:-1].ravel(), "actual": index[1:].ravel(), "hour": lead % 24,
+            "lead": lead, "issue": np.repeat(np.arange(days), 24)}
+
+
+def test_a_persistent_surplus_gets_naive_calibrated_and_beats_naive_out_of_sample() -> None:
+    rng = np.random.default_rng(4)
+    val, test = _persistent(28, rng), _persistent(200, rng)
+    sp = SurplusProbability.fit(**val)
+    assert sp.model == "naive-calibrated" and sp.note is None   # a calibrated model: no fallback
+    b = sp.brier  # cross-fitted on the window (computed, seed 4)
+    assert b["naive-calibrated"] < b["logistic"] < b["seasonal-naive"] < b["hour-climatology"]
+    assert b["naive-calibrated"] == pytest.approx(0.0359, abs=1e-3)
+    assert b["seasonal-naive"] == pytest.approx(0.0432, abs=1e-3)
+    # the probability is the window's surplus share after naive's no and yes, Jeffreys-smoothed
+    yes = val["naive"] > 1e-9
+    wet = val["actual"] > 1e-9
+    p = sp.predict(test["mean"], test["naive"], test["hour"], test["lead"])
+    after_yes = p[test["naive"] > 1e-9]
+    assert np.allclose(after_yes, (wet[yes].sum() + 0.5) / (yes.sum() + 1))
+    assert np.allclose(p[test["naive"] <= 1e-9], (wet[~yes].sum() + 0.5) / ((~yes).sum() + 1))
+    skill = 1 - _brier(p, test["actual"]) / _brier(test["naive"] > 1e-9, test["actual"])
+    assert skill == pytest.approx(0.2055, abs=0.002)
+
+
+def test_naive_calibrated_never_gives_0_or_1_even_where_naive_never_said_yes() -> None:
+    w = _persistent(28, np.random.default_rng(2))
+    w["naive"] = np.zeros_like(w["naive"])              # naive never says yes in the window
+    sp = SurplusProbability.fit(**w)
+    sp.model = "naive-calibrated"
+    p = sp.predict(np.zeros(2), np.array([0.0, 0.5]), np.array([0, 1]), np.array([1, 2]))
+    wet = int((w["actual"] > 1e-9).sum())
+    assert p[1] == 0.5                                   # (0 + 1/2) / (0 + 1): no evidence
+    assert p[0] == pytest.approx((wet + 0.5) / (w["actual"].size + 1))
 
 
 def test_a_window_without_surplus_gives_the_smoothed_climatology_without_a_note() -> None:
@@ -115,7 +164,8 @@ def test_the_daily_choice_beats_naive_where_the_quantile_reading_did_not() -> No
     assert skill_cal == pytest.approx(0.486, abs=0.002)
     assert skill_q == pytest.approx(-1.076, abs=0.002)
     d = models[period].describe()["surplus_probability"]
-    assert set(d["validation_brier"]) == {"seasonal-naive", "hour-climatology", "logistic"}
+    assert set(d["validation_brier"]) == {"seasonal-naive", "hour-climatology",
+                                          "naive-calibrated", "logistic"}
 
 
 def test_the_probability_reads_nothing_at_or_after_the_issue_time() -> None:
