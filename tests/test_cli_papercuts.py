@@ -114,3 +114,18 @@ def test_serve_on_a_port_in_use_says_so_and_how_to_fix(tmp_path):
         f"'sport = :{port}'` names a process that holds it); pick another port with --port or "
         "CARBONSCHED_PORT")
     assert "Uvicorn running" not in r.stderr
+
+
+def test_piped_output_is_one_physical_line_per_message():
+    """Piped to a log, every message the commands print is one line (a log is read a line per
+    message), on stdout and stderr; a table still wraps inside its cells at 150 columns."""
+    code = ("from carbonsched.cli.common import out, err, table\n"
+            "out.print('word ' * 60 + 'end-of-out')\n"
+            "err.print('word ' * 60 + 'end-of-err')\n"
+            "t = table('a', 'b'); t.add_row('x', 'cell ' * 60); out.print(t)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == ("word " * 60 + "end-of-out").rstrip()
+    assert r.stderr.splitlines() == [("word " * 60 + "end-of-err").rstrip()]
+    rows = [ln for ln in r.stdout.splitlines()[1:] if ln.startswith("│")]
+    assert len(rows) >= 2 and max(len(ln) for ln in r.stdout.splitlines()[1:]) <= 150

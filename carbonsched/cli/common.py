@@ -31,9 +31,12 @@ from carbonsched.errors import (
     require_extra,
 )
 
-# wide tables when piped to a file or a log (Rich falls back to 80 columns there)
-out = Console(width=None if sys.stdout.isatty() else 150)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
+# piped to a file or a log: tables 150 columns wide (Rich falls back to 80 there) and every
+# printed line of text one physical line (a log is read a line per message; tables still wrap
+# inside their cells)
+out = Console(width=None if sys.stdout.isatty() else 150, soft_wrap=not sys.stdout.isatty())
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 150,
+              soft_wrap=not sys.stderr.isatty())
 
 def plain_flags(command: Any, info_name: str = "carbonsched") -> Any:
     """Clear the ``<bool>`` type of every flag under a Click ``command``, its ``--help`` too.
