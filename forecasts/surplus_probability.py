@@ -6,7 +6,7 @@ index > 0). Read from the index forecast's quantiles (the conformal bounds clipp
 seasonal naive's yes/no on the `global` sites (BENCHMARKS §8b). Here the probability is fitted
 as an event forecast of its own, on the same rolling-origin validation window the index model
 was chosen on (no look-ahead: every row is a forecast issued before the window's end for an
-hour before it), from four candidates:
+hour before it), from five candidates:
 
 ``seasonal-naive``
     yesterday's same hour was a surplus hour: 0 or 1 (the reference of the Brier skill);
@@ -23,16 +23,21 @@ hour before it), from four candidates:
     naive forecast surplus, naive's index, two harmonics of the target's hour of day and the
     lead in days: logistic-regression model output statistics (Hamill, Whitaker & Wei,
     *Mon. Wea. Rev.* 132(6), 2004, doi:10.1175/1520-0493(2004)132<1434:ERIMFS>2.0.CO;2;
-    Platt scaling), L2-regularised (scikit-learn, ``C`` = :data:`LOGISTIC_C`).
+    Platt scaling), L2-regularised (scikit-learn, ``C`` = :data:`LOGISTIC_C`);
+``calibrated-mean``
+    the mean of the two calibrated probabilities, ``naive-calibrated`` and ``logistic``. Its
+    Brier score is at most the mean of theirs (the score is convex in the probability), so it
+    gains where a short window cannot tell two close candidates apart (forecast combination;
+    Bates & Granger, *Oper. Res. Q.* 20(4), 1969).
 
 Each is scored by its Brier score (Brier, *Mon. Wea. Rev.* 78(1), 1950) *out of sample*: the
 window's issues are cut into two contiguous halves and each half is forecast by the candidate
 fitted on the other (blocked cross-fitting, so the logistic model's in-sample fit cannot win by
 itself). The lowest score is used (ties to the simpler, in the order above), refitted on the
-whole window. When neither calibrated model (``naive-calibrated``, ``logistic``) beats the
-references, the plan says which reference it used instead (:attr:`SurplusProbability.note`); a
-window without a surplus hour (or with nothing but) gives the climatology and no note: there was
-no event to forecast.
+whole window. When no calibrated model (``naive-calibrated``, ``logistic``, ``calibrated-mean``)
+beats the references, the plan says which reference it used instead
+(:attr:`SurplusProbability.note`); a window without a surplus hour (or with nothing but) gives
+the climatology and no note: there was no event to forecast.
 """
 
 from __future__ import annotations
@@ -50,7 +55,8 @@ SURPLUS_EPS = 1e-9
 #: standardised). [-]
 LOGISTIC_C = 1.0
 #: Candidates, simplest first (ties go to the earlier).
-PROBABILITY_MODELS = ("seasonal-naive", "hour-climatology", "naive-calibrated", "logistic")
+PROBABILITY_MODELS = ("seasonal-naive", "hour-climatology", "naive-calibrated", "logistic",
+                      "calibrated-mean")
 #: The references a calibrated model has to beat (named in the plan's note when it does not).
 REFERENCES = ("seasonal-naive", "hour-climatology")
 
@@ -165,10 +171,12 @@ class SurplusProbability:
             oof["logistic"][test] = (_logistic(X[train], event[train]).predict_proba(X[test])[:, 1]
                                      if event[train].min() < event[train].max()
                                      else clim[hour[test]])
+            oof["calibrated-mean"][test] = 0.5 * (oof["logistic"][test]
+                                                  + oof["naive-calibrated"][test])
         out.brier = {m: float(np.mean((p - event) ** 2)) for m, p in oof.items()}
         out.model = min(PROBABILITY_MODELS, key=lambda m: (out.brier[m],
                                                            PROBABILITY_MODELS.index(m)))
-        if out.model == "logistic":
+        if out.model in ("logistic", "calibrated-mean"):
             out._lr = _logistic(X, event)
         out._naive_p = _naive_calibration(event, X[:, 3])
         return out
@@ -183,9 +191,13 @@ class SurplusProbability:
         if self.model in ("seasonal-naive", "naive-calibrated"):
             yes = (np.asarray(naive, float) > SURPLUS_EPS).astype(int)
             return yes.astype(float) if self.model == "seasonal-naive" else self._naive_p[yes]
-        if self.model == "logistic" and self._lr is not None:
+        if self.model in ("logistic", "calibrated-mean") and self._lr is not None:
             X = surplus_features(np.asarray(mean, float), np.asarray(naive, float), hour, lead)
-            return self._lr.predict_proba(X)[:, 1]
+            p = self._lr.predict_proba(X)[:, 1]
+            if self.model == "logistic":
+                return p
+            yes = (np.asarray(naive, float) > SURPLUS_EPS).astype(int)
+            return 0.5 * (p + self._naive_p[yes])
         return self._clim[hour]
 
     @property
