@@ -142,7 +142,8 @@ class StoreUnavailableError(BackendUnavailableError):
     Parameters
     ----------
     url
-        The database URL without its password.
+        The database as :func:`carbonsched.config.database_label` names it: a SQLite file's
+        path, else the URL without its password.
     doing
         What the store was doing (``claiming the run of 2023-07-16``).
     detail

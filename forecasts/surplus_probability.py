@@ -158,7 +158,7 @@ class SurplusProbability:
             return out  # nothing to forecast: the (smoothed) climatology
         X = surplus_features(mean, naive, hour, lead)
         cut = np.median(np.unique(issue))
-        oof = {m: np.empty(event.size) for m in PROBABILITY_MODELS}
+        oof = {m: np.full(event.size, np.nan) for m in PROBABILITY_MODELS}
         for test in (issue < cut, issue >= cut):
             train = ~test
             if not test.any() or not train.any():
@@ -173,6 +173,8 @@ class SurplusProbability:
                                      else clim[hour[test]])
             oof["calibrated-mean"][test] = 0.5 * (oof["logistic"][test]
                                                   + oof["naive-calibrated"][test])
+        if not all(np.isfinite(p).all() for p in oof.values()):
+            return out   # one issue in the window: no two folds to score on, the climatology
         out.brier = {m: float(np.mean((p - event) ** 2)) for m, p in oof.items()}
         out.model = min(PROBABILITY_MODELS, key=lambda m: (out.brier[m],
                                                            PROBABILITY_MODELS.index(m)))
@@ -209,7 +211,8 @@ class SurplusProbability:
                 "hour-climatology": "the hour-of-day climatology"}[self.model]
         return (f"surplus-hour probability fallback: no calibrated model beat {used} on "
                 f"validation (Brier: logistic {self.brier['logistic']:.4f}, naive calibrated "
-                f"{self.brier['naive-calibrated']:.4f}, {used} {self.brier[self.model]:.4f}; "
+                f"{self.brier['naive-calibrated']:.4f}, their mean "
+                f"{self.brier['calibrated-mean']:.4f}, {used} {self.brier[self.model]:.4f}; "
                 f"{self.surplus_hours} surplus hours of {self.hours}); used {used}")
 
     def describe(self) -> dict[str, Any]:

@@ -59,7 +59,7 @@ def test_serve_help_names_its_default_host_and_port():
     ("1.0e-5", True), ("0", True),
     ("e5", False), ("2026-12-07", False), ("abc12", False), ("x / 3", False), ("- / -", False),
     ("1,234.5 kg", False), (7, False),
-    ("-", None), ("", None), ("  ", None),
+    ("-", None), ("", None), ("  ", None), (None, None),
 ])
 def test_a_table_cell_is_a_number_as_printed(cell, numeric):
     from carbonsched.cli.common import _numeric
@@ -129,3 +129,28 @@ def test_piped_output_is_one_physical_line_per_message():
     assert r.stderr.splitlines() == [("word " * 60 + "end-of-err").rstrip()]
     rows = [ln for ln in r.stdout.splitlines()[1:] if ln.startswith("│")]
     assert len(rows) >= 2 and max(len(ln) for ln in r.stdout.splitlines()[1:]) <= 150
+
+
+def test_the_port_check_binds_as_uvicorn_does_per_address_family():
+    """An IPv4 listener on 0.0.0.0:P does not hold [::]:P (asyncio binds IPv6 with
+    IPV6_V6ONLY), so ``--host ::`` is not refused; the same IPv4 address is."""
+    import socket
+
+    from carbonsched.cli.service import _check_port_free
+    from carbonsched.errors import InputError
+
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 on this host")
+    with socket.socket() as held:
+        held.bind(("0.0.0.0", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        try:
+            _check_port_free("::", port)
+        except InputError as exc:
+            if "Cannot assign" in str(exc) or "not available" in str(exc):
+                pytest.skip(f"IPv6 not configured: {exc}")
+            raise
+        with pytest.raises(InputError, match=rf"cannot listen on 0\.0\.0\.0:{port}: Address "
+                                             "already in use"):
+            _check_port_free("0.0.0.0", port)

@@ -186,6 +186,8 @@ def _numeric(cell: object) -> bool | None:
     True for ``1,234.5``, ``-0.3 %`` or ``12 / 3``; False for other text; None for an empty
     or ``-`` cell (it does not decide).
     """
+    if cell is None:
+        return None
     if not isinstance(cell, str):
         return False
     text = cell.strip()

@@ -98,31 +98,42 @@ def serve(
 def _check_port_free(host: str, port: int) -> None:
     """Refuse a host and port this process cannot listen on, before anything starts.
 
-    Binds a socket as uvicorn does (``SO_REUSEADDR``) and closes it: the port may still be
-    taken in between, when uvicorn says so itself.
+    Binds a socket to each address of ``host`` as asyncio's ``create_server`` (uvicorn's)
+    does: ``SO_REUSEADDR``, IPv6 sockets ``IPV6_V6ONLY``, an address family this host lacks
+    skipped; then closes them. The port may still be taken in between, when uvicorn says so.
 
     Raises
     ------
     InputError
         The host does not resolve, or the port is in use or not allowed.
     """
+    import errno
     import socket
 
     try:
-        family, kind, proto, _, addr = socket.getaddrinfo(host, port,
-                                                          type=socket.SOCK_STREAM)[0]
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
         raise InputError(f"--host {host!r} (CARBONSCHED_HOST) does not resolve: {exc}; give an "
                          "address of this machine, e.g. 127.0.0.1 or 0.0.0.0") from exc
-    with socket.socket(family, kind, proto) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    for family, kind, proto, _, addr in infos:
         try:
-            sock.bind(addr)
-        except OSError as exc:
-            raise InputError(
-                f"cannot listen on {host}:{port}: {exc.strerror or exc} (`ss -ltnp "
-                f"'sport = :{port}'` names a process that holds it); pick another port with "
-                "--port or CARBONSCHED_PORT") from exc
+            sock = socket.socket(family, kind, proto)
+        except OSError:
+            continue                      # a family this host lacks (asyncio skips it too)
+        with sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(addr)
+            except OSError as exc:
+                why = ("ports below 1024 need root or CAP_NET_BIND_SERVICE"
+                       if exc.errno == errno.EACCES else
+                       f"`ss -ltnp 'sport = :{port}'` names a process that holds it")
+                raise InputError(f"cannot listen on {where}: {exc.strerror or exc} ({why}); "
+                                 "pick another port with --port or CARBONSCHED_PORT") from exc
 
 
 def _check_store_catalog(settings: Any, catalog: str) -> None:

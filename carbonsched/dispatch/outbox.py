@@ -856,9 +856,11 @@ def _drive_backend(store: Store, adapter: DispatchAdapter, row_ids: Sequence[int
     ``submit_attempted_at`` says a submission may have been made — its accounting records),
     record those, then submit the rest, each only after renewing its claim, and record each
     result; finally ask the backend once more to learn its submit times and any duplicate.
-    A backend that cannot list its jobs (any :class:`BackendError`: unreachable, unconfigured
-    or its tool failing) gets nothing submitted: its rows stay pending as ``unavailable`` with
-    the error as their detail, and the next run retries them.
+    A backend that cannot be reached (:class:`BackendUnavailableError`, a host without its
+    configuration included) gets nothing submitted: its rows stay pending as ``unavailable``
+    and the next run retries them. A row whose submission may already have reached the
+    backend (``submit_attempted_at`` set) stays pending even past its deadline: only the
+    backend can say whether that job exists.
     """
     out: list[DispatchOutcome] = []
     try:
@@ -882,21 +884,25 @@ def _drive_backend(store: Store, adapter: DispatchAdapter, row_ids: Sequence[int
                                    f"{_iso(r.submit_attempted_at)} may have reached "
                                    f"{adapter.name}, whose records could not be read ({exc}); "
                                    "not submitted again until they can" for r in maybe}
-            except BackendError as exc:
-                # the backend could not list its jobs (unreachable, unconfigured, or a tool
-                # failing otherwise): nothing was submitted to it, so its rows wait for the next
-                # run with the reason, and the other backends go on
+            except BackendUnavailableError as exc:
                 now = _now(clock)
                 for r in rows.values():
                     r.attempts += 1
                     r.updated_at = now
-                    late = _late(r, now)
-                    if late:  # it can no longer run in time: stop retrying it
+                    # past its deadline and never attempted: it can no longer run in time, stop
+                    # retrying it; attempted: it may be on the backend, so it waits for the
+                    # backend's answer (found by key, or not found and then failed as late)
+                    late = _late(r, now) if r.submit_attempted_at is None else ""
+                    if late:
                         r.state, r.reason, r.detail = (str(JobState.FAILED),
                                                        str(ReasonCode.DEADLINE_PASSED), late)
                         out.append(_outcome(r, "deadline_passed"))
                     else:
-                        r.reason, r.detail = str(ReasonCode.BACKEND_UNAVAILABLE), str(exc)
+                        r.reason = str(ReasonCode.BACKEND_UNAVAILABLE)
+                        r.detail = (str(exc) if r.submit_attempted_at is None else
+                                    f"a submission attempted at {_iso(r.submit_attempted_at)} "
+                                    f"may have reached {adapter.name}, which cannot be asked "
+                                    f"now ({exc}); not submitted again until it can")
                         out.append(_outcome(r, "unavailable"))
                 s.commit()
                 return out

@@ -181,35 +181,40 @@ def test_dispatch_of_a_stale_plan_prints_one_line_per_outcome(global_plan_doc, t
 NO_CONFIG = ("error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host",
              "error: fetch_config: DNS SRV lookup failed",
              "fatal: Could not establish a configuration source")
-OTHER_FAILURE = ("error: Invalid cluster name 'nowhere'",)
+OTHER_FAILURE = ("error: Invalid cluster name nowhere",)
 
 
-@pytest.mark.parametrize("said, expected", [
-    (NO_CONFIG, "no Slurm configuration for cluster 'ontario' on this host (squeue: error: "
-                "resolve_ctls_from_dns_srv"),
-    (OTHER_FAILURE, "slurm:ontario: squeue failed: squeue: error: Invalid cluster name"),
-])
-def test_dispatch_when_slurm_cannot_list_its_jobs_keeps_every_intent(global_plan_doc, tmp_path,
-                                                                      said, expected):
-    """A host with no slurm.conf and no kubeconfig (a new user's), or a ``squeue`` failing for
-    another reason: every placement stays pending as 'unavailable' (nothing lost, retried by the
-    next run; the other backends go on), exit 3, and the message says what failed and, where it
-    knows, the setting that fixes it. The fake tools say what Slurm 22.05's say on a host with
-    neither ``SLURM_CONF`` nor ``/etc/slurm/slurm.conf`` nor a configless DNS record."""
-    url = f"sqlite:///{tmp_path / 's.db'}"
-    doc = future_plan(global_plan_doc, prefix=uuid.uuid4().hex[:8])
-    Store(url).save_plan(doc)
-    tools = tmp_path / "bin"
-    tools.mkdir()
+def _fake_slurm_tools(folder: Path, said: tuple[str, ...]) -> None:
+    folder.mkdir()
     for tool in ("squeue", "sbatch", "sacct"):
         lines = "".join(f"echo '{tool}: {line}' >&2\n" for line in said)
-        (tools / tool).write_text(f"#!/bin/sh\n{lines}exit 1\n")
-        (tools / tool).chmod(0o755)
+        (folder / tool).write_text(f"#!/bin/sh\n{lines}exit 1\n")
+        (folder / tool).chmod(0o755)
+
+
+def _host_env(tmp_path: Path, tools: Path, url: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k not in ("CARBONSCHED_SLURM_CONF_DIR", "SLURM_CONF", "KUBECONFIG",
                         "CARBONSCHED_KUBECONFIG")}
     env.update(HOME=str(tmp_path), PATH=f"{tools}:{os.environ['PATH']}",
                CARBONSCHED_DATABASE_URL=url)
+    return env
+
+
+def test_dispatch_on_a_host_without_slurm_or_kubeconfig_keeps_every_intent(global_plan_doc,
+                                                                            tmp_path):
+    """A host with no slurm.conf and no kubeconfig (a new user's): every placement stays pending
+    as 'unavailable' (nothing lost, retried by the next run), exit 3, and the message names the
+    setting that fixes it. The fake tools say what Slurm 22.05's say on a host with neither
+    ``SLURM_CONF`` nor ``/etc/slurm/slurm.conf`` nor a configless DNS record."""
+    said, expected = NO_CONFIG, ("no Slurm configuration for cluster 'ontario' on this host "
+                                 "(squeue: error: resolve_ctls_from_dns_srv")
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    doc = future_plan(global_plan_doc, prefix=uuid.uuid4().hex[:8])
+    Store(url).save_plan(doc)
+    tools = tmp_path / "bin"
+    _fake_slurm_tools(tools, said)
+    env = _host_env(tmp_path, tools, url)
     run = subprocess.run([sys.executable, "-m", "carbonsched.cli.app", "dispatch", "--plan",
                           "latest", "--placeholder", "--verbose"], env=env, capture_output=True,
                          text=True, cwd=ROOT, timeout=300)
@@ -218,9 +223,8 @@ def test_dispatch_when_slurm_cannot_list_its_jobs_keeps_every_intent(global_plan
     assert f"{n} unavailable · " in run.stdout          # counted in words, not a dict
     said_err = " ".join(run.stderr.split())
     assert expected in said_err
-    if said is NO_CONFIG:
-        assert ("set CARBONSCHED_SLURM_CONF_DIR to a folder holding <cluster>/slurm.conf (or "
-                "SLURM_CONF to the cluster's slurm.conf)") in said_err
+    assert ("set CARBONSCHED_SLURM_CONF_DIR to a folder holding <cluster>/slurm.conf (or "
+            "SLURM_CONF to the cluster's slurm.conf)") in said_err
     assert "set CARBONSCHED_KUBECONFIG to a kubeconfig with that context" in said_err
     # nothing lost: every placement is an intent the next run retries
     st = subprocess.run([sys.executable, "-m", "carbonsched.cli.app", "status", "--no-refresh",
@@ -232,3 +236,72 @@ def test_dispatch_when_slurm_cannot_list_its_jobs_keeps_every_intent(global_plan
                             "--no-refresh"], env=env, capture_output=True, text=True, cwd=ROOT,
                            timeout=300)
     assert f"{n} jobs: {n} Pending" in table.stdout
+
+
+def test_a_squeue_failing_otherwise_stops_the_run_loudly_and_loses_nothing(global_plan_doc,
+                                                                           tmp_path):
+    """Not an outage (a cluster name squeue refuses): exit 2 with squeue's message, as a fault an
+    operator must fix; the intents stay in the outbox for the run after the fix."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    doc = future_plan(global_plan_doc, prefix=uuid.uuid4().hex[:8])
+    Store(url).save_plan(doc)
+    tools = tmp_path / "bin"
+    _fake_slurm_tools(tools, OTHER_FAILURE)
+    env = _host_env(tmp_path, tools, url)
+    run = subprocess.run([sys.executable, "-m", "carbonsched.cli.app", "dispatch", "--plan",
+                          "latest", "--placeholder"], env=env, capture_output=True, text=True,
+                         cwd=ROOT, timeout=300)
+    assert run.returncode == 2, run.stderr
+    assert ("squeue failed: squeue: error: Invalid cluster name nowhere"
+            in " ".join(run.stderr.split()))
+    st = subprocess.run([sys.executable, "-m", "carbonsched.cli.app", "status", "--no-refresh",
+                         "--json"], env=env, capture_output=True, text=True, cwd=ROOT,
+                        timeout=300)
+    assert len(json.loads(st.stdout)) == len(doc["placements"])
+
+
+def test_an_attempted_submission_past_its_deadline_waits_for_the_backend(tmp_path,
+                                                                         monkeypatch):
+    """An sbatch whose answer was lost may have made the job. If the cluster still cannot be
+    asked once the unit's deadline has passed, the unit stays pending, named as possibly on the
+    cluster; it is not failed as "not submitted" (a final state nothing tracks again)."""
+    from datetime import UTC, datetime, timedelta
+
+    from carbonsched.config import Settings
+    from carbonsched.dispatch.outbox import dispatch_plan
+
+    from .helpers import one_plan
+
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    start = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(hours=1)
+    doc = one_plan([{"job_id": f"{uuid.uuid4().hex[:8]}-attempted", "site": "ca-on-toronto",
+                     "start": start, "end": start + timedelta(hours=1), "gpu_type": "V100",
+                     "gpus": 1}])
+    store.save_plan(doc)
+    tools = tmp_path / "bin"
+    tools.mkdir()
+
+    def tool(name: str, body: str) -> None:
+        (tools / name).write_text(f"#!/bin/sh\n{body}\n")
+        (tools / name).chmod(0o755)
+
+    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
+    settings = Settings(slurm_conf_dir=None, dispatch_backoff_s=0.01)
+    # the controller lists no job, then sbatch's answer is lost: the submission may be made
+    tool("squeue", "echo '{\"jobs\": [], \"errors\": []}'")
+    tool("sbatch", "echo 'sbatch: error: Batch job submission failed: Unable to contact slurm "
+                   "controller (connect failure)' >&2; exit 1")
+    first = dispatch_plan(store, doc["plan_id"], settings=settings, max_attempts=1,
+                          sleep=lambda _: None, placeholder=True)
+    assert first.counts == {"unavailable": 1}
+    # two days on, past the deadline, the controller still cannot be asked
+    tool("squeue", "echo 'squeue: error: Unable to contact slurm controller (connect "
+                   "failure)' >&2; exit 1")
+    tool("sbatch", f"touch {tmp_path}/sbatch-ran; exit 1")
+    later = dispatch_plan(store, doc["plan_id"], settings=settings, max_attempts=1,
+                          sleep=lambda _: None, placeholder=True,
+                          clock=lambda: start + timedelta(days=2))
+    assert later.counts == {"unavailable": 1}
+    (o,) = later.outcomes
+    assert "may have reached slurm:ontario, which cannot be asked now" in o.detail
+    assert not (tmp_path / "sbatch-ran").exists()

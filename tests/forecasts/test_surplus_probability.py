@@ -71,8 +71,8 @@ def test_an_uninformative_forecast_falls_back_and_the_plan_says_so() -> None:
     assert sp.brier["logistic"] == pytest.approx(0.0527, abs=1e-3)
     assert sp.note is not None and "used the hour-of-day climatology" in sp.note
     assert (f"Brier: logistic {sp.brier['logistic']:.4f}, naive calibrated "
-            f"{sp.brier['naive-calibrated']:.4f}, the hour-of-day climatology "
-            f"{sp.brier['hour-climatology']:.4f}") in sp.note
+            f"{sp.brier['naive-calibrated']:.4f}, their mean {sp.brier['calibrated-mean']:.4f}, "
+            f"the hour-of-day climatology {sp.brier['hour-climatology']:.4f}") in sp.note
     assert note_kind(f"site-a: green surplus: {sp.note}") == "forecast fallback"
     d = sp.describe()
     assert d["model"] == "hour-climatology" and d["surplus_hours"] == sp.surplus_hours > 0
@@ -113,22 +113,37 @@ def test_a_persistent_surplus_gets_naive_calibrated_and_beats_naive_out_of_sampl
     assert skill == pytest.approx(0.2055, abs=0.002)
 
 
-def test_calibrated_mean_is_the_mean_of_the_two_calibrated_probabilities() -> None:
-    rng = np.random.default_rng(4)
-    val, test = _persistent(28, rng), _persistent(5, rng)
+def test_calibrated_mean_is_chosen_and_predicts_the_mean_of_the_two_calibrated_models() -> None:
+    rng = np.random.default_rng(10)
+    val, test = _persistent(28, rng), _persistent(200, rng)
     sp = SurplusProbability.fit(**val)
-    b = sp.brier   # its cross-fitted score is at most the mean of theirs (Brier is convex)
-    assert b["calibrated-mean"] <= 0.5 * (b["logistic"] + b["naive-calibrated"]) + 1e-12
+    assert sp.model == "calibrated-mean" and sp.note is None
+    b = sp.brier  # cross-fitted on the window (computed, seed 10)
+    assert b["calibrated-mean"] < b["naive-calibrated"] < b["logistic"] < b["seasonal-naive"]
+    assert b["calibrated-mean"] == pytest.approx(0.0360, abs=1e-3)
     args = (test["mean"], test["naive"], test["hour"], test["lead"])
-    probs = {}
-    for model in ("logistic", "naive-calibrated", "calibrated-mean"):
-        sp.model = model
-        sp._lr = _logistic(surplus_features(val["mean"], val["naive"], val["hour"],
-                                            val["lead"]), (val["actual"] > 1e-9).astype(float))
-        probs[model] = sp.predict(*args)
-    np.testing.assert_allclose(probs["calibrated-mean"],
-                               0.5 * (probs["logistic"] + probs["naive-calibrated"]))
-    assert not np.allclose(probs["logistic"], probs["naive-calibrated"])   # two were averaged
+    p = sp.predict(*args)
+    # the fit's own logistic model and naive's calibration, averaged
+    lr = _logistic(surplus_features(val["mean"], val["naive"], val["hour"], val["lead"]),
+                   (val["actual"] > 1e-9).astype(float))
+    yes = val["naive"] > 1e-9
+    wet = val["actual"] > 1e-9
+    naive_p = np.where(test["naive"] > 1e-9, (wet[yes].sum() + 0.5) / (yes.sum() + 1),
+                       (wet[~yes].sum() + 0.5) / ((~yes).sum() + 1))
+    lr_p = lr.predict_proba(surplus_features(*args))[:, 1]
+    np.testing.assert_allclose(p, 0.5 * (lr_p + naive_p))
+    assert not np.allclose(lr_p, naive_p)               # two different probabilities averaged
+    skill = 1 - _brier(p, test["actual"]) / _brier(test["naive"] > 1e-9, test["actual"])
+    assert skill == pytest.approx(0.2264, abs=0.002)
+
+
+def test_a_window_of_one_issue_cannot_be_cross_fitted_and_gives_the_climatology() -> None:
+    w = _persistent(1, np.random.default_rng(4))
+    w["actual"][:2] = (0.5, 0.0)                        # an event and a non-event
+    w["actual"][2:] = 0.0
+    sp = SurplusProbability.fit(**w)
+    assert sp.model == "hour-climatology" and sp.brier == {} and sp.note is None
+    assert sp.hours == 24 and sp.surplus_hours == 1
 
 
 def test_naive_calibrated_never_gives_0_or_1_even_where_naive_never_said_yes() -> None:
