@@ -184,21 +184,25 @@ NO_CONFIG = ("error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host"
 OTHER_FAILURE = ("error: Invalid cluster name nowhere",)
 
 
-def _fake_slurm_tools(folder: Path, said: tuple[str, ...]) -> None:
-    folder.mkdir()
+def _host_with_fake_slurm(plan_doc: dict, tmp_path: Path,
+                          said: tuple[str, ...]) -> tuple[dict, dict[str, str]]:
+    """A stored future copy of ``plan_doc`` and the environment of a host whose Slurm tools
+    print ``said`` and fail, with no Slurm or Kubernetes configuration."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    doc = future_plan(plan_doc, prefix=uuid.uuid4().hex[:8])
+    Store(url).save_plan(doc)
+    tools = tmp_path / "bin"
+    tools.mkdir()
     for tool in ("squeue", "sbatch", "sacct"):
         lines = "".join(f"echo '{tool}: {line}' >&2\n" for line in said)
-        (folder / tool).write_text(f"#!/bin/sh\n{lines}exit 1\n")
-        (folder / tool).chmod(0o755)
-
-
-def _host_env(tmp_path: Path, tools: Path, url: str) -> dict[str, str]:
+        (tools / tool).write_text(f"#!/bin/sh\n{lines}exit 1\n")
+        (tools / tool).chmod(0o755)
     env = {k: v for k, v in os.environ.items()
            if k not in ("CARBONSCHED_SLURM_CONF_DIR", "SLURM_CONF", "KUBECONFIG",
                         "CARBONSCHED_KUBECONFIG")}
     env.update(HOME=str(tmp_path), PATH=f"{tools}:{os.environ['PATH']}",
                CARBONSCHED_DATABASE_URL=url)
-    return env
+    return doc, env
 
 
 def test_dispatch_on_a_host_without_slurm_or_kubeconfig_keeps_every_intent(global_plan_doc,
@@ -207,14 +211,9 @@ def test_dispatch_on_a_host_without_slurm_or_kubeconfig_keeps_every_intent(globa
     as 'unavailable' (nothing lost, retried by the next run), exit 3, and the message names the
     setting that fixes it. The fake tools say what Slurm 22.05's say on a host with neither
     ``SLURM_CONF`` nor ``/etc/slurm/slurm.conf`` nor a configless DNS record."""
-    said, expected = NO_CONFIG, ("no Slurm configuration for cluster 'ontario' on this host "
-                                 "(squeue: error: resolve_ctls_from_dns_srv")
-    url = f"sqlite:///{tmp_path / 's.db'}"
-    doc = future_plan(global_plan_doc, prefix=uuid.uuid4().hex[:8])
-    Store(url).save_plan(doc)
-    tools = tmp_path / "bin"
-    _fake_slurm_tools(tools, said)
-    env = _host_env(tmp_path, tools, url)
+    expected = ("no Slurm configuration for cluster 'ontario' on this host (squeue: error: "
+                "resolve_ctls_from_dns_srv")
+    doc, env = _host_with_fake_slurm(global_plan_doc, tmp_path, NO_CONFIG)
     run = subprocess.run([sys.executable, "-m", "carbonsched.cli.app", "dispatch", "--plan",
                           "latest", "--placeholder", "--verbose"], env=env, capture_output=True,
                          text=True, cwd=ROOT, timeout=300)
@@ -242,12 +241,7 @@ def test_a_squeue_failing_otherwise_stops_the_run_loudly_and_loses_nothing(globa
                                                                            tmp_path):
     """Not an outage (a cluster name squeue refuses): exit 2 with squeue's message, as a fault an
     operator must fix; the intents stay in the outbox for the run after the fix."""
-    url = f"sqlite:///{tmp_path / 's.db'}"
-    doc = future_plan(global_plan_doc, prefix=uuid.uuid4().hex[:8])
-    Store(url).save_plan(doc)
-    tools = tmp_path / "bin"
-    _fake_slurm_tools(tools, OTHER_FAILURE)
-    env = _host_env(tmp_path, tools, url)
+    doc, env = _host_with_fake_slurm(global_plan_doc, tmp_path, OTHER_FAILURE)
     run = subprocess.run([sys.executable, "-m", "carbonsched.cli.app", "dispatch", "--plan",
                           "latest", "--placeholder"], env=env, capture_output=True, text=True,
                          cwd=ROOT, timeout=300)
