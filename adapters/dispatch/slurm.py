@@ -115,12 +115,13 @@ UNREACHABLE = (
 
 #: stderr fragments that mean "this host has no configuration for the cluster": no
 #: ``SLURM_CONF``, no ``/etc/slurm/slurm.conf`` and no configless DNS SRV record (slurm.conf(5),
-#: "Configless"). Nothing reached a controller: retried like an unreachable one, with the fix in
-#: the message. (A ``SLURM_CONF`` that names a missing file makes the tools retry for 60 s,
-#: longer than the tool timeout: that ends as a timeout.)
+#: "Configless"), or a ``SLURM_CONF`` that cannot be read. Nothing reached a controller: retried
+#: like an unreachable one, with the fix in the message. (A ``SLURM_CONF`` that names a missing
+#: file makes the tools retry for 60 s, longer than the tool timeout: that ends as a timeout.)
 NO_CONFIG = (
     "Could not establish a configuration source",
     "_establish_config_source",
+    "something wrong with opening/reading",
 )
 
 #: Slurm base job states -> lifecycle (squeue(1) "JOB STATE CODES")

@@ -843,8 +843,12 @@ def _late(row: DispatchRow, now: datetime) -> str:
     req = _request_from_row(row)
     if now + timedelta(seconds=req.duration_s) <= req.deadline:
         return ""
-    return (f"now {_iso(now)} + {req.duration_s} s is after the deadline {_iso(req.deadline)}; "
-            "not submitted")
+    late = f"now {_iso(now)} + {req.duration_s} s is after the deadline {_iso(req.deadline)}"
+    if row.submit_attempted_at is None:
+        return f"{late}; not submitted"
+    return (f"{late}; the submission attempted at {_iso(row.submit_attempted_at)} is in neither "
+            "the backend's job list nor its records (a backend that keeps no records forgets a "
+            "job soon after it ends); not submitted again")
 
 
 def _drive_backend(store: Store, adapter: DispatchAdapter, row_ids: Sequence[int],

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -280,7 +281,9 @@ def test_an_attempted_submission_past_its_deadline_waits_for_the_backend(tmp_pat
         (tools / name).chmod(0o755)
 
     monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
-    settings = Settings(slurm_conf_dir=None, dispatch_backoff_s=0.01)
+    # the tool timeout is the time an attempted submission may take to show: 1 s here
+    settings = Settings(slurm_conf_dir=None, dispatch_backoff_s=0.01,
+                        dispatch_backend_timeout_s=1.0)
     # the controller lists no job, then sbatch's answer is lost: the submission may be made
     tool("squeue", "echo '{\"jobs\": [], \"errors\": []}'")
     tool("sbatch", "echo 'sbatch: error: Batch job submission failed: Unable to contact slurm "
@@ -298,4 +301,16 @@ def test_an_attempted_submission_past_its_deadline_waits_for_the_backend(tmp_pat
     assert later.counts == {"unavailable": 1}
     (o,) = later.outcomes
     assert "may have reached slurm:ontario, which cannot be asked now" in o.detail
+    # the cluster answers again and holds no such job, in its list or its records: now it is
+    # late, and it is never submitted (sbatch would leave a file behind)
+    time.sleep(1.5)
+    tool("squeue", "echo '{\"jobs\": [], \"errors\": []}'")
+    tool("sacct", "exit 0")
+    last = dispatch_plan(store, doc["plan_id"], settings=settings, max_attempts=1,
+                         sleep=lambda _: None, placeholder=True,
+                         clock=lambda: start + timedelta(days=2))
+    assert last.counts == {"deadline_passed": 1}
+    (o,) = last.outcomes
+    assert "is after the deadline" in o.detail
+    assert "is in neither the backend's job list nor its records" in o.detail
     assert not (tmp_path / "sbatch-ran").exists()
