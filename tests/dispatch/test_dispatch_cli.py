@@ -284,20 +284,22 @@ def test_an_attempted_submission_past_its_deadline_waits_for_the_backend(tmp_pat
     # the tool timeout is the time an attempted submission may take to show: 1 s here
     settings = Settings(slurm_conf_dir=None, dispatch_backoff_s=0.01,
                         dispatch_backend_timeout_s=1.0)
+
+    def run(days_on: int = 0):
+        return dispatch_plan(store, doc["plan_id"], settings=settings, max_attempts=1,
+                             sleep=lambda _: None, placeholder=True,
+                             clock=lambda: datetime.now(UTC) + timedelta(days=days_on))
     # the controller lists no job, then sbatch's answer is lost: the submission may be made
     tool("squeue", "echo '{\"jobs\": [], \"errors\": []}'")
     tool("sbatch", "echo 'sbatch: error: Batch job submission failed: Unable to contact slurm "
                    "controller (connect failure)' >&2; exit 1")
-    first = dispatch_plan(store, doc["plan_id"], settings=settings, max_attempts=1,
-                          sleep=lambda _: None, placeholder=True)
+    first = run()
     assert first.counts == {"unavailable": 1}
     # two days on, past the deadline, the controller still cannot be asked
     tool("squeue", "echo 'squeue: error: Unable to contact slurm controller (connect "
                    "failure)' >&2; exit 1")
     tool("sbatch", f"touch {tmp_path}/sbatch-ran; exit 1")
-    later = dispatch_plan(store, doc["plan_id"], settings=settings, max_attempts=1,
-                          sleep=lambda _: None, placeholder=True,
-                          clock=lambda: start + timedelta(days=2))
+    later = run(days_on=2)
     assert later.counts == {"unavailable": 1}
     (o,) = later.outcomes
     assert "may have reached slurm:ontario, which cannot be asked now" in o.detail
@@ -306,9 +308,7 @@ def test_an_attempted_submission_past_its_deadline_waits_for_the_backend(tmp_pat
     time.sleep(1.5)
     tool("squeue", "echo '{\"jobs\": [], \"errors\": []}'")
     tool("sacct", "exit 0")
-    last = dispatch_plan(store, doc["plan_id"], settings=settings, max_attempts=1,
-                         sleep=lambda _: None, placeholder=True,
-                         clock=lambda: start + timedelta(days=2))
+    last = run(days_on=2)
     assert last.counts == {"deadline_passed": 1}
     (o,) = last.outcomes
     assert "is after the deadline" in o.detail
