@@ -159,6 +159,8 @@ def ensemble_members(name: str) -> tuple[str, ...]:
     if name.startswith("ens(") and name.endswith(")"):
         return tuple(name[4:-1].split("+"))
     return (name,)
+
+
 #: Registered candidates left out of the default choice: LightGBM costs 3-10 s per fit on a
 #: year (2 shared cores), more than the other candidates together, and a refit period fits it
 #: twice per site; pass ``candidates=`` to include it.

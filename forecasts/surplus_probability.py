@@ -57,8 +57,9 @@ LOGISTIC_C = 1.0
 #: Candidates, simplest first (ties go to the earlier).
 PROBABILITY_MODELS = ("seasonal-naive", "hour-climatology", "naive-calibrated", "logistic",
                       "calibrated-mean")
-#: The references a calibrated model has to beat (named in the plan's note when it does not).
-REFERENCES = ("seasonal-naive", "hour-climatology")
+#: The references a calibrated model has to beat, as the plan's note names them when none does.
+REFERENCES = {"seasonal-naive": "seasonal naive's yes/no",
+              "hour-climatology": "the hour-of-day climatology"}
 
 
 def surplus_features(mean: np.ndarray, naive: np.ndarray, hour: np.ndarray,
@@ -190,16 +191,15 @@ class SurplusProbability:
         Parameters are as :meth:`fit`'s (forecasts for the hours to come).
         """
         hour = np.asarray(hour, int)
-        if self.model in ("seasonal-naive", "naive-calibrated"):
-            yes = (np.asarray(naive, float) > SURPLUS_EPS).astype(int)
-            return yes.astype(float) if self.model == "seasonal-naive" else self._naive_p[yes]
+        yes = (np.asarray(naive, float) > SURPLUS_EPS).astype(int)
+        if self.model == "seasonal-naive":
+            return yes.astype(float)
+        if self.model == "naive-calibrated":
+            return self._naive_p[yes]
         if self.model in ("logistic", "calibrated-mean") and self._lr is not None:
             X = surplus_features(np.asarray(mean, float), np.asarray(naive, float), hour, lead)
             p = self._lr.predict_proba(X)[:, 1]
-            if self.model == "logistic":
-                return p
-            yes = (np.asarray(naive, float) > SURPLUS_EPS).astype(int)
-            return 0.5 * (p + self._naive_p[yes])
+            return p if self.model == "logistic" else 0.5 * (p + self._naive_p[yes])
         return self._clim[hour]
 
     @property
@@ -207,8 +207,7 @@ class SurplusProbability:
         """Why the plan's surplus probability is not the calibrated model's, or ``None``."""
         if self.model not in REFERENCES or not self.brier:
             return None
-        used = {"seasonal-naive": "seasonal naive's yes/no",
-                "hour-climatology": "the hour-of-day climatology"}[self.model]
+        used = REFERENCES[self.model]
         return (f"surplus-hour probability fallback: no calibrated model beat {used} on "
                 f"validation (Brier: logistic {self.brier['logistic']:.4f}, naive calibrated "
                 f"{self.brier['naive-calibrated']:.4f}, their mean "

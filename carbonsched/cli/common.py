@@ -38,6 +38,7 @@ out = Console(width=None if sys.stdout.isatty() else 150, soft_wrap=not sys.stdo
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 150,
               soft_wrap=not sys.stderr.isatty())
 
+
 def plain_flags(command: Any, info_name: str = "carbonsched") -> Any:
     """Clear the ``<bool>`` type of every flag under a Click ``command``, its ``--help`` too.
 

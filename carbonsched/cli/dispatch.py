@@ -10,6 +10,7 @@ every placement after ``--commit-before``).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated
 
@@ -96,7 +97,7 @@ def dispatch(
         for (site, be, action), n in sorted(per.items()):
             t.add_row(site, be, action, str(n))
         out.print(t)
-        counts = ", ".join(f"{n} {action}" for action, n in sorted(summary.counts.items()))
+        counts = _in_words(sorted(summary.counts.items()))
         retries = f"{summary.retries} backoff retr{'y' if summary.retries == 1 else 'ies'}"
         out.print(f"{counts or 'nothing to dispatch'} · {retries} · {summary.seconds:.1f} s",
                   highlight=False)
@@ -116,6 +117,11 @@ def dispatch(
             doc = _store().get_plan(summary.plan_id)
         print_error(nothing_submitted_message(summary, doc))
         raise typer.Exit(2)
+
+
+def _in_words(counts: Iterable[tuple[str, int]]) -> str:
+    """``[("submitted", 3), ("unavailable", 1)]`` as ``3 submitted, 1 unavailable``."""
+    return ", ".join(f"{n} {what}" for what, n in counts)
 
 
 def nothing_submitted_message(summary: DispatchSummary, plan: dict) -> str:
@@ -141,7 +147,7 @@ def nothing_submitted_message(summary: DispatchSummary, plan: dict) -> str:
     reasons: dict[str, int] = {}
     for o in asked:
         reasons[o.reason] = reasons.get(o.reason, 0) + 1
-    why_counts = ", ".join(f"{v} {k}" for k, v in sorted(reasons.items()))
+    why_counts = _in_words(sorted(reasons.items()))
     cat, day = plan.get("catalog", "global"), plan.get("date", "?")
     source = (plan.get("replay") or {}).get("source_date") or day
     pid = summary.plan_id[:12]
@@ -228,7 +234,7 @@ def status(
     out.print(t)
     counts = df["state"].value_counts().to_dict() if len(df) else {}
     dups = df[df["duplicates"].fillna("") != ""] if len(df) else df
-    by_state = ", ".join(f"{n} {state}" for state, n in counts.items())
+    by_state = _in_words(counts.items())
     out.print(f"{len(df)} jobs" + (f": {by_state}" if by_state else "")
               + (f" · {len(dups)} with DUPLICATES on their backend" if len(dups) else ""),
               highlight=False)

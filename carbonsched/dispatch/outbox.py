@@ -896,17 +896,18 @@ def _drive_backend(store: Store, adapter: DispatchAdapter, row_ids: Sequence[int
                     # past its deadline and never attempted: it can no longer run in time, stop
                     # retrying it; attempted: it may be on the backend, so it waits for the
                     # backend's answer (found by key, or not found and then failed as late)
-                    late = _late(r, now) if r.submit_attempted_at is None else ""
+                    attempted = r.submit_attempted_at
+                    late = "" if attempted is not None else _late(r, now)
                     if late:
                         r.state, r.reason, r.detail = (str(JobState.FAILED),
                                                        str(ReasonCode.DEADLINE_PASSED), late)
                         out.append(_outcome(r, "deadline_passed"))
                     else:
                         r.reason = str(ReasonCode.BACKEND_UNAVAILABLE)
-                        r.detail = (str(exc) if r.submit_attempted_at is None else
-                                    f"a submission attempted at {_iso(r.submit_attempted_at)} "
-                                    f"may have reached {adapter.name}, which cannot be asked "
-                                    f"now ({exc}); not submitted again until it can")
+                        r.detail = (str(exc) if attempted is None else
+                                    f"a submission attempted at {_iso(attempted)} may have "
+                                    f"reached {adapter.name}, which cannot be asked now "
+                                    f"({exc}); not submitted again until it can")
                         out.append(_outcome(r, "unavailable"))
                 s.commit()
                 return out
