@@ -10,10 +10,12 @@ password by :meth:`Settings.public_dict`, which is all the service ever logs.
 from __future__ import annotations
 
 import os
+import re
 from datetime import UTC, datetime, time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import platformdirs
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
@@ -43,14 +45,43 @@ def database_label(url: Any) -> str:
     -------
     str
         ``/abs/path.db`` for a SQLite file, ``SQLite in memory`` for ``sqlite://``, else the URL
-        rendered with its password as ``***`` (SQLAlchemy's ``hide_password``).
+        rendered with its password as ``***`` (SQLAlchemy's ``hide_password``), and so is the
+        value of every query parameter whose name holds ``password``, ``secret`` or ``token``
+        (libpq's ``?password=`` and ``?sslpassword=``).
     """
     from sqlalchemy.engine import make_url  # deferred: SQLAlchemy is not needed to read settings
 
     u = make_url(url)
     if u.get_backend_name() == "sqlite":
         return u.database if u.database not in (None, "", ":memory:") else "SQLite in memory"
-    return u.render_as_string(hide_password=True)
+    return url_without_secrets(u)
+
+
+def url_without_secrets(url: Any) -> str:
+    """A database URL as it may be logged: its password and secret query values as ``***``.
+
+    Parameters
+    ----------
+    url : str or sqlalchemy.engine.URL
+        A SQLAlchemy database URL.
+
+    Returns
+    -------
+    str
+        The URL rendered by SQLAlchemy with ``hide_password=True``, every query parameter whose
+        name holds ``password``, ``secret`` or ``token`` (libpq's ``password`` and
+        ``sslpassword``, https://www.postgresql.org/docs/15/libpq-connect.html) shown as ``***``.
+    """
+    from sqlalchemy.engine import make_url  # deferred: SQLAlchemy is not needed to read settings
+
+    u = make_url(url)
+    hidden = {k: (_HIDDEN if _SECRET_QUERY_KEY.search(k) else v) for k, v in u.query.items()}
+    return (u.set(query=hidden).render_as_string(hide_password=True)
+            .replace(quote(_HIDDEN, safe=""), _HIDDEN))
+
+
+_HIDDEN = "***"
+_SECRET_QUERY_KEY = re.compile("password|secret|token", re.IGNORECASE)
 
 
 CONFIG_ENV = "CARBONSCHED_CONFIG"
@@ -316,14 +347,9 @@ class Settings(BaseSettings):
         return self.database_url.get_secret_value() or default_database_url()
 
     def public_dict(self) -> dict[str, Any]:
-        """The settings as they may be logged: secrets masked, the URL without its password."""
-        from sqlalchemy.engine import (
-            make_url,  # deferred: SQLAlchemy is not needed to read settings
-        )
-
+        """The settings as they may be logged: secrets masked (:func:`url_without_secrets`)."""
         out = self.model_dump(mode="json")
-        out["database_url"] = make_url(self.resolved_database_url()).render_as_string(
-            hide_password=True)
+        out["database_url"] = url_without_secrets(self.resolved_database_url())
         out["bootstrap_admin_token"] = "**********" if self.bootstrap_admin_token else None
         return out
 

@@ -136,6 +136,26 @@ class BackendUnavailableError(BackendError):
     """A scheduler backend cannot be reached."""
 
 
+def store_check(url: str) -> str:
+    """What to check when the store named ``url`` cannot be reached, as a clause.
+
+    Parameters
+    ----------
+    url
+        The database as :func:`carbonsched.config.database_label` names it: a database server's
+        URL holds ``://``; a SQLite file is named by its path (or ``SQLite in memory``).
+
+    Returns
+    -------
+    str
+        ``that the server is running`` for a server; for a SQLite file, that this user can
+        read and write it and its folder (SQLite's "unable to open database file").
+    """
+    if "://" in url:
+        return "that the server is running"
+    return f"that this user can read and write {url} and its folder"
+
+
 class StoreUnavailableError(BackendUnavailableError):
     """The store's database cannot be reached, or lost its connection during a call.
 
@@ -149,15 +169,14 @@ class StoreUnavailableError(BackendUnavailableError):
     detail
         The driver's message, on one line.
     hint
-        How to retry (default: check that the server runs and retry).
+        How to retry (default: :func:`store_check`, then retry).
     """
 
     def __init__(self, url: str, doing: str, detail: str, hint: str = "") -> None:
         self.url = url
         self.doing = doing
         self.detail = detail
-        hint = hint or ("check CARBONSCHED_DATABASE_URL and that the server is running, "
-                        "then retry")
+        hint = hint or f"check CARBONSCHED_DATABASE_URL and {store_check(url)}, then retry"
         super().__init__(f"database {url} is unreachable ({doing}: {detail}); {hint}")
 
 

@@ -17,6 +17,13 @@ from carbonsched.config import database_label
      "postgresql+psycopg://ops:***@db.internal:5432/carbonsched"),
     ("postgresql+psycopg://ops@db.internal/carbonsched",
      "postgresql+psycopg://ops@db.internal/carbonsched"),
+    # libpq takes the password as a query parameter too; other parameters are shown as given
+    ("postgresql+psycopg://ops@db.internal/carbonsched?password=s3cret&sslmode=require",
+     "postgresql+psycopg://ops@db.internal/carbonsched?password=***&sslmode=require"),
+    ("postgresql+psycopg://ops@db.internal/cs?sslpassword=k3y&application_name=tokens_app",
+     "postgresql+psycopg://ops@db.internal/cs?application_name=tokens_app&sslpassword=***"),
+    ("postgresql+psycopg://ops@db.internal/cs?Auth_Token=t0k",
+     "postgresql+psycopg://ops@db.internal/cs?Auth_Token=***"),
 ])
 def test_a_database_is_named_by_its_path_or_its_url_without_password(url, label):
     assert database_label(url) == label

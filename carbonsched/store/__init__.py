@@ -26,13 +26,14 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from carbonsched.config import database_label
+from carbonsched.config import database_label, url_without_secrets
 from carbonsched.errors import (
     BackendError,
     BackendUnavailableError,
     InputError,
     StoreUnavailableError,
     missing_extra,
+    store_check,
 )
 from carbonsched.store.models import ForecastRow, InferenceRow, PlacementRow, PlanRow
 from carbonsched.store.sqlite import enable_sqlite_wal
@@ -53,6 +54,17 @@ PLAN_ID_MIN_PREFIX = 6
 
 _T = TypeVar("_T")
 
+
+
+def _shown_url(url: str) -> str:
+    """``url`` as a message may show it: without secrets, or only its scheme if it won't parse.
+
+    Where the password would sit in a URL that does not parse cannot be told.
+    """
+    try:
+        return url_without_secrets(url)
+    except (SQLAlchemyError, ValueError, TypeError):
+        return f"{url.split('://', 1)[0]}://… (the rest not shown: it does not parse)"
 
 class StoreLockedError(BackendUnavailableError):
     """The store is busy: another process holds SQLite's write lock past every retry."""
@@ -113,7 +125,9 @@ class Store:
             raise missing_extra(exc.name or "psycopg2",
                                 f"a {url.split(':', 1)[0]} database URL") from exc
         except (SQLAlchemyError, ImportError, ValueError, TypeError) as exc:
-            raise InputError(f"database URL {url!r} is not usable: {exc}") from exc
+            raise InputError(f"database URL {_shown_url(url)} is not usable: {exc}; set "
+                             "CARBONSCHED_DATABASE_URL to a SQLAlchemy URL, e.g. "
+                             "postgresql+psycopg2://user@host:5432/carbonsched") from exc
         if self.engine.dialect.name == "sqlite":
             # the store's own busy timeout (its bounded "locked" retries build on it)
             enable_sqlite_wal(self.engine, busy_timeout_s)
@@ -223,7 +237,7 @@ class Store:
             raise StoreUnavailableError(
                 self._safe_url(), f"recording plan {plan['plan_id']}",
                 " ".join(str(exc.orig).split()), "the plan itself is intact (write it with "
-                "--out); check that the server is running, then plan again") from exc
+                f"--out); check {store_check(self._safe_url())}, then plan again") from exc
         except SQLAlchemyError as exc:
             raise BackendError(
                 f"database {self._safe_url()} refused plan {plan['plan_id']}: "

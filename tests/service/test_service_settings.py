@@ -33,6 +33,10 @@ def test_secrets_are_masked(monkeypatch):
     assert "tok-123-secret" not in shown and "pa55word" not in shown
     assert s.public_dict()["database_url"] == "postgresql+psycopg2://svc:***@db:5432/carbonsched"
     assert s.resolved_database_url().endswith("pa55word@db:5432/carbonsched")
+    monkeypatch.setenv("CARBONSCHED_DATABASE_URL",
+                       "postgresql+psycopg2://svc@db:5432/carbonsched?password=pa55word")
+    assert Settings().public_dict()["database_url"] == (
+        "postgresql+psycopg2://svc@db:5432/carbonsched?password=***")
 
 
 def test_bad_values_are_refused(tmp_path, monkeypatch):

@@ -211,6 +211,21 @@ def test_a_dead_database_is_the_projects_error_naming_it(private_pg):
     db.engine.dispose()
 
 
+def test_an_unreachable_sqlite_file_names_its_path_and_what_to_check(tmp_path):
+    import shutil
+
+    from carbonsched.errors import StoreUnavailableError
+
+    path = tmp_path / "gone" / "carbonsched.db"
+    db = ServiceStore(Store(f"sqlite:///{path}"))
+    db.engine.dispose()
+    shutil.rmtree(path.parent)          # SQLite: "unable to open database file"
+    msg = str(pytest.raises(StoreUnavailableError, db.get_run, "2023-07-16").value)
+    assert msg == (f"database {path} is unreachable (reading the run record of 2023-07-16: "
+                   "unable to open database file); check CARBONSCHED_DATABASE_URL and that "
+                   f"this user can read and write {path} and its folder, then retry")
+
+
 def test_postgres_url_is_set_by_the_test_command():
     if postgres_url() is None:
         pytest.skip("CARBONSCHED_TEST_POSTGRES_URL not set (scripts/test starts PostgreSQL)")

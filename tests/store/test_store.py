@@ -86,6 +86,18 @@ def test_bad_url_is_input_error():
         Store("nosuchdialect://x")
 
 
+@pytest.mark.parametrize("url, shown", [
+    ("nosuchdialect://ops:s3cret@db/x", "nosuchdialect://ops:***@db/x"),
+    ("postgresql+nodriver://ops@db/x?password=s3cret", "postgresql+nodriver://ops@db/x?password=***"),
+    ("postgresql://ops:s3cret@db:notaport/x", "postgresql://… (the rest not shown"),
+])
+def test_a_bad_url_is_named_without_its_password(url, shown):
+    with pytest.raises(InputError) as info:
+        Store(url)
+    assert "s3cret" not in str(info.value) and shown in str(info.value)
+    assert "CARBONSCHED_DATABASE_URL" in str(info.value)
+
+
 def _prefixes(store: Store):
     for pid in ("0c831765c6f9aa11", "0c831765d000bb22", "ff00_%x"):
         store.save_plan(_plan(pid), _forecasts())
