@@ -29,10 +29,12 @@ from .test_colgen_bound import two_gangs_three_gpus
 from .test_properties import PROPS, clean, instances
 
 
-def _setup(prob):
+def _setup(prob, weights: type = np.float64):
+    """Sets, layout and an evaluator; double weights unless ``weights`` says otherwise (the
+    formulas are checked in double, the ascent's single precision against them below)."""
     sets = compile_sets(prob)
     lay = make_layout(sets, job_classes(sets))
-    return sets, lay, sm._Evaluator(sets, lay)
+    return sets, lay, sm._Evaluator(sets, lay, weights)
 
 
 def _random_x(ev, seed: int, scale: float = 0.05) -> np.ndarray:
@@ -120,6 +122,20 @@ def test_a_temperature_scale_that_is_not_positive_is_refused(cost):
         sm.smoothed_ascent(sets, lay, 1.0, job_cost_kg=cost)
 
 
+def test_the_temperature_scale_is_the_net_cost_per_job_unless_that_is_a_residue():
+    from carbonsched.plan.colgen.lagrangian_dual import NET_COST_FLOOR, job_cost_scale
+
+    sets, _, _ = _setup(two_gangs_three_gpus())
+    n = len(sets.placeable)
+    dirtiest = float(np.abs(sets.unplaced_cost[sets.placeable]).mean() / 10.0)
+    assert n == 2 and dirtiest > 1e-3
+    at_floor = NET_COST_FLOOR * dirtiest * n
+    assert job_cost_scale(sets, 0.8) == pytest.approx(0.4)
+    assert job_cost_scale(sets, at_floor) == at_floor / n            # just at the floor
+    for residue in (at_floor * 0.999, 1e-113, 0.0, -3.0, float("nan"), float("inf")):
+        assert job_cost_scale(sets, residue) == dirtiest, residue
+
+
 def _lp_value(prob) -> float | None:
     """The LP relaxation of the full per-option model (every binary made continuous)."""
     m = build_model(compile_sets(prob))
@@ -201,6 +217,33 @@ def test_short_budget_plans_break_no_rule_and_bound_below_the_objective(inst):
 
 
 @PROPS
+@given(inst=instances(), seed=st.integers(0, 10_000), mu=st.sampled_from([1e-3, 0.01, 0.05]))
+def test_single_precision_weights_leave_the_bound_exact_and_the_rest_within_their_precision(
+        inst, seed, mu):
+    """The ascent's single-precision weights: the exact Lagrangian (the bound) and the chosen
+    options are those of double weights to the last bit; the smoothed value differs by at most
+    mu x 1e-6 per class and demand (log of a sum of weights each within a few float32 units of
+    1.2e-7), the gradient by 1e-5 of the use it sums."""
+    prob, _ = inst
+    sets, lay, double = _setup(prob)
+    assume(bool(sets.inf_sites[lay.demands].any(axis=1).all()))
+    single = sm._Evaluator(sets, lay)
+    assert single.weights is np.float32          # what the ascent uses
+    x = _random_x(double, seed, scale=0.2)
+    a, b = single(x, mu, want_opts=True), double(x, mu, want_opts=True)
+    assert a[1] == b[1]
+    assert sorted(map(tuple, a[3].tolist())) == sorted(map(tuple, b[3].tolist()))
+    n_terms = float(lay.mult.sum()) + float(sets.inf_gpus[lay.demands].sum())
+    assert abs(a[0] - b[0]) <= mu * 1e-6 * n_terms + 1e-12
+    n_s, n_t, n_g = double.shape
+    cap = double.join(np.broadcast_to(sets.gpu_cap.astype(float), (n_s, n_t, n_g)),
+                      np.broadcast_to(sets.power_rhs_kw.astype(float), (n_s, n_t)),
+                      np.zeros((n_s, n_t)))
+    use = np.abs(b[2] + cap)                     # the gradient is use less capacity
+    assert (np.abs(a[2] - b[2]) <= 1e-5 * use + 1e-9).all()
+
+
+@PROPS
 @given(inst=instances(), seed=st.integers(0, 10_000))
 def test_windows_of_one_class_price_as_the_whole_grid(inst, seed):
     """The evaluation prices each window of a group's classes only over the starts they allow
@@ -214,7 +257,7 @@ def test_windows_of_one_class_price_as_the_whole_grid(inst, seed):
     for rows in (1, 10**9):
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(sm, "WINDOW_ROWS", rows)
-            evs.append(sm._Evaluator(sets, lay))
+            evs.append(sm._Evaluator(sets, lay, np.float64))
     one, whole = evs
     x = _random_x(one, seed, scale=0.2)
     a, b = one(x, 0.05, want_opts=True), whole(x, 0.05, want_opts=True)

@@ -253,8 +253,11 @@ def job_cost_scale(sets: PlanSets, objective_kg: float) -> float:
     """Temperature scale of the smoothed dual: the mean cost of a placeable job. [kg]
 
     ``objective_kg`` / placeable jobs (the greedy plan's, or the last master's LP value); an
-    objective net of absorbed surplus can be 0 or negative, and then a tenth of the mean
-    unplaced penalty (the penalty is 10 x the dirtiest hour's cost) stands in.
+    objective net of absorbed surplus can be 0, negative or a rounding residue (a credit that
+    cancels the emissions), and when it is below :data:`NET_COST_FLOOR` of it, a tenth of the
+    mean unplaced penalty (the penalty is 10 x the dirtiest hour's cost; at least 1e-6 kg)
+    stands in. A residue such as 1e-113 kg made the temperature so small that its reciprocal
+    overflowed single precision and the soft-max weights came out NaN.
 
     Parameters
     ----------
@@ -264,7 +267,13 @@ def job_cost_scale(sets: PlanSets, objective_kg: float) -> float:
         A plan's objective or an LP value. [kg]
     """
     n = max(len(sets.placeable), 1)
-    if np.isfinite(objective_kg) and objective_kg / n > 0:
-        return float(objective_kg / n)
     pen = np.abs(sets.unplaced_cost[sets.placeable]) if len(sets.placeable) else np.zeros(0)
-    return float(max(pen.mean() / 10.0 if len(pen) else 0.0, 1e-6))
+    dirtiest = float(max(pen.mean() / 10.0 if len(pen) else 0.0, 1e-6))
+    if np.isfinite(objective_kg) and objective_kg / n >= NET_COST_FLOOR * dirtiest:
+        return float(objective_kg / n)
+    return dirtiest
+
+
+NET_COST_FLOOR = 1e-6
+"""Smallest mean net cost per job, as a share of the dirtiest hour's, taken as the smoothed
+dual's temperature scale (:func:`job_cost_scale`); below it the net cost is a residue. [-]"""

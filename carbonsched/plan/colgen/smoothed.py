@@ -35,6 +35,14 @@ matrix product each. A group's classes are priced in windows of
 over only the starts its classes allow (:func:`_windows`). One evaluation took 29 ms at 10k jobs
 over 48 h (4,632 classes, 124 groups) on the whole grid, 43 ms with the products written out
 elementwise.
+
+The reduced costs, each class's minimum and so the exact Lagrangian (the bound) are computed in
+double precision; the soft-max weights :math:`e^{-(\bar c_o - \min_o \bar c_o)/\mu} \in [0, 1]`
+and the expected use they sum to in single precision, whose ``exp`` and matrix product NumPy
+runs several times faster (AVX-512): one evaluation of a 10k × 16 × 72 rolling step (9,242 jobs,
+3.4 million option weights, all multipliers zero) took 16.6 ms against 26 ms with double weights.
+The smoothed value and its gradient then carry relative errors of about :math:`10^{-7}`, far
+below the ascent's stall test (:math:`10^{-4}`): they steer the climb; the bound is exact.
 """
 
 from __future__ import annotations
@@ -129,10 +137,16 @@ def _windows(sel: np.ndarray, j: np.ndarray, ok: np.ndarray, coef: np.ndarray, u
 
 
 class _Evaluator:
-    """Smoothed and exact Lagrangian with the smoothed one's gradient, in one pass."""
+    """Smoothed and exact Lagrangian with the smoothed one's gradient, in one pass.
 
-    def __init__(self, sets: PlanSets, lay: Layout):
+    ``weights`` is the dtype of the options' soft-max weights (module docstring): single
+    precision in the ascent, double where a test compares the gradient with differences of
+    the smoothed value.
+    """
+
+    def __init__(self, sets: PlanSets, lay: Layout, weights: type = np.float32):
         self.sets, self.lay = sets, lay
+        self.weights = weights
         n_s, n_t = sets.pue.shape
         n_g = len(sets.gpu_type)
         self.shape = (n_s, n_t, n_g)
@@ -227,13 +241,15 @@ class _Evaluator:
                     place = best < pen
                     at = np.argmin(rc[place], axis=1)
                     opts.append(np.stack([j[place], at // (b - a), a + at % (b - a)], axis=1))
-                z = rc                                          # in place from here
-                z -= low[:, None]
-                z *= -1.0 / mu
+                rc -= low[:, None]                              # >= 0 (inf: infeasible)
+                # the weights exp(-(rc - low) / mu) in [0, 1] in single precision (module
+                # docstring): the bound above stays double; 3x faster per window
+                z = np.multiply(rc, -1.0 / mu, dtype=self.weights)
                 np.exp(z, out=z)
-                zz = z.sum(axis=1) + np.exp(-(pen - low) / mu)
+                zz = z.sum(axis=1).astype(float) + np.exp(-(pen - low) / mu)
                 v_s += float((n * (low - mu * np.log(zz))).sum())
-                w_all[:, :, a:b] += ((use * (n / zz)[:, None]).T @ z).reshape(3, n_s, b - a)
+                wu = (use * (n / zz)[:, None]).T.astype(self.weights)
+                w_all[:, :, a:b] += (wu @ z).reshape(3, n_s, b - a)
             w_g, w_k, w_e = w_all[0], w_all[1], w_all[2]
             cw = np.concatenate([np.zeros((n_s, 1, 2)), np.cumsum(
                 np.stack([w_g, w_k], axis=2), axis=1)], axis=1)
