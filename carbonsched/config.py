@@ -45,13 +45,16 @@ def database_label(url: Any) -> str:
     -------
     str
         ``/abs/path.db`` for a SQLite file, ``SQLite in memory`` for ``sqlite://``, else the URL
-        rendered with its password as ``***`` (SQLAlchemy's ``hide_password``), and so is the
-        value of every query parameter whose name holds ``password``, ``secret`` or ``token``
-        (libpq's ``?password=`` and ``?sslpassword=``).
+        as :func:`url_without_secrets` shows it (the password and secret query values as
+        ``***``; never raises).
     """
     from sqlalchemy.engine import make_url  # deferred: SQLAlchemy is not needed to read settings
+    from sqlalchemy.exc import ArgumentError
 
-    u = make_url(url)
+    try:
+        u = make_url(url)
+    except (ArgumentError, ValueError, TypeError):
+        return url_without_secrets(url)
     if u.get_backend_name() == "sqlite":
         return u.database if u.database not in (None, "", ":memory:") else "SQLite in memory"
     return url_without_secrets(u)
@@ -59,6 +62,8 @@ def database_label(url: Any) -> str:
 
 def url_without_secrets(url: Any) -> str:
     """A database URL as it may be logged: its password and secret query values as ``***``.
+
+    Never raises: what cannot be shown safely is not shown.
 
     Parameters
     ----------
@@ -69,19 +74,35 @@ def url_without_secrets(url: Any) -> str:
     -------
     str
         The URL rendered by SQLAlchemy with ``hide_password=True``, every query parameter whose
-        name holds ``password``, ``secret`` or ``token`` (libpq's ``password`` and
-        ``sslpassword``, https://www.postgresql.org/docs/15/libpq-connect.html) shown as ``***``.
+        name holds ``pass``, ``pwd``, ``secret`` or ``token`` (libpq's ``password`` and
+        ``sslpassword``, https://www.postgresql.org/docs/15/libpq-connect.html; MySQL's
+        ``passwd``) shown as ``***``. Only ``<scheme>://…`` for a URL that does not parse or
+        whose password holds an unescaped ``@`` (where the password ends cannot be told), and
+        ``(not shown: not a URL)`` for a string without a scheme (a libpq keyword DSN such as
+        ``host=db password=…``).
     """
     from sqlalchemy.engine import make_url  # deferred: SQLAlchemy is not needed to read settings
+    from sqlalchemy.exc import ArgumentError
 
-    u = make_url(url)
+    try:
+        u = make_url(url)
+    except (ArgumentError, ValueError, TypeError):
+        m = _SCHEME.match(url) if isinstance(url, str) else None
+        return (f"{m.group(1)}://… (the rest not shown: it does not parse)" if m
+                else "(not shown: not a URL)")
+    if "@" in (u.host or ""):
+        return f"{u.drivername}://… (the rest not shown: {UNESCAPED_AT})"
     hidden = {k: (_HIDDEN if _SECRET_QUERY_KEY.search(k) else v) for k, v in u.query.items()}
     return (u.set(query=hidden).render_as_string(hide_password=True)
             .replace(quote(_HIDDEN, safe=""), _HIDDEN))
 
 
+UNESCAPED_AT = "its password or user holds an unescaped '@'; percent-encode it as %40"
+"""Why a database URL whose host part still holds ``@`` is not shown, and the fix."""
+
 _HIDDEN = "***"
-_SECRET_QUERY_KEY = re.compile("password|secret|token", re.IGNORECASE)
+_SECRET_QUERY_KEY = re.compile("pass|pwd|secret|token", re.IGNORECASE)
+_SCHEME = re.compile(r"([A-Za-z][\w+.-]*)://")
 
 
 CONFIG_ENV = "CARBONSCHED_CONFIG"

@@ -149,10 +149,13 @@ def store_check(url: str) -> str:
     -------
     str
         ``that the server is running`` for a server; for a SQLite file, that this user can
-        read and write it and its folder (SQLite's "unable to open database file").
+        read and write it and its folder (SQLite's "unable to open database file"); for SQLite
+        in memory, that the process can allocate memory.
     """
     if "://" in url:
         return "that the server is running"
+    if url == "SQLite in memory":
+        return "that the process can allocate memory"
     return f"that this user can read and write {url} and its folder"
 
 

@@ -24,6 +24,15 @@ from carbonsched.config import database_label
      "postgresql+psycopg://ops@db.internal/cs?application_name=tokens_app&sslpassword=***"),
     ("postgresql+psycopg://ops@db.internal/cs?Auth_Token=t0k",
      "postgresql+psycopg://ops@db.internal/cs?Auth_Token=***"),
+    ("mysql+pymysql://ops@db.internal/cs?passwd=pw1&pwd=pw2",
+     "mysql+pymysql://ops@db.internal/cs?passwd=***&pwd=***"),
+    # what does not parse, or parses with the password's tail in the host, is not shown
+    ("postgresql+psycopg://ops:p@ss@db.internal/cs",
+     "postgresql+psycopg://… (the rest not shown: its password or user holds an unescaped "
+     "'@'; percent-encode it as %40)"),
+    ("postgresql://ops:pw@db:notaport/cs", "postgresql://… (the rest not shown: it does not "
+     "parse)"),
+    ("host=db user=ops password=pw dbname=cs", "(not shown: not a URL)"),
 ])
 def test_a_database_is_named_by_its_path_or_its_url_without_password(url, label):
     assert database_label(url) == label

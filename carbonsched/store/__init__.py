@@ -26,7 +26,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from carbonsched.config import database_label, url_without_secrets
+from carbonsched.config import UNESCAPED_AT, database_label, url_without_secrets
 from carbonsched.errors import (
     BackendError,
     BackendUnavailableError,
@@ -39,6 +39,10 @@ from carbonsched.store.models import ForecastRow, InferenceRow, PlacementRow, Pl
 from carbonsched.store.sqlite import enable_sqlite_wal
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+_URL_FIX = ("set CARBONSCHED_DATABASE_URL to a SQLAlchemy URL, e.g. "
+            "postgresql+psycopg2://user@host:5432/carbonsched or "
+            "sqlite:////var/lib/carbonsched/carbonsched.db")
 
 SQLITE_BUSY_TIMEOUT_S = 10.0
 """How long one SQLite statement waits for another process's write lock (``sqlite3``'s
@@ -54,17 +58,6 @@ PLAN_ID_MIN_PREFIX = 6
 
 _T = TypeVar("_T")
 
-
-
-def _shown_url(url: str) -> str:
-    """``url`` as a message may show it: without secrets, or only its scheme if it won't parse.
-
-    Where the password would sit in a URL that does not parse cannot be told.
-    """
-    try:
-        return url_without_secrets(url)
-    except (SQLAlchemyError, ValueError, TypeError):
-        return f"{url.split('://', 1)[0]}://… (the rest not shown: it does not parse)"
 
 class StoreLockedError(BackendUnavailableError):
     """The store is busy: another process holds SQLite's write lock past every retry."""
@@ -125,9 +118,14 @@ class Store:
             raise missing_extra(exc.name or "psycopg2",
                                 f"a {url.split(':', 1)[0]} database URL") from exc
         except (SQLAlchemyError, ImportError, ValueError, TypeError) as exc:
-            raise InputError(f"database URL {_shown_url(url)} is not usable: {exc}; set "
-                             "CARBONSCHED_DATABASE_URL to a SQLAlchemy URL, e.g. "
-                             "postgresql+psycopg2://user@host:5432/carbonsched") from exc
+            shown = url_without_secrets(url)
+            # not chained, and the URL cut out of the driver's words: either may hold it whole
+            raise InputError(
+                f"database URL {shown} is not usable ({type(exc).__name__}: "
+                f"{str(exc).replace(url, shown)}); {_URL_FIX}") from None
+        if "@" in (self.engine.url.host or ""):
+            raise InputError(f"database URL {self.engine.url.drivername}://… is not usable: "
+                             f"{UNESCAPED_AT} in CARBONSCHED_DATABASE_URL")
         if self.engine.dialect.name == "sqlite":
             # the store's own busy timeout (its bounded "locked" retries build on it)
             enable_sqlite_wal(self.engine, busy_timeout_s)

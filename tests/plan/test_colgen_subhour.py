@@ -233,7 +233,7 @@ def test_smoothed_gradient_sees_inference_in_every_quarter_hour():
                 inference=[demand("eu", 1, 2, slo_ms=50.0, kw=0.6)])
     sets = compile_sets(q)
     lay = make_layout(sets, job_classes(sets))
-    ev = sm._Evaluator(sets, lay, np.float64)    # differences need double weights
+    ev = sm._Evaluator(sets, lay)
     x = np.abs(np.random.default_rng(3).normal(size=ev.n)) * 0.2
     _, _, g = ev(x, 0.05)
     n_s, n_t, n_g = ev.shape

@@ -29,12 +29,12 @@ from .test_colgen_bound import two_gangs_three_gpus
 from .test_properties import PROPS, clean, instances
 
 
-def _setup(prob, weights: type = np.float64):
-    """Sets, layout and an evaluator; double weights unless ``weights`` says otherwise (the
-    formulas are checked in double, the ascent's single precision against them below)."""
+def _setup(prob, weight_dtype: type = np.float64):
+    """Sets, layout and an evaluator; double weights unless ``weight_dtype`` says otherwise
+    (the formulas are checked in double, the ascent's single precision against them below)."""
     sets = compile_sets(prob)
     lay = make_layout(sets, job_classes(sets))
-    return sets, lay, sm._Evaluator(sets, lay, weights)
+    return sets, lay, sm._Evaluator(sets, lay, weight_dtype)
 
 
 def _random_x(ev, seed: int, scale: float = 0.05) -> np.ndarray:
@@ -221,26 +221,57 @@ def test_short_budget_plans_break_no_rule_and_bound_below_the_objective(inst):
 def test_single_precision_weights_leave_the_bound_exact_and_the_rest_within_their_precision(
         inst, seed, mu):
     """The ascent's single-precision weights: the exact Lagrangian (the bound) and the chosen
-    options are those of double weights to the last bit; the smoothed value differs by at most
-    mu x 1e-6 per class and demand (log of a sum of weights each within a few float32 units of
-    1.2e-7), the gradient by 1e-5 of the use it sums."""
+    options are those of double weights to the last bit. The smoothed value differs by at most
+    mu x 1e-6 per class: each class's term is mu x the log of a sum of weights, and each weight
+    errs by its exponent times float32's 1.2e-7, small for the weights that make up the sum
+    (demands and absorption are computed in double). The gradient differs by at most 1e-5 of
+    the gross use it sums (``gross_use``; an absorption entry is a difference that may cancel
+    to 0, so its own size is no scale)."""
     prob, _ = inst
     sets, lay, double = _setup(prob)
     assume(bool(sets.inf_sites[lay.demands].any(axis=1).all()))
-    single = sm._Evaluator(sets, lay)
-    assert single.weights is np.float32          # what the ascent uses
+    single = sm._Evaluator(sets, lay, sm.WEIGHT_DTYPES["single"])
+    assert single.weight_dtype is np.float32
     x = _random_x(double, seed, scale=0.2)
     a, b = single(x, mu, want_opts=True), double(x, mu, want_opts=True)
     assert a[1] == b[1]
     assert sorted(map(tuple, a[3].tolist())) == sorted(map(tuple, b[3].tolist()))
-    n_terms = float(lay.mult.sum()) + float(sets.inf_gpus[lay.demands].sum())
-    assert abs(a[0] - b[0]) <= mu * 1e-6 * n_terms + 1e-12
-    n_s, n_t, n_g = double.shape
-    cap = double.join(np.broadcast_to(sets.gpu_cap.astype(float), (n_s, n_t, n_g)),
-                      np.broadcast_to(sets.power_rhs_kw.astype(float), (n_s, n_t)),
-                      np.zeros((n_s, n_t)))
-    use = np.abs(b[2] + cap)                     # the gradient is use less capacity
-    assert (np.abs(a[2] - b[2]) <= 1e-5 * use + 1e-9).all()
+    assert abs(a[0] - b[0]) <= mu * 1e-6 * float(lay.mult.sum()) + 1e-12
+    assert (np.abs(a[2] - b[2]) <= 1e-5 * double.gross_use(b[2]) + 1e-12).all()
+
+
+@pytest.mark.parametrize("dtype, mu", [(np.float32, 1e-40), (np.float32, 0.0),
+                                       (np.float64, 0.0), (np.float64, -1e-3),
+                                       (np.float64, float("inf")), (np.float64, float("nan"))])
+def test_a_temperature_the_weights_cannot_hold_is_refused(dtype, mu):
+    sets, lay, ev = _setup(two_gangs_three_gpus(), dtype)
+    x = np.zeros(ev.n)
+    with pytest.raises(ValueError, match=f"outside what {np.dtype(dtype).name} weights resolve"):
+        ev(x, mu)
+    held = 1e-30 if dtype is np.float32 else 1e-40      # 1/mu below 3.4e38 / 1.8e308
+    assert np.isfinite(ev(x, held)[0])
+
+
+@pytest.mark.parametrize("weights", ["double", "single"])
+def test_either_precision_climbs_to_the_lp_value_with_an_exact_bound(weights):
+    # two 2-GPU jobs, 3 GPUs (test_colgen_bound): the LP places 1.5 jobs, 2.6 kg
+    sets, lay, _ = _setup(two_gangs_three_gpus())
+    res = sm.smoothed_ascent(sets, lay, 3.0, job_cost_kg=0.4,
+                             options=ColgenOptions(smooth_weights=weights))
+    assert res.bound == pytest.approx(2.6, abs=2e-3) and res.bound <= 2.6 + 1e-9
+    assert lagrangian(sets, lay, *multipliers(sets, lay, res.duals))[0] == pytest.approx(
+        res.bound, abs=1e-12)
+
+
+@pytest.mark.parametrize("field, value", [("smooth_mu_min_rel", 0.0),
+                                          ("smooth_mu_start_rel", -1.0),
+                                          ("smooth_mu_min_rel", float("inf")),
+                                          ("smooth_mu_factor", 1.0), ("smooth_mu_factor", 0.0),
+                                          ("smooth_weights", "half")])
+def test_temperature_options_that_would_not_end_or_not_fall_are_refused(field, value):
+    with pytest.raises(ValueError, match=field):
+        ColgenOptions(**{field: value})
+    ColgenOptions(smooth_mu_min_rel=1e-12, smooth_mu_factor=0.999)     # just inside
 
 
 @PROPS

@@ -37,6 +37,8 @@ def test_secrets_are_masked(monkeypatch):
                        "postgresql+psycopg2://svc@db:5432/carbonsched?password=pa55word")
     assert Settings().public_dict()["database_url"] == (
         "postgresql+psycopg2://svc@db:5432/carbonsched?password=***")
+    monkeypatch.setenv("CARBONSCHED_DATABASE_URL", "host=db user=svc password=pa55word")
+    assert Settings().public_dict()["database_url"] == "(not shown: not a URL)"
 
 
 def test_bad_values_are_refused(tmp_path, monkeypatch):

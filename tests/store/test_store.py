@@ -89,13 +89,23 @@ def test_bad_url_is_input_error():
 @pytest.mark.parametrize("url, shown", [
     ("nosuchdialect://ops:s3cret@db/x", "nosuchdialect://ops:***@db/x"),
     ("postgresql+nodriver://ops@db/x?password=s3cret", "postgresql+nodriver://ops@db/x?password=***"),
-    ("postgresql://ops:s3cret@db:notaport/x", "postgresql://… (the rest not shown"),
+    ("postgresql://ops:s3cret@db:notaport/x", "postgresql://… (the rest not shown: it does not"),
+    # a libpq keyword DSN and a URL without a scheme: nothing of them is shown
+    ("host=db user=ops password=s3cret dbname=x", "(not shown: not a URL)"),
+    ("ops:s3cret@db/x", "(not shown: not a URL)"),
+    # an '@' in the password: where it ends cannot be told, so only the scheme is shown
+    ("postgresql+psycopg2://ops:p@s3cret@127.0.0.1:1/x",
+     "database URL postgresql+psycopg2://… is not usable: its password or user holds an "
+     "unescaped '@'; percent-encode it as %40 in CARBONSCHED_DATABASE_URL"),
 ])
 def test_a_bad_url_is_named_without_its_password(url, shown):
     with pytest.raises(InputError) as info:
         Store(url)
-    assert "s3cret" not in str(info.value) and shown in str(info.value)
-    assert "CARBONSCHED_DATABASE_URL" in str(info.value)
+    msg = str(info.value)
+    assert "s3cret" not in msg and shown in msg and "CARBONSCHED_DATABASE_URL" in msg
+    # nor in a chained exception a log's traceback would print
+    assert info.value.__cause__ is None
+    assert info.value.__context__ is None or info.value.__suppress_context__
 
 
 def _prefixes(store: Store):

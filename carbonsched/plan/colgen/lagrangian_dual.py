@@ -254,10 +254,11 @@ def job_cost_scale(sets: PlanSets, objective_kg: float) -> float:
 
     ``objective_kg`` / placeable jobs (the greedy plan's, or the last master's LP value); an
     objective net of absorbed surplus can be 0, negative or a rounding residue (a credit that
-    cancels the emissions), and when it is below :data:`NET_COST_FLOOR` of it, a tenth of the
-    mean unplaced penalty (the penalty is 10 x the dirtiest hour's cost; at least 1e-6 kg)
-    stands in. A residue such as 1e-113 kg made the temperature so small that its reciprocal
-    overflowed single precision and the soft-max weights came out NaN.
+    cancels the emissions), and when it is below :data:`NET_COST_FLOOR` of the dirtiest hour's
+    cost of a job, that cost stands in: a tenth of the mean unplaced penalty (the penalty is
+    10 x the dirtiest hour's cost), at least 1e-6 kg. The scale is then at least 1e-12 kg, so
+    the smoothed dual's temperatures (down to ``smooth_mu_min_rel`` = 1e-5 of it) keep their
+    reciprocal far inside single precision (below 1e17 of float32's 3.4e38).
 
     Parameters
     ----------
@@ -276,4 +277,6 @@ def job_cost_scale(sets: PlanSets, objective_kg: float) -> float:
 
 NET_COST_FLOOR = 1e-6
 """Smallest mean net cost per job, as a share of the dirtiest hour's, taken as the smoothed
-dual's temperature scale (:func:`job_cost_scale`); below it the net cost is a residue. [-]"""
+dual's temperature scale (:func:`job_cost_scale`); below it the net cost is a residue. It must
+keep ``smooth_mu_min_rel x NET_COST_FLOOR x 1e-6 kg`` above 1 / float32's largest value
+(2.9e-39 kg); chosen far above that, below any net cost a real fleet has. [-]"""

@@ -17,6 +17,8 @@ MASTER_SOLVERS = ("auto", "ipm", "simplex")
 """Accepted values of :attr:`ColgenOptions.master_solver`."""
 REFINE_METHODS = ("smoothed", "subgradient")
 """Accepted values of :attr:`ColgenOptions.refine_method`."""
+SMOOTH_WEIGHTS = ("double", "single")
+"""Accepted values of :attr:`ColgenOptions.smooth_weights`."""
 
 
 @dataclass(frozen=True)
@@ -404,6 +406,17 @@ class ColgenOptions:
         a 15 s limit and 2,143.6 kg after 59 at 6 s, its iterates at 10-40 evaluations
         2,139.7-2,149.7 kg (BENCHMARKS.md section 16). Default True;
         ``CARBONSCHED_CG_SMOOTH_MARKS`` (0 turns them off).
+    smooth_weights : str
+        Precision of the smoothed dual's soft-max weights and the use they sum to
+        (:mod:`~carbonsched.plan.colgen.smoothed`): ``"double"`` or ``"single"``; the bound is
+        double either way. Single takes 0.71-0.75 of double's time per evaluation at the
+        multipliers an ascent reaches on 10k jobs (``bench/smoothed_eval.py``). Side by side
+        with double it moved the ascent's path and so the priced greedy plans, whose quality
+        is not monotone in their prices: on the planner matrix at 60 s (10k × 16 × 48 and
+        × 72, seeds 0-4) the worst gaps went 0.25 → 0.78 % (48 h @ 0.3) and 0.69 → 1.16 %
+        (72 h @ 0.8), 0.41 → 0.25 % at 72 h @ 0.6; on the 10k rolling step the warm start's
+        worst ratio that reached the cold plan went 0.28 → 0.22 (BENCHMARKS.md sections 3 and
+        16). Default ``"double"``; ``CARBONSCHED_CG_SMOOTH_WEIGHTS``.
     write_master : str or None
         Debugging aid: write the first master LP to this path (HiGHS ``writeModel``; the
         format follows the suffix). Default None; ``CARBONSCHED_CG_WRITE``.
@@ -501,6 +514,7 @@ class ColgenOptions:
     smooth_draws: int = 3
     smooth_draw_every: int = 15
     smooth_marks_alone: bool = True
+    smooth_weights: str = "double"
     write_master: str | None = None
     dump_state: str | None = None
     repair_log: str | None = None
@@ -514,8 +528,18 @@ class ColgenOptions:
                              f"got {self.refine_method!r}")
         if self.smooth_draws < 0:
             raise ValueError(f"smooth_draws must be >= 0, got {self.smooth_draws}")
+        if self.smooth_weights not in SMOOTH_WEIGHTS:
+            raise ValueError(f"smooth_weights must be one of {', '.join(SMOOTH_WEIGHTS)}, "
+                             f"got {self.smooth_weights!r}")
         if self.smooth_draw_every < 1:
             raise ValueError(f"smooth_draw_every must be >= 1, got {self.smooth_draw_every}")
+        # the ascent lowers the temperature down to smooth_mu_min_rel x the job cost; at 0 it
+        # would go on until 1/mu leaves single precision (smoothed.py)
+        for name in ("smooth_mu_start_rel", "smooth_mu_min_rel"):
+            if not 0.0 < getattr(self, name) < math.inf:
+                raise ValueError(f"{name} must be positive and finite, got {getattr(self, name)}")
+        if not 0.0 < self.smooth_mu_factor < 1.0:
+            raise ValueError(f"smooth_mu_factor must be in (0, 1), got {self.smooth_mu_factor}")
 
     @property
     def step_min_left_s(self) -> float:
@@ -629,6 +653,7 @@ ENV: dict[str, tuple[str, Callable[[str], object]]] = {
     "CARBONSCHED_CG_SMOOTH_PLAN": ("smooth_plan_share", _number(float, 0.0, 1.0)),
     "CARBONSCHED_CG_SMOOTH_DRAWS": ("smooth_draws", _number(int, 0)),
     "CARBONSCHED_CG_SMOOTH_MARKS": ("smooth_marks_alone", _flag),
+    "CARBONSCHED_CG_SMOOTH_WEIGHTS": ("smooth_weights", _choice(SMOOTH_WEIGHTS)),
     "CARBONSCHED_CG_SHORT_FIRST": ("short_first_share", _number(float, 0.0, 1.0)),
     "CARBONSCHED_CG_SHORT_PASSES": ("short_first_passes", _flag),
     "CARBONSCHED_CG_CARRIED_WARMUP": ("warmup_carried_share", _number(float, 0.0, 1.0)),

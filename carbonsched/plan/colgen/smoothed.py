@@ -38,11 +38,19 @@ elementwise.
 
 The reduced costs, each class's minimum and so the exact Lagrangian (the bound) are computed in
 double precision; the soft-max weights :math:`e^{-(\bar c_o - \min_o \bar c_o)/\mu} \in [0, 1]`
-and the expected use they sum to in single precision, whose ``exp`` and matrix product NumPy
-runs several times faster (AVX-512): one evaluation of a 10k × 16 × 72 rolling step (9,242 jobs,
-3.4 million option weights, all multipliers zero) took 16.6 ms against 26 ms with double weights.
-The smoothed value and its gradient then carry relative errors of about :math:`10^{-7}`, far
-below the ascent's stall test (:math:`10^{-4}`): they steer the climb; the bound is exact.
+and the expected use they sum to in double too, or in single precision with
+:attr:`ColgenOptions.smooth_weights` ``= "single"``, whose ``exp`` and matrix product NumPy runs
+several times faster per element (AVX-512): one evaluation at the multipliers and temperature
+a 3 s ascent reaches on 10k × 16 × 48 and × 72 took 0.71-0.75 of the double one's time
+(``bench/smoothed_eval.py``, BENCHMARKS.md section 3). In single precision each weight errs by
+about its exponent times float32's :math:`1.2 \cdot 10^{-7}`, the smoothed value by :math:`\mu`
+times that per class (measured: :math:`10^{-10}` relative), and the gradient by up to
+:math:`5 \cdot 10^{-4}` of the gross use it sums at an ascent's last temperatures, where the
+exponents are large (not of the gradient, which tends to 0 at the optimum). They steer the
+climb, which then takes another path; the bound is exact either way. A temperature
+whose reciprocal single precision cannot hold (below about :math:`3 \cdot 10^{-39}` kg) is
+refused; the temperatures the ascent uses stay above :math:`10^{-17}` kg
+(:func:`~carbonsched.plan.colgen.lagrangian_dual.job_cost_scale`).
 """
 
 from __future__ import annotations
@@ -136,17 +144,25 @@ def _windows(sel: np.ndarray, j: np.ndarray, ok: np.ndarray, coef: np.ndarray, u
     return out
 
 
+WEIGHT_DTYPES = {"double": np.float64, "single": np.float32}
+"""NumPy type of the soft-max weights for each :attr:`ColgenOptions.smooth_weights`."""
+
+
 class _Evaluator:
     """Smoothed and exact Lagrangian with the smoothed one's gradient, in one pass.
 
-    ``weights`` is the dtype of the options' soft-max weights (module docstring): single
-    precision in the ascent, double where a test compares the gradient with differences of
-    the smoothed value.
+    Parameters
+    ----------
+    sets, lay
+        Compiled sets and the master's row layout.
+    weight_dtype
+        NumPy type of the options' soft-max weights and the use they sum to (module
+        docstring; :data:`WEIGHT_DTYPES` of :attr:`ColgenOptions.smooth_weights`).
     """
 
-    def __init__(self, sets: PlanSets, lay: Layout, weights: type = np.float32):
+    def __init__(self, sets: PlanSets, lay: Layout, weight_dtype: type = np.float64):
         self.sets, self.lay = sets, lay
-        self.weights = weights
+        self.weight_dtype = weight_dtype
         n_s, n_t = sets.pue.shape
         n_g = len(sets.gpu_type)
         self.shape = (n_s, n_t, n_g)
@@ -173,6 +189,22 @@ class _Evaluator:
                 coef = np.stack([kw, -kw_unused, gp], axis=1)            # (n, 3)
                 use = np.stack([gp, kw, kw_unused], axis=1)              # (n, 3)
                 self.groups.append((int(d), int(g), _windows(sel, j, ok, coef, use)))
+
+    def gross_use(self, grad: np.ndarray) -> np.ndarray:
+        """The use each gradient entry sums before capacity is taken off, shape of ``x``.
+
+        The scale of the single-precision error of ``grad`` (module docstring): GPUs and IT kW
+        running for the capacity and power multipliers; for an absorption multiplier, PUE x
+        the IT kW running plus the surplus, since its gradient is their difference and may
+        cancel to 0. [GPUs, kW]
+        """
+        n_s, n_t, n_g = self.shape
+        g_c, g_p, _ = self.split(grad)
+        run_c = np.abs(g_c + self.sets.gpu_cap.astype(float))
+        run_kw = np.abs(g_p + self.sets.power_rhs_kw.astype(float))
+        absorb = np.where(self.has_abs, self.sets.pue * run_kw + self.surplus, 0.0)
+        return np.concatenate([np.broadcast_to(run_c, (n_s, n_t, n_g)).ravel(),
+                               np.broadcast_to(run_kw, (n_s, n_t)).ravel(), absorb.ravel()])
 
     def split(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         n_s, n_t, n_g = self.shape
@@ -203,6 +235,13 @@ class _Evaluator:
             Smoothed value [kg], exact Lagrangian [kg], gradient of the smoothed value
             (shape of ``x``) and, with ``want_opts``, the ``(O, 3)`` chosen options.
         """
+        with np.errstate(over="ignore"):        # a cast past the type's range: inf, refused
+            scale = self.weight_dtype(-1.0 / mu) if mu > 0 else self.weight_dtype(np.nan)
+        if not (np.isfinite(scale) and scale != 0):
+            # -1/mu must be a finite, non-zero weight_dtype, or 0 x inf makes a weight NaN
+            raise ValueError(f"smoothed dual: temperature {mu!r} kg is outside what "
+                             f"{np.dtype(self.weight_dtype).name} weights resolve (1/mu must be "
+                             f"finite and non-zero in it)")
         # far-off options' weights underflow to 0 (their exponent to -inf): as intended
         with np.errstate(over="ignore", under="ignore"):
             return self._eval(x, mu, want_opts)
@@ -242,13 +281,13 @@ class _Evaluator:
                     at = np.argmin(rc[place], axis=1)
                     opts.append(np.stack([j[place], at // (b - a), a + at % (b - a)], axis=1))
                 rc -= low[:, None]                              # >= 0 (inf: infeasible)
-                # the weights exp(-(rc - low) / mu) in [0, 1] in single precision (module
-                # docstring): the bound above stays double; 3x faster per window
-                z = np.multiply(rc, -1.0 / mu, dtype=self.weights)
+                # the weights exp(-(rc - low) / mu) in [0, 1], in single precision if asked
+                # (module docstring): the bound above stays double
+                z = np.multiply(rc, -1.0 / mu, dtype=self.weight_dtype)
                 np.exp(z, out=z)
                 zz = z.sum(axis=1).astype(float) + np.exp(-(pen - low) / mu)
                 v_s += float((n * (low - mu * np.log(zz))).sum())
-                wu = (use * (n / zz)[:, None]).T.astype(self.weights)
+                wu = (use * (n / zz)[:, None]).T.astype(self.weight_dtype)
                 w_all[:, :, a:b] += (wu @ z).reshape(3, n_s, b - a)
             w_g, w_k, w_e = w_all[0], w_all[1], w_all[2]
             cw = np.concatenate([np.zeros((n_s, 1, 2)), np.cumsum(
@@ -336,7 +375,7 @@ def smoothed_ascent(sets: PlanSets, lay: Layout, seconds: float, job_cost_kg: fl
     opt = ColgenOptions() if options is None else options
     t0 = time.perf_counter()
     t_end = t0 + seconds
-    ev = _Evaluator(sets, lay)
+    ev = _Evaluator(sets, lay, WEIGHT_DTYPES[opt.smooth_weights])
     x = np.zeros(ev.n) if start is None else np.maximum(0.0, ev.join(*start))
     best = {"value": -np.inf, "x": x.copy()}
     kept: list[np.ndarray] = []
