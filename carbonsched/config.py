@@ -57,7 +57,7 @@ def database_label(url: Any) -> str:
         return url_without_secrets(url)
     if u.get_backend_name() == "sqlite":
         return u.database if u.database not in (None, "", ":memory:") else "SQLite in memory"
-    return url_without_secrets(u)
+    return url_without_secrets(url)
 
 
 def url_without_secrets(url: Any) -> str:
@@ -90,11 +90,34 @@ def url_without_secrets(url: Any) -> str:
         m = _SCHEME.match(url) if isinstance(url, str) else None
         return (f"{m.group(1)}://… (the rest not shown: it does not parse)" if m
                 else "(not shown: not a URL)")
-    if "@" in (u.host or ""):
+    if unescaped_at(url):
         return f"{u.drivername}://… (the rest not shown: {UNESCAPED_AT})"
     hidden = {k: (_HIDDEN if _SECRET_QUERY_KEY.search(k) else v) for k, v in u.query.items()}
     return (u.set(query=hidden).render_as_string(hide_password=True)
             .replace(quote(_HIDDEN, safe=""), _HIDDEN))
+
+
+def unescaped_at(url: Any) -> bool:
+    """Whether a database URL holds an ``@`` besides the one that ends its user and password.
+
+    Where such a password ends cannot be told: SQLAlchemy ends it at the first ``@`` and reads
+    the rest as host, database or query (``postgresql://ops:Xy@3k/9Q@db/cs`` has host ``3k``).
+
+    Parameters
+    ----------
+    url : str or sqlalchemy.engine.URL
+        A database URL; a string is read as written, a parsed URL by its host and database
+        (its query values are decoded, where ``%40`` is a legitimate ``@``).
+
+    Returns
+    -------
+    bool
+        True for more than one ``@`` after the scheme's ``://`` (any ``@`` in a password, user
+        or query value must be written ``%40``), or one in a parsed URL's host or database.
+    """
+    if isinstance(url, str):
+        return url.partition("://")[2].count("@") > 1
+    return "@" in (url.host or "") or "@" in (url.database or "")
 
 
 UNESCAPED_AT = "its password or user holds an unescaped '@'; percent-encode it as %40"

@@ -30,6 +30,14 @@ from carbonsched.config import database_label
     ("postgresql+psycopg://ops:p@ss@db.internal/cs",
      "postgresql+psycopg://… (the rest not shown: its password or user holds an unescaped "
      "'@'; percent-encode it as %40)"),
+    # an '@' after the first ends SQLAlchemy's password early, whatever follows it
+    ("postgresql://ops:Xy@3k/9Q@db:5432/cs", "postgresql://… (the rest not shown: its password "
+     "or user holds an unescaped '@'; percent-encode it as %40)"),
+    ("postgresql://ops:Xy@3k?9Q@db:5432/cs", "postgresql://… (the rest not shown: its password "
+     "or user holds an unescaped '@'; percent-encode it as %40)"),
+    # one '@', and an escaped one in a query value: shown
+    ("postgresql://ops:p%40ss@db/cs?application_name=a%40b",
+     "postgresql://ops:***@db/cs?application_name=a%40b"),
     ("postgresql://ops:pw@db:notaport/cs", "postgresql://… (the rest not shown: it does not "
      "parse)"),
     ("host=db user=ops password=pw dbname=cs", "(not shown: not a URL)"),

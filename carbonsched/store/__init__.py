@@ -22,11 +22,16 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, delete, select, text
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from carbonsched.config import UNESCAPED_AT, database_label, url_without_secrets
+from carbonsched.config import (
+    UNESCAPED_AT,
+    database_label,
+    unescaped_at,
+    url_without_secrets,
+)
 from carbonsched.errors import (
     BackendError,
     BackendUnavailableError,
@@ -112,20 +117,27 @@ class Store:
                     f"({exc.strerror or exc}); set CARBONSCHED_DATABASE_URL to a writable place, "
                     "e.g. sqlite:////tmp/carbonsched.db") from exc
             connect_args["timeout"] = busy_timeout_s
+        # neither the parser's words nor a chained exception is shown: they may hold the
+        # password, whole or in part (a port that is not a number is a piece of it)
+        try:
+            parsed = make_url(url)
+        except (ArgumentError, ValueError, TypeError) as exc:
+            raise InputError(f"database URL {url_without_secrets(url)} is not usable "
+                             f"({type(exc).__name__}); {_URL_FIX}") from None
+        if unescaped_at(url):
+            raise InputError(f"database URL {parsed.drivername}://… is not usable: "
+                             f"{UNESCAPED_AT} in CARBONSCHED_DATABASE_URL")
         try:
             self.engine: Engine = create_engine(url, future=True, connect_args=connect_args)
         except ModuleNotFoundError as exc:  # the driver: psycopg2 comes with [service]
             raise missing_extra(exc.name or "psycopg2",
-                                f"a {url.split(':', 1)[0]} database URL") from exc
+                                f"a {parsed.drivername} database URL") from exc
         except (SQLAlchemyError, ImportError, ValueError, TypeError) as exc:
-            shown = url_without_secrets(url)
-            # not chained, and the URL cut out of the driver's words: either may hold it whole
-            raise InputError(
-                f"database URL {shown} is not usable ({type(exc).__name__}: "
-                f"{str(exc).replace(url, shown)}); {_URL_FIX}") from None
-        if "@" in (self.engine.url.host or ""):
-            raise InputError(f"database URL {self.engine.url.drivername}://… is not usable: "
-                             f"{UNESCAPED_AT} in CARBONSCHED_DATABASE_URL")
+            said = str(exc).replace(url, url_without_secrets(url))
+            if parsed.password:
+                said = said.replace(str(parsed.password), "***")
+            raise InputError(f"database URL {url_without_secrets(url)} is not usable "
+                             f"({type(exc).__name__}: {said}); {_URL_FIX}") from None
         if self.engine.dialect.name == "sqlite":
             # the store's own busy timeout (its bounded "locked" retries build on it)
             enable_sqlite_wal(self.engine, busy_timeout_s)

@@ -237,7 +237,9 @@ def test_single_precision_weights_leave_the_bound_exact_and_the_rest_within_thei
     assert a[1] == b[1]
     assert sorted(map(tuple, a[3].tolist())) == sorted(map(tuple, b[3].tolist()))
     assert abs(a[0] - b[0]) <= mu * 1e-6 * float(lay.mult.sum()) + 1e-12
-    assert (np.abs(a[2] - b[2]) <= 1e-5 * double.gross_use(b[2]) + 1e-12).all()
+    # and the rounding of "use less capacity" in double, a few units of the capacity's last place
+    floor = 1e-12 * (1.0 + double.gross_use(np.zeros(double.n)))
+    assert (np.abs(a[2] - b[2]) <= 1e-5 * double.gross_use(b[2]) + floor).all()
 
 
 @pytest.mark.parametrize("dtype, mu", [(np.float32, 1e-40), (np.float32, 0.0),
@@ -263,6 +265,23 @@ def test_either_precision_climbs_to_the_lp_value_with_an_exact_bound(weights):
         res.bound, abs=1e-12)
 
 
+@pytest.mark.parametrize("weights, dtype", [(None, np.float64), ("double", np.float64),
+                                            ("single", np.float32)])
+def test_the_ascent_evaluates_in_the_precision_the_options_name(weights, dtype, monkeypatch):
+    seen = []
+
+    class Spy(sm._Evaluator):
+        def __init__(self, sets, lay, weight_dtype=np.float64):
+            seen.append(weight_dtype)
+            super().__init__(sets, lay, weight_dtype)
+
+    sets, lay, _ = _setup(two_gangs_three_gpus())
+    monkeypatch.setattr(sm, "_Evaluator", Spy)
+    opts = None if weights is None else ColgenOptions(smooth_weights=weights)
+    sm.smoothed_ascent(sets, lay, 0.5, job_cost_kg=0.4, options=opts)
+    assert seen == [dtype]
+
+
 @pytest.mark.parametrize("field, value", [("smooth_mu_min_rel", 0.0),
                                           ("smooth_mu_start_rel", -1.0),
                                           ("smooth_mu_min_rel", float("inf")),
@@ -272,6 +291,12 @@ def test_temperature_options_that_would_not_end_or_not_fall_are_refused(field, v
     with pytest.raises(ValueError, match=field):
         ColgenOptions(**{field: value})
     ColgenOptions(smooth_mu_min_rel=1e-12, smooth_mu_factor=0.999)     # just inside
+    ColgenOptions(smooth_mu_start_rel=1e-5, smooth_mu_min_rel=1e-5)    # one temperature
+
+
+def test_a_first_temperature_below_the_last_is_refused():
+    with pytest.raises(ValueError, match="no temperature would be tried"):
+        ColgenOptions(smooth_mu_start_rel=1e-6, smooth_mu_min_rel=1e-5)
 
 
 @PROPS

@@ -90,6 +90,8 @@ def test_bad_url_is_input_error():
     ("nosuchdialect://ops:s3cret@db/x", "nosuchdialect://ops:***@db/x"),
     ("postgresql+nodriver://ops@db/x?password=s3cret", "postgresql+nodriver://ops@db/x?password=***"),
     ("postgresql://ops:s3cret@db:notaport/x", "postgresql://… (the rest not shown: it does not"),
+    # the parser's own words would name a piece of the password (the "port" s3cret@db)
+    ("postgresql://ops:p@ss:s3cret@db/x", "postgresql://… (the rest not shown: it does not"),
     # a libpq keyword DSN and a URL without a scheme: nothing of them is shown
     ("host=db user=ops password=s3cret dbname=x", "(not shown: not a URL)"),
     ("ops:s3cret@db/x", "(not shown: not a URL)"),
@@ -97,6 +99,12 @@ def test_bad_url_is_input_error():
     ("postgresql+psycopg2://ops:p@s3cret@127.0.0.1:1/x",
      "database URL postgresql+psycopg2://… is not usable: its password or user holds an "
      "unescaped '@'; percent-encode it as %40 in CARBONSCHED_DATABASE_URL"),
+    ("postgresql+psycopg2://ops:Xy@s3cret/9Q@127.0.0.1:1/x",
+     "database URL postgresql+psycopg2://… is not usable: its password or user holds an "
+     "unescaped '@'"),
+    ("postgresql+psycopg2://ops:Xy@s3cret?9Q@127.0.0.1:1/x",
+     "database URL postgresql+psycopg2://… is not usable: its password or user holds an "
+     "unescaped '@'"),
 ])
 def test_a_bad_url_is_named_without_its_password(url, shown):
     with pytest.raises(InputError) as info:

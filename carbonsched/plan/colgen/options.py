@@ -409,14 +409,16 @@ class ColgenOptions:
     smooth_weights : str
         Precision of the smoothed dual's soft-max weights and the use they sum to
         (:mod:`~carbonsched.plan.colgen.smoothed`): ``"double"`` or ``"single"``; the bound is
-        double either way. Single takes 0.71-0.75 of double's time per evaluation at the
+        double either way. Single takes 0.71-0.74 of double's time per evaluation at the
         multipliers an ascent reaches on 10k jobs (``bench/smoothed_eval.py``). Side by side
         with double it moved the ascent's path and so the priced greedy plans, whose quality
         is not monotone in their prices: on the planner matrix at 60 s (10k × 16 × 48 and
         × 72, seeds 0-4) the worst gaps went 0.25 → 0.78 % (48 h @ 0.3) and 0.69 → 1.16 %
-        (72 h @ 0.8), 0.41 → 0.25 % at 72 h @ 0.6; on the 10k rolling step the warm start's
-        worst ratio that reached the cold plan went 0.28 → 0.22 (BENCHMARKS.md sections 3 and
-        16). Default ``"double"``; ``CARBONSCHED_CG_SMOOTH_WEIGHTS``.
+        (72 h @ 0.8, where the ascent runs longest: worse on 3 of 5 seeds),
+        0.41 → 0.25 % at 72 h @ 0.6; on the 10k rolling step the warm start's worst ratio
+        that reached the cold plan went 0.28 → 0.22 (BENCHMARKS.md sections 3 and 16). An
+        option to measure with, not a recommendation. Default ``"double"``;
+        ``CARBONSCHED_CG_SMOOTH_WEIGHTS``.
     write_master : str or None
         Debugging aid: write the first master LP to this path (HiGHS ``writeModel``; the
         format follows the suffix). Default None; ``CARBONSCHED_CG_WRITE``.
@@ -538,6 +540,10 @@ class ColgenOptions:
         for name in ("smooth_mu_start_rel", "smooth_mu_min_rel"):
             if not 0.0 < getattr(self, name) < math.inf:
                 raise ValueError(f"{name} must be positive and finite, got {getattr(self, name)}")
+        if self.smooth_mu_start_rel < self.smooth_mu_min_rel:
+            raise ValueError(f"smooth_mu_start_rel ({self.smooth_mu_start_rel}) must be at least "
+                             f"smooth_mu_min_rel ({self.smooth_mu_min_rel}): no temperature "
+                             "would be tried")
         if not 0.0 < self.smooth_mu_factor < 1.0:
             raise ValueError(f"smooth_mu_factor must be in (0, 1), got {self.smooth_mu_factor}")
 

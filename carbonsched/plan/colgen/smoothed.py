@@ -40,14 +40,15 @@ The reduced costs, each class's minimum and so the exact Lagrangian (the bound) 
 double precision; the soft-max weights :math:`e^{-(\bar c_o - \min_o \bar c_o)/\mu} \in [0, 1]`
 and the expected use they sum to in double too, or in single precision with
 :attr:`ColgenOptions.smooth_weights` ``= "single"``, whose ``exp`` and matrix product NumPy runs
-several times faster per element (AVX-512): one evaluation at the multipliers and temperature
-a 3 s ascent reaches on 10k × 16 × 48 and × 72 took 0.71-0.75 of the double one's time
+several times faster per element (AVX-512): one evaluation at the multipliers a 3 s ascent
+reaches on 10k × 16 × 48 and × 72 took 0.71-0.74 of the double one's time
 (``bench/smoothed_eval.py``, BENCHMARKS.md section 3). In single precision each weight errs by
-about its exponent times float32's :math:`1.2 \cdot 10^{-7}`, the smoothed value by :math:`\mu`
-times that per class (measured: :math:`10^{-10}` relative), and the gradient by up to
-:math:`5 \cdot 10^{-4}` of the gross use it sums at an ascent's last temperatures, where the
-exponents are large (not of the gradient, which tends to 0 at the optimum). They steer the
-climb, which then takes another path; the bound is exact either way. A temperature
+about its exponent times float32's :math:`1.2 \cdot 10^{-7}`; measured there at the ascent's
+first, a middle and its last temperature, the smoothed value moved by at most
+:math:`2.3 \cdot 10^{-10}` (relative) and the gradient by at most :math:`1.1 \cdot 10^{-4}` of the
+gross use it sums (:meth:`_Evaluator.gross_use`; not of the gradient, which tends to 0 at the
+optimum). They steer the climb, which then takes another path; the bound is exact either way.
+A temperature
 whose reciprocal single precision cannot hold (below about :math:`3 \cdot 10^{-39}` kg) is
 refused; the temperatures the ascent uses stay above :math:`10^{-17}` kg
 (:func:`~carbonsched.plan.colgen.lagrangian_dual.job_cost_scale`).
@@ -191,12 +192,22 @@ class _Evaluator:
                 self.groups.append((int(d), int(g), _windows(sel, j, ok, coef, use)))
 
     def gross_use(self, grad: np.ndarray) -> np.ndarray:
-        """The use each gradient entry sums before capacity is taken off, shape of ``x``.
+        """The use each gradient entry sums before capacity is taken off.
 
-        The scale of the single-precision error of ``grad`` (module docstring): GPUs and IT kW
-        running for the capacity and power multipliers; for an absorption multiplier, PUE x
-        the IT kW running plus the surplus, since its gradient is their difference and may
-        cancel to 0. [GPUs, kW]
+        The scale of the single-precision error of ``grad`` (module docstring).
+
+        Parameters
+        ----------
+        grad
+            A gradient of the smoothed value, shape of ``x`` (``__call__``'s third output).
+
+        Returns
+        -------
+        numpy.ndarray
+            Shape of ``x``: GPUs and IT kW running for the capacity and power multipliers; for
+            an absorption multiplier, PUE x the IT kW running plus the surplus, since its
+            gradient is their difference and may cancel to 0. At ``grad = 0``: the capacities
+            themselves. [GPUs, kW]
         """
         n_s, n_t, n_g = self.shape
         g_c, g_p, _ = self.split(grad)
@@ -241,7 +252,8 @@ class _Evaluator:
             # -1/mu must be a finite, non-zero weight_dtype, or 0 x inf makes a weight NaN
             raise ValueError(f"smoothed dual: temperature {mu!r} kg is outside what "
                              f"{np.dtype(self.weight_dtype).name} weights resolve (1/mu must be "
-                             f"finite and non-zero in it)")
+                             f"finite and non-zero in it); raise ColgenOptions.smooth_mu_min_rel "
+                             f"or use smooth_weights='double'")
         # far-off options' weights underflow to 0 (their exponent to -inf): as intended
         with np.errstate(over="ignore", under="ignore"):
             return self._eval(x, mu, want_opts)
