@@ -54,8 +54,8 @@ def database_label(url: Any) -> str:
     try:
         u = make_url(url)
     except (ArgumentError, ValueError, TypeError):
-        return url_without_secrets(url)
-    if u.get_backend_name() == "sqlite":
+        u = None                                   # url_without_secrets says so
+    if u is not None and u.get_backend_name() == "sqlite":
         return u.database if u.database not in (None, "", ":memory:") else "SQLite in memory"
     return url_without_secrets(url)
 
@@ -121,7 +121,7 @@ def unescaped_at(url: Any) -> bool:
 
 
 UNESCAPED_AT = "its password or user holds an unescaped '@'; percent-encode it as %40"
-"""Why a database URL whose host part still holds ``@`` is not shown, and the fix."""
+"""Why a database URL with an unescaped ``@`` (:func:`unescaped_at`) is not shown, and the fix."""
 
 _HIDDEN = "***"
 _SECRET_QUERY_KEY = re.compile("pass|pwd|secret|token", re.IGNORECASE)

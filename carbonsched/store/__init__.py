@@ -133,10 +133,11 @@ class Store:
             raise missing_extra(exc.name or "psycopg2",
                                 f"a {parsed.drivername} database URL") from exc
         except (SQLAlchemyError, ImportError, ValueError, TypeError) as exc:
-            said = str(exc).replace(url, url_without_secrets(url))
+            shown = url_without_secrets(url)
+            said = str(exc).replace(url, shown)
             if parsed.password:
                 said = said.replace(str(parsed.password), "***")
-            raise InputError(f"database URL {url_without_secrets(url)} is not usable "
+            raise InputError(f"database URL {shown} is not usable "
                              f"({type(exc).__name__}: {said}); {_URL_FIX}") from None
         if self.engine.dialect.name == "sqlite":
             # the store's own busy timeout (its bounded "locked" retries build on it)

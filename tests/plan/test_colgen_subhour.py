@@ -8,9 +8,7 @@ the optimum.
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import replace
-from pathlib import Path
 
 import highspy
 import numpy as np
@@ -26,11 +24,11 @@ from carbonsched.plan.colgen.layout import make_layout
 from carbonsched.plan.colgen.repair_mip import START_CHECK_REL_TOL, repair, start_misvalued
 from carbonsched.plan.sets import enumerate_options
 
+from .benchload import load_bench
 from .builders import T0, SiteWrapper, at, demand, minutes_job, signals
 from .test_properties_horizon import clean, instances
 
 M = pd.Timedelta(minutes=1)
-ROOT = Path(__file__).resolve().parents[2]
 TOL = 1e-6
 
 
@@ -115,20 +113,12 @@ def test_inference_cells_and_costs_cover_every_slot_of_the_hour():
     assert inference_site_cost(sets, dem, per_kw)[0, 0] == pytest.approx(0.5 * 22)
 
 
-def load_bench():
-    spec = importlib.util.spec_from_file_location("rolling_step",
-                                                  ROOT / "bench" / "rolling_step.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.mark.shared_data
 @pytest.mark.parametrize("minutes", [15, 30])
 def test_colgen_matches_the_milp_on_a_real_trace_rolling_step(shared_data, minutes):
     # running work, deferral past the horizon, inference, surplus: the rolling step's terms
-    p = load_bench().make_rolling_step(80, 3, 12, seed=0, slot_minutes=minutes, load=0.6,
-                                       data_dir=shared_data)
+    p = load_bench("rolling_step").make_rolling_step(80, 3, 12, seed=0, slot_minutes=minutes,
+                                                     load=0.6, data_dir=shared_data)
     assert p.running and any(j.deadline > p.slots[-1] for j in p.jobs) and p.inference
     res, exact = check_against_milp(p)
     opt = exact.totals["objective"]
@@ -168,7 +158,7 @@ def test_repair_from_a_start_is_not_fooled_by_presolve(shared_data):
     from carbonsched.plan.baselines import greedy_from_sets
     from carbonsched.plan.result import SolverRecord, build_plan_result
 
-    p = load_bench().make_rolling_step(80, 3, 12, seed=0, slot_minutes=60, load=0.6,
+    p = load_bench("rolling_step").make_rolling_step(80, 3, 12, seed=0, slot_minutes=60, load=0.6,
                                        data_dir=shared_data)
     sets = compile_sets(p)
     cls = job_classes(sets)
@@ -200,8 +190,8 @@ def test_lagrangian_bounds_the_sub_hour_optimum_and_the_smoothed_dual_agrees(sha
     from carbonsched.plan.colgen import lagrangian
     from carbonsched.plan.colgen import smoothed as sm
 
-    p = load_bench().make_rolling_step(80, 3, 12, seed=1, slot_minutes=minutes, load=0.6,
-                                       data_dir=shared_data)
+    p = load_bench("rolling_step").make_rolling_step(80, 3, 12, seed=1, slot_minutes=minutes,
+                                                     load=0.6, data_dir=shared_data)
     opt = solve_plan(p, method="milp", mip_gap=0.0).totals["objective"]
     sets = compile_sets(p)
     lay = make_layout(sets, job_classes(sets))

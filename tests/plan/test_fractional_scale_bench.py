@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
 from carbonsched.plan.slices import MILLI_PER_GPU
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def load_bench():
-    path = ROOT / "bench" / "fractional_scale.py"
-    spec = importlib.util.spec_from_file_location("fractional_scale", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from .benchload import load_bench
 
 
 def test_mig_profile_is_the_smallest_holding_the_share():
-    fs = load_bench()
+    fs = load_bench("fractional_scale")
     assert fs.mig_profile_for(50) == "1g.5gb"
     assert fs.mig_profile_for(142) == "1g.5gb"       # 142 × 7 = 994 ≤ 1000: at the limit
     assert fs.mig_profile_for(143) == "2g.10gb"      # 1001 > 1000
@@ -33,7 +23,7 @@ def test_mig_profile_is_the_smallest_holding_the_share():
 
 @pytest.mark.shared_data
 def test_instance_shares_gpus_as_the_global_catalog_does(shared_data):
-    fs = load_bench()
+    fs = load_bench("fractional_scale")
     p = fs.make_fractional(200, 6, 24, seed=1, same_domain_share=1.0,
                            domain_zones=("CA-ON", "GB"), data_dir=shared_data)
     drawn = fs.trace_milli(shared_data)
@@ -63,7 +53,7 @@ def test_instance_shares_gpus_as_the_global_catalog_does(shared_data):
 
 @pytest.mark.shared_data
 def test_script_runs_on_50_jobs_and_recounts_slices(shared_data, tmp_path, monkeypatch):
-    fs = load_bench()
+    fs = load_bench("fractional_scale")
     monkeypatch.setenv("CARBONSCHED_SHARED_DATA", str(shared_data))
     out = tmp_path / "fs.json"
     doc = fs.main(["--jobs", "50", "--sites", "4", "--hours", "24", "--limit", "30",
@@ -83,7 +73,7 @@ def test_script_runs_on_50_jobs_and_recounts_slices(shared_data, tmp_path, monke
 
 
 def test_fallbacks_name_the_greedy_plan_and_the_whole_gpu_clause():
-    fs = load_bench()
+    fs = load_bench("fractional_scale")
 
     class Rec:
         method, greedy_unplaced = "milp", 4

@@ -2,18 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location(
-        "global_rolling_replay", ROOT / "bench" / "global_rolling_replay.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from .benchload import load_bench
 
 
 def _pol(kg: float) -> dict:
@@ -23,7 +12,7 @@ def _pol(kg: float) -> dict:
 def test_a_windows_oracle_share_is_recomputed_with_its_oracle():
     """Known-bad: the per-window rows kept the milp replay's own shares, computed before the
     oracle (replayed separately) was merged in, so every window's share was null."""
-    mod = _load()
+    mod = load_bench("global_rolling_replay")
     m = {"policies": {"agnostic": _pol(100.0), "milp": _pol(60.0), "oracle": _pol(50.0)},
          "runs": [{"issued_at": "2023-01-01T00:00:00+00:00"}], "agnostic_identical": True,
          "notes": [], "oracle_notes": [], "forecast_fallbacks": 0, "filled_signal_hours": 0}
@@ -39,7 +28,7 @@ def test_target_load_scales_each_days_jobs_to_that_share_of_the_fleet(shared_dat
     from carbonsched.catalog import load_catalog
     from carbonsched.evaluate.replay import total_fleet_load
 
-    mod = _load()
+    mod = load_bench("global_rolling_replay")
     cat = load_catalog("global")
     trace = mod.year_workload(shared_data, "2023-03-01", "2023-03-01", 0, 0.5)
     loads = []
@@ -59,7 +48,7 @@ def test_target_load_scales_each_days_jobs_to_that_share_of_the_fleet(shared_dat
 
 
 def test_target_load_outside_its_range_is_named_and_at_the_limit_accepted():
-    mod = _load()
+    mod = load_bench("global_rolling_replay")
     for ok in (None, 1.5, 0.9, 1e-9):
         assert mod.target_load_error(ok) is None
     for bad in (0.0, -0.5, 1.5000001, 3.0):

@@ -2,19 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def load_matrix():
-    spec = importlib.util.spec_from_file_location("plan_matrix", ROOT / "bench" / "plan_matrix.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from .benchload import load_bench
 
 
 def run(seed, seconds, gap, load=0.6, jobs=10000):
@@ -28,7 +18,7 @@ def _run_1k(seed, seconds, gap, load=0.6):
 
 def test_summary_takes_median_and_worst_and_judges_the_worst():
     # 1k jobs at load 0.6: the 60 s, 1 % cell (10k at 60 s has issue 36's 0.5 %)
-    pm = load_matrix()
+    pm = load_bench("plan_matrix")
     run = _run_1k
     runs = [run(0, 50.0, 0.004), run(1, 58.0, 0.009), run(2, 40.0, 0.002)]
     (cell,) = pm.summarise(runs)
@@ -55,14 +45,14 @@ def test_summary_takes_median_and_worst_and_judges_the_worst():
 
 
 def test_load_03_cell_has_the_tighter_targets():
-    pm = load_matrix()
+    pm = load_bench("plan_matrix")
     (cell,) = pm.summarise([run(0, 19.0, 0.006, load=0.3)])
     assert (cell["time_limit_s"], cell["gap_target"]) == (20.0, 0.005)
     assert not cell["target_met"]
 
 
 def test_runs_at_another_limit_or_horizon_are_cells_of_their_own_with_issue_36_targets():
-    pm = load_matrix()
+    pm = load_bench("plan_matrix")
     own = run(0, 19.0, 0.004, load=0.3)                               # 48 h at its own 20 s
     at60 = {**run(0, 55.0, 0.006, load=0.3), "time_limit_s": 60.0}    # 48 h at the default
     h72 = {**run(0, 58.0, 0.0099, load=0.8), "hours": 72, "time_limit_s": 60.0}

@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pandas as pd
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def load_bench():
-    path = ROOT / "bench" / "rolling_step.py"
-    spec = importlib.util.spec_from_file_location("rolling_step", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from .benchload import load_bench
 
 
 @pytest.mark.shared_data
 def test_instance_has_running_work_pieces_deferral_and_the_grid(shared_data):
-    rs = load_bench()
+    rs = load_bench("rolling_step")
     p = rs.make_rolling_step(300, 4, 24, seed=3, running_share=0.2, preemptible_share=0.3,
                              slot_minutes=15, data_dir=shared_data)
     assert len(p.jobs) == 300 and p.slot_minutes == 15 and len(p.slots) == 96
@@ -45,7 +34,7 @@ def test_instance_has_running_work_pieces_deferral_and_the_grid(shared_data):
 
 
 def test_fallbacks_name_the_switch_the_greedy_plan_and_the_note():
-    rs = load_bench()
+    rs = load_bench("rolling_step")
 
     class Rec:
         method, greedy_unplaced = "milp", 4
@@ -64,7 +53,7 @@ def test_fallbacks_name_the_switch_the_greedy_plan_and_the_note():
 
 
 def test_summary_judges_the_worst_seed_and_counts_a_missing_bound_as_infinite():
-    rs = load_bench()
+    rs = load_bench("rolling_step")
 
     def run(seed, s, gap, fb=(), bad=0):
         return {"seed": seed, "seconds": s, "mip_gap": gap, "fallbacks": list(fb),

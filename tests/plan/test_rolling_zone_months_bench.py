@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from .benchload import load_bench
 
 
 def test_month_window_first_days_whole_month_and_bad_input():
-    zm = load("rolling_zone_months")
+    zm = load_bench("rolling_zone_months")
     assert zm.month_window("2023-02", None) == ("2023-02-01", "2023-02-28")
     assert zm.month_window("2023-07", 7) == ("2023-07-01", "2023-07-07")
     assert zm.month_window("2023-02", 31) == ("2023-02-01", "2023-02-28")   # at the limit
@@ -30,7 +21,7 @@ def test_month_window_first_days_whole_month_and_bad_input():
 
 
 def test_site_must_be_a_global_site_with_a100s():
-    rr = load("rolling_replay")
+    rr = load_bench("rolling_replay")
     cat, site = rr.ample_site_catalog("jp-tk-tokyo", 50)
     assert [s.id for s in cat.sites] == ["jp-tk-tokyo"] and site.zone == "JP-TK"
     assert cat.sites[0].gpus["A100"].count == 50 and cat.sites[0].facility_power_cap_kw is None
@@ -39,7 +30,7 @@ def test_site_must_be_a_global_site_with_a100s():
 
 
 def test_summary_checks_the_targets_at_and_below_the_limit():
-    zm = load("rolling_zone_months")
+    zm = load_bench("rolling_zone_months")
 
     def row(s24, s6, r24, r6):
         cad = lambda s: {"milp_share_of_oracle": s, "fallback_runs": {"milp": 0},   # noqa: E731
@@ -59,7 +50,7 @@ def test_summary_checks_the_targets_at_and_below_the_limit():
 @pytest.mark.shared_data
 def test_sweep_runs_one_site_one_day_at_both_cadences(shared_data, tmp_path, monkeypatch):
     monkeypatch.setenv("CARBONSCHED_SHARED_DATA", str(shared_data))
-    zm = load("rolling_zone_months")
+    zm = load_bench("rolling_zone_months")
     out = tmp_path / "zm.json"
     doc = zm.main(["--sites", "sg-singapore", "--months", "2023-03", "--days", "1",
                    "--out", str(out)])

@@ -3,21 +3,11 @@ precision changes there (the bound not at all)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def load_bench():
-    path = ROOT / "bench" / "smoothed_eval.py"
-    spec = importlib.util.spec_from_file_location("smoothed_eval", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from .benchload import load_bench
 
 
 @pytest.mark.shared_data
@@ -28,7 +18,7 @@ def test_the_script_runs_and_single_weights_leave_the_bound_exact(shared_data, t
         "smoothed_eval.py", "--jobs", "120", "--sites", "3", "--hours", "12", "24",
         "--seeds", "1", "--evals", "3", "--ascent-s", "0", "--out",
         str(tmp_path / "se.json")])
-    load_bench().main()
+    load_bench("smoothed_eval").main()
     rows = json.loads((tmp_path / "se.json").read_text())
     assert [(r["hours"], r["seed"]) for r in rows] == [(12, 1), (24, 1)]
     for r in rows:
@@ -45,5 +35,5 @@ def test_the_script_runs_and_single_weights_leave_the_bound_exact(shared_data, t
 def test_no_evaluations_is_refused(monkeypatch, capsys):
     monkeypatch.setattr("sys.argv", ["smoothed_eval.py", "--evals", "0"])
     with pytest.raises(SystemExit) as info:
-        load_bench().main()
+        load_bench("smoothed_eval").main()
     assert info.value.code == 2 and "--evals must be >= 1" in capsys.readouterr().err

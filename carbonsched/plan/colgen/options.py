@@ -409,7 +409,7 @@ class ColgenOptions:
     smooth_weights : str
         Precision of the smoothed dual's soft-max weights and the use they sum to
         (:mod:`~carbonsched.plan.colgen.smoothed`): ``"double"`` or ``"single"``; the bound is
-        double either way. Single takes 0.71-0.74 of double's time per evaluation at the
+        double either way. Single takes 0.71-0.75 of double's time per evaluation at the
         multipliers an ascent reaches on 10k jobs (``bench/smoothed_eval.py``). Side by side
         with double it moved the ascent's path and so the priced greedy plans, whose quality
         is not monotone in their prices: on the planner matrix at 60 s (10k × 16 × 48 and
@@ -522,17 +522,14 @@ class ColgenOptions:
     repair_log: str | None = None
 
     def __post_init__(self) -> None:
-        if self.master_solver not in MASTER_SOLVERS:
-            raise ValueError(f"master_solver must be one of {', '.join(MASTER_SOLVERS)}, "
-                             f"got {self.master_solver!r}")
-        if self.refine_method not in REFINE_METHODS:
-            raise ValueError(f"refine_method must be one of {', '.join(REFINE_METHODS)}, "
-                             f"got {self.refine_method!r}")
+        for name, accepted in (("master_solver", MASTER_SOLVERS),
+                               ("refine_method", REFINE_METHODS),
+                               ("smooth_weights", SMOOTH_WEIGHTS)):
+            if getattr(self, name) not in accepted:
+                raise ValueError(f"{name} must be one of {', '.join(accepted)}, "
+                                 f"got {getattr(self, name)!r}")
         if self.smooth_draws < 0:
             raise ValueError(f"smooth_draws must be >= 0, got {self.smooth_draws}")
-        if self.smooth_weights not in SMOOTH_WEIGHTS:
-            raise ValueError(f"smooth_weights must be one of {', '.join(SMOOTH_WEIGHTS)}, "
-                             f"got {self.smooth_weights!r}")
         if self.smooth_draw_every < 1:
             raise ValueError(f"smooth_draw_every must be >= 1, got {self.smooth_draw_every}")
         # the ascent lowers the temperature down to smooth_mu_min_rel x the job cost; at 0 it

@@ -41,17 +41,16 @@ double precision; the soft-max weights :math:`e^{-(\bar c_o - \min_o \bar c_o)/\
 and the expected use they sum to in double too, or in single precision with
 :attr:`ColgenOptions.smooth_weights` ``= "single"``, whose ``exp`` and matrix product NumPy runs
 several times faster per element (AVX-512): one evaluation at the multipliers a 3 s ascent
-reaches on 10k × 16 × 48 and × 72 took 0.71-0.74 of the double one's time
+reaches on 10k × 16 × 48 and × 72 took 0.71-0.75 of the double one's time
 (``bench/smoothed_eval.py``, BENCHMARKS.md section 3). In single precision each weight errs by
 about its exponent times float32's :math:`1.2 \cdot 10^{-7}`; measured there at the ascent's
 first, a middle and its last temperature, the smoothed value moved by at most
-:math:`2.3 \cdot 10^{-10}` (relative) and the gradient by at most :math:`1.1 \cdot 10^{-4}` of the
+:math:`2.6 \cdot 10^{-10}` (relative) and the gradient by at most :math:`1.5 \cdot 10^{-4}` of the
 gross use it sums (:meth:`_Evaluator.gross_use`; not of the gradient, which tends to 0 at the
 optimum). They steer the climb, which then takes another path; the bound is exact either way.
-A temperature
-whose reciprocal single precision cannot hold (below about :math:`3 \cdot 10^{-39}` kg) is
-refused; the temperatures the ascent uses stay above :math:`10^{-17}` kg
-(:func:`~carbonsched.plan.colgen.lagrangian_dual.job_cost_scale`).
+A temperature whose reciprocal single precision cannot hold (below about
+:math:`3 \cdot 10^{-39}` kg) is refused; the temperatures the ascent uses stay above
+:math:`10^{-17}` kg (:func:`~carbonsched.plan.colgen.lagrangian_dual.job_cost_scale`).
 """
 
 from __future__ import annotations
@@ -295,11 +294,12 @@ class _Evaluator:
                 rc -= low[:, None]                              # >= 0 (inf: infeasible)
                 # the weights exp(-(rc - low) / mu) in [0, 1], in single precision if asked
                 # (module docstring): the bound above stays double
-                z = np.multiply(rc, -1.0 / mu, dtype=self.weight_dtype)
+                z = (np.multiply(rc, -1.0 / mu, out=rc) if self.weight_dtype is np.float64
+                     else np.multiply(rc, -1.0 / mu, dtype=self.weight_dtype))  # double: in place
                 np.exp(z, out=z)
-                zz = z.sum(axis=1).astype(float) + np.exp(-(pen - low) / mu)
+                zz = z.sum(axis=1).astype(float, copy=False) + np.exp(-(pen - low) / mu)
                 v_s += float((n * (low - mu * np.log(zz))).sum())
-                wu = (use * (n / zz)[:, None]).T.astype(self.weight_dtype)
+                wu = (use * (n / zz)[:, None]).T.astype(self.weight_dtype, copy=False)
                 w_all[:, :, a:b] += (wu @ z).reshape(3, n_s, b - a)
             w_g, w_k, w_e = w_all[0], w_all[1], w_all[2]
             cw = np.concatenate([np.zeros((n_s, 1, 2)), np.cumsum(
