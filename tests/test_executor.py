@@ -99,3 +99,25 @@ def test_replay_on_dask_matches_local_day_by_day(shared_data) -> None:
             {k: v for k, v in b.items() if k != "seconds"}
     assert local["policies"]["milp"]["emissions_kg"] < local["policies"]["agnostic"][
         "emissions_kg"]
+
+
+def test_dask_local_cluster_serves_http_on_a_free_loopback_port() -> None:
+    # with dashboard_address=None distributed still took the fixed port 8787: a second run on
+    # the machine printed "Port 8787 is already in use" (the socket held here is that run)
+    import warnings
+
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        holder.bind(("127.0.0.1", 8787))
+        holder.listen(1)
+    except OSError:
+        pass   # another process holds it already: the same situation
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            assert list(map_in_order(_power, ARGS, executor="dask", workers=2)) == EXPECTED
+    finally:
+        holder.close()
+    assert [str(w.message) for w in seen if "8787" in str(w.message)] == []
+    assert executor_mod.DASK_HTTP_ADDRESS.startswith("127.0.0.1:")

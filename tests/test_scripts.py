@@ -171,3 +171,27 @@ def test_the_test_command_says_up_front_it_needs_root_and_what_no_services_does(
     assert ("error: starting the services needs root (uid 65534); run as root, or `bash "
             "scripts/test --no-services`") in r.stderr
     assert "installing" not in r.stderr        # refused before anything is installed
+
+
+def test_the_test_command_stops_when_the_install_fails(tmp_path: Path) -> None:
+    """`|| true` after the install let the suite run on whatever was installed: a failed extra
+    then showed as failing or skipped tests far from the cause."""
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "python3").write_text(
+        "#!/bin/bash\n"
+        'if [ "$1 $2 $3" = "-m pip install" ]; then\n'
+        '  echo "ERROR: Could not find a version that satisfies the requirement highspy" >&2\n'
+        "  exit 1\n"
+        "fi\n"
+        'if [ "$1 $2" = "-m pytest" ]; then echo "pytest started" >&2; exit 0; fi\n'
+        f'exec {sys.executable} "$@"\n')
+    (shim / "python3").chmod(0o755)
+    r = subprocess.run(["bash", str(TEST_COMMAND), "--no-services"], capture_output=True,
+                       text=True, timeout=120, cwd="/",
+                       env={"PATH": f"{shim}:/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert r.returncode == 1, r.stderr
+    assert "Could not find a version that satisfies the requirement highspy" in r.stderr
+    assert ("error: installing carbonsched[all,test] from requirements/lock.txt failed (pip "
+            "exit 1, its output above)") in r.stderr
+    assert "pytest started" not in r.stderr     # the suite never started

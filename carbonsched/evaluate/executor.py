@@ -30,6 +30,10 @@ R = TypeVar("R")
 DASK_CONNECT_TIMEOUT_S = 10.0
 """How long a client waits for a Dask scheduler before giving up. [s]"""
 
+DASK_HTTP_ADDRESS = "127.0.0.1:0"
+"""Where a local Dask cluster's scheduler serves its HTTP endpoints (dashboard, ``/metrics``):
+loopback, on a port the system picks, so runs sharing a machine never contend for a port."""
+
 
 class ExecutorKind(StrEnum):
     """The engine that runs independent pieces of work."""
@@ -129,8 +133,11 @@ def _map_dask(fn: Callable[..., R], args: Sequence[tuple[Any, ...]], workers: in
             scratch = stack.enter_context(
                 tempfile.TemporaryDirectory(prefix="carbonsched-dask-"))
             stack.enter_context(dask.config.set({"temporary-directory": scratch}))
+            # the scheduler's HTTP server (dashboard, /metrics) on a free loopback port:
+            # dashboard_address=None still took the fixed 8787 (distributed 2026.8), so a
+            # second run on the machine printed "Port 8787 is already in use"
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                   dashboard_address=None)
+                                   dashboard_address=DASK_HTTP_ADDRESS)
             client = Client(cluster)
         try:
             # pure=False: two identical argument tuples are still two pieces of work

@@ -25,9 +25,16 @@ def chromium() -> str:
 
 
 def chromium_env(profile: str) -> dict[str, str]:
-    """The environment with TMPDIR in the profile: a browser that is killed (a timeout) leaves
-    its ``org.chromium.Chromium.*`` in TMPDIR, which then goes with the profile."""
-    return {**os.environ, "TMPDIR": profile}
+    """The environment with TMPDIR, HOME and the XDG directories in the profile.
+
+    A browser that is killed (a timeout) leaves its ``org.chromium.Chromium.*`` in TMPDIR, and
+    every run writes ``~/.config/chromium/Crash Reports`` and ``~/.cache/dconf`` whatever its
+    ``--user-data-dir``: in the profile they go with it, and the suite leaves the user's HOME
+    as it found it.
+    """
+    return {**os.environ, "TMPDIR": profile, "HOME": profile,
+            "XDG_CONFIG_HOME": os.path.join(profile, ".config"),
+            "XDG_CACHE_HOME": os.path.join(profile, ".cache")}
 
 
 def open_page(html: Path, screenshot: Path, width: int = 1200, height: int = 4000
