@@ -25,9 +25,10 @@ def _room(st: ColgenState, label: str) -> bool:
 
     A master stopped by the limit leaves little: on 10k x 16 x 48 at load 0.8 two more
     candidates once ended the solve at 62.7 s of 60 (docs/benchmarks/planner-log.md#planner-3-11).
+    The finish kept is :meth:`ColgenState.plain_reserve_s` (no MIP runs in a priced greedy).
     A candidate that does not fit is named in ``st.skipped``.
     """
-    if st.left() >= st.t_pg + st.opt.finish_s:
+    if st.left() >= st.t_pg + st.plain_reserve_s():
         return True
     st.skipped.append(label)
     return False
@@ -161,7 +162,12 @@ def repack(st: ColgenState) -> None:
     """The one-slot repack of the best plan so far, with a share of the time left.
 
     :func:`~carbonsched.plan.colgen.repack.unit_repack` with
-    :attr:`ColgenOptions.repack_share` of the time left less :attr:`ColgenOptions.finish_s`.
+    :attr:`ColgenOptions.repack_share` of the time left less
+    :meth:`ColgenState.plain_reserve_s` (an LP, no MIP), when more than that reserve and
+    :attr:`ColgenOptions.step_margin_s` are left. With the MIP's reserve
+    (:attr:`ColgenOptions.finish_s`, 2 s) a warm 9 s rolling step (9.2k jobs × 16 sites × 72
+    slots) skipped it (1.37 s expected, 0.76 s available) and ended at 2,276.6 kg in 7.3 s;
+    with it, 2,250.2 kg in 8.1 s (BENCHMARKS.md section 16).
 
     The one-GPU, one-slot jobs re-placed by an LP around the rest of the best plan fill any
     hole, and are most of the work a full fleet leaves out; it runs before the moves' time is
@@ -169,10 +175,11 @@ def repack(st: ColgenState) -> None:
     2: 5,925.6 -> 5,473.6 kg, the moves after it 0.6 kg more).
     """
     opt = st.opt
-    if opt.repack_max_options > 0 and st.left() > opt.step_min_left_s:
+    reserve_s = st.plain_reserve_s()
+    if opt.repack_max_options > 0 and st.left() > reserve_s + opt.step_margin_s:
         best_name, best_plan = st.best()
         repacked = unit_repack(st.sets, st.lay, st.cls, best_plan, st.threads,
-                               opt.repack_share * (st.left() - opt.finish_s), st.say, st.rec,
+                               opt.repack_share * (st.left() - reserve_s), st.say, st.rec,
                                prices=(st.rank_kw, st.lam_c), greedy_s=st.t_pg, options=opt)
         if repacked is not None:
             st.cands.append((f"{best_name} + one-slot repack", repacked))
@@ -200,11 +207,12 @@ def final_moves(st: ColgenState) -> None:
 
     The priced greedy steers jobs by LP prices the finished plan does not need, and the
     passes and the repair re-plan one neighbourhood at a time; the held time is released
-    first.
+    first, and the moves (no MIP) leave :meth:`ColgenState.plain_reserve_s`.
     """
     st.held = 0.0
-    if st.opt.moves_share > 0 and st.left() > st.opt.finish_s:
-        add_moves(st, st.left() - st.opt.finish_s)
+    reserve_s = st.plain_reserve_s()
+    if st.opt.moves_share > 0 and st.left() > reserve_s:
+        add_moves(st, st.left() - reserve_s)
 
 
 def add_moves(st: ColgenState, seconds: float) -> None:

@@ -156,6 +156,15 @@ class ColgenState:
         """Seconds of the limit left, less the time held back for the final moves. [s]"""
         return self.time_limit_s - (time.perf_counter() - self.started) - self.held
 
+    def plain_reserve_s(self) -> float:
+        """Seconds a phase that runs no MIP leaves at the end of the limit. [s]
+
+        The larger of :attr:`ColgenOptions.finish_plain_s` and one priced greedy plan's time
+        (``t_pg``, 0 before the first): building and checking the plan is of that order
+        (0.34 s where a priced greedy plan took 0.4 s, 9.2k jobs × 16 sites × 72 slots).
+        """
+        return max(self.opt.finish_plain_s, self.t_pg)
+
     def say(self, msg: str) -> None:
         """Pass a one-line progress message to the callback, if any."""
         if self.progress:
