@@ -1,0 +1,75 @@
+"""What the phases that run no MIP keep at the end of the limit (ColgenState.plain_reserve_s).
+
+HiGHS overruns a MIP's limit by up to a second at 10k jobs, so the MIP phases keep
+``ColgenOptions.finish_s`` (2 s); the priced greedy candidates, the one-slot repack's LP and
+the final moves keep only what building and checking the plan takes. With 2 s kept a warm
+9 s rolling step (9.2k jobs × 16 sites × 72 slots) skipped its repack and ended 1.1 % above
+its 12 s plan. The state here is a stand-in whose clock is a number: no wall-clock budget.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from carbonsched.plan.colgen import incumbents
+from carbonsched.plan.colgen.options import ColgenOptions
+from carbonsched.plan.colgen.state import ColgenState
+
+
+def _state(left_s: float, t_pg: float = 0.3, **options) -> SimpleNamespace:
+    st = SimpleNamespace(opt=ColgenOptions(**options), t_pg=t_pg, held=0.0, skipped=[],
+                         cands=[("priced greedy", SimpleNamespace(totals={"objective": 1.0}))],
+                         sets=None, lay=None, cls=None, threads=1, rec=None,
+                         rank_kw=None, lam_c=None, say=lambda m: None)
+    st.left = lambda: left_s
+    st.best = lambda: st.cands[0]
+    st.plain_reserve_s = lambda: ColgenState.plain_reserve_s(st)
+    return st
+
+
+@pytest.mark.parametrize("t_pg, reserve_s", [(0.0, 0.5), (0.3, 0.5), (0.5, 0.5), (1.7, 1.7)])
+def test_the_reserve_is_the_larger_of_the_floor_and_one_priced_greedy(t_pg, reserve_s):
+    assert _state(10.0, t_pg=t_pg).plain_reserve_s() == reserve_s
+
+
+@pytest.fixture
+def repack_calls(monkeypatch):
+    calls = []
+    monkeypatch.setattr(incumbents, "unit_repack",
+                        lambda *a, **k: calls.append(a[5]) or None)
+    return calls
+
+
+def test_the_repack_runs_with_two_seconds_left_and_gets_its_share_past_the_reserve(
+        repack_calls):
+    # with finish_s (2 s) kept it needed 2.5 s left, and 0.9 x (2.0 - 2.0) = 0 s to run in
+    incumbents.repack(_state(2.0))
+    assert repack_calls == [pytest.approx(0.9 * (2.0 - 0.5))]
+
+
+@pytest.mark.parametrize("left_s, runs", [(1.0, False), (1.0001, True)])
+def test_the_repack_needs_the_reserve_and_the_step_margin(repack_calls, left_s, runs):
+    incumbents.repack(_state(left_s))                # reserve 0.5 + margin 0.5 = 1.0
+    assert bool(repack_calls) is runs
+
+
+def test_the_repack_keeps_a_priced_greedy_plans_time_when_that_is_longer(repack_calls):
+    incumbents.repack(_state(3.0, t_pg=1.5))
+    assert repack_calls == [pytest.approx(0.9 * (3.0 - 1.5))]
+
+
+@pytest.mark.parametrize("left_s, fits", [(0.79, False), (0.8, True)])
+def test_one_more_priced_greedy_fits_when_it_and_the_reserve_do(left_s, fits):
+    st = _state(left_s, t_pg=0.3)
+    assert incumbents._room(st, "another") is fits
+    assert st.skipped == ([] if fits else ["another"])
+
+
+def test_the_final_moves_get_the_time_left_past_the_reserve(monkeypatch):
+    got = []
+    monkeypatch.setattr(incumbents, "add_moves", lambda st, seconds: got.append(seconds))
+    incumbents.final_moves(_state(1.5))
+    incumbents.final_moves(_state(0.5))              # nothing past the reserve: no moves
+    assert got == [pytest.approx(1.0)]
