@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.scriptload import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted((Path(__file__).resolve().parents[1] / "scripts").glob("*.sh")) + [
     Path(__file__).resolve().parents[1] / "scripts" / "test",
@@ -44,12 +46,7 @@ def test_services_find_the_sbin_tools_from_a_path_without_sbin(tmp_path: Path) -
 
 
 def _slurm_conf_module():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("slurm_conf", ROOT / "scripts/slurm_conf.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("scripts/slurm_conf.py")
 
 
 def test_slurm_conf_writes_the_catalogs_node_shape(tmp_path: Path) -> None:

@@ -59,13 +59,9 @@ class PrivateCluster:
     without its StateSaveLocation), on ports ``CARBONSCHED_PORT_BASE + offset`` and ``+1``."""
 
     def __init__(self, slurm_dir: Path, name: str, offset: int, gpus: dict[str, int]) -> None:
-        import importlib.util
+        from tests.scriptload import load_script
 
-        root_dir = Path(__file__).resolve().parents[2]
-        spec = importlib.util.spec_from_file_location("slurm_conf",
-                                                      root_dir / "scripts/slurm_conf.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
+        mod = load_script("scripts/slurm_conf.py")
         base = int(os.environ.get("CARBONSCHED_PORT_BASE", 57300))
         self.root = Path(f"/tmp/carbonsched-{name}-{uuid.uuid4().hex[:6]}")
         self.dir, self.node, devices = mod.write_cluster(

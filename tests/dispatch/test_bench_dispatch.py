@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 from carbonsched.catalog import load_catalog
 from carbonsched.dispatch.outbox import placement_nodes
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.scriptload import load_script
 
 
 def load_bench():
-    spec = importlib.util.spec_from_file_location("dispatch_throughput",
-                                                  ROOT / "bench" / "dispatch_throughput.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench/dispatch_throughput.py")
 
 
 def test_every_synthetic_placement_is_a_gang_its_site_can_cut_into_nodes():

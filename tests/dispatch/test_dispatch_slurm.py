@@ -32,6 +32,7 @@ from carbonsched.dispatch.outbox import (
 from carbonsched.errors import TimeAxisError
 from carbonsched.store import Store
 from carbonsched.store.models import DispatchRow
+from tests.scriptload import load_script
 
 from .helpers import future_plan, squeue_jobs
 
@@ -205,11 +206,7 @@ dispatch_plan(Store({url!r}), {doc['plan_id']!r}, settings=Settings(
 @pytest.fixture
 def private_cluster(slurm_dir, tmp_path):
     """A fourth, test-owned Slurm cluster that the test may stop and start (ports 57391/57392)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("slurm_conf", ROOT / "scripts/slurm_conf.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("scripts/slurm_conf.py")
     root = Path(f"/tmp/carbonsched-downtest-{uuid.uuid4().hex[:6]}")
     d, node, devices = mod.write_cluster(
         root, "downtest", "ca-on-toronto", "global", {"A100": 16, "V100": 4},
@@ -450,11 +447,7 @@ def test_begin_is_exact_on_real_slurm_across_dst_with_the_host_zone_set(
 
 
 def test_an_intent_left_pending_is_not_retried_past_its_deadline(store, slurm_dir, tmp_path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("slurm_conf", ROOT / "scripts/slurm_conf.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("scripts/slurm_conf.py")
     base = int(os.environ.get("CARBONSCHED_PORT_BASE", 57300))
     d, _, _ = mod.write_cluster(tmp_path, "nowhere", "ca-on-toronto", "global", {"A100": 16},
                                 base + 93, base + 94, str(slurm_dir / "munge" / "munge.socket"),

@@ -8,22 +8,16 @@ benchmark (BENCHMARKS.md, section 11).
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.scriptload import load_script
 
 
 def _soak_module():
-    spec = importlib.util.spec_from_file_location("bench_soak", ROOT / "bench" / "soak.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod          # dataclasses look their module up while defined
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench/soak.py", "bench_soak", register=True)
 
 
 @pytest.fixture
