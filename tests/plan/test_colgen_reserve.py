@@ -3,7 +3,7 @@
 HiGHS overruns a MIP's limit by up to a second at 10k jobs, so the MIP phases keep
 ``ColgenOptions.finish_s`` (2 s); the priced greedy candidates, the one-slot repack's LP and
 the final moves keep only what building and checking the plan takes. With 2 s kept a warm
-9 s rolling step (9.2k jobs × 16 sites × 72 slots) skipped its repack and ended 1.1 % above
+9 s rolling step (9.2k jobs × 16 sites × 72 slots) skipped its repack and ended 0.8-1.8 % above
 its 12 s plan. The state here is a stand-in whose clock is a number: no wall-clock budget.
 """
 

@@ -166,8 +166,8 @@ def repack(st: ColgenState) -> None:
     :meth:`ColgenState.plain_reserve_s` (an LP, no MIP), when more than that reserve and
     :attr:`ColgenOptions.step_margin_s` are left. With the MIP's reserve
     (:attr:`ColgenOptions.finish_s`, 2 s) a warm 9 s rolling step (9.2k jobs × 16 sites × 72
-    slots) skipped it (1.37 s expected, 0.76 s available) and ended at 2,276.6 kg in 7.3 s;
-    with it, 2,250.2 kg in 8.1 s (BENCHMARKS.md section 16).
+    slots, seed 2) skipped it (1.37 s expected, 0.76 s available) and ended at 2,273.3 kg in
+    7.4 s; with it, 2,250.3 kg in 8.8 s (BENCHMARKS.md section 16).
 
     The one-GPU, one-slot jobs re-placed by an LP around the rest of the best plan fill any
     hole, and are most of the work a full fleet leaves out; it runs before the moves' time is
