@@ -22,6 +22,11 @@ def load_script(relpath: str, name: str | None = None, register: bool = False) -
     register
         Put the module in ``sys.modules`` before executing it: a script that defines
         dataclasses needs it (they look their module up while being defined).
+
+    Returns
+    -------
+    types.ModuleType
+        The executed module.
     """
     path = ROOT / relpath
     spec = importlib.util.spec_from_file_location(name or path.stem, path)

@@ -120,4 +120,3 @@ def test_dask_local_cluster_serves_http_on_a_free_loopback_port() -> None:
     finally:
         holder.close()
     assert [str(w.message) for w in seen if "8787" in str(w.message)] == []
-    assert executor_mod.DASK_HTTP_ADDRESS.startswith("127.0.0.1:")

@@ -22,8 +22,8 @@ def _state(left_s: float, t_pg: float = 0.3, **options) -> SimpleNamespace:
     st = SimpleNamespace(opt=ColgenOptions(**options), t_pg=t_pg, held=0.0, skipped=[],
                          cands=[("priced greedy", SimpleNamespace(totals={"objective": 1.0}))],
                          sets=None, lay=None, cls=None, threads=1, rec=None,
-                         rank_kw=None, lam_c=None, say=lambda m: None)
-    st.left = lambda: left_s
+                         rank_kw=None, lam_c=None, say=lambda m: None, clock=[left_s])
+    st.left = lambda: st.clock[0]
     st.best = lambda: st.cands[0]
     st.plain_reserve_s = lambda: ColgenState.plain_reserve_s(st)
     return st
@@ -44,9 +44,26 @@ def repack_calls(monkeypatch):
 
 def test_the_repack_runs_with_two_seconds_left_and_gets_its_share_past_the_reserve(
         repack_calls):
-    # with finish_s (2 s) kept it needed 2.5 s left, and 0.9 x (2.0 - 2.0) = 0 s to run in
+    # with finish_s (2 s) kept it needed 2.5 s left, and 0.9 x (2.0 - 2.0) = 0 s to run in;
+    # its LP's limit also leaves one priced greedy plan's time (0.3 s) for set-up and build
     incumbents.repack(_state(2.0))
-    assert repack_calls == [pytest.approx(0.9 * (2.0 - 0.5))]
+    assert repack_calls == [pytest.approx(0.9 * (2.0 - 0.5) - 0.3)]
+
+
+@pytest.mark.parametrize("left_s", [1.0001, 1.5, 2.84, 10.0])
+def test_a_repack_that_runs_to_its_limit_and_overruns_it_still_leaves_the_reserve(
+        monkeypatch, left_s):
+    # the model's set-up and the plan's build come on top of the LP's limit (0.18-0.25 s
+    # measured at 10k, where a priced greedy plan takes 0.4 s): here they take t_pg
+    st = _state(left_s, t_pg=0.4)
+
+    def slow(*args, **kwargs):
+        st.clock[0] -= args[5] + st.t_pg
+        return None
+
+    monkeypatch.setattr(incumbents, "unit_repack", slow)
+    incumbents.repack(st)
+    assert st.left() >= st.plain_reserve_s() - 1e-12
 
 
 @pytest.mark.parametrize("left_s, runs", [(1.0, False), (1.0001, True)])
@@ -56,8 +73,13 @@ def test_the_repack_needs_the_reserve_and_the_step_margin(repack_calls, left_s, 
 
 
 def test_the_repack_keeps_a_priced_greedy_plans_time_when_that_is_longer(repack_calls):
-    incumbents.repack(_state(3.0, t_pg=1.5))
-    assert repack_calls == [pytest.approx(0.9 * (3.0 - 1.5))]
+    incumbents.repack(_state(4.0, t_pg=1.5))               # the reserve is 1.5 s
+    assert repack_calls == [pytest.approx(0.9 * (4.0 - 1.5) - 1.5)]
+
+
+def test_no_time_for_the_lp_is_zero_seconds_not_negative(repack_calls):
+    incumbents.repack(_state(3.0, t_pg=1.5))               # 0.9 x 1.5 - 1.5 < 0
+    assert repack_calls == [0.0]
 
 
 @pytest.mark.parametrize("left_s, fits", [(0.79, False), (0.8, True)])

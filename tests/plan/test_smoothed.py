@@ -453,7 +453,7 @@ def test_the_short_path_prices_a_plan_on_each_earlier_iterate_and_keeps_the_best
     # warm-up, so the smoothed dual's multipliers price the plan however few evaluations a
     # loaded machine allows, and no time kept for the finish, so every draw fits (a priced
     # greedy of these 60 jobs takes milliseconds)
-    opts = dict(smooth_draw_every=2, warmup_share=0.0, finish_s=0.0)
+    opts = dict(smooth_draw_every=2, warmup_share=0.0, finish_s=0.0, finish_plain_s=0.0)
     res = solve_plan(prob, method="colgen", time_limit_s=LIMIT_S, mip_gap=0.0,
                      colgen_options=_opts(**opts))
     st, st2 = seen

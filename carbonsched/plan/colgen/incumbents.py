@@ -163,8 +163,10 @@ def repack(st: ColgenState) -> None:
 
     :func:`~carbonsched.plan.colgen.repack.unit_repack` with
     :attr:`ColgenOptions.repack_share` of the time left less
-    :meth:`ColgenState.plain_reserve_s` (an LP, no MIP), when more than that reserve and
-    :attr:`ColgenOptions.step_margin_s` are left. With the MIP's reserve
+    :meth:`ColgenState.plain_reserve_s` (an LP, no MIP), less one priced greedy plan's time
+    (``t_pg``) for what comes on top of the LP's limit (setting the model up and building the
+    plan: 0.4-0.7 s at 10k jobs, the order of a priced greedy plan's 0.4 s), when more than
+    the reserve and :attr:`ColgenOptions.step_margin_s` are left. With the MIP's reserve
     (:attr:`ColgenOptions.finish_s`, 2 s) a warm 9 s rolling step (9.2k jobs × 16 sites × 72
     slots, seed 2) skipped it (1.37 s expected, 0.76 s available) and ended at 2,273.3 kg in
     7.4 s; with it, 2,250.3 kg in 8.8 s (BENCHMARKS.md section 16).
@@ -178,8 +180,9 @@ def repack(st: ColgenState) -> None:
     reserve_s = st.plain_reserve_s()
     if opt.repack_max_options > 0 and st.left() > reserve_s + opt.step_margin_s:
         best_name, best_plan = st.best()
-        repacked = unit_repack(st.sets, st.lay, st.cls, best_plan, st.threads,
-                               opt.repack_share * (st.left() - reserve_s), st.say, st.rec,
+        lp_s = max(opt.repack_share * (st.left() - reserve_s) - st.t_pg, 0.0)
+        repacked = unit_repack(st.sets, st.lay, st.cls, best_plan, st.threads, lp_s,
+                               st.say, st.rec,
                                prices=(st.rank_kw, st.lam_c), greedy_s=st.t_pg, options=opt)
         if repacked is not None:
             st.cands.append((f"{best_name} + one-slot repack", repacked))

@@ -166,14 +166,16 @@ class ColgenOptions:
     finish_plain_s : float
         Fewest seconds kept at the end by the phases that run no MIP (priced greedy plans,
         the one-slot repack's LP, the moves): building and checking the plan, 0.02 s and
-        0.3 s on 9.2k jobs × 16 sites × 72 slots (2026-12-06), where HiGHS's MIP overrun
+        0.30-0.35 s on 9.2k jobs × 16 sites × 72 slots (2026-12-06), where HiGHS's MIP overrun
         (:attr:`finish_s`) does not arise. They keep the larger of this and one priced greedy
         plan's time, which grows with the instance as the check does
         (:meth:`~carbonsched.plan.colgen.state.ColgenState.plain_reserve_s`). [s] Default 0.5.
     step_margin_s : float
         The split bound, the site bound and the repair MIP start only with
-        :attr:`step_min_left_s` = ``finish_s + step_margin_s`` of the limit left: they build
-        their models over every class before any solver limit applies. [s] Default 0.5.
+        :attr:`step_min_left_s` = ``finish_s + step_margin_s`` of the limit left, and the
+        one-slot repack with this margin past its own reserve
+        (:meth:`~carbonsched.plan.colgen.state.ColgenState.plain_reserve_s`): they build their
+        models over every class before any solver limit applies. [s] Default 0.5.
     crossover_min_left : float
         The final crossover of an interior master runs only with this share of the budget
         left (measured: 12 s on the 10k × 16 × 48 master, as long as an interior solve).
