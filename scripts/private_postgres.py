@@ -44,12 +44,18 @@ class PrivatePostgres:
         self.data = self.dir / "data"
         self.port = free_port()
         self.as_postgres = os.geteuid() == 0
-        if self.as_postgres:
-            shutil.chown(self.dir, "postgres", "postgres")
-        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres")
-        self.start()
-        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
-                  "carbonsched")
+        try:
+            if self.as_postgres:
+                shutil.chown(self.dir, "postgres", "postgres")
+            self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres")
+            self.start()
+            self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
+                      "carbonsched")
+        except BaseException:
+            # a set-up that fails or is interrupted (a test run stopped during initdb) leaves
+            # neither a server nor its folder: the fixture only removes what it was handed
+            self.remove()
+            raise
         self.url = f"postgresql+psycopg2://postgres:pw-not-shown@127.0.0.1:{self.port}/carbonsched"
 
     def _cmd(self, tool: str, *args: str) -> list[str]:

@@ -194,3 +194,30 @@ def test_the_test_command_stops_when_the_install_fails(tmp_path: Path) -> None:
     assert ("error: installing carbonsched[all,test] from requirements/lock.txt failed (pip "
             "exit 1, its output above)") in r.stderr
     assert "pytest started" not in r.stderr     # the suite never started
+
+
+def test_a_private_postgres_whose_set_up_fails_leaves_no_folder(tmp_path, monkeypatch) -> None:
+    """A test run stopped during initdb left /tmp/cs-private-pg-* behind: the fixture removes
+    only a server it was handed, and the constructor did not clean up after itself."""
+    import tempfile
+
+    from scripts import private_postgres as pp
+
+    if pp._bin() is None:
+        pytest.skip("no PostgreSQL server binaries (scripts/test installs them)")
+    made = []
+    real_mkdtemp = tempfile.mkdtemp
+
+    def mkdtemp(**kw):
+        made.append(Path(real_mkdtemp(dir=tmp_path, **kw)))
+        return str(made[-1])
+
+    def initdb_fails(self, tool, *args):
+        raise subprocess.CalledProcessError(1, [tool], stderr=b"initdb: interrupted")
+
+    monkeypatch.setattr(pp.tempfile, "mkdtemp", mkdtemp)
+    monkeypatch.setattr(pp.PrivatePostgres, "_run", initdb_fails)
+    with pytest.raises(subprocess.CalledProcessError):
+        pp.PrivatePostgres()
+    assert len(made) == 1 and made[0].name.startswith("cs-private-pg-")
+    assert not made[0].exists()
