@@ -48,13 +48,7 @@ def database_label(url: Any) -> str:
         as :func:`url_without_secrets` shows it (the password and secret query values as
         ``***``; never raises).
     """
-    from sqlalchemy.engine import make_url  # deferred: SQLAlchemy is not needed to read settings
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        u = make_url(url)
-    except (ArgumentError, ValueError, TypeError):
-        u = None                                   # url_without_secrets says so
+    u = _parse_url(url)                            # None: url_without_secrets says so
     if u is not None and u.get_backend_name() == "sqlite":
         return u.database if u.database not in (None, "", ":memory:") else "SQLite in memory"
     return url_without_secrets(url)
@@ -81,12 +75,8 @@ def url_without_secrets(url: Any) -> str:
         ``(not shown: not a URL)`` for a string without a scheme (a libpq keyword DSN such as
         ``host=db password=…``).
     """
-    from sqlalchemy.engine import make_url  # deferred: SQLAlchemy is not needed to read settings
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        u = make_url(url)
-    except (ArgumentError, ValueError, TypeError):
+    u = _parse_url(url)
+    if u is None:
         m = _SCHEME.match(url) if isinstance(url, str) else None
         return (f"{m.group(1)}://… (the rest not shown: it does not parse)" if m
                 else "(not shown: not a URL)")
@@ -95,6 +85,17 @@ def url_without_secrets(url: Any) -> str:
     hidden = {k: (_HIDDEN if _SECRET_QUERY_KEY.search(k) else v) for k, v in u.query.items()}
     return (u.set(query=hidden).render_as_string(hide_password=True)
             .replace(quote(_HIDDEN, safe=""), _HIDDEN))
+
+
+def _parse_url(url: Any) -> Any:
+    """``url`` as a ``sqlalchemy.engine.URL``, or None where SQLAlchemy cannot parse it."""
+    from sqlalchemy.engine import make_url  # deferred: SQLAlchemy is not needed to read settings
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url)
+    except (ArgumentError, ValueError, TypeError):
+        return None
 
 
 def unescaped_at(url: Any) -> bool:
