@@ -147,3 +147,38 @@ def test_draw_counts_out_of_range_are_refused_when_built_directly(field, bad, li
     with pytest.raises(ValueError, match=f"{field} must be >= {limit}, got {bad}"):
         ColgenOptions(**{field: bad})
     assert getattr(ColgenOptions(**{field: limit}), field) == limit
+
+
+@pytest.mark.parametrize(("field", "bad", "why", "var"), [
+    ("cg_share", 1.01, "must be <= 1", "CARBONSCHED_CG_SHARE"),
+    ("cg_share", float("nan"), "not finite", "CARBONSCHED_CG_SHARE"),
+    ("columns_per_round", 0, "must be >= 1", "CARBONSCHED_CG_K"),
+    ("columns_per_round", 2.5, "not an integer", "CARBONSCHED_CG_K"),
+    ("ipm_tol", 0.0, "must be > 0", "CARBONSCHED_CG_IPM_TOL"),
+    ("simplex_strategy", 5, "must be <= 4", "CARBONSCHED_CG_SIMPLEX"),
+    ("repack_s_per_option", -1e-9, "must be >= 0", "CARBONSCHED_CG_REPACK_S"),
+])
+def test_an_option_built_directly_is_checked_as_its_variable_is(field, bad, why, var):
+    # the same range from code as from the environment, the variable named
+    with pytest.raises(ValueError, match=re.escape(field)) as err:
+        ColgenOptions(**{field: bad})
+    assert why in str(err.value) and var in str(err.value)
+
+
+@pytest.mark.parametrize(("field", "bad"), [
+    ("finish_s", -0.1), ("finish_plain_s", float("nan")), ("step_margin_s", float("inf")),
+    ("tail_s_per_job", -1e-9), ("repair_max_classes", -1), ("repair_share", 1.0001),
+    ("type_pass_first_share", 1.5),
+])
+def test_an_option_without_a_variable_is_finite_non_negative_and_a_share_at_most_one(
+        field, bad):
+    with pytest.raises(ValueError, match=re.escape(field)):
+        ColgenOptions(**{field: bad})
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("finish_s", 0.0), ("finish_plain_s", 0.0), ("step_margin_s", 0.0), ("repair_share", 1.0),
+    ("repair_share", 0.0), ("cg_share", 1.0), ("columns_per_round", 1), ("flow", True),
+])
+def test_an_option_at_the_limit_of_its_range_is_accepted_when_built_directly(field, value):
+    assert getattr(ColgenOptions(**{field: value}), field) == value

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
-from carbonsched.plan.colgen import incumbents
+from carbonsched.plan.colgen import driver, incumbents, passes
 from carbonsched.plan.colgen.options import ColgenOptions
 from carbonsched.plan.colgen.state import ColgenState
 
@@ -85,7 +86,7 @@ def test_no_time_for_the_lp_is_zero_seconds_not_negative(repack_calls):
 @pytest.mark.parametrize("left_s, fits", [(0.79, False), (0.8, True)])
 def test_one_more_priced_greedy_fits_when_it_and_the_reserve_do(left_s, fits):
     st = _state(left_s, t_pg=0.3)
-    assert incumbents._room(st, "another") is fits
+    assert incumbents.room(st, "another") is fits
     assert st.skipped == ([] if fits else ["another"])
 
 
@@ -95,3 +96,77 @@ def test_the_final_moves_get_the_time_left_past_the_reserve(monkeypatch):
     incumbents.final_moves(_state(1.5))
     incumbents.final_moves(_state(0.5))              # nothing past the reserve: no moves
     assert got == [pytest.approx(1.0)]
+
+
+def _pass_state(left_s: float, **options) -> SimpleNamespace:
+    st = _state(left_s, **options)
+    st.notes = []
+    st.note = st.notes.append
+    st.residual = np.zeros(3, dtype=np.int64)              # nothing fractional: no repair
+    st.lay = SimpleNamespace(reps=np.arange(5000))          # more classes than repair_all
+    st.pool = np.zeros((2, 3), dtype=np.int64)
+    st.xo = np.ones(2)
+    st.sets = SimpleNamespace(site=["a"])
+    st.duals = st.split_opts = st.mip_gap = None
+    return st
+
+
+@pytest.fixture
+def pass_calls(monkeypatch):
+    calls = []
+    monkeypatch.setattr(passes, "option_costs", lambda sets, pool: np.ones(len(pool)))
+    monkeypatch.setattr(passes, "site_pass",
+                        lambda *a, **k: calls.append(("site", a[8])) or None)
+    monkeypatch.setattr(passes, "type_pass",
+                        lambda *a, **k: calls.append(("type", a[8])) or None)
+    return calls
+
+
+@pytest.mark.parametrize("left_s, runs", [(2.5, False), (2.5001, True)])
+def test_a_mip_pass_starts_with_more_than_the_finish_and_the_step_margin_left(
+        pass_calls, left_s, runs):
+    # passes started at 2.0 s left, with 0.8 x (2.0 - finish_s) = 0 s for their MIP
+    st = _pass_state(left_s)
+    passes.run_passes(st)
+    assert [name for name, _ in pass_calls] == (["site", "type"] if runs else [])
+    assert all(s > 0 for _, s in pass_calls)
+    skipped = [n for n in st.notes if "skipped for time" in n]
+    assert len(skipped) == (0 if runs else 2)
+    if not runs:
+        assert "site-by-site pass" in skipped[0] and "2.5 s of the limit left" in skipped[0]
+
+
+def test_the_pass_threshold_follows_the_finish_option(pass_calls):
+    passes.run_passes(_pass_state(3.0, finish_s=2.6))    # 2.6 + 0.5 = 3.1 > 3.0
+    passes.run_passes(_pass_state(3.2, finish_s=2.6))
+    assert [name for name, _ in pass_calls] == ["site", "type"]
+
+
+@pytest.fixture
+def greedy_calls(monkeypatch):
+    from carbonsched.plan import baselines
+
+    calls = []
+    monkeypatch.setattr(baselines, "priced_greedy",
+                        lambda *a, **k: calls.append(k["prefilled"]) or "warm plan")
+    return calls
+
+
+def _warm_state(left_s: float) -> SimpleNamespace:
+    st = _pass_state(left_s, t_pg=0.3)
+    st.warm_start = np.array([[0, 0, 0]])
+    st.warm_label = "run of 06:00"
+    st.lff = np.arange(3)
+    st.sets = SimpleNamespace(job_gpus=np.ones(3))
+    return st
+
+
+@pytest.mark.parametrize("left_s, fits", [(0.79, False), (0.8, True)])
+def test_the_warm_start_completes_only_when_a_priced_greedy_fits(greedy_calls, left_s, fits):
+    st = _warm_state(left_s)                  # one priced greedy 0.3 s + the reserve 0.5 s
+    driver.warm_candidate(st)
+    assert len(greedy_calls) == int(fits)
+    assert [name for name, _ in st.cands[1:]] == (
+        ["warm start: run of 06:00 + priced greedy"] if fits else [])
+    assert any("skipped for time" in n and "warm start: run of 06:00" in n
+               for n in st.notes) is not fits

@@ -16,6 +16,7 @@ from carbonsched.plan.colgen.incumbents import (
     incumbents,
     marked_draws,
     repack,
+    room,
 )
 from carbonsched.plan.colgen.master import (
     build_master,
@@ -193,17 +194,24 @@ def warm_candidate(st: ColgenState) -> None:
     """The warm start's placements where they still fit, completed by priced greedy.
 
     Appended to ``st.cands`` as ``warm start: <label>``; the incumbent phases that follow
-    (repack, moves, passes, repair) start from it when it is the best candidate.
+    (repack, moves, passes, repair) start from it when it is the best candidate. Its
+    completion is one priced greedy: when that does not fit before the finish
+    (:func:`~carbonsched.plan.colgen.incumbents.room`) the warm start is skipped and named in
+    the note with the time that was left.
     """
     from carbonsched.plan.baselines import priced_greedy
 
+    label = f"{WARM_START}: {st.warm_label or 'a previous plan'} + priced greedy"
+    if not room(st, label):
+        st.note(f"skipped for time ({max(st.left(), 0.0):.1f} s of the limit left, a priced "
+                f"greedy plan took {st.t_pg:.1f} s): {label}")
+        return
     warm = st.warm_start
     placed = np.zeros(len(st.sets.job_gpus), dtype=bool)
     placed[warm[:, 0]] = True
     plan = priced_greedy(st.sets, st.rank_kw, st.lam_c, order=st.lff[~placed[st.lff]],
                          prefilled=warm)
-    st.cands.append((f"{WARM_START}: {st.warm_label or 'a previous plan'} + priced greedy",
-                     plan))
+    st.cands.append((label, plan))
 
 
 SUPPORT_TOL = 1e-9

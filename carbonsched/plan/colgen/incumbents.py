@@ -20,13 +20,24 @@ from carbonsched.plan.colgen.state import ColgenState
 from carbonsched.plan.local import improve
 
 
-def _room(st: ColgenState, label: str) -> bool:
+def room(st: ColgenState, label: str) -> bool:
     """Whether one more priced greedy (as long as the first) fits before the finish.
 
     A master stopped by the limit leaves little: on 10k x 16 x 48 at load 0.8 two more
     candidates once ended the solve at 62.7 s of 60 (docs/benchmarks/planner-log.md#planner-3-11).
     The finish kept is :meth:`ColgenState.plain_reserve_s` (no MIP runs in a priced greedy).
-    A candidate that does not fit is named in ``st.skipped``.
+
+    Parameters
+    ----------
+    st
+        The solve's state: ``st.left()`` and ``st.t_pg`` (one priced greedy plan's time) [s].
+    label
+        The candidate's name, appended to ``st.skipped`` when it does not fit.
+
+    Returns
+    -------
+    bool
+        True when at least ``st.t_pg`` plus the reserve is left.
     """
     if st.left() >= st.t_pg + st.plain_reserve_s():
         return True
@@ -55,7 +66,7 @@ def incumbents(st: ColgenState) -> None:
     st.t_pg = time.perf_counter() - t_pg
     st.skipped = []
     earlier_draws(st)
-    if st.refined_lam is not None and _room(st, "priced greedy on the refined multipliers"):
+    if st.refined_lam is not None and room(st, "priced greedy on the refined multipliers"):
         # the refined multipliers price the cells the last master LP left under-priced: on
         # 10k x 16 x 48 at load 0.6, seed 2 (one master in the budget) priced greedy on them
         # gave 3,551.1 kg against 3,556.3 on the master's duals
@@ -64,7 +75,7 @@ def incumbents(st: ColgenState) -> None:
         st.cands.append(("priced greedy on the refined multipliers",
                          priced_greedy(sets, kw_slot_price(sets, r_p, r_a), r_c,
                                        order=lff)))
-    if len(placeable) <= opt.both_orders_max_jobs and _room(st, "largest-first priced greedy"):
+    if len(placeable) <= opt.both_orders_max_jobs and room(st, "largest-first priced greedy"):
         big_first = placeable[np.argsort(-(sets.job_gpus * sets.job_dur)[placeable],
                                          kind="stable")]
         st.cands.append(("largest-first priced greedy",
@@ -89,7 +100,7 @@ def incumbents(st: ColgenState) -> None:
         st.note(f"LP floor + priced greedy skipped (the LP's integral part holds "
                 f"{int(st.fixed_counts.sum())} of {len(placeable)} jobs)")
     for label, part in roundings:
-        if not _room(st, f"{label} + priced greedy"):
+        if not room(st, f"{label} + priced greedy"):
             continue
         placed = np.zeros(len(sets.job_gpus), dtype=bool)
         placed[part[:, 0]] = True
@@ -148,7 +159,7 @@ def _draw(st: ColgenState, draws: list) -> int:
     label = "priced greedy on an earlier smoothed-dual iterate"
     plans = []
     for k, duals in enumerate(draws, 1):
-        if not _room(st, f"{label} ({k} of {len(draws)})"):
+        if not room(st, f"{label} ({k} of {len(draws)})"):
             break
         lam_c, lam_p, lam_a = multipliers(sets, lay, duals)
         plans.append(priced_greedy(sets, kw_slot_price(sets, lam_p, lam_a), lam_c,

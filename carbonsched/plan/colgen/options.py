@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 MASTER_SOLVERS = ("auto", "ipm", "simplex")
 """Accepted values of :attr:`ColgenOptions.master_solver`."""
@@ -28,6 +28,9 @@ class ColgenOptions:
     A share is of the whole solve's time limit unless said otherwise; "10k × 16 × 48" is
     :func:`carbonsched.plan.instances.make_instance` with 10,000 jobs, 16 sites and 48 hourly
     slots. Fields marked with an environment variable are read by :meth:`from_env`.
+    Every field is range-checked when the options are built, from code or from the
+    environment: a field with a variable against that variable's range, every other number
+    finite and not negative, a ``*_share`` at most 1 (``ValueError`` naming the field).
 
     Attributes
     ----------
@@ -171,8 +174,9 @@ class ColgenOptions:
         plan's time, which grows with the instance as the check does
         (:meth:`~carbonsched.plan.colgen.state.ColgenState.plain_reserve_s`). [s] Default 0.5.
     step_margin_s : float
-        The split bound, the site bound and the repair MIP start only with
-        :attr:`step_min_left_s` = ``finish_s + step_margin_s`` of the limit left, and the
+        The split bound, the site bound, the site and type passes and the repair MIP start
+        only with more than :attr:`step_min_left_s` = ``finish_s + step_margin_s`` of the
+        limit left, and the
         one-slot repack with this margin past its own reserve
         (:meth:`~carbonsched.plan.colgen.state.ColgenState.plain_reserve_s`): they build their
         models over every class before any solver limit applies. [s] Default 0.5.
@@ -532,14 +536,31 @@ class ColgenOptions:
     repair_log: str | None = None
 
     def __post_init__(self) -> None:
+        # the same ranges whether an option comes from code or from its CARBONSCHED_CG_*
+        # variable (ENV's parsers); every other number is a time, a count, a share or a
+        # tolerance: finite and not negative, a share at most 1
+        for var, (name, parse) in ENV.items():
+            value = getattr(self, name)
+            if parse is _path or isinstance(value, str):
+                continue
+            try:
+                parse(str(int(value)) if isinstance(value, bool) else str(value))
+            except ValueError as exc:
+                raise ValueError(f"{name} {exc}, got {value!r} (the option of {var})") from None
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{f.name} must be finite and >= 0, got {value!r}")
+            if f.name.endswith("_share") and value > 1:
+                raise ValueError(f"{f.name} must be <= 1, got {value!r}")
         for name, accepted in (("master_solver", MASTER_SOLVERS),
                                ("refine_method", REFINE_METHODS),
                                ("smooth_weights", SMOOTH_WEIGHTS)):
             if getattr(self, name) not in accepted:
                 raise ValueError(f"{name} must be one of {', '.join(accepted)}, "
                                  f"got {getattr(self, name)!r}")
-        if self.smooth_draws < 0:
-            raise ValueError(f"smooth_draws must be >= 0, got {self.smooth_draws}")
         if self.smooth_draw_every < 1:
             raise ValueError(f"smooth_draw_every must be >= 1, got {self.smooth_draw_every}")
         # the ascent lowers the temperature down to smooth_mu_min_rel x the job cost; at 0 it
@@ -556,7 +577,7 @@ class ColgenOptions:
 
     @property
     def step_min_left_s(self) -> float:
-        """Time left below which the split bound, site bound and repair MIP do not start. [s]
+        """Time left at or below which no MIP step (bounds, passes, repair) starts. [s]
 
         :attr:`finish_s` + :attr:`step_margin_s` (2.5 s by default).
         """

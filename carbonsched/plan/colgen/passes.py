@@ -313,6 +313,21 @@ def _left_out(sets: PlanSets, cls: Classes, plan: PlanResult,
     return out
 
 
+def _pass_fits(st: ColgenState, label: str) -> bool:
+    """Whether a pass's MIP has time: more than :attr:`ColgenOptions.step_min_left_s` left.
+
+    A MIP keeps :attr:`ColgenOptions.finish_s` (HiGHS overruns its limit by up to a second at
+    10k jobs) and needs :attr:`ColgenOptions.step_margin_s` past it to do anything, the rule
+    the split bound and the repair start on. A pass that does not fit is named in the
+    solve's note, with the time that was left.
+    """
+    if st.left() > st.opt.step_min_left_s:
+        return True
+    st.note(f"{label} skipped for time ({max(st.left(), 0.0):.1f} s of the limit left, "
+            f"a MIP pass needs more than {st.opt.step_min_left_s:.1f} s)")
+    return False
+
+
 def run_passes(st: ColgenState) -> None:
     """The site pass and the type pass over the best plan so far, as the time allows.
 
@@ -329,7 +344,7 @@ def run_passes(st: ColgenState) -> None:
     n_frac = int((st.residual > 0).sum())
     will_repair = 0 < n_frac <= opt.repair_max_classes or (
         len(lay.reps) <= opt.repair_all_classes and n_frac > 0)
-    if opt.site_pass_share > 0 and not will_repair and st.left() > 2.0:
+    if opt.site_pass_share > 0 and not will_repair and _pass_fits(st, "site-by-site pass"):
         _, best_plan = st.best()
         lp_site_kg = np.bincount(pool[:, 1], weights=option_costs(sets, pool) * xo,
                                  minlength=len(sets.site))
@@ -339,7 +354,7 @@ def run_passes(st: ColgenState) -> None:
                              st.mip_gap, st.say, st.rec, options=opt)
         if improved is not None:
             st.cands.append(("site by site", improved))
-    if opt.type_pass_share > 0 and st.left() > 2.0:
+    if opt.type_pass_share > 0 and _pass_fits(st, "fix-and-optimise by GPU type"):
         _, best_plan = st.best()
         # without a repair to follow (too many fractional classes) the pass takes most of
         # what is left, the split bound the rest
