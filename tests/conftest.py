@@ -44,6 +44,19 @@ def pytest_report_header(config: pytest.Config) -> str | None:
             "'Contract suite')")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _matplotlib_config_outside_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """matplotlib's config and font cache in the session's temporary folder, not in HOME.
+
+    Without ``MPLCONFIGDIR`` matplotlib writes ``~/.cache/matplotlib`` (its font list) the
+    first time a test draws the replay's plot, and the suite would leave the user's HOME
+    changed; the variable reaches the processes the tests start too.
+    """
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MPLCONFIGDIR", str(tmp_path_factory.mktemp("matplotlib")))
+        yield
+
+
 def shared_data_dir() -> Path:
     """``$CARBONSCHED_SHARED_DATA`` or ``../shared/data`` next to the project root."""
     return Path(os.environ.get("CARBONSCHED_SHARED_DATA", ROOT.parent / "shared" / "data"))
