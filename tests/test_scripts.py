@@ -196,6 +196,39 @@ def test_the_test_command_stops_when_the_install_fails(tmp_path: Path) -> None:
     assert "pytest started" not in r.stderr     # the suite never started
 
 
+def test_the_test_command_shows_pips_lines_while_pip_runs(tmp_path: Path) -> None:
+    """pip's output was held until pip exited, so a slow install printed nothing: the shim's
+    pip writes a line and waits for the test to have read it (20 s at most)."""
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    seen = tmp_path / "seen"
+    (shim / "python3").write_text(
+        "#!/bin/bash\n"
+        'if [ "$1 $2 $3" = "-m pip install" ]; then\n'
+        '  echo "Running pip as the \'root\' user can result in broken permissions" >&2\n'
+        '  echo "Collecting highspy (slow mirror)" >&2\n'
+        f'  for i in $(seq 200); do [ -e {seen} ] && {{ echo "pip: read while running" >&2; '
+        "exit 3; }; sleep 0.1; done\n"
+        '  echo "pip: nobody read it while pip ran" >&2; exit 3\n'
+        "fi\n"
+        'echo "python3 $* (not run by the shim)" >&2\n'
+        "exit 99\n")
+    (shim / "python3").chmod(0o755)
+    proc = subprocess.Popen(["bash", str(TEST_COMMAND), "--no-services"], cwd="/",
+                            stderr=subprocess.PIPE, text=True,
+                            env={"PATH": f"{shim}:/usr/bin:/bin", "HOME": str(tmp_path)})
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if line.startswith("Collecting highspy"):
+            seen.touch()
+    assert proc.wait(timeout=120) == 3
+    text = "".join(lines)
+    assert "pip: read while running" in text, text
+    assert "Running pip as the 'root'" not in text          # still filtered
+    assert "failed (pip exit 3, its output above)" in text
+
+
 def test_a_private_postgres_whose_set_up_fails_leaves_no_folder(tmp_path, monkeypatch) -> None:
     """A test run stopped during initdb left /tmp/cs-private-pg-* behind: the fixture removes
     only a server it was handed, and the constructor did not clean up after itself."""
