@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -177,19 +178,35 @@ class Store:
 
     @contextlib.contextmanager
     def _migration_lock(self) -> Iterator[None]:
-        """Serialise migrations across processes: a file lock (SQLite) or an advisory lock."""
-        if self._sqlite_file is not None:
-            import fcntl
+        """Serialise migrations across processes: a file lock (SQLite) or an advisory lock.
 
-            lock_path = self._sqlite_file.with_name(self._sqlite_file.name + ".migrate.lock")
-            with open(lock_path, "a") as fh:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-                try:
-                    yield
-                finally:
-                    fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-        else:
+        Next to a SQLite file the lock is an exclusive ``flock`` on ``<file>.migrate.lock``,
+        removed by its holder before it lets go, so no empty file stays beside the store. A
+        process that waited on a file its holder then removed holds a lock on nothing: it
+        opens the path again until the file it locked is the one at the path (the same inode).
+        """
+        if self._sqlite_file is None:
             yield
+            return
+        import fcntl
+
+        lock_path = self._sqlite_file.with_name(self._sqlite_file.name + ".migrate.lock")
+        while True:
+            fh = open(lock_path, "a")  # noqa: SIM115 - held across the yield, closed below
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                at_path = os.stat(lock_path).st_ino
+            except FileNotFoundError:
+                at_path = None
+            if at_path == os.fstat(fh.fileno()).st_ino:
+                break
+            fh.close()              # its holder removed it while we waited: take the new one
+        try:
+            yield
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(lock_path)
+            fh.close()              # closing releases the flock
 
     def _at_head(self) -> bool:
         head = ScriptDirectory(str(MIGRATIONS)).get_current_head()

@@ -59,6 +59,48 @@ def test_fifteen_processes_open_a_fresh_sqlite_store_at_once(tmp_path):
     assert [p["plan_id"] for p in store.list_plans()] == ["after"]
     with sqlite3.connect(f"{tmp_path}/fresh/cs.db") as c:
         assert c.execute("select count(*) from alembic_version").fetchone() == (1,)
+    # the migration's lock file goes with its last holder (an empty one stayed beside the store)
+    assert not (tmp_path / "fresh" / "cs.db.migrate.lock").exists()
+
+
+def test_a_process_that_waited_on_a_removed_lock_file_locks_the_one_at_the_path(tmp_path):
+    # the holder removes the lock file before it lets go; a waiter that then held a lock on
+    # the removed file would migrate beside a third process that opened the path anew
+    import fcntl
+
+    store = Store(f"sqlite:///{tmp_path}/cs.db")
+    lock_path = tmp_path / "cs.db.migrate.lock"
+    first_holds, second_holds, release = (threading.Event() for _ in range(3))
+    seen = {}
+
+    def first():
+        with store._migration_lock():
+            first_holds.set()
+            release.wait(timeout=60)
+
+    def second():
+        first_holds.wait(timeout=60)
+        with store._migration_lock():
+            second_holds.set()
+            with open(lock_path, "a") as fh:       # a third process opening the path now
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    seen["third"] = "got the lock"
+                except BlockingIOError:
+                    seen["third"] = "waits"
+            release.wait(timeout=60)
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    first_holds.wait(timeout=60)
+    time.sleep(0.5)             # the second thread is now blocked on the first's file
+    release.set()
+    second_holds.wait(timeout=60)
+    for t in threads:
+        t.join(timeout=60)
+    assert seen == {"third": "waits"}
+    assert not lock_path.exists()
 
 
 @pytest.mark.postgres
