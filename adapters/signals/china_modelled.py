@@ -154,26 +154,32 @@ CURTAILMENT_TARGET_TOLERANCE = 0.0005
 
 
 def _target_missed(curtailed: float, target: float, floor: float, floor_min: float,
-                   floor_max: float) -> str:
-    """Why the calibrated curtailment misses its target, a note of its own, else ``""``.
+                   floor_max: float) -> tuple[str, str]:
+    """How the calibrated curtailment stands against its target, and why it misses it.
 
     ``curtailed`` and ``target`` are shares of the year's wind + solar energy, ``floor`` the
     calibrated fossil must-run floor and ``floor_min``/``floor_max`` its bounds, shares of
-    demand [-]. The text names no year, so a site's years share one note.
+    demand [-]. Returns ``(label, why)``: the label goes in the year's note ("on target",
+    "above its 2.42% target, by design", ...), ``why`` is a note of its own ("" on target)
+    that names no year, so a site's years share it on screen.
     """
     if abs(curtailed - target) < CURTAILMENT_TARGET_TOLERANCE:
-        return ""
+        return "on target", ""
+    pct = f"{100 * target:.2f}%"
     if floor <= floor_min:
-        return ("modelled curtailment above its target by design: the modelled surplus "
+        return (f"above its {pct} target, by design",
+                "modelled curtailment above its target by design: the modelled surplus "
                 "includes hydro and nuclear spill, which the target (wind and solar only) does "
                 "not, and the fossil must-run floor is already at its lower bound "
                 "(fossil_floor_min in data/china_grid_model.toml)")
     if floor >= floor_max:
-        return ("modelled curtailment below its target: too little wind + solar surplus to "
+        return (f"below its {pct} target",
+                "modelled curtailment below its target: too little wind + solar surplus to "
                 "curtail that much, with the fossil must-run floor at its upper bound "
                 "(fossil_floor_max in data/china_grid_model.toml)")
     # not reached by _calibrate_floor's bisection
-    return ("modelled curtailment off its target: the fossil must-run floor's bisection did "
+    return (f"off its {pct} target",
+            "modelled curtailment off its target: the fossil must-run floor's bisection did "
             "not converge inside its bounds")
 
 
@@ -281,10 +287,8 @@ def _model_year(province: str, year: int, latitude: float, longitude: float,
         "green_surplus_index": gsi,
     }, index=idx)
     curtailed = excess.sum() / max((r_wind + r_solar).sum(), 1e-12)
-    missed = _target_missed(curtailed, target, floor, m["fossil_floor_min"],
-                            m["fossil_floor_max"])
-    on_target = (f"target {100 * target:.2f}%, not met" if missed
-                 else "on target")
+    on_target, missed = _target_missed(curtailed, target, floor, m["fossil_floor_min"],
+                                       m["fossil_floor_max"])
     notes = (
         f"{year}: fossil must-run floor {100 * floor:.1f}% of demand, implied thermal intensity "
         f"K = {k:.0f} g/kWh, modelled curtailment {100 * curtailed:.2f}% of wind+solar "

@@ -99,14 +99,15 @@ def test_calibrated_curtailment_matches_gansu_wind_utilisation() -> None:
                    for n in meta["notes"])
 
 
-def test_unreachable_curtailment_target_is_named_not_met() -> None:
+def test_unreachable_curtailment_target_is_named_with_why() -> None:
     # Sichuan: hydro alone exceeds 1 - floor in the wet season, the floor stays at its lower
     # bound and the modelled curtailment (hydro spill) is far above the 2.42 % target
     _, meta = cm.load_signals(CATALOG.site("cn-sc-tianfu"), pd.Timestamp("2023-01-01", tz=UTC),
                               pd.Timestamp("2023-01-02", tz=UTC))
     note = next(n for n in meta["notes"] if n.startswith("2023:"))
     assert "fossil must-run floor 8.0% of demand" in note
-    assert "modelled curtailment" in note and "(target 2.42%, not met)" in note
+    # "(target 2.42%, not met)" read as an error on the first plan a new user ran
+    assert "modelled curtailment" in note and "(above its 2.42% target, by design)" in note
     # why, in a note of its own that names no year (a site's years share it on screen)
     assert meta["notes"][-1] == (
         "modelled curtailment above its target by design: the modelled surplus includes hydro "
@@ -119,13 +120,15 @@ def test_curtailment_miss_threshold_at_its_limit() -> None:
     # just inside the tolerance (either side): not named; just beyond it: named, with the
     # bound the floor sits at
     tol = cm.CURTAILMENT_TARGET_TOLERANCE
-    assert cm._target_missed(0.0393 + 0.99 * tol, 0.0393, 0.2, 0.08, 0.6) == ""
-    assert cm._target_missed(0.0393 - 0.99 * tol, 0.0393, 0.2, 0.08, 0.6) == ""
-    assert "its upper bound (fossil_floor_max" in cm._target_missed(0.0393 - 1.01 * tol, 0.0393,
-                                                                      0.6, 0.08, 0.6)
-    assert "its lower bound (fossil_floor_min" in cm._target_missed(0.0393 + 1.01 * tol, 0.0393,
-                                                                      0.08, 0.08, 0.6)
-    assert "inside its bounds" in cm._target_missed(0.0393 + 1.01 * tol, 0.0393, 0.2, 0.08, 0.6)
+    assert cm._target_missed(0.0393 + 0.99 * tol, 0.0393, 0.2, 0.08, 0.6) == ("on target", "")
+    assert cm._target_missed(0.0393 - 0.99 * tol, 0.0393, 0.2, 0.08, 0.6) == ("on target", "")
+    label, why = cm._target_missed(0.0393 - 1.01 * tol, 0.0393, 0.6, 0.08, 0.6)
+    assert label == "below its 3.93% target" and "its upper bound (fossil_floor_max" in why
+    label, why = cm._target_missed(0.0393 + 1.01 * tol, 0.0393, 0.08, 0.08, 0.6)
+    assert label == "above its 3.93% target, by design"
+    assert "its lower bound (fossil_floor_min" in why
+    label, why = cm._target_missed(0.0393 + 1.01 * tol, 0.0393, 0.2, 0.08, 0.6)
+    assert label == "off its 3.93% target" and "inside its bounds" in why
 
 
 def test_weather_means_are_the_cited_annual_means() -> None:
