@@ -176,8 +176,7 @@ class ColgenOptions:
     step_margin_s : float
         The split bound, the site bound, the site and type passes and the repair MIP start
         only with more than :attr:`step_min_left_s` = ``finish_s + step_margin_s`` of the
-        limit left, and the
-        one-slot repack with this margin past its own reserve
+        limit left, and the one-slot repack with this margin past its own reserve
         (:meth:`~carbonsched.plan.colgen.state.ColgenState.plain_reserve_s`): they build their
         models over every class before any solver limit applies. [s] Default 0.5.
     crossover_min_left : float

@@ -313,18 +313,17 @@ def _left_out(sets: PlanSets, cls: Classes, plan: PlanResult,
     return out
 
 
-def _pass_fits(st: ColgenState, label: str) -> bool:
+def _pass_fits(st: ColgenState, label: str, skipped: list[str]) -> bool:
     """Whether a pass's MIP has time: more than :attr:`ColgenOptions.step_min_left_s` left.
 
     A MIP keeps :attr:`ColgenOptions.finish_s` (HiGHS overruns its limit by up to a second at
     10k jobs) and needs :attr:`ColgenOptions.step_margin_s` past it to do anything, the rule
-    the split bound and the repair start on. A pass that does not fit is named in the
-    solve's note, with the time that was left.
+    the split bound and the repair start on. A pass that does not fit is appended to
+    ``skipped`` (``label``), which :func:`run_passes` names in the solve's note.
     """
     if st.left() > st.opt.step_min_left_s:
         return True
-    st.note(f"{label} skipped for time ({max(st.left(), 0.0):.1f} s of the limit left, "
-            f"a MIP pass needs more than {st.opt.step_min_left_s:.1f} s)")
+    skipped.append(label)
     return False
 
 
@@ -344,7 +343,9 @@ def run_passes(st: ColgenState) -> None:
     n_frac = int((st.residual > 0).sum())
     will_repair = 0 < n_frac <= opt.repair_max_classes or (
         len(lay.reps) <= opt.repair_all_classes and n_frac > 0)
-    if opt.site_pass_share > 0 and not will_repair and _pass_fits(st, "site-by-site pass"):
+    skipped: list[str] = []
+    if opt.site_pass_share > 0 and not will_repair and _pass_fits(st, "site-by-site pass",
+                                                                  skipped):
         _, best_plan = st.best()
         lp_site_kg = np.bincount(pool[:, 1], weights=option_costs(sets, pool) * xo,
                                  minlength=len(sets.site))
@@ -354,7 +355,7 @@ def run_passes(st: ColgenState) -> None:
                              st.mip_gap, st.say, st.rec, options=opt)
         if improved is not None:
             st.cands.append(("site by site", improved))
-    if opt.type_pass_share > 0 and _pass_fits(st, "fix-and-optimise by GPU type"):
+    if opt.type_pass_share > 0 and _pass_fits(st, "fix-and-optimise by GPU type", skipped):
         _, best_plan = st.best()
         # without a repair to follow (too many fractional classes) the pass takes most of
         # what is left, the split bound the rest
@@ -365,6 +366,9 @@ def run_passes(st: ColgenState) -> None:
                              st.rec, repair_follows=will_repair, options=opt)
         if improved is not None:
             st.cands.append(("fix-and-optimise by GPU type", improved))
+    if skipped:
+        st.note(f"{' and '.join(skipped)} skipped for time ({max(st.left(), 0.0):.1f} s of the "
+                f"limit left; a MIP pass needs more than {opt.step_min_left_s:.1f} s)")
 
 
 def _busy_neighbours(sets: PlanSets, cls: Classes, po: np.ndarray, own: np.ndarray,
