@@ -298,14 +298,14 @@ def test_grouped_site_notes_names_a_site_once_with_its_years_and_why():
     from carbonsched.notes import grouped_site_notes
 
     notes = ["a: 2025: floor 8.0%, curtailment 0.00% (on target)",
-             "s: 2025: floor 8.0%, curtailment 45.26% (target 2.42%, not met)",
+             "s: 2025: floor 8.0%, curtailment 45.26% (above its 2.42% target, by design)",
              "s: above its target by design: hydro spill",
              "a: 2026: floor 9.5%, curtailment 3.93% (on target)",
              "b: 2025: floor 66.4%, curtailment 1.00% (on target)",
-             "s: 2026: floor 8.0%, curtailment 46.97% (target 2.42%, not met)"]
+             "s: 2026: floor 8.0%, curtailment 46.97% (above its 2.42% target, by design)"]
     assert grouped_site_notes(notes, ["a", "b", "s"]) == [
         "sites a, b: 2025–2026: floor 8.0–66.4%, curtailment 0.00–3.93% (on target)",
-        "s: 2025–2026: floor 8.0%, curtailment 45.26–46.97% (target 2.42%, not met); "
+        "s: 2025–2026: floor 8.0%, curtailment 45.26–46.97% (above its 2.42% target, by design); "
         "above its target by design: hydro spill"]
 
 

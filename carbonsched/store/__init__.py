@@ -178,12 +178,14 @@ class Store:
 
     @contextlib.contextmanager
     def _migration_lock(self) -> Iterator[None]:
-        """Serialise migrations across processes: a file lock (SQLite) or an advisory lock.
+        """Serialise migrations across processes next to a SQLite file (PostgreSQL: no-op).
 
-        Next to a SQLite file the lock is an exclusive ``flock`` on ``<file>.migrate.lock``,
-        removed by its holder before it lets go, so no empty file stays beside the store. A
-        process that waited on a file its holder then removed holds a lock on nothing: it
-        opens the path again until the file it locked is the one at the path (the same inode).
+        The lock is an exclusive ``flock`` on ``<file>.migrate.lock``, removed by its holder
+        before it lets go, so no empty file stays beside the store. A process that waited on
+        a file its holder then removed holds a lock on nothing: it opens the path again until
+        the file it locked is the one at the path (same device and inode). The holder removes
+        the path only while it is still its own file, and never fails for the removal. On
+        PostgreSQL :meth:`migrate` takes a transaction-level advisory lock instead.
         """
         if self._sqlite_file is None:
             yield
@@ -191,22 +193,34 @@ class Store:
         import fcntl
 
         lock_path = self._sqlite_file.with_name(self._sqlite_file.name + ".migrate.lock")
+
+        def same_file(fh: Any) -> bool:
+            try:
+                at_path = os.stat(lock_path)
+            except FileNotFoundError:
+                return False
+            held = os.fstat(fh.fileno())
+            return (at_path.st_dev, at_path.st_ino) == (held.st_dev, held.st_ino)
+
         while True:
             fh = open(lock_path, "a")  # noqa: SIM115 - held across the yield, closed below
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
             try:
-                at_path = os.stat(lock_path).st_ino
-            except FileNotFoundError:
-                at_path = None
-            if at_path == os.fstat(fh.fileno()).st_ino:
-                break
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+                if same_file(fh):
+                    break
+            except BaseException:
+                fh.close()
+                raise
             fh.close()              # its holder removed it while we waited: take the new one
         try:
             yield
         finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(lock_path)
-            fh.close()              # closing releases the flock
+            try:
+                with contextlib.suppress(OSError):
+                    if same_file(fh):
+                        os.unlink(lock_path)
+            finally:
+                fh.close()          # closing releases the flock
 
     def _at_head(self) -> bool:
         head = ScriptDirectory(str(MIGRATIONS)).get_current_head()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import numpy as np
 import pytest
 
 from carbonsched.plan import solve_plan
@@ -181,4 +182,27 @@ def test_an_option_without_a_variable_is_finite_non_negative_and_a_share_at_most
     ("repair_share", 0.0), ("cg_share", 1.0), ("columns_per_round", 1), ("flow", True),
 ])
 def test_an_option_at_the_limit_of_its_range_is_accepted_when_built_directly(field, value):
+    assert getattr(ColgenOptions(**{field: value}), field) == value
+
+
+@pytest.mark.parametrize(("field", "bad", "why"), [
+    ("repair_max_classes", np.int64(-1), "must be >= 0"),      # numpy scalars are checked too
+    ("finish_s", np.float32(-1.0), "must be >= 0"),
+    ("finish_s", "2.0", "must be a number"),
+    ("repair_max_classes", True, "must be a number"),
+    ("flow", 1, "must be True or False"),
+    ("crossover_min_left", 1.01, "must be <= 1"),             # a share without _share in its name
+    ("warmup_share_big", 1.01, "must be <= 1"),
+])
+def test_an_option_of_the_wrong_kind_or_range_is_refused(field, bad, why):
+    with pytest.raises(ValueError, match=re.escape(field)) as err:
+        ColgenOptions(**{field: bad})
+    assert why in str(err.value)
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("flow", np.True_), ("finish_s", np.float64(0.0)), ("columns_per_round", np.int64(1)),
+    ("crossover_min_left", 1.0),
+])
+def test_numpy_scalars_at_the_limit_are_accepted(field, value):
     assert getattr(ColgenOptions(**{field: value}), field) == value

@@ -122,23 +122,38 @@ def pass_calls(monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize("left_s, runs", [(2.5, False), (2.5001, True)])
-def test_a_mip_pass_starts_with_more_than_the_finish_and_the_step_margin_left(
-        pass_calls, left_s, runs):
-    # passes started at 2.0 s left, with 0.8 x (2.0 - finish_s) = 0 s for their MIP
+@pytest.mark.parametrize("left_s, ran", [
+    (2.5, []),                                  # at step_min_left_s (finish 2.0 + margin 0.5)
+    (3.56, ["type"]),                           # site: 0.8 x 0.8 x (3.56 - 2.0) = 0.998 s < 1
+    (3.5626, ["site", "type"]),                 # site: 1.0001 s
+])
+def test_a_mip_pass_starts_past_the_finish_and_margin_with_its_own_least_time(
+        pass_calls, left_s, ran):
+    # passes started at 2.0 s left, with 0.8 x (2.0 - finish_s) = 0 s for their MIP, and a
+    # site pass given under 1 s ended at once, unnamed
     st = _pass_state(left_s)
     passes.run_passes(st)
-    assert [name for name, _ in pass_calls] == (["site", "type"] if runs else [])
-    assert all(s > 0 for _, s in pass_calls)
+    assert [name for name, _ in pass_calls] == ran
+    assert all(s >= passes.TYPE_PASS_MIN_S for _, s in pass_calls)
     skipped = [n for n in st.notes if "skipped for time" in n]
-    assert skipped == ([] if runs else [
-        "site-by-site pass and fix-and-optimise by GPU type skipped for time (2.5 s of the "
-        "limit left; a MIP pass needs more than 2.5 s)"])
+    if ran == ["site", "type"]:
+        assert skipped == []
+    else:
+        assert skipped == [
+            ("site-by-site pass and fix-and-optimise by GPU type" if not ran
+             else "site-by-site pass")
+            + f" skipped for time ({left_s:.2f} s of the limit left: too little for a MIP pass)"]
+
+
+@pytest.mark.parametrize("left_s, runs", [(2.62, False), (2.63, True)])
+def test_the_type_pass_needs_its_least_time(pass_calls, left_s, runs):
+    passes.run_passes(_pass_state(left_s, site_pass_share=0.0))   # 0.8 x (left - 2.0) vs 0.5
+    assert [name for name, _ in pass_calls] == (["type"] if runs else [])
 
 
 def test_the_pass_threshold_follows_the_finish_option(pass_calls):
     passes.run_passes(_pass_state(3.0, finish_s=2.6))    # 2.6 + 0.5 = 3.1 > 3.0
-    passes.run_passes(_pass_state(3.2, finish_s=2.6))
+    passes.run_passes(_pass_state(4.5, finish_s=2.6))    # site: 0.64 x 1.9 = 1.2 s
     assert [name for name, _ in pass_calls] == ["site", "type"]
 
 
@@ -156,6 +171,7 @@ def _warm_state(left_s: float) -> SimpleNamespace:
     st = _pass_state(left_s, t_pg=0.3)
     st.warm_start = np.array([[0, 0, 0]])
     st.warm_label = "run of 06:00"
+    st.rec = SimpleNamespace(warm_start="warm: started from run of 06:00: 1 of its 1 placement(s)")
     st.lff = np.arange(3)
     st.sets = SimpleNamespace(job_gpus=np.ones(3))
     return st
@@ -170,3 +186,5 @@ def test_the_warm_start_completes_only_when_a_priced_greedy_fits(greedy_calls, l
         ["warm start: run of 06:00 + priced greedy"] if fits else [])
     assert any("skipped for time" in n and "warm start: run of 06:00" in n
                for n in st.notes) is not fits
+    # the record the service and the benchmarks read says the placements were not used
+    assert ("its placements not used" in st.rec.warm_start) is not fits

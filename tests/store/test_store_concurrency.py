@@ -14,6 +14,7 @@ import sqlite3
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from test_store import _forecasts, _plan  # tests/store is on sys.path (rootdir import)
@@ -68,6 +69,8 @@ def test_a_process_that_waited_on_a_removed_lock_file_locks_the_one_at_the_path(
     # the removed file would migrate beside a third process that opened the path anew
     import fcntl
 
+    if not Path("/proc/locks").exists():
+        pytest.skip("needs Linux's /proc/locks to see the second thread wait")
     store = Store(f"sqlite:///{tmp_path}/cs.db")
     lock_path = tmp_path / "cs.db.migrate.lock"
     first_holds, second_holds, release = (threading.Event() for _ in range(3))
@@ -93,8 +96,15 @@ def test_a_process_that_waited_on_a_removed_lock_file_locks_the_one_at_the_path(
     threads = [threading.Thread(target=first), threading.Thread(target=second)]
     for t in threads:
         t.start()
-    first_holds.wait(timeout=60)
-    time.sleep(0.5)             # the second thread is now blocked on the first's file
+    assert first_holds.wait(timeout=60)
+    # the second thread blocked on the first's file: /proc/locks lists it as a waiter ("->")
+    # on that inode (a sleep here let it come late, open the new file and test nothing)
+    ino = os.stat(lock_path).st_ino
+    deadline = time.monotonic() + 60
+    while not any("->" in line and f":{ino} " in line
+                  for line in Path("/proc/locks").read_text().splitlines()):
+        assert time.monotonic() < deadline, "the second thread never waited on the lock"
+        time.sleep(0.01)
     release.set()
     second_holds.wait(timeout=60)
     for t in threads:
@@ -245,3 +255,33 @@ def test_longest_job_id_fits_the_store_on_postgres_and_sqlite(tmp_path):
         rows = store.placements(plan["plan_id"])
         assert "j" * MAX_ID_CHARS in set(rows["job_id"])
         store.engine.dispose()
+
+
+def test_a_lock_file_that_cannot_be_removed_still_lets_go(tmp_path, monkeypatch):
+    # only a missing file was forgiven: a PermissionError on removal failed the store's open
+    # after its migration had committed, and left the file locked until garbage collection
+    import fcntl
+
+    from carbonsched import store as store_module
+
+    store = Store(f"sqlite:///{tmp_path}/cs.db")
+    lock_path = tmp_path / "cs.db.migrate.lock"
+
+    def refuse(path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(store_module.os, "unlink", refuse)
+    with store._migration_lock():
+        pass
+    with open(lock_path, "a") as fh:              # let go: another opener gets it at once
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_the_holder_removes_only_its_own_lock_file(tmp_path):
+    # a file put at the path by someone else while the lock was held is theirs to remove
+    store = Store(f"sqlite:///{tmp_path}/cs.db")
+    lock_path = tmp_path / "cs.db.migrate.lock"
+    with store._migration_lock():
+        lock_path.unlink()                       # e.g. a temporary-files cleaner
+        lock_path.write_text("another process's lock file")
+    assert lock_path.read_text() == "another process's lock file"

@@ -196,15 +196,19 @@ def warm_candidate(st: ColgenState) -> None:
     Appended to ``st.cands`` as ``warm start: <label>``; the incumbent phases that follow
     (repack, moves, passes, repair) start from it when it is the best candidate. Its
     completion is one priced greedy: when that does not fit before the finish
-    (:func:`~carbonsched.plan.colgen.incumbents.room`) the warm start is skipped and named in
-    the note with the time that was left.
+    (:func:`~carbonsched.plan.colgen.incumbents.room`) the warm start is skipped, named in the
+    note with the time that was left, and the record's ``warm_start`` says its placements
+    were not used.
     """
     from carbonsched.plan.baselines import priced_greedy
 
     label = f"{WARM_START}: {st.warm_label or 'a previous plan'} + priced greedy"
     if not room(st, label):
-        st.note(f"skipped for time ({max(st.left(), 0.0):.1f} s of the limit left, a priced "
-                f"greedy plan took {st.t_pg:.1f} s): {label}")
+        why = (f"skipped for time ({max(st.left(), 0.0):.2f} s of the limit left, a priced "
+               f"greedy plan took {st.t_pg:.2f} s)")
+        st.note(f"{why}: {label}")
+        st.rec.warm_start = join_clauses(st.rec.warm_start,
+                                         f"its placements not used: their completion {why}")
         return
     warm = st.warm_start
     placed = np.zeros(len(st.sets.job_gpus), dtype=bool)

@@ -10,8 +10,14 @@ reads the ``CARBONSCHED_CG_*`` variables (:data:`ENV`) at the edge, in
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
+
+import numpy as np
+
+SHARES_NAMED_OTHERWISE = ("crossover_min_left",)
+"""Fields that are shares of the budget (at most 1) without ``_share`` in their name."""
 
 MASTER_SOLVERS = ("auto", "ipm", "simplex")
 """Accepted values of :attr:`ColgenOptions.master_solver`."""
@@ -29,8 +35,9 @@ class ColgenOptions:
     :func:`carbonsched.plan.instances.make_instance` with 10,000 jobs, 16 sites and 48 hourly
     slots. Fields marked with an environment variable are read by :meth:`from_env`.
     Every field is range-checked when the options are built, from code or from the
-    environment: a field with a variable against that variable's range, every other number
-    finite and not negative, a ``*_share`` at most 1 (``ValueError`` naming the field).
+    environment: a ``bool`` is a bool and a number a number, a field with a variable against
+    that variable's range, every other number finite and not negative, a share (``_share`` in
+    its name, or :data:`SHARES_NAMED_OTHERWISE`) at most 1 (``ValueError`` naming the field).
 
     Attributes
     ----------
@@ -538,21 +545,30 @@ class ColgenOptions:
         # the same ranges whether an option comes from code or from its CARBONSCHED_CG_*
         # variable (ENV's parsers); every other number is a time, a count, a share or a
         # tolerance: finite and not negative, a share at most 1
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type == "bool" and not isinstance(value, (bool, np.bool_)):
+                raise ValueError(f"{f.name} must be True or False, got {value!r}")
+            if f.type in ("int", "float") and (isinstance(value, (bool, np.bool_))
+                                               or not isinstance(value, numbers.Real)):
+                raise ValueError(f"{f.name} must be a number, got {value!r}")
         for var, (name, parse) in ENV.items():
             value = getattr(self, name)
             if parse is _path or isinstance(value, str):
                 continue
             try:
-                parse(str(int(value)) if isinstance(value, bool) else str(value))
+                parse(str(int(value)) if isinstance(value, (bool, np.bool_)) else str(value))
             except ValueError as exc:
                 raise ValueError(f"{name} {exc}, got {value!r} (the option of {var})") from None
         for f in fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if f.type not in ("int", "float"):
                 continue
-            if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{f.name} must be finite and >= 0, got {value!r}")
-            if f.name.endswith("_share") and value > 1:
+            if not math.isfinite(value):
+                raise ValueError(f"{f.name} not finite, got {value!r}")
+            if value < 0:
+                raise ValueError(f"{f.name} must be >= 0, got {value!r}")
+            if ("_share" in f.name or f.name in SHARES_NAMED_OTHERWISE) and value > 1:
                 raise ValueError(f"{f.name} must be <= 1, got {value!r}")
         for name, accepted in (("master_solver", MASTER_SOLVERS),
                                ("refine_method", REFINE_METHODS),

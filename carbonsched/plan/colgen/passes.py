@@ -18,6 +18,12 @@ from carbonsched.plan.model import cover_index
 from carbonsched.plan.result import PlanResult, PlanStatus, SolverRecord, build_plan_result
 from carbonsched.plan.sets import PlanSets, enumerate_options, option_costs
 
+SITE_PASS_MIN_S = 1.0
+"""Least budget with which :func:`site_pass` tries a site: below it the pass ends at once. [s]"""
+
+TYPE_PASS_MIN_S = 0.5
+"""Least time :func:`type_pass` gives one GPU type's MIP: a budget below it runs none. [s]"""
+
 
 def type_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
               lp_opts: np.ndarray, extra_opts: np.ndarray, plan: PlanResult, threads: int,
@@ -134,7 +140,7 @@ def type_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
             # the largest type first, with all that is left (HiGHS stops when it proves
             # its MIP); the MIP's build and the plan overrun its limit
             share = left - overhead
-        if share < 0.5:
+        if share < TYPE_PASS_MIN_S:
             continue
         own = np.flatnonzero(g_of_c == g).astype(np.int64)
         rep_c = own
@@ -243,7 +249,7 @@ def site_pass(sets: PlanSets, lay: Layout, cls: Classes, duals: np.ndarray,
     # a step's time beyond its MIP's limit, largest seen
     reserve = plan_overhead_s(sets, opt.own_pass_overhead_s)
     while True:
-        if t_end - time.perf_counter() < 1.0:
+        if t_end - time.perf_counter() < SITE_PASS_MIN_S:
             break
         po = plan_options(sets, cls, best)
         excess = np.bincount(po[:, 1], weights=option_costs(sets, po), minlength=n_s) \
@@ -313,15 +319,18 @@ def _left_out(sets: PlanSets, cls: Classes, plan: PlanResult,
     return out
 
 
-def _pass_fits(st: ColgenState, label: str, skipped: list[str]) -> bool:
-    """Whether a pass's MIP has time: more than :attr:`ColgenOptions.step_min_left_s` left.
+def _pass_fits(st: ColgenState, label: str, budget_s: float, min_s: float,
+               skipped: list[str]) -> bool:
+    """Whether a pass can run a MIP: more than ``step_min_left_s`` left and ``min_s`` for it.
 
     A MIP keeps :attr:`ColgenOptions.finish_s` (HiGHS overruns its limit by up to a second at
-    10k jobs) and needs :attr:`ColgenOptions.step_margin_s` past it to do anything, the rule
-    the split bound and the repair start on. A pass that does not fit is appended to
-    ``skipped`` (``label``), which :func:`run_passes` names in the solve's note.
+    10k jobs) and needs :attr:`ColgenOptions.step_margin_s` past it
+    (:attr:`ColgenOptions.step_min_left_s`, the rule the split bound and the repair start
+    on), and the pass's own budget ``budget_s`` must reach its least useful time ``min_s``
+    [s] (:data:`SITE_PASS_MIN_S`, :data:`TYPE_PASS_MIN_S`). A pass that does not fit is
+    appended to ``skipped`` (``label``), which :func:`run_passes` names in the solve's note.
     """
-    if st.left() > st.opt.step_min_left_s:
+    if st.left() > st.opt.step_min_left_s and budget_s >= min_s:
         return True
     skipped.append(label)
     return False
@@ -344,31 +353,32 @@ def run_passes(st: ColgenState) -> None:
     will_repair = 0 < n_frac <= opt.repair_max_classes or (
         len(lay.reps) <= opt.repair_all_classes and n_frac > 0)
     skipped: list[str] = []
-    if opt.site_pass_share > 0 and not will_repair and _pass_fits(st, "site-by-site pass",
-                                                                  skipped):
+    site_s = opt.site_pass_share * 0.8 * (st.left() - opt.finish_s)
+    if (opt.site_pass_share > 0 and not will_repair
+            and _pass_fits(st, "site-by-site pass", site_s, SITE_PASS_MIN_S, skipped)):
         _, best_plan = st.best()
         lp_site_kg = np.bincount(pool[:, 1], weights=option_costs(sets, pool) * xo,
                                  minlength=len(sets.site))
         improved = site_pass(sets, lay, cls, st.duals, pool[xo > opt.integral_tol],
-                             lp_site_kg, best_plan, st.threads,
-                             opt.site_pass_share * 0.8 * (st.left() - opt.finish_s),
-                             st.mip_gap, st.say, st.rec, options=opt)
+                             lp_site_kg, best_plan, st.threads, site_s, st.mip_gap, st.say,
+                             st.rec, options=opt)
         if improved is not None:
             st.cands.append(("site by site", improved))
-    if opt.type_pass_share > 0 and _pass_fits(st, "fix-and-optimise by GPU type", skipped):
+    # without a repair to follow (too many fractional classes) the pass takes most of what is
+    # left, the split bound the rest
+    tp_s = min(opt.type_pass_share * st.time_limit_s, 0.6 * st.left()) if will_repair \
+        else 0.8 * (st.left() - opt.finish_s)
+    if opt.type_pass_share > 0 and _pass_fits(st, "fix-and-optimise by GPU type", tp_s,
+                                              TYPE_PASS_MIN_S, skipped):
         _, best_plan = st.best()
-        # without a repair to follow (too many fractional classes) the pass takes most of
-        # what is left, the split bound the rest
-        tp_s = min(opt.type_pass_share * st.time_limit_s, 0.6 * st.left()) if will_repair \
-            else 0.8 * (st.left() - opt.finish_s)
         improved = type_pass(sets, lay, cls, st.duals, pool[xo > opt.integral_tol],
                              st.split_opts, best_plan, st.threads, tp_s, st.mip_gap, st.say,
                              st.rec, repair_follows=will_repair, options=opt)
         if improved is not None:
             st.cands.append(("fix-and-optimise by GPU type", improved))
     if skipped:
-        st.note(f"{' and '.join(skipped)} skipped for time ({max(st.left(), 0.0):.1f} s of the "
-                f"limit left; a MIP pass needs more than {opt.step_min_left_s:.1f} s)")
+        st.note(f"{' and '.join(skipped)} skipped for time ({max(st.left(), 0.0):.2f} s of the "
+                "limit left: too little for a MIP pass)")
 
 
 def _busy_neighbours(sets: PlanSets, cls: Classes, po: np.ndarray, own: np.ndarray,
