@@ -191,8 +191,8 @@ def test_an_option_at_the_limit_of_its_range_is_accepted_when_built_directly(fie
     ("finish_s", "2.0", "must be a number"),
     ("repair_max_classes", True, "must be a number"),
     ("flow", 1, "must be True or False"),
-    ("crossover_min_left", 1.01, "must be <= 1"),             # a share without _share in its name
     ("warmup_share_big", 1.01, "must be <= 1"),
+    ("moves_s_per_job", float("inf"), "not finite"),
 ])
 def test_an_option_of_the_wrong_kind_or_range_is_refused(field, bad, why):
     with pytest.raises(ValueError, match=re.escape(field)) as err:
@@ -202,7 +202,16 @@ def test_an_option_of_the_wrong_kind_or_range_is_refused(field, bad, why):
 
 @pytest.mark.parametrize(("field", "value"), [
     ("flow", np.True_), ("finish_s", np.float64(0.0)), ("columns_per_round", np.int64(1)),
-    ("crossover_min_left", 1.0),
+    ("warmup_share_big", 1.0),
 ])
 def test_numpy_scalars_at_the_limit_are_accepted(field, value):
+    assert getattr(ColgenOptions(**{field: value}), field) == value
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("crossover_at", -1.0), ("crossover_min_left", 2.0), ("repack_rc_tol", float("inf")),
+])
+def test_a_threshold_out_of_its_range_turns_its_step_off_and_is_accepted(field, value):
+    # thresholds and tolerances are not range-checked: the tests and a user turn a step off
+    # this way (crossover_at=-1: no crossover in the loop)
     assert getattr(ColgenOptions(**{field: value}), field) == value

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from carbonsched.plan.colgen import driver, incumbents, passes
+from carbonsched.plan.colgen import incumbents, passes
 from carbonsched.plan.colgen.options import ColgenOptions
 from carbonsched.plan.colgen.state import ColgenState
 
@@ -155,36 +155,3 @@ def test_the_pass_threshold_follows_the_finish_option(pass_calls):
     passes.run_passes(_pass_state(3.0, finish_s=2.6))    # 2.6 + 0.5 = 3.1 > 3.0
     passes.run_passes(_pass_state(4.5, finish_s=2.6))    # site: 0.64 x 1.9 = 1.2 s
     assert [name for name, _ in pass_calls] == ["site", "type"]
-
-
-@pytest.fixture
-def greedy_calls(monkeypatch):
-    from carbonsched.plan import baselines
-
-    calls = []
-    monkeypatch.setattr(baselines, "priced_greedy",
-                        lambda *a, **k: calls.append(k["prefilled"]) or "warm plan")
-    return calls
-
-
-def _warm_state(left_s: float) -> SimpleNamespace:
-    st = _pass_state(left_s, t_pg=0.3)
-    st.warm_start = np.array([[0, 0, 0]])
-    st.warm_label = "run of 06:00"
-    st.rec = SimpleNamespace(warm_start="warm: started from run of 06:00: 1 of its 1 placement(s)")
-    st.lff = np.arange(3)
-    st.sets = SimpleNamespace(job_gpus=np.ones(3))
-    return st
-
-
-@pytest.mark.parametrize("left_s, fits", [(0.79, False), (0.8, True)])
-def test_the_warm_start_completes_only_when_a_priced_greedy_fits(greedy_calls, left_s, fits):
-    st = _warm_state(left_s)                  # one priced greedy 0.3 s + the reserve 0.5 s
-    driver.warm_candidate(st)
-    assert len(greedy_calls) == int(fits)
-    assert [name for name, _ in st.cands[1:]] == (
-        ["warm start: run of 06:00 + priced greedy"] if fits else [])
-    assert any("skipped for time" in n and "warm start: run of 06:00" in n
-               for n in st.notes) is not fits
-    # the record the service and the benchmarks read says the placements were not used
-    assert ("its placements not used" in st.rec.warm_start) is not fits

@@ -16,7 +16,6 @@ from carbonsched.plan.colgen.incumbents import (
     incumbents,
     marked_draws,
     repack,
-    room,
 )
 from carbonsched.plan.colgen.master import (
     build_master,
@@ -194,28 +193,23 @@ def warm_candidate(st: ColgenState) -> None:
     """The warm start's placements where they still fit, completed by priced greedy.
 
     Appended to ``st.cands`` as ``warm start: <label>``; the incumbent phases that follow
-    (repack, moves, passes, repair) start from it when it is the best candidate. Its
-    completion is one priced greedy: when that does not fit before the finish
-    (:func:`~carbonsched.plan.colgen.incumbents.room`) the warm start is skipped, named in the
-    note with the time that was left, and the record's ``warm_start`` says its placements
-    were not used.
+    (repack, moves, passes, repair) start from it when it is the best candidate. It runs
+    whatever the path's time left, unlike the other priced greedy candidates
+    (:func:`~carbonsched.plan.colgen.incumbents.room`): a staged solve's short path has a
+    budget of milliseconds on a small instance while the solve has its whole limit, and the
+    master-LP path takes the short path's plan instead of the warm start, so a time check here
+    dropped the warm start from the solve (``tests/plan/test_warm_start.py``). It costs one
+    priced greedy plan, which :meth:`ColgenState.plain_reserve_s` is sized to hold.
     """
     from carbonsched.plan.baselines import priced_greedy
 
-    label = f"{WARM_START}: {st.warm_label or 'a previous plan'} + priced greedy"
-    if not room(st, label):
-        why = (f"skipped for time ({max(st.left(), 0.0):.2f} s of the limit left, a priced "
-               f"greedy plan took {st.t_pg:.2f} s)")
-        st.note(f"{why}: {label}")
-        st.rec.warm_start = join_clauses(st.rec.warm_start,
-                                         f"its placements not used: their completion {why}")
-        return
     warm = st.warm_start
     placed = np.zeros(len(st.sets.job_gpus), dtype=bool)
     placed[warm[:, 0]] = True
     plan = priced_greedy(st.sets, st.rank_kw, st.lam_c, order=st.lff[~placed[st.lff]],
                          prefilled=warm)
-    st.cands.append((label, plan))
+    st.cands.append((f"{WARM_START}: {st.warm_label or 'a previous plan'} + priced greedy",
+                     plan))
 
 
 SUPPORT_TOL = 1e-9

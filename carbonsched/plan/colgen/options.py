@@ -16,9 +16,6 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-SHARES_NAMED_OTHERWISE = ("crossover_min_left",)
-"""Fields that are shares of the budget (at most 1) without ``_share`` in their name."""
-
 MASTER_SOLVERS = ("auto", "ipm", "simplex")
 """Accepted values of :attr:`ColgenOptions.master_solver`."""
 REFINE_METHODS = ("smoothed", "subgradient")
@@ -36,8 +33,11 @@ class ColgenOptions:
     slots. Fields marked with an environment variable are read by :meth:`from_env`.
     Every field is range-checked when the options are built, from code or from the
     environment: a ``bool`` is a bool and a number a number, a field with a variable against
-    that variable's range, every other number finite and not negative, a share (``_share`` in
-    its name, or :data:`SHARES_NAMED_OTHERWISE`) at most 1 (``ValueError`` naming the field).
+    that variable's range, every count (``int``), time (``*_s``, ``*_s_per_*``) and share
+    (``*_share*``) finite and not negative, a share at most 1 (``ValueError`` naming the
+    field). Thresholds and tolerances are not range-checked: a value out of their range turns
+    their step off (``crossover_at=-1``: no crossover in the loop; ``crossover_min_left=2``:
+    no final crossover).
 
     Attributes
     ----------
@@ -543,8 +543,9 @@ class ColgenOptions:
 
     def __post_init__(self) -> None:
         # the same ranges whether an option comes from code or from its CARBONSCHED_CG_*
-        # variable (ENV's parsers); every other number is a time, a count, a share or a
-        # tolerance: finite and not negative, a share at most 1
+        # variable (ENV's parsers); every count, time and share without a variable finite and
+        # not negative, a share at most 1 (thresholds and tolerances are not: -1 or inf turns
+        # a step off, e.g. crossover_at=-1)
         for f in fields(self):
             value = getattr(self, f.name)
             if f.type == "bool" and not isinstance(value, (bool, np.bool_)):
@@ -562,13 +563,13 @@ class ColgenOptions:
                 raise ValueError(f"{name} {exc}, got {value!r} (the option of {var})") from None
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.type not in ("int", "float"):
+            if not _counted(f.name, f.type):
                 continue
             if not math.isfinite(value):
                 raise ValueError(f"{f.name} not finite, got {value!r}")
             if value < 0:
                 raise ValueError(f"{f.name} must be >= 0, got {value!r}")
-            if ("_share" in f.name or f.name in SHARES_NAMED_OTHERWISE) and value > 1:
+            if "_share" in f.name and value > 1:
                 raise ValueError(f"{f.name} must be <= 1, got {value!r}")
         for name, accepted in (("master_solver", MASTER_SOLVERS),
                                ("refine_method", REFINE_METHODS),
@@ -633,6 +634,12 @@ class ColgenOptions:
             except ValueError as exc:
                 raise ValueError(f"{var}={raw!r}: {exc}") from None
         return cls(**changes)
+
+
+def _counted(name: str, kind: str) -> bool:
+    """Whether field ``name`` of type ``kind`` is a count, a time or a share (checked >= 0)."""
+    return kind == "int" or (kind == "float" and (
+        name.endswith("_s") or "_s_per_" in name or "_share" in name))
 
 
 ENV_PREFIX = "CARBONSCHED_CG_"
