@@ -155,3 +155,19 @@ def test_the_pass_threshold_follows_the_finish_option(pass_calls):
     passes.run_passes(_pass_state(3.0, finish_s=2.6))    # 2.6 + 0.5 = 3.1 > 3.0
     passes.run_passes(_pass_state(4.5, finish_s=2.6))    # site: 0.64 x 1.9 = 1.2 s
     assert [name for name, _ in pass_calls] == ["site", "type"]
+
+
+@pytest.mark.parametrize("left_s, budget_s", [
+    (3.0, 1.0),      # 0.6 x 3.0 = 1.8 s would leave 1.2 s, under finish_s (2.0)
+    (5.0, 3.0),      # at the limit: 0.6 x 5.0 = 5.0 - 2.0
+    (10.0, 6.0),     # 0.6 of what is left, under the share (0.3 x 100 s)
+])
+def test_the_type_pass_before_a_repair_leaves_the_finish(pass_calls, left_s, budget_s):
+    # with a repair to follow, the type pass got min(share x limit, 0.6 x left): at 3 s left
+    # its MIP's 1.8 s (plus HiGHS's overrun) left under finish_s for the plan that follows
+    st = _pass_state(left_s)
+    st.residual = np.array([1, 0, 2])                      # 2 fractional classes: a repair
+    st.time_limit_s = 100.0
+    passes.run_passes(st)
+    assert pass_calls == [("type", pytest.approx(budget_s))]
+    assert left_s - pass_calls[0][1] >= st.opt.finish_s - 1e-9

@@ -344,7 +344,8 @@ def run_passes(st: ColgenState) -> None:
     search (power binds per site, across GPU types, :attr:`ColgenOptions.site_pass_share`)
     and the type pass takes most of the rest, the split bound what remains; with a repair to
     follow, the type pass gets :attr:`ColgenOptions.type_pass_share` of the budget (at most
-    0.6 of what is left). Improved plans are appended to ``st.cands``.
+    0.6 of what is left, and never :attr:`ColgenOptions.finish_s` of it). Improved plans are
+    appended to ``st.cands``.
     """
     sets, lay, cls, opt = st.sets, st.lay, st.cls, st.opt
     pool, xo = st.pool, st.xo
@@ -365,8 +366,10 @@ def run_passes(st: ColgenState) -> None:
         if improved is not None:
             st.cands.append(("site by site", improved))
     # without a repair to follow (too many fractional classes) the pass takes most of what is
-    # left, the split bound the rest
-    tp_s = min(opt.type_pass_share * st.time_limit_s, 0.6 * st.left()) if will_repair \
+    # left, the split bound the rest; either way the MIP leaves finish_s (HiGHS overruns its
+    # limit by up to a second) for the plan that follows
+    tp_s = min(opt.type_pass_share * st.time_limit_s, 0.6 * st.left(),
+               st.left() - opt.finish_s) if will_repair \
         else 0.8 * (st.left() - opt.finish_s)
     if opt.type_pass_share > 0 and _pass_fits(st, "fix-and-optimise by GPU type", tp_s,
                                               TYPE_PASS_MIN_S, skipped):
