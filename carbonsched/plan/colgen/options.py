@@ -292,11 +292,11 @@ class ColgenOptions:
         3e-3; ``CARBONSCHED_CG_SMOOTH`` (≥ 0).
     smooth_plan_share : float
         Share of the budget the smoothed dual leaves to the plan: 8 s of 20 for the priced
-        greedy, the repack and its completion and the site pass. With 0.3 the bound rose by
-        at most 0.1 kg (one temperature then) and the plans of all five 10k seeds at load
-        0.3 were worse (1.3-2.2 % gaps against 0.5-0.8 %;
-        docs/benchmarks/planner-log.md#planner-3-15). [-] Default 0.4;
-        ``CARBONSCHED_CG_SMOOTH_PLAN`` (0..1).
+        greedy, the repack and its completion and the site pass. Against 0.3, side by side
+        on 10k jobs × 16 sites (BENCHMARKS.md sections 3 and 16): the same 60 s plans at
+        loads 0.3 and 0.6 but where the clock stops a step, 48 h @ 0.8 worst gap 0.21 against
+        0.35 %, and warm-started 12 s rolling steps 0.1-1.7 % lower; 0.3 bounds better only
+        at 20 s and load 0.8. [-] Default 0.4; ``CARBONSCHED_CG_SMOOTH_PLAN`` (0..1).
     short_first_share : float
         On a budget long enough for the master-LP path, whatever the instance's size, the short
         path (smoothed dual, no master LP) runs first with this share of the budget (at most the
