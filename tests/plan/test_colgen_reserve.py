@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from carbonsched.plan.colgen import incumbents, passes
+from carbonsched.plan.colgen import bounds, incumbents, passes, repair_mip
 from carbonsched.plan.colgen.options import ColgenOptions
 from carbonsched.plan.colgen.state import ColgenState
 
@@ -157,17 +157,76 @@ def test_the_pass_threshold_follows_the_finish_option(pass_calls):
     assert [name for name, _ in pass_calls] == ["site", "type"]
 
 
-@pytest.mark.parametrize("left_s, budget_s", [
-    (3.0, 1.0),      # 0.6 x 3.0 = 1.8 s would leave 1.2 s, under finish_s (2.0)
-    (5.0, 3.0),      # at the limit: 0.6 x 5.0 = 5.0 - 2.0
-    (10.0, 6.0),     # 0.6 of what is left, under the share (0.3 x 100 s)
+@pytest.mark.parametrize("left_s, limit_s, budget_s", [
+    (3.0, 100.0, 1.0),      # 0.6 x 3.0 = 1.8 s would leave 1.2 s, under finish_s (2.0)
+    (4.0, 100.0, 2.0),      # 0.6 x 4.0 = 2.4 s would leave 1.6 s
+    (4.9, 100.0, 2.9),      # 0.6 x 4.9 = 2.94 s would leave 1.96 s
+    (5.0, 100.0, 3.0),      # where the two meet: 0.6 x 5.0 = 5.0 - 2.0
+    (10.0, 100.0, 6.0),     # 0.6 of what is left, under the share (0.3 x 100 s)
+    (10.0, 10.0, 3.0),      # the share binds (0.3 x 10 s)
+    (2.51, 100.0, 0.51),    # just past step_min_left_s (2.5 s): the least that runs
 ])
-def test_the_type_pass_before_a_repair_leaves_the_finish(pass_calls, left_s, budget_s):
+def test_the_type_pass_before_a_repair_leaves_the_finish(pass_calls, left_s, limit_s,
+                                                          budget_s):
     # with a repair to follow, the type pass got min(share x limit, 0.6 x left): at 3 s left
     # its MIP's 1.8 s (plus HiGHS's overrun) left under finish_s for the plan that follows
     st = _pass_state(left_s)
     st.residual = np.array([1, 0, 2])                      # 2 fractional classes: a repair
-    st.time_limit_s = 100.0
+    st.time_limit_s = limit_s
     passes.run_passes(st)
     assert pass_calls == [("type", pytest.approx(budget_s))]
-    assert left_s - pass_calls[0][1] >= st.opt.finish_s - 1e-9
+
+
+def test_the_type_pass_before_a_repair_is_skipped_at_the_threshold(pass_calls):
+    st = _pass_state(2.5)                                  # step_min_left_s: no MIP starts
+    st.residual = np.array([1, 0, 2])
+    st.time_limit_s = 100.0
+    passes.run_passes(st)
+    assert pass_calls == []
+    assert any("fix-and-optimise by GPU type skipped for time" in n for n in st.notes)
+
+
+def _split_state(left_s: float, limit_s: float = 100.0, **options) -> SimpleNamespace:
+    st = _state(left_s, **options)
+    st.notes = []
+    st.note = st.notes.append
+    st.time_limit_s = limit_s
+    st.sets = SimpleNamespace(slots_per_hour=1)
+    st.split_opts = np.zeros((0, 3), dtype=np.int64)
+    st.lb, st.row_duals, st.best_lam = 0.0, None, (None, None, None)
+    return st
+
+
+@pytest.mark.parametrize("left_s, limit_s, budget_s", [
+    (3.0, 100.0, 0.5),      # half of 3.0 s would leave 1.5 s, under finish_s (2.0)
+    (10.0, 100.0, 4.0),
+    (10.0, 4.0, 2.0),       # the share binds (0.5 x 4 s)
+])
+def test_the_site_split_bound_leaves_the_finish(monkeypatch, left_s, limit_s, budget_s):
+    got = []
+    monkeypatch.setattr(bounds, "count_options", lambda sets: 0)
+    monkeypatch.setattr(bounds, "site_bound", lambda *a, **k: got.append(a[4]) or
+                        SimpleNamespace(bound=-1.0, lagrangian=-1.0,
+                                        options=np.zeros((0, 3), dtype=np.int64)))
+    bounds.split_bounds(_split_state(left_s, limit_s, split_share=0.0, site_share=0.5))
+    assert got == [pytest.approx(budget_s)]
+    assert left_s - got[0] >= ColgenOptions().finish_s - 1e-9
+
+
+@pytest.mark.parametrize("left_s, margin_s, budget_s", [
+    (2.2, 0.1, None),      # past step_min_left_s (2.1 s); 0.2 s after the finish: skipped
+    (2.5, 0.5, 0.5),       # at the least time
+    (2.49, 0.1, None),     # just under it
+    (7.0, 0.5, 5.0),
+])
+def test_the_repair_mip_leaves_the_finish(left_s, margin_s, budget_s):
+    # the repair's limit was max(left - finish_s, 0.5): with a margin under 0.5 s (the
+    # options allow it) 2.2 s left gave the MIP 0.5 s and left 1.7 s, under finish_s
+    st = _state(left_s, step_margin_s=margin_s)
+    st.notes = []
+    st.note = st.notes.append
+    got = repair_mip.repair_budget_s(st)
+    assert got == (None if budget_s is None else pytest.approx(budget_s))
+    assert st.notes == ([] if budget_s is not None else [
+        f"repair MIP skipped for time ({left_s:.2f} s of the limit left after its set-up: "
+        "too little for a MIP)"])

@@ -507,9 +507,11 @@ def split_bounds(st: ColgenState) -> None:
     """The GPU-type split bound, and the site split bound when switched on.
 
     The type split (:func:`split_bound`, :attr:`ColgenOptions.split_share` of the budget, at
-    most 0.4 of what is left) from the best multipliers; its bound is taken when it is higher
-    and some type rose by :attr:`ColgenOptions.split_note_min_kg`. The site split
-    (:func:`site_bound`, :attr:`ColgenOptions.site_share`, off by default) from the last
+    most 0.4 of what is left less :attr:`ColgenOptions.finish_s`) from the best multipliers;
+    its bound is taken when it is higher and some type rose by
+    :attr:`ColgenOptions.split_note_min_kg`. The site split (:func:`site_bound`,
+    :attr:`ColgenOptions.site_share`, off by default; at most half of what is left less
+    :attr:`ColgenOptions.finish_s`) from the last
     master's duals. Both MIPs' options join ``st.split_opts`` for the repair.
     """
     sets, lay, opt = st.sets, st.lay, st.opt
@@ -538,7 +540,8 @@ def split_bounds(st: ColgenState) -> None:
         upper = min(r.totals["objective"] for _, r in st.cands)
         tr = time.perf_counter()
         sbs = site_bound(sets, lay, st.row_duals, upper,
-                         min(opt.site_share * st.time_limit_s, 0.5 * st.left()), st.threads,
+                         min(opt.site_share * st.time_limit_s,
+                             0.5 * (st.left() - opt.finish_s)), st.threads,
                          st.say, options=opt)
         st.say(f"site-split bound {sbs.bound:.3f} (its Lagrangian {sbs.lagrangian:.3f}, best "
                f"bound {st.lb:.3f}) in {time.perf_counter() - tr:.1f} s")

@@ -344,8 +344,8 @@ def run_passes(st: ColgenState) -> None:
     search (power binds per site, across GPU types, :attr:`ColgenOptions.site_pass_share`)
     and the type pass takes most of the rest, the split bound what remains; with a repair to
     follow, the type pass gets :attr:`ColgenOptions.type_pass_share` of the budget (at most
-    0.6 of what is left, and never :attr:`ColgenOptions.finish_s` of it). Improved plans are
-    appended to ``st.cands``.
+    0.6 of what is left, and at most what is left less :attr:`ColgenOptions.finish_s`).
+    Improved plans are appended to ``st.cands``.
     """
     sets, lay, cls, opt = st.sets, st.lay, st.cls, st.opt
     pool, xo = st.pool, st.xo

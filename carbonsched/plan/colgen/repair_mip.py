@@ -433,6 +433,27 @@ def neighbours(sets: PlanSets, lay: Layout, duals: np.ndarray, cand: np.ndarray,
     return picked[np.argsort(-score[picked], kind="stable")][:limit]
 
 
+REPAIR_MIN_S = 0.5
+"""Least time the repair MIP runs in [s]: with less left after its set-up than
+:attr:`ColgenOptions.finish_s` and this, the repair is skipped and named in a note."""
+
+
+def repair_budget_s(st: ColgenState) -> float | None:
+    """The repair MIP's time limit: what is left less :attr:`ColgenOptions.finish_s`. [s]
+
+    Returns None, and notes the repair as skipped for time, when that is under
+    :data:`REPAIR_MIN_S`: the set-up (neighbours, candidate options) runs after the start
+    check (:attr:`ColgenOptions.step_min_left_s`), and a floor at the least time would take
+    it out of the time kept for HiGHS's overrun and the finish.
+    """
+    seconds = st.left() - st.opt.finish_s
+    if seconds < REPAIR_MIN_S:
+        st.note(f"repair MIP skipped for time ({max(st.left(), 0.0):.2f} s of the limit left "
+                "after its set-up: too little for a MIP)")
+        return None
+    return seconds
+
+
 def repair_incumbent(st: ColgenState) -> None:
     """The repair MIP over the classes the LP left fractional, from the best plan so far.
 
@@ -486,9 +507,12 @@ def repair_incumbent(st: ColgenState) -> None:
         # small instance: every option of every class (the MIP is then the full model)
         rep_opts = np.unique(np.concatenate([rep_opts, enumerate_options(sets, reps)]),
                              axis=0)
+    seconds = repair_budget_s(st)
+    if seconds is None:
+        return
     so: dict = {}
     out = repair(sets, lay, cls, fix_o.reshape(-1, 3), fix_n.astype(np.int64), rep_c,
-                 lay.mult[rep_c], rep_opts, st.threads, max(st.left() - opt.finish_s, 0.5),
+                 lay.mult[rep_c], rep_opts, st.threads, seconds,
                  st.mip_gap, st.say, start=start_plan, options=opt, status_out=so)
     note_start_misvalued(st.rec, so, "repair MIP")
     if out is None:
