@@ -293,10 +293,12 @@ class ColgenOptions:
     smooth_plan_share : float
         Share of the budget the smoothed dual leaves to the plan: 8 s of 20 for the priced
         greedy, the repack and its completion and the site pass. Against 0.3, side by side
-        on 10k jobs × 16 sites (BENCHMARKS.md sections 3 and 16): the same 60 s plans at
-        loads 0.3 and 0.6 but where the clock stops a step, 48 h @ 0.8 worst gap 0.21 against
-        0.35 %, and warm-started 12 s rolling steps 0.1-1.7 % lower; 0.3 bounds better only
-        at 20 s and load 0.8. [-] Default 0.4; ``CARBONSCHED_CG_SMOOTH_PLAN`` (0..1).
+        on 10k jobs × 16 sites (BENCHMARKS.md sections 3 and 16): at 60 s over 48 h the same
+        plans at loads 0.3 and 0.6 and a worst gap of 0.21 against 0.35 % at 0.8; warm-started
+        12 s rolling steps over 72 h 0.1-1.7 % lower. 0.3 gave lower plans at 60 s over 72 h
+        (worst gaps 0.23 / 0.36 / 0.70 % against 0.41 / 0.43 / 1.76 % at loads 0.3 / 0.6 / 0.8,
+        one run each) and better bounds at 20 s and load 0.8. [-] Default 0.4;
+        ``CARBONSCHED_CG_SMOOTH_PLAN`` (0..1).
     short_first_share : float
         On a budget long enough for the master-LP path, whatever the instance's size, the short
         path (smoothed dual, no master LP) runs first with this share of the budget (at most the
