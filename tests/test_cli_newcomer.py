@@ -83,9 +83,12 @@ def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
     assert len(table(r.output)) == len(doc["sites"])
     assert set(doc["site_roles"]) == set(doc["sites"])
     assert max(len(ln) for ln in shown) > 150
-    # the count is of the notes those lines sum; the DEMO line's note is counted apart
-    assert (f"({len(doc['notes']) - 1} notes in {len(shown)} lines, one per kind; 1 more "
-            "said above, in the DEMO line; --all-notes (or --verbose) prints each)") in text
+    # every note counted once: those the lines sum, and the DEMO line's apart
+    # (it read "(26 notes in 3 lines, one per kind; 1 more said above ...)": 27 in all,
+    # which it left the reader to add up)
+    assert (f"({len(doc['notes'])} notes: {len(doc['notes']) - 1} in the {len(shown)} lines "
+            "above, one per kind, and 1 in the DEMO line; --all-notes (or --verbose) prints "
+            "each)") in text
     # the DEMO workload note is the DEMO line above the table, not a note again
     assert not any(ln.startswith("note: workload:") for ln in shown)
     r = runner.invoke(app, ["plans", "show", pid, "--all-notes"])

@@ -34,10 +34,13 @@ def test_global_plan_reports_no_price_and_one_line_per_kind(shared_data, tmp_pat
     assert len(shown) == len({k.kind for k in kinds}) <= 3
     missing = next(ln for ln in shown if ln.startswith("note: missing data (8 notes): "))
     assert "4252 of 8952 hour(s) without temperature (NaN)" in missing
-    # the count is of the notes those lines sum; the DEMO line's note is counted apart
+    # every note counted once: those the lines sum, and the DEMO line's apart
     said = " ".join(r.output.split())
-    assert (f"({len(doc['notes']) - 1} notes in {len(shown)} lines, one per kind; 1 more "
-            "said above, in the DEMO line; --all-notes (or --verbose) prints each)") in said
+    # (it read "(26 notes in 3 lines, one per kind; 1 more said above ...)": 27 in all,
+    # which it left the reader to add up)
+    assert (f"({len(doc['notes'])} notes: {len(doc['notes']) - 1} in the {len(shown)} lines "
+            "above, one per kind, and 1 in the DEMO line; --all-notes (or --verbose) prints "
+            "each)") in said
     r = runner.invoke(app, ["plan", "--catalog", "global", "--date", "2023-07-15", "--no-store",
                             "--verbose"], terminal_width=200)
     assert len([ln for ln in r.output.splitlines() if ln.startswith("note: ")]) == \

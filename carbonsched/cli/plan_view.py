@@ -88,14 +88,15 @@ def print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
     for k in kinds:
         out.print(f"[dim]note: {escape(note_line(k))}[/]", highlight=False, soft_wrap=True)
     if len(kinds) < len(notes):
-        # the count is of the lines it sums (a note said in the header above is counted apart)
+        # every note counted once: those the lines above sum, and those a header line said
         above = len(notes) - len(shown)
         where = " and ".join(said_in) + (" line" if len(said_in) == 1 else " lines")
         lines = f"{len(kinds)} line" + ("" if len(kinds) == 1 else "s")
-        out.print(f"[dim]({len(shown)} notes in {lines}, one per kind"
-                  + (f"; {above} more said above, in the {where}" if above else "")
-                  + "; --all-notes (or --verbose) prints each)[/]", highlight=False,
-                  soft_wrap=True)
+        count = f"{len(notes)} note" + ("" if len(notes) == 1 else "s")
+        head = (f"{count}: {len(shown)} in the {lines} above, one per kind, and {above} in the "
+                f"{where}" if above else f"{count} in the {lines} above, one per kind")
+        out.print(f"[dim]({head}; --all-notes (or --verbose) prints each)[/]",
+                  highlight=False, soft_wrap=True)
 
 
 def print_tenants(doc: dict[str, Any]) -> None:
