@@ -164,6 +164,8 @@ def _run_path(st: ColgenState) -> PlanResult:
     incumbents(st)
     if st.prior is not None:   # the short path's plan: the incumbent every step starts from
         st.cands.append((f"{SHORT_PATH}: {st.prior[0]}", st.prior[1]))
+        if st.prior_unrepacked is not None:
+            st.cands.append((f"{SHORT_PATH}: {st.prior_unrepacked[0]}", st.prior_unrepacked[1]))
     elif st.warm_start is not None and len(st.warm_start):
         warm_candidate(st)
     repack(st)
@@ -297,6 +299,11 @@ def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_ga
     st2.resumed = True
     st2.prior_build_s = rec.build_seconds
     st2.prior = (name1, first)
+    # the repack starts from the best plan not repacked yet: the short path's next best
+    st2.repacked = {f"{SHORT_PATH}: {n}" for n in st1.repacked}
+    fresh = [c for c in st1.cands if c[0] not in st1.repacked and c[0] != name1]
+    if fresh:
+        st2.prior_unrepacked = min(fresh, key=lambda c: c[1].totals["objective"])
     st2.prior_bound = -np.inf if bound1 is None else bound1
     states.append(st2)
     return _run_path(st2)

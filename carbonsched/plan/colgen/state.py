@@ -86,6 +86,12 @@ class ColgenState:
         Best proven lower bound so far. [kg]
     cands
         ``(name, plan)`` incumbents so far.
+    repacked
+        Names of the candidates the one-slot repack started from or produced; it starts from
+        the best candidate not among them (:func:`~.incumbents.repack`).
+    prior_unrepacked
+        In a staged solve's master-LP path, the short path's best candidate that its repack
+        neither started from nor produced, or None.
     """
 
     sets: PlanSets
@@ -114,6 +120,7 @@ class ColgenState:
     prior: tuple[str, PlanResult] | None = None   # the short path's (name, plan)
     prior_bound: float = -np.inf          # the short path's bound [kg]
     prior_build_s: float = 0.0            # the short path's build time [s]
+    prior_unrepacked: tuple[str, PlanResult] | None = None   # its best plan not repacked
     priced_by: str = "warm-up"            # whose multipliers price the plan without a master
     short_pool: np.ndarray | None = None  # (O, 3) options the smoothed dual chose
     earlier_duals: list = field(default_factory=list)   # earlier smoothed-dual iterates' duals
@@ -146,6 +153,7 @@ class ColgenState:
     lff: np.ndarray | None = None
     cands: list[tuple[str, PlanResult]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    repacked: set[str] = field(default_factory=set)   # candidates the repack started from/made
     t_pg: float = 0.0                     # time of one priced greedy [s]
     residual: np.ndarray | None = None
     fixed_opts: np.ndarray | None = None
