@@ -76,7 +76,8 @@ Beyond that, measured on 1k and 10k × 16 × 48 at loads 0.6 and 0.8 (where capa
   too and the better plan is kept;
 * :func:`~carbonsched.plan.colgen.repack.unit_repack`, before the passes: the one-GPU, one-slot jobs
   (59 % of the jobs, and 930 of the 1,001 jobs the priced greedy left out at 10k × 16 × 48, load
-  0.8, seed 4) re-placed by an LP around the rest of the best plan, with column generation over
+  0.8, seed 4) re-placed by an LP around the rest of the best plan not repacked yet (in a staged
+  solve's master-LP path, not the short path's repacked plan again), with column generation over
   their options — a transportation problem, integral at its vertex unless a power row or a surplus
   limit binds (the rest rounded down); at load 0.8 it took the plan from 2.16 % to 0.35 % above the
   bound (seed 4) and from 3.69 % to 0.92 % (seed 2), where the moves' one-blocker ejections had

@@ -230,8 +230,8 @@ def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_ga
                      states: list[ColgenState]) -> PlanResult:
     """The short path in ``first_s``, then the master-LP path in the rest, best of both.
 
-    The short path's plan is a candidate of the second path (its repack, passes and repair
-    start from it when it is the best) and its bound a floor of the second path's, so the
+    The short path's plan is a candidate of the second path (its passes and repair start
+    from it when it is the best) and its bound a floor of the second path's, so the
     result is never worse in objective or bound than the short path's
     (:attr:`ColgenOptions.short_first_share`). The second path reuses the short path's
     classes, layout, greedy plan and multipliers instead of a new warm-up, and its first
@@ -239,7 +239,10 @@ def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_ga
     proven optimal (a gap of 0 to its bound) it is returned with a note saying so. When at
     most twice the second path's fixed tail (:func:`~carbonsched.plan.colgen.budget.tail_s`,
     what always follows a master) is left, the short path's plan is returned with a note
-    saying so.
+    saying so. The short path's best plan that its repack neither started from nor produced
+    is a candidate of the second path too, whose one-slot repack starts from the best plan
+    not repacked yet (:func:`~carbonsched.plan.colgen.incumbents.repack`), never from the
+    short path's repacked plan again.
 
     Parameters
     ----------
