@@ -20,13 +20,11 @@ class NoteKind:
 
 
 def note_line(k: NoteKind) -> str:
-    """One kind's line: ``"<kind> (<count> notes): <text>"``.
+    """One kind's line: ``"<kind> (<count> note[s]): <text>"``.
 
-    The count is left out for one note, and a note of no known kind is shown as it is.
+    Every line says its count, one note too, so the lines add up to the footer's total.
     """
-    if k.kind == "other" and k.count == 1:
-        return k.text
-    return f"{k.kind}: {k.text}" if k.count == 1 else f"{k.kind} ({k.count} notes): {k.text}"
+    return f"{k.kind} ({k.count} note{'' if k.count == 1 else 's'}): {k.text}"
 
 
 NOTE_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -59,6 +60,10 @@ def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
     kinds = notes_by_kind(doc["notes"][1:], doc["sites"])
     assert shown == [f"note: {note_line(k)}" for k in kinds]
     assert sum(k.count for k in kinds) == len(doc["notes"]) - 1
+    # each line says its count, one note too, so the lines add up to the footer's total
+    counts = [re.match(r"note: [a-z -]+ \((\d+) notes?\): ", ln) for ln in shown]
+    assert all(counts), shown
+    assert sum(int(m.group(1)) for m in counts) == len(doc["notes"]) - 1
     assert [k.kind for k in kinds] == ["modelled signals", "grid-model calibration"]
     # the saving against the baseline says what it is, with the document's numbers
     tot = doc["totals"]
@@ -354,7 +359,7 @@ def test_plan_notes_are_printed_as_text_not_markup(monkeypatch):
            "totals": {"emissions_kg": 1.0, "baseline_emissions_kg": 2.0, "energy_kwh": 3.0},
            "notes": ["a: energy [kg] closed [/x] here"]}
     cli.print_plan(doc, [])
-    assert "note: a: energy [kg] closed [/x] here" in buf.getvalue()
+    assert "note: other (1 note): a: energy [kg] closed [/x] here" in buf.getvalue()
 
 
 def test_sites_label_names_the_shortest_way():

@@ -67,4 +67,5 @@ def test_notes_by_kind_counts_and_keeps_unknown_notes_as_they_are():
     assert kinds[0].text == "sites a, b: 10–12 of 20 hour(s) without temperature (NaN)"
     assert [note_line(k) for k in kinds] == [
         "missing data (2 notes): sites a, b: 10–12 of 20 hour(s) without temperature (NaN)",
-        "site left out: site c left out: fewer than 48 hours", "a: something new"]
+        "site left out (1 note): site c left out: fewer than 48 hours",
+        "other (1 note): a: something new"]
