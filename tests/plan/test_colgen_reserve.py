@@ -20,8 +20,9 @@ from carbonsched.plan.colgen.state import ColgenState
 
 
 def _state(left_s: float, t_pg: float = 0.3, **options) -> SimpleNamespace:
+    plan = SimpleNamespace(totals={"objective": 1.0}, placements=[], inference=[])
     st = SimpleNamespace(opt=ColgenOptions(**options), t_pg=t_pg, held=0.0, skipped=[],
-                         cands=[("priced greedy", SimpleNamespace(totals={"objective": 1.0}))],
+                         cands=[("priced greedy", plan)], repacked=set(),
                          sets=None, lay=None, cls=None, threads=1, rec=None,
                          rank_kw=None, lam_c=None, say=lambda m: None, clock=[left_s])
     st.left = lambda: st.clock[0]
@@ -230,3 +231,47 @@ def test_the_repair_mip_leaves_the_finish(left_s, margin_s, budget_s):
     assert st.notes == ([] if budget_s is not None else [
         f"repair MIP skipped for time ({left_s:.2f} s of the limit left after its set-up: "
         "too little for a MIP)"])
+
+
+def _plan(objective: float, *placed: tuple[str, int]) -> SimpleNamespace:
+    """A stand-in plan: ``(job, start)`` placements at site a on H100s."""
+    return SimpleNamespace(totals={"objective": objective}, inference=[], placements=[
+        SimpleNamespace(job_id=j, piece=0, site="a", start=t, gpu_type="H100")
+        for j, t in placed])
+
+
+@pytest.fixture
+def repack_starts(monkeypatch):
+    starts = []
+    monkeypatch.setattr(incumbents, "unit_repack", lambda *a, **k: starts.append(a[3]) or None)
+    return starts
+
+
+def test_the_repack_skips_a_plan_it_started_from_or_made_whatever_its_name(repack_starts):
+    # the master-LP path's "priced greedy" can be the short path's plan under another name
+    st = _state(10.0)
+    done, copy, other = _plan(1.0, ("j1", 0)), _plan(1.0, ("j1", 0)), _plan(2.0, ("j2", 0))
+    st.cands = [("short path: x + one-slot repack", done), ("priced greedy", copy),
+                ("LP rounding + priced greedy", other)]
+    st.repacked = {incumbents.plan_key(done)}
+    incumbents.repack(st)
+    assert repack_starts == [other]
+
+
+def test_a_plan_one_start_away_from_a_repacked_one_is_repacked(repack_starts):
+    # at the limit: one placement an hour later is another plan
+    st = _state(10.0)
+    done, moved = _plan(1.0, ("j1", 0), ("j2", 3)), _plan(1.5, ("j1", 0), ("j2", 4))
+    st.cands = [("x + one-slot repack", done), ("x + moves", moved)]
+    st.repacked = {incumbents.plan_key(done)}
+    incumbents.repack(st)
+    assert repack_starts == [moved]
+
+
+def test_nothing_is_repacked_when_every_candidate_was(repack_starts):
+    st = _state(10.0)
+    done = _plan(1.0, ("j1", 0))
+    st.cands = [("x + one-slot repack", done)]
+    st.repacked = {incumbents.plan_key(done)}
+    incumbents.repack(st)
+    assert repack_starts == []

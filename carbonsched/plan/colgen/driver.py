@@ -11,6 +11,7 @@ from carbonsched.plan.colgen.bounds import split_bounds
 from carbonsched.plan.colgen.budget import short_path_s, tail_s
 from carbonsched.plan.colgen.classes import count_options, plan_options
 from carbonsched.plan.colgen.incumbents import (
+    best_not_repacked,
     early_moves,
     final_moves,
     incumbents,
@@ -239,10 +240,10 @@ def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_ga
     proven optimal (a gap of 0 to its bound) it is returned with a note saying so. When at
     most twice the second path's fixed tail (:func:`~carbonsched.plan.colgen.budget.tail_s`,
     what always follows a master) is left, the short path's plan is returned with a note
-    saying so. The short path's best plan that its repack neither started from nor produced
-    is a candidate of the second path too, whose one-slot repack starts from the best plan
-    not repacked yet (:func:`~carbonsched.plan.colgen.incumbents.repack`), never from the
-    short path's repacked plan again.
+    saying so. The short path's best plan other than its own that its repack neither started
+    from nor produced is a candidate of the second path too, whose one-slot repack starts
+    from the best plan not repacked yet (:func:`~carbonsched.plan.colgen.incumbents.repack`),
+    not from one the short path's repack started from or produced.
 
     Parameters
     ----------
@@ -303,10 +304,8 @@ def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_ga
     st2.prior_build_s = rec.build_seconds
     st2.prior = (name1, first)
     # the repack starts from the best plan not repacked yet: the short path's next best
-    st2.repacked = {f"{SHORT_PATH}: {n}" for n in st1.repacked}
-    fresh = [c for c in st1.cands if c[0] not in st1.repacked and c[0] != name1]
-    if fresh:
-        st2.prior_unrepacked = min(fresh, key=lambda c: c[1].totals["objective"])
+    st2.repacked = set(st1.repacked)
+    st2.prior_unrepacked = best_not_repacked(st1.cands, st1.repacked, also=(first,))
     st2.prior_bound = -np.inf if bound1 is None else bound1
     states.append(st2)
     return _run_path(st2)
@@ -382,7 +381,8 @@ def finish(st: ColgenState) -> PlanResult:
             f"{count_options(st.sets)} options, {len(st.lay.reps)} classes; plan from {name} ("
             + ", ".join(f"{n} {r.totals['objective']:.3f}" for n, r in st.cands) + ")")
     if st.prior is not None:
-        st.note("plan from the " + ("short path" if name.startswith(SHORT_PATH)
+        # the short path's plan itself: a repack of its next best is the master-LP path's
+        st.note("plan from the " + ("short path" if name == f"{SHORT_PATH}: {st.prior[0]}"
                                      else "master-LP path") + "; bound the larger of both")
     if st.carried_how and st.carried_how not in rec.warm_start:
         rec.warm_start = join_clauses(rec.warm_start,

@@ -18,6 +18,7 @@ from carbonsched.plan.colgen.lagrangian_dual import multipliers
 from carbonsched.plan.colgen.repack import unit_repack
 from carbonsched.plan.colgen.state import ColgenState
 from carbonsched.plan.local import improve
+from carbonsched.plan.result import PlanResult
 
 
 def room(st: ColgenState, label: str) -> bool:
@@ -173,19 +174,46 @@ REPACKED = " + one-slot repack"
 """Suffix of a candidate that is the one-slot repack of the candidate it names."""
 
 
+def plan_key(plan: PlanResult) -> frozenset:
+    """What makes two plans the same plan: every placement's and inference row's position.
+
+    ``(job, piece, site, start, GPU type)`` per placement and ``(area, hour, site, GPU type,
+    GPUs)`` per inference row; candidates of different names can hold the same plan (a staged
+    solve's master-LP path without a master prices its greedy plan on the short path's
+    multipliers).
+    """
+    return frozenset(
+        [("job", p.job_id, p.piece, p.site, p.start, p.gpu_type) for p in plan.placements]
+        + [("inference", i.area, i.hour, i.site, i.gpu_type, i.gpus) for i in plan.inference])
+
+
+def best_not_repacked(cands: list[tuple[str, PlanResult]], repacked: set[frozenset],
+                      also: tuple[PlanResult, ...] = ()) -> tuple[str, PlanResult] | None:
+    """The candidate of least objective whose plan is not in ``repacked`` nor one of ``also``.
+
+    Returns None when every candidate is. Keys are computed best first, so mostly for one or
+    two candidates.
+    """
+    skip = set(repacked) | {plan_key(p) for p in also}
+    for c in sorted(cands, key=lambda c: c[1].totals["objective"]):
+        if plan_key(c[1]) not in skip:
+            return c
+    return None
+
+
 def repack(st: ColgenState) -> None:
     """The one-slot repack of the best plan not repacked yet, with a share of the time left.
 
-    It starts from the best candidate not in ``st.repacked`` (those the repack started from
-    or produced). That is the best plan so far, except in a staged solve's master-LP path,
-    whose best is mostly the short path's repacked plan: repacking a repacked plan gained
-    nothing in 124 of 124 staged solves of the benchmark matrix (10k jobs, 48 and 72 h), so
-    that path repacks the best plan the short path did not repack
-    (``st.prior_unrepacked``) or one of its own. Which start repacks best is not which is
-    best before the repack (10k × 16 × 72 h at load 0.8, seed 3: 7,227.4 and 7,150.7 kg
-    before).
+    It starts from the best candidate whose plan (:func:`plan_key`) the repack has neither
+    started from nor produced (``st.repacked``). That is the best plan so far except in a
+    staged solve's master-LP path, whose best is mostly the short path's repacked plan:
+    there, in the 62 staged solves of the benchmark matrix with two repacks (10k jobs × 16
+    sites, 48 and 72 h at 60 s, ``bench/results/matrix_2026-12-06_smooth_plan_share/``), the
+    second repack gained nothing in 62 of 62, 55 of them on the short path's repacked plan.
+    That path repacks the best plan the short path did not (``st.prior_unrepacked``) or one
+    of its own instead; the note says so when the best plan is not the start.
 
-    :func:`~carbonsched.plan.colgen.repack.unit_repack` with
+    :func:`~carbonsched.plan.colgen.repack.unit_repack` gets
     :attr:`ColgenOptions.repack_share` of the time left less
     :meth:`ColgenState.plain_reserve_s` (an LP, no MIP), less one priced greedy plan's time
     (``t_pg``) for what comes on top of the LP's limit (setting the model up and building the
@@ -195,29 +223,33 @@ def repack(st: ColgenState) -> None:
     slots, seed 2) skipped it (1.37 s expected, 0.76 s available) and ended at 2,273.3 kg in
     7.4 s; with it, 2,250.3 kg in 8.8 s (BENCHMARKS.md section 16).
 
-    The one-GPU, one-slot jobs re-placed by an LP around the rest of the best plan fill any
-    hole, and are most of the work a full fleet leaves out; it runs before the moves' time is
-    held back: on a loaded fleet it gains more than they do (10k x 16 x 48 at load 0.8, seed
-    2: 5,925.6 -> 5,473.6 kg, the moves after it 0.6 kg more).
+    The one-GPU, one-slot jobs re-placed by an LP around the rest of the plan fill any hole,
+    and are most of the work a full fleet leaves out; it runs before the moves' time is held
+    back: on a loaded fleet it gains more than they do (10k x 16 x 48 at load 0.8, seed 2:
+    5,925.6 -> 5,473.6 kg, the moves after it 0.6 kg more).
     """
     opt = st.opt
     reserve_s = st.plain_reserve_s()
-    fresh = [c for c in st.cands if c[0] not in st.repacked]
-    if fresh and opt.repack_max_options > 0 and st.left() > reserve_s + opt.step_margin_s:
-        start_name, start_plan = min(fresh, key=lambda c: c[1].totals["objective"])
-        best_name, best_plan = st.best()
-        if best_name in st.repacked:
-            st.note(f"one-slot repack from {start_name} ({start_plan.totals['objective']:.3f} "
-                    f"kg), the best plan not repacked yet: the best, {best_name} "
-                    f"({best_plan.totals['objective']:.3f} kg), was repacked already")
-        lp_s = max(opt.repack_share * (st.left() - reserve_s) - st.t_pg, 0.0)
-        repacked = unit_repack(st.sets, st.lay, st.cls, start_plan, st.threads, lp_s,
-                               st.say, st.rec,
-                               prices=(st.rank_kw, st.lam_c), greedy_s=st.t_pg, options=opt)
-        if repacked is not None:
-            name = f"{start_name}{REPACKED}"
-            st.cands.append((name, repacked))
-            st.repacked.update((start_name, name))
+    if opt.repack_max_options <= 0 or st.left() <= reserve_s + opt.step_margin_s:
+        return
+    start = best_not_repacked(st.cands, st.repacked)
+    if start is None:
+        return
+    start_name, start_plan = start
+    lp_s = max(opt.repack_share * (st.left() - reserve_s) - st.t_pg, 0.0)
+    repacked = unit_repack(st.sets, st.lay, st.cls, start_plan, st.threads, lp_s,
+                           st.say, st.rec,
+                           prices=(st.rank_kw, st.lam_c), greedy_s=st.t_pg, options=opt)
+    if repacked is None:
+        return
+    best_name, best_plan = st.best()
+    if best_plan is not start_plan:
+        st.note(f"one-slot repack from {start_name} "
+                f"({start_plan.totals['objective']:.3f} kg), the best plan not repacked yet: "
+                f"the best, {best_name} ({best_plan.totals['objective']:.3f} kg), is a plan "
+                "the repack started from or produced")
+    st.cands.append((f"{start_name}{REPACKED}", repacked))
+    st.repacked.update((plan_key(start_plan), plan_key(repacked)))
 
 
 def early_moves(st: ColgenState) -> None:

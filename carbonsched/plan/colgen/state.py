@@ -87,11 +87,12 @@ class ColgenState:
     cands
         ``(name, plan)`` incumbents so far.
     repacked
-        Names of the candidates the one-slot repack started from or produced; it starts from
-        the best candidate not among them (:func:`~.incumbents.repack`).
+        :func:`~.incumbents.plan_key` of every plan the one-slot repack started from or
+        produced; it starts from the best candidate not among them
+        (:func:`~.incumbents.repack`).
     prior_unrepacked
-        In a staged solve's master-LP path, the short path's best candidate that its repack
-        neither started from nor produced, or None.
+        In a staged solve's master-LP path, the short path's best ``(name, plan)`` that is
+        neither its plan nor one its repack started from or produced, or None.
     """
 
     sets: PlanSets
@@ -153,7 +154,7 @@ class ColgenState:
     lff: np.ndarray | None = None
     cands: list[tuple[str, PlanResult]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-    repacked: set[str] = field(default_factory=set)   # candidates the repack started from/made
+    repacked: set[frozenset] = field(default_factory=set)   # plan_key: repack starts/results
     t_pg: float = 0.0                     # time of one priced greedy [s]
     residual: np.ndarray | None = None
     fixed_opts: np.ndarray | None = None
