@@ -22,7 +22,8 @@ class NoteKind:
 def note_line(k: NoteKind) -> str:
     """One kind's line: ``"<kind> (<count> note[s]): <text>"``.
 
-    Every line says its count, one note too, so the lines add up to the footer's total.
+    Every line says its count, one note too, so the lines add up to the footer's count of
+    the notes above it.
     """
     return f"{k.kind} ({k.count} note{'' if k.count == 1 else 's'}): {k.text}"
 

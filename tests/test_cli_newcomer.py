@@ -95,7 +95,7 @@ def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
             "above, one per kind, and 1 in the DEMO line; --all-notes (or --verbose) prints "
             "each)") in text
     # the DEMO workload note is the DEMO line above the table, not a note again
-    assert not any(ln.startswith("note: workload:") for ln in shown)
+    assert not any(ln.startswith("note: workload") for ln in shown)
     r = runner.invoke(app, ["plans", "show", pid, "--all-notes"])
     assert r.exit_code == 0, r.output
     assert len([ln for ln in r.output.splitlines() if ln.startswith("note: ")]) == \
@@ -360,6 +360,31 @@ def test_plan_notes_are_printed_as_text_not_markup(monkeypatch):
            "notes": ["a: energy [kg] closed [/x] here"]}
     cli.print_plan(doc, [])
     assert "note: other (1 note): a: energy [kg] closed [/x] here" in buf.getvalue()
+
+
+def test_plan_notes_are_printed_as_they_are_when_grouping_them_fails(monkeypatch):
+    # display only: a fault in the grouping prints each note as it is, not under a kind
+    import io
+
+    from rich.console import Console
+
+    from carbonsched.cli import plan_view as cli
+
+    def broken(*args, **kwargs):
+        raise ValueError("grouping failed")
+
+    buf = io.StringIO()
+    monkeypatch.setattr(cli, "out", Console(file=buf, width=200))
+    monkeypatch.setattr(cli, "notes_by_kind", broken)
+    notes = ["a: 3 hour(s) without temperature (NaN)", "site b left out: fewer than 48 hours"]
+    doc = {"plan_id": "p" * 32, "date": "2026-11-30", "catalog": "c", "signal_quality": "measured",
+           "solver": {"name": "highs", "status": "optimal", "mip_gap": 0.0, "seconds": 1.0},
+           "placements": [], "unplaced": [], "sites": ["a", "b"],
+           "totals": {"emissions_kg": 1.0, "baseline_emissions_kg": 2.0, "energy_kwh": 3.0},
+           "notes": notes}
+    cli.print_plan(doc, [])
+    shown = [ln for ln in buf.getvalue().splitlines() if ln.startswith("note: ")]
+    assert shown == [f"note: {n}" for n in notes]
 
 
 def test_sites_label_names_the_shortest_way():

@@ -56,7 +56,7 @@ def test_plan_uses_tells_price_notes_from_the_others():
     assert plan_uses("PUE: weather persistence (same hour, latest day)")    # no "price" in it
 
 
-def test_notes_by_kind_counts_and_keeps_unknown_notes_as_they_are():
+def test_notes_by_kind_counts_every_kind_and_keeps_unknown_notes_as_other():
     notes = ["a: 10 of 20 hour(s) without temperature (NaN)",
              "b: 12 of 20 hour(s) without temperature (NaN)",
              "site c left out: fewer than 48 hours",

@@ -83,10 +83,12 @@ def print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
         said_in += ["REPLAYED"] if len(shown) < before else []
     try:
         kinds = notes_by_kind(shown, doc.get("sites", []))
+        lines = [note_line(k) for k in kinds]
     except Exception:   # noqa: BLE001 - display only: the plan must still reach the store
         kinds = [NoteKind("other", 1, n) for n in shown]
-    for k in kinds:
-        out.print(f"[dim]note: {escape(note_line(k))}[/]", highlight=False, soft_wrap=True)
+        lines = list(shown)   # each note as it is: no kind was found for it
+    for line in lines:
+        out.print(f"[dim]note: {escape(line)}[/]", highlight=False, soft_wrap=True)
     if len(kinds) < len(notes):
         # every note counted once: those the lines above sum, and those a header line said
         above = len(notes) - len(shown)
