@@ -49,6 +49,13 @@ def _opts(**kw) -> ColgenOptions:
     return ColgenOptions(**base)
 
 
+def _staged_solve():
+    """The loaded fleet solved at ``LIMIT_S``: the short path first, then the master-LP path."""
+    prob = loaded_fleet()
+    return prob, solve_plan(prob, method="colgen", time_limit_s=LIMIT_S, mip_gap=0.0,
+                            colgen_options=_opts())
+
+
 @pytest.fixture
 def paths(monkeypatch):
     """Each path run by column generation: (short?, its plan's objective, the record's bound)."""
@@ -153,9 +160,7 @@ def test_the_second_master_starts_from_the_short_paths_plan_and_smoothed_options
         real_build(st)
 
     monkeypatch.setattr(driver, "build_master", spy_build)
-    prob = loaded_fleet()
-    res = solve_plan(prob, method="colgen", time_limit_s=LIMIT_S, mip_gap=0.0,
-                     colgen_options=_opts())
+    prob, res = _staged_solve()
     assert [short for short, _, _ in seeds] == [True, False], res.solver.note
     (_, first, st1), (_, second, _) = seeds
     assert st1.short_pool is not None and len(st1.short_pool)
@@ -209,9 +214,7 @@ def test_the_master_path_repacks_the_best_plan_the_short_path_did_not_repack(mon
         calls.append((st.force_short, before, st.cands[len(before):]))
 
     monkeypatch.setattr(driver, "repack", spy)
-    prob = loaded_fleet()
-    res = solve_plan(prob, method="colgen", time_limit_s=LIMIT_S, mip_gap=0.0,
-                     colgen_options=_opts())
+    prob, res = _staged_solve()
     assert [short for short, _, _ in calls] == [True, False], res.solver.note
     (_, before1, made1), (_, before2, made2) = calls
     assert len(made1) == 1 and len(made2) == 1, res.solver.note
