@@ -93,10 +93,10 @@ def print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
         # every note counted once: those the lines above sum, and those a header line said
         above = len(notes) - len(shown)
         where = " and ".join(said_in) + (" line" if len(said_in) == 1 else " lines")
-        lines = f"{len(kinds)} line" + ("" if len(kinds) == 1 else "s")
+        n_lines = f"{len(kinds)} line" + ("" if len(kinds) == 1 else "s")
         count = f"{len(notes)} note" + ("" if len(notes) == 1 else "s")
-        head = (f"{count}: {len(shown)} in the {lines} above, one per kind, and {above} in the "
-                f"{where}" if above else f"{count} in the {lines} above, one per kind")
+        head = (f"{count}: {len(shown)} in the {n_lines} above, one per kind, and {above} in "
+                f"the {where}" if above else f"{count} in the {n_lines} above, one per kind")
         out.print(f"[dim]({head}; --all-notes (or --verbose) prints each)[/]",
                   highlight=False, soft_wrap=True)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from carbonsched.plan.colgen import bounds, incumbents, passes, repair_mip
@@ -22,7 +23,7 @@ from carbonsched.plan.colgen.state import ColgenState
 def _state(left_s: float, t_pg: float = 0.3, **options) -> SimpleNamespace:
     plan = SimpleNamespace(totals={"objective": 1.0}, placements=[], inference=[])
     st = SimpleNamespace(opt=ColgenOptions(**options), t_pg=t_pg, held=0.0, skipped=[],
-                         cands=[("priced greedy", plan)], repacked=set(),
+                         cands=[("priced greedy", plan)], repacked=set(), force_short=False,
                          sets=None, lay=None, cls=None, threads=1, rec=None,
                          rank_kw=None, lam_c=None, say=lambda m: None, clock=[left_s])
     st.left = lambda: st.clock[0]
@@ -234,9 +235,11 @@ def test_the_repair_mip_leaves_the_finish(left_s, margin_s, budget_s):
 
 
 def _plan(objective: float, *placed: tuple[str, int]) -> SimpleNamespace:
-    """A stand-in plan: ``(job, start)`` placements at site a on H100s."""
+    """A stand-in plan: ``(job, start hour)`` placements of one hour at site a on H100s."""
+    t0 = pd.Timestamp("2026-12-06", tz="UTC")
     return SimpleNamespace(totals={"objective": objective}, inference=[], placements=[
-        SimpleNamespace(job_id=j, piece=0, site="a", start=t, gpu_type="H100")
+        SimpleNamespace(job_id=j, piece=0, site="a", start=t0 + pd.Timedelta(hours=t),
+                        end=t0 + pd.Timedelta(hours=t + 1), gpu_type="H100")
         for j, t in placed])
 
 
@@ -266,6 +269,29 @@ def test_a_plan_one_start_away_from_a_repacked_one_is_repacked(repack_starts):
     st.repacked = {incumbents.plan_key(done)}
     incumbents.repack(st)
     assert repack_starts == [moved]
+
+
+def test_a_plan_of_the_same_objective_placed_elsewhere_is_repacked(repack_starts):
+    # the key is where the jobs are, not what the plan costs
+    st = _state(10.0)
+    done, other = _plan(1.0, ("j1", 0)), _plan(1.0, ("j1", 1))
+    st.cands = [("x + one-slot repack", done), ("y", other)]
+    st.repacked = {incumbents.plan_key(done)}
+    incumbents.repack(st)
+    assert repack_starts == [other]
+
+
+def test_the_short_paths_next_best_is_its_best_plan_neither_its_own_nor_repacked():
+    # what a staged solve carries to the master-LP path (driver._short_then_long)
+    own, start, runner_up, worse = (_plan(1.0, ("j1", 0)), _plan(2.0, ("j1", 1)),
+                                    _plan(3.0, ("j1", 2)), _plan(4.0, ("j1", 3)))
+    copy_of_own = _plan(1.5, ("j1", 0))      # the same placements under another name
+    cands = [("start", start), ("own", own), ("copy", copy_of_own), ("next", runner_up),
+             ("worse", worse)]
+    picked = incumbents.best_not_repacked(cands, {incumbents.plan_key(start)}, also=(own,))
+    assert picked == ("next", runner_up)
+    assert incumbents.best_not_repacked(cands, set()) == ("own", own)
+    assert incumbents.best_not_repacked([("own", own)], set(), also=(own,)) is None
 
 
 def test_nothing_is_repacked_when_every_candidate_was(repack_starts):

@@ -163,7 +163,7 @@ def _run_path(st: ColgenState) -> PlanResult:
     refine_bound(st)
     final_crossover(st)
     incumbents(st)
-    if st.prior is not None:   # the short path's plan: the incumbent every step starts from
+    if st.prior is not None:   # the short path's plan: the passes and repair start from it
         st.cands.append((f"{SHORT_PATH}: {st.prior[0]}", st.prior[1]))
         if st.prior_unrepacked is not None:
             st.cands.append((f"{SHORT_PATH}: {st.prior_unrepacked[0]}", st.prior_unrepacked[1]))

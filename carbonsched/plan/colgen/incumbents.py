@@ -177,14 +177,17 @@ REPACKED = " + one-slot repack"
 def plan_key(plan: PlanResult) -> frozenset:
     """What makes two plans the same plan: every placement's and inference row's position.
 
-    ``(job, piece, site, start, GPU type)`` per placement and ``(area, hour, site, GPU type,
-    GPUs)`` per inference row; candidates of different names can hold the same plan (a staged
+    ``(job, piece, site, start, end, GPU type)`` per placement (times as ns since the epoch)
+    and ``(area, hour, site, GPU type, GPUs)`` per inference row; GPU indices, MIG starts and
+    domains follow from these. Candidates of different names can hold the same plan (a staged
     solve's master-LP path without a master prices its greedy plan on the short path's
-    multipliers).
+    multipliers). 0.03-0.14 s for 50k placements.
     """
     return frozenset(
-        [("job", p.job_id, p.piece, p.site, p.start, p.gpu_type) for p in plan.placements]
-        + [("inference", i.area, i.hour, i.site, i.gpu_type, i.gpus) for i in plan.inference])
+        [("job", p.job_id, p.piece, p.site, p.start.value, p.end.value, p.gpu_type)
+         for p in plan.placements]
+        + [("inference", i.area, i.hour.value, i.site, i.gpu_type, i.gpus)
+           for i in plan.inference])
 
 
 def best_not_repacked(cands: list[tuple[str, PlanResult]], repacked: set[frozenset],
@@ -192,8 +195,10 @@ def best_not_repacked(cands: list[tuple[str, PlanResult]], repacked: set[frozens
     """The candidate of least objective whose plan is not in ``repacked`` nor one of ``also``.
 
     Returns None when every candidate is. Keys are computed best first, so mostly for one or
-    two candidates.
+    two candidates, and not at all when there is nothing to skip.
     """
+    if not repacked and not also:
+        return min(cands, key=lambda c: c[1].totals["objective"]) if cands else None
     skip = set(repacked) | {plan_key(p) for p in also}
     for c in sorted(cands, key=lambda c: c[1].totals["objective"]):
         if plan_key(c[1]) not in skip:
@@ -205,7 +210,8 @@ def repack(st: ColgenState) -> None:
     """The one-slot repack of the best plan not repacked yet, with a share of the time left.
 
     It starts from the best candidate whose plan (:func:`plan_key`) the repack has neither
-    started from nor produced (``st.repacked``). That is the best plan so far except in a
+    started from nor produced (``st.repacked``, kept by a staged solve's short path for the
+    master-LP path). That is the best plan so far except in a
     staged solve's master-LP path, whose best is mostly the short path's repacked plan:
     there, in the 62 staged solves of the benchmark matrix with two repacks (10k jobs × 16
     sites, 48 and 72 h at 60 s, ``bench/results/matrix_2026-12-06_smooth_plan_share/``), the
@@ -249,7 +255,8 @@ def repack(st: ColgenState) -> None:
                 f"the best, {best_name} ({best_plan.totals['objective']:.3f} kg), is a plan "
                 "the repack started from or produced")
     st.cands.append((f"{start_name}{REPACKED}", repacked))
-    st.repacked.update((plan_key(start_plan), plan_key(repacked)))
+    if st.force_short:   # a staged solve's short path: the master-LP path reads them
+        st.repacked.update((plan_key(start_plan), plan_key(repacked)))
 
 
 def early_moves(st: ColgenState) -> None:
