@@ -385,6 +385,13 @@ def test_plan_notes_are_printed_as_they_are_when_grouping_them_fails(monkeypatch
     cli.print_plan(doc, [])
     shown = [ln for ln in buf.getvalue().splitlines() if ln.startswith("note: ")]
     assert shown == [f"note: {n}" for n in notes]
+    # the footer counts them as printed: one line per note, not per kind
+    buf.truncate(0)
+    buf.seek(0)
+    demo = dict(doc, workload={"source": "demo"}, notes=["workload: DEMO jobs", *notes])
+    cli.print_plan(demo, [])
+    assert ("(3 notes: 2 in the 2 lines above, one per note, and 1 in the DEMO line; "
+            "--all-notes (or --verbose) prints each)") in buf.getvalue()
 
 
 def test_sites_label_names_the_shortest_way():

@@ -7,7 +7,7 @@ from typing import Any
 from rich.markup import escape
 
 from carbonsched.cli.common import out, table
-from carbonsched.notes import NoteKind, note_line, notes_by_kind
+from carbonsched.notes import note_line, notes_by_kind
 
 
 def print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
@@ -81,22 +81,21 @@ def print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
         before = len(shown)
         shown = [n for n in shown if not n.startswith("signals: REPLAYED")]
         said_in += ["REPLAYED"] if len(shown) < before else []
+    per = "one per kind"
     try:
-        kinds = notes_by_kind(shown, doc.get("sites", []))
-        lines = [note_line(k) for k in kinds]
+        lines = [note_line(k) for k in notes_by_kind(shown, doc.get("sites", []))]
     except Exception:   # noqa: BLE001 - display only: the plan must still reach the store
-        kinds = [NoteKind("other", 1, n) for n in shown]
-        lines = list(shown)   # each note as it is: no kind was found for it
+        lines, per = list(shown), "one per note"   # each note as it is: no kind was found
     for line in lines:
         out.print(f"[dim]note: {escape(line)}[/]", highlight=False, soft_wrap=True)
-    if len(kinds) < len(notes):
+    if len(lines) < len(notes):
         # every note counted once: those the lines above sum, and those a header line said
         above = len(notes) - len(shown)
         where = " and ".join(said_in) + (" line" if len(said_in) == 1 else " lines")
-        n_lines = f"{len(kinds)} line" + ("" if len(kinds) == 1 else "s")
+        n_lines = f"{len(lines)} line" + ("" if len(lines) == 1 else "s")
         count = f"{len(notes)} note" + ("" if len(notes) == 1 else "s")
-        head = (f"{count}: {len(shown)} in the {n_lines} above, one per kind, and {above} in "
-                f"the {where}" if above else f"{count} in the {n_lines} above, one per kind")
+        head = (f"{count}: {len(shown)} in the {n_lines} above, {per}, and {above} in "
+                f"the {where}" if above else f"{count} in the {n_lines} above, {per}")
         out.print(f"[dim]({head}; --all-notes (or --verbose) prints each)[/]",
                   highlight=False, soft_wrap=True)
 
