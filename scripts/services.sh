@@ -157,9 +157,23 @@ start_slurm() {
   echo "services: Slurm clusters $CARBONSCHED_SLURM_CLUSTERS (confs in $dir, ports from $base)" >&2
 }
 
+# Every job first, then the daemons: a stopped slurmd leaves the job steps it started running
+# (slurmstepd is their parent, not slurmd), so a job that began during the run (a plan's --begin
+# at the next midnight) outlived it, its script looping in a spool folder already deleted. The
+# jobs are cancelled while the controllers answer; any step left after the daemons stop (its
+# script runs from this run's spool folders) is killed with its slurmstepd.
 _stop_slurm() {
-  local cluster cdir pidf
+  local cluster cdir pidf pid parent jobs t=0
   [ -n "${_SLURM_DIR:-}" ] || return 0
+  while read -r cluster cdir _; do
+    jobs=$(SLURM_CONF="$cdir/slurm.conf" timeout 10 squeue -h -o %i 2>/dev/null)
+    # shellcheck disable=SC2086
+    [ -z "$jobs" ] || SLURM_CONF="$cdir/slurm.conf" timeout 10 scancel --quiet $jobs 2>/dev/null
+  done <"$_SLURM_DIR/clusters.txt"
+  while pgrep -f "$_SLURM_DIR/[^ ]*/job[0-9]*/slurm_script" >/dev/null && [ $t -lt 20 ]; do
+    sleep 0.5
+    t=$((t + 1))
+  done
   while read -r cluster cdir _; do
     for pidf in "$cdir"/slurmd*.pid "$cdir/slurmctld.pid"; do
       [ -s "$pidf" ] && kill "$(cat "$pidf")" 2>/dev/null
@@ -167,6 +181,13 @@ _stop_slurm() {
   done <"$_SLURM_DIR/clusters.txt"
   [ -s "$_SLURM_DIR/munge/munged.pid" ] && kill "$(cat "$_SLURM_DIR/munge/munged.pid")" 2>/dev/null
   sleep 0.5
+  for pid in $(pgrep -f "$_SLURM_DIR/[^ ]*/job[0-9]*/slurm_script"); do
+    parent=$(ps -o ppid= -p "$pid" 2>/dev/null | tr -d ' ')
+    case "$(ps -o comm= -p "${parent:-0}" 2>/dev/null)" in
+      slurmstepd*) kill -9 "$parent" 2>/dev/null ;;
+    esac
+    kill -9 "$pid" 2>/dev/null
+  done
   _SLURM_DIR=""
 }
 

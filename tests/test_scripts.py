@@ -254,3 +254,54 @@ def test_a_private_postgres_whose_set_up_fails_leaves_no_folder(tmp_path, monkey
         pp.PrivatePostgres()
     assert len(made) == 1 and made[0].name.startswith("cs-private-pg-")
     assert not made[0].exists()
+
+
+# ---------------------------------------------------------------------- stopping the services
+def _job_scripts(services_dir: Path) -> list[int]:
+    """PIDs of the Slurm job scripts running from ``services_dir``'s spool folders."""
+    r = subprocess.run(["pgrep", "-f", f"{services_dir}/slurm/[^ ]*/job[0-9]*/slurm_script"],
+                       capture_output=True, text=True, timeout=30)
+    return [int(p) for p in r.stdout.split()]
+
+
+@pytest.mark.slurm
+def test_services_down_ends_the_jobs_still_running() -> None:
+    """A job running when the services stop ends with them: a stopped slurmd leaves its job
+    steps running, and a demo plan's jobs that began at midnight during the suite looped on
+    for a day after it, from a deleted folder."""
+    import os
+    import shutil
+    import tempfile
+    import time
+
+    if not os.environ.get("CARBONSCHED_SLURM_CONF_DIR"):
+        pytest.skip("needs root and Slurm (scripts/test starts the Slurm clusters)")
+    # not under pytest's tmp_path: munged runs as user munge, which cannot enter it
+    top = Path(tempfile.mkdtemp(prefix="carbonsched-services-test."))
+    top.chmod(0o755)
+    svc = top / "svc"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CARBONSCHED_PORT_BASE", "CARBONSCHED_SLURM", "CARBONSCHED_KUBE"))}
+    env["CARBONSCHED_SERVICES_DIR"] = str(svc)
+    up = subprocess.run(["bash", str(SERVICES), "up", "global"], cwd=ROOT, env=env,
+                        capture_output=True, text=True, timeout=600)
+    try:
+        assert up.returncode == 0, up.stderr[-3000:]
+        conf_dir = Path(re.search(r"CARBONSCHED_SLURM_CONF_DIR=(\S+)", up.stdout).group(1))
+        job_env = {**env, "SLURM_CONF": str(sorted(conf_dir.glob("*/slurm.conf"))[0])}
+        sb = subprocess.run(["sbatch", "--parsable", "--wrap", "sleep 600"], env=job_env,
+                            capture_output=True, text=True, timeout=60)
+        assert sb.returncode == 0, sb.stderr
+        for _ in range(240):
+            if _job_scripts(svc):
+                break
+            time.sleep(0.5)
+        assert _job_scripts(svc), "the job never started"
+    finally:
+        down = subprocess.run(["bash", str(SERVICES), "down"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=600)
+        left = svc.exists()
+        shutil.rmtree(top, ignore_errors=True)
+    assert down.returncode == 0, down.stderr
+    assert _job_scripts(svc) == []
+    assert not left
