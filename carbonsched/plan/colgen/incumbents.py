@@ -181,7 +181,8 @@ def plan_key(plan: PlanResult) -> frozenset:
     and ``(area, hour, site, GPU type, GPUs)`` per inference row; GPU indices, MIG starts and
     domains follow from these. Candidates of different names can hold the same plan (a staged
     solve's master-LP path without a master prices its greedy plan on the short path's
-    multipliers). 0.03-0.14 s for 50k placements.
+    multipliers). 0.03-0.14 s for 50k placements and 5k inference rows (the 2-core machine
+    of BENCHMARKS.md section 3, loaded).
     """
     return frozenset(
         [("job", p.job_id, p.piece, p.site, p.start.value, p.end.value, p.gpu_type)
@@ -211,13 +212,16 @@ def repack(st: ColgenState) -> None:
 
     It starts from the best candidate whose plan (:func:`plan_key`) the repack has neither
     started from nor produced (``st.repacked``, kept by a staged solve's short path for the
-    master-LP path). That is the best plan so far except in a
-    staged solve's master-LP path, whose best is mostly the short path's repacked plan:
-    there, in the 62 staged solves of the benchmark matrix with two repacks (10k jobs × 16
-    sites, 48 and 72 h at 60 s, ``bench/results/matrix_2026-12-06_smooth_plan_share/``), the
-    second repack gained nothing in 62 of 62, 55 of them on the short path's repacked plan.
-    That path repacks the best plan the short path did not (``st.prior_unrepacked``) or one
-    of its own instead; the note says so when the best plan is not the start.
+    master-LP path). That is the best plan so far except in a staged solve's master-LP path,
+    whose best is mostly the short path's repacked plan: there, in the 62 staged solves of
+    the benchmark matrix with two repacks (10k jobs × 16 sites, 48 and 72 h at 60 s,
+    ``bench/results/matrix_2026-12-06_smooth_plan_share/``), the second repack gained
+    nothing in 62 of 62, 55 of them on the short path's repacked plan. That path repacks the
+    best plan the short path did not (``st.prior_unrepacked``) or one of its own instead;
+    the note says so when the best plan is not the start. Side by side on the same commands,
+    where both arms' short paths ran alike, 3 of 18 plans came out lower (by up to 4.1 kg),
+    2 higher (by at most 0.06 kg), for 0.5 s more repack on average (BENCHMARKS.md section 3,
+    ``bench/results/matrix_2026-12-06_repack_next/``).
 
     :func:`~carbonsched.plan.colgen.repack.unit_repack` gets
     :attr:`ColgenOptions.repack_share` of the time left less
