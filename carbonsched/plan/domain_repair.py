@@ -11,11 +11,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import numpy as np
-
 from carbonsched.plan.domains import DOMAIN_NOTE, bound_jobs, complete_domains
 from carbonsched.plan.result import build_plan_result
-from carbonsched.plan.sets import placement_positions
+from carbonsched.plan.sets import inference_positions, placement_positions
 
 
 def with_domains(sets: Any, res: Any, given: dict[str, tuple[int, ...]] | None = None) -> Any:
@@ -46,11 +44,7 @@ def with_domains(sets: Any, res: Any, given: dict[str, tuple[int, ...]] | None =
         extra = {u.job_id: (u.reason, u.detail) for u in res.unplaced if u.job_id in dropped}
         jpos = {j.id: k for k, j in enumerate(sets.problem.jobs)}
         chosen = placement_positions(sets, res.placements)
-        alloc = np.zeros(sets.inf_sites.shape, dtype=np.int64)
-        spos = {name: i for i, name in enumerate(sets.site)}
-        dpos = {(d.area, d.hour, d.gpu_type): k for k, d in enumerate(sets.problem.inference)}
-        for ip in res.inference:
-            alloc[dpos[(ip.area, ip.hour, ip.gpu_type)], spos[ip.site]] += ip.gpus
+        alloc = inference_positions(sets, res.inference)
         new = build_plan_result(sets, chosen, alloc, res.status, res.solver,
                                 {jpos[j]: extra[j] for j in dropped})
         new.placements = [dataclasses.replace(p, domains=keep.get(p.job_id, ()))

@@ -41,7 +41,7 @@ import numpy as np
 
 from carbonsched.plan.baselines import Ledger
 from carbonsched.plan.result import PlanResult, PlanStatus, SolverRecord, build_plan_result
-from carbonsched.plan.sets import PlanSets, placement_positions
+from carbonsched.plan.sets import PlanSets, inference_positions, placement_positions
 
 MOVE_TOL_KG = 1e-9
 """A move or insertion is made only if it lowers the objective by more than this. [kg]"""
@@ -97,21 +97,7 @@ def plan_arrays(sets: PlanSets, plan: PlanResult) -> tuple[np.ndarray, np.ndarra
         demands ask for, or names a job or site the sets do not know.
     """
     chosen = placement_positions(sets, plan.placements)
-    spos = {s: i for i, s in enumerate(sets.site)}
-    by_key: dict[tuple, list[int]] = {}
-    for d, dem in enumerate(sets.problem.inference):
-        by_key.setdefault((dem.area, dem.hour, dem.gpu_type), []).append(d)
-    alloc = np.zeros(sets.inf_sites.shape, dtype=np.int64)
-    for ip in plan.inference:
-        need = int(ip.gpus)
-        for d in by_key.get((ip.area, ip.hour, ip.gpu_type), []):
-            take = min(need, int(sets.inf_gpus[d]) - int(alloc[d].sum()))
-            if take > 0:
-                alloc[d, spos[ip.site]] += take
-                need -= take
-        if need:
-            raise ValueError(f"plan serves inference {ip.area!r} at {ip.hour} "
-                             f"({ip.gpu_type}) with {need} GPUs more than demanded")
+    alloc = inference_positions(sets, plan.inference)
     return chosen, alloc
 
 

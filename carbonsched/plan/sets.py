@@ -983,6 +983,61 @@ def placement_positions(sets: PlanSets, placements) -> np.ndarray:
                          ) from None
 
 
+def inference_positions(sets: PlanSets, inference) -> np.ndarray:
+    """``(D, S)`` GPUs of each inference demand row served at each site by a plan.
+
+    A plan's inference placements merge the demands of one (area, hour, GPU type) per site,
+    and such demands may carry different SLOs (tiers). The GPUs are given back to the demand
+    rows tightest first (fewest sites within the SLO, then input order), each row taking from
+    the sites within its SLO. The sites within a tighter SLO of one area are a subset of those
+    within a looser one, so this finds an assignment within every SLO whenever one exists
+    (Hall's condition on nested sets, the one :func:`~carbonsched.plan.result.recount_violations`
+    checks). GPUs no row can take within its SLO go to rows with GPUs left, outside it, so the
+    counts still add up and a checker sees the breach.
+
+    Parameters
+    ----------
+    sets
+        Compiled sets the plan was made on.
+    inference
+        The plan's inference placements (``area``, ``hour``, ``gpu_type``, ``site``, ``gpus``).
+
+    Raises
+    ------
+    ValueError
+        A placement names a site the sets do not know, or serves an (area, hour, GPU type)
+        with more GPUs than its demands ask for.
+    """
+    spos = {s: i for i, s in enumerate(sets.site)}
+    rows: dict[tuple, list[int]] = {}
+    for d in np.lexsort((np.arange(len(sets.inf_gpus)), sets.inf_sites.sum(axis=1))).tolist():
+        dem = sets.problem.inference[d]
+        rows.setdefault((dem.area, dem.hour, dem.gpu_type), []).append(d)
+    served: dict[tuple, np.ndarray] = {}
+    for ip in inference:
+        if ip.site not in spos:
+            raise ValueError(f"plan names {ip.site!r}, which the planning sets do not know")
+        key = (ip.area, ip.hour, ip.gpu_type)
+        served.setdefault(key, np.zeros(len(sets.site), dtype=np.int64))[spos[ip.site]] += ip.gpus
+    alloc = np.zeros(sets.inf_sites.shape, dtype=np.int64)
+    for key, at in served.items():
+        ds = rows.get(key, [])
+        for within in (True, False):        # within each row's SLO first, then what is left
+            for d in ds:
+                for s in np.flatnonzero(at > 0):
+                    if within and not sets.inf_sites[d, s]:
+                        continue
+                    take = min(int(at[s]), int(sets.inf_gpus[d]) - int(alloc[d].sum()))
+                    if take > 0:
+                        alloc[d, s] += take
+                        at[s] -= take
+        if at.sum():
+            area, hour, gpu_type = key
+            raise ValueError(f"plan serves inference {area!r} at {hour} ({gpu_type}) with "
+                             f"{int(at.sum())} GPUs more than demanded")
+    return alloc
+
+
 def option_costs(sets: PlanSets, options: np.ndarray) -> np.ndarray:
     """Grid-only emissions of each option (no surplus), Σ_t w_t h kW × PUE × CI / 1000. [kg]
 

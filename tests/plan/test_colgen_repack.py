@@ -282,6 +282,24 @@ def test_two_demands_of_one_area_hour_and_type_keep_one_gpu_each():
         (i.site, i.gpus) for i in start.inference)
 
 
+def test_two_slo_tiers_of_one_area_hour_and_type_keep_their_sites():
+    # Hypothesis found it: demands (us, hour 0, H100, 1 GPU) at SLO 50 ms and at 10 ms, listed
+    # in that order; s0 (5 ms) meets both, s1 (20 ms) only the 50 ms one. The start plan serves
+    # one GPU at each; the LP's fixed allocation gave s0's GPU to the first (50 ms) demand, left
+    # the 10 ms one only s1, which breaks its SLO, and the LP had no solution
+    sites = [SiteWrapper("s0").gpus("H100", 1).latency("us", 5.0).obj(),
+             SiteWrapper("s1").gpus("H100", 1).latency("us", 20.0).obj()]
+    sets = compile_sets(problem(sites, [_job(f"j{i}", 0, 1, kw=0.5) for i in range(2)], 2,
+                                [demand("us", 0, 1, slo_ms=50.0, kw=0.5),
+                                 demand("us", 0, 1, slo_ms=10.0, kw=0.5)]))
+    start = greedy_from_sets(sets)
+    assert sorted((i.site, i.gpus) for i in start.inference) == [("s0", 1), ("s1", 1)]
+    new, rec = _repack(sets, start)
+    assert new is not None, rec.note
+    assert recount_violations(sets.problem, new) == {}
+    assert sorted((i.site, i.gpus) for i in new.inference) == [("s0", 1), ("s1", 1)]
+
+
 def test_solve_colgen_uses_the_repack(monkeypatch):
     sets = _crowded()
     res = colgen.solve_colgen(sets, 30.0, 1e-4, 1, _rec(), time.perf_counter())

@@ -158,6 +158,33 @@ def test_a_plan_without_room_in_any_domain_unplaces_the_gang_with_a_reason():
     assert any("left unplaced" in n for n in out.notes)
 
 
+def test_unplacing_a_gang_keeps_each_inference_tier_served_as_it_was():
+    """Two demands of one (area, hour, GPU type), 1 GPU each at 0.5 and 1.0 kW, the 10 ms one
+    served at the 5 ms site only: rebuilding the plan after a gang is dropped gives each row
+    back its own GPUs (it gave both to the last row, at that row's kW)."""
+    from carbonsched.plan.domain_repair import with_domains
+    from carbonsched.plan.sets import compile_sets
+
+    from .builders import demand
+
+    jobs = [JobWrapper(f"g{i}").gpus(16).max_domains(1).window(0, 1).obj() for i in range(2)]
+    serve = [SiteWrapper("near").gpus("L4", 1).latency("eu", 5.0).obj(),
+             SiteWrapper("far").gpus("L4", 1).latency("eu", 20.0).obj()]
+    prob = problem([_site(), *serve], jobs, 1,
+                   [demand("eu", 0, 1, slo_ms=50.0, gpu_type="L4", kw=0.5),
+                    demand("eu", 0, 1, slo_ms=10.0, gpu_type="L4", kw=1.0)])
+    sets = compile_sets(prob)
+    res = agnostic_plan(dataclasses.replace(prob, jobs=[dataclasses.replace(j, max_domains=None)
+                                                        for j in jobs]))
+    res.placements = [dataclasses.replace(p, domains=()) for p in res.placements]
+    assert sorted((i.site, i.gpus) for i in res.inference) == [("far", 1), ("near", 1)]
+    out = with_domains(sets, res)
+    assert [p.job_id for p in out.placements] == ["g0"]
+    assert sorted((i.site, i.energy_kwh) for i in out.inference) == sorted(
+        (i.site, i.energy_kwh) for i in res.inference)
+    assert recount_violations(prob, out) == {}
+
+
 def test_a_day_too_large_for_the_direct_milp_plans_domains_by_column_generation(monkeypatch):
     """Above the size ``auto`` gives the direct MILP, domains do not force it (at 10k jobs it ran
     four times its limit and ended on the greedy plan): column generation plans the gangs without

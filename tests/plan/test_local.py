@@ -177,6 +177,47 @@ def test_plan_arrays_rejects_more_inference_than_demanded():
         plan_arrays(sets, plan)
 
 
+def test_plan_arrays_gives_slo_tiers_sites_within_their_slo():
+    # three tiers of (eu, hour 0, H100), loosest listed first: a (2 ms) meets all three, b
+    # (8 ms) the 10 and 50 ms tiers, c (30 ms) only the 50 ms one; one GPU at each site.
+    # Given in input order, the 50 ms tier would take a's GPU and leave the 2 ms tier none
+    sites = [SiteWrapper(n).gpus("H100", 1).latency("eu", ms).obj()
+             for n, ms in (("a", 2.0), ("b", 8.0), ("c", 30.0))]
+    sets = compile_sets(problem(sites, [], 1, [demand("eu", 0, 1, slo_ms=50.0),
+                                               demand("eu", 0, 1, slo_ms=10.0),
+                                               demand("eu", 0, 1, slo_ms=5.0)]))
+    served = np.eye(3, dtype=np.int64)[::-1]        # demand 0 at c, 1 at b, 2 at a
+    plan = build_plan_result(sets, np.zeros((0, 3), dtype=np.int64), served.copy(),
+                             PlanStatus.FEASIBLE, _rec())
+    plan.inference.sort(key=lambda i: i.site)       # a plan's order says nothing of tiers
+    assert [i.site for i in plan.inference] == ["a", "b", "c"]
+    alloc = plan_arrays(sets, plan)[1]
+    assert alloc.tolist() == served.tolist()
+    assert not (alloc & ~sets.inf_sites).any()
+
+
+def test_plan_arrays_keeps_a_gpu_served_outside_every_slo_counted():
+    # a GPU at c (30 ms) for a 10 ms demand has no row within its SLO: it is still given to
+    # the demand, so the counts add up and the recount sees the breach
+    sites = [SiteWrapper(n).gpus("H100", 1).latency("eu", ms).obj()
+             for n, ms in (("a", 2.0), ("c", 30.0))]
+    sets = compile_sets(problem(sites, [], 1, [demand("eu", 0, 2, slo_ms=10.0)]))
+    plan = build_plan_result(sets, np.zeros((0, 3), dtype=np.int64), np.array([[1, 1]]),
+                             PlanStatus.FEASIBLE, _rec())
+    assert plan_arrays(sets, plan)[1].tolist() == [[1, 1]]
+    assert recount_violations(sets.problem, plan) != {}
+
+
+def test_plan_arrays_rejects_an_unknown_site():
+    site = SiteWrapper("a").gpus("H100", 1).latency("eu", 5).obj()
+    sets = compile_sets(problem([site], [], 1, [demand("eu", 0, 1)]))
+    plan = build_plan_result(sets, np.zeros((0, 3), dtype=np.int64), np.array([[1]]),
+                             PlanStatus.FEASIBLE, _rec())
+    plan.inference[0] = dataclasses.replace(plan.inference[0], site="ghost")
+    with pytest.raises(ValueError, match="'ghost'"):
+        plan_arrays(sets, plan)
+
+
 def test_plan_arrays_rejects_an_unknown_job():
     site = SiteWrapper("a").gpus("H100", 1).obj()
     sets = compile_sets(problem([site], [_job("j", 0, 2)], 2))

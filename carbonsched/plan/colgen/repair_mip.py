@@ -31,7 +31,7 @@ from carbonsched.plan.gap import ABS_GAP_KG
 from carbonsched.plan.highs import mip_dual_bound, run_highs
 from carbonsched.plan.model import cover_index
 from carbonsched.plan.result import PlanResult, PlanStatus, SolverRecord, build_plan_result
-from carbonsched.plan.sets import PlanSets, enumerate_options
+from carbonsched.plan.sets import PlanSets, enumerate_options, inference_positions
 
 
 def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
@@ -354,24 +354,11 @@ def _start_vector(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult,
         np.zeros(len(lay.reps), dtype=np.int64)
     for c, i in c_pos.items():
         x_u[i] = lay.mult[c] - placed[c]
-    spos = {s: i for i, s in enumerate(sets.site)}
-    alloc = {}
-    for ip in plan.inference:
-        alloc.setdefault((ip.area, ip.hour, ip.gpu_type, ip.site), 0)
-        alloc[(ip.area, ip.hour, ip.gpu_type, ip.site)] += ip.gpus
-    x_y = []
-    prob = sets.problem
-    taken: dict[tuple, int] = {}
-    left = sets.inf_gpus.astype(np.int64).copy()    # each demand row's GPUs not yet given
-    for d, s in fx["ys"].tolist():
-        dem = prob.inference[d]
-        k = (dem.area, dem.hour, dem.gpu_type, sets.site[s])
-        have = alloc.get(k, 0) - taken.get(k, 0)
-        v = min(have, int(left[d]))     # two demands of one (area, hour, GPU type) share it
-        taken[k] = taken.get(k, 0) + v
-        left[d] -= v
-        x_y.append(v)
-    del spos
+    try:
+        alloc = inference_positions(sets, plan.inference)
+    except ValueError:                  # serves more than demanded: not a start to keep
+        return None
+    x_y = [int(alloc[d, s]) for d, s in fx["ys"].tolist()]
     g_rep, kw_rep = usage(sets, po, np.ones(len(po), dtype=np.int64))
     x_run = [g_rep.reshape(-1), kw_rep.reshape(-1).copy()] if lay.flow else []
     e_rep = usage(sets, po, np.ones(len(po), dtype=np.int64), energy=True)[1]
