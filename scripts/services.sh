@@ -165,12 +165,13 @@ start_slurm() {
 _stop_slurm() {
   local cluster cdir pidf pid parent jobs t=0
   [ -n "${_SLURM_DIR:-}" ] || return 0
+  local scripts="$_SLURM_DIR/[^ ]*/job[0-9]*/slurm_script"   # a job's script, as pgrep -f sees it
   while read -r cluster cdir _; do
     jobs=$(SLURM_CONF="$cdir/slurm.conf" timeout 10 squeue -h -o %i 2>/dev/null)
     # shellcheck disable=SC2086
     [ -z "$jobs" ] || SLURM_CONF="$cdir/slurm.conf" timeout 10 scancel --quiet $jobs 2>/dev/null
   done <"$_SLURM_DIR/clusters.txt"
-  while pgrep -f "$_SLURM_DIR/[^ ]*/job[0-9]*/slurm_script" >/dev/null && [ $t -lt 20 ]; do
+  while pgrep -f "$scripts" >/dev/null && [ $t -lt 20 ]; do
     sleep 0.5
     t=$((t + 1))
   done
@@ -181,7 +182,7 @@ _stop_slurm() {
   done <"$_SLURM_DIR/clusters.txt"
   [ -s "$_SLURM_DIR/munge/munged.pid" ] && kill "$(cat "$_SLURM_DIR/munge/munged.pid")" 2>/dev/null
   sleep 0.5
-  for pid in $(pgrep -f "$_SLURM_DIR/[^ ]*/job[0-9]*/slurm_script"); do
+  for pid in $(pgrep -f "$scripts"); do
     parent=$(ps -o ppid= -p "$pid" 2>/dev/null | tr -d ' ')
     case "$(ps -o comm= -p "${parent:-0}" 2>/dev/null)" in
       slurmstepd*) kill -9 "$parent" 2>/dev/null ;;

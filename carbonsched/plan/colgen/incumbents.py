@@ -198,11 +198,9 @@ def best_not_repacked(cands: list[tuple[str, PlanResult]], repacked: set[frozens
     Returns None when every candidate is. Keys are computed best first, so mostly for one or
     two candidates, and not at all when there is nothing to skip.
     """
-    if not repacked and not also:
-        return min(cands, key=lambda c: c[1].totals["objective"]) if cands else None
     skip = set(repacked) | {plan_key(p) for p in also}
     for c in sorted(cands, key=lambda c: c[1].totals["objective"]):
-        if plan_key(c[1]) not in skip:
+        if not skip or plan_key(c[1]) not in skip:
             return c
     return None
 
