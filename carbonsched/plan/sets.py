@@ -663,7 +663,8 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
     Raises
     ------
     InputError
-        Duplicate site or job ids, or incomplete signals.
+        Duplicate site or job ids, incomplete signals, an inference demand outside the slots,
+        or inference demands of one area, hour and GPU type at different powers per GPU.
     UnknownSiteError
         Running work at a site the problem lacks.
     TimeAxisError
@@ -829,7 +830,17 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
     inf_kw = np.zeros(n_d, dtype=float)
     inf_sites = np.zeros((n_d, n_s), dtype=bool)
     slot_pos = {ts: i for i, ts in enumerate(problem.slots)}
+    kw_of_key: dict[tuple, float] = {}
     for d, dem in enumerate(problem.inference):
+        kw_key = kw_of_key.setdefault((dem.area, dem.hour, dem.gpu_type), dem.power_per_gpu_kw)
+        if kw_key != dem.power_per_gpu_kw:
+            # a plan's placements merge the demands of one (area, hour, GPU type) per site,
+            # and the recount prices them at one power per GPU
+            raise InputError(
+                f"inference demands of area {dem.area!r} at {dem.hour.isoformat()} "
+                f"({dem.gpu_type}) give {kw_key:g} and {dem.power_per_gpu_kw:g} kW per GPU; "
+                "demands of one area, hour and GPU type are served by GPUs of one power: give "
+                "them the same power_per_gpu_kw")
         if dem.hour not in slot_pos:
             raise InputError(
                 f"inference demand of area {dem.area!r} at {dem.hour.isoformat()} is outside "

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from carbonsched.errors import InputError
 from carbonsched.plan import score_plan
 from carbonsched.plan.baselines import greedy_from_sets
 from carbonsched.plan.colgen import ColgenOptions, moves_hold_s, solve_colgen
@@ -206,6 +207,22 @@ def test_plan_arrays_keeps_a_gpu_served_outside_every_slo_counted():
                              PlanStatus.FEASIBLE, _rec())
     assert plan_arrays(sets, plan)[1].tolist() == [[1, 1]]
     assert recount_violations(sets.problem, plan) != {}
+
+
+@pytest.mark.parametrize("second_kw", [1.0, 0.5])
+def test_inference_tiers_of_one_key_must_share_their_power(second_kw):
+    # the plan merges one (area, hour, GPU type) per site and the recount prices it at one
+    # power per GPU: tiers at 0.5 and 1.0 kW are refused by name, at 0.5 and 0.5 compiled
+    site = SiteWrapper("a").gpus("H100", 2).latency("eu", 5).obj()
+    prob = problem([site], [], 1, [demand("eu", 0, 1, slo_ms=50.0, kw=0.5),
+                                   demand("eu", 0, 1, slo_ms=10.0, kw=second_kw)])
+    if second_kw == 0.5:
+        assert compile_sets(prob).inf_kw_per_gpu.tolist() == [0.5, 0.5]
+        return
+    with pytest.raises(InputError, match=r"inference demands of area 'eu' at 2023-07-15T00:00:00"
+                                         r"\+00:00 \(H100\) give 0\.5 and 1 kW per GPU; .* give "
+                                         r"them the same power_per_gpu_kw"):
+        compile_sets(prob)
 
 
 def test_plan_arrays_rejects_an_unknown_site():
