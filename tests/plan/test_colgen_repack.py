@@ -229,10 +229,31 @@ def test_no_lp_solved_in_time_is_noted(monkeypatch):
         return real(h)
 
     monkeypatch.setattr(repair_mip, "run_highs", stopped)
-    new, rec = _repack(sets, greedy_from_sets(sets), seconds=7.0)
+    so: dict = {}
+    cls = job_classes(sets)
+    new = unit_repack(sets, make_layout(sets, cls), cls, greedy_from_sets(sets), 1, 7.0,
+                      lambda m: None, rec := _rec(), status_out=so)
     assert new is None
+    assert so["time_limited"] is True           # a longer limit may repack this start
     assert re.search(r"one-slot repack gave no plan: the LP over \d+ one-GPU, one-slot jobs has "
                      r"no solution \(HiGHS: Time limit reached; limit 7\.0 s\)", rec.note)
+
+
+@pytest.mark.parametrize(("max_options", "s_per_option", "limited"), [
+    (10, 0.0, False),         # over the option cap: no limit repacks it
+    (10**6, 1.0, True),       # within the cap, about n_opts s expected, more than 30 s given
+])
+def test_a_skipped_repack_says_whether_the_time_was_why(max_options, s_per_option, limited):
+    sets = _crowded()
+    cls = job_classes(sets)
+    n_opts = len(enumerate_options(sets, cls.rep[unit_classes(sets, cls)]))
+    assert n_opts > 30       # over a cap of 10, and n_opts x 1 s over the 30 s limit
+    so: dict = {}
+    opts = ColgenOptions(repack_max_options=max_options, repack_s_per_option=s_per_option)
+    new = unit_repack(sets, make_layout(sets, cls), cls, greedy_from_sets(sets), 1, 30.0,
+                      lambda m: None, rec := _rec(), options=opts, status_out=so)
+    assert new is None and "one-slot repack skipped" in rec.note
+    assert so["time_limited"] is limited
 
 
 @pytest.mark.parametrize("slo_ms", [10.0, 30.0])

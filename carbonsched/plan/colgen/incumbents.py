@@ -210,7 +210,8 @@ def repack(st: ColgenState) -> None:
 
     It starts from the best candidate whose plan (:func:`plan_key`) the repack has neither
     started from nor produced (``st.repacked``, kept by a staged solve's short path for the
-    master-LP path). That is the best plan so far except in a staged solve's master-LP path,
+    master-LP path; a start that gave no plan for a reason more time does not change counts
+    as repacked). That is the best plan so far except in a staged solve's master-LP path,
     whose best is mostly the short path's repacked plan: there, in the 62 staged solves of
     the benchmark matrix with two repacks (10k jobs × 16 sites, 48 and 72 h at 60 s,
     ``bench/results/matrix_2026-12-06_smooth_plan_share/``), the second repack gained
@@ -245,10 +246,15 @@ def repack(st: ColgenState) -> None:
         return
     start_name, start_plan = start
     lp_s = max(opt.repack_share * (st.left() - reserve_s) - st.t_pg, 0.0)
+    so: dict = {}
     repacked = unit_repack(st.sets, st.lay, st.cls, start_plan, st.threads, lp_s,
-                           st.say, st.rec,
-                           prices=(st.rank_kw, st.lam_c), greedy_s=st.t_pg, options=opt)
+                           st.say, st.rec, prices=(st.rank_kw, st.lam_c), greedy_s=st.t_pg,
+                           options=opt, status_out=so)
     if repacked is None:
+        if st.force_short and not so.get("time_limited"):
+            # no plan for a reason more time does not change: the master-LP path repacks
+            # another plan; one cut short by the time it may repack again with more
+            st.repacked.add(plan_key(start_plan))
         return
     best_name, best_plan = st.best()
     if best_plan is not start_plan:

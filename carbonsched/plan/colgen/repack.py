@@ -25,7 +25,8 @@ from carbonsched.plan.sets import PlanSets, enumerate_options, placement_positio
 def unit_repack(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult, threads: int,
                 seconds: float, say, rec: SolverRecord,
                 prices: tuple[np.ndarray, np.ndarray] | None = None, greedy_s: float = 0.0,
-                options: ColgenOptions | None = None) -> PlanResult | None:
+                options: ColgenOptions | None = None,
+                status_out: dict | None = None) -> PlanResult | None:
     """Re-place every one-GPU, one-slot job of ``plan`` by an LP, the rest of the plan fixed.
 
     With every other job's placement and the inference allocation fixed, these jobs form a
@@ -72,6 +73,10 @@ def unit_repack(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult, thr
     options
         :attr:`ColgenOptions.repack_max_options`, :attr:`ColgenOptions.repack_s_per_option`,
         :attr:`ColgenOptions.repack_price_k` and the repair's settings (defaults when None).
+    status_out
+        If given, gets ``"time_limited"`` when no plan came back because of the time: the
+        options were within their cap but more than ``seconds`` would solve, or the LP
+        stopped at its limit. A longer limit could repack the same start then.
 
     Returns
     -------
@@ -106,6 +111,8 @@ def unit_repack(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult, thr
         add_note(rec, f"one-slot repack skipped: {what}, {n_opts} options (at most "
               f"{opt.repack_max_options}), about {expected_s:.2f} s expected, {seconds:.2f} s "
               "available")
+        if status_out is not None:
+            status_out["time_limited"] = n_opts <= opt.repack_max_options
         return None
     if opt.repack_price_k > 0:
         # start from the plan's own options and each class's cheapest ones; the pricing
@@ -124,6 +131,8 @@ def unit_repack(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult, thr
         why = status.get("status", "not run")
         add_note(rec, f"one-slot repack gave no plan: the LP over {what} has no solution "
               f"(HiGHS: {why}; limit {seconds:.1f} s)")
+        if status_out is not None:
+            status_out["time_limited"] = bool(status.get("time_limited"))
         return None
     chosen, alloc, integral, _ = out
     new = build_plan_result(sets, chosen, alloc, PlanStatus.FEASIBLE, rec)

@@ -53,9 +53,10 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
     the repair classes are priced on its duals (:func:`price`, up to ``price_k`` new options per
     class) and the options of negative reduced cost added, until there are none (the LP over every
     option of the repair classes is then solved) or the time is up. ``status_out``, if given, gets
-    ``"status"`` (HiGHS's model status of the last run) and ``"complete"`` (whether the pricing
-    ended with no option left to add). ``options`` (defaults when None) gives the HiGHS heuristic
-    effort, the pricing and rounding tolerances and the log file (:attr:`ColgenOptions.repair_log`).
+    ``"status"`` (HiGHS's model status of the last run), ``"time_limited"`` (that status is the
+    time limit) and ``"complete"`` (whether the pricing ended with no option left to add).
+    ``options`` (defaults when None) gives the HiGHS heuristic effort, the pricing and rounding
+    tolerances and the log file (:attr:`ColgenOptions.repair_log`).
 
     Parameters
     ----------
@@ -160,6 +161,8 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
                                          t_run, opt.repack_rc_tol, opt.price_chunk)
         if status_out is not None:
             status_out["status"] = h.modelStatusToString(h.getModelStatus())
+            status_out["time_limited"] = (h.getModelStatus()
+                                          == highspy.HighsModelStatus.kTimeLimit)
             status_out["complete"] = complete
         if val is None:
             return None
