@@ -75,6 +75,8 @@ class FlexAction:
     """IT power shed during the event. [kW]"""
     delay_minutes: float
     """How much later the job ends. [min]"""
+    gpu_type: str = ""
+    """GPU type of a ``serve_cap`` action's serving GPUs (empty for the other levers)."""
 
 
 @dataclass
@@ -281,21 +283,37 @@ def flex_band(problem: Any, result: Any, notice_hours: float = DEFAULT_NOTICE_HO
     if caps:
         idle = _idle_gpus(problem, result)
         kw_per = {(d.area, d.hour, d.gpu_type): d.power_per_gpu_kw for d in problem.inference}
-        for ip in sorted(result.inference, key=lambda i: (i.site, i.hour, -i.gpus, i.area)):
-            key = (ip.site, ip.hour, ip.gpu_type)
-            kw = kw_per.get((ip.area, ip.hour, ip.gpu_type))
-            if ip.hour not in in_horizon or kw is None or ip.gpus <= 0:
+        serving = serving_gpus(result)
+        for (site, hour, area, gpu_type), gpus in sorted(
+                serving.items(), key=lambda kv: (kv[0][0], kv[0][1], -kv[1], kv[0][2:])):
+            key = (site, hour, gpu_type)
+            kw = kw_per.get((area, hour, gpu_type))
+            if hour not in in_horizon or kw is None or gpus <= 0:
                 continue
-            got = serving_cap(ip.gpus, kw, levels_for(ip.gpu_type, caps), idle.get(key, 0))
+            got = serving_cap(gpus, kw, levels_for(gpu_type, caps), idle.get(key, 0))
             if got is None:
                 continue
             shed, extra = got
             idle[key] = idle.get(key, 0) - extra
-            band.flex_it_kw[(ip.site, ip.hour)] = band.flex_it_kw.get((ip.site, ip.hour),
-                                                                      0.0) + shed
-            band.actions.append(FlexAction(ip.site, ip.hour, SERVING_PREFIX + ip.area, 0,
-                                           "serve_cap", shed, 0.0))
+            band.flex_it_kw[(site, hour)] = band.flex_it_kw.get((site, hour), 0.0) + shed
+            band.actions.append(FlexAction(site, hour, SERVING_PREFIX + area, 0, "serve_cap",
+                                           shed, 0.0, gpu_type=gpu_type))
     return band
+
+
+def serving_gpus(result: Any) -> dict[tuple[str, pd.Timestamp, str, str], int]:
+    """A plan's serving GPUs per ``(site, hour, area, GPU type)``. [-]
+
+    A plan has one inference placement per demand row and site, so one area can be served
+    at a site by several rows (SLO tiers) and of several GPU types: a serving cap applies
+    to all GPUs of one type serving the area there, which are one pool. ``result`` is a
+    :class:`~carbonsched.plan.result.PlanResult` (its ``inference``).
+    """
+    out: dict[tuple[str, pd.Timestamp, str, str], int] = {}
+    for ip in result.inference:
+        k = (ip.site, ip.hour, ip.area, ip.gpu_type)
+        out[k] = out.get(k, 0) + int(ip.gpus)
+    return out
 
 
 def recount_flex(problem: Any, result: Any, band: FlexBand, tol_kw: float = 1e-6) -> int:
@@ -334,21 +352,22 @@ def recount_flex(problem: Any, result: Any, band: FlexBand, tol_kw: float = 1e-6
     for p in result.placements:
         pieces[p.job_id] = pieces.get(p.job_id, 0) + 1
     valid: dict[tuple[str, pd.Timestamp], float] = {}
-    seen: set[tuple[str, int, pd.Timestamp]] = set()
+    seen: set[tuple] = set()
     # serve_cap: the serving GPUs and idle GPUs of this plan, recomputed
     idle = _idle_gpus(problem, result) if band.caps else {}
-    serving = {(ip.site, ip.hour, ip.area): ip for ip in result.inference}
+    serving = serving_gpus(result)
     kw_per = {(d.area, d.hour, d.gpu_type): d.power_per_gpu_kw for d in problem.inference}
     for a in band.actions:
         if a.lever == "serve_cap":
-            ip = serving.get((a.site, a.hour, a.job_id[len(SERVING_PREFIX):]))
-            kw_g = kw_per.get((ip.area, ip.hour, ip.gpu_type)) if ip is not None else None
-            mark = (a.job_id, -1, a.hour)
-            if (ip is None or kw_g is None or not a.job_id.startswith(SERVING_PREFIX)
+            area = a.job_id[len(SERVING_PREFIX):]
+            gpus = serving.get((a.site, a.hour, area, a.gpu_type))
+            kw_g = kw_per.get((area, a.hour, a.gpu_type))
+            mark = (a.job_id, a.site, a.hour, a.gpu_type)    # one pool, shed once
+            if (gpus is None or kw_g is None or not a.job_id.startswith(SERVING_PREFIX)
                     or mark in seen or not band.caps):
                 continue
-            key = (a.site, a.hour, ip.gpu_type)
-            got = serving_cap(ip.gpus, kw_g, levels_for(ip.gpu_type, band.caps),
+            key = (a.site, a.hour, a.gpu_type)
+            got = serving_cap(gpus, kw_g, levels_for(a.gpu_type, band.caps),
                               idle.get(key, 0))
             if got is None:
                 continue

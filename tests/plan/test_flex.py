@@ -145,6 +145,51 @@ def test_serving_caps_shed_what_the_curve_leaves_once_throughput_is_kept(gpus_at
     assert score_plan(p, res, flex=band).flex_overpromise == 0
 
 
+def _served(sites, demands, alloc, hours=1):
+    """A plan serving ``demands`` as ``alloc`` ((D, S) GPUs), no jobs."""
+    import numpy as np
+
+    from carbonsched.plan.result import SolverRecord, build_plan_result
+    from carbonsched.plan.sets import compile_sets
+
+    p = problem(sites, [], hours, inference=demands, ci=ci(hours))
+    sets = compile_sets(p)
+    rec = SolverRecord(name="test", status=PlanStatus.FEASIBLE, build_seconds=0.0,
+                       solve_seconds=0.0)
+    return p, build_plan_result(sets, np.zeros((0, 3), dtype=np.int64), np.array(alloc),
+                                PlanStatus.FEASIBLE, rec)
+
+
+@pytest.mark.parametrize("case", ["two sites", "two tiers at one site", "two GPU types"])
+def test_every_serving_pool_is_capped_once_and_the_recount_agrees(case):
+    # the recount kept one placement per (site, hour, area), without the GPU type, and took
+    # a second action of one area and hour as a repeat: a band of 28 GPUs serving at each of
+    # two sites was counted over-promised, and so were two tiers or two GPU types at a site
+    if case == "two sites":
+        sites = [SiteWrapper(n).gpus("H100", 32).latency("eu", 5).obj() for n in "ab"]
+        demands, alloc = [demand("eu", 0, 56)], [[28, 28]]
+        pools = {("a", "H100"): 28, ("b", "H100"): 28}
+    elif case == "two tiers at one site":
+        sites = [SiteWrapper("a").gpus("H100", 64).latency("eu", 5).obj()]
+        demands = [demand("eu", 0, 14, slo_ms=50.0), demand("eu", 0, 14, slo_ms=10.0)]
+        alloc, pools = [[14], [14]], {("a", "H100"): 28}
+    else:
+        sites = [SiteWrapper("a").gpus("H100", 32).gpus("A100", 32).latency("eu", 5).obj()]
+        demands = [demand("eu", 0, 28), demand("eu", 0, 28, gpu_type="A100")]
+        alloc, pools = [[28], [28]], {("a", "H100"): 28, ("a", "A100"): 28}
+    p, res = _served(sites, demands, alloc)
+    band = flex_band(p, res, 4, 3, caps=CAPS)
+    acts = sorted((a.site, a.gpu_type, a.shed_it_kw) for a in band.actions)
+    # each pool of 28 GPUs with 4 idle: the 0.6 cap keeps the throughput on 30, as above
+    assert acts == sorted((s, g, pytest.approx(n - 30 * 0.808)) for (s, g), n in pools.items())
+    assert recount_flex(p, res, band) == 0
+    assert score_plan(p, res, flex=band).flex_overpromise == 0
+    # known bad, at the limit: one pool's action stated twice is one too many
+    band.actions.append(band.actions[0])
+    band.flex_it_kw[(band.actions[0].site, at(0))] += band.actions[0].shed_it_kw
+    assert recount_flex(p, res, band) == 1
+
+
 def test_the_recount_catches_serving_caps_that_need_gpus_the_site_does_not_have():
     s = SiteWrapper("a").gpus("H100", 29).latency("eu", 5).obj()      # 1 idle GPU
     p = problem([s], [], 6, inference=[demand("eu", h, 28) for h in range(6)], ci=ci(6))
