@@ -22,6 +22,13 @@ def with_domains(sets: Any, res: Any, given: dict[str, tuple[int, ...]] | None =
     :func:`carbonsched.plan.domains.complete_domains` (the solver's domains, first-fit for
     the rest); when a gang had no room it is unplaced and the plan's totals are recomputed
     from the remaining placements, with a note naming how many.
+
+    Raises
+    ------
+    ValueError
+        Rebuilding the plan, when ``res`` names a job or site the sets do not know or serves
+        an inference (area, hour, GPU type) with more GPUs than demanded
+        (:func:`~carbonsched.plan.sets.inference_positions`).
     """
     if not bound_jobs(sets.problem):
         return res

@@ -663,8 +663,9 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
     Raises
     ------
     InputError
-        Duplicate site or job ids, incomplete signals, an inference demand outside the slots,
-        or inference demands of one area, hour and GPU type at different powers per GPU.
+        Duplicate site or job ids, incomplete signals, an inference demand outside the slots
+        or running past the horizon's end, or inference demands of one area, hour and GPU
+        type at different powers per GPU.
     UnknownSiteError
         Running work at a site the problem lacks.
     TimeAxisError
@@ -838,7 +839,7 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
             # and the recount prices them at one power per GPU
             raise InputError(
                 f"inference demands of area {dem.area!r} at {dem.hour.isoformat()} "
-                f"({dem.gpu_type}) give {kw_key:g} and {dem.power_per_gpu_kw:g} kW per GPU; "
+                f"({dem.gpu_type}) give {kw_key!r} and {dem.power_per_gpu_kw!r} kW per GPU; "
                 "demands of one area, hour and GPU type are served by GPUs of one power: give "
                 "them the same power_per_gpu_kw")
         if dem.hour not in slot_pos:
@@ -1012,6 +1013,12 @@ def inference_positions(sets: PlanSets, inference) -> np.ndarray:
         Compiled sets the plan was made on.
     inference
         The plan's inference placements (``area``, ``hour``, ``gpu_type``, ``site``, ``gpus``).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(D, S)`` int64 GPUs of each demand row (:attr:`PlanSets.inf_gpus` order) served at
+        each site. [-]
 
     Raises
     ------

@@ -250,19 +250,6 @@ def repack_starts(monkeypatch):
     return starts
 
 
-@pytest.fixture
-def repack_starts_timed(monkeypatch):
-    # no plan because of the time: the options needed more than the limit, or the LP stopped
-    starts = []
-
-    def timed(*a, status_out=None, **k):
-        starts.append(a[3])
-        status_out["time_limited"] = True
-
-    monkeypatch.setattr(incumbents, "unit_repack", timed)
-    return starts
-
-
 def test_the_repack_skips_a_plan_it_started_from_or_made_whatever_its_name(repack_starts):
     # the master-LP path's "priced greedy" can be the short path's plan under another name
     st = _state(10.0)
@@ -316,17 +303,28 @@ def test_nothing_is_repacked_when_every_candidate_was(repack_starts):
     assert repack_starts == []
 
 
-def test_a_start_the_short_path_could_not_repack_is_not_tried_again(repack_starts):
-    # the short path's repack gave no plan (no solution, or its limit): the master-LP path,
-    # which reads st.repacked, starts from the next best plan instead of the same one
+@pytest.mark.parametrize(("time_limited", "second"), [(False, "runner_up"), (True, "best")])
+def test_a_start_the_short_path_could_not_repack_is_tried_again_only_for_time(
+        monkeypatch, time_limited, second):
+    # the short path's repack gave no plan: for a reason more time does not change (no
+    # solution, its options over the cap), the master-LP path, which reads st.repacked,
+    # starts from the next best plan; cut short by the time, it may repack the same again
+    starts = []
+
+    def no_plan(*a, status_out=None, **k):
+        starts.append(a[3])
+        status_out["time_limited"] = time_limited
+
+    monkeypatch.setattr(incumbents, "unit_repack", no_plan)
     st = _state(10.0)
-    best, runner_up = _plan(1.0, ("j1", 0)), _plan(2.0, ("j1", 1))
-    st.cands = [("priced greedy", best), ("LP rounding + priced greedy", runner_up)]
+    plans = {"best": _plan(1.0, ("j1", 0)), "runner_up": _plan(2.0, ("j1", 1))}
+    st.cands = [("priced greedy", plans["best"]),
+                ("LP rounding + priced greedy", plans["runner_up"])]
     st.force_short = True
     incumbents.repack(st)
     st.force_short = False                    # the master-LP path, the same candidates
     incumbents.repack(st)
-    assert repack_starts == [best, runner_up]
+    assert starts == [plans["best"], plans[second]]
 
 
 def test_a_start_a_lone_path_could_not_repack_is_not_recorded(repack_starts):
@@ -336,14 +334,3 @@ def test_a_start_a_lone_path_could_not_repack_is_not_recorded(repack_starts):
     incumbents.repack(st)
     assert st.repacked == set()
 
-
-def test_a_start_the_short_path_ran_out_of_time_on_is_repacked_again(repack_starts_timed):
-    # the master-LP path has more time: the same best start may repack now
-    st = _state(10.0)
-    best, runner_up = _plan(1.0, ("j1", 0)), _plan(2.0, ("j1", 1))
-    st.cands = [("priced greedy", best), ("LP rounding + priced greedy", runner_up)]
-    st.force_short = True
-    incumbents.repack(st)
-    st.force_short = False
-    incumbents.repack(st)
-    assert repack_starts_timed == [best, best]

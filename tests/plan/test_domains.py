@@ -158,12 +158,19 @@ def test_a_plan_without_room_in_any_domain_unplaces_the_gang_with_a_reason():
     assert any("left unplaced" in n for n in out.notes)
 
 
-def test_unplacing_a_gang_keeps_each_inference_tier_served_as_it_was():
+def test_unplacing_a_gang_keeps_each_inference_tier_served_as_it_was(monkeypatch):
     """Two demands of one (area, hour, GPU type), 1 GPU each, the 10 ms one served at the 5 ms
-    site only: the plan rebuilt after a gang is dropped serves both tiers where the plan did,
-    within their SLOs, at the same energy."""
+    site only: the plan rebuilt after a gang is dropped gives each demand row its own GPU
+    within its SLO (it gave both to the last row), and serves where the plan did."""
+    from carbonsched.plan import domain_repair
     from carbonsched.plan.domain_repair import with_domains
     from carbonsched.plan.sets import compile_sets
+
+    rebuilt = []
+    real = domain_repair.build_plan_result
+    monkeypatch.setattr(domain_repair, "build_plan_result",
+                        lambda sets, chosen, alloc, *a, **k: rebuilt.append(alloc.copy())
+                        or real(sets, chosen, alloc, *a, **k))
 
     from .builders import demand
 
@@ -180,6 +187,9 @@ def test_unplacing_a_gang_keeps_each_inference_tier_served_as_it_was():
     assert sorted((i.site, i.gpus) for i in res.inference) == [("far", 1), ("near", 1)]
     out = with_domains(sets, res)
     assert [p.job_id for p in out.placements] == ["g0"]
+    (alloc,) = rebuilt
+    assert alloc.sum(axis=1).tolist() == [1, 1]             # each row its own GPU
+    assert not (alloc.astype(bool) & ~sets.inf_sites).any()  # within its SLO
     assert sorted((i.site, i.gpus, i.energy_kwh) for i in out.inference) == sorted(
         (i.site, i.gpus, i.energy_kwh) for i in res.inference)
     assert recount_violations(prob, out) == {}

@@ -220,7 +220,7 @@ def test_inference_tiers_of_one_key_must_share_their_power(second_kw):
         assert compile_sets(prob).inf_kw_per_gpu.tolist() == [0.5, 0.5]
         return
     with pytest.raises(InputError, match=r"inference demands of area 'eu' at 2023-07-15T00:00:00"
-                                         r"\+00:00 \(H100\) give 0\.5 and 1 kW per GPU; .* give "
+                                         r"\+00:00 \(H100\) give 0\.5 and 1\.0 kW per GPU; .* give "
                                          r"them the same power_per_gpu_kw"):
         compile_sets(prob)
 

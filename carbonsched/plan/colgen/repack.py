@@ -74,9 +74,11 @@ def unit_repack(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult, thr
         :attr:`ColgenOptions.repack_max_options`, :attr:`ColgenOptions.repack_s_per_option`,
         :attr:`ColgenOptions.repack_price_k` and the repair's settings (defaults when None).
     status_out
-        If given, gets ``"time_limited"`` when no plan came back because of the time: the
-        options were within their cap but more than ``seconds`` would solve, or the LP
-        stopped at its limit. A longer limit could repack the same start then.
+        If given and the LP was considered, gets ``"time_limited"``: True when no plan came
+        back because of the time (the options within their cap but more than ``seconds``
+        would solve, or the LP stopped at its limit), so that a longer limit could repack the
+        same start; False when the options are over the cap or the LP ended otherwise. Left
+        unset when there is nothing to re-place or the start serves too little inference.
 
     Returns
     -------

@@ -91,7 +91,8 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
     ------
     ValueError
         ``relax`` without a start plan whose placements of the repair classes are among
-        ``opts`` (a caller's error: :func:`unit_repack` always passes them).
+        ``opts`` and whose inference :func:`~carbonsched.plan.sets.inference_positions`
+        decodes (a caller's error: :func:`unit_repack` passes such a plan).
     """
     opt = ColgenOptions() if options is None else options
     gpus_fixed, kw_fixed = usage(sets, fixed_opts, fixed_counts)
@@ -122,7 +123,8 @@ def repair(sets: PlanSets, lay: Layout, cls: Classes, fixed_opts: np.ndarray,
     if relax:
         if x0 is None:
             raise ValueError("repair(relax=True) needs a start plan whose placements of the "
-                             "repair classes are among the options")
+                             "repair classes are among the options and whose inference "
+                             "the sets know (no unknown site, no more GPUs than demanded)")
         inf_col = np.flatnonzero(fx["kinds"] == 1)
         fx["lower"][inf_col] = fx["upper"][inf_col] = x0[inf_col]
     h.addCols(nf, fx["costs"], fx["lower"], fx["upper"], len(fx["rows"]), fx["starts"],
@@ -338,7 +340,9 @@ def _start_vector(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult,
                   ) -> np.ndarray | None:
     """Column values of the repair MIP that reproduce ``plan`` on the repair classes.
 
-    ``e_fixed`` is the fixed work's IT kW weighted by the share of each slot it runs.
+    ``e_fixed`` is the fixed work's IT kW weighted by the share of each slot it runs. None
+    when a placement of the repair classes is not among ``opts``, or the plan's inference
+    names a site the sets do not know or serves more GPUs than demanded.
     """
     po = plan_options(sets, cls, plan)
     in_rep = np.zeros(len(lay.reps), dtype=bool)
@@ -359,7 +363,7 @@ def _start_vector(sets: PlanSets, lay: Layout, cls: Classes, plan: PlanResult,
         x_u[i] = lay.mult[c] - placed[c]
     try:
         alloc = inference_positions(sets, plan.inference)
-    except ValueError:                  # serves more than demanded: not a start to keep
+    except ValueError:                  # an unknown site, or more GPUs than demanded
         return None
     x_y = [int(alloc[d, s]) for d, s in fx["ys"].tolist()]
     g_rep, kw_rep = usage(sets, po, np.ones(len(po), dtype=np.int64))
