@@ -180,6 +180,11 @@ _stop_slurm() {
       [ -s "$pidf" ] && kill "$(cat "$pidf")" 2>/dev/null
     done
   done <"$_SLURM_DIR/clusters.txt"
+  # test-owned clusters (tests/dispatch/helpers.py: private_root), whose fixture's teardown a
+  # killed run never reaches
+  for pidf in "$_SLURM_DIR"/pc-*/*/slurm*.pid; do
+    [ -s "$pidf" ] && kill "$(cat "$pidf")" 2>/dev/null
+  done
   [ -s "$_SLURM_DIR/munge/munged.pid" ] && kill "$(cat "$_SLURM_DIR/munge/munged.pid")" 2>/dev/null
   sleep 0.5
   for pid in $(pgrep -f "$scripts"); do

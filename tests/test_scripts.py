@@ -257,6 +257,14 @@ def test_a_private_postgres_whose_set_up_fails_leaves_no_folder(tmp_path, monkey
 
 
 # ---------------------------------------------------------------------- stopping the services
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie counts as ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def _job_scripts(services_dir: Path) -> list[int]:
     """PIDs of the Slurm job scripts running from ``services_dir``'s spool folders."""
     r = subprocess.run(["pgrep", "-f", f"{services_dir}/slurm/[^ ]*/job[0-9]*/slurm_script"],
@@ -265,14 +273,17 @@ def _job_scripts(services_dir: Path) -> list[int]:
 
 
 @pytest.mark.slurm
-def test_services_down_ends_the_jobs_still_running() -> None:
+def test_services_down_ends_the_jobs_still_running(monkeypatch) -> None:
     """A job running when the services stop ends with them: a stopped slurmd leaves its job
     steps running, and a demo plan's jobs that began at midnight during the suite looped on
-    for a day after it, from a deleted folder."""
+    for a day after it, from a deleted folder. So does a test-owned cluster whose fixture's
+    teardown never ran: a run killed in a test's setup left its slurmctld and slurmd running."""
     import os
     import shutil
     import tempfile
     import time
+
+    from tests.dispatch.helpers import PrivateCluster
 
     if not os.environ.get("CARBONSCHED_SLURM_CONF_DIR"):
         pytest.skip("needs root and Slurm (scripts/test starts the Slurm clusters)")
@@ -297,6 +308,13 @@ def test_services_down_ends_the_jobs_still_running() -> None:
                 break
             time.sleep(0.5)
         assert _job_scripts(svc), "the job never started"
+        from carbonsched.ports import free_port_block
+
+        monkeypatch.setenv("CARBONSCHED_PORT_BASE", str(free_port_block(2) - 95))
+        own = PrivateCluster(conf_dir, "orphan", 95, {"A100": 1})
+        own.start()                                  # and never closed, as in a killed run
+        daemons = [int((own.dir / f).read_text()) for f in ("slurmctld.pid", "slurmd.pid")]
+        assert all(_alive(pid) for pid in daemons)
     finally:
         down = subprocess.run(["bash", str(SERVICES), "down"], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=600)
@@ -304,4 +322,5 @@ def test_services_down_ends_the_jobs_still_running() -> None:
         shutil.rmtree(top, ignore_errors=True)
     assert down.returncode == 0, down.stderr
     assert _job_scripts(svc) == []
+    assert [pid for pid in daemons if _alive(pid)] == []
     assert not left

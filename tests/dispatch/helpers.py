@@ -53,6 +53,17 @@ def one_plan(placements: list[dict], catalog: str = "global") -> dict:
                             "emissions_kg": 0.1} for p in placements]}
 
 
+def private_root(slurm_dir: Path) -> Path:
+    """A folder for a test-owned Slurm cluster, inside the services' Slurm folder.
+
+    ``services.sh down`` stops the daemons of every cluster there (``pc-*``), so a test run
+    killed before a fixture's teardown leaves none running; the folder goes with the
+    services' state. The name is short: slurmd's step sockets live below it, and a Unix
+    socket's path has at most 107 bytes.
+    """
+    return slurm_dir / f"pc-{uuid.uuid4().hex[:6]}"
+
+
 class PrivateCluster:
     """A test-owned Slurm cluster (one controller, one node) the test may stop, restart and
     rebuild with its state lost (job ids then start again at 1, as after a controller rebuilt
@@ -63,7 +74,7 @@ class PrivateCluster:
 
         mod = load_script("scripts/slurm_conf.py")
         base = int(os.environ.get("CARBONSCHED_PORT_BASE", 57300))
-        self.root = Path(f"/tmp/carbonsched-{name}-{uuid.uuid4().hex[:6]}")
+        self.root = private_root(slurm_dir)
         self.dir, self.node, devices = mod.write_cluster(
             self.root, name, "ca-on-toronto", "global", gpus, base + offset, base + offset + 1,
             str(slurm_dir / "munge" / "munge.socket"), message_timeout_s=3)

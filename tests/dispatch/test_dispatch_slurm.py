@@ -34,7 +34,7 @@ from carbonsched.store import Store
 from carbonsched.store.models import DispatchRow
 from tests.scriptload import load_script
 
-from .helpers import future_plan, squeue_jobs
+from .helpers import future_plan, private_root, squeue_jobs
 
 pytestmark = pytest.mark.slurm
 CLUSTERS = ("ontario", "saopaulo", "britain")
@@ -207,7 +207,7 @@ dispatch_plan(Store({url!r}), {doc['plan_id']!r}, settings=Settings(
 def private_cluster(slurm_dir, tmp_path):
     """A fourth, test-owned Slurm cluster that the test may stop and start (ports 57391/57392)."""
     mod = load_script("scripts/slurm_conf.py")
-    root = Path(f"/tmp/carbonsched-downtest-{uuid.uuid4().hex[:6]}")
+    root = private_root(slurm_dir)
     d, node, devices = mod.write_cluster(
         root, "downtest", "ca-on-toronto", "global", {"A100": 16, "V100": 4},
         int(os.environ.get("CARBONSCHED_PORT_BASE", 57300)) + 91,
