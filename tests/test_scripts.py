@@ -283,6 +283,7 @@ def test_services_down_ends_the_jobs_still_running(monkeypatch) -> None:
     import tempfile
     import time
 
+    from carbonsched.ports import free_port_block
     from tests.dispatch.helpers import PrivateCluster, poll
 
     if not os.environ.get("CARBONSCHED_SLURM_CONF_DIR"):
@@ -308,8 +309,6 @@ def test_services_down_ends_the_jobs_still_running(monkeypatch) -> None:
                 break
             time.sleep(0.5)
         assert _job_scripts(svc), "the job never started"
-        from carbonsched.ports import free_port_block
-
         monkeypatch.setenv("CARBONSCHED_PORT_BASE", str(free_port_block(2) - 95))
         own = PrivateCluster(conf_dir, "orphan", 95, {"A100": 1})
         own.start()                                  # and never closed, as in a killed run

@@ -1038,6 +1038,7 @@ def inference_positions(sets: PlanSets, inference) -> np.ndarray:
         key = (ip.area, ip.hour, ip.gpu_type)
         served.setdefault(key, np.zeros(len(sets.site), dtype=np.int64))[spos[ip.site]] += ip.gpus
     alloc = np.zeros(sets.inf_sites.shape, dtype=np.int64)
+    left = sets.inf_gpus.astype(np.int64)   # each row's GPUs not yet given
     for key, at in served.items():
         ds = rows.get(key, [])
         for within in (True, False):        # within each row's SLO first, then what is left
@@ -1045,10 +1046,11 @@ def inference_positions(sets: PlanSets, inference) -> np.ndarray:
                 for s in np.flatnonzero(at > 0):
                     if within and not sets.inf_sites[d, s]:
                         continue
-                    take = min(int(at[s]), int(sets.inf_gpus[d]) - int(alloc[d].sum()))
+                    take = min(int(at[s]), int(left[d]))
                     if take > 0:
                         alloc[d, s] += take
                         at[s] -= take
+                        left[d] -= take
         if at.sum():
             area, hour, gpu_type = key
             raise ValueError(f"plan serves inference {area!r} at {hour} ({gpu_type}) with "

@@ -43,11 +43,11 @@ def _plan(sets, placed: dict[str, tuple[int, int]]):
     return build_plan_result(sets, chosen, alloc, PlanStatus.FEASIBLE, _rec())
 
 
-def _repack(sets, plan, seconds: float = 30.0, options=None):
+def _repack(sets, plan, seconds: float = 30.0, options=None, status_out=None):
     cls = job_classes(sets)
     rec = _rec()
     return unit_repack(sets, make_layout(sets, cls), cls, plan, 1, seconds, lambda m: None,
-                       rec, options=options), rec
+                       rec, options=options, status_out=status_out), rec
 
 
 def _chain():
@@ -230,9 +230,7 @@ def test_no_lp_solved_in_time_is_noted(monkeypatch):
 
     monkeypatch.setattr(repair_mip, "run_highs", stopped)
     so: dict = {}
-    cls = job_classes(sets)
-    new = unit_repack(sets, make_layout(sets, cls), cls, greedy_from_sets(sets), 1, 7.0,
-                      lambda m: None, rec := _rec(), status_out=so)
+    new, rec = _repack(sets, greedy_from_sets(sets), seconds=7.0, status_out=so)
     assert new is None
     assert so["time_limited"] is True           # a longer limit may repack this start
     assert re.search(r"one-slot repack gave no plan: the LP over \d+ one-GPU, one-slot jobs has "
@@ -250,8 +248,7 @@ def test_a_skipped_repack_says_whether_the_time_was_why(max_options, s_per_optio
     assert n_opts > 30       # over a cap of 10, and n_opts x 1 s over the 30 s limit
     so: dict = {}
     opts = ColgenOptions(repack_max_options=max_options, repack_s_per_option=s_per_option)
-    new = unit_repack(sets, make_layout(sets, cls), cls, greedy_from_sets(sets), 1, 30.0,
-                      lambda m: None, rec := _rec(), options=opts, status_out=so)
+    new, rec = _repack(sets, greedy_from_sets(sets), options=opts, status_out=so)
     assert new is None and "one-slot repack skipped" in rec.note
     assert so["time_limited"] is limited
 
