@@ -729,11 +729,19 @@ def workload_rows(workload: Workload) -> dict[str, list[dict[str, Any]]]:
     """The work a plan was built for, as JSON-ready rows (read by ``carbonsched.report``).
 
     ``jobs``: job_id, tenant, kind, gpu_type, gpus, duration_hours, power_per_gpu_kw [kW];
-    ``inference_power``: one row per (area, gpu_type) with its power_per_gpu_kw [kW].
+    ``inference_power``: per (area, gpu_type) its power_per_gpu_kw [kW]: one row when the
+    power is the same in every hour, else one row per hour (with ``hour``).
     """
-    power: dict[tuple[str, str], float] = {}
+    by_hour: dict[tuple[str, str], dict[Any, float]] = {}
     for d in workload.inference:
-        power.setdefault((d.area, d.gpu_type), float(d.power_per_gpu_kw))
+        by_hour.setdefault((d.area, d.gpu_type), {})[d.hour] = float(d.power_per_gpu_kw)
+    power_rows: list[dict[str, Any]] = []
+    for (a, g), kws in by_hour.items():
+        if len(set(kws.values())) == 1:
+            power_rows.append({"area": a, "gpu_type": g, "power_per_gpu_kw": kws.popitem()[1]})
+        else:
+            power_rows += [{"area": a, "gpu_type": g, "hour": jsonable(h), "power_per_gpu_kw": kw}
+                           for h, kw in sorted(kws.items())]
     return {
         "jobs": [{"job_id": j.id, "tenant": j.tenant, "kind": str(j.kind),
                   "gpu_type": j.gpu_type, "gpus": j.gpus, "duration_hours": j.duration_hours,
@@ -741,8 +749,7 @@ def workload_rows(workload: Workload) -> dict[str, list[dict[str, Any]]]:
                   "power_per_gpu_kw": float(j.power_per_gpu_kw),
                   **({"gpu_share": j.gpu_share} if j.gpu_share != 1.0 else {})}
                  for j in workload.jobs],
-        "inference_power": [{"area": a, "gpu_type": g, "power_per_gpu_kw": kw}
-                            for (a, g), kw in power.items()],
+        "inference_power": power_rows,
     }
 
 

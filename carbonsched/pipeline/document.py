@@ -365,7 +365,11 @@ class WorkloadJobRow(_Row):
 
 
 class InferencePowerRow(_Row):
-    """IT power per GPU of one area's inference on one GPU type."""
+    """IT power per GPU of one area's inference on one GPU type, in every hour or in one.
+
+    A row without ``hour`` holds for every hour of the plan; an area and GPU type whose
+    power differs between hours has one row per hour instead.
+    """
 
     model_config = ConfigDict(
         extra="forbid",
@@ -376,6 +380,8 @@ class InferencePowerRow(_Row):
 
     area: str
     gpu_type: str
+    hour: UtcTime | None = Field(
+        default=None, description="The hour this power holds in; absent: every hour.")
     power_per_gpu_kw: float = Field(description="[kW]")
 
 

@@ -106,8 +106,9 @@ def _intervals(doc: dict[str, Any], part: dict[str, Any], catalog: Catalog,
 
     wl = doc.get("workload") or {}
     jobs = {j["job_id"]: j for j in wl.get("jobs", [])}
-    inf_kw = {(r["area"], r["gpu_type"]): r["power_per_gpu_kw"]
-              for r in wl.get("inference_power", [])}
+    # a row with an hour holds in that hour only; one without, in every hour
+    inf_kw = {(r["area"], r["gpu_type"], pd.Timestamp(r["hour"]) if r.get("hour") else None):
+              r["power_per_gpu_kw"] for r in wl.get("inference_power", [])}
     out = []
     for p in part.get("placements", []):
         j = jobs.get(p["job_id"])
@@ -127,11 +128,12 @@ def _intervals(doc: dict[str, Any], part: dict[str, Any], catalog: Catalog,
     for i in part.get("inference", []):
         if int(i["gpus"]) == 0:
             continue
-        kw = inf_kw.get((i["area"], i.get("gpu_type", "")))
+        h = pd.Timestamp(i["hour"])
+        key = (i["area"], i.get("gpu_type", ""))
+        kw = inf_kw.get((*key, h), inf_kw.get((*key, None)))
         if kw is None:
             counts["no_inference_power"] += 1
             kw = it_power_per_gpu_kw(i.get("gpu_type", ""), catalog)
-        h = pd.Timestamp(i["hour"])
         out.append(dict(plan_id=doc["plan_id"], date=doc["date"],
                         job_id=f"inference:{i['area']}:{doc['date']}", piece=0,
                         tenant=i["area"], kind="inference", site=i["site"],

@@ -100,12 +100,14 @@ def test_location_based_total_matches_independent_recomputation(month, shared_da
     for d in (store.get_plan(r["plan_id"]) for day in pd.date_range(FIRST, LAST).strftime(
             "%Y-%m-%d") for r in store.list_plans(day)[:1]):
         power = {j["job_id"]: j["gpus"] * j["power_per_gpu_kw"] for j in d["workload"]["jobs"]}
-        inf = {(r["area"], r["gpu_type"]): r["power_per_gpu_kw"]
+        inf = {(r["area"], r["gpu_type"], r.get("hour")): r["power_per_gpu_kw"]
                for r in d["workload"]["inference_power"]}
         work = [(p["site"], h, power[p["job_id"]])
                 for p in d["placements"]
                 for h in pd.date_range(p["start"], p["end"], freq="h", inclusive="left")]
-        work += [(i["site"], pd.Timestamp(i["hour"]), i["gpus"] * inf[(i["area"], i["gpu_type"])])
+        work += [(i["site"], pd.Timestamp(i["hour"]),
+                  i["gpus"] * inf.get((i["area"], i["gpu_type"], i["hour"]),
+                                      inf.get((i["area"], i["gpu_type"], None))))
                  for i in d["inference"] if i["gpus"]]
         for site, h, kw in work:
             key = h.strftime("%Y-%m-%d %H:%M:%S")
