@@ -45,7 +45,7 @@ from carbonsched.flex import (
 )
 from carbonsched.plan.flex import flex_band
 from carbonsched.plan.result import PlanResult, score_plan, site_hour_power
-from carbonsched.plan.sets import PlanningProblem
+from carbonsched.plan.sets import PlanningProblem, tiers_served
 
 
 @dataclass
@@ -353,17 +353,29 @@ def served_beyond_own_slo(problem: PlanningProblem, result: PlanResult,
     if not own:
         return {}
     sites = {s.id: s for s in problem.sites}
-    key_site: dict[tuple[str, pd.Timestamp, str], tuple[str, float]] = {}
-    for i, (ev_site, slo) in own.items():
-        d = problem.inference[i]
-        key_site[(d.area, d.hour, d.gpu_type)] = (ev_site, slo)
-    out: dict[str, float] = {}
+    rows: dict[tuple[str, pd.Timestamp, str], list[int]] = {}
+    for i, d in enumerate(problem.inference):
+        rows.setdefault((d.area, d.hour, d.gpu_type), []).append(i)
+    served: dict[tuple[str, pd.Timestamp, str], dict[str, int]] = {}
     for ip in result.inference:
-        hit = key_site.get((ip.area, ip.hour, ip.gpu_type))
-        if hit is None or ip.site not in sites:
+        if ip.gpus > 0 and ip.site in sites:
+            at = served.setdefault((ip.area, ip.hour, ip.gpu_type), {})
+            at[ip.site] = at.get(ip.site, 0) + int(ip.gpus)
+    out: dict[str, float] = {}
+    for key, at in served.items():
+        if not any(i in own for i in rows.get(key, [])):
             continue
-        if sites[ip.site].latency_ms.get(ip.area, float("inf")) > hit[1]:
-            out[hit[0]] = out.get(hit[0], 0.0) + float(ip.gpus)
+        ds = sorted(rows[key], key=lambda i: problem.inference[i].slo_ms)   # tightest first
+        names = sorted(at)
+        latency_ms = np.array([sites[s].latency_ms.get(key[0], float("inf")) for s in names])
+        within = latency_ms[None, :] <= np.array([problem.inference[i].slo_ms for i in ds])[:, None]
+        # within every row's own SLO first (the most GPUs any assignment keeps within them),
+        # then the rest anywhere: what a loosened row takes in that second pass is beyond
+        given = tiers_served(np.array([problem.inference[i].gpus for i in ds]),
+                             [within, np.ones_like(within)], np.array([at[s] for s in names]))
+        for r, i in enumerate(ds):
+            if i in own and (beyond := int(given[1, r].sum())):
+                out[own[i][0]] = out.get(own[i][0], 0.0) + float(beyond)
     return out
 
 

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -995,17 +996,56 @@ def placement_positions(sets: PlanSets, placements) -> np.ndarray:
                          ) from None
 
 
+def tiers_served(need: np.ndarray, masks: Sequence[np.ndarray], at: np.ndarray) -> np.ndarray:
+    """GPUs served at each site given back to the demand rows of one (area, hour, GPU type).
+
+    The rows must come tightest first. Each mask in turn says which rows may take which sites'
+    GPUs; every row takes what it may, in order, until its need is met. With one area's SLOs
+    as the first mask, the sites within a tighter SLO are a subset of those within a looser
+    one, so this pass gives the most GPUs any assignment could give within the SLOs (Hall's
+    condition on nested sets); later masks place the rest.
+
+    Parameters
+    ----------
+    need
+        ``(R,)`` GPUs each row asks for. [-]
+    masks
+        ``(R, S)`` bool arrays, tried in order.
+    at
+        ``(S,)`` GPUs served at each site. [-] Not changed.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(len(masks), R, S)`` int64 GPUs each mask's pass gave each row from each site;
+        GPUs no pass could give are in none of them. [-]
+    """
+    at = np.array(at, dtype=np.int64)
+    left = np.array(need, dtype=np.int64)
+    out = np.zeros((len(masks), len(left), len(at)), dtype=np.int64)
+    for k, mask in enumerate(masks):
+        for d in range(len(left)):
+            for s in np.flatnonzero((at > 0) & mask[d]):
+                take = min(int(at[s]), int(left[d]))
+                if take > 0:
+                    out[k, d, s] = take
+                    at[s] -= take
+                    left[d] -= take
+    return out
+
+
 def inference_positions(sets: PlanSets, inference) -> np.ndarray:
     """``(D, S)`` GPUs of each inference demand row served at each site by a plan.
 
     A plan's inference placements merge the demands of one (area, hour, GPU type) per site,
     and such demands may carry different SLOs (tiers). The GPUs are given back to the demand
     rows tightest first (fewest sites within the SLO, then input order), each row taking from
-    the sites within its SLO. The sites within a tighter SLO of one area are a subset of those
-    within a looser one, so this finds an assignment within every SLO whenever one exists
-    (Hall's condition on nested sets, the one :func:`~carbonsched.plan.result.recount_violations`
-    checks). GPUs no row can take within its SLO go to rows with GPUs left, outside it, so the
-    counts still add up and a checker sees the breach.
+    the sites within its SLO (:func:`tiers_served`). The sites within a tighter SLO of one area
+    are a subset of those within a looser one, so this finds an assignment within every SLO
+    whenever one exists (Hall's condition on nested sets, the one
+    :func:`~carbonsched.plan.result.recount_violations` checks). GPUs no row can take within
+    its SLO go to rows with GPUs left, outside it, so the counts still add up and a checker
+    sees the breach.
 
     Parameters
     ----------
@@ -1038,23 +1078,16 @@ def inference_positions(sets: PlanSets, inference) -> np.ndarray:
         key = (ip.area, ip.hour, ip.gpu_type)
         served.setdefault(key, np.zeros(len(sets.site), dtype=np.int64))[spos[ip.site]] += ip.gpus
     alloc = np.zeros(sets.inf_sites.shape, dtype=np.int64)
-    left = sets.inf_gpus.astype(np.int64)   # each row's GPUs not yet given
     for key, at in served.items():
         ds = rows.get(key, [])
-        for within in (True, False):        # within each row's SLO first, then what is left
-            for d in ds:
-                for s in np.flatnonzero(at > 0):
-                    if within and not sets.inf_sites[d, s]:
-                        continue
-                    take = min(int(at[s]), int(left[d]))
-                    if take > 0:
-                        alloc[d, s] += take
-                        at[s] -= take
-                        left[d] -= take
-        if at.sum():
+        # within each row's SLO first, then what is left anywhere
+        given = tiers_served(sets.inf_gpus[ds], [sets.inf_sites[ds],
+                                                 np.ones((len(ds), len(at)), dtype=bool)], at)
+        alloc[ds] += given.sum(axis=0)
+        if (extra := int(at.sum() - given.sum())) > 0:
             area, hour, gpu_type = key
             raise ValueError(f"plan serves inference {area!r} at {hour} ({gpu_type}) with "
-                             f"{int(at.sum())} GPUs more than demanded")
+                             f"{extra} GPUs more than demanded")
     return alloc
 
 

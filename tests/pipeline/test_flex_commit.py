@@ -258,3 +258,29 @@ def test_the_event_slo_loosens_only_the_inference_the_event_site_serves():
     x_far = sum(ip.gpus for ip in cp.result.inference if ip.area == "x" and ip.site == "far")
     assert e["inference_beyond_slo_gpu_hours"] == x_far >= 6
     assert score_plan(p, cp.result).slo_violations == 3        # x's 3 event hours, named
+
+
+@pytest.mark.parametrize(("tight_gpus", "loose_gpus", "beyond"), [
+    (4, 2, 2.0),   # the loose tier takes 2 of far's 4 within its 100 ms; 2 are beyond 20 ms
+    (2, 4, 0.0),   # just at the limit: the loose tier takes all 4 of far's within its SLO
+])
+def test_gpus_beyond_own_slo_are_the_fewest_any_assignment_of_the_tiers_leaves(
+        tight_gpus, loose_gpus, beyond):
+    # one area, hour and GPU type in two tiers: 100 ms (given first) and 20 ms, the 20 ms one
+    # loosened for the edge's event. The plan serves 2 GPUs at the edge (5 ms) and 4 at the
+    # far site (80 ms): only what the loose tier cannot take within 100 ms is beyond the tight
+    # tier's own 20 ms (the old count took every far GPU as the tight tier's: 4)
+    from carbonsched.domain import InferencePlacement
+    from carbonsched.pipeline.flex import served_beyond_own_slo
+    from carbonsched.plan.result import PlanResult, PlanStatus, SolverRecord
+    from tests.plan.builders import demand
+
+    edge = SiteWrapper("edge").gpus("H100", 8).latency("x", 5).obj()
+    far = SiteWrapper("far").gpus("H100", 8).latency("x", 80).obj()
+    p = problem([edge, far], [], 24, inference=[demand("x", 3, loose_gpus, slo_ms=100.0),
+                                                demand("x", 3, tight_gpus, slo_ms=20.0)])
+    res = PlanResult(PlanStatus.OPTIMAL, SolverRecord("highs", "optimal"), inference=[
+        InferencePlacement("x", at(3), s, "H100", n, 0.0, 0.0) for s, n in (("edge", 2),
+                                                                            ("far", 4))])
+    got = served_beyond_own_slo(p, res, {1: ("edge", 20.0)})
+    assert got == ({"edge": beyond} if beyond else {})
