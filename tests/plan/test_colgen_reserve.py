@@ -334,3 +334,19 @@ def test_a_start_a_lone_path_could_not_repack_is_not_recorded(repack_starts):
     incumbents.repack(st)
     assert st.repacked == set()
 
+
+
+def test_a_plans_key_counts_the_gpus_of_every_inference_row():
+    # two rows of 2 GPUs at one (area, hour, site, GPU type) are the plan one row of 4 is, and
+    # not the plan one row of 2 is (as a set of rows the two 2-GPU rows were one)
+    t0 = pd.Timestamp("2023-07-15T00:00Z")
+
+    def plan(*gpus):
+        p = _plan(1.0)
+        p.inference = [SimpleNamespace(area="x", hour=t0, site="a", gpu_type="T4", gpus=g)
+                       for g in gpus]
+        return incumbents.plan_key(p)
+
+    assert plan(2, 2) == plan(4) == plan(4, 0)
+    assert plan(2, 2) != plan(2)
+    assert plan(2) != plan(3)

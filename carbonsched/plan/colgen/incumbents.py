@@ -178,17 +178,21 @@ def plan_key(plan: PlanResult) -> frozenset:
     """What makes two plans the same plan: every placement's and inference row's position.
 
     ``(job, piece, site, start, end, GPU type)`` per placement (times as ns since the epoch)
-    and ``(area, hour, site, GPU type, GPUs)`` per inference row; GPU indices, MIG starts and
+    and ``(area, hour, site, GPU type, GPUs)`` per (area, hour, site, GPU type), its rows' GPUs
+    summed (two rows of 2 GPUs are the plan one row of 4 is); GPU indices, MIG starts and
     domains follow from these. Candidates of different names can hold the same plan (a staged
     solve's master-LP path without a master prices its greedy plan on the short path's
     multipliers). 0.03-0.14 s for 50k placements and 5k inference rows (the 2-core machine
     of BENCHMARKS.md section 3, loaded).
     """
+    served: dict[tuple, int] = {}
+    for i in plan.inference:
+        key = ("inference", i.area, i.hour.value, i.site, i.gpu_type)
+        served[key] = served.get(key, 0) + i.gpus
     return frozenset(
         [("job", p.job_id, p.piece, p.site, p.start.value, p.end.value, p.gpu_type)
          for p in plan.placements]
-        + [("inference", i.area, i.hour.value, i.site, i.gpu_type, i.gpus)
-           for i in plan.inference])
+        + [(*key, gpus) for key, gpus in served.items() if gpus])
 
 
 def best_not_repacked(cands: list[tuple[str, PlanResult]], repacked: set[frozenset],
