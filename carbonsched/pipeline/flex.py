@@ -336,6 +336,14 @@ def served_beyond_own_slo(problem: PlanningProblem, result: PlanResult,
                           own: dict[int, tuple[str, float]]) -> dict[str, float]:
     """GPU-hours of loosened demands served from sites beyond their own SLO, per event site.
 
+    A plan merges the demand rows (tiers) of one area, hour and GPU type per site, so its GPUs
+    are given back to the rows (:func:`~carbonsched.plan.sets.tiers_served`): tightest first,
+    each row from the sites within its own SLO, which keeps the most GPUs within the rows' own
+    SLOs that any assignment could; the GPUs left then go to rows with need left, anywhere.
+    What a loosened row takes in that second pass is beyond its own SLO, counted at its event
+    site. A row that was not loosened comes first at its own SLO like any other, since serving
+    it beyond that would break the plan.
+
     Parameters
     ----------
     problem

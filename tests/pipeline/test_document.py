@@ -77,3 +77,23 @@ def test_the_api_serves_the_same_model():
 
     assert issubclass(PlanPublic, PlanDocument)
     assert set(PlanPublic.model_fields) == set(PlanDocument.model_fields)
+
+
+def test_a_plan_whose_inference_power_differs_by_hour_records_each_hour_and_validates():
+    import dataclasses
+
+    wl = demo_workload(load_catalog(CATALOG), "2023-07-15")
+    d0 = wl.inference[0]
+    wl.inference[0] = dataclasses.replace(d0, power_per_gpu_kw=d0.power_per_gpu_kw * 1.5)
+    doc = json.loads(json.dumps(run_daily_plan("2023-07-15", CATALOG, wl, None, "highs", 30.0,
+                                               24).document))
+    rows = [r for r in doc["workload"]["inference_power"]
+            if (r["area"], r["gpu_type"]) == (d0.area, d0.gpu_type)]
+    hours = [d.hour for d in wl.inference if (d.area, d.gpu_type) == (d0.area, d0.gpu_type)]
+    assert len(rows) == len(hours) > 1
+    power = {r["hour"]: r["power_per_gpu_kw"] for r in rows}
+    assert power[d0.hour.strftime("%Y-%m-%dT%H:%M:%SZ")] == pytest.approx(d0.power_per_gpu_kw * 1.5)
+    assert sum(v == d0.power_per_gpu_kw for v in power.values()) == len(hours) - 1
+    assert read_plan_document(doc).workload.inference_power[0].power_per_gpu_kw > 0
+    jsonschema.validate(doc, json.loads((ROOT / "docs" / "plan-document.schema.json")
+                                        .read_text()))

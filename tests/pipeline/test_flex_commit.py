@@ -284,3 +284,21 @@ def test_gpus_beyond_own_slo_are_the_fewest_any_assignment_of_the_tiers_leaves(
                                                                             ("far", 4))])
     got = served_beyond_own_slo(p, res, {1: ("edge", 20.0)})
     assert got == ({"edge": beyond} if beyond else {})
+
+
+def test_a_tighter_tier_not_loosened_keeps_the_near_gpus_and_the_loosened_one_is_beyond():
+    # tiers of 10 ms (not loosened) and 20 ms (loosened for the edge's event), 2 GPUs each;
+    # the plan serves 2 at the edge (5 ms) and 2 far (80 ms): the 10 ms tier can only be served
+    # at the edge, so the loosened tier's 2 far GPUs are beyond its own 20 ms
+    from carbonsched.domain import InferencePlacement
+    from carbonsched.pipeline.flex import served_beyond_own_slo
+    from carbonsched.plan.result import PlanResult, PlanStatus, SolverRecord
+    from tests.plan.builders import demand
+
+    edge = SiteWrapper("edge").gpus("H100", 8).latency("x", 5).obj()
+    far = SiteWrapper("far").gpus("H100", 8).latency("x", 80).obj()
+    p = problem([edge, far], [], 24, inference=[demand("x", 3, 2, slo_ms=20.0),
+                                                demand("x", 3, 2, slo_ms=10.0)])
+    res = PlanResult(PlanStatus.OPTIMAL, SolverRecord("highs", "optimal"), inference=[
+        InferencePlacement("x", at(3), s, "H100", 2, 0.0, 0.0) for s in ("edge", "far")])
+    assert served_beyond_own_slo(p, res, {0: ("edge", 20.0)}) == {"edge": 2.0}

@@ -11,9 +11,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from carbonsched.catalog import load_catalog
 from carbonsched.domain import InferenceDemand, Workload
 from carbonsched.pipeline.daily import workload_rows
 from carbonsched.report import build_report
+from carbonsched.workload.files import it_power_per_gpu_kw
 
 from .builders import plan_doc
 
@@ -78,3 +80,8 @@ def test_an_hour_without_a_row_takes_the_datasheet_power_and_says_so(fixtures_di
                        "2023-07-03", "2023-07-03", plans=[doc])
     assert ["1 inference row(s) without a recorded IT power: the GPU type's datasheet figure "
             "is used"] == [n for n in rep.metadata["notes"] if "recorded IT power" in n]
+    datasheet_kw = it_power_per_gpu_kw("A100", load_catalog(fixtures_dir / "report"
+                                                            / "two_markets.toml"))
+    assert datasheet_kw not in (0.1, 0.0)
+    # 10:00 at the datasheet figure, 11:00 at its own 0.1 kW
+    assert rep.totals["it_energy_kwh"] == pytest.approx(2 * datasheet_kw + 2 * 0.1)
