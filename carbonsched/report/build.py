@@ -367,15 +367,23 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
     if telemetry is not None:
         tel = telemetry if isinstance(telemetry, pd.DataFrame) else read_telemetry(
             telemetry, set(zones))
-        key = pd.MultiIndex.from_arrays([rows["job_id"], rows["hour"]])
-        tk = tel.set_index(["job_id", "hour_utc"])
+        # a telemetry row is one job's energy at one site in one hour; the report's rows of
+        # that job, site and hour (pieces, or an area's inference on two GPU types) share it
+        # in proportion to their modelled energy, so none is counted twice
+        key = pd.MultiIndex.from_arrays([rows["job_id"], rows["hour"], rows["site"]])
+        tk = tel.set_index(["job_id", "hour_utc", "site"])
         hit = key.isin(tk.index)
         telemetry_unused = int((~tk.index.isin(key)).sum())
         meas = tk.reindex(key[hit])
         zero = meas["it_energy_kwh"].to_numpy() == 0
-        zero_counter_hours = int(zero.sum())
+        zero_counter_hours = int(meas.index[zero].nunique())
+        modelled = rows.loc[hit, "it_energy_modelled_kwh"]
+        cell = modelled.groupby([rows.loc[hit, c] for c in ("job_id", "hour", "site")])
+        total, count = cell.transform("sum").to_numpy(), cell.transform("size").to_numpy()
+        share = np.where(total > 0, modelled.to_numpy() / np.where(total > 0, total, 1.0),
+                         1.0 / count)
         use = np.flatnonzero(hit)[~zero]
-        rows.loc[use, "it_energy_kwh"] = meas["it_energy_kwh"].to_numpy()[~zero]
+        rows.loc[use, "it_energy_kwh"] = (meas["it_energy_kwh"].to_numpy() * share)[~zero]
         rows.loc[use, "it_energy_basis"] = "measured"
         rows.loc[use, "it_energy_source"] = meas["source"].to_numpy()[~zero]
         if zero_counter_hours:
@@ -731,9 +739,13 @@ def _frames(rows: pd.DataFrame, cat: Catalog, cfg: MarketConfig, zones: dict[str
         df["cfe_hourly_share"] = df["cfe_matched_kwh"] / df["facility_energy_kwh"]
         return df
 
+    def every(s: pd.Series) -> str:
+        # a job's pieces, or an area's inference, may run at several sites or on several types
+        return ", ".join(dict.fromkeys(s))
+
     g = r.groupby(["plan_id", "job_id"], sort=False)
     jobs = g.agg(date=("date", "first"), tenant=("tenant", "first"), kind=("kind", "first"),
-                 site=("site", "first"), gpu_type=("gpu_type", "first"), gpus=("gpus", "max"),
+                 site=("site", every), gpu_type=("gpu_type", every), gpus=("gpus", "max"),
                  start=("start", "min"), end=("end", "max"), pieces=("piece", "nunique"),
                  hours_basis=("hours_basis", "first"),
                  it_energy_basis=("it_energy_basis",
@@ -743,7 +755,8 @@ def _frames(rows: pd.DataFrame, cat: Catalog, cfg: MarketConfig, zones: dict[str
     m_g = jobs["embodied_kg"] * 1000.0
     jobs["sci_g_per_unit"] = (jobs["location_based_kg"] * 1000.0 + m_g) / jobs["gpu_h"]
     jobs.loc[jobs["location_gap_share"] > 0, "sci_g_per_unit"] = np.nan
-    jobs["embodied_source"] = jobs["gpu_type"].map(lambda t: per_gpu_h[t][1])
+    jobs["embodied_source"] = jobs["gpu_type"].map(
+        lambda ts: "; ".join(dict.fromkeys(per_gpu_h[t][1] for t in ts.split(", "))))
     jobs["start"] = jobs["start"].map(lambda t: t.strftime("%Y-%m-%dT%H:%M:%SZ"))
     jobs["end"] = jobs["end"].map(lambda t: t.strftime("%Y-%m-%dT%H:%M:%SZ"))
     cols = ["job_id", "plan_id", "date", "tenant", "kind", "site", "gpu_type", "gpus", "start",

@@ -9,8 +9,10 @@ Power-telemetry export (``carbonsched report --telemetry FILE``), one CSV row pe
 ``hour_utc`` is the start of the hour with an explicit UTC offset; ``it_energy_kwh`` is the IT
 energy of the job's share of the hardware in that hour [kWh]. A zero counter for an hour the job
 ran means the power source was missing (*unknown*, not 0 W): that hour is modelled instead and
-counted in the provenance. Rows for jobs or hours the report does not contain are counted and
-ignored.
+counted in the provenance. A row is matched to the report's work by job, hour and site; the
+report's rows of one job, site and hour (two pieces of a preemptible job in one hour, an area's
+inference on two GPU types) share its energy in proportion to their modelled energy. Rows for
+jobs, sites or hours the report does not contain are counted and ignored.
 """
 
 from __future__ import annotations
@@ -130,7 +132,7 @@ def read_telemetry(path: str | Path, site_ids: set[str]) -> pd.DataFrame:
     ------
     DataFormatError
         Missing file or column, naive or off-the-hour time, negative or unreadable energy,
-        a job-hour given twice (file, line, reason).
+        one job, site and hour given twice (file, line, reason).
     UnknownSiteError
         A site the catalog does not define.
     """
@@ -170,10 +172,10 @@ def read_telemetry(path: str | Path, site_ids: set[str]) -> pd.DataFrame:
     out = pd.DataFrame({"hour_utc": pd.DatetimeIndex(hours), "site": df["site"],
                         "job_id": df["job_id"], "it_energy_kwh": energy.astype(float),
                         "source": df["source"]})
-    dup = out.duplicated(["hour_utc", "job_id"])
+    dup = out.duplicated(["hour_utc", "job_id", "site"])
     if dup.any():
         i = int(dup.to_numpy().nonzero()[0][0])
-        raise DataFormatError(p, f"job {out['job_id'].iloc[i]!r} hour "
+        raise DataFormatError(p, f"job {out['job_id'].iloc[i]!r} at {out['site'].iloc[i]} hour "
                                  f"{out['hour_utc'].iloc[i].isoformat()} given twice", row=i + 2)
     return out
 

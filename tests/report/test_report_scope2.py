@@ -563,3 +563,52 @@ def test_excel_times_converts_only_utc_instants(values, converted):
     if converted:
         assert out["start_utc"].iloc[0] == pd.Timestamp("2023-07-03 10:00")
         assert pd.isna(out["start_utc"].iloc[1]) and out["start_utc"].dt.tz is None
+
+
+def test_measured_energy_is_matched_by_site_and_shared_by_the_rows_of_one_hour(fx, shared_data,
+                                                                               tmp_path):
+    # J ran 10:00-10:30 at de-site and 10:30-11:00 at gb-site (two pieces), K one hour at
+    # de-site in two pieces of 15 min: one telemetry row per job, site and hour. Each piece's
+    # row gets its own site's measurement (before: both J rows got the first matching
+    # telemetry row's), K's two rows share theirs (before: each got all of it)
+    doc = plan_doc("2023-07-03", "two-markets", [
+        ("J", "a", "de-site", "2023-07-03T10:00:00Z", "2023-07-03T10:30:00Z", 1, 1.0),
+        ("J", "a", "gb-site", "2023-07-03T10:30:00Z", "2023-07-03T11:00:00Z", 1, 1.0),
+        ("K", "a", "de-site", "2023-07-03T12:00:00Z", "2023-07-03T12:15:00Z", 1, 1.0),
+        ("K", "a", "de-site", "2023-07-03T12:45:00Z", "2023-07-03T13:00:00Z", 1, 1.0)])
+    for i, p in enumerate(doc["placements"]):
+        p["piece"] = i % 2
+    doc["workload"]["jobs"] = [doc["workload"]["jobs"][0], doc["workload"]["jobs"][2]]
+    tel = tmp_path / "tel.csv"
+    tel.write_text("hour_utc,site,job_id,it_energy_kwh,source\n"
+                   "2023-07-03T10:00:00Z,de-site,J,0.3,dcgm\n"
+                   "2023-07-03T10:00:00Z,gb-site,J,0.7,dcgm\n"
+                   "2023-07-03T12:00:00Z,de-site,K,0.8,dcgm\n"
+                   "2023-07-03T12:00:00Z,gb-site,K,5.0,dcgm\n")
+    rep = build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03",
+                       telemetry=tel, plans=[doc])
+    jobs = rep.frames["jobs"].set_index("job_id")
+    assert jobs.loc["J", "it_energy_kwh"] == pytest.approx(1.0)
+    assert jobs.loc["K", "it_energy_kwh"] == pytest.approx(0.8)
+    assert (jobs.loc["J", "site"], jobs.loc["K", "site"]) == ("de-site, gb-site", "de-site")
+    assert rep.totals["it_energy_kwh"] == pytest.approx(1.8)
+    sites = rep.frames["sites"].set_index("site")
+    assert sites.loc["gb-site", "it_energy_kwh"] == pytest.approx(0.7)
+    # K never ran at gb-site: that row matches nothing
+    assert "1 telemetry row(s) match no job-hour" in " | ".join(rep.metadata["notes"])
+
+
+def test_telemetry_of_one_job_site_and_hour_given_twice_is_refused(fx, shared_data, tmp_path):
+    doc = plan_doc("2023-07-03", "two-markets", [
+        ("J", "a", "de-site", "2023-07-03T10:00:00Z", "2023-07-03T11:00:00Z", 1, 1.0)])
+    tel = tmp_path / "tel.csv"
+    head = "hour_utc,site,job_id,it_energy_kwh,source\n2023-07-03T10:00:00Z,de-site,J,0.3,x\n"
+    tel.write_text(head + "2023-07-03T10:00:00Z,de-site,J,0.4,x\n")
+    with pytest.raises(InputError, match="line 3: job 'J' at de-site hour .* given twice"):
+        build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03",
+                     telemetry=tel, plans=[doc])
+    # just at the limit: the same job and hour at another site is two rows, both read
+    tel.write_text(head + "2023-07-03T10:00:00Z,gb-site,J,0.4,x\n")
+    rep = build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03",
+                       telemetry=tel, plans=[doc])
+    assert rep.totals["it_energy_kwh"] == pytest.approx(0.3)
