@@ -57,6 +57,19 @@ def _matplotlib_config_outside_home(tmp_path_factory: pytest.TempPathFactory) ->
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _solvers_probed() -> None:
+    """Probe HiGHS once per test process, before any test patches ``run_milp``.
+
+    :func:`carbonsched.plan.solve.probe_solver` caches its verdict per process: a first probe
+    made through a test's patched ``run_milp`` (no incumbent, a recorder) would mark HiGHS
+    unusable for every later test of that worker, which would then run CBC.
+    """
+    from carbonsched.plan.solve import probe_solver
+
+    probe_solver("highs")
+
+
 def shared_data_dir() -> Path:
     """``$CARBONSCHED_SHARED_DATA`` or ``../shared/data`` next to the project root."""
     return Path(os.environ.get("CARBONSCHED_SHARED_DATA", ROOT.parent / "shared" / "data"))

@@ -263,9 +263,19 @@ def greedy_plan(problem: PlanningProblem, signals: pd.DataFrame | None = None) -
     return res
 
 
-def greedy_from_sets(sets: PlanSets) -> PlanResult:
-    """Greedy plan on already compiled sets (used as the solver fallback)."""
-    return _run(sets, "greedy", carbon_aware=True, started=time.perf_counter())
+def greedy_from_sets(sets: PlanSets, defer: bool = False) -> PlanResult:
+    """Greedy plan on already compiled sets (the solver's fallback, column generation's start).
+
+    Parameters
+    ----------
+    sets
+        Compiled sets.
+    defer
+        Defer a job deferrable past the horizon (:attr:`~carbonsched.plan.sets.PlanSets.
+        deferrable`) whose best start with room emits at least its terminal value, as the
+        MILP's objective would (the plan note counts them); else place every job that fits.
+    """
+    return _run(sets, "greedy", carbon_aware=True, started=time.perf_counter(), defer=defer)
 
 
 def priced_greedy(sets: PlanSets, rank_kw: np.ndarray, rank_gpu: np.ndarray,

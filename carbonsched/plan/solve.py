@@ -421,7 +421,9 @@ def _finish(sets: PlanSets, chosen: np.ndarray, alloc: np.ndarray, rec: SolverRe
 
 
 def _fallback(sets: PlanSets, rec: SolverRecord, started: float, why: str) -> PlanResult:
-    res = greedy_from_sets(sets)
+    # deferring where the objective would: a job placed in a dirty hour of this horizon where
+    # its terminal value says a later run does better would run there once dispatched
+    res = greedy_from_sets(sets, defer=True)
     rec.status = res.status = PlanStatus.HEURISTIC
     rec.method = "greedy"
     rec.objective = res.totals["objective"]
@@ -433,8 +435,9 @@ def _fallback(sets: PlanSets, rec: SolverRecord, started: float, why: str) -> Pl
     rec.greedy_unplaced = left
     told = (f"the greedy plan leaves {left} job(s) unplaced that passed the pre-check; an "
             "exact solve with a longer --time-limit may place them" if left else
-            "the greedy plan places every job that passed the pre-check")
-    rec.note = join_clauses(rec.note, why, "returned the greedy plan", told)
+            "the greedy plan places every job that passed the pre-check"
+            + (f" but the {len(res.deferred)} it deferred" if res.deferred else ""))
+    rec.note = join_clauses(rec.note, why, "returned the greedy plan", told, res.solver.note)
     rec.seconds = time.perf_counter() - started
     res.solver = rec
     return res

@@ -196,6 +196,42 @@ def test_no_incumbent_says_greedy_and_how_many_it_left_unplaced(monkeypatch):
     assert set(left) <= {p.job_id for p in full.placements}
 
 
+@pytest.mark.parametrize(("day_g_per_kwh", "defers"), [
+    (500.0, True),    # every start in the horizon emits 50 times the terminal value
+    (10.0, False),    # just at the limit: the start emits the terminal value's 1/1.05: placed
+])
+def test_the_greedy_fallback_defers_where_the_objective_would_and_says_so(monkeypatch,
+                                                                           day_g_per_kwh,
+                                                                           defers):
+    # a job deferrable past the 24 h horizon (window to hour 48) whose cleanest start left in
+    # the horizon emits more than its terminal value: the MILP defers it; so must its fallback,
+    # or the plan runs it in a dirty hour once dispatched (the fallback placed every job)
+    site = SiteWrapper("a").gpus("H100", 1).obj()
+    day = [day_g_per_kwh] * 24
+    day[2:4] = [10.0, 10.0]
+    prob = problem([site], [JobWrapper("wait").hours(2).window(20, 48).obj()], 24,
+                   ci={"a": day})
+    real_run = solve_mod.run_milp
+
+    def no_incumbent(lp, solver, time_limit_s, mip_gap, threads=1, start=None):
+        out = real_run(lp, solver, 0.01, mip_gap, threads, start=start)
+        out.has_solution, out.proven, out.objective = False, False, None
+        return out
+
+    monkeypatch.setattr(solve_mod, "run_milp", no_incumbent)
+    res = solve_plan(prob, method="milp", time_limit_s=1.0)
+    monkeypatch.undo()
+    assert (res.status, res.solver.method) == (PlanStatus.HEURISTIC, "greedy")
+    assert [u.job_id for u in res.deferred] == (["wait"] if defers else [])
+    assert len(res.placements) == (0 if defers else 1)
+    assert ("1 deferrable job(s) deferred" in res.solver.note) == defers
+    assert ("places every job that passed the pre-check but the 1 it deferred"
+            in res.solver.note) == defers
+    # what the MILP itself does on the same problem
+    exact = solve_plan(prob, method="milp")
+    assert [u.job_id for u in exact.deferred] == [u.job_id for u in res.deferred]
+
+
 def _bad_binary(tmp_path, kind: str) -> str:
     p = tmp_path / "cbc"
     if kind == "not-executable":
