@@ -167,10 +167,12 @@ def test_nothing_to_decide_is_optimal_with_zero_objective_and_bound(solver):
         assert [u.reason for u in res.unplaced] == (["GangTooLarge"] if jobs else [])
 
 
-def test_no_incumbent_says_greedy_and_how_many_it_left_unplaced(monkeypatch):
-    prob = mid_size(n_jobs=40, hours=10, seed=2)
-    # no incumbent within the limit: the solver is asked with the limit it would get but
-    # returns nothing (HiGHS at 0.01 s may or may not find one on a loaded machine)
+def _solved_without_incumbent(monkeypatch, prob):
+    """``solve_plan(method="milp")`` whose MILP returns no incumbent within the limit.
+
+    The solver is asked with the limit it would get but returns nothing (HiGHS at 0.01 s may
+    or may not find one on a loaded machine), so the greedy fallback makes the plan.
+    """
     real_run = solve_mod.run_milp
 
     def no_incumbent(lp, solver, time_limit_s, mip_gap, threads=1, start=None):
@@ -181,6 +183,12 @@ def test_no_incumbent_says_greedy_and_how_many_it_left_unplaced(monkeypatch):
     monkeypatch.setattr(solve_mod, "run_milp", no_incumbent)
     res = solve_plan(prob, method="milp", time_limit_s=1.0)
     monkeypatch.undo()
+    return res
+
+
+def test_no_incumbent_says_greedy_and_how_many_it_left_unplaced(monkeypatch):
+    prob = mid_size(n_jobs=40, hours=10, seed=2)
+    res = _solved_without_incumbent(monkeypatch, prob)
     assert res.status == PlanStatus.HEURISTIC
     assert res.solver.method == "greedy"           # it said "milp" before
     left = [u.job_id for u in res.unplaced if u.reason == "InsufficientCapacity"]
@@ -211,16 +219,7 @@ def test_the_greedy_fallback_defers_where_the_objective_would_and_says_so(monkey
     day[2:4] = [10.0, 10.0]
     prob = problem([site], [JobWrapper("wait").hours(2).window(20, 48).obj()], 24,
                    ci={"a": day})
-    real_run = solve_mod.run_milp
-
-    def no_incumbent(lp, solver, time_limit_s, mip_gap, threads=1, start=None):
-        out = real_run(lp, solver, 0.01, mip_gap, threads, start=start)
-        out.has_solution, out.proven, out.objective = False, False, None
-        return out
-
-    monkeypatch.setattr(solve_mod, "run_milp", no_incumbent)
-    res = solve_plan(prob, method="milp", time_limit_s=1.0)
-    monkeypatch.undo()
+    res = _solved_without_incumbent(monkeypatch, prob)
     assert (res.status, res.solver.method) == (PlanStatus.HEURISTIC, "greedy")
     assert [u.job_id for u in res.deferred] == (["wait"] if defers else [])
     assert len(res.placements) == (0 if defers else 1)
