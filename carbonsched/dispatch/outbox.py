@@ -637,6 +637,7 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
         # the outbox: intents are durable before any submission; a concurrent dispatcher of the
         # same plan may have written some of them already (then its rows stand)
         _insert_new(s, new_rows)
+        summary.outcomes += _withdraw_pieces_of_other_plans(s, new_rows, plan_id)
         s.commit()
 
     committed = [r.key for r in requests if commit_before is None or r.start < commit_before]
@@ -664,6 +665,59 @@ def _pending_keys(store: Store, keys: Sequence[str]) -> list[str]:
             out += s.scalars(select(DispatchRow.key).where(
                 DispatchRow.key.in_(list(keys[i:i + 5000])),
                 DispatchRow.state == JobState.PENDING.value)).all()
+    return out
+
+
+def _withdraw_pieces_of_other_plans(s: Session, rows: Sequence[Mapping[str, Any]],
+                                    plan_id: str) -> list[DispatchOutcome]:
+    """Take back this plan's new intents of later pieces of a job another plan dispatched.
+
+    A job is dispatched from one plan (docs/dispatch.md): the row of its first piece
+    (``<job>#0``, unique) is the job's claim. Two plans may split a job differently: one that
+    dispatched it whole (``J#0``) and a later one in two pieces (``J#0``, ``J#1``) share only
+    the first key, so the later plan's ``J#1`` is a new key. Its intent, written in the same
+    transaction as the job's first piece, is deleted when that piece's row belongs to another
+    plan. On PostgreSQL a concurrent insert of the same first key waits for the other
+    transaction, so the row read here is the committed claim; SQLite serialises writers.
+
+    Parameters
+    ----------
+    s
+        The session the intents were inserted in (not yet committed).
+    rows
+        The intents this run inserted (``key``, ``job_id``, ``piece``, ...).
+    plan_id
+        This run's plan.
+
+    Returns
+    -------
+    list of DispatchOutcome
+        One ``already_dispatched`` outcome per withdrawn intent.
+    """
+    later = {}
+    for r in rows:
+        if r["piece"] > 0:
+            later.setdefault(r["job_id"], []).append(r["key"])
+    if not later:
+        return []
+    first = _rows_by_key(s, [dispatch_key(j, 0) for j in later])
+    out = []
+    for job_id, keys in later.items():
+        claim = first.get(dispatch_key(job_id, 0))
+        if claim is None or claim.plan_id == plan_id:
+            continue
+        mine = _rows_by_key(s, keys)
+        for k in keys:
+            row = mine.get(k)
+            if row is None or row.plan_id != plan_id or row.state != JobState.PENDING.value \
+                    or row.submit_attempted_at is not None:
+                continue
+            o = _outcome(row, "already_dispatched", f"job dispatched from plan "
+                         f"{claim.plan_id} ({claim.key}); this plan's piece not submitted")
+            o.reason = str(ReasonCode.ALREADY_DISPATCHED)
+            out.append(o)
+            s.delete(row)
+    s.flush()
     return out
 
 

@@ -181,6 +181,42 @@ def test_pieces_on_real_slurm_run_with_the_environment_and_resume_after_their_pr
         assert json.loads(row.request_json)["checkpoint_overhead_s"] == 600
 
 
+@pytest.mark.slurm
+def test_a_job_dispatched_whole_is_not_run_again_by_a_later_plan_that_splits_it(
+        store, settings, slurm_dir):
+    # plan A dispatched job J whole (J#0); plan B splits J into two pieces: J#0 is A's, and
+    # J#1, a key A never wrote, must not be submitted either (the job would run 1.5 times).
+    # K is only in B, in two pieces: both are submitted (the rule takes back nothing else)
+    prefix = uuid.uuid4().hex[:8]
+    j, k = f"{prefix}-j", f"{prefix}-k"
+    t0 = datetime.now(UTC).replace(microsecond=0, second=0, minute=0) + timedelta(days=2)
+    h = timedelta(hours=1)
+    a = _doc([_piece(j, 0, "ca-on-toronto", "A100", t0, t0 + 2 * h, command="true")])
+    b = _doc([_piece(j, 0, "ca-on-toronto", "A100", t0, t0 + h, command="true"),
+              _piece(j, 1, "ca-on-toronto", "A100", t0 + 3 * h, t0 + 4 * h, command="true"),
+              _piece(k, 0, "ca-on-toronto", "A100", t0, t0 + h, command="true"),
+              _piece(k, 1, "ca-on-toronto", "A100", t0 + 3 * h, t0 + 4 * h, command="true")])
+    for doc in (a, b):
+        store.save_plan(doc)
+    assert dispatch_plan(store, a["plan_id"], settings=settings).counts == {"submitted": 1}
+    second = dispatch_plan(store, b["plan_id"], settings=settings)
+    assert second.counts == {"submitted": 2, "already_dispatched": 2}
+    taken_back = {o.key: o for o in second.outcomes if o.action == "already_dispatched"}
+    assert set(taken_back) == {f"{j}#0", f"{j}#1"}
+    assert all(o.reason == "AlreadyDispatched" and a["plan_id"] in o.detail
+               for o in taken_back.values())
+    with Session(store.engine) as s:
+        keys = set(s.scalars(select(DispatchRow.key).where(DispatchRow.job_id.in_([j, k]))))
+    assert keys == {f"{j}#0", f"{k}#0", f"{k}#1"}
+    conf = slurm_dir / "ontario" / "slurm.conf"
+    listed = json.loads(subprocess.run(["squeue", "--json", "--states=all"],
+                                       env={**os.environ, "SLURM_CONF": str(conf)},
+                                       capture_output=True, text=True, check=True).stdout)
+    names = sorted(x["name"] for x in listed["jobs"] if x["name"].startswith(
+        f"carbonsched-{prefix}"))
+    assert names == [f"carbonsched-{j}-0", f"carbonsched-{k}-0", f"carbonsched-{k}-1"]
+
+
 def test_a_kubernetes_piece_stopped_at_its_end_is_paused_and_a_whole_job_is_not(
         store, slurm_dir, emulator_kubeconfig):
     prefix = uuid.uuid4().hex[:8]
