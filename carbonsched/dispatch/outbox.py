@@ -1287,5 +1287,8 @@ def cancel_unit(store: Store, catalog: Catalog | str, job_id: str, piece: int = 
         done = adapters[row.site].cancel(key)
         row.state, row.reason = str(JobState.CANCELLED), str(ReasonCode.CANCELLED)
         row.updated_at = _now(clock)
+        if row.actual_start is not None and row.actual_end is None:
+            # it ran until now: the report counts its hours to here, not to its period's end
+            row.actual_end = row.updated_at
         s.commit()
     return done

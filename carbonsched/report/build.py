@@ -335,6 +335,9 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
         base_iv = base_iv[keep]
     # ---- actual hours from dispatch
     act = normalise_actual_runs(actual) if actual is not None else actual_runs(store, t0, t1)
+    if "end_assumed" in act and (n_assumed := int(act["end_assumed"].astype(bool).sum())):
+        notes.append(f"{n_assumed} run(s) ended (cancelled, failed or lost) without an end on "
+                     "record: counted to their planned end")
     plan_iv["hours_basis"] = "planned"
     plan_iv["planned_start"] = plan_iv["start"]
     plan_iv["planned_end"] = plan_iv["end"]

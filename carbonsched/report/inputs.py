@@ -25,12 +25,18 @@ from typing import Any
 
 import pandas as pd
 
+from carbonsched.domain import JobState
 from carbonsched.errors import DataFormatError, UnknownSiteError
 from carbonsched.pipeline.document import read_plan_document
 
 ACTUAL_RUN_COLUMNS = ["job_id", "piece", "plan_id", "site", "actual_start", "actual_end",
                       "backend"]
 TELEMETRY_COLUMNS = ["hour_utc", "site", "job_id", "it_energy_kwh", "source"]
+
+
+LIVE_STATES = (JobState.PENDING, JobState.DISPATCHED, JobState.RUNNING, JobState.PAUSED)
+"""Outbox states of a run that may still be going: without an actual end, it counts up to the
+report's end."""
 
 
 def actual_runs(store: Any, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFrame:
@@ -43,7 +49,9 @@ def actual_runs(store: Any, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFr
     job's pieces each have their own run), ``plan_id``, ``site``, ``actual_start`` and
     ``actual_end`` (tz-aware UTC; ``actual_end`` NaT while running: the report then counts up to
     ``end``) and ``backend`` (e.g. ``slurm:cluster``). Jobs without an actual start (not
-    dispatched, or not started yet) keep their planned hours, labelled ``planned``.
+    dispatched, or not started yet) keep their planned hours, labelled ``planned``. From the
+    outbox, a run that is over (cancelled, failed, lost: not in :data:`LIVE_STATES`) without a
+    recorded end ends at its planned end, and its ``end_assumed`` column is True.
 
     Parameters
     ----------
@@ -65,10 +73,18 @@ def actual_runs(store: Any, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFr
         from carbonsched.dispatch.outbox import dispatch_records
 
         df = dispatch_records(store)
-        df = df[df["actual_start"].notna()]
+        df = df[df["actual_start"].notna()].copy()
         if len(df):
+            # a run that ended (cancelled, failed, lost) with no end on record: its planned end
+            # (never before its start), named in the report's notes; "while running" is only
+            # for a run the backend still reports as running
             a_start = pd.to_datetime(df["actual_start"], utc=True)
             a_end = pd.to_datetime(df["actual_end"], utc=True)
+            over = ~df["state"].isin([str(s) for s in LIVE_STATES])
+            df["end_assumed"] = (over & a_end.isna()).to_numpy()
+            planned = pd.to_datetime(df["planned_end"], utc=True)
+            a_end = a_end.where(~df["end_assumed"], planned.where(planned > a_start, a_start))
+            df["actual_end"] = a_end
             df = df[(a_start < end) & (a_end.isna() | (a_end > start))]
     else:
         return pd.DataFrame(columns=ACTUAL_RUN_COLUMNS)
@@ -117,7 +133,7 @@ def normalise_actual_runs(df: pd.DataFrame) -> pd.DataFrame:
                                              f"{out.loc[bad, 'piece'].iloc[0]} is not a "
                                              "whole number >= 0 (0 for a job run whole)")
     out["piece"] = piece.fillna(0).astype(int)
-    return out[ACTUAL_RUN_COLUMNS]
+    return out[ACTUAL_RUN_COLUMNS + (["end_assumed"] if "end_assumed" in out else [])]
 
 
 def read_telemetry(path: str | Path, site_ids: set[str]) -> pd.DataFrame:

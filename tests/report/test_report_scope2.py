@@ -487,6 +487,48 @@ def test_actual_hours_come_from_the_dispatch_outbox(fx, shared_data, tmp_path):
     assert job["it_energy_kwh"] == pytest.approx(2 * 4 * 0.5)
 
 
+@pytest.mark.parametrize(("state", "end", "assumed"), [
+    ("Cancelled", "2023-07-03T14:00:00Z", True),   # over, no end on record: its planned end
+    ("Failed", "2023-07-03T14:00:00Z", True),      # lost: the same
+    ("Running", "2023-07-04T00:00:00Z", False),    # still running: up to the report's end
+])
+def test_a_run_over_without_an_end_counts_to_its_planned_end_and_is_named(
+        fx, shared_data, tmp_path, state, end, assumed):
+    # J1 (planned 12:00-14:00, 4 GPUs x 0.5 kW) started 12:30; no end on record. Before, a
+    # cancelled or lost run was counted to the end of the report's period like a running one
+    import json as _json
+    from datetime import UTC, datetime
+
+    from sqlalchemy.orm import Session
+
+    from carbonsched.store import Store
+    from carbonsched.store.models import DispatchRow
+
+    store = Store(f"sqlite:///{tmp_path}/s.db")
+    d1, _ = _two_day_docs()
+    store.save_plan(d1)
+    now = datetime(2023, 7, 3, 11, tzinfo=UTC)
+    with Session(store.engine) as s:
+        s.add(DispatchRow(key="J1#0", job_id="J1", piece=0, plan_id=d1["plan_id"],
+                          site="de-site", backend="slurm:de", state=state,
+                          reason="x", detail="", backend_id="de:42",
+                          request_json=_json.dumps({}),
+                          planned_start=datetime(2023, 7, 3, 12, tzinfo=UTC),
+                          planned_end=datetime(2023, 7, 3, 14, tzinfo=UTC), attempts=1,
+                          created_at=now, updated_at=now, submitted_at=now,
+                          actual_start=datetime(2023, 7, 3, 12, 30, tzinfo=UTC),
+                          times_source="squeue"))
+        s.commit()
+    rep = build_report(store, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03")
+    job = rep.frames["jobs"].set_index("job_id").loc["J1"]
+    assert (job["start"], job["end"]) == ("2023-07-03T12:30:00Z", end)
+    hours = (pd.Timestamp(end) - pd.Timestamp("2023-07-03T12:30Z")) / pd.Timedelta(hours=1)
+    assert job["it_energy_kwh"] == pytest.approx(4 * 0.5 * hours)
+    said = [n for n in rep.metadata["notes"] if "without an end on record" in n]
+    assert said == (["1 run(s) ended (cancelled, failed or lost) without an end on record: "
+                     "counted to their planned end"] if assumed else [])
+
+
 def test_a_preemptible_jobs_pieces_keep_their_own_actual_hours_and_count_the_overhead(
         fx, shared_data):
     # J1 runs in two pieces (09:00-11:00, resumed 14:00-15:30 with 30 min restoring the
