@@ -1318,11 +1318,14 @@ def run_daily_plan(
                      "slot takes its hour's forecast (carbon intensity, PUE, surplus) and "
                      "hourly inference demand holds in every slot of its hour")
     notes.extend(result.notes)  # horizon end: continued signals, deferrals, running work
-    if result.solver.greedy_unplaced:
-        notes.append(f"solver: no incumbent within --time-limit {time_limit_s:g} s; the greedy "
-                     f"fallback left {result.solver.greedy_unplaced} job(s) unplaced that "
-                     "passed the pre-check (an exact solve with a longer --time-limit may "
-                     "place them)")
+    if result.solver.method == "greedy":
+        left = result.solver.greedy_unplaced
+        notes.append(f"solver: no incumbent within --time-limit {time_limit_s:g} s; the plan is "
+                     "the greedy fallback's (no optimality claimed)"
+                     + (f"; it left {left} job(s) unplaced that passed the pre-check (an exact "
+                        "solve with a longer --time-limit may place them)" if left else "")
+                     + (f"; it deferred {len(result.deferred)} job(s) to a later run, as the "
+                        "MILP's objective would" if result.deferred else ""))
     # the plan is as good as its weakest site's signals:
     # modelled < degraded < estimated < measured
     quality = next((q for q in (SignalQuality.MODELLED, SignalQuality.DEGRADED,
