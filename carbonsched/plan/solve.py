@@ -952,6 +952,8 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
     out.build_seconds = rec.build_seconds + rec2.build_seconds
     out.solve_seconds = rec.solve_seconds + rec2.solve_seconds
     out.note = f"{rec.note}; then direct MILP: {rec2.note}"
+    if out is rec2:   # what the solve started from is column generation's record
+        out.warm_start = join_clauses(rec.warm_start, rec2.warm_start)
     # both bounds are proven lower bounds whether or not their solver finished, so the best
     # plan within mip_gap of the larger one is proven (the rule of
     # carbonsched.plan.colgen.status.plan_status): two time-limited runs can prove it together

@@ -433,3 +433,29 @@ def test_follow_up_proves_the_plan_with_either_bound_when_both_runs_hit_their_li
     assert seen["cg_bound"] < res.solver.bound            # the MILP's bound is the larger
     assert res.solver.mip_gap == pytest.approx(gap, rel=1e-6)
     assert res.status == res.solver.status == status
+
+
+def test_a_warm_solve_whose_follow_up_milp_wins_keeps_saying_it_was_warm(monkeypatch):
+    # the follow-up MILP's plan is kept (column generation's is made to look worse); the
+    # record returned is the MILP's, and what the solve started from must not be lost with it
+    from carbonsched.plan.solve import WarmStart
+
+    prob = mid_size()
+    first = solve_plan(prob, time_limit_s=600, mip_gap=0.01)
+    real = solve_mod.solve_colgen
+
+    def worse(*a, **k):
+        res = real(*a, **k)
+        res.status = res.solver.status = PlanStatus.FEASIBLE
+        res.totals["objective"] += 1000.0
+        return res
+
+    monkeypatch.setattr(solve_mod, "solve_colgen", worse)
+    monkeypatch.setattr(solve_mod, "AUTO_MILP_MAX_OPTIONS", 0)
+    monkeypatch.setattr(solve_mod, "AUTO_COLGEN_MIN_OPTIONS", 0)
+    res = solve_plan(prob, time_limit_s=600, mip_gap=0.01,
+                     start=WarmStart(first.placements, source="the previous run"))
+    assert res.solver.method == "colgen+milp", res.solver.note
+    assert res.solver.note.count("then direct MILP") == 1
+    assert res.solver.warm_start.startswith("warm: started from the previous run: "), \
+        res.solver.warm_start
