@@ -34,7 +34,7 @@ import pandas as pd
 from carbonsched.catalog import Catalog
 from carbonsched.clock import Clock
 from carbonsched.config import database_label
-from carbonsched.domain import Job, Workload
+from carbonsched.domain import Job, ReasonCode, Workload
 from carbonsched.errors import (
     BackendUnavailableError,
     CarbonschedError,
@@ -131,6 +131,25 @@ def with_submitted_jobs(wl: Workload, service_store: Any, issued_at: pd.Timestam
             continue
         extra.append(job)
     return Workload(jobs=list(wl.jobs) + extra, inference=wl.inference), {j.id for j in extra}
+
+
+def expired_submitted_jobs(service_store: Any, issued_at: pd.Timestamp) -> list[Job]:
+    """The API's pending jobs whose deadline is at or before ``issued_at``: no plan can run them.
+
+    Only ``Pending`` jobs (never placed): a ``Planned`` one may have been dispatched and run.
+    """
+    return [job for row in service_store.jobs(states=("Pending",))
+            if (job := job_from_spec(row["spec"])).deadline <= issued_at]
+
+
+def end_expired_jobs(service_store: Any, jobs: list[Job], issued_at: pd.Timestamp,
+                     now: datetime) -> None:
+    """Record each of ``jobs`` (:func:`expired_submitted_jobs`) ``Failed``/``DeadlinePassed``."""
+    for job in jobs:
+        service_store.update_job(
+            job.id, state="Failed", reason=str(ReasonCode.DEADLINE_PASSED),
+            detail=(f"its deadline {job.deadline.isoformat()} passed before the run issued at "
+                    f"{issued_at.isoformat()} could plan it"), updated_at=now)
 
 
 def job_from_spec(spec: dict[str, Any]) -> Job:
@@ -565,14 +584,21 @@ def _plan_daily(settings: Any, service_store: Any, wl: Workload, pdate: str,
     from carbonsched.pipeline.daily import run_daily_plan
 
     wl, api_ids = with_submitted_jobs(wl, service_store, t, settings.horizon_hours)
+    expired = expired_submitted_jobs(service_store, t)
     daily = run_daily_plan(pdate, settings.catalog, wl, settings.data_dir, settings.solver,
                            settings.time_limit_s, settings.horizon_hours,
                            signal_loader=loaders.signal_loader,
                            exogenous_loader=loaders.exogenous_loader)
     doc = daily.document
+    if expired:
+        ids = sorted(j.id for j in expired)
+        doc["notes"].append(f"{len(ids)} job(s) submitted through the API ended with "
+                            "DeadlinePassed: their deadline passed before a plan could place "
+                            f"them ({', '.join(ids[:10])}{', ...' if len(ids) > 10 else ''})")
 
     def record(db: Any, now: datetime) -> None:
         update_submitted(db, doc, api_ids, now)
+        end_expired_jobs(db, expired, t, now)
 
     return _Planned(doc, daily.forecasts, api_ids, record)
 

@@ -225,7 +225,12 @@ def test_submitted_jobs_join_the_next_plan_and_take_its_outcome(db):
     import pandas as pd
 
     from carbonsched.domain import Workload
-    from carbonsched.service.runs import update_submitted, with_submitted_jobs
+    from carbonsched.service.runs import (
+        end_expired_jobs,
+        expired_submitted_jobs,
+        update_submitted,
+        with_submitted_jobs,
+    )
 
     now = datetime(2023, 7, 15, 23, tzinfo=UTC)
 
@@ -259,3 +264,15 @@ def test_submitted_jobs_join_the_next_plan_and_take_its_outcome(db):
     update_submitted(db, doc2, ids, now)
     j = db.get_job("in")
     assert (j["state"], j["reason"], j["site"]) == ("Pending", "InsufficientCapacity", None)
+    # "gone" (deadline 2023-07-15 00:00, just at the issue time of the day before) can never
+    # run: it ends, where before it stayed Pending/AwaitingPlan for ever; "in" and "later" do not
+    t = pd.Timestamp("2023-07-16T00:00:00Z")
+    expired = expired_submitted_jobs(db, t)
+    assert [x.id for x in expired] == ["gone"]
+    assert [x.id for x in expired_submitted_jobs(db, pd.Timestamp("2023-07-14T23:59Z"))] == []
+    end_expired_jobs(db, expired, t, now)
+    g = db.get_job("gone")
+    assert (g["state"], g["reason"]) == ("Failed", "DeadlinePassed")
+    assert "passed before the run issued at 2023-07-16T00:00:00+00:00" in g["detail"]
+    assert [db.get_job(x)["state"] for x in ("in", "later", "done")] == \
+        ["Pending", "Pending", "Succeeded"]
