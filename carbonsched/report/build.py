@@ -142,6 +142,40 @@ def _intervals(doc: dict[str, Any], part: dict[str, Any], catalog: Catalog,
     return out
 
 
+def _one_plan_per_job(plan_iv: pd.DataFrame, base_iv: pd.DataFrame,
+                      docs: list[dict[str, Any]], act: pd.DataFrame,
+                      notes: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each job's intervals from one of the report's plans, and its counterfactual's with them.
+
+    A job placed by several plans of the period (a window across two days' horizons, an API
+    job re-planned the next day, a horizon over 24 h) ran once: from the plan dispatch
+    recorded it from (``act``'s ``plan_id``), else from the newest of them (date, then issue
+    time). The others' intervals of it are dropped, in the plan and its baseline alike, and
+    the notes count the jobs.
+    """
+    work = plan_iv[plan_iv["kind"] != "inference"]
+    plans_of = work.groupby("job_id")["plan_id"].unique()
+    several = plans_of[plans_of.map(len) > 1]
+    if several.empty:
+        return plan_iv, base_iv
+    rank = {d["plan_id"]: (d.get("date") or "", d.get("issued_at") or "") for d in docs}
+    ran_from = ({} if act.empty or "plan_id" not in act else
+                dict(zip(act["job_id"], act["plan_id"], strict=True)))
+    keep = {job: ran_from[job] if ran_from.get(job) in plans else max(plans, key=rank.get)
+            for job, plans in several.items()}
+
+    def dropped(iv: pd.DataFrame) -> pd.Series:
+        if iv.empty:
+            return pd.Series(False, index=iv.index)
+        chosen = iv["job_id"].map(keep)
+        return (iv["kind"] != "inference") & chosen.notna() & (iv["plan_id"] != chosen)
+
+    notes.append(f"{len(keep)} job(s) placed by more than one of the period's plans counted once, "
+                 "from the plan dispatch ran them from, else the newest: "
+                 + ", ".join(sorted(keep)[:5]) + (" ..." if len(keep) > 5 else ""))
+    return plan_iv[~dropped(plan_iv)], base_iv[~dropped(base_iv)]
+
+
 def _expand(intervals: pd.DataFrame, t0: pd.Timestamp, t1: pd.Timestamp) -> pd.DataFrame:
     """One row per interval and hour it overlaps inside ``[t0, t1)``, with ``hour_fraction``."""
     rows = []
@@ -338,6 +372,7 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
     if "end_assumed" in act and (n_assumed := int(act["end_assumed"].astype(bool).sum())):
         notes.append(f"{n_assumed} run(s) ended (cancelled, failed or lost) without an end on "
                      "record: counted to their planned end")
+    plan_iv, base_iv = _one_plan_per_job(plan_iv, base_iv, docs + earlier, act, notes)
     plan_iv["hours_basis"] = "planned"
     plan_iv["planned_start"] = plan_iv["start"]
     plan_iv["planned_end"] = plan_iv["end"]

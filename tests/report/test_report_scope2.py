@@ -654,3 +654,42 @@ def test_telemetry_of_one_job_site_and_hour_given_twice_is_refused(fx, shared_da
     rep = build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03",
                        telemetry=tel, plans=[doc])
     assert rep.totals["it_energy_kwh"] == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize(("ran_from", "hours"), [
+    (None, ("2023-07-04T03:00:00Z", "2023-07-04T05:00:00Z")),   # not dispatched: the newest
+    ("first", ("2023-07-03T22:00:00Z", "2023-07-04T00:00:00Z")),  # dispatched from day 1's
+])
+def test_a_job_placed_by_two_of_the_periods_plans_is_counted_once(fx, shared_data, ran_from,
+                                                                   hours):
+    # J1's window spans two days: day 1's plan places it 22:00-24:00, day 2's (which re-plans
+    # it, e.g. an API job still Planned) 03:00-05:00. It runs once; K only on day 2 (at the
+    # limit: one plan, kept). Before, both J1 placements were counted (4 GPU-h, not 2 x 4 x 2)
+    d1 = plan_doc("2023-07-03", "two-markets", [
+        ("J1", "a", "de-site", "2023-07-03T22:00:00Z", "2023-07-04T00:00:00Z", 4, 0.5)],
+        baseline=[("J1", "a", "de-site", "2023-07-03T20:00:00Z", "2023-07-03T22:00:00Z", 4,
+                   0.5)])
+    d2 = plan_doc("2023-07-04", "two-markets", [
+        ("J1", "a", "de-site", "2023-07-04T03:00:00Z", "2023-07-04T05:00:00Z", 4, 0.5),
+        ("K", "a", "de-site", "2023-07-04T06:00:00Z", "2023-07-04T07:00:00Z", 2, 0.5)],
+        baseline=[("J1", "a", "de-site", "2023-07-04T00:00:00Z", "2023-07-04T02:00:00Z", 4,
+                   0.5),
+                  ("K", "a", "de-site", "2023-07-04T00:00:00Z", "2023-07-04T01:00:00Z", 2,
+                   0.5)])
+    actual = None
+    if ran_from:
+        actual = pd.DataFrame({"job_id": ["J1"], "plan_id": [d1["plan_id"]],
+                               "site": ["de-site"],
+                               "actual_start": [pd.Timestamp("2023-07-03T22:00Z")],
+                               "actual_end": [pd.Timestamp("2023-07-04T00:00Z")],
+                               "backend": ["slurm:de"]})
+    rep = build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-04",
+                       plans=[d1, d2], actual=actual)
+    jobs = rep.frames["jobs"].set_index("job_id")
+    assert list(jobs.index).count("J1") == 1
+    assert (jobs.loc["J1", "start"], jobs.loc["J1", "end"]) == hours
+    assert jobs.loc["J1", "plan_id"] == (d1 if ran_from else d2)["plan_id"]
+    # J1 4 GPUs x 2 h + K 2 GPUs x 1 h, at 0.5 kW per GPU
+    assert rep.totals["it_energy_kwh"] == pytest.approx(0.5 * (4 * 2 + 2 * 1))
+    assert ("1 job(s) placed by more than one of the period's plans counted once, from the "
+            "plan dispatch ran them from, else the newest: J1") in rep.metadata["notes"]
