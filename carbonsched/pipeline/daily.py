@@ -1175,7 +1175,8 @@ def run_daily_plan(
     InputError
         Unknown catalog, no site with data for the date, malformed workload, a horizon outside
         1..:data:`MAX_HORIZON_HOURS`, a time limit that is not > 0 or a slot length other than
-        60, 30 or 15 minutes (checked before any forecasting); with ``replay_from``: a day not
+        60, 30 or 15 minutes, grid events on a grid finer than an hour (checked before any
+        forecasting); with ``replay_from``: a day not
         before ``date``, a catalog of modelled signals, or a workload with no work on that day.
     PlanningError
         The solver is unavailable.
@@ -1189,6 +1190,11 @@ def run_daily_plan(
         raise InputError(f"solver time limit must be > 0 s, got {time_limit_s}; "
                          "e.g. --time-limit 60")
     slot_minutes = check_slot_minutes(slot_minutes)
+    if grid_events and slot_minutes != 60:
+        # each event hour's baseline, band and commitment are read per hour of the hourly grid
+        raise InputError(f"grid events are committed on the hourly grid; this plan's grid is "
+                         f"{slot_minutes}-minute: plan the {len(grid_events)} grid event(s) "
+                         "with --slot-minutes 60 (the default), or drop --grid-events")
     if data_dir is None:
         from carbonsched.config import get_settings
 

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from carbonsched.errors import UnknownSiteError
+from carbonsched.errors import InputError, UnknownSiteError
 from carbonsched.flex import (
     BaselineMethod,
     Commitment,
@@ -148,11 +148,17 @@ def commit_events(problem: PlanningProblem, events: list[GridEvent], solve: Solv
     ------
     UnknownSiteError
         An event names a site that is not in the problem.
+    InputError
+        Events on a problem whose slots are shorter than an hour (each event hour's baseline,
+        band and commitment are per hour of the hourly grid).
     """
     site_ids = [s.id for s in problem.sites]
     for ev in events:
         if ev.site not in site_ids:
             raise UnknownSiteError(ev.site, site_ids)
+    if events and problem.slot_minutes != 60:
+        raise InputError(f"grid events are committed on the hourly grid; the problem's grid "
+                         f"is {problem.slot_minutes}-minute (plan it on 60-minute slots)")
     base = baseline_result if baseline_result is not None else solve(problem)
     if replan_at is None and events:
         replan_at = max(ev.announced for ev in events)
