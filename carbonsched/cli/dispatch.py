@@ -46,8 +46,9 @@ def dispatch(
         "--dry-run", help="Print the exact sbatch lines and Job manifests; submit nothing.")]
         = False,
     commit_before: Annotated[str | None, typer.Option(
-        "--commit-before", help="Commit only placements starting before this UTC instant "
-        "(ISO 8601 with offset, e.g. 2026-12-01T06:00Z); default: the whole plan.")] = None,
+        "--commit-before", help="Commit only jobs whose first piece starts before this UTC "
+        "instant, each whole (ISO 8601 with offset, e.g. 2026-12-01T06:00Z); default: the "
+        "whole plan.")] = None,
     catalog: Annotated[str | None, typer.Option(
         "--catalog", help="Catalog name or path (default: the one the plan names).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,

@@ -6,9 +6,11 @@ annotation plus a hashed label). :func:`dispatch_plan`:
 
 1. builds the adapters of every site of the catalog (an unknown backend kind or an unusable
    configuration fails here, before anything is written or submitted);
-2. sorts the plan's placements: those starting at or after ``commit_before`` are left to a later
-   run (``NotCommitted``); a key already in the outbox from an *earlier plan* is never submitted
-   again (``AlreadyDispatched``); one whose deadline cannot be met any more is recorded
+2. sorts the plan's placements: jobs whose first piece starts at or after ``commit_before`` are
+   left to a later run (``NotCommitted``; a job whose first piece starts before it is committed
+   whole, every piece, as the rolling planner commits it); a key already in the outbox from an
+   *earlier plan* is never submitted again, nor any piece of a job whose first piece an
+   earlier plan holds (``AlreadyDispatched``); one whose deadline cannot be met any more is recorded
    ``Failed/DeadlinePassed``;
 3. writes the remaining intents (``Pending/AwaitingSubmit``) in one transaction — the outbox —
    before any side effect;
@@ -491,8 +493,9 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
     dry_run
         Render the exact submissions (sbatch lines, Job manifests) and write nothing.
     commit_before
-        Commit only placements starting before this instant (tz-aware): the next run, with the
-        next plan, decides the rest. None commits the whole plan.
+        Commit only the jobs whose first piece starts before this instant (tz-aware), each
+        whole: the next run, with the next plan, decides the rest. None commits the whole
+        plan.
     clock
         "Now" (deadline checks, timestamps).
     adapters
@@ -581,6 +584,15 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
                 check_lease_covers(settings.dispatch_lease_s, float(a.timeout_s),  # type: ignore[attr-defined]
                                    f"a call to {a.name}")
 
+    # a job in pieces is committed whole once its first piece starts before commit_before (as
+    # the rolling planner commits it): a later run never places its later pieces again
+    job_start: dict[str, datetime] = {}
+    for r in requests:
+        job_start[r.job_id] = min(job_start.get(r.job_id, r.start), r.start)
+
+    def uncommitted(req: DispatchRequest) -> bool:
+        return commit_before is not None and job_start[req.job_id] >= commit_before
+
     with Session(store.engine, expire_on_commit=False) as s:
         existing = _rows_by_key(s, [r.key for r in requests])
         new_rows: list[dict[str, Any]] = []
@@ -603,13 +615,15 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
                     reason=str(ReasonCode.NO_PAYLOAD), plan_id=plan_id,
                     detail=unrunnable[req.key]))
                 continue
-            if commit_before is not None and req.start >= commit_before:
+            if uncommitted(req):
                 summary.outcomes.append(DispatchOutcome(
                     key=req.key, job_id=req.job_id, piece=req.piece, site=req.site,
                     backend=adapter.name, action="not_committed",
                     state=str(JobState.PLANNED), reason=str(ReasonCode.NOT_COMMITTED),
                     plan_id=plan_id, detail=f"starts {_iso(req.start)}, at or after "
-                    f"commit_before {_iso(commit_before)}"))
+                    f"commit_before {_iso(commit_before)}" + (
+                        "" if req.start == job_start[req.job_id] else
+                        f" (its job's first piece starts {_iso(job_start[req.job_id])})")))
                 continue
             if dry_run:
                 summary.outcomes.append(DispatchOutcome(
@@ -637,10 +651,12 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
         # the outbox: intents are durable before any submission; a concurrent dispatcher of the
         # same plan may have written some of them already (then its rows stand)
         _insert_new(s, new_rows)
-        summary.outcomes += _withdraw_pieces_of_other_plans(s, new_rows, plan_id)
+        withdrawn = _withdraw_pieces_of_other_plans(s, new_rows, plan_id)
+        gone = {o.key for o in withdrawn}
+        summary.outcomes = [o for o in summary.outcomes if o.key not in gone] + withdrawn
         s.commit()
 
-    committed = [r.key for r in requests if commit_before is None or r.start < commit_before]
+    committed = [r.key for r in requests if not uncommitted(r)]
     claimant = claimant or Claimant(store, settings.dispatch_lease_s)
     _drive_pending(store, adapters, summary, clock, settings, sleep, attempts_max, claimant,
                    wait_keys=committed)
@@ -692,7 +708,8 @@ def _withdraw_pieces_of_other_plans(s: Session, rows: Sequence[Mapping[str, Any]
     Returns
     -------
     list of DispatchOutcome
-        One ``already_dispatched`` outcome per withdrawn intent.
+        One ``already_dispatched`` outcome per withdrawn intent (pending, or recorded failed
+        as past its deadline), to replace any outcome this run gave it.
     """
     later = {}
     for r in rows:
@@ -709,8 +726,8 @@ def _withdraw_pieces_of_other_plans(s: Session, rows: Sequence[Mapping[str, Any]
         mine = _rows_by_key(s, keys)
         for k in keys:
             row = mine.get(k)
-            if row is None or row.plan_id != plan_id or row.state != JobState.PENDING.value \
-                    or row.submit_attempted_at is not None:
+            # written by this run (pending, or failed as past its deadline), never submitted
+            if row is None or row.plan_id != plan_id or row.submit_attempted_at is not None:
                 continue
             o = _outcome(row, "already_dispatched", f"job dispatched from plan "
                          f"{claim.plan_id} ({claim.key}); this plan's piece not submitted")
@@ -1287,8 +1304,9 @@ def cancel_unit(store: Store, catalog: Catalog | str, job_id: str, piece: int = 
         done = adapters[row.site].cancel(key)
         row.state, row.reason = str(JobState.CANCELLED), str(ReasonCode.CANCELLED)
         row.updated_at = _now(clock)
-        if row.actual_start is not None and row.actual_end is None:
+        if done and row.actual_start is not None and row.actual_end is None:
             # it ran until now: the report counts its hours to here, not to its period's end
+            # (a job the backend found over already keeps no end: the report's planned end)
             row.actual_end = row.updated_at
         s.commit()
     return done

@@ -274,6 +274,12 @@ def greedy_from_sets(sets: PlanSets, defer: bool = False) -> PlanResult:
         Defer a job deferrable past the horizon (:attr:`~carbonsched.plan.sets.PlanSets.
         deferrable`) whose best start with room emits at least its terminal value, as the
         MILP's objective would (the plan note counts them); else place every job that fits.
+
+    Returns
+    -------
+    PlanResult
+        Status ``heuristic``, method ``greedy``; deferred jobs are unplaced with reason
+        ``DeferredPastHorizon``.
     """
     return _run(sets, "greedy", carbon_aware=True, started=time.perf_counter(), defer=defer)
 

@@ -144,14 +144,21 @@ def _intervals(doc: dict[str, Any], part: dict[str, Any], catalog: Catalog,
 
 def _one_plan_per_job(plan_iv: pd.DataFrame, base_iv: pd.DataFrame,
                       docs: list[dict[str, Any]], act: pd.DataFrame,
-                      notes: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+                      notes: list[str], dispatched: pd.DataFrame | None = None
+                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Each job's intervals from one of the report's plans, and its counterfactual's with them.
 
     A job placed by several plans of the period (a window across two days' horizons, an API
     job re-planned the next day, a horizon over 24 h) ran once: from the plan dispatch
-    recorded it from (``act``'s ``plan_id``), else from the newest of them (date, then issue
-    time). The others' intervals of it are dropped, in the plan and its baseline alike, and
-    the notes count the jobs.
+    recorded its first piece from (``dispatched``, the outbox, started or not; else ``act``,
+    the actual runs), else from the newest of them (date, then issue time). The others'
+    intervals of it are dropped, in the plan and its baseline alike, and the notes count the
+    jobs.
+
+    Returns
+    -------
+    plan_iv, base_iv
+        The intervals kept. [-]
     """
     work = plan_iv[plan_iv["kind"] != "inference"]
     plans_of = work.groupby("job_id")["plan_id"].unique()
@@ -159,8 +166,15 @@ def _one_plan_per_job(plan_iv: pd.DataFrame, base_iv: pd.DataFrame,
     if several.empty:
         return plan_iv, base_iv
     rank = {d["plan_id"]: (d.get("date") or "", d.get("issued_at") or "") for d in docs}
-    ran_from = ({} if act.empty or "plan_id" not in act else
-                dict(zip(act["job_id"], act["plan_id"], strict=True)))
+    # the plan of each job's first dispatched piece (its claim: carbonsched.dispatch.outbox),
+    # whether or not the run has started
+    ran_from: dict[str, str] = {}
+    for frame in (dispatched, act):
+        if frame is None or frame.empty or "plan_id" not in frame:
+            continue
+        known = frame[frame["plan_id"].notna()].sort_values("piece", kind="stable")
+        for job, plan in zip(known["job_id"], known["plan_id"], strict=True):
+            ran_from.setdefault(job, plan)
     keep = {job: ran_from[job] if ran_from.get(job) in plans else max(plans, key=rank.get)
             for job, plans in several.items()}
 
@@ -369,10 +383,16 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
         base_iv = base_iv[keep]
     # ---- actual hours from dispatch
     act = normalise_actual_runs(actual) if actual is not None else actual_runs(store, t0, t1)
-    if "end_assumed" in act and (n_assumed := int(act["end_assumed"].astype(bool).sum())):
+    if "end_assumed" in act and (n_assumed := int((act["end_assumed"] == True).sum())):  # noqa: E712
         notes.append(f"{n_assumed} run(s) ended (cancelled, failed or lost) without an end on "
                      "record: counted to their planned end")
-    plan_iv, base_iv = _one_plan_per_job(plan_iv, base_iv, docs + earlier, act, notes)
+    dispatched = None
+    if actual is None and hasattr(store, "engine"):
+        from carbonsched.dispatch.outbox import dispatch_records
+
+        dispatched = dispatch_records(store)
+    plan_iv, base_iv = _one_plan_per_job(plan_iv, base_iv, docs + earlier, act, notes,
+                                         dispatched)
     plan_iv["hours_basis"] = "planned"
     plan_iv["planned_start"] = plan_iv["start"]
     plan_iv["planned_end"] = plan_iv["end"]
@@ -428,8 +448,8 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
             notes.append(f"{zero_counter_hours} job-hour(s) had zero power counters (power "
                          "source missing: unknown, not 0 W); their IT energy is modelled")
         if telemetry_unused:
-            notes.append(f"{telemetry_unused} telemetry row(s) match no job-hour of the report "
-                         "and were ignored")
+            notes.append(f"{telemetry_unused} telemetry row(s) match no job, site and hour of "
+                         "the report and were ignored")
 
     # ---- actual signals
     used_sites = set(rows["site"]) | (set(base_iv["site"]) if len(base_iv) else set())

@@ -63,7 +63,8 @@ def actual_runs(store: Any, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFr
     Returns
     -------
     DataFrame
-        Columns :data:`ACTUAL_RUN_COLUMNS`; empty when nothing is known.
+        Columns :data:`ACTUAL_RUN_COLUMNS`, and ``end_assumed`` (bool) when read from the
+        outbox; empty when nothing is known.
     """
     reader = getattr(store, "actual_runs", None)
     if reader is not None:

@@ -137,19 +137,57 @@ def expired_submitted_jobs(service_store: Any, issued_at: pd.Timestamp) -> list[
     """The API's pending jobs whose deadline is at or before ``issued_at``: no plan can run them.
 
     Only ``Pending`` jobs (never placed): a ``Planned`` one may have been dispatched and run.
+
+    Parameters
+    ----------
+    service_store
+        The service store (:class:`carbonsched.store.service.ServiceStore`).
+    issued_at
+        The run's issue time (tz-aware).
+
+    Returns
+    -------
+    list of Job
+        Those jobs, through the one job schema (:func:`job_from_spec`).
     """
     return [job for row in service_store.jobs(states=("Pending",))
             if (job := job_from_spec(row["spec"])).deadline <= issued_at]
 
 
 def end_expired_jobs(service_store: Any, jobs: list[Job], issued_at: pd.Timestamp,
-                     now: datetime) -> None:
-    """Record each of ``jobs`` (:func:`expired_submitted_jobs`) ``Failed``/``DeadlinePassed``."""
+                     now: datetime) -> list[str]:
+    """Record each of ``jobs`` (:func:`expired_submitted_jobs`) ``Failed``/``DeadlinePassed``.
+
+    A job no longer ``Pending`` (cancelled, or placed by another run meanwhile) is left as it
+    is.
+
+    Parameters
+    ----------
+    service_store
+        The service store.
+    jobs
+        The expired jobs.
+    issued_at
+        The run's issue time, for the detail.
+    now
+        The record's ``updated_at``.
+
+    Returns
+    -------
+    list of str
+        The ids recorded ``Failed``.
+    """
+    ended = []
     for job in jobs:
+        row = service_store.get_job(job.id)
+        if row is None or row["state"] != "Pending":
+            continue
         service_store.update_job(
             job.id, state="Failed", reason=str(ReasonCode.DEADLINE_PASSED),
             detail=(f"its deadline {job.deadline.isoformat()} passed before the run issued at "
                     f"{issued_at.isoformat()} could plan it"), updated_at=now)
+        ended.append(job.id)
+    return ended
 
 
 def job_from_spec(spec: dict[str, Any]) -> Job:

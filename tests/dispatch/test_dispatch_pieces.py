@@ -217,6 +217,49 @@ def test_a_job_dispatched_whole_is_not_run_again_by_a_later_plan_that_splits_it(
     assert names == [f"carbonsched-{j}-0", f"carbonsched-{k}-0", f"carbonsched-{k}-1"]
 
 
+@pytest.mark.slurm
+def test_a_job_committed_by_its_first_piece_is_dispatched_whole_and_once(store, settings,
+                                                                          slurm_dir):
+    # plan B is dispatched with commit_before between J's pieces: J is committed whole (its
+    # first piece starts before), as the rolling planner commits it, so no later plan is left
+    # to run J#1. Plan C re-places J: every piece AlreadyDispatched. Plan D has K's second
+    # piece past its deadline, for a K plan A dispatched whole: taken back too, not recorded
+    # as D's failure (before: J#1 was never run; K#1 stayed a failed row of plan D)
+    prefix = uuid.uuid4().hex[:8]
+    j, k = f"{prefix}-j", f"{prefix}-k"
+    h = timedelta(hours=1)
+    t0 = datetime.now(UTC).replace(microsecond=0, second=0, minute=0) + timedelta(days=2)
+    now = datetime.now(UTC).replace(microsecond=0)
+    b = _doc([_piece(j, 0, "ca-on-toronto", "A100", t0, t0 + h, command="true"),
+              _piece(j, 1, "ca-on-toronto", "A100", t0 + 30 * h, t0 + 31 * h, command="true")])
+    c = _doc([_piece(j, 0, "ca-on-toronto", "A100", t0 + 2 * h, t0 + 3 * h, command="true"),
+              _piece(j, 1, "ca-on-toronto", "A100", t0 + 30 * h, t0 + 31 * h, command="true")])
+    a = _doc([_piece(k, 0, "ca-on-toronto", "A100", t0, t0 + 2 * h, command="true")])
+    d = _doc([_piece(k, 0, "ca-on-toronto", "A100", t0, t0 + h, command="true"),
+              _piece(k, 1, "ca-on-toronto", "A100", now + 3 * h, now + 4 * h, command="true",
+                     deadline=(now + h).strftime(FMT))])
+    for doc in (a, b, c, d):
+        store.save_plan(doc)
+    first = dispatch_plan(store, b["plan_id"], settings=settings, commit_before=t0 + 24 * h)
+    assert first.counts == {"submitted": 2}
+    again = dispatch_plan(store, c["plan_id"], settings=settings)
+    assert again.counts == {"already_dispatched": 2}
+    assert dispatch_plan(store, a["plan_id"], settings=settings).counts == {"submitted": 1}
+    late = dispatch_plan(store, d["plan_id"], settings=settings)
+    assert {o.key: o.action for o in late.outcomes} == {f"{k}#0": "already_dispatched",
+                                                         f"{k}#1": "already_dispatched"}
+    with Session(store.engine) as s:
+        rows = {r.key: r.plan_id for r in s.scalars(select(DispatchRow).where(
+            DispatchRow.job_id.in_([j, k])))}
+    assert rows == {f"{j}#0": b["plan_id"], f"{j}#1": b["plan_id"], f"{k}#0": a["plan_id"]}
+    # just at the limit: a job whose first piece starts at commit_before is not committed
+    e = _doc([_piece(f"{prefix}-e", 0, "ca-on-toronto", "A100", t0 + 24 * h, t0 + 25 * h,
+                     command="true")])
+    store.save_plan(e)
+    assert dispatch_plan(store, e["plan_id"], settings=settings,
+                         commit_before=t0 + 24 * h).counts == {"not_committed": 1}
+
+
 def test_a_kubernetes_piece_stopped_at_its_end_is_paused_and_a_whole_job_is_not(
         store, slurm_dir, emulator_kubeconfig):
     prefix = uuid.uuid4().hex[:8]

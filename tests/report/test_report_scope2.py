@@ -296,7 +296,7 @@ def test_actual_hours_and_measured_energy(fx, shared_data, tmp_path):
     assert jobs.loc["J-GB", "it_energy_basis"] == "mixed"
     notes = " | ".join(rep.metadata["notes"])
     assert "1 job-hour(s) had zero power counters" in notes
-    assert "1 telemetry row(s) match no job-hour" in notes
+    assert "1 telemetry row(s) match no job, site and hour" in notes
     assert rep.metadata["provenance"]["hours"]["actual_share"] > 0
 
 
@@ -637,7 +637,7 @@ def test_measured_energy_is_matched_by_site_and_shared_by_the_rows_of_one_hour(f
     sites = rep.frames["sites"].set_index("site")
     assert sites.loc["gb-site", "it_energy_kwh"] == pytest.approx(0.7)
     # K never ran at gb-site: that row matches nothing
-    assert "1 telemetry row(s) match no job-hour" in " | ".join(rep.metadata["notes"])
+    assert "1 telemetry row(s) match no job, site and hour" in " | ".join(rep.metadata["notes"])
 
 
 def test_telemetry_of_one_job_site_and_hour_given_twice_is_refused(fx, shared_data, tmp_path):
@@ -693,3 +693,39 @@ def test_a_job_placed_by_two_of_the_periods_plans_is_counted_once(fx, shared_dat
     assert rep.totals["it_energy_kwh"] == pytest.approx(0.5 * (4 * 2 + 2 * 1))
     assert ("1 job(s) placed by more than one of the period's plans counted once, from the "
             "plan dispatch ran them from, else the newest: J1") in rep.metadata["notes"]
+
+
+def test_a_job_dispatched_but_not_started_is_counted_from_the_plan_it_was_dispatched_from(
+        fx, shared_data, tmp_path):
+    # J1 in two days' plans; the outbox holds J1#0 from day 1's plan, submitted and not
+    # started: counted from day 1's plan (its planned hours), not from the newest
+    import json as _json
+    from datetime import UTC, datetime
+
+    from sqlalchemy.orm import Session
+
+    from carbonsched.store import Store
+    from carbonsched.store.models import DispatchRow
+
+    d1 = plan_doc("2023-07-03", "two-markets", [
+        ("J1", "a", "de-site", "2023-07-03T22:00:00Z", "2023-07-04T00:00:00Z", 4, 0.5)])
+    d2 = plan_doc("2023-07-04", "two-markets", [
+        ("J1", "a", "de-site", "2023-07-04T03:00:00Z", "2023-07-04T05:00:00Z", 4, 0.5)])
+    store = Store(f"sqlite:///{tmp_path}/s.db")
+    for d in (d1, d2):
+        store.save_plan(d)
+    now = datetime(2023, 7, 3, 11, tzinfo=UTC)
+    with Session(store.engine) as s:
+        s.add(DispatchRow(key="J1#0", job_id="J1", piece=0, plan_id=d1["plan_id"],
+                          site="de-site", backend="slurm:de", state="Dispatched",
+                          reason="Submitted", detail="", backend_id="de:42",
+                          request_json=_json.dumps({}),
+                          planned_start=datetime(2023, 7, 3, 22, tzinfo=UTC),
+                          planned_end=datetime(2023, 7, 4, tzinfo=UTC), attempts=1,
+                          created_at=now, updated_at=now, submitted_at=now))
+        s.commit()
+    rep = build_report(store, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-04")
+    jobs = rep.frames["jobs"].set_index("job_id")
+    assert list(jobs.index) == ["J1"] and jobs.loc["J1", "plan_id"] == d1["plan_id"]
+    assert (jobs.loc["J1", "start"], jobs.loc["J1", "hours_basis"]) == (
+        "2023-07-03T22:00:00Z", "planned")

@@ -264,15 +264,20 @@ def test_submitted_jobs_join_the_next_plan_and_take_its_outcome(db):
     update_submitted(db, doc2, ids, now)
     j = db.get_job("in")
     assert (j["state"], j["reason"], j["site"]) == ("Pending", "InsufficientCapacity", None)
-    # "gone" (deadline 2023-07-15 00:00, just at the issue time of the day before) can never
-    # run: it ends, where before it stayed Pending/AwaitingPlan for ever; "in" and "later" do not
+    # "gone" (deadline 2023-07-15 00:00) can never run: it ends, where before it stayed
+    # Pending/AwaitingPlan for ever; "in" and "later" do not. At the limit: a run issued at
+    # its deadline ends it, one a minute before does not
     t = pd.Timestamp("2023-07-16T00:00:00Z")
     expired = expired_submitted_jobs(db, t)
     assert [x.id for x in expired] == ["gone"]
+    assert [x.id for x in expired_submitted_jobs(db, pd.Timestamp("2023-07-15T00:00Z"))] == \
+        ["gone"]
     assert [x.id for x in expired_submitted_jobs(db, pd.Timestamp("2023-07-14T23:59Z"))] == []
-    end_expired_jobs(db, expired, t, now)
+    assert end_expired_jobs(db, expired, t, now) == ["gone"]
     g = db.get_job("gone")
     assert (g["state"], g["reason"]) == ("Failed", "DeadlinePassed")
     assert "passed before the run issued at 2023-07-16T00:00:00+00:00" in g["detail"]
     assert [db.get_job(x)["state"] for x in ("in", "later", "done")] == \
         ["Pending", "Pending", "Succeeded"]
+    # a job no longer pending when the run records is left as it is
+    assert end_expired_jobs(db, expired, t, now) == []
