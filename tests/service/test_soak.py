@@ -51,5 +51,8 @@ def test_a_short_soak_counts_zero_of_every_fault(tmp_path, slurm_conf_dir, share
     assert res["provider_loads"].get("None", 0) >= 1 and res["provider_loads"].get("429", 0) >= 1
     assert all(res["provider_degraded"][f] == res["provider_loads"][f]
                for f in ("429", "503", "drip") if f in res["provider_loads"]), res
-    assert res["provider_degraded"].get("None", 0) == 0, res
+    # a healthy answer is never degraded unless the load itself ran past the provider's
+    # deadline (a loaded machine: then the cache is the designed answer, not a fault)
+    assert res["provider_degraded"].get("None", 0) == \
+        res["provider_degraded_past_deadline"].get("None", 0), res
     assert res["provider_longest_load_s"] <= res["provider_run_deadline_s"] + 30, res
