@@ -454,8 +454,9 @@ def test_plan_naming_a_site_the_catalog_lacks(fx, shared_data):
                      plans=[doc])
 
 
-def test_actual_hours_come_from_the_dispatch_outbox(fx, shared_data, tmp_path):
-    # dispatch recorded J1 (planned 12:00-14:00) as run 12:30-14:30 by its backend (sacct)
+def _store_with_outbox_row(tmp_path, docs, plan_id, state, planned, actual=(None, None),
+                           times_source=None):
+    """A SQLite store holding ``docs`` and one outbox row for J1 (de-site) of ``plan_id``."""
     import json as _json
     from datetime import UTC, datetime
 
@@ -465,21 +466,30 @@ def test_actual_hours_come_from_the_dispatch_outbox(fx, shared_data, tmp_path):
     from carbonsched.store.models import DispatchRow
 
     store = Store(f"sqlite:///{tmp_path}/s.db")
-    d1, _ = _two_day_docs()
-    store.save_plan(d1)
+    for d in docs:
+        store.save_plan(d)
     now = datetime(2023, 7, 3, 11, tzinfo=UTC)
     with Session(store.engine) as s:
-        s.add(DispatchRow(key="J1#0", job_id="J1", piece=0, plan_id=d1["plan_id"],
-                          site="de-site", backend="slurm:de", state="Succeeded",
-                          reason="Completed", detail="", backend_id="de:42",
+        s.add(DispatchRow(key="J1#0", job_id="J1", piece=0, plan_id=plan_id,
+                          site="de-site", backend="slurm:de", state=state,
+                          reason="x", detail="", backend_id="de:42",
                           request_json=_json.dumps({}),
-                          planned_start=datetime(2023, 7, 3, 12, tzinfo=UTC),
-                          planned_end=datetime(2023, 7, 3, 14, tzinfo=UTC), attempts=1,
+                          planned_start=pd.Timestamp(planned[0]).to_pydatetime(),
+                          planned_end=pd.Timestamp(planned[1]).to_pydatetime(), attempts=1,
                           created_at=now, updated_at=now, submitted_at=now,
-                          actual_start=datetime(2023, 7, 3, 12, 30, tzinfo=UTC),
-                          actual_end=datetime(2023, 7, 3, 14, 30, tzinfo=UTC),
-                          times_source="sacct"))
+                          actual_start=actual[0] and pd.Timestamp(actual[0]).to_pydatetime(),
+                          actual_end=actual[1] and pd.Timestamp(actual[1]).to_pydatetime(),
+                          times_source=times_source))
         s.commit()
+    return store
+
+
+def test_actual_hours_come_from_the_dispatch_outbox(fx, shared_data, tmp_path):
+    # dispatch recorded J1 (planned 12:00-14:00) as run 12:30-14:30 by its backend (sacct)
+    d1, _ = _two_day_docs()
+    store = _store_with_outbox_row(tmp_path, [d1], d1["plan_id"], "Succeeded",
+                                   ("2023-07-03T12:00Z", "2023-07-03T14:00Z"),
+                                   ("2023-07-03T12:30Z", "2023-07-03T14:30Z"), "sacct")
     rep = build_report(store, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03")
     job = rep.frames["jobs"].set_index("job_id").loc["J1"]
     assert job["hours_basis"] == "actual"
@@ -496,29 +506,10 @@ def test_a_run_over_without_an_end_counts_to_its_planned_end_and_is_named(
         fx, shared_data, tmp_path, state, end, assumed):
     # J1 (planned 12:00-14:00, 4 GPUs x 0.5 kW) started 12:30; no end on record. Before, a
     # cancelled or lost run was counted to the end of the report's period like a running one
-    import json as _json
-    from datetime import UTC, datetime
-
-    from sqlalchemy.orm import Session
-
-    from carbonsched.store import Store
-    from carbonsched.store.models import DispatchRow
-
-    store = Store(f"sqlite:///{tmp_path}/s.db")
     d1, _ = _two_day_docs()
-    store.save_plan(d1)
-    now = datetime(2023, 7, 3, 11, tzinfo=UTC)
-    with Session(store.engine) as s:
-        s.add(DispatchRow(key="J1#0", job_id="J1", piece=0, plan_id=d1["plan_id"],
-                          site="de-site", backend="slurm:de", state=state,
-                          reason="x", detail="", backend_id="de:42",
-                          request_json=_json.dumps({}),
-                          planned_start=datetime(2023, 7, 3, 12, tzinfo=UTC),
-                          planned_end=datetime(2023, 7, 3, 14, tzinfo=UTC), attempts=1,
-                          created_at=now, updated_at=now, submitted_at=now,
-                          actual_start=datetime(2023, 7, 3, 12, 30, tzinfo=UTC),
-                          times_source="squeue"))
-        s.commit()
+    store = _store_with_outbox_row(tmp_path, [d1], d1["plan_id"], state,
+                                   ("2023-07-03T12:00Z", "2023-07-03T14:00Z"),
+                                   ("2023-07-03T12:30Z", None), "squeue")
     rep = build_report(store, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03")
     job = rep.frames["jobs"].set_index("job_id").loc["J1"]
     assert (job["start"], job["end"]) == ("2023-07-03T12:30:00Z", end)
@@ -699,31 +690,12 @@ def test_a_job_dispatched_but_not_started_is_counted_from_the_plan_it_was_dispat
         fx, shared_data, tmp_path):
     # J1 in two days' plans; the outbox holds J1#0 from day 1's plan, submitted and not
     # started: counted from day 1's plan (its planned hours), not from the newest
-    import json as _json
-    from datetime import UTC, datetime
-
-    from sqlalchemy.orm import Session
-
-    from carbonsched.store import Store
-    from carbonsched.store.models import DispatchRow
-
     d1 = plan_doc("2023-07-03", "two-markets", [
         ("J1", "a", "de-site", "2023-07-03T22:00:00Z", "2023-07-04T00:00:00Z", 4, 0.5)])
     d2 = plan_doc("2023-07-04", "two-markets", [
         ("J1", "a", "de-site", "2023-07-04T03:00:00Z", "2023-07-04T05:00:00Z", 4, 0.5)])
-    store = Store(f"sqlite:///{tmp_path}/s.db")
-    for d in (d1, d2):
-        store.save_plan(d)
-    now = datetime(2023, 7, 3, 11, tzinfo=UTC)
-    with Session(store.engine) as s:
-        s.add(DispatchRow(key="J1#0", job_id="J1", piece=0, plan_id=d1["plan_id"],
-                          site="de-site", backend="slurm:de", state="Dispatched",
-                          reason="Submitted", detail="", backend_id="de:42",
-                          request_json=_json.dumps({}),
-                          planned_start=datetime(2023, 7, 3, 22, tzinfo=UTC),
-                          planned_end=datetime(2023, 7, 4, tzinfo=UTC), attempts=1,
-                          created_at=now, updated_at=now, submitted_at=now))
-        s.commit()
+    store = _store_with_outbox_row(tmp_path, [d1, d2], d1["plan_id"], "Dispatched",
+                                   ("2023-07-03T22:00Z", "2023-07-04T00:00Z"))
     rep = build_report(store, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-04")
     jobs = rep.frames["jobs"].set_index("job_id")
     assert list(jobs.index) == ["J1"] and jobs.loc["J1", "plan_id"] == d1["plan_id"]
