@@ -382,15 +382,18 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
                          "plan left unplaced are not in the counterfactual (like for like)")
         base_iv = base_iv[keep]
     # ---- actual hours from dispatch
-    act = normalise_actual_runs(actual) if actual is not None else actual_runs(store, t0, t1)
-    if "end_assumed" in act and (n_assumed := int((act["end_assumed"] == True).sum())):  # noqa: E712
-        notes.append(f"{n_assumed} run(s) ended (cancelled, failed or lost) without an end on "
-                     "record: counted to their planned end")
+    # the outbox, read once: the actual runs and the plan each job was dispatched from
     dispatched = None
-    if actual is None and hasattr(store, "engine"):
+    if actual is None and getattr(store, "actual_runs", None) is None \
+            and hasattr(store, "engine"):
         from carbonsched.dispatch.outbox import dispatch_records
 
         dispatched = dispatch_records(store)
+    act = (normalise_actual_runs(actual) if actual is not None
+           else actual_runs(store, t0, t1, dispatched))
+    if "end_assumed" in act and (n_assumed := int((act["end_assumed"] == True).sum())):  # noqa: E712
+        notes.append(f"{n_assumed} run(s) ended (cancelled, failed or lost) without an end on "
+                     "record: counted to their planned end")
     plan_iv, base_iv = _one_plan_per_job(plan_iv, base_iv, docs + earlier, act, notes,
                                          dispatched)
     plan_iv["hours_basis"] = "planned"

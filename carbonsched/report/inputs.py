@@ -39,7 +39,8 @@ LIVE_STATES = (JobState.PENDING, JobState.DISPATCHED, JobState.RUNNING, JobState
 report's end."""
 
 
-def actual_runs(store: Any, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFrame:
+def actual_runs(store: Any, start: pd.Timestamp, end: pd.Timestamp,
+                records: pd.DataFrame | None = None) -> pd.DataFrame:
     """The backend's actual start and end of each dispatched job overlapping ``[start, end)``.
 
     Read from the dispatch outbox of a :class:`carbonsched.store.Store`
@@ -59,6 +60,9 @@ def actual_runs(store: Any, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFr
         The store (:class:`carbonsched.store.Store`) or ``None``.
     start, end
         Report period, tz-aware UTC.
+    records
+        The outbox as :func:`carbonsched.dispatch.outbox.dispatch_records` returns it, when
+        the caller has read it already; ``None`` reads it from ``store``.
 
     Returns
     -------
@@ -71,9 +75,11 @@ def actual_runs(store: Any, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFr
         df = pd.DataFrame(reader(start, end))
     elif hasattr(store, "engine"):
         # the dispatch outbox (carbonsched.dispatch.outbox): what each backend reported
-        from carbonsched.dispatch.outbox import dispatch_records
+        if records is None:
+            from carbonsched.dispatch.outbox import dispatch_records
 
-        df = dispatch_records(store)
+            records = dispatch_records(store)
+        df = records
         df = df[df["actual_start"].notna()].copy()
         if len(df):
             # a run that ended (cancelled, failed, lost) with no end on record: its planned end
