@@ -124,7 +124,8 @@ def _intervals(doc: dict[str, Any], part: dict[str, Any], catalog: Catalog,
                         gpu_type=p["gpu_type"], gpus=int(p["gpus"]),
                         start=pd.Timestamp(p["start"]), end=pd.Timestamp(p["end"]),
                         power_per_gpu_kw=float(kw),
-                        overhead_minutes=float(p.get("overhead_minutes") or 0.0)))
+                        overhead_minutes=float(p.get("overhead_minutes") or 0.0),
+                        plan_emissions_kg=float(p.get("emissions_kg") or 0.0)))
     for i in part.get("inference", []):
         if int(i["gpus"]) == 0:
             continue
@@ -138,22 +139,95 @@ def _intervals(doc: dict[str, Any], part: dict[str, Any], catalog: Catalog,
                         job_id=f"inference:{i['area']}:{doc['date']}", piece=0,
                         tenant=i["area"], kind="inference", site=i["site"],
                         gpu_type=i.get("gpu_type", ""), gpus=int(i["gpus"]), start=h,
-                        end=h + HOUR, power_per_gpu_kw=float(kw), overhead_minutes=0.0))
+                        end=h + HOUR, power_per_gpu_kw=float(kw), overhead_minutes=0.0,
+                        plan_emissions_kg=float(i.get("emissions_kg") or 0.0)))
     return out
+
+
+@dataclass(frozen=True)
+class PlansInForce:
+    """The order of the report's plans and the plan in force at each hour.
+
+    Plans are ranked by issue time (``issued_at``; a document without one: 00:00 UTC of its
+    date), then by the order they were stored, so a re-run of a day's plan (same issue time)
+    ranks after the run it replaces. The plan *in force* at an hour is the highest-ranked plan
+    issued at or before it whose horizon (``horizon_hours``, 24 when absent) covers it: a
+    rolling service's runs of one day each hold from their issue time to the next run's.
+    """
+
+    rank: dict[str, tuple[pd.Timestamp, int]]
+    """Plan id -> (issue time [UTC], order stored)."""
+    hour: dict[pd.Timestamp, str]
+    """Hour start [UTC] -> id of the plan in force."""
+
+    @classmethod
+    def of(cls, docs: list[dict[str, Any]]) -> PlansInForce:
+        """Rank ``docs`` (given oldest stored first) and find the plan in force at each hour."""
+        rank = {}
+        for k, d in enumerate(docs):
+            issued = (pd.Timestamp(d["issued_at"]) if d.get("issued_at")
+                      else day_start_utc(d["date"]))
+            rank[d["plan_id"]] = (issued.tz_convert("UTC"), k)
+        hour: dict[pd.Timestamp, str] = {}
+        for d in sorted(docs, key=lambda d: rank[d["plan_id"]]):
+            hours = int(math.ceil(float(d.get("horizon_hours") or 24)))
+            for h in pd.date_range(rank[d["plan_id"]][0].floor("h"), periods=hours, freq="h"):
+                hour[h] = d["plan_id"]
+        return cls(rank, hour)
+
+    def holds(self, plan_ids: pd.Series, at: pd.Series) -> pd.Series:
+        """Whether each plan is in force at each instant (an hour no plan covers: ``True``)."""
+        if plan_ids.empty:
+            return pd.Series(True, index=plan_ids.index, dtype=bool)
+        force = pd.DatetimeIndex(at).floor("h").map(lambda h: self.hour.get(h))
+        force = pd.Series(force, index=plan_ids.index)
+        return force.isna() | (force == plan_ids)
+
+    def newest_of_each_date(self, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The highest-ranked plan of each date (the day's last run), oldest date first."""
+        last: dict[str, dict[str, Any]] = {}
+        for d in sorted(docs, key=lambda d: self.rank[d["plan_id"]]):
+            last[d["date"]] = d
+        return [last[k] for k in sorted(last)]
+
+
+def _knows(doc: dict[str, Any]) -> set[str]:
+    """The jobs a plan decided about: its workload, and the rolling runs it held or ended."""
+    known = {j["job_id"] for j in (doc.get("workload") or {}).get("jobs", [])}
+    rolling = doc.get("rolling") or {}
+    known |= set(rolling.get("running_held", []))
+    known |= {u["job_id"] for u in rolling.get("ended", []) if isinstance(u, dict)}
+    return known
+
+
+def _inference_in_force(iv: pd.DataFrame, force: PlansInForce) -> pd.Series:
+    """Rows to keep: every job row, and an inference hour only from the plan in force then."""
+    if iv.empty:
+        return pd.Series(True, index=iv.index, dtype=bool)
+    return (iv["kind"] != "inference") | force.holds(iv["plan_id"], iv["start"])
 
 
 def _one_plan_per_job(plan_iv: pd.DataFrame, base_iv: pd.DataFrame,
                       docs: list[dict[str, Any]], act: pd.DataFrame,
-                      notes: list[str], dispatched: pd.DataFrame | None = None
+                      notes: list[str], force: PlansInForce,
+                      dispatched: pd.DataFrame | None = None
                       ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Each job's intervals from one of the report's plans, and its counterfactual's with them.
+    """Each job's intervals from the one plan it ran from, and its counterfactual's with them.
 
-    A job placed by several plans of the period (a window across two days' horizons, an API
-    job re-planned the next day, a horizon over 24 h) ran once: from the plan dispatch
-    recorded its first piece from (``dispatched``, the outbox, started or not; else ``act``,
-    the actual runs), else from the newest of them (date, then issue time). The others'
-    intervals of it are dropped, in the plan and its baseline alike, and the notes count the
-    jobs.
+    A job placed by several plans of the period (a rolling service's runs of one day, a window
+    across two days' horizons, an API job re-planned the next day, a re-run of a day's plan)
+    ran once:
+
+    1. from the plan dispatch recorded its first piece from (``dispatched``, the outbox,
+       started or not; else ``act``, the actual runs);
+    2. else from the newest of the plans whose placement of it was *live*: a placement is
+       live unless the plan in force at its first start (:class:`PlansInForce`) is a later
+       plan that decided about the job (:func:`_knows`: it placed it elsewhere, left it
+       unplaced or ended it) or a re-run of the same issue time;
+    3. else (every placement re-planned away before it started) not at all.
+
+    The others' intervals of it are dropped, in the plan and its baseline alike, and the
+    notes count the jobs of 2 and 3.
 
     Returns
     -------
@@ -161,11 +235,8 @@ def _one_plan_per_job(plan_iv: pd.DataFrame, base_iv: pd.DataFrame,
         The intervals kept. [-]
     """
     work = plan_iv[plan_iv["kind"] != "inference"]
-    plans_of = work.groupby("job_id")["plan_id"].unique()
-    several = plans_of[plans_of.map(len) > 1]
-    if several.empty:
+    if work.empty:
         return plan_iv, base_iv
-    rank = {d["plan_id"]: (d.get("date") or "", d.get("issued_at") or "") for d in docs}
     # the plan of each job's first dispatched piece (its claim: carbonsched.dispatch.outbox),
     # whether or not the run has started
     ran_from: dict[str, str] = {}
@@ -175,19 +246,66 @@ def _one_plan_per_job(plan_iv: pd.DataFrame, base_iv: pd.DataFrame,
         known = frame[frame["plan_id"].notna()].sort_values("piece", kind="stable")
         for job, plan in zip(known["job_id"], known["plan_id"], strict=True):
             ran_from.setdefault(job, plan)
-    keep = {job: ran_from[job] if ran_from.get(job) in plans else max(plans, key=rank.get)
-            for job, plans in several.items()}
+    knows = {d["plan_id"]: _knows(d) for d in docs}
+    first = work.groupby(["job_id", "plan_id"], sort=False)["start"].min().reset_index()
+    force_at = pd.DatetimeIndex(first["start"]).floor("h").map(lambda h: force.hour.get(h))
+    # a later plan in force replaces a placement when it decided about the job, or when it
+    # re-ran the same issue (a re-run of the day's plan replaces the run it repeats)
+    first["live"] = [f is None or f == p or (job not in knows.get(f, set())
+                                             and force.rank[f][0] != force.rank[p][0])
+                     for job, p, f in zip(first["job_id"], first["plan_id"], force_at,
+                                          strict=True)]
+    keep: dict[str, str | None] = {}
+    several, gone = [], []
+    for job, g in first.groupby("job_id", sort=False):
+        plans = list(g["plan_id"])
+        if ran_from.get(job) in plans:
+            keep[job] = ran_from[job]
+        else:
+            live = list(g.loc[g["live"], "plan_id"])
+            keep[job] = max(live, key=force.rank.__getitem__) if live else None
+            if keep[job] is None:
+                gone.append(job)
+        if len(plans) > 1 and keep[job] is not None:
+            several.append(job)
 
     def dropped(iv: pd.DataFrame) -> pd.Series:
         if iv.empty:
             return pd.Series(False, index=iv.index)
+        jobs = iv["kind"] != "inference"
         chosen = iv["job_id"].map(keep)
-        return (iv["kind"] != "inference") & chosen.notna() & (iv["plan_id"] != chosen)
+        return jobs & iv["job_id"].isin(keep) & (iv["plan_id"] != chosen)
 
-    notes.append(f"{len(keep)} job(s) placed by more than one of the period's plans counted once, "
-                 "from the plan dispatch ran them from, else the newest: "
-                 + ", ".join(sorted(keep)[:5]) + (" ..." if len(keep) > 5 else ""))
+    def some(ids: list[str]) -> str:
+        ids = sorted(ids)
+        return ", ".join(ids[:5]) + (" ..." if len(ids) > 5 else "")
+
+    if several:
+        notes.append(f"{len(several)} job(s) placed by more than one of the period's plans "
+                     "counted once, from the plan dispatch ran them from, else the newest "
+                     f"whose placement was still in force at its start: {some(several)}")
+    if gone:
+        notes.append(f"{len(gone)} job(s) re-planned away before they started (a later plan "
+                     f"in force at their planned start did not run them then) not counted: "
+                     f"{some(gone)}")
     return plan_iv[~dropped(plan_iv)], base_iv[~dropped(base_iv)]
+
+
+def _plan_estimate_kg(plan_iv: pd.DataFrame, t0: pd.Timestamp, t1: pd.Timestamp) -> float:
+    """The plans' own forecast emissions of the work the report counts, inside ``[t0, t1)``.
+
+    Each counted row (a job's piece from the one plan it ran from, an inference hour from the
+    plan in force) contributes its own ``emissions_kg`` (the plan's forecast, net of the
+    green surplus it absorbs: :func:`carbonsched.plan.result.build_plan_result`) pro rata to
+    the share of its *planned* interval inside the period. [kg CO2e]
+    """
+    if plan_iv.empty:
+        return 0.0
+    s, e = plan_iv["planned_start"], plan_iv["planned_end"]
+    inside = (e.clip(upper=t1) - s.clip(lower=t0)).clip(lower=pd.Timedelta(0))
+    length = (e - s).where(e > s)
+    share = (inside / length).fillna(0.0)
+    return float((plan_iv["plan_emissions_kg"] * share).sum())
 
 
 def _expand(intervals: pd.DataFrame, t0: pd.Timestamp, t1: pd.Timestamp) -> pd.DataFrame:
@@ -362,13 +480,18 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
                      + (" ..." if len(missing_days) > 10 else ""))
 
     # ---- work intervals: plan and counterfactual
+    force = PlansInForce.of(earlier + docs)
     plan_iv = pd.DataFrame([r for d in docs + earlier for r in _intervals(d, d, cat, counts)])
+    if not plan_iv.empty:  # an inference hour is served once: by the plan in force then
+        plan_iv = plan_iv[_inference_in_force(plan_iv, force)]
     if plan_iv.empty:
         raise InputError(f"the {len(docs)} plan(s) between {date_from} and {date_to} place no "
                          "work; there is nothing to report")
     base_docs = [d for d in docs + earlier if "baseline" in d]
     base_iv = pd.DataFrame([r for d in base_docs for r in _intervals(d, d["baseline"], cat,
                                                                      counts)])
+    if len(base_iv):
+        base_iv = base_iv[_inference_in_force(base_iv, force)]
     if len(base_iv):
         # like for like: the counterfactual runs the work the plan ran (its placed jobs and all
         # inference), never jobs the plan left unplaced (they would count as "avoided")
@@ -394,7 +517,7 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
     if "end_assumed" in act and (n_assumed := int((act["end_assumed"] == True).sum())):  # noqa: E712
         notes.append(f"{n_assumed} run(s) ended (cancelled, failed or lost) without an end on "
                      "record: counted to their planned end")
-    plan_iv, base_iv = _one_plan_per_job(plan_iv, base_iv, docs + earlier, act, notes,
+    plan_iv, base_iv = _one_plan_per_job(plan_iv, base_iv, docs + earlier, act, notes, force,
                                          dispatched)
     plan_iv["hours_basis"] = "planned"
     plan_iv["planned_start"] = plan_iv["start"]
@@ -514,9 +637,9 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
     absorbed_actual = np.minimum(site_hour["surplus_kw"], site_hour["facility_energy_kwh"])
     plan_rule_actual_kg = float(((site_hour["facility_energy_kwh"] - absorbed_actual)
                                  * site_hour["ci"]).sum() / 1000.0)
-    plan_estimate_kg = float(sum(d["totals"]["emissions_kg"] for d in docs + earlier))
-    fc_absorbed, fc_occurred = _surplus_forecast(store, docs, plan_iv, rows, actuals, cat,
-                                                 t0, t1, notes)
+    plan_estimate_kg = _plan_estimate_kg(plan_iv, t0, t1)
+    fc_absorbed, fc_occurred = _surplus_forecast(store, docs + earlier, plan_iv, rows, actuals,
+                                                 cat, t0, t1, notes, force)
 
     # ---- frames
     frames = _frames(rows, cat, cfg, zones, actuals, use15, useh, fc_absorbed, fc_occurred,
@@ -609,6 +732,8 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
             "surplus_absorbed_mwh": "min(forecast green surplus, planned facility energy) per "
                                     "site-hour; occurred: the part the actual surplus covered",
             "plan_estimate_error": "the plans' own forecast emissions (net of absorbed surplus) "
+                                   "of the work counted, each row's pro rata to its planned "
+                                   "hours inside the period, "
                                    "minus the same quantity on the actual signals",
         },
         "provenance": {
@@ -639,14 +764,14 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
     if replay is not None:
         meta["replay"] = {"shift_days": replay.shift_days, "source_dates": sorted(
             {d["replay"]["source_date"] for d in docs + earlier})}
-    flex = flexibility_section(docs, t0, t1)
+    flex = flexibility_section(docs, t0, t1, force.hour)
     if flex is not None:   # the section exists only when a plan committed a grid event
         flex_frames, flex_totals, flex_notes = flex
         frames.update(flex_frames)
         totals.update(flex_totals)
         meta["rules"]["flexibility"] = FLEX_RULE
         notes.extend(flex_notes)
-    fair = fairness_section(docs)
+    fair = fairness_section(force.newest_of_each_date(docs))
     if fair is not None:   # the section exists only when a plan was planned with tenants
         fair_frames, fair_totals, fair_notes = fair
         frames.update(fair_frames)
@@ -739,38 +864,60 @@ def _check_sites(docs: list[dict[str, Any]], catalog: Catalog) -> None:
 
 def _surplus_forecast(store: Any, docs: list[dict[str, Any]], plan_iv: pd.DataFrame,
                       rows: pd.DataFrame, actuals: dict[str, _SiteActual], cat: Catalog,
-                      t0: pd.Timestamp, t1: pd.Timestamp, notes: list[str]
-                      ) -> tuple[pd.DataFrame, float]:
-    """Forecast green surplus absorbed per site-hour by the *planned* work, and what occurred."""
+                      t0: pd.Timestamp, t1: pd.Timestamp, notes: list[str],
+                      force: PlansInForce) -> tuple[pd.DataFrame, float]:
+    """Forecast green surplus absorbed per site-hour by the *planned* work, and what occurred.
+
+    A site-hour's planned facility energy sums the counted rows of every plan (each row's IT
+    energy times its own plan's PUE forecast); its forecast surplus is the plan in force's
+    (else a contributing plan's); absorbed = min(surplus, facility energy), once per
+    site-hour. [kWh]
+    """
     max_kw = {s.id: s.green_surplus_max_kw for s in cat.sites}
     planned = plan_iv.assign(start=plan_iv["planned_start"], end=plan_iv["planned_end"])
     prow = _expand(planned, t0, t1)
     prow["it_kwh"] = prow["gpus"] * prow["power_per_gpu_kw"] * prow["hour_fraction"]
-    parts = []
+    fac_parts = []
+    surplus: dict[str, pd.Series] = {}   # plan id -> forecast surplus per (site, ts) [kW]
     missing = 0
     for d in docs:
-        fc = stored_forecasts(store, d["plan_id"]) if store is not None else pd.DataFrame()
         mine = prow[prow["plan_id"] == d["plan_id"]]
+        fc = stored_forecasts(store, d["plan_id"]) if store is not None else pd.DataFrame()
         if fc.empty:
             missing += 1
             continue
         fc = fc[fc["signal"].isin(["green_surplus_index", "pue"])]
         fc = fc.assign(ts=pd.to_datetime(fc["ts"], utc=True)).pivot_table(
             index=["site", "ts"], columns="signal", values="mean")
+        surplus[d["plan_id"]] = fc["green_surplus_index"] * fc.index.get_level_values(
+            "site").map(max_kw).to_numpy(float)
         g = mine.groupby(["site", "hour"])["it_kwh"].sum()
-        key = list(g.index)
-        fc = fc.reindex(pd.MultiIndex.from_tuples(key, names=["site", "ts"]))
-        fac = g.to_numpy() * fc["pue"].to_numpy()
-        sur = fc["green_surplus_index"].to_numpy() * np.array([max_kw[s] for s, _ in key])
-        parts.append(pd.DataFrame({"site": [s for s, _ in key], "hour": [h for _, h in key],
-                                   "absorbed_kwh": np.minimum(np.nan_to_num(sur),
-                                                              np.nan_to_num(fac))}))
+        pue = fc["pue"].reindex(pd.MultiIndex.from_tuples(list(g.index), names=["site", "ts"]))
+        fac_parts.append(pd.DataFrame({"site": g.index.get_level_values(0),
+                                       "hour": g.index.get_level_values(1),
+                                       "plan_id": d["plan_id"],
+                                       "fac_kwh": g.to_numpy() * pue.to_numpy()}))
     if missing:
         notes.append(f"{missing} plan(s) without stored forecasts: their forecast surplus "
                      "absorption is not in the report")
-    if not parts:
+    if not fac_parts:
         return pd.DataFrame(columns=["site", "hour", "absorbed_kwh", "occurred_kwh"]), np.nan
-    out = pd.concat(parts).groupby(["site", "hour"], as_index=False)["absorbed_kwh"].sum()
+    fac = pd.concat(fac_parts, ignore_index=True)
+    out = fac.groupby(["site", "hour"], as_index=False).agg(
+        fac_kwh=("fac_kwh", "sum"), plan_id=("plan_id", "first"))
+
+    def forecast_surplus_kw(site: str, hour: pd.Timestamp, contributor: str) -> float:
+        for pid in (force.hour.get(hour), contributor):
+            if pid in surplus:
+                v = surplus[pid].get((site, hour))
+                if v is not None and np.isfinite(v):
+                    return float(v)
+        return 0.0
+
+    sur = np.array([forecast_surplus_kw(s, h, p) for s, h, p in
+                    zip(out["site"], out["hour"], out["plan_id"], strict=True)])
+    out["absorbed_kwh"] = np.minimum(sur, np.nan_to_num(out["fac_kwh"].to_numpy()))
+    out = out[["site", "hour", "absorbed_kwh"]]
     act = np.array([actuals[s].frame.at[h, "surplus_kw"] if s in actuals else 0.0
                     for s, h in zip(out["site"], out["hour"], strict=True)])
     out["occurred_kwh"] = np.minimum(out["absorbed_kwh"].to_numpy(), act)

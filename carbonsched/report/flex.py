@@ -41,7 +41,8 @@ RULE = ("delivered = baseline − the committed plan's facility power per event 
 """How the section's figures are computed (the report's ``rules`` block)."""
 
 
-def flexibility_section(docs: list[dict[str, Any]], t0: pd.Timestamp, t1: pd.Timestamp
+def flexibility_section(docs: list[dict[str, Any]], t0: pd.Timestamp, t1: pd.Timestamp,
+                        in_force: dict[pd.Timestamp, str] | None = None
                         ) -> tuple[dict[str, pd.DataFrame], dict[str, Any], list[str]] | None:
     """Frames, totals and notes of the flexibility section, or ``None`` without events.
 
@@ -51,6 +52,12 @@ def flexibility_section(docs: list[dict[str, Any]], t0: pd.Timestamp, t1: pd.Tim
         The period's plan documents.
     t0, t1
         The period ``[t0, t1)``. [UTC]
+    in_force
+        Hour start [UTC] -> id of the plan in force then
+        (:class:`carbonsched.report.build.PlansInForce`). Plans whose horizons overlap state
+        an hour's band, and may state an event, more than once: the band of an hour comes
+        from the plan in force then, and an event from the plan in force at its start (else
+        the last plan that states it). ``None``: every plan's own hours.
 
     Returns
     -------
@@ -65,13 +72,33 @@ def flexibility_section(docs: list[dict[str, Any]], t0: pd.Timestamp, t1: pd.Tim
     blocks = [(d["plan_id"], d["flexibility"]) for d in docs if d.get("flexibility")]
     if not blocks:
         return None
+    force = in_force or {}
+
+    def in_force_at(pid: str, at: Any) -> bool:
+        holder = force.get(pd.Timestamp(at).floor("h"))
+        return holder is None or holder == pid
+
+    # each event once: from the plan in force at its start, else the last block that states it
+    event_plan: dict[str, str] = {}
+    settled: set[str] = set()
+    for pid, b in blocks:
+        for e in b["events"]:
+            if e["event_id"] in settled:
+                continue
+            event_plan[e["event_id"]] = pid
+            if force.get(pd.Timestamp(e["start"]).floor("h")) == pid:
+                settled.add(e["event_id"])
     ev_rows, hr_rows = [], []
     for pid, b in blocks:
         for e in b["events"]:
+            if event_plan[e["event_id"]] != pid:
+                continue
             ev_rows.append({"plan_id": pid, **{k: e.get(k) for k in EVENT_COLUMNS
                                                if k not in ("plan_id", "min_reduction_share")},
                             "min_reduction_share": e.get("min_reduction_fraction")})
         for h in b["hours"]:
+            if event_plan.get(h.get("event_id")) not in (None, pid):
+                continue
             hr_rows.append({"plan_id": pid, **{k: h.get(k) for k in HOUR_COLUMNS
                                                if k != "plan_id"}})
     events = pd.DataFrame(ev_rows, columns=list(EVENT_COLUMNS))
@@ -80,7 +107,7 @@ def flexibility_section(docs: list[dict[str, Any]], t0: pd.Timestamp, t1: pd.Tim
     for d in docs:
         for r in d.get("site_hours", []):
             if r.get("in_horizon") and r.get("flex_facility_kw") is not None and \
-                    t0 <= pd.Timestamp(r["hour"]) < t1:
+                    t0 <= pd.Timestamp(r["hour"]) < t1 and in_force_at(d["plan_id"], r["hour"]):
                 band_kwh += float(r["flex_facility_kw"])
     delivered = (hours["delivered_kw"].clip(lower=0).combine(hours["committed_kw"], min)
                  if len(hours) else pd.Series(dtype=float))
@@ -93,7 +120,8 @@ def flexibility_section(docs: list[dict[str, Any]], t0: pd.Timestamp, t1: pd.Tim
         "flex_delivered_mwh": float(delivered.sum()) / 1000.0,
         "flex_shortfall_mwh": float(hours["shortfall_kw"].sum()) / 1000.0,
         "flex_extra_emissions_kg": float(sum(b.get("extra_emissions_kg", 0.0)
-                                             for _pid, b in blocks)),
+                                             for pid, b in blocks
+                                             if pid in set(event_plan.values()))),
     }
     notes = [f"grid event {e['event_id']} at {e['site']}: commitment missed by "
              f"{e['shortfall_kwh']:.1f} kWh of {e['committed_kwh']:.1f} kWh committed"

@@ -235,11 +235,14 @@ USABLE_PLAN_STATUSES = ("optimal", "feasible", "heuristic")
 
 def stored_plans(store: Any, dates: list[str], catalog: str | None,
                  skipped: list[str] | None = None) -> list[dict[str, Any]]:
-    """The newest usable stored plan of each date (optionally of one catalog), oldest first.
+    """Every usable stored plan of each date (optionally of one catalog), oldest stored first.
 
-    A plan whose solver status is not one of :data:`USABLE_PLAN_STATUSES` (``infeasible``,
-    ``no_solution``, ``error``: recorded before the command exited 4) places nothing: it is
-    passed over for the newest usable plan of its date, and named in ``skipped``.
+    A day may hold several plans: a rolling service's runs (one per issue time) or a re-run of
+    the day's plan. The report counts each hour and each job from the plan in force then
+    (:class:`carbonsched.report.build.PlansInForce`), so all are read. A plan whose solver
+    status is not one of :data:`USABLE_PLAN_STATUSES` (``infeasible``, ``no_solution``,
+    ``error``: recorded before the command exited 4) places nothing: it is passed over, and
+    named in ``skipped`` when it is newer than the day's newest usable plan.
     """
     docs = []
     for d in dates:
@@ -250,8 +253,8 @@ def stored_plans(store: Any, dates: list[str], catalog: str | None,
             skipped.extend(f"plan {r['plan_id'][:12]} of {d} ({r['solver_status']})"
                            for r in rows if r["solver_status"] not in USABLE_PLAN_STATUSES
                            and (newest_usable is None or r["created_at"] > newest_usable))
-        if usable:
-            pid = usable[0]["plan_id"]
+        for r in reversed(usable):   # list_plans is newest first
+            pid = r["plan_id"]
             doc = store.get_plan(pid)
             read_plan_document(doc, f"plan {pid}")  # the report reads the documented shape
             docs.append(doc)

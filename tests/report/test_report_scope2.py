@@ -683,7 +683,8 @@ def test_a_job_placed_by_two_of_the_periods_plans_is_counted_once(fx, shared_dat
     # J1 4 GPUs x 2 h + K 2 GPUs x 1 h, at 0.5 kW per GPU
     assert rep.totals["it_energy_kwh"] == pytest.approx(0.5 * (4 * 2 + 2 * 1))
     assert ("1 job(s) placed by more than one of the period's plans counted once, from the "
-            "plan dispatch ran them from, else the newest: J1") in rep.metadata["notes"]
+            "plan dispatch ran them from, else the newest whose placement was still in force "
+            "at its start: J1") in rep.metadata["notes"]
 
 
 def test_a_job_dispatched_but_not_started_is_counted_from_the_plan_it_was_dispatched_from(
