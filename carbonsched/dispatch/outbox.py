@@ -1263,6 +1263,83 @@ def _unit(row: DispatchRow) -> SubmittedUnit:
     return SubmittedUnit(row.key, row.backend_id, since, exact=False)
 
 
+@dataclass(frozen=True)
+class DispatchedJob:
+    """What dispatch did with one job, from its outbox rows (every piece submitted)."""
+
+    job_id: str
+    state: str
+    """:class:`~carbonsched.domain.JobState` value: ``Running`` when a piece runs, else
+    ``Paused``, ``Failed``, ``Cancelled`` when a piece is, ``Succeeded`` when all did, else
+    ``Dispatched`` (submitted, not started or between pieces)."""
+    reason: str
+    detail: str
+    plan_id: str
+    """The plan the job was dispatched from (its claim, ``<job>#0``)."""
+    site: str
+    """The sites of its pieces, comma-separated in piece order."""
+    start: datetime
+    end: datetime
+    """First piece's planned start and last piece's planned end. [UTC]"""
+
+
+_JOB_STATE_ORDER = (JobState.RUNNING, JobState.PAUSED, JobState.FAILED, JobState.CANCELLED)
+
+
+def dispatched_jobs(store: Store, job_ids: Collection[str]) -> dict[str, DispatchedJob]:
+    """The jobs of ``job_ids`` that dispatch submitted, with their state from the outbox.
+
+    A job is dispatched once its first piece's row (``<job>#0``, its claim) has a submission
+    attempt (:attr:`DispatchRow.submit_attempted_at`: claimed before the side effect, so a
+    submission that may have reached the backend counts). An intent not yet submitted, or one
+    recorded failed as late before any submission, is not. The state is read from the rows as
+    the dispatch loops last recorded them (``refresh_status``).
+
+    Parameters
+    ----------
+    store
+        The store holding the outbox.
+    job_ids
+        Jobs to look up.
+
+    Returns
+    -------
+    dict
+        Job id -> :class:`DispatchedJob`, only for dispatched jobs.
+    """
+    ids = sorted(set(job_ids))
+    if not ids:
+        return {}
+    rows: dict[str, list[DispatchRow]] = {}
+    with Session(store.engine) as s:
+        for i in range(0, len(ids), 500):     # bounded IN lists
+            q = select(DispatchRow).where(DispatchRow.job_id.in_(ids[i:i + 500]),
+                                          DispatchRow.submit_attempted_at.is_not(None))
+            for r in s.scalars(q.order_by(DispatchRow.job_id, DispatchRow.piece)):
+                rows.setdefault(r.job_id, []).append(r)
+    out = {}
+    for job_id, rs in rows.items():
+        claim = next((r for r in rs if r.piece == 0), None)
+        if claim is None:
+            continue
+        mine = [r for r in rs if r.plan_id == claim.plan_id]
+        states = {r.state for r in mine}
+        pick = next((r for st in _JOB_STATE_ORDER for r in mine if r.state == st.value), None)
+        if pick is None and states == {JobState.SUCCEEDED.value}:
+            pick = mine[-1]
+        state = pick.state if pick is not None else JobState.DISPATCHED.value
+        row = pick or mine[-1]
+        out[job_id] = DispatchedJob(
+            job_id=job_id, state=state, reason=row.reason,
+            detail=(f"dispatched from plan {claim.plan_id} to {row.backend}"
+                    + (f" as {row.backend_id}" if row.backend_id else "")
+                    + (f": {row.detail}" if row.detail else "")),
+            plan_id=claim.plan_id,
+            site=", ".join(dict.fromkeys(r.site for r in mine)),
+            start=min(r.planned_start for r in mine), end=max(r.planned_end for r in mine))
+    return out
+
+
 def dispatch_records(store: Store, plan_id: str | None = None) -> pd.DataFrame:
     """The outbox as a frame (for ``carbonsched status`` and the report export).
 

@@ -120,17 +120,63 @@ def finish_run(doc: dict[str, Any], service_store: Any, catalog: Catalog, clock:
 
 
 def with_submitted_jobs(wl: Workload, service_store: Any, issued_at: pd.Timestamp,
-                         horizon_hours: int) -> tuple[Workload, set[str]]:
-    """Add the API's pending and planned jobs whose window overlaps the horizon."""
+                        horizon_hours: int) -> tuple[Workload, set[str]]:
+    """Add the API's pending and planned jobs whose window overlaps the horizon.
+
+    A job dispatch has submitted is not among them: :func:`sync_dispatched_jobs` moves it out
+    of ``Planned`` first, and one it has not reached yet is skipped here too, so a later plan
+    never places (and reserves capacity for) a job already dispatched from an earlier one.
+    """
+    from carbonsched.dispatch.outbox import dispatched_jobs
+
     end = issued_at + pd.Timedelta(hours=horizon_hours)
     have = {j.id for j in wl.jobs}
+    rows = service_store.jobs(states=("Pending", "Planned"))
+    gone = dispatched_jobs(service_store.store,
+                           [r["job_id"] for r in rows if r["state"] == "Planned"])
     extra: list[Job] = []
-    for row in service_store.jobs(states=("Pending", "Planned")):
+    for row in rows:
         job = job_from_spec(row["spec"])
-        if job.id in have or job.deadline <= issued_at or job.earliest_start >= end:
+        if job.id in have or job.id in gone or job.deadline <= issued_at \
+                or job.earliest_start >= end:
             continue
         extra.append(job)
     return Workload(jobs=list(wl.jobs) + extra, inference=wl.inference), {j.id for j in extra}
+
+
+API_DISPATCH_STATES = ("Planned", "Dispatched", "Running", "Paused")
+"""States of an API job whose record follows its dispatch (:func:`sync_dispatched_jobs`)."""
+
+
+def sync_dispatched_jobs(service_store: Any, now: datetime) -> int:
+    """Record each API job dispatch has submitted as the outbox has it.
+
+    A job ``Planned`` (or already ``Dispatched``, ``Running``, ``Paused``) whose first piece
+    dispatch submitted (:func:`carbonsched.dispatch.outbox.dispatched_jobs`) takes the state
+    of its pieces (``Dispatched``, ``Running``, ``Paused``, ``Succeeded``, ``Failed``,
+    ``Cancelled``), the plan it was dispatched from and its span. Called before a run plans (so
+    no later plan places a dispatched job again) and after it dispatches.
+
+    Returns
+    -------
+    int
+        Records changed.
+    """
+    from carbonsched.dispatch.outbox import dispatched_jobs
+
+    rows = {r["job_id"]: r for r in service_store.jobs(states=API_DISPATCH_STATES)}
+    changed = 0
+    for jid, d in dispatched_jobs(service_store.store, list(rows)).items():
+        row = rows[jid]
+        site = d.site.split(", ")[0]
+        if (row["state"], row["plan_id"], row["site"], row["detail"]) == (
+                d.state, d.plan_id, site, d.detail):
+            continue
+        service_store.update_job(jid, state=d.state, reason=d.reason, detail=d.detail,
+                                 plan_id=d.plan_id, site=site, start=d.start, end=d.end,
+                                 reserved=False, updated_at=now)
+        changed += 1
+    return changed
 
 
 def expired_submitted_jobs(service_store: Any, issued_at: pd.Timestamp) -> list[Job]:
@@ -203,19 +249,54 @@ def job_from_spec(spec: dict[str, Any]) -> Job:
     return JobSpec.model_validate(spec).to_job()
 
 
+def job_spans(placements: Any) -> dict[str, dict[str, Any]]:
+    """Each job's whole placement over its pieces: what an API job's record holds.
+
+    Parameters
+    ----------
+    placements
+        Plan-document placement rows (dicts) or :class:`~carbonsched.domain.Placement`
+        objects, with ``job_id``, ``site``, ``start``, ``end``, ``energy_kwh``,
+        ``emissions_kg`` and optionally ``piece``.
+
+    Returns
+    -------
+    dict
+        Job id -> ``site`` (the first piece's), ``start`` (first piece's) and ``end`` (last
+        piece's) [UTC datetime], ``energy_kwh`` and ``emissions_kg`` (summed over the pieces),
+        ``detail`` (``""`` for one piece; the pieces and their sites otherwise).
+    """
+    by_job: dict[str, list[tuple[Any, ...]]] = {}
+    for p in placements:
+        get = p.get if isinstance(p, dict) else (lambda k, d=None, p=p: getattr(p, k, d))
+        by_job.setdefault(get("job_id"), []).append(
+            (pd.Timestamp(get("start")), pd.Timestamp(get("end")), get("site"),
+             float(get("energy_kwh") or 0.0), float(get("emissions_kg") or 0.0)))
+    out = {}
+    for jid, ps in by_job.items():
+        ps.sort(key=lambda x: x[0])
+        sites = list(dict.fromkeys(x[2] for x in ps))
+        out[jid] = dict(
+            site=ps[0][2], start=ps[0][0].to_pydatetime(), end=max(x[1] for x in ps)
+            .to_pydatetime(), energy_kwh=sum(x[3] for x in ps),
+            emissions_kg=sum(x[4] for x in ps),
+            detail="" if len(ps) == 1 else f"in {len(ps)} pieces at {', '.join(sites)}")
+    return out
+
+
 def update_submitted(service_store: Any, doc: dict[str, Any], api_ids: set[str],
-                      now: datetime) -> None:
-    """Record in the service store where the plan put each job submitted through the API."""
-    placed = {p["job_id"]: p for p in doc["placements"]}
+                     now: datetime) -> None:
+    """Record in the service store where the plan put each job submitted through the API.
+
+    A job cut into pieces is recorded whole (:func:`job_spans`).
+    """
+    placed = job_spans(doc["placements"])
     unplaced = {u["job_id"]: u for u in doc["unplaced"]}
     for jid in api_ids:
         if jid in placed:
-            p = placed[jid]
-            service_store.update_job(
-                jid, state="Planned", reason="Placed", detail="", plan_id=doc["plan_id"],
-                site=p["site"], start=pd.Timestamp(p["start"]).to_pydatetime(),
-                end=pd.Timestamp(p["end"]).to_pydatetime(), energy_kwh=p["energy_kwh"],
-                emissions_kg=p["emissions_kg"], reserved=False, updated_at=now)
+            service_store.update_job(jid, state="Planned", reason="Placed",
+                                     plan_id=doc["plan_id"], reserved=False, updated_at=now,
+                                     **placed[jid])
         elif jid in unplaced:
             u = unplaced[jid]
             service_store.update_job(jid, state="Pending", reason=u["reason"],
@@ -486,7 +567,8 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
     ``run`` section (planning date, issue time, trigger, API jobs), is written to ``out_file``,
     then stored with its forecasts; the rolling state and the API jobs' states are recorded,
     ``on_plan`` is told, and the plan is dispatched (:func:`finish_run`; a rolling step with
-    ``commit_before`` = the next run).
+    ``commit_before`` = the next run). Before planning and after dispatching, the API jobs
+    dispatch submitted take their state from the outbox (:func:`sync_dispatched_jobs`).
 
     Parameters
     ----------
@@ -523,6 +605,8 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
         wl = (read_workload(settings.workload_file) if settings.workload_file
               else demo_workload(catalog, pdate))
         t = pd.Timestamp(issued_at).tz_convert("UTC")
+        # API jobs dispatch submitted since the last run leave Planned: no plan places them again
+        sync_dispatched_jobs(service_store, clock.now())
         with run_loaders(providers, clock) as loaders:
             step = (_plan_rolling(settings, service_store, catalog, wl, pdate, t, loaders)
                     if settings.rolling
@@ -551,6 +635,8 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
             on_plan(doc["plan_id"])
         run_status, status, disp = finish_run(doc, service_store, catalog, clock, dispatch,
                                               metrics, **step.dispatch_kw)
+        if dispatch is not None:
+            sync_dispatched_jobs(service_store, clock.now())
         log.info("pipeline: plan %s for %s (%s) in %.1f s; %s", doc["plan_id"], pdate, status,
                  _time.perf_counter() - t0, disp)
         return RunOutcome(run_status, doc["plan_id"], status, disp, note, catalog.name)
@@ -678,21 +764,18 @@ def _update_rolling_jobs(service_store: Any, run: Any, api_ids: set[str], plan_i
 
     ``run`` is the step's :class:`~carbonsched.plan.rolling.RunResult`.
     """
-    for p in run.committed:
-        if p.job_id in api_ids:
+    for jid, span in job_spans(run.committed).items():
+        if jid in api_ids:
+            service_store.update_job(jid, state="Planned", reason="Placed", plan_id=plan_id,
+                                     reserved=False, updated_at=now, **span)
+    for jid, span in job_spans(run.deferred).items():
+        if jid in api_ids:
             service_store.update_job(
-                p.job_id, state="Planned", reason="Placed", detail="", plan_id=plan_id,
-                site=p.site, start=p.start.to_pydatetime(), end=p.end.to_pydatetime(),
-                energy_kwh=p.energy_kwh, emissions_kg=p.emissions_kg, reserved=False,
-                updated_at=now)
-    for p in run.deferred:
-        if p.job_id in api_ids:
-            service_store.update_job(
-                p.job_id, state="Pending", reason="NotCommitted",
-                detail=f"planned to start at {p.start.isoformat()}; the next run "
+                jid, state="Pending", reason="NotCommitted",
+                detail=f"planned to start at {span['start'].isoformat()}; the next run "
                        f"({run.commit_before.isoformat()}) plans it again",
-                plan_id=plan_id, site=p.site, start=p.start.to_pydatetime(),
-                end=p.end.to_pydatetime(), reserved=False, updated_at=now)
+                plan_id=plan_id, site=span["site"], start=span["start"], end=span["end"],
+                reserved=False, updated_at=now)
     for u in run.ended:
         if u.job_id in api_ids:
             service_store.update_job(u.job_id, state="Failed", reason=str(u.reason),

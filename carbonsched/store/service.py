@@ -346,15 +346,30 @@ class ServiceStore:
 
     @store_call("reading job {job_id} of plan {plan_id}")
     def plan_job(self, plan_id: str, job_id: str) -> dict[str, Any] | None:
-        """A job's row in a plan (state, reason, site, start, end), or ``None``."""
+        """A job's row in a plan (state, reason, site, start, end), or ``None``.
+
+        A job cut into pieces is one row: the first piece's site and start, the last piece's
+        end, energy [kWh] and emissions [kg] summed, and ``detail`` naming the pieces.
+        """
         with Session(self.engine) as s:
-            r = s.scalars(select(PlacementRow).where(PlacementRow.plan_id == plan_id,
-                                                     PlacementRow.job_id == job_id)).first()
-            if r is None:
-                return None
-            return {c: getattr(r, c) for c in ("job_id", "state", "reason", "site", "start",
-                                                "end", "gpu_type", "gpus", "energy_kwh",
-                                                "emissions_kg", "plan_id")}
+            rs = list(s.scalars(select(PlacementRow).where(
+                PlacementRow.plan_id == plan_id, PlacementRow.job_id == job_id)))
+        if not rs:
+            return None
+        rs.sort(key=lambda r: (r.start is None, r.start))
+        out = {c: getattr(rs[0], c) for c in ("job_id", "state", "reason", "site", "start",
+                                               "end", "gpu_type", "gpus", "energy_kwh",
+                                               "emissions_kg", "plan_id")}
+        out["detail"] = ""
+        if len(rs) > 1:
+            ends = [r.end for r in rs if r.end is not None]
+            out["end"] = max(ends) if ends else None
+            for c in ("energy_kwh", "emissions_kg"):
+                vals = [getattr(r, c) for r in rs if getattr(r, c) is not None]
+                out[c] = sum(vals) if vals else None
+            sites = ", ".join(dict.fromkeys(r.site for r in rs if r.site))
+            out["detail"] = f"in {len(rs)} pieces at {sites}"
+        return out
 
     # --- submitted jobs ---------------------------------------------------------------------
     @store_call("storing submitted jobs")

@@ -316,6 +316,33 @@ def test_submit_and_read_jobs(api):
     assert (j["source"], j["state"], j["site"]) == ("plan", "Planned", p["site"])
 
 
+def test_a_dispatched_job_reads_its_state_from_the_outbox(api):
+    # dispatch submitted disp-1 and its backend runs it: GET says Running, not Planned
+    from datetime import UTC, datetime
+
+    from sqlalchemy.orm import Session
+
+    from carbonsched.store import Store
+    from carbonsched.store.models import DispatchRow
+
+    r = api.post("/v1/jobs", {"jobs": [job("disp-1")]}, role="submit")
+    assert r.status_code == 201 and r.json()["data"][0]["state"] == "Planned", r.text
+    assert api.get("/v1/jobs/disp-1").json()["state"] == "Planned"
+    now = datetime(2023, 7, 15, 1, tzinfo=UTC)
+    with Session(Store(api.server._spec[0]).engine) as s:
+        s.add(DispatchRow(key="disp-1#0", job_id="disp-1", piece=0, plan_id="p-dispatched",
+                          site="cn-gs-qingyang", backend="slurm:gs", state="Running",
+                          reason="Started", detail="", backend_id="gs:7", request_json="{}",
+                          planned_start=datetime(2023, 7, 15, 2, tzinfo=UTC),
+                          planned_end=datetime(2023, 7, 15, 5, tzinfo=UTC), attempts=1,
+                          created_at=now, updated_at=now, submit_attempted_at=now))
+        s.commit()
+    got = api.get("/v1/jobs/disp-1").json()
+    assert (got["state"], got["reason"], got["plan_id"]) == ("Running", "Started",
+                                                             "p-dispatched")
+    assert got["detail"] == "dispatched from plan p-dispatched to slurm:gs as gs:7"
+
+
 # --- plans, sites, forecasts ----------
 def test_plans(api):
     latest = api.get("/v1/plans/latest").json()

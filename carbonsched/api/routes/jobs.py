@@ -87,13 +87,27 @@ def submit_jobs(body: Annotated[JobsCreate, Body()], state: State,
             responses=NOT_FOUND, openapi_extra=refused_422(IDENTIFIER_RULE))
 def get_job(job_id: JobIdPath, state: State,
             role: ReadRole) -> JobPublic:
-    """A job's state and reason: a submitted job, else a job of the current plan."""
+    """A job's state and reason: a submitted job, else a job of the current plan.
+
+    A submitted job dispatch has submitted reads its state from the outbox as the dispatch
+    loops last recorded it (``Dispatched``, ``Running``, ``Paused``, ``Succeeded``, ``Failed``,
+    ``Cancelled``), with the plan it was dispatched from.
+    """
+    from carbonsched.dispatch.outbox import dispatched_jobs
+    from carbonsched.service.runs import API_DISPATCH_STATES
+
     row = state.db.get_job(job_id)
     if row is not None:
+        if row["state"] in API_DISPATCH_STATES:
+            d = dispatched_jobs(state.db.store, [job_id]).get(job_id)
+            if d is not None:
+                row = row | {"state": d.state, "reason": d.reason, "detail": d.detail,
+                             "plan_id": d.plan_id, "site": d.site.split(", ")[0],
+                             "start": d.start, "end": d.end}
         return _public(row, "api")
     book = state.book
     if book is not None:
         prow = state.db.plan_job(book.plan_id, job_id)
         if prow is not None:
-            return _public(prow | {"detail": ""}, "plan")
+            return _public(prow, "plan")
     raise HTTPException(404, f"no job {job_id!r} was submitted or is in the current plan")
