@@ -9,6 +9,43 @@ from rich.markup import escape
 from carbonsched.cli.common import out, table
 from carbonsched.notes import note_line, notes_by_kind
 
+ROUTINE_SOLVER_CLAUSES = ("solver status optimal",)
+"""Clauses of a solver note that say only what the solver line shows already (lower case)."""
+
+
+SOLVER_NOTE_CHARS = 240
+"""Longest solver note printed by default; ``--all-notes`` prints it whole. [chars]"""
+
+
+def solver_note(solver: dict[str, object], max_chars: int | None = None) -> str:
+    """The plan's ``solver.note`` less its routine clauses (``""`` when nothing is left).
+
+    The note names every fallback the solve took (greedy plan, direct MILP instead of column
+    generation, a recount that failed, a time limit): the plan's reader is told it.
+
+    Parameters
+    ----------
+    solver
+        The plan document's ``solver`` block.
+    max_chars
+        Keep whole clauses up to this length (at least the first clause, cut) and say how many
+        more there are; ``None``: every clause.
+    """
+    note = str(solver.get("note") or "")
+    clauses = [c for c in (x.strip() for x in note.split("; "))
+               if c and c.lower() not in ROUTINE_SOLVER_CLAUSES]
+    text = "; ".join(clauses)
+    if max_chars is None or len(text) <= max_chars:
+        return text
+    kept: list[str] = []
+    for c in clauses:
+        if kept and len("; ".join([*kept, c])) > max_chars:
+            break
+        kept.append(c if len(c) <= max_chars else c[:max_chars - 1] + "…")
+    more = len(clauses) - len(kept)
+    return "; ".join(kept) + (f" … ({more} more clause(s); --all-notes prints the whole note)"
+                              if more else " (--all-notes prints the whole note)")
+
 
 def print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
                 all_notes: bool = False) -> None:
@@ -28,6 +65,9 @@ def print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
                   "jobs; give --jobs FILE to plan real work", highlight=False)
     out.print(f"solver {s['name']}: [bold]{s['status']}[/], MIP gap {gap}, "
               f"{s['seconds']:.1f} s")
+    said = solver_note(s, None if all_notes else SOLVER_NOTE_CHARS)
+    if said:   # a fallback, a limit hit or a recount the solver's own line does not show
+        out.print(f"[yellow]solver note: {escape(said)}[/]", highlight=False, soft_wrap=True)
     t = table(title="Per site (forecast)")
     for col, j in (("site", "left"), ("role", "left"), ("jobs", "right"),
                    ("job GPU-h", "right"), ("inference GPU-h", "right"), ("energy kWh", "right"),

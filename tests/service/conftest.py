@@ -42,6 +42,7 @@ class Server:
     a port another process takes meanwhile makes :meth:`wait_ready` start again elsewhere)."""
 
     def __init__(self, db_url: str, args: list[str], env: dict[str, str], log: Path) -> None:
+        self.db_url = db_url
         self._spec = (db_url, args, env, log)
         self._launch()
 

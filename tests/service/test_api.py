@@ -329,7 +329,7 @@ def test_a_dispatched_job_reads_its_state_from_the_outbox(api):
     assert r.status_code == 201 and r.json()["data"][0]["state"] == "Planned", r.text
     assert api.get("/v1/jobs/disp-1").json()["state"] == "Planned"
     now = datetime(2023, 7, 15, 1, tzinfo=UTC)
-    with Session(Store(api.server._spec[0]).engine) as s:
+    with Session(Store(api.server.db_url).engine) as s:
         s.add(DispatchRow(key="disp-1#0", job_id="disp-1", piece=0, plan_id="p-dispatched",
                           site="cn-gs-qingyang", backend="slurm:gs", state="Running",
                           reason="Started", detail="", backend_id="gs:7", request_json="{}",
