@@ -333,6 +333,9 @@ class _SiteActual:
     frame: pd.DataFrame          # hour -> ci, ci_lca, estimated, pue, surplus_kw
     meta: dict[str, Any]
     pue_floor_hours: int
+    surplus_unknown: str = ""
+    """Why some hours have no actual green-surplus figure (counted as no surplus), with how
+    many; ``""`` when every hour has one or the site has no surplus to absorb."""
 
 
 def _site_actuals(catalog: Catalog, data_dir: Path, t0: pd.Timestamp, t1: pd.Timestamp,
@@ -353,10 +356,18 @@ def _site_actuals(catalog: Catalog, data_dir: Path, t0: pd.Timestamp, t1: pd.Tim
                                        w.loc[ok, "relative_humidity_pct"], site.pue).to_numpy()
         reference = frame.loc[frame.index < t0, "renewable_pct"] if "renewable_pct" in frame \
             else None
+        unknown = ""
         try:
-            gsi = green_surplus_index(frame, reference=reference).reindex(hours).fillna(0.0)
+            gsi = green_surplus_index(frame, reference=reference).reindex(hours)
+            if gsi.isna().any():
+                unknown = f"{int(gsi.isna().sum())} h without data"
+            gsi = gsi.fillna(0.0)
         except InputError:
+            unknown = (f"{len(hours)} h: its data has no green-surplus index, price or "
+                       "renewable share")
             gsi = pd.Series(0.0, index=hours)
+        if site.green_surplus_max_kw <= 0:
+            unknown = ""     # nothing to absorb there: no figure is missing
         est = f["carbon_intensity_estimated"] if "carbon_intensity_estimated" in f else \
             pd.Series(False, index=hours)
         lca = f["carbon_intensity_lca_g_per_kwh"] if "carbon_intensity_lca_g_per_kwh" in f \
@@ -367,7 +378,7 @@ def _site_actuals(catalog: Catalog, data_dir: Path, t0: pd.Timestamp, t1: pd.Tim
             "estimated": est.fillna(False).astype(bool),
             "pue": pue,
             "surplus_kw": gsi.clip(0, 1) * site.green_surplus_max_kw}, index=hours),
-            meta, int((~ok).sum()))
+            meta, int((~ok).sum()), unknown)
     return out
 
 
@@ -667,6 +678,11 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
                           "datasheet figure",
                           "no_inference_power": f"{v} inference row(s) without a recorded IT "
                           "power: the GPU type's datasheet figure is used"}[k])
+    no_surplus = {s: a.surplus_unknown for s, a in actuals.items() if a.surplus_unknown}
+    if no_surplus:
+        notes.append("actual green surplus unknown, counted as none (the surplus that occurred "
+                     "and the plans' actual-signal figure are lower bounds there): "
+                     + "; ".join(f"{s} {why}" for s, why in sorted(no_surplus.items())))
     pue_floor = {s: a.pue_floor_hours for s, a in actuals.items() if a.pue_floor_hours}
     if pue_floor:
         notes.append("hours without actual weather, PUE at the model's free-cooling floor: "

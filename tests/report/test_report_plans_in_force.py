@@ -8,6 +8,7 @@ plan whose horizon held it. Fleet: ``tests/fixtures/report/two_markets.toml``; 0
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -229,3 +230,36 @@ def test_a_re_run_drops_a_job_it_no_longer_holds_a_later_issue_does_not(fx, shar
                            0.5)] if issued == "00" else [])
         rep = build_report(None, fx / "two_markets.toml", shared_data, DAY, DAY, plans=[a, b])
         assert ("J" in set(rep.frames["jobs"]["job_id"])) is counted
+
+
+@pytest.mark.parametrize(("drop", "said"), [
+    (None, None),                                             # every hour known: no note
+    ("hour", "de-site 1 h without data"),                     # at the limit: one hour
+    ("all", "de-site 24 h: its data has no green-surplus index, price or renewable share"),
+])
+def test_an_unknown_actual_surplus_is_named_not_silently_zero(fx, shared_data, tmp_path,
+                                                              monkeypatch, drop, said):
+    import carbonsched.report.build as build
+
+    real = build.load_site_signals
+
+    def load(site, data_dir, t0, t1):
+        frame, meta = real(site, data_dir, t0, t1)
+        cols = [c for c in ("green_surplus_index", "price_usd_per_mwh", "renewable_pct")
+                if c in frame]
+        if drop == "all":
+            frame = frame.drop(columns=cols)
+        elif drop == "hour":
+            frame.loc[pd.Timestamp(f"{DAY}T05:00Z"), cols] = np.nan
+        return frame, meta
+
+    monkeypatch.setattr(build, "load_site_signals", load)
+    cat = tmp_path / "two_markets.toml"
+    cat.write_text((fx / "two_markets.toml").read_text().replace(
+        "green_surplus_max_kw = 0.0", "green_surplus_max_kw = 10.0", 1))
+    r0 = _run("00", [("J", "a", "de-site", f"{DAY}T02:00:00Z", f"{DAY}T05:00:00Z", 4, 0.5)])
+    rep = build_report(None, cat, shared_data, DAY, DAY, plans=[r0])
+    notes = [n for n in rep.metadata["notes"] if n.startswith("actual green surplus unknown")]
+    assert notes == ([] if said is None else [
+        "actual green surplus unknown, counted as none (the surplus that occurred and the "
+        f"plans' actual-signal figure are lower bounds there): {said}"])
