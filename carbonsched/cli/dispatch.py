@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import pandas as pd
 import typer
 from rich.markup import escape
 
 from carbonsched.cli.common import table
+from carbonsched.domain import ReasonCode
 from carbonsched.errors import TimeAxisError
 
 if TYPE_CHECKING:
@@ -227,9 +228,11 @@ def status(
     for col in ("job", "site", "backend id", "state", "reason", "planned start", "actual start",
                 "actual end", "times from"):
         t.add_column(col, overflow="fold")
+    stale = _unreachable(df)
     for r in df.itertuples(index=False):
         bid = escape(r.backend_id or "") + (" [bold red](+dup)[/]" if r.duplicates else "")
-        t.add_row(escape(r.key), r.site, bid, r.state, r.reason,
+        st = r.state + (" [yellow](not refreshed)[/]" if r.key in stale else "")
+        t.add_row(escape(r.key), r.site, bid, st, r.reason,
                   _ts(r.planned_start), _ts(r.actual_start), _ts(r.actual_end),
                   r.times_source or "")
     out.print(t)
@@ -243,6 +246,32 @@ def status(
         err.print(f"[yellow]duplicate[/] {escape(r.key)}: recorded as {escape(r.backend_id or '')}"
                   f", also on {r.site} as {escape(r.duplicates)}; cancel the extra job(s)",
                   highlight=False)
+    for backend, (n, why) in _unreachable_backends(df, stale).items():
+        err.print(f"[yellow]backend {escape(backend)} unreachable[/]: {escape(why)}; its {n} "
+                  "job(s) show the state last recorded (not refreshed); run `carbonsched "
+                  "status` again once it answers", highlight=False, soft_wrap=True)
+
+
+UNAVAILABLE_PREFIX = f"{ReasonCode.BACKEND_UNAVAILABLE}: "
+"""How :func:`carbonsched.dispatch.outbox.refresh_status` marks a row whose backend could not
+be asked (its ``detail``)."""
+
+
+def _unreachable(df: Any) -> set[str]:
+    """Keys of the rows whose backend could not be asked at the last refresh."""
+    if not len(df):
+        return set()
+    hit = df["detail"].fillna("").str.startswith(UNAVAILABLE_PREFIX)
+    return set(df.loc[hit, "key"])
+
+
+def _unreachable_backends(df: Any, stale: set[str]) -> dict[str, tuple[int, str]]:
+    """Backend -> (rows not refreshed, why), for :func:`_unreachable` rows."""
+    out: dict[str, tuple[int, str]] = {}
+    for r in df[df["key"].isin(stale)].itertuples(index=False) if stale else ():
+        n, _ = out.get(r.backend, (0, ""))
+        out[r.backend] = (n + 1, r.detail[len(UNAVAILABLE_PREFIX):])
+    return out
 
 
 def register(app: typer.Typer) -> None:

@@ -314,3 +314,40 @@ def test_an_attempted_submission_past_its_deadline_waits_for_the_backend(tmp_pat
     assert "is after the deadline" in o.detail
     assert "is in neither the backend's job list nor its records" in o.detail
     assert not (tmp_path / "sbatch-ran").exists()
+
+
+def test_status_says_which_backends_it_could_not_ask(tmp_path):
+    # the last refresh could not reach slurm:ontario: its running row reads "(not refreshed)"
+    # and a line names the backend and why; a row refreshed fine (at the limit: its detail
+    # only mentions the word) is not flagged. Before, the table showed the old state as current
+    from datetime import UTC, datetime
+
+    from sqlalchemy.orm import Session
+
+    from carbonsched.store.models import DispatchRow
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    store = Store(url)
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    with Session(store.engine) as s:
+        for key, backend, detail in (
+                ("a#0", "slurm:ontario", "BackendUnavailable: controller unreachable: squeue "
+                                         "could not list the jobs"),
+                ("b#0", "slurm:quebec", "no BackendUnavailable here")):
+            s.add(DispatchRow(key=key, job_id=key[0], piece=0, plan_id="p", site="s",
+                              backend=backend, state="Running", reason="Started",
+                              detail=detail, backend_id=f"{backend}:1", request_json="{}",
+                              planned_start=now, planned_end=now, attempts=1, created_at=now,
+                              updated_at=now, submit_attempted_at=now))
+        s.commit()
+    st = _cli("status", "--no-refresh", url=url, env={"COLUMNS": "200"})
+    assert st.returncode == 0, st.stderr
+    rows = {ln.split("│")[1].strip(): ln for ln in st.stdout.splitlines()
+            if ln.startswith("│") and "#0" in ln}
+    assert "Running (not refreshed)" in rows["a#0"]
+    assert "not refreshed" not in rows["b#0"]
+    said = " ".join(st.stderr.split())
+    assert ("backend slurm:ontario unreachable: controller unreachable: squeue could not list "
+            "the jobs; its 1 job(s) show the state last recorded (not refreshed); run "
+            "`carbonsched status` again once it answers") in said
+    assert "quebec" not in said
