@@ -138,11 +138,20 @@ class ServiceState:
                 if fresh:
                     freeze_heap()
                 self.book_error = ""
+                self.metrics.plan_refresh_failing.set(0)
                 return book
-            except Exception as exc:  # keep answering from the last good book
-                self.book_error = f"plan could not be loaded: {exc}"
+            except Exception as exc:  # keep answering from the last good book, and say so
+                self.book_error = (f"the newest plan could not be loaded ({exc}); retried every "
+                                   f"{self.settings.book_refresh_s:g} s")
+                self.metrics.plan_refresh_failing.set(1)
                 log.warning("book refresh failed: %s", exc)
                 return self.book
+
+    def stale_book_note(self, book: PlacementBook) -> str:
+        """What an answer from ``book`` must say when a newer plan could not be loaded."""
+        if not self.book_error or self.book is not book:
+            return ""
+        return f"answered from plan {book.plan_id}, the last loaded: {self.book_error}"
 
     def _refresh_loop(self) -> None:
         while not self._stop.wait(self.settings.book_refresh_s):

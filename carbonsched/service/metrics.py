@@ -73,6 +73,11 @@ class ServiceMetrics:
             ["action", "backend", "outcome"], registry=r)
         self.released = Counter("carbonsched_released_total",
                                 "Held jobs released at their planned start.", registry=r)
+        self.plan_refresh_failing = Gauge(
+            "carbonsched_plan_refresh_failing",
+            "1 while the newest plan cannot be loaded and answers come from the last plan "
+            "loaded (named in /readyz and in each placement's detail); 0 otherwise.",
+            registry=r)
         self.loop_sites_unavailable = Gauge(
             "carbonsched_dispatch_loop_sites_unavailable",
             "Sites whose backend adapter could not be built for the dispatch loops (named in "

@@ -21,7 +21,11 @@ def healthz() -> HealthPublic:
 @router.get("/readyz", operation_id="ready", response_model=HealthPublic,
             responses={503: {"model": HealthPublic, "description": "Not ready."}})
 def readyz(state: State) -> HealthPublic | JSONResponse:
-    """Readiness: the store answers and a plan is loaded to answer placement queries from."""
+    """Readiness: the store answers and a plan is loaded to answer placement queries from.
+
+    ``degraded`` (still 200): answers come from the last plan loaded because the newest
+    could not be loaded (``checks.plan_refresh`` says why; retried).
+    """
     checks: dict = {}
     ok = True
     try:
@@ -35,10 +39,15 @@ def readyz(state: State) -> HealthPublic | JSONResponse:
         ok = False
     else:
         checks["plan"] = state.book.plan_id
+        if state.book_error:   # still serving, from the last plan loaded: degraded, said
+            checks["plan_refresh"] = state.book_error
     checks["cron"] = ("disabled" if state.cron is None else
                       "leader" if state.cron.leader is None or state.cron.leader.held
                       else "standby")
-    body = HealthPublic(status="ok" if ok else "unavailable", checks=checks)
+    status = "ok" if ok else "unavailable"
+    if ok and "plan_refresh" in checks:
+        status = "degraded"
+    body = HealthPublic(status=status, checks=checks)
     return body if ok else JSONResponse(body.model_dump(), status_code=503)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import pandas as pd
 from fastapi import APIRouter, Body, HTTPException, Request
@@ -76,13 +76,13 @@ async def create_placement(query: Annotated[PlacementQuery, Body()], request: Re
             query.alternatives, now)
         state.metrics.placements.labels(outcome="placed" if ans["placed"] else
                                         "unplaced").inc()
-        return PlacementPublic(**ans, area=query.area)
+        return PlacementPublic(**_said(state, book, ans), area=query.area)
     job = query.to_job()
     if not query.reserve:
         ans = book.place_job(job, now, query.alternatives)
         state.metrics.placements.labels(outcome="placed" if ans["placed"] else
                                         "unplaced").inc()
-        return PlacementPublic(**ans, reserved=False, job_id=job.id)
+        return PlacementPublic(**_said(state, book, ans), reserved=False, job_id=job.id)
     if not state.allows(role, "submit"):
         raise HTTPException(403, f"reserve: true needs role 'submit'; this token's role is "
                             f"{role!r}")
@@ -96,4 +96,12 @@ async def create_placement(query: Annotated[PlacementQuery, Body()], request: Re
     reserved = row is not None
     state.metrics.placements.labels(
         outcome=("reserved" if reserved else "placed") if ans["placed"] else "unplaced").inc()
-    return PlacementPublic(**ans, reserved=reserved, job_id=job.id)
+    return PlacementPublic(**_said(state, book, ans), reserved=reserved, job_id=job.id)
+
+
+def _said(state: Any, book: Any, ans: dict[str, Any]) -> dict[str, Any]:
+    """``ans`` with the stale-plan note in its detail when a newer plan could not be loaded."""
+    note = state.stale_book_note(book)
+    if not note:
+        return ans
+    return {**ans, "detail": f"{ans['detail']}; {note}" if ans["detail"] else note}
