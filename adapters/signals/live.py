@@ -311,7 +311,8 @@ class LiveSignals:
         -------
         dict
             ``requests`` made, ``gaps`` fetched, ``error`` (a provider error's message, or
-            ``None``), ``newest_value_at``.
+            ``None``), ``newest_value_at``, ``notes`` (what the provider's reader noted of the
+            hours fetched: values set to NaN, rows dropped, points averaged).
 
         Raises
         ------
@@ -323,7 +324,7 @@ class LiveSignals:
         primary = columns[0]
         gaps = self.cache.gaps(spec.name, zone, primary, start, end)
         out: dict[str, Any] = {"requests": 0, "gaps": gaps, "error": None,
-                               "newest_value_at": None}
+                               "newest_value_at": None, "notes": []}
         for a, b in gaps:
             now = self.clock()
             before = self.requests_by_provider().get(spec.name, 0)
@@ -348,6 +349,9 @@ class LiveSignals:
                                  meta.get("emission_factor_type"), meta.get("signal_type"), a)
             self._log(spec, zone, binding.group, a, b, now, "ok", sent, n, newest_ts,
                       "; ".join(meta.get("notes", []))[:2000] or None)
+            out["notes"].extend(f"{spec.name} {binding.group} for {zone}, "
+                                f"{a.isoformat()} .. {b.isoformat()}: {note}"
+                                for note in meta.get("notes", []))
             out["newest_value_at"] = newest
         return out
 
@@ -375,6 +379,7 @@ class LiveSignals:
             spec = self.config.providers[b.provider]
             zone = b.zone or site.zone
             info = self.ensure(b, site, zone, hours[0], fetch_end)
+            notes.extend(info["notes"])   # the reader's notes reach the plan, not only the log
             for col in GROUPS[group]:
                 cached = self.cache.read(spec.name, zone, col, hours[0], hours[-1] + HOUR)
                 out[col] = cached["value"].reindex(hours)

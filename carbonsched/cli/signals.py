@@ -155,6 +155,7 @@ def ingest(
                     "newest value", "status"):
             tbl.add_column(col)
         failed = 0
+        noted: list[str] = []
         for s in chosen:
             for group, b in live.config.site(s.id).items():
                 zone = b.zone or s.zone
@@ -163,11 +164,14 @@ def ingest(
                 status = "[green]ok[/]" if info["error"] is None else \
                     f"[red]failed[/]: {escape(info['error'][:100])}"
                 failed += info["error"] is not None
+                noted.extend(f"{s.id}: {n}" for n in info["notes"])
                 tbl.add_row(s.id, group, b.provider, zone, str(len(info["gaps"])),
                             str(info["requests"]),
                             "" if newest is None else newest.strftime("%Y-%m-%d %H:%M"),
                             status)
         live.close()
         out.print(tbl)
+        for n in noted:   # what the providers' readers noted of the hours fetched
+            out.print(f"[dim]note: {escape(n)}[/]", highlight=False, soft_wrap=True)
         if failed:
             raise typer.Exit(3)

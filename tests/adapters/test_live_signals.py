@@ -153,6 +153,27 @@ def test_provider_down_with_empty_cache_is_degraded_never_zero(replay, tmp_path)
     assert SignalCache(store).fetches("electricitymaps")["status"].tolist() == ["failed"]
 
 
+def test_what_a_providers_reader_notes_reaches_the_plan_not_only_the_fetch_log(replay,
+                                                                              tmp_path):
+    # WattTime's 5-minute points are averaged per hour: the reader says so. Before, the note
+    # went to the fetch log only; now it is in the loader's notes (the plan's) for the hours
+    # that run fetched, and a run served from the cache (nothing fetched) adds none
+    cfg = parse_providers({"providers": {"watttime": {"kind": "watttime"}},
+                           "sites": {"us-ny-newyork": {"carbon_intensity": {
+                               "provider": "watttime", "zone": "NYISO_NYC"}}}}
+                          ).with_base_url(replay.url)
+    store = Store(f"sqlite:///{tmp_path}/c.db")
+    src = live(replay, store, at("2023-07-15T00:10"), cfg=cfg)
+    a, b = pd.Timestamp("2023-07-14", tz=UTC), pd.Timestamp("2023-07-15", tz=UTC)
+    _, meta = src.load_site_signals(CATALOG.site("us-ny-newyork"), None, a, b)
+    said = [n for n in meta["notes"] if n.startswith("watttime carbon_intensity for NYISO_NYC, ")]
+    assert said == [f"watttime carbon_intensity for NYISO_NYC, {a.isoformat()} .. "
+                    f"{b.isoformat()}: 12 points of 5 min averaged per hour"]
+    assert src.fetch_log[-1]["detail"] == "12 points of 5 min averaged per hour"
+    _, again = src.load_site_signals(CATALOG.site("us-ny-newyork"), None, a, b)
+    assert [n for n in again["notes"] if n.startswith("watttime ")] == []
+
+
 def test_configuration_errors_are_raised_not_degraded(replay, tmp_path):
     store = Store(f"sqlite:///{tmp_path}/c.db")
     src = LiveSignals(small_config(replay), SignalCache(store), clock=at("2023-07-15"),
