@@ -151,6 +151,9 @@ class IssuedForecast:
         ``issued_now`` (the pipeline, at the requested hour), ``plan`` (the stored plan's).
     source
         Which forecast: ``plan <id>`` or ``pipeline forecast issued <time>``.
+    notes
+        What the pipeline noted of this carbon-intensity forecast (:func:`ci_notes`: a model
+        fallback, degraded or stale signals, missing hours); empty when none.
     """
 
     site: str
@@ -158,6 +161,19 @@ class IssuedForecast:
     points: pd.Series
     origin: str
     source: str
+    notes: tuple[str, ...] = ()
+
+
+def ci_notes(site_id: str, notes: Sequence[str]) -> tuple[str, ...]:
+    """A site's carbon-intensity notes among a forecast's or plan's notes.
+
+    Those :func:`~carbonsched.pipeline.daily.gather_forecasts` makes of the site's
+    carbon-intensity forecast: its model choice or fallback, degraded signal quality, a stale
+    or failed provider of that signal. Green-surplus, PUE and exogenous notes are not its.
+    """
+    own = (f"{site_id}: carbon intensity", f"{site_id}: signal quality degraded")
+    return tuple(n for n in notes if n.startswith(own)
+                 or (n.startswith(f"DEGRADED {site_id}:") and " carbon_intensity " in n))
 
 
 @dataclass(frozen=True)
@@ -166,7 +182,7 @@ class ForecastAnswer:
 
     ``origin`` is the forecast's (``issued_now``, ``plan``) or ``plan_fallback``; ``note`` names
     a fallback (the stored plan's forecast answered because none could be issued at the current
-    hour), empty otherwise.
+    hour), empty otherwise; ``notes`` are the forecast's own (:attr:`IssuedForecast.notes`).
     """
 
     location: str
@@ -179,6 +195,7 @@ class ForecastAnswer:
     optimal: list[DataPoint]
     origin: str = ""
     note: str = ""
+    notes: tuple[str, ...] = ()
 
 
 # --- arithmetic ---------------------------------------------------------------------------------
@@ -403,7 +420,8 @@ class ForecastBook:
             return msg
         ci = fcs[site.id].signals["carbon_intensity_g_per_kwh"]
         return IssuedForecast(site.id, issued_at, ci.astype(float).clip(lower=0.0),
-                              "issued_now", f"pipeline forecast issued {issued_at.isoformat()}")
+                              "issued_now", f"pipeline forecast issued {issued_at.isoformat()}",
+                              ci_notes(site.id, notes))
 
 
 class CarbonAwareService:
@@ -635,7 +653,8 @@ class CarbonAwareService:
         data = [DataPoint(name, t, step, float(v)) for t, v in rolled.items()]
         return ForecastAnswer(name, requested_at, fc.issued_at, s, e,
                               minutes or int(POINT / pd.Timedelta(minutes=1)), data,
-                              optimal(data), "plan_fallback" if note else fc.origin, note)
+                              optimal(data), "plan_fallback" if note else fc.origin, note,
+                              fc.notes)
 
     def plan_forecast(self, book: Any, site: Site) -> IssuedForecast | None:
         """The stored plan's carbon-intensity forecast of ``site`` (``None`` without one)."""
@@ -644,7 +663,8 @@ class CarbonAwareService:
         ci = np.clip(np.asarray(book.ci[book.spos[site.id]], dtype=float), 0.0, None)
         issued = pd.Timestamp(book.plan.get("issued_at") or book.slots[0]).tz_convert("UTC")
         return IssuedForecast(site.id, issued, pd.Series(ci, index=book.slots), "plan",
-                              f"plan {book.plan_id}")
+                              f"plan {book.plan_id}",
+                              ci_notes(site.id, book.plan.get("notes", [])))
 
     def current(self, names: Sequence[str], start: datetime | None, end: datetime | None,
                 window_size: int | None, now: datetime, book: Any) -> list[ForecastAnswer]:

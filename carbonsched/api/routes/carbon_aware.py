@@ -178,11 +178,26 @@ def by_location(state: State, role: SdkRole, location: OneLocation,
 
 
 def _forecast_headers(response: Response, state: Any, answers: list[ForecastAnswer]) -> None:
-    notes = [a.note for a in answers if a.note]
+    notes = [n for a in answers for n in ([a.note] if a.note else []) + list(a.notes)]
     for a in answers:
         state.metrics.sdk_forecasts.labels(origin=a.origin).inc()
     if notes:
-        response.headers["X-Carbonsched-Fallback"] = " | ".join(notes)[:4000]
+        response.headers["X-Carbonsched-Fallback"] = header_text(" | ".join(notes))[:4000]
+
+
+def header_text(text: str) -> str:
+    """``text`` as an HTTP header value can carry it (Latin-1; HTTP/1.1, RFC 9110 5.5).
+
+    Letters outside Latin-1 are spelled by their compatibility decomposition (NFKD) where one
+    exists; anything else (a dash, an ellipsis, a maths sign) becomes ``?``.
+    """
+    import unicodedata
+
+    return "".join(ch if ord(ch) < 256 else
+                   (unicodedata.normalize("NFKD", ch).encode("latin-1", "ignore")
+                    .decode("latin-1") or {"\u2013": "-", "\u2014": "-", "\u2026": "...",
+                                           "\u2265": ">=", "\u2264": "<="}.get(ch, "?"))
+                   for ch in text)
 
 
 @router.get("/emissions/forecasts/current", operation_id="GetCurrentForecastData",
@@ -198,7 +213,8 @@ def current_forecast(state: State, role: SdkRole, location: Locations, response:
     Issued at the current hour (the stored plan's when it was issued then, else the daily
     pipeline's forecasting, run once per site and hour). Windows start at `dataStartAt` exactly
     and step by one hour; `optimalDataPoints` are the lowest. A fallback to the stored plan's
-    forecast is named in the `X-Carbonsched-Fallback` header. `dataStartAt` must be before
+    forecast, and the forecast's own fallbacks (a model fallback, degraded or stale signals), are
+    named in the `X-Carbonsched-Fallback` header. `dataStartAt` must be before
     `dataEndAt`, both within the forecast's hours (else 400).
     """
     answers = state.sdk.current(location, dataStartAt, dataEndAt, windowSize,
