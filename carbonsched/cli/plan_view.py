@@ -8,6 +8,7 @@ from rich.markup import escape
 
 from carbonsched.cli.common import out, table
 from carbonsched.notes import note_line, notes_by_kind
+from carbonsched.pipeline.document import placed_words
 
 ROUTINE_SOLVER_CLAUSES = ("solver status optimal",)
 """Clauses of a solver note that say only what the solver line shows already (lower case)."""
@@ -84,7 +85,7 @@ def print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
     base = tot["baseline_emissions_kg"]
     saved = base - tot["emissions_kg"]
     pct = 100 * saved / base if base else 0.0
-    out.print(f"placed {len(doc['placements'])} jobs, {len(doc['unplaced'])} unplaced · "
+    out.print(f"placed {placed_words(doc['placements'])}, {len(doc['unplaced'])} unplaced · "
               f"energy {tot['energy_kwh']:,.0f} kWh · emissions [bold]{tot['emissions_kg']:,.1f}"
               f"[/] kg CO2e vs carbon-agnostic baseline {base:,.1f} kg "
               + (f"([green]{saved:,.1f} kg saved, {pct:.1f}% less[/])" if saved >= 0 else

@@ -99,9 +99,11 @@ def plans_show(
 
         for site in doc.get("sites", []):
             row(site)
+        jobs_at: dict[str, set[str]] = {}
         for p in doc["placements"]:
             r = row(p["site"])
-            r["jobs"] += 1
+            jobs_at.setdefault(p["site"], set()).add(p["job_id"])
+            r["jobs"] = len(jobs_at[p["site"]])   # a job in pieces once per site
             hours = (_hours(p["end"]) - _hours(p["start"]))
             r["job_gpu_hours"] += p["gpus"] * hours
             r["energy_kwh"] += p["energy_kwh"]

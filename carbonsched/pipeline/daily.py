@@ -754,17 +754,23 @@ def workload_rows(workload: Workload) -> dict[str, list[dict[str, Any]]]:
 
 
 def site_summary(problem: PlanningProblem, result: PlanResult) -> list[dict[str, Any]]:
-    """Per site: job and inference GPU-hours [GPU·h], facility energy [kWh], emissions [kg CO2e]."""
+    """Per site: job and inference GPU-hours [GPU·h], facility energy [kWh], emissions [kg CO2e].
+
+    ``jobs`` counts the jobs with work at the site: a job in pieces once per site it runs at.
+    """
     rows: dict[str, dict[str, Any]] = {
         s.id: {"site": s.id, "role": str(s.role), "job_gpu_hours": 0.0,
                "inference_gpu_hours": 0.0, "energy_kwh": 0.0, "emissions_kg": 0.0, "jobs": 0}
         for s in problem.sites}
+    jobs_at: dict[str, set[str]] = {}
     for p in result.placements:
         r = rows[p.site]
         r["job_gpu_hours"] += p.gpus * (p.end - p.start) / HOUR
         r["energy_kwh"] += p.energy_kwh
         r["emissions_kg"] += p.emissions_kg
-        r["jobs"] += 1
+        jobs_at.setdefault(p.site, set()).add(p.job_id)
+    for site, ids in jobs_at.items():
+        rows[site]["jobs"] = len(ids)
     for i in result.inference:
         r = rows[i.site]
         r["inference_gpu_hours"] += i.gpus

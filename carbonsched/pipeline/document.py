@@ -581,3 +581,14 @@ def plan_document_schema() -> dict[str, Any]:
     schema = PlanDocument.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     return schema
+
+
+def placed_words(placements: list[dict[str, Any]]) -> str:
+    """How many jobs a plan document's placements hold, in words.
+
+    ``"30 jobs"``, or ``"29 jobs in 31 pieces"`` when some run in pieces (a placement row is
+    one piece of a job).
+    """
+    n = len({p["job_id"] for p in placements})
+    pieces = len(placements)
+    return f"{n} job{'' if n == 1 else 's'}" + (f" in {pieces} pieces" if pieces != n else "")

@@ -31,6 +31,7 @@ from carbonsched.api.routes import ERRORS
 from carbonsched.errors import InputError
 from carbonsched.limits import MAX_ID_CHARS
 from carbonsched.notes import group_notes
+from carbonsched.pipeline.document import placed_words
 
 router = APIRouter(tags=["ui"], responses=ERRORS)
 
@@ -288,7 +289,8 @@ def render_page(doc: dict[str, Any], forecasts: pd.DataFrame, recent: list[dict[
         f'<div>{"saved" if sv["saved_kg"] >= 0 else "more than the baseline"}<br>'
         f'<span class="big" id="saved-kg" data-kg="{sv["saved_kg"]:.6f}">'
         f'{abs(sv["saved_kg"]):,.1f}</span> kg CO2e ({pct})</div>'
-        f'<div>placed {len(doc["placements"])} · unplaced {len(doc.get("unplaced", []))}'
+        f'<div>placed {escape(placed_words(doc["placements"]))} · unplaced '
+        f'{len(doc.get("unplaced", []))}'
         f'<br>baseline unplaced {len(doc.get("baseline_unplaced", []))}</div></section>')
     base = doc.get("baseline") or {}
     if base.get("definition"):
