@@ -137,7 +137,7 @@ def with_submitted_jobs(wl: Workload, service_store: Any, issued_at: pd.Timestam
     extra: list[Job] = []
     for row in rows:
         job = job_from_spec(row["spec"])
-        if job.id in have or job.id in gone or job.deadline <= issued_at \
+        if job.id in have or job.id in gone or cannot_finish(job, issued_at) \
                 or job.earliest_start >= end:
             continue
         extra.append(job)
@@ -179,8 +179,20 @@ def sync_dispatched_jobs(service_store: Any, now: datetime) -> int:
     return changed
 
 
+def cannot_finish(job: Job, issued_at: pd.Timestamp) -> bool:
+    """Whether no run issued at ``issued_at`` can finish ``job`` by its deadline.
+
+    Its latest start (deadline − duration: :func:`carbonsched.plan.rolling.latest_start`) is
+    before the issue time: the rule the rolling planner ends pending jobs by, so a daily and a
+    rolling service end the same jobs at the same run.
+    """
+    from carbonsched.plan.rolling import latest_start
+
+    return latest_start(job) < issued_at
+
+
 def expired_submitted_jobs(service_store: Any, issued_at: pd.Timestamp) -> list[Job]:
-    """The API's pending jobs whose deadline is at or before ``issued_at``: no plan can run them.
+    """The API's pending jobs no run issued at ``issued_at`` can finish (:func:`cannot_finish`).
 
     Only ``Pending`` jobs (never placed): a ``Planned`` one may have been dispatched and run.
 
@@ -197,7 +209,7 @@ def expired_submitted_jobs(service_store: Any, issued_at: pd.Timestamp) -> list[
         Those jobs, through the one job schema (:func:`job_from_spec`).
     """
     return [job for row in service_store.jobs(states=("Pending",))
-            if (job := job_from_spec(row["spec"])).deadline <= issued_at]
+            if cannot_finish(job := job_from_spec(row["spec"]), issued_at)]
 
 
 def end_expired_jobs(service_store: Any, jobs: list[Job], issued_at: pd.Timestamp,
@@ -228,10 +240,12 @@ def end_expired_jobs(service_store: Any, jobs: list[Job], issued_at: pd.Timestam
         row = service_store.get_job(job.id)
         if row is None or row["state"] != "Pending":
             continue
+        latest = job.deadline - pd.Timedelta(minutes=job.duration_minutes)
         service_store.update_job(
             job.id, state="Failed", reason=str(ReasonCode.DEADLINE_PASSED),
-            detail=(f"its deadline {job.deadline.isoformat()} passed before the run issued at "
-                    f"{issued_at.isoformat()} could plan it"), updated_at=now)
+            detail=(f"it cannot finish by its deadline {job.deadline.isoformat()}: its latest "
+                    f"start {latest.isoformat()} is before the run issued at "
+                    f"{issued_at.isoformat()}"), updated_at=now)
         ended.append(job.id)
     return ended
 
@@ -717,8 +731,9 @@ def _plan_daily(settings: Any, service_store: Any, wl: Workload, pdate: str,
     if expired:
         ids = sorted(j.id for j in expired)
         doc["notes"].append(f"{len(ids)} job(s) submitted through the API ended with "
-                            "DeadlinePassed: their deadline passed before a plan could place "
-                            f"them ({', '.join(ids[:10])}{', ...' if len(ids) > 10 else ''})")
+                            "DeadlinePassed: their latest start (deadline - duration) is "
+                            "before this run, so no plan can finish them by their deadline "
+                            f"({', '.join(ids[:10])}{', ...' if len(ids) > 10 else ''})")
 
     def record(db: Any, now: datetime) -> None:
         update_submitted(db, doc, api_ids, now)

@@ -264,19 +264,25 @@ def test_submitted_jobs_join_the_next_plan_and_take_its_outcome(db):
     update_submitted(db, doc2, ids, now)
     j = db.get_job("in")
     assert (j["state"], j["reason"], j["site"]) == ("Pending", "InsufficientCapacity", None)
-    # "gone" (deadline 2023-07-15 00:00) can never run: it ends, where before it stayed
-    # Pending/AwaitingPlan for ever; "in" and "later" do not. At the limit: a run issued at
-    # its deadline ends it, one a minute before does not
+    # "gone" (deadline 2023-07-15 00:00, 2 h) can never run: it ends, where before it stayed
+    # Pending/AwaitingPlan for ever; "in" and "later" do not. The rule is the rolling
+    # planner's: its latest start (22:00) is before the run. At the limit: a run issued at
+    # 22:01 ends it, one at 22:00 (it could still start then) does not. Before, a daily run
+    # waited for the deadline itself, planning it (NoFeasibleSlot) in between
     t = pd.Timestamp("2023-07-16T00:00:00Z")
     expired = expired_submitted_jobs(db, t)
     assert [x.id for x in expired] == ["gone"]
-    assert [x.id for x in expired_submitted_jobs(db, pd.Timestamp("2023-07-15T00:00Z"))] == \
+    assert [x.id for x in expired_submitted_jobs(db, pd.Timestamp("2023-07-14T22:01Z"))] == \
         ["gone"]
-    assert [x.id for x in expired_submitted_jobs(db, pd.Timestamp("2023-07-14T23:59Z"))] == []
+    assert [x.id for x in expired_submitted_jobs(db, pd.Timestamp("2023-07-14T22:00Z"))] == []
+    assert with_submitted_jobs(Workload([], []), db, pd.Timestamp("2023-07-14T22:01Z"),
+                               24)[1] == {"in"}
     assert end_expired_jobs(db, expired, t, now) == ["gone"]
     g = db.get_job("gone")
     assert (g["state"], g["reason"]) == ("Failed", "DeadlinePassed")
-    assert "passed before the run issued at 2023-07-16T00:00:00+00:00" in g["detail"]
+    assert g["detail"] == ("it cannot finish by its deadline 2023-07-15T00:00:00+00:00: its "
+                           "latest start 2023-07-14T22:00:00+00:00 is before the run issued "
+                           "at 2023-07-16T00:00:00+00:00")
     assert [db.get_job(x)["state"] for x in ("in", "later", "done")] == \
         ["Pending", "Pending", "Succeeded"]
     # a job no longer pending when the run records is left as it is
