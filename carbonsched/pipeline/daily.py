@@ -48,6 +48,7 @@ from carbonsched.forecasts.registry import (
 from carbonsched.forecasts.registry import (
     NAIVE as NAIVE_MODEL,
 )
+from carbonsched.limits import MAX_HORIZON_HOURS
 from carbonsched.pipeline.document import read_plan_document
 from carbonsched.pipeline.replayed import (
     SIGNAL_QUALITY_REPLAYED,
@@ -108,8 +109,6 @@ PERSISTENCE_TEMPERATURE_ERROR_C = 2.5
 mid-latitude temperature are typically 2-3 °C; a day-ahead NWP forecast (about 1.5 °C RMSE, see
 :class:`carbonsched.forecasts.pue.PueForecaster`) would halve it."""
 
-MAX_HORIZON_HOURS = 168
-"""Longest planning horizon accepted (one week; the daily plan is day-ahead). [h]"""
 
 
 def _quiet(_: str) -> None:

@@ -43,9 +43,11 @@ from carbonsched.flex import (
     PowerCapLevel,
     prior_days_baseline,
 )
+from carbonsched.limits import MAX_HORIZON_HOURS
 from carbonsched.plan.flex import flex_band
 from carbonsched.plan.result import PlanResult, score_plan, site_hour_power
 from carbonsched.plan.sets import PlanningProblem, tiers_served
+from carbonsched.timeaxis import HOUR
 
 
 @dataclass
@@ -399,8 +401,11 @@ def recorded_site_load(store: Any, site: str, t0: pd.Timestamp, t1: pd.Timestamp
 
     Each hour in ``[t0, t1)`` takes ``facility_power_kw`` of the newest stored plan whose
     horizon holds it (``site_hours`` with ``in_horizon``): the plan of record, which dispatch
-    carried out. Hours no plan covered are absent (a baseline day with such an hour is not
-    eligible). Metered site power would replace it where telemetry exists (not yet).
+    carried out. A plan on a sub-hour grid gives the mean of its slots in the hour (power
+    [kW] averaged over the hour is the hour's energy [kWh]). Hours no plan covered are absent
+    (a baseline day with such an hour is not eligible). Only plans that can reach the period
+    are read: those dated from :data:`~carbonsched.limits.MAX_HORIZON_HOURS` before ``t0``
+    to ``t1``. Metered site power would replace it where telemetry exists (not yet).
 
     Parameters
     ----------
@@ -416,15 +421,23 @@ def recorded_site_load(store: Any, site: str, t0: pd.Timestamp, t1: pd.Timestamp
     pandas.Series
         Facility power indexed by hour start (UTC), sorted. [kW]
     """
+    days = pd.date_range((t0 - pd.Timedelta(hours=MAX_HORIZON_HOURS)).floor("D"),
+                         (t1 - HOUR).floor("D"), freq="D")
+    summaries = [s for d in days for s in store.list_plans(d.strftime("%Y-%m-%d"))]
+    summaries.sort(key=lambda s: (s["created_at"], s["plan_id"]), reverse=True)
     out: dict[pd.Timestamp, float] = {}
-    for summary in store.list_plans():          # newest first: the first plan to cover wins
+    for summary in summaries:                   # newest first: the first plan to cover wins
         doc = store.get_plan(summary["plan_id"])
+        slots: dict[pd.Timestamp, list[float]] = {}
         for r in doc.get("site_hours", []):
-            if r.get("site") != site or not r.get("in_horizon"):
+            if r.get("site") != site or not r.get("in_horizon") \
+                    or r.get("facility_power_kw") is None:
                 continue
-            h = pd.Timestamp(r["hour"])
-            if t0 <= h < t1 and h not in out and r.get("facility_power_kw") is not None:
-                out[h] = float(r["facility_power_kw"])
+            slots.setdefault(pd.Timestamp(r["hour"]).floor("h"), []).append(
+                float(r["facility_power_kw"]))
+        for h, kw in slots.items():
+            if t0 <= h < t1 and h not in out:
+                out[h] = sum(kw) / len(kw)
     return pd.Series(out, dtype=float).sort_index()
 
 

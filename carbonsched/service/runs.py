@@ -825,12 +825,19 @@ class PlanOnceResult:
 
 
 def _recorded_load(settings: Any) -> Any:
-    """``(site, t0, t1) -> Series``: recorded facility power from the store's plans."""
+    """``(site, t0, t1) -> Series``: recorded facility power from the store's plans.
+
+    One store (engine) for every site's call, opened at the first.
+    """
+    opened: list[Any] = []
+
     def load(site: str, t0: Any, t1: Any) -> Any:
         from carbonsched.pipeline.flex import recorded_site_load
         from carbonsched.store import Store
 
-        return recorded_site_load(Store(settings.resolved_database_url()), site, t0, t1)
+        if not opened:
+            opened.append(Store(settings.resolved_database_url()))
+        return recorded_site_load(opened[0], site, t0, t1)
     return load
 
 

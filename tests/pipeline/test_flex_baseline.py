@@ -205,3 +205,31 @@ def test_a_site_without_history_falls_back_to_plan_uncommitted_with_a_note():
     b, m, notes = history_baselines(cat, [ev], lambda *_a: load())
     assert [b[(site.id, h)] for h in ev.hours] == [100.0, 101.0, 102.0]
     assert m == {site.id: BaselineMethod.PRIOR_DAYS_MEAN}
+
+
+def test_recorded_load_of_a_sub_hour_plan_is_the_hours_mean_and_old_plans_are_not_read(
+        tmp_path):
+    # a 15-minute plan: 10, 20, 30, 40 kW in the four slots of 03:00 -> 25 kW for the hour.
+    # Before, each slot was taken as an hour of its own (03:15, 03:30, 03:45 keys). A plan
+    # dated more than a week before the period cannot reach it: it is not read at all (at the
+    # limit: 7 days before is read)
+    from carbonsched.pipeline.flex import recorded_site_load
+    from carbonsched.store import Store
+
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    doc = _plan_doc("q", "2023-07-03", 0.0, [])
+    doc["site_hours"] = [{"site": "a", "hour": f"2023-07-03T03:{m:02d}:00Z", "in_horizon": True,
+                          "facility_power_kw": kw} for m, kw in ((0, 10.0), (15, 20.0),
+                                                                 (30, 30.0), (45, 40.0))]
+    store.save_plan(doc)
+    s = recorded_site_load(store, "a", pd.Timestamp("2023-07-03T00:00Z"),
+                           pd.Timestamp("2023-07-04T00:00Z"))
+    assert s.to_dict() == {pd.Timestamp("2023-07-03T03:00Z"): 25.0}
+    read: list[str] = []
+    real = store.get_plan
+    store.get_plan = lambda pid: (read.append(pid), real(pid))[1]
+    store.save_plan(_plan_doc("week", "2023-07-03", 5.0, [0]))
+    store.save_plan(_plan_doc("older", "2023-07-02", 5.0, [0]))
+    recorded_site_load(store, "a", pd.Timestamp("2023-07-10T00:00Z"),
+                       pd.Timestamp("2023-07-11T00:00Z"))
+    assert sorted(read) == ["q", "week"]
