@@ -718,12 +718,13 @@ def _withdraw_pieces_of_other_plans(s: Session, rows: Sequence[Mapping[str, Any]
     if not later:
         return []
     first = _rows_by_key(s, [dispatch_key(j, 0) for j in later])
+    claimed = {j: c for j in later if (c := first.get(dispatch_key(j, 0))) is not None
+               and c.plan_id != plan_id}
+    # one query for the later pieces of every job another plan claimed (not one per job)
+    mine = _rows_by_key(s, [k for j in claimed for k in later[j]])
     out = []
-    for job_id, keys in later.items():
-        claim = first.get(dispatch_key(job_id, 0))
-        if claim is None or claim.plan_id == plan_id:
-            continue
-        mine = _rows_by_key(s, keys)
+    for job_id, claim in claimed.items():
+        keys = later[job_id]
         for k in keys:
             row = mine.get(k)
             # written by this run (pending, or failed as past its deadline), never submitted
