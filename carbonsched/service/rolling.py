@@ -185,7 +185,11 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
     doc = daily.document
     held = sorted({r.job_id for r in daily.problem.running})
     how = daily.result.solver.warm_start or cold or "cold: no previous plan"
-    doc["notes"] = list(doc.get("notes", [])) + [f"warm start: {how}"] + run.notes
+    # the daily path already said the greedy fallback (its "solver: ..." note): the run's own
+    # sentences of it would say it twice
+    said = any(n.startswith("solver: no incumbent") for n in doc.get("notes", []))
+    own = [n for n in run.notes if not (said and " greedy " in n)]
+    doc["notes"] = list(doc.get("notes", [])) + [f"warm start: {how}"] + own
     doc["rolling"] = {
         "horizon_hours": horizon_hours, "run_every_hours": run_every_hours,
         "warm_start": how,
