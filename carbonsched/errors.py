@@ -43,6 +43,13 @@ class CarbonschedError(Exception):
     """Base class of every error carbonsched raises on purpose."""
 
 
+class RunTakenOverError(CarbonschedError, RuntimeError):
+    """A run's record was taken over by another replica while the run could not renew it.
+
+    Its lease ran out: the run stops before its next side effect; the other run's stands.
+    """
+
+
 class InputError(CarbonschedError, ValueError):
     """Input that carbonsched cannot use; the message says how to fix it."""
 

@@ -24,12 +24,14 @@ import threading
 import time as _time
 import traceback
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from sqlalchemy.exc import DBAPIError
 
 from carbonsched.catalog import Catalog
 from carbonsched.clock import Clock
@@ -40,6 +42,7 @@ from carbonsched.errors import (
     CarbonschedError,
     InputError,
     ProviderUnavailableError,
+    RunTakenOverError,
 )
 from carbonsched.pipeline.document import read_plan_document
 from carbonsched.service.providers import (
@@ -48,6 +51,7 @@ from carbonsched.service.providers import (
     run_loaders,
     service_providers,
 )
+from carbonsched.store.service import is_outage, unavailable
 
 log = logging.getLogger("carbonsched.service.runs")
 
@@ -80,7 +84,8 @@ def finish_run(doc: dict[str, Any], service_store: Any, catalog: Catalog, clock:
     """The end of a planning run, daily or rolling: solver metrics, then dispatch.
 
     A dispatch that raises does not lose the plan (it is stored already): the run is
-    ``dispatch_failed`` and the error is in the run record.
+    ``dispatch_failed`` and the error is in the run record; an outage is raised instead (the
+    run is retried).
 
     Parameters
     ----------
@@ -96,6 +101,12 @@ def finish_run(doc: dict[str, Any], service_store: Any, catalog: Catalog, clock:
     (str, str, str)
         Run status (``succeeded``, ``infeasible`` or ``dispatch_failed``), solver status, and
         the dispatch summary for the run record.
+
+    Raises
+    ------
+    BackendUnavailableError
+        Dispatch met an outage (the database, the dispatch lease): the run is interrupted and
+        retried (:func:`execute_run`), never recorded final.
     """
     status = doc["solver"]["status"]
     if metrics is not None:
@@ -111,6 +122,20 @@ def finish_run(doc: dict[str, Any], service_store: Any, catalog: Catalog, clock:
                            **dispatch_kw)
             res = res.to_dict() if hasattr(res, "to_dict") else res
             disp, outcome = "dispatch: " + json.dumps(res, default=str)[:4000], "ok"
+        except BackendUnavailableError:
+            # an outage (the database, a lease) is a state with a retry: the run is
+            # interrupted and retried once its lease ran out, never final as dispatch_failed
+            if metrics is not None:
+                metrics.dispatch_outcomes.labels(outcome="interrupted").inc()
+            raise
+        except DBAPIError as exc:
+            if is_outage(exc):
+                if metrics is not None:
+                    metrics.dispatch_outcomes.labels(outcome="interrupted").inc()
+                raise unavailable(service_store.store.engine,
+                                  f"dispatching plan {doc['plan_id']}", exc) from exc
+            disp = f"dispatch failed: {type(exc).__name__}: {exc}"
+            outcome, run_status = "failed", "dispatch_failed"
         except Exception as exc:
             disp = f"dispatch failed: {type(exc).__name__}: {exc}"
             outcome, run_status = "failed", "dispatch_failed"
@@ -347,6 +372,37 @@ def write_plan_file(path: str | Path, doc: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(doc, indent=2) + "\n")
 
 
+_RUN_CLAIM: ContextVar[Callable[[str], None] | None] = ContextVar("carbonsched_run_claim",
+                                                                  default=None)
+"""The claim check of the run in progress (set by :func:`execute_run`; ``None`` outside one)."""
+
+
+def still_ours(before: str) -> None:
+    """Before a side effect of a run: renew its claim, or stop it if another replica has it.
+
+    A run whose lease ran out while it could not renew it (a database blip longer than the
+    lease) may have been taken over: the other replica plans and dispatches the same issue
+    time. This run must then take no further side effect (store a plan, record its state,
+    dispatch). Outside a claimed run (a plain ``carbonsched plan``) it does nothing.
+
+    Parameters
+    ----------
+    before
+        What the run is about to do, for the message (e.g. ``"stored its plan"``).
+
+    Raises
+    ------
+    RunTakenOverError
+        The record is no longer this run's.
+    StoreUnavailableError
+        The database cannot be reached to renew the claim (the run is then interrupted and
+        retried, never continued blind).
+    """
+    check = _RUN_CLAIM.get()
+    if check is not None:
+        check(before)
+
+
 class RunHeartbeat:
     """Renew a claimed run record's lease every ``lease / 3`` while its run is in progress.
 
@@ -467,9 +523,21 @@ def claim_and_run(service_store: Any, clock: Clock, pipeline: Pipeline, *, plann
         return None
     log.info("run issued at %s (planning date %s, local day %s, %s on %s) started", key,
              planning_date, local_day, trigger, replica)
-    with RunHeartbeat(service_store, key, owner, lease):
+    with RunHeartbeat(service_store, key, owner, lease) as beat:
+        def check(before: str) -> None:
+            if beat.lost or not service_store.renew_run(key, owner, lease):
+                beat.lost = True
+                raise RunTakenOverError(
+                    f"run issued at {key}: another replica took its record over (its lease "
+                    f"ran out) before this run {before}; this run stops, that one's stands")
+
+        claim = _RUN_CLAIM.set(check)
         try:
             out = pipeline(planning_date, issued_at, trigger)
+        except RunTakenOverError as exc:
+            log.error("%s", exc)
+            _count(metrics, trigger, "taken_over")
+            return None
         except Exception as exc:
             outage = isinstance(exc, BackendUnavailableError | ProviderUnavailableError)
             log.error("run issued at %s %s: %s", key,
@@ -485,6 +553,8 @@ def claim_and_run(service_store: Any, clock: Clock, pipeline: Pipeline, *, plann
                           rec_exc, lease.total_seconds())
             _count(metrics, trigger, "failed")
             raise
+        finally:
+            _RUN_CLAIM.reset(claim)
         extra = {"catalog": out.catalog} if out.catalog else {}
         if not service_store.finish_run(key, clock.now(), out.status, owner=owner,
                                         plan_id=out.plan_id, solver_status=out.solver_status,
@@ -643,12 +713,29 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
         read_plan_document(doc, "the run's plan document")  # with its run and rolling parts
         if out_file:
             write_plan_file(out_file, doc)
+        still_ours("stored its plan")
         service_store.store.save_plan(doc, step.forecasts)
-        step.record(service_store, clock.now())
+        if not settings.rolling:
+            still_ours("recorded its jobs' states")
+            step.record(service_store, clock.now())
         if on_plan is not None:
             on_plan(doc["plan_id"])
+        still_ours("dispatched its plan")
         run_status, status, disp = finish_run(doc, service_store, catalog, clock, dispatch,
                                               metrics, **step.dispatch_kw)
+        if settings.rolling:
+            # recorded once dispatch wrote its intents: a rolling state that says "committed"
+            # before any intent exists loses the jobs if dispatch never happens (a crash, a
+            # failed dispatch); recorded after, a crash in between re-plans them and the
+            # outbox's claims keep them from running twice
+            if run_status == "dispatch_failed":
+                kept = ("the rolling state was not advanced (dispatch failed): the next run "
+                        "plans this run's work again")
+                log.error("run for %s: %s", pdate, kept)
+                note = f"{note}; {kept}" if note else kept
+            else:
+                still_ours("recorded its rolling state")
+                step.record(service_store, clock.now())
         if dispatch is not None:
             sync_dispatched_jobs(service_store, clock.now())
         log.info("pipeline: plan %s for %s (%s) in %.1f s; %s", doc["plan_id"], pdate, status,
