@@ -111,7 +111,11 @@ class ReasonCode(StrEnum):
     REJECTED = "Rejected"
     """The backend refused the submission (invalid request, unknown partition or GPU type)."""
     NAME_CONFLICT = "NameConflict"
-    """A foreign object (not carrying our labels for this job) holds the Job name."""
+    """A foreign object (not carrying our labels for this job) holds the Job name; or a job of
+    the service's workload file has the id of a job submitted through the API."""
+    UNKNOWN_SITE = "UnknownSite"
+    """The job names a site the catalog does not define (a job submitted before a catalog
+    edit removed it): no run can plan it."""
     STARTED = "Started"
     COMPLETED = "Completed"
     BACKEND_FAILED = "BackendFailed"

@@ -145,7 +145,8 @@ def finish_run(doc: dict[str, Any], service_store: Any, catalog: Catalog, clock:
 
 
 def with_submitted_jobs(wl: Workload, service_store: Any, issued_at: pd.Timestamp,
-                        horizon_hours: int) -> tuple[Workload, set[str]]:
+                        horizon_hours: int, skip: set[str] | frozenset[str] = frozenset()
+                        ) -> tuple[Workload, set[str]]:
     """Add the API's pending and planned jobs whose window overlaps the horizon.
 
     A job dispatch has submitted is not among them: :func:`sync_dispatched_jobs` moves it out
@@ -161,6 +162,8 @@ def with_submitted_jobs(wl: Workload, service_store: Any, issued_at: pd.Timestam
                            [r["job_id"] for r in rows if r["state"] == "Planned"])
     extra: list[Job] = []
     for row in rows:
+        if row["job_id"] in skip:    # :func:`unrunnable_submitted_jobs`
+            continue
         job = job_from_spec(row["spec"])
         if job.id in have or job.id in gone or cannot_finish(job, issued_at) \
                 or job.earliest_start >= end:
@@ -278,6 +281,10 @@ def end_expired_jobs(service_store: Any, jobs: list[Job], issued_at: pd.Timestam
 def job_from_spec(spec: dict[str, Any]) -> Job:
     """A stored API job through the one job schema (minutes, pieces and preemptible kept).
 
+    Its catalog template was applied when it was submitted (the stored spec holds the merged
+    fields): the name is dropped here so no run applies it again, to a template the catalog
+    may have changed or removed since.
+
     Raises
     ------
     pydantic.ValidationError
@@ -285,7 +292,62 @@ def job_from_spec(spec: dict[str, Any]) -> Job:
     """
     from carbonsched.workload.schema import JobSpec
 
-    return JobSpec.model_validate(spec).to_job()
+    return JobSpec.model_validate({**spec, "template": None}).to_job()
+
+
+def unrunnable_submitted_jobs(service_store: Any, catalog: Catalog, workload: Workload
+                              ) -> dict[str, tuple[str, str]]:
+    """The API's jobs still to plan (``Pending``, ``Planned``) that no run can plan, and why.
+
+    * ``UnknownSite``: it names a site ``catalog`` does not define (submitted before a catalog
+      edit removed it). Planned with the rest, it would stop the whole run (the planner
+      refuses work naming unknown sites).
+    * ``NameConflict``: a job of the workload file has its id; the file's job is planned
+      under it, this one never would be.
+
+    Returns
+    -------
+    dict
+        Job id -> (reason code, detail). [-]
+    """
+    known = set(catalog.site_ids)
+    file_ids = {j.id for j in workload.jobs}
+    out: dict[str, tuple[str, str]] = {}
+    for row in service_store.jobs(states=("Pending", "Planned")):
+        jid = row["job_id"]
+        if jid in file_ids:
+            out[jid] = (str(ReasonCode.NAME_CONFLICT),
+                        f"the service's workload file has a job {jid!r} too: that job is "
+                        "planned under this id, this one never would be; submit it again "
+                        "under another id")
+            continue
+        unknown = sorted(set(job_from_spec(row["spec"]).allowed_sites) - known)
+        if unknown:
+            out[jid] = (str(ReasonCode.UNKNOWN_SITE),
+                        f"it names site(s) {', '.join(unknown)} that catalog {catalog.name!r} "
+                        f"does not define (its sites: {', '.join(sorted(known))}); submit it "
+                        "again with sites of this catalog")
+    return out
+
+
+def end_unrunnable_jobs(service_store: Any, bad: dict[str, tuple[str, str]],
+                        now: datetime) -> None:
+    """Record each of :func:`unrunnable_submitted_jobs` ``Failed`` with its reason."""
+    for jid, (reason, detail) in bad.items():
+        service_store.update_job(jid, state="Failed", reason=reason, detail=detail,
+                                 site=None, start=None, end=None, reserved=False,
+                                 updated_at=now)
+
+
+def unrunnable_note(bad: dict[str, tuple[str, str]]) -> str:
+    """The plan's note on :func:`unrunnable_submitted_jobs` (``""`` when none)."""
+    if not bad:
+        return ""
+    ids = sorted(bad)
+    return (f"{len(ids)} job(s) submitted through the API cannot be planned and ended Failed "
+            "(UnknownSite: a site the catalog does not define; NameConflict: the id of a job "
+            f"of the workload file): " + ", ".join(f"{j} ({bad[j][0]})" for j in ids[:10])
+            + (" ..." if len(ids) > 10 else ""))
 
 
 def job_spans(placements: Any) -> dict[str, dict[str, Any]]:
@@ -806,10 +868,12 @@ def _plan_daily(settings: Any, service_store: Any, wl: Workload, pdate: str,
 
     ``loaders``: the providers' history and published forecasts, or the files (default).
     """
+    from carbonsched.catalog import load_catalog
     from carbonsched.pipeline.daily import run_daily_plan
 
-    wl, api_ids = with_submitted_jobs(wl, service_store, t, settings.horizon_hours)
-    expired = expired_submitted_jobs(service_store, t)
+    bad = unrunnable_submitted_jobs(service_store, load_catalog(settings.catalog), wl)
+    wl, api_ids = with_submitted_jobs(wl, service_store, t, settings.horizon_hours, set(bad))
+    expired = [j for j in expired_submitted_jobs(service_store, t) if j.id not in bad]
     daily = run_daily_plan(pdate, settings.catalog, wl, settings.data_dir, settings.solver,
                            settings.time_limit_s, settings.horizon_hours,
                            signal_loader=loaders.signal_loader,
@@ -822,9 +886,13 @@ def _plan_daily(settings: Any, service_store: Any, wl: Workload, pdate: str,
                             "before this run, so no plan can finish them by their deadline "
                             f"({', '.join(ids[:10])}{', ...' if len(ids) > 10 else ''})")
 
+    if bad:
+        doc["notes"].append(unrunnable_note(bad))
+
     def record(db: Any, now: datetime) -> None:
         update_submitted(db, doc, api_ids, now)
         end_expired_jobs(db, expired, t, now)
+        end_unrunnable_jobs(db, bad, now)
 
     return _Planned(doc, daily.forecasts, api_ids, record)
 
@@ -841,8 +909,10 @@ def _plan_rolling(settings: Any, service_store: Any, catalog: Catalog, wl: Workl
     from carbonsched.service.rolling import rolling_step
     from carbonsched.store.rolling_state import job_from_spec as rolling_job_from_spec
 
-    api = [rolling_job_from_spec(r["spec"])
-           for r in service_store.jobs(states=("Pending", "Planned"))]
+    bad = unrunnable_submitted_jobs(service_store, catalog, wl)
+    api = [rolling_job_from_spec({**r["spec"], "template": None})   # applied at submit
+           for r in service_store.jobs(states=("Pending", "Planned"))
+           if r["job_id"] not in bad]
     api_ids = {j.id for j in api}
     step = rolling_step(service_store.store, catalog, settings.catalog, pdate, t,
                         list(wl.jobs) + api, wl, settings.data_dir, settings.solver,
@@ -851,10 +921,13 @@ def _plan_rolling(settings: Any, service_store: Any, catalog: Catalog, wl: Workl
                         signal_loader=loaders.signal_loader,
                         exogenous_loader=loaders.exogenous_loader)
     doc = step.daily.document
+    if bad:
+        doc["notes"].append(unrunnable_note(bad))
 
     def record(db: Any, now: datetime) -> None:
         step.rolling_store.save(step.planner.state, step.run, doc["plan_id"], now)
         _update_rolling_jobs(db, step.run, api_ids, doc["plan_id"], now)
+        end_unrunnable_jobs(db, bad, now)
 
     return _Planned(doc, step.daily.forecasts, api_ids, record,
                     {"commit_before": step.run.commit_before.to_pydatetime()})

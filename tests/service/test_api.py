@@ -316,6 +316,19 @@ def test_submit_and_read_jobs(api):
     assert (j["source"], j["state"], j["site"]) == ("plan", "Planned", p["site"])
 
 
+def test_a_job_naming_an_unknown_site_stores_nothing_of_its_request(api):
+    # [good, bad]: before, the good job was stored (and booked) and then the request answered
+    # 404, so the client's retry met 409; with no plan loaded the bad one was stored too and
+    # stopped every later run. Now every job's sites are checked before any is stored
+    body = {"jobs": [job("site-ok"), job("site-bad", allowed_sites=["mars-site"])]}
+    r = api.post("/v1/jobs", body, role="submit")
+    assert r.status_code == 404 and "mars-site" in r.json()["detail"], r.text
+    assert api.get("/v1/jobs/site-ok").status_code == 404
+    assert api.get("/v1/jobs/site-bad").status_code == 404
+    r = api.post("/v1/jobs", {"jobs": [job("site-ok")]}, role="submit")
+    assert r.status_code == 201, r.text
+
+
 def test_a_dispatched_job_reads_its_state_from_the_outbox(api):
     # dispatch submitted disp-1 and its backend runs it: GET says Running, not Planned
     from datetime import UTC, datetime

@@ -18,7 +18,7 @@ from carbonsched.api.routes import (
 )
 from carbonsched.api.schemas import ErrorPublic, JobIdPath, JobPublic, JobsCreate, JobsPublic
 from carbonsched.api.state import ServiceState
-from carbonsched.errors import InputError
+from carbonsched.errors import InputError, UnknownSiteError
 from carbonsched.service.booking import job_row, reserve_job
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=ERRORS)
@@ -68,6 +68,13 @@ def submit_jobs(body: Annotated[JobsCreate, Body()], state: State,
             raise HTTPException(409, f"job {i!r} already exists; submit it under a new id")
     jobs = [with_catalog_template(j, state.catalog.templates, ("body", "jobs", i))
             for i, j in enumerate(body.jobs)]
+    # every job's sites checked before any is stored, plan loaded or not: a stored job naming
+    # a site the catalog lacks would stop every later run (the planner refuses such work)
+    known = set(state.catalog.site_ids)
+    for j in jobs:
+        for sid in j.to_job().allowed_sites:
+            if sid not in known:
+                raise UnknownSiteError(sid, state.catalog.site_ids)
     book = state.book
     out = []
     for j in jobs:
