@@ -106,3 +106,18 @@ def test_a_dispatched_job_is_not_planned_again_and_takes_its_outbox_state(db):
     assert db.get_job("D")["state"] == "Dispatched"
     # nothing changed since: nothing recorded again
     assert sync_dispatched_jobs(db, NOW) == 0
+
+
+def test_a_stored_jobs_template_is_not_applied_again():
+    # the API stores the merged spec with its template's name; a run applied the template
+    # again, so a catalog that since removed it (or changed it) stopped every run
+    # (WorkloadError: unknown template). The stored fields are the job
+    from carbonsched.pipeline.daily import apply_templates
+    from carbonsched.service.runs import job_from_spec
+
+    spec = {**_spec("T"), "template": "batch-eval", "command": ["python", "eval.py"],
+            "image": "registry.example/eval:1"}
+    job = job_from_spec(spec)
+    assert job.payload is not None and job.payload.template is None
+    assert job.payload.command == ("python", "eval.py")
+    assert apply_templates([job], {}, "API jobs") == [job]     # no catalog templates at all
