@@ -287,7 +287,7 @@ def _read_csv_rows(path: Path) -> Workload:
             kind = (row.get("kind") or "").strip()
             if kind not in CSV_KINDS:
                 raise w.err("kind", f"unknown kind {kind!r}", f"give one of {', '.join(CSV_KINDS)}")
-            rec = {k: (v.strip() if isinstance(v, str) else v) for k, v in row.items()}
+            rec = {k: _cell(k, v) for k, v in row.items()}
             if kind == "inference":
                 inf.append(_inference_from(w, rec))
                 inf_labels.append(w.label)
@@ -297,6 +297,20 @@ def _read_csv_rows(path: Path) -> Workload:
     out = Workload(jobs=jobs, inference=inf)
     _check_unique(path, out, labels, inf_labels)
     return out
+
+
+VERBATIM_COLUMNS = ("script",)
+"""CSV columns kept as written (a batch script's first line and trailing newline are its own:
+the schema checks them as it does a JSON file's or the API's); a cell of only spaces is
+empty. Every other cell is stripped."""
+
+
+def _cell(column: str | None, value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    if column in VERBATIM_COLUMNS:
+        return value if value.strip() else ""
+    return value.strip()
 
 
 def read_workload(path: str | Path) -> Workload:
