@@ -31,6 +31,9 @@ def announce_event(store: Store, catalog: Catalog, event: GridEvent, now: dateti
                    source: str = "") -> dict[str, Any]:
     """Record a grid event at one of the catalog's sites; returns it as :func:`show_event`.
 
+    Announcing the same event again (site, window, target) records nothing new: the answer
+    is the stored event, its ``detail`` saying so.
+
     Raises
     ------
     UnknownSiteError
@@ -39,8 +42,13 @@ def announce_event(store: Store, catalog: Catalog, event: GridEvent, now: dateti
     known = [s.id for s in catalog.sites]
     if event.site not in known:
         raise UnknownSiteError(event.site, known)
-    event_id = insert_event(store, event, now, source)
-    return show_event(store, event_id, now)
+    event_id, new = insert_event(store, event, now, source)
+    out = show_event(store, event_id, now)
+    if not new:
+        said = ("already announced (the same site, window and target): this is that event, "
+                "its power shed once")
+        out["detail"] = f"{said}; {out['detail']}" if out.get("detail") else said
+    return out
 
 
 def show_event(store: Store, event_id: str, now: datetime) -> dict[str, Any]:

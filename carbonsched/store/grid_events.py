@@ -7,12 +7,13 @@ The acting logic (choosing, claiming and taking actions) is
 
 from __future__ import annotations
 
-import uuid
+import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from carbonsched.errors import InputError
@@ -30,21 +31,45 @@ def _iso(ts: datetime | None) -> str | None:
     return None if ts is None else ts.isoformat().replace("+00:00", "Z")
 
 
-def insert_event(store: Store, event: GridEvent, now: datetime, source: str = "") -> str:
-    """Store ``event``; returns its new id (``ge-`` and 12 hex digits)."""
-    event_id = f"ge-{uuid.uuid4().hex[:12]}"
+def event_key(event: GridEvent) -> str:
+    """The id of ``event``: ``ge-`` and 12 hex digits of a hash of what it asks.
 
-    def write() -> None:
+    The site, the window (UTC) and the target (kW or share): the same event announced twice
+    (a client retrying after a lost answer, two announcers) is one event, so its power is
+    shed once (:func:`insert_event`). SHA-256, first 48 bits.
+    """
+    what = "|".join([event.site, event.start.tz_convert("UTC").isoformat(),
+                     event.end.tz_convert("UTC").isoformat(), repr(event.target_kw),
+                     repr(event.target_fraction)])
+    return f"ge-{hashlib.sha256(what.encode()).hexdigest()[:12]}"
+
+
+def insert_event(store: Store, event: GridEvent, now: datetime, source: str = ""
+                 ) -> tuple[str, bool]:
+    """Store ``event`` once; returns its id (:func:`event_key`) and whether it is new.
+
+    An event with the same site, window and target is already stored: nothing is written
+    (its first announcement's notice and source stand), and ``False`` says so.
+    """
+    event_id = event_key(event)
+
+    def write() -> bool:
         with Session(store.engine) as s, s.begin():
+            if s.get(GridEventRow, event_id) is not None:
+                return False
             s.add(GridEventRow(event_id=event_id, site=event.site,
                                start=event.start.to_pydatetime(),
                                end=event.end.to_pydatetime(), target_kw=event.target_kw,
                                target_fraction=event.target_fraction,
                                notice_s=event.notice.total_seconds(), source=source,
                                created_at=now, detail=""))
+            return True
 
-    store._retry_locked(write, "recording a grid event")
-    return event_id
+    try:
+        new = store._retry_locked(write, "recording a grid event")
+    except IntegrityError:   # the same event written by another process meanwhile
+        new = False
+    return event_id, bool(new)
 
 
 def event_rows(store: Store, event_id: str | None = None) -> list[GridEventRow]:

@@ -420,6 +420,27 @@ def test_an_event_at_an_unknown_site_is_refused_with_the_sites(store):
                        T0)
 
 
+def test_the_same_event_announced_twice_is_one_event(store):
+    # a client retrying after a lost 201, or two announcers: before, each POST stored a new
+    # event (a random id) and the second re-planned the rest of the site: 10 units of 10 kW
+    # at 50 % shed 50 kW, then 30 kW more. Now the same site, window and target is one event
+    from carbonsched.store.grid_events import event_rows
+
+    catalog = load_catalog("global")
+    ev = GridEvent(site=SLURM_SITE, start=T0, end=T0 + timedelta(hours=1),
+                   target_fraction=0.5)
+    first = announce_event(store, catalog, ev, T0, "api:admin")
+    again = announce_event(store, catalog, ev, T0 + timedelta(minutes=1), "cli")
+    assert again["event_id"] == first["event_id"]
+    assert again["detail"].startswith("already announced (the same site, window and target)")
+    assert [r.source for r in event_rows(store)] == ["api:admin"]
+    # at the limit: another target (or window) is another event
+    other = announce_event(store, catalog, GridEvent(site=SLURM_SITE, start=T0,
+                                                     end=T0 + timedelta(hours=1),
+                                                     target_fraction=0.4), T0)
+    assert other["event_id"] != first["event_id"] and len(event_rows(store)) == 2
+
+
 def test_a_backend_that_cannot_pause_is_named_not_silent(store, settings):
     """Kueue workloads cannot be paused by carbonsched: the re-plan says so in the event."""
     catalog = load_catalog("global")
