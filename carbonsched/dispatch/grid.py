@@ -605,6 +605,24 @@ def _end_event(store: Store, adapters: Mapping[str, DispatchAdapter], ev: GridEv
                acts: list[GridActionRow], summary: GridPassSummary, **kw: Any) -> None:
     """Step 3: skip shedding actions still open, write and take the undo actions."""
     now = kw["clock"]()
+    # a shedding action tried before (a timeout: the backend may have applied it) is settled
+    # as done, so that its undo, which reads the backend first, is written and taken; one
+    # never tried is skipped
+    tried = [a for a in acts if a.action in SHED and a.state == "planned" and a.attempts > 0]
+    if tried:
+        def settle() -> None:
+            with Session(store.engine) as s, s.begin():
+                s.execute(update(GridActionRow).where(
+                    GridActionRow.id.in_([a.id for a in tried]),
+                    GridActionRow.state == "planned").values(
+                    state="done", updated_at=now,
+                    detail=GridActionRow.detail + "; the event ended after an attempt that may "
+                    "have taken effect: undone regardless (the undo reads the backend first)"))
+        store._retry_locked(settle, "settling a grid event's tried actions")
+        for a in tried:
+            summary.taken.append((a.event_id, a.key, a.action, "settled"))
+            summary.backends[a.key] = backend_kind(adapters.get(ev.site))
+        acts = _actions(store, ev.event_id)
     open_shed = [a for a in acts if a.action in SHED and a.state == "planned"]
     if open_shed:
         def skip() -> None:

@@ -420,6 +420,61 @@ def test_an_event_at_an_unknown_site_is_refused_with_the_sites(store):
                        T0)
 
 
+@pytest.mark.parametrize(("attempts", "undone"), [(1, True), (0, False)])
+def test_a_pause_tried_before_the_event_ended_is_undone(store, attempts, undone):
+    # scontrol suspend timed out (BackendUnavailable) but the controller applied it: the
+    # action went back to "planned" with its attempt counted. The event ended before a later
+    # pass found it ALREADY: before, it was skipped and no resume was written, so the job
+    # stayed suspended. Now a tried action is settled done and its undo (which reads the
+    # backend first) is taken. At the limit: never tried (0 attempts) is skipped, no undo
+    from sqlalchemy.orm import Session
+
+    from carbonsched.adapters.dispatch.base import WorkAction, WorkOutcome
+    from carbonsched.dispatch.grid import grid_pass
+    from carbonsched.store.grid_events import action_rows
+    from carbonsched.store.grid_models import GridActionRow, GridEventRow
+
+    class Fake:
+        name = "slurm:fake"
+        pauses_running = True
+        calls: list = []
+
+        def pause(self, key):
+            return WorkAction(WorkOutcome.ALREADY, None, "")
+
+        def resume(self, key):
+            Fake.calls.append(("resume", key))
+            return WorkAction(WorkOutcome.DONE, "fake:1", "scontrol resume 1")
+
+        def hold(self, key):
+            return WorkAction(WorkOutcome.ALREADY, None, "")
+
+        def unhold(self, key, planned_start, now):
+            Fake.calls.append(("release", key))
+            return WorkAction(WorkOutcome.DONE, "fake:1", "")
+
+    Fake.calls = []
+    end = T0 + timedelta(hours=1)
+    with Session(store.engine) as s:
+        s.add(GridEventRow(event_id="ge-000000000001", site=SLURM_SITE, start=T0, end=end,
+                           target_kw=5.0, notice_s=0.0, source="test", created_at=T0,
+                           planned_at=T0, detail=""))
+        s.flush()
+        s.add(GridActionRow(event_id="ge-000000000001", key="j#0", action="pause",
+                            site=SLURM_SITE, gpus=1, power_kw=5.0, state="planned",
+                            attempts=attempts, created_at=T0, updated_at=T0,
+                            detail="BackendUnavailable at ..., retried next pass: timed out"))
+        s.commit()
+    grid_pass(store, load_catalog("global"), {SLURM_SITE: Fake()},
+              clock=lambda: end + timedelta(minutes=5), owner="actor-1")
+    acts = {(a.key, a.action): a.state for a in action_rows(store, "ge-000000000001")}
+    if undone:
+        assert acts == {("j#0", "pause"): "done", ("j#0", "resume"): "done"}
+        assert Fake.calls == [("resume", "j#0")]
+    else:
+        assert acts == {("j#0", "pause"): "skipped"} and Fake.calls == []
+
+
 def test_the_same_event_announced_twice_is_one_event(store):
     # a client retrying after a lost 201, or two announcers: before, each POST stored a new
     # event (a random id) and the second re-planned the rest of the site: 10 units of 10 kW
