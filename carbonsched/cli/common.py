@@ -95,13 +95,14 @@ def errors() -> Iterator[None]:
     """Turn carbonsched's errors into one ``error:`` line and an exit code.
 
     2 for bad input (a missing file too), 3 for a backend (database, solver, scheduler) that is
-    unavailable.
+    unavailable, a database outage met outside the store's own calls included.
     """
     try:
         yield
     except (SolverUnavailableError, BackendUnavailableError) as exc:
         print_error(str(exc))
         raise typer.Exit(3) from exc
+
     except CarbonschedError as exc:
         print_error(str(exc))
         raise typer.Exit(2) from exc
@@ -114,6 +115,28 @@ def errors() -> Iterator[None]:
             raise
         print_error(str(missing_extra(top, "this command")))
         raise typer.Exit(2) from exc
+    except Exception as exc:
+        # a database outage met outside the store's wrapped calls (the outbox's, a lease's
+        # own sessions): a state with a message, like the store's StoreUnavailableError
+        if not _database_outage(exc):
+            raise
+        orig = getattr(exc, "orig", None) or exc
+        print_error(f"the database stopped answering: {' '.join(str(orig).split())[:300]}; "
+                    "what was recorded before it stays recorded (dispatch's intents are "
+                    "durable); run the command again once the database answers")
+        raise typer.Exit(3) from exc
+
+
+def _database_outage(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLAlchemy's error for a database that cannot be reached.
+
+    SQLAlchemy and the store are imported only when a command has failed.
+    """
+    if type(exc).__module__.split(".")[0] != "sqlalchemy":
+        return False
+    from carbonsched.store.service import is_outage
+
+    return is_outage(exc)
 
 
 #: The packages ``carbonsched serve`` imports (the ``service`` extra).

@@ -52,7 +52,7 @@ from zoneinfo import ZoneInfo
 
 from carbonsched.catalog import Catalog, load_catalog
 from carbonsched.clock import Clock
-from carbonsched.errors import InputError
+from carbonsched.errors import CarbonschedError, InputError
 from carbonsched.service.runs import DispatchStep, Pipeline, claim_and_run, planning_pipeline
 from carbonsched.timeaxis import check_run_every_hours, day_start_utc, latest_issue_time
 
@@ -277,7 +277,12 @@ class DailyCron:
                                     lease=self.lease,
                                     local_day=local_day.isoformat(), metrics=self.metrics)
             except Exception:  # recorded and logged by claim_and_run; the cron carries on
-                return self.store.get_run(issued)
+                try:
+                    return self.store.get_run(issued)
+                except CarbonschedError as exc:   # the database is out too: the next tick
+                    log.warning("cron: the run record of %s cannot be read (%s); the next "
+                                "check retries", pdate, exc)
+                    return None
             return None if out is None else self.store.get_run(issued)
         finally:
             self._busy.release()

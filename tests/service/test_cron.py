@@ -287,3 +287,28 @@ def test_submitted_jobs_join_the_next_plan_and_take_its_outcome(db):
         ["Pending", "Pending", "Succeeded"]
     # a job no longer pending when the run records is left as it is
     assert end_expired_jobs(db, expired, t, now) == []
+
+
+def test_a_failed_run_whose_record_cannot_be_read_is_no_traceback(db, caplog):
+    # the run failed (recorded by claim_and_run) and the database then stopped answering:
+    # the tick's read of the record raised into the scheduler (a traceback in its log). Now
+    # the tick says so and returns; the next check retries
+    from carbonsched.errors import StoreUnavailableError
+
+    clock = ManualClock(datetime(2023, 6, 1, 2, 31, tzinfo=ZONE))
+    cron, rec = make(db, clock, rec=Recorder(clock, fail_on={"2023-06-02"}))
+
+    real = db.get_run
+
+    def down(key):
+        if not rec.calls:       # up while the run is claimed, down once it has failed
+            return real(key)
+        raise StoreUnavailableError("sqlite", "reading the run record", "disk I/O error",
+                                    "check the disk")
+
+    db.get_run = down
+    with caplog.at_level("WARNING", logger="carbonsched.service.cron"):
+        assert cron.tick("scheduled") is None
+    assert [p for p, _, _ in rec.calls] == ["2023-06-02"]
+    assert any("the run record of 2023-06-02 cannot be read" in r.getMessage()
+               for r in caplog.records)
