@@ -418,6 +418,37 @@ def gang_shape_reason(gpus: int, gpu_type: str, sites: list[Site]) -> tuple[Reas
             f"{max(shapes, default=0)} GPUs")
 
 
+def domains_hold(site: Site, job: Job) -> bool:
+    """Whether ``job.max_domains`` network domains of ``site`` can hold the gang."""
+    need = site.gpus[job.gpu_type].domains_needed(job.gpus)
+    return need is not None and need <= (job.max_domains or need)
+
+
+def runs_at(site: Site, job: Job) -> bool:
+    """Whether ``site``'s backend can run what ``job`` names (:meth:`JobPayload.runs_on`)."""
+    return job.payload is None or job.payload.runs_on(site.backend.kind)
+
+
+def payload_reason(job: Job, sites: list[Site]) -> tuple[ReasonCode, str]:
+    """The reason ``job``'s payload can run at none of ``sites`` (their backends' kinds).
+
+    Returns
+    -------
+    (ReasonCode, str)
+        :attr:`ReasonCode.NO_PAYLOAD` and a message naming what the job gives, each site's
+        backend and what to change.
+    """
+    p = job.payload
+    gives = ", ".join(k for k in ("script", "script_path", "command", "image", "pod_template")
+                      if p is not None and getattr(p, k))
+    at = ", ".join(f"{s.id} ({s.backend.kind})" for s in sites)
+    return (ReasonCode.NO_PAYLOAD,
+            f"the job gives {gives}, which no allowed site's backend runs ({at}): a Slurm "
+            "site runs a script, script_path or command; a Kubernetes site an image, a command "
+            "or a pod_template; give what the site runs, or allow sites that run it "
+            "(allowed_sites)")
+
+
 def domain_reason(job: Job, sites: list[Site]) -> tuple[ReasonCode, str]:
     """The reason a topology-bound gang cannot run at any of ``sites``.
 
@@ -630,6 +661,22 @@ class JobPayload:
         """True when the payload names what to run (script, path, command, image or pod)."""
         return any((self.script, self.script_path, self.command, self.image,
                     self.pod_template))
+
+    def runs_on(self, kind: str) -> bool:
+        """Whether a backend of ``kind`` (``slurm``, ``kubernetes``) can run this payload.
+
+        Slurm runs a ``script``, ``script_path`` or ``command``; Kubernetes an ``image``, a
+        ``command`` (in the site's default image) or a ``pod_template``, never a script (a
+        ``script_path`` is a file on the submit host). A payload that names nothing to run
+        runs anywhere (dispatch decides: a placeholder or a refusal).
+        """
+        if not self.runs_something:
+            return True
+        if kind == "slurm":
+            return bool(self.script or self.script_path or self.command)
+        if kind == "kubernetes":
+            return not (self.script or self.script_path)
+        return True
 
     @property
     def fractional(self) -> bool:

@@ -243,11 +243,11 @@ def payload_problem(req: DispatchRequest, kind: str) -> str | None:
         return (f"job {req.job_id} names nothing to run (script, script_path, command, image "
                 "or pod_template); give one in its spec (or a template), or dispatch with "
                 "--placeholder to run 'sleep <planned seconds>'")
-    if kind == "slurm" and not (p.script or p.script_path or p.command):
+    if not p.runs_on(kind) and kind == "slurm":   # the planner's rule (JobPayload.runs_on)
         return (f"job {req.job_id}: a Slurm site runs a script, script_path or command; the "
                 "job gives only " + ", ".join(k for k in ("image", "pod_template")
                                               if getattr(p, k)) + "; add one")
-    if kind == "kubernetes" and (p.script or p.script_path):
+    if not p.runs_on(kind) and kind == "kubernetes":
         return (f"job {req.job_id}: a Kubernetes site runs an image with a command, not a "
                 "batch script; give image and command (or pod_template), or allow it only "
                 "at Slurm sites (allowed_sites)")

@@ -64,7 +64,10 @@ from carbonsched.domain import (
     Site,
     Tenant,
     domain_reason,
+    domains_hold,
     gang_shape_reason,
+    payload_reason,
+    runs_at,
 )
 from carbonsched.errors import InputError, TimeAxisError, UnknownSiteError
 from carbonsched.flex import Commitment
@@ -763,6 +766,12 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
                 continue
         else:
             cand = list(range(n_s))
+        # only where the site's backend runs what the job names (dispatch would refuse it)
+        ran = [s for s in cand if runs_at(problem.sites[s], job)]
+        if not ran:
+            reasons[k] = payload_reason(job, [problem.sites[s] for s in cand])
+            continue
+        cand = ran
         g = j_g[k]
         typed = [s for s in cand if count[s, g] > 0]
         if not typed:
@@ -785,7 +794,7 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
             fits = shaped
         # a gang with a topology constraint: only where that many network domains hold it
         if job.max_domains is not None:
-            spanned = [s for s in fits if _domains_hold(problem.sites[s], job)]
+            spanned = [s for s in fits if domains_hold(problem.sites[s], job)]
             if not spanned:
                 reasons[k] = domain_reason(job, [problem.sites[s] for s in fits])
                 continue
@@ -895,12 +904,6 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
                     f"slots: {n_pre} preemptible job(s) planned in one piece: piece patterns "
                     f"are built on the hourly grid only, not on this {sm}-minute grid")
     return sets
-
-
-def _domains_hold(site: Site, job: Job) -> bool:
-    """Whether ``job.max_domains`` network domains of ``site`` can hold the gang."""
-    need = site.gpus[job.gpu_type].domains_needed(job.gpus)
-    return need is not None and need <= (job.max_domains or need)
 
 
 def _pattern_reach(problem: PlanningProblem, first: np.ndarray, last: np.ndarray,

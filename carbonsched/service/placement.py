@@ -30,7 +30,17 @@ import numpy as np
 import pandas as pd
 
 from carbonsched.catalog import Catalog
-from carbonsched.domain import InferenceDemand, Job, ReasonCode, gang_shape_reason, jsonable
+from carbonsched.domain import (
+    InferenceDemand,
+    Job,
+    ReasonCode,
+    domain_reason,
+    domains_hold,
+    gang_shape_reason,
+    jsonable,
+    payload_reason,
+    runs_at,
+)
 from carbonsched.errors import InputError, UnknownSiteError
 from carbonsched.plan import PlanningProblem, compile_sets
 from carbonsched.plan.result import emissions_by_site_hour
@@ -379,6 +389,10 @@ class PlacementBook:
                         "catalog"), none, 0, -1
         else:
             cand = list(range(len(self.sites)))
+        ran = [s for s in cand if runs_at(self.sites[s], job)]   # the planner's rule
+        if not ran:
+            return payload_reason(job, [self.sites[s] for s in cand]), none, 0, -1
+        cand = ran
         g = self.gpos[job.gpu_type]
         typed = [s for s in cand if self.count[s, g] > 0]
         if not typed:
@@ -395,6 +409,11 @@ class PlacementBook:
             return gang_shape_reason(job.gpus, job.gpu_type,
                                      [self.sites[s] for s in fits]), none, 0, -1
         fits = shaped
+        if job.max_domains is not None:   # a topology-bound gang, as the planner checks it
+            spanned = [s for s in fits if domains_hold(self.sites[s], job)]
+            if not spanned:
+                return domain_reason(job, [self.sites[s] for s in fits]), none, 0, -1
+            fits = spanned
         kw = job.it_power_kw
         powered = [s for s in fits if self.cap_kw[s] >= kw - 1e-9]
         if not powered:

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carbonsched.catalog import load_catalog
-from carbonsched.domain import Job
+from carbonsched.domain import Job, JobPayload
 from carbonsched.plan import PlanningProblem, compile_sets
 from carbonsched.service.placement import PlacementBook
 
@@ -18,10 +18,10 @@ T0 = pd.Timestamp("2023-07-15T00:00:00Z")
 HOURS = 24
 
 
-def _book(placements=()) -> PlacementBook:
+def _book(placements=(), cat=CAT) -> PlacementBook:
     slots = pd.date_range(T0, periods=HOURS, freq="h")
     rows = []
-    for i, s in enumerate(CAT.sites):
+    for i, s in enumerate(cat.sites):
         for sig, base in (("carbon_intensity_g_per_kwh", 100.0 + 50 * i),
                           ("pue", 1.2), ("green_surplus_index", 0.0)):
             v = base + (10 * np.sin(np.arange(HOURS) / 3) if sig.startswith("carbon") else 0)
@@ -29,9 +29,9 @@ def _book(placements=()) -> PlacementBook:
                                       "issued_at": T0, "ts": slots, "mean": v, "lo_80": v,
                                       "hi_80": v, "lo_95": v, "hi_95": v}))
     doc = {"plan_id": "p", "date": "2023-07-15", "issued_at": "2023-07-15T00:00:00Z",
-           "horizon_hours": HOURS, "sites": CAT.site_ids, "signal_quality": "modelled",
+           "horizon_hours": HOURS, "sites": cat.site_ids, "signal_quality": "modelled",
            "placements": list(placements), "inference": []}
-    return PlacementBook(CAT, doc, pd.concat(rows, ignore_index=True))
+    return PlacementBook(cat, doc, pd.concat(rows, ignore_index=True))
 
 
 BOOK = _book()
@@ -44,11 +44,18 @@ def jobs(draw):
     dur = draw(st.integers(1, 30))
     dl = es + draw(st.integers(0, 40))
     allowed = draw(st.lists(st.sampled_from(CAT.site_ids), max_size=3, unique=True))
+    # what it runs: nothing (any backend), a batch script (Slurm only), an image and a
+    # command (Kubernetes), a command (both); the catalog mixes Slurm and Kubernetes sites
+    payload = draw(st.sampled_from([
+        None, JobPayload(script="#!/bin/sh\ntrue\n"),
+        JobPayload(image="registry.example/x:1", command=("python", "x.py")),
+        JobPayload(command="python x.py")]))
     return Job(id="j", tenant="t", gpu_type=draw(st.sampled_from(GPU_TYPES)),
                gpus=draw(st.integers(1, 40)), duration_hours=dur,
                power_per_gpu_kw=draw(st.sampled_from([0.3, 0.7, 3.0])),
                earliest_start=T0 + pd.Timedelta(hours=es),
-               deadline=T0 + pd.Timedelta(hours=max(dl, es)), allowed_sites=tuple(allowed))
+               deadline=T0 + pd.Timedelta(hours=max(dl, es)), allowed_sites=tuple(allowed),
+               payload=payload, max_domains=draw(st.sampled_from([None, 1, 2])))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
@@ -63,6 +70,61 @@ def test_job_options_match_the_planners_compiled_sets(job):
     else:
         assert reason is None
         assert sorted(map(tuple, opts.tolist())) == sorted(map(tuple, sets.options.tolist()))
+
+
+def test_a_script_or_a_topology_the_site_cannot_hold_is_refused_as_the_planner_does():
+    # before, the book placed a batch script at a Kubernetes site (dispatch then refused it)
+    # and a same-domain 16-GPU gang at Toronto, whose domains hold 8 GPUs (the planner said
+    # DomainTooSmall): the client saw a reservation the next run undid
+    script = Job(id="s", tenant="t", gpu_type="A100", gpus=1, duration_hours=1,
+                 power_per_gpu_kw=0.5, earliest_start=T0, deadline=T0 + pd.Timedelta(hours=12),
+                 allowed_sites=("cn-sh-qingpu",), payload=JobPayload(script="#!/bin/sh\n"))
+    reason, opts = BOOK.job_options(script)
+    assert reason[0] == "NoPayload" and len(opts) == 0
+    assert "cn-sh-qingpu (kubernetes)" in reason[1]
+    # at the limit: the same script allowed at a Slurm site too is placed there only
+    both = Job(**{**script.__dict__, "allowed_sites": ("cn-sh-qingpu", "cn-nm-horinger")})
+    reason, opts = BOOK.job_options(both)
+    assert reason is None and {BOOK.sites[int(s)].id for s in opts[:, 1]} == {"cn-nm-horinger"}
+
+
+def test_the_planner_places_a_payload_only_where_its_backend_runs_it():
+    # before, a batch script with no allowed_sites could be planned at a Kubernetes site,
+    # whose dispatch then refused it (NoPayload): its capacity planned for nothing
+    kinds = {s.id: s.backend.kind for s in CAT.sites}
+    for payload, kind in ((JobPayload(script="#!/bin/sh\ntrue\n"), "slurm"),
+                          (JobPayload(image="registry.example/x:1"), "kubernetes")):
+        job = Job(id="p", tenant="t", gpu_type="A100", gpus=1, duration_hours=1,
+                  power_per_gpu_kw=0.5, earliest_start=T0,
+                  deadline=T0 + pd.Timedelta(hours=12), payload=payload)
+        sets = compile_sets(PlanningProblem(sites=BOOK.sites, jobs=[job], inference=[],
+                                            slots=BOOK.slots, signals=BOOK.signals))
+        assert {kinds[BOOK.sites[int(s)].id] for s in sets.options[:, 1]} == {kind}
+    # a command runs on both (at the limit: nothing is taken away)
+    job = Job(id="c", tenant="t", gpu_type="A100", gpus=1, duration_hours=1,
+              power_per_gpu_kw=0.5, earliest_start=T0, deadline=T0 + pd.Timedelta(hours=12),
+              payload=JobPayload(command="python x.py"))
+    sets = compile_sets(PlanningProblem(sites=BOOK.sites, jobs=[job], inference=[],
+                                        slots=BOOK.slots, signals=BOOK.signals))
+    assert {kinds[BOOK.sites[int(s)].id] for s in sets.options[:, 1]} == {"slurm",
+                                                                          "kubernetes"}
+
+
+@pytest.mark.parametrize("max_domains", [1, 2])
+def test_a_gang_its_domains_cannot_hold_is_refused_as_the_planner_does(max_domains):
+    # Toronto's A100 domains hold one node of 8 GPUs: a 16-GPU gang needs 2 domains. Before,
+    # the book placed it "same-domain" (the planner: DomainTooSmall). At the limit: allowed 2
+    # domains, both place it
+    book = _book(cat=load_catalog("global"))
+    gang = Job(id="g", tenant="t", gpu_type="A100", gpus=16, duration_hours=1,
+               power_per_gpu_kw=0.5, earliest_start=T0, deadline=T0 + pd.Timedelta(hours=12),
+               allowed_sites=("ca-on-toronto",), max_domains=max_domains)
+    reason, opts = book.job_options(gang)
+    sets = compile_sets(PlanningProblem(sites=book.sites, jobs=[gang], inference=[],
+                                        slots=book.slots, signals=book.signals))
+    assert reason == sets.reasons.get(0)
+    assert (reason is not None and reason[0] == "DomainTooSmall") == (max_domains == 1)
+    assert (len(opts) > 0) == (max_domains == 2)
 
 
 def test_plan_placements_and_reservations_take_capacity():
