@@ -61,9 +61,12 @@ def test_plan_dispatch_whose_database_dies_is_exit_3_with_one_line(private_pg, t
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
     msg = lines[0]
+    # the outage is named where the run met it: dispatching (an outage there interrupts the
+    # run for a retry; before, dispatch was recorded failed and the outcome's write failed)
+    doc = json.loads(out.read_text())
     assert msg.startswith(f"error: database postgresql+psycopg2://postgres:***@127.0.0.1:"
-                          f"{private_pg.port}/carbonsched is unreachable (recording the outcome "
-                          f"of the run of {PDATE}: "), msg
+                          f"{private_pg.port}/carbonsched is unreachable (dispatching plan "
+                          f"{doc['plan_id']}: "), msg
     assert msg.endswith(f"the plan is written to {out}; once the database is back, run "
                         f"`carbonsched plan --dispatch --date {PDATE}` again (it takes the "
                         f"date's run record over {LEASE_S} s after this run's last heartbeat)")
