@@ -601,6 +601,18 @@ def _close(store: Store, event_id: str, now: datetime, note: str = "") -> None:
     store._retry_locked(run, "closing a grid event")
 
 
+def _close_planned(store: Store, rows: list[GridActionRow], now: datetime, state: str,
+                   detail: Any, doing: str) -> None:
+    """Set ``rows`` still ``planned`` to ``state`` with ``detail`` (a value or SQL)."""
+    def run() -> None:
+        with Session(store.engine) as s, s.begin():
+            s.execute(update(GridActionRow).where(
+                GridActionRow.id.in_([a.id for a in rows]),
+                GridActionRow.state == "planned").values(state=state, updated_at=now,
+                                                         detail=detail))
+    store._retry_locked(run, doing)
+
+
 def _end_event(store: Store, adapters: Mapping[str, DispatchAdapter], ev: GridEventRow,
                acts: list[GridActionRow], summary: GridPassSummary, **kw: Any) -> None:
     """Step 3: skip shedding actions still open, write and take the undo actions."""
@@ -610,29 +622,18 @@ def _end_event(store: Store, adapters: Mapping[str, DispatchAdapter], ev: GridEv
     # never tried is skipped
     tried = [a for a in acts if a.action in SHED and a.state == "planned" and a.attempts > 0]
     if tried:
-        def settle() -> None:
-            with Session(store.engine) as s, s.begin():
-                s.execute(update(GridActionRow).where(
-                    GridActionRow.id.in_([a.id for a in tried]),
-                    GridActionRow.state == "planned").values(
-                    state="done", updated_at=now,
-                    detail=GridActionRow.detail + "; the event ended after an attempt that may "
-                    "have taken effect: undone regardless (the undo reads the backend first)"))
-        store._retry_locked(settle, "settling a grid event's tried actions")
+        _close_planned(store, tried, now, "done", GridActionRow.detail + (
+            "; the event ended after an attempt that may have taken effect: undone regardless "
+            "(the undo reads the backend first)"), "settling a grid event's tried actions")
         for a in tried:
             summary.taken.append((a.event_id, a.key, a.action, "settled"))
             summary.backends[a.key] = backend_kind(adapters.get(ev.site))
         acts = _actions(store, ev.event_id)
     open_shed = [a for a in acts if a.action in SHED and a.state == "planned"]
     if open_shed:
-        def skip() -> None:
-            with Session(store.engine) as s, s.begin():
-                s.execute(update(GridActionRow).where(
-                    GridActionRow.id.in_([a.id for a in open_shed]),
-                    GridActionRow.state == "planned").values(
-                    state="skipped", updated_at=now,
-                    detail="the event ended before this action was taken: not taken late"))
-        store._retry_locked(skip, "skipping a grid event's late actions")
+        _close_planned(store, open_shed, now, "skipped",
+                       "the event ended before this action was taken: not taken late",
+                       "skipping a grid event's late actions")
     stuck = [a for a in acts if a.action in SHED and a.state == "claimed"]
     for a in stuck:
         # an actor was taking this shedding action (and died, or its lease ran out): never take

@@ -10,8 +10,8 @@ from carbonsched.workload.files import demo_workload
 CATALOG = "china-eastdata-westcompute"
 
 
-def test_a_greedy_plan_that_places_every_job_still_says_it_is_the_fallbacks(monkeypatch):
-    wl = demo_workload(load_catalog(CATALOG), "2023-07-15")
+def _no_incumbent_for_the_plans_milp(monkeypatch) -> None:
+    """The plan's MILP returns no incumbent; the pre-checks' own small models solve as usual."""
     real_build, real_run = solve_mod.build_model, solve_mod.run_milp
     built = []
 
@@ -29,6 +29,11 @@ def test_a_greedy_plan_that_places_every_job_still_says_it_is_the_fallbacks(monk
 
     monkeypatch.setattr(solve_mod, "build_model", build)
     monkeypatch.setattr(solve_mod, "run_milp", no_incumbent)
+
+
+def test_a_greedy_plan_that_places_every_job_still_says_it_is_the_fallbacks(monkeypatch):
+    wl = demo_workload(load_catalog(CATALOG), "2023-07-15")
+    _no_incumbent_for_the_plans_milp(monkeypatch)
     # 30 jobs: the direct MILP, whose run gives no incumbent here
     doc = run_daily_plan("2023-07-15", CATALOG, wl, None, "highs", 5.0, 24).document
     assert doc["solver"]["method"] == "greedy" and doc["solver"]["greedy_unplaced"] == 0
@@ -49,22 +54,7 @@ def test_a_rolling_run_says_the_greedy_fallback_once(monkeypatch, tmp_path):
     from carbonsched.store import Store
 
     wl = demo_workload(load_catalog(CATALOG), "2023-07-15")
-    real_build, real_run = solve_mod.build_model, solve_mod.run_milp
-    built = []
-
-    def build(sets, options=None):
-        built.append(real_build(sets, options))
-        return built[-1]
-
-    def no_incumbent(lp, solver, time_limit_s, mip_gap, threads=1, start=None):
-        if not any(lp is m.lp for m in built):
-            return real_run(lp, solver, time_limit_s, mip_gap, threads, start=start)
-        out = real_run(lp, solver, 0.01, mip_gap, threads, start=start)
-        out.has_solution, out.proven, out.objective = False, False, None
-        return out
-
-    monkeypatch.setattr(solve_mod, "build_model", build)
-    monkeypatch.setattr(solve_mod, "run_milp", no_incumbent)
+    _no_incumbent_for_the_plans_milp(monkeypatch)
     step = rolling_step(Store(f"sqlite:///{tmp_path / 's.db'}"), load_catalog(CATALOG), CATALOG,
                         "2023-07-15", pd.Timestamp("2023-07-15T00:00Z"), wl.jobs, wl, None,
                         "highs", 5.0, 24, 24)
