@@ -38,7 +38,7 @@ from typing import Any
 import pandas as pd
 
 from carbonsched.errors import InputError
-from carbonsched.limits import identifier_problem
+from carbonsched.limits import MAX_SLO_MS, identifier_problem
 from carbonsched.timeaxis import require_aware
 
 DEFAULT_BASELINE_DAYS = 10
@@ -53,9 +53,9 @@ BASELINE_LOOKBACK_DAYS = 45
 """How far back the prior like days are looked for: PJM's 45-calendar-day CBL window (Manual
 11 section 10); CAISO's 10-in-10 also looks back 45 days. [days]"""
 
-MAX_EVENT_SLO_MS = 100_000.0
-"""Largest event-time SLO an agreement accepts: the workload files' largest inference SLO
-(``carbonsched.workload.files.MAX_SLO_MS``, 100 s). [ms]"""
+MAX_EVENT_SLO_MS = MAX_SLO_MS
+"""Largest event-time SLO an agreement accepts: the largest inference SLO
+(:data:`carbonsched.limits.MAX_SLO_MS`, 100 s). [ms]"""
 
 DEFAULT_NOTICE_HOURS = 4.0
 """Notice given before an event when an agreement or event file does not say: the day-of

@@ -11,6 +11,8 @@ MAX_JOB_GPUS = 100_000
 """Largest gang accepted (far above any real job; keeps GPU sums exact in int64). [GPUs]"""
 MAX_DURATION_HOURS = 24 * 366
 """Longest job accepted (a year; the plan's horizon is at most a week). [h]"""
+MAX_SLO_MS = 100_000.0
+"""Largest inference latency SLO accepted, by a workload file and the API alike (100 s). [ms]"""
 MAX_HORIZON_HOURS = 168
 """Longest planning horizon accepted (one week; the daily plan is day-ahead). [h]"""
 MAX_DURATION_MINUTES = 60 * MAX_DURATION_HOURS

@@ -31,6 +31,7 @@ from carbonsched.limits import (
     LATEST_YEAR,
     MAX_IDENTIFIER_CHARS,
     MAX_NAME_CHARS,
+    MAX_SLO_MS,
     TIME_PATTERN,
 )
 from carbonsched.pipeline.document import PlanDocument
@@ -114,7 +115,8 @@ class InferencePlacementQuery(BaseModel):
         "start": "2023-07-15T08:00:00Z", "duration_hours": 2}]})
     kind: Literal["inference"]
     area: Name
-    slo_ms: float = Field(gt=0, le=10_000, description="Round-trip latency SLO. [ms]")
+    slo_ms: float = Field(gt=0, le=MAX_SLO_MS, description="Round-trip latency SLO, at most "
+                          "what a workload file accepts. [ms]")
     gpu_type: Name
     gpus: int = Field(ge=1, le=100_000)
     power_per_gpu_kw: float | None = Field(None, gt=0, le=10,

@@ -46,7 +46,12 @@ from carbonsched.domain import (
 )
 from carbonsched.errors import CarbonschedError, WorkloadError
 from carbonsched.fileio import atomic_open, atomic_write_text
-from carbonsched.limits import MAX_JOB_GPUS, MAX_POD_TEMPLATE_BYTES, MAX_POWER_PER_GPU_KW
+from carbonsched.limits import (
+    MAX_JOB_GPUS,
+    MAX_POD_TEMPLATE_BYTES,
+    MAX_POWER_PER_GPU_KW,
+    MAX_SLO_MS,
+)
 from carbonsched.timeaxis import HOUR, day_start_utc
 from carbonsched.workload.schema import (
     JOB_FIELDS,
@@ -131,10 +136,6 @@ class _Where:
         """The first error of the job schema (:class:`JobSpec`) at this entry."""
         e = exc.errors()[0]
         return self.said(str(e["loc"][0]) if e["loc"] else None, e["msg"])
-
-
-MAX_SLO_MS = 100_000.0
-"""Largest inference SLO accepted (100 s). [ms]"""
 
 
 def _checked(w: _Where, field: str, check: Callable[[], Any]) -> Any:

@@ -210,6 +210,11 @@ def test_inference_placement_within_the_slo(api):
     assert odd["recommended"]["start"] == "2023-07-15T08:00:00Z"
     tight = api.post("/v1/placements", q | {"slo_ms": 0.5}).json()
     assert not tight["placed"] and "within 0.5 ms of shanghai" in tight["detail"]
+    # the SLO bound is a workload file's (100 s): before, the API refused above 10 s what a
+    # file accepts. At the limit: 100,000 ms accepted, just above refused
+    assert api.post("/v1/placements", q | {"slo_ms": 100_000}).status_code == 200
+    over = api.post("/v1/placements", q | {"slo_ms": 100_000.5})
+    assert over.status_code == 422 and "slo_ms" in over.text
 
 
 def test_unplaceable_jobs_say_why(api):
