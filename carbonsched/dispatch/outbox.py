@@ -1272,7 +1272,8 @@ class DispatchedJob:
     state: str
     """:class:`~carbonsched.domain.JobState` value: ``Running`` when a piece runs, else
     ``Paused``, ``Failed``, ``Cancelled`` when a piece is, ``Succeeded`` when all did, else
-    ``Dispatched`` (submitted, not started or between pieces)."""
+    ``Dispatched`` (an intent awaiting submission, submitted and not started, or between
+    pieces)."""
     reason: str
     detail: str
     plan_id: str
@@ -1288,13 +1289,14 @@ _JOB_STATE_ORDER = (JobState.RUNNING, JobState.PAUSED, JobState.FAILED, JobState
 
 
 def dispatched_jobs(store: Store, job_ids: Collection[str]) -> dict[str, DispatchedJob]:
-    """The jobs of ``job_ids`` that dispatch submitted, with their state from the outbox.
+    """The jobs of ``job_ids`` dispatch holds, with their state from the outbox.
 
-    A job is dispatched once its first piece's row (``<job>#0``, its claim) has a submission
-    attempt (:attr:`DispatchRow.submit_attempted_at`: claimed before the side effect, so a
-    submission that may have reached the backend counts). An intent not yet submitted, or one
-    recorded failed as late before any submission, is not. The state is read from the rows as
-    the dispatch loops last recorded them (``refresh_status``).
+    A job is held once its first piece's row (``<job>#0``, its claim) exists, submitted or
+    not: dispatch drives that intent (reconcile) and never submits another plan's placement
+    of the job (``already_dispatched``). The state is read from the claiming plan's rows as
+    the dispatch loops last recorded them (``refresh_status``); an intent not yet on its
+    backend reads ``Dispatched`` with reason ``AwaitingSubmit``, so a job whose later piece
+    is still to be submitted is never ``Succeeded``.
 
     Parameters
     ----------
@@ -1314,8 +1316,7 @@ def dispatched_jobs(store: Store, job_ids: Collection[str]) -> dict[str, Dispatc
     rows: dict[str, list[DispatchRow]] = {}
     with Session(store.engine) as s:
         for i in range(0, len(ids), 500):     # bounded IN lists
-            q = select(DispatchRow).where(DispatchRow.job_id.in_(ids[i:i + 500]),
-                                          DispatchRow.submit_attempted_at.is_not(None))
+            q = select(DispatchRow).where(DispatchRow.job_id.in_(ids[i:i + 500]))
             for r in s.scalars(q.order_by(DispatchRow.job_id, DispatchRow.piece)):
                 rows.setdefault(r.job_id, []).append(r)
     out = {}
@@ -1329,11 +1330,14 @@ def dispatched_jobs(store: Store, job_ids: Collection[str]) -> dict[str, Dispatc
         if pick is None and states == {JobState.SUCCEEDED.value}:
             pick = mine[-1]
         state = pick.state if pick is not None else JobState.DISPATCHED.value
-        row = pick or mine[-1]
+        waiting = next((r for r in mine if r.state == JobState.PENDING.value), None)
+        row = pick or waiting or mine[-1]
+        reason = str(ReasonCode.AWAITING_SUBMIT) if pick is None and waiting else row.reason
         out[job_id] = DispatchedJob(
-            job_id=job_id, state=state, reason=row.reason,
+            job_id=job_id, state=state, reason=reason,
             detail=(f"dispatched from plan {claim.plan_id} to {row.backend}"
-                    + (f" as {row.backend_id}" if row.backend_id else "")
+                    + (f" as {row.backend_id}" if row.backend_id else
+                       ", awaiting submission" if row.state == JobState.PENDING.value else "")
                     + (f": {row.detail}" if row.detail else "")),
             plan_id=claim.plan_id,
             site=", ".join(dict.fromkeys(r.site for r in mine)),

@@ -60,7 +60,8 @@ DEFAULT_RUN_EVERY_HOURS = 24
 """Hours between two rolling runs: placements starting before the next run are committed. [h]"""
 
 TERMINAL_REASONS = frozenset({ReasonCode.UNKNOWN_GPU_TYPE, ReasonCode.DATA_RESIDENCY,
-                              ReasonCode.GANG_TOO_LARGE, ReasonCode.GANG_NOT_WHOLE_NODES})
+                              ReasonCode.GANG_TOO_LARGE, ReasonCode.GANG_NOT_WHOLE_NODES,
+                              ReasonCode.DOMAIN_TOO_SMALL, ReasonCode.NO_PAYLOAD})
 """Planner reasons that no later run can change (the catalog, not the hour, forbids the job)."""
 
 Planner = Callable[..., PlanResult]
@@ -507,6 +508,17 @@ class RollingPlanner:
         return WarmStart(placements, f"the plan of the run issued at {last}, shifted by "
                                      f"{self.run_every_hours} h",
                          duals=st.carried, duals_missing=st.carried_missing)
+
+    def end_pending(self, units: Iterable[Unplaced]) -> list[Unplaced]:
+        """End pending jobs for a reason the caller found (e.g. a site the catalog lost).
+
+        Returns the units ended (those of jobs that were pending); others are left as they
+        are.
+        """
+        out = [u for u in units if u.job_id in self.state.pending]
+        for u in out:
+            self._end(u)
+        return out
 
     def _end(self, u: Unplaced) -> None:
         self.state.pending.pop(u.job_id, None)

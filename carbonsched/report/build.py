@@ -780,7 +780,7 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
     if replay is not None:
         meta["replay"] = {"shift_days": replay.shift_days, "source_dates": sorted(
             {d["replay"]["source_date"] for d in docs + earlier})}
-    flex = flexibility_section(docs, t0, t1, force.hour)
+    flex = flexibility_section(earlier + docs, t0, t1, force.hour)
     if flex is not None:   # the section exists only when a plan committed a grid event
         flex_frames, flex_totals, flex_notes = flex
         frames.update(flex_frames)
@@ -898,6 +898,8 @@ def _surplus_forecast(store: Any, docs: list[dict[str, Any]], plan_iv: pd.DataFr
     missing = 0
     for d in docs:
         mine = prow[prow["plan_id"] == d["plan_id"]]
+        if mine.empty:    # none of its work is counted in the period (replaced, or outside)
+            continue
         fc = stored_forecasts(store, d["plan_id"]) if store is not None else pd.DataFrame()
         if fc.empty:
             missing += 1

@@ -72,6 +72,7 @@ def flexibility_section(docs: list[dict[str, Any]], t0: pd.Timestamp, t1: pd.Tim
     blocks = [(d["plan_id"], d["flexibility"]) for d in docs if d.get("flexibility")]
     if not blocks:
         return None
+    t0, t1 = pd.Timestamp(t0), pd.Timestamp(t1)
     force = in_force or {}
 
     def in_force_at(pid: str, at: Any) -> bool:
@@ -83,15 +84,16 @@ def flexibility_section(docs: list[dict[str, Any]], t0: pd.Timestamp, t1: pd.Tim
     settled: set[str] = set()
     for pid, b in blocks:
         for e in b["events"]:
-            if e["event_id"] in settled:
-                continue
+            if e["event_id"] in settled or not (
+                    pd.Timestamp(e["start"]) < t1 and pd.Timestamp(e["end"]) > t0):
+                continue    # settled, or outside the period (a lookback plan's own event)
             event_plan[e["event_id"]] = pid
             if force.get(pd.Timestamp(e["start"]).floor("h")) == pid:
                 settled.add(e["event_id"])
     ev_rows, hr_rows = [], []
     for pid, b in blocks:
         for e in b["events"]:
-            if event_plan[e["event_id"]] != pid:
+            if event_plan.get(e["event_id"]) != pid:
                 continue
             ev_rows.append({"plan_id": pid, **{k: e.get(k) for k in EVENT_COLUMNS
                                                if k not in ("plan_id", "min_reduction_share")},

@@ -29,13 +29,14 @@ The service's run path (:func:`carbonsched.service.runs.execute_run` with
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from carbonsched.catalog import Catalog
-from carbonsched.domain import Job, Workload, jsonable
+from carbonsched.domain import Job, Unplaced, Workload, jsonable
 from carbonsched.pipeline.daily import DailyPlan, run_daily_plan
 from carbonsched.plan.colgen.warm import CarriedDuals
 from carbonsched.plan.rolling import RollingPlanner, RollingState, RunResult
@@ -134,7 +135,8 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
                  issued_at: pd.Timestamp, new_jobs: list[Job], workload: Workload,
                  data_dir: Any, solver: str, time_limit_s: float, horizon_hours: int,
                  run_every_hours: int = 24, signal_loader: Any = None,
-                 exogenous_loader: Any = None) -> RollingStep:
+                 exogenous_loader: Any = None,
+                 end_first: Sequence[Unplaced] = ()) -> RollingStep:
     """Plan one rolling step (see the module docstring); nothing is written yet.
 
     Parameters
@@ -160,6 +162,9 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
         As for :func:`~carbonsched.pipeline.daily.run_daily_plan`: the providers' history and
         published forecasts (:mod:`carbonsched.service.providers`); ``None``: the files,
         history only.
+    end_first
+        Pending jobs to end before planning, with their reason (an API job naming a site the
+        catalog no longer defines would make the planner refuse the whole run).
 
     Raises
     ------
@@ -169,9 +174,14 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
     rs = RollingStore(store)
     rp = RollingPlanner(catalog.sites, horizon_hours=horizon_hours,
                         run_every_hours=run_every_hours, state=rs.load())
+    ended_first = rp.end_pending(end_first)
+    # ids are one namespace: a new job whose id the state already holds for another job is
+    # ignored (the held one keeps it), and said
+    clash = sorted({j.id for j in new_jobs if j.id in rp.jobs and rp.jobs[j.id] != j})
     rp.submit(new_jobs)
     t = pd.Timestamp(issued_at).tz_convert("UTC")
     jobs, running, ended = rp.prepare(t, hourly_slots(t, horizon_hours))
+    ended = [*ended_first, *ended]
     inf = [d for d in workload.inference
            if t <= d.hour < t + pd.Timedelta(hours=horizon_hours)]
     take_carried(store, catalog_ref, rp.state)
@@ -189,6 +199,11 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
     # sentences of it would say it twice
     said = any(n.startswith("solver: no incumbent") for n in doc.get("notes", []))
     own = [n for n in run.notes if not (said and " greedy " in n)]
+    if clash:
+        own.append(f"{len(clash)} new job(s) share an id with a different job the rolling "
+                   "state already holds, and were ignored (the held job keeps the id; submit "
+                   f"the new one under another id): {', '.join(clash[:10])}"
+                   + (" ..." if len(clash) > 10 else ""))
     doc["notes"] = list(doc.get("notes", [])) + [f"warm start: {how}"] + own
     doc["rolling"] = {
         "horizon_hours": horizon_hours, "run_every_hours": run_every_hours,

@@ -149,9 +149,10 @@ def with_submitted_jobs(wl: Workload, service_store: Any, issued_at: pd.Timestam
                         ) -> tuple[Workload, set[str]]:
     """Add the API's pending and planned jobs whose window overlaps the horizon.
 
-    A job dispatch has submitted is not among them: :func:`sync_dispatched_jobs` moves it out
-    of ``Planned`` first, and one it has not reached yet is skipped here too, so a later plan
-    never places (and reserves capacity for) a job already dispatched from an earlier one.
+    A job dispatch holds (its claim, ``<job>#0``, is in the outbox, submitted or not) is not
+    among them: :func:`sync_dispatched_jobs` moves it out of ``Planned`` first, and one it has
+    not reached yet is skipped here too, so a later plan never places (and reserves capacity
+    for) a job already dispatched from an earlier one.
     """
     from carbonsched.dispatch.outbox import dispatched_jobs
 
@@ -177,10 +178,10 @@ API_DISPATCH_STATES = ("Planned", "Dispatched", "Running", "Paused")
 
 
 def sync_dispatched_jobs(service_store: Any, now: datetime) -> int:
-    """Record each API job dispatch has submitted as the outbox has it.
+    """Record each API job dispatch holds as the outbox has it.
 
     A job ``Planned`` (or already ``Dispatched``, ``Running``, ``Paused``) whose first piece
-    dispatch submitted (:func:`carbonsched.dispatch.outbox.dispatched_jobs`) takes the state
+    dispatch holds (:func:`carbonsched.dispatch.outbox.dispatched_jobs`) takes the state
     of its pieces (``Dispatched``, ``Running``, ``Paused``, ``Succeeded``, ``Failed``,
     ``Cancelled``), the plan it was dispatched from and its span. Called before a run plans (so
     no later plan places a dispatched job again) and after it dispatches.
@@ -906,20 +907,32 @@ def _plan_rolling(settings: Any, service_store: Any, catalog: Catalog, wl: Workl
     Recorded: the rolling state, then the API jobs (committed → ``Planned``; deferred →
     ``Pending`` with reason ``NotCommitted``; ended → ``Failed`` with the reason).
     """
+    from carbonsched.domain import Unplaced
     from carbonsched.service.rolling import rolling_step
-    from carbonsched.store.rolling_state import job_from_spec as rolling_job_from_spec
+    from carbonsched.store.rolling_state import RollingStore
 
     bad = unrunnable_submitted_jobs(service_store, catalog, wl)
-    api = [rolling_job_from_spec({**r["spec"], "template": None})   # applied at submit
-           for r in service_store.jobs(states=("Pending", "Planned"))
-           if r["job_id"] not in bad]
+    held = RollingStore(service_store.store).load().jobs
+    for jid, (reason, _) in list(bad.items()):
+        if reason == str(ReasonCode.NAME_CONFLICT) and jid in held and held[jid] == \
+                job_from_spec(service_store.get_job(jid)["spec"]):
+            # the API job came first and holds the id in the rolling state: it keeps it, and
+            # the workload file's job is the one ignored (rolling_step says so)
+            del bad[jid]
+    rows = service_store.jobs(states=("Pending", "Planned"))
+    api = [job_from_spec(r["spec"]) for r in rows if r["job_id"] not in bad]
     api_ids = {j.id for j in api}
+    # a bad job already pending in the rolling state ends there too (the planner would
+    # refuse the whole run for a site the catalog lost)
+    end_first = [Unplaced(jid, ReasonCode(reason), detail)
+                 for jid, (reason, detail) in bad.items()
+                 if reason == str(ReasonCode.UNKNOWN_SITE)]
     step = rolling_step(service_store.store, catalog, settings.catalog, pdate, t,
                         list(wl.jobs) + api, wl, settings.data_dir, settings.solver,
                         settings.time_limit_s, settings.horizon_hours,
                         settings.rolling_run_every_hours,
                         signal_loader=loaders.signal_loader,
-                        exogenous_loader=loaders.exogenous_loader)
+                        exogenous_loader=loaders.exogenous_loader, end_first=end_first)
     doc = step.daily.document
     if bad:
         doc["notes"].append(unrunnable_note(bad))

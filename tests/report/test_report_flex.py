@@ -34,12 +34,14 @@ def block(missed: bool):
 
 
 def report_with(fixtures_dir, shared_data, blk):
-    doc = plan_doc("2023-07-03", "two-markets", [
-        ("J-DE", "tenant-a", "de-site", "2023-07-03T10:00:00Z", "2023-07-03T14:00:00Z", 4, 0.5)])
+    # the report's period holds the event (2023-07-15 04:00-07:00): a report shows the
+    # events of its period only
+    doc = plan_doc("2023-07-15", "two-markets", [
+        ("J-DE", "tenant-a", "de-site", "2023-07-15T10:00:00Z", "2023-07-15T14:00:00Z", 4, 0.5)])
     if blk is not None:
         doc["flexibility"] = blk
     return build_report(None, fixtures_dir / "report" / "two_markets.toml", shared_data,
-                        "2023-07-03", "2023-07-03", plans=[doc])
+                        "2023-07-15", "2023-07-15", plans=[doc])
 
 
 def test_a_delivered_event_is_proven_per_hour(fixtures_dir, shared_data):

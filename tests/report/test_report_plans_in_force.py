@@ -179,6 +179,13 @@ def test_the_flexibility_band_and_an_event_are_counted_once_across_overlapping_p
     # without the plans in force (every plan's own hours): both, as before
     _, both, _ = flexibility_section([r0, r12], t0, t1)
     assert both["flex_band_mwh"] == pytest.approx(0.140)
+    # an event outside the period (at the limit: starting at its end) is not the period's
+    r12["flexibility"]["events"].append({
+        "event_id": "E2", "site": "de-site", "start": t1.isoformat(),
+        "end": (t1 + pd.Timedelta(hours=1)).isoformat(), "shortfall_kwh": 0.0,
+        "committed_kwh": 1.0})
+    frames, _, _ = flexibility_section([r0, r12], t0, t1, PlansInForce.of([r0, r12]).hour)
+    assert frames["flex_events"]["event_id"].tolist() == ["E1"]
 
 
 def test_the_plans_own_estimate_counts_the_work_counted_inside_the_period(fx, shared_data):

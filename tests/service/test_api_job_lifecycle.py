@@ -83,26 +83,36 @@ def test_a_job_in_pieces_is_recorded_whole(db):
 
 def test_a_dispatched_job_is_not_planned_again_and_takes_its_outbox_state(db):
     # D: its first piece submitted from plan p1 -> not planned again, recorded Dispatched.
-    # P: an intent written but not submitted (at the limit) -> still planned again.
-    # R: submitted and running -> Running
-    _add(db, "D", "P", "R")
+    # P: an intent written, not yet submitted (its backend down): dispatch drives that
+    #    intent and never submits another plan's placement, so it is held too (before, the
+    #    next plan placed it again): Dispatched/AwaitingSubmit.
+    # R: submitted and running -> Running.
+    # S: piece 0 succeeded, piece 1 still to submit -> Dispatched, never Succeeded (before:
+    #    Succeeded, and never looked at again).
+    # N: no outbox row (at the limit) -> planned again
+    _add(db, "D", "P", "R", "S", "N")
     _outbox(db, "D", 0, "p1", "Dispatched", submitted=True)
     _outbox(db, "P", 0, "p1", "Pending", submitted=False)
     _outbox(db, "R", 0, "p1", "Running", submitted=True)
     _outbox(db, "R", 1, "p1", "Dispatched", submitted=True, site="s2", hours=(8, 10))
+    _outbox(db, "S", 0, "p1", "Succeeded", submitted=True)
+    _outbox(db, "S", 1, "p1", "Pending", submitted=False, site="s2", hours=(8, 10))
     t = pd.Timestamp("2023-07-16T00:00:00Z")
     _, ids = with_submitted_jobs(Workload([], []), db, t, 24)
-    assert ids == {"P"}
-    assert sync_dispatched_jobs(db, NOW) == 2
-    d, p, r = (db.get_job(x) for x in ("D", "P", "R"))
+    assert ids == {"N"}
+    assert sync_dispatched_jobs(db, NOW) == 4
+    d, p, r, s = (db.get_job(x) for x in ("D", "P", "R", "S"))
     assert (d["state"], d["plan_id"], d["site"]) == ("Dispatched", "p1", "s1")
     assert "dispatched from plan p1 to slurm:de as de:42" in d["detail"]
-    assert p["state"] == "Planned"
+    assert (p["state"], p["reason"]) == ("Dispatched", "AwaitingSubmit")
+    assert p["detail"] == "dispatched from plan p1 to slurm:de, awaiting submission"
     assert (r["state"], pd.Timestamp(r["end"])) == ("Running",
                                                     pd.Timestamp("2023-07-16T10:00Z"))
-    # a later plan that leaves D unplaced does not touch it (it is not among its API jobs)
+    assert (s["state"], s["reason"]) == ("Dispatched", "AwaitingSubmit")
+    assert db.get_job("N")["state"] == "Planned"
+    # a later plan that leaves N unplaced does not touch D (not among its API jobs)
     update_submitted(db, {"plan_id": "p2", "placements": [], "unplaced": [
-        {"job_id": "P", "reason": "InsufficientCapacity", "detail": "full"}]}, ids, NOW)
+        {"job_id": "N", "reason": "InsufficientCapacity", "detail": "full"}]}, ids, NOW)
     assert db.get_job("D")["state"] == "Dispatched"
     # nothing changed since: nothing recorded again
     assert sync_dispatched_jobs(db, NOW) == 0

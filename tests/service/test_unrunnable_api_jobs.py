@@ -57,3 +57,86 @@ def test_bad_api_jobs_end_failed_and_the_run_plans_the_rest(tmp_path, shared_dat
             ) in doc["notes"]
     placed = {p["job_id"] for p in doc["placements"]}
     assert {"api-good", "morning"} <= placed and "api-mars" not in placed
+
+
+def test_a_rolling_jobs_lost_site_ends_it_where_it_waits_and_the_next_runs_plan(tmp_path,
+                                                                               shared_data):
+    # an API job deferred by run 1 waits in the rolling state; then the catalog loses its
+    # site (simulated: its stored specs name one the catalog lacks). Before, every later run
+    # failed (the planner refused the pending job); now run 2 ends it UnknownSite, in the
+    # state and in its record, and plans the rest
+    from sqlalchemy import update
+
+    from carbonsched.store.rolling_models import RollingJobRow
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    db = ServiceStore(Store(url))
+    clock = ManualClock(datetime(2023, 7, 9, 23, 0, tzinfo=UTC))
+    late = _spec("api-late", earliest_start="2023-07-11T06:00:00Z",
+                 deadline="2023-07-12T20:00:00Z")
+    now = clock.now()
+    db.add_jobs([{"job_id": "api-late", "tenant": "t", "spec_json": json.dumps(late),
+                  "submitted_at": now, "updated_at": now, "reserved": False, "detail": "",
+                  "state": "Pending", "reason": "AwaitingPlan"}])
+    s = settings(tmp_path, shared_data, url)
+    pipe = planning_pipeline(s, db, clock)
+
+    def run(day: int):
+        return claim_and_run(db, clock, pipe, planning_date=f"2023-07-{day}",
+                             issued_at=datetime(2023, 7, day, tzinfo=UTC),
+                             trigger="scheduled", replica="r1", lease=timedelta(minutes=5))
+
+    assert run(10).status == "succeeded"
+    assert db.get_job("api-late")["reason"] == "NotCommitted"      # waits in the state
+    gone = {**late, "allowed_sites": ["mars-site"]}
+    db.update_job("api-late", spec_json=json.dumps(gone))
+    with db.store.engine.begin() as c:
+        c.execute(update(RollingJobRow).where(RollingJobRow.job_id == "api-late").values(
+            spec_json=json.dumps(gone)))
+    clock.set(datetime(2023, 7, 10, 23, 0, tzinfo=UTC))
+    out = run(11)
+    assert out.status == "succeeded"                                  # before: failed
+    rec = db.get_job("api-late")
+    assert (rec["state"], rec["reason"]) == ("Failed", "UnknownSite")
+    doc = db.store.get_plan(out.plan_id)
+    assert ("api-late", "UnknownSite") in [(e["job_id"], e["reason"])
+                                          for e in doc["rolling"]["ended"]]
+
+
+def test_an_api_job_that_holds_its_id_first_keeps_it_and_the_files_clash_is_said(tmp_path,
+                                                                                shared_data):
+    # rolling: the API job waits in the state under its id; the workload file then gains a
+    # job with that id. The held (API) job keeps the id; the file's is ignored and said
+    # (before: silently ignored). At the limit, run 1's file had no clash: nothing said
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    db = ServiceStore(Store(url))
+    clock = ManualClock(datetime(2023, 7, 9, 23, 0, tzinfo=UTC))
+    late = _spec("dup-id", earliest_start="2023-07-11T06:00:00Z",
+                 deadline="2023-07-12T20:00:00Z")
+    now = clock.now()
+    db.add_jobs([{"job_id": "dup-id", "tenant": "t", "spec_json": json.dumps(late),
+                  "submitted_at": now, "updated_at": now, "reserved": False, "detail": "",
+                  "state": "Pending", "reason": "AwaitingPlan"}])
+    s = settings(tmp_path, shared_data, url)
+    pipe = planning_pipeline(s, db, clock)
+
+    def run(day: int):
+        return claim_and_run(db, clock, pipe, planning_date=f"2023-07-{day}",
+                             issued_at=datetime(2023, 7, day, tzinfo=UTC),
+                             trigger="scheduled", replica="r1", lease=timedelta(minutes=5))
+
+    first = run(10)
+    said = [n for n in db.store.get_plan(first.plan_id)["notes"] if "share an id" in n]
+    assert said == []
+    path = s.workload_file
+    doc = json.loads(open(path).read())
+    doc["jobs"].append({**{k: v for k, v in late.items() if k != "kind"}, "gpus": 2})
+    open(path, "w").write(json.dumps(doc))
+    clock.set(datetime(2023, 7, 10, 23, 0, tzinfo=UTC))
+    out = run(11)
+    assert out.status == "succeeded"
+    assert db.get_job("dup-id")["state"] in ("Pending", "Planned")   # not NameConflict
+    notes = db.store.get_plan(out.plan_id)["notes"]
+    assert ("1 new job(s) share an id with a different job the rolling state already holds, "
+            "and were ignored (the held job keeps the id; submit the new one under another "
+            "id): dup-id") in notes

@@ -96,9 +96,9 @@ def get_job(job_id: JobIdPath, state: State,
             role: ReadRole) -> JobPublic:
     """A job's state and reason: a submitted job, else a job of the current plan.
 
-    A submitted job dispatch has submitted reads its state from the outbox as the dispatch
-    loops last recorded it (``Dispatched``, ``Running``, ``Paused``, ``Succeeded``, ``Failed``,
-    ``Cancelled``), with the plan it was dispatched from.
+    A submitted job dispatch holds (its intent written) reads its state from the outbox as
+    the dispatch loops last recorded it (``Dispatched``, ``Running``, ``Paused``,
+    ``Succeeded``, ``Failed``, ``Cancelled``), with the plan it was dispatched from.
     """
     from carbonsched.dispatch.outbox import dispatched_jobs
     from carbonsched.service.runs import API_DISPATCH_STATES
