@@ -59,6 +59,28 @@ def test_bad_api_jobs_end_failed_and_the_run_plans_the_rest(tmp_path, shared_dat
     assert {"api-good", "morning"} <= placed and "api-mars" not in placed
 
 
+def _rolling_service(tmp_path, shared_data, api_spec: dict):
+    """A rolling service on the Frankfurt fixture holding one API job; ``run(day)`` runs the
+    issue time 2023-07-<day> 00:00 (the clock one hour before)."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    db = ServiceStore(Store(url))
+    clock = ManualClock(datetime(2023, 7, 9, 23, 0, tzinfo=UTC))
+    now = clock.now()
+    db.add_jobs([{"job_id": api_spec["id"], "tenant": "t", "spec_json": json.dumps(api_spec),
+                  "submitted_at": now, "updated_at": now, "reserved": False, "detail": "",
+                  "state": "Pending", "reason": "AwaitingPlan"}])
+    s = settings(tmp_path, shared_data, url)
+    pipe = planning_pipeline(s, db, clock)
+
+    def run(day: int):
+        clock.set(datetime(2023, 7, day - 1, 23, 0, tzinfo=UTC))
+        return claim_and_run(db, clock, pipe, planning_date=f"2023-07-{day}",
+                             issued_at=datetime(2023, 7, day, tzinfo=UTC),
+                             trigger="scheduled", replica="r1", lease=timedelta(minutes=5))
+
+    return db, s, run
+
+
 def test_a_rolling_jobs_lost_site_ends_it_where_it_waits_and_the_next_runs_plan(tmp_path,
                                                                                shared_data):
     # an API job deferred by run 1 waits in the rolling state; then the catalog loses its
@@ -69,23 +91,9 @@ def test_a_rolling_jobs_lost_site_ends_it_where_it_waits_and_the_next_runs_plan(
 
     from carbonsched.store.rolling_models import RollingJobRow
 
-    url = f"sqlite:///{tmp_path / 's.db'}"
-    db = ServiceStore(Store(url))
-    clock = ManualClock(datetime(2023, 7, 9, 23, 0, tzinfo=UTC))
     late = _spec("api-late", earliest_start="2023-07-11T06:00:00Z",
                  deadline="2023-07-12T20:00:00Z")
-    now = clock.now()
-    db.add_jobs([{"job_id": "api-late", "tenant": "t", "spec_json": json.dumps(late),
-                  "submitted_at": now, "updated_at": now, "reserved": False, "detail": "",
-                  "state": "Pending", "reason": "AwaitingPlan"}])
-    s = settings(tmp_path, shared_data, url)
-    pipe = planning_pipeline(s, db, clock)
-
-    def run(day: int):
-        return claim_and_run(db, clock, pipe, planning_date=f"2023-07-{day}",
-                             issued_at=datetime(2023, 7, day, tzinfo=UTC),
-                             trigger="scheduled", replica="r1", lease=timedelta(minutes=5))
-
+    db, _, run = _rolling_service(tmp_path, shared_data, late)
     assert run(10).status == "succeeded"
     assert db.get_job("api-late")["reason"] == "NotCommitted"      # waits in the state
     gone = {**late, "allowed_sites": ["mars-site"]}
@@ -93,7 +101,6 @@ def test_a_rolling_jobs_lost_site_ends_it_where_it_waits_and_the_next_runs_plan(
     with db.store.engine.begin() as c:
         c.execute(update(RollingJobRow).where(RollingJobRow.job_id == "api-late").values(
             spec_json=json.dumps(gone)))
-    clock.set(datetime(2023, 7, 10, 23, 0, tzinfo=UTC))
     out = run(11)
     assert out.status == "succeeded"                                  # before: failed
     rec = db.get_job("api-late")
@@ -108,23 +115,9 @@ def test_an_api_job_that_holds_its_id_first_keeps_it_and_the_files_clash_is_said
     # rolling: the API job waits in the state under its id; the workload file then gains a
     # job with that id. The held (API) job keeps the id; the file's is ignored and said
     # (before: silently ignored). At the limit, run 1's file had no clash: nothing said
-    url = f"sqlite:///{tmp_path / 's.db'}"
-    db = ServiceStore(Store(url))
-    clock = ManualClock(datetime(2023, 7, 9, 23, 0, tzinfo=UTC))
     late = _spec("dup-id", earliest_start="2023-07-11T06:00:00Z",
                  deadline="2023-07-12T20:00:00Z")
-    now = clock.now()
-    db.add_jobs([{"job_id": "dup-id", "tenant": "t", "spec_json": json.dumps(late),
-                  "submitted_at": now, "updated_at": now, "reserved": False, "detail": "",
-                  "state": "Pending", "reason": "AwaitingPlan"}])
-    s = settings(tmp_path, shared_data, url)
-    pipe = planning_pipeline(s, db, clock)
-
-    def run(day: int):
-        return claim_and_run(db, clock, pipe, planning_date=f"2023-07-{day}",
-                             issued_at=datetime(2023, 7, day, tzinfo=UTC),
-                             trigger="scheduled", replica="r1", lease=timedelta(minutes=5))
-
+    db, s, run = _rolling_service(tmp_path, shared_data, late)
     first = run(10)
     said = [n for n in db.store.get_plan(first.plan_id)["notes"] if "share an id" in n]
     assert said == []
@@ -132,7 +125,6 @@ def test_an_api_job_that_holds_its_id_first_keeps_it_and_the_files_clash_is_said
     doc = json.loads(open(path).read())
     doc["jobs"].append({**{k: v for k, v in late.items() if k != "kind"}, "gpus": 2})
     open(path, "w").write(json.dumps(doc))
-    clock.set(datetime(2023, 7, 10, 23, 0, tzinfo=UTC))
     out = run(11)
     assert out.status == "succeeded"
     assert db.get_job("dup-id")["state"] in ("Pending", "Planned")   # not NameConflict
