@@ -767,11 +767,12 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
         else:
             cand = list(range(n_s))
         # only where the site's backend runs what the job names (dispatch would refuse it)
-        ran = [s for s in cand if runs_at(problem.sites[s], job)]
-        if not ran:
-            reasons[k] = payload_reason(job, [problem.sites[s] for s in cand])
-            continue
-        cand = ran
+        if job.payload is not None:
+            ran = [s for s in cand if runs_at(problem.sites[s], job)]
+            if not ran:
+                reasons[k] = payload_reason(job, [problem.sites[s] for s in cand])
+                continue
+            cand = ran
         g = j_g[k]
         typed = [s for s in cand if count[s, g] > 0]
         if not typed:

@@ -175,12 +175,15 @@ class PlansInForce:
                 hour[h] = d["plan_id"]
         return cls(rank, hour)
 
+    def at(self, times: Any) -> list[str | None]:
+        """The id of the plan in force at each instant (``None`` where no plan covers it)."""
+        return [self.hour.get(h) for h in pd.DatetimeIndex(times).floor("h")]
+
     def holds(self, plan_ids: pd.Series, at: pd.Series) -> pd.Series:
         """Whether each plan is in force at each instant (an hour no plan covers: ``True``)."""
         if plan_ids.empty:
             return pd.Series(True, index=plan_ids.index, dtype=bool)
-        force = pd.DatetimeIndex(at).floor("h").map(lambda h: self.hour.get(h))
-        force = pd.Series(force, index=plan_ids.index)
+        force = pd.Series(self.at(at), index=plan_ids.index)
         return force.isna() | (force == plan_ids)
 
     def newest_of_each_date(self, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -248,7 +251,7 @@ def _one_plan_per_job(plan_iv: pd.DataFrame, base_iv: pd.DataFrame,
             ran_from.setdefault(job, plan)
     knows = {d["plan_id"]: _knows(d) for d in docs}
     first = work.groupby(["job_id", "plan_id"], sort=False)["start"].min().reset_index()
-    force_at = pd.DatetimeIndex(first["start"]).floor("h").map(lambda h: force.hour.get(h))
+    force_at = force.at(first["start"])
     # a later plan in force replaces a placement when it decided about the job, or when it
     # re-ran the same issue (a re-run of the day's plan replaces the run it repeats)
     first["live"] = [f is None or f == p or (job not in knows.get(f, set())

@@ -389,10 +389,11 @@ class PlacementBook:
                         "catalog"), none, 0, -1
         else:
             cand = list(range(len(self.sites)))
-        ran = [s for s in cand if runs_at(self.sites[s], job)]   # the planner's rule
-        if not ran:
-            return payload_reason(job, [self.sites[s] for s in cand]), none, 0, -1
-        cand = ran
+        if job.payload is not None:   # the planner's rule
+            ran = [s for s in cand if runs_at(self.sites[s], job)]
+            if not ran:
+                return payload_reason(job, [self.sites[s] for s in cand]), none, 0, -1
+            cand = ran
         g = self.gpos[job.gpu_type]
         typed = [s for s in cand if self.count[s, g] > 0]
         if not typed:

@@ -912,10 +912,11 @@ def _plan_rolling(settings: Any, service_store: Any, catalog: Catalog, wl: Workl
     from carbonsched.store.rolling_state import RollingStore
 
     bad = unrunnable_submitted_jobs(service_store, catalog, wl)
-    held = RollingStore(service_store.store).load().jobs
-    for jid, (reason, _) in list(bad.items()):
-        if reason == str(ReasonCode.NAME_CONFLICT) and jid in held and held[jid] == \
-                job_from_spec(service_store.get_job(jid)["spec"]):
+    clashes = [j for j, (reason, _) in bad.items() if reason == str(ReasonCode.NAME_CONFLICT)]
+    # the rolling state is read here only to settle an id clash (rolling_step reads it anyway)
+    held = RollingStore(service_store.store).load().jobs if clashes else {}
+    for jid in clashes:
+        if jid in held and held[jid] == job_from_spec(service_store.get_job(jid)["spec"]):
             # the API job came first and holds the id in the rolling state: it keeps it, and
             # the workload file's job is the one ignored (rolling_step says so)
             del bad[jid]
