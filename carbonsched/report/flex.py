@@ -49,7 +49,8 @@ def flexibility_section(docs: list[dict[str, Any]], t0: pd.Timestamp, t1: pd.Tim
     Parameters
     ----------
     docs
-        The period's plan documents.
+        The period's plan documents, and the lookback's (their hours and events in force in
+        the period count).
     t0, t1
         The period ``[t0, t1)``. [UTC]
     in_force
@@ -99,10 +100,11 @@ def flexibility_section(docs: list[dict[str, Any]], t0: pd.Timestamp, t1: pd.Tim
                                                if k not in ("plan_id", "min_reduction_share")},
                             "min_reduction_share": e.get("min_reduction_fraction")})
         for h in b["hours"]:
-            if event_plan.get(h.get("event_id")) not in (None, pid):
+            if event_plan.get(h.get("event_id")) != pid:   # its event's rows only
                 continue
             hr_rows.append({"plan_id": pid, **{k: h.get(k) for k in HOUR_COLUMNS
                                                if k != "plan_id"}})
+    counted = set(event_plan.values())
     events = pd.DataFrame(ev_rows, columns=list(EVENT_COLUMNS))
     hours = pd.DataFrame(hr_rows, columns=list(HOUR_COLUMNS))
     band_kwh = 0.0
@@ -122,8 +124,7 @@ def flexibility_section(docs: list[dict[str, Any]], t0: pd.Timestamp, t1: pd.Tim
         "flex_delivered_mwh": float(delivered.sum()) / 1000.0,
         "flex_shortfall_mwh": float(hours["shortfall_kw"].sum()) / 1000.0,
         "flex_extra_emissions_kg": float(sum(b.get("extra_emissions_kg", 0.0)
-                                             for pid, b in blocks
-                                             if pid in set(event_plan.values()))),
+                                             for pid, b in blocks if pid in counted)),
     }
     notes = [f"grid event {e['event_id']} at {e['site']}: commitment missed by "
              f"{e['shortfall_kwh']:.1f} kWh of {e['committed_kwh']:.1f} kWh committed"

@@ -184,8 +184,14 @@ def test_the_flexibility_band_and_an_event_are_counted_once_across_overlapping_p
         "event_id": "E2", "site": "de-site", "start": t1.isoformat(),
         "end": (t1 + pd.Timedelta(hours=1)).isoformat(), "shortfall_kwh": 0.0,
         "committed_kwh": 1.0})
-    frames, _, _ = flexibility_section([r0, r12], t0, t1, PlansInForce.of([r0, r12]).hour)
+    r12["flexibility"]["hours"].append({
+        "event_id": "E2", "site": "de-site", "hour": t1.isoformat(), "committed_kw": 9.0,
+        "target_kw": 9.0, "delivered_kw": 0.0, "shortfall_kw": 9.0})
+    frames, totals, _ = flexibility_section([r0, r12], t0, t1,
+                                            PlansInForce.of([r0, r12]).hour)
     assert frames["flex_events"]["event_id"].tolist() == ["E1"]
+    # nor are its hours: before, they were kept, counted in the offered and shortfall MWh
+    assert frames["flex_hours"].empty and totals["flex_offered_mwh"] == 0.0
 
 
 def test_the_plans_own_estimate_counts_the_work_counted_inside_the_period(fx, shared_data):
