@@ -125,6 +125,13 @@ class DispatchRequest:
         The gang's topology constraint from the plan (``Job.max_domains``): most network
         domains it may span, 1 for ``topology = "same-domain"``; None without one. Slurm
         ``--switches``, Kueue topology annotations. [-]
+    mig_profile, gpu_milli
+        The GPU slice the plan runs the job on at this site: a MIG profile (at a pool with
+        ``sharing = "mig"``) or a share of one GPU (``sharing = "milli"``) [1/1000 GPU]; both
+        None (the default) for whole GPUs. Set by
+        :func:`carbonsched.dispatch.outbox.plan_requests` from the placement (a placement with
+        ``gpu_index`` holds a slice), not from the payload: a job asking for a slice at a site
+        that does not share GPUs that way is planned on, and asks for, a whole GPU.
     """
 
     plan_id: str
@@ -142,6 +149,8 @@ class DispatchRequest:
     payload: JobPayload | None = None
     placeholder: bool = False
     max_domains: int | None = None
+    mig_profile: str | None = None
+    gpu_milli: int | None = None
 
     def __post_init__(self) -> None:
         # the one identifier grammar, before any backend sees the id (InputError, its message)
@@ -162,6 +171,16 @@ class DispatchRequest:
                                 f"start {self.start.isoformat()}")
         if self.gpus < 1:
             raise ValueError(f"job {self.job_id}: gpus must be >= 1, got {self.gpus}")
+        if self.mig_profile is not None and self.gpu_milli is not None:
+            raise ValueError(f"job {self.job_id}: a GPU slice is a MIG profile or a milli share, "
+                             f"not both (mig_profile {self.mig_profile!r}, gpu_milli "
+                             f"{self.gpu_milli})")
+        if (self.mig_profile is not None or self.gpu_milli is not None) and self.gpus != 1:
+            raise ValueError(f"job {self.job_id}: a GPU slice is part of one GPU; gpus must be "
+                             f"1, got {self.gpus}")
+        if self.gpu_milli is not None and not 1 <= self.gpu_milli <= 1000:
+            raise ValueError(f"job {self.job_id}: gpu_milli must be in 1..1000, got "
+                             f"{self.gpu_milli}")
         if self.nodes < 1 or self.gpus % self.nodes:
             raise ValueError(f"job {self.job_id}: {self.gpus} GPUs cannot be cut into "
                              f"{self.nodes} node(s) of equal size; give nodes dividing gpus")

@@ -260,20 +260,20 @@ class KubernetesAdapter:
                    ) -> dict[str, str]:
         """The container's GPU limits: whole GPUs, a MIG slice or GPU shares.
 
-        ``nvidia.com/gpu: <n>`` for whole GPUs; ``nvidia.com/mig-<profile>: 1`` for a
-        ``mig_profile`` (the NVIDIA device plugin's ``mixed`` MIG strategy, which names one
+        The slice is the plan's (:attr:`DispatchRequest.mig_profile`, ``gpu_milli``), not the
+        payload's. ``nvidia.com/gpu: <n>`` for whole GPUs; ``nvidia.com/mig-<profile>: 1``
+        for a ``mig_profile`` (the NVIDIA device plugin's ``mixed`` MIG strategy, which names one
         resource per profile); ``<gpu_share_resource>: <k>`` for ``gpu_milli`` with
         ``k = ceil(gpu_milli * gpu_share_replicas / 1000)`` (the device plugin's time-slicing
         with ``renameByDefault: true`` offers ``nvidia.com/gpu.shared``, ``replicas`` per GPU;
         rounded up, a job never gets less than it asked for). Source: NVIDIA k8s-device-plugin
         README, "Shared Access to GPUs" and "MIG support".
         """
-        p = req.payload
-        if p is not None and p.mig_profile:
-            return {f"nvidia.com/mig-{p.mig_profile}": "1"}
-        if p is not None and p.gpu_milli:
+        if req.mig_profile:
+            return {f"nvidia.com/mig-{req.mig_profile}": "1"}
+        if req.gpu_milli:
             return {self.gpu_share_resource:
-                    str(-(-p.gpu_milli * self.gpu_share_replicas // 1000))}
+                    str(-(-req.gpu_milli * self.gpu_share_replicas // 1000))}
         return {GPU_RESOURCE: str(req.gpus if gpus_per_pod is None else gpus_per_pod)}
 
     def pod_spec(self, req: DispatchRequest, gpus_per_pod: int | None = None) -> dict[str, Any]:

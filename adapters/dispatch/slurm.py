@@ -567,17 +567,17 @@ class SlurmAdapter:
     def gres(self, req: DispatchRequest) -> str:
         """The ``--gres`` value: whole GPUs, a MIG slice or GPU shards.
 
-        ``gpu:<type>:<n>`` for whole GPUs; ``gpu:<profile>:1`` for a ``mig_profile`` (Slurm
-        names MIG instances as GPU types, gres.conf(5), "MIG"); ``shard:<k>`` for
-        ``gpu_milli`` with ``k = ceil(gpu_milli * shards_per_gpu / 1000)`` (Slurm's shard
-        GRES, https://slurm.schedmd.com/gres.html#Sharding; rounded up: a job never gets less
-        than it asked for).
+        The slice is the plan's (:attr:`DispatchRequest.mig_profile`, ``gpu_milli``), not the
+        payload's. ``gpu:<type>:<n>`` for whole GPUs; ``gpu:<profile>:1`` for a
+        ``mig_profile`` (Slurm names MIG instances as GPU types, gres.conf(5), "MIG");
+        ``shard:<k>`` for ``gpu_milli`` with ``k = ceil(gpu_milli * shards_per_gpu / 1000)``
+        (Slurm's shard GRES, https://slurm.schedmd.com/gres.html#Sharding; rounded up: a job
+        never gets less than it asked for).
         """
-        p = req.payload
-        if p is not None and p.mig_profile:
-            return f"gpu:{p.mig_profile}:1"
-        if p is not None and p.gpu_milli:
-            return f"shard:{-(-p.gpu_milli * self.shards_per_gpu // 1000)}"
+        if req.mig_profile:
+            return f"gpu:{req.mig_profile}:1"
+        if req.gpu_milli:
+            return f"shard:{-(-req.gpu_milli * self.shards_per_gpu // 1000)}"
         return f"gpu:{req.gpu_type}:{req.gpus}"
 
     def batch_script(self, req: DispatchRequest) -> str:

@@ -126,14 +126,19 @@ def plans_show(
 def payload_line(placements: list[dict]) -> str:
     """One line on what the placements run: payload kinds, templates, GPU slices, none.
 
+    A placement runs on a GPU slice when the plan gave it one (:func:`placement_slice`); a job
+    asking for a slice that the plan put on a whole GPU is counted apart.
+
     Parameters
     ----------
     placements
         The plan document's ``placements`` (each with an optional ``payload``).
     """
+    from carbonsched.dispatch.outbox import placement_slice
+
     kinds: dict[str, int] = {}
     templates: set[str] = set()
-    slices = none = 0
+    slices = whole = none = 0
     for p in placements:
         pay = p.get("payload") or {}
         what = next((k for k in ("pod_template", "script", "script_path", "command", "image")
@@ -144,12 +149,17 @@ def payload_line(placements: list[dict]) -> str:
             kinds[what] = kinds.get(what, 0) + 1
         if pay.get("template"):
             templates.add(str(pay["template"]))
-        slices += bool(pay.get("gpu_milli") or pay.get("mig_profile"))
+        sliced = placement_slice(p) != (None, None)
+        slices += sliced
+        whole += not sliced and bool(pay.get("gpu_milli") or pay.get("mig_profile"))
     parts = [f"{n} {k}" for k, n in sorted(kinds.items())]
     if templates:
         parts.append(f"templates {', '.join(sorted(templates))}")
     if slices:
         parts.append(f"{slices} on a GPU slice (gpu_milli/mig_profile)")
+    if whole:
+        parts.append(f"{whole} asking for a GPU slice on whole GPUs (the site does not share "
+                     "GPUs that way)")
     if none:
         parts.append(f"{none} name nothing to run (dispatched only with --placeholder)")
     return (f"payloads of {len(placements)} placements: {'; '.join(parts) or 'none'}; each "

@@ -285,6 +285,7 @@ def plan_requests(plan: Mapping[str, Any], catalog: Catalog,
                     else end + timedelta(seconds=deadline_slack_s))
         payload = JobPayload.from_dict(p.get("payload")) or (
             JobPayload(command=str(p["command"])) if p.get("command") else None)
+        mig_profile, gpu_milli = placement_slice(p)
         out.append(DispatchRequest(
             plan_id=str(plan["plan_id"]), job_id=str(p["job_id"]), piece=int(p.get("piece", 0)),
             site=p["site"], start=start, end=end, deadline=deadline, gpu_type=p["gpu_type"],
@@ -294,8 +295,28 @@ def plan_requests(plan: Mapping[str, Any], catalog: Catalog,
             nodes=placement_nodes(catalog.site(p["site"]), str(p["job_id"]), p["gpu_type"],
                                   int(p["gpus"])),
             payload=payload, max_domains=p.get("max_domains"),
-            placeholder=placeholder and (payload is None or not payload.runs_something)))
+            placeholder=placeholder and (payload is None or not payload.runs_something),
+            mig_profile=mig_profile, gpu_milli=gpu_milli))
     return out
+
+
+def placement_slice(placement: Mapping[str, Any]) -> tuple[str | None, int | None]:
+    """The GPU slice a plan document's placement runs on: ``(mig_profile, gpu_milli)``.
+
+    A placement holds a slice when the plan gave it a GPU of the pool (``gpu_index``): a MIG
+    instance when it also has ``mig_start``, else a milli share; the sizes are the payload's.
+    Otherwise ``(None, None)``: whole GPUs, also for a job whose payload asks for a slice at a
+    site that does not share GPUs that way (the planner gave it a whole GPU,
+    :func:`carbonsched.plan.slices.job_slice`), so dispatch asks for what the plan booked.
+    """
+    pay = placement.get("payload") or {}
+    if placement.get("gpu_index") is None:
+        return None, None
+    if placement.get("mig_start") is not None and pay.get("mig_profile"):
+        return str(pay["mig_profile"]), None
+    if placement.get("mig_start") is None and pay.get("gpu_milli") is not None:
+        return None, int(pay["gpu_milli"])
+    return None, None
 
 
 def placement_nodes(site: Site, job_id: str, gpu_type: str, gpus: int) -> int:
@@ -345,11 +366,20 @@ def _request_json(req: DispatchRequest) -> str:
                        "checkpoint_overhead_s": req.checkpoint_overhead_s,
                        "nodes": req.nodes, "max_domains": req.max_domains,
                        "payload": req.payload.to_dict() if req.payload is not None else None,
-                       "placeholder": req.placeholder})
+                       "placeholder": req.placeholder, "mig_profile": req.mig_profile,
+                       "gpu_milli": req.gpu_milli})
 
 
 def _request_from_row(row: DispatchRow) -> DispatchRequest:
     d = json.loads(row.request_json)
+    payload = JobPayload.from_dict(d.get("payload")) or (
+        # an outbox row written before payloads: its shell command
+        JobPayload(command=str(d["command"])) if d.get("command") else None)
+    if "mig_profile" in d:
+        mig_profile, gpu_milli = d["mig_profile"], d.get("gpu_milli")
+    else:   # a row written before requests carried the plan's slice: the payload's, as then
+        mig_profile = payload.mig_profile if payload is not None else None
+        gpu_milli = payload.gpu_milli if payload is not None and not mig_profile else None
     return DispatchRequest(plan_id=d["plan_id"], job_id=d["job_id"], piece=d["piece"],
                            site=d["site"], start=pd.Timestamp(d["start"]).to_pydatetime(),
                            end=pd.Timestamp(d["end"]).to_pydatetime(),
@@ -358,11 +388,8 @@ def _request_from_row(row: DispatchRow) -> DispatchRequest:
                            pieces=d.get("pieces", 0),
                            checkpoint_overhead_s=d.get("checkpoint_overhead_s", 0),
                            nodes=d.get("nodes", 1), max_domains=d.get("max_domains"),
-                           payload=JobPayload.from_dict(d.get("payload")) or (
-                               # an outbox row written before payloads: its shell command
-                               JobPayload(command=str(d["command"])) if d.get("command")
-                               else None),
-                           placeholder=bool(d.get("placeholder", False)))
+                           payload=payload, placeholder=bool(d.get("placeholder", False)),
+                           mig_profile=mig_profile, gpu_milli=gpu_milli)
 
 
 def _outcome(row: DispatchRow, action: str, detail: str = "") -> DispatchOutcome:

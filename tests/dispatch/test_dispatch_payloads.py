@@ -118,7 +118,19 @@ def test_account_partition_qos_workdir_and_image_reach_sbatch():
 ])
 def test_fractional_gpus_use_slurm_gres_names(fields, gres):
     a = SlurmAdapter("ontario", timezone=UTC, shards_per_gpu=10)
-    assert f"--gres={gres}" in a.sbatch_argv(req(payload(command="true", **fields)))[1]
+    r = req(payload(command="true", **fields), **fields)     # the plan's slice, on the request
+    assert f"--gres={gres}" in a.sbatch_argv(r)[1]
+
+
+@pytest.mark.parametrize("fields", [{"mig_profile": "1g.10gb"}, {"gpu_milli": 250}])
+def test_a_slice_the_plan_did_not_give_asks_for_whole_gpus(fields):
+    """The payload asks for a slice, but the request (the plan) gives a whole GPU: the
+    backend is asked for what the plan booked, a whole GPU, never the payload's slice."""
+    a = SlurmAdapter("ontario", timezone=UTC, shards_per_gpu=10)
+    assert "--gres=gpu:A100:1" in a.sbatch_argv(req(payload(command="true", **fields)))[1]
+    k = KubernetesAdapter("ctx", "ns", gpu_share_replicas=10)
+    (c,) = k.pod_spec(req(payload(command="true", **fields)))["containers"]
+    assert c["resources"]["limits"] == {"nvidia.com/gpu": "1"}
 
 
 # --- Kubernetes: the pod spec -------------------------------------------------------------------
@@ -173,7 +185,7 @@ def test_a_pod_template_is_used_whole_with_our_gpus_env_and_node_selector():
 ])
 def test_fractional_gpus_use_the_device_plugins_resource_names(fields, limits):
     a = KubernetesAdapter("ctx", "ns", gpu_share_replicas=10)
-    (c,) = a.pod_spec(req(payload(command="true", **fields)))["containers"]
+    (c,) = a.pod_spec(req(payload(command="true", **fields), **fields))["containers"]
     assert c["resources"]["limits"] == limits
 
 
@@ -359,9 +371,13 @@ def test_plans_show_counts_what_the_placements_run():
 
     line = payload_line([
         {"payload": {"command": "true", "template": "batch-eval"}},
-        {"payload": {"script": "#!/bin/sh\n", "mig_profile": "1g.10gb"}},
+        {"payload": {"script": "#!/bin/sh\n", "mig_profile": "1g.10gb"}, "gpu_index": 0,
+         "mig_start": 2},
+        {"payload": {"script": "#!/bin/sh\n", "gpu_milli": 500}},   # planned on a whole GPU
         {"payload": {"pod_template": {"spec": {}}, "image": "x"}},
         {"payload": None}, {}])
-    assert line == ("payloads of 5 placements: 1 command; 1 pod_template; 1 script; templates "
-                    "batch-eval; 1 on a GPU slice (gpu_milli/mig_profile); 2 name nothing to run "
-                    "(dispatched only with --placeholder); each one's in `plans show ID --json`")
+    assert line == ("payloads of 6 placements: 1 command; 1 pod_template; 2 script; templates "
+                    "batch-eval; 1 on a GPU slice (gpu_milli/mig_profile); 1 asking for a GPU "
+                    "slice on whole GPUs (the site does not share GPUs that way); 2 name nothing "
+                    "to run (dispatched only with --placeholder); each one's in `plans show ID "
+                    "--json`")

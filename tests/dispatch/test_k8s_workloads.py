@@ -256,7 +256,9 @@ def test_a_fractional_gpu_carries_the_clusters_resource_name_in_every_pod(target
     for the MIG slice or the configured shared-GPU resource, never a whole ``nvidia.com/gpu``."""
     a = target.adapter(gpu_share_resource=SHARE_RESOURCE, gpu_share_replicas=4)
     job_id = f"frac-{uuid.uuid4().hex[:8]}"
-    req = _req(job_id, gpus=1, nodes=1, payload=_fractional(job_id, **fields))
+    pay = _fractional(job_id, **fields)
+    req = _req(job_id, gpus=1, nodes=1, payload=pay, mig_profile=pay.mig_profile,
+               gpu_milli=pay.gpu_milli)     # the plan's slice (plan_requests sets it)
     assert a.submit(req).state == JobState.DISPATCHED
     try:
         obj = target.get(req)
