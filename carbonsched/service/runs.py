@@ -18,6 +18,7 @@ In both, the plan file is written before anything is stored, so a dead database 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -329,6 +330,73 @@ def unrunnable_submitted_jobs(service_store: Any, catalog: Catalog, workload: Wo
                         f"does not define (its sites: {', '.join(sorted(known))}); submit it "
                         "again with sites of this catalog")
     return out
+
+
+def ids_in_use(settings: Any, service_store: Any, job_ids: list[str],
+               plan_id: str | None = None) -> dict[str, str]:
+    """Which of ``job_ids`` the service already holds outside its API jobs, and where.
+
+    An id is held by a job of the workload file (``settings.workload_file``), of the current
+    plan ``plan_id``, of the dispatch outbox (any plan's job dispatch claimed), or of the
+    rolling state (pending, committed or ended). A job submitted under such an id would
+    never be planned as itself (``NameConflict`` at the next run) or would be taken for the
+    other job by dispatch, so the API refuses it at once.
+
+    Parameters
+    ----------
+    settings
+        :class:`~carbonsched.config.Settings`.
+    service_store
+        :class:`~carbonsched.store.service.ServiceStore`.
+    job_ids
+        The submitted ids.
+    plan_id
+        The plan the API serves from, or ``None``.
+
+    Returns
+    -------
+    dict
+        Job id -> where it is held (a phrase for the message), only for held ids.
+
+    A workload file that cannot be read is not checked (logged; the next run fails on it and
+    its record says why).
+    """
+    from carbonsched.dispatch.outbox import dispatched_jobs
+    from carbonsched.store.rolling_state import RollingStore
+
+    out: dict[str, str] = {}
+    if settings.workload_file:
+        try:
+            file_ids = _workload_file_ids(str(settings.workload_file))
+        except (OSError, InputError) as exc:
+            # the operator's file, not the request, is at fault: the next run fails on it and
+            # its record says why; the submission is not refused for it
+            log.warning("job ids not checked against the workload file %s: %s",
+                        settings.workload_file, exc)
+            file_ids = frozenset()
+        out |= {i: f"a job of the workload file {settings.workload_file}"
+                for i in job_ids if i in file_ids}
+    if plan_id is not None:
+        out |= {i: f"a job of the current plan {plan_id[:12]}"
+                for i in service_store.plan_job_ids(plan_id, job_ids) if i not in out}
+    out |= {i: f"a job dispatch holds (from plan {d.plan_id[:12]})"
+            for i, d in dispatched_jobs(service_store.store, job_ids).items() if i not in out}
+    out |= {i: "a job of the rolling state"
+            for i in RollingStore(service_store.store).holds(job_ids) if i not in out}
+    return out
+
+
+def _workload_file_ids(path: str) -> frozenset[str]:
+    """The job ids of the workload file at ``path``, read again only when it changes."""
+    st = Path(path).stat()
+    return _file_ids(path, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _file_ids(path: str, _mtime_ns: int, _size: int) -> frozenset[str]:
+    from carbonsched.workload.files import read_workload
+
+    return frozenset(j.id for j in read_workload(path).jobs)
 
 
 def end_unrunnable_jobs(service_store: Any, bad: dict[str, tuple[str, str]],

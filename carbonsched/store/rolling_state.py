@@ -9,6 +9,7 @@ one run to the next and committed work holds its capacity in later runs.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -48,6 +49,16 @@ class RollingStore:
     def __init__(self, store: Any) -> None:
         self.store = store
         self.engine = store.engine
+
+    def holds(self, job_ids: Collection[str]) -> set[str]:
+        """The jobs of ``job_ids`` the rolling state holds (pending, committed or ended)."""
+        ids = sorted(set(job_ids))
+        out: set[str] = set()
+        with Session(self.engine) as s:
+            for i in range(0, len(ids), 500):     # bounded IN lists
+                out.update(s.scalars(select(RollingJobRow.job_id).where(
+                    RollingJobRow.job_id.in_(ids[i:i + 500]))))
+        return out
 
     def load(self) -> RollingState:
         """The state as the last run left it (pending, committed and ended jobs)."""

@@ -32,7 +32,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -345,6 +345,16 @@ class ServiceStore:
             return None if row is None else json.loads(row.plan_json)
 
     @store_call("reading job {job_id} of plan {plan_id}")
+    def plan_job_ids(self, plan_id: str, job_ids: Collection[str]) -> set[str]:
+        """The jobs of ``job_ids`` plan ``plan_id`` holds (placed or not)."""
+        ids = sorted(set(job_ids))
+        out: set[str] = set()
+        with Session(self.engine) as s:
+            for i in range(0, len(ids), 500):     # bounded IN lists
+                out.update(s.scalars(select(PlacementRow.job_id).where(
+                    PlacementRow.plan_id == plan_id, PlacementRow.job_id.in_(ids[i:i + 500]))))
+        return out
+
     def plan_job(self, plan_id: str, job_id: str) -> dict[str, Any] | None:
         """A job's row in a plan (state, reason, site, start, end), or ``None``.
 

@@ -319,6 +319,12 @@ def test_submit_and_read_jobs(api):
     p = plan["placements"][0]
     j = api.get(f"/v1/jobs/{p['job_id']}").json()
     assert (j["source"], j["state"], j["site"]) == ("plan", "Planned", p["site"])
+    # its id cannot be submitted: before, the API job was stored and never planned as itself
+    r = api.post("/v1/jobs", {"jobs": [job("fresh-1"), job(p["job_id"])]}, role="submit")
+    assert r.status_code == 409, r.text
+    assert r.json()["detail"].startswith(f"job id {p['job_id']!r} is taken by a job of the "
+                                         f"current plan {plan['plan_id'][:12]}")
+    assert api.get("/v1/jobs/fresh-1").status_code == 404        # nothing of it was stored
 
 
 def test_a_job_naming_an_unknown_site_stores_nothing_of_its_request(api):

@@ -20,6 +20,7 @@ from carbonsched.api.schemas import ErrorPublic, JobIdPath, JobPublic, JobsCreat
 from carbonsched.api.state import ServiceState
 from carbonsched.errors import InputError, UnknownSiteError
 from carbonsched.service.booking import job_row, reserve_job
+from carbonsched.service.runs import ids_in_use
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=ERRORS)
 
@@ -45,7 +46,10 @@ def _public(row: dict[str, Any], source: str) -> JobPublic:
 
 
 @router.post("/jobs", operation_id="submitJobs", status_code=201, response_model=JobsPublic,
-             responses={409: {"model": ErrorPublic, "description": "A job id exists already."},
+             responses={409: {"model": ErrorPublic, "description": (
+                 "A job id the service already holds (an earlier submission, or a job of the "
+                 "workload file, the current plan, dispatch or the rolling state); nothing of "
+                 "the request is stored.")},
                         **NOT_FOUND, **BAD_BODY},
              openapi_extra=refused_422(*JOB_RULES, "a job id twice in one request"))
 def submit_jobs(body: Annotated[JobsCreate, Body()], state: State,
@@ -53,7 +57,9 @@ def submit_jobs(body: Annotated[JobsCreate, Body()], state: State,
     """Submit jobs.
 
     Each is booked into the current plan's free capacity now (state ``Planned``) or left
-    ``Pending`` with the reason, and planned again by the next daily run.
+    ``Pending`` with the reason, and planned again by the next daily run. An id the service
+    already holds (a submitted job, a job of the workload file, of the current plan, of the
+    dispatch outbox or of the rolling state) is refused with 409 and nothing is stored.
     """
     limit = state.settings.max_jobs_per_request
     if len(body.jobs) > limit:
@@ -66,6 +72,13 @@ def submit_jobs(body: Annotated[JobsCreate, Body()], state: State,
     for i in ids:
         if state.db.get_job(i) is not None:
             raise HTTPException(409, f"job {i!r} already exists; submit it under a new id")
+    book = state.book
+    held = ids_in_use(state.settings, state.db, ids, book.plan_id if book is not None else None)
+    if held:
+        i = next(i for i in ids if i in held)
+        raise HTTPException(409, f"job id {i!r} is taken by {held[i]}: a job submitted under it "
+                            "would never be planned as itself; submit it under a new id (no job "
+                            "of this request was stored)")
     jobs = [with_catalog_template(j, state.catalog.templates, ("body", "jobs", i))
             for i, j in enumerate(body.jobs)]
     # every job's sites checked before any is stored, plan loaded or not: a stored job naming
@@ -75,7 +88,6 @@ def submit_jobs(body: Annotated[JobsCreate, Body()], state: State,
         for sid in j.to_job().allowed_sites:
             if sid not in known:
                 raise UnknownSiteError(sid, state.catalog.site_ids)
-    book = state.book
     out = []
     for j in jobs:
         spec = j.model_dump(mode="json")
