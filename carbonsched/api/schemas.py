@@ -22,6 +22,7 @@ from pydantic import (
     Discriminator,
     Field,
     Tag,
+    ValidationError,
     model_validator,
 )
 
@@ -31,11 +32,21 @@ from carbonsched.limits import (
     LATEST_YEAR,
     MAX_IDENTIFIER_CHARS,
     MAX_NAME_CHARS,
-    MAX_SLO_MS,
     TIME_PATTERN,
 )
 from carbonsched.pipeline.document import PlanDocument
-from carbonsched.workload.schema import JOB_RULES_SCHEMA, JobSpec, identifier
+from carbonsched.workload.schema import (
+    JOB_RULES_SCHEMA,
+    Gpus,
+    GpuType,
+    HourTime,
+    JobSpec,
+    PowerPerGpuKw,
+    SloMs,
+    identifier,
+    reworded,
+    whole_in,
+)
 
 
 def _in_range(v: datetime) -> datetime:
@@ -98,33 +109,50 @@ class JobCreate(JobSpec):
         "examples": [_JOB_EXAMPLE, _PREEMPTIBLE_EXAMPLE], **JOB_RULES_SCHEMA})
 
 
+Alternatives = Annotated[int, Field(ge=0, le=20, description="Next best options to return."),
+                         whole_in(0, 20, 3)]
+"""How many next best options a placement query returns (0..20)."""
+
+
 class JobPlacementQuery(JobCreate):
     """Where and when should this job run? ``reserve: true`` books the answer."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
         _JOB_EXAMPLE | {"reserve": False, "alternatives": 3}], **JOB_RULES_SCHEMA})
     reserve: bool = False
-    alternatives: int = Field(3, ge=0, le=20)
+    alternatives: Alternatives = 3
 
 
 class InferencePlacementQuery(BaseModel):
-    """Which site should serve a user area's inference within its latency SLO?"""
+    """Which site should serve a user area's inference within its latency SLO?
+
+    The fields of an inference demand in the workload file, with its rules and messages
+    (``start`` on the hour, as the file's ``hour``; ``slo_ms`` up to
+    :data:`~carbonsched.limits.MAX_SLO_MS`).
+    """
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
         "kind": "inference", "area": "shanghai", "slo_ms": 20, "gpu_type": "L20", "gpus": 4,
         "start": "2023-07-15T08:00:00Z", "duration_hours": 2}]})
     kind: Literal["inference"]
     area: Name
-    slo_ms: float = Field(gt=0, le=MAX_SLO_MS, description="Round-trip latency SLO, at most "
-                          "what a workload file accepts. [ms]")
-    gpu_type: Name
-    gpus: int = Field(ge=1, le=100_000)
-    power_per_gpu_kw: float | None = Field(None, gt=0, le=10,
-                                           description="IT power per GPU [kW]; default the "
-                                           "GPU type's from the parameter table.")
-    start: Time
-    duration_hours: int = Field(1, ge=1, le=168)
-    alternatives: int = Field(3, ge=0, le=20)
+    slo_ms: SloMs
+    gpu_type: GpuType
+    gpus: Gpus
+    power_per_gpu_kw: PowerPerGpuKw = None
+    start: HourTime
+    duration_hours: Annotated[int, Field(ge=1, le=168, description="Hours served. [h]"),
+                              whole_in(1, 168, 1)] = 1
+    alternatives: Alternatives = 3
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _in_the_files_words(cls, data: Any, handler: Any) -> InferencePlacementQuery:
+        """Absent and unknown fields in the workload file's words ("problem; fix")."""
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            raise reworded(cls, exc, "an inference query") from None
 
 
 def _query_kind(v: Any) -> str:

@@ -72,6 +72,7 @@ from carbonsched.limits import (
     MAX_POD_TEMPLATE_BYTES,
     MAX_POWER_PER_GPU_KW,
     MAX_SCRIPT_BYTES,
+    MAX_SLO_MS,
     MAX_VOLUMES,
     MIN_DURATION_HOURS,
     RESERVED_ENV_PREFIX,
@@ -88,9 +89,8 @@ FALSE_WORDS = frozenset({"false", "0", "no", ""})
 """Text read as false; an empty cell is false."""
 UNITS = {"gpus": "GPUs", "duration_hours": "h", "duration_minutes": "min",
          "power_per_gpu_kw": "kW", "checkpoint_overhead_minutes": "min", "max_pieces": "-",
-         "max_domains": "-",
-         "slo_ms": "ms"}
-"""Unit of each numeric field, as the messages name it."""
+         "max_domains": "-", "slo_ms": "ms", "alternatives": "options"}
+"""Unit of each numeric field, as the messages name it (``-`` for a field not listed)."""
 
 
 # --- checks of one value ----------------------------------------------------------------------
@@ -111,9 +111,9 @@ def problem(what: str, fix: str, kind: str = "value_error") -> PydanticCustomErr
     return PydanticCustomError(kind, f"{what}; {fix}")
 
 
-def missing(field: str) -> PydanticCustomError:
+def missing(field: str, what: str = "every job") -> PydanticCustomError:
     """The error of a required field that is absent, ``null`` or an empty cell."""
-    return problem("is missing", f"give {field} for every job", "missing")
+    return problem("is missing", f"give {field} for {what}", "missing")
 
 
 def absent(value: Any) -> bool:
@@ -358,7 +358,7 @@ def _flag(value: Any, field: str) -> bool:
 
 
 def _whole(minimum: int, maximum: int) -> Callable[[Any, str], int]:
-    return lambda value, field: whole_number(value, UNITS[field], minimum, maximum)
+    return lambda value, field: whole_number(value, UNITS.get(field, "-"), minimum, maximum)
 
 
 def _hours(value: Any, field: str) -> float:
@@ -626,6 +626,42 @@ Identifier = Annotated[str, Field(min_length=1, max_length=MAX_IDENTIFIER_CHARS,
 """A job id, tenant or site id (:func:`carbonsched.limits.identifier_problem`), as the OpenAPI
 document shows it."""
 
+# --- inference demand fields: the workload file's rules (files._inference_from), for the API ---
+
+HourTime = Annotated[AwareDatetime, Field(json_schema_extra={"pattern": TIME_PATTERN},
+                                          description="On the hour (ISO 8601 with an offset)."),
+                     _required(lambda v, f: utc_datetime(v, on_hour=True))]
+"""A required time on the hour, in UTC after validation: an inference demand's hour (plans use
+hourly slots), with the workload file's message."""
+
+SloMs = Annotated[float, Field(gt=0, le=MAX_SLO_MS, description="Round-trip latency SLO, at "
+                               "most what a workload file accepts. [ms]"),
+                  _required(lambda v, f: positive_number(v, "ms", MAX_SLO_MS))]
+"""A required latency SLO in ``(0, MAX_SLO_MS]`` [ms], with the workload file's message."""
+
+GpuType = Annotated[Text, Field(max_length=MAX_GPU_TYPE_CHARS,
+                                description="GPU model, as in the catalog inventories."),
+                    _required(_gpu_type)]
+"""A required GPU type name, with the job schema's message."""
+
+Gpus = Annotated[int, Field(ge=1, le=MAX_JOB_GPUS, description="GPUs. [-]"),
+                 _required(_whole(1, MAX_JOB_GPUS))]
+"""A required GPU count in ``1..MAX_JOB_GPUS``, with the job schema's message."""
+
+PowerPerGpuKw = Annotated[float | None, Field(
+    gt=0, le=MAX_POWER_PER_GPU_KW, description="IT power per GPU [kW]; default the GPU type's "
+    "from the parameter table."),
+    _optional(lambda v, f: positive_number(v, "kW", MAX_POWER_PER_GPU_KW), None)]
+"""An optional IT power per GPU in ``(0, MAX_POWER_PER_GPU_KW]`` [kW]."""
+
+
+def whole_in(minimum: int, maximum: int, default: int) -> BeforeValidator:
+    """A pydantic validator: an optional whole number in ``minimum..maximum``.
+
+    The job schema's message; ``default`` when absent.
+    """
+    return _optional(_whole(minimum, maximum), default)
+
 JOB_RULES_SCHEMA: dict[str, Any] = {"allOf": [
     # the run time is required, in one of its two spellings, and not null
     {"anyOf": [{"required": ["duration_minutes"],
@@ -779,7 +815,7 @@ class JobSpec(BaseModel):
         try:
             spec = handler(data)
         except ValidationError as exc:
-            raise _reworded(cls, exc) from None
+            raise reworded(cls, exc) from None
         if isinstance(data, JobSpec):
             return spec
         named = "duration_hours" if isinstance(data, dict) and "duration_hours" in data \
@@ -958,15 +994,19 @@ def with_template(cls: type[BaseModel], data: Mapping[str, Any],
     return merged
 
 
-def _reworded(cls: type[BaseModel], exc: ValidationError) -> ValidationError:
-    """The errors of pydantic itself (absent or unknown fields) in the schema's words."""
+def reworded(cls: type[BaseModel], exc: ValidationError, what: str = "every job"
+             ) -> ValidationError:
+    """The errors of pydantic itself (absent or unknown fields) in the schema's words.
+
+    ``what`` is what a missing field is asked for ("give slo_ms for every job").
+    """
     fields = ", ".join(cls.model_fields)
     out: list[InitErrorDetails] = []
     for e in exc.errors():
         loc = tuple(e["loc"])
         name = str(loc[0]) if loc else ""
         if e["type"] == "missing" and len(loc) == 1:
-            err = missing(name)
+            err = missing(name, what)
         elif e["type"] == "extra_forbidden" and len(loc) == 1:
             err = problem("unknown field", f"remove it or use one of {fields}",
                           "extra_forbidden")

@@ -206,8 +206,9 @@ def test_inference_placement_within_the_slo(api):
     assert a["recommended"]["emissions_kg"] <= a["carbon_agnostic"]["emissions_kg"] + 1e-9
     past = api.post("/v1/placements", q | {"start": "2023-07-14T08:00:00Z"}).json()
     assert past["reason"] == "DeadlinePassed" and "before the service's now" in past["detail"]
-    odd = api.post("/v1/placements", q | {"start": "2023-07-15T08:20:00Z"}).json()
-    assert odd["recommended"]["start"] == "2023-07-15T08:00:00Z"
+    # off the hour: refused as a workload file's inference hour is (before: rounded down)
+    odd = api.post("/v1/placements", q | {"start": "2023-07-15T08:20:00Z"})
+    assert odd.status_code == 422 and "is not on the hour" in odd.json()["message"]
     tight = api.post("/v1/placements", q | {"slo_ms": 0.5}).json()
     assert not tight["placed"] and "within 0.5 ms of shanghai" in tight["detail"]
     # the SLO bound is a workload file's (100 s): before, the API refused above 10 s what a
@@ -237,6 +238,10 @@ def test_unplaceable_jobs_say_why(api):
 
 
 # --- 404 and 422 ----------
+INF = {"kind": "inference", "area": "shanghai", "slo_ms": 30, "gpu_type": "A100", "gpus": 2,
+       "start": "2023-07-15T08:00:00Z"}
+
+
 @pytest.mark.parametrize("body, fragment", [
     # the job fields' messages are the job schema's, the same as a workload file's
     (job("n1", earliest_start="2023-07-15T00:00:00"),
@@ -245,7 +250,16 @@ def test_unplaceable_jobs_say_why(api):
     (job("n3", gpus=0), "gpus: must be 1..100000 GPUs, got 0; give a whole number of GPUs"),
     (job("n4", colour="red"), "colour: unknown field; remove it or use one of id, tenant"),
     (job("n5", kind="gaming"), "kind: unknown job kind 'gaming'; give 'training' or 'batch'"),
-    ({"kind": "inference", "area": "shanghai"}, "slo_ms: Field required"),
+    # an inference query's fields: the workload file's inference rules and words (before:
+    # pydantic's "Field required", and a start off the hour was rounded down)
+    ({"kind": "inference", "area": "shanghai"},
+     "slo_ms: is missing; give slo_ms for an inference query"),
+    (INF | {"start": "2023-07-15T08:30:00Z"},
+     "start: timestamp '2023-07-15T08:30:00Z' is not on the hour; plans use hourly slots; "
+     "round it to the hour"),
+    (INF | {"slo_ms": 100_000.5}, "slo_ms: must be a finite number > 0 and <= 100000 ms"),
+    (INF | {"gpus": 0}, "gpus: must be 1..100000 GPUs, got 0; give a whole number of GPUs"),
+    (INF | {"alternatives": 21}, "alternatives: must be 0..20 options, got 21"),
 ])
 def test_422_names_the_field_and_the_problem(api, body, fragment):
     r = api.post("/v1/placements", body)
@@ -325,6 +339,9 @@ def test_submit_and_read_jobs(api):
     assert r.json()["detail"].startswith(f"job id {p['job_id']!r} is taken by a job of the "
                                          f"current plan {plan['plan_id'][:12]}")
     assert api.get("/v1/jobs/fresh-1").status_code == 404        # nothing of it was stored
+    r = api.post("/v1/placements", job(p["job_id"], reserve=True), role="submit")
+    assert r.status_code == 409 and "is taken by a job of the current plan" in r.json()["detail"]
+    assert "reserve it under a new id" in r.json()["detail"]
 
 
 def test_a_job_naming_an_unknown_site_stores_nothing_of_its_request(api):

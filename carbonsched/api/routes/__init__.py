@@ -105,3 +105,27 @@ def require_book(state: ServiceState) -> PlacementBook:
     if book is None:
         raise HTTPException(503, state.book_error or "no plan loaded yet")
     return book
+
+
+def refuse_ids_in_use(state: ServiceState, ids: list[str], verb: str = "submit") -> None:
+    """409 for the first of ``ids`` the service already holds outside its API jobs.
+
+    Where it is held is :func:`carbonsched.service.runs.ids_in_use` (the workload file, the
+    served plan, dispatch, the rolling state). ``verb`` is ``"submit"`` or ``"reserve"``, for
+    the message. Call it before anything of the request is stored.
+
+    Raises
+    ------
+    HTTPException
+        409 naming the id, where it is held and the fix.
+    """
+    from carbonsched.service.runs import ids_in_use
+
+    book = state.book
+    held = ids_in_use(state.settings, state.db, ids, book.plan_id if book is not None else None)
+    taken = next((i for i in ids if i in held), None)
+    if taken is not None:
+        done = {"submit": "submitted", "reserve": "reserved"}[verb]
+        raise HTTPException(409, f"job id {taken!r} is taken by {held[taken]}: a job {done} "
+                            f"under it would never be planned as itself; {verb} it under a "
+                            "new id (nothing of this request was stored)")

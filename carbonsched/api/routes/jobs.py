@@ -13,6 +13,7 @@ from carbonsched.api.routes import (
     IDENTIFIER_RULE,
     JOB_RULES,
     NOT_FOUND,
+    refuse_ids_in_use,
     refused_422,
     with_catalog_template,
 )
@@ -20,7 +21,6 @@ from carbonsched.api.schemas import ErrorPublic, JobIdPath, JobPublic, JobsCreat
 from carbonsched.api.state import ServiceState
 from carbonsched.errors import InputError, UnknownSiteError
 from carbonsched.service.booking import job_row, reserve_job
-from carbonsched.service.runs import ids_in_use
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=ERRORS)
 
@@ -72,13 +72,7 @@ def submit_jobs(body: Annotated[JobsCreate, Body()], state: State,
     for i in ids:
         if state.db.get_job(i) is not None:
             raise HTTPException(409, f"job {i!r} already exists; submit it under a new id")
-    book = state.book
-    held = ids_in_use(state.settings, state.db, ids, book.plan_id if book is not None else None)
-    if held:
-        i = next(i for i in ids if i in held)
-        raise HTTPException(409, f"job id {i!r} is taken by {held[i]}: a job submitted under it "
-                            "would never be planned as itself; submit it under a new id (no job "
-                            "of this request was stored)")
+    refuse_ids_in_use(state, ids)
     jobs = [with_catalog_template(j, state.catalog.templates, ("body", "jobs", i))
             for i, j in enumerate(body.jobs)]
     # every job's sites checked before any is stored, plan loaded or not: a stored job naming
@@ -88,6 +82,7 @@ def submit_jobs(body: Annotated[JobsCreate, Body()], state: State,
         for sid in j.to_job().allowed_sites:
             if sid not in known:
                 raise UnknownSiteError(sid, state.catalog.site_ids)
+    book = state.book
     out = []
     for j in jobs:
         spec = j.model_dump(mode="json")

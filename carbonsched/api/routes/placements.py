@@ -15,6 +15,7 @@ from carbonsched.api.routes import (
     JOB_RULES,
     NO_PLAN,
     NOT_FOUND,
+    refuse_ids_in_use,
     refused_422,
     require_book,
     with_catalog_template,
@@ -89,6 +90,7 @@ async def create_placement(query: Annotated[PlacementQuery, Body()], request: Re
     if await run_in_threadpool(state.db.get_job, job.id) is not None:
         raise HTTPException(409, f"job {job.id!r} already exists; reserve it under a new "
                             "id or read it with GET /v1/jobs/{id}")
+    await run_in_threadpool(refuse_ids_in_use, state, [job.id], "reserve")
     # acknowledged only once committed under the site's booking lock (service.booking)
     spec = query.model_dump(mode="json", exclude={"reserve", "alternatives"})
     ans, row = await run_in_threadpool(reserve_job, book, state.db, job, spec, now,
