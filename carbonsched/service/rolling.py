@@ -36,7 +36,7 @@ from typing import Any
 import pandas as pd
 
 from carbonsched.catalog import Catalog
-from carbonsched.domain import Job, Unplaced, Workload, jsonable
+from carbonsched.domain import Job, ReasonCode, Unplaced, Workload, jsonable
 from carbonsched.pipeline.daily import DailyPlan, run_daily_plan
 from carbonsched.plan.colgen.warm import CarriedDuals
 from carbonsched.plan.rolling import RollingPlanner, RollingState, RunResult
@@ -131,6 +131,36 @@ def warm_start(state: RollingState, run_every_hours: int) -> tuple[WarmStart | N
                      duals_missing=state.carried_missing), ""
 
 
+def unplannable_pending(state: RollingState, catalog: Catalog) -> list[Unplaced]:
+    """The rolling state's waiting jobs that ``catalog`` can no longer plan, and why.
+
+    A job waits in the state as it was submitted; its sites are checked and its template is
+    applied at each run. When a catalog edit has since removed a site it names
+    (``UnknownSite``) or the template it names (``UnknownTemplate``), the planner would refuse
+    the whole run, every run, until the job's deadline; it is ended instead.
+
+    Returns
+    -------
+    list of Unplaced
+        One per such pending job, with the reason and a detail naming what is missing.
+    """
+    known = set(catalog.site_ids)
+    out: list[Unplaced] = []
+    for jid, job in state.pending.items():
+        lost = sorted(set(job.allowed_sites) - known)
+        template = job.payload.template if job.payload is not None else None
+        if lost:
+            out.append(Unplaced(jid, ReasonCode.UNKNOWN_SITE, (
+                f"it names site(s) {', '.join(lost)} that catalog {catalog.name!r} no longer "
+                "defines; submit it again with sites of this catalog")))
+        elif template is not None and template not in catalog.templates:
+            have = ", ".join(sorted(catalog.templates)) or "none"
+            out.append(Unplaced(jid, ReasonCode.UNKNOWN_TEMPLATE, (
+                f"it names template {template!r}, which catalog {catalog.name!r} no longer "
+                f"defines (it defines: {have}); submit it again with one of them")))
+    return out
+
+
 def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
                  issued_at: pd.Timestamp, new_jobs: list[Job], workload: Workload,
                  data_dir: Any, solver: str, time_limit_s: float, horizon_hours: int,
@@ -174,7 +204,11 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
     rs = RollingStore(store)
     rp = RollingPlanner(catalog.sites, horizon_hours=horizon_hours,
                         run_every_hours=run_every_hours, state=rs.load())
-    ended_first = rp.end_pending(end_first)
+    # a waiting job a catalog edit made unplannable ends, named; it would stop every run
+    named = {u.job_id for u in end_first}
+    edited = rp.end_pending([u for u in unplannable_pending(rp.state, catalog)
+                             if u.job_id not in named])
+    ended_first = [*rp.end_pending(end_first), *edited]
     # ids are one namespace: a new job whose id the state already holds for another job is
     # ignored (the held one keeps it), and said
     clash = sorted({j.id for j in new_jobs if j.id in rp.jobs and rp.jobs[j.id] != j})
@@ -199,6 +233,11 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
     # sentences of it would say it twice
     said = any(n.startswith("solver: no incumbent") for n in doc.get("notes", []))
     own = [n for n in run.notes if not (said and " greedy " in n)]
+    if edited:
+        own.append(f"{len(edited)} waiting job(s) ended Failed: a catalog edit removed a site "
+                   "or template they name (UnknownSite, UnknownTemplate), so no run could plan "
+                   "them: " + ", ".join(f"{u.job_id} ({u.reason})" for u in edited[:10])
+                   + (" ..." if len(edited) > 10 else ""))
     if clash:
         own.append(f"{len(clash)} new job(s) share an id with a different job the rolling "
                    "state already holds, and were ignored (the held job keeps the id; submit "

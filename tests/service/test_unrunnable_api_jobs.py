@@ -132,3 +132,38 @@ def test_an_api_job_that_holds_its_id_first_keeps_it_and_the_files_clash_is_said
     assert ("1 new job(s) share an id with a different job the rolling state already holds, "
             "and were ignored (the held job keeps the id; submit the new one under another "
             "id): dup-id") in notes
+
+
+@pytest.mark.parametrize(("edit", "reason", "says"), [
+    ({"template": "gone"}, "UnknownTemplate",
+     "it names template 'gone', which catalog 'frankfurt' no longer defines (it defines: "),
+    ({"allowed_sites": ["mars-site"]}, "UnknownSite",
+     "it names site(s) mars-site that catalog 'frankfurt' no longer defines"),
+], ids=["template", "site"])
+def test_a_waiting_file_job_a_catalog_edit_made_unplannable_ends_and_the_rest_plan(
+        tmp_path, shared_data, edit, reason, says):
+    # the workload file's "evening" waits in the rolling state after run 1; a catalog edit then
+    # removes the template or a site it names (simulated on its stored spec). Before, every
+    # later run failed on the planner's refusal (only API jobs' lost sites were ended); now
+    # run 2 ends it with the reason and plans the rest
+    from sqlalchemy import select, update
+
+    from carbonsched.store.rolling_models import RollingJobRow
+
+    db, _, run = _rolling_service(tmp_path, shared_data, _spec("api-ok"))
+    assert run(10).status == "succeeded"
+    with db.store.engine.begin() as c:
+        row = c.execute(select(RollingJobRow).where(RollingJobRow.job_id == "evening")).one()
+        assert row.state == "Pending"                                   # it waits
+        c.execute(update(RollingJobRow).where(RollingJobRow.job_id == "evening").values(
+            spec_json=json.dumps({**json.loads(row.spec_json), **edit})))
+    out = run(11)
+    assert out.status == "succeeded", out                              # before: failed
+    doc = db.store.get_plan(out.plan_id)
+    ended = {e["job_id"]: e for e in doc["rolling"]["ended"]}
+    assert ended["evening"]["reason"] == reason
+    assert ended["evening"]["detail"].startswith(says)
+    assert "api-ok" not in ended                                        # the rest plan
+    assert (f"1 waiting job(s) ended Failed: a catalog edit removed a site or template they "
+            f"name (UnknownSite, UnknownTemplate), so no run could plan them: evening "
+            f"({reason})") in doc["notes"]
