@@ -1,4 +1,4 @@
-"""``carbonsched dispatch`` and ``carbonsched status``: a stored plan onto the sites' schedulers.
+"""``carbonsched dispatch``, ``status`` and ``cancel``: a stored plan onto the sites' schedulers.
 
 Exit codes as elsewhere: 2 bad input (or a placement the backend rejected, or nothing of what
 ``dispatch`` was asked to submit was submitted: e.g. every placement of a past day is past its
@@ -252,6 +252,52 @@ def status(
                   "status` again once it answers", highlight=False, soft_wrap=True)
 
 
+def cancel(
+    job: Annotated[str, typer.Argument(help="The dispatched job's id.")],
+    piece: Annotated[int | None, typer.Option(
+        "--piece", min=0, help="Cancel only this piece (0-based); default every piece of the "
+        "job that has not ended.")] = None,
+    catalog: Annotated[str | None, typer.Option(
+        "--catalog", help="Catalog name or path (default: the one its plan names).")] = None,
+) -> None:
+    """Cancel a dispatched job on its site's scheduler (scancel, or the Job deleted).
+
+    Exactly once: each piece's outbox row is claimed first, so a cancel never races a
+    dispatcher's submission (a piece being submitted is refused, with when to retry); a piece
+    that has ended keeps its record; a piece not yet on its backend is never submitted.
+    """
+    from carbonsched.cli.common import errors, out
+    from carbonsched.dispatch.outbox import (
+        ALREADY_ENDED,
+        CANCELLED,
+        NOT_ON_BACKEND,
+        cancel_unit,
+        dispatch_records,
+    )
+    from carbonsched.errors import InputError
+
+    with errors():
+        store = _store()
+        df = dispatch_records(store)
+        mine = df[df["job_id"] == job].sort_values("piece") if len(df) else df
+        if not len(mine):
+            raise InputError(f"job {job!r} was never dispatched; `carbonsched status` lists "
+                             "the dispatched jobs")
+        if piece is not None:
+            mine = mine[mine["piece"] == piece]
+            if not len(mine):
+                raise InputError(f"job {job!r} has no piece {piece}; its pieces: "
+                                 f"{', '.join(str(p) for p in df[df['job_id'] == job]['piece'])}")
+        cat = catalog or store.get_plan(str(mine.iloc[0]["plan_id"]))["catalog"]
+        for r in mine.itertuples(index=False):
+            said = {CANCELLED: f"cancelled {escape(r.key)} at {r.site} ({r.backend})",
+                    NOT_ON_BACKEND: f"{escape(r.key)}: {r.backend} had nothing to cancel (it "
+                    "had ended there); recorded Cancelled",
+                    ALREADY_ENDED: f"{escape(r.key)} had already ended ({r.state}); left as "
+                    "it is"}
+            out.print(said[cancel_unit(store, cat, job, int(r.piece))], highlight=False)
+
+
 UNAVAILABLE_PREFIX = f"{ReasonCode.BACKEND_UNAVAILABLE}: "
 """How :func:`carbonsched.dispatch.outbox.refresh_status` marks a row whose backend could not
 be asked (its ``detail``)."""
@@ -275,6 +321,7 @@ def _unreachable_backends(df: Any, stale: set[str]) -> dict[str, tuple[int, str]
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``dispatch`` and ``status`` to the main app."""
+    """Add ``dispatch``, ``status`` and ``cancel`` to the main app."""
     app.command()(dispatch)
     app.command()(status)
+    app.command()(cancel)

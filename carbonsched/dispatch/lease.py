@@ -248,6 +248,47 @@ class Claimant:
 
         return self._write(take, "claiming outbox rows")  # type: ignore[return-value]
 
+    def claim_key(self, key: str) -> tuple[bool, str | None, datetime | None]:
+        """Take the lease of the row ``key`` whatever its state (for a cancel).
+
+        Taken when the row is free, its lease expired, held by this claimant, or held by an
+        owner :attr:`is_dead` says is dead; a compare-and-set on what was seen, on either
+        database.
+
+        Returns
+        -------
+        (bool, str or None, datetime or None)
+            Whether it was taken; else the live holder and its lease's expiry (UTC).
+
+        Raises
+        ------
+        InputError
+            No row has that key.
+        """
+        def take(conn: Connection) -> tuple[bool, str | None, datetime | None]:
+            now = self.db_now(conn)
+            r = conn.execute(select(DispatchRow.id, DispatchRow.lease_owner,
+                                    DispatchRow.lease_expires_at).where(
+                DispatchRow.key == key)).first()
+            if r is None:
+                raise InputError(f"no dispatch intent has key {key!r}: it was never dispatched")
+            if not (r.lease_owner is None or r.lease_owner == self.owner
+                    or r.lease_expires_at is None or r.lease_expires_at <= now
+                    or self.is_dead(r.lease_owner)):
+                return False, r.lease_owner, r.lease_expires_at
+            res = conn.execute(update(DispatchRow).where(
+                DispatchRow.id == r.id,
+                DispatchRow.lease_owner.is_not_distinct_from(r.lease_owner),
+                DispatchRow.lease_expires_at.is_not_distinct_from(r.lease_expires_at),
+            ).values(lease_owner=self.owner, lease_expires_at=now + self.lease))
+            if res.rowcount == 1:
+                return True, None, None
+            held = conn.execute(select(DispatchRow.lease_owner, DispatchRow.lease_expires_at
+                                       ).where(DispatchRow.id == r.id)).one()
+            return False, held.lease_owner, held.lease_expires_at
+
+        return self._write(take, f"claiming outbox row {key}")  # type: ignore[return-value]
+
     def begin_side_effect(self, row_id: int) -> bool:
         """Renew one row's lease and stamp ``submit_attempted_at``, if it is still ours.
 

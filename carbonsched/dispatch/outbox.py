@@ -1400,22 +1400,72 @@ def dispatch_records(store: Store, plan_id: str | None = None) -> pd.DataFrame:
 
 def cancel_unit(store: Store, catalog: Catalog | str, job_id: str, piece: int = 0, *,
                 adapters: Mapping[str, DispatchAdapter] | None = None,
-                clock: Clock = system_clock) -> bool:
-    """Cancel one dispatched unit on its backend and record it ``Cancelled``."""
+                clock: Clock = system_clock, settings: Settings | None = None) -> str:
+    """Cancel one dispatched unit on its backend and record it ``Cancelled``, exactly once.
+
+    The cancel claims the unit's outbox row first (its lease, :meth:`Claimant.claim_key`), as a
+    dispatcher does before a submission, so it never races one:
+
+    - a unit a live dispatcher holds (a submission may be in flight) is refused with the
+      holder and the time its lease ends, to retry then;
+    - a unit that has ended (``Succeeded``, ``Failed``, ``Cancelled``) is left as it is
+      (nothing to cancel; its record and times are kept);
+    - a pending unit never tried on its backend is recorded ``Cancelled`` without a backend
+      call, and no dispatcher submits it after (they submit only pending rows);
+    - any other unit is cancelled on its backend by key (idempotent), then recorded.
+
+    Returns
+    -------
+    str
+        :data:`CANCELLED` when this call stopped the unit (on its backend, or before it got
+        there); :data:`NOT_ON_BACKEND` when its backend had nothing to cancel (it had ended
+        there unseen; recorded ``Cancelled``); :data:`ALREADY_ENDED` when the outbox records
+        it ended (left as it is).
+
+    Raises
+    ------
+    InputError
+        The unit was never dispatched, or a live dispatcher holds it (the message says until
+        when).
+    BackendUnavailableError
+        The backend did not answer; the unit is left as it was (its lease lapses), so the cancel
+        can be retried.
+    """
     if isinstance(catalog, str | Path):
         catalog = load_catalog(catalog)
-    adapters = adapters if adapters is not None else build_adapters(catalog)
+    settings = settings or get_settings()
     key = dispatch_key(job_id, piece)
-    with Session(store.engine) as s:
-        row = s.scalars(select(DispatchRow).where(DispatchRow.key == key)).first()
-        if row is None:
-            raise InputError(f"job {job_id} piece {piece} was never dispatched")
-        done = adapters[row.site].cancel(key)
-        row.state, row.reason = str(JobState.CANCELLED), str(ReasonCode.CANCELLED)
-        row.updated_at = _now(clock)
-        if done and row.actual_start is not None and row.actual_end is None:
-            # it ran until now: the report counts its hours to here, not to its period's end
-            # (a job the backend found over already keeps no end: the report's planned end)
-            row.actual_end = row.updated_at
-        s.commit()
-    return done
+    claimant = Claimant(store, settings.dispatch_lease_s)
+    taken, holder, until = claimant.claim_key(key)
+    if not taken:
+        raise InputError(
+            f"job {job_id} piece {piece} is being dispatched by {holder} (its lease ends "
+            f"{_iso(until)}); cancel it again after that, when the submission has settled")
+    try:
+        with Session(store.engine) as s:
+            row = s.scalars(select(DispatchRow).where(DispatchRow.key == key)).one()
+            if row.state in TERMINAL:
+                return ALREADY_ENDED
+            if row.state == str(JobState.PENDING) and row.submit_attempted_at is None:
+                done = True            # never tried on its backend: nothing there to cancel
+            else:
+                adapters = adapters if adapters is not None else build_adapters(catalog)
+                done = adapters[row.site].cancel(key)
+            row.state, row.reason = str(JobState.CANCELLED), str(ReasonCode.CANCELLED)
+            row.updated_at = _now(clock)
+            if done and row.actual_start is not None and row.actual_end is None:
+                # it ran until now: the report counts its hours to here, not to its period's
+                # end (a job the backend found over already keeps no end: the planned end)
+                row.actual_end = row.updated_at
+            s.commit()
+    finally:
+        claimant.release()
+    return CANCELLED if done else NOT_ON_BACKEND
+
+
+CANCELLED = "cancelled"
+""":func:`cancel_unit`: the unit was stopped by this call."""
+NOT_ON_BACKEND = "not-on-backend"
+""":func:`cancel_unit`: its backend had nothing to cancel; recorded ``Cancelled``."""
+ALREADY_ENDED = "already-ended"
+""":func:`cancel_unit`: the outbox records it ended; left as it is."""

@@ -406,10 +406,13 @@ def test_status_records_actual_start_and_end_from_sacct_and_cancel(store, settin
     assert (row.state, row.reason, row.times_source) == ("Succeeded", "Completed", "sacct")
     assert now - timedelta(seconds=5) <= row.actual_start <= row.actual_end
     assert 1 <= (row.actual_end - row.actual_start).total_seconds() <= 30
-    assert cancel_unit(store, "global", f"{prefix}-later", adapters=adapters)
+    # the finished unit keeps its record (before: rewritten Cancelled); the later one cancels
+    assert cancel_unit(store, "global", f"{prefix}-now", adapters=adapters) == "already-ended"
+    assert cancel_unit(store, "global", f"{prefix}-later", adapters=adapters) == "cancelled"
     recs = refresh_status(store, "global", plan_id=doc["plan_id"], adapters=adapters)
     later = recs.set_index("key").loc[f"{prefix}-later#0"]
     assert (later.state, later.reason) == ("Cancelled", "Cancelled")
+    assert recs.set_index("key").loc[f"{prefix}-now#0"].state == "Succeeded"
     assert [j["states"][0] for j in _ours(slurm_dir, "ontario", f"{prefix}-later")] == \
         ["CANCELLED"]
 

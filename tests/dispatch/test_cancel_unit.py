@@ -1,0 +1,102 @@
+"""A cancel claims the unit's outbox row first, so it never races a submission or rewrites an end.
+
+Before, ``cancel_unit`` took no lease and checked no state: a cancel during a dispatcher's
+submission recorded ``Cancelled`` while the submission went on (the job ran, and the
+dispatcher's own record could overwrite the cancel), and cancelling a finished unit rewrote
+its ``Succeeded`` record. SQLite; the real-Slurm cancel is in ``test_dispatch_slurm.py``.
+Passing ``adapters={}`` proves no backend is called (any call would raise ``KeyError``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from carbonsched.catalog import load_catalog
+from carbonsched.dispatch.lease import Claimant
+from carbonsched.dispatch.outbox import cancel_unit
+from carbonsched.errors import InputError
+from carbonsched.store import Store
+from carbonsched.store.models import DispatchRow
+
+T0 = datetime(2027, 3, 14, 6, tzinfo=UTC)
+CATALOG = load_catalog("global")
+
+
+@pytest.fixture
+def store(tmp_path) -> Store:
+    st = Store(f"sqlite:///{tmp_path / 'o.sqlite'}")
+    with Session(st.engine) as s:
+        s.add(DispatchRow(
+            key="j#0", job_id="j", piece=0, plan_id="p1", site="ca-on-toronto",
+            backend="slurm:ontario", state="Pending", reason="AwaitingSubmit", detail="",
+            request_json="{}", planned_start=T0, planned_end=T0 + timedelta(hours=1),
+            attempts=0, created_at=T0, updated_at=T0))
+        s.commit()
+    return st
+
+
+def _row(store: Store) -> DispatchRow:
+    with Session(store.engine) as s:
+        return s.scalars(select(DispatchRow).where(DispatchRow.key == "j#0")).one()
+
+
+def _set(store: Store, **values) -> None:
+    with store.engine.begin() as c:
+        c.execute(update(DispatchRow).where(DispatchRow.key == "j#0").values(**values))
+
+
+def test_a_unit_a_live_dispatcher_holds_is_not_cancelled_under_it(store):
+    other = Claimant(store, 120, owner="host-b/dispatcher", is_dead=lambda _: False)
+    assert other.claim(["ca-on-toronto"]).ids                      # a submission may be in flight
+    with pytest.raises(InputError, match=r"job j piece 0 is being dispatched by "
+                                         r"host-b/dispatcher \(its lease ends "):
+        cancel_unit(store, CATALOG, "j", adapters={})
+    assert (_row(store).state, _row(store).lease_owner) == ("Pending", "host-b/dispatcher")
+
+
+def test_a_pending_unit_never_tried_is_cancelled_without_a_backend_and_never_submitted(store):
+    # its lease lapsed a second ago (the just-expired limit): the cancel may take it
+    _set(store, lease_owner="host-b/dispatcher",
+         lease_expires_at=datetime.now(UTC) - timedelta(seconds=1))
+    assert cancel_unit(store, CATALOG, "j", adapters={}) == "cancelled"
+    row = _row(store)
+    assert (row.state, row.reason, row.lease_owner) == ("Cancelled", "Cancelled", None)
+    # a dispatcher coming after it finds nothing to submit
+    assert Claimant(store, 120, owner="host-c/dispatcher").claim(["ca-on-toronto"]).ids == []
+
+
+@pytest.mark.parametrize("state", ["Succeeded", "Failed", "Cancelled"])
+def test_an_ended_unit_keeps_its_record(store, state):
+    end = T0 + timedelta(minutes=50)
+    _set(store, state=state, reason="Completed", actual_start=T0, actual_end=end,
+         submit_attempted_at=T0)
+    assert cancel_unit(store, CATALOG, "j", adapters={}) == "already-ended"
+    row = _row(store)
+    assert (row.state, row.reason, row.actual_end) == (state, "Completed", end)
+    assert row.lease_owner is None                                   # the cancel's lease let go
+
+
+def test_a_unit_never_dispatched_is_named(store):
+    with pytest.raises(InputError, match="no dispatch intent has key 'k#0': it was never "
+                                         "dispatched"):
+        cancel_unit(store, CATALOG, "k", adapters={})
+
+
+def test_carbonsched_cancel_says_what_it_did_to_each_piece(store):
+    from tests.service.conftest import cli
+
+    env = {"CARBONSCHED_DATABASE_URL": str(store.engine.url)}
+    r = cli("cancel", "nope", "--catalog", "global", env=env)
+    assert r.returncode == 2
+    assert "job 'nope' was never dispatched; `carbonsched status` lists" in r.stderr
+    r = cli("cancel", "j", "--piece", "1", "--catalog", "global", env=env)
+    assert r.returncode == 2 and "job 'j' has no piece 1; its pieces: 0" in r.stderr
+    r = cli("cancel", "j", "--catalog", "global", env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "cancelled j#0 at ca-on-toronto (slurm:ontario)"
+    r = cli("cancel", "j", "--catalog", "global", env=env)             # again: nothing to do
+    assert r.stdout.strip() == "j#0 had already ended (Cancelled); left as it is"
