@@ -143,6 +143,13 @@ class BackendUnavailableError(BackendError):
     """A scheduler backend cannot be reached."""
 
 
+class UnitHeldError(BackendUnavailableError):
+    """Another dispatcher holds a unit's outbox row now (a submission may be in flight).
+
+    Retryable, as an unreachable backend is: the holder's lease ends at a known time.
+    """
+
+
 def store_check(url: str) -> str:
     """What to check when the store named ``url`` cannot be reached, as a clause.
 

@@ -82,6 +82,7 @@ from carbonsched.errors import (
     BackendUnavailableError,
     InputError,
     TimeAxisError,
+    UnitHeldError,
     UnknownSiteError,
 )
 from carbonsched.store import Store
@@ -1425,8 +1426,9 @@ def cancel_unit(store: Store, catalog: Catalog | str, job_id: str, piece: int = 
     Raises
     ------
     InputError
-        The unit was never dispatched, or a live dispatcher holds it (the message says until
-        when).
+        The unit was never dispatched.
+    UnitHeldError
+        A live dispatcher holds it (the message says until when); retry then.
     BackendUnavailableError
         The backend did not answer; the unit is left as it was (its lease lapses), so the cancel
         can be retried.
@@ -1438,7 +1440,7 @@ def cancel_unit(store: Store, catalog: Catalog | str, job_id: str, piece: int = 
     claimant = Claimant(store, settings.dispatch_lease_s)
     taken, holder, until = claimant.claim_key(key)
     if not taken:
-        raise InputError(
+        raise UnitHeldError(
             f"job {job_id} piece {piece} is being dispatched by {holder} (its lease ends "
             f"{_iso(until)}); cancel it again after that, when the submission has settled")
     try:

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from carbonsched.catalog import load_catalog
 from carbonsched.dispatch.lease import Claimant
 from carbonsched.dispatch.outbox import cancel_unit
-from carbonsched.errors import InputError
+from carbonsched.errors import InputError, UnitHeldError
 from carbonsched.store import Store
 from carbonsched.store.models import DispatchRow
 
@@ -52,7 +52,7 @@ def _set(store: Store, **values) -> None:
 def test_a_unit_a_live_dispatcher_holds_is_not_cancelled_under_it(store):
     other = Claimant(store, 120, owner="host-b/dispatcher", is_dead=lambda _: False)
     assert other.claim(["ca-on-toronto"]).ids                      # a submission may be in flight
-    with pytest.raises(InputError, match=r"job j piece 0 is being dispatched by "
+    with pytest.raises(UnitHeldError, match=r"job j piece 0 is being dispatched by "
                                          r"host-b/dispatcher \(its lease ends "):
         cancel_unit(store, CATALOG, "j", adapters={})
     assert (_row(store).state, _row(store).lease_owner) == ("Pending", "host-b/dispatcher")
