@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from carbonsched.catalog import load_catalog
 from carbonsched.cli.app import app
 from carbonsched.cli.check import precheck
+from carbonsched.cli.plan_view import NOTE_LINE_CHARS, short_line
 from carbonsched.errors import InputError, TimeAxisError
 from carbonsched.pipeline.daily import forecast_site
 
@@ -41,12 +42,12 @@ def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
     pid = doc["plan_id"]
     text = _flat(r.output)
     assert f"plan written to {out}" in text
-    assert (f"plan {pid} recorded in {tmp_path}/store.db; get it as JSON with "
-            f"`carbonsched plans show {pid} --json`") in text
+    assert (f"plan {pid[:12]} recorded in {tmp_path}/store.db; get it as JSON with "
+            f"`carbonsched plans show {pid[:12]} --json`") in text
     # ... on one line as printed: a command broken over two lines cannot be copied
-    hint = next(ln for ln in r.output.splitlines() if ln.startswith(f"plan {pid} recorded"))
+    hint = next(ln for ln in r.output.splitlines() if ln.startswith(f"plan {pid[:12]} recorded"))
     assert hint.endswith("list plans with `carbonsched plans list`")
-    assert f"`carbonsched plans show {pid} --json`" in hint
+    assert f"`carbonsched plans show {pid[:12]} --json`" in hint
     # electricity prices are not part of a carbon plan: not reported missing, on screen or in
     # the document (issue 34)
     assert not [n for n in doc["notes"] if "price" in n]
@@ -58,7 +59,7 @@ def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
     from carbonsched.notes import note_line, notes_by_kind
 
     kinds = notes_by_kind(doc["notes"][1:], doc["sites"])
-    assert shown == [f"note: {note_line(k)}" for k in kinds]
+    assert shown == [f"note: {short_line(note_line(k), NOTE_LINE_CHARS)}" for k in kinds]
     assert sum(k.count for k in kinds) == len(doc["notes"]) - 1
     # each line says its count, one note too, so the lines add up to the footer's total
     counts = [re.match(r"note: [a-z -]+ \((\d+) notes?\): ", ln) for ln in shown]
@@ -91,9 +92,9 @@ def test_plan_says_where_it_was_recorded_and_plans_show_returns_it(tmp_path):
     # every note counted once: those the lines sum, and the DEMO line's apart
     # (it read "(26 notes in 3 lines, one per kind; 1 more said above ...)": 27 in all,
     # which it left the reader to add up)
-    assert (f"({len(doc['notes'])} notes: {len(doc['notes']) - 1} in the {len(shown)} lines "
-            "above, one per kind, and 1 in the DEMO line; --all-notes (or --verbose) prints "
-            "each)") in text
+    assert (f"({len(doc['notes'])} notes in all: {len(doc['notes']) - 1} grouped by kind in the "
+            f"{len(shown)} lines above, 1 in the DEMO line; --all-notes prints each one whole)"
+            ) in text
     # the DEMO workload note is the DEMO line above the table, not a note again
     assert not any(ln.startswith("note: workload") for ln in shown)
     r = runner.invoke(app, ["plans", "show", pid, "--all-notes"])
@@ -390,8 +391,8 @@ def test_plan_notes_are_printed_as_they_are_when_grouping_them_fails(monkeypatch
     buf.seek(0)
     demo = dict(doc, workload={"source": "demo"}, notes=["workload: DEMO jobs", *notes])
     cli.print_plan(demo, [])
-    assert ("(3 notes: 2 in the 2 lines above, one per note, and 1 in the DEMO line; "
-            "--all-notes (or --verbose) prints each)") in buf.getvalue()
+    assert ("(3 notes in all: 2 one per line in the 2 lines above, 1 in the DEMO line; "
+            "--all-notes prints each one whole)") in buf.getvalue()
 
 
 def test_sites_label_names_the_shortest_way():

@@ -8,6 +8,7 @@ import json
 from typer.testing import CliRunner
 
 from carbonsched.cli.app import app
+from carbonsched.cli.plan_view import NOTE_LINE_CHARS, short_line
 from carbonsched.notes import note_line, notes_by_kind
 from carbonsched.pipeline.daily import plan_uses
 
@@ -29,7 +30,7 @@ def test_global_plan_reports_no_price_and_one_line_per_kind(shared_data, tmp_pat
     shown = [ln for ln in r.output.splitlines() if ln.startswith("note: ")]
     assert doc["notes"][0].startswith("workload: ")       # the DEMO line says it on screen
     kinds = notes_by_kind(doc["notes"][1:], doc["sites"])
-    assert shown == [f"note: {note_line(k)}" for k in kinds]
+    assert shown == [f"note: {short_line(note_line(k), NOTE_LINE_CHARS)}" for k in kinds]
     assert sum(k.count for k in kinds) == len(doc["notes"]) - 1
     assert len(shown) == len({k.kind for k in kinds}) <= 3
     missing = next(ln for ln in shown if ln.startswith("note: missing data (8 notes): "))
@@ -38,9 +39,9 @@ def test_global_plan_reports_no_price_and_one_line_per_kind(shared_data, tmp_pat
     said = " ".join(r.output.split())
     # (it read "(26 notes in 3 lines, one per kind; 1 more said above ...)": 27 in all,
     # which it left the reader to add up)
-    assert (f"({len(doc['notes'])} notes: {len(doc['notes']) - 1} in the {len(shown)} lines "
-            "above, one per kind, and 1 in the DEMO line; --all-notes (or --verbose) prints "
-            "each)") in said
+    assert (f"({len(doc['notes'])} notes in all: {len(doc['notes']) - 1} grouped by kind in the "
+            f"{len(shown)} lines above, 1 in the DEMO line; --all-notes prints each one whole)"
+            ) in said
     r = runner.invoke(app, ["plan", "--catalog", "global", "--date", "2023-07-15", "--no-store",
                             "--verbose"], terminal_width=200)
     assert len([ln for ln in r.output.splitlines() if ln.startswith("note: ")]) == \

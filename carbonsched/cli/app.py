@@ -211,12 +211,12 @@ def plan(
             err.print(f"plan written to {out_file}", highlight=False)
         res.raise_store_error()
         if store:
-            err.print(f"plan {pid} recorded in {res.stored_in}; get it as JSON "
-                      f"with `carbonsched plans show {pid} --json`, list plans with "
+            err.print(f"plan {pid[:12]} recorded in {res.stored_in}; get it as JSON "
+                      f"with `carbonsched plans show {pid[:12]} --json`, list plans with "
                       "`carbonsched plans list`",
                       highlight=False, soft_wrap=True)  # a wrapped command breaks copy-paste
         elif not out_file:
-            err.print(f"plan {pid} was neither recorded (--no-store) nor written; add "
+            err.print(f"plan {pid[:12]} was neither recorded (--no-store) nor written; add "
                       "--out plan.json to keep it as JSON", highlight=False)
         status = daily.document["solver"]["status"]
         if status in ("infeasible", "no_solution", "error"):

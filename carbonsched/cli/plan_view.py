@@ -17,6 +17,23 @@ ROUTINE_SOLVER_CLAUSES = ("solver status optimal",)
 SOLVER_NOTE_CHARS = 240
 """Longest solver note printed by default; ``--all-notes`` prints it whole. [chars]"""
 
+NOTE_LINE_CHARS = 320
+"""Longest grouped note line printed by default (about four terminal lines); ``--all-notes``
+prints each note whole. [chars]"""
+
+
+def short_line(text: str, max_chars: int) -> str:
+    """``text`` cut at the last clause boundary (``"; "``, ``" · "``) within ``max_chars``.
+
+    A text that fits is returned as it is; a cut one ends with ``" … (--all-notes prints it
+    whole)"``. With no boundary inside the limit the text is cut at ``max_chars``.
+    """
+    if len(text) <= max_chars:
+        return text
+    head = text[:max_chars]
+    cut = max(head.rfind("; "), head.rfind(" · "))
+    return (head[:cut] if cut > 0 else head).rstrip() + " … (--all-notes prints it whole)"
+
 
 def solver_note(solver: dict[str, object], max_chars: int | None = None) -> str:
     """The plan's ``solver.note`` less its routine clauses (``""`` when nothing is left).
@@ -128,16 +145,18 @@ def print_plan(doc: dict[str, Any], summary: list[dict[str, Any]],
     except Exception:   # noqa: BLE001 - display only: the plan must still reach the store
         lines, per = list(shown), "one per note"   # each note as it is: no kind was found
     for line in lines:
-        out.print(f"[dim]note: {escape(line)}[/]", highlight=False, soft_wrap=True)
-    if len(lines) < len(notes):
+        out.print(f"[dim]note: {escape(short_line(line, NOTE_LINE_CHARS))}[/]",
+                  highlight=False, soft_wrap=True)
+    if len(lines) < len(notes) or any(len(ln) > NOTE_LINE_CHARS for ln in lines):
         # every note counted once: those the lines above sum, and those a header line said
         above = len(notes) - len(shown)
         where = " and ".join(said_in) + (" line" if len(said_in) == 1 else " lines")
         n_lines = f"{len(lines)} line" + ("" if len(lines) == 1 else "s")
-        count = f"{len(notes)} note" + ("" if len(notes) == 1 else "s")
-        head = (f"{count}: {len(shown)} in the {n_lines} above, {per}, and {above} in "
-                f"the {where}" if above else f"{count} in the {n_lines} above, {per}")
-        out.print(f"[dim]({head}; --all-notes (or --verbose) prints each)[/]",
+        grouped = "grouped by kind" if per == "one per kind" else "one per line"
+        head = (f"{len(notes)} note" + ("" if len(notes) == 1 else "s") + " in all: "
+                f"{len(shown)} {grouped} in the {n_lines} above"
+                + (f", {above} in the {where}" if above else ""))
+        out.print(f"[dim]({head}; --all-notes prints each one whole)[/]",
                   highlight=False, soft_wrap=True)
 
 
