@@ -63,14 +63,10 @@ from carbonsched.domain import (
     RunningWork,
     Site,
     Tenant,
-    domain_reason,
-    domains_hold,
-    gang_shape_reason,
-    payload_reason,
-    runs_at,
 )
 from carbonsched.errors import InputError, TimeAxisError, UnknownSiteError
 from carbonsched.flex import Commitment
+from carbonsched.plan.precheck import site_precheck, window_precheck
 from carbonsched.timeaxis import HOUR
 
 SIGNAL_COLUMNS = ("carbon_intensity_g_per_kwh", "pue", "green_surplus_kw")
@@ -752,86 +748,23 @@ def compile_sets(problem: PlanningProblem, signals: pd.DataFrame | None = None, 
     known_types = {g for s in problem.sites for g in s.gpus}
     horizon_end = t0 + n_t * slot
     grid_word = "the hour" if sm == SLOT_MINUTES else f"the {sm}-minute grid"
+    everywhere = lambda s: True  # noqa: E731 - a gang within one node at every site
     for k, job in enumerate(problem.jobs):
-        if job.gpu_type not in known_types:
-            reasons[k] = (ReasonCode.UNKNOWN_GPU_TYPE,
-                          f"no site in the catalog has GPU type {job.gpu_type!r}")
-            continue
-        if job.allowed_sites:
-            cand = [spos[s] for s in job.allowed_sites if s in spos]
-            if not cand:
-                reasons[k] = (ReasonCode.DATA_RESIDENCY,
-                              f"none of the allowed sites {list(job.allowed_sites)} is in "
-                              "the catalog")
-                continue
-        else:
-            cand = list(range(n_s))
-        # only where the site's backend runs what the job names (dispatch would refuse it)
-        if job.payload is not None:
-            ran = [s for s in cand if runs_at(problem.sites[s], job)]
-            if not ran:
-                reasons[k] = payload_reason(job, [problem.sites[s] for s in cand])
-                continue
-            cand = ran
         g = j_g[k]
-        typed = [s for s in cand if count[s, g] > 0]
-        if not typed:
-            reasons[k] = (ReasonCode.NO_FEASIBLE_SLOT,
-                          f"no allowed site has GPU type {job.gpu_type!r}")
-            continue
-        fits = [s for s in typed if count[s, g] >= job.gpus]
-        if not fits:
-            reasons[k] = (ReasonCode.GANG_TOO_LARGE,
-                          f"gang of {job.gpus} {job.gpu_type} exceeds every allowed site "
-                          f"(largest {int(count[typed, g].max())})")
-            continue
-        # a gang larger than a node runs on whole nodes only (the site's node shape)
-        if job.gpus > one_node_max[g]:
-            shaped = [s for s in fits if job.gpus <= node[s, g] or job.gpus % node[s, g] == 0]
-            if not shaped:
-                reasons[k] = gang_shape_reason(job.gpus, job.gpu_type,
-                                               [problem.sites[s] for s in fits])
-                continue
-            fits = shaped
-        # a gang with a topology constraint: only where that many network domains hold it
-        if job.max_domains is not None:
-            spanned = [s for s in fits if domains_hold(problem.sites[s], job)]
-            if not spanned:
-                reasons[k] = domain_reason(job, [problem.sites[s] for s in fits])
-                continue
-            fits = spanned
-        # the most IT power each site allows in any hour the job could occupy
         lo, hi = max(int(first[k]), 0), min(int(last[k]) + int(j_dur[k]), n_ext)
-        cap_win = cap_phys[:, lo:hi].max(axis=1) if hi > lo else cap
-        powered = [s for s in fits if cap_win[s] >= j_kw[k] - 1e-9]
-        if not powered:
-            by_facility = any(cap_win[s] < it_cap[s] - 1e-9 for s in fits)
-            reasons[k] = (ReasonCode.EXCEEDS_POWER_CAP,
-                          f"job draws {j_kw[k]:.1f} kW IT power, above every allowed site's cap "
-                          f"in its window (largest {cap_win[fits].max():.1f} kW"
-                          + (", with facility power caps at the PUE's upper bound)"
-                             if by_facility else ")"))
-            continue
-        if dl[k] <= 0:
-            reasons[k] = (ReasonCode.DEADLINE_PASSED,
-                          f"deadline {job.deadline.isoformat()} is before the horizon starts")
-            continue
-        if last_any[k] < first[k]:
-            if job.earliest_start < t0:
-                reasons[k] = (ReasonCode.DEADLINE_PASSED,
-                              f"started at the horizon start {t0.isoformat()}, its "
-                              f"{job.duration_minutes} min would end after its deadline "
-                              f"{job.deadline.isoformat()}")
-            else:
-                reasons[k] = (ReasonCode.NO_FEASIBLE_SLOT,
-                              f"no start in [{job.earliest_start.isoformat()} rounded up to "
-                              f"{grid_word}, deadline - {job.duration_minutes} min]")
-            continue
-        if last[k] < first[k]:
-            # no start inside the horizon, but one after it: pending for a later run
-            reasons[k] = (ReasonCode.DEFERRED_PAST_HORIZON,
-                          f"earliest start {job.earliest_start.isoformat()} is at or after "
-                          f"the horizon end {horizon_end.isoformat()}; a later run plans it")
+        reason, powered = site_precheck(
+            job, problem.sites, spos, known_types,
+            count[:, g] if g >= 0 else count[:, :0].sum(axis=1),
+            everywhere if g < 0 or job.gpus <= one_node_max[g] else
+            (lambda s, g=g, n=job.gpus: n <= node[s, g] or n % node[s, g] == 0),
+            # the most IT power each site allows in any hour the job could occupy
+            lambda lo=lo, hi=hi: cap_phys[:, lo:hi].max(axis=1) if hi > lo else cap,
+            it_cap)
+        if reason is None:
+            reason = window_precheck(job, dl[k], int(first[k]), int(last_any[k]),
+                                     int(last[k]), t0, horizon_end, grid_word)
+        if reason is not None:
+            reasons[k] = reason
             continue
         allowed[k, powered] = True
 

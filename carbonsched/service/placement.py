@@ -34,15 +34,11 @@ from carbonsched.domain import (
     InferenceDemand,
     Job,
     ReasonCode,
-    domain_reason,
-    domains_hold,
-    gang_shape_reason,
     jsonable,
-    payload_reason,
-    runs_at,
 )
 from carbonsched.errors import InputError, UnknownSiteError
 from carbonsched.plan import PlanningProblem, compile_sets
+from carbonsched.plan.precheck import site_precheck, window_precheck
 from carbonsched.plan.result import emissions_by_site_hour
 from carbonsched.timeaxis import HOUR, hourly_slots
 
@@ -369,9 +365,6 @@ class PlacementBook:
             and ``first .. last`` the start slots inside the job's window and the horizon.
         """
         none = np.zeros(0, dtype=np.int64)
-        if job.gpu_type not in self.gpos:
-            return (ReasonCode.UNKNOWN_GPU_TYPE,
-                    f"no site in the catalog has GPU type {job.gpu_type!r}"), none, 0, -1
         n_t = len(self.slots)
         es = self._hours_from_start(job.earliest_start)
         dl = self._hours_from_start(job.deadline)
@@ -381,65 +374,17 @@ class PlacementBook:
         end_by = self._hours_from_start(job.deadline - pd.Timedelta(minutes=job.duration_minutes))
         last_any = int(np.floor(end_by + 1e-9))
         last = min(last_any, n_t - 1)
-        if job.allowed_sites:
-            cand = [self.spos[s] for s in job.allowed_sites if s in self.spos]
-            if not cand:
-                return (ReasonCode.DATA_RESIDENCY,
-                        f"none of the allowed sites {list(job.allowed_sites)} is in the "
-                        "catalog"), none, 0, -1
-        else:
-            cand = list(range(len(self.sites)))
-        if job.payload is not None:   # the planner's rule
-            ran = [s for s in cand if runs_at(self.sites[s], job)]
-            if not ran:
-                return payload_reason(job, [self.sites[s] for s in cand]), none, 0, -1
-            cand = ran
-        g = self.gpos[job.gpu_type]
-        typed = [s for s in cand if self.count[s, g] > 0]
-        if not typed:
-            return (ReasonCode.NO_FEASIBLE_SLOT,
-                    f"no allowed site has GPU type {job.gpu_type!r}"), none, 0, -1
-        fits = [s for s in typed if self.count[s, g] >= job.gpus]
-        if not fits:
-            return (ReasonCode.GANG_TOO_LARGE,
-                    f"gang of {job.gpus} {job.gpu_type} exceeds every allowed site "
-                    f"(largest {int(self.count[typed, g].max())})"), none, 0, -1
-        shaped = [s for s in fits
-                  if self.sites[s].gang_nodes(job.gpu_type, job.gpus) is not None]
-        if not shaped:
-            return gang_shape_reason(job.gpus, job.gpu_type,
-                                     [self.sites[s] for s in fits]), none, 0, -1
-        fits = shaped
-        if job.max_domains is not None:   # a topology-bound gang, as the planner checks it
-            spanned = [s for s in fits if domains_hold(self.sites[s], job)]
-            if not spanned:
-                return domain_reason(job, [self.sites[s] for s in fits]), none, 0, -1
-            fits = spanned
-        kw = job.it_power_kw
-        powered = [s for s in fits if self.cap_kw[s] >= kw - 1e-9]
-        if not powered:
-            return (ReasonCode.EXCEEDS_POWER_CAP,
-                    f"job draws {kw:.1f} kW IT power, above every allowed site's cap "
-                    f"in its window (largest {self.cap_kw[fits].max():.1f} kW)"), none, 0, -1
-        if dl <= 0:
-            return (ReasonCode.DEADLINE_PASSED,
-                    f"deadline {job.deadline.isoformat()} is before the horizon starts"), \
-                none, 0, -1
-        if last_any < first:
-            if job.earliest_start < self.slots[0]:
-                return (ReasonCode.DEADLINE_PASSED,
-                        f"started at the horizon start {self.slots[0].isoformat()}, its "
-                        f"{job.duration_minutes} min would end after its deadline "
-                        f"{job.deadline.isoformat()}"), none, 0, -1
-            return (ReasonCode.NO_FEASIBLE_SLOT,
-                    f"no start in [{job.earliest_start.isoformat()} rounded up to "
-                    f"the hour, deadline - {job.duration_minutes} min]"), none, 0, -1
-        if last < first:
-            horizon_end = self.slots[0] + n_t * HOUR
-            return (ReasonCode.DEFERRED_PAST_HORIZON,
-                    f"earliest start {job.earliest_start.isoformat()} is at or after "
-                    f"the horizon end {horizon_end.isoformat()}; a later run plans it"), \
-                none, 0, -1
+        g = self.gpos.get(job.gpu_type)
+        reason, powered = site_precheck(
+            job, self.sites, self.spos, self.gpos.keys(),
+            self.count[:, g] if g is not None else np.zeros(len(self.sites), dtype=np.int64),
+            lambda s: self.sites[s].gang_nodes(job.gpu_type, job.gpus) is not None,
+            lambda: self.cap_kw)
+        if reason is None:
+            reason = window_precheck(job, dl, first, last_any, last, self.slots[0],
+                                     self.slots[0] + n_t * HOUR)
+        if reason is not None:
+            return reason, none, 0, -1
         return None, np.array(sorted(set(powered)), dtype=np.int64), first, last
 
     def job_options(self, job: Job) -> tuple[tuple[ReasonCode, str] | None, np.ndarray]:
