@@ -103,6 +103,7 @@ def store_call(doing: str) -> Callable[[_F], _F]:
                 bound = sig.bind(self, *args, **kwargs).arguments
                 raise unavailable(self.engine, doing.format(**bound), exc) from exc
 
+        wrapper.store_doing = doing  # type: ignore[attr-defined]  # checked by a test
         return wrapper  # type: ignore[return-value]
 
     return deco
@@ -344,7 +345,7 @@ class ServiceStore:
                             .order_by(PlanRow.created_at.desc()).limit(1)).first()
             return None if row is None else json.loads(row.plan_json)
 
-    @store_call("reading job {job_id} of plan {plan_id}")
+    @store_call("reading the jobs of plan {plan_id}")
     def plan_job_ids(self, plan_id: str, job_ids: Collection[str]) -> set[str]:
         """The jobs of ``job_ids`` plan ``plan_id`` holds (placed or not)."""
         ids = sorted(set(job_ids))
@@ -355,6 +356,7 @@ class ServiceStore:
                     PlacementRow.plan_id == plan_id, PlacementRow.job_id.in_(ids[i:i + 500]))))
         return out
 
+    @store_call("reading job {job_id} of plan {plan_id}")
     def plan_job(self, plan_id: str, job_id: str) -> dict[str, Any] | None:
         """A job's row in a plan (state, reason, site, start, end), or ``None``.
 

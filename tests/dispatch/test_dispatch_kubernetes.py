@@ -230,7 +230,9 @@ def test_a_jobs_payload_is_the_pod_the_cluster_keeps(target):
         "workdir": "/tmp", "mig_profile": "1g.10gb",
         "volumes": [{"name": "scratch", "mount_path": "/scratch", "empty_dir": True}]}
     ).to_job().payload
-    req = _req(f"payload-{uuid.uuid4().hex[:6]}", gpus=1, payload=payload)
+    # the plan gave it the slice it asks for (plan_requests sets it from the placement)
+    req = _req(f"payload-{uuid.uuid4().hex[:6]}", gpus=1, payload=payload,
+               mig_profile=payload.mig_profile)
     try:
         assert a.submit(req).state == JobState.DISPATCHED
         kept = _raw(kc, ctx).read_namespaced_job(job_name(req.job_id, 0), ns).spec.template.spec

@@ -60,7 +60,7 @@ _WINDOW = ("dataStartAt must be earlier than dataEndAt",
            "must be within the time range of the forecast")
 REFUSES_VALID: dict[str, tuple[int, tuple[str, ...]]] = {
     "POST /v1/jobs": (422, _JOB + ("appears twice in this request",)),
-    "POST /v1/placements": (422, _JOB + ("no default power for GPU type",)),
+    "POST /v1/placements": (422, _JOB + ("no default power for GPU type", "is not on the hour")),
     "GET /v1/jobs/{job_id}": (422, _IDENTIFIER),
     "GET /v1/forecasts/{site}": (422, _IDENTIFIER),
     "POST /v1/tokens": (422, ("token expiry .* is not after now",)),

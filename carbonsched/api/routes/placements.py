@@ -40,7 +40,8 @@ router = APIRouter(prefix="/v1", tags=["placements"],
 @router.post("/placements", operation_id="createPlacement", response_model=PlacementPublic,
              openapi_extra=refused_422(*JOB_RULES, "an inference query without "
                                        "`power_per_gpu_kw` for a GPU type the parameter "
-                                       "table has no power figure of"))
+                                       "table has no power figure of", "an inference "
+                                       "`start` not on the hour (plans use hourly slots)"))
 async def create_placement(query: Annotated[PlacementQuery, Body()], request: Request,
                            role: ReadRole) -> PlacementPublic:
     """Recommend a site and start in the capacity the current plan leaves free.
