@@ -116,9 +116,10 @@ class ReasonCode(StrEnum):
     UNKNOWN_SITE = "UnknownSite"
     """The job names a site the catalog does not define (a job submitted before a catalog
     edit removed it): no run can plan it."""
-    UNKNOWN_TEMPLATE = "UnknownTemplate"
-    """The job names a template the catalog no longer defines (a job waiting in the rolling
-    state when a catalog edit removed it): no run can plan it."""
+    UNUSABLE_TEMPLATE = "UnusableTemplate"
+    """The job names a template the catalog no longer defines, or whose fields the job schema
+    now refuses merged with the job's own (a job waiting in the rolling state when a catalog
+    edit changed it): no run can plan it."""
     STARTED = "Started"
     COMPLETED = "Completed"
     BACKEND_FAILED = "BackendFailed"

@@ -136,28 +136,36 @@ def unplannable_pending(state: RollingState, catalog: Catalog) -> list[Unplaced]
 
     A job waits in the state as it was submitted; its sites are checked and its template is
     applied at each run. When a catalog edit has since removed a site it names
-    (``UnknownSite``) or the template it names (``UnknownTemplate``), the planner would refuse
-    the whole run, every run, until the job's deadline; it is ended instead.
+    (``UnknownSite``), or removed or changed the template it names so that the merged job no
+    longer passes the job schema (``UnusableTemplate``, with the schema's message), the
+    planner would refuse the whole run, every run, until the job's deadline; it is ended
+    instead.
 
     Returns
     -------
     list of Unplaced
         One per such pending job, with the reason and a detail naming what is missing.
     """
+    from carbonsched.errors import WorkloadError
+    from carbonsched.workload.schema import apply_templates
+
     known = set(catalog.site_ids)
     out: list[Unplaced] = []
     for jid, job in state.pending.items():
         lost = sorted(set(job.allowed_sites) - known)
-        template = job.payload.template if job.payload is not None else None
         if lost:
             out.append(Unplaced(jid, ReasonCode.UNKNOWN_SITE, (
                 f"it names site(s) {', '.join(lost)} that catalog {catalog.name!r} no longer "
                 "defines; submit it again with sites of this catalog")))
-        elif template is not None and template not in catalog.templates:
-            have = ", ".join(sorted(catalog.templates)) or "none"
-            out.append(Unplaced(jid, ReasonCode.UNKNOWN_TEMPLATE, (
-                f"it names template {template!r}, which catalog {catalog.name!r} no longer "
-                f"defines (it defines: {have}); submit it again with one of them")))
+            continue
+        if job.payload is None or job.payload.template is None:
+            continue
+        try:
+            apply_templates([job], catalog.templates, where=f"catalog {catalog.name!r}")
+        except WorkloadError as exc:
+            out.append(Unplaced(jid, ReasonCode.UNUSABLE_TEMPLATE, (
+                f"its template no longer applies ({exc}); submit it again with a template "
+                "of this catalog, or with its fields given")))
     return out
 
 
@@ -235,7 +243,7 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
     own = [n for n in run.notes if not (said and " greedy " in n)]
     if edited:
         own.append(f"{len(edited)} waiting job(s) ended Failed: a catalog edit removed a site "
-                   "or template they name (UnknownSite, UnknownTemplate), so no run could plan "
+                   "or template they name (UnknownSite, UnusableTemplate), so no run could plan "
                    "them: " + ", ".join(f"{u.job_id} ({u.reason})" for u in edited[:10])
                    + (" ..." if len(edited) > 10 else ""))
     if clash:

@@ -135,8 +135,9 @@ def test_an_api_job_that_holds_its_id_first_keeps_it_and_the_files_clash_is_said
 
 
 @pytest.mark.parametrize(("edit", "reason", "says"), [
-    ({"template": "gone"}, "UnknownTemplate",
-     "it names template 'gone', which catalog 'frankfurt' no longer defines (it defines: "),
+    ({"template": "gone"}, "UnusableTemplate",
+     "its template no longer applies (catalog 'frankfurt', job evening, field 'template': "
+     "unknown template 'gone'; the catalog defines: none"),
     ({"allowed_sites": ["mars-site"]}, "UnknownSite",
      "it names site(s) mars-site that catalog 'frankfurt' no longer defines"),
 ], ids=["template", "site"])
@@ -165,5 +166,30 @@ def test_a_waiting_file_job_a_catalog_edit_made_unplannable_ends_and_the_rest_pl
     assert ended["evening"]["detail"].startswith(says)
     assert "api-ok" not in ended                                        # the rest plan
     assert (f"1 waiting job(s) ended Failed: a catalog edit removed a site or template they "
-            f"name (UnknownSite, UnknownTemplate), so no run could plan them: evening "
+            f"name (UnknownSite, UnusableTemplate), so no run could plan them: evening "
             f"({reason})") in doc["notes"]
+
+
+def test_unplannable_pending_names_a_template_the_job_no_longer_fits():
+    # a template still defined but changed so that, merged with the job, the schema refuses
+    # it (gpu_milli on a 2-GPU gang) ends the job; the same template on a 1-GPU job still
+    # applies (the limit); a job without a template is never looked at
+    from dataclasses import replace
+
+    from carbonsched.catalog import load_catalog
+    from carbonsched.plan.rolling import RollingState
+    from carbonsched.service.rolling import unplannable_pending
+    from carbonsched.service.runs import job_from_spec as api_job
+    from carbonsched.store.rolling_state import job_from_spec
+    from tests.service.test_rolling_service import CATALOG
+
+    cat = replace(load_catalog(CATALOG), templates={"shared": {"gpu_milli": 250}})
+    st = RollingState()
+    for jid, gpus, tmpl in (("gang", 2, "shared"), ("one", 1, "shared"), ("plain", 2, None)):
+        spec = _spec(jid, gpus=gpus) | ({"template": tmpl} if tmpl else {})
+        st.pending[jid] = job_from_spec(spec)
+    assert api_job(_spec("x", template="shared")).payload is None   # API jobs: merged, no name
+    (u,) = unplannable_pending(st, cat)
+    assert (u.job_id, str(u.reason)) == ("gang", "UnusableTemplate")
+    assert u.detail.startswith("its template no longer applies (catalog 'frankfurt', job gang, "
+                               "field 'gpus': a job with gpu_milli asks for one slice")
