@@ -254,48 +254,42 @@ def status(
 
 def cancel(
     job: Annotated[str, typer.Argument(help="The dispatched job's id.")],
-    piece: Annotated[int | None, typer.Option(
-        "--piece", min=0, help="Cancel only this piece (0-based); default every piece of the "
-        "job that has not ended.")] = None,
+    from_piece: Annotated[int, typer.Option(
+        "--from-piece", min=0, help="Cancel this piece (0-based) and every later one (a later "
+        "piece resumes from an earlier one's checkpoint); default 0, the whole job.")] = 0,
     catalog: Annotated[str | None, typer.Option(
         "--catalog", help="Catalog name or path (default: the one its plan names).")] = None,
 ) -> None:
     """Cancel a dispatched job on its site's scheduler (scancel, or the Job deleted).
 
-    Exactly once: each piece's outbox row is claimed first, so a cancel never races a
-    dispatcher's submission (a piece being submitted is refused, with when to retry); a piece
-    that has ended keeps its record; a piece not yet on its backend is never submitted.
+    Exactly once: every piece's outbox row is claimed before any is touched, so a cancel never
+    races a dispatcher's submission (while one holds a piece nothing is cancelled, and the
+    message says when to retry; exit 3); a piece that has ended keeps its record; a piece not
+    yet on its backend is never submitted.
     """
     from carbonsched.cli.common import errors, out
     from carbonsched.dispatch.outbox import (
         ALREADY_ENDED,
         CANCELLED,
         NOT_ON_BACKEND,
-        cancel_unit,
+        cancel_job,
         dispatch_records,
     )
-    from carbonsched.errors import InputError
 
     with errors():
         store = _store()
-        df = dispatch_records(store)
-        mine = df[df["job_id"] == job].sort_values("piece") if len(df) else df
-        if not len(mine):
-            raise InputError(f"job {job!r} was never dispatched; `carbonsched status` lists "
-                             "the dispatched jobs")
-        if piece is not None:
-            mine = mine[mine["piece"] == piece]
-            if not len(mine):
-                raise InputError(f"job {job!r} has no piece {piece}; its pieces: "
-                                 f"{', '.join(str(p) for p in df[df['job_id'] == job]['piece'])}")
-        cat = catalog or store.get_plan(str(mine.iloc[0]["plan_id"]))["catalog"]
-        for r in mine.itertuples(index=False):
-            said = {CANCELLED: f"cancelled {escape(r.key)} at {r.site} ({r.backend})",
-                    NOT_ON_BACKEND: f"{escape(r.key)}: {r.backend} had nothing to cancel (it "
+        if catalog is None:
+            df = dispatch_records(store)
+            mine = df[df["job_id"] == job] if len(df) else df
+            catalog = (store.get_plan(str(mine.iloc[0]["plan_id"]))["catalog"] if len(mine)
+                       else "global")
+        for o in cancel_job(store, catalog, job, from_piece):
+            said = {CANCELLED: f"cancelled {escape(o.key)} at {o.site} ({o.backend})",
+                    NOT_ON_BACKEND: f"{escape(o.key)}: {o.backend} had nothing to cancel (it "
                     "had ended there); recorded Cancelled",
-                    ALREADY_ENDED: f"{escape(r.key)} had already ended ({r.state}); left as "
-                    "it is"}
-            out.print(said[cancel_unit(store, cat, job, int(r.piece))], highlight=False)
+                    ALREADY_ENDED: f"{escape(o.key)} had already ended ({o.state_before}); "
+                    "left as it is"}
+            out.print(said[o.outcome], highlight=False)
 
 
 UNAVAILABLE_PREFIX = f"{ReasonCode.BACKEND_UNAVAILABLE}: "

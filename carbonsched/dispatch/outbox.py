@@ -1399,75 +1399,131 @@ def dispatch_records(store: Store, plan_id: str | None = None) -> pd.DataFrame:
     return pd.DataFrame([{c: getattr(r, c) for c in cols} for r in rows], columns=cols)
 
 
-def cancel_unit(store: Store, catalog: Catalog | str, job_id: str, piece: int = 0, *,
-                adapters: Mapping[str, DispatchAdapter] | None = None,
-                clock: Clock = system_clock, settings: Settings | None = None) -> str:
-    """Cancel one dispatched unit on its backend and record it ``Cancelled``, exactly once.
+@dataclass(frozen=True)
+class CancelOutcome:
+    """What :func:`cancel_job` did to one unit."""
 
-    The cancel claims the unit's outbox row first (its lease, :meth:`Claimant.claim_key`), as a
-    dispatcher does before a submission, so it never races one:
+    key: str
+    site: str
+    backend: str
+    state_before: str
+    """The unit's state when the cancel held its lease."""
+    outcome: str
+    """:data:`CANCELLED`, :data:`NOT_ON_BACKEND` or :data:`ALREADY_ENDED`."""
 
-    - a unit a live dispatcher holds (a submission may be in flight) is refused with the
-      holder and the time its lease ends, to retry then;
-    - a unit that has ended (``Succeeded``, ``Failed``, ``Cancelled``) is left as it is
-      (nothing to cancel; its record and times are kept);
+
+CANCELLED = "cancelled"
+"""The unit was stopped by the cancel (on its backend, or before it got there)."""
+NOT_ON_BACKEND = "not-on-backend"
+"""Its backend had nothing to cancel (it had ended there unseen); recorded ``Cancelled``."""
+ALREADY_ENDED = "already-ended"
+"""The outbox records it ended; left as it is."""
+
+
+def cancel_job(store: Store, catalog: Catalog | str, job_id: str, from_piece: int = 0, *,
+               pieces: Collection[int] | None = None,
+               adapters: Mapping[str, DispatchAdapter] | None = None,
+               clock: Clock = system_clock, settings: Settings | None = None
+               ) -> list[CancelOutcome]:
+    """Cancel a dispatched job's units on their backends and record them ``Cancelled``.
+
+    Every unit of the job from piece ``from_piece`` on (a later piece resumes from an earlier
+    one's checkpoint, so it cannot run without it), or only ``pieces``. The cancel claims
+    **every** unit's outbox row first (its lease, :meth:`Claimant.claim_key`), as a dispatcher
+    does before a submission, and acts only once it holds them all, so no dispatcher submits
+    one of them meanwhile:
+
+    - when a live dispatcher holds one (a submission may be in flight), nothing is cancelled
+      and the holder and the time its lease ends are named, to retry then;
+    - a unit that has ended (``Succeeded``, ``Failed``, ``Cancelled``) is left as it is (its
+      record and times are kept);
     - a pending unit never tried on its backend is recorded ``Cancelled`` without a backend
       call, and no dispatcher submits it after (they submit only pending rows);
     - any other unit is cancelled on its backend by key (idempotent), then recorded.
 
     Returns
     -------
-    str
-        :data:`CANCELLED` when this call stopped the unit (on its backend, or before it got
-        there); :data:`NOT_ON_BACKEND` when its backend had nothing to cancel (it had ended
-        there unseen; recorded ``Cancelled``); :data:`ALREADY_ENDED` when the outbox records
-        it ended (left as it is).
+    list of CancelOutcome
+        One per unit, in piece order.
 
     Raises
     ------
     InputError
-        The unit was never dispatched.
+        The job (or piece) was never dispatched.
     UnitHeldError
-        A live dispatcher holds it (the message says until when); retry then.
+        A live dispatcher holds one of the units (the message says until when); nothing was
+        cancelled; retry then.
     BackendUnavailableError
-        The backend did not answer; the unit is left as it was (its lease lapses), so the cancel
-        can be retried.
+        A backend did not answer; its unit is left as it was (the units before it in piece
+        order are cancelled), so the cancel can be retried.
     """
     if isinstance(catalog, str | Path):
         catalog = load_catalog(catalog)
     settings = settings or get_settings()
-    key = dispatch_key(job_id, piece)
+    with Session(store.engine) as s:
+        q = select(DispatchRow.key, DispatchRow.piece).where(DispatchRow.job_id == job_id)
+        found = sorted(s.execute(q).all(), key=lambda r: r.piece)
+    if not found:
+        raise InputError(f"job {job_id!r} was never dispatched; `carbonsched status` lists the "
+                         "dispatched jobs")
+    keys = [r.key for r in found if (r.piece in pieces if pieces is not None
+                                     else r.piece >= from_piece)]
+    if not keys:
+        raise InputError(f"job {job_id!r} has no piece {min(pieces or [from_piece])}; its "
+                         f"pieces: {', '.join(str(r.piece) for r in found)}")
     claimant = Claimant(store, settings.dispatch_lease_s)
-    taken, holder, until = claimant.claim_key(key)
-    if not taken:
-        raise UnitHeldError(
-            f"job {job_id} piece {piece} is being dispatched by {holder} (its lease ends "
-            f"{_iso(until)}); cancel it again after that, when the submission has settled")
+    out: list[CancelOutcome] = []
     try:
-        with Session(store.engine) as s:
-            row = s.scalars(select(DispatchRow).where(DispatchRow.key == key)).one()
-            if row.state in TERMINAL:
-                return ALREADY_ENDED
-            if row.state == str(JobState.PENDING) and row.submit_attempted_at is None:
-                done = True            # never tried on its backend: nothing there to cancel
-            else:
-                adapters = adapters if adapters is not None else build_adapters(catalog)
-                done = adapters[row.site].cancel(key)
-            row.state, row.reason = str(JobState.CANCELLED), str(ReasonCode.CANCELLED)
-            row.updated_at = _now(clock)
-            if done and row.actual_start is not None and row.actual_end is None:
-                # it ran until now: the report counts its hours to here, not to its period's
-                # end (a job the backend found over already keeps no end: the planned end)
-                row.actual_end = row.updated_at
-            s.commit()
+        for key in keys:            # every unit held before any is touched
+            taken, holder, until = claimant.claim_key(key)
+            if not taken:
+                raise UnitHeldError(
+                    f"{key} of job {job_id} is being dispatched by {holder} (its lease ends "
+                    f"{_iso(until)}); nothing was cancelled; cancel again after that, when "
+                    "the submission has settled")
+        for key in keys:
+            with Session(store.engine) as s:
+                row = s.scalars(select(DispatchRow).where(DispatchRow.key == key)).one()
+                before = row.state
+                if row.state in TERMINAL:
+                    out.append(CancelOutcome(key, row.site, row.backend, before, ALREADY_ENDED))
+                    continue
+                if row.state == str(JobState.PENDING) and row.submit_attempted_at is None:
+                    done = True        # never tried on its backend: nothing there to cancel
+                else:
+                    adapters = adapters if adapters is not None else build_adapters(catalog)
+                    done = adapters[row.site].cancel(key)
+                row.state, row.reason = str(JobState.CANCELLED), str(ReasonCode.CANCELLED)
+                row.updated_at = _now(clock)
+                if done and row.actual_start is not None and row.actual_end is None:
+                    # it ran until now: the report counts its hours to here, not to its
+                    # period's end (a job the backend found over keeps no end: the planned end)
+                    row.actual_end = row.updated_at
+                # the lease (at least twice a backend call, check_lease_covers) outlasts the
+                # call above: the row is still this cancel's when it is written
+                s.commit()
+                out.append(CancelOutcome(key, row.site, row.backend, before,
+                                         CANCELLED if done else NOT_ON_BACKEND))
     finally:
         claimant.release()
-    return CANCELLED if done else NOT_ON_BACKEND
+    return out
 
 
-CANCELLED = "cancelled"
-""":func:`cancel_unit`: the unit was stopped by this call."""
-NOT_ON_BACKEND = "not-on-backend"
-""":func:`cancel_unit`: its backend had nothing to cancel; recorded ``Cancelled``."""
-ALREADY_ENDED = "already-ended"
-""":func:`cancel_unit`: the outbox records it ended; left as it is."""
+def cancel_unit(store: Store, catalog: Catalog | str, job_id: str, piece: int = 0, *,
+                adapters: Mapping[str, DispatchAdapter] | None = None,
+                clock: Clock = system_clock, settings: Settings | None = None) -> str:
+    """Cancel one unit (:func:`cancel_job` of that piece alone); what it did.
+
+    Returns
+    -------
+    str
+        :data:`CANCELLED`, :data:`NOT_ON_BACKEND` or :data:`ALREADY_ENDED`.
+
+    Raises
+    ------
+    InputError, UnitHeldError, BackendUnavailableError
+        As :func:`cancel_job`.
+    """
+    (one,) = cancel_job(store, catalog, job_id, pieces=[piece], adapters=adapters, clock=clock,
+                        settings=settings)
+    return one.outcome

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from carbonsched.catalog import load_catalog
 from carbonsched.dispatch.lease import Claimant
-from carbonsched.dispatch.outbox import cancel_unit
+from carbonsched.dispatch.outbox import cancel_job, cancel_unit
 from carbonsched.errors import InputError, UnitHeldError
 from carbonsched.store import Store
 from carbonsched.store.models import DispatchRow
@@ -52,8 +52,9 @@ def _set(store: Store, **values) -> None:
 def test_a_unit_a_live_dispatcher_holds_is_not_cancelled_under_it(store):
     other = Claimant(store, 120, owner="host-b/dispatcher", is_dead=lambda _: False)
     assert other.claim(["ca-on-toronto"]).ids                      # a submission may be in flight
-    with pytest.raises(UnitHeldError, match=r"job j piece 0 is being dispatched by "
-                                         r"host-b/dispatcher \(its lease ends "):
+    with pytest.raises(UnitHeldError, match=r"j#0 of job j is being dispatched by "
+                                            r"host-b/dispatcher \(its lease ends .*\); "
+                                            r"nothing was cancelled"):
         cancel_unit(store, CATALOG, "j", adapters={})
     assert (_row(store).state, _row(store).lease_owner) == ("Pending", "host-b/dispatcher")
 
@@ -81,8 +82,7 @@ def test_an_ended_unit_keeps_its_record(store, state):
 
 
 def test_a_unit_never_dispatched_is_named(store):
-    with pytest.raises(InputError, match="no dispatch intent has key 'k#0': it was never "
-                                         "dispatched"):
+    with pytest.raises(InputError, match="job 'k' was never dispatched"):
         cancel_unit(store, CATALOG, "k", adapters={})
 
 
@@ -93,10 +93,53 @@ def test_carbonsched_cancel_says_what_it_did_to_each_piece(store):
     r = cli("cancel", "nope", "--catalog", "global", env=env)
     assert r.returncode == 2
     assert "job 'nope' was never dispatched; `carbonsched status` lists" in r.stderr
-    r = cli("cancel", "j", "--piece", "1", "--catalog", "global", env=env)
+    r = cli("cancel", "j", "--from-piece", "1", "--catalog", "global", env=env)
     assert r.returncode == 2 and "job 'j' has no piece 1; its pieces: 0" in r.stderr
     r = cli("cancel", "j", "--catalog", "global", env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "cancelled j#0 at ca-on-toronto (slurm:ontario)"
     r = cli("cancel", "j", "--catalog", "global", env=env)             # again: nothing to do
     assert r.stdout.strip() == "j#0 had already ended (Cancelled); left as it is"
+
+
+def _add_pieces(store: Store, n: int) -> None:
+    with Session(store.engine) as s:
+        for p in range(1, n):
+            s.add(DispatchRow(
+                key=f"j#{p}", job_id="j", piece=p, plan_id="p1", site="ca-on-toronto",
+                backend="slurm:ontario", state="Pending", reason="AwaitingSubmit", detail="",
+                request_json="{}", planned_start=T0 + timedelta(hours=2 * p),
+                planned_end=T0 + timedelta(hours=2 * p + 1), attempts=0, created_at=T0,
+                updated_at=T0))
+        s.commit()
+
+
+def _states(store: Store) -> dict[str, str]:
+    with Session(store.engine) as s:
+        return {r.key: r.state for r in s.scalars(select(DispatchRow))}
+
+
+def test_a_job_in_pieces_is_claimed_whole_before_any_piece_is_cancelled(store):
+    # before: pieces were claimed, cancelled and released one by one, so a dispatcher could
+    # take a later piece between two of them and run it without its predecessor
+    _add_pieces(store, 3)
+    with store.engine.begin() as c:      # a live dispatcher holds the last piece
+        c.execute(update(DispatchRow).where(DispatchRow.key == "j#2").values(
+            lease_owner="host-b/dispatcher",
+            lease_expires_at=datetime.now(UTC) + timedelta(minutes=2)))
+    with pytest.raises(UnitHeldError, match="j#2 of job j is being dispatched by host-b"):
+        cancel_job(store, CATALOG, "j", adapters={})
+    assert _states(store) == {"j#0": "Pending", "j#1": "Pending", "j#2": "Pending"}
+    with Session(store.engine) as s:     # the pieces the cancel had taken are let go
+        assert {r.key: r.lease_owner for r in s.scalars(select(DispatchRow))} == {
+            "j#0": None, "j#1": None, "j#2": "host-b/dispatcher"}
+    _set_all(store, "j#2", lease_expires_at=datetime.now(UTC) - timedelta(seconds=1))
+    done = cancel_job(store, CATALOG, "j", 1, adapters={})         # piece 1 and after
+    assert [(o.key, o.outcome, o.state_before) for o in done] == [
+        ("j#1", "cancelled", "Pending"), ("j#2", "cancelled", "Pending")]
+    assert _states(store) == {"j#0": "Pending", "j#1": "Cancelled", "j#2": "Cancelled"}
+
+
+def _set_all(store: Store, key: str, **values) -> None:
+    with store.engine.begin() as c:
+        c.execute(update(DispatchRow).where(DispatchRow.key == key).values(**values))
