@@ -70,3 +70,32 @@ def test_notes_by_kind_counts_every_kind_and_keeps_unknown_notes_as_other():
         "missing data (2 notes): sites a, b: 10–12 of 20 hour(s) without temperature (NaN)",
         "site left out (1 note): site c left out: fewer than 48 hours",
         "other (1 note): a: something new"]
+
+
+def test_a_note_line_at_the_limit_is_kept_and_one_over_it_is_cut_and_footed(monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from carbonsched.cli import plan_view as cli
+
+    at = "a" * (NOTE_LINE_CHARS - 10) + "; " + "b" * 8            # exactly the limit
+    assert len(at) == NOTE_LINE_CHARS and short_line(at, NOTE_LINE_CHARS) == at
+    over = at + "c"
+    assert short_line(over, NOTE_LINE_CHARS) == ("a" * (NOTE_LINE_CHARS - 10)
+                                                 + " … (--all-notes prints it whole)")
+    # one note of one kind, too long: cut on screen, and the footer says --all-notes
+    buf = io.StringIO()
+    monkeypatch.setattr(cli, "out", Console(file=buf, width=1000))
+    monkeypatch.setattr(cli, "notes_by_kind", lambda notes, sites: [notes[0]])
+    monkeypatch.setattr(cli, "note_line", lambda k: k)
+    doc = {"plan_id": "p" * 32, "date": "2026-11-30", "catalog": "c", "signal_quality": "measured",
+           "solver": {"name": "highs", "status": "optimal", "mip_gap": 0.0, "seconds": 1.0},
+           "placements": [], "unplaced": [], "sites": [],
+           "totals": {"emissions_kg": 1.0, "baseline_emissions_kg": 2.0, "energy_kwh": 3.0},
+           "notes": [over]}
+    cli.print_plan(doc, [])
+    text = buf.getvalue()
+    assert "note: " + "a" * (NOTE_LINE_CHARS - 10) + " … (--all-notes prints it whole)" in text
+    assert ("(1 note in all: 1 grouped by kind in the 1 line above; --all-notes prints each one "
+            "whole)") in text

@@ -158,8 +158,7 @@ def payload_line(placements: list[dict]) -> str:
     if slices:
         parts.append(f"{slices} on a GPU slice (gpu_milli/mig_profile)")
     if whole:
-        parts.append(f"{whole} asking for a GPU slice on whole GPUs (the site does not share "
-                     "GPUs that way)")
+        parts.append(f"{whole} asking for a GPU slice, planned on a whole GPU")
     if none:
         parts.append(f"{none} name nothing to run (dispatched only with --placeholder)")
     return (f"payloads of {len(placements)} placements: {'; '.join(parts) or 'none'}; each "

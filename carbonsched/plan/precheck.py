@@ -2,8 +2,10 @@
 
 One set of rules, order and messages for the planner (:func:`carbonsched.plan.compile_sets`, over
 every job of a problem) and the API's placement book
-(:meth:`carbonsched.service.placement.PlacementBook.job_options`, one job per query), so a job
-the API says can run is one the next plan can place, refused with the same reason otherwise.
+(:meth:`carbonsched.service.placement.PlacementBook.job_options`, one job per query), so both
+refuse a job for the same reason in the same words. They differ in the power cap they pass: the
+planner the IT cap in the job's window (facility caps at the PUE's upper bound, grid-event
+commitments), the book each site's static IT cap.
 
 The site checks, in order (the first that leaves no site is the job's reason):
 

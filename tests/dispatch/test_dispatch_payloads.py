@@ -378,6 +378,5 @@ def test_plans_show_counts_what_the_placements_run():
         {"payload": None}, {}])
     assert line == ("payloads of 6 placements: 1 command; 1 pod_template; 2 script; templates "
                     "batch-eval; 1 on a GPU slice (gpu_milli/mig_profile); 1 asking for a GPU "
-                    "slice on whole GPUs (the site does not share GPUs that way); 2 name nothing "
-                    "to run (dispatched only with --placeholder); each one's in `plans show ID "
-                    "--json`")
+                    "slice, planned on a whole GPU; 2 name nothing to run (dispatched only with "
+                    "--placeholder); each one's in `plans show ID --json`")
