@@ -14,7 +14,7 @@ import re
 from datetime import UTC, datetime, time
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
 import platformdirs
@@ -161,8 +161,8 @@ class Settings(BaseSettings):
     data directory. A password in it is never logged."""
     workload_file: Path | None = None
     """Jobs file the daily run plans (docs/workload.md); default the catalog's demo day."""
-    solver: str = "highs"
-    """MILP solver of the service's runs: ``highs``, ``cbc`` or ``auto``."""
+    solver: Literal["highs", "cbc"] = "highs"
+    """MILP solver of the service's runs: ``highs`` or ``cbc``."""
     time_limit_s: float = Field(60.0, gt=0)
     """Solver time limit of one planning run. [s]"""
     fairness: float = Field(0.0, ge=0.0, le=1.0)

@@ -210,7 +210,8 @@ def render() -> str:
         lines += [f"| `{n}` | {_one_line(text)} |" for n, text in rows]
     lines += ["", "## Column generation tuning", "",
               "Read once per solve by `ColgenOptions.from_env` (`carbonsched.plan.colgen.options`) "
-              "when `--method auto` or `colgen` runs column generation; an unknown "
+              "when the planner runs column generation (large instances; `bench` scripts' "
+              "`--method colgen`); an unknown "
               "`CARBONSCHED_CG_*` name or a value out of range is refused with the variable "
               "named. The defaults are the measured ones; change them for experiments.",
               "", "| Variable | Option | Meaning |", "|---|---|---|", *colgen_rows()]

@@ -88,16 +88,19 @@ DataDir = Annotated[Path | None, typer.Option(
 def plan(
     date: Annotated[str, typer.Option(help="Day to plan, YYYY-MM-DD (UTC). Default: tomorrow.")]
     = "",
-    catalog: Annotated[str, typer.Option(
-        help="Catalog name (see `carbonsched catalog list`) or TOML path.")]
-    = "china-eastdata-westcompute",
+    catalog: Annotated[str | None, typer.Option(
+        help="Catalog name (see `carbonsched catalog list`) or TOML path (default: "
+        "CARBONSCHED_CATALOG, china-eastdata-westcompute).")] = None,
     jobs: Annotated[Path | None, typer.Option(
         help="Workload file (JSON or CSV, docs/workload.md). Default: the catalog's demo day.")]
     = None,
     data_dir: DataDir = None,
-    solver: Annotated[str, typer.Option(help="MILP solver: highs (default) or cbc.")] = "highs",
-    time_limit: Annotated[float, typer.Option(help="Solver time limit. \\[s]")] = 60.0,
-    hours: Annotated[int, typer.Option(help="Planning horizon. \\[h]")] = 24,
+    solver: Annotated[str | None, typer.Option(
+        help="MILP solver: highs or cbc (default: CARBONSCHED_SOLVER, highs).")] = None,
+    time_limit: Annotated[float | None, typer.Option(
+        help="Solver time limit (default: CARBONSCHED_TIME_LIMIT_S, 60). \\[s]")] = None,
+    hours: Annotated[int | None, typer.Option(
+        help="Planning horizon (default: CARBONSCHED_HORIZON_HOURS, 24). \\[h]")] = None,
     slot_minutes: Annotated[int, typer.Option(
         help="Slot grid of the planner: 60 (default), 30 or 15; starts are decided on it, "
         "each slot takes its hour's forecast, and energy and emissions count the minutes "
@@ -141,11 +144,21 @@ def plan(
         "--power-caps/--no-power-caps", help="Run jobs whose window has room at a GPU power "
         "cap, slower and leaner (default: the setting CARBONSCHED_POWER_CAPS, off).")] = None,
 ) -> None:
-    """Forecast, plan and record one day: the daily planning run."""
+    """Forecast, plan and record one day: the daily planning run.
+
+    An option not given takes its setting (CARBONSCHED_*, then CARBONSCHED_CONFIG), as the
+    service's runs do, so `plan --dispatch` from a cron runs what `serve` would.
+    """
     with errors():
         from carbonsched.cli.check import check_plan_options
+        from carbonsched.config import get_settings
         from carbonsched.errors import InputError
 
+        settings = get_settings()
+        catalog = catalog if catalog is not None else settings.catalog
+        solver = solver if solver is not None else settings.solver
+        time_limit = time_limit if time_limit is not None else settings.time_limit_s
+        hours = hours if hours is not None else settings.horizon_hours
         bad = check_plan_options(date, solver, time_limit, hours)
         if bad:
             raise InputError(bad)
@@ -180,11 +193,9 @@ def plan(
         if rolling:
             raise InputError("--rolling needs --dispatch (the rolling step carries work in "
                              "the store between runs)")
-        from carbonsched.config import get_settings
         from carbonsched.service.runs import plan_once
 
         day = date.strip() or tomorrow()
-        settings = get_settings()
         loader = exo_loader = None
         if providers:
             from carbonsched.cli.signals import live_signals

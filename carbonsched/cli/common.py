@@ -94,9 +94,12 @@ def tomorrow() -> str:
 def errors() -> Iterator[None]:
     """Turn carbonsched's errors into one ``error:`` line and an exit code.
 
-    2 for bad input (a missing file too), 3 for a backend (database, solver, scheduler) that is
-    unavailable, a database outage met outside the store's own calls included.
+    2 for bad input (a missing file too; a setting out of range), 3 for a backend (database,
+    solver, scheduler) that is unavailable, a database outage met outside the store's own calls
+    included.
     """
+    from pydantic import ValidationError
+
     try:
         yield
     except (SolverUnavailableError, BackendUnavailableError) as exc:
@@ -105,6 +108,13 @@ def errors() -> Iterator[None]:
 
     except CarbonschedError as exc:
         print_error(str(exc))
+        raise typer.Exit(2) from exc
+    except ValidationError as exc:
+        if exc.title != "Settings":
+            raise
+        # a CARBONSCHED_* variable or the config file out of range: bad input, said as such
+        msgs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        print_error(f"invalid settings (CARBONSCHED_* variables or CARBONSCHED_CONFIG): {msgs}")
         raise typer.Exit(2) from exc
     except FileNotFoundError as exc:
         print_error(f"file not found: {exc.filename}")

@@ -58,3 +58,46 @@ def test_plan_dispatch_runs_the_pipeline_once_per_date(tmp_path, shared_data):
     assert r2.returncode == 0
     assert "planning date 2023-07-17 already has a run (succeeded, cli" in r2.stderr
     assert json.loads(r2.stdout.strip().splitlines()[-1])["plan_id"] == rec["plan_id"]
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize("dispatch", [True, False], ids=["plan --dispatch", "plan"])
+def test_plan_takes_the_catalog_and_planner_settings_it_is_not_given(tmp_path, shared_data,
+                                                                      dispatch):
+    # a CronJob configures the run by its environment, as `serve` is configured. Before,
+    # `plan` (and so `plan --dispatch`) passed its own defaults for the catalog, solver, time
+    # limit and horizon, so CARBONSCHED_CATALOG=my-fleet planned the China catalog
+    from tests.service.test_rolling_service import CATALOG
+
+    env = {"CARBONSCHED_DATABASE_URL": f"sqlite:///{tmp_path / 'p.sqlite'}",
+           "CARBONSCHED_CATALOG": CATALOG, "CARBONSCHED_SOLVER": "cbc",
+           "CARBONSCHED_HORIZON_HOURS": "36", "CARBONSCHED_TIME_LIMIT_S": "25",
+           "CARBONSCHED_DATA_DIR": str(shared_data)}
+    out = tmp_path / "plan.json"
+    args = ["--dispatch"] if dispatch else []
+    r = cli("plan", *args, "--date", "2023-07-10", "--out", str(out), env=env)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["catalog"] == "frankfurt"
+    assert (doc["solver"]["name"], doc["horizon_hours"]) == ("cbc", 36)
+    # an option given still wins over the setting (the limit: one of each)
+    r = cli("plan", *args, "--date", "2023-07-11", "--hours", "24", "--out", str(out), env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(out.read_text())["horizon_hours"] == 24
+
+
+@pytest.mark.parametrize(("var", "value", "says"), [
+    ("CARBONSCHED_SOLVER", "auto", "solver: Input should be 'highs' or 'cbc'"),
+    ("CARBONSCHED_TIME_LIMIT_S", "0", "time_limit_s: Input should be greater than 0"),
+])
+def test_a_setting_out_of_range_is_one_error_line_not_a_traceback(tmp_path, var, value, says):
+    # before: `plan` raised pydantic's traceback, and CARBONSCHED_SOLVER=auto (which the docs
+    # listed) was accepted by `serve` and failed every run
+    env = {"CARBONSCHED_DATABASE_URL": f"sqlite:///{tmp_path / 'p.sqlite'}", var: value}
+    r = cli("plan", "--no-store", "--date", "2023-07-10", env=env, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    assert ("error: invalid settings (CARBONSCHED_* variables or CARBONSCHED_CONFIG): "
+            + says) in " ".join(r.stderr.split())
+    r = cli("serve", "--port", "1", env=env, timeout=60)
+    assert r.returncode == 2 and says in " ".join(r.stderr.split())
