@@ -22,6 +22,7 @@ from rich.markup import escape
 from carbonsched.cli.common import table
 from carbonsched.errors import (
     CarbonschedError,
+    InputError,
     ProviderConfigError,
     ProviderError,
     ProviderUnavailableError,
@@ -69,24 +70,40 @@ def live_signals(providers: Path, base_url: str | None = None, now: str | None =
 @signals_app.command("check")
 def check(
     providers: ProvidersFile,
-    catalog: Annotated[str, typer.Option(help="Catalog whose sites the file configures.")]
-    = "global",
+    catalog: Annotated[str | None, typer.Option(
+        help="Catalog whose sites the file configures (default: CARBONSCHED_CATALOG, "
+        "china-eastdata-westcompute).")] = None,
     base_url: BaseUrl = None,
     now: Now = None,
     hours: Annotated[int, typer.Option(help="Hours before now asked of each provider. [h]")]
     = 24,
 ) -> None:
-    """Verify every configured provider: reachable, authorised, zone known; print a table."""
+    """Verify every configured provider: reachable, authorised, zone known; print a table.
+
+    Sites of the file that the catalog lacks are named and not checked; a file none of whose
+    sites is in the catalog is refused (exit 2): it was meant for another catalog.
+    """
     from carbonsched.catalog import load_catalog
-    from carbonsched.cli.common import errors, out
+    from carbonsched.cli.common import err, errors, out
+    from carbonsched.config import get_settings
 
     with errors():
         live = live_signals(providers, base_url, now)
-        cat = load_catalog(catalog)
+        cat = load_catalog(catalog if catalog is not None else get_settings().catalog)
         t_now = live.clock().floor("h")
         start = t_now - pd.Timedelta(hours=hours)
         seen: dict[tuple[str, str, str], list[str]] = {}
         sites = {s.id: s for s in cat.sites}
+        other = sorted(set(live.config.sites) - set(sites))
+        if other and len(other) == len(live.config.sites):
+            raise InputError(f"none of the {len(other)} site(s) of {providers} is in catalog "
+                             f"{cat.name!r} ({', '.join(other[:8])}"
+                             f"{', ...' if len(other) > 8 else ''}): give the catalog it "
+                             "configures with --catalog")
+        if other:
+            err.print(f"[yellow]not checked[/]: {len(other)} site(s) of {escape(str(providers))} "
+                      f"are not in catalog {cat.name!r}: {escape(', '.join(other))}",
+                      highlight=False, soft_wrap=True)
         for sid, bindings in live.config.sites.items():
             if sid not in sites:
                 continue

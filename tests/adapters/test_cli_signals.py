@@ -44,8 +44,8 @@ def env(monkeypatch, tmp_path, replay):
 
 
 def test_signals_check_prints_every_provider_zone_and_signal(replay):
-    r = runner.invoke(app, ["signals", "check", "--providers", PROVIDERS, "--base-url",
-                            replay.url, "--now", NOW, "--hours", "6"])
+    r = runner.invoke(app, ["signals", "check", "--providers", PROVIDERS, "--catalog", "global",
+                            "--base-url", replay.url, "--now", NOW, "--hours", "6"])
     assert r.exit_code == 0, r.output
     rows = [line for line in r.output.splitlines() if "│" in line]
     # 8 EM mix rows + 6 EM CI + 2 WattTime + 8 weather + 6 feed prices + 1 ENTSO-E price
@@ -58,11 +58,26 @@ def test_signals_check_prints_every_provider_zone_and_signal(replay):
 def test_signals_check_names_unavailable_and_misconfigured(replay, monkeypatch):
     replay.state.faults["open-meteo"] = "500"
     monkeypatch.setenv("WATTTIME_PASSWORD", "wrong")
-    r = runner.invoke(app, ["signals", "check", "--providers", PROVIDERS, "--base-url",
-                            replay.url, "--now", NOW, "--hours", "3"])
+    r = runner.invoke(app, ["signals", "check", "--providers", PROVIDERS, "--catalog", "global",
+                            "--base-url", replay.url, "--now", NOW, "--hours", "3"])
     assert r.exit_code == 3, r.output
     assert "unavailable" in r.output and "config" in r.output
     assert "login refused" in " ".join(r.output.split()) and "wrong" not in r.output
+
+
+def test_signals_check_refuses_a_file_meant_for_another_catalog(replay):
+    # the default catalog (CARBONSCHED_CATALOG, else china-eastdata-westcompute) has none of
+    # the global file's sites. Before: every site skipped, an empty table and exit 0
+    before = sum(replay.state.hits.values())
+    r = runner.invoke(app, ["signals", "check", "--providers", PROVIDERS, "--base-url",
+                            replay.url, "--now", NOW, "--hours", "3"])
+    assert r.exit_code == 2, r.output
+    said = " ".join(r.output.split())
+    assert "none of the 8 site(s) of " in said
+    assert ("is in catalog 'china-eastdata-westcompute' (br-sp-saopaulo, ca-on-toronto, "
+            "de-frankfurt") in said
+    assert "give the catalog it configures with --catalog" in said
+    assert sum(replay.state.hits.values()) == before      # nothing asked of the providers
 
 
 def test_ingest_backfills_only_the_gaps(replay):
@@ -85,6 +100,6 @@ def test_ingest_refuses_unknown_site_and_bad_providers_file(replay, tmp_path):
     assert r.exit_code == 2 and "unknown site 'nowhere'" in " ".join(r.output.split())
     bad = tmp_path / "p.toml"
     bad.write_text("[providers.em]\nkind = 'electricitymaps'\ntoken = 'x'\n")
-    r = runner.invoke(app, ["signals", "check", "--providers", str(bad)])
+    r = runner.invoke(app, ["signals", "check", "--providers", str(bad), "--catalog", "global"])
     assert r.exit_code == 2
     assert "credentials belong in the environment" in " ".join(r.output.split())
