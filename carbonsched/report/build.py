@@ -669,6 +669,17 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
         notes.append(f"{100 * gap_kwh / energy:.2f} % of the facility energy "
                      f"({gap_kwh:.1f} kWh) fell in hours without an actual grid intensity: "
                      "a gap, excluded from the location-based total (not counted as zero)")
+    # the life-cycle figure (shown beside Scope 2) exists only where the source gives one
+    no_lca = rows["ci_lca"].isna().to_numpy() & (rows["facility_energy_kwh"] > 0).to_numpy()
+    lca_gap_kwh = float(rows.loc[no_lca, "facility_energy_kwh"].sum())
+    if lca_gap_kwh > 0:
+        none_at = sorted(rows.loc[no_lca, "site"].unique())
+        whole = lca_gap_kwh >= energy - 1e-9
+        notes.append(f"{100 * lca_gap_kwh / energy:.2f} % of the facility energy "
+                     f"({lca_gap_kwh:.1f} kWh) has no life-cycle grid intensity (its source "
+                     f"gives none: {', '.join(none_at)}): "
+                     + ("the life-cycle total is not given (n/a)" if whole else
+                        "the life-cycle total covers the rest only (a lower bound)"))
     fb15 = rows["unmatched_basis_2015"].astype(str).str.startswith("location factor")
     if fb15.any():
         sites_fb = sorted(rows.loc[fb15, "site"].unique())
@@ -705,7 +716,8 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
         "it_energy_kwh": float(rows["it_energy_kwh"].sum()),
         "facility_energy_kwh": energy,
         "location_based_kg": loc_total,
-        "lifecycle_kg": float(rows["lifecycle_kg"].sum()),
+        "lifecycle_kg": float(rows["lifecycle_kg"].sum(min_count=1)),
+        "lifecycle_gap_share": lca_gap_kwh / energy if energy else 0.0,
         "market_based_kg": float(rows["market_based_kg"].sum()),
         "market_based_hourly_kg": float(rows["market_based_hourly_kg"].sum()),
         "cfe_hourly_share": cfe / energy if energy else 0.0,
@@ -951,7 +963,9 @@ def _frames(rows: pd.DataFrame, cat: Catalog, cfg: MarketConfig, zones: dict[str
             per_gpu_h: dict[str, tuple[float, str]], site_hour: pd.DataFrame
             ) -> dict[str, pd.DataFrame]:
     sums = {"gpu_h": "sum", "it_energy_kwh": "sum", "facility_energy_kwh": "sum",
-            "location_based_kg": "sum", "lifecycle_kg": "sum", "market_based_kg": "sum",
+            # a group with no life-cycle intensity at all is NaN ("n/a"), not 0 kg
+            "location_based_kg": "sum", "lifecycle_kg": lambda x: x.sum(min_count=1),
+            "market_based_kg": "sum",
             "market_based_hourly_kg": "sum", "cfe_matched_kwh": "sum", "embodied_kg": "sum"}
     r = rows.assign(gap_kwh=np.where(rows["gap"], rows["facility_energy_kwh"], 0.0),
                     est_kwh=np.where(rows["estimated"], rows["facility_energy_kwh"], 0.0),
