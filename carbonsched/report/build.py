@@ -406,7 +406,8 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
                  instruments: str | Path | MarketConfig | None = None,
                  telemetry: str | Path | pd.DataFrame | None = None,
                  actual: pd.DataFrame | None = None,
-                 plans: list[dict[str, Any]] | None = None) -> Report:
+                 plans: list[dict[str, Any]] | None = None,
+                 now: datetime | None = None) -> Report:
     """Build the report of the days ``date_from`` .. ``date_to`` (inclusive, UTC).
 
     Parameters
@@ -429,6 +430,10 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
         :data:`carbonsched.report.inputs.ACTUAL_RUN_COLUMNS`).
     plans
         Plan documents to use instead of the store's.
+    now
+        The report's time (tz-aware; default the wall clock): a run still going (no end on
+        record) is counted to it, or to the period's end when that is earlier, and the notes
+        say so.
 
     Returns
     -------
@@ -544,7 +549,21 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
         ids = unit[m.to_numpy()]
         plan_iv.loc[m, "start"] = a.loc[ids, "actual_start"].to_numpy()
         end = a.loc[ids, "actual_end"]
-        plan_iv.loc[m, "end"] = end.fillna(t1).to_numpy()
+        if end.isna().any():
+            # still going: its hours are counted as far as they have happened, never past the
+            # report's time (a refresh loop that stopped would otherwise bill future hours)
+            t_now = pd.Timestamp(now if now is not None else datetime.now(UTC)).tz_convert(UTC)
+            cut = min(t1, t_now)
+            start = pd.to_datetime(a.loc[ids, "actual_start"], utc=True)
+            end = end.where(end.notna(), start.where(start > cut, cut))
+            going = sorted({j for (j, _p), e in zip(ids, a.loc[ids, "actual_end"].isna(),
+                                                    strict=True) if e})
+            notes.append(f"{len(going)} run(s) still going, no end on record "
+                         f"({', '.join(going[:5])}{', ...' if len(going) > 5 else ''}): counted "
+                         f"to {cut:%Y-%m-%d %H:%M} UTC, "
+                         + ("the report's time" if cut < t1 else "the period's end")
+                         + " (their state is as `carbonsched status` last refreshed it)")
+        plan_iv.loc[m, "end"] = pd.to_datetime(end, utc=True).to_numpy()
         site = a.loc[ids, "site"]
         plan_iv.loc[m, "site"] = np.where(site.notna(), site, plan_iv.loc[m, "site"])
         plan_iv.loc[m, "hours_basis"] = "actual"

@@ -439,6 +439,19 @@ def test_actual_runs_still_running_and_without_start(fx, shared_data):
                        actual=running, plans=[d1])
     job = rep.frames["jobs"].set_index("job_id").loc["J1"]
     assert job["hours_basis"] == "actual" and job["start"] == "2023-07-03T12:30:00Z"
+    # counted to the period's end, and said (before: silently)
+    assert job["end"] == "2023-07-04T00:00:00Z"
+    assert ("1 run(s) still going, no end on record (J1): counted to 2023-07-04 00:00 UTC, the "
+            "period's end") in " | ".join(rep.metadata["notes"])
+    # a report made while it runs counts it to the report's time, not to the period's end
+    now = pd.Timestamp("2023-07-03T14:00Z").to_pydatetime()
+    mid = build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03",
+                       actual=running, plans=[d1], now=now)
+    j = mid.frames["jobs"].set_index("job_id").loc["J1"]
+    assert j["end"] == "2023-07-03T14:00:00Z"
+    assert mid.totals["it_energy_kwh"] == pytest.approx(4 * 0.5 * 1.5)     # 12:30-14:00
+    assert ("counted to 2023-07-03 14:00 UTC, the report's time"
+            in " | ".join(mid.metadata["notes"]))
     no_start = running.assign(actual_start=[None])
     with pytest.raises(DataFormatError, match=r"job 'J1': no actual_start"):
         build_report(None, fx / "two_markets.toml", shared_data, "2023-07-03", "2023-07-03",
