@@ -154,6 +154,25 @@ class PlacementBook:
 
     # --- ledger -------------------------------------------------------------------------------
     def _plan_bookings(self) -> list[Booking]:
+        """The plan's own work as bookings.
+
+        Raises
+        ------
+        InputError
+            The plan places work at a site, or on a GPU type, the catalog no longer has: its
+            capacity could not be booked, so every answer would offer what the plan uses.
+        """
+        lost = sorted({f"{w['site']} ({w.get('gpu_type', '')})"
+                       for w in [*self.plan.get("placements", []), *self.plan.get("inference", [])]
+                       if w["site"] not in self.spos
+                       or w.get("gpu_type", "") not in self.gpos})
+        if lost:
+            raise InputError(
+                f"plan {self.plan_id} places work at {len(lost)} site/GPU type(s) catalog "
+                f"{self.catalog.name!r} no longer has: {', '.join(lost[:6])}"
+                f"{' ...' if len(lost) > 6 else ''}; its capacity there cannot be booked, so "
+                "placements are not answered from it: run the plan again with this catalog, or "
+                "restore the catalog's sites")
         out = []
         for p in self.plan.get("placements", []):
             b = self._booking_of(p["site"], pd.Timestamp(p["start"]), pd.Timestamp(p["end"]),

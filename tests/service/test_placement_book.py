@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,6 +12,7 @@ from hypothesis import strategies as st
 
 from carbonsched.catalog import load_catalog
 from carbonsched.domain import Job, JobPayload
+from carbonsched.errors import InputError
 from carbonsched.plan import PlanningProblem, compile_sets
 from carbonsched.service.placement import PlacementBook
 
@@ -190,3 +193,19 @@ def test_emissions_are_the_plans_accounting():
              for k in range(len(BOOK.sites)) if BOOK.count[k, BOOK.gpos["A100"]] >= 2
              for u in range(HOURS - 2)]
     assert best["emissions_kg"] == pytest.approx(min(costs), rel=1e-6)
+
+
+def test_a_plan_with_work_where_the_catalog_has_no_site_or_gpu_type_is_refused():
+    # before: that work was dropped from the ledger, so the book offered the GPUs and power
+    # the plan already uses (the report refuses the same plan, UnknownSiteError)
+    site = CAT.sites[0]
+    gtype = next(iter(site.gpus))
+    ok = {"job_id": "ok", "site": site.id, "start": T0.isoformat(),
+          "end": (T0 + pd.Timedelta(hours=1)).isoformat(), "gpu_type": gtype, "gpus": 1,
+          "energy_kwh": 1.0}
+    assert _book([ok]).plan_id == "p"                       # known site and type: booked
+    for bad, named in ((dict(ok, site="mars-site"), f"mars-site ({gtype})"),
+                       (dict(ok, gpu_type="TPUv9"), f"{site.id} (TPUv9)")):
+        with pytest.raises(InputError, match=r"plan p places work at 1 site/GPU type\(s\) "
+                                             rf"catalog .* no longer has: {re.escape(named)}"):
+            _book([ok, bad])
