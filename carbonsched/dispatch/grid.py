@@ -544,6 +544,14 @@ def grid_pass(store: Store, catalog: Catalog, adapters: Mapping[str, DispatchAda
     for ev in events:
         adapter = adapters.get(ev.site)
         if adapter is None:
+            # the site's backend could not be built (named in /readyz sites_unavailable): the
+            # event waits, and says so where its reader looks, instead of reading "active"
+            why = (f"waiting since {now.isoformat()}: no backend for site {ev.site} in this "
+                   "service (its adapter could not be built; /readyz names why); retried every "
+                   "pass")
+            _note(store, ev.event_id, why)
+            summary.retry.append((ev.event_id, "", "plan" if ev.planned_at is None else "act",
+                                  why))
             continue
         if ev.planned_at is None and now < ev.end:
             try:

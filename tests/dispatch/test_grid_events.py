@@ -663,3 +663,20 @@ def test_status_shows_a_grid_pause_only_where_the_backend_confirms_it(mark, stat
     assert changed is (shown != (state, reason))
     if changed:
         assert "ge-0123456789ab" in row.detail and "2026-07-01T17:00:00Z" in row.detail
+
+
+def test_an_event_at_a_site_without_a_backend_here_says_it_waits(store):
+    # the service could not build the site's adapter (named in /readyz): before, the pass
+    # skipped the event without a word and it read "active" for its whole window
+    from carbonsched.dispatch.grid import grid_pass
+
+    catalog = load_catalog("global")
+    ev = announce_event(store, catalog, GridEvent(site=SLURM_SITE, start=T0,
+                                                  end=T0 + timedelta(hours=1),
+                                                  target_fraction=0.5), T0, "cli")
+    out = grid_pass(store, catalog, {}, clock=lambda: T0 + timedelta(minutes=5))
+    assert [(e, a) for e, _k, a, _w in out.retry] == [(ev["event_id"], "plan")]
+    shown = show_event(store, ev["event_id"], T0 + timedelta(minutes=6))
+    assert shown["detail"].startswith(f"waiting since {(T0 + timedelta(minutes=5)).isoformat()}")
+    assert (f"no backend for site {SLURM_SITE} in this service (its adapter could not be "
+            "built; /readyz names why); retried every pass") in shown["detail"]
