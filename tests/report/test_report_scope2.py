@@ -340,11 +340,18 @@ def test_gap_hours_are_a_gap_not_zero(fx, shared_data, tmp_path):
     assert len(kept) == len(lines) - 1
     (ci / "GB_2023_hourly.csv").write_text("".join(kept))
     doc = plan_doc("2023-07-03", "two-markets", [
-        ("J-GB", "b", "gb-site", "2023-07-03T10:00:00Z", "2023-07-03T12:00:00Z", 2, 1.0)])
+        ("J-GB", "b", "gb-site", "2023-07-03T10:00:00Z", "2023-07-03T12:00:00Z", 2, 1.0)],
+        baseline=[("J-GB", "b", "gb-site", "2023-07-03T09:00:00Z", "2023-07-03T11:00:00Z",
+                   2, 1.0)])
     rep = build_report(None, fx / "two_markets.toml", data, "2023-07-03", "2023-07-03",
                        plans=[doc])
     t = rep.totals
     assert t["location_gap_share"] == pytest.approx(0.5)
+    # the counterfactual (09:00-11:00) has the gap hour too: said, with its share (before:
+    # its gap was dropped without a word, and avoided_kg compared unlike coverage)
+    assert t["counterfactual_gap_share"] == pytest.approx(0.5)
+    said = "the counterfactual has 50.00 % of its facility energy (2.5 kWh) in hours without"
+    assert any(n.startswith(said) for n in rep.metadata["notes"])
     assert t["location_gap_energy_kwh"] == pytest.approx(2.5)
     hour11 = [ln for ln in lines if ln.startswith("2023-07-03 11:00")][0].split(",")
     assert t["location_based_kg"] == pytest.approx(2.5 * float(hour11[4]) / 1000)
