@@ -169,10 +169,21 @@ def ci_notes(site_id: str, notes: Sequence[str]) -> tuple[str, ...]:
 
     Those :func:`~carbonsched.pipeline.daily.gather_forecasts` makes of the site's
     carbon-intensity forecast: its model choice or fallback, degraded signal quality, a stale
-    or failed provider of that signal. Green-surplus, PUE and exogenous notes are not its.
+    or failed provider of that signal, and the readers' and history checks' notes on the
+    signal (missing or invalid hours, the provider's estimates). Green-surplus, PUE, life-cycle
+    and exogenous notes are not its.
     """
     own = (f"{site_id}: carbon intensity", f"{site_id}: signal quality degraded")
-    return tuple(n for n in notes if n.startswith(own)
+
+    def about_ci(n: str) -> bool:
+        # a reader's or history check's note on the site's intensity, in any of its spellings
+        # (column name, "carbon-intensity hours ... the provider's estimate"); not life-cycle
+        body = n.removeprefix(f"{site_id}: ").lower()
+        return (n.startswith(f"{site_id}: ") and "lca" not in body
+                and any(w in body for w in ("carbon_intensity", "carbon intensity",
+                                            "carbon-intensity")))
+
+    return tuple(n for n in notes if n.startswith(own) or about_ci(n)
                  or (n.startswith(f"DEGRADED {site_id}:") and " carbon_intensity " in n))
 
 

@@ -27,12 +27,17 @@ NOTES = [
     "de-fra: green surplus: used seasonal naive",                    # not the CI's
     "de-fra: PUE: persistence weather",                              # not the CI's
     "de-fra2: carbon intensity: used seasonal naive",                # another site, same prefix
+    # the readers' and history checks' notes on the signal (before: left out of the header)
+    "de-fra: carbon_intensity_g_per_kwh: 3 of 8952 hour(s) NaN",
+    "de-fra: 62 % of the 720 observed carbon-intensity hours of the history are the provider's "
+    "estimate (electricitymaps DE)",
+    "de-fra: carbon_intensity_lca_g_per_kwh: 5 hour(s) NaN",        # life-cycle: not the CI's
 ]
 
 
 def test_ci_notes_keep_only_the_sites_carbon_intensity_notes():
-    assert ci_notes("de-fra", NOTES) == tuple(NOTES[:3])
-    assert ci_notes("de-fra2", NOTES) == (NOTES[-1],)
+    assert ci_notes("de-fra", NOTES) == (*NOTES[:3], NOTES[7], NOTES[8])
+    assert ci_notes("de-fra2", NOTES) == (NOTES[6],)
     assert ci_notes("de-fra", []) == ()
 
 
