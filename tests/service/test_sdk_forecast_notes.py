@@ -56,7 +56,7 @@ def test_the_forecasts_notes_reach_the_header():
     resp = Response()
     _forecast_headers(resp, state, [answer])
     said = resp.headers["X-Carbonsched-Fallback"]
-    assert said == header_text(" | ".join([*NOTES[:3], "range 5–9 …"]))
+    assert said == header_text(" | ".join([*NOTES[:3], NOTES[7], NOTES[8], "range 5–9 …"]))
     assert said.endswith("range 5-9 ...")
     # an answer without notes sets no header (at the limit: nothing to say)
     quiet = Response()
