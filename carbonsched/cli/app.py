@@ -146,8 +146,10 @@ def plan(
 ) -> None:
     """Forecast, plan and record one day: the daily planning run.
 
-    An option not given takes its setting (CARBONSCHED_*, then CARBONSCHED_CONFIG), as the
-    service's runs do, so `plan --dispatch` from a cron runs what `serve` would.
+    --catalog, --solver, --time-limit and --hours not given take their settings (CARBONSCHED_*,
+    then CARBONSCHED_CONFIG), as the service's runs do. --jobs not given plans the catalog's
+    demo day; `plan --dispatch` (the service's run path, for a cron) plans the service's
+    workload (CARBONSCHED_WORKLOAD_FILE) and the API's jobs, as `serve` would.
     """
     with errors():
         from carbonsched.cli.check import check_plan_options

@@ -96,6 +96,7 @@ def check(
         sites = {s.id: s for s in cat.sites}
         other = sorted(set(live.config.sites) - set(sites))
         if other and len(other) == len(live.config.sites):
+            live.close()
             raise InputError(f"none of the {len(other)} site(s) of {providers} is in catalog "
                              f"{cat.name!r} ({', '.join(other[:8])}"
                              f"{', ...' if len(other) > 8 else ''}): give the catalog it "

@@ -544,14 +544,22 @@ def grid_pass(store: Store, catalog: Catalog, adapters: Mapping[str, DispatchAda
     for ev in events:
         adapter = adapters.get(ev.site)
         if adapter is None:
-            # the site's backend could not be built (named in /readyz sites_unavailable): the
-            # event waits, and says so where its reader looks, instead of reading "active"
-            why = (f"waiting since {now.isoformat()}: no backend for site {ev.site} in this "
-                   "service (its adapter could not be built; /readyz names why); retried every "
-                   "pass")
-            _note(store, ev.event_id, why)
-            summary.retry.append((ev.event_id, "", "plan" if ev.planned_at is None else "act",
-                                  why))
+            if ev.planned_at is None and now >= ev.end:
+                _close(store, ev.event_id, now, "ended before any actor could act on it (no "
+                       "backend for its site was available in its window)")
+                summary.ended.append(ev.event_id)
+            elif ev.site in catalog.site_ids:
+                # a site of this catalog whose backend could not be built (/readyz
+                # sites_unavailable names why): the event waits, and an unplanned one says so
+                # where its reader looks (once: the first pass that found it so)
+                why = (f"waiting since {now.isoformat()}: no backend for site {ev.site} in "
+                       "this service (its adapter could not be built; /readyz names why); "
+                       "retried every pass")
+                if "no backend for site" not in (ev.detail or ""):
+                    _note(store, ev.event_id, why)
+                summary.retry.append((ev.event_id, "", "plan" if ev.planned_at is None
+                                      else "act", why))
+            # else: a site of another catalog sharing the store; an actor that has it acts
             continue
         if ev.planned_at is None and now < ev.end:
             try:

@@ -1481,32 +1481,60 @@ def cancel_job(store: Store, catalog: Catalog | str, job_id: str, from_piece: in
                     f"{key} of job {job_id} is being dispatched by {holder} (its lease ends "
                     f"{_iso(until)}); nothing was cancelled; cancel again after that, when "
                     "the submission has settled")
-        for key in keys:
-            with Session(store.engine) as s:
-                row = s.scalars(select(DispatchRow).where(DispatchRow.key == key)).one()
-                before = row.state
-                if row.state in TERMINAL:
-                    out.append(CancelOutcome(key, row.site, row.backend, before, ALREADY_ENDED))
-                    continue
-                if row.state == str(JobState.PENDING) and row.submit_attempted_at is None:
-                    done = True        # never tried on its backend: nothing there to cancel
-                else:
-                    adapters = adapters if adapters is not None else build_adapters(catalog)
-                    done = adapters[row.site].cancel(key)
-                row.state, row.reason = str(JobState.CANCELLED), str(ReasonCode.CANCELLED)
-                row.updated_at = _now(clock)
-                if done and row.actual_start is not None and row.actual_end is None:
-                    # it ran until now: the report counts its hours to here, not to its
-                    # period's end (a job the backend found over keeps no end: the planned end)
-                    row.actual_end = row.updated_at
-                # the lease (at least twice a backend call, check_lease_covers) outlasts the
-                # call above: the row is still this cancel's when it is written
-                s.commit()
-                out.append(CancelOutcome(key, row.site, row.backend, before,
-                                         CANCELLED if done else NOT_ON_BACKEND))
+        # the leases are renewed while the backends are called, one unit after another
+        built: dict[str, Mapping[str, DispatchAdapter]] = {}
+
+        def backends() -> Mapping[str, DispatchAdapter]:
+            if "a" not in built:
+                built["a"] = adapters if adapters is not None else build_adapters(catalog)
+            return built["a"]
+
+        with claimant.heartbeat():
+            for key in keys:
+                out.append(_cancel_held(store, claimant, key, job_id, backends, clock))
     finally:
         claimant.release()
     return out
+
+
+def _cancel_held(store: Store, claimant: Claimant, key: str, job_id: str,
+                 backends: Callable[[], Mapping[str, DispatchAdapter]], clock: Clock
+                 ) -> CancelOutcome:
+    """Cancel one unit whose lease ``claimant`` holds (:func:`cancel_job`).
+
+    Raises
+    ------
+    UnitHeldError
+        The lease was lost (renewals failed past its expiry and another took the row):
+        nothing is done to this unit.
+    """
+    with Session(store.engine) as s:
+        # the row locked for the write, and written only while the lease is still ours
+        q = select(DispatchRow).where(DispatchRow.key == key)
+        if store.engine.dialect.name == "postgresql":
+            q = q.with_for_update()
+        row = s.scalars(q).one()
+        if row.lease_owner != claimant.owner:
+            raise UnitHeldError(
+                f"{key} of job {job_id}: the cancel lost its lease to {row.lease_owner} (its "
+                "renewals failed); the units before it are cancelled, this one and the later "
+                "ones are not; cancel again")
+        before = row.state
+        if row.state in TERMINAL:
+            return CancelOutcome(key, row.site, row.backend, before, ALREADY_ENDED)
+        if row.state == str(JobState.PENDING) and row.submit_attempted_at is None:
+            done = True        # never tried on its backend: nothing there to cancel
+        else:
+            done = backends()[row.site].cancel(key)
+        row.state, row.reason = str(JobState.CANCELLED), str(ReasonCode.CANCELLED)
+        row.updated_at = _now(clock)
+        if done and row.actual_start is not None and row.actual_end is None:
+            # it ran until now: the report counts its hours to here, not to its period's end
+            # (a job the backend found over keeps no end: the planned end)
+            row.actual_end = row.updated_at
+        s.commit()
+        return CancelOutcome(key, row.site, row.backend, before,
+                             CANCELLED if done else NOT_ON_BACKEND)
 
 
 def cancel_unit(store: Store, catalog: Catalog | str, job_id: str, piece: int = 0, *,

@@ -552,17 +552,19 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
         if end.isna().any():
             # still going: its hours are counted as far as they have happened, never past the
             # report's time (a refresh loop that stopped would otherwise bill future hours)
-            t_now = pd.Timestamp(now if now is not None else datetime.now(UTC)).tz_convert(UTC)
+            t_now = pd.Timestamp(now if now is not None else datetime.now(UTC))
+            t_now = t_now.tz_localize(UTC) if t_now.tzinfo is None else t_now.tz_convert(UTC)
             cut = min(t1, t_now)
             start = pd.to_datetime(a.loc[ids, "actual_start"], utc=True)
             end = end.where(end.notna(), start.where(start > cut, cut))
-            going = sorted({j for (j, _p), e in zip(ids, a.loc[ids, "actual_end"].isna(),
-                                                    strict=True) if e})
-            notes.append(f"{len(going)} run(s) still going, no end on record "
-                         f"({', '.join(going[:5])}{', ...' if len(going) > 5 else ''}): counted "
-                         f"to {cut:%Y-%m-%d %H:%M} UTC, "
-                         + ("the report's time" if cut < t1 else "the period's end")
-                         + " (their state is as `carbonsched status` last refreshed it)")
+            going = sorted({j for (j, _p), e, st in zip(ids, a.loc[ids, "actual_end"].isna(),
+                                                        start <= cut, strict=True) if e and st})
+            if going:
+                notes.append(f"{len(going)} run(s) still going, no end on record "
+                             f"({', '.join(going[:5])}{', ...' if len(going) > 5 else ''}): "
+                             f"counted to {cut:%Y-%m-%d %H:%M} UTC, "
+                             + ("the report's time" if cut < t1 else "the period's end")
+                             + " (their state is as `carbonsched status` last refreshed it)")
         plan_iv.loc[m, "end"] = pd.to_datetime(end, utc=True).to_numpy()
         site = a.loc[ids, "site"]
         plan_iv.loc[m, "site"] = np.where(site.notna(), site, plan_iv.loc[m, "site"])
@@ -697,12 +699,14 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
         notes.append(f"{100 * gap_kwh / energy:.2f} % of the facility energy "
                      f"({gap_kwh:.1f} kWh) fell in hours without an actual grid intensity: "
                      "a gap, excluded from the location-based total (not counted as zero)")
-    # the life-cycle figure (shown beside Scope 2) exists only where the source gives one
-    no_lca = rows["ci_lca"].isna().to_numpy() & (rows["facility_energy_kwh"] > 0).to_numpy()
+    # the life-cycle figure (shown beside Scope 2) exists only where the source gives one; the
+    # gap hours (no actual data at all) are the gap note's
+    used = (rows["facility_energy_kwh"] > 0).to_numpy()
+    no_lca = rows["ci_lca"].isna().to_numpy() & used & ~rows["gap"].to_numpy(dtype=bool)
     lca_gap_kwh = float(rows.loc[no_lca, "facility_energy_kwh"].sum())
     if lca_gap_kwh > 0:
         none_at = sorted(rows.loc[no_lca, "site"].unique())
-        whole = lca_gap_kwh >= energy - 1e-9
+        whole = not (used & rows["ci_lca"].notna().to_numpy()).any()
         notes.append(f"{100 * lca_gap_kwh / energy:.2f} % of the facility energy "
                      f"({lca_gap_kwh:.1f} kWh) has no life-cycle grid intensity (its source "
                      f"gives none: {', '.join(none_at)}): "
@@ -744,7 +748,7 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
         "it_energy_kwh": float(rows["it_energy_kwh"].sum()),
         "facility_energy_kwh": energy,
         "location_based_kg": loc_total,
-        "lifecycle_kg": float(rows["lifecycle_kg"].sum(min_count=1)),
+        "lifecycle_kg": float(rows.loc[used, "lifecycle_kg"].sum(min_count=1)),
         "lifecycle_gap_share": lca_gap_kwh / energy if energy else 0.0,
         "market_based_kg": float(rows["market_based_kg"].sum()),
         "market_based_hourly_kg": float(rows["market_based_hourly_kg"].sum()),
@@ -992,17 +996,19 @@ def _frames(rows: pd.DataFrame, cat: Catalog, cfg: MarketConfig, zones: dict[str
             per_gpu_h: dict[str, tuple[float, str]], site_hour: pd.DataFrame
             ) -> dict[str, pd.DataFrame]:
     sums = {"gpu_h": "sum", "it_energy_kwh": "sum", "facility_energy_kwh": "sum",
-            # a group with no life-cycle intensity at all is NaN ("n/a"), not 0 kg
-            "location_based_kg": "sum", "lifecycle_kg": lambda x: x.sum(min_count=1),
-            "market_based_kg": "sum",
+            "location_based_kg": "sum", "lifecycle_kg": "sum", "market_based_kg": "sum",
             "market_based_hourly_kg": "sum", "cfe_matched_kwh": "sum", "embodied_kg": "sum"}
     r = rows.assign(gap_kwh=np.where(rows["gap"], rows["facility_energy_kwh"], 0.0),
                     est_kwh=np.where(rows["estimated"], rows["facility_energy_kwh"], 0.0),
                     day=rows["hour"].dt.strftime("%Y-%m-%d"),
-                    pue_x_kwh=rows["pue"] * rows["it_energy_kwh"])
-    agg = {**sums, "gap_kwh": "sum", "est_kwh": "sum", "pue_x_kwh": "sum"}
+                    pue_x_kwh=rows["pue"] * rows["it_energy_kwh"],
+                    lca_rows=(rows["ci_lca"].notna()
+                              & (rows["facility_energy_kwh"] > 0)).astype(int))
+    agg = {**sums, "gap_kwh": "sum", "est_kwh": "sum", "pue_x_kwh": "sum", "lca_rows": "sum"}
 
     def finish(df: pd.DataFrame) -> pd.DataFrame:
+        # a group with no life-cycle intensity in any hour it used energy is n/a, not 0 kg
+        df["lifecycle_kg"] = df["lifecycle_kg"].where(df.pop("lca_rows") > 0)
         df["location_gap_share"] = np.where(df["facility_energy_kwh"] > 0,
                                             df.pop("gap_kwh") / df["facility_energy_kwh"], 0.0)
         df["grid_estimated_share"] = np.where(df["facility_energy_kwh"] > 0,

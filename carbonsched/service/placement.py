@@ -165,7 +165,7 @@ class PlacementBook:
         lost = sorted({f"{w['site']} ({w.get('gpu_type', '')})"
                        for w in [*self.plan.get("placements", []), *self.plan.get("inference", [])]
                        if w["site"] not in self.spos
-                       or w.get("gpu_type", "") not in self.gpos})
+                       or w.get("gpu_type", "") not in self.sites[self.spos[w["site"]]].gpus})
         if lost:
             raise InputError(
                 f"plan {self.plan_id} places work at {len(lost)} site/GPU type(s) catalog "

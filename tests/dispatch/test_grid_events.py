@@ -674,9 +674,23 @@ def test_an_event_at_a_site_without_a_backend_here_says_it_waits(store):
     ev = announce_event(store, catalog, GridEvent(site=SLURM_SITE, start=T0,
                                                   end=T0 + timedelta(hours=1),
                                                   target_fraction=0.5), T0, "cli")
+    # a pass of another catalog sharing the store leaves it to an actor that has the site
+    other = grid_pass(store, load_catalog("china-eastdata-westcompute"), {},
+                      clock=lambda: T0 + timedelta(minutes=4))
+    assert other.retry == [] and not show_event(store, ev["event_id"], T0)["detail"]
     out = grid_pass(store, catalog, {}, clock=lambda: T0 + timedelta(minutes=5))
     assert [(e, a) for e, _k, a, _w in out.retry] == [(ev["event_id"], "plan")]
     shown = show_event(store, ev["event_id"], T0 + timedelta(minutes=6))
     assert shown["detail"].startswith(f"waiting since {(T0 + timedelta(minutes=5)).isoformat()}")
     assert (f"no backend for site {SLURM_SITE} in this service (its adapter could not be "
             "built; /readyz names why); retried every pass") in shown["detail"]
+    # the next pass leaves the first time it was found so (not "since" the latest pass)
+    grid_pass(store, catalog, {}, clock=lambda: T0 + timedelta(minutes=9))
+    assert show_event(store, ev["event_id"], T0 + timedelta(minutes=10))["detail"] == \
+        shown["detail"]
+    # past its end, never planned: closed, backend or not (before: left open for ever)
+    out = grid_pass(store, catalog, {}, clock=lambda: T0 + timedelta(hours=1))
+    assert out.ended == [ev["event_id"]] and out.retry == []
+    assert show_event(store, ev["event_id"], T0 + timedelta(hours=1))["detail"].endswith(
+        "ended before any actor could act on it (no backend for its site was available in its "
+        "window)")

@@ -204,8 +204,12 @@ def test_a_plan_with_work_where_the_catalog_has_no_site_or_gpu_type_is_refused()
           "end": (T0 + pd.Timedelta(hours=1)).isoformat(), "gpu_type": gtype, "gpus": 1,
           "energy_kwh": 1.0}
     assert _book([ok]).plan_id == "p"                       # known site and type: booked
+    # a type another site has but this one lacks is refused too (it would be booked against a
+    # count of 0 there)
+    elsewhere = next(g for s in CAT.sites for g in s.gpus if g not in site.gpus)
     for bad, named in ((dict(ok, site="mars-site"), f"mars-site ({gtype})"),
-                       (dict(ok, gpu_type="TPUv9"), f"{site.id} (TPUv9)")):
+                       (dict(ok, gpu_type="TPUv9"), f"{site.id} (TPUv9)"),
+                       (dict(ok, gpu_type=elsewhere), f"{site.id} ({elsewhere})")):
         with pytest.raises(InputError, match=r"plan p places work at 1 site/GPU type\(s\) "
                                              rf"catalog .* no longer has: {re.escape(named)}"):
             _book([ok, bad])
