@@ -143,3 +143,19 @@ def test_a_job_in_pieces_is_claimed_whole_before_any_piece_is_cancelled(store):
 def _set_all(store: Store, key: str, **values) -> None:
     with store.engine.begin() as c:
         c.execute(update(DispatchRow).where(DispatchRow.key == key).values(**values))
+
+
+def test_a_unit_whose_lease_the_cancel_lost_is_not_written(store):
+    # the cancel's renewals failed past the expiry and a dispatcher took the row over: the
+    # cancel must not record Cancelled over the dispatcher's submission
+    from carbonsched.dispatch.outbox import _cancel_held
+
+    me = Claimant(store, 120, owner="host-a/cancel")
+    assert me.claim_key("j#0")[0]
+    _set(store, lease_owner="host-b/dispatcher")                      # taken over
+    with pytest.raises(UnitHeldError, match="j#0 of job j: the cancel lost its lease to "
+                                            "host-b/dispatcher"):
+        _cancel_held(store, me, "j#0", "j", lambda: {}, lambda: T0)
+    assert (_row(store).state, _row(store).lease_owner) == ("Pending", "host-b/dispatcher")
+    _set(store, lease_owner="host-a/cancel")                           # still ours: written
+    assert _cancel_held(store, me, "j#0", "j", lambda: {}, lambda: T0).outcome == "cancelled"
