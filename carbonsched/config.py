@@ -163,7 +163,7 @@ class Settings(BaseSettings):
     """Jobs file the daily run plans (docs/workload.md); default the catalog's demo day."""
     solver: Literal["highs", "cbc"] = "highs"
     """MILP solver of the service's runs: ``highs`` or ``cbc``."""
-    time_limit_s: float = Field(60.0, gt=0)
+    time_limit_s: float = Field(60.0, gt=0, allow_inf_nan=False)
     """Solver time limit of one planning run. [s]"""
     fairness: float = Field(0.0, ge=0.0, le=1.0)
     """Trade between carbon and tenants' fair shares when capacity binds: 0 plans for carbon
