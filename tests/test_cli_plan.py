@@ -192,8 +192,9 @@ def test_plan_help_shows_units():
     # Rich markup used to swallow "[s]" and "[h]": the help showed no unit at all
     r = runner.invoke(app, ["plan", "--help"], env={"COLUMNS": "200", "TERMINAL_WIDTH": "200"})
     assert r.exit_code == 0
-    assert "Solver time limit. [s]" in r.output
-    assert "Planning horizon. [h]" in r.output
+    said = " ".join(r.output.replace("│", " ").split())
+    assert "Solver time limit (default: CARBONSCHED_TIME_LIMIT_S, 60). [s]" in said
+    assert "Planning horizon (default: CARBONSCHED_HORIZON_HOURS, 24). [h]" in said
 
 
 @pytest.mark.parametrize("bad_date", ["2023-07-15[x]", "[/b]", "07/08/2023"])
