@@ -216,6 +216,17 @@ def test_actual_signals_fills_gaps_by_interpolation_and_counts_them():
     assert out.attrs["filled_hours"] == 3
     # linear inside the day, nearest at its end
     assert out["carbon_intensity_g_per_kwh"].iloc[[5, 6, 23]].tolist() == [50.0, 60.0, 220.0]
+    # complete weather and surplus data: nothing substituted (the limit)
+    assert (out.attrs["pue_floor_hours"], out.attrs["surplus_unknown_hours"]) == (0, 0)
+    # one hour of weather missing: the day at the PUE floor, counted for the notes (before:
+    # substituted without a count); and a surplus hour without data counted as unknown
+    gappy = frame.copy()
+    gappy.loc[slots[3], "temperature_c"] = np.nan
+    gappy["green_surplus_index"] = 0.5
+    gappy.loc[slots[[1, 2]], "green_surplus_index"] = np.nan
+    g = actual_signals(site, gappy, slots)
+    assert g.attrs["pue_floor_hours"] == 24 and (g["pue"] == site.pue.pue_min).all()
+    assert site.green_surplus_max_kw > 0 and g.attrs["surplus_unknown_hours"] == 2
     frame["carbon_intensity_g_per_kwh"] = np.nan
     with pytest.raises(InputError, match="ca-on-toronto: no actual carbon intensity on "
                                          "2023-07-15T00:00:00"):

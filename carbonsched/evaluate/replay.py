@@ -90,7 +90,10 @@ def actual_signals(site: Any, frame: pd.DataFrame, slots: pd.DatetimeIndex,
 
     Missing hours of carbon intensity are filled by linear interpolation (then nearest); their
     number is in ``attrs["filled_hours"]`` so that the caller can report it, and a day without
-    any actual carbon intensity is refused. PUE comes from the actual weather through the site's
+    any actual carbon intensity is refused. A day with an hour of weather missing is scored at
+    the PUE model's floor (``attrs["pue_floor_hours"]``: its hours), and a green-surplus hour
+    without data as no surplus (``attrs["surplus_unknown_hours"]``, at sites that can absorb
+    any), both for the caller to report. PUE comes from the actual weather through the site's
     model. ``reference`` is the renewable share the green-surplus index is scored against (the
     history the forecast used), so forecast and actual share one scale.
 
@@ -107,23 +110,29 @@ def actual_signals(site: Any, frame: pd.DataFrame, slots: pd.DatetimeIndex,
                          "scored for this site")
     ci = f["carbon_intensity_g_per_kwh"].interpolate(limit_direction="both")
     if "green_surplus_index" in f and f["green_surplus_index"].notna().any():
-        gsi = f["green_surplus_index"].fillna(0.0)
+        gsi = f["green_surplus_index"]
     else:
         # scored against the same reference window as the forecast (the history before the
         # day), so forecast and actual index share one scale
-        gsi = green_surplus_index(frame, reference=reference).reindex(slots).fillna(0.0)
+        gsi = green_surplus_index(frame, reference=reference).reindex(slots)
+    surplus_unknown = int(gsi.isna().sum()) if site.green_surplus_max_kw > 0 else 0
+    gsi = gsi.fillna(0.0)
     w = f[["temperature_c", "relative_humidity_pct"]]
     if w.notna().all().all():
         pue = pue_from_weather(w["temperature_c"], w["relative_humidity_pct"], site.pue)
         pue.index = slots
+        pue_floor = 0
     else:
         pue = pd.Series(site.pue.pue_min, index=slots)
+        pue_floor = len(slots)
     out = pd.DataFrame({"carbon_intensity_g_per_kwh": ci.to_numpy(float),
                         "pue": pue.to_numpy(float),
                         "green_surplus_kw": gsi.clip(0, 1).to_numpy(float)
                         * site.green_surplus_max_kw,
                         "green_surplus_index": gsi.clip(0, 1).to_numpy(float)}, index=slots)
     out.attrs["filled_hours"] = n_missing
+    out.attrs["pue_floor_hours"] = pue_floor
+    out.attrs["surplus_unknown_hours"] = surplus_unknown
     return out
 
 
@@ -235,6 +244,12 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
             if act.attrs["filled_hours"]:
                 notes.append(f"{label}: site {s.id}: {act.attrs['filled_hours']} hour(s) of "
                              "actual carbon intensity missing, interpolated for scoring")
+            if act.attrs["pue_floor_hours"]:
+                notes.append(f"{label}: site {s.id}: actual weather incomplete, the day scored "
+                             "at the PUE model's floor (pue_min)")
+            if act.attrs["surplus_unknown_hours"]:
+                notes.append(f"{label}: site {s.id}: {act.attrs['surplus_unknown_hours']} "
+                             "hour(s) of actual green surplus unknown, scored as none")
             forecasts[s.id], actual[s.id] = fc, act
             tally_forecast_error(fc_error, s.id, fc.signals["carbon_intensity_g_per_kwh"],
                                  act["carbon_intensity_g_per_kwh"],

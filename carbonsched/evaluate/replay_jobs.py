@@ -283,6 +283,12 @@ def run_jobs_replay(
         if filled[s.id]:
             notes.append(f"site {s.id}: {filled[s.id]} hour(s) of actual carbon intensity "
                          "missing in the scoring period, interpolated for scoring")
+        if act.attrs["pue_floor_hours"]:
+            notes.append(f"site {s.id}: actual weather incomplete in the period, every hour "
+                         "scored at the PUE model's floor (pue_min)")
+        if act.attrs["surplus_unknown_hours"]:
+            notes.append(f"site {s.id}: {act.attrs['surplus_unknown_hours']} hour(s) of actual "
+                         "green surplus unknown, scored as none")
     if not actual:
         raise InputError("no site has actual signals for the workload's period; nothing can "
                          "be replayed")
