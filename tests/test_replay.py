@@ -17,6 +17,7 @@ from carbonsched.evaluate.replay import (
     replay_figure,
     replay_period,
     run_replay,
+    substitution_notes,
 )
 from carbonsched.timeaxis import hourly_slots
 
@@ -227,6 +228,10 @@ def test_actual_signals_fills_gaps_by_interpolation_and_counts_them():
     g = actual_signals(site, gappy, slots)
     assert g.attrs["pue_floor_hours"] == 24 and (g["pue"] == site.pue.pue_min).all()
     assert site.green_surplus_max_kw > 0 and g.attrs["surplus_unknown_hours"] == 2
+    assert substitution_notes(g, "d: site x", "the day") == [
+        "d: site x: actual weather incomplete, every hour of the day scored at the PUE model's "
+        "floor (pue_min)", "d: site x: 2 hour(s) of actual green surplus unknown, scored as none"]
+    assert substitution_notes(out, "d: site x", "the day") == []
     frame["carbon_intensity_g_per_kwh"] = np.nan
     with pytest.raises(InputError, match="ca-on-toronto: no actual carbon intensity on "
                                          "2023-07-15T00:00:00"):

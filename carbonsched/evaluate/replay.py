@@ -136,6 +136,22 @@ def actual_signals(site: Any, frame: pd.DataFrame, slots: pd.DatetimeIndex,
     return out
 
 
+def substitution_notes(actual: pd.DataFrame, where: str, span: str) -> list[str]:
+    """The notes on what :func:`actual_signals` substituted for scoring (empty when nothing).
+
+    ``where`` leads each note (``"2023-07-15: site gb-london"``); ``span`` names the hours
+    scored (``"the day"``, ``"the period"``).
+    """
+    out = []
+    if actual.attrs.get("pue_floor_hours"):
+        out.append(f"{where}: actual weather incomplete, every hour of {span} scored at the PUE "
+                   "model's floor (pue_min)")
+    if actual.attrs.get("surplus_unknown_hours"):
+        out.append(f"{where}: {actual.attrs['surplus_unknown_hours']} hour(s) of actual green "
+                   "surplus unknown, scored as none")
+    return out
+
+
 def stack_site_frames(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One frame of per-site hourly frames, indexed by ``(site, slot)``."""
     out = []
@@ -244,12 +260,7 @@ def _replay_chunk(catalog: str | Path, data_dir: Path | None, days: list[str], f
             if act.attrs["filled_hours"]:
                 notes.append(f"{label}: site {s.id}: {act.attrs['filled_hours']} hour(s) of "
                              "actual carbon intensity missing, interpolated for scoring")
-            if act.attrs["pue_floor_hours"]:
-                notes.append(f"{label}: site {s.id}: actual weather incomplete, the day scored "
-                             "at the PUE model's floor (pue_min)")
-            if act.attrs["surplus_unknown_hours"]:
-                notes.append(f"{label}: site {s.id}: {act.attrs['surplus_unknown_hours']} "
-                             "hour(s) of actual green surplus unknown, scored as none")
+            notes += substitution_notes(act, f"{label}: site {s.id}", "the day")
             forecasts[s.id], actual[s.id] = fc, act
             tally_forecast_error(fc_error, s.id, fc.signals["carbon_intensity_g_per_kwh"],
                                  act["carbon_intensity_g_per_kwh"],

@@ -45,6 +45,7 @@ from carbonsched.evaluate.replay import (
     actual_signals,
     forecast_error_summary,
     stack_site_frames,
+    substitution_notes,
     tally_forecast_error,
     work_split_kwh,
 )
@@ -283,12 +284,7 @@ def run_jobs_replay(
         if filled[s.id]:
             notes.append(f"site {s.id}: {filled[s.id]} hour(s) of actual carbon intensity "
                          "missing in the scoring period, interpolated for scoring")
-        if act.attrs["pue_floor_hours"]:
-            notes.append(f"site {s.id}: actual weather incomplete in the period, every hour "
-                         "scored at the PUE model's floor (pue_min)")
-        if act.attrs["surplus_unknown_hours"]:
-            notes.append(f"site {s.id}: {act.attrs['surplus_unknown_hours']} hour(s) of actual "
-                         "green surplus unknown, scored as none")
+        notes += substitution_notes(act, f"site {s.id}", "the period")
     if not actual:
         raise InputError("no site has actual signals for the workload's period; nothing can "
                          "be replayed")
