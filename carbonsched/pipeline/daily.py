@@ -1390,6 +1390,10 @@ def run_daily_plan(
         },
         **({"tenants": result.tenants} if result.tenants else {}),
         "site_hours": site_hour_power(problem, result, band),
+        "running": [{"job_id": r.job_id, "site": r.site, "gpu_type": r.gpu_type,
+                     "gpus": int(r.gpus), "it_power_kw": float(r.it_power_kw),
+                     "start": None if r.start is None else jsonable(r.start),
+                     "end": jsonable(r.end)} for r in problem.running],
         "baseline": {
             "policy": "agnostic",
             "definition": BASELINE_DEFINITION,

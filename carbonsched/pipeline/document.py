@@ -137,6 +137,22 @@ class TenantRow(_Row):
     )
 
 
+class RunningRow(_Row):
+    """Work already running (or committed by an earlier run) that holds GPUs and IT power.
+
+    The planner subtracted it from each site's GPUs and power caps
+    (:class:`carbonsched.domain.RunningWork`); the placement book does the same.
+    """
+
+    job_id: str = Field("", description="The job holding the capacity (empty if unnamed).")
+    site: str
+    gpu_type: str
+    gpus: int = Field(description="GPUs held (a slice holds its one GPU). [-]")
+    it_power_kw: float = Field(description="IT power drawn while running. [kW]")
+    start: UtcTime | None = Field(None, description="Held from (the horizon start if none).")
+    end: UtcTime = Field(description="Released at.")
+
+
 class InferenceRow(_Row):
     """GPUs serving one user area's inference in one hour at one site."""
 
@@ -511,6 +527,10 @@ class PlanDocument(BaseModel):
     unplaced: list[UnplacedRow]
     deferred: list[UnplacedRow] = Field(
         default_factory=list, description="Jobs left for a later run (rolling)."
+    )
+    running: list[RunningRow] = Field(
+        default_factory=list, description="Work already running that holds GPUs and power in "
+        "the horizon (rolling: the pieces earlier runs committed)."
     )
     totals: Totals
     site_hours: list[SiteHourRow] = Field(default_factory=list)

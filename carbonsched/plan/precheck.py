@@ -3,9 +3,9 @@
 One set of rules, order and messages for the planner (:func:`carbonsched.plan.compile_sets`, over
 every job of a problem) and the API's placement book
 (:meth:`carbonsched.service.placement.PlacementBook.job_options`, one job per query), so both
-refuse a job for the same reason in the same words. They differ in the power cap they pass: the
-planner the IT cap in the job's window (facility caps at the PUE's upper bound, grid-event
-commitments), the book each site's static IT cap.
+refuse a job for the same reason in the same words. Both pass the IT power allowed in the job's
+window: the IT cap, the facility cap divided by the PUE's upper 95 % bound, and grid-event
+commitments (the book reads the plan's PUE bounds and commitments).
 
 The site checks, in order (the first that leaves no site is the job's reason):
 

@@ -40,6 +40,7 @@ from carbonsched.errors import InputError, UnknownSiteError
 from carbonsched.plan import PlanningProblem, compile_sets
 from carbonsched.plan.precheck import site_precheck, window_precheck
 from carbonsched.plan.result import emissions_by_site_hour
+from carbonsched.plan.sets import PUE_CAP_COLUMN, continue_signal
 from carbonsched.timeaxis import HOUR, hourly_slots
 
 SIGNALS = {"carbon_intensity": ("carbon_intensity_g_per_kwh", "gCO2eq/kWh"),
@@ -131,16 +132,33 @@ class PlacementBook:
         self.pue = arr("pue")
         gsi = arr("green_surplus_index", 0.0)
         self.surplus_kw = gsi * np.array([s.green_surplus_max_kw for s in self.sites])[:, None]
+        # the PUE a grid connection is planned against: the forecast's upper 95 % bound, never
+        # below the point forecast (as carbonsched.pipeline.daily passes it to the planner)
+        hi = fc[fc["signal"] == "pue"].pivot_table(index=["site", "ts"], values="hi_95") \
+            if "hi_95" in fc else pd.DataFrame()
+        pue_hi = (hi["hi_95"].reindex(full).to_numpy(float).reshape(n_s, n_t)
+                  if "hi_95" in hi else np.full((n_s, n_t), np.nan))
+        self.pue_cap = np.fmax(np.nan_to_num(pue_hi, nan=-np.inf), self.pue)
         self.signals = pd.DataFrame(
             {"carbon_intensity_g_per_kwh": self.ci.ravel(), "pue": self.pue.ravel(),
-             "green_surplus_kw": self.surplus_kw.ravel()},
+             "green_surplus_kw": self.surplus_kw.ravel(), PUE_CAP_COLUMN: self.pue_cap.ravel()},
             index=pd.MultiIndex.from_product([[s.id for s in self.sites], self.slots],
                                              names=["site", "slot"]))
         self.count = np.zeros((n_s, len(self.gtypes)), dtype=np.int64)
         for i, s in enumerate(self.sites):
             for g, pool in s.gpus.items():
                 self.count[i, self.gpos[g]] = pool.count
-        self.cap_kw = np.array([s.it_power_cap_kw for s in self.sites], dtype=float)
+        self.it_cap_kw = np.array([s.it_power_cap_kw for s in self.sites], dtype=float)
+        """Each site's IT power cap (PDU/UPS), shape ``(S,)``. [kW]"""
+        commit_kw = self._commit_limits()
+        fac_kw = np.array([np.inf if s.facility_power_cap_kw is None
+                           else s.facility_power_cap_kw for s in self.sites], dtype=float)
+        self._grid_cap_kw = np.minimum(self.it_cap_kw[:, None], fac_kw[:, None] / self.pue_cap)
+        self.cap_kw = np.minimum(self._grid_cap_kw, commit_kw / self.pue_cap)
+        """IT power allowed per site-hour, shape ``(S, T)``: the planner's rule
+        (:attr:`carbonsched.plan.sets.CompiledSets.power_cap_kw`), the lower of the IT cap and
+        the grid connection's and the plan's commitments' facility power divided by the PUE's
+        upper 95 % bound. [kW]"""
         self._lock = threading.Lock()
         self.booking_lock = threading.Lock()
         """Held by :func:`carbonsched.service.booking.reserve_job` from placing to commit."""
@@ -153,8 +171,24 @@ class PlacementBook:
         self._recompute()
 
     # --- ledger -------------------------------------------------------------------------------
+    def _commit_limits(self) -> np.ndarray:
+        """The facility power the plan's commitments allow, from its ``site_hours``.
+
+        Returns
+        -------
+        numpy.ndarray
+            Shape ``(S, T)``: ``commit_limit_kw`` per site-hour, ``inf`` outside every
+            commitment window. [kW]
+        """
+        commit = np.full((len(self.sites), len(self.slots)), np.inf)
+        for r in self.plan.get("site_hours", []):
+            s, t = self.spos.get(r["site"]), self.tpos.get(pd.Timestamp(r["hour"]))
+            if s is not None and t is not None and r.get("commit_limit_kw") is not None:
+                commit[s, t] = float(r["commit_limit_kw"])
+        return commit
+
     def _plan_bookings(self) -> list[Booking]:
-        """The plan's own work as bookings.
+        """The plan's own work, and the running work it holds (``running``), as bookings.
 
         Raises
         ------
@@ -162,8 +196,10 @@ class PlacementBook:
             The plan places work at a site, or on a GPU type, the catalog no longer has: its
             capacity could not be booked, so every answer would offer what the plan uses.
         """
+        running = self.plan.get("running", [])
         lost = sorted({f"{w['site']} ({w.get('gpu_type', '')})"
-                       for w in [*self.plan.get("placements", []), *self.plan.get("inference", [])]
+                       for w in [*self.plan.get("placements", []), *self.plan.get("inference", []),
+                                 *running]
                        if w["site"] not in self.spos
                        or w.get("gpu_type", "") not in self.sites[self.spos[w["site"]]].gpus})
         if lost:
@@ -177,6 +213,12 @@ class PlacementBook:
         for p in self.plan.get("placements", []):
             b = self._booking_of(p["site"], pd.Timestamp(p["start"]), pd.Timestamp(p["end"]),
                                  p["gpu_type"], int(p["gpus"]), None, p.get("energy_kwh"))
+            if b is not None:
+                out.append(b)
+        for r in running:  # held from its start (the horizon start if none) to its end
+            start = max(self.slots[0], pd.Timestamp(r.get("start") or self.slots[0]))
+            b = self._booking_of(r["site"], start, pd.Timestamp(r["end"]), r["gpu_type"],
+                                 int(r["gpus"]), float(r["it_power_kw"]), None)
             if b is not None:
                 out.append(b)
         for i in self.plan.get("inference", []):
@@ -221,7 +263,7 @@ class PlacementBook:
             self._book(gpus, it_kw, b)
         self.free_gpus = gpus
         self.it_kw = it_kw
-        self.free_kw = self.cap_kw[:, None] - it_kw
+        self.free_kw = self.cap_kw - it_kw
         facility = it_kw * self.pue
         self.free_surplus_kw = np.maximum(self.surplus_kw - facility, 0.0)
 
@@ -257,7 +299,8 @@ class PlacementBook:
         The arbiter's check (:func:`carbonsched.service.booking.reserve_job`), run inside the
         database transaction that holds the site's booking lock, against the reservations
         committed at that site (``rows``, as :meth:`booking_of_row` reads them): GPUs of the
-        booking's type and IT power under the site's cap, in every hour it takes.
+        booking's type and IT power under the site-hour's cap (:attr:`cap_kw`), in every hour
+        it takes.
         """
         s, t0, t1 = booking.s, booking.t0, booking.t1
         gpus = self._base_gpus[s, t0:t1, booking.gtype].astype(np.int64)
@@ -271,7 +314,7 @@ class PlacementBook:
                 gpus[a:z] -= b.gpus
             kw[a:z] += b.kw
         return bool((gpus >= booking.gpus).all()
-                    and (kw + booking.kw <= self.cap_kw[s] + 1e-9).all())
+                    and (kw + booking.kw <= self.cap_kw[s, t0:t1] + 1e-9).all())
 
     def set_reservations(self, rows: list[dict[str, Any]]) -> None:
         """Replace the reservations applied on top of the plan (rows of submitted jobs)."""
@@ -372,6 +415,20 @@ class PlacementBook:
         """Hours from the horizon start to ``ts`` (tz-aware). [h]"""
         return (pd.Timestamp(ts).value - self._t0_ns) / 3.6e12
 
+    def _window_cap_kw(self, lo: int, hi: int) -> np.ndarray:
+        """The most IT power each site allows in any hour of ``[lo, hi)``, shape ``(S,)``. [kW]
+
+        The planner's pre-check window (:func:`carbonsched.plan.compile_sets`): hours past the
+        horizon follow :func:`~carbonsched.plan.sets.continue_signal`; an empty window takes
+        the most any hour allows.
+        """
+        if hi <= lo:
+            return self._grid_cap_kw.max(axis=1)
+        cap = continue_signal(self._grid_cap_kw, max(hi, self.cap_kw.shape[1]))
+        n_t = self.cap_kw.shape[1]
+        cap[:, :n_t] = self.cap_kw
+        return cap[:, lo:hi].max(axis=1)
+
     def _candidates(self, job: Job) -> tuple[tuple[ReasonCode, str] | None, np.ndarray, int,
                                              int]:
         """The planner's pre-check for one job, as candidate sites and a start range.
@@ -398,7 +455,8 @@ class PlacementBook:
             job, self.sites, self.spos, self.gpos.keys(),
             self.count[:, g] if g is not None else np.zeros(len(self.sites), dtype=np.int64),
             lambda s: self.sites[s].gang_nodes(job.gpu_type, job.gpus) is not None,
-            lambda: self.cap_kw)
+            lambda: self._window_cap_kw(first, last + -(-job.duration_minutes // 60)),
+            self.it_cap_kw)
         if reason is None:
             reason = window_precheck(job, dl, first, last_any, last, self.slots[0],
                                      self.slots[0] + n_t * HOUR)

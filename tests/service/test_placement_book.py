@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -10,34 +11,45 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from carbonsched.catalog import load_catalog
+from carbonsched.catalog import Catalog, load_catalog
 from carbonsched.domain import Job, JobPayload
 from carbonsched.errors import InputError
 from carbonsched.plan import PlanningProblem, compile_sets
-from carbonsched.service.placement import PlacementBook
+from carbonsched.service.placement import Booking, PlacementBook
 
 CAT = load_catalog("china-eastdata-westcompute")
 T0 = pd.Timestamp("2023-07-15T00:00:00Z")
 HOURS = 24
 
 
-def _book(placements=(), cat=CAT) -> PlacementBook:
+def _book(placements=(), cat=CAT, pue_hi=None, site_hours=(), running=()) -> PlacementBook:
+    """A book over ``cat``; ``pue_hi``: the PUE's upper 95 % bound per hour (else the mean)."""
     slots = pd.date_range(T0, periods=HOURS, freq="h")
     rows = []
     for i, s in enumerate(cat.sites):
         for sig, base in (("carbon_intensity_g_per_kwh", 100.0 + 50 * i),
                           ("pue", 1.2), ("green_surplus_index", 0.0)):
             v = base + (10 * np.sin(np.arange(HOURS) / 3) if sig.startswith("carbon") else 0)
+            v = np.broadcast_to(v, (HOURS,))
+            hi = pue_hi if sig == "pue" and pue_hi is not None else v
             rows.append(pd.DataFrame({"site": s.id, "signal": sig, "model": "test",
                                       "issued_at": T0, "ts": slots, "mean": v, "lo_80": v,
-                                      "hi_80": v, "lo_95": v, "hi_95": v}))
+                                      "hi_80": v, "lo_95": v, "hi_95": hi}))
     doc = {"plan_id": "p", "date": "2023-07-15", "issued_at": "2023-07-15T00:00:00Z",
            "horizon_hours": HOURS, "sites": cat.site_ids, "signal_quality": "modelled",
-           "placements": list(placements), "inference": []}
+           "placements": list(placements), "inference": [], "site_hours": list(site_hours),
+           "running": list(running)}
     return PlacementBook(cat, doc, pd.concat(rows, ignore_index=True))
 
 
 BOOK = _book()
+# two sites behind a 10 kW grid connection, planned against a PUE bound of 1.25, and 1.6 in the
+# warm hours 10-15: 8 kW of IT then 6.25 kW, below their IT caps of 9.9 and 7.8 kW
+CAPPED = Catalog(**{**CAT.__dict__, "sites": [
+    replace(s, facility_power_cap_kw=10.0) if s.id in ("cn-nm-horinger", "cn-gs-qingyang")
+    else s for s in CAT.sites]})
+WARM = np.where((np.arange(HOURS) >= 10) & (np.arange(HOURS) < 16), 1.6, 1.25)
+CAPPED_BOOK = _book(cat=CAPPED, pue_hi=WARM)
 GPU_TYPES = CAT.gpu_types() + ["TPUv9"]
 
 
@@ -61,12 +73,13 @@ def jobs(draw):
                payload=payload, max_domains=draw(st.sampled_from([None, 1, 2])))
 
 
+@pytest.mark.parametrize("book", [BOOK, CAPPED_BOOK], ids=["it-caps", "grid-connection"])
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(job=jobs())
-def test_job_options_match_the_planners_compiled_sets(job):
-    reason, opts = BOOK.job_options(job)
-    sets = compile_sets(PlanningProblem(sites=BOOK.sites, jobs=[job], inference=[],
-                                        slots=BOOK.slots, signals=BOOK.signals))
+def test_job_options_match_the_planners_compiled_sets(book, job):
+    reason, opts = book.job_options(job)
+    sets = compile_sets(PlanningProblem(sites=book.sites, jobs=[job], inference=[],
+                                        slots=book.slots, signals=book.signals))
     if 0 in sets.reasons:
         assert reason == sets.reasons[0]
         assert len(opts) == 0
@@ -213,3 +226,74 @@ def test_a_plan_with_work_where_the_catalog_has_no_site_or_gpu_type_is_refused()
         with pytest.raises(InputError, match=r"plan p places work at 1 site/GPU type\(s\) "
                                              rf"catalog .* no longer has: {re.escape(named)}"):
             _book([ok, bad])
+
+
+def test_a_reservation_is_held_to_the_grid_connection_commitments_and_running_work():
+    # before, the book held reservations to each site's static IT cap only: 9.9 kW at Horinger,
+    # where the planner allows 10 kW / 1.6 = 6.25 kW of IT in the warm hours, 8 kW otherwise.
+    # A 7 kW job was offered (and its reservation committed) at 10:00, over the grid connection
+    # by 7 x 1.6 - 10 = 1.2 kW
+    site = "cn-nm-horinger"
+    s, g = CAPPED_BOOK.spos[site], CAPPED_BOOK.gpos["A100"]
+    assert CAPPED_BOOK.cap_kw[s, :17].tolist() == pytest.approx([8.0] * 10 + [6.25] * 6 + [8.0])
+    job = Job(id="w", tenant="t", gpu_type="A100", gpus=8, duration_hours=2,
+              power_per_gpu_kw=0.875, earliest_start=T0 + pd.Timedelta(hours=9),
+              deadline=T0 + pd.Timedelta(hours=24), allowed_sites=(site,))
+    a = CAPPED_BOOK.place_job(job, T0.to_pydatetime())
+    starts = [o["start"] for o in [a["recommended"], *a["alternatives"]]]
+    assert a["placed"] and starts == ["2023-07-15T16:00:00Z"]  # the first 2 h clear of 10-15
+    for t in range(9, 16):                        # the arbiter refuses every warm start too
+        assert not CAPPED_BOOK.fits_with(Booking(s, t, t + 2, g, 8, 7.0), [])
+    assert CAPPED_BOOK.fits_with(Booking(s, 16, 18, g, 8, 7.0), [])
+    # just at the limit: 6.25 kW fits the warm hours exactly, 6.26 does not
+    assert CAPPED_BOOK.fits_with(Booking(s, 10, 16, g, 8, 6.25), [])
+    assert not CAPPED_BOOK.fits_with(Booking(s, 10, 16, g, 8, 6.26), [])
+    at_limit = Job(**{**job.__dict__, "power_per_gpu_kw": 6.25 / 8, "duration_minutes": 360,
+                      "earliest_start": T0 + pd.Timedelta(hours=10),
+                      "deadline": T0 + pd.Timedelta(hours=16)})
+    a = CAPPED_BOOK.place_job(at_limit, T0.to_pydatetime())
+    assert a["placed"] and a["recommended"]["start"] == "2023-07-15T10:00:00Z"
+    # a commitment (facility power <= 5 kW at 16:00) and running work (2 kW and 4 GPUs at
+    # 17:00-18:30) are the plan's too: free IT power 5 / 1.25 = 4 kW and 8 - 2 = 6 kW there
+    rows = [{"site": site, "hour": "2023-07-15T16:00:00Z", "commit_limit_kw": 5.0},
+            {"site": site, "hour": "2023-07-15T17:00:00Z", "commit_limit_kw": None}]
+    held = [{"job_id": "r0", "site": site, "gpu_type": "A100", "gpus": 4, "it_power_kw": 2.0,
+             "start": "2023-07-15T17:00:00Z", "end": "2023-07-15T18:30:00Z"}]
+    book = _book(cat=CAPPED, pue_hi=WARM, site_hours=rows, running=held)
+    assert book.free_kw[s, 15:20].tolist() == pytest.approx([6.25, 4.0, 6.0, 6.0, 8.0])
+    assert book.free_gpus[s, 15:20, g].tolist() == [12, 12, 8, 8, 12]
+    a = book.place_job(job, T0.to_pydatetime())
+    assert a["placed"] and a["recommended"]["start"] == "2023-07-15T19:00:00Z"
+    assert not book.fits_with(Booking(s, 16, 18, g, 8, 7.0), [])
+    # the running work's GPUs: 8 of 12 free at 17:00 and 18:00 (at the limit), not 9
+    assert book.fits_with(Booking(s, 17, 19, g, 8, 1.0), [])
+    assert not book.fits_with(Booking(s, 17, 19, g, 9, 1.0), [])
+
+
+@pytest.mark.shared_data
+def test_the_daily_pipeline_hands_running_work_to_the_book(shared_data):
+    # before, the plan document did not carry the running work the planner held, so a book of
+    # a rolling plan offered GPUs that work still held: the Frankfurt fixture's two A100s,
+    # one held until 03:30 by running work, are both free from 04:00 only
+    from carbonsched.domain import RunningWork, Workload
+    from carbonsched.pipeline.daily import run_daily_plan
+    from tests.conftest import FIXTURES
+
+    cat = load_catalog(FIXTURES / "catalog" / "frankfurt.toml")
+    t0 = pd.Timestamp("2023-07-10T00:00:00Z")
+    held = RunningWork(site="de-frankfurt", gpu_type="A100", gpus=1, it_power_kw=0.5,
+                       end=t0 + pd.Timedelta(minutes=210), job_id="earlier")
+    daily = run_daily_plan("2023-07-10", str(FIXTURES / "catalog" / "frankfurt.toml"),
+                           Workload(jobs=[], inference=[]), shared_data, time_limit_s=10,
+                           running=[held])
+    assert daily.document["running"] == [{
+        "job_id": "earlier", "site": "de-frankfurt", "gpu_type": "A100", "gpus": 1,
+        "it_power_kw": 0.5, "start": None, "end": "2023-07-10T03:30:00Z"}]
+    book = PlacementBook(cat, daily.document, daily.forecasts)
+    g = book.gpos["A100"]
+    assert book.free_gpus[0, :5, g].tolist() == [1, 1, 1, 1, 2]
+    assert book.it_kw[0, :5].tolist() == pytest.approx([0.5] * 4 + [0.0])
+    gang = Job(id="two", tenant="t", gpu_type="A100", gpus=2, duration_hours=1,
+               power_per_gpu_kw=0.5, earliest_start=t0, deadline=t0 + pd.Timedelta(hours=5))
+    a = book.place_job(gang, t0.to_pydatetime())
+    assert a["placed"] and a["recommended"]["start"] == "2023-07-10T04:00:00Z"
