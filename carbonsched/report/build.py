@@ -40,7 +40,7 @@ from carbonsched.catalog import Catalog, load_catalog
 from carbonsched.errors import InputError, UnknownSiteError
 from carbonsched.forecasts.green_surplus import green_surplus_index
 from carbonsched.forecasts.pue import pue_from_weather
-from carbonsched.pipeline.daily import HISTORY_DAYS, MAX_HORIZON_HOURS
+from carbonsched.pipeline.daily import HISTORY_DAYS, MAX_HORIZON_HOURS, plan_uses
 from carbonsched.pipeline.replayed import ReplayedSignals, ReplayShift
 from carbonsched.report.fairness import RULE as FAIR_RULE
 from carbonsched.report.fairness import fairness_section
@@ -339,6 +339,9 @@ class _SiteActual:
     surplus_unknown: str = ""
     """Why some hours have no actual green-surplus figure (counted as no surplus), with how
     many; ``""`` when every hour has one or the site has no surplus to absorb."""
+    reader_notes: tuple[str, ...] = ()
+    """What the signal reader noted of the data read (missing or invalid hours, quarantined or
+    repeated rows, clock checks), as a plan's notes carry them (:func:`plan_uses`)."""
 
 
 def _site_actuals(catalog: Catalog, data_dir: Path, t0: pd.Timestamp, t1: pd.Timestamp,
@@ -381,7 +384,8 @@ def _site_actuals(catalog: Catalog, data_dir: Path, t0: pd.Timestamp, t1: pd.Tim
             "estimated": est.fillna(False).astype(bool),
             "pue": pue,
             "surplus_kw": gsi.clip(0, 1) * site.green_surplus_max_kw}, index=hours),
-            meta, int((~ok).sum()), unknown)
+            meta, int((~ok).sum()), unknown,
+            tuple(n for n in meta.get("notes", []) if plan_uses(n)))
     return out
 
 
@@ -729,6 +733,15 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
         notes.append("actual green surplus unknown, counted as none (the surplus that occurred "
                      "and the plans' actual-signal figure are lower bounds there): "
                      + "; ".join(f"{s} {why}" for s, why in sorted(no_surplus.items())))
+    read_from, read_to = (t0 - pd.Timedelta(days=HISTORY_DAYS)).date(), (t1 - HOUR).date()
+    for sid, a in sorted(actuals.items()):
+        if a.reader_notes:
+            notes.append(f"actual signals of {sid} ({a.meta.get('source', '?')}, read "
+                         f"{read_from} .. {read_to}: the "
+                         f"period and the {HISTORY_DAYS} days before it, the green-surplus "
+                         "reference): " + "; ".join(a.reader_notes[:5])
+                         + (f"; and {len(a.reader_notes) - 5} more" if len(a.reader_notes) > 5
+                            else ""))
     pue_floor = {s: a.pue_floor_hours for s, a in actuals.items() if a.pue_floor_hours}
     if pue_floor:
         notes.append("hours without actual weather, PUE at the model's free-cooling floor: "

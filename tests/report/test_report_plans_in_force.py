@@ -276,3 +276,33 @@ def test_an_unknown_actual_surplus_is_named_not_silently_zero(fx, shared_data, t
     assert notes == ([] if said is None else [
         "actual green surplus unknown, counted as none (the surplus that occurred and the "
         f"plans' actual-signal figure are lower bounds there): {said}"])
+
+
+@pytest.mark.parametrize("n_notes", [0, 1, 5, 6])
+def test_the_signal_readers_notes_reach_the_report(fx, shared_data, monkeypatch, n_notes):
+    # before, the report read each site's actual signals and dropped what the reader noted of
+    # them (missing hours, quarantined rows, clock checks): a plan said it, the report did not.
+    # At the limit: five notes are listed whole, a sixth is counted; a price note is not ours
+    import carbonsched.report.build as build
+
+    real = build.load_site_signals
+
+    def load(site, data_dir, t0, t1):
+        frame, meta = real(site, data_dir, t0, t1)
+        said = [f"{k + 1} hour(s) of carbon intensity quarantined" for k in range(n_notes)]
+        return frame, {**meta, "notes": [*said, "no price file X.csv: price NaN for 2023"]}
+
+    monkeypatch.setattr(build, "load_site_signals", load)
+    r0 = _run("00", [("J", "a", "de-site", f"{DAY}T02:00:00Z", f"{DAY}T05:00:00Z", 4, 0.5)])
+    rep = build_report(None, fx / "two_markets.toml", shared_data, DAY, DAY, plans=[r0])
+    notes = [n for n in rep.metadata["notes"] if n.startswith("actual signals of")]
+    if n_notes == 0:
+        assert notes == []
+        return
+    listed = "; ".join(f"{k + 1} hour(s) of carbon intensity quarantined"
+                       for k in range(min(n_notes, 5)))
+    more = "; and 1 more" if n_notes == 6 else ""
+    start = (pd.Timestamp(DAY) - pd.Timedelta(days=build.HISTORY_DAYS)).date()
+    assert notes == [f"actual signals of de-site (electricitymaps, read {start} .. {DAY}: the "
+                     f"period and the {build.HISTORY_DAYS} days before it, the green-surplus "
+                     f"reference): {listed}{more}"]
