@@ -210,7 +210,9 @@ class Settings(BaseSettings):
     cron_startup_run: bool = True
     """At start-up, run the due day's plan -> dispatch at once when that day has no run record
     (the catch-up after downtime; logged, recorded with trigger ``startup`` and listed by
-    ``GET /v1/runs``). Off: the day is run at :attr:`cron_time` only. Either way a run whose
+    ``GET /v1/runs``). Off: the day is run at :attr:`cron_time` only, or when an operator
+    asks (``POST /v1/runs``); ``GET /v1/runs`` names the run left out (``cron.skipped``).
+    Either way a run whose
     plan replaces one made outside the service (``carbonsched plan``) for the same date says
     so in the log, the plan's notes and the run record's ``notes``."""
     cron_time: time = time(6, 0)

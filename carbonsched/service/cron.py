@@ -168,6 +168,9 @@ class DailyCron:
         self.startup_run = startup_run
         self.started_at = clock.now()
         self._skipped: str | None = None
+        self.skipped_note = ""
+        """What this process did not run because it was due before the start and the start-up
+        run is off (``GET /v1/runs`` shows it under ``cron.skipped``); ``""`` when nothing."""
         self._busy = threading.Lock()
         self._scheduler: Any = None
 
@@ -261,16 +264,20 @@ class DailyCron:
                 pdate_key = issued.strftime("%Y-%m-%dT%H:%MZ")
             else:
                 before, pdate_key = self._due_before_start(local_day), pdate
-            if not self.startup_run and before:
+            if not self.startup_run and before and trigger != "manual":
                 if self._skipped != pdate_key:
                     self._skipped = pdate_key
                     nxt = (f"{self.at.strftime('%H:%M')} {self.zone_name}"
                            if self.run_every_hours == 24 else
                            f"every {self.run_every_hours} h from 00:00 UTC")
-                    log.info("cron: run %s was due before this process started and the "
-                             "start-up run is off (CARBONSCHED_CRON_STARTUP_RUN=false): not "
-                             "run; the next run is at %s", pdate_key, nxt)
+                    self.skipped_note = (
+                        f"run {pdate_key} was due before this process started and the "
+                        "start-up run is off (CARBONSCHED_CRON_STARTUP_RUN=false): not run; "
+                        f"the next run is at {nxt} (POST /v1/runs runs it now)")
+                    log.info("cron: %s", self.skipped_note)
                 return None
+            if self._skipped == pdate_key:   # an operator runs it (POST /v1/runs)
+                self.skipped_note = ""
             try:
                 out = claim_and_run(self.store, self.clock, self.pipeline, planning_date=pdate,
                                     issued_at=issued, trigger=trigger, replica=self.replica,

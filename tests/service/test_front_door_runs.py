@@ -116,3 +116,32 @@ def test_a_store_with_another_catalogs_runs_is_refused(tmp_path, monkeypatch):
     assert "holds the runs of catalog(s) 'global'" in " ".join(r.output.split())
     assert db.get_run("2026-12-04") is None
     assert load_catalog(DEFAULT).name == DEFAULT
+
+
+def test_a_start_up_run_left_out_is_said_and_an_operator_can_run_it(db):
+    # before, the skip was only logged (GET /v1/runs did not say it), and POST /v1/runs
+    # answered "run started" while its tick skipped the same run again
+    from carbonsched.api.routes.runs import list_runs
+    from carbonsched.service.metrics import ServiceMetrics
+
+    clock = ManualClock(datetime(2023, 7, 14, 12, tzinfo=ZONE))   # after the 02:30 run time
+    cron, rec = make(db, clock, startup_run=False)
+    assert cron.skipped_note == ""
+    cron.tick("startup")
+    cron.tick("check")
+    assert rec.calls == []
+    assert cron.skipped_note == (
+        "run 2023-07-15 was due before this process started and the start-up run is off "
+        "(CARBONSCHED_CRON_STARTUP_RUN=false): not run; the next run is at 02:30 "
+        f"{cron.zone_name} (POST /v1/runs runs it now)")
+
+    class _State:
+        pass
+
+    state = _State()
+    state.db, state.cron, state.metrics = db, cron, ServiceMetrics()
+    assert list_runs(state, None, 100).cron["skipped"] == cron.skipped_note
+    cron.tick("manual")                                      # what POST /v1/runs starts
+    assert [(c[0], c[2]) for c in rec.calls] == [("2023-07-15", "manual")]
+    assert db.get_run("2023-07-15")["trigger"] == "manual" and cron.skipped_note == ""
+    assert "skipped" not in list_runs(state, None, 100).cron

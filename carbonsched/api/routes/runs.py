@@ -17,7 +17,11 @@ router = APIRouter(prefix="/v1", tags=["runs"], responses=ERRORS)
 @router.get("/runs", operation_id="listRuns", response_model=RunsPublic)
 def list_runs(state: State, role: ReadRole,
               limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> RunsPublic:
-    """Run records (one per planning date), newest first, and this replica's cron state."""
+    """Run records (one per planning date), newest first, and this replica's cron state.
+
+    ``cron.skipped`` names a run due before this process started that it did not run because
+    the start-up run is off (``CARBONSCHED_CRON_STARTUP_RUN=false``).
+    """
     runs = [RunPublic(**r) for r in state.db.runs(limit)]
     cron = state.cron
     info: dict = {"enabled": cron is not None}
@@ -25,6 +29,8 @@ def list_runs(state: State, role: ReadRole,
         info |= {"leader": bool(cron.leader is None or cron.leader.held),
                  "timezone": cron.zone_name, "at": cron.at.isoformat(),
                  "next_due_planning_date": cron.due()[1].isoformat()}
+        if cron.skipped_note:
+            info["skipped"] = cron.skipped_note
     return RunsPublic(data=runs, count=len(runs), cron=info)
 
 
