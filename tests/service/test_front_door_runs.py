@@ -145,3 +145,29 @@ def test_a_start_up_run_left_out_is_said_and_an_operator_can_run_it(db):
     assert [(c[0], c[2]) for c in rec.calls] == [("2023-07-15", "manual")]
     assert db.get_run("2023-07-15")["trigger"] == "manual" and cron.skipped_note == ""
     assert "skipped" not in list_runs(state, None, 100).cron
+
+
+@pytest.mark.parametrize("leads", [True, False])
+def test_post_runs_on_a_standby_says_it_did_not_start(db, leads):
+    # before, a standby replica answered "run started" while its tick, not the leader's,
+    # returned at once: nothing ran. At the limit: the leader starts it
+    from carbonsched.api.routes.runs import trigger_run
+
+    class Lease:
+        held = False
+
+        def try_acquire(self):
+            return leads
+
+    clock = ManualClock(datetime(2023, 7, 14, 12, tzinfo=ZONE))
+    cron, rec = make(db, clock)
+    cron.leader = Lease()
+
+    class _State:
+        pass
+
+    state = _State()
+    state.db, state.cron = db, cron
+    out = trigger_run(state, None)
+    assert out.planning_date == "2023-07-15" and out.started is leads
+    assert ("standby" in out.detail) is not leads

@@ -44,6 +44,11 @@ def trigger_run(state: State, role: AdminRole) -> RunTriggered:
                             "`carbonsched plan --dispatch` instead")
     _, planning, issued = cron.due_issue()
     pdate = planning.isoformat()
+    if not cron.is_leader():   # its tick would not run: say so rather than "started"
+        return RunTriggered(planning_date=pdate, started=False,
+                            detail="this replica is a standby: the replica holding the "
+                            "leader's lease runs the pipeline; send POST /v1/runs to it, or "
+                            "wait for its next check")
     existing = state.db.get_run(issued)
     if existing is not None:
         what = pdate if cron.run_every_hours == 24 else existing["run_key"]
