@@ -1481,19 +1481,21 @@ def cancel_job(store: Store, catalog: Catalog | str, job_id: str, from_piece: in
                     f"{key} of job {job_id} is being dispatched by {holder} (its lease ends "
                     f"{_iso(until)}); nothing was cancelled; cancel again after that, when "
                     "the submission has settled")
-        # the leases are renewed while the backends are called, one unit after another
-        built: dict[str, Mapping[str, DispatchAdapter]] = {}
+    except BaseException:
+        claimant.release()          # the units taken so far
+        raise
+    built: dict[str, Mapping[str, DispatchAdapter]] = {}
 
-        def backends() -> Mapping[str, DispatchAdapter]:
-            if "a" not in built:
-                built["a"] = adapters if adapters is not None else build_adapters(catalog)
-            return built["a"]
+    def backends() -> Mapping[str, DispatchAdapter]:
+        if "a" not in built:
+            built["a"] = adapters if adapters is not None else build_adapters(catalog)
+        return built["a"]
 
-        with claimant.heartbeat():
-            for key in keys:
-                out.append(_cancel_held(store, claimant, key, job_id, backends, clock))
-    finally:
-        claimant.release()
+    # the leases are renewed while the backends are called, one unit after another, and
+    # released on leaving the block
+    with claimant.heartbeat():
+        for key in keys:
+            out.append(_cancel_held(store, claimant, key, job_id, backends, clock))
     return out
 
 

@@ -340,7 +340,8 @@ def ids_in_use(settings: Any, service_store: Any, job_ids: list[str],
     plan ``plan_id``, of the dispatch outbox (any plan's job dispatch claimed), or of the
     rolling state (pending, committed or ended). A job submitted under such an id would
     never be planned as itself (``NameConflict`` at the next run) or would be taken for the
-    other job by dispatch, so the API refuses it at once.
+    other job by dispatch, so the API refuses it at once. A workload file that cannot be read
+    is not checked (logged; the next run fails on it and its record says why).
 
     Parameters
     ----------
@@ -357,9 +358,6 @@ def ids_in_use(settings: Any, service_store: Any, job_ids: list[str],
     -------
     dict
         Job id -> where it is held (a phrase for the message), only for held ids.
-
-    A workload file that cannot be read is not checked (logged; the next run fails on it and
-    its record says why).
     """
     from carbonsched.dispatch.outbox import dispatched_jobs
     from carbonsched.store.rolling_state import RollingStore
