@@ -145,28 +145,49 @@ def finish_run(doc: dict[str, Any], service_store: Any, catalog: Catalog, clock:
     return run_status, status, disp
 
 
+Submitted = list[tuple[dict[str, Any], Job]]
+"""The API's jobs still to plan: (stored row, job) pairs (:func:`submitted_jobs`)."""
+
+
+def submitted_jobs(service_store: Any) -> Submitted:
+    """The API's ``Pending`` and ``Planned`` jobs, read once and through the job schema once.
+
+    A run takes one such snapshot and hands it to :func:`unrunnable_submitted_jobs`,
+    :func:`with_submitted_jobs` and :func:`expired_submitted_jobs`, so all three see the same
+    jobs (a job submitted meanwhile waits for the next run).
+
+    Returns
+    -------
+    list of (dict, Job)
+        Each stored row (``job_id``, ``state``, ``spec``, ...) with its job
+        (:func:`job_from_spec`).
+    """
+    return [(r, job_from_spec(r["spec"]))
+            for r in service_store.jobs(states=("Pending", "Planned"))]
+
+
 def with_submitted_jobs(wl: Workload, service_store: Any, issued_at: pd.Timestamp,
-                        horizon_hours: int, skip: set[str] | frozenset[str] = frozenset()
-                        ) -> tuple[Workload, set[str]]:
+                        horizon_hours: int, skip: set[str] | frozenset[str] = frozenset(),
+                        snapshot: Submitted | None = None) -> tuple[Workload, set[str]]:
     """Add the API's pending and planned jobs whose window overlaps the horizon.
 
     A job dispatch holds (its claim, ``<job>#0``, is in the outbox, submitted or not) is not
     among them: :func:`sync_dispatched_jobs` moves it out of ``Planned`` first, and one it has
     not reached yet is skipped here too, so a later plan never places (and reserves capacity
-    for) a job already dispatched from an earlier one.
+    for) a job already dispatched from an earlier one. ``snapshot``: the run's
+    :func:`submitted_jobs` (read here when ``None``).
     """
     from carbonsched.dispatch.outbox import dispatched_jobs
 
     end = issued_at + pd.Timedelta(hours=horizon_hours)
     have = {j.id for j in wl.jobs}
-    rows = service_store.jobs(states=("Pending", "Planned"))
+    snap = submitted_jobs(service_store) if snapshot is None else snapshot
     gone = dispatched_jobs(service_store.store,
-                           [r["job_id"] for r in rows if r["state"] == "Planned"])
+                           [r["job_id"] for r, _ in snap if r["state"] == "Planned"])
     extra: list[Job] = []
-    for row in rows:
+    for row, job in snap:
         if row["job_id"] in skip:    # :func:`unrunnable_submitted_jobs`
             continue
-        job = job_from_spec(row["spec"])
         if job.id in have or job.id in gone or cannot_finish(job, issued_at) \
                 or job.earliest_start >= end:
             continue
@@ -221,7 +242,8 @@ def cannot_finish(job: Job, issued_at: pd.Timestamp) -> bool:
     return latest_start(job) < issued_at
 
 
-def expired_submitted_jobs(service_store: Any, issued_at: pd.Timestamp) -> list[Job]:
+def expired_submitted_jobs(service_store: Any, issued_at: pd.Timestamp,
+                           snapshot: Submitted | None = None) -> list[Job]:
     """The API's pending jobs no run issued at ``issued_at`` can finish (:func:`cannot_finish`).
 
     Only ``Pending`` jobs (never placed): a ``Planned`` one may have been dispatched and run.
@@ -232,14 +254,17 @@ def expired_submitted_jobs(service_store: Any, issued_at: pd.Timestamp) -> list[
         The service store (:class:`carbonsched.store.service.ServiceStore`).
     issued_at
         The run's issue time (tz-aware).
+    snapshot
+        The run's :func:`submitted_jobs` (read here when ``None``).
 
     Returns
     -------
     list of Job
         Those jobs, through the one job schema (:func:`job_from_spec`).
     """
-    return [job for row in service_store.jobs(states=("Pending",))
-            if cannot_finish(job := job_from_spec(row["spec"]), issued_at)]
+    snap = submitted_jobs(service_store) if snapshot is None else snapshot
+    return [job for row, job in snap
+            if row["state"] == "Pending" and cannot_finish(job, issued_at)]
 
 
 def end_expired_jobs(service_store: Any, jobs: list[Job], issued_at: pd.Timestamp,
@@ -297,7 +322,8 @@ def job_from_spec(spec: dict[str, Any]) -> Job:
     return JobSpec.model_validate({**spec, "template": None}).to_job()
 
 
-def unrunnable_submitted_jobs(service_store: Any, catalog: Catalog, workload: Workload
+def unrunnable_submitted_jobs(service_store: Any, catalog: Catalog, workload: Workload,
+                              snapshot: Submitted | None = None
                               ) -> dict[str, tuple[str, str]]:
     """The API's jobs still to plan (``Pending``, ``Planned``) that no run can plan, and why.
 
@@ -307,6 +333,8 @@ def unrunnable_submitted_jobs(service_store: Any, catalog: Catalog, workload: Wo
     * ``NameConflict``: a job of the workload file has its id; the file's job is planned
       under it, this one never would be.
 
+    ``snapshot``: the run's :func:`submitted_jobs` (read here when ``None``).
+
     Returns
     -------
     dict
@@ -315,7 +343,7 @@ def unrunnable_submitted_jobs(service_store: Any, catalog: Catalog, workload: Wo
     known = set(catalog.site_ids)
     file_ids = {j.id for j in workload.jobs}
     out: dict[str, tuple[str, str]] = {}
-    for row in service_store.jobs(states=("Pending", "Planned")):
+    for row, job in submitted_jobs(service_store) if snapshot is None else snapshot:
         jid = row["job_id"]
         if jid in file_ids:
             out[jid] = (str(ReasonCode.NAME_CONFLICT),
@@ -323,7 +351,7 @@ def unrunnable_submitted_jobs(service_store: Any, catalog: Catalog, workload: Wo
                         "planned under this id, this one never would be; submit it again "
                         "under another id")
             continue
-        unknown = sorted(set(job_from_spec(row["spec"]).allowed_sites) - known)
+        unknown = sorted(set(job.allowed_sites) - known)
         if unknown:
             out[jid] = (str(ReasonCode.UNKNOWN_SITE),
                         f"it names site(s) {', '.join(unknown)} that catalog {catalog.name!r} "
@@ -938,9 +966,11 @@ def _plan_daily(settings: Any, service_store: Any, wl: Workload, pdate: str,
     from carbonsched.catalog import load_catalog
     from carbonsched.pipeline.daily import run_daily_plan
 
-    bad = unrunnable_submitted_jobs(service_store, load_catalog(settings.catalog), wl)
-    wl, api_ids = with_submitted_jobs(wl, service_store, t, settings.horizon_hours, set(bad))
-    expired = [j for j in expired_submitted_jobs(service_store, t) if j.id not in bad]
+    snap = submitted_jobs(service_store)      # one snapshot of the API's jobs for the run
+    bad = unrunnable_submitted_jobs(service_store, load_catalog(settings.catalog), wl, snap)
+    wl, api_ids = with_submitted_jobs(wl, service_store, t, settings.horizon_hours, set(bad),
+                                      snap)
+    expired = [j for j in expired_submitted_jobs(service_store, t, snap) if j.id not in bad]
     daily = run_daily_plan(pdate, settings.catalog, wl, settings.data_dir, settings.solver,
                            settings.time_limit_s, settings.horizon_hours,
                            signal_loader=loaders.signal_loader,
@@ -977,17 +1007,17 @@ def _plan_rolling(settings: Any, service_store: Any, catalog: Catalog, wl: Workl
     from carbonsched.service.rolling import rolling_step
     from carbonsched.store.rolling_state import RollingStore
 
-    bad = unrunnable_submitted_jobs(service_store, catalog, wl)
+    snap = submitted_jobs(service_store)      # one snapshot of the API's jobs for the run
+    bad = unrunnable_submitted_jobs(service_store, catalog, wl, snap)
     clashes = [j for j, (reason, _) in bad.items() if reason == str(ReasonCode.NAME_CONFLICT)]
     # the rolling state is read here only to settle an id clash (rolling_step reads it anyway)
     held = RollingStore(service_store.store).load().jobs if clashes else {}
     for jid in clashes:
-        if jid in held and held[jid] == job_from_spec(service_store.get_job(jid)["spec"]):
+        if jid in held and held[jid] == next(j for r, j in snap if r["job_id"] == jid):
             # the API job came first and holds the id in the rolling state: it keeps it, and
             # the workload file's job is the one ignored (rolling_step says so)
             del bad[jid]
-    rows = service_store.jobs(states=("Pending", "Planned"))
-    api = [job_from_spec(r["spec"]) for r in rows if r["job_id"] not in bad]
+    api = [job for r, job in snap if r["job_id"] not in bad]
     api_ids = {j.id for j in api}
     # a bad job already pending in the rolling state ends there too (the planner would
     # refuse the whole run for a site the catalog lost)

@@ -131,3 +131,35 @@ def test_a_stored_jobs_template_is_not_applied_again():
     assert job.payload is not None and job.payload.template is None
     assert job.payload.command == ("python", "eval.py")
     assert apply_templates([job], {}, "API jobs") == [job]     # no catalog templates at all
+
+
+def test_a_run_plans_from_one_snapshot_of_the_api_jobs(db):
+    # before, a daily run read the API's jobs three times (the unrunnable check, the jobs to
+    # plan, the expired ones): a job stored between the first two reads, naming a site the
+    # catalog lost, skipped the check and was planned, and the planner refused the whole run
+    from carbonsched.config import Settings
+    from carbonsched.service.runs import _plan_daily
+
+    _add(db, "early", state="Pending")
+    real = db.jobs
+    reads = []
+
+    def jobs(*a, **k):
+        rows = real(*a, **k)
+        reads.append(k.get("states"))
+        if len(reads) == 1:      # a submission lands just after the run's first read
+            late = {**_spec("late"), "allowed_sites": ["mars-1"]}
+            db.add_jobs([{"job_id": "late", "tenant": "t", "spec_json": json.dumps(late),
+                          "state": "Pending", "reason": "AwaitingPlan", "detail": "",
+                          "submitted_at": NOW, "updated_at": NOW, "reserved": False}])
+        return rows
+
+    db.jobs = jobs
+    settings = Settings(catalog="china-eastdata-westcompute", time_limit_s=20)
+    planned = _plan_daily(settings, db, Workload([], []), "2023-07-16",
+                          pd.Timestamp("2023-07-16T00:00:00Z"))
+    assert reads == [("Pending", "Planned")]
+    assert planned.api_ids == {"early"}
+    assert {p["job_id"] for p in planned.doc["placements"]} == {"early"}
+    db.jobs = real
+    assert db.get_job("late")["state"] == "Pending"      # the next run's
