@@ -57,6 +57,13 @@ PAGE_ROWS = 5000
 """Rows per answer (the API's maximum)."""
 
 
+FUEL_LOOKBACK = pd.Timedelta(days=7)
+"""Hours before a fetch window also asked for, to learn which fuels the BA reports. A fuel with
+no row in the window and the week before it is one the BA does not have (0 MW); a fuel with rows
+in that week but none for an hour of the window is a value not reported yet, and leaves that
+hour's mix missing (a gap, asked again next run), never 0 MW. A week: EIA-930's own data lag is
+hours to a day or two, and a weekly cycle covers fuels dispatched only on some days."""
+
 KEY_FIELDS = ("period", "respondent", "fueltype")
 """The fields that identify one row of ``fuel-type-data`` (its sort order, too)."""
 
@@ -116,8 +123,13 @@ def drop_repeats(rows: list[dict[str, Any]], pages: list[int] | None = None,
 
 
 def read_eia_api(rows: list[dict[str, Any]], respondent: str | None = None,
+                 keep_from: pd.Timestamp | None = None,
                  ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Parse EIA-930 fuel-type rows (all pages joined) into an hour-start UTC frame.
+
+    A fuel with no row at all is one the BA does not have (0 MW); one with rows but none for an
+    hour leaves that hour's mix missing. ``keep_from``: the hours before it (hour start, UTC)
+    only tell which fuels the BA reports (:data:`FUEL_LOOKBACK`) and are not returned.
 
     Returns
     -------
@@ -170,6 +182,8 @@ def read_eia_api(rows: list[dict[str, Any]], respondent: str | None = None,
     absent = [f for f in FUELS if f not in wide.columns]
     gen[absent] = 0.0  # a BA without that fuel reports no row for it
     gen = gen.clip(lower=0.0)
+    if keep_from is not None:
+        gen = gen[gen.index >= keep_from]
     total = gen.sum(axis=1, min_count=len(FUELS))
     frame = pd.DataFrame(index=gen.index)
     for f in FUELS:
@@ -194,8 +208,9 @@ def get_eia_api(fetcher: Fetcher, api_key: str, respondent: str, start: pd.Times
     """Hourly fuel mix and carbon intensity of ``respondent`` for hour starts in ``[start, end)``.
 
     The hour starting at ``t`` is EIA's period ``t + 1 h`` (hour ending), so the request asks
-    ``start + 1 h`` .. ``end`` (both inclusive in the API) and follows ``offset`` pages in a
-    stable order until the stated ``total`` (see the module docstring).
+    ``start + 1 h`` .. ``end`` (both inclusive in the API), and the :data:`FUEL_LOOKBACK` before
+    it to learn the BA's fuels, and follows ``offset`` pages in a stable order until the stated
+    ``total`` (see the module docstring).
 
     Raises
     ------
@@ -208,7 +223,9 @@ def get_eia_api(fetcher: Fetcher, api_key: str, respondent: str, start: pd.Times
     params: dict[str, Any] = {
         "api_key": api_key, "frequency": "hourly", "data[0]": "value",
         "facets[respondent][]": respondent,
-        "start": (start + HOUR).strftime("%Y-%m-%dT%H"), "end": end.strftime("%Y-%m-%dT%H"),
+        # the week before too: which fuels the BA reports (FUEL_LOOKBACK)
+        "start": (start - FUEL_LOOKBACK + HOUR).strftime("%Y-%m-%dT%H"),
+        "end": end.strftime("%Y-%m-%dT%H"),
         "length": PAGE_ROWS,
     }
     for i, column in enumerate(KEY_FIELDS):  # a total order: pages neither repeat nor skip
@@ -256,7 +273,7 @@ def get_eia_api(fetcher: Fetcher, api_key: str, respondent: str, start: pd.Times
             SOURCE, f"{respondent}: short read: {len(rows)} distinct rows of the {total} stated "
             f"({n_repeats} repeated across {pages} page(s), so as many are missing: the order "
             "was not stable across pages); asked again next run")
-    frame, meta = read_eia_api(rows, respondent)
+    frame, meta = read_eia_api(rows, respondent, keep_from=start)
     meta["requests"] = pages
     if n_repeats:
         meta["notes"].append(f"{n_repeats} identical row(s) repeated across pages dropped")

@@ -32,6 +32,7 @@ cleared); ``state.hits`` counts requests per provider:
   request to the next (as a database without a total order gives them). ``state.faults["eia"] =
   "short"`` answers an empty page after the first one (total unchanged), ``"conflict"`` revises
   the value of the row before each later page's offset and repeats it at the top of that page.
+  ``state.eia_late[fuel] = t`` leaves out that fuel's rows from hour ``t`` on (published late).
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ class ReplayState:
     drip_s: float = 60.0
     drip_every_s: float = 0.2
     eia_page_rows: int = EIA_PAGE_ROWS
+    eia_late: dict[str, pd.Timestamp] = field(default_factory=dict)
+    """Fuel -> the first hour start whose row EIA has not published yet (a late fuel)."""
     stop: threading.Event = field(default_factory=threading.Event)
 
 
@@ -346,6 +349,8 @@ def build_app(state: ReplayState) -> FastAPI:
         for ts, row in zip(sub.index, sub.to_dict("records"), strict=True):
             ending = ts + pd.Timedelta(hours=1)
             for f in FUELS:
+                if f in state.eia_late and ts >= state.eia_late[f]:
+                    continue          # not published yet: no row at all
                 v = row[f"generation_{f.lower()}_mw"]
                 rows.append({"period": ending.strftime("%Y-%m-%dT%H"), "respondent": ba,
                              "fueltype": f, "type-name": f,

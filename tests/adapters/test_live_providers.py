@@ -72,6 +72,7 @@ def _reset(replay):
     replay.state.hits.clear()
     yield
     replay.state.faults.clear()
+    replay.state.eia_late.clear()
 
 
 def fetcher(replay, name, headers=None, timeout_s=60.0, attempts=3, sleeps=None):
@@ -254,7 +255,8 @@ def test_eia_hour_ending_is_shifted_and_pages_are_followed(replay, shared_data):
     f = fetcher(replay, "eia")
     a, b = pd.Timestamp("2022-06-01", tz=UTC), pd.Timestamp("2022-06-08", tz=UTC)
     frame, meta = get_eia_api(f, EIA_KEY, "PJM", a, b)
-    assert meta["requests"] == 2  # 7 d x 24 h x 8 fuels = 1344 rows at 1000 per page
+    # (7 d + the week before, FUEL_LOOKBACK) x 24 h x 8 fuels = 2688 rows at 1000 per page
+    assert meta["requests"] == 3
     assert frame.index[0] == a and len(frame) == 168
     ref, _ = read_eia930(shared_data / "eia930-sustaindc" / "PJM_NG_avgCI_2022.csv")
     ref = ref.loc[a:b - pd.Timedelta(hours=1)]
@@ -262,6 +264,25 @@ def test_eia_hour_ending_is_shifted_and_pages_are_followed(replay, shared_data):
                                ref["carbon_intensity_g_per_kwh"], rtol=1e-6)
     np.testing.assert_allclose(frame["renewable_pct"], ref["renewable_pct"], rtol=1e-6)
     assert "hour ENDING" in meta["time_convention"]
+
+
+@pytest.mark.parametrize("late_from_h", [0, 2, 3])
+def test_eia_a_fuel_not_published_yet_leaves_a_gap_not_zero_mw(replay, shared_data,
+                                                                late_from_h):
+    # before, a short gap fetch (00:00-03:00) in which PJM's coal rows were not published yet
+    # counted coal as 0 MW (as for a BA without coal) and cached a far too clean intensity.
+    # Late from 02:00: 00:00 and 01:00 are whole; from 03:00 (at the limit): all three are
+    a, b = pd.Timestamp("2022-06-08", tz=UTC), pd.Timestamp("2022-06-08T03:00", tz=UTC)
+    replay.state.eia_late["COL"] = a + pd.Timedelta(hours=late_from_h)
+    frame, meta = get_eia_api(fetcher(replay, "eia"), EIA_KEY, "PJM", a, b)
+    ref, _ = read_eia930(shared_data / "eia930-sustaindc" / "PJM_NG_avgCI_2022.csv")
+    ref = ref.loc[a:b - pd.Timedelta(hours=1), "carbon_intensity_g_per_kwh"]
+    ci = frame["carbon_intensity_g_per_kwh"]
+    assert list(ci.index) == list(ref.index) and ref.min() > 100
+    np.testing.assert_allclose(ci.iloc[:late_from_h], ref.iloc[:late_from_h], rtol=1e-6)
+    assert ci.iloc[late_from_h:].isna().all()
+    newest = None if late_from_h == 0 else (a + pd.Timedelta(hours=late_from_h - 1)).isoformat()
+    assert meta["newest_value_at"] == newest
 
 
 def test_eia_bad_key_and_unknown_fuels():

@@ -143,7 +143,8 @@ def test_eia_pages_cut_inside_an_hour_are_read_in_a_stable_order(replay, state, 
     state.eia_page_rows = 500
     f = eia(replay)
     frame, meta = get_eia_api(f, EIA_KEY, "PJM", *WEEK)
-    assert meta["requests"] == 3 == state.hits["eia"]  # 1344 rows
+    # the week and the week before it (FUEL_LOOKBACK): 2 x 168 h x 8 fuels = 2688 rows
+    assert meta["requests"] == 6 == state.hits["eia"]
     ref, _ = read_eia930(shared_data / "eia930-sustaindc" / "PJM_NG_avgCI_2022.csv")
     ref = ref.loc[WEEK[0]:WEEK[1] - HOUR]
     for c in ("carbon_intensity_g_per_kwh", "generation_ng_mw", "generation_nuc_mw"):
@@ -152,16 +153,17 @@ def test_eia_pages_cut_inside_an_hour_are_read_in_a_stable_order(replay, state, 
 
 @pytest.mark.shared_data
 def test_eia_total_read_exactly_at_a_page_boundary(replay, state):
-    """Just at the limit: 1344 rows in two pages of 672: two requests, no third."""
+    """Just at the limit: 2688 rows (the week and the week before) in four pages of 672: four
+    requests, no fifth."""
     state.eia_page_rows = 672
     frame, meta = get_eia_api(eia(replay), EIA_KEY, "PJM", *WEEK)
-    assert meta["requests"] == 2 and len(frame) == 168
+    assert meta["requests"] == 4 and len(frame) == 168
 
 
 @pytest.mark.shared_data
 def test_eia_repeat_with_another_value_is_refused_not_summed(replay, state):
     state.faults["eia"] = "conflict"
-    with pytest.raises(ProviderError, match=r"period 2022-06-\d\dT\d\d respondent PJM fuel \w+ "
+    with pytest.raises(ProviderError, match=r"period 2022-0[56]-\d\dT\d\d respondent PJM fuel \w+ "
                        r"answered twice with different values, '[\d.]+' and '[\d.]+' "
                        r"\(pages 1 and 2\); refusing to sum"):
         get_eia_api(eia(replay), EIA_KEY, "PJM", *WEEK)
@@ -171,7 +173,7 @@ def test_eia_repeat_with_another_value_is_refused_not_summed(replay, state):
 def test_eia_empty_page_before_the_total_is_a_short_read(replay, state):
     state.faults["eia"] = "short"
     with pytest.raises(ProviderError, match=r"PJM: short read: page 2 \(offset 1000\) is empty "
-                       r"but the answer states 1344 rows; 1000 read"):
+                       r"but the answer states 2688 rows; 1000 read"):
         get_eia_api(eia(replay), EIA_KEY, "PJM", *WEEK)
 
 
