@@ -14,6 +14,9 @@ that SDK clients work unchanged (``carbonsched/api/routes/carbon_aware.py`` serv
   source (:func:`carbonsched.adapters.signals.load_site_signals`: measured, estimated or modelled
   as the catalog says), only for hours that have begun by the service's now: what has been
   observed. ``time`` defaults to now and ``toTime`` to ``time`` (the SDK's EmissionsAggregator).
+  An hour begun by now whose carbon intensity the source lacks has no point (the SDK's shape has
+  no place for a gap); :meth:`CarbonAwareService.observed_answer` names those hours per location
+  (:class:`MissingHours`), which the routes put in a header.
 * **Forecasts** (``/emissions/forecasts/current``) are the freshest carbon-intensity forecast
   issued at or before now: the stored plan's when it was issued at the current hour, else a
   forecast issued at the current hour by the daily pipeline's own forecasting
@@ -132,6 +135,50 @@ class DataPoint:
     time: pd.Timestamp
     duration: pd.Timedelta
     rating: float
+
+
+@dataclass(frozen=True)
+class MissingHours:
+    """The hours of an observed-data query one location has no observed point for.
+
+    Attributes
+    ----------
+    location
+        The location name as the client sent it.
+    hours
+        Start (UTC) of each hour of the asked range that has begun by now and has no observed
+        carbon intensity (NaN in, or absent from, the site's signal source), ascending.
+    begun
+        Hours of the asked range begun by now: those that could have been observed. [-]
+    """
+
+    location: str
+    hours: tuple[pd.Timestamp, ...]
+    begun: int
+
+    def text(self) -> str:
+        """One line for a person: ``westus: 3 of 24 hours missing (first 2024-01-01T05:...)``."""
+        unit = "hour" if self.begun == 1 else "hours"
+        return (f"{self.location}: {len(self.hours)} of {self.begun} {unit} missing "
+                f"(first {self.hours[0].isoformat()})")
+
+
+@dataclass(frozen=True)
+class ObservedAnswer:
+    """The observed points of an emissions-data query, and the hours it could not answer.
+
+    Attributes
+    ----------
+    points
+        The observed points, ordered by location (as given), then time (the SDK's
+        ``EmissionsData``).
+    missing
+        One entry per location (as given, once each) with hours of the asked range begun by now
+        and not observed; empty when every such hour has its point.
+    """
+
+    points: list[DataPoint]
+    missing: tuple[MissingHours, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -532,12 +579,45 @@ class CarbonAwareService:
                                 f"at most {MAX_QUERY_DAYS} days per request")
         return s, e
 
+    def observed_answer(self, names: Sequence[str], time: datetime | None,
+                        to_time: datetime | None, now: datetime) -> ObservedAnswer:
+        """The observed points of every location in ``[time, toTime)``, and the hours missing.
+
+        ``time`` defaults to now and ``toTime`` to ``time`` (the point containing it). The
+        points are :meth:`emissions`'; an hour is missing at a location when it overlaps the
+        range, has begun by ``now`` and has no observed point there (hours after now are not
+        observed yet, not missing).
+
+        Raises
+        ------
+        SdkInputError
+            As :meth:`emissions`.
+        SdkDataError
+            As :meth:`observed`.
+        """
+        n = utc(now, "now")
+        sites = self.resolve(names)
+        s, e = self._range(time, to_time, n)
+        hours = pd.date_range(s.floor("h"), e.floor("h"), freq=POINT)
+        asked = overlapping(pd.Series(0.0, index=hours), s, e).index
+        begun = asked[asked <= n]
+        points: list[DataPoint] = []
+        missing: dict[str, MissingHours] = {}
+        for name, site in zip([x for x in names if x], sites, strict=True):
+            pts = overlapping(self.observed(site, s, e, n), s, e)
+            points += [DataPoint(name, t, POINT, float(v)) for t, v in pts.items()]
+            gap = begun.difference(pts.index)
+            if len(gap):
+                missing.setdefault(name, MissingHours(name, tuple(gap), len(begun)))
+        return ObservedAnswer(points, tuple(missing.values()))
+
     def emissions(self, names: Sequence[str], time: datetime | None,
                   to_time: datetime | None, now: datetime) -> list[DataPoint]:
         """The observed points of every location in ``[time, toTime)`` (``bylocations``).
 
         ``time`` defaults to now and ``toTime`` to ``time`` (the point containing it).
-        Ordered by location (as given), then time.
+        Ordered by location (as given), then time. Hours without an observed point are left
+        out; :meth:`observed_answer` also says which.
 
         Raises
         ------
@@ -545,14 +625,7 @@ class CarbonAwareService:
             Unknown location, ``toTime`` without ``time``, ``time >= toTime``, a naive time or
             a range longer than :data:`MAX_QUERY_DAYS`.
         """
-        n = utc(now, "now")
-        sites = self.resolve(names)
-        s, e = self._range(time, to_time, n)
-        out = []
-        for name, site in zip([x for x in names if x], sites, strict=True):
-            pts = overlapping(self.observed(site, s, e, n), s, e)
-            out += [DataPoint(name, t, POINT, float(v)) for t, v in pts.items()]
-        return out
+        return self.observed_answer(names, time, to_time, now).points
 
     def best(self, names: Sequence[str], time: datetime | None, to_time: datetime | None,
              now: datetime) -> list[DataPoint]:

@@ -43,6 +43,11 @@ class ServiceMetrics:
                                      "Forecasts answered by /emissions/forecasts/current by "
                                      "origin (issued_now, plan, plan_fallback).", ["origin"],
                                      registry=r)
+        self.sdk_missing_hours = Counter(
+            "carbonsched_sdk_missing_hours_answers_total",
+            "Observed-data answers of the Carbon Aware SDK routes (/emissions/bylocations, "
+            "bylocation, bylocations/best) lacking hours of the asked range begun by now "
+            "(named in their X-Carbonsched-Missing header).", registry=r)
         self.cron_leader = Gauge("carbonsched_cron_leader",
                                  "1 when this replica holds the leader's lease (it runs the "
                                  "cron and the dispatch loops).", registry=r)

@@ -36,9 +36,11 @@ from carbonsched.service.carbon_aware import (
     MAX_QUERY_DAYS,
     DataPoint,
     ForecastAnswer,
+    ObservedAnswer,
     SdkDataError,
     SdkInputError,
     minutes_of,
+    optimal,
     time_span,
 )
 
@@ -127,54 +129,80 @@ def _forecast(a: ForecastAnswer) -> EmissionsForecastDTO:
         forecastData=[_dto(p) for p in a.forecast_data])
 
 
-def _points(state: Any, fn: str, *args: Any) -> list[EmissionsData] | Response:
-    pts = getattr(state.sdk, fn)(*args, state.clock.now())
-    return _data(pts) if pts else Response(status_code=204)
+MISSING_HEADER = "X-Carbonsched-Missing"
+"""Response header of the observed-data routes naming, per location, the hours missing."""
+
+
+def missing_text(answer: ObservedAnswer) -> str:
+    """The :data:`MISSING_HEADER` value of ``answer`` ("" when no hour is missing).
+
+    One ``location: k of n hours missing (first <hour>)`` per location, joined by `` | ``,
+    spelled in Latin-1 (:func:`header_text`) and cut to 4000 characters.
+    """
+    return header_text(" | ".join(m.text() for m in answer.missing))[:4000]
+
+
+def _points(state: Any, response: Response, names: list[str], time: Time | None,
+            to_time: Time | None, best: bool = False) -> list[EmissionsData] | Response:
+    """The observed points (the lowest ones with ``best``); 204 when none.
+
+    The hours missing go in :data:`MISSING_HEADER`, on a 204 too, and the answer is counted.
+    """
+    answer = state.sdk.observed_answer(names, time, to_time, state.clock.now())
+    pts = optimal(answer.points) if best else answer.points
+    out: Response = response if pts else Response(status_code=204)
+    if answer.missing:
+        state.metrics.sdk_missing_hours.inc()
+        out.headers[MISSING_HEADER] = missing_text(answer)
+    return _data(pts) if pts else out
 
 
 @router.get("/emissions/bylocations/best", operation_id="GetBestEmissionsDataForLocationsByTime",
             response_model=list[EmissionsData],
             responses=_EMPTY | _refused(UNKNOWN_LOCATION, *TIME_RULES) | _DATA | _AUTH)
-def best_by_locations(state: State, role: SdkRole, location: Locations,
+def best_by_locations(state: State, role: SdkRole, location: Locations, response: Response,
                       time: Time | None = None,
                       toTime: Time | None = None,  # noqa: N803 - the SDK's names
                       ) -> Any:
     """The lowest observed carbon intensity among the locations in [time, toTime).
 
     Hourly points [t, t+1h) that overlap the range; `time` defaults to now, `toTime` to `time`
-    (the point containing it). Ties return every lowest point; none observed: 204. `time` must
-    be given with `toTime` and be before it (else 400).
+    (the point containing it). Ties return every lowest point; none observed: 204. Hours begun
+    by now that a location's source lacks are named in the `X-Carbonsched-Missing` header.
+    `time` must be given with `toTime` and be before it (else 400).
     """
-    return _points(state, "best", location, time, toTime)
+    return _points(state, response, location, time, toTime, best=True)
 
 
 @router.get("/emissions/bylocations", operation_id="GetEmissionsDataForLocationsByTime",
             response_model=list[EmissionsData],
             responses=_EMPTY | _refused(UNKNOWN_LOCATION, *TIME_RULES) | _DATA | _AUTH)
-def by_locations(state: State, role: SdkRole, location: Locations,
+def by_locations(state: State, role: SdkRole, location: Locations, response: Response,
                  time: Time | None = None,
                  toTime: Time | None = None,  # noqa: N803
                  ) -> Any:
     """Observed hourly carbon intensity of each location in [time, toTime).
 
-    Hours begun by the service's now, from each site's signal source; none: 204. `time` must
-    be given with `toTime` and be before it (else 400).
+    Hours begun by the service's now, from each site's signal source; none: 204. Hours begun
+    that a location's source lacks have no point and are named in the `X-Carbonsched-Missing`
+    header. `time` must be given with `toTime` and be before it (else 400).
     """
-    return _points(state, "emissions", location, time, toTime)
+    return _points(state, response, location, time, toTime)
 
 
 @router.get("/emissions/bylocation", operation_id="GetEmissionsDataForLocationByTime",
             response_model=list[EmissionsData],
             responses=_EMPTY | _refused(UNKNOWN_LOCATION, *TIME_RULES) | _DATA | _AUTH)
-def by_location(state: State, role: SdkRole, location: OneLocation,
+def by_location(state: State, role: SdkRole, location: OneLocation, response: Response,
                 time: Time | None = None,
                 toTime: Time | None = None,  # noqa: N803
                 ) -> Any:
     """Observed hourly carbon intensity of one location in [time, toTime); none: 204.
 
+    Hours begun by now that the source lacks are named in the `X-Carbonsched-Missing` header.
     `time` must be given with `toTime` and be before it (else 400).
     """
-    return _points(state, "emissions", [location], time, toTime)
+    return _points(state, response, [location], time, toTime)
 
 
 def _forecast_headers(response: Response, state: Any, answers: list[ForecastAnswer]) -> None:
