@@ -271,7 +271,7 @@ class SitePublic(BaseModel):
         "id": "cn-gs-qingyang", "name": "Gansu hub, Qingyang cluster", "role": "green-hub",
         "zone": "CN-GS", "timezone": "Asia/Shanghai", "latitude": 35.7, "longitude": 107.6,
         "gpus": {"H800": 256}, "it_power_cap_kw": 400.0, "green_surplus_max_kw": 100.0,
-        "backend": "slurm", "signal_quality": "modelled"})
+        "backend": "slurm", "signal_quality": "modelled", "in_plan": True, "note": ""})
     id: str
     name: str
     role: str
@@ -283,7 +283,16 @@ class SitePublic(BaseModel):
     it_power_cap_kw: float
     green_surplus_max_kw: float
     backend: str
-    signal_quality: str | None
+    signal_quality: str | None = Field(
+        description="The quality of the signals the served plan was made on at this site "
+        "(measured, estimated, modelled, degraded); null for a site the plan left out; with "
+        "no plan loaded, the catalog's declared quality.")
+    in_plan: bool | None = Field(
+        default=None, description="Whether the served plan covers the site; false: the plan "
+        "left it out (its signals could not be read or forecast: the plan's notes say why), "
+        "so nothing is placed there; null: no plan loaded.")
+    note: str = Field(default="", description="Why the site is not in the served plan; "
+                      "empty when it is.")
 
 
 class SitesPublic(BaseModel):
@@ -291,10 +300,16 @@ class SitesPublic(BaseModel):
 
     model_config = _example({"catalog": "china-eastdata-westcompute",
                              "data": [SitePublic.model_config["json_schema_extra"][
-                                 "examples"][0]], "count": 1})
+                                 "examples"][0]], "count": 1,
+                             "plan_id": "fb45e1630aff49f6a70f2eaedca274d2", "detail": ""})
     catalog: str
     data: list[SitePublic]
     count: int
+    plan_id: str | None = Field(default=None, description="The served plan that `in_plan` "
+                                "and `signal_quality` are read from; null: none loaded.")
+    detail: str = Field(default="", description="Said when the answer is not from a fresh "
+                        "plan: no plan is loaded, or the newest plan could not be loaded and "
+                        "this one, the last loaded, answers (and why); empty otherwise.")
 
 
 class ForecastPoint(BaseModel):
@@ -318,7 +333,8 @@ class ForecastPublic(BaseModel):
         "stored_signal": "carbon_intensity_g_per_kwh", "unit": "gCO2eq/kWh",
         "model": "lightgbm", "issued_at": "2023-07-15T00:00:00Z",
         "signal_quality": "modelled", "plan_id": "fb45e1630aff49f6a70f2eaedca274d2",
-        "points": [ForecastPoint.model_config["json_schema_extra"]["examples"][0]]})
+        "points": [ForecastPoint.model_config["json_schema_extra"]["examples"][0]],
+        "detail": ""})
     site: str
     signal: str
     stored_signal: str
@@ -328,6 +344,9 @@ class ForecastPublic(BaseModel):
     signal_quality: str | None
     plan_id: str
     points: list[ForecastPoint]
+    detail: str = Field(default="", description="Said when the newest plan could not be "
+                        "loaded and this one, the last loaded, answers (and why); empty "
+                        "otherwise.")
 
 
 class RunPublic(BaseModel):

@@ -134,11 +134,13 @@ class ServiceState:
                                          self.store.forecasts(pid))
                 book.set_reservations([r for r in self.db.jobs(plan_id=pid)
                                        if r["reserved"]])
+                # the error goes before the book is served: an answer from the new book must
+                # not carry the old error (the heap freeze below takes a while)
+                self.book_error = ""
+                self.metrics.plan_refresh_failing.set(0)
                 self.book = book
                 if fresh:
                     freeze_heap()
-                self.book_error = ""
-                self.metrics.plan_refresh_failing.set(0)
                 return book
             except Exception as exc:  # keep answering from the last good book, and say so
                 self.book_error = (f"the newest plan could not be loaded ({exc}); retried every "

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import numpy as np
 import pandas as pd
 import pytest
+from sqlalchemy import text
 
 from carbonsched.catalog import load_catalog
+from carbonsched.store import Store
 from tests.service.conftest import AS_OF, CATALOG, PLAN_DATE, Server, copy_db, mint
 
 pytestmark = pytest.mark.shared_data
@@ -400,6 +404,62 @@ def test_sites(api):
     assert s["catalog"] == CATALOG and s["count"] == len(s["data"]) == 8
     hub = next(x for x in s["data"] if x["id"] == "cn-gs-qingyang")
     assert hub["role"] == "green-hub" and hub["signal_quality"] == "modelled"
+    assert hub["in_plan"] is True and hub["note"] == ""
+    assert s["plan_id"] == api.get("/v1/plans/latest").json()["plan_id"] and s["detail"] == ""
+
+
+def test_sites_say_what_the_plan_left_out_and_when_there_is_no_plan(plan_db, start_server,
+                                                                     tmp_path):
+    """A site the served plan left out is not shown with the catalog's signal quality as if it
+    had been planned: `in_plan` false, no quality, a note naming the plan. Without a plan the
+    catalog's quality is shown, and the answer says there is no plan."""
+    url = copy_db(plan_db, tmp_path / "db")
+    store = Store(url)
+    doc = store.get_plan(store.latest_plan_id())
+    rows = store.forecasts(doc["plan_id"])
+    with store.engine.begin() as conn:  # children first (SQLite enforces no cascade)
+        for table in ("forecasts", "inference_placements", "placements", "plans"):
+            conn.execute(text(f"DELETE FROM {table}"))  # noqa: S608 - the names above
+    token = mint(url, "read")
+    srv = start_server(url, "--no-cron", "--as-of", AS_OF, "--catalog", CATALOG,
+                       env={"CARBONSCHED_BOOK_REFRESH_S": "0.5"})
+    c = httpx.Client(base_url=srv.url, timeout=30, headers={"Authorization": f"Bearer {token}"})
+    s = c.get("/v1/sites").json()
+    cat = load_catalog(CATALOG)
+    assert s["plan_id"] is None and s["detail"] == (
+        f"no plan yet for catalog {CATALOG!r}; the daily run makes one (GET /v1/runs); "
+        "signal_quality is the catalog's declared quality")
+    assert {(x["signal_quality"], x["in_plan"], x["note"]) for x in s["data"]} == {
+        (str(cat.signal_quality), None, "")}
+    # the plan again, as if the pipeline could not read one site's signals: left out of it
+    busy = {p["site"] for p in doc["placements"] + doc["inference"]}
+    out = next(x for x in doc["sites"] if x not in busy)
+    doc = {**doc, "plan_id": "d" * 32, "sites": [x for x in doc["sites"] if x != out],
+           "site_signal_quality": {k: v for k, v in doc["site_signal_quality"].items()
+                                   if k != out},
+           "notes": [f"site {out} left out: no carbon intensity to forecast from", *doc["notes"]]}
+    store.save_plan(doc, rows[rows["site"] != out])
+    store.engine.dispose()
+    s = _wait(lambda: (r := c.get("/v1/sites").json())["plan_id"] == doc["plan_id"] and r)
+    assert s["detail"] == "" and s["count"] == len(cat.sites), s["detail"]
+    by_id = {x["id"]: x for x in s["data"]}
+    assert (by_id[out]["in_plan"], by_id[out]["signal_quality"], by_id[out]["note"]) == (
+        False, None, f"site {out!r} was left out of plan {'d' * 32} (see the plan's notes)")
+    for sid in doc["sites"]:
+        assert (by_id[sid]["in_plan"], by_id[sid]["signal_quality"], by_id[sid]["note"]) == (
+            True, doc["site_signal_quality"][sid], "")
+    # the forecast route says the same of it
+    r = c.get(f"/v1/forecasts/{out}")
+    assert r.status_code == 404 and by_id[out]["note"] in r.text
+
+
+def _wait(pred, timeout: float = 30.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if got := pred():
+            return got
+        time.sleep(0.2)
+    raise AssertionError("condition not met in time")
 
 
 @pytest.mark.parametrize("signal", ["carbon_intensity", "green_surplus", "pue"])

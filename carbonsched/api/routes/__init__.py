@@ -107,6 +107,11 @@ def require_book(state: ServiceState) -> PlacementBook:
     return book
 
 
+def left_out_note(site: str, book: PlacementBook) -> str:
+    """What an answer says of a catalog site that the plan of ``book`` left out."""
+    return f"site {site!r} was left out of plan {book.plan_id} (see the plan's notes)"
+
+
 def refuse_ids_in_use(state: ServiceState, ids: list[str], verb: str = "submit") -> None:
     """409 for the first of ``ids`` the service already holds outside its API jobs.
 

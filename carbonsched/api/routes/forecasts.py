@@ -13,6 +13,7 @@ from carbonsched.api.routes import (
     IDENTIFIER_RULE,
     NO_PLAN,
     NOT_FOUND,
+    left_out_note,
     refused_422,
     require_book,
 )
@@ -32,7 +33,8 @@ def site_forecast(site: SiteIdPath, state: State,
                   ) -> ForecastPublic:
     """Hourly forecast of one signal at one site.
 
-    Point and 80 %/95 % intervals, with the model and the site's signal quality.
+    Point and 80 %/95 % intervals, with the model and the site's signal quality. `detail`
+    says when the newest plan could not be loaded and the last loaded one answers.
     """
     if site not in state.catalog.site_ids:
         raise UnknownSiteError(site, state.catalog.site_ids)
@@ -40,8 +42,7 @@ def site_forecast(site: SiteIdPath, state: State,
     try:
         rows = book.forecast(site, signal)
     except UnknownSiteError as exc:
-        raise HTTPException(404, f"site {site!r} was left out of plan {book.plan_id} "
-                            "(see the plan's notes)") from exc
+        raise HTTPException(404, left_out_note(site, book)) from exc
     stored, unit = SIGNALS[signal]
     pts = [ForecastPoint(ts=r.ts, mean=r.mean, lo_80=r.lo_80, hi_80=r.hi_80, lo_95=r.lo_95,
                          hi_95=r.hi_95) for r in rows.itertuples(index=False)]
@@ -50,4 +51,4 @@ def site_forecast(site: SiteIdPath, state: State,
         model=str(rows["model"].iloc[0]) if len(rows) else "none",
         issued_at=pd.Timestamp(rows["issued_at"].iloc[0]) if len(rows) else None,
         signal_quality=book.plan.get("site_signal_quality", {}).get(site),
-        plan_id=book.plan_id, points=pts)
+        plan_id=book.plan_id, points=pts, detail=state.stale_book_note(book))
