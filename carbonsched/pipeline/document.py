@@ -144,6 +144,23 @@ class RunningRow(_Row):
     (:class:`carbonsched.domain.RunningWork`); the placement book does the same.
     """
 
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "job_id": "train-llm-041",
+                    "site": "cn-nm-horinger",
+                    "gpu_type": "H800",
+                    "gpus": 8,
+                    "it_power_kw": 5.6,
+                    "start": None,
+                    "end": "2023-07-15T03:30:00Z",
+                }
+            ]
+        },
+    )
+
     job_id: str = Field("", description="The job holding the capacity (empty if unnamed).")
     site: str
     gpu_type: str
