@@ -253,8 +253,10 @@ def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path
     Returns
     -------
     int
-        Exit code: 0 done or already done, 4 infeasible plan. A failed run (recorded as
-        ``failed``) raises its error.
+        Exit code: 0 done (or done before), 4 infeasible plan; 3 when the date's run is held
+        by another process or interrupted (run again after its lease), or dispatch left units
+        pending; 2 when a backend refused units or nothing was submitted; 1 when the date's
+        recorded run failed. A run failing now raises its error.
 
     Raises
     ------
@@ -296,24 +298,41 @@ def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path
         written = out_file is not None and _mtime(out_file) not in (None, before)
         raise lost_database(exc, pdate, out_file if written else None, s.lease_s) from exc
     rec = db.get_run(pdate)
-    if out is None and rec["status"] == "running":
-        err.print(f"planning date {pdate} is being run by {rec['replica']} (its lease runs "
-                  f"until {rec['lease_expires_at']}, last heartbeat {rec['heartbeat_at']}); "
-                  "nothing to do now: if that run died, run this again after its lease",
-                  highlight=False)
+    if out is None and rec["status"] in ("running", "interrupted"):
+        why = ("is being run by" if rec["status"] == "running" else
+               "was interrupted by an outage (retried after its lease) on")
+        err.print(f"planning date {pdate} {why} {rec['replica']} (its lease runs until "
+                  f"{rec['lease_expires_at']}, last heartbeat {rec['heartbeat_at']}); not run "
+                  "now: run this again after its lease (exit 3)", highlight=False)
         print(json.dumps(rec, default=str))
-        return 0
+        return 3
     if out is None:
         err.print(f"planning date {pdate} already has a run ({rec['status']}, "
-                  f"{rec['trigger']} on {rec['replica']}); nothing to do", highlight=False)
+                  f"{rec['trigger']} on {rec['replica']}); not run again", highlight=False)
         print(json.dumps(rec, default=str))
-        return 0
+        return RECORDED_EXIT.get(rec["status"], 1)
     if out_file:
         err.print(f"plan written to {out_file}")
     err.print(f"run for {pdate}: {rec['status']}, plan {rec['plan_id']}; {rec['dispatch']}",
               highlight=False)
+    if out.notes:
+        err.print(f"notes: {out.notes}", highlight=False, soft_wrap=True)
+    if out.dispatch_outcome == "not_configured":
+        err.print("nothing was dispatched: no dispatcher is configured; set "
+                  "CARBONSCHED_DISPATCHER=carbonsched.dispatch.outbox:dispatch_plan to submit "
+                  "each run's plan to the catalog's backends (docs/service.md)", highlight=False)
     print(json.dumps(rec, default=str))
-    return 4 if out.status == "infeasible" else 0
+    if out.status == "infeasible":
+        return 4
+    return RECORDED_EXIT.get(out.status, 1) or DISPATCH_EXIT.get(out.dispatch_outcome, 0)
+
+
+RECORDED_EXIT = {"succeeded": 0, "infeasible": 4, "failed": 1, "dispatch_failed": 1}
+"""Exit code of ``plan --dispatch`` by run status (a run that did not finish: 3)."""
+
+DISPATCH_EXIT = {"incomplete": 3, "rejected": 2, "nothing_submitted": 2}
+"""Exit code of a new ``plan --dispatch`` run by dispatch outcome, as ``carbonsched dispatch``
+exits (3: units left pending, run it again; 2: refused or nothing submitted)."""
 
 
 def _mtime(path: Path | None) -> int | None:

@@ -31,8 +31,9 @@ class ServiceMetrics:
                                      "Planner outcomes by solver status.", ["status"],
                                      registry=r)
         self.dispatch_outcomes = Counter("carbonsched_dispatch_outcomes_total",
-                                         "Dispatch steps by outcome (not_configured, ok, "
-                                         "failed).", ["outcome"], registry=r)
+                                         "Dispatch steps by outcome (ok, incomplete, "
+                                         "rejected, nothing_submitted, not_configured, failed, "
+                                         "interrupted).", ["outcome"], registry=r)
         self.request_seconds = Histogram("carbonsched_http_request_duration_seconds",
                                          "HTTP request latency by route template. [s]",
                                          ["method", "route", "status"],

@@ -77,11 +77,47 @@ class RunOutcome:
     """What a person should know (recorded in the run record's ``notes``)."""
     catalog: str | None = None
     """The catalog the run planned (recorded with the run)."""
+    dispatch_outcome: str = ""
+    """What dispatch did (:func:`dispatch_verdict`): ``ok``, ``incomplete``, ``rejected``,
+    ``nothing_submitted``, ``not_configured`` or ``failed``."""
+
+
+def dispatch_verdict(summary: dict[str, Any]) -> tuple[str, str]:
+    """What a dispatch summary means for the run, as ``carbonsched dispatch`` reads it.
+
+    Parameters
+    ----------
+    summary
+        :meth:`carbonsched.dispatch.outbox.DispatchSummary.to_dict` (another dispatch step's
+        dict without those keys reads ``ok``).
+
+    Returns
+    -------
+    (str, str)
+        The outcome (``incomplete``: units left pending, a backend unavailable or a claim held
+        elsewhere; ``rejected``: a backend refused units; ``nothing_submitted``: none of the
+        units asked for is on its backend; else ``ok``) and a sentence for the run's notes
+        (``""`` for ``ok``).
+    """
+    counts = summary.get("counts") or {}
+    said = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    pid = str(summary.get("plan_id", ""))[:12]
+    if summary.get("complete") is False:
+        return "incomplete", (f"dispatch left units pending ({said}): the service's dispatch "
+                              f"loops retry them, or run `carbonsched dispatch {pid}` again")
+    if counts.get("rejected"):
+        return "rejected", (f"dispatch: a backend refused {counts['rejected']} unit(s) ({said}); "
+                            f"`carbonsched status {pid}` names them and why")
+    if summary.get("nothing_submitted"):
+        return "nothing_submitted", (f"dispatch submitted nothing: none of the units asked for "
+                                     f"is on its backend ({said}); `carbonsched status {pid}` "
+                                     "says why")
+    return "ok", ""
 
 
 def finish_run(doc: dict[str, Any], service_store: Any, catalog: Catalog, clock: Clock,
                dispatch: Callable[..., Any] | None, metrics: Any,
-               **dispatch_kw: Any) -> tuple[str, str, str]:
+               **dispatch_kw: Any) -> tuple[str, str, str, str, str]:
     """The end of a planning run, daily or rolling: solver metrics, then dispatch.
 
     A dispatch that raises does not lose the plan (it is stored already): the run is
@@ -99,9 +135,11 @@ def finish_run(doc: dict[str, Any], service_store: Any, catalog: Catalog, clock:
 
     Returns
     -------
-    (str, str, str)
-        Run status (``succeeded``, ``infeasible`` or ``dispatch_failed``), solver status, and
-        the dispatch summary for the run record.
+    (str, str, str, str, str)
+        Run status (``succeeded``, ``infeasible`` or ``dispatch_failed``), solver status, the
+        dispatch summary for the run record, the dispatch outcome (:func:`dispatch_verdict`,
+        or ``not_configured``, ``failed``) and a sentence for the run's notes when dispatch
+        left units pending, was refused or submitted nothing (``""`` otherwise).
 
     Raises
     ------
@@ -114,6 +152,7 @@ def finish_run(doc: dict[str, Any], service_store: Any, catalog: Catalog, clock:
         metrics.solver_seconds.observe(doc["solver"]["seconds"])
         metrics.solver_status.labels(status=status).inc()
     run_status = "infeasible" if status in ("infeasible", "no_solution") else "succeeded"
+    said = ""
     if dispatch is None:
         disp, outcome = DISPATCH_NOT_CONFIGURED, "not_configured"
     else:
@@ -122,7 +161,8 @@ def finish_run(doc: dict[str, Any], service_store: Any, catalog: Catalog, clock:
             res = dispatch(service_store.store, doc["plan_id"], catalog, clock=clock.now,
                            **dispatch_kw)
             res = res.to_dict() if hasattr(res, "to_dict") else res
-            disp, outcome = "dispatch: " + json.dumps(res, default=str)[:4000], "ok"
+            disp = "dispatch: " + json.dumps(res, default=str)[:4000]
+            outcome, said = dispatch_verdict(res if isinstance(res, dict) else {})
         except BackendUnavailableError:
             # an outage (the database, a lease) is a state with a retry: the run is
             # interrupted and retried once its lease ran out, never final as dispatch_failed
@@ -142,7 +182,7 @@ def finish_run(doc: dict[str, Any], service_store: Any, catalog: Catalog, clock:
             outcome, run_status = "failed", "dispatch_failed"
     if metrics is not None:
         metrics.dispatch_outcomes.labels(outcome=outcome).inc()
-    return run_status, status, disp
+    return run_status, status, disp, outcome, said
 
 
 Submitted = list[tuple[dict[str, Any], Job]]
@@ -878,8 +918,11 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
         if on_plan is not None:
             on_plan(doc["plan_id"])
         still_ours("dispatched its plan")
-        run_status, status, disp = finish_run(doc, service_store, catalog, clock, dispatch,
-                                              metrics, **step.dispatch_kw)
+        run_status, status, disp, outcome, said = finish_run(
+            doc, service_store, catalog, clock, dispatch, metrics, **step.dispatch_kw)
+        if said:
+            log.warning("run for %s: %s", pdate, said)
+            note = f"{note}; {said}" if note else said
         if settings.rolling:
             # recorded once dispatch wrote its intents: a rolling state that says "committed"
             # before any intent exists loses the jobs if dispatch never happens (a crash, a
@@ -897,7 +940,8 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
             sync_dispatched_jobs(service_store, clock.now())
         log.info("pipeline: plan %s for %s (%s) in %.1f s; %s", doc["plan_id"], pdate, status,
                  _time.perf_counter() - t0, disp)
-        return RunOutcome(run_status, doc["plan_id"], status, disp, note, catalog.name)
+        return RunOutcome(run_status, doc["plan_id"], status, disp, note, catalog.name,
+                          outcome)
 
     return run
 

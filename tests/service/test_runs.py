@@ -137,11 +137,13 @@ def test_a_second_call_for_the_same_date_does_nothing(tmp_path, monkeypatch):
     cron = DailyCron(db, planning_pipeline(s, db, clock), clock, "UTC", time(0, 0),
                      offset_days=1)
     assert cron.tick() is None and calls == [PDATE]
-    # and the command says so, exit 0, the record on stdout
+    # and the command says so, the record on stdout; the date's run failed, so it exits 1
+    # (before: 0, and a Kubernetes CronJob's restart marked the day's Job complete)
     monkeypatch.setenv("CARBONSCHED_DATABASE_URL", url)
     r = runner.invoke(app, ["plan", "--dispatch", "--date", PDATE, "--catalog", CATALOG])
-    assert r.exit_code == 0, r.output
-    assert f"planning date {PDATE} already has a run (failed, cli on r1)" in r.stderr
+    assert r.exit_code == 1, r.output
+    assert f"planning date {PDATE} already has a run (failed, cli on r1); not run again" in \
+        r.stderr
     assert json.loads(r.stdout.strip().splitlines()[-1])["error"] == first["error"]
     assert calls == [PDATE]
 
@@ -283,3 +285,73 @@ def test_plan_dispatch_out_is_written_before_the_store_fails(tmp_path, monkeypat
     assert rec["status"] == "interrupted" and rec["error"].startswith(
         f"StoreUnavailableError: database {tmp_path / 'cli.sqlite'} ")
     assert rec["lease_expires_at"] > rec["finished_at"]
+
+
+SUMMARY: dict = {}
+"""What :func:`summary_dispatch` answers (set by the test)."""
+
+
+def summary_dispatch(store, plan_id, catalog, *, clock, **kw):
+    """A dispatch step (``CARBONSCHED_DISPATCHER``) answering :data:`SUMMARY` for the plan."""
+    return {**SUMMARY, "plan_id": plan_id}
+
+
+@pytest.mark.parametrize(("summary", "code", "outcome", "said"), [
+    ({"complete": True, "nothing_submitted": False, "counts": {"submitted": 3}}, 0, "ok", None),
+    ({"complete": False, "nothing_submitted": False,
+      "counts": {"submitted": 2, "unavailable": 1}}, 3, "incomplete",
+     "dispatch left units pending (2 submitted, 1 unavailable): the service's dispatch loops "
+     "retry them, or run `carbonsched dispatch {pid}` again"),
+    ({"complete": True, "nothing_submitted": False, "counts": {"rejected": 1, "submitted": 2}},
+     2, "rejected", "dispatch: a backend refused 1 unit(s) (1 rejected, 2 submitted); "
+     "`carbonsched status {pid}` names them and why"),
+    ({"complete": True, "nothing_submitted": True, "counts": {"deadline_passed": 4}}, 2,
+     "nothing_submitted", "dispatch submitted nothing: none of the units asked for is on its "
+     "backend (4 deadline_passed); `carbonsched status {pid}` says why"),
+])
+def test_plan_dispatch_exits_as_dispatch_does_and_the_run_says_why(tmp_path, monkeypatch,
+                                                                    summary, code, outcome,
+                                                                    said):
+    # before, `plan --dispatch` exited 0 whatever dispatch did (units left pending, refused,
+    # nothing submitted), the run's notes said nothing of it and the metric counted "ok"
+    from carbonsched.service.metrics import ServiceMetrics
+    from carbonsched.service.runs import finish_run
+
+    SUMMARY.clear()
+    SUMMARY.update(summary)
+    url, db = _db(tmp_path, "s.sqlite")
+    monkeypatch.setenv("CARBONSCHED_DATABASE_URL", url)
+    monkeypatch.setenv("CARBONSCHED_DISPATCHER", f"{__name__}:summary_dispatch")
+    get_settings.cache_clear()
+    r = runner.invoke(app, ["plan", "--dispatch", "--date", PDATE, "--catalog", CATALOG,
+                            "--time-limit", "20"])
+    assert r.exit_code == code, r.output
+    rec = db.get_run(PDATE)
+    assert rec["status"] == "succeeded"
+    want = "" if said is None else said.format(pid=rec["plan_id"][:12])
+    assert (rec["notes"] or "") == want
+    if said:
+        assert f"notes: {want}" in r.stderr
+    # the metric names the outcome
+    metrics = ServiceMetrics()
+    doc = db.store.get_plan(rec["plan_id"])
+    finish_run(doc, db, None, ManualClock(datetime(2023, 7, 16, tzinfo=UTC)), summary_dispatch,
+               metrics)
+    assert metrics.dispatch_outcomes.labels(outcome=outcome)._value.get() == 1
+    # a second call finds the run done: 0, as for any succeeded run
+    again = runner.invoke(app, ["plan", "--dispatch", "--date", PDATE, "--catalog", CATALOG])
+    assert again.exit_code == 0 and "not run again" in again.stderr
+
+
+def test_plan_dispatch_on_a_date_another_process_runs_exits_3(tmp_path, monkeypatch):
+    # before: exit 0 "nothing to do now", so a CronJob restart inside the dead run's lease
+    # marked the day's Job complete and nothing ran the date again
+    url, db = _db(tmp_path, "s.sqlite")
+    issued = datetime(2023, 7, 17, tzinfo=UTC)
+    assert db.claim_run(PDATE, PDATE, issued, "cli", "elsewhere", datetime.now(UTC),
+                        timedelta(minutes=5))
+    monkeypatch.setenv("CARBONSCHED_DATABASE_URL", url)
+    r = runner.invoke(app, ["plan", "--dispatch", "--date", PDATE, "--catalog", CATALOG])
+    assert r.exit_code == 3, r.output
+    assert f"planning date {PDATE} is being run by elsewhere" in r.stderr
+    assert "run this again after its lease (exit 3)" in r.stderr
