@@ -265,7 +265,10 @@ def cancel(
     Exactly once: every piece's outbox row is claimed before any is touched, so a cancel never
     races a dispatcher's submission (while one holds a piece nothing is cancelled, and the
     message says when to retry; exit 3); a piece that has ended keeps its record; a piece not
-    yet on its backend is never submitted.
+    yet on its backend is never submitted. A piece the outbox still records as waiting or
+    running is looked up on its backend first: one that has ended there is recorded as it
+    ended (Succeeded, Failed) and not cancelled; a backend that cannot say leaves its piece
+    and the later ones as they were (exit 3 when unreachable; run it again).
     """
     from carbonsched.cli.common import errors, out
     from carbonsched.dispatch.outbox import (
@@ -286,9 +289,13 @@ def cancel(
         for o in cancel_job(store, catalog, job, from_piece):
             said = {CANCELLED: f"cancelled {escape(o.key)} at {o.site} ({o.backend})",
                     NOT_ON_BACKEND: f"{escape(o.key)}: {o.backend} had nothing to cancel (it "
-                    "had ended there); recorded Cancelled",
-                    ALREADY_ENDED: f"{escape(o.key)} had already ended ({o.state_before}); "
-                    "left as it is"}
+                    "no longer knows the job); recorded Cancelled",
+                    ALREADY_ENDED: (
+                        f"{escape(o.key)} had already ended ({o.state}) on its backend "
+                        f"({o.backend}); nothing cancelled; recorded {o.state}"
+                        if o.ended_on_backend else
+                        f"{escape(o.key)} had already ended ({o.state_before}); "
+                        "left as it is")}
             out.print(said[o.outcome], highlight=False)
 
 

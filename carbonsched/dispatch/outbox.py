@@ -1243,7 +1243,7 @@ def refresh_status(store: Store, catalog: Catalog | str, *, plan_id: str | None 
                 for r in group:
                     r.detail = f"{ReasonCode.BACKEND_UNAVAILABLE}: {exc}"
                 continue
-            source = "squeue" if adapter.name.startswith("slurm:") else "job-status"
+            source = _times_source(adapter)
             units = [_unit(r) for r in group
                      if r.key not in found or found[r.key].state.value in TERMINAL]
             acct: dict[str, BackendJob] = {}
@@ -1256,10 +1256,7 @@ def refresh_status(store: Store, catalog: Catalog | str, *, plan_id: str | None 
             for r in group:
                 job = found.get(r.key)
                 if job is not None:
-                    _apply(r, job, now)
-                    mark_grid_event(r, job, marks.get(r.key))
-                    if job.actual_start is not None:
-                        r.times_source = source
+                    _record_reported(r, job, source, now, marks.get(r.key))
                 elif r.key not in acct:
                     if acct_error:  # unknown, not lost: the records could not be read
                         r.detail = f"{adapter.name} no longer reports {r.backend_id}{acct_error}"
@@ -1270,18 +1267,61 @@ def refresh_status(store: Store, catalog: Catalog | str, *, plan_id: str | None 
                                 f"{_iso(_unit(r).since)}")
                     r.updated_at = now
                 if r.key in acct:
-                    a = acct[r.key]
-                    r.state, r.reason = str(a.state), str(a.reason)
-                    mark_paused(r, a.raw_state)
-                    r.actual_start, r.actual_end = a.actual_start, a.actual_end
-                    if a.submitted is not None and r.backend_submitted_at is None:
-                        r.backend_submitted_at = a.submitted
-                    _note_duplicates(r, a.duplicates)
-                    r.times_source = "sacct"
-                    r.detail = a.detail or r.detail
-                    r.updated_at = now
+                    _record_accounted(r, acct[r.key], now)
         s.commit()
     return dispatch_records(store, plan_id)
+
+
+def _times_source(adapter: DispatchAdapter) -> str:
+    """What a backend's current list calls its actual times (``times_source``)."""
+    return "squeue" if adapter.name.startswith("slurm:") else "job-status"
+
+
+def _record_reported(row: DispatchRow, job: BackendJob, source: str, now: datetime,
+                     mark: GridMark | None = None) -> None:
+    """Record the row's job as its backend's current list reports it (:func:`refresh_status`).
+
+    Parameters
+    ----------
+    row
+        The outbox row, in an open session.
+    job
+        The backend's reading of its job.
+    source
+        :func:`_times_source` of the backend, recorded with the actual start when it gives one.
+    now
+        When it is recorded. [UTC]
+    mark
+        The grid event's mark of the row (:func:`mark_grid_event`), if any.
+    """
+    _apply(row, job, now)
+    mark_grid_event(row, job, mark)
+    if job.actual_start is not None:
+        row.times_source = source
+
+
+def _record_accounted(row: DispatchRow, job: BackendJob, now: datetime) -> None:
+    """Record the row's job as its backend's accounting keeps it: final state, actual times.
+
+    Parameters
+    ----------
+    row
+        The outbox row, in an open session.
+    job
+        The accounting record of its job (:meth:`KeepsAccounting.accounting`).
+    now
+        When it is recorded. [UTC]
+    """
+    row.backend_id = row.backend_id or job.backend_id
+    row.state, row.reason = str(job.state), str(job.reason)
+    mark_paused(row, job.raw_state)
+    row.actual_start, row.actual_end = job.actual_start, job.actual_end
+    if job.submitted is not None and row.backend_submitted_at is None:
+        row.backend_submitted_at = job.submitted
+    _note_duplicates(row, job.duplicates)
+    row.times_source = "sacct"
+    row.detail = job.detail or row.detail
+    row.updated_at = now
 
 
 def _unit(row: DispatchRow) -> SubmittedUnit:
@@ -1407,17 +1447,28 @@ class CancelOutcome:
     site: str
     backend: str
     state_before: str
-    """The unit's state when the cancel held its lease."""
+    """The unit's state in the outbox when the cancel held its lease."""
     outcome: str
     """:data:`CANCELLED`, :data:`NOT_ON_BACKEND` or :data:`ALREADY_ENDED`."""
+    state: str = ""
+    """The unit's state in the outbox after the cancel: ``Cancelled``, or for
+    :data:`ALREADY_ENDED` the state it ended in (``Succeeded``, ``Failed``, ``Cancelled``)."""
+
+    @property
+    def ended_on_backend(self) -> bool:
+        """:data:`ALREADY_ENDED` found on its backend: the outbox had not recorded the end yet."""
+        return self.outcome == ALREADY_ENDED and self.state_before not in TERMINAL
 
 
 CANCELLED = "cancelled"
 """The unit was stopped by the cancel (on its backend, or before it got there)."""
 NOT_ON_BACKEND = "not-on-backend"
-"""Its backend had nothing to cancel (it had ended there unseen); recorded ``Cancelled``."""
+"""Its backend had nothing to cancel: neither its current list nor (Slurm) its accounting knows
+the job (it was forgotten there unseen); recorded ``Cancelled``."""
 ALREADY_ENDED = "already-ended"
-"""The outbox records it ended; left as it is."""
+"""The unit had ended before the cancel: the outbox recorded it so, or its backend reported it
+over (``Succeeded``, ``Failed``, ``Cancelled``), which is then recorded, with its actual times,
+as :func:`refresh_status` records it. Nothing was cancelled."""
 
 
 def cancel_job(store: Store, catalog: Catalog | str, job_id: str, from_piece: int = 0, *,
@@ -1435,11 +1486,16 @@ def cancel_job(store: Store, catalog: Catalog | str, job_id: str, from_piece: in
 
     - when a live dispatcher holds one (a submission may be in flight), nothing is cancelled
       and the holder and the time its lease ends are named, to retry then;
-    - a unit that has ended (``Succeeded``, ``Failed``, ``Cancelled``) is left as it is (its
-      record and times are kept);
+    - a unit the outbox records ended (``Succeeded``, ``Failed``, ``Cancelled``) is left as it
+      is (its record and times are kept);
     - a pending unit never tried on its backend is recorded ``Cancelled`` without a backend
       call, and no dispatcher submits it after (they submit only pending rows);
-    - any other unit is cancelled on its backend by key (idempotent), then recorded.
+    - any other unit's backend is asked for it first (its current list, then, for a job the
+      list no longer shows or shows over, the backend's accounting, Slurm's ``sacct``): a unit
+      over there (the outbox records ends only when :func:`refresh_status` runs) is recorded as
+      the backend reports it, with its actual start and end, and not cancelled, so a finished
+      Kubernetes Job and its logs are kept (:data:`ALREADY_ENDED`); a unit still waiting or
+      running there is cancelled on its backend by key (idempotent), then recorded.
 
     Returns
     -------
@@ -1454,8 +1510,11 @@ def cancel_job(store: Store, catalog: Catalog | str, job_id: str, from_piece: in
         A live dispatcher holds one of the units (the message says until when); nothing was
         cancelled; retry then.
     BackendUnavailableError
-        A backend did not answer; its unit is left as it was (the units before it in piece
-        order are cancelled), so the cancel can be retried.
+        A backend did not answer (asked for the unit's state, or to cancel it); its unit is
+        left as it was, not cancelled blind (the units before it in piece order are done), so
+        the cancel can be retried.
+    BackendError
+        A backend failed the call otherwise; as above.
     """
     if isinstance(catalog, str | Path):
         catalog = load_catalog(catalog)
@@ -1509,6 +1568,9 @@ def _cancel_held(store: Store, claimant: Claimant, key: str, job_id: str,
     UnitHeldError
         The lease was lost (renewals failed past its expiry and another took the row):
         nothing is done to this unit.
+    BackendUnavailableError, BackendError
+        The backend could not say whether the unit has ended (:func:`_cancel_reading`), or
+        failed the cancel: nothing is written to this unit.
     """
     with Session(store.engine) as s:
         # the row locked for the write, and written only while the lease is still ours
@@ -1523,11 +1585,24 @@ def _cancel_held(store: Store, claimant: Claimant, key: str, job_id: str,
                 "ones are not; cancel again")
         before = row.state
         if row.state in TERMINAL:
-            return CancelOutcome(key, row.site, row.backend, before, ALREADY_ENDED)
+            return CancelOutcome(key, row.site, row.backend, before, ALREADY_ENDED, before)
         if row.state == str(JobState.PENDING) and row.submit_attempted_at is None:
             done = True        # never tried on its backend: nothing there to cancel
         else:
-            done = backends()[row.site].cancel(key)
+            adapter = backends()[row.site]
+            # the outbox learns of an end only at the next refresh: a unit over on its backend
+            # is recorded as it ended, never cancelled (a Kubernetes cancel deletes the Job)
+            job, acct = _cancel_reading(adapter, row, job_id)
+            if acct is not None or (job is not None and job.state.value in TERMINAL):
+                now = _now(clock)
+                if job is not None:
+                    _record_reported(row, job, _times_source(adapter), now)
+                if acct is not None:
+                    _record_accounted(row, acct, now)
+                s.commit()
+                return CancelOutcome(key, row.site, row.backend, before, ALREADY_ENDED,
+                                     row.state)
+            done = adapter.cancel(key)
         row.state, row.reason = str(JobState.CANCELLED), str(ReasonCode.CANCELLED)
         row.updated_at = _now(clock)
         if done and row.actual_start is not None and row.actual_end is None:
@@ -1536,7 +1611,54 @@ def _cancel_held(store: Store, claimant: Claimant, key: str, job_id: str,
             row.actual_end = row.updated_at
         s.commit()
         return CancelOutcome(key, row.site, row.backend, before,
-                             CANCELLED if done else NOT_ON_BACKEND)
+                             CANCELLED if done else NOT_ON_BACKEND, row.state)
+
+
+def _cancel_reading(adapter: DispatchAdapter, row: DispatchRow, job_id: str
+                    ) -> tuple[BackendJob | None, BackendJob | None]:
+    """What the unit's backend says of its job before a cancel (:func:`_cancel_held`).
+
+    The backend's current list (:meth:`DispatchAdapter.status`) first; when it no longer shows
+    the job, or shows it over, the backend's accounting (:class:`KeepsAccounting`, Slurm's
+    ``sacct``: a finished job leaves ``squeue`` after a few minutes), as
+    :func:`refresh_status` reads them.
+
+    Returns
+    -------
+    tuple
+        The current list's reading (None when it lacks the job) and the accounting record when
+        that says the job ended (else None).
+
+    Raises
+    ------
+    BackendUnavailableError, BackendError
+        The backend could not be asked, or its list lacks the job and its accounting could not
+        be read: whether the unit has ended is not known, so it is not cancelled (that would
+        record ``Cancelled`` for good over a ``Succeeded`` or ``Failed`` end, and on Kubernetes
+        delete a finished Job with its logs).
+    """
+    def unknown(exc: BaseException, what: str) -> BackendError:
+        msg = (f"{row.key} of job {job_id}: {what} ({exc}); whether it has ended is not known, "
+               "so it was not cancelled (the units before it are done, it and the later ones "
+               "are left as they were); cancel again once the backend answers")
+        return (BackendUnavailableError(msg) if isinstance(exc, BackendUnavailableError)
+                else BackendError(msg))
+
+    try:
+        job = adapter.status([row.key]).get(row.key)
+    except BackendError as exc:
+        raise unknown(exc, f"{adapter.name} could not be asked for its state") from exc
+    if (job is not None and job.state.value not in TERMINAL) or not isinstance(
+            adapter, KeepsAccounting):
+        return job, None
+    try:
+        acct = adapter.accounting([_unit(row)]).get(row.key)
+    except (BackendError, InputError) as exc:
+        if job is not None:   # over by its list; the accounting would only refine its times
+            return job, None
+        raise unknown(exc, f"{adapter.name} no longer lists it and its accounting could not "
+                      "be read") from exc
+    return job, acct if acct is not None and acct.state.value in TERMINAL else None
 
 
 def cancel_unit(store: Store, catalog: Catalog | str, job_id: str, piece: int = 0, *,

@@ -15,10 +15,12 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from carbonsched.adapters.dispatch.base import BackendJob
 from carbonsched.catalog import load_catalog
 from carbonsched.dispatch.lease import Claimant
 from carbonsched.dispatch.outbox import cancel_job, cancel_unit
-from carbonsched.errors import InputError, UnitHeldError
+from carbonsched.domain import JobState, ReasonCode
+from carbonsched.errors import BackendError, BackendUnavailableError, InputError, UnitHeldError
 from carbonsched.store import Store
 from carbonsched.store.models import DispatchRow
 
@@ -159,3 +161,147 @@ def test_a_unit_whose_lease_the_cancel_lost_is_not_written(store):
     assert (_row(store).state, _row(store).lease_owner) == ("Pending", "host-b/dispatcher")
     _set(store, lease_owner="host-a/cancel")                           # still ours: written
     assert _cancel_held(store, me, "j#0", "j", lambda: {}, lambda: T0).outcome == "cancelled"
+
+
+# -- a unit over on its backend before the outbox recorded it -------------------------------
+# Before, the cancel read only the outbox row: a unit recorded Dispatched or Running (the refresh
+# that records ends runs every few minutes, and never in CLI-only setups) but finished on its
+# backend was cancelled there (a Kubernetes cancel deletes the completed Job and its logs) and
+# recorded Cancelled for good (the refresh skips ended rows).
+
+START, END = T0 + timedelta(minutes=2), T0 + timedelta(minutes=40)
+
+
+class FakeBackend:
+    """A backend whose current list reports ``listed`` (key -> BackendJob); records cancels."""
+
+    def __init__(self, listed: dict | None = None, name: str = "kubernetes:ca/carbonsched",
+                 down: bool = False) -> None:
+        self.name, self.listed, self.down = name, listed or {}, down
+        self.cancelled: list[str] = []
+
+    def status(self, keys=None):
+        if self.down:
+            raise BackendUnavailableError(f"{self.name}: connection refused")
+        return {k: v for k, v in self.listed.items() if keys is None or k in keys}
+
+    def cancel(self, key: str) -> bool:
+        self.cancelled.append(key)
+        return key in self.listed
+
+    def submit(self, request):  # pragma: no cover - never called here
+        raise AssertionError("submit")
+
+    def render(self, request):  # pragma: no cover
+        raise AssertionError("render")
+
+
+class FakeSlurm(FakeBackend):
+    """A Slurm-like backend that also keeps accounting (``sacct``) of jobs its list forgot."""
+
+    def __init__(self, listed=None, kept=None, accounting_down: bool = False) -> None:
+        super().__init__(listed, name="slurm:ontario")
+        self.kept, self.accounting_down = kept or {}, accounting_down
+        self.asked: list[list[str]] = []
+
+    def accounting(self, units):
+        self.asked.append([u.key for u in units])
+        if self.accounting_down:
+            raise BackendError("sacct: Slurm accounting storage is disabled")
+        return {u.key: self.kept[u.key] for u in units if u.key in self.kept}
+
+
+def _job(state: str, reason: str, raw: str, end: datetime | None = END) -> BackendJob:
+    return BackendJob(key="j#0", backend_id="ontario:42", state=JobState(state),
+                      reason=ReasonCode(reason), raw_state=raw, actual_start=START,
+                      actual_end=end, detail=f"backend says {raw}")
+
+
+def _on_backend(store: Store, state: str) -> None:
+    _set(store, state=state, reason="Started" if state == "Running" else "Submitted",
+         backend_id="ontario:42", submit_attempted_at=T0, submitted_at=T0,
+         actual_start=START if state == "Running" else None)
+
+
+@pytest.mark.parametrize("outbox", ["Dispatched", "Running"])
+@pytest.mark.parametrize(("state", "reason", "raw"), [
+    ("Succeeded", "Completed", "complete"), ("Failed", "BackendFailed", "failed")])
+def test_a_unit_over_on_its_backend_is_recorded_as_it_ended_not_cancelled(
+        store, outbox, state, reason, raw):
+    _on_backend(store, outbox)
+    backend = FakeBackend({"j#0": _job(state, reason, raw)})
+    (o,) = cancel_job(store, CATALOG, "j", adapters={"ca-on-toronto": backend})
+    assert (o.outcome, o.state_before, o.state, o.ended_on_backend) == (
+        "already-ended", outbox, state, True)
+    assert backend.cancelled == []                        # the Job and its logs are kept
+    row = _row(store)
+    assert (row.state, row.reason, row.actual_start, row.actual_end, row.times_source) == (
+        state, reason, START, END, "job-status")
+    assert row.lease_owner is None
+
+
+def test_a_slurm_unit_its_list_forgot_is_recorded_from_its_accounting(store):
+    # squeue forgets a finished job after a few minutes; sacct keeps it
+    _on_backend(store, "Running")
+    kept = _job("Succeeded", "Completed", "COMPLETED", end=END + timedelta(seconds=7))
+    backend = FakeSlurm(kept={"j#0": kept})
+    assert cancel_unit(store, CATALOG, "j", adapters={"ca-on-toronto": backend}) == (
+        "already-ended")
+    assert (backend.cancelled, backend.asked) == ([], [["j#0"]])
+    row = _row(store)
+    assert (row.state, row.actual_end, row.times_source) == (
+        "Succeeded", END + timedelta(seconds=7), "sacct")
+
+
+def test_a_unit_still_running_on_its_backend_is_cancelled(store):
+    # the limit: the backend reports it running (no end yet): cancelled as before
+    _on_backend(store, "Running")
+    backend = FakeSlurm({"j#0": _job("Running", "Started", "RUNNING", end=None)})
+    (o,) = cancel_job(store, CATALOG, "j", adapters={"ca-on-toronto": backend}, clock=lambda: END)
+    assert (o.outcome, o.state) == ("cancelled", "Cancelled")
+    assert (backend.cancelled, backend.asked) == (["j#0"], [])      # no accounting read
+    row = _row(store)
+    assert (row.state, row.reason, row.actual_end) == ("Cancelled", "Cancelled", END)
+
+
+def test_a_unit_no_backend_record_knows_is_recorded_cancelled(store):
+    _on_backend(store, "Dispatched")
+    backend = FakeSlurm()
+    assert cancel_unit(store, CATALOG, "j", adapters={"ca-on-toronto": backend}) == (
+        "not-on-backend")
+    assert backend.cancelled == ["j#0"] and _row(store).state == "Cancelled"
+
+
+@pytest.mark.parametrize("backend", [
+    FakeBackend(down=True), FakeSlurm(accounting_down=True)], ids=["list", "accounting"])
+def test_a_unit_whose_backend_cannot_say_is_left_as_it_was(store, backend):
+    # not known whether it ended: not cancelled blind, nothing written; the cancel is retried
+    _on_backend(store, "Running")
+    with pytest.raises(BackendError, match=r"j#0 of job j: .*whether it has ended is not "
+                                           r"known, so it was not cancelled"):
+        cancel_unit(store, CATALOG, "j", adapters={"ca-on-toronto": backend})
+    assert backend.cancelled == []
+    row = _row(store)
+    assert (row.state, row.actual_end, row.lease_owner) == ("Running", None, None)
+
+
+def test_carbonsched_cancel_says_a_unit_ended_on_its_backend(store, monkeypatch):
+    from typer.testing import CliRunner
+
+    import carbonsched.dispatch.outbox as outbox
+    from carbonsched.cli.app import app
+    from carbonsched.config import get_settings
+
+    _on_backend(store, "Running")
+    backend = FakeSlurm({"j#0": _job("Succeeded", "Completed", "COMPLETED")})
+    monkeypatch.setattr(outbox, "build_adapters", lambda *a, **k: {"ca-on-toronto": backend})
+    monkeypatch.setenv("CARBONSCHED_DATABASE_URL", str(store.engine.url))
+    get_settings.cache_clear()
+    try:
+        r = CliRunner().invoke(app, ["cancel", "j", "--catalog", "global"])
+    finally:
+        get_settings.cache_clear()
+    assert r.exit_code == 0, r.output
+    assert r.stdout.strip() == ("j#0 had already ended (Succeeded) on its backend "
+                                "(slurm:ontario); nothing cancelled; recorded Succeeded")
+    assert backend.cancelled == []
