@@ -672,10 +672,13 @@ class GridEventPublic(BaseModel):
     baseline_kw: float | None = Field(description="Peak planned IT power at the site in the "
                                       "window. [kW]")
     target_reduction_kw: float | None = Field(description="The reduction asked. [kW]")
-    planned_reduction_kw: float | None = Field(description="IT power of the work paused or "
-                                               "held. [kW]")
-    shortfall_kw: float | None = Field(description="What could not be shed without missing "
-                                       "a deadline. [kW]")
+    planned_reduction_kw: float | None = Field(description="IT power of the work the re-plan "
+                                               "chose to pause or hold: the re-plan's figure, "
+                                               "kept when an action is later skipped (counts "
+                                               "and actions say which were). [kW]")
+    shortfall_kw: float | None = Field(description="What the re-plan could not shed without "
+                                       "missing a deadline (target - planned); a skipped "
+                                       "action is not added. [kW]")
     detail: str
     ended_at: datetime | None
     counts: dict[str, int] = Field(description="Actions by <action>:<state>.")

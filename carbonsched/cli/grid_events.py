@@ -9,12 +9,16 @@ deployment without ``carbonsched serve`` or to act at once. Same service calls a
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from carbonsched.cli.common import table
+
+if TYPE_CHECKING:
+    from carbonsched.dispatch.grid import GridPassSummary
 
 grid_app = typer.Typer(help="Grid events: shed a site's power in a window, then resume "
                        "(CARBONSCHED_DATABASE_URL).", no_args_is_help=True)
@@ -161,31 +165,89 @@ def apply(
 ) -> None:
     """Run one pass now: re-plan started events, pause/hold, resume/release at their end.
 
-    Exit 3 when an action is left for a later pass because its backend is unreachable.
+    Counts the actions taken, found done (an earlier attempt's) and skipped (the backend could
+    not take them; each named with why). Exit 3 when an action is left for a later pass because
+    its backend is unreachable, 1 when one failed after its retries, 2 when a pause or hold was
+    skipped while its job may still draw power (the event sheds less than its re-plan planned).
     """
     from carbonsched.catalog import load_catalog
     from carbonsched.cli.common import errors, out
     from carbonsched.config import get_settings
     from carbonsched.dispatch.outbox import build_adapters
-    from carbonsched.service.grid_events import apply_events
+    from carbonsched.service.grid_events import apply_events, show_event
 
     with errors():
         settings = get_settings()
         cat = load_catalog(catalog or settings.catalog)
-        summary = apply_events(_store(), cat, build_adapters(cat, settings=settings), settings,
+        store = _store()
+        summary = apply_events(store, cat, build_adapters(cat, settings=settings), settings,
                                _now, event_id=event_id)
         d = summary.to_dict()
         if as_json:
             typer.echo(json.dumps(d, indent=2))
         else:
-            out.print(f"grid events: {len(d['planned'])} re-planned, {len(d['taken'])} "
-                      f"action(s) taken or found done, {len(d['retry'])} left for the next "
-                      f"pass, {len(d['failed'])} failed, {len(d['ended'])} ended",
-                      highlight=False, soft_wrap=True)
-            for r in d["retry"] + d["failed"]:
-                out.print(f"  {r['event_id']} {r['action']} {r['key']}: {r['why']}",
-                          highlight=False, soft_wrap=True)
+            for line in pass_lines(summary, lambda e: show_event(store, e, _now())):
+                out.print(line, highlight=False, soft_wrap=True)
         if d["retry"]:
             raise typer.Exit(3)
         if d["failed"]:
             raise typer.Exit(1)
+        if summary.load_not_shed:
+            raise typer.Exit(2)
+
+
+SKIPPED_SHOWN = 10
+"""How many skipped actions ``grid-event apply`` names, one line each."""
+
+
+def pass_lines(summary: GridPassSummary, event: Callable[[str], dict[str, Any]]) -> list[str]:
+    """What ``grid-event apply`` prints about one pass (plain text).
+
+    Parameters
+    ----------
+    summary
+        The pass (:func:`carbonsched.dispatch.grid.grid_pass`).
+    event
+        Event id -> the event as :func:`carbonsched.service.grid_events.show_event` gives it;
+        read only for an event with a pause or hold skipped while its job may still draw power.
+
+    Returns
+    -------
+    list of str
+        The counts (taken, found done, settled at the event's end when any, skipped, left for
+        the next pass, failed, ended); each skipped action with why (the first
+        :data:`SKIPPED_SHOWN`); each action left or failed with why; and per event with load
+        not shed, its kW against the re-plan's figures (the event's ``planned_reduction_kw``
+        and ``shortfall_kw`` are the re-plan's and do not count a skipped action).
+    """
+    n: dict[str, int] = {}
+    for *_, outcome in summary.taken:
+        n[outcome] = n.get(outcome, 0) + 1
+    parts = [f"{len(summary.planned)} re-planned", f"{n.get('done', 0)} action(s) taken",
+             f"{n.get('already', 0)} found done"]
+    if n.get("settled"):
+        parts.append(f"{n['settled']} settled at the event's end")
+    parts += [f"{len(summary.skipped)} skipped", f"{len(summary.retry)} left for the next pass",
+              f"{len(summary.failed)} failed", f"{len(summary.ended)} ended"]
+    lines = ["grid events: " + ", ".join(parts)]
+    for a in summary.skipped[:SKIPPED_SHOWN]:
+        what = ("NOT SHED, " if a.load_not_shed else "") + a.outcome
+        lines.append(f"  skipped {a.event_id} {a.action} {a.key} ({what}, {a.power_kw:.1f} kW): "
+                     f"{a.why}")
+    if len(summary.skipped) > SKIPPED_SHOWN:
+        lines.append(f"  ... and {len(summary.skipped) - SKIPPED_SHOWN} more skipped; "
+                     "`carbonsched grid-event show EVENT` lists every action")
+    for event_id, key, action, why in summary.retry + summary.failed:
+        lines.append(f"  {event_id} {action} {key}: {why}")
+    unshed: dict[str, list[float]] = {}
+    for a in summary.load_not_shed:
+        unshed.setdefault(a.event_id, []).append(a.power_kw)
+    for event_id, kws in unshed.items():
+        ev = event(event_id)
+        planned, short = ev["planned_reduction_kw"] or 0.0, ev["shortfall_kw"] or 0.0
+        lines.append(f"  {event_id}: {sum(kws):.1f} kW of the {planned:.1f} kW its re-plan "
+                     f"chose to shed is not shed ({len(kws)} pause or hold skipped in this "
+                     f"pass); its recorded shortfall ({short:.1f} kW) is the re-plan's figure "
+                     f"and does not count it: {short + sum(kws):.1f} kW short of the "
+                     f"{ev['target_reduction_kw'] or 0.0:.1f} kW asked")
+    return lines

@@ -21,7 +21,11 @@ when an event is posted; ``carbonsched grid-event apply`` runs one pass) does th
    host that is gone, :func:`carbonsched.dispatch.lease.holder_is_dead`) or whose lease
    expired is taken over; the backend calls are idempotent (:class:`PausesWork` reads the
    job's state first), so an action whose side effect was made but not recorded is found done
-   (``already``) and never made twice.
+   (``already``) and never made twice. An action the backend cannot take (the job is not in
+   the state it needs, is gone, or the backend cannot pause) is recorded ``skipped``, and the
+   pass names it apart from those taken (:attr:`GridPassSummary.skipped`): a shedding action
+   skipped while its unit may still draw power (:attr:`SkippedAction.load_not_shed`) is
+   power the re-plan counted as shed that is not.
 3. **Undo** at the event's end: a ``resume`` for every pause done, a ``release`` for every
    hold done, taken the same way; the event is ``ended`` when none is open. Shedding actions
    still open at the end are skipped (never taken late); one claimed by an actor that died is
@@ -37,7 +41,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -231,6 +235,44 @@ def choose_actions(event: GridEvent, units: Sequence[Unit], now: datetime) -> Ev
 
 # --- the pass -----------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class SkippedAction:
+    """An action a pass recorded ``skipped``: nothing was done to its unit.
+
+    Attributes
+    ----------
+    event_id, key, action
+        The event, the dispatch unit and the action (``pause``, ``hold``, ``resume``,
+        ``release``).
+    outcome
+        Why, in a word: the backend's (:class:`WorkOutcome` ``absent``, ``wrong_state``,
+        ``unsupported``), or ``skipped`` when no backend call was made (no adapter for the
+        site in this actor, a backend that cannot pause or hold, the event ended before it was
+        taken).
+    why
+        What was found, in the backend's words or the pass's.
+    power_kw
+        IT power of the unit (GPUs x the type's IT power per GPU). [kW]
+    """
+
+    event_id: str
+    key: str
+    action: str
+    outcome: str
+    why: str
+    power_kw: float
+
+    @property
+    def load_not_shed(self) -> bool:
+        """A shedding action (pause, hold) skipped while its unit may still draw its power.
+
+        Every skipped shedding action but ``absent`` (the backend has the job no more, or it
+        is over: it draws nothing): the re-plan counted the unit's power as shed, and it is
+        not.
+        """
+        return self.action in SHED and self.outcome != WorkOutcome.ABSENT.value
+
+
 @dataclass
 class GridPassSummary:
     """What one :func:`grid_pass` did.
@@ -240,7 +282,10 @@ class GridPassSummary:
     planned
         Event ids re-planned in this pass.
     taken
-        ``(event_id, key, action, outcome)`` of every action this pass took or found done.
+        ``(event_id, key, action, outcome)`` of every action this pass took (``done``), found
+        done (``already``: an earlier attempt's) or settled at the event's end (``settled``).
+    skipped
+        Actions this pass recorded ``skipped`` (:class:`SkippedAction`), apart from ``taken``.
     retry
         ``(event_id, key, action, why)`` of actions left for the next pass (backend down).
     failed
@@ -248,23 +293,31 @@ class GridPassSummary:
     ended
         Event ids whose every undo action is done.
     backends
-        ``{key: backend kind}`` of every action taken or found done: the part of the
+        ``{key: backend kind}`` of every action taken, found done or skipped: the part of the
         adapter's name before ``:`` (``slurm``, ``kubernetes``), ``none`` without an adapter
         (the service's ``carbonsched_grid_event_actions_total`` counter is labelled by it).
     """
 
     planned: list[str] = field(default_factory=list)
     taken: list[tuple[str, str, str, str]] = field(default_factory=list)
+    skipped: list[SkippedAction] = field(default_factory=list)
     retry: list[tuple[str, str, str, str]] = field(default_factory=list)
     failed: list[tuple[str, str, str, str]] = field(default_factory=list)
     ended: list[str] = field(default_factory=list)
     backends: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def load_not_shed(self) -> list[SkippedAction]:
+        """The skipped shedding actions whose unit may still draw its power."""
+        return [a for a in self.skipped if a.load_not_shed]
 
     def to_dict(self) -> dict[str, Any]:
         """As JSON (``grid-event apply --json``)."""
         return {"planned": self.planned, "ended": self.ended,
                 "taken": [dict(zip(("event_id", "key", "action", "outcome"), t, strict=True))
                           for t in self.taken],
+                "skipped": [{**asdict(a), "load_not_shed": a.load_not_shed}
+                            for a in self.skipped],
                 "retry": [dict(zip(("event_id", "key", "action", "why"), t, strict=True))
                           for t in self.retry],
                 "failed": [dict(zip(("event_id", "key", "action", "why"), t, strict=True))
@@ -475,7 +528,8 @@ def take_actions(store: Store, adapters: Mapping[str, DispatchAdapter], rows: Se
             why = (f"no adapter for site {r.site} in this actor" if adapter is None else
                    f"{adapter.name} cannot pause or hold work")
             _finish(store, r.id, owner, "skipped", why, None, clock())
-            summary.taken.append((r.event_id, r.key, r.action, "skipped"))
+            summary.skipped.append(SkippedAction(r.event_id, r.key, r.action, "skipped", why,
+                                                 r.power_kw))
             continue
         try:
             got = _call(adapter, claimed, starts.get(r.key, now), now)
@@ -494,13 +548,14 @@ def take_actions(store: Store, adapters: Mapping[str, DispatchAdapter], rows: Se
                 (r.event_id, r.key, r.action, str(exc)))
             continue
         prior = (claimed.detail + "; ") if claimed.detail.startswith("taken over") else ""
-        if got.outcome in (WorkOutcome.DONE, WorkOutcome.ALREADY):
-            state = "done"
+        done = got.outcome in (WorkOutcome.DONE, WorkOutcome.ALREADY)
+        _finish(store, r.id, owner, "done" if done else "skipped",
+                f"{prior}{got.outcome}: {got.detail}", got.backend_id, clock())
+        if done:
+            summary.taken.append((r.event_id, r.key, r.action, str(got.outcome)))
         else:
-            state = "skipped"
-        _finish(store, r.id, owner, state, f"{prior}{got.outcome}: {got.detail}",
-                got.backend_id, clock())
-        summary.taken.append((r.event_id, r.key, r.action, str(got.outcome)))
+            summary.skipped.append(SkippedAction(r.event_id, r.key, r.action,
+                                                 str(got.outcome), got.detail, r.power_kw))
 
 
 def grid_pass(store: Store, catalog: Catalog, adapters: Mapping[str, DispatchAdapter], *,
@@ -647,9 +702,13 @@ def _end_event(store: Store, adapters: Mapping[str, DispatchAdapter], ev: GridEv
         acts = _actions(store, ev.event_id)
     open_shed = [a for a in acts if a.action in SHED and a.state == "planned"]
     if open_shed:
-        _close_planned(store, open_shed, now, "skipped",
-                       "the event ended before this action was taken: not taken late",
+        late = "the event ended before this action was taken: not taken late"
+        _close_planned(store, open_shed, now, "skipped", late,
                        "skipping a grid event's late actions")
+        for a in open_shed:
+            summary.skipped.append(SkippedAction(a.event_id, a.key, a.action, "skipped", late,
+                                                 a.power_kw))
+            summary.backends[a.key] = backend_kind(adapters.get(ev.site))
     stuck = [a for a in acts if a.action in SHED and a.state == "claimed"]
     for a in stuck:
         # an actor was taking this shedding action (and died, or its lease ran out): never take

@@ -257,13 +257,18 @@ class ServiceLoops:
 
         summary = apply_events(self.db.store, self.catalog, adapters, self.settings,
                                self.clock.now)
-        for _event_id, key, action, outcome in summary.taken:
+        counted = summary.taken + [(a.event_id, a.key, a.action, a.outcome)
+                                   for a in summary.skipped]
+        for _event_id, key, action, outcome in counted:
             self.metrics.grid_actions.labels(
                 action=action, backend=summary.backends.get(key, "none"), outcome=outcome).inc()
-        if summary.taken or summary.planned or summary.ended:
+        if counted or summary.planned or summary.ended:
             log.info("grid events: %s", summary.to_dict())
         for event_id, key, action, why in summary.retry + summary.failed:
             log.warning("grid event %s: %s of %s not taken yet: %s", event_id, action, key, why)
+        for a in summary.load_not_shed:
+            log.warning("grid event %s: %s of %s skipped (%s: %s): its %.1f kW is not shed",
+                        a.event_id, a.action, a.key, a.outcome, a.why, a.power_kw)
 
     def _refresh(self, adapters: dict[str, Any]) -> None:
         from carbonsched.dispatch.outbox import refresh_status

@@ -74,8 +74,9 @@ class ServiceMetrics:
         self.grid_actions = Counter(
             "carbonsched_grid_event_actions_total",
             "Grid-event actions taken on a backend by action (pause, hold, resume, release), "
-            "backend kind (slurm, kubernetes, none) and outcome (done, already, skipped, "
-            "settled); backend errors are not counted here (the action is retried).",
+            "backend kind (slurm, kubernetes, none) and outcome (done, already, settled; a "
+            "skipped action: absent, wrong_state, unsupported, else skipped); backend errors "
+            "are not counted here (the action is retried).",
             ["action", "backend", "outcome"], registry=r)
         self.released = Counter("carbonsched_released_total",
                                 "Held jobs released at their planned start.", registry=r)

@@ -46,9 +46,11 @@ class GridEventRow(Base):
     target_reduction_kw: Mapped[float | None] = mapped_column(Float, nullable=True)
     """The reduction asked, in kW (``target_kw`` or ``target_fraction x baseline_kw``). [kW]"""
     planned_reduction_kw: Mapped[float | None] = mapped_column(Float, nullable=True)
-    """IT power of the work the actions pause or hold. [kW]"""
+    """IT power of the work the actions pause or hold, as the re-plan chose them: kept when an
+    action is later skipped (its row says so). [kW]"""
     shortfall_kw: Mapped[float | None] = mapped_column(Float, nullable=True)
-    """``max(0, target - planned)``: what could not be shed without missing a deadline. [kW]"""
+    """``max(0, target - planned)``: what the re-plan could not shed without missing a deadline;
+    a skipped action is not added (``grid-event apply`` says what it leaves unshed). [kW]"""
     detail: Mapped[str] = mapped_column(Text, default="")
     """What a person should know: the re-plan's choices and what it left alone, and why."""
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)

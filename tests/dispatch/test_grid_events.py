@@ -475,6 +475,147 @@ def test_a_pause_tried_before_the_event_ended_is_undone(store, attempts, undone)
         assert acts == {("j#0", "pause"): "skipped"} and Fake.calls == []
 
 
+# --- what a pass says it did: taken, found done, skipped ----------------------------------------
+# Before, `grid-event apply` printed "N action(s) taken or found done" with N counting actions the
+# backend skipped (a hold of work already running, a pause of work not started, a backend that
+# cannot pause) and exited 0: a cron saw success while the load the re-plan counted on ran on.
+
+class _Backend:
+    """A backend that answers each key's pause or hold with the outcome ``said`` gives it."""
+
+    name = "slurm:fake"
+    pauses_running = True
+
+    def __init__(self, said):
+        from carbonsched.adapters.dispatch.base import WorkAction, WorkOutcome
+
+        self._said = {k: (WorkOutcome(o), d) for k, (o, d) in said.items()}
+        self._action = WorkAction
+
+    def _answer(self, key):
+        outcome, detail = self._said[key]
+        return self._action(outcome, f"fake:{key}", detail)
+
+    pause = hold = _answer
+
+    def resume(self, key):  # pragma: no cover - no event ends in these passes
+        return self._answer(key)
+
+    def unhold(self, key, planned_start, now):  # pragma: no cover
+        return self._answer(key)
+
+
+def _planned_event(store, start, actions, planned_kw, shortfall_kw=1.0, target_kw=20.0):
+    """An event at the Slurm site re-planned at ``start`` with ``actions`` ((key, action, kW))."""
+    from sqlalchemy.orm import Session
+
+    from carbonsched.store.grid_models import GridActionRow, GridEventRow
+
+    with Session(store.engine) as s:
+        s.add(GridEventRow(event_id="ge-00000000000a", site=SLURM_SITE, start=start,
+                           end=start + timedelta(hours=2), target_kw=target_kw, notice_s=0.0,
+                           source="test", created_at=start, planned_at=start,
+                           baseline_kw=40.0, target_reduction_kw=target_kw,
+                           planned_reduction_kw=planned_kw, shortfall_kw=shortfall_kw,
+                           detail="baseline 40.0 kW"))
+        s.flush()
+        for key, action, kw in actions:
+            s.add(GridActionRow(event_id="ge-00000000000a", key=key, action=action,
+                                site=SLURM_SITE, gpus=1, power_kw=kw, state="planned",
+                                attempts=0, created_at=start, updated_at=start, detail=""))
+        s.commit()
+
+
+def _apply_cli(store, monkeypatch, backend):
+    """`carbonsched grid-event apply` in this process, on ``store``, with ``backend``."""
+    from typer.testing import CliRunner
+
+    import carbonsched.dispatch.outbox as outbox
+    from carbonsched.cli.app import app
+    from carbonsched.config import get_settings
+
+    monkeypatch.setattr(outbox, "build_adapters", lambda *a, **k: {SLURM_SITE: backend})
+    monkeypatch.setenv("CARBONSCHED_DATABASE_URL", str(store.engine.url))
+    get_settings.cache_clear()
+    try:
+        return CliRunner().invoke(app, ["grid-event", "apply", "--catalog", "global"])
+    finally:
+        get_settings.cache_clear()
+
+
+def _this_hour():
+    return datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def test_a_skipped_hold_is_counted_apart_named_and_fails_the_pass(store, monkeypatch):
+    _planned_event(store, _this_hour(), [("run#0", "pause", 12.0), ("due#0", "hold", 7.0)],
+                   planned_kw=19.0)
+    backend = _Backend({"run#0": ("done", "scontrol suspend 41"),
+                        "due#0": ("wrong_state", "job is RUNNING, not PENDING: scontrol hold "
+                                                 "not sent")})
+    r = _apply_cli(store, monkeypatch, backend)
+    assert r.exit_code == 2, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0] == ("grid events: 0 re-planned, 1 action(s) taken, 0 found done, 1 skipped, "
+                        "0 left for the next pass, 0 failed, 0 ended")
+    assert lines[1] == ("  skipped ge-00000000000a hold due#0 (NOT SHED, wrong_state, 7.0 kW): "
+                        "job is RUNNING, not PENDING: scontrol hold not sent")
+    # the event's figures are the re-plan's: said so, with what this pass left unshed
+    assert lines[2] == ("  ge-00000000000a: 7.0 kW of the 19.0 kW its re-plan chose to shed is "
+                        "not shed (1 pause or hold skipped in this pass); its recorded "
+                        "shortfall (1.0 kW) is the re-plan's figure and does not count it: "
+                        "8.0 kW short of the 20.0 kW asked")
+    shown = show_event(store, "ge-00000000000a", datetime.now(UTC))
+    assert shown["counts"] == {"pause:done": 1, "hold:skipped": 1}
+
+
+def test_a_pass_taking_every_action_exits_0(store, monkeypatch):
+    # the limit: nothing skipped, the counts as before (taken and found done apart)
+    _planned_event(store, _this_hour(), [("run#0", "pause", 12.0), ("due#0", "hold", 7.0)],
+                   planned_kw=19.0)
+    backend = _Backend({"run#0": ("done", "scontrol suspend 41"),
+                        "due#0": ("already", "already PENDING (JobHeldAdmin)")})
+    r = _apply_cli(store, monkeypatch, backend)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines() == [
+        "grid events: 0 re-planned, 1 action(s) taken, 1 found done, 0 skipped, 0 left for the "
+        "next pass, 0 failed, 0 ended"]
+
+
+def test_a_hold_of_a_job_gone_from_its_backend_is_named_but_sheds_nothing_less(store):
+    # absent: the job is over (or gone) there and draws nothing; skipped, not load left on
+    from carbonsched.dispatch.grid import SkippedAction, grid_pass
+
+    start = _this_hour()
+    _planned_event(store, start, [("run#0", "pause", 12.0), ("due#0", "hold", 7.0)],
+                   planned_kw=19.0)
+    backend = _Backend({"run#0": ("unsupported", "cannot pause this kind"),
+                        "due#0": ("absent", "slurm:fake has no live job of key due#0")})
+    s = grid_pass(store, load_catalog("global"), {SLURM_SITE: backend},
+                  clock=lambda: start + timedelta(minutes=1), owner="actor-1")
+    assert s.taken == []
+    assert s.skipped == [
+        SkippedAction("ge-00000000000a", "run#0", "pause", "unsupported",
+                      "cannot pause this kind", 12.0),
+        SkippedAction("ge-00000000000a", "due#0", "hold", "absent",
+                      "slurm:fake has no live job of key due#0", 7.0)]
+    assert [a.key for a in s.load_not_shed] == ["run#0"]
+    assert s.to_dict()["skipped"][1]["load_not_shed"] is False
+
+
+def test_a_shedding_action_never_taken_in_the_window_is_named_skipped_at_its_end(store):
+    from carbonsched.dispatch.grid import grid_pass
+
+    start = _this_hour() - timedelta(hours=3)           # ended an hour ago
+    _planned_event(store, start, [("due#0", "hold", 7.0)], planned_kw=7.0)
+    s = grid_pass(store, load_catalog("global"), {SLURM_SITE: _Backend({})},
+                  clock=lambda: datetime.now(UTC), owner="actor-1")
+    assert [(a.key, a.outcome, a.load_not_shed) for a in s.skipped] == [
+        ("due#0", "skipped", True)]
+    assert s.skipped[0].why == "the event ended before this action was taken: not taken late"
+    assert s.ended == ["ge-00000000000a"]
+
+
 def test_the_same_event_announced_twice_is_one_event(store):
     # a client retrying after a lost 201, or two announcers: before, each POST stored a new
     # event (a random id) and the second re-planned the rest of the site: 10 units of 10 kW
