@@ -417,7 +417,11 @@ def _json_text(value: Any) -> Any:
 def _free_text(value: Any, what: str, limit: int, newlines: bool = False) -> str:
     if not isinstance(value, str) or not value.strip():
         raise problem(f"expected a non-empty {what}, got {value!r}", f"give the {what} as text")
-    bad = [c for c in value if ord(c) < 0x20 and not (newlines and c in "\n\t\r")]
+    if newlines and "\r" in value:
+        raise problem(f"the {what} has Windows line ends (a carriage return, \\r)",
+                      "use Unix line ends (\\n): a shell reads the \\r as part of a word, "
+                      "and sbatch refuses a script with DOS line breaks")
+    bad = [c for c in value if ord(c) < 0x20 and not (newlines and c in "\n\t")]
     if bad or "\x7f" in value:
         raise problem(f"the {what} contains a control character ({(bad or ['DEL'])[0]!r})",
                       "remove it" + ("" if newlines else " (one line only)"))
@@ -438,6 +442,10 @@ def _script(value: Any, field: str) -> str:
                       "ship it on the cluster and give script_path instead")
     if "\x00" in value:
         raise problem("the script contains a NUL character", "remove it")
+    if "\r" in value:
+        raise problem("the script has Windows line ends (a carriage return, \\r)",
+                      "save it with Unix line ends (\\n): sbatch refuses a script with DOS "
+                      "line breaks")
     if not value.startswith("#!"):
         raise problem(f"the script starts with {value.splitlines()[0][:40]!r}, not '#!'",
                       "start it with an interpreter line such as '#!/bin/bash' (sbatch "
@@ -567,7 +575,9 @@ def _volumes(value: Any, field: str) -> list[dict[str, Any]]:
         if name in names:
             raise problem(f"volume name {name!r} appears twice", "give each volume its name")
         names.add(name)
-        sources = [k for k in VOLUME_SOURCES if v.get(k) not in (None, False, "")]
+        # empty_dir is a flag: false ("no", "0") names no source, as a stored spec reads it
+        sources = [k for k in VOLUME_SOURCES if v.get(k) not in (None, False, "")
+                   and (k != "empty_dir" or _flag(v[k], field))]
         if len(sources) != 1:
             raise problem(f"volume {name!r} names {len(sources)} sources "
                           f"({', '.join(sources) or 'none'})",

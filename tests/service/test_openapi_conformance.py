@@ -49,6 +49,7 @@ _JOB = ("deadline .* is before earliest_start \\+ duration",
         "the script starts with", "is not a shell name", "is set by carbonsched for every piece",
         "is not NAME=value", "cannot parse .* as JSON", "names .* sources",
         "appears twice", "contains a control character", "contains a NUL character",
+        "has Windows line ends",
         "is not an absolute path", "the script is .* bytes", "characters long, at most",
         "volume .*", "in the pod template", "the pod template is .* bytes") + _IDENTIFIER
 _LOCATION = ("unknown location ",)

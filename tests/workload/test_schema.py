@@ -494,6 +494,18 @@ def test_a_payload_is_the_same_at_every_entry_point(tmp_path, api):
     ({"volumes": [{"name": "d", "mount_path": "/d", "claim": "c", "host_path": "/x"}]},
      "volumes", "volume 'd' names 2 sources (host_path, claim); give exactly one of "
      "host_path, claim, config_map, secret, empty_dir"),
+    # before: a false empty_dir counted as a source at entry, none at read-back, so a stored
+    # job made every later run fail
+    ({"volumes": [{"name": "d", "mount_path": "/d", "empty_dir": "no"}]},
+     "volumes", "volume 'd' names 0 sources (none); give exactly one of "
+     "host_path, claim, config_map, secret, empty_dir"),
+    # before: accepted, then refused by sbatch ("DOS line breaks") at dispatch
+    ({"script": "#!/bin/bash\r\necho hi\r\n", "command": None}, "script",
+     "the script has Windows line ends (a carriage return, \\r); save it with Unix line "
+     "ends (\\n): sbatch refuses a script with DOS line breaks"),
+    ({"command": "python train.py\r\n"}, "command", "the command has Windows line ends (a "
+     "carriage return, \\r); use Unix line ends (\\n): a shell reads the \\r as part of a "
+     "word, and sbatch refuses a script with DOS line breaks"),
 ])
 def test_payload_rules_read_as_documented(tmp_path, api, over, field, message):
     bad = record(**over)

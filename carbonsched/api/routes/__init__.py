@@ -50,7 +50,8 @@ JOB_RULES = ("a `deadline` before `earliest_start` plus the run time",
              "without containers; a volume without exactly one source",
              "lists or mappings given as text (a CSV cell) that are not JSON",
              "control characters in payload text (newlines and tabs are allowed in `script`, "
-             "`command` and `args`); a relative `script_path`, `workdir` or mount path; a "
+             "`command` and `args`; carriage returns, Windows line ends, are not); a "
+             "relative `script_path`, `workdir` or mount path; a "
              "`script` over 64 KiB in UTF-8 bytes; `command` or `args` over 8192 characters "
              "in all; volume entries and pod templates that are not as documented")
 """The rules of a job that span fields, which no schema states
