@@ -289,6 +289,16 @@ def _read_csv_rows(path: Path) -> Workload:
             if kind not in CSV_KINDS:
                 raise w.err("kind", f"unknown kind {kind!r}", f"give one of {', '.join(CSV_KINDS)}")
             rec = {k: _cell(k, v) for k, v in row.items()}
+            # a value in a column of the other kind would be dropped unread: refused, as the
+            # JSON reader refuses the field
+            own = (*INFERENCE_FIELDS, "kind") if kind == "inference" else (*JOB_FIELDS, "kind")
+            stray = [k for k, v in rec.items() if k not in own and not absent(v)]
+            if stray:
+                fields = (", ".join(c for c in CSV_COLUMNS if c in own)
+                          if kind == "inference" else "the job fields")
+                raise w.err(stray[0], f"is not a field of {kind} rows, got {rec[stray[0]]!r}",
+                            f"leave it empty in {'an' if kind[0] in 'aeiou' else 'a'} "
+                            f"{kind} row (its fields: {fields})")
             if kind == "inference":
                 inf.append(_inference_from(w, rec))
                 inf_labels.append(w.label)

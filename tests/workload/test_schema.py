@@ -619,3 +619,39 @@ def test_a_catalog_template_with_a_field_that_is_no_payload_field_is_refused(tmp
     with pytest.raises(CatalogError, match="template 'llm-pretrain'.*unknown field\\(s\\) "
                        "'gpus'.*a template sets payload fields only"):
         parse_catalog(data, "global.toml", "global")
+
+
+@pytest.mark.parametrize(("kind", "column", "value", "says"), [
+    ("training", "slo_ms", "20", "field 'slo_ms': is not a field of training rows, got '20'; "
+     "leave it empty in a training row (its fields: the job fields)"),
+    ("batch", "area", "shanghai", "field 'area': is not a field of batch rows, got "
+     "'shanghai'; leave it empty in a batch row (its fields: the job fields)"),
+    ("inference", "duration_minutes", "90", "field 'duration_minutes': is not a field of "
+     "inference rows, got '90'; leave it empty in an inference row (its fields: kind, "
+     "gpu_type, gpus, power_per_gpu_kw, area, hour, slo_ms)"),
+    ("inference", "duration_minutes", "", None),     # at the limit: empty cells are fine
+    ("training", "slo_ms", " ", None),
+])
+def test_a_csv_value_in_a_column_of_the_other_kind_is_refused_not_dropped(tmp_path, kind,
+                                                                          column, value, says):
+    # before, the CSV reader kept only the row kind's columns: the inference row's 90 minutes
+    # or the job's SLO were dropped without a word (the JSON reader refuses the field)
+    header = ("kind,id,tenant,gpu_type,gpus,duration_hours,power_per_gpu_kw,earliest_start,"
+              "deadline,area,hour,slo_ms,duration_minutes")
+    if kind == "inference":
+        cells = {"kind": kind, "gpu_type": "A100", "gpus": "2", "power_per_gpu_kw": "0.5",
+                 "area": "shanghai", "hour": "2023-07-15T00:00:00Z", "slo_ms": "50"}
+    else:
+        cells = {"kind": kind, "id": "j", "tenant": "t", "gpu_type": "A100", "gpus": "1",
+                 "duration_hours": "2", "power_per_gpu_kw": "0.5",
+                 "earliest_start": "2023-07-15T00:00:00Z", "deadline": "2023-07-16T00:00:00Z"}
+    cells[column] = value
+    p = tmp_path / "w.csv"
+    p.write_text(header + "\n" + ",".join(cells.get(c, "") for c in header.split(",")) + "\n")
+    if says is None:
+        wl = read_workload(p)
+        assert len(wl.jobs) + len(wl.inference) == 1
+        return
+    with pytest.raises(WorkloadError) as info:
+        read_workload(p)
+    assert str(info.value) == f"{p}, line 2, {says} (see docs/workload.md)"
