@@ -453,6 +453,37 @@ def payload_reason(job: Job, sites: list[Site]) -> tuple[ReasonCode, str]:
             "(allowed_sites)")
 
 
+def names_nothing_to_run(job: Job) -> bool:
+    """Whether ``job`` names nothing to run (no payload, or one without what runs)."""
+    return job.payload is None or not job.payload.runs_something
+
+
+def nothing_to_run(job_id: str, consequence: str, fix: str) -> str:
+    """What is said of a job that names nothing to run: the one text for every place.
+
+    Dispatch's refusal (outcome ``no_payload``), the job's ``Failed``/``NoPayload`` record and
+    the API's 422 at submission all say it this way.
+
+    Parameters
+    ----------
+    job_id
+        The job, as the message shows it (quoted or not).
+    consequence
+        What follows for the job here (``""`` for none), after a comma.
+    fix
+        The way out besides giving a payload (the placeholder, as the caller turns it on).
+
+    Returns
+    -------
+    str
+        ``job ID names nothing to run (script, script_path, command, image or pod_template)
+        [, CONSEQUENCE]; give one in its spec (or a template that does), or FIX``.
+    """
+    then = f", {consequence}" if consequence else ""
+    return (f"job {job_id} names nothing to run (script, script_path, command, image or "
+            f"pod_template){then}; give one in its spec (or a template that does), or {fix}")
+
+
 def domain_reason(job: Job, sites: list[Site]) -> tuple[ReasonCode, str]:
     """The reason a topology-bound gang cannot run at any of ``sites``.
 

@@ -40,7 +40,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
-from carbonsched.domain import JobPayload, JobState, ReasonCode
+from carbonsched.domain import JobPayload, JobState, ReasonCode, nothing_to_run
 from carbonsched.errors import TimeAxisError
 from carbonsched.limits import check_identifier
 
@@ -259,9 +259,9 @@ def payload_problem(req: DispatchRequest, kind: str) -> str | None:
     if p is None or not p.runs_something:
         if req.placeholder:
             return None
-        return (f"job {req.job_id} names nothing to run (script, script_path, command, image "
-                "or pod_template); give one in its spec (or a template), or dispatch with "
-                "--placeholder to run 'sleep <planned seconds>'")
+        return nothing_to_run(req.job_id, "", "dispatch with --placeholder "
+                              "(CARBONSCHED_DISPATCH_PLACEHOLDER=true) to run 'sleep <planned "
+                              "seconds>'")
     if not p.runs_on(kind) and kind == "slurm":   # the planner's rule (JobPayload.runs_on)
         return (f"job {req.job_id}: a Slurm site runs a script, script_path or command; the "
                 "job gives only " + ", ".join(k for k in ("image", "pod_template")

@@ -79,12 +79,15 @@ _JOB_EXAMPLE = {
     "id": "train-llm-042", "tenant": "research", "gpu_type": "H800", "gpus": 8,
     "duration_hours": 3, "power_per_gpu_kw": 0.7,
     "earliest_start": "2023-07-15T00:00:00Z", "deadline": "2023-07-15T20:00:00Z",
-    "allowed_sites": [], "kind": "training"}
+    "allowed_sites": [], "kind": "training", "command": "python3 /workspace/train.py"}
+"""A job as a client submits it; it names what it runs (a service that dispatches without
+the placeholder refuses a job that names nothing, ``POST /v1/jobs``)."""
 _PREEMPTIBLE_EXAMPLE = {
     "id": "finetune-007", "tenant": "research", "gpu_type": "H800", "gpus": 4,
     "duration_minutes": 150, "power_per_gpu_kw": 0.7,
     "earliest_start": "2023-07-15T00:30:00Z", "deadline": "2023-07-15T20:00:00Z",
-    "preemptible": True, "checkpoint_overhead_minutes": 5, "max_pieces": 3, "kind": "training"}
+    "preemptible": True, "checkpoint_overhead_minutes": 5, "max_pieces": 3, "kind": "training",
+    "template": "batch-eval"}
 
 
 def _example(*examples: dict[str, Any]) -> ConfigDict:

@@ -76,6 +76,18 @@ class ServiceState:
         self._stop = threading.Event()
         self._refresher: threading.Thread | None = None
 
+    @property
+    def refuses_nothing_to_run(self) -> bool:
+        """Whether this service's dispatch would refuse a job that names nothing to run.
+
+        True when its runs dispatch their plans (a dispatch step, ``CARBONSCHED_DISPATCHER``)
+        without the placeholder (``CARBONSCHED_DISPATCH_PLACEHOLDER`` off): such a job would
+        be planned, refused by dispatch (``no_payload``) and never run, so the API refuses it
+        at submission.
+        """
+        dispatches = self.dispatch is not None or bool(self.settings.dispatcher)
+        return dispatches and not self.settings.dispatch_placeholder
+
     # --- tokens -----------------------------------------------------------------------------
     def cached_role(self, token: str) -> tuple[bool, str | None]:
         """A token's role if it is known without the store.

@@ -152,6 +152,12 @@ ON_BACKEND = frozenset({"submitted", "reconciled", "recorded", "already_dispatch
 NOT_ASKED = frozenset({"not_committed", "dry_run"})
 """Outcomes of a unit this run was not asked to submit."""
 
+REFUSED_UNWRITTEN = frozenset({"no_payload"})
+"""Refusals that write no outbox row: the unit is never submitted and only this run's outcome
+says why (every other refusal, ``deadline_passed`` or ``rejected``, is a ``Failed`` row). A
+job submitted through the API so refused is recorded ``Failed`` by the run that dispatched it
+(:func:`carbonsched.service.runs.end_refused_jobs`)."""
+
 
 @dataclass
 class DispatchSummary:

@@ -474,6 +474,77 @@ def end_unrunnable_jobs(service_store: Any, bad: dict[str, tuple[str, str]],
                                  updated_at=now)
 
 
+def end_refused_jobs(service_store: Any, dispatched: Any, now: datetime) -> list[str]:
+    """Record ``Failed`` each API job this run's dispatch refused without writing an outbox row.
+
+    Such a refusal (:data:`carbonsched.dispatch.outbox.REFUSED_UNWRITTEN`: ``no_payload``, a
+    job that names nothing its site runs) leaves no row for :func:`sync_dispatched_jobs` to
+    follow, so the job would stay ``Planned`` with a start in the past, planned again by every
+    run. A job whose every unit of this run was so refused, still ``Pending`` or ``Planned``,
+    ends ``Failed`` with the outcome's reason (``NoPayload``) and dispatch's detail.
+
+    Parameters
+    ----------
+    service_store
+        The service store.
+    dispatched
+        What the dispatch step returned (:class:`~carbonsched.dispatch.outbox.DispatchSummary`
+        or its ``to_dict()``); anything without outcomes records nothing.
+    now
+        The record's ``updated_at``.
+
+    Returns
+    -------
+    list of str
+        The ids recorded ``Failed``, sorted.
+    """
+    from carbonsched.dispatch.outbox import REFUSED_UNWRITTEN
+
+    res = dispatched.to_dict() if hasattr(dispatched, "to_dict") else dispatched
+    outcomes = res.get("outcomes") if isinstance(res, dict) else None
+    if not isinstance(outcomes, list):
+        return []
+    by_job: dict[str, list[dict[str, Any]]] = {}
+    for o in outcomes:
+        if isinstance(o, dict) and o.get("job_id") is not None:
+            by_job.setdefault(str(o["job_id"]), []).append(o)
+    ended = []
+    for jid, os_ in sorted(by_job.items()):
+        if not all(o.get("action") in REFUSED_UNWRITTEN for o in os_):
+            continue
+        row = service_store.get_job(jid)
+        if row is None or row["state"] not in ("Pending", "Planned"):
+            continue
+        first = min(os_, key=lambda o: o.get("piece", 0))
+        service_store.update_job(
+            jid, state="Failed", reason=first["reason"],
+            detail=f"dispatch of plan {first['plan_id']} did not submit it: {first['detail']}",
+            plan_id=first["plan_id"], site=None, start=None, end=None, reserved=False,
+            updated_at=now)
+        ended.append(jid)
+    return ended
+
+
+def refused_note(ids: list[str]) -> str:
+    """The run's note on the API jobs :func:`end_refused_jobs` ended (``ids``, not empty)."""
+    return (f"{len(ids)} job(s) submitted through the API ended Failed: dispatch did not "
+            "submit them, as they name nothing their site runs (NoPayload; each job's detail "
+            f"says what to give): {', '.join(ids[:10])}" + (" ..." if len(ids) > 10 else ""))
+
+
+def _keeping(dispatch: DispatchStep | None, into: list[Any]) -> DispatchStep | None:
+    """``dispatch``, keeping what each call returns in ``into`` (``None`` stays ``None``)."""
+    if dispatch is None:
+        return None
+
+    def step(*args: Any, **kw: Any) -> Any:
+        res = dispatch(*args, **kw)
+        into.append(res)
+        return res
+
+    return step
+
+
 def unrunnable_note(bad: dict[str, tuple[str, str]]) -> str:
     """The plan's note on :func:`unrunnable_submitted_jobs` (``""`` when none)."""
     if not bad:
@@ -849,7 +920,9 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
     then stored with its forecasts; the rolling state and the API jobs' states are recorded,
     ``on_plan`` is told, and the plan is dispatched (:func:`finish_run`; a rolling step with
     ``commit_before`` = the next run). Before planning and after dispatching, the API jobs
-    dispatch submitted take their state from the outbox (:func:`sync_dispatched_jobs`).
+    dispatch submitted take their state from the outbox (:func:`sync_dispatched_jobs`); after
+    dispatching, those it refused without an outbox row end ``Failed``
+    (:func:`end_refused_jobs`, named in the run's notes).
 
     Parameters
     ----------
@@ -918,8 +991,10 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
         if on_plan is not None:
             on_plan(doc["plan_id"])
         still_ours("dispatched its plan")
+        dispatched: list[Any] = []
         run_status, status, disp, outcome, said = finish_run(
-            doc, service_store, catalog, clock, dispatch, metrics, **step.dispatch_kw)
+            doc, service_store, catalog, clock, _keeping(dispatch, dispatched), metrics,
+            **step.dispatch_kw)
         if said:
             log.warning("run for %s: %s", pdate, said)
             note = f"{note}; {said}" if note else said
@@ -938,6 +1013,13 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
                 step.record(service_store, clock.now())
         if dispatch is not None:
             sync_dispatched_jobs(service_store, clock.now())
+            # after the rolling state's record, which would set them Planned or Pending again
+            refused = [j for res in dispatched
+                       for j in end_refused_jobs(service_store, res, clock.now())]
+            if refused:
+                ended = refused_note(refused)
+                log.warning("run for %s: %s", pdate, ended)
+                note = f"{note}; {ended}" if note else ended
         log.info("pipeline: plan %s for %s (%s) in %.1f s; %s", doc["plan_id"], pdate, status,
                  _time.perf_counter() - t0, disp)
         return RunOutcome(run_status, doc["plan_id"], status, disp, note, catalog.name,

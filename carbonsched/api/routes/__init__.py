@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from fastapi import HTTPException
@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from carbonsched.api.schemas import ErrorPublic
 from carbonsched.api.state import ServiceState
+from carbonsched.domain import names_nothing_to_run, nothing_to_run
 from carbonsched.service.placement import PlacementBook
 from carbonsched.workload.schema import JobSpec
 
@@ -56,6 +57,11 @@ JOB_RULES = ("a `deadline` before `earliest_start` plus the run time",
              "in all; volume entries and pod templates that are not as documented")
 """The rules of a job that span fields, which no schema states
 (:data:`carbonsched.workload.schema.JOB_RULES_SCHEMA` states the others)."""
+NOTHING_TO_RUN_RULE = ("a job that names nothing to run (no `script`, `script_path`, `command`, "
+                       "`image` or `pod_template`, of its own or from its `template`) while the "
+                       "service dispatches its plans without the placeholder "
+                       "(`CARBONSCHED_DISPATCHER` set, `CARBONSCHED_DISPATCH_PLACEHOLDER` off)")
+"""The rule :func:`refuse_nothing_to_run` applies: a job dispatch would refuse (``no_payload``)."""
 
 
 def refused_422(*rules: str) -> dict[str, Any]:
@@ -98,6 +104,41 @@ def with_catalog_template(spec: T, templates: Mapping[str, Mapping[str, Any]],
     except ValidationError as exc:
         raise RequestValidationError([{**e, "loc": (*loc, *e["loc"])}
                                       for e in exc.errors()]) from None
+
+
+def refuse_nothing_to_run(state: ServiceState, specs: Sequence[JobSpec],
+                          locs: Sequence[tuple[str | int, ...]]) -> None:
+    """422 for the jobs that name nothing to run, when this service's dispatch would refuse them.
+
+    Only while :attr:`ServiceState.refuses_nothing_to_run` (the service dispatches, the
+    placeholder is off): such a job would be planned every run and never submitted. Call it
+    with the catalog templates applied (:func:`with_catalog_template`) and before anything of
+    the request is stored.
+
+    Parameters
+    ----------
+    state
+        The service state.
+    specs
+        The jobs of the request.
+    locs
+        Where each is in the request body, for the 422's ``loc`` (``("body", "jobs", 0)``).
+
+    Raises
+    ------
+    fastapi.exceptions.RequestValidationError
+        One entry per such job, with dispatch's words for the refusal
+        (:func:`carbonsched.domain.nothing_to_run`) and the two ways out.
+    """
+    if not state.refuses_nothing_to_run:
+        return
+    errors = [{"loc": loc, "type": "value_error", "msg": nothing_to_run(
+        repr(spec.id), "so this service's dispatch (CARBONSCHED_DISPATCHER) would never "
+        "submit it", "turn the placeholder on (CARBONSCHED_DISPATCH_PLACEHOLDER=true) to run "
+        "'sleep <planned seconds>'")}
+        for spec, loc in zip(specs, locs, strict=True) if names_nothing_to_run(spec.to_job())]
+    if errors:
+        raise RequestValidationError(errors)
 
 
 def require_book(state: ServiceState) -> PlacementBook:

@@ -13,7 +13,9 @@ from carbonsched.api.routes import (
     IDENTIFIER_RULE,
     JOB_RULES,
     NOT_FOUND,
+    NOTHING_TO_RUN_RULE,
     refuse_ids_in_use,
+    refuse_nothing_to_run,
     refused_422,
     with_catalog_template,
 )
@@ -51,7 +53,8 @@ def _public(row: dict[str, Any], source: str) -> JobPublic:
                  "workload file, the current plan, dispatch or the rolling state); nothing of "
                  "the request is stored.")},
                         **NOT_FOUND, **BAD_BODY},
-             openapi_extra=refused_422(*JOB_RULES, "a job id twice in one request"))
+             openapi_extra=refused_422(*JOB_RULES, "a job id twice in one request",
+                                       NOTHING_TO_RUN_RULE))
 def submit_jobs(body: Annotated[JobsCreate, Body()], state: State,
                 role: SubmitRole) -> JobsPublic:
     """Submit jobs.
@@ -59,7 +62,10 @@ def submit_jobs(body: Annotated[JobsCreate, Body()], state: State,
     Each is booked into the current plan's free capacity now (state ``Planned``) or left
     ``Pending`` with the reason, and planned again by the next daily run. An id the service
     already holds (a submitted job, a job of the workload file, of the current plan, of the
-    dispatch outbox or of the rolling state) is refused with 409 and nothing is stored.
+    dispatch outbox or of the rolling state) is refused with 409 and nothing is stored. When
+    the service dispatches its plans without the placeholder, a job that names nothing to run
+    (itself or through its template) is refused with 422 and nothing is stored: dispatch would
+    never submit it.
     """
     limit = state.settings.max_jobs_per_request
     if len(body.jobs) > limit:
@@ -75,6 +81,7 @@ def submit_jobs(body: Annotated[JobsCreate, Body()], state: State,
     refuse_ids_in_use(state, ids)
     jobs = [with_catalog_template(j, state.catalog.templates, ("body", "jobs", i))
             for i, j in enumerate(body.jobs)]
+    refuse_nothing_to_run(state, jobs, [("body", "jobs", i) for i in range(len(jobs))])
     # every job's sites checked before any is stored, plan loaded or not: a stored job naming
     # a site the catalog lacks would stop every later run (the planner refuses such work)
     known = set(state.catalog.site_ids)

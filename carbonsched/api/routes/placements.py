@@ -15,7 +15,9 @@ from carbonsched.api.routes import (
     JOB_RULES,
     NO_PLAN,
     NOT_FOUND,
+    NOTHING_TO_RUN_RULE,
     refuse_ids_in_use,
+    refuse_nothing_to_run,
     refused_422,
     require_book,
     with_catalog_template,
@@ -41,15 +43,17 @@ router = APIRouter(prefix="/v1", tags=["placements"],
              openapi_extra=refused_422(*JOB_RULES, "an inference query without "
                                        "`power_per_gpu_kw` for a GPU type the parameter "
                                        "table has no power figure of", "an inference "
-                                       "`start` not on the hour (plans use hourly slots)"))
+                                       "`start` not on the hour (plans use hourly slots)",
+                                       f"with `reserve: true`, {NOTHING_TO_RUN_RULE}"))
 async def create_placement(query: Annotated[PlacementQuery, Body()], request: Request,
                            role: ReadRole) -> PlacementPublic:
     """Recommend a site and start in the capacity the current plan leaves free.
 
     A job (the workload file's fields) gets the lowest-emission start with room for its whole
     run, the carbon-agnostic choice and the saving, and the next best site. ``reserve: true``
-    (role ``submit``) books it into the plan. ``kind: inference`` with a user area and SLO gets
-    the lowest-emission site within the SLO.
+    (role ``submit``) books it into the plan; when the service dispatches without the
+    placeholder, a job to book must name what it runs (422 otherwise). ``kind: inference``
+    with a user area and SLO gets the lowest-emission site within the SLO.
     """
     # The hot route (BENCHMARKS.md section 6): ``async``, because a job query is ~0.5 ms of
     # numpy on arrays held in memory, cheaper on the event loop than a hop to the thread pool
@@ -88,6 +92,7 @@ async def create_placement(query: Annotated[PlacementQuery, Body()], request: Re
     if not state.allows(role, "submit"):
         raise HTTPException(403, f"reserve: true needs role 'submit'; this token's role is "
                             f"{role!r}")
+    refuse_nothing_to_run(state, [query], [("body",)])
     if await run_in_threadpool(state.db.get_job, job.id) is not None:
         raise HTTPException(409, f"job {job.id!r} already exists; reserve it under a new "
                             "id or read it with GET /v1/jobs/{id}")
