@@ -24,6 +24,7 @@ from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from carbonsched.api.routes import (
+    STORE_RETRY_AFTER_S,
     carbon_aware,
     forecasts,
     grid_events,
@@ -52,9 +53,6 @@ log = logging.getLogger("carbonsched.api")
 
 API_VERSION = "1.0.0"
 
-STORE_RETRY_AFTER_S = 5
-"""``Retry-After`` of a 503 while the store is unreachable: a restarting PostgreSQL accepts
-connections again within seconds, and the pool reconnects on the next request. [s]"""
 STORE_DOWN_ERRORS = (OperationalError, InterfaceError, DisconnectionError, PoolTimeoutError)
 """SQLAlchemy errors that mean "the database cannot be reached now", not "this request is
 wrong" (https://docs.sqlalchemy.org/en/20/core/exceptions.html)."""

@@ -488,6 +488,35 @@ class ServiceStore:
                     conn.exec_driver_sql("PRAGMA synchronous=NORMAL")
         return True, committed
 
+    @store_call("withdrawing the jobs a refused request stored")
+    def withdraw_jobs(self, rows: list[dict[str, Any]]) -> list[str]:
+        """Delete submitted jobs exactly as they were stored, in one transaction.
+
+        A row is deleted only while its ``state`` and ``updated_at`` are still those of
+        ``rows`` (nothing, a run for one, has changed it since); a reservation deleted frees
+        its capacity (no lock needed: nothing can be over-booked by it).
+
+        Parameters
+        ----------
+        rows
+            The ``service_jobs`` rows as :meth:`add_jobs` or :meth:`reserve_job` stored them
+            (``job_id``, ``state``, ``updated_at``).
+
+        Returns
+        -------
+        list of str
+            The ids deleted, in the order of ``rows``; the others are left as they are.
+        """
+        gone = []
+        with Session(self.engine) as s, s.begin():
+            for r in rows:
+                res = s.execute(delete(ServiceJobRow).where(
+                    ServiceJobRow.job_id == r["job_id"], ServiceJobRow.state == r["state"],
+                    ServiceJobRow.updated_at == r["updated_at"]))
+                if res.rowcount:
+                    gone.append(r["job_id"])
+        return gone
+
     @store_call("reading job {job_id}")
     def get_job(self, job_id: str) -> dict[str, Any] | None:
         """A submitted job as a dict, or ``None`` (also for an id the grammar refuses)."""

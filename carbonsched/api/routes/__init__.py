@@ -17,6 +17,10 @@ from carbonsched.workload.schema import JobSpec
 
 T = TypeVar("T", bound=JobSpec)
 
+STORE_RETRY_AFTER_S = 5
+"""``Retry-After`` of a 503 while the store is unreachable: a restarting PostgreSQL accepts
+connections again within seconds, and the pool reconnects on the next request. [s]"""
+
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorPublic, "description": "No bearer token, or an invalid one."},
     403: {"model": ErrorPublic, "description": "The token's role is too weak."},

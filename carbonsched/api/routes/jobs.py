@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, HTTPException
@@ -14,6 +15,7 @@ from carbonsched.api.routes import (
     JOB_RULES,
     NOT_FOUND,
     NOTHING_TO_RUN_RULE,
+    STORE_RETRY_AFTER_S,
     refuse_ids_in_use,
     refuse_nothing_to_run,
     refused_422,
@@ -21,8 +23,16 @@ from carbonsched.api.routes import (
 )
 from carbonsched.api.schemas import ErrorPublic, JobIdPath, JobPublic, JobsCreate, JobsPublic
 from carbonsched.api.state import ServiceState
-from carbonsched.errors import InputError, UnknownSiteError
+from carbonsched.errors import (
+    BackendUnavailableError,
+    InputError,
+    StoreUnavailableError,
+    UnknownSiteError,
+)
 from carbonsched.service.booking import job_row, reserve_job
+from carbonsched.store.service import DuplicateJobError
+
+log = logging.getLogger("carbonsched.api")
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=ERRORS)
 
@@ -51,7 +61,8 @@ def _public(row: dict[str, Any], source: str) -> JobPublic:
              responses={409: {"model": ErrorPublic, "description": (
                  "A job id the service already holds (an earlier submission, or a job of the "
                  "workload file, the current plan, dispatch or the rolling state); nothing of "
-                 "the request is stored.")},
+                 "the request is stored (jobs of it stored before a racing request took an id "
+                 "are withdrawn; one that could not be is named).")},
                         **NOT_FOUND, **BAD_BODY},
              openapi_extra=refused_422(*JOB_RULES, "a job id twice in one request",
                                        NOTHING_TO_RUN_RULE))
@@ -60,12 +71,15 @@ def submit_jobs(body: Annotated[JobsCreate, Body()], state: State,
     """Submit jobs.
 
     Each is booked into the current plan's free capacity now (state ``Planned``) or left
-    ``Pending`` with the reason, and planned again by the next daily run. An id the service
-    already holds (a submitted job, a job of the workload file, of the current plan, of the
-    dispatch outbox or of the rolling state) is refused with 409 and nothing is stored. When
-    the service dispatches its plans without the placeholder, a job that names nothing to run
-    (itself or through its template) is refused with 422 and nothing is stored: dispatch would
-    never submit it.
+    ``Pending`` with the reason, and planned again by the next daily run. All or nothing: a
+    job that cannot be stored (every booking attempt lost its race, 503; an id a racing
+    request stored first, 409; the store lost) takes back the jobs stored before it, and
+    the answer says so, or names those that could not be taken back. An id the
+    service already holds (a submitted job, a job of the workload file, of the current plan,
+    of the dispatch outbox or of the rolling state) is refused with 409 and nothing is
+    stored. When the service dispatches its plans without the placeholder, a job that names
+    nothing to run (itself or through its template) is refused with 422 and nothing is
+    stored: dispatch would never submit it.
     """
     limit = state.settings.max_jobs_per_request
     if len(body.jobs) > limit:
@@ -90,18 +104,90 @@ def submit_jobs(body: Annotated[JobsCreate, Body()], state: State,
             if sid not in known:
                 raise UnknownSiteError(sid, state.catalog.site_ids)
     book = state.book
-    out = []
-    for j in jobs:
-        spec = j.model_dump(mode="json")
-        row = None
-        ans = None
-        if book is not None:
-            # booked only once committed under the site's lock (service.booking)
-            ans, row = reserve_job(book, state.db, j.to_job(), spec, state.clock.now(), 0)
-        if row is None:
-            row = persist_job(state, spec, ans)
-        out.append(_public(row, "api"))
+    stored: list[dict[str, Any]] = []
+    try:
+        for j in jobs:
+            spec = j.model_dump(mode="json")
+            row = None
+            ans = None
+            if book is not None:
+                # booked only once committed under the site's lock (service.booking)
+                ans, row = reserve_job(book, state.db, j.to_job(), spec, state.clock.now(), 0)
+            if row is None:
+                row = persist_job(state, spec, ans)
+            stored.append(row)
+    except Exception as exc:
+        withdraw_request(state, stored, exc)
+        raise
+    out = [_public(row, "api") for row in stored]
     return JobsPublic(data=out, count=len(out))
+
+
+def withdraw_request(state: ServiceState, stored: list[dict[str, Any]],
+                     exc: Exception) -> None:
+    """Take back what a submission stored before ``exc`` stopped it: all of it, or say what stays.
+
+    Each job of ``POST /v1/jobs`` is committed on its own (a reservation under its site's
+    lock, :func:`carbonsched.service.booking.reserve_job`); a later job that fails (every
+    booking attempt lost its race, an id another request stored meanwhile, the store lost)
+    would leave the earlier ones stored under an answer that says nothing is. They are deleted
+    as they were stored (:meth:`~carbonsched.store.service.ServiceStore.withdraw_jobs`) and
+    dropped from this replica's book, so the request stores nothing and its retry is a new
+    request. Nothing stored before ``exc``: nothing to do, ``exc`` answers as it is.
+
+    Parameters
+    ----------
+    state
+        The service state.
+    stored
+        The rows this request stored, in order.
+    exc
+        What stopped it.
+
+    Raises
+    ------
+    HTTPException
+        When something was stored: ``exc``'s status and message (409 for a duplicate id, 503
+        with ``Retry-After`` for contention or an outage; else 500, the error logged), then that the
+        jobs stored before it were withdrawn (nothing of the request is stored), or which
+        could not be (the store failed, or a run changed them meanwhile): those stand, and a
+        retry of the request answers 409 for them.
+    """
+    if not stored:
+        return
+    why = "a run recorded them meanwhile"
+    try:
+        gone = state.db.withdraw_jobs(stored)
+    except StoreUnavailableError as err:
+        gone, why = [], f"the store failed: {err.detail}"
+    book = state.book
+    for jid in gone:
+        if book is not None:
+            book.release(jid)
+    left = [r["job_id"] for r in stored if r["job_id"] not in gone]
+    if not left:
+        said = (f"the {len(stored)} job(s) of this request stored before it were withdrawn: "
+                "nothing of the request is stored; submit it again")
+    else:
+        said = (f"job(s) {', '.join(map(repr, left))} of this request were stored before it "
+                f"and could not be withdrawn ({why}): they stand (GET /v1/jobs/{{id}}) and a "
+                "retry of the request answers 409 for them; submit the others without them"
+                + ("" if len(left) == len(stored) else
+                   f" (the other {len(stored) - len(left)} stored before it were withdrawn)"))
+        log.warning("POST /v1/jobs stopped by %s: %s", type(exc).__name__, said)
+    headers = None
+    msg = str(exc)
+    if isinstance(exc, DuplicateJobError):
+        status = 409
+    elif isinstance(exc, BackendUnavailableError):
+        status = 503
+        headers = {"Retry-After": str(int(getattr(exc, "retry_after_s",
+                                                  STORE_RETRY_AFTER_S)))}
+    else:   # a fault of the service: logged with its traceback, not shown
+        status, msg = 500, f"the service failed storing job {len(stored) + 1} of the request"
+        log.error("POST /v1/jobs failed after storing %d job(s): %s", len(stored), said,
+                  exc_info=exc)
+    raise HTTPException(status, f"{msg}; {said}", headers=headers) from exc
 
 
 @router.get("/jobs/{job_id}", operation_id="getJob", response_model=JobPublic,
