@@ -276,8 +276,8 @@ class DailyCron:
                         f"the next run is at {nxt} (POST /v1/runs runs it now)")
                     log.info("cron: %s", self.skipped_note)
                 return None
-            if self._skipped == pdate_key:   # an operator runs it (POST /v1/runs)
-                self.skipped_note = ""
+            # past the skip: this run, or a later one, runs (the note named an earlier run)
+            self.skipped_note = ""
             try:
                 out = claim_and_run(self.store, self.clock, self.pipeline, planning_date=pdate,
                                     issued_at=issued, trigger=trigger, replica=self.replica,

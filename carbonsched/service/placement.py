@@ -424,7 +424,8 @@ class PlacementBook:
         """
         if hi <= lo:
             return self._grid_cap_kw.max(axis=1)
-        cap = continue_signal(self._grid_cap_kw, max(hi, self.cap_kw.shape[1]))
+        # a copy: continue_signal returns a view when the window ends inside the horizon
+        cap = continue_signal(self._grid_cap_kw, max(hi, self.cap_kw.shape[1])).copy()
         n_t = self.cap_kw.shape[1]
         cap[:, :n_t] = self.cap_kw
         return cap[:, lo:hi].max(axis=1)

@@ -145,6 +145,15 @@ def test_a_start_up_run_left_out_is_said_and_an_operator_can_run_it(db):
     assert [(c[0], c[2]) for c in rec.calls] == [("2023-07-15", "manual")]
     assert db.get_run("2023-07-15")["trigger"] == "manual" and cron.skipped_note == ""
     assert "skipped" not in list_runs(state, None, 100).cron
+    # left out again in a new process, and not run by hand: the next day's run clears the
+    # note too (before, it kept naming the old run, and POST /v1/runs would run another)
+    clock2 = ManualClock(datetime(2023, 7, 15, 12, tzinfo=ZONE))
+    cron2, rec2 = make(db, clock2, startup_run=False)
+    cron2.tick("startup")
+    assert rec2.calls == [] and "run 2023-07-16 was due" in cron2.skipped_note
+    clock2.set(datetime(2023, 7, 16, 2, 30, tzinfo=ZONE))
+    cron2.tick("scheduled")
+    assert [c[0] for c in rec2.calls] == ["2023-07-17"] and cron2.skipped_note == ""
 
 
 @pytest.mark.parametrize("leads", [True, False])

@@ -261,6 +261,11 @@ def test_a_reservation_is_held_to_the_grid_connection_commitments_and_running_wo
              "start": "2023-07-15T17:00:00Z", "end": "2023-07-15T18:30:00Z"}]
     book = _book(cat=CAPPED, pue_hi=WARM, site_hours=rows, running=held)
     assert book.free_kw[s, 15:20].tolist() == pytest.approx([6.25, 4.0, 6.0, 6.0, 8.0])
+    # a query's window inside the horizon leaves the caps past it as the planner has them
+    # (before, it wrote the commitment into the grid caps the tail and empty windows read)
+    book.job_options(Job(**{**job.__dict__, "earliest_start": T0 + pd.Timedelta(hours=15),
+                            "deadline": T0 + pd.Timedelta(hours=18)}))
+    assert book._grid_cap_kw[s, 15:18].tolist() == pytest.approx([6.25, 8.0, 8.0])
     assert book.free_gpus[s, 15:20, g].tolist() == [12, 12, 8, 8, 12]
     a = book.place_job(job, T0.to_pydatetime())
     assert a["placed"] and a["recommended"]["start"] == "2023-07-15T19:00:00Z"
