@@ -569,6 +569,23 @@ def test_a_skipped_hold_is_counted_apart_named_and_fails_the_pass(store, monkeyp
     assert shown["counts"] == {"pause:done": 1, "hold:skipped": 1}
 
 
+@pytest.mark.parametrize(("planned_kw", "short"), [(30.0, 7.0), (27.0, 0.0), (32.0, 0.0)])
+def test_the_shortfall_of_a_skip_counts_what_the_re_plan_shed_beyond_the_target(
+        store, monkeypatch, planned_kw, short):
+    # a re-plan shedding 30 kW for a 20 kW target, a 7 kW hold skipped: 23 kW shed, 0 short;
+    # at the limit 27 - 7 = 20 kW: 0 short; 30 kW with a 17 kW hold: 20 - 13 = 7 kW short
+    # (before, the recorded shortfall plus every skipped kW: 7 and 17 kW short)
+    hold = 7.0 if planned_kw != 30.0 else 17.0
+    _planned_event(store, _this_hour(), [("run#0", "pause", planned_kw - hold),
+                                         ("due#0", "hold", hold)],
+                   planned_kw=planned_kw, shortfall_kw=0.0)
+    backend = _Backend({"run#0": ("done", "scontrol suspend 41"),
+                        "due#0": ("wrong_state", "job is RUNNING, not PENDING")})
+    r = _apply_cli(store, monkeypatch, backend)
+    assert r.exit_code == 2, r.output
+    assert r.stdout.splitlines()[2].endswith(f"{short:.1f} kW short of the 20.0 kW asked")
+
+
 def test_a_pass_taking_every_action_exits_0(store, monkeypatch):
     # the limit: nothing skipped, the counts as before (taken and found done apart)
     _planned_event(store, _this_hour(), [("run#0", "pause", 12.0), ("due#0", "hold", 7.0)],
