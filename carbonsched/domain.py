@@ -120,6 +120,9 @@ class ReasonCode(StrEnum):
     """The job names a template the catalog no longer defines, or whose fields the job schema
     now refuses merged with the job's own (a job waiting in the rolling state when a catalog
     edit changed it): no run can plan it."""
+    INVALID_SPEC = "InvalidSpec"
+    """A stored job the job schema now refuses (stored before a rule of the schema was
+    tightened): no run can plan it."""
     STARTED = "Started"
     COMPLETED = "Completed"
     BACKEND_FAILED = "BackendFailed"

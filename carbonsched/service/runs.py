@@ -185,8 +185,15 @@ def finish_run(doc: dict[str, Any], service_store: Any, catalog: Catalog, clock:
     return run_status, status, disp, outcome, said
 
 
-Submitted = list[tuple[dict[str, Any], Job]]
-"""The API's jobs still to plan: (stored row, job) pairs (:func:`submitted_jobs`)."""
+class Submitted(list[tuple[dict[str, Any], Job]]):
+    """The API's jobs still to plan: (stored row, job) pairs (:func:`submitted_jobs`).
+
+    ``invalid``: job id -> what the job schema says of a stored spec it now refuses.
+    """
+
+    def __init__(self, items: Any = (), invalid: dict[str, str] | None = None) -> None:
+        super().__init__(items)
+        self.invalid: dict[str, str] = dict(invalid or {})
 
 
 def submitted_jobs(service_store: Any) -> Submitted:
@@ -194,16 +201,29 @@ def submitted_jobs(service_store: Any) -> Submitted:
 
     A run takes one such snapshot and hands it to :func:`unrunnable_submitted_jobs`,
     :func:`with_submitted_jobs` and :func:`expired_submitted_jobs`, so all three see the same
-    jobs (a job submitted meanwhile waits for the next run).
+    jobs (a job submitted meanwhile waits for the next run). A stored spec the schema now
+    refuses (stored before one of its rules was tightened) is not among them: it is in
+    ``invalid``, and :func:`unrunnable_submitted_jobs` ends it (``InvalidSpec``), so it cannot
+    stop the run.
 
     Returns
     -------
-    list of (dict, Job)
+    Submitted
         Each stored row (``job_id``, ``state``, ``spec``, ...) with its job
         (:func:`job_from_spec`).
     """
-    return [(r, job_from_spec(r["spec"]))
-            for r in service_store.jobs(states=("Pending", "Planned"))]
+    from pydantic import ValidationError
+
+    out = Submitted()
+    for r in service_store.jobs(states=("Pending", "Planned")):
+        try:
+            out.append((r, job_from_spec(r["spec"])))
+        except (ValidationError, InputError) as exc:
+            first = exc.errors()[0] if isinstance(exc, ValidationError) else None
+            out.invalid[r["job_id"]] = (
+                str(exc) if first is None else
+                f"field {'.'.join(map(str, first['loc'])) or '-'!r}: {first['msg']}")
+    return out
 
 
 def with_submitted_jobs(wl: Workload, service_store: Any, issued_at: pd.Timestamp,
@@ -372,6 +392,8 @@ def unrunnable_submitted_jobs(service_store: Any, catalog: Catalog, workload: Wo
       refuses work naming unknown sites).
     * ``NameConflict``: a job of the workload file has its id; the file's job is planned
       under it, this one never would be.
+    * ``InvalidSpec``: its stored spec no longer passes the job schema (a rule tightened since
+      it was stored); read back, it would stop every run.
 
     ``snapshot``: the run's :func:`submitted_jobs` (read here when ``None``).
 
@@ -382,8 +404,13 @@ def unrunnable_submitted_jobs(service_store: Any, catalog: Catalog, workload: Wo
     """
     known = set(catalog.site_ids)
     file_ids = {j.id for j in workload.jobs}
-    out: dict[str, tuple[str, str]] = {}
-    for row, job in submitted_jobs(service_store) if snapshot is None else snapshot:
+    snap = submitted_jobs(service_store) if snapshot is None else snapshot
+    out: dict[str, tuple[str, str]] = {
+        jid: (str(ReasonCode.INVALID_SPEC),
+              f"its stored spec no longer passes the job schema ({msg}); submit it again as "
+              "the schema asks (docs/workload.md)")
+        for jid, msg in snap.invalid.items()}
+    for row, job in snap:
         jid = row["job_id"]
         if jid in file_ids:
             out[jid] = (str(ReasonCode.NAME_CONFLICT),
@@ -550,10 +577,18 @@ def unrunnable_note(bad: dict[str, tuple[str, str]]) -> str:
     if not bad:
         return ""
     ids = sorted(bad)
+    legend = "; ".join(f"{code}: {why}" for code, why in UNRUNNABLE_REASONS.items()
+                       if any(reason == code for reason, _ in bad.values()))
     return (f"{len(ids)} job(s) submitted through the API cannot be planned and ended Failed "
-            "(UnknownSite: a site the catalog does not define; NameConflict: the id of a job "
-            f"of the workload file): " + ", ".join(f"{j} ({bad[j][0]})" for j in ids[:10])
+            f"({legend}): " + ", ".join(f"{j} ({bad[j][0]})" for j in ids[:10])
             + (" ..." if len(ids) > 10 else ""))
+
+
+UNRUNNABLE_REASONS = {
+    str(ReasonCode.UNKNOWN_SITE): "a site the catalog does not define",
+    str(ReasonCode.NAME_CONFLICT): "the id of a job of the workload file",
+    str(ReasonCode.INVALID_SPEC): "a stored spec the job schema now refuses"}
+"""The reasons :func:`unrunnable_submitted_jobs` gives, in the words of :func:`unrunnable_note`."""
 
 
 def job_spans(placements: Any) -> dict[str, dict[str, Any]]:

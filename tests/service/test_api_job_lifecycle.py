@@ -163,3 +163,33 @@ def test_a_run_plans_from_one_snapshot_of_the_api_jobs(db):
     assert {p["job_id"] for p in planned.doc["placements"]} == {"early"}
     db.jobs = real
     assert db.get_job("late")["state"] == "Pending"      # the next run's
+
+
+@pytest.mark.parametrize("bad", [{"command": "python train.py\r\n"},
+                                 {"image": "registry.example/x:1", "volumes": [
+                                     {"name": "d", "mount_path": "/d", "empty_dir": False}]}])
+def test_a_stored_job_the_schema_now_refuses_ends_failed_and_the_run_goes_on(db, bad):
+    # before, a job stored before a schema rule tightened (a carriage return in its command,
+    # a false empty_dir) raised at read-back: every later run failed until the row was
+    # deleted by hand. At the limit: the good job beside it is planned
+    from carbonsched.config import Settings
+    from carbonsched.service.runs import _plan_daily
+
+    _add(db, "good", state="Pending")
+    spec = {**_spec("old"), **bad}
+    db.add_jobs([{"job_id": "old", "tenant": "t", "spec_json": json.dumps(spec),
+                  "state": "Pending", "reason": "AwaitingPlan", "detail": "",
+                  "submitted_at": NOW, "updated_at": NOW, "reserved": False}])
+    settings = Settings(catalog="china-eastdata-westcompute", time_limit_s=20)
+    planned = _plan_daily(settings, db, Workload([], []), "2023-07-16",
+                          pd.Timestamp("2023-07-16T00:00:00Z"))
+    assert planned.api_ids == {"good"}
+    assert {p["job_id"] for p in planned.doc["placements"]} == {"good"}
+    planned.record(db, NOW)
+    old = db.get_job("old")
+    field = "command" if "command" in bad else "volumes"
+    assert (old["state"], old["reason"]) == ("Failed", "InvalidSpec")
+    assert old["detail"].startswith(f"its stored spec no longer passes the job schema (field "
+                                    f"{field!r}: ")
+    assert any(n.startswith("1 job(s) submitted through the API cannot be planned") and
+               "old (InvalidSpec)" in n for n in planned.doc["notes"])
