@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -246,7 +247,7 @@ def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path
     """Run the service's run path once for ``date`` (``carbonsched plan --dispatch``).
 
     :func:`carbonsched.service.runs.execute_run`, as the cron runs it; idempotent by planning
-    date: a date that has a run record is not planned again (exit 0, the record is printed).
+    date: a date that has a run record is not planned again (the record is printed).
     ``providers_file`` (``--providers``) overrides ``CARBONSCHED_PROVIDERS_FILE``: the run
     plans on the providers' history and published forecasts.
 
@@ -256,7 +257,8 @@ def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path
         Exit code: 0 done (or done before), 4 infeasible plan; 3 when the date's run is held
         by another process or interrupted (run again after its lease), or dispatch left units
         pending; 2 when a backend refused units or nothing was submitted; 1 when the date's
-        recorded run failed. A run failing now raises its error.
+        recorded run failed. A date whose run succeeded before is dispatched again (what is
+        still pending; exactly once), with the same codes. A run failing now raises its error.
 
     Raises
     ------
@@ -310,7 +312,10 @@ def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path
         err.print(f"planning date {pdate} already has a run ({rec['status']}, "
                   f"{rec['trigger']} on {rec['replica']}); not run again", highlight=False)
         print(json.dumps(rec, default=str))
-        return RECORDED_EXIT.get(rec["status"], 1)
+        code = RECORDED_EXIT.get(rec["status"], 1)
+        if code == 0 and dispatch is not None and rec.get("plan_id"):
+            return _dispatch_again(db, s, dispatch, rec["plan_id"])
+        return code
     if out_file:
         err.print(f"plan written to {out_file}")
     err.print(f"run for {pdate}: {rec['status']}, plan {rec['plan_id']}; {rec['dispatch']}",
@@ -325,6 +330,29 @@ def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path
     if out.status == "infeasible":
         return 4
     return RECORDED_EXIT.get(out.status, 1) or DISPATCH_EXIT.get(out.dispatch_outcome, 0)
+
+
+def _dispatch_again(db: Any, settings: Any, dispatch: Any, plan_id: str) -> int:
+    """Dispatch a done run's plan again; its exit code by :data:`DISPATCH_EXIT`.
+
+    The outbox submits only what is not on its backend yet (exactly once), so a retry after
+    exit 3 (units left pending) finishes the day's dispatch instead of reporting it done.
+    """
+    from carbonsched.catalog import load_catalog
+    from carbonsched.clock import SystemClock
+    from carbonsched.service.runs import dispatch_verdict
+
+    doc = db.store.get_plan(plan_id)
+    rolling = doc.get("rolling") or {}
+    kw = ({"commit_before": datetime.fromisoformat(rolling["commit_before"].replace(
+        "Z", "+00:00"))} if rolling.get("commit_before") else {})
+    res = dispatch(db.store, plan_id, load_catalog(settings.catalog), clock=SystemClock().now,
+                   **kw)
+    res = res.to_dict() if hasattr(res, "to_dict") else res
+    outcome, said = dispatch_verdict(res if isinstance(res, dict) else {})
+    err.print(f"plan {plan_id[:12]} dispatched again (what was still pending): {outcome}"
+              + (f"; {said}" if said else ""), highlight=False, soft_wrap=True)
+    return DISPATCH_EXIT.get(outcome, 0)
 
 
 RECORDED_EXIT = {"succeeded": 0, "infeasible": 4, "failed": 1, "dispatch_failed": 1}

@@ -338,9 +338,16 @@ def test_plan_dispatch_exits_as_dispatch_does_and_the_run_says_why(tmp_path, mon
     finish_run(doc, db, None, ManualClock(datetime(2023, 7, 16, tzinfo=UTC)), summary_dispatch,
                metrics)
     assert metrics.dispatch_outcomes.labels(outcome=outcome)._value.get() == 1
-    # a second call finds the run done: 0, as for any succeeded run
+    # a second call finds the run done and dispatches its plan again (what is still pending:
+    # the outbox submits exactly once), exiting by that outcome; before, 0 with units pending
     again = runner.invoke(app, ["plan", "--dispatch", "--date", PDATE, "--catalog", CATALOG])
-    assert again.exit_code == 0 and "not run again" in again.stderr
+    assert again.exit_code == code and "not run again" in again.stderr
+    assert f"plan {rec['plan_id'][:12]} dispatched again (what was still pending): " \
+           f"{outcome}" in again.stderr
+    SUMMARY["complete"], SUMMARY["counts"] = True, {"submitted": 3}   # the retry finished it
+    SUMMARY["nothing_submitted"] = False
+    assert runner.invoke(app, ["plan", "--dispatch", "--date", PDATE, "--catalog",
+                               CATALOG]).exit_code == 0
 
 
 def test_plan_dispatch_on_a_date_another_process_runs_exits_3(tmp_path, monkeypatch):
