@@ -1393,7 +1393,8 @@ def run_daily_plan(
         "running": [{"job_id": r.job_id, "site": r.site, "gpu_type": r.gpu_type,
                      "gpus": int(r.gpus), "it_power_kw": float(r.it_power_kw),
                      "start": None if r.start is None else jsonable(r.start),
-                     "end": jsonable(r.end)} for r in problem.running],
+                     "end": jsonable(r.end), "gpu_index": r.gpu_index}
+                    for r in problem.running],
         "baseline": {
             "policy": "agnostic",
             "definition": BASELINE_DEFINITION,

@@ -168,6 +168,9 @@ class RunningRow(_Row):
     it_power_kw: float = Field(description="IT power drawn while running. [kW]")
     start: UtcTime | None = Field(None, description="Held from (the horizon start if none).")
     end: UtcTime = Field(description="Released at.")
+    gpu_index: int | None = Field(None, description="For a slice (MIG instance or milli "
+                                  "share): the GPU of the pool it holds; slices on one GPU "
+                                  "hold that one GPU.")
 
 
 class InferenceRow(_Row):

@@ -215,10 +215,23 @@ class PlacementBook:
                                  p["gpu_type"], int(p["gpus"]), None, p.get("energy_kwh"))
             if b is not None:
                 out.append(b)
-        for r in running:  # held from its start (the horizon start if none) to its end
+        # running work: held from its start (the horizon start if none) to its end; slices on
+        # one GPU (gpu_index) hold that one GPU while any of them runs, each its own power
+        sliced: dict[tuple[str, str, int], list[pd.Timestamp]] = {}
+        for r in running:
             start = max(self.slots[0], pd.Timestamp(r.get("start") or self.slots[0]))
-            b = self._booking_of(r["site"], start, pd.Timestamp(r["end"]), r["gpu_type"],
-                                 int(r["gpus"]), float(r["it_power_kw"]), None)
+            end = pd.Timestamp(r["end"])
+            whole = r.get("gpu_index") is None
+            b = self._booking_of(r["site"], start, end, r["gpu_type"],
+                                 int(r["gpus"]) if whole else 0, float(r["it_power_kw"]), None)
+            if b is not None:
+                out.append(b)
+            if not whole:
+                span = sliced.setdefault((r["site"], r["gpu_type"], int(r["gpu_index"])),
+                                         [start, end])
+                span[0], span[1] = min(span[0], start), max(span[1], end)
+        for (site, gtype, _gpu), (start, end) in sliced.items():
+            b = self._booking_of(site, start, end, gtype, 1, 0.0, None)
             if b is not None:
                 out.append(b)
         for i in self.plan.get("inference", []):

@@ -273,6 +273,15 @@ def test_a_reservation_is_held_to_the_grid_connection_commitments_and_running_wo
     # the running work's GPUs: 8 of 12 free at 17:00 and 18:00 (at the limit), not 9
     assert book.fits_with(Booking(s, 17, 19, g, 8, 1.0), [])
     assert not book.fits_with(Booking(s, 17, 19, g, 9, 1.0), [])
+    # running slices: three on GPU 5 hold that one GPU while any runs (before: three GPUs),
+    # one on GPU 6 its own; each draws its own power
+    slices = [{"job_id": f"m{i}", "site": site, "gpu_type": "A100", "gpus": 1,
+               "it_power_kw": 0.1, "start": f"2023-07-15T{h:02d}:00:00Z",
+               "end": f"2023-07-15T{h + 2:02d}:00:00Z", "gpu_index": gpu}
+              for i, (h, gpu) in enumerate([(2, 5), (2, 5), (3, 5), (3, 6)])]
+    book = _book(cat=CAPPED, pue_hi=WARM, running=slices)
+    assert book.free_gpus[s, 1:6, g].tolist() == [12, 11, 10, 10, 12]
+    assert book.it_kw[s, 1:6].tolist() == pytest.approx([0.0, 0.2, 0.4, 0.2, 0.0])
 
 
 @pytest.mark.shared_data
@@ -293,7 +302,7 @@ def test_the_daily_pipeline_hands_running_work_to_the_book(shared_data):
                            running=[held])
     assert daily.document["running"] == [{
         "job_id": "earlier", "site": "de-frankfurt", "gpu_type": "A100", "gpus": 1,
-        "it_power_kw": 0.5, "start": None, "end": "2023-07-10T03:30:00Z"}]
+        "it_power_kw": 0.5, "start": None, "end": "2023-07-10T03:30:00Z", "gpu_index": None}]
     book = PlacementBook(cat, daily.document, daily.forecasts)
     g = book.gpos["A100"]
     assert book.free_gpus[0, :5, g].tolist() == [1, 1, 1, 1, 2]
