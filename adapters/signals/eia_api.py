@@ -61,8 +61,9 @@ FUEL_LOOKBACK = pd.Timedelta(days=7)
 """Hours before a fetch window also asked for, to learn which fuels the BA reports. A fuel with
 no row in the window and the week before it is one the BA does not have (0 MW); a fuel with rows
 in that week but none for an hour of the window is a value not reported yet, and leaves that
-hour's mix missing (a gap, asked again next run), never 0 MW. A week: EIA-930's own data lag is
-hours to a day or two, and a weekly cycle covers fuels dispatched only on some days."""
+hour's mix missing (a gap, asked again next run), never 0 MW, as a hole inside a window always
+was. A week: EIA-930's own data lag is hours to a day or two; a BA reports each of its fuels
+every hour (0 MW when idle), so a fuel with no row in a week is one it does not have."""
 
 KEY_FIELDS = ("period", "respondent", "fueltype")
 """The fields that identify one row of ``fuel-type-data`` (its sort order, too)."""
