@@ -65,6 +65,7 @@ Dispatched while the cluster requeues it, Failed when it ends the job), never as
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -125,11 +126,19 @@ def resource_for(workload: str, nodes: int) -> Resource:
                      f"{', '.join(WORKLOAD_KINDS)}")
 
 
-def job_spec(pod_spec: dict[str, Any], pod_labels: dict[str, str],
+def pod_template_metadata(pod_meta: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
+    """A pod template's ``metadata``: ``pod_meta``'s non-empty ``labels`` and ``annotations``."""
+    return {k: dict(v) for k, v in pod_meta.items() if k in ("labels", "annotations") and v}
+
+
+def job_spec(pod_spec: dict[str, Any], pod_meta: Mapping[str, Mapping[str, str]],
              active_deadline_s: int, *, suspend: bool | None, pods: int = 1) -> dict[str, Any]:
     """A ``batch/v1`` JobSpec of ``pods`` pods running ``pod_spec`` (no retries).
 
-    ``pods > 1`` (a multi-node gang on a plain ``job`` site) makes an Indexed Job with
+    ``pod_meta`` is the pod template's ``labels`` and ``annotations``
+    (:meth:`KubernetesAdapter.pod_metadata
+    <carbonsched.adapters.dispatch.kubernetes.KubernetesAdapter.pod_metadata>`). ``pods > 1``
+    (a multi-node gang on a plain ``job`` site) makes an Indexed Job with
     ``completions = parallelism = pods`` (Kubernetes Job docs, "Completion mode": each pod gets
     ``JOB_COMPLETION_INDEX`` 0..pods-1). A plain Job is not gang-scheduled: its pods may start
     at different times; sites that need all-or-nothing starts use ``jobset``, ``kueue`` or
@@ -141,13 +150,13 @@ def job_spec(pod_spec: dict[str, Any], pod_labels: dict[str, str],
     if pods > 1:
         spec.update({"completionMode": "Indexed", "completions": pods, "parallelism": pods})
     spec.update({"backoffLimit": 0, "activeDeadlineSeconds": active_deadline_s,
-                 "template": {"metadata": {"labels": dict(pod_labels)}, "spec": pod_spec}})
+                 "template": {"metadata": pod_template_metadata(pod_meta), "spec": pod_spec}})
     return spec
 
 
 def jobset_manifest(metadata: dict[str, Any], pod_spec: dict[str, Any],
-                    pod_labels: dict[str, str], nodes: int,
-                    active_deadline_s: int) -> dict[str, Any]:
+                    pod_meta: Mapping[str, Mapping[str, str]], nodes: int,
+                    active_deadline_s: int, job_labels: Mapping[str, str]) -> dict[str, Any]:
     """A held JobSet: replicated Job ``node`` of ``nodes`` one-pod Jobs, no restarts.
 
     Parameters
@@ -156,12 +165,15 @@ def jobset_manifest(metadata: dict[str, Any], pod_spec: dict[str, Any],
         The object's metadata (name, namespace, labels, annotations).
     pod_spec
         The pod each node runs (its GPU limits are the GPUs per node).
-    pod_labels
-        Labels of the pod template.
+    pod_meta
+        Labels and annotations of the pod template.
     nodes
         Nodes (pods) of the gang. [-]
     active_deadline_s
         Each child Job's ``activeDeadlineSeconds``. [s]
+    job_labels
+        Labels of the child Jobs' template (carbonsched's own; a job's pod template labels
+        go to its pods only).
     """
     return {
         "apiVersion": JOBSET.api_version, "kind": JOBSET.kind, "metadata": metadata,
@@ -170,25 +182,28 @@ def jobset_manifest(metadata: dict[str, Any], pod_spec: dict[str, Any],
             "failurePolicy": {"maxRestarts": 0},
             "replicatedJobs": [{
                 "name": GANG_TASK, "replicas": nodes,
-                "template": {"metadata": {"labels": dict(pod_labels)},
+                "template": {"metadata": {"labels": dict(job_labels)},
                              "spec": {"parallelism": 1, "completions": 1,
-                                      **job_spec(pod_spec, pod_labels, active_deadline_s,
+                                      **job_spec(pod_spec, pod_meta, active_deadline_s,
                                                  suspend=None)}}}],
         },
     }
 
 
 def volcano_manifest(metadata: dict[str, Any], pod_spec: dict[str, Any],
-                     pod_labels: dict[str, str], nodes: int, queue: str | None,
+                     pod_meta: Mapping[str, Mapping[str, str]], nodes: int, queue: str | None,
                      active_deadline_s: int) -> dict[str, Any]:
     """A Volcano Job for a gang of ``nodes`` pods, held by the scheduling gate :data:`HOLD_GATE`.
 
     ``minAvailable = nodes`` (the gang: Volcano starts none of the pods until all fit),
     ``maxRetry: 0`` (a failed pod fails the Job, as ``backoffLimit: 0`` does for a Job). The pod's
-    ``activeDeadlineSeconds`` bounds the run from the pod's start. [s]
+    ``activeDeadlineSeconds`` bounds the run from the pod's start. [s] The hold gate is added
+    after the pod's own scheduling gates (a job's pod template may name some; the release
+    removes only :data:`HOLD_GATE`). ``pod_meta``: labels and annotations of the pod template.
     """
     pod = copy.deepcopy(pod_spec)
-    pod["schedulingGates"] = [{"name": HOLD_GATE}]
+    pod["schedulingGates"] = [g for g in pod.get("schedulingGates") or []
+                              if g.get("name") != HOLD_GATE] + [{"name": HOLD_GATE}]
     pod["activeDeadlineSeconds"] = active_deadline_s
     return {
         "apiVersion": VOLCANO_JOB.api_version, "kind": VOLCANO_JOB.kind, "metadata": metadata,
@@ -196,7 +211,8 @@ def volcano_manifest(metadata: dict[str, Any], pod_spec: dict[str, Any],
             "schedulerName": "volcano", "queue": queue or DEFAULT_VOLCANO_QUEUE,
             "minAvailable": nodes, "maxRetry": 0,
             "tasks": [{"name": GANG_TASK, "replicas": nodes,
-                       "template": {"metadata": {"labels": dict(pod_labels)}, "spec": pod}}],
+                       "template": {"metadata": pod_template_metadata(pod_meta),
+                                    "spec": pod}}],
         },
     }
 

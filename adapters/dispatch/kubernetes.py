@@ -45,6 +45,7 @@ from carbonsched.adapters.dispatch.base import (
     WorkOutcome,
     short_hash,
 )
+from carbonsched.adapters.dispatch.k8s_podspec import pod_template_problem
 from carbonsched.adapters.dispatch.k8s_workloads import (
     HOLD_GATE,
     JOB,
@@ -370,27 +371,67 @@ class KubernetesAdapter:
     def _pod_labels(self, req: DispatchRequest) -> dict[str, str]:
         return {MANAGED_BY: OWNER, L_KEY_HASH: short_hash(req.key, 16)}
 
+    def pod_metadata(self, req: DispatchRequest) -> dict[str, dict[str, str]]:
+        """The pod template's labels and annotations: the job's, then carbonsched's.
+
+        The job's ``pod_template.metadata`` ``labels`` and ``annotations`` (empty without a
+        template), with carbonsched's own pod labels (``app.kubernetes.io/managed-by``,
+        ``carbonsched.io/key-hash``) over them: carbonsched's win on a clash, as do the Kueue
+        topology annotations :meth:`topology_annotations` adds.
+        """
+        p = req.payload
+        meta = ((p.pod_template or {}).get("metadata") or {}) if p is not None else {}
+        ours = self._pod_labels(req)
+        out = {"labels": {**ours, **{k: v for k, v in (meta.get("labels") or {}).items()
+                                     if k not in ours}},
+               "annotations": dict(meta.get("annotations") or {})}
+        return {k: v for k, v in out.items() if v}
+
     def manifest(self, req: DispatchRequest) -> dict[str, Any]:
         """The object :meth:`submit` creates for ``req`` under this site's workload kind.
 
         A ``batch/v1`` Job (``job``; ``kueue`` with ``nodes == 1``), a JobSet (``jobset``;
         ``kueue`` with ``nodes > 1``) or a Volcano Job (``volcano``), held (module docstring of
         :mod:`~carbonsched.adapters.dispatch.k8s_workloads`). A plain dict, as sent.
+
+        Raises
+        ------
+        BackendRejectedError
+            The job's payload cannot be made into a manifest: a ``pod_template`` whose fields
+            have the wrong type (``pod_template_problem`` of
+            :mod:`~carbonsched.adapters.dispatch.k8s_podspec`: a template that did not pass the
+            job schema, e.g. in a plan written by hand), or any other error building it. The
+            message names the job and the field; nothing is sent to the cluster.
         """
+        template = req.payload.pod_template if req.payload is not None else None
+        what = "payload" if template is None else "pod_template"
+        if template is not None and (why := pod_template_problem(template)) is not None:
+            raise BackendRejectedError(
+                self.name, req.key, f"job {req.job_id}: field 'pod_template': {why[0]}; "
+                f"{why[1]} (nothing was sent to the cluster)")
+        try:
+            return self._manifest(req)
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+            raise BackendRejectedError(
+                self.name, req.key, f"job {req.job_id}: field {what!r}: no {self.workload} "
+                f"manifest can be built from it ({type(exc).__name__}: {exc}); fix the job's "
+                f"{what} (nothing was sent to the cluster)") from exc
+
+    def _manifest(self, req: DispatchRequest) -> dict[str, Any]:
         res = resource_for(self.workload, req.nodes)
         deadline_s = self.active_deadline_s(req)
         pod = self.pod_spec(req, req.gpus_per_node)
+        meta = self.pod_metadata(req)
         if res is JOB:
             return self._topology({"apiVersion": JOB.api_version, "kind": JOB.kind,
                                    "metadata": self.metadata(req),
-                                   "spec": job_spec(pod, self._pod_labels(req), deadline_s,
-                                                    suspend=True, pods=req.nodes)}, req)
+                                   "spec": job_spec(pod, meta, deadline_s, suspend=True,
+                                                    pods=req.nodes)}, req)
         if res is JOBSET:
-            return self._topology(jobset_manifest(self.metadata(req), pod,
-                                                  self._pod_labels(req), req.nodes,
-                                                  deadline_s), req)
-        return volcano_manifest(self.metadata(req), pod, self._pod_labels(req), req.nodes,
-                                self.queue, deadline_s)
+            return self._topology(jobset_manifest(self.metadata(req), pod, meta, req.nodes,
+                                                  deadline_s, self._pod_labels(req)), req)
+        return volcano_manifest(self.metadata(req), pod, meta, req.nodes, self.queue,
+                                deadline_s)
 
     def topology_annotations(self, req: DispatchRequest) -> dict[str, str]:
         """Kueue topology-aware scheduling annotations of a topology-bound gang's pods.
@@ -434,9 +475,13 @@ class KubernetesAdapter:
         return json.dumps(self.manifest(req), indent=2)
 
     def submit(self, req: DispatchRequest) -> BackendJob:
-        """Create the object (held); on 409 accept it only if it is ours for the same key."""
-        api = self._custom()
+        """Create the object (held); on 409 accept it only if it is ours for the same key.
+
+        The manifest is built first (:meth:`manifest`): a payload it cannot be built from is
+        refused (:class:`~carbonsched.errors.BackendRejectedError`) before any call.
+        """
         body = self.manifest(req)
+        api = self._custom()
         res = resource_for(self.workload, req.nodes)
         name = body["metadata"]["name"]
         try:

@@ -525,7 +525,9 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
         The plan's catalog (object, name or path); None loads the one the plan names. A catalog
         other than the plan's is refused.
     dry_run
-        Render the exact submissions (sbatch lines, Job manifests) and write nothing.
+        Render the exact submissions (sbatch lines, Job manifests) and write nothing; a unit
+        its adapter cannot render (:class:`~carbonsched.errors.BackendRejectedError`, e.g. a
+        pod template no manifest can be built from) is reported ``rejected`` with the reason.
     commit_before
         Commit only the jobs whose first piece starts before this instant (tz-aware), each
         whole: the next run, with the next plan, decides the rest. None commits the whole
@@ -660,11 +662,18 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
                         f" (its job's first piece starts {_iso(job_start[req.job_id])})")))
                 continue
             if dry_run:
+                try:
+                    rendered = adapter.render(req)
+                except BackendRejectedError as exc:  # what a submission would be refused for
+                    summary.outcomes.append(DispatchOutcome(
+                        key=req.key, job_id=req.job_id, piece=req.piece, site=req.site,
+                        backend=adapter.name, action="rejected", state=str(JobState.PLANNED),
+                        reason=str(ReasonCode.REJECTED), plan_id=plan_id, detail=exc.detail))
+                    continue
                 summary.outcomes.append(DispatchOutcome(
                     key=req.key, job_id=req.job_id, piece=req.piece, site=req.site,
                     backend=adapter.name, action="dry_run", state=str(JobState.PLANNED),
-                    reason=str(ReasonCode.PLACED), plan_id=plan_id,
-                    rendered=adapter.render(req)))
+                    reason=str(ReasonCode.PLACED), plan_id=plan_id, rendered=rendered))
                 continue
             late = now + timedelta(seconds=req.duration_s) > req.deadline
             row_values = dict(

@@ -42,6 +42,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from carbonsched.adapters.dispatch.k8s_podspec import pod_template_problem
 from carbonsched.domain import (
     MIG_PROFILES,
     PAYLOAD_FIELDS,
@@ -598,27 +599,21 @@ def _volumes(value: Any, field: str) -> list[dict[str, Any]]:
 
 
 def _pod_template(value: Any, field: str) -> dict[str, Any]:
+    """A Kubernetes PodTemplateSpec of at most ``MAX_POD_TEMPLATE_BYTES`` as JSON.
+
+    Its fields' types are checked by :func:`pod_template_problem`
+    (:mod:`carbonsched.adapters.dispatch.k8s_podspec`), as the Kubernetes adapter checks them
+    again at dispatch.
+    """
     value = _json_text(value)
-    if not isinstance(value, Mapping):
-        raise problem(f"expected a PodTemplateSpec object, got {value!r}",
-                      "give {\"spec\": {\"containers\": [{\"name\": \"job\", "
-                      "\"image\": ...}]}}")
-    size = len(json.dumps(value))
-    if size > MAX_POD_TEMPLATE_BYTES:
-        raise problem(f"the pod template is {size} bytes as JSON, at most "
-                      f"{MAX_POD_TEMPLATE_BYTES} are accepted", "make it smaller")
-    extra = sorted(set(value) - {"metadata", "spec"})
-    if extra:
-        raise problem(f"unknown key(s) {', '.join(extra)} in the pod template",
-                      "a PodTemplateSpec has metadata and spec")
-    spec = value.get("spec")
-    containers = spec.get("containers") if isinstance(spec, Mapping) else None
-    if not isinstance(containers, list) or not containers or not all(
-            isinstance(c, Mapping) and isinstance(c.get("name"), str)
-            and isinstance(c.get("image"), str) for c in containers):
-        raise problem("the pod template has no spec.containers list of {name, image}",
-                      "give spec.containers with at least one container with a name and "
-                      "an image (the one named 'job', else the first, gets the GPUs)")
+    if isinstance(value, Mapping):
+        size = len(json.dumps(value))
+        if size > MAX_POD_TEMPLATE_BYTES:
+            raise problem(f"the pod template is {size} bytes as JSON, at most "
+                          f"{MAX_POD_TEMPLATE_BYTES} are accepted", "make it smaller")
+    why = pod_template_problem(value)
+    if why is not None:
+        raise problem(*why)
     return json.loads(json.dumps(value))
 
 

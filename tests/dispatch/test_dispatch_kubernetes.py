@@ -246,3 +246,63 @@ def test_a_jobs_payload_is_the_pod_the_cluster_keeps(target):
         assert kept.volumes[0].name == "scratch" and kept.volumes[0].empty_dir is not None
     finally:
         a.cancel(req.key)
+
+
+def test_a_unit_whose_manifest_cannot_be_built_is_refused_and_the_others_are_dispatched(
+        store, emulator_kubeconfig):
+    """A plan whose one placement carries a pod template the job schema would refuse (here
+    written into the plan by hand: ``nodeSelector`` a list where Kubernetes wants a map). Before,
+    building its pod raised a TypeError out of ``dispatch_plan``: the pass stopped, and every
+    later pass stopped at the same unit, so nothing of the plan reached the cluster. Now that unit
+    is refused (``Failed/Rejected``, the detail naming the job and the field), the others are
+    submitted, and the next pass records them all without an error."""
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from carbonsched.store.models import DispatchRow
+
+    from .helpers import one_plan
+
+    prefix = uuid.uuid4().hex[:8]
+    pod = {"metadata": {"labels": {"team": "vision"}},
+           "spec": {"containers": [{"name": "job", "image": "busybox:1.36"}]}}
+    bad = {"spec": {"containers": [{"name": "job", "image": "busybox:1.36"}],
+                    "nodeSelector": ["zone-a"]}}
+    start = START.replace(second=0)
+    doc = one_plan([{"job_id": f"{prefix}-{name}", "site": "us-ny-newyork", "start": start,
+                     "end": start + timedelta(hours=1), "gpu_type": "A100", "gpus": 2,
+                     "payload": payload}
+                    for name, payload in (("cmd", {"command": "sleep 1"}),
+                                          ("bad", {"pod_template": bad}),
+                                          ("pod", {"pod_template": pod}))])
+    store.save_plan(doc)
+    settings = Settings(kubeconfig=emulator_kubeconfig, dispatch_backoff_s=0.01)
+    a = KubernetesAdapter("us-east-ny", "carbonsched", kubeconfig=str(emulator_kubeconfig))
+    try:
+        s = dispatch_plan(store, doc["plan_id"], settings=settings,
+                          adapters={"us-ny-newyork": a}, placeholder=False)
+        assert s.counts == {"rejected": 1, "submitted": 2}
+        (o,) = [o for o in s.outcomes if o.action == "rejected"]
+        assert (o.job_id, o.state, o.reason) == (f"{prefix}-bad", "Failed", "Rejected")
+        assert o.detail == (
+            f"job {prefix}-bad: field 'pod_template': the pod template's spec.nodeSelector is "
+            "['zone-a'], not a map of strings to strings; give it as JSON like "
+            "{\"disktype\": \"ssd\"} (nothing was sent to the cluster)")
+        found = a.status()
+        assert {f"{prefix}-cmd#0", f"{prefix}-pod#0"} <= set(found)
+        assert f"{prefix}-bad#0" not in found
+        kept = _raw(str(emulator_kubeconfig), "us-east-ny").read_namespaced_job(
+            job_name(f"{prefix}-pod", 0), "carbonsched")
+        assert kept.spec.template.metadata.labels["team"] == "vision"
+        # the next pass: nothing raises, every unit recorded as the first pass left it
+        again = dispatch_plan(store, doc["plan_id"], settings=settings,
+                              adapters={"us-ny-newyork": a}, placeholder=False)
+        assert again.counts == {"recorded": 3}
+        with Session(store.engine) as ses:
+            row = ses.scalars(select(DispatchRow).where(
+                DispatchRow.key == f"{prefix}-bad#0")).one()
+        assert (row.state, row.reason, row.backend_id) == ("Failed", "Rejected", None)
+        assert "field 'pod_template'" in row.detail
+    finally:
+        for name in ("cmd", "pod"):
+            a.cancel(f"{prefix}-{name}#0")

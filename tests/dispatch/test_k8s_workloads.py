@@ -275,6 +275,38 @@ def test_a_fractional_gpu_carries_the_clusters_resource_name_in_every_pod(target
         a.cancel(req.key)
 
 
+def test_a_pod_templates_labels_and_annotations_are_on_every_pod_the_cluster_keeps(target):
+    """The job's ``pod_template.metadata`` reaches the pods of each kind's object, as the
+    cluster keeps it (validated against the kind's CRD), carbonsched's own labels winning on a
+    clash. Before, the template's metadata was dropped."""
+    a = target.adapter()
+    job_id = f"meta-{uuid.uuid4().hex[:8]}"
+    pay = _fractional(job_id, pod_template={
+        "metadata": {"labels": {"team": "vision", "app.kubernetes.io/managed-by": "them"},
+                     "annotations": {"example.com/owner": "vision team"}},
+        "spec": {"containers": [{"name": "job", "image": "busybox:1.36",
+                                 "command": ["sleep", "1"]}]}})
+    req = _req(job_id, payload=pay)
+    assert a.submit(req).state == JobState.DISPATCHED
+    try:
+        obj = target.get(req)
+        if obj["kind"] == "JobSet":
+            pods = [rj["template"]["spec"]["template"] for rj in obj["spec"]["replicatedJobs"]]
+        elif obj["apiVersion"] == VOLCANO_JOB.api_version:
+            pods = [task["template"] for task in obj["spec"]["tasks"]]
+        else:
+            pods = [obj["spec"]["template"]]
+        assert pods
+        for pod in pods:
+            labels = pod["metadata"]["labels"]
+            assert labels["team"] == "vision"
+            assert labels["app.kubernetes.io/managed-by"] == "carbonsched"
+            assert pod["metadata"]["annotations"]["example.com/owner"] == "vision team"
+        assert a.status([req.key])[req.key].state == JobState.DISPATCHED  # still ours
+    finally:
+        a.cancel(req.key)
+
+
 def test_a_foreign_object_under_our_name_is_never_overwritten_or_deleted(target):
     a = target.adapter()
     req = _req()

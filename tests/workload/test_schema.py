@@ -516,6 +516,115 @@ def test_payload_rules_read_as_documented(tmp_path, api, over, field, message):
     assert r.status_code == 422 and r.json()["detail"][0]["msg"] == message
 
 
+POD = [{"name": "job", "image": "busybox:1.36"}]
+"""The one container of the pod templates below."""
+
+
+def pod(**spec) -> dict:
+    """A pod template of :data:`POD` and ``spec``'s fields."""
+    return {"spec": {"containers": POD, **spec}}
+
+
+@pytest.mark.parametrize(("template", "message"), [
+    (pod(nodeSelector=["zone-a"]), "the pod template's spec.nodeSelector is ['zone-a'], not a "
+     "map of strings to strings; give it as JSON like {\"disktype\": \"ssd\"}"),
+    (pod(nodeSelector={"zone": 1}), "the pod template's spec.nodeSelector is {'zone': 1}, not "
+     "a map of strings to strings; give it as JSON like {\"disktype\": \"ssd\"}"),
+    (pod(tolerations={"key": "gpu"}), "the pod template's spec.tolerations is {'key': 'gpu'}, "
+     "not a list of objects; give it as JSON like [{\"key\": \"gpu\", \"operator\": \"Exists\", "
+     "\"effect\": \"NoSchedule\"}]"),
+    (pod(tolerations=[{"key": "gpu", "tolerationSeconds": "60"}]), "the pod template's "
+     "spec.tolerations[0].tolerationSeconds is '60', not an integer; give it as JSON like 30"),
+    (pod(affinity=["zone-a"]), "the pod template's spec.affinity is ['zone-a'], not an object; "
+     "give it as JSON like {\"nodeAffinity\": {\"requiredDuringSchedulingIgnoredDuringExecution"
+     "\": {...}}}"),
+    (pod(volumes={"name": "data"}), "the pod template's spec.volumes is {'name': 'data'}, not a "
+     "list of objects; give it as JSON like [{\"name\": \"data\", \"persistentVolumeClaim\": "
+     "{\"claimName\": \"datasets\"}}]"),
+    (pod(volumes=[{"emptyDir": {}}]), "the pod template's spec.volumes[0] has no name; give it a "
+     "name (a non-empty string)"),
+    ({"spec": {"containers": [{**POD[0], "resources": {"limits": ["nvidia.com/gpu"]}}]}},
+     "the pod template's spec.containers[0].resources.limits is ['nvidia.com/gpu'], not a map "
+     "of resource names to quantities (strings or integers); give it as JSON like "
+     "{\"memory\": \"8Gi\", \"cpu\": 4}"),
+    ({"spec": {"containers": [{**POD[0], "resources": {"requests": {"cpu": 0.5}}}]}},
+     "the pod template's spec.containers[0].resources.requests is {'cpu': 0.5}, not a map of "
+     "resource names to quantities (strings or integers); give it as JSON like "
+     "{\"memory\": \"8Gi\", \"cpu\": 4}"),
+    ({"spec": {"containers": [{**POD[0], "resources": "8Gi"}]}}, "the pod template's "
+     "spec.containers[0].resources is '8Gi', not an object; give it as JSON like "
+     "{\"limits\": {\"memory\": \"8Gi\"}, \"requests\": {\"cpu\": \"4\"}}"),
+    ({"spec": {"containers": [{**POD[0], "env": {"OMP_NUM_THREADS": "8"}}]}}, "the pod "
+     "template's spec.containers[0].env is {'OMP_NUM_THREADS': '8'}, not a list of objects; "
+     "give it as JSON like [{\"name\": \"OMP_NUM_THREADS\", \"value\": \"8\"}]"),
+    ({"spec": {"containers": [{**POD[0], "env": [{"name": "N", "value": 8}]}]}}, "the pod "
+     "template's spec.containers[0].env[0].value is 8, not a string; give it as JSON like "
+     "\"value\""),
+    ({"metadata": {"labels": ["team"]}, **pod()}, "the pod template's metadata.labels is "
+     "['team'], not a map of strings to strings; give it as JSON like {\"team\": \"vision\"}"),
+    ({"metadata": {"labels": {"team": 7}}, **pod()}, "the pod template's metadata.labels is "
+     "{'team': 7}, not a map of strings to strings; give it as JSON like {\"team\": \"vision\"}"),
+    ({"metadata": {"annotations": {"owner": ["a"]}}, **pod()}, "the pod template's "
+     "metadata.annotations is {'owner': ['a']}, not a map of strings to strings; give it as JSON "
+     "like {\"example.com/owner\": \"vision-team\"}"),
+    ({"metadata": {"labels": {"team": "v" * 64}}, **pod()}, "the pod template's label 'team' "
+     f"has the value {'v' * 40!r}... (64 characters), not a Kubernetes label value;"
+     " give at most 63 characters of [A-Za-z0-9-_.] with alphanumeric ends (or an "
+     "empty value)"),
+    ({"metadata": {"annotations": {"Owner Team": "a"}}, **pod()}, "the pod template's "
+     "metadata.annotations key 'Owner Team' is not a Kubernetes annotation key; give "
+     "[prefix/]name: a name of at most 63 characters of [A-Za-z0-9-_.] with alphanumeric ends, "
+     "an optional DNS subdomain prefix"),
+    ({"metadata": {"name": "mine", "labels": {"team": "v"}}, **pod()}, "the pod template's "
+     "metadata has name, which carbonsched does not use (it names and places each object "
+     "itself); give only labels and annotations (merged into the pod's metadata)"),
+], ids=["nodeSelector-list", "nodeSelector-int", "tolerations-map", "toleration-seconds",
+        "affinity-list", "volumes-map", "volume-no-name", "limits-list", "requests-float",
+        "resources-text", "env-map", "env-value-int", "labels-list", "label-int",
+        "annotation-list", "label-value-64", "annotation-key", "metadata-name"])
+def test_a_pod_template_field_of_the_wrong_type_is_refused_naming_it(tmp_path, api, template,
+                                                                    message):
+    """Before, only spec.containers was read: these were accepted, and the first broke every
+    dispatch pass (a TypeError building the pod), the metadata was dropped without a word."""
+    bad = record(pod_template=template)
+    assert schema_message(bad) == ("pod_template", message)
+    assert f"field 'pod_template': {message} (see docs/workload.md)" in \
+        file_error(tmp_path, bad, ".json")
+    assert f"field 'pod_template': {message} (see docs/workload.md)" in \
+        file_error(tmp_path, bad, ".csv")
+    r = api.post("/v1/jobs", {"jobs": [bad]})
+    assert r.status_code == 422 and r.json()["detail"][0]["msg"] == message
+
+
+GOOD_POD = {
+    "metadata": {"labels": {"team": "v" * 63, "example.com/tier": "", "a": "b"},
+                 "annotations": {"example.com/owner": "vision team, room 4", "note": ""}},
+    "spec": {"containers": [{"name": "job", "image": "busybox:1.36",
+                             "env": [{"name": "N", "value": "8"},
+                                     {"name": "POD", "valueFrom": {"fieldRef": {
+                                         "fieldPath": "metadata.name"}}}],
+                             "resources": {"limits": {"memory": "8Gi", "cpu": 4},
+                                           "requests": {"cpu": "500m"}},
+                             "volumeMounts": [{"name": "data", "mountPath": "/data",
+                                               "readOnly": True}]}],
+             "nodeSelector": {"zone": "a"}, "affinity": {"nodeAffinity": {}},
+             "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule",
+                              "tolerationSeconds": 60}],
+             "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "datasets"}}],
+             "priorityClassName": "batch", "terminationGracePeriodSeconds": 30}}
+"""A pod template at the limits of the checks: a 63-character label value, an empty one, a
+prefixed key, integer and string quantities, every checked field of the right type."""
+
+
+def test_a_pod_template_of_the_right_types_is_accepted_whole(tmp_path, api):
+    spec = JobSpec.model_validate(record(pod_template=GOOD_POD))
+    assert spec.pod_template == GOOD_POD
+    assert from_json(tmp_path, record(pod_template=GOOD_POD)).payload.pod_template == GOOD_POD
+    assert from_csv(tmp_path, record(pod_template=GOOD_POD)).payload.pod_template == GOOD_POD
+    r = api.post("/v1/jobs", {"jobs": [record(id="pod-ok", pod_template=GOOD_POD)]})
+    assert r.status_code == 201, r.text
+
+
 def test_every_mig_profile_of_the_table_is_accepted_for_its_gpu_type():
     from carbonsched.domain import MIG_PROFILES, mig_profiles
 

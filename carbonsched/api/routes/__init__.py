@@ -52,7 +52,9 @@ JOB_RULES = ("a `deadline` before `earliest_start` plus the run time",
              "`mig_profile` the job's GPU type does not offer",
              "`env` names that are not shell names or start with `CARBONSCHED_`; a `script` "
              "not starting with `#!`; `args` without `command` or `image`; a `pod_template` "
-             "without containers; a volume without exactly one source",
+             "without containers, with a field of another type than Kubernetes gives it, or "
+             "with `metadata` other than `labels` and `annotations`; a volume without exactly "
+             "one source",
              "lists or mappings given as text (a CSV cell) that are not JSON",
              "control characters in payload text (newlines and tabs are allowed in `script`, "
              "`command` and `args`; carriage returns, Windows line ends, are not); a "
