@@ -449,6 +449,13 @@ def payload_reason(job: Job, sites: list[Site]) -> tuple[ReasonCode, str]:
     gives = ", ".join(k for k in ("script", "script_path", "command", "image", "pod_template")
                       if p is not None and getattr(p, k))
     at = ", ".join(f"{s.id} ({s.backend.kind})" for s in sites)
+    if p is not None and p.bundle_image:
+        return (ReasonCode.NO_PAYLOAD,
+                f"the job gives {gives}, which no allowed site's backend runs ({at}): its image "
+                f"{p.image!r} is a path (an OCI bundle), which only a Slurm site runs "
+                "(--container), with a script, script_path or command; a Kubernetes site pulls "
+                "an image from a registry; give a registry image such as "
+                "'ghcr.io/org/train:1.4', or a command and allow a Slurm site (allowed_sites)")
     return (ReasonCode.NO_PAYLOAD,
             f"the job gives {gives}, which no allowed site's backend runs ({at}): a Slurm "
             "site runs a script, script_path or command; a Kubernetes site an image, a command "
@@ -652,7 +659,9 @@ class JobPayload:
     account, partition, qos
         Slurm ``--account``, ``--partition``, ``--qos``.
     image
-        Container image (Kubernetes container image; Slurm ``--container`` image).
+        Container image: a registry reference (Kubernetes container image; Slurm pyxis
+        ``--container-image``) or an OCI bundle's absolute path (Slurm ``--container`` only,
+        :attr:`bundle_image`).
     volumes
         Kubernetes volumes with their mounts: dicts ``{name, mount_path, read_only,
         host_path | claim | config_map | secret | empty_dir}``.
@@ -700,20 +709,31 @@ class JobPayload:
         return any((self.script, self.script_path, self.command, self.image,
                     self.pod_template))
 
+    @property
+    def bundle_image(self) -> bool:
+        """True when ``image`` is an OCI bundle's absolute path, not a reference a pod can pull.
+
+        Slurm runs such an image with ``--container``; Kubernetes cannot (:meth:`runs_on`).
+        """
+        return bool(self.image and self.image.startswith("/"))
+
     def runs_on(self, kind: str) -> bool:
         """Whether a backend of ``kind`` (``slurm``, ``kubernetes``) can run this payload.
 
-        Slurm runs a ``script``, ``script_path`` or ``command``; Kubernetes an ``image``, a
-        ``command`` (in the site's default image) or a ``pod_template``, never a script (a
-        ``script_path`` is a file on the submit host). A payload that names nothing to run
-        runs anywhere (dispatch decides: a placeholder or a refusal).
+        Slurm runs a ``script``, ``script_path`` or ``command`` (in the ``image`` when given:
+        pyxis's ``--container-image`` for a reference, ``--container`` for a bundle path);
+        Kubernetes an ``image``, a ``command`` (in the site's default image) or a
+        ``pod_template``, never a script (a ``script_path`` is a file on the submit host) nor
+        an image given as a path (:attr:`bundle_image`: a file on a Slurm node, not something
+        a kubelet can pull). A payload that names nothing to run runs anywhere (dispatch
+        decides: a placeholder or a refusal).
         """
         if not self.runs_something:
             return True
         if kind == "slurm":
             return bool(self.script or self.script_path or self.command)
         if kind == "kubernetes":
-            return not (self.script or self.script_path)
+            return not (self.script or self.script_path or self.bundle_image)
         return True
 
     @property

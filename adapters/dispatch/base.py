@@ -253,7 +253,8 @@ def payload_problem(req: DispatchRequest, kind: str) -> str | None:
     A request without a payload is submitted only as a placeholder; Slurm runs a ``script``,
     ``script_path`` or ``command``; Kubernetes runs an ``image``, a ``command`` (in the
     site's default image) or a ``pod_template``, never a ``script_path`` (a file on the
-    submit host). The text is the outcome's detail in ``carbonsched dispatch``.
+    submit host) nor an image given as a path (an OCI bundle, Slurm's ``--container``). The
+    text is the outcome's detail in ``carbonsched dispatch``.
     """
     p = req.payload
     if p is None or not p.runs_something:
@@ -266,6 +267,10 @@ def payload_problem(req: DispatchRequest, kind: str) -> str | None:
         return (f"job {req.job_id}: a Slurm site runs a script, script_path or command; the "
                 "job gives only " + ", ".join(k for k in ("image", "pod_template")
                                               if getattr(p, k)) + "; add one")
+    if not p.runs_on(kind) and kind == "kubernetes" and p.bundle_image:
+        return (f"job {req.job_id}: its image {p.image!r} is a path (an OCI bundle, run by "
+                "Slurm's --container), not an image a Kubernetes pod can pull; give a registry "
+                "image, or allow it only at Slurm sites (allowed_sites)")
     if not p.runs_on(kind) and kind == "kubernetes":
         return (f"job {req.job_id}: a Kubernetes site runs an image with a command, not a "
                 "batch script; give image and command (or pod_template), or allow it only "

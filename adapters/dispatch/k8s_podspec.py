@@ -15,7 +15,8 @@ What is checked:
   syntax), the two carbonsched merges into the pod's metadata (its own labels win on a clash);
   other ObjectMeta fields (``name``, ``namespace``, ...) are refused rather than dropped:
   carbonsched names and places each object;
-- ``spec.containers`` is a non-empty list of objects with a ``name`` and an ``image``;
+- ``spec.containers`` is a non-empty list of objects with a ``name`` and an ``image``, and no
+  container's ``image`` is a path (an OCI bundle, which only Slurm's ``--container`` runs);
 - the JSON type of every field of the core/v1 ``PodSpec`` and ``Container`` (Kubernetes 1.30 to
   1.34, the fields of the PodSpec the JobSet CRD embeds; :data:`POD_SPEC`, :data:`CONTAINER`),
   and one level further for the fields carbonsched reads or merges and those most often written
@@ -144,6 +145,9 @@ POD_SPEC: dict[str, Field] = {
 }
 """Every field of a core/v1 ``PodSpec`` and its JSON type."""
 
+BUNDLE_FIX = "give a registry image such as 'ghcr.io/org/train:1.4'"
+"""How to fix an image given as a path where a pod pulls one."""
+
 METADATA_KEYS = ("labels", "annotations")
 """The pod template's metadata carbonsched merges into the pod's (the rest is refused)."""
 
@@ -269,4 +273,13 @@ def pod_template_problem(template: Any) -> tuple[str, str] | None:
         if why is not None:
             return why
     assert isinstance(spec, Mapping)
-    return _fields_problem(spec, POD_SPEC, (), "spec")
+    why = _fields_problem(spec, POD_SPEC, (), "spec")
+    if why is not None:
+        return why
+    for name in ("containers", "initContainers", "ephemeralContainers"):
+        for i, c in enumerate(spec.get(name) or []):
+            if str(c.get("image") or "").startswith("/"):
+                return (f"the pod template's spec.{name}[{i}].image is {_show(c['image'])}, a "
+                        "path (an OCI bundle, which only Slurm's --container runs), not an "
+                        "image a pod can pull", BUNDLE_FIX)
+    return None

@@ -45,7 +45,7 @@ from carbonsched.adapters.dispatch.base import (
     WorkOutcome,
     short_hash,
 )
-from carbonsched.adapters.dispatch.k8s_podspec import pod_template_problem
+from carbonsched.adapters.dispatch.k8s_podspec import BUNDLE_FIX, pod_template_problem
 from carbonsched.adapters.dispatch.k8s_workloads import (
     HOLD_GATE,
     JOB,
@@ -400,8 +400,10 @@ class KubernetesAdapter:
             The job's payload cannot be made into a manifest: a ``pod_template`` whose fields
             have the wrong type (``pod_template_problem`` of
             :mod:`~carbonsched.adapters.dispatch.k8s_podspec`: a template that did not pass the
-            job schema, e.g. in a plan written by hand), or any other error building it. The
-            message names the job and the field; nothing is sent to the cluster.
+            job schema, e.g. in a plan written by hand), an image given as a path (an OCI
+            bundle, which only Slurm runs; the planner places such a job at Slurm sites only),
+            or any other error building it. The message names the job and the field; nothing
+            is sent to the cluster.
         """
         template = req.payload.pod_template if req.payload is not None else None
         what = "payload" if template is None else "pod_template"
@@ -409,6 +411,14 @@ class KubernetesAdapter:
             raise BackendRejectedError(
                 self.name, req.key, f"job {req.job_id}: field 'pod_template': {why[0]}; "
                 f"{why[1]} (nothing was sent to the cluster)")
+        image = (req.payload.image if req.payload is not None else None) or self.image
+        if template is None and image.startswith("/"):
+            named = ("field 'image'" if req.payload is not None and req.payload.image else
+                     "the site's default image (CARBONSCHED_K8S_IMAGE)")
+            raise BackendRejectedError(
+                self.name, req.key, f"job {req.job_id}: {named}: {image!r} is a path (an OCI "
+                "bundle, which only Slurm's --container runs), not an image a pod can pull; "
+                f"{BUNDLE_FIX} (nothing was sent to the cluster)")
         try:
             return self._manifest(req)
         except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:

@@ -178,6 +178,55 @@ def test_a_pod_template_is_used_whole_with_our_gpus_env_and_node_selector():
     assert tmpl["spec"]["containers"][1]["env"][0]["value"] == "9"  # the payload is not changed
 
 
+def test_an_image_given_as_a_path_is_refused_by_the_kubernetes_adapter():
+    """An OCI bundle path runs only on Slurm (``--container``): the planner keeps such a job off
+    Kubernetes sites (tests/service/test_placement_book.py) and dispatch does not submit it
+    there (``no_payload``); one that reaches the adapter anyway (a plan edited by hand) is
+    refused before any API call. Before, the pod was created with the path as its image."""
+    from carbonsched.errors import BackendRejectedError
+
+    a = KubernetesAdapter("ctx", "ns", kubeconfig="/nonexistent/kubeconfig")
+    r = req(payload(image="/opt/bundles/train", command="python3 train.py"))
+    assert payload_problem(r, "kubernetes") == (
+        "job j1: its image '/opt/bundles/train' is a path (an OCI bundle, run by Slurm's "
+        "--container), not an image a Kubernetes pod can pull; give a registry image, or allow "
+        "it only at Slurm sites (allowed_sites)")
+    assert payload_problem(r, "slurm") is None
+    with pytest.raises(BackendRejectedError) as exc:
+        a.submit(r)
+    assert exc.value.detail == (
+        "job j1: field 'image': '/opt/bundles/train' is a path (an OCI bundle, which only "
+        "Slurm's --container runs), not an image a pod can pull; give a registry image such "
+        "as 'ghcr.io/org/train:1.4' (nothing was sent to the cluster)")
+    # a pod template's container, written into a plan by hand past the job schema
+    tmpl = {"spec": {"containers": [{"name": "job", "image": "/opt/bundles/train"}]}}
+    with pytest.raises(BackendRejectedError, match=r"job j1: field 'pod_template': the pod "
+                       r"template's spec.containers\[0\].image is '/opt/bundles/train', a path"):
+        a.submit(req(JobPayload(pod_template=tmpl)))
+    # the site's default image, for a job that gives only a command
+    with pytest.raises(BackendRejectedError, match="job j1: the site's default image "
+                       r"\(CARBONSCHED_K8S_IMAGE\): '/images/busybox' is a path"):
+        KubernetesAdapter("ctx", "ns", image="/images/busybox").submit(
+            req(payload(command="true")))
+    # at the limit: a registry image is the pod's image
+    (c,) = a.pod_spec(req(payload(image="ghcr.io/org/train:1.4", command="true")))["containers"]
+    assert c["image"] == "ghcr.io/org/train:1.4"
+
+
+def test_dispatch_does_not_submit_an_image_given_as_a_path_to_a_kubernetes_site(store):
+    start = datetime.now(UTC).replace(microsecond=0, second=0) + timedelta(days=2)
+    bundle = payload(image="/opt/bundles/train", command="python3 train.py").to_dict()
+    doc = one_plan([{"job_id": "bundle-1", "site": "us-ny-newyork", "start": start,
+                     "end": start + timedelta(hours=1), "gpu_type": "A100", "gpus": 2,
+                     "payload": bundle}])
+    store.save_plan(doc)
+    s = dispatch_plan(store, doc["plan_id"], placeholder=False,
+                      adapters={"us-ny-newyork": KubernetesAdapter("ctx", "ns")})
+    (o,) = s.outcomes
+    assert (o.action, o.reason) == ("no_payload", "NoPayload")
+    assert "its image '/opt/bundles/train' is a path (an OCI bundle" in o.detail
+
+
 @pytest.mark.parametrize(("fields", "limits"), [
     ({"mig_profile": "3g.40gb"}, {"nvidia.com/mig-3g.40gb": "1"}),
     ({"gpu_milli": 500}, {"nvidia.com/gpu.shared": "5"}),

@@ -60,10 +60,12 @@ def jobs(draw):
     dl = es + draw(st.integers(0, 40))
     allowed = draw(st.lists(st.sampled_from(CAT.site_ids), max_size=3, unique=True))
     # what it runs: nothing (any backend), a batch script (Slurm only), an image and a
-    # command (Kubernetes), a command (both); the catalog mixes Slurm and Kubernetes sites
+    # command (both), an OCI bundle path and a command (Slurm only), a command (both); the
+    # catalog mixes Slurm and Kubernetes sites
     payload = draw(st.sampled_from([
         None, JobPayload(script="#!/bin/sh\ntrue\n"),
         JobPayload(image="registry.example/x:1", command=("python", "x.py")),
+        JobPayload(image="/opt/bundles/x", command=("python", "x.py")),
         JobPayload(command="python x.py")]))
     return Job(id="j", tenant="t", gpu_type=draw(st.sampled_from(GPU_TYPES)),
                gpus=draw(st.integers(1, 40)), duration_hours=dur,
@@ -124,6 +126,48 @@ def test_the_planner_places_a_payload_only_where_its_backend_runs_it():
                                         slots=BOOK.slots, signals=BOOK.signals))
     assert {kinds[BOOK.sites[int(s)].id] for s in sets.options[:, 1]} == {"slurm",
                                                                           "kubernetes"}
+
+
+def _kinds_planned(payload: JobPayload, allowed: tuple[str, ...] = ()) -> tuple:
+    """(reason, backend kinds of the sites the planner's sets hold) of a one-GPU job, after
+    checking that the book says the same."""
+    job = Job(id="b", tenant="t", gpu_type="A100", gpus=1, duration_hours=1,
+              power_per_gpu_kw=0.5, earliest_start=T0, deadline=T0 + pd.Timedelta(hours=12),
+              allowed_sites=allowed, payload=payload)
+    sets = compile_sets(PlanningProblem(sites=BOOK.sites, jobs=[job], inference=[],
+                                        slots=BOOK.slots, signals=BOOK.signals))
+    reason, opts = BOOK.job_options(job)
+    assert reason == sets.reasons.get(0)
+    kinds = {s.id: s.backend.kind for s in CAT.sites}
+    return reason, {kinds[BOOK.sites[int(s)].id] for s in sets.options[:, 1]}
+
+
+def test_an_image_given_as_a_path_is_planned_at_slurm_sites_only():
+    """An OCI bundle path (Slurm's ``--container``) is no image a pod can pull. Before, such a
+    job could be planned at a Kubernetes site, whose pod was then given a path as its image."""
+    bundle = JobPayload(image="/opt/bundles/train", command="python3 train.py")
+    assert bundle.runs_on("slurm") and not bundle.runs_on("kubernetes")
+    assert _kinds_planned(bundle) == (None, {"slurm"})
+    # at the limit: a registry image with the same command runs on both
+    registry = JobPayload(image="ghcr.io/org/train:1.4", command="python3 train.py")
+    assert registry.runs_on("kubernetes") and registry.runs_on("slurm")
+    assert _kinds_planned(registry) == (None, {"slurm", "kubernetes"})
+
+
+def test_an_image_given_as_a_path_no_allowed_site_runs_is_refused_saying_why():
+    bundle = JobPayload(image="/opt/bundles/train", command="python3 train.py")
+    reason, kinds = _kinds_planned(bundle, ("cn-sh-qingpu",))
+    assert kinds == set()
+    assert reason == ("NoPayload", (
+        "the job gives command, image, which no allowed site's backend runs (cn-sh-qingpu "
+        "(kubernetes)): its image '/opt/bundles/train' is a path (an OCI bundle), which only a "
+        "Slurm site runs (--container), with a script, script_path or command; a Kubernetes "
+        "site pulls an image from a registry; give a registry image such as "
+        "'ghcr.io/org/train:1.4', or a command and allow a Slurm site (allowed_sites)"))
+    # a bundle path without a command runs nowhere: Slurm needs what to run in it
+    reason, kinds = _kinds_planned(JobPayload(image="/opt/bundles/train"))
+    assert kinds == set() and reason[0] == "NoPayload"
+    assert "its image '/opt/bundles/train' is a path (an OCI bundle)" in reason[1]
 
 
 @pytest.mark.parametrize("max_domains", [1, 2])

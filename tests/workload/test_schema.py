@@ -625,6 +625,22 @@ def test_a_pod_template_of_the_right_types_is_accepted_whole(tmp_path, api):
     assert r.status_code == 201, r.text
 
 
+def test_a_pod_template_container_image_given_as_a_path_is_refused(tmp_path, api):
+    """A pod template runs only on Kubernetes, which cannot pull an OCI bundle path; the job's
+    own ``image`` may be one (Slurm's ``--container``: the planner keeps it to Slurm sites)."""
+    message = ("the pod template's spec.initContainers[0].image is '/opt/bundles/init', a path "
+               "(an OCI bundle, which only Slurm's --container runs), not an image a pod can "
+               "pull; give a registry image such as 'ghcr.io/org/train:1.4'")
+    bad = record(pod_template=pod(initContainers=[{"name": "init",
+                                                   "image": "/opt/bundles/init"}]))
+    assert schema_message(bad) == ("pod_template", message)
+    r = api.post("/v1/jobs", {"jobs": [bad]})
+    assert r.status_code == 422 and r.json()["detail"][0]["msg"] == message
+    # at the limit: the job's own image as a path is a Slurm payload, accepted
+    job = JobSpec.model_validate(record(image="/opt/bundles/train", command="true")).to_job()
+    assert job.payload.bundle_image and not job.payload.runs_on("kubernetes")
+
+
 def test_every_mig_profile_of_the_table_is_accepted_for_its_gpu_type():
     from carbonsched.domain import MIG_PROFILES, mig_profiles
 
