@@ -493,8 +493,11 @@ class ServiceStore:
         """Delete submitted jobs exactly as they were stored, in one transaction.
 
         A row is deleted only while its ``state`` and ``updated_at`` are still those of
-        ``rows`` (nothing, a run for one, has changed it since); a reservation deleted frees
-        its capacity (no lock needed: nothing can be over-booked by it).
+        ``rows`` (nothing, a run for one, has changed it since), and only while no run is in
+        progress (a run record ``running`` under a live lease): such a run may have read the
+        jobs already and would plan and dispatch them whatever their row, so they stand. A
+        reservation deleted frees its capacity (no lock needed: nothing can be over-booked by
+        it).
 
         Parameters
         ----------
@@ -507,8 +510,13 @@ class ServiceStore:
         list of str
             The ids deleted, in the order of ``rows``; the others are left as they are.
         """
-        gone = []
+        gone: list[str] = []
         with Session(self.engine) as s, s.begin():
+            live = s.scalar(select(RunRow.run_key).where(
+                RunRow.status == "running",
+                RunRow.lease_expires_at > database_now(s, self.lease_clock)).limit(1))
+            if live is not None:
+                return gone
             for r in rows:
                 res = s.execute(delete(ServiceJobRow).where(
                     ServiceJobRow.job_id == r["job_id"], ServiceJobRow.state == r["state"],

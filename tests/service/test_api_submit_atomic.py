@@ -141,6 +141,37 @@ def test_a_job_a_run_recorded_meanwhile_is_left_and_named(service, monkeypatch):
     assert r.status_code == 503, r.text
     assert r.json()["detail"].endswith(
         "; job(s) 'sub-a' of this request were stored before it and could not be withdrawn "
-        "(a run recorded them meanwhile): they stand (GET /v1/jobs/{id}) and a retry of the "
+        "(a run in progress may have read them, or one recorded them meanwhile): they stand (GET /v1/jobs/{id}) and a retry of the "
         "request answers 409 for them; submit the others without them")
     assert stored(state)["sub-a"]["reason"] == "InsufficientCapacity"
+
+
+@pytest.mark.parametrize("live", [True, False])
+def test_a_job_a_run_in_progress_may_have_read_is_left_and_named(service, monkeypatch, live):
+    # before, it was deleted while a run that had read it planned and dispatched it: the job
+    # ran with no record, under an answer that said nothing of the request was stored. At
+    # the limit: a run whose lease has run out (its process died) does not hold them
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import update
+    from sqlalchemy.orm import Session
+
+    from carbonsched.store.service_models import RunRow
+
+    c, state = service
+    now = state.clock.now()
+    assert state.db.claim_run("2023-07-16", "2023-07-16", now, "scheduled", "r1", now,
+                              timedelta(minutes=5))
+    until = datetime.now(UTC) + timedelta(minutes=5 if live else -5)
+    with Session(state.db.engine) as s, s.begin():
+        s.execute(update(RunRow).values(lease_expires_at=until))
+    failing_on_second(monkeypatch)
+    r = c.post("/v1/jobs", json=BODY, headers=AUTH)
+    assert r.status_code == 503, r.text
+    if live:
+        assert "job(s) 'sub-a' of this request were stored before it and could not be " \
+            "withdrawn (a run in progress may have read them" in r.json()["detail"]
+        assert set(stored(state)) == {"sub-a"}
+    else:
+        assert r.json()["detail"].endswith("nothing of the request is stored; submit it again")
+        assert stored(state) == {}

@@ -155,7 +155,7 @@ def withdraw_request(state: ServiceState, stored: list[dict[str, Any]],
     """
     if not stored:
         return
-    why = "a run recorded them meanwhile"
+    why = "a run in progress may have read them, or one recorded them meanwhile"
     try:
         gone = state.db.withdraw_jobs(stored)
     except StoreUnavailableError as err:
