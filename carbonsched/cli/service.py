@@ -340,16 +340,19 @@ def _dispatch_again(db: Any, settings: Any, dispatch: Any, plan_id: str) -> int:
     """
     from carbonsched.catalog import load_catalog
     from carbonsched.clock import SystemClock
-    from carbonsched.service.runs import dispatch_verdict
+    from carbonsched.service.runs import finish_run
 
     doc = db.store.get_plan(plan_id)
     rolling = doc.get("rolling") or {}
     kw = ({"commit_before": datetime.fromisoformat(rolling["commit_before"].replace(
         "Z", "+00:00"))} if rolling.get("commit_before") else {})
-    res = dispatch(db.store, plan_id, load_catalog(settings.catalog), clock=SystemClock().now,
-                   **kw)
-    res = res.to_dict() if hasattr(res, "to_dict") else res
-    outcome, said = dispatch_verdict(res if isinstance(res, dict) else {})
+    # the run path's own dispatch step: a failure is said (exit 1), an outage raised (exit 3)
+    run_status, _, disp, outcome, said = finish_run(
+        doc, db, load_catalog(settings.catalog), SystemClock(), dispatch, None, **kw)
+    if run_status == "dispatch_failed":
+        err.print(f"plan {plan_id[:12]} dispatched again: {disp}", highlight=False,
+                  soft_wrap=True)
+        return 1
     err.print(f"plan {plan_id[:12]} dispatched again (what was still pending): {outcome}"
               + (f"; {said}" if said else ""), highlight=False, soft_wrap=True)
     return DISPATCH_EXIT.get(outcome, 0)

@@ -95,11 +95,21 @@ def dispatch_verdict(summary: dict[str, Any]) -> tuple[str, str]:
     -------
     (str, str)
         The outcome (``incomplete``: units left pending, a backend unavailable or a claim held
-        elsewhere; ``rejected``: a backend refused units; ``nothing_submitted``: none of the
+        elsewhere; ``rejected``: a backend refused units, now or in an earlier dispatch of the
+        plan (recorded ``Rejected``); ``nothing_submitted``: none of the
         units asked for is on its backend; else ``ok``) and a sentence for the run's notes
         (``""`` for ``ok``).
     """
-    counts = summary.get("counts") or {}
+    counts = dict(summary.get("counts") or {})
+    # a unit refused by an earlier dispatch of the plan is recorded now: still refused
+    refused_before = sum(1 for o in summary.get("outcomes") or []
+                         if isinstance(o, dict) and o.get("action") == "recorded"
+                         and o.get("reason") == str(ReasonCode.REJECTED))
+    if refused_before:
+        counts["rejected"] = counts.get("rejected", 0) + refused_before
+        counts["recorded"] = counts.get("recorded", 0) - refused_before
+        if not counts["recorded"]:
+            del counts["recorded"]
     said = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
     pid = str(summary.get("plan_id", ""))[:12]
     if summary.get("complete") is False:

@@ -141,8 +141,9 @@ def test_a_job_a_run_recorded_meanwhile_is_left_and_named(service, monkeypatch):
     assert r.status_code == 503, r.text
     assert r.json()["detail"].endswith(
         "; job(s) 'sub-a' of this request were stored before it and could not be withdrawn "
-        "(a run in progress may have read them, or one recorded them meanwhile): they stand (GET /v1/jobs/{id}) and a retry of the "
-        "request answers 409 for them; submit the others without them")
+        "(a run in progress may have read them, or one recorded them meanwhile): they stand "
+        "(GET /v1/jobs/{id}) and a retry of the request answers 409 for them; submit the "
+        "others without them")
     assert stored(state)["sub-a"]["reason"] == "InsufficientCapacity"
 
 

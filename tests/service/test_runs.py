@@ -362,3 +362,21 @@ def test_plan_dispatch_on_a_date_another_process_runs_exits_3(tmp_path, monkeypa
     assert r.exit_code == 3, r.output
     assert f"planning date {PDATE} is being run by elsewhere" in r.stderr
     assert "run this again after its lease (exit 3)" in r.stderr
+
+
+def test_a_unit_refused_by_an_earlier_dispatch_still_reads_rejected():
+    # before, dispatching a plan again turned its refused units into "recorded": the verdict
+    # read ok and a CronJob's restart cleared the exit 2. At the limit: a unit recorded
+    # Submitted is ok
+    from carbonsched.service.runs import dispatch_verdict
+
+    def summary(reason):
+        return {"plan_id": "p" * 12, "complete": True, "nothing_submitted": False,
+                "counts": {"recorded": 2},
+                "outcomes": [{"action": "recorded", "reason": "Submitted", "backend_id": "1"},
+                             {"action": "recorded", "reason": reason, "backend_id": None}]}
+
+    assert dispatch_verdict(summary("Rejected")) == (
+        "rejected", "dispatch: a backend refused 1 unit(s) (1 recorded, 1 rejected); "
+        "`carbonsched status pppppppppppp` names them and why")
+    assert dispatch_verdict(summary("Submitted")) == ("ok", "")
