@@ -153,3 +153,18 @@ def test_an_api_job_dispatch_refuses_for_no_payload_ends_failed(tmp_path, shared
     assert "1 job(s) submitted through the API ended Failed" in rec.notes and "bare" in rec.notes
     # at the limit: the job that names its command is planned, untouched
     assert (cmd["state"], cmd["reason"]) == ("Planned", "Placed")
+
+
+def test_a_reservation_naming_nothing_is_refused_before_no_plan_yet(tmp_path):
+    # before, a service with no plan answered 503 "no plan yet" to a reservation that names
+    # nothing to run, and only a loaded plan revealed the 422. At the limit: a reservation
+    # that names its command gets the 503
+    s = Settings(database_url=f"sqlite:///{tmp_path / 'empty.sqlite'}", catalog=CATALOG,
+                 cron_enabled=False, as_of=parse_as_of(AS_OF), bootstrap_admin_token=TOKEN,
+                 data_dir=shared_data_dir(), dispatch_loops=False, dispatcher=DISPATCHER)
+    with TestClient(create_app(s, FixedClock(s.as_of))) as c:
+        r = c.post("/v1/placements", json=job("bare") | {"reserve": True}, headers=AUTH)
+        assert r.status_code == 422 and r.json()["detail"][0]["msg"] == REFUSED, r.text
+        r = c.post("/v1/placements", json=job("cmd", command="python3 run.py")
+                   | {"reserve": True}, headers=AUTH)
+        assert r.status_code == 503, r.text

@@ -64,6 +64,8 @@ async def create_placement(query: Annotated[PlacementQuery, Body()], request: Re
     if not isinstance(query, InferencePlacementQuery):
         # refused like any bad field: before "no plan yet"
         query = with_catalog_template(query, state.catalog.templates, ("body",))
+        if query.reserve:      # a job to book names what it runs: a bad field too
+            refuse_nothing_to_run(state, [query], [("body",)])
     book = require_book(state)
     now = state.clock.now()
     if isinstance(query, InferencePlacementQuery):
@@ -92,7 +94,6 @@ async def create_placement(query: Annotated[PlacementQuery, Body()], request: Re
     if not state.allows(role, "submit"):
         raise HTTPException(403, f"reserve: true needs role 'submit'; this token's role is "
                             f"{role!r}")
-    refuse_nothing_to_run(state, [query], [("body",)])
     if await run_in_threadpool(state.db.get_job, job.id) is not None:
         raise HTTPException(409, f"job {job.id!r} already exists; reserve it under a new "
                             "id or read it with GET /v1/jobs/{id}")
