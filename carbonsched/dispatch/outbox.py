@@ -605,8 +605,20 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
         summary.notes.append(
             f"{placeholders} of {len(requests)} placements name nothing to run: each runs the "
             "placeholder 'sleep <planned seconds>' (--placeholder), labelled on the backend")
-    unrunnable = {r.key: why for r in requests
-                  if (why := payload_problem(r, getattr(adapters[r.site], "kind", ""))) is not None}
+    # a job in pieces is committed whole once its first piece starts before commit_before (as
+    # the rolling planner commits it): a later run never places its later pieces again
+    job_start: dict[str, datetime] = {}
+    for r in requests:
+        job_start[r.job_id] = min(job_start.get(r.job_id, r.start), r.start)
+
+    def uncommitted(req: DispatchRequest) -> bool:
+        return commit_before is not None and job_start[req.job_id] >= commit_before
+
+    # only what this run commits is refused for naming nothing to run: an uncommitted job
+    # (rolling) stays pending, planned again by the next run
+    unrunnable = {r.key: why for r in requests if not uncommitted(r)
+                  and (why := payload_problem(r, getattr(adapters[r.site], "kind", "")))
+                  is not None}
     if unrunnable:
         summary.notes.append(
             f"{len(unrunnable)} of {len(requests)} placements were not submitted: their job "
@@ -619,15 +631,6 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
             if getattr(a, "timeout_s", None):
                 check_lease_covers(settings.dispatch_lease_s, float(a.timeout_s),  # type: ignore[attr-defined]
                                    f"a call to {a.name}")
-
-    # a job in pieces is committed whole once its first piece starts before commit_before (as
-    # the rolling planner commits it): a later run never places its later pieces again
-    job_start: dict[str, datetime] = {}
-    for r in requests:
-        job_start[r.job_id] = min(job_start.get(r.job_id, r.start), r.start)
-
-    def uncommitted(req: DispatchRequest) -> bool:
-        return commit_before is not None and job_start[req.job_id] >= commit_before
 
     with Session(store.engine, expire_on_commit=False) as s:
         existing = _rows_by_key(s, [r.key for r in requests])
@@ -644,13 +647,6 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
                 elif row.state != JobState.PENDING.value:
                     summary.outcomes.append(_outcome(row, "recorded"))
                 continue  # pending rows of this plan are reconciled below
-            if req.key in unrunnable:
-                summary.outcomes.append(DispatchOutcome(
-                    key=req.key, job_id=req.job_id, piece=req.piece, site=req.site,
-                    backend=adapter.name, action="no_payload", state=str(JobState.PLANNED),
-                    reason=str(ReasonCode.NO_PAYLOAD), plan_id=plan_id,
-                    detail=unrunnable[req.key]))
-                continue
             if uncommitted(req):
                 summary.outcomes.append(DispatchOutcome(
                     key=req.key, job_id=req.job_id, piece=req.piece, site=req.site,
@@ -660,6 +656,13 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
                     f"commit_before {_iso(commit_before)}" + (
                         "" if req.start == job_start[req.job_id] else
                         f" (its job's first piece starts {_iso(job_start[req.job_id])})")))
+                continue
+            if req.key in unrunnable:
+                summary.outcomes.append(DispatchOutcome(
+                    key=req.key, job_id=req.job_id, piece=req.piece, site=req.site,
+                    backend=adapter.name, action="no_payload", state=str(JobState.PLANNED),
+                    reason=str(ReasonCode.NO_PAYLOAD), plan_id=plan_id,
+                    detail=unrunnable[req.key]))
                 continue
             if dry_run:
                 try:

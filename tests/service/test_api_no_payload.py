@@ -168,3 +168,38 @@ def test_a_reservation_naming_nothing_is_refused_before_no_plan_yet(tmp_path):
         r = c.post("/v1/placements", json=job("cmd", command="python3 run.py")
                    | {"reserve": True}, headers=AUTH)
         assert r.status_code == 503, r.text
+
+
+def test_a_deferred_rolling_job_naming_nothing_stays_pending(tmp_path, shared_data):
+    # before, dispatch refused an uncommitted (deferred) job for no payload: it ended Failed
+    # while the rolling state kept it pending, planned by every later run. At the limit: a
+    # committed one is refused as before
+    url = f"sqlite:///{tmp_path / 's.sqlite'}"
+    wl = tmp_path / "jobs.json"
+    wl.write_text(json.dumps({"jobs": []}))
+    s = Settings(catalog=str(FIXTURES / "catalog" / "frankfurt.toml"), data_dir=shared_data,
+                 database_url=url, workload_file=wl, horizon_hours=48, rolling=True,
+                 time_limit_s=30.0)
+    db = ServiceStore(Store(url))
+    clock = ManualClock(datetime(2023, 7, 9, 23, 0, tzinfo=UTC))
+    later = _api_row("later", clock.now())
+    spec = json.loads(later["spec_json"]) | {"earliest_start": "2023-07-11T06:00:00Z",
+                                             "deadline": "2023-07-11T20:00:00Z"}
+    later["spec_json"] = json.dumps(spec)
+    db.add_jobs([_api_row("bare", clock.now()), later])
+    summaries = []
+
+    def dry_dispatch(store, plan_id, catalog, *, clock, **kw):
+        out = dispatch_plan(store, plan_id, catalog, dry_run=True, clock=clock,
+                            settings=Settings(slurm_conf_dir=None, kubeconfig=None),
+                            placeholder=False, **kw)
+        summaries.append(out)
+        return out.to_dict()
+
+    execute_run(s, db, clock, planning_date="2023-07-10", trigger="test", replica="r",
+                dispatch=dry_dispatch)
+    acts = {o.job_id: o.action for o in summaries[0].outcomes}
+    assert acts == {"bare": "no_payload", "later": "not_committed"}
+    assert (db.get_job("later")["state"], db.get_job("later")["reason"]) == (
+        "Pending", "NotCommitted")
+    assert db.get_job("bare")["state"] == "Failed"
