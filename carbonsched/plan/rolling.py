@@ -133,6 +133,10 @@ class RollingState:
         starts its multipliers cold and says so (``carried_missing``).
     carried_missing
         Why ``carried`` is ``None``, for the next run's ``solver.warm_start``.
+    unreadable
+        Pending jobs whose stored spec the job schema now refuses (stored before one of its
+        rules tightened), by id, with the schema's message: read without their payload, and
+        ended (``InvalidSpec``) by the next run.
     """
 
     pending: dict[str, Job] = field(default_factory=dict)
@@ -144,6 +148,7 @@ class RollingState:
     inference: list[InferencePlacement] = field(default_factory=list)
     carried: Any = None
     carried_missing: str = "no run in this process has carried its multipliers"
+    unreadable: dict[str, str] = field(default_factory=dict)
 
     def record(self, job_id: str, as_of: pd.Timestamp) -> JobRecord:
         """The state of ``job_id`` at ``as_of`` (tz-aware).

@@ -214,9 +214,16 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
                         run_every_hours=run_every_hours, state=rs.load())
     # a waiting job a catalog edit made unplannable ends, named; it would stop every run
     named = {u.job_id for u in end_first}
+    # a waiting job whose stored spec the schema now refuses ends too: it cannot be dispatched
+    unreadable = rp.end_pending([
+        Unplaced(jid, ReasonCode.INVALID_SPEC,
+                 f"its stored spec no longer passes the job schema ({why}); submit it again "
+                 "as the schema asks (docs/workload.md)")
+        for jid, why in rp.state.unreadable.items() if jid not in named])
+    named |= {u.job_id for u in unreadable}
     edited = rp.end_pending([u for u in unplannable_pending(rp.state, catalog)
                              if u.job_id not in named])
-    ended_first = [*rp.end_pending(end_first), *edited]
+    ended_first = [*rp.end_pending(end_first), *unreadable, *edited]
     # ids are one namespace: a new job whose id the state already holds for another job is
     # ignored (the held one keeps it), and said
     clash = sorted({j.id for j in new_jobs if j.id in rp.jobs and rp.jobs[j.id] != j})
@@ -246,6 +253,11 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
                    "or template they name (UnknownSite, UnusableTemplate), so no run could plan "
                    "them: " + ", ".join(f"{u.job_id} ({u.reason})" for u in edited[:10])
                    + (" ..." if len(edited) > 10 else ""))
+    if unreadable:
+        own.append(f"{len(unreadable)} waiting job(s) ended Failed: their stored spec no longer "
+                   "passes the job schema (InvalidSpec; a rule tightened since): "
+                   + ", ".join(u.job_id for u in unreadable[:10])
+                   + (" ..." if len(unreadable) > 10 else ""))
     if clash:
         own.append(f"{len(clash)} new job(s) share an id with a different job the rolling "
                    "state already holds, and were ignored (the held job keeps the id; submit "

@@ -17,7 +17,15 @@ import pandas as pd
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from carbonsched.domain import Job, JobState, Placement, ReasonCode, Unplaced, jsonable
+from carbonsched.domain import (
+    PAYLOAD_FIELDS,
+    Job,
+    JobState,
+    Placement,
+    ReasonCode,
+    Unplaced,
+    jsonable,
+)
 from carbonsched.plan.rolling import RollingState, RunResult
 from carbonsched.store.rolling_models import RollingJobRow
 from carbonsched.workload.schema import JobSpec
@@ -31,6 +39,29 @@ def job_spec(job: Job) -> dict[str, Any]:
 def job_from_spec(spec: dict[str, Any]) -> Job:
     """The job of :func:`job_spec`, or of an API submission, through the one job schema."""
     return JobSpec.model_validate(spec).to_job()
+
+
+def stored_job(spec: dict[str, Any]) -> tuple[Job, str]:
+    """A stored job read back, and ``""`` or what the job schema now says against it.
+
+    A spec stored before a rule of the schema tightened (a carriage return in a command, a
+    false ``empty_dir``) is read without its payload fields, which those rules concern: its
+    GPUs, power and times still hold capacity; it can no longer be dispatched.
+
+    Raises
+    ------
+    pydantic.ValidationError
+        The spec fails the schema without its payload too.
+    """
+    from pydantic import ValidationError
+
+    try:
+        return job_from_spec(spec), ""
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        said = f"field {'.'.join(map(str, first['loc'])) or '-'!r}: {first['msg']}"
+        bare = {k: v for k, v in spec.items() if k not in PAYLOAD_FIELDS}
+        return job_from_spec(bare), said
 
 
 def _ts(v: datetime | None) -> pd.Timestamp | None:
@@ -65,10 +96,12 @@ class RollingStore:
         st = RollingState()
         with Session(self.engine) as s:
             for r in s.scalars(select(RollingJobRow)):
-                job = job_from_spec(json.loads(r.spec_json))
+                job, refused = stored_job(json.loads(r.spec_json))
                 st.jobs[r.job_id] = job
                 if r.state == JobState.PENDING:
                     st.pending[r.job_id] = job
+                    if refused:     # ended by the next run (InvalidSpec)
+                        st.unreadable[r.job_id] = refused
                     if r.pieces_json:
                         st.tentative[r.job_id] = self._pieces(r)
                 elif r.state == JobState.DISPATCHED:

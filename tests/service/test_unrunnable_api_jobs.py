@@ -193,3 +193,35 @@ def test_unplannable_pending_names_a_template_the_job_no_longer_fits():
     assert (u.job_id, str(u.reason)) == ("gang", "UnusableTemplate")
     assert u.detail.startswith("its template no longer applies (catalog 'frankfurt', job gang, "
                                "field 'gpus': a job with gpu_milli asks for one slice")
+
+
+def test_a_waiting_job_whose_stored_spec_the_schema_now_refuses_ends_and_the_rest_plan(
+        tmp_path, shared_data):
+    # a job deferred by run 1 waits in the rolling state; its stored spec then holds what a
+    # tightened rule refuses (a carriage return in its command, accepted when it was stored).
+    # Before, loading the rolling state raised and every later rolling run failed; now run 2
+    # ends it InvalidSpec, in the state and in its record, and plans the rest
+    from sqlalchemy import update
+
+    from carbonsched.store.rolling_models import RollingJobRow
+
+    late = _spec("api-late", earliest_start="2023-07-11T06:00:00Z",
+                 deadline="2023-07-12T20:00:00Z", command="python3 run.py")
+    db, _, run = _rolling_service(tmp_path, shared_data, late)
+    assert run(10).status == "succeeded"
+    assert db.get_job("api-late")["reason"] == "NotCommitted"
+    old = {**late, "command": "python3 run.py\r\n"}
+    with db.store.engine.begin() as c:
+        c.execute(update(RollingJobRow).where(RollingJobRow.job_id == "api-late").values(
+            spec_json=json.dumps(old)))
+    out = run(11)
+    assert out.status == "succeeded"                                  # before: failed
+    rec = db.get_job("api-late")
+    assert (rec["state"], rec["reason"]) == ("Failed", "InvalidSpec")
+    doc = db.store.get_plan(out.plan_id)
+    ended = {e["job_id"]: e for e in doc["rolling"]["ended"]}
+    assert ended["api-late"]["reason"] == "InvalidSpec"
+    assert ended["api-late"]["detail"].startswith(
+        "its stored spec no longer passes the job schema (field 'command': ")
+    assert any(n.startswith("1 waiting job(s) ended Failed: their stored spec") and
+               "api-late" in n for n in doc["notes"])
