@@ -217,23 +217,21 @@ class PlacementBook:
                 out.append(b)
         # running work: held from its start (the horizon start if none) to its end; slices on
         # one GPU (gpu_index) hold that one GPU while any of them runs, each its own power
-        sliced: dict[tuple[str, str, int], list[pd.Timestamp]] = {}
+        sliced: dict[tuple[int, int, int], set[int]] = {}
         for r in running:
             start = max(self.slots[0], pd.Timestamp(r.get("start") or self.slots[0]))
-            end = pd.Timestamp(r["end"])
             whole = r.get("gpu_index") is None
-            b = self._booking_of(r["site"], start, end, r["gpu_type"],
+            b = self._booking_of(r["site"], start, pd.Timestamp(r["end"]), r["gpu_type"],
                                  int(r["gpus"]) if whole else 0, float(r["it_power_kw"]), None)
-            if b is not None:
-                out.append(b)
-            if not whole:
-                span = sliced.setdefault((r["site"], r["gpu_type"], int(r["gpu_index"])),
-                                         [start, end])
-                span[0], span[1] = min(span[0], start), max(span[1], end)
-        for (site, gtype, _gpu), (start, end) in sliced.items():
-            b = self._booking_of(site, start, end, gtype, 1, 0.0, None)
-            if b is not None:
-                out.append(b)
+            if b is None:
+                continue
+            out.append(b)
+            if not whole:     # the hours some slice runs on this GPU
+                sliced.setdefault((b.s, b.gtype, int(r["gpu_index"])), set()).update(
+                    range(b.t0, b.t1))
+        for (s, gtype, _gpu), hours in sliced.items():
+            for t in sorted(hours):
+                out.append(Booking(s, t, t + 1, gtype, 1, 0.0))
         for i in self.plan.get("inference", []):
             h = pd.Timestamp(i["hour"])
             b = self._booking_of(i["site"], h, h + HOUR, i.get("gpu_type", ""), int(i["gpus"]),

@@ -322,9 +322,10 @@ def test_a_reservation_is_held_to_the_grid_connection_commitments_and_running_wo
     slices = [{"job_id": f"m{i}", "site": site, "gpu_type": "A100", "gpus": 1,
                "it_power_kw": 0.1, "start": f"2023-07-15T{h:02d}:00:00Z",
                "end": f"2023-07-15T{h + 2:02d}:00:00Z", "gpu_index": gpu}
-              for i, (h, gpu) in enumerate([(2, 5), (2, 5), (3, 5), (3, 6)])]
+              for i, (h, gpu) in enumerate([(2, 5), (2, 5), (3, 5), (3, 6), (7, 5)])]
     book = _book(cat=CAPPED, pue_hi=WARM, running=slices)
-    assert book.free_gpus[s, 1:6, g].tolist() == [12, 11, 10, 10, 12]
+    # GPU 5: 02-05 and 07-09, not the gap between (as the planner holds it)
+    assert book.free_gpus[s, 1:10, g].tolist() == [12, 11, 10, 10, 12, 12, 11, 11, 12]
     assert book.it_kw[s, 1:6].tolist() == pytest.approx([0.0, 0.2, 0.4, 0.2, 0.0])
 
 
