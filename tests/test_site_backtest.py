@@ -262,7 +262,7 @@ def test_naive_kept_for_surplus_or_pue_is_said_in_the_notes(london):
     notes = [n for n in res["notes"] if "green surplus: no model beat seasonal naive" in n]
     if gs["models"] == {"seasonal-naive-24h": 48}:
         assert len(notes) == 2  # one per issue
-        assert "used seasonal naive" in notes[0] and " against naive's " in notes[0]
+        assert "used seasonal naive" in notes[0] and "; the closest other model, " in notes[0]
         assert "surplus index strictly between 0 and 1" in notes[0]
     else:
         assert notes == []
@@ -302,9 +302,11 @@ def test_naive_kept_note_only_when_there_was_something_to_forecast(naive_err, sa
     note = naive_kept_note(model)
     assert (note is not None) == said
     if said:
+        # before, "(best: climatology-28d, MAE 0.5 against naive's 1e-09)": a "best" with the
+        # higher error read as a contradiction
         assert note == ("no model beat seasonal naive by 5 % on the validation hours with the "
-                        "surplus index strictly between 0 and 1 (best: climatology-28d, MAE 0.5 "
-                        f"against naive's {naive_err:.2g}); used seasonal naive")
+                        f"surplus index strictly between 0 and 1 (naive's MAE {naive_err:.2g}; "
+                        "the closest other model, climatology-28d, 0.5); used seasonal naive")
 
 
 def test_surplus_probability_prefers_the_calibrated_column():

@@ -341,10 +341,11 @@ def naive_kept_note(model: SelectedForecaster) -> str | None:
     -------
     str or None
         ``"no model beat seasonal naive ...; used seasonal naive"`` naming the hours it was
-        judged on, the best other candidate (an ``ens(a+b)`` as "the mean of a and b") and
-        both validation errors to two significant figures, or ``None`` (another model chosen, carbon
-        intensity, naive the only candidate validated, or naive exact on the validation hours:
-        the signal never left its bounds there, so there was nothing to forecast).
+        judged on, naive's validation error and the closest other candidate's (an
+        ``ens(a+b)`` as "the mean of a and b"), to two significant figures, or ``None``
+        (another model chosen, carbon intensity, naive the only candidate validated, or naive
+        exact on the validation hours: the signal never left its bounds there, so there was
+        nothing to forecast).
     """
     if model.signal == "carbon_intensity_g_per_kwh" or model.chosen_ != NAIVE_MODEL:
         return None
@@ -366,8 +367,8 @@ def naive_kept_note(model: SelectedForecaster) -> str | None:
     members = ensemble_members(best)
     label = f"the mean of {' and '.join(members)}" if len(members) > 1 else best
     return (f"no model beat seasonal naive by {100 * settings['margin']:.0f} % on the "
-            f"validation hours with {hours} (best: {label}, {d['metric'].upper()} "
-            f"{others[best]:.2g}{pct} against naive's {naive_err:.2g}{pct}); "
+            f"validation hours with {hours} (naive's {d['metric'].upper()} "
+            f"{naive_err:.2g}{pct}; the closest other model, {label}, {others[best]:.2g}{pct}); "
             "used seasonal naive")
 
 
