@@ -36,9 +36,11 @@ from carbonsched.domain import (
 from carbonsched.errors import CatalogError, UnknownSiteError
 from carbonsched.flex import GridFlexError, agreement_from_mapping
 from carbonsched.limits import (
+    DEFAULT_SHARES_PER_GPU,
     IDENTIFIER_RULE,
     MAX_GPU_TYPE_CHARS,
     MAX_NAME_CHARS,
+    SHARES_PER_GPU_CHOICES,
     identifier_problem,
 )
 
@@ -382,7 +384,10 @@ def _parse_gpus(ctx: _Ctx, where: str, raw: dict[str, Any]) -> dict[str, GpuPool
                 "nodes_per_domain": ((int,), False, "the nodes per network domain, >= 1"),
                 "sharing": ((str,), False, "how one GPU is shared: \"milli\" (time-slicing "
                             "/ MPS shares) or \"mig\" (MIG partitions)"),
-                "mig_model": ((str,), False, "the MIG table row, e.g. \"A100-40GB\"")}
+                "mig_model": ((str,), False, "the MIG table row, e.g. \"A100-40GB\""),
+                "shares_per_gpu": ((int,), False, "the shares one GPU is cut into on the "
+                                   "site's scheduler (Slurm shard Count per GPU, time-slicing "
+                                   "replicas), a divisor of 1000")}
         _check_fields(ctx, w, pool, spec)
         if pool["count"] < 0:
             raise ctx.fail(w, f"count is negative ({pool['count']})", "give a count >= 0")
@@ -394,7 +399,8 @@ def _parse_gpus(ctx: _Ctx, where: str, raw: dict[str, Any]) -> dict[str, GpuPool
         pools[gpu_type] = GpuPool(count=pool["count"], board_power_w=float(pool["board_power_w"]),
                                   gpus_per_node=pool.get("gpus_per_node"),
                                   nodes_per_domain=pool.get("nodes_per_domain"),
-                                  sharing=sharing, mig_model=mig_model)
+                                  sharing=sharing, mig_model=mig_model,
+                                  shares_per_gpu=_check_shares(ctx, w, pool, sharing))
     return pools
 
 
@@ -436,6 +442,22 @@ def _check_sharing(ctx: _Ctx, where: str, gpu_type: str, pool: dict[str, Any]
         raise ctx.fail(where, f"mig_model {mig_model!r} is not a MIG model of GPU type "
                        f"{gpu_type!r}", f"give one of {', '.join(rows)}")
     return sharing, mig_model
+
+
+def _check_shares(ctx: _Ctx, where: str, pool: dict[str, Any], sharing: str | None) -> int:
+    """``shares_per_gpu``: only with ``sharing = "milli"``, a divisor of 1000."""
+    shares = pool.get("shares_per_gpu")
+    if shares is None:
+        return DEFAULT_SHARES_PER_GPU
+    if sharing != "milli":
+        raise ctx.fail(where, "shares_per_gpu is given without sharing = \"milli\"",
+                       "add sharing = \"milli\" or remove shares_per_gpu")
+    if shares not in SHARES_PER_GPU_CHOICES:
+        raise ctx.fail(where, f"shares_per_gpu must divide 1000, got {shares}",
+                       "give the site's shard Count per GPU (time-slicing replicas), one of "
+                       f"{', '.join(map(str, SHARES_PER_GPU_CHOICES))}; a cluster cut "
+                       "otherwise needs its count changed to one of these first")
+    return int(shares)
 
 
 def _check_node_shape(ctx: _Ctx, where: str, pool: dict[str, Any]) -> None:

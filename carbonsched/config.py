@@ -130,6 +130,10 @@ _SCHEME = re.compile(r"([A-Za-z][\w+.-]*)://")
 
 
 CONFIG_ENV = "CARBONSCHED_CONFIG"
+
+MOVED_TO_CATALOG = ("slurm_shards_per_gpu", "k8s_gpu_share_replicas")
+"""Settings that became the catalog's per-pool ``shares_per_gpu``; giving one is refused with
+a message that says where it went."""
 """Environment variable naming the TOML config file."""
 
 
@@ -286,15 +290,9 @@ class Settings(BaseSettings):
     k8s_image: str = "busybox:1.36"
     """Image of a Kubernetes Job whose job names a command but no image (and of the
     placeholder)."""
-    slurm_shards_per_gpu: int = Field(default=10, ge=1)
-    """Shard GRES per GPU the Slurm clusters configure (gres.conf ``Name=shard``); a
-    ``gpu_milli`` job asks for ``ceil(gpu_milli x this / 1000)`` shards. [-]"""
     k8s_gpu_share_resource: str = "nvidia.com/gpu.shared"
     """Kubernetes resource of a ``gpu_milli`` job (the NVIDIA device plugin's time-slicing with
-    ``renameByDefault``)."""
-    k8s_gpu_share_replicas: int = Field(default=10, ge=1)
-    """Shares of one GPU that resource counts (time-slicing ``replicas``); a ``gpu_milli`` job
-    asks for ``ceil(gpu_milli x this / 1000)``. [-]"""
+    ``renameByDefault``); the shares per GPU are each catalog pool's ``shares_per_gpu``."""
     k8s_topology_label: str = "cloud.provider.com/topology-block"
     """Node label of the topology level that is one network domain on the Kueue sites (a level
     of the cluster's Kueue ``Topology``): a gang with ``topology = "same-domain"`` gets the pod
@@ -323,6 +321,20 @@ class Settings(BaseSettings):
     dispatch_wait_s: float = Field(default=300.0, ge=0)
     """How long ``dispatch`` waits for placements of its plan that another live dispatcher is
     submitting before it reports them ``held_elsewhere`` (exit 3). [s]"""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_to_the_catalog(cls, data: Any) -> Any:
+        keys = set(data) if isinstance(data, dict) else set()
+        for name in MOVED_TO_CATALOG:
+            env = f"CARBONSCHED_{name.upper()}"
+            if name in keys or env in os.environ:
+                raise ValueError(
+                    f"{env} ({name}) is no longer a setting: how many shares one GPU is cut "
+                    "into is per GPU pool now, so the plan books what dispatch asks for; give "
+                    "shares_per_gpu in the site's [sites.gpus.<TYPE>] table of the catalog "
+                    "(regions/schema.md) and remove this setting")
+        return data
 
     @model_validator(mode="after")
     def _lease_covers_a_call(self) -> Settings:

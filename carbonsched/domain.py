@@ -15,8 +15,10 @@ import pandas as pd
 
 from carbonsched.errors import WorkloadError
 from carbonsched.limits import (
+    DEFAULT_SHARES_PER_GPU,
     MAX_CHECKPOINT_OVERHEAD_MINUTES,
     MAX_DOMAINS,
+    MAX_GPU_MILLI,
     MAX_PIECES,
     identifier_problem,
 )
@@ -156,6 +158,29 @@ class WorkKind(StrEnum):
     BATCH = "batch"
 
 
+def milli_shares(gpu_milli: int, shares_per_gpu: int) -> int:
+    """Whole shares a ``gpu_milli`` job asks of one GPU: ``ceil(gpu_milli × S / 1000)``.
+
+    Rounded up, so a job never gets less than it asked (250 milli on ``S = 10`` shares per GPU
+    is 3 shares, 300 milli). Slurm ``--gres=shard:<k>``
+    (https://slurm.schedmd.com/gres.html#Sharding), Kubernetes ``<resource>: <k>`` (NVIDIA
+    device plugin time-slicing ``replicas``).
+
+    Parameters
+    ----------
+    gpu_milli
+        The job's share of one GPU, 1..1000. [1/1000 GPU]
+    shares_per_gpu
+        ``S``, the shares one GPU is cut into (:attr:`GpuPool.shares_per_gpu`). [-]
+
+    Returns
+    -------
+    int
+        Shares, 1..``S``. [-]
+    """
+    return -(-int(gpu_milli) * int(shares_per_gpu) // MAX_GPU_MILLI)
+
+
 @dataclass(frozen=True)
 class GpuPool:
     """GPUs of one type at a site, and the shape of the nodes that carry them.
@@ -185,6 +210,14 @@ class GpuPool:
     mig_model
         The MIG table row (:data:`MIG_PROFILES`, e.g. ``"A100-40GB"``) whose profiles and
         placements the pool's GPUs are cut into; only with ``sharing = "mig"``.
+    shares_per_gpu
+        With ``sharing = "milli"``: the whole shares one GPU is cut into on the site's
+        scheduler (the Slurm shard GRES ``Count`` per GPU, or the NVIDIA device plugin's
+        time-slicing ``replicas``), a divisor of 1000
+        (:data:`carbonsched.limits.SHARES_PER_GPU_CHOICES`). A ``gpu_milli`` job asks for
+        :meth:`milli_shares` of them, and the planner packs it as that many shares
+        (:meth:`booked_milli`), so the plan never puts more shares on a GPU than the backend
+        has. [-]
     """
 
     count: int
@@ -193,6 +226,32 @@ class GpuPool:
     nodes_per_domain: int | None = None
     sharing: str | None = None
     mig_model: str | None = None
+    shares_per_gpu: int = DEFAULT_SHARES_PER_GPU
+
+    def milli_shares(self, gpu_milli: int) -> int:
+        """Whole shares a ``gpu_milli`` job asks of one of this pool's GPUs. [-]
+
+        :func:`milli_shares` with :attr:`shares_per_gpu`.
+        """
+        return milli_shares(gpu_milli, self.shares_per_gpu)
+
+    def booked_milli(self, gpu_milli: int) -> int:
+        """The milli the planner books for a ``gpu_milli`` job: its shares in milli.
+
+        ``milli_shares(gpu_milli) × 1000 / S``, exact because ``S`` divides 1000; the jobs on
+        one GPU then sum to at most 1000 exactly when their shares sum to at most ``S``.
+
+        Parameters
+        ----------
+        gpu_milli
+            The job's share of one GPU, 1..1000. [1/1000 GPU]
+
+        Returns
+        -------
+        int
+            Booked share, ``gpu_milli`` ≤ result ≤ 1000. [1/1000 GPU]
+        """
+        return self.milli_shares(gpu_milli) * (MAX_GPU_MILLI // self.shares_per_gpu)
 
     @property
     def node_gpus(self) -> int:

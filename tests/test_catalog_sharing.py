@@ -38,6 +38,16 @@ def _with(fixtures_dir: Path, tmp_path: Path, extra: str, gpu: str = "A100") -> 
     ('sharing = "milli"\nmig_model = "A100-40GB"', "A100",
      r"mig_model is given with sharing = \"milli\""),
     ("sharing = 1", "A100", r"field 'sharing' has type int"),
+    ('sharing = "milli"\nshares_per_gpu = 3', "A100",
+     r"shares_per_gpu must divide 1000, got 3; give the site's shard Count per GPU "
+     r"\(time-slicing replicas\), one of 1, 2, 4, 5, 8, 10, 20, 25"),
+    ('sharing = "milli"\nshares_per_gpu = 0', "A100", r"shares_per_gpu must divide 1000, got 0"),
+    ('sharing = "milli"\nshares_per_gpu = 2000', "A100",
+     r"shares_per_gpu must divide 1000, got 2000"),
+    ("shares_per_gpu = 10", "A100", r"shares_per_gpu is given without sharing = \"milli\""),
+    ('sharing = "mig"\nmig_model = "A100-40GB"\nshares_per_gpu = 10', "A100",
+     r"shares_per_gpu is given without sharing = \"milli\""),
+    ('sharing = "milli"\nshares_per_gpu = 2.5', "A100", r"field 'shares_per_gpu' has type float"),
 ])
 def test_gpu_sharing_is_validated(fixtures_dir: Path, tmp_path: Path, extra: str, gpu: str,
                                   message: str) -> None:
@@ -76,6 +86,23 @@ def test_catalog_show_names_the_pools_that_share_gpus() -> None:
     assert r.exit_code == 0
     assert ("MIG slices (A100-40GB) for mig_profile jobs: ca-on-toronto/A100, "
             "br-sp-saopaulo/A100, gb-london/A100") in r.output
-    assert ("gpu_milli shares (time-slicing) for gpu_milli jobs: us-ny-newyork/A100, "
+    assert ("gpu_milli shares (time-slicing, 10 shares per GPU) for gpu_milli jobs: "
+            "us-ny-newyork/A100, "
             "us-pjm-ashburn/A100, jp-tk-tokyo/A100, sg-singapore/A100, de-frankfurt/A100"
             ) in r.output
+
+
+@pytest.mark.parametrize(("extra", "shares"), [
+    ('sharing = "milli"', 10),                          # the default
+    ('sharing = "milli"\nshares_per_gpu = 1', 1),       # at the lower limit: one share a GPU
+    ('sharing = "milli"\nshares_per_gpu = 1000', 1000),  # at the upper limit: exact milli
+    ('sharing = "milli"\nshares_per_gpu = 8', 8),
+])
+def test_shares_per_gpu_is_read(fixtures_dir: Path, tmp_path: Path, extra: str,
+                                shares: int) -> None:
+    pool = load_catalog(_with(fixtures_dir, tmp_path, extra)).sites[0].gpus["A100"]
+    assert pool.shares_per_gpu == shares
+    # 250 milli asks ceil(250 x S / 1000) shares and the plan books them in milli
+    want = -(-250 * shares // 1000)
+    assert (pool.milli_shares(250), pool.booked_milli(250)) == (want, want * 1000 // shares)
+    assert pool.booked_milli(250) >= 250 and pool.milli_shares(1000) == shares

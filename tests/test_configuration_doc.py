@@ -65,3 +65,23 @@ def test_an_unknown_key_in_the_file_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("CARBONSCHED_CONFIG", str(cfg))
     with pytest.raises(ValidationError, match="dispatch_worker"):
         Settings()
+
+
+@pytest.mark.parametrize("name", ["slurm_shards_per_gpu", "k8s_gpu_share_replicas"])
+def test_a_setting_moved_to_the_catalog_says_where_it_went(tmp_path, monkeypatch, name):
+    """The shares per GPU are the catalog pool's ``shares_per_gpu`` (the planner books them);
+    a deployment still setting the old variable or key is told, not silently ignored."""
+    monkeypatch.delenv("CARBONSCHED_CONFIG", raising=False)
+    env = f"CARBONSCHED_{name.upper()}"
+    monkeypatch.setenv(env, "8")
+    with pytest.raises(ValidationError, match=rf"{env} \({name}\) is no longer a setting.*"
+                       r"give shares_per_gpu in the site's \[sites.gpus.<TYPE>\] table"):
+        Settings()
+    monkeypatch.delenv(env)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f"{name} = 8\n")
+    monkeypatch.setenv("CARBONSCHED_CONFIG", str(cfg))
+    with pytest.raises(ValidationError, match=rf"{env} \({name}\) is no longer a setting"):
+        Settings()
+    cfg.write_text("k8s_gpu_share_resource = \"nvidia.com/gpu.shared\"\n")   # still a setting
+    assert Settings().k8s_gpu_share_resource == "nvidia.com/gpu.shared"

@@ -40,9 +40,9 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
-from carbonsched.domain import JobPayload, JobState, ReasonCode, nothing_to_run
+from carbonsched.domain import JobPayload, JobState, ReasonCode, milli_shares, nothing_to_run
 from carbonsched.errors import TimeAxisError
-from carbonsched.limits import check_identifier
+from carbonsched.limits import DEFAULT_SHARES_PER_GPU, SHARES_PER_GPU_CHOICES, check_identifier
 
 #: methods every adapter must have (checked by the registry at start-up)
 REQUIRED_METHODS = ("submit", "status", "cancel", "render")
@@ -132,6 +132,10 @@ class DispatchRequest:
         :func:`carbonsched.dispatch.outbox.plan_requests` from the placement (a placement with
         ``gpu_index`` holds a slice), not from the payload: a job asking for a slice at a site
         that does not share GPUs that way is planned on, and asks for, a whole GPU.
+    shares_per_gpu
+        Shares one GPU of the site's pool is cut into (the catalog's ``shares_per_gpu``: Slurm
+        shard ``Count``, time-slicing ``replicas``); a ``gpu_milli`` request asks for
+        :attr:`gpu_shares` of them. [-]
     """
 
     plan_id: str
@@ -151,6 +155,7 @@ class DispatchRequest:
     max_domains: int | None = None
     mig_profile: str | None = None
     gpu_milli: int | None = None
+    shares_per_gpu: int = DEFAULT_SHARES_PER_GPU
 
     def __post_init__(self) -> None:
         # the one identifier grammar, before any backend sees the id (InputError, its message)
@@ -181,9 +186,23 @@ class DispatchRequest:
         if self.gpu_milli is not None and not 1 <= self.gpu_milli <= 1000:
             raise ValueError(f"job {self.job_id}: gpu_milli must be in 1..1000, got "
                              f"{self.gpu_milli}")
+        if self.shares_per_gpu not in SHARES_PER_GPU_CHOICES:
+            raise ValueError(f"job {self.job_id}: shares_per_gpu must divide 1000, got "
+                             f"{self.shares_per_gpu}")
         if self.nodes < 1 or self.gpus % self.nodes:
             raise ValueError(f"job {self.job_id}: {self.gpus} GPUs cannot be cut into "
                              f"{self.nodes} node(s) of equal size; give nodes dividing gpus")
+
+    @property
+    def gpu_shares(self) -> int | None:
+        """Whole shares of one GPU a ``gpu_milli`` request asks for; None otherwise. [-]
+
+        :func:`carbonsched.domain.milli_shares` of ``gpu_milli`` and ``shares_per_gpu``; None
+        for whole GPUs or a MIG slice.
+        """
+        if self.gpu_milli is None:
+            return None
+        return milli_shares(self.gpu_milli, self.shares_per_gpu)
 
     @property
     def gpus_per_node(self) -> int:

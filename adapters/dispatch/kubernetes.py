@@ -153,9 +153,10 @@ class KubernetesAdapter:
         (``{"A100": "NVIDIA-A100-SXM4-80GB"}``); identity otherwise.
     timeout_s
         Timeout of each API call. [s]
-    gpu_share_resource, gpu_share_replicas
-        The shared-GPU resource name and how many shares one GPU offers, for ``gpu_milli``
-        jobs (:meth:`gpu_limits`). [-]
+    gpu_share_resource
+        The shared-GPU resource name for ``gpu_milli`` jobs (:meth:`gpu_limits`); how many
+        shares one GPU offers is the catalog pool's ``shares_per_gpu``, carried by each
+        request.
     workload
         What each placement runs as: ``"job"``, ``"kueue"``, ``"jobset"`` or ``"volcano"``
         (:mod:`carbonsched.adapters.dispatch.k8s_workloads`).
@@ -174,7 +175,6 @@ class KubernetesAdapter:
                  image: str = "busybox:1.36", gpu_product_label: str = GPU_PRODUCT_LABEL,
                  gpu_products: dict[str, str] | None = None, timeout_s: float = 10.0,
                  gpu_share_resource: str = GPU_SHARED_RESOURCE,
-                 gpu_share_replicas: int = 10,
                  workload: str = "job", queue: str | None = None,
                  topology_label: str = TOPOLOGY_LABEL) -> None:
         if workload not in WORKLOAD_KINDS:
@@ -195,10 +195,7 @@ class KubernetesAdapter:
         self.gpu_product_label = gpu_product_label
         self.gpu_products = gpu_products or {}
         self.timeout_s = timeout_s
-        if gpu_share_replicas < 1:
-            raise ValueError(f"gpu_share_replicas must be >= 1, got {gpu_share_replicas}")
         self.gpu_share_resource = gpu_share_resource
-        self.gpu_share_replicas = gpu_share_replicas
         self._api: Any = None
         self._core: Any = None
         self._lock = threading.Lock()
@@ -264,17 +261,16 @@ class KubernetesAdapter:
         The slice is the plan's (:attr:`DispatchRequest.mig_profile`, ``gpu_milli``), not the
         payload's. ``nvidia.com/gpu: <n>`` for whole GPUs; ``nvidia.com/mig-<profile>: 1``
         for a ``mig_profile`` (the NVIDIA device plugin's ``mixed`` MIG strategy, which names one
-        resource per profile); ``<gpu_share_resource>: <k>`` for ``gpu_milli`` with
-        ``k = ceil(gpu_milli * gpu_share_replicas / 1000)`` (the device plugin's time-slicing
-        with ``renameByDefault: true`` offers ``nvidia.com/gpu.shared``, ``replicas`` per GPU;
-        rounded up, a job never gets less than it asked for). Source: NVIDIA k8s-device-plugin
-        README, "Shared Access to GPUs" and "MIG support".
+        resource per profile); ``<gpu_share_resource>: <k>`` for ``gpu_milli``, ``k`` =
+        :attr:`DispatchRequest.gpu_shares` (the device plugin's time-slicing with
+        ``renameByDefault: true`` offers ``nvidia.com/gpu.shared``, ``replicas`` per GPU: the
+        catalog pool's ``shares_per_gpu``, and the plan booked exactly these shares). Source:
+        NVIDIA k8s-device-plugin README, "Shared Access to GPUs" and "MIG support".
         """
         if req.mig_profile:
             return {f"nvidia.com/mig-{req.mig_profile}": "1"}
         if req.gpu_milli:
-            return {self.gpu_share_resource:
-                    str(-(-req.gpu_milli * self.gpu_share_replicas // 1000))}
+            return {self.gpu_share_resource: str(req.gpu_shares)}
         return {GPU_RESOURCE: str(req.gpus if gpus_per_pod is None else gpus_per_pod)}
 
     def pod_spec(self, req: DispatchRequest, gpus_per_pod: int | None = None) -> dict[str, Any]:

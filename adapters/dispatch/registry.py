@@ -43,10 +43,9 @@ class BackendConfig:
         The kubeconfig with one context per Kubernetes site; None is ``$KUBECONFIG``.
     k8s_image
         Image of a container whose job names no image (and of the placeholder).
-    slurm_shards_per_gpu
-        Shard GRES per GPU on the Slurm clusters (``gpu_milli`` jobs). [-]
-    k8s_gpu_share_resource, k8s_gpu_share_replicas
-        Shared-GPU resource name and shares per GPU on Kubernetes (``gpu_milli`` jobs).
+    k8s_gpu_share_resource
+        Shared-GPU resource name on Kubernetes (``gpu_milli`` jobs; how many shares one GPU
+        has is the catalog pool's ``shares_per_gpu``, carried by each request).
     k8s_topology_label
         Node label of the network-domain level for Kueue topology-aware scheduling.
     timeout_s
@@ -62,9 +61,7 @@ class BackendConfig:
     slurm_account: str | None = None
     kubeconfig: Path | None = None
     k8s_image: str = "busybox:1.36"
-    slurm_shards_per_gpu: int = 10
     k8s_gpu_share_resource: str = "nvidia.com/gpu.shared"
-    k8s_gpu_share_replicas: int = 10
     k8s_topology_label: str = "cloud.provider.com/topology-block"
     timeout_s: float = 30.0
     extra: dict[str, Any] = field(default_factory=dict)
@@ -92,7 +89,6 @@ def _slurm(site: Site, cfg: BackendConfig) -> DispatchAdapter:
     return SlurmAdapter(cluster, partition=site.backend.partition, conf=conf,
                         use_clusters_flag=cfg.slurm_use_clusters, timezone=tz,
                         accounting=cfg.slurm_accounting, account=cfg.slurm_account,
-                        shards_per_gpu=cfg.slurm_shards_per_gpu,
                         timeout_s=cfg.timeout_s)
 
 
@@ -100,7 +96,6 @@ def _kubernetes(site: Site, cfg: BackendConfig) -> DispatchAdapter:
     return KubernetesAdapter(site.backend.context or "", site.backend.namespace or "default",
                              kubeconfig=cfg.kubeconfig, image=cfg.k8s_image,
                              gpu_share_resource=cfg.k8s_gpu_share_resource,
-                             gpu_share_replicas=cfg.k8s_gpu_share_replicas,
                              timeout_s=cfg.timeout_s, workload=site.backend.workload,
                              queue=site.backend.queue,
                              topology_label=cfg.k8s_topology_label)

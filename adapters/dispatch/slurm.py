@@ -411,9 +411,6 @@ class SlurmAdapter:
     account
         ``--account`` to charge (the service user's Slurm account); None leaves the default.
         A job's own ``account`` wins.
-    shards_per_gpu
-        Shard GRES per GPU the cluster configures (gres.conf ``Name=shard``), for
-        ``gpu_milli`` jobs (:meth:`gres`). [-]
     """
 
     kind = "slurm"
@@ -423,7 +420,7 @@ class SlurmAdapter:
                  conf: str | Path | None = None, use_clusters_flag: bool = False,
                  timezone: tzinfo | None = None, accounting: str = "jobcomp",
                  timeout_s: float = 30.0, output: str = "/dev/null",
-                 account: str | None = None, shards_per_gpu: int = 10) -> None:
+                 account: str | None = None) -> None:
         if accounting not in ("jobcomp", "slurmdbd", "none"):
             raise ValueError(f"accounting must be jobcomp, slurmdbd or none, got {accounting!r}")
         self.cluster = cluster
@@ -437,9 +434,6 @@ class SlurmAdapter:
         self.timeout_s = timeout_s
         self.output = output
         self.account = account
-        if shards_per_gpu < 1:
-            raise ValueError(f"shards_per_gpu must be >= 1, got {shards_per_gpu}")
-        self.shards_per_gpu = shards_per_gpu
         self._index: dict[str, BackendJob] | None = None
         self._lock = threading.Lock()
 
@@ -570,14 +564,15 @@ class SlurmAdapter:
         The slice is the plan's (:attr:`DispatchRequest.mig_profile`, ``gpu_milli``), not the
         payload's. ``gpu:<type>:<n>`` for whole GPUs; ``gpu:<profile>:1`` for a
         ``mig_profile`` (Slurm names MIG instances as GPU types, gres.conf(5), "MIG");
-        ``shard:<k>`` for ``gpu_milli`` with ``k = ceil(gpu_milli * shards_per_gpu / 1000)``
-        (Slurm's shard GRES, https://slurm.schedmd.com/gres.html#Sharding; rounded up: a job
-        never gets less than it asked for).
+        ``shard:<k>`` for ``gpu_milli``, ``k`` = :attr:`DispatchRequest.gpu_shares` (Slurm's shard
+        GRES, https://slurm.schedmd.com/gres.html#Sharding; the catalog pool's
+        ``shares_per_gpu`` is the cluster's shard ``Count`` per GPU, and the plan booked
+        exactly these shares).
         """
         if req.mig_profile:
             return f"gpu:{req.mig_profile}:1"
         if req.gpu_milli:
-            return f"shard:{-(-req.gpu_milli * self.shards_per_gpu // 1000)}"
+            return f"shard:{req.gpu_shares}"
         return f"gpu:{req.gpu_type}:{req.gpus}"
 
     def batch_script(self, req: DispatchRequest) -> str:

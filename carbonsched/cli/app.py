@@ -577,14 +577,18 @@ def catalog_show(name: Annotated[str, typer.Argument(help="Catalog name or TOML 
             out.print(f"{len(unshaped)} GPU pool(s) declare no gpus_per_node and count as one "
                       f"node each: {', '.join(unshaped)} (regions/schema.md)")
         mig = [f"{s.id}/{k}" for s in c.sites for k, p in s.gpus.items() if p.sharing == "mig"]
-        milli = [f"{s.id}/{k}" for s in c.sites for k, p in s.gpus.items()
-                 if p.sharing == "milli"]
+        milli: dict[int, list[str]] = {}
+        for s in c.sites:
+            for k, p in s.gpus.items():
+                if p.sharing == "milli":
+                    milli.setdefault(p.shares_per_gpu, []).append(f"{s.id}/{k}")
         models = sorted({p.mig_model for s in c.sites for p in s.gpus.values()
                          if p.sharing == "mig"})
         if mig:
             out.print(f"MIG slices ({', '.join(models)}) for mig_profile jobs: {', '.join(mig)}")
-        if milli:
-            out.print(f"gpu_milli shares (time-slicing) for gpu_milli jobs: {', '.join(milli)}")
+        for shares, pools in sorted(milli.items()):
+            out.print(f"gpu_milli shares (time-slicing, {shares} shares per GPU) for gpu_milli "
+                      f"jobs: {', '.join(pools)}")
 
 
 from carbonsched.cli.fleet import register as _register_fleet  # noqa: E402

@@ -85,6 +85,7 @@ from carbonsched.errors import (
     UnitHeldError,
     UnknownSiteError,
 )
+from carbonsched.limits import DEFAULT_SHARES_PER_GPU
 from carbonsched.store import Store
 from carbonsched.store.grid_events import GridMark, grid_marks, held_keys
 from carbonsched.store.models import DispatchRow
@@ -108,9 +109,7 @@ def backend_config(settings: Settings) -> BackendConfig:
                          slurm_timezone=settings.slurm_timezone,
                          slurm_account=settings.slurm_account, kubeconfig=settings.kubeconfig,
                          k8s_image=settings.k8s_image,
-                         slurm_shards_per_gpu=settings.slurm_shards_per_gpu,
                          k8s_gpu_share_resource=settings.k8s_gpu_share_resource,
-                         k8s_gpu_share_replicas=settings.k8s_gpu_share_replicas,
                          k8s_topology_label=settings.k8s_topology_label,
                          timeout_s=settings.dispatch_backend_timeout_s)
 
@@ -293,6 +292,7 @@ def plan_requests(plan: Mapping[str, Any], catalog: Catalog,
         payload = JobPayload.from_dict(p.get("payload")) or (
             JobPayload(command=str(p["command"])) if p.get("command") else None)
         mig_profile, gpu_milli = placement_slice(p)
+        pool = catalog.site(p["site"]).gpus.get(p["gpu_type"])
         out.append(DispatchRequest(
             plan_id=str(plan["plan_id"]), job_id=str(p["job_id"]), piece=int(p.get("piece", 0)),
             site=p["site"], start=start, end=end, deadline=deadline, gpu_type=p["gpu_type"],
@@ -303,7 +303,8 @@ def plan_requests(plan: Mapping[str, Any], catalog: Catalog,
                                   int(p["gpus"])),
             payload=payload, max_domains=p.get("max_domains"),
             placeholder=placeholder and (payload is None or not payload.runs_something),
-            mig_profile=mig_profile, gpu_milli=gpu_milli))
+            mig_profile=mig_profile, gpu_milli=gpu_milli,
+            shares_per_gpu=pool.shares_per_gpu if pool is not None else DEFAULT_SHARES_PER_GPU))
     return out
 
 
@@ -374,7 +375,7 @@ def _request_json(req: DispatchRequest) -> str:
                        "nodes": req.nodes, "max_domains": req.max_domains,
                        "payload": req.payload.to_dict() if req.payload is not None else None,
                        "placeholder": req.placeholder, "mig_profile": req.mig_profile,
-                       "gpu_milli": req.gpu_milli})
+                       "gpu_milli": req.gpu_milli, "shares_per_gpu": req.shares_per_gpu})
 
 
 def _request_from_row(row: DispatchRow) -> DispatchRequest:
@@ -396,7 +397,10 @@ def _request_from_row(row: DispatchRow) -> DispatchRequest:
                            checkpoint_overhead_s=d.get("checkpoint_overhead_s", 0),
                            nodes=d.get("nodes", 1), max_domains=d.get("max_domains"),
                            payload=payload, placeholder=bool(d.get("placeholder", False)),
-                           mig_profile=mig_profile, gpu_milli=gpu_milli)
+                           mig_profile=mig_profile, gpu_milli=gpu_milli,
+                           # a row written before the catalog carried shares_per_gpu: the
+                           # default the adapters assumed then
+                           shares_per_gpu=d.get("shares_per_gpu", DEFAULT_SHARES_PER_GPU))
 
 
 def _outcome(row: DispatchRow, action: str, detail: str = "") -> DispatchOutcome:

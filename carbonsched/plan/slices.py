@@ -298,7 +298,9 @@ def job_slice(job: Any, site: Any) -> SliceKind | None:
     """The slice a job takes at a site, or ``None`` when it takes whole GPUs there.
 
     A one-GPU job with ``mig_profile`` at a pool with ``sharing = "mig"`` whose model offers the
-    profile, or with ``gpu_milli`` at a pool with ``sharing = "milli"``.
+    profile, or with ``gpu_milli`` at a pool with ``sharing = "milli"``: its milli share is the
+    whole shares the site's scheduler gives it (:meth:`carbonsched.domain.GpuPool.booked_milli`,
+    250 milli on 10 shares per GPU is booked as 300), so the layouts hold what dispatch asks for.
     """
     if not _fractional(job):
         return None
@@ -307,7 +309,7 @@ def job_slice(job: Any, site: Any) -> SliceKind | None:
     if pool is None or pool.sharing is None:
         return None
     if pool.sharing == "milli" and pl.gpu_milli is not None:
-        return SliceKind("milli", milli=int(pl.gpu_milli))
+        return SliceKind("milli", milli=pool.booked_milli(int(pl.gpu_milli)))
     if pool.sharing == "mig" and pl.mig_profile is not None \
             and pl.mig_profile in MIG_PLACEMENTS.get(pool.mig_model or "", {}):
         return SliceKind("mig", profile=pl.mig_profile)
@@ -537,9 +539,12 @@ def _running_slots(sets: Any, r: Any, n_t: int) -> tuple[int, int]:
     return a, min(int(np.ceil((r.end - t0) / slot - 1e-9)), n_t)
 
 
-def _running_kind(r: Any) -> SliceKind:
-    return (SliceKind("mig", profile=r.mig_profile) if r.mig_profile is not None
-            else SliceKind("milli", milli=int(r.gpu_milli)))
+def _running_kind(r: Any, pool: Any) -> SliceKind:
+    """A running slice's kind; a milli share booked as its whole shares (:func:`job_slice`)."""
+    if r.mig_profile is not None:
+        return SliceKind("mig", profile=r.mig_profile)
+    return SliceKind("milli", milli=(pool.booked_milli(int(r.gpu_milli)) if pool is not None
+                                     else int(r.gpu_milli)))
 
 
 def _running_sliced(sets: Any, n_s: int, n_t: int, n_g: int) -> np.ndarray:
@@ -558,7 +563,8 @@ def _running_slices(sets: Any, s: int, g: int) -> list[tuple[SliceKind, int, int
                 and r.gpu_type == sets.gpu_type[g]:
             a, b = _running_slots(sets, r, n_t)
             if b > a:
-                out.append((_running_kind(r), a, b))
+                out.append((_running_kind(r, sets.problem.sites[s].gpus.get(r.gpu_type)),
+                            a, b))
     return out
 
 
@@ -580,7 +586,7 @@ def _load_running(sets: Any, pools: dict[tuple[int, int], list[_Gpu]], book: Any
         while len(gpus) <= r.gpu_index:
             gpus.append(_Gpu(n_t, pool.mig_model))
         book.take_slice(s, g, r.gpu_index, gpus[r.gpu_index].busy[a:b].copy(), a, b)
-        gpus[r.gpu_index].take(_running_kind(r), a, b, r.mig_start, -1 - n)
+        gpus[r.gpu_index].take(_running_kind(r, pool), a, b, r.mig_start, -1 - n)
 
 
 class _DomainBook:
@@ -974,8 +980,9 @@ def recount_slices(sets: Any, problem: Any, placements: list[Any]) -> SliceCount
             continue
         s, g = spos[r.site], gpos[r.gpu_type]
         a, b = _running_slots(sets, r, n_t)
+        kind = _running_kind(r, problem.sites[s].gpus.get(r.gpu_type))
         for t in range(a, b):
-            cells.setdefault((s, t, g, r.gpu_index), []).append((_running_kind(r), r.mig_start))
+            cells.setdefault((s, t, g, r.gpu_index), []).append((kind, r.mig_start))
     sliced = np.zeros((n_s, n_t, n_g), dtype=np.int64)
     for (s, t, g, gi), items in cells.items():
         sliced[s, t, g] += 1

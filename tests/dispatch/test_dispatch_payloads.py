@@ -115,20 +115,33 @@ def test_account_partition_qos_workdir_and_image_reach_sbatch():
     ({"gpu_milli": 250}, "shard:3"),        # 250/1000 of 10 shards, rounded up
     ({"gpu_milli": 1000}, "shard:10"),      # at the limit: the whole GPU's shards
     ({"gpu_milli": 1}, "shard:1"),          # never less than asked for
+    # the catalog pool's shares_per_gpu, carried by the request: 250/1000 of 4 shares is 1,
+    # 251 needs 2; 8 per GPU at 125 milli is exactly 1 (just at the limit), 126 is 2
+    ({"gpu_milli": 250, "shares_per_gpu": 4}, "shard:1"),
+    ({"gpu_milli": 251, "shares_per_gpu": 4}, "shard:2"),
+    ({"gpu_milli": 125, "shares_per_gpu": 8}, "shard:1"),
+    ({"gpu_milli": 126, "shares_per_gpu": 8}, "shard:2"),
 ])
 def test_fractional_gpus_use_slurm_gres_names(fields, gres):
-    a = SlurmAdapter("ontario", timezone=UTC, shards_per_gpu=10)
-    r = req(payload(command="true", **fields), **fields)     # the plan's slice, on the request
+    a = SlurmAdapter("ontario", timezone=UTC)
+    slice_ = {k: v for k, v in fields.items() if k != "shares_per_gpu"}
+    r = req(payload(command="true", **slice_), **fields)     # the plan's slice, on the request
     assert f"--gres={gres}" in a.sbatch_argv(r)[1]
+
+
+@pytest.mark.parametrize("shares", [0, 3, 7, 1001])
+def test_a_request_refuses_shares_per_gpu_that_do_not_divide_a_gpu(shares):
+    with pytest.raises(ValueError, match=f"shares_per_gpu must divide 1000, got {shares}"):
+        req(payload(command="true", gpu_milli=250), gpu_milli=250, shares_per_gpu=shares)
 
 
 @pytest.mark.parametrize("fields", [{"mig_profile": "1g.10gb"}, {"gpu_milli": 250}])
 def test_a_slice_the_plan_did_not_give_asks_for_whole_gpus(fields):
     """The payload asks for a slice, but the request (the plan) gives a whole GPU: the
     backend is asked for what the plan booked, a whole GPU, never the payload's slice."""
-    a = SlurmAdapter("ontario", timezone=UTC, shards_per_gpu=10)
+    a = SlurmAdapter("ontario", timezone=UTC)
     assert "--gres=gpu:A100:1" in a.sbatch_argv(req(payload(command="true", **fields)))[1]
-    k = KubernetesAdapter("ctx", "ns", gpu_share_replicas=10)
+    k = KubernetesAdapter("ctx", "ns")
     (c,) = k.pod_spec(req(payload(command="true", **fields)))["containers"]
     assert c["resources"]["limits"] == {"nvidia.com/gpu": "1"}
 
@@ -231,10 +244,13 @@ def test_dispatch_does_not_submit_an_image_given_as_a_path_to_a_kubernetes_site(
     ({"mig_profile": "3g.40gb"}, {"nvidia.com/mig-3g.40gb": "1"}),
     ({"gpu_milli": 500}, {"nvidia.com/gpu.shared": "5"}),
     ({"gpu_milli": 1}, {"nvidia.com/gpu.shared": "1"}),
+    ({"gpu_milli": 500, "shares_per_gpu": 4}, {"nvidia.com/gpu.shared": "2"}),
+    ({"gpu_milli": 501, "shares_per_gpu": 4}, {"nvidia.com/gpu.shared": "3"}),
 ])
 def test_fractional_gpus_use_the_device_plugins_resource_names(fields, limits):
-    a = KubernetesAdapter("ctx", "ns", gpu_share_replicas=10)
-    (c,) = a.pod_spec(req(payload(command="true", **fields), **fields))["containers"]
+    a = KubernetesAdapter("ctx", "ns")
+    slice_ = {k: v for k, v in fields.items() if k != "shares_per_gpu"}
+    (c,) = a.pod_spec(req(payload(command="true", **slice_), **fields))["containers"]
     assert c["resources"]["limits"] == limits
 
 

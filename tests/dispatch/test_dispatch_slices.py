@@ -88,8 +88,8 @@ def test_the_request_carries_the_slice_the_planner_booked(planned, case):
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_slurm_and_kubernetes_are_asked_for_what_the_plan_booked(planned, case):
     r = planned[2][case[0]]
-    gres = SlurmAdapter("c", timezone=UTC, shards_per_gpu=10).gres(r)
-    limits = KubernetesAdapter("ctx", "ns", gpu_share_replicas=10).gpu_limits(r)
+    gres = SlurmAdapter("c", timezone=UTC).gres(r)
+    limits = KubernetesAdapter("ctx", "ns").gpu_limits(r)
     want = case[4]
     if want == (None, None):
         assert (gres, limits) == ("gpu:A100:1", {"nvidia.com/gpu": "1"})
@@ -142,3 +142,50 @@ def test_a_request_refuses_a_slice_no_backend_could_give(kw, says):
 @pytest.mark.parametrize("milli", [1, 1000])
 def test_a_request_takes_a_share_at_either_limit(milli):
     assert _request(gpu_milli=milli).gpu_milli == milli
+
+
+def _shares_on_each_gpu(sizes: list[int], shares_per_gpu: int, gpus: int = 1, hours: int = 4):
+    """Plan ``sizes`` milli jobs (1 h each, any hour of ``hours``) on one milli pool and give
+    the shares dispatch asks for, summed per (GPU, hour), with the plan and its requests."""
+    site = SiteWrapper("milli-site").gpus("A100", gpus, sharing="milli",
+                                          shares_per_gpu=shares_per_gpu).obj()
+    jobs = [JobWrapper(f"m{i}").gpu_type("A100").hours(1).window(0, hours).sites("milli-site")
+            .milli(m).obj() for i, m in enumerate(sizes)]
+    prob = problem([site], jobs, hours)
+    res = solve_plan(prob, method="milp")
+    rows = result_rows(res)["placements"]
+    pay = {j.id: j.payload.to_dict() for j in jobs}
+    for r in rows:
+        r["payload"] = pay[r["job_id"]]
+    cat = Catalog(name="t", description="t", signal_quality=SignalQuality.MEASURED,
+                  areas={}, sites=[site])
+    reqs = plan_requests({"plan_id": "p-shares", "placements": rows}, cat)
+    where = {r["job_id"]: r["gpu_index"] for r in rows}
+    held: dict[tuple[int, datetime], int] = {}
+    for q in reqs:
+        assert q.gpu_milli is not None and q.shares_per_gpu == shares_per_gpu
+        key = (where[q.job_id], q.start)
+        held[key] = held.get(key, 0) + q.gpu_shares
+    return held, prob, res, reqs
+
+
+@pytest.mark.parametrize(("sizes", "shares", "fit"), [
+    # 250 milli is 3 of 10 shares: three fit one GPU, a fourth would ask 12 of 10 shares
+    ([250] * 4, 10, 3),
+    # on 4 shares per GPU 250 milli is exactly one share (just at the limit): all four fit
+    ([250] * 4, 4, 4),
+    # 251 milli on 4 shares is 2 shares: two fit
+    ([251] * 4, 4, 2),
+    # 125 milli on 8 shares is exactly one share: eight fit
+    ([125] * 8, 8, 8),
+])
+def test_the_plan_never_books_more_shares_on_a_gpu_than_dispatch_asks_of_it(sizes, shares, fit):
+    """Issue 37 follow-up: the planner packed ``gpu_milli`` exactly (four 250-milli jobs on one
+    GPU) while dispatch rounded each up to whole shards (``shard:3``), so the backend was asked
+    for 12 of a GPU's 10 shards and one job waited past its window. The plan now books each
+    job's whole shares (the catalog pool's ``shares_per_gpu``). Every job must run in the one
+    hour a one-GPU pool offers, so the plan holds exactly as many as the shares allow."""
+    held, prob, res, reqs = _shares_on_each_gpu(sizes, shares, hours=1)
+    assert len(reqs) == fit and len(res.unplaced) == len(sizes) - fit
+    assert score_plan(prob, res).slice_violations == 0
+    assert max(held.values()) <= shares          # never more than the GPU's shares

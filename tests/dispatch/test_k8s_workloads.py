@@ -254,11 +254,12 @@ def test_a_fractional_gpu_carries_the_clusters_resource_name_in_every_pod(target
                                                                           limits):
     """Issue 33 item 4 per kind: the object each kind creates (validated against its CRD) asks
     for the MIG slice or the configured shared-GPU resource, never a whole ``nvidia.com/gpu``."""
-    a = target.adapter(gpu_share_resource=SHARE_RESOURCE, gpu_share_replicas=4)
+    a = target.adapter(gpu_share_resource=SHARE_RESOURCE)
     job_id = f"frac-{uuid.uuid4().hex[:8]}"
     pay = _fractional(job_id, **fields)
     req = _req(job_id, gpus=1, nodes=1, payload=pay, mig_profile=pay.mig_profile,
-               gpu_milli=pay.gpu_milli)     # the plan's slice (plan_requests sets it)
+               gpu_milli=pay.gpu_milli,     # the plan's slice (plan_requests sets it)
+               shares_per_gpu=4)            # the catalog pool's time-slicing replicas
     assert a.submit(req).state == JobState.DISPATCHED
     try:
         obj = target.get(req)

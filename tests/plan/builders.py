@@ -43,10 +43,12 @@ class SiteWrapper:
 
     def gpus(self, gpu_type: str, count: int, board_power_w: float = 700.0,
              per_node: int | None = None, per_domain: int | None = None,
-             sharing: str | None = None, mig_model: str | None = None) -> SiteWrapper:
+             sharing: str | None = None, mig_model: str | None = None,
+             shares_per_gpu: int = 10) -> SiteWrapper:
         self._gpus[gpu_type] = GpuPool(count=count, board_power_w=board_power_w,
                                        gpus_per_node=per_node, nodes_per_domain=per_domain,
-                                       sharing=sharing, mig_model=mig_model)
+                                       sharing=sharing, mig_model=mig_model,
+                                       shares_per_gpu=shares_per_gpu)
         return self
 
     def cap_kw(self, cap: float) -> SiteWrapper:

@@ -101,8 +101,11 @@ def mig_site(n: int = 1, cap: float = 1e9):
     return SiteWrapper("a").gpus("A100", n, sharing="mig", mig_model=A40).cap_kw(cap).obj()
 
 
-def milli_site(n: int = 1, cap: float = 1e9):
-    return SiteWrapper("b").gpus("A100", n, sharing="milli").cap_kw(cap).obj()
+def milli_site(n: int = 1, cap: float = 1e9, shares_per_gpu: int = 1000):
+    """A time-slicing pool; 1000 shares per GPU books ``gpu_milli`` exactly (the packing
+    tests' sizes), the catalog default of 10 rounds up to tenths (a test below)."""
+    return SiteWrapper("b").gpus("A100", n, sharing="milli",
+                                 shares_per_gpu=shares_per_gpu).cap_kw(cap).obj()
 
 
 def frac(job_id: str, hours: int = 1, window=(0, 1), mig: str | None = None,
@@ -192,6 +195,19 @@ def test_a_fractional_job_draws_its_share_of_the_gpus_power():
     assert rows[0]["it_power_kw"] == pytest.approx(1.0)
     assert rows[0]["sliced_gpus"] == 1 and rows[0]["slices_used"] == {"gpu_milli": 1000}
     assert rows[0]["stranded_gpus"] == 0.0
+
+
+def test_a_milli_share_is_booked_as_its_whole_shares():
+    # 10 shares per GPU: 250 milli is booked as 300, so three share one GPU and a fourth
+    # takes another (before, four were packed on one GPU and dispatch asked 12 of 10 shards)
+    prob = problem([milli_site(4, shares_per_gpu=10)],
+                   [frac(f"q{i}", milli=250) for i in range(4)], 1)
+    res = solve_plan(prob, method="milp")
+    assert len(res.placements) == 4 and score_plan(prob, res).slice_violations == 0
+    rows = site_hour_power(prob, res)
+    assert rows[0]["sliced_gpus"] == 2 and rows[0]["slices_used"] == {"gpu_milli": 1200}
+    # energy stays the job's own share (250 milli of a 1 kW GPU), not the booked 300
+    assert res.placements[0].energy_kwh == pytest.approx(0.25)
 
 
 def test_site_hours_show_stranded_capacity_of_a_fractional_job_on_a_whole_gpu():
