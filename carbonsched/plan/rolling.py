@@ -135,8 +135,8 @@ class RollingState:
         Why ``carried`` is ``None``, for the next run's ``solver.warm_start``.
     unreadable
         Pending jobs whose stored spec the job schema now refuses (stored before one of its
-        rules tightened), by id, with the schema's message: read without their payload, and
-        ended (``InvalidSpec``) by the next run.
+        rules tightened), by id, with their ``InvalidSpec`` detail (which names the schema's
+        message): read without their payload, and ended (``InvalidSpec``) by the next run.
     """
 
     pending: dict[str, Job] = field(default_factory=dict)

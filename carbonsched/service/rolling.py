@@ -216,10 +216,8 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
     named = {u.job_id for u in end_first}
     # a waiting job whose stored spec the schema now refuses ends too: it cannot be dispatched
     unreadable = rp.end_pending([
-        Unplaced(jid, ReasonCode.INVALID_SPEC,
-                 f"its stored spec no longer passes the job schema ({why}); submit it again "
-                 "as the schema asks (docs/workload.md)")
-        for jid, why in rp.state.unreadable.items() if jid not in named])
+        Unplaced(jid, ReasonCode.INVALID_SPEC, detail)
+        for jid, detail in rp.state.unreadable.items() if jid not in named])
     named |= {u.job_id for u in unreadable}
     edited = rp.end_pending([u for u in unplannable_pending(rp.state, catalog)
                              if u.job_id not in named])

@@ -198,7 +198,8 @@ def finish_run(doc: dict[str, Any], service_store: Any, catalog: Catalog, clock:
 class Submitted(list[tuple[dict[str, Any], Job]]):
     """The API's jobs still to plan: (stored row, job) pairs (:func:`submitted_jobs`).
 
-    ``invalid``: job id -> what the job schema says of a stored spec it now refuses.
+    ``invalid``: job id -> the ``InvalidSpec`` detail of a stored spec the job schema now
+    refuses (:func:`~carbonsched.workload.schema.invalid_spec_detail`).
     """
 
     def __init__(self, items: Any = (), invalid: dict[str, str] | None = None) -> None:
@@ -224,15 +225,14 @@ def submitted_jobs(service_store: Any) -> Submitted:
     """
     from pydantic import ValidationError
 
+    from carbonsched.workload.schema import invalid_spec_detail
+
     out = Submitted()
     for r in service_store.jobs(states=("Pending", "Planned")):
         try:
             out.append((r, job_from_spec(r["spec"])))
         except (ValidationError, InputError) as exc:
-            first = exc.errors()[0] if isinstance(exc, ValidationError) else None
-            out.invalid[r["job_id"]] = (
-                str(exc) if first is None else
-                f"field {'.'.join(map(str, first['loc'])) or '-'!r}: {first['msg']}")
+            out.invalid[r["job_id"]] = invalid_spec_detail(exc)
     return out
 
 
@@ -416,10 +416,7 @@ def unrunnable_submitted_jobs(service_store: Any, catalog: Catalog, workload: Wo
     file_ids = {j.id for j in workload.jobs}
     snap = submitted_jobs(service_store) if snapshot is None else snapshot
     out: dict[str, tuple[str, str]] = {
-        jid: (str(ReasonCode.INVALID_SPEC),
-              f"its stored spec no longer passes the job schema ({msg}); submit it again as "
-              "the schema asks (docs/workload.md)")
-        for jid, msg in snap.invalid.items()}
+        jid: (str(ReasonCode.INVALID_SPEC), detail) for jid, detail in snap.invalid.items()}
     for row, job in snap:
         jid = row["job_id"]
         if jid in file_ids:

@@ -28,7 +28,7 @@ from carbonsched.domain import (
 )
 from carbonsched.plan.rolling import RollingState, RunResult
 from carbonsched.store.rolling_models import RollingJobRow
-from carbonsched.workload.schema import JobSpec
+from carbonsched.workload.schema import JobSpec, invalid_spec_detail
 
 
 def job_spec(job: Job) -> dict[str, Any]:
@@ -42,11 +42,12 @@ def job_from_spec(spec: dict[str, Any]) -> Job:
 
 
 def stored_job(spec: dict[str, Any]) -> tuple[Job, str]:
-    """A stored job read back, and ``""`` or what the job schema now says against it.
+    """A stored job read back, and ``""`` or the ``InvalidSpec`` detail the schema now gives it.
 
     A spec stored before a rule of the schema tightened (a carriage return in a command, a
     false ``empty_dir``) is read without its payload fields, which those rules concern: its
-    GPUs, power and times still hold capacity; it can no longer be dispatched.
+    GPUs, power and times still hold capacity; it can no longer be dispatched. The detail
+    (:func:`~carbonsched.workload.schema.invalid_spec_detail`) names the schema's first error.
 
     Raises
     ------
@@ -58,10 +59,8 @@ def stored_job(spec: dict[str, Any]) -> tuple[Job, str]:
     try:
         return job_from_spec(spec), ""
     except ValidationError as exc:
-        first = exc.errors()[0]
-        said = f"field {'.'.join(map(str, first['loc'])) or '-'!r}: {first['msg']}"
         bare = {k: v for k, v in spec.items() if k not in PAYLOAD_FIELDS}
-        return job_from_spec(bare), said
+        return job_from_spec(bare), invalid_spec_detail(exc)
 
 
 def _ts(v: datetime | None) -> pd.Timestamp | None:

@@ -1022,6 +1022,35 @@ def reworded(cls: type[BaseModel], exc: ValidationError, what: str = "every job"
     return ValidationError.from_exception_data(cls.__name__, out)
 
 
+def invalid_spec_detail(exc: Exception) -> str:
+    """The ``InvalidSpec`` detail of a stored job whose spec the job schema now refuses.
+
+    One sentence for every read-back of a stored spec (the API's jobs still to plan, a job
+    waiting in the rolling state), so a job ended for it reads the same whichever run ends it.
+
+    Parameters
+    ----------
+    exc
+        What reading the stored spec back raised: a :class:`pydantic.ValidationError` (only
+        its first error is named, as ``field '<loc>': <msg>``, its location's parts joined
+        with ``.``; ``'-'`` for an error of the whole spec), or any other error (an
+        :class:`~carbonsched.errors.InputError` of :meth:`JobSpec.to_job`), named by its text.
+
+    Returns
+    -------
+    str
+        One line: ``"its stored spec no longer passes the job schema (<what>); submit it
+        again as the schema asks (docs/workload.md)"``.
+    """
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        what = f"field {'.'.join(map(str, first['loc'])) or '-'!r}: {first['msg']}"
+    else:
+        what = str(exc)
+    return (f"its stored spec no longer passes the job schema ({what}); submit it again as "
+            "the schema asks (docs/workload.md)")
+
+
 def apply_templates(jobs: list[Job], templates: Mapping[str, Mapping[str, Any]],
                     where: str = "workload") -> list[Job]:
     """``jobs`` with each job's ``template`` applied (:func:`with_template`; its own fields win).

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from carbonsched.domain import Job
-from carbonsched.errors import WorkloadError
+from carbonsched.errors import InputError, WorkloadError
 from carbonsched.limits import (
     MAX_ALLOWED_SITES,
     MAX_CHECKPOINT_OVERHEAD_MINUTES,
@@ -46,7 +46,7 @@ from carbonsched.service.runs import job_from_spec as run_job_from_spec
 from carbonsched.store.rolling_state import job_from_spec as rolling_job_from_spec
 from carbonsched.store.rolling_state import job_spec as rolling_job_spec
 from carbonsched.workload.files import read_workload
-from carbonsched.workload.schema import JOB_FIELDS, JobSpec
+from carbonsched.workload.schema import JOB_FIELDS, JobSpec, invalid_spec_detail
 
 TOKEN = "job-schema-test-admin-token-5b1e"
 
@@ -360,6 +360,23 @@ def test_unknown_fields_are_named_first(tmp_path, api):
     r = api.post("/v1/jobs", {"jobs": [bad]})
     assert r.json()["detail"][0] == {"loc": ["body", "jobs", 0, "gpu"], "msg": message,
                                      "type": "extra_forbidden"}
+
+
+def test_a_stored_spec_the_schema_refuses_is_named_by_its_first_field():
+    # the InvalidSpec detail both read-backs of a stored spec give (the API's jobs, the
+    # rolling state): two fields refused, the first named, to the letter
+    bad = record(gpus=0, power_per_gpu_kw=-1)
+    with pytest.raises(ValidationError) as info:
+        JobSpec.model_validate(bad)
+    assert [e["loc"] for e in info.value.errors()] == [("gpus",), ("power_per_gpu_kw",)]
+    assert invalid_spec_detail(info.value) == (
+        "its stored spec no longer passes the job schema (field 'gpus': must be 1..100000 "
+        "GPUs, got 0; give a whole number of GPUs in 1..100000); submit it again as the "
+        "schema asks (docs/workload.md)")
+    # another error (JobSpec.to_job's InputError) is named by its text
+    assert invalid_spec_detail(InputError("no such thing; give one")) == (
+        "its stored spec no longer passes the job schema (no such thing; give one); submit "
+        "it again as the schema asks (docs/workload.md)")
 
 
 def test_year_9999_is_a_message_not_a_traceback(tmp_path, monkeypatch):
