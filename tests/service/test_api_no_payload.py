@@ -110,6 +110,20 @@ def _api_row(jid: str, now: datetime, **payload) -> dict:
             "reason": "AwaitingPlan"}
 
 
+def dry_dispatch(summaries: list):
+    """A run's ``dispatch``: :func:`dispatch_plan` dry, on the fixture catalog's own cluster
+    (nothing submitted), the placeholder off; each summary is appended to ``summaries``."""
+
+    def dispatch(store, plan_id, catalog, *, clock, **kw):
+        out = dispatch_plan(store, plan_id, catalog, dry_run=True, clock=clock,
+                            settings=Settings(slurm_conf_dir=None, kubeconfig=None),
+                            placeholder=False, **kw)
+        summaries.append(out)
+        return out.to_dict()
+
+    return dispatch
+
+
 @pytest.mark.parametrize("rolling", [False, True], ids=["daily", "rolling"])
 def test_an_api_job_dispatch_refuses_for_no_payload_ends_failed(tmp_path, shared_data,
                                                                  rolling):
@@ -124,17 +138,8 @@ def test_an_api_job_dispatch_refuses_for_no_payload_ends_failed(tmp_path, shared
     db.add_jobs([_api_row("bare", clock.now()),
                  _api_row("cmd", clock.now(), command="python3 run.py")])
     summaries = []
-
-    def dry_dispatch(store, plan_id, catalog, *, clock, **kw):
-        # the fixture catalog's own cluster, nothing submitted; the placeholder off
-        out = dispatch_plan(store, plan_id, catalog, dry_run=True, clock=clock,
-                            settings=Settings(slurm_conf_dir=None, kubeconfig=None),
-                            placeholder=False, **kw)
-        summaries.append(out)
-        return out.to_dict()
-
     rec = execute_run(s, db, clock, planning_date="2023-07-10", trigger="test",
-                      replica="r", dispatch=dry_dispatch)
+                      replica="r", dispatch=dry_dispatch(summaries))
     assert rec.status == "succeeded", rec
     acts = {o.job_id: o.action for o in summaries[0].outcomes}
     assert acts == {"bare": "no_payload", "cmd": "dry_run"}
@@ -188,16 +193,8 @@ def test_a_deferred_rolling_job_naming_nothing_stays_pending(tmp_path, shared_da
     later["spec_json"] = json.dumps(spec)
     db.add_jobs([_api_row("bare", clock.now()), later])
     summaries = []
-
-    def dry_dispatch(store, plan_id, catalog, *, clock, **kw):
-        out = dispatch_plan(store, plan_id, catalog, dry_run=True, clock=clock,
-                            settings=Settings(slurm_conf_dir=None, kubeconfig=None),
-                            placeholder=False, **kw)
-        summaries.append(out)
-        return out.to_dict()
-
     execute_run(s, db, clock, planning_date="2023-07-10", trigger="test", replica="r",
-                dispatch=dry_dispatch)
+                dispatch=dry_dispatch(summaries))
     acts = {o.job_id: o.action for o in summaries[0].outcomes}
     assert acts == {"bare": "no_payload", "later": "not_committed"}
     assert (db.get_job("later")["state"], db.get_job("later")["reason"]) == (

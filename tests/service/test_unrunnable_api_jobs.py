@@ -81,16 +81,24 @@ def _rolling_service(tmp_path, shared_data, api_spec: dict):
     return db, s, run
 
 
+def _set_rolling_spec(db: ServiceStore, job_id: str, spec: dict) -> None:
+    """Rewrite the stored spec of ``job_id``'s row in the rolling state (``rolling_jobs``), as
+    a spec stored before a catalog edit or a tightened schema rule would read."""
+    from sqlalchemy import update
+
+    from carbonsched.store.rolling_models import RollingJobRow
+
+    with db.store.engine.begin() as c:
+        c.execute(update(RollingJobRow).where(RollingJobRow.job_id == job_id).values(
+            spec_json=json.dumps(spec)))
+
+
 def test_a_rolling_jobs_lost_site_ends_it_where_it_waits_and_the_next_runs_plan(tmp_path,
                                                                                shared_data):
     # an API job deferred by run 1 waits in the rolling state; then the catalog loses its
     # site (simulated: its stored specs name one the catalog lacks). Before, every later run
     # failed (the planner refused the pending job); now run 2 ends it UnknownSite, in the
     # state and in its record, and plans the rest
-    from sqlalchemy import update
-
-    from carbonsched.store.rolling_models import RollingJobRow
-
     late = _spec("api-late", earliest_start="2023-07-11T06:00:00Z",
                  deadline="2023-07-12T20:00:00Z")
     db, _, run = _rolling_service(tmp_path, shared_data, late)
@@ -98,9 +106,7 @@ def test_a_rolling_jobs_lost_site_ends_it_where_it_waits_and_the_next_runs_plan(
     assert db.get_job("api-late")["reason"] == "NotCommitted"      # waits in the state
     gone = {**late, "allowed_sites": ["mars-site"]}
     db.update_job("api-late", spec_json=json.dumps(gone))
-    with db.store.engine.begin() as c:
-        c.execute(update(RollingJobRow).where(RollingJobRow.job_id == "api-late").values(
-            spec_json=json.dumps(gone)))
+    _set_rolling_spec(db, "api-late", gone)
     out = run(11)
     assert out.status == "succeeded"                                  # before: failed
     rec = db.get_job("api-late")
@@ -201,19 +207,13 @@ def test_a_waiting_job_whose_stored_spec_the_schema_now_refuses_ends_and_the_res
     # tightened rule refuses (a carriage return in its command, accepted when it was stored).
     # Before, loading the rolling state raised and every later rolling run failed; now run 2
     # ends it InvalidSpec, in the state and in its record, and plans the rest
-    from sqlalchemy import update
-
-    from carbonsched.store.rolling_models import RollingJobRow
-
     late = _spec("api-late", earliest_start="2023-07-11T06:00:00Z",
                  deadline="2023-07-12T20:00:00Z", command="python3 run.py")
     db, _, run = _rolling_service(tmp_path, shared_data, late)
     assert run(10).status == "succeeded"
     assert db.get_job("api-late")["reason"] == "NotCommitted"
     old = {**late, "command": "python3 run.py\r\n"}
-    with db.store.engine.begin() as c:
-        c.execute(update(RollingJobRow).where(RollingJobRow.job_id == "api-late").values(
-            spec_json=json.dumps(old)))
+    _set_rolling_spec(db, "api-late", old)
     out = run(11)
     assert out.status == "succeeded"                                  # before: failed
     rec = db.get_job("api-late")
