@@ -64,7 +64,8 @@ from carbonsched.timeaxis import ensure_hourly_utc
 NA_TOKENS = frozenset({"", "NA", "NaN", "nan", "NAN", "null", "NULL", "None", "N/A", "n/a"})
 """Cell texts read as a missing value."""
 
-_OFFSET_RE = re.compile(r"(?:Z|[+-]\d{2}:?\d{2})$")
+OFFSET_RE = re.compile(r"(?:Z|[+-]\d{2}:?\d{2})$")
+"""An ISO 8601 stamp's UTC offset at its end (``Z``, ``+01:00``, ``-0500``)."""
 _MDY_RE = re.compile(r"^\d{1,2}/\d{1,2}/\d{4}")
 HALF_HOUR = pd.Timedelta(minutes=30)
 _MDY_FORMATS = ("%m/%d/%Y %H:%M:%S", "%m/%d/%Y %H:%M", "%m/%d/%Y %I:%M:%S %p", "%m/%d/%Y")
@@ -303,7 +304,7 @@ def parse_timestamps(
     if empty.any():
         i = int(np.flatnonzero(empty.to_numpy())[0])
         raise DataFormatError(path, f"column {column!r}: empty timestamp", row=int(lines[i]))
-    has_offset = text.str.contains(_OFFSET_RE)
+    has_offset = text.str.contains(OFFSET_RE)
     if has_offset.any() and not has_offset.all():
         i = int(np.flatnonzero((has_offset != has_offset.iloc[0]).to_numpy())[0])
         raise DataFormatError(

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from carbonsched.adapters.signals._common import OFFSET_RE
 from carbonsched.adapters.signals.quality import CI_RANGE_G_PER_KWH, MAX_BAD_ROW_SHARE
 from carbonsched.errors import ProviderError, TimeAxisError
 
@@ -29,23 +30,56 @@ CI_COLUMNS = ("carbon_intensity_g_per_kwh", "carbon_intensity_lca_g_per_kwh",
 """Carbon-intensity columns a live reader may return. [gCO2eq/kWh]"""
 
 
+def offset_stamps_utc(values: Sequence[Any] | pd.Series, provider: str, what: str
+                      ) -> pd.DatetimeIndex | None:
+    """Parse ISO 8601 stamps that all carry an offset (or ``Z``) to UTC, each by its own offset.
+
+    Local stamps across a DST change carry two offsets (``+01:00`` before, ``+02:00`` after);
+    each converts by its own, where a parse into one zone refuses the mix.
+
+    Returns
+    -------
+    DatetimeIndex or None
+        UTC, one per stamp, shape ``(n,)``; None when no stamp has an offset (the caller
+        decides what naive stamps mean), an empty UTC index for no stamps.
+
+    Raises
+    ------
+    ProviderError
+        Some stamps with an offset and some without (the first that differs quoted), or a
+        stamp that cannot be parsed.
+    """
+    text = pd.Series([str(v).strip() for v in values], dtype=object)
+    if text.empty:
+        return pd.DatetimeIndex([], tz="UTC")
+    has_offset = text.str.contains(OFFSET_RE).to_numpy(bool)
+    if not has_offset.any():
+        return None
+    if not has_offset.all():
+        i = int(np.flatnonzero(~has_offset)[0])
+        raise ProviderError(provider, f"{what}: timestamp {text.iloc[i]!r} has no UTC offset "
+                            "while others have one; give every stamp an offset")
+    try:
+        return pd.DatetimeIndex(pd.to_datetime(text, format="ISO8601", utc=True))
+    except (ValueError, TypeError) as exc:
+        raise ProviderError(provider, f"{what}: unparsable timestamp ({exc})") from exc
+
+
 def utc_stamps(values: Sequence[Any] | pd.Series, provider: str, what: str) -> pd.DatetimeIndex:
     """Parse provider timestamps that carry an offset or ``Z``; refuse naive ones.
+
+    Each stamp converts by its own offset (:func:`offset_stamps_utc`).
 
     Raises
     ------
     ProviderError
         A stamp that cannot be parsed or has no offset (the first one quoted).
     """
-    texts = [str(v) for v in values]
-    try:
-        idx = pd.DatetimeIndex(pd.to_datetime(texts, format="ISO8601"))
-    except (ValueError, TypeError) as exc:
-        raise ProviderError(provider, f"{what}: unparsable timestamp ({exc})") from exc
-    if len(idx) and idx.tz is None:
-        raise ProviderError(provider, f"{what}: timestamp {texts[0]!r} has no UTC offset; "
-                            "refusing to guess its zone")
-    return idx.tz_convert("UTC") if len(idx) else pd.DatetimeIndex([], tz="UTC")
+    idx = offset_stamps_utc(values, provider, what)
+    if idx is None:
+        raise ProviderError(provider, f"{what}: timestamp {str(list(values)[0])!r} has no UTC "
+                            "offset; refusing to guess its zone")
+    return idx
 
 
 def hourly_mean(frame: pd.DataFrame, period: pd.Timedelta, provider: str,

@@ -33,7 +33,13 @@ from typing import Any
 import pandas as pd
 
 from carbonsched.adapters.http import Fetcher
-from carbonsched.adapters.signals._live import finish, hourly_mean, iso_z, mask_implausible_ci
+from carbonsched.adapters.signals._live import (
+    finish,
+    hourly_mean,
+    iso_z,
+    mask_implausible_ci,
+    offset_stamps_utc,
+)
 from carbonsched.errors import ProviderConfigError, ProviderError
 
 
@@ -90,11 +96,15 @@ def read_http_feed(body: str | bytes, spec: FeedSpec) -> tuple[pd.DataFrame, dic
         raise ProviderError(spec.name, f"feed has no column(s) {missing}; it has "
                             f"{list(raw.columns)}")
     stamps = raw[spec.time_column].astype(str)
-    try:
-        parsed = pd.to_datetime(stamps, format="ISO8601", utc=False)
-    except (ValueError, TypeError) as exc:
-        raise ProviderError(spec.name, f"time column {spec.time_column!r}: {exc}") from exc
-    if getattr(parsed.dt, "tz", None) is None:
+    # stamps with offsets: each by its own (local stamps carry two across a DST change)
+    with_offset = offset_stamps_utc(stamps, spec.name, f"time column {spec.time_column!r}")
+    if with_offset is not None:
+        parsed = pd.Series(with_offset)
+    else:
+        try:
+            parsed = pd.to_datetime(stamps, format="ISO8601")
+        except (ValueError, TypeError) as exc:
+            raise ProviderError(spec.name, f"time column {spec.time_column!r}: {exc}") from exc
         try:
             parsed = parsed.dt.tz_localize(spec.time_zone, ambiguous="raise",
                                            nonexistent="raise")

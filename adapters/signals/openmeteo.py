@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from carbonsched.adapters.signals._common import check_file, finalize
+from carbonsched.adapters.signals._common import OFFSET_RE, check_file, finalize
 from carbonsched.errors import DataFormatError
 
 VARIABLE_MAP: dict[str, str] = {
@@ -105,7 +105,9 @@ def _to_utc(
 ) -> tuple[pd.DatetimeIndex, str]:
     raw = pd.Series([str(x) if x is not None else "" for x in labels])
     bad = raw.eq("")
-    parsed = pd.to_datetime(raw, format="ISO8601", errors="coerce", utc=False)
+    # utc=True: stamps with offsets may carry two across a DST change (naive ones are read
+    # as they are below; this parse only finds the unparsable)
+    parsed = pd.to_datetime(raw, format="ISO8601", errors="coerce", utc=True)
     bad |= parsed.isna()
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
@@ -113,7 +115,7 @@ def _to_utc(
             path, f"hourly.time[{i}] = {labels[i]!r} is not an ISO 8601 time",
             row=int(lines[i]),
         )
-    has_offset = raw.str.contains(r"(?:Z|[+-]\d{2}:?\d{2})$")
+    has_offset = raw.str.contains(OFFSET_RE)
     if has_offset.all():
         return pd.DatetimeIndex(pd.to_datetime(raw, format="ISO8601", utc=True), name="ts"), (
             "labels carry their offset"
