@@ -22,6 +22,12 @@ References
   highest load over the event hours, averaged hour by hour; days with an event excluded;
   looked for within 45 days). NYISO's "Average Day" CBL (the 5 highest of 10 like days) is the
   same rule with other numbers.
+
+These baselines are defined on the market's local clock (PJM's and NYISO's in Eastern
+Prevailing Time, CAISO's in Pacific Prevailing Time): a weekday is a local weekday and "the
+same hours" are the same local hours of the prior days, across a daylight-saving change.
+:func:`prior_days_baseline` therefore works on the site's own IANA zone (``Site.timezone``
+in the catalog), not on UTC dates.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pandas as pd
 
@@ -440,7 +447,8 @@ class PriorDaysBaseline:
     hours_kw
         ``{hour: kW}`` the baseline of each event hour. [kW]
     days
-        The prior days (UTC dates of the event's start, shifted) averaged, most recent first.
+        The prior days averaged, most recent first: local dates on the site's clock (the
+        event's local start date less whole days).
     candidates
         The ``baseline_days`` like days looked at, most recent first (``days`` is all of
         them for ``prior-days-mean``).
@@ -452,27 +460,47 @@ class PriorDaysBaseline:
     candidates: tuple[Any, ...]
 
 
-def _weekend(ts: pd.Timestamp) -> bool:
-    return ts.day_of_week >= 5
+def _site_zone(tz: Any, where: str) -> ZoneInfo:
+    """The site's IANA zone, or a :class:`GridFlexError` naming it."""
+    try:
+        if not isinstance(tz, str):
+            raise TypeError(tz)
+        return ZoneInfo(tz)
+    except (ValueError, KeyError, TypeError, OSError):
+        raise GridFlexError(f"{where}: time zone {tz!r} is not an IANA time zone such as "
+                            "'America/New_York'; give the site's timezone from the catalog"
+                            ) from None
 
 
 def prior_days_baseline(load_kw: pd.Series, event: GridEvent,
                         method: BaselineMethod | str = BaselineMethod.PRIOR_DAYS_MEAN,
                         days: int = DEFAULT_BASELINE_DAYS,
-                        high_days: int = DEFAULT_BASELINE_HIGH_DAYS, *,
+                        high_days: int = DEFAULT_BASELINE_HIGH_DAYS, *, tz: str,
                         exclude_days: Any = (), like_days: bool = True,
                         lookback_days: int = BASELINE_LOOKBACK_DAYS) -> PriorDaysBaseline:
     """The customer baseline of an event from the site's recorded hourly load.
 
-    The prior days are the most recent ``days`` days before the event's day (offsets of whole
-    days from the event's start, within ``lookback_days``) that are *like* it (weekday for a
-    weekday event, Saturday or Sunday for a weekend one, by the UTC date, when
-    ``like_days``), are not in ``exclude_days`` (days of earlier events, as every ISO
-    excludes them), and have a recorded load in every hour of the event's window moved to
-    that day. ``prior-days-mean`` (CAISO/NAESB 10-in-10) averages all of them hour by hour;
-    ``prior-days-high`` (PJM's High 4 of 5, Manual 11 section 10) keeps the ``high_days`` with
-    the highest load summed over the window's hours (ties: the more recent) and averages
-    those.
+    Days and hours are the site's local ones (``tz``), as the ISOs define their baselines
+    (PJM Manual 11 section 10, NYISO's and CAISO's CBLs on their local prevailing time): the
+    event's *day* is the local date of its start, and candidate day ``k`` (1 ..
+    ``lookback_days``) is that date less ``k`` calendar days, each event hour moved to the same
+    local wall-clock time on it and converted back to UTC (so across a daylight-saving change
+    an 18:00 event is compared with 18:00 on the prior days, 23 or 25 UTC hours apart). The
+    prior days are the most recent ``days`` candidates that are *like* the event's day
+    (Monday-Friday for a weekday event, Saturday or Sunday for a weekend one, by the local
+    date, when ``like_days``), touch no date in ``exclude_days`` (local dates of earlier
+    events, as every ISO excludes them) with any moved hour, and have a recorded load in
+    every moved hour. ``prior-days-mean`` (CAISO/NAESB 10-in-10) averages all of them hour by
+    hour; ``prior-days-high`` (PJM's High 4 of 5) keeps the ``high_days`` with the highest
+    load summed over the window's hours (ties: the more recent) and averages those.
+
+    Daylight-saving days: a local hour that does not exist on a candidate day (the hour
+    skipped at spring-forward) makes that day ineligible, as a missing recorded hour does, so
+    every baseline hour averages the same days; a local hour that occurs twice on a candidate
+    day (fall-back) is taken at its first occurrence (daylight time). An event on a fall-back
+    day whose window holds both occurrences of an hour compares both with that one local hour
+    of the prior days. In UTC (or any zone without daylight saving) this is a shift of
+    ``24 k`` hours.
 
     Parameters
     ----------
@@ -487,8 +515,10 @@ def prior_days_baseline(load_kw: pd.Series, event: GridEvent,
         Like days looked at (Y). [days]
     high_days
         Days kept by ``prior-days-high`` (X), ``1 <= X <= days``. [days]
+    tz
+        The site's IANA time zone (``Site.timezone``), whose clock defines days and hours.
     exclude_days
-        UTC dates (``datetime.date``) not eligible (earlier event days).
+        Local dates (``datetime.date``, on ``tz``'s clock) not eligible (earlier event days).
     like_days
         Only days of the event day's type (weekday / weekend) are eligible.
     lookback_days
@@ -502,9 +532,10 @@ def prior_days_baseline(load_kw: pd.Series, event: GridEvent,
     ------
     GridFlexError
         An unknown method or one that needs no history (``plan-uncommitted``), ``days`` or
-        ``high_days`` out of range, a load series that is not tz-aware, not on the hour or
-        has negative or infinite values, or fewer than ``days`` eligible days within
-        ``lookback_days`` (the message names the event, the days found and how to fix it).
+        ``high_days`` out of range, a ``tz`` that is not an IANA zone, a load series that is
+        not tz-aware, not on the hour or has negative or infinite values, or fewer than
+        ``days`` eligible days within ``lookback_days`` (the message names the event, the days
+        found and how to fix it).
     """
     where = f"grid event {event.id} at site {event.site}"
     try:
@@ -523,6 +554,7 @@ def prior_days_baseline(load_kw: pd.Series, event: GridEvent,
             or not 1 <= high_days <= days):
         raise GridFlexError(f"{where}: prior-days-high keeps 1..{days} of the {days} days, got "
                             f"{high_days!r}")
+    zone = _site_zone(tz, where)
     idx = load_kw.index
     if not isinstance(idx, pd.DatetimeIndex) or idx.tz is None:
         raise GridFlexError(f"{where}: the recorded load must be indexed by tz-aware UTC hours")
@@ -539,14 +571,21 @@ def prior_days_baseline(load_kw: pd.Series, event: GridEvent,
     vals = vals[~vals.index.duplicated(keep="last")].dropna()
     excluded = set(exclude_days)
     hours = list(event.hours)
+    walls = event.hours.tz_convert(zone).tz_localize(None)     # local wall-clock times
+    event_day = walls[0].date()
+    first = [True] * len(walls)             # a repeated (fall-back) hour: its first occurrence
     chosen: list[tuple[Any, list[float]]] = []
     for k in range(1, lookback_days + 1):
-        shift = pd.Timedelta(days=k)
-        day = (event.start - shift).date()
-        if day in excluded or (like_days and _weekend(event.start - shift)
-                               != _weekend(event.start)):
+        moved_walls = walls - pd.Timedelta(days=k)             # calendar days on the wall clock
+        day = moved_walls[0].date()
+        if like_days and (day.weekday() >= 5) != (event_day.weekday() >= 5):
             continue
-        got = [vals.get(h - shift) for h in hours]
+        if excluded & {w.date() for w in moved_walls}:
+            continue
+        moved = moved_walls.tz_localize(zone, ambiguous=first, nonexistent="NaT")
+        if moved.isna().any():              # a local hour skipped at spring-forward
+            continue
+        got = [vals.get(h) for h in moved.tz_convert("UTC")]
         if any(v is None for v in got):
             continue
         chosen.append((day, [float(v) for v in got]))
@@ -554,13 +593,14 @@ def prior_days_baseline(load_kw: pd.Series, event: GridEvent,
             break
     if len(chosen) < days:
         found = ", ".join(str(d) for d, _ in chosen) or "none"
+        local_end = event.end.tz_convert(zone)
         raise GridFlexError(
             f"{where}: the {m.value} baseline needs {days} prior "
             f"{'like ' if like_days else ''}days with recorded load in every hour of "
-            f"{event.start.strftime('%H:%M')}-{event.end.strftime('%H:%M')} UTC within "
-            f"{lookback_days} days before {event.start.date()}, found {len(chosen)} ({found}); "
-            "record more history, lower baseline_days, or name plan-uncommitted in the "
-            "site's grid agreement")
+            f"{walls[0]:%H:%M}-{local_end:%H:%M} {tz} ({event.start:%H:%M}-{event.end:%H:%M} "
+            f"UTC) within {lookback_days} days before {event_day} (local), found "
+            f"{len(chosen)} ({found}); record more history, lower baseline_days, or name "
+            "plan-uncommitted in the site's grid agreement")
     keep = chosen
     if m is BaselineMethod.PRIOR_DAYS_HIGH:
         # highest total over the window first; among equals the more recent (stable sort)

@@ -1033,8 +1033,10 @@ def history_baselines(cat: Any, events: list[Any],
                       | None) -> tuple[dict[Any, float], dict[str, Any], list[str]]:
     """Baselines from recorded load for the events at sites whose agreement names one.
 
-    Per site: :func:`carbonsched.pipeline.flex.event_baselines` over the recorded load of the
-    ``BASELINE_LOOKBACK_DAYS`` before its first event. A site without history (no
+    Per site: :func:`carbonsched.pipeline.flex.event_baselines` on the site's time zone
+    (``Site.timezone``) over the recorded load of the ``BASELINE_LOOKBACK_DAYS`` (and one day
+    more: a prior local day across a daylight-saving change lies up to an hour further back
+    in UTC) before its first event. A site without history (no
     ``load_history``, a store that fails, too few days) falls back to the plan's own
     uncommitted load, with a note naming the site, the method and why.
 
@@ -1050,6 +1052,7 @@ def history_baselines(cat: Any, events: list[Any],
 
     agreements = {s.id: s.meta["grid_agreement"] for s in cat.sites
                   if s.meta.get("grid_agreement") is not None}
+    zones = {s.id: s.timezone for s in cat.sites}
     baselines: dict[Any, float] = {}
     methods: dict[str, Any] = {}
     notes: list[str] = []
@@ -1062,9 +1065,9 @@ def history_baselines(cat: Any, events: list[Any],
         try:
             if load_history is None:
                 raise CarbonschedError("no recorded load was given to compute it from")
-            t0 = min(ev.start for ev in evs) - pd.Timedelta(days=BASELINE_LOOKBACK_DAYS)
+            t0 = min(ev.start for ev in evs) - pd.Timedelta(days=BASELINE_LOOKBACK_DAYS + 1)
             series = load_history(site, t0, max(ev.start for ev in evs))
-            b, m, n = event_baselines({site: series}, evs, agreements)
+            b, m, n = event_baselines({site: series}, evs, agreements, zones)
         except CarbonschedError as exc:
             notes.append(f"grid events at {site}: the agreement's {method} baseline could not "
                          f"be computed ({exc}); its events are measured against the plan's "

@@ -40,6 +40,7 @@ from carbonsched.flex import (
     Commitment,
     GridAgreement,
     GridEvent,
+    GridFlexError,
     PowerCapLevel,
     prior_days_baseline,
 )
@@ -442,15 +443,16 @@ def recorded_site_load(store: Any, site: str, t0: pd.Timestamp, t1: pd.Timestamp
 
 
 def event_baselines(load_kw: dict[str, pd.Series], events: list[GridEvent],
-                    agreements: dict[str, GridAgreement]
+                    agreements: dict[str, GridAgreement], timezones: dict[str, str]
                     ) -> tuple[dict[tuple[str, pd.Timestamp], float], dict[str, BaselineMethod],
                                list[str]]:
     """Baselines of events from recorded load, by each site's agreement.
 
     Sites whose agreement names ``plan-uncommitted`` (or that have no agreement) get none here
     (:func:`commit_events` then uses the plan's own load). For the others,
-    :func:`carbonsched.flex.prior_days_baseline` with the agreement's ``baseline_days`` and
-    ``baseline_high_days``, the days of the other events at the site excluded.
+    :func:`carbonsched.flex.prior_days_baseline` on the site's local clock, with the
+    agreement's ``baseline_days`` and ``baseline_high_days``; the days of the other events at
+    the site are excluded: every local date one of their hours falls on.
 
     Parameters
     ----------
@@ -460,6 +462,9 @@ def event_baselines(load_kw: dict[str, pd.Series], events: list[GridEvent],
         The events.
     agreements
         ``{site: GridAgreement}``.
+    timezones
+        ``{site: IANA time zone}`` (the catalog's ``Site.timezone``): the clock whose days
+        and hours the baseline is defined on.
 
     Returns
     -------
@@ -470,8 +475,8 @@ def event_baselines(load_kw: dict[str, pd.Series], events: list[GridEvent],
     Raises
     ------
     GridFlexError
-        Too little history for an event, or a bad series (named by
-        :func:`~carbonsched.flex.prior_days_baseline`).
+        Too little history for an event, a site without a time zone in ``timezones``, or a
+        bad series (named by :func:`~carbonsched.flex.prior_days_baseline`).
     """
     base: dict[tuple[str, pd.Timestamp], float] = {}
     methods: dict[str, BaselineMethod] = {}
@@ -480,16 +485,23 @@ def event_baselines(load_kw: dict[str, pd.Series], events: list[GridEvent],
         ag = agreements.get(ev.site)
         if ag is None or ag.baseline_method is BaselineMethod.PLAN_UNCOMMITTED:
             continue
-        others = {e.start.date() for e in events if e.site == ev.site and e.id != ev.id}
+        tz = timezones.get(ev.site)
+        if tz is None:
+            raise GridFlexError(f"grid event {ev.id} at site {ev.site}: no time zone for the "
+                                f"site; its {ag.baseline_method.value} baseline is defined on "
+                                "the site's local days (give the catalog's Site.timezone)")
+        others = {h.date() for e in events if e.site == ev.site and e.id != ev.id
+                  for h in e.hours.tz_convert(tz)}
         empty = pd.Series(dtype=float, index=pd.DatetimeIndex([], tz="UTC"))
         pb = prior_days_baseline(load_kw.get(ev.site, empty), ev, ag.baseline_method,
-                                 ag.baseline_days, ag.baseline_high_days, exclude_days=others)
+                                 ag.baseline_days, ag.baseline_high_days, tz=tz,
+                                 exclude_days=others)
         for h, kw in pb.hours_kw.items():
             base[(ev.site, h)] = kw
         methods[ev.site] = pb.method
         notes.append(f"grid event {ev.id}: {pb.method.value} baseline over "
                      f"{len(pb.days)} of {len(pb.candidates)} prior days "
-                     f"({', '.join(str(d) for d in pb.days)})")
+                     f"({', '.join(str(d) for d in pb.days)}, local dates in {tz})")
     return base, methods, notes
 
 

@@ -41,7 +41,7 @@ def load(daily=DAILY_KW, ramp=True) -> pd.Series:
 
 
 def test_ten_in_ten_style_mean_of_the_prior_like_days_hand_worked():
-    b = prior_days_baseline(load(), EVENT, "prior-days-mean", days=5)
+    b = prior_days_baseline(load(), EVENT, "prior-days-mean", days=5, tz="UTC")
     # (100 + 80 + 120 + 90 + 110) / 5 = 100 at 18:00; +1, +2 kW at 19:00, 20:00
     assert list(b.hours_kw.values()) == [100.0, 101.0, 102.0]
     assert b.days == (dt.date(2023, 7, 7), dt.date(2023, 7, 6), dt.date(2023, 7, 5),
@@ -49,19 +49,19 @@ def test_ten_in_ten_style_mean_of_the_prior_like_days_hand_worked():
 
 
 def test_high_4_of_5_drops_the_lowest_day_hand_worked():
-    b = prior_days_baseline(load(), EVENT, "prior-days-high", days=5, high_days=4)
+    b = prior_days_baseline(load(), EVENT, "prior-days-high", days=5, high_days=4, tz="UTC")
     # 07-06 (80 kW) dropped: (100 + 120 + 90 + 110) / 4 = 105
     assert list(b.hours_kw.values()) == [105.0, 106.0, 107.0]
     assert dt.date(2023, 7, 6) not in b.days and len(b.candidates) == 5
     # just at the limit: X = Y keeps every day (the mean)
-    b5 = prior_days_baseline(load(), EVENT, "prior-days-high", days=5, high_days=5)
+    b5 = prior_days_baseline(load(), EVENT, "prior-days-high", days=5, high_days=5, tz="UTC")
     assert list(b5.hours_kw.values()) == [100.0, 101.0, 102.0]
 
 
 def test_earlier_event_days_are_not_baseline_days():
     daily = {**DAILY_KW, "2023-06-30": 60.0}       # the Friday before 07-03
     b = prior_days_baseline(load(daily), EVENT, "prior-days-mean", days=5,
-                            exclude_days={dt.date(2023, 7, 5)})
+                            exclude_days={dt.date(2023, 7, 5)}, tz="UTC")
     # 07-05 out, 06-30 in: (100 + 80 + 90 + 110 + 60) / 5 = 88
     assert b.hours_kw[EVENT.start] == 88.0
     assert dt.date(2023, 6, 30) in b.days
@@ -69,14 +69,14 @@ def test_earlier_event_days_are_not_baseline_days():
 
 def test_too_little_history_is_an_error_naming_the_days_found_and_the_fix():
     # just at the limit: exactly 5 weekdays recorded
-    assert prior_days_baseline(load(), EVENT, "prior-days-mean", days=5).hours_kw
+    assert prior_days_baseline(load(), EVENT, "prior-days-mean", days=5, tz="UTC").hours_kw
     # known bad: a day with a missing event hour is not eligible -> 4 of 5
     gap = load().drop(pd.Timestamp("2023-07-04T19:00Z"))
     with pytest.raises(GridFlexError, match=r"needs 5 prior like days.*found 4 "
                        r"\(2023-07-07, 2023-07-06, 2023-07-05, 2023-07-03\).*plan-uncommitted"):
-        prior_days_baseline(gap, EVENT, "prior-days-mean", days=5)
+        prior_days_baseline(gap, EVENT, "prior-days-mean", days=5, tz="UTC")
     with pytest.raises(GridFlexError, match="needs 10 prior"):
-        prior_days_baseline(load(), EVENT, "prior-days-mean", days=10)
+        prior_days_baseline(load(), EVENT, "prior-days-mean", days=10, tz="UTC")
 
 
 @pytest.mark.parametrize(("kw", "words"), [
@@ -88,20 +88,20 @@ def test_too_little_history_is_an_error_naming_the_days_found_and_the_fix():
 ])
 def test_a_bad_method_or_count_is_refused_by_name(kw, words):
     with pytest.raises(GridFlexError, match=words):
-        prior_days_baseline(load(), EVENT, **kw)
+        prior_days_baseline(load(), EVENT, tz="UTC", **kw)
 
 
 def test_bad_recorded_load_is_refused_with_where():
     s = load()
     with pytest.raises(GridFlexError, match="tz-aware"):
-        prior_days_baseline(s.tz_convert(None), EVENT)
+        prior_days_baseline(s.tz_convert(None), EVENT, tz="UTC")
     with pytest.raises(GridFlexError, match="off the hour.*2023-07-03T00:30"):
         prior_days_baseline(pd.concat([s, pd.Series({pd.Timestamp("2023-07-03T00:30Z"): 1.0})]),
-                            EVENT, days=5)
+                            EVENT, days=5, tz="UTC")
     neg = s.copy()
     neg[pd.Timestamp("2023-07-05T18:00Z")] = -1.0
     with pytest.raises(GridFlexError, match="negative or infinite at 2023-07-05T18:00"):
-        prior_days_baseline(neg, EVENT, days=5)
+        prior_days_baseline(neg, EVENT, days=5, tz="UTC")
 
 
 def test_an_agreement_validates_its_method_and_high_days():
@@ -129,7 +129,8 @@ def test_the_agreements_baseline_reaches_the_commitment_and_the_report():
     history = load(daily, ramp=False)
     ag = GridAgreement("a", baseline_method="prior-days-high", baseline_days=5,
                        baseline_high_days=4)
-    baselines, methods, notes = event_baselines({"a": history}, [ev], {"a": ag})
+    baselines, methods, notes = event_baselines({"a": history}, [ev], {"a": ag},
+                                               {"a": "UTC"})
     # 2023-07-15 is a Saturday: the 5 prior weekend days are 07-09, 07-08, 07-02, 07-01, 06-25
     # at 46, 47, 53, 54, 60 kW; the highest 4: (60 + 54 + 53 + 47) / 4 = 53.5
     want = 53.5
