@@ -47,6 +47,7 @@ and the report export (:func:`dispatch_records`).
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -80,6 +81,7 @@ from carbonsched.errors import (
     BackendError,
     BackendRejectedError,
     BackendUnavailableError,
+    CarbonschedError,
     InputError,
     TimeAxisError,
     UnitHeldError,
@@ -94,6 +96,37 @@ Clock = Callable[[], datetime]
 """Returns "now" (tz-aware); injected so tests drive time."""
 
 TERMINAL = {JobState.SUCCEEDED.value, JobState.FAILED.value, JobState.CANCELLED.value}
+
+logger = logging.getLogger(__name__)
+
+
+def unexpected(backend: str, what: str, exc: BaseException) -> BackendUnavailableError:
+    """An adapter's unexpected exception, as a backend that cannot answer now.
+
+    A fault in an adapter (a custom one's bug, a tool printing what it never printed before)
+    is not the backend's answer: the units it concerns stay as they were (a submission that
+    may have been made is looked up by key before another), the rest of the pass goes on, and
+    the next pass tries again. The traceback goes to the log.
+
+    Parameters
+    ----------
+    backend
+        The adapter's name (``slurm:ontario``).
+    what
+        The call that raised (``submit of job-1#0``, ``status``).
+    exc
+        What it raised.
+
+    Returns
+    -------
+    BackendUnavailableError
+        Its message names the backend, the call and the exception.
+    """
+    logger.error("%s: %s raised %s", backend, what, type(exc).__name__, exc_info=exc)
+    return BackendUnavailableError(
+        f"{backend}: {what} raised {type(exc).__name__}: {str(exc)[:300]} (a fault in the "
+        "adapter, not the backend's answer; the traceback is in the log); tried again in the "
+        "next pass")
 
 
 def system_clock() -> datetime:
@@ -872,11 +905,21 @@ def _drive_claim(store: Store, adapters: Mapping[str, DispatchAdapter], claim: C
         groups.setdefault(adapters[site].name, []).append(rid)
     site_of = {adapters[site].name: site for _, site in rows}
     with ThreadPoolExecutor(max_workers=max(1, len(groups))) as pool:
-        futs = [pool.submit(_drive_backend, store, adapters[site_of[name]], ids, clock,
-                            settings.dispatch_workers, claimant, claim.taken_over)
-                for name, ids in groups.items()]
+        futs = {pool.submit(_drive_backend, store, adapters[site_of[name]], ids, clock,
+                            settings.dispatch_workers, claimant, claim.taken_over): (name, ids)
+                for name, ids in groups.items()}
         for f in as_completed(futs):
-            for o in f.result():
+            try:
+                done = f.result()
+            except Exception as exc:  # one adapter's fault holds back only its own units
+                name, ids = futs[f]
+                err = unexpected(name, "a dispatch pass", exc)
+                with Session(store.engine) as s:   # what it recorded before stands
+                    done = [_outcome(r, "unavailable", str(err))
+                            if r.state == JobState.PENDING.value else _outcome(r, "recorded")
+                            for r in s.scalars(select(DispatchRow).where(
+                                DispatchRow.id.in_(ids)))]
+            for o in done:
                 outcomes[o.key] = o
     dup = [o for o in outcomes.values() if o.duplicates]
     note = [n for n in summary.notes if n.startswith("duplicates on the backend:")]
@@ -1075,13 +1118,24 @@ def _drive_backend(store: Store, adapter: DispatchAdapter, row_ids: Sequence[int
 _LOST = "lost"
 
 
+class _Unreadable(Exception):
+    """A stored request that no longer reads back (the detail)."""
+
+
 def _submit_rows(s: Session, adapter: DispatchAdapter, todo: Sequence[DispatchRow],
                  clock: Clock, workers: int, claimant: Claimant,
                  out: list[DispatchOutcome]) -> list[DispatchRow]:
     """Submit ``todo`` (in waves by piece), each after renewing its claim; record each result."""
     def submit(row: DispatchRow) -> tuple[DispatchRow, BackendJob | Exception | str]:
-        req = _request_from_row(row)
-        late = _late(row, _now(clock))
+        try:
+            req = _request_from_row(row)
+            late = _late(row, _now(clock))
+        except (CarbonschedError, ValueError, KeyError, TypeError) as exc:
+            # nothing was sent: a stored request a tightened schema now refuses
+            return row, _Unreadable(
+                f"its stored request no longer reads back ({type(exc).__name__}: {exc}); "
+                "nothing was sent; submit the job again as the schema asks, under a new id "
+                "(this unit is final)")
         if late:
             return row, late
         if not claimant.begin_side_effect(row.id):
@@ -1090,6 +1144,8 @@ def _submit_rows(s: Session, adapter: DispatchAdapter, todo: Sequence[DispatchRo
             return row, adapter.submit(req)
         except (BackendUnavailableError, BackendRejectedError) as exc:
             return row, exc
+        except Exception as exc:  # a fault in the adapter: this unit waits, the pass goes on
+            return row, unexpected(adapter.name, f"submit of {row.key}", exc)
 
     submitted: list[DispatchRow] = []
     pending_commit = 0
@@ -1106,7 +1162,11 @@ def _submit_rows(s: Session, adapter: DispatchAdapter, todo: Sequence[DispatchRo
                                     "the submission; not submitted by this run"))
                 continue
             row.attempts += 1
-            if isinstance(res, str):  # a retried intent whose deadline has passed
+            if isinstance(res, _Unreadable):
+                row.state, row.reason = str(JobState.FAILED), str(ReasonCode.INVALID_SPEC)
+                row.detail, row.updated_at = str(res), now
+                out.append(_outcome(row, "rejected"))
+            elif isinstance(res, str):  # a retried intent whose deadline has passed
                 row.state, row.reason = str(JobState.FAILED), str(ReasonCode.DEADLINE_PASSED)
                 row.detail, row.updated_at = res, now
                 out.append(_outcome(row, "deadline_passed"))
@@ -1214,7 +1274,9 @@ def release_due(store: Store, catalog: Catalog | str, *, clock: Clock = system_c
                 continue
             try:
                 done = adapter.release(r.key)
-            except (BackendError, InputError) as exc:
+            except Exception as exc:
+                if not isinstance(exc, BackendError | InputError):
+                    exc = unexpected(adapter.name, f"release of {r.key}", exc)
                 # one backend's failure holds back only its own rows: the others are released in
                 # this pass, and this one is tried again in the next (the detail says so)
                 reason = (ReasonCode.BACKEND_UNAVAILABLE
@@ -1261,7 +1323,9 @@ def refresh_status(store: Store, catalog: Catalog | str, *, plan_id: str | None 
             adapter = adapters[group[0].site]
             try:
                 found = adapter.status([r.key for r in group])
-            except BackendUnavailableError as exc:
+            except Exception as exc:
+                if not isinstance(exc, BackendUnavailableError):
+                    exc = unexpected(adapter.name, "status", exc)
                 for r in group:
                     r.detail = f"{ReasonCode.BACKEND_UNAVAILABLE}: {exc}"
                 continue
@@ -1273,7 +1337,9 @@ def refresh_status(store: Store, catalog: Catalog | str, *, plan_id: str | None 
             if units and isinstance(adapter, KeepsAccounting):
                 try:
                     acct = adapter.accounting(units)
-                except (BackendError, InputError) as exc:
+                except Exception as exc:
+                    if not isinstance(exc, BackendError | InputError):
+                        exc = unexpected(adapter.name, "accounting", exc)
                     acct_error = f"; its accounting could not be read: {exc}"
             for r in group:
                 job = found.get(r.key)

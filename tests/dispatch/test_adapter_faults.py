@@ -1,0 +1,146 @@
+"""A fault in one adapter holds back only its own units, as an unreachable backend does.
+
+Only Kubernetes manifest errors were per-unit: any other exception an adapter raised (a custom
+adapter's bug, a tool printing what it never printed before) left ``dispatch_plan`` with a
+traceback, so no other unit of the pass was recorded and every later pass stopped at the same
+place. Now such an exception is reported as the backend being unable to answer
+(``unavailable``, the detail naming the adapter, the call and the exception; the traceback to
+the log): the unit stays pending (a submission that may have been made is looked up by key
+before another), the other units and backends go on, and the next pass tries again. A stored
+request that no longer reads back is refused alone (``Failed/InvalidSpec``), nothing sent.
+
+The backends are the project's Kubernetes emulator (scripts/test starts it) with one method of
+the real adapter broken by a subclass.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from carbonsched.adapters.dispatch.kubernetes import KubernetesAdapter
+from carbonsched.config import Settings
+from carbonsched.dispatch.outbox import dispatch_plan, refresh_status
+from carbonsched.store.models import DispatchRow
+
+from .helpers import one_plan
+
+START = (datetime.now(UTC) + timedelta(days=2)).replace(microsecond=0, second=0)
+
+
+class _FailsOn(KubernetesAdapter):
+    """The real adapter, whose ``submit`` raises for job ids in ``boom``."""
+
+    boom: set[str] = set()
+
+    def submit(self, req):
+        if req.job_id in self.boom:
+            raise RuntimeError("unexpected line from the API: 'x'")
+        return super().submit(req)
+
+
+class _StatusBroken(KubernetesAdapter):
+    """The real adapter, whose ``status`` raises (a fault before any submission)."""
+
+    def status(self, keys=None):
+        raise KeyError("metadata")
+
+
+def _plan(prefix: str, sites: dict[str, list[str]]) -> dict:
+    return one_plan([{"job_id": f"{prefix}-{name}", "site": site, "start": START,
+                      "end": START + timedelta(hours=1), "gpu_type": "A100", "gpus": 2,
+                      "payload": {"command": "sleep 1"}}
+                     for site, names in sites.items() for name in names])
+
+
+def _settings(kubeconfig) -> Settings:
+    return Settings(kubeconfig=kubeconfig, dispatch_backoff_s=0.01, dispatch_max_attempts=1)
+
+
+def test_an_adapter_raising_in_submit_holds_back_that_unit_only(store, emulator_kubeconfig):
+    prefix = uuid.uuid4().hex[:8]
+    doc = _plan(prefix, {"us-ny-newyork": ["ok", "boom", "ok2"]})
+    store.save_plan(doc)
+    a = _FailsOn("us-east-ny", "carbonsched", kubeconfig=str(emulator_kubeconfig))
+    a.boom = {f"{prefix}-boom"}
+    try:
+        s = dispatch_plan(store, doc["plan_id"], settings=_settings(emulator_kubeconfig),
+                          adapters={"us-ny-newyork": a}, placeholder=False)
+        assert s.counts == {"submitted": 2, "unavailable": 1}
+        (o,) = [o for o in s.outcomes if o.action == "unavailable"]
+        assert (o.job_id, o.state, o.reason) == (f"{prefix}-boom", "Pending",
+                                                 "BackendUnavailable")
+        assert o.detail == (
+            f"kubernetes:us-east-ny/carbonsched: submit of {prefix}-boom#0 raised RuntimeError: "
+            "unexpected line from the API: 'x' (a fault in the adapter, not the backend's "
+            "answer; the traceback is in the log); tried again in the next pass")
+        # the fault mended: the next pass looks the unit up by key, then submits it
+        a.boom = set()
+        again = dispatch_plan(store, doc["plan_id"], settings=_settings(emulator_kubeconfig),
+                              adapters={"us-ny-newyork": a}, placeholder=False)
+        assert again.counts == {"recorded": 2, "submitted": 1}
+        assert {f"{prefix}-{n}#0" for n in ("ok", "boom", "ok2")} <= set(a.status())
+    finally:
+        for n in ("ok", "boom", "ok2"):
+            a.cancel(f"{prefix}-{n}#0")
+
+
+def test_one_adapter_raising_before_any_submission_holds_back_only_its_backend(
+        store, emulator_kubeconfig):
+    prefix = uuid.uuid4().hex[:8]
+    doc = _plan(prefix, {"us-ny-newyork": ["ny"], "us-pjm-ashburn": ["va"]})
+    store.save_plan(doc)
+    kc = str(emulator_kubeconfig)
+    ny = KubernetesAdapter("us-east-ny", "carbonsched", kubeconfig=kc)
+    va = _StatusBroken("us-east-va", "carbonsched", kubeconfig=kc)
+    try:
+        s = dispatch_plan(store, doc["plan_id"], settings=_settings(emulator_kubeconfig),
+                          adapters={"us-ny-newyork": ny, "us-pjm-ashburn": va},
+                          placeholder=False)
+        by_job = {o.job_id: o for o in s.outcomes}
+        assert by_job[f"{prefix}-ny"].action == "submitted"
+        broken = by_job[f"{prefix}-va"]
+        assert (broken.action, broken.state) == ("unavailable", "Pending")
+        assert broken.detail.startswith("kubernetes:us-east-va/carbonsched: a dispatch pass "
+                                        "raised KeyError: 'metadata' (a fault in the adapter")
+        # the status refresh says the same instead of raising
+        refresh_status(store, "global", adapters={"us-ny-newyork": ny, "us-pjm-ashburn": va})
+    finally:
+        ny.cancel(f"{prefix}-ny#0")
+
+
+def test_a_stored_request_that_no_longer_reads_back_is_refused_alone(store,
+                                                                      emulator_kubeconfig):
+    prefix = uuid.uuid4().hex[:8]
+    doc = _plan(prefix, {"us-ny-newyork": ["ok", "old"]})
+    store.save_plan(doc)
+    a = _FailsOn("us-east-ny", "carbonsched", kubeconfig=str(emulator_kubeconfig))
+    a.boom = {f"{prefix}-old"}            # keeps the first pass from submitting it
+    settings = _settings(emulator_kubeconfig)
+    try:
+        dispatch_plan(store, doc["plan_id"], settings=settings, adapters={"us-ny-newyork": a},
+                      placeholder=False)
+        with Session(store.engine) as s:   # a field this version's schema does not know
+            row = s.scalars(select(DispatchRow).where(
+                DispatchRow.key == f"{prefix}-old#0")).one()
+            d = json.loads(row.request_json)
+            d["payload"]["gpu_share"] = 0.5
+            row.request_json = json.dumps(d)
+            s.commit()
+        a.boom = set()
+        again = dispatch_plan(store, doc["plan_id"], settings=settings,
+                              adapters={"us-ny-newyork": a}, placeholder=False)
+        assert again.counts == {"recorded": 1, "rejected": 1}
+        (o,) = [o for o in again.outcomes if o.action == "rejected"]
+        assert (o.job_id, o.state, o.reason) == (f"{prefix}-old", "Failed", "InvalidSpec")
+        assert o.detail.startswith("its stored request no longer reads back (WorkloadError: "
+                                   "unknown payload field(s) gpu_share; known: template")
+        assert o.detail.endswith("nothing was sent; submit the job again as the schema asks, "
+                                 "under a new id (this unit is final)")
+        assert f"{prefix}-old#0" not in a.status()
+    finally:
+        a.cancel(f"{prefix}-ok#0")
