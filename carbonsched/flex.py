@@ -37,6 +37,7 @@ import json
 import math
 import tomllib
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,13 @@ from zoneinfo import ZoneInfo
 import pandas as pd
 
 from carbonsched.errors import InputError
-from carbonsched.limits import MAX_SLO_MS, identifier_problem
+from carbonsched.limits import (
+    EARLIEST_YEAR,
+    LATEST_YEAR,
+    MAX_SLO_MS,
+    check_identifier,
+    identifier_problem,
+)
 from carbonsched.timeaxis import require_aware
 
 DEFAULT_BASELINE_DAYS = 10
@@ -68,6 +75,13 @@ DEFAULT_NOTICE_HOURS = 4.0
 """Notice given before an event when an agreement or event file does not say: the day-of
 "4 hours ahead" notice of the issue-38 benchmark (and of many US demand-response programmes,
 e.g. PJM's 2-hour and CAISO's day-of notices lie below it). [h]"""
+
+MAX_NOTICE_MINUTES = 366 * 24 * 60
+"""Longest notice a grid event may carry: a year (527,040 min). [min]"""
+
+NOTICE_UNITS = {"minutes": ("min", 1.0), "hours": ("h", 60.0)}
+"""How an event's notice may be given: ``notice_minutes`` (the CLI and the API) or
+``notice_hours`` (an event file): unit -> (symbol, minutes per unit)."""
 
 
 class GridFlexError(InputError):
@@ -121,6 +135,160 @@ def _site_id(site: Any, what: str) -> str:
     return site
 
 
+# --- a grid event's rules: the one source for every entry point ----------------------------------
+# GridEvent checks its fields with these; the CLI (`carbonsched grid-event add`), the API
+# (POST /v1/grid-events, carbonsched.api.schemas.GridEventCreate), an event file
+# (read_grid_events) and the store (which takes a GridEvent) therefore accept the same events
+# and refuse a bad one with the same sentence.
+
+_YEARS = f"{EARLIEST_YEAR}..{LATEST_YEAR}"
+
+
+def _number(value: Any) -> Any:
+    """A number, or numeric text (a CSV cell, a JSON string), as a float.
+
+    A whole number too large for a float is infinite (refused as not finite); anything else is
+    returned as is.
+    """
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return value
+    try:
+        return float(value.strip() if isinstance(value, str) else value)
+    except ValueError:
+        return value
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+def event_site(value: Any) -> str:
+    """A grid event's site id, under the one identifier grammar.
+
+    A whole number is taken as its text and blanks at either end are removed, as the job
+    schema reads an id.
+
+    Raises
+    ------
+    InputError
+        :func:`carbonsched.limits.identifier_problem`'s message for a ``site id``.
+    """
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        value = str(value).strip()
+    return check_identifier(value, "site id")
+
+
+def event_time(value: Any, what: str) -> pd.Timestamp:
+    """A grid event's ``start`` or ``end`` in UTC: with a zone, in the supported years, on the hour.
+
+    Parameters
+    ----------
+    value
+        ISO 8601 text with a zone (``2026-07-01T17:00:00Z``), or a tz-aware datetime.
+    what
+        The field, for the message (``start``, ``end``).
+
+    Raises
+    ------
+    GridFlexError
+        Not a date-time; no zone; a year outside
+        :data:`~carbonsched.limits.EARLIEST_YEAR`..:data:`~carbonsched.limits.LATEST_YEAR` as
+        written (what the OpenAPI document's pattern states) or in UTC (what is stored); not
+        on the hour (in UTC: the plan's slots).
+    """
+    t = value
+    if isinstance(value, str):
+        try:
+            t = datetime.fromisoformat(value.strip())
+        except ValueError:
+            pass
+    if not isinstance(t, datetime):
+        raise GridFlexError(f"{what} {value!r} is not a date-time; give ISO 8601 with a zone, "
+                            "such as 2026-07-01T17:00:00Z")
+    shown = repr(value) if isinstance(value, str) else t.isoformat()
+    if t.utcoffset() is None:
+        raise GridFlexError(f"{what} {shown} has no time zone; add 'Z' for UTC or an offset "
+                            "such as +08:00")
+    utc = None
+    if EARLIEST_YEAR <= t.year <= LATEST_YEAR:
+        utc = pd.Timestamp(t).tz_convert("UTC")
+    if utc is None or not EARLIEST_YEAR <= utc.year <= LATEST_YEAR:
+        said = "" if utc is None else f" ({utc.isoformat()} in UTC)"
+        raise GridFlexError(f"{what} {shown}{said} is outside the supported years {_YEARS}; "
+                            f"give a time in the years {_YEARS}")
+    if utc != utc.floor("h"):
+        raise GridFlexError(f"{what} {utc.isoformat()} is not on the hour; events use the "
+                            "plan's hourly slots: round it to a whole hour (UTC)")
+    return utc
+
+
+def event_window(start: Any, end: Any) -> tuple[pd.Timestamp, pd.Timestamp]:
+    """A grid event's window in UTC: :func:`event_time` each, ``end`` after ``start``.
+
+    Raises
+    ------
+    GridFlexError
+        A time :func:`event_time` refuses, or an ``end`` not after ``start``.
+    """
+    s, e = event_time(start, "start"), event_time(end, "end")
+    if e <= s:
+        raise GridFlexError(f"end {e.isoformat()} is not after start {s.isoformat()}; give an "
+                            "end at least an hour after the start (the window is start to end, "
+                            "end excluded)")
+    return s, e
+
+
+def event_target_kw(value: Any) -> float:
+    """A grid event's ``target_kw``: a finite number > 0 (numeric text read). [kW]"""
+    return _finite(_number(value), "target_kw [kW]", low=0, low_open=True)
+
+
+def event_target_fraction(value: Any) -> float:
+    """A grid event's ``target_fraction``: a finite number in (0, 1] (numeric text read). [-]"""
+    return _finite(_number(value), "target_fraction [-]", low=0, high=1, low_open=True)
+
+
+def event_targets(target_kw: Any, target_fraction: Any) -> tuple[float | None, float | None]:
+    """Exactly one of ``target_kw`` and ``target_fraction``, the given one checked.
+
+    Raises
+    ------
+    GridFlexError
+        Both or neither given; the given one out of its range.
+    """
+    if (target_kw is None) == (target_fraction is None):
+        said = ("both target_kw and target_fraction are given" if target_kw is not None
+                else "neither target_kw nor target_fraction is given")
+        raise GridFlexError(f"{said}; give exactly one of target_kw (kW below the baseline) "
+                            "and target_fraction (share of the baseline, 0 < f <= 1)")
+    if target_kw is not None:
+        return event_target_kw(target_kw), None
+    return None, event_target_fraction(target_fraction)
+
+
+def event_notice(value: Any, unit: str = "minutes") -> pd.Timedelta:
+    """How long before its start a grid event was announced: 0 to a year.
+
+    Parameters
+    ----------
+    value
+        A number (or numeric text) of ``unit``, or a :class:`~datetime.timedelta` (checked as
+        minutes).
+    unit
+        ``minutes`` (``notice_minutes`` of the CLI and the API) or ``hours`` (``notice_hours``
+        of an event file): the field the message names.
+
+    Raises
+    ------
+    GridFlexError
+        Not a finite number in 0..:data:`MAX_NOTICE_MINUTES` min.
+    """
+    if isinstance(value, timedelta):
+        value, unit = pd.Timedelta(value) / pd.Timedelta(minutes=1), "minutes"
+    symbol, per = NOTICE_UNITS[unit]
+    v = _finite(_number(value), f"notice_{unit} [{symbol}] (how long before the start the "
+                "event was announced, at most a year)", low=0, high=MAX_NOTICE_MINUTES / per)
+    return pd.Timedelta(minutes=v * per)
+
+
 @dataclass(frozen=True)
 class GridEvent:
     """A grid operator's request to reduce a site's power in a window.
@@ -130,22 +298,24 @@ class GridEvent:
     site
         Site id (as in the catalog).
     start, end
-        The window, on the hour, ``start < end``. [UTC]
+        The window, on the hour, ``start < end``, in the years 1970..2200 (ISO 8601 text with
+        a zone is read). [UTC]
     target_kw
         Reduction asked, in site (facility) power below the baseline. [kW]
     target_fraction
         Reduction asked as a share of the baseline, in (0, 1]. Exactly one of ``target_kw``
         and ``target_fraction`` is given. [-]
     notice
-        How long before ``start`` the event was announced (>= 0).
+        How long before ``start`` the event was announced, 0 to a year.
     id
         Event id, for reports and idempotent handling (default ``<site>@<start ISO>``).
 
     Raises
     ------
     GridFlexError
-        A window off the hour or empty, both or neither target, a target out of range, a
-        negative notice, a bad site id.
+        ``"grid event at site <site>: <sentence>"``, the sentence of the rule broken
+        (:func:`event_site`, :func:`event_window`, :func:`event_targets`,
+        :func:`event_notice`): every entry point's words for it.
     """
 
     site: str
@@ -158,33 +328,22 @@ class GridEvent:
 
     def __post_init__(self) -> None:
         what = f"grid event {self.id or ''}".strip()
-        _site_id(self.site, what)
-        start = _hour_aligned(self.start, f"{what} start")
-        end = _hour_aligned(self.end, f"{what} end")
-        if end <= start:
-            raise GridFlexError(f"{what} at site {self.site}: end {end.isoformat()} must be "
-                                f"after start {start.isoformat()}")
-        object.__setattr__(self, "start", start)
-        object.__setattr__(self, "end", end)
-        if (self.target_kw is None) == (self.target_fraction is None):
-            raise GridFlexError(f"{what} at site {self.site}: give exactly one of target_kw "
-                                "(kW below the baseline) and target_fraction (share of the "
-                                "baseline, 0 < f <= 1)")
-        if self.target_kw is not None:
-            object.__setattr__(self, "target_kw", _finite(
-                self.target_kw, f"{what} at site {self.site}: target_kw [kW]", low=0,
-                low_open=True))
-        else:
-            object.__setattr__(self, "target_fraction", _finite(
-                self.target_fraction, f"{what} at site {self.site}: target_fraction [-]",
-                low=0, high=1, low_open=True))
-        notice = pd.Timedelta(self.notice)
-        if notice < pd.Timedelta(0):
-            raise GridFlexError(f"{what} at site {self.site}: notice must be >= 0, got "
-                                f"{notice}")
-        object.__setattr__(self, "notice", notice)
+        try:
+            site = event_site(self.site)
+        except InputError as exc:
+            raise GridFlexError(f"{what}: {exc}") from None
+        try:
+            start, end = event_window(self.start, self.end)
+            target_kw, target_fraction = event_targets(self.target_kw, self.target_fraction)
+            notice = event_notice(self.notice)
+        except InputError as exc:
+            raise GridFlexError(f"{what} at site {site}: {exc}") from None
+        for name, value in (("site", site), ("start", start), ("end", end),
+                            ("target_kw", target_kw), ("target_fraction", target_fraction),
+                            ("notice", notice)):
+            object.__setattr__(self, name, value)
         if not self.id:
-            object.__setattr__(self, "id", f"{self.site}@{start.strftime('%Y-%m-%dT%H:%MZ')}")
+            object.__setattr__(self, "id", f"{site}@{start.strftime('%Y-%m-%dT%H:%MZ')}")
 
     @property
     def announced(self) -> pd.Timestamp:
@@ -649,14 +808,11 @@ def read_grid_events(path: str | Path) -> list[GridEvent]:
         missing = [k for k in ("site", "start", "end") if k not in r]
         if missing:
             raise GridFlexError(f"{where}: missing {missing}")
-        try:
+        try:   # the event's own rules read the cells (numbers as text too)
             ev = GridEvent(
-                site=str(r["site"]), start=r["start"], end=r["end"],
-                target_kw=float(r["target_kw"]) if "target_kw" in r else None,
-                target_fraction=float(r["target_fraction"]) if "target_fraction" in r
-                else None,
-                notice=pd.Timedelta(hours=float(r.get("notice_hours",
-                                                      DEFAULT_NOTICE_HOURS))),
+                site=r["site"], start=r["start"], end=r["end"],
+                target_kw=r.get("target_kw"), target_fraction=r.get("target_fraction"),
+                notice=event_notice(r.get("notice_hours", DEFAULT_NOTICE_HOURS), "hours"),
                 id=str(r.get("id", "")))
         except (InputError, ValueError, TypeError) as e:
             raise GridFlexError(f"{where}: {e}") from None

@@ -23,9 +23,21 @@ from pydantic import (
     Field,
     Tag,
     ValidationError,
+    ValidationInfo,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
+from carbonsched.errors import InputError
+from carbonsched.flex import (
+    MAX_NOTICE_MINUTES,
+    GridEvent,
+    event_notice,
+    event_site,
+    event_target_fraction,
+    event_target_kw,
+    event_time,
+)
 from carbonsched.limits import (
     EARLIEST_YEAR,
     IDENTIFIER_PATTERN,
@@ -593,8 +605,36 @@ GRID_EVENT_ID_PATTERN = r"^ge-[0-9a-f]{12}$"
 """A grid event id as :func:`carbonsched.store.grid_events.insert_event` makes them."""
 
 
+def _event_rule(check: Callable[[Any, str], Any], optional: bool = False) -> BeforeValidator:
+    """A grid event field checked by its rule in :mod:`carbonsched.flex`, with its sentence.
+
+    ``check(value, field)`` is the rule :class:`~carbonsched.flex.GridEvent` applies for
+    ``carbonsched grid-event add`` and an event file too; its refusal is the 422's message.
+    ``None`` passes an optional field (absent).
+    """
+    def run(value: Any, info: ValidationInfo) -> Any:
+        if value is None and optional:
+            return None
+        try:
+            return check(value, str(info.field_name))
+        except InputError as exc:
+            raise PydanticCustomError("value_error", str(exc)) from None
+    return BeforeValidator(run)
+
+
+EventTime = Annotated[AwareDatetime, Field(json_schema_extra={"pattern": TIME_PATTERN}),
+                      _event_rule(lambda v, f: event_time(v, f).to_pydatetime())]
+"""A grid event's start or end (:func:`carbonsched.flex.event_time`): its zone, years and
+hour, in UTC after validation."""
+
+
 class GridEventCreate(BaseModel):
-    """A grid event: shed power at one site in a window, by kW or by a share of the baseline."""
+    """A grid event: shed power at one site in a window, by kW or by a share of the baseline.
+
+    Each rule is :class:`carbonsched.flex.GridEvent`'s, with its words, as for ``carbonsched
+    grid-event add`` and an event file: the fields' own (the schema states them too) and those
+    across fields (exactly one target, ``end`` after ``start``).
+    """
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
         {"site": "us-az-phoenix", "start": "2026-07-01T17:00:00Z",
@@ -603,29 +643,35 @@ class GridEventCreate(BaseModel):
          "end": "2026-07-01T18:00:00Z", "target_kw": 500}]})
     site: Annotated[str, Field(min_length=1, max_length=MAX_IDENTIFIER_CHARS,
                                pattern=IDENTIFIER_PATTERN, description="Catalog site id."),
-                    BeforeValidator(lambda v: identifier(v, "site id"))]
-    start: Time = Field(description="Start of the event window (tz-aware, on the hour: the "
-                        "plan's hourly slots).")
-    end: Time = Field(description="End of the window (tz-aware, on the hour, exclusive), "
-                      "after start.")
-    target_kw: float | None = Field(None, gt=0, description="IT power to shed. [kW] Give "
-                                    "this or target_fraction.")
-    target_fraction: float | None = Field(None, gt=0, le=1, description="Share of the "
-                                          "site's baseline power to shed, (0, 1]. [-]")
-    notice_minutes: float | None = Field(None, ge=0, le=527_040, description="How long "
-                                         "before start the event was announced, at most a "
-                                         "year. [min] Absent: 240 (the default notice of "
-                                         "carbonsched.flex).")
+                    _event_rule(lambda v, f: event_site(v))]
+    start: EventTime = Field(description="Start of the event window (tz-aware, on the hour: "
+                             "the plan's hourly slots).")
+    end: EventTime = Field(description="End of the window (tz-aware, on the hour, exclusive), "
+                           "after start.")
+    target_kw: Annotated[float | None, _event_rule(lambda v, f: event_target_kw(v), True)] = \
+        Field(None, gt=0, description="IT power to shed. [kW] Give this or target_fraction.")
+    target_fraction: Annotated[float | None, _event_rule(
+        lambda v, f: event_target_fraction(v), True)] = Field(
+        None, gt=0, le=1, description="Share of the site's baseline power to shed, (0, 1]. [-]")
+    notice_minutes: Annotated[float | None, _event_rule(
+        lambda v, f: event_notice(v).total_seconds() / 60, True)] = Field(
+        None, ge=0, le=MAX_NOTICE_MINUTES, description="How long before start the event was "
+        "announced, at most a year. [min] Absent: 240 (the default notice of carbonsched.flex).")
 
     @model_validator(mode="after")
     def _one_target_and_order(self) -> GridEventCreate:
-        if (self.target_kw is None) == (self.target_fraction is None):
-            raise ValueError("give exactly one of target_kw (kW to shed) and target_fraction "
-                             "(share of the baseline, 0-1)")
-        if self.end <= self.start:
-            raise ValueError(f"end {self.end.isoformat()} is not after start "
-                             f"{self.start.isoformat()}; give a later end")
+        try:
+            self.to_event()
+        except InputError as exc:   # the rules across fields: one target, end after start
+            raise PydanticCustomError("value_error", str(exc)) from None
         return self
+
+    def to_event(self) -> GridEvent:
+        """The event (:class:`carbonsched.flex.GridEvent`) this body asks for."""
+        return GridEvent(site=self.site, start=self.start, end=self.end,
+                         target_kw=self.target_kw, target_fraction=self.target_fraction,
+                         **({} if self.notice_minutes is None else
+                            {"notice": event_notice(self.notice_minutes)}))
 
 
 class GridActionPublic(BaseModel):

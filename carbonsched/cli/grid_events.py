@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -31,20 +31,6 @@ def _store():
     return Store(get_settings().resolved_database_url())
 
 
-def _time(text: str, what: str) -> datetime:
-    from carbonsched.errors import InputError
-
-    try:
-        ts = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise InputError(f"{what} {text!r} is not a date-time; give ISO 8601 such as "
-                         "2026-07-01T17:00:00Z") from None
-    if ts.tzinfo is None:
-        raise InputError(f"{what} {text!r} has no time zone; add 'Z' for UTC or an offset "
-                         "such as +08:00")
-    return ts.astimezone(UTC)
-
-
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -62,9 +48,8 @@ def add(
         "--target-fraction", help="Share of the site's baseline power to shed, (0, 1].")]
     = None,
     notice_minutes: Annotated[float | None, typer.Option(
-        min=0, max=527_040,
-        help="How long before the start the event was announced, at most a year. [min] "
-        "Default 240.")] = None,
+        help="How long before the start the event was announced, 0 to a year (527040). "
+        "Default 240. [min]")] = None,
     catalog: Annotated[str | None, typer.Option(
         help="Catalog name or path the site is in (default CARBONSCHED_CATALOG).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the event as JSON.")] = False,
@@ -72,17 +57,17 @@ def add(
     """Store a grid event; the service (or `grid-event apply`) acts on it."""
     from carbonsched.catalog import load_catalog
     from carbonsched.cli.common import errors, out
-    from carbonsched.flex import GridEvent
+    from carbonsched.flex import GridEvent, event_notice
     from carbonsched.service.grid_events import announce_event
 
     with errors():
         now = _now()
-        t0 = (now.replace(minute=0, second=0, microsecond=0) if start == "now"
-              else _time(start, "--start"))
-        ev = GridEvent(site=site, start=t0, end=_time(end, "--end"), target_kw=target_kw,
-                       target_fraction=target_fraction,
+        # the event's rules and words are the API's and an event file's (carbonsched.flex)
+        ev = GridEvent(site=site, end=end, target_kw=target_kw, target_fraction=target_fraction,
+                       start=(now.replace(minute=0, second=0, microsecond=0) if start == "now"
+                              else start),
                        **({} if notice_minutes is None else
-                          {"notice": timedelta(minutes=notice_minutes)}))
+                          {"notice": event_notice(notice_minutes)}))
         from carbonsched.config import get_settings
 
         d = announce_event(_store(), load_catalog(catalog or get_settings().catalog), ev, now,

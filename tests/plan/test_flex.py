@@ -290,9 +290,9 @@ def test_grid_event_validators_known_bad_and_at_the_limit():
         GridEvent("a", at(1), at(4))
     with pytest.raises(GridFlexError, match="not on the hour"):
         GridEvent("a", at(1) + pd.Timedelta(minutes=30), at(4), target_kw=5)
-    with pytest.raises(GridFlexError, match="end .* must be after start"):
+    with pytest.raises(GridFlexError, match="end .* is not after start"):
         GridEvent("a", at(4), at(4), target_kw=5)
-    with pytest.raises(GridFlexError, match="notice must be >= 0"):
+    with pytest.raises(GridFlexError, match="notice_minutes .* must be a finite number >= 0"):
         GridEvent("a", at(1), at(4), target_kw=5, notice=pd.Timedelta(minutes=-1))
     with pytest.raises(GridFlexError, match="reduction_kw"):
         Commitment("a", at(1), at(2), reduction_kw=10.001, baseline_kw=10.0)

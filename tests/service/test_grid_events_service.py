@@ -126,11 +126,11 @@ def test_a_posted_event_pauses_running_work_on_slurm_within_seconds(tmp_path, st
         for bad, words in (
                 ({**body, "target_kw": 5, "target_fraction": 0.5}, "exactly one of target_kw"),
                 (body, "exactly one of target_kw"),
-                ({**body, "target_fraction": 1.0001}, "less than or equal to 1"),
+                ({**body, "target_fraction": 1.0001}, "must be a finite number > 0 and <= 1"),
                 ({**body, "target_kw": 5, "end": body["start"]}, "is not after start"),
                 ({**body, "target_kw": 5, "start": _iso(start + timedelta(minutes=5))},
                  "is not on the hour"),
-                ({**body, "target_kw": 5, "start": "2026-07-01T17:00:00"}, "timezone"),
+                ({**body, "target_kw": 5, "start": "2026-07-01T17:00:00"}, "has no time zone"),
                 ({**body, "target_kw": 5, "oops": 1}, "Extra inputs are not permitted")):
             r = c.post("/v1/grid-events", json=bad)
             assert r.status_code == 422, (bad, r.text)

@@ -71,7 +71,8 @@ REFUSES_VALID: dict[str, tuple[int, tuple[str, ...]]] = {
     "GET /v1/forecasts/{site}": (422, _IDENTIFIER),
     "POST /v1/tokens": (422, ("token expiry .* is not after now",)),
     "POST /v1/grid-events": (422, ("give exactly one of target_kw", "is not after start",
-                                   "is not on the hour") + _IDENTIFIER),
+                                   "is not on the hour", "in UTC\\) is outside the supported "
+                                   "years") + _IDENTIFIER),
     "GET /emissions/bylocations/best": (400, _LOCATION + _TIME),
     "GET /emissions/bylocations": (400, _LOCATION + _TIME),
     "GET /emissions/bylocation": (400, _LOCATION + _TIME),
@@ -91,7 +92,7 @@ power figure when none is given, a job naming nothing to run where dispatch woul
 and every route reading an identifier 422 for the part of
 its grammar no pattern states (``.``, ``..``, Unicode's other non-printable characters);
 a token's expiry must be after now; a grid event has exactly one target, an end after its
-start and a window on the hour."""
+start and a window on the hour, in the supported years in UTC as well as as written."""
 
 
 def with_known_names(op, known: dict[str, list[str]]):

@@ -8,11 +8,9 @@ event's start, then resumes/releases it at its end (docs/service.md, "Grid event
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Body, HTTPException, Path
-from fastapi.exceptions import RequestValidationError
 from starlette.concurrency import run_in_threadpool
 
 from carbonsched.api.deps import AdminRole, ReadRole, State
@@ -24,7 +22,6 @@ from carbonsched.api.schemas import (
     GridEventsPublic,
 )
 from carbonsched.errors import InputError
-from carbonsched.flex import GridEvent
 from carbonsched.service.grid_events import announce_event, list_events, show_event
 
 router = APIRouter(prefix="/v1", tags=["grid-events"], responses=ERRORS)
@@ -34,7 +31,9 @@ router = APIRouter(prefix="/v1", tags=["grid-events"], responses=ERRORS)
              response_model=GridEventPublic, responses=NOT_FOUND | BAD_BODY,
              openapi_extra=refused_422("neither or both of `target_kw` and "
                                        "`target_fraction`", "an `end` not after `start`",
-                                       "a `start` or `end` not on the hour"))
+                                       "a `start` or `end` not on the hour",
+                                       "a `start` or `end` outside the years 1970..2200 in "
+                                       "UTC (the pattern states the year as written)"))
 async def create_grid_event(body: Annotated[GridEventCreate, Body()], state: State,
                             role: AdminRole) -> GridEventPublic:
     """Announce a grid event at a site: shed ``target_kw`` or ``target_fraction`` of its power.
@@ -44,14 +43,7 @@ async def create_grid_event(body: Annotated[GridEventCreate, Body()], state: Sta
     event's start — at once when it has started — and resumes it all at the end. 404: a site
     the service's catalog lacks.
     """
-    try:
-        event = GridEvent(site=body.site, start=body.start, end=body.end,
-                          target_kw=body.target_kw, target_fraction=body.target_fraction,
-                          **({} if body.notice_minutes is None else
-                             {"notice": timedelta(minutes=body.notice_minutes)}))
-    except InputError as exc:   # the kernel's rules (a window off the hour): 422, named
-        raise RequestValidationError([{"loc": ("body",), "msg": str(exc),
-                                       "type": "value_error"}]) from None
+    event = body.to_event()   # the body's validation applied the event's rules (422)
     out = await run_in_threadpool(announce_event, state.store, state.catalog, event,
                                   state.clock.now(), f"api:{role}")
     if state.loops is not None and state.loops.dispatch_on:
