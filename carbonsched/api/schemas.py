@@ -49,6 +49,7 @@ from carbonsched.limits import (
 from carbonsched.pipeline.document import PlanDocument
 from carbonsched.workload.schema import (
     JOB_RULES_SCHEMA,
+    Area,
     Gpus,
     GpuType,
     HourTime,
@@ -71,10 +72,6 @@ def _in_range(v: datetime) -> datetime:
 Time = Annotated[AwareDatetime, AfterValidator(_in_range),
                  Field(json_schema_extra={"pattern": TIME_PATTERN})]
 """A tz-aware datetime in the years carbonsched handles (pandas' range is 1677-2262)."""
-
-Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS,
-                            pattern=r"^[^\x00-\x1f]+$")]
-"""A site, area or GPU type name (the job's ids and names are checked by the job schema)."""
 
 JobIdPath = Annotated[str, Path(min_length=1, max_length=MAX_IDENTIFIER_CHARS,
                                 pattern=IDENTIFIER_PATTERN, description="Job id."),
@@ -150,7 +147,7 @@ class InferencePlacementQuery(BaseModel):
         "kind": "inference", "area": "shanghai", "slo_ms": 20, "gpu_type": "L20", "gpus": 4,
         "start": "2023-07-15T08:00:00Z", "duration_hours": 2}]})
     kind: Literal["inference"]
-    area: Name
+    area: Area
     slo_ms: SloMs
     gpu_type: GpuType
     gpus: Gpus

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from pydantic_core import PydanticCustomError
 
 from carbonsched.catalog import Catalog, UserArea
@@ -57,6 +57,8 @@ from carbonsched.workload.schema import (
     JOB_FIELDS,
     SITE_SEPARATOR,
     UNITS,
+    Area,
+    GpuType,
     JobSpec,
     absent,
     positive_number,
@@ -158,10 +160,16 @@ def _float(w: _Where, field: str, value: Any, maximum: float) -> float:
     return _checked(w, field, lambda: positive_number(value, UNITS[field], maximum))
 
 
-def _text(w: _Where, field: str, value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise w.err(field, f"expected a non-empty string, got {value!r}", "give a text value")
-    return value.strip()
+INFERENCE_NAMES = {"area": TypeAdapter(Area), "gpu_type": TypeAdapter(GpuType)}
+"""The API's types of an inference demand's ``area`` and ``gpu_type`` (``POST /v1/placements``
+with ``kind: inference``): the same limits and words in a file."""
+
+
+def _name(w: _Where, field: str, value: Any) -> str:
+    try:
+        return INFERENCE_NAMES[field].validate_python(value)
+    except ValidationError as exc:
+        raise w.said(field, exc.errors()[0]["msg"]) from None
 
 
 def _job_from(w: _Where, rec: dict[str, Any]) -> Job:
@@ -180,9 +188,9 @@ def _inference_from(w: _Where, rec: dict[str, Any]) -> InferenceDemand:
     for f in INFERENCE_FIELDS:
         if absent(rec.get(f)):
             raise w.err(f, "is missing", f"give {f} for every inference demand")
-    return InferenceDemand(area=_text(w, "area", rec["area"]),
+    return InferenceDemand(area=_name(w, "area", rec["area"]),
                            hour=_timestamp(w, "hour", rec["hour"]),
-                           gpu_type=_text(w, "gpu_type", rec["gpu_type"]),
+                           gpu_type=_name(w, "gpu_type", rec["gpu_type"]),
                            gpus=_int(w, "gpus", rec["gpus"], 0, MAX_JOB_GPUS),
                            slo_ms=_float(w, "slo_ms", rec["slo_ms"], MAX_SLO_MS),
                            power_per_gpu_kw=_float(w, "power_per_gpu_kw",

@@ -68,6 +68,7 @@ from carbonsched.limits import (
     MAX_GPU_TYPE_CHARS,
     MAX_IDENTIFIER_CHARS,
     MAX_JOB_GPUS,
+    MAX_NAME_CHARS,
     MAX_PATH_CHARS,
     MAX_PIECES,
     MAX_POD_TEMPLATE_BYTES,
@@ -311,12 +312,19 @@ def _tenant(value: Any, field: str) -> str:
     return identifier(value, "tenant")
 
 
-def _gpu_type(value: Any, field: str) -> str:
-    text = _text(value)
-    if len(text) > MAX_GPU_TYPE_CHARS:
-        raise problem(f"GPU type is {len(text)} characters long, the store keeps at most "
-                      f"{MAX_GPU_TYPE_CHARS}", "use the catalog's GPU type name")
-    return text
+def _name(what: str, limit: int, fix: str) -> Callable[[Any, str], str]:
+    """The check of a name: text without control characters, at most ``limit`` characters."""
+    def check(value: Any, field: str) -> str:
+        text = _text(value)
+        if len(text) > limit:
+            raise problem(f"{what} is {len(text)} characters long, the store keeps at most "
+                          f"{limit}", fix)
+        return text
+    return check
+
+
+_gpu_type = _name("GPU type", MAX_GPU_TYPE_CHARS, "use the catalog's GPU type name")
+_area = _name("area", MAX_NAME_CHARS, "use the id of one of the catalog's areas")
 
 
 def _kind(value: Any, field: str) -> str:
@@ -648,6 +656,11 @@ GpuType = Annotated[Text, Field(max_length=MAX_GPU_TYPE_CHARS,
                                 description="GPU model, as in the catalog inventories."),
                     _required(_gpu_type)]
 """A required GPU type name, with the job schema's message."""
+
+Area = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS, pattern=r"^[^\x00-\x1f]+$",
+                            description="User area id, as in the catalog's areas."),
+                 _required(_area)]
+"""A required user area id (an inference demand's), with the workload file's message."""
 
 Gpus = Annotated[int, Field(ge=1, le=MAX_JOB_GPUS, description="GPUs. [-]"),
                  _required(_whole(1, MAX_JOB_GPUS))]

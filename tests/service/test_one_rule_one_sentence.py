@@ -1,4 +1,4 @@
-"""One rule, one sentence, at every entry point: grid events.
+"""One rule, one sentence, at every entry point: grid events and inference demand names.
 
 A grid event is read by ``carbonsched grid-event add`` (Typer's CliRunner), by
 ``POST /v1/grid-events`` (a real ``carbonsched serve``) and from an event file
@@ -9,6 +9,9 @@ took years past 2200 that the API refused, and a notice over a year reached Type
 CLI and pydantic's at the API. Each rule is checked with a known-bad value (the same sentence at
 every entry point: after ``error:`` at the CLI, exit 2; in the API's 422 ``message``; in the
 file's error after its file and row) and a value just at the limit (accepted by each).
+
+An inference demand's ``area`` and ``gpu_type`` in a workload file are read with the API's
+inference query types: before, a file took any length and control characters in them.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from carbonsched.errors import InputError
 from carbonsched.flex import GridEvent, read_grid_events
 from carbonsched.store import Store
 from carbonsched.store.grid_events import event_rows
+from carbonsched.workload.files import read_workload
 from tests.service.conftest import AS_OF, CATALOG, Server, copy_db
 
 pytestmark = pytest.mark.shared_data
@@ -149,3 +153,60 @@ def test_a_grid_event_rule_says_one_sentence_at_the_cli_the_api_and_a_file(
     for row in event_rows(Store(get_settings().resolved_database_url())):
         GridEvent(site=row.site, start=row.start, end=row.end, target_kw=row.target_kw,
                   target_fraction=row.target_fraction, id=row.event_id)
+
+
+# --- inference demand -------------------------------------------------------------------------
+
+DEMAND = {"area": "shanghai", "hour": "2023-07-15T08:00:00Z", "gpu_type": "A100", "gpus": 0,
+          "slo_ms": 30, "power_per_gpu_kw": 0.5}
+"""A workload file's inference demand (0 GPUs: generated files carry hours without demand)."""
+QUERY = {"kind": "inference", "area": "shanghai", "slo_ms": 30, "gpu_type": "A100", "gpus": 1,
+         "start": "2023-07-15T08:00:00Z", "power_per_gpu_kw": 0.5}
+"""The API's inference query of the same demand."""
+LONG_AREA = ("area is 101 characters long, the store keeps at most 100; use the id of one of "
+             "the catalog's areas")
+LONG_GPU = ("GPU type is 41 characters long, the store keeps at most 40; use the catalog's GPU "
+            "type name")
+# field -> [(known-bad value, its sentence)], the value just at the limit, the API's answer then
+NAME_RULES: dict[str, tuple[list[tuple[str, str]], str, int]] = {
+    "area": ([("a" * 101, LONG_AREA),
+              ("shang\x01hai", r"'shang\x01hai' contains a control character (tab, newline, "
+                               "...); remove it")],
+             "a" * 100, 404),                       # a name the catalog lacks: not found
+    "gpu_type": ([("g" * 41, LONG_GPU),
+                  ("A1\x0b00", r"'A1\x0b00' contains a control character (tab, newline, ...); "
+                               "remove it")],
+                 "g" * 40, 200),                    # a type no site has: not placed, said why
+}
+
+
+def _csv(tmp_path: Path, demand: dict) -> Path:
+    p = tmp_path / "w.csv"
+    row = {"kind": "inference"} | demand
+    p.write_text(",".join(row) + "\n" + ",".join(f'"{v}"' for v in row.values()) + "\n")
+    return p
+
+
+@pytest.mark.parametrize("field", list(NAME_RULES))
+def test_an_inference_name_says_one_sentence_in_a_file_and_at_the_api(field, api, tmp_path):
+    bads, at_limit, answer = NAME_RULES[field]
+    for value, sentence in bads:
+        p = tmp_path / "w.json"
+        p.write_text(json.dumps({"inference": [DEMAND | {field: value}]}))
+        with pytest.raises(InputError) as info:
+            read_workload(p)
+        assert f"inference[0], field '{field}': {sentence} (see docs/workload.md)" in \
+            str(info.value), info.value
+        with pytest.raises(InputError) as info:
+            read_workload(_csv(tmp_path, DEMAND | {field: value}))
+        assert f"line 2, field '{field}': {sentence}" in str(info.value), info.value
+        r = api.post("/v1/placements", json=QUERY | {field: value})
+        assert r.status_code == 422, r.text
+        assert f"body.inference.{field}: {sentence}" in r.json()["message"], r.text
+    p = tmp_path / "ok.json"
+    p.write_text(json.dumps({"inference": [DEMAND | {field: at_limit}]}))
+    assert getattr(read_workload(p).inference[0], field) == at_limit
+    assert getattr(read_workload(_csv(tmp_path, DEMAND | {field: at_limit})).inference[0],
+                   field) == at_limit
+    r = api.post("/v1/placements", json=QUERY | {field: at_limit})
+    assert r.status_code == answer, r.text
