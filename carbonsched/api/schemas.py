@@ -634,9 +634,9 @@ class GridEventCreate(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
-        {"site": "us-az-phoenix", "start": "2026-07-01T17:00:00Z",
+        {"site": "cn-nm-horinger", "start": "2026-07-01T17:00:00Z",
          "end": "2026-07-01T20:00:00Z", "target_fraction": 0.25, "notice_minutes": 240},
-        {"site": "us-az-phoenix", "start": "2026-07-01T17:00:00Z",
+        {"site": "cn-nm-horinger", "start": "2026-07-01T17:00:00Z",
          "end": "2026-07-01T18:00:00Z", "target_kw": 500}]})
     site: Annotated[str, Field(min_length=1, max_length=MAX_IDENTIFIER_CHARS,
                                pattern=IDENTIFIER_PATTERN, description="Catalog site id."),
@@ -695,7 +695,7 @@ class GridEventPublic(BaseModel):
     """A grid event, what the re-plan chose and (on GET by id) every action's state."""
 
     model_config = _example({
-        "event_id": "ge-3f9c2a7d1e6b", "site": "us-az-phoenix",
+        "event_id": "ge-3f9c2a7d1e6b", "site": "cn-nm-horinger",
         "start": "2026-07-01T17:00:00Z", "end": "2026-07-01T20:00:00Z", "target_kw": None,
         "target_fraction": 0.25, "notice_s": 14400.0, "source": "api:admin",
         "state": "active", "created_at": "2026-07-01T13:00:00Z",

@@ -500,3 +500,31 @@ def test_openapi_operation_ids_and_examples(api):
                and not name.startswith(("Annotated", "Body_"))]
     assert not missing, missing
     assert np.all([doc["paths"][p] for p in ("/v1/placements", "/emissions/bylocations/best")])
+
+
+def test_every_example_names_sites_a_shipped_catalog_has(api):
+    """An operator copies an example to try a route: a site no shipped catalog has (the grid
+    event examples named ``us-az-phoenix``) is refused as unknown."""
+    from carbonsched.catalog import load_catalog
+
+    known = {s.id for name in ("global", "us-2022", "china-eastdata-westcompute")
+             for s in load_catalog(name).sites}
+    doc = api.client.get("/openapi.json").json()
+    named: list[tuple[str, str]] = []
+
+    def walk(where: str, v) -> None:
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if k in ("site", "sites", "allowed_sites") and isinstance(x, str | list):
+                    named.extend((where, s) for s in ([x] if isinstance(x, str) else x)
+                                 if isinstance(s, str))
+                else:
+                    walk(where, x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(where, x)
+
+    for name, schema in doc["components"]["schemas"].items():
+        walk(name, schema.get("examples", []))
+    assert len(named) >= 5                 # the walk reads the examples (they name sites)
+    assert [(w, s) for w, s in named if s not in known] == []
