@@ -64,8 +64,9 @@ from carbonsched.timeaxis import ensure_hourly_utc
 NA_TOKENS = frozenset({"", "NA", "NaN", "nan", "NAN", "null", "NULL", "None", "N/A", "n/a"})
 """Cell texts read as a missing value."""
 
-OFFSET_RE = re.compile(r"(?:Z|[+-]\d{2}:?\d{2})$")
-"""An ISO 8601 stamp's UTC offset at its end (``Z``, ``+01:00``, ``-0500``)."""
+OFFSET_RE = re.compile(r"\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:Z|[+-]\d{2}(?::?\d{2})?)$")
+"""An ISO 8601 stamp's UTC offset after its time (``Z``, ``+01:00``, ``-0500``, and ``+02``
+as PostgreSQL writes ``timestamptz``); a date alone (``2023-01-01``) has none."""
 _MDY_RE = re.compile(r"^\d{1,2}/\d{1,2}/\d{4}")
 HALF_HOUR = pd.Timedelta(minutes=30)
 _MDY_FORMATS = ("%m/%d/%Y %H:%M:%S", "%m/%d/%Y %H:%M", "%m/%d/%Y %I:%M:%S %p", "%m/%d/%Y")

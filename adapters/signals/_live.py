@@ -35,7 +35,18 @@ def offset_stamps_utc(values: Sequence[Any] | pd.Series, provider: str, what: st
     """Parse ISO 8601 stamps that all carry an offset (or ``Z``) to UTC, each by its own offset.
 
     Local stamps across a DST change carry two offsets (``+01:00`` before, ``+02:00`` after);
-    each converts by its own, where a parse into one zone refuses the mix.
+    each converts by its own, where a parse into one zone refuses the mix. An offset is
+    ``Z``, ``±HH:MM``, ``±HHMM`` or ``±HH`` after the time
+    (:data:`~carbonsched.adapters.signals._common.OFFSET_RE`).
+
+    Parameters
+    ----------
+    values
+        The stamps, shape ``(n,)``, as the provider wrote them.
+    provider
+        The provider's name, for the error.
+    what
+        What the stamps are (``"DE carbon intensity"``), for the error.
 
     Returns
     -------
@@ -69,6 +80,16 @@ def utc_stamps(values: Sequence[Any] | pd.Series, provider: str, what: str) -> p
     """Parse provider timestamps that carry an offset or ``Z``; refuse naive ones.
 
     Each stamp converts by its own offset (:func:`offset_stamps_utc`).
+
+    Parameters
+    ----------
+    values, provider, what
+        As :func:`offset_stamps_utc`.
+
+    Returns
+    -------
+    DatetimeIndex
+        UTC, shape ``(n,)``.
 
     Raises
     ------

@@ -116,6 +116,11 @@ def _to_utc(
             row=int(lines[i]),
         )
     has_offset = raw.str.contains(OFFSET_RE)
+    if has_offset.any() and not has_offset.all():
+        i = int(np.flatnonzero((has_offset != has_offset.iloc[0]).to_numpy())[0])
+        raise DataFormatError(
+            path, f"hourly.time[{i}] = {labels[i]!r} mixes times with and without a UTC "
+            "offset; give every time an offset or none", row=int(lines[i]))
     if has_offset.all():
         return pd.DatetimeIndex(pd.to_datetime(raw, format="ISO8601", utc=True), name="ts"), (
             "labels carry their offset"

@@ -938,6 +938,7 @@ def recount_slices(sets: Any, problem: Any, placements: list[Any]) -> SliceCount
     sm = int(sets.slot_minutes)
     t0 = sets.slot[0]
     cells: dict[tuple[int, int, int, int], list[tuple[Any, Any]]] = {}
+    planned: set[tuple[int, int, int, int]] = set()     # GPU-hours this plan put a slice on
     used: dict[tuple[int, int], dict[str, int]] = {}
     stranded = np.zeros((n_s, n_t))
     bad: set[tuple] = set()
@@ -971,6 +972,7 @@ def recount_slices(sets: Any, problem: Any, placements: list[Any]) -> SliceCount
             continue
         for t in range(a, b):
             cells.setdefault((s, t, g, p.gpu_index), []).append((kind, p.mig_start))
+            planned.add((s, t, g, p.gpu_index))
             u = used.setdefault((s, t), {})
             name = kind.profile if kind.sharing == "mig" else "gpu_milli"
             u[name] = u.get(name, 0) + (1 if kind.sharing == "mig" else kind.milli)
@@ -990,8 +992,12 @@ def recount_slices(sets: Any, problem: Any, placements: list[Any]) -> SliceCount
         where = f"site {sets.site[s]!r} GPU {gi} ({sets.gpu_type[g]}) at {sets.slot[t]}"
         if pool.sharing == "milli":
             total = sum(k.milli for k, _ in items)
-            if any(k.sharing != "milli" for k, _ in items) or total > MILLI_PER_GPU:
-                flag((s, t, g, gi), f"{where}: {total} milli on one GPU (at most 1000)")
+            # running slices alone over 1000 (committed under an earlier, smaller rounding of
+            # the pool's shares) are not this plan's: it added none to that GPU-hour
+            if (s, t, g, gi) in planned and (any(k.sharing != "milli" for k, _ in items)
+                                              or total > MILLI_PER_GPU):
+                flag((s, t, g, gi), f"{where}: {total} milli on one GPU (at most 1000, the "
+                     "shares booked)")
             stranded[s, t] += max(MILLI_PER_GPU - total, 0) / MILLI_PER_GPU
             continue
         inst = [(k.profile, st) for k, st in items]

@@ -104,3 +104,30 @@ def test_an_open_meteo_file_with_offset_labels_reads_across_a_change(tmp_path):
     frame, _ = read_open_meteo(path)
     assert frame.index[0] == pd.Timestamp("2026-03-28T22:00", tz=UTC)
     assert list(frame["temperature_c"]) == [1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_hour_only_offsets_as_postgresql_writes_them_are_offsets():
+    """``2026-07-01 00:00:00+02`` (PostgreSQL's ``timestamptz`` text) carries an offset: it
+    was read before this parser took each stamp by its own offset, and must still be."""
+    body = "time,ci\n2026-07-01 00:00:00+02,1\n2026-07-01 01:00:00+02,2\n"
+    frame, _ = read_http_feed(body, _feed())
+    assert list(frame.index) == [pd.Timestamp("2026-06-30T22:00", tz=UTC),
+                                 pd.Timestamp("2026-06-30T23:00", tz=UTC)]
+    assert list(utc_stamps(["2026-07-01T00:00-05"], "p", "w")) == [
+        pd.Timestamp("2026-07-01T05:00", tz=UTC)]
+    # a date alone ends in '-01' but has no offset
+    assert offset_stamps_utc(["2026-07-01"], "p", "w") is None
+
+
+def test_an_open_meteo_file_mixing_times_with_and_without_offset_is_refused(tmp_path):
+    from carbonsched.errors import DataFormatError
+
+    doc = {"timezone": BERLIN, "hourly": {"time": ["2026-03-28T23:00+01:00", "2026-03-29T01:00"],
+                                          "temperature_2m": [1, 2],
+                                          "relative_humidity_2m": [50, 50]},
+           "hourly_units": {"temperature_2m": "°C"}}
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(DataFormatError, match=r"hourly.time\[1\] = '2026-03-29T01:00' mixes "
+                       r"times with and without a UTC offset"):
+        read_open_meteo(path)

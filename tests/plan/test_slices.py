@@ -441,3 +441,24 @@ def test_an_unplaced_fractional_job_counts_its_share_of_a_gpu_not_a_whole_gpu():
     assert [u.job_id for u in res.unplaced] == ["m"]
     assert res.totals["unplaced_gpu_hours"] == pytest.approx(2 * 3 / 7)
     assert score_plan(mig, res).unplaced_gpu_hours == pytest.approx(2 * 3 / 7)
+
+
+def test_running_slices_over_the_booked_shares_do_not_fail_the_plan():
+    """Four 250-milli slices committed on one GPU when milli was packed exactly (before the
+    pool's shares were booked) hold 4 x 300 = 1200 booked milli under 10 shares per GPU. They
+    are not this plan's: it plans around them (a new slice goes to the other GPU) and its
+    recount does not refuse it; before, every plan failed the recount until they ended."""
+    from carbonsched.domain import RunningWork
+    from carbonsched.plan.result import recount_violations
+    from tests.plan.builders import at
+
+    for method in ("milp", "colgen"):
+        prob = problem([milli_site(2, shares_per_gpu=10)], [frac("new", milli=250, window=(0, 2))],
+                       2)
+        prob.running = [RunningWork(site="b", gpu_type="A100", gpus=1, it_power_kw=0.25,
+                                    end=at(2), job_id=f"old{i}", start=at(0), gpu_index=0,
+                                    gpu_milli=250) for i in range(4)]
+        res = solve_plan(prob, method=method)
+        assert [p.job_id for p in res.placements] == ["new"], method
+        assert res.placements[0].gpu_index == 1          # not onto the over-full GPU 0
+        assert recount_violations(prob, res) == {}, method
