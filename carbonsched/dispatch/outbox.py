@@ -58,7 +58,7 @@ from typing import Any
 
 import pandas as pd
 from sqlalchemy import insert, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from carbonsched.adapters.dispatch.base import (
@@ -83,6 +83,7 @@ from carbonsched.errors import (
     BackendUnavailableError,
     CarbonschedError,
     InputError,
+    StoreUnavailableError,
     TimeAxisError,
     UnitHeldError,
     UnknownSiteError,
@@ -120,8 +121,22 @@ def unexpected(backend: str, what: str, exc: BaseException) -> BackendUnavailabl
     Returns
     -------
     BackendUnavailableError
-        Its message names the backend, the call and the exception.
+        ``exc`` itself when it is one; a backend's own :class:`BackendError` as one (its
+        message kept); anything else with a message naming the backend, the call and the
+        exception.
+
+    Raises
+    ------
+    SQLAlchemyError, StoreUnavailableError
+        ``exc`` itself when the store failed: that is not the adapter's.
     """
+    if isinstance(exc, SQLAlchemyError | StoreUnavailableError):
+        raise exc   # the store's outage, not the adapter's: the pass ends as before
+    if isinstance(exc, BackendUnavailableError):
+        return exc
+    if isinstance(exc, BackendError):   # the backend's own error (a tool's exit, an API error)
+        return BackendUnavailableError(f"{backend}: {what} failed: {exc}; tried again in the "
+                                       "next pass")
     logger.error("%s: %s raised %s", backend, what, type(exc).__name__, exc_info=exc)
     return BackendUnavailableError(
         f"{backend}: {what} raised {type(exc).__name__}: {str(exc)[:300]} (a fault in the "
@@ -911,6 +926,8 @@ def _drive_claim(store: Store, adapters: Mapping[str, DispatchAdapter], claim: C
         for f in as_completed(futs):
             try:
                 done = f.result()
+            except (SQLAlchemyError, StoreUnavailableError):
+                raise
             except Exception as exc:  # one adapter's fault holds back only its own units
                 name, ids = futs[f]
                 err = unexpected(name, "a dispatch pass", exc)
@@ -1038,7 +1055,10 @@ def _drive_backend(store: Store, adapter: DispatchAdapter, row_ids: Sequence[int
                 DispatchRow.id.in_(list(row_ids))).order_by(DispatchRow.id))}
             unknown: dict[str, str] = {}
             try:
-                found = adapter.status(list(rows))
+                try:
+                    found = adapter.status(list(rows))
+                except Exception as exc:
+                    raise unexpected(adapter.name, "status", exc) from exc
                 maybe = [r for k, r in rows.items()
                          if k not in found and r.submit_attempted_at is not None]
                 if maybe and isinstance(adapter, KeepsAccounting):
@@ -1046,9 +1066,11 @@ def _drive_backend(store: Store, adapter: DispatchAdapter, row_ids: Sequence[int
                         found.update(adapter.accounting([
                             SubmittedUnit(r.key, None, r.submit_attempted_at) for r in maybe
                             if r.submit_attempted_at is not None]))
-                    except BackendError as exc:
+                    except Exception as exc:
                         if isinstance(exc, BackendUnavailableError):
                             raise
+                        if not isinstance(exc, BackendError):
+                            exc = unexpected(adapter.name, "accounting", exc)
                         unknown = {r.key: f"a submission attempted at "
                                    f"{_iso(r.submit_attempted_at)} may have reached "
                                    f"{adapter.name}, whose records could not be read ({exc}); "
@@ -1129,22 +1151,23 @@ def _submit_rows(s: Session, adapter: DispatchAdapter, todo: Sequence[DispatchRo
     def submit(row: DispatchRow) -> tuple[DispatchRow, BackendJob | Exception | str]:
         try:
             req = _request_from_row(row)
-            late = _late(row, _now(clock))
         except (CarbonschedError, ValueError, KeyError, TypeError) as exc:
-            # nothing was sent: a stored request a tightened schema now refuses
+            # a stored request this version's schema refuses; not on the backend by key (the
+            # pass looked it up first), and it cannot be submitted
             return row, _Unreadable(
-                f"its stored request no longer reads back ({type(exc).__name__}: {exc}); "
-                "nothing was sent; submit the job again as the schema asks, under a new id "
-                "(this unit is final)")
+                f"its stored request no longer reads back ({type(exc).__name__}: {exc}); it is "
+                f"not on {adapter.name} and cannot be submitted; submit the job again as the "
+                "schema asks, under a new id (this unit is final)")
+        late = _late(row, _now(clock))
         if late:
             return row, late
         if not claimant.begin_side_effect(row.id):
             return row, _LOST
         try:
             return row, adapter.submit(req)
-        except (BackendUnavailableError, BackendRejectedError) as exc:
+        except BackendRejectedError as exc:
             return row, exc
-        except Exception as exc:  # a fault in the adapter: this unit waits, the pass goes on
+        except Exception as exc:  # unreachable, or a fault: this unit waits, the pass goes on
             return row, unexpected(adapter.name, f"submit of {row.key}", exc)
 
     submitted: list[DispatchRow] = []
@@ -1202,7 +1225,8 @@ def _learn_backend_records(s: Session, adapter: DispatchAdapter, rows: Sequence[
     """
     try:
         found = adapter.status([r.key for r in rows])
-    except BackendError:
+    except Exception as exc:
+        unexpected(adapter.name, "status after submitting", exc)   # logged; the store's raise
         return
     by_key = {o.key: o for o in out}
     for r in rows:
@@ -1277,6 +1301,8 @@ def release_due(store: Store, catalog: Catalog | str, *, clock: Clock = system_c
             except Exception as exc:
                 if not isinstance(exc, BackendError | InputError):
                     exc = unexpected(adapter.name, f"release of {r.key}", exc)
+                elif isinstance(exc, StoreUnavailableError):
+                    raise
                 # one backend's failure holds back only its own rows: the others are released in
                 # this pass, and this one is tried again in the next (the detail says so)
                 reason = (ReasonCode.BACKEND_UNAVAILABLE
@@ -1324,8 +1350,7 @@ def refresh_status(store: Store, catalog: Catalog | str, *, plan_id: str | None 
             try:
                 found = adapter.status([r.key for r in group])
             except Exception as exc:
-                if not isinstance(exc, BackendUnavailableError):
-                    exc = unexpected(adapter.name, "status", exc)
+                exc = unexpected(adapter.name, "status", exc)
                 for r in group:
                     r.detail = f"{ReasonCode.BACKEND_UNAVAILABLE}: {exc}"
                 continue
@@ -1338,7 +1363,8 @@ def refresh_status(store: Store, catalog: Catalog | str, *, plan_id: str | None 
                 try:
                     acct = adapter.accounting(units)
                 except Exception as exc:
-                    if not isinstance(exc, BackendError | InputError):
+                    if not isinstance(exc, BackendError | InputError) \
+                            or isinstance(exc, StoreUnavailableError):
                         exc = unexpected(adapter.name, "accounting", exc)
                     acct_error = f"; its accounting could not be read: {exc}"
             for r in group:

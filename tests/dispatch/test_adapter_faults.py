@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 from carbonsched.adapters.dispatch.kubernetes import KubernetesAdapter
 from carbonsched.config import Settings
 from carbonsched.dispatch.outbox import dispatch_plan, refresh_status
+from carbonsched.errors import BackendError
 from carbonsched.store.models import DispatchRow
 
 from .helpers import one_plan
@@ -41,6 +42,13 @@ class _FailsOn(KubernetesAdapter):
         if req.job_id in self.boom:
             raise RuntimeError("unexpected line from the API: 'x'")
         return super().submit(req)
+
+
+class _SubmitFails(KubernetesAdapter):
+    """The real adapter, whose ``submit`` fails with a backend's own error (not a fault)."""
+
+    def submit(self, req):
+        raise BackendError("kubectl said: etcdserver: request timed out")
 
 
 class _StatusBroken(KubernetesAdapter):
@@ -104,11 +112,26 @@ def test_one_adapter_raising_before_any_submission_holds_back_only_its_backend(
         by_job = {o.job_id: o for o in s.outcomes}
         assert by_job[f"{prefix}-ny"].action == "submitted"
         broken = by_job[f"{prefix}-va"]
-        assert (broken.action, broken.state) == ("unavailable", "Pending")
-        assert broken.detail.startswith("kubernetes:us-east-va/carbonsched: a dispatch pass "
-                                        "raised KeyError: 'metadata' (a fault in the adapter")
-        # the status refresh says the same instead of raising
-        refresh_status(store, "global", adapters={"us-ny-newyork": ny, "us-pjm-ashburn": va})
+        said = ("kubernetes:us-east-va/carbonsched: status raised KeyError: 'metadata' (a "
+                "fault in the adapter, not the backend's answer; the traceback is in the log); "
+                "tried again in the next pass")
+        assert (broken.action, broken.state, broken.reason, broken.detail) == (
+            "unavailable", "Pending", "BackendUnavailable", said)
+        with Session(store.engine) as s:   # the row says so too, and counts the attempt
+            row = s.scalars(select(DispatchRow).where(
+                DispatchRow.key == f"{prefix}-va#0")).one()
+            assert (row.state, row.reason, row.detail, row.attempts) == (
+                "Pending", "BackendUnavailable", said, 1)
+        # the status refresh of a dispatched unit whose backend's adapter raises: the unit is
+        # kept as it was, its detail says why, and the refresh returns
+        ny_broken = _StatusBroken("us-east-ny", "carbonsched", kubeconfig=kc)
+        refreshed = refresh_status(store, "global", adapters={"us-ny-newyork": ny_broken})
+        ny_row = refreshed[refreshed["key"] == f"{prefix}-ny#0"].iloc[0]
+        assert ny_row["state"] == "Dispatched"
+        assert ny_row["detail"] == ("BackendUnavailable: kubernetes:us-east-ny/carbonsched: "
+                                    "status raised KeyError: 'metadata' (a fault in the "
+                                    "adapter, not the backend's answer; the traceback is in "
+                                    "the log); tried again in the next pass")
     finally:
         ny.cancel(f"{prefix}-ny#0")
 
@@ -139,8 +162,23 @@ def test_a_stored_request_that_no_longer_reads_back_is_refused_alone(store,
         assert (o.job_id, o.state, o.reason) == (f"{prefix}-old", "Failed", "InvalidSpec")
         assert o.detail.startswith("its stored request no longer reads back (WorkloadError: "
                                    "unknown payload field(s) gpu_share; known: template")
-        assert o.detail.endswith("nothing was sent; submit the job again as the schema asks, "
-                                 "under a new id (this unit is final)")
+        assert o.detail.endswith("it is not on kubernetes:us-east-ny/carbonsched and cannot "
+                                 "be submitted; submit the job again as the schema asks, under "
+                                 "a new id (this unit is final)")
         assert f"{prefix}-old#0" not in a.status()
     finally:
         a.cancel(f"{prefix}-ok#0")
+
+
+def test_a_backends_own_error_in_submit_is_unavailable_in_its_own_words(store,
+                                                                       emulator_kubeconfig):
+    prefix = uuid.uuid4().hex[:8]
+    doc = _plan(prefix, {"us-ny-newyork": ["x"]})
+    store.save_plan(doc)
+    a = _SubmitFails("us-east-ny", "carbonsched", kubeconfig=str(emulator_kubeconfig))
+    s = dispatch_plan(store, doc["plan_id"], settings=_settings(emulator_kubeconfig),
+                      adapters={"us-ny-newyork": a}, placeholder=False)
+    (o,) = s.outcomes
+    assert (o.action, o.state, o.detail) == (
+        "unavailable", "Pending", f"kubernetes:us-east-ny/carbonsched: submit of {prefix}-x#0 "
+        "failed: kubectl said: etcdserver: request timed out; tried again in the next pass")
