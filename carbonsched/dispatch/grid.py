@@ -58,7 +58,7 @@ from carbonsched.adapters.dispatch.base import (
 )
 from carbonsched.catalog import Catalog
 from carbonsched.dispatch.lease import holder_is_dead, owner_identity
-from carbonsched.dispatch.outbox import TERMINAL
+from carbonsched.dispatch.outbox import TERMINAL, unexpected
 from carbonsched.domain import JobState
 from carbonsched.errors import BackendError, BackendUnavailableError, InputError
 from carbonsched.flex import GridEvent
@@ -372,7 +372,10 @@ def site_units(store: Store, catalog: Catalog, adapter: DispatchAdapter, event: 
             DispatchRow.backend_id.is_not(None), DispatchRow.planned_start < event.end)))
     if not rows:
         return []
-    live = adapter.status([r.key for r in rows])
+    try:
+        live = adapter.status([r.key for r in rows])
+    except Exception as exc:   # a fault in the adapter: the event waits, as for an outage
+        raise unexpected(adapter.name, "status", exc) from exc
     pre = _preemptible(store, rows)
     taken = held_keys(store, [r.key for r in rows])
     out = []
@@ -532,7 +535,13 @@ def take_actions(store: Store, adapters: Mapping[str, DispatchAdapter], rows: Se
                                                  r.power_kw))
             continue
         try:
-            got = _call(adapter, claimed, starts.get(r.key, now), now)
+            try:
+                got = _call(adapter, claimed, starts.get(r.key, now), now)
+            except (BackendError, InputError):
+                raise
+            except Exception as exc:   # a fault in the adapter: counted as a failed attempt
+                raise BackendError(str(unexpected(adapter.name, f"{r.action} of {r.key}",
+                                                  exc))) from exc
         except BackendUnavailableError as exc:
             _finish(store, r.id, owner, "planned",
                     f"BackendUnavailable at {now.isoformat()}, retried next pass: {exc}",

@@ -1053,7 +1053,8 @@ def invalid_spec_detail(exc: Exception) -> str:
     -------
     str
         One line: ``"its stored spec no longer passes the job schema (<what>); submit it
-        again as the schema asks (docs/workload.md)"``.
+        again as the schema asks, under a new id (docs/workload.md)"`` (the ended job keeps
+        its id: the API answers 409 for it).
     """
     if isinstance(exc, ValidationError):
         first = exc.errors()[0]
@@ -1061,7 +1062,7 @@ def invalid_spec_detail(exc: Exception) -> str:
     else:
         what = str(exc)
     return (f"its stored spec no longer passes the job schema ({what}); submit it again as "
-            "the schema asks (docs/workload.md)")
+            "the schema asks, under a new id (docs/workload.md)")
 
 
 def apply_templates(jobs: list[Job], templates: Mapping[str, Mapping[str, Any]],

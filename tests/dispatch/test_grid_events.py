@@ -854,3 +854,75 @@ def test_an_event_at_a_site_without_a_backend_here_says_it_waits(store):
     assert show_event(store, ev["event_id"], T0 + timedelta(hours=1))["detail"].endswith(
         "ended before any actor could act on it (no backend for its site was available in its "
         "window)")
+
+
+class _Raising(_Backend):
+    """``_Backend``, whose pause of ``run#0`` raises what no backend answers (a fault)."""
+
+    def _answer(self, key):
+        if key == "run#0":
+            raise KeyError("JobState")
+        return super()._answer(key)
+
+    pause = hold = _answer
+
+
+def test_an_adapter_fault_in_one_action_holds_back_only_that_action(store):
+    """Before, the KeyError ended the grid pass: the action stayed claimed until its lease
+    ran out and the event's other actions were never taken. Now it counts as a failed attempt
+    of that action (named, the traceback to the log) and the hold of ``due#0`` is taken."""
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from carbonsched.dispatch.grid import grid_pass
+    from carbonsched.store.grid_models import GridActionRow
+
+    start = _this_hour()
+    _planned_event(store, start, [("run#0", "pause", 12.0), ("due#0", "hold", 7.0)],
+                   planned_kw=19.0)
+    backend = _Raising({"due#0": ("done", "scontrol hold 42")})
+    s = grid_pass(store, load_catalog("global"), {SLURM_SITE: backend},
+                  clock=lambda: start + timedelta(minutes=1), owner="actor-1")
+    assert [t[1] for t in s.taken] == ["due#0"]
+    ((_ev, key, action, why),) = s.retry
+    assert (key, action) == ("run#0", "pause")
+    assert why == ("slurm:fake: pause of run#0 raised KeyError: 'JobState' (a fault in the "
+                   "adapter, not the backend's answer; the traceback is in the log); tried "
+                   "again in the next pass")
+    with Session(store.engine) as ss:
+        states = {a.key: (a.state, a.owner) for a in ss.scalars(select(GridActionRow))}
+    assert states["run#0"][0] == "planned" and states["due#0"][0] == "done"
+
+
+def test_an_adapter_fault_reading_the_site_makes_the_event_wait(store):
+    """The re-plan reads the site's units live (``status``); a fault there ended the pass with
+    a traceback. Now the event waits with the fault named, as for an outage."""
+    from sqlalchemy.orm import Session
+
+    from carbonsched.dispatch.grid import grid_pass
+    from carbonsched.store.models import DispatchRow
+
+    catalog = load_catalog("global")
+    ev = announce_event(store, catalog, GridEvent(site=SLURM_SITE, start=T0,
+                                                  end=T0 + timedelta(hours=1),
+                                                  target_fraction=0.5), T0, "cli")
+    with Session(store.engine) as s:
+        s.add(DispatchRow(key="j#0", job_id="j", piece=0, plan_id="p", site=SLURM_SITE,
+                          backend="slurm:fake", state="Dispatched", reason="Submitted",
+                          detail="", request_json="{}", planned_start=T0,
+                          planned_end=T0 + timedelta(hours=2), attempts=1, created_at=T0,
+                          updated_at=T0, backend_id="c:1", duplicates=""))
+        s.commit()
+
+    class _StatusFault(_Backend):
+        def status(self, keys=None):
+            raise KeyError("JobState")
+
+    out = grid_pass(store, catalog, {SLURM_SITE: _StatusFault({})},
+                    clock=lambda: T0 + timedelta(minutes=5))
+    ((eid, _key, what, why),) = out.retry
+    assert (eid, what) == (ev["event_id"], "plan")
+    assert why.startswith("slurm:fake: status raised KeyError: 'JobState' (a fault in the "
+                          "adapter")
+    assert "could not be read (slurm:fake: status raised KeyError" in show_event(
+        store, ev["event_id"], T0 + timedelta(minutes=6))["detail"]

@@ -372,11 +372,11 @@ def test_a_stored_spec_the_schema_refuses_is_named_by_its_first_field():
     assert invalid_spec_detail(info.value) == (
         "its stored spec no longer passes the job schema (field 'gpus': must be 1..100000 "
         "GPUs, got 0; give a whole number of GPUs in 1..100000); submit it again as the "
-        "schema asks (docs/workload.md)")
+        "schema asks, under a new id (docs/workload.md)")
     # another error (JobSpec.to_job's InputError) is named by its text
     assert invalid_spec_detail(InputError("no such thing; give one")) == (
         "its stored spec no longer passes the job schema (no such thing; give one); submit "
-        "it again as the schema asks (docs/workload.md)")
+        "it again as the schema asks, under a new id (docs/workload.md)")
 
 
 def test_year_9999_is_a_message_not_a_traceback(tmp_path, monkeypatch):
