@@ -116,7 +116,8 @@ def make_fractional(jobs: int, sites: int, hours: int, load: float = 0.3, seed: 
                     same_domain_share: float = 0.5,
                     domain_zones: tuple[str, ...] = ("CA-ON", "GB"),
                     nodes_per_domain: int = 1,
-                    data_dir: str | Path | None = None) -> PlanningProblem:
+                    data_dir: str | Path | None = None,
+                    shares_per_gpu: int = 10) -> PlanningProblem:
     """The real-trace instance with GPU sharing, MIG and network domains (module docstring).
 
     Parameters
@@ -139,6 +140,9 @@ def make_fractional(jobs: int, sites: int, hours: int, load: float = 0.3, seed: 
         Zones whose A100 pool declares network domains.
     nodes_per_domain
         Nodes (of 8 GPUs) per network domain there. [-]
+    shares_per_gpu
+        Shares one GPU of the milli pools is cut into (the catalog's ``shares_per_gpu``;
+        1000 books ``gpu_milli`` exactly, as before the field existed). [-]
     data_dir
         Shared data directory (default ``$CARBONSCHED_SHARED_DATA``).
 
@@ -181,7 +185,8 @@ def make_fractional(jobs: int, sites: int, hours: int, load: float = 0.3, seed: 
                 count=int(-(-p.count // NODE_GPUS) * NODE_GPUS), board_power_w=p.board_power_w,
                 gpus_per_node=NODE_GPUS,
                 nodes_per_domain=nodes_per_domain if s.zone in domain_zones else None,
-                sharing="mig" if hub else "milli", mig_model=MIG_MODEL if hub else None)
+                sharing="mig" if hub else "milli", mig_model=MIG_MODEL if hub else None,
+                shares_per_gpu=shares_per_gpu)
         new_sites.append(replace(s, gpus=pools))
 
     milli = trace_milli(data_dir)
@@ -248,7 +253,8 @@ def one_seed(args: argparse.Namespace, seed: int) -> dict:
                               fractional_share=args.fractional_share, mig_share=args.mig_share,
                               same_domain_share=args.same_domain_share,
                               domain_zones=tuple(args.domain_zones),
-                              nodes_per_domain=args.nodes_per_domain)
+                              nodes_per_domain=args.nodes_per_domain,
+                              shares_per_gpu=args.shares_per_gpu)
     build_s = time.perf_counter() - tb
     load_before = os.getloadavg()
     t0 = time.perf_counter()
@@ -358,6 +364,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--target", type=float, default=0.01,
                     help="proven-gap target judged on the worst seed [-]")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--shares-per-gpu", type=int, default=10,
+                    help="shares per GPU of the milli pools (1000: gpu_milli booked exactly)")
     ap.add_argument("--out", type=Path, default=Path("bench/results/fractional_scale.json"))
     args = ap.parse_args(argv)
     doc = {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},

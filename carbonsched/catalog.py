@@ -386,7 +386,7 @@ def _parse_gpus(ctx: _Ctx, where: str, raw: dict[str, Any]) -> dict[str, GpuPool
                             "/ MPS shares) or \"mig\" (MIG partitions)"),
                 "mig_model": ((str,), False, "the MIG table row, e.g. \"A100-40GB\""),
                 "shares_per_gpu": ((int,), False, "the shares one GPU is cut into on the "
-                                   "site's scheduler (Slurm shard Count per GPU, time-slicing "
+                                   "site's scheduler (Slurm shards per GPU, time-slicing "
                                    "replicas), a divisor of 1000")}
         _check_fields(ctx, w, pool, spec)
         if pool["count"] < 0:
@@ -454,7 +454,8 @@ def _check_shares(ctx: _Ctx, where: str, pool: dict[str, Any], sharing: str | No
                        "add sharing = \"milli\" or remove shares_per_gpu")
     if shares not in SHARES_PER_GPU_CHOICES:
         raise ctx.fail(where, f"shares_per_gpu must divide 1000, got {shares}",
-                       "give the site's shard Count per GPU (time-slicing replicas), one of "
+                       "give the site's shards per GPU (Slurm's per-node shard Count over "
+                       "the node's GPUs; time-slicing replicas), one of "
                        f"{', '.join(map(str, SHARES_PER_GPU_CHOICES))}; a cluster cut "
                        "otherwise needs its count changed to one of these first")
     return int(shares)

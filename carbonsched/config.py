@@ -130,11 +130,11 @@ _SCHEME = re.compile(r"([A-Za-z][\w+.-]*)://")
 
 
 CONFIG_ENV = "CARBONSCHED_CONFIG"
+"""Environment variable naming the TOML config file."""
 
 MOVED_TO_CATALOG = ("slurm_shards_per_gpu", "k8s_gpu_share_replicas")
 """Settings that became the catalog's per-pool ``shares_per_gpu``; giving one is refused with
 a message that says where it went."""
-"""Environment variable naming the TOML config file."""
 
 
 class Settings(BaseSettings):
@@ -326,9 +326,10 @@ class Settings(BaseSettings):
     @classmethod
     def _moved_to_the_catalog(cls, data: Any) -> Any:
         keys = set(data) if isinstance(data, dict) else set()
+        environ = {k.upper() for k in os.environ}   # pydantic-settings reads any case
         for name in MOVED_TO_CATALOG:
             env = f"CARBONSCHED_{name.upper()}"
-            if name in keys or env in os.environ:
+            if name in keys or env in environ:
                 raise ValueError(
                     f"{env} ({name}) is no longer a setting: how many shares one GPU is cut "
                     "into is per GPU pool now, so the plan books what dispatch asks for; give "

@@ -212,8 +212,9 @@ class GpuPool:
         placements the pool's GPUs are cut into; only with ``sharing = "mig"``.
     shares_per_gpu
         With ``sharing = "milli"``: the whole shares one GPU is cut into on the site's
-        scheduler (the Slurm shard GRES ``Count`` per GPU, or the NVIDIA device plugin's
-        time-slicing ``replicas``), a divisor of 1000
+        scheduler (Slurm's shards per GPU: gres.conf's per-node shard ``Count`` over the
+        node's GPUs; or the NVIDIA device plugin's time-slicing ``replicas``), a divisor of
+        1000
         (:data:`carbonsched.limits.SHARES_PER_GPU_CHOICES`). A ``gpu_milli`` job asks for
         :meth:`milli_shares` of them, and the planner packs it as that many shares
         (:meth:`booked_milli`), so the plan never puts more shares on a GPU than the backend

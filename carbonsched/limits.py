@@ -164,9 +164,10 @@ MAX_GPU_MILLI = 1000
 ``gpu_milli`` column, Weng et al., USENIX ATC 2023). [1/1000 GPU]"""
 DEFAULT_SHARES_PER_GPU = 10
 """Shares one GPU of a ``sharing = "milli"`` pool is cut into when the catalog does not say
-(``shares_per_gpu``): the Slurm shard GRES ``Count`` per GPU in gres.conf, or the NVIDIA device
-plugin's time-slicing ``replicas``. A project default (the value the adapters assumed before
-the catalog carried it), not a vendor one. [-]"""
+(``shares_per_gpu``): Slurm's shards per GPU (gres.conf ``Name=shard`` ``Count``, per node,
+over the node's GPUs), or the NVIDIA device plugin's time-slicing ``replicas``. A project
+default (the value the adapters assumed before the catalog carried it), not a vendor one.
+[-]"""
 SHARES_PER_GPU_CHOICES = tuple(n for n in range(1, MAX_GPU_MILLI + 1) if MAX_GPU_MILLI % n == 0)
 """Accepted ``shares_per_gpu``: the divisors of 1000 (1, 2, 4, 5, 8, 10, 20, 25, ...), so a
 whole number of shares is a whole number of milli and the planner's packing (sizes summing to

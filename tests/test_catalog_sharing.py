@@ -39,8 +39,9 @@ def _with(fixtures_dir: Path, tmp_path: Path, extra: str, gpu: str = "A100") -> 
      r"mig_model is given with sharing = \"milli\""),
     ("sharing = 1", "A100", r"field 'sharing' has type int"),
     ('sharing = "milli"\nshares_per_gpu = 3', "A100",
-     r"shares_per_gpu must divide 1000, got 3; give the site's shard Count per GPU "
-     r"\(time-slicing replicas\), one of 1, 2, 4, 5, 8, 10, 20, 25"),
+     r"shares_per_gpu must divide 1000, got 3; give the site's shards per GPU \(Slurm's "
+     r"per-node shard Count over the node's GPUs; time-slicing replicas\), one of 1, 2, 4, 5, "
+     r"8, 10, 20, 25"),
     ('sharing = "milli"\nshares_per_gpu = 0', "A100", r"shares_per_gpu must divide 1000, got 0"),
     ('sharing = "milli"\nshares_per_gpu = 2000', "A100",
      r"shares_per_gpu must divide 1000, got 2000"),

@@ -78,6 +78,10 @@ def test_a_setting_moved_to_the_catalog_says_where_it_went(tmp_path, monkeypatch
                        r"give shares_per_gpu in the site's \[sites.gpus.<TYPE>\] table"):
         Settings()
     monkeypatch.delenv(env)
+    monkeypatch.setenv(env.lower(), "8")    # pydantic-settings reads either case
+    with pytest.raises(ValidationError, match=rf"{env} \({name}\) is no longer a setting"):
+        Settings()
+    monkeypatch.delenv(env.lower())
     cfg = tmp_path / "c.toml"
     cfg.write_text(f"{name} = 8\n")
     monkeypatch.setenv("CARBONSCHED_CONFIG", str(cfg))
