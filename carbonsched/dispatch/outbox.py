@@ -451,6 +451,27 @@ def _request_from_row(row: DispatchRow) -> DispatchRequest:
                            shares_per_gpu=d.get("shares_per_gpu", DEFAULT_SHARES_PER_GPU))
 
 
+REFUSED_FINAL = frozenset({str(ReasonCode.REJECTED), str(ReasonCode.NAME_CONFLICT),
+                           str(ReasonCode.INVALID_SPEC)})
+"""Reasons a unit ended ``Failed`` without reaching its backend: final under its key."""
+
+
+def _already_dispatched(row: DispatchRow) -> DispatchOutcome:
+    """The outcome of a unit another plan dispatched: not submitted again under its key.
+
+    A unit its backend refused (:data:`REFUSED_FINAL`) says so and how to run the job after
+    all (a new id): the same id stays the refused unit's, whatever a later plan asks.
+    """
+    detail = f"dispatched from plan {row.plan_id}; not submitted again"
+    if row.state == JobState.FAILED.value and row.reason in REFUSED_FINAL:
+        detail = (f"dispatched from plan {row.plan_id} and refused there ({row.reason}: "
+                  f"{row.detail}); a refused unit is final under its id: give the job a new "
+                  "id to run it")
+    o = _outcome(row, "already_dispatched", detail)
+    o.reason = str(ReasonCode.ALREADY_DISPATCHED)
+    return o
+
+
 def _outcome(row: DispatchRow, action: str, detail: str = "") -> DispatchOutcome:
     return DispatchOutcome(key=row.key, job_id=row.job_id, piece=row.piece, site=row.site,
                            backend=row.backend, action=action, state=row.state,
@@ -692,10 +713,7 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
             row = existing.get(req.key)
             if row is not None:
                 if row.plan_id != plan_id:
-                    summary.outcomes.append(_outcome(
-                        row, "already_dispatched", f"dispatched from plan {row.plan_id}; "
-                        "not submitted again"))
-                    summary.outcomes[-1].reason = str(ReasonCode.ALREADY_DISPATCHED)
+                    summary.outcomes.append(_already_dispatched(row))
                 elif row.state != JobState.PENDING.value:
                     summary.outcomes.append(_outcome(row, "recorded"))
                 continue  # pending rows of this plan are reconciled below
@@ -970,9 +988,7 @@ def _settle_outcomes(store: Store, summary: DispatchSummary, keys: Sequence[str]
         if row is None:
             continue
         if row.plan_id != plan_id:
-            o = _outcome(row, "already_dispatched", f"dispatched from plan {row.plan_id}; not "
-                         "submitted again")
-            o.reason = str(ReasonCode.ALREADY_DISPATCHED)
+            o = _already_dispatched(row)
         elif row.state != JobState.PENDING.value:
             o = _outcome(row, "recorded")
         elif k in held:

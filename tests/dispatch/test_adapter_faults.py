@@ -182,3 +182,28 @@ def test_a_backends_own_error_in_submit_is_unavailable_in_its_own_words(store,
     assert (o.action, o.state, o.detail) == (
         "unavailable", "Pending", f"kubernetes:us-east-ny/carbonsched: submit of {prefix}-x#0 "
         "failed: kubectl said: etcdserver: request timed out; tried again in the next pass")
+
+
+def test_a_later_plan_of_a_refused_unit_says_it_is_final_and_how_to_run_the_job(store):
+    """A platform team fixes a refused job and plans it again under the same id: the unit is
+    not submitted again (its key stays the refused unit's), and the outcome says why and what
+    to do; before, it read 'dispatched from plan ...; not submitted again' like a running one."""
+    first, again = _plan("fix", {"us-ny-newyork": ["me"]}), _plan("fix", {"us-ny-newyork": ["me"]})
+    for doc in (first, again):
+        store.save_plan(doc)
+    with Session(store.engine) as s:
+        s.add(DispatchRow(key="fix-me#0", job_id="fix-me", piece=0, plan_id=first["plan_id"],
+                          site="us-ny-newyork", backend="kubernetes:us-east-ny/carbonsched",
+                          state="Failed", reason="Rejected", detail="partition 'gpu' unknown",
+                          request_json="{}", planned_start=START,
+                          planned_end=START + timedelta(hours=1), attempts=1,
+                          created_at=START, updated_at=START, duplicates=""))
+        s.commit()
+    never_called = KubernetesAdapter("no-such-context", "carbonsched")
+    s = dispatch_plan(store, again["plan_id"], adapters={"us-ny-newyork": never_called},
+                      settings=Settings(dispatch_backoff_s=0.01), placeholder=False)
+    (o,) = s.outcomes
+    assert (o.action, o.reason) == ("already_dispatched", "AlreadyDispatched")
+    assert o.detail == (f"dispatched from plan {first['plan_id']} and refused there (Rejected: "
+                        "partition 'gpu' unknown); a refused unit is final under its id: give "
+                        "the job a new id to run it")
