@@ -86,7 +86,8 @@ DataDir = Annotated[Path | None, typer.Option(
 
 @app.command()
 def plan(
-    date: Annotated[str, typer.Option(help="Day to plan, YYYY-MM-DD (UTC). Default: tomorrow.")]
+    date: Annotated[str, typer.Option(help="Day to plan, YYYY-MM-DD (UTC). Default: tomorrow "
+                                      "(--rolling: the run due now).")]
     = "",
     catalog: Annotated[str | None, typer.Option(
         help="Catalog name (see `carbonsched catalog list`) or TOML path (default: "
@@ -118,11 +119,15 @@ def plan(
         "from provider APIs (cached in the store) instead of --data-dir files.")] = None,
     dispatch: Annotated[bool, typer.Option(
         "--dispatch", help="Run the service's plan -> dispatch pipeline once (idempotent by "
-        "date), as `carbonsched serve`'s cron does; for system cron or a Kubernetes "
+        "issue time), as `carbonsched serve`'s cron does; for system cron or a Kubernetes "
         "CronJob.")] = False,
     rolling: Annotated[bool, typer.Option(
-        "--rolling", help="With --dispatch: a rolling step (plan --hours from the date's 00:00 "
-        "UTC, dispatch what starts before the next day, carry the rest in the store).")]
+        "--rolling", help="With --dispatch: one rolling step, the run the service's cron "
+        "claims now: issued at the newest due issue time of the service's cadence (00:00 UTC "
+        "and every N hours after it; N = 24: the daily cron's planning date), or at --date's "
+        "00:00 UTC, refused when later than that. Plans --hours from the issue time, commits "
+        "and dispatches only what starts before the next issue time (issue + N h) and carries "
+        "the rest in the store.")]
     = False,
     all_notes: Annotated[bool, typer.Option(
         "--all-notes", "--verbose", help="Print every note of the plan as recorded; by "
@@ -188,7 +193,7 @@ def plan(
         if dispatch:
             from carbonsched.cli.service import plan_and_dispatch
 
-            raise typer.Exit(plan_and_dispatch(date.strip() or tomorrow(), catalog, jobs,
+            raise typer.Exit(plan_and_dispatch(date.strip(), catalog, jobs,
                                                data_dir, solver, time_limit, hours, out_file,
                                                rolling=rolling or None,
                                                providers_file=providers))

@@ -85,9 +85,9 @@ class PlainFlagsGroup(TyperGroup):
         return None if command is None else plain_flags(command, cmd_name)
 
 
-def tomorrow() -> str:
-    """Tomorrow's date in UTC, ``YYYY-MM-DD``."""
-    return (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%d")
+def tomorrow(now: datetime | None = None) -> str:
+    """The day after ``now`` (default: the machine's clock) in UTC, ``YYYY-MM-DD``."""
+    return ((now or datetime.now(UTC)).astimezone(UTC) + timedelta(days=1)).strftime("%Y-%m-%d")
 
 
 @contextmanager

@@ -2,7 +2,8 @@
 
 ``serve`` runs the REST API on uvicorn with the daily cron (APScheduler) in the same process;
 ``plan --dispatch`` runs the cron's run path (:func:`carbonsched.service.runs.execute_run`) once
-from a system cron or a Kubernetes CronJob, idempotent by planning date like the cron itself.
+from a system cron or a Kubernetes CronJob, idempotent by issue time like the cron itself (with
+``--rolling``, the issue time the cron claims now, :func:`rolling_issue`).
 """
 
 from __future__ import annotations
@@ -11,14 +12,24 @@ import logging
 import os
 import socket
 import sys
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
+from zoneinfo import ZoneInfo
 
 import typer
 
-from carbonsched.cli.common import err, errors, require_service_extra, solver_chatter_to_stderr
+from carbonsched.cli.common import (
+    err,
+    errors,
+    require_service_extra,
+    solver_chatter_to_stderr,
+    tomorrow,
+)
 from carbonsched.errors import InputError, StoreUnavailableError
+
+if TYPE_CHECKING:
+    from carbonsched.clock import Clock
 
 token_app = typer.Typer(help="API bearer tokens.", no_args_is_help=True)
 
@@ -243,29 +254,37 @@ def token_revoke(
 
 def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path | None,
                       solver: str, time_limit: float, hours: int, out_file: Path | None,
-                      rolling: bool | None = None, providers_file: Path | None = None) -> int:
-    """Run the service's run path once for ``date`` (``carbonsched plan --dispatch``).
+                      rolling: bool | None = None, providers_file: Path | None = None,
+                      clock: Clock | None = None) -> int:
+    """Run the service's run path once (``carbonsched plan --dispatch``).
 
-    :func:`carbonsched.service.runs.execute_run`, as the cron runs it; idempotent by planning
-    date: a date that has a run record is not planned again (the record is printed).
-    ``providers_file`` (``--providers``) overrides ``CARBONSCHED_PROVIDERS_FILE``: the run
-    plans on the providers' history and published forecasts.
+    :func:`carbonsched.service.runs.execute_run`, as the cron runs it; idempotent by issue
+    time: a run that has a record is not planned again (the record is printed). Daily: the run
+    of ``date`` (default tomorrow, UTC), issued at its 00:00 UTC. Rolling (``rolling`` or
+    ``CARBONSCHED_ROLLING``): the run the service's cron would claim now, the newest due issue
+    time of its cadence (:meth:`carbonsched.service.cron.CronRule.due_issue`), or with ``date``
+    the run issued at its 00:00 UTC, refused when that is after the newest due issue time
+    (:func:`rolling_issue`). ``providers_file`` (``--providers``) overrides
+    ``CARBONSCHED_PROVIDERS_FILE``: the run plans on the providers' history and published
+    forecasts. ``clock``: "now" (default the machine's clock).
 
     Returns
     -------
     int
-        Exit code: 0 done (or done before), 4 infeasible plan; 3 when the date's run is held
-        by another process or interrupted (run again after its lease), or dispatch left units
-        pending; 2 when a backend refused units or nothing was submitted; 1 when the date's
-        recorded run failed. A date whose run succeeded before is dispatched again (what is
-        still pending; exactly once), with the same codes. A run failing now raises its error.
+        Exit code: 0 done (or done before), 4 infeasible plan; 3 when the run is held by
+        another process or interrupted (run again after its lease), or dispatch left units
+        pending; 2 when a backend refused units or nothing was submitted; 1 when the recorded
+        run failed. A run that succeeded before is dispatched again (what is still pending;
+        exactly once), with the same codes. A run failing now raises its error.
 
     Raises
     ------
+    InputError
+        A rolling ``date`` whose 00:00 UTC is after the newest due issue time.
     StoreUnavailableError
         The database was lost during the run (exit 3): one message naming it (URL without the
-        password), whether the plan file was written, and when and how to run the date again
-        (the run record's lease runs out ``lease_s`` after the last heartbeat).
+        password), whether the plan file was written, and when and how to run it again (the
+        run record's lease runs out ``lease_s`` after the last heartbeat).
     """
     import json
 
@@ -273,9 +292,10 @@ def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path
     from carbonsched.service.cron import load_dispatch_step
     from carbonsched.service.runs import execute_run
     from carbonsched.store import Store
-    from carbonsched.store.service import ServiceStore
+    from carbonsched.store.service import ServiceStore, run_key
     from carbonsched.timeaxis import day_start_utc
 
+    clock = clock or SystemClock()
     s = _settings(catalog=catalog, data_dir=data_dir, workload_file=jobs, solver=solver,
                   time_limit_s=time_limit, horizon_hours=hours, rolling=rolling,
                   providers_file=providers_file)
@@ -284,41 +304,51 @@ def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path
     from carbonsched.catalog import load_catalog
     from carbonsched.service.runs import check_store_catalog
 
-    check_store_catalog(db, load_catalog(s.catalog).name)
-    issued = day_start_utc(date).to_pydatetime()
+    cat = load_catalog(s.catalog)
+    check_store_catalog(db, cat.name)
+    local_day = None
+    if s.rolling:
+        day, _, issued = rolling_issue(s, cat, date, clock.now())
+        local_day = day.isoformat()
+    else:
+        issued = day_start_utc(date or tomorrow(clock.now())).to_pydatetime()
     pdate = issued.strftime("%Y-%m-%d")
+    # a run issued at 00:00 UTC is named by its date (as its record is), others by their key
+    label = pdate if run_key(issued) == run_key(pdate) else run_key(issued)
+    what = f"planning date {pdate}" if label == pdate else f"the run issued at {label}"
     replica = f"cli@{socket.gethostname()}:{os.getpid()}"
     # the run's own log lines (the failure, the lost heartbeat) are in the one error line
     logging.getLogger("carbonsched.service.runs").addHandler(logging.NullHandler())
     before = _mtime(out_file)
     try:
         with solver_chatter_to_stderr():
-            out = execute_run(s, db, SystemClock(), planning_date=pdate, issued_at=issued,
+            out = execute_run(s, db, clock, planning_date=pdate, issued_at=issued,
                               trigger="cli", replica=replica, dispatch=dispatch,
-                              out_file=out_file)
+                              local_day=local_day, out_file=out_file)
     except StoreUnavailableError as exc:
         written = out_file is not None and _mtime(out_file) not in (None, before)
-        raise lost_database(exc, pdate, out_file if written else None, s.lease_s) from exc
-    rec = db.get_run(pdate)
+        raise lost_database(exc, pdate, out_file if written else None, s.lease_s,
+                            issued if s.rolling else None) from exc
+    rec = db.get_run(issued)
     if out is None and rec["status"] in ("running", "interrupted"):
         why = ("is being run by" if rec["status"] == "running" else
                "was interrupted by an outage (retried after its lease) on")
-        err.print(f"planning date {pdate} {why} {rec['replica']} (its lease runs until "
+        err.print(f"{what} {why} {rec['replica']} (its lease runs until "
                   f"{rec['lease_expires_at']}, last heartbeat {rec['heartbeat_at']}); not run "
                   "now: run this again after its lease (exit 3)", highlight=False)
         print(json.dumps(rec, default=str))
         return 3
     if out is None:
-        err.print(f"planning date {pdate} already has a run ({rec['status']}, "
+        err.print(f"{what} already has a run ({rec['status']}, "
                   f"{rec['trigger']} on {rec['replica']}); not run again", highlight=False)
         print(json.dumps(rec, default=str))
         code = RECORDED_EXIT.get(rec["status"], 1)
         if code == 0 and dispatch is not None and rec.get("plan_id"):
-            return _dispatch_again(db, s, dispatch, rec["plan_id"])
+            return _dispatch_again(db, s, dispatch, rec["plan_id"], clock)
         return code
     if out_file:
         err.print(f"plan written to {out_file}")
-    err.print(f"run for {pdate}: {rec['status']}, plan {rec['plan_id']}; {rec['dispatch']}",
+    err.print(f"run for {label}: {rec['status']}, plan {rec['plan_id']}; {rec['dispatch']}",
               highlight=False)
     if out.notes:
         err.print(f"notes: {out.notes}", highlight=False, soft_wrap=True)
@@ -332,14 +362,68 @@ def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path
     return RECORDED_EXIT.get(out.status, 1) or DISPATCH_EXIT.get(out.dispatch_outcome, 0)
 
 
-def _dispatch_again(db: Any, settings: Any, dispatch: Any, plan_id: str) -> int:
+def rolling_issue(settings: Any, catalog: Any, date: str, now: datetime
+                  ) -> tuple[Any, Any, datetime]:
+    """``(local_day, planning_date, issued_at)`` of a rolling ``plan --dispatch`` run at ``now``.
+
+    Without ``date``: the run the service's cron claims at ``now``, the newest due issue time
+    of its rule (:meth:`carbonsched.service.cron.CronRule.due_issue`; every N < 24 hours: the
+    newest of 00:00 UTC and every N hours after it), so the command and the service's cron
+    share its record (one run per issue time). With ``date``: the run issued at its 00:00 UTC,
+    which may be earlier than the newest due one but not later: a rolling run issued ahead of
+    the clock would commit work the next service runs plan and, as the latest run in the
+    store, make every service run issued before it fail ("not after the previous run").
+
+    Raises
+    ------
+    InputError
+        ``date``'s 00:00 UTC is after the newest due issue time.
+    """
+    from carbonsched.service.cron import CronRule
+    from carbonsched.store.service import run_key
+    from carbonsched.timeaxis import day_start_utc
+
+    rule = CronRule.from_settings(settings, catalog)
+    day, planning, due = rule.due_issue(now)
+    if not date:
+        return day, planning, due
+    issued = day_start_utc(date).to_pydatetime()
+    zone = ZoneInfo(rule.zone)
+    # the local day the cron gives this run (its issue time's, or the day that plans it) and
+    # the moment the cron's rule has it due
+    if rule.every_hours < 24:
+        local, due_at = issued.astimezone(zone).date(), issued
+    else:
+        local = issued.date() - timedelta(days=rule.offset_days)
+        due_at = datetime.combine(local, rule.at, tzinfo=zone).astimezone(UTC)
+    if issued > due:
+        every = (f"every {rule.every_hours} h from 00:00 UTC "
+                 "(CARBONSCHED_ROLLING_RUN_EVERY_HOURS)" if rule.every_hours < 24 else
+                 f"daily at {rule.at:%H:%M} {rule.zone}, each planning {rule.offset_days} "
+                 "day(s) ahead (CARBONSCHED_CRON_TIME, CARBONSCHED_CRON_PLAN_OFFSET_DAYS)")
+        raise InputError(
+            f"--rolling --date {date}: the run would be issued at {run_key(issued)}, after the "
+            f"newest due issue time {run_key(due)} (now {_utc(now)}; runs are issued {every}); "
+            "a rolling run issued ahead of the clock commits work early and makes every "
+            "service run issued before it fail. Drop --date to run the run due now "
+            f"({run_key(due)}), or run this from {_utc(due_at)}; for a plan of {date} that "
+            f"commits nothing, run `carbonsched plan --date {date} --no-store --out plan.json` "
+            "(without --dispatch)")
+    return local, issued.date(), issued
+
+
+def _utc(t: datetime) -> str:
+    """``t`` in UTC to the second, ``YYYY-MM-DDTHH:MM:SSZ``."""
+    return f"{t.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
+
+
+def _dispatch_again(db: Any, settings: Any, dispatch: Any, plan_id: str, clock: Any) -> int:
     """Dispatch a done run's plan again; its exit code by :data:`DISPATCH_EXIT`.
 
     The outbox submits only what is not on its backend yet (exactly once), so a retry after
     exit 3 (units left pending) finishes the day's dispatch instead of reporting it done.
     """
     from carbonsched.catalog import load_catalog
-    from carbonsched.clock import SystemClock
     from carbonsched.service.runs import finish_run
 
     doc = db.store.get_plan(plan_id)
@@ -348,7 +432,7 @@ def _dispatch_again(db: Any, settings: Any, dispatch: Any, plan_id: str) -> int:
         "Z", "+00:00"))} if rolling.get("commit_before") else {})
     # the run path's own dispatch step: a failure is said (exit 1), an outage raised (exit 3)
     run_status, _, disp, outcome, said = finish_run(
-        doc, db, load_catalog(settings.catalog), SystemClock(), dispatch, None, **kw)
+        doc, db, load_catalog(settings.catalog), clock, dispatch, None, **kw)
     if run_status == "dispatch_failed":
         err.print(f"plan {plan_id[:12]} dispatched again: {disp}", highlight=False,
                   soft_wrap=True)
@@ -375,20 +459,33 @@ def _mtime(path: Path | None) -> int | None:
 
 
 def lost_database(exc: StoreUnavailableError, pdate: str, out_file: Path | None,
-                  lease_s: float) -> StoreUnavailableError:
+                  lease_s: float, rolling_issue_time: datetime | None = None
+                  ) -> StoreUnavailableError:
     """The one message of a ``plan --dispatch`` run that lost its database.
 
     Names the database (URL without its password) and what was being done, says whether the
-    plan file was written (``out_file``; ``None``: not written), and how to run the date
-    again: the run record, if it was claimed, is ``running`` or ``interrupted`` until its lease
-    runs out (``lease_s`` after the last heartbeat); then the same command (or any replica's
-    cron) takes it over.
+    plan file was written (``out_file``; ``None``: not written), and how to run it again: the
+    run record, if it was claimed, is ``running`` or ``interrupted`` until its lease runs out
+    (``lease_s`` after the last heartbeat); then the same command (or any replica's cron)
+    takes it over. ``rolling_issue_time``: the issue time of a rolling run (``--rolling``),
+    which the command without ``--date`` runs again while it is the newest due one.
     """
     wrote = (f"the plan is written to {out_file}" if out_file is not None
              else "no plan file was written")
-    hint = (f"{wrote}; once the database is back, run `carbonsched plan --dispatch --date "
-            f"{pdate}` again (it takes the date's run record over {lease_s:g} s after this "
-            "run's last heartbeat)")
+    if rolling_issue_time is None:
+        again, what = f"--date {pdate}", "the date's run record"
+    else:
+        from carbonsched.store.service import run_key
+
+        key = run_key(rolling_issue_time)
+        if key == run_key(pdate):
+            again, what = f"--rolling --date {pdate}", f"the record of the run issued at {key}"
+        else:   # --date names 00:00 only: without it, the newest due issue time is run
+            again = "--rolling"
+            what = (f"the record of the run issued at {key}, while no later issue time is "
+                    "due,")
+    hint = (f"{wrote}; once the database is back, run `carbonsched plan --dispatch {again}` "
+            f"again (it takes {what} over {lease_s:g} s after this run's last heartbeat)")
     return StoreUnavailableError(exc.url, exc.doing, exc.detail, hint)
 
 

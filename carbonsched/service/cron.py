@@ -46,6 +46,7 @@ import logging
 import threading
 from collections import Counter as _Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -105,6 +106,66 @@ def due_day(now: datetime, zone: ZoneInfo, at: time) -> date:
     return local.date() if wall >= at else local.date() - timedelta(days=1)
 
 
+@dataclass(frozen=True)
+class CronRule:
+    """When runs fall due: the daily rule, or one run per issue time every N < 24 hours.
+
+    The rule of the module docstring, apart from the cron that runs it, so that
+    ``carbonsched plan --dispatch --rolling`` issues its run at the time the service's cron
+    would (the same key: one run per issue time).
+
+    Attributes
+    ----------
+    zone
+        IANA time zone of the daily run time.
+    at
+        Local wall-clock time of the daily run.
+    offset_days
+        The run of local day D plans D + ``offset_days`` (daily rule).
+    every_hours
+        24: the daily rule; 1, 2, 3, 4, 6, 8 or 12: one run per issue time, every this many
+        hours from 00:00 UTC (``at`` and ``offset_days`` unused). [h]
+    """
+
+    zone: str
+    at: time
+    offset_days: int = 1
+    every_hours: int = 24
+
+    def __post_init__(self) -> None:
+        check_run_every_hours(self.every_hours, "run_every_hours")
+
+    @classmethod
+    def from_settings(cls, settings: Any, catalog: Catalog | None = None) -> CronRule:
+        """The service's rule: ``cron_*`` settings, the cadence when ``rolling``.
+
+        The zone is ``cron_timezone``, else the catalog's (:func:`catalog_timezone`; default:
+        loaded from ``settings.catalog``).
+        """
+        zone = settings.cron_timezone or catalog_timezone(catalog or load_catalog(
+            settings.catalog))
+        return cls(zone, settings.cron_time, settings.cron_plan_offset_days,
+                   settings.rolling_run_every_hours if settings.rolling else 24)
+
+    def due(self, now: datetime) -> tuple[date, date]:
+        """``(local_day, planning_date)`` of the newest due day at ``now`` (daily rule)."""
+        day = due_day(now, ZoneInfo(self.zone), self.at)
+        return day, day + timedelta(days=self.offset_days)
+
+    def due_issue(self, now: datetime) -> tuple[date, date, datetime]:
+        """``(local_day, planning_date, issued_at)`` of the newest due run at ``now``.
+
+        Daily (``every_hours`` = 24): :meth:`due`, issued at the planning date's 00:00 UTC.
+        Every N < 24 hours: the newest issue time T <= ``now`` on the cadence, its UTC date and
+        its local day in the zone.
+        """
+        if self.every_hours == 24:
+            day, planning = self.due(now)
+            return day, planning, day_start_utc(planning).to_pydatetime()
+        t = latest_issue_time(now, self.every_hours).to_pydatetime()
+        return t.astimezone(ZoneInfo(self.zone)).date(), t.date(), t
+
+
 class DailyCron:
     """Runs the pipeline once per local calendar day (see the module docstring).
 
@@ -152,7 +213,8 @@ class DailyCron:
                  check_interval_s: float = 300.0, lease_s: float = 45.0,
                  metrics: Any = None, startup_run: bool = True,
                  run_every_hours: int = 24) -> None:
-        self.run_every_hours = check_run_every_hours(run_every_hours, "run_every_hours")
+        self.rule = CronRule(zone, at, offset_days, run_every_hours)
+        self.run_every_hours = self.rule.every_hours
         self.store = store
         self.pipeline = pipeline
         self.clock = clock
@@ -198,33 +260,21 @@ class DailyCron:
             As for the constructor.
         """
         pipeline = planning_pipeline(settings, store, clock, dispatch, metrics, on_plan)
-        zone = settings.cron_timezone or catalog_timezone(catalog or load_catalog(
-            settings.catalog))
-        return cls(store, pipeline, clock, zone, settings.cron_time,
-                   settings.cron_plan_offset_days, leader, replica,
-                   settings.cron_check_interval_s, settings.lease_s, metrics,
-                   startup_run=settings.cron_startup_run,
-                   run_every_hours=settings.rolling_run_every_hours if settings.rolling
-                   else 24)
+        rule = CronRule.from_settings(settings, catalog)
+        return cls(store, pipeline, clock, rule.zone, rule.at, rule.offset_days, leader,
+                   replica, settings.cron_check_interval_s, settings.lease_s, metrics,
+                   startup_run=settings.cron_startup_run, run_every_hours=rule.every_hours)
 
     def due(self, now: datetime | None = None) -> tuple[date, date]:
         """``(local_day, planning_date)`` of the newest due run at ``now`` (default: clock)."""
-        day = due_day(now or self.clock.now(), self.zone, self.at)
-        return day, day + timedelta(days=self.offset_days)
+        return self.rule.due(now or self.clock.now())
 
     def due_issue(self, now: datetime | None = None) -> tuple[date, date, datetime]:
-        """``(local_day, planning_date, issued_at)`` of the newest due run at ``now``.
+        """The newest due run at ``now`` (default: the clock), the one :meth:`tick` claims.
 
-        Daily (``run_every_hours`` = 24): :meth:`due`, issued at the planning date's 00:00 UTC.
-        Every N < 24 hours: the newest issue time T <= ``now`` on the cadence, its UTC date and
-        its local day in the cron's zone.
+        ``(local_day, planning_date, issued_at)``: :meth:`CronRule.due_issue`.
         """
-        now = now or self.clock.now()
-        if self.run_every_hours == 24:
-            day, planning = self.due(now)
-            return day, planning, day_start_utc(planning).to_pydatetime()
-        t = latest_issue_time(now, self.run_every_hours).to_pydatetime()
-        return t.astimezone(self.zone).date(), t.date(), t
+        return self.rule.due_issue(now or self.clock.now())
 
     def _due_before_start(self, local_day: date) -> bool:
         """Whether ``local_day``'s run time came before this cron was made (start-up)."""
