@@ -392,12 +392,19 @@ class RunPublic(BaseModel):
 
 
 class RunsPublic(BaseModel):
-    """Run records, newest first, and the cron's state on this replica."""
+    """Run records, newest first, and the cron's state on this replica.
+
+    ``cron``: ``enabled``; when enabled, ``leader``, ``timezone``, ``at`` (the daily run's
+    local time), ``next_due_planning_date`` and ``next_due_issue_time`` (UTC) of the first run
+    that falls due after now (daily: the next local day's run; rolling every N < 24 hours: the
+    next issue time), and ``skipped`` when the start-up run left a run out.
+    """
 
     model_config = _example({"data": [RunPublic.model_config["json_schema_extra"][
         "examples"][0]], "count": 1, "cron": {"enabled": True, "leader": True,
                                               "timezone": "Asia/Shanghai", "at": "06:00:00",
-                                              "next_due_planning_date": "2023-07-16"}})
+                                              "next_due_planning_date": "2023-07-16",
+                                              "next_due_issue_time": "2023-07-16T00:00:00Z"}})
     data: list[RunPublic]
     count: int
     cron: dict[str, Any]

@@ -112,7 +112,8 @@ class CronRule:
 
     The rule of the module docstring, apart from the cron that runs it, so that
     ``carbonsched plan --dispatch --rolling`` issues its run at the time the service's cron
-    would (the same key: one run per issue time).
+    would (the same key: one run per issue time) and ``GET /v1/runs`` names the next run the
+    cron claims.
 
     Attributes
     ----------
@@ -164,6 +165,21 @@ class CronRule:
             return day, planning, day_start_utc(planning).to_pydatetime()
         t = latest_issue_time(now, self.every_hours).to_pydatetime()
         return t.astimezone(ZoneInfo(self.zone)).date(), t.date(), t
+
+    def next_due(self, now: datetime) -> tuple[date, date, datetime]:
+        """``(local_day, planning_date, issued_at)`` of the first run due after ``now``.
+
+        :meth:`due_issue` at the moment the next run falls due: the next issue time of the
+        cadence (N < 24), or the next local day's run time (daily rule). A run due at ``now``
+        itself is the newest due one, not the next.
+        """
+        if self.every_hours < 24:
+            nxt = latest_issue_time(now, self.every_hours).to_pydatetime()
+            return self.due_issue(nxt + timedelta(hours=self.every_hours))
+        day = due_day(now, ZoneInfo(self.zone), self.at) + timedelta(days=1)
+        # fold 0: a run time that a DST change repeats falls due at its first occurrence; one
+        # it skips maps past the gap, where the day is due as well
+        return self.due_issue(datetime.combine(day, self.at, tzinfo=ZoneInfo(self.zone)))
 
 
 class DailyCron:
@@ -275,6 +291,13 @@ class DailyCron:
         ``(local_day, planning_date, issued_at)``: :meth:`CronRule.due_issue`.
         """
         return self.rule.due_issue(now or self.clock.now())
+
+    def next_due(self, now: datetime | None = None) -> tuple[date, date, datetime]:
+        """The first run due after ``now`` (default: the clock), the next one :meth:`tick` claims.
+
+        ``(local_day, planning_date, issued_at)``: :meth:`CronRule.next_due`.
+        """
+        return self.rule.next_due(now or self.clock.now())
 
     def _due_before_start(self, local_day: date) -> bool:
         """Whether ``local_day``'s run time came before this cron was made (start-up)."""

@@ -10,10 +10,12 @@ from __future__ import annotations
 import time as _time
 from collections import Counter
 from datetime import UTC, date, datetime, time, timedelta
+from types import SimpleNamespace
 from zoneinfo import ZoneInfo
 
 import pytest
 
+from carbonsched.api.routes.runs import list_runs
 from carbonsched.catalog import load_catalog
 from carbonsched.clock import FixedClock, ManualClock
 from carbonsched.service.cron import DailyCron, catalog_timezone, due_day
@@ -114,6 +116,11 @@ def test_one_run_per_local_day_across_dst(db, start, change, at):
     want = {(first + timedelta(days=k + 1)).isoformat() for k in range(5)}
     assert set(planning) == want
     assert len(rec.calls) == 5
+    # GET /v1/runs' next due run (DailyCron.next_due), asked one second before each run, is
+    # that run, across the change too
+    for p, t, _ in rec.calls[1:]:
+        assert cron.next_due(t - timedelta(seconds=1))[1:] == (
+            date.fromisoformat(p), datetime.fromisoformat(p).replace(tzinfo=UTC))
     by_pdate = {p: t for p, t, _ in rec.calls}
     run_on_change = by_pdate[(change + timedelta(days=1)).isoformat()].astimezone(ZONE)
     assert run_on_change.date() == change
@@ -312,3 +319,66 @@ def test_a_failed_run_whose_record_cannot_be_read_is_no_traceback(db, caplog):
     assert [p for p, _, _ in rec.calls] == ["2023-06-02"]
     assert any("the run record of 2023-06-02 cannot be read" in r.getMessage()
                for r in caplog.records)
+
+
+# --- GET /v1/runs: the next run the cron claims ------------------------------------------------
+# Before, cron.next_due_planning_date was the daily rule's newest due day plus offset_days: in
+# rolling mode it ignored the cadence (Shanghai zone, every 6 h, at 02:00Z it said 2026-07-16
+# while the cron claims the runs of 2026-07-15), and in both modes it named the newest due run
+# (often run already), not the next one. Now it and next_due_issue_time come from
+# DailyCron.next_due, the cron's own rule at the moment the next run falls due.
+ROLL_DAY = datetime(2026, 7, 15, tzinfo=UTC)
+
+
+def _shanghai(db, clock: ManualClock, every: int) -> DailyCron:
+    db.lease_clock.clock = clock
+    return DailyCron(db, Recorder(clock), clock, "Asia/Shanghai", time(6, 0), offset_days=1,
+                     replica="r", run_every_hours=every)
+
+
+def _next(cron: DailyCron, db) -> tuple[str, str]:
+    info = list_runs(SimpleNamespace(db=db, cron=cron), None, 100).cron
+    return info["next_due_planning_date"], info["next_due_issue_time"]
+
+
+def test_rolling_next_due_is_the_next_issue_time_the_cron_claims(db):
+    clock = ManualClock(ROLL_DAY + timedelta(hours=2))
+    cron = _shanghai(db, clock, 6)
+    # the review's case: before, ("2026-07-16", no issue time)
+    assert _next(cron, db) == ("2026-07-15", "2026-07-15T06:00:00Z")
+    # at the limit: one second before 06:00 the next is 06:00; at 06:00 it is due now, so the
+    # next is 12:00
+    clock.set(ROLL_DAY + timedelta(hours=5, minutes=59, seconds=59))
+    assert _next(cron, db) == ("2026-07-15", "2026-07-15T06:00:00Z")
+    clock.set(ROLL_DAY + timedelta(hours=6))
+    assert _next(cron, db) == ("2026-07-15", "2026-07-15T12:00:00Z")
+    # 18:00Z (02:00 on 07-16 in Shanghai): the next is the following UTC day's 00:00 run
+    clock.set(ROLL_DAY + timedelta(hours=18))
+    assert _next(cron, db) == ("2026-07-16", "2026-07-16T00:00:00Z")
+
+
+def test_what_the_rolling_cron_claims_next_is_what_was_said(db):
+    clock = ManualClock(ROLL_DAY + timedelta(hours=2))
+    cron = _shanghai(db, clock, 6)
+    said = _next(cron, db)
+    cron.tick("startup")                                  # the 00:00 run, due at start-up
+    drive(cron, clock, ROLL_DAY + timedelta(hours=6, minutes=1))
+    newest = db.runs()[0]
+    assert (newest["planning_date"], f"{newest['issued_at']:%Y-%m-%dT%H:%M:%SZ}") == said
+    assert [r["run_key"] for r in db.runs()] == ["2026-07-15T06:00Z", "2026-07-15T00:00Z"]
+
+
+def test_daily_next_due_is_the_next_local_days_run(db):
+    # 06:00 in Shanghai on 2026-07-15 is 22:00Z on 07-14; that run plans 2026-07-16
+    due_at = ROLL_DAY - timedelta(hours=2)
+    clock = ManualClock(due_at - timedelta(seconds=1))
+    cron = _shanghai(db, clock, 24)
+    # before: "2026-07-15", the day whose run was already due (and run) the day before
+    assert _next(cron, db) == ("2026-07-16", "2026-07-16T00:00:00Z")
+    drive(cron, clock, due_at + timedelta(minutes=1))     # the real CronTrigger fires it
+    runs = db.runs()
+    assert (runs[0]["planning_date"], f"{runs[0]['issued_at']:%Y-%m-%dT%H:%M:%SZ}") == (
+        "2026-07-16", "2026-07-16T00:00:00Z")
+    # at the limit: from 06:00 itself the next is the following local day's run
+    clock.set(due_at)
+    assert _next(cron, db) == ("2026-07-17", "2026-07-17T00:00:00Z")

@@ -53,8 +53,11 @@ def test_startup_run_once_and_not_again_after_a_restart(plan_db, tmp_path, start
     run = runs["data"][0]
     assert run["dispatch"] == "dispatch: not configured"
     assert run["local_day"] == "2023-07-15" and run["issued_at"] == "2023-07-16T00:00:00Z"
+    # the next run: local day 2023-07-16's at 06:00, planning 2023-07-17 (before, this named
+    # the run just made)
     assert runs["cron"] == {"enabled": True, "leader": True, "timezone": "Asia/Shanghai",
-                            "at": "06:00:00", "next_due_planning_date": PLANNING_DATE}
+                            "at": "06:00:00", "next_due_planning_date": "2023-07-17",
+                            "next_due_issue_time": "2023-07-17T00:00:00Z"}
     h = {"Authorization": f"Bearer {token}"}
     plan = httpx.get(srv.url + f"/v1/plans/{PLANNING_DATE}", headers=h).json()
     assert plan["plan_id"] == run["plan_id"] and plan["run"]["trigger"] == run["trigger"]

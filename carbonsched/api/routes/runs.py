@@ -17,18 +17,23 @@ router = APIRouter(prefix="/v1", tags=["runs"], responses=ERRORS)
 @router.get("/runs", operation_id="listRuns", response_model=RunsPublic)
 def list_runs(state: State, role: ReadRole,
               limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> RunsPublic:
-    """Run records (one per planning date), newest first, and this replica's cron state.
+    """Run records (one per issue time), newest first, and this replica's cron state.
 
-    ``cron.skipped`` names a run due before this process started that it did not run because
-    the start-up run is off (``CARBONSCHED_CRON_STARTUP_RUN=false``).
+    ``cron.next_due_planning_date`` and ``cron.next_due_issue_time`` (UTC) name the first run
+    that falls due after now, the run the cron claims then (daily: the next local day's run
+    time; rolling every N < 24 hours: the next issue time of the cadence). ``cron.skipped``
+    names a run due before this process started that it did not run because the start-up run
+    is off (``CARBONSCHED_CRON_STARTUP_RUN=false``).
     """
     runs = [RunPublic(**r) for r in state.db.runs(limit)]
     cron = state.cron
     info: dict = {"enabled": cron is not None}
     if cron is not None:
+        _, planning, issued = cron.next_due()
         info |= {"leader": bool(cron.leader is None or cron.leader.held),
                  "timezone": cron.zone_name, "at": cron.at.isoformat(),
-                 "next_due_planning_date": cron.due()[1].isoformat()}
+                 "next_due_planning_date": planning.isoformat(),
+                 "next_due_issue_time": issued.strftime("%Y-%m-%dT%H:%M:%SZ")}
         if cron.skipped_note:
             info["skipped"] = cron.skipped_note
     return RunsPublic(data=runs, count=len(runs), cron=info)
