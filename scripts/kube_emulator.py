@@ -26,9 +26,11 @@ answers 404, as on a cluster without the CRD. CEL rules are not evaluated.
 Controllers (advanced on every request): a released Job runs ``--run-seconds`` (default 2 s; the
 annotation ``emulator.carbonsched.io/run-seconds`` overrides it per object) then succeeds
 (``Complete``), or fails with the annotation ``emulator.carbonsched.io/outcome: Failed``, or with
-``DeadlineExceeded`` at ``activeDeadlineSeconds``; a running Job suspended again stops
-(``Suspended`` condition, pods gone) and starts over when resumed; a JobSet likewise
-(``Suspended``, ``Completed``/``Failed``, ``terminalState``; its child Jobs suspended with it);
+``DeadlineExceeded`` at ``activeDeadlineSeconds`` (a Job of ``parallelism: 0`` makes no pod
+and ends only so); a running Job suspended again stops (``Suspended`` condition, pods gone) and
+starts over when resumed, ``startTime`` reset, with the ``activeDeadlineSeconds`` it has then (a
+patch may change it); a JobSet likewise (``Suspended``, ``Completed``/``Failed``,
+``terminalState``; its child Jobs suspended with it, each with its own deadline and parallelism);
 **Kueue**: a suspended Job or JobSet carrying ``kueue.x-k8s.io/queue-name`` gets a Workload that is
 admitted (``QuotaReserved``, ``Admitted``) when the LocalQueue exists, and the object is
 unsuspended; **Volcano**: a Job's pods are made from its tasks, gated pods stay Pending, the Job
@@ -416,13 +418,15 @@ class Cluster:
             self._volcano(ns, name, obj, pods_of.get(obj["metadata"]["uid"], []))
 
     def _run_outcome(self, key: tuple[str, str, str, str], obj: dict[str, Any],
-                     limit: float | None = None) -> tuple[str, datetime, datetime]:
+                     limit: float | None = None, idle: bool = False
+                     ) -> tuple[str, datetime, datetime]:
         """('running' | 'failed' | 'deadline' | 'succeeded', started, done) of a released
         object after ``run_seconds`` (failed with the annotation ``emulator.carbonsched.io/
-        outcome: Failed``)."""
+        outcome: Failed``). ``idle``: it runs no pod (``parallelism: 0``), so it never
+        completes and ends only at its deadline ``limit``."""
         started = self.released.setdefault(key, _now())
         own = (obj["metadata"].get("annotations") or {}).get(RUN_SECONDS)
-        run_for = float(own) if own else self.run_seconds
+        run_for = float("inf") if idle else float(own) if own else self.run_seconds
         run_s = run_for if limit is None else min(run_for, float(limit))
         done = started + timedelta(seconds=run_s)
         if _now() < done:
@@ -461,12 +465,15 @@ class Cluster:
                     job["metadata"]["resourceVersion"] = self.next_rv()
             return
         # activeDeadlineSeconds: a Job still running when it expires fails with
-        # DeadlineExceeded (Kubernetes Job docs, "Job termination and cleanup")
+        # DeadlineExceeded (Kubernetes Job docs, "Job termination and cleanup"); one of
+        # parallelism 0 makes no pod and ends only so
+        pods = _parallelism(job)
         outcome, started, done = self._run_outcome(("batch", "jobs", ns, name), job,
-                                                   job["spec"].get("activeDeadlineSeconds"))
+                                                   job["spec"].get("activeDeadlineSeconds"),
+                                                   idle=pods == 0)
         st.setdefault("startTime", _iso(started))
         if outcome == "running":
-            st["active"] = int(job["spec"].get("parallelism") or 1)
+            st["active"] = pods
             return
         st["active"] = 0
         st["ready"] = 0
@@ -513,14 +520,19 @@ class Cluster:
             if child["spec"].get("suspend"):   # resumed: so are its child Jobs
                 child["spec"]["suspend"] = False
         key = ("jobset.x-k8s.io", "jobsets", ns, name)
-        deadline = (rjobs[0]["template"]["spec"] or {}).get("activeDeadlineSeconds")
-        outcome, started, done = self._run_outcome(key, js, deadline)
-        _set_condition(conds, "Suspended", "False", "ResumeJobs", "jobset is resumed",
-                       at=started)
         children = self.owned_by(js["metadata"]["uid"], JOB)
         if not children:
             children = self._make_children(ns, js)
-        n = {r["name"]: r.get("replicas", 1) for r in rjobs}
+        # each child Job's own deadline and parallelism (the template's, unless patched on
+        # the child: the JobSet's replicatedJobs cannot change); the gang ends at the first
+        limits = [c["spec"]["activeDeadlineSeconds"] for c in children
+                  if c["spec"].get("activeDeadlineSeconds") is not None]
+        idle = all(_parallelism(c) == 0 for c in children)
+        outcome, started, done = self._run_outcome(key, js, min(limits) if limits else None,
+                                                   idle=idle)
+        _set_condition(conds, "Suspended", "False", "ResumeJobs", "jobset is resumed",
+                       at=started)
+        n = {r["name"]: 0 if idle else r.get("replicas", 1) for r in rjobs}
         if outcome == "running":
             st["replicatedJobsStatus"] = [{"name": k, "ready": v, "succeeded": 0, "failed": 0,
                                            "active": v, "suspended": 0} for k, v in n.items()]
@@ -760,6 +772,12 @@ class Cluster:
             return False
         self.held_evicted.discard(obj["metadata"]["uid"])
         return True
+
+
+def _parallelism(job: dict[str, Any]) -> int:
+    """A Job's ``spec.parallelism`` (1 when unset, as the API server defaults it)."""
+    p = job["spec"].get("parallelism")
+    return 1 if p is None else int(p)
 
 
 def _cond_true(conds: list[dict[str, Any]], ctype: str) -> bool:

@@ -26,8 +26,8 @@ Every piece gets the same environment (:meth:`DispatchRequest.job_env`), so one 
 handles all: Slurm sends ``SIGUSR1`` to the batch shell before a pausing piece's time limit
 (``--signal=B:USR1@…``) and runs a resumed piece only after the previous one ended
 (``--dependency=afterany:…``); Kubernetes holds each piece's Job with ``spec.suspend`` until its
-start and stops a pausing piece with ``activeDeadlineSeconds`` (SIGTERM, then the pod's grace
-period to checkpoint).
+start and stops a pausing piece with ``activeDeadlineSeconds`` the grace period before its planned
+end (SIGTERM, then the pod's grace period to checkpoint: gone by the end).
 """
 
 from __future__ import annotations
@@ -69,9 +69,10 @@ def split_key(key: str) -> tuple[str, int]:
 
 CHECKPOINT_SIGNAL_LEAD_S = 120
 """How long before a pausing piece must stop it is told to write its checkpoint: Slurm's
-``--signal=B:USR1@<this>`` (Slurm may signal up to 60 s earlier than asked, sbatch(1)) and the
-pod's ``terminationGracePeriodSeconds`` on Kubernetes. [s] A project choice (two minutes for a GPU
-job to flush its state), not a cited constant."""
+``--signal=B:USR1@<this>`` (Slurm may signal up to 60 s earlier than asked, sbatch(1)); on
+Kubernetes ``activeDeadlineSeconds`` sends SIGTERM this long before the piece's planned end and
+the pod's ``terminationGracePeriodSeconds`` (this) ends at it. [s] A project choice (two minutes
+for a GPU job to flush its state), not a cited constant."""
 
 
 def short_hash(text: str, n: int = 10) -> str:

@@ -17,7 +17,10 @@ created, read, listed, patched and deleted through the generic API (``CustomObje
 - is created with ``spec.suspend: true`` (held: no pod is made) and released at its planned start
   by :meth:`KubernetesAdapter.release` (the service calls
   :func:`carbonsched.dispatch.outbox.release_due` every minute). ``activeDeadlineSeconds`` bounds
-  the run from release to the placement's deadline.
+  the run from release: to the placement's deadline, or for a pausing piece of a preemptible job
+  to :data:`~carbonsched.adapters.dispatch.base.CHECKPOINT_SIGNAL_LEAD_S` before its planned end
+  (:meth:`KubernetesAdapter.active_deadline_s`), so that the pod, told to checkpoint by SIGTERM
+  then, is gone by that end.
 
 A create that answers 409 AlreadyExists (a retry after a lost response, a second dispatcher) is a
 success only when the object there carries our labels *and* our key for this job; otherwise it is a
@@ -32,8 +35,8 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Collection
-from datetime import UTC, datetime
+from collections.abc import Callable, Collection
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +86,13 @@ A_JOB = "carbonsched.io/job-id"
 A_PLAN = "carbonsched.io/plan-id"
 A_START = "carbonsched.io/planned-start"
 A_END = "carbonsched.io/planned-end"
+A_STOP = "carbonsched.io/stop-at"
+"""Annotation: the instant the run is stopped as planned (UTC), the planned start +
+:meth:`KubernetesAdapter.active_deadline_s`; a resume after a grid event's pause keeps it
+(:meth:`KubernetesAdapter.resume`)."""
+MIN_ACTIVE_DEADLINE_S = 1
+"""The least ``activeDeadlineSeconds`` carbonsched sets: the Job API's own bound (the field
+"must be a positive integer", Job API reference). [s]"""
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_SHARED_RESOURCE = "nvidia.com/gpu.shared"
 """Default resource of a ``gpu_milli`` job: the NVIDIA device plugin's time-slicing with
@@ -162,6 +172,9 @@ class KubernetesAdapter:
         (:mod:`carbonsched.adapters.dispatch.k8s_workloads`).
     queue
         The Kueue LocalQueue (``workload="kueue"``) or Volcano Queue (``workload="volcano"``).
+    clock
+        The instant now (tz-aware), for the time a resumed run has left (:meth:`resume`);
+        default the wall clock, which is the one ``activeDeadlineSeconds`` counts on.
 
     Raises
     ------
@@ -176,7 +189,8 @@ class KubernetesAdapter:
                  gpu_products: dict[str, str] | None = None, timeout_s: float = 10.0,
                  gpu_share_resource: str = GPU_SHARED_RESOURCE,
                  workload: str = "job", queue: str | None = None,
-                 topology_label: str = TOPOLOGY_LABEL) -> None:
+                 topology_label: str = TOPOLOGY_LABEL,
+                 clock: Callable[[], datetime] | None = None) -> None:
         if workload not in WORKLOAD_KINDS:
             raise ValueError(f"unknown Kubernetes workload {workload!r}; give one of "
                              f"{', '.join(WORKLOAD_KINDS)}")
@@ -196,6 +210,7 @@ class KubernetesAdapter:
         self.gpu_products = gpu_products or {}
         self.timeout_s = timeout_s
         self.gpu_share_resource = gpu_share_resource
+        self.clock = clock or (lambda: datetime.now(UTC))
         self._api: Any = None
         self._core: Any = None
         self._lock = threading.Lock()
@@ -283,7 +298,8 @@ class KubernetesAdapter:
         decides: the GPU limits (:meth:`gpu_limits`) and ``nodeSelector`` of the container
         named ``job`` (else the first), the piece's ``CARBONSCHED_*`` variables (after the
         job's own; they cannot be overridden), ``restartPolicy: Never`` and, for a pausing
-        piece, the checkpoint grace period. A placeholder runs ``sleep <planned seconds>``.
+        piece, the checkpoint grace period (:meth:`checkpoint_grace_s`). A placeholder runs
+        ``sleep <planned seconds>``.
 
         Parameters
         ----------
@@ -336,20 +352,42 @@ class KubernetesAdapter:
         pod_spec["restartPolicy"] = "Never"
         pod_spec["nodeSelector"] = {**(pod_spec.get("nodeSelector") or {}),
                                     self.gpu_product_label: product}
-        if req.pauses:
-            # a pausing piece is stopped at its planned end (SIGTERM, then the grace period to
-            # write its checkpoint)
-            pod_spec["terminationGracePeriodSeconds"] = CHECKPOINT_SIGNAL_LEAD_S
+        grace = self.checkpoint_grace_s(req)
+        if grace is not None:
+            # a pausing piece is stopped the grace period before its planned end (SIGTERM:
+            # write the checkpoint) and is gone by that end
+            pod_spec["terminationGracePeriodSeconds"] = grace
         return pod_spec
 
-    def active_deadline_s(self, req: DispatchRequest) -> int:
-        """Run-time bound from release: the piece's duration if it pauses, else to the deadline.
+    def checkpoint_grace_s(self, req: DispatchRequest) -> int | None:
+        """The pod's ``terminationGracePeriodSeconds`` of a pausing piece; None for any other.
 
-        The timer restarts when a held Job is released (Kubernetes Job docs, "Suspending a
-        Job": startTime is reset on resume). [s]
+        :data:`CHECKPOINT_SIGNAL_LEAD_S` (as Slurm's ``--signal=B:USR1@<lead>``): the time
+        from SIGTERM, when :meth:`active_deadline_s` stops the run, to the piece's planned end.
+        A piece shorter than that plus :data:`MIN_ACTIVE_DEADLINE_S` gets what is left after
+        the least deadline (a 120 s piece: 119 s), so that the grace never runs past the end. [s]
         """
-        return (req.duration_s if req.pauses else
-                max(int((req.deadline - req.start).total_seconds()), req.duration_s))
+        if not req.pauses:
+            return None
+        return max(0, min(CHECKPOINT_SIGNAL_LEAD_S, req.duration_s - MIN_ACTIVE_DEADLINE_S))
+
+    def active_deadline_s(self, req: DispatchRequest) -> int:
+        """Run-time bound from release (``activeDeadlineSeconds``). [s]
+
+        A pausing piece: its duration less :meth:`checkpoint_grace_s`, never below
+        :data:`MIN_ACTIVE_DEADLINE_S`: SIGTERM comes the grace period before the planned end
+        (``CARBONSCHED_PIECE_END``) and the pod is gone by it, as Slurm signals
+        ``--signal=B:USR1@<lead>`` before its ``--time`` limit. Any other piece: to the
+        placement's deadline (at least its duration).
+
+        The timer starts when a held Job is released and restarts when a suspended Job is
+        resumed (Kubernetes Job docs, "Suspending a Job": ``startTime`` is reset);
+        :meth:`resume` therefore sets it again to the time left to :meth:`stop_at`.
+        """
+        grace = self.checkpoint_grace_s(req)
+        if grace is not None:
+            return max(req.duration_s - grace, MIN_ACTIVE_DEADLINE_S)
+        return max(int((req.deadline - req.start).total_seconds()), req.duration_s)
 
     def metadata(self, req: DispatchRequest) -> dict[str, Any]:
         """The object's metadata: name, namespace, our labels and the exact ids as annotations."""
@@ -361,7 +399,9 @@ class KubernetesAdapter:
                        L_PLAN: label_value(req.plan_id),
                        **({L_PLACEHOLDER: "true"} if req.placeholder else {})},
             "annotations": {A_KEY: req.key, A_JOB: req.job_id, A_PLAN: req.plan_id,
-                            A_START: _iso(req.start), A_END: _iso(req.end)},
+                            A_START: _iso(req.start), A_END: _iso(req.end),
+                            A_STOP: _iso(req.start + timedelta(
+                                seconds=self.active_deadline_s(req)))},
         }
 
     def _pod_labels(self, req: DispatchRequest) -> dict[str, str]:
@@ -719,25 +759,94 @@ class KubernetesAdapter:
                               f"{str(value).lower()}: not patched again")
         if value and r.state is not JobState.RUNNING:
             return WorkAction(WorkOutcome.WRONG_STATE, bid, f"{res.kind} is {r.raw}, not running")
+        patch: dict[str, Any] = {"spec": {"suspend": value}}
+        said = f"patched spec.suspend: {str(value).lower()}"
+        if not value:
+            patch, said = self._resume_patch(res, obj, key)
         api = self._custom()
         try:
             self._call(verb, api.patch_namespaced_custom_object, res.group, res.version,
-                       self.namespace, res.plural, name, {"spec": {"suspend": value}},
+                       self.namespace, res.plural, name, patch,
                        _content_type="application/merge-patch+json", key=key)
         except _Api as exc:
             raise BackendError(f"{self.name}: {verb} of {res.plural}/{name} refused "
                                f"({exc.status}): {exc.message}") from exc
-        return WorkAction(WorkOutcome.DONE, bid, f"{res.plural}/{name} patched spec.suspend: "
-                          f"{str(value).lower()}")
+        return WorkAction(WorkOutcome.DONE, bid, f"{res.plural}/{name} {said}")
+
+    def stop_at(self, obj: dict[str, Any]) -> datetime | None:
+        """When ``obj``'s run is stopped as planned (tz-aware); None when it does not say.
+
+        Its :data:`A_STOP` annotation; for an object made before carbonsched wrote it, its
+        planned start (:data:`A_START`) + the ``activeDeadlineSeconds`` it was made with (a
+        JobSet's in its replicated Job's template, which cannot change).
+        """
+        ann = obj["metadata"].get("annotations") or {}
+        if ann.get(A_STOP):
+            return parse_time(ann[A_STOP])
+        spec = obj.get("spec") or {}
+        if obj.get("kind") == JOBSET.kind:
+            spec = (((spec.get("replicatedJobs") or [{}])[0].get("template") or {})
+                    .get("spec") or {})
+        start, limit = parse_time(ann.get(A_START)), spec.get("activeDeadlineSeconds")
+        return None if start is None or limit is None else start + timedelta(seconds=int(limit))
+
+    def _resume_patch(self, res: Resource, obj: dict[str, Any], key: str
+                      ) -> tuple[dict[str, Any], str]:
+        """The merge patch that resumes ``obj`` with the time its run has left, and what it says.
+
+        Resuming resets the Job's ``startTime``, so ``activeDeadlineSeconds`` would count its
+        whole length again from the resume: a pausing piece would run past its planned end
+        (into the next piece's hours) and any other past its deadline. The deadline is set to
+        the time left to :meth:`stop_at` on :attr:`clock` (rounded down). When less than
+        :data:`MIN_ACTIVE_DEADLINE_S` is left, the run is over: it is resumed with
+        ``parallelism: 0`` (no pod is made) and the least deadline, so the Job ends
+        ``DeadlineExceeded`` at once, as at its planned stop. A JobSet's child Jobs get it
+        (its ``replicatedJobs`` cannot change); the JobSet controller leaves their deadline
+        and parallelism as they are when it resumes them. An object that does not say when it
+        stops (:meth:`stop_at` None) is only unsuspended.
+        """
+        stop = self.stop_at(obj)
+        if stop is None:
+            return {"spec": {"suspend": False}}, "patched spec.suspend: false"
+        left = int((stop - self.clock()).total_seconds())
+        if left >= MIN_ACTIVE_DEADLINE_S:
+            bound: dict[str, int] = {"activeDeadlineSeconds": left}
+            said = (f"activeDeadlineSeconds: {left} (the time left to its planned stop at "
+                    f"{_iso(stop)})")
+        else:
+            bound = {"parallelism": 0, "activeDeadlineSeconds": MIN_ACTIVE_DEADLINE_S}
+            said = (f"parallelism: 0, activeDeadlineSeconds: {MIN_ACTIVE_DEADLINE_S} (its "
+                    f"planned stop at {_iso(stop)} has passed: no pod runs and it ends "
+                    "DeadlineExceeded)")
+        spec: dict[str, Any] = {"suspend": False}
+        if res is JOBSET:
+            api = self._custom()
+            name = obj["metadata"]["name"]
+            for child in self._list(JOB, selector=f"{JOBSET_NAME_LABEL}={name}"):
+                cname = child["metadata"]["name"]
+                try:
+                    self._call("resume", api.patch_namespaced_custom_object, JOB.group,
+                               JOB.version, self.namespace, JOB.plural, cname, {"spec": bound},
+                               _content_type="application/merge-patch+json", key=key)
+                except _Api as exc:
+                    raise BackendError(f"{self.name}: resume of jobs/{cname} (of jobsets/"
+                                       f"{name}) refused ({exc.status}): {exc.message}") from exc
+            said = f"its child Jobs {said}"
+        else:
+            spec.update(bound)
+        patch: dict[str, Any] = {"spec": spec}
+        if not (obj["metadata"].get("annotations") or {}).get(A_STOP):
+            patch["metadata"] = {"annotations": {A_STOP: _iso(stop)}}
+        return patch, f"patched spec.suspend: false; {said}"
 
     def pause(self, key: str) -> WorkAction:
         """Suspend a running Job or JobSet (``spec.suspend: true``).
 
         The Job controller deletes its active pods (SIGTERM, then the pod's grace period to
         checkpoint) and sets the ``Suspended`` condition; resuming recreates them and resets
-        ``status.startTime`` (so ``activeDeadlineSeconds`` restarts). Kubernetes Job docs,
-        "Suspending a Job". Kueue and Volcano workloads: ``UNSUPPORTED`` (see
-        :attr:`pauses_running`).
+        ``status.startTime`` (so ``activeDeadlineSeconds`` restarts: :meth:`resume` sets it to
+        the time left). Kubernetes Job docs, "Suspending a Job". Kueue and Volcano workloads:
+        ``UNSUPPORTED`` (see :attr:`pauses_running`).
         """
         if not self.pauses_running:
             return WorkAction(WorkOutcome.UNSUPPORTED, None,
@@ -747,7 +856,12 @@ class KubernetesAdapter:
         return self._suspend(key, True, "pause")
 
     def resume(self, key: str) -> WorkAction:
-        """Unsuspend a Job or JobSet paused by :meth:`pause` (``ALREADY`` when not suspended)."""
+        """Unsuspend a Job or JobSet paused by :meth:`pause` (``ALREADY`` when not suspended).
+
+        With ``activeDeadlineSeconds`` set to the time its run has left (:meth:`_resume_patch`):
+        a resumed pausing piece is still told to checkpoint the grace period before its
+        planned end and is gone by it, and no resumed run outlasts its deadline.
+        """
         if not self.pauses_running:
             return WorkAction(WorkOutcome.UNSUPPORTED, None,
                               f"a {self.workload} workload is not paused by carbonsched")

@@ -110,17 +110,71 @@ def test_slurm_signals_only_pausing_pieces_and_exports_the_environment(tmp_path)
     assert "CARBONSCHED_RESUME=1" in rendered and "CARBONSCHED_PIECES=2" in rendered
 
 
-def test_kubernetes_stops_a_pausing_piece_at_its_planned_end_with_a_grace_to_checkpoint():
+def test_kubernetes_signals_a_pausing_piece_the_grace_before_its_end_and_stops_it_by_then():
+    # as Slurm's --signal=B:USR1@120 before --time: SIGTERM (activeDeadlineSeconds) comes 120 s
+    # before CARBONSCHED_PIECE_END and the pod's grace period ends at it. Before, the deadline
+    # was the piece's whole length: SIGTERM at the end, the pod up to 120 s past it
     a = KubernetesAdapter("ctx", "ns", kubeconfig="/nonexistent")
     m0, m1 = a.manifest(_req(0, 2)), a.manifest(_req(1, 2))
-    assert m0["spec"]["activeDeadlineSeconds"] == 2 * 3600  # the piece's own length
+    assert m0["spec"]["activeDeadlineSeconds"] == 2 * 3600 - 120
     assert m0["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 120
+    assert m0["metadata"]["annotations"]["carbonsched.io/stop-at"] == "2030-01-02T04:58:00Z"
+    env = {e["name"]: e["value"] for e in m0["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["CARBONSCHED_PIECE_END"] == "2030-01-02T05:00:00Z"   # unchanged: exit by then
     # the last piece may run to the job's deadline, like a job placed whole
     assert m1["spec"]["activeDeadlineSeconds"] == int(
         (_req(1, 2).deadline - _req(1, 2).start).total_seconds())
     assert "terminationGracePeriodSeconds" not in m1["spec"]["template"]["spec"]
+    assert m1["metadata"]["annotations"]["carbonsched.io/stop-at"] == "2030-01-04T03:00:00Z"
     env = {e["name"]: e["value"] for e in m1["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["CARBONSCHED_RESUME"] == "1" and env["CARBONSCHED_PIECE"] == "1"
+
+
+@pytest.mark.parametrize(("seconds", "deadline", "grace"), [
+    (7200, 7080, 120),
+    (241, 121, 120),
+    (122, 2, 120),      # the shortest piece that gets the whole grace period after 2 s
+    (121, 1, 120),      # ... after the least deadline (1 s: the API's positive integer)
+    (120, 1, 119),      # a piece as short as the grace period: signalled at once, gone by its end
+    (60, 1, 59),
+    (1, 1, 0),
+])
+@pytest.mark.parametrize("workload", ["job", "kueue", "jobset", "volcano"])
+def test_a_pausing_piece_is_gone_by_its_end_on_every_kind_down_to_the_shortest(
+        workload, seconds, deadline, grace):
+    a = KubernetesAdapter("ctx", "ns", kubeconfig="/nonexistent", workload=workload,
+                          queue="q")
+    for nodes in (1, 2):
+        req = _req(0, 2, end=_req(0, 2).start + timedelta(seconds=seconds), gpus=2, nodes=nodes)
+        m = a.manifest(req)
+        if m["kind"] == "JobSet":
+            job = m["spec"]["replicatedJobs"][0]["template"]["spec"]
+            limit, pod = job["activeDeadlineSeconds"], job["template"]["spec"]
+        elif m["apiVersion"].startswith("batch.volcano.sh"):
+            pod = m["spec"]["tasks"][0]["template"]["spec"]
+            limit = pod["activeDeadlineSeconds"]          # counted from the pod's start
+        else:
+            limit, pod = m["spec"]["activeDeadlineSeconds"], m["spec"]["template"]["spec"]
+        assert (limit, pod["terminationGracePeriodSeconds"]) == (deadline, grace)
+        assert limit >= 1 and limit + grace == seconds   # SIGKILL at the latest at the end
+        assert m["metadata"]["annotations"]["carbonsched.io/stop-at"] == (
+            req.start + timedelta(seconds=deadline)).strftime(FMT)
+
+
+def test_the_planned_stop_of_an_object_made_before_it_was_annotated():
+    # an object created by an earlier carbonsched has no stop-at annotation: its planned start
+    # plus the deadline it was made with (a JobSet's in its replicated Job, which cannot change)
+    a = KubernetesAdapter("ctx", "ns", kubeconfig="/nonexistent")
+    ann = {"carbonsched.io/planned-start": "2030-01-02T03:00:00Z"}
+    job = {"kind": "Job", "metadata": {"annotations": ann},
+           "spec": {"activeDeadlineSeconds": 7200}}
+    jobset = {"kind": "JobSet", "metadata": {"annotations": ann}, "spec": {"replicatedJobs": [
+        {"template": {"spec": {"activeDeadlineSeconds": 60}}}]}}
+    assert a.stop_at(job) == datetime(2030, 1, 2, 5, tzinfo=UTC)
+    assert a.stop_at(jobset) == datetime(2030, 1, 2, 3, 1, tzinfo=UTC)
+    assert a.stop_at({"kind": "Job", "metadata": {}, "spec": {}}) is None
+    made = a.manifest(_req(0, 2))
+    assert a.stop_at(made) == datetime(2030, 1, 2, 4, 58, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(("piece", "pieces", "ending", "relabelled"), [

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from carbonsched.adapters.dispatch.base import CHECKPOINT_SIGNAL_LEAD_S
 from carbonsched.catalog import load_catalog
 from carbonsched.config import Settings
 from carbonsched.dispatch.grid import Unit, baseline_kw, choose_actions, delayed_end
@@ -396,11 +397,18 @@ def test_an_event_pauses_and_resumes_a_job_once_and_keeps_a_due_one_held_on_kube
     assert _job(api, due)["spec"]["suspend"] is True
     assert apply_events(store, catalog, adapters, settings, late).taken == []
     after = lambda: end + timedelta(seconds=1)  # noqa: E731
+    t0 = datetime.now(UTC)
     s = apply_events(store, catalog, adapters, settings, after)
+    t1 = datetime.now(UTC)
     assert sorted((k, a, o) for _, k, a, o in s.taken) == [
         (f"{ph}-due#0", "release", "done"), (f"{ph}-run#0", "resume", "done")]
     resumed, released = _job(api, run), _job(api, due)
     assert resumed["spec"]["suspend"] is False and resumed["status"]["active"] == 1
+    # startTime is reset: the deadline is the time left to the piece's planned stop (120 s
+    # before its end), counted on the adapter's (wall) clock; before, its whole length again
+    stop = now + timedelta(hours=1, seconds=-CHECKPOINT_SIGNAL_LEAD_S)
+    left = timedelta(seconds=resumed["spec"]["activeDeadlineSeconds"])
+    assert t0 <= stop - left <= t1 + timedelta(seconds=1)   # whole seconds, rounded down
     assert {c["type"]: (c["status"], c["reason"]) for c in resumed["status"]["conditions"]} == {
         "Suspended": ("False", "JobResumed")}
     assert released["spec"]["suspend"] is False
@@ -412,6 +420,59 @@ def test_an_event_pauses_and_resumes_a_job_once_and_keeps_a_due_one_held_on_kube
     assert show_event(store, ev["event_id"], datetime.now(UTC))["state"] == "ended"
     for n in (run, due):
         api.delete_namespaced_custom_object("batch", "v1", "carbonsched", "jobs", n)
+
+
+def test_a_piece_whose_planned_stop_passed_during_the_event_is_not_run_again(
+        store, settings, emulator_kubeconfig):
+    """The event outlasted the paused piece: at its end the piece's planned stop has passed.
+    Before, the resume ran the piece again for its whole length (Kubernetes resets startTime),
+    past its planned end and into its next piece's hours; now no pod runs (parallelism 0) and
+    it is recorded as stopped at its planned end, the next piece resuming from the checkpoint
+    it wrote when paused."""
+    catalog = load_catalog("global")
+    adapter = build_adapters(catalog, settings=settings)[K8S_SITE]
+    adapters = {K8S_SITE: adapter}
+    api = _k8s_api(emulator_kubeconfig, catalog.site(K8S_SITE).backend.context)
+    now = datetime.now(UTC).replace(microsecond=0)
+    ph = f"gks-{uuid.uuid4().hex[:6]}"
+    deadline = (now + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    doc = one_plan([
+        {"job_id": f"{ph}-run", "site": K8S_SITE, "start": now, "end": now + timedelta(hours=1),
+         "gpu_type": "A100", "gpus": 1, "command": "sleep 3000", "piece": 0, "pieces": 2,
+         "deadline": deadline},
+        {"job_id": f"{ph}-run", "site": K8S_SITE, "start": now + timedelta(hours=3),
+         "end": now + timedelta(hours=4), "gpu_type": "A100", "gpus": 1,
+         "command": "sleep 3000", "piece": 1, "pieces": 2, "deadline": deadline}])
+    store.save_plan(doc)
+    assert dispatch_plan(store, doc["plan_id"], settings=settings).counts == {"submitted": 2}
+    run = next(o["metadata"]["name"] for o in api.list_namespaced_custom_object(
+        "batch", "v1", "carbonsched", "jobs",
+        label_selector=f"carbonsched.io/plan={doc['plan_id'][:63]}")["items"]
+        if o["metadata"]["annotations"]["carbonsched.io/key"] == f"{ph}-run#0")
+    api.patch_namespaced_custom_object(
+        "batch", "v1", "carbonsched", "jobs", run,
+        {"metadata": {"annotations": {"emulator.carbonsched.io/run-seconds": "3000"}}})
+    assert release_due(store, catalog, adapters=adapters) == [f"{ph}-run#0"]
+    start, end = _window()
+    announce_event(store, catalog, GridEvent(site=K8S_SITE, start=start, end=end,
+                                             target_fraction=1.0), datetime.now(UTC), "test")
+    s = apply_events(store, catalog, adapters, settings, lambda: datetime.now(UTC))
+    assert [(k, a, o) for _, k, a, o in s.taken] == [(f"{ph}-run#0", "pause", "done")]
+    # the event's end, an hour after the piece's planned end: the adapter's clock too
+    after = lambda: end + timedelta(seconds=1)  # noqa: E731
+    adapter.clock = after
+    s = apply_events(store, catalog, adapters, settings, after)
+    assert [(k, a, o) for _, k, a, o in s.taken] == [(f"{ph}-run#0", "resume", "done")]
+    job = _job(api, run)
+    assert (job["spec"]["suspend"], job["spec"]["parallelism"],
+            job["spec"]["activeDeadlineSeconds"]) == (False, 0, 1)
+    assert job["status"].get("active", 0) == 0
+    row = poll(lambda: refresh_status(store, catalog, adapters=adapters).set_index("key").loc[
+        f"{ph}-run#0"], lambda r: r.state in ("Succeeded", "Failed"), "the piece over", POLL_S)
+    assert (row.state, row.reason) == ("Succeeded", "Paused"), row.detail
+    assert row.detail.startswith("piece 1 of 2 stopped at its planned end (DeadlineExceeded)")
+    for piece in (0, 1):
+        adapter.cancel(f"{ph}-run#{piece}")
 
 
 def test_an_event_at_an_unknown_site_is_refused_with_the_sites(store):
@@ -762,6 +823,10 @@ def test_an_event_pauses_and_resumes_a_jobset_once(store, settings, emulator_kub
     assert js["spec"]["suspend"] is False and js["metadata"]["generation"] == gen0 + 2
     assert {c["type"]: c["status"] for c in js["status"]["conditions"]} == {"Suspended": "False"}
     assert [c["spec"]["suspend"] for c in children()] == [False]
+    # its child Jobs' deadline (the JobSet's replicatedJobs cannot change): the time left
+    stop = now + timedelta(hours=1, seconds=-CHECKPOINT_SIGNAL_LEAD_S)
+    (left,) = [c["spec"]["activeDeadlineSeconds"] for c in children()]
+    assert 0 < left <= (stop - now).total_seconds() - 1
     assert show_event(store, ev["event_id"], datetime.now(UTC))["state"] == "ended"
     api.delete_namespaced_custom_object(*grp, name)
 

@@ -24,7 +24,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from carbonsched.adapters.dispatch.base import DispatchRequest
+from carbonsched.adapters.dispatch.base import (
+    CHECKPOINT_SIGNAL_LEAD_S,
+    DispatchRequest,
+    WorkOutcome,
+)
 from carbonsched.adapters.dispatch.k8s_workloads import (
     HOLD_GATE,
     JOB,
@@ -550,6 +554,10 @@ def test_a_pausing_piece_stopped_at_its_end_is_paused_on_every_kind(
     prefix = uuid.uuid4().hex[:8]
     now = datetime.now(UTC).replace(microsecond=0)
     one_s = now + timedelta(seconds=1)  # shorter than the emulator's 2 s run: stopped at its end
+    # a piece as long as the checkpoint grace period: stopped 1 s after its release (the least
+    # deadline), the grace (119 s) ending at its end; before, it ran its whole 120 s (the
+    # emulator's 2 s run: Completed) and could keep its GPUs 120 s past its end
+    grace = now + timedelta(seconds=CHECKPOINT_SIGNAL_LEAD_S)
     later = now + timedelta(days=2)
 
     def piece(job, n, start, end, **kw):
@@ -563,25 +571,102 @@ def test_a_pausing_piece_stopped_at_its_end_is_paused_on_every_kind(
            "totals": {"energy_kwh": 0.0, "emissions_kg": 0.0, "baseline_emissions_kg": 0.0},
            "unplaced": [], "inference": [], "placements": [
                piece("p", 0, now, one_s), piece("p", 1, later, later + timedelta(hours=1)),
+               piece("g", 0, now, grace), piece("g", 1, later, later + timedelta(hours=1)),
                piece("w", 0, now, one_s, deadline=one_s.strftime(fmt))]}
     store.save_plan(doc)
     settings = Settings(kubeconfig=emulator_kubeconfig)
     assert dispatch_plan(store, doc["plan_id"], settings=settings,
-                         clock=lambda: now).counts == {"submitted": 3}
+                         clock=lambda: now).counts == {"submitted": 5}
     adapters = build_adapters(load_catalog("global"), settings=settings)
     assert sorted(release_due(store, "global", adapters=adapters, clock=lambda: now)) == [
-        f"{prefix}-p#0", f"{prefix}-w#0"]
+        f"{prefix}-g#0", f"{prefix}-p#0", f"{prefix}-w#0"]
+    ended = [f"{prefix}-g#0", f"{prefix}-p#0", f"{prefix}-w#0"]
     recs = _poll(lambda: refresh_status(store, "global", plan_id=doc["plan_id"],
                                         adapters=adapters).set_index("key"),
-                 lambda r: {r.loc[f"{prefix}-p#0"].state, r.loc[f"{prefix}-w#0"].state} <= {
-                     "Succeeded", "Failed"}, "pieces ended")
-    paused = recs.loc[f"{prefix}-p#0"]
-    assert (paused.state, paused.reason) == ("Succeeded", "Paused")
-    assert paused.detail.startswith("piece 1 of 2 stopped at its planned end (DeadlineExceeded)")
+                 lambda r: {r.loc[k].state for k in ended} <= {"Succeeded", "Failed"},
+                 "pieces ended")
+    for job in ("p", "g"):
+        paused = recs.loc[f"{prefix}-{job}#0"]
+        assert (paused.state, paused.reason) == ("Succeeded", "Paused"), paused.detail
+        assert paused.detail.startswith(
+            "piece 1 of 2 stopped at its planned end (DeadlineExceeded)")
     whole = recs.loc[f"{prefix}-w#0"]
     assert (whole.state, whole.reason) == ("Failed", "DeadlinePassed")
-    for key in (f"{prefix}-p#0", f"{prefix}-p#1", f"{prefix}-w#0"):
+    for key in (f"{prefix}-p#0", f"{prefix}-p#1", f"{prefix}-g#0", f"{prefix}-g#1",
+                f"{prefix}-w#0"):
         adapters[site].cancel(key)
+
+
+def _stop_of(a: KubernetesAdapter, req: DispatchRequest) -> tuple[dict, list[dict]]:
+    """The object of ``req`` and the Job specs that bound its run (its own, or its JobSet's
+    child Jobs)."""
+    raw = Target(a.kubeconfig, a.context, a.namespace, a.workload, None, True).raw()
+    res = resource_for(a.workload, req.nodes)
+    name = job_name(req.job_id, req.piece)
+    obj = raw.get_namespaced_custom_object(res.group, res.version, NS, res.plural, name)
+    if res is JOB:
+        return obj, [obj["spec"]]
+    return obj, [c["spec"] for c in raw.list_namespaced_custom_object(
+        "batch", "v1", NS, "jobs", label_selector=f"jobset.sigs.k8s.io/jobset-name={name}")[
+        "items"]]
+
+
+@pytest.mark.parametrize(("left", "deadline"), [
+    (600.0, 600),   # time left: the deadline is what is left, counted again from the resume
+    (1.0, 1),       # just at the limit: the least deadline, its pods still run
+    (0.9, None),    # less than that: no pod (parallelism 0), ended DeadlineExceeded at once
+    (-3600.0, None),  # resumed an hour after its planned stop (the event outlasted the piece)
+])
+@pytest.mark.parametrize("workload", ["job", "jobset"])
+def test_a_paused_piece_resumed_keeps_its_planned_stop(workload, left, deadline,
+                                                       emulator_kubeconfig):
+    """A pausing piece paused (a grid event) and resumed: Kubernetes resets ``startTime``, so
+    ``activeDeadlineSeconds`` would count its whole length again from the resume and the piece
+    run past its planned end, into the next piece's hours. The resume sets it to the time left
+    to the planned stop (the grace period before the end); with none left no pod runs."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    req = _req(start=now, end=now + timedelta(hours=1), deadline=now + timedelta(days=1),
+               pieces=2, gpus=1, nodes=1, payload=JobPayload(command="sleep 3000"))
+    stop = req.end - timedelta(seconds=CHECKPOINT_SIGNAL_LEAD_S)
+    a = KubernetesAdapter(EMULATED[workload][0], NS, kubeconfig=str(emulator_kubeconfig),
+                          workload=workload)
+    a.submit(req)
+    try:
+        obj, _ = _stop_of(a, req)
+        res = resource_for(workload, 1)
+        long_run = {"metadata": {"annotations": {"emulator.carbonsched.io/run-seconds": "3000"}}}
+        Target(a.kubeconfig, a.context, NS, workload, None, True).raw() \
+            .patch_namespaced_custom_object(res.group, res.version, NS, res.plural,
+                                            obj["metadata"]["name"], long_run)
+        assert a.release(req.key)
+        _poll(lambda: a.status([req.key])[req.key].state, lambda st: st is JobState.RUNNING,
+              "running")
+        assert a.pause(req.key).outcome is WorkOutcome.DONE
+        a.clock = lambda: stop - timedelta(seconds=left)
+        got = a.resume(req.key)
+        assert got.outcome is WorkOutcome.DONE, got
+        obj, specs = _stop_of(a, req)
+        assert obj["spec"]["suspend"] is False and specs
+        if deadline is not None:
+            assert [(sp["activeDeadlineSeconds"], sp.get("parallelism", 1)) for sp in specs] \
+                == [(deadline, 1)] * len(specs)
+            assert f"activeDeadlineSeconds: {deadline} (the time left to its planned stop" \
+                in got.detail
+            assert a.status([req.key])[req.key].state is JobState.RUNNING
+        else:
+            assert [(sp["activeDeadlineSeconds"], sp["parallelism"]) for sp in specs] == [
+                (1, 0)] * len(specs)
+            assert "has passed: no pod runs and it ends DeadlineExceeded" in got.detail
+            over = _poll(lambda: a.status([req.key])[req.key],
+                         lambda j: j.state is JobState.FAILED, "ended at its deadline")
+            assert over.reason is ReasonCode.DEADLINE_PASSED, over
+        assert obj["metadata"]["annotations"]["carbonsched.io/stop-at"] == stop.strftime(
+            "%Y-%m-%dT%H:%M:%SZ")
+        # patched once: a second resume finds it running (or over)
+        assert a.resume(req.key).outcome is (WorkOutcome.ALREADY if deadline is not None
+                                             else WorkOutcome.ABSENT)
+    finally:
+        a.cancel(req.key)
 
 
 def _post(t: Target, body: dict):
