@@ -136,6 +136,9 @@ MOVED_TO_CATALOG = ("slurm_shards_per_gpu", "k8s_gpu_share_replicas")
 """Settings that became the catalog's per-pool ``shares_per_gpu``; giving one is refused with
 a message that says where it went."""
 
+MAX_PLAN_OFFSET_DAYS = 7
+"""The largest ``cron_plan_offset_days``. [d]"""
+
 
 class Settings(BaseSettings):
     """Every setting of carbonsched; each field reads ``CARBONSCHED_<NAME>``.
@@ -223,8 +226,12 @@ class Settings(BaseSettings):
     """Local wall-clock time of the daily run, in :attr:`cron_timezone`."""
     cron_timezone: str = ""
     """IANA zone of the cron; default the catalog's time zone (its sites' most common)."""
-    cron_plan_offset_days: int = Field(1, ge=0, le=7)
-    """The run on local day D plans date D + this (1: day-ahead)."""
+    cron_plan_offset_days: int = Field(1, ge=0, le=MAX_PLAN_OFFSET_DAYS)
+    """The run on local day D plans date D + this (1: day-ahead), from its 00:00 UTC. The run
+    must not come after that instant on any day: a :attr:`cron_time` and offset that would
+    (0 with a cron time after 00:00 UTC, e.g. 06:00 in New York; 1 with 18:00 in Los Angeles,
+    01:00-02:00 UTC the next day) are refused when the service starts, naming the latest cron time
+    and the least offset that do. [d]"""
     cron_check_interval_s: float = Field(300.0, gt=0)
     """Safety-net check between the daily triggers (catches a trigger lost to DST). [s]"""
     lease_s: float = Field(45.0, gt=0, le=3600)

@@ -96,6 +96,10 @@ def serve(
         from carbonsched.catalog import load_catalog
 
         cat = load_catalog(s.catalog)  # fail before binding the port
+        if s.cron_enabled:
+            from carbonsched.service.cron import check_cron_settings, cron_zone
+
+            check_cron_settings(s, cron_zone(s, cat), clock)
         _check_store_catalog(s, cat.name)
         dispatch = load_dispatch_step(s.dispatcher)
         _check_port_free(s.host, s.port)

@@ -2,8 +2,11 @@
 
 Rule. The run of local day D (in the catalog's time zone) is due from D's configured wall-clock
 time onwards and plans the date ``D + cron_plan_offset_days`` (day-ahead by default), issued at
-that date's 00:00 UTC. A run is keyed by its planning date and claimed with an ``INSERT`` (see
-:meth:`carbonsched.store.service.ServiceStore.claim_run`), so
+that date's 00:00 UTC. A daily plan covers its whole UTC date from that issue time, so the run
+must come at or before it: a cron time and offset whose run would come after it on any day (the
+plan's first hours past when it is made) is refused when the cron is made
+(:func:`check_daily_issue`). A run is keyed by its planning date and claimed with an ``INSERT``
+(see :meth:`carbonsched.store.service.ServiceStore.claim_run`), so
 
 * a DST change cannot make two runs (the fall-back hour repeats the wall-clock time, the key
   does not repeat) nor none (a wall-clock time that spring-forward skips is "past" at 03:00);
@@ -47,12 +50,13 @@ import threading
 from collections import Counter as _Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from carbonsched.catalog import Catalog, load_catalog
 from carbonsched.clock import Clock
+from carbonsched.config import MAX_PLAN_OFFSET_DAYS
 from carbonsched.errors import CarbonschedError, InputError
 from carbonsched.service.runs import DispatchStep, Pipeline, claim_and_run, planning_pipeline
 from carbonsched.timeaxis import check_run_every_hours, day_start_utc, latest_issue_time
@@ -87,6 +91,68 @@ def catalog_timezone(catalog: Catalog) -> str:
     counts = _Counter(zones)
     best = max(counts.values())
     return next(z for z in zones if counts[z] == best)
+
+
+def _span(t: timedelta) -> str:
+    """A duration as a person reads it: ``11 h``, ``30 min``, ``1 h 30 min``."""
+    minutes = -(-int(t.total_seconds()) // 60)
+    h, m = divmod(minutes, 60)
+    return " ".join(p for p in (f"{h} h" if h else "", f"{m} min" if m else "") if p) or "0 min"
+
+
+def _wall(t: timedelta) -> str:
+    """A time of day given as the time since midnight (``19:00``; seconds only when not 0)."""
+    total = int(t.total_seconds())
+    hm = f"{total // 3600:02d}:{total % 3600 // 60:02d}"
+    return hm if total % 60 == 0 else f"{hm}:{total % 60:02d}"
+
+
+def check_daily_issue(zone: str, at: time, offset_days: int, today: date) -> None:
+    """Refuse a daily cron whose run would come after the issue time of the plan it makes.
+
+    The run of local day D, at ``at`` in ``zone``, plans D + ``offset_days`` from that date's
+    00:00 UTC (:meth:`DailyCron.due_issue`). A run after that instant would issue a plan whose
+    first hours are already past: placements there would start at once, in hours the plan did
+    not price, on forecasts no run could fetch before them. Checked for every local day of the
+    year from ``today`` (both sides of a DST change); a run exactly at the issue time is allowed.
+
+    Raises
+    ------
+    InputError
+        On some day the run comes after the issue time; the message names the settings, that
+        day, how many hours would be past, and the latest ``CARBONSCHED_CRON_TIME`` and the
+        least ``CARBONSCHED_CRON_PLAN_OFFSET_DAYS`` that would do.
+    """
+    tz = ZoneInfo(zone)
+    worst, when = timedelta(0), None
+    for i in range(367):
+        d = today + timedelta(days=i)
+        run = datetime.combine(d, at, tzinfo=tz).astimezone(UTC)
+        issued = day_start_utc(d + timedelta(days=offset_days)).to_pydatetime()
+        if run - issued > worst:
+            worst, when = run - issued, (d, run, issued)
+    if when is None:
+        return
+    day, run, issued = when
+    since_midnight = timedelta(hours=at.hour, minutes=at.minute, seconds=at.second)
+    fixes = []
+    if since_midnight - worst >= timedelta(0):
+        fixes.append(f"CARBONSCHED_CRON_TIME={_wall(since_midnight - worst)} or earlier")
+    more = offset_days + -(-worst // timedelta(days=1))
+    if more <= MAX_PLAN_OFFSET_DAYS:
+        latest = since_midnight - worst + (more - offset_days) * timedelta(days=1)
+        fixes.append(f"CARBONSCHED_CRON_PLAN_OFFSET_DAYS={more}" + (
+            f" (with it, CARBONSCHED_CRON_TIME up to {_wall(latest)})"
+            if latest < timedelta(days=1) else ""))
+    raise InputError(
+        f"the daily cron would issue its plans before it runs: CARBONSCHED_CRON_TIME="
+        f"{_wall(since_midnight)} in {zone} (CARBONSCHED_CRON_TIMEZONE; empty: the catalog's "
+        f"zone) with CARBONSCHED_CRON_PLAN_OFFSET_DAYS={offset_days}: the run of local day "
+        f"{day.isoformat()} comes at {run:%Y-%m-%d %H:%M} UTC and plans "
+        f"{(day + timedelta(days=offset_days)).isoformat()} from {issued:%Y-%m-%d %H:%M} UTC, "
+        f"so the plan's first {_span(worst)} would be past when it is made (their placements "
+        "would start at once, in hours the plan did not price, without live forecasts); set "
+        + ", or ".join(fixes))
 
 
 def due_day(now: datetime, zone: ZoneInfo, at: time) -> date:
@@ -143,9 +209,7 @@ class CronRule:
         The zone is ``cron_timezone``, else the catalog's (:func:`catalog_timezone`; default:
         loaded from ``settings.catalog``).
         """
-        zone = settings.cron_timezone or catalog_timezone(catalog or load_catalog(
-            settings.catalog))
-        return cls(zone, settings.cron_time, settings.cron_plan_offset_days,
+        return cls(cron_zone(settings, catalog), settings.cron_time, settings.cron_plan_offset_days,
                    settings.rolling_run_every_hours if settings.rolling else 24)
 
     def due(self, now: datetime) -> tuple[date, date]:
@@ -180,6 +244,30 @@ class CronRule:
         # fold 0: a run time that a DST change repeats falls due at its first occurrence; one
         # it skips maps past the gap, where the day is due as well
         return self.due_issue(datetime.combine(day, self.at, tzinfo=ZoneInfo(self.zone)))
+
+
+def cron_zone(settings: Any, catalog: Catalog | None = None) -> str:
+    """The cron's IANA zone: ``cron_timezone``, else the catalog's (:func:`catalog_timezone`)."""
+    return settings.cron_timezone or catalog_timezone(catalog or load_catalog(settings.catalog))
+
+
+def check_cron_settings(settings: Any, zone: str, clock: Clock) -> None:
+    """Refuse cron settings whose daily run would come after its plan's issue time.
+
+    For ``carbonsched serve`` before it binds its port (:class:`DailyCron` checks it again when
+    it is made): :func:`check_daily_issue` of ``cron_time`` and ``cron_plan_offset_days`` in
+    ``zone``, for the daily cron (``rolling_run_every_hours`` 24 or no rolling; runs every
+    N < 24 hours are issued at their own run time).
+
+    Raises
+    ------
+    InputError
+        As :func:`check_daily_issue`.
+    """
+    if settings.rolling and settings.rolling_run_every_hours < 24:
+        return
+    check_daily_issue(zone, settings.cron_time, settings.cron_plan_offset_days,
+                      clock.now().astimezone(ZoneInfo(zone)).date())
 
 
 class DailyCron:
@@ -222,6 +310,9 @@ class DailyCron:
     ------
     TimeAxisError
         ``run_every_hours`` does not divide 24.
+    InputError
+        Daily: ``at`` and ``offset_days`` would run after the plan's issue time on some day
+        (:func:`check_daily_issue`).
     """
 
     def __init__(self, store: Any, pipeline: Pipeline, clock: Clock, zone: str, at: time,
@@ -231,6 +322,9 @@ class DailyCron:
                  run_every_hours: int = 24) -> None:
         self.rule = CronRule(zone, at, offset_days, run_every_hours)
         self.run_every_hours = self.rule.every_hours
+        if self.run_every_hours == 24:
+            check_daily_issue(zone, at, offset_days, clock.now().astimezone(ZoneInfo(zone))
+                              .date())
         self.store = store
         self.pipeline = pipeline
         self.clock = clock

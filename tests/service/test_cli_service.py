@@ -34,6 +34,28 @@ def test_serve_refuses_bad_input_before_binding(tmp_path, args, fragment):
     assert fragment in r.stderr
 
 
+def test_serve_refuses_a_cron_that_would_issue_its_plans_before_it_runs(tmp_path):
+    """New York, same-day plans at 06:00: each run would come 10-11 h after its plan's issue
+    time (00:00 UTC). Refused before the port is bound, naming the settings and the fix; with
+    the cron off the same settings pass that check (and stop at the port, which is taken)."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        env = {"CARBONSCHED_DATABASE_URL": f"sqlite:///{tmp_path / 's.sqlite'}",
+               "CARBONSCHED_CATALOG": "global", "CARBONSCHED_CRON_PLAN_OFFSET_DAYS": "0"}
+        r = cli("serve", "--host", "127.0.0.1", "--port", port, env=env, timeout=60)
+        said = " ".join(r.stderr.split())
+        assert r.returncode == 2, r.stderr
+        assert ("the daily cron would issue its plans before it runs: CARBONSCHED_CRON_TIME=06:00 "
+                "in America/New_York") in said
+        assert "set CARBONSCHED_CRON_PLAN_OFFSET_DAYS=1" in said and "cannot listen" not in said
+        r = cli("serve", "--host", "127.0.0.1", "--port", port, "--no-cron", env=env, timeout=60)
+        assert r.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in r.stderr, r.stderr
+
+
 def test_serve_reads_a_config_file(tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text('catalog = "atlantis-from-config"\n')

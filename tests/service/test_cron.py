@@ -7,6 +7,7 @@ a recorder, so the test counts runs per local calendar day.
 
 from __future__ import annotations
 
+import re
 import time as _time
 from collections import Counter
 from datetime import UTC, date, datetime, time, timedelta
@@ -18,6 +19,9 @@ import pytest
 from carbonsched.api.routes.runs import list_runs
 from carbonsched.catalog import load_catalog
 from carbonsched.clock import FixedClock, ManualClock
+from carbonsched.config import Settings
+from carbonsched.errors import InputError
+from carbonsched.service import cron as cron_module
 from carbonsched.service.cron import DailyCron, catalog_timezone, due_day
 from carbonsched.service.runs import RunOutcome
 from carbonsched.store import Store
@@ -382,3 +386,91 @@ def test_daily_next_due_is_the_next_local_days_run(db):
     # at the limit: from 06:00 itself the next is the following local day's run
     clock.set(due_at)
     assert _next(cron, db) == ("2026-07-17", "2026-07-17T00:00:00Z")
+
+
+# --- a plan issued before its run is refused --------------------------------------------------
+
+NOW = datetime(2026, 12, 7, 12, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("zone", "at", "offset", "late", "fixes"), [
+    # New York 06:00, same-day plan: runs at 11:00Z in winter (10:00Z in summer), issues the
+    # plan at 00:00Z: its first 11 h past. No cron time works same-day (00:00Z is 19:00 the
+    # day before there): the least offset, and the latest time it allows
+    ("America/New_York", time(6, 0), 0, "11 h",
+     "set CARBONSCHED_CRON_PLAN_OFFSET_DAYS=1 (with it, CARBONSCHED_CRON_TIME up to 19:00)"),
+    # Los Angeles 18:00, day-ahead: 02:00Z the next UTC day in winter (01:00Z in summer)
+    ("America/Los_Angeles", time(18, 0), 1, "2 h",
+     "set CARBONSCHED_CRON_TIME=16:00 or earlier, or CARBONSCHED_CRON_PLAN_OFFSET_DAYS=2"),
+    # a minute past the latest time that works
+    ("America/New_York", time(19, 1), 1, "1 min",
+     "set CARBONSCHED_CRON_TIME=19:00 or earlier, or CARBONSCHED_CRON_PLAN_OFFSET_DAYS=2"),
+    ("Asia/Shanghai", time(8, 0, 1), 0, "1 min",
+     "set CARBONSCHED_CRON_TIME=08:00 or earlier, or CARBONSCHED_CRON_PLAN_OFFSET_DAYS=1"),
+])
+def test_a_cron_whose_run_comes_after_its_plans_issue_time_is_refused(
+        db, zone, at, offset, late, fixes):
+    # before: accepted, and every run issued a plan whose first hours were past (placements
+    # there started at once, in hours the plan did not price; live forecasts skipped)
+    with pytest.raises(InputError) as got:
+        DailyCron(db, Recorder(FixedClock(NOW)), FixedClock(NOW), zone, at, offset_days=offset)
+    msg = str(got.value)
+    assert msg.startswith("the daily cron would issue its plans before it runs: "
+                          f"CARBONSCHED_CRON_TIME={at.strftime('%H:%M')}")
+    assert f"in {zone} (CARBONSCHED_CRON_TIMEZONE" in msg
+    assert f"CARBONSCHED_CRON_PLAN_OFFSET_DAYS={offset}: the run of local day" in msg
+    assert f"so the plan's first {late} would be past when it is made" in msg
+    assert msg.endswith(fixes)
+
+
+def test_the_two_reported_cases_name_the_day_and_the_utc_times():
+    with pytest.raises(InputError, match=re.escape(
+            "the run of local day 2026-12-07 comes at 2026-12-07 11:00 UTC and plans "
+            "2026-12-07 from 2026-12-07 00:00 UTC")):
+        cron_module.check_daily_issue("America/New_York", time(6, 0), 0, date(2026, 12, 7))
+    # Los Angeles 18:00 day-ahead, checked on a summer day (01:00Z, 1 h past): the year ahead
+    # holds the winter, where it is worse (02:00Z from the first day of standard time)
+    with pytest.raises(InputError, match=re.escape(
+            "the run of local day 2027-11-07 comes at 2027-11-08 02:00 UTC and plans "
+            "2027-11-08 from 2027-11-08 00:00 UTC, so the plan's first 2 h")):
+        cron_module.check_daily_issue("America/Los_Angeles", time(18, 0), 1, date(2027, 7, 1))
+    # 17:00 is past only in winter (01:00Z), 16:00 never
+    with pytest.raises(InputError, match="first 1 h would be past"):
+        cron_module.check_daily_issue("America/Los_Angeles", time(17, 0), 1, date(2027, 7, 1))
+    cron_module.check_daily_issue("America/Los_Angeles", time(16, 0), 1, date(2027, 7, 1))
+
+
+@pytest.mark.parametrize(("zone", "at", "offset"), [
+    ("America/New_York", time(19, 0), 1),   # 00:00Z in winter: issued exactly at the run
+    ("Asia/Shanghai", time(8, 0), 0),       # 00:00Z every day (no DST): exactly at the run
+    ("America/Los_Angeles", time(16, 0), 1),  # the latest day-ahead time in Los Angeles
+    ("America/Los_Angeles", time(18, 0), 2),
+    ("America/New_York", time(6, 0), 1),    # the defaults in the global catalog's zone
+    ("Asia/Shanghai", time(6, 0), 1),       # the shipped defaults (default catalog's zone)
+])
+def test_a_cron_whose_run_comes_at_or_before_its_issue_time_is_accepted(db, zone, at, offset):
+    cron = DailyCron(db, Recorder(FixedClock(NOW)), FixedClock(NOW), zone, at,
+                     offset_days=offset)
+    for day in range(400):  # and indeed: no run of the year comes after its issue time
+        now = datetime.combine(date(2026, 12, 7) + timedelta(days=day), at,
+                               tzinfo=ZoneInfo(zone)) + timedelta(seconds=1)
+        _, _, issued = cron.due_issue(now)
+        assert issued >= now - timedelta(seconds=1)
+
+
+def test_the_shipped_default_settings_make_their_cron(db):
+    s = Settings()
+    assert (s.cron_time, s.cron_plan_offset_days, s.cron_timezone) == (time(6, 0), 1, "")
+    cron = DailyCron.from_settings(s, db, FixedClock(NOW))
+    assert (cron.zone_name, cron.at, cron.offset_days) == ("Asia/Shanghai", time(6, 0), 1)
+    cron = DailyCron.from_settings(Settings(catalog="global"), db, FixedClock(NOW))
+    assert cron.zone_name == "America/New_York"
+
+
+def test_runs_every_n_hours_are_issued_at_their_run_and_not_checked(db):
+    s = Settings(catalog="global", rolling=True, rolling_run_every_hours=6,
+                 cron_plan_offset_days=0)
+    cron_module.check_cron_settings(s, "America/New_York", FixedClock(NOW))
+    with pytest.raises(InputError, match="CARBONSCHED_CRON_PLAN_OFFSET_DAYS=0: the run"):
+        cron_module.check_cron_settings(Settings(catalog="global", cron_plan_offset_days=0),
+                            "America/New_York", FixedClock(NOW))
