@@ -282,6 +282,12 @@ class Settings(BaseSettings):
     are taken within this of the moment. At most 300 s, a metering interval of demand-response
     programmes (e.g. 5-minute settlement), so a reduction is reached within an event's first
     interval. [s]"""
+    retention_days: int = Field(0, ge=0, le=36500)
+    """Days of finished work the store keeps: above 0, the service's leader prunes once a day
+    what is older and finished, as ``carbonsched store prune --keep-days`` does (terminal
+    dispatch units, ended rolling and API jobs, plans nothing live references, run records,
+    ended grid events, fetch logs and published forecasts; never pending or running work nor
+    the newest plan of a catalog; docs/reliability.md, "Retention"). 0: keep everything. [d]"""
     slurm_conf_dir: Path | None = None
     """Folder of ``<cluster>/slurm.conf`` (one SLURM_CONF per cluster, no slurmdbd)."""
     slurm_use_clusters: bool = False

@@ -29,7 +29,7 @@ from generated import write_or_check  # noqa: E402  (a sibling script)
 PAGE = ROOT / "docs" / "configuration.md"
 
 GROUPS: dict[str, tuple[str, ...]] = {
-    "Data and store": ("data_dir", "database_url"),
+    "Data and store": ("data_dir", "database_url", "retention_days"),
     "Planning": ("catalog", "workload_file", "solver", "time_limit_s", "horizon_hours", "fairness",
                  "rolling", "rolling_run_every_hours", "flex_notice_hours", "flex_event_hours",
                  "power_caps"),

@@ -78,6 +78,9 @@ app.add_typer(signals_app, name="signals")
 from carbonsched.cli.grid_events import grid_app  # noqa: E402
 
 app.add_typer(grid_app, name="grid-event")
+from carbonsched.cli.store import store_app  # noqa: E402
+
+app.add_typer(store_app, name="store")
 app.command("ingest")(_ingest)
 
 DataDir = Annotated[Path | None, typer.Option(
