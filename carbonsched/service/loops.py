@@ -27,6 +27,12 @@ The dispatch loops, on the leader only, when ``dispatch_loops`` is on (by defaul
     re-plans started grid events and takes their actions, resumes at their end
     (:func:`carbonsched.service.grid_events.apply_events`).
 
+``prune`` (every hour, every replica; acts on the leader once a day), when
+``CARBONSCHED_RETENTION_DAYS`` > 0: deletes what is older than that and finished
+(:func:`carbonsched.store.retention.prune`, as ``carbonsched store prune`` does). The first
+check of a process comes :data:`PRUNE_FIRST_DELAY_S` after its start, then one prune a day
+(:data:`PRUNE_EVERY_S`); a failed prune is tried again at the next hourly check.
+
 Each pass is counted in ``carbonsched_dispatch_loop_runs_total{loop, outcome}``. A database
 that is down is an outcome (``store_unavailable``, one log line), never a dead loop; the next
 pass tries again. Adapters are built per site: a site whose backend cannot be configured is
@@ -40,7 +46,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.exc import DBAPIError
@@ -55,6 +61,13 @@ log = logging.getLogger("carbonsched.service.loops")
 
 LOOPS = ("reconcile", "release", "refresh", "grid")
 """The dispatch loops, in the order a new leader runs them."""
+
+PRUNE_CHECK_S = 3600.0
+"""How often a replica checks whether the daily prune is due. [s]"""
+PRUNE_EVERY_S = 86400.0
+"""Time between two prunes of one leader. [s]"""
+PRUNE_FIRST_DELAY_S = 600.0
+"""Delay of a process's first prune check after start (the lead is settled by then). [s]"""
 
 
 def dispatch_loops_enabled(settings: Settings) -> bool:
@@ -107,6 +120,8 @@ class ServiceLoops:
         """Loop -> outcome of its last pass (``ok``, ``store_unavailable``, ``failed: ...``)."""
         self.last_reconcile: datetime | None = None
         self._outbox = threading.Lock()  # one outbox pass at a time on this replica
+        self.last_prune: float | None = None
+        """``time.monotonic()`` of this process's last successful prune."""
         self._scheduler: Any = None
 
     # --- the scheduler ----------------------------------------------------------------------
@@ -125,6 +140,10 @@ class ServiceLoops:
                                  ("grid", self.settings.grid_event_interval_s)):
                 sched.add_job(self.run_loop, "interval", seconds=period, id=loop, args=[loop],
                               **every)
+        if self.settings.retention_days > 0:
+            sched.add_job(self.prune_pass, "interval", seconds=PRUNE_CHECK_S, id="prune",
+                          next_run_time=datetime.now().astimezone() + timedelta(
+                              seconds=PRUNE_FIRST_DELAY_S), **every)
         sched.start()
         self._scheduler = sched
         log.info("service loops: lease every %.1f s; dispatch loops %s", self.settings.lease_s / 3,
@@ -274,6 +293,52 @@ class ServiceLoops:
         from carbonsched.dispatch.outbox import refresh_status
 
         refresh_status(self.db.store, self.catalog, clock=self.clock.now, adapters=adapters)
+
+    # --- retention ----------------------------------------------------------------------------
+    def prune_pass(self) -> str:
+        """Prune the store once a day on the leader (``CARBONSCHED_RETENTION_DAYS`` > 0).
+
+        Returns
+        -------
+        str
+            ``off`` (retention is 0), ``standby`` (not the leader), ``not_due`` (pruned less
+            than :data:`PRUNE_EVERY_S` ago), ``ok``, ``store_unavailable`` or
+            ``failed: <error>``.
+        """
+        days = self.settings.retention_days
+        if days <= 0:
+            return "off"
+        if not self.leader.held:
+            return "standby"
+        if self.last_prune is not None and time.monotonic() - self.last_prune < PRUNE_EVERY_S:
+            return "not_due"
+        from carbonsched.store.retention import prune
+
+        try:
+            result = prune(self.db.store, days, now=self.clock.now())
+            outcome = "ok"
+            self.last_prune = time.monotonic()
+            log.info("prune: %d row(s) older than %d days deleted (%s)", result.total, days,
+                     ", ".join(f"{t} {n}" for t, n in result.deleted.items() if n)
+                     or "nothing to delete")
+        except DBAPIError as exc:
+            if not is_outage(exc):
+                outcome = f"failed: {type(exc).__name__}: {exc}"
+                log.exception("prune failed")
+            else:
+                outcome = "store_unavailable"
+                log.warning("prune: %s; tried again within the hour",
+                            unavailable(self.db.engine, "pruning the store", exc))
+        except CarbonschedError as exc:
+            outcome = ("store_unavailable" if isinstance(exc, StoreUnavailableError)
+                       else f"failed: {exc}")
+            log.warning("prune: %s", exc)
+        except Exception as exc:  # a bug: logged with its traceback, the service goes on
+            outcome = f"failed: {type(exc).__name__}: {exc}"
+            log.exception("prune failed")
+        self.last_outcome["prune"] = outcome
+        self._count("prune", outcome.split(":")[0])
+        return outcome
 
     # --- adapters -----------------------------------------------------------------------------
     def _registry_adapter(self, site: Any) -> Any:

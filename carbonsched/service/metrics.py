@@ -69,8 +69,8 @@ class ServiceMetrics:
             "never). [s]", registry=r)
         self.loop_runs = Counter("carbonsched_dispatch_loop_runs_total",
                                  "Passes of the dispatch loops by loop (reconcile, release, "
-                                 "refresh, lease) and outcome (ok, store_unavailable, "
-                                 "failed).", ["loop", "outcome"], registry=r)
+                                 "refresh, lease, prune) and outcome (ok, "
+                                 "store_unavailable, failed).", ["loop", "outcome"], registry=r)
         self.grid_actions = Counter(
             "carbonsched_grid_event_actions_total",
             "Grid-event actions taken on a backend by action (pause, hold, resume, release), "
