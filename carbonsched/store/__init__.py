@@ -24,8 +24,9 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, delete, select, text
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
+from sqlalchemy.pool import NullPool
 
 from carbonsched.config import (
     UNESCAPED_AT,
@@ -42,7 +43,7 @@ from carbonsched.errors import (
     store_check,
 )
 from carbonsched.store.models import ForecastRow, InferenceRow, PlacementRow, PlanRow
-from carbonsched.store.sqlite import enable_sqlite_wal
+from carbonsched.store.sqlite import enable_sqlite_wal, transactional_ddl
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
@@ -67,6 +68,27 @@ _T = TypeVar("_T")
 
 class StoreLockedError(BackendUnavailableError):
     """The store is busy: another process holds SQLite's write lock past every retry."""
+
+
+class StoreSchemaError(BackendError):
+    """The database answers, but its schema cannot be brought to the newest revision.
+
+    A migration step failed on the schema it found (a column or table already there, one
+    missing): the schema does not match the revision it records. Nothing of the failed upgrade
+    is kept (migrations run in one transaction); a person has to mend the schema.
+    """
+
+
+_CONNECTION_WORDS = ("unable to open database", "could not connect", "connection refused",
+                     "server closed the connection", "connection already closed",
+                     "could not receive data", "could not send data", "timeout expired",
+                     "terminating connection", "disk i/o error")
+"""Driver messages of a database that cannot be reached (not of a schema it refuses)."""
+
+
+def _connection_failure(exc: DBAPIError) -> bool:
+    msg = str(exc.orig).lower()
+    return bool(exc.connection_invalidated) or any(w in msg for w in _CONNECTION_WORDS)
 
 
 def _is_locked(exc: OperationalError) -> bool:
@@ -106,6 +128,7 @@ class Store:
         self.url = url
         self.locked_retries = locked_retries
         self.locked_backoff_s = locked_backoff_s
+        self.busy_timeout_s = busy_timeout_s
         self._sqlite_file: Path | None = None
         connect_args: dict[str, Any] = {}
         if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
@@ -227,6 +250,46 @@ class Store:
         with self.engine.connect() as conn:
             return MigrationContext.configure(conn).get_current_revision() == head
 
+    @contextlib.contextmanager
+    def _migration_engine(self) -> Iterator[Engine]:
+        """The engine a migration runs on: a SQLite file's own, whose DDL is transactional.
+
+        SQLite files get an engine of one connection for the migration
+        (:func:`~carbonsched.store.sqlite.transactional_ddl`), disposed after it; PostgreSQL
+        (transactional DDL already) and an in-memory SQLite database (one connection, gone with
+        the process) migrate on the store's engine.
+        """
+        if self._sqlite_file is None:
+            yield self.engine
+            return
+        engine = create_engine(self.engine.url, future=True, poolclass=NullPool,
+                               connect_args={"timeout": self.busy_timeout_s})
+        enable_sqlite_wal(engine, self.busy_timeout_s)
+        transactional_ddl(engine)
+        try:
+            yield engine
+        finally:
+            engine.dispose()
+
+    def _schema_error(self, exc: DBAPIError, start: str | None,
+                      applied: list[str]) -> StoreSchemaError:
+        """What a migration step that the schema refused is said as (not "unreachable")."""
+        script = ScriptDirectory(str(MIGRATIONS))
+        pending = [r.revision for r in reversed(list(
+            script.iterate_revisions("heads", start or "base"))) if r.revision != start]
+        failed = pending[len(applied)] if len(applied) < len(pending) else "?"
+        at = start or "base (an empty schema)"
+        detail = " ".join(str(exc.orig).split())[:300]
+        return StoreSchemaError(
+            f"database {self._safe_url()}: the schema cannot be migrated from revision {at} "
+            f"to {script.get_current_head()}: revision {failed} failed ({type(exc.orig).__name__}"
+            f": {detail}); nothing of the upgrade was kept, the store is still at revision "
+            f"{at}. Its schema does not match that revision (a change made by hand, or a "
+            "migration cut short in an older carbonsched, which kept part of it): restore the "
+            "database from a backup, or undo the stray change the error names (e.g. drop the "
+            "column or table), then start carbonsched again (docs/reliability.md, "
+            "Schema migrations)")
+
     def migrate(self) -> None:
         """Bring the schema to the newest Alembic revision, safely from many processes at once.
 
@@ -242,6 +305,8 @@ class Store:
             The database cannot be reached (a real connection failure).
         StoreLockedError
             A SQLite store stayed locked by another process through every retry.
+        StoreSchemaError
+            A migration step failed on the schema it found (the store stays at its revision).
         """
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))
@@ -249,12 +314,23 @@ class Store:
         def upgrade() -> None:
             if self._at_head():
                 return
-            with self._migration_lock(), self.engine.begin() as conn:
+            with self._migration_lock(), self._migration_engine() as engine, \
+                    engine.begin() as conn:
                 if conn.dialect.name == "postgresql":
                     conn.execute(text("SELECT pg_advisory_xact_lock(:k)"),
                                  {"k": MIGRATION_LOCK_KEY})
+                start = MigrationContext.configure(conn).get_current_revision()
+                applied: list[str] = []
                 cfg.attributes["connection"] = conn
-                command.upgrade(cfg, "head")
+                cfg.attributes["on_version_apply"] = (
+                    lambda *, step, **_kw: applied.append(step.up_revision_id))
+                try:
+                    command.upgrade(cfg, "head")
+                except DBAPIError as exc:
+                    if isinstance(exc, OperationalError) and _is_locked(exc) \
+                            or _connection_failure(exc):
+                        raise
+                    raise self._schema_error(exc, start, applied) from exc
 
         try:
             self._retry_locked(upgrade, "migrating the schema")
