@@ -43,6 +43,30 @@ class CarbonschedError(Exception):
     """Base class of every error carbonsched raises on purpose."""
 
 
+class Interrupted(BaseException):  # noqa: N818 - named as the CLI says it: "interrupted: ..."
+    """The process was asked to stop (SIGINT or SIGTERM), raised where it was.
+
+    A ``BaseException``, as ``KeyboardInterrupt`` is: no handler of failures
+    (``except Exception``) records it as one, while every ``finally`` runs (leases given up, run
+    records marked). Not a ``KeyboardInterrupt``: Typer turns that into a silent exit 130. The
+    clean-ups add a note each (``add_note``) saying what they gave up; the CLI prints them on one
+    line, ``interrupted: <signal>; <note>; ...`` (:mod:`carbonsched.cli.interrupts`).
+
+    Parameters
+    ----------
+    signum
+        The signal's number (``signal.SIGINT``, ``signal.SIGTERM``).
+    """
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        self.signum = signum
+        self.exit_code = 128 + signum
+        """The shell's convention: 130 for SIGINT, 143 for SIGTERM."""
+        super().__init__(signal.Signals(signum).name)
+
+
 class RunTakenOverError(CarbonschedError, RuntimeError):
     """A run's record was taken over by another replica while the run could not renew it.
 

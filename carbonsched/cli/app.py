@@ -621,11 +621,15 @@ def main() -> None:
     if bad is not None:
         print_error(bad)
         sys.exit(2)
+    from carbonsched.cli.interrupts import handle_signals, interrupted_line
+    from carbonsched.errors import Interrupted
+
     try:
+        handle_signals()   # SIGINT and SIGTERM raise Interrupted: every clean-up runs
         app()
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        sys.exit(130)
+    except Interrupted as exc:
+        err.print(interrupted_line(exc), highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
 
 
 if __name__ == "__main__":

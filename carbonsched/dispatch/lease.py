@@ -343,7 +343,9 @@ class Claimant:
     def heartbeat(self) -> Iterator[None]:
         """Renew this claimant's leases every third of the lease while the block runs.
 
-        On leaving the block (normally or by an exception) every lease still held is released.
+        On leaving the block (normally or by an exception) every lease still held is released;
+        an interruption (a ``BaseException`` that is no ``Exception``: a signal) gets a note
+        saying how many were, or why not.
         A renewal that fails (the database is briefly unreachable) is tried again at the next
         beat; the lease covers two missed beats.
         """
@@ -362,8 +364,27 @@ class Claimant:
         t.start()
         try:
             yield
-        finally:
+        except BaseException as exc:
             stop.set()
             t.join(timeout=every + 5)
-            with contextlib.suppress(OperationalError):
-                self.release()
+            if isinstance(exc, Exception):
+                with contextlib.suppress(OperationalError):
+                    self.release()
+            else:   # interrupted (a signal): the note says what was given up
+                exc.add_note(self._release_note())
+            raise
+        stop.set()
+        t.join(timeout=every + 5)
+        with contextlib.suppress(OperationalError):
+            self.release()
+
+    def _release_note(self) -> str:
+        """Release every lease of this claimant; say how many, or why not."""
+        try:
+            n = self.release()
+        except Exception as exc:  # noqa: BLE001 - said instead: the leases then run out
+            orig = getattr(exc, "orig", None) or exc
+            return (f"dispatch claims of {self.owner} not released, they run out after "
+                    f"{self.lease.total_seconds():.0f} s: {' '.join(str(orig).split())[:200]}")
+        return (f"{n} dispatch claim{'s' * (n != 1)} released (another dispatcher may take "
+                "them at once)")

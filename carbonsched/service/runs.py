@@ -817,6 +817,10 @@ def claim_and_run(service_store: Any, clock: Clock, pipeline: Pipeline, *, plann
         The database cannot be reached while claiming or finishing the record.
     Exception
         Whatever the pipeline raised, after it was recorded.
+    BaseException
+        An interruption (:class:`~carbonsched.errors.Interrupted`, ``KeyboardInterrupt``),
+        after the record was finished ``interrupted`` with no retry time (the run may be run
+        again at once); a note added to it says so.
     """
     from carbonsched.store.service import run_key
 
@@ -863,6 +867,10 @@ def claim_and_run(service_store: Any, clock: Clock, pipeline: Pipeline, *, plann
                           rec_exc, lease.total_seconds())
             _count(metrics, trigger, "failed")
             raise
+        except BaseException as exc:   # a signal (Interrupted, KeyboardInterrupt): no failure
+            exc.add_note(_record_interrupted(service_store, clock, key, owner, lease, exc))
+            _count(metrics, trigger, "interrupted")
+            raise
         finally:
             _RUN_CLAIM.reset(claim)
         extra = {"catalog": out.catalog} if out.catalog else {}
@@ -873,6 +881,26 @@ def claim_and_run(service_store: Any, clock: Clock, pipeline: Pipeline, *, plann
                       "the record keeps that replica's outcome", key, out.status)
     _count(metrics, trigger, out.status)
     return out
+
+
+def _record_interrupted(service_store: Any, clock: Clock, key: str, owner: str,
+                        lease: timedelta, exc: BaseException) -> str:
+    """Record the run stopped by ``exc`` ``interrupted``, claimable again at once; say what was.
+
+    The process was asked to stop: the run did not fail and may be run again now (no lease to
+    wait out, as for a process that died). When the record cannot be written it stays
+    ``running`` until its lease runs out; the returned note says which.
+    """
+    why = f"interrupted by {exc or type(exc).__name__} (the process was asked to stop)"
+    log.warning("run issued at %s %s", key, why)
+    try:
+        if service_store.finish_run(key, clock.now(), "interrupted", owner=owner,
+                                    retry_after=None, error=why):
+            return f"run {key} recorded interrupted (run it again now)"
+        return f"run {key} was taken over by another replica before it stopped"
+    except Exception as rec_exc:  # noqa: BLE001 - the database is gone too: the lease runs out
+        return (f"run {key} stays 'running' until its lease runs out "
+                f"({lease.total_seconds():.0f} s): {rec_exc}")
 
 
 def _count(metrics: Any, trigger: str, status: str) -> None:
