@@ -159,6 +159,18 @@ def register_secret(value: str | None) -> None:
             _SECRETS.add(value)
 
 
+def replace_secret(old: str | None, new: str | None) -> None:
+    """Register ``new`` and forget ``old`` (a re-login's token replaces the expired one).
+
+    A process that logs in again for days would otherwise keep every token it ever had, and
+    redact each of them in every log line.
+    """
+    register_secret(new)
+    if old and old != new:
+        with _SECRETS_LOCK:
+            _SECRETS.discard(old)
+
+
 def redact_text(text: str) -> str:
     """``text`` with every registered secret, secret query value and auth header value as ``***``.
 

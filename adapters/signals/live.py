@@ -35,6 +35,7 @@ outlasts the time left, not at all in this run.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -69,6 +70,8 @@ from carbonsched.errors import (
 )
 
 HOUR = pd.Timedelta(hours=1)
+FETCH_LOG_MAX = 1000
+"""Fetches :attr:`LiveSignals.fetch_log` keeps (the newest). [-]"""
 SOURCE_NAME = "providers"
 
 
@@ -155,7 +158,9 @@ class LiveSignals:
         self._sessions: dict[str, Any] = {}
         self._gates: dict[str, ProviderGate] = {}
         self._run_window: tuple[pd.Timestamp, pd.Timestamp] | None = None
-        self.fetch_log: list[dict[str, Any]] = []
+        self.fetch_log: deque[dict[str, Any]] = deque(maxlen=FETCH_LOG_MAX)
+        """This process's newest fetches, newest last (the store's ``signal_fetches`` keeps
+        them all); bounded, as a service fetches for days."""
 
     # ------------------------------------------------------------------ time limits
     def gate(self, name: str) -> ProviderGate:

@@ -33,7 +33,7 @@ from typing import Any
 import httpx
 import pandas as pd
 
-from carbonsched.adapters.http import Fetcher, register_secret
+from carbonsched.adapters.http import Fetcher, register_secret, replace_secret
 from carbonsched.adapters.signals._live import (
     as_float,
     chunks,
@@ -159,8 +159,8 @@ class WattTimeSession:
         token = answer.get("token") if isinstance(answer, dict) else None
         if not token:
             raise ProviderError(SOURCE, "login answered without a token")
-        self.token = str(token)
-        register_secret(self.token)
+        old, self.token = self.token, str(token)
+        replace_secret(old, self.token)   # the expired token is no secret to keep any more
         self.logins += 1
         return self.token
 

@@ -96,7 +96,44 @@ def plan_uses(note: str) -> bool:
 
 
 MODEL_CACHE_SIZE = 256
-"""Fitted model choices kept in the process (site x signal x refit period x horizon)."""
+"""Fewest fitted model choices kept in the process (site x signal x issue hour x horizon);
+:func:`size_model_cache` raises the bound to a service's working set."""
+SELECTED_SIGNALS = 3
+"""Signals whose model is chosen per site: carbon intensity, green-surplus index, PUE."""
+_model_cache_limit = MODEL_CACHE_SIZE
+"""The process-wide cache's bound now (:func:`size_model_cache`)."""
+
+
+def model_cache_size(sites: int, run_every_hours: int = 24) -> int:
+    """Entries the process-wide model cache keeps for ``sites`` planned every few hours.
+
+    A refit period's working set is one choice per site, signal and issue hour (the choice is
+    phased to the issue's UTC hour): ``sites`` x :data:`SELECTED_SIGNALS` x
+    ``24 / run_every_hours``. Twice that, for the per-issue fallbacks and the forecasts the API
+    or a backtest add to the same cache; never below :data:`MODEL_CACHE_SIZE`. A bound below the
+    working set refits every choice at every run (the LRU drops each before its hour comes
+    round again). Superseded refit periods are pruned, not counted (:func:`forecast_site`).
+    """
+    return max(MODEL_CACHE_SIZE, 2 * sites * SELECTED_SIGNALS * (24 // run_every_hours))
+
+
+def size_model_cache(sites: int, run_every_hours: int = 24) -> int:
+    """Raise the process-wide cache's bound to :func:`model_cache_size` (never lower it)."""
+    global _model_cache_limit
+    _model_cache_limit = max(_model_cache_limit, model_cache_size(sites, run_every_hours))
+    return _model_cache_limit
+
+
+def remember_model(cache: dict[Any, Any], key: Any, model: Any) -> None:
+    """Keep ``model`` under ``key``, dropping an ``OrderedDict``'s least recent past the bound.
+
+    The bound is the process's (:func:`size_model_cache`).
+    """
+    cache[key] = model
+    if isinstance(cache, OrderedDict):
+        cache.move_to_end(key)
+        while len(cache) > _model_cache_limit:
+            cache.popitem(last=False)
 
 _MODEL_CACHE: OrderedDict[Any, Any] = OrderedDict()
 """Process-wide cache of fitted :class:`SelectedForecaster` s, shared by the daily plan, the
@@ -222,11 +259,7 @@ def select_forecast(site: Site, signal: str, y: pd.Series, issued_at: pd.Timesta
             note = (f"model choice failed ({exc}); used seasonal naive (24 h) fitted on the "
                     "history before the issue time")
             key = (*key, issued_at)  # a fallback is fitted per issue, not per period
-        cache[key] = model
-        if isinstance(cache, OrderedDict):
-            cache.move_to_end(key)
-            while len(cache) > MODEL_CACHE_SIZE:
-                cache.popitem(last=False)
+        remember_model(cache, key, model)
     # features published by the issue time but not before the period start (a provider's live
     # forecast with no archive): no past issue to fit or validate a model on, so unused; named
     offered = features_present(exog, signal) if exog is not None else ()
@@ -395,12 +428,10 @@ def prune_model_cache(cache: dict[Any, Any], issued_at: pd.Timestamp) -> int:
         Entries dropped.
     """
     period = DEFAULT_SCHEDULE.period_start(issued_at)
-    old = [k for k in cache
+    old = [k for k in list(cache)   # a copy: the service's threads share the cache
            if isinstance(k, tuple) and len(k) >= 3 and isinstance(k[2], pd.Timestamp)
            and k[2] < period]
-    for k in old:
-        del cache[k]
-    return len(old)
+    return sum(cache.pop(k, None) is not None for k in old)
 
 
 def _long(site: str, signal: str, fc: pd.DataFrame, issued_at: pd.Timestamp) -> pd.DataFrame:
@@ -561,6 +592,8 @@ def forecast_site(
             f"site {site.id}: newest carbon-intensity observation is {last_obs.isoformat()}, "
             f"more than 48 h before the issue time {issued_at.isoformat()}{found}")
     cache = models if models is not None else _MODEL_CACHE
+    if models is None:   # the long-running process: earlier refit periods are never read again
+        prune_model_cache(cache, issued_at)
     chosen: dict[str, dict[str, Any]] = {}
     exog = known_exogenous(site, exogenous, issued_at)
     if exog is not None and exog.attrs.get("caveat"):

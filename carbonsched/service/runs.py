@@ -1023,6 +1023,11 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
 
     catalog = load_catalog(settings.catalog)
     providers = service_providers(settings, service_store.store)
+    # the model choices of every site and issue hour stay fitted for their refit period
+    from carbonsched.pipeline.daily import size_model_cache
+
+    size_model_cache(len(catalog.sites),
+                     settings.rolling_run_every_hours if settings.rolling else 24)
 
     def run(pdate: str, issued_at: datetime, trigger: str) -> RunOutcome:
         t0 = _time.perf_counter()
