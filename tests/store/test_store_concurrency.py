@@ -124,13 +124,18 @@ def test_fifteen_processes_open_a_fresh_postgres_store_at_once(pg_db):
     store.engine.dispose()
 
 
-def test_a_dead_server_is_still_unreachable_exit_3(tmp_path, monkeypatch):
-    monkeypatch.setenv("CARBONSCHED_DATABASE_URL", "postgresql+psycopg2://u:secret@127.0.0.1:1/x")
+def plans_list_on(url: str, monkeypatch):
+    """``carbonsched plans list`` with ``CARBONSCHED_DATABASE_URL=url`` (CliRunner's result)."""
+    monkeypatch.setenv("CARBONSCHED_DATABASE_URL", url)
     get_settings.cache_clear()
     try:
-        r = CliRunner().invoke(app, ["plans", "list"])
+        return CliRunner().invoke(app, ["plans", "list"])
     finally:
         get_settings.cache_clear()
+
+
+def test_a_dead_server_is_still_unreachable_exit_3(tmp_path, monkeypatch):
+    r = plans_list_on("postgresql+psycopg2://u:secret@127.0.0.1:1/x", monkeypatch)
     assert r.exit_code == 3, r.output
     out = " ".join(r.output.split())
     assert "127.0.0.1:1/x is unreachable" in out and "secret" not in out
@@ -230,12 +235,7 @@ def test_store_folder_that_cannot_be_created_is_exit_3_with_a_message(tmp_path, 
     with pytest.raises(BackendUnavailableError) as info:
         Store(url)
     assert f"the store folder {folder} cannot be created" in str(info.value)
-    monkeypatch.setenv("CARBONSCHED_DATABASE_URL", url)
-    get_settings.cache_clear()
-    try:
-        r = CliRunner().invoke(app, ["plans", "list"])
-    finally:
-        get_settings.cache_clear()
+    r = plans_list_on(url, monkeypatch)
     assert r.exit_code == 3, r.output
     assert "cannot be created" in r.output and "Traceback" not in r.output
 

@@ -17,10 +17,8 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
-from typer.testing import CliRunner
+from test_store_concurrency import plans_list_on  # tests/store is on sys.path (rootdir import)
 
-from carbonsched.cli.app import app
-from carbonsched.config import get_settings
 from carbonsched.store import MIGRATIONS, Store, StoreSchemaError
 from carbonsched.store.sqlite import enable_sqlite_wal
 
@@ -111,12 +109,7 @@ def test_a_schema_that_does_not_match_its_revision_is_said_as_such(tmp_path, mon
     assert "restore the database from a backup, or undo the stray change" in msg
     assert _revision_and_columns(db)[0] == [(OLD,)]
     # the CLI: one error line, exit 2 (a person mends it; retrying will not)
-    monkeypatch.setenv("CARBONSCHED_DATABASE_URL", url)
-    get_settings.cache_clear()
-    try:
-        r = CliRunner().invoke(app, ["plans", "list"])
-    finally:
-        get_settings.cache_clear()
+    r = plans_list_on(url, monkeypatch)
     assert r.exit_code == 2, r.output
     out = " ".join(r.output.split())
     assert out.startswith("error: database ") and f"revision {STEP} failed" in out
