@@ -119,7 +119,7 @@ def test_a_relogin_replaces_the_old_token_in_the_redaction_set():
     n = iter(range(100))
 
     def answer(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json={"token": f"wt-token-{next(n):04d}-abcdef"})
+        return httpx.Response(200, json={"token": f"relogin-test-{next(n):04d}-abcdef"})
 
     client = httpx.Client(base_url="http://watttime.test", transport=httpx.MockTransport(answer))
     session = wt.WattTimeSession(Fetcher("watttime", client), "user", "pw-long-enough")
@@ -128,7 +128,7 @@ def test_a_relogin_replaces_the_old_token_in_the_redaction_set():
     for _ in range(5):
         session.login()
     assert session.logins == 6
-    tokens = {s for s in cs_http._SECRETS if s.startswith("wt-token-")}
+    tokens = {s for s in cs_http._SECRETS if s.startswith("relogin-test-")}
     assert tokens == {session.token}
     assert redact_text(f"Bearer-less {session.token}") == "Bearer-less ***"
     assert "pw-long-enough" in cs_http._SECRETS          # the credentials stay secret
