@@ -24,6 +24,7 @@ import pulp
 
 from carbonsched.domain import ReasonCode
 from carbonsched.errors import InputError, SolverUnavailableError
+from carbonsched.native import native_section
 from carbonsched.plan.baselines import greedy_from_sets
 from carbonsched.plan.colgen import ColgenOptions, solve_colgen
 from carbonsched.plan.colgen.warm import PreviousRun
@@ -799,6 +800,16 @@ def solve_plan(problem: PlanningProblem, solver: str = "highs", time_limit_s: fl
     SolverUnavailableError
         No usable solver.
     """
+    # a SIGTERM while planning ends the process at once (a handler would wait for the solver)
+    with native_section():
+        return _solve_plan(problem, solver, time_limit_s, mip_gap, method, threads, progress,
+                           colgen_options, start)
+
+
+def _solve_plan(problem: PlanningProblem, solver: str, time_limit_s: float, mip_gap: float,
+                method: str, threads: int, progress: Progress,
+                colgen_options: ColgenOptions | None, start: WarmStart | None) -> PlanResult:
+    """:func:`solve_plan`'s work, under :func:`~carbonsched.native.native_section`."""
     started = time.perf_counter()
     if method not in METHODS:
         raise InputError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
