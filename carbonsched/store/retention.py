@@ -9,10 +9,12 @@ What goes (and what always stays):
 
 ``dispatch_intents``
     Terminal units (``Succeeded``, ``Failed``, ``Cancelled``) whose planned end, actual end
-    (when known) and job deadline are all before the cutoff. A ``Pending``, ``Dispatched``,
-    ``Running`` or ``Paused`` row is never deleted (the outbox's exactly-once); a finished
-    unit whose job's deadline is still inside the window stays, so that the same job id in a
-    later plan is taken for the dispatched one, never submitted again.
+    (when known) and job deadline are all before the cutoff, as every other unit of the same
+    job (a job's units go together: its first unit is its claim on the id). A ``Pending``,
+    ``Dispatched``, ``Running`` or ``Paused`` row is never deleted (the outbox's
+    exactly-once); a finished unit whose job's deadline is still inside the window stays, so
+    that the same job id in a later plan is taken for the dispatched one, never submitted
+    again.
 ``service_jobs``
     API jobs in a terminal state last changed before the cutoff.
 ``rolling_jobs``
@@ -30,8 +32,9 @@ What goes (and what always stays):
 ``pipeline_runs``
     Finished records (not ``running`` or ``interrupted``) issued and finished before the
     cutoff, and issued at least :data:`RUN_RECORD_FLOOR_DAYS` days ago whatever ``keep_days``
-    is: the cron claims the newest due issue time, which can be up to about two and a half
-    days old (day-ahead planning in a zone far west of UTC), and must find its record.
+    is: the cron and ``plan --dispatch`` look up the records of the newest due run and the
+    one before it (issued at or after their run time, since the cron refuses a run after its
+    issue time), which 3 days cover whatever the zone and offset.
 ``grid_events`` (with their ``grid_event_actions``)
     Events that ended (``ended_at``) before the cutoff, whose window also ended before it, with
     no action claimed by an actor.
@@ -58,7 +61,7 @@ from typing import Any
 
 from sqlalchemy import and_, delete, exists, false, func, not_, or_, select, text
 from sqlalchemy.engine import Connection
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 from sqlalchemy.sql import ColumnElement
 
 from carbonsched.domain import JobState
@@ -161,11 +164,23 @@ def _before(value: Any, cut: datetime) -> bool:
 
 
 # --- what each table may lose ---------------------------------------------------------------
-def _intent_old(cut: datetime) -> ColumnElement[bool]:
-    """SQL: a terminal dispatch unit that ended before ``cut`` (the deadline is checked apart)."""
-    d = DispatchRow
+def _unit_old(d: Any, cut: datetime) -> ColumnElement[bool]:
+    """SQL: dispatch unit ``d`` (the table or an alias) is terminal and ended before ``cut``."""
     return and_(d.state.in_(TERMINAL), d.planned_end < cut,
                 or_(d.actual_end.is_(None), d.actual_end < cut))
+
+
+def _intent_old(cut: datetime) -> ColumnElement[bool]:
+    """SQL: a terminal dispatch unit that ended before ``cut``, as every unit of its job did.
+
+    Per job, not per unit: dispatch reads a job's first unit (``J#0``) as the job's claim on
+    its id (``dispatched_jobs``, the API's duplicate check, the withdrawal of other plans'
+    pieces), so a unit goes only with all of its job's. The deadline is checked apart.
+    """
+    d = DispatchRow
+    other = aliased(DispatchRow)
+    return and_(_unit_old(d, cut), not_(exists().where(other.job_id == d.job_id,
+                                                       not_(_unit_old(other, cut)))))
 
 
 def _service_job_old(cut: datetime) -> ColumnElement[bool]:

@@ -317,3 +317,31 @@ def test_cli_takes_n_from_the_setting(private_store, monkeypatch):
     r = _cli("--dry-run")
     assert r.exit_code == 0, r.output
     assert "older than 7 days" in r.stdout
+
+
+def test_a_jobs_units_go_together_or_not_at_all(store):
+    """A job's first unit (J#0) is its claim on the id (dispatched_jobs, the API's duplicate
+    check): prune took J#0 (old, Succeeded) while J#1 was still Paused, so the id read as free
+    and a later plan's J#1 was shadowed. Now the units of a job go only all together."""
+    from carbonsched.dispatch.outbox import dispatched_jobs
+
+    with Session(store.engine) as s, s.begin():
+        _plan(s, "p1", OLD, children=False)
+        _plan(s, "p-new", RECENT, children=False)
+        for job, second in (("held", "Paused"), ("done", "Succeeded")):
+            _intent(s, job, "p1", "Succeeded", OLD, OLD, deadline=OLD + timedelta(days=1))
+            s.add(DispatchRow(
+                key=f"{job}#1", job_id=job, piece=1, plan_id="p1", site="site-a",
+                backend="slurm", state=second, reason="x", detail="",
+                request_json=json.dumps({"deadline": (OLD + timedelta(days=1)).isoformat()}),
+                planned_start=OLD + timedelta(hours=4), planned_end=OLD + timedelta(hours=5),
+                attempts=1, created_at=OLD, updated_at=OLD,
+                actual_end=OLD + timedelta(hours=5) if second == "Succeeded" else None))
+    res = prune(store, KEEP, now=NOW)
+    with Session(store.engine) as s:
+        left = sorted(r.key for r in s.scalars(select(DispatchRow)))
+    # the job with a live unit keeps both; the finished job loses both (just at the limit of
+    # the rule: every unit old and terminal)
+    assert left == ["held#0", "held#1"]
+    assert res.deleted["dispatch_intents"] == 2
+    assert sorted(dispatched_jobs(store, ["held", "done"])) == ["held"]
