@@ -381,13 +381,18 @@ def rolling_issue(settings: Any, catalog: Any, date: str, now: datetime
     Raises
     ------
     InputError
-        ``date``'s 00:00 UTC is after the newest due issue time.
+        ``date``'s 00:00 UTC is after the newest due issue time; or, daily, cron settings
+        whose run comes after its plan's issue time
+        (:func:`carbonsched.service.cron.check_daily_issue`).
     """
-    from carbonsched.service.cron import CronRule
+    from carbonsched.service.cron import CronRule, check_daily_issue
     from carbonsched.store.service import run_key
     from carbonsched.timeaxis import day_start_utc
 
     rule = CronRule.from_settings(settings, catalog)
+    if rule.every_hours == 24:   # the daily rule: as the cron refuses, so does this command
+        check_daily_issue(rule.zone, rule.at, rule.offset_days,
+                          now.astimezone(ZoneInfo(rule.zone)).date())
     day, planning, due = rule.due_issue(now)
     if not date:
         return day, planning, due

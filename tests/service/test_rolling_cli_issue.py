@@ -165,3 +165,20 @@ def test_a_rolling_run_that_lost_its_database_names_the_command_that_runs_it_aga
     # a daily run: as before
     assert "run `carbonsched plan --dispatch --date 2026-07-15` again (it takes the date's run " \
            "record over 45 s" in str(lost_database(exc, "2026-07-15", None, 45.0))
+
+
+def test_a_daily_rolling_run_is_refused_with_cron_settings_the_cron_refuses():
+    """The cron refuses a run that comes after its plan's issue time (the plan's first hours
+    would be past); the rolling command used the same rule without the check (found by
+    review: offset 0 west of UTC issued 14 h in the past)."""
+    def settings(offset: int) -> Settings:
+        return Settings(catalog=CATALOG, rolling=True, rolling_run_every_hours=24,
+                        horizon_hours=24, cron_timezone="America/New_York",
+                        cron_plan_offset_days=offset)
+
+    now = DAY + timedelta(hours=14)
+    with pytest.raises(InputError, match="CARBONSCHED_CRON_PLAN_OFFSET_DAYS=0: the run"):
+        rolling_issue(settings(0), load_catalog(CATALOG), "", now)
+    # just inside: offset 1 (06:00 in New York plans the next UTC day) is accepted
+    assert rolling_issue(settings(1), load_catalog(CATALOG), "", now)[2] == \
+        DAY + timedelta(days=1)
