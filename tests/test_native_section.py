@@ -61,3 +61,19 @@ def test_the_handler_is_back_after_the_section_and_untouched_elsewhere():
     finally:
         for s in (signal.SIGINT, signal.SIGTERM):
             signal.signal(s, before if s == signal.SIGTERM else signal.default_int_handler)
+
+
+def test_an_interrupt_with_no_claim_held_says_nothing_of_claims(tmp_path):
+    """Before, every interrupted heartbeat added '0 dispatch claims released (another
+    dispatcher may take them at once)' although it held none."""
+    import pytest
+
+    from carbonsched.cli.interrupts import interrupted_line
+    from carbonsched.dispatch.lease import Claimant
+    from carbonsched.errors import Interrupted
+    from carbonsched.store import Store
+
+    claimant = Claimant(Store(f"sqlite:///{tmp_path / 's.db'}"), 120.0, owner="t@h:1")
+    with pytest.raises(Interrupted) as info, claimant.heartbeat():
+        raise Interrupted(signal.SIGTERM)
+    assert interrupted_line(info.value) == "interrupted: SIGTERM; nothing was held"

@@ -370,8 +370,10 @@ class Claimant:
             if isinstance(exc, Exception):
                 with contextlib.suppress(OperationalError):
                     self.release()
-            else:   # interrupted (a signal): the note says what was given up
-                exc.add_note(self._release_note())
+            else:   # interrupted (a signal): the note says what was given up, if anything
+                note = self._release_note()
+                if note:
+                    exc.add_note(note)
             raise
         stop.set()
         t.join(timeout=every + 5)
@@ -379,12 +381,14 @@ class Claimant:
             self.release()
 
     def _release_note(self) -> str:
-        """Release every lease of this claimant; say how many, or why not."""
+        """Release every lease of this claimant; say how many, or why not ("" for none held)."""
         try:
             n = self.release()
         except Exception as exc:  # noqa: BLE001 - said instead: the leases then run out
             orig = getattr(exc, "orig", None) or exc
             return (f"dispatch claims of {self.owner} not released, they run out after "
                     f"{self.lease.total_seconds():.0f} s: {' '.join(str(orig).split())[:200]}")
+        if not n:
+            return ""
         return (f"{n} dispatch claim{'s' * (n != 1)} released (another dispatcher may take "
                 "them at once)")
