@@ -144,8 +144,7 @@ class ServiceState:
                 if fresh:
                     book = PlacementBook(self.catalog, self.store.get_plan(pid),
                                          self.store.forecasts(pid))
-                book.set_reservations([r for r in self.db.jobs(plan_id=pid)
-                                       if r["reserved"]])
+                book.set_reservations(self.db.jobs(plan_id=pid, reserved=True))
                 # the error goes before the book is served: an answer from the new book must
                 # not carry the old error (the heap freeze below takes a while)
                 self.book_error = ""

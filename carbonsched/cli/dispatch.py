@@ -282,8 +282,7 @@ def cancel(
     with errors():
         store = _store()
         if catalog is None:
-            df = dispatch_records(store)
-            mine = df[df["job_id"] == job] if len(df) else df
+            mine = dispatch_records(store, job_ids=[job])
             catalog = (store.get_plan(str(mine.iloc[0]["plan_id"]))["catalog"] if len(mine)
                        else "global")
         for o in cancel_job(store, catalog, job, from_piece):

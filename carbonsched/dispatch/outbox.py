@@ -1338,13 +1338,37 @@ def release_due(store: Store, catalog: Catalog | str, *, clock: Clock = system_c
 def refresh_status(store: Store, catalog: Catalog | str, *, plan_id: str | None = None,
                    clock: Clock = system_clock,
                    adapters: Mapping[str, DispatchAdapter] | None = None) -> pd.DataFrame:
-    """Record what each backend reports for the intents not yet over, then return them.
+    """Record what each backend reports for the intents not yet over, then return the outbox.
+
+    :func:`refresh_backends`, then :func:`dispatch_records` of ``plan_id`` (every row when
+    ``None``: for ``carbonsched status``; a loop that only records calls
+    :func:`refresh_backends`, whose cost does not grow with the outbox's history).
+    """
+    refresh_backends(store, catalog, plan_id=plan_id, clock=clock, adapters=adapters)
+    return dispatch_records(store, plan_id)
+
+
+LIVE = tuple(s.value for s in JobState if s.value not in TERMINAL)
+"""The outbox states of a row not yet over (every state but :data:`TERMINAL`): an ``IN`` list
+on the indexed ``state`` column, where ``NOT IN`` would scan every row ever dispatched."""
+
+
+def refresh_backends(store: Store, catalog: Catalog | str, *, plan_id: str | None = None,
+                     clock: Clock = system_clock,
+                     adapters: Mapping[str, DispatchAdapter] | None = None) -> int:
+    """Record what each backend reports for the intents not yet over (of ``plan_id``, or all).
 
     Actual start and end: Slurm's ``sacct`` once a job is over (``times_source = "sacct"``),
     ``squeue`` before (``"squeue"``); Kubernetes Job ``status.startTime`` and the ``Complete`` or
     ``Failed`` condition (``"job-status"``). A backend that cannot be reached leaves its rows as
     they were, with reason ``BackendUnavailable`` in the detail; one that no longer knows a job it
-    accepted marks it ``Lost``.
+    accepted marks it ``Lost``. Only the rows not over are read (through the ``state`` index),
+    so a pass costs what is live, not what was ever dispatched.
+
+    Returns
+    -------
+    int
+        How many intents the backends were asked about.
     """
     if isinstance(catalog, str | Path):
         catalog = load_catalog(catalog)
@@ -1354,7 +1378,7 @@ def refresh_status(store: Store, catalog: Catalog | str, *, plan_id: str | None 
     with Session(store.engine) as s:
         q = select(DispatchRow).where(DispatchRow.site.in_(list(adapters)),
                                       DispatchRow.backend_id.is_not(None),
-                                      DispatchRow.state.not_in(list(TERMINAL)))
+                                      DispatchRow.state.in_(LIVE))
         if plan_id:
             q = q.where(DispatchRow.plan_id == plan_id)
         rows = list(s.scalars(q))
@@ -1399,7 +1423,7 @@ def refresh_status(store: Store, catalog: Catalog | str, *, plan_id: str | None 
                 if r.key in acct:
                     _record_accounted(r, acct[r.key], now)
         s.commit()
-    return dispatch_records(store, plan_id)
+    return len(rows)
 
 
 def _times_source(adapter: DispatchAdapter) -> str:
@@ -1543,30 +1567,62 @@ def dispatched_jobs(store: Store, job_ids: Collection[str]) -> dict[str, Dispatc
     return out
 
 
-def dispatch_records(store: Store, plan_id: str | None = None) -> pd.DataFrame:
-    """The outbox as a frame (for ``carbonsched status`` and the report export).
+RECORD_COLUMNS = ["key", "job_id", "piece", "plan_id", "site", "backend", "backend_id", "state",
+                  "reason", "detail", "planned_start", "planned_end", "actual_start",
+                  "actual_end", "times_source", "attempts", "duplicates", "lease_owner"]
+"""The columns of :func:`dispatch_records` (never the request's JSON)."""
 
-    Columns: key, job_id, piece, plan_id, site, backend, backend_id, state, reason, detail,
-    planned_start, planned_end, actual_start, actual_end (tz-aware UTC), times_source, attempts,
-    duplicates (other backend ids found with the same key, comma-separated; "" when none),
-    lease_owner (the dispatcher claiming a pending row now, else None). With ``plan_id``, the
-    rows of that plan's jobs, including those dispatched from an earlier plan (their
-    ``plan_id`` says which).
+
+def dispatch_records(store: Store, plan_id: str | None = None, *,
+                     job_ids: Collection[str] | None = None,
+                     ran_in: tuple[datetime, datetime] | None = None) -> pd.DataFrame:
+    """The outbox as a frame (for ``carbonsched status``, ``cancel`` and the report export).
+
+    Columns (:data:`RECORD_COLUMNS`): key, job_id, piece, plan_id, site, backend, backend_id,
+    state, reason, detail, planned_start, planned_end, actual_start, actual_end (tz-aware UTC),
+    times_source, attempts, duplicates (other backend ids found with the same key,
+    comma-separated; "" when none), lease_owner (the dispatcher claiming a pending row now,
+    else None); rows by site, planned start and key. Every row unless filtered; the filters
+    are read in SQL (indexed), so a filtered read costs what it returns, not the outbox's
+    history:
+
+    ``plan_id``
+        The rows of that plan's jobs, including those dispatched from an earlier plan (their
+        ``plan_id`` says which).
+    ``job_ids``
+        The rows of these jobs.
+    ``ran_in``
+        ``(t0, t1)``: the rows that have started (an ``actual_start``) and whose run may
+        overlap ``[t0, t1)``: started before ``t1`` and ended after ``t0``, or with no end on
+        record and still live, or planned or started to end after ``t0`` (the report's
+        :func:`carbonsched.report.inputs.actual_runs` then ends such a run at its planned
+        end and keeps exactly the runs overlapping the period).
     """
-    cols = ["key", "job_id", "piece", "plan_id", "site", "backend", "backend_id", "state",
-            "reason", "detail", "planned_start", "planned_end", "actual_start", "actual_end",
-            "times_source", "attempts", "duplicates", "lease_owner"]
+    t = DispatchRow.__table__.c
+    q = select(*(t[c] for c in RECORD_COLUMNS))
+    if plan_id:
+        try:
+            jobs = [p["job_id"] for p in store.get_plan(plan_id).get("placements", [])]
+        except InputError:
+            jobs = []
+        q = q.where((t.plan_id == plan_id) | t.job_id.in_(jobs))
+    if ran_in is not None:
+        t0, t1 = (pd.Timestamp(x).to_pydatetime() for x in ran_in)
+        q = q.where(t.actual_start.is_not(None), t.actual_start < t1,
+                    (t.actual_end > t0)
+                    | (t.actual_end.is_(None) & (t.state.in_(LIVE) | (t.planned_end > t0)
+                                                 | (t.actual_start > t0))))
+    order = (t.site, t.planned_start, t.key)
     with Session(store.engine) as s:
-        q = select(DispatchRow).order_by(DispatchRow.site, DispatchRow.planned_start,
-                                         DispatchRow.key)
-        if plan_id:
-            try:
-                jobs = [p["job_id"] for p in store.get_plan(plan_id).get("placements", [])]
-            except InputError:
-                jobs = []
-            q = q.where((DispatchRow.plan_id == plan_id) | DispatchRow.job_id.in_(jobs))
-        rows = list(s.scalars(q))
-    return pd.DataFrame([{c: getattr(r, c) for c in cols} for r in rows], columns=cols)
+        if job_ids is None:
+            rows = s.execute(q.order_by(*order)).all()
+        else:
+            ids = sorted(set(job_ids))
+            rows = [r for i in range(0, len(ids), 500)     # bounded IN lists
+                    for r in s.execute(q.where(t.job_id.in_(ids[i:i + 500])).order_by(*order))]
+            if len(ids) > 500:
+                rows.sort(key=lambda r: (r.site, r.planned_start, r.key))
+    return pd.DataFrame([tuple(r) for r in rows], columns=RECORD_COLUMNS)
 
 
 @dataclass(frozen=True)

@@ -121,7 +121,10 @@ class RollingState:
     last_issued_at
         Issue time of the latest run (``None`` before the first).
     jobs
-        Every job known (pending, committed or ended), by id.
+        Every job known (pending, committed or ended), by id. A state the service loads for
+        a run (:meth:`carbonsched.store.rolling_state.RollingStore.load` with ``as_of``)
+        holds only what the run needs: its pending jobs, the committed ones still running,
+        and the rows of the ids it is given; not the jobs long over.
     inference
         Inference GPUs committed per area, site and hour (each run commits the hours before
         the next run), for :meth:`RollingPlanner.committed_plan`.

@@ -294,6 +294,26 @@ def _one_plan_per_job(plan_iv: pd.DataFrame, base_iv: pd.DataFrame,
     return plan_iv[~dropped(plan_iv)], base_iv[~dropped(base_iv)]
 
 
+def _outbox_of(store: Any, plan_iv: pd.DataFrame, t0: pd.Timestamp,
+               t1: pd.Timestamp) -> pd.DataFrame:
+    """The outbox rows a report of ``[t0, t1)`` reads: its jobs' and the runs in the period.
+
+    The rows of the jobs the period's plans place (for :func:`_one_plan_per_job`: the plan
+    each ran from) and the rows whose actual run may overlap the period (for
+    :func:`~carbonsched.report.inputs.actual_runs`, which keeps exactly the overlapping ones,
+    and names runs of jobs the plans do not place), each row once.
+    """
+    from carbonsched.dispatch.outbox import dispatch_records
+
+    work = plan_iv.loc[plan_iv["kind"] != "inference", "job_id"]
+    frames = [f for f in (dispatch_records(store, job_ids=set(work)),
+                          dispatch_records(store, ran_in=(t0, t1))) if len(f)]
+    if not frames:
+        return dispatch_records(store, job_ids=())
+    both = pd.concat(frames, ignore_index=True).drop_duplicates("key")
+    return both.sort_values(["site", "planned_start", "key"], ignore_index=True)
+
+
 def _plan_estimate_kg(plan_iv: pd.DataFrame, t0: pd.Timestamp, t1: pd.Timestamp) -> float:
     """The plans' own forecast emissions of the work the report counts, inside ``[t0, t1)``.
 
@@ -528,13 +548,12 @@ def build_report(store: Any, catalog: str | Path | None, data_dir: str | Path | 
                          "plan left unplaced are not in the counterfactual (like for like)")
         base_iv = base_iv[keep]
     # ---- actual hours from dispatch
-    # the outbox, read once: the actual runs and the plan each job was dispatched from
+    # the outbox: the plan each of the period's jobs was dispatched from, and the runs that
+    # may overlap the period (read in SQL: the outbox's other history is not read)
     dispatched = None
     if actual is None and getattr(store, "actual_runs", None) is None \
             and hasattr(store, "engine"):
-        from carbonsched.dispatch.outbox import dispatch_records
-
-        dispatched = dispatch_records(store)
+        dispatched = _outbox_of(store, plan_iv, t0, t1)
     act = (normalise_actual_runs(actual) if actual is not None
            else actual_runs(store, t0, t1, dispatched))
     if "end_assumed" in act and (n_assumed := int((act["end_assumed"] == True).sum())):  # noqa: E712

@@ -61,8 +61,9 @@ def actual_runs(store: Any, start: pd.Timestamp, end: pd.Timestamp,
     start, end
         Report period, tz-aware UTC.
     records
-        The outbox as :func:`carbonsched.dispatch.outbox.dispatch_records` returns it, when
-        the caller has read it already; ``None`` reads it from ``store``.
+        The outbox as :func:`carbonsched.dispatch.outbox.dispatch_records` returns it (at
+        least its rows ``ran_in`` the period), when the caller has read it already; ``None``
+        reads those rows from ``store``.
 
     Returns
     -------
@@ -78,7 +79,7 @@ def actual_runs(store: Any, start: pd.Timestamp, end: pd.Timestamp,
         if records is None:
             from carbonsched.dispatch.outbox import dispatch_records
 
-            records = dispatch_records(store)
+            records = dispatch_records(store, ran_in=(start, end))
         df = records
         df = df[df["actual_start"].notna()].copy()
         if len(df):

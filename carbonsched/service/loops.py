@@ -22,7 +22,8 @@ The dispatch loops, on the leader only, when ``dispatch_loops`` is on (by defaul
     (:func:`carbonsched.dispatch.outbox.release_due`: suspended Kubernetes Jobs; Slurm holds
     by ``--begin`` itself).
 ``refresh`` (every ``status_refresh_s``)
-    records what each backend reports (:func:`carbonsched.dispatch.outbox.refresh_status`).
+    records what each backend reports (:func:`carbonsched.dispatch.outbox.refresh_backends`;
+    the outbox is not read back).
 ``grid`` (every ``grid_event_interval_s``, and at once when an event is posted: :meth:`kick`)
     re-plans started grid events and takes their actions, resumes at their end
     (:func:`carbonsched.service.grid_events.apply_events`).
@@ -290,9 +291,10 @@ class ServiceLoops:
                         a.event_id, a.action, a.key, a.outcome, a.why, a.power_kw)
 
     def _refresh(self, adapters: dict[str, Any]) -> None:
-        from carbonsched.dispatch.outbox import refresh_status
+        from carbonsched.dispatch.outbox import refresh_backends
 
-        refresh_status(self.db.store, self.catalog, clock=self.clock.now, adapters=adapters)
+        # records only: the outbox is not read back (its history would be, every pass)
+        refresh_backends(self.db.store, self.catalog, clock=self.clock.now, adapters=adapters)
 
     # --- retention ----------------------------------------------------------------------------
     def prune_pass(self) -> str:

@@ -210,8 +210,13 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
         As :func:`~carbonsched.pipeline.daily.run_daily_plan`; a horizon shorter than the interval.
     """
     rs = RollingStore(store)
+    t = pd.Timestamp(issued_at).tz_convert("UTC")
+    # what this run reads of the state: the pending jobs, the committed work still holding
+    # capacity in the horizon (from t, its first slot), and the rows of the new jobs' ids (a
+    # clash below is found exactly)
     rp = RollingPlanner(catalog.sites, horizon_hours=horizon_hours,
-                        run_every_hours=run_every_hours, state=rs.load())
+                        run_every_hours=run_every_hours,
+                        state=rs.load(t, job_ids=[j.id for j in new_jobs]))
     # a waiting job a catalog edit made unplannable ends, named; it would stop every run
     named = {u.job_id for u in end_first}
     # a waiting job whose stored spec the schema now refuses ends too: it cannot be dispatched
@@ -226,7 +231,6 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
     # ignored (the held one keeps it), and said
     clash = sorted({j.id for j in new_jobs if j.id in rp.jobs and rp.jobs[j.id] != j})
     rp.submit(new_jobs)
-    t = pd.Timestamp(issued_at).tz_convert("UTC")
     jobs, running, ended = rp.prepare(t, hourly_slots(t, horizon_hours))
     ended = [*ended_first, *ended]
     inf = [d for d in workload.inference

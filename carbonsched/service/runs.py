@@ -1212,7 +1212,7 @@ def _plan_rolling(settings: Any, service_store: Any, catalog: Catalog, wl: Workl
     bad = unrunnable_submitted_jobs(service_store, catalog, wl, snap)
     clashes = [j for j, (reason, _) in bad.items() if reason == str(ReasonCode.NAME_CONFLICT)]
     # the rolling state is read here only to settle an id clash (rolling_step reads it anyway)
-    held = RollingStore(service_store.store).load().jobs if clashes else {}
+    held = RollingStore(service_store.store).held_jobs(clashes) if clashes else {}
     for jid in clashes:
         if jid in held and held[jid] == next(j for r, j in snap if r["job_id"] == jid):
             # the API job came first and holds the id in the rolling state: it keeps it, and

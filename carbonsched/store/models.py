@@ -132,7 +132,9 @@ class DispatchRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
     submitted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     actual_start: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
-    actual_end: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    # indexed (migration 0026_history_read_indexes): the report reads its period's runs
+    actual_end: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True,
+                                                        index=True)
     times_source: Mapped[str | None] = mapped_column(String(40), nullable=True)
     # migration 0007_outbox_leases: the claim and what makes a lookup before resubmission exact
     lease_owner: Mapped[str | None] = mapped_column(String(200), nullable=True, index=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Float, Integer, String, Text
+from sqlalchemy import Float, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from carbonsched.store.base import Base, UTCDateTime
@@ -23,6 +23,8 @@ class RollingJobRow(Base):
     """
 
     __tablename__ = "rolling_jobs"
+    # migration 0026_history_read_indexes: a run reads the committed work ending after it
+    __table_args__ = (Index("ix_rolling_jobs_state_end", "state", "end"),)
 
     job_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     spec_json: Mapped[str] = mapped_column(Text)
@@ -40,6 +42,7 @@ class RollingJobRow(Base):
     """The placement's pieces (one for a job placed whole), as JSON; ``start``/``end`` are the
     first piece's start and the last piece's end."""
     plan_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    issued_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    issued_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True,
+                                                       index=True)
     """Issue time of the run that last changed the row. [UTC]"""
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())

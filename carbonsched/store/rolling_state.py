@@ -90,26 +90,63 @@ class RollingStore:
                     RollingJobRow.job_id.in_(ids[i:i + 500]))))
         return out
 
-    def load(self) -> RollingState:
-        """The state as the last run left it (pending, committed and ended jobs)."""
+    def load(self, as_of: datetime | pd.Timestamp | None = None,
+             job_ids: Collection[str] = ()) -> RollingState:
+        """The state as the last run left it: what a run issued at ``as_of`` needs, or all.
+
+        With ``as_of``, the rows a run reads: every pending job, every committed job whose
+        placement ends after ``as_of`` (it holds capacity in the run's horizon:
+        :func:`~carbonsched.plan.rolling.running_work`), and the rows of ``job_ids`` in any
+        state (the run's new jobs: an id the state holds is then found exactly, with its job,
+        however old). Committed work over before ``as_of`` and ended jobs, the state's growing
+        history, are not read (indexed queries: a run's load costs what it uses). Without
+        ``as_of``, every row (pending, committed and ended).
+        """
         st = RollingState()
         with Session(self.engine) as s:
-            for r in s.scalars(select(RollingJobRow)):
-                job, refused = stored_job(json.loads(r.spec_json))
-                st.jobs[r.job_id] = job
-                if r.state == JobState.PENDING:
-                    st.pending[r.job_id] = job
-                    if refused:     # ended by the next run (InvalidSpec)
-                        st.unreadable[r.job_id] = refused
-                    if r.pieces_json:
-                        st.tentative[r.job_id] = self._pieces(r)
-                elif r.state == JobState.DISPATCHED:
-                    st.committed[r.job_id] = self._pieces(r)
-                else:
-                    st.ended[r.job_id] = Unplaced(r.job_id, ReasonCode(r.reason), r.detail)
+            if as_of is None:
+                rows = list(s.scalars(select(RollingJobRow)))
+            else:
+                t = pd.Timestamp(as_of).to_pydatetime()
+                rows = list(s.scalars(select(RollingJobRow).where(
+                    (RollingJobRow.state == str(JobState.PENDING))
+                    | ((RollingJobRow.state == str(JobState.DISPATCHED))
+                       & (RollingJobRow.end > t)))))
+                seen = {r.job_id for r in rows}
+                rows += [r for r in self._rows_of(s, job_ids) if r.job_id not in seen]
+            for r in rows:
+                self._read(st, r)
             last = s.scalar(select(func.max(RollingJobRow.issued_at)))
         st.last_issued_at = _ts(last)
         return st
+
+    def held_jobs(self, job_ids: Collection[str]) -> dict[str, Job]:
+        """The jobs of ``job_ids`` the rolling state holds (pending, committed or ended)."""
+        with Session(self.engine) as s:
+            return {r.job_id: stored_job(json.loads(r.spec_json))[0]
+                    for r in self._rows_of(s, job_ids)}
+
+    @staticmethod
+    def _rows_of(s: Session, job_ids: Collection[str]) -> list[RollingJobRow]:
+        """The rows of ``job_ids`` (by primary key, in bounded ``IN`` lists)."""
+        ids = sorted(set(job_ids))
+        return [r for i in range(0, len(ids), 500) for r in s.scalars(
+            select(RollingJobRow).where(RollingJobRow.job_id.in_(ids[i:i + 500])))]
+
+    def _read(self, st: RollingState, r: RollingJobRow) -> None:
+        """Put a row into ``st``: its job, and it as pending, committed or ended."""
+        job, refused = stored_job(json.loads(r.spec_json))
+        st.jobs[r.job_id] = job
+        if r.state == JobState.PENDING:
+            st.pending[r.job_id] = job
+            if refused:     # ended by the next run (InvalidSpec)
+                st.unreadable[r.job_id] = refused
+            if r.pieces_json:
+                st.tentative[r.job_id] = self._pieces(r)
+        elif r.state == JobState.DISPATCHED:
+            st.committed[r.job_id] = self._pieces(r)
+        else:
+            st.ended[r.job_id] = Unplaced(r.job_id, ReasonCode(r.reason), r.detail)
 
     @staticmethod
     def _pieces(r: RollingJobRow) -> list[Placement]:
