@@ -121,22 +121,24 @@ def unexpected(backend: str, what: str, exc: BaseException) -> BackendUnavailabl
     Returns
     -------
     BackendUnavailableError
-        ``exc`` itself when it is one; a backend's own :class:`BackendError` as one (its
-        message kept); anything else with a message naming the backend, the call and the
-        exception.
+        ``exc`` itself when it is one; anything but a :class:`BackendError` with a message
+        naming the backend, the call and the exception.
 
     Raises
     ------
     SQLAlchemyError, StoreUnavailableError
         ``exc`` itself when the store failed: that is not the adapter's.
+    BackendError
+        ``exc`` itself when it is the backend's own error and not an outage (squeue refusing a
+        cluster name): a fault an operator must fix, which stops the run loudly as before
+        (``dispatch`` exits 2; the intents stay in the outbox for the run after the fix).
     """
     if isinstance(exc, SQLAlchemyError | StoreUnavailableError):
         raise exc   # the store's outage, not the adapter's: the pass ends as before
     if isinstance(exc, BackendUnavailableError):
         return exc
-    if isinstance(exc, BackendError):   # the backend's own error (a tool's exit, an API error)
-        return BackendUnavailableError(f"{backend}: {what} failed: {exc}; tried again in the "
-                                       "next pass")
+    if isinstance(exc, BackendError):   # the backend's own error: the operator's to fix
+        raise exc
     logger.error("%s: %s raised %s", backend, what, type(exc).__name__, exc_info=exc)
     return BackendUnavailableError(
         f"{backend}: {what} raised {type(exc).__name__}: {str(exc)[:300]} (a fault in the "
@@ -944,8 +946,8 @@ def _drive_claim(store: Store, adapters: Mapping[str, DispatchAdapter], claim: C
         for f in as_completed(futs):
             try:
                 done = f.result()
-            except (SQLAlchemyError, StoreUnavailableError):
-                raise
+            except (SQLAlchemyError, StoreUnavailableError, BackendError):
+                raise   # the store's outage, or a backend's error an operator must fix
             except Exception as exc:  # one adapter's fault holds back only its own units
                 name, ids = futs[f]
                 err = unexpected(name, "a dispatch pass", exc)
@@ -1241,6 +1243,8 @@ def _learn_backend_records(s: Session, adapter: DispatchAdapter, rows: Sequence[
     """
     try:
         found = adapter.status([r.key for r in rows])
+    except BackendError:
+        return
     except Exception as exc:
         unexpected(adapter.name, "status after submitting", exc)   # logged; the store's raise
         return

@@ -170,18 +170,23 @@ def test_a_stored_request_that_no_longer_reads_back_is_refused_alone(store,
         a.cancel(f"{prefix}-ok#0")
 
 
-def test_a_backends_own_error_in_submit_is_unavailable_in_its_own_words(store,
-                                                                       emulator_kubeconfig):
+def test_a_backends_own_error_in_submit_stops_the_run_loudly_and_loses_nothing(
+        store, emulator_kubeconfig):
+    """A backend's own error that is not an outage is the operator's to fix: it stops the run
+    (``dispatch`` exits 2, tests/dispatch/test_dispatch_cli.py), as before adapter faults were
+    held per unit; the unit stays in the outbox, pending, for the run after the fix."""
+    import pytest
+
     prefix = uuid.uuid4().hex[:8]
     doc = _plan(prefix, {"us-ny-newyork": ["x"]})
     store.save_plan(doc)
     a = _SubmitFails("us-east-ny", "carbonsched", kubeconfig=str(emulator_kubeconfig))
-    s = dispatch_plan(store, doc["plan_id"], settings=_settings(emulator_kubeconfig),
+    with pytest.raises(BackendError, match="kubectl said: etcdserver: request timed out"):
+        dispatch_plan(store, doc["plan_id"], settings=_settings(emulator_kubeconfig),
                       adapters={"us-ny-newyork": a}, placeholder=False)
-    (o,) = s.outcomes
-    assert (o.action, o.state, o.detail) == (
-        "unavailable", "Pending", f"kubernetes:us-east-ny/carbonsched: submit of {prefix}-x#0 "
-        "failed: kubectl said: etcdserver: request timed out; tried again in the next pass")
+    with Session(store.engine) as s:
+        (row,) = s.scalars(select(DispatchRow).where(DispatchRow.job_id == f"{prefix}-x"))
+        assert row.state == "Pending"
 
 
 def test_a_later_plan_of_a_refused_unit_says_it_is_final_and_how_to_run_the_job(store):
