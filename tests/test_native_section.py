@@ -24,8 +24,14 @@ SCRIPT = textwrap.dedent("""
 
     problem = make_instance(3000, 16, 48, seed=1)
     handle_signals()
-    print("solving", flush=True)
-    solve_plan(problem, time_limit_s=600, method="milp")
+    said = []
+
+    def progress(message):   # called inside solve_plan: the signal comes after this line
+        if not said:
+            said.append(message)
+            print("solving", flush=True)
+
+    solve_plan(problem, time_limit_s=600, method="milp", progress=progress)
     print("solved", flush=True)
 """)
 
