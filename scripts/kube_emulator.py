@@ -428,6 +428,9 @@ class Cluster:
         own = (obj["metadata"].get("annotations") or {}).get(RUN_SECONDS)
         run_for = float("inf") if idle else float(own) if own else self.run_seconds
         run_s = run_for if limit is None else min(run_for, float(limit))
+        if run_s == float("inf"):
+            # no pod and no deadline: it never ends (timedelta cannot hold infinity)
+            return "running", started, datetime.max.replace(tzinfo=UTC)
         done = started + timedelta(seconds=run_s)
         if _now() < done:
             return "running", started, done

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -325,3 +326,34 @@ def test_services_down_ends_the_jobs_still_running(monkeypatch) -> None:
     poll(lambda: [pid for pid in daemons if _alive(pid)], lambda v: v == [],
          "the test-owned cluster's daemons", timeout_s=60)
     assert not left
+
+
+def test_the_kube_emulator_keeps_an_idle_job_without_a_deadline_running() -> None:
+    """A Job of ``parallelism: 0`` (no pod) without ``activeDeadlineSeconds`` never ends; the
+    emulator's reconcile raised ``OverflowError`` on it (``timedelta(seconds=inf)``), failing
+    every later request to that cluster. Just beside it: the same Job with the least deadline
+    of 1 s ends ``DeadlineExceeded``."""
+    emu = load_script("scripts/kube_emulator.py", register=True)
+    cluster = emu.Cluster("c", run_seconds=1.0)
+
+    def job(name: str, deadline: int | None) -> dict:
+        spec = {"parallelism": 0, "suspend": False, "template": {"spec": {"containers": []}}}
+        if deadline is not None:
+            spec["activeDeadlineSeconds"] = deadline
+        return {"apiVersion": "batch/v1", "kind": "Job", "spec": spec,
+                "metadata": {"name": name, "namespace": "ns", "uid": name,
+                             "annotations": {}, "labels": {}}}
+
+    cluster.bucket(emu.JOB)[("ns", "idle")] = job("idle", None)
+    cluster.bucket(emu.JOB)[("ns", "bounded")] = job("bounded", 1)
+    cluster.reconcile()
+    idle = cluster.bucket(emu.JOB)[("ns", "idle")]["status"]
+    assert idle["active"] == 0 and not idle.get("conditions"), idle
+    later = datetime.now(UTC) + timedelta(seconds=5)
+    emu._now = lambda: later  # the emulator's clock, 5 s on: past the 1 s deadline
+    cluster.reconcile()
+    idle = cluster.bucket(emu.JOB)[("ns", "idle")]["status"]
+    assert not any(c["type"] in ("Complete", "Failed") for c in idle.get("conditions", []))
+    bounded = cluster.bucket(emu.JOB)[("ns", "bounded")]["status"]
+    assert [(c["type"], c.get("reason")) for c in bounded["conditions"]
+            if c["type"] == "Failed"] == [("Failed", "DeadlineExceeded")], bounded
