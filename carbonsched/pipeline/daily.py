@@ -128,6 +128,16 @@ def remember_model(cache: dict[Any, Any], key: Any, model: Any) -> None:
     """Keep ``model`` under ``key``, dropping an ``OrderedDict``'s least recent past the bound.
 
     The bound is the process's (:func:`size_model_cache`).
+
+    Parameters
+    ----------
+    cache
+        The cache, changed in place: an ``OrderedDict`` (least recent first) is bounded; a
+        plain ``dict`` (a caller's own, e.g. one backtest's) only gets ``key``.
+    key
+        The model's key (site, signal, refit-period start, horizon, settings hash).
+    model
+        The fitted model (:class:`SelectedForecaster`).
     """
     cache[key] = model
     if isinstance(cache, OrderedDict):

@@ -247,7 +247,20 @@ class CronRule:
 
 
 def cron_zone(settings: Any, catalog: Catalog | None = None) -> str:
-    """The cron's IANA zone: ``cron_timezone``, else the catalog's (:func:`catalog_timezone`)."""
+    """The cron's IANA zone: ``cron_timezone``, else the catalog's (:func:`catalog_timezone`).
+
+    Parameters
+    ----------
+    settings
+        :class:`carbonsched.settings.Settings` (``cron_timezone``, ``catalog``).
+    catalog
+        The loaded catalog; loaded from ``settings.catalog`` when None.
+
+    Returns
+    -------
+    str
+        An IANA zone name (``Asia/Shanghai``).
+    """
     return settings.cron_timezone or catalog_timezone(catalog or load_catalog(settings.catalog))
 
 
@@ -258,6 +271,16 @@ def check_cron_settings(settings: Any, zone: str, clock: Clock) -> None:
     it is made): :func:`check_daily_issue` of ``cron_time`` and ``cron_plan_offset_days`` in
     ``zone``, for the daily cron (``rolling_run_every_hours`` 24 or no rolling; runs every
     N < 24 hours are issued at their own run time).
+
+    Parameters
+    ----------
+    settings
+        :class:`carbonsched.settings.Settings` (``rolling``, ``rolling_run_every_hours``,
+        ``cron_time``, ``cron_plan_offset_days``).
+    zone
+        The cron's IANA zone (:func:`cron_zone`).
+    clock
+        The clock whose local day is checked.
 
     Raises
     ------

@@ -40,6 +40,12 @@ def transactional_ddl(engine: Engine) -> None:
     at once, as a migration writes anyway. For an engine of migrations only: the store's own
     engine keeps the driver's handling, on which the ``BEGIN IMMEDIATE`` of
     :meth:`carbonsched.store.service.ServiceStore.reserve_job` builds.
+
+    Parameters
+    ----------
+    engine
+        A SQLite engine (pysqlite driver), before its first connection; its ``connect`` and
+        ``begin`` events get the recipe's listeners.
     """
 
     @event.listens_for(engine, "connect")
