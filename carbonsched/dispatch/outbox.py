@@ -1378,7 +1378,6 @@ def refresh_backends(store: Store, catalog: Catalog | str, *, plan_id: str | Non
         catalog = load_catalog(catalog)
     adapters = adapters if adapters is not None else build_adapters(catalog)
     now = _now(clock)
-    marks = grid_marks(store)
     with Session(store.engine) as s:
         q = select(DispatchRow).where(DispatchRow.site.in_(list(adapters)),
                                       DispatchRow.backend_id.is_not(None),
@@ -1386,6 +1385,7 @@ def refresh_backends(store: Store, catalog: Catalog | str, *, plan_id: str | Non
         if plan_id:
             q = q.where(DispatchRow.plan_id == plan_id)
         rows = list(s.scalars(q))
+        marks = grid_marks(store, [r.key for r in rows])
         groups: dict[str, list[DispatchRow]] = {}
         for r in rows:
             groups.setdefault(adapters[r.site].name, []).append(r)

@@ -130,6 +130,11 @@ class GridMark:
     at: datetime | None
 
 
+KEYS_PER_READ = 5000
+"""Keys per ``IN`` list of :func:`grid_marks` (SQLite allows 32,766 parameters per statement
+since 3.32; PostgreSQL 65,535)."""
+
+
 def grid_marks(store: Store, keys: list[str] | None = None) -> dict[str, GridMark]:
     """Per dispatch key, what grid events last did to it (only done actions count).
 
@@ -138,13 +143,32 @@ def grid_marks(store: Store, keys: list[str] | None = None) -> dict[str, GridMar
     acting on one key, the latest action done wins. Used by
     :func:`carbonsched.dispatch.outbox.refresh_status` to show a paused job as ``Paused`` (not
     ``Running``) when its backend confirms it.
+
+    Parameters
+    ----------
+    store
+        The store.
+    keys
+        The dispatch keys to read (by the key's index, :data:`KEYS_PER_READ` per statement),
+        so a pass over the live units costs what is live, not every action grid events ever
+        took; None reads every done action.
+
+    Returns
+    -------
+    dict of str to GridMark
+        Per key with a done action, its latest mark.
     """
+    q = select(GridActionRow.event_id, GridActionRow.key, GridActionRow.action,
+               GridActionRow.done_at, GridActionRow.id).where(GridActionRow.state == "done")
     with Session(store.engine) as s:
-        q = select(GridActionRow.event_id, GridActionRow.key, GridActionRow.action,
-                   GridActionRow.done_at, GridActionRow.id).where(GridActionRow.state == "done")
-        if keys is not None:
-            q = q.where(GridActionRow.key.in_(keys))
-        rows = sorted(s.execute(q), key=lambda r: r[4])
+        if keys is None:
+            found = list(s.execute(q))
+        else:
+            wanted = sorted(set(keys))
+            found = [r for i in range(0, len(wanted), KEYS_PER_READ)
+                     for r in s.execute(q.where(GridActionRow.key.in_(
+                         wanted[i:i + KEYS_PER_READ])))]
+    rows = sorted(found, key=lambda r: r[4])
     word = {"pause": "paused", "hold": "held", "resume": "resumed", "release": "released"}
     out: dict[str, GridMark] = {}
     for event_id, key, action, done_at, _id in rows:

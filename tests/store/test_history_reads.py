@@ -456,3 +456,48 @@ def test_the_migration_adds_and_drops_the_indexes(any_store):
     _migrate(any_store, "head")
     assert INDEXES <= indexes()
     assert len(dispatch_records(any_store, ran_in=(T0 - timedelta(days=200), T0))) == 5
+
+
+# --- the grid events' marks the refresh reads --------------------------------------------------
+class _SuspendedBackend(_Backend):
+    """Reports every key as Slurm reports a suspended job (running, raw state SUSPENDED)."""
+
+    def status(self, keys=None):
+        self.asked += list(keys or [])
+        return {k: BackendJob(key=k, backend_id="ontario:7", state=JobState.RUNNING,
+                              reason=ReasonCode.STARTED, raw_state="SUSPENDED",
+                              actual_start=T0, actual_end=None) for k in keys or []}
+
+
+def test_the_refresh_reads_the_grid_marks_of_the_live_rows_not_every_action(store):
+    """Before, every refresh pass read every done grid-event action ever taken (one per unit a
+    pause, resume, hold or release touched) to label the few live rows; now only the live
+    rows' keys, by the key's index. The live paused row is still labelled from its mark."""
+    from carbonsched.store.grid_models import GridActionRow, GridEventRow
+
+    _history(store)
+    old = T0 - timedelta(days=100)
+    with store.engine.begin() as c:
+        c.execute(insert(GridEventRow), [dict(event_id="ev-old", site=SITE, start=old,
+                                              end=old + timedelta(hours=1), created_at=old),
+                                         dict(event_id="ev-now", site=SITE, start=T0,
+                                              end=T0 + timedelta(hours=4), created_at=T0)])
+        c.execute(insert(GridActionRow), [
+            dict(event_id="ev-old", key=f"old-{i}#0", action=action, site=SITE, state="done",
+                 created_at=old, updated_at=old, done_at=old)
+            for i in range(HISTORY) for action in ("pause", "resume")] + [
+            dict(event_id="ev-now", key="live-0#0", action="pause", site=SITE, state="done",
+                 created_at=T0, updated_at=T0, done_at=T0 + timedelta(minutes=5))])
+        c.execute(insert(DispatchRow), [
+            _intent(f"live-{i}#0", f"live-{i}", "plan-now", "Running", T0,
+                    actual=(T0, None), backend_id=f"ontario:{900 + i}") for i in range(3)])
+    backend = _SuspendedBackend()
+    with RowsRead("grid_event_actions") as read:
+        refresh_status(store, "global", adapters={SITE: backend}, plan_id="plan-now")
+    assert read.rows == 1, read.rows     # the live paused row's one done action
+    assert read.scans == [], read.scans
+    recs = dispatch_records(store, job_ids=["live-0", "live-1"]).set_index("job_id")
+    assert recs.loc["live-0", "state"] == "Paused"
+    assert recs.loc["live-0", "reason"] == "GridEventPaused"
+    assert "paused by grid event ev-now at " in recs.loc["live-0", "detail"]
+    assert recs.loc["live-1", "state"] == "Running"
