@@ -1760,7 +1760,9 @@ def _cancel_held(store: Store, claimant: Claimant, key: str, job_id: str,
         nothing is done to this unit.
     BackendUnavailableError, BackendError
         The backend could not say whether the unit has ended (:func:`_cancel_reading`), or
-        failed the cancel: nothing is written to this unit.
+        failed the cancel: nothing is written to this unit. The adapter's own unexpected
+        exception (not a :class:`BackendError`) is a :class:`BackendUnavailableError` naming
+        the adapter, the call and the exception (:func:`unexpected`).
     """
     with Session(store.engine) as s:
         # the row locked for the write, and written only while the lease is still ours
@@ -1792,7 +1794,16 @@ def _cancel_held(store: Store, claimant: Claimant, key: str, job_id: str,
                 s.commit()
                 return CancelOutcome(key, row.site, row.backend, before, ALREADY_ENDED,
                                      row.state)
-            done = adapter.cancel(key)
+            try:
+                done = adapter.cancel(key)
+            except Exception as exc:
+                if isinstance(exc, BackendError):
+                    raise
+                raise BackendUnavailableError(
+                    f"{key} of job {job_id}: {unexpected(adapter.name, f'cancel of {key}', exc)}"
+                    "; it may or may not be cancelled on its backend, and is recorded as it was "
+                    "(the units before it are done, it and the later ones are left as they "
+                    "were); cancel again once the adapter is fixed") from exc
         row.state, row.reason = str(JobState.CANCELLED), str(ReasonCode.CANCELLED)
         row.updated_at = _now(clock)
         if done and row.actual_start is not None and row.actual_end is None:
@@ -1836,14 +1847,18 @@ def _cancel_reading(adapter: DispatchAdapter, row: DispatchRow, job_id: str
 
     try:
         job = adapter.status([row.key]).get(row.key)
-    except BackendError as exc:
+    except Exception as exc:
+        if not isinstance(exc, BackendError):
+            exc = unexpected(adapter.name, f"status of {row.key}", exc)
         raise unknown(exc, f"{adapter.name} could not be asked for its state") from exc
     if (job is not None and job.state.value not in TERMINAL) or not isinstance(
             adapter, KeepsAccounting):
         return job, None
     try:
         acct = adapter.accounting([_unit(row)]).get(row.key)
-    except (BackendError, InputError) as exc:
+    except Exception as exc:
+        if not isinstance(exc, BackendError | InputError):
+            exc = unexpected(adapter.name, f"accounting of {row.key}", exc)
         if job is not None:   # over by its list; the accounting would only refine its times
             return job, None
         raise unknown(exc, f"{adapter.name} no longer lists it and its accounting could not "

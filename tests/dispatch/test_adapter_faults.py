@@ -19,13 +19,14 @@ import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from carbonsched.adapters.dispatch.kubernetes import KubernetesAdapter
 from carbonsched.config import Settings
-from carbonsched.dispatch.outbox import dispatch_plan, refresh_status
-from carbonsched.errors import BackendError
+from carbonsched.dispatch.outbox import CANCELLED, cancel_job, dispatch_plan, refresh_status
+from carbonsched.errors import BackendError, BackendUnavailableError
 from carbonsched.store.models import DispatchRow
 
 from .helpers import one_plan
@@ -56,6 +57,13 @@ class _StatusBroken(KubernetesAdapter):
 
     def status(self, keys=None):
         raise KeyError("metadata")
+
+
+class _CancelBroken(KubernetesAdapter):
+    """The real adapter, whose ``cancel`` raises (a fault after the unit was looked up)."""
+
+    def cancel(self, key):
+        raise RuntimeError("unexpected answer to DELETE: 'x'")
 
 
 def _plan(prefix: str, sites: dict[str, list[str]]) -> dict:
@@ -212,3 +220,45 @@ def test_a_later_plan_of_a_refused_unit_says_it_is_final_and_how_to_run_the_job(
     assert o.detail == (f"dispatched from plan {first['plan_id']} and refused there (Rejected: "
                         "partition 'gpu' unknown); a refused unit is final under its id: give "
                         "the job a new id to run it")
+
+
+def test_an_adapter_raising_in_a_cancel_leaves_the_unit_as_it_was_and_says_why(
+        store, emulator_kubeconfig):
+    """Before, an adapter's unexpected exception in ``status`` or ``cancel`` left
+    ``carbonsched cancel`` (and the API's cancel) with a traceback. Now it is the backend
+    unable to answer (exit 3): the unit is recorded as it was, its claim released, and the
+    message names the adapter, the call and the exception; the cancel after the fix cancels."""
+    prefix = uuid.uuid4().hex[:8]
+    doc = _plan(prefix, {"us-ny-newyork": ["c"]})
+    store.save_plan(doc)
+    key, kube = f"{prefix}-c#0", str(emulator_kubeconfig)
+    good = KubernetesAdapter("us-east-ny", "carbonsched", kubeconfig=kube)
+    s = dispatch_plan(store, doc["plan_id"], settings=_settings(emulator_kubeconfig),
+                      adapters={"us-ny-newyork": good}, placeholder=False)
+    assert s.counts == {"submitted": 1}
+
+    def row() -> tuple[str, str, str | None]:
+        with Session(store.engine) as ses:
+            r = ses.scalars(select(DispatchRow).where(DispatchRow.key == key)).one()
+            return r.state, r.reason, r.lease_owner
+
+    before = row()
+    assert before[2] is None
+    try:
+        for broken, call, raised in (
+                (_StatusBroken, f"status of {key}", "KeyError: 'metadata'"),
+                (_CancelBroken, f"cancel of {key}",
+                 "RuntimeError: unexpected answer to DELETE: 'x'")):
+            a = broken("us-east-ny", "carbonsched", kubeconfig=kube)
+            with pytest.raises(BackendUnavailableError) as e:
+                cancel_job(store, "global", f"{prefix}-c", adapters={"us-ny-newyork": a},
+                           settings=_settings(emulator_kubeconfig))
+            assert f"kubernetes:us-east-ny/carbonsched: {call} raised {raised}" in str(e.value)
+            assert str(e.value).startswith(f"{key} of job {prefix}-c: ")
+            assert row() == before, broken   # recorded as it was, its claim released
+        assert key in good.status([key])      # still on the backend
+        (o,) = cancel_job(store, "global", f"{prefix}-c", adapters={"us-ny-newyork": good},
+                          settings=_settings(emulator_kubeconfig))
+        assert (o.outcome, row()[:2]) == (CANCELLED, ("Cancelled", "Cancelled"))
+    finally:
+        good.cancel(key)
