@@ -30,7 +30,8 @@ annotation ``emulator.carbonsched.io/run-seconds`` overrides it per object) then
 and ends only so); a running Job suspended again stops (``Suspended`` condition, pods gone) and
 starts over when resumed, ``startTime`` reset, with the ``activeDeadlineSeconds`` it has then (a
 patch may change it); a JobSet likewise (``Suspended``, ``Completed``/``Failed``,
-``terminalState``; its child Jobs suspended with it, each with its own deadline and parallelism);
+``terminalState``; its child Jobs made with it, suspended while it is, as the JobSet controller
+makes them, each with its own deadline and parallelism, which a patch may change);
 **Kueue**: a suspended Job or JobSet carrying ``kueue.x-k8s.io/queue-name`` gets a Workload that is
 admitted (``QuotaReserved``, ``Admitted``) when the LocalQueue exists, and the object is
 unsuspended; **Volcano**: a Job's pods are made from its tasks, gated pods stay Pending, the Job
@@ -401,6 +402,7 @@ class Cluster:
     # -- controllers
     def reconcile(self) -> None:
         """Advance every controller to now (called before each request is answered)."""
+        jobs_of = self.by_owner(JOB)   # a JobSet's child Jobs, once per pass (not per JobSet)
         for kind in (JOB, JOBSET):
             for (ns, name), obj in list(self.bucket(kind).items()):
                 if any(r.get("kind") == "JobSet" for r in obj["metadata"].get(
@@ -410,7 +412,7 @@ class Cluster:
                 if kind is JOB:
                     self._job(ns, name, obj)
                 else:
-                    self._jobset(ns, name, obj)
+                    self._jobset(ns, name, obj, jobs_of.get(obj["metadata"]["uid"], []))
         # the pods by owner, once per pass: looking them up per Volcano Job made every request
         # cost (Volcano Jobs x pods), which stalled a 10,000-placement dispatch (BENCHMARKS 5)
         pods_of = self.by_owner(POD)
@@ -499,9 +501,12 @@ class Cluster:
                                  "lastTransitionTime": t}]
         job["metadata"]["resourceVersion"] = self.next_rv()
 
-    def _jobset(self, ns: str, name: str, js: dict[str, Any]) -> None:
+    def _jobset(self, ns: str, name: str, js: dict[str, Any],
+                children: list[dict[str, Any]]) -> None:
         """JobSet: ``Suspended`` while held; resumed, its Jobs run, then ``Completed`` or
-        ``Failed`` (reason ``FailedJobs``), with ``terminalState``."""
+        ``Failed`` (reason ``FailedJobs``), with ``terminalState``. ``children``: the Jobs it
+        owns (:meth:`by_owner`); made with the JobSet, suspended while it is, as the JobSet
+        controller makes them (``constructJob``: ``suspend`` is the JobSet's)."""
         st = js.setdefault("status", {})
         conds = st.setdefault("conditions", [])
         if any(c["type"] in ("Completed", "Failed") and c["status"] == "True" for c in conds):
@@ -515,17 +520,16 @@ class Cluster:
             # a running JobSet suspended again: the JobSet controller suspends its child Jobs
             # (their pods deleted) and the run starts over when it is resumed
             self.released.pop(("jobset.x-k8s.io", "jobsets", ns, name), None)
-            for child in self.owned_by(js["metadata"]["uid"], JOB):
+            for child in children or self._make_children(ns, js):
                 child["spec"]["suspend"] = True
                 child.setdefault("status", {})["active"] = 0
             return
-        for child in self.owned_by(js["metadata"]["uid"], JOB):
+        if not children:
+            children = self._make_children(ns, js)
+        for child in children:
             if child["spec"].get("suspend"):   # resumed: so are its child Jobs
                 child["spec"]["suspend"] = False
         key = ("jobset.x-k8s.io", "jobsets", ns, name)
-        children = self.owned_by(js["metadata"]["uid"], JOB)
-        if not children:
-            children = self._make_children(ns, js)
         # each child Job's own deadline and parallelism (the template's, unless patched on
         # the child: the JobSet's replicatedJobs cannot change); the gang ends at the first
         limits = [c["spec"]["activeDeadlineSeconds"] for c in children
@@ -566,8 +570,9 @@ class Cluster:
         js["metadata"]["resourceVersion"] = self.next_rv()
 
     def _make_children(self, ns: str, js: dict[str, Any]) -> list[dict[str, Any]]:
-        """The child Jobs ``<jobset>-<replicatedJob>-<index>`` a resumed JobSet runs, labelled
-        ``jobset.sigs.k8s.io/jobset-name`` and ``replicatedjob-name`` (JobSet's labels)."""
+        """The child Jobs ``<jobset>-<replicatedJob>-<index>`` of a JobSet, labelled
+        ``jobset.sigs.k8s.io/jobset-name`` and ``replicatedjob-name`` (JobSet's labels), suspended
+        as the JobSet is."""
         out = []
         name = js["metadata"]["name"]
         for r in js["spec"]["replicatedJobs"]:
@@ -581,7 +586,8 @@ class Cluster:
                     "ownerReferences": [{"apiVersion": JOBSET.api_version, "kind": "JobSet",
                                          "name": name, "uid": js["metadata"]["uid"],
                                          "controller": True}]},
-                    "spec": {**copy.deepcopy(tmpl["spec"]), "suspend": False}}
+                    "spec": {**copy.deepcopy(tmpl["spec"]),
+                             "suspend": bool(js["spec"].get("suspend"))}}
                 out.append(self.store(JOB, ns, child))
         return out
 

@@ -17,10 +17,11 @@ created, read, listed, patched and deleted through the generic API (``CustomObje
 - is created with ``spec.suspend: true`` (held: no pod is made) and released at its planned start
   by :meth:`KubernetesAdapter.release` (the service calls
   :func:`carbonsched.dispatch.outbox.release_due` every minute). ``activeDeadlineSeconds`` bounds
-  the run from release: to the placement's deadline, or for a pausing piece of a preemptible job
-  to :data:`~carbonsched.adapters.dispatch.base.CHECKPOINT_SIGNAL_LEAD_S` before its planned end
+  the run to the placement's deadline, or for a pausing piece of a preemptible job to
+  :data:`~carbonsched.adapters.dispatch.base.CHECKPOINT_SIGNAL_LEAD_S` before its planned end
   (:meth:`KubernetesAdapter.active_deadline_s`), so that the pod, told to checkpoint by SIGTERM
-  then, is gone by that end.
+  then, is gone by that end; a release or resume later than planned sets it to the time left to
+  that stop (:data:`A_STOP`), never the whole length again.
 
 A create that answers 409 AlreadyExists (a retry after a lost response, a second dispatcher) is a
 success only when the object there carries our labels *and* our key for this job; otherwise it is a
@@ -88,8 +89,8 @@ A_START = "carbonsched.io/planned-start"
 A_END = "carbonsched.io/planned-end"
 A_STOP = "carbonsched.io/stop-at"
 """Annotation: the instant the run is stopped as planned (UTC), the planned start +
-:meth:`KubernetesAdapter.active_deadline_s`; a resume after a grid event's pause keeps it
-(:meth:`KubernetesAdapter.resume`)."""
+:meth:`KubernetesAdapter.active_deadline_s`; a late release (:meth:`KubernetesAdapter.release`)
+and a resume after a grid event's pause (:meth:`KubernetesAdapter.resume`) keep it."""
 MIN_ACTIVE_DEADLINE_S = 1
 """The least ``activeDeadlineSeconds`` carbonsched sets: the Job API's own bound (the field
 "must be a positive integer", Job API reference). [s]"""
@@ -173,8 +174,9 @@ class KubernetesAdapter:
     queue
         The Kueue LocalQueue (``workload="kueue"``) or Volcano Queue (``workload="volcano"``).
     clock
-        The instant now (tz-aware), for the time a resumed run has left (:meth:`resume`);
-        default the wall clock, which is the one ``activeDeadlineSeconds`` counts on.
+        The instant now (tz-aware), for the time a released or resumed run has left
+        (:meth:`release`, :meth:`resume`); default the wall clock, which is the one
+        ``activeDeadlineSeconds`` counts on.
 
     Raises
     ------
@@ -382,7 +384,8 @@ class KubernetesAdapter:
 
         The timer starts when a held Job is released and restarts when a suspended Job is
         resumed (Kubernetes Job docs, "Suspending a Job": ``startTime`` is reset);
-        :meth:`resume` therefore sets it again to the time left to :meth:`stop_at`.
+        :meth:`release` and :meth:`resume` therefore set it to the time left to
+        :meth:`stop_at` (:meth:`_run_bound`).
         """
         grace = self.checkpoint_grace_s(req)
         if grace is not None:
@@ -707,22 +710,61 @@ class KubernetesAdapter:
         ``job``/``jobset``: unsuspend. ``kueue``: add the label ``kueue.x-k8s.io/queue-name``
         (the object stays suspended; Kueue admits and unsuspends it). ``volcano``: remove the
         scheduling gate from the Job's pods.
+
+        Whenever it comes (the release pass on time or late, or a grid event's unhold), the
+        run is bounded by the time left to its planned stop (:meth:`_run_bound`), never by its
+        whole ``activeDeadlineSeconds`` counted from the release: a pausing piece released
+        late still stops the checkpoint grace period before its planned end, before its next
+        piece starts, and any other piece by its deadline. One released after its planned stop
+        runs no pod and ends ``DeadlineExceeded`` at once (recorded as stopped at its planned
+        end), as :meth:`resume` does.
+
+        Under Kueue the bound is set with the queue label; the Job controller sets
+        ``startTime`` when Kueue admits the Workload and unsuspends the object, so the deadline
+        counts from the admission: a wait in Kueue's queue after the release lengthens the run
+        past the planned stop by that wait (no Job field bounds a run by an instant). A Kueue
+        object whose stop has passed is not queued at all: carbonsched unsuspends it with
+        ``parallelism: 0`` (Kueue ignores an object without the label), so it takes no quota.
+        A Volcano Job's pods keep the ``activeDeadlineSeconds`` they were made with, counted
+        from each pod's start (Volcano has no suspend): its late release is not bounded here.
+
+        Raises
+        ------
+        BackendError
+            The cluster refused a patch, or a JobSet's child Jobs (which carry the bound) do
+            not exist yet; the release pass records it and tries again.
         """
+        return self._release(key)[0]
+
+    def _release(self, key: str) -> tuple[bool, str]:
+        """:meth:`release`, with what was patched (the text :meth:`unhold` reports)."""
         found = self._find(key)
         if found is None:
-            return False
+            return False, ""
         res, obj = found
         name = obj["metadata"]["name"]
         if res is VOLCANO_JOB:
-            return self._ungate(key, name, obj)
+            done = self._ungate(key, name, obj)
+            return done, "scheduling gate removed" if done else ""
         if not self._reading(obj, {}, {}).held:
-            return False
-        if self.workload == "kueue":
-            if KUEUE_QUEUE_LABEL in (obj["metadata"].get("labels") or {}):
-                return False
-            patch: dict[str, Any] = {"metadata": {"labels": {KUEUE_QUEUE_LABEL: self.queue}}}
+            return False, ""
+        kueue = self.workload == "kueue"
+        if kueue and KUEUE_QUEUE_LABEL in (obj["metadata"].get("labels") or {}):
+            return False, ""
+        bound, said, over = self._run_bound(res, obj, key, "release")
+        patch: dict[str, Any] = {"spec": {"suspend": False, **bound}}
+        if kueue and not over:
+            # Kueue unsuspends it when it admits its Workload (startTime is set then)
+            patch = {"metadata": {"labels": {KUEUE_QUEUE_LABEL: self.queue}}, "spec": bound}
+            said = f"labelled {KUEUE_QUEUE_LABEL}: {self.queue}" + (f"; {said}" if said else "")
+        elif kueue:
+            # no pod runs: unsuspended by carbonsched, never queued to Kueue (no quota needed)
+            said = f"not queued to Kueue; patched spec.suspend: false; {said}"
         else:
-            patch = {"spec": {"suspend": False}}
+            said = "patched spec.suspend: false" + (f"; {said}" if said else "")
+        stop = self.stop_at(obj)
+        if stop is not None and not (obj["metadata"].get("annotations") or {}).get(A_STOP):
+            patch.setdefault("metadata", {})["annotations"] = {A_STOP: _iso(stop)}
         api = self._custom()
         try:
             self._call("release", api.patch_namespaced_custom_object, res.group, res.version,
@@ -731,7 +773,7 @@ class KubernetesAdapter:
         except _Api as exc:
             raise BackendError(f"{self.name}: release of {res.plural}/{name} refused "
                                f"({exc.status}): {exc.message}") from exc
-        return True
+        return True, f"{res.plural}/{name} {said}"
 
     # -- grid events (PausesWork) -----------------------------------------------------------
     @property
@@ -794,22 +836,62 @@ class KubernetesAdapter:
                       ) -> tuple[dict[str, Any], str]:
         """The merge patch that resumes ``obj`` with the time its run has left, and what it says.
 
-        Resuming resets the Job's ``startTime``, so ``activeDeadlineSeconds`` would count its
-        whole length again from the resume: a pausing piece would run past its planned end
-        (into the next piece's hours) and any other past its deadline. The deadline is set to
-        the time left to :meth:`stop_at` on :attr:`clock` (rounded down). When less than
-        :data:`MIN_ACTIVE_DEADLINE_S` is left, the run is over: it is resumed with
-        ``parallelism: 0`` (no pod is made) and the least deadline, so the Job ends
-        ``DeadlineExceeded`` at once, as at its planned stop. A JobSet's child Jobs get it
-        (its ``replicatedJobs`` cannot change); the JobSet controller leaves their deadline
-        and parallelism as they are when it resumes them. An object that does not say when it
-        stops (:meth:`stop_at` None) is only unsuspended.
+        ``spec.suspend: false`` with :meth:`_run_bound`'s bound, and the :data:`A_STOP`
+        annotation on an object made before carbonsched wrote it.
+        """
+        bound, said, _ = self._run_bound(res, obj, key, "resume")
+        patch: dict[str, Any] = {"spec": {"suspend": False, **bound}}
+        stop = self.stop_at(obj)
+        if stop is not None and not (obj["metadata"].get("annotations") or {}).get(A_STOP):
+            patch["metadata"] = {"annotations": {A_STOP: _iso(stop)}}
+        return patch, "patched spec.suspend: false" + (f"; {said}" if said else "")
+
+    def _run_bound(self, res: Resource, obj: dict[str, Any], key: str, verb: str
+                   ) -> tuple[dict[str, int], str, bool]:
+        """Bound the run of ``obj``, about to start (released or resumed), by its planned stop.
+
+        Unsuspending a Job sets (or, after a pause, resets) its ``startTime``, from which
+        ``activeDeadlineSeconds`` counts (Kubernetes Job docs, "Suspending a Job"): left as made,
+        a piece started late would run its whole length from that start, past its planned end
+        (a pausing piece into its next piece's hours) and any other past its deadline. The
+        deadline is set to the time left to :meth:`stop_at` on :attr:`clock` (rounded down).
+        When less than :data:`MIN_ACTIVE_DEADLINE_S` is left, the run is over: ``parallelism:
+        0`` (no pod is made) and the least deadline, so that the Job ends ``DeadlineExceeded``
+        at once, as at its planned stop. A JobSet's child Jobs are patched here (its
+        ``replicatedJobs`` cannot change; the JobSet controller makes them, suspended, with the
+        JobSet and leaves their deadline and parallelism as they are when it unsuspends them).
+
+        Parameters
+        ----------
+        res, obj
+            The object's resource and the object as read.
+        key
+            Its dispatch key (for errors).
+        verb
+            ``"release"`` or ``"resume"`` (for errors).
+
+        Returns
+        -------
+        bound : dict
+            The fields to merge into a Job's own ``spec`` (empty for a JobSet, whose child Jobs
+            were patched, and for an object that does not say when it stops).
+        said : str
+            What was bounded, for the action's detail (empty when nothing was).
+        over : bool
+            True when its planned stop has passed (no pod runs).
+
+        Raises
+        ------
+        BackendError
+            A child Job's patch was refused, or a JobSet has no child Jobs yet to carry the
+            bound (it is left held; the next pass tries again).
         """
         stop = self.stop_at(obj)
         if stop is None:
-            return {"spec": {"suspend": False}}, "patched spec.suspend: false"
+            return {}, "", False
         left = int((stop - self.clock()).total_seconds())
-        if left >= MIN_ACTIVE_DEADLINE_S:
+        over = left < MIN_ACTIVE_DEADLINE_S
+        if not over:
             bound: dict[str, int] = {"activeDeadlineSeconds": left}
             said = (f"activeDeadlineSeconds: {left} (the time left to its planned stop at "
                     f"{_iso(stop)})")
@@ -818,26 +900,26 @@ class KubernetesAdapter:
             said = (f"parallelism: 0, activeDeadlineSeconds: {MIN_ACTIVE_DEADLINE_S} (its "
                     f"planned stop at {_iso(stop)} has passed: no pod runs and it ends "
                     "DeadlineExceeded)")
-        spec: dict[str, Any] = {"suspend": False}
-        if res is JOBSET:
-            api = self._custom()
-            name = obj["metadata"]["name"]
-            for child in self._list(JOB, selector=f"{JOBSET_NAME_LABEL}={name}"):
-                cname = child["metadata"]["name"]
-                try:
-                    self._call("resume", api.patch_namespaced_custom_object, JOB.group,
-                               JOB.version, self.namespace, JOB.plural, cname, {"spec": bound},
-                               _content_type="application/merge-patch+json", key=key)
-                except _Api as exc:
-                    raise BackendError(f"{self.name}: resume of jobs/{cname} (of jobsets/"
-                                       f"{name}) refused ({exc.status}): {exc.message}") from exc
-            said = f"its child Jobs {said}"
-        else:
-            spec.update(bound)
-        patch: dict[str, Any] = {"spec": spec}
-        if not (obj["metadata"].get("annotations") or {}).get(A_STOP):
-            patch["metadata"] = {"annotations": {A_STOP: _iso(stop)}}
-        return patch, f"patched spec.suspend: false; {said}"
+        if res is not JOBSET:
+            return bound, said, over
+        api = self._custom()
+        name = obj["metadata"]["name"]
+        children = self._list(JOB, selector=f"{JOBSET_NAME_LABEL}={name}")
+        if not children:
+            raise BackendError(
+                f"{self.name}: {verb} of jobsets/{name} not made: it has no child Jobs yet to "
+                f"carry its bound ({said}); the JobSet controller makes them with the JobSet, "
+                "so check that it runs in the cluster; tried again in the next pass")
+        for child in children:
+            cname = child["metadata"]["name"]
+            try:
+                self._call(verb, api.patch_namespaced_custom_object, JOB.group, JOB.version,
+                           self.namespace, JOB.plural, cname, {"spec": bound},
+                           _content_type="application/merge-patch+json", key=key)
+            except _Api as exc:
+                raise BackendError(f"{self.name}: {verb} of jobs/{cname} (of jobsets/{name}) "
+                                   f"refused ({exc.status}): {exc.message}") from exc
+        return {}, f"its child Jobs {said}", over
 
     def pause(self, key: str) -> WorkAction:
         """Suspend a running Job or JobSet (``spec.suspend: true``).
@@ -901,8 +983,10 @@ class KubernetesAdapter:
         found = self._find(key)
         bid = (f"{self.context}/{self.namespace}/{found[1]['metadata']['name']}"
                if found is not None else None)
-        if self.release(key):
-            return WorkAction(WorkOutcome.DONE, bid, "released (its planned start has passed)")
+        done, said = self._release(key)
+        if done:
+            return WorkAction(WorkOutcome.DONE, bid,
+                              f"released (its planned start has passed): {said}")
         return WorkAction(WorkOutcome.ALREADY if found is not None else WorkOutcome.ABSENT, bid,
                           "not held any more: not released again")
 

@@ -669,6 +669,131 @@ def test_a_paused_piece_resumed_keeps_its_planned_stop(workload, left, deadline,
         a.cancel(req.key)
 
 
+def _runs(a: KubernetesAdapter, req: DispatchRequest) -> int:
+    """Pods the object runs now: a Job's ``status.active``, a JobSet's active child Jobs."""
+    obj, _ = _stop_of(a, req)
+    st = obj.get("status") or {}
+    if obj["kind"] == "JobSet":
+        return sum(r.get("active") or 0 for r in st.get("replicatedJobsStatus") or [])
+    return st.get("active") or 0
+
+
+@pytest.mark.parametrize(("left", "deadline"), [
+    (2.0, 2),       # released late, 2 s before its planned stop: 2 s to run, not its whole length
+    (1.0, 1),       # just at the limit: the least deadline, its pods still run
+    (0.9, None),    # less than that: no pod (parallelism 0), ended DeadlineExceeded at once
+    (-3600.0, None),  # released an hour after its planned stop (a grid event's hold outlasted it)
+])
+@pytest.mark.parametrize(("workload", "nodes"), [
+    ("job", 1), ("jobset", 1), ("kueue", 1), ("kueue", 2)])
+def test_a_held_piece_released_late_keeps_its_planned_stop(workload, nodes, left, deadline,
+                                                           emulator_kubeconfig):
+    """A pausing piece released after its planned start (the release pass late, or a grid
+    event's hold let go): the Job's ``startTime`` is set at the release (under Kueue, at the
+    admission that follows at once on the emulator), so ``activeDeadlineSeconds`` counted its
+    whole length from there and the piece ran past its planned end, over its next piece's hours.
+    The release sets it to the time left to the planned stop (on a JobSet, its child Jobs'),
+    and with none left no pod runs."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    start = now - timedelta(hours=1)
+    req = _req(start=start, end=start + timedelta(minutes=12), deadline=now + timedelta(days=1),
+               pieces=2, gpus=nodes, nodes=nodes, payload=JobPayload(command="sleep 3000"))
+    stop = req.end - timedelta(seconds=CHECKPOINT_SIGNAL_LEAD_S)   # 10 min after its start
+    ctx, queue = EMULATED[workload]
+    a = KubernetesAdapter(ctx, NS, kubeconfig=str(emulator_kubeconfig), workload=workload,
+                          queue=queue)
+    a.submit(req)
+    try:
+        obj, _ = _stop_of(a, req)
+        res = resource_for(workload, nodes)
+        long_run = {"metadata": {"annotations": {"emulator.carbonsched.io/run-seconds": "3000"}}}
+        Target(a.kubeconfig, a.context, NS, workload, None, True).raw() \
+            .patch_namespaced_custom_object(res.group, res.version, NS, res.plural,
+                                            obj["metadata"]["name"], long_run)
+        a.clock = lambda: stop - timedelta(seconds=left)
+        assert a.release(req.key) is True
+        obj, specs = _stop_of(a, req)
+        assert specs and obj["metadata"]["annotations"]["carbonsched.io/stop-at"] == \
+            stop.strftime("%Y-%m-%dT%H:%M:%SZ")
+        if deadline is not None:
+            assert [(sp["activeDeadlineSeconds"], sp.get("parallelism", 1)) for sp in specs] \
+                == [(deadline, 1)] * len(specs)
+            if workload == "kueue":   # queued to Kueue, which admitted and unsuspended it
+                assert obj["metadata"]["labels"][KUEUE_QUEUE_LABEL] == queue
+            running = _poll(lambda: a.status([req.key])[req.key],
+                            lambda j: j.state is not JobState.DISPATCHED, "started")
+            if deadline > 1:
+                assert running.state is JobState.RUNNING and _runs(a, req) == nodes
+            # the emulator ends it at its deadline: at the planned stop, not 600 s later
+            over = _poll(lambda: a.status([req.key])[req.key],
+                         lambda j: j.state is JobState.FAILED, "ended at its planned stop")
+            assert over.reason is ReasonCode.DEADLINE_PASSED, over
+            assert (over.actual_end - over.actual_start).total_seconds() == deadline
+        else:
+            assert [(sp["activeDeadlineSeconds"], sp["parallelism"]) for sp in specs] == [
+                (1, 0)] * len(specs)
+            if workload == "kueue":   # no pod runs: never queued to Kueue, takes no quota
+                assert KUEUE_QUEUE_LABEL not in obj["metadata"]["labels"]
+            over = _poll(lambda: a.status([req.key])[req.key],
+                         lambda j: j.state is JobState.FAILED, "ended at once")
+            assert over.reason is ReasonCode.DEADLINE_PASSED, over
+            assert _runs(a, req) == 0
+        assert obj["spec"]["suspend"] is False   # under Kueue: admitted and unsuspended
+        assert a.release(req.key) is False       # released once
+    finally:
+        a.cancel(req.key)
+
+
+def test_a_late_release_after_the_planned_stop_is_recorded_stopped_at_its_end(
+        store, emulator_kubeconfig):
+    """Through the release pass and the outbox: a pausing piece whose release comes after its
+    planned stop runs no pod and is recorded Succeeded/Paused (stopped at its planned end), the
+    next piece resuming from the checkpoint; before, it ran its whole length from the release,
+    over the next piece's hours."""
+    from carbonsched.catalog import load_catalog
+    from carbonsched.config import Settings
+    from carbonsched.dispatch.outbox import (
+        build_adapters,
+        dispatch_plan,
+        refresh_status,
+        release_due,
+    )
+
+    fmt = "%Y-%m-%dT%H:%M:%SZ"
+    site, prefix = "us-ny-newyork", uuid.uuid4().hex[:8]
+    start = datetime.now(UTC).replace(microsecond=0)
+    nxt = start + timedelta(hours=2)
+    late = start + timedelta(hours=1, minutes=30)    # the first piece ended at start + 1 h
+    doc = {"plan_id": uuid.uuid4().hex, "date": start.strftime("%Y-%m-%d"), "catalog": "global",
+           "signal_quality": "measured", "solver": {"name": "t", "status": "optimal",
+                                                     "seconds": 0.0},
+           "totals": {"energy_kwh": 0.0, "emissions_kg": 0.0, "baseline_emissions_kg": 0.0},
+           "unplaced": [], "inference": [], "placements": [
+               {"job_id": f"{prefix}-p", "piece": n, "site": site, "start": s.strftime(fmt),
+                "end": (s + timedelta(hours=1)).strftime(fmt), "gpu_type": "A100", "gpus": 1,
+                "energy_kwh": 1.0, "emissions_kg": 0.1,
+                "deadline": (start + timedelta(days=1)).strftime(fmt)}
+               for n, s in ((0, start), (1, nxt))]}
+    store.save_plan(doc)
+    settings = Settings(kubeconfig=emulator_kubeconfig)
+    assert dispatch_plan(store, doc["plan_id"], settings=settings,
+                         clock=lambda: start).counts == {"submitted": 2}
+    adapters = build_adapters(load_catalog("global"), settings=settings)
+    adapters[site].clock = lambda: late
+    assert release_due(store, "global", adapters=adapters, clock=lambda: late) == [
+        f"{prefix}-p#0"]
+    obj = Target(str(emulator_kubeconfig), EMULATED["job"][0], NS, "job", None, True).raw() \
+        .get_namespaced_custom_object("batch", "v1", NS, "jobs", job_name(f"{prefix}-p", 0))
+    assert (obj["spec"]["parallelism"], obj["spec"]["activeDeadlineSeconds"]) == (0, 1)
+    rec = _poll(lambda: refresh_status(store, "global", plan_id=doc["plan_id"],
+                                       adapters=adapters).set_index("key").loc[f"{prefix}-p#0"],
+                lambda r: r.state in ("Succeeded", "Failed"), "the piece over")
+    assert (rec.state, rec.reason) == ("Succeeded", "Paused"), rec.detail
+    assert rec.detail.startswith("piece 1 of 2 stopped at its planned end (DeadlineExceeded)")
+    for n in (0, 1):
+        adapters[site].cancel(f"{prefix}-p#{n}")
+
+
 def _post(t: Target, body: dict):
     import httpx
 
