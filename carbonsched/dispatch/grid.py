@@ -8,7 +8,10 @@ when an event is posted; ``carbonsched grid-event apply`` runs one pass) does th
    dispatch units of the site whose planned run overlaps the window, read live from the backend,
    are candidates — work not yet started is *held* (it starts at the event's end), running work
    of a preemptible job is *paused* (it resumes at the event's end) — each only if it still
-   ends by its deadline when delayed by the event (:func:`delayed_end`). Holds come first (they
+   ends by its deadline when delayed by the event (:func:`delayed_end`) and, for a piece of a job
+   planned in several, by the planned start of the job's next piece (pieces of one job never
+   overlap: the event's detail names the piece, the hours and the next piece of each one
+   refused so). Holds come first (they
    cost no checkpoint), then pauses; within each, the most slack first; until the chosen units'
    IT power reaches the target. The baseline is the peak planned IT power of the site's units
    in the window (:func:`baseline_kw`); what cannot be shed is the event's ``shortfall_kw``,
@@ -87,6 +90,9 @@ class Unit:
         GPUs and their IT power (GPUs x the type's IT power per GPU). [-], [kW]
     planned_start, planned_end, deadline
         The placement's planned run and the latest end its job allows (tz-aware).
+    next_key, next_start
+        The dispatch key and planned start (tz-aware) of the job's next piece still to run, at
+        any site; None for a job placed whole or its last piece.
     """
 
     key: str
@@ -98,6 +104,8 @@ class Unit:
     planned_start: datetime
     planned_end: datetime
     deadline: datetime
+    next_key: str | None = None
+    next_start: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -121,7 +129,11 @@ class EventPlan:
     choices
         The actions, in the order they are taken.
     left
-        Units not chosen, by why (``not_preemptible``, ``deadline``, ``not_needed``). [-]
+        Units not chosen, by why (``not_preemptible``, ``deadline``, ``next_piece``,
+        ``not_needed``). [-]
+    refused
+        One sentence per unit left as ``next_piece``: the piece, the hours it would run if
+        delayed, and its job's next piece it would run into.
     """
 
     baseline_kw: float
@@ -129,6 +141,7 @@ class EventPlan:
     planned_kw: float
     choices: list[Choice]
     left: dict[str, int] = field(default_factory=dict)
+    refused: list[str] = field(default_factory=list)
 
     @property
     def shortfall_kw(self) -> float:
@@ -143,13 +156,18 @@ class EventPlan:
                 f"{n_p} running unit(s), hold {n_h} not started, {self.planned_kw:.1f} kW")
         why = {"not_preemptible": "running and not preemptible",
                "deadline": "would miss its deadline if delayed to the event's end",
+               "next_piece": "would run into its job's next piece if delayed to the event's "
+                             "end",
                "not_needed": "not needed for the target"}
         if self.left:
             text += "; left running or due: " + ", ".join(
                 f"{n} {why.get(k, k)}" for k, n in sorted(self.left.items()))
+        if self.refused:
+            text += "; " + "; ".join(self.refused)
         if self.shortfall_kw > 0:
             text += (f"; SHORTFALL {self.shortfall_kw:.1f} kW: no more work at the site can "
-                     "be paused or held without missing a deadline")
+                     "be paused or held without missing a deadline or running a piece into "
+                     "its job's next piece")
         return text
 
 
@@ -199,12 +217,19 @@ def choose_actions(event: GridEvent, units: Sequence[Unit], now: datetime) -> Ev
     Returns
     -------
     EventPlan
-        A unit is chosen only if :func:`delayed_end` is at or before its deadline (a unit
-        exactly at its deadline is kept: the limit is inclusive).
+        A unit is chosen only if :func:`delayed_end` is at or before its deadline and at or
+        before the planned start of its job's next piece (:attr:`Unit.next_start`): a piece
+        delayed past it would overlap that piece's hours (on Slurm the next piece waits for it,
+        ``--dependency=afterany``, and is pushed into hours the plan gave to other work; on
+        Kubernetes, where each piece is released at its own start, it would run at once with
+        the next piece, or, bounded by its planned stop, lose the work of its delay). Both
+        limits are inclusive: a piece that would end exactly when the next starts is chosen.
+        One refused for its next piece is named in :attr:`EventPlan.refused`.
     """
     base = baseline_kw(units, event, now)
     target = event.reduction_kw(base)
     left: dict[str, int] = {}
+    refused: list[str] = []
     cands: list[tuple[int, timedelta, Choice]] = []
     for u in units:
         if u.running:
@@ -220,6 +245,10 @@ def choose_actions(event: GridEvent, units: Sequence[Unit], now: datetime) -> Ev
         if end > u.deadline:
             left["deadline"] = left.get("deadline", 0) + 1
             continue
+        if u.next_start is not None and end > u.next_start:
+            left["next_piece"] = left.get("next_piece", 0) + 1
+            refused.append(_overlap(u, event, now, action, end))
+            continue
         cands.append((rank, u.deadline - end, Choice(u, action, end)))
     cands.sort(key=lambda c: (c[0], -c[1].total_seconds(), c[2].unit.key))
     chosen: list[Choice] = []
@@ -230,7 +259,24 @@ def choose_actions(event: GridEvent, units: Sequence[Unit], now: datetime) -> Ev
             continue
         chosen.append(c)
         shed += c.unit.power_kw
-    return EventPlan(base, target, shed, chosen, left)
+    return EventPlan(base, target, shed, chosen, left, refused)
+
+
+def _hm(ts: datetime) -> str:
+    return pd.Timestamp(ts).tz_convert("UTC").strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _overlap(u: Unit, event: GridEvent, now: datetime, action: str, end: datetime) -> str:
+    """Why ``u`` is not held or paused: the hours it would run, into its job's next piece."""
+    if action == "hold":
+        start = max(pd.Timestamp(event.end), pd.Timestamp(u.planned_start))
+        did = (f"{u.key} not held: held to the event's end it would run {_hm(start)} to "
+               f"{_hm(end)} (planned {_hm(u.planned_start)} to {_hm(u.planned_end)})")
+    else:
+        did = (f"{u.key} not paused: paused to the event's end it would run on until "
+               f"{_hm(end)} (planned to end {_hm(u.planned_end)})")
+    return (f"{did}, past {_hm(u.next_start or end)}, when its job's next piece {u.next_key} "
+            "starts; pieces of one job never overlap")
 
 
 # --- the pass -----------------------------------------------------------------------------------
@@ -377,6 +423,7 @@ def site_units(store: Store, catalog: Catalog, adapter: DispatchAdapter, event: 
     except Exception as exc:   # a fault in the adapter: the event waits, as for an outage
         raise unexpected(adapter.name, "status", exc) from exc
     pre = _preemptible(store, rows)
+    nxt = next_pieces(store, rows)
     taken = held_keys(store, [r.key for r in rows])
     out = []
     for r in rows:
@@ -395,7 +442,33 @@ def site_units(store: Store, catalog: Catalog, adapter: DispatchAdapter, event: 
                         power_kw=gpus * it_power_per_gpu_kw(req["gpu_type"], catalog),
                         planned_start=r.planned_start, planned_end=r.planned_end,
                         deadline=datetime.fromisoformat(req["deadline"].replace("Z", "+00:00"))
-                        .astimezone(UTC)))
+                        .astimezone(UTC), next_key=nxt.get(r.key, (None, None))[0],
+                        next_start=nxt.get(r.key, (None, None))[1]))
+    return out
+
+
+def next_pieces(store: Store, rows: Sequence[DispatchRow]) -> dict[str, tuple[str, datetime]]:
+    """The next piece of each row's job: ``{key: (next piece's key, its planned start)}``.
+
+    The piece of the same job with the earliest planned start among its later pieces (higher
+    piece number) still to run (not Succeeded, Failed or Cancelled), at any site; a row whose
+    job has none (placed whole, or its last piece) is absent. One query for every job of
+    ``rows``.
+    """
+    jobs = sorted({r.job_id for r in rows})
+    if not jobs:
+        return {}
+    with Session(store.engine) as s:
+        later = list(s.execute(select(
+            DispatchRow.job_id, DispatchRow.piece, DispatchRow.key,
+            DispatchRow.planned_start).where(DispatchRow.job_id.in_(jobs),
+                                             DispatchRow.state.not_in(list(TERMINAL)))))
+    out: dict[str, tuple[str, datetime]] = {}
+    for r in rows:
+        after = [(st, k) for j, p, k, st in later if j == r.job_id and p > r.piece]
+        if after:
+            st, k = min(after)
+            out[r.key] = (k, st)
     return out
 
 

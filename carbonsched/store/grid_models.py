@@ -49,8 +49,9 @@ class GridEventRow(Base):
     """IT power of the work the actions pause or hold, as the re-plan chose them: kept when an
     action is later skipped (its row says so). [kW]"""
     shortfall_kw: Mapped[float | None] = mapped_column(Float, nullable=True)
-    """``max(0, target - planned)``: what the re-plan could not shed without missing a deadline;
-    a skipped action is not added (``grid-event apply`` says what it leaves unshed). [kW]"""
+    """``max(0, target - planned)``: what the re-plan could not shed without missing a deadline
+    or running a piece into its job's next piece; a skipped action is not added (``grid-event
+    apply`` says what it leaves unshed). [kW]"""
     detail: Mapped[str] = mapped_column(Text, default="")
     """What a person should know: the re-plan's choices and what it left alone, and why."""
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)

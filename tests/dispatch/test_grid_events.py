@@ -50,9 +50,11 @@ HERE = Path(__file__).resolve().parent
 
 
 def _unit(key, running=True, preemptible=True, start=T0 - timedelta(hours=1),
-          end=T0 + timedelta(hours=2), deadline=T0 + timedelta(hours=8), gpus=1, kw=1.0):
+          end=T0 + timedelta(hours=2), deadline=T0 + timedelta(hours=8), gpus=1, kw=1.0,
+          next_key=None, next_start=None):
     return Unit(key=key, backend_id=None, running=running, preemptible=preemptible, gpus=gpus,
-                power_kw=kw, planned_start=start, planned_end=end, deadline=deadline)
+                power_kw=kw, planned_start=start, planned_end=end, deadline=deadline,
+                next_key=next_key, next_start=next_start)
 
 
 # --- the event ----------------------------------------------------------------------------------
@@ -120,6 +122,83 @@ def test_holds_come_first_then_pauses_most_slack_first_until_the_target():
     assert plan.left == {"not_needed": 1}        # p-tight; "later" starts after the window
     # the baseline is the peak of the planned power in the window, not the sum of all units
     assert baseline_kw(units, ev, T0) == 5.5
+
+
+@pytest.mark.parametrize("action", ["hold", "pause"])
+def test_a_piece_is_never_delayed_into_its_jobs_next_piece_and_the_limit_is_inclusive(action):
+    """A hold (or pause) that would make a piece run past the start of its job's next piece is
+    refused, naming the piece, the hours and the next piece; one that ends exactly when the next
+    piece starts is taken. Before, only the job's deadline was checked, and two pieces of one
+    job ran at once after the event."""
+    ev = GridEvent(site="s1", start=T0, end=T0 + timedelta(hours=2), target_fraction=1.0)
+    running = action == "pause"
+    start = T0 - timedelta(hours=1) if running else T0 + timedelta(hours=1)
+    end = T0 + timedelta(hours=1) if running else T0 + timedelta(hours=2)
+    # held: runs [T0+2h, T0+3h); paused at T0 with 1 h left: runs on until T0+3h
+    limit = T0 + timedelta(hours=3)
+    at = _unit("at#0", running=running, start=start, end=end, next_key="at#1", next_start=limit)
+    bad = _unit("bad#0", running=running, start=start, end=end, next_key="bad#1",
+                next_start=limit - timedelta(seconds=1))
+    last = _unit("last#1", running=running, start=start, end=end)      # no next piece
+    plan = choose_actions(ev, [at, bad, last], T0)
+    assert [(c.unit.key, c.action, c.new_end) for c in plan.choices] == [
+        ("at#0", action, limit), ("last#1", action, limit)]
+    assert plan.left == {"next_piece": 1}
+    verb = {"hold": "held", "pause": "paused"}[action]
+    hours = ("would run 2026-07-01 19:00 UTC to 2026-07-01 20:00 UTC (planned 2026-07-01 "
+             "18:00 UTC to 2026-07-01 19:00 UTC)" if action == "hold" else
+             "would run on until 2026-07-01 20:00 UTC (planned to end 2026-07-01 18:00 UTC)")
+    (why,) = plan.refused
+    assert why == (f"bad#0 not {verb}: {verb} to the event's end it {hours}, past 2026-07-01 "
+                   "19:59 UTC, when its job's next piece bad#1 starts; pieces of one job never "
+                   "overlap")
+    assert ("left running or due: 1 would run into its job's next piece if delayed to the "
+            f"event's end; {why}; SHORTFALL 1.0 kW") in plan.describe()
+
+
+def test_a_hold_into_the_next_piece_is_refused_on_kubernetes_and_the_event_says_why(
+        store, emulator_kubeconfig):
+    """Live: the next piece is read from the outbox (any site); the piece whose hold would end
+    exactly at its next piece's start is held, the one a minute too long is not, and the event's
+    detail names it, its hours and its next piece."""
+    catalog = load_catalog("global")
+    settings = Settings(kubeconfig=emulator_kubeconfig)
+    adapter = build_adapters(catalog, settings=settings)[K8S_SITE]
+    start, end = _window()
+    ph = f"gnp-{uuid.uuid4().hex[:6]}"
+    deadline = (end + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    first = start + timedelta(hours=1)     # held to the event's end: runs [end, end + 1 h)
+
+    def piece(job, n, at, site=K8S_SITE):
+        return {"job_id": f"{ph}-{job}", "site": site, "start": at,
+                "end": at + timedelta(hours=1), "gpu_type": "A100", "gpus": 1,
+                "command": "sleep 3000", "piece": n, "pieces": 2, "deadline": deadline}
+
+    doc = one_plan([piece("at", 0, first), piece("at", 1, end + timedelta(hours=1)),
+                    piece("bad", 0, first),
+                    piece("bad", 1, end + timedelta(minutes=59), site="jp-tk-tokyo")])
+    store.save_plan(doc)
+    assert dispatch_plan(store, doc["plan_id"], settings=settings).counts == {"submitted": 4}
+    try:
+        ev = announce_event(store, catalog, GridEvent(site=K8S_SITE, start=start, end=end,
+                                                      target_fraction=1.0), datetime.now(UTC))
+        s = apply_events(store, catalog, {K8S_SITE: adapter}, settings,
+                         lambda: datetime.now(UTC))
+        assert [(k, a, o) for _, k, a, o in s.taken] == [(f"{ph}-at#0", "hold", "done")]
+        shown = show_event(store, ev["event_id"], datetime.now(UTC))
+        assert [(a["key"], a["action"]) for a in shown["actions"]] == [
+            (f"{ph}-at#0", "hold")]
+        fmt = "%Y-%m-%d %H:%M UTC"
+        assert (f"{ph}-bad#0 not held: held to the event's end it would run "
+                f"{end.strftime(fmt)} to {(end + timedelta(hours=1)).strftime(fmt)} (planned "
+                f"{first.strftime(fmt)} to {end.strftime(fmt)}), past "
+                f"{(end + timedelta(minutes=59)).strftime(fmt)}, when its job's next piece "
+                f"{ph}-bad#1 starts; pieces of one job never overlap") in shown["detail"]
+    finally:
+        adapters = build_adapters(catalog, settings=settings)
+        for job, site1 in (("at", K8S_SITE), ("bad", "jp-tk-tokyo")):
+            adapters[K8S_SITE].cancel(f"{ph}-{job}#0")
+            adapters[site1].cancel(f"{ph}-{job}#1")
 
 
 # --- real Slurm ---------------------------------------------------------------------------------
