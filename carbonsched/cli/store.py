@@ -35,6 +35,11 @@ def print_prune(result: Any, out: Any) -> None:
         t.add_row(name, f"{n:,}")
     t.add_row("total", f"{result.total:,}")
     out.print(t)
+    if result.tombstones:
+        out.print(f"{result.tombstones:,} job id(s) whose rows "
+                  f"{'would go' if result.dry_run else 'went'} stay final under their id "
+                  "(pruned_jobs): runs, the API and dispatch never take them for new work",
+                  highlight=False, soft_wrap=True)
 
 
 @store_app.command("prune")
@@ -55,8 +60,9 @@ def prune_cmd(
     are older; ended rolling jobs and API jobs; plans that nothing kept references (never the
     newest plan of a catalog) with their placements, inference and forecasts; finished run
     records; ended grid events with their actions; booking ledger rows of pruned plans; signal
-    fetch logs and published forecasts. Batches of rows, one transaction each; a second run
-    after an interruption goes on where the first stopped.
+    fetch logs and published forecasts. A job id whose rows go stays final under its id (a
+    tombstone in pruned_jobs, kept 400 days longer). Batches of rows, one transaction each; a
+    second run after an interruption goes on where the first stopped.
     """
     from carbonsched.cli.common import err, errors, out
 

@@ -92,6 +92,7 @@ from carbonsched.limits import DEFAULT_SHARES_PER_GPU
 from carbonsched.store import Store
 from carbonsched.store.grid_events import GridMark, grid_marks, held_keys
 from carbonsched.store.models import DispatchRow
+from carbonsched.store.pruned_jobs import PrunedJob, pruned_jobs, pruned_sentence
 
 Clock = Callable[[], datetime]
 """Returns "now" (tz-aware); injected so tests drive time."""
@@ -170,7 +171,8 @@ class DispatchOutcome:
 
     ``action``: ``submitted`` (created now), ``reconciled`` (found on the backend under its key,
     recorded without submitting), ``recorded`` (already recorded by an earlier run of this plan),
-    ``already_dispatched`` (dispatched from an earlier plan), ``not_committed``,
+    ``already_dispatched`` (dispatched from an earlier plan), ``pruned`` (its job ended and
+    the store pruned its records: final under its id, no intent written), ``not_committed``,
     ``deadline_passed``, ``rejected``, ``unavailable`` (left pending for the next run),
     ``held_elsewhere`` (another live dispatcher still holds its claim after the wait),
     ``lost_claim`` (this run's claim was taken over before the submission: not submitted),
@@ -198,8 +200,9 @@ INCOMPLETE = frozenset({"unavailable", "held_elsewhere", "lost_claim"})
 ON_BACKEND = frozenset({"submitted", "reconciled", "recorded", "already_dispatched"})
 """Outcomes of a unit that is on its backend (now or, with a backend id, from an earlier run)."""
 
-NOT_ASKED = frozenset({"not_committed", "dry_run"})
-"""Outcomes of a unit this run was not asked to submit."""
+NOT_ASKED = frozenset({"not_committed", "dry_run", "pruned"})
+"""Outcomes of a unit this run was not asked to submit (``pruned``: its job is final under
+its id, its records pruned: :mod:`carbonsched.store.pruned_jobs`)."""
 
 REFUSED_UNWRITTEN = frozenset({"no_payload"})
 """Refusals that write no outbox row: the unit is never submitted and only this run's outcome
@@ -474,6 +477,14 @@ def _already_dispatched(row: DispatchRow) -> DispatchOutcome:
     return o
 
 
+def _pruned(req: DispatchRequest, backend: str, plan_id: str, p: PrunedJob) -> DispatchOutcome:
+    """The outcome of a unit whose job the store pruned: final under its id, nothing written."""
+    return DispatchOutcome(key=req.key, job_id=req.job_id, piece=req.piece, site=req.site,
+                           backend=backend, action="pruned", state=p.state,
+                           reason=str(ReasonCode.ALREADY_DISPATCHED), plan_id=plan_id,
+                           detail=pruned_sentence(p))
+
+
 def _outcome(row: DispatchRow, action: str, detail: str = "") -> DispatchOutcome:
     return DispatchOutcome(key=row.key, job_id=row.job_id, piece=row.piece, site=row.site,
                            backend=row.backend, action=action, state=row.state,
@@ -709,6 +720,10 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
 
     with Session(store.engine, expire_on_commit=False) as s:
         existing = _rows_by_key(s, [r.key for r in requests])
+        # read after the rows: prune writes a job's tombstone in the transaction that deletes
+        # its units, so a unit missed above is pruned and its tombstone is seen here
+        pruned = pruned_jobs(store.engine, {r.job_id for r in requests
+                                            if r.key not in existing}, session=s)
         new_rows: list[dict[str, Any]] = []
         for req in requests:
             adapter = adapters[req.site]
@@ -719,6 +734,10 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
                 elif row.state != JobState.PENDING.value:
                     summary.outcomes.append(_outcome(row, "recorded"))
                 continue  # pending rows of this plan are reconciled below
+            if req.job_id in pruned:
+                summary.outcomes.append(_pruned(req, adapter.name, plan_id,
+                                                pruned[req.job_id]))
+                continue
             if uncommitted(req):
                 summary.outcomes.append(DispatchOutcome(
                     key=req.key, job_id=req.job_id, piece=req.piece, site=req.site,
@@ -1568,6 +1587,38 @@ def dispatched_jobs(store: Store, job_ids: Collection[str]) -> dict[str, Dispatc
             plan_id=claim.plan_id,
             site=", ".join(dict.fromkeys(r.site for r in mine)),
             start=min(r.planned_start for r in mine), end=max(r.planned_end for r in mine))
+    return out
+
+
+def final_jobs(store: Store, job_ids: Collection[str]) -> dict[str, str]:
+    """The jobs of ``job_ids`` that are final under their id in the store, with the sentence.
+
+    Final: the store pruned the job's records (a tombstone,
+    :mod:`carbonsched.store.pruned_jobs`), or dispatch holds it and every unit of its claim
+    ended (``Succeeded``, ``Failed``, ``Cancelled``: :func:`dispatched_jobs`). Dispatch never
+    submits such a job again under its id, so a run does not plan it again (a workload file
+    planned every day still lists it).
+
+    Parameters
+    ----------
+    store
+        The store holding the outbox and the tombstones.
+    job_ids
+        Jobs to look up.
+
+    Returns
+    -------
+    dict
+        Job id -> :func:`~carbonsched.store.pruned_jobs.final_under_id`'s sentence, only for
+        final jobs.
+    """
+    from carbonsched.store.pruned_jobs import final_under_id
+
+    ids = set(job_ids)
+    out = {i: final_under_id(i, d.state, d.reason, f"dispatched from plan {d.plan_id}")
+           for i, d in dispatched_jobs(store, ids).items() if d.state in TERMINAL}
+    # the outbox first: a tombstone is written only as the job's units go
+    out |= {i: pruned_sentence(p) for i, p in pruned_jobs(store.engine, ids - set(out)).items()}
     return out
 
 

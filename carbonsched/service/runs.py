@@ -24,7 +24,7 @@ import logging
 import threading
 import time as _time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -1158,6 +1158,41 @@ def replaced_plans_note(service_store: Any, catalog: str, pdate: str, trigger: s
             f"{how}")
 
 
+def without_final_jobs(store: Any, wl: Workload,
+                       known: Collection[str] = ()) -> tuple[Workload, str]:
+    """``wl`` without the workload file's jobs that are final under their id in the store.
+
+    A static workload file planned every day still lists the jobs that ran: one dispatch
+    holds as ended, or whose records the store pruned
+    (:func:`carbonsched.dispatch.outbox.final_jobs`), is not planned again, neither as new
+    work nor as a new ``DeadlinePassed``; the run's notes name them with the one sentence.
+
+    Parameters
+    ----------
+    store
+        The store (:class:`~carbonsched.store.Store`).
+    wl
+        The workload file's work.
+    known
+        Ids not looked up (kept): the rolling state's own, which it never plans again.
+
+    Returns
+    -------
+    (Workload, str)
+        The workload left to plan, and the note (``""`` when no job was dropped).
+    """
+    from carbonsched.dispatch.outbox import final_jobs
+
+    final = final_jobs(store, {j.id for j in wl.jobs} - set(known))
+    if not final:
+        return wl, ""
+    ids = sorted(final)
+    note = (f"{len(ids)} job(s) of the workload file were not planned again: "
+            + "; ".join(final[i] for i in ids[:5]) + (" ..." if len(ids) > 5 else ""))
+    return Workload(jobs=[j for j in wl.jobs if j.id not in final],
+                    inference=wl.inference), note
+
+
 def _plan_daily(settings: Any, service_store: Any, wl: Workload, pdate: str,
                 t: pd.Timestamp, loaders: RunLoaders = NO_PROVIDERS) -> _Planned:
     """The daily plan of ``pdate`` with the API jobs whose window overlaps the horizon.
@@ -1169,6 +1204,7 @@ def _plan_daily(settings: Any, service_store: Any, wl: Workload, pdate: str,
 
     snap = submitted_jobs(service_store)      # one snapshot of the API's jobs for the run
     bad = unrunnable_submitted_jobs(service_store, load_catalog(settings.catalog), wl, snap)
+    wl, final = without_final_jobs(service_store.store, wl)
     wl, api_ids = with_submitted_jobs(wl, service_store, t, settings.horizon_hours, set(bad),
                                       snap)
     expired = [j for j in expired_submitted_jobs(service_store, t, snap) if j.id not in bad]
@@ -1186,6 +1222,8 @@ def _plan_daily(settings: Any, service_store: Any, wl: Workload, pdate: str,
 
     if bad:
         doc["notes"].append(unrunnable_note(bad))
+    if final:
+        doc["notes"].append(final)
 
     def record(db: Any, now: datetime) -> None:
         update_submitted(db, doc, api_ids, now)
@@ -1220,13 +1258,18 @@ def _plan_rolling(settings: Any, service_store: Any, catalog: Catalog, wl: Workl
             del bad[jid]
     api = [job for r, job in snap if r["job_id"] not in bad]
     api_ids = {j.id for j in api}
+    # the file's jobs whose id the store holds final (pruned; the rolling state keeps the
+    # others it committed or ended) are not new work
+    file_ids = [j.id for j in wl.jobs]
+    file_wl, final = without_final_jobs(service_store.store, wl,
+                                        RollingStore(service_store.store).holds(file_ids))
     # a bad job already pending in the rolling state ends there too (the planner would
     # refuse the whole run for a site the catalog lost)
     end_first = [Unplaced(jid, ReasonCode(reason), detail)
                  for jid, (reason, detail) in bad.items()
                  if reason == str(ReasonCode.UNKNOWN_SITE)]
     step = rolling_step(service_store.store, catalog, settings.catalog, pdate, t,
-                        list(wl.jobs) + api, wl, settings.data_dir, settings.solver,
+                        list(file_wl.jobs) + api, wl, settings.data_dir, settings.solver,
                         settings.time_limit_s, settings.horizon_hours,
                         settings.rolling_run_every_hours,
                         signal_loader=loaders.signal_loader,
@@ -1234,6 +1277,8 @@ def _plan_rolling(settings: Any, service_store: Any, catalog: Catalog, wl: Workl
     doc = step.daily.document
     if bad:
         doc["notes"].append(unrunnable_note(bad))
+    if final:
+        doc["notes"].append(final)
 
     def record(db: Any, now: datetime) -> None:
         step.rolling_store.save(step.planner.state, step.run, doc["plan_id"], now)

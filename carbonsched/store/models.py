@@ -159,3 +159,6 @@ from carbonsched.store import rolling_models as _rolling_models  # noqa: E402,F4
 
 # grid events (issue 38); their own module keeps this file's merge small
 from carbonsched.store.grid_models import GridActionRow, GridEventRow  # noqa: E402, F401
+
+# tombstones of pruned jobs (migration 0027_pruned_jobs)
+from carbonsched.store.pruned_jobs import PrunedJobRow  # noqa: E402, F401

@@ -42,6 +42,16 @@ What goes (and what always stays):
     Fetch log rows fetched before the cutoff; published forecast values published for an hour
     before the cutoff (and published before it).
 
+``pruned_jobs``
+    Tombstones written more than :data:`~carbonsched.store.pruned_jobs.TOMBSTONE_DAYS` days
+    before the cutoff.
+
+Tombstones: a job id whose rows go (its outbox units, its API record, its rolling row) gets
+one row in ``pruned_jobs`` (id, final state and reason, ``now``), written in the transaction
+that deletes them (:mod:`carbonsched.store.pruned_jobs`). The runs, the API and dispatch read
+it: the id stays final, so a static workload file that still lists the job neither plans it
+again nor reports it ``DeadlinePassed`` again, and no new intent is written under the id.
+
 Not pruned: ``signal_cache`` (the signal history the forecasts train on; one row per zone,
 signal and hour), ``api_tokens`` and ``service_leases`` (a handful of rows).
 
@@ -74,6 +84,7 @@ from carbonsched.store.models import (
     PlacementRow,
     PlanRow,
 )
+from carbonsched.store.pruned_jobs import TOMBSTONE_DAYS, PrunedJobRow, write_tombstones
 from carbonsched.store.rolling_models import RollingJobRow
 from carbonsched.store.service_models import BookingLedgerRow, RunRow, ServiceJobRow
 from carbonsched.store.signal_models import PublishedForecastRow, SignalFetchRow
@@ -98,7 +109,8 @@ CLAIMED = "claimed"
 
 TABLES = ("dispatch_intents", "service_jobs", "rolling_jobs", "plans", "placements",
           "inference_placements", "forecasts", "booking_ledger", "pipeline_runs",
-          "grid_events", "grid_event_actions", "signal_fetches", "published_forecasts")
+          "grid_events", "grid_event_actions", "signal_fetches", "published_forecasts",
+          "pruned_jobs")
 """The tables :func:`prune` deletes from, in the order it reports them."""
 
 
@@ -113,6 +125,9 @@ class PruneResult:
     dialect: str
     deleted: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TABLES, 0))
     """Rows per table (every table of :data:`TABLES`, 0 included)."""
+    tombstones: int = 0
+    """Job ids whose rows went, each recorded final in ``pruned_jobs`` (in a dry run: ids
+    whose rows would go). [-]"""
 
     @property
     def total(self) -> int:
@@ -212,6 +227,8 @@ class _Pruner:
         # plans some remaining row names although the SQL rule would let that row go (its
         # deadline is not past): kept, whatever the mode
         self.kept_refs: set[str] = set()
+        # job ids a dry run counted as tombstones (a job may lose rows of several tables)
+        self.counted: set[str] = set()
 
     # --- plumbing ---------------------------------------------------------------------------
     def _tx(self, fn: Callable[[Session], int], doing: str) -> int:
@@ -229,18 +246,27 @@ class _Pruner:
             if self.progress is not None:
                 self.progress(table, self.result.deleted[table])
 
-    def _simple(self, table: str, pk: Any, where: ColumnElement[bool]) -> None:
-        """Delete the rows ``where`` holds, by primary key in batches (or count them)."""
+    def _simple(self, table: str, pk: Any, where: ColumnElement[bool],
+                tomb: Callable[[Session, Sequence[Any]], None] | None = None) -> None:
+        """Delete the rows ``where`` holds, by primary key in batches (or count them).
+
+        ``tomb(session, keys)`` writes the tombstones of the rows about to go, in the
+        transaction that deletes them (:meth:`_tombstones`).
+        """
         if self.dry_run:
             with Session(self.engine) as s:
                 self._add(table, int(s.scalar(select(func.count()).select_from(
                     pk.class_).where(where)) or 0))
+                if tomb is not None:
+                    tomb(s, s.scalars(select(pk).where(where)).all())
             return
         while True:
             def step(s: Session) -> int:
                 ids = s.scalars(select(pk).where(where).order_by(pk).limit(self.batch)).all()
                 if not ids:
                     return -1
+                if tomb is not None:
+                    tomb(s, ids)
                 return int(s.execute(delete(pk.class_).where(pk.in_(ids), where)).rowcount)
 
             n = self._tx(step, f"pruning {table}")
@@ -249,7 +275,8 @@ class _Pruner:
             self._add(table, n)
 
     def _with_deadline(self, table: str, pk: Any, blob: Any, ref: Any,
-                       where: ColumnElement[bool], deadline_of: Callable[[dict], Any]) -> None:
+                       where: ColumnElement[bool], deadline_of: Callable[[dict], Any],
+                       tomb: Callable[[Session, Sequence[Any]], None] | None = None) -> None:
         """Like :meth:`_simple`, for rows whose JSON ``blob`` names a deadline before the cutoff.
 
         The plans the other candidates name are kept (:attr:`kept_refs`).
@@ -278,19 +305,78 @@ class _Pruner:
                 continue
             if self.dry_run:
                 self._add(table, len(go))
+                if tomb is not None:
+                    with Session(self.engine) as s:
+                        tomb(s, go)
                 continue
-            self._add(table, self._tx(
-                lambda s, go=go: int(s.execute(delete(pk.class_).where(
-                    pk.in_(go), where)).rowcount), f"pruning {table}"))
+
+            def step(s: Session, go: Sequence[Any] = go) -> int:
+                if tomb is not None:
+                    tomb(s, go)
+                return int(s.execute(delete(pk.class_).where(pk.in_(go), where)).rowcount)
+
+            self._add(table, self._tx(step, f"pruning {table}"))
+
+    # --- tombstones -------------------------------------------------------------------------
+    def _tombstones(self, s: Session, rows: dict[str, tuple[str, str]], source: str) -> None:
+        """Record each job id of ``rows`` (id -> (state, reason)) final, in ``s``'s transaction.
+
+        In a dry run nothing is written: the ids not yet recorded are counted.
+        """
+        if not rows:
+            return
+        if self.dry_run:
+            from carbonsched.store.pruned_jobs import pruned_jobs
+
+            have = pruned_jobs(self.engine, rows, session=s)
+            fresh = [j for j in rows if j not in have and j not in self.counted]
+            self.counted.update(fresh)
+            self.result.tombstones += len(fresh)
+            return
+        self.result.tombstones += write_tombstones(s, [
+            {"job_id": jid, "state": st, "reason": why, "source": source,
+             "pruned_at": self.now} for jid, (st, why) in rows.items()])
+
+    def _intent_tombs(self, s: Session, ids: Sequence[Any]) -> None:
+        """The tombstones of the jobs whose units ``ids`` go: each job's final state.
+
+        Read from every unit of the job that its claim's plan wrote (as
+        :func:`carbonsched.dispatch.outbox.dispatched_jobs` reads a job): ``Failed`` when a
+        unit failed, else ``Cancelled`` when one was cancelled, else ``Succeeded``.
+        """
+        jobs = set(s.scalars(select(DispatchRow.job_id).where(DispatchRow.id.in_(list(ids)))))
+        units: dict[str, list[DispatchRow]] = {}
+        for r in s.scalars(select(DispatchRow).where(DispatchRow.job_id.in_(sorted(jobs)))
+                           .order_by(DispatchRow.job_id, DispatchRow.piece)):
+            units.setdefault(r.job_id, []).append(r)
+        out: dict[str, tuple[str, str]] = {}
+        for jid, rs in units.items():
+            claim = next((r for r in rs if r.piece == 0), rs[0])
+            mine = [r for r in rs if r.plan_id == claim.plan_id] or rs
+            pick = next((r for st in (JobState.FAILED, JobState.CANCELLED)
+                         for r in mine if r.state == st.value), mine[-1])
+            out[jid] = (pick.state, pick.reason)
+        self._tombstones(s, out, "dispatch_intents")
+
+    def _service_tombs(self, s: Session, ids: Sequence[Any]) -> None:
+        self._tombstones(s, {r.job_id: (r.state, r.reason) for r in s.scalars(
+            select(ServiceJobRow).where(ServiceJobRow.job_id.in_(list(ids))))},
+            "service_jobs")
+
+    def _rolling_tombs(self, s: Session, ids: Sequence[Any]) -> None:
+        self._tombstones(s, {r.job_id: (r.state, r.reason) for r in s.scalars(
+            select(RollingJobRow).where(RollingJobRow.job_id.in_(list(ids))))},
+            "rolling_jobs")
 
     # --- the tables -------------------------------------------------------------------------
     def intents(self) -> None:
         self._with_deadline("dispatch_intents", DispatchRow.id, DispatchRow.request_json,
                             DispatchRow.plan_id, _intent_old(self.cut),
-                            lambda d: d.get("deadline"))
+                            lambda d: d.get("deadline"), self._intent_tombs)
 
     def service_jobs(self) -> None:
-        self._simple("service_jobs", ServiceJobRow.job_id, _service_job_old(self.cut))
+        self._simple("service_jobs", ServiceJobRow.job_id, _service_job_old(self.cut),
+                     self._service_tombs)
 
     def rolling(self) -> None:
         with Session(self.engine) as s:
@@ -298,7 +384,7 @@ class _Pruner:
         self.rolling_where = _rolling_old(self.cut, newest)
         self._with_deadline("rolling_jobs", RollingJobRow.job_id, RollingJobRow.spec_json,
                             RollingJobRow.plan_id, self.rolling_where,
-                            lambda d: d.get("deadline"))
+                            lambda d: d.get("deadline"), self._rolling_tombs)
 
     def _plan_free(self) -> ColumnElement[bool]:
         """SQL: no row that stays (by the SQL rules) references the plan."""
@@ -405,8 +491,15 @@ class _Pruner:
         self._simple("published_forecasts", pf.id,
                      and_(pf.ts < self.cut, pf.published_at < self.cut))
 
+    def tombstones(self) -> None:
+        """Expire the tombstones :data:`TOMBSTONE_DAYS` days older than the cutoff."""
+        self._simple("pruned_jobs", PrunedJobRow.job_id,
+                     PrunedJobRow.pruned_at < self.cut - timedelta(days=TOMBSTONE_DAYS))
+
     def run(self) -> PruneResult:
-        # the order matters: a plan goes only once nothing that stays references it
+        # the order matters: a plan goes only once nothing that stays references it; the
+        # outbox first, so that a job's tombstone carries the state its units recorded
+        self.tombstones()
         self.intents()
         self.service_jobs()
         self.rolling()
@@ -454,6 +547,8 @@ def prune(store: Any, keep_days: int, *, now: datetime | None = None, dry_run: b
     log.info("prune (keep %d days, cutoff %s)%s: %s", keep_days, result.cutoff.isoformat(),
              " dry run" if dry_run else "",
              ", ".join(f"{t} {n}" for t, n in result.deleted.items() if n) or "nothing")
+    if result.tombstones:
+        log.info("prune: %d job id(s) recorded final (pruned_jobs)", result.tombstones)
     return result
 
 

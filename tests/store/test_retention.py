@@ -26,6 +26,7 @@ from carbonsched.store.models import (
     PlacementRow,
     PlanRow,
 )
+from carbonsched.store.pruned_jobs import TOMBSTONE_DAYS, PrunedJobRow
 from carbonsched.store.retention import RUN_RECORD_FLOOR_DAYS, TABLES, prune
 from carbonsched.store.rolling_models import RollingJobRow
 from carbonsched.store.service_models import BookingLedgerRow, RunRow, ServiceJobRow
@@ -187,6 +188,7 @@ EXPECTED = {
     "grid_event_actions": {("e-ended", "k0#0"), ("e-ended", "k1#0")},
     "signal_fetches": {OLD, CUT - timedelta(seconds=1)},
     "published_forecasts": {OLD + timedelta(hours=1)},
+    "pruned_jobs": set(),
 }
 """What a prune at NOW keeping 30 days deletes, per table (each row by what names it)."""
 
@@ -214,6 +216,7 @@ def snapshot(store: Store) -> dict[str, set]:
             "grid_event_actions": col(GridActionRow.event_id, GridActionRow.key),
             "signal_fetches": col(SignalFetchRow.fetched_at),
             "published_forecasts": col(PublishedForecastRow.ts),
+            "pruned_jobs": col(PrunedJobRow.job_id),
         }
 
 
@@ -233,7 +236,12 @@ def test_prune_deletes_exactly_the_old_finished_rows(store):
     assert real.deleted == dry.deleted                      # the dry run counted the same
     after = snapshot(store)
     for table in TABLES:
-        assert after[table] == before[table] - EXPECTED[table], table
+        if table != "pruned_jobs":
+            assert after[table] == before[table] - EXPECTED[table], table
+    # every job id whose rows went stays final (a tombstone each), as the dry run counted
+    assert after["pruned_jobs"] == {"i-succeeded", "i-failed", "a-old-done", "r-old-failed",
+                                    "r-old-done"}
+    assert real.tombstones == dry.tombstones == 5
     # the live rows, each named: exactly-once holds, live work keeps its plan
     assert {"i-pending#0", "i-dispatched#0", "i-running#0", "i-paused#0"} <= after[
         "dispatch_intents"]
@@ -345,3 +353,17 @@ def test_a_jobs_units_go_together_or_not_at_all(store):
     assert left == ["held#0", "held#1"]
     assert res.deleted["dispatch_intents"] == 2
     assert sorted(dispatched_jobs(store, ["held", "done"])) == ["held"]
+
+
+def test_tombstones_go_only_long_after_their_rows(store):
+    """A tombstone outlives its job's rows by TOMBSTONE_DAYS past the cutoff; at the limit it
+    stays, a second older it goes."""
+    at = CUT - timedelta(days=TOMBSTONE_DAYS)
+    with Session(store.engine) as s, s.begin():
+        for jid, when in (("t-limit", at), ("t-older", at - timedelta(seconds=1)),
+                          ("t-recent", RECENT)):
+            s.add(PrunedJobRow(job_id=jid, state="Succeeded", reason="Completed",
+                               source="dispatch_intents", pruned_at=when))
+    res = prune(store, KEEP, now=NOW)
+    assert res.deleted["pruned_jobs"] == 1
+    assert snapshot(store)["pruned_jobs"] == {"t-limit", "t-recent"}

@@ -164,8 +164,10 @@ def refuse_ids_in_use(state: ServiceState, ids: list[str], verb: str = "submit")
     """409 for the first of ``ids`` the service already holds outside its API jobs.
 
     Where it is held is :func:`carbonsched.service.runs.ids_in_use` (the workload file, the
-    served plan, dispatch, the rolling state). ``verb`` is ``"submit"`` or ``"reserve"``, for
-    the message. Call it before anything of the request is stored.
+    served plan, dispatch, the rolling state), or the id's job ended and the store pruned its
+    records (:mod:`carbonsched.store.pruned_jobs`: final under its id). ``verb`` is
+    ``"submit"`` or ``"reserve"``, for the message. Call it before anything of the request
+    is stored.
 
     Raises
     ------
@@ -173,7 +175,14 @@ def refuse_ids_in_use(state: ServiceState, ids: list[str], verb: str = "submit")
         409 naming the id, where it is held and the fix.
     """
     from carbonsched.service.runs import ids_in_use
+    from carbonsched.store.pruned_jobs import pruned_jobs, pruned_sentence
 
+    # an id the store pruned (its job ended long ago) is final under it: not new work
+    gone = pruned_jobs(state.db.store.engine, ids)
+    first = next((i for i in ids if i in gone), None)
+    if first is not None:
+        raise HTTPException(409, f"{pruned_sentence(gone[first])} (nothing of this request "
+                            "was stored)")
     book = state.book
     held = ids_in_use(state.settings, state.db, ids, book.plan_id if book is not None else None)
     taken = next((i for i in ids if i in held), None)
