@@ -23,7 +23,9 @@ The service's run path (:func:`carbonsched.service.runs.execute_run` with
    pinned stand-ins are removed from it, so that dispatch never sees them;
 5. the run path stores the plan, writes the state back, updates the API jobs' states and
    dispatches with ``commit_before = issued_at + run_every``
-   (:func:`carbonsched.dispatch.outbox.dispatch_plan`).
+   (:func:`carbonsched.dispatch.outbox.dispatch_plan`). A run stopped after its state was
+   written is finished from that state's plan when run again, never stepped twice
+   (:func:`carbonsched.service.runs.saved_rolling_run`).
 """
 
 from __future__ import annotations

@@ -992,7 +992,11 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
     ``commit_before`` = the next run). Before planning and after dispatching, the API jobs
     dispatch submitted take their state from the outbox (:func:`sync_dispatched_jobs`); after
     dispatching, those it refused without an outbox row end ``Failed``
-    (:func:`end_refused_jobs`, named in the run's notes).
+    (:func:`end_refused_jobs`, named in the run's notes). A rolling run whose state an earlier
+    attempt saved (it was stopped before its record was finished) is finished from the plan
+    the state was saved from, not planned again; a rolling run issued before the newest run
+    of the state is refused (the pipeline raises :class:`InputError`,
+    :func:`saved_rolling_run`).
 
     Parameters
     ----------
@@ -1029,13 +1033,9 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
     size_model_cache(len(catalog.sites),
                      settings.rolling_run_every_hours if settings.rolling else 24)
 
-    def run(pdate: str, issued_at: datetime, trigger: str) -> RunOutcome:
-        t0 = _time.perf_counter()
-        wl = (read_workload(settings.workload_file) if settings.workload_file
-              else demo_workload(catalog, pdate))
-        t = pd.Timestamp(issued_at).tz_convert("UTC")
-        # API jobs dispatch submitted since the last run leave Planned: no plan places them again
-        sync_dispatched_jobs(service_store, clock.now())
+    def plan_step(pdate: str, t: pd.Timestamp, wl: Workload, trigger: str
+                  ) -> tuple[_Planned, dict[str, Any], str]:
+        """Plan the run, write its plan file and store it: (step, document, run note)."""
         with run_loaders(providers, clock) as loaders:
             step = (_plan_rolling(settings, service_store, catalog, wl, pdate, t, loaders)
                     if settings.rolling
@@ -1063,6 +1063,30 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
         if not settings.rolling:
             still_ours("recorded its jobs' states")
             step.record(service_store, clock.now())
+        return step, doc, note
+
+    def run(pdate: str, issued_at: datetime, trigger: str) -> RunOutcome:
+        t0 = _time.perf_counter()
+        wl = (read_workload(settings.workload_file) if settings.workload_file
+              else demo_workload(catalog, pdate))
+        t = pd.Timestamp(issued_at).tz_convert("UTC")
+        # a rolling run whose state an earlier attempt saved is finished from its stored plan,
+        # not planned again; a run issued before the newest saved one is refused
+        saved = saved_rolling_run(service_store, t) if settings.rolling else None
+        # API jobs dispatch submitted since the last run leave Planned: no plan places them again
+        sync_dispatched_jobs(service_store, clock.now())
+        if saved is not None:
+            step = _resume_rolling(service_store, catalog, wl, saved)
+            doc = step.doc
+            note = resumed_note(t, saved)
+            log.warning("run for %s: %s", pdate, note)
+            if out_file:
+                write_plan_file(out_file, doc)
+            # its state is saved: the API jobs' records follow it whatever dispatch does now
+            still_ours("recorded its jobs' states")
+            step.record(service_store, clock.now())
+        else:
+            step, doc, note = plan_step(pdate, t, wl, trigger)
         if on_plan is not None:
             on_plan(doc["plan_id"])
         still_ours("dispatched its plan")
@@ -1073,11 +1097,12 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
         if said:
             log.warning("run for %s: %s", pdate, said)
             note = f"{note}; {said}" if note else said
-        if settings.rolling:
+        if settings.rolling and saved is None:
             # recorded once dispatch wrote its intents: a rolling state that says "committed"
             # before any intent exists loses the jobs if dispatch never happens (a crash, a
             # failed dispatch); recorded after, a crash in between re-plans them and the
-            # outbox's claims keep them from running twice
+            # outbox's claims keep them from running twice; a stop after it is finished from
+            # the saved state (saved_rolling_run), never planned twice
             if run_status == "dispatch_failed":
                 kept = ("the rolling state was not advanced (dispatch failed): the next run "
                         "plans this run's work again")
@@ -1086,6 +1111,11 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
             else:
                 still_ours("recorded its rolling state")
                 step.record(service_store, clock.now())
+        elif saved is not None and run_status == "dispatch_failed":
+            kept = (f"the rolling state holds plan {saved[:12]}'s commitments (saved before the "
+                    f"stop): once the fault is fixed, run `carbonsched dispatch {saved[:12]}`")
+            log.error("run for %s: %s", pdate, kept)
+            note = f"{note}; {kept}"
         if dispatch is not None:
             sync_dispatched_jobs(service_store, clock.now())
             # after the rolling state's record, which would set them Planned or Pending again
@@ -1244,18 +1274,9 @@ def _plan_rolling(settings: Any, service_store: Any, catalog: Catalog, wl: Workl
     """
     from carbonsched.domain import Unplaced
     from carbonsched.service.rolling import rolling_step
-    from carbonsched.store.rolling_state import RollingStore
 
     snap = submitted_jobs(service_store)      # one snapshot of the API's jobs for the run
-    bad = unrunnable_submitted_jobs(service_store, catalog, wl, snap)
-    clashes = [j for j, (reason, _) in bad.items() if reason == str(ReasonCode.NAME_CONFLICT)]
-    # the rolling state is read here only to settle an id clash (rolling_step reads it anyway)
-    held = RollingStore(service_store.store).held_jobs(clashes) if clashes else {}
-    for jid in clashes:
-        if jid in held and held[jid] == next(j for r, j in snap if r["job_id"] == jid):
-            # the API job came first and holds the id in the rolling state: it keeps it, and
-            # the workload file's job is the one ignored (rolling_step says so)
-            del bad[jid]
+    bad = _unrunnable_rolling(service_store, catalog, wl, snap)
     api = [job for r, job in snap if r["job_id"] not in bad]
     api_ids = {j.id for j in api}
     # the file's jobs whose id the store holds final (pruned; the rolling state keeps the
@@ -1282,41 +1303,164 @@ def _plan_rolling(settings: Any, service_store: Any, catalog: Catalog, wl: Workl
 
     def record(db: Any, now: datetime) -> None:
         step.rolling_store.save(step.planner.state, step.run, doc["plan_id"], now)
-        _update_rolling_jobs(db, step.run, api_ids, doc["plan_id"], now)
+        _update_rolling_jobs(db, doc, api_ids, now)
         end_unrunnable_jobs(db, bad, now)
 
     return _Planned(doc, step.daily.forecasts, api_ids, record,
                     {"commit_before": step.run.commit_before.to_pydatetime()})
 
 
-def _update_rolling_jobs(service_store: Any, run: Any, api_ids: set[str], plan_id: str,
-                         now: datetime) -> None:
-    """Record in the service store what a rolling step did to each job submitted through the API.
+def _unrunnable_rolling(service_store: Any, catalog: Catalog, wl: Workload,
+                        snap: Submitted) -> dict[str, tuple[str, str]]:
+    """:func:`unrunnable_submitted_jobs` of a rolling run: an API job that came first keeps its id.
 
-    ``run`` is the step's :class:`~carbonsched.plan.rolling.RunResult`.
+    A ``NameConflict`` with the workload file is no conflict when the rolling state holds the
+    API job itself under the id: it keeps it, and the workload file's job is the one ignored
+    (:func:`~carbonsched.service.rolling.rolling_step` says so).
     """
-    for jid, span in job_spans(run.committed).items():
-        if jid in api_ids:
+    from carbonsched.store.rolling_state import RollingStore
+
+    bad = unrunnable_submitted_jobs(service_store, catalog, wl, snap)
+    clashes = [j for j, (reason, _) in bad.items() if reason == str(ReasonCode.NAME_CONFLICT)]
+    # the rolling state is read here only to settle an id clash (rolling_step reads it anyway)
+    held = RollingStore(service_store.store).held_jobs(clashes) if clashes else {}
+    for jid in clashes:
+        if jid in held and held[jid] == next(j for r, j in snap if r["job_id"] == jid):
+            del bad[jid]
+    return bad
+
+
+def saved_rolling_run(service_store: Any, issued_at: datetime | pd.Timestamp) -> str | None:
+    """Where a rolling run issued at ``issued_at`` stands against the saved rolling state.
+
+    The rolling state is as of the newest run that saved it
+    (:meth:`~carbonsched.store.rolling_state.RollingStore.last_run`). A run issued after it is
+    new (``None``: plan it). A run issued at that very time saved its state and was stopped
+    before its record was finished (a signal, a crash, a lost database): it is finished from
+    its stored plan, never planned twice (its plan id is returned). A run issued before it is
+    refused: the newer run already committed the work starting before its own next run and
+    carried the rest, so an earlier run planned on that state would commit work in hours the
+    newer run has given away (and the state before the newer run is not kept).
+
+    Parameters
+    ----------
+    service_store
+        :class:`~carbonsched.store.service.ServiceStore`.
+    issued_at
+        The run's issue time (tz-aware).
+
+    Returns
+    -------
+    str or None
+        The plan id of the run issued at ``issued_at`` whose state is saved, or ``None``.
+
+    Raises
+    ------
+    InputError
+        ``issued_at`` is before the newest saved run: the message names that run, its record's
+        status and what to do.
+    """
+    from carbonsched.store.rolling_state import RollingStore
+    from carbonsched.store.service import RETRYABLE, run_key
+
+    t = pd.Timestamp(issued_at).tz_convert("UTC")
+    last, plan_id = RollingStore(service_store.store).last_run()
+    if last is None or last < t:
+        return None
+    if last == t and plan_id:
+        return plan_id
+    if last == t:
+        raise InputError(f"rolling run issued at {run_key(t)}: the rolling state is saved as "
+                         "of this run but names no plan to finish it from; the state was "
+                         "written outside the service's run path")
+    rec = service_store.get_run(last.to_pydatetime())
+    status = rec["status"] if rec is not None else "no run record"
+    newer = f"issued at {run_key(last)} ({status}, plan {str(plan_id)[:12]})"
+    if rec is not None and rec["status"] in RETRYABLE:
+        how = ("finish that run first: `carbonsched plan --dispatch --rolling` (without "
+               "--date) runs it again while it is the newest due run, and the service's cron "
+               "takes it over; it is finished from its saved state, not planned again")
+    else:
+        how = ("a missed rolling run is not run afterwards: the newer run planned what it "
+               "would have (waiting jobs carried with their own deadlines; those whose window "
+               "closed ended DeadlinePassed); drop --date to run the run due now, or for a plan "
+               f"of {t:%Y-%m-%d} that commits nothing run `carbonsched plan --date "
+               f"{t:%Y-%m-%d} --no-store --out plan.json`")
+    raise InputError(
+        f"rolling run issued at {run_key(t)} is before the newest run of the rolling state, "
+        f"{newer}: that run committed the work starting before its next run and carried the "
+        "rest, so no run issued earlier can be planned on its state; " + how)
+
+
+def resumed_note(issued_at: pd.Timestamp, plan_id: str) -> str:
+    """The note of a rolling run finished from the state an earlier attempt saved."""
+    from carbonsched.store.service import run_key
+
+    return (f"run {run_key(issued_at)} was stopped after it saved its rolling state (plan "
+            f"{plan_id[:12]}): finished from that plan, not planned again; dispatch submits "
+            "only what is not on its backend yet (each unit once, by its outbox key)")
+
+
+def _resume_rolling(service_store: Any, catalog: Catalog, wl: Workload,
+                    plan_id: str) -> _Planned:
+    """A rolling run whose state is saved (:func:`saved_rolling_run`), to finish from its plan.
+
+    The stored plan ``plan_id`` is the one the state was saved from: dispatched again with
+    its ``commit_before`` (the outbox keeps every unit to one submission), its decisions
+    recorded on the API jobs still ``Pending`` or ``Planned``, and the API jobs no run can
+    plan ended, as the first attempt would have after its save.
+
+    Raises
+    ------
+    InputError
+        The plan is no longer in the store.
+    """
+    doc = service_store.store.get_plan(plan_id)
+    snap = submitted_jobs(service_store)
+    bad = _unrunnable_rolling(service_store, catalog, wl, snap)
+    api_ids = {job.id for r, job in snap if r["job_id"] not in bad}
+
+    def record(db: Any, now: datetime) -> None:
+        _update_rolling_jobs(db, doc, api_ids, now)
+        end_unrunnable_jobs(db, bad, now)
+
+    rolling = doc.get("rolling") or {}
+    kw = ({"commit_before": pd.Timestamp(rolling["commit_before"]).to_pydatetime()}
+          if rolling.get("commit_before") else {})
+    return _Planned(doc, pd.DataFrame(), api_ids, record, kw)
+
+
+def _update_rolling_jobs(service_store: Any, doc: dict[str, Any], api_ids: set[str],
+                         now: datetime) -> None:
+    """Record in the service store what a rolling run did to each job submitted through the API.
+
+    ``doc`` is the run's plan document: its ``rolling`` section (committed and deferred jobs,
+    ended and still pending ones with their reasons, ``commit_before``) and its placements.
+    """
+    rolling, plan_id = doc["rolling"], doc["plan_id"]
+    commit_before = pd.Timestamp(rolling["commit_before"])
+    committed = set(rolling.get("committed", []))
+    deferred = {d["job_id"] for d in rolling.get("deferred", [])}
+    spans = job_spans(p for p in doc["placements"] if p["job_id"] in api_ids)
+    for jid, span in sorted(spans.items()):
+        if jid in committed:
             service_store.update_job(jid, state="Planned", reason="Placed", plan_id=plan_id,
                                      reserved=False, updated_at=now, **span)
-    for jid, span in job_spans(run.deferred).items():
-        if jid in api_ids:
+        elif jid in deferred:
             service_store.update_job(
                 jid, state="Pending", reason="NotCommitted",
                 detail=f"planned to start at {span['start'].isoformat()}; the next run "
-                       f"({run.commit_before.isoformat()}) plans it again",
+                       f"({commit_before.isoformat()}) plans it again",
                 plan_id=plan_id, site=span["site"], start=span["start"], end=span["end"],
                 reserved=False, updated_at=now)
-    for u in run.ended:
-        if u.job_id in api_ids:
-            service_store.update_job(u.job_id, state="Failed", reason=str(u.reason),
-                                     detail=u.detail, plan_id=plan_id, site=None, start=None,
-                                     end=None, reserved=False, updated_at=now)
-    for u in run.still_pending:
-        if u.job_id in api_ids:
-            service_store.update_job(u.job_id, state="Pending", reason=str(u.reason),
-                                     detail=u.detail, plan_id=plan_id, site=None, start=None,
-                                     end=None, reserved=False, updated_at=now)
+    for state, units in (("Failed", rolling.get("ended", [])),
+                         ("Pending", rolling.get("still_pending", []))):
+        for u in units:
+            if u["job_id"] in api_ids:
+                service_store.update_job(u["job_id"], state=state, reason=str(u["reason"]),
+                                         detail=u.get("detail", ""), plan_id=plan_id,
+                                         site=None, start=None, end=None, reserved=False,
+                                         updated_at=now)
 
 
 @dataclass

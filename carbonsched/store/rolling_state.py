@@ -120,6 +120,24 @@ class RollingStore:
         st.last_issued_at = _ts(last)
         return st
 
+    def last_run(self) -> tuple[pd.Timestamp | None, str | None]:
+        """The issue time of the newest run whose state is saved, and the plan that run made.
+
+        A run's :meth:`save` stamps every row it writes with its issue time and plan id in one
+        transaction, so the newest stamp names the run the state is as of: the whole of its
+        decisions are saved, or none.
+
+        Returns
+        -------
+        (pandas.Timestamp or None, str or None)
+            The issue time (UTC) and plan id; ``(None, None)`` before the first saved run.
+        """
+        with Session(self.engine) as s:
+            row = s.execute(select(RollingJobRow.issued_at, RollingJobRow.plan_id)
+                            .where(RollingJobRow.issued_at.is_not(None))
+                            .order_by(RollingJobRow.issued_at.desc()).limit(1)).first()
+        return (None, None) if row is None else (_ts(row[0]), row[1])
+
     def held_jobs(self, job_ids: Collection[str]) -> dict[str, Job]:
         """The jobs of ``job_ids`` the rolling state holds (pending, committed or ended)."""
         with Session(self.engine) as s:

@@ -1,0 +1,95 @@
+"""A scheduler backend kept in a JSON file, for the rolling runs' resume tests.
+
+A stand-in for a site's scheduler (the Slurm clusters and the Kubernetes emulator need
+services): it keeps one job per dispatch key, as a real backend keeps the key (Slurm
+``--comment``, a Kubernetes label), and counts every submission it receives, so a test sees a
+unit submitted twice. The file outlives the process, so a run interrupted in one process and
+run again in another meets the jobs the first one submitted.
+
+:func:`dispatch` is a run path dispatch step (``CARBONSCHED_DISPATCHER =
+tests.service.keyed_backend:dispatch``, the backend file in ``KEYED_BACKEND_FILE``): the real
+outbox (:func:`carbonsched.dispatch.outbox.dispatch_plan`) over this backend at every site.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Collection
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from carbonsched.adapters.dispatch.base import BackendJob, DispatchRequest
+from carbonsched.domain import JobState, ReasonCode
+
+
+class KeyedBackend:
+    """Jobs by dispatch key in ``path``; ``submissions`` counts each key's submissions."""
+
+    defers_start = True   # holds a job until its planned start itself, as Slurm's --begin
+
+    def __init__(self, path: str | Path, name: str = "slurm:keyed") -> None:
+        self.path, self.name = Path(path), name
+
+    def _read(self) -> dict[str, Any]:
+        if not self.path.exists():
+            return {"jobs": {}, "submissions": {}}
+        return json.loads(self.path.read_text())
+
+    def _job(self, key: str, j: dict[str, Any]) -> BackendJob:
+        return BackendJob(key=key, backend_id=j["backend_id"], state=JobState.DISPATCHED,
+                          reason=ReasonCode.SUBMITTED, raw_state="PENDING",
+                          plan_id=j["plan_id"], begin=datetime.fromisoformat(j["start"]))
+
+    def submit(self, request: DispatchRequest) -> BackendJob:
+        data = self._read()
+        data["submissions"][request.key] = data["submissions"].get(request.key, 0) + 1
+        job = data["jobs"].setdefault(request.key, {
+            "backend_id": f"keyed:{request.key}", "plan_id": request.plan_id,
+            "site": request.site, "start": request.start.isoformat(),
+            "end": request.end.isoformat()})
+        self.path.write_text(json.dumps(data, indent=1, sort_keys=True))
+        return self._job(request.key, job)
+
+    def status(self, keys: Collection[str] | None = None) -> dict[str, BackendJob]:
+        jobs = self._read()["jobs"]
+        return {k: self._job(k, j) for k, j in jobs.items() if keys is None or k in keys}
+
+    def cancel(self, key: str) -> bool:
+        return key in self._read()["jobs"]
+
+    def render(self, request: DispatchRequest) -> str:
+        return f"submit {request.key} at {request.site} from {request.start.isoformat()}"
+
+    def jobs(self) -> dict[str, dict[str, Any]]:
+        """Key -> the job kept (backend id, plan id, site, start, end)."""
+        return self._read()["jobs"]
+
+    def submissions(self) -> dict[str, int]:
+        """Key -> submissions received. [-]"""
+        return self._read()["submissions"]
+
+
+def dispatch_to(path: str | Path) -> Any:
+    """A run path dispatch step: the outbox over the :class:`KeyedBackend` at ``path``."""
+    def step(store: Any, plan_id: str, catalog: Any, *, clock: Any,
+             commit_before: datetime | None = None) -> dict[str, Any]:
+        from carbonsched.catalog import load_catalog
+        from carbonsched.config import Settings
+        from carbonsched.dispatch.outbox import dispatch_plan
+
+        cat = load_catalog(catalog) if isinstance(catalog, str | Path) else catalog
+        backend = KeyedBackend(path)
+        return dispatch_plan(store, plan_id, cat, clock=clock, commit_before=commit_before,
+                             adapters={s.id: backend for s in cat.sites},
+                             settings=Settings(slurm_conf_dir=None, kubeconfig=None),
+                             placeholder=True, sleep=lambda s: None).to_dict()
+    return step
+
+
+def dispatch(store: Any, plan_id: str, catalog: Any, *, clock: Any,
+             commit_before: datetime | None = None) -> dict[str, Any]:
+    """:func:`dispatch_to` the backend file named by ``KEYED_BACKEND_FILE``."""
+    return dispatch_to(os.environ["KEYED_BACKEND_FILE"])(
+        store, plan_id, catalog, clock=clock, commit_before=commit_before)
