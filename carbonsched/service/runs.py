@@ -1274,6 +1274,7 @@ def _plan_rolling(settings: Any, service_store: Any, catalog: Catalog, wl: Workl
     """
     from carbonsched.domain import Unplaced
     from carbonsched.service.rolling import rolling_step
+    from carbonsched.store.rolling_state import RollingStore
 
     snap = submitted_jobs(service_store)      # one snapshot of the API's jobs for the run
     bad = _unrunnable_rolling(service_store, catalog, wl, snap)
