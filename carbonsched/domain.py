@@ -67,6 +67,11 @@ class JobState(StrEnum):
     CANCELLED = "Cancelled"
 
 
+TERMINAL_STATES = frozenset({JobState.SUCCEEDED.value, JobState.FAILED.value,
+                             JobState.CANCELLED.value})
+"""The states a job or dispatch unit never leaves (``Succeeded``, ``Failed``, ``Cancelled``)."""
+
+
 class ReasonCode(StrEnum):
     """Why a job is in its state; shown by the API and the report."""
 

@@ -70,7 +70,12 @@ def prune_cmd(
         from carbonsched.config import get_settings
         from carbonsched.errors import InputError
         from carbonsched.store import Store
-        from carbonsched.store.retention import check_keep_days, prune, sqlite_file_bytes
+        from carbonsched.store.retention import (
+            check_keep_days,
+            check_vacuum,
+            prune,
+            sqlite_file_bytes,
+        )
         from carbonsched.store.retention import vacuum as run_vacuum
 
         settings = get_settings()
@@ -84,11 +89,8 @@ def prune_cmd(
             source = "--keep-days"
         check_keep_days(keep_days, source)
         store = Store(settings.resolved_database_url())
-        if vacuum and store.engine.dialect.name != "sqlite":
-            raise InputError(
-                f"--vacuum compacts a SQLite file; the store {store._safe_url()} is "
-                f"{store.engine.dialect.name}, whose autovacuum makes freed space reusable "
-                "(run VACUUM FULL there yourself to return it to the disk); drop --vacuum")
+        if vacuum:
+            check_vacuum(store)
         result = prune(store, keep_days, dry_run=dry_run)
         print_prune(result, out)
         if store.engine.dialect.name != "sqlite":

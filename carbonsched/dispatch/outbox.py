@@ -75,7 +75,7 @@ from carbonsched.adapters.dispatch.registry import AdapterRegistry, BackendConfi
 from carbonsched.catalog import Catalog, load_catalog
 from carbonsched.config import Settings, get_settings
 from carbonsched.dispatch.lease import Claim, Claimant, check_lease_covers
-from carbonsched.domain import JobPayload, JobState, ReasonCode, Site
+from carbonsched.domain import TERMINAL_STATES, JobPayload, JobState, ReasonCode, Site
 from carbonsched.errors import (
     AdapterContractError,
     BackendError,
@@ -97,7 +97,8 @@ from carbonsched.store.pruned_jobs import PrunedJob, pruned_jobs, pruned_sentenc
 Clock = Callable[[], datetime]
 """Returns "now" (tz-aware); injected so tests drive time."""
 
-TERMINAL = {JobState.SUCCEEDED.value, JobState.FAILED.value, JobState.CANCELLED.value}
+TERMINAL = TERMINAL_STATES
+"""The states a unit never leaves (:data:`carbonsched.domain.TERMINAL_STATES`)."""
 
 logger = logging.getLogger(__name__)
 

@@ -74,7 +74,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, aliased
 from sqlalchemy.sql import ColumnElement
 
-from carbonsched.domain import JobState
+from carbonsched.domain import TERMINAL_STATES, JobState
 from carbonsched.errors import InputError
 from carbonsched.store.grid_models import GridActionRow, GridEventRow
 from carbonsched.store.models import (
@@ -86,6 +86,7 @@ from carbonsched.store.models import (
 )
 from carbonsched.store.pruned_jobs import TOMBSTONE_DAYS, PrunedJobRow, write_tombstones
 from carbonsched.store.rolling_models import RollingJobRow
+from carbonsched.store.service import RETRYABLE
 from carbonsched.store.service_models import BookingLedgerRow, RunRow, ServiceJobRow
 from carbonsched.store.signal_models import PublishedForecastRow, SignalFetchRow
 
@@ -100,10 +101,9 @@ BATCH_ROWS = 1000
 PLAN_BATCH = 10
 """Plans deleted per transaction (a plan of 10k jobs has 10k placements and its forecasts). [-]"""
 
-TERMINAL = (str(JobState.SUCCEEDED), str(JobState.FAILED), str(JobState.CANCELLED))
-"""States of a dispatch unit or API job that no later pass changes back to live."""
-LIVE_RUN_STATUSES = ("running", "interrupted")
-"""Run record statuses a claim can still take over (:data:`carbonsched.store.service.RETRYABLE`)."""
+TERMINAL = tuple(sorted(TERMINAL_STATES))
+"""States of a dispatch unit or API job that no later pass changes back to live, as an ``IN``
+list (:data:`carbonsched.domain.TERMINAL_STATES`)."""
 CLAIMED = "claimed"
 """State of a grid action an actor holds."""
 
@@ -394,7 +394,7 @@ class _Pruner:
             not_(exists().where(RollingJobRow.plan_id == p, not_(self.rolling_where))),
             not_(exists().where(ServiceJobRow.plan_id == p,
                                 not_(_service_job_old(self.cut)))),
-            not_(exists().where(RunRow.plan_id == p, RunRow.status.in_(LIVE_RUN_STATUSES))))
+            not_(exists().where(RunRow.plan_id == p, RunRow.status.in_(RETRYABLE))))
 
     def plans(self) -> None:
         newest: dict[str, tuple[datetime, str]] = {}
@@ -460,7 +460,7 @@ class _Pruner:
         floor = min(self.cut, self.now - timedelta(days=RUN_RECORD_FLOOR_DAYS))
         r = RunRow
         self._simple("pipeline_runs", r.run_key, and_(
-            r.status.not_in(LIVE_RUN_STATUSES), r.issued_at < floor,
+            r.status.not_in(RETRYABLE), r.issued_at < floor,
             r.finished_at.is_not(None), r.finished_at < self.cut))
 
     def grid(self) -> None:
@@ -574,6 +574,25 @@ def sqlite_file_bytes(store: Any) -> int | None:
     return total
 
 
+def check_vacuum(store: Any) -> None:
+    """Refuse ``--vacuum`` on a store that is not a SQLite file (before anything is pruned).
+
+    Raises
+    ------
+    InputError
+        The store is PostgreSQL (or another server), whose autovacuum makes freed space
+        reusable, or an in-memory SQLite database; the message says to drop ``--vacuum``.
+    """
+    if sqlite_file_bytes(store) is not None:
+        return
+    what = ("an in-memory SQLite database, which has no file to shrink"
+            if store.engine.dialect.name == "sqlite" else
+            f"{store.engine.dialect.name}, whose autovacuum makes freed space reusable (run "
+            "VACUUM FULL there yourself to return it to the disk)")
+    raise InputError(f"--vacuum compacts a SQLite file; the store {store._safe_url()} is "
+                     f"{what}; drop --vacuum")
+
+
 def vacuum(store: Any) -> VacuumResult:
     """Rebuild a SQLite store's file without its free pages (``VACUUM``), then truncate the WAL.
 
@@ -585,12 +604,8 @@ def vacuum(store: Any) -> VacuumResult:
     InputError
         The store is not a SQLite file.
     """
-    before = sqlite_file_bytes(store)
-    if before is None:
-        raise InputError(
-            f"--vacuum compacts a SQLite file; the store {store._safe_url()} is "
-            f"{store.engine.dialect.name} (PostgreSQL's autovacuum makes freed space reusable; "
-            "run VACUUM FULL there yourself to return it to the disk)")
+    check_vacuum(store)
+    before = sqlite_file_bytes(store) or 0
 
     def run() -> None:
         with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:

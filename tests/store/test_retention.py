@@ -367,3 +367,26 @@ def test_tombstones_go_only_long_after_their_rows(store):
     res = prune(store, KEEP, now=NOW)
     assert res.deleted["pruned_jobs"] == 1
     assert snapshot(store)["pruned_jobs"] == {"t-limit", "t-recent"}
+
+
+def test_vacuum_is_refused_on_a_store_without_a_file_in_one_sentence_before_any_prune(store):
+    """``--vacuum`` (the CLI, before anything is pruned) and ``vacuum()`` refuse a store that
+    is not a SQLite file with one sentence: PostgreSQL (its autovacuum), an in-memory SQLite
+    database (no file); a SQLite file is compacted (just beside the refusals)."""
+    from carbonsched.store.retention import check_vacuum, vacuum
+
+    stores = [store, Store("sqlite://")]
+    for s in stores:
+        if s.engine.dialect.name == "sqlite" and s is store:
+            check_vacuum(s)                  # a file: compacted
+            assert vacuum(s).before > 0
+            continue
+        for call in (check_vacuum, vacuum):
+            with pytest.raises(InputError) as e:
+                call(s)
+            what = ("an in-memory SQLite database, which has no file to shrink"
+                    if s.engine.dialect.name == "sqlite" else
+                    "postgresql, whose autovacuum makes freed space reusable (run VACUUM FULL "
+                    "there yourself to return it to the disk)")
+            assert str(e.value) == (f"--vacuum compacts a SQLite file; the store "
+                                    f"{s._safe_url()} is {what}; drop --vacuum")
