@@ -164,7 +164,7 @@ def nothing_submitted_message(summary: DispatchSummary, plan: dict) -> str:
 
 
 PROBLEM_ACTIONS = ("rejected", "unavailable", "deadline_passed", "held_elsewhere", "lost_claim",
-                   "no_payload")
+                   "interrupted", "no_payload")
 """Dispatch outcomes that leave a placement not submitted, said on stderr."""
 
 

@@ -46,11 +46,13 @@ and the report export (:func:`dispatch_records`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -177,7 +179,9 @@ class DispatchOutcome:
     ``deadline_passed``, ``rejected``, ``unavailable`` (left pending for the next run),
     ``held_elsewhere`` (another live dispatcher still holds its claim after the wait),
     ``lost_claim`` (this run's claim was taken over before the submission: not submitted),
-    ``dry_run``. ``duplicates``: other backend ids found with the same key.
+    ``interrupted`` (the dispatcher was asked to stop before the unit's submission began: not
+    submitted, left pending and unclaimed for the next run), ``dry_run``. ``duplicates``:
+    other backend ids found with the same key.
     """
 
     key: str
@@ -195,7 +199,7 @@ class DispatchOutcome:
     duplicates: str = ""
 
 
-INCOMPLETE = frozenset({"unavailable", "held_elsewhere", "lost_claim"})
+INCOMPLETE = frozenset({"unavailable", "held_elsewhere", "lost_claim", "interrupted"})
 """Outcomes that leave a unit pending: the run is not complete (exit 3; run again)."""
 
 ON_BACKEND = frozenset({"submitted", "reconciled", "recorded", "already_dispatched"})
@@ -599,7 +603,8 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
                   sleep: Callable[[float], None] = time.sleep,
                   max_attempts: int | None = None,
                   claimant: Claimant | None = None,
-                  placeholder: bool | None = None) -> DispatchSummary:
+                  placeholder: bool | None = None,
+                  stop: threading.Event | None = None) -> DispatchSummary:
     """Dispatch a stored plan's placements to their sites' schedulers, exactly once.
 
     Parameters
@@ -637,6 +642,13 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
         (labelled on the backend object and counted in the notes); None uses
         ``settings.dispatch_placeholder``. Without it such a job is not submitted: its outcome
         is ``no_payload`` (reason ``NoPayload``), counted in the notes.
+    stop
+        Set by the caller to stop the run (a service shutting down): no submission begins
+        after it, those in flight finish and are recorded, the units not submitted are
+        ``interrupted`` (pending, their claims released, taken by the next run) and a note
+        counts them. A signal turned into :class:`~carbonsched.errors.Interrupted` in the
+        calling thread does the same, the note added to the interruption. None: only a
+        signal stops it.
 
     Returns
     -------
@@ -797,7 +809,7 @@ def dispatch_plan(store: Store, plan_id: str, catalog: Catalog | str | None = No
     committed = [r.key for r in requests if not uncommitted(r)]
     claimant = claimant or Claimant(store, settings.dispatch_lease_s)
     _drive_pending(store, adapters, summary, clock, settings, sleep, attempts_max, claimant,
-                   wait_keys=committed)
+                   wait_keys=committed, stop=stop)
     _settle_outcomes(store, summary, committed, plan_id, claimant)
     summary.seconds = time.perf_counter() - t0
     return summary
@@ -902,44 +914,62 @@ def _insert_new(s: Session, rows: Sequence[Mapping[str, Any]]) -> None:
 def _drive_pending(store: Store, adapters: Mapping[str, DispatchAdapter],
                    summary: DispatchSummary, clock: Clock, settings: Settings,
                    sleep: Callable[[float], None], attempts_max: int, claimant: Claimant,
-                   wait_keys: Sequence[str] = ()) -> None:
+                   wait_keys: Sequence[str] = (), stop: threading.Event | None = None) -> None:
     """Claim, reconcile and submit every pending intent of the adapters' sites.
 
     Unreachable backends are retried with backoff; then, for ``wait_keys`` that another live
     dispatcher holds, this run waits (up to ``settings.dispatch_wait_s``) for them to be
     recorded, taking over any whose claim lapses.
+
+    Asked to stop — ``stop`` set (a service shutting down), or an interruption of this thread
+    (:class:`~carbonsched.errors.Interrupted`) — no submission begins after it; those in flight
+    finish and are recorded, every claim is released, and a note says how many units are on
+    their backend and how many are left pending for the next run (in ``summary.notes``, and
+    added to the interruption, whose line the CLI prints).
     """
     outcomes: dict[str, DispatchOutcome] = {}
     sites = list(adapters)
+    stop = stop or threading.Event()
     with claimant.heartbeat():
-        for attempt in range(attempts_max):
-            claim = claimant.claim(sites)
-            if not claim.ids:
-                break
-            if attempt > 0:
-                delay = settings.dispatch_backoff_s * 2 ** (attempt - 1)
-                summary.retries += 1
-                sleep(delay)
-            _drive_claim(store, adapters, claim, clock, settings, claimant, outcomes, summary)
-            if all(o.action != "unavailable" for o in outcomes.values()):
-                break
-        if wait_keys:
-            # the plan's units still pending that this run did not give up on: another
-            # dispatcher claims them (or is in the middle of claiming them); wait for them to be
-            # recorded, and take over any whose claim lapses
-            deadline = time.monotonic() + settings.dispatch_wait_s
-            poll = min(1.0, settings.dispatch_lease_s / 10)
-            while time.monotonic() < deadline:
-                left = [k for k in _pending_keys(store, wait_keys)
-                        if k not in outcomes or outcomes[k].action != "unavailable"]
-                if not left:
+        try:
+            for attempt in range(attempts_max):
+                if stop.is_set():
                     break
-                claim = claimant.claim(sites, keys=left)
-                if claim.ids:
-                    _drive_claim(store, adapters, claim, clock, settings, claimant, outcomes,
-                                 summary)
-                    continue
-                time.sleep(max(0.05, min(poll, deadline - time.monotonic())))
+                claim = claimant.claim(sites)
+                if not claim.ids:
+                    break
+                if attempt > 0:
+                    delay = settings.dispatch_backoff_s * 2 ** (attempt - 1)
+                    summary.retries += 1
+                    sleep(delay)
+                _drive_claim(store, adapters, claim, clock, settings, claimant, outcomes,
+                             summary, stop)
+                if all(o.action != "unavailable" for o in outcomes.values()):
+                    break
+            if wait_keys:
+                # the plan's units still pending that this run did not give up on: another
+                # dispatcher claims them (or is in the middle of claiming them); wait for them
+                # to be recorded, and take over any whose claim lapses
+                deadline = time.monotonic() + settings.dispatch_wait_s
+                poll = min(1.0, settings.dispatch_lease_s / 10)
+                while time.monotonic() < deadline and not stop.is_set():
+                    left = [k for k in _pending_keys(store, wait_keys)
+                            if k not in outcomes or outcomes[k].action != "unavailable"]
+                    if not left:
+                        break
+                    claim = claimant.claim(sites, keys=left)
+                    if claim.ids:
+                        _drive_claim(store, adapters, claim, clock, settings, claimant,
+                                     outcomes, summary, stop)
+                        continue
+                    stop.wait(max(0.05, min(poll, deadline - time.monotonic())))
+        except BaseException as exc:
+            if not isinstance(exc, Exception):   # interrupted (a signal): say what is left
+                stop.set()
+                exc.add_note(stopped_note(outcomes.values()))
+            raise
+    if stop.is_set():
+        summary.notes.append(stopped_note(outcomes.values()))
     if claimant.missed_beats:
         summary.notes.append(f"{claimant.missed_beats} lease renewal(s) failed (the database "
                              "did not answer); claims are renewed again before each submission")
@@ -948,10 +978,45 @@ def _drive_pending(store: Store, adapters: Mapping[str, DispatchAdapter],
     summary.outcomes.extend(outcomes.values())
 
 
+def stopped_note(outcomes: Collection[DispatchOutcome]) -> str:
+    """What a dispatch run asked to stop leaves: units on their backend, units still pending.
+
+    Parameters
+    ----------
+    outcomes
+        The outcomes of the units the run drove before it stopped.
+
+    Returns
+    -------
+    str
+        ``dispatch stopped: 2 units on their backend (submitted or found before the stop; a
+        submission in flight finished and was recorded), 18 left pending for the next run
+        (18 interrupted)``.
+    """
+    on = sum(1 for o in outcomes if o.action in ("submitted", "reconciled"))
+    left: dict[str, int] = {}
+    for o in outcomes:
+        if o.action in INCOMPLETE:
+            left[o.action] = left.get(o.action, 0) + 1
+    n_left = sum(left.values())
+    why = ", ".join(f"{n} {a}" for a, n in sorted(left.items()))
+    return (f"dispatch stopped: {on} unit{'s' * (on != 1)} on their backend (submitted or found "
+            "before the stop; a submission in flight finished and was recorded), "
+            f"{n_left} left pending for the next run" + (f" ({why})" if why else ""))
+
+
 def _drive_claim(store: Store, adapters: Mapping[str, DispatchAdapter], claim: Claim,
                  clock: Clock, settings: Settings, claimant: Claimant,
-                 outcomes: dict[str, DispatchOutcome], summary: DispatchSummary) -> None:
-    """Drive the claimed rows, one thread per backend."""
+                 outcomes: dict[str, DispatchOutcome], summary: DispatchSummary,
+                 stop: threading.Event) -> None:
+    """Drive the claimed rows, one thread per backend.
+
+    An interruption of this (the main) thread — a signal turned into
+    :class:`~carbonsched.errors.Interrupted`, ``KeyboardInterrupt`` — sets ``stop``: no
+    submission begins after it, the submissions in flight finish and are recorded
+    (:func:`_submit_rows`), what each backend's pass did is merged into ``outcomes`` (the units
+    not submitted ``interrupted``), and the interruption goes on up.
+    """
     with Session(store.engine) as s:
         rows = [(r.id, r.site) for r in s.execute(select(DispatchRow.id, DispatchRow.site).where(
             DispatchRow.id.in_(claim.ids)))]
@@ -959,25 +1024,55 @@ def _drive_claim(store: Store, adapters: Mapping[str, DispatchAdapter], claim: C
     for rid, site in rows:
         groups.setdefault(adapters[site].name, []).append(rid)
     site_of = {adapters[site].name: site for _, site in rows}
-    with ThreadPoolExecutor(max_workers=max(1, len(groups))) as pool:
+
+    def pending_rows(ids: Sequence[int], action: str, detail: str) -> list[DispatchOutcome]:
+        with Session(store.engine) as s:   # what the pass recorded before stands
+            return [_outcome(r, action, detail)
+                    if r.state == JobState.PENDING.value else _outcome(r, "recorded")
+                    for r in s.scalars(select(DispatchRow).where(DispatchRow.id.in_(ids)))]
+
+    def take(f: Future[list[DispatchOutcome]]) -> None:
+        try:
+            done = f.result()
+        except (SQLAlchemyError, StoreUnavailableError, BackendError):
+            raise   # the store's outage, or a backend's error an operator must fix
+        except Exception as exc:  # one adapter's fault holds back only its own units
+            name, ids = futs[f]
+            done = pending_rows(ids, "unavailable", str(unexpected(name, "a dispatch pass", exc)))
+        for o in done:
+            outcomes[o.key] = o
+
+    pool = ThreadPoolExecutor(max_workers=max(1, len(groups)))
+    futs: dict[Future[list[DispatchOutcome]], tuple[str, list[int]]] = {}
+    taken: set[Future[list[DispatchOutcome]]] = set()
+    try:
         futs = {pool.submit(_drive_backend, store, adapters[site_of[name]], ids, clock,
-                            settings.dispatch_workers, claimant, claim.taken_over): (name, ids)
-                for name, ids in groups.items()}
+                            settings.dispatch_workers, claimant, claim.taken_over, stop):
+                (name, ids) for name, ids in groups.items()}
         for f in as_completed(futs):
+            take(f)
+            taken.add(f)
+    except BaseException as exc:
+        if isinstance(exc, Exception):
+            pool.shutdown(wait=True)
+            raise
+        # asked to stop (a signal, in this thread): no submission begins from now on; those in
+        # flight are waited for (a second signal ends the process at once) and recorded
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        for f, (_name, ids) in futs.items():
+            if f in taken:
+                continue
             try:
-                done = f.result()
-            except (SQLAlchemyError, StoreUnavailableError, BackendError):
-                raise   # the store's outage, or a backend's error an operator must fix
-            except Exception as exc:  # one adapter's fault holds back only its own units
-                name, ids = futs[f]
-                err = unexpected(name, "a dispatch pass", exc)
-                with Session(store.engine) as s:   # what it recorded before stands
-                    done = [_outcome(r, "unavailable", str(err))
-                            if r.state == JobState.PENDING.value else _outcome(r, "recorded")
-                            for r in s.scalars(select(DispatchRow).where(
-                                DispatchRow.id.in_(ids)))]
-            for o in done:
-                outcomes[o.key] = o
+                if f.cancelled():
+                    raise RuntimeError("not started")
+                take(f)
+            except Exception:  # noqa: BLE001 - the interruption is what goes up; rows say
+                with contextlib.suppress(SQLAlchemyError):
+                    for o in pending_rows(ids, "interrupted", _NOT_BEGUN):
+                        outcomes[o.key] = o
+        raise
+    pool.shutdown(wait=True)
     dup = [o for o in outcomes.values() if o.duplicates]
     note = [n for n in summary.notes if n.startswith("duplicates on the backend:")]
     if dup:
@@ -1073,7 +1168,8 @@ def _late(row: DispatchRow, now: datetime) -> str:
 
 def _drive_backend(store: Store, adapter: DispatchAdapter, row_ids: Sequence[int],
                    clock: Clock, workers: int, claimant: Claimant,
-                   taken_over: Collection[int] = ()) -> list[DispatchOutcome]:
+                   taken_over: Collection[int] = (),
+                   stop: threading.Event | None = None) -> list[DispatchOutcome]:
     """One backend's pass over claimed rows.
 
     Find the keys already on the backend (its current list, then — for rows whose
@@ -1084,13 +1180,17 @@ def _drive_backend(store: Store, adapter: DispatchAdapter, row_ids: Sequence[int
     configuration included) gets nothing submitted: its rows stay pending as ``unavailable``
     and the next run retries them. A row whose submission may already have reached the
     backend (``submit_attempted_at`` set) stays pending even past its deadline: only the
-    backend can say whether that job exists.
+    backend can say whether that job exists. Once ``stop`` is set no submission begins (see
+    :func:`_submit_rows`); the rows not submitted are ``interrupted``, their claims released.
     """
     out: list[DispatchOutcome] = []
+    stop = stop or threading.Event()
     try:
         with Session(store.engine, expire_on_commit=False) as s:
             rows = {r.key: r for r in s.scalars(select(DispatchRow).where(
                 DispatchRow.id.in_(list(row_ids))).order_by(DispatchRow.id))}
+            if stop.is_set():   # asked to stop before this backend's pass began
+                return [_outcome(r, "interrupted", _NOT_BEGUN) for r in rows.values()]
             unknown: dict[str, str] = {}
             try:
                 try:
@@ -1167,7 +1267,7 @@ def _drive_backend(store: Store, adapter: DispatchAdapter, row_ids: Sequence[int
                 s.commit()
             if not todo:
                 return out
-            submitted = _submit_rows(s, adapter, todo, clock, workers, claimant, out)
+            submitted = _submit_rows(s, adapter, todo, clock, workers, claimant, out, stop)
             if submitted:
                 _learn_backend_records(s, adapter, submitted, out)
     finally:
@@ -1176,6 +1276,9 @@ def _drive_backend(store: Store, adapter: DispatchAdapter, row_ids: Sequence[int
 
 
 _LOST = "lost"
+_STOPPED = "stopped"
+_NOT_BEGUN = ("the dispatcher was asked to stop before this unit's submission began: not "
+              "submitted, left pending for the next run")
 
 
 class _Unreadable(Exception):
@@ -1184,8 +1287,16 @@ class _Unreadable(Exception):
 
 def _submit_rows(s: Session, adapter: DispatchAdapter, todo: Sequence[DispatchRow],
                  clock: Clock, workers: int, claimant: Claimant,
-                 out: list[DispatchOutcome]) -> list[DispatchRow]:
-    """Submit ``todo`` (in waves by piece), each after renewing its claim; record each result."""
+                 out: list[DispatchOutcome], stop: threading.Event) -> list[DispatchRow]:
+    """Submit ``todo`` (in waves by piece), each after renewing its claim; record each result.
+
+    Once ``stop`` is set no submission begins: a worker checks it right before it claims the
+    unit's side effect (:meth:`~carbonsched.dispatch.lease.Claimant.begin_side_effect`), the
+    units still queued are cancelled (``shutdown(cancel_futures=True)``) and later waves are
+    not started; each of those is reported ``interrupted`` and left pending (the caller
+    releases its claim). A submission already begun is waited for and recorded: a side effect
+    is never left between its claim and its record.
+    """
     def submit(row: DispatchRow) -> tuple[DispatchRow, BackendJob | Exception | str]:
         try:
             req = _request_from_row(row)
@@ -1199,6 +1310,8 @@ def _submit_rows(s: Session, adapter: DispatchAdapter, todo: Sequence[DispatchRo
         late = _late(row, _now(clock))
         if late:
             return row, late
+        if stop.is_set():   # asked to stop: this unit's side effect is not begun
+            return row, _STOPPED
         if not claimant.begin_side_effect(row.id):
             return row, _LOST
         try:
@@ -1209,47 +1322,78 @@ def _submit_rows(s: Session, adapter: DispatchAdapter, todo: Sequence[DispatchRo
             return row, unexpected(adapter.name, f"submit of {row.key}", exc)
 
     submitted: list[DispatchRow] = []
+    not_begun: list[DispatchRow] = []
     pending_commit = 0
-    # in waves by piece: a resumed piece is submitted after its predecessor, so the backend
-    # can chain it (Slurm --dependency) to the job it already holds
-    waves = [[r for r in todo if r.piece == k] for k in sorted({r.piece for r in todo})]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for fut in (f for wave in waves
-                    for f in as_completed([pool.submit(submit, r) for r in wave])):
-            row, res = fut.result()
-            now = _now(clock)
-            if res is _LOST:  # another dispatcher took the claim over: it decides this unit
-                out.append(_outcome(row, "lost_claim", "this run's claim was taken over before "
-                                    "the submission; not submitted by this run"))
-                continue
-            row.attempts += 1
-            if isinstance(res, _Unreadable):
-                row.state, row.reason = str(JobState.FAILED), str(ReasonCode.INVALID_SPEC)
-                row.detail, row.updated_at = str(res), now
-                out.append(_outcome(row, "rejected"))
-            elif isinstance(res, str):  # a retried intent whose deadline has passed
-                row.state, row.reason = str(JobState.FAILED), str(ReasonCode.DEADLINE_PASSED)
-                row.detail, row.updated_at = res, now
-                out.append(_outcome(row, "deadline_passed"))
-            elif isinstance(res, BackendUnavailableError):
-                row.reason, row.detail, row.updated_at = (
-                    str(ReasonCode.BACKEND_UNAVAILABLE), str(res), now)
-                out.append(_outcome(row, "unavailable"))
-            elif isinstance(res, BackendRejectedError):
-                row.state = str(JobState.FAILED)
-                row.reason = str(ReasonCode.NAME_CONFLICT if res.conflict
-                                 else ReasonCode.REJECTED)
-                row.detail, row.updated_at = res.detail, now
-                out.append(_outcome(row, "rejected"))
-            else:
-                _apply(row, res, now)
-                out.append(_outcome(row, "reconciled" if res.resolved else "submitted"))
-                submitted.append(row)
-            pending_commit += 1
-            if pending_commit >= 200:
-                s.commit()
-                pending_commit = 0
+
+    def finished() -> Iterator[tuple[DispatchRow, BackendJob | Exception | str]]:
+        """Each result as it arrives; once ``stop`` is set, the rest without starting any."""
+        # in waves by piece: a resumed piece is submitted after its predecessor, so the backend
+        # can chain it (Slurm --dependency) to the job it already holds
+        waves = [[r for r in todo if r.piece == k] for k in sorted({r.piece for r in todo})]
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for wave in waves:
+                if stop.is_set():
+                    not_begun.extend(wave)
+                    continue
+                futs = {pool.submit(submit, r): r for r in wave}
+                seen: set[Future[Any]] = set()
+                for fut in as_completed(futs):
+                    seen.add(fut)
+                    yield fut.result()
+                    if stop.is_set():
+                        break
+                if len(seen) == len(futs):
+                    continue
+                # stopped: the queued are cancelled (as_completed never yields a cancelled
+                # future); a submission already running is waited for and recorded
+                pool.shutdown(wait=False, cancel_futures=True)
+                for fut, row in futs.items():
+                    if fut in seen:
+                        continue
+                    if fut.cancelled():
+                        not_begun.append(row)
+                    else:
+                        yield fut.result()
+
+    for row, res in finished():
+        now = _now(clock)
+        if res is _STOPPED:
+            not_begun.append(row)
+            continue
+        if res is _LOST:  # another dispatcher took the claim over: it decides this unit
+            out.append(_outcome(row, "lost_claim", "this run's claim was taken over before "
+                                "the submission; not submitted by this run"))
+            continue
+        row.attempts += 1
+        if isinstance(res, _Unreadable):
+            row.state, row.reason = str(JobState.FAILED), str(ReasonCode.INVALID_SPEC)
+            row.detail, row.updated_at = str(res), now
+            out.append(_outcome(row, "rejected"))
+        elif isinstance(res, str):  # a retried intent whose deadline has passed
+            row.state, row.reason = str(JobState.FAILED), str(ReasonCode.DEADLINE_PASSED)
+            row.detail, row.updated_at = res, now
+            out.append(_outcome(row, "deadline_passed"))
+        elif isinstance(res, BackendUnavailableError):
+            row.reason, row.detail, row.updated_at = (
+                str(ReasonCode.BACKEND_UNAVAILABLE), str(res), now)
+            out.append(_outcome(row, "unavailable"))
+        elif isinstance(res, BackendRejectedError):
+            row.state = str(JobState.FAILED)
+            row.reason = str(ReasonCode.NAME_CONFLICT if res.conflict
+                             else ReasonCode.REJECTED)
+            row.detail, row.updated_at = res.detail, now
+            out.append(_outcome(row, "rejected"))
+        else:
+            _apply(row, res, now)
+            out.append(_outcome(row, "reconciled" if res.resolved else "submitted"))
+            submitted.append(row)
+        pending_commit += 1
+        if pending_commit >= 200:
+            s.commit()
+            pending_commit = 0
     s.commit()
+    for row in sorted(not_begun, key=lambda r: r.id):
+        out.append(_outcome(row, "interrupted", _NOT_BEGUN))
     return submitted
 
 
@@ -1286,10 +1430,11 @@ def reconcile(store: Store, catalog: Catalog | str, *, clock: Clock = system_clo
               settings: Settings | None = None,
               sleep: Callable[[float], None] = time.sleep,
               max_attempts: int | None = None,
-              claimant: Claimant | None = None) -> DispatchSummary:
+              claimant: Claimant | None = None,
+              stop: threading.Event | None = None) -> DispatchSummary:
     """Finish every pending intent of the catalog's sites (the service calls this at start-up).
 
-    Only intents no live dispatcher holds are driven (see :func:`dispatch_plan`).
+    Only intents no live dispatcher holds are driven; ``stop`` as for :func:`dispatch_plan`.
     """
     settings = settings or get_settings()
     if isinstance(catalog, str | Path):
@@ -1300,7 +1445,7 @@ def reconcile(store: Store, catalog: Catalog | str, *, clock: Clock = system_clo
     t0 = time.perf_counter()
     _drive_pending(store, adapters, summary, clock, settings, sleep,
                    max_attempts or settings.dispatch_max_attempts,
-                   claimant or Claimant(store, settings.dispatch_lease_s))
+                   claimant or Claimant(store, settings.dispatch_lease_s), stop=stop)
     summary.seconds = time.perf_counter() - t0
     return summary
 
