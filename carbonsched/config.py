@@ -156,6 +156,14 @@ class Settings(BaseSettings):
     """Interface ``carbonsched serve`` listens on."""
     port: int = Field(8080, ge=0, le=65535)
     """TCP port of ``carbonsched serve``."""
+    shutdown_timeout_s: float = Field(30.0, gt=0, le=3600)
+    """How long ``carbonsched serve``, asked to stop (SIGTERM, Ctrl-C), waits for each part of
+    its shutdown: the requests in progress (uvicorn's ``timeout_graceful_shutdown``; then
+    cancelled), then the background work (a dispatch pass finishing its submissions in flight;
+    none begins after the signal). Work still running after that is abandoned and the process
+    exits: a run it held is taken over once its lease runs out. Give the pod a
+    ``terminationGracePeriodSeconds`` of at least twice this. [s] A project choice: Kubernetes'
+    default grace period is 30 s."""
     catalog: str = "china-eastdata-westcompute"
     """Catalog the service plans: a shipped name (``carbonsched catalog list``) or a TOML path."""
     data_dir: Path = Field(

@@ -34,7 +34,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
                  "rolling", "rolling_run_every_hours", "flex_notice_hours", "flex_event_hours",
                  "power_caps"),
     "The service and the cron": (
-        "host", "port", "as_of", "cron_enabled", "cron_startup_run", "cron_time", "cron_timezone",
+        "host", "port", "shutdown_timeout_s", "as_of", "cron_enabled", "cron_startup_run",
+        "cron_time", "cron_timezone",
         "cron_plan_offset_days", "cron_check_interval_s", "lease_s",
         "bootstrap_admin_token", "token_cache_s", "token_cache_max_entries",
         "max_request_bytes", "max_jobs_per_request", "book_refresh_s",

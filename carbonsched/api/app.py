@@ -12,6 +12,7 @@ be reached (any SQLAlchemy connection-level error, a backend-unavailable error) 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -172,7 +173,8 @@ class Timing:
 
 
 def create_app(settings: Settings, clock: Clock | None = None,
-               dispatch: Callable[..., Any] | None = None) -> FastAPI:
+               dispatch: Callable[..., Any] | None = None,
+               stop: threading.Event | None = None) -> FastAPI:
     """Build the service.
 
     Parameters
@@ -184,13 +186,17 @@ def create_app(settings: Settings, clock: Clock | None = None,
     dispatch
         The pipeline's dispatch step (``dispatch_plan(store, plan_id, catalog, *, clock)``);
         ``None``: the run records say "dispatch: not configured".
+    stop
+        Set to ask the background work to stop (``carbonsched serve`` sets it when signalled,
+        before the requests in progress are drained); default: set at the lifespan's end
+        (:meth:`~carbonsched.api.state.ServiceState.stop`).
     """
     clock = clock or SystemClock()
     holder: dict[str, ServiceState] = {}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        state = ServiceState(settings, clock, dispatch)
+        state = ServiceState(settings, clock, dispatch, stop)
         app.state.svc = state
         holder["state"] = state
         state.start()

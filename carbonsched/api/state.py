@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -49,10 +50,14 @@ class ServiceState:
         The one clock.
     dispatch
         The pipeline's dispatch step, or ``None`` (run records say "not configured").
+    stop
+        The event that asks the background work to stop (``carbonsched serve`` sets it as soon
+        as it is signalled); default a new one, set by :meth:`stop`.
     """
 
     def __init__(self, settings: Settings, clock: Clock,
-                 dispatch: Callable[..., Any] | None = None) -> None:
+                 dispatch: Callable[..., Any] | None = None,
+                 stop: threading.Event | None = None) -> None:
         self.settings = settings
         self.clock = clock
         self.dispatch = dispatch
@@ -73,8 +78,10 @@ class ServiceState:
         self.cron: Any = None
         self.loops: Any = None
         self.leader: Any = None
-        self._stop = threading.Event()
+        self._stop = stop or threading.Event()
         self._refresher: threading.Thread | None = None
+        self.stuck: list[str] = []
+        """What was still running when :meth:`stop` gave up waiting (``[]``: nothing)."""
 
     @property
     def refuses_nothing_to_run(self) -> bool:
@@ -186,10 +193,11 @@ class ServiceState:
         self.leader = LeaderLease(self.store.engine, self.replica, self.settings.lease_s)
         if self.settings.cron_enabled:
             from carbonsched.service.cron import DailyCron
+            from carbonsched.service.runs import stoppable
 
             self.cron = DailyCron.from_settings(
                 self.settings, self.db, self.clock, catalog=self.catalog,
-                dispatch=self.dispatch, metrics=self.metrics,
+                dispatch=stoppable(self.dispatch, self._stop), metrics=self.metrics,
                 on_plan=lambda _pid: self.refresh_book(), leader=self.leader,
                 replica=self.replica)
             log.info("cron: daily run at %s %s; start-up run %s (CARBONSCHED_CRON_STARTUP_RUN)",
@@ -198,16 +206,44 @@ class ServiceState:
                      if self.settings.cron_startup_run else "off")
             self.cron.start()
         self.loops = ServiceLoops(self.settings, self.db, self.catalog, self.clock,
-                                  self.metrics, self.leader, cron=self.cron)
+                                  self.metrics, self.leader, cron=self.cron, stop=self._stop)
         self.loops.start()
 
-    def stop(self) -> None:
-        """Stop the loops, the cron and the refresher; give up the lead."""
+    def stop(self) -> list[str]:
+        """Stop the loops, the cron and the refresher; give up the lead.
+
+        The stop event is set first: a dispatch pass in progress begins no submission after it
+        and leaves its other units pending and unclaimed (those in flight finish and are
+        recorded). The passes and the cron's run in progress are waited for, up to
+        ``settings.shutdown_timeout_s``; what still runs then is named in :attr:`stuck` and the
+        log, and left behind (the caller exits the process: a run record it held is taken over
+        once its lease runs out).
+
+        Returns
+        -------
+        list of str
+            :attr:`stuck`: ``"service loops"``, ``"cron"`` (``[]`` when everything ended).
+        """
         self._stop.set()
-        if self.loops is not None:
-            self.loops.stop()
-        if self.cron is not None:
-            self.cron.shutdown(release=False)
+        parts = [(name, fn) for name, fn in (
+            ("service loops", None if self.loops is None else
+             lambda: self.loops.stop(wait=True)),
+            ("cron", None if self.cron is None else
+             lambda: self.cron.shutdown(release=False, wait=True))) if fn is not None]
+        waits = [threading.Thread(target=fn, name=f"stopping {name}", daemon=True)
+                 for name, fn in parts]
+        for t in waits:
+            t.start()
+        deadline = time.monotonic() + self.settings.shutdown_timeout_s
+        for t in waits:
+            t.join(max(0.0, deadline - time.monotonic()))
+        self.stuck = [name for (name, _), t in zip(parts, waits, strict=True) if t.is_alive()]
+        if self.stuck:
+            log.error("shutdown: %s still running after %g s (CARBONSCHED_SHUTDOWN_TIMEOUT_S): "
+                      "left behind; a run it holds is taken over once its lease runs out "
+                      "(%g s)", " and ".join(self.stuck), self.settings.shutdown_timeout_s,
+                      self.settings.lease_s)
         if self.leader is not None:
             self.leader.release()
         self.store.engine.dispose()
+        return self.stuck

@@ -74,9 +74,16 @@ def serve(
     workload: Annotated[Path | None, typer.Option(
         "--jobs", help="Workload file the daily run plans (default: demo day).")] = None,
 ) -> None:
-    """Run the REST API and the daily plan -> dispatch cron (FastAPI on uvicorn)."""
+    """Run the REST API and the daily plan -> dispatch cron (FastAPI on uvicorn).
+
+    SIGTERM or Ctrl-C stops it within bounds: no dispatch submission begins after the signal,
+    the requests and the background work in progress get CARBONSCHED_SHUTDOWN_TIMEOUT_S each
+    (default 30 s), then the process exits 143 or 130.
+    """
     with errors():
         require_service_extra("carbonsched serve")
+    import threading
+
     import uvicorn
 
     from carbonsched.api.app import create_app
@@ -107,8 +114,47 @@ def serve(
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
         logging.getLogger("carbonsched").info("settings: %s", s.public_dict())
-        app = create_app(s, clock, dispatch)
-    uvicorn.run(app, host=s.host, port=s.port, log_level="info", access_log=False)
+        stop = threading.Event()
+        app = create_app(s, clock, dispatch, stop)
+    config = uvicorn.Config(app, host=s.host, port=s.port, log_level="info", access_log=False,
+                            timeout_graceful_shutdown=s.shutdown_timeout_s)
+    _serve_until_stopped(uvicorn, config, app, stop, s.shutdown_timeout_s)
+
+
+def _serve_until_stopped(uvicorn: Any, config: Any, app: Any, stop: Any,
+                         timeout_s: float) -> None:
+    """Run uvicorn; on its first SIGINT or SIGTERM set ``stop`` at once, then exit bounded.
+
+    ``stop`` asks the background work (the dispatch loops, the cron's run) to begin no further
+    submission while uvicorn drains the requests (``timeout_graceful_shutdown``). uvicorn then
+    raises the signal again, which :mod:`carbonsched.cli.interrupts` turns into
+    :class:`~carbonsched.errors.Interrupted` (exit 143 or 130). When the background work was
+    still running after ``timeout_s`` (:attr:`~carbonsched.api.state.ServiceState.stuck`), its
+    threads would hold the interpreter's exit: the line is printed and the process ends now.
+    """
+    from carbonsched.cli.interrupts import interrupted_line
+    from carbonsched.errors import Interrupted
+
+    class Server(uvicorn.Server):  # type: ignore[misc,name-defined]
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            stop.set()
+            super().handle_exit(sig, frame)
+
+    try:
+        Server(config).run()
+    except Interrupted as exc:
+        state = getattr(app.state, "svc", None)
+        stuck = getattr(state, "stuck", None)
+        if not stuck:
+            raise
+        exc.add_note(f"{' and '.join(stuck)} still running after {timeout_s:g} s "
+                     "(CARBONSCHED_SHUTDOWN_TIMEOUT_S): left behind; a run it held is taken "
+                     "over once its lease runs out")
+        err.print(interrupted_line(exc), highlight=False, soft_wrap=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(exc.exit_code)
 
 
 def _check_port_free(host: str, port: int) -> None:

@@ -539,10 +539,13 @@ class DailyCron:
         sched.start()
         self._scheduler = sched
 
-    def shutdown(self, release: bool = True) -> None:
-        """Stop the scheduler and (``release``) give up the lead."""
-        if self._scheduler is not None:
-            self._scheduler.shutdown(wait=False)
-            self._scheduler = None
+    def shutdown(self, release: bool = True, wait: bool = False) -> None:
+        """Stop the scheduler and (``release``) give up the lead.
+
+        ``wait``: return only once a run in progress has ended (the caller bounds the wait).
+        """
+        sched, self._scheduler = self._scheduler, None
+        if sched is not None:
+            sched.shutdown(wait=wait)
         if release and self.leader is not None:
             self.leader.release()

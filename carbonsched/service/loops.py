@@ -100,11 +100,15 @@ class ServiceLoops:
         :class:`~carbonsched.service.cron.DailyCron` to kick on the leader, or ``None``.
     build_adapter
         ``build_adapter(site) -> adapter``; default: the adapter registry with the settings.
+    stop
+        Set when the service is asked to stop: a reconcile pass begins no submission after it
+        (:func:`carbonsched.dispatch.outbox.reconcile`), its units left pending and unclaimed.
     """
 
     def __init__(self, settings: Settings, service_store: ServiceStore, catalog: Catalog,
                  clock: Clock, metrics: Any, leader: Any, cron: Any = None,
-                 build_adapter: Callable[[Any], Any] | None = None) -> None:
+                 build_adapter: Callable[[Any], Any] | None = None,
+                 stop: threading.Event | None = None) -> None:
         self.settings = settings
         self.db = service_store
         self.catalog = catalog
@@ -124,6 +128,7 @@ class ServiceLoops:
         self.last_prune: float | None = None
         """``time.monotonic()`` of this process's last successful prune."""
         self._scheduler: Any = None
+        self.stop_event = stop or threading.Event()
 
     # --- the scheduler ----------------------------------------------------------------------
     def start(self) -> None:
@@ -153,11 +158,19 @@ class ServiceLoops:
                  f"{self.settings.reconcile_interval_s:g} s and on taking the lead)"
                  if self.dispatch_on else "off (no dispatcher; CARBONSCHED_DISPATCH_LOOPS)")
 
-    def stop(self) -> None:
-        """Stop the jobs (the lease is released by the caller)."""
-        if self._scheduler is not None:
-            self._scheduler.shutdown(wait=False)
-            self._scheduler = None
+    def stop(self, wait: bool = False) -> None:
+        """Stop the jobs (the lease is released by the caller).
+
+        Parameters
+        ----------
+        wait
+            Return only once the passes running now have ended (the caller bounds the wait:
+            :meth:`carbonsched.api.state.ServiceState.stop`).
+        """
+        self.stop_event.set()
+        sched, self._scheduler = self._scheduler, None
+        if sched is not None:
+            sched.shutdown(wait=wait)
 
     # --- the lease ----------------------------------------------------------------------------
     def lease_pass(self) -> bool:
@@ -249,7 +262,8 @@ class ServiceLoops:
         from carbonsched.dispatch.outbox import reconcile
 
         summary = reconcile(self.db.store, self.catalog, clock=self.clock.now,
-                            adapters=adapters, settings=self.settings, max_attempts=1)
+                            adapters=adapters, settings=self.settings, max_attempts=1,
+                            stop=self.stop_event)
         self.last_reconcile = self.clock.now()
         self.metrics.reconcile_last_success.set(time.time())
         if summary.outcomes:

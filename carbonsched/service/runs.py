@@ -19,6 +19,7 @@ In both, the plan file is written before anything is stored, so a dead database 
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import logging
 import threading
@@ -123,6 +124,36 @@ def dispatch_verdict(summary: dict[str, Any]) -> tuple[str, str]:
                                      f"is on its backend ({said}); `carbonsched status {pid}` "
                                      "says why")
     return "ok", ""
+
+
+def stoppable(dispatch: DispatchStep | None, stop: threading.Event) -> DispatchStep | None:
+    """``dispatch`` called with ``stop=stop`` when it takes that argument.
+
+    :func:`carbonsched.dispatch.outbox.dispatch_plan` does: once ``stop`` is set (the service
+    shutting down) no submission begins and the units not submitted stay pending, unclaimed,
+    for the next pass. A step that takes neither ``stop`` nor ``**kwargs`` is returned as it is.
+
+    Parameters
+    ----------
+    dispatch
+        The dispatch step, or ``None``.
+    stop
+        The event the service sets when it is asked to stop.
+
+    Returns
+    -------
+    callable or None
+        The step with ``stop`` bound, the step itself, or ``None``.
+    """
+    if dispatch is None:
+        return None
+    try:
+        params = inspect.signature(dispatch).parameters.values()
+    except (TypeError, ValueError):   # a callable without a signature: called as it is
+        return dispatch
+    if any(p.name == "stop" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return functools.partial(dispatch, stop=stop)
+    return dispatch
 
 
 def finish_run(doc: dict[str, Any], service_store: Any, catalog: Catalog, clock: Clock,

@@ -43,3 +43,30 @@ def claim_and_hold(store: Any, plan_id: str, catalog: Any, **kwargs: Any) -> dic
         Path(marker).write_text(f"{os.getpid()} {n}\n")
         time.sleep(600)
     return {"plan_id": plan_id, "dispatched": 0}
+
+
+def claim_until_stopped(store: Any, plan_id: str, catalog: Any, *, stop: Any = None,
+                        **kwargs: Any) -> dict[str, Any]:
+    """As :func:`claim_and_hold`, as this process's own claimant, until ``stop`` is set.
+
+    A dispatch step that honours the service's stop event as ``dispatch_plan`` does: it
+    returns once the event is set (or after 10 minutes), its units not submitted, still
+    pending, and its claims released by the heartbeat on the way out.
+    """
+    marker = os.environ.get("CARBONSCHED_TEST_BLOCK_MARKER")
+    if not marker or stop is None:
+        return {"plan_id": plan_id, "dispatched": 0}
+    t = datetime.now(UTC)
+    with store.engine.begin() as c:
+        c.execute(insert(DispatchRow), [dict(
+            key=f"{plan_id}-k{i}", job_id=f"j{i}", piece=0, plan_id=plan_id, site=SITE,
+            backend="slurm:held", state="Pending", reason="AwaitingSubmit", detail="",
+            request_json="{}", planned_start=t, planned_end=t, attempts=0, created_at=t,
+            updated_at=t, duplicates="") for i in range(5)])
+    claimant = Claimant(store, LEASE_S)
+    with claimant.heartbeat():
+        n = len(claimant.claim([SITE]).ids)
+        Path(marker).write_text(f"{os.getpid()} {n}\n")
+        stop.wait(600)
+    return {"plan_id": plan_id, "complete": False, "counts": {"interrupted": n},
+            "outcomes": []}
