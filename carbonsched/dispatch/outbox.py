@@ -1153,9 +1153,22 @@ def _late_plan_notes(plan: Mapping[str, Any], requests: Sequence[DispatchRequest
     return notes
 
 
-def _late(row: DispatchRow, now: datetime) -> str:
-    """Why the intent can no longer end by its deadline ("" when it still can)."""
-    req = _request_from_row(row)
+UNREADABLE = (CarbonschedError, ValueError, KeyError, TypeError)
+"""What :func:`_request_from_row` raises for a stored request this version's schema refuses."""
+
+
+def _late(row: DispatchRow, now: datetime, req: DispatchRequest | None = None) -> str:
+    """Why the intent can no longer end by its deadline ("" when it still can).
+
+    ``req``: the row's request when the caller has read it already; else it is read here, and
+    a stored request that no longer reads back is not late ("": the submission path refuses
+    it alone, ``InvalidSpec``).
+    """
+    if req is None:
+        try:
+            req = _request_from_row(row)
+        except UNREADABLE:
+            return ""
     if now + timedelta(seconds=req.duration_s) <= req.deadline:
         return ""
     late = f"now {_iso(now)} + {req.duration_s} s is after the deadline {_iso(req.deadline)}"
@@ -1300,14 +1313,14 @@ def _submit_rows(s: Session, adapter: DispatchAdapter, todo: Sequence[DispatchRo
     def submit(row: DispatchRow) -> tuple[DispatchRow, BackendJob | Exception | str]:
         try:
             req = _request_from_row(row)
-        except (CarbonschedError, ValueError, KeyError, TypeError) as exc:
+        except UNREADABLE as exc:
             # a stored request this version's schema refuses; not on the backend by key (the
             # pass looked it up first), and it cannot be submitted
             return row, _Unreadable(
                 f"its stored request no longer reads back ({type(exc).__name__}: {exc}); it is "
                 f"not on {adapter.name} and cannot be submitted; submit the job again as the "
                 "schema asks, under a new id (this unit is final)")
-        late = _late(row, _now(clock))
+        late = _late(row, _now(clock), req)
         if late:
             return row, late
         if stop.is_set():   # asked to stop: this unit's side effect is not begun

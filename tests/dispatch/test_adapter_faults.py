@@ -262,3 +262,51 @@ def test_an_adapter_raising_in_a_cancel_leaves_the_unit_as_it_was_and_says_why(
         assert (o.outcome, row()[:2]) == (CANCELLED, ("Cancelled", "Cancelled"))
     finally:
         good.cancel(key)
+
+
+class _Unreachable(KubernetesAdapter):
+    """The real adapter, whose backend cannot be asked (an outage)."""
+
+    def status(self, keys=None):
+        raise BackendUnavailableError("kubernetes:us-east-ny/carbonsched: connection refused")
+
+
+def test_a_stored_request_that_no_longer_reads_back_waits_out_an_outage_like_any_unit(
+        store, emulator_kubeconfig):
+    """A pass whose backend is unreachable checks each waiting unit's deadline; that check
+    parsed the stored request again, so one that no longer reads back ended the whole pass
+    with its parse error. Now it waits like the others (``unavailable``) and is refused alone
+    (``InvalidSpec``) once the backend answers."""
+    prefix = uuid.uuid4().hex[:8]
+    doc = _plan(prefix, {"us-ny-newyork": ["ok", "old"]})
+    store.save_plan(doc)
+    settings = _settings(emulator_kubeconfig)
+    kube = str(emulator_kubeconfig)
+    down = _Unreachable("us-east-ny", "carbonsched", kubeconfig=kube)
+    first = dispatch_plan(store, doc["plan_id"], settings=settings,
+                          adapters={"us-ny-newyork": down}, placeholder=False)
+    assert first.counts == {"unavailable": 2}
+    with Session(store.engine) as s:   # a field this version's schema does not know
+        row = s.scalars(select(DispatchRow).where(DispatchRow.key == f"{prefix}-old#0")).one()
+        d = json.loads(row.request_json)
+        d["payload"]["gpu_share"] = 0.5
+        row.request_json = json.dumps(d)
+        s.commit()
+    again = dispatch_plan(store, doc["plan_id"], settings=settings,
+                          adapters={"us-ny-newyork": down}, placeholder=False)
+    assert again.counts == {"unavailable": 2}
+    assert {(o.job_id, o.state, o.reason) for o in again.outcomes} == {
+        (f"{prefix}-ok", "Pending", "BackendUnavailable"),
+        (f"{prefix}-old", "Pending", "BackendUnavailable")}
+    # each waits on the outage, not on a fault of the pass
+    assert [o.detail for o in again.outcomes] == [
+        "kubernetes:us-east-ny/carbonsched: connection refused"] * 2
+    up = KubernetesAdapter("us-east-ny", "carbonsched", kubeconfig=kube)
+    try:
+        last = dispatch_plan(store, doc["plan_id"], settings=settings,
+                             adapters={"us-ny-newyork": up}, placeholder=False)
+        assert last.counts == {"submitted": 1, "rejected": 1}
+        (o,) = [o for o in last.outcomes if o.action == "rejected"]
+        assert (o.job_id, o.state, o.reason) == (f"{prefix}-old", "Failed", "InvalidSpec")
+    finally:
+        up.cancel(f"{prefix}-ok#0")
