@@ -36,7 +36,13 @@ makes them, each with its own deadline and parallelism, which a patch may change
 admitted (``QuotaReserved``, ``Admitted``) when the LocalQueue exists, and the object is
 unsuspended; **Volcano**: a Job's pods are made from its tasks, gated pods stay Pending, the Job
 runs once ``minAvailable`` pods are ungated (``status.state.phase`` Pending -> Running ->
-Completed/Failed). Errors are ``Status`` objects, as the official clients expect.
+Completed/Failed); each pod gets ``startTime`` when it starts and ends on its own, ``Failed``
+with reason ``DeadlineExceeded`` at its ``activeDeadlineSeconds`` counted from it (as the kubelet
+does), and once none runs the Job is ``Completed`` if ``minAvailable`` pods succeeded, else
+``Failed`` (Volcano's rule without lifecycle policies). A pod patch is checked as the
+API server checks a pod update (the upstream Pod schema; gates only removed;
+``activeDeadlineSeconds`` set when unset or lowered, within 1..2^31-1; no other ``spec`` field).
+Errors are ``Status`` objects, as the official clients expect.
 
 Test hook (emulator only): ``POST /clusters/<context>/emulator/evict`` with ``{"group",
 "version", "plural", "namespace", "name", "reason", "message"}`` makes the cluster take an object
@@ -153,6 +159,56 @@ def validate_job(obj: dict[str, Any]) -> list[str]:
                         "\"Never\"")
     if not tmpl.get("containers"):
         problems.append("spec.template.spec.containers: Required value")
+    return problems
+
+
+MAX_INT32 = 2**31 - 1
+POD_UPDATABLE = ("schedulingGates", "activeDeadlineSeconds")
+"""The pod ``spec`` fields an update may change that the emulator models (the API server also
+lets ``containers[*].image``, ``initContainers[*].image`` and additions to ``tolerations``
+change; the emulator refuses those, which carbonsched never patches)."""
+
+
+def pod_update_problems(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Every problem the API server reports for an update of pod ``old`` to ``new`` (empty when
+    it is allowed), in its words (``pkg/apis/core/validation`` ``ValidatePodUpdate``).
+
+    ``new`` is checked against the upstream Pod schema (``kubernetes-validate``, strict, as
+    Jobs are); then the update rules: scheduling gates may be removed, never added (Pod
+    Scheduling Readiness); ``spec.activeDeadlineSeconds`` may be set when unset, or lowered,
+    never raised nor removed, and stays within 1..2147483647 (``ValidatePodSpec``; Kubernetes
+    "Pods" concept page, "Pod update and replacement"); no other ``spec`` field may change.
+    """
+    problems = []
+    v = _validator("Pod", "v1")
+    for err in sorted(v.iter_errors(new), key=lambda e: list(e.absolute_path)):
+        problems.append(f"{'.'.join(str(p) for p in err.absolute_path) or '<root>'}: "
+                        f"{err.message[:200]}")
+    if problems:
+        return problems
+    before = [g["name"] for g in old["spec"].get("schedulingGates") or []]
+    after = [g["name"] for g in new["spec"].get("schedulingGates") or []]
+    added = [g for g in after if g not in before]
+    if added:
+        problems.append("spec.schedulingGates: Forbidden: only deletion is allowed, but found "
+                        f"new scheduling gate {added[0]!r}")
+    was, now = old["spec"].get("activeDeadlineSeconds"), new["spec"].get("activeDeadlineSeconds")
+    if now is None and was is not None:
+        problems.append("spec.activeDeadlineSeconds: Invalid value: \"null\": must not update "
+                        "from a positive integer to nil value")
+    elif now is not None and not 1 <= now <= MAX_INT32:
+        problems.append(f"spec.activeDeadlineSeconds: Invalid value: {now}: must be between 1 "
+                        f"and {MAX_INT32}, inclusive")
+    elif now is not None and was is not None and now > was:
+        problems.append(f"spec.activeDeadlineSeconds: Invalid value: {now}: must be less than "
+                        "or equal to previous value")
+    if {k: v for k, v in new["spec"].items() if k not in POD_UPDATABLE} != {
+            k: v for k, v in old["spec"].items() if k not in POD_UPDATABLE}:
+        problems.append("spec: Forbidden: pod updates may not change fields other than "
+                        "`spec.containers[*].image`, `spec.initContainers[*].image`, "
+                        "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to "
+                        "existing tolerations), `spec.terminationGracePeriodSeconds` (allow it "
+                        "to be set to 1 if it was previously negative)")
     return problems
 
 
@@ -347,6 +403,7 @@ class Cluster:
         # (group, plural) -> {(namespace, name): object}
         self.objects: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = {}
         self.released: dict[tuple[str, str, str, str], datetime] = {}
+        self.pod_started: dict[str, datetime] = {}   # a Volcano pod's startTime, by its uid
         self.volcano_queues = {"default"}
         self.held_evicted: set[str] = set()  # Workload uids kept out of re-admission
         self.rv = 0
@@ -397,6 +454,7 @@ class Cluster:
         for owned_kind in (WORKLOADS[0], POD, JOB):  # garbage collection of owned objects
             for o in self.owned_by(uid, owned_kind):
                 self.bucket(owned_kind).pop((ns, o["metadata"]["name"]), None)
+                self.pod_started.pop(o["metadata"]["uid"], None)
         return obj
 
     # -- controllers
@@ -659,9 +717,14 @@ class Cluster:
 
     def _volcano(self, ns: str, name: str, job: dict[str, Any],
                  pods: list[dict[str, Any]]) -> None:
-        """Volcano Job: pods made from the tasks (gated pods stay Pending); Running once all
-        ``minAvailable`` pods are ungated (the gang), then Completed or Failed. ``pods``: the
-        pods the Job owns (:meth:`by_owner`)."""
+        """Volcano Job: pods made from the tasks (gated pods stay Pending); the gang starts once
+        ``minAvailable`` pods are ungated, then each pod runs until it ends on its own
+        (:meth:`_pod_end`: its ``--run-seconds``, or the kubelet stops it at its
+        ``activeDeadlineSeconds`` counted from its ``startTime``), and the Job follows: Running
+        while a pod runs; when none does, Completed if ``minAvailable`` pods succeeded, else
+        Failed (reason ``PodFailed``), as Volcano's ``running`` state decides a Job without
+        lifecycle policies (``maxRetry: 0``). ``pods``: the pods the Job owns (:meth:`by_owner`).
+        """
         st = job.setdefault("status", {})
         state = st.setdefault("state", {"phase": "Pending"})
         if state["phase"] in ("Completed", "Failed", "Terminated", "Aborted"):
@@ -671,35 +734,69 @@ class Cluster:
             st["minAvailable"] = job["spec"].get("minAvailable", 0)
         ungated = [p for p in pods if not p["spec"].get("schedulingGates")]
         key = ("batch.volcano.sh", "jobs", ns, name)
-        if len(ungated) < job["spec"].get("minAvailable", 0) or not ungated:
+        if key not in self.released and (
+                len(ungated) < job["spec"].get("minAvailable", 0) or not ungated):
             st.update(pending=len(pods), running=0)
             return
-        deadline = job["spec"]["tasks"][0]["template"]["spec"].get("activeDeadlineSeconds")
-        outcome, started, done = self._run_outcome(key, job, deadline)
+        started = self.released.setdefault(key, _now())
+        now = _now()
+        ends: list[tuple[datetime, str]] = []
+        for p in ungated:   # a pod ungated after the gang started starts when it is ungated
+            t0 = self.pod_started.setdefault(p["metadata"]["uid"], max(started, now))
+            ends.append(self._pod_end(job, p, t0, now))
         conds = st.setdefault("conditions", [])
         if not any(c["status"] == "Running" for c in conds):
             conds.append({"status": "Running", "lastTransitionTime": _iso(started)})
-        if outcome == "running":
+        running = sum(1 for _, how in ends if how == "running")
+        succeeded = sum(1 for _, how in ends if how == "succeeded")
+        failed = [how for _, how in ends if how not in ("running", "succeeded")]
+        if running or len(ends) < len(pods):
             state.update(phase="Running", lastTransitionTime=_iso(started))
             state.pop("reason", None)
             state.pop("message", None)
-            st.update(pending=0, running=len(pods))
-            for p in pods:
-                p["status"] = {"phase": "Running", "startTime": _iso(started)}
+            st.update(pending=len(pods) - len(ends), running=running, succeeded=succeeded,
+                      failed=len(failed))
             return
-        phase = "Completed" if outcome == "succeeded" else "Failed"
+        done = max(t for t, _ in ends)
+        phase = "Completed" if succeeded >= job["spec"].get("minAvailable", 0) else "Failed"
         state.update(phase=phase, lastTransitionTime=_iso(done))
         if phase == "Failed":
-            state.update(reason="PodFailed", message=f"task {GANG}: pod failed ({outcome})")
+            state.update(reason="PodFailed",
+                         message=f"task {GANG}: pod failed ({', '.join(sorted(set(failed)))})")
         conds.append({"status": phase, "lastTransitionTime": _iso(done)})
-        st.update(pending=0, running=0, **({"succeeded": len(pods)} if phase == "Completed"
-                                          else {"failed": len(pods)}))
-        for p in pods:
-            p["status"] = {"phase": "Succeeded" if phase == "Completed" else "Failed"}
-            if outcome == "deadline":  # the kubelet's words for activeDeadlineSeconds
-                p["status"].update(reason="DeadlineExceeded", message="Pod was active on the "
-                                   "node longer than the specified deadline")
+        st.update(pending=0, running=0, succeeded=succeeded, failed=len(failed))
         job["metadata"]["resourceVersion"] = self.next_rv()
+
+    def _pod_end(self, job: dict[str, Any], pod: dict[str, Any], t0: datetime,
+                 now: datetime) -> tuple[datetime, str]:
+        """(when it ends, 'running' | 'succeeded' | 'failed' | 'deadline') of a Volcano Job's
+        pod started at ``t0``, its ``status`` set as the kubelet sets it.
+
+        It runs the Job's run time (``emulator.carbonsched.io/run-seconds``, else
+        ``--run-seconds``); its own ``spec.activeDeadlineSeconds``, counted from its
+        ``startTime`` (and read again at every pass: a patch may lower it while it runs), stops
+        it earlier: phase ``Failed``, reason ``DeadlineExceeded`` and the kubelet's message
+        (``pkg/kubelet/active_deadline.go``). The annotation ``emulator.carbonsched.io/outcome:
+        Failed`` on the Job fails it at its run time.
+        """
+        own = (job["metadata"].get("annotations") or {}).get(RUN_SECONDS)
+        run_for = float(own) if own else self.run_seconds
+        limit = pod["spec"].get("activeDeadlineSeconds")
+        end = t0 + timedelta(seconds=run_for if limit is None else min(run_for, float(limit)))
+        status: dict[str, Any] = {"phase": "Running", "startTime": _iso(t0)}
+        how = "running"
+        if now >= end:
+            if limit is not None and float(limit) < run_for:
+                how = "deadline"
+                status.update(phase="Failed", reason="DeadlineExceeded",
+                              message="Pod was active on the node longer than the specified "
+                                      "deadline")
+            elif (job["metadata"].get("annotations") or {}).get(OUTCOME) == "Failed":
+                how, status["phase"] = "failed", "Failed"
+            else:
+                how, status["phase"] = "succeeded", "Succeeded"
+        pod["status"] = status
+        return end, how
 
     def _make_pods(self, ns: str, job: dict[str, Any]) -> list[dict[str, Any]]:
         out = []
@@ -740,6 +837,7 @@ class Cluster:
         if kind is VCJOB:
             for p in self.owned_by(obj["metadata"]["uid"], POD):
                 self.bucket(POD).pop((ns, p["metadata"]["name"]), None)
+                self.pod_started.pop(p["metadata"]["uid"], None)
             st = obj.setdefault("status", {})
             st["state"] = {"phase": "Restarting", "reason": "PodEvicted" if reason != "Preempted"
                            else "Preempted", "message": message,
@@ -971,23 +1069,23 @@ def create_app(contexts: dict[str, list[str]], run_seconds: float = 2.0,
             return c
         patch = await request.json()
         with lock:
+            c.reconcile()
             old = c.bucket(POD).get((ns, name))
             if old is None:
                 return status_error(404, "NotFound", f'pods "{name}" not found', name, "pods")
-            new = merge_patch(old, patch)
-            # Pod Scheduling Readiness: gates may be removed, never added, after creation
-            before = [g["name"] for g in old["spec"].get("schedulingGates") or []]
-            after = [g["name"] for g in new["spec"].get("schedulingGates") or []]
-            added = [g for g in after if g not in before]
-            if added:
-                return status_error(422, "Invalid", f'Pod "{name}" is invalid: spec.'
-                                    "schedulingGates: Forbidden: only deletion is allowed, but "
-                                    f"found new scheduling gate {added[0]!r}", name, "pods")
-            if {k: v for k, v in new["spec"].items() if k != "schedulingGates"} != {
-                    k: v for k, v in old["spec"].items() if k != "schedulingGates"}:
-                return status_error(422, "Invalid", f'Pod "{name}" is invalid: spec: Forbidden: '
-                                    "pod updates may not change fields other than the ones "
-                                    "allowed (schedulingGates among them)", name, "pods")
+            new = merge_patch(copy.deepcopy(old), patch)   # never a change to ``old`` itself
+            for f in ("uid", "creationTimestamp", "name", "namespace", "ownerReferences"):
+                if f in old["metadata"]:
+                    new["metadata"][f] = copy.deepcopy(old["metadata"][f])
+                else:
+                    new["metadata"].pop(f, None)
+            new["status"] = old.get("status") or {}
+            problems = pod_update_problems(old, new)
+            if problems:
+                return status_error(422, "Invalid", f'Pod "{name}" is invalid: '
+                                    + "; ".join(problems), name, "pods",
+                                    causes=[{"reason": "FieldValueInvalid", "message": p}
+                                            for p in problems])
             new["metadata"]["resourceVersion"] = c.next_rv()
             c.bucket(POD)[(ns, name)] = new
             c.reconcile()

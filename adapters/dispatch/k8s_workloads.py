@@ -49,7 +49,10 @@ server refuses to bind a gated pod, whatever the scheduler, so Volcano creates t
 PodGroup but none runs. The release removes the gate from the Job's pods (selected by the label
 ``volcano.sh/job-name``, which Volcano sets on them); gates may be removed, never added, after a
 pod is created. Pods Volcano re-creates (a restart after an eviction) are gated again and
-released again by the next release pass.
+released again by the next release pass. The same pod patch lowers each pod's
+``activeDeadlineSeconds`` to the time left to the planned stop; a release after that stop leaves
+the pods gated and marks the Job with :data:`RELEASED_PAST_STOP` (see
+:meth:`~carbonsched.adapters.dispatch.kubernetes.KubernetesAdapter.release`).
 
 Status
 ------
@@ -78,6 +81,10 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 """The label JobSet puts on its child Jobs (kubernetes-sigs/jobset ``api/jobset/v1alpha2``)."""
 HOLD_GATE = "carbonsched.io/planned-start"
 """The pod scheduling gate that holds a Volcano Job's pods until the planned start."""
+RELEASED_PAST_STOP = "carbonsched.io/released-past-stop"
+"""Annotation carbonsched puts on a Volcano Job whose release came after its planned stop (the
+instant of that release, UTC): its pods are left gated, so none runs, and it reads as stopped
+at its planned end (:func:`read_volcano`)."""
 GANG_TASK = "node"
 """Name of the replicated Job (JobSet) and of the task (Volcano) that runs the gang's pods."""
 DEFAULT_VOLCANO_QUEUE = "default"
@@ -345,6 +352,12 @@ def read_volcano(obj: dict[str, Any], gated: bool) -> Reading:
     gated
         True when its pods still carry :data:`HOLD_GATE` (or none exist yet): held by
         carbonsched.
+
+    A Job carbonsched marked :data:`RELEASED_PAST_STOP` (released after its planned stop, its
+    pods left gated) whose phase shows no run (``Pending``, ``Restarting``, ``Aborting``,
+    ``Aborted``) reads Failed, ``DeadlinePassed``, raw ``failed``, ended at that release: the
+    same reading as a Job whose pods the kubelet stopped at ``activeDeadlineSeconds``, so that
+    a pausing piece is recorded stopped at its planned end.
     """
     st = obj.get("status") or {}
     state = st.get("state") or {}
@@ -354,6 +367,13 @@ def read_volcano(obj: dict[str, Any], gated: bool) -> Reading:
              for c in st.get("conditions") or []}
     start = times.get("Running")
     end = next((times[p] for p in ("Completed", "Failed", "Terminated") if times.get(p)), None)
+    past = parse_time(((obj.get("metadata") or {}).get("annotations") or {}).get(
+        RELEASED_PAST_STOP))
+    if past is not None and VOLCANO_PHASES.get(phase, VOLCANO_PHASES["Pending"])[0] \
+            is JobState.DISPATCHED:
+        return Reading(JobState.FAILED, ReasonCode.DEADLINE_PASSED, "failed", None, past,
+                       detail=f"released at {past:%Y-%m-%dT%H:%M:%SZ}, after its planned stop: "
+                              "its pods were left gated and none ran (DeadlineExceeded)")
     if phase not in VOLCANO_PHASES:
         return Reading(JobState.DISPATCHED, ReasonCode.SUBMITTED, phase.lower(), start,
                        detail=f"unknown Volcano phase {phase!r}: {why}")

@@ -57,6 +57,7 @@ from carbonsched.adapters.dispatch.k8s_workloads import (
     JOBSET_NAME_LABEL,
     KUEUE_QUEUE_LABEL,
     KUEUE_WORKLOAD,
+    RELEASED_PAST_STOP,
     RESOURCES,
     VOLCANO_JOB,
     VOLCANO_JOB_LABEL,
@@ -725,8 +726,8 @@ class KubernetesAdapter:
         past the planned stop by that wait (no Job field bounds a run by an instant). A Kueue
         object whose stop has passed is not queued at all: carbonsched unsuspends it with
         ``parallelism: 0`` (Kueue ignores an object without the label), so it takes no quota.
-        A Volcano Job's pods keep the ``activeDeadlineSeconds`` they were made with, counted
-        from each pod's start (Volcano has no suspend): its late release is not bounded here.
+        A Volcano Job (no suspend; each pod's deadline counts from that pod's own start) is
+        bounded pod by pod, and one past its stop is left gated (:meth:`_ungate`).
 
         Raises
         ------
@@ -744,8 +745,7 @@ class KubernetesAdapter:
         res, obj = found
         name = obj["metadata"]["name"]
         if res is VOLCANO_JOB:
-            done = self._ungate(key, name, obj)
-            return done, "scheduling gate removed" if done else ""
+            return self._ungate(key, name, obj)
         if not self._reading(obj, {}, {}).held:
             return False, ""
         kueue = self.workload == "kueue"
@@ -820,7 +820,8 @@ class KubernetesAdapter:
 
         Its :data:`A_STOP` annotation; for an object made before carbonsched wrote it, its
         planned start (:data:`A_START`) + the ``activeDeadlineSeconds`` it was made with (a
-        JobSet's in its replicated Job's template, which cannot change).
+        JobSet's in its replicated Job's template, which cannot change; a Volcano Job's in its
+        task's pod template).
         """
         ann = obj["metadata"].get("annotations") or {}
         if ann.get(A_STOP):
@@ -829,6 +830,8 @@ class KubernetesAdapter:
         if obj.get("kind") == JOBSET.kind:
             spec = (((spec.get("replicatedJobs") or [{}])[0].get("template") or {})
                     .get("spec") or {})
+        elif obj.get("apiVersion") == VOLCANO_JOB.api_version:
+            spec = (((spec.get("tasks") or [{}])[0].get("template") or {}).get("spec") or {})
         start, limit = parse_time(ann.get(A_START)), spec.get("activeDeadlineSeconds")
         return None if start is None or limit is None else start + timedelta(seconds=int(limit))
 
@@ -990,27 +993,103 @@ class KubernetesAdapter:
         return WorkAction(WorkOutcome.ALREADY if found is not None else WorkOutcome.ABSENT, bid,
                           "not held any more: not released again")
 
-    def _ungate(self, key: str, name: str, obj: dict[str, Any]) -> bool:
-        if read_volcano(obj, False).state in (JobState.SUCCEEDED, JobState.FAILED):
-            return False
-        core = self._pods()
-        released = False
-        for pod in self._our_pods(name):
-            if not _has_gate(pod):
-                continue
-            keep = [g for g in pod["spec"].get("schedulingGates") or []
-                    if g.get("name") != HOLD_GATE]
+    def _ungate(self, key: str, name: str, obj: dict[str, Any]) -> tuple[bool, str]:
+        """Release Volcano Job ``name``, bounded pod by pod by its planned stop (or left gated).
+
+        :data:`HOLD_GATE` is removed from its gated pods, each bounded by the time left to its
+        planned stop; past that stop, they are left gated.
+
+        A Volcano Job has no suspend and no deadline of its own: each pod's
+        ``spec.activeDeadlineSeconds`` counts from that pod's ``startTime`` (Pod API reference:
+        "duration in seconds the pod may be active on the node relative to StartTime"), so a
+        pod made with the piece's whole length and released late would run that whole length
+        from the release, past its planned stop (a pausing piece into its next piece's hours).
+        The patch that removes the gate therefore also sets the pod's
+        ``activeDeadlineSeconds`` to the time left to :meth:`stop_at` on :attr:`clock`
+        (rounded down; never above what the pod has: Kubernetes allows a pod update to set the
+        field when unset or to lower it, never to raise it -- Kubernetes "Pods" concept page,
+        "Pod update and replacement"; ``ValidatePodUpdate``: "must be less than or equal to
+        previous value"). The kubelet sets ``startTime`` when it takes the bound pod, so a
+        wait for the gang to be scheduled after the release lengthens the run by that wait.
+
+        When less than :data:`MIN_ACTIVE_DEADLINE_S` is left, no pod may start: the least
+        deadline (1 s) would still run each pod past the stop. The pods are left gated (the API
+        server binds no gated pod) and the Job is annotated :data:`RELEASED_PAST_STOP` with
+        this release's instant, so that it reads Failed/``DeadlinePassed`` (a pausing piece is
+        recorded ``Succeeded``/``Paused``, stopped at its planned end; any other piece
+        ``Failed``/``DeadlinePassed``), as a Job ended ``DeadlineExceeded`` with
+        ``parallelism: 0`` does. It is not deleted, which is how :meth:`cancel` ends a Volcano
+        Job: the status read would then find nothing and record the piece ``Lost``.
+
+        Returns
+        -------
+        released : bool
+            False when the Job is over, already marked past its stop, or has no gated pod.
+        said : str
+            What was patched, for the action's detail.
+
+        Raises
+        ------
+        BackendError
+            The cluster refused a pod patch or the annotation (a pod Volcano replaced meanwhile,
+            404, is skipped: its replacement is gated and released by the next pass).
+        """
+        if (obj["metadata"].get("annotations") or {}).get(RELEASED_PAST_STOP) or read_volcano(
+                obj, False).state in (JobState.SUCCEEDED, JobState.FAILED):
+            return False, ""
+        pods = [p for p in self._our_pods(name) if _has_gate(p)]
+        if not pods:
+            return False, ""
+        stop = self.stop_at(obj)
+        now = self.clock()
+        left = None if stop is None else int((stop - now).total_seconds())
+        if stop is not None and left is not None and left < MIN_ACTIVE_DEADLINE_S:
+            ann = {RELEASED_PAST_STOP: _iso(now)}
+            if not (obj["metadata"].get("annotations") or {}).get(A_STOP):
+                ann[A_STOP] = _iso(stop)
+            api = self._custom()
             try:
-                self._call("release", core.patch_namespaced_pod, pod["metadata"]["name"],
-                           self.namespace, {"spec": {"schedulingGates": keep or None}},
+                self._call("release", api.patch_namespaced_custom_object, VOLCANO_JOB.group,
+                           VOLCANO_JOB.version, self.namespace, VOLCANO_JOB.plural, name,
+                           {"metadata": {"annotations": ann}},
                            _content_type="application/merge-patch+json", key=key)
+            except _Api as exc:
+                raise BackendError(f"{self.name}: release of {VOLCANO_JOB.plural}/{name} "
+                                   f"refused ({exc.status}): {exc.message}") from exc
+            return True, (f"{VOLCANO_JOB.plural}/{name} left gated: its planned stop at "
+                          f"{_iso(stop)} has passed, so none of its {len(pods)} pods runs; "
+                          f"annotated {RELEASED_PAST_STOP}, it reads ended DeadlineExceeded")
+        core = self._pods()
+        released: list[str] = []
+        bounds: set[int] = set()
+        for pod in pods:
+            spec: dict[str, Any] = {"schedulingGates": [
+                g for g in pod["spec"].get("schedulingGates") or []
+                if g.get("name") != HOLD_GATE] or None}
+            if left is not None:
+                had = pod["spec"].get("activeDeadlineSeconds")
+                spec["activeDeadlineSeconds"] = left if had is None else min(left, int(had))
+                bounds.add(spec["activeDeadlineSeconds"])
+            pname = pod["metadata"]["name"]
+            try:
+                self._call("release", core.patch_namespaced_pod, pname, self.namespace,
+                           {"spec": spec}, _content_type="application/merge-patch+json",
+                           key=key)
             except _Api as exc:
                 if exc.status == 404:  # Volcano replaced the pod meanwhile: the next pass
                     continue
-                raise BackendError(f"{self.name}: release of pod {pod['metadata']['name']} "
-                                   f"refused ({exc.status}): {exc.message}") from exc
-            released = True
-        return released
+                raise BackendError(f"{self.name}: release of pod {pname} refused "
+                                   f"({exc.status}): {exc.message}") from exc
+            released.append(pname)
+        if not released:
+            return False, ""
+        said = f"scheduling gate removed from pods {', '.join(released)}"
+        if bounds and stop is not None:
+            said += (f"; activeDeadlineSeconds: {', '.join(str(b) for b in sorted(bounds))} "
+                     + (f"(the time left to its planned stop at {_iso(stop)})"
+                        if bounds == {left} else f"(kept: not above it, though {left} s are "
+                        f"left to its planned stop at {_iso(stop)})"))
+        return True, f"{VOLCANO_JOB.plural}/{name} {said}"
 
 
 def _has_gate(pod: dict[str, Any]) -> bool:

@@ -35,7 +35,9 @@ from carbonsched.adapters.dispatch.k8s_workloads import (
     JOBSET,
     KUEUE_QUEUE_LABEL,
     KUEUE_WORKLOAD,
+    RELEASED_PAST_STOP,
     VOLCANO_JOB,
+    parse_time,
     read_jobset,
     read_kueue,
     read_volcano,
@@ -744,12 +746,14 @@ def test_a_held_piece_released_late_keeps_its_planned_stop(workload, nodes, left
         a.cancel(req.key)
 
 
+@pytest.mark.parametrize("site", ["us-ny-newyork", "sg-singapore"])
 def test_a_late_release_after_the_planned_stop_is_recorded_stopped_at_its_end(
-        store, emulator_kubeconfig):
+        site, store, emulator_kubeconfig):
     """Through the release pass and the outbox: a pausing piece whose release comes after its
     planned stop runs no pod and is recorded Succeeded/Paused (stopped at its planned end), the
     next piece resuming from the checkpoint; before, it ran its whole length from the release,
-    over the next piece's hours."""
+    over the next piece's hours. A Job (``us-ny-newyork``) runs none with ``parallelism: 0``; a
+    Volcano Job (``sg-singapore``) keeps its pods gated."""
     from carbonsched.catalog import load_catalog
     from carbonsched.config import Settings
     from carbonsched.dispatch.outbox import (
@@ -760,7 +764,7 @@ def test_a_late_release_after_the_planned_stop_is_recorded_stopped_at_its_end(
     )
 
     fmt = "%Y-%m-%dT%H:%M:%SZ"
-    site, prefix = "us-ny-newyork", uuid.uuid4().hex[:8]
+    prefix = uuid.uuid4().hex[:8]
     start = datetime.now(UTC).replace(microsecond=0)
     nxt = start + timedelta(hours=2)
     late = start + timedelta(hours=1, minutes=30)    # the first piece ended at start + 1 h
@@ -782,9 +786,16 @@ def test_a_late_release_after_the_planned_stop_is_recorded_stopped_at_its_end(
     adapters[site].clock = lambda: late
     assert release_due(store, "global", adapters=adapters, clock=lambda: late) == [
         f"{prefix}-p#0"]
-    obj = Target(str(emulator_kubeconfig), EMULATED["job"][0], NS, "job", None, True).raw() \
-        .get_namespaced_custom_object("batch", "v1", NS, "jobs", job_name(f"{prefix}-p", 0))
-    assert (obj["spec"]["parallelism"], obj["spec"]["activeDeadlineSeconds"]) == (0, 1)
+    a = adapters[site]
+    name = job_name(f"{prefix}-p", 0)
+    if a.workload == "job":
+        obj = Target(str(emulator_kubeconfig), a.context, NS, "job", None, True).raw() \
+            .get_namespaced_custom_object("batch", "v1", NS, "jobs", name)
+        assert (obj["spec"]["parallelism"], obj["spec"]["activeDeadlineSeconds"]) == (0, 1)
+    else:
+        assert a.workload == "volcano"
+        assert [(_gated(p), p["status"]["phase"]) for p in _pods_of(a, name)] == [
+            (True, "Pending")]
     rec = _poll(lambda: refresh_status(store, "global", plan_id=doc["plan_id"],
                                        adapters=adapters).set_index("key").loc[f"{prefix}-p#0"],
                 lambda r: r.state in ("Succeeded", "Failed"), "the piece over")
@@ -792,6 +803,148 @@ def test_a_late_release_after_the_planned_stop_is_recorded_stopped_at_its_end(
     assert rec.detail.startswith("piece 1 of 2 stopped at its planned end (DeadlineExceeded)")
     for n in (0, 1):
         adapters[site].cancel(f"{prefix}-p#{n}")
+
+
+def _pods_of(a: KubernetesAdapter, name: str) -> list[dict]:
+    """The pods of Volcano Job ``name`` (label ``volcano.sh/job-name``), by name."""
+    from kubernetes import client, config
+
+    api = client.CoreV1Api(config.new_client_from_config(a.kubeconfig, context=a.context))
+    pods = api.list_namespaced_pod(NS, label_selector=f"volcano.sh/job-name={name}").items
+    return sorted((api.api_client.sanitize_for_serialization(p) for p in pods),
+                  key=lambda p: p["metadata"]["name"])
+
+
+def _gated(pod: dict) -> bool:
+    return any(g["name"] == HOLD_GATE for g in pod["spec"].get("schedulingGates") or [])
+
+
+@pytest.mark.parametrize(("left", "deadline"), [
+    (2.0, 2),       # released late, 2 s before its planned stop: 2 s to run, not its whole length
+    (1.0, 1),       # just at the limit: the least deadline, its pods still run
+    (0.9, None),    # less than that: no pod may start (1 s would run past the stop): left gated
+    (-3600.0, None),  # released an hour after its planned stop (a grid event's hold outlasted it)
+])
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_a_held_volcano_piece_released_late_keeps_its_planned_stop(nodes, left, deadline,
+                                                                   emulator_kubeconfig):
+    """A Volcano Job has no suspend: held by its pods' scheduling gate, each pod made with the
+    piece's whole ``activeDeadlineSeconds``, counted from that pod's start. Released late, its
+    pods ran that whole length from the release, past the planned stop (over the next piece's
+    hours). The release sets each pod's deadline, in the patch that removes its gate, to the
+    time left; with none left its pods stay gated and it reads stopped at its planned end."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    start = now - timedelta(hours=1)
+    req = _req(start=start, end=start + timedelta(minutes=12), deadline=now + timedelta(days=1),
+               pieces=2, gpus=nodes, nodes=nodes, payload=JobPayload(command="sleep 3000"))
+    stop = req.end - timedelta(seconds=CHECKPOINT_SIGNAL_LEAD_S)   # 10 min after its start
+    ctx, queue = EMULATED["volcano"]
+    a = KubernetesAdapter(ctx, NS, kubeconfig=str(emulator_kubeconfig), workload="volcano",
+                          queue=queue)
+    a.submit(req)
+    name = job_name(req.job_id, req.piece)
+    raw = Target(a.kubeconfig, ctx, NS, "volcano", queue, True).raw()
+    try:
+        raw.patch_namespaced_custom_object(
+            VOLCANO_JOB.group, VOLCANO_JOB.version, NS, VOLCANO_JOB.plural, name,
+            {"metadata": {"annotations": {"emulator.carbonsched.io/run-seconds": "3000"}}})
+        # made held, each pod bounded by the piece's whole length (600 s) from its own start
+        assert [(p["spec"]["activeDeadlineSeconds"], _gated(p)) for p in _pods_of(a, name)] \
+            == [(600, True)] * nodes
+        released_at = stop - timedelta(seconds=left)
+        a.clock = lambda: released_at
+        assert a.release(req.key) is True
+        pods = _pods_of(a, name)
+        if deadline is not None:
+            assert [(p["spec"]["activeDeadlineSeconds"], _gated(p)) for p in pods] == [
+                (deadline, False)] * nodes
+            running = _poll(lambda: a.status([req.key])[req.key],
+                            lambda j: j.state is not JobState.DISPATCHED, "started")
+            if deadline > 1:
+                assert running.state is JobState.RUNNING
+                assert [p["status"]["phase"] for p in _pods_of(a, name)] == ["Running"] * nodes
+            # the kubelet (emulated) stops each pod at its deadline from its own startTime: at
+            # the planned stop, not 600 s later; the Job fails (its pods did), read as stopped
+            over = _poll(lambda: a.status([req.key])[req.key],
+                         lambda j: j.state is JobState.FAILED, "ended at its planned stop")
+            assert (over.reason, over.raw_state) == (ReasonCode.DEADLINE_PASSED, "failed"), over
+            assert (over.actual_end - over.actual_start).total_seconds() == deadline
+            assert [(p["status"]["phase"], p["status"]["reason"],
+                     parse_time(p["status"]["startTime"])) for p in _pods_of(a, name)] == [
+                ("Failed", "DeadlineExceeded", over.actual_start)] * nodes
+        else:
+            # left gated: no pod is bound, none runs, none ever started
+            assert [(p["spec"]["activeDeadlineSeconds"], _gated(p), p["status"]["phase"],
+                     p["status"].get("startTime")) for p in pods] == [
+                (600, True, "Pending", None)] * nodes
+            over = a.status([req.key])[req.key]
+            assert (over.state, over.reason, over.raw_state) == (
+                JobState.FAILED, ReasonCode.DEADLINE_PASSED, "failed"), over
+            assert (over.actual_start, over.actual_end) == (None, released_at.replace(
+                microsecond=0))
+            obj = raw.get_namespaced_custom_object(VOLCANO_JOB.group, VOLCANO_JOB.version, NS,
+                                                   VOLCANO_JOB.plural, name)
+            assert obj["metadata"]["annotations"][RELEASED_PAST_STOP] == released_at.strftime(
+                "%Y-%m-%dT%H:%M:%SZ")
+            assert obj["status"]["state"]["phase"] == "Pending"
+            got = a.unhold(req.key, req.start, released_at)   # a grid event's release: no-op
+            assert got.outcome is WorkOutcome.ALREADY, got
+        obj = raw.get_namespaced_custom_object(VOLCANO_JOB.group, VOLCANO_JOB.version, NS,
+                                               VOLCANO_JOB.plural, name)
+        assert obj["metadata"]["annotations"]["carbonsched.io/stop-at"] == stop.strftime(
+            "%Y-%m-%dT%H:%M:%SZ")
+        assert a.release(req.key) is False       # released once
+    finally:
+        a.cancel(req.key)
+
+
+def test_the_emulator_checks_a_pod_update_as_the_api_server_does(emulator_kubeconfig):
+    """A pod update may lower ``spec.activeDeadlineSeconds`` (to 1 at the least) or keep it,
+    never raise it, remove it or set it out of range, nor add a scheduling gate or change
+    another ``spec`` field (``ValidatePodUpdate``; Kubernetes "Pods", "Pod update and
+    replacement"); the patched pod is checked against the upstream Pod schema."""
+    from kubernetes import client, config
+    from kubernetes.client.exceptions import ApiException
+
+    ctx, queue = EMULATED["volcano"]
+    a = KubernetesAdapter(ctx, NS, kubeconfig=str(emulator_kubeconfig), workload="volcano",
+                          queue=queue)
+    req = _req(gpus=1, nodes=1)
+    a.submit(req)
+    core = client.CoreV1Api(config.new_client_from_config(a.kubeconfig, context=ctx))
+    (pod,) = _pods_of(a, job_name(req.job_id, req.piece))
+    name, made = pod["metadata"]["name"], pod["spec"]["activeDeadlineSeconds"]
+
+    def patch(spec: dict) -> tuple[int, str]:
+        try:
+            got = core.patch_namespaced_pod(name, NS, {"spec": spec},
+                                            _content_type="application/merge-patch+json")
+        except ApiException as exc:
+            return exc.status, json.loads(exc.body)["message"]
+        return 200, str(got.spec.active_deadline_seconds)
+
+    try:
+        assert patch({"activeDeadlineSeconds": made + 1}) == (
+            422, f'Pod "{name}" is invalid: spec.activeDeadlineSeconds: Invalid value: '
+            f"{made + 1}: must be less than or equal to previous value")
+        assert patch({"activeDeadlineSeconds": None})[1].endswith(
+            "must not update from a positive integer to nil value")
+        assert patch({"activeDeadlineSeconds": 0})[1].endswith(
+            "Invalid value: 0: must be between 1 and 2147483647, inclusive")
+        status, msg = patch({"activeDeadlineSeconds": "5"})
+        assert status == 422 and "spec.activeDeadlineSeconds: '5' is not of type" in msg
+        assert patch({"schedulingGates": [{"name": HOLD_GATE}, {"name": "x.io/more"}]})[1] \
+            .endswith("Forbidden: only deletion is allowed, but found new scheduling gate "
+                      "'x.io/more'")
+        assert "pod updates may not change fields other than" in patch(
+            {"restartPolicy": "OnFailure"})[1]
+        assert patch({"activeDeadlineSeconds": made}) == (200, str(made))   # kept: allowed
+        assert patch({"activeDeadlineSeconds": 1}) == (200, "1")            # lowered to 1
+        (pod,) = _pods_of(a, job_name(req.job_id, req.piece))
+        assert pod["spec"]["activeDeadlineSeconds"] == 1 and _gated(pod)
+        assert pod["metadata"]["ownerReferences"][0]["kind"] == "Job"
+    finally:
+        a.cancel(req.key)
 
 
 def _post(t: Target, body: dict):
@@ -976,6 +1129,24 @@ def test_every_volcano_phase_maps_to_a_state_and_reason(phase, reason, state, co
         assert r.end == datetime(2027, 1, 1, 1, tzinfo=UTC)
     if reason:
         assert reason in r.detail
+
+
+@pytest.mark.parametrize(("phase", "state"), [
+    ("Pending", JobState.FAILED), ("Restarting", JobState.FAILED),
+    ("Aborted", JobState.FAILED),
+    ("Running", JobState.RUNNING), ("Completed", JobState.SUCCEEDED)])
+def test_a_volcano_job_released_past_its_stop_reads_stopped_unless_it_ran(phase, state):
+    """Marked :data:`RELEASED_PAST_STOP` (its pods left gated): stopped at its planned end
+    (Failed, DeadlinePassed, raw ``failed``: what the outbox records as a pausing piece's
+    planned stop) while Volcano shows no run; a phase that shows a run is the cluster's word."""
+    obj = {"metadata": {"annotations": {RELEASED_PAST_STOP: "2027-01-01T02:00:00Z"}},
+           "status": {"state": {"phase": phase}}}
+    r = read_volcano(obj, gated=True)
+    assert r.state is state
+    if state is JobState.FAILED:
+        assert (r.reason, r.raw, r.start, r.end) == (
+            ReasonCode.DEADLINE_PASSED, "failed", None, datetime(2027, 1, 1, 2, tzinfo=UTC))
+        assert not r.held and "left gated and none ran" in r.detail
 
 
 def test_jobset_and_kueue_conditions_map_with_the_clusters_reason():
