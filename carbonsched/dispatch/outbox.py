@@ -1669,6 +1669,21 @@ def _unit(row: DispatchRow) -> SubmittedUnit:
 
 
 @dataclass(frozen=True)
+class LiveUnit:
+    """One unit of a job's claim that has not ended: it holds, or is to hold, its GPUs."""
+
+    piece: int
+    site: str
+    state: str
+    """:class:`~carbonsched.domain.JobState` value, never one of :data:`TERMINAL`."""
+    planned_start: datetime
+    planned_end: datetime
+    """The placement's span as dispatched. [UTC]"""
+    actual_start: datetime | None
+    """When its backend started it (``None``: not started, or not reported). [UTC]"""
+
+
+@dataclass(frozen=True)
 class DispatchedJob:
     """What dispatch did with one job, from its outbox rows (every piece submitted)."""
 
@@ -1687,6 +1702,9 @@ class DispatchedJob:
     start: datetime
     end: datetime
     """First piece's planned start and last piece's planned end. [UTC]"""
+    live: tuple[LiveUnit, ...] = ()
+    """The units of the claim's plan that have not ended, in piece order (empty when every
+    unit ended)."""
 
 
 _JOB_STATE_ORDER = (JobState.RUNNING, JobState.PAUSED, JobState.FAILED, JobState.CANCELLED)
@@ -1745,11 +1763,14 @@ def dispatched_jobs(store: Store, job_ids: Collection[str]) -> dict[str, Dispatc
                     + (f": {row.detail}" if row.detail else "")),
             plan_id=claim.plan_id,
             site=", ".join(dict.fromkeys(r.site for r in mine)),
-            start=min(r.planned_start for r in mine), end=max(r.planned_end for r in mine))
+            start=min(r.planned_start for r in mine), end=max(r.planned_end for r in mine),
+            live=tuple(LiveUnit(r.piece, r.site, r.state, r.planned_start, r.planned_end,
+                                r.actual_start) for r in mine if r.state not in TERMINAL))
     return out
 
 
-def final_jobs(store: Store, job_ids: Collection[str]) -> dict[str, str]:
+def final_jobs(store: Store, job_ids: Collection[str],
+               dispatched: Mapping[str, DispatchedJob] | None = None) -> dict[str, str]:
     """The jobs of ``job_ids`` that are final under their id in the store, with the sentence.
 
     Final: the store pruned the job's records (a tombstone,
@@ -1764,6 +1785,9 @@ def final_jobs(store: Store, job_ids: Collection[str]) -> dict[str, str]:
         The store holding the outbox and the tombstones.
     job_ids
         Jobs to look up.
+    dispatched
+        :func:`dispatched_jobs` of ``job_ids``, when the caller read it already (``None``:
+        read here).
 
     Returns
     -------
@@ -1774,8 +1798,9 @@ def final_jobs(store: Store, job_ids: Collection[str]) -> dict[str, str]:
     from carbonsched.store.pruned_jobs import final_under_id
 
     ids = set(job_ids)
+    held = dispatched_jobs(store, ids) if dispatched is None else dispatched
     out = {i: final_under_id(i, d.state, d.reason, f"dispatched from plan {d.plan_id}")
-           for i, d in dispatched_jobs(store, ids).items() if d.state in TERMINAL}
+           for i, d in held.items() if i in ids and d.state in TERMINAL}
     # the outbox first: a tombstone is written only as the job's units go
     out |= {i: pruned_sentence(p) for i, p in pruned_jobs(store.engine, ids - set(out)).items()}
     return out

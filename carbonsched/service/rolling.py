@@ -176,7 +176,8 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
                  data_dir: Any, solver: str, time_limit_s: float, horizon_hours: int,
                  run_every_hours: int = 24, signal_loader: Any = None,
                  exogenous_loader: Any = None,
-                 end_first: Sequence[Unplaced] = ()) -> RollingStep:
+                 end_first: Sequence[Unplaced] = (),
+                 dispatched: Sequence[Any] = ()) -> RollingStep:
     """Plan one rolling step (see the module docstring); nothing is written yet.
 
     Parameters
@@ -205,6 +206,11 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
     end_first
         Pending jobs to end before planning, with their reason (an API job naming a site the
         catalog no longer defines would make the planner refuse the whole run).
+    dispatched
+        Running work (:class:`~carbonsched.domain.RunningWork`) of jobs dispatch holds that
+        the rolling state does not (a workload file's job dispatched from a daily run's plan:
+        :func:`carbonsched.service.runs.without_dispatched_jobs`), held beside its committed
+        work.
 
     Raises
     ------
@@ -240,7 +246,8 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
     take_carried(store, catalog_ref, rp.state)
     start, cold = warm_start(rp.state, run_every_hours)
     daily = run_daily_plan(pdate, catalog_ref, Workload(jobs=jobs, inference=inf), data_dir,
-                           solver, time_limit_s, horizon_hours, running=running, issued_at=t,
+                           solver, time_limit_s, horizon_hours,
+                           running=[*running, *dispatched], issued_at=t,
                            warm_start=start, signal_loader=signal_loader,
                            exogenous_loader=exogenous_loader)
     run = rp.apply(t, daily.problem, daily.result, ended)

@@ -1219,14 +1219,31 @@ def replaced_plans_note(service_store: Any, catalog: str, pdate: str, trigger: s
             f"{how}")
 
 
-def without_final_jobs(store: Any, wl: Workload,
-                       known: Collection[str] = ()) -> tuple[Workload, str]:
-    """``wl`` without the workload file's jobs that are final under their id in the store.
+@dataclass(frozen=True)
+class FileWork:
+    """The workload file's work a run plans, and what dispatch already holds of it."""
 
-    A static workload file planned every day still lists the jobs that ran: one dispatch
-    holds as ended, or whose records the store pruned
-    (:func:`carbonsched.dispatch.outbox.final_jobs`), is not planned again, neither as new
-    work nor as a new ``DeadlinePassed``; the run's notes name them with the one sentence.
+    workload: Workload
+    """The work left to plan: the file's jobs less those dispatch or the store holds."""
+    notes: list[str]
+    """One note per kind of job left out (final, dispatched and not ended); empty when none."""
+    running: list[Any]
+    """:class:`~carbonsched.domain.RunningWork` of the left-out jobs' units that have not
+    ended: the GPUs and IT power they hold in the horizon (empty without ``horizon_start``)."""
+
+
+def without_dispatched_jobs(store: Any, wl: Workload, known: Collection[str] = (),
+                            horizon_start: pd.Timestamp | None = None) -> FileWork:
+    """``wl`` without the workload file's jobs that dispatch holds or the store holds final.
+
+    A static workload file planned every day still lists the jobs an earlier plan dispatched.
+    They are not new work: one that is final under its id (every unit of its claim ended, or
+    the store pruned its records: :func:`carbonsched.dispatch.outbox.final_jobs`) is planned
+    neither again nor as a new ``DeadlinePassed``; one dispatch holds and that has not ended
+    (its units ``Pending``, ``Dispatched``, ``Running`` or ``Paused``:
+    :func:`carbonsched.dispatch.outbox.dispatched_jobs`) is not placed a second time either,
+    and the units it still runs hold their GPUs and power in the horizon as running work
+    (:func:`dispatched_running_work`). One note per kind names them.
 
     Parameters
     ----------
@@ -1236,22 +1253,104 @@ def without_final_jobs(store: Any, wl: Workload,
         The workload file's work.
     known
         Ids not looked up (kept): the rolling state's own, which it never plans again.
+    horizon_start
+        The run's first slot (tz-aware UTC): the running work is that of the horizon from
+        it; ``None``: no running work is read (``FileWork.running`` is empty).
 
     Returns
     -------
-    (Workload, str)
-        The workload left to plan, and the note (``""`` when no job was dropped).
+    FileWork
+        The workload left to plan, the notes and the running work.
     """
-    from carbonsched.dispatch.outbox import final_jobs
+    from carbonsched.dispatch.outbox import TERMINAL, dispatched_jobs, final_jobs
 
-    final = final_jobs(store, {j.id for j in wl.jobs} - set(known))
-    if not final:
-        return wl, ""
-    ids = sorted(final)
-    note = (f"{len(ids)} job(s) of the workload file were not planned again: "
-            + "; ".join(final[i] for i in ids[:5]) + (" ..." if len(ids) > 5 else ""))
-    return Workload(jobs=[j for j in wl.jobs if j.id not in final],
-                    inference=wl.inference), note
+    ids = {j.id for j in wl.jobs} - set(known)
+    held = dispatched_jobs(store, ids)
+    final = final_jobs(store, ids, held)
+    live = {i: d for i, d in held.items() if i not in final and d.state not in TERMINAL}
+    notes: list[str] = []
+    if final:
+        f = sorted(final)
+        notes.append(f"{len(f)} job(s) of the workload file were not planned again: "
+                     + "; ".join(final[i] for i in f[:5]) + (" ..." if len(f) > 5 else ""))
+    running: list[Any] = []
+    if live:
+        jobs = {j.id: j for j in wl.jobs if j.id in live}
+        if horizon_start is not None:
+            running = dispatched_running_work(store, live, jobs, horizon_start)
+        lv = sorted(live)
+        notes.append(
+            f"{len(lv)} job(s) of the workload file were not planned again: dispatch holds "
+            "them and they have not ended ("
+            + "; ".join(f"job {i!r} {live[i].state}, dispatched from plan "
+                        f"{live[i].plan_id[:12]}" for i in lv[:5])
+            + (" ..." if len(lv) > 5 else "") + "); a job is dispatched once under its id, "
+            "so the GPUs and power its units hold in this horizon are held as running work, "
+            "not planned again")
+    if not final and not live:
+        return FileWork(wl, [], [])
+    return FileWork(Workload(jobs=[j for j in wl.jobs if j.id not in final and j.id not in live],
+                             inference=wl.inference), notes, running)
+
+
+def dispatched_running_work(store: Any, held: dict[str, Any], jobs: dict[str, Job],
+                            horizon_start: pd.Timestamp) -> list[Any]:
+    """The GPUs and power the units of dispatched jobs that have not ended hold in a horizon.
+
+    Each unit (:attr:`~carbonsched.dispatch.outbox.DispatchedJob.live`) holds its placement
+    as the plan it was dispatched from placed it (site, GPU type and count, a slice's GPU, a
+    gang's domains; read from the stored plan, else the job's own GPUs), over its planned
+    span moved by its start's delay when its backend started it later than planned.
+    :func:`carbonsched.plan.rolling.running_work` turns the pieces into the planner's running
+    work, so a daily run holds them as a rolling run holds its committed pieces; a unit whose
+    span ends by ``horizon_start`` holds nothing.
+
+    Parameters
+    ----------
+    store
+        The store (:class:`~carbonsched.store.Store`) holding the plans.
+    held
+        Job id -> :class:`~carbonsched.dispatch.outbox.DispatchedJob` (not ended).
+    jobs
+        Job id -> :class:`~carbonsched.domain.Job`, for every id of ``held``: its IT power
+        [kW] and GPU slice.
+    horizon_start
+        The run's first slot (tz-aware UTC).
+
+    Returns
+    -------
+    list of RunningWork
+        One per unit still holding capacity at or after ``horizon_start``.
+    """
+    from carbonsched.domain import Placement
+    from carbonsched.plan.rolling import running_work
+
+    placed: dict[tuple[str, int], dict[str, Any]] = {}
+    for plan_id in sorted({d.plan_id for d in held.values()}):
+        try:
+            doc = store.get_plan(plan_id)
+        except InputError:          # the plan is gone: the unit's own span and the job's GPUs
+            continue
+        for p in doc.get("placements", []):
+            d = held.get(p["job_id"])
+            if d is not None and d.plan_id == plan_id:
+                placed[(p["job_id"], int(p.get("piece", 0)))] = p
+    pieces: dict[str, list[Placement]] = {}
+    for jid, d in held.items():
+        job = jobs[jid]
+        for u in d.live:
+            p = placed.get((jid, u.piece), {})
+            start, end = pd.Timestamp(u.planned_start), pd.Timestamp(u.planned_end)
+            if u.actual_start is not None and pd.Timestamp(u.actual_start) > start:
+                end += pd.Timestamp(u.actual_start) - start    # started late: ends late
+                start = pd.Timestamp(u.actual_start)
+            pieces.setdefault(jid, []).append(Placement(
+                job_id=jid, site=u.site, start=start, end=end,
+                gpu_type=str(p.get("gpu_type", job.gpu_type)),
+                gpus=int(p.get("gpus", job.gpus)), energy_kwh=0.0, emissions_kg=0.0,
+                piece=u.piece, gpu_index=p.get("gpu_index"), mig_start=p.get("mig_start"),
+                domains=tuple(p.get("domains") or ())))
+    return running_work(pieces, jobs, pd.DatetimeIndex([pd.Timestamp(horizon_start)]))
 
 
 def _plan_daily(settings: Any, service_store: Any, wl: Workload, pdate: str,
@@ -1265,13 +1364,17 @@ def _plan_daily(settings: Any, service_store: Any, wl: Workload, pdate: str,
 
     snap = submitted_jobs(service_store)      # one snapshot of the API's jobs for the run
     bad = unrunnable_submitted_jobs(service_store, load_catalog(settings.catalog), wl, snap)
-    wl, final = without_final_jobs(service_store.store, wl)
-    wl, api_ids = with_submitted_jobs(wl, service_store, t, settings.horizon_hours, set(bad),
-                                      snap)
+    # the file's jobs dispatch holds are not new work; the units still running hold capacity
+    # from the plan's first slot (the date's 00:00 UTC: run_daily_plan's horizon)
+    file_work = without_dispatched_jobs(service_store.store, wl,
+                                        horizon_start=pd.Timestamp(pdate, tz="UTC"))
+    wl, api_ids = with_submitted_jobs(file_work.workload, service_store, t,
+                                      settings.horizon_hours, set(bad), snap)
     expired = [j for j in expired_submitted_jobs(service_store, t, snap) if j.id not in bad]
     daily = run_daily_plan(pdate, settings.catalog, wl, settings.data_dir, settings.solver,
                            settings.time_limit_s, settings.horizon_hours,
                            signal_loader=loaders.signal_loader,
+                           running=file_work.running,
                            exogenous_loader=loaders.exogenous_loader)
     doc = daily.document
     if expired:
@@ -1283,8 +1386,7 @@ def _plan_daily(settings: Any, service_store: Any, wl: Workload, pdate: str,
 
     if bad:
         doc["notes"].append(unrunnable_note(bad))
-    if final:
-        doc["notes"].append(final)
+    doc["notes"].extend(file_work.notes)
 
     def record(db: Any, now: datetime) -> None:
         update_submitted(db, doc, api_ids, now)
@@ -1311,27 +1413,28 @@ def _plan_rolling(settings: Any, service_store: Any, catalog: Catalog, wl: Workl
     bad = _unrunnable_rolling(service_store, catalog, wl, snap)
     api = [job for r, job in snap if r["job_id"] not in bad]
     api_ids = {j.id for j in api}
-    # the file's jobs whose id the store holds final (pruned; the rolling state keeps the
-    # others it committed or ended) are not new work
+    # the file's jobs whose id the store holds final (pruned) or dispatch holds (from a daily
+    # run's plan: the rolling state keeps the others it committed or ended) are not new work
     file_ids = [j.id for j in wl.jobs]
-    file_wl, final = without_final_jobs(service_store.store, wl,
-                                        RollingStore(service_store.store).holds(file_ids))
+    file_work = without_dispatched_jobs(service_store.store, wl,
+                                        RollingStore(service_store.store).holds(file_ids), t)
     # a bad job already pending in the rolling state ends there too (the planner would
     # refuse the whole run for a site the catalog lost)
     end_first = [Unplaced(jid, ReasonCode(reason), detail)
                  for jid, (reason, detail) in bad.items()
                  if reason == str(ReasonCode.UNKNOWN_SITE)]
     step = rolling_step(service_store.store, catalog, settings.catalog, pdate, t,
-                        list(file_wl.jobs) + api, wl, settings.data_dir, settings.solver,
+                        list(file_work.workload.jobs) + api, wl, settings.data_dir,
+                        settings.solver,
                         settings.time_limit_s, settings.horizon_hours,
                         settings.rolling_run_every_hours,
                         signal_loader=loaders.signal_loader,
-                        exogenous_loader=loaders.exogenous_loader, end_first=end_first)
+                        exogenous_loader=loaders.exogenous_loader, end_first=end_first,
+                        dispatched=file_work.running)
     doc = step.daily.document
     if bad:
         doc["notes"].append(unrunnable_note(bad))
-    if final:
-        doc["notes"].append(final)
+    doc["notes"].extend(file_work.notes)
 
     def record(db: Any, now: datetime) -> None:
         step.rolling_store.save(step.planner.state, step.run, doc["plan_id"], now)

@@ -214,12 +214,17 @@ def test_the_daily_plan_does_not_report_a_finished_file_job_again(tmp_path, shar
     svc.run(10)
     svc.succeed("done")
     assert "done" not in {u for u, _ in _unplaced(svc.run(11))}
-    assert "done" not in {u for u, _ in _unplaced(svc.run(12))}
+    day12 = svc.run(12)
+    assert "done" not in {u for u, _ in _unplaced(day12)}
+    assert "fresh" in {p["job_id"] for p in day12["placements"]}     # a new id is planned
     prune(svc.db.store, 1, now=svc.clock.now())
     with Session(svc.db.engine) as s:
         assert s.get(PrunedJobRow, "done") is not None
     doc = svc.run(13)
     assert "done" not in {u for u, _ in _unplaced(doc)}
     assert "done" not in {p["job_id"] for p in doc["placements"]}
-    assert "fresh" in {p["job_id"] for p in doc["placements"]}       # a new id is planned
+    # fresh, dispatched from day 12's plan and not ended, holds its GPU, not planned again
+    assert "fresh" not in {p["job_id"] for p in doc["placements"]}
+    assert [r["job_id"] for r in doc["running"]] == ["fresh"]
     assert svc.backend.submits.count("done#0") == 1
+    assert svc.backend.submits.count("fresh#0") == 1
