@@ -29,22 +29,29 @@ annotation ``emulator.carbonsched.io/run-seconds`` overrides it per object) then
 ``DeadlineExceeded`` at ``activeDeadlineSeconds`` (a Job of ``parallelism: 0`` makes no pod
 and ends only so); a running Job suspended again stops (``Suspended`` condition, pods gone) and
 starts over when resumed, ``startTime`` reset, with the ``activeDeadlineSeconds`` it has then (a
-patch may change it); a JobSet likewise (``Suspended``, ``Completed``/``Failed``,
-``terminalState``; its child Jobs made with it, suspended while it is, as the JobSet controller
-makes them, each with its own deadline and parallelism, which a patch may change);
+patch may change it, also while it runs: a deadline lowered into the past ends it at that
+patch, as the Job controller's sync on the update does); a JobSet likewise (``Suspended``,
+``Completed``/``Failed``, ``terminalState``; its child Jobs made with it, suspended while it
+is, as the JobSet controller makes them, each with its own deadline and parallelism, which a
+patch may change);
 **Kueue**: a suspended Job or JobSet carrying ``kueue.x-k8s.io/queue-name`` gets a Workload that is
 admitted (``QuotaReserved``, ``Admitted``) when the LocalQueue exists, and the object is
-unsuspended; **Volcano**: a Job's pods are made from its tasks, gated pods stay Pending, the Job
-runs once ``minAvailable`` pods are ungated (``status.state.phase`` Pending -> Running ->
-Completed/Failed); each pod gets ``startTime`` when it starts and ends on its own, ``Failed``
-with reason ``DeadlineExceeded`` at its ``activeDeadlineSeconds`` counted from it (as the kubelet
-does), and once none runs the Job is ``Completed`` if ``minAvailable`` pods succeeded, else
-``Failed`` (Volcano's rule without lifecycle policies). A pod patch is checked as the
-API server checks a pod update (the upstream Pod schema; gates only removed;
-``activeDeadlineSeconds`` set when unset or lowered, within 1..2^31-1; no other ``spec`` field).
-Errors are ``Status`` objects, as the official clients expect.
+unsuspended (a pending Workload's pod count follows its suspended Job's ``parallelism``, as Kueue
+remakes a Workload no longer equivalent to its Job); **Volcano**: a Job's pods are made from its
+tasks, gated pods stay Pending, the Job runs once ``minAvailable`` pods are ungated
+(``status.state.phase`` Pending -> Running -> Completed/Failed); each pod gets ``startTime`` when
+it starts and ends on its own, ``Failed`` with reason ``DeadlineExceeded`` at its
+``activeDeadlineSeconds`` counted from it (as the kubelet does), and once none runs the Job is
+``Completed`` if ``minAvailable`` pods succeeded, else ``Failed`` (Volcano's rule without
+lifecycle policies). A pod patch is checked as the API server checks a pod update (the upstream
+Pod schema; gates only removed; ``activeDeadlineSeconds`` set when unset or lowered, within
+1..2^31-1; no other ``spec`` field). Errors are ``Status`` objects, as the official clients
+expect.
 
-Test hook (emulator only): ``POST /clusters/<context>/emulator/evict`` with ``{"group",
+Test hooks (emulator only): the annotation :data:`ADMIT_AT` on a Kueue-managed object keeps its
+Workload pending (``QuotaReserved`` False, as for quota not yet free) until that instant, when
+it is admitted and the object unsuspended (its ``startTime`` is that instant).
+``POST /clusters/<context>/emulator/evict`` with ``{"group",
 "version", "plural", "namespace", "name", "reason", "message"}`` makes the cluster take an object
 back (Kueue: ``Evicted``/``Preempted`` on the Workload, the object suspended again until
 ``{"action": "readmit", ...}``; Volcano: ``Restarting`` with ``PodEvicted``; JobSet/Job:
@@ -88,6 +95,10 @@ OUTCOME = "emulator.carbonsched.io/outcome"
 RUN_SECONDS = "emulator.carbonsched.io/run-seconds"
 """Test hook: an object's own run time instead of ``--run-seconds`` (a Job that runs long
 enough to be paused by a grid event)."""
+ADMIT_AT = "emulator.carbonsched.io/admit-at"
+"""Test hook: the instant (RFC 3339, UTC) before which the emulated Kueue does not admit the
+object's Workload, as when the ClusterQueue's quota frees only then; it is admitted at that
+instant (or at once when it is queued later)."""
 
 
 @lru_cache(maxsize=8)
@@ -113,6 +124,11 @@ def _now() -> datetime:
 
 def _iso(ts: datetime) -> str:
     return ts.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse(text: str | None) -> datetime | None:
+    """An RFC 3339 instant (``...Z``) as a tz-aware datetime; None for None."""
+    return None if not text else datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def status_error(code: int, reason: str, message: str, name: str = "",
@@ -404,6 +420,9 @@ class Cluster:
         self.objects: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = {}
         self.released: dict[tuple[str, str, str, str], datetime] = {}
         self.pod_started: dict[str, datetime] = {}   # a Volcano pod's startTime, by its uid
+        # when a started Job's activeDeadlineSeconds was last changed: the Job controller syncs
+        # the Job on that update, so a deadline lowered into the past ends it then, not before
+        self.deadline_set: dict[tuple[str, str, str, str], datetime] = {}
         self.volcano_queues = {"default"}
         self.held_evicted: set[str] = set()  # Workload uids kept out of re-admission
         self.rv = 0
@@ -451,6 +470,7 @@ class Cluster:
             return None
         uid = obj["metadata"]["uid"]
         self.released.pop((kind.group, kind.plural, ns, name), None)
+        self.deadline_set.pop((kind.group, kind.plural, ns, name), None)
         for owned_kind in (WORKLOADS[0], POD, JOB):  # garbage collection of owned objects
             for o in self.owned_by(uid, owned_kind):
                 self.bucket(owned_kind).pop((ns, o["metadata"]["name"]), None)
@@ -478,12 +498,14 @@ class Cluster:
             self._volcano(ns, name, obj, pods_of.get(obj["metadata"]["uid"], []))
 
     def _run_outcome(self, key: tuple[str, str, str, str], obj: dict[str, Any],
-                     limit: float | None = None, idle: bool = False
-                     ) -> tuple[str, datetime, datetime]:
+                     limit: float | None = None, idle: bool = False,
+                     limit_set: datetime | None = None) -> tuple[str, datetime, datetime]:
         """('running' | 'failed' | 'deadline' | 'succeeded', started, done) of a released
         object after ``run_seconds`` (failed with the annotation ``emulator.carbonsched.io/
         outcome: Failed``). ``idle``: it runs no pod (``parallelism: 0``), so it never
-        completes and ends only at its deadline ``limit``."""
+        completes and ends only at its deadline ``limit``. ``limit_set``: when the deadline
+        was changed on the running object; one lowered into the past ends the run at that
+        update (the Job controller's sync on it), never before."""
         started = self.released.setdefault(key, _now())
         own = (obj["metadata"].get("annotations") or {}).get(RUN_SECONDS)
         run_for = float("inf") if idle else float(own) if own else self.run_seconds
@@ -492,6 +514,8 @@ class Cluster:
             # no pod and no deadline: it never ends (timedelta cannot hold infinity)
             return "running", started, datetime.max.replace(tzinfo=UTC)
         done = started + timedelta(seconds=run_s)
+        if limit is not None and float(limit) < run_for and limit_set is not None:
+            done = max(done, limit_set)
         if _now() < done:
             return "running", started, done
         if limit is not None and float(limit) < run_for:
@@ -516,6 +540,7 @@ class Cluster:
             key = ("batch", "jobs", ns, name)
             if key in self.released or st.get("startTime"):
                 self.released.pop(key, None)
+                self.deadline_set.pop(key, None)
                 if st.get("active") or not any(c["type"] == "Suspended" and c["status"] == "True"
                                                for c in st.get("conditions", [])):
                     st["active"] = 0
@@ -531,9 +556,11 @@ class Cluster:
         # DeadlineExceeded (Kubernetes Job docs, "Job termination and cleanup"); one of
         # parallelism 0 makes no pod and ends only so
         pods = _parallelism(job)
-        outcome, started, done = self._run_outcome(("batch", "jobs", ns, name), job,
+        key = ("batch", "jobs", ns, name)
+        outcome, started, done = self._run_outcome(key, job,
                                                    job["spec"].get("activeDeadlineSeconds"),
-                                                   idle=pods == 0)
+                                                   idle=pods == 0,
+                                                   limit_set=self.deadline_set.get(key))
         st.setdefault("startTime", _iso(started))
         if outcome == "running":
             st["active"] = pods
@@ -581,6 +608,8 @@ class Cluster:
             for child in children or self._make_children(ns, js):
                 child["spec"]["suspend"] = True
                 child.setdefault("status", {})["active"] = 0
+                child["status"].pop("startTime", None)   # set again when it is resumed
+                self.deadline_set.pop(("batch", "jobs", ns, child["metadata"]["name"]), None)
             return
         if not children:
             children = self._make_children(ns, js)
@@ -593,12 +622,19 @@ class Cluster:
         limits = [c["spec"]["activeDeadlineSeconds"] for c in children
                   if c["spec"].get("activeDeadlineSeconds") is not None]
         idle = all(_parallelism(c) == 0 for c in children)
+        changed = [t for c in children if (t := self.deadline_set.get(
+            ("batch", "jobs", ns, c["metadata"]["name"]))) is not None]
         outcome, started, done = self._run_outcome(key, js, min(limits) if limits else None,
-                                                   idle=idle)
+                                                   idle=idle,
+                                                   limit_set=max(changed) if changed else None)
         _set_condition(conds, "Suspended", "False", "ResumeJobs", "jobset is resumed",
                        at=started)
         n = {r["name"]: 0 if idle else r.get("replicas", 1) for r in rjobs}
         if outcome == "running":
+            for child in children:   # the Job controller starts each child Job
+                cst = child.setdefault("status", {})
+                cst.setdefault("startTime", _iso(started))
+                cst["active"] = _parallelism(child)
             st["replicatedJobsStatus"] = [{"name": k, "ready": v, "succeeded": 0, "failed": 0,
                                            "active": v, "suspended": 0} for k, v in n.items()]
             return
@@ -651,8 +687,10 @@ class Cluster:
 
     def _kueue(self, kind: Kind, ns: str, obj: dict[str, Any]) -> None:
         """Kueue: a suspended object carrying ``kueue.x-k8s.io/queue-name`` gets a Workload,
-        admitted at once when its LocalQueue exists (quota is not emulated) and then unsuspended;
-        inadmissible (``QuotaReserved`` False) when it does not."""
+        admitted at once when its LocalQueue exists (quota is not emulated; the test hook
+        :data:`ADMIT_AT` makes it wait, as for quota) and then unsuspended; inadmissible
+        (``QuotaReserved`` False) when it does not. A pending Workload follows its Job's
+        ``parallelism`` (Kueue remakes a Workload no longer equivalent to its suspended Job)."""
         queue = (obj["metadata"].get("labels") or {}).get(QUEUE_LABEL)
         if not queue:
             return
@@ -667,11 +705,23 @@ class Cluster:
         if uid in self.held_evicted or _cond_true(conds, "Admitted") or _cond_true(
                 conds, "Finished"):
             return
+        if kind is JOB and wl["spec"]["podSets"][0]["count"] != _parallelism(obj):
+            wl["spec"]["podSets"][0]["count"] = _parallelism(obj)
+            wl["metadata"]["resourceVersion"] = self.next_rv()
         if (ns, queue) not in self.bucket(LOCALQUEUE):
             _set_condition(conds, "QuotaReserved", "False", "Inadmissible",
                            f"LocalQueue {queue} doesn't exist")
             return
         now = _now()
+        admit_at = _parse((obj["metadata"].get("annotations") or {}).get(ADMIT_AT))
+        if admit_at is not None and now < admit_at:
+            _set_condition(conds, "QuotaReserved", "False", "Pending",
+                           f"couldn't assign flavors to pod set main: insufficient unused "
+                           f"quota in ClusterQueue {CLUSTER_QUEUE} (until {_iso(admit_at)})")
+            return
+        if admit_at is not None and admit_at > (_parse(wl["metadata"].get(
+                "creationTimestamp")) or admit_at):
+            now = admit_at   # admitted when the quota freed, whenever this pass runs
         _set_condition(conds, "QuotaReserved", "True", "QuotaReserved",
                        f"Quota reserved in ClusterQueue {CLUSTER_QUEUE}", at=now)
         _set_condition(conds, "Admitted", "True", "Admitted",
@@ -834,6 +884,7 @@ class Cluster:
             return None
         now = _now()
         self.released.pop((kind.group, kind.plural, ns, name), None)
+        self.deadline_set.pop((kind.group, kind.plural, ns, name), None)
         if kind is VCJOB:
             for p in self.owned_by(obj["metadata"]["uid"], POD):
                 self.bucket(POD).pop((ns, p["metadata"]["name"]), None)
@@ -1235,6 +1286,13 @@ def create_app(contexts: dict[str, list[str]], run_seconds: float = 2.0,
                 new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
             new["metadata"]["resourceVersion"] = c.next_rv()
             c.bucket(kind)[(ns, name)] = new
+            if kind is JOB and not new["spec"].get("suspend") and new["status"].get(
+                    "startTime") and new["spec"].get("activeDeadlineSeconds") != old[
+                    "spec"].get("activeDeadlineSeconds"):
+                # a running Job's deadline changed (the field is mutable): the Job controller
+                # syncs it on the update and ends it then if startTime + the new deadline has
+                # passed (kubernetes pkg/controller/job, updateJob)
+                c.deadline_set[(group, plural, ns, name)] = _now()
             if old["spec"].get("suspend") and not new["spec"].get("suspend"):
                 c.released[(group, plural, ns, name)] = _now()
                 st = new["status"]

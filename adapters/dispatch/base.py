@@ -9,6 +9,9 @@ interfaces):
   ``--begin``); adapters without it submit held and need :class:`ReleasesHeld`.
 - :class:`ReleasesHeld` — jobs are submitted held (a suspended Kubernetes Job) and released by the
   service at their planned start (``release``).
+- :class:`KeepsPlannedStop` — a released job may start later than its release (Kueue admits it
+  from its queue), so the release pass bounds it by its planned stop once it has
+  (``keep_planned_stops``).
 - :class:`ReportsGpuTypes` — the backend reports the GPU types and counts it offers.
 - :class:`KeepsAccounting` — the backend keeps records of finished jobs (Slurm ``sacct``), looked
   up by key in a bounded window before a unit whose submission may have been made is submitted
@@ -410,6 +413,20 @@ class ReleasesHeld(Protocol):
 
     def release(self, key: str) -> bool:
         """Release the held job; False if it is not held (idempotent)."""
+
+
+@runtime_checkable
+class KeepsPlannedStop(Protocol):
+    """A released job may start later than its release (Kueue admits it from its queue).
+
+    The release pass bounds such a job by its planned stop once it has started.
+    """
+
+    def keep_planned_stops(self, keys: Collection[str]) -> dict[str, str]:
+        """Bound the runs of these released keys by their planned stops.
+
+        Key -> what was done, for the keys changed now.
+        """
 
 
 @runtime_checkable

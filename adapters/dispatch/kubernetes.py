@@ -21,7 +21,8 @@ created, read, listed, patched and deleted through the generic API (``CustomObje
   :data:`~carbonsched.adapters.dispatch.base.CHECKPOINT_SIGNAL_LEAD_S` before its planned end
   (:meth:`KubernetesAdapter.active_deadline_s`), so that the pod, told to checkpoint by SIGTERM
   then, is gone by that end; a release or resume later than planned sets it to the time left to
-  that stop (:data:`A_STOP`), never the whole length again.
+  that stop (:data:`A_STOP`), never the whole length again, and a run Kueue admits after a wait
+  in its queue gets its stop less its start (:meth:`KubernetesAdapter.keep_planned_stops`).
 
 A create that answers 409 AlreadyExists (a retry after a lost response, a second dispatcher) is a
 success only when the object there carries our labels *and* our key for this job; otherwise it is a
@@ -721,10 +722,11 @@ class KubernetesAdapter:
         end), as :meth:`resume` does.
 
         Under Kueue the bound is set with the queue label; the Job controller sets
-        ``startTime`` when Kueue admits the Workload and unsuspends the object, so the deadline
-        counts from the admission: a wait in Kueue's queue after the release lengthens the run
-        past the planned stop by that wait (no Job field bounds a run by an instant). A Kueue
-        object whose stop has passed is not queued at all: carbonsched unsuspends it with
+        ``startTime`` when Kueue admits the Workload and unsuspends the object, so this
+        deadline counts from the admission: after a wait in Kueue's queue,
+        :meth:`keep_planned_stops` (the release pass) lowers it to the planned stop less the
+        admission, or makes a run still queued at its stop run no pod. A Kueue object whose
+        stop has passed at its release is not queued at all: carbonsched unsuspends it with
         ``parallelism: 0`` (Kueue ignores an object without the label), so it takes no quota.
         A Volcano Job (no suspend; each pod's deadline counts from that pod's own start) is
         bounded pod by pod, and one past its stop is left gated (:meth:`_ungate`).
@@ -774,6 +776,91 @@ class KubernetesAdapter:
             raise BackendError(f"{self.name}: release of {res.plural}/{name} refused "
                                f"({exc.status}): {exc.message}") from exc
         return True, f"{res.plural}/{name} {said}"
+
+    def keep_planned_stops(self, keys: Collection[str]) -> dict[str, str]:
+        """Bound by its planned stop each of our Kueue runs queued at its release.
+
+        Under Kueue a release only queues the object; the Job controller sets ``startTime``
+        when Kueue admits the Workload and unsuspends it, so the deadline set at the release
+        (the time then left to :meth:`stop_at`) counts from the admission: a wait in Kueue's
+        queue would lengthen the run past its planned stop by that wait, a pausing piece into
+        its next piece's hours. Each pass therefore looks at our labelled objects of ``keys``:
+
+        - admitted: ``activeDeadlineSeconds`` (of the Job, or of each of a JobSet's child Jobs)
+          is lowered to the planned stop less its ``startTime`` wherever it ends later
+          (:meth:`_run_bound` with ``started``): the field may change on a running Job, and the
+          Job controller syncs the Job on the change, ending it then if the new deadline has
+          passed (Kubernetes ``pkg/controller/job``, ``updateJob``). It ends
+          ``DeadlineExceeded`` at its planned stop, or, admitted after the stop, at once;
+        - still queued when its stop has passed: ``parallelism: 0`` and the least deadline,
+          on the Job or its child Jobs (allowed on a suspended Job; Kueue remakes the pending
+          Workload of a Job with zero pods): whenever Kueue admits it, no pod runs and it ends
+          ``DeadlineExceeded`` at once.
+
+        Kueue's own limit, the label ``kueue.x-k8s.io/max-exec-time-seconds`` (the Workload's
+        ``spec.maximumExecutionTimeSeconds``), is not used: it also counts from the admission
+        and may not change while the Workload is admitted (the Workload CRD's rule). A run
+        admitted between two passes runs until the next pass at most past its stop. Not a
+        ``kueue`` workload: nothing to do (the release itself bounds it).
+
+        Parameters
+        ----------
+        keys
+            Dispatch keys released (their planned start has come).
+
+        Returns
+        -------
+        dict
+            Key -> what was patched, for the keys patched now.
+
+        Raises
+        ------
+        BackendError
+            The cluster refused a patch or could not be listed (the next pass tries again).
+        """
+        if self.workload != "kueue" or not keys:
+            return {}
+        want, out = set(keys), {}
+        api = self._custom()
+        for res, obj in self._objects():
+            key = _owner_key(obj)
+            if key not in want or KUEUE_QUEUE_LABEL not in (obj["metadata"].get("labels")
+                                                           or {}):
+                continue
+            if self._reading(obj, {}, {}).state in (JobState.SUCCEEDED, JobState.FAILED,
+                                                    JobState.CANCELLED):
+                continue
+            name = obj["metadata"]["name"]
+            queued = bool((obj.get("spec") or {}).get("suspend"))
+            if queued:
+                stop = self.stop_at(obj)
+                if stop is None or (stop - self.clock()).total_seconds() >= \
+                        MIN_ACTIVE_DEADLINE_S or self._withdrawn(res, obj):
+                    continue
+            bound, said, _ = self._run_bound(res, obj, key, "bound", started=not queued)
+            if bound:
+                try:
+                    self._call("bound", api.patch_namespaced_custom_object, res.group,
+                               res.version, self.namespace, res.plural, name, {"spec": bound},
+                               _content_type="application/merge-patch+json", key=key)
+                except _Api as exc:
+                    raise BackendError(f"{self.name}: bound of {res.plural}/{name} refused "
+                                       f"({exc.status}): {exc.message}") from exc
+            if said:
+                out[key] = (f"{res.plural}/{name} " + ("not admitted by Kueue by its planned "
+                            "stop: " if queued else "admitted by Kueue: ") + said)
+        return out
+
+    def _withdrawn(self, res: Resource, obj: dict[str, Any]) -> bool:
+        """True when a queued object runs no pod whenever Kueue admits it.
+
+        ``parallelism: 0`` on the Job, or on every child Job of a JobSet.
+        """
+        if res is not JOBSET:
+            return (obj.get("spec") or {}).get("parallelism") == 0
+        children = self._list(JOB, selector=f"{JOBSET_NAME_LABEL}={obj['metadata']['name']}")
+        return bool(children) and all((c.get("spec") or {}).get("parallelism") == 0
+                                      for c in children)
 
     # -- grid events (PausesWork) -----------------------------------------------------------
     @property
@@ -849,8 +936,8 @@ class KubernetesAdapter:
             patch["metadata"] = {"annotations": {A_STOP: _iso(stop)}}
         return patch, "patched spec.suspend: false" + (f"; {said}" if said else "")
 
-    def _run_bound(self, res: Resource, obj: dict[str, Any], key: str, verb: str
-                   ) -> tuple[dict[str, int], str, bool]:
+    def _run_bound(self, res: Resource, obj: dict[str, Any], key: str, verb: str,
+                   started: bool = False) -> tuple[dict[str, int], str, bool]:
         """Bound the run of ``obj``, about to start (released or resumed), by its planned stop.
 
         Unsuspending a Job sets (or, after a pause, resets) its ``startTime``, from which
@@ -864,6 +951,14 @@ class KubernetesAdapter:
         ``replicatedJobs`` cannot change; the JobSet controller makes them, suspended, with the
         JobSet and leaves their deadline and parallelism as they are when it unsuspends them).
 
+        ``started``: the run has started already (Kueue admitted it after its release), so
+        the deadline counts from each Job's own ``status.startTime``, not from now: it is set
+        to the stop less that start wherever the deadline it has ends later (the field may
+        change on a running Job, whose controller ends it at once when the new deadline has
+        passed); a Job started at or after its stop gets the least deadline and ends at once.
+        Its ``parallelism`` is left as admitted (Kueue checks it against the admission). A
+        Job not started yet, or already bounded, is left as it is.
+
         Parameters
         ----------
         res, obj
@@ -871,17 +966,22 @@ class KubernetesAdapter:
         key
             Its dispatch key (for errors).
         verb
-            ``"release"`` or ``"resume"`` (for errors).
+            ``"release"``, ``"resume"`` or ``"bound"`` (for errors).
+        started
+            Bound a run that has started (each Job's ``status.startTime``), not one about
+            to start.
 
         Returns
         -------
         bound : dict
             The fields to merge into a Job's own ``spec`` (empty for a JobSet, whose child Jobs
-            were patched, and for an object that does not say when it stops).
+            were patched, for an object that does not say when it stops, and for a started run
+            already within its stop).
         said : str
             What was bounded, for the action's detail (empty when nothing was).
         over : bool
-            True when its planned stop has passed (no pod runs).
+            True when its planned stop has passed (no pod runs; ``started``: it started at or
+            after its stop).
 
         Raises
         ------
@@ -892,18 +992,8 @@ class KubernetesAdapter:
         stop = self.stop_at(obj)
         if stop is None:
             return {}, "", False
-        left = int((stop - self.clock()).total_seconds())
-        over = left < MIN_ACTIVE_DEADLINE_S
-        if not over:
-            bound: dict[str, int] = {"activeDeadlineSeconds": left}
-            said = (f"activeDeadlineSeconds: {left} (the time left to its planned stop at "
-                    f"{_iso(stop)})")
-        else:
-            bound = {"parallelism": 0, "activeDeadlineSeconds": MIN_ACTIVE_DEADLINE_S}
-            said = (f"parallelism: 0, activeDeadlineSeconds: {MIN_ACTIVE_DEADLINE_S} (its "
-                    f"planned stop at {_iso(stop)} has passed: no pod runs and it ends "
-                    "DeadlineExceeded)")
         if res is not JOBSET:
+            bound, said, over = self._bound_of(obj, stop, started)
             return bound, said, over
         api = self._custom()
         name = obj["metadata"]["name"]
@@ -911,9 +1001,15 @@ class KubernetesAdapter:
         if not children:
             raise BackendError(
                 f"{self.name}: {verb} of jobsets/{name} not made: it has no child Jobs yet to "
-                f"carry its bound ({said}); the JobSet controller makes them with the JobSet, "
-                "so check that it runs in the cluster; tried again in the next pass")
+                f"carry its bound (its planned stop at {_iso(stop)}); the JobSet controller "
+                "makes them with the JobSet, so check that it runs in the cluster; tried again "
+                "in the next pass")
+        saids, over = [], False
         for child in children:
+            bound, said, child_over = self._bound_of(child, stop, started)
+            over = over or child_over
+            if not bound:
+                continue
             cname = child["metadata"]["name"]
             try:
                 self._call(verb, api.patch_namespaced_custom_object, JOB.group, JOB.version,
@@ -922,7 +1018,45 @@ class KubernetesAdapter:
             except _Api as exc:
                 raise BackendError(f"{self.name}: {verb} of jobs/{cname} (of jobsets/{name}) "
                                    f"refused ({exc.status}): {exc.message}") from exc
+            saids.append(said)
+        if not saids:
+            return {}, "", over
+        said = saids[0] if len(set(saids)) == 1 else "; ".join(saids)
         return {}, f"its child Jobs {said}", over
+
+    def _bound_of(self, job: dict[str, Any], stop: datetime, started: bool
+                  ) -> tuple[dict[str, int], str, bool]:
+        """One Job's bound by ``stop`` (:meth:`_run_bound`).
+
+        The ``spec`` fields to merge, what they say and whether the stop has passed;
+        ``({}, "", over)`` when nothing is to change.
+        """
+        if not started:
+            left = int((stop - self.clock()).total_seconds())
+            if left >= MIN_ACTIVE_DEADLINE_S:
+                return ({"activeDeadlineSeconds": left}, f"activeDeadlineSeconds: {left} (the "
+                        f"time left to its planned stop at {_iso(stop)})", False)
+            return ({"parallelism": 0, "activeDeadlineSeconds": MIN_ACTIVE_DEADLINE_S},
+                    f"parallelism: 0, activeDeadlineSeconds: {MIN_ACTIVE_DEADLINE_S} (its "
+                    f"planned stop at {_iso(stop)} has passed: no pod runs and it ends "
+                    "DeadlineExceeded)", True)
+        spec, st = job.get("spec") or {}, job.get("status") or {}
+        since = parse_time(st.get("startTime"))
+        if since is None or spec.get("suspend"):
+            return {}, "", False   # not started yet: its release or resume bounds it
+        limit = spec.get("activeDeadlineSeconds")
+        left = int((stop - since).total_seconds())
+        over = left < MIN_ACTIVE_DEADLINE_S
+        want = max(left, MIN_ACTIVE_DEADLINE_S)
+        if limit is not None and int(limit) <= want:
+            return {}, "", over    # it ends by its stop already
+        if not over:
+            said = (f"activeDeadlineSeconds: {want} (started at {_iso(since)}: its planned "
+                    f"stop at {_iso(stop)} less its start)")
+        else:
+            said = (f"activeDeadlineSeconds: {want} (started at {_iso(since)}, after its "
+                    f"planned stop at {_iso(stop)}: it ends DeadlineExceeded at once)")
+        return {"activeDeadlineSeconds": want}, said, over
 
     def pause(self, key: str) -> WorkAction:
         """Suspend a running Job or JobSet (``spec.suspend: true``).

@@ -68,6 +68,7 @@ from carbonsched.adapters.dispatch.base import (
     DispatchAdapter,
     DispatchRequest,
     KeepsAccounting,
+    KeepsPlannedStop,
     ReleasesHeld,
     SubmittedUnit,
     dispatch_key,
@@ -1473,6 +1474,13 @@ def release_due(store: Store, catalog: Catalog | str, *, clock: Clock = system_c
     A release that fails (a cluster unreachable, a patch refused) is recorded in that row's
     detail and tried again in the next pass; it never holds back the other rows.
 
+    Then, on backends where a released job may start later than its release
+    (:class:`~carbonsched.adapters.dispatch.base.KeepsPlannedStop`: Kueue's queue), every
+    released unit not over is bounded by its planned stop
+    (:meth:`~carbonsched.adapters.dispatch.kubernetes.KubernetesAdapter.keep_planned_stops`):
+    one admitted after a wait ends at its stop, never that wait later; what was patched is
+    written to the row's detail, and a failure there is recorded and tried again likewise.
+
     Returns
     -------
     list of str
@@ -1490,6 +1498,8 @@ def release_due(store: Store, catalog: Catalog | str, *, clock: Clock = system_c
         # a grid event holding (or pausing) a unit keeps it held past its planned start; the
         # event's release (carbonsched.dispatch.grid) lets it go
         held = held_keys(store, [r.key for r in rows]) if rows else set()
+        failed: set[str] = set()
+        down: set[str] = set()
         for r in rows:
             adapter = adapters[r.site]
             if not isinstance(adapter, ReleasesHeld) or r.key in held:
@@ -1508,13 +1518,60 @@ def release_due(store: Store, catalog: Catalog | str, *, clock: Clock = system_c
                 r.detail = (f"{reason}: release at the planned start failed at {_iso(now)}, "
                             f"retried in the next release pass: {exc}")
                 r.updated_at = now
+                failed.add(r.key)
+                if isinstance(exc, BackendUnavailableError):
+                    down.add(adapter.name)
                 continue
             if done:
                 released.append(r.key)
                 r.detail = f"released at {_iso(now)}"
                 r.updated_at = now
+        # a backend found down in this pass is not asked again; a failed release keeps its detail
+        _keep_planned_stops(s, store, {site: a for site, a in adapters.items()
+                                       if a.name not in down}, now, held | failed)
         s.commit()
     return released
+
+
+def _keep_planned_stops(s: Session, store: Store, adapters: Mapping[str, DispatchAdapter],
+                        now: datetime, skip: set[str]) -> None:
+    """Bound the released units not over by their planned stops (:func:`release_due`).
+
+    Only on the backends that need it, and not the keys of ``skip`` (held by a grid event, or
+    whose release failed in this pass); one backend's failure is recorded on its own rows only.
+    """
+    keeping = {site: a for site, a in adapters.items() if isinstance(a, KeepsPlannedStop)}
+    if not keeping:
+        return
+    rows = s.scalars(select(DispatchRow).where(
+        DispatchRow.state.in_((JobState.DISPATCHED.value, JobState.RUNNING.value)),
+        DispatchRow.planned_start <= now, DispatchRow.site.in_(list(keeping)))).all()
+    # a unit a grid event holds or pauses is not released: its event's resume bounds it
+    skip = skip | (held_keys(store, [r.key for r in rows if r.key not in skip]) if rows
+                   else set())
+    groups: dict[str, list[DispatchRow]] = {}
+    for r in rows:
+        if r.key not in skip:
+            groups.setdefault(keeping[r.site].name, []).append(r)
+    for group in groups.values():
+        adapter = keeping[group[0].site]
+        try:
+            done = adapter.keep_planned_stops([r.key for r in group])
+        except Exception as exc:
+            if not isinstance(exc, BackendError | InputError):
+                exc = unexpected(adapter.name, "keep_planned_stops", exc)
+            elif isinstance(exc, StoreUnavailableError):
+                raise
+            reason = (ReasonCode.BACKEND_UNAVAILABLE
+                      if isinstance(exc, BackendUnavailableError) else "BoundFailed")
+            for r in group:
+                r.detail = (f"{reason}: bounding by its planned stop failed at {_iso(now)}, "
+                            f"retried in the next release pass: {exc}")
+            continue
+        for r in group:
+            if r.key in done:
+                r.detail = f"bounded by its planned stop at {_iso(now)}: {done[r.key]}"
+                r.updated_at = now
 
 
 def refresh_status(store: Store, catalog: Catalog | str, *, plan_id: str | None = None,

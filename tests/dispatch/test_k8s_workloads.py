@@ -947,6 +947,220 @@ def test_the_emulator_checks_a_pod_update_as_the_api_server_does(emulator_kubeco
         a.cancel(req.key)
 
 
+ADMIT_AT = "emulator.carbonsched.io/admit-at"
+"""The emulator's test hook: Kueue admits the object's Workload at that instant, not before."""
+FMT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def _queued_piece(nodes: int, stop: datetime, admit_at: datetime
+                  ) -> tuple[KubernetesAdapter, DispatchRequest]:
+    """A pausing Kueue piece stopping at ``stop`` (10 min after its start), submitted held,
+    whose Workload Kueue admits at ``admit_at`` (the emulator's hook), run long."""
+    start = stop - timedelta(minutes=10)
+    req = _req(start=start, end=start + timedelta(minutes=12), deadline=stop + timedelta(days=1),
+               pieces=2, gpus=nodes, nodes=nodes, payload=JobPayload(command="sleep 3000"))
+    assert req.end - timedelta(seconds=CHECKPOINT_SIGNAL_LEAD_S) == stop
+    ctx, queue = EMULATED["kueue"]
+    a = KubernetesAdapter(ctx, NS, kubeconfig=os.environ["CARBONSCHED_KUBECONFIG"],
+                          workload="kueue", queue=queue)
+    a.submit(req)
+    res = resource_for("kueue", nodes)
+    Target(a.kubeconfig, a.context, NS, "kueue", None, True).raw() \
+        .patch_namespaced_custom_object(res.group, res.version, NS, res.plural,
+                                        job_name(req.job_id, req.piece), {"metadata": {
+                                            "annotations": {
+                                                "emulator.carbonsched.io/run-seconds": "3000",
+                                                ADMIT_AT: admit_at.strftime(FMT)}}})
+    return a, req
+
+
+def _started_at(a: KubernetesAdapter, req: DispatchRequest) -> list[str]:
+    """``status.startTime`` of the Jobs that bound the run (the Job, or a JobSet's children)."""
+    raw = Target(a.kubeconfig, a.context, a.namespace, a.workload, None, True).raw()
+    obj, _ = _stop_of(a, req)
+    if obj["kind"] == "Job":
+        return [(obj.get("status") or {}).get("startTime")]
+    return [(c.get("status") or {}).get("startTime") for c in raw.list_namespaced_custom_object(
+        "batch", "v1", NS, "jobs", label_selector="jobset.sigs.k8s.io/jobset-name="
+        f"{obj['metadata']['name']}")["items"]]
+
+
+def _sleep_until(t: datetime) -> None:
+    time.sleep(max(0.0, (t - datetime.now(UTC)).total_seconds()))
+
+
+@pytest.mark.parametrize(("wait_s", "deadline"), [
+    (4, 4),   # admitted 4 s after its release, 4 s before its stop: 4 s to run, not 8
+    (7, 1),   # admitted exactly 1 s before its stop: the least deadline, its pods still run
+])
+@pytest.mark.parametrize("nodes", [1, 2])   # a Kueue Job; a Kueue JobSet (child Jobs bound)
+def test_a_piece_kueue_admits_late_ends_at_its_planned_stop(nodes, wait_s, deadline,
+                                                              emulator_kubeconfig):
+    """Released 8 s before its planned stop, a pausing piece waits in Kueue's queue; the Job
+    controller sets ``startTime`` at Kueue's admission, so the deadline set at the release
+    (8 s) counted from there and the piece ran ``wait_s`` past its stop, into its next
+    piece's hours. The release pass's bound lowers it to the stop less the admission: the run
+    ends ``DeadlineExceeded`` at its planned stop."""
+    release = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+    stop = release + timedelta(seconds=8)
+    admitted = release + timedelta(seconds=wait_s)
+    a, req = _queued_piece(nodes, stop, admitted)
+    try:
+        a.clock = lambda: release
+        assert a.release(req.key) is True
+        _, specs = _stop_of(a, req)
+        assert [sp["activeDeadlineSeconds"] for sp in specs] == [8] * len(specs)
+        assert a.keep_planned_stops([req.key]) == {}      # queued, its stop ahead: untouched
+        assert a.status([req.key])[req.key].state is JobState.DISPATCHED
+        _sleep_until(admitted)
+        a.clock = lambda: datetime.now(UTC)
+        done = a.keep_planned_stops([req.key])           # the release pass after the admission
+        passed = datetime.now(UTC)   # the pass's patch was made by now
+        assert _started_at(a, req) == [admitted.strftime(FMT)] * len(specs)
+        _, specs = _stop_of(a, req)
+        assert [(sp["activeDeadlineSeconds"], sp.get("parallelism", 1)) for sp in specs] == [
+            (deadline, 1)] * len(specs)
+        assert f"activeDeadlineSeconds: {deadline} (started at {admitted.strftime(FMT)}: its " \
+            "planned stop at" in done[req.key]
+        assert a.keep_planned_stops([req.key]) == {}      # bounded once
+        over = _poll(lambda: a.status([req.key])[req.key],
+                     lambda j: j.state is JobState.FAILED, "ended at its planned stop")
+        assert over.reason is ReasonCode.DEADLINE_PASSED, over
+        assert over.actual_start == admitted
+        # at its planned stop; a pass that came after the stop (a loaded machine) ends it at
+        # once, at that pass (to the second the emulator writes), never a wait later
+        assert over.actual_end == stop or stop < over.actual_end <= passed.replace(
+            microsecond=0) + timedelta(seconds=1), (over.actual_end, stop, passed)
+    finally:
+        a.cancel(req.key)
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_a_piece_still_queued_at_its_planned_stop_runs_no_pod(nodes, emulator_kubeconfig):
+    """Known bad: released 100 s before its stop, the piece is still in Kueue's queue when its
+    stop passes; Kueue admits it 8 s later. Before, it then ran its whole 100 s from the
+    admission, all after its planned stop; now the release pass after the stop sets
+    ``parallelism: 0`` and the least deadline on the queued Job (or its child Jobs), so when
+    Kueue admits it no pod runs and it ends ``DeadlineExceeded`` at once."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    stop = now - timedelta(seconds=30)
+    admitted = now + timedelta(seconds=8)   # the pass below comes well before it
+    a, req = _queued_piece(nodes, stop, admitted)
+    try:
+        a.clock = lambda: stop - timedelta(seconds=100)
+        assert a.release(req.key) is True
+        obj, specs = _stop_of(a, req)
+        assert obj["spec"]["suspend"] is True and obj["metadata"]["labels"][KUEUE_QUEUE_LABEL]
+        assert [sp["activeDeadlineSeconds"] for sp in specs] == [100] * len(specs)
+        a.clock = lambda: datetime.now(UTC)               # the next pass: after its stop
+        done = a.keep_planned_stops([req.key])
+        assert "not admitted by Kueue by its planned stop: " in done[req.key]
+        assert "parallelism: 0, activeDeadlineSeconds: 1" in done[req.key]
+        obj, specs = _stop_of(a, req)
+        assert obj["spec"]["suspend"] is True             # still queued: Kueue admits it
+        assert [(sp["activeDeadlineSeconds"], sp["parallelism"]) for sp in specs] == [
+            (1, 0)] * len(specs)
+        assert a.keep_planned_stops([req.key]) == {}      # withdrawn once
+        over = _poll(lambda: a.status([req.key])[req.key],
+                     lambda j: j.state is JobState.FAILED, "ended at its admission")
+        assert over.reason is ReasonCode.DEADLINE_PASSED, over
+        assert (over.actual_start, over.actual_end) == (admitted,
+                                                        admitted + timedelta(seconds=1))
+        assert _runs(a, req) == 0
+    finally:
+        a.cancel(req.key)
+
+
+def test_a_piece_admitted_after_its_stop_before_a_pass_ends_at_that_pass(emulator_kubeconfig):
+    """The limit left: Kueue admits the piece after its stop and before any release pass saw it
+    queued, so its pod starts; the next pass sets the least deadline, which has passed, and the
+    Job controller ends it ``DeadlineExceeded`` at that pass, not its 100 s later."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    stop = now - timedelta(seconds=30)
+    admitted = now + timedelta(seconds=1)
+    a, req = _queued_piece(1, stop, admitted)
+    try:
+        a.clock = lambda: stop - timedelta(seconds=100)
+        assert a.release(req.key) is True
+        _sleep_until(admitted)
+        running = _poll(lambda: a.status([req.key])[req.key],
+                        lambda j: j.state is not JobState.DISPATCHED, "admitted")
+        assert running.state is JobState.RUNNING and _runs(a, req) == 1
+        a.clock = lambda: datetime.now(UTC)
+        done = a.keep_planned_stops([req.key])
+        assert "after its planned stop at" in done[req.key]
+        _, specs = _stop_of(a, req)
+        assert [sp["activeDeadlineSeconds"] for sp in specs] == [1]
+        over = _poll(lambda: a.status([req.key])[req.key],
+                     lambda j: j.state is JobState.FAILED, "ended at the pass")
+        assert over.reason is ReasonCode.DEADLINE_PASSED, over
+        assert over.actual_start == admitted
+        assert (over.actual_end - over.actual_start).total_seconds() < 100
+    finally:
+        a.cancel(req.key)
+
+
+def test_the_release_pass_keeps_a_queued_kueue_piece_within_its_stop(store,
+                                                                     emulator_kubeconfig):
+    """Through the release pass and the outbox: a pausing Kueue piece released before its stop
+    is still queued when the stop passes; the next release pass withdraws it (no pod when
+    Kueue admits it), says so in the row, and the piece is recorded Succeeded/Paused, stopped
+    at its planned end."""
+    from carbonsched.catalog import load_catalog
+    from carbonsched.config import Settings
+    from carbonsched.dispatch.outbox import (
+        build_adapters,
+        dispatch_plan,
+        dispatch_records,
+        refresh_status,
+        release_due,
+    )
+
+    site, prefix = "us-pjm-ashburn", uuid.uuid4().hex[:8]
+    now = datetime.now(UTC).replace(microsecond=0)
+    start = now - timedelta(hours=1)
+    stop = start + timedelta(hours=1) - timedelta(seconds=CHECKPOINT_SIGNAL_LEAD_S)
+    doc = {"plan_id": uuid.uuid4().hex, "date": start.strftime("%Y-%m-%d"), "catalog": "global",
+           "signal_quality": "measured", "solver": {"name": "t", "status": "optimal",
+                                                     "seconds": 0.0},
+           "totals": {"energy_kwh": 0.0, "emissions_kg": 0.0, "baseline_emissions_kg": 0.0},
+           "unplaced": [], "inference": [], "placements": [
+               {"job_id": f"{prefix}-p", "piece": n, "site": site, "start": s.strftime(FMT),
+                "end": (s + timedelta(hours=1)).strftime(FMT), "gpu_type": "A100", "gpus": 1,
+                "energy_kwh": 1.0, "emissions_kg": 0.1,
+                "deadline": (start + timedelta(days=1)).strftime(FMT)}
+               for n, s in ((0, start), (1, start + timedelta(hours=2)))]}
+    store.save_plan(doc)
+    settings = Settings(kubeconfig=emulator_kubeconfig)
+    assert dispatch_plan(store, doc["plan_id"], settings=settings,
+                         clock=lambda: start).counts == {"submitted": 2}
+    adapters = build_adapters(load_catalog("global"), settings=settings)
+    raw = Target(str(emulator_kubeconfig), EMULATED["kueue"][0], NS, "kueue", None, True).raw()
+    name = job_name(f"{prefix}-p", 0)
+    admitted = now + timedelta(seconds=2)
+    raw.patch_namespaced_custom_object("batch", "v1", NS, "jobs", name, {"metadata": {
+        "annotations": {ADMIT_AT: admitted.strftime(FMT)}}})
+    before = stop - timedelta(minutes=5)
+    adapters[site].clock = lambda: before
+    assert release_due(store, "global", adapters=adapters, clock=lambda: before) == [
+        f"{prefix}-p#0"]
+    adapters[site].clock = lambda: datetime.now(UTC)
+    assert release_due(store, "global", adapters=adapters) == []
+    obj = raw.get_namespaced_custom_object("batch", "v1", NS, "jobs", name)
+    assert (obj["spec"]["suspend"], obj["spec"]["parallelism"],
+            obj["spec"]["activeDeadlineSeconds"]) == (True, 0, 1)
+    row = dispatch_records(store, doc["plan_id"]).set_index("key").loc[f"{prefix}-p#0"]
+    assert row.detail.startswith("bounded by its planned stop at "), row.detail
+    assert f"jobs/{name} not admitted by Kueue by its planned stop: parallelism: 0" in row.detail
+    rec = _poll(lambda: refresh_status(store, "global", plan_id=doc["plan_id"],
+                                       adapters=adapters).set_index("key").loc[f"{prefix}-p#0"],
+                lambda r: r.state in ("Succeeded", "Failed"), "the piece over")
+    assert (rec.state, rec.reason) == ("Succeeded", "Paused"), rec.detail
+    assert rec.detail.startswith("piece 1 of 2 stopped at its planned end (DeadlineExceeded)")
+    for n in (0, 1):
+        adapters[site].cancel(f"{prefix}-p#{n}")
+
+
 def _post(t: Target, body: dict):
     import httpx
 
