@@ -314,8 +314,8 @@ def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path
     ``CARBONSCHED_ROLLING``): the run the service's cron would claim now, the newest due issue
     time of its cadence (:meth:`carbonsched.service.cron.CronRule.due_issue`), or with ``date``
     the run issued at its 00:00 UTC, refused when that is after the newest due issue time
-    (:func:`rolling_issue`); a rolling run stopped after it saved its state is finished from
-    its saved plan, and one issued before the newest run of the rolling state (a missed day)
+    (:func:`rolling_issue`); a run stopped after it stored its plan is finished from that
+    plan, and a rolling run issued before the newest run of the rolling state (a missed day)
     is refused before it is claimed. ``providers_file`` (``--providers``) overrides
     ``CARBONSCHED_PROVIDERS_FILE``: the run plans on the providers' history and published
     forecasts. ``clock``: "now" (default the machine's clock).
@@ -334,7 +334,7 @@ def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path
     InputError
         A rolling ``date`` whose 00:00 UTC is after the newest due issue time, or before the
         newest run of the rolling state (a missed run: the message names the newer run;
-        :func:`carbonsched.service.runs.saved_rolling_run`).
+        :func:`carbonsched.service.runs.saved_run`).
     StoreUnavailableError
         The database was lost during the run (exit 3): one message naming it (URL without the
         password), whether the plan file was written, and when and how to run it again (the
@@ -367,9 +367,9 @@ def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path
         if db.get_run(issued) is None:
             # a run issued before the newest run of the rolling state (a missed one) is
             # refused before a record is claimed for it; one with a record goes on below
-            from carbonsched.service.runs import saved_rolling_run
+            from carbonsched.service.runs import saved_run
 
-            saved_rolling_run(db, issued)
+            saved_run(db, issued, rolling=True)
     else:
         issued = day_start_utc(date or tomorrow(clock.now())).to_pydatetime()
     pdate = issued.strftime("%Y-%m-%d")

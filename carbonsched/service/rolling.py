@@ -23,22 +23,23 @@ The service's run path (:func:`carbonsched.service.runs.execute_run` with
    pinned stand-ins are removed from it, so that dispatch never sees them;
 5. the run path stores the plan, writes the state back, updates the API jobs' states and
    dispatches with ``commit_before = issued_at + run_every``
-   (:func:`carbonsched.dispatch.outbox.dispatch_plan`). A run stopped after its state was
-   written is finished from that state's plan when run again, never stepped twice
-   (:func:`carbonsched.service.runs.saved_rolling_run`).
+   (:func:`carbonsched.dispatch.outbox.dispatch_plan`). A run stopped after it stored its plan
+   (before or after its state was written) is finished from that plan when run again, never
+   stepped twice (:func:`carbonsched.service.runs.saved_run`; :func:`stored_step` takes the
+   step again from the plan when the state was not written yet).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 import pandas as pd
 
 from carbonsched.catalog import Catalog
-from carbonsched.domain import Job, ReasonCode, Unplaced, Workload, jsonable
+from carbonsched.domain import Job, Placement, ReasonCode, Unplaced, Workload, jsonable
 from carbonsched.pipeline.daily import DailyPlan, run_daily_plan
 from carbonsched.plan.colgen.warm import CarriedDuals
 from carbonsched.plan.rolling import RollingPlanner, RollingState, RunResult
@@ -289,3 +290,120 @@ def rolling_step(store: Any, catalog: Catalog, catalog_ref: str, pdate: str,
     }
     return RollingStep(daily, run, rp, rs)
 
+
+
+def plan_job_ids(doc: dict[str, Any]) -> set[str]:
+    """The jobs a rolling run's plan document decides on: placed, unplaced or ended by it.
+
+    Parameters
+    ----------
+    doc
+        A stored rolling plan document (with its ``rolling`` section).
+
+    Returns
+    -------
+    set of str
+        Job ids. [-]
+    """
+    rolling = doc.get("rolling") or {}
+    return ({str(p["job_id"]) for p in doc.get("placements", [])}
+            | {str(u["job_id"]) for u in doc.get("unplaced", [])}
+            | {str(u["job_id"]) for u in rolling.get("ended", [])}
+            | {str(u["job_id"]) for u in rolling.get("still_pending", [])})
+
+
+_PLACEMENT_FIELDS = frozenset(f.name for f in fields(Placement))
+
+
+def _placement(row: dict[str, Any]) -> Placement:
+    """A plan document's placement row as the planner's :class:`~carbonsched.domain.Placement`."""
+    d = {k: v for k, v in row.items() if k in _PLACEMENT_FIELDS}
+    d["start"] = pd.Timestamp(d["start"]).tz_convert("UTC")
+    d["end"] = pd.Timestamp(d["end"]).tz_convert("UTC")
+    d["domains"] = tuple(d.get("domains") or ())
+    return Placement(**d)
+
+
+def stored_step(store: Any, catalog: Catalog, issued_at: pd.Timestamp, doc: dict[str, Any],
+                jobs: Mapping[str, Job]) -> tuple[RollingPlanner, RunResult]:
+    """The rolling step a stored plan made, taken on the saved state again without planning.
+
+    For a run stopped after it stored its plan (and may have dispatched part of it) but before
+    it saved the rolling state: the state is loaded as that run loaded it (no run saved it
+    since: :func:`carbonsched.service.runs.saved_run`), the plan's jobs the state does not hold
+    are added from ``jobs``, the jobs the run ended before planning end with the plan's
+    reasons, and the plan's placements are committed or kept pending by the planner's own rule
+    (:meth:`~carbonsched.plan.rolling.RollingPlanner.apply`), so that
+    :meth:`~carbonsched.store.rolling_state.RollingStore.save` then records what the plan
+    decided and dispatch submitted.
+
+    Parameters
+    ----------
+    store
+        The :class:`~carbonsched.store.Store` holding ``rolling_jobs``.
+    catalog
+        The run's catalog.
+    issued_at
+        The run's issue time (tz-aware).
+    doc
+        The stored plan document of the run (with its ``rolling`` section).
+    jobs
+        Job id -> job, for the plan's jobs the rolling state does not hold yet (the
+        workload file's and the API's); others may be in it.
+
+    Returns
+    -------
+    (RollingPlanner, RunResult)
+        The planner holding the state after the step, and the step's result.
+
+    Raises
+    ------
+    InputError
+        The plan names a job that neither the rolling state nor ``jobs`` holds (the workload
+        file lost it since), or the step taken again commits or ends other jobs than the plan
+        says: the state is then not saved from it.
+    """
+    from carbonsched.errors import InputError
+    from carbonsched.plan import PlanningProblem, PlanResult, PlanStatus, SolverRecord
+
+    t = pd.Timestamp(issued_at).tz_convert("UTC")
+    rolling = doc["rolling"]
+    named = plan_job_ids(doc)
+    rp = RollingPlanner(catalog.sites, horizon_hours=int(rolling["horizon_hours"]),
+                        run_every_hours=int(rolling["run_every_hours"]),
+                        state=RollingStore(store).load(t, job_ids=sorted(named)))
+    lost = sorted(j for j in named if j not in rp.jobs and j not in jobs)
+    if lost:
+        raise InputError(
+            f"plan {doc['plan_id']} of the rolling run issued at {t:%Y-%m-%dT%H:%MZ} names "
+            f"job(s) {', '.join(lost[:10])} that neither the rolling state nor the workload "
+            "file nor the API's jobs hold now (the workload file was edited since the run "
+            "was stopped?): its rolling state cannot be saved from the plan; restore those "
+            "jobs in the workload file and run it again")
+    rp.submit(jobs[j] for j in sorted(named) if j in jobs)
+    in_plan = ({p["job_id"] for p in doc["placements"]}
+               | {u["job_id"] for u in doc["unplaced"]})
+    ended = rp.end_pending(Unplaced(u["job_id"], ReasonCode(u["reason"]), u.get("detail", ""))
+                           for u in rolling.get("ended", []) if u["job_id"] not in in_plan)
+    slots = hourly_slots(t, int(rolling["horizon_hours"]))
+    pending, running, late = rp.prepare(t, slots)
+    status = PlanStatus(doc["solver"]["status"])
+    result = PlanResult(
+        status=status, solver=SolverRecord(str(doc["solver"].get("name", "")), status),
+        placements=[_placement(p) for p in doc["placements"]],
+        unplaced=[Unplaced(u["job_id"], ReasonCode(u["reason"]), u.get("detail", ""))
+                  for u in doc["unplaced"]])
+    problem = PlanningProblem(sites=list(catalog.sites), jobs=pending, inference=[],
+                              slots=slots, signals=pd.DataFrame(), running=running)
+    run = rp.apply(t, problem, result, [*ended, *late])
+    got = (sorted({p.job_id for p in run.committed}), sorted(u.job_id for u in run.ended))
+    want = (sorted(rolling.get("committed", [])),
+            sorted(u["job_id"] for u in rolling.get("ended", [])))
+    if got != want:
+        raise InputError(
+            f"plan {doc['plan_id']} of the rolling run issued at {t:%Y-%m-%dT%H:%MZ} "
+            f"commits {want[0]} and ends {want[1]}, but taken again on the saved rolling state "
+            f"it commits {got[0]} and ends {got[1]}: the state or the jobs changed since the "
+            "run was stopped; its rolling state is not saved from the plan (`carbonsched "
+            f"status {doc['plan_id'][:12]}` shows what dispatch holds)")
+    return rp, run

@@ -713,9 +713,18 @@ def write_plan_file(path: str | Path, doc: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(doc, indent=2) + "\n")
 
 
-_RUN_CLAIM: ContextVar[Callable[[str], None] | None] = ContextVar("carbonsched_run_claim",
-                                                                  default=None)
-"""The claim check of the run in progress (set by :func:`execute_run`; ``None`` outside one)."""
+@dataclass(frozen=True)
+class _Claim:
+    """The claimed record of the run in progress: its check, and how to name its plan."""
+
+    check: Callable[[str], None]
+    """``check(before)``: :func:`still_ours`."""
+    plan: Callable[[str], None]
+    """``plan(plan_id)``: :func:`record_run_plan`."""
+
+
+_RUN_CLAIM: ContextVar[_Claim | None] = ContextVar("carbonsched_run_claim", default=None)
+"""The claim of the run in progress (set by :func:`claim_and_run`; ``None`` outside one)."""
 
 
 def still_ours(before: str) -> None:
@@ -739,9 +748,35 @@ def still_ours(before: str) -> None:
         The database cannot be reached to renew the claim (the run is then interrupted and
         retried, never continued blind).
     """
-    check = _RUN_CLAIM.get()
-    if check is not None:
-        check(before)
+    claim = _RUN_CLAIM.get()
+    if claim is not None:
+        claim.check(before)
+
+
+def record_run_plan(plan_id: str) -> None:
+    """Once a run stored its plan, before it dispatches: name the plan in its run record.
+
+    A run stopped after this (a signal, a crash, a lost database) may have dispatched part of
+    the plan; run again, it is finished from this plan (:func:`saved_run`), never planned
+    anew. Stopped before it, nothing of the plan was dispatched (dispatch reads the plan the
+    record names only after this), and planning again is right. Outside a claimed run (a
+    plain ``carbonsched plan``) it does nothing.
+
+    Parameters
+    ----------
+    plan_id
+        The stored plan's id.
+
+    Raises
+    ------
+    RunTakenOverError
+        The record is no longer this run's.
+    StoreUnavailableError
+        The database cannot be reached.
+    """
+    claim = _RUN_CLAIM.get()
+    if claim is not None:
+        claim.plan(plan_id)
 
 
 class RunHeartbeat:
@@ -876,7 +911,15 @@ def claim_and_run(service_store: Any, clock: Clock, pipeline: Pipeline, *, plann
                     f"run issued at {key}: another replica took its record over (its lease "
                     f"ran out) before this run {before}; this run stops, that one's stands")
 
-        claim = _RUN_CLAIM.set(check)
+        def plan(plan_id: str) -> None:
+            if beat.lost or not service_store.record_run_plan(key, owner, plan_id):
+                beat.lost = True
+                raise RunTakenOverError(
+                    f"run issued at {key}: another replica took its record over (its lease "
+                    f"ran out) after this run stored plan {plan_id[:12]}, before it "
+                    "dispatched it; this run stops, that one's stands")
+
+        claim = _RUN_CLAIM.set(_Claim(check, plan))
         try:
             out = pipeline(planning_date, issued_at, trigger)
         except RunTakenOverError as exc:
@@ -1023,11 +1066,13 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
     ``commit_before`` = the next run). Before planning and after dispatching, the API jobs
     dispatch submitted take their state from the outbox (:func:`sync_dispatched_jobs`); after
     dispatching, those it refused without an outbox row end ``Failed``
-    (:func:`end_refused_jobs`, named in the run's notes). A rolling run whose state an earlier
-    attempt saved (it was stopped before its record was finished) is finished from the plan
-    the state was saved from, not planned again; a rolling run issued before the newest run
-    of the state is refused (the pipeline raises :class:`InputError`,
-    :func:`saved_rolling_run`).
+    (:func:`end_refused_jobs`, named in the run's notes). The run record names the plan once
+    it is stored, before any of it is dispatched (:func:`record_run_plan`); a run stopped
+    after that (its dispatch may have submitted units) is finished from that plan when run
+    again, daily or rolling, never planned again: dispatched again (the outbox submits each
+    unit once), then a rolling run's state saved from it unless the stopped attempt saved it,
+    then the API jobs' records. A rolling run issued before the newest run of the state is
+    refused (the pipeline raises :class:`InputError`; :func:`saved_run`).
 
     Parameters
     ----------
@@ -1091,6 +1136,8 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
             write_plan_file(out_file, doc)
         still_ours("stored its plan")
         service_store.store.save_plan(doc, step.forecasts)
+        # before anything of it is dispatched: a stop from here on is finished from this plan
+        record_run_plan(doc["plan_id"])
         if not settings.rolling:
             still_ours("recorded its jobs' states")
             step.record(service_store, clock.now())
@@ -1101,21 +1148,26 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
         wl = (read_workload(settings.workload_file) if settings.workload_file
               else demo_workload(catalog, pdate))
         t = pd.Timestamp(issued_at).tz_convert("UTC")
-        # a rolling run whose state an earlier attempt saved is finished from its stored plan,
-        # not planned again; a run issued before the newest saved one is refused
-        saved = saved_rolling_run(service_store, t) if settings.rolling else None
+        # a run stopped once it had stored its plan (its dispatch may have submitted units)
+        # is finished from that plan, never planned again; a rolling run issued before the
+        # newest run of the rolling state is refused
+        saved = saved_run(service_store, t, rolling=settings.rolling)
         # API jobs dispatch submitted since the last run leave Planned: no plan places them again
         sync_dispatched_jobs(service_store, clock.now())
         if saved is not None:
-            step = _resume_rolling(service_store, catalog, wl, saved)
+            step = (_resume_rolling(service_store, catalog, wl, t, saved) if settings.rolling
+                    else _resume_daily(service_store, catalog, wl, t, saved))
             doc = step.doc
             note = resumed_note(t, saved)
             log.warning("run for %s: %s", pdate, note)
             if out_file:
                 write_plan_file(out_file, doc)
-            # its state is saved: the API jobs' records follow it whatever dispatch does now
-            still_ours("recorded its jobs' states")
-            step.record(service_store, clock.now())
+            if not settings.rolling or saved.state_saved:
+                # recorded before dispatch, as the first attempt did (a daily run), or because
+                # the rolling state is saved: the API jobs' records follow the plan whatever
+                # dispatch does now
+                still_ours("recorded its jobs' states")
+                step.record(service_store, clock.now())
         else:
             step, doc, note = plan_step(pdate, t, wl, trigger)
         if on_plan is not None:
@@ -1128,12 +1180,11 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
         if said:
             log.warning("run for %s: %s", pdate, said)
             note = f"{note}; {said}" if note else said
-        if settings.rolling and saved is None:
+        if settings.rolling and (saved is None or not saved.state_saved):
             # recorded once dispatch wrote its intents: a rolling state that says "committed"
             # before any intent exists loses the jobs if dispatch never happens (a crash, a
-            # failed dispatch); recorded after, a crash in between re-plans them and the
-            # outbox's claims keep them from running twice; a stop after it is finished from
-            # the saved state (saved_rolling_run), never planned twice
+            # failed dispatch); a stop before it is finished from the stored plan when run
+            # again (saved_run): dispatched again, then recorded here from that plan
             if run_status == "dispatch_failed":
                 kept = ("the rolling state was not advanced (dispatch failed): the next run "
                         "plans this run's work again")
@@ -1142,9 +1193,10 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
             else:
                 still_ours("recorded its rolling state")
                 step.record(service_store, clock.now())
-        elif saved is not None and run_status == "dispatch_failed":
-            kept = (f"the rolling state holds plan {saved[:12]}'s commitments (saved before the "
-                    f"stop): once the fault is fixed, run `carbonsched dispatch {saved[:12]}`")
+        elif settings.rolling and run_status == "dispatch_failed":
+            pid = doc["plan_id"][:12]
+            kept = (f"the rolling state holds plan {pid}'s commitments (saved before the "
+                    f"stop): once the fault is fixed, run `carbonsched dispatch {pid}`")
             log.error("run for %s: %s", pdate, kept)
             note = f"{note}; {kept}"
         if dispatch is not None:
@@ -1465,14 +1517,33 @@ def _unrunnable_rolling(service_store: Any, catalog: Catalog, wl: Workload,
     return bad
 
 
-def saved_rolling_run(service_store: Any, issued_at: datetime | pd.Timestamp) -> str | None:
-    """Where a rolling run issued at ``issued_at`` stands against the saved rolling state.
+@dataclass(frozen=True)
+class SavedRun:
+    """A run stopped after it stored its plan, to finish from that plan (:func:`saved_run`)."""
 
-    The rolling state is as of the newest run that saved it
-    (:meth:`~carbonsched.store.rolling_state.RollingStore.last_run`). A run issued after it is
-    new (``None``: plan it). A run issued at that very time saved its state and was stopped
-    before its record was finished (a signal, a crash, a lost database): it is finished from
-    its stored plan, never planned twice (its plan id is returned). A run issued before it is
+    plan_id: str
+    """The plan the stopped attempt stored (and may have dispatched part of)."""
+    state_saved: bool
+    """A rolling run: its rolling state is saved from the plan (``False``: stopped before;
+    always ``False`` for a daily run)."""
+
+
+def saved_run(service_store: Any, issued_at: datetime | pd.Timestamp, *,
+              rolling: bool) -> SavedRun | None:
+    """Where a run issued at ``issued_at`` stands: new, or stopped after it stored its plan.
+
+    A run names its plan in its run record once it stored it, before it dispatches any of it
+    (:func:`record_run_plan`). A run stopped after that (a signal, a crash, kill -9, a lost
+    database: its record is ``interrupted``, or ``running`` until its lease ran out) may have
+    submitted units already: it is finished from that plan, never planned again, as a new plan
+    could place the same jobs at other sites or hours than the units running on the
+    clusters. A run stopped before it named its plan dispatched nothing (dispatch reads the
+    plan only after) and is planned again.
+
+    A rolling run also reads the rolling state: it is as of the newest run that saved it
+    (:meth:`~carbonsched.store.rolling_state.RollingStore.last_run`). A run issued at that
+    very time saved its state and was stopped before its record was finished: it is finished
+    from the plan the state was saved from (``state_saved``). A run issued before it is
     refused: the newer run already committed the work starting before its own next run and
     carried the rest, so an earlier run planned on that state would commit work in hours the
     newer run has given away (and the state before the newer run is not kept).
@@ -1483,31 +1554,45 @@ def saved_rolling_run(service_store: Any, issued_at: datetime | pd.Timestamp) ->
         :class:`~carbonsched.store.service.ServiceStore`.
     issued_at
         The run's issue time (tz-aware).
+    rolling
+        The service runs rolling steps (``settings.rolling``).
 
     Returns
     -------
-    str or None
-        The plan id of the run issued at ``issued_at`` whose state is saved, or ``None``.
+    SavedRun or None
+        The plan to finish the run from, or ``None``: plan it.
 
     Raises
     ------
     InputError
-        ``issued_at`` is before the newest saved run: the message names that run, its record's
-        status and what to do.
+        A rolling ``issued_at`` before the newest saved run: the message names that run, its
+        record's status and what to do.
     """
     from carbonsched.store.rolling_state import RollingStore
     from carbonsched.store.service import RETRYABLE, run_key
 
     t = pd.Timestamp(issued_at).tz_convert("UTC")
-    last, plan_id = RollingStore(service_store.store).last_run()
-    if last is None or last < t:
-        return None
-    if last == t and plan_id:
-        return plan_id
-    if last == t:
-        raise InputError(f"rolling run issued at {run_key(t)}: the rolling state is saved as "
-                         "of this run but names no plan to finish it from; the state was "
-                         "written outside the service's run path")
+    if rolling:
+        last, plan_id = RollingStore(service_store.store).last_run()
+        if last == t and plan_id:
+            return SavedRun(plan_id, state_saved=True)
+        if last == t:
+            raise InputError(f"rolling run issued at {run_key(t)}: the rolling state is saved "
+                             "as of this run but names no plan to finish it from; the state "
+                             "was written outside the service's run path")
+        if last is not None and last > t:
+            _refuse_before(service_store, t, last, plan_id)
+    rec = service_store.get_run(t.to_pydatetime())
+    if rec is not None and rec["status"] in RETRYABLE and rec["plan_id"]:
+        return SavedRun(rec["plan_id"], state_saved=False)
+    return None
+
+
+def _refuse_before(service_store: Any, t: pd.Timestamp, last: pd.Timestamp,
+                   plan_id: str | None) -> None:
+    """Refuse a rolling run issued at ``t``, before ``last``, the newest run of the state."""
+    from carbonsched.store.service import RETRYABLE, run_key
+
     rec = service_store.get_run(last.to_pydatetime())
     status = rec["status"] if rec is not None else "no run record"
     newer = f"issued at {run_key(last)} ({status}, plan {str(plan_id)[:12]})"
@@ -1527,35 +1612,89 @@ def saved_rolling_run(service_store: Any, issued_at: datetime | pd.Timestamp) ->
         "rest, so no run issued earlier can be planned on its state; " + how)
 
 
-def resumed_note(issued_at: pd.Timestamp, plan_id: str) -> str:
-    """The note of a rolling run finished from the state an earlier attempt saved."""
+def resumed_note(issued_at: pd.Timestamp, saved: SavedRun) -> str:
+    """The note of a run finished from the plan an earlier attempt stored (:func:`saved_run`)."""
     from carbonsched.store.service import run_key
 
-    return (f"run {run_key(issued_at)} was stopped after it saved its rolling state (plan "
-            f"{plan_id[:12]}): finished from that plan, not planned again; dispatch submits "
-            "only what is not on its backend yet (each unit once, by its outbox key)")
+    pid = saved.plan_id[:12]
+    when = ("after it saved its rolling state" if saved.state_saved else
+            "after it stored its plan, before its record was finished")
+    return (f"run {run_key(issued_at)} was stopped {when} (plan {pid}): finished from that "
+            "plan, not planned again; dispatch submits only what is not on its backend yet "
+            "(each unit once, by its outbox key)")
 
 
-def _resume_rolling(service_store: Any, catalog: Catalog, wl: Workload,
-                    plan_id: str) -> _Planned:
-    """A rolling run whose state is saved (:func:`saved_rolling_run`), to finish from its plan.
-
-    The stored plan ``plan_id`` is the one the state was saved from: dispatched again with
-    its ``commit_before`` (the outbox keeps every unit to one submission), its decisions
-    recorded on the API jobs still ``Pending`` or ``Planned``, and the API jobs no run can
-    plan ended, as the first attempt would have after its save.
+def _stored_plan(service_store: Any, t: pd.Timestamp, plan_id: str,
+                 rolling: bool) -> dict[str, Any]:
+    """The plan document a stopped run stored, or an error saying why it cannot be finished.
 
     Raises
     ------
     InputError
-        The plan is no longer in the store.
+        The store no longer holds the plan, or the plan is a rolling step and the service no
+        longer runs rolling steps (or the other way round).
     """
-    doc = service_store.store.get_plan(plan_id)
+    from carbonsched.store.service import run_key
+
+    try:
+        doc = service_store.store.get_plan(plan_id)
+    except InputError as exc:
+        raise InputError(
+            f"run issued at {run_key(t)} was stopped after it stored plan {plan_id}, which "
+            f"the store no longer holds ({exc}): it cannot be finished from it, and planning "
+            "it again could place its dispatched units elsewhere; `carbonsched status` shows "
+            "what dispatch holds") from exc
+    if bool(doc.get("rolling")) != rolling:
+        made, now = ("a rolling step", "daily runs") if doc.get("rolling") else (
+            "a daily plan", "rolling steps")
+        raise InputError(
+            f"run issued at {run_key(t)} was stopped after it stored plan {plan_id[:12]}, "
+            f"{made}, and the service now runs {now} (CARBONSCHED_ROLLING changed): finish it "
+            "with the setting it was started with, then change it")
+    return doc
+
+
+def _resume_rolling(service_store: Any, catalog: Catalog, wl: Workload, t: pd.Timestamp,
+                    saved: SavedRun) -> _Planned:
+    """A rolling run stopped after it stored its plan (:func:`saved_run`), to finish from it.
+
+    The stored plan is dispatched again with its ``commit_before`` (the outbox keeps every
+    unit to one submission). Its record, the first attempt's in full: when the state is not
+    saved yet, the rolling state as the plan decided it
+    (:func:`~carbonsched.service.rolling.stored_step`, from the state the first attempt
+    loaded, the workload file's jobs and the API's); then the plan's decisions on the API jobs
+    still ``Pending`` or ``Planned``, and the API jobs no run can plan ended.
+
+    Raises
+    ------
+    InputError
+        The plan is no longer in the store, or the rolling state cannot be taken from it
+        (:func:`~carbonsched.service.rolling.stored_step`).
+    """
+    from carbonsched.service.rolling import plan_job_ids, stored_step
+    from carbonsched.store.rolling_state import RollingStore
+
+    doc = _stored_plan(service_store, t, saved.plan_id, rolling=True)
     snap = submitted_jobs(service_store)
     bad = _unrunnable_rolling(service_store, catalog, wl, snap)
     api_ids = {job.id for r, job in snap if r["job_id"] not in bad}
+    step = None
+    if not saved.state_saved:
+        # the plan's jobs as the first attempt had them: the file's first (its job keeps an
+        # id an API job shares), then the API's, whatever their record's state is now
+        jobs = {j.id: j for j in wl.jobs}
+        for jid in sorted(plan_job_ids(doc) - set(jobs)):
+            row = service_store.get_job(jid)
+            if row is not None:
+                try:
+                    jobs[jid] = job_from_spec(row["spec"])
+                except (ValueError, InputError):
+                    continue     # a spec the schema now refuses: stored_step names the job
+        step = stored_step(service_store.store, catalog, t, doc, jobs)
 
     def record(db: Any, now: datetime) -> None:
+        if step is not None:
+            RollingStore(db.store).save(step[0].state, step[1], doc["plan_id"], now)
         _update_rolling_jobs(db, doc, api_ids, now)
         end_unrunnable_jobs(db, bad, now)
 
@@ -1563,6 +1702,37 @@ def _resume_rolling(service_store: Any, catalog: Catalog, wl: Workload,
     kw = ({"commit_before": pd.Timestamp(rolling["commit_before"]).to_pydatetime()}
           if rolling.get("commit_before") else {})
     return _Planned(doc, pd.DataFrame(), api_ids, record, kw)
+
+
+def _resume_daily(service_store: Any, catalog: Catalog, wl: Workload, t: pd.Timestamp,
+                  saved: SavedRun) -> _Planned:
+    """A daily run stopped after it stored its plan (:func:`saved_run`), to finish from it.
+
+    The stored plan is dispatched again whole (the outbox keeps every unit to one
+    submission); before that its decisions are recorded on the API jobs it names that are
+    still ``Pending`` or ``Planned``, and the API jobs no run can plan, or that can no longer
+    finish, end, as the first attempt recorded them before its dispatch.
+
+    Raises
+    ------
+    InputError
+        The plan is no longer in the store.
+    """
+    doc = _stored_plan(service_store, t, saved.plan_id, rolling=False)
+    snap = submitted_jobs(service_store)
+    bad = unrunnable_submitted_jobs(service_store, catalog, wl, snap)
+    named = ({p["job_id"] for p in doc["placements"]}
+             | {u["job_id"] for u in doc["unplaced"]})
+    api_ids = {job.id for r, job in snap if r["job_id"] not in bad and job.id in named}
+    expired = [j for j in expired_submitted_jobs(service_store, t, snap)
+               if j.id not in bad and j.id not in named]
+
+    def record(db: Any, now: datetime) -> None:
+        update_submitted(db, doc, api_ids, now)
+        end_expired_jobs(db, expired, t, now)
+        end_unrunnable_jobs(db, bad, now)
+
+    return _Planned(doc, pd.DataFrame(), api_ids, record)
 
 
 def _update_rolling_jobs(service_store: Any, doc: dict[str, Any], api_ids: set[str],

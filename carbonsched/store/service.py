@@ -658,6 +658,40 @@ class ServiceStore:
                 RunRow.status == "running").values(heartbeat_at=t, lease_expires_at=t + lease))
             return bool(res.rowcount)
 
+    @store_call("recording the plan of the run of {key}")
+    def record_run_plan(self, key: str | datetime, owner: str, plan_id: str) -> bool:
+        """Name the stored plan of a ``running`` record held by ``owner``, before it is dispatched.
+
+        A run stopped after this (a signal, a crash, a lost database) is finished from this
+        plan when it is run again, never planned anew: its dispatch may have submitted units
+        already (:func:`carbonsched.service.runs.saved_run`).
+
+        Parameters
+        ----------
+        key
+            The run's issue time, its key (:func:`run_key`) or, for a run issued at 00:00
+            UTC, its planning date ``YYYY-MM-DD``.
+        owner
+            The claim's owner token.
+        plan_id
+            The plan the run stored.
+
+        Returns
+        -------
+        bool
+            ``False`` when the record is no longer ``owner``'s (taken over).
+
+        Raises
+        ------
+        StoreUnavailableError
+            The database cannot be reached.
+        """
+        with Session(self.engine) as s, s.begin():
+            res = s.execute(update(RunRow).where(
+                RunRow.run_key == run_key(key), RunRow.owner == owner,
+                RunRow.status == "running").values(plan_id=plan_id))
+            return bool(res.rowcount)
+
     @store_call("recording the outcome of the run of {key}")
     def finish_run(self, key: str | datetime, now: datetime, status: str,
                    owner: str | None = None, retry_after: timedelta | None = None,

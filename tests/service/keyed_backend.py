@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
 from collections.abc import Collection
 from datetime import datetime
 from pathlib import Path
@@ -22,15 +24,26 @@ from typing import Any
 
 from carbonsched.adapters.dispatch.base import BackendJob, DispatchRequest
 from carbonsched.domain import JobState, ReasonCode
+from carbonsched.errors import Interrupted
 
 
 class KeyedBackend:
-    """Jobs by dispatch key in ``path``; ``submissions`` counts each key's submissions."""
+    """Jobs by dispatch key in ``path``; ``submissions`` counts each key's submissions.
+
+    ``stop_after``: once this object took that many submissions, every further submit raises
+    :class:`~carbonsched.errors.Interrupted` (SIGTERM, as the CLI's handler raises it) and
+    submits nothing (the outbox's pool of threads finishes the calls it began): a run stopped
+    in the middle of its dispatch.
+    """
 
     defers_start = True   # holds a job until its planned start itself, as Slurm's --begin
 
-    def __init__(self, path: str | Path, name: str = "slurm:keyed") -> None:
+    def __init__(self, path: str | Path, name: str = "slurm:keyed",
+                 stop_after: int | None = None) -> None:
         self.path, self.name = Path(path), name
+        self.stop_after = stop_after
+        self._taken = 0
+        self._lock = threading.Lock()     # the outbox submits from a pool of threads
 
     def _read(self) -> dict[str, Any]:
         if not self.path.exists():
@@ -43,6 +56,13 @@ class KeyedBackend:
                           plan_id=j["plan_id"], begin=datetime.fromisoformat(j["start"]))
 
     def submit(self, request: DispatchRequest) -> BackendJob:
+        with self._lock:
+            if self.stop_after is not None and self._taken >= self.stop_after:
+                raise Interrupted(signal.SIGTERM)
+            self._taken += 1
+            return self._submit(request)
+
+    def _submit(self, request: DispatchRequest) -> BackendJob:
         data = self._read()
         data["submissions"][request.key] = data["submissions"].get(request.key, 0) + 1
         job = data["jobs"].setdefault(request.key, {
@@ -71,8 +91,14 @@ class KeyedBackend:
         return self._read()["submissions"]
 
 
-def dispatch_to(path: str | Path) -> Any:
-    """A run path dispatch step: the outbox over the :class:`KeyedBackend` at ``path``."""
+def dispatch_to(path: str | Path, stop_after: int | None = None) -> Any:
+    """A run path dispatch step: the outbox over the :class:`KeyedBackend` at ``path``.
+
+    ``stop_after``: the step's first dispatch is stopped after that many submissions
+    (:class:`KeyedBackend`); later ones are not.
+    """
+    stops = [stop_after]
+
     def step(store: Any, plan_id: str, catalog: Any, *, clock: Any,
              commit_before: datetime | None = None) -> dict[str, Any]:
         from carbonsched.catalog import load_catalog
@@ -80,7 +106,7 @@ def dispatch_to(path: str | Path) -> Any:
         from carbonsched.dispatch.outbox import dispatch_plan
 
         cat = load_catalog(catalog) if isinstance(catalog, str | Path) else catalog
-        backend = KeyedBackend(path)
+        backend = KeyedBackend(path, stop_after=stops.pop() if stops else None)
         return dispatch_plan(store, plan_id, cat, clock=clock, commit_before=commit_before,
                              adapters={s.id: backend for s in cat.sites},
                              settings=Settings(slurm_conf_dir=None, kubeconfig=None),

@@ -78,7 +78,8 @@ def test_plan_dispatch_whose_database_dies_is_exit_3_with_one_line(private_pg, t
     private_pg.start()
     rec = record(private_pg.url)
     assert rec["status"] == "running" and rec["replica"].startswith("cli@")
-    assert rec["plan_id"] is None and rec["lease_expires_at"] is not None
+    # it names the plan it stored before dispatching it: the run is finished from that plan
+    assert rec["plan_id"] == doc["plan_id"] and rec["lease_expires_at"] is not None
     deadline = time.monotonic() + 120
     while not record(private_pg.url)["lease_over"] and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -88,6 +89,9 @@ def test_plan_dispatch_whose_database_dies_is_exit_3_with_one_line(private_pg, t
     assert (rec["status"], rec["attempts"]) == ("succeeded", 2), rec
     assert rec["error"].startswith("taken over: the previous attempt (cli@")
     assert rec["plan_id"] == json.loads((tmp_path / "again.json").read_text())["plan_id"]
+    # not planned again: dispatch may have submitted units of the first plan before the outage
+    assert rec["plan_id"] == doc["plan_id"]
+    assert "finished from that plan, not planned again" in rec["notes"]
 
 
 AS_OF = "2023-07-14T23:30:00Z"
