@@ -345,6 +345,12 @@ the reason becomes Preempted when Volcano's reason or message says so."""
 def read_volcano(obj: dict[str, Any], gated: bool) -> Reading:
     """A Volcano Job's state from ``status.state`` (phase, reason, message).
 
+    A Job carbonsched marked :data:`RELEASED_PAST_STOP` (released after its planned stop, its
+    pods left gated) whose phase shows no run (``Pending``, ``Restarting``, ``Aborting``,
+    ``Aborted``) reads Failed, ``DeadlinePassed``, raw ``failed``, ended at that release: the
+    same reading as a Job whose pods the kubelet stopped at ``activeDeadlineSeconds``, so that
+    a pausing piece is recorded stopped at its planned end.
+
     Parameters
     ----------
     obj
@@ -353,11 +359,10 @@ def read_volcano(obj: dict[str, Any], gated: bool) -> Reading:
         True when its pods still carry :data:`HOLD_GATE` (or none exist yet): held by
         carbonsched.
 
-    A Job carbonsched marked :data:`RELEASED_PAST_STOP` (released after its planned stop, its
-    pods left gated) whose phase shows no run (``Pending``, ``Restarting``, ``Aborting``,
-    ``Aborted``) reads Failed, ``DeadlinePassed``, raw ``failed``, ended at that release: the
-    same reading as a Job whose pods the kubelet stopped at ``activeDeadlineSeconds``, so that
-    a pausing piece is recorded stopped at its planned end.
+    Returns
+    -------
+    Reading
+        Its state, reason, raw phase and times.
     """
     st = obj.get("status") or {}
     state = st.get("state") or {}

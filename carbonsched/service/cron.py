@@ -252,7 +252,7 @@ def cron_zone(settings: Any, catalog: Catalog | None = None) -> str:
     Parameters
     ----------
     settings
-        :class:`carbonsched.settings.Settings` (``cron_timezone``, ``catalog``).
+        :class:`carbonsched.config.Settings` (``cron_timezone``, ``catalog``).
     catalog
         The loaded catalog; loaded from ``settings.catalog`` when None.
 
@@ -275,7 +275,7 @@ def check_cron_settings(settings: Any, zone: str, clock: Clock) -> None:
     Parameters
     ----------
     settings
-        :class:`carbonsched.settings.Settings` (``rolling``, ``rolling_run_every_hours``,
+        :class:`carbonsched.config.Settings` (``rolling``, ``rolling_run_every_hours``,
         ``cron_time``, ``cron_plan_offset_days``).
     zone
         The cron's IANA zone (:func:`cron_zone`).

@@ -303,7 +303,7 @@ def plan_job_ids(doc: dict[str, Any]) -> set[str]:
     Returns
     -------
     set of str
-        Job ids. [-]
+        Job ids.
     """
     rolling = doc.get("rolling") or {}
     return ({str(p["job_id"]) for p in doc.get("placements", [])}

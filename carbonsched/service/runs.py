@@ -1613,7 +1613,20 @@ def _refuse_before(service_store: Any, t: pd.Timestamp, last: pd.Timestamp,
 
 
 def resumed_note(issued_at: pd.Timestamp, saved: SavedRun) -> str:
-    """The note of a run finished from the plan an earlier attempt stored (:func:`saved_run`)."""
+    """The note of a run finished from the plan an earlier attempt stored (:func:`saved_run`).
+
+    Parameters
+    ----------
+    issued_at
+        The run's issue time (tz-aware UTC).
+    saved
+        What the stopped attempt left: its plan id, and whether it saved its rolling state.
+
+    Returns
+    -------
+    str
+        One sentence for the plan's notes.
+    """
     from carbonsched.store.service import run_key
 
     pid = saved.plan_id[:12]

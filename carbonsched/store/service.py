@@ -347,7 +347,20 @@ class ServiceStore:
 
     @store_call("reading the jobs of plan {plan_id}")
     def plan_job_ids(self, plan_id: str, job_ids: Collection[str]) -> set[str]:
-        """The jobs of ``job_ids`` plan ``plan_id`` holds (placed or not)."""
+        """The jobs of ``job_ids`` plan ``plan_id`` holds (placed or not).
+
+        Parameters
+        ----------
+        plan_id
+            The plan.
+        job_ids
+            Jobs to look up (read 500 per ``IN`` list).
+
+        Returns
+        -------
+        set of str
+            The ids of ``job_ids`` with a placement row in the plan.
+        """
         ids = sorted(set(job_ids))
         out: set[str] = set()
         with Session(self.engine) as s:
