@@ -1830,9 +1830,10 @@ def final_jobs(store: Store, job_ids: Collection[str],
                dispatched: Mapping[str, DispatchedJob] | None = None) -> dict[str, str]:
     """The jobs of ``job_ids`` that are final under their id in the store, with the sentence.
 
-    Final: the store pruned the job's records (a tombstone,
-    :mod:`carbonsched.store.pruned_jobs`), or dispatch holds it and every unit of its claim
-    ended (``Succeeded``, ``Failed``, ``Cancelled``: :func:`dispatched_jobs`). Dispatch never
+    Final: dispatch holds it and every unit of its claim ended (``Succeeded``, ``Failed``,
+    ``Cancelled``: :func:`dispatched_jobs`), or dispatch does not hold it and the store pruned
+    its records (a tombstone, :mod:`carbonsched.store.pruned_jobs`). A job dispatch holds and
+    that has not ended is never final, whatever tombstone names its id. Dispatch never
     submits such a job again under its id, so a run does not plan it again (a workload file
     planned every day still lists it).
 
@@ -1858,8 +1859,10 @@ def final_jobs(store: Store, job_ids: Collection[str],
     held = dispatched_jobs(store, ids) if dispatched is None else dispatched
     out = {i: final_under_id(i, d.state, d.reason, f"dispatched from plan {d.plan_id}")
            for i, d in held.items() if i in ids and d.state in TERMINAL}
-    # the outbox first: a tombstone is written only as the job's units go
-    out |= {i: pruned_sentence(p) for i, p in pruned_jobs(store.engine, ids - set(out)).items()}
+    # the outbox first: a job it holds is final only when its units ended, whatever tombstone
+    # names the id (one is written only as the job's units go; a live job is never final)
+    out |= {i: pruned_sentence(p)
+            for i, p in pruned_jobs(store.engine, ids - set(held)).items()}
     return out
 
 

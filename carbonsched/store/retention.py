@@ -51,6 +51,9 @@ one row in ``pruned_jobs`` (id, final state and reason, ``now``), written in the
 that deletes them (:mod:`carbonsched.store.pruned_jobs`). The runs, the API and dispatch read
 it: the id stays final, so a static workload file that still lists the job neither plans it
 again nor reports it ``DeadlinePassed`` again, and no new intent is written under the id.
+While a job still has units in the outbox (its claim on the id: live, or ended too recently
+to go), its API record or rolling row goes without a tombstone; the units' own prune writes
+it, with the state they recorded.
 
 Not pruned: ``signal_cache`` (the signal history the forecasts train on; one row per zone,
 signal and hour), ``api_tokens`` and ``service_leases`` (a handful of rows).
@@ -358,15 +361,40 @@ class _Pruner:
             out[jid] = (pick.state, pick.reason)
         self._tombstones(s, out, "dispatch_intents")
 
+    def _outbox_holds(self, s: Session, job_ids: Iterable[str]) -> set[str]:
+        """The ids of ``job_ids`` that still have units in ``dispatch_intents`` (in ``s``).
+
+        Those units are the job's claim on its id: dispatch holds the job (live, or final with
+        the state its units recorded) until they go, and their own prune writes the job's
+        tombstone then (:meth:`_intent_tombs`), with the outbox's final state.
+        """
+        ids = sorted(set(job_ids))
+        held: set[str] = set()
+        for batch in _chunks(ids, 500):
+            held.update(s.scalars(select(DispatchRow.job_id).distinct()
+                                  .where(DispatchRow.job_id.in_(list(batch)))))
+        return held
+
     def _service_tombs(self, s: Session, ids: Sequence[Any]) -> None:
-        self._tombstones(s, {r.job_id: (r.state, r.reason) for r in s.scalars(
-            select(ServiceJobRow).where(ServiceJobRow.job_id.in_(list(ids))))},
-            "service_jobs")
+        rows = list(s.scalars(select(ServiceJobRow).where(ServiceJobRow.job_id.in_(list(ids)))))
+        held = self._outbox_holds(s, (r.job_id for r in rows))
+        self._tombstones(s, {r.job_id: (r.state, r.reason) for r in rows
+                             if r.job_id not in held}, "service_jobs")
 
     def _rolling_tombs(self, s: Session, ids: Sequence[Any]) -> None:
-        self._tombstones(s, {r.job_id: (r.state, r.reason) for r in s.scalars(
-            select(RollingJobRow).where(RollingJobRow.job_id.in_(list(ids))))},
-            "rolling_jobs")
+        """The tombstones of the rolling rows ``ids`` whose job dispatch does not hold.
+
+        A committed row (``Dispatched``: the rolling plan committed it) whose job never had
+        units in the outbox ends ``Planned``: the plan placed it and nothing dispatched it
+        (``Dispatched`` would say it is still on a backend). A job with units still in the
+        outbox gets none here (:meth:`_outbox_holds`).
+        """
+        rows = list(s.scalars(select(RollingJobRow).where(RollingJobRow.job_id.in_(list(ids)))))
+        held = self._outbox_holds(s, (r.job_id for r in rows))
+        self._tombstones(s, {
+            r.job_id: (str(JobState.PLANNED) if r.state == str(JobState.DISPATCHED)
+                       else r.state, r.reason)
+            for r in rows if r.job_id not in held}, "rolling_jobs")
 
     # --- the tables -------------------------------------------------------------------------
     def intents(self) -> None:

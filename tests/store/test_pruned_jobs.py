@@ -32,7 +32,7 @@ from carbonsched.service.cron import DailyCron
 from carbonsched.service.runs import planning_pipeline
 from carbonsched.store import Store
 from carbonsched.store.models import DispatchRow
-from carbonsched.store.pruned_jobs import PrunedJobRow, pruned_jobs
+from carbonsched.store.pruned_jobs import PrunedJobRow, pruned_jobs, pruned_sentence
 from carbonsched.store.retention import prune
 from carbonsched.store.rolling_state import RollingStore
 from carbonsched.store.service import ServiceStore
@@ -228,3 +228,111 @@ def test_the_daily_plan_does_not_report_a_finished_file_job_again(tmp_path, shar
     assert [r["job_id"] for r in doc["running"]] == ["fresh"]
     assert svc.backend.submits.count("done#0") == 1
     assert svc.backend.submits.count("fresh#0") == 1
+
+
+# --- a rolling row pruned while the outbox still holds its job ---------------------------------
+LATE_START = datetime(2023, 7, 12, 23, tzinfo=UTC)
+"""done's unit started late: on its backend past the next run's issue time (07-13 00:00)."""
+
+
+def _set_unit(svc: Service, job_id: str, **values) -> None:
+    with Session(svc.db.engine) as s, s.begin():
+        s.execute(update(DispatchRow).where(DispatchRow.job_id == job_id).values(**values))
+
+
+def test_a_rolling_row_pruned_while_its_unit_runs_leaves_the_job_live(tmp_path, shared_data):
+    """The rolling row goes (its planned end and deadline are old) but dispatch still runs the
+    job: no tombstone; the next run holds the job as running work, never as final."""
+    svc = Service(tmp_path, shared_data)
+    svc.run(10)
+    _set_unit(svc, "done", state="Running", reason="Started", actual_start=LATE_START)
+    svc.run(11)
+    svc.run(12)
+    res = prune(svc.db.store, 1, now=svc.clock.now())
+    assert res.deleted["rolling_jobs"] == 1 and res.deleted["dispatch_intents"] == 0
+    # before the fix: a tombstone ('done', 'Dispatched', 'Placed', 'rolling_jobs')
+    assert pruned_jobs(svc.db.store, ["done"]) == {} and res.tombstones == 0
+
+    doc = svc.run(13)
+    assert "done" not in {p["job_id"] for p in doc["placements"]}
+    assert not any("job 'done' ended" in n for n in doc["notes"])
+    live = next(n for n in doc["notes"] if "dispatch holds them and they have not ended" in n)
+    assert "job 'done' Running" in live
+    # its unit holds its GPU past the run's start (it ends 07-13 01:00): running work
+    assert [r["job_id"] for r in doc["running"]] == ["done"]
+    assert svc.backend.submits.count("done#0") == 1
+
+    # once it ended and its unit goes, the outbox's state is the tombstone's
+    _set_unit(svc, "done", state="Succeeded", reason="Completed",
+              actual_end=datetime(2023, 7, 13, 1, tzinfo=UTC))
+    res = prune(svc.db.store, 1, now=datetime(2023, 7, 14, 2, tzinfo=UTC))
+    assert res.deleted["dispatch_intents"] == 1
+    stone = pruned_jobs(svc.db.store, ["done"])["done"]
+    assert (stone.state, stone.reason, stone.source) == ("Succeeded", "Completed",
+                                                         "dispatch_intents")
+
+
+def test_a_live_job_is_not_final_whatever_tombstone_names_it(tmp_path, shared_data):
+    """A tombstone a store already holds for a job dispatch still runs (written by an earlier
+    prune) does not make the job final: the outbox is read first."""
+    from carbonsched.dispatch.outbox import final_jobs
+    from carbonsched.store.pruned_jobs import write_tombstones
+
+    svc = Service(tmp_path, shared_data)
+    svc.run(10)
+    _set_unit(svc, "done", state="Running", reason="Started", actual_start=LATE_START)
+    with Session(svc.db.engine) as s, s.begin():
+        write_tombstones(s, [{"job_id": "done", "state": "Dispatched", "reason": "Placed",
+                              "source": "rolling_jobs", "pruned_at": svc.clock.now()}])
+    assert final_jobs(svc.db.store, ["done"]) == {}
+    _set_unit(svc, "done", state="Succeeded", reason="Completed",
+              actual_end=datetime(2023, 7, 13, 1, tzinfo=UTC))
+    assert ("job 'done' ended Succeeded (Completed); dispatched from plan"
+            in final_jobs(svc.db.store, ["done"])["done"])
+
+
+@pytest.mark.parametrize("past_limit", [False, True])
+def test_a_rolling_row_and_its_unit_at_the_cutoff(tmp_path, shared_data, past_limit):
+    """The unit ended exactly ``keep_days`` before now: it stays (its job's claim) while the
+    rolling row, older, goes without a tombstone; a second later the unit goes too and the
+    tombstone carries its state, in the same pass as nothing else."""
+    svc = Service(tmp_path, shared_data)
+    svc.run(10)
+    ended = datetime(2023, 7, 11, 2, tzinfo=UTC)
+    _set_unit(svc, "done", state="Succeeded", reason="Completed",
+              actual_start=datetime(2023, 7, 11, tzinfo=UTC), actual_end=ended)
+    svc.run(11)
+    svc.run(12)
+    now = ended + timedelta(days=1, seconds=1 if past_limit else 0)
+    res = prune(svc.db.store, 1, now=now)
+    assert res.deleted["rolling_jobs"] == 1
+    assert res.deleted["dispatch_intents"] == (1 if past_limit else 0)
+    stones = pruned_jobs(svc.db.store, ["done"])
+    if not past_limit:
+        assert stones == {} and res.tombstones == 0
+    else:
+        assert (stones["done"].state, stones["done"].source) == ("Succeeded",
+                                                                 "dispatch_intents")
+        assert pruned_sentence(stones["done"]).startswith(
+            "job 'done' ended Succeeded (Completed); the store pruned its records on 2023-07-12")
+    doc = svc.run(13)
+    assert "done" not in {p["job_id"] for p in doc["placements"]}
+    assert _ended(doc) == []
+    note = next(n for n in doc["notes"] if "workload file were not planned again" in n)
+    assert "job 'done' ended Succeeded (Completed)" in note
+    assert svc.backend.submits.count("done#0") == 1
+
+
+def test_a_committed_rolling_row_never_dispatched_ends_planned(tmp_path, shared_data):
+    """A rolling plan committed the job and nothing dispatched it: its tombstone says so
+    (``Planned``), never ``Dispatched`` (as if a backend still ran it)."""
+    svc = Service(tmp_path, shared_data)
+    svc.run(10)
+    with Session(svc.db.engine) as s, s.begin():
+        s.execute(DispatchRow.__table__.delete().where(DispatchRow.job_id == "done"))
+    svc.run(11)
+    svc.run(12)
+    res = prune(svc.db.store, 1, now=svc.clock.now())
+    assert res.deleted["rolling_jobs"] == 1 and res.tombstones == 1
+    stone = pruned_jobs(svc.db.store, ["done"])["done"]
+    assert (stone.state, stone.reason, stone.source) == ("Planned", "Placed", "rolling_jobs")
