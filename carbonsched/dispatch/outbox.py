@@ -970,6 +970,7 @@ def _drive_pending(store: Store, adapters: Mapping[str, DispatchAdapter],
                 exc.add_note(stopped_note(outcomes.values()))
             raise
     if stop.is_set():
+        outcomes.update(_not_driven(store, claimant, sites, wait_keys, outcomes))
         summary.notes.append(stopped_note(outcomes.values()))
     if claimant.missed_beats:
         summary.notes.append(f"{claimant.missed_beats} lease renewal(s) failed (the database "
@@ -979,13 +980,36 @@ def _drive_pending(store: Store, adapters: Mapping[str, DispatchAdapter],
     summary.outcomes.extend(outcomes.values())
 
 
+def _not_driven(store: Store, claimant: Claimant, sites: Sequence[str],
+                wait_keys: Sequence[str], outcomes: Mapping[str, DispatchOutcome]
+                ) -> dict[str, DispatchOutcome]:
+    """The pending units a run asked to stop did not drive, each ``interrupted``.
+
+    ``wait_keys`` (a plan's committed units), else every pending unit of ``sites``; a unit
+    with an outcome already, or that another live dispatcher holds, is left out.
+    """
+    with Session(store.engine) as s:
+        if wait_keys:
+            rows = [r for r in _rows_by_key(s, list(wait_keys)).values()
+                    if r.state == JobState.PENDING.value]
+        else:
+            rows = list(s.scalars(select(DispatchRow).where(
+                DispatchRow.state == JobState.PENDING.value, DispatchRow.site.in_(list(sites)))))
+    rows = [r for r in rows if r.key not in outcomes]
+    if not rows:
+        return {}
+    held = {h.key for h in claimant.held_elsewhere([r.key for r in rows])}
+    return {r.key: _outcome(r, "interrupted", _NOT_BEGUN) for r in rows if r.key not in held}
+
+
 def stopped_note(outcomes: Collection[DispatchOutcome]) -> str:
     """What a dispatch run asked to stop leaves: units on their backend, units still pending.
 
     Parameters
     ----------
     outcomes
-        The outcomes of the units the run drove before it stopped.
+        The outcomes of the run's units: those it drove before it stopped, and those the stop
+        kept it from driving (``interrupted``, :func:`_not_driven`).
 
     Returns
     -------

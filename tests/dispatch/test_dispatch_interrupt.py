@@ -124,3 +124,59 @@ def test_a_signal_mid_pass_submits_nothing_more_and_the_next_run_submits_the_res
     finally:
         for k in keys:
             k8s.cancel(k)
+
+
+class _Backend:
+    """A backend that keeps what is submitted to it (the dispatch contract, in memory)."""
+
+    name = "memory:us-east-ny"
+
+    def __init__(self) -> None:
+        self.submits: list[str] = []
+
+    def submit(self, r):
+        from carbonsched.adapters.dispatch.base import BackendJob
+        from carbonsched.domain import JobState, ReasonCode
+
+        self.submits.append(r.key)
+        return BackendJob(key=r.key, backend_id=f"m:{len(self.submits)}",
+                          state=JobState.DISPATCHED, reason=ReasonCode.SUBMITTED,
+                          raw_state="PENDING")
+
+    def status(self, keys=None):
+        return {}
+
+    def cancel(self, key):
+        return False
+
+    def render(self, r):
+        return r.key
+
+
+def test_a_stop_before_the_first_claim_leaves_every_unit_interrupted(store):
+    """The stop event is set before the pass claims anything (a shutdown racing the run):
+    every committed unit is ``interrupted`` (not ``unavailable``, as a backend outage), none
+    is claimed or submitted, and the note counts them pending for the next run."""
+    import threading
+
+    from carbonsched.config import Settings
+    from carbonsched.dispatch.outbox import dispatch_plan
+
+    doc = one_plan([{"job_id": f"j{i}", "site": "us-ny-newyork", "start": START,
+                     "end": START + timedelta(hours=1), "gpu_type": "A100", "gpus": 1,
+                     "payload": {"command": "sleep 1"}} for i in range(3)])
+    store.save_plan(doc)
+    backend, stop = _Backend(), threading.Event()
+    stop.set()
+    summary = dispatch_plan(store, doc["plan_id"], "global", adapters={"us-ny-newyork": backend},
+                            settings=Settings(), stop=stop,
+                            commit_before=START + timedelta(days=1))
+    assert sorted((o.key, o.action) for o in summary.outcomes) == [
+        ("j0#0", "interrupted"), ("j1#0", "interrupted"), ("j2#0", "interrupted")]
+    assert backend.submits == []
+    rows = _rows(store)
+    assert {k: (r.state, r.lease_owner) for k, r in rows.items()} == {
+        k: ("Pending", None) for k in ("j0#0", "j1#0", "j2#0")}
+    (note,) = [n for n in summary.notes if n.startswith("dispatch stopped")]
+    assert note.startswith("dispatch stopped: 0 units on their backend")
+    assert note.endswith("3 left pending for the next run (3 interrupted)")
