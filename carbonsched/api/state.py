@@ -199,7 +199,7 @@ class ServiceState:
                 self.settings, self.db, self.clock, catalog=self.catalog,
                 dispatch=stoppable(self.dispatch, self._stop), metrics=self.metrics,
                 on_plan=lambda _pid: self.refresh_book(), leader=self.leader,
-                replica=self.replica)
+                replica=self.replica, stop=self._stop)
             log.info("cron: daily run at %s %s; start-up run %s (CARBONSCHED_CRON_STARTUP_RUN)",
                      self.cron.at.strftime("%H:%M"), self.cron.zone_name,
                      "on: a day due while the service was down runs now"

@@ -328,6 +328,9 @@ class DailyCron:
         24 (default): the daily rule. 1, 2, 3, 4, 6, 8 or 12: one run per issue time, every
         this many hours from 00:00 UTC (the module docstring; ``at`` and ``offset_days`` are
         then unused). [h]
+    stop
+        The service's stop event (set when its shutdown begins): from then on :meth:`tick`
+        begins no run; ``None``: an event never set.
 
     Raises
     ------
@@ -342,7 +345,7 @@ class DailyCron:
                  offset_days: int = 1, leader: Any = None, replica: str = "replica",
                  check_interval_s: float = 300.0, lease_s: float = 45.0,
                  metrics: Any = None, startup_run: bool = True,
-                 run_every_hours: int = 24) -> None:
+                 run_every_hours: int = 24, stop: threading.Event | None = None) -> None:
         self.rule = CronRule(zone, at, offset_days, run_every_hours)
         self.run_every_hours = self.rule.every_hours
         if self.run_every_hours == 24:
@@ -368,12 +371,15 @@ class DailyCron:
         run is off (``GET /v1/runs`` shows it under ``cron.skipped``); ``""`` when nothing."""
         self._busy = threading.Lock()
         self._scheduler: Any = None
+        self.stop = stop or threading.Event()
+        """The service's stop event: once set (shutdown began) :meth:`tick` begins no run."""
 
     @classmethod
     def from_settings(cls, settings: Any, store: Any, clock: Clock, *,
                       catalog: Catalog | None = None, dispatch: DispatchStep | None = None,
                       metrics: Any = None, on_plan: Callable[[str], None] | None = None,
-                      leader: Any = None, replica: str = "replica") -> DailyCron:
+                      leader: Any = None, replica: str = "replica",
+                      stop: threading.Event | None = None) -> DailyCron:
         """The service's cron: the run path's pipeline with the ``cron_*`` settings.
 
         Parameters
@@ -389,14 +395,16 @@ class DailyCron:
             default: loaded from ``settings.catalog``.
         dispatch, metrics, on_plan
             As for :func:`carbonsched.service.runs.planning_pipeline`.
-        leader, replica
-            As for the constructor.
+        leader, replica, stop
+            As for the constructor (``stop``: the service's stop event; the dispatch step
+            should be bound to it too, :func:`carbonsched.service.runs.stoppable`).
         """
         pipeline = planning_pipeline(settings, store, clock, dispatch, metrics, on_plan)
         rule = CronRule.from_settings(settings, catalog)
         return cls(store, pipeline, clock, rule.zone, rule.at, rule.offset_days, leader,
                    replica, settings.cron_check_interval_s, settings.lease_s, metrics,
-                   startup_run=settings.cron_startup_run, run_every_hours=rule.every_hours)
+                   startup_run=settings.cron_startup_run, run_every_hours=rule.every_hours,
+                   stop=stop)
 
     def due(self, now: datetime | None = None) -> tuple[date, date]:
         """``(local_day, planning_date)`` of the newest due run at ``now`` (default: clock)."""
@@ -441,10 +449,17 @@ class DailyCron:
 
         The run goes through :func:`~carbonsched.service.runs.claim_and_run`; a run that fails
         is recorded there (``failed``, message and traceback) and its record returned here.
+        Once the service's stop event is set (shutdown began) no run begins: ``None``, nothing
+        claimed; the next process runs the due day.
         """
+        if self.stop.is_set():
+            log.info("cron: the service is stopping; no run begins (%s tick)", trigger)
+            return None
         if not self._busy.acquire(blocking=False):
             return None
         try:
+            if self.stop.is_set():   # set while the lock was taken
+                return None
             if not self.is_leader():
                 return None
             local_day, planning, issued = self.due_issue(self.clock.now())

@@ -474,3 +474,22 @@ def test_runs_every_n_hours_are_issued_at_their_run_and_not_checked(db):
     with pytest.raises(InputError, match="CARBONSCHED_CRON_PLAN_OFFSET_DAYS=0: the run"):
         cron_module.check_cron_settings(Settings(catalog="global", cron_plan_offset_days=0),
                             "America/New_York", FixedClock(NOW))
+
+
+@pytest.mark.parametrize("trigger", ["startup", "check", "scheduled", "manual"])
+def test_a_tick_after_the_stop_event_begins_no_run(db, trigger):
+    """Shutdown began (the service's stop event set) as a tick fired: no run is claimed or
+    planned (it would outlive CARBONSCHED_SHUTDOWN_TIMEOUT_S); the next process runs it."""
+    import threading
+
+    clock = ManualClock(datetime(2023, 6, 1, 12, tzinfo=ZONE))
+    stop = threading.Event()
+    cron, rec = make(db, clock, stop=stop)
+    stop.set()
+    assert cron.tick(trigger) is None
+    assert rec.calls == [] and db.get_run("2023-06-02") is None
+    # the same store, a new process (its own stop event not set): the due day runs
+    cron2, rec2 = make(db, clock)
+    assert cron2.tick("startup")["status"] == "succeeded"
+    assert [p for p, _, _ in rec2.calls] == ["2023-06-02"]
+

@@ -95,3 +95,25 @@ def test_sigterm_leaves_behind_a_step_that_ignores_stop_after_the_shutdown_timeo
     [(status, lease)] = _query(db, "SELECT status, lease_expires_at FROM pipeline_runs WHERE "
                                    f"planning_date = '{CRON_DATE}'")
     assert status == "running" and lease is not None
+
+
+def test_a_cron_tick_after_the_service_stopped_begins_no_run(tmp_path):
+    """The service's stop sets the event its cron reads: a tick that fires after shutdown
+    began (the scheduler's, or POST /v1/runs's thread) claims and plans nothing."""
+    from carbonsched.api.state import ServiceState
+    from carbonsched.clock import FixedClock, parse_as_of
+    from carbonsched.config import Settings
+    from tests.conftest import shared_data_dir
+
+    s = Settings(database_url=f"sqlite:///{tmp_path / 's.db'}", catalog=CATALOG,
+                 cron_enabled=True, cron_startup_run=True, as_of=parse_as_of(AS_OF),
+                 data_dir=shared_data_dir(), dispatcher="", dispatch_loops=False)
+    state = ServiceState(s, FixedClock(s.as_of))
+    state.start()
+    try:
+        assert state.stop() == []
+        # before the fix: the tick claimed run 2023-07-16 and planned it after the shutdown
+        assert state.cron.tick("manual") is None
+        assert _query(tmp_path / "s.db", "SELECT count(*) FROM pipeline_runs") == [(0,)]
+    finally:
+        state.store.engine.dispose()
