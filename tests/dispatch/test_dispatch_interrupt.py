@@ -180,3 +180,27 @@ def test_a_stop_before_the_first_claim_leaves_every_unit_interrupted(store):
     (note,) = [n for n in summary.notes if n.startswith("dispatch stopped")]
     assert note.startswith("dispatch stopped: 0 units on their backend")
     assert note.endswith("3 left pending for the next run (3 interrupted)")
+
+
+def test_a_reconcile_stopped_before_its_first_claim_counts_the_pending_units(store):
+    """``reconcile`` (the service's start-up pass, no plan) stopped before it claims anything:
+    the pending units of its sites are ``interrupted`` and counted in the note."""
+    import threading
+
+    from carbonsched.config import Settings
+    from carbonsched.dispatch.outbox import dispatch_plan, reconcile
+
+    doc = one_plan([{"job_id": f"r{i}", "site": "us-ny-newyork", "start": START,
+                     "end": START + timedelta(hours=1), "gpu_type": "A100", "gpus": 1,
+                     "payload": {"command": "sleep 1"}} for i in range(2)])
+    store.save_plan(doc)
+    backend, stop = _Backend(), threading.Event()
+    stop.set()
+    dispatch_plan(store, doc["plan_id"], "global", adapters={"us-ny-newyork": backend},
+                  settings=Settings(), stop=stop, commit_before=START + timedelta(days=1))
+    summary = reconcile(store, "global", adapters={"us-ny-newyork": backend},
+                        settings=Settings(), stop=stop)
+    assert sorted((o.key, o.action) for o in summary.outcomes) == [
+        ("r0#0", "interrupted"), ("r1#0", "interrupted")]
+    assert backend.submits == []
+    assert summary.notes[-1].endswith("2 left pending for the next run (2 interrupted)")
