@@ -17,7 +17,9 @@ and from the built-in that fits it, so callers can catch either::
     │   └── SolverUnavailableError         the requested MILP solver cannot run on this host
     ├── BackendError (RuntimeError)
     │   ├── BackendUnavailableError        a backend (Slurm, Kubernetes, Dask) cannot be reached
-    │   │   └── StoreUnavailableError      the store's database cannot be reached (URL, no password)
+    │   │   ├── StoreUnavailableError      the store's database cannot be reached (URL, no password)
+    │   │   └── RunBlockedError            an earlier rolling run stopped after it stored its plan
+    │   │                                  is held elsewhere or cannot be finished yet (retried)
     │   ├── BackendRejectedError           a backend refused a submission (site, key, reason)
     │   └── ProviderError                  a signal provider answered with an error or bad payload
     │       └── ProviderUnavailableError   a signal provider down, timing out or rate-limiting
@@ -195,6 +197,17 @@ def store_check(url: str) -> str:
     if url == "SQLite in memory":
         return "that the process can allocate memory"
     return f"that this user can read and write {url} and its folder"
+
+
+class RunBlockedError(BackendUnavailableError):
+    """A run waits on an earlier run that stopped after it stored its plan and is not finished.
+
+    That earlier run may have dispatched part of its plan; a later run planned before it is
+    finished would plan its jobs again on a state that lacks them. Either another replica
+    holds its record under a live lease (it is finishing it), or it cannot be finished from its
+    stored plan until a person acts (the message says what). Retryable, as an unreachable
+    backend is: the run is recorded ``interrupted`` and claimed again once its lease ran out.
+    """
 
 
 class StoreUnavailableError(BackendUnavailableError):

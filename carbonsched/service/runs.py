@@ -28,7 +28,7 @@ import traceback
 from collections.abc import Callable, Collection
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from carbonsched.errors import (
     CarbonschedError,
     InputError,
     ProviderUnavailableError,
+    RunBlockedError,
     RunTakenOverError,
 )
 from carbonsched.pipeline.document import read_plan_document
@@ -721,6 +722,12 @@ class _Claim:
     """``check(before)``: :func:`still_ours`."""
     plan: Callable[[str], None]
     """``plan(plan_id)``: :func:`record_run_plan`."""
+    trigger: str = "cli"
+    replica: str = ""
+    lease: timedelta = timedelta(0)
+    """The claim's trigger, replica and lease: an earlier run this run finishes first
+    (:func:`finish_stopped_runs`) is claimed with them."""
+    metrics: Any = None
 
 
 _RUN_CLAIM: ContextVar[_Claim | None] = ContextVar("carbonsched_run_claim", default=None)
@@ -919,7 +926,7 @@ def claim_and_run(service_store: Any, clock: Clock, pipeline: Pipeline, *, plann
                     f"ran out) after this run stored plan {plan_id[:12]}, before it "
                     "dispatched it; this run stops, that one's stands")
 
-        claim = _RUN_CLAIM.set(_Claim(check, plan))
+        claim = _RUN_CLAIM.set(_Claim(check, plan, trigger, replica, lease, metrics))
         try:
             out = pipeline(planning_date, issued_at, trigger)
         except RunTakenOverError as exc:
@@ -1152,10 +1159,15 @@ def planning_pipeline(settings: Any, service_store: Any, clock: Clock,
         # is finished from that plan, never planned again; a rolling run issued before the
         # newest run of the rolling state is refused
         saved = saved_run(service_store, t, rolling=settings.rolling)
+        if settings.rolling and saved is None:
+            # an earlier run stopped after it stored its plan (it may have dispatched part of
+            # it) is finished first, on this one run path; this run then plans on its state
+            finish_stopped_runs(service_store, clock, run, t)
         # API jobs dispatch submitted since the last run leave Planned: no plan places them again
         sync_dispatched_jobs(service_store, clock.now())
         if saved is not None:
-            step = (_resume_rolling(service_store, catalog, wl, t, saved) if settings.rolling
+            step = (_resume_rolling_or_wait(service_store, catalog, wl, t, saved)
+                    if settings.rolling
                     else _resume_daily(service_store, catalog, wl, t, saved))
             doc = step.doc
             note = resumed_note(t, saved)
@@ -1665,6 +1677,113 @@ def _stored_plan(service_store: Any, t: pd.Timestamp, plan_id: str,
             f"{made}, and the service now runs {now} (CARBONSCHED_ROLLING changed): finish it "
             "with the setting it was started with, then change it")
     return doc
+
+
+def finish_stopped_runs(service_store: Any, clock: Clock, pipeline: Pipeline,
+                        issued_at: datetime | pd.Timestamp) -> list[str]:
+    """Before a rolling run plans: finish the earlier runs stopped after they stored their plans.
+
+    A rolling run issued at T stopped after it named its plan in its record
+    (:func:`record_run_plan`) and before it saved the rolling state (kill -9, a lost node,
+    SIGTERM) may have dispatched part of its plan, and the cron claims only the newest due
+    issue time: a later run planned on the state as of before T would plan T's jobs again
+    (committing placements that are not what runs, while T's running units hold no GPUs or
+    power in its plan), and T, before the newest run, would be refused for good. So each
+    retryable record issued after the state's last run and before ``issued_at`` that names a
+    plan (:meth:`~carbonsched.store.service.ServiceStore.stopped_runs`), oldest first, is
+    claimed as a restart claims it (:func:`claim_and_run`: a live lease is never taken, so two
+    replicas never both finish it) and finished by ``pipeline`` from its plan, as a run of T
+    itself would be (dispatched again, its state saved from the plan, its API jobs recorded,
+    its record done with :func:`resumed_note`). The claim's trigger, replica and lease are the
+    running claim's (:func:`claim_and_run`'s).
+
+    Parameters
+    ----------
+    service_store
+        :class:`~carbonsched.store.service.ServiceStore`.
+    clock
+        The one clock.
+    pipeline
+        The run path's pipeline (:func:`planning_pipeline`'s run), which finishes each.
+    issued_at
+        The issue time of the run about to plan (tz-aware).
+
+    Returns
+    -------
+    list of str
+        The keys of the runs finished (:func:`~carbonsched.store.service.run_key`).
+
+    Raises
+    ------
+    RunBlockedError
+        An earlier such run is held by another replica's live lease (it is finishing it), or
+        cannot be finished from its plan (the plan is lost, or the rolling state cannot be
+        saved from it): the message names it, why and what to do; the run is retried after
+        its lease, never planned over it.
+    """
+    from carbonsched.store.rolling_state import RollingStore
+    from carbonsched.store.service import RUN_KEY_FORMAT, run_key
+
+    t = pd.Timestamp(issued_at).tz_convert("UTC")
+    claim = _RUN_CLAIM.get() or _Claim(lambda _b: None, lambda _p: None, "cli", "local",
+                                       timedelta(seconds=60))
+    tried: set[str] = set()
+    finished: list[str] = []
+    while True:
+        last, _ = RollingStore(service_store.store).last_run()
+        stopped = service_store.stopped_runs(None if last is None else last.to_pydatetime(),
+                                             t.to_pydatetime())
+        if not stopped:
+            return finished
+        rec = stopped[0]
+        key = rec["run_key"]
+        if key in tried:       # its claim was refused: a live lease holds it
+            raise RunBlockedError(
+                f"rolling run issued at {run_key(t)} is not planned yet: the run issued at "
+                f"{key} stopped after it stored plan {str(rec['plan_id'])[:12]} (it may have "
+                f"dispatched part of it) and is held by {rec['replica']} ({rec['status']}, "
+                f"its lease runs until {rec['lease_expires_at']}), which finishes it from "
+                "that plan; planning now would plan that run's jobs again on a rolling state "
+                "that lacks them: this run is tried again after its lease, on that run's "
+                "state")
+        tried.add(key)
+        issued = datetime.strptime(key, RUN_KEY_FORMAT).replace(tzinfo=UTC)
+        log.warning("run issued at %s: the run issued at %s stopped after it stored plan %s "
+                    "and is not finished; finishing it first", run_key(t), key,
+                    str(rec["plan_id"])[:12])
+        try:
+            out = claim_and_run(service_store, clock, pipeline,
+                                planning_date=rec["planning_date"], issued_at=issued,
+                                trigger=claim.trigger, replica=claim.replica,
+                                lease=claim.lease, local_day=rec["local_day"],
+                                metrics=claim.metrics)
+        except RunBlockedError as exc:
+            raise RunBlockedError(
+                f"rolling run issued at {run_key(t)} is not planned: the earlier run issued "
+                f"at {key} stopped after it stored plan {str(rec['plan_id'])[:12]} (it may "
+                f"have dispatched part of it) and cannot be finished from it: {exc}. "
+                "Planning now would place its jobs again while its units run, on a rolling "
+                "state that does not hold them; once that is fixed, the next attempt of "
+                "either run finishes it, then this run plans (both are retried after their "
+                "leases)") from exc
+        if out is not None:
+            finished.append(key)
+
+
+def _resume_rolling_or_wait(service_store: Any, catalog: Catalog, wl: Workload,
+                            t: pd.Timestamp, saved: SavedRun) -> _Planned:
+    """:func:`_resume_rolling`; a run it cannot finish stays retryable (:class:`RunBlockedError`).
+
+    Recorded ``failed``, the run would be final while its units may run, and the next rolling
+    run would plan over it on a state that lacks them; ``interrupted``, every later run
+    finishes it first (:func:`finish_stopped_runs`) or says why it cannot.
+    """
+    try:
+        return _resume_rolling(service_store, catalog, wl, t, saved)
+    except InputError as exc:
+        raise RunBlockedError(f"{exc} (the run stays interrupted and is tried again after "
+                              "its lease; no later rolling run is planned before it is "
+                              "finished)") from exc
 
 
 def _resume_rolling(service_store: Any, catalog: Catalog, wl: Workload, t: pd.Timestamp,

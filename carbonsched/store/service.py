@@ -759,6 +759,37 @@ class ServiceStore:
             r = s.get(RunRow, run_key(key))
             return None if r is None else _run_dict(r)
 
+    @store_call("reading the runs stopped after they stored their plans, before {before}")
+    def stopped_runs(self, after: datetime | None, before: datetime) -> list[dict[str, Any]]:
+        """Retryable run records that name a plan, issued after ``after`` and before ``before``.
+
+        Such a run was stopped after it stored its plan and named it in its record
+        (:meth:`record_run_plan`), and may have dispatched part of it.
+
+        Parameters
+        ----------
+        after
+            Exclusive lower bound of the issue time (tz-aware), or ``None``: no bound.
+        before
+            Exclusive upper bound of the issue time (tz-aware).
+
+        Returns
+        -------
+        list of dict
+            The records (as :meth:`get_run`), oldest issue time first.
+
+        Raises
+        ------
+        StoreUnavailableError
+            The database cannot be reached.
+        """
+        q = select(RunRow).where(RunRow.status.in_(RETRYABLE), RunRow.plan_id.is_not(None),
+                                 RunRow.run_key < run_key(before))
+        if after is not None:
+            q = q.where(RunRow.run_key > run_key(after))
+        with Session(self.engine) as s:
+            return [_run_dict(r) for r in s.scalars(q.order_by(RunRow.run_key))]
+
     @store_call("reading the catalogs of the run records")
     def run_catalogs(self) -> dict[str, int]:
         """Catalog name -> number of run records that planned it.
