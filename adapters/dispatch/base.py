@@ -78,6 +78,14 @@ the pod's ``terminationGracePeriodSeconds`` (this) ends at it. [s] A project cho
 for a GPU job to flush its state), not a cited constant."""
 
 
+NEVER_RAN = "never-ran"
+""":attr:`BackendJob.raw_state` of a run released or resumed after its planned stop (moved by
+a grid event or not), so that no pod of it ran then (Kubernetes: ``parallelism: 0``, or a
+Volcano Job's pods left gated): read Failed/``DeadlinePassed``. Never a pause ending: the
+outbox records such a pausing piece Failed, its work still owed, not ``Succeeded``/``Paused``
+(:func:`carbonsched.dispatch.outbox.mark_never_ran`)."""
+
+
 def short_hash(text: str, n: int = 10) -> str:
     """First ``n`` hex digits of the SHA-256 of ``text`` (names and label values)."""
     return hashlib.sha256(text.encode()).hexdigest()[:n]
@@ -494,14 +502,25 @@ class PausesWork(Protocol):
     def pause(self, key: str) -> WorkAction:
         """Pause our running job with this key."""
 
-    def resume(self, key: str) -> WorkAction:
-        """Resume our job paused by :meth:`pause`."""
+    def resume(self, key: str, end_by: datetime | None = None) -> WorkAction:
+        """Resume our job paused by :meth:`pause`.
+
+        ``end_by`` (tz-aware): the piece's planned end moved later by the pause
+        (:func:`carbonsched.dispatch.grid.moved_end`); the backend stops the resumed run by
+        it as it would at its planned end (a pausing piece the checkpoint grace before it).
+        None keeps the planned end. A backend whose time limit does not run while the job is
+        suspended (Slurm) needs nothing moved and may ignore it.
+        """
 
     def hold(self, key: str) -> WorkAction:
         """Keep our job that has not started from starting."""
 
-    def unhold(self, key: str, planned_start: datetime, now: datetime) -> WorkAction:
+    def unhold(self, key: str, planned_start: datetime, now: datetime,
+               end_by: datetime | None = None) -> WorkAction:
         """Let our held job start again (at once when ``planned_start`` is not after ``now``).
 
-        ``now`` is the actor's clock (tz-aware).
+        ``now`` is the actor's clock (tz-aware). ``end_by`` (tz-aware): the piece's planned
+        end moved later by the hold (:func:`carbonsched.dispatch.grid.moved_end`), as for
+        :meth:`resume`; a backend that runs a held job its whole time limit from its start
+        (Slurm ``--time``) may ignore it.
         """

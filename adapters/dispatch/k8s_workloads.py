@@ -73,6 +73,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from carbonsched.adapters.dispatch.base import NEVER_RAN
 from carbonsched.domain import JobState, ReasonCode
 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -82,9 +83,11 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 HOLD_GATE = "carbonsched.io/planned-start"
 """The pod scheduling gate that holds a Volcano Job's pods until the planned start."""
 RELEASED_PAST_STOP = "carbonsched.io/released-past-stop"
-"""Annotation carbonsched puts on a Volcano Job whose release came after its planned stop (the
-instant of that release, UTC): its pods are left gated, so none runs, and it reads as stopped
-at its planned end (:func:`read_volcano`)."""
+"""Annotation carbonsched puts on an object whose release or resume came after its planned stop
+(the instant of that release, UTC), so that no pod of it ran then: a Volcano Job's pods are
+left gated, a Job (or a JobSet's child Jobs) gets ``parallelism: 0``. It reads Failed/
+``DeadlinePassed`` with raw state :data:`~carbonsched.adapters.dispatch.base.NEVER_RAN`
+(:func:`read_volcano`, ``KubernetesAdapter.status``), never as a pause at its planned end."""
 GANG_TASK = "node"
 """Name of the replicated Job (JobSet) and of the task (Volcano) that runs the gang's pods."""
 DEFAULT_VOLCANO_QUEUE = "default"
@@ -347,9 +350,10 @@ def read_volcano(obj: dict[str, Any], gated: bool) -> Reading:
 
     A Job carbonsched marked :data:`RELEASED_PAST_STOP` (released after its planned stop, its
     pods left gated) whose phase shows no run (``Pending``, ``Restarting``, ``Aborting``,
-    ``Aborted``) reads Failed, ``DeadlinePassed``, raw ``failed``, ended at that release: the
-    same reading as a Job whose pods the kubelet stopped at ``activeDeadlineSeconds``, so that
-    a pausing piece is recorded stopped at its planned end.
+    ``Aborted``) reads Failed, ``DeadlinePassed``, raw
+    :data:`~carbonsched.adapters.dispatch.base.NEVER_RAN`, ended at that release: none of its
+    pods ran, so a pausing piece is not recorded as stopped at its planned end (it wrote no
+    checkpoint; its work is still owed).
 
     Parameters
     ----------
@@ -376,7 +380,7 @@ def read_volcano(obj: dict[str, Any], gated: bool) -> Reading:
         RELEASED_PAST_STOP))
     if past is not None and VOLCANO_PHASES.get(phase, VOLCANO_PHASES["Pending"])[0] \
             is JobState.DISPATCHED:
-        return Reading(JobState.FAILED, ReasonCode.DEADLINE_PASSED, "failed", None, past,
+        return Reading(JobState.FAILED, ReasonCode.DEADLINE_PASSED, NEVER_RAN, None, past,
                        detail=f"released at {past:%Y-%m-%dT%H:%M:%SZ}, after its planned stop: "
                               "its pods were left gated and none ran (DeadlineExceeded)")
     if phase not in VOLCANO_PHASES:

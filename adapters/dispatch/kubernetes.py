@@ -44,6 +44,7 @@ from typing import Any
 
 from carbonsched.adapters.dispatch.base import (
     CHECKPOINT_SIGNAL_LEAD_S,
+    NEVER_RAN,
     BackendJob,
     DispatchRequest,
     WorkAction,
@@ -92,7 +93,8 @@ A_END = "carbonsched.io/planned-end"
 A_STOP = "carbonsched.io/stop-at"
 """Annotation: the instant the run is stopped as planned (UTC), the planned start +
 :meth:`KubernetesAdapter.active_deadline_s`; a late release (:meth:`KubernetesAdapter.release`)
-and a resume after a grid event's pause (:meth:`KubernetesAdapter.resume`) keep it."""
+keeps it. A grid event's hold or pause moves it, with :data:`A_END`, by the event's delay
+(the ``end_by`` of :meth:`KubernetesAdapter.unhold` and :meth:`KubernetesAdapter.resume`)."""
 MIN_ACTIVE_DEADLINE_S = 1
 """The least ``activeDeadlineSeconds`` carbonsched sets: the Job API's own bound (the field
 "must be a positive integer", Job API reference). [s]"""
@@ -623,6 +625,14 @@ class KubernetesAdapter:
                 r = Reading(JobState.FAILED, ReasonCode.DEADLINE_PASSED, "failed", r.start,
                             r.end, detail=f"activeDeadlineSeconds reached ({r.detail})")
             ann = meta.get("annotations") or {}
+            past = parse_time(ann.get(RELEASED_PAST_STOP))
+            if past is not None and r.state is JobState.FAILED and \
+                    r.reason is ReasonCode.DEADLINE_PASSED and r.raw != NEVER_RAN:
+                # released or resumed after its planned stop with parallelism 0: no pod ran
+                r = Reading(JobState.FAILED, ReasonCode.DEADLINE_PASSED, NEVER_RAN, r.start,
+                            r.end or past, detail=f"released or resumed at {_iso(past)}, after "
+                            f"its planned stop at {ann.get(A_STOP, '?')}: parallelism 0, no "
+                            "pod ran (DeadlineExceeded)")
             out[ann.get(A_KEY, "")] = BackendJob(
                 key=ann.get(A_KEY, ""), plan_id=ann.get(A_PLAN, ""),
                 backend_id=f"{self.context}/{self.namespace}/{meta['name']}", state=r.state,
@@ -718,8 +728,9 @@ class KubernetesAdapter:
         whole ``activeDeadlineSeconds`` counted from the release: a pausing piece released
         late still stops the checkpoint grace period before its planned end, before its next
         piece starts, and any other piece by its deadline. One released after its planned stop
-        runs no pod and ends ``DeadlineExceeded`` at once (recorded as stopped at its planned
-        end), as :meth:`resume` does.
+        runs no pod and ends ``DeadlineExceeded`` at once, annotated :data:`RELEASED_PAST_STOP`
+        (read raw :data:`~carbonsched.adapters.dispatch.base.NEVER_RAN`: recorded Failed, its
+        work still owed), as :meth:`resume` does.
 
         Under Kueue the bound is set with the queue label; the Job controller sets
         ``startTime`` when Kueue admits the Workload and unsuspends the object, so this
@@ -739,21 +750,57 @@ class KubernetesAdapter:
         """
         return self._release(key)[0]
 
-    def _release(self, key: str) -> tuple[bool, str]:
-        """:meth:`release`, with what was patched (the text :meth:`unhold` reports)."""
+    def _moved_stop(self, obj: dict[str, Any], end_by: datetime | None
+                    ) -> tuple[datetime | None, dict[str, str], str]:
+        """The run's stop with its planned end moved to ``end_by`` (a grid event's delay).
+
+        A piece whose stop is at or before its planned end (:data:`A_STOP`, :data:`A_END`: a
+        pausing piece, stopped the checkpoint grace before its end) keeps that grace before
+        ``end_by``: both move by ``end_by - planned end``. Nothing moves when ``end_by`` is
+        None or not later than the planned end, or for a piece whose stop is its deadline
+        (past its end: ``end_by`` is capped by that deadline already).
+
+        Returns
+        -------
+        stop : datetime or None
+            The stop to bound the run by (:meth:`stop_at` when not moved).
+        annotations : dict
+            :data:`A_STOP` and :data:`A_END` to write with the patch that starts the run
+            (empty when not moved).
+        said : str
+            The move, for the action's detail (empty when not moved).
+        """
+        stop = self.stop_at(obj)
+        end = parse_time((obj["metadata"].get("annotations") or {}).get(A_END))
+        if end_by is None or stop is None or end is None:
+            return stop, {}, ""
+        end_by = end_by.astimezone(UTC).replace(microsecond=0)
+        if end_by <= end or stop > end:
+            return stop, {}, ""
+        new = stop + (end_by - end)
+        return new, {A_STOP: _iso(new), A_END: _iso(end_by)}, (
+            f"its planned stop moved from {_iso(stop)} to {_iso(new)} (its planned end from "
+            f"{_iso(end)} to {_iso(end_by)}, by the grid event's delay)")
+
+    def _release(self, key: str, end_by: datetime | None = None) -> tuple[bool, str]:
+        """:meth:`release`, with what was patched (the text :meth:`unhold` reports).
+
+        ``end_by``: the planned end moved by a grid event's hold (:meth:`_moved_stop`).
+        """
         found = self._find(key)
         if found is None:
             return False, ""
         res, obj = found
         name = obj["metadata"]["name"]
         if res is VOLCANO_JOB:
-            return self._ungate(key, name, obj)
+            return self._ungate(key, name, obj, end_by)
         if not self._reading(obj, {}, {}).held:
             return False, ""
         kueue = self.workload == "kueue"
         if kueue and KUEUE_QUEUE_LABEL in (obj["metadata"].get("labels") or {}):
             return False, ""
-        bound, said, over = self._run_bound(res, obj, key, "release")
+        stop, moved, said_move = self._moved_stop(obj, end_by)
+        bound, said, over = self._run_bound(res, obj, key, "release", stop=stop)
         patch: dict[str, Any] = {"spec": {"suspend": False, **bound}}
         if kueue and not over:
             # Kueue unsuspends it when it admits its Workload (startTime is set then)
@@ -764,9 +811,11 @@ class KubernetesAdapter:
             said = f"not queued to Kueue; patched spec.suspend: false; {said}"
         else:
             said = "patched spec.suspend: false" + (f"; {said}" if said else "")
-        stop = self.stop_at(obj)
-        if stop is not None and not (obj["metadata"].get("annotations") or {}).get(A_STOP):
-            patch.setdefault("metadata", {})["annotations"] = {A_STOP: _iso(stop)}
+        ann = self._start_annotations(obj, stop, moved, over)
+        if ann:
+            patch.setdefault("metadata", {})["annotations"] = ann
+        if said_move:
+            said = f"{said_move}; {said}"
         api = self._custom()
         try:
             self._call("release", api.patch_namespaced_custom_object, res.group, res.version,
@@ -776,6 +825,21 @@ class KubernetesAdapter:
             raise BackendError(f"{self.name}: release of {res.plural}/{name} refused "
                                f"({exc.status}): {exc.message}") from exc
         return True, f"{res.plural}/{name} {said}"
+
+    def _start_annotations(self, obj: dict[str, Any], stop: datetime | None,
+                           moved: dict[str, str], over: bool) -> dict[str, str]:
+        """Annotations the patch that starts a run writes.
+
+        The moved stop and end (:meth:`_moved_stop`); :data:`A_STOP` on an object made before
+        carbonsched wrote it; :data:`RELEASED_PAST_STOP` (this instant) when no pod runs.
+        """
+        ann = dict(moved)
+        if stop is not None and not moved and not (
+                obj["metadata"].get("annotations") or {}).get(A_STOP):
+            ann[A_STOP] = _iso(stop)
+        if over:
+            ann[RELEASED_PAST_STOP] = _iso(self.clock())
+        return ann
 
     def keep_planned_stops(self, keys: Collection[str]) -> dict[str, str]:
         """Bound by its planned stop each of our Kueue runs queued at its release.
@@ -838,10 +902,13 @@ class KubernetesAdapter:
                         MIN_ACTIVE_DEADLINE_S or self._withdrawn(res, obj):
                     continue
             bound, said, _ = self._run_bound(res, obj, key, "bound", started=not queued)
-            if bound:
+            patch: dict[str, Any] = {"spec": bound}
+            if queued:   # no pod runs whenever Kueue admits it
+                patch["metadata"] = {"annotations": {RELEASED_PAST_STOP: _iso(self.clock())}}
+            if bound or queued:
                 try:
                     self._call("bound", api.patch_namespaced_custom_object, res.group,
-                               res.version, self.namespace, res.plural, name, {"spec": bound},
+                               res.version, self.namespace, res.plural, name, patch,
                                _content_type="application/merge-patch+json", key=key)
                 except _Api as exc:
                     raise BackendError(f"{self.name}: bound of {res.plural}/{name} refused "
@@ -873,7 +940,8 @@ class KubernetesAdapter:
         """
         return self.workload in ("job", "jobset")
 
-    def _suspend(self, key: str, value: bool, verb: str) -> WorkAction:
+    def _suspend(self, key: str, value: bool, verb: str,
+                 end_by: datetime | None = None) -> WorkAction:
         found = self._find(key)
         if found is None:
             return WorkAction(WorkOutcome.ABSENT, None, f"{self.name} has no object of key {key}")
@@ -891,7 +959,7 @@ class KubernetesAdapter:
         patch: dict[str, Any] = {"spec": {"suspend": value}}
         said = f"patched spec.suspend: {str(value).lower()}"
         if not value:
-            patch, said = self._resume_patch(res, obj, key)
+            patch, said = self._resume_patch(res, obj, key, end_by)
         api = self._custom()
         try:
             self._call(verb, api.patch_namespaced_custom_object, res.group, res.version,
@@ -922,22 +990,26 @@ class KubernetesAdapter:
         start, limit = parse_time(ann.get(A_START)), spec.get("activeDeadlineSeconds")
         return None if start is None or limit is None else start + timedelta(seconds=int(limit))
 
-    def _resume_patch(self, res: Resource, obj: dict[str, Any], key: str
-                      ) -> tuple[dict[str, Any], str]:
+    def _resume_patch(self, res: Resource, obj: dict[str, Any], key: str,
+                      end_by: datetime | None = None) -> tuple[dict[str, Any], str]:
         """The merge patch that resumes ``obj`` with the time its run has left, and what it says.
 
-        ``spec.suspend: false`` with :meth:`_run_bound`'s bound, and the :data:`A_STOP`
-        annotation on an object made before carbonsched wrote it.
+        ``spec.suspend: false`` with :meth:`_run_bound`'s bound by its stop, moved by the
+        pause when ``end_by`` is later than its planned end (:meth:`_moved_stop`), and the
+        annotations of :meth:`_start_annotations`.
         """
-        bound, said, _ = self._run_bound(res, obj, key, "resume")
+        stop, moved, said_move = self._moved_stop(obj, end_by)
+        bound, said, over = self._run_bound(res, obj, key, "resume", stop=stop)
         patch: dict[str, Any] = {"spec": {"suspend": False, **bound}}
-        stop = self.stop_at(obj)
-        if stop is not None and not (obj["metadata"].get("annotations") or {}).get(A_STOP):
-            patch["metadata"] = {"annotations": {A_STOP: _iso(stop)}}
-        return patch, "patched spec.suspend: false" + (f"; {said}" if said else "")
+        ann = self._start_annotations(obj, stop, moved, over)
+        if ann:
+            patch["metadata"] = {"annotations": ann}
+        return patch, ((f"{said_move}; " if said_move else "") + "patched spec.suspend: false"
+                       + (f"; {said}" if said else ""))
 
     def _run_bound(self, res: Resource, obj: dict[str, Any], key: str, verb: str,
-                   started: bool = False) -> tuple[dict[str, int], str, bool]:
+                   started: bool = False, stop: datetime | None = None
+                   ) -> tuple[dict[str, int], str, bool]:
         """Bound the run of ``obj``, about to start (released or resumed), by its planned stop.
 
         Unsuspending a Job sets (or, after a pause, resets) its ``startTime``, from which
@@ -970,6 +1042,9 @@ class KubernetesAdapter:
         started
             Bound a run that has started (each Job's ``status.startTime``), not one about
             to start.
+        stop
+            The stop to bound it by, when a grid event moved it (:meth:`_moved_stop`);
+            default :meth:`stop_at`.
 
         Returns
         -------
@@ -989,7 +1064,7 @@ class KubernetesAdapter:
             A child Job's patch was refused, or a JobSet has no child Jobs yet to carry the
             bound (it is left held; the next pass tries again).
         """
-        stop = self.stop_at(obj)
+        stop = self.stop_at(obj) if stop is None else stop
         if stop is None:
             return {}, "", False
         if res is not JOBSET:
@@ -1074,17 +1149,20 @@ class KubernetesAdapter:
                               "vcctl job suspend)")
         return self._suspend(key, True, "pause")
 
-    def resume(self, key: str) -> WorkAction:
+    def resume(self, key: str, end_by: datetime | None = None) -> WorkAction:
         """Unsuspend a Job or JobSet paused by :meth:`pause` (``ALREADY`` when not suspended).
 
-        With ``activeDeadlineSeconds`` set to the time its run has left (:meth:`_resume_patch`):
-        a resumed pausing piece is still told to checkpoint the grace period before its
-        planned end and is gone by it, and no resumed run outlasts its deadline.
+        With ``activeDeadlineSeconds`` set to the time its run has left (:meth:`_resume_patch`)
+        to its stop: ``end_by``, the planned end moved by the pause (the grid pass's
+        :func:`~carbonsched.dispatch.grid.moved_end`), moves :data:`A_STOP` and :data:`A_END`
+        in the same patch (:meth:`_moved_stop`), so a resumed pausing piece runs what it had
+        left, is told to checkpoint the grace period before its moved end and is gone by it,
+        and no resumed run outlasts its deadline. Past even that stop, no pod runs.
         """
         if not self.pauses_running:
             return WorkAction(WorkOutcome.UNSUPPORTED, None,
                               f"a {self.workload} workload is not paused by carbonsched")
-        return self._suspend(key, False, "resume")
+        return self._suspend(key, False, "resume", end_by)
 
     def hold(self, key: str) -> WorkAction:
         """Keep a held object held: nothing to patch (it is created held).
@@ -1109,10 +1187,15 @@ class KubernetesAdapter:
         return WorkAction(WorkOutcome.DONE, bid, f"{res.kind} kept held (not released at its "
                           "planned start while the event lasts)")
 
-    def unhold(self, key: str, planned_start: datetime, now: datetime) -> WorkAction:
+    def unhold(self, key: str, planned_start: datetime, now: datetime,
+               end_by: datetime | None = None) -> WorkAction:
         """Release a held object whose planned start has passed (:meth:`release`).
 
-        One whose start is still ahead is left to the release loop.
+        One whose start is still ahead is left to the release loop. ``end_by``, the planned
+        end moved by the hold (:func:`~carbonsched.dispatch.grid.moved_end`), moves
+        :data:`A_STOP` and :data:`A_END` in the patch that releases it (:meth:`_moved_stop`),
+        and the run is bounded by the moved stop: a piece held past its planned stop runs its
+        whole length after the event, within its deadline and before its next piece.
         """
         if planned_start > now:
             return WorkAction(WorkOutcome.DONE, None, "left held: the release loop releases it "
@@ -1120,14 +1203,15 @@ class KubernetesAdapter:
         found = self._find(key)
         bid = (f"{self.context}/{self.namespace}/{found[1]['metadata']['name']}"
                if found is not None else None)
-        done, said = self._release(key)
+        done, said = self._release(key, end_by)
         if done:
             return WorkAction(WorkOutcome.DONE, bid,
                               f"released (its planned start has passed): {said}")
         return WorkAction(WorkOutcome.ALREADY if found is not None else WorkOutcome.ABSENT, bid,
                           "not held any more: not released again")
 
-    def _ungate(self, key: str, name: str, obj: dict[str, Any]) -> tuple[bool, str]:
+    def _ungate(self, key: str, name: str, obj: dict[str, Any],
+                end_by: datetime | None = None) -> tuple[bool, str]:
         """Release Volcano Job ``name``, bounded pod by pod by its planned stop (or left gated).
 
         :data:`HOLD_GATE` is removed from its gated pods, each bounded by the time left to its
@@ -1149,10 +1233,11 @@ class KubernetesAdapter:
         When less than :data:`MIN_ACTIVE_DEADLINE_S` is left, no pod may start: the least
         deadline (1 s) would still run each pod past the stop. The pods are left gated (the API
         server binds no gated pod) and the Job is annotated :data:`RELEASED_PAST_STOP` with
-        this release's instant, so that it reads Failed/``DeadlinePassed`` (a pausing piece is
-        recorded ``Succeeded``/``Paused``, stopped at its planned end; any other piece
-        ``Failed``/``DeadlinePassed``), as a Job ended ``DeadlineExceeded`` with
-        ``parallelism: 0`` does. It is not deleted, which is how :meth:`cancel` ends a Volcano
+        this release's instant, so that it reads Failed/``DeadlinePassed``, never ran (raw
+        :data:`~carbonsched.adapters.dispatch.base.NEVER_RAN`), as a Job ended
+        ``DeadlineExceeded`` with ``parallelism: 0`` does. ``end_by``: the planned end moved by
+        a grid event's hold (:meth:`_moved_stop`), written on the Volcano Job first.
+        It is not deleted, which is how :meth:`cancel` ends a Volcano
         Job: the status read would then find nothing and record the piece ``Lost``.
 
         Returns
@@ -1174,14 +1259,25 @@ class KubernetesAdapter:
         pods = [p for p in self._our_pods(name) if _has_gate(p)]
         if not pods:
             return False, ""
-        stop = self.stop_at(obj)
+        stop, moved, said_move = self._moved_stop(obj, end_by)
         now = self.clock()
         left = None if stop is None else int((stop - now).total_seconds())
+        api = self._custom()
+        if moved and left is not None and left >= MIN_ACTIVE_DEADLINE_S:
+            # the moved stop first: a retry after a partial release reads it (and moves it
+            # again from there by the same rule, never twice by the delay)
+            try:
+                self._call("release", api.patch_namespaced_custom_object, VOLCANO_JOB.group,
+                           VOLCANO_JOB.version, self.namespace, VOLCANO_JOB.plural, name,
+                           {"metadata": {"annotations": moved}},
+                           _content_type="application/merge-patch+json", key=key)
+            except _Api as exc:
+                raise BackendError(f"{self.name}: release of {VOLCANO_JOB.plural}/{name} "
+                                   f"refused ({exc.status}): {exc.message}") from exc
         if stop is not None and left is not None and left < MIN_ACTIVE_DEADLINE_S:
-            ann = {RELEASED_PAST_STOP: _iso(now)}
+            ann = {RELEASED_PAST_STOP: _iso(now), **moved}
             if not (obj["metadata"].get("annotations") or {}).get(A_STOP):
                 ann[A_STOP] = _iso(stop)
-            api = self._custom()
             try:
                 self._call("release", api.patch_namespaced_custom_object, VOLCANO_JOB.group,
                            VOLCANO_JOB.version, self.namespace, VOLCANO_JOB.plural, name,
@@ -1190,9 +1286,11 @@ class KubernetesAdapter:
             except _Api as exc:
                 raise BackendError(f"{self.name}: release of {VOLCANO_JOB.plural}/{name} "
                                    f"refused ({exc.status}): {exc.message}") from exc
-            return True, (f"{VOLCANO_JOB.plural}/{name} left gated: its planned stop at "
-                          f"{_iso(stop)} has passed, so none of its {len(pods)} pods runs; "
-                          f"annotated {RELEASED_PAST_STOP}, it reads ended DeadlineExceeded")
+            return True, (f"{VOLCANO_JOB.plural}/{name} left gated: "
+                          + (f"{said_move}; " if said_move else "")
+                          + f"its planned stop at {_iso(stop)} has passed, so none of its "
+                          f"{len(pods)} pods runs; annotated {RELEASED_PAST_STOP}, it reads "
+                          "Failed/DeadlinePassed, never ran")
         core = self._pods()
         released: list[str] = []
         bounds: set[int] = set()
@@ -1218,6 +1316,8 @@ class KubernetesAdapter:
         if not released:
             return False, ""
         said = f"scheduling gate removed from pods {', '.join(released)}"
+        if said_move:
+            said = f"{said_move}; {said}"
         if bounds and stop is not None:
             said += (f"; activeDeadlineSeconds: {', '.join(str(b) for b in sorted(bounds))} "
                      + (f"(the time left to its planned stop at {_iso(stop)})"

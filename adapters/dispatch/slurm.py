@@ -804,8 +804,14 @@ class SlurmAdapter:
         """
         return self._act(key, "suspend", ("RUNNING",), ("SUSPENDED",))
 
-    def resume(self, key: str) -> WorkAction:
-        """``scontrol resume`` of a ``SUSPENDED`` job (``ALREADY`` when it runs)."""
+    def resume(self, key: str, end_by: datetime | None = None) -> WorkAction:
+        """``scontrol resume`` of a ``SUSPENDED`` job (``ALREADY`` when it runs).
+
+        ``end_by`` is not needed: a suspended job's time limit does not run (slurmctld keeps
+        the run time before the suspend and sets the end time at the resume to the time the
+        limit has left), so the resumed piece runs the rest of its ``--time`` and its
+        ``--signal`` comes that long before the new end.
+        """
         return self._act(key, "resume", ("SUSPENDED",), ("RUNNING", "COMPLETING"))
 
     def hold(self, key: str) -> WorkAction:
@@ -818,11 +824,13 @@ class SlurmAdapter:
             return self._act(key, "hold", (), ("PENDING",), held=True)
         return self._act(key, "hold", ("PENDING",), (), held=True)
 
-    def unhold(self, key: str, planned_start: datetime, now: datetime) -> WorkAction:
+    def unhold(self, key: str, planned_start: datetime, now: datetime,
+               end_by: datetime | None = None) -> WorkAction:
         """``scontrol release`` of a job held by :meth:`hold`.
 
         ``--begin`` still holds it until its planned start. ``ALREADY`` when it is pending
-        and not held, or already running.
+        and not held, or already running. ``end_by`` is not needed: a released job runs its
+        whole ``--time`` from when it starts.
         """
         job = self._current(key)
         if job is None or not str(job.get("state_reason") or "").startswith("JobHeld"):

@@ -30,7 +30,10 @@ when an event is posted; ``carbonsched grid-event apply`` runs one pass) does th
    skipped while its unit may still draw power (:attr:`SkippedAction.load_not_shed`) is
    power the re-plan counted as shed that is not.
 3. **Undo** at the event's end: a ``resume`` for every pause done, a ``release`` for every
-   hold done, taken the same way; the event is ``ended`` when none is open. Shedding actions
+   hold done, taken the same way, each with the piece's planned end moved by the delay
+   (:func:`moved_end`: what it had left from the undo, capped by its job's next piece and
+   deadline; the backend stops it by then, and Kubernetes moves its ``stop-at``);
+   the event is ``ended`` when none is open. Shedding actions
    still open at the end are skipped (never taken late); one claimed by an actor that died is
    marked done unseen, and its undo, which reads the backend first, settles it.
 
@@ -183,6 +186,42 @@ def delayed_end(unit: Unit, event: GridEvent, now: datetime, action: str) -> dat
         return event.end + max(timedelta(0), unit.planned_end - t0)
     start = max(event.end, unit.planned_start)
     return start + (unit.planned_end - unit.planned_start)
+
+
+def moved_end(action: str, planned_start: datetime, planned_end: datetime,
+              shed_at: datetime | None, now: datetime, deadline: datetime,
+              next_start: datetime | None) -> datetime:
+    """The planned end of a piece a grid event held or paused, moved by the delay. [tz-aware]
+
+    At the undo (``now``), the piece runs what it has left: a ``release`` its whole planned
+    run from ``max(now, planned_start)``; a ``resume`` its planned end less the instant it was
+    paused (``shed_at``, the pause's ``done_at``; the planned end when not known: nothing
+    left) from ``now``. The end is capped by the job's ``deadline`` and the planned start of
+    its next piece (``next_start``; pieces of one job never overlap), and is never before
+    the planned end. The backend stops the run by it as it would at its planned end
+    (:meth:`~carbonsched.adapters.dispatch.base.PausesWork.resume`).
+
+    Parameters
+    ----------
+    action
+        The undo: ``"release"`` (of a hold) or ``"resume"`` (of a pause).
+    planned_start, planned_end
+        The piece's planned run. [tz-aware]
+    shed_at
+        When the pause took effect (``"resume"`` only). [tz-aware]
+    now
+        The actor's clock at the undo. [tz-aware]
+    deadline, next_start
+        The job's latest end, and its next piece's planned start (None for a job placed
+        whole or its last piece). [tz-aware]
+    """
+    if action == "release":
+        end = max(now, planned_start) + (planned_end - planned_start)
+    else:
+        paused = planned_end if shed_at is None else max(shed_at, planned_start)
+        end = now + max(timedelta(0), planned_end - paused)
+    cap = min(deadline, next_start) if next_start is not None else deadline
+    return max(planned_end, min(end, cap))
 
 
 def baseline_kw(units: Sequence[Unit], event: GridEvent, now: datetime) -> float:
@@ -572,14 +611,58 @@ def _finish(store: Store, action_id: int, owner: str, state: str, detail: str,
 
 
 def _call(adapter: PausesWork, row: GridActionRow, planned_start: datetime,
-          now: datetime) -> WorkAction:
+          now: datetime, end_by: datetime | None) -> WorkAction:
     if row.action == "pause":
         return adapter.pause(row.key)
     if row.action == "resume":
-        return adapter.resume(row.key)
+        return adapter.resume(row.key, end_by=end_by)
     if row.action == "hold":
         return adapter.hold(row.key)
-    return adapter.unhold(row.key, planned_start, now)
+    return adapter.unhold(row.key, planned_start, now, end_by=end_by)
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """What an undo needs to move a piece's planned end (:func:`moved_end`)."""
+
+    planned_start: datetime
+    planned_end: datetime
+    deadline: datetime
+    next_start: datetime | None
+    shed_at: datetime | None
+
+
+def _pieces(store: Store, rows: Sequence[GridActionRow]) -> dict[tuple[str, str], _Piece]:
+    """``{(event id, key): _Piece}`` of the undo actions among ``rows``."""
+    undo = [r for r in rows if r.action in UNDO.values()]
+    if not undo:
+        return {}
+    with Session(store.engine, expire_on_commit=False) as s:
+        units = {d.key: d for d in s.scalars(select(DispatchRow).where(
+            DispatchRow.key.in_({r.key for r in undo})))}
+        shed = {(a.event_id, a.key): a.done_at for a in s.scalars(select(GridActionRow).where(
+            GridActionRow.event_id.in_({r.event_id for r in undo}),
+            GridActionRow.key.in_({r.key for r in undo}),
+            GridActionRow.action.in_(list(SHED))))}
+    nxt = next_pieces(store, list(units.values()))
+    out = {}
+    for r in undo:
+        d = units.get(r.key)
+        if d is None:
+            continue
+        deadline = datetime.fromisoformat(json.loads(d.request_json)["deadline"].replace(
+            "Z", "+00:00")).astimezone(UTC)
+        out[(r.event_id, r.key)] = _Piece(
+            _utc(d.planned_start), _utc(d.planned_end), deadline,
+            None if r.key not in nxt else _utc(nxt[r.key][1]),
+            None if shed.get((r.event_id, r.key)) is None
+            else _utc(shed[(r.event_id, r.key)]))
+    return out
+
+
+def _utc(ts: datetime) -> datetime:
+    """``ts`` tz-aware UTC (SQLite hands back naive UTC)."""
+    return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
 
 
 def take_actions(store: Store, adapters: Mapping[str, DispatchAdapter], rows: Sequence[
@@ -593,6 +676,7 @@ def take_actions(store: Store, adapters: Mapping[str, DispatchAdapter], rows: Se
             starts = {k: v for k, v in s.execute(select(
                 DispatchRow.key, DispatchRow.planned_start).where(
                 DispatchRow.key.in_([r.key for r in rows])))}
+    pieces = _pieces(store, rows)
     for r in rows:
         now = clock()
         claimed = _claim(store, r.id, owner, lease, now, is_dead)
@@ -609,7 +693,11 @@ def take_actions(store: Store, adapters: Mapping[str, DispatchAdapter], rows: Se
             continue
         try:
             try:
-                got = _call(adapter, claimed, starts.get(r.key, now), now)
+                pc = pieces.get((r.event_id, r.key))
+                end_by = None if pc is None else moved_end(
+                    r.action, pc.planned_start, pc.planned_end, pc.shed_at, now, pc.deadline,
+                    pc.next_start)
+                got = _call(adapter, claimed, starts.get(r.key, now), now, end_by)
             except (BackendError, InputError):
                 raise
             except Exception as exc:   # a fault in the adapter: counted as a failed attempt

@@ -64,6 +64,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from carbonsched.adapters.dispatch.base import (
+    NEVER_RAN,
     BackendJob,
     DispatchAdapter,
     DispatchRequest,
@@ -534,6 +535,29 @@ def mark_paused(row: DispatchRow, ending: str) -> bool:
     return True
 
 
+def mark_never_ran(row: DispatchRow, job: BackendJob) -> bool:
+    """Say that the row's piece ran nothing: released or resumed after its planned stop.
+
+    The backend reads such a run Failed/``DeadlinePassed`` with raw state
+    :data:`~carbonsched.adapters.dispatch.base.NEVER_RAN` (Kubernetes: ``parallelism: 0``, or
+    a Volcano Job's pods left gated), which :func:`mark_paused` does not take for a pause
+    ending: the piece wrote no checkpoint at its planned end and its work is still owed, so
+    it stays ``Failed``/``DeadlinePassed`` and the job is a piece short, never
+    ``Succeeded``/``Paused``. The detail says so, naming the piece. Returns True when the row
+    was re-labelled.
+    """
+    if row.state != str(JobState.FAILED) or job.raw_state != NEVER_RAN:
+        return False
+    req = json.loads(row.request_json)
+    piece = int(req.get("piece", row.piece))
+    pieces = int(req.get("pieces") or piece + 1)
+    row.reason = str(ReasonCode.DEADLINE_PASSED)
+    row.detail = (f"piece {piece + 1} of {pieces} never ran after its release or resume: "
+                  f"{job.detail or 'released after its planned stop'}; its work is still owed "
+                  "(not recorded as paused: it did not run to its planned stop)")
+    return True
+
+
 SUSPENDED_WORDS = frozenset({"SUSPENDED", "suspended"})
 """A backend's words for a job stopped in place: Slurm's ``SUSPENDED`` (``scontrol suspend``)
 and the Kubernetes adapter's ``suspended`` (a Job or JobSet with ``spec.suspend: true``)."""
@@ -593,6 +617,7 @@ def _apply(row: DispatchRow, job: BackendJob, now: datetime) -> None:
     if job.actual_end is not None:
         row.actual_end = job.actual_end
     mark_paused(row, _ending(job))
+    mark_never_ran(row, job)
     row.updated_at = now
 
 

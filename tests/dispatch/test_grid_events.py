@@ -501,59 +501,6 @@ def test_an_event_pauses_and_resumes_a_job_once_and_keeps_a_due_one_held_on_kube
         api.delete_namespaced_custom_object("batch", "v1", "carbonsched", "jobs", n)
 
 
-def test_a_piece_whose_planned_stop_passed_during_the_event_is_not_run_again(
-        store, settings, emulator_kubeconfig):
-    """The event outlasted the paused piece: at its end the piece's planned stop has passed.
-    Before, the resume ran the piece again for its whole length (Kubernetes resets startTime),
-    past its planned end and into its next piece's hours; now no pod runs (parallelism 0) and
-    it is recorded as stopped at its planned end, the next piece resuming from the checkpoint
-    it wrote when paused."""
-    catalog = load_catalog("global")
-    adapter = build_adapters(catalog, settings=settings)[K8S_SITE]
-    adapters = {K8S_SITE: adapter}
-    api = _k8s_api(emulator_kubeconfig, catalog.site(K8S_SITE).backend.context)
-    now = datetime.now(UTC).replace(microsecond=0)
-    ph = f"gks-{uuid.uuid4().hex[:6]}"
-    deadline = (now + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    doc = one_plan([
-        {"job_id": f"{ph}-run", "site": K8S_SITE, "start": now, "end": now + timedelta(hours=1),
-         "gpu_type": "A100", "gpus": 1, "command": "sleep 3000", "piece": 0, "pieces": 2,
-         "deadline": deadline},
-        {"job_id": f"{ph}-run", "site": K8S_SITE, "start": now + timedelta(hours=3),
-         "end": now + timedelta(hours=4), "gpu_type": "A100", "gpus": 1,
-         "command": "sleep 3000", "piece": 1, "pieces": 2, "deadline": deadline}])
-    store.save_plan(doc)
-    assert dispatch_plan(store, doc["plan_id"], settings=settings).counts == {"submitted": 2}
-    run = next(o["metadata"]["name"] for o in api.list_namespaced_custom_object(
-        "batch", "v1", "carbonsched", "jobs",
-        label_selector=f"carbonsched.io/plan={doc['plan_id'][:63]}")["items"]
-        if o["metadata"]["annotations"]["carbonsched.io/key"] == f"{ph}-run#0")
-    api.patch_namespaced_custom_object(
-        "batch", "v1", "carbonsched", "jobs", run,
-        {"metadata": {"annotations": {"emulator.carbonsched.io/run-seconds": "3000"}}})
-    assert release_due(store, catalog, adapters=adapters) == [f"{ph}-run#0"]
-    start, end = _window()
-    announce_event(store, catalog, GridEvent(site=K8S_SITE, start=start, end=end,
-                                             target_fraction=1.0), datetime.now(UTC), "test")
-    s = apply_events(store, catalog, adapters, settings, lambda: datetime.now(UTC))
-    assert [(k, a, o) for _, k, a, o in s.taken] == [(f"{ph}-run#0", "pause", "done")]
-    # the event's end, an hour after the piece's planned end: the adapter's clock too
-    after = lambda: end + timedelta(seconds=1)  # noqa: E731
-    adapter.clock = after
-    s = apply_events(store, catalog, adapters, settings, after)
-    assert [(k, a, o) for _, k, a, o in s.taken] == [(f"{ph}-run#0", "resume", "done")]
-    job = _job(api, run)
-    assert (job["spec"]["suspend"], job["spec"]["parallelism"],
-            job["spec"]["activeDeadlineSeconds"]) == (False, 0, 1)
-    assert job["status"].get("active", 0) == 0
-    row = poll(lambda: refresh_status(store, catalog, adapters=adapters).set_index("key").loc[
-        f"{ph}-run#0"], lambda r: r.state in ("Succeeded", "Failed"), "the piece over", POLL_S)
-    assert (row.state, row.reason) == ("Succeeded", "Paused"), row.detail
-    assert row.detail.startswith("piece 1 of 2 stopped at its planned end (DeadlineExceeded)")
-    for piece in (0, 1):
-        adapter.cancel(f"{ph}-run#{piece}")
-
-
 def test_an_event_at_an_unknown_site_is_refused_with_the_sites(store):
     catalog = load_catalog("global")
     with pytest.raises(UnknownSiteError, match="ca-on-toronto"):
@@ -584,14 +531,14 @@ def test_a_pause_tried_before_the_event_ended_is_undone(store, attempts, undone)
         def pause(self, key):
             return WorkAction(WorkOutcome.ALREADY, None, "")
 
-        def resume(self, key):
+        def resume(self, key, end_by=None):
             Fake.calls.append(("resume", key))
             return WorkAction(WorkOutcome.DONE, "fake:1", "scontrol resume 1")
 
         def hold(self, key):
             return WorkAction(WorkOutcome.ALREADY, None, "")
 
-        def unhold(self, key, planned_start, now):
+        def unhold(self, key, planned_start, now, end_by=None):
             Fake.calls.append(("release", key))
             return WorkAction(WorkOutcome.DONE, "fake:1", "")
 
@@ -640,10 +587,10 @@ class _Backend:
 
     pause = hold = _answer
 
-    def resume(self, key):  # pragma: no cover - no event ends in these passes
+    def resume(self, key, end_by=None):  # pragma: no cover - no event ends in these passes
         return self._answer(key)
 
-    def unhold(self, key, planned_start, now):  # pragma: no cover
+    def unhold(self, key, planned_start, now, end_by=None):  # pragma: no cover
         return self._answer(key)
 
 
@@ -1070,3 +1017,155 @@ def test_an_adapter_fault_reading_the_site_makes_the_event_wait(store):
                           "adapter")
     assert "could not be read (slurm:fake: status raised KeyError" in show_event(
         store, ev["event_id"], T0 + timedelta(minutes=6))["detail"]
+
+
+# --- the moved stop (Kubernetes) ----------------------------------------------------------------
+
+def test_the_moved_end_is_the_remaining_run_from_the_undo_capped_by_the_next_piece_and_deadline():
+    """:func:`moved_end`: a release runs the whole planned run from the undo, a resume what was
+    left at the pause; both capped by the next piece's start and the deadline (just at the
+    limit, and past it), never before the planned end."""
+    from carbonsched.dispatch.grid import moved_end
+
+    s, e, dl = T0, T0 + timedelta(hours=2), T0 + timedelta(days=1)
+    undo = T0 + timedelta(hours=3)
+    assert moved_end("release", s, e, None, undo, dl, None) == undo + timedelta(hours=2)
+    paused = T0 + timedelta(minutes=30)                       # 90 min left at the pause
+    assert moved_end("resume", s, e, paused, undo, dl, None) == undo + timedelta(minutes=90)
+    cap = undo + timedelta(hours=2)                           # the next piece: just at the limit
+    assert moved_end("release", s, e, None, undo, dl, cap) == cap
+    assert moved_end("release", s, e, None, undo, dl, cap - timedelta(seconds=1)) == \
+        cap - timedelta(seconds=1)
+    assert moved_end("release", s, e, None, undo, undo + timedelta(hours=1), None) == \
+        undo + timedelta(hours=1)                            # the deadline
+    assert moved_end("release", s, e, None, undo, dl, e) == e  # never before the planned end
+
+
+def _at(fixed):
+    return lambda: fixed
+
+
+@pytest.mark.parametrize(("case", "site"), [
+    ("hold", K8S_SITE), ("hold", "jp-tk-tokyo"), ("hold", "us-pjm-ashburn"),
+    ("hold", "sg-singapore"), ("pause", K8S_SITE), ("pause", "jp-tk-tokyo"),
+    ("cap", K8S_SITE), ("late", K8S_SITE), ("late", "sg-singapore")])
+def test_a_hold_or_pause_moves_the_pieces_planned_stop_by_its_delay(case, site, store,
+                                                                    emulator_kubeconfig):
+    """A grid event's hold (pause) of a pausing piece moves its planned stop by the event's delay,
+    capped by its job's next piece and deadline. Before, the release (resume) at the event's end
+    bounded the run by the stop written at creation: a piece held past its planned stop ran no
+    pod (and was recorded Succeeded/Paused, none of its work done), a paused one lost the
+    pause's length.
+
+    - ``hold``: piece [W+10m, W+70m) held by the event [W, W+2h); released at its end, past its
+      planned stop, it runs its whole length (less the checkpoint grace) to the moved stop;
+    - ``pause``: running piece [W, W+1h) paused at W+10m, resumed at the end: its stop moves by
+      exactly the pause's length;
+    - ``cap``: as ``hold``, the next piece planned exactly at the held piece's delayed end
+      (accepted, just at the limit): the moved end is that start, one second short of a full run;
+    - ``late``: as ``cap``, the undo comes when even the cap has passed: no pod runs, recorded
+      Failed/DeadlinePassed, its work still owed, not Succeeded/Paused.
+
+    Clocks are injected (the grid pass's and the adapter's); the emulator runs the pods.
+    """
+    from carbonsched.adapters.dispatch.k8s_workloads import RELEASED_PAST_STOP
+    from carbonsched.adapters.dispatch.kubernetes import A_END, A_STOP, job_name
+
+    catalog = load_catalog("global")
+    settings = Settings(kubeconfig=emulator_kubeconfig)
+    adapter = build_adapters(catalog, settings=settings)[site]
+    adapters = {site: adapter}
+    w, e = _window()                                          # the event [W, W+2h)
+    ph = f"gms-{uuid.uuid4().hex[:6]}"
+    job = f"{ph}-p"
+    fmt = "%Y-%m-%dT%H:%M:%SZ"
+    deadline = e + timedelta(days=1)
+    held = case != "pause"
+    s0 = w + timedelta(minutes=10) if held else w
+    e0 = s0 + timedelta(hours=1)
+    nxt = e + timedelta(hours=1) if case in ("cap", "late") else e + timedelta(hours=3)
+
+    def piece(n, at, end):
+        return {"job_id": job, "site": site, "start": at, "end": end, "gpu_type": "A100",
+                "gpus": 1, "command": "sleep 3000", "piece": n, "pieces": 2,
+                "deadline": deadline.strftime(fmt)}
+
+    doc = one_plan([piece(0, s0, e0), piece(1, nxt, nxt + timedelta(hours=1))])
+    store.save_plan(doc)
+    assert dispatch_plan(store, doc["plan_id"], settings=settings,
+                         clock=_at(w)).counts == {"submitted": 2}
+    key = f"{job}#0"
+    name = job_name(job, 0)
+    api = _k8s_api(emulator_kubeconfig, catalog.site(site).backend.context)
+    res = {"jp-tk-tokyo": ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+           "sg-singapore": ("batch.volcano.sh", "v1alpha1", "jobs")}.get(site,
+                                                                          ("batch", "v1", "jobs"))
+
+    def obj():
+        return api.get_namespaced_custom_object(res[0], res[1], "carbonsched", res[2], name)
+
+    api.patch_namespaced_custom_object(res[0], res[1], "carbonsched", res[2], name, {
+        "metadata": {"annotations": {"emulator.carbonsched.io/run-seconds": "3000"}}})
+    stop0 = e0 - timedelta(seconds=CHECKPOINT_SIGNAL_LEAD_S)
+    assert obj()["metadata"]["annotations"][A_STOP] == stop0.strftime(fmt)
+    try:
+        shed_at = w + timedelta(minutes=5 if held else 10)
+        if not held:
+            adapter.clock = _at(w)
+            assert release_due(store, catalog, adapters=adapters, clock=_at(w)) == [key]
+            _poll(lambda: adapter.status([key])[key].state.value, lambda v: v == "Running",
+                  "running")
+        ev = announce_event(store, catalog, GridEvent(site=site, start=w, end=e,
+                                                      target_fraction=1.0), shed_at)
+        adapter.clock = _at(shed_at)
+        got = apply_events(store, catalog, adapters, settings, _at(shed_at))
+        assert [(k, a, o) for _, k, a, o in got.taken] == [
+            (key, "hold" if held else "pause", "done")]
+        undo = e + (timedelta(hours=1) if case == "late" else timedelta(seconds=1))
+        adapter.clock = _at(undo)
+        got = apply_events(store, catalog, adapters, settings, _at(undo))
+        assert [(k, a, o) for _, k, a, o in got.taken] == [
+            (key, "release" if held else "resume", "done")]
+        end_by = {"hold": undo + timedelta(hours=1), "cap": nxt, "late": nxt,
+                  "pause": e0 + (undo - shed_at)}[case]
+        stop = end_by - timedelta(seconds=CHECKPOINT_SIGNAL_LEAD_S)
+        ann = obj()["metadata"]["annotations"]
+        assert (ann[A_STOP], ann[A_END]) == (stop.strftime(fmt), end_by.strftime(fmt))
+        shown = show_event(store, ev["event_id"], undo)
+        (undone,) = [a for a in shown["actions"] if a["action"] in ("release", "resume")]
+        assert (f"its planned stop moved from {stop0.strftime(fmt)} to {stop.strftime(fmt)}"
+                in undone["detail"]), undone["detail"]
+        left = int((stop - undo).total_seconds())
+        if case == "late":
+            assert left < 0 and RELEASED_PAST_STOP in ann
+            row = poll(lambda: refresh_status(store, catalog, adapters=adapters).set_index(
+                "key").loc[key], lambda r: r.state in ("Succeeded", "Failed"), "the piece over",
+                POLL_S)
+            assert (row.state, row.reason) == ("Failed", "DeadlinePassed"), row.detail
+            assert row.detail.startswith("piece 1 of 2 never ran after its release or resume")
+            assert "its work is still owed" in row.detail
+            return
+        assert left == {"hold": 3600, "cap": 3599, "pause": 3000}[case] - \
+            CHECKPOINT_SIGNAL_LEAD_S
+        if site == "sg-singapore":
+            from kubernetes import client, config
+
+            core = client.CoreV1Api(config.new_client_from_config(
+                str(emulator_kubeconfig), context=catalog.site(site).backend.context))
+            pods = core.list_namespaced_pod("carbonsched",
+                                            label_selector=f"volcano.sh/job-name={name}").items
+            assert [p.spec.active_deadline_seconds for p in pods] == [left]
+        elif site == "jp-tk-tokyo":
+            kids = api.list_namespaced_custom_object(
+                "batch", "v1", "carbonsched", "jobs",
+                label_selector=f"jobset.sigs.k8s.io/jobset-name={name}")["items"]
+            assert [(k["spec"]["activeDeadlineSeconds"], k["spec"].get("parallelism", 1))
+                    for k in kids] == [(left, 1)]
+        else:
+            sp = obj()["spec"]
+            assert (sp["activeDeadlineSeconds"], sp.get("parallelism", 1)) == (left, 1)
+        row = refresh_status(store, catalog, adapters=adapters).set_index("key").loc[key]
+        assert row.state in ("Dispatched", "Running"), (row.state, row.detail)
+    finally:
+        for n in (0, 1):
+            adapter.cancel(f"{job}#{n}")

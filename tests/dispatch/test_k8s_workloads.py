@@ -26,6 +26,7 @@ import pytest
 
 from carbonsched.adapters.dispatch.base import (
     CHECKPOINT_SIGNAL_LEAD_S,
+    NEVER_RAN,
     DispatchRequest,
     WorkOutcome,
 )
@@ -580,6 +581,9 @@ def test_a_pausing_piece_stopped_at_its_end_is_paused_on_every_kind(
     assert dispatch_plan(store, doc["plan_id"], settings=settings,
                          clock=lambda: now).counts == {"submitted": 5}
     adapters = build_adapters(load_catalog("global"), settings=settings)
+    # released on time (the adapter's clock too): each runs a pod, stopped at its planned end;
+    # on the wall clock a 1 s piece would be released after its stop and run none
+    adapters[site].clock = lambda: now
     assert sorted(release_due(store, "global", adapters=adapters, clock=lambda: now)) == [
         f"{prefix}-g#0", f"{prefix}-p#0", f"{prefix}-w#0"]
     ended = [f"{prefix}-g#0", f"{prefix}-p#0", f"{prefix}-w#0"]
@@ -747,13 +751,14 @@ def test_a_held_piece_released_late_keeps_its_planned_stop(workload, nodes, left
 
 
 @pytest.mark.parametrize("site", ["us-ny-newyork", "sg-singapore"])
-def test_a_late_release_after_the_planned_stop_is_recorded_stopped_at_its_end(
+def test_a_late_release_after_the_planned_stop_is_recorded_failed_never_ran(
         site, store, emulator_kubeconfig):
     """Through the release pass and the outbox: a pausing piece whose release comes after its
-    planned stop runs no pod and is recorded Succeeded/Paused (stopped at its planned end), the
-    next piece resuming from the checkpoint; before, it ran its whole length from the release,
-    over the next piece's hours. A Job (``us-ny-newyork``) runs none with ``parallelism: 0``; a
-    Volcano Job (``sg-singapore``) keeps its pods gated."""
+    planned stop runs no pod (it never ran over the next piece's hours) and is recorded
+    Failed/DeadlinePassed, its work still owed; before, it was recorded Succeeded/Paused
+    ("stopped at its planned end; piece 2 resumes from the checkpoint"), a checkpoint it never
+    wrote, and the job showed no missing piece. A Job (``us-ny-newyork``) runs none with
+    ``parallelism: 0``; a Volcano Job (``sg-singapore``) keeps its pods gated."""
     from carbonsched.catalog import load_catalog
     from carbonsched.config import Settings
     from carbonsched.dispatch.outbox import (
@@ -799,8 +804,10 @@ def test_a_late_release_after_the_planned_stop_is_recorded_stopped_at_its_end(
     rec = _poll(lambda: refresh_status(store, "global", plan_id=doc["plan_id"],
                                        adapters=adapters).set_index("key").loc[f"{prefix}-p#0"],
                 lambda r: r.state in ("Succeeded", "Failed"), "the piece over")
-    assert (rec.state, rec.reason) == ("Succeeded", "Paused"), rec.detail
-    assert rec.detail.startswith("piece 1 of 2 stopped at its planned end (DeadlineExceeded)")
+    assert (rec.state, rec.reason) == ("Failed", "DeadlinePassed"), rec.detail
+    assert rec.detail.startswith("piece 1 of 2 never ran after its release or resume: "
+                                 "released"), rec.detail
+    assert "its work is still owed" in rec.detail
     for n in (0, 1):
         adapters[site].cancel(f"{prefix}-p#{n}")
 
@@ -879,7 +886,7 @@ def test_a_held_volcano_piece_released_late_keeps_its_planned_stop(nodes, left, 
                 (600, True, "Pending", None)] * nodes
             over = a.status([req.key])[req.key]
             assert (over.state, over.reason, over.raw_state) == (
-                JobState.FAILED, ReasonCode.DEADLINE_PASSED, "failed"), over
+                JobState.FAILED, ReasonCode.DEADLINE_PASSED, NEVER_RAN), over
             assert (over.actual_start, over.actual_end) == (None, released_at.replace(
                 microsecond=0))
             obj = raw.get_namespaced_custom_object(VOLCANO_JOB.group, VOLCANO_JOB.version, NS,
@@ -1104,8 +1111,9 @@ def test_the_release_pass_keeps_a_queued_kueue_piece_within_its_stop(store,
                                                                      emulator_kubeconfig):
     """Through the release pass and the outbox: a pausing Kueue piece released before its stop
     is still queued when the stop passes; the next release pass withdraws it (no pod when
-    Kueue admits it), says so in the row, and the piece is recorded Succeeded/Paused, stopped
-    at its planned end."""
+    Kueue admits it), says so in the row, and the piece, which ran nothing, is recorded
+    Failed/DeadlinePassed, its work still owed (before: Succeeded/Paused, stopped at its
+    planned end, a checkpoint it never wrote)."""
     from carbonsched.catalog import load_catalog
     from carbonsched.config import Settings
     from carbonsched.dispatch.outbox import (
@@ -1155,8 +1163,10 @@ def test_the_release_pass_keeps_a_queued_kueue_piece_within_its_stop(store,
     rec = _poll(lambda: refresh_status(store, "global", plan_id=doc["plan_id"],
                                        adapters=adapters).set_index("key").loc[f"{prefix}-p#0"],
                 lambda r: r.state in ("Succeeded", "Failed"), "the piece over")
-    assert (rec.state, rec.reason) == ("Succeeded", "Paused"), rec.detail
-    assert rec.detail.startswith("piece 1 of 2 stopped at its planned end (DeadlineExceeded)")
+    assert (rec.state, rec.reason) == ("Failed", "DeadlinePassed"), rec.detail
+    assert rec.detail.startswith("piece 1 of 2 never ran after its release or resume: "
+                                 "released or resumed at "), rec.detail
+    assert "its work is still owed" in rec.detail
     for n in (0, 1):
         adapters[site].cancel(f"{prefix}-p#{n}")
 
@@ -1349,17 +1359,18 @@ def test_every_volcano_phase_maps_to_a_state_and_reason(phase, reason, state, co
     ("Pending", JobState.FAILED), ("Restarting", JobState.FAILED),
     ("Aborted", JobState.FAILED),
     ("Running", JobState.RUNNING), ("Completed", JobState.SUCCEEDED)])
-def test_a_volcano_job_released_past_its_stop_reads_stopped_unless_it_ran(phase, state):
-    """Marked :data:`RELEASED_PAST_STOP` (its pods left gated): stopped at its planned end
-    (Failed, DeadlinePassed, raw ``failed``: what the outbox records as a pausing piece's
-    planned stop) while Volcano shows no run; a phase that shows a run is the cluster's word."""
+def test_a_volcano_job_released_past_its_stop_reads_never_ran_unless_it_ran(phase, state):
+    """Marked :data:`RELEASED_PAST_STOP` (its pods left gated): Failed, DeadlinePassed, raw
+    :data:`NEVER_RAN` (before: raw ``failed``, which the outbox took for a pausing piece's
+    stop at its planned end) while Volcano shows no run; a phase that shows a run is the
+    cluster's word."""
     obj = {"metadata": {"annotations": {RELEASED_PAST_STOP: "2027-01-01T02:00:00Z"}},
            "status": {"state": {"phase": phase}}}
     r = read_volcano(obj, gated=True)
     assert r.state is state
     if state is JobState.FAILED:
         assert (r.reason, r.raw, r.start, r.end) == (
-            ReasonCode.DEADLINE_PASSED, "failed", None, datetime(2027, 1, 1, 2, tzinfo=UTC))
+            ReasonCode.DEADLINE_PASSED, NEVER_RAN, None, datetime(2027, 1, 1, 2, tzinfo=UTC))
         assert not r.held and "left gated and none ran" in r.detail
 
 
