@@ -484,8 +484,11 @@ def test_an_event_pauses_and_resumes_a_job_once_and_keeps_a_due_one_held_on_kube
     resumed, released = _job(api, run), _job(api, due)
     assert resumed["spec"]["suspend"] is False and resumed["status"]["active"] == 1
     # startTime is reset: the deadline is the time left to the piece's planned stop (120 s
-    # before its end), counted on the adapter's (wall) clock; before, its whole length again
-    stop = now + timedelta(hours=1, seconds=-CHECKPOINT_SIGNAL_LEAD_S)
+    # before its end), moved later by the pause (to after the event's end), counted on the
+    # adapter's (wall) clock; before, its whole length again
+    stop = datetime.fromisoformat(resumed["metadata"]["annotations"][
+        "carbonsched.io/stop-at"].replace("Z", "+00:00"))
+    assert stop > after() + timedelta(minutes=30)
     left = timedelta(seconds=resumed["spec"]["activeDeadlineSeconds"])
     assert t0 <= stop - left <= t1 + timedelta(seconds=1)   # whole seconds, rounded down
     assert {c["type"]: (c["status"], c["reason"]) for c in resumed["status"]["conditions"]} == {
