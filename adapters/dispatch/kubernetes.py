@@ -1210,6 +1210,23 @@ class KubernetesAdapter:
         return WorkAction(WorkOutcome.ALREADY if found is not None else WorkOutcome.ABSENT, bid,
                           "not held any more: not released again")
 
+    def _annotate_volcano_job(self, name: str, annotations: dict[str, str], key: str) -> None:
+        """Merge ``annotations`` into Volcano Job ``name`` (a release's own record on it).
+
+        Raises
+        ------
+        BackendError
+            The API server refused the patch (its status and message).
+        """
+        try:
+            self._call("release", self._custom().patch_namespaced_custom_object,
+                       VOLCANO_JOB.group, VOLCANO_JOB.version, self.namespace,
+                       VOLCANO_JOB.plural, name, {"metadata": {"annotations": annotations}},
+                       _content_type="application/merge-patch+json", key=key)
+        except _Api as exc:
+            raise BackendError(f"{self.name}: release of {VOLCANO_JOB.plural}/{name} "
+                               f"refused ({exc.status}): {exc.message}") from exc
+
     def _ungate(self, key: str, name: str, obj: dict[str, Any],
                 end_by: datetime | None = None) -> tuple[bool, str]:
         """Release Volcano Job ``name``, bounded pod by pod by its planned stop (or left gated).
@@ -1262,30 +1279,15 @@ class KubernetesAdapter:
         stop, moved, said_move = self._moved_stop(obj, end_by)
         now = self.clock()
         left = None if stop is None else int((stop - now).total_seconds())
-        api = self._custom()
         if moved and left is not None and left >= MIN_ACTIVE_DEADLINE_S:
             # the moved stop first: a retry after a partial release reads it (and moves it
             # again from there by the same rule, never twice by the delay)
-            try:
-                self._call("release", api.patch_namespaced_custom_object, VOLCANO_JOB.group,
-                           VOLCANO_JOB.version, self.namespace, VOLCANO_JOB.plural, name,
-                           {"metadata": {"annotations": moved}},
-                           _content_type="application/merge-patch+json", key=key)
-            except _Api as exc:
-                raise BackendError(f"{self.name}: release of {VOLCANO_JOB.plural}/{name} "
-                                   f"refused ({exc.status}): {exc.message}") from exc
+            self._annotate_volcano_job(name, moved, key)
         if stop is not None and left is not None and left < MIN_ACTIVE_DEADLINE_S:
             ann = {RELEASED_PAST_STOP: _iso(now), **moved}
             if not (obj["metadata"].get("annotations") or {}).get(A_STOP):
                 ann[A_STOP] = _iso(stop)
-            try:
-                self._call("release", api.patch_namespaced_custom_object, VOLCANO_JOB.group,
-                           VOLCANO_JOB.version, self.namespace, VOLCANO_JOB.plural, name,
-                           {"metadata": {"annotations": ann}},
-                           _content_type="application/merge-patch+json", key=key)
-            except _Api as exc:
-                raise BackendError(f"{self.name}: release of {VOLCANO_JOB.plural}/{name} "
-                                   f"refused ({exc.status}): {exc.message}") from exc
+            self._annotate_volcano_job(name, ann, key)
             return True, (f"{VOLCANO_JOB.plural}/{name} left gated: "
                           + (f"{said_move}; " if said_move else "")
                           + f"its planned stop at {_iso(stop)} has passed, so none of its "
