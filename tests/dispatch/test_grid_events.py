@@ -852,8 +852,12 @@ def test_an_event_pauses_and_resumes_a_jobset_once(store, settings, emulator_kub
     assert js["spec"]["suspend"] is False and js["metadata"]["generation"] == gen0 + 2
     assert {c["type"]: c["status"] for c in js["status"]["conditions"]} == {"Suspended": "False"}
     assert [c["spec"]["suspend"] for c in children()] == [False]
-    # its child Jobs' deadline (the JobSet's replicatedJobs cannot change): the time left
-    stop = now + timedelta(hours=1, seconds=-CHECKPOINT_SIGNAL_LEAD_S)
+    # its child Jobs' deadline (the JobSet's replicatedJobs cannot change): the time left to
+    # its planned stop, moved later by the pause (after the event's end)
+    planned = now + timedelta(hours=1, seconds=-CHECKPOINT_SIGNAL_LEAD_S)
+    stop = datetime.fromisoformat(js["metadata"]["annotations"][
+        "carbonsched.io/stop-at"].replace("Z", "+00:00"))
+    assert stop > planned
     (left,) = [c["spec"]["activeDeadlineSeconds"] for c in children()]
     assert 0 < left <= (stop - now).total_seconds() - 1
     assert show_event(store, ev["event_id"], datetime.now(UTC))["state"] == "ended"

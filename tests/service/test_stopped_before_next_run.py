@@ -39,7 +39,9 @@ def stopped_during_dispatch(tmp_path, shared_data, name: str) -> Service:
     rec = svc.db.get_run(DAY1)
     assert rec["status"] == "interrupted" and rec["plan_id"]
     assert RollingStore(svc.db.store).rows() == []       # stopped before its state was saved
-    assert list(svc.backend.jobs()) == ["morning#0"]      # one unit on its cluster already
+    # one unit on its cluster already (which of the two the pool's threads took first varies)
+    assert len(list(svc.backend.jobs())) == 1
+    assert set(svc.backend.jobs()) <= {"morning#0", "api-1#0"}
     return svc
 
 
