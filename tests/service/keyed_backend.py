@@ -109,7 +109,8 @@ def dispatch_to(path: str | Path, stop_after: int | None = None) -> Any:
         backend = KeyedBackend(path, stop_after=stops.pop() if stops else None)
         return dispatch_plan(store, plan_id, cat, clock=clock, commit_before=commit_before,
                              adapters={s.id: backend for s in cat.sites},
-                             settings=Settings(slurm_conf_dir=None, kubeconfig=None),
+                             settings=Settings(slurm_conf_dir=None, kubeconfig=None,
+                                               dispatch_workers=1),   # one order: no race
                              placeholder=True, sleep=lambda s: None).to_dict()
     return step
 
