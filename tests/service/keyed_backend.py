@@ -1,10 +1,12 @@
-"""A scheduler backend kept in a JSON file, for the rolling runs' resume tests.
+"""Stand-in scheduler backends for the service tests: one kept in a JSON file, one in memory.
 
 A stand-in for a site's scheduler (the Slurm clusters and the Kubernetes emulator need
-services): it keeps one job per dispatch key, as a real backend keeps the key (Slurm
-``--comment``, a Kubernetes label), and counts every submission it receives, so a test sees a
-unit submitted twice. The file outlives the process, so a run interrupted in one process and
-run again in another meets the jobs the first one submitted.
+services): :class:`KeyedBackend` keeps one job per dispatch key, as a real backend keeps the
+key (Slurm ``--comment``, a Kubernetes label), and counts every submission it receives, so a
+test sees a unit submitted twice. The file outlives the process, so a run interrupted in one
+process and run again in another meets the jobs the first one submitted (the rolling runs'
+resume tests). :class:`MemoryBackend` keeps its jobs in the test's process, and a test moves
+a unit on (started, ended) as the cluster's status would report it.
 
 :func:`dispatch` is a run path dispatch step (``CARBONSCHED_DISPATCHER =
 tests.service.keyed_backend:dispatch``, the backend file in ``KEYED_BACKEND_FILE``): the real
@@ -89,6 +91,55 @@ class KeyedBackend:
     def submissions(self) -> dict[str, int]:
         """Key -> submissions received. [-]"""
         return self._read()["submissions"]
+
+
+class MemoryBackend:
+    """A cluster kept in memory: what is submitted, and what its status says of each unit.
+
+    ``submits`` lists the dispatch keys in the order they were submitted (a key submitted
+    twice is listed twice); a submitted unit is ``Dispatched/Submitted`` (raw ``PENDING``)
+    until :meth:`report` says otherwise.
+    """
+
+    name = "slurm:frankfurt"
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, BackendJob] = {}
+        self.submits: list[str] = []
+
+    def submit(self, r: DispatchRequest) -> BackendJob:
+        self.submits.append(r.key)
+        self.jobs[r.key] = BackendJob(key=r.key, backend_id=f"frankfurt:{len(self.submits)}",
+                                      state=JobState.DISPATCHED, reason=ReasonCode.SUBMITTED,
+                                      raw_state="PENDING", plan_id=r.plan_id, begin=r.start)
+        return self.jobs[r.key]
+
+    def status(self, keys: Collection[str] | None = None) -> dict[str, BackendJob]:
+        return {k: v for k, v in self.jobs.items() if keys is None or k in keys}
+
+    def cancel(self, key: str) -> bool:
+        return self.jobs.pop(key, None) is not None
+
+    def render(self, r: DispatchRequest) -> str:
+        return r.key
+
+    def report(self, key: str, state: JobState, reason: ReasonCode, start: datetime,
+               end: datetime | None = None) -> None:
+        """The cluster starts (or ends) the unit: its status says so from now on.
+
+        Parameters
+        ----------
+        key
+            The unit's dispatch key (submitted before).
+        state, reason
+            Its lifecycle state and reason code from now on.
+        start, end
+            When it really started and ended (tz-aware UTC); ``end`` None while it runs.
+        """
+        j = self.jobs[key]
+        self.jobs[key] = BackendJob(key=key, backend_id=j.backend_id, state=state,
+                                    reason=reason, raw_state=str(state).upper(),
+                                    plan_id=j.plan_id, actual_start=start, actual_end=end)
 
 
 def dispatch_to(path: str | Path, stop_after: int | None = None) -> Any:

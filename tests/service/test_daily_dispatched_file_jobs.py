@@ -24,7 +24,6 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from carbonsched.adapters.dispatch.base import BackendJob
 from carbonsched.clock import ManualClock
 from carbonsched.config import Settings
 from carbonsched.dispatch.outbox import dispatch_plan, refresh_backends
@@ -35,6 +34,7 @@ from carbonsched.store import Store
 from carbonsched.store.models import DispatchRow
 from carbonsched.store.service import ServiceStore
 from tests.conftest import FIXTURES
+from tests.service.keyed_backend import MemoryBackend
 
 pytestmark = pytest.mark.shared_data
 
@@ -53,50 +53,17 @@ def _ts(s: str) -> datetime:
     return pd.Timestamp(s).to_pydatetime()
 
 
-class Backend:
-    """A cluster kept in memory: what is submitted, and what its status says of each unit."""
-
-    name = "slurm:frankfurt"
-
-    def __init__(self) -> None:
-        self.jobs: dict[str, BackendJob] = {}
-        self.submits: list[str] = []
-
-    def submit(self, r):
-        self.submits.append(r.key)
-        self.jobs[r.key] = BackendJob(key=r.key, backend_id=f"frankfurt:{len(self.submits)}",
-                                      state=JobState.DISPATCHED, reason=ReasonCode.SUBMITTED,
-                                      raw_state="PENDING", plan_id=r.plan_id, begin=r.start)
-        return self.jobs[r.key]
-
-    def status(self, keys=None):
-        return {k: v for k, v in self.jobs.items() if keys is None or k in keys}
-
-    def cancel(self, key):
-        return self.jobs.pop(key, None) is not None
-
-    def render(self, r):
-        return r.key
-
-    def report(self, key: str, state: JobState, reason: ReasonCode, start: datetime,
-               end: datetime | None = None) -> None:
-        """The cluster starts (or ends) the unit: its status says so from now on."""
-        j = self.jobs[key]
-        self.jobs[key] = BackendJob(key=key, backend_id=j.backend_id, state=state,
-                                    reason=reason, raw_state=str(state).upper(),
-                                    plan_id=j.plan_id, actual_start=start, actual_end=end)
-
-
 class Service:
     """A daily service planning one workload file every day at 00:00 UTC (run the evening
-    before), 48 h ahead, dispatching each plan to :class:`Backend`."""
+    before), 48 h ahead, dispatching each plan to a
+    :class:`~tests.service.keyed_backend.MemoryBackend`."""
 
     def __init__(self, tmp_path, shared_data, jobs: list[dict], rolling: bool = False,
                  dispatching: bool = True) -> None:
         self.path = tmp_path / "jobs.json"
         self.write(jobs)
         self.url = f"sqlite:///{tmp_path}/s.db"
-        self.backend = Backend()
+        self.backend = MemoryBackend()
         self.db = ServiceStore(Store(self.url))
         self.clock = ManualClock(datetime(2023, 7, 9, 23, tzinfo=UTC))
         self.shared_data = shared_data

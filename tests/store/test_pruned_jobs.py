@@ -23,11 +23,9 @@ from fastapi import HTTPException
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from carbonsched.adapters.dispatch.base import BackendJob
 from carbonsched.clock import ManualClock
 from carbonsched.config import Settings
 from carbonsched.dispatch.outbox import dispatch_plan
-from carbonsched.domain import JobState, ReasonCode
 from carbonsched.service.cron import DailyCron
 from carbonsched.service.runs import planning_pipeline
 from carbonsched.store import Store
@@ -37,6 +35,7 @@ from carbonsched.store.retention import prune
 from carbonsched.store.rolling_state import RollingStore
 from carbonsched.store.service import ServiceStore
 from tests.conftest import FIXTURES
+from tests.service.keyed_backend import MemoryBackend
 
 pytestmark = pytest.mark.shared_data
 
@@ -48,32 +47,6 @@ FINAL = "a job is final under its id"
 def _spec(jid: str, start: str, deadline: str, hours: int = 2) -> dict:
     return {"id": jid, "gpu_type": "A100", "gpus": 1, "duration_hours": hours,
             "power_per_gpu_kw": 0.8125, "earliest_start": start, "deadline": deadline}
-
-
-class MemoryBackend:
-    """A backend that keeps what is submitted to it (the dispatch contract, in memory)."""
-
-    name = "slurm:frankfurt"
-
-    def __init__(self) -> None:
-        self.jobs: dict[str, BackendJob] = {}
-        self.submits: list[str] = []
-
-    def submit(self, r):
-        self.submits.append(r.key)
-        self.jobs[r.key] = BackendJob(key=r.key, backend_id=f"frankfurt:{len(self.submits)}",
-                                      state=JobState.DISPATCHED, reason=ReasonCode.SUBMITTED,
-                                      raw_state="PENDING")
-        return self.jobs[r.key]
-
-    def status(self, keys=None):
-        return {k: v for k, v in self.jobs.items() if keys is None or k in keys}
-
-    def cancel(self, key):
-        return self.jobs.pop(key, None) is not None
-
-    def render(self, r):
-        return r.key
 
 
 class Service:
