@@ -8,6 +8,9 @@ process and run again in another meets the jobs the first one submitted (the rol
 resume tests). :class:`MemoryBackend` keeps its jobs in the test's process, and a test moves
 a unit on (started, ended) as the cluster's status would report it.
 
+:func:`service_home` sets up a resume test's service: its own SQLite store, clock and keyed
+backend, one API job submitted.
+
 :func:`dispatch` is a run path dispatch step (``CARBONSCHED_DISPATCHER =
 tests.service.keyed_backend:dispatch``, the backend file in ``KEYED_BACKEND_FILE``): the real
 outbox (:func:`carbonsched.dispatch.outbox.dispatch_plan`) over this backend at every site.
@@ -20,13 +23,17 @@ import os
 import signal
 import threading
 from collections.abc import Collection
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from carbonsched.adapters.dispatch.base import BackendJob, DispatchRequest
 from carbonsched.domain import JobState, ReasonCode
 from carbonsched.errors import Interrupted
+
+if TYPE_CHECKING:
+    from carbonsched.clock import ManualClock
+    from carbonsched.store.service import ServiceStore
 
 
 class KeyedBackend:
@@ -171,3 +178,42 @@ def dispatch(store: Any, plan_id: str, catalog: Any, *, clock: Any,
     """:func:`dispatch_to` the backend file named by ``KEYED_BACKEND_FILE``."""
     return dispatch_to(os.environ["KEYED_BACKEND_FILE"])(
         store, plan_id, catalog, clock=clock, commit_before=commit_before)
+
+
+def service_home(tmp_path: Path, name: str, api_spec: dict[str, Any]
+                 ) -> tuple[Path, str, ServiceStore, ManualClock, KeyedBackend]:
+    """A service's own folder ``tmp_path/name``: its store, clock and backend, one API job.
+
+    Parameters
+    ----------
+    tmp_path
+        The test's folder; ``name`` (new) is made in it.
+    name
+        The service's folder name (``ref``, ``stopped``).
+    api_spec
+        The API job submitted: a workload job spec with ``id`` and ``tenant``; recorded
+        ``Pending/AwaitingPlan`` at the clock's time.
+
+    Returns
+    -------
+    tuple
+        The folder, the SQLite URL of its store (``store.sqlite``), the store, a manual clock at
+        2023-07-09 23:00 UTC (the evening before the 2023-07-10 run) and the
+        :class:`KeyedBackend` kept in ``backend.json`` (not yet written).
+    """
+    # imported here, as in dispatch_to: the module is also a run path's dispatcher
+    from carbonsched.clock import ManualClock
+    from carbonsched.store import Store
+    from carbonsched.store.service import ServiceStore
+
+    d = tmp_path / name
+    d.mkdir()
+    url = f"sqlite:///{d / 'store.sqlite'}"
+    db = ServiceStore(Store(url))
+    clock = ManualClock(datetime(2023, 7, 9, 23, 0, tzinfo=UTC))
+    now = clock.now()
+    db.add_jobs([{"job_id": api_spec["id"], "tenant": api_spec["tenant"],
+                  "spec_json": json.dumps(api_spec), "submitted_at": now, "updated_at": now,
+                  "reserved": False, "detail": "", "state": "Pending",
+                  "reason": "AwaitingPlan"}])
+    return d, url, db, clock, KeyedBackend(d / "backend.json")

@@ -16,7 +16,6 @@ backend's ``submit`` after its first submission.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,11 +27,10 @@ from sqlalchemy.orm import Session
 from carbonsched.clock import ManualClock
 from carbonsched.errors import Interrupted
 from carbonsched.service.runs import planning_pipeline
-from carbonsched.store import Store
 from carbonsched.store.models import DispatchRow, PlanRow
 from carbonsched.store.rolling_state import RollingStore
 from carbonsched.store.service import ServiceStore
-from tests.service.keyed_backend import KeyedBackend, dispatch_to
+from tests.service.keyed_backend import KeyedBackend, dispatch_to, service_home
 from tests.service.test_rolling_resume import API_SPEC, DAY1, DAY2, observed, run
 from tests.service.test_rolling_service import CATALOG, settings
 
@@ -91,16 +89,8 @@ class Service:
 
     @classmethod
     def make(cls, tmp_path: Path, shared_data: Path, name: str) -> Service:
-        d = tmp_path / name
-        d.mkdir()
-        url = f"sqlite:///{d / 'store.sqlite'}"
-        db = ServiceStore(Store(url))
-        clock = ManualClock(datetime(2023, 7, 9, 23, 0, tzinfo=UTC))
-        now = clock.now()
-        db.add_jobs([{"job_id": "api-1", "tenant": "t", "spec_json": json.dumps(API_SPEC),
-                      "submitted_at": now, "updated_at": now, "reserved": False,
-                      "detail": "", "state": "Pending", "reason": "AwaitingPlan"}])
-        return cls(d, url, db, clock, KeyedBackend(d / "backend.json"), shared_data)
+        d, url, db, clock, backend = service_home(tmp_path, name, API_SPEC)
+        return cls(d, url, db, clock, backend, shared_data)
 
     def pipe(self, *, rolling: bool, catalog: str = CATALOG, stop_after: int | None = None):
         """The run path as a (re)started process builds it."""

@@ -10,7 +10,6 @@ one) is refused, naming that run.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -22,7 +21,6 @@ import pytest
 from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
-from carbonsched.clock import ManualClock
 from carbonsched.errors import InputError, Interrupted
 from carbonsched.service.runs import claim_and_run, planning_pipeline
 from carbonsched.store import Store
@@ -30,7 +28,7 @@ from carbonsched.store.models import DispatchRow
 from carbonsched.store.rolling_models import RollingJobRow
 from carbonsched.store.rolling_state import RollingStore
 from carbonsched.store.service import ServiceStore
-from tests.service.keyed_backend import KeyedBackend, dispatch_to
+from tests.service.keyed_backend import KeyedBackend, dispatch_to, service_home
 from tests.service.test_rolling_service import CATALOG, settings, workload
 
 pytestmark = pytest.mark.shared_data
@@ -72,16 +70,7 @@ class StopAfterStateSaved:
 
 def service(tmp_path, shared_data, name: str):
     """A rolling service on its own SQLite store and backend file, one API job submitted."""
-    d = tmp_path / name
-    d.mkdir()
-    url = f"sqlite:///{d / 'store.sqlite'}"
-    db = ServiceStore(Store(url))
-    clock = ManualClock(datetime(2023, 7, 9, 23, 0, tzinfo=UTC))
-    now = clock.now()
-    db.add_jobs([{"job_id": "api-1", "tenant": "t", "spec_json": json.dumps(API_SPEC),
-                  "submitted_at": now, "updated_at": now, "reserved": False, "detail": "",
-                  "state": "Pending", "reason": "AwaitingPlan"}])
-    backend = KeyedBackend(d / "backend.json")
+    d, url, db, clock, backend = service_home(tmp_path, name, API_SPEC)
     pipe = planning_pipeline(settings(d, shared_data, url), db, clock,
                              dispatch_to(backend.path))
     return db, clock, pipe, backend
