@@ -664,11 +664,36 @@ class ServiceStore:
         StoreUnavailableError
             The database cannot be reached.
         """
+        return self._update_owned_run(key, owner, lease=lease)
+
+    def _update_owned_run(self, key: str | datetime, owner: str,
+                          lease: timedelta | None = None, **values: Any) -> bool:
+        """Set ``values`` on the ``running`` record of ``key`` held by ``owner``, in one update.
+
+        Parameters
+        ----------
+        key
+            The run's issue time, its key (:func:`run_key`) or a planning date ``YYYY-MM-DD``.
+        owner
+            The claim's owner token.
+        lease
+            When given, the lease is renewed in the same transaction: ``heartbeat_at`` = the
+            lease clock's now (:func:`database_now`), ``lease_expires_at`` = now + ``lease``.
+        values
+            Further columns of :class:`~carbonsched.store.models.RunRow` to set.
+
+        Returns
+        -------
+        bool
+            ``False`` when no record matched: not ``running`` any more, or not ``owner``'s.
+        """
         with Session(self.engine) as s, s.begin():
-            t = database_now(s, self.lease_clock)
+            if lease is not None:
+                t = database_now(s, self.lease_clock)
+                values.update(heartbeat_at=t, lease_expires_at=t + lease)
             res = s.execute(update(RunRow).where(
                 RunRow.run_key == run_key(key), RunRow.owner == owner,
-                RunRow.status == "running").values(heartbeat_at=t, lease_expires_at=t + lease))
+                RunRow.status == "running").values(**values))
             return bool(res.rowcount)
 
     @store_call("recording the plan of the run of {key}")
@@ -699,11 +724,7 @@ class ServiceStore:
         StoreUnavailableError
             The database cannot be reached.
         """
-        with Session(self.engine) as s, s.begin():
-            res = s.execute(update(RunRow).where(
-                RunRow.run_key == run_key(key), RunRow.owner == owner,
-                RunRow.status == "running").values(plan_id=plan_id))
-            return bool(res.rowcount)
+        return self._update_owned_run(key, owner, plan_id=plan_id)
 
     @store_call("recording the outcome of the run of {key}")
     def finish_run(self, key: str | datetime, now: datetime, status: str,
