@@ -107,13 +107,23 @@ TERMINAL = TERMINAL_STATES
 logger = logging.getLogger(__name__)
 
 
-def unexpected(backend: str, what: str, exc: BaseException) -> BackendUnavailableError:
-    """An adapter's unexpected exception, as a backend that cannot answer now.
+STORE_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, StoreUnavailableError)
+"""The store's own errors: an outage of the database, not of the adapter that raised it."""
+
+
+def unexpected(backend: str, what: str, exc: BaseException, *,
+               passes: tuple[type[Exception], ...] = (BackendUnavailableError,),
+               reraise: tuple[type[Exception], ...] = STORE_ERRORS) -> Exception:
+    """Classify what an adapter call raised: the one place that tells an adapter's fault.
 
     A fault in an adapter (a custom one's bug, a tool printing what it never printed before)
     is not the backend's answer: the units it concerns stay as they were (a submission that
     may have been made is looked up by key before another), the rest of the pass goes on, and
     the next pass tries again. The traceback goes to the log.
+
+    In this order: the store's own errors (``reraise``) are raised again; the kinds a caller
+    records (``passes``) are returned as they are; any other :class:`BackendError` (the
+    backend's own error, not an outage) is raised again; anything else is an adapter fault.
 
     Parameters
     ----------
@@ -123,25 +133,34 @@ def unexpected(backend: str, what: str, exc: BaseException) -> BackendUnavailabl
         The call that raised (``submit of job-1#0``, ``status``).
     exc
         What it raised.
+    passes
+        The kinds the caller records (or raises itself) as they are: by default an outage;
+        a pass that records the backend's own error too passes ``(BackendError,)``, one that
+        also records an input error ``(BackendError, InputError)``.
+    reraise
+        The store's errors raised again before ``passes`` is looked at
+        (:data:`STORE_ERRORS`); ``(SQLAlchemyError,)`` where a
+        :class:`StoreUnavailableError` an adapter raises is a :class:`BackendError` to pass.
 
     Returns
     -------
-    BackendUnavailableError
-        ``exc`` itself when it is one; anything but a :class:`BackendError` with a message
-        naming the backend, the call and the exception.
+    Exception
+        ``exc`` itself when it is one of ``passes``; for an adapter fault, a new
+        :class:`BackendUnavailableError` naming the backend, the call and the exception
+        (callers tell the two apart by identity, ``returned is exc``).
 
     Raises
     ------
     SQLAlchemyError, StoreUnavailableError
-        ``exc`` itself when the store failed: that is not the adapter's.
+        ``exc`` itself when it is one of ``reraise``: the store failed, not the adapter.
     BackendError
-        ``exc`` itself when it is the backend's own error and not an outage (squeue refusing a
-        cluster name): a fault an operator must fix, which stops the run loudly as before
+        ``exc`` itself when it is the backend's own error and not one of ``passes`` (squeue
+        refusing a cluster name): a fault an operator must fix, which stops the run loudly
         (``dispatch`` exits 2; the intents stay in the outbox for the run after the fix).
     """
-    if isinstance(exc, SQLAlchemyError | StoreUnavailableError):
-        raise exc   # the store's outage, not the adapter's: the pass ends as before
-    if isinstance(exc, BackendUnavailableError):
+    if isinstance(exc, reraise):
+        raise exc   # the store's outage, not the adapter's: the pass ends
+    if isinstance(exc, passes):
         return exc
     if isinstance(exc, BackendError):   # the backend's own error: the operator's to fix
         raise exc
@@ -1269,9 +1288,8 @@ def _drive_backend(store: Store, adapter: DispatchAdapter, row_ids: Sequence[int
                             if r.submit_attempted_at is not None]))
                     except Exception as exc:
                         if isinstance(exc, BackendUnavailableError):
-                            raise
-                        if not isinstance(exc, BackendError):
-                            exc = unexpected(adapter.name, "accounting", exc)
+                            raise   # an outage (the store's too): this backend's pass waits
+                        exc = unexpected(adapter.name, "accounting", exc, passes=(BackendError,))
                         unknown = {r.key: f"a submission attempted at "
                                    f"{_iso(r.submit_attempted_at)} may have reached "
                                    f"{adapter.name}, whose records could not be read ({exc}); "
@@ -1556,10 +1574,8 @@ def release_due(store: Store, catalog: Catalog | str, *, clock: Clock = system_c
             try:
                 done = adapter.release(r.key)
             except Exception as exc:
-                if not isinstance(exc, BackendError | InputError):
-                    exc = unexpected(adapter.name, f"release of {r.key}", exc)
-                elif isinstance(exc, StoreUnavailableError):
-                    raise
+                exc = unexpected(adapter.name, f"release of {r.key}", exc,
+                                 passes=(BackendError, InputError))
                 # one backend's failure holds back only its own rows: the others are released in
                 # this pass, and this one is tried again in the next (the detail says so)
                 reason = (ReasonCode.BACKEND_UNAVAILABLE
@@ -1607,10 +1623,8 @@ def _keep_planned_stops(s: Session, store: Store, adapters: Mapping[str, Dispatc
         try:
             done = adapter.keep_planned_stops([r.key for r in group])
         except Exception as exc:
-            if not isinstance(exc, BackendError | InputError):
-                exc = unexpected(adapter.name, "keep_planned_stops", exc)
-            elif isinstance(exc, StoreUnavailableError):
-                raise
+            exc = unexpected(adapter.name, "keep_planned_stops", exc,
+                             passes=(BackendError, InputError))
             reason = (ReasonCode.BACKEND_UNAVAILABLE
                       if isinstance(exc, BackendUnavailableError) else "BoundFailed")
             for r in group:
@@ -1691,9 +1705,8 @@ def refresh_backends(store: Store, catalog: Catalog | str, *, plan_id: str | Non
                 try:
                     acct = adapter.accounting(units)
                 except Exception as exc:
-                    if not isinstance(exc, BackendError | InputError) \
-                            or isinstance(exc, StoreUnavailableError):
-                        exc = unexpected(adapter.name, "accounting", exc)
+                    exc = unexpected(adapter.name, "accounting", exc,
+                                     passes=(BackendError, InputError))
                     acct_error = f"; its accounting could not be read: {exc}"
             for r in group:
                 job = found.get(r.key)
@@ -2141,13 +2154,15 @@ def _cancel_held(store: Store, claimant: Claimant, key: str, job_id: str,
             try:
                 done = adapter.cancel(key)
             except Exception as exc:
-                if isinstance(exc, BackendError):
+                fault = unexpected(adapter.name, f"cancel of {key}", exc,
+                                   passes=(BackendError,), reraise=(SQLAlchemyError,))
+                if fault is exc:    # the backend's, an outage included: as it is
                     raise
                 raise BackendUnavailableError(
-                    f"{key} of job {job_id}: {unexpected(adapter.name, f'cancel of {key}', exc)}"
-                    "; it may or may not be cancelled on its backend, and is recorded as it was "
-                    "(the units before it are done, it and the later ones are left as they "
-                    "were); cancel again once the adapter is fixed") from exc
+                    f"{key} of job {job_id}: {fault}; it may or may not be cancelled on its "
+                    "backend, and is recorded as it was (the units before it are done, it and "
+                    "the later ones are left as they were); cancel again once the adapter is "
+                    "fixed") from exc
         row.state, row.reason = str(JobState.CANCELLED), str(ReasonCode.CANCELLED)
         row.updated_at = _now(clock)
         if done and row.actual_start is not None and row.actual_end is None:
@@ -2192,8 +2207,8 @@ def _cancel_reading(adapter: DispatchAdapter, row: DispatchRow, job_id: str
     try:
         job = adapter.status([row.key]).get(row.key)
     except Exception as exc:
-        if not isinstance(exc, BackendError):
-            exc = unexpected(adapter.name, f"status of {row.key}", exc)
+        exc = unexpected(adapter.name, f"status of {row.key}", exc, passes=(BackendError,),
+                         reraise=(SQLAlchemyError,))
         raise unknown(exc, f"{adapter.name} could not be asked for its state") from exc
     if (job is not None and job.state.value not in TERMINAL) or not isinstance(
             adapter, KeepsAccounting):
@@ -2201,8 +2216,8 @@ def _cancel_reading(adapter: DispatchAdapter, row: DispatchRow, job_id: str
     try:
         acct = adapter.accounting([_unit(row)]).get(row.key)
     except Exception as exc:
-        if not isinstance(exc, BackendError | InputError):
-            exc = unexpected(adapter.name, f"accounting of {row.key}", exc)
+        exc = unexpected(adapter.name, f"accounting of {row.key}", exc,
+                         passes=(BackendError, InputError), reraise=(SQLAlchemyError,))
         if job is not None:   # over by its list; the accounting would only refine its times
             return job, None
         raise unknown(exc, f"{adapter.name} no longer lists it and its accounting could not "
