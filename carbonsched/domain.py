@@ -103,6 +103,12 @@ class ReasonCode(StrEnum):
     SOLVER_NO_SOLUTION = "SolverNoSolution"
     BACKEND_UNAVAILABLE = "BackendUnavailable"
     """The site's scheduler could not be reached; dispatch retries with backoff."""
+    RELEASE_FAILED = "ReleaseFailed"
+    """The release pass could not act on a held or released unit: releasing it at its planned
+    start, or bounding it by its planned stop (Kueue), failed with the backend's own error or
+    an input error (not an outage: that is ``BackendUnavailable``). Written at the head of the
+    row's detail, which names the call and the error; the unit's state and reason are kept and
+    the next release pass tries again."""
     # dispatch (carbonsched.dispatch.outbox, adapters/dispatch)
     AWAITING_SUBMIT = "AwaitingSubmit"
     """The dispatch intent is recorded (outbox) and not yet confirmed by the backend."""

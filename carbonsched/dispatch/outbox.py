@@ -1539,14 +1539,17 @@ def release_due(store: Store, catalog: Catalog | str, *, clock: Clock = system_c
     left held until the event releases it.
 
     A release that fails (a cluster unreachable, a patch refused) is recorded in that row's
-    detail and tried again in the next pass; it never holds back the other rows.
+    detail, headed by its reason (``BackendUnavailable`` for an outage or an adapter's fault,
+    else ``ReleaseFailed``), and tried again in the next pass; it never holds back the other
+    rows.
 
     Then, on backends where a released job may start later than its release
     (:class:`~carbonsched.adapters.dispatch.base.KeepsPlannedStop`: Kueue's queue), every
     released unit not over is bounded by its planned stop
     (:meth:`~carbonsched.adapters.dispatch.kubernetes.KubernetesAdapter.keep_planned_stops`):
     one admitted after a wait ends at its stop, never that wait later; what was patched is
-    written to the row's detail, and a failure there is recorded and tried again likewise.
+    written to the row's detail, and a failure there is recorded and tried again likewise
+    (with the same reasons).
 
     Returns
     -------
@@ -1579,7 +1582,8 @@ def release_due(store: Store, catalog: Catalog | str, *, clock: Clock = system_c
                 # one backend's failure holds back only its own rows: the others are released in
                 # this pass, and this one is tried again in the next (the detail says so)
                 reason = (ReasonCode.BACKEND_UNAVAILABLE
-                          if isinstance(exc, BackendUnavailableError) else "ReleaseFailed")
+                          if isinstance(exc, BackendUnavailableError)
+                          else ReasonCode.RELEASE_FAILED)
                 r.detail = (f"{reason}: release at the planned start failed at {_iso(now)}, "
                             f"retried in the next release pass: {exc}")
                 r.updated_at = now
@@ -1626,7 +1630,7 @@ def _keep_planned_stops(s: Session, store: Store, adapters: Mapping[str, Dispatc
             exc = unexpected(adapter.name, "keep_planned_stops", exc,
                              passes=(BackendError, InputError))
             reason = (ReasonCode.BACKEND_UNAVAILABLE
-                      if isinstance(exc, BackendUnavailableError) else "BoundFailed")
+                      if isinstance(exc, BackendUnavailableError) else ReasonCode.RELEASE_FAILED)
             for r in group:
                 r.detail = (f"{reason}: bounding by its planned stop failed at {_iso(now)}, "
                             f"retried in the next release pass: {exc}")

@@ -160,6 +160,7 @@ def test_the_release_pass_release(store, kind):
         "fault": ("BackendUnavailable", f"{NAME}: release of {KEY} raised KeyError: 'metadata' "
                   f"{FAULT}")}[kind]
     row = _row(store)
+    assert ReasonCode(reason) in (ReasonCode.BACKEND_UNAVAILABLE, ReasonCode.RELEASE_FAILED)
     assert (row.state, row.detail) == (
         "Dispatched", f"{reason}: release at the planned start failed at 2027-03-14T06:05:00Z, "
         f"retried in the next release pass: {said}")
@@ -181,11 +182,12 @@ def test_the_release_pass_bound_by_the_planned_stop(store, kind):
     assert release() == []
     reason, said = {
         "outage": ("BackendUnavailable", str(exc)),
-        "backend": ("BoundFailed", str(exc)),
-        "input": ("BoundFailed", str(exc)),
+        "backend": ("ReleaseFailed", str(exc)),
+        "input": ("ReleaseFailed", str(exc)),
         "fault": ("BackendUnavailable", f"{NAME}: keep_planned_stops raised KeyError: "
                   f"'metadata' {FAULT}")}[kind]
     row = _row(store)
+    assert ReasonCode(reason) in (ReasonCode.BACKEND_UNAVAILABLE, ReasonCode.RELEASE_FAILED)
     assert (row.state, row.detail) == (
         "Running", f"{reason}: bounding by its planned stop failed at 2027-03-14T06:05:00Z, "
         f"retried in the next release pass: {said}")
