@@ -64,8 +64,8 @@ from carbonsched.adapters.dispatch.base import (
 )
 from carbonsched.catalog import Catalog
 from carbonsched.dispatch.lease import holder_is_dead, owner_identity
-from carbonsched.dispatch.outbox import TERMINAL, unexpected
-from carbonsched.domain import JobState
+from carbonsched.dispatch.outbox import unexpected
+from carbonsched.domain import TERMINAL_STATES, JobState
 from carbonsched.errors import BackendError, BackendUnavailableError, InputError
 from carbonsched.flex import GridEvent
 from carbonsched.store import Store
@@ -453,7 +453,7 @@ def site_units(store: Store, catalog: Catalog, adapter: DispatchAdapter, event: 
 
     with Session(store.engine) as s:
         rows = list(s.scalars(select(DispatchRow).where(
-            DispatchRow.site == event.site, DispatchRow.state.not_in(list(TERMINAL)),
+            DispatchRow.site == event.site, DispatchRow.state.not_in(sorted(TERMINAL_STATES)),
             DispatchRow.backend_id.is_not(None), DispatchRow.planned_start < event.end)))
     if not rows:
         return []
@@ -469,7 +469,7 @@ def site_units(store: Store, catalog: Catalog, adapter: DispatchAdapter, event: 
         if r.key in taken:   # paused or held by another event (a repeated or overlapping one)
             continue
         job = live.get(r.key)
-        if job is None or job.state.value in TERMINAL:
+        if job is None or job.state.value in TERMINAL_STATES:
             continue
         running = job.state is JobState.RUNNING
         if not running and r.planned_end <= max(now, event.start):
@@ -501,7 +501,7 @@ def next_pieces(store: Store, rows: Sequence[DispatchRow]) -> dict[str, tuple[st
         later = list(s.execute(select(
             DispatchRow.job_id, DispatchRow.piece, DispatchRow.key,
             DispatchRow.planned_start).where(DispatchRow.job_id.in_(jobs),
-                                             DispatchRow.state.not_in(list(TERMINAL)))))
+                                             DispatchRow.state.not_in(sorted(TERMINAL_STATES)))))
     out: dict[str, tuple[str, datetime]] = {}
     for r in rows:
         after = [(st, k) for j, p, k, st in later if j == r.job_id and p > r.piece]

@@ -101,8 +101,7 @@ from carbonsched.store.pruned_jobs import PrunedJob, pruned_jobs, pruned_sentenc
 Clock = Callable[[], datetime]
 """Returns "now" (tz-aware); injected so tests drive time."""
 
-TERMINAL = TERMINAL_STATES
-"""The states a unit never leaves (:data:`carbonsched.domain.TERMINAL_STATES`)."""
+TERMINAL = tuple(sorted(TERMINAL_STATES))   # for service/runs.py only: read TERMINAL_STATES
 
 logger = logging.getLogger(__name__)
 
@@ -593,7 +592,7 @@ def mark_grid_event(row: DispatchRow, job: BackendJob, mark: GridMark | None) ->
     names the event and when it acted. A backend that says otherwise (the job resumed by hand,
     ended) is shown as it says. Returns True when the row was re-labelled.
     """
-    if mark is None or row.state in TERMINAL:
+    if mark is None or row.state in TERMINAL_STATES:
         return False
     raw = set((job.raw_state or "").split(","))
     at = "" if mark.at is None else f" at {_iso(mark.at)}"
@@ -1654,9 +1653,10 @@ def refresh_status(store: Store, catalog: Catalog | str, *, plan_id: str | None 
     return dispatch_records(store, plan_id)
 
 
-LIVE = tuple(s.value for s in JobState if s.value not in TERMINAL)
-"""The outbox states of a row not yet over (every state but :data:`TERMINAL`): an ``IN`` list
-on the indexed ``state`` column, where ``NOT IN`` would scan every row ever dispatched."""
+LIVE = tuple(s.value for s in JobState if s.value not in TERMINAL_STATES)
+"""The outbox states of a row not yet over (every state but
+:data:`~carbonsched.domain.TERMINAL_STATES`): an ``IN`` list on the indexed ``state`` column,
+where ``NOT IN`` would scan every row ever dispatched."""
 
 
 def refresh_backends(store: Store, catalog: Catalog | str, *, plan_id: str | None = None,
@@ -1702,7 +1702,7 @@ def refresh_backends(store: Store, catalog: Catalog | str, *, plan_id: str | Non
                 continue
             source = _times_source(adapter)
             units = [_unit(r) for r in group
-                     if r.key not in found or found[r.key].state.value in TERMINAL]
+                     if r.key not in found or found[r.key].state.value in TERMINAL_STATES]
             acct: dict[str, BackendJob] = {}
             acct_error = ""
             if units and isinstance(adapter, KeepsAccounting):
@@ -1798,7 +1798,8 @@ class LiveUnit:
     piece: int
     site: str
     state: str
-    """:class:`~carbonsched.domain.JobState` value, never one of :data:`TERMINAL`."""
+    """:class:`~carbonsched.domain.JobState` value, never one of
+    :data:`~carbonsched.domain.TERMINAL_STATES`."""
     planned_start: datetime
     planned_end: datetime
     """The placement's span as dispatched. [UTC]"""
@@ -1888,7 +1889,7 @@ def dispatched_jobs(store: Store, job_ids: Collection[str]) -> dict[str, Dispatc
             site=", ".join(dict.fromkeys(r.site for r in mine)),
             start=min(r.planned_start for r in mine), end=max(r.planned_end for r in mine),
             live=tuple(LiveUnit(r.piece, r.site, r.state, r.planned_start, r.planned_end,
-                                r.actual_start) for r in mine if r.state not in TERMINAL))
+                                r.actual_start) for r in mine if r.state not in TERMINAL_STATES))
     return out
 
 
@@ -1924,7 +1925,7 @@ def final_jobs(store: Store, job_ids: Collection[str],
     ids = set(job_ids)
     held = dispatched_jobs(store, ids) if dispatched is None else dispatched
     out = {i: final_under_id(i, d.state, d.reason, f"dispatched from plan {d.plan_id}")
-           for i, d in held.items() if i in ids and d.state in TERMINAL}
+           for i, d in held.items() if i in ids and d.state in TERMINAL_STATES}
     # the outbox first: a job it holds is final only when its units ended, whatever tombstone
     # names the id (one is written only as the job's units go; a live job is never final)
     out |= {i: pruned_sentence(p)
@@ -2008,7 +2009,7 @@ class CancelOutcome:
     @property
     def ended_on_backend(self) -> bool:
         """:data:`ALREADY_ENDED` found on its backend: the outbox had not recorded the end yet."""
-        return self.outcome == ALREADY_ENDED and self.state_before not in TERMINAL
+        return self.outcome == ALREADY_ENDED and self.state_before not in TERMINAL_STATES
 
 
 CANCELLED = "cancelled"
@@ -2137,7 +2138,7 @@ def _cancel_held(store: Store, claimant: Claimant, key: str, job_id: str,
                 "renewals failed); the units before it are cancelled, this one and the later "
                 "ones are not; cancel again")
         before = row.state
-        if row.state in TERMINAL:
+        if row.state in TERMINAL_STATES:
             return CancelOutcome(key, row.site, row.backend, before, ALREADY_ENDED, before)
         if row.state == str(JobState.PENDING) and row.submit_attempted_at is None:
             done = True        # never tried on its backend: nothing there to cancel
@@ -2146,7 +2147,7 @@ def _cancel_held(store: Store, claimant: Claimant, key: str, job_id: str,
             # the outbox learns of an end only at the next refresh: a unit over on its backend
             # is recorded as it ended, never cancelled (a Kubernetes cancel deletes the Job)
             job, acct = _cancel_reading(adapter, row, job_id)
-            if acct is not None or (job is not None and job.state.value in TERMINAL):
+            if acct is not None or (job is not None and job.state.value in TERMINAL_STATES):
                 now = _now(clock)
                 if job is not None:
                     _record_reported(row, job, _times_source(adapter), now)
@@ -2214,7 +2215,7 @@ def _cancel_reading(adapter: DispatchAdapter, row: DispatchRow, job_id: str
         exc = unexpected(adapter.name, f"status of {row.key}", exc, passes=(BackendError,),
                          reraise=(SQLAlchemyError,))
         raise unknown(exc, f"{adapter.name} could not be asked for its state") from exc
-    if (job is not None and job.state.value not in TERMINAL) or not isinstance(
+    if (job is not None and job.state.value not in TERMINAL_STATES) or not isinstance(
             adapter, KeepsAccounting):
         return job, None
     try:
@@ -2226,7 +2227,7 @@ def _cancel_reading(adapter: DispatchAdapter, row: DispatchRow, job_id: str
             return job, None
         raise unknown(exc, f"{adapter.name} no longer lists it and its accounting could not "
                       "be read") from exc
-    return job, acct if acct is not None and acct.state.value in TERMINAL else None
+    return job, acct if acct is not None and acct.state.value in TERMINAL_STATES else None
 
 
 def cancel_unit(store: Store, catalog: Catalog | str, job_id: str, piece: int = 0, *,

@@ -104,9 +104,6 @@ BATCH_ROWS = 1000
 PLAN_BATCH = 10
 """Plans deleted per transaction (a plan of 10k jobs has 10k placements and its forecasts). [-]"""
 
-TERMINAL = tuple(sorted(TERMINAL_STATES))
-"""States of a dispatch unit or API job that no later pass changes back to live, as an ``IN``
-list (:data:`carbonsched.domain.TERMINAL_STATES`)."""
 CLAIMED = "claimed"
 """State of a grid action an actor holds."""
 
@@ -184,7 +181,7 @@ def _before(value: Any, cut: datetime) -> bool:
 # --- what each table may lose ---------------------------------------------------------------
 def _unit_old(d: Any, cut: datetime) -> ColumnElement[bool]:
     """SQL: dispatch unit ``d`` (the table or an alias) is terminal and ended before ``cut``."""
-    return and_(d.state.in_(TERMINAL), d.planned_end < cut,
+    return and_(d.state.in_(sorted(TERMINAL_STATES)), d.planned_end < cut,
                 or_(d.actual_end.is_(None), d.actual_end < cut))
 
 
@@ -203,7 +200,7 @@ def _intent_old(cut: datetime) -> ColumnElement[bool]:
 
 def _service_job_old(cut: datetime) -> ColumnElement[bool]:
     j = ServiceJobRow
-    return and_(j.state.in_(TERMINAL), j.updated_at < cut)
+    return and_(j.state.in_(sorted(TERMINAL_STATES)), j.updated_at < cut)
 
 
 def _rolling_old(cut: datetime, newest_issue: datetime | None) -> ColumnElement[bool]:
