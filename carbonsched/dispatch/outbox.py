@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import insert, select
+from sqlalchemy import and_, insert, or_, select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -1560,18 +1560,25 @@ def release_due(store: Store, catalog: Catalog | str, *, clock: Clock = system_c
     adapters = adapters if adapters is not None else build_adapters(catalog)
     now = _now(clock)
     released = []
+    keeping = sorted(site for site, a in adapters.items() if isinstance(a, KeepsPlannedStop))
     with Session(store.engine) as s:
+        # one read serves the pass: the held units due (to release) and, on the backends that
+        # keep planned stops, the released ones not over (to bound: Dispatched or Running)
         rows = s.scalars(select(DispatchRow).where(
-            DispatchRow.state == JobState.DISPATCHED.value, DispatchRow.planned_start <= now,
-            DispatchRow.site.in_(list(adapters)))).all()
+            or_(DispatchRow.state == JobState.DISPATCHED.value,
+                and_(DispatchRow.state == JobState.RUNNING.value,
+                     DispatchRow.site.in_(keeping))),
+            DispatchRow.planned_start <= now, DispatchRow.site.in_(list(adapters)))).all()
         # a grid event holding (or pausing) a unit keeps it held past its planned start; the
-        # event's release (carbonsched.dispatch.grid) lets it go
+        # event's release (carbonsched.dispatch.grid) lets it go; nor is it bounded (its
+        # event's resume bounds it)
         held = held_keys(store, [r.key for r in rows]) if rows else set()
         failed: set[str] = set()
         down: set[str] = set()
         for r in rows:
             adapter = adapters[r.site]
-            if not isinstance(adapter, ReleasesHeld) or r.key in held:
+            if (r.state != JobState.DISPATCHED.value or not isinstance(adapter, ReleasesHeld)
+                    or r.key in held):
                 continue
             try:
                 done = adapter.release(r.key)
@@ -1595,31 +1602,25 @@ def release_due(store: Store, catalog: Catalog | str, *, clock: Clock = system_c
                 r.detail = f"released at {_iso(now)}"
                 r.updated_at = now
         # a backend found down in this pass is not asked again; a failed release keeps its detail
-        _keep_planned_stops(s, store, {site: a for site, a in adapters.items()
-                                       if a.name not in down}, now, held | failed)
+        _keep_planned_stops({site: adapters[site] for site in keeping
+                             if adapters[site].name not in down},
+                            [r for r in rows if r.key not in held and r.key not in failed], now)
         s.commit()
     return released
 
 
-def _keep_planned_stops(s: Session, store: Store, adapters: Mapping[str, DispatchAdapter],
-                        now: datetime, skip: set[str]) -> None:
+def _keep_planned_stops(keeping: Mapping[str, DispatchAdapter], rows: Sequence[DispatchRow],
+                        now: datetime) -> None:
     """Bound the released units not over by their planned stops (:func:`release_due`).
 
-    Only on the backends that need it, and not the keys of ``skip`` (held by a grid event, or
-    whose release failed in this pass); one backend's failure is recorded on its own rows only.
+    ``keeping`` maps each site whose backend needs it (:class:`KeepsPlannedStop`, not found
+    down in this pass) to its adapter; ``rows`` are the pass's units due, Dispatched or Running,
+    without those a grid event holds or whose release failed in this pass. One call per
+    backend; one backend's failure is recorded on its own rows only.
     """
-    keeping = {site: a for site, a in adapters.items() if isinstance(a, KeepsPlannedStop)}
-    if not keeping:
-        return
-    rows = s.scalars(select(DispatchRow).where(
-        DispatchRow.state.in_((JobState.DISPATCHED.value, JobState.RUNNING.value)),
-        DispatchRow.planned_start <= now, DispatchRow.site.in_(list(keeping)))).all()
-    # a unit a grid event holds or pauses is not released: its event's resume bounds it
-    skip = skip | (held_keys(store, [r.key for r in rows if r.key not in skip]) if rows
-                   else set())
     groups: dict[str, list[DispatchRow]] = {}
     for r in rows:
-        if r.key not in skip:
+        if r.site in keeping:
             groups.setdefault(keeping[r.site].name, []).append(r)
     for group in groups.values():
         adapter = keeping[group[0].site]
