@@ -11,7 +11,7 @@ answers the part of the Kubernetes API the dispatcher uses, for several emulated
   (``labelSelector`` equality terms) on ``/apis/<group>/<version>/namespaces/<ns>/<plural>``,
   ``GET``/``PATCH`` (merge patch)/``DELETE`` on ``.../<plural>/<name>``; Kueue Workloads
   (``v1beta1`` and ``v1beta2``) and pods are read, listed and patched, made by the emulated
-  controllers.
+  controllers; pods are also deleted.
 
 Validation, like the real API server: ``batch/v1`` Jobs against the upstream OpenAPI schema
 (``kubernetes-validate``, strict); JobSets, Volcano Jobs, LocalQueues and the Workloads the
@@ -38,19 +38,23 @@ patch may change);
 admitted (``QuotaReserved``, ``Admitted``) when the LocalQueue exists, and the object is
 unsuspended (a pending Workload's pod count follows its suspended Job's ``parallelism``, as Kueue
 remakes a Workload no longer equivalent to its Job); **Volcano**: a Job's pods are made from its
-tasks, gated pods stay Pending, the Job runs once ``minAvailable`` pods are ungated
+tasks, gated pods stay Pending, the gang is scheduled once ``minAvailable`` pods are ungated
 (``status.state.phase`` Pending -> Running -> Completed/Failed); each pod gets ``startTime`` when
 it starts and ends on its own, ``Failed`` with reason ``DeadlineExceeded`` at its
-``activeDeadlineSeconds`` counted from it (as the kubelet does), and once none runs the Job is
-``Completed`` if ``minAvailable`` pods succeeded, else ``Failed`` (Volcano's rule without
-lifecycle policies). A pod patch is checked as the API server checks a pod update (the upstream
-Pod schema; gates only removed; ``activeDeadlineSeconds`` set when unset or lowered, within
-1..2^31-1; no other ``spec`` field). Errors are ``Status`` objects, as the official clients
-expect.
+``activeDeadlineSeconds`` counted from it (as the kubelet does; one lowered on a running pod
+into the past ends it at that update, the kubelet's sync of the pod), and once none runs the
+Job is ``Completed`` if ``minAvailable`` pods succeeded, else ``Failed`` (Volcano's rule without
+lifecycle policies); a pod deleted from a Job is made again from its task's template (gated
+when the template is), as Volcano's job controller syncs a Job missing a pod. A pod patch is
+checked as the API server checks a pod update (the upstream Pod schema; gates only removed;
+``activeDeadlineSeconds`` set when unset or lowered, within 1..2^31-1; no other ``spec``
+field). Errors are ``Status`` objects, as the official clients expect.
 
 Test hooks (emulator only): the annotation :data:`ADMIT_AT` on a Kueue-managed object keeps its
 Workload pending (``QuotaReserved`` False, as for quota not yet free) until that instant, when
-it is admitted and the object unsuspended (its ``startTime`` is that instant).
+it is admitted and the object unsuspended (its ``startTime`` is that instant). The annotation
+:data:`SCHEDULE_AT` on a Volcano Job keeps its ungated gang unscheduled (Job ``Pending``, no pod
+bound) until that instant, when its pods start (their ``startTime`` is that instant).
 ``POST /clusters/<context>/emulator/evict`` with ``{"group",
 "version", "plural", "namespace", "name", "reason", "message"}`` makes the cluster take an object
 back (Kueue: ``Evicted``/``Preempted`` on the Workload, the object suspended again until
@@ -99,6 +103,10 @@ ADMIT_AT = "emulator.carbonsched.io/admit-at"
 """Test hook: the instant (RFC 3339, UTC) before which the emulated Kueue does not admit the
 object's Workload, as when the ClusterQueue's quota frees only then; it is admitted at that
 instant (or at once when it is queued later)."""
+SCHEDULE_AT = "emulator.carbonsched.io/schedule-at"
+"""Test hook: the instant (RFC 3339, UTC) before which the emulated Volcano scheduler does not
+bind a Volcano Job's gang, as when its Queue's resources free only then; its ungated pods start
+at that instant (or when the gang is ungated, if later). Gated pods are never bound."""
 
 
 @lru_cache(maxsize=8)
@@ -420,6 +428,11 @@ class Cluster:
         self.objects: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = {}
         self.released: dict[tuple[str, str, str, str], datetime] = {}
         self.pod_started: dict[str, datetime] = {}   # a Volcano pod's startTime, by its uid
+        self.pod_ungated: dict[str, datetime] = {}   # when a Volcano pod was seen ungated
+        # when a started pod's activeDeadlineSeconds was lowered: the kubelet syncs the pod on
+        # that update, so a deadline lowered into the past ends it then, not before
+        self.pod_deadline_set: dict[str, datetime] = {}
+        self.gang_ungated: dict[tuple[str, str, str, str], datetime] = {}  # Volcano, unscheduled
         # when a started Job's activeDeadlineSeconds was last changed: the Job controller syncs
         # the Job on that update, so a deadline lowered into the past ends it then, not before
         self.deadline_set: dict[tuple[str, str, str, str], datetime] = {}
@@ -471,11 +484,17 @@ class Cluster:
         uid = obj["metadata"]["uid"]
         self.released.pop((kind.group, kind.plural, ns, name), None)
         self.deadline_set.pop((kind.group, kind.plural, ns, name), None)
+        self.gang_ungated.pop((kind.group, kind.plural, ns, name), None)
         for owned_kind in (WORKLOADS[0], POD, JOB):  # garbage collection of owned objects
             for o in self.owned_by(uid, owned_kind):
                 self.bucket(owned_kind).pop((ns, o["metadata"]["name"]), None)
-                self.pod_started.pop(o["metadata"]["uid"], None)
+                self.forget_pod(o)
         return obj
+
+    def forget_pod(self, pod: dict[str, Any]) -> None:
+        """Drop what the emulated kubelet and scheduler kept of a deleted pod."""
+        for kept in (self.pod_started, self.pod_ungated, self.pod_deadline_set):
+            kept.pop(pod["metadata"]["uid"], None)
 
     # -- controllers
     def reconcile(self) -> None:
@@ -782,17 +801,31 @@ class Cluster:
         if not pods:
             pods = self._make_pods(ns, job)
             st["minAvailable"] = job["spec"].get("minAvailable", 0)
-        ungated = [p for p in pods if not p["spec"].get("schedulingGates")]
-        key = ("batch.volcano.sh", "jobs", ns, name)
-        if key not in self.released and (
-                len(ungated) < job["spec"].get("minAvailable", 0) or not ungated):
-            st.update(pending=len(pods), running=0)
-            return
-        started = self.released.setdefault(key, _now())
+        else:   # a pod deleted: Volcano's SyncJob makes the Job's missing pods again
+            pods = pods + self._make_pods(ns, job, {p["metadata"]["name"] for p in pods})
         now = _now()
+        ungated = [p for p in pods if not p["spec"].get("schedulingGates")]
+        for p in ungated:
+            self.pod_ungated.setdefault(p["metadata"]["uid"], now)
+        key = ("batch.volcano.sh", "jobs", ns, name)
+        if key not in self.released:
+            if len(ungated) < job["spec"].get("minAvailable", 0) or not ungated:
+                self.gang_ungated.pop(key, None)
+                st.update(pending=len(pods), running=0)
+                return
+            ready = self.gang_ungated.setdefault(key, now)
+            at = _parse((job["metadata"].get("annotations") or {}).get(SCHEDULE_AT))
+            if at is not None and now < at:   # the scheduler has not bound the gang yet
+                st.update(pending=len(pods), running=0)
+                return
+            # bound when the gang was ungated, or when the test hook lets it (whenever this
+            # pass runs)
+            self.released[key] = ready if at is None else max(ready, at)
+        started = self.released[key]
         ends: list[tuple[datetime, str]] = []
         for p in ungated:   # a pod ungated after the gang started starts when it is ungated
-            t0 = self.pod_started.setdefault(p["metadata"]["uid"], max(started, now))
+            uid = p["metadata"]["uid"]
+            t0 = self.pod_started.setdefault(uid, max(started, self.pod_ungated[uid]))
             ends.append(self._pod_end(job, p, t0, now))
         conds = st.setdefault("conditions", [])
         if not any(c["status"] == "Running" for c in conds):
@@ -826,13 +859,17 @@ class Cluster:
         ``--run-seconds``); its own ``spec.activeDeadlineSeconds``, counted from its
         ``startTime`` (and read again at every pass: a patch may lower it while it runs), stops
         it earlier: phase ``Failed``, reason ``DeadlineExceeded`` and the kubelet's message
-        (``pkg/kubelet/active_deadline.go``). The annotation ``emulator.carbonsched.io/outcome:
-        Failed`` on the Job fails it at its run time.
+        (``pkg/kubelet/active_deadline.go``); one lowered into the past stops it at that update
+        (the kubelet syncs the updated pod then), never before. The annotation
+        ``emulator.carbonsched.io/outcome: Failed`` on the Job fails it at its run time.
         """
         own = (job["metadata"].get("annotations") or {}).get(RUN_SECONDS)
         run_for = float(own) if own else self.run_seconds
         limit = pod["spec"].get("activeDeadlineSeconds")
         end = t0 + timedelta(seconds=run_for if limit is None else min(run_for, float(limit)))
+        lowered = self.pod_deadline_set.get(pod["metadata"]["uid"])
+        if limit is not None and float(limit) < run_for and lowered is not None:
+            end = max(end, lowered)
         status: dict[str, Any] = {"phase": "Running", "startTime": _iso(t0)}
         how = "running"
         if now >= end:
@@ -848,12 +885,17 @@ class Cluster:
         pod["status"] = status
         return end, how
 
-    def _make_pods(self, ns: str, job: dict[str, Any]) -> list[dict[str, Any]]:
+    def _make_pods(self, ns: str, job: dict[str, Any],
+                   have: set[str] | frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+        """The pods of Volcano Job ``job``'s tasks (``<job>-<task>-<index>``) not in ``have``,
+        made from each task's template as Volcano's job controller makes them."""
         out = []
         name = job["metadata"]["name"]
         for task in job["spec"]["tasks"]:
             tmpl = task["template"]
             for i in range(task.get("replicas", 1)):
+                if f"{name}-{task['name']}-{i}" in have:
+                    continue
                 pod = {"metadata": {
                     "name": f"{name}-{task['name']}-{i}",
                     "labels": {**(tmpl.get("metadata") or {}).get("labels", {}),
@@ -885,10 +927,11 @@ class Cluster:
         now = _now()
         self.released.pop((kind.group, kind.plural, ns, name), None)
         self.deadline_set.pop((kind.group, kind.plural, ns, name), None)
+        self.gang_ungated.pop((kind.group, kind.plural, ns, name), None)
         if kind is VCJOB:
             for p in self.owned_by(obj["metadata"]["uid"], POD):
                 self.bucket(POD).pop((ns, p["metadata"]["name"]), None)
-                self.pod_started.pop(p["metadata"]["uid"], None)
+                self.forget_pod(p)
             st = obj.setdefault("status", {})
             st["state"] = {"phase": "Restarting", "reason": "PodEvicted" if reason != "Preempted"
                            else "Preempted", "message": message,
@@ -1100,7 +1143,7 @@ def create_app(contexts: dict[str, list[str]], run_seconds: float = 2.0,
                                     name, "namespaces")
             return c.add_namespace(name)
 
-    # -- pods (made by the emulated Volcano controller; read, list, patch)
+    # -- pods (made by the emulated Volcano controller; read, list, patch, delete)
     @app.get("/clusters/{cluster}/api/v1/namespaces/{ns}/pods")
     def list_pods(cluster: str, ns: str, labelSelector: str | None = None) -> Any:  # noqa: N803
         c = cluster_or_404(cluster)
@@ -1139,8 +1182,29 @@ def create_app(contexts: dict[str, list[str]], run_seconds: float = 2.0,
                                             for p in problems])
             new["metadata"]["resourceVersion"] = c.next_rv()
             c.bucket(POD)[(ns, name)] = new
+            uid = new["metadata"]["uid"]
+            if uid in c.pod_started and new["spec"].get("activeDeadlineSeconds") != old[
+                    "spec"].get("activeDeadlineSeconds"):
+                # a started pod's deadline lowered: the kubelet syncs the pod on the update
+                # and stops it then if startTime + the new deadline has passed
+                c.pod_deadline_set[uid] = _now()
             c.reconcile()
             return new
+
+    @app.delete("/clusters/{cluster}/api/v1/namespaces/{ns}/pods/{name}")
+    def delete_pod(cluster: str, ns: str, name: str) -> Any:
+        """Delete a pod (answered with the pod, as the API server does); a Volcano Job's
+        controller makes it again from its task's template at the next pass."""
+        c = cluster_or_404(cluster)
+        if isinstance(c, JSONResponse):
+            return c
+        with lock:
+            c.reconcile()
+            pod = c.bucket(POD).pop((ns, name), None)
+            if pod is None:
+                return status_error(404, "NotFound", f'pods "{name}" not found', name, "pods")
+            c.forget_pod(pod)
+            return pod
 
     # -- the emulator-only test hooks (no real API server has these)
     @app.post("/clusters/{cluster}/emulator/evict")
