@@ -21,8 +21,9 @@ created, read, listed, patched and deleted through the generic API (``CustomObje
   :data:`~carbonsched.adapters.dispatch.base.CHECKPOINT_SIGNAL_LEAD_S` before its planned end
   (:meth:`KubernetesAdapter.active_deadline_s`), so that the pod, told to checkpoint by SIGTERM
   then, is gone by that end; a release or resume later than planned sets it to the time left to
-  that stop (:data:`A_STOP`), never the whole length again, and a run Kueue admits after a wait
-  in its queue gets its stop less its start (:meth:`KubernetesAdapter.keep_planned_stops`).
+  that stop (:data:`A_STOP`), never the whole length again, and a run Kueue admits, or a gang
+  Volcano schedules, after a wait in its queue gets its stop less its start
+  (:meth:`KubernetesAdapter.keep_planned_stops`).
 
 A create that answers 409 AlreadyExists (a retry after a lost response, a second dispatcher) is a
 success only when the object there carries our labels *and* our key for this job; otherwise it is a
@@ -740,7 +741,8 @@ class KubernetesAdapter:
         stop has passed at its release is not queued at all: carbonsched unsuspends it with
         ``parallelism: 0`` (Kueue ignores an object without the label), so it takes no quota.
         A Volcano Job (no suspend; each pod's deadline counts from that pod's own start) is
-        bounded pod by pod, and one past its stop is left gated (:meth:`_ungate`).
+        bounded pod by pod, and one past its stop is left gated (:meth:`_ungate`); a gang
+        Volcano schedules after a wait is bounded by :meth:`keep_planned_stops` likewise.
 
         Raises
         ------
@@ -842,6 +844,36 @@ class KubernetesAdapter:
         return ann
 
     def keep_planned_stops(self, keys: Collection[str]) -> dict[str, str]:
+        """Bound by its planned stop each of our runs that waited in a queue after its release.
+
+        Kueue: :meth:`_keep_kueue_stops`; Volcano: :meth:`_keep_volcano_stops`. Other
+        workloads: nothing to do (the release itself bounds the run, which starts then).
+
+        Parameters
+        ----------
+        keys
+            Dispatch keys released (their planned start has come).
+
+        Returns
+        -------
+        dict
+            Key -> what was patched, for the keys patched now.
+
+        Raises
+        ------
+        BackendError
+            The cluster refused a patch or a delete, or could not be listed (the next pass
+            tries again).
+        """
+        if not keys:
+            return {}
+        if self.workload == "kueue":
+            return self._keep_kueue_stops(keys)
+        if self.workload == "volcano":
+            return self._keep_volcano_stops(keys)
+        return {}
+
+    def _keep_kueue_stops(self, keys: Collection[str]) -> dict[str, str]:
         """Bound by its planned stop each of our Kueue runs queued at its release.
 
         Under Kueue a release only queues the object; the Job controller sets ``startTime``
@@ -864,8 +896,7 @@ class KubernetesAdapter:
         Kueue's own limit, the label ``kueue.x-k8s.io/max-exec-time-seconds`` (the Workload's
         ``spec.maximumExecutionTimeSeconds``), is not used: it also counts from the admission
         and may not change while the Workload is admitted (the Workload CRD's rule). A run
-        admitted between two passes runs until the next pass at most past its stop. Not a
-        ``kueue`` workload: nothing to do (the release itself bounds it).
+        admitted between two passes runs until the next pass at most past its stop.
 
         Parameters
         ----------
@@ -882,8 +913,6 @@ class KubernetesAdapter:
         BackendError
             The cluster refused a patch or could not be listed (the next pass tries again).
         """
-        if self.workload != "kueue" or not keys:
-            return {}
         want, out = set(keys), {}
         api = self._custom()
         for res, obj in self._objects():
@@ -917,6 +946,172 @@ class KubernetesAdapter:
                 out[key] = (f"{res.plural}/{name} " + ("not admitted by Kueue by its planned "
                             "stop: " if queued else "admitted by Kueue: ") + said)
         return out
+
+    def _keep_volcano_stops(self, keys: Collection[str]) -> dict[str, str]:
+        """Bound by its planned stop each of our released Volcano gangs scheduled late.
+
+        The release removes the pods' scheduling gate and sets each pod's
+        ``activeDeadlineSeconds`` to the time then left to :meth:`stop_at`; that deadline
+        counts from the pod's ``status.startTime``, which the kubelet sets when it takes the
+        pod Volcano bound (Pod API reference), so a wait for Volcano to schedule the gang
+        (its PodGroup) would lengthen the run past its planned stop by that wait. Each pass
+        therefore looks at our released Volcano Jobs of ``keys`` (no pod gated, not over):
+
+        - pods started: each running pod's deadline is lowered to the planned stop less its
+          ``startTime`` wherever it ends later (at least :data:`MIN_ACTIVE_DEADLINE_S`). The
+          API server lets a pod update lower the field, never raise or remove it
+          (``ValidatePodUpdate``), and the kubelet stops the pod ``DeadlineExceeded`` when
+          its start + the deadline has passed, at once for one started at or after its stop.
+          A pod of the gang not started yet gets the least deadline once the stop has
+          passed (it ends as it starts);
+        - no pod started when its stop has passed: the Job is annotated
+          :data:`RELEASED_PAST_STOP` (this pass's instant), then its pods, none bound to a
+          node's kubelet yet, are deleted. Volcano's job controller makes a Job's missing
+          pods again from its task's template (``SyncJob`` on the ``PodEvicted`` event of a
+          deletion, without lifecycle policies), which carries :data:`HOLD_GATE`, so they are
+          gated and none is ever bound; the Job reads Failed/``DeadlinePassed``, raw
+          :data:`~carbonsched.adapters.dispatch.base.NEVER_RAN` (:func:`read_volcano`), as a
+          Kueue run still queued at its stop does, and a later release leaves it
+          (:meth:`_ungate`). A pass after a partial withdrawal deletes the pods left.
+
+        A gang still waiting with its stop ahead is left as it is (its release bounded it by
+        the time left then). A gang scheduled between two passes runs until the next pass at
+        most past its stop.
+
+        Raises
+        ------
+        BackendError
+            A pod patch or delete, or the annotation, was refused (a pod gone meanwhile, 404,
+            is skipped).
+        """
+        want, out = set(keys), {}
+        jobs = [o for o in self._list(VOLCANO_JOB) if _owner_key(o) in want]
+        if not jobs:
+            return {}
+        pods_of: dict[str, list[dict[str, Any]]] = {}
+        for pod in self._our_pods(jobs[0]["metadata"]["name"] if len(jobs) == 1 else None):
+            job = (pod["metadata"].get("labels") or {}).get(VOLCANO_JOB_LABEL)
+            if job:
+                pods_of.setdefault(job, []).append(pod)
+        for obj in jobs:
+            key, name = _owner_key(obj) or "", obj["metadata"]["name"]
+            pods = pods_of.get(name, [])
+            started = [p for p in pods if (p.get("status") or {}).get("startTime")]
+            waiting = [p for p in pods if not _has_gate(p) and p not in started]
+            if (obj["metadata"].get("annotations") or {}).get(RELEASED_PAST_STOP):
+                if waiting and not started:   # a withdrawal cut short: its pods left
+                    gone = self._delete_pods(key, waiting)
+                    if gone:
+                        out[key] = (f"{VOLCANO_JOB.plural}/{name} past its planned stop: pods "
+                                    f"{', '.join(gone)} deleted (made again gated: none runs)")
+                continue
+            if not pods or any(_has_gate(p) for p in pods) or read_volcano(obj, False).state in (
+                    JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED):
+                continue   # held (its release bounds it), none made yet, or over
+            stop = self.stop_at(obj)
+            if stop is None:
+                continue
+            now = self.clock()
+            past = (stop - now).total_seconds() < MIN_ACTIVE_DEADLINE_S
+            if not started:
+                if past:
+                    out[key] = self._withdraw_gang(key, obj, stop, waiting)
+                continue
+            said = self._bound_started_pods(key, pods, stop, past)
+            if said:
+                out[key] = f"{VOLCANO_JOB.plural}/{name} scheduled by Volcano: {said}"
+        return out
+
+    def _bound_started_pods(self, key: str, pods: list[dict[str, Any]], stop: datetime,
+                            past: bool) -> str:
+        """Lower each running pod's deadline to ``stop`` less its start; what was patched.
+
+        ``past``: the stop has passed, so a pod not started yet gets the least deadline. The
+        text is empty when nothing was patched.
+
+        Raises
+        ------
+        BackendError
+            A pod patch was refused (one gone meanwhile is skipped).
+        """
+        core = self._pods()
+        said = []
+        for pod in pods:
+            st = pod.get("status") or {}
+            if st.get("phase") in ("Succeeded", "Failed"):
+                continue
+            since = parse_time(st.get("startTime"))
+            if since is None and not past:
+                continue   # not started yet: the next pass bounds it from its start
+            left = MIN_ACTIVE_DEADLINE_S if since is None else int(
+                (stop - since).total_seconds())
+            want = max(left, MIN_ACTIVE_DEADLINE_S)
+            had = (pod.get("spec") or {}).get("activeDeadlineSeconds")
+            if had is not None and int(had) <= want:
+                continue   # it ends by its stop already
+            pname = pod["metadata"]["name"]
+            try:
+                self._call("bound", core.patch_namespaced_pod, pname, self.namespace,
+                           {"spec": {"activeDeadlineSeconds": want}},
+                           _content_type="application/merge-patch+json", key=key)
+            except _Api as exc:
+                if exc.status == 404:
+                    continue
+                raise BackendError(f"{self.name}: bound of pod {pname} refused "
+                                   f"({exc.status}): {exc.message}") from exc
+            said.append(
+                f"pod {pname} activeDeadlineSeconds: {want} (" + (
+                    f"not started, after its planned stop at {_iso(stop)}: it ends "
+                    "DeadlineExceeded as it starts)" if since is None else
+                    f"started at {_iso(since)}: its planned stop at {_iso(stop)} less its "
+                    "start)" if left >= MIN_ACTIVE_DEADLINE_S else
+                    f"started at {_iso(since)}, after its planned stop at {_iso(stop)}: it "
+                    "ends DeadlineExceeded at once)"))
+        return "; ".join(said)
+
+    def _withdraw_gang(self, key: str, obj: dict[str, Any], stop: datetime,
+                       pods: list[dict[str, Any]]) -> str:
+        """Keep a gang Volcano has not scheduled by its planned stop from ever running.
+
+        :data:`RELEASED_PAST_STOP` first (a retry reads it), then the pods deleted
+        (:meth:`_keep_volcano_stops`); what was done.
+
+        Raises
+        ------
+        BackendError
+            The annotation or a delete was refused.
+        """
+        name, now = obj["metadata"]["name"], self.clock()
+        ann = {RELEASED_PAST_STOP: _iso(now)}
+        if not (obj["metadata"].get("annotations") or {}).get(A_STOP):
+            ann[A_STOP] = _iso(stop)
+        self._annotate_volcano_job(name, ann, key, verb="bound")
+        gone = self._delete_pods(key, pods)
+        return (f"{VOLCANO_JOB.plural}/{name} not scheduled by Volcano by its planned stop at "
+                f"{_iso(stop)}: annotated {RELEASED_PAST_STOP}; pods {', '.join(gone) or '-'} "
+                "deleted (Volcano makes them again from its task's template, gated: none "
+                "runs); it reads Failed/DeadlinePassed, never ran")
+
+    def _delete_pods(self, key: str, pods: list[dict[str, Any]]) -> list[str]:
+        """Delete ``pods`` (one gone already is skipped); the names deleted.
+
+        Raises
+        ------
+        BackendError
+            A delete was refused.
+        """
+        core, gone = self._pods(), []
+        for pod in pods:
+            pname = pod["metadata"]["name"]
+            try:
+                self._call("bound", core.delete_namespaced_pod, pname, self.namespace, key=key)
+            except _Api as exc:
+                if exc.status == 404:
+                    continue
+                raise BackendError(f"{self.name}: delete of pod {pname} refused "
+                                   f"({exc.status}): {exc.message}") from exc
+            gone.append(pname)
+        return gone
 
     def _withdrawn(self, res: Resource, obj: dict[str, Any]) -> bool:
         """True when a queued object runs no pod whenever Kueue admits it.
@@ -1210,8 +1405,11 @@ class KubernetesAdapter:
         return WorkAction(WorkOutcome.ALREADY if found is not None else WorkOutcome.ABSENT, bid,
                           "not held any more: not released again")
 
-    def _annotate_volcano_job(self, name: str, annotations: dict[str, str], key: str) -> None:
-        """Merge ``annotations`` into Volcano Job ``name`` (a release's own record on it).
+    def _annotate_volcano_job(self, name: str, annotations: dict[str, str], key: str,
+                              verb: str = "release") -> None:
+        """Merge ``annotations`` into Volcano Job ``name`` (a release's or a bound's record).
+
+        ``verb`` names the step in errors.
 
         Raises
         ------
@@ -1219,12 +1417,12 @@ class KubernetesAdapter:
             The API server refused the patch (its status and message).
         """
         try:
-            self._call("release", self._custom().patch_namespaced_custom_object,
+            self._call(verb, self._custom().patch_namespaced_custom_object,
                        VOLCANO_JOB.group, VOLCANO_JOB.version, self.namespace,
                        VOLCANO_JOB.plural, name, {"metadata": {"annotations": annotations}},
                        _content_type="application/merge-patch+json", key=key)
         except _Api as exc:
-            raise BackendError(f"{self.name}: release of {VOLCANO_JOB.plural}/{name} "
+            raise BackendError(f"{self.name}: {verb} of {VOLCANO_JOB.plural}/{name} "
                                f"refused ({exc.status}): {exc.message}") from exc
 
     def _ungate(self, key: str, name: str, obj: dict[str, Any],
@@ -1245,7 +1443,9 @@ class KubernetesAdapter:
         field when unset or to lower it, never to raise it -- Kubernetes "Pods" concept page,
         "Pod update and replacement"; ``ValidatePodUpdate``: "must be less than or equal to
         previous value"). The kubelet sets ``startTime`` when it takes the bound pod, so a
-        wait for the gang to be scheduled after the release lengthens the run by that wait.
+        wait for the gang to be scheduled after the release would lengthen the run by that
+        wait: :meth:`keep_planned_stops` (the release pass) lowers each started pod's deadline
+        to the stop less its start, and withdraws a gang still unscheduled at its stop.
 
         When less than :data:`MIN_ACTIVE_DEADLINE_S` is left, no pod may start: the least
         deadline (1 s) would still run each pod past the stop. The pods are left gated (the API

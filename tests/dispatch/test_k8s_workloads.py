@@ -956,6 +956,9 @@ def test_the_emulator_checks_a_pod_update_as_the_api_server_does(emulator_kubeco
 
 ADMIT_AT = "emulator.carbonsched.io/admit-at"
 """The emulator's test hook: Kueue admits the object's Workload at that instant, not before."""
+SCHEDULE_AT = "emulator.carbonsched.io/schedule-at"
+"""The emulator's test hook: Volcano binds the Volcano Job's ungated gang at that instant, not
+before (its pods' ``startTime``)."""
 FMT = "%Y-%m-%dT%H:%M:%SZ"
 
 
@@ -1166,6 +1169,215 @@ def test_the_release_pass_keeps_a_queued_kueue_piece_within_its_stop(store,
     assert (rec.state, rec.reason) == ("Failed", "DeadlinePassed"), rec.detail
     assert rec.detail.startswith("piece 1 of 2 never ran after its release or resume: "
                                  "released or resumed at "), rec.detail
+    assert "its work is still owed" in rec.detail
+    for n in (0, 1):
+        adapters[site].cancel(f"{prefix}-p#{n}")
+
+
+def _waiting_gang(nodes: int, stop: datetime, scheduled: datetime
+                  ) -> tuple[KubernetesAdapter, DispatchRequest, str]:
+    """A pausing Volcano piece stopping at ``stop`` (10 min after its start), submitted held,
+    whose gang Volcano schedules at ``scheduled`` (the emulator's hook), run long; with the
+    Volcano Job's name."""
+    start = stop - timedelta(minutes=10)
+    req = _req(start=start, end=start + timedelta(minutes=12), deadline=stop + timedelta(days=1),
+               pieces=2, gpus=nodes, nodes=nodes, payload=JobPayload(command="sleep 3000"))
+    assert req.end - timedelta(seconds=CHECKPOINT_SIGNAL_LEAD_S) == stop
+    ctx, queue = EMULATED["volcano"]
+    a = KubernetesAdapter(ctx, NS, kubeconfig=os.environ["CARBONSCHED_KUBECONFIG"],
+                          workload="volcano", queue=queue)
+    a.submit(req)
+    name = job_name(req.job_id, req.piece)
+    Target(a.kubeconfig, ctx, NS, "volcano", queue, True).raw().patch_namespaced_custom_object(
+        VOLCANO_JOB.group, VOLCANO_JOB.version, NS, VOLCANO_JOB.plural, name, {"metadata": {
+            "annotations": {"emulator.carbonsched.io/run-seconds": "3000",
+                            SCHEDULE_AT: scheduled.strftime(FMT)}}})
+    return a, req, name
+
+
+@pytest.mark.parametrize(("wait_s", "deadline"), [
+    (4, 4),   # scheduled 4 s after its release, 4 s before its stop: 4 s to run, not 8
+    (7, 1),   # scheduled exactly 1 s before its stop: the least deadline, its pods still run
+])
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_a_volcano_gang_scheduled_late_ends_at_its_planned_stop(nodes, wait_s, deadline,
+                                                               emulator_kubeconfig):
+    """Released 8 s before its planned stop, a pausing piece's gang waits for Volcano to
+    schedule it; the kubelet sets each pod's ``startTime`` when it takes the bound pod, so the
+    deadline the release set (8 s) counted from there and the gang ran ``wait_s`` past its
+    stop, into its next piece's hours. The release pass lowers each started pod's deadline to
+    the stop less its start: the pods end ``DeadlineExceeded`` at the planned stop."""
+    release = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+    stop = release + timedelta(seconds=8)
+    scheduled = release + timedelta(seconds=wait_s)
+    a, req, name = _waiting_gang(nodes, stop, scheduled)
+    try:
+        a.clock = lambda: release
+        assert a.release(req.key) is True
+        assert [(p["spec"]["activeDeadlineSeconds"], _gated(p)) for p in _pods_of(a, name)] \
+            == [(8, False)] * nodes
+        assert a.keep_planned_stops([req.key]) == {}      # waiting, its stop ahead: untouched
+        assert a.status([req.key])[req.key].state is JobState.DISPATCHED
+        _sleep_until(scheduled)
+        a.clock = lambda: datetime.now(UTC)
+        done = a.keep_planned_stops([req.key])           # the release pass after the binding
+        passed = datetime.now(UTC)   # the pass's patches were made by now
+        pods = _pods_of(a, name)
+        assert [(parse_time(p["status"]["startTime"]), p["spec"]["activeDeadlineSeconds"])
+                for p in pods] == [(scheduled, deadline)] * nodes
+        assert done[req.key].startswith(f"jobs/{name} scheduled by Volcano: pod {name}-")
+        assert done[req.key].count(f"activeDeadlineSeconds: {deadline} (started at "
+                                   f"{scheduled.strftime(FMT)}: its planned stop at "
+                                   f"{stop.strftime(FMT)} less its start)") == nodes
+        assert a.keep_planned_stops([req.key]) == {}      # bounded once
+        over = _poll(lambda: a.status([req.key])[req.key],
+                     lambda j: j.state is JobState.FAILED, "ended at its planned stop")
+        assert (over.reason, over.raw_state) == (ReasonCode.DEADLINE_PASSED, "failed"), over
+        assert over.actual_start == scheduled
+        # at its planned stop; a pass that came after the stop (a loaded machine) ends it at
+        # once, at that pass (to the second the emulator writes), never a wait later
+        assert over.actual_end == stop or stop < over.actual_end <= passed.replace(
+            microsecond=0) + timedelta(seconds=1), (over.actual_end, stop, passed)
+        assert [(p["status"]["phase"], p["status"]["reason"]) for p in _pods_of(a, name)] == [
+            ("Failed", "DeadlineExceeded")] * nodes
+    finally:
+        a.cancel(req.key)
+
+
+@pytest.mark.parametrize("early_s", [0.0, 0.5])   # the pass at the stop; less than 1 s before
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_a_volcano_gang_unscheduled_at_its_planned_stop_never_runs(nodes, early_s,
+                                                                   emulator_kubeconfig):
+    """The limit: released 100 s before its stop, the gang is still unscheduled when the
+    release pass comes at its stop (or less than the least deadline before it), and Volcano
+    would bind it exactly at the stop. Before, its pods then ran their 100 s, all after the
+    planned stop; now the pass annotates the Job released-past-stop and deletes its pods,
+    which Volcano makes again from the template, gated: no pod runs, it reads
+    Failed/DeadlinePassed, never ran, and no later release ungates it."""
+    stop = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
+    a, req, name = _waiting_gang(nodes, stop, stop)     # scheduled exactly at its stop
+    try:
+        a.clock = lambda: stop - timedelta(seconds=100)
+        assert a.release(req.key) is True
+        assert [(p["spec"]["activeDeadlineSeconds"], _gated(p)) for p in _pods_of(a, name)] \
+            == [(100, False)] * nodes
+        at = stop - timedelta(seconds=early_s)
+        a.clock = lambda: at
+        done = a.keep_planned_stops([req.key])
+        assert done[req.key].startswith(
+            f"jobs/{name} not scheduled by Volcano by its planned stop at "
+            f"{stop.strftime(FMT)}: annotated {RELEASED_PAST_STOP}; pods {name}-"), done
+        assert a.keep_planned_stops([req.key]) == {}      # withdrawn once
+        assert a.release(req.key) is False                # and never released again
+        _sleep_until(stop + timedelta(seconds=2))        # past the instant Volcano would bind
+        pods = _pods_of(a, name)
+        assert [(_gated(p), p["status"]["phase"], p["status"].get("startTime"))
+                for p in pods] == [(True, "Pending", None)] * nodes
+        over = a.status([req.key])[req.key]
+        assert (over.state, over.reason, over.raw_state) == (
+            JobState.FAILED, ReasonCode.DEADLINE_PASSED, NEVER_RAN), over
+        assert (over.actual_start, over.actual_end) == (None, at.replace(microsecond=0))
+    finally:
+        a.cancel(req.key)
+
+
+def test_a_volcano_gang_scheduled_after_its_stop_before_a_pass_ends_at_that_pass(
+        emulator_kubeconfig):
+    """The limit left: Volcano binds the gang after its stop and before any release pass saw
+    it waiting, so its pods start; the next pass sets the least deadline, which has passed,
+    and the kubelet stops each pod ``DeadlineExceeded`` at that pass (its sync of the updated
+    pod), not 100 s later."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    stop = now - timedelta(seconds=30)
+    scheduled = now + timedelta(seconds=3)   # after the release below
+    a, req, name = _waiting_gang(2, stop, scheduled)
+    try:
+        a.clock = lambda: stop - timedelta(seconds=100)
+        assert a.release(req.key) is True
+        _sleep_until(scheduled)
+        running = _poll(lambda: a.status([req.key])[req.key],
+                        lambda j: j.state is not JobState.DISPATCHED, "scheduled")
+        assert running.state is JobState.RUNNING
+        _sleep_until(scheduled + timedelta(seconds=3))   # well past startTime + 1 s
+        a.clock = lambda: datetime.now(UTC)
+        pass_at = datetime.now(UTC)
+        done = a.keep_planned_stops([req.key])
+        passed = datetime.now(UTC)
+        assert done[req.key].count("after its planned stop at") == 2, done
+        assert [p["spec"]["activeDeadlineSeconds"] for p in _pods_of(a, name)] == [1, 1]
+        over = _poll(lambda: a.status([req.key])[req.key],
+                     lambda j: j.state is JobState.FAILED, "ended at the pass")
+        assert over.reason is ReasonCode.DEADLINE_PASSED, over
+        assert over.actual_start == scheduled
+        # stopped at the pass (the kubelet's sync of the update), not at its startTime + 1 s
+        # before it, nor its 100 s later
+        assert pass_at.replace(microsecond=0) <= over.actual_end <= passed.replace(
+            microsecond=0) + timedelta(seconds=1), (over.actual_end, pass_at, passed)
+    finally:
+        a.cancel(req.key)
+
+
+def test_the_release_pass_keeps_a_late_volcano_gang_within_its_stop(store,
+                                                                   emulator_kubeconfig):
+    """Through the release pass and the outbox: a pausing Volcano piece released before its
+    stop is still unscheduled when the stop passes; the next release pass withdraws it (no pod
+    runs whenever Volcano would bind it), says so in the row, and the piece, which ran
+    nothing, is recorded Failed/DeadlinePassed, its work still owed."""
+    from carbonsched.catalog import load_catalog
+    from carbonsched.config import Settings
+    from carbonsched.dispatch.outbox import (
+        build_adapters,
+        dispatch_plan,
+        dispatch_records,
+        refresh_status,
+        release_due,
+    )
+
+    site, prefix = "sg-singapore", uuid.uuid4().hex[:8]
+    now = datetime.now(UTC).replace(microsecond=0)
+    start = now - timedelta(hours=1)
+    stop = start + timedelta(hours=1) - timedelta(seconds=CHECKPOINT_SIGNAL_LEAD_S)
+    doc = {"plan_id": uuid.uuid4().hex, "date": start.strftime("%Y-%m-%d"), "catalog": "global",
+           "signal_quality": "measured", "solver": {"name": "t", "status": "optimal",
+                                                     "seconds": 0.0},
+           "totals": {"energy_kwh": 0.0, "emissions_kg": 0.0, "baseline_emissions_kg": 0.0},
+           "unplaced": [], "inference": [], "placements": [
+               {"job_id": f"{prefix}-p", "piece": n, "site": site, "start": s.strftime(FMT),
+                "end": (s + timedelta(hours=1)).strftime(FMT), "gpu_type": "A100", "gpus": 1,
+                "energy_kwh": 1.0, "emissions_kg": 0.1,
+                "deadline": (start + timedelta(days=1)).strftime(FMT)}
+               for n, s in ((0, start), (1, start + timedelta(hours=2)))]}
+    store.save_plan(doc)
+    settings = Settings(kubeconfig=emulator_kubeconfig)
+    assert dispatch_plan(store, doc["plan_id"], settings=settings,
+                         clock=lambda: start).counts == {"submitted": 2}
+    adapters = build_adapters(load_catalog("global"), settings=settings)
+    a = adapters[site]
+    assert a.workload == "volcano"
+    raw = Target(str(emulator_kubeconfig), a.context, NS, "volcano", None, True).raw()
+    name = job_name(f"{prefix}-p", 0)
+    raw.patch_namespaced_custom_object(
+        VOLCANO_JOB.group, VOLCANO_JOB.version, NS, VOLCANO_JOB.plural, name, {"metadata": {
+            "annotations": {SCHEDULE_AT: (now + timedelta(seconds=5)).strftime(FMT)}}})
+    before = stop - timedelta(minutes=5)
+    a.clock = lambda: before
+    assert release_due(store, "global", adapters=adapters, clock=lambda: before) == [
+        f"{prefix}-p#0"]
+    assert [(_gated(p), p["spec"]["activeDeadlineSeconds"]) for p in _pods_of(a, name)] == [
+        (False, 300)]
+    a.clock = lambda: datetime.now(UTC)
+    assert release_due(store, "global", adapters=adapters) == []
+    row = dispatch_records(store, doc["plan_id"]).set_index("key").loc[f"{prefix}-p#0"]
+    assert row.detail.startswith("bounded by its planned stop at "), row.detail
+    assert f"jobs/{name} not scheduled by Volcano by its planned stop at " in row.detail
+    assert [(_gated(p), p["status"]["phase"]) for p in _pods_of(a, name)] == [
+        (True, "Pending")]
+    rec = _poll(lambda: refresh_status(store, "global", plan_id=doc["plan_id"],
+                                       adapters=adapters).set_index("key").loc[f"{prefix}-p#0"],
+                lambda r: r.state in ("Succeeded", "Failed"), "the piece over")
+    assert (rec.state, rec.reason) == ("Failed", "DeadlinePassed"), rec.detail
+    assert rec.detail.startswith("piece 1 of 2 never ran after its release or resume: "
+                                 "released at "), rec.detail
     assert "its work is still owed" in rec.detail
     for n in (0, 1):
         adapters[site].cancel(f"{prefix}-p#{n}")
