@@ -425,7 +425,7 @@ class ReleasesHeld(Protocol):
 
 @runtime_checkable
 class KeepsPlannedStop(Protocol):
-    """A released job may start later than its release (Kueue admits it from its queue).
+    """A released job may start later than its release (Kueue's queue, Volcano's gang).
 
     The release pass bounds such a job by its planned stop once it has started.
     """

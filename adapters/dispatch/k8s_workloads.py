@@ -382,7 +382,8 @@ def read_volcano(obj: dict[str, Any], gated: bool) -> Reading:
             is JobState.DISPATCHED:
         return Reading(JobState.FAILED, ReasonCode.DEADLINE_PASSED, NEVER_RAN, None, past,
                        detail=f"released at {past:%Y-%m-%dT%H:%M:%SZ}, after its planned stop: "
-                              "its pods were left gated and none ran (DeadlineExceeded)")
+                              "its pods were left gated (or deleted and made again gated) "
+                              "and none ran (DeadlineExceeded)")
     if phase not in VOLCANO_PHASES:
         return Reading(JobState.DISPATCHED, ReasonCode.SUBMITTED, phase.lower(), start,
                        detail=f"unknown Volcano phase {phase!r}: {why}")

@@ -1543,8 +1543,8 @@ def release_due(store: Store, catalog: Catalog | str, *, clock: Clock = system_c
     rows.
 
     Then, on backends where a released job may start later than its release
-    (:class:`~carbonsched.adapters.dispatch.base.KeepsPlannedStop`: Kueue's queue), every
-    released unit not over is bounded by its planned stop
+    (:class:`~carbonsched.adapters.dispatch.base.KeepsPlannedStop`: Kueue's queue, Volcano's
+    scheduling of a gang), every released unit not over is bounded by its planned stop
     (:meth:`~carbonsched.adapters.dispatch.kubernetes.KubernetesAdapter.keep_planned_stops`):
     one admitted after a wait ends at its stop, never that wait later; what was patched is
     written to the row's detail, and a failure there is recorded and tried again likewise
