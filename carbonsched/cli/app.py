@@ -72,6 +72,9 @@ app.add_typer(catalog_app, name="catalog")
 from carbonsched.cli.plans import plans_app  # noqa: E402
 
 app.add_typer(plans_app, name="plans")
+from carbonsched.cli.runs import runs_app  # noqa: E402
+
+app.add_typer(runs_app, name="runs")
 from carbonsched.cli.signals import ingest as _ingest, signals_app  # noqa: E402, I001
 
 app.add_typer(signals_app, name="signals")

@@ -398,6 +398,11 @@ def plan_and_dispatch(date: str, catalog: str, jobs: Path | None, data_dir: Path
                   "now: run this again after its lease (exit 3)", highlight=False)
         print(json.dumps(rec, default=str))
         return 3
+    if out is None and rec["status"] == "abandoned":
+        err.print(f"{what} was abandoned by an operator ({rec['error']}); not run again",
+                  highlight=False, soft_wrap=True)
+        print(json.dumps(rec, default=str))
+        return 0
     if out is None:
         err.print(f"{what} already has a run ({rec['status']}, "
                   f"{rec['trigger']} on {rec['replica']}); not run again", highlight=False)

@@ -297,15 +297,17 @@ def with_submitted_jobs(wl: Workload, service_store: Any, issued_at: pd.Timestam
     return Workload(jobs=list(wl.jobs) + extra, inference=wl.inference), {j.id for j in extra}
 
 
-API_DISPATCH_STATES = ("Planned", "Dispatched", "Running", "Paused")
-"""States of an API job whose record follows its dispatch (:func:`sync_dispatched_jobs`)."""
+API_DISPATCH_STATES = ("Pending", "Planned", "Dispatched", "Running", "Paused")
+"""States of an API job whose record follows its dispatch (:func:`sync_dispatched_jobs`):
+``Pending`` too, for a run stopped after its dispatch wrote the job's claim and before it
+recorded the job (then given up: ``carbonsched runs abandon``)."""
 
 
 def sync_dispatched_jobs(service_store: Any, now: datetime) -> int:
     """Record each API job dispatch holds as the outbox has it.
 
-    A job ``Planned`` (or already ``Dispatched``, ``Running``, ``Paused``) whose first piece
-    dispatch holds (:func:`carbonsched.dispatch.outbox.dispatched_jobs`) takes the state
+    A job ``Pending``, ``Planned`` (or already ``Dispatched``, ``Running``, ``Paused``) whose
+    first piece dispatch holds (:func:`carbonsched.dispatch.outbox.dispatched_jobs`) takes the state
     of its pieces (``Dispatched``, ``Running``, ``Paused``, ``Succeeded``, ``Failed``,
     ``Cancelled``), the plan it was dispatched from and its span. Called before a run plans (so
     no later plan places a dispatched job again) and after it dispatches.
@@ -1297,7 +1299,8 @@ class FileWork:
 
 
 def without_dispatched_jobs(store: Any, wl: Workload, known: Collection[str] = (),
-                            horizon_start: pd.Timestamp | None = None) -> FileWork:
+                            horizon_start: pd.Timestamp | None = None, *,
+                            source: str = "of the workload file") -> FileWork:
     """``wl`` without the workload file's jobs that dispatch holds or the store holds final.
 
     A static workload file planned every day still lists the jobs an earlier plan dispatched.
@@ -1320,6 +1323,9 @@ def without_dispatched_jobs(store: Any, wl: Workload, known: Collection[str] = (
     horizon_start
         The run's first slot (tz-aware UTC): the running work is that of the horizon from
         it; ``None``: no running work is read (``FileWork.running`` is empty).
+    source
+        Where the jobs come from, as the notes name them (``"of the workload file"``,
+        ``"submitted through the API"``: :func:`without_dispatched_api_jobs`).
 
     Returns
     -------
@@ -1335,7 +1341,7 @@ def without_dispatched_jobs(store: Any, wl: Workload, known: Collection[str] = (
     notes: list[str] = []
     if final:
         f = sorted(final)
-        notes.append(f"{len(f)} job(s) of the workload file were not planned again: "
+        notes.append(f"{len(f)} job(s) {source} were not planned again: "
                      + "; ".join(final[i] for i in f[:5]) + (" ..." if len(f) > 5 else ""))
     running: list[Any] = []
     if live:
@@ -1344,7 +1350,7 @@ def without_dispatched_jobs(store: Any, wl: Workload, known: Collection[str] = (
             running = dispatched_running_work(store, live, jobs, horizon_start)
         lv = sorted(live)
         notes.append(
-            f"{len(lv)} job(s) of the workload file were not planned again: dispatch holds "
+            f"{len(lv)} job(s) {source} were not planned again: dispatch holds "
             "them and they have not ended ("
             + "; ".join(f"job {i!r} {live[i].state}, dispatched from plan "
                         f"{live[i].plan_id[:12]}" for i in lv[:5])
@@ -1355,6 +1361,64 @@ def without_dispatched_jobs(store: Any, wl: Workload, known: Collection[str] = (
         return FileWork(wl, [], [])
     return FileWork(Workload(jobs=[j for j in wl.jobs if j.id not in final and j.id not in live],
                              inference=wl.inference), notes, running)
+
+
+API_LIVE_STATES = ("Dispatched", "Running", "Paused")
+"""States of an API job dispatch holds and that has not ended (:func:`sync_dispatched_jobs`)."""
+
+
+def without_dispatched_api_jobs(service_store: Any, snap: Submitted,
+                                known: Collection[str] = (),
+                                horizon_start: pd.Timestamp | None = None
+                                ) -> tuple[set[str], FileWork]:
+    """The API's jobs that dispatch holds: not planned again, their running units held.
+
+    An API job is dispatched once under its id, from the plan that first wrote its claim
+    (``<job>#0``). Its record follows the outbox (:func:`sync_dispatched_jobs`), but a run
+    stopped after its dispatch wrote intents and before it recorded its jobs' states (then
+    given up: ``carbonsched runs abandon``) leaves such jobs ``Pending``: planned again, they
+    would be booked twice while their units run as the stopped plan placed them. So, as for
+    the workload file's jobs (:func:`without_dispatched_jobs`): every API job of ``snap``
+    (``Pending``, ``Planned``) and every one recorded ``Dispatched``, ``Running`` or
+    ``Paused``, less ``known``, is looked up in the outbox; the ones it holds are left out
+    of the plan, and the units that have not ended hold their GPUs and power in the horizon
+    as the planner's running work.
+
+    Parameters
+    ----------
+    service_store
+        :class:`~carbonsched.store.service.ServiceStore`.
+    snap
+        The run's :func:`submitted_jobs`.
+    known
+        Ids not looked up: the rolling state's own (it holds their committed pieces itself).
+    horizon_start
+        The run's first slot (tz-aware UTC); ``None``: no running work is read.
+
+    Returns
+    -------
+    left_out : set of str
+        The ids of ``snap`` dispatch holds (live or final): not to plan.
+    work : FileWork
+        Its ``running`` work and ``notes`` (``workload`` is not used).
+    """
+    skip = set(known) | set(snap.invalid)
+    jobs = {job.id: job for _, job in snap if job.id not in skip}
+    for r in service_store.jobs(states=API_LIVE_STATES):
+        if r["job_id"] in skip or r["job_id"] in jobs:
+            continue
+        try:
+            jobs[r["job_id"]] = job_from_spec(r["spec"])
+        except (ValueError, InputError):    # a spec the schema now refuses: nothing to hold
+            continue
+    if not jobs:
+        return set(), FileWork(Workload(jobs=[], inference=[]), [], [])
+    work = without_dispatched_jobs(service_store.store,
+                                   Workload(jobs=list(jobs.values()), inference=[]),
+                                   horizon_start=horizon_start,
+                                   source="submitted through the API")
+    kept = {j.id for j in work.workload.jobs}
+    return {job.id for _, job in snap if job.id in jobs and job.id not in kept}, work
 
 
 def dispatched_running_work(store: Any, held: dict[str, Any], jobs: dict[str, Job],
@@ -1430,15 +1494,19 @@ def _plan_daily(settings: Any, service_store: Any, wl: Workload, pdate: str,
     bad = unrunnable_submitted_jobs(service_store, load_catalog(settings.catalog), wl, snap)
     # the file's jobs dispatch holds are not new work; the units still running hold capacity
     # from the plan's first slot (the date's 00:00 UTC: run_daily_plan's horizon)
-    file_work = without_dispatched_jobs(service_store.store, wl,
-                                        horizon_start=pd.Timestamp(pdate, tz="UTC"))
+    start = pd.Timestamp(pdate, tz="UTC")
+    file_work = without_dispatched_jobs(service_store.store, wl, horizon_start=start)
+    # so are the API's: one an earlier plan dispatched is left out (even if its record still
+    # says Pending), and its units still running hold their GPUs and power too
+    api_held, api_work = without_dispatched_api_jobs(service_store, snap, horizon_start=start)
     wl, api_ids = with_submitted_jobs(file_work.workload, service_store, t,
-                                      settings.horizon_hours, set(bad), snap)
-    expired = [j for j in expired_submitted_jobs(service_store, t, snap) if j.id not in bad]
+                                      settings.horizon_hours, set(bad) | api_held, snap)
+    expired = [j for j in expired_submitted_jobs(service_store, t, snap)
+               if j.id not in bad and j.id not in api_held]
     daily = run_daily_plan(pdate, settings.catalog, wl, settings.data_dir, settings.solver,
                            settings.time_limit_s, settings.horizon_hours,
                            signal_loader=loaders.signal_loader,
-                           running=file_work.running,
+                           running=file_work.running + api_work.running,
                            exogenous_loader=loaders.exogenous_loader)
     doc = daily.document
     if expired:
@@ -1450,7 +1518,7 @@ def _plan_daily(settings: Any, service_store: Any, wl: Workload, pdate: str,
 
     if bad:
         doc["notes"].append(unrunnable_note(bad))
-    doc["notes"].extend(file_work.notes)
+    doc["notes"].extend(file_work.notes + api_work.notes)
 
     def record(db: Any, now: datetime) -> None:
         update_submitted(db, doc, api_ids, now)
@@ -1475,13 +1543,16 @@ def _plan_rolling(settings: Any, service_store: Any, catalog: Catalog, wl: Workl
 
     snap = submitted_jobs(service_store)      # one snapshot of the API's jobs for the run
     bad = _unrunnable_rolling(service_store, catalog, wl, snap)
-    api = [job for r, job in snap if r["job_id"] not in bad]
-    api_ids = {j.id for j in api}
     # the file's jobs whose id the store holds final (pruned) or dispatch holds (from a daily
-    # run's plan: the rolling state keeps the others it committed or ended) are not new work
-    file_ids = [j.id for j in wl.jobs]
-    file_work = without_dispatched_jobs(service_store.store, wl,
-                                        RollingStore(service_store.store).holds(file_ids), t)
+    # run's plan, or a stopped run given up: the rolling state keeps the others it committed
+    # or ended) are not new work; nor are the API's that dispatch holds and the state does not
+    state_holds = RollingStore(service_store.store).holds(
+        [j.id for j in wl.jobs] + [job.id for _, job in snap]
+        + [r["job_id"] for r in service_store.jobs(states=API_LIVE_STATES)])
+    file_work = without_dispatched_jobs(service_store.store, wl, state_holds, t)
+    api_held, api_work = without_dispatched_api_jobs(service_store, snap, state_holds, t)
+    api = [job for r, job in snap if r["job_id"] not in bad and r["job_id"] not in api_held]
+    api_ids = {j.id for j in api}
     # a bad job already pending in the rolling state ends there too (the planner would
     # refuse the whole run for a site the catalog lost)
     end_first = [Unplaced(jid, ReasonCode(reason), detail)
@@ -1494,11 +1565,11 @@ def _plan_rolling(settings: Any, service_store: Any, catalog: Catalog, wl: Workl
                         settings.rolling_run_every_hours,
                         signal_loader=loaders.signal_loader,
                         exogenous_loader=loaders.exogenous_loader, end_first=end_first,
-                        dispatched=file_work.running)
+                        dispatched=file_work.running + api_work.running)
     doc = step.daily.document
     if bad:
         doc["notes"].append(unrunnable_note(bad))
-    doc["notes"].extend(file_work.notes)
+    doc["notes"].extend(file_work.notes + api_work.notes)
 
     def record(db: Any, now: datetime) -> None:
         step.rolling_store.save(step.planner.state, step.run, doc["plan_id"], now)
@@ -1781,9 +1852,13 @@ def _resume_rolling_or_wait(service_store: Any, catalog: Catalog, wl: Workload,
     try:
         return _resume_rolling(service_store, catalog, wl, t, saved)
     except InputError as exc:
+        from carbonsched.store.service import run_key
+
         raise RunBlockedError(f"{exc} (the run stays interrupted and is tried again after "
                               "its lease; no later rolling run is planned before it is "
-                              "finished)") from exc
+                              "finished; if it can never be finished, give it up: "
+                              f"`carbonsched runs abandon {run_key(t)} --reason TEXT`)"
+                              ) from exc
 
 
 def _resume_rolling(service_store: Any, catalog: Catalog, wl: Workload, t: pd.Timestamp,

@@ -811,6 +811,83 @@ class ServiceStore:
         with Session(self.engine) as s:
             return [_run_dict(r) for r in s.scalars(q.order_by(RunRow.run_key))]
 
+    @store_call("abandoning the run of {key}")
+    def abandon_run(self, key: str | datetime, reason: str, now: datetime) -> dict[str, Any]:
+        """Give up a stopped run for good: its record becomes ``abandoned`` (final).
+
+        A run stopped after it stored its plan is finished from that plan when it is claimed
+        again, and a rolling run issued later finishes it first
+        (:func:`carbonsched.service.runs.finish_stopped_runs`). One that can never be
+        finished (its plan lost, its rolling state impossible to save from it) would stop
+        every later rolling run for good. An operator gives it up here, once, with a reason:
+        no claim takes the record again and later runs plan on the rolling state as the last
+        finished run left it. The outbox is not touched: the units its dispatch wrote stay
+        the claims of their jobs (submitted at most once by their keys), and later runs
+        leave those jobs out and hold their running units' capacity
+        (:func:`carbonsched.service.runs.without_dispatched_jobs`).
+
+        Only a retryable record can be abandoned: ``interrupted``, or ``running`` whose
+        lease ran out (``lease_expires_at`` before the database's time: its owner died). A
+        ``running`` record under a live lease is a run going on, and is refused.
+
+        Parameters
+        ----------
+        key
+            The run's issue time, its key (:func:`run_key`) or, for a run issued at 00:00
+            UTC, its planning date ``YYYY-MM-DD``.
+        reason
+            Why, in the operator's words (non-empty; kept in the record's ``error``).
+        now
+            The service's clock (``finished_at``).
+
+        Returns
+        -------
+        dict
+            The record as :meth:`get_run` gives it, now ``abandoned``.
+
+        Raises
+        ------
+        InputError
+            An empty reason; no record at ``key``; a final record; a ``running`` record whose
+            lease is live. The message names the record and what to do.
+        StoreUnavailableError
+            The database cannot be reached.
+        """
+        k = run_key(key)
+        why = " ".join(str(reason).split())
+        if not why:
+            raise InputError(f"abandoning run {k}: give a reason (--reason TEXT); it is "
+                             "kept in the run's record")
+        with Session(self.engine) as s, s.begin():
+            t = database_now(s, self.lease_clock)
+            old = s.get(RunRow, k)
+            if old is None:
+                raise InputError(f"no run record issued at {k}; `carbonsched runs list` "
+                                 "shows the records and their keys")
+            if old.status not in RETRYABLE:
+                raise InputError(f"run {k} is {old.status}, which is final: only a stopped "
+                                 "run (interrupted, or running with its lease run out) can be "
+                                 "abandoned")
+            live = old.lease_expires_at is not None and old.lease_expires_at >= t
+            if old.status == "running" and live:
+                raise InputError(
+                    f"run {k} is running on {old.replica}: its lease runs until "
+                    f"{old.lease_expires_at.isoformat()} (database time "
+                    f"{t.isoformat()}); stop that process (its claim is given up), or wait "
+                    "until its lease runs out, then abandon it")
+            plan = f"; it had stored plan {old.plan_id}" if old.plan_id else ""
+            text = (f"abandoned by an operator: {why}{plan} (was {old.status}: "
+                    f"{old.error})")[:4000]
+            res = s.execute(update(RunRow).where(
+                RunRow.run_key == k, RunRow.status == old.status,
+                RunRow.attempts == old.attempts).values(
+                    status="abandoned", finished_at=now, lease_expires_at=None, owner=None,
+                    error=text))
+            if not res.rowcount:       # claimed meanwhile
+                raise InputError(f"run {k} was claimed while it was being abandoned; "
+                                 "`carbonsched runs list` shows who holds it")
+            return _run_dict(s.get(RunRow, k))
+
     @store_call("reading the catalogs of the run records")
     def run_catalogs(self) -> dict[str, int]:
         """Catalog name -> number of run records that planned it.
