@@ -72,7 +72,7 @@ from carbonsched.adapters.dispatch.base import (
     short_hash,
     split_key,
 )
-from carbonsched.domain import JobState, ReasonCode
+from carbonsched.domain import TERMINAL_STATES, JobState, ReasonCode
 from carbonsched.errors import (
     BackendError,
     BackendRejectedError,
@@ -150,8 +150,7 @@ STATE_MAP: dict[str, tuple[JobState, ReasonCode]] = {
     "PREEMPTED": (JobState.FAILED, ReasonCode.PREEMPTED),
     "REVOKED": (JobState.CANCELLED, ReasonCode.CANCELLED),
 }
-TERMINAL = {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}
-_TERMINAL_WORDS = {w for w, (st, _) in STATE_MAP.items() if st in TERMINAL}
+_TERMINAL_WORDS = {w for w, (st, _) in STATE_MAP.items() if st in TERMINAL_STATES}
 
 #: what the cluster did, for the states that are its doing and not the job's (squeue(1) "JOB
 #: STATE CODES"): the record's detail says it, never only the bare word
@@ -377,7 +376,7 @@ def backend_job(cluster: str, job: Mapping[str, Any]) -> BackendJob | None:
         key=ours[0], plan_id=ours[1], backend_id=f"{cluster}:{job['job_id']}", state=state,
         reason=reason, raw_state=",".join(states),
         actual_start=job["start"] if started else None,
-        actual_end=job["end"] if state in TERMINAL and started else None,
+        actual_end=job["end"] if state in TERMINAL_STATES and started else None,
         begin=job["begin"],
         detail=cluster_detail(base, job.get("state_reason", "") or "", restarts),
         submitted=job.get("submit"))
@@ -689,7 +688,7 @@ class SlurmAdapter:
                 f"{self.name}: submission outcome unknown ({why}); looking the key up failed "
                 f"too ({exc}); it is looked up again before any resubmission") from exc
         job = found.get(req.key)
-        if refused and (job is None or job.state in TERMINAL):
+        if refused and (job is None or job.state in TERMINAL_STATES):
             # Slurm keeps a refused job's record, ended (FAILED, reason BadConstraints): that
             # is the refusal itself; only a live job means the submission went through
             raise BackendRejectedError(self.name, req.key, refused)
@@ -755,7 +754,7 @@ class SlurmAdapter:
     def cancel(self, key: str) -> bool:
         """``scancel`` our job with this key; False if the cluster has none or it is over."""
         job = self.status([key]).get(key)
-        if job is None or job.state in TERMINAL:
+        if job is None or job.state in TERMINAL_STATES:
             return False
         self._run(["scancel", *self._cluster_args(), job.backend_id.split(":", 1)[1]])
         return True
@@ -954,7 +953,7 @@ class SlurmAdapter:
 
 
 def _rank(job: BackendJob) -> tuple[int, int]:
-    live = job.state not in TERMINAL
+    live = job.state not in TERMINAL_STATES
     return (int(live), int(job.backend_id.rsplit(":", 1)[1]))
 
 
@@ -987,7 +986,7 @@ def accounting_job(cluster: str, key: str, r: dict[str, Any]) -> BackendJob:
     return BackendJob(key=key, plan_id=ours[1] if ours else "",
                       backend_id=f"{cluster}:{r['job_id']}", state=state, reason=reason,
                       raw_state=r["state"], actual_start=r["start"] if started else None,
-                      actual_end=r["end"] if started and state in TERMINAL else None,
+                      actual_end=r["end"] if started and state in TERMINAL_STATES else None,
                       submitted=r["submit"],
                       detail=f"from sacct{': ' + said if said else ''}{before}")
 

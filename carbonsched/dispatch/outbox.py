@@ -101,8 +101,6 @@ from carbonsched.store.pruned_jobs import PrunedJob, pruned_jobs, pruned_sentenc
 Clock = Callable[[], datetime]
 """Returns "now" (tz-aware); injected so tests drive time."""
 
-TERMINAL = tuple(sorted(TERMINAL_STATES))   # for service/runs.py only: read TERMINAL_STATES
-
 logger = logging.getLogger(__name__)
 
 

@@ -1332,12 +1332,13 @@ def without_dispatched_jobs(store: Any, wl: Workload, known: Collection[str] = (
     FileWork
         The workload left to plan, the notes and the running work.
     """
-    from carbonsched.dispatch.outbox import TERMINAL, dispatched_jobs, final_jobs
+    from carbonsched.dispatch.outbox import dispatched_jobs, final_jobs
+    from carbonsched.domain import TERMINAL_STATES
 
     ids = {j.id for j in wl.jobs} - set(known)
     held = dispatched_jobs(store, ids)
     final = final_jobs(store, ids, held)
-    live = {i: d for i, d in held.items() if i not in final and d.state not in TERMINAL}
+    live = {i: d for i, d in held.items() if i not in final and d.state not in TERMINAL_STATES}
     notes: list[str] = []
     if final:
         f = sorted(final)
