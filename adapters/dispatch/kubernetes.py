@@ -615,12 +615,19 @@ class KubernetesAdapter:
             gated, deadline = self._volcano_pods(
                 objs[0]["metadata"]["name"] if len(objs) == 1 else None)
         out = {}
-        for obj in objs:
+        readings = [self._reading(obj, workloads, gated) for obj in objs]
+        # the child Jobs of every JobSet that failed for a reason it does not say: one list
+        children = self._jobset_children([
+            obj["metadata"]["name"] for obj, r in zip(objs, readings, strict=True)
+            if obj.get("kind") == JOBSET.kind and r.state is JobState.FAILED
+            and r.reason is not ReasonCode.DEADLINE_PASSED and obj["metadata"]["name"]
+            not in deadline])
+        for obj, r in zip(objs, readings, strict=True):
             meta = obj["metadata"]
-            r = self._reading(obj, workloads, gated)
             if r.state is JobState.FAILED and r.reason is not ReasonCode.DEADLINE_PASSED and (
-                    meta["name"] in deadline or (obj.get("kind") == JOBSET.kind
-                                                 and self._children_timed_out(meta["name"]))):
+                    meta["name"] in deadline or any(
+                        read_job(c).reason is ReasonCode.DEADLINE_PASSED
+                        for c in children.get(meta["name"], []))):
                 # stopped by activeDeadlineSeconds: a pausing piece's planned stop (the outbox
                 # records it Paused), or a run past its deadline
                 r = Reading(JobState.FAILED, ReasonCode.DEADLINE_PASSED, "failed", r.start,
@@ -673,14 +680,30 @@ class KubernetesAdapter:
                     deadline.add(name)
         return gated, deadline
 
-    def _children_timed_out(self, jobset: str) -> bool:
-        """True when a child Job of the JobSet failed with ``DeadlineExceeded``.
+    def _jobset_children(self, jobsets: Collection[str]) -> dict[str, list[dict[str, Any]]]:
+        """The child Jobs of the JobSets named ``jobsets``, by JobSet name, in one list call.
 
-        The JobSet's own ``Failed`` condition does not say why; its Jobs carry the label
-        ``jobset.sigs.k8s.io/jobset-name``.
+        The JobSet controller labels each child Job ``jobset.sigs.k8s.io/jobset-name`` with its
+        JobSet's name. One JobSet: its own children (``jobset-name=<name>``); more: every Job
+        carrying the label (the existence selector), grouped here, so that a pass over N
+        JobSets makes one list call, not N. A JobSet with no child Job maps to ``[]``; none
+        named: ``{}``, no call.
+
+        Raises
+        ------
+        BackendError
+            The Jobs could not be listed.
         """
-        children = self._list(JOB, selector=f"{JOBSET_NAME_LABEL}={jobset}")
-        return any(read_job(c).reason is ReasonCode.DEADLINE_PASSED for c in children)
+        want = set(jobsets)
+        if not want:
+            return {}
+        out: dict[str, list[dict[str, Any]]] = {name: [] for name in want}
+        sel = f"{JOBSET_NAME_LABEL}={next(iter(want))}" if len(want) == 1 else JOBSET_NAME_LABEL
+        for job in self._list(JOB, selector=sel):
+            name = (job["metadata"].get("labels") or {}).get(JOBSET_NAME_LABEL)
+            if name in out:
+                out[name].append(job)
+        return out
 
     def _our_pods(self, job: str | None = None) -> list[dict[str, Any]]:
         core = self._pods()
@@ -849,6 +872,11 @@ class KubernetesAdapter:
         Kueue: :meth:`_keep_kueue_stops`; Volcano: :meth:`_keep_volcano_stops`. Other
         workloads: nothing to do (the release itself bounds the run, which starts then).
 
+        A pass (every minute) costs a fixed number of list calls however many keys it is
+        given: Kueue lists our Jobs and JobSets, and when a JobSet needs them the child Jobs
+        of all of them, once each (:meth:`_jobset_children`); Volcano lists our Volcano Jobs
+        and our pods once each. Only the patches and deletes that bound a run are per object.
+
         Parameters
         ----------
         keys
@@ -915,22 +943,35 @@ class KubernetesAdapter:
         """
         want, out = set(keys), {}
         api = self._custom()
-        for res, obj in self._objects():
-            key = _owner_key(obj)
-            if key not in want or KUEUE_QUEUE_LABEL not in (obj["metadata"].get("labels")
-                                                           or {}):
-                continue
-            if self._reading(obj, {}, {}).state in (JobState.SUCCEEDED, JobState.FAILED,
-                                                    JobState.CANCELLED):
-                continue
+        live = [(res, obj, key) for res, obj in self._objects()
+                if (key := _owner_key(obj)) in want
+                and KUEUE_QUEUE_LABEL in (obj["metadata"].get("labels") or {})
+                and self._reading(obj, {}, {}).state not in (
+                    JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)]
+        # the child Jobs of every live JobSet, listed once for the pass when one needs them
+        # (never once per JobSet: a pass comes every minute)
+        kids: dict[str, list[dict[str, Any]]] | None = None
+
+        def children(res: Resource, obj: dict[str, Any]) -> list[dict[str, Any]] | None:
+            nonlocal kids
+            if res is not JOBSET:
+                return None
+            if kids is None:
+                kids = self._jobset_children([o["metadata"]["name"] for r, o, _ in live
+                                              if r is JOBSET])
+            return kids.get(obj["metadata"]["name"], [])
+
+        for res, obj, key in live:
             name = obj["metadata"]["name"]
             queued = bool((obj.get("spec") or {}).get("suspend"))
             if queued:
                 stop = self.stop_at(obj)
                 if stop is None or (stop - self.clock()).total_seconds() >= \
-                        MIN_ACTIVE_DEADLINE_S or self._withdrawn(res, obj):
+                        MIN_ACTIVE_DEADLINE_S or self._withdrawn(res, obj,
+                                                                 children(res, obj)):
                     continue
-            bound, said, _ = self._run_bound(res, obj, key, "bound", started=not queued)
+            bound, said, _ = self._run_bound(res, obj, key, "bound", started=not queued,
+                                             children=children(res, obj))
             patch: dict[str, Any] = {"spec": bound}
             if queued:   # no pod runs whenever Kueue admits it
                 patch["metadata"] = {"annotations": {RELEASED_PAST_STOP: _iso(self.clock())}}
@@ -1113,14 +1154,17 @@ class KubernetesAdapter:
             gone.append(pname)
         return gone
 
-    def _withdrawn(self, res: Resource, obj: dict[str, Any]) -> bool:
+    def _withdrawn(self, res: Resource, obj: dict[str, Any],
+                   children: list[dict[str, Any]] | None = None) -> bool:
         """True when a queued object runs no pod whenever Kueue admits it.
 
-        ``parallelism: 0`` on the Job, or on every child Job of a JobSet.
+        ``parallelism: 0`` on the Job, or on every child Job of a JobSet (``children``, as
+        listed by :meth:`_jobset_children`; None lists them).
         """
         if res is not JOBSET:
             return (obj.get("spec") or {}).get("parallelism") == 0
-        children = self._list(JOB, selector=f"{JOBSET_NAME_LABEL}={obj['metadata']['name']}")
+        if children is None:
+            children = self._jobset_children([obj["metadata"]["name"]])[obj["metadata"]["name"]]
         return bool(children) and all((c.get("spec") or {}).get("parallelism") == 0
                                       for c in children)
 
@@ -1203,7 +1247,8 @@ class KubernetesAdapter:
                        + (f"; {said}" if said else ""))
 
     def _run_bound(self, res: Resource, obj: dict[str, Any], key: str, verb: str,
-                   started: bool = False, stop: datetime | None = None
+                   started: bool = False, stop: datetime | None = None,
+                   children: list[dict[str, Any]] | None = None
                    ) -> tuple[dict[str, int], str, bool]:
         """Bound the run of ``obj``, about to start (released or resumed), by its planned stop.
 
@@ -1240,6 +1285,9 @@ class KubernetesAdapter:
         stop
             The stop to bound it by, when a grid event moved it (:meth:`_moved_stop`);
             default :meth:`stop_at`.
+        children
+            A JobSet's child Jobs as listed for a whole pass (:meth:`_jobset_children`);
+            None lists them.
 
         Returns
         -------
@@ -1267,7 +1315,8 @@ class KubernetesAdapter:
             return bound, said, over
         api = self._custom()
         name = obj["metadata"]["name"]
-        children = self._list(JOB, selector=f"{JOBSET_NAME_LABEL}={name}")
+        if children is None:
+            children = self._jobset_children([name])[name]
         if not children:
             raise BackendError(
                 f"{self.name}: {verb} of jobsets/{name} not made: it has no child Jobs yet to "

@@ -1383,6 +1383,121 @@ def test_the_release_pass_keeps_a_late_volcano_gang_within_its_stop(store,
         adapters[site].cancel(f"{prefix}-p#{n}")
 
 
+def _api_requests(a: KubernetesAdapter) -> list[tuple[str, str, int | None]]:
+    """Record each HTTP request the adapter's API client sends from now on, at its transport
+    (urllib3's pool manager): ``(method, path without the namespace prefix, items listed)``,
+    items being the length of a list answer's ``items`` (None for any other answer)."""
+    a._custom()
+    pm = a._core.api_client.rest_client.pool_manager
+    sent: list[tuple[str, str, int | None]] = []
+    real = pm.request
+
+    def request(method, url, *args, **kw):
+        r = real(method, url, *args, **kw)
+        try:
+            items = len(json.loads(r.data)["items"])
+        except (ValueError, KeyError, TypeError):
+            items = None
+        sent.append((method, url.split("?")[0].split(f"/namespaces/{a.namespace}/")[-1], items))
+        return r
+
+    pm.request = request
+    return sent
+
+
+def _lists(sent: list[tuple[str, str, int | None]]) -> list[str]:
+    """The collections listed (a GET without an object's name), in order."""
+    return [path for method, path, _ in sent if method == "GET" and "/" not in path]
+
+
+PASS_N = 20
+
+
+@pytest.mark.parametrize(("workload", "nodes", "listed"), [
+    ("kueue", 2, ["jobs", "jobsets", "jobs"]),   # our Jobs and JobSets; every child Job once
+    ("kueue", 1, ["jobs", "jobsets"]),
+    ("volcano", 2, ["jobs", "pods"]),            # our Volcano Jobs; our pods once
+])
+def test_a_release_pass_over_many_pieces_lists_each_kind_once(workload, nodes, listed,
+                                                              emulator_kubeconfig):
+    """The release pass (every minute) bounds each released piece by its planned stop. Known
+    bad: under Kueue it listed each JobSet's child Jobs with a call of its own, twice for one
+    still queued at its stop, so a site with N live JobSets cost N (2N) list calls a minute.
+    Now one pass over 20 pieces still queued (or unscheduled) at their stop lists each kind
+    once, however many pieces, reads no object one by one, and writes only the bounds: each
+    piece withdrawn as with one piece (no pod runs whenever it is admitted or scheduled)."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    stop = now - timedelta(seconds=30)
+    later = now + timedelta(hours=1)            # Kueue admits, Volcano binds, only then
+    made = [_queued_piece(nodes, stop, later) if workload == "kueue"
+            else _waiting_gang(nodes, stop, later)[:2] for _ in range(PASS_N)]
+    a, reqs = made[0][0], [r for _, r in made]
+    keys = [r.key for r in reqs]
+    try:
+        a.clock = lambda: stop - timedelta(seconds=100)
+        for r in reqs:
+            assert a.release(r.key) is True
+        a.clock = lambda: datetime.now(UTC)     # the next pass: after their stop
+        sent = _api_requests(a)
+        done = a.keep_planned_stops(keys)
+        assert set(done) == set(keys), done
+        if workload == "kueue":
+            assert all("not admitted by Kueue by its planned stop: " in d
+                       and "parallelism: 0, activeDeadlineSeconds: 1" in d
+                       for d in done.values()), done
+            writes = PASS_N * (1 + (nodes if nodes > 1 else 0))   # the object, child Jobs
+            assert [m for m, _, _ in sent if m != "GET"] == ["PATCH"] * writes
+        else:
+            assert all(" not scheduled by Volcano by its planned stop at " in d
+                       for d in done.values()), done
+            assert sorted(m for m, _, _ in sent if m != "GET") == (
+                ["DELETE"] * (PASS_N * nodes) + ["PATCH"] * PASS_N)   # pods; the annotation
+        assert _lists(sent) == listed, sent
+        assert [s for s in sent if s[0] == "GET" and "/" in s[1]] == []   # no read one by one
+        sent.clear()
+        assert a.keep_planned_stops(keys) == {}           # withdrawn once
+        assert _lists(sent) == listed and [m for m, _, _ in sent if m != "GET"] == [], sent
+        if workload == "kueue":
+            for r in reqs:
+                _, specs = _stop_of(a, r)
+                assert [(sp["activeDeadlineSeconds"], sp["parallelism"]) for sp in specs] == [
+                    (1, 0)] * len(specs)
+    finally:
+        for k in keys:
+            a.cancel(k)
+
+
+def test_a_status_read_of_many_jobsets_stopped_at_their_deadline_lists_child_jobs_once(
+        emulator_kubeconfig):
+    """A JobSet's ``Failed`` condition does not say why; the status read tells a run stopped
+    at its deadline by its child Jobs. Known bad: it listed each failed JobSet's child Jobs
+    with a call of its own. Now a read of 8 JobSets, each released after its planned stop
+    (no pod runs, its child Jobs end ``DeadlineExceeded``), lists JobSets and Jobs once
+    each, and every one still reads Failed/DeadlinePassed, never ran."""
+    ctx, _ = EMULATED["jobset"]
+    a = KubernetesAdapter(ctx, NS, kubeconfig=str(emulator_kubeconfig), workload="jobset")
+    now = datetime.now(UTC).replace(microsecond=0)
+    reqs = [_req(start=now, end=now + timedelta(hours=1), deadline=now + timedelta(days=1),
+                 pieces=2, gpus=2, nodes=2) for _ in range(8)]
+    try:
+        for r in reqs:
+            a.submit(r)
+        a.clock = lambda: now + timedelta(hours=2)    # after their planned stop
+        for r in reqs:
+            assert a.release(r.key) is True
+        keys = [r.key for r in reqs]
+        _poll(lambda: a.status(keys), lambda st: all(
+            j.state is JobState.FAILED for j in st.values()) and len(st) == len(keys), "over")
+        sent = _api_requests(a)
+        st = a.status(keys)
+        assert {(j.state, j.reason, j.raw_state) for j in st.values()} == {
+            (JobState.FAILED, ReasonCode.DEADLINE_PASSED, NEVER_RAN)} and set(st) == set(keys)
+        assert _lists(sent) == ["jobsets", "jobs"] and len(sent) == 2, sent
+    finally:
+        for r in reqs:
+            a.cancel(r.key)
+
+
 def _post(t: Target, body: dict):
     import httpx
 
