@@ -717,9 +717,19 @@ class KubernetesAdapter:
         return [core.api_client.sanitize_for_serialization(p) for p in (res.items or [])]
 
     def _find(self, key: str) -> tuple[Resource, dict[str, Any]] | None:
-        for res, obj in self._objects():
-            if _owner_key(obj) == key:
-                return res, obj
+        """Our object of ``key`` and its resource; None when there is none.
+
+        Listed by its key hash (``carbonsched.io/key-hash``, which :func:`_owner_key` checks
+        too), so the cluster answers with this key's objects only, never every object of
+        ours: the release pass calls this once per key due, and reading every object each
+        time made a pass quadratic in the namespace's objects. The resources of the workload
+        kind are listed in turn until it is found.
+        """
+        sel = f"{MANAGED_BY}={OWNER},{L_KEY_HASH}={short_hash(key, 16)}"
+        for res in RESOURCES[self.workload]:
+            for obj in self._list(res, selector=sel):
+                if _owner_key(obj) == key:
+                    return res, obj
         return None
 
     def cancel(self, key: str) -> bool:

@@ -37,6 +37,7 @@ from carbonsched.adapters.dispatch.k8s_workloads import (
     KUEUE_QUEUE_LABEL,
     KUEUE_WORKLOAD,
     RELEASED_PAST_STOP,
+    RESOURCES,
     VOLCANO_JOB,
     parse_time,
     read_jobset,
@@ -1493,6 +1494,41 @@ def test_a_status_read_of_many_jobsets_stopped_at_their_deadline_lists_child_job
         assert {(j.state, j.reason, j.raw_state) for j in st.values()} == {
             (JobState.FAILED, ReasonCode.DEADLINE_PASSED, NEVER_RAN)} and set(st) == set(keys)
         assert _lists(sent) == ["jobsets", "jobs"] and len(sent) == 2, sent
+    finally:
+        for r in reqs:
+            a.cancel(r.key)
+
+
+@pytest.mark.parametrize(("workload", "nodes", "most"), [
+    ("job", 1, 1), ("kueue", 1, 1),
+    ("kueue", 2, 5),       # its child Jobs carry its key hash: 2, the JobSet, 2 to bound
+    ("volcano", 2, 3),     # the Volcano Job, its 2 pods
+])
+def test_a_release_reads_its_own_object_not_every_object_of_the_namespace(
+        workload, nodes, most, emulator_kubeconfig):
+    """The release pass releases each due key in turn (and asks again each minute for one
+    still queued). Known bad: each release listed every object of ours in the namespace to
+    find its own, so a pass over N keys read N x N objects. Now a release lists by the key's
+    hash: among 20 held pieces, each release reads a few objects of its own, however many
+    others there are, and releases its piece once."""
+    ctx, queue = EMULATED[workload]
+    a = KubernetesAdapter(ctx, NS, kubeconfig=str(emulator_kubeconfig), workload=workload,
+                          queue=queue)
+    now = datetime.now(UTC).replace(microsecond=0)
+    reqs = [_req(start=now, end=now + timedelta(hours=1), deadline=now + timedelta(days=1),
+                 gpus=nodes, nodes=nodes) for _ in range(PASS_N)]
+    try:
+        for r in reqs:
+            a.submit(r)
+        a.clock = lambda: now
+        sent = _api_requests(a)
+        for r in reqs:
+            before = len(sent)
+            assert a.release(r.key) is True
+            mine = sent[before:]
+            assert sum(n or 0 for _, _, n in mine) <= most, mine
+            assert len(_lists(mine)) <= len(RESOURCES[workload]) + (nodes > 1), mine
+        assert [a.release(r.key) for r in reqs] == [False] * PASS_N   # released once
     finally:
         for r in reqs:
             a.cancel(r.key)
