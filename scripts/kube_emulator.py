@@ -1002,23 +1002,66 @@ def _set_condition(conds: list[dict[str, Any]], ctype: str, status: str, reason:
 GANG = "node"
 
 
+_SELECTOR_TERM = re.compile(
+    r"\s*(?:(?P<not>!)\s*(?P<absent>[^\s,!=()]+)"
+    r"|(?P<key>[^\s,!=()]+)\s*(?:(?P<op>==|=|!=)\s*(?P<value>[^\s,!=()]*)"
+    r"|\s(?P<setop>in|notin)\s*\((?P<values>[^()]*)\))?)\s*(?:,|$)")
+
+
+def parse_selector(selector: str | None) -> list[tuple[str, str, frozenset[str]]]:
+    """A label selector's requirements ``(key, operator, values)``, as the API server reads it.
+
+    Equality (``k=v``, ``k==v``, ``k!=v``), set-based (``k in (a,b)``, ``k notin (a,b)``) and
+    existence (``k``, ``!k``) terms joined by commas (apimachinery ``labels.Parse``); the
+    operators are ``=``, ``!=``, ``in``, ``notin``, ``exists`` and ``!``. Empty: no
+    requirement.
+
+    Raises
+    ------
+    ValueError
+        A term it cannot read (the API server answers 400 BadRequest).
+    """
+    out: list[tuple[str, str, frozenset[str]]] = []
+    text, pos = (selector or "").strip(), 0
+    while pos < len(text):
+        m = _SELECTOR_TERM.match(text, pos)
+        if m is None or m.end() == pos:
+            raise ValueError(f"unable to parse requirement: {text[pos:]!r}")
+        if m["absent"]:
+            out.append((m["absent"], "!", frozenset()))
+        elif m["op"]:
+            out.append((m["key"], "!=" if m["op"] == "!=" else "=", frozenset([m["value"]])))
+        elif m["setop"]:
+            values = frozenset(v.strip() for v in m["values"].split(",") if v.strip())
+            if not values:
+                raise ValueError(f"unable to parse requirement: {m[0].strip()!r}: "
+                                 "for 'in', 'notin' operators, values set can't be empty")
+            out.append((m["key"], m["setop"], values))
+        else:
+            out.append((m["key"], "exists", frozenset()))
+        pos = m.end()
+    return out
+
+
 def _selector_matches(selector: str | None, labels: dict[str, str]) -> bool:
-    if not selector:
-        return True
-    for term in selector.split(","):
-        term = term.strip()
-        if "!=" in term:
-            k, v = term.split("!=", 1)
-            if labels.get(k.strip()) == v.strip():
-                return False
-        elif "=" in term:
-            k, v = term.replace("==", "=").split("=", 1)
-            if labels.get(k.strip()) != v.strip():
-                return False
-        elif term.startswith("!"):
-            if term[1:] in labels:
-                return False
-        elif term not in labels:
+    """Whether ``labels`` meet every requirement of ``selector`` (:func:`parse_selector`).
+
+    ``!=`` and ``notin`` match a label that is absent, as in Kubernetes.
+
+    Raises
+    ------
+    ValueError
+        The selector cannot be read.
+    """
+    for key, op, values in parse_selector(selector):
+        have = labels.get(key)
+        if op in ("=", "in") and have not in values:
+            return False
+        if op in ("!=", "notin") and have in values:
+            return False
+        if op == "exists" and have is None:
+            return False
+        if op == "!" and have is not None:
             return False
     return True
 
@@ -1149,6 +1192,10 @@ def create_app(contexts: dict[str, list[str]], run_seconds: float = 2.0,
         c = cluster_or_404(cluster)
         if isinstance(c, JSONResponse):
             return c
+        try:
+            parse_selector(labelSelector)
+        except ValueError as exc:
+            return status_error(400, "BadRequest", str(exc), kind="pods")
         with lock:
             c.reconcile()
             items = [copy.deepcopy(p) for (pns, _), p in c.bucket(POD).items() if pns == ns
@@ -1285,6 +1332,10 @@ def create_app(contexts: dict[str, list[str]], run_seconds: float = 2.0,
         kind = kind_or_404(group, version, plural)
         if isinstance(kind, JSONResponse):
             return kind
+        try:
+            parse_selector(labelSelector)
+        except ValueError as exc:
+            return status_error(400, "BadRequest", str(exc), kind=plural)
         with lock:
             c.reconcile()
             items = [_as_version(o, kind) for (ons, _), o in c.bucket(kind).items()

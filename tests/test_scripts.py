@@ -357,3 +357,43 @@ def test_the_kube_emulator_keeps_an_idle_job_without_a_deadline_running() -> Non
     bounded = cluster.bucket(emu.JOB)[("ns", "bounded")]["status"]
     assert [(c["type"], c.get("reason")) for c in bounded["conditions"]
             if c["type"] == "Failed"] == [("Failed", "DeadlineExceeded")], bounded
+
+
+def test_the_kube_emulator_reads_label_selectors_as_the_api_server_does() -> None:
+    """Known bad: the emulator split a selector at every comma, so a set-based term
+    (``jobset-name in (a-0,b-0)``) matched nothing, silently (a real API server lists both);
+    an unreadable selector matched nothing too instead of the API server's 400. Equality,
+    set-based and existence terms, with ``!=``/``notin`` matching an absent label."""
+    from fastapi.testclient import TestClient
+
+    emu = load_script("scripts/kube_emulator.py", register=True)
+    labels = {"app.kubernetes.io/managed-by": "carbonsched",
+              "jobset.sigs.k8s.io/jobset-name": "a-0", "empty": ""}
+    cases = {
+        "": True,
+        "app.kubernetes.io/managed-by=carbonsched": True,
+        "app.kubernetes.io/managed-by==carbonsched,jobset.sigs.k8s.io/jobset-name": True,
+        "jobset.sigs.k8s.io/jobset-name in (a-0,b-0)": True,
+        "jobset.sigs.k8s.io/jobset-name in ( b-0 , a-0 )": True,
+        "jobset.sigs.k8s.io/jobset-name in (b-0,c-0)": False,
+        "jobset.sigs.k8s.io/jobset-name notin (b-0)": True,
+        "jobset.sigs.k8s.io/jobset-name notin (a-0,b-0)": False,
+        "other notin (a-0)": True,           # absent: notin and != match
+        "other!=x": True,
+        "other in (a-0)": False,
+        "other": False, "!other": True, "!empty": False, "empty=": True, "empty!=": False,
+        "app.kubernetes.io/managed-by=carbonsched,jobset.sigs.k8s.io/jobset-name in "
+        "(a-0,b-0),other!=q": True,
+    }
+    assert {sel: emu._selector_matches(sel, labels) for sel in cases} == cases
+    for bad in ("k in ()", "a=b=c", "k in (a", "k notin a"):
+        with pytest.raises(ValueError, match="unable to parse requirement"):
+            emu.parse_selector(bad)
+    app = emu.create_app({"c": ["ns"]})
+    with TestClient(app) as client:
+        r = client.get("/clusters/c/api/v1/namespaces/ns/pods",
+                       params={"labelSelector": "k in (a"})
+        assert (r.status_code, r.json()["reason"]) == (400, "BadRequest")
+        r = client.get("/clusters/c/api/v1/namespaces/ns/pods",
+                       params={"labelSelector": "k in (a,b)"})
+        assert (r.status_code, r.json()["items"]) == (200, [])
