@@ -59,8 +59,10 @@ def runs_list(
                       r["trigger"], r["replica"], _when(r["started_at"]),
                       _when(r["finished_at"]))
         out.print(t)
-        stopped = [r["run_key"] for r in rows
-                   if r["status"] in ("running", "interrupted") and r["plan_id"]]
+        now = datetime.now(UTC)
+        stopped = [r["run_key"] for r in rows if r["plan_id"] and (
+            r["status"] == "interrupted" or r["status"] == "running" and (
+                r["lease_expires_at"] is None or r["lease_expires_at"] < now))]
         if stopped:
             out.print(f"{len(stopped)} run(s) stopped after storing a plan ({', '.join(stopped)})"
                       ": they are finished from that plan when claimed again; one that can "
@@ -81,10 +83,11 @@ def runs_abandon(
     For a run stopped after it stored its plan that can never be finished (its plan lost,
     the rolling state impossible to save from it): until then every later rolling run is
     refused (``RunBlockedError``, exit 3). Afterwards no claim runs it again, and later runs
-    plan on the rolling state the last finished run left. The units its dispatch recorded
-    stay on their clusters (`carbonsched status` shows them; `carbonsched cancel` stops
-    one): later runs do not plan those jobs again and hold the GPUs and power their running
-    units use. Refused (exit 2) for a run that is going on (a live lease) or already final.
+    plan on the rolling state as the newest run that saved it left it. The units its
+    dispatch recorded stay on their clusters (`carbonsched status` shows them; `carbonsched
+    cancel` stops one): later runs do not plan those jobs again and hold the GPUs and power
+    their running units use. Refused (exit 2) for a run that is going on (a live lease) or
+    already final.
     """
     from carbonsched.cli.common import err, errors
 
@@ -94,7 +97,7 @@ def runs_abandon(
                 "clusters (`carbonsched status`), and later runs neither plan those jobs again "
                 "nor book the GPUs their running units hold" if rec["plan_id"] else "")
         err.print(f"run {rec['run_key']} abandoned: no claim runs it again, and a later "
-                  "rolling run no longer waits for it (it plans on the rolling state the last "
-                  f"finished run left){plan}",
+                  "rolling run no longer waits for it (it plans on the rolling state as the "
+                  f"newest run that saved it left it){plan}",
                   highlight=False, soft_wrap=True)
         print(json.dumps(rec, default=str))

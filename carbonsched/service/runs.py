@@ -297,20 +297,24 @@ def with_submitted_jobs(wl: Workload, service_store: Any, issued_at: pd.Timestam
     return Workload(jobs=list(wl.jobs) + extra, inference=wl.inference), {j.id for j in extra}
 
 
-API_DISPATCH_STATES = ("Pending", "Planned", "Dispatched", "Running", "Paused")
-"""States of an API job whose record follows its dispatch (:func:`sync_dispatched_jobs`):
-``Pending`` too, for a run stopped after its dispatch wrote the job's claim and before it
-recorded the job (then given up: ``carbonsched runs abandon``)."""
+API_DISPATCH_STATES = ("Planned", "Dispatched", "Running", "Paused")
+"""States of an API job whose record follows its dispatch (:func:`sync_dispatched_jobs`)."""
 
 
-def sync_dispatched_jobs(service_store: Any, now: datetime) -> int:
+def sync_dispatched_jobs(service_store: Any, now: datetime,
+                         pending: Collection[str] = ()) -> int:
     """Record each API job dispatch holds as the outbox has it.
 
-    A job ``Pending``, ``Planned`` (or already ``Dispatched``, ``Running``, ``Paused``) whose
-    first piece dispatch holds (:func:`carbonsched.dispatch.outbox.dispatched_jobs`) takes the state
-    of its pieces (``Dispatched``, ``Running``, ``Paused``, ``Succeeded``, ``Failed``,
+    A job ``Planned`` (or already ``Dispatched``, ``Running``, ``Paused``) whose first piece
+    dispatch holds (:func:`carbonsched.dispatch.outbox.dispatched_jobs`) takes the state of its
+    pieces (``Dispatched``, ``Running``, ``Paused``, ``Succeeded``, ``Failed``,
     ``Cancelled``), the plan it was dispatched from and its span. Called before a run plans (so
     no later plan places a dispatched job again) and after it dispatches.
+
+    ``pending``: ids of ``Pending`` jobs to record likewise, those a run found dispatch holds
+    under the API job's own id (:func:`without_dispatched_api_jobs`: a run stopped between its
+    dispatch and its record, then given up). A ``Pending`` job is never matched by id alone
+    otherwise: a workload file's job of the same id (a ``NameConflict``) may hold the claim.
 
     Returns
     -------
@@ -320,6 +324,10 @@ def sync_dispatched_jobs(service_store: Any, now: datetime) -> int:
     from carbonsched.dispatch.outbox import dispatched_jobs
 
     rows = {r["job_id"]: r for r in service_store.jobs(states=API_DISPATCH_STATES)}
+    if pending:
+        want = set(pending)
+        rows |= {r["job_id"]: r for r in service_store.jobs(states=("Pending",))
+                 if r["job_id"] in want}
     changed = 0
     for jid, d in dispatched_jobs(service_store.store, list(rows)).items():
         row = rows[jid]
@@ -1392,14 +1400,16 @@ def without_dispatched_api_jobs(service_store: Any, snap: Submitted,
     snap
         The run's :func:`submitted_jobs`.
     known
-        Ids not looked up: the rolling state's own (it holds their committed pieces itself).
+        Ids not looked up: those the rolling state holds committed (it holds their pieces'
+        capacity itself), the unrunnable ones (``NameConflict``: a workload file's job of the
+        same id may hold the claim) and the workload file's own (looked up as file jobs).
     horizon_start
         The run's first slot (tz-aware UTC); ``None``: no running work is read.
 
     Returns
     -------
-    left_out : set of str
-        The ids of ``snap`` dispatch holds (live or final): not to plan.
+    held : set of str
+        The ids looked up that dispatch holds (live or final): not to plan.
     work : FileWork
         Its ``running`` work and ``notes`` (``workload`` is not used).
     """
@@ -1419,7 +1429,7 @@ def without_dispatched_api_jobs(service_store: Any, snap: Submitted,
                                    horizon_start=horizon_start,
                                    source="submitted through the API")
     kept = {j.id for j in work.workload.jobs}
-    return {job.id for _, job in snap if job.id in jobs and job.id not in kept}, work
+    return set(jobs) - kept, work
 
 
 def dispatched_running_work(store: Any, held: dict[str, Any], jobs: dict[str, Job],
@@ -1499,7 +1509,8 @@ def _plan_daily(settings: Any, service_store: Any, wl: Workload, pdate: str,
     file_work = without_dispatched_jobs(service_store.store, wl, horizon_start=start)
     # so are the API's: one an earlier plan dispatched is left out (even if its record still
     # says Pending), and its units still running hold their GPUs and power too
-    api_held, api_work = without_dispatched_api_jobs(service_store, snap, horizon_start=start)
+    api_held, api_work = without_dispatched_api_jobs(
+        service_store, snap, set(bad) | {j.id for j in wl.jobs}, start)
     wl, api_ids = with_submitted_jobs(file_work.workload, service_store, t,
                                       settings.horizon_hours, set(bad) | api_held, snap)
     expired = [j for j in expired_submitted_jobs(service_store, t, snap)
@@ -1525,6 +1536,7 @@ def _plan_daily(settings: Any, service_store: Any, wl: Workload, pdate: str,
         update_submitted(db, doc, api_ids, now)
         end_expired_jobs(db, expired, t, now)
         end_unrunnable_jobs(db, bad, now)
+        sync_dispatched_jobs(db, now, pending=api_held)   # a Pending one dispatch holds
 
     return _Planned(doc, daily.forecasts, api_ids, record)
 
@@ -1545,13 +1557,16 @@ def _plan_rolling(settings: Any, service_store: Any, catalog: Catalog, wl: Workl
     snap = submitted_jobs(service_store)      # one snapshot of the API's jobs for the run
     bad = _unrunnable_rolling(service_store, catalog, wl, snap)
     # the file's jobs whose id the store holds final (pruned) or dispatch holds (from a daily
-    # run's plan, or a stopped run given up: the rolling state keeps the others it committed
-    # or ended) are not new work; nor are the API's that dispatch holds and the state does not
-    state_holds = RollingStore(service_store.store).holds(
-        [j.id for j in wl.jobs] + [job.id for _, job in snap]
-        + [r["job_id"] for r in service_store.jobs(states=API_LIVE_STATES)])
-    file_work = without_dispatched_jobs(service_store.store, wl, state_holds, t)
-    api_held, api_work = without_dispatched_api_jobs(service_store, snap, state_holds, t)
+    # run's plan, or a stopped run given up) are not new work, nor are the API's: every job
+    # but those the rolling state committed (it holds their capacity itself) is looked up
+    rs = RollingStore(service_store.store)
+    file_ids = {j.id for j in wl.jobs}
+    committed = rs.holds(file_ids | {job.id for _, job in snap}
+                         | {r["job_id"] for r in service_store.jobs(states=API_LIVE_STATES)},
+                         states=("Dispatched",))
+    file_work = without_dispatched_jobs(service_store.store, wl, committed, t)
+    api_held, api_work = without_dispatched_api_jobs(service_store, snap,
+                                                     committed | set(bad) | file_ids, t)
     api = [job for r, job in snap if r["job_id"] not in bad and r["job_id"] not in api_held]
     api_ids = {j.id for j in api}
     # a bad job already pending in the rolling state ends there too (the planner would
@@ -1559,6 +1574,15 @@ def _plan_rolling(settings: Any, service_store: Any, catalog: Catalog, wl: Workl
     end_first = [Unplaced(jid, ReasonCode(reason), detail)
                  for jid, (reason, detail) in bad.items()
                  if reason == str(ReasonCode.UNKNOWN_SITE)]
+    # so does a job the state still carries as pending that dispatch holds: a run committed
+    # and dispatched it, then stopped before it saved the state (and was given up); it runs as
+    # that run placed it, its units held above, and is never planned a second time
+    held = (file_ids - {j.id for j in file_work.workload.jobs}) | api_held
+    end_first += [Unplaced(jid, ReasonCode.ALREADY_DISPATCHED,
+                           "dispatch holds it (its claim is in the outbox) from a run that did "
+                           "not record it in the rolling state: it runs as that run's plan "
+                           "placed it, its units held as running work, never planned again")
+                  for jid in sorted(rs.holds(held, states=("Pending",)))]
     step = rolling_step(service_store.store, catalog, settings.catalog, pdate, t,
                         list(file_work.workload.jobs) + api, wl, settings.data_dir,
                         settings.solver,
@@ -1576,6 +1600,7 @@ def _plan_rolling(settings: Any, service_store: Any, catalog: Catalog, wl: Workl
         step.rolling_store.save(step.planner.state, step.run, doc["plan_id"], now)
         _update_rolling_jobs(db, doc, api_ids, now)
         end_unrunnable_jobs(db, bad, now)
+        sync_dispatched_jobs(db, now, pending=api_held)   # a Pending one dispatch holds
 
     return _Planned(doc, step.daily.forecasts, api_ids, record,
                     {"commit_before": step.run.commit_before.to_pydatetime()})

@@ -80,14 +80,21 @@ class RollingStore:
         self.store = store
         self.engine = store.engine
 
-    def holds(self, job_ids: Collection[str]) -> set[str]:
-        """The jobs of ``job_ids`` the rolling state holds (pending, committed or ended)."""
+    def holds(self, job_ids: Collection[str],
+              states: Collection[str] | None = None) -> set[str]:
+        """The jobs of ``job_ids`` the rolling state holds (pending, committed or ended).
+
+        ``states``: only those in these row states (``Pending``, ``Dispatched`` for committed,
+        ``Failed`` for ended); ``None``: any.
+        """
         ids = sorted(set(job_ids))
         out: set[str] = set()
         with Session(self.engine) as s:
             for i in range(0, len(ids), 500):     # bounded IN lists
-                out.update(s.scalars(select(RollingJobRow.job_id).where(
-                    RollingJobRow.job_id.in_(ids[i:i + 500]))))
+                q = select(RollingJobRow.job_id).where(RollingJobRow.job_id.in_(ids[i:i + 500]))
+                if states is not None:
+                    q = q.where(RollingJobRow.state.in_(sorted(states)))
+                out.update(s.scalars(q))
         return out
 
     def load(self, as_of: datetime | pd.Timestamp | None = None,

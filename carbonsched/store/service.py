@@ -820,8 +820,8 @@ class ServiceStore:
         (:func:`carbonsched.service.runs.finish_stopped_runs`). One that can never be
         finished (its plan lost, its rolling state impossible to save from it) would stop
         every later rolling run for good. An operator gives it up here, once, with a reason:
-        no claim takes the record again and later runs plan on the rolling state as the last
-        finished run left it. The outbox is not touched: the units its dispatch wrote stay
+        no claim takes the record again and later runs plan on the rolling state as the newest
+        run that saved it left it. The outbox is not touched: the units its dispatch wrote stay
         the claims of their jobs (submitted at most once by their keys), and later runs
         leave those jobs out and hold their running units' capacity
         (:func:`carbonsched.service.runs.without_dispatched_jobs`).
@@ -878,14 +878,18 @@ class ServiceStore:
             plan = f"; it had stored plan {old.plan_id}" if old.plan_id else ""
             text = (f"abandoned by an operator: {why}{plan} (was {old.status}: "
                     f"{old.error})")[:4000]
+            # as claim_run: the record as read, and no lease renewed meanwhile (a slow owner)
             res = s.execute(update(RunRow).where(
                 RunRow.run_key == k, RunRow.status == old.status,
-                RunRow.attempts == old.attempts).values(
+                RunRow.attempts == old.attempts,
+                (RunRow.lease_expires_at < t) | RunRow.lease_expires_at.is_(None)
+                | (RunRow.status == "interrupted")).values(
                     status="abandoned", finished_at=now, lease_expires_at=None, owner=None,
                     error=text))
-            if not res.rowcount:       # claimed meanwhile
-                raise InputError(f"run {k} was claimed while it was being abandoned; "
-                                 "`carbonsched runs list` shows who holds it")
+            if not res.rowcount:       # claimed, or its lease renewed, meanwhile
+                raise InputError(f"run {k} was claimed (or its lease renewed) while it was "
+                                 "being abandoned: it is running; `carbonsched runs list` "
+                                 "shows who holds it")
             return _run_dict(s.get(RunRow, k))
 
     @store_call("reading the catalogs of the run records")

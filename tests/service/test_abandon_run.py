@@ -22,13 +22,13 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
-from carbonsched.errors import InputError, RunBlockedError
+from carbonsched.errors import InputError, Interrupted, RunBlockedError
 from carbonsched.store import Store
 from carbonsched.store.rolling_state import RollingStore
 from carbonsched.store.service import ServiceStore
-from tests.service.test_resume_during_dispatch import at
+from tests.service.test_resume_during_dispatch import Service, at
 from tests.service.test_rolling_resume import DAY1, DAY2, run
 from tests.service.test_stopped_before_next_run import EVE, stopped_during_dispatch
 
@@ -96,6 +96,33 @@ def test_abandon_refuses_what_is_not_a_stopped_run_and_takes_one_that_is(tmp_pat
     assert db.stopped_runs(None, datetime(2023, 7, 11, tzinfo=UTC)) == []
 
 
+def test_abandon_loses_to_an_owner_that_renews_its_lease_meanwhile(tmp_path):
+    """A slow owner (a GC pause, a partition) renews its lease between abandon's read and its
+    update: the run is going on, so abandon is refused and the record stays the owner's
+    (before: the update matched on status and attempts alone and abandoned a live run)."""
+    db, now = _records(tmp_path)
+    key = datetime(2023, 7, 10, 6, tzinfo=UTC)
+    owner = db.get_run(key)["owner"]
+    now[0] = db.get_run(key)["lease_expires_at"] + timedelta(seconds=1)   # lease ran out
+
+    renewed = []
+
+    def renew_first(conn, cursor, statement, params, context, executemany):
+        if (statement.startswith("UPDATE pipeline_runs") and "abandoned" in str(params)
+                and not renewed):
+            renewed.append(db.renew_run(key, owner, timedelta(minutes=10)))
+
+    event.listen(db.engine, "before_cursor_execute", renew_first)
+    with pytest.raises(InputError, match="was claimed \\(or its lease renewed\\) while it "
+                       "was being abandoned: it is running"):
+        db.abandon_run(key, "plan lost", now[0])
+    event.remove(db.engine, "before_cursor_execute", renew_first)
+    assert renewed == [True]
+    rec = db.get_run(key)
+    assert (rec["status"], rec["owner"]) == ("running", owner)
+    assert rec["lease_expires_at"] == now[0] + timedelta(minutes=10)
+
+
 def test_a_rolling_run_that_cannot_be_finished_is_abandoned_and_the_next_run_plans(
         tmp_path, shared_data):
     svc = stopped_during_dispatch(tmp_path, shared_data, "lost")
@@ -146,6 +173,45 @@ def test_a_rolling_run_that_cannot_be_finished_is_abandoned_and_the_next_run_pla
     assert run(svc.db, svc.clock, svc.pipe(rolling=True), DAY1) is None
 
 
+def test_a_job_the_state_carries_that_an_abandoned_run_dispatched_is_not_planned_again(
+        tmp_path, shared_data):
+    """DAY1 carries the evening job as waiting; DAY2 commits it, its dispatch writes the
+    claim, and DAY2 is stopped before it saves the state, loses its plan and is given up. The
+    next run plans on DAY1's state, which still carries the evening job."""
+    svc = Service.make(tmp_path, shared_data, "carried")
+    assert run(svc.db, svc.clock, svc.pipe(rolling=True), DAY1).status == "succeeded"
+    assert [r["state"] for r in RollingStore(svc.db.store).rows()
+            if r["job_id"] == "evening"] == ["Pending"]
+    svc.clock.set(EVE)
+    with pytest.raises(Interrupted):
+        run(svc.db, svc.clock, svc.pipe(rolling=True, stop_after=0), DAY2)
+    d2 = svc.db.get_run(DAY2)
+    (claim,) = [(k, st, site, start) for k, st, site, start, pid in svc.outbox()
+                if k == "evening#0"]
+    assert claim[1] == "Pending" and claim[3] >= DAY2
+    _lose_plan(svc.db, d2["plan_id"])
+    svc.db.lease_clock = svc.clock.now
+    svc.clock.set(datetime(2023, 7, 11, 1, tzinfo=UTC))
+    svc.db.abandon_run(DAY2, "plan lost", svc.clock.now())
+
+    t3 = datetime(2023, 7, 11, 1, tzinfo=UTC)
+    out = run(svc.db, svc.clock, svc.pipe(rolling=True), t3)
+    assert out is not None and out.status == "succeeded", out
+    doc = svc.db.store.get_plan(out.plan_id)
+    # before the fix: placed again by this plan (a second booking; the unit runs as DAY2's
+    # claim says) and committed again in the state
+    assert "evening" not in {p["job_id"] for p in doc["placements"]}
+    assert doc["rolling"]["committed"] == []
+    ended = {u["job_id"]: u["reason"] for u in doc["rolling"]["ended"]}
+    assert ended == {"evening": "AlreadyDispatched"}
+    row = next(r for r in RollingStore(svc.db.store).rows() if r["job_id"] == "evening")
+    assert (row["state"], row["reason"]) == ("Failed", "AlreadyDispatched")
+    assert "job 'evening' Dispatched" in " ".join(doc["notes"])
+    # the claim is driven as DAY2 placed it, once
+    assert svc.backend.submissions() == {"morning#0": 1, "api-1#0": 1, "evening#0": 1}
+    assert svc.backend.jobs()["evening#0"]["start"] == claim[3].isoformat()
+
+
 def _cli(url: str, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, CARBONSCHED_DATABASE_URL=url, COLUMNS="200")
     return subprocess.run([sys.executable, "-m", "carbonsched.cli", "runs", *args], env=env,
@@ -159,7 +225,8 @@ def test_cli_lists_runs_and_abandons_a_stopped_one(tmp_path):
     listed = _cli(url, "list")
     assert listed.returncode == 0, listed.stderr
     assert "2023-07-10T12:00Z" in listed.stdout and "interrupted" in listed.stdout
-    assert ("2 run(s) stopped after storing a plan (2023-07-10T12:00Z, 2023-07-10T06:00Z)"
+    # the interrupted run is named; the running one is not: its lease is live (a run going on)
+    assert ("1 run(s) stopped after storing a plan (2023-07-10T12:00Z):"
             in " ".join(listed.stdout.split()))
 
     refused = _cli(url, "abandon", "2023-07-10", "--reason", "x")

@@ -94,3 +94,26 @@ def test_an_ended_api_job_holds_nothing(tmp_path, shared_data):
     assert svc.db.get_job("train")["state"] == "Failed"
     assert _held(day2) == [] and not any(API_NOTE in n for n in day2["notes"])
     assert _placed(day2)["fresh"]["start"] < p1["end"]
+
+
+def test_an_api_job_named_like_a_dispatched_file_job_neither_takes_its_claim_nor_holds_twice(
+        tmp_path, shared_data):
+    """Known bad: the file's job 'train' runs (dispatched by day 1); an API job submitted
+    under the same id is a NameConflict. Its record must not take the file job's claim (by
+    id alone it would read Running, from the file job's plan) and the running units are held
+    once, as the file's job's."""
+    train = _spec("train", "2023-07-10T00:00:00Z", "2023-07-13T00:00:00Z", 30, gpus=2)
+    svc = Service(tmp_path, shared_data, [train])
+    day1 = svc.run(10)
+    p1 = _placed(day1)["train"]
+    start = _ts(p1["start"])
+    svc.clock.set(start + timedelta(minutes=5))
+    svc.backend.report("train#0", JobState.RUNNING, ReasonCode.STARTED, start)
+    svc.refresh()
+    _submit(svc, {**train, "gpus": 1})
+    day2 = svc.run(11)
+    assert _held(day2) == [("train", 2, "2023-07-11T00:00:00Z", p1["end"])]
+    assert not any(API_NOTE in n for n in day2["notes"])
+    api = svc.db.get_job("train")
+    assert (api["state"], api["reason"]) == ("Failed", "NameConflict")
+    assert api["plan_id"] != day1["plan_id"]
