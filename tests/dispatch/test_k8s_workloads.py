@@ -1734,7 +1734,7 @@ def test_a_volcano_job_released_past_its_stop_reads_never_ran_unless_it_ran(phas
     if state is JobState.FAILED:
         assert (r.reason, r.raw, r.start, r.end) == (
             ReasonCode.DEADLINE_PASSED, NEVER_RAN, None, datetime(2027, 1, 1, 2, tzinfo=UTC))
-        assert not r.held and "left gated and none ran" in r.detail
+        assert not r.held and "and none ran (DeadlineExceeded)" in r.detail
 
 
 def test_jobset_and_kueue_conditions_map_with_the_clusters_reason():
