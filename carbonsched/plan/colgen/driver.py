@@ -17,6 +17,7 @@ from carbonsched.plan.colgen.incumbents import (
     incumbents,
     marked_draws,
     repack,
+    repack_more,
 )
 from carbonsched.plan.colgen.master import (
     build_master,
@@ -165,11 +166,14 @@ def _run_path(st: ColgenState) -> PlanResult:
     incumbents(st)
     if st.prior is not None:   # the short path's plan: the passes and repair start from it
         st.cands.append((f"{SHORT_PATH}: {st.prior[0]}", st.prior[1]))
-        if st.prior_unrepacked is not None:
+        if st.prior_more:
+            st.cands.extend((f"{SHORT_PATH}: {n}", p) for n, p in st.prior_more)
+        elif st.prior_unrepacked is not None:
             st.cands.append((f"{SHORT_PATH}: {st.prior_unrepacked[0]}", st.prior_unrepacked[1]))
     elif st.warm_start is not None and len(st.warm_start):
         warm_candidate(st)
     repack(st)
+    repack_more(st)
     marked_draws(st)
     if st.force_short and not opt.short_first_passes:
         return finish(st)   # a staged solve's short path: the master-LP path follows
@@ -243,7 +247,10 @@ def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_ga
     saying so. The short path's best plan other than its own that its repack neither started
     from nor produced is a candidate of the second path too, whose one-slot repack starts
     from the best plan not repacked yet (:func:`~carbonsched.plan.colgen.incumbents.repack`),
-    not from one the short path's repack started from or produced.
+    not from one the short path's repack started from or produced; with
+    :attr:`ColgenOptions.repack_more` above 0 every other plan of the short path is a
+    candidate of the second path, whose repacks then start from several of them
+    (:func:`~carbonsched.plan.colgen.incumbents.repack_more`).
 
     Parameters
     ----------
@@ -305,7 +312,12 @@ def _short_then_long(sets: PlanSets, time_limit_s: float, first_s: float, mip_ga
     st2.prior = (name1, first)
     # the repack starts from the best plan not repacked yet: the short path's next best
     st2.repacked = set(st1.repacked)
-    st2.prior_unrepacked = best_not_repacked(st1.cands, st1.repacked, also=(first,))
+    if opt.repack_more > 0:
+        # every other plan of the short path: the repacks start from the best not repacked
+        st2.prior_more = [(n, p) for n, p in st1.cands
+                          if p is not first and p is not st1.greedy]
+    else:
+        st2.prior_unrepacked = best_not_repacked(st1.cands, st1.repacked, also=(first,))
     st2.prior_bound = -np.inf if bound1 is None else bound1
     states.append(st2)
     return _run_path(st2)

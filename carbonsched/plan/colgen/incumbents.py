@@ -165,7 +165,11 @@ def _draw(st: ColgenState, draws: list) -> int:
         lam_c, lam_p, lam_a = multipliers(sets, lay, duals)
         plans.append(priced_greedy(sets, kw_slot_price(sets, lam_p, lam_a), lam_c,
                                    order=st.lff))
-    if plans:
+    if plans and st.opt.repack_more > 0 and st.force_short:
+        # each its own candidate: the master-LP path may repack any of them (repack_more)
+        st.cands.extend((f"{label} ({k} of {len(draws)})", plan)
+                        for k, plan in enumerate(plans, 1))
+    elif plans:
         st.cands.append((label, min(plans, key=lambda r: r.totals["objective"])))
     return len(plans)
 
@@ -242,24 +246,41 @@ def repack(st: ColgenState) -> None:
     5,925.6 -> 5,473.6 kg, the moves after it 0.6 kg more).
     """
     opt = st.opt
-    reserve_s = st.plain_reserve_s()
-    if opt.repack_max_options <= 0 or st.left() <= reserve_s + opt.step_margin_s:
+    if (opt.repack_max_options <= 0
+            or st.left() <= st.plain_reserve_s() + opt.step_margin_s):
         return
     start = best_not_repacked(st.cands, st.repacked)
-    if start is None:
-        return
-    start_name, start_plan = start
+    if start is not None:
+        _repack_from(st, *start)
+
+
+def _repack_from(st: ColgenState, start_name: str, start_plan: PlanResult,
+                 keep_s: float = 0.0) -> bool:
+    """One one-slot repack of ``start_plan``, appended as ``<start_name> + one-slot repack``.
+
+    Runs when more than :meth:`ColgenState.plain_reserve_s` + ``keep_s`` +
+    :attr:`ColgenOptions.step_margin_s` is left; the LP gets
+    :attr:`ColgenOptions.repack_share` of the time left less the reserve and ``keep_s``, less
+    one priced greedy plan's time (:func:`repack`). Returns whether it ran (with or without
+    a plan).
+    """
+    opt = st.opt
+    reserve_s = st.plain_reserve_s() + keep_s
+    if st.left() <= reserve_s + opt.step_margin_s:
+        return False
     lp_s = max(opt.repack_share * (st.left() - reserve_s) - st.t_pg, 0.0)
     so: dict = {}
     repacked = unit_repack(st.sets, st.lay, st.cls, start_plan, st.threads, lp_s,
                            st.say, st.rec, prices=(st.rank_kw, st.lam_c), greedy_s=st.t_pg,
                            options=opt, status_out=so)
+    # kept by a staged solve's short path for the master-LP path, and by repack_more
+    track = st.force_short or opt.repack_more > 0
     if repacked is None:
-        if st.force_short and not so.get("time_limited"):
+        if track and not so.get("time_limited"):
             # no plan for a reason more time does not change: the master-LP path repacks
             # another plan; one cut short by the time it may repack again with more
             st.repacked.add(plan_key(start_plan))
-        return
+        return True
     best_name, best_plan = st.best()
     if best_plan is not start_plan:
         st.note(f"one-slot repack from {start_name} "
@@ -267,8 +288,41 @@ def repack(st: ColgenState) -> None:
                 f"the best, {best_name} ({best_plan.totals['objective']:.3f} kg), is a plan "
                 "the repack started from or produced")
     st.cands.append((f"{start_name}{REPACKED}", repacked))
-    if st.force_short:   # a staged solve's short path: the master-LP path reads them
+    if track:
         st.repacked.update((plan_key(start_plan), plan_key(repacked)))
+    return True
+
+
+def repack_more(st: ColgenState) -> None:
+    """In a staged solve's master-LP path, more one-slot repacks after :func:`repack`.
+
+    Up to :attr:`ColgenOptions.repack_more` more starts, each the best candidate not
+    repacked yet (:func:`best_not_repacked`: the short path's earlier-iterate priced greedy
+    plans, each its own candidate, and this path's own), while it is within
+    :attr:`ColgenOptions.repack_more_rel` of the best plan so far and a repack fits the time
+    left with :attr:`ColgenOptions.step_min_left_s` kept for the passes and the repair that
+    follow. Which smoothed-dual iterate's priced greedy plan repacks best is not the one whose
+    plan is best before the repack (BENCHMARKS.md section 3), so the plan no longer hangs on
+    which iterates the short path's clock left it.
+    """
+    opt = st.opt
+    if opt.repack_more <= 0 or opt.repack_max_options <= 0 or st.prior is None:
+        return
+    done = 0
+    while done < opt.repack_more:
+        start = best_not_repacked(st.cands, st.repacked)
+        if start is None:
+            return
+        best = st.best()[1].totals["objective"]
+        if start[1].totals["objective"] > best * (1.0 + opt.repack_more_rel):
+            return
+        # a start that ran is repacked whatever came of it: the next is another plan
+        st.repacked.add(plan_key(start[1]))
+        if not _repack_from(st, *start, keep_s=opt.step_min_left_s):
+            st.note(f"one-slot repack of {start[0]} skipped for time "
+                    f"({max(st.left(), 0.0):.1f} s of the limit left)")
+            return
+        done += 1
 
 
 def early_moves(st: ColgenState) -> None:

@@ -93,6 +93,11 @@ class ColgenState:
     prior_unrepacked
         In a staged solve's master-LP path, the short path's best ``(name, plan)`` that is
         neither its plan nor one its repack started from or produced, or None.
+    prior_more
+        With :attr:`ColgenOptions.repack_more` above 0, in a staged solve's master-LP path,
+        every ``(name, plan)`` of the short path but its plan and the carbon greedy (those
+        its repack started from or produced are skipped as starts by ``repacked``); it
+        replaces ``prior_unrepacked`` as the short path's candidates there.
     """
 
     sets: PlanSets
@@ -122,6 +127,7 @@ class ColgenState:
     prior_bound: float = -np.inf          # the short path's bound [kg]
     prior_build_s: float = 0.0            # the short path's build time [s]
     prior_unrepacked: tuple[str, PlanResult] | None = None   # its best plan not repacked
+    prior_more: list[tuple[str, PlanResult]] = field(default_factory=list)   # repack_more
     priced_by: str = "warm-up"            # whose multipliers price the plan without a master
     short_pool: np.ndarray | None = None  # (O, 3) options the smoothed dual chose
     earlier_duals: list = field(default_factory=list)   # earlier smoothed-dual iterates' duals
