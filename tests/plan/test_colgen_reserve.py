@@ -350,3 +350,57 @@ def test_a_plans_key_counts_the_gpus_of_every_inference_row():
     assert plan(2, 2) == plan(4) == plan(4, 0)
     assert plan(2, 2) != plan(2)
     assert plan(2) != plan(3)
+
+
+def _staged_master_path(left_s: float, **options) -> SimpleNamespace:
+    """A staged solve's master-LP path: the short path's plan is ``prior``."""
+    st = _state(left_s, **options)
+    st.prior = ("x + one-slot repack", None)
+    st.notes = []
+    st.note = st.notes.append
+    st.best = lambda: min(st.cands, key=lambda c: c[1].totals["objective"])
+    return st
+
+
+def test_repack_more_repacks_the_next_best_plans_within_its_share_of_the_best(repack_starts):
+    # the short path's plan (repacked) is best; its three other iterates' greedy plans and
+    # the master's LP rounding follow: two more repacks start from the two best of those
+    # not repacked, never from one 5 % or more above the best plan
+    st = _staged_master_path(30.0, repack_more=2)
+    own = _plan(100.0, ("j1", 0))
+    draws = [_plan(103.0, ("j1", 1)), _plan(101.0, ("j1", 2)), _plan(102.0, ("j1", 3))]
+    far = _plan(106.0, ("j1", 4))
+    st.cands = [("short path: x + one-slot repack", own), ("LP rounding + priced greedy", far)]
+    st.cands += [(f"short path: draw {k}", p) for k, p in enumerate(draws, 1)]
+    st.repacked = {incumbents.plan_key(own)}
+    incumbents.repack(st)                         # the path's own: the best not repacked
+    incumbents.repack_more(st)
+    assert repack_starts == [draws[1], draws[2], draws[0]]
+    repack_starts.clear()
+    incumbents.repack_more(st)                    # only `far` is left, 6 % above the best
+    assert repack_starts == []
+
+
+def test_repack_more_is_off_by_default_and_outside_a_staged_master_path(repack_starts):
+    st = _staged_master_path(30.0)
+    st.cands = [("a", _plan(1.0, ("j1", 0))), ("b", _plan(1.01, ("j1", 1)))]
+    incumbents.repack_more(st)
+    st = _state(30.0, repack_more=3)              # no short path before it: st.prior unset
+    st.prior = None
+    st.cands = [("a", _plan(1.0, ("j1", 0))), ("b", _plan(1.01, ("j1", 1)))]
+    incumbents.repack_more(st)
+    assert repack_starts == []
+
+
+@pytest.mark.parametrize("left_s, lp_s", [
+    (3.5, None),                         # reserve 0.5 + the passes' 2.5 + margin 0.5 = 3.5
+    (3.5001, 0.9 * (3.5001 - 3.0) - 0.3),
+    (10.0, 0.9 * (10.0 - 3.0) - 0.3),
+])
+def test_repack_more_leaves_the_passes_their_least_time(repack_calls, left_s, lp_s):
+    st = _staged_master_path(left_s, repack_more=1)
+    st.cands = [("a", _plan(1.0, ("j1", 0))), ("b", _plan(1.01, ("j1", 1)))]
+    st.repacked = {incumbents.plan_key(st.cands[0][1])}
+    incumbents.repack_more(st)
+    assert repack_calls == ([] if lp_s is None else [pytest.approx(lp_s)])
+    assert (st.notes == []) is (lp_s is not None)

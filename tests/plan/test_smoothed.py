@@ -494,3 +494,44 @@ def test_the_short_path_prices_a_plan_on_each_earlier_iterate_and_keeps_the_best
                      colgen_options=_opts(**opts, smooth_marks_alone=False))
     (alone,) = seen
     assert alone.marked_duals == [] and label not in res.solver.note
+
+
+def test_with_repack_more_each_earlier_iterates_plan_is_a_candidate_of_both_paths(monkeypatch):
+    # CARBONSCHED_CG_REPACK_MORE: the short path keeps every earlier iterate's priced greedy
+    # plan, not only the best, and the master-LP path gets each as a start of its repacks
+    from carbonsched.plan.colgen import driver
+
+    from .test_colgen_monotone import LIMIT_S, _opts, loaded_fleet
+
+    label = "priced greedy on an earlier smoothed-dual iterate"
+    seen = []
+    real = driver._run_path
+
+    def spy(st):
+        res = real(st)
+        seen.append(st)
+        return res
+
+    monkeypatch.setattr(driver, "_run_path", spy)
+    prob = loaded_fleet()
+    opts = dict(smooth_draw_every=2, warmup_share=0.0, finish_s=0.0, finish_plain_s=0.0,
+                repack_more=3)
+    res = solve_plan(prob, method="colgen", time_limit_s=LIMIT_S, mip_gap=0.0,
+                     colgen_options=_opts(**opts))
+    st, st2 = seen
+    assert st.no_master and st.force_short
+    n = len(st.earlier_duals)
+    assert n >= 1
+    found = [(name, r) for name, r in st.cands if name.startswith(label)]
+    # newest first, each while one more fits the time left (all of them, unless loaded)
+    assert found and [name for name, _ in found] == [f"{label} ({k} of {n})"
+                                                     for k in range(1, len(found) + 1)]
+    for (_, plan), duals in zip(found, st.earlier_duals[:len(found)], strict=True):
+        assert plan.totals["objective"] == pytest.approx(_best_by_hand(st, [duals]),
+                                                         rel=1e-12)
+        assert recount_violations(prob, plan) == {}
+    # every short-path plan but its own and the carbon greedy is in the master-LP path
+    carried = {name.removeprefix("short path: ") for name, _ in st2.cands
+               if name.startswith("short path: ")}
+    assert {name for name, _ in found} <= carried
+    assert res.totals["objective"] <= min(r.totals["objective"] for _, r in found) + 1e-9
