@@ -1937,6 +1937,10 @@ RECORD_COLUMNS = ["key", "job_id", "piece", "plan_id", "site", "backend", "backe
                   "actual_end", "times_source", "attempts", "duplicates", "lease_owner"]
 """The columns of :func:`dispatch_records` (never the request's JSON)."""
 
+_TEXT_COLUMNS = ("key", "job_id", "plan_id", "site", "backend", "backend_id", "state", "reason",
+                 "detail", "times_source", "duplicates", "lease_owner")
+"""The text columns of :data:`RECORD_COLUMNS` (``None`` where the store has ``NULL``)."""
+
 
 def dispatch_records(store: Store, plan_id: str | None = None, *,
                      job_ids: Collection[str] | None = None,
@@ -1987,7 +1991,13 @@ def dispatch_records(store: Store, plan_id: str | None = None, *,
                     for r in s.execute(q.where(t.job_id.in_(ids[i:i + 500])).order_by(*order))]
             if len(ids) > 500:
                 rows.sort(key=lambda r: (r.site, r.planned_start, r.key))
-    return pd.DataFrame([tuple(r) for r in rows], columns=RECORD_COLUMNS)
+    df = pd.DataFrame([tuple(r) for r in rows], columns=RECORD_COLUMNS)
+    # text columns keep None where the store has NULL: pandas 3 infers its string dtype for a
+    # column of strings and None and reads the None as NaN (a float), which every reader
+    # (the status table, ``r.backend_id or ""``) would take for a value
+    for c in _TEXT_COLUMNS:
+        df[c] = df[c].astype(object).where(df[c].notna(), None)
+    return df
 
 
 @dataclass(frozen=True)

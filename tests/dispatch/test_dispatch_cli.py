@@ -351,3 +351,40 @@ def test_status_says_which_backends_it_could_not_ask(tmp_path):
             "the jobs; its 1 job(s) show the state last recorded (not refreshed); run "
             "`carbonsched status` again once it answers") in said
     assert "quebec" not in said
+
+
+def test_status_shows_rows_with_and_without_a_reason_side_by_side(tmp_path):
+    # a unit not yet on its backend (no backend id, no times source) beside one ended with
+    # both: pandas 3 read a mixed text column's NULLs as NaN, a float, and the table crashed
+    # ("unable to render float"; the tour met it when it dispatched at midnight: late rows
+    # beside submitted ones). At the limit: every nullable text column NULL on one row
+    from datetime import UTC, datetime
+
+    from sqlalchemy.orm import Session
+
+    from carbonsched.dispatch.outbox import dispatch_records
+    from carbonsched.store.models import DispatchRow
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    store = Store(url)
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    with Session(store.engine) as s:
+        for key, state, reason, bid, src in (("a#0", "Pending", "", None, None),
+                                             ("b#0", "Failed", "DeadlinePassed", "slurm:1",
+                                              "sacct")):
+            s.add(DispatchRow(key=key, job_id=key[0], piece=0, plan_id="p", site="s",
+                              backend="slurm:ontario", state=state, reason=reason, detail="",
+                              backend_id=bid, times_source=src, request_json="{}",
+                              planned_start=now, planned_end=now, attempts=1, created_at=now,
+                              updated_at=now))
+        s.commit()
+    df = dispatch_records(store)
+    assert df.loc[df["key"] == "a#0", ["backend_id", "times_source", "lease_owner"]].iloc[
+        0].tolist() == [None, None, None]
+    st = _cli("status", "--no-refresh", url=url, env={"COLUMNS": "200"})
+    assert st.returncode == 0, st.stderr
+    rows = {ln.split("│")[1].strip(): [c.strip() for c in ln.split("│")[1:-1]]
+            for ln in st.stdout.splitlines() if ln.startswith("│") and "#0" in ln}
+    assert rows["a#0"][3:5] == ["Pending", ""] and rows["a#0"][2] == ""
+    assert rows["b#0"][2:5] == ["slurm:1", "Failed", "DeadlinePassed"]
+    assert "2 jobs" in st.stdout
